@@ -1,0 +1,457 @@
+/*
+ * plugin.h — authoring ops for kiln.
+ *
+ * Every operator kiln runs — the built-in ONNX operators and your plugins —
+ * is an *op*: an identity "namespace::name" + version, an attribute schema,
+ * a shape function and implementations.  There are two ways to write one:
+ *
+ * 1. Quick ops (most ops): fill a kiln_quick_op and register it with
+ *    KILN_OP(var).  Registration runs when the library loads (a C
+ *    constructor).  A quick op gives
+ *      - attrs:   the attribute schema (name, type, default),
+ *      - shape:   output dtypes and symbolic dims from input descriptors and
+ *                 attribute values; may alias an output to an input
+ *                 (in-place) and declare size tensors for data-dependent
+ *                 dims.  No side effects.
+ *      - impl:    the computation, on kiln_tensor views, with the chosen
+ *                 tactic, a workspace and an execution handle,
+ *      - formats: (optional, the autotune part) the type/layout
+ *                 combinations and tactics the builder may pick from, by
+ *                 timing,
+ *      - timing_id: which attributes make two instances time differently,
+ *      - aot:     (optional) kernel source the builder compiles and embeds.
+ *
+ *      static int add_shape(kiln_shape_ctx *c) {
+ *          c->out[0] = c->in[0];             // same dtype and dims
+ *          return 0;
+ *      }
+ *      static int add_impl(const kiln_call *c) {
+ *          const float *a = c->in[0].data, *b = c->in[1].data;
+ *          float *y = c->out[0].data;
+ *          for (int64_t i = 0, n = kiln_tensor_numel(&c->out[0]); i < n; i++)
+ *              y[i] = a[i] + b[i];
+ *          return 0;
+ *      }
+ *      static const kiln_quick_op add = {
+ *          .ns = "sample", .name = "elemwise_add", .version = 1,
+ *          .min_inputs = 2, .max_inputs = 2, .num_outputs = 1,
+ *          .shape = add_shape, .impl = add_impl,
+ *      };
+ *      KILN_OP(add)
+ *
+ * 2. Full plugins: a versioned vtable (kiln_plugin_vtable) for stateful or
+ *    unusual ops, registered with KILN_PLUGIN(var).  Quick ops are an
+ *    adapter onto the same vtable: the runtime knows one mechanism.
+ *
+ * Threading: shape functions may be called from any thread; impl/enqueue of
+ * one layer instance is never called concurrently for the same context, but
+ * two contexts may run the same op concurrently (keep state per context:
+ * see attach_to_context).
+ *
+ * Errors: shape/impl return 0 or a negative KILN_E* code; they may describe
+ * the problem with kiln_set_error() (the builder/runtime prefixes the layer
+ * name).
+ */
+#ifndef KILN_PLUGIN_H
+#define KILN_PLUGIN_H
+
+#include "kiln.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Record a message for kiln_errmsg() and return `status` (for
+ * `return kiln_set_error(KILN_EINVAL, "...")`). */
+KILN_API int kiln_set_error(int status, const char *fmt, ...) KILN_PRINTF(2, 3);
+
+/* ------------------------------------------------- symbolic expressions */
+
+/* Shapes are expressions over input dims and size-tensor symbols.  They are
+ * hash-consed (structurally equal expressions are the same pointer, so ==
+ * compares them) and constant-folded.  They live in a pool owned by the
+ * builder; constructors never return NULL (they abort on out-of-memory). */
+typedef struct kiln_exprs kiln_exprs;
+typedef struct kiln_expr kiln_expr;
+
+typedef enum kiln_expr_op {
+    KILN_EXPR_CONST = 0,
+    KILN_EXPR_SYM,      /* a named symbol: input dim, size tensor, shape value */
+    KILN_EXPR_ADD,
+    KILN_EXPR_SUB,
+    KILN_EXPR_MUL,
+    KILN_EXPR_FLOORDIV, /* floor(a / b), b != 0 */
+    KILN_EXPR_CEILDIV,  /* ceil(a / b), b != 0 */
+    KILN_EXPR_MOD,      /* a - b * floordiv(a, b) */
+    KILN_EXPR_MIN,
+    KILN_EXPR_MAX,
+    KILN_EXPR_EQ,       /* 1 if a == b else 0 */
+    KILN_EXPR_LT,       /* 1 if a < b else 0 */
+    KILN_EXPR_SELECT_,  /* internal: cond ? a : b (see kiln_expr_select) */
+    KILN_EXPR_OP_COUNT_
+} kiln_expr_op;
+
+KILN_API const kiln_expr *kiln_expr_const(kiln_exprs *x, int64_t v);
+KILN_API const kiln_expr *kiln_expr_sym(kiln_exprs *x, const char *name);
+KILN_API const kiln_expr *kiln_expr_bin(kiln_exprs *x, kiln_expr_op op,
+                                        const kiln_expr *a, const kiln_expr *b);
+KILN_API const kiln_expr *kiln_expr_add(kiln_exprs *x, const kiln_expr *a, const kiln_expr *b);
+KILN_API const kiln_expr *kiln_expr_sub(kiln_exprs *x, const kiln_expr *a, const kiln_expr *b);
+KILN_API const kiln_expr *kiln_expr_mul(kiln_exprs *x, const kiln_expr *a, const kiln_expr *b);
+KILN_API const kiln_expr *kiln_expr_floordiv(kiln_exprs *x, const kiln_expr *a, const kiln_expr *b);
+KILN_API const kiln_expr *kiln_expr_ceildiv(kiln_exprs *x, const kiln_expr *a, const kiln_expr *b);
+KILN_API const kiln_expr *kiln_expr_min(kiln_exprs *x, const kiln_expr *a, const kiln_expr *b);
+KILN_API const kiln_expr *kiln_expr_max(kiln_exprs *x, const kiln_expr *a, const kiln_expr *b);
+KILN_API const kiln_expr *kiln_expr_eq(kiln_exprs *x, const kiln_expr *a, const kiln_expr *b);
+KILN_API const kiln_expr *kiln_expr_lt(kiln_exprs *x, const kiln_expr *a, const kiln_expr *b);
+/* cond != 0 ? a : b */
+KILN_API const kiln_expr *kiln_expr_select(kiln_exprs *x, const kiln_expr *cond,
+                                           const kiln_expr *a, const kiln_expr *b);
+/* 1 and *v set if e is a constant, else 0. */
+KILN_API int kiln_expr_is_const(const kiln_expr *e, int64_t *v);
+/* Text form, e.g. "max(N, 1) * 3", into buf (always NUL-terminated). */
+KILN_API int kiln_expr_print(const kiln_expr *e, char *buf, size_t size);
+
+/* ------------------------------------------------- attributes */
+
+typedef enum kiln_attr_type {
+    KILN_ATTR_INT = 1,    /* int64 */
+    KILN_ATTR_FLOAT,      /* stored as double */
+    KILN_ATTR_STRING,     /* NUL-terminated */
+    KILN_ATTR_BOOL,
+    KILN_ATTR_BYTES,
+    KILN_ATTR_ARRAY,      /* 1-D array of `elem` (I8..I64, U8.., F16/F32/F64, BOOL) */
+    KILN_ATTR_TENSOR,     /* dtype + dims + data (ONNX TENSOR) */
+    KILN_ATTR_GRAPH       /* a kiln_network (ONNX GRAPH) */
+} kiln_attr_type;
+
+/* One attribute of an op's schema.  `def` is the default in text form
+ * ("0", "0.5", "nearest", "[1, 2, 3]", "true"), parsed at registration
+ * (a bad default is a registration error).  required=1: must be set.
+ * def == NULL and required == 0: optional without default (check
+ * kiln_attr_value.present). */
+typedef struct kiln_attr_def {
+    const char *name;
+    kiln_attr_type type;
+    kiln_dtype elem;   /* KILN_ATTR_ARRAY: element type (default I64) */
+    const char *def;
+    int required;
+    const char *doc;   /* one line for `kiln plugins` */
+} kiln_attr_def;
+
+typedef struct kiln_attr_value {
+    int present;       /* set by the user, or has a default */
+    kiln_attr_type type;
+    kiln_dtype elem;   /* ARRAY element type, TENSOR dtype */
+    int64_t i;         /* INT, BOOL */
+    double f;          /* FLOAT */
+    const char *s;     /* STRING (NUL-terminated), BYTES */
+    size_t len;        /* STRING/BYTES length in bytes */
+    int64_t count;     /* ARRAY element count, TENSOR numel */
+    const void *data;  /* ARRAY/TENSOR elements */
+    int ndim;          /* TENSOR */
+    int64_t dims[KILN_MAX_DIMS];
+    const kiln_network *graph; /* GRAPH */
+} kiln_attr_value;
+
+/* Attribute values of one layer, in schema order: v[i] belongs to
+ * defs[i].  Transparent for speed (`a->v[0].i`); the accessors below look
+ * up by name and assert the schema type. */
+typedef struct kiln_attrs {
+    int count;
+    const kiln_attr_def *defs;
+    const kiln_attr_value *v;
+} kiln_attrs;
+
+KILN_API const kiln_attr_value *kiln_attrs_get(const kiln_attrs *a, const char *name);
+KILN_API int64_t kiln_attrs_int(const kiln_attrs *a, const char *name);
+KILN_API double kiln_attrs_float(const kiln_attrs *a, const char *name);
+KILN_API const char *kiln_attrs_string(const kiln_attrs *a, const char *name);
+/* Array as int64 (any integer elem type is widened into `buf`, which must
+ * hold KILN_MAX_DIMS*2 entries; longer arrays return their own data only
+ * when elem is I64).  Returns the count, or -1 if absent. */
+KILN_API int64_t kiln_attrs_ints(const kiln_attrs *a, const char *name, const int64_t **v);
+KILN_API int64_t kiln_attrs_floats(const kiln_attrs *a, const char *name, const float **v);
+
+/* ------------------------------------------------- tensors */
+
+/* A view of a tensor as kernels see it.  dims are logical; strides are in
+ * elements and describe LINEAR and NHWC layouts (blocked layouts: see
+ * `format`).  `data` is host memory on the CPU device and device memory on
+ * CUDA. */
+typedef struct kiln_tensor {
+    void *data;
+    kiln_dtype dtype;
+    kiln_format format;
+    kiln_device_kind device;
+    int ndim;
+    int64_t dims[KILN_MAX_DIMS];
+    int64_t strides[KILN_MAX_DIMS];
+} kiln_tensor;
+
+static inline int64_t kiln_tensor_numel(const kiln_tensor *t) {
+    int64_t n = 1;
+    for (int i = 0; i < t->ndim; i++) n *= t->dims[i];
+    return n;
+}
+
+/* ------------------------------------------------- shape functions */
+
+/* Symbolic values kept for small integer tensors (shape tensors). */
+#define KILN_MAX_VALUES 16
+
+/* What a shape function knows about a tensor. */
+typedef struct kiln_desc {
+    kiln_dtype dtype;
+    int ndim;
+    const kiln_expr *dims[KILN_MAX_DIMS];
+    /* Inputs only: the tensor's contents when known at build time (a
+     * constant or folded value), row-major, else NULL. */
+    const void *data;
+    /* For integer tensors of at most KILN_MAX_VALUES elements: the value of
+     * each element as an expression (e.g. the output of Shape), else
+     * nvalues = -1.  A shape function may set these on outputs to let
+     * shape computations (Shape -> Gather -> Concat -> Reshape) stay
+     * symbolic. */
+    int nvalues;
+    const kiln_expr *values[KILN_MAX_VALUES];
+} kiln_desc;
+
+typedef struct kiln_shape_ctx kiln_shape_ctx;
+struct kiln_shape_ctx {
+    kiln_exprs *x;          /* the expression pool */
+    const kiln_desc *in;    /* nin inputs; an absent optional input has dtype UNDEFINED */
+    int nin;
+    kiln_desc *out;         /* nout outputs, to be filled (nvalues preset to -1) */
+    int nout;
+    const kiln_attrs *attrs;
+    void *priv_;            /* the builder's */
+};
+
+/* Output `out` shares its buffer with input `in` (in-place op).  The
+ * output must have the same byte size.  The builder inserts a copy only if
+ * the input is still needed afterwards or is a network input/constant. */
+KILN_API int kiln_shape_alias(kiln_shape_ctx *c, int out, int in);
+/* Declare output `out` a size tensor: a 0-D I64 tensor whose value,
+ * written by impl, is a dim of other outputs.  Returns the symbol to use in
+ * those dims.  `opt` is the value assumed when timing; `upper` bounds it
+ * (memory is planned for it; a kernel writing a larger value is an error). */
+KILN_API const kiln_expr *kiln_shape_size_tensor(kiln_shape_ctx *c, int out,
+                                                 const kiln_expr *opt,
+                                                 const kiln_expr *upper);
+/* Numpy broadcast of dims a (na) and b (nb) into out; returns the rank or
+ * KILN_ESHAPE (message set) when static dims disagree. */
+KILN_API int kiln_shape_broadcast(kiln_shape_ctx *c, const kiln_expr *const *a, int na,
+                                  const kiln_expr *const *b, int nb,
+                                  const kiln_expr **out);
+/* Replace this layer by a sub-network (e.g. the taken branch of an If whose
+ * condition is known at build time).  The sub-network's inputs are bound,
+ * in order, to this layer's inputs and its outputs to this layer's
+ * outputs.  The network is borrowed and must outlive the build. */
+KILN_API int kiln_shape_inline(kiln_shape_ctx *c, const kiln_network *sub);
+
+/* ------------------------------------------------- execution */
+
+/* The execution handle: a thread pool on the CPU, a stream on CUDA. */
+typedef struct kiln_exec kiln_exec;
+
+KILN_API kiln_device_kind kiln_exec_device(const kiln_exec *e);
+/* CUDA stream (cudaStream_t) or NULL on the CPU. */
+KILN_API void *kiln_exec_stream(const kiln_exec *e);
+/* Number of threads kernels may split work over (>= 1). */
+KILN_API int kiln_exec_threads(const kiln_exec *e);
+/* Run fn(ud, ith, nth) for ith in [0, nth) on the pool and wait; nth =
+ * min(n_tasks, threads).  The caller's thread takes part.  Calling it from
+ * inside fn runs the inner call serially. */
+typedef void (*kiln_task_fn)(void *ud, int ith, int nth);
+KILN_API void kiln_exec_parallel(kiln_exec *e, int n_tasks, kiln_task_fn fn, void *ud);
+/* Split [0, n) into nth nearly equal parts; part ith is [*b, *e). */
+static inline void kiln_split_range(int64_t n, int ith, int nth, int64_t *b, int64_t *e) {
+    int64_t q = n / nth, r = n % nth;
+    *b = ith * q + (ith < r ? ith : r);
+    *e = *b + q + (ith < r ? 1 : 0);
+}
+/* Run fn(ud, begin, end) over [0, n) in chunks of at least `grain`. */
+typedef void (*kiln_range_fn)(void *ud, int64_t begin, int64_t end);
+KILN_API void kiln_exec_parallel_for(kiln_exec *e, int64_t n, int64_t grain,
+                                     kiln_range_fn fn, void *ud);
+
+/* One invocation of an op. */
+typedef struct kiln_call {
+    const kiln_tensor *in;   /* nin inputs (absent optional: data NULL, dtype UNDEFINED) */
+    int nin;
+    kiln_tensor *out;        /* nout outputs; data points at planned memory */
+    int nout;
+    const kiln_attrs *attrs;
+    int tactic;              /* the chosen tactic (0 = default) */
+    void *workspace;         /* workspace_size bytes, 64-byte aligned */
+    size_t workspace_size;
+    kiln_exec *exec;
+    void *state;             /* full plugins: the instance state */
+    const char *layer;       /* layer name, for messages */
+} kiln_call;
+
+/* ------------------------------------------------- formats / autotune */
+
+/* One autotune combination, in TensorRT's combination grammar:
+ *   types:   one slot per input then per output, comma-separated; a slot is
+ *            a type ("FP32", "FP16", "INT64", "BOOL", ...) or alternatives:
+ *            "A|B" tied (all tied slots take their k-th alternative
+ *            together; their counts must agree) or "A*B" independent (each
+ *            alternative combined with every other choice).  A single slot
+ *            applies to every position.
+ *   layouts: same grammar over LINEAR, NHWC, NCHW8C, NCHW16C; NULL = LINEAR.
+ *   tactics: the tactics valid for these combinations (0-terminated; an
+ *            empty list means the single default tactic 0).
+ * Example: {"FP32|FP16, FP32|FP16, FP32|FP16", NULL, {1, 2}} */
+#define KILN_MAX_TACTICS 16
+typedef struct kiln_combo {
+    const char *types;
+    const char *layouts;
+    int tactics[KILN_MAX_TACTICS];
+} kiln_combo;
+
+#define KILN_MAX_IO 64
+/* One expanded choice: a dtype and layout per position (inputs, then outputs). */
+typedef struct kiln_io_format {
+    int n;
+    kiln_dtype dtype[KILN_MAX_IO];
+    kiln_format format[KILN_MAX_IO];
+} kiln_io_format;
+
+/* Expand the combination strings for `nio` positions into `out` (at most
+ * `max`).  Returns the number of expanded choices or KILN_EINVAL with a
+ * message pointing at the offending column of the string. */
+KILN_API int kiln_combo_expand(const char *types, const char *layouts, int nio,
+                               kiln_io_format *out, int max);
+
+/* ------------------------------------------------- AOT kernels */
+
+/* What an op's `aot` function returns: C source compiled by the builder
+ * into a shared object embedded in the engine.  The entry point has the
+ * signature
+ *   void entry(const kiln_aot_args *a, int ith, int nth);
+ * and is launched over `extent` work items split by the thread pool. */
+typedef enum kiln_scalar_type {
+    KILN_SCALAR_I32 = 1,
+    KILN_SCALAR_I64,
+    KILN_SCALAR_F32
+} kiln_scalar_type;
+
+#define KILN_MAX_SCALARS 16
+typedef struct kiln_aot_args {
+    void *const *in;     /* input data pointers, in order */
+    void *const *out;    /* output data pointers */
+    const int64_t *i64;  /* scalar i, as int64 (I32/I64 scalars) */
+    const double *f64;   /* scalar i, as double (F32 scalars) */
+    int64_t extent;      /* number of work items */
+} kiln_aot_args;
+
+typedef struct kiln_aot_kernel {
+    const char *source;          /* C source (the builder copies it) */
+    const char *entry;           /* entry point symbol */
+    const kiln_expr *extent;     /* work items */
+    int nscalars;
+    kiln_scalar_type scalar_types[KILN_MAX_SCALARS];
+    const kiln_expr *scalars[KILN_MAX_SCALARS]; /* I32/I64 scalars */
+    double fscalars[KILN_MAX_SCALARS];          /* F32 scalars (constants) */
+} kiln_aot_kernel;
+
+/* ------------------------------------------------- quick ops */
+
+typedef struct kiln_quick_op {
+    const char *ns;          /* namespace, e.g. "sample" */
+    const char *name;        /* e.g. "circ_pad" */
+    int version;             /* >= 1 */
+    int min_inputs, max_inputs;
+    int num_outputs;
+    const kiln_attr_def *attrs;   /* schema, terminated by {NULL} (may be NULL) */
+    int (*shape)(kiln_shape_ctx *c);
+    int (*impl)(const kiln_call *c);
+    /* Autotune: combinations terminated by {NULL}.  NULL: the types the
+     * shape function produced, LINEAR, tactic 0. */
+    const kiln_combo *formats;
+    /* Comma-separated attribute names that change timing ("pads").  NULL:
+     * all attributes. */
+    const char *timing_id;
+    /* Workspace bytes for a call (NULL: none).  in/out hold final dims. */
+    size_t (*workspace)(const kiln_call *c);
+    /* AOT: fill k for the chosen types/formats/tactic (shapes symbolic in
+     * c->in/out descs).  `signature` lists the scalar types the kernel
+     * takes, e.g. "i64,i64,f32"; the builder checks what aot returns
+     * against it (count and types) and fails naming op and argument. */
+    int (*aot)(const kiln_shape_ctx *c, const kiln_io_format *io, int tactic,
+               kiln_aot_kernel *k);
+    const char *aot_signature;
+    const char *doc;         /* one line for `kiln plugins` */
+    int nondeterministic;    /* 1 for random ops: never folded into constants */
+} kiln_quick_op;
+
+/* ------------------------------------------------- full plugins */
+
+#define KILN_PLUGIN_VTABLE_VERSION 1
+
+typedef struct kiln_plugin_vtable {
+    int version;   /* KILN_PLUGIN_VTABLE_VERSION this plugin was written against */
+    /* Instance lifecycle (one instance per layer). */
+    int (*create)(const kiln_attrs *attrs, void **state);
+    int (*clone)(const void *state, void **out);
+    void (*destroy)(void *state);
+    /* Shapes and types (as kiln_quick_op.shape). */
+    int (*shape)(void *state, kiln_shape_ctx *c);
+    /* Can position `pos` (inputs then outputs) have io->dtype[pos] and
+     * io->format[pos], given positions < pos as in io?  1 yes, 0 no. */
+    int (*supports_format)(void *state, int pos, const kiln_io_format *io);
+    /* Final types/formats chosen (descs hold symbolic dims). */
+    int (*configure)(void *state, const kiln_io_format *io, const kiln_desc *in, int nin,
+                     const kiln_desc *out, int nout);
+    size_t (*workspace_size)(void *state, const kiln_call *c);
+    /* Tactics valid for the configured formats; returns the count (<= max). */
+    int (*valid_tactics)(void *state, int *tactics, int max);
+    /* Text that, with op identity and IO types/formats/shapes, keys timing.
+     * NULL: serialize() output is used. */
+    int (*timing_id)(void *state, char *buf, size_t size);
+    int (*set_tactic)(void *state, int tactic);
+    /* Actual dims changed (before the next enqueue). */
+    int (*on_shape_change)(void *state, const kiln_tensor *in, int nin,
+                           const kiln_tensor *out, int nout);
+    int (*enqueue)(void *state, const kiln_call *c);
+    /* Serialize the state (attributes) into buf (size in/out; buf NULL: ask size). */
+    int (*serialize)(const void *state, void *buf, size_t *size);
+    int (*deserialize)(const void *buf, size_t size, void **state);
+    /* Per-context state (scratch, handles); NULL callbacks: none. */
+    int (*attach_to_context)(void *state, void **ctx_state);
+    void (*detach_from_context)(void *state, void *ctx_state);
+} kiln_plugin_vtable;
+
+typedef struct kiln_plugin_def {
+    const char *ns, *name;
+    int version;
+    int min_inputs, max_inputs, num_outputs;
+    const kiln_attr_def *attrs;   /* terminated by {NULL} */
+    const kiln_plugin_vtable *vt;
+    const char *doc;
+} kiln_plugin_def;
+
+/* Register an op.  Errors: KILN_EEXISTS (message names the existing
+ * definition's library and the new one), KILN_EINVAL (reserved namespace
+ * "ai.onnx*"/"kiln" from outside libkiln, bad schema default, bad format
+ * string), KILN_ENOMEM. */
+KILN_API int kiln_register_quick_op(const kiln_quick_op *op);
+KILN_API int kiln_register_plugin(const kiln_plugin_def *def);
+
+/* Registration at load time.  A failure is logged (KILN_LOG_ERROR) and
+ * remembered: kiln_registry_load_library reports it. */
+#define KILN_OP(var)                                                          \
+    __attribute__((constructor)) static void kiln__reg_##var(void) {         \
+        kiln_register_quick_op(&(var));                                       \
+    }
+#define KILN_PLUGIN(var)                                                      \
+    __attribute__((constructor)) static void kiln__regp_##var(void) {        \
+        kiln_register_plugin(&(var));                                         \
+    }
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* KILN_PLUGIN_H */

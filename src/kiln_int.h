@@ -1,0 +1,274 @@
+/*
+ * kiln_int.h — internal declarations shared by the modules of libkiln.
+ * Nothing here is public.  Internal names start with kiln__ (or are static).
+ *
+ * Modules and who calls whom (the data path reads one way):
+ *   core/    alloc, errors+log, dtype, fp16, expr pool, thread pool
+ *   plugin/  registry, attribute codec, format grammar, quick-op adapter,
+ *            library loading
+ *   build/   network API, shape inference + folding, format/tactic
+ *            selection (timing + timing cache), memory planning -> engine
+ *   engine/  engine file (save/load/mmap/verify), inspect, runtime contexts
+ *   onnx/    ONNX reader -> network (uses only the public network API)
+ *   ops/     built-in ops, written with plugin.h only
+ */
+#ifndef KILN_INT_H
+#define KILN_INT_H
+
+#include "kiln/kiln.h"
+#include "kiln/plugin.h"
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+
+/* ------------------------------------------------------------ core/alloc */
+void *kiln__malloc(size_t n);
+void *kiln__calloc(size_t n, size_t size);
+void *kiln__realloc(void *p, size_t n);
+void kiln__free(void *p);
+char *kiln__strdup(const char *s);
+/* 64-byte aligned allocation (free with kiln__aligned_free). */
+void *kiln__aligned_alloc(size_t n);
+void kiln__aligned_free(void *p);
+
+/* ------------------------------------------------------------ core/error */
+/* Set the thread's error message and return status (== kiln_set_error). */
+int kiln__err(int status, const char *fmt, ...) KILN_PRINTF(2, 3);
+/* Prepend "prefix: " to the current message (keeps status); returns status. */
+int kiln__err_prefix(int status, const char *fmt, ...) KILN_PRINTF(2, 3);
+void kiln__log(kiln_log_level level, const char *fmt, ...) KILN_PRINTF(2, 3);
+#define KILN__ASSERT(c)                                                        \
+    do {                                                                       \
+        if (!(c)) kiln__assert_fail(#c, __FILE__, __LINE__);                  \
+    } while (0)
+_Noreturn void kiln__assert_fail(const char *what, const char *file, int line);
+double kiln__now_ms(void); /* monotonic clock */
+
+/* ------------------------------------------------------------ core/expr */
+struct kiln_expr {
+    kiln_expr_op op;
+    uint32_t id;            /* index in the pool; children have smaller ids */
+    int64_t v;              /* CONST value */
+    const char *name;       /* SYM name (owned by the pool) */
+    const kiln_expr *a, *b, *c;
+    uint64_t hash;
+};
+kiln_exprs *kiln__exprs_create(void);
+void kiln__exprs_free(kiln_exprs *x);
+uint32_t kiln__exprs_count(const kiln_exprs *x);
+const kiln_expr *kiln__exprs_at(const kiln_exprs *x, uint32_t id);
+/* Evaluate one expression given symbol values (lookup by name through cb). */
+typedef int (*kiln__sym_lookup)(void *ud, const char *name, int64_t *v);
+int kiln__expr_eval(const kiln_expr *e, kiln__sym_lookup cb, void *ud, int64_t *out);
+
+/* ------------------------------------------------------------ core/threadpool */
+typedef struct kiln__pool kiln__pool;
+kiln__pool *kiln__pool_create(int threads);   /* threads >= 1; 1 = no workers */
+void kiln__pool_free(kiln__pool *p);
+int kiln__pool_threads(const kiln__pool *p);
+void kiln__pool_run(kiln__pool *p, int n_tasks, kiln_task_fn fn, void *ud);
+/* The CPU execution handle used by ops (wraps a pool). */
+struct kiln_exec {
+    kiln_device_kind device;
+    kiln__pool *pool;
+    void *stream;           /* CUDA */
+    int depth;              /* nesting guard for kiln_exec_parallel */
+};
+int kiln__cpu_count(void);
+
+/* ------------------------------------------------------------ plugin/registry */
+typedef struct kiln__op {
+    char *ns, *name;
+    int version;
+    int min_inputs, max_inputs, num_outputs;
+    const kiln_attr_def *attr_defs;  /* schema (borrowed from the definer) */
+    int nattrs;
+    kiln_attr_value *attr_defaults;  /* parsed defaults, nattrs entries */
+    const kiln_plugin_vtable *vt;    /* quick ops: the adapter's vtable */
+    const kiln_quick_op *quick;      /* NULL for full plugins */
+    const kiln_plugin_def *plugin;   /* NULL for quick ops */
+    char *library;                   /* path of the .so that defined it, NULL = libkiln */
+    int builtin;                     /* defined inside libkiln */
+} kiln__op;
+
+/* Exact (ns, name, version). NULL if absent (no message set). */
+const kiln__op *kiln__registry_find(const char *ns, const char *name, int version);
+/* Highest version <= max_version (ONNX opset resolution).  NULL if none. */
+const kiln__op *kiln__registry_resolve(const char *ns, const char *name, int max_version);
+/* "ns::name" split; returns 0 or KILN_EINVAL. ns/name point into buf. */
+int kiln__split_identity(const char *id, char *buf, size_t size, const char **ns, const char **name);
+/* List registered versions of ns::name into buf (for messages). */
+void kiln__registry_versions(const char *ns, const char *name, char *buf, size_t size);
+/* Iterate all ops (stable order); returns NULL past the end. */
+const kiln__op *kiln__registry_at(int i);
+
+/* ------------------------------------------------------------ plugin/attrs */
+/* A layer's attribute values (owning): values[i] belongs to op->attr_defs[i]. */
+typedef struct kiln__attrset {
+    int count;
+    const kiln_attr_def *defs;
+    kiln_attr_value *v;         /* owned deep copies */
+} kiln__attrset;
+int kiln__attrset_init(kiln__attrset *s, const kiln__op *op); /* defaults filled */
+void kiln__attrset_free(kiln__attrset *s);
+int kiln__attrset_copy(kiln__attrset *dst, const kiln__attrset *src);
+/* Set from a value (type-checked, converted losslessly); message names attr. */
+int kiln__attrset_set(kiln__attrset *s, const char *name, const kiln_attr_value *val);
+/* First required attribute not present, or NULL. */
+const char *kiln__attrset_missing(const kiln__attrset *s);
+kiln_attrs kiln__attrset_view(const kiln__attrset *s);
+/* Binary codec (little-endian, self-describing by name+type; GRAPH not
+ * serializable).  serialize: buf NULL asks for the size. */
+int kiln__attrs_serialize(const kiln__attrset *s, void *buf, size_t *size);
+int kiln__attrs_deserialize(kiln__attrset *s, const kiln__op *op, const void *buf, size_t size);
+/* Parse a text default into a value of the given def (used at registration). */
+int kiln__attr_parse_default(const kiln_attr_def *d, kiln_attr_value *out);
+void kiln__attr_value_free(kiln_attr_value *v);
+
+/* ------------------------------------------------------------ build/network */
+typedef enum kiln__tkind {
+    KILN__T_INPUT = 1,
+    KILN__T_CONST,
+    KILN__T_LAYER        /* produced by a layer */
+} kiln__tkind;
+
+typedef struct kiln__ntensor {
+    char *name;
+    kiln__tkind kind;
+    kiln_dtype dtype;        /* inputs/consts; layer outputs: inferred */
+    int ndim;
+    int64_t dims[KILN_MAX_DIMS];   /* -1 dynamic (inputs) */
+    char *dim_names[KILN_MAX_DIMS];
+    void *data;              /* consts: owned copy */
+    size_t bytes;
+    int producer;            /* layer index for KILN__T_LAYER, -1 else */
+    int is_output;
+} kiln__ntensor;
+
+struct kiln_layer {
+    kiln_network *net;
+    char *name;
+    const kiln__op *op;
+    int nin, nout;
+    int *in;                 /* tensor indices, -1 = absent */
+    int *out;
+    kiln__attrset attrs;
+    kiln_network **graphs;   /* owned graph attributes */
+    int ngraphs;
+    int aot;                 /* -1 default, 0 JIT, 1 AOT */
+};
+
+struct kiln_network {
+    kiln__ntensor *tensors;
+    int ntensors, cap_tensors;
+    kiln_layer **layers;
+    int nlayers, cap_layers;
+    int *inputs, ninputs;    /* tensor indices */
+    int *outputs, noutputs;
+};
+int kiln__network_find_tensor(const kiln_network *net, const char *name); /* -1 */
+
+/* ------------------------------------------------------------ engine plan */
+/* The built engine, in memory exactly as serialized (engine/file.c) and
+ * as run (engine/runtime.c).  Shapes are expressions in a flat program:
+ * node i only refers to nodes < i, so one forward pass evaluates all. */
+typedef enum kiln__symkind {
+    KILN__SYM_INPUT_DIM = 1, /* a = input tensor index, b = dim */
+    KILN__SYM_SIZE,          /* a = size tensor index (value read after its producer ran) */
+    KILN__SYM_VALUE          /* a = input tensor index, b = element (int input read at run) */
+} kiln__symkind;
+
+typedef struct kiln__enode {
+    uint8_t op;              /* kiln_expr_op */
+    uint8_t symkind;         /* SYM: kiln__symkind */
+    int32_t a, b, c;         /* children (node indices) or, for SYM, binding */
+    int64_t v;               /* CONST */
+} kiln__enode;
+
+typedef enum kiln__etkind {
+    KILN__ET_INPUT = 1,
+    KILN__ET_CONST,          /* weights: data in the weights blob */
+    KILN__ET_ACT,            /* activation, planned memory */
+    KILN__ET_OUTPUT          /* network output (user buffer or context memory) */
+} kiln__etkind;
+
+typedef struct kiln__etensor {
+    char *name;
+    uint8_t kind;            /* kiln__etkind */
+    uint8_t dtype, format;
+    uint8_t ndim;
+    int32_t dims[KILN_MAX_DIMS];   /* expression node indices */
+    int32_t upper;           /* node index: upper bound of numel (size tensors), -1 */
+    uint64_t const_off, const_bytes; /* KILN__ET_CONST: in weights blob */
+    int32_t alias_of;        /* shares the buffer of this tensor (in-place), -1 */
+    int32_t first, last;     /* first producing / last consuming layer index */
+    int32_t is_size;         /* 1 if a size tensor (0-D I64) */
+    uint64_t plan_off, plan_bytes; /* memory plan at opt shapes (for inspect) */
+} kiln__etensor;
+
+typedef struct kiln__elayer {
+    char *name;
+    const kiln__op *op;      /* resolved at load; NULL only for AOT layers */
+    char *op_ns, *op_name;
+    int32_t op_version;
+    int32_t nin, nout;
+    int32_t *in, *out;       /* tensor indices, -1 absent */
+    kiln_io_format io;
+    int32_t tactic;
+    int32_t aot_kernel;      /* index into engine aot kernels, -1 = JIT */
+    uint8_t *blob;           /* serialized attributes / plugin state */
+    uint64_t blob_size;
+    double time_ms;          /* timed at opt (0 if not timed) */
+    /* runtime (not serialized): */
+    kiln__attrset attrs;     /* quick ops */
+    void *state;             /* plugin instance */
+} kiln__elayer;
+
+typedef struct kiln__aot {
+    char *entry;
+    uint8_t *so;             /* shared object bytes */
+    uint64_t so_size;
+    char *cpu_sig;
+    int32_t extent;          /* node index */
+    int32_t nscalars;
+    uint8_t scalar_types[KILN_MAX_SCALARS];
+    int32_t scalars[KILN_MAX_SCALARS];  /* node index (I32/I64) */
+    double fscalars[KILN_MAX_SCALARS];
+    void *handle, *fn;       /* runtime: dlopen handle and entry */
+} kiln__aot;
+
+typedef struct kiln__plugin_ref {
+    char *ns, *name;
+    int32_t version;
+    char *library;           /* where it was loaded from at build ("" = unknown) */
+    uint8_t *so;             /* embedded .so bytes (EMBED_PLUGINS), NULL */
+    uint64_t so_size;
+} kiln__plugin_ref;
+
+struct kiln_engine {
+    kiln__enode *nodes;      int32_t nnodes;
+    kiln__etensor *tensors;  int32_t ntensors;
+    kiln__elayer *layers;    int32_t nlayers;
+    int32_t *inputs;         int32_t ninputs;  /* tensor indices */
+    int32_t *outputs;        int32_t noutputs;
+    int64_t (*prof)[3][KILN_MAX_DIMS];         /* per input: min/opt/max */
+    uint8_t *weights;        uint64_t weights_size; /* 64-byte aligned */
+    kiln__aot *aot;          int32_t naot;
+    kiln__plugin_ref *plugins; int32_t nplugins;
+    char *device_sig;
+    int32_t threads;         /* build setting */
+    kiln_device_kind device;
+    /* memory: */
+    void *map; size_t map_size;  /* mmap of the file, or NULL */
+    int weights_owned;       /* weights allocated (not in the map) */
+};
+
+/* engine/engine.c: free everything (also runtime layer states). */
+void kiln__engine_destroy(kiln_engine *e);
+/* Instantiate layer states after build/load (attrs decoded, plugin
+ * deserialize); errors name the layer and, for a missing op, its identity. */
+int kiln__engine_prepare(kiln_engine *e);
+
+#endif /* KILN_INT_H */
