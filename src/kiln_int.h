@@ -104,6 +104,16 @@ void kiln__registry_versions(const char *ns, const char *name, char *buf, size_t
 /* Iterate all ops (stable order); returns NULL past the end. */
 const kiln__op *kiln__registry_at(int i);
 
+/* Instance of an op for a layer (quick ops: the adapter's state holding a
+ * copy of the attributes; plugins: vt->create).  Errors name the op. */
+int kiln__op_create(const kiln__op *op, const kiln_attrs *attrs, void **state);
+/* Instance from an engine blob (quick ops: attribute codec; plugins:
+ * vt->deserialize). */
+int kiln__op_deserialize(const kiln__op *op, const void *blob, size_t size, void **state);
+/* Blob for the engine (quick ops: attribute codec; plugins: vt->serialize).
+ * *blob is kiln__malloc'd. */
+int kiln__op_serialize(const kiln__op *op, const void *state, uint8_t **blob, size_t *size);
+
 /* ------------------------------------------------------------ plugin/attrs */
 /* A layer's attribute values (owning): values[i] belongs to op->attr_defs[i]. */
 typedef struct kiln__attrset {
@@ -169,6 +179,15 @@ struct kiln_network {
     int *outputs, noutputs;
 };
 int kiln__network_find_tensor(const kiln_network *net, const char *name); /* -1 */
+
+/* ------------------------------------------------------------ build/memplan */
+/* Offsets for n buffers of sizes[i] bytes alive from layer first[i] to
+ * last[i] inclusive (alias[i] >= 0: shares buffer alias[i], which then
+ * lives as long as either).  Offsets are 64-byte aligned; *total is the
+ * arena size.  Used by the builder (plan at opt) and by contexts (plan at
+ * actual shapes). */
+int kiln__memplan(int n, const uint64_t *sizes, const int32_t *first, const int32_t *last,
+                  const int32_t *alias, uint64_t *offsets, uint64_t *total);
 
 /* ------------------------------------------------------------ engine plan */
 /* The built engine, in memory exactly as serialized (engine/file.c) and
