@@ -290,4 +290,58 @@ void kiln__engine_destroy(kiln_engine *e);
  * deserialize); errors name the layer and, for a missing op, its identity. */
 int kiln__engine_prepare(kiln_engine *e);
 
+
+/* ------------------------------------------------------------ plugin/so_load, compile, aot */
+/* Load a shared object from bytes without writing where the user did not
+ * choose: memfd_create + dlopen("/proc/self/fd/N"); fallback: a private
+ * mkdtemp dir in $XDG_RUNTIME_DIR or $TMPDIR, unlinked right after dlopen.
+ * The ELF header is checked first (class, machine, type, header bounds).
+ * `what` names the object in messages.  Errors: KILN_EFORMAT (not a shared
+ * object for this machine), KILN_EIO (dlopen's message). */
+int kiln__so_load_bytes(const void *bytes, size_t n, const char *what, void **handle);
+void kiln__so_unload(void *handle);
+/* SHA-256 of n bytes (compile cache keys). */
+void kiln__sha256(const void *data, size_t n, uint8_t out[32]);
+/* Run the system C compiler ($CC, split on spaces, or cc) with args
+ * (NULL-terminated).  *log (kiln__malloc'd, may be NULL) gets its stdout +
+ * stderr.  Returns 0, KILN_ECOMPILE "no C compiler found (set CC)", or
+ * KILN_ECOMPILE "<what>: compiler failed (exit N):\n<its messages>". */
+int kiln__cc_run(const char *what, const char *const *args, char **log);
+/* The compiler's version line ("cc (Debian 12.2.0-14) 12.2.0"), cached. */
+int kiln__cc_version(char *buf, size_t size);
+/* Directory holding kiln/plugin.h ($KILN_INCLUDE_DIR, the source tree's
+ * include/, the installed includedir), or NULL. */
+const char *kiln__include_dir(void);
+
+/* AOT kernels.  Compile C source into shared-object bytes (system cc,
+ * -O2 -fPIC -shared, self-contained: -z defs); the entry symbol must be
+ * defined.  *flags_used (kiln__malloc'd) records the command line. */
+int kiln__aot_compile(const char *source, const char *entry, uint8_t **so, size_t *n,
+                      char **flags_used);
+/* Check what op->quick->aot returned against op->quick->aot_signature
+ * (count and types, entry/source/extent set).  KILN_EINVAL naming op and
+ * argument: "op sample::circ_pad v1: aot kernel scalar 2 is f32, signature says i64". */
+int kiln__aot_check(const kiln__op *op, const kiln_aot_kernel *k);
+/* Builder: check + compile k into *out, mapping its expressions (extent,
+ * I32/I64 scalars) to engine node indices with node_of (return < 0 on
+ * failure, message set).  *out is zeroed first; free with kiln__aot_free. */
+typedef int32_t (*kiln__aot_node_fn)(void *ud, const kiln_expr *e);
+int kiln__aot_from_kernel(const kiln__op *op, const kiln_aot_kernel *k,
+                          kiln__aot_node_fn node_of, void *ud, kiln__aot *out);
+/* Load k->so (kiln__so_load_bytes) and resolve k->entry into k->handle/fn.
+ * KILN_EDEVICE if k->cpu_sig is not this CPU's.  Idempotent, thread-safe. */
+int kiln__aot_load(kiln__aot *k);
+/* Free the fields of k (unloads it); not k itself. */
+void kiln__aot_free(kiln__aot *k);
+/* Engine file record of one kernel (little-endian).  serialize: buf NULL
+ * asks the size.  deserialize checks every length and node index against
+ * nnodes (KILN_EFORMAT naming the field); the .so bytes are copied. */
+int kiln__aot_serialize(const kiln__aot *k, uint8_t *buf, size_t *size);
+int kiln__aot_deserialize(kiln__aot *k, const uint8_t *buf, size_t size, int32_t nnodes);
+/* Runtime: evaluate extent/scalars from node_values (one int64 per engine
+ * node) and call entry(args, ith, nth) through kiln_exec_parallel.  Loads k
+ * if needed. */
+int kiln__aot_launch(kiln__aot *k, kiln_exec *ex, void *const *in, void *const *out,
+                     const int64_t *node_values);
+
 #endif /* KILN_INT_H */

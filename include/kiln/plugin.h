@@ -451,6 +451,30 @@ KILN_API int kiln_register_plugin(const kiln_plugin_def *def);
         kiln_register_plugin(&(var));                                         \
     }
 
+/* ------------------------------------------------- plugins compiled from source */
+
+/* Options for kiln_plugin_compile (zero-initialize; NULL = all defaults). */
+typedef struct kiln_compile_options {
+    int is_source;       /* path_or_source is C source text, not a file path */
+    const char *cflags;  /* extra compiler flags, space-separated ("-DFOO -O3") */
+    int rebuild;         /* compile even when the cache has the result */
+    int verbose;         /* log cache hits/misses at KILN_LOG_INFO (else VERBOSE) */
+} kiln_compile_options;
+
+/* Compile a C file defining ops (it includes <kiln/plugin.h>) into a shared
+ * library in the compile cache: $KILN_CACHE_DIR, else $XDG_CACHE_HOME/kiln,
+ * else ~/.cache/kiln.  The cache key hashes the source bytes, the flags,
+ * the compiler's version line and KILN_ABI_VERSION; a hit compiles
+ * nothing.  The compiler is $CC or cc.  *so_path_out (may be NULL) gets
+ * the library's path (free with kiln_free).  Errors: KILN_ECOMPILE "no C
+ * compiler found (set CC)", KILN_ECOMPILE with the compiler's file:line
+ * messages, KILN_EIO (source unreadable, cache dir not writable). */
+KILN_API int kiln_plugin_compile(const char *path_or_source, const kiln_compile_options *opt,
+                                 char **so_path_out);
+/* kiln_plugin_compile then kiln_registry_load_library on the result. */
+KILN_API int kiln_plugin_compile_load(const char *path_or_source,
+                                      const kiln_compile_options *opt, char **so_path_out);
+
 #ifdef __cplusplus
 }
 #endif
