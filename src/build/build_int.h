@@ -1,0 +1,46 @@
+/*
+ * build_int.h — declarations shared by the files of src/build only.
+ */
+#ifndef KILN_BUILD_INT_H
+#define KILN_BUILD_INT_H
+
+#include "kiln_int.h"
+
+typedef struct kiln__profile {
+    char *input;
+    int ndim;
+    int64_t min[KILN_MAX_DIMS], opt[KILN_MAX_DIMS], max[KILN_MAX_DIMS];
+} kiln__profile;
+
+struct kiln_build_config {
+    unsigned flags;
+    int threads;
+    int reps;
+    kiln_device_kind device;
+    char *cache_path;
+    kiln__profile *profiles;
+    int nprofiles;
+};
+
+const kiln__profile *kiln__config_profile(const kiln_build_config *cfg, const char *input);
+
+/* ------------------------------------------------------------ timing cache */
+typedef struct kiln__tcache kiln__tcache;
+kiln__tcache *kiln__tcache_create(void);
+void kiln__tcache_free(kiln__tcache *c);
+/* Read entries from `path` (missing file: nothing; other device signature or
+ * a corrupt file: ignored with a WARN).  Never fails hard. */
+void kiln__tcache_load(kiln__tcache *c, const char *path);
+/* Write all entries atomically (temp file + rename). */
+int kiln__tcache_save(const kiln__tcache *c, const char *path);
+/* Lookup: 1 and *ms set when present; *from_build = 1 when it was added in
+ * this process by kiln__tcache_put (not loaded from a file). */
+int kiln__tcache_get(const kiln__tcache *c, const char *key, double *ms, int *from_build);
+int kiln__tcache_put(kiln__tcache *c, const char *key, double ms);
+int kiln__tcache_count(const kiln__tcache *c);
+
+/* Bytes of a tensor of `dtype` in `fmt` with logical dims (blocked formats
+ * pad C up to the block). */
+uint64_t kiln__tensor_bytes(kiln_dtype dtype, kiln_format fmt, int ndim, const int64_t *dims);
+
+#endif

@@ -1,0 +1,229 @@
+/*
+ * timing_cache.c — measured times of (op, IO types/formats/shapes,
+ * timing id, tactic) keys, shared by identical layers within a build and
+ * persisted across builds.
+ *
+ * File format (text, one entry per line, so a user can read and diff it):
+ *   kiln-timing-cache 1
+ *   device <cpu signature>
+ *   entries <n>
+ *   <ms as %.17g> <key>          (n lines; keys never hold newlines)
+ * A file with another version or device signature, or one that does not
+ * parse, is ignored with a WARN: timing is only ever slower, never wrong.
+ * Writes go to "<path>.tmp.<pid>" then rename(), so a crash never leaves a
+ * truncated cache behind.
+ */
+#include "build_int.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#define TC_MAGIC "kiln-timing-cache"
+#define TC_VERSION 1
+
+typedef struct tc_entry {
+    char *key;
+    uint64_t hash;
+    double ms;
+    int from_build;
+} tc_entry;
+
+struct kiln__tcache {
+    tc_entry *e;
+    int n, cap;
+    int *slots; /* open addressing over e[], -1 empty */
+    int nslots;
+};
+
+static uint64_t fnv(const char *s) {
+    uint64_t h = 1469598103934665603ull;
+    for (; *s; s++) h = (h ^ (uint8_t)*s) * 1099511628211ull;
+    return h;
+}
+
+kiln__tcache *kiln__tcache_create(void) {
+    kiln__tcache *c = kiln__calloc(1, sizeof *c);
+    if (!c) kiln__err(KILN_ENOMEM, "timing cache: out of memory");
+    return c;
+}
+
+void kiln__tcache_free(kiln__tcache *c) {
+    if (!c) return;
+    for (int i = 0; i < c->n; i++) kiln__free(c->e[i].key);
+    kiln__free(c->e);
+    kiln__free(c->slots);
+    kiln__free(c);
+}
+
+int kiln__tcache_count(const kiln__tcache *c) { return c ? c->n : 0; }
+
+static int find_slot(const kiln__tcache *c, const char *key, uint64_t h) {
+    if (!c->nslots) return -1;
+    for (int i = (int)(h & (uint64_t)(c->nslots - 1));; i = (i + 1) & (c->nslots - 1)) {
+        int k = c->slots[i];
+        if (k < 0) return -1 - i;
+        if (c->e[k].hash == h && strcmp(c->e[k].key, key) == 0) return i;
+    }
+}
+
+static int rehash(kiln__tcache *c, int nslots) {
+    int *s = kiln__malloc((size_t)nslots * sizeof *s);
+    if (!s) return kiln__err(KILN_ENOMEM, "timing cache: out of memory");
+    for (int i = 0; i < nslots; i++) s[i] = -1;
+    for (int k = 0; k < c->n; k++) {
+        int i = (int)(c->e[k].hash & (uint64_t)(nslots - 1));
+        while (s[i] >= 0) i = (i + 1) & (nslots - 1);
+        s[i] = k;
+    }
+    kiln__free(c->slots);
+    c->slots = s;
+    c->nslots = nslots;
+    return 0;
+}
+
+int kiln__tcache_get(const kiln__tcache *c, const char *key, double *ms, int *from_build) {
+    int i = find_slot(c, key, fnv(key));
+    if (i < 0) return 0;
+    const tc_entry *e = &c->e[c->slots[i]];
+    *ms = e->ms;
+    if (from_build) *from_build = e->from_build;
+    return 1;
+}
+
+static int put(kiln__tcache *c, const char *key, double ms, int from_build) {
+    if (strchr(key, '\n')) return kiln__err(KILN_EINVAL, "timing cache: key holds a newline");
+    uint64_t h = fnv(key);
+    int i = find_slot(c, key, h);
+    if (i >= 0) {
+        c->e[c->slots[i]].ms = ms;
+        c->e[c->slots[i]].from_build = from_build;
+        return 0;
+    }
+    if ((c->n + 1) * 2 > c->nslots) {
+        int rc = rehash(c, c->nslots ? c->nslots * 2 : 64);
+        if (rc) return rc;
+    }
+    if (c->n == c->cap) {
+        int nc = c->cap ? c->cap * 2 : 32;
+        tc_entry *ne = kiln__realloc(c->e, (size_t)nc * sizeof *ne);
+        if (!ne) return kiln__err(KILN_ENOMEM, "timing cache: out of memory");
+        c->e = ne;
+        c->cap = nc;
+    }
+    char *k = kiln__strdup(key);
+    if (!k) return kiln__err(KILN_ENOMEM, "timing cache: out of memory");
+    c->e[c->n] = (tc_entry){k, h, ms, from_build};
+    i = find_slot(c, key, h);
+    c->slots[-1 - i] = c->n++;
+    return 0;
+}
+
+int kiln__tcache_put(kiln__tcache *c, const char *key, double ms) { return put(c, key, ms, 1); }
+
+/* Reads a whole line into a growing buffer; 0 at EOF. */
+static int read_line(FILE *f, char **buf, size_t *cap) {
+    size_t n = 0;
+    int ch;
+    while ((ch = fgetc(f)) != EOF) {
+        if (n + 2 > *cap) {
+            size_t nc = *cap ? *cap * 2 : 256;
+            char *nb = kiln__realloc(*buf, nc);
+            if (!nb) return -1;
+            *buf = nb;
+            *cap = nc;
+        }
+        if (ch == '\n') break;
+        (*buf)[n++] = (char)ch;
+    }
+    if (ch == EOF && n == 0) return 0;
+    (*buf)[n] = 0;
+    return 1;
+}
+
+void kiln__tcache_load(kiln__tcache *c, const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        if (errno != ENOENT)
+            kiln__log(KILN_LOG_WARN, "timing cache '%s': cannot open (%s); starting empty", path,
+                      strerror(errno));
+        return;
+    }
+    char *line = NULL;
+    size_t cap = 0;
+    const char *why = NULL;
+    long lineno = 0;
+    kiln__tcache *tmp = kiln__tcache_create();
+    if (!tmp) { fclose(f); return; }
+    int version = 0;
+    long long count = -1;
+    char magic[32];
+    if (read_line(f, &line, &cap) <= 0 || sscanf(line, "%31s %d", magic, &version) != 2 ||
+        strcmp(magic, TC_MAGIC) != 0) {
+        why = "not a kiln timing cache (bad first line)";
+        lineno = 1;
+    } else if (version != TC_VERSION) {
+        kiln__log(KILN_LOG_WARN, "timing cache '%s': format version %d, this kiln reads %d; ignored",
+                  path, version, TC_VERSION);
+        goto done;
+    } else if (read_line(f, &line, &cap) <= 0 || strncmp(line, "device ", 7) != 0) {
+        why = "missing 'device' line";
+        lineno = 2;
+    } else if (strcmp(line + 7, kiln_cpu_signature()) != 0) {
+        kiln__log(KILN_LOG_WARN,
+                  "timing cache '%s': made for device '%s', this is '%s'; ignored (it will be rewritten)",
+                  path, line + 7, kiln_cpu_signature());
+        goto done;
+    } else if (read_line(f, &line, &cap) <= 0 || sscanf(line, "entries %lld", &count) != 1 || count < 0) {
+        why = "missing 'entries' line";
+        lineno = 3;
+    } else {
+        lineno = 3;
+        for (long long k = 0; k < count; k++) {
+            lineno++;
+            if (read_line(f, &line, &cap) <= 0) { why = "fewer entries than announced"; break; }
+            char *end;
+            double ms = strtod(line, &end);
+            if (end == line || *end != ' ' || !(ms >= 0) || !end[1]) { why = "malformed entry"; break; }
+            if (put(tmp, end + 1, ms, 0)) { why = "out of memory"; break; }
+        }
+        if (!why && read_line(f, &line, &cap) > 0) { why = "trailing data after the entries"; lineno++; }
+    }
+    if (why) {
+        kiln__log(KILN_LOG_WARN, "timing cache '%s' line %ld: %s; the file is ignored", path, lineno, why);
+        goto done;
+    }
+    for (int i = 0; i < tmp->n; i++) put(c, tmp->e[i].key, tmp->e[i].ms, 0);
+    kiln__log(KILN_LOG_INFO, "timing cache '%s': %d entries loaded", path, tmp->n);
+done:
+    kiln__tcache_free(tmp);
+    kiln__free(line);
+    fclose(f);
+}
+
+int kiln__tcache_save(const kiln__tcache *c, const char *path) {
+    size_t n = strlen(path) + 32;
+    char *tmp = kiln__malloc(n);
+    if (!tmp) return kiln__err(KILN_ENOMEM, "timing cache: out of memory");
+    snprintf(tmp, n, "%s.tmp.%ld", path, (long)getpid());
+    FILE *f = fopen(tmp, "wb");
+    if (!f) {
+        int rc = kiln__err(KILN_EIO, "timing cache: cannot create '%s': %s", tmp, strerror(errno));
+        kiln__free(tmp);
+        return rc;
+    }
+    int bad = fprintf(f, "%s %d\ndevice %s\nentries %d\n", TC_MAGIC, TC_VERSION,
+                      kiln_cpu_signature(), c->n) < 0;
+    for (int i = 0; i < c->n && !bad; i++)
+        bad = fprintf(f, "%.17g %s\n", c->e[i].ms, c->e[i].key) < 0;
+    if (fclose(f) != 0) bad = 1;
+    if (bad || rename(tmp, path) != 0) {
+        int rc = kiln__err(KILN_EIO, "timing cache: cannot write '%s': %s", path, strerror(errno));
+        remove(tmp);
+        kiln__free(tmp);
+        return rc;
+    }
+    kiln__free(tmp);
+    return 0;
+}
