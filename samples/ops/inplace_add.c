@@ -1,0 +1,46 @@
+/*
+ * inplace_add — x += y: output 0 shares the buffer of input 0.
+ *
+ * The shape function declares the alias with kiln_shape_alias(); the
+ * builder then gives the output no memory of its own (it inserts a copy only
+ * when input 0 is still needed later, or is a network input or constant).
+ * impl therefore sees out[0].data == in[0].data and must be written so that
+ * this is safe (here: each element is read before it is written).
+ */
+#include <kiln/plugin.h>
+
+#include "samples.h"
+
+static int inplace_shape(kiln_shape_ctx *c) {
+    if (c->in[0].dtype != KILN_DTYPE_F32 || c->in[1].dtype != KILN_DTYPE_F32)
+        return kiln_set_error(KILN_ETYPE, "inplace_add: expected f32 inputs");
+    if (c->in[0].ndim != c->in[1].ndim)
+        return kiln_set_error(KILN_ESHAPE, "inplace_add: inputs differ in rank");
+    for (int i = 0; i < c->in[0].ndim; i++)
+        if (c->in[0].dims[i] != c->in[1].dims[i])
+            return kiln_set_error(KILN_ESHAPE, "inplace_add: inputs differ in dim %d", i);
+    c->out[0] = c->in[0];
+    c->out[0].data = NULL;
+    return kiln_shape_alias(c, 0, 0);
+}
+
+static int inplace_impl(const kiln_call *c) {
+    const float *b = c->in[1].data;
+    float *y = c->out[0].data;
+    const float *a = c->in[0].data; /* == y when the builder honoured the alias */
+    for (int64_t i = 0, n = kiln_tensor_numel(&c->out[0]); i < n; i++) y[i] = a[i] + b[i];
+
+    kiln_samples_inplace_log *log = kiln_samples_inplace_log_get();
+    int k = log->n++ % KILN_SAMPLES_INPLACE_LOG;
+    log->in0[k] = c->in[0].data;
+    log->out[k] = c->out[0].data;
+    return 0;
+}
+
+static const kiln_quick_op inplace_add = {
+    .ns = "sample", .name = "inplace_add", .version = 1,
+    .min_inputs = 2, .max_inputs = 2, .num_outputs = 1,
+    .shape = inplace_shape, .impl = inplace_impl,
+    .doc = "x += y in place (output 0 aliases input 0)",
+};
+KILN_OP(inplace_add)

@@ -1,0 +1,635 @@
+/*
+ * kiln-samples — build, run and check the reference plugin samples.
+ *
+ *   kiln-samples NAME [--autotune] [--multi-tactic] [--per-format-tactics]
+ *                [--precision fp32|fp16] [--save-engine] [--load-engine]
+ *                [--artifacts-dir DIR] [--threads N] [--seed S] [--pads a,b,..]
+ *                [--shape AxBx..] [-v] [--mode network|onnx]
+ *
+ * NAME: elemwise_add, inplace_add, non_zero, circ_pad, chain100.
+ * The sample ops live in a plugin library (KILN_SAMPLES_LIB) loaded with
+ * kiln_registry_load_library(); the networks come from the same library
+ * (kiln_samples_network, see samples.h).  Every run uses fresh random inputs
+ * (the seed is printed), poisons the output buffers, and checks the outputs
+ * against a naive reference written here, independently of the ops.
+ * Prints PASS or FAIL; exits 0 only on PASS.
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <kiln/kiln.h>
+
+#include "samples.h"
+
+#if defined(__has_include)
+#if __has_include(<kiln/onnx.h>)
+#include <kiln/onnx.h>
+#define HAVE_ONNX 1
+#endif
+#endif
+
+#ifndef KILN_SAMPLES_LIB
+#define KILN_SAMPLES_LIB "libkiln_samples_ops.so"
+#endif
+#ifndef KILN_SOURCE_DIR
+#define KILN_SOURCE_DIR "."
+#endif
+
+typedef struct opts {
+    const char *name;
+    int autotune, multi_tactic, per_format, fp16, save, load, verbose, threads;
+    const char *artifacts, *mode, *pads, *shape;
+    uint64_t seed;
+} opts;
+
+typedef struct lib {
+    kiln_samples_network_fn network;
+    kiln_samples_counters *(*counters)(void);
+    kiln_samples_inplace_log *(*inplace)(void);
+} lib;
+
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+static uint64_t rng_next(uint64_t *s) {
+    uint64_t x = *s;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    return *s = x;
+}
+/* Uniform in [lo, hi). */
+static float rng_float(uint64_t *s, float lo, float hi) {
+    return lo + (hi - lo) * (float)((rng_next(s) >> 40) / (double)(1ull << 24));
+}
+
+static int usage(FILE *f) {
+    fprintf(f,
+            "usage: kiln-samples NAME [options]\n"
+            "  NAME: elemwise_add | inplace_add | non_zero | circ_pad | chain100\n"
+            "  --autotune            elemwise_add: FP32|FP16 candidates timed (enables FP16)\n"
+            "  --multi-tactic        circ_pad: tactics 1 and 2 timed\n"
+            "  --per-format-tactics  circ_pad: FP32 with tactics 1,2; FP16 with tactic 2 only\n"
+            "  --precision fp32|fp16 allow FP16 kernels (KILN_BUILD_FP16)\n"
+            "  --save-engine         save the engine to DIR/NAME.kiln (+ inputs/outputs)\n"
+            "  --load-engine         load DIR/NAME.kiln instead of building; outputs must\n"
+            "                        match the saved run's bit for bit\n"
+            "  --artifacts-dir DIR   default $ARTIFACTS_DIR or ./artifacts\n"
+            "  --threads N           worker threads (default: all CPUs)\n"
+            "  --seed S              input seed (default: fresh)\n"
+            "  --pads a,b,...        circ_pad pads (torch order, default 1,2,2,1)\n"
+            "  --shape AxBx...       circ_pad / non_zero input shape\n"
+            "  --mode network|onnx   circ_pad from the C API (default) or samples/circ_pad.onnx\n"
+            "  -v                    verbose builder log\n");
+    return f == stderr ? 2 : 0;
+}
+
+static int fail_kiln(const char *what) {
+    fprintf(stderr, "kiln-samples: %s: %s\n", what, kiln_errmsg());
+    printf("FAIL\n");
+    return 1;
+}
+
+/* ------------------------------------------------------------ references */
+
+static size_t numel_of(int ndim, const int64_t *dims) {
+    size_t n = 1;
+    for (int i = 0; i < ndim; i++) n *= (size_t)dims[i];
+    return n;
+}
+
+/* torch.nn.CircularPad as concatenation, one dim at a time:
+ * pad(x, d) = cat(x[.., n-before:n, ..], x, x[.., 0:after, ..]) along d. */
+static float *ref_circ_pad(const float *x, int ndim, const int64_t *dims, const int64_t *pads,
+                           int npads, int64_t *odims) {
+    int64_t cur[KILN_MAX_DIMS];
+    memcpy(cur, dims, sizeof(int64_t) * ndim);
+    float *a = malloc(numel_of(ndim, cur) * sizeof(float));
+    memcpy(a, x, numel_of(ndim, cur) * sizeof(float));
+    for (int j = 0; j < npads / 2; j++) {
+        int d = ndim - 1 - j;
+        int64_t before = pads[2 * j], after = pads[2 * j + 1], n = cur[d];
+        int64_t outer = 1, inner = 1;
+        for (int i = 0; i < d; i++) outer *= cur[i];
+        for (int i = d + 1; i < ndim; i++) inner *= cur[i];
+        int64_t m = n + before + after;
+        float *b = malloc((size_t)(outer * m * inner) * sizeof(float));
+        for (int64_t o = 0; o < outer; o++) {
+            float *dst = b + o * m * inner;
+            const float *src = a + o * n * inner;
+            memcpy(dst, src + (n - before) * inner, (size_t)(before * inner) * sizeof(float));
+            memcpy(dst + before * inner, src, (size_t)(n * inner) * sizeof(float));
+            memcpy(dst + (before + n) * inner, src, (size_t)(after * inner) * sizeof(float));
+        }
+        free(a);
+        a = b;
+        cur[d] = m;
+    }
+    memcpy(odims, cur, sizeof(int64_t) * ndim);
+    return a;
+}
+
+/* Compare; prints the first mismatch.  Returns the number of mismatches. */
+static size_t compare_f32(const char *name, const float *got, const float *want, size_t n,
+                          double atol, double rtol) {
+    size_t bad = 0;
+    double maxerr = 0;
+    for (size_t i = 0; i < n; i++) {
+        double e = fabs((double)got[i] - want[i]);
+        if (!(e <= atol + rtol * fabs(want[i]))) {
+            if (!bad)
+                fprintf(stderr, "  %s[%zu] = %.9g, reference %.9g\n", name, i, got[i], want[i]);
+            bad++;
+        }
+        if (e > maxerr || e != e) maxerr = e;
+    }
+    printf("  check %-8s %zu elements, max abs error %.3g (atol %g, rtol %g): %s\n", name, n,
+           maxerr, atol, rtol, bad ? "MISMATCH" : "ok");
+    return bad;
+}
+
+/* ------------------------------------------------------------ helpers */
+
+static int parse_ints(const char *s, int64_t *v, int max, char sep) {
+    int n = 0;
+    while (*s) {
+        char *end;
+        long long x = strtoll(s, &end, 10);
+        if (end == s || n == max) return -1;
+        v[n++] = x;
+        s = end;
+        if (*s == sep) s++;
+        else if (*s) return -1;
+    }
+    return n;
+}
+
+static int write_file(const char *path, const void *a, size_t na, const void *b, size_t nb) {
+    FILE *f = fopen(path, "wb");
+    if (!f) return -1;
+    int ok = fwrite(a, 1, na, f) == na && fwrite(b, 1, nb, f) == nb;
+    return (fclose(f) == 0 && ok) ? 0 : -1;
+}
+
+static int read_file(const char *path, void *a, size_t na, void *b, size_t nb) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return -1;
+    int ok = fread(a, 1, na, f) == na && fread(b, 1, nb, f) == nb && fgetc(f) == EOF;
+    fclose(f);
+    return ok ? 0 : -1;
+}
+
+/* Bind a poisoned output buffer of the output's capacity. */
+static void *bind_output(kiln_context *ctx, const char *name) {
+    size_t cap = 0;
+    if (kiln_context_output_capacity(ctx, name, &cap)) return NULL;
+    void *p = malloc(cap ? cap : 1);
+    memset(p, 0xFF, cap); /* NaN pattern for floats, -1 for integers */
+    if (kiln_context_bind(ctx, name, p, cap)) {
+        free(p);
+        return NULL;
+    }
+    return p;
+}
+
+static void print_stats(const kiln_build_stats *s) {
+    printf("build: %.1f ms, %d layers, %d candidates, %d timed, %d cache hits "
+           "(%d identical instances deduplicated)\n",
+           s->build_ms, s->layers, s->candidates, s->timed, s->cache_hits, s->cache_dedup);
+}
+
+/* ------------------------------------------------------------ main */
+
+static int parse_args(int argc, char **argv, opts *o) {
+    memset(o, 0, sizeof *o);
+    o->artifacts = getenv("ARTIFACTS_DIR") ? getenv("ARTIFACTS_DIR") : "artifacts";
+    o->mode = "network";
+    o->seed = (uint64_t)time(NULL) * 2654435761u ^ (uint64_t)getpid() << 16;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *next = i + 1 < argc ? argv[i + 1] : NULL;
+#define VALUE()                                                                 \
+    (next ? (i++, next)                                                        \
+          : (fprintf(stderr, "kiln-samples: %s expects a value\n", a), (const char *)NULL))
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) exit(usage(stdout));
+        else if (!strcmp(a, "--autotune")) o->autotune = 1;
+        else if (!strcmp(a, "--multi-tactic")) o->multi_tactic = 1;
+        else if (!strcmp(a, "--per-format-tactics")) o->per_format = 1;
+        else if (!strcmp(a, "--save-engine")) o->save = 1;
+        else if (!strcmp(a, "--load-engine")) o->load = 1;
+        else if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) o->verbose = 1;
+        else if (!strcmp(a, "--precision")) {
+            const char *v = VALUE();
+            if (!v) return -1;
+            if (!strcmp(v, "fp16")) o->fp16 = 1;
+            else if (strcmp(v, "fp32")) {
+                fprintf(stderr, "kiln-samples: --precision expects fp32 or fp16, found '%s'\n", v);
+                return -1;
+            }
+        } else if (!strcmp(a, "--artifacts-dir")) {
+            if (!(o->artifacts = VALUE())) return -1;
+        } else if (!strcmp(a, "--mode")) {
+            if (!(o->mode = VALUE())) return -1;
+            if (strcmp(o->mode, "network") && strcmp(o->mode, "onnx")) {
+                fprintf(stderr, "kiln-samples: --mode expects network or onnx, found '%s'\n", o->mode);
+                return -1;
+            }
+        } else if (!strcmp(a, "--threads")) {
+            const char *v = VALUE();
+            if (!v) return -1;
+            o->threads = atoi(v);
+        } else if (!strcmp(a, "--seed")) {
+            const char *v = VALUE();
+            if (!v) return -1;
+            o->seed = strtoull(v, NULL, 0);
+        } else if (!strcmp(a, "--pads")) {
+            if (!(o->pads = VALUE())) return -1;
+        } else if (!strcmp(a, "--shape")) {
+            if (!(o->shape = VALUE())) return -1;
+        } else if (a[0] == '-') {
+            fprintf(stderr, "kiln-samples: unknown option '%s'\n", a);
+            return -1;
+        } else if (!o->name) o->name = a;
+        else {
+            fprintf(stderr, "kiln-samples: one sample at a time (found '%s' and '%s')\n", o->name, a);
+            return -1;
+        }
+#undef VALUE
+    }
+    if (!o->name) {
+        fprintf(stderr, "kiln-samples: expected a sample name\n");
+        return -1;
+    }
+    if (o->seed == 0) o->seed = 1;
+    return 0;
+}
+
+static int load_lib(lib *l) {
+    if (kiln_registry_load_library(KILN_SAMPLES_LIB)) return fail_kiln("loading the sample ops");
+    void *h = dlopen(KILN_SAMPLES_LIB, RTLD_NOW | RTLD_NOLOAD);
+    if (!h) h = dlopen(KILN_SAMPLES_LIB, RTLD_NOW);
+    if (!h) {
+        fprintf(stderr, "kiln-samples: dlopen %s: %s\n", KILN_SAMPLES_LIB, dlerror());
+        return 1;
+    }
+    *(void **)&l->network = dlsym(h, KILN_SAMPLES_NETWORK_SYMBOL);
+    *(void **)&l->counters = dlsym(h, "kiln_samples_counters_get");
+    *(void **)&l->inplace = dlsym(h, "kiln_samples_inplace_log_get");
+    if (!l->network || !l->counters || !l->inplace) {
+        fprintf(stderr, "kiln-samples: %s lacks the samples.h functions\n", KILN_SAMPLES_LIB);
+        return 1;
+    }
+    return 0;
+}
+
+/* Build the engine (network or ONNX mode). */
+static int build_engine(const opts *o, const lib *l, kiln_engine **eng, kiln_build_stats *st) {
+    char sopts[256];
+    snprintf(sopts, sizeof sopts, "%s%s%s", o->autotune ? "autotune," : "",
+             o->per_format ? "per-format-tactics," : o->multi_tactic ? "multi-tactic," : "", "");
+    size_t len = strlen(sopts);
+    if (o->pads) {
+        len += (size_t)snprintf(sopts + len, sizeof sopts - len, "pads=");
+        for (const char *p = o->pads; *p && len + 1 < sizeof sopts; p++)
+            sopts[len++] = *p == ',' ? ':' : *p;
+        sopts[len++] = ',';
+        sopts[len] = 0;
+    }
+    if (o->shape) snprintf(sopts + len, sizeof sopts - len, "shape=%s", o->shape);
+
+    kiln_network *net = NULL;
+    if (!strcmp(o->mode, "onnx")) {
+        if (strcmp(o->name, "circ_pad")) {
+            fprintf(stderr, "kiln-samples: --mode onnx exists for circ_pad only\n");
+            return 1;
+        }
+#ifdef HAVE_ONNX
+        const char *path = KILN_SOURCE_DIR "/samples/circ_pad.onnx";
+        if (access(path, R_OK)) {
+            fprintf(stderr, "kiln-samples: --mode onnx: %s not found (generate it with the ONNX "
+                            "fixture script)\n", path);
+            return 1;
+        }
+        if (kiln_onnx_import(path, NULL, &net)) return fail_kiln("importing circ_pad.onnx");
+        printf("imported %s\n", path);
+#else
+        fprintf(stderr, "kiln-samples: --mode onnx: this kiln was built without the ONNX importer "
+                        "(include/kiln/onnx.h)\n");
+        return 1;
+#endif
+    } else if (l->network(o->name, sopts, &net)) {
+        return fail_kiln("building the network");
+    }
+
+    kiln_build_config *cfg = kiln_build_config_create();
+    unsigned flags = 0;
+    if (o->fp16 || o->autotune) flags |= KILN_BUILD_FP16;
+    kiln_build_config_set_flags(cfg, flags);
+    if (o->threads > 0) kiln_build_config_set_threads(cfg, o->threads);
+    int rc = kiln_build(net, cfg, eng, st);
+    kiln_build_config_free(cfg);
+    kiln_network_free(net);
+    if (rc) return fail_kiln("kiln_build");
+    print_stats(st);
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    opts o;
+    if (parse_args(argc, argv, &o)) return usage(stderr);
+    kiln_log_set(o.verbose ? KILN_LOG_VERBOSE : KILN_LOG_WARN, NULL, NULL);
+    lib l;
+    if (load_lib(&l)) return 1;
+    kiln_samples_counters *cnt = l.counters();
+    int is_circ = !strcmp(o.name, "circ_pad");
+    if ((o.save || o.load) && !is_circ) {
+        fprintf(stderr, "kiln-samples: --save-engine/--load-engine are for circ_pad\n");
+        return 2;
+    }
+    char engine_path[1024], io_path[1024];
+    snprintf(engine_path, sizeof engine_path, "%s/%s.kiln", o.artifacts, o.name);
+    snprintf(io_path, sizeof io_path, "%s/%s.io", o.artifacts, o.name);
+    printf("sample %s (seed %llu)\n", o.name, (unsigned long long)o.seed);
+
+    /* ---- engine: build or load */
+    kiln_engine *eng = NULL;
+    kiln_build_stats st;
+    memset(&st, 0, sizeof st);
+    double t0 = now_ms();
+    if (o.load) {
+        if (kiln_engine_load(engine_path, &eng)) return fail_kiln(engine_path);
+        printf("loaded %s in %.2f ms\n", engine_path, now_ms() - t0);
+    } else if (build_engine(&o, &l, &eng, &st)) {
+        return 1;
+    }
+    kiln_samples_counters build_cnt = *cnt;
+    memset(cnt, 0, sizeof *cnt);
+    if (o.save) {
+        mkdir(o.artifacts, 0777);
+        if (kiln_engine_save(eng, engine_path)) {
+            kiln_engine_free(eng);
+            return fail_kiln(engine_path);
+        }
+        printf("saved %s\n", engine_path);
+    }
+
+    /* ---- inputs */
+    int nin = kiln_engine_num_inputs(eng), nout = kiln_engine_num_outputs(eng);
+    kiln_context *ctx = NULL;
+    if (kiln_context_create(eng, o.threads, &ctx)) {
+        kiln_engine_free(eng);
+        return fail_kiln("kiln_context_create");
+    }
+    float *in[4] = {0};
+    int64_t in_dims[4][KILN_MAX_DIMS];
+    int in_ndim[4] = {0};
+    size_t in_n[4] = {0};
+    void *out[4] = {0};
+    uint64_t seed = o.seed;
+    int failed = 0;
+    if (nin > 4 || nout > 4) {
+        fprintf(stderr, "kiln-samples: unexpected engine IO (%d inputs, %d outputs)\n", nin, nout);
+        failed = 1;
+        goto done;
+    }
+    for (int i = 0; i < nin; i++) {
+        kiln_io_info info;
+        kiln_engine_io(eng, i, &info);
+        in_ndim[i] = info.ndim;
+        memcpy(in_dims[i], info.dims, sizeof info.dims);
+        in_n[i] = numel_of(info.ndim, info.dims);
+        in[i] = malloc(in_n[i] * sizeof(float) + 1);
+        for (size_t k = 0; k < in_n[i]; k++) {
+            float v = rng_float(&seed, -4.0f, 4.0f);
+            /* non_zero: about a third zeros, so N comes from the data. */
+            if (!strcmp(o.name, "non_zero") && (rng_next(&seed) % 3 == 0)) v = 0.0f;
+            in[i][k] = v;
+        }
+        if (kiln_context_bind(ctx, info.name, in[i], in_n[i] * sizeof(float))) {
+            failed = fail_kiln(info.name);
+            goto done;
+        }
+    }
+    /* Load mode: the saved run's inputs, so outputs can be compared bit for bit. */
+    size_t saved_out_bytes = 0;
+    float *saved_out = NULL;
+    if (o.load && nin == 2) {
+        kiln_io_info info;
+        kiln_engine_io(eng, nin, &info);
+        saved_out_bytes = 2 * numel_of(info.ndim, info.dims) * sizeof(float);
+        saved_out = malloc(saved_out_bytes);
+        float *both = malloc((in_n[0] + in_n[1]) * sizeof(float));
+        if (read_file(io_path, both, (in_n[0] + in_n[1]) * sizeof(float), saved_out,
+                      saved_out_bytes)) {
+            fprintf(stderr, "kiln-samples: %s missing or of the wrong size (run --save-engine first)\n",
+                    io_path);
+            free(both);
+            failed = 1;
+            goto done;
+        }
+        memcpy(in[0], both, in_n[0] * sizeof(float));
+        memcpy(in[1], both + in_n[0], in_n[1] * sizeof(float));
+        free(both);
+        printf("inputs: the saved run's (%s)\n", io_path);
+    }
+    for (int i = 0; i < nout; i++) {
+        kiln_io_info info;
+        kiln_engine_io(eng, nin + i, &info);
+        if (!(out[i] = bind_output(ctx, info.name))) {
+            failed = fail_kiln(info.name);
+            goto done;
+        }
+    }
+    kiln_samples_inplace_log *ilog = l.inplace();
+    memset(ilog, 0, sizeof *ilog);
+
+    /* ---- run once (checked), then time a few more runs */
+    t0 = now_ms();
+    if (kiln_context_run(ctx)) {
+        failed = fail_kiln("kiln_context_run");
+        goto done;
+    }
+    double first_ms = now_ms() - t0;
+    kiln_samples_counters run_cnt = *cnt;
+    kiln_samples_inplace_log run_log = *ilog;
+
+    double tol = (o.fp16 || o.autotune) ? 2e-3 : 1e-6; /* fp16 rounds inputs to 11 bits */
+    size_t bad = 0;
+    if (!strcmp(o.name, "elemwise_add") || !strcmp(o.name, "chain100")) {
+        int steps = !strcmp(o.name, "chain100") ? 100 : 1;
+        float *ref = malloc(in_n[0] * sizeof(float));
+        for (size_t k = 0; k < in_n[0]; k++) {
+            double acc = in[0][k];
+            for (int s = 0; s < steps; s++) acc += in[1][k];
+            ref[k] = (float)acc;
+        }
+        bad += compare_f32("z", out[0], ref, in_n[0], tol * 8 * steps, tol);
+        free(ref);
+        long f32 = build_cnt.add_f32, f16 = build_cnt.add_f16;
+        printf("  elemwise_add impl calls: build FP32 %ld, FP16 %ld; inference %ld\n", f32, f16,
+               run_cnt.add_f32 + run_cnt.add_f16);
+        if (run_cnt.add_f32 + run_cnt.add_f16 != steps) {
+            fprintf(stderr, "  expected impl to run %d time(s) at inference\n", steps);
+            bad++;
+        }
+        if (o.autotune && (f32 == 0 || f16 == 0)) {
+            fprintf(stderr, "  expected both FP32 and FP16 candidates timed during the build\n");
+            bad++;
+        }
+        if (!o.autotune && f32 + f16 != 0) {
+            fprintf(stderr, "  expected no impl call during the build (no autotune)\n");
+            bad++;
+        }
+    } else if (!strcmp(o.name, "inplace_add")) {
+        float *ref = malloc(in_n[0] * sizeof(float));
+        for (size_t k = 0; k < in_n[0]; k++) ref[k] = (in[0][k] + in[1][k]) + in[1][k];
+        bad += compare_f32("z", out[0], ref, in_n[0], 1e-6, 1e-6);
+        free(ref);
+        printf("  inplace_add calls: %d\n", run_log.n);
+        if (run_log.n != 2) {
+            fprintf(stderr, "  expected 2 inplace_add calls, found %d\n", run_log.n);
+            bad++;
+        }
+        for (int k = 0; k < run_log.n && k < 2; k++) {
+            int same = run_log.in0[k] == run_log.out[k];
+            printf("  call %d: input 0 %p, output %p: %s\n", k + 1, run_log.in0[k],
+                   run_log.out[k], same ? "in place" : "NOT in place");
+            if (!same) bad++;
+        }
+        /* The in-place chain must not have written into the user's input x. */
+        if (!bad && run_log.n == 2 && run_log.out[1] != run_log.out[0]) {
+            fprintf(stderr, "  expected both ops to share one buffer\n");
+            bad++;
+        }
+    } else if (!strcmp(o.name, "non_zero")) {
+        int nd = 0;
+        int64_t dims[KILN_MAX_DIMS];
+        kiln_io_info i0, i1;
+        kiln_engine_io(eng, nin, &i0);
+        kiln_engine_io(eng, nin + 1, &i1);
+        const char *idx_name = i0.ndim == 2 ? i0.name : i1.name;
+        const char *cnt_name = i0.ndim == 2 ? i1.name : i0.name;
+        const int32_t *idx = kiln_context_output(ctx, idx_name);
+        const int64_t *count = kiln_context_output(ctx, cnt_name);
+        kiln_context_shape(ctx, idx_name, &nd, dims);
+        int64_t want = 0;
+        for (size_t k = 0; k < in_n[0]; k++) want += in[0][k] != 0.0f;
+        printf("  nonzero: %lld found (output shape [%lld, %lld]), reference %lld\n",
+               count ? (long long)*count : -1LL, nd > 0 ? (long long)dims[0] : -1LL,
+               nd > 1 ? (long long)dims[1] : -1LL, (long long)want);
+        if (!idx || !count || *count != want || nd != 2 || dims[0] != want || dims[1] != 2) {
+            fprintf(stderr, "  count/shape mismatch\n");
+            bad++;
+        } else {
+            int64_t cols = in_dims[0][1], n = 0;
+            for (size_t k = 0; k < in_n[0] && !bad; k++) {
+                if (in[0][k] == 0.0f) continue;
+                if (idx[2 * n] != (int32_t)(k / cols) || idx[2 * n + 1] != (int32_t)(k % cols)) {
+                    fprintf(stderr, "  index %lld: (%d, %d), reference (%lld, %lld)\n", (long long)n,
+                            idx[2 * n], idx[2 * n + 1], (long long)(k / cols), (long long)(k % cols));
+                    bad++;
+                }
+                n++;
+            }
+            printf("  check indices: %s\n", bad ? "MISMATCH" : "ok");
+        }
+    } else if (is_circ) {
+        int64_t pads[8] = {1, 2, 2, 1};
+        int npads = 4;
+        if (o.pads && (npads = parse_ints(o.pads, pads, 8, ',')) < 1) {
+            fprintf(stderr, "kiln-samples: --pads expects integers a,b,.. found '%s'\n", o.pads);
+            failed = 1;
+            goto done;
+        }
+        for (int i = 0; i < 2 && i < nin; i++) {
+            int64_t odims[KILN_MAX_DIMS];
+            float *ref = ref_circ_pad(in[i], in_ndim[i], in_dims[i], pads, npads, odims);
+            kiln_io_info info;
+            kiln_engine_io(eng, nin + i, &info);
+            int nd = 0;
+            int64_t dims[KILN_MAX_DIMS];
+            kiln_context_shape(ctx, info.name, &nd, dims);
+            if (nd != in_ndim[i] || memcmp(dims, odims, sizeof(int64_t) * nd)) {
+                fprintf(stderr, "  %s: output shape differs from the reference\n", info.name);
+                bad++;
+            } else {
+                bad += compare_f32(info.name, out[i], ref, numel_of(nd, odims), o.fp16 ? 1e-2 : 0,
+                                   o.fp16 ? 1e-3 : 0);
+            }
+            free(ref);
+        }
+        if (!o.load) {
+            printf("  circ_pad impl calls during the build: tactic 1: %ld, tactic 2: %ld, "
+                   "default: %ld\n",
+                   build_cnt.circ_pad_calls[1], build_cnt.circ_pad_calls[2],
+                   build_cnt.circ_pad_calls[0]);
+            if ((o.multi_tactic || o.per_format) &&
+                (build_cnt.circ_pad_calls[1] == 0 || build_cnt.circ_pad_calls[2] == 0)) {
+                fprintf(stderr, "  expected tactics 1 and 2 both timed\n");
+                bad++;
+            }
+            if (st.timed > 0 && st.cache_dedup == 0) {
+                fprintf(stderr, "  expected the second circ_pad layer answered by deduplication\n");
+                bad++;
+            }
+        }
+        if (o.save && nout == 2) {
+            size_t ob = numel_of(0, NULL);
+            kiln_io_info info;
+            kiln_engine_io(eng, nin, &info);
+            ob = numel_of(info.ndim, info.dims) * sizeof(float);
+            float *both_in = malloc((in_n[0] + in_n[1]) * sizeof(float));
+            float *both_out = malloc(2 * ob);
+            memcpy(both_in, in[0], in_n[0] * sizeof(float));
+            memcpy(both_in + in_n[0], in[1], in_n[1] * sizeof(float));
+            memcpy(both_out, out[0], ob);
+            memcpy((char *)both_out + ob, out[1], ob);
+            if (write_file(io_path, both_in, (in_n[0] + in_n[1]) * sizeof(float), both_out, 2 * ob)) {
+                fprintf(stderr, "kiln-samples: writing %s: %s\n", io_path, strerror(errno));
+                bad++;
+            }
+            free(both_in);
+            free(both_out);
+        }
+        if (saved_out) {
+            size_t ob = saved_out_bytes / 2;
+            int same = !memcmp(saved_out, out[0], ob) && !memcmp((char *)saved_out + ob, out[1], ob);
+            printf("  outputs vs the saved run: %s\n", same ? "identical" : "DIFFERENT");
+            if (!same) bad++;
+        }
+    }
+
+    /* ---- timing */
+    int iters = 20;
+    t0 = now_ms();
+    for (int i = 0; i < iters; i++)
+        if (kiln_context_run(ctx)) {
+            failed = fail_kiln("kiln_context_run");
+            goto done;
+        }
+    double avg = (now_ms() - t0) / iters;
+    printf("inference: first run %.3f ms, mean of %d runs %.4f ms\n", first_ms, iters, avg);
+    if (bad) failed = 1;
+    printf("%s\n", failed ? "FAIL" : "PASS");
+
+done:
+    free(saved_out);
+    for (int i = 0; i < 4; i++) {
+        free(in[i]);
+        free(out[i]);
+    }
+    kiln_context_free(ctx);
+    kiln_engine_free(eng);
+    return failed;
+}
