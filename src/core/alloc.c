@@ -1,0 +1,64 @@
+/*
+ * alloc.c — the replaceable allocator behind every kiln allocation.
+ *
+ * kiln_set_allocator() swaps malloc/realloc/free for the whole library; it
+ * must be called before any other kiln function, because memory allocated
+ * by one allocator must be released by the same one.  Aligned allocations
+ * are carved out of a regular allocation and remember the original pointer
+ * just below the aligned block, so they too go through the user allocator.
+ */
+#include "kiln_int.h"
+
+#include <stdlib.h>
+
+static void *(*g_malloc)(size_t) = malloc;
+static void *(*g_realloc)(void *, size_t) = realloc;
+static void (*g_free)(void *) = free;
+
+void kiln_set_allocator(void *(*malloc_fn)(size_t), void *(*realloc_fn)(void *, size_t),
+                        void (*free_fn)(void *)) {
+    KILN__ASSERT(malloc_fn && realloc_fn && free_fn);
+    g_malloc = malloc_fn;
+    g_realloc = realloc_fn;
+    g_free = free_fn;
+}
+
+void *kiln__malloc(size_t n) { return g_malloc(n ? n : 1); }
+
+void *kiln__calloc(size_t n, size_t size) {
+    if (size && n > SIZE_MAX / size) return NULL;
+    size_t bytes = n * size;
+    void *p = g_malloc(bytes ? bytes : 1);
+    if (p) memset(p, 0, bytes);
+    return p;
+}
+
+void *kiln__realloc(void *p, size_t n) { return g_realloc(p, n ? n : 1); }
+
+void kiln__free(void *p) {
+    if (p) g_free(p);
+}
+
+char *kiln__strdup(const char *s) {
+    if (!s) return NULL;
+    size_t n = strlen(s) + 1;
+    char *d = kiln__malloc(n);
+    if (d) memcpy(d, s, n);
+    return d;
+}
+
+void *kiln__aligned_alloc(size_t n) {
+    const size_t align = 64;
+    if (n > SIZE_MAX - align - sizeof(void *)) return NULL;
+    void *raw = g_malloc(n + align + sizeof(void *));
+    if (!raw) return NULL;
+    uintptr_t p = ((uintptr_t)raw + sizeof(void *) + align - 1) & ~(uintptr_t)(align - 1);
+    ((void **)p)[-1] = raw;
+    return (void *)p;
+}
+
+void kiln__aligned_free(void *p) {
+    if (p) g_free(((void **)p)[-1]);
+}
+
+void kiln_free(void *p) { kiln__free(p); }

@@ -1,0 +1,434 @@
+/*
+ * expr.c — hash-consed, constant-folded symbolic shape expressions.
+ *
+ * A pool (kiln_exprs) owns every node.  Each node is unique: building an
+ * expression that already exists returns the existing node, so pointer
+ * equality is structural equality.  Ids are dense and every child has a
+ * smaller id than its parent, which lets the engine flatten a pool into a
+ * program evaluated in one forward pass.
+ *
+ * Constructors canonicalize before looking a node up: constants fold,
+ * neutral elements vanish (x+0, x*1, floordiv(x,1)), absorbing ones win
+ * (x*0), x-x is 0, min/max(x,x) is x, and operands of commutative ops are
+ * ordered (constants last, then by id), so a+b and b+a are one node.
+ * Nodes live in fixed-size chunks, so their addresses never move.
+ */
+#include "kiln_int.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#define CHUNK_BITS 8
+#define CHUNK_SIZE (1u << CHUNK_BITS)
+
+struct kiln_exprs {
+    kiln_expr **chunks;
+    uint32_t nchunks, cap_chunks;
+    uint32_t count;
+    uint32_t *table; /* open addressing: id + 1, 0 = empty */
+    uint32_t table_size;
+};
+
+static void *xalloc_or_die(void *p) {
+    if (!p) {
+        fprintf(stderr, "kiln: out of memory in the expression pool\n");
+        abort();
+    }
+    return p;
+}
+
+kiln_exprs *kiln__exprs_create(void) {
+    kiln_exprs *x = kiln__calloc(1, sizeof *x);
+    if (!x) return NULL;
+    x->table_size = 256;
+    x->table = kiln__calloc(x->table_size, sizeof *x->table);
+    if (!x->table) {
+        kiln__free(x);
+        return NULL;
+    }
+    return x;
+}
+
+void kiln__exprs_free(kiln_exprs *x) {
+    if (!x) return;
+    for (uint32_t i = 0; i < x->count; i++) {
+        kiln_expr *e = &x->chunks[i >> CHUNK_BITS][i & (CHUNK_SIZE - 1)];
+        if (e->op == KILN_EXPR_SYM) kiln__free((char *)e->name);
+    }
+    for (uint32_t c = 0; c < x->nchunks; c++) kiln__free(x->chunks[c]);
+    kiln__free(x->chunks);
+    kiln__free(x->table);
+    kiln__free(x);
+}
+
+uint32_t kiln__exprs_count(const kiln_exprs *x) { return x->count; }
+
+const kiln_expr *kiln__exprs_at(const kiln_exprs *x, uint32_t id) {
+    if (id >= x->count) return NULL;
+    return &x->chunks[id >> CHUNK_BITS][id & (CHUNK_SIZE - 1)];
+}
+
+static uint64_t mix(uint64_t h, uint64_t v) {
+    h ^= v + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
+    h *= 0xff51afd7ed558ccdull;
+    return h ^ (h >> 33);
+}
+
+static uint64_t str_hash(const char *s) {
+    uint64_t h = 1469598103934665603ull;
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+}
+
+static uint64_t node_hash(kiln_expr_op op, int64_t v, const char *name, const kiln_expr *a,
+                          const kiln_expr *b, const kiln_expr *c) {
+    uint64_t h = mix(0x1234567u, (uint64_t)op);
+    if (op == KILN_EXPR_CONST) h = mix(h, (uint64_t)v);
+    if (op == KILN_EXPR_SYM) h = mix(h, str_hash(name));
+    h = mix(h, a ? a->id + 1u : 0);
+    h = mix(h, b ? b->id + 1u : 0);
+    h = mix(h, c ? c->id + 1u : 0);
+    return h;
+}
+
+static int node_equal(const kiln_expr *e, kiln_expr_op op, int64_t v, const char *name,
+                      const kiln_expr *a, const kiln_expr *b, const kiln_expr *c) {
+    if (e->op != op || e->a != a || e->b != b || e->c != c) return 0;
+    if (op == KILN_EXPR_CONST) return e->v == v;
+    if (op == KILN_EXPR_SYM) return strcmp(e->name, name) == 0;
+    return 1;
+}
+
+static void table_grow(kiln_exprs *x) {
+    uint32_t nsize = x->table_size * 2;
+    uint32_t *nt = xalloc_or_die(kiln__calloc(nsize, sizeof *nt));
+    for (uint32_t i = 0; i < x->count; i++) {
+        const kiln_expr *e = kiln__exprs_at(x, i);
+        uint32_t j = (uint32_t)e->hash & (nsize - 1);
+        while (nt[j]) j = (j + 1) & (nsize - 1);
+        nt[j] = i + 1;
+    }
+    kiln__free(x->table);
+    x->table = nt;
+    x->table_size = nsize;
+}
+
+static const kiln_expr *intern(kiln_exprs *x, kiln_expr_op op, int64_t v, const char *name,
+                               const kiln_expr *a, const kiln_expr *b, const kiln_expr *c) {
+    uint64_t h = node_hash(op, v, name, a, b, c);
+    uint32_t j = (uint32_t)h & (x->table_size - 1);
+    while (x->table[j]) {
+        const kiln_expr *e = kiln__exprs_at(x, x->table[j] - 1);
+        if (e->hash == h && node_equal(e, op, v, name, a, b, c)) return e;
+        j = (j + 1) & (x->table_size - 1);
+    }
+    /* new node */
+    if (x->count == UINT32_MAX - 1) xalloc_or_die(NULL);
+    uint32_t id = x->count;
+    if ((id >> CHUNK_BITS) >= x->nchunks) {
+        if (x->nchunks == x->cap_chunks) {
+            uint32_t nc = x->cap_chunks ? x->cap_chunks * 2 : 8;
+            x->chunks = xalloc_or_die(kiln__realloc(x->chunks, nc * sizeof *x->chunks));
+            x->cap_chunks = nc;
+        }
+        x->chunks[x->nchunks++] = xalloc_or_die(kiln__calloc(CHUNK_SIZE, sizeof(kiln_expr)));
+    }
+    kiln_expr *e = &x->chunks[id >> CHUNK_BITS][id & (CHUNK_SIZE - 1)];
+    memset(e, 0, sizeof *e);
+    e->op = op;
+    e->id = id;
+    e->v = op == KILN_EXPR_CONST ? v : 0;
+    e->name = op == KILN_EXPR_SYM ? xalloc_or_die(kiln__strdup(name)) : NULL;
+    e->a = a;
+    e->b = b;
+    e->c = c;
+    e->hash = h;
+    x->count++;
+    x->table[j] = id + 1;
+    if ((uint64_t)x->count * 2 > x->table_size) table_grow(x);
+    return e;
+}
+
+/* Arithmetic shared by folding and evaluation.  Wraps on overflow (two's
+ * complement) rather than invoking undefined behaviour; division by zero is
+ * KILN_EINVAL. */
+static int arith(kiln_expr_op op, int64_t a, int64_t b, int64_t *out) {
+    switch (op) {
+    case KILN_EXPR_ADD: *out = (int64_t)((uint64_t)a + (uint64_t)b); return 0;
+    case KILN_EXPR_SUB: *out = (int64_t)((uint64_t)a - (uint64_t)b); return 0;
+    case KILN_EXPR_MUL: *out = (int64_t)((uint64_t)a * (uint64_t)b); return 0;
+    case KILN_EXPR_FLOORDIV:
+    case KILN_EXPR_CEILDIV:
+    case KILN_EXPR_MOD: {
+        if (b == 0) return KILN_EINVAL;
+        if (b == -1) { /* avoids INT64_MIN / -1 */
+            int64_t q = (int64_t)(0 - (uint64_t)a);
+            *out = op == KILN_EXPR_MOD ? 0 : q;
+            return 0;
+        }
+        int64_t q = a / b, r = a % b;
+        if (op == KILN_EXPR_FLOORDIV) {
+            if (r != 0 && ((r < 0) != (b < 0))) q--;
+            *out = q;
+        } else if (op == KILN_EXPR_CEILDIV) {
+            if (r != 0 && ((r < 0) == (b < 0))) q++;
+            *out = q;
+        } else {
+            if (r != 0 && ((r < 0) != (b < 0))) r += b;
+            *out = r;
+        }
+        return 0;
+    }
+    case KILN_EXPR_MIN: *out = a < b ? a : b; return 0;
+    case KILN_EXPR_MAX: *out = a > b ? a : b; return 0;
+    case KILN_EXPR_EQ: *out = a == b; return 0;
+    case KILN_EXPR_LT: *out = a < b; return 0;
+    default: return KILN_EINVAL;
+    }
+}
+
+const kiln_expr *kiln_expr_const(kiln_exprs *x, int64_t v) {
+    KILN__ASSERT(x);
+    return intern(x, KILN_EXPR_CONST, v, NULL, NULL, NULL, NULL);
+}
+
+const kiln_expr *kiln_expr_sym(kiln_exprs *x, const char *name) {
+    KILN__ASSERT(x && name);
+    return intern(x, KILN_EXPR_SYM, 0, name, NULL, NULL, NULL);
+}
+
+static int is_c(const kiln_expr *e, int64_t v) { return e->op == KILN_EXPR_CONST && e->v == v; }
+static int is_k(const kiln_expr *e) { return e->op == KILN_EXPR_CONST; }
+
+static int commutative(kiln_expr_op op) {
+    return op == KILN_EXPR_ADD || op == KILN_EXPR_MUL || op == KILN_EXPR_MIN ||
+           op == KILN_EXPR_MAX || op == KILN_EXPR_EQ;
+}
+
+const kiln_expr *kiln_expr_bin(kiln_exprs *x, kiln_expr_op op, const kiln_expr *a,
+                               const kiln_expr *b) {
+    KILN__ASSERT(x && a && b);
+    KILN__ASSERT(op >= KILN_EXPR_ADD && op <= KILN_EXPR_LT);
+    int64_t r;
+    if (is_k(a) && is_k(b) && arith(op, a->v, b->v, &r) == 0) return kiln_expr_const(x, r);
+    if (commutative(op)) {
+        /* canonical order: constants last, otherwise smaller id first */
+        int swap = is_k(a) ? !is_k(b) : (!is_k(b) && b->id < a->id);
+        if (swap) {
+            const kiln_expr *t = a;
+            a = b;
+            b = t;
+        }
+    }
+    switch (op) {
+    case KILN_EXPR_ADD:
+        if (is_c(b, 0)) return a;
+        /* (y + c1) + c2 -> y + (c1 + c2) */
+        if (is_k(b) && a->op == KILN_EXPR_ADD && is_k(a->b))
+            return kiln_expr_bin(x, KILN_EXPR_ADD, a->a,
+                                 kiln_expr_const(x, (int64_t)((uint64_t)a->b->v + (uint64_t)b->v)));
+        break;
+    case KILN_EXPR_SUB:
+        if (is_c(b, 0)) return a;
+        if (a == b) return kiln_expr_const(x, 0);
+        /* (y + z) - z -> y, (y + z) - y -> z */
+        if (a->op == KILN_EXPR_ADD && a->b == b) return a->a;
+        if (a->op == KILN_EXPR_ADD && a->a == b) return a->b;
+        break;
+    case KILN_EXPR_MUL:
+        if (is_c(b, 1)) return a;
+        if (is_c(b, 0)) return b;
+        if (is_k(b) && a->op == KILN_EXPR_MUL && is_k(a->b))
+            return kiln_expr_bin(x, KILN_EXPR_MUL, a->a,
+                                 kiln_expr_const(x, (int64_t)((uint64_t)a->b->v * (uint64_t)b->v)));
+        break;
+    case KILN_EXPR_FLOORDIV:
+    case KILN_EXPR_CEILDIV:
+        if (is_c(b, 1)) return a;
+        /* (y * c) / c -> y for c != 0 */
+        if (is_k(b) && b->v != 0 && a->op == KILN_EXPR_MUL && a->b == b) return a->a;
+        break;
+    case KILN_EXPR_MOD:
+        if (is_c(b, 1) || is_c(b, -1)) return kiln_expr_const(x, 0);
+        break;
+    case KILN_EXPR_MIN:
+    case KILN_EXPR_MAX:
+        if (a == b) return a;
+        break;
+    case KILN_EXPR_EQ:
+        if (a == b) return kiln_expr_const(x, 1);
+        break;
+    case KILN_EXPR_LT:
+        if (a == b) return kiln_expr_const(x, 0);
+        break;
+    default: break;
+    }
+    return intern(x, op, 0, NULL, a, b, NULL);
+}
+
+const kiln_expr *kiln_expr_add(kiln_exprs *x, const kiln_expr *a, const kiln_expr *b) {
+    return kiln_expr_bin(x, KILN_EXPR_ADD, a, b);
+}
+const kiln_expr *kiln_expr_sub(kiln_exprs *x, const kiln_expr *a, const kiln_expr *b) {
+    return kiln_expr_bin(x, KILN_EXPR_SUB, a, b);
+}
+const kiln_expr *kiln_expr_mul(kiln_exprs *x, const kiln_expr *a, const kiln_expr *b) {
+    return kiln_expr_bin(x, KILN_EXPR_MUL, a, b);
+}
+const kiln_expr *kiln_expr_floordiv(kiln_exprs *x, const kiln_expr *a, const kiln_expr *b) {
+    return kiln_expr_bin(x, KILN_EXPR_FLOORDIV, a, b);
+}
+const kiln_expr *kiln_expr_ceildiv(kiln_exprs *x, const kiln_expr *a, const kiln_expr *b) {
+    return kiln_expr_bin(x, KILN_EXPR_CEILDIV, a, b);
+}
+const kiln_expr *kiln_expr_min(kiln_exprs *x, const kiln_expr *a, const kiln_expr *b) {
+    return kiln_expr_bin(x, KILN_EXPR_MIN, a, b);
+}
+const kiln_expr *kiln_expr_max(kiln_exprs *x, const kiln_expr *a, const kiln_expr *b) {
+    return kiln_expr_bin(x, KILN_EXPR_MAX, a, b);
+}
+const kiln_expr *kiln_expr_eq(kiln_exprs *x, const kiln_expr *a, const kiln_expr *b) {
+    return kiln_expr_bin(x, KILN_EXPR_EQ, a, b);
+}
+const kiln_expr *kiln_expr_lt(kiln_exprs *x, const kiln_expr *a, const kiln_expr *b) {
+    return kiln_expr_bin(x, KILN_EXPR_LT, a, b);
+}
+
+const kiln_expr *kiln_expr_select(kiln_exprs *x, const kiln_expr *cond, const kiln_expr *a,
+                                  const kiln_expr *b) {
+    KILN__ASSERT(x && cond && a && b);
+    if (is_k(cond)) return cond->v ? a : b;
+    if (a == b) return a;
+    return intern(x, KILN_EXPR_SELECT_, 0, NULL, cond, a, b);
+}
+
+int kiln_expr_is_const(const kiln_expr *e, int64_t *v) {
+    if (!e || e->op != KILN_EXPR_CONST) return 0;
+    if (v) *v = e->v;
+    return 1;
+}
+
+/* ---------------------------------------------------------------- printing */
+
+typedef struct out_buf {
+    char *buf;
+    size_t size, pos;
+} out_buf;
+
+static void put(out_buf *o, const char *fmt, ...) KILN_PRINTF(2, 3);
+static void put(out_buf *o, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    char *dst = o->pos < o->size ? o->buf + o->pos : NULL;
+    size_t room = o->pos < o->size ? o->size - o->pos : 0;
+    int n = vsnprintf(dst, room, fmt, ap);
+    va_end(ap);
+    if (n > 0) o->pos += (size_t)n;
+}
+
+/* Precedence of infix forms (higher binds tighter); function forms: 9. */
+static int prec(const kiln_expr *e) {
+    switch (e->op) {
+    case KILN_EXPR_EQ:
+    case KILN_EXPR_LT: return 1;
+    case KILN_EXPR_ADD:
+    case KILN_EXPR_SUB: return 2;
+    case KILN_EXPR_MUL:
+    case KILN_EXPR_FLOORDIV:
+    case KILN_EXPR_MOD: return 3;
+    case KILN_EXPR_CONST: return e->v < 0 ? 4 : 9;
+    default: return 9;
+    }
+}
+
+static void print_rec(out_buf *o, const kiln_expr *e);
+
+static void print_operand(out_buf *o, const kiln_expr *e, int min_prec) {
+    int paren = prec(e) < min_prec;
+    if (paren) put(o, "(");
+    print_rec(o, e);
+    if (paren) put(o, ")");
+}
+
+static void print_rec(out_buf *o, const kiln_expr *e) {
+    static const char *const infix[KILN_EXPR_OP_COUNT_] = {
+        [KILN_EXPR_ADD] = " + ", [KILN_EXPR_SUB] = " - ", [KILN_EXPR_MUL] = " * ",
+        [KILN_EXPR_FLOORDIV] = " // ", [KILN_EXPR_MOD] = " % ", [KILN_EXPR_EQ] = " == ",
+        [KILN_EXPR_LT] = " < "};
+    switch (e->op) {
+    case KILN_EXPR_CONST: put(o, "%lld", (long long)e->v); return;
+    case KILN_EXPR_SYM: put(o, "%s", e->name); return;
+    case KILN_EXPR_CEILDIV:
+    case KILN_EXPR_MIN:
+    case KILN_EXPR_MAX:
+        put(o, "%s(", e->op == KILN_EXPR_CEILDIV ? "ceildiv" : e->op == KILN_EXPR_MIN ? "min" : "max");
+        print_rec(o, e->a);
+        put(o, ", ");
+        print_rec(o, e->b);
+        put(o, ")");
+        return;
+    case KILN_EXPR_SELECT_:
+        put(o, "select(");
+        print_rec(o, e->a);
+        put(o, ", ");
+        print_rec(o, e->b);
+        put(o, ", ");
+        print_rec(o, e->c);
+        put(o, ")");
+        return;
+    default: {
+        int p = prec(e);
+        /* left-associative: the right operand needs parens at equal precedence */
+        print_operand(o, e->a, p);
+        put(o, "%s", infix[e->op] ? infix[e->op] : " ? ");
+        print_operand(o, e->b, p + 1);
+        return;
+    }
+    }
+}
+
+int kiln_expr_print(const kiln_expr *e, char *buf, size_t size) {
+    out_buf o = {buf, size, 0};
+    if (size) buf[0] = '\0';
+    if (!e) {
+        put(&o, "(null)");
+        return (int)o.pos;
+    }
+    print_rec(&o, e);
+    if (size) buf[o.pos < size ? o.pos : size - 1] = '\0';
+    return (int)o.pos;
+}
+
+/* ---------------------------------------------------------------- evaluation */
+
+int kiln__expr_eval(const kiln_expr *e, kiln__sym_lookup cb, void *ud, int64_t *out) {
+    KILN__ASSERT(e && out);
+    switch (e->op) {
+    case KILN_EXPR_CONST: *out = e->v; return 0;
+    case KILN_EXPR_SYM: {
+        if (!cb) return kiln__err(KILN_EINVAL, "symbol '%s' has no value (no lookup given)", e->name);
+        int rc = cb(ud, e->name, out);
+        if (rc != 0)
+            return kiln__err(rc < 0 ? rc : KILN_EINVAL, "symbol '%s' has no value", e->name);
+        return 0;
+    }
+    case KILN_EXPR_SELECT_: {
+        int64_t c;
+        int rc = kiln__expr_eval(e->a, cb, ud, &c);
+        if (rc) return rc;
+        return kiln__expr_eval(c ? e->b : e->c, cb, ud, out);
+    }
+    default: {
+        int64_t a, b;
+        int rc = kiln__expr_eval(e->a, cb, ud, &a);
+        if (rc) return rc;
+        if ((rc = kiln__expr_eval(e->b, cb, ud, &b))) return rc;
+        if (arith(e->op, a, b, out) != 0) {
+            char txt[256];
+            kiln_expr_print(e, txt, sizeof txt);
+            return kiln__err(KILN_EINVAL, "division by zero evaluating '%s' (divisor evaluated to 0)", txt);
+        }
+        return 0;
+    }
+    }
+}

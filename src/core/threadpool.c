@@ -1,0 +1,261 @@
+/*
+ * threadpool.c — the CPU thread pool behind kiln_exec_parallel.
+ *
+ * Goal: a layer dispatch costs well under a microsecond.  With one thread,
+ * or one task, work runs inline with no synchronization at all.  Otherwise
+ * the caller publishes the job and bumps a generation counter; workers spin
+ * briefly on the counter (back-to-back layers find them awake) and only
+ * then sleep on a condition variable.  The caller takes part in the work.
+ *
+ * Task claiming uses one 64-bit word: generation (32 bits) | nth (16) |
+ * next index (16).  A worker that woke late for an old generation fails its
+ * compare-and-swap instead of running a task of the next job, and a worker
+ * reads fn/ud only after claiming a task, when the job cannot change under
+ * it (the caller waits for every claimed task before the next dispatch).
+ */
+#include "kiln_int.h"
+
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <unistd.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define cpu_relax() _mm_pause()
+#else
+#define cpu_relax() ((void)0)
+#endif
+
+#define SPIN_ITERS 4000
+#define MAX_THREADS 1024
+
+struct kiln__pool {
+    int threads;
+    pthread_t *workers;
+    int nworkers;
+    _Atomic uint32_t gen;
+    _Atomic uint64_t claim;        /* gen << 32 | nth << 16 | next */
+    _Atomic(kiln_task_fn) fn;
+    _Atomic(void *) ud;
+    _Atomic int done;
+    _Atomic int sleepers;
+    _Atomic int caller_waiting;
+    _Atomic int stop;
+    _Atomic int busy;
+    pthread_mutex_t mu;
+    pthread_cond_t wake, finished;
+};
+
+static _Thread_local int t_in_task;
+
+int kiln__cpu_count(void) {
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0) {
+        int n = CPU_COUNT(&set);
+        if (n > 0) return n;
+    }
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
+/* Claim and run tasks of generation g until none are left. */
+static void run_tasks(kiln__pool *p, uint32_t g) {
+    for (;;) {
+        uint64_t v = atomic_load(&p->claim);
+        if ((uint32_t)(v >> 32) != g) return;
+        uint32_t nth = (uint32_t)(v >> 16) & 0xffffu, idx = (uint32_t)v & 0xffffu;
+        if (idx >= nth) return;
+        if (!atomic_compare_exchange_weak(&p->claim, &v, v + 1)) continue;
+        kiln_task_fn fn = atomic_load_explicit(&p->fn, memory_order_relaxed);
+        void *ud = atomic_load_explicit(&p->ud, memory_order_relaxed);
+        fn(ud, (int)idx, (int)nth);
+        if (atomic_fetch_add(&p->done, 1) + 1 == (int)nth && atomic_load(&p->caller_waiting)) {
+            pthread_mutex_lock(&p->mu);
+            pthread_cond_signal(&p->finished);
+            pthread_mutex_unlock(&p->mu);
+        }
+    }
+}
+
+static void *worker_main(void *arg) {
+    kiln__pool *p = arg;
+    t_in_task = 1; /* anything a worker runs is inside a task */
+    uint32_t seen = atomic_load(&p->gen);
+    for (;;) {
+        uint32_t g = atomic_load_explicit(&p->gen, memory_order_acquire);
+        for (int i = 0; g == seen && i < SPIN_ITERS && !atomic_load(&p->stop); i++) {
+            cpu_relax();
+            g = atomic_load_explicit(&p->gen, memory_order_acquire);
+        }
+        if (g == seen) {
+            pthread_mutex_lock(&p->mu);
+            atomic_fetch_add(&p->sleepers, 1);
+            while ((g = atomic_load(&p->gen)) == seen && !atomic_load(&p->stop))
+                pthread_cond_wait(&p->wake, &p->mu);
+            atomic_fetch_sub(&p->sleepers, 1);
+            pthread_mutex_unlock(&p->mu);
+        }
+        if (atomic_load(&p->stop)) break;
+        seen = g;
+        run_tasks(p, g);
+    }
+    return NULL;
+}
+
+kiln__pool *kiln__pool_create(int threads) {
+    if (threads < 1) threads = 1;
+    if (threads > MAX_THREADS) threads = MAX_THREADS;
+    kiln__pool *p = kiln__calloc(1, sizeof *p);
+    if (!p) {
+        kiln__err(KILN_ENOMEM, "thread pool: out of memory");
+        return NULL;
+    }
+    p->threads = threads;
+    pthread_mutex_init(&p->mu, NULL);
+    pthread_cond_init(&p->wake, NULL);
+    pthread_cond_init(&p->finished, NULL);
+    if (threads > 1) {
+        p->workers = kiln__calloc((size_t)threads - 1, sizeof *p->workers);
+        if (!p->workers) {
+            kiln__pool_free(p);
+            kiln__err(KILN_ENOMEM, "thread pool: out of memory");
+            return NULL;
+        }
+        for (int i = 0; i < threads - 1; i++) {
+            if (pthread_create(&p->workers[i], NULL, worker_main, p) != 0) {
+                kiln__log(KILN_LOG_WARN, "thread pool: could only start %d of %d threads", i + 1,
+                          threads);
+                break;
+            }
+            p->nworkers++;
+        }
+        p->threads = p->nworkers + 1;
+    }
+    return p;
+}
+
+void kiln__pool_free(kiln__pool *p) {
+    if (!p) return;
+    pthread_mutex_lock(&p->mu);
+    atomic_store(&p->stop, 1);
+    pthread_cond_broadcast(&p->wake);
+    pthread_mutex_unlock(&p->mu);
+    for (int i = 0; i < p->nworkers; i++) pthread_join(p->workers[i], NULL);
+    kiln__free(p->workers);
+    pthread_mutex_destroy(&p->mu);
+    pthread_cond_destroy(&p->wake);
+    pthread_cond_destroy(&p->finished);
+    kiln__free(p);
+}
+
+int kiln__pool_threads(const kiln__pool *p) { return p ? p->threads : 1; }
+
+void kiln__pool_run(kiln__pool *p, int n_tasks, kiln_task_fn fn, void *ud) {
+    if (n_tasks <= 0) return;
+    int threads = p ? p->threads : 1;
+    int nth = n_tasks < threads ? n_tasks : threads;
+    if (nth == 1) {
+        fn(ud, 0, 1);
+        return;
+    }
+    /* Nested call from a task, or another thread already dispatching on this
+     * pool: run on this thread. */
+    if (t_in_task || atomic_exchange(&p->busy, 1)) {
+        int saved = t_in_task;
+        t_in_task = 1;
+        for (int i = 0; i < nth; i++) fn(ud, i, nth);
+        t_in_task = saved;
+        return;
+    }
+    uint32_t g = atomic_load(&p->gen) + 1;
+    atomic_store(&p->claim, (uint64_t)g << 32 | (uint64_t)nth << 16);
+    atomic_store_explicit(&p->fn, fn, memory_order_relaxed);
+    atomic_store_explicit(&p->ud, ud, memory_order_relaxed);
+    atomic_store(&p->done, 0);
+    atomic_store(&p->gen, g); /* publishes the job */
+    if (atomic_load(&p->sleepers) > 0) {
+        pthread_mutex_lock(&p->mu);
+        pthread_cond_broadcast(&p->wake);
+        pthread_mutex_unlock(&p->mu);
+    }
+    t_in_task = 1;
+    run_tasks(p, g);
+    t_in_task = 0;
+    for (int i = 0; atomic_load(&p->done) != nth && i < SPIN_ITERS; i++) cpu_relax();
+    if (atomic_load(&p->done) != nth) {
+        pthread_mutex_lock(&p->mu);
+        atomic_store(&p->caller_waiting, 1);
+        while (atomic_load(&p->done) != nth) pthread_cond_wait(&p->finished, &p->mu);
+        atomic_store(&p->caller_waiting, 0);
+        pthread_mutex_unlock(&p->mu);
+    }
+    atomic_store(&p->busy, 0);
+}
+
+/* ---------------------------------------------------------------- kiln_exec */
+
+kiln_device_kind kiln_exec_device(const kiln_exec *e) {
+    KILN__ASSERT(e);
+    return e->device;
+}
+
+void *kiln_exec_stream(const kiln_exec *e) {
+    KILN__ASSERT(e);
+    return e->stream;
+}
+
+int kiln_exec_threads(const kiln_exec *e) {
+    KILN__ASSERT(e);
+    return e->pool ? kiln__pool_threads(e->pool) : 1;
+}
+
+void kiln_exec_parallel(kiln_exec *e, int n_tasks, kiln_task_fn fn, void *ud) {
+    KILN__ASSERT(e && fn);
+    if (n_tasks <= 0) return;
+    if (!e->pool || e->depth > 0 || t_in_task) {
+        /* serial: one task covering everything (e->depth is only touched by
+         * the dispatching thread, never from inside tasks) */
+        fn(ud, 0, 1);
+        return;
+    }
+    e->depth++;
+    kiln__pool_run(e->pool, n_tasks, fn, ud);
+    e->depth--;
+}
+
+typedef struct pfor_job {
+    kiln_range_fn fn;
+    void *ud;
+    int64_t n, nchunks;
+    _Atomic int64_t next;
+} pfor_job;
+
+static void pfor_task(void *arg, int ith, int nth) {
+    (void)ith;
+    (void)nth;
+    pfor_job *j = arg;
+    for (;;) {
+        int64_t k = atomic_fetch_add(&j->next, 1);
+        if (k >= j->nchunks) return;
+        int64_t b, end;
+        kiln_split_range(j->n, (int)k, (int)j->nchunks, &b, &end);
+        if (end > b) j->fn(j->ud, b, end);
+    }
+}
+
+void kiln_exec_parallel_for(kiln_exec *e, int64_t n, int64_t grain, kiln_range_fn fn, void *ud) {
+    KILN__ASSERT(e && fn);
+    if (n <= 0) return;
+    if (grain < 1) grain = 1;
+    int threads = kiln_exec_threads(e);
+    int64_t nchunks = n / grain;
+    if (nchunks > (int64_t)threads * 4) nchunks = (int64_t)threads * 4;
+    if (nchunks < 1) nchunks = 1;
+    if (nchunks == 1 || threads == 1 || e->depth > 0 || t_in_task) {
+        fn(ud, 0, n);
+        return;
+    }
+    pfor_job j = {fn, ud, n, nchunks, 0};
+    int tasks = nchunks < threads ? (int)nchunks : threads;
+    kiln_exec_parallel(e, tasks, pfor_task, &j);
+}
