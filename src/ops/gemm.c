@@ -1,0 +1,268 @@
+/*
+ * gemm.c — ONNX Gemm and MatMul on the packed SGEMM (sgemm.c).
+ *
+ * Gemm:   Y = alpha * op(A) * op(B) + beta * C, C unidirectionally
+ *         broadcast to (M, N); transposition is expressed as strides, so
+ *         no transposed copy is ever made.
+ * MatMul: numpy matmul: 1-D operands promoted (and the added dim removed),
+ *         batch dims broadcast.  When B has no batch (weights), the batch of
+ *         A folds into M and one large GEMM runs.
+ */
+#include "ops/ops2.h"
+
+#include "kiln_int.h"
+
+#include <math.h>
+
+/* ------------------------------------------------------------ helpers */
+
+static int same_or_unknown(const kiln_expr *a, const kiln_expr *b, int64_t *va, int64_t *vb) {
+    if (a == b) return 1;
+    if (kiln_expr_is_const(a, va) && kiln_expr_is_const(b, vb)) return *va == *vb;
+    return 1;
+}
+
+/* ------------------------------------------------------------ Gemm */
+
+static const kiln_attr_def gemm_attrs[] = {
+    {"alpha", KILN_ATTR_FLOAT, 0, "1.0", 0, "scalar multiplier of A*B"},
+    {"beta", KILN_ATTR_FLOAT, 0, "1.0", 0, "scalar multiplier of C"},
+    {"transA", KILN_ATTR_INT, 0, "0", 0, "transpose A"},
+    {"transB", KILN_ATTR_INT, 0, "0", 0, "transpose B"},
+    {"broadcast", KILN_ATTR_INT, 0, "0", 0, "opset < 7 (ignored: C always broadcasts)"},
+    {NULL, 0, 0, NULL, 0, NULL},
+};
+
+static int gemm_shape(kiln_shape_ctx *c) {
+    const kiln_desc *a = &c->in[0], *b = &c->in[1];
+    if (a->ndim != 2 || b->ndim != 2)
+        return kiln_set_error(KILN_ESHAPE, "Gemm expects 2-D A and B, found rank %d and %d",
+                              a->ndim, b->ndim);
+    if (a->dtype != b->dtype)
+        return kiln_set_error(KILN_ETYPE, "Gemm: A is %s but B is %s", kiln_dtype_name(a->dtype),
+                              kiln_dtype_name(b->dtype));
+    if (!kiln__ops2_is_float(a->dtype))
+        return kiln_set_error(KILN_EUNSUPPORTED, "Gemm: type %s not supported (float types only)",
+                              kiln_dtype_name(a->dtype));
+    int ta = kiln_attrs_int(c->attrs, "transA") != 0, tb = kiln_attrs_int(c->attrs, "transB") != 0;
+    const kiln_expr *M = a->dims[ta ? 1 : 0], *Ka = a->dims[ta ? 0 : 1];
+    const kiln_expr *Kb = b->dims[tb ? 1 : 0], *N = b->dims[tb ? 0 : 1];
+    int64_t v1, v2;
+    if (!same_or_unknown(Ka, Kb, &v1, &v2))
+        return kiln_set_error(KILN_ESHAPE,
+                              "Gemm: inner dims differ: A gives K=%lld, B gives K=%lld "
+                              "(transA=%d, transB=%d)",
+                              (long long)v1, (long long)v2, ta, tb);
+    if (c->nin > 2 && c->in[2].dtype != KILN_DTYPE_UNDEFINED && c->in[2].ndim > 2)
+        return kiln_set_error(KILN_ESHAPE, "Gemm: C must have rank <= 2, found %d", c->in[2].ndim);
+    c->out[0].dtype = a->dtype;
+    c->out[0].ndim = 2;
+    c->out[0].dims[0] = M;
+    c->out[0].dims[1] = N;
+    return 0;
+}
+
+static int gemm_impl_f32(const kiln_call *c) {
+    const kiln_tensor *A = &c->in[0], *B = &c->in[1], *C = c->nin > 2 ? &c->in[2] : NULL;
+    kiln_tensor *Y = &c->out[0];
+    int ta = kiln_attrs_int(c->attrs, "transA") != 0, tb = kiln_attrs_int(c->attrs, "transB") != 0;
+    float alpha = (float)kiln_attrs_float(c->attrs, "alpha");
+    float beta = (float)kiln_attrs_float(c->attrs, "beta");
+    int64_t M = Y->dims[0], N = Y->dims[1], K = A->dims[ta ? 0 : 1];
+    if (B->dims[tb ? 1 : 0] != K)
+        return kiln_set_error(KILN_ESHAPE, "Gemm: A gives K=%lld but B gives K=%lld",
+                              (long long)K, (long long)B->dims[tb ? 1 : 0]);
+    float *y = Y->data;
+    kiln__gemm g = {.M = M, .N = N, .K = K, .alpha = alpha, .c = y, .ldc = N};
+    g.a = A->data;
+    g.a_rs = ta ? A->strides[1] : A->strides[0];
+    g.a_cs = ta ? A->strides[0] : A->strides[1];
+    g.b = B->data;
+    g.b_rs = tb ? B->strides[1] : B->strides[0];
+    g.b_cs = tb ? B->strides[0] : B->strides[1];
+    if (C && C->data && beta != 0.0f) {
+        const float *cv = C->data;
+        int64_t cm = 1, cn = 1;
+        if (C->ndim == 1) cn = C->dims[0];
+        if (C->ndim == 2) { cm = C->dims[0]; cn = C->dims[1]; }
+        if ((cm != 1 && cm != M) || (cn != 1 && cn != N))
+            return kiln_set_error(KILN_ESHAPE,
+                                  "Gemm: C of shape (%lld, %lld) does not broadcast to (%lld, %lld)",
+                                  (long long)cm, (long long)cn, (long long)M, (long long)N);
+        if (cn == 1 && cm == M && beta == 1.0f && M > 0) {
+            g.bias_row = cv; /* per-row bias: fused into the store */
+        } else {
+            for (int64_t i = 0; i < M; i++) {
+                const float *cr = cv + (cm == 1 ? 0 : i * cn);
+                float *yr = y + i * N;
+                if (cn == 1)
+                    for (int64_t j = 0; j < N; j++) yr[j] = beta * cr[0];
+                else
+                    for (int64_t j = 0; j < N; j++) yr[j] = beta * cr[j];
+            }
+            g.accumulate = 1;
+        }
+    }
+    kiln__sgemm(&g, c->exec);
+    return 0;
+}
+
+static int gemm_impl(const kiln_call *c) { return kiln__ops2_as_f32(c, gemm_impl_f32); }
+
+static const kiln_quick_op gemm_op = {
+    .ns = "ai.onnx", .name = "Gemm", .version = 1,
+    .min_inputs = 2, .max_inputs = 3, .num_outputs = 1,
+    .attrs = gemm_attrs, .shape = gemm_shape, .impl = gemm_impl,
+    .timing_id = "transA,transB",
+    .doc = "general matrix multiply Y = alpha*A'*B' + beta*C (packed AVX SGEMM)",
+};
+
+/* ------------------------------------------------------------ MatMul */
+
+static int matmul_shape(kiln_shape_ctx *c) {
+    const kiln_desc *a = &c->in[0], *b = &c->in[1];
+    if (a->ndim < 1 || b->ndim < 1)
+        return kiln_set_error(KILN_ESHAPE, "MatMul: operands must have rank >= 1, found %d and %d",
+                              a->ndim, b->ndim);
+    if (a->dtype != b->dtype)
+        return kiln_set_error(KILN_ETYPE, "MatMul: A is %s but B is %s",
+                              kiln_dtype_name(a->dtype), kiln_dtype_name(b->dtype));
+    if (!kiln__ops2_is_float(a->dtype))
+        return kiln_set_error(KILN_EUNSUPPORTED, "MatMul: type %s not supported (float types only)",
+                              kiln_dtype_name(a->dtype));
+    const kiln_expr *Ka = a->dims[a->ndim - 1];
+    const kiln_expr *Kb = b->ndim == 1 ? b->dims[0] : b->dims[b->ndim - 2];
+    int64_t v1, v2;
+    if (!same_or_unknown(Ka, Kb, &v1, &v2))
+        return kiln_set_error(KILN_ESHAPE, "MatMul: inner dims differ: A has K=%lld, B has K=%lld",
+                              (long long)v1, (long long)v2);
+    const kiln_expr *out[KILN_MAX_DIMS];
+    int nb = 0;
+    int ba = a->ndim > 2 ? a->ndim - 2 : 0, bb = b->ndim > 2 ? b->ndim - 2 : 0;
+    if (ba || bb) {
+        nb = kiln_shape_broadcast(c, a->dims, ba, b->dims, bb, out);
+        if (nb < 0) return nb;
+    }
+    int n = nb;
+    if (a->ndim >= 2) out[n++] = a->dims[a->ndim - 2];
+    if (b->ndim >= 2) out[n++] = b->dims[b->ndim - 1];
+    if (n > KILN_MAX_DIMS) return kiln_set_error(KILN_ESHAPE, "MatMul: result rank %d too large", n);
+    c->out[0].dtype = a->dtype;
+    c->out[0].ndim = n;
+    for (int i = 0; i < n; i++) c->out[0].dims[i] = out[i];
+    return 0;
+}
+
+typedef struct mm_task {
+    const kiln__gemm *proto;
+    int64_t nbatch;
+    const int64_t *aoff, *boff, *yoff;
+} mm_task;
+
+static void mm_batches(void *ud, int ith, int nth) {
+    const mm_task *t = ud;
+    int64_t b, e;
+    kiln_split_range(t->nbatch, ith, nth, &b, &e);
+    for (int64_t i = b; i < e; i++) {
+        kiln__gemm g = *t->proto;
+        g.a += t->aoff[i];
+        g.b += t->boff[i];
+        g.c += t->yoff[i];
+        kiln__sgemm_serial(&g);
+    }
+}
+
+static int matmul_impl_f32(const kiln_call *c) {
+    const kiln_tensor *A = &c->in[0], *B = &c->in[1];
+    kiln_tensor *Y = &c->out[0];
+    if (!kiln__ops2_dense(A) || !kiln__ops2_dense(B) || !kiln__ops2_dense(Y))
+        return kiln_set_error(KILN_EUNSUPPORTED, "MatMul: strided tensors not supported");
+    int64_t M = A->ndim >= 2 ? A->dims[A->ndim - 2] : 1, K = A->dims[A->ndim - 1];
+    int64_t N = B->ndim >= 2 ? B->dims[B->ndim - 1] : 1;
+    int64_t Kb = B->ndim >= 2 ? B->dims[B->ndim - 2] : B->dims[0];
+    if (Kb != K)
+        return kiln_set_error(KILN_ESHAPE, "MatMul: A has K=%lld but B has K=%lld", (long long)K,
+                              (long long)Kb);
+    /* batch dims, right-aligned */
+    int ba = A->ndim > 2 ? A->ndim - 2 : 0, bb = B->ndim > 2 ? B->ndim - 2 : 0;
+    int nb = ba > bb ? ba : bb;
+    int64_t bd[KILN_MAX_DIMS], as[KILN_MAX_DIMS], bs[KILN_MAX_DIMS];
+    int64_t nbatch = 1, sa = M * K, sb = K * N;
+    for (int i = nb - 1; i >= 0; i--) {
+        int ia = i - (nb - ba), ib = i - (nb - bb);
+        int64_t da = ia >= 0 ? A->dims[ia] : 1, db = ib >= 0 ? B->dims[ib] : 1;
+        if (da != db && da != 1 && db != 1)
+            return kiln_set_error(KILN_ESHAPE, "MatMul: batch dims %lld and %lld do not broadcast",
+                                  (long long)da, (long long)db);
+        bd[i] = da > db ? da : db;
+        as[i] = da == 1 ? 0 : sa;
+        bs[i] = db == 1 ? 0 : sb;
+        sa *= da;
+        sb *= db;
+        nbatch *= bd[i];
+    }
+    kiln__gemm g = {.M = M, .N = N, .K = K, .alpha = 1.0f, .a = A->data, .a_rs = K, .a_cs = 1,
+                    .b = B->data, .b_rs = N, .b_cs = 1, .c = Y->data, .ldc = N};
+    int b_has_batch = 0;
+    for (int i = 0; i < nb; i++) b_has_batch |= bs[i] != 0;
+    if (!b_has_batch) {
+        /* weights without batch: fold A's batch into M (A is dense) */
+        int a_full = 1;
+        for (int i = 0; i < nb; i++) a_full &= as[i] != 0 || bd[i] == 1;
+        if (a_full) {
+            g.M = M * nbatch;
+            kiln__sgemm(&g, c->exec);
+            return 0;
+        }
+    }
+    if (nbatch == 1) {
+        kiln__sgemm(&g, c->exec);
+        return 0;
+    }
+    int64_t *offs = kiln__malloc((size_t)nbatch * 3 * sizeof(int64_t));
+    if (!offs) return kiln_set_error(KILN_ENOMEM, "MatMul: %lld batch offsets", (long long)nbatch);
+    int64_t idx[KILN_MAX_DIMS] = {0};
+    for (int64_t t = 0; t < nbatch; t++) {
+        int64_t oa = 0, ob = 0;
+        for (int i = 0; i < nb; i++) { oa += idx[i] * as[i]; ob += idx[i] * bs[i]; }
+        offs[t] = oa;
+        offs[nbatch + t] = ob;
+        offs[2 * nbatch + t] = t * M * N;
+        for (int i = nb - 1; i >= 0; i--) {
+            if (++idx[i] < bd[i]) break;
+            idx[i] = 0;
+        }
+    }
+    mm_task task = {.proto = &g, .nbatch = nbatch, .aoff = offs, .boff = offs + nbatch,
+                    .yoff = offs + 2 * nbatch};
+    int threads = c->exec ? kiln_exec_threads(c->exec) : 1;
+    if (nbatch >= threads && threads > 1) {
+        kiln_exec_parallel(c->exec, (int)(nbatch < threads ? nbatch : threads), mm_batches, &task);
+    } else {
+        for (int64_t t = 0; t < nbatch; t++) {
+            kiln__gemm gi = g;
+            gi.a += offs[t];
+            gi.b += offs[nbatch + t];
+            gi.c += offs[2 * nbatch + t];
+            kiln__sgemm(&gi, c->exec);
+        }
+    }
+    kiln__free(offs);
+    return 0;
+}
+
+static int matmul_impl(const kiln_call *c) { return kiln__ops2_as_f32(c, matmul_impl_f32); }
+
+static const kiln_quick_op matmul_op = {
+    .ns = "ai.onnx", .name = "MatMul", .version = 1,
+    .min_inputs = 2, .max_inputs = 2, .num_outputs = 1,
+    .shape = matmul_shape, .impl = matmul_impl,
+    .doc = "numpy matmul with batch broadcasting (packed AVX SGEMM)",
+};
+
+__attribute__((constructor)) static void gemm_register(void) {
+    /* 7: broadcast attribute dropped (C always broadcasts); 11: C optional */
+    static const int gv[] = {1, 7, 11};
+    kiln__ops2_register_versions(&gemm_op, gv, 3);
+    kiln_register_quick_op(&matmul_op);
+}

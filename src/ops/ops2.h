@@ -1,0 +1,82 @@
+/*
+ * ops2.h — shared helpers of the "ops2" built-in operator family (gemm,
+ * conv, conv_transpose, norm, pool, resize, pad, softmax, rnn).
+ *
+ * The ops are written against the public plugin API (plugin.h) only; this
+ * header adds the packed SGEMM they share and small utilities.
+ *
+ * SGEMM: C[M,N] (row-major, ldc) = A[M,K] * B[K,N] (+ bias), GotoBLAS style:
+ * B is packed into NR-wide column strips by a callback (a plain matrix, or
+ * an implicit im2col gather for convolutions), A into MR-tall row strips,
+ * and a register-tiled AVX-512/AVX2 micro-kernel does the work.  The call
+ * splits M or N over the thread pool itself; pack buffers are per-thread
+ * scratch kept between calls (no allocation in the steady state).
+ */
+#ifndef KILN_OPS2_H
+#define KILN_OPS2_H
+
+#include "kiln/plugin.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Fill dst with columns [n0, n0+nc) and rows [k0, k0+kc) of B, packed in
+ * strips of nr columns: dst[(j / nr) * kc * nr + k * nr + j % nr]; the
+ * last strip is zero-padded to nr columns. */
+typedef void (*kiln__packb_fn)(const void *ud, int64_t k0, int64_t kc, int64_t n0,
+                               int64_t nc, int nr, float *dst);
+
+typedef struct kiln__gemm {
+    int64_t M, N, K;
+    /* A: element (i, k) at a[i * a_rs + k * a_cs] (transposition = strides). */
+    const float *a;
+    int64_t a_rs, a_cs;
+    float alpha;              /* folded into packed A */
+    /* B: either a matrix (element (k, j) at b[k * b_rs + j * b_cs]) or a
+     * packing callback (packb != NULL). */
+    const float *b;
+    int64_t b_rs, b_cs;
+    kiln__packb_fn packb;
+    const void *packb_ud;
+    /* C: element (i, j) at c[i * ldc + j]. */
+    float *c;
+    int64_t ldc;
+    int accumulate;           /* 1: C += A*B (C holds beta*C already) */
+    const float *bias_row;    /* per-row (M) bias added on store, or NULL */
+    int relu;                 /* clamp at 0 after bias (fusion hook) */
+} kiln__gemm;
+
+/* Run the GEMM, splitting the work over exec (may be NULL: serial). */
+void kiln__sgemm(const kiln__gemm *g, kiln_exec *exec);
+/* Serial GEMM on a sub-range (used inside already parallel kernels). */
+void kiln__sgemm_serial(const kiln__gemm *g);
+/* Micro-kernel geometry (for packers that want to know). */
+int kiln__sgemm_nr(void);
+
+/* Float tensor element as double / store double (F32, F16, F64, BF16). */
+double kiln__ops2_getf(const void *p, kiln_dtype t, int64_t i);
+void kiln__ops2_setf(void *p, kiln_dtype t, int64_t i, double v);
+/* Integer tensor element (I32/I64/...) as int64. */
+int64_t kiln__ops2_geti(const void *p, kiln_dtype t, int64_t i);
+/* 1 for F32/F16/F64/BF16. */
+int kiln__ops2_is_float(kiln_dtype t);
+
+/* Run an f32 implementation on a call whose float tensors may be F16, F64
+ * or BF16: converts those inputs to f32 scratch, runs fn with f32 views
+ * and converts outputs back.  Calls fn directly when nothing needs
+ * conversion.  Non-float tensors pass through. */
+int kiln__ops2_as_f32(const kiln_call *c, int (*fn)(const kiln_call *c));
+
+/* Tensor is dense row-major (strides match dims, LINEAR)? */
+int kiln__ops2_dense(const kiln_tensor *t);
+
+/* Shape helpers. */
+/* out = (in + pads - dil*(k-1) - 1) / stride + 1 (floor or ceil). */
+const kiln_expr *kiln__ops2_pool_dim(kiln_exprs *x, const kiln_expr *in, int64_t k,
+                                     int64_t stride, int64_t pad_total, int64_t dil,
+                                     int ceil_mode);
+
+/* Register a quick op under several versions (copies into static storage). */
+void kiln__ops2_register_versions(const kiln_quick_op *op, const int *versions, int n);
+
+#endif /* KILN_OPS2_H */

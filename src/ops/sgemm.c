@@ -1,0 +1,428 @@
+/*
+ * sgemm.c — packed, cache-blocked single-precision GEMM for the ops2 family.
+ *
+ * Loop order (BLIS): jc over N in NC blocks, pc over K in KC blocks (pack B
+ * block: NR-wide strips), ic over M in MC blocks (pack A block: MR-tall
+ * strips, alpha folded in), then micro-tiles MR x NR computed by a
+ * register-resident micro-kernel.  AVX-512: 12 x 32 (24 zmm accumulators),
+ * AVX2+FMA: 6 x 16, otherwise a portable 4 x 8 kernel the compiler
+ * vectorizes.  Threads split N (or M when M is the larger side); each
+ * thread packs its own panels into thread-local scratch that is kept
+ * between calls and freed when the thread exits.
+ */
+#pragma GCC optimize("O3")
+#include "ops/ops2.h"
+
+#include "kiln_int.h"
+
+#include <pthread.h>
+#include <string.h>
+
+#if defined(__AVX512F__) || defined(__AVX2__)
+#include <immintrin.h>
+#endif
+
+#if defined(__AVX512F__)
+#define MR 12
+#define NR 32
+#elif defined(__AVX2__) && defined(__FMA__)
+#define MR 6
+#define NR 16
+#else
+#define MR 4
+#define NR 8
+#endif
+
+#define KC 256
+#define MC (MR * 12)
+#define NC 2048
+
+/* ------------------------------------------------------------ scratch */
+
+typedef struct scratch {
+    float *buf;
+    size_t cap; /* floats */
+} scratch;
+
+static pthread_key_t g_key;
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+
+static void scratch_free(void *p) {
+    scratch *s = p;
+    if (!s) return;
+    kiln__aligned_free(s->buf);
+    kiln__free(s);
+}
+static void key_init(void) { pthread_key_create(&g_key, scratch_free); }
+
+static float *scratch_get(size_t floats) {
+    pthread_once(&g_once, key_init);
+    scratch *s = pthread_getspecific(g_key);
+    if (!s) {
+        s = kiln__calloc(1, sizeof *s);
+        if (!s) return NULL;
+        pthread_setspecific(g_key, s);
+    }
+    if (s->cap < floats) {
+        kiln__aligned_free(s->buf);
+        s->buf = kiln__aligned_alloc(floats * sizeof(float));
+        s->cap = s->buf ? floats : 0;
+    }
+    return s->buf;
+}
+
+int kiln__sgemm_nr(void) { return NR; }
+
+/* ------------------------------------------------------------ packing */
+
+static void pack_a(const kiln__gemm *g, int64_t i0, int64_t mc, int64_t k0, int64_t kc,
+                   float *dst) {
+    const float alpha = g->alpha;
+    for (int64_t s = 0; s < mc; s += MR) {
+        int mr = (int)(mc - s < MR ? mc - s : MR);
+        float *d = dst + s * kc;
+        const float *a = g->a + (i0 + s) * g->a_rs + k0 * g->a_cs;
+        if (g->a_cs == 1) {
+            for (int i = 0; i < mr; i++) {
+                const float *ar = a + i * g->a_rs;
+                for (int64_t k = 0; k < kc; k++) d[k * MR + i] = alpha * ar[k];
+            }
+        } else {
+            for (int64_t k = 0; k < kc; k++) {
+                const float *ak = a + k * g->a_cs;
+                for (int i = 0; i < mr; i++) d[k * MR + i] = alpha * ak[i * g->a_rs];
+            }
+        }
+        if (mr < MR)
+            for (int64_t k = 0; k < kc; k++)
+                for (int i = mr; i < MR; i++) d[k * MR + i] = 0.0f;
+    }
+}
+
+static void pack_b_matrix(const kiln__gemm *g, int64_t k0, int64_t kc, int64_t n0, int64_t nc,
+                          float *dst) {
+    for (int64_t s = 0; s < nc; s += NR) {
+        int nr = (int)(nc - s < NR ? nc - s : NR);
+        float *d = dst + s * kc;
+        const float *b = g->b + k0 * g->b_rs + (n0 + s) * g->b_cs;
+        if (g->b_cs == 1) {
+            if (nr == NR) {
+                for (int64_t k = 0; k < kc; k++) memcpy(d + k * NR, b + k * g->b_rs, NR * sizeof(float));
+            } else {
+                for (int64_t k = 0; k < kc; k++) {
+                    const float *bk = b + k * g->b_rs;
+                    int j = 0;
+                    for (; j < nr; j++) d[k * NR + j] = bk[j];
+                    for (; j < NR; j++) d[k * NR + j] = 0.0f;
+                }
+            }
+        } else {
+            for (int j = 0; j < nr; j++) {
+                const float *bj = b + j * g->b_cs;
+                for (int64_t k = 0; k < kc; k++) d[k * NR + j] = bj[k * g->b_rs];
+            }
+            for (int64_t k = 0; k < kc; k++)
+                for (int j = nr; j < NR; j++) d[k * NR + j] = 0.0f;
+        }
+    }
+}
+
+/* ------------------------------------------------------------ micro-kernels */
+
+/* acc = A_panel * B_panel over kc; then stored into c (mr x nr valid):
+ * first != 0: c = acc + bias (or c + acc if accumulate), else c += acc. */
+typedef struct store_info {
+    int load;          /* add existing C */
+    const float *bias; /* per row, already offset to the tile, or NULL */
+    int relu;
+} store_info;
+
+static inline void store_tile(float *acc, float *c, int64_t ldc, int mr, int nr,
+                              const store_info *si) {
+    for (int i = 0; i < mr; i++) {
+        float *cr = c + i * ldc;
+        const float *ar = acc + i * NR;
+        float bi = si->bias ? si->bias[i] : 0.0f;
+        for (int j = 0; j < nr; j++) {
+            float v = ar[j] + bi + (si->load ? cr[j] : 0.0f);
+            if (si->relu && v < 0.0f) v = 0.0f;
+            cr[j] = v;
+        }
+    }
+}
+
+#if defined(__AVX512F__)
+static void micro(int64_t kc, const float *a, const float *b, float *c, int64_t ldc, int mr,
+                  int nr, const store_info *si) {
+    __m512 c00 = _mm512_setzero_ps(), c01 = _mm512_setzero_ps();
+    __m512 c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00, c31 = c00;
+    __m512 c40 = c00, c41 = c00, c50 = c00, c51 = c00, c60 = c00, c61 = c00;
+    __m512 c70 = c00, c71 = c00, c80 = c00, c81 = c00, c90 = c00, c91 = c00;
+    __m512 ca0 = c00, ca1 = c00, cb0 = c00, cb1 = c00;
+    for (int64_t k = 0; k < kc; k++) {
+        __m512 b0 = _mm512_load_ps(b), b1 = _mm512_load_ps(b + 16);
+        __m512 av;
+#define ROW(r, x0, x1)                                                         \
+    av = _mm512_set1_ps(a[r]);                                                 \
+    x0 = _mm512_fmadd_ps(av, b0, x0);                                          \
+    x1 = _mm512_fmadd_ps(av, b1, x1);
+        ROW(0, c00, c01) ROW(1, c10, c11) ROW(2, c20, c21) ROW(3, c30, c31)
+        ROW(4, c40, c41) ROW(5, c50, c51) ROW(6, c60, c61) ROW(7, c70, c71)
+        ROW(8, c80, c81) ROW(9, c90, c91) ROW(10, ca0, ca1) ROW(11, cb0, cb1)
+#undef ROW
+        a += MR;
+        b += NR;
+    }
+    __m512 rows[MR][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31},
+                          {c40, c41}, {c50, c51}, {c60, c61}, {c70, c71},
+                          {c80, c81}, {c90, c91}, {ca0, ca1}, {cb0, cb1}};
+    if (nr == NR) {
+        const __m512 zero = _mm512_setzero_ps();
+        for (int i = 0; i < mr; i++) {
+            float *cr = c + i * ldc;
+            __m512 v0 = rows[i][0], v1 = rows[i][1];
+            if (si->bias) {
+                __m512 bb = _mm512_set1_ps(si->bias[i]);
+                v0 = _mm512_add_ps(v0, bb);
+                v1 = _mm512_add_ps(v1, bb);
+            }
+            if (si->load) {
+                v0 = _mm512_add_ps(v0, _mm512_loadu_ps(cr));
+                v1 = _mm512_add_ps(v1, _mm512_loadu_ps(cr + 16));
+            }
+            if (si->relu) {
+                v0 = _mm512_max_ps(v0, zero);
+                v1 = _mm512_max_ps(v1, zero);
+            }
+            _mm512_storeu_ps(cr, v0);
+            _mm512_storeu_ps(cr + 16, v1);
+        }
+        return;
+    }
+    float acc[MR * NR] __attribute__((aligned(64)));
+    for (int i = 0; i < MR; i++) {
+        _mm512_store_ps(acc + i * NR, rows[i][0]);
+        _mm512_store_ps(acc + i * NR + 16, rows[i][1]);
+    }
+    store_tile(acc, c, ldc, mr, nr, si);
+}
+#elif defined(__AVX2__) && defined(__FMA__)
+static void micro(int64_t kc, const float *a, const float *b, float *c, int64_t ldc, int mr,
+                  int nr, const store_info *si) {
+    __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
+    __m256 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
+    for (int64_t k = 0; k < kc; k++) {
+        __m256 b0 = _mm256_load_ps(b), b1 = _mm256_load_ps(b + 8);
+        __m256 av;
+#define ROW(r, x0, x1)                                                         \
+    av = _mm256_broadcast_ss(a + r);                                           \
+    x0 = _mm256_fmadd_ps(av, b0, x0);                                          \
+    x1 = _mm256_fmadd_ps(av, b1, x1);
+        ROW(0, c00, c01) ROW(1, c10, c11) ROW(2, c20, c21)
+        ROW(3, c30, c31) ROW(4, c40, c41) ROW(5, c50, c51)
+#undef ROW
+        a += MR;
+        b += NR;
+    }
+    float acc[MR * NR] __attribute__((aligned(64)));
+    __m256 rows[MR][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}, {c40, c41}, {c50, c51}};
+    for (int i = 0; i < MR; i++) {
+        _mm256_store_ps(acc + i * NR, rows[i][0]);
+        _mm256_store_ps(acc + i * NR + 8, rows[i][1]);
+    }
+    store_tile(acc, c, ldc, mr, nr, si);
+}
+#else
+static void micro(int64_t kc, const float *a, const float *b, float *c, int64_t ldc, int mr,
+                  int nr, const store_info *si) {
+    float acc[MR * NR];
+    memset(acc, 0, sizeof acc);
+    for (int64_t k = 0; k < kc; k++) {
+        for (int i = 0; i < MR; i++)
+            for (int j = 0; j < NR; j++) acc[i * NR + j] += a[i] * b[j];
+        a += MR;
+        b += NR;
+    }
+    store_tile(acc, c, ldc, mr, nr, si);
+}
+#endif
+
+/* ------------------------------------------------------------ driver */
+
+static inline float dot_strided(const float *x, int64_t xs, const float *y, int64_t ys, int64_t n) {
+    if (xs == 1 && ys == 1) {
+        typedef float v8 __attribute__((vector_size(32)));
+        v8 a0 = {0}, a1 = {0};
+        int64_t k = 0;
+        for (; k + 16 <= n; k += 16) {
+            v8 x0, x1, y0, y1;
+            memcpy(&x0, x + k, 32);
+            memcpy(&x1, x + k + 8, 32);
+            memcpy(&y0, y + k, 32);
+            memcpy(&y1, y + k + 8, 32);
+            a0 += x0 * y0;
+            a1 += x1 * y1;
+        }
+        a0 += a1;
+        float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+        for (int i = 0; i < 8; i += 4) {
+            s0 += a0[i];
+            s1 += a0[i + 1];
+            s2 += a0[i + 2];
+            s3 += a0[i + 3];
+        }
+        for (; k + 4 <= n; k += 4) {
+            s0 += x[k] * y[k];
+            s1 += x[k + 1] * y[k + 1];
+            s2 += x[k + 2] * y[k + 2];
+            s3 += x[k + 3] * y[k + 3];
+        }
+        for (; k < n; k++) s0 += x[k] * y[k];
+        return (s0 + s1) + (s2 + s3);
+    }
+    float s = 0;
+    for (int64_t k = 0; k < n; k++) s += x[k * xs] * y[k * ys];
+    return s;
+}
+
+/* Matrix-vector shapes (M == 1 or N == 1): packing would triple the memory
+ * traffic of what is a bandwidth-bound loop, so stream the matrix once.
+ * Returns 1 if handled. */
+static int gemv_block(const kiln__gemm *g, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
+    int64_t K = g->K;
+    if (g->M == 1 && !g->packb) {
+        float *y = g->c;
+        float bias = g->bias_row ? g->bias_row[0] : 0.0f;
+        if (g->b_rs == 1 && g->b_cs != 1) {
+            /* y[j] = dot(a, column j), columns contiguous */
+            for (int64_t j = n0; j < n1; j++) {
+                float v = g->alpha * dot_strided(g->a, g->a_cs, g->b + j * g->b_cs, 1, K) + bias;
+                if (g->accumulate) v += y[j];
+                y[j] = g->relu && v < 0 ? 0 : v;
+            }
+            return 1;
+        }
+        if (g->b_cs == 1) {
+            if (!g->accumulate)
+                for (int64_t j = n0; j < n1; j++) y[j] = bias;
+            else if (bias != 0.0f)
+                for (int64_t j = n0; j < n1; j++) y[j] += bias;
+            for (int64_t k = 0; k < K; k++) {
+                float av = g->alpha * g->a[k * g->a_cs];
+                const float *br = g->b + k * g->b_rs;
+                for (int64_t j = n0; j < n1; j++) y[j] += av * br[j];
+            }
+            if (g->relu)
+                for (int64_t j = n0; j < n1; j++) y[j] = y[j] < 0 ? 0 : y[j];
+            return 1;
+        }
+        return 0;
+    }
+    if (g->N == 1 && !g->packb && g->a_cs == 1) {
+        for (int64_t i = m0; i < m1; i++) {
+            float v = g->alpha * dot_strided(g->a + i * g->a_rs, 1, g->b, g->b_rs, K);
+            if (g->bias_row) v += g->bias_row[i];
+            if (g->accumulate) v += g->c[i * g->ldc];
+            g->c[i * g->ldc] = g->relu && v < 0 ? 0 : v;
+        }
+        return 1;
+    }
+    return 0;
+}
+
+/* The GEMM restricted to rows [m0, m1) and columns [n0, n1). */
+static void gemm_block(const kiln__gemm *g, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
+    int64_t K = g->K;
+    if (m1 <= m0 || n1 <= n0) return;
+    if (K > 0 && gemv_block(g, m0, m1, n0, n1)) return;
+    if (K == 0) {
+        for (int64_t i = m0; i < m1; i++) {
+            float bi = g->bias_row ? g->bias_row[i] : 0.0f;
+            for (int64_t j = n0; j < n1; j++) {
+                float v = (g->accumulate ? g->c[i * g->ldc + j] : 0.0f) + bi;
+                if (g->relu && v < 0.0f) v = 0.0f;
+                g->c[i * g->ldc + j] = v;
+            }
+        }
+        return;
+    }
+    int64_t kcmax = K < KC ? K : KC;
+    int64_t ncmax = (n1 - n0) < NC ? (n1 - n0) : NC;
+    ncmax = (ncmax + NR - 1) / NR * NR;
+    int64_t mcmax = (m1 - m0) < MC ? (m1 - m0) : MC;
+    mcmax = (mcmax + MR - 1) / MR * MR;
+    float *buf = scratch_get((size_t)(kcmax * ncmax + kcmax * mcmax) + 64);
+    if (!buf) return; /* out of memory: nothing sensible to do in a kernel */
+    float *pb = buf, *pa = buf + kcmax * ncmax;
+    for (int64_t jc = n0; jc < n1; jc += NC) {
+        int64_t nc = n1 - jc < NC ? n1 - jc : NC;
+        for (int64_t pc = 0; pc < K; pc += KC) {
+            int64_t kc = K - pc < KC ? K - pc : KC;
+            if (g->packb)
+                g->packb(g->packb_ud, pc, kc, jc, nc, NR, pb);
+            else
+                pack_b_matrix(g, pc, kc, jc, nc, pb);
+            store_info si = {.load = pc > 0 || g->accumulate, .bias = NULL,
+                             .relu = g->relu && pc + kc >= K};
+            for (int64_t ic = m0; ic < m1; ic += MC) {
+                int64_t mc = m1 - ic < MC ? m1 - ic : MC;
+                pack_a(g, ic, mc, pc, kc, pa);
+                for (int64_t jr = 0; jr < nc; jr += NR) {
+                    int nr = (int)(nc - jr < NR ? nc - jr : NR);
+                    for (int64_t ir = 0; ir < mc; ir += MR) {
+                        int mr = (int)(mc - ir < MR ? mc - ir : MR);
+                        si.bias = (pc == 0 && g->bias_row) ? g->bias_row + ic + ir : NULL;
+                        micro(kc, pa + ir * kc, pb + jr * kc, g->c + (ic + ir) * g->ldc + jc + jr,
+                              g->ldc, mr, nr, &si);
+                    }
+                }
+            }
+        }
+    }
+}
+
+void kiln__sgemm_serial(const kiln__gemm *g) { gemm_block(g, 0, g->M, 0, g->N); }
+
+typedef struct par {
+    const kiln__gemm *g;
+    int split_n;
+    int64_t unit, units;
+} par;
+
+static void par_task(void *ud, int ith, int nth) {
+    const par *p = ud;
+    int64_t b, e;
+    kiln_split_range(p->units, ith, nth, &b, &e);
+    if (p->split_n) {
+        int64_t n0 = b * p->unit, n1 = e * p->unit;
+        if (n1 > p->g->N) n1 = p->g->N;
+        gemm_block(p->g, 0, p->g->M, n0, n1);
+    } else {
+        int64_t m0 = b * p->unit, m1 = e * p->unit;
+        if (m1 > p->g->M) m1 = p->g->M;
+        gemm_block(p->g, m0, m1, 0, p->g->N);
+    }
+}
+
+void kiln__sgemm(const kiln__gemm *g, kiln_exec *exec) {
+    int threads = exec ? kiln_exec_threads(exec) : 1;
+    double flops = 2.0 * (double)g->M * (double)g->N * (double)g->K;
+    if (threads <= 1 || flops < 2e5) {
+        kiln__sgemm_serial(g);
+        return;
+    }
+    par p = {.g = g};
+    /* Split the side that gives every thread whole micro-tiles. */
+    int64_t nt_n = (g->N + NR - 1) / NR, nt_m = (g->M + MR - 1) / MR;
+    if (nt_n >= nt_m || nt_n >= 4 * threads) {
+        p.split_n = 1;
+        p.unit = NR;
+        p.units = nt_n;
+    } else {
+        p.split_n = 0;
+        p.unit = MR;
+        p.units = nt_m;
+    }
+    int tasks = p.units < threads ? (int)p.units : threads;
+    kiln_exec_parallel(exec, tasks, par_task, &p);
+}
