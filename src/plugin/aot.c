@@ -1,0 +1,522 @@
+/*
+ * aot.c — ahead-of-time kernels: compiled at build time, embedded in the
+ * engine, launched at run time with no plugin library loaded.
+ *
+ * An op's `aot` function returns C source, an entry symbol, the number of
+ * work items (`extent`) and typed scalar arguments, all as symbolic
+ * expressions.  The builder checks them against the op's declared
+ * `aot_signature` (count and types: the AOT contract is checked at build,
+ * never discovered at run), compiles the source with the system compiler
+ * into a self-contained shared object (-z defs: it may use libc and libm,
+ * nothing else) and stores the bytes with the expressions mapped to engine
+ * nodes.  At run time the bytes are loaded from memory (so_load.c) and the
+ * entry is called as entry(args, ith, nth) on the context's thread pool.
+ */
+#include "kiln_int.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+typedef void (*aot_entry_fn)(const kiln_aot_args *a, int ith, int nth);
+
+static const char *scalar_name(int t) {
+    switch (t) {
+    case KILN_SCALAR_I32: return "i32";
+    case KILN_SCALAR_I64: return "i64";
+    case KILN_SCALAR_F32: return "f32";
+    default: return "?";
+    }
+}
+
+static int valid_ident(const char *s) {
+    if (!s || !*s) return 0;
+    if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || *s == '_')) return 0;
+    for (; *s; s++)
+        if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') ||
+              *s == '_'))
+            return 0;
+    return 1;
+}
+
+/* ------------------------------------------------------------ compile */
+
+static int rm_tree_files(const char *dir, const char *const *names, int n) {
+    char p[4300];
+    for (int i = 0; i < n; i++) {
+        snprintf(p, sizeof p, "%s/%s", dir, names[i]);
+        unlink(p);
+    }
+    return rmdir(dir);
+}
+
+int kiln__aot_compile(const char *source, const char *entry, uint8_t **so, size_t *n,
+                      char **flags_used) {
+    KILN__ASSERT(source && entry && so && n);
+    *so = NULL;
+    *n = 0;
+    if (flags_used) *flags_used = NULL;
+    if (!valid_ident(entry))
+        return kiln__err(KILN_EINVAL, "AOT kernel entry '%s' is not a C identifier", entry);
+    const char *inc = kiln__include_dir();
+    const char *base = getenv("TMPDIR");
+    if (!base || !*base) base = "/tmp";
+    char dir[4096];
+    if (snprintf(dir, sizeof dir, "%s/kiln-aot-XXXXXX", base) >= (int)sizeof dir)
+        return kiln__err(KILN_EIO, "AOT kernel %s: temporary directory path too long", entry);
+    if (!mkdtemp(dir))
+        return kiln__err(KILN_EIO, "AOT kernel %s: cannot create a directory in %s: %s", entry,
+                         base, strerror(errno));
+    static const char *const files[] = {"kernel.c", "kernel.so"};
+    char cpath[4200], sopath[4200], incflag[4200];
+    snprintf(cpath, sizeof cpath, "%s/kernel.c", dir);
+    snprintf(sopath, sizeof sopath, "%s/kernel.so", dir);
+    FILE *f = fopen(cpath, "wb");
+    size_t slen = strlen(source);
+    if (!f || fwrite(source, 1, slen, f) != slen || fclose(f) != 0) {
+        int e = errno;
+        if (f) fclose(f);
+        rm_tree_files(dir, files, 2);
+        return kiln__err(KILN_EIO, "AOT kernel %s: cannot write %s: %s", entry, cpath,
+                         strerror(e));
+    }
+    const char *args[16];
+    int na = 0;
+    args[na++] = "-O2";
+#if defined(__x86_64__) || defined(__aarch64__)
+    args[na++] = "-march=native";
+#endif
+    args[na++] = "-fPIC";
+    args[na++] = "-shared";
+    args[na++] = "-std=gnu11";
+    args[na++] = "-Wl,-z,defs";
+    if (inc) {
+        snprintf(incflag, sizeof incflag, "-I%s", inc);
+        args[na++] = incflag;
+    }
+    int nflags = na;
+    args[na++] = "-o";
+    args[na++] = sopath;
+    args[na++] = cpath;
+    args[na++] = "-lm";
+    args[na] = NULL;
+
+    char what[300];
+    snprintf(what, sizeof what, "AOT kernel %s", entry);
+    int rc = kiln__cc_run(what, args, NULL);
+    if (rc) {
+        rm_tree_files(dir, files, 2);
+        return rc;
+    }
+    char *bytes = NULL;
+    FILE *sf = fopen(sopath, "rb");
+    long len = -1;
+    if (sf && fseek(sf, 0, SEEK_END) == 0) len = ftell(sf);
+    if (sf && len > 0 && fseek(sf, 0, SEEK_SET) == 0) {
+        bytes = kiln__malloc((size_t)len);
+        if (bytes && fread(bytes, 1, (size_t)len, sf) != (size_t)len) {
+            kiln__free(bytes);
+            bytes = NULL;
+        }
+    }
+    if (sf) fclose(sf);
+    rm_tree_files(dir, files, 2);
+    if (!bytes) return kiln__err(KILN_EIO, "AOT kernel %s: cannot read the compiled object", entry);
+
+    /* The entry must exist: find out now, not when the engine runs. */
+    void *h = NULL;
+    rc = kiln__so_load_bytes(bytes, (size_t)len, what, &h);
+    if (rc) {
+        kiln__free(bytes);
+        return rc;
+    }
+    dlerror();
+    void *sym = dlsym(h, entry);
+    kiln__so_unload(h);
+    if (!sym) {
+        kiln__free(bytes);
+        return kiln__err(KILN_ECOMPILE,
+                         "AOT kernel: the source defines no function '%s' (the entry; declare it "
+                         "void %s(const kiln_aot_args *a, int ith, int nth), not static)",
+                         entry, entry);
+    }
+    if (flags_used) {
+        char cc[512] = "cc";
+        const char *ccenv = getenv("CC");
+        if (ccenv && *ccenv) snprintf(cc, sizeof cc, "%s", ccenv);
+        size_t cap = strlen(cc) + 1;
+        for (int i = 0; i < nflags; i++) cap += strlen(args[i]) + 1;
+        char *fl = kiln__malloc(cap + 1);
+        if (fl) {
+            size_t o = (size_t)snprintf(fl, cap + 1, "%s", cc);
+            for (int i = 0; i < nflags; i++)
+                o += (size_t)snprintf(fl + o, cap + 1 - o, " %s", args[i]);
+        }
+        *flags_used = fl;
+    }
+    *so = (uint8_t *)bytes;
+    *n = (size_t)len;
+    return 0;
+}
+
+/* ------------------------------------------------------------ contract */
+
+int kiln__aot_check(const kiln__op *op, const kiln_aot_kernel *k) {
+    KILN__ASSERT(op && k);
+    char id[256];
+    snprintf(id, sizeof id, "op %s::%s v%d", op->ns, op->name, op->version);
+    const char *sig = op->quick ? op->quick->aot_signature : NULL;
+    if (!sig) sig = "";
+    kiln_scalar_type want[KILN_MAX_SCALARS];
+    int nwant = 0;
+    for (const char *p = sig; *p;) {
+        while (*p == ' ' || *p == '\t') p++;
+        if (!*p) break;
+        const char *b = p;
+        while (*p && *p != ',' && *p != ' ' && *p != '\t') p++;
+        size_t len = (size_t)(p - b);
+        while (*p == ' ' || *p == '\t') p++;
+        if (*p == ',') p++;
+        kiln_scalar_type t;
+        if (len == 3 && !memcmp(b, "i32", 3)) t = KILN_SCALAR_I32;
+        else if (len == 3 && !memcmp(b, "i64", 3)) t = KILN_SCALAR_I64;
+        else if (len == 3 && !memcmp(b, "f32", 3)) t = KILN_SCALAR_F32;
+        else
+            return kiln__err(KILN_EINVAL,
+                             "%s: aot_signature \"%s\": argument %d is '%.*s', expected i32, "
+                             "i64 or f32", id, sig, nwant, (int)len, b);
+        if (nwant == KILN_MAX_SCALARS)
+            return kiln__err(KILN_EINVAL, "%s: aot_signature \"%s\" has more than %d arguments",
+                             id, sig, KILN_MAX_SCALARS);
+        want[nwant++] = t;
+    }
+    if (!k->source || !*k->source)
+        return kiln__err(KILN_EINVAL, "%s: aot kernel has no source", id);
+    if (!valid_ident(k->entry))
+        return kiln__err(KILN_EINVAL, "%s: aot kernel entry '%s' is not a C identifier", id,
+                         k->entry ? k->entry : "(null)");
+    if (!k->extent) return kiln__err(KILN_EINVAL, "%s: aot kernel has no extent", id);
+    if (k->nscalars < 0 || k->nscalars > KILN_MAX_SCALARS)
+        return kiln__err(KILN_EINVAL, "%s: aot kernel has %d scalars, at most %d allowed", id,
+                         k->nscalars, KILN_MAX_SCALARS);
+    if (k->nscalars != nwant)
+        return kiln__err(KILN_EINVAL, "%s: aot kernel has %d scalar%s, signature \"%s\" says %d",
+                         id, k->nscalars, k->nscalars == 1 ? "" : "s", sig, nwant);
+    for (int i = 0; i < k->nscalars; i++) {
+        int t = (int)k->scalar_types[i];
+        if (t != KILN_SCALAR_I32 && t != KILN_SCALAR_I64 && t != KILN_SCALAR_F32)
+            return kiln__err(KILN_EINVAL,
+                             "%s: aot kernel scalar %d has type %d, not a kiln_scalar_type "
+                             "(signature says %s)", id, i, t, scalar_name(want[i]));
+        if (t != (int)want[i])
+            return kiln__err(KILN_EINVAL, "%s: aot kernel scalar %d is %s, signature says %s", id,
+                             i, scalar_name(t), scalar_name(want[i]));
+        if (t != KILN_SCALAR_F32 && !k->scalars[i])
+            return kiln__err(KILN_EINVAL, "%s: aot kernel scalar %d (%s) has no expression", id,
+                             i, scalar_name(t));
+    }
+    return 0;
+}
+
+int kiln__aot_from_kernel(const kiln__op *op, const kiln_aot_kernel *k,
+                          kiln__aot_node_fn node_of, void *ud, kiln__aot *out) {
+    KILN__ASSERT(op && k && node_of && out);
+    memset(out, 0, sizeof *out);
+    int rc = kiln__aot_check(op, k);
+    if (rc) return rc;
+    out->extent = node_of(ud, k->extent);
+    if (out->extent < 0)
+        return kiln__err_prefix(KILN_EINVAL, "op %s::%s v%d: aot kernel extent", op->ns,
+                                op->name, op->version);
+    out->nscalars = k->nscalars;
+    for (int i = 0; i < k->nscalars; i++) {
+        out->scalar_types[i] = (uint8_t)k->scalar_types[i];
+        out->scalars[i] = -1;
+        if (k->scalar_types[i] == KILN_SCALAR_F32) {
+            out->fscalars[i] = k->fscalars[i];
+        } else {
+            out->scalars[i] = node_of(ud, k->scalars[i]);
+            if (out->scalars[i] < 0)
+                return kiln__err_prefix(KILN_EINVAL, "op %s::%s v%d: aot kernel scalar %d",
+                                        op->ns, op->name, op->version, i);
+        }
+    }
+    uint8_t *so = NULL;
+    size_t n = 0;
+    char *flags = NULL;
+    rc = kiln__aot_compile(k->source, k->entry, &so, &n, &flags);
+    if (rc)
+        return kiln__err_prefix(rc, "op %s::%s v%d", op->ns, op->name, op->version);
+    kiln__log(KILN_LOG_VERBOSE, "AOT kernel %s of %s::%s v%d: %zu bytes (%s)", k->entry,
+              op->ns, op->name, op->version, n, flags ? flags : "");
+    kiln__free(flags);
+    out->so = so;
+    out->so_size = n;
+    out->entry = kiln__strdup(k->entry);
+    out->cpu_sig = kiln__strdup(kiln_cpu_signature());
+    if (!out->entry || !out->cpu_sig) {
+        kiln__aot_free(out);
+        return kiln__err(KILN_ENOMEM, "out of memory");
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------ load / free */
+
+static pthread_mutex_t aot_lock = PTHREAD_MUTEX_INITIALIZER;
+
+int kiln__aot_load(kiln__aot *k) {
+    KILN__ASSERT(k);
+    if (__atomic_load_n(&k->fn, __ATOMIC_ACQUIRE)) return 0;
+    pthread_mutex_lock(&aot_lock);
+    int rc = 0;
+    if (k->fn) goto done;
+    const char *entry = k->entry ? k->entry : "(null)";
+    if (k->cpu_sig && *k->cpu_sig && strcmp(k->cpu_sig, kiln_cpu_signature()) != 0) {
+        rc = kiln__err(KILN_EDEVICE,
+                       "AOT kernel %s was compiled for CPU \"%s\", this CPU is \"%s\": rebuild "
+                       "the engine on this machine", entry, k->cpu_sig, kiln_cpu_signature());
+        goto done;
+    }
+    char what[300];
+    snprintf(what, sizeof what, "AOT kernel %s", entry);
+    void *h = NULL;
+    rc = kiln__so_load_bytes(k->so, (size_t)k->so_size, what, &h);
+    if (rc) goto done;
+    dlerror();
+    void *fn = k->entry ? dlsym(h, k->entry) : NULL;
+    if (!fn) {
+        kiln__so_unload(h);
+        rc = kiln__err(KILN_EFORMAT, "AOT kernel: entry '%s' not found in its embedded object",
+                       entry);
+        goto done;
+    }
+    k->handle = h;
+    __atomic_store_n(&k->fn, fn, __ATOMIC_RELEASE);
+done:
+    pthread_mutex_unlock(&aot_lock);
+    return rc;
+}
+
+void kiln__aot_free(kiln__aot *k) {
+    if (!k) return;
+    if (k->handle) kiln__so_unload(k->handle);
+    kiln__free(k->entry);
+    kiln__free(k->so);
+    kiln__free(k->cpu_sig);
+    memset(k, 0, sizeof *k);
+}
+
+/* ------------------------------------------------------------ serialize */
+
+/* Record (little-endian):
+ *   u32 entry_len, entry bytes; u32 sig_len, cpu_sig bytes;
+ *   i32 extent; i32 nscalars;
+ *   nscalars x { u8 type; i32 node (-1 for f32); f64 value (f32 scalars) };
+ *   u64 so_size; so bytes. */
+typedef struct wbuf {
+    uint8_t *p;
+    size_t n;
+} wbuf;
+
+static void w_bytes(wbuf *w, const void *d, size_t n) {
+    if (w->p) memcpy(w->p + w->n, d, n);
+    w->n += n;
+}
+static void w_u(wbuf *w, uint64_t v, int bytes) {
+    uint8_t b[8];
+    for (int i = 0; i < bytes; i++) b[i] = (uint8_t)(v >> (8 * i));
+    w_bytes(w, b, (size_t)bytes);
+}
+
+int kiln__aot_serialize(const kiln__aot *k, uint8_t *buf, size_t *size) {
+    KILN__ASSERT(k && size);
+    wbuf w = {buf, 0};
+    const char *entry = k->entry ? k->entry : "";
+    const char *sig = k->cpu_sig ? k->cpu_sig : "";
+    w_u(&w, strlen(entry), 4);
+    w_bytes(&w, entry, strlen(entry));
+    w_u(&w, strlen(sig), 4);
+    w_bytes(&w, sig, strlen(sig));
+    w_u(&w, (uint32_t)k->extent, 4);
+    w_u(&w, (uint32_t)k->nscalars, 4);
+    for (int i = 0; i < k->nscalars && i < KILN_MAX_SCALARS; i++) {
+        uint64_t f;
+        memcpy(&f, &k->fscalars[i], 8);
+        w_u(&w, k->scalar_types[i], 1);
+        w_u(&w, (uint32_t)k->scalars[i], 4);
+        w_u(&w, f, 8);
+    }
+    w_u(&w, k->so_size, 8);
+    w_bytes(&w, k->so, (size_t)k->so_size);
+    if (buf && w.n > *size)
+        return kiln__err(KILN_EINVAL, "AOT kernel record needs %zu bytes, buffer has %zu", w.n,
+                         *size);
+    *size = w.n;
+    return 0;
+}
+
+typedef struct rbuf {
+    const uint8_t *p;
+    size_t n, o;
+} rbuf;
+
+static int r_u(rbuf *r, int bytes, uint64_t *v, const char *field) {
+    if (r->n - r->o < (size_t)bytes)
+        return kiln__err(KILN_EFORMAT,
+                         "AOT kernel record: %s at offset %zu needs %d bytes, %zu left", field,
+                         r->o, bytes, r->n - r->o);
+    uint64_t x = 0;
+    for (int i = 0; i < bytes; i++) x |= (uint64_t)r->p[r->o + (size_t)i] << (8 * i);
+    r->o += (size_t)bytes;
+    *v = x;
+    return 0;
+}
+
+static int r_str(rbuf *r, char **out, const char *field) {
+    uint64_t len;
+    int rc = r_u(r, 4, &len, field);
+    if (rc) return rc;
+    if (len > r->n - r->o || len > 4096)
+        return kiln__err(KILN_EFORMAT,
+                         "AOT kernel record: %s length %llu at offset %zu exceeds the record "
+                         "(%zu bytes left)", field, (unsigned long long)len, r->o - 4,
+                         r->n - r->o);
+    if (memchr(r->p + r->o, 0, (size_t)len))
+        return kiln__err(KILN_EFORMAT, "AOT kernel record: %s at offset %zu contains a NUL byte",
+                         field, r->o);
+    char *s = kiln__malloc((size_t)len + 1);
+    if (!s) return kiln__err(KILN_ENOMEM, "out of memory");
+    memcpy(s, r->p + r->o, (size_t)len);
+    s[len] = 0;
+    r->o += (size_t)len;
+    *out = s;
+    return 0;
+}
+
+static int node_ok(int32_t v, int32_t nnodes, const char *field, int i, size_t off) {
+    char f[64];
+    if (i >= 0) snprintf(f, sizeof f, "%s %d", field, i);
+    else snprintf(f, sizeof f, "%s", field);
+    if (v < 0 || v >= nnodes)
+        return kiln__err(KILN_EFORMAT,
+                         "AOT kernel record: %s node %d at offset %zu is out of range [0, %d)",
+                         f, (int)v, off, (int)nnodes);
+    return 0;
+}
+
+int kiln__aot_deserialize(kiln__aot *k, const uint8_t *buf, size_t size, int32_t nnodes) {
+    KILN__ASSERT(k && (buf || size == 0));
+    memset(k, 0, sizeof *k);
+    rbuf r = {buf, size, 0};
+    uint64_t v;
+    int rc;
+    if ((rc = r_str(&r, &k->entry, "entry"))) goto fail;
+    if (!valid_ident(k->entry)) {
+        rc = kiln__err(KILN_EFORMAT, "AOT kernel record: entry '%s' is not a C identifier",
+                       k->entry);
+        goto fail;
+    }
+    if ((rc = r_str(&r, &k->cpu_sig, "cpu signature"))) goto fail;
+    size_t off = r.o;
+    if ((rc = r_u(&r, 4, &v, "extent"))) goto fail;
+    k->extent = (int32_t)(uint32_t)v;
+    if ((rc = node_ok(k->extent, nnodes, "extent", -1, off))) goto fail;
+    if ((rc = r_u(&r, 4, &v, "scalar count"))) goto fail;
+    if (v > KILN_MAX_SCALARS) {
+        rc = kiln__err(KILN_EFORMAT, "AOT kernel record: %llu scalars at offset %zu, at most %d",
+                       (unsigned long long)v, r.o - 4, KILN_MAX_SCALARS);
+        goto fail;
+    }
+    k->nscalars = (int32_t)v;
+    for (int i = 0; i < k->nscalars; i++) {
+        if ((rc = r_u(&r, 1, &v, "scalar type"))) goto fail;
+        if (v != KILN_SCALAR_I32 && v != KILN_SCALAR_I64 && v != KILN_SCALAR_F32) {
+            rc = kiln__err(KILN_EFORMAT, "AOT kernel record: scalar %d type %llu at offset %zu "
+                           "is not i32/i64/f32", i, (unsigned long long)v, r.o - 1);
+            goto fail;
+        }
+        k->scalar_types[i] = (uint8_t)v;
+        off = r.o;
+        if ((rc = r_u(&r, 4, &v, "scalar node"))) goto fail;
+        k->scalars[i] = (int32_t)(uint32_t)v;
+        if (k->scalar_types[i] != KILN_SCALAR_F32 &&
+            (rc = node_ok(k->scalars[i], nnodes, "scalar", i, off)))
+            goto fail;
+        if ((rc = r_u(&r, 8, &v, "scalar value"))) goto fail;
+        memcpy(&k->fscalars[i], &v, 8);
+    }
+    if ((rc = r_u(&r, 8, &v, "object size"))) goto fail;
+    if (v == 0 || v > r.n - r.o) {
+        rc = kiln__err(KILN_EFORMAT, "AOT kernel record: object size %llu at offset %zu, %zu "
+                       "bytes left", (unsigned long long)v, r.o - 8, r.n - r.o);
+        goto fail;
+    }
+    k->so = kiln__malloc((size_t)v);
+    if (!k->so) {
+        rc = kiln__err(KILN_ENOMEM, "out of memory (%llu bytes)", (unsigned long long)v);
+        goto fail;
+    }
+    memcpy(k->so, r.p + r.o, (size_t)v);
+    k->so_size = v;
+    r.o += (size_t)v;
+    if (r.o != r.n) {
+        rc = kiln__err(KILN_EFORMAT, "AOT kernel record: %zu unexpected bytes at offset %zu",
+                       r.n - r.o, r.o);
+        goto fail;
+    }
+    return 0;
+fail:
+    kiln__aot_free(k);
+    return rc;
+}
+
+/* ------------------------------------------------------------ launch */
+
+typedef struct aot_task {
+    aot_entry_fn fn;
+    const kiln_aot_args *args;
+} aot_task;
+
+static void aot_trampoline(void *ud, int ith, int nth) {
+    const aot_task *t = ud;
+    t->fn(t->args, ith, nth);
+}
+
+int kiln__aot_launch(kiln__aot *k, kiln_exec *ex, void *const *in, void *const *out,
+                     const int64_t *node_values) {
+    KILN__ASSERT(k && node_values);
+    int rc = kiln__aot_load(k);
+    if (rc) return rc;
+    int64_t extent = node_values[k->extent];
+    if (extent < 0)
+        return kiln__err(KILN_EKERNEL, "AOT kernel %s: extent evaluates to %lld", k->entry,
+                         (long long)extent);
+    if (extent == 0) return 0;
+    int64_t i64[KILN_MAX_SCALARS] = {0};
+    double f64[KILN_MAX_SCALARS] = {0};
+    for (int i = 0; i < k->nscalars; i++) {
+        if (k->scalar_types[i] == KILN_SCALAR_F32) {
+            f64[i] = (double)(float)k->fscalars[i];
+        } else {
+            i64[i] = node_values[k->scalars[i]];
+            if (k->scalar_types[i] == KILN_SCALAR_I32 && (i64[i] < INT32_MIN || i64[i] > INT32_MAX))
+                return kiln__err(KILN_EKERNEL, "AOT kernel %s: i32 scalar %d is %lld, out of range",
+                                 k->entry, i, (long long)i64[i]);
+        }
+    }
+    kiln_aot_args a = {in, out, i64, f64, extent};
+    aot_task t = {(aot_entry_fn)__atomic_load_n(&k->fn, __ATOMIC_ACQUIRE), &a};
+    if (!ex) {
+        t.fn(&a, 0, 1);
+        return 0;
+    }
+    int tasks = extent > INT_MAX ? INT_MAX : (int)extent;
+    kiln_exec_parallel(ex, tasks, aot_trampoline, &t);
+    return 0;
+}
