@@ -198,6 +198,11 @@ typedef enum kiln__symkind {
     KILN__SYM_SIZE,          /* a = size tensor index (value read after its producer ran) */
     KILN__SYM_VALUE          /* a = input tensor index, b = element (int input read at run) */
 } kiln__symkind;
+/* (engine/B2) In all three kinds `a` is an index into engine->tensors (not
+ * into engine->inputs).  kiln__etensor.upper: for a size tensor (is_size)
+ * the node of the largest value it may hold; for a tensor whose dims use
+ * SIZE symbols the node of its largest numel; else -1.  The loader checks
+ * these (INPUT_DIM/VALUE: a is a KILN__ET_INPUT tensor; SIZE: is_size). */
 
 typedef struct kiln__enode {
     uint8_t op;              /* kiln_expr_op */
