@@ -1,0 +1,407 @@
+/*
+ * conv.c — ONNX Conv (1-D, 2-D, 3-D; groups incl. depthwise; dilations,
+ * strides, pads, auto_pad; optional bias).
+ *
+ * Tactics (the builder times them; 0/1 pick by heuristic):
+ *   1 auto:   depthwise/tiny-channel 2-D convs -> direct, else GEMM
+ *   2 GEMM:   Y[g] = W[g] * im2col(X[g]) + bias on the packed SGEMM.  The
+ *             im2col matrix is never materialized: the GEMM's B-packing
+ *             callback gathers the patches straight into packed panels
+ *             (a 1x1/stride-1/unpadded conv packs X as a plain matrix).
+ *   3 direct: per output row, axpy of shifted input rows (vectorizes over
+ *             the output width); the dedicated path for depthwise convs.
+ *             2-D (and 1-D) only; 3-D convs run the GEMM.
+ * Spatial dims are normalized to 3 (D, H, W) by prepending 1s.
+ */
+#include "ops/ops2.h"
+
+#include "kiln_int.h"
+
+#include <string.h>
+
+enum { T_AUTO = 1, T_GEMM = 2, T_DIRECT = 3 };
+
+static const kiln_attr_def conv_attrs[] = {
+    {"auto_pad", KILN_ATTR_STRING, 0, "NOTSET", 0, "NOTSET, SAME_UPPER, SAME_LOWER or VALID"},
+    {"dilations", KILN_ATTR_ARRAY, KILN_DTYPE_I64, NULL, 0, "dilation per spatial axis"},
+    {"group", KILN_ATTR_INT, 0, "1", 0, "number of groups"},
+    {"kernel_shape", KILN_ATTR_ARRAY, KILN_DTYPE_I64, NULL, 0, "kernel dims (else from W)"},
+    {"pads", KILN_ATTR_ARRAY, KILN_DTYPE_I64, NULL, 0, "begin pads then end pads"},
+    {"strides", KILN_ATTR_ARRAY, KILN_DTYPE_I64, NULL, 0, "stride per spatial axis"},
+    {NULL, 0, 0, NULL, 0, NULL},
+};
+
+/* Resolved geometry of one call. */
+typedef struct geom {
+    int64_t N, C, M, G, Cg, Mg;
+    int64_t id[3], k[3], o[3], s[3], d[3], pb[3], pe[3];
+    int nsp;
+} geom;
+
+typedef enum { AP_NOTSET, AP_SAME_UPPER, AP_SAME_LOWER, AP_VALID } autopad;
+
+static int parse_autopad(const kiln_attrs *a, autopad *ap) {
+    const char *s = kiln_attrs_string(a, "auto_pad");
+    if (!s || !strcmp(s, "NOTSET") || !*s) *ap = AP_NOTSET;
+    else if (!strcmp(s, "SAME_UPPER")) *ap = AP_SAME_UPPER;
+    else if (!strcmp(s, "SAME_LOWER")) *ap = AP_SAME_LOWER;
+    else if (!strcmp(s, "VALID")) *ap = AP_VALID;
+    else
+        return kiln_set_error(KILN_EATTR,
+                              "auto_pad: expected NOTSET, SAME_UPPER, SAME_LOWER or VALID, found '%s'",
+                              s);
+    return 0;
+}
+
+/* Reads strides/dilations/pads/kernel_shape for nsp spatial axes. */
+static int read_attrs(const kiln_attrs *a, int nsp, const int64_t *wk, int64_t *k, int64_t *s,
+                      int64_t *d, int64_t *pb, int64_t *pe) {
+    const int64_t *v;
+    int64_t n;
+    for (int i = 0; i < nsp; i++) { k[i] = wk[i]; s[i] = 1; d[i] = 1; pb[i] = pe[i] = 0; }
+    if ((n = kiln_attrs_ints(a, "kernel_shape", &v)) >= 0) {
+        if (n != nsp)
+            return kiln_set_error(KILN_EATTR, "kernel_shape: expected %d values, found %lld", nsp,
+                                  (long long)n);
+        for (int i = 0; i < nsp; i++)
+            if (wk[i] >= 0 && v[i] != wk[i])
+                return kiln_set_error(KILN_EATTR, "kernel_shape[%d] = %lld but W has %lld", i,
+                                      (long long)v[i], (long long)wk[i]);
+    }
+    if ((n = kiln_attrs_ints(a, "strides", &v)) >= 0) {
+        if (n != nsp)
+            return kiln_set_error(KILN_EATTR, "strides: expected %d values, found %lld", nsp,
+                                  (long long)n);
+        for (int i = 0; i < nsp; i++) s[i] = v[i];
+    }
+    if ((n = kiln_attrs_ints(a, "dilations", &v)) >= 0) {
+        if (n != nsp)
+            return kiln_set_error(KILN_EATTR, "dilations: expected %d values, found %lld", nsp,
+                                  (long long)n);
+        for (int i = 0; i < nsp; i++) d[i] = v[i];
+    }
+    if ((n = kiln_attrs_ints(a, "pads", &v)) >= 0) {
+        if (n != 2 * nsp)
+            return kiln_set_error(KILN_EATTR, "pads: expected %d values, found %lld", 2 * nsp,
+                                  (long long)n);
+        for (int i = 0; i < nsp; i++) { pb[i] = v[i]; pe[i] = v[nsp + i]; }
+    }
+    for (int i = 0; i < nsp; i++) {
+        if (s[i] < 1 || d[i] < 1)
+            return kiln_set_error(KILN_EATTR, "strides and dilations must be >= 1 (axis %d: %lld, %lld)",
+                                  i, (long long)s[i], (long long)d[i]);
+        if (pb[i] < 0 || pe[i] < 0)
+            return kiln_set_error(KILN_EATTR, "pads must be >= 0 (axis %d)", i);
+    }
+    return 0;
+}
+
+static int conv_shape(kiln_shape_ctx *c) {
+    const kiln_desc *x = &c->in[0], *w = &c->in[1];
+    if (x->ndim < 3 || x->ndim > 5)
+        return kiln_set_error(KILN_ESHAPE, "Conv: X must have rank 3..5 (N, C, spatial...), found %d",
+                              x->ndim);
+    if (w->ndim != x->ndim)
+        return kiln_set_error(KILN_ESHAPE, "Conv: W must have rank %d like X, found %d", x->ndim,
+                              w->ndim);
+    if (w->dtype != x->dtype || !kiln__ops2_is_float(x->dtype))
+        return kiln_set_error(KILN_ETYPE, "Conv: X and W must share a float type, found %s and %s",
+                              kiln_dtype_name(x->dtype), kiln_dtype_name(w->dtype));
+    int nsp = x->ndim - 2;
+    int64_t wk[3], k[3], s[3], d[3], pb[3], pe[3];
+    for (int i = 0; i < nsp; i++)
+        if (!kiln_expr_is_const(w->dims[2 + i], &wk[i]))
+            return kiln_set_error(KILN_ESHAPE, "Conv: kernel dims of W must be static");
+    int rc = read_attrs(c->attrs, nsp, wk, k, s, d, pb, pe);
+    if (rc) return rc;
+    autopad ap;
+    if ((rc = parse_autopad(c->attrs, &ap))) return rc;
+    int64_t G = kiln_attrs_int(c->attrs, "group"), C, Wc, M;
+    if (G < 1) return kiln_set_error(KILN_EATTR, "Conv: group must be >= 1, found %lld", (long long)G);
+    if (kiln_expr_is_const(x->dims[1], &C) && kiln_expr_is_const(w->dims[1], &Wc) && C != Wc * G)
+        return kiln_set_error(KILN_ESHAPE,
+                              "Conv: X has %lld channels but W expects %lld x group %lld = %lld",
+                              (long long)C, (long long)Wc, (long long)G, (long long)(Wc * G));
+    if (kiln_expr_is_const(w->dims[0], &M) && M % G != 0)
+        return kiln_set_error(KILN_ESHAPE, "Conv: %lld output channels not divisible by group %lld",
+                              (long long)M, (long long)G);
+    kiln_desc *y = &c->out[0];
+    y->dtype = x->dtype;
+    y->ndim = x->ndim;
+    y->dims[0] = x->dims[0];
+    y->dims[1] = w->dims[0];
+    kiln_exprs *X = c->x;
+    for (int i = 0; i < nsp; i++) {
+        const kiln_expr *in = x->dims[2 + i];
+        if (ap == AP_SAME_UPPER || ap == AP_SAME_LOWER)
+            y->dims[2 + i] = kiln_expr_ceildiv(X, in, kiln_expr_const(X, s[i]));
+        else if (ap == AP_VALID)
+            y->dims[2 + i] = kiln__ops2_pool_dim(X, in, k[i], s[i], 0, d[i], 0);
+        else
+            y->dims[2 + i] = kiln__ops2_pool_dim(X, in, k[i], s[i], pb[i] + pe[i], d[i], 0);
+    }
+    return 0;
+}
+
+static int make_geom(const kiln_call *c, geom *g) {
+    const kiln_tensor *x = &c->in[0], *w = &c->in[1], *y = &c->out[0];
+    int nsp = x->ndim - 2;
+    int64_t wk[3], k[3], s[3], d[3], pb[3], pe[3];
+    for (int i = 0; i < nsp; i++) wk[i] = w->dims[2 + i];
+    int rc = read_attrs(c->attrs, nsp, wk, k, s, d, pb, pe);
+    if (rc) return rc;
+    autopad ap;
+    if ((rc = parse_autopad(c->attrs, &ap))) return rc;
+    memset(g, 0, sizeof *g);
+    g->nsp = nsp;
+    g->N = x->dims[0];
+    g->C = x->dims[1];
+    g->M = w->dims[0];
+    g->G = kiln_attrs_int(c->attrs, "group");
+    if (g->G < 1 || g->C % g->G || g->M % g->G || w->dims[1] * g->G != g->C)
+        return kiln_set_error(KILN_ESHAPE, "Conv: X has %lld channels, W is %lld x %lld, group %lld",
+                              (long long)g->C, (long long)g->M, (long long)w->dims[1],
+                              (long long)g->G);
+    g->Cg = g->C / g->G;
+    g->Mg = g->M / g->G;
+    int off = 3 - nsp;
+    for (int i = 0; i < 3; i++) {
+        g->id[i] = g->k[i] = g->o[i] = g->s[i] = g->d[i] = 1;
+        g->pb[i] = g->pe[i] = 0;
+    }
+    for (int i = 0; i < nsp; i++) {
+        int j = off + i;
+        g->id[j] = x->dims[2 + i];
+        g->k[j] = k[i];
+        g->s[j] = s[i];
+        g->d[j] = d[i];
+        g->o[j] = y->dims[2 + i];
+        if (ap == AP_SAME_UPPER || ap == AP_SAME_LOWER) {
+            int64_t tot = (g->o[j] - 1) * s[i] + (k[i] - 1) * d[i] + 1 - g->id[j];
+            if (tot < 0) tot = 0;
+            g->pb[j] = ap == AP_SAME_UPPER ? tot / 2 : tot - tot / 2;
+            g->pe[j] = tot - g->pb[j];
+        } else if (ap == AP_NOTSET) {
+            g->pb[j] = pb[i];
+            g->pe[j] = pe[i];
+        }
+    }
+    if (c->nin > 2 && c->in[2].data && kiln_tensor_numel(&c->in[2]) != g->M)
+        return kiln_set_error(KILN_ESHAPE, "Conv: bias has %lld elements, expected %lld",
+                              (long long)kiln_tensor_numel(&c->in[2]), (long long)g->M);
+    return 0;
+}
+
+/* ------------------------------------------------------------ GEMM tactic */
+
+typedef struct im2col {
+    const geom *g;
+    const float *x; /* the group's first input channel */
+} im2col;
+
+/* Gather patches into packed B strips (see kiln__packb_fn). Rows are
+ * (ci, kz, ky, kx), columns (oz, oy, ox). */
+static void im2col_pack(const void *ud, int64_t k0, int64_t kc, int64_t n0, int64_t nc, int nr,
+                        float *dst) {
+    const im2col *ic = ud;
+    const geom *g = ic->g;
+    const int64_t OD = g->o[0], OH = g->o[1], OW = g->o[2];
+    const int64_t ID = g->id[0], IH = g->id[1], IW = g->id[2];
+    const int64_t KD = g->k[0], KH = g->k[1], KW = g->k[2];
+    (void)OD;
+    /* runs of columns inside one output row */
+    int64_t run_z[64], run_y[64], run_x0[64], run_len[64], run_off[64];
+    for (int64_t s0 = 0; s0 < nc; s0 += nr) {
+        int64_t cols = nc - s0 < nr ? nc - s0 : nr;
+        float *d = dst + s0 * kc;
+        int nrun = 0;
+        int64_t j = n0 + s0, left = cols, off = 0;
+        while (left > 0) {
+            int64_t ox = j % OW, t = j / OW, oy = t % OH, oz = t / OH;
+            int64_t len = OW - ox < left ? OW - ox : left;
+            run_z[nrun] = oz; run_y[nrun] = oy; run_x0[nrun] = ox;
+            run_len[nrun] = len; run_off[nrun] = off;
+            nrun++;
+            j += len; left -= len; off += len;
+        }
+        int64_t kx = k0 % KW, t = k0 / KW, ky = t % KH, t2 = t / KH, kz = t2 % KD, ci = t2 / KD;
+        for (int64_t kk = 0; kk < kc; kk++) {
+            float *row = d + kk * nr;
+            for (int r = 0; r < nrun; r++) {
+                float *o = row + run_off[r];
+                int64_t len = run_len[r];
+                int64_t iz = run_z[r] * g->s[0] - g->pb[0] + kz * g->d[0];
+                int64_t iy = run_y[r] * g->s[1] - g->pb[1] + ky * g->d[1];
+                if (iz < 0 || iz >= ID || iy < 0 || iy >= IH) {
+                    memset(o, 0, (size_t)len * sizeof(float));
+                    continue;
+                }
+                const float *src = ic->x + ((ci * ID + iz) * IH + iy) * IW;
+                int64_t sx = g->s[2], ix0 = run_x0[r] * sx - g->pb[2] + kx * g->d[2];
+                if (sx == 1 && ix0 >= 0 && ix0 + len <= IW) {
+                    memcpy(o, src + ix0, (size_t)len * sizeof(float));
+                } else {
+                    for (int64_t q = 0; q < len; q++) {
+                        int64_t ix = ix0 + q * sx;
+                        o[q] = (ix >= 0 && ix < IW) ? src[ix] : 0.0f;
+                    }
+                }
+            }
+            if (cols < nr) memset(row + cols, 0, (size_t)(nr - cols) * sizeof(float));
+            if (++kx == KW) {
+                kx = 0;
+                if (++ky == KH) {
+                    ky = 0;
+                    if (++kz == KD) { kz = 0; ci++; }
+                }
+            }
+        }
+    }
+}
+
+static void conv_gemm(const kiln_call *c, const geom *g) {
+    const float *x = c->in[0].data, *w = c->in[1].data;
+    const float *bias = c->nin > 2 && c->in[2].data ? c->in[2].data : NULL;
+    float *y = c->out[0].data;
+    int64_t isp = g->id[0] * g->id[1] * g->id[2], osp = g->o[0] * g->o[1] * g->o[2];
+    int64_t K = g->Cg * g->k[0] * g->k[1] * g->k[2];
+    int pointwise = g->k[0] * g->k[1] * g->k[2] == 1 && g->s[0] * g->s[1] * g->s[2] == 1;
+    for (int i = 0; i < 3; i++) pointwise &= g->pb[i] == 0 && g->pe[i] == 0;
+    for (int64_t n = 0; n < g->N; n++) {
+        for (int64_t gi = 0; gi < g->G; gi++) {
+            const float *xg = x + (n * g->C + gi * g->Cg) * isp;
+            im2col ic = {.g = g, .x = xg};
+            kiln__gemm gm = {.M = g->Mg, .N = osp, .K = K, .a = w + gi * g->Mg * K, .a_rs = K,
+                             .a_cs = 1, .alpha = 1.0f, .c = y + (n * g->M + gi * g->Mg) * osp,
+                             .ldc = osp, .bias_row = bias ? bias + gi * g->Mg : NULL};
+            if (pointwise) {
+                gm.b = xg;
+                gm.b_rs = isp;
+                gm.b_cs = 1;
+            } else {
+                gm.packb = im2col_pack;
+                gm.packb_ud = &ic;
+            }
+            kiln__sgemm(&gm, c->exec);
+        }
+    }
+}
+
+/* ------------------------------------------------------------ direct tactic */
+
+typedef struct direct {
+    const geom *g;
+    const float *x, *w, *bias;
+    float *y;
+} direct;
+
+/* Output planes [b, e) of N*M; 2-D geometry (D == 1). */
+static void direct_range(void *ud, int64_t b, int64_t e) {
+    const direct *dc = ud;
+    const geom *g = dc->g;
+    const int64_t IH = g->id[1], IW = g->id[2], OH = g->o[1], OW = g->o[2];
+    const int64_t KH = g->k[1], KW = g->k[2], sy = g->s[1], sx = g->s[2];
+    const int64_t dy = g->d[1], dx = g->d[2], py = g->pb[1], px = g->pb[2];
+    int64_t xlo[64], xhi[64];
+    int64_t kwn = KW < 64 ? KW : 64;
+    /* valid output x range per kernel column: ix = ox*sx - px + kx*dx in [0, IW) */
+    for (int64_t kx = 0; kx < kwn; kx++) {
+        int64_t off = kx * dx - px;
+        int64_t lo = off >= 0 ? 0 : (-off + sx - 1) / sx;
+        int64_t hi = IW - 1 - off < 0 ? 0 : (IW - 1 - off) / sx + 1;
+        if (hi > OW) hi = OW;
+        if (lo > hi) lo = hi;
+        xlo[kx] = lo;
+        xhi[kx] = hi;
+    }
+    for (int64_t p = b; p < e; p++) {
+        int64_t n = p / g->M, m = p % g->M, gi = m / g->Mg;
+        const float *xg = dc->x + (n * g->C + gi * g->Cg) * IH * IW;
+        const float *wm = dc->w + m * g->Cg * KH * KW;
+        float *yp = dc->y + p * OH * OW;
+        float bv = dc->bias ? dc->bias[m] : 0.0f;
+        for (int64_t oy = 0; oy < OH; oy++) {
+            float *yr = yp + oy * OW;
+            for (int64_t ox = 0; ox < OW; ox++) yr[ox] = bv;
+            for (int64_t ci = 0; ci < g->Cg; ci++) {
+                const float *xc = xg + ci * IH * IW;
+                const float *wc = wm + ci * KH * KW;
+                for (int64_t ky = 0; ky < KH; ky++) {
+                    int64_t iy = oy * sy - py + ky * dy;
+                    if (iy < 0 || iy >= IH) continue;
+                    const float *xr = xc + iy * IW;
+                    for (int64_t kx = 0; kx < KW; kx++) {
+                        const float wv = wc[ky * KW + kx];
+                        int64_t off = kx * dx - px, lo, hi;
+                        if (kx < 64) {
+                            lo = xlo[kx];
+                            hi = xhi[kx];
+                        } else {
+                            lo = off >= 0 ? 0 : (-off + sx - 1) / sx;
+                            hi = IW - 1 - off < 0 ? 0 : (IW - 1 - off) / sx + 1;
+                            if (hi > OW) hi = OW;
+                            if (lo > hi) lo = hi;
+                        }
+                        if (sx == 1) {
+                            const float *xs = xr + off;
+                            for (int64_t ox = lo; ox < hi; ox++) yr[ox] += wv * xs[ox];
+                        } else if (sx == 2) {
+                            const float *xs = xr + off;
+                            for (int64_t ox = lo; ox < hi; ox++) yr[ox] += wv * xs[2 * ox];
+                        } else {
+                            for (int64_t ox = lo; ox < hi; ox++) yr[ox] += wv * xr[ox * sx + off];
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+static void conv_direct(const kiln_call *c, const geom *g) {
+    direct dc = {.g = g, .x = c->in[0].data, .w = c->in[1].data,
+                 .bias = c->nin > 2 && c->in[2].data ? c->in[2].data : NULL, .y = c->out[0].data};
+    int64_t planes = g->N * g->M;
+    kiln_exec_parallel_for(c->exec, planes, 1, direct_range, &dc);
+}
+
+/* ------------------------------------------------------------ impl */
+
+static int conv_impl_f32(const kiln_call *c) {
+    for (int i = 0; i < c->nin && i < 3; i++)
+        if (c->in[i].data && !kiln__ops2_dense(&c->in[i]))
+            return kiln_set_error(KILN_EUNSUPPORTED, "Conv: input %d is not dense LINEAR", i);
+    geom g;
+    int rc = make_geom(c, &g);
+    if (rc) return rc;
+    if (g.N * g.M * g.o[0] * g.o[1] * g.o[2] == 0) return 0;
+    int tactic = c->tactic;
+    int direct_ok = g.id[0] == 1 && g.k[0] == 1;
+    if (tactic == T_DIRECT && !direct_ok) tactic = T_GEMM;
+    if (tactic != T_GEMM && tactic != T_DIRECT) {
+        /* heuristic: depthwise-like convs have too little reuse for a GEMM */
+        tactic = direct_ok && (g.Cg * g.k[1] * g.k[2] <= 16 || g.Mg == 1) ? T_DIRECT : T_GEMM;
+    }
+    if (tactic == T_DIRECT)
+        conv_direct(c, &g);
+    else
+        conv_gemm(c, &g);
+    return 0;
+}
+
+static int conv_impl(const kiln_call *c) { return kiln__ops2_as_f32(c, conv_impl_f32); }
+
+static const kiln_combo conv_formats[] = {
+    {"FP32", NULL, {T_AUTO, T_GEMM, T_DIRECT}},
+    {"FP16|FP64", NULL, {T_AUTO}},
+    {NULL, NULL, {0}},
+};
+
+static const kiln_quick_op conv_op = {
+    .ns = "ai.onnx", .name = "Conv", .version = 1,
+    .min_inputs = 2, .max_inputs = 3, .num_outputs = 1,
+    .attrs = conv_attrs, .shape = conv_shape, .impl = conv_impl,
+    .formats = conv_formats,
+    .doc = "convolution: implicit-im2col packed GEMM, direct/depthwise kernel",
+};
+KILN_OP(conv_op)
