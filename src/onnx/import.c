@@ -1,0 +1,913 @@
+/*
+ * import.c — ONNX ModelProto -> kiln_network.
+ *
+ * One pass over the whole model (subgraphs included) first resolves every
+ * node to a registered op, so that a model with several unsupported nodes
+ * fails with one message listing all of them.  The second pass builds the
+ * network: initializers and Constant nodes become constants, graph inputs
+ * become inputs (dim_param -> named symbolic dims), nodes become layers
+ * with attributes converted to the op's schema types.
+ *
+ * Subgraphs (GRAPH attributes) are imported recursively.  Names a subgraph
+ * uses without defining (outer scope) are resolved in the enclosing
+ * network: constants are copied into the subgraph; anything else becomes an
+ * extra input of the subgraph network and, in the same order, an extra
+ * trailing input of the layer (see onnx.h).  For If, whose ONNX branches
+ * have no inputs, the branch networks get a leading placeholder input for
+ * the condition so that branch inputs line up 1:1 with the layer's inputs
+ * (kiln_shape_inline binds them in order).
+ */
+#include "onnx_int.h"
+
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ------------------------------------------------------------ string set */
+
+typedef struct strset {
+    char **keys;      /* insertion order */
+    int n, cap;
+    int *slots;       /* open addressing: index+1, 0 = empty */
+    int nslots;
+} strset;
+
+static uint64_t str_hash(const char *s) {
+    uint64_t h = 1469598103934665603ull;
+    for (; *s; s++) h = (h ^ (uint8_t)*s) * 1099511628211ull;
+    return h;
+}
+
+static void strset_free(strset *s) {
+    for (int i = 0; i < s->n; i++) kiln__free(s->keys[i]);
+    kiln__free(s->keys);
+    kiln__free(s->slots);
+    memset(s, 0, sizeof *s);
+}
+
+static int strset_has(const strset *s, const char *k) {
+    if (!s->nslots) return 0;
+    for (uint64_t h = str_hash(k) & (uint64_t)(s->nslots - 1);; h = (h + 1) & (uint64_t)(s->nslots - 1)) {
+        int v = s->slots[h];
+        if (!v) return 0;
+        if (!strcmp(s->keys[v - 1], k)) return 1;
+    }
+}
+
+/* 1 added, 0 present, <0 error. */
+static int strset_add(strset *s, const char *k) {
+    if (strset_has(s, k)) return 0;
+    if (s->n + 1 > s->nslots / 2) {
+        int ns = s->nslots ? s->nslots * 2 : 64;
+        int *sl = kiln__calloc((size_t)ns, sizeof *sl);
+        if (!sl) return kiln__err(KILN_ENOMEM, "out of memory");
+        kiln__free(s->slots);
+        s->slots = sl;
+        s->nslots = ns;
+        for (int i = 0; i < s->n; i++) {
+            uint64_t h = str_hash(s->keys[i]) & (uint64_t)(ns - 1);
+            while (sl[h]) h = (h + 1) & (uint64_t)(ns - 1);
+            sl[h] = i + 1;
+        }
+    }
+    if (s->n == s->cap) {
+        int nc = s->cap ? s->cap * 2 : 16;
+        char **k2 = kiln__realloc(s->keys, (size_t)nc * sizeof *k2);
+        if (!k2) return kiln__err(KILN_ENOMEM, "out of memory");
+        s->keys = k2;
+        s->cap = nc;
+    }
+    char *d = kiln__strdup(k);
+    if (!d) return kiln__err(KILN_ENOMEM, "out of memory");
+    s->keys[s->n++] = d;
+    uint64_t h = str_hash(k) & (uint64_t)(s->nslots - 1);
+    while (s->slots[h]) h = (h + 1) & (uint64_t)(s->nslots - 1);
+    s->slots[h] = s->n;
+    return 1;
+}
+
+/* ------------------------------------------------------------ growing text */
+
+typedef struct text {
+    char *s;
+    size_t len, cap;
+} text;
+
+static void text_add(text *t, const char *fmt, ...) KILN_PRINTF(2, 3);
+static void text_add(text *t, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    char tmp[1024];
+    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
+    va_end(ap);
+    if (n < 0) return;
+    if ((size_t)n >= sizeof tmp) n = sizeof tmp - 1;
+    if (t->len + (size_t)n + 1 > t->cap) {
+        size_t nc = (t->cap ? t->cap * 2 : 256) + (size_t)n;
+        char *s = kiln__realloc(t->s, nc);
+        if (!s) return;
+        t->s = s;
+        t->cap = nc;
+    }
+    memcpy(t->s + t->len, tmp, (size_t)n + 1);
+    t->len += (size_t)n;
+}
+
+/* ------------------------------------------------------------ importer state */
+
+typedef struct opset {
+    const char *domain;   /* "" for ai.onnx */
+    int64_t version;
+} opset;
+
+typedef struct imp {
+    const char *base_dir;
+    const kiln_onnx_options *opt;
+    opset *opsets;
+    int nopsets;
+    text unsupported;
+    int nunsupported;
+    int layer_seq;
+    int verbose;
+} imp;
+
+typedef struct scope {
+    const struct scope *parent;
+    kiln_network *net;
+    const Onnx__GraphProto *g;
+} scope;
+
+static const char *canon_domain(const char *d) {
+    if (!d || !strcmp(d, "ai.onnx")) return "";
+    return d;
+}
+
+static int64_t opset_of(const imp *im, const char *domain) {
+    domain = canon_domain(domain);
+    for (int i = 0; i < im->nopsets; i++)
+        if (!strcmp(canon_domain(im->opsets[i].domain), domain)) return im->opsets[i].version;
+    return -1;
+}
+
+static const char *node_label(const Onnx__NodeProto *n, char *buf, size_t size) {
+    if (n->name && n->name[0]) snprintf(buf, size, "node '%s' (%s)", n->name, n->op_type ? n->op_type : "?");
+    else snprintf(buf, size, "node %s writing '%s'", n->op_type ? n->op_type : "?",
+                  n->n_output && n->output[0] ? n->output[0] : "?");
+    return buf;
+}
+
+static const Onnx__AttributeProto *find_attr(const Onnx__NodeProto *n, const char *name) {
+    for (size_t i = 0; i < n->n_attribute; i++)
+        if (n->attribute[i]->name && !strcmp(n->attribute[i]->name, name)) return n->attribute[i];
+    return NULL;
+}
+
+/* String value of an attribute (STRING), copied into buf; 0 if absent/not a string. */
+static int attr_string(const Onnx__AttributeProto *a, char *buf, size_t size) {
+    if (!a || !a->has_s) return 0;
+    size_t n = a->s.len < size - 1 ? a->s.len : size - 1;
+    memcpy(buf, a->s.data, n);
+    buf[n] = 0;
+    return 1;
+}
+
+static int is_constant_node(const Onnx__NodeProto *n) {
+    return n->op_type && !strcmp(n->op_type, "Constant") && !canon_domain(n->domain)[0];
+}
+
+/* Resolve the op of a node per DESIGN.md "ONNX mapping".  On failure returns
+ * NULL and writes the reason into why. */
+static const kiln__op *resolve_op(const imp *im, const Onnx__NodeProto *n, char *why, size_t wsz) {
+    const char *op_type = n->op_type ? n->op_type : "";
+    const char *domain = canon_domain(n->domain);
+    const Onnx__AttributeProto *pns = find_attr(n, "plugin_namespace");
+    const Onnx__AttributeProto *pver = find_attr(n, "plugin_version");
+    int64_t pv = pver && pver->has_i ? pver->i : -1;
+    char ns[256];
+    if (pns) {
+        if (!attr_string(pns, ns, sizeof ns) || !ns[0]) {
+            snprintf(why, wsz, "attribute plugin_namespace is not a non-empty string");
+            return NULL;
+        }
+        int ver = pv > 0 && pv <= INT_MAX ? (int)pv : 1;
+        const kiln__op *op = kiln__registry_find(ns, op_type, ver);
+        if (!op) {
+            char vers[256];
+            kiln__registry_versions(ns, op_type, vers, sizeof vers);
+            snprintf(why, wsz, "plugin %s::%s version %d is not registered (registered versions: %s; "
+                     "load its plugin library)", ns, op_type, ver, vers[0] ? vers : "none");
+        }
+        return op;
+    }
+    int64_t opv = opset_of(im, domain);
+    const kiln__op *op = NULL;
+    if (!domain[0] || !strcmp(domain, "ai.onnx.ml")) {
+        const char *bns = domain[0] ? "ai.onnx.ml" : "ai.onnx";
+        int64_t v = opv > 0 ? opv : 1;
+        op = kiln__registry_resolve(bns, op_type, v > INT_MAX ? INT_MAX : (int)v);
+        if (op) return op;
+        char vers[256];
+        kiln__registry_versions(bns, op_type, vers, sizeof vers);
+        if (vers[0]) snprintf(why, wsz, "no built-in %s::%s at version <= %lld (registered: %s)", bns,
+                              op_type, (long long)v, vers);
+        else snprintf(why, wsz, "no built-in op %s::%s", bns, op_type);
+        return NULL;
+    }
+    int64_t v = pv > 0 ? pv : opv > 0 ? opv : 1;
+    op = kiln__registry_resolve(domain, op_type, v > INT_MAX ? INT_MAX : (int)v);
+    if (!op) {
+        char vers[256];
+        kiln__registry_versions(domain, op_type, vers, sizeof vers);
+        snprintf(why, wsz, "no op %s::%s at version <= %lld (registered: %s; load its plugin library "
+                 "or set plugin_namespace)", domain, op_type, (long long)v, vers[0] ? vers : "none");
+    }
+    return op;
+}
+
+/* Pass 1: list every node (subgraphs included) that maps to no op. */
+static void scan_unsupported(imp *im, const Onnx__GraphProto *g, int depth) {
+    for (size_t i = 0; i < g->n_node; i++) {
+        const Onnx__NodeProto *n = g->node[i];
+        if (!is_constant_node(n)) {
+            char why[768];
+            if (!resolve_op(im, n, why, sizeof why)) {
+                const char *dom = n->domain && n->domain[0] ? n->domain : "ai.onnx";
+                int64_t ov = opset_of(im, canon_domain(n->domain));
+                text_add(&im->unsupported, "\n  node '%s' op_type '%s' domain '%s' opset %lld: %s",
+                         n->name && n->name[0] ? n->name : "(unnamed)", n->op_type ? n->op_type : "",
+                         dom, (long long)ov, why);
+                im->nunsupported++;
+            }
+        }
+        if (depth < 32)
+            for (size_t j = 0; j < n->n_attribute; j++) {
+                const Onnx__AttributeProto *a = n->attribute[j];
+                if (a->g) scan_unsupported(im, a->g, depth + 1);
+                for (size_t k = 0; k < a->n_graphs; k++) scan_unsupported(im, a->graphs[k], depth + 1);
+            }
+    }
+}
+
+/* ------------------------------------------------------------ outer scope */
+
+/* Names g (and its nested subgraphs) uses but does not define, in order of
+ * first use. */
+static int free_names(const Onnx__GraphProto *g, strset *out, int depth) {
+    if (depth > 32) return kiln__err(KILN_EFORMAT, "subgraphs nested more than 32 deep");
+    strset def = {0};
+    int rc = 0;
+    for (size_t i = 0; i < g->n_input && !rc; i++)
+        if (g->input[i]->name) rc = strset_add(&def, g->input[i]->name) < 0;
+    for (size_t i = 0; i < g->n_initializer && !rc; i++)
+        if (g->initializer[i]->name) rc = strset_add(&def, g->initializer[i]->name) < 0;
+    for (size_t i = 0; i < g->n_node && !rc; i++)
+        for (size_t j = 0; j < g->node[i]->n_output && !rc; j++)
+            if (g->node[i]->output[j][0]) rc = strset_add(&def, g->node[i]->output[j]) < 0;
+    for (size_t i = 0; i < g->n_node && !rc; i++) {
+        const Onnx__NodeProto *n = g->node[i];
+        for (size_t j = 0; j < n->n_input && !rc; j++)
+            if (n->input[j][0] && !strset_has(&def, n->input[j])) rc = strset_add(out, n->input[j]) < 0;
+        for (size_t j = 0; j < n->n_attribute && !rc; j++) {
+            const Onnx__AttributeProto *a = n->attribute[j];
+            strset inner = {0};
+            if (a->g) rc = free_names(a->g, &inner, depth + 1);
+            for (size_t k = 0; k < a->n_graphs && !rc; k++) rc = free_names(a->graphs[k], &inner, depth + 1);
+            for (int k = 0; k < inner.n && !rc; k++)
+                if (!strset_has(&def, inner.keys[k])) rc = strset_add(out, inner.keys[k]) < 0;
+            strset_free(&inner);
+        }
+    }
+    for (size_t i = 0; i < g->n_output && !rc; i++) {
+        const char *nm = g->output[i]->name;
+        if (nm && nm[0] && !strset_has(&def, nm)) rc = strset_add(out, nm) < 0;
+    }
+    strset_free(&def);
+    if (rc) return rc < 0 ? rc : KILN_ENOMEM;
+    return 0;
+}
+
+/* ------------------------------------------------------------ types */
+
+static const Onnx__ValueInfoProto *find_value_info(const scope *s, const char *name) {
+    for (; s; s = s->parent) {
+        const Onnx__GraphProto *g = s->g;
+        for (size_t i = 0; i < g->n_value_info; i++)
+            if (g->value_info[i]->name && !strcmp(g->value_info[i]->name, name)) return g->value_info[i];
+        for (size_t i = 0; i < g->n_input; i++)
+            if (g->input[i]->name && !strcmp(g->input[i]->name, name)) return g->input[i];
+        for (size_t i = 0; i < g->n_output; i++)
+            if (g->output[i]->name && !strcmp(g->output[i]->name, name)) return g->output[i];
+    }
+    return NULL;
+}
+
+/* dtype/rank/dims of a value info; KILN_EUNSUPPORTED for non-tensors. */
+static int value_type(const Onnx__ValueInfoProto *vi, const char *what, kiln_dtype *dt, int *ndim,
+                      int64_t *dims, const char **names) {
+    const Onnx__TypeProto *tp = vi->type;
+    if (!tp || tp->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE || !tp->tensor_type) {
+        const char *k = !tp ? "no type"
+                        : tp->value_case == ONNX__TYPE_PROTO__VALUE_SEQUENCE_TYPE ? "a sequence"
+                        : tp->value_case == ONNX__TYPE_PROTO__VALUE_OPTIONAL_TYPE ? "an optional"
+                        : tp->value_case == ONNX__TYPE_PROTO__VALUE_MAP_TYPE ? "a map"
+                        : "not a dense tensor";
+        return kiln__err(KILN_EUNSUPPORTED, "%s '%s' is %s (only tensors are supported)", what,
+                         vi->name ? vi->name : "", k);
+    }
+    const Onnx__TypeProto__Tensor *tt = tp->tensor_type;
+    int et = tt->has_elem_type ? tt->elem_type : 0;
+    if (et <= 0 || et >= KILN_DTYPE_COUNT_ || kiln_dtype_size((kiln_dtype)et) == 0)
+        return kiln__err(KILN_EUNSUPPORTED, "%s '%s' has element type %d (not supported)", what,
+                         vi->name ? vi->name : "", et);
+    *dt = (kiln_dtype)et;
+    if (!tt->shape) {
+        *ndim = -1;
+        return 0;
+    }
+    if (tt->shape->n_dim > KILN_MAX_DIMS)
+        return kiln__err(KILN_EUNSUPPORTED, "%s '%s' has rank %zu (at most %d)", what,
+                         vi->name ? vi->name : "", tt->shape->n_dim, KILN_MAX_DIMS);
+    *ndim = (int)tt->shape->n_dim;
+    for (int i = 0; i < *ndim; i++) {
+        const Onnx__TensorShapeProto__Dimension *d = tt->shape->dim[i];
+        dims[i] = -1;
+        if (names) names[i] = NULL;
+        if (d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE && d->dim_value >= 0)
+            dims[i] = d->dim_value;
+        else if (d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM && names &&
+                 d->dim_param && d->dim_param[0])
+            names[i] = d->dim_param;
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------ constants */
+
+static int add_tensor_const(kiln_network *net, const char *name, const kiln__onnx_tensor *t) {
+    return kiln_network_add_constant(net, name, t->dtype, t->ndim, t->dims, t->data);
+}
+
+/* Constant node -> network constant. */
+static int import_constant(imp *im, kiln_network *net, const Onnx__NodeProto *n) {
+    char lb[512];
+    node_label(n, lb, sizeof lb);
+    if (n->n_output != 1 || !n->output[0][0])
+        return kiln__err(KILN_EFORMAT, "%s: Constant needs exactly one output", lb);
+    if (n->n_attribute != 1)
+        return kiln__err(KILN_EFORMAT, "%s: Constant needs exactly one value attribute (has %zu)", lb,
+                         n->n_attribute);
+    const Onnx__AttributeProto *a = n->attribute[0];
+    const char *an = a->name ? a->name : "";
+    const char *out = n->output[0];
+    int rc;
+    if (!strcmp(an, "value") && a->t) {
+        kiln__onnx_tensor t;
+        rc = kiln__onnx_tensor_decode(a->t, im->base_dir, lb, &t);
+        if (rc) return rc;
+        rc = add_tensor_const(net, out, &t);
+        kiln__onnx_tensor_free(&t);
+    } else if (!strcmp(an, "value_float") && a->has_f) {
+        rc = kiln_network_add_constant(net, out, KILN_DTYPE_F32, 0, NULL, &a->f);
+    } else if (!strcmp(an, "value_int") && a->has_i) {
+        rc = kiln_network_add_constant(net, out, KILN_DTYPE_I64, 0, NULL, &a->i);
+    } else if (!strcmp(an, "value_floats")) {
+        int64_t d = (int64_t)a->n_floats;
+        float dummy = 0;
+        rc = kiln_network_add_constant(net, out, KILN_DTYPE_F32, 1, &d, a->n_floats ? (const void *)a->floats : &dummy);
+    } else if (!strcmp(an, "value_ints")) {
+        int64_t d = (int64_t)a->n_ints;
+        int64_t dummy = 0;
+        rc = kiln_network_add_constant(net, out, KILN_DTYPE_I64, 1, &d, a->n_ints ? (const void *)a->ints : &dummy);
+    } else if (!strcmp(an, "value_string") || !strcmp(an, "value_strings") ||
+               !strcmp(an, "sparse_value")) {
+        return kiln__err(KILN_EUNSUPPORTED, "%s: Constant attribute '%s' is not supported (string "
+                         "and sparse tensors)", lb, an);
+    } else {
+        return kiln__err(KILN_EFORMAT, "%s: Constant attribute '%s' is unknown or has no value", lb, an);
+    }
+    if (rc) return kiln__err_prefix(rc, "%s", lb);
+    return 0;
+}
+
+/* ------------------------------------------------------------ graphs */
+
+typedef struct extra {
+    const char *name;
+    kiln_dtype dtype;
+    int ndim;
+    int64_t dims[KILN_MAX_DIMS];
+    const char *dim_names[KILN_MAX_DIMS];
+} extra;
+
+static int import_graph(imp *im, const Onnx__GraphProto *g, const scope *parent,
+                        const extra *lead, int nlead, const extra *extras, int nextra,
+                        const strset *copy_consts, const kiln_network *outer,
+                        kiln_network **out, int depth);
+
+static int attr_kind(const Onnx__AttributeProto *a) {
+    if (a->has_type && a->type != ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__UNDEFINED) return (int)a->type;
+    /* Old files omit `type`: infer it from the field that is set. */
+    if (a->has_f) return ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT;
+    if (a->has_i) return ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT;
+    if (a->has_s) return ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING;
+    if (a->t) return ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TENSOR;
+    if (a->g) return ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__GRAPH;
+    if (a->n_floats) return ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOATS;
+    if (a->n_ints) return ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS;
+    if (a->n_strings) return ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRINGS;
+    if (a->n_graphs) return ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__GRAPHS;
+    return 0;
+}
+
+static const char *onnx_attr_type_name(int k) {
+    switch (k) {
+    case 1: return "FLOAT";
+    case 2: return "INT";
+    case 3: return "STRING";
+    case 4: return "TENSOR";
+    case 5: return "GRAPH";
+    case 6: return "FLOATS";
+    case 7: return "INTS";
+    case 8: return "STRINGS";
+    case 9: return "TENSORS";
+    case 10: return "GRAPHS";
+    case 11: return "SPARSE_TENSOR";
+    case 12: return "SPARSE_TENSORS";
+    case 13: return "TYPE_PROTO";
+    case 14: return "TYPE_PROTOS";
+    default: return "UNDEFINED";
+    }
+}
+
+static const char *schema_type_name(kiln_attr_type t) {
+    switch (t) {
+    case KILN_ATTR_INT: return "int";
+    case KILN_ATTR_FLOAT: return "float";
+    case KILN_ATTR_STRING: return "string";
+    case KILN_ATTR_BOOL: return "bool";
+    case KILN_ATTR_BYTES: return "bytes";
+    case KILN_ATTR_ARRAY: return "array";
+    case KILN_ATTR_TENSOR: return "tensor";
+    case KILN_ATTR_GRAPH: return "graph";
+    }
+    return "?";
+}
+
+/* Set one ONNX attribute on a layer, converted to the schema type. */
+static int set_attr(imp *im, kiln_layer *l, const kiln__op *op, const char *lb,
+                    const Onnx__AttributeProto *a, const scope *sc, const extra *lead, int nlead,
+                    const extra *extras, int nextra, const strset *copy, int depth) {
+    const char *an = a->name ? a->name : "";
+    const kiln_attr_def *def = NULL;
+    for (int i = 0; i < op->nattrs; i++)
+        if (!strcmp(op->attr_defs[i].name, an)) def = &op->attr_defs[i];
+    if (!def)
+        return kiln__err(KILN_EATTR, "%s: attribute '%s' is not in the schema of %s::%s v%d", lb, an,
+                         op->ns, op->name, op->version);
+    if (a->ref_attr_name && a->ref_attr_name[0])
+        return kiln__err(KILN_EUNSUPPORTED, "%s: attribute '%s' refers to a function attribute", lb, an);
+    int k = attr_kind(a);
+    int rc = KILN_EATTR;
+    int done = 1;
+    switch (k) {
+    case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT:
+        if (def->type == KILN_ATTR_INT) rc = kiln_layer_set_int(l, an, a->i);
+        else if (def->type == KILN_ATTR_BOOL) rc = kiln_layer_set_bool(l, an, a->i != 0);
+        else if (def->type == KILN_ATTR_FLOAT) rc = kiln_layer_set_float(l, an, (double)a->i);
+        else if (def->type == KILN_ATTR_ARRAY) rc = kiln_layer_set_ints(l, an, &a->i, 1);
+        else done = 0;
+        break;
+    case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT:
+        if (def->type == KILN_ATTR_FLOAT) rc = kiln_layer_set_float(l, an, a->f);
+        else if (def->type == KILN_ATTR_ARRAY) rc = kiln_layer_set_floats(l, an, &a->f, 1);
+        else done = 0;
+        break;
+    case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING: {
+        if (def->type == KILN_ATTR_BYTES) {
+            rc = kiln_layer_set_bytes(l, an, a->s.data, a->s.len);
+        } else if (def->type == KILN_ATTR_STRING) {
+            if (memchr(a->s.data, 0, a->s.len))
+                return kiln__err(KILN_EATTR, "%s: string attribute '%s' contains a NUL byte", lb, an);
+            char *s = kiln__malloc(a->s.len + 1);
+            if (!s) return kiln__err(KILN_ENOMEM, "out of memory");
+            if (a->s.len) memcpy(s, a->s.data, a->s.len);
+            s[a->s.len] = 0;
+            rc = kiln_layer_set_string(l, an, s);
+            kiln__free(s);
+        } else {
+            done = 0;
+        }
+        break;
+    }
+    case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS: {
+        int64_t dummy = 0;
+        if (def->type == KILN_ATTR_ARRAY)
+            rc = kiln_layer_set_ints(l, an, a->n_ints ? a->ints : &dummy, (int64_t)a->n_ints);
+        else done = 0;
+        break;
+    }
+    case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOATS: {
+        float dummy = 0;
+        if (def->type == KILN_ATTR_ARRAY)
+            rc = kiln_layer_set_floats(l, an, a->n_floats ? a->floats : &dummy, (int64_t)a->n_floats);
+        else done = 0;
+        break;
+    }
+    case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRINGS: {
+        /* No string arrays in kiln schemas: joined with ',' into a STRING
+         * (LSTM/GRU/RNN `activations`). */
+        if (def->type != KILN_ATTR_STRING) {
+            done = 0;
+            break;
+        }
+        size_t len = 1;
+        for (size_t i = 0; i < a->n_strings; i++) len += a->strings[i].len + 1;
+        char *s = kiln__malloc(len);
+        if (!s) return kiln__err(KILN_ENOMEM, "out of memory");
+        size_t p = 0;
+        for (size_t i = 0; i < a->n_strings; i++) {
+            if (i) s[p++] = ',';
+            if (a->strings[i].len) memcpy(s + p, a->strings[i].data, a->strings[i].len);
+            p += a->strings[i].len;
+        }
+        s[p] = 0;
+        if (strlen(s) != p) {
+            kiln__free(s);
+            return kiln__err(KILN_EATTR, "%s: string attribute '%s' contains a NUL byte", lb, an);
+        }
+        rc = kiln_layer_set_string(l, an, s);
+        kiln__free(s);
+        break;
+    }
+    case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TENSOR: {
+        if (def->type != KILN_ATTR_TENSOR && def->type != KILN_ATTR_ARRAY) {
+            done = 0;
+            break;
+        }
+        if (!a->t) return kiln__err(KILN_EFORMAT, "%s: tensor attribute '%s' has no tensor", lb, an);
+        char where[640];
+        snprintf(where, sizeof where, "%s attribute '%s'", lb, an);
+        kiln__onnx_tensor t;
+        rc = kiln__onnx_tensor_decode(a->t, im->base_dir, where, &t);
+        if (rc) return rc;
+        if (def->type == KILN_ATTR_TENSOR) rc = kiln_layer_set_tensor(l, an, t.dtype, t.ndim, t.dims, t.data);
+        else rc = kiln_layer_set_array(l, an, t.dtype, (int64_t)(t.bytes / kiln_dtype_size(t.dtype)), t.data);
+        kiln__onnx_tensor_free(&t);
+        break;
+    }
+    case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__GRAPH: {
+        if (def->type != KILN_ATTR_GRAPH) {
+            done = 0;
+            break;
+        }
+        if (!a->g) return kiln__err(KILN_EFORMAT, "%s: graph attribute '%s' has no graph", lb, an);
+        kiln_network *sub = NULL;
+        rc = import_graph(im, a->g, sc, lead, nlead, extras, nextra, copy, sc->net, &sub, depth + 1);
+        if (rc) return kiln__err_prefix(rc, "%s: subgraph '%s'", lb, an);
+        rc = kiln_layer_set_graph(l, an, sub);
+        break;
+    }
+    default:
+        return kiln__err(KILN_EUNSUPPORTED, "%s: attribute '%s' has ONNX type %s, which kiln does not "
+                         "support", lb, an, onnx_attr_type_name(k));
+    }
+    if (!done)
+        return kiln__err(KILN_EATTR, "%s: attribute '%s' is ONNX %s but %s::%s v%d expects %s", lb, an,
+                         onnx_attr_type_name(k), op->ns, op->name, op->version,
+                         schema_type_name(def->type));
+    if (rc) return kiln__err_prefix(rc, "%s", lb);
+    return 0;
+}
+
+/* Describe an outer-scope tensor for an extra subgraph input. */
+static void describe_outer(const scope *sc, const char *name, extra *e) {
+    memset(e, 0, sizeof *e);
+    e->name = name;
+    e->dtype = KILN_DTYPE_F32;
+    e->ndim = 0;
+    int ti = kiln__network_find_tensor(sc->net, name);
+    if (ti >= 0) {
+        const kiln__ntensor *t = &sc->net->tensors[ti];
+        if (t->kind == KILN__T_INPUT || t->kind == KILN__T_CONST) {
+            e->dtype = t->dtype;
+            e->ndim = t->ndim;
+            for (int i = 0; i < t->ndim; i++) {
+                e->dims[i] = t->dims[i];
+                e->dim_names[i] = t->kind == KILN__T_INPUT ? t->dim_names[i] : NULL;
+            }
+            return;
+        }
+    }
+    /* A layer output: its type is known only to the builder.  Use the
+     * value_info if the model has one, else a dynamic-rank placeholder the
+     * builder replaces by the layer input's actual description. */
+    const Onnx__ValueInfoProto *vi = find_value_info(sc, name);
+    kiln_dtype dt;
+    int nd;
+    int64_t dims[KILN_MAX_DIMS];
+    if (vi && value_type(vi, "value", &dt, &nd, dims, e->dim_names) == 0 && nd >= 0) {
+        e->dtype = dt;
+        e->ndim = nd;
+        for (int i = 0; i < nd; i++) e->dims[i] = dims[i];
+    }
+}
+
+static int add_extra_input(kiln_network *net, const extra *e) {
+    return kiln_network_add_input(net, e->name, e->dtype, e->ndim, e->dims, e->dim_names);
+}
+
+static int import_node(imp *im, const Onnx__NodeProto *n, const scope *sc, int depth) {
+    char lb[512];
+    node_label(n, lb, sizeof lb);
+    if (!n->op_type || !n->op_type[0]) return kiln__err(KILN_EFORMAT, "%s: empty op_type", lb);
+    char why[768];
+    const kiln__op *op = resolve_op(im, n, why, sizeof why);
+    if (!op) return kiln__err(KILN_EUNSUPPORTED, "%s: %s", lb, why);
+    if (im->verbose)
+        kiln__log(KILN_LOG_INFO, "onnx: %s -> %s::%s v%d", lb, op->ns, op->name, op->version);
+
+    /* Outer-scope names used by this node's subgraphs. */
+    strset fn = {0}, copy = {0};
+    extra *extras = NULL;
+    int nextra = 0, rc = 0, has_graph = 0;
+    const char **ins = NULL, **outs = NULL;
+    char **gen = NULL;
+    int ngen = 0;
+    for (size_t j = 0; j < n->n_attribute && !rc; j++) {
+        const Onnx__AttributeProto *a = n->attribute[j];
+        if (a->g) { rc = free_names(a->g, &fn, depth + 1); has_graph = 1; }
+        for (size_t k = 0; k < a->n_graphs && !rc; k++) { rc = free_names(a->graphs[k], &fn, depth + 1); has_graph = 1; }
+    }
+    if (rc) goto done;
+    if (fn.n) {
+        extras = kiln__calloc((size_t)fn.n, sizeof *extras);
+        if (!extras) { rc = kiln__err(KILN_ENOMEM, "out of memory"); goto done; }
+    }
+    for (int i = 0; i < fn.n; i++) {
+        int ti = kiln__network_find_tensor(sc->net, fn.keys[i]);
+        if (ti < 0) {
+            rc = kiln__err(KILN_ENOTFOUND, "%s: a subgraph uses '%s', which no enclosing graph defines "
+                           "before this node", lb, fn.keys[i]);
+            goto done;
+        }
+        if (sc->net->tensors[ti].kind == KILN__T_CONST) {
+            if ((rc = strset_add(&copy, fn.keys[i])) < 0) goto done;
+            rc = 0;
+        } else {
+            describe_outer(sc, fn.keys[i], &extras[nextra++]);
+        }
+    }
+    /* If: branch networks get a leading placeholder for the condition. */
+    extra lead[1];
+    int nlead = 0;
+    if (has_graph && !strcmp(n->op_type, "If") && n->n_input >= 1) {
+        memset(lead, 0, sizeof lead);
+        lead[0].name = n->input[0];
+        describe_outer(sc, n->input[0], &lead[0]);
+        lead[0].name = n->input[0];
+        nlead = 1;
+    }
+
+    int nin = (int)n->n_input + nextra;
+    int nout = (int)n->n_output;
+    if (op->num_outputs > nout) nout = op->num_outputs;
+    ins = kiln__calloc((size_t)(nin ? nin : 1), sizeof *ins);
+    outs = kiln__calloc((size_t)(nout ? nout : 1), sizeof *outs);
+    gen = kiln__calloc((size_t)(nout ? nout : 1), sizeof *gen);
+    if (!ins || !outs || !gen) { rc = kiln__err(KILN_ENOMEM, "out of memory"); goto done; }
+    for (size_t i = 0; i < n->n_input; i++) {
+        ins[i] = n->input[i];
+        if (ins[i][0] && kiln__network_find_tensor(sc->net, ins[i]) < 0) {
+            rc = kiln__err(KILN_ENOTFOUND, "%s: input %zu '%s' is not defined before this node (no "
+                           "graph input, initializer or earlier node output has that name)", lb, i, ins[i]);
+            goto done;
+        }
+    }
+    for (int i = 0; i < nextra; i++) ins[n->n_input + (size_t)i] = extras[i].name;
+    for (int i = 0; i < nout; i++) {
+        if (i < (int)n->n_output && n->output[i][0]) {
+            outs[i] = n->output[i];
+        } else {
+            /* Absent optional output: a private name. */
+            char b[600];
+            snprintf(b, sizeof b, "%s:unused_out%d#%d", n->name && n->name[0] ? n->name : n->op_type, i,
+                     im->layer_seq);
+            gen[ngen] = kiln__strdup(b);
+            if (!gen[ngen]) { rc = kiln__err(KILN_ENOMEM, "out of memory"); goto done; }
+            outs[i] = gen[ngen++];
+        }
+    }
+    im->layer_seq++;
+    char id[600];
+    snprintf(id, sizeof id, "%s::%s", op->ns, op->name);
+    kiln_layer *l = kiln_network_add_layer(sc->net, id, op->version,
+                                           n->name && n->name[0] ? n->name : NULL, nin, ins, nout, outs);
+    if (!l) { rc = kiln__err_prefix(KILN_EINVAL, "%s", lb); goto done; }
+    for (size_t j = 0; j < n->n_attribute && !rc; j++) {
+        const Onnx__AttributeProto *a = n->attribute[j];
+        const char *an = a->name ? a->name : "";
+        if (!strcmp(an, "plugin_namespace") || !strcmp(an, "plugin_version")) continue;
+        if (!strcmp(an, "aot")) {
+            if (!a->has_i || a->i < 0 || a->i > 1) {
+                rc = kiln__err(KILN_EATTR, "%s: attribute 'aot' must be the int 0 or 1", lb);
+                break;
+            }
+            rc = kiln_layer_set_aot(l, (int)a->i);
+            if (rc) rc = kiln__err_prefix(rc, "%s", lb);
+            continue;
+        }
+        rc = set_attr(im, l, op, lb, a, sc, lead, nlead, extras, nextra, &copy, depth);
+    }
+done:
+    if (rc > 0) rc = KILN_ENOMEM;
+    for (int i = 0; i < ngen; i++) kiln__free(gen[i]);
+    kiln__free(gen);
+    kiln__free(ins);
+    kiln__free(outs);
+    kiln__free(extras);
+    strset_free(&fn);
+    strset_free(&copy);
+    return rc;
+}
+
+static int import_graph(imp *im, const Onnx__GraphProto *g, const scope *parent,
+                        const extra *lead, int nlead, const extra *extras, int nextra,
+                        const strset *copy_consts, const kiln_network *outer,
+                        kiln_network **out, int depth) {
+    *out = NULL;
+    if (depth > 32) return kiln__err(KILN_EFORMAT, "subgraphs nested more than 32 deep");
+    kiln_network *net = kiln_network_create();
+    if (!net) return kiln__err(KILN_ENOMEM, "out of memory");
+    scope sc = {parent, net, g};
+    strset inits = {0};
+    int rc = 0;
+    const char *gname = g->name && g->name[0] ? g->name : "(unnamed)";
+
+    /* Subgraph: condition placeholder, constants copied from outside. */
+    for (int i = 0; i < nlead && !rc; i++) {
+        rc = add_extra_input(net, &lead[i]);
+        if (rc) rc = kiln__err_prefix(rc, "graph '%s'", gname);
+    }
+    if (copy_consts && outer)
+        for (int i = 0; i < copy_consts->n && !rc; i++) {
+            int ti = kiln__network_find_tensor(outer, copy_consts->keys[i]);
+            if (ti < 0) continue;
+            const kiln__ntensor *t = &outer->tensors[ti];
+            if (kiln__network_find_tensor(net, t->name) >= 0) continue;
+            rc = kiln_network_add_constant(net, t->name, t->dtype, t->ndim, t->dims, t->data);
+        }
+
+    for (size_t i = 0; i < g->n_initializer && !rc; i++) {
+        const Onnx__TensorProto *tp = g->initializer[i];
+        if (!tp->name || !tp->name[0]) {
+            rc = kiln__err(KILN_EFORMAT, "graph '%s': initializer %zu has no name", gname, i);
+            break;
+        }
+        char where[600];
+        snprintf(where, sizeof where, "initializer '%s'", tp->name);
+        kiln__onnx_tensor t;
+        rc = kiln__onnx_tensor_decode(tp, im->base_dir, where, &t);
+        if (rc) break;
+        rc = add_tensor_const(net, tp->name, &t);
+        kiln__onnx_tensor_free(&t);
+        if (rc) { rc = kiln__err_prefix(rc, "%s", where); break; }
+        if (strset_add(&inits, tp->name) < 0) rc = KILN_ENOMEM;
+    }
+    if (g->n_sparse_initializer && !rc)
+        rc = kiln__err(KILN_EUNSUPPORTED, "graph '%s': sparse initializers are not supported", gname);
+
+    for (size_t i = 0; i < g->n_input && !rc; i++) {
+        const Onnx__ValueInfoProto *vi = g->input[i];
+        const char *nm = vi->name ? vi->name : "";
+        if (!nm[0]) { rc = kiln__err(KILN_EFORMAT, "graph '%s': input %zu has no name", gname, i); break; }
+        if (strset_has(&inits, nm)) continue; /* input with a default: a constant */
+        const kiln_onnx_value *given = NULL;
+        if (depth == 0 && im->opt)
+            for (int k = 0; k < im->opt->nvalues; k++)
+                if (im->opt->values[k].name && !strcmp(im->opt->values[k].name, nm)) given = &im->opt->values[k];
+        if (given) {
+            rc = kiln_network_add_constant(net, nm, given->dtype, given->ndim, given->dims, given->data);
+            if (rc) rc = kiln__err_prefix(rc, "value given for input '%s'", nm);
+            continue;
+        }
+        kiln_dtype dt;
+        int nd;
+        int64_t dims[KILN_MAX_DIMS];
+        const char *names[KILN_MAX_DIMS];
+        rc = value_type(vi, "graph input", &dt, &nd, dims, names);
+        if (rc) break;
+        if (nd < 0) {
+            rc = kiln__err(KILN_EUNSUPPORTED, "graph input '%s' has no shape (unknown rank); give it "
+                           "a shape in the model", nm);
+            break;
+        }
+        rc = kiln_network_add_input(net, nm, dt, nd, dims, names);
+        if (rc) rc = kiln__err_prefix(rc, "graph input '%s'", nm);
+    }
+    for (int i = 0; i < nextra && !rc; i++) {
+        if (kiln__network_find_tensor(net, extras[i].name) >= 0) continue;
+        rc = add_extra_input(net, &extras[i]);
+        if (rc) rc = kiln__err_prefix(rc, "graph '%s': outer-scope input '%s'", gname, extras[i].name);
+    }
+    if (depth == 0 && im->opt && !rc)
+        for (int k = 0; k < im->opt->nvalues; k++) {
+            const char *vn = im->opt->values[k].name;
+            int found = 0;
+            for (size_t i = 0; i < g->n_input; i++)
+                if (vn && g->input[i]->name && !strcmp(g->input[i]->name, vn)) found = 1;
+            if (!found) {
+                rc = kiln__err(KILN_ENOTFOUND, "a value was given for '%s', which is not a graph input",
+                               vn ? vn : "(null)");
+                break;
+            }
+        }
+
+    for (size_t i = 0; i < g->n_node && !rc; i++) {
+        const Onnx__NodeProto *n = g->node[i];
+        if (is_constant_node(n)) rc = import_constant(im, net, n);
+        else rc = import_node(im, n, &sc, depth);
+    }
+    for (size_t i = 0; i < g->n_output && !rc; i++) {
+        const char *nm = g->output[i]->name ? g->output[i]->name : "";
+        rc = kiln_network_mark_output(net, nm);
+        if (rc) rc = kiln__err_prefix(rc, "graph '%s' output '%s'", gname, nm);
+    }
+    strset_free(&inits);
+    if (rc) {
+        kiln_network_free(net);
+        return rc;
+    }
+    *out = net;
+    return 0;
+}
+
+/* ------------------------------------------------------------ entry points */
+
+static int import_model(const uint8_t *buf, size_t size, const char *base_dir,
+                        const kiln_onnx_options *opt, kiln_network **out) {
+    int rc = kiln__onnx_check_depth(buf, size);
+    if (rc) return rc;
+    Onnx__ModelProto *m = onnx__model_proto__unpack(&kiln__onnx_pb_alloc, size, buf);
+    if (!m) return kiln__err(KILN_EFORMAT, "not a valid ONNX model (protobuf parse failed)");
+    if (!m->graph) {
+        onnx__model_proto__free_unpacked(m, &kiln__onnx_pb_alloc);
+        return kiln__err(KILN_EFORMAT, "ONNX model has no graph");
+    }
+    imp im;
+    memset(&im, 0, sizeof im);
+    im.base_dir = base_dir;
+    im.opt = opt;
+    im.verbose = opt ? opt->verbose : 0;
+    im.opsets = kiln__calloc(m->n_opset_import + 1, sizeof *im.opsets);
+    if (!im.opsets) {
+        onnx__model_proto__free_unpacked(m, &kiln__onnx_pb_alloc);
+        return kiln__err(KILN_ENOMEM, "out of memory");
+    }
+    for (size_t i = 0; i < m->n_opset_import; i++) {
+        im.opsets[im.nopsets].domain = m->opset_import[i]->domain ? m->opset_import[i]->domain : "";
+        im.opsets[im.nopsets].version = m->opset_import[i]->has_version ? m->opset_import[i]->version : 1;
+        im.nopsets++;
+    }
+    scan_unsupported(&im, m->graph, 0);
+    if (im.nunsupported) {
+        rc = kiln__err(KILN_EUNSUPPORTED, "%d unsupported node%s:%s", im.nunsupported,
+                       im.nunsupported == 1 ? "" : "s", im.unsupported.s ? im.unsupported.s : "");
+    } else {
+        rc = import_graph(&im, m->graph, NULL, NULL, 0, NULL, 0, NULL, NULL, out, 0);
+    }
+    kiln__free(im.unsupported.s);
+    kiln__free(im.opsets);
+    onnx__model_proto__free_unpacked(m, &kiln__onnx_pb_alloc);
+    return rc;
+}
+
+KILN_API int kiln_onnx_import_memory(const void *buf, size_t size, const kiln_onnx_options *opt,
+                                     kiln_network **out) {
+    KILN__ASSERT(out && (buf || !size));
+    *out = NULL;
+    return import_model(buf, size, opt ? opt->base_dir : NULL, opt, out);
+}
+
+KILN_API int kiln_onnx_import(const char *path, const kiln_onnx_options *opt, kiln_network **out) {
+    KILN__ASSERT(path && out);
+    *out = NULL;
+    uint8_t *buf;
+    size_t size;
+    int rc = kiln__onnx_read_file(path, &buf, &size);
+    if (rc) return rc;
+    char dir[PATH_MAX];
+    if (opt && opt->base_dir) {
+        snprintf(dir, sizeof dir, "%s", opt->base_dir);
+    } else {
+        snprintf(dir, sizeof dir, "%s", path);
+        char *slash = strrchr(dir, '/');
+        if (slash == dir) dir[1] = 0;
+        else if (slash) *slash = 0;
+        else snprintf(dir, sizeof dir, ".");
+    }
+    rc = import_model(buf, size, dir, opt, out);
+    kiln__free(buf);
+    if (rc) return kiln__err_prefix(rc, "%s", path);
+    return 0;
+}

@@ -1,0 +1,422 @@
+/*
+ * reader.c — ONNX protobuf reading: files, a nesting-depth guard in front of
+ * protobuf-c (which recurses once per nested message and has no limit), and
+ * TensorProto decoding from raw_data, the typed fields or external data.
+ * Nothing read from a file is trusted: every length is checked before use.
+ */
+#include "onnx_int.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+static void *pb_alloc(void *ud, size_t n) {
+    (void)ud;
+    return kiln__malloc(n ? n : 1);
+}
+static void pb_free(void *ud, void *p) {
+    (void)ud;
+    kiln__free(p);
+}
+ProtobufCAllocator kiln__onnx_pb_alloc = {pb_alloc, pb_free, NULL};
+
+int kiln__onnx_read_file(const char *path, uint8_t **buf, size_t *size) {
+    *buf = NULL;
+    *size = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f) return kiln__err(KILN_EIO, "cannot open '%s': %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
+        fclose(f);
+        return kiln__err(KILN_EIO, "'%s' is not a regular file", path);
+    }
+    if ((uint64_t)st.st_size > KILN__ONNX_MAX_FILE) {
+        fclose(f);
+        return kiln__err(KILN_EIO, "'%s' is too large (%lld bytes, limit %llu)", path,
+                         (long long)st.st_size, (unsigned long long)KILN__ONNX_MAX_FILE);
+    }
+    size_t n = (size_t)st.st_size;
+    uint8_t *b = kiln__malloc(n ? n : 1);
+    if (!b) {
+        fclose(f);
+        return kiln__err(KILN_ENOMEM, "cannot allocate %zu bytes to read '%s'", n, path);
+    }
+    if (n && fread(b, 1, n, f) != n) {
+        kiln__free(b);
+        fclose(f);
+        return kiln__err(KILN_EIO, "short read on '%s'", path);
+    }
+    fclose(f);
+    *buf = b;
+    *size = n;
+    return 0;
+}
+
+/* ------------------------------------------------------------ depth guard */
+
+static int rd_varint(const uint8_t *p, size_t n, size_t *pos, uint64_t *v) {
+    uint64_t r = 0;
+    for (int shift = 0; shift < 64; shift += 7) {
+        if (*pos >= n) return 0;
+        uint8_t b = p[(*pos)++];
+        r |= (uint64_t)(b & 0x7f) << shift;
+        if (!(b & 0x80)) {
+            *v = r;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* 1 if p[0..n) is well-formed wire format (nested fields not examined). */
+static int walk_flat(const uint8_t *p, size_t n) {
+    size_t pos = 0;
+    while (pos < n) {
+        uint64_t tag, v;
+        if (!rd_varint(p, n, &pos, &tag)) return 0;
+        if ((tag >> 3) == 0 || (tag >> 3) > 0x1fffffff) return 0;
+        switch (tag & 7) {
+        case 0:
+            if (!rd_varint(p, n, &pos, &v)) return 0;
+            break;
+        case 1:
+            if (n - pos < 8) return 0;
+            pos += 8;
+            break;
+        case 5:
+            if (n - pos < 4) return 0;
+            pos += 4;
+            break;
+        case 2:
+            if (!rd_varint(p, n, &pos, &v) || v > n - pos) return 0;
+            pos += (size_t)v;
+            break;
+        default:
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* 1: p[0..n) is a well-formed message within the depth limit; 0: not a
+ * message (a string or bytes field); -1: a message nested too deep (*bad =
+ * offset). */
+static int walk(const uint8_t *p, size_t n, int depth, size_t off, size_t *bad) {
+    size_t pos = 0;
+    while (pos < n) {
+        uint64_t tag, v;
+        if (!rd_varint(p, n, &pos, &tag)) return 0;
+        if ((tag >> 3) == 0 || (tag >> 3) > 0x1fffffff) return 0;
+        switch (tag & 7) {
+        case 0:
+            if (!rd_varint(p, n, &pos, &v)) return 0;
+            break;
+        case 1:
+            if (n - pos < 8) return 0;
+            pos += 8;
+            break;
+        case 5:
+            if (n - pos < 4) return 0;
+            pos += 4;
+            break;
+        case 2: {
+            if (!rd_varint(p, n, &pos, &v) || v > n - pos) return 0;
+            if (v > 0) {
+                if (depth >= KILN__ONNX_MAX_DEPTH) {
+                    /* Only a parseable message below the limit is a problem
+                     * (strings and bytes fields are fine). */
+                    if (walk_flat(p + pos, (size_t)v)) {
+                        *bad = off + pos;
+                        return -1;
+                    }
+                } else if (walk(p + pos, (size_t)v, depth + 1, off + pos, bad) < 0) {
+                    return -1;
+                }
+            }
+            pos += (size_t)v;
+            break;
+        }
+        default:
+            return 0;
+        }
+    }
+    return 1;
+}
+
+int kiln__onnx_check_depth(const uint8_t *buf, size_t size) {
+    size_t bad = 0;
+    if (walk(buf, size, 0, 0, &bad) < 0)
+        return kiln__err(KILN_EFORMAT,
+                         "protobuf messages nested deeper than %d levels (at byte offset %zu)",
+                         KILN__ONNX_MAX_DEPTH, bad);
+    return 0;
+}
+
+/* ------------------------------------------------------------ tensors */
+
+int kiln__onnx_numel(int ndim, const int64_t *dims, size_t elem, int64_t *numel,
+                     size_t *bytes, const char *where) {
+    uint64_t n = 1;
+    for (int i = 0; i < ndim; i++) {
+        if (dims[i] < 0)
+            return kiln__err(KILN_EFORMAT, "%s: dim %d is %lld (expected >= 0)", where, i,
+                             (long long)dims[i]);
+        if (__builtin_mul_overflow(n, (uint64_t)dims[i], &n) || n > KILN__ONNX_MAX_FILE)
+            return kiln__err(KILN_EFORMAT, "%s: element count overflows (dims product too large)",
+                             where);
+    }
+    uint64_t b;
+    if (__builtin_mul_overflow(n, (uint64_t)(elem ? elem : 1), &b) || b > KILN__ONNX_MAX_FILE)
+        return kiln__err(KILN_EFORMAT, "%s: byte size overflows", where);
+    *numel = (int64_t)n;
+    *bytes = (size_t)b;
+    return 0;
+}
+
+void kiln__onnx_tensor_free(kiln__onnx_tensor *t) {
+    if (!t) return;
+    kiln__free(t->data);
+    t->data = NULL;
+}
+
+/* External data path must stay inside base_dir: relative, no "..". */
+static int external_path(const char *base_dir, const char *loc, const char *where, char *out,
+                         size_t size) {
+    if (!base_dir)
+        return kiln__err(KILN_EINVAL,
+                         "%s: uses external data '%s' but no base folder is known (set "
+                         "kiln_onnx_options.base_dir when importing from memory)",
+                         where, loc);
+    if (!loc[0]) return kiln__err(KILN_EFORMAT, "%s: external data location is empty", where);
+    if (loc[0] == '/')
+        return kiln__err(KILN_EFORMAT,
+                         "%s: external data location '%s' is an absolute path (expected a path "
+                         "relative to the model's folder)",
+                         where, loc);
+    const char *s = loc;
+    while (*s) {
+        const char *e = strchr(s, '/');
+        size_t len = e ? (size_t)(e - s) : strlen(s);
+        if (len == 2 && s[0] == '.' && s[1] == '.')
+            return kiln__err(KILN_EFORMAT,
+                             "%s: external data location '%s' leaves the model's folder ('..')",
+                             where, loc);
+        if (!e) break;
+        s = e + 1;
+    }
+    if (strchr(loc, '\\'))
+        return kiln__err(KILN_EFORMAT, "%s: external data location '%s' contains '\\'", where,
+                         loc);
+    int n = snprintf(out, size, "%s/%s", base_dir, loc);
+    if (n < 0 || (size_t)n >= size)
+        return kiln__err(KILN_EFORMAT, "%s: external data path too long", where);
+    /* Symlinks may still point outside: compare resolved paths. */
+    char rb[PATH_MAX], rf[PATH_MAX];
+    if (!realpath(base_dir, rb))
+        return kiln__err(KILN_EIO, "%s: cannot resolve folder '%s': %s", where, base_dir,
+                         strerror(errno));
+    if (!realpath(out, rf))
+        return kiln__err(KILN_EIO, "%s: cannot open external data '%s': %s", where, out,
+                         strerror(errno));
+    size_t lb = strlen(rb);
+    if (strncmp(rf, rb, lb) != 0 || (rf[lb] != '/' && !(lb == 1 && rb[0] == '/')))
+        return kiln__err(KILN_EFORMAT,
+                         "%s: external data '%s' resolves to '%s', outside the model's folder '%s'",
+                         where, loc, rf, rb);
+    return 0;
+}
+
+static int read_external(const Onnx__TensorProto *t, const char *base_dir, const char *where,
+                         void *dst, size_t bytes) {
+    const char *loc = NULL;
+    int64_t offset = 0, length = -1;
+    for (size_t i = 0; i < t->n_external_data; i++) {
+        const Onnx__StringStringEntryProto *e = t->external_data[i];
+        if (!e->key || !e->value) continue;
+        char *end;
+        if (!strcmp(e->key, "location")) {
+            loc = e->value;
+        } else if (!strcmp(e->key, "offset") || !strcmp(e->key, "length")) {
+            errno = 0;
+            long long v = strtoll(e->value, &end, 10);
+            if (errno || *end || end == e->value || v < 0)
+                return kiln__err(KILN_EFORMAT, "%s: external data %s '%s' is not a number >= 0",
+                                 where, e->key, e->value);
+            if (e->key[0] == 'o') offset = v;
+            else length = v;
+        }
+    }
+    if (!loc) return kiln__err(KILN_EFORMAT, "%s: external data without 'location'", where);
+    char path[PATH_MAX + 256];
+    int rc = external_path(base_dir, loc, where, path, sizeof path);
+    if (rc) return rc;
+    if (length >= 0 && (uint64_t)length != bytes)
+        return kiln__err(KILN_EFORMAT, "%s: external data length %lld, expected %zu bytes", where,
+                         (long long)length, bytes);
+    FILE *f = fopen(path, "rb");
+    if (!f) return kiln__err(KILN_EIO, "%s: cannot open '%s': %s", where, path, strerror(errno));
+    struct stat st;
+    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
+        fclose(f);
+        return kiln__err(KILN_EIO, "%s: '%s' is not a regular file", where, path);
+    }
+    if ((uint64_t)offset > (uint64_t)st.st_size || bytes > (uint64_t)st.st_size - (uint64_t)offset) {
+        fclose(f);
+        return kiln__err(KILN_EFORMAT,
+                         "%s: external data '%s' has %lld bytes; needed %zu at offset %lld", where,
+                         path, (long long)st.st_size, bytes, (long long)offset);
+    }
+    if (fseeko(f, (off_t)offset, SEEK_SET) != 0 || (bytes && fread(dst, 1, bytes, f) != bytes)) {
+        fclose(f);
+        return kiln__err(KILN_EIO, "%s: short read on '%s'", where, path);
+    }
+    fclose(f);
+    return 0;
+}
+
+int kiln__onnx_tensor_decode(const Onnx__TensorProto *t, const char *base_dir,
+                             const char *where, kiln__onnx_tensor *out) {
+    memset(out, 0, sizeof *out);
+    int dt = t->has_data_type ? t->data_type : 0;
+    if (dt == KILN_DTYPE_STRING)
+        return kiln__err(KILN_EUNSUPPORTED, "%s: string tensors are not supported", where);
+    if (dt == 14 || dt == 15)
+        return kiln__err(KILN_EUNSUPPORTED, "%s: complex tensors are not supported", where);
+    if (dt <= 0 || dt >= KILN_DTYPE_COUNT_ || kiln_dtype_size((kiln_dtype)dt) == 0)
+        return kiln__err(t->has_data_type && dt > 16 ? KILN_EUNSUPPORTED : KILN_EFORMAT,
+                         "%s: data_type %d is not a supported tensor type", where, dt);
+    if (t->n_dims > KILN_MAX_DIMS)
+        return kiln__err(KILN_EUNSUPPORTED, "%s: rank %zu exceeds the maximum %d", where,
+                         t->n_dims, KILN_MAX_DIMS);
+    if (t->segment)
+        return kiln__err(KILN_EUNSUPPORTED, "%s: segmented tensors are not supported", where);
+    kiln_dtype dtype = (kiln_dtype)dt;
+    size_t es = kiln_dtype_size(dtype);
+    int64_t numel;
+    size_t bytes;
+    int rc = kiln__onnx_numel((int)t->n_dims, t->dims, es, &numel, &bytes, where);
+    if (rc) return rc;
+    uint8_t *d = kiln__malloc(bytes ? bytes : 1);
+    if (!d) return kiln__err(KILN_ENOMEM, "%s: cannot allocate %zu bytes", where, bytes);
+    size_t n = (size_t)numel;
+
+#define KILN__NEED(cnt, field)                                                                    \
+    do {                                                                                          \
+        if ((cnt) != n) {                                                                         \
+            rc = kiln__err(KILN_EFORMAT, "%s: %s holds %zu values, dims need %zu", where, field,   \
+                           (size_t)(cnt), n);                                                     \
+            goto fail;                                                                            \
+        }                                                                                         \
+    } while (0)
+
+    if (t->has_data_location && t->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL) {
+        rc = read_external(t, base_dir, where, d, bytes);
+        if (rc) goto fail;
+    } else if (t->has_raw_data) {
+        if (t->raw_data.len != bytes) {
+            rc = kiln__err(KILN_EFORMAT, "%s: raw_data has %zu bytes, dims and type %s need %zu",
+                           where, t->raw_data.len, kiln_dtype_name(dtype), bytes);
+            goto fail;
+        }
+        if (bytes) memcpy(d, t->raw_data.data, bytes);
+    } else if (n == 0) {
+        /* empty tensor: nothing to read */
+    } else {
+        switch (dtype) {
+        case KILN_DTYPE_F32:
+            KILN__NEED(t->n_float_data, "float_data");
+            memcpy(d, t->float_data, bytes);
+            break;
+        case KILN_DTYPE_I64:
+            KILN__NEED(t->n_int64_data, "int64_data");
+            memcpy(d, t->int64_data, bytes);
+            break;
+        case KILN_DTYPE_F64:
+            KILN__NEED(t->n_double_data, "double_data");
+            memcpy(d, t->double_data, bytes);
+            break;
+        case KILN_DTYPE_U64:
+            KILN__NEED(t->n_uint64_data, "uint64_data");
+            memcpy(d, t->uint64_data, bytes);
+            break;
+        case KILN_DTYPE_U32:
+            KILN__NEED(t->n_uint64_data, "uint64_data");
+            for (size_t i = 0; i < n; i++) ((uint32_t *)d)[i] = (uint32_t)t->uint64_data[i];
+            break;
+        case KILN_DTYPE_I32:
+            KILN__NEED(t->n_int32_data, "int32_data");
+            memcpy(d, t->int32_data, bytes);
+            break;
+        case KILN_DTYPE_I16:
+        case KILN_DTYPE_U16:
+        case KILN_DTYPE_F16:
+        case KILN_DTYPE_BF16:
+            KILN__NEED(t->n_int32_data, "int32_data");
+            for (size_t i = 0; i < n; i++) ((uint16_t *)d)[i] = (uint16_t)t->int32_data[i];
+            break;
+        case KILN_DTYPE_I8:
+        case KILN_DTYPE_U8:
+        case KILN_DTYPE_BOOL:
+            KILN__NEED(t->n_int32_data, "int32_data");
+            for (size_t i = 0; i < n; i++) ((uint8_t *)d)[i] = (uint8_t)t->int32_data[i];
+            if (dtype == KILN_DTYPE_BOOL)
+                for (size_t i = 0; i < n; i++) d[i] = d[i] != 0;
+            break;
+        default:
+            rc = kiln__err(KILN_EUNSUPPORTED, "%s: type %s not supported", where,
+                           kiln_dtype_name(dtype));
+            goto fail;
+        }
+    }
+#undef KILN__NEED
+    out->dtype = dtype;
+    out->ndim = (int)t->n_dims;
+    for (size_t i = 0; i < t->n_dims; i++) out->dims[i] = t->dims[i];
+    out->data = d;
+    out->bytes = bytes;
+    return 0;
+fail:
+    kiln__free(d);
+    return rc;
+}
+
+/* ------------------------------------------------------------ public */
+
+KILN_API int kiln_onnx_read_tensor(const char *pb_path, kiln_dtype *dtype, int *ndim,
+                                   int64_t *dims, void **data) {
+    KILN__ASSERT(pb_path && dtype && ndim && dims && data);
+    *data = NULL;
+    uint8_t *buf;
+    size_t size;
+    int rc = kiln__onnx_read_file(pb_path, &buf, &size);
+    if (rc) return rc;
+    rc = kiln__onnx_check_depth(buf, size);
+    if (rc) {
+        kiln__free(buf);
+        return kiln__err_prefix(rc, "%s", pb_path);
+    }
+    Onnx__TensorProto *t = onnx__tensor_proto__unpack(&kiln__onnx_pb_alloc, size, buf);
+    kiln__free(buf);
+    if (!t) return kiln__err(KILN_EFORMAT, "%s: not a valid ONNX TensorProto", pb_path);
+    char where[512];
+    snprintf(where, sizeof where, "tensor file '%s'%s%s", pb_path, t->name && t->name[0] ? " " : "",
+             t->name ? t->name : "");
+    /* External data of a tensor file is relative to the file's folder. */
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof dir, "%s", pb_path);
+    char *slash = strrchr(dir, '/');
+    if (slash) *slash = 0;
+    else snprintf(dir, sizeof dir, ".");
+    kiln__onnx_tensor x;
+    rc = kiln__onnx_tensor_decode(t, dir, where, &x);
+    onnx__tensor_proto__free_unpacked(t, &kiln__onnx_pb_alloc);
+    if (rc) return rc;
+    *dtype = x.dtype;
+    *ndim = x.ndim;
+    for (int i = 0; i < x.ndim; i++) dims[i] = x.dims[i];
+    *data = x.data;
+    return 0;
+}
