@@ -1,0 +1,654 @@
+/*
+ * elementwise.c — binary and n-ary elementwise ONNX operators with numpy
+ * broadcasting: Add Sub Mul Div Pow Mod, Equal Less Greater LessOrEqual
+ * GreaterOrEqual, And Or Xor Not, BitShift, BitwiseAnd/Or/Xor/Not, Where,
+ * Max Min Sum Mean.
+ *
+ * One kernel body per op generates a variant per dtype (OPS1_TYPES_*); a
+ * table indexed by dtype holds them, and the shape function accepts exactly
+ * the dtypes the table has.  The inner loop has fast paths for the common
+ * stride patterns (same shape, scalar on either side); the broadcast
+ * iterator coalesces dims so channel broadcasts become long inner runs.
+ * Large outputs are split over the thread pool by rows or by range.
+ *
+ * Shape functions propagate symbolic values of small integer tensors
+ * (shape arithmetic such as Shape -> Mul -> Reshape stays static).
+ */
+#include "ops1.h"
+
+#include <math.h>
+
+#pragma GCC diagnostic ignored "-Wtype-limits"
+#pragma GCC diagnostic ignored "-Wsign-compare"
+
+/* ---- kernels --------------------------------------------------------------- */
+
+typedef void (*bin_fn)(const void *a, int64_t sa, const void *b, int64_t sb, void *y, int64_t n);
+
+/* y[i] = E(a[i*sa], b[i*sb]) with the output in type OT (store OST). */
+#define BIN_BODY(T, CT, LD, OT, OST, E)                                       \
+    const T *a = a_, *b = b_;                                                 \
+    OT *y = y_;                                                               \
+    if (sa == 1 && sb == 1) {                                                 \
+        for (int64_t i = 0; i < n; i++) {                                     \
+            CT x = LD(a[i]), z = LD(b[i]);                                    \
+            y[i] = (OT)OST(E(x, z));                                          \
+        }                                                                     \
+    } else if (sa == 0 && sb == 1) {                                          \
+        CT x = LD(a[0]);                                                      \
+        for (int64_t i = 0; i < n; i++) {                                     \
+            CT z = LD(b[i]);                                                  \
+            y[i] = (OT)OST(E(x, z));                                          \
+        }                                                                     \
+    } else if (sa == 1 && sb == 0) {                                          \
+        CT z = LD(b[0]);                                                      \
+        for (int64_t i = 0; i < n; i++) {                                     \
+            CT x = LD(a[i]);                                                  \
+            y[i] = (OT)OST(E(x, z));                                          \
+        }                                                                     \
+    } else {                                                                  \
+        for (int64_t i = 0; i < n; i++) {                                     \
+            CT x = LD(a[i * sa]), z = LD(b[i * sb]);                          \
+            y[i] = (OT)OST(E(x, z));                                          \
+        }                                                                     \
+    }
+
+#define BIN_DEF(SUF, T, CT, LD, ST, OP)                                       \
+    static void bin_##OP##_##SUF(const void *a_, int64_t sa, const void *b_,  \
+                                 int64_t sb, void *y_, int64_t n) {           \
+        BIN_BODY(T, CT, LD, T, ST, E_##OP)                                    \
+    }
+#define CMP_DEF(SUF, T, CT, LD, ST, OP)                                       \
+    static void bin_##OP##_##SUF(const void *a_, int64_t sa, const void *b_,  \
+                                 int64_t sb, void *y_, int64_t n) {           \
+        BIN_BODY(T, CT, LD, uint8_t, OPS1_ST_ID, E_##OP)                      \
+    }
+#define BIN_TAB(SUF, T, CT, LD, ST, OP) [KILN_DTYPE_##SUF] = bin_##OP##_##SUF,
+
+#define E_ADD(x, z) ((x) + (z))
+#define E_SUB(x, z) ((x) - (z))
+#define E_MUL(x, z) ((x) * (z))
+#define E_DIV(x, z) ((x) / (z))
+/* integer division truncates (as C and ONNX Runtime); x / 0 gives 0
+ * instead of a trap, INT_MIN / -1 wraps */
+#define E_IDIVS(x, z) ((z) == 0 ? 0 : (z) == -1 ? (int64_t)(0 - (uint64_t)(x)) : (x) / (z))
+#define E_IDIVU(x, z) ((z) == 0 ? 0 : (x) / (z))
+#define E_MAX(x, z) ((x) > (z) || (x) != (x) ? (x) : (z))
+#define E_MIN(x, z) ((x) < (z) || (x) != (x) ? (x) : (z))
+#define E_EQ(x, z) ((x) == (z))
+#define E_LT(x, z) ((x) < (z))
+#define E_GT(x, z) ((x) > (z))
+#define E_LE(x, z) ((x) <= (z))
+#define E_GE(x, z) ((x) >= (z))
+#define E_AND(x, z) ((x) && (z))
+#define E_OR(x, z) ((x) || (z))
+#define E_XOR(x, z) (!(x) != !(z))
+#define E_BAND(x, z) ((x) & (z))
+#define E_BOR(x, z) ((x) | (z))
+#define E_BXOR(x, z) ((x) ^ (z))
+#define E_SHL(x, z) ((z) >= 8 * sizeof(x) ? 0 : (x) << (z))
+#define E_SHR(x, z) ((z) >= 8 * sizeof(x) ? 0 : (x) >> (z))
+#define E_POW(x, z) pow((double)(x), (double)(z))
+#define E_IPOW(x, z) ipow((int64_t)(x), (int64_t)(z))
+/* fmod = 1: C fmod (sign of the dividend) */
+#define E_FMOD(x, z) fmod((double)(x), (double)(z))
+#define E_IFMODS(x, z) ((z) == 0 || (z) == -1 ? 0 : (x) % (z))
+#define E_IFMODU(x, z) ((z) == 0 ? 0 : (x) % (z))
+/* fmod = 0: Python's mod (sign of the divisor) */
+#define E_MOD(x, z) pymod_f((double)(x), (double)(z))
+#define E_IMODS(x, z) pymod_i((int64_t)(x), (int64_t)(z))
+#define E_IMODU(x, z) ((z) == 0 ? 0 : (x) % (z))
+
+static inline int64_t ipow(int64_t b, int64_t e) {
+    if (e < 0) return b == 1 ? 1 : b == -1 ? (e % 2 ? -1 : 1) : 0;
+    uint64_t r = 1, ub = (uint64_t)b; /* wrap like C integer overflow would */
+    while (e) {
+        if (e & 1) r *= ub;
+        ub *= ub;
+        e >>= 1;
+    }
+    return (int64_t)r;
+}
+static inline double pymod_f(double x, double z) {
+    double r = fmod(x, z);
+    if (r != 0 && ((r < 0) != (z < 0))) r += z;
+    return r;
+}
+static inline int64_t pymod_i(int64_t x, int64_t z) {
+    if (z == 0 || z == -1) return 0;
+    int64_t r = x % z;
+    if (r != 0 && ((r < 0) != (z < 0))) r += z;
+    return r;
+}
+
+OPS1_TYPES_NUM(BIN_DEF, ADD)
+OPS1_TYPES_NUM(BIN_DEF, SUB)
+OPS1_TYPES_NUM(BIN_DEF, MUL)
+OPS1_TYPES_FLOAT(BIN_DEF, DIV)
+OPS1_TYPES_SINT(BIN_DEF, IDIVS)
+OPS1_TYPES_UINT(BIN_DEF, IDIVU)
+OPS1_TYPES_NUM(BIN_DEF, MAX)
+OPS1_TYPES_NUM(BIN_DEF, MIN)
+OPS1_TYPES_FLOAT(BIN_DEF, POW)
+OPS1_TYPES_INT(BIN_DEF, IPOW)
+OPS1_TYPES_FLOAT(BIN_DEF, FMOD)
+OPS1_TYPES_SINT(BIN_DEF, IFMODS)
+OPS1_TYPES_UINT(BIN_DEF, IFMODU)
+OPS1_TYPES_FLOAT(BIN_DEF, MOD)
+OPS1_TYPES_SINT(BIN_DEF, IMODS)
+OPS1_TYPES_UINT(BIN_DEF, IMODU)
+OPS1_TYPES_NUM(CMP_DEF, EQ)
+OPS1_TYPES_BOOL(CMP_DEF, EQ)
+OPS1_TYPES_NUM(CMP_DEF, LT)
+OPS1_TYPES_NUM(CMP_DEF, GT)
+OPS1_TYPES_NUM(CMP_DEF, LE)
+OPS1_TYPES_NUM(CMP_DEF, GE)
+OPS1_TYPES_BOOL(CMP_DEF, AND)
+OPS1_TYPES_BOOL(CMP_DEF, OR)
+OPS1_TYPES_BOOL(CMP_DEF, XOR)
+OPS1_TYPES_INT(BIN_DEF, BAND)
+OPS1_TYPES_INT(BIN_DEF, BOR)
+OPS1_TYPES_INT(BIN_DEF, BXOR)
+OPS1_TYPES_UINT(BIN_DEF, SHL)
+OPS1_TYPES_UINT(BIN_DEF, SHR)
+
+static const bin_fn tab_add[KILN_DTYPE_COUNT_] = {OPS1_TYPES_NUM(BIN_TAB, ADD)};
+static const bin_fn tab_sub[KILN_DTYPE_COUNT_] = {OPS1_TYPES_NUM(BIN_TAB, SUB)};
+static const bin_fn tab_mul[KILN_DTYPE_COUNT_] = {OPS1_TYPES_NUM(BIN_TAB, MUL)};
+static const bin_fn tab_div[KILN_DTYPE_COUNT_] = {
+    OPS1_TYPES_FLOAT(BIN_TAB, DIV) OPS1_TYPES_SINT(BIN_TAB, IDIVS) OPS1_TYPES_UINT(BIN_TAB, IDIVU)};
+static const bin_fn tab_max[KILN_DTYPE_COUNT_] = {OPS1_TYPES_NUM(BIN_TAB, MAX)};
+static const bin_fn tab_min[KILN_DTYPE_COUNT_] = {OPS1_TYPES_NUM(BIN_TAB, MIN)};
+static const bin_fn tab_pow[KILN_DTYPE_COUNT_] = {
+    OPS1_TYPES_FLOAT(BIN_TAB, POW) OPS1_TYPES_INT(BIN_TAB, IPOW)};
+static const bin_fn tab_fmod[KILN_DTYPE_COUNT_] = {
+    OPS1_TYPES_FLOAT(BIN_TAB, FMOD) OPS1_TYPES_SINT(BIN_TAB, IFMODS)
+        OPS1_TYPES_UINT(BIN_TAB, IFMODU)};
+static const bin_fn tab_mod[KILN_DTYPE_COUNT_] = {
+    OPS1_TYPES_FLOAT(BIN_TAB, MOD) OPS1_TYPES_SINT(BIN_TAB, IMODS) OPS1_TYPES_UINT(BIN_TAB, IMODU)};
+static const bin_fn tab_eq[KILN_DTYPE_COUNT_] = {OPS1_TYPES_NUM(BIN_TAB, EQ)
+                                                     OPS1_TYPES_BOOL(BIN_TAB, EQ)};
+static const bin_fn tab_lt[KILN_DTYPE_COUNT_] = {OPS1_TYPES_NUM(BIN_TAB, LT)};
+static const bin_fn tab_gt[KILN_DTYPE_COUNT_] = {OPS1_TYPES_NUM(BIN_TAB, GT)};
+static const bin_fn tab_le[KILN_DTYPE_COUNT_] = {OPS1_TYPES_NUM(BIN_TAB, LE)};
+static const bin_fn tab_ge[KILN_DTYPE_COUNT_] = {OPS1_TYPES_NUM(BIN_TAB, GE)};
+static const bin_fn tab_and[KILN_DTYPE_COUNT_] = {OPS1_TYPES_BOOL(BIN_TAB, AND)};
+static const bin_fn tab_or[KILN_DTYPE_COUNT_] = {OPS1_TYPES_BOOL(BIN_TAB, OR)};
+static const bin_fn tab_xor[KILN_DTYPE_COUNT_] = {OPS1_TYPES_BOOL(BIN_TAB, XOR)};
+static const bin_fn tab_band[KILN_DTYPE_COUNT_] = {OPS1_TYPES_INT(BIN_TAB, BAND)};
+static const bin_fn tab_bor[KILN_DTYPE_COUNT_] = {OPS1_TYPES_INT(BIN_TAB, BOR)};
+static const bin_fn tab_bxor[KILN_DTYPE_COUNT_] = {OPS1_TYPES_INT(BIN_TAB, BXOR)};
+static const bin_fn tab_shl[KILN_DTYPE_COUNT_] = {OPS1_TYPES_UINT(BIN_TAB, SHL)};
+static const bin_fn tab_shr[KILN_DTYPE_COUNT_] = {OPS1_TYPES_UINT(BIN_TAB, SHR)};
+
+/* ---- broadcast driver -------------------------------------------------------- */
+
+typedef struct bin_job {
+    bin_fn fn;
+    const char *a, *b;
+    char *y;
+    size_t ea, eb, ey;
+    kiln__ops1_bc bc;
+} bin_job;
+
+static void bin_rows(void *ud, int64_t r0, int64_t r1) {
+    const bin_job *j = ud;
+    int nd = j->bc.nd;
+    int64_t n = j->bc.dims[nd - 1], sa = j->bc.st[0][nd - 1], sb = j->bc.st[1][nd - 1];
+    int64_t off[3];
+    for (int64_t r = r0; r < r1; r++) {
+        kiln__ops1_bc_row(&j->bc, r, off);
+        j->fn(j->a + off[0] * j->ea, sa, j->b + off[1] * j->eb, sb, j->y + r * n * j->ey, n);
+    }
+}
+
+static void bin_flat(void *ud, int64_t i0, int64_t i1) {
+    const bin_job *j = ud;
+    int64_t sa = j->bc.st[0][0], sb = j->bc.st[1][0];
+    j->fn(j->a + i0 * sa * j->ea, sa, j->b + i0 * sb * j->eb, sb, j->y + i0 * j->ey, i1 - i0);
+}
+
+#define PAR_MIN 32768 /* elements below which a kernel runs on the caller only */
+
+/* y = fn(a, b) broadcast, y contiguous with dims yd (rank ny). */
+static void bin_run(kiln_exec *e, bin_fn fn, const kiln_tensor *a, const kiln_tensor *b,
+                    void *y, kiln_dtype yt, int ny, const int64_t *yd) {
+    bin_job j;
+    j.fn = fn;
+    j.a = a->data;
+    j.b = b->data;
+    j.y = y;
+    j.ea = kiln_dtype_size(a->dtype);
+    j.eb = kiln_dtype_size(b->dtype);
+    j.ey = kiln_dtype_size(yt);
+    int nds[2] = {a->ndim, b->ndim};
+    const int64_t *dks[2] = {a->dims, b->dims};
+    int64_t total = 1;
+    for (int i = 0; i < ny; i++) total *= yd[i];
+    if (total == 0) return;
+    kiln__ops1_bc_init(&j.bc, ny, yd, 2, nds, dks);
+    int64_t n = j.bc.dims[j.bc.nd - 1];
+    if (total < PAR_MIN) {
+        bin_rows(&j, 0, j.bc.rows);
+    } else if (j.bc.nd == 1) {
+        kiln__ops1_par(e, n, 8192, bin_flat, &j);
+    } else {
+        int64_t grain = n >= 8192 ? 1 : 8192 / n;
+        kiln__ops1_par(e, j.bc.rows, grain, bin_rows, &j);
+    }
+}
+
+/* ---- build-time values ---------------------------------------------------------- */
+
+typedef enum vop {
+    V_NONE = 0, V_ADD, V_SUB, V_MUL, V_DIV, V_MOD, V_MAX, V_MIN, V_EQ, V_LT, V_GT,
+    V_LE, V_GE, V_WHERE
+} vop;
+
+static const kiln_expr *v_apply(kiln_exprs *x, vop op, const kiln_expr *const *v) {
+    switch (op) {
+    case V_ADD: return kiln_expr_add(x, v[0], v[1]);
+    case V_SUB: return kiln_expr_sub(x, v[0], v[1]);
+    case V_MUL: return kiln_expr_mul(x, v[0], v[1]);
+    case V_DIV: {
+        int64_t d;
+        if (kiln_expr_is_const(v[1], &d) && d == 0) return NULL;
+        return kiln_expr_floordiv(x, v[0], v[1]);
+    }
+    case V_MOD: {
+        int64_t d;
+        if (kiln_expr_is_const(v[1], &d) && d == 0) return NULL;
+        return kiln_expr_bin(x, KILN_EXPR_MOD, v[0], v[1]);
+    }
+    case V_MAX: return kiln_expr_max(x, v[0], v[1]);
+    case V_MIN: return kiln_expr_min(x, v[0], v[1]);
+    case V_EQ: return kiln_expr_eq(x, v[0], v[1]);
+    case V_LT: return kiln_expr_lt(x, v[0], v[1]);
+    case V_GT: return kiln_expr_lt(x, v[1], v[0]);
+    case V_LE: return kiln_expr_sub(x, kiln_expr_const(x, 1), kiln_expr_lt(x, v[1], v[0]));
+    case V_GE: return kiln_expr_sub(x, kiln_expr_const(x, 1), kiln_expr_lt(x, v[0], v[1]));
+    case V_WHERE: return kiln_expr_select(x, v[0], v[1], v[2]);
+    default: return NULL;
+    }
+}
+
+/* Out values = op over the broadcast values of inputs idx[0..nop). */
+static void v_propagate(kiln_shape_ctx *c, vop op, int nop, const int *idx) {
+    kiln_desc *o = &c->out[0];
+    o->nvalues = -1;
+    if (op == V_NONE || !(kiln__ops1_is_int(o->dtype) || o->dtype == KILN_DTYPE_BOOL)) return;
+    int64_t od[KILN_MAX_DIMS], n = kiln__ops1_desc_numel(o);
+    if (n < 0 || n > KILN_MAX_VALUES || !kiln__ops1_const_dims(o, od)) return;
+    const kiln_expr *vals[3][KILN_MAX_VALUES];
+    int64_t dk[3][KILN_MAX_DIMS];
+    for (int k = 0; k < nop; k++) {
+        const kiln_desc *d = &c->in[idx[k]];
+        if (kiln__ops1_value_exprs(c->x, d, vals[k]) < 0) return;
+        if (!kiln__ops1_const_dims(d, dk[k])) return;
+    }
+    const kiln_expr *res[KILN_MAX_VALUES];
+    for (int64_t i = 0; i < n; i++) {
+        const kiln_expr *args[3];
+        for (int k = 0; k < nop; k++) {
+            const kiln_desc *d = &c->in[idx[k]];
+            int64_t rem = i, off = 0, s = 1;
+            for (int ax = o->ndim - 1; ax >= 0; ax--) {
+                int64_t ix = rem % od[ax];
+                rem /= od[ax];
+                int j = ax - (o->ndim - d->ndim);
+                if (j < 0) continue;
+                off += (dk[k][j] == 1 ? 0 : ix) * s;
+                s *= dk[k][j];
+            }
+            args[k] = vals[k][off];
+        }
+        res[i] = v_apply(c->x, op, args);
+        if (!res[i]) return;
+    }
+    for (int64_t i = 0; i < n; i++) o->values[i] = res[i];
+    o->nvalues = (int)n;
+}
+
+/* ---- binary ops --------------------------------------------------------------------- */
+
+static int type_err(const char *op, int i, kiln_dtype t) {
+    return kiln_set_error(KILN_ETYPE, "%s: input %d has type %s, which this op does not support",
+                          op, i, kiln_dtype_name(t));
+}
+
+/* Shape of a broadcasting op over inputs idx[0..n). */
+static int bc_shape(kiln_shape_ctx *c, int n, const int *idx) {
+    const kiln_expr *cur[KILN_MAX_DIMS], *nxt[KILN_MAX_DIMS];
+    int nd = c->in[idx[0]].ndim;
+    for (int i = 0; i < nd; i++) cur[i] = c->in[idx[0]].dims[i];
+    for (int k = 1; k < n; k++) {
+        const kiln_desc *d = &c->in[idx[k]];
+        int r = kiln_shape_broadcast(c, cur, nd, d->dims, d->ndim, nxt);
+        if (r < 0) return r;
+        nd = r;
+        for (int i = 0; i < nd; i++) cur[i] = nxt[i];
+    }
+    c->out[0].ndim = nd;
+    for (int i = 0; i < nd; i++) c->out[0].dims[i] = cur[i];
+    return 0;
+}
+
+static int bin_shape(kiln_shape_ctx *c, const char *op, const bin_fn *tab, int out_bool,
+                     vop v, int same_type) {
+    kiln_dtype t = c->in[0].dtype;
+    if (t <= 0 || t >= KILN_DTYPE_COUNT_ || !tab[t]) return type_err(op, 0, t);
+    if (same_type && c->in[1].dtype != t) {
+        int r = kiln__ops1_check_same(c, op, 0, 1);
+        if (r) return r;
+    }
+    if (!kiln__ops1_is_any(c->in[1].dtype)) return type_err(op, 1, c->in[1].dtype);
+    static const int idx[2] = {0, 1};
+    int r = bc_shape(c, 2, idx);
+    if (r) return r;
+    c->out[0].dtype = out_bool ? KILN_DTYPE_BOOL : t;
+    v_propagate(c, v, 2, idx);
+    return 0;
+}
+
+static int bin_impl(const kiln_call *c, const bin_fn *tab) {
+    const kiln_tensor *a = &c->in[0], *b = &c->in[1];
+    bin_fn fn = tab[a->dtype];
+    if (!fn)
+        return kiln_set_error(KILN_ETYPE, "elementwise op: no kernel for type %s",
+                              kiln_dtype_name(a->dtype));
+    void *tmp = NULL;
+    kiln_tensor bc;
+    if (b->dtype != a->dtype) { /* Pow with another exponent type */
+        int64_t n = kiln_tensor_numel(b);
+        tmp = kiln__malloc((size_t)(n ? n : 1) * kiln_dtype_size(a->dtype));
+        if (!tmp) return kiln_set_error(KILN_ENOMEM, "out of memory converting the exponent");
+        kiln__ops1_cast(b->data, b->dtype, tmp, a->dtype, n);
+        bc = *b;
+        bc.data = tmp;
+        bc.dtype = a->dtype;
+        b = &bc;
+    }
+    bin_run(c->exec, fn, a, b, c->out[0].data, c->out[0].dtype, c->out[0].ndim, c->out[0].dims);
+    kiln__free(tmp);
+    return 0;
+}
+
+#define BIN_OP(VAR, NAME, VER, TAB, OUTBOOL, VOP, SAME, ATTRS, DOC)           \
+    static int VAR##_shape(kiln_shape_ctx *c) {                               \
+        return bin_shape(c, NAME, TAB, OUTBOOL, VOP, SAME);                   \
+    }                                                                         \
+    static int VAR##_impl(const kiln_call *c) { return bin_impl(c, TAB); }   \
+    static const kiln_quick_op VAR##_op = {                                   \
+        .ns = OPS1_NS, .name = NAME, .version = VER,                          \
+        .min_inputs = 2, .max_inputs = 2, .num_outputs = 1,                   \
+        .attrs = ATTRS, .shape = VAR##_shape, .impl = VAR##_impl,             \
+        .doc = DOC,                                                           \
+    };                                                                        \
+    KILN_OP(VAR##_op)
+
+BIN_OP(add, "Add", 7, tab_add, 0, V_ADD, 1, NULL, "A + B (numpy broadcasting)")
+BIN_OP(sub, "Sub", 7, tab_sub, 0, V_SUB, 1, NULL, "A - B (numpy broadcasting)")
+BIN_OP(mul, "Mul", 7, tab_mul, 0, V_MUL, 1, NULL, "A * B (numpy broadcasting)")
+BIN_OP(div, "Div", 7, tab_div, 0, V_DIV, 1, NULL, "A / B (integers truncate)")
+BIN_OP(pow, "Pow", 7, tab_pow, 0, V_NONE, 0, NULL, "A ^ B (numpy broadcasting)")
+BIN_OP(equal, "Equal", 7, tab_eq, 1, V_EQ, 1, NULL, "A == B")
+BIN_OP(less, "Less", 7, tab_lt, 1, V_LT, 1, NULL, "A < B")
+BIN_OP(greater, "Greater", 7, tab_gt, 1, V_GT, 1, NULL, "A > B")
+BIN_OP(lesseq, "LessOrEqual", 12, tab_le, 1, V_LE, 1, NULL, "A <= B")
+BIN_OP(greatereq, "GreaterOrEqual", 12, tab_ge, 1, V_GE, 1, NULL, "A >= B")
+BIN_OP(and, "And", 7, tab_and, 1, V_NONE, 1, NULL, "logical and")
+BIN_OP(or, "Or", 7, tab_or, 1, V_NONE, 1, NULL, "logical or")
+BIN_OP(xor, "Xor", 7, tab_xor, 1, V_NONE, 1, NULL, "logical xor")
+BIN_OP(bitand, "BitwiseAnd", 18, tab_band, 0, V_NONE, 1, NULL, "bitwise and")
+BIN_OP(bitor, "BitwiseOr", 18, tab_bor, 0, V_NONE, 1, NULL, "bitwise or")
+BIN_OP(bitxor, "BitwiseXor", 18, tab_bxor, 0, V_NONE, 1, NULL, "bitwise xor")
+
+/* Mod: fmod selects C fmod (1) or Python's modulo (0, integers only in ONNX). */
+static const kiln_attr_def mod_attrs[] = {
+    {.name = "fmod", .type = KILN_ATTR_INT, .def = "0",
+     .doc = "1: sign of the dividend (C fmod); 0: sign of the divisor"},
+    {NULL}};
+static int mod_shape(kiln_shape_ctx *c) {
+    int f = (int)kiln_attrs_int(c->attrs, "fmod");
+    if (!f && kiln__ops1_is_float(c->in[0].dtype))
+        return kiln_set_error(KILN_EATTR, "Mod: fmod must be 1 for floating-point input (%s)",
+                              kiln_dtype_name(c->in[0].dtype));
+    return bin_shape(c, "Mod", f ? tab_fmod : tab_mod, 0, f ? V_NONE : V_MOD, 1);
+}
+static int mod_impl(const kiln_call *c) {
+    return bin_impl(c, kiln_attrs_int(c->attrs, "fmod") ? tab_fmod : tab_mod);
+}
+static const kiln_quick_op mod_op = {
+    .ns = OPS1_NS, .name = "Mod", .version = 10, .min_inputs = 2, .max_inputs = 2,
+    .num_outputs = 1, .attrs = mod_attrs, .shape = mod_shape, .impl = mod_impl,
+    .doc = "remainder (fmod attribute picks C or Python semantics)",
+};
+KILN_OP(mod_op)
+
+static const kiln_attr_def shift_attrs[] = {
+    {.name = "direction", .type = KILN_ATTR_STRING, .required = 1, .doc = "LEFT or RIGHT"},
+    {NULL}};
+static int shift_dir(const kiln_attrs *a, int *left) {
+    const char *d = kiln_attrs_string(a, "direction");
+    if (d && !strcmp(d, "LEFT")) *left = 1;
+    else if (d && !strcmp(d, "RIGHT")) *left = 0;
+    else
+        return kiln_set_error(KILN_EATTR, "BitShift: direction must be LEFT or RIGHT, found '%s'",
+                              d ? d : "");
+    return 0;
+}
+static int shift_shape(kiln_shape_ctx *c) {
+    int left, r = shift_dir(c->attrs, &left);
+    return r ? r : bin_shape(c, "BitShift", left ? tab_shl : tab_shr, 0, V_NONE, 1);
+}
+static int shift_impl(const kiln_call *c) {
+    int left, r = shift_dir(c->attrs, &left);
+    return r ? r : bin_impl(c, left ? tab_shl : tab_shr);
+}
+static const kiln_quick_op shift_op = {
+    .ns = OPS1_NS, .name = "BitShift", .version = 11, .min_inputs = 2, .max_inputs = 2,
+    .num_outputs = 1, .attrs = shift_attrs, .shape = shift_shape, .impl = shift_impl,
+    .doc = "bitwise shift of unsigned integers",
+};
+KILN_OP(shift_op)
+
+/* ---- variadic Max / Min / Sum / Mean ------------------------------------------------- */
+
+static int var_shape(kiln_shape_ctx *c, const char *op, const bin_fn *tab, vop v) {
+    int idx[KILN_MAX_IO];
+    kiln_dtype t = c->in[0].dtype;
+    if (t <= 0 || t >= KILN_DTYPE_COUNT_ || !tab[t]) return type_err(op, 0, t);
+    for (int i = 0; i < c->nin; i++) {
+        idx[i] = i;
+        int r = kiln__ops1_check_same(c, op, 0, i);
+        if (r) return r;
+    }
+    int r = bc_shape(c, c->nin, idx);
+    if (r) return r;
+    c->out[0].dtype = t;
+    if (c->nin == 1) {
+        c->out[0].nvalues = -1;
+        const kiln_expr *vals[KILN_MAX_VALUES];
+        int n = kiln__ops1_value_exprs(c->x, &c->in[0], vals);
+        if (n >= 0) {
+            for (int i = 0; i < n; i++) c->out[0].values[i] = vals[i];
+            c->out[0].nvalues = n;
+        }
+    } else if (c->nin == 2) {
+        v_propagate(c, v, 2, idx);
+    }
+    return 0;
+}
+
+static int var_impl(const kiln_call *c, const bin_fn *tab, int mean) {
+    kiln_tensor *y = &c->out[0];
+    bin_fn fn = tab[y->dtype];
+    if (!fn) return kiln_set_error(KILN_ETYPE, "no kernel for type %s", kiln_dtype_name(y->dtype));
+    if (c->nin == 1) {
+        size_t bytes = (size_t)kiln_tensor_numel(y) * kiln_dtype_size(y->dtype);
+        if (y->data != c->in[0].data) memcpy(y->data, c->in[0].data, bytes);
+    } else {
+        bin_run(c->exec, fn, &c->in[0], &c->in[1], y->data, y->dtype, y->ndim, y->dims);
+        for (int k = 2; k < c->nin; k++)
+            bin_run(c->exec, fn, y, &c->in[k], y->data, y->dtype, y->ndim, y->dims);
+    }
+    if (mean && c->nin > 1) {
+        uint64_t sbuf;
+        double inv = 1.0 / c->nin;
+        kiln__ops1_from_f64(&inv, y->dtype, &sbuf, 1);
+        kiln_tensor s = {.data = &sbuf, .dtype = y->dtype, .ndim = 0};
+        bin_run(c->exec, tab_mul[y->dtype], y, &s, y->data, y->dtype, y->ndim, y->dims);
+    }
+    return 0;
+}
+
+#define VAR_OP(VAR, NAME, TAB, MEAN, VOP, DOC)                                \
+    static int VAR##_shape(kiln_shape_ctx *c) { return var_shape(c, NAME, TAB, VOP); } \
+    static int VAR##_impl(const kiln_call *c) { return var_impl(c, TAB, MEAN); } \
+    static const kiln_quick_op VAR##_op = {                                   \
+        .ns = OPS1_NS, .name = NAME, .version = 8,                            \
+        .min_inputs = 1, .max_inputs = KILN_MAX_IO - 1, .num_outputs = 1,     \
+        .shape = VAR##_shape, .impl = VAR##_impl, .doc = DOC,                 \
+    };                                                                        \
+    KILN_OP(VAR##_op)
+
+static const bin_fn tab_sum_f[KILN_DTYPE_COUNT_] = {OPS1_TYPES_FLOAT(BIN_TAB, ADD)};
+VAR_OP(vmax, "Max", tab_max, 0, V_MAX, "elementwise maximum of the inputs (broadcast)")
+VAR_OP(vmin, "Min", tab_min, 0, V_MIN, "elementwise minimum of the inputs (broadcast)")
+VAR_OP(vsum, "Sum", tab_add, 0, V_ADD, "elementwise sum of the inputs (broadcast)")
+VAR_OP(vmean, "Mean", tab_sum_f, 1, V_NONE, "elementwise mean of the inputs (broadcast)")
+
+/* ---- Where ------------------------------------------------------------------------------ */
+
+typedef void (*where_fn)(const uint8_t *cnd, int64_t sc, const void *x, int64_t sx,
+                         const void *y, int64_t sy, void *o, int64_t n);
+#define WHERE_DEF(T)                                                          \
+    static void where_##T(const uint8_t *cnd, int64_t sc, const void *x_, int64_t sx, \
+                          const void *y_, int64_t sy, void *o_, int64_t n) {  \
+        const T *x = x_, *y = y_;                                             \
+        T *o = o_;                                                            \
+        if (sc == 1 && sx == 1 && sy == 1)                                    \
+            for (int64_t i = 0; i < n; i++) o[i] = cnd[i] ? x[i] : y[i];      \
+        else                                                                  \
+            for (int64_t i = 0; i < n; i++)                                   \
+                o[i] = cnd[i * sc] ? x[i * sx] : y[i * sy];                   \
+    }
+WHERE_DEF(uint8_t)
+WHERE_DEF(uint16_t)
+WHERE_DEF(uint32_t)
+WHERE_DEF(uint64_t)
+
+typedef struct where_job {
+    where_fn fn;
+    const char *cnd, *x, *y;
+    char *o;
+    size_t es;
+    kiln__ops1_bc bc;
+} where_job;
+
+static void where_rows(void *ud, int64_t r0, int64_t r1) {
+    const where_job *j = ud;
+    int nd = j->bc.nd;
+    int64_t n = j->bc.dims[nd - 1], off[3];
+    for (int64_t r = r0; r < r1; r++) {
+        kiln__ops1_bc_row(&j->bc, r, off);
+        j->fn((const uint8_t *)j->cnd + off[0], j->bc.st[0][nd - 1], j->x + off[1] * j->es,
+              j->bc.st[1][nd - 1], j->y + off[2] * j->es, j->bc.st[2][nd - 1],
+              j->o + r * n * j->es, n);
+    }
+}
+
+static int where_shape(kiln_shape_ctx *c) {
+    if (c->in[0].dtype != KILN_DTYPE_BOOL)
+        return kiln_set_error(KILN_ETYPE, "Where: condition must be bool, found %s",
+                              kiln_dtype_name(c->in[0].dtype));
+    int r = kiln__ops1_check_same(c, "Where", 1, 2);
+    if (r) return r;
+    if (!kiln__ops1_is_any(c->in[1].dtype)) return type_err("Where", 1, c->in[1].dtype);
+    static const int idx[3] = {0, 1, 2};
+    r = bc_shape(c, 3, idx);
+    if (r) return r;
+    c->out[0].dtype = c->in[1].dtype;
+    v_propagate(c, V_WHERE, 3, idx);
+    return 0;
+}
+
+static int where_impl(const kiln_call *c) {
+    const kiln_tensor *y = &c->out[0];
+    where_job j;
+    j.es = kiln_dtype_size(y->dtype);
+    j.fn = j.es == 1 ? where_uint8_t : j.es == 2 ? where_uint16_t
+         : j.es == 4 ? where_uint32_t : where_uint64_t;
+    j.cnd = c->in[0].data;
+    j.x = c->in[1].data;
+    j.y = c->in[2].data;
+    j.o = y->data;
+    int nds[3] = {c->in[0].ndim, c->in[1].ndim, c->in[2].ndim};
+    const int64_t *dks[3] = {c->in[0].dims, c->in[1].dims, c->in[2].dims};
+    int64_t total = kiln_tensor_numel(y);
+    if (total == 0) return 0;
+    kiln__ops1_bc_init(&j.bc, y->ndim, y->dims, 3, nds, dks);
+    int64_t n = j.bc.dims[j.bc.nd - 1];
+    kiln__ops1_par(c->exec, j.bc.rows, total < PAR_MIN ? j.bc.rows : (n >= 8192 ? 1 : 8192 / n),
+                   where_rows, &j);
+    return 0;
+}
+
+static const kiln_quick_op where_op = {
+    .ns = OPS1_NS, .name = "Where", .version = 9, .min_inputs = 3, .max_inputs = 3,
+    .num_outputs = 1, .shape = where_shape, .impl = where_impl,
+    .doc = "condition ? X : Y (numpy broadcasting)",
+};
+KILN_OP(where_op)
+
+/* ---- Not / BitwiseNot ------------------------------------------------------------------ */
+
+static int not_shape(kiln_shape_ctx *c) {
+    if (c->in[0].dtype != KILN_DTYPE_BOOL)
+        return kiln_set_error(KILN_ETYPE, "Not: input must be bool, found %s",
+                              kiln_dtype_name(c->in[0].dtype));
+    c->out[0] = c->in[0];
+    c->out[0].data = NULL;
+    c->out[0].nvalues = -1;
+    return 0;
+}
+static int not_impl(const kiln_call *c) {
+    const uint8_t *x = c->in[0].data;
+    uint8_t *y = c->out[0].data;
+    for (int64_t i = 0, n = kiln_tensor_numel(&c->out[0]); i < n; i++) y[i] = !x[i];
+    return 0;
+}
+static const kiln_quick_op not_op = {
+    .ns = OPS1_NS, .name = "Not", .version = 1, .min_inputs = 1, .max_inputs = 1,
+    .num_outputs = 1, .shape = not_shape, .impl = not_impl, .doc = "logical not",
+};
+KILN_OP(not_op)
+
+typedef void (*un_fn)(const void *x, void *y, int64_t n);
+#define BNOT_DEF(SUF, T, CT, LD, ST, A)                                       \
+    static void bnot_##SUF(const void *x_, void *y_, int64_t n) {             \
+        const T *x = x_;                                                      \
+        T *y = y_;                                                            \
+        for (int64_t i = 0; i < n; i++) y[i] = (T)~x[i];                      \
+    }
+#define BNOT_TAB(SUF, T, CT, LD, ST, A) [KILN_DTYPE_##SUF] = bnot_##SUF,
+OPS1_TYPES_INT(BNOT_DEF, 0)
+static const un_fn tab_bnot[KILN_DTYPE_COUNT_] = {OPS1_TYPES_INT(BNOT_TAB, 0)};
+
+static int bnot_shape(kiln_shape_ctx *c) {
+    kiln_dtype t = c->in[0].dtype;
+    if (t <= 0 || t >= KILN_DTYPE_COUNT_ || !tab_bnot[t]) return type_err("BitwiseNot", 0, t);
+    c->out[0] = c->in[0];
+    c->out[0].data = NULL;
+    c->out[0].nvalues = -1;
+    return 0;
+}
+static int bnot_impl(const kiln_call *c) {
+    tab_bnot[c->in[0].dtype](c->in[0].data, c->out[0].data, kiln_tensor_numel(&c->out[0]));
+    return 0;
+}
+static const kiln_quick_op bnot_op = {
+    .ns = OPS1_NS, .name = "BitwiseNot", .version = 18, .min_inputs = 1, .max_inputs = 1,
+    .num_outputs = 1, .shape = bnot_shape, .impl = bnot_impl, .doc = "bitwise not",
+};
+KILN_OP(bnot_op)

@@ -1,0 +1,323 @@
+/*
+ * ops1_util.c — helpers shared by the ops1 operator files (see ops1.h).
+ */
+#include "ops1.h"
+
+#include <math.h>
+
+/* ---- type checks --------------------------------------------------------- */
+
+int kiln__ops1_check_type(const kiln_shape_ctx *c, const char *op, int i,
+                          int (*cls)(kiln_dtype), const char *what) {
+    kiln_dtype t = c->in[i].dtype;
+    if (!cls(t))
+        return kiln_set_error(KILN_ETYPE, "%s: input %d must be %s, found %s", op, i,
+                              what, kiln_dtype_name(t));
+    return 0;
+}
+
+int kiln__ops1_check_same(const kiln_shape_ctx *c, const char *op, int i, int j) {
+    if (c->in[i].dtype != c->in[j].dtype)
+        return kiln_set_error(KILN_ETYPE,
+                              "%s: inputs %d and %d must have the same type, found %s and %s",
+                              op, i, j, kiln_dtype_name(c->in[i].dtype),
+                              kiln_dtype_name(c->in[j].dtype));
+    return 0;
+}
+
+/* ---- conversions ----------------------------------------------------------- */
+
+#define OPS1_CASE_TO(SUF, T, CT, LD, ST, DST)                                 \
+    case KILN_DTYPE_##SUF: {                                                  \
+        const T *s = src;                                                     \
+        for (int64_t i = 0; i < n; i++) dst[i] = (DST)LD(s[i]);               \
+        break;                                                                \
+    }
+
+void kiln__ops1_to_f64(const void *src, kiln_dtype t, double *dst, int64_t n) {
+    switch (t) {
+        OPS1_TYPES_NUM(OPS1_CASE_TO, double)
+        OPS1_TYPES_BOOL(OPS1_CASE_TO, double)
+    default: for (int64_t i = 0; i < n; i++) dst[i] = 0; break;
+    }
+}
+
+void kiln__ops1_to_i64(const void *src, kiln_dtype t, int64_t *dst, int64_t n) {
+    switch (t) {
+        OPS1_TYPES_INT(OPS1_CASE_TO, int64_t)
+        OPS1_TYPES_BOOL(OPS1_CASE_TO, int64_t)
+    case KILN_DTYPE_F32: case KILN_DTYPE_F64: case KILN_DTYPE_F16: case KILN_DTYPE_BF16: {
+        /* rare: go through double with saturation */
+        for (int64_t i = 0; i < n; i++) {
+            double d = kiln__ops1_get_f64(src, t, i);
+            dst[i] = isnan(d) ? 0 : d >= 9.2233720368547758e18 ? INT64_MAX
+                   : d <= -9.2233720368547758e18 ? INT64_MIN : (int64_t)d;
+        }
+        break;
+    }
+    default: for (int64_t i = 0; i < n; i++) dst[i] = 0; break;
+    }
+}
+
+#define OPS1_CASE_FROM(SUF, T, CT, LD, ST, SRC)                               \
+    case KILN_DTYPE_##SUF: {                                                  \
+        T *d = dst;                                                           \
+        for (int64_t i = 0; i < n; i++) d[i] = (T)ST((CT)src[i]);             \
+        break;                                                                \
+    }
+
+/* double -> integer without undefined behaviour: NaN -> 0, saturate at the
+ * int64 range, then the (defined) modular conversion to the target. */
+static inline int64_t f64_to_i64_sat(double d) {
+    if (isnan(d)) return 0;
+    if (d >= 9.2233720368547758e18) return INT64_MAX;
+    if (d <= -9.2233720368547758e18) return INT64_MIN;
+    return (int64_t)d;
+}
+
+void kiln__ops1_from_f64(const double *src, kiln_dtype t, void *dst, int64_t n) {
+    switch (t) {
+        OPS1_TYPES_FLOAT(OPS1_CASE_FROM, double)
+    case KILN_DTYPE_BOOL: {
+        uint8_t *d = dst;
+        for (int64_t i = 0; i < n; i++) d[i] = src[i] != 0;
+        break;
+    }
+    case KILN_DTYPE_U64: {
+        uint64_t *d = dst;
+        for (int64_t i = 0; i < n; i++)
+            d[i] = src[i] >= 9.2233720368547758e18
+                       ? (src[i] >= 1.8446744073709552e19 ? UINT64_MAX : (uint64_t)src[i])
+                       : (uint64_t)f64_to_i64_sat(src[i]);
+        break;
+    }
+    default:
+        if (kiln__ops1_is_int(t)) {
+            int64_t tmp[256];
+            for (int64_t b = 0; b < n; b += 256) {
+                int64_t m = n - b < 256 ? n - b : 256;
+                for (int64_t i = 0; i < m; i++) tmp[i] = f64_to_i64_sat(src[b + i]);
+                kiln__ops1_from_i64(tmp, t, (char *)dst + b * kiln_dtype_size(t), m);
+            }
+        }
+        break;
+    }
+}
+
+void kiln__ops1_from_i64(const int64_t *src, kiln_dtype t, void *dst, int64_t n) {
+    switch (t) {
+        OPS1_TYPES_INT(OPS1_CASE_FROM, int64_t)
+        OPS1_TYPES_FLOAT(OPS1_CASE_FROM, int64_t)
+    case KILN_DTYPE_BOOL: {
+        uint8_t *d = dst;
+        for (int64_t i = 0; i < n; i++) d[i] = src[i] != 0;
+        break;
+    }
+    default: break;
+    }
+}
+
+void kiln__ops1_cast(const void *src, kiln_dtype st, void *dst, kiln_dtype dt, int64_t n) {
+    size_t ss = kiln_dtype_size(st), ds = kiln_dtype_size(dt);
+    if (st == dt) {
+        memcpy(dst, src, (size_t)n * ss);
+        return;
+    }
+    int src_f = kiln__ops1_is_float(st);
+    int dst_f = kiln__ops1_is_float(dt);
+    if (st == KILN_DTYPE_F32 && dt == KILN_DTYPE_F16) {
+        const float *s = src;
+        uint16_t *d = dst;
+        for (int64_t i = 0; i < n; i++) d[i] = kiln_f32_to_f16(s[i]);
+        return;
+    }
+    if (st == KILN_DTYPE_F16 && dt == KILN_DTYPE_F32) {
+        const uint16_t *s = src;
+        float *d = dst;
+        for (int64_t i = 0; i < n; i++) d[i] = kiln_f16_to_f32(s[i]);
+        return;
+    }
+    enum { B = 512 };
+    union { double f[B]; int64_t i[B]; } tmp;
+    for (int64_t b = 0; b < n; b += B) {
+        int64_t m = n - b < B ? n - b : B;
+        const char *s = (const char *)src + b * ss;
+        char *d = (char *)dst + b * ds;
+        if (src_f || dst_f) {
+            kiln__ops1_to_f64(s, st, tmp.f, m);
+            kiln__ops1_from_f64(tmp.f, dt, d, m);
+        } else {
+            kiln__ops1_to_i64(s, st, tmp.i, m);
+            kiln__ops1_from_i64(tmp.i, dt, d, m);
+        }
+    }
+}
+
+double kiln__ops1_get_f64(const void *p, kiln_dtype t, int64_t i) {
+    double d;
+    kiln__ops1_to_f64((const char *)p + i * kiln_dtype_size(t), t, &d, 1);
+    return d;
+}
+
+int64_t kiln__ops1_get_i64(const void *p, kiln_dtype t, int64_t i) {
+    int64_t v;
+    kiln__ops1_to_i64((const char *)p + i * kiln_dtype_size(t), t, &v, 1);
+    return v;
+}
+
+/* ---- build-time values ------------------------------------------------------ */
+
+int64_t kiln__ops1_desc_numel(const kiln_desc *d) {
+    int64_t n = 1, v;
+    for (int i = 0; i < d->ndim; i++) {
+        if (!d->dims[i] || !kiln_expr_is_const(d->dims[i], &v)) return -1;
+        n *= v;
+    }
+    return n;
+}
+
+int kiln__ops1_const_dims(const kiln_desc *d, int64_t *v) {
+    for (int i = 0; i < d->ndim; i++)
+        if (!d->dims[i] || !kiln_expr_is_const(d->dims[i], &v[i])) return 0;
+    return 1;
+}
+
+int64_t kiln__ops1_const_ints(const kiln_desc *d, int64_t *v, int64_t max) {
+    if (d->dtype == KILN_DTYPE_UNDEFINED) return -1;
+    if (d->data && (kiln__ops1_is_int(d->dtype) || d->dtype == KILN_DTYPE_BOOL)) {
+        int64_t n = kiln__ops1_desc_numel(d);
+        if (n < 0 || n > max) return -1;
+        kiln__ops1_to_i64(d->data, d->dtype, v, n);
+        return n;
+    }
+    if (d->nvalues >= 0 && d->nvalues <= max) {
+        for (int i = 0; i < d->nvalues; i++)
+            if (!d->values[i] || !kiln_expr_is_const(d->values[i], &v[i])) return -1;
+        return d->nvalues;
+    }
+    return -1;
+}
+
+int kiln__ops1_value_exprs(kiln_exprs *x, const kiln_desc *d, const kiln_expr **v) {
+    if (d->dtype == KILN_DTYPE_UNDEFINED) return -1;
+    if (d->nvalues >= 0 && d->nvalues <= KILN_MAX_VALUES) {
+        for (int i = 0; i < d->nvalues; i++) {
+            if (!d->values[i]) return -1;
+            v[i] = d->values[i];
+        }
+        return d->nvalues;
+    }
+    if (d->data && (kiln__ops1_is_int(d->dtype) || d->dtype == KILN_DTYPE_BOOL)) {
+        int64_t n = kiln__ops1_desc_numel(d);
+        if (n < 0 || n > KILN_MAX_VALUES) return -1;
+        for (int64_t i = 0; i < n; i++)
+            v[i] = kiln_expr_const(x, kiln__ops1_get_i64(d->data, d->dtype, i));
+        return (int)n;
+    }
+    return -1;
+}
+
+int kiln__ops1_need_ints(const kiln_shape_ctx *c, const char *op, int i,
+                         const char *iname, int64_t *v, int64_t max, int64_t *n) {
+    if (!kiln__ops1_has_in(c, i))
+        return kiln_set_error(KILN_EINVAL, "%s: input %d '%s' is required", op, i, iname);
+    if (!kiln__ops1_is_int(c->in[i].dtype))
+        return kiln_set_error(KILN_ETYPE, "%s: input %d '%s' must be an integer tensor, found %s",
+                              op, i, iname, kiln_dtype_name(c->in[i].dtype));
+    if (c->in[i].ndim > 1)
+        return kiln_set_error(KILN_ESHAPE, "%s: input %d '%s' must be 0-D or 1-D, found rank %d",
+                              op, i, iname, c->in[i].ndim);
+    *n = kiln__ops1_const_ints(&c->in[i], v, max);
+    if (*n < 0)
+        return kiln_set_error(KILN_EUNSUPPORTED,
+                              "%s: input %d '%s' must be known at build time (a constant or "
+                              "computed from shapes); its value is data-dependent here",
+                              op, i, iname);
+    return 0;
+}
+
+int kiln__ops1_axis(const char *op, const char *what, int64_t axis, int rank, int *out) {
+    if (axis < -rank || axis >= (rank > 0 ? rank : 1))
+        return kiln_set_error(KILN_EATTR, "%s: %s = %lld is out of range [%d, %d) for rank %d",
+                              op, what, (long long)axis, -rank, rank > 0 ? rank : 1, rank);
+    *out = (int)(axis < 0 ? axis + rank : axis);
+    return 0;
+}
+
+/* ---- broadcasting ------------------------------------------------------------ */
+
+void kiln__ops1_bc_init(kiln__ops1_bc *b, int ndo, const int64_t *dout, int nop,
+                        const int *ndk, const int64_t *const *dk) {
+    int64_t dims[KILN_MAX_DIMS], st[3][KILN_MAX_DIMS];
+    for (int k = 0; k < nop; k++) {
+        int64_t s = 1;
+        for (int i = ndo - 1; i >= 0; i--) {
+            int j = i - (ndo - ndk[k]);
+            if (j < 0) {
+                st[k][i] = 0;
+                continue;
+            }
+            int64_t d = dk[k][j];
+            st[k][i] = (d == 1 && dout[i] != 1) ? 0 : s;
+            s *= d;
+        }
+    }
+    /* drop size-1 dims, then coalesce dims contiguous for every operand */
+    int nd = 0;
+    for (int i = 0; i < ndo; i++) {
+        if (dout[i] == 1) continue;
+        if (nd > 0) {
+            int ok = 1;
+            for (int k = 0; k < nop; k++)
+                if (st[k][nd - 1] != st[k][i] * dout[i]) ok = 0;
+            if (ok) {
+                dims[nd - 1] *= dout[i];
+                for (int k = 0; k < nop; k++) st[k][nd - 1] = st[k][i];
+                continue;
+            }
+        }
+        dims[nd] = dout[i];
+        for (int k = 0; k < nop; k++) st[k][nd] = st[k][i];
+        nd++;
+    }
+    if (nd == 0) {
+        dims[0] = 1;
+        for (int k = 0; k < nop; k++) st[k][0] = 0;
+        nd = 1;
+    }
+    b->nd = nd;
+    b->nop = nop;
+    b->rows = 1;
+    for (int i = 0; i < nd; i++) {
+        b->dims[i] = dims[i];
+        for (int k = 0; k < nop; k++) b->st[k][i] = st[k][i];
+        if (i < nd - 1) b->rows *= dims[i];
+    }
+}
+
+void kiln__ops1_bc_row(const kiln__ops1_bc *b, int64_t r, int64_t *off) {
+    for (int k = 0; k < b->nop; k++) off[k] = 0;
+    for (int i = b->nd - 2; i >= 0 && r > 0; i--) {
+        int64_t idx = r % b->dims[i];
+        r /= b->dims[i];
+        for (int k = 0; k < b->nop; k++) off[k] += idx * b->st[k][i];
+    }
+}
+
+void kiln__ops1_par(kiln_exec *e, int64_t n, int64_t grain, kiln_range_fn fn, void *ud) {
+    if (n <= 0) return;
+    if (!e || n <= grain || kiln_exec_threads(e) <= 1) {
+        fn(ud, 0, n);
+        return;
+    }
+    kiln_exec_parallel_for(e, n, grain, fn, ud);
+}
+
+int kiln__ops1_contig(const kiln_tensor *t) {
+    int64_t s = 1;
+    for (int i = t->ndim - 1; i >= 0; i--) {
+        if (t->dims[i] != 1 && t->strides[i] != s) return 0;
+        s *= t->dims[i];
+    }
+    return 1;
+}
