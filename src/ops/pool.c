@@ -1,0 +1,320 @@
+/*
+ * pool.c — ONNX MaxPool (with Indices), AveragePool, LpPool,
+ * GlobalAveragePool, GlobalMaxPool, GlobalLpPool.
+ *
+ * 1-D/2-D/3-D windows are normalized to (D, H, W).  Kernels loop over
+ * (n, c) planes split across the thread pool; the window bounds are clipped
+ * once per output row so the inner loops carry no padding tests.
+ */
+#include "ops/ops2.h"
+
+#include "kiln_int.h"
+
+#include <float.h>
+#include <math.h>
+#include <string.h>
+
+enum { P_MAX, P_AVG, P_LP };
+
+#define POOL_ATTRS_COMMON                                                                \
+    {"auto_pad", KILN_ATTR_STRING, 0, "NOTSET", 0, "NOTSET, SAME_UPPER, SAME_LOWER, VALID"}, \
+    {"kernel_shape", KILN_ATTR_ARRAY, KILN_DTYPE_I64, NULL, 1, "window size per spatial axis"}, \
+    {"pads", KILN_ATTR_ARRAY, KILN_DTYPE_I64, NULL, 0, "begin pads then end pads"},         \
+    {"strides", KILN_ATTR_ARRAY, KILN_DTYPE_I64, NULL, 0, "stride per spatial axis"},       \
+    {"dilations", KILN_ATTR_ARRAY, KILN_DTYPE_I64, NULL, 0, "dilation per spatial axis"},   \
+    {"ceil_mode", KILN_ATTR_INT, 0, "0", 0, "ceil instead of floor for output dims"}
+
+static const kiln_attr_def maxpool_attrs[] = {
+    POOL_ATTRS_COMMON,
+    {"storage_order", KILN_ATTR_INT, 0, "0", 0, "Indices: 0 row major, 1 column major"},
+    {NULL, 0, 0, NULL, 0, NULL},
+};
+static const kiln_attr_def avgpool_attrs[] = {
+    POOL_ATTRS_COMMON,
+    {"count_include_pad", KILN_ATTR_INT, 0, "0", 0, "count pad elements in the divisor"},
+    {NULL, 0, 0, NULL, 0, NULL},
+};
+static const kiln_attr_def lppool_attrs[] = {
+    POOL_ATTRS_COMMON,
+    {"p", KILN_ATTR_INT, 0, "2", 0, "order of the norm"},
+    {NULL, 0, 0, NULL, 0, NULL},
+};
+static const kiln_attr_def glp_attrs[] = {
+    {"p", KILN_ATTR_INT, 0, "2", 0, "order of the norm"},
+    {NULL, 0, 0, NULL, 0, NULL},
+};
+
+typedef struct pgeom {
+    int nsp;
+    int64_t N, C;
+    int64_t id[3], k[3], s[3], d[3], pb[3], pe[3], o[3];
+} pgeom;
+
+/* Window attributes for nsp axes; in[i] < 0 when unknown (shape time). */
+static int pool_geom(const kiln_attrs *a, int nsp, const int64_t *in, pgeom *g, int *autopad) {
+    const int64_t *v;
+    int64_t n;
+    for (int i = 0; i < 3; i++) {
+        g->k[i] = g->s[i] = g->d[i] = 1;
+        g->pb[i] = g->pe[i] = 0;
+    }
+    n = kiln_attrs_ints(a, "kernel_shape", &v);
+    if (n != nsp)
+        return kiln_set_error(KILN_EATTR, "kernel_shape: expected %d values, found %lld", nsp,
+                              (long long)n);
+    for (int i = 0; i < nsp; i++) g->k[i] = v[i];
+    if ((n = kiln_attrs_ints(a, "strides", &v)) >= 0) {
+        if (n != nsp)
+            return kiln_set_error(KILN_EATTR, "strides: expected %d values, found %lld", nsp,
+                                  (long long)n);
+        for (int i = 0; i < nsp; i++) g->s[i] = v[i];
+    }
+    if ((n = kiln_attrs_ints(a, "dilations", &v)) >= 0) {
+        if (n != nsp)
+            return kiln_set_error(KILN_EATTR, "dilations: expected %d values, found %lld", nsp,
+                                  (long long)n);
+        for (int i = 0; i < nsp; i++) g->d[i] = v[i];
+    }
+    if ((n = kiln_attrs_ints(a, "pads", &v)) >= 0) {
+        if (n != 2 * nsp)
+            return kiln_set_error(KILN_EATTR, "pads: expected %d values, found %lld", 2 * nsp,
+                                  (long long)n);
+        for (int i = 0; i < nsp; i++) { g->pb[i] = v[i]; g->pe[i] = v[nsp + i]; }
+    }
+    for (int i = 0; i < nsp; i++)
+        if (g->k[i] < 1 || g->s[i] < 1 || g->d[i] < 1 || g->pb[i] < 0 || g->pe[i] < 0)
+            return kiln_set_error(KILN_EATTR, "kernel, strides, dilations must be >= 1 and pads >= 0 "
+                                  "(axis %d)", i);
+    const char *ap = kiln_attrs_string(a, "auto_pad");
+    *autopad = 0;
+    if (ap && !strcmp(ap, "SAME_UPPER")) *autopad = 1;
+    else if (ap && !strcmp(ap, "SAME_LOWER")) *autopad = 2;
+    else if (ap && !strcmp(ap, "VALID")) *autopad = 3;
+    else if (ap && *ap && strcmp(ap, "NOTSET"))
+        return kiln_set_error(KILN_EATTR, "auto_pad: expected NOTSET, SAME_UPPER, SAME_LOWER or "
+                              "VALID, found '%s'", ap);
+    int ceil_mode = kiln_attrs_int(a, "ceil_mode") != 0;
+    for (int i = 0; i < nsp; i++) {
+        if (*autopad == 3) g->pb[i] = g->pe[i] = 0;
+        if (in[i] < 0) continue;
+        int64_t ek = (g->k[i] - 1) * g->d[i] + 1;
+        if (*autopad == 1 || *autopad == 2) {
+            g->o[i] = (in[i] + g->s[i] - 1) / g->s[i];
+            int64_t tot = (g->o[i] - 1) * g->s[i] + ek - in[i];
+            if (tot < 0) tot = 0;
+            g->pb[i] = *autopad == 1 ? tot / 2 : tot - tot / 2;
+            g->pe[i] = tot - g->pb[i];
+        } else {
+            int64_t num = in[i] + g->pb[i] + g->pe[i] - ek;
+            if (num < 0)
+                return kiln_set_error(KILN_ESHAPE, "window %lld larger than padded input %lld (axis %d)",
+                                      (long long)ek, (long long)(in[i] + g->pb[i] + g->pe[i]), i);
+            g->o[i] = (ceil_mode ? (num + g->s[i] - 1) / g->s[i] : num / g->s[i]) + 1;
+            /* the last window must start inside the input or left pad */
+            if (ceil_mode && (g->o[i] - 1) * g->s[i] >= in[i] + g->pb[i]) g->o[i]--;
+        }
+    }
+    return 0;
+}
+
+static int pool_shape_common(kiln_shape_ctx *c, int global) {
+    const kiln_desc *x = &c->in[0];
+    if (x->ndim < 3 || x->ndim > 5)
+        return kiln_set_error(KILN_ESHAPE, "expected X of rank 3..5 (N, C, spatial...), found %d",
+                              x->ndim);
+    if (!kiln__ops2_is_float(x->dtype))
+        return kiln_set_error(KILN_ETYPE, "expected a float tensor, found %s",
+                              kiln_dtype_name(x->dtype));
+    int nsp = x->ndim - 2;
+    kiln_desc *y = &c->out[0];
+    y->dtype = x->dtype;
+    y->ndim = x->ndim;
+    y->dims[0] = x->dims[0];
+    y->dims[1] = x->dims[1];
+    if (global) {
+        for (int i = 0; i < nsp; i++) y->dims[2 + i] = kiln_expr_const(c->x, 1);
+        return 0;
+    }
+    int64_t in[3];
+    int all_const = 1;
+    for (int i = 0; i < nsp; i++)
+        if (!kiln_expr_is_const(x->dims[2 + i], &in[i])) { in[i] = -1; all_const = 0; }
+    pgeom g;
+    int ap;
+    int rc = pool_geom(c->attrs, nsp, in, &g, &ap);
+    if (rc) return rc;
+    int ceil_mode = kiln_attrs_int(c->attrs, "ceil_mode") != 0;
+    for (int i = 0; i < nsp; i++) {
+        if (in[i] >= 0) {
+            y->dims[2 + i] = kiln_expr_const(c->x, g.o[i]);
+        } else if (ap == 1 || ap == 2) {
+            y->dims[2 + i] = kiln_expr_ceildiv(c->x, x->dims[2 + i], kiln_expr_const(c->x, g.s[i]));
+        } else {
+            y->dims[2 + i] = kiln__ops2_pool_dim(c->x, x->dims[2 + i], g.k[i], g.s[i],
+                                                 g.pb[i] + g.pe[i], g.d[i], ceil_mode);
+        }
+    }
+    (void)all_const;
+    if (c->nout > 1) {
+        c->out[1] = *y;
+        c->out[1].dtype = KILN_DTYPE_I64;
+    }
+    return 0;
+}
+
+static int pool_shape(kiln_shape_ctx *c) { return pool_shape_common(c, 0); }
+static int gpool_shape(kiln_shape_ctx *c) { return pool_shape_common(c, 1); }
+
+typedef struct ptask {
+    pgeom g;
+    int kind, count_pad, order, p;
+    const float *x;
+    float *y;
+    int64_t *ind;
+} ptask;
+
+static void pool_planes(void *ud, int64_t b, int64_t e) {
+    const ptask *t = ud;
+    const pgeom *g = &t->g;
+    const int64_t ID = g->id[0], IH = g->id[1], IW = g->id[2];
+    const int64_t OD = g->o[0], OH = g->o[1], OW = g->o[2];
+    const int64_t isp = ID * IH * IW, osp = OD * OH * OW;
+    for (int64_t pl = b; pl < e; pl++) {
+        const float *x = t->x + pl * isp;
+        float *y = t->y + pl * osp;
+        int64_t *ind = t->ind ? t->ind + pl * osp : NULL;
+        for (int64_t oz = 0; oz < OD; oz++)
+        for (int64_t oy = 0; oy < OH; oy++)
+        for (int64_t ox = 0; ox < OW; ox++) {
+            int64_t zs = oz * g->s[0] - g->pb[0], ys = oy * g->s[1] - g->pb[1];
+            int64_t xs = ox * g->s[2] - g->pb[2];
+            float best = -INFINITY;
+            int64_t bi = -1;
+            double sum = 0;
+            int64_t cnt = 0, cnt_pad = 0;
+            for (int64_t kz = 0; kz < g->k[0]; kz++) {
+                int64_t iz = zs + kz * g->d[0];
+                if (iz >= ID + g->pe[0]) break;
+                int zin = iz >= 0 && iz < ID;
+                for (int64_t ky = 0; ky < g->k[1]; ky++) {
+                    int64_t iy = ys + ky * g->d[1];
+                    if (iy >= IH + g->pe[1]) break;
+                    int yin = zin && iy >= 0 && iy < IH;
+                    for (int64_t kx = 0; kx < g->k[2]; kx++) {
+                        int64_t ix = xs + kx * g->d[2];
+                        if (ix >= IW + g->pe[2]) break;
+                        cnt_pad++;
+                        if (!yin || ix < 0 || ix >= IW) continue;
+                        float v = x[(iz * IH + iy) * IW + ix];
+                        cnt++;
+                        if (t->kind == P_MAX) {
+                            if (v > best || bi < 0) {
+                                best = v;
+                                bi = t->order ? iz * IH * IW + ix * IH + iy
+                                              : (iz * IH + iy) * IW + ix;
+                            }
+                        } else if (t->kind == P_AVG) {
+                            sum += v;
+                        } else {
+                            sum += t->p == 1 ? fabs(v) : t->p == 2 ? (double)v * v
+                                                               : pow(fabs(v), t->p);
+                        }
+                    }
+                }
+            }
+            int64_t oi = (oz * OH + oy) * OW + ox;
+            if (t->kind == P_MAX) {
+                y[oi] = best;
+                if (ind) ind[oi] = bi < 0 ? -1 : pl * isp + bi;
+            } else if (t->kind == P_AVG) {
+                int64_t dv = t->count_pad ? cnt_pad : cnt;
+                y[oi] = dv ? (float)(sum / (double)dv) : 0.0f;
+            } else {
+                y[oi] = (float)(t->p == 1 ? sum : t->p == 2 ? sqrt(sum) : pow(sum, 1.0 / t->p));
+            }
+        }
+    }
+}
+
+static int pool_run(const kiln_call *c, int kind, int global) {
+    const kiln_tensor *X = &c->in[0];
+    if (!kiln__ops2_dense(X) || !kiln__ops2_dense(&c->out[0]))
+        return kiln_set_error(KILN_EUNSUPPORTED, "strided tensors not supported");
+    ptask t;
+    memset(&t, 0, sizeof t);
+    t.kind = kind;
+    int nsp = X->ndim - 2, off = 3 - nsp;
+    pgeom *g = &t.g;
+    for (int i = 0; i < 3; i++) {
+        g->id[i] = g->o[i] = g->k[i] = g->s[i] = g->d[i] = 1;
+        g->pb[i] = g->pe[i] = 0;
+    }
+    if (global) {
+        for (int i = 0; i < nsp; i++) {
+            g->id[off + i] = X->dims[2 + i];
+            g->k[off + i] = X->dims[2 + i];
+        }
+        if (kind == P_LP) t.p = (int)kiln_attrs_int(c->attrs, "p");
+    } else {
+        int64_t in[3];
+        pgeom lg;
+        int ap;
+        for (int i = 0; i < nsp; i++) in[i] = X->dims[2 + i];
+        int rc = pool_geom(c->attrs, nsp, in, &lg, &ap);
+        if (rc) return rc;
+        for (int i = 0; i < nsp; i++) {
+            g->id[off + i] = in[i];
+            g->k[off + i] = lg.k[i];
+            g->s[off + i] = lg.s[i];
+            g->d[off + i] = lg.d[i];
+            g->pb[off + i] = lg.pb[i];
+            g->pe[off + i] = lg.pe[i];
+            g->o[off + i] = lg.o[i];
+            if (lg.o[i] != c->out[0].dims[2 + i])
+                return kiln_set_error(KILN_ESHAPE, "output dim %d is %lld, expected %lld", 2 + i,
+                                      (long long)c->out[0].dims[2 + i], (long long)lg.o[i]);
+        }
+        if (kind == P_AVG) t.count_pad = kiln_attrs_int(c->attrs, "count_include_pad") != 0;
+        if (kind == P_MAX) t.order = kiln_attrs_int(c->attrs, "storage_order") != 0;
+        if (kind == P_LP) t.p = (int)kiln_attrs_int(c->attrs, "p");
+    }
+    if (kind == P_LP && t.p < 1)
+        return kiln_set_error(KILN_EATTR, "p must be >= 1, found %d", t.p);
+    t.x = X->data;
+    t.y = c->out[0].data;
+    if (kind == P_MAX && c->nout > 1 && c->out[1].data) t.ind = c->out[1].data;
+    int64_t planes = X->dims[0] * X->dims[1];
+    kiln_exec_parallel_for(c->exec, planes, 1, pool_planes, &t);
+    return 0;
+}
+
+#define POOL_IMPL(fname, kind, global)                                               \
+    static int fname##_f32(const kiln_call *c) { return pool_run(c, kind, global); } \
+    static int fname(const kiln_call *c) { return kiln__ops2_as_f32(c, fname##_f32); }
+POOL_IMPL(maxpool_impl, P_MAX, 0)
+POOL_IMPL(avgpool_impl, P_AVG, 0)
+POOL_IMPL(lppool_impl, P_LP, 0)
+POOL_IMPL(gmaxpool_impl, P_MAX, 1)
+POOL_IMPL(gavgpool_impl, P_AVG, 1)
+POOL_IMPL(glppool_impl, P_LP, 1)
+
+#define POOL_OP(var, nm, ver, nout, at, shp, fn, dc)                                 \
+    static const kiln_quick_op var = {                                               \
+        .ns = "ai.onnx", .name = nm, .version = ver,                                 \
+        .min_inputs = 1, .max_inputs = 1, .num_outputs = nout,                       \
+        .attrs = at, .shape = shp, .impl = fn, .doc = dc,                            \
+    };                                                                               \
+    KILN_OP(var)
+
+POOL_OP(maxpool_1, "MaxPool", 1, 1, maxpool_attrs, pool_shape, maxpool_impl, "max pooling")
+POOL_OP(maxpool_8, "MaxPool", 8, 2, maxpool_attrs, pool_shape, maxpool_impl,
+        "max pooling with optional Indices output")
+POOL_OP(avgpool_1, "AveragePool", 1, 1, avgpool_attrs, pool_shape, avgpool_impl,
+        "average pooling (count_include_pad, ceil_mode, dilations)")
+POOL_OP(lppool_2, "LpPool", 2, 1, lppool_attrs, pool_shape, lppool_impl, "Lp-norm pooling")
+POOL_OP(gmaxpool_1, "GlobalMaxPool", 1, 1, NULL, gpool_shape, gmaxpool_impl,
+        "max over all spatial positions")
+POOL_OP(gavgpool_1, "GlobalAveragePool", 1, 1, NULL, gpool_shape, gavgpool_impl,
+        "mean over all spatial positions")
+POOL_OP(glppool_2, "GlobalLpPool", 2, 1, glp_attrs, gpool_shape, glppool_impl,
+        "Lp norm over all spatial positions")

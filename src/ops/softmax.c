@@ -1,0 +1,123 @@
+/*
+ * softmax.c — ONNX Softmax, LogSoftmax, Hardmax.
+ *
+ * Opset 1-12: the input is coerced to 2-D [prod(dims < axis), prod(dims >=
+ * axis)] (axis default 1) and the op runs over the second dim.  Opset 13:
+ * the op runs along `axis` only (default -1).  Both reduce to rows of length
+ * L with element stride `inner`; rows are split over the thread pool.
+ */
+#include "ops/ops2.h"
+
+#include "kiln_int.h"
+
+#include <math.h>
+
+enum { K_SOFTMAX, K_LOGSOFTMAX, K_HARDMAX };
+
+static const kiln_attr_def sm1_attrs[] = {
+    {"axis", KILN_ATTR_INT, 0, "1", 0, "inputs coerced to 2-D at this axis"},
+    {NULL, 0, 0, NULL, 0, NULL},
+};
+static const kiln_attr_def sm13_attrs[] = {
+    {"axis", KILN_ATTR_INT, 0, "-1", 0, "axis the op runs along"},
+    {NULL, 0, 0, NULL, 0, NULL},
+};
+
+static int sm_shape(kiln_shape_ctx *c) {
+    const kiln_desc *x = &c->in[0];
+    if (!kiln__ops2_is_float(x->dtype))
+        return kiln_set_error(KILN_ETYPE, "expected a float tensor, found %s",
+                              kiln_dtype_name(x->dtype));
+    int64_t axis = kiln_attrs_int(c->attrs, "axis");
+    int r = x->ndim;
+    if (axis < -r || axis > (r ? r - 1 : 0))
+        return kiln_set_error(KILN_EATTR, "axis %lld out of range for rank %d", (long long)axis, r);
+    c->out[0] = *x;
+    c->out[0].data = NULL;
+    c->out[0].nvalues = -1;
+    return 0;
+}
+
+typedef struct sm_task {
+    int kind;
+    const float *x;
+    float *y;
+    int64_t L, inner;
+} sm_task;
+
+static void sm_rows(void *ud, int64_t b, int64_t e) {
+    const sm_task *t = ud;
+    const int64_t L = t->L, in = t->inner;
+    for (int64_t r = b; r < e; r++) {
+        int64_t o = r / in, i = r % in;
+        const float *x = t->x + o * L * in + i;
+        float *y = t->y + o * L * in + i;
+        float mx = -INFINITY;
+        int64_t am = 0;
+        for (int64_t k = 0; k < L; k++)
+            if (x[k * in] > mx) { mx = x[k * in]; am = k; }
+        if (t->kind == K_HARDMAX) {
+            for (int64_t k = 0; k < L; k++) y[k * in] = k == am ? 1.0f : 0.0f;
+            continue;
+        }
+        double sum = 0;
+        if (t->kind == K_SOFTMAX) {
+            for (int64_t k = 0; k < L; k++) {
+                float v = expf(x[k * in] - mx);
+                y[k * in] = v;
+                sum += v;
+            }
+            float inv = (float)(1.0 / sum);
+            for (int64_t k = 0; k < L; k++) y[k * in] *= inv;
+        } else {
+            for (int64_t k = 0; k < L; k++) sum += expf(x[k * in] - mx);
+            float ls = (float)log(sum);
+            for (int64_t k = 0; k < L; k++) y[k * in] = x[k * in] - mx - ls;
+        }
+    }
+}
+
+static int sm_run(const kiln_call *c, int kind, int coerce) {
+    const kiln_tensor *X = &c->in[0];
+    if (!kiln__ops2_dense(X) || !kiln__ops2_dense(&c->out[0]))
+        return kiln_set_error(KILN_EUNSUPPORTED, "strided tensors not supported");
+    int r = X->ndim;
+    int64_t axis = kiln_attrs_int(c->attrs, "axis");
+    if (axis < 0) axis += r;
+    int64_t outer = 1, L = 1, inner = 1;
+    for (int i = 0; i < r; i++) {
+        if (i < axis) outer *= X->dims[i];
+        else if (coerce || i == axis) L *= X->dims[i];
+        else inner *= X->dims[i];
+    }
+    if (r == 0) L = 1;
+    sm_task t = {.kind = kind, .x = X->data, .y = c->out[0].data, .L = L, .inner = inner};
+    if (outer * inner * L == 0) return 0;
+    kiln_exec_parallel_for(c->exec, outer * inner, 1 + 4096 / (L ? L : 1), sm_rows, &t);
+    return 0;
+}
+
+#define SM_IMPL(fname, kind, coerce)                                           \
+    static int fname##_f32(const kiln_call *c) { return sm_run(c, kind, coerce); } \
+    static int fname(const kiln_call *c) { return kiln__ops2_as_f32(c, fname##_f32); }
+SM_IMPL(softmax1, K_SOFTMAX, 1)
+SM_IMPL(softmax13, K_SOFTMAX, 0)
+SM_IMPL(logsoftmax1, K_LOGSOFTMAX, 1)
+SM_IMPL(logsoftmax13, K_LOGSOFTMAX, 0)
+SM_IMPL(hardmax1, K_HARDMAX, 1)
+SM_IMPL(hardmax13, K_HARDMAX, 0)
+
+#define SM_OP(var, nm, ver, at, fn, dc)                                        \
+    static const kiln_quick_op var = {                                         \
+        .ns = "ai.onnx", .name = nm, .version = ver,                           \
+        .min_inputs = 1, .max_inputs = 1, .num_outputs = 1,                    \
+        .attrs = at, .shape = sm_shape, .impl = fn, .doc = dc,                 \
+    };                                                                         \
+    KILN_OP(var)
+
+SM_OP(softmax_1, "Softmax", 1, sm1_attrs, softmax1, "softmax over dims >= axis (2-D coercion)")
+SM_OP(softmax_13, "Softmax", 13, sm13_attrs, softmax13, "softmax along axis")
+SM_OP(logsoftmax_1, "LogSoftmax", 1, sm1_attrs, logsoftmax1, "log-softmax over dims >= axis")
+SM_OP(logsoftmax_13, "LogSoftmax", 13, sm13_attrs, logsoftmax13, "log-softmax along axis")
+SM_OP(hardmax_1, "Hardmax", 1, sm1_attrs, hardmax1, "one-hot of the first max over dims >= axis")
+SM_OP(hardmax_13, "Hardmax", 13, sm13_attrs, hardmax13, "one-hot of the first max along axis")
