@@ -135,11 +135,12 @@ static int pool_shape_common(kiln_shape_ctx *c, int global) {
         for (int i = 0; i < nsp; i++) y->dims[2 + i] = kiln_expr_const(c->x, 1);
         return 0;
     }
-    int64_t in[3];
+    int64_t in[3] = {0, 0, 0};
     int all_const = 1;
     for (int i = 0; i < nsp; i++)
         if (!kiln_expr_is_const(x->dims[2 + i], &in[i])) { in[i] = -1; all_const = 0; }
     pgeom g;
+    memset(&g, 0, sizeof g);
     int ap;
     int rc = pool_geom(c->attrs, nsp, in, &g, &ap);
     if (rc) return rc;
@@ -256,8 +257,9 @@ static int pool_run(const kiln_call *c, int kind, int global) {
         }
         if (kind == P_LP) t.p = (int)kiln_attrs_int(c->attrs, "p");
     } else {
-        int64_t in[3];
+        int64_t in[3] = {0, 0, 0};
         pgeom lg;
+        memset(&lg, 0, sizeof lg);
         int ap;
         for (int i = 0; i < nsp; i++) in[i] = X->dims[2 + i];
         int rc = pool_geom(c->attrs, nsp, in, &lg, &ap);
