@@ -1,0 +1,943 @@
+/*
+ * context.c — running an engine: kiln_context_*.
+ *
+ * A context holds everything that changes per run: the values of the shape
+ * program (one int64 per engine node), the activation arena, output and
+ * workspace memory, per-layer tensor views and prebuilt kiln_call structs,
+ * and a thread pool.  The engine is only read, so contexts of one engine
+ * run concurrently without locks.
+ *
+ * The steady-state run is lean: when no input shape changed (and the
+ * engine has no value symbols) a run patches data pointers only if a
+ * binding changed, then calls each layer's enqueue.  On a shape change the
+ * program is evaluated in one forward pass, tensor sizes recomputed,
+ * memory re-planned with kiln__memplan (the arena only grows) and the views
+ * rebuilt.
+ *
+ * Data-dependent shapes: a size tensor's value is read right after its
+ * producer ran, checked against its upper bound, bound to its symbol, and
+ * the dims of later layers' views re-evaluated.  Tensors whose dims use size
+ * symbols get memory for their upper bound.
+ *
+ * In-place (alias_of): all tensors of an alias chain share the root's
+ * buffer; when one of them is a network output, the whole chain lives in
+ * that output's buffer.
+ *
+ * Debug mode poisons every layer output before the layer runs (a NaN bit
+ * pattern for floating types, 0xA5 bytes otherwise), guards each output
+ * with 64 canary bytes, and after the layer checks both.  Outputs bound to
+ * user buffers are staged in context memory (with room for the canary) and
+ * copied out at the end.
+ */
+#include "kiln_int.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+
+#define CANARY 64u
+#define CANARY_BYTE 0xC3u
+
+typedef struct ctx_layer {
+    kiln_call call;
+    kiln_attrs attrs;
+    kiln_tensor *in, *out;      /* views (into ctx->views) */
+    const kiln_plugin_vtable *vt;
+    void *state;                /* engine state or per-context state */
+    void *ctx_state;            /* from attach_to_context (detach on free) */
+    int nsize;                  /* outputs that are size tensors */
+    size_t ws;                  /* workspace bytes at current shapes */
+} ctx_layer;
+
+struct kiln_context {
+    const kiln_engine *e;
+    kiln__pool *pool;
+    kiln_exec exec;
+    int64_t *vals;              /* nnodes */
+    uint8_t *dep;               /* per node: 1 = depends on a size symbol, 2 = value symbol */
+    int has_value, has_size;
+    int32_t *input_of;          /* per tensor: input index or -1 */
+    int32_t *output_of;         /* per tensor: output index or -1 */
+    int32_t *root;              /* per tensor: end of its alias chain */
+    int32_t *group_out;         /* per tensor (roots): network output tensor of the group, -1 */
+    uint8_t *tdep;              /* per tensor: dims depend on a size symbol */
+    int64_t (*in_dims)[KILN_MAX_DIMS];
+    uint8_t *in_set;            /* dynamic input shape given */
+    void **bind;                /* per tensor (inputs/outputs) */
+    size_t *bind_bytes;
+    uint8_t **tptr;             /* per tensor data pointer */
+    uint64_t *tbytes;           /* per tensor bytes (capacity for data-dependent) */
+    uint64_t *talloc;           /* per tensor bytes reserved (incl. debug slack) */
+    int64_t *size_val;          /* per tensor: value of size tensors */
+    uint8_t **owned;            /* per output index: context memory */
+    size_t *owned_cap;
+    uint8_t *arena;
+    size_t arena_cap;
+    void *ws;
+    size_t ws_cap;
+    ctx_layer *L;
+    kiln_tensor *views;
+    int32_t *view_t;            /* tensor of each view, -1 absent */
+    int nviews;
+    double *prof_ms;
+    int profiling, debug;
+    int dirty;                  /* shapes changed: evaluate + plan */
+    int ptrs_dirty;             /* bindings changed: patch views */
+    int ran;                    /* a run completed since the last shape change */
+    /* planning scratch */
+    uint64_t *mp_sizes, *mp_offs;
+    int32_t *mp_first, *mp_last, *mp_t;
+};
+
+/* ------------------------------------------------------------ helpers */
+
+static const char *layer_op_str(const kiln__elayer *l, char *buf, size_t n) {
+    if (l->aot_kernel >= 0)
+        snprintf(buf, n, "%s::%s v%d, AOT", l->op_ns, l->op_name, (int)l->op_version);
+    else
+        snprintf(buf, n, "%s::%s v%d", l->op_ns, l->op_name, (int)l->op_version);
+    return buf;
+}
+
+static int layer_err(const kiln__elayer *l, int rc) {
+    char b[256];
+    return kiln__err_prefix(rc, "layer '%s' (%s)", l->name, layer_op_str(l, b, sizeof b));
+}
+
+static int find_io(const kiln_context *c, const char *name, int *is_input) {
+    const kiln_engine *e = c->e;
+    for (int32_t i = 0; i < e->ninputs; i++)
+        if (!strcmp(e->tensors[e->inputs[i]].name, name)) {
+            *is_input = 1;
+            return e->inputs[i];
+        }
+    for (int32_t i = 0; i < e->noutputs; i++)
+        if (!strcmp(e->tensors[e->outputs[i]].name, name)) {
+            *is_input = 0;
+            return e->outputs[i];
+        }
+    return -1;
+}
+
+static int no_such_io(const kiln_context *c, const char *name) {
+    const kiln_engine *e = c->e;
+    char list[512];
+    size_t n = 0;
+    list[0] = 0;
+    for (int32_t i = 0; i < e->ninputs + e->noutputs && n < sizeof list - 1; i++) {
+        int32_t t = i < e->ninputs ? e->inputs[i] : e->outputs[i - e->ninputs];
+        int k = snprintf(list + n, sizeof list - n, "%s'%s'", i ? ", " : "", e->tensors[t].name);
+        if (k > 0) n += (size_t)k < sizeof list - n ? (size_t)k : sizeof list - n - 1;
+    }
+    return kiln__err(KILN_EINVAL, "engine has no input or output named '%s' (it has %s)", name,
+                     list);
+}
+
+static int evaluate(kiln_context *c);
+
+/* ------------------------------------------------------------ create/free */
+
+KILN_API int kiln_context_create(const kiln_engine *e, int threads, kiln_context **out) {
+    KILN__ASSERT(e && out);
+    *out = NULL;
+    int rc = 0;
+    kiln_context *c = kiln__calloc(1, sizeof *c);
+    if (!c) return kiln__err(KILN_ENOMEM, "out of memory creating a context");
+    c->e = e;
+    size_t nn = (size_t)e->nnodes, nt = (size_t)e->ntensors, nl = (size_t)e->nlayers;
+    size_t ni = (size_t)e->ninputs, no = (size_t)e->noutputs;
+    c->vals = kiln__calloc(nn + 1, sizeof *c->vals);
+    c->dep = kiln__calloc(nn + 1, 1);
+    c->input_of = kiln__calloc(nt + 1, sizeof *c->input_of);
+    c->output_of = kiln__calloc(nt + 1, sizeof *c->output_of);
+    c->root = kiln__calloc(nt + 1, sizeof *c->root);
+    c->group_out = kiln__calloc(nt + 1, sizeof *c->group_out);
+    c->tdep = kiln__calloc(nt + 1, 1);
+    c->in_dims = kiln__calloc(ni + 1, sizeof *c->in_dims);
+    c->in_set = kiln__calloc(ni + 1, 1);
+    c->bind = kiln__calloc(nt + 1, sizeof *c->bind);
+    c->bind_bytes = kiln__calloc(nt + 1, sizeof *c->bind_bytes);
+    c->tptr = kiln__calloc(nt + 1, sizeof *c->tptr);
+    c->tbytes = kiln__calloc(nt + 1, sizeof *c->tbytes);
+    c->talloc = kiln__calloc(nt + 1, sizeof *c->talloc);
+    c->size_val = kiln__calloc(nt + 1, sizeof *c->size_val);
+    c->owned = kiln__calloc(no + 1, sizeof *c->owned);
+    c->owned_cap = kiln__calloc(no + 1, sizeof *c->owned_cap);
+    c->L = kiln__calloc(nl + 1, sizeof *c->L);
+    c->prof_ms = kiln__calloc(nl + 1, sizeof *c->prof_ms);
+    c->mp_sizes = kiln__calloc(nt + 1, sizeof *c->mp_sizes);
+    c->mp_offs = kiln__calloc(nt + 1, sizeof *c->mp_offs);
+    c->mp_first = kiln__calloc(nt + 1, sizeof *c->mp_first);
+    c->mp_last = kiln__calloc(nt + 1, sizeof *c->mp_last);
+    c->mp_t = kiln__calloc(nt + 1, sizeof *c->mp_t);
+    int nv = 0;
+    for (size_t l = 0; l < nl; l++) nv += e->layers[l].nin + e->layers[l].nout;
+    c->nviews = nv;
+    c->views = kiln__calloc((size_t)nv + 1, sizeof *c->views);
+    c->view_t = kiln__calloc((size_t)nv + 1, sizeof *c->view_t);
+    if (!c->vals || !c->dep || !c->input_of || !c->output_of || !c->root || !c->group_out ||
+        !c->tdep || !c->in_dims || !c->in_set || !c->bind || !c->bind_bytes || !c->tptr ||
+        !c->tbytes || !c->talloc || !c->size_val || !c->owned || !c->owned_cap || !c->L ||
+        !c->prof_ms || !c->mp_sizes || !c->mp_offs || !c->mp_first || !c->mp_last || !c->mp_t ||
+        !c->views || !c->view_t) {
+        rc = kiln__err(KILN_ENOMEM, "out of memory creating a context");
+        goto fail;
+    }
+
+    /* Dependencies of nodes on size / value symbols. */
+    for (int32_t i = 0; i < e->nnodes; i++) {
+        const kiln__enode *x = &e->nodes[i];
+        if (x->op == KILN_EXPR_CONST) continue;
+        if (x->op == KILN_EXPR_SYM) {
+            c->dep[i] = x->symkind == KILN__SYM_SIZE ? 1 : x->symkind == KILN__SYM_VALUE ? 2 : 0;
+        } else {
+            c->dep[i] = c->dep[x->a] | c->dep[x->b];
+            if (x->op == KILN_EXPR_SELECT_) c->dep[i] |= c->dep[x->c];
+        }
+        if (x->op == KILN_EXPR_SYM && x->symkind == KILN__SYM_VALUE) c->has_value = 1;
+        if (x->op == KILN_EXPR_SYM && x->symkind == KILN__SYM_SIZE) c->has_size = 1;
+    }
+    for (size_t t = 0; t < nt; t++) {
+        c->input_of[t] = c->output_of[t] = c->group_out[t] = -1;
+        const kiln__etensor *et = &e->tensors[t];
+        for (int d = 0; d < et->ndim; d++)
+            if (c->dep[et->dims[d]] & 1) c->tdep[t] = 1;
+        int32_t r = (int32_t)t;
+        for (int32_t k = 0; e->tensors[r].alias_of >= 0 && k <= e->ntensors; k++)
+            r = e->tensors[r].alias_of;
+        c->root[t] = r;
+    }
+    for (size_t i = 0; i < ni; i++) c->input_of[e->inputs[i]] = (int32_t)i;
+    for (size_t i = 0; i < no; i++) {
+        int32_t t = e->outputs[i];
+        if (c->output_of[t] < 0) c->output_of[t] = (int32_t)i;
+        if (c->group_out[c->root[t]] < 0) c->group_out[c->root[t]] = t;
+    }
+    /* Inputs start at their fixed dims, dynamic ones at the profile's opt. */
+    for (size_t i = 0; i < ni; i++) {
+        const kiln__etensor *et = &e->tensors[e->inputs[i]];
+        for (int d = 0; d < et->ndim; d++) {
+            const kiln__enode *x = &e->nodes[et->dims[d]];
+            c->in_dims[i][d] = x->op == KILN_EXPR_CONST ? x->v : e->prof ? e->prof[i][1][d] : 1;
+        }
+    }
+
+    c->pool = kiln__pool_create(threads > 0 ? threads
+                                : e->threads > 0 ? e->threads
+                                                 : kiln__cpu_count());
+    if (!c->pool) {
+        rc = kiln__err(KILN_ENOMEM, "cannot create a thread pool of %d threads", threads);
+        goto fail;
+    }
+    c->exec.device = KILN_DEVICE_CPU;
+    c->exec.pool = c->pool;
+
+    /* Views and calls. */
+    int v = 0;
+    for (size_t l = 0; l < nl; l++) {
+        const kiln__elayer *el = &e->layers[l];
+        ctx_layer *cl = &c->L[l];
+        cl->in = &c->views[v];
+        for (int32_t k = 0; k < el->nin; k++) c->view_t[v++] = el->in[k];
+        cl->out = &c->views[v];
+        for (int32_t k = 0; k < el->nout; k++) {
+            c->view_t[v++] = el->out[k];
+            if (e->tensors[el->out[k]].is_size) cl->nsize++;
+        }
+        cl->call.in = cl->in;
+        cl->call.nin = el->nin;
+        cl->call.out = cl->out;
+        cl->call.nout = el->nout;
+        cl->call.tactic = el->tactic;
+        cl->call.exec = &c->exec;
+        cl->call.layer = el->name;
+        if (el->aot_kernel >= 0) continue;
+        KILN__ASSERT(el->op && el->op->vt && el->op->vt->enqueue);
+        cl->vt = el->op->vt;
+        cl->state = el->state;
+        if (cl->vt->attach_to_context) {
+            void *cs = NULL;
+            rc = cl->vt->attach_to_context(el->state, &cs);
+            if (rc) {
+                layer_err(el, rc);
+                kiln__err_prefix(rc, "attach_to_context");
+                goto fail;
+            }
+            cl->ctx_state = cs;
+            if (cs) cl->state = cs;
+        }
+        cl->call.state = cl->state;
+    }
+    /* Attribute views of the engine's decoded (immutable) attribute sets. */
+    for (size_t l = 0; l < nl; l++) {
+        const kiln__elayer *el = &e->layers[l];
+        if (el->attrs.v) c->L[l].attrs = kiln__attrset_view(&el->attrs);
+        c->L[l].call.attrs = &c->L[l].attrs;
+    }
+    c->dirty = 1;
+    c->ptrs_dirty = 1;
+    *out = c;
+    return 0;
+fail:
+    kiln_context_free(c);
+    return rc;
+}
+
+KILN_API void kiln_context_free(kiln_context *c) {
+    if (!c) return;
+    const kiln_engine *e = c->e;
+    if (c->L)
+        for (int32_t l = 0; l < e->nlayers; l++)
+            if (c->L[l].ctx_state && c->L[l].vt && c->L[l].vt->detach_from_context)
+                c->L[l].vt->detach_from_context(e->layers[l].state, c->L[l].ctx_state);
+    if (c->pool) kiln__pool_free(c->pool);
+    if (c->owned)
+        for (int32_t i = 0; i < e->noutputs; i++) kiln__aligned_free(c->owned[i]);
+    kiln__aligned_free(c->arena);
+    kiln__aligned_free(c->ws);
+    void *arrs[] = {c->vals,     c->dep,      c->input_of,  c->output_of, c->root,
+                    c->group_out, c->tdep,    c->in_dims,   c->in_set,    c->bind,
+                    c->bind_bytes, c->tptr,   c->tbytes,    c->talloc,    c->size_val,
+                    c->owned,    c->owned_cap, c->L,        c->prof_ms,   c->mp_sizes,
+                    c->mp_offs,  c->mp_first, c->mp_last,   c->mp_t,      c->views,
+                    c->view_t};
+    for (size_t i = 0; i < sizeof arrs / sizeof arrs[0]; i++) kiln__free(arrs[i]);
+    kiln__free(c);
+}
+
+/* ------------------------------------------------------------ shapes */
+
+static int read_value(kiln_context *c, int32_t t, int32_t elem, int64_t *v) {
+    const kiln_engine *e = c->e;
+    const kiln__etensor *et = &e->tensors[t];
+    int32_t i = c->input_of[t];
+    if (i < 0 || !c->bind[t])
+        return kiln__err(KILN_EINVAL,
+                         "input '%s' must be bound before its values can set shapes", et->name);
+    int64_t numel = 1;
+    for (int d = 0; d < et->ndim; d++) numel *= c->in_dims[i][d];
+    size_t es = kiln_dtype_size((kiln_dtype)et->dtype);
+    if (elem >= numel || (uint64_t)(elem + 1) * es > c->bind_bytes[t])
+        return kiln__err(KILN_EINVAL, "input '%s': element %d sets a shape, the input holds %lld",
+                         et->name, (int)elem, (long long)numel);
+    const uint8_t *p = (const uint8_t *)c->bind[t] + (size_t)elem * es;
+    if (et->dtype == KILN_DTYPE_I64) {
+        memcpy(v, p, 8);
+    } else {
+        int32_t x;
+        memcpy(&x, p, 4);
+        *v = x;
+    }
+    return 0;
+}
+
+/* One forward pass over the shape program. */
+static int evaluate(kiln_context *c) {
+    const kiln_engine *e = c->e;
+    int64_t *V = c->vals;
+    for (int32_t i = 0; i < e->nnodes; i++) {
+        const kiln__enode *x = &e->nodes[i];
+        int64_t a = 0, b = 0, r = 0;
+        int bad = 0;
+        if (x->op != KILN_EXPR_CONST && x->op != KILN_EXPR_SYM) {
+            a = V[x->a];
+            b = V[x->b];
+        }
+        switch ((kiln_expr_op)x->op) {
+        case KILN_EXPR_CONST: r = x->v; break;
+        case KILN_EXPR_SYM:
+            if (x->symkind == KILN__SYM_INPUT_DIM) {
+                r = c->in_dims[c->input_of[x->a]][x->b];
+            } else if (x->symkind == KILN__SYM_SIZE) {
+                r = c->size_val[x->a];
+            } else {
+                int rc = read_value(c, x->a, x->b, &r);
+                if (rc) return rc;
+            }
+            break;
+        case KILN_EXPR_ADD: bad = __builtin_add_overflow(a, b, &r); break;
+        case KILN_EXPR_SUB: bad = __builtin_sub_overflow(a, b, &r); break;
+        case KILN_EXPR_MUL: bad = __builtin_mul_overflow(a, b, &r); break;
+        case KILN_EXPR_FLOORDIV:
+        case KILN_EXPR_CEILDIV:
+        case KILN_EXPR_MOD: {
+            if (b == 0 || (a == INT64_MIN && b == -1)) {
+                bad = 1;
+                break;
+            }
+            int64_t q = a / b, m = a % b;
+            if (m != 0 && ((m < 0) != (b < 0))) q--, m += b; /* floor */
+            if (x->op == KILN_EXPR_FLOORDIV) r = q;
+            else if (x->op == KILN_EXPR_MOD) r = m;
+            else r = m ? q + 1 : q;
+            break;
+        }
+        case KILN_EXPR_MIN: r = a < b ? a : b; break;
+        case KILN_EXPR_MAX: r = a > b ? a : b; break;
+        case KILN_EXPR_EQ: r = a == b; break;
+        case KILN_EXPR_LT: r = a < b; break;
+        case KILN_EXPR_SELECT_: r = a ? b : V[x->c]; break;
+        default: bad = 1; break;
+        }
+        if (bad)
+            return kiln__err(KILN_ESHAPE,
+                             "shape program node %d (op %d on %lld, %lld): division by zero or "
+                             "overflow",
+                             (int)i, x->op, (long long)a, (long long)b);
+        V[i] = r;
+    }
+    return 0;
+}
+
+/* Bytes of a tensor with these dims (blocked layouts pad C). */
+static int dims_bytes(const kiln__etensor *t, const int64_t *dims, uint64_t *out) {
+    uint64_t n = kiln_dtype_size((kiln_dtype)t->dtype);
+    for (int d = 0; d < t->ndim; d++) {
+        int64_t k = dims[d];
+        if (k < 0)
+            return kiln__err(KILN_ESHAPE, "tensor '%s' dim %d = %lld (negative)", t->name, d,
+                             (long long)k);
+        if (d == 1 && t->format == KILN_FORMAT_NCHW8C) k = (k + 7) / 8 * 8;
+        if (d == 1 && t->format == KILN_FORMAT_NCHW16C) k = (k + 15) / 16 * 16;
+        if (__builtin_mul_overflow(n, (uint64_t)k, &n) || n > ((uint64_t)1 << 48))
+            return kiln__err(KILN_ESHAPE, "tensor '%s' is too large (dim %d = %lld)", t->name, d,
+                             (long long)dims[d]);
+    }
+    *out = n;
+    return 0;
+}
+
+static void tensor_dims(const kiln_context *c, const kiln__etensor *t, int64_t *dims) {
+    for (int d = 0; d < t->ndim; d++) dims[d] = c->vals[t->dims[d]];
+}
+
+/* Bytes to reserve for tensor t at the current values. */
+static int tensor_capacity(const kiln_context *c, int32_t t, uint64_t *out) {
+    const kiln__etensor *et = &c->e->tensors[t];
+    if (et->is_size) {
+        *out = 8;
+        return 0;
+    }
+    if (c->tdep[t]) {
+        if (et->upper < 0)
+            return kiln__err(KILN_EFORMAT,
+                             "tensor '%s' has data-dependent dims and no upper bound", et->name);
+        int64_t up = c->vals[et->upper];
+        uint64_t es = kiln_dtype_size((kiln_dtype)et->dtype);
+        if (up < 0 || (uint64_t)up > ((uint64_t)1 << 48) / es)
+            return kiln__err(KILN_ESHAPE, "tensor '%s': upper bound %lld elements", et->name,
+                             (long long)up);
+        uint64_t bytes = (uint64_t)up * es;
+        if (et->format == KILN_FORMAT_NCHW8C || et->format == KILN_FORMAT_NCHW16C)
+            bytes *= 16; /* generous: padded channels */
+        *out = bytes;
+        return 0;
+    }
+    int64_t dims[KILN_MAX_DIMS];
+    tensor_dims(c, et, dims);
+    return dims_bytes(et, dims, out);
+}
+
+static void set_view(const kiln_context *c, kiln_tensor *v, int32_t t) {
+    if (t < 0) {
+        memset(v, 0, sizeof *v);
+        v->dtype = KILN_DTYPE_UNDEFINED;
+        return;
+    }
+    const kiln__etensor *et = &c->e->tensors[t];
+    v->dtype = (kiln_dtype)et->dtype;
+    v->format = (kiln_format)et->format;
+    v->device = KILN_DEVICE_CPU;
+    v->ndim = et->ndim;
+    tensor_dims(c, et, v->dims);
+    int64_t s = 1;
+    if (et->format == KILN_FORMAT_NHWC && et->ndim >= 3) {
+        /* channels last: C innermost, then W, H, ..., N */
+        v->strides[1] = 1;
+        s = v->dims[1];
+        for (int d = et->ndim - 1; d >= 2; d--) {
+            v->strides[d] = s;
+            s *= v->dims[d];
+        }
+        v->strides[0] = s;
+    } else {
+        for (int d = et->ndim - 1; d >= 0; d--) {
+            v->strides[d] = s;
+            s *= v->dims[d];
+        }
+    }
+}
+
+static void update_view_dims(kiln_context *c, int from_layer) {
+    const kiln_engine *e = c->e;
+    for (int32_t l = from_layer; l < e->nlayers; l++) {
+        ctx_layer *cl = &c->L[l];
+        int n = cl->call.nin + cl->call.nout;
+        for (int k = 0; k < n; k++) {
+            kiln_tensor *v = &cl->in[k]; /* in and out are contiguous */
+            int32_t t = c->view_t[v - c->views];
+            void *d = v->data;
+            set_view(c, v, t);
+            v->data = d;
+        }
+    }
+}
+
+static int grow(uint8_t **p, size_t *cap, size_t need) {
+    if (need <= *cap && *p) return 0;
+    size_t n = need > *cap * 3 / 2 ? need : *cap * 3 / 2;
+    if (n < 64) n = 64;
+    void *q = kiln__aligned_alloc(n);
+    if (!q) return kiln__err(KILN_ENOMEM, "out of memory: %zu bytes of context memory", n);
+    kiln__aligned_free(*p);
+    *p = q;
+    *cap = n;
+    return 0;
+}
+
+/* Sizes, memory plan, views, workspaces: after evaluate(). */
+static int plan(kiln_context *c) {
+    const kiln_engine *e = c->e;
+    uint64_t slack = c->debug ? CANARY : 0;
+    int rc;
+    for (int32_t t = 0; t < e->ntensors; t++) {
+        if ((rc = tensor_capacity(c, t, &c->tbytes[t]))) return rc;
+        c->talloc[t] = c->tbytes[t] + slack;
+    }
+    /* Groups' sizes: the largest member. */
+    for (int32_t t = 0; t < e->ntensors; t++) {
+        int32_t r = c->root[t];
+        if (r != t && c->talloc[t] > c->talloc[r]) c->talloc[r] = c->talloc[t];
+    }
+    /* Arena: roots of activation groups holding no network output. */
+    int n = 0;
+    for (int32_t t = 0; t < e->ntensors; t++) {
+        const kiln__etensor *et = &e->tensors[t];
+        if (c->root[t] != t || c->group_out[t] >= 0) continue;
+        if (et->kind != KILN__ET_ACT && et->kind != KILN__ET_OUTPUT) continue;
+        c->mp_t[n] = t;
+        c->mp_sizes[n] = c->talloc[t];
+        c->mp_first[n] = INT32_MAX;
+        c->mp_last[n] = -1;
+        n++;
+    }
+    for (int k = 0; k < n; k++) {
+        int32_t r = c->mp_t[k];
+        for (int32_t t = 0; t < e->ntensors; t++) {
+            if (c->root[t] != r) continue;
+            const kiln__etensor *et = &e->tensors[t];
+            int32_t f = et->first < 0 ? 0 : et->first, l = et->last;
+            if (l < f) l = f;
+            if (f < c->mp_first[k]) c->mp_first[k] = f;
+            if (l > c->mp_last[k]) c->mp_last[k] = l;
+        }
+    }
+    uint64_t total = 0;
+    if ((rc = kiln__memplan(n, c->mp_sizes, c->mp_first, c->mp_last, NULL, c->mp_offs, &total)))
+        return kiln__err_prefix(rc, "planning activation memory");
+    if ((rc = grow(&c->arena, &c->arena_cap, (size_t)total))) return rc;
+    for (int k = 0; k < n; k++) c->tptr[c->mp_t[k]] = c->arena + c->mp_offs[k];
+    /* Outputs: context memory always in debug mode (staged), else when unbound. */
+    for (int32_t i = 0; i < e->noutputs; i++) {
+        int32_t t = e->outputs[i];
+        if (c->output_of[t] != i) continue;
+        if ((rc = grow(&c->owned[i], &c->owned_cap[i], (size_t)c->talloc[c->root[t]] + slack)))
+            return rc;
+    }
+    /* Workspaces (views must hold current dims). */
+    for (int32_t l = 0; l < e->nlayers; l++) update_view_dims(c, 0), l = e->nlayers;
+    size_t ws = 0;
+    for (int32_t l = 0; l < e->nlayers; l++) {
+        ctx_layer *cl = &c->L[l];
+        cl->ws = 0;
+        if (!cl->vt) continue;
+        if (cl->vt->workspace_size) cl->ws = cl->vt->workspace_size(cl->state, &cl->call);
+        if (cl->ws > ws) ws = cl->ws;
+    }
+    if (ws) {
+        uint8_t *p = c->ws;
+        if ((rc = grow(&p, &c->ws_cap, ws))) return rc;
+        c->ws = p;
+    }
+    for (int32_t l = 0; l < e->nlayers; l++) {
+        c->L[l].call.workspace = c->L[l].ws ? c->ws : NULL;
+        c->L[l].call.workspace_size = c->L[l].ws;
+    }
+    c->ptrs_dirty = 1;
+    return 0;
+}
+
+/* Data pointers of inputs, outputs and aliases, then the views. */
+static int patch_pointers(kiln_context *c) {
+    const kiln_engine *e = c->e;
+    for (int32_t t = 0; t < e->ntensors; t++) {
+        const kiln__etensor *et = &e->tensors[t];
+        if (et->kind == KILN__ET_INPUT) c->tptr[t] = c->bind[t];
+        else if (et->kind == KILN__ET_CONST) c->tptr[t] = e->weights + et->const_off;
+    }
+    for (int32_t i = 0; i < e->noutputs; i++) {
+        int32_t t = e->outputs[i];
+        if (c->output_of[t] != i) continue;
+        const kiln__etensor *et = &e->tensors[t];
+        if (et->kind == KILN__ET_INPUT || et->kind == KILN__ET_CONST) continue;
+        uint8_t *p = c->bind[t] && !c->debug ? c->bind[t] : c->owned[i];
+        c->tptr[c->root[t]] = p;
+    }
+    for (int32_t t = 0; t < e->ntensors; t++)
+        if (c->root[t] != t) c->tptr[t] = c->tptr[c->root[t]];
+    for (int v = 0; v < c->nviews; v++)
+        c->views[v].data = c->view_t[v] >= 0 ? c->tptr[c->view_t[v]] : NULL;
+    c->ptrs_dirty = 0;
+    return 0;
+}
+
+static int on_shape_change(kiln_context *c, int from) {
+    const kiln_engine *e = c->e;
+    for (int32_t l = from; l < e->nlayers; l++) {
+        ctx_layer *cl = &c->L[l];
+        if (!cl->vt || !cl->vt->on_shape_change) continue;
+        int rc = cl->vt->on_shape_change(cl->state, cl->in, cl->call.nin, cl->out, cl->call.nout);
+        if (rc) return layer_err(&e->layers[l], rc);
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------ API */
+
+KILN_API int kiln_context_set_input_shape(kiln_context *c, const char *name, int ndim,
+                                          const int64_t *dims) {
+    KILN__ASSERT(c && name && (dims || ndim == 0));
+    const kiln_engine *e = c->e;
+    int is_in = 0;
+    int32_t t = find_io(c, name, &is_in);
+    if (t < 0 || !is_in) {
+        if (t >= 0) return kiln__err(KILN_EINVAL, "'%s' is an output, not an input", name);
+        return no_such_io(c, name);
+    }
+    const kiln__etensor *et = &e->tensors[t];
+    int32_t i = c->input_of[t];
+    if (ndim != et->ndim)
+        return kiln__err(KILN_ESHAPE, "input '%s' has %d dims, %d given", name, et->ndim, ndim);
+    for (int d = 0; d < ndim; d++) {
+        const kiln__enode *x = &e->nodes[et->dims[d]];
+        if (x->op == KILN_EXPR_CONST) {
+            if (dims[d] != x->v)
+                return kiln__err(KILN_ESHAPE, "input '%s' dim %d is fixed at %lld, %lld given",
+                                 name, d, (long long)x->v, (long long)dims[d]);
+            continue;
+        }
+        int64_t lo = e->prof ? e->prof[i][0][d] : 0, hi = e->prof ? e->prof[i][2][d] : INT64_MAX;
+        if (dims[d] < lo || dims[d] > hi || dims[d] < 0)
+            return kiln__err(KILN_EPROFILE, "input '%s' dim %d = %lld outside profile [%lld, %lld]",
+                             name, d, (long long)dims[d], (long long)lo, (long long)hi);
+    }
+    int changed = 0;
+    for (int d = 0; d < ndim; d++)
+        if (c->in_dims[i][d] != dims[d]) changed = 1;
+    memcpy(c->in_dims[i], dims, sizeof(int64_t) * (size_t)ndim);
+    c->in_set[i] = 1;
+    if (changed) {
+        c->dirty = 1;
+        c->ran = 0;
+    }
+    return 0;
+}
+
+KILN_API int kiln_context_bind(kiln_context *c, const char *name, void *data, size_t bytes) {
+    KILN__ASSERT(c && name);
+    int is_in = 0;
+    int32_t t = find_io(c, name, &is_in);
+    if (t < 0) return no_such_io(c, name);
+    if (c->bind[t] != data) c->ptrs_dirty = 1;
+    c->bind[t] = data;
+    c->bind_bytes[t] = data ? bytes : 0;
+    if (is_in && c->has_value) c->dirty = 1;
+    return 0;
+}
+
+KILN_API void kiln_context_set_debug(kiln_context *c, int on) {
+    KILN__ASSERT(c);
+    if (!!on != c->debug) {
+        c->debug = !!on;
+        c->dirty = 1;
+    }
+}
+
+KILN_API void kiln_context_set_profiling(kiln_context *c, int on) {
+    KILN__ASSERT(c);
+    c->profiling = !!on;
+}
+
+KILN_API int kiln_context_profile(const kiln_context *c, int layer, const char **name, double *ms) {
+    KILN__ASSERT(c);
+    if (layer < 0 || layer >= c->e->nlayers)
+        return kiln__err(KILN_EINVAL, "layer %d out of range [0, %d)", layer, (int)c->e->nlayers);
+    if (name) *name = c->e->layers[layer].name;
+    if (ms) *ms = c->prof_ms[layer];
+    return 0;
+}
+
+static int refresh(kiln_context *c) {
+    int rc = evaluate(c);
+    if (rc) return rc;
+    if ((rc = plan(c))) return rc;
+    patch_pointers(c);
+    if ((rc = on_shape_change(c, 0))) return rc;
+    c->dirty = 0;
+    return 0;
+}
+
+KILN_API int kiln_context_shape(const kiln_context *cc, const char *name, int *ndim,
+                                int64_t *dims) {
+    KILN__ASSERT(cc && name && ndim && dims);
+    kiln_context *c = (kiln_context *)cc; /* values are a cache */
+    int is_in = 0;
+    int32_t t = find_io(c, name, &is_in);
+    if (t < 0) return no_such_io(c, name);
+    const kiln__etensor *et = &c->e->tensors[t];
+    if (c->dirty && !is_in) {
+        int rc = evaluate(c);
+        if (rc) return rc;
+    }
+    *ndim = et->ndim;
+    if (is_in) {
+        memcpy(dims, c->in_dims[c->input_of[t]], sizeof(int64_t) * et->ndim);
+        return 0;
+    }
+    for (int d = 0; d < et->ndim; d++)
+        dims[d] = (c->dep[et->dims[d]] & 1) && !c->ran ? -1 : c->vals[et->dims[d]];
+    return 0;
+}
+
+KILN_API const void *kiln_context_output(const kiln_context *c, const char *name) {
+    KILN__ASSERT(c && name);
+    int is_in = 0;
+    int32_t t = find_io(c, name, &is_in);
+    if (t < 0 || is_in) {
+        if (t < 0) no_such_io(c, name);
+        else kiln__err(KILN_EINVAL, "'%s' is an input, not an output", name);
+        return NULL;
+    }
+    if (c->bind[t]) return c->bind[t];
+    return c->tptr[t];
+}
+
+KILN_API int kiln_context_output_capacity(const kiln_context *cc, const char *name,
+                                          size_t *bytes) {
+    KILN__ASSERT(cc && name && bytes);
+    kiln_context *c = (kiln_context *)cc;
+    int is_in = 0;
+    int32_t t = find_io(c, name, &is_in);
+    if (t < 0) return no_such_io(c, name);
+    if (c->dirty) {
+        int rc = evaluate(c);
+        if (rc) return rc;
+    }
+    uint64_t b = 0;
+    int rc = tensor_capacity(c, t, &b);
+    if (rc) return rc;
+    *bytes = (size_t)b;
+    return 0;
+}
+
+/* ------------------------------------------------------------ debug mode */
+
+static size_t poison_pattern(kiln_dtype dt, uint8_t pat[8]) {
+    size_t es = kiln_dtype_size(dt);
+    memset(pat, 0xA5, 8);
+    switch (dt) {
+    case KILN_DTYPE_F32: { uint32_t v = 0x7FA5A5A5u; memcpy(pat, &v, 4); break; }
+    case KILN_DTYPE_F64: { uint64_t v = 0x7FF5A5A5A5A5A5A5ull; memcpy(pat, &v, 8); break; }
+    case KILN_DTYPE_F16: { uint16_t v = 0x7DA5u; memcpy(pat, &v, 2); break; }
+    case KILN_DTYPE_BF16: { uint16_t v = 0x7FA5u; memcpy(pat, &v, 2); break; }
+    default: break;
+    }
+    return es;
+}
+
+static void debug_before(kiln_context *c, int32_t l) {
+    const kiln_engine *e = c->e;
+    const kiln__elayer *el = &e->layers[l];
+    for (int32_t k = 0; k < el->nout; k++) {
+        int32_t t = el->out[k];
+        const kiln__etensor *et = &e->tensors[t];
+        uint8_t *p = c->tptr[t];
+        if (!p) continue;
+        uint64_t n = c->tbytes[t];
+        if (et->alias_of < 0) {
+            uint8_t pat[8];
+            size_t es = poison_pattern((kiln_dtype)et->dtype, pat);
+            for (uint64_t i = 0; i + es <= n; i += es) memcpy(p + i, pat, es);
+        }
+        memset(p + n, CANARY_BYTE, CANARY);
+    }
+}
+
+static int debug_after(kiln_context *c, int32_t l) {
+    const kiln_engine *e = c->e;
+    const kiln__elayer *el = &e->layers[l];
+    char ob[256];
+    for (int32_t k = 0; k < el->nout; k++) {
+        int32_t t = el->out[k];
+        const kiln__etensor *et = &e->tensors[t];
+        const uint8_t *p = c->tptr[t];
+        if (!p) continue;
+        uint64_t cap = c->tbytes[t];
+        for (uint32_t i = 0; i < CANARY; i++)
+            if (p[cap + i] != CANARY_BYTE)
+                return kiln__err(KILN_EDEBUG,
+                                 "layer '%s' (%s) wrote past the end of output '%s' (%llu bytes; "
+                                 "guard byte %u after the end was changed)",
+                                 el->name, layer_op_str(el, ob, sizeof ob), et->name,
+                                 (unsigned long long)cap, i);
+        if (et->alias_of >= 0) continue;
+        int64_t dims[KILN_MAX_DIMS];
+        tensor_dims(c, et, dims);
+        uint64_t bytes = 0;
+        if (dims_bytes(et, dims, &bytes) || bytes > cap) continue;
+        uint8_t pat[8];
+        size_t es = poison_pattern((kiln_dtype)et->dtype, pat);
+        for (uint64_t i = 0; i + es <= bytes; i += es) {
+            if (memcmp(p + i, pat, es)) continue;
+            uint64_t idx = i / es, rem = idx;
+            char where[160];
+            size_t w = 0;
+            where[0] = 0;
+            if (et->format == KILN_FORMAT_LINEAR) {
+                int64_t ix[KILN_MAX_DIMS];
+                for (int d = et->ndim - 1; d >= 0; d--) {
+                    ix[d] = dims[d] ? (int64_t)(rem % (uint64_t)dims[d]) : 0;
+                    rem = dims[d] ? rem / (uint64_t)dims[d] : 0;
+                }
+                w += (size_t)snprintf(where, sizeof where, " (index [");
+                for (int d = 0; d < et->ndim && w < sizeof where; d++)
+                    w += (size_t)snprintf(where + w, sizeof where - w, "%s%lld", d ? "," : "",
+                                          (long long)ix[d]);
+                if (w < sizeof where) snprintf(where + w, sizeof where - w, "])");
+            }
+            return kiln__err(KILN_EDEBUG, "layer '%s' (%s) output '%s' element %llu%s was not written",
+                             el->name, layer_op_str(el, ob, sizeof ob), et->name,
+                             (unsigned long long)idx, where);
+        }
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------ run */
+
+static int run_aot(kiln_context *c, int32_t l) {
+    const kiln_engine *e = c->e;
+    const kiln__elayer *el = &e->layers[l];
+    ctx_layer *cl = &c->L[l];
+    void *in[KILN_MAX_IO], *out[KILN_MAX_IO];
+    for (int k = 0; k < cl->call.nin; k++) in[k] = cl->in[k].data;
+    for (int k = 0; k < cl->call.nout; k++) out[k] = cl->out[k].data;
+    return kiln__aot_launch(&e->aot[el->aot_kernel], &c->exec, in, out, c->vals);
+}
+
+/* A layer produced size tensors: read, check, bind, re-evaluate. */
+static int after_size_layer(kiln_context *c, int32_t l) {
+    const kiln_engine *e = c->e;
+    const kiln__elayer *el = &e->layers[l];
+    char ob[256];
+    for (int32_t k = 0; k < el->nout; k++) {
+        int32_t t = el->out[k];
+        const kiln__etensor *et = &e->tensors[t];
+        if (!et->is_size) continue;
+        int64_t v;
+        memcpy(&v, c->tptr[t], 8);
+        int64_t up = et->upper >= 0 ? c->vals[et->upper] : INT64_MAX;
+        if (v < 0 || v > up)
+            return kiln__err(KILN_EKERNEL,
+                             "layer '%s' (%s): size tensor '%s' = %lld, outside [0, %lld] (its "
+                             "upper bound)",
+                             el->name, layer_op_str(el, ob, sizeof ob), et->name, (long long)v,
+                             (long long)up);
+        c->size_val[t] = v;
+    }
+    int rc = evaluate(c);
+    if (rc) return rc;
+    /* Data-dependent tensors must fit what was reserved for them. */
+    for (int32_t t = 0; t < e->ntensors; t++) {
+        if (!c->tdep[t]) continue;
+        int64_t dims[KILN_MAX_DIMS];
+        uint64_t b = 0;
+        tensor_dims(c, &e->tensors[t], dims);
+        if ((rc = dims_bytes(&e->tensors[t], dims, &b))) return layer_err(el, rc);
+        if (b > c->tbytes[t])
+            return kiln__err(KILN_EKERNEL,
+                             "layer '%s' (%s): tensor '%s' needs %llu bytes at its actual shape, "
+                             "its upper bound allows %llu",
+                             el->name, layer_op_str(el, ob, sizeof ob), e->tensors[t].name,
+                             (unsigned long long)b, (unsigned long long)c->tbytes[t]);
+    }
+    update_view_dims(c, l + 1);
+    return on_shape_change(c, l + 1);
+}
+
+KILN_API int kiln_context_run(kiln_context *c) {
+    KILN__ASSERT(c);
+    const kiln_engine *e = c->e;
+    int rc;
+    for (int32_t i = 0; i < e->ninputs; i++) {
+        int32_t t = e->inputs[i];
+        if (!c->bind[t])
+            return kiln__err(KILN_EINVAL, "input '%s' is not bound (kiln_context_bind)",
+                             e->tensors[t].name);
+        if (!c->in_set[i] && e->prof) {
+            const kiln__etensor *et = &e->tensors[t];
+            for (int d = 0; d < et->ndim; d++)
+                if (e->nodes[et->dims[d]].op != KILN_EXPR_CONST)
+                    return kiln__err(KILN_EINVAL,
+                                     "input '%s' has dynamic dims: set them with "
+                                     "kiln_context_set_input_shape",
+                                     et->name);
+        }
+    }
+    if (c->dirty || c->has_value || c->has_size) {
+        if (c->dirty || c->has_value) {
+            if ((rc = refresh(c))) return rc;
+        } else if (c->has_size) {
+            /* Views of data-dependent tensors: back to their pre-run state. */
+            memset(c->size_val, 0, sizeof *c->size_val * (size_t)e->ntensors);
+            if ((rc = evaluate(c))) return rc;
+        }
+    }
+    /* Bound buffers must hold their tensors. */
+    for (int32_t i = 0; i < e->ninputs + e->noutputs; i++) {
+        int32_t t = i < e->ninputs ? e->inputs[i] : e->outputs[i - e->ninputs];
+        if (!c->bind[t]) continue;
+        if (c->bind_bytes[t] < c->tbytes[t])
+            return kiln__err(KILN_EINVAL, "%s '%s' needs %llu bytes, buffer has %zu",
+                             i < e->ninputs ? "input" : "output", e->tensors[t].name,
+                             (unsigned long long)c->tbytes[t], c->bind_bytes[t]);
+    }
+    if (c->ptrs_dirty) patch_pointers(c);
+
+    const int debug = c->debug, prof = c->profiling;
+    const int32_t nl = e->nlayers;
+    ctx_layer *L = c->L;
+    for (int32_t l = 0; l < nl; l++) {
+        ctx_layer *cl = &L[l];
+        double t0 = 0;
+        if (debug) debug_before(c, l);
+        if (prof) t0 = kiln__now_ms();
+        rc = cl->vt ? cl->vt->enqueue(cl->state, &cl->call) : run_aot(c, l);
+        if (rc) return layer_err(&e->layers[l], rc);
+        if (prof) c->prof_ms[l] = kiln__now_ms() - t0;
+        if (cl->nsize && (rc = after_size_layer(c, l))) return rc;
+        if (debug && (rc = debug_after(c, l))) return rc;
+    }
+    /* Outputs that are not produced in their buffer: copy out. */
+    for (int32_t i = 0; i < e->noutputs; i++) {
+        int32_t t = e->outputs[i];
+        if (!c->bind[t]) continue;
+        const kiln__etensor *et = &e->tensors[t];
+        int64_t dims[KILN_MAX_DIMS];
+        uint64_t b = 0;
+        tensor_dims(c, et, dims);
+        if (dims_bytes(et, dims, &b)) b = c->tbytes[t];
+        if (c->tptr[t] && c->tptr[t] != c->bind[t]) memcpy(c->bind[t], c->tptr[t], (size_t)b);
+    }
+    c->ran = 1;
+    return 0;
+}

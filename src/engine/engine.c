@@ -1,0 +1,221 @@
+/*
+ * engine.c — the engine object: lifecycle, op resolution after build/load,
+ * and the IO description (kiln_engine_num_inputs / kiln_engine_io).
+ *
+ * An engine is immutable once prepared: contexts only read it, so many
+ * contexts may run one engine concurrently.  Ownership of the parts:
+ * everything is kiln__malloc'd except the weights, which either live in the
+ * file mapping (map != NULL, weights_owned == 0) or in a 64-byte aligned
+ * block from kiln__aligned_alloc (weights_owned == 1).
+ */
+#include "kiln_int.h"
+
+#include <stdio.h>
+#include <sys/mman.h>
+
+static void layer_free(kiln__elayer *l) {
+    if (l->state && l->op && l->op->vt && l->op->vt->destroy) l->op->vt->destroy(l->state);
+    l->state = NULL;
+    if (l->attrs.v) kiln__attrset_free(&l->attrs);
+    kiln__free(l->name);
+    kiln__free(l->op_ns);
+    kiln__free(l->op_name);
+    kiln__free(l->in);
+    kiln__free(l->out);
+    kiln__free(l->blob);
+}
+
+void kiln__engine_destroy(kiln_engine *e) {
+    if (!e) return;
+    for (int32_t i = 0; i < e->ntensors && e->tensors; i++) kiln__free(e->tensors[i].name);
+    kiln__free(e->tensors);
+    for (int32_t i = 0; i < e->nlayers && e->layers; i++) layer_free(&e->layers[i]);
+    kiln__free(e->layers);
+    kiln__free(e->nodes);
+    kiln__free(e->inputs);
+    kiln__free(e->outputs);
+    kiln__free(e->prof);
+    for (int32_t i = 0; i < e->naot && e->aot; i++) kiln__aot_free(&e->aot[i]);
+    kiln__free(e->aot);
+    for (int32_t i = 0; i < e->nplugins && e->plugins; i++) {
+        kiln__plugin_ref *p = &e->plugins[i];
+        kiln__free(p->ns);
+        kiln__free(p->name);
+        kiln__free(p->library);
+        kiln__free(p->so);
+    }
+    kiln__free(e->plugins);
+    kiln__free(e->device_sig);
+    if (e->weights_owned) kiln__aligned_free(e->weights);
+    if (e->map) munmap(e->map, e->map_size);
+    kiln__free(e);
+}
+
+KILN_API void kiln_engine_free(kiln_engine *e) { kiln__engine_destroy(e); }
+
+static const kiln__plugin_ref *find_ref(const kiln_engine *e, const char *ns, const char *name,
+                                        int version) {
+    for (int32_t i = 0; i < e->nplugins; i++) {
+        const kiln__plugin_ref *p = &e->plugins[i];
+        if (p->ns && p->name && !strcmp(p->ns, ns) && !strcmp(p->name, name) &&
+            p->version == version)
+            return p;
+    }
+    return NULL;
+}
+
+/* Plugins the engine carries (EMBED_PLUGINS): load those whose ops are not
+ * registered yet.  Their constructors register the ops. */
+static int load_embedded(const kiln_engine *e) {
+    for (int32_t i = 0; i < e->nplugins; i++) {
+        const kiln__plugin_ref *p = &e->plugins[i];
+        if (!p->so || !p->so_size) continue;
+        if (kiln__registry_find(p->ns, p->name, p->version)) continue;
+        char what[256];
+        snprintf(what, sizeof what, "embedded plugin library for %s::%s v%d", p->ns, p->name,
+                 (int)p->version);
+        void *h = NULL;
+        int rc = kiln__so_load_bytes(p->so, (size_t)p->so_size, what, &h);
+        if (rc) return rc;
+        /* The handle stays open for the life of the process: the ops it
+         * registered point into it. */
+    }
+    return 0;
+}
+
+int kiln__engine_prepare(kiln_engine *e) {
+    KILN__ASSERT(e);
+    int rc = load_embedded(e);
+    if (rc) return rc;
+
+    /* Resolve ops first, so one message lists every missing plugin. */
+    char msg[4096];
+    size_t len = 0;
+    int nmissing = 0;
+    msg[0] = 0;
+    for (int32_t i = 0; i < e->nlayers; i++) {
+        kiln__elayer *l = &e->layers[i];
+        if (l->aot_kernel >= 0) {
+            if (l->aot_kernel >= e->naot)
+                return kiln__err(KILN_EFORMAT, "layer '%s': AOT kernel %d, engine has %d",
+                                 l->name, (int)l->aot_kernel, (int)e->naot);
+            continue;
+        }
+        if (l->op) continue;
+        l->op = kiln__registry_find(l->op_ns, l->op_name, l->op_version);
+        if (l->op) continue;
+        /* Report each identity once. */
+        int seen = 0;
+        for (int32_t j = 0; j < i; j++) {
+            const kiln__elayer *o = &e->layers[j];
+            if (o->aot_kernel < 0 && !o->op && !strcmp(o->op_ns, l->op_ns) &&
+                !strcmp(o->op_name, l->op_name) && o->op_version == l->op_version)
+                seen = 1;
+        }
+        if (seen) continue;
+        const kiln__plugin_ref *ref = find_ref(e, l->op_ns, l->op_name, l->op_version);
+        const char *lib = ref && ref->library && ref->library[0] ? ref->library : NULL;
+        char have[256];
+        have[0] = 0;
+        kiln__registry_versions(l->op_ns, l->op_name, have, sizeof have);
+        int n = snprintf(msg + len, sizeof msg - len,
+                         "%s%s::%s version %d (layer '%s'%s%s%s%s%s)", nmissing ? "; " : "",
+                         l->op_ns, l->op_name, (int)l->op_version, l->name,
+                         lib ? ", built with " : "", lib ? lib : "",
+                         have[0] ? ", registered versions: " : "", have[0] ? have : "", "");
+        if (n > 0) len += (size_t)n < sizeof msg - len ? (size_t)n : sizeof msg - len - 1;
+        nmissing++;
+    }
+    if (nmissing)
+        return kiln__err(KILN_EPLUGIN,
+                         "engine needs plugin%s %s; load %s with --plugins or "
+                         "kiln_registry_load_library",
+                         nmissing > 1 ? "s" : "", msg, nmissing > 1 ? "them" : "it");
+
+    for (int32_t i = 0; i < e->nlayers; i++) {
+        kiln__elayer *l = &e->layers[i];
+        if (l->aot_kernel >= 0) {
+            rc = kiln__aot_load(&e->aot[l->aot_kernel]);
+            if (rc) return kiln__err_prefix(rc, "layer '%s' (AOT kernel %d)", l->name,
+                                            (int)l->aot_kernel);
+            continue;
+        }
+        const kiln__op *op = l->op;
+        if (l->nin < op->min_inputs || l->nin > op->max_inputs || l->nout != op->num_outputs)
+            return kiln__err(KILN_EFORMAT,
+                             "layer '%s' (%s::%s v%d): %d inputs and %d outputs, the op takes "
+                             "%d..%d inputs and %d outputs",
+                             l->name, op->ns, op->name, op->version, (int)l->nin, (int)l->nout,
+                             op->min_inputs, op->max_inputs, op->num_outputs);
+        if (op->quick && !l->attrs.v && op->nattrs > 0) {
+            rc = kiln__attrs_deserialize(&l->attrs, op, l->blob, (size_t)l->blob_size);
+            if (rc)
+                return kiln__err_prefix(rc, "layer '%s' (%s::%s v%d) attributes", l->name,
+                                        op->ns, op->name, op->version);
+        }
+        if (!l->state) {
+            rc = kiln__op_deserialize(op, l->blob, (size_t)l->blob_size, &l->state);
+            if (rc)
+                return kiln__err_prefix(rc, "layer '%s' (%s::%s v%d)", l->name, op->ns,
+                                        op->name, op->version);
+            if (op->vt && op->vt->set_tactic) {
+                rc = op->vt->set_tactic(l->state, l->tactic);
+                if (rc)
+                    return kiln__err_prefix(rc, "layer '%s' (%s::%s v%d) tactic %d", l->name,
+                                            op->ns, op->name, op->version, (int)l->tactic);
+            }
+        }
+    }
+    return 0;
+}
+
+KILN_API int kiln_engine_num_inputs(const kiln_engine *e) {
+    KILN__ASSERT(e);
+    return e->ninputs;
+}
+
+KILN_API int kiln_engine_num_outputs(const kiln_engine *e) {
+    KILN__ASSERT(e);
+    return e->noutputs;
+}
+
+/* 1 if node n depends on a size-tensor symbol. */
+static int node_has_size_sym(const kiln_engine *e, int32_t n, int depth) {
+    if (n < 0 || n >= e->nnodes || depth > 64) return 0;
+    const kiln__enode *x = &e->nodes[n];
+    if (x->op == KILN_EXPR_CONST) return 0;
+    if (x->op == KILN_EXPR_SYM) return x->symkind == KILN__SYM_SIZE;
+    if (node_has_size_sym(e, x->a, depth + 1) || node_has_size_sym(e, x->b, depth + 1))
+        return 1;
+    return x->op == KILN_EXPR_SELECT_ && node_has_size_sym(e, x->c, depth + 1);
+}
+
+KILN_API int kiln_engine_io(const kiln_engine *e, int i, kiln_io_info *info) {
+    KILN__ASSERT(e && info);
+    if (i < 0 || i >= e->ninputs + e->noutputs)
+        return kiln__err(KILN_EINVAL, "engine IO index %d out of range [0, %d)", i,
+                         (int)(e->ninputs + e->noutputs));
+    memset(info, 0, sizeof *info);
+    int is_in = i < e->ninputs;
+    int32_t t = is_in ? e->inputs[i] : e->outputs[i - e->ninputs];
+    const kiln__etensor *et = &e->tensors[t];
+    info->name = et->name;
+    info->dtype = (kiln_dtype)et->dtype;
+    info->ndim = et->ndim;
+    info->is_input = is_in;
+    for (int d = 0; d < et->ndim; d++) {
+        const kiln__enode *n = &e->nodes[et->dims[d]];
+        info->dims[d] = n->op == KILN_EXPR_CONST ? n->v : -1;
+        if (!is_in && node_has_size_sym(e, et->dims[d], 0)) info->data_dependent = 1;
+        if (is_in && e->prof) {
+            info->min[d] = e->prof[i][0][d];
+            info->opt[d] = e->prof[i][1][d];
+            info->max[d] = e->prof[i][2][d];
+        } else if (info->dims[d] >= 0) {
+            info->min[d] = info->opt[d] = info->max[d] = info->dims[d];
+        } else {
+            info->min[d] = info->opt[d] = info->max[d] = -1;
+        }
+    }
+    return 0;
+}

@@ -1,0 +1,1134 @@
+/*
+ * file.c — the .kiln engine file: save, serialize, load (mmap), verify.
+ *
+ * Layout (all integers little-endian):
+ *
+ *   offset 0   char  magic[8]        "KILNENG\0"
+ *          8   u32   format version  (KILN__FILE_VERSION)
+ *         12   u32   header size     (bytes up to the first section)
+ *         16   u32   flags           (0)
+ *         20   u32   section count
+ *         24   u32   device signature length
+ *         28   u32   reserved (0)
+ *         32   u64   header checksum (over [0, header size) with this field 0)
+ *         40   device signature bytes, zero-padded to 8
+ *              section table: count x { u32 id, u32 0, u64 offset, u64 size, u64 checksum }
+ *   then the sections, each starting 64-byte aligned, gaps zero-filled; the
+ *   file ends exactly where the last section ends.
+ *
+ * Sections: META (threads, device), NODES (the shape program), TENSORS,
+ * LAYERS, IO, PROFILES, WEIGHTS (raw, 64-byte aligned in the file, so an
+ * mmap gives aligned weights used in place), AOT (kernel records, see
+ * kiln__aot_serialize), PLUGINS (identities, library paths, embedded .so).
+ * Strings are u32 length + bytes (no NUL).
+ *
+ * Loading trusts nothing: the header and each section are checksummed
+ * (a 64-bit multiply-rotate hash over 8-byte lanes, ours), every gap must
+ * be zero, and every count, index, offset and length is range-checked while
+ * parsing; a failure names the section and the file offset.
+ */
+#include "kiln_int.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define KILN__FILE_VERSION 1u
+#define FILE_MAGIC "KILNENG"
+#define HDR_FIXED 40u
+#define SEC_ENTRY 32u
+#define MAX_STR (1u << 20)
+
+enum {
+    SEC_META = 1,
+    SEC_NODES,
+    SEC_TENSORS,
+    SEC_LAYERS,
+    SEC_IO,
+    SEC_PROFILES,
+    SEC_WEIGHTS,
+    SEC_AOT,
+    SEC_PLUGINS,
+    SEC_COUNT_
+};
+
+static const char *sec_name(uint32_t id) {
+    static const char *const names[] = {"?",  "META",     "NODES",   "TENSORS", "LAYERS",
+                                        "IO", "PROFILES", "WEIGHTS", "AOT",     "PLUGINS"};
+    return id < SEC_COUNT_ ? names[id] : "?";
+}
+
+/* ------------------------------------------------------------ checksum */
+
+static inline uint64_t rd64le(const uint8_t *p) {
+    uint64_t v;
+    memcpy(&v, p, 8);
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    v = __builtin_bswap64(v);
+#endif
+    return v;
+}
+static inline uint64_t rotl64(uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
+
+#define CK_P1 0x9E3779B185EBCA87ull
+#define CK_P2 0xC2B2AE3D27D4EB4Full
+#define CK_P3 0x165667B19E3779F9ull
+
+/* Four independent lanes over 32-byte stripes keep the multiplier busy
+ * (several GB/s), then a fold and a final avalanche. */
+static uint64_t ck64(const uint8_t *p, size_t n) {
+    uint64_t l0 = CK_P1 + CK_P2, l1 = CK_P2, l2 = 0, l3 = (uint64_t)0 - CK_P1;
+    size_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        l0 = rotl64(l0 + rd64le(p + i) * CK_P2, 31) * CK_P1;
+        l1 = rotl64(l1 + rd64le(p + i + 8) * CK_P2, 31) * CK_P1;
+        l2 = rotl64(l2 + rd64le(p + i + 16) * CK_P2, 31) * CK_P1;
+        l3 = rotl64(l3 + rd64le(p + i + 24) * CK_P2, 31) * CK_P1;
+    }
+    uint64_t h = rotl64(l0, 1) + rotl64(l1, 7) + rotl64(l2, 12) + rotl64(l3, 18);
+    h ^= (uint64_t)n * CK_P3;
+    for (; i + 8 <= n; i += 8) h = rotl64(h ^ (rd64le(p + i) * CK_P2), 27) * CK_P1 + CK_P3;
+    for (; i < n; i++) h = rotl64(h ^ (p[i] * CK_P1), 11) * CK_P2;
+    h ^= h >> 33;
+    h *= CK_P2;
+    h ^= h >> 29;
+    h *= CK_P3;
+    h ^= h >> 32;
+    return h;
+}
+
+/* ------------------------------------------------------------ writer */
+
+typedef struct wbuf {
+    uint8_t *p;
+    size_t n, cap;
+    int oom;
+} wbuf;
+
+static void w_raw(wbuf *w, const void *d, size_t n) {
+    if (w->oom) return;
+    if (w->n + n > w->cap) {
+        size_t c = w->cap ? w->cap : 4096;
+        while (c < w->n + n) c *= 2;
+        uint8_t *q = kiln__realloc(w->p, c);
+        if (!q) {
+            w->oom = 1;
+            return;
+        }
+        w->p = q;
+        w->cap = c;
+    }
+    if (n) memcpy(w->p + w->n, d, n);
+    w->n += n;
+}
+static void w_le(wbuf *w, uint64_t v, int bytes) {
+    uint8_t b[8];
+    for (int i = 0; i < bytes; i++) b[i] = (uint8_t)(v >> (8 * i));
+    w_raw(w, b, (size_t)bytes);
+}
+static void w_u8(wbuf *w, uint32_t v) { w_le(w, v, 1); }
+static void w_u32(wbuf *w, uint32_t v) { w_le(w, v, 4); }
+static void w_i32(wbuf *w, int32_t v) { w_le(w, (uint32_t)v, 4); }
+static void w_u64(wbuf *w, uint64_t v) { w_le(w, v, 8); }
+static void w_i64(wbuf *w, int64_t v) { w_le(w, (uint64_t)v, 8); }
+static void w_f64(wbuf *w, double d) {
+    uint64_t v;
+    memcpy(&v, &d, 8);
+    w_u64(w, v);
+}
+static void w_str(wbuf *w, const char *s) {
+    size_t n = s ? strlen(s) : 0;
+    w_u32(w, (uint32_t)n);
+    w_raw(w, s, n);
+}
+static void w_pad(wbuf *w, size_t align) {
+    static const uint8_t z[64];
+    while (!w->oom && w->n % align) w_raw(w, z, align - w->n % align < 64 ? align - w->n % align : 64);
+}
+
+static int build_sections(const kiln_engine *e, wbuf *sec) {
+    /* META */
+    w_u32(&sec[SEC_META], (uint32_t)e->threads);
+    w_u32(&sec[SEC_META], (uint32_t)e->device);
+
+    /* NODES */
+    wbuf *w = &sec[SEC_NODES];
+    w_u32(w, (uint32_t)e->nnodes);
+    for (int32_t i = 0; i < e->nnodes; i++) {
+        const kiln__enode *n = &e->nodes[i];
+        w_u8(w, n->op);
+        w_u8(w, n->symkind);
+        w_le(w, 0, 2);
+        w_i32(w, n->a);
+        w_i32(w, n->b);
+        w_i32(w, n->c);
+        w_i64(w, n->v);
+    }
+
+    /* TENSORS */
+    w = &sec[SEC_TENSORS];
+    w_u32(w, (uint32_t)e->ntensors);
+    for (int32_t i = 0; i < e->ntensors; i++) {
+        const kiln__etensor *t = &e->tensors[i];
+        w_str(w, t->name);
+        w_u8(w, t->kind);
+        w_u8(w, t->dtype);
+        w_u8(w, t->format);
+        w_u8(w, t->ndim);
+        for (int d = 0; d < t->ndim; d++) w_i32(w, t->dims[d]);
+        w_i32(w, t->upper);
+        w_u64(w, t->const_off);
+        w_u64(w, t->const_bytes);
+        w_i32(w, t->alias_of);
+        w_i32(w, t->first);
+        w_i32(w, t->last);
+        w_i32(w, t->is_size);
+        w_u64(w, t->plan_off);
+        w_u64(w, t->plan_bytes);
+    }
+
+    /* LAYERS */
+    w = &sec[SEC_LAYERS];
+    w_u32(w, (uint32_t)e->nlayers);
+    for (int32_t i = 0; i < e->nlayers; i++) {
+        const kiln__elayer *l = &e->layers[i];
+        const char *ns = l->op_ns ? l->op_ns : l->op ? l->op->ns : "";
+        const char *nm = l->op_name ? l->op_name : l->op ? l->op->name : "";
+        w_str(w, l->name);
+        w_str(w, ns);
+        w_str(w, nm);
+        w_i32(w, l->op_version ? l->op_version : l->op ? l->op->version : 0);
+        w_i32(w, l->nin);
+        w_i32(w, l->nout);
+        for (int32_t k = 0; k < l->nin; k++) w_i32(w, l->in[k]);
+        for (int32_t k = 0; k < l->nout; k++) w_i32(w, l->out[k]);
+        w_i32(w, l->io.n);
+        for (int k = 0; k < l->io.n && k < KILN_MAX_IO; k++) {
+            w_u8(w, l->io.dtype[k]);
+            w_u8(w, l->io.format[k]);
+        }
+        w_i32(w, l->tactic);
+        w_i32(w, l->aot_kernel);
+        w_u64(w, l->blob_size);
+        w_raw(w, l->blob, (size_t)l->blob_size);
+        w_f64(w, l->time_ms);
+    }
+
+    /* IO */
+    w = &sec[SEC_IO];
+    w_u32(w, (uint32_t)e->ninputs);
+    for (int32_t i = 0; i < e->ninputs; i++) w_i32(w, e->inputs[i]);
+    w_u32(w, (uint32_t)e->noutputs);
+    for (int32_t i = 0; i < e->noutputs; i++) w_i32(w, e->outputs[i]);
+
+    /* PROFILES */
+    w = &sec[SEC_PROFILES];
+    w_u32(w, e->prof ? (uint32_t)e->ninputs : 0);
+    for (int32_t i = 0; e->prof && i < e->ninputs; i++)
+        for (int k = 0; k < 3; k++)
+            for (int d = 0; d < KILN_MAX_DIMS; d++) w_i64(w, e->prof[i][k][d]);
+
+    /* WEIGHTS */
+    w_raw(&sec[SEC_WEIGHTS], e->weights, (size_t)e->weights_size);
+
+    /* AOT */
+    w = &sec[SEC_AOT];
+    w_u32(w, (uint32_t)e->naot);
+    for (int32_t i = 0; i < e->naot; i++) {
+        size_t sz = 0;
+        int rc = kiln__aot_serialize(&e->aot[i], NULL, &sz);
+        if (rc) return kiln__err_prefix(rc, "AOT kernel %d", (int)i);
+        w_u64(w, sz);
+        size_t at = w->n;
+        uint8_t *tmp = kiln__malloc(sz ? sz : 1);
+        if (!tmp) return kiln__err(KILN_ENOMEM, "out of memory serializing AOT kernel %d", (int)i);
+        rc = kiln__aot_serialize(&e->aot[i], tmp, &sz);
+        if (!rc) w_raw(w, tmp, sz);
+        kiln__free(tmp);
+        if (rc) return kiln__err_prefix(rc, "AOT kernel %d", (int)i);
+        (void)at;
+    }
+
+    /* PLUGINS: identities of every non-builtin op the layers need, plus
+     * what the builder recorded (library paths, embedded bytes). */
+    w = &sec[SEC_PLUGINS];
+    w_u32(w, (uint32_t)e->nplugins);
+    for (int32_t i = 0; i < e->nplugins; i++) {
+        const kiln__plugin_ref *p = &e->plugins[i];
+        w_str(w, p->ns);
+        w_str(w, p->name);
+        w_i32(w, p->version);
+        w_str(w, p->library);
+        w_u64(w, p->so ? p->so_size : 0);
+        if (p->so) w_raw(w, p->so, (size_t)p->so_size);
+    }
+    for (int s = 1; s < SEC_COUNT_; s++)
+        if (sec[s].oom) return kiln__err(KILN_ENOMEM, "out of memory serializing the engine");
+    return 0;
+}
+
+static int serialize(const kiln_engine *e, wbuf *out) {
+    wbuf sec[SEC_COUNT_];
+    memset(sec, 0, sizeof sec);
+    int rc = build_sections(e, sec);
+    if (rc) goto done;
+
+    const char *sig = e->device_sig ? e->device_sig : kiln_cpu_signature();
+    uint32_t siglen = (uint32_t)strlen(sig);
+    uint32_t nsec = SEC_COUNT_ - 1;
+    size_t hdr = HDR_FIXED + ((siglen + 7u) & ~7u) + (size_t)nsec * SEC_ENTRY;
+    size_t off = (hdr + 63) & ~(size_t)63;
+    uint64_t offs[SEC_COUNT_];
+    for (int s = 1; s < SEC_COUNT_; s++) {
+        offs[s] = off;
+        off = (off + sec[s].n + 63) & ~(size_t)63;
+    }
+
+    w_raw(out, FILE_MAGIC "", 8);
+    w_u32(out, KILN__FILE_VERSION);
+    w_u32(out, (uint32_t)hdr);
+    w_u32(out, 0);
+    w_u32(out, nsec);
+    w_u32(out, siglen);
+    w_u32(out, 0);
+    w_u64(out, 0); /* header checksum, patched below */
+    w_raw(out, sig, siglen);
+    w_pad(out, 8);
+    for (int s = 1; s < SEC_COUNT_; s++) {
+        w_u32(out, (uint32_t)s);
+        w_u32(out, 0);
+        w_u64(out, offs[s]);
+        w_u64(out, sec[s].n);
+        w_u64(out, ck64(sec[s].p, sec[s].n));
+    }
+    for (int s = 1; s < SEC_COUNT_; s++) {
+        w_pad(out, 64);
+        w_raw(out, sec[s].p, sec[s].n);
+    }
+    if (out->oom) {
+        rc = kiln__err(KILN_ENOMEM, "out of memory serializing the engine");
+        goto done;
+    }
+    /* The file ends where the last section ends; trailing padding would be
+     * bytes no checksum covers. */
+    uint64_t h = ck64(out->p, hdr);
+    for (int i = 0; i < 8; i++) out->p[32 + i] = (uint8_t)(h >> (8 * i));
+done:
+    for (int s = 1; s < SEC_COUNT_; s++) kiln__free(sec[s].p);
+    return rc;
+}
+
+KILN_API int kiln_engine_serialize(const kiln_engine *e, void **buf, size_t *size) {
+    KILN__ASSERT(e && buf && size);
+    wbuf w = {0};
+    int rc = serialize(e, &w);
+    if (rc) {
+        kiln__free(w.p);
+        return rc;
+    }
+    *buf = w.p;
+    *size = w.n;
+    return 0;
+}
+
+KILN_API int kiln_engine_save(const kiln_engine *e, const char *path) {
+    KILN__ASSERT(e && path);
+    wbuf w = {0};
+    int rc = serialize(e, &w);
+    if (rc) {
+        kiln__free(w.p);
+        return rc;
+    }
+    size_t plen = strlen(path) + 32;
+    char *tmp = kiln__malloc(plen);
+    if (!tmp) {
+        kiln__free(w.p);
+        return kiln__err(KILN_ENOMEM, "out of memory saving '%s'", path);
+    }
+    snprintf(tmp, plen, "%s.tmp.%ld", path, (long)getpid());
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        rc = kiln__err(KILN_EIO, "cannot create '%s': %s", tmp, strerror(errno));
+        goto out;
+    }
+    size_t done = 0;
+    while (done < w.n) {
+        ssize_t k = write(fd, w.p + done, w.n - done);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) {
+            rc = kiln__err(KILN_EIO, "writing '%s' (%zu of %zu bytes written): %s", tmp, done,
+                           w.n, k < 0 ? strerror(errno) : "short write");
+            break;
+        }
+        done += (size_t)k;
+    }
+    if (!rc && fsync(fd) != 0)
+        rc = kiln__err(KILN_EIO, "fsync '%s': %s", tmp, strerror(errno));
+    if (close(fd) != 0 && !rc) rc = kiln__err(KILN_EIO, "close '%s': %s", tmp, strerror(errno));
+    if (!rc && rename(tmp, path) != 0)
+        rc = kiln__err(KILN_EIO, "rename '%s' -> '%s': %s", tmp, path, strerror(errno));
+    if (rc) unlink(tmp);
+out:
+    kiln__free(tmp);
+    kiln__free(w.p);
+    return rc;
+}
+
+/* ------------------------------------------------------------ reader */
+
+typedef struct rd {
+    const uint8_t *p; /* section bytes */
+    size_t n, at;
+    size_t base;      /* file offset of the section */
+    const char *sec;
+    int err;
+} rd;
+
+static int r_fail(rd *r, const char *what) {
+    if (!r->err)
+        r->err = kiln__err(KILN_EFORMAT, "section %s (file offset %zu): %s", r->sec,
+                           r->base + r->at, what);
+    return r->err;
+}
+static int r_need(rd *r, size_t k, const char *what) {
+    if (r->err) return 0;
+    if (k > r->n - r->at) {
+        char m[160];
+        snprintf(m, sizeof m, "%s: needs %zu bytes, %zu left in the section", what, k,
+                 r->n - r->at);
+        r_fail(r, m);
+        return 0;
+    }
+    return 1;
+}
+static uint64_t r_le(rd *r, int bytes, const char *what) {
+    if (!r_need(r, (size_t)bytes, what)) return 0;
+    uint64_t v = 0;
+    for (int i = 0; i < bytes; i++) v |= (uint64_t)r->p[r->at + i] << (8 * i);
+    r->at += (size_t)bytes;
+    return v;
+}
+static uint32_t r_u8(rd *r, const char *w) { return (uint32_t)r_le(r, 1, w); }
+static uint32_t r_u32(rd *r, const char *w) { return (uint32_t)r_le(r, 4, w); }
+static int32_t r_i32(rd *r, const char *w) { return (int32_t)(uint32_t)r_le(r, 4, w); }
+static uint64_t r_u64(rd *r, const char *w) { return r_le(r, 8, w); }
+static int64_t r_i64(rd *r, const char *w) { return (int64_t)r_le(r, 8, w); }
+static double r_f64(rd *r, const char *w) {
+    uint64_t v = r_u64(r, w);
+    double d;
+    memcpy(&d, &v, 8);
+    return d;
+}
+/* A copy of `len` raw bytes (NULL for 0 bytes). */
+static uint8_t *r_bytes(rd *r, uint64_t len, const char *what) {
+    if (!r_need(r, (size_t)(len > SIZE_MAX / 2 ? SIZE_MAX / 2 : len), what) || len == 0)
+        return NULL;
+    uint8_t *b = kiln__malloc((size_t)len);
+    if (!b) {
+        if (!r->err) r->err = kiln__err(KILN_ENOMEM, "out of memory reading %s", what);
+        return NULL;
+    }
+    memcpy(b, r->p + r->at, (size_t)len);
+    r->at += (size_t)len;
+    return b;
+}
+static char *r_str(rd *r, const char *what) {
+    size_t at0 = r->at;
+    uint32_t len = r_u32(r, what);
+    if (r->err) return NULL;
+    if (len > MAX_STR) {
+        r->at = at0;
+        char m[160];
+        snprintf(m, sizeof m, "%s: string length %u exceeds %u", what, len, MAX_STR);
+        r_fail(r, m);
+        return NULL;
+    }
+    if (!r_need(r, len, what)) return NULL;
+    if (memchr(r->p + r->at, 0, len)) {
+        r_fail(r, "string holds a NUL byte");
+        return NULL;
+    }
+    char *s = kiln__malloc((size_t)len + 1);
+    if (!s) {
+        r->err = kiln__err(KILN_ENOMEM, "out of memory reading %s", what);
+        return NULL;
+    }
+    memcpy(s, r->p + r->at, len);
+    s[len] = 0;
+    r->at += len;
+    return s;
+}
+/* A count of records of at least `min_rec` bytes each, checked against what
+ * is left (so a corrupt count cannot ask for a huge allocation). */
+static uint32_t r_count(rd *r, size_t min_rec, uint32_t max, const char *what) {
+    size_t at0 = r->at;
+    uint32_t n = r_u32(r, what);
+    if (r->err) return 0;
+    if (n > max || (min_rec && n > (r->n - r->at) / min_rec)) {
+        r->at = at0;
+        char m[200];
+        snprintf(m, sizeof m, "%s: count %u does not fit (max %u, %zu bytes left)", what, n, max,
+                 r->n - r->at - 4);
+        r_fail(r, m);
+        return 0;
+    }
+    return n;
+}
+/* Range-checked value: lo <= v < hi. */
+static int r_check(rd *r, int64_t v, int64_t lo, int64_t hi, const char *what, size_t at) {
+    if (r->err) return 0;
+    if (v < lo || v >= hi) {
+        size_t save = r->at;
+        r->at = at;
+        char m[200];
+        snprintf(m, sizeof m, "%s = %lld, expected %lld..%lld", what, (long long)v,
+                 (long long)lo, (long long)hi - 1);
+        r_fail(r, m);
+        r->at = save;
+        return 0;
+    }
+    return 1;
+}
+static void r_end(rd *r) {
+    if (!r->err && r->at != r->n) {
+        char m[120];
+        snprintf(m, sizeof m, "%zu unread bytes at the end of the section", r->n - r->at);
+        r_fail(r, m);
+    }
+}
+
+static int dtype_ok(uint32_t t) {
+    return t < KILN_DTYPE_COUNT_ && t != KILN_DTYPE_UNDEFINED && t != KILN_DTYPE_STRING &&
+           kiln_dtype_size((kiln_dtype)t) > 0;
+}
+
+typedef struct secinfo {
+    const uint8_t *p;
+    uint64_t off, size;
+    int present;
+} secinfo;
+
+static void rd_init(rd *r, const secinfo *s, uint32_t id) {
+    memset(r, 0, sizeof *r);
+    r->p = s->p;
+    r->n = (size_t)s->size;
+    r->base = (size_t)s->off;
+    r->sec = sec_name(id);
+}
+
+static int parse_nodes(kiln_engine *e, const secinfo *s) {
+    rd r;
+    rd_init(&r, s, SEC_NODES);
+    uint32_t n = r_count(&r, 24, 1u << 26, "node count");
+    if (r.err) return r.err;
+    e->nodes = kiln__calloc(n ? n : 1, sizeof *e->nodes);
+    if (!e->nodes) return kiln__err(KILN_ENOMEM, "out of memory: %u shape nodes", n);
+    e->nnodes = (int32_t)n;
+    for (uint32_t i = 0; i < n && !r.err; i++) {
+        kiln__enode *x = &e->nodes[i];
+        size_t at = r.at;
+        x->op = (uint8_t)r_u8(&r, "node op");
+        x->symkind = (uint8_t)r_u8(&r, "node symbol kind");
+        uint32_t pad = (uint32_t)r_le(&r, 2, "node padding");
+        x->a = r_i32(&r, "node a");
+        x->b = r_i32(&r, "node b");
+        x->c = r_i32(&r, "node c");
+        x->v = r_i64(&r, "node value");
+        if (r.err) break;
+        char what[64];
+        snprintf(what, sizeof what, "node %u op", i);
+        if (!r_check(&r, x->op, 0, KILN_EXPR_OP_COUNT_, what, at)) break;
+        if (pad) {
+            r.at = at;
+            r_fail(&r, "nonzero padding in a node");
+            break;
+        }
+        if (x->op == KILN_EXPR_CONST) continue;
+        if (x->op == KILN_EXPR_SYM) {
+            snprintf(what, sizeof what, "node %u symbol kind", i);
+            r_check(&r, x->symkind, KILN__SYM_INPUT_DIM, KILN__SYM_VALUE + 1, what, at);
+            continue; /* bindings are checked once the tensors are known */
+        }
+        /* Children refer to earlier nodes only: one forward pass evaluates. */
+        snprintf(what, sizeof what, "node %u child a", i);
+        r_check(&r, x->a, 0, i, what, at);
+        snprintf(what, sizeof what, "node %u child b", i);
+        r_check(&r, x->b, 0, i, what, at);
+        if (x->op == KILN_EXPR_SELECT_) {
+            snprintf(what, sizeof what, "node %u child c", i);
+            r_check(&r, x->c, 0, i, what, at);
+        }
+    }
+    r_end(&r);
+    return r.err;
+}
+
+static int parse_tensors(kiln_engine *e, const secinfo *s) {
+    rd r;
+    rd_init(&r, s, SEC_TENSORS);
+    uint32_t n = r_count(&r, 4 + 4 + 4 + 16 + 4 * 4 + 16, 1u << 24, "tensor count");
+    if (r.err) return r.err;
+    e->tensors = kiln__calloc(n ? n : 1, sizeof *e->tensors);
+    if (!e->tensors) return kiln__err(KILN_ENOMEM, "out of memory: %u tensors", n);
+    e->ntensors = (int32_t)n;
+    for (uint32_t i = 0; i < n && !r.err; i++) {
+        kiln__etensor *t = &e->tensors[i];
+        char what[96];
+        t->name = r_str(&r, "tensor name");
+        size_t at = r.at;
+        uint32_t kind = r_u8(&r, "tensor kind"), dt = r_u8(&r, "tensor dtype");
+        uint32_t fmt = r_u8(&r, "tensor format"), nd = r_u8(&r, "tensor ndim");
+        if (r.err) break;
+        snprintf(what, sizeof what, "tensor %u ('%s') kind", i, t->name);
+        if (!r_check(&r, kind, KILN__ET_INPUT, KILN__ET_OUTPUT + 1, what, at)) break;
+        if (!dtype_ok(dt)) {
+            snprintf(what, sizeof what, "tensor %u ('%s'): invalid dtype %u", i, t->name, dt);
+            r.at = at + 1;
+            r_fail(&r, what);
+            break;
+        }
+        snprintf(what, sizeof what, "tensor %u ('%s') format", i, t->name);
+        if (!r_check(&r, fmt, 0, KILN_FORMAT_COUNT_, what, at + 2)) break;
+        snprintf(what, sizeof what, "tensor %u ('%s') ndim", i, t->name);
+        if (!r_check(&r, nd, 0, KILN_MAX_DIMS + 1, what, at + 3)) break;
+        t->kind = (uint8_t)kind;
+        t->dtype = (uint8_t)dt;
+        t->format = (uint8_t)fmt;
+        t->ndim = (uint8_t)nd;
+        for (uint32_t d = 0; d < nd; d++) {
+            size_t a2 = r.at;
+            t->dims[d] = r_i32(&r, "tensor dim");
+            snprintf(what, sizeof what, "tensor '%s' dim %u node", t->name, d);
+            r_check(&r, t->dims[d], 0, e->nnodes, what, a2);
+        }
+        size_t a2 = r.at;
+        t->upper = r_i32(&r, "tensor upper");
+        snprintf(what, sizeof what, "tensor '%s' upper-bound node", t->name);
+        r_check(&r, t->upper, -1, e->nnodes, what, a2);
+        t->const_off = r_u64(&r, "const offset");
+        t->const_bytes = r_u64(&r, "const bytes");
+        a2 = r.at;
+        t->alias_of = r_i32(&r, "alias_of");
+        snprintf(what, sizeof what, "tensor '%s' alias_of", t->name);
+        r_check(&r, t->alias_of, -1, (int64_t)n, what, a2);
+        if (!r.err && t->alias_of == (int32_t)i) {
+            r.at = a2;
+            r_fail(&r, "tensor aliases itself");
+        }
+        t->first = r_i32(&r, "first layer");
+        t->last = r_i32(&r, "last layer");
+        a2 = r.at;
+        t->is_size = r_i32(&r, "is_size");
+        snprintf(what, sizeof what, "tensor '%s' is_size", t->name);
+        r_check(&r, t->is_size, 0, 2, what, a2);
+        t->plan_off = r_u64(&r, "plan offset");
+        t->plan_bytes = r_u64(&r, "plan bytes");
+    }
+    r_end(&r);
+    return r.err;
+}
+
+static int32_t *r_indices(rd *r, int32_t n, int32_t lo, int32_t hi, const char *what) {
+    int32_t *v = kiln__calloc(n ? (size_t)n : 1, sizeof *v);
+    if (!v) {
+        if (!r->err) r->err = kiln__err(KILN_ENOMEM, "out of memory reading %s", what);
+        return NULL;
+    }
+    for (int32_t k = 0; k < n && !r->err; k++) {
+        size_t at = r->at;
+        v[k] = r_i32(r, what);
+        r_check(r, v[k], lo, hi, what, at);
+    }
+    return v;
+}
+
+static int parse_layers(kiln_engine *e, const secinfo *s) {
+    rd r;
+    rd_init(&r, s, SEC_LAYERS);
+    uint32_t n = r_count(&r, 12 + 12 + 4 + 8 + 8 + 8, 1u << 24, "layer count");
+    if (r.err) return r.err;
+    e->layers = kiln__calloc(n ? n : 1, sizeof *e->layers);
+    if (!e->layers) return kiln__err(KILN_ENOMEM, "out of memory: %u layers", n);
+    e->nlayers = (int32_t)n;
+    for (uint32_t i = 0; i < n; i++) e->layers[i].aot_kernel = -1;
+    for (uint32_t i = 0; i < n && !r.err; i++) {
+        kiln__elayer *l = &e->layers[i];
+        char what[128];
+        l->name = r_str(&r, "layer name");
+        l->op_ns = r_str(&r, "layer op namespace");
+        l->op_name = r_str(&r, "layer op name");
+        if (r.err) break;
+        if (!l->op_ns) l->op_ns = kiln__strdup("");
+        if (!l->op_name) l->op_name = kiln__strdup("");
+        if (!l->name) l->name = kiln__strdup("");
+        if (!l->op_ns || !l->op_name || !l->name)
+            return kiln__err(KILN_ENOMEM, "out of memory reading layers");
+        l->op_version = r_i32(&r, "op version");
+        size_t at = r.at;
+        l->nin = r_i32(&r, "layer input count");
+        snprintf(what, sizeof what, "layer '%s' input count", l->name);
+        r_check(&r, l->nin, 0, KILN_MAX_IO + 1, what, at);
+        at = r.at;
+        l->nout = r_i32(&r, "layer output count");
+        snprintf(what, sizeof what, "layer '%s' output count", l->name);
+        r_check(&r, l->nout, 0, KILN_MAX_IO + 1 - (l->nin > 0 ? l->nin : 0), what, at);
+        if (r.err) break;
+        snprintf(what, sizeof what, "layer '%s' input tensor", l->name);
+        l->in = r_indices(&r, l->nin, -1, e->ntensors, what);
+        snprintf(what, sizeof what, "layer '%s' output tensor", l->name);
+        l->out = r_indices(&r, l->nout, 0, e->ntensors, what);
+        at = r.at;
+        l->io.n = r_i32(&r, "io format count");
+        snprintf(what, sizeof what, "layer '%s' io format count", l->name);
+        if (!r_check(&r, l->io.n, 0, KILN_MAX_IO + 1, what, at)) break;
+        for (int k = 0; k < l->io.n && !r.err; k++) {
+            at = r.at;
+            uint32_t dt = r_u8(&r, "io dtype"), fm = r_u8(&r, "io format");
+            if (r.err) break;
+            if (dt != KILN_DTYPE_UNDEFINED && !dtype_ok(dt)) {
+                snprintf(what, sizeof what, "layer '%s' io %d: invalid dtype %u", l->name, k, dt);
+                r.at = at;
+                r_fail(&r, what);
+                break;
+            }
+            snprintf(what, sizeof what, "layer '%s' io %d format", l->name, k);
+            r_check(&r, fm, 0, KILN_FORMAT_COUNT_, what, at + 1);
+            l->io.dtype[k] = (kiln_dtype)dt;
+            l->io.format[k] = (kiln_format)fm;
+        }
+        l->tactic = r_i32(&r, "tactic");
+        at = r.at;
+        l->aot_kernel = r_i32(&r, "aot kernel");
+        snprintf(what, sizeof what, "layer '%s' AOT kernel index", l->name);
+        r_check(&r, l->aot_kernel, -1, INT32_MAX, what, at); /* vs naot after AOT parse */
+        at = r.at;
+        l->blob_size = r_u64(&r, "attribute blob size");
+        if (!r.err && l->blob_size > r.n - r.at) {
+            snprintf(what, sizeof what, "layer '%s' attribute blob of %llu bytes, %zu left",
+                     l->name, (unsigned long long)l->blob_size, r.n - r.at);
+            r.at = at;
+            r_fail(&r, what);
+            break;
+        }
+        l->blob = r_bytes(&r, l->blob_size, "attribute blob");
+        l->time_ms = r_f64(&r, "time");
+    }
+    r_end(&r);
+    return r.err;
+}
+
+static int parse_io(kiln_engine *e, const secinfo *s) {
+    rd r;
+    rd_init(&r, s, SEC_IO);
+    uint32_t n = r_count(&r, 4, 1u << 20, "input count");
+    e->ninputs = (int32_t)n;
+    e->inputs = r_indices(&r, (int32_t)n, 0, e->ntensors, "input tensor");
+    n = r_count(&r, 4, 1u << 20, "output count");
+    e->noutputs = (int32_t)n;
+    e->outputs = r_indices(&r, (int32_t)n, 0, e->ntensors, "output tensor");
+    r_end(&r);
+    return r.err;
+}
+
+static int parse_profiles(kiln_engine *e, const secinfo *s) {
+    rd r;
+    rd_init(&r, s, SEC_PROFILES);
+    size_t at = r.at;
+    uint32_t n = r_count(&r, 3 * KILN_MAX_DIMS * 8, 1u << 20, "profile count");
+    if (r.err) return r.err;
+    if (n && n != (uint32_t)e->ninputs) {
+        char m[96];
+        snprintf(m, sizeof m, "%u profiles for %d inputs", n, (int)e->ninputs);
+        r.at = at;
+        return r_fail(&r, m);
+    }
+    if (n) {
+        e->prof = kiln__calloc(n, sizeof *e->prof);
+        if (!e->prof) return kiln__err(KILN_ENOMEM, "out of memory reading profiles");
+    }
+    for (uint32_t i = 0; i < n && !r.err; i++)
+        for (int k = 0; k < 3; k++)
+            for (int d = 0; d < KILN_MAX_DIMS; d++) e->prof[i][k][d] = r_i64(&r, "profile dim");
+    for (uint32_t i = 0; i < n && !r.err; i++)
+        for (int d = 0; d < KILN_MAX_DIMS; d++)
+            if (e->prof[i][0][d] > e->prof[i][1][d] || e->prof[i][1][d] > e->prof[i][2][d]) {
+                char m[128];
+                snprintf(m, sizeof m, "profile of input %u dim %d: min %lld, opt %lld, max %lld",
+                         i, d, (long long)e->prof[i][0][d], (long long)e->prof[i][1][d],
+                         (long long)e->prof[i][2][d]);
+                r.at = 4 + (size_t)i * 3 * KILN_MAX_DIMS * 8;
+                r_fail(&r, m);
+            }
+    r_end(&r);
+    return r.err;
+}
+
+static int parse_aot(kiln_engine *e, const secinfo *s) {
+    rd r;
+    rd_init(&r, s, SEC_AOT);
+    uint32_t n = r_count(&r, 8, 1u << 20, "AOT kernel count");
+    if (r.err) return r.err;
+    if (n) {
+        e->aot = kiln__calloc(n, sizeof *e->aot);
+        if (!e->aot) return kiln__err(KILN_ENOMEM, "out of memory reading AOT kernels");
+    }
+    for (uint32_t i = 0; i < n && !r.err; i++) {
+        size_t at = r.at;
+        uint64_t sz = r_u64(&r, "AOT record size");
+        if (r.err) break;
+        if (sz > r.n - r.at) {
+            r.at = at;
+            r_fail(&r, "AOT record larger than the section");
+            break;
+        }
+        int rc = kiln__aot_deserialize(&e->aot[i], r.p + r.at, (size_t)sz, e->nnodes);
+        e->naot = (int32_t)i + 1; /* freed by destroy from here on */
+        if (rc)
+            return kiln__err_prefix(rc, "section AOT (file offset %zu): kernel %u",
+                                    r.base + r.at, i);
+        r.at += (size_t)sz;
+    }
+    r_end(&r);
+    return r.err;
+}
+
+static int parse_plugins(kiln_engine *e, const secinfo *s) {
+    rd r;
+    rd_init(&r, s, SEC_PLUGINS);
+    uint32_t n = r_count(&r, 4 + 4 + 4 + 4 + 8, 1u << 20, "plugin count");
+    if (r.err) return r.err;
+    if (n) {
+        e->plugins = kiln__calloc(n, sizeof *e->plugins);
+        if (!e->plugins) return kiln__err(KILN_ENOMEM, "out of memory reading plugins");
+    }
+    e->nplugins = (int32_t)n;
+    for (uint32_t i = 0; i < n && !r.err; i++) {
+        kiln__plugin_ref *p = &e->plugins[i];
+        p->ns = r_str(&r, "plugin namespace");
+        p->name = r_str(&r, "plugin name");
+        p->version = r_i32(&r, "plugin version");
+        p->library = r_str(&r, "plugin library");
+        size_t at = r.at;
+        p->so_size = r_u64(&r, "embedded library size");
+        if (!r.err && p->so_size > r.n - r.at) {
+            r.at = at;
+            r_fail(&r, "embedded library larger than the section");
+            break;
+        }
+        p->so = r_bytes(&r, p->so_size, "embedded library");
+        if (!r.err && (!p->ns || !p->name)) {
+            r.at = at;
+            r_fail(&r, "plugin with an empty namespace or name");
+        }
+    }
+    r_end(&r);
+    return r.err;
+}
+
+static int parse_meta(kiln_engine *e, const secinfo *s) {
+    rd r;
+    rd_init(&r, s, SEC_META);
+    e->threads = (int32_t)r_u32(&r, "threads");
+    size_t at = r.at;
+    uint32_t dev = r_u32(&r, "device");
+    r_check(&r, e->threads, 0, 4097, "threads", 0);
+    r_check(&r, dev, KILN_DEVICE_CPU, KILN_DEVICE_CUDA + 1, "device", at);
+    e->device = (kiln_device_kind)dev;
+    r_end(&r);
+    return r.err;
+}
+
+static int xfail(const char *sec, uint64_t off, const char *fmt, const char *what) {
+    return kiln__err(KILN_EFORMAT, "section %s (file offset %llu): %s%s", sec,
+                     (unsigned long long)off, fmt, what);
+}
+
+/* Cross-references that need several sections. */
+static int check_refs(kiln_engine *e, const secinfo *sec) {
+    char m[200];
+    for (int32_t i = 0; i < e->nnodes; i++) {
+        const kiln__enode *x = &e->nodes[i];
+        if (x->op != KILN_EXPR_SYM) continue;
+        uint64_t off = sec[SEC_NODES].off + 4 + (uint64_t)i * 24;
+        if (x->a < 0 || x->a >= e->ntensors) {
+            snprintf(m, sizeof m, "node %d: symbol bound to tensor %d, engine has %d", (int)i,
+                     (int)x->a, (int)e->ntensors);
+            return xfail("NODES", off, m, "");
+        }
+        const kiln__etensor *t = &e->tensors[x->a];
+        if (x->symkind == KILN__SYM_INPUT_DIM &&
+            (t->kind != KILN__ET_INPUT || x->b < 0 || x->b >= t->ndim)) {
+            snprintf(m, sizeof m, "node %d: input dim %d of tensor '%s' (kind %d, %d dims)",
+                     (int)i, (int)x->b, t->name, t->kind, t->ndim);
+            return xfail("NODES", off, m, "");
+        }
+        if (x->symkind == KILN__SYM_SIZE && !t->is_size) {
+            snprintf(m, sizeof m, "node %d: size symbol bound to '%s', not a size tensor",
+                     (int)i, t->name);
+            return xfail("NODES", off, m, "");
+        }
+        if (x->symkind == KILN__SYM_VALUE &&
+            (t->kind != KILN__ET_INPUT ||
+             (t->dtype != KILN_DTYPE_I32 && t->dtype != KILN_DTYPE_I64) || x->b < 0)) {
+            snprintf(m, sizeof m, "node %d: value symbol bound to element %d of '%s'",
+                     (int)i, (int)x->b, t->name);
+            return xfail("NODES", off, m, "");
+        }
+    }
+    for (int32_t i = 0; i < e->ntensors; i++) {
+        const kiln__etensor *t = &e->tensors[i];
+        if (t->kind == KILN__ET_CONST &&
+            (t->const_off > e->weights_size || t->const_bytes > e->weights_size - t->const_off)) {
+            snprintf(m, sizeof m, "constant '%s' at weights offset %llu + %llu bytes, weights are %llu bytes",
+                     t->name, (unsigned long long)t->const_off, (unsigned long long)t->const_bytes,
+                     (unsigned long long)e->weights_size);
+            return xfail("TENSORS", sec[SEC_TENSORS].off, m, "");
+        }
+        if (t->first < -1 || t->first > e->nlayers || t->last < -1 || t->last > e->nlayers) {
+            snprintf(m, sizeof m, "tensor '%s' lifetime %d..%d, engine has %d layers", t->name,
+                     (int)t->first, (int)t->last, (int)e->nlayers);
+            return xfail("TENSORS", sec[SEC_TENSORS].off, m, "");
+        }
+        if (t->is_size && (t->ndim != 0 || t->dtype != KILN_DTYPE_I64)) {
+            snprintf(m, sizeof m, "size tensor '%s' is not a 0-D i64", t->name);
+            return xfail("TENSORS", sec[SEC_TENSORS].off, m, "");
+        }
+        /* Alias chains end (no cycles) within ntensors steps. */
+        int32_t a = t->alias_of;
+        for (int32_t k = 0; a >= 0 && k <= e->ntensors; k++) a = e->tensors[a].alias_of;
+        if (a >= 0) {
+            snprintf(m, sizeof m, "tensor '%s': alias cycle", t->name);
+            return xfail("TENSORS", sec[SEC_TENSORS].off, m, "");
+        }
+    }
+    for (int32_t i = 0; i < e->ninputs; i++)
+        if (e->tensors[e->inputs[i]].kind != KILN__ET_INPUT) {
+            snprintf(m, sizeof m, "input %d is tensor '%s', not an input tensor", (int)i,
+                     e->tensors[e->inputs[i]].name);
+            return xfail("IO", sec[SEC_IO].off, m, "");
+        }
+    for (int32_t i = 0; i < e->nlayers; i++) {
+        const kiln__elayer *l = &e->layers[i];
+        if (l->aot_kernel >= e->naot) {
+            snprintf(m, sizeof m, "layer '%s' uses AOT kernel %d, engine has %d", l->name,
+                     (int)l->aot_kernel, (int)e->naot);
+            return xfail("LAYERS", sec[SEC_LAYERS].off, m, "");
+        }
+        if (l->io.n != 0 && l->io.n != l->nin + l->nout) {
+            snprintf(m, sizeof m, "layer '%s' has %d io formats for %d positions", l->name,
+                     (int)l->io.n, (int)(l->nin + l->nout));
+            return xfail("LAYERS", sec[SEC_LAYERS].off, m, "");
+        }
+        for (int32_t k = 0; k < l->nout; k++) {
+            const kiln__etensor *t = &e->tensors[l->out[k]];
+            if (t->kind == KILN__ET_INPUT || t->kind == KILN__ET_CONST) {
+                snprintf(m, sizeof m, "layer '%s' writes %s tensor '%s'", l->name,
+                         t->kind == KILN__ET_INPUT ? "input" : "constant", t->name);
+                return xfail("LAYERS", sec[SEC_LAYERS].off, m, "");
+            }
+        }
+    }
+    return 0;
+}
+
+/* Every feature the engine was built for must be present here; the
+ * architecture must match. */
+static int device_ok(const char *built, const char *here) {
+    const char *bc = strchr(built, ':'), *hc = strchr(here, ':');
+    size_t ba = bc ? (size_t)(bc - built) : strlen(built);
+    size_t ha = hc ? (size_t)(hc - here) : strlen(here);
+    if (ba != ha || memcmp(built, here, ba)) return 0;
+    if (!bc) return 1;
+    const char *f = bc + 1;
+    while (*f) {
+        const char *end = strchr(f, ',');
+        size_t fl = end ? (size_t)(end - f) : strlen(f);
+        int found = 0;
+        for (const char *g = hc ? hc + 1 : ""; *g && !found;) {
+            const char *ge = strchr(g, ',');
+            size_t gl = ge ? (size_t)(ge - g) : strlen(g);
+            if (gl == fl && !memcmp(f, g, fl)) found = 1;
+            g += gl + (ge ? 1 : 0);
+        }
+        if (fl && !found) return 0;
+        f += fl + (end ? 1 : 0);
+    }
+    return 1;
+}
+
+/* Parse and verify a whole file image.  `weights_in_place`: point the
+ * weights into `p` (the mapping) instead of copying them. */
+static int parse_image(const uint8_t *p, size_t n, int weights_in_place, kiln_engine *e) {
+    if (n < 8 || memcmp(p, FILE_MAGIC "", 8) != 0)
+        return kiln__err(KILN_EFORMAT,
+                         "not a kiln engine file (%zu bytes; expected magic \"KILNENG\" at offset 0)", n);
+    if (n < HDR_FIXED)
+        return kiln__err(KILN_EFORMAT, "engine file truncated: %zu bytes, the header alone is %u",
+                         n, HDR_FIXED);
+    rd h = {.p = p, .n = n, .at = 8, .base = 0, .sec = "header", .err = 0};
+    uint32_t ver = r_u32(&h, "version");
+    if (ver != KILN__FILE_VERSION)
+        return kiln__err(KILN_EVERSION, "engine format version %u, this kiln reads %u", ver,
+                         KILN__FILE_VERSION);
+    uint32_t hsize = r_u32(&h, "header size"), flags = r_u32(&h, "flags");
+    uint32_t nsec = r_u32(&h, "section count"), siglen = r_u32(&h, "signature length");
+    uint32_t resv = r_u32(&h, "reserved");
+    uint64_t hck = r_u64(&h, "header checksum");
+    uint64_t need = HDR_FIXED + (((uint64_t)siglen + 7) & ~7ull) + (uint64_t)nsec * SEC_ENTRY;
+    if (nsec > 64 || siglen > 4096 || hsize != need)
+        return kiln__err(KILN_EFORMAT,
+                         "header (offset 12): header size %u, %u sections, signature of %u bytes "
+                         "(expected header size %llu)",
+                         hsize, nsec, siglen, (unsigned long long)need);
+    if (hsize > n)
+        return kiln__err(KILN_EFORMAT, "engine file truncated: %zu bytes, header needs %u", n, hsize);
+    {
+        uint8_t *tmp = kiln__malloc(hsize);
+        if (!tmp) return kiln__err(KILN_ENOMEM, "out of memory");
+        memcpy(tmp, p, hsize);
+        memset(tmp + 32, 0, 8);
+        uint64_t c = ck64(tmp, hsize);
+        kiln__free(tmp);
+        if (c != hck)
+            return kiln__err(KILN_ECHECKSUM, "header (offset 0, %u bytes): checksum mismatch",
+                             hsize);
+    }
+    if (flags || resv)
+        return kiln__err(KILN_EFORMAT, "header (offset 16): unknown flags 0x%x", flags | resv);
+    char sig[4097];
+    memcpy(sig, p + HDR_FIXED, siglen);
+    sig[siglen] = 0;
+    if (memchr(sig, 0, siglen))
+        return kiln__err(KILN_EFORMAT, "header (offset %u): device signature holds a NUL", HDR_FIXED);
+
+    secinfo sec[SEC_COUNT_];
+    memset(sec, 0, sizeof sec);
+    h.at = HDR_FIXED + ((siglen + 7u) & ~7u);
+    uint64_t end = hsize;
+    for (uint32_t i = 0; i < nsec; i++) {
+        size_t at = h.at;
+        uint32_t id = r_u32(&h, "section id"), z = r_u32(&h, "section reserved");
+        uint64_t off = r_u64(&h, "section offset"), size = r_u64(&h, "section size");
+        uint64_t ck = r_u64(&h, "section checksum");
+        if (id == 0 || id >= SEC_COUNT_ || sec[id].present || z)
+            return kiln__err(KILN_EFORMAT, "section table entry %u (offset %zu): id %u %s", i,
+                             at, id, id && id < SEC_COUNT_ ? "repeated" : "unknown");
+        if (off < end || off > n || size > n - off || off % 64)
+            return kiln__err(KILN_EFORMAT,
+                             "section %s (table entry at offset %zu): offset %llu, %llu bytes; "
+                             "file is %zu bytes, previous section ends at %llu",
+                             sec_name(id), at, (unsigned long long)off, (unsigned long long)size,
+                             n, (unsigned long long)end);
+        for (uint64_t g = end; g < off; g++)
+            if (p[g])
+                return kiln__err(KILN_EFORMAT, "nonzero padding byte at offset %llu",
+                                 (unsigned long long)g);
+        if (ck64(p + off, (size_t)size) != ck)
+            return kiln__err(KILN_ECHECKSUM, "section %s (offset %llu, %llu bytes): checksum mismatch",
+                             sec_name(id), (unsigned long long)off, (unsigned long long)size);
+        sec[id].p = p + off;
+        sec[id].off = off;
+        sec[id].size = size;
+        sec[id].present = 1;
+        end = off + size;
+    }
+    if (end != n)
+        return kiln__err(KILN_EFORMAT, "engine file has %llu bytes after its last section (file is %zu bytes)",
+                         (unsigned long long)(n - end), n);
+    for (int s = 1; s < SEC_COUNT_; s++)
+        if (!sec[s].present)
+            return kiln__err(KILN_EFORMAT, "engine file lacks section %s", sec_name((uint32_t)s));
+
+    const char *here = kiln_cpu_signature();
+    if (!device_ok(sig, here))
+        return kiln__err(KILN_EDEVICE,
+                         "engine built for device \"%s\"; this machine is \"%s\": rebuild the engine here",
+                         sig, here);
+    e->device_sig = kiln__strdup(sig);
+    if (!e->device_sig) return kiln__err(KILN_ENOMEM, "out of memory");
+
+    int rc;
+    if ((rc = parse_meta(e, &sec[SEC_META]))) return rc;
+    if ((rc = parse_nodes(e, &sec[SEC_NODES]))) return rc;
+    if ((rc = parse_tensors(e, &sec[SEC_TENSORS]))) return rc;
+    if ((rc = parse_layers(e, &sec[SEC_LAYERS]))) return rc;
+    if ((rc = parse_io(e, &sec[SEC_IO]))) return rc;
+    if ((rc = parse_profiles(e, &sec[SEC_PROFILES]))) return rc;
+    if ((rc = parse_aot(e, &sec[SEC_AOT]))) return rc;
+    if ((rc = parse_plugins(e, &sec[SEC_PLUGINS]))) return rc;
+
+    e->weights_size = sec[SEC_WEIGHTS].size;
+    if (weights_in_place) {
+        e->weights = (uint8_t *)sec[SEC_WEIGHTS].p;
+    } else if (e->weights_size) {
+        e->weights = kiln__aligned_alloc((size_t)e->weights_size);
+        if (!e->weights) return kiln__err(KILN_ENOMEM, "out of memory: %llu bytes of weights",
+                                          (unsigned long long)e->weights_size);
+        e->weights_owned = 1;
+        memcpy(e->weights, sec[SEC_WEIGHTS].p, (size_t)e->weights_size);
+    }
+    if ((rc = check_refs(e, sec))) return rc;
+    return kiln__engine_prepare(e);
+}
+
+KILN_API int kiln_engine_load_memory(const void *buf, size_t size, kiln_engine **out) {
+    KILN__ASSERT(out);
+    *out = NULL;
+    if (!buf && size) return kiln__err(KILN_EINVAL, "engine buffer is NULL");
+    kiln_engine *e = kiln__calloc(1, sizeof *e);
+    if (!e) return kiln__err(KILN_ENOMEM, "out of memory");
+    int rc = parse_image(buf ? buf : "", size, 0, e);
+    if (rc) {
+        kiln__engine_destroy(e);
+        return rc;
+    }
+    *out = e;
+    return 0;
+}
+
+KILN_API int kiln_engine_load(const char *path, kiln_engine **out) {
+    KILN__ASSERT(path && out);
+    *out = NULL;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return kiln__err(KILN_EIO, "cannot open engine '%s': %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        int rc = kiln__err(KILN_EIO, "cannot stat '%s': %s", path, strerror(errno));
+        close(fd);
+        return rc;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
+        return kiln__err(KILN_EIO, "'%s' is not a regular file", path);
+    }
+    size_t n = (size_t)st.st_size;
+    void *map = NULL;
+    if (n) {
+        map = mmap(NULL, n, PROT_READ, MAP_PRIVATE, fd, 0);
+        if (map == MAP_FAILED) {
+            int rc = kiln__err(KILN_EIO, "cannot mmap '%s' (%zu bytes): %s", path, n,
+                               strerror(errno));
+            close(fd);
+            return rc;
+        }
+    }
+    close(fd);
+    kiln_engine *e = kiln__calloc(1, sizeof *e);
+    if (!e) {
+        if (map) munmap(map, n);
+        return kiln__err(KILN_ENOMEM, "out of memory");
+    }
+    e->map = map;
+    e->map_size = n;
+    int rc = parse_image(map ? map : "", n, 1, e);
+    if (rc) {
+        kiln__err_prefix(rc, "engine '%s'", path);
+        kiln__engine_destroy(e);
+        return rc;
+    }
+    *out = e;
+    return 0;
+}
