@@ -1,0 +1,196 @@
+/*
+ * args.c — option parsing and helpers shared by the verbs.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli.h"
+
+int cli_fail(const char *verb, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "kiln %s: ", verb);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    return 1;
+}
+
+int cli_fail_kiln(const char *verb, int status, const char *what) {
+    const char *m = kiln_errmsg();
+    return cli_fail(verb, "%s: %s", what, m && *m ? m : kiln_strerror(status));
+}
+
+int cli_opt(int argc, char **argv, int *i, const char *name, const char **val) {
+    const char *a = argv[*i];
+    size_t n = strlen(name);
+    if (strncmp(a, name, n)) return 0;
+    if (a[n] == '=') {
+        *val = a + n + 1;
+        return 1;
+    }
+    if (a[n]) return 0;
+    if (*i + 1 >= argc) {
+        fprintf(stderr, "kiln: option %s expects a value\n", name);
+        return -1;
+    }
+    *val = argv[++*i];
+    return 1;
+}
+
+int cli_int(const char *verb, const char *opt, const char *s, long *out) {
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 0);
+    if (errno || end == s || *end || v < 0)
+        return cli_fail(verb, "%s expects a non-negative integer, found '%s'", opt, s), -1;
+    *out = v;
+    return 0;
+}
+
+int cli_double(const char *verb, const char *opt, const char *s, double *out) {
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end || v < 0)
+        return cli_fail(verb, "%s expects a non-negative number, found '%s'", opt, s), -1;
+    *out = v;
+    return 0;
+}
+
+/* One "name:AxBxC" entry (len bytes at p). */
+static int shape_one(const char *verb, const char *p, size_t len, cli_shapes *out) {
+    const char *colon = NULL;
+    for (size_t k = len; k > 0; k--)
+        if (p[k - 1] == ':') {
+            colon = p + k - 1;
+            break;
+        }
+    if (!colon || colon == p || (size_t)(colon - p) >= sizeof out->s[0].name)
+        return cli_fail(verb, "expected shapes as name:AxBxC, found '%.*s'", (int)len, p), -1;
+    cli_shape sh;
+    memset(&sh, 0, sizeof sh);
+    memcpy(sh.name, p, (size_t)(colon - p));
+    const char *s = colon + 1, *end = p + len;
+    if (s == end || (end - s == 2 && !strncmp(s, "[]", 2))) {
+        sh.ndim = 0; /* scalar: "name:" or "name:[]" */
+    } else {
+        while (s < end) {
+            char *e;
+            long long v = strtoll(s, &e, 10);
+            if (e == s || v < 0 || sh.ndim == KILN_MAX_DIMS || e > end)
+                return cli_fail(verb, "expected dims AxBxC (at most %d, each >= 0) in '%.*s'",
+                                KILN_MAX_DIMS, (int)len, p), -1;
+            sh.dims[sh.ndim++] = v;
+            s = e;
+            if (s < end && (*s == 'x' || *s == 'X')) s++;
+            else if (s < end)
+                return cli_fail(verb, "unexpected '%c' in shape '%.*s'", *s, (int)len, p), -1;
+        }
+    }
+    for (int k = 0; k < out->n; k++)
+        if (!strcmp(out->s[k].name, sh.name)) {
+            out->s[k] = sh;
+            return 0;
+        }
+    if (out->n == CLI_MAX_SHAPES) return cli_fail(verb, "too many shapes (at most %d)", CLI_MAX_SHAPES), -1;
+    out->s[out->n++] = sh;
+    return 0;
+}
+
+int cli_shapes_parse(const char *verb, const char *spec, cli_shapes *out) {
+    const char *p = spec;
+    while (*p) {
+        const char *e = strchr(p, ',');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        if (len && shape_one(verb, p, len, out)) return -1;
+        p = e ? e + 1 : p + len;
+    }
+    return 0;
+}
+
+const cli_shape *cli_shapes_find(const cli_shapes *s, const char *name) {
+    for (int k = 0; k < s->n; k++)
+        if (!strcmp(s->s[k].name, name)) return &s->s[k];
+    return NULL;
+}
+
+int cli_plugins_add(const char *verb, cli_plugins *p, const char *path) {
+    if (p->n == CLI_MAX_PLUGINS)
+        return cli_fail(verb, "too many --plugins (at most %d)", CLI_MAX_PLUGINS), -1;
+    p->path[p->n++] = path;
+    return 0;
+}
+
+int cli_plugins_load(const char *verb, const cli_plugins *p) {
+    for (int k = 0; k < p->n; k++) {
+        int rc = kiln_registry_load_library(p->path[k]);
+        if (rc) return cli_fail_kiln(verb, rc, p->path[k]);
+    }
+    return 0;
+}
+
+static uint64_t xorshift(uint64_t *s) {
+    uint64_t x = *s ? *s : 0x9E3779B97F4A7C15ull;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    return *s = x;
+}
+
+void cli_fill_random(void *data, kiln_dtype dtype, size_t n, uint64_t *seed) {
+    for (size_t i = 0; i < n; i++) {
+        uint64_t r = xorshift(seed);
+        double f = (double)(r >> 11) / (double)(1ull << 53) * 2.0 - 1.0;
+        double v;
+        switch (dtype) {
+        case KILN_DTYPE_F32: case KILN_DTYPE_F16: case KILN_DTYPE_F64: case KILN_DTYPE_BF16:
+            v = f;
+            break;
+        case KILN_DTYPE_BOOL: v = (double)(r >> 63); break;
+        default: v = (double)((r >> 33) % 4); break;
+        }
+        cli_convert(dtype, (char *)data + i * kiln_dtype_size(dtype), KILN_DTYPE_F64, &v, 1);
+    }
+}
+
+int cli_context_random_inputs(const char *verb, const kiln_engine *e, kiln_context *ctx,
+                              const cli_shapes *shapes, uint64_t seed, void ***bufs) {
+    int nin = kiln_engine_num_inputs(e);
+    void **b = calloc((size_t)nin + 1, sizeof *b);
+    *bufs = b;
+    for (int i = 0; i < nin; i++) {
+        kiln_io_info info;
+        int rc = kiln_engine_io(e, i, &info);
+        if (rc) return cli_fail_kiln(verb, rc, "engine input");
+        const cli_shape *s = shapes ? cli_shapes_find(shapes, info.name) : NULL;
+        int64_t dims[KILN_MAX_DIMS];
+        int ndim = info.ndim;
+        if (s) {
+            ndim = s->ndim;
+            memcpy(dims, s->dims, sizeof dims);
+        } else {
+            for (int d = 0; d < ndim; d++) dims[d] = info.dims[d] >= 0 ? info.dims[d] : info.opt[d];
+        }
+        rc = kiln_context_set_input_shape(ctx, info.name, ndim, dims);
+        if (rc) return cli_fail_kiln(verb, rc, info.name);
+        size_t n = 1;
+        for (int d = 0; d < ndim; d++) n *= (size_t)dims[d];
+        size_t bytes = n * kiln_dtype_size(info.dtype);
+        b[i] = malloc(bytes ? bytes : 1);
+        cli_fill_random(b[i], info.dtype, n, &seed);
+        rc = kiln_context_bind(ctx, info.name, b[i], bytes);
+        if (rc) return cli_fail_kiln(verb, rc, info.name);
+    }
+    return 0;
+}
+
+double cli_now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}

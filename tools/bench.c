@@ -1,0 +1,153 @@
+/*
+ * bench.c — `kiln bench ENGINE`: latency distribution and throughput on
+ * random inputs; optionally per-layer times from the context profiler.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+static int usage(FILE *f) {
+    fprintf(f,
+            "usage: kiln bench ENGINE [options]\n"
+            "  --plugins LIB.so        load a plugin library the engine needs (repeatable)\n"
+            "  --warmup N              untimed runs first (default 10)\n"
+            "  --iterations N          timed runs (default 200)\n"
+            "  --duration S            run for S seconds instead of --iterations\n"
+            "  --threads N             worker threads (default: the engine's build setting)\n"
+            "  --shapes in:1x3x224x224 shapes of dynamic inputs (default: profile opt)\n"
+            "  --per-layer             also profile each layer (separate runs)\n");
+    return f == stdout ? 0 : 2;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double pct(const double *s, size_t n, double p) {
+    size_t k = (size_t)(p * (double)(n - 1) + 0.5);
+    return s[k < n ? k : n - 1];
+}
+
+int kiln_cli_bench(int argc, char **argv) {
+    const char *verb = "bench", *path = NULL, *v;
+    cli_plugins plugins = {0};
+    cli_shapes shapes = {0};
+    long warmup = 10, iterations = 200, threads = 0;
+    double duration = 0;
+    int per_layer = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        int m = 0;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) return usage(stdout);
+        else if (!strcmp(a, "--per-layer")) per_layer = 1;
+        else if ((m = cli_opt(argc, argv, &i, "--plugins", &v)) > 0) {
+            if (cli_plugins_add(verb, &plugins, v)) return 2;
+        } else if (m == 0 && (m = cli_opt(argc, argv, &i, "--warmup", &v)) > 0) {
+            if (cli_int(verb, "--warmup", v, &warmup)) return 2;
+        } else if (m == 0 && (m = cli_opt(argc, argv, &i, "--iterations", &v)) > 0) {
+            if (cli_int(verb, "--iterations", v, &iterations) || iterations < 1) return 2;
+        } else if (m == 0 && (m = cli_opt(argc, argv, &i, "--duration", &v)) > 0) {
+            if (cli_double(verb, "--duration", v, &duration)) return 2;
+        } else if (m == 0 && (m = cli_opt(argc, argv, &i, "--threads", &v)) > 0) {
+            if (cli_int(verb, "--threads", v, &threads)) return 2;
+        } else if (m == 0 && (m = cli_opt(argc, argv, &i, "--shapes", &v)) > 0) {
+            if (cli_shapes_parse(verb, v, &shapes)) return 2;
+        } else if (m < 0) {
+            return 2;
+        } else if (a[0] == '-') {
+            cli_fail(verb, "unknown option '%s'", a);
+            return usage(stderr);
+        } else if (!path) {
+            path = a;
+        } else {
+            cli_fail(verb, "one engine at a time (found '%s' and '%s')", path, a);
+            return 2;
+        }
+    }
+    if (!path) {
+        cli_fail(verb, "expected an engine file");
+        return usage(stderr);
+    }
+    if (cli_plugins_load(verb, &plugins)) return 1;
+    kiln_engine *e = NULL;
+    kiln_context *ctx = NULL;
+    void **bufs = NULL;
+    double *lat = NULL;
+    int status = 1, rc = kiln_engine_load(path, &e);
+    if (rc) return cli_fail_kiln(verb, rc, path);
+    int nin = kiln_engine_num_inputs(e);
+    if ((rc = kiln_context_create(e, (int)threads, &ctx))) {
+        cli_fail_kiln(verb, rc, "creating a context");
+        goto done;
+    }
+    if (cli_context_random_inputs(verb, e, ctx, &shapes, 1, &bufs)) goto done;
+    for (long k = 0; k < warmup; k++)
+        if ((rc = kiln_context_run(ctx))) {
+            cli_fail_kiln(verb, rc, "run");
+            goto done;
+        }
+    size_t cap = duration > 0 ? 1024 : (size_t)iterations, n = 0;
+    lat = malloc(cap * sizeof *lat);
+    double start = cli_now_ms();
+    while (duration > 0 ? cli_now_ms() - start < duration * 1e3 : n < (size_t)iterations) {
+        if (n == cap) lat = realloc(lat, (cap *= 2) * sizeof *lat);
+        double t0 = cli_now_ms();
+        if ((rc = kiln_context_run(ctx))) {
+            cli_fail_kiln(verb, rc, "run");
+            goto done;
+        }
+        lat[n++] = cli_now_ms() - t0;
+    }
+    double total = cli_now_ms() - start;
+    qsort(lat, n, sizeof *lat, cmp_double);
+    double med = pct(lat, n, 0.5);
+    printf("%s: %zu runs, latency ms: min %.4f  median %.4f  p90 %.4f  p99 %.4f  max %.4f\n", path,
+           n, lat[0], med, pct(lat, n, 0.9), pct(lat, n, 0.99), lat[n - 1]);
+    printf("throughput: %.1f runs/s\n", (double)n / (total / 1e3));
+
+    /* Layer count (and, with --per-layer, mean times) from the profiler. */
+    kiln_context_set_profiling(ctx, 1);
+    int reps = per_layer ? (int)(n < 50 ? n : 50) : 1, nl = 0;
+    double *acc = NULL;
+    for (int r = 0; r < reps; r++) {
+        if ((rc = kiln_context_run(ctx))) {
+            cli_fail_kiln(verb, rc, "profiled run");
+            goto done;
+        }
+        for (int l = 0;; l++) {
+            const char *name;
+            double ms;
+            if (kiln_context_profile(ctx, l, &name, &ms)) break;
+            if (l >= nl) {
+                acc = realloc(acc, (size_t)(l + 1) * sizeof *acc);
+                acc[l] = 0;
+                nl = l + 1;
+            }
+            acc[l] += ms;
+        }
+    }
+    if (nl > 0)
+        printf("per layer: %.3f us (median latency / %d layers)\n", med * 1e3 / nl, nl);
+    if (per_layer && nl > 0) {
+        printf("%-40s %12s\n", "layer", "mean ms");
+        for (int l = 0; l < nl; l++) {
+            const char *name = "?";
+            double ms;
+            kiln_context_profile(ctx, l, &name, &ms);
+            printf("%-40s %12.5f\n", name, acc[l] / reps);
+        }
+    }
+    free(acc);
+    status = 0;
+done:
+    free(lat);
+    if (bufs)
+        for (int i = 0; i < nin; i++) free(bufs[i]);
+    free(bufs);
+    if (ctx) kiln_context_free(ctx);
+    kiln_engine_free(e);
+    return status;
+}

@@ -1,0 +1,107 @@
+/*
+ * cli.h — shared pieces of the `kiln` command-line tool.
+ *
+ * One file per verb (build.c, run.c, bench.c, inspect.c, plugins.c;
+ * test_onnx.c belongs to the ONNX importer), plus args.c (option parsing,
+ * shapes, plugin loading, random inputs) and npy.c (.npy files).  Each verb
+ * is `int kiln_cli_<verb>(int argc, char **argv)` with argv[0] = the verb
+ * name; it returns the process exit status: 0 success, 1 failure (one line
+ * "kiln <verb>: <message>" on stderr), 2 usage error.
+ */
+#ifndef KILN_CLI_H
+#define KILN_CLI_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <kiln/kiln.h>
+
+int kiln_cli_build(int argc, char **argv);
+int kiln_cli_run(int argc, char **argv);
+int kiln_cli_bench(int argc, char **argv);
+int kiln_cli_inspect(int argc, char **argv);
+int kiln_cli_plugins(int argc, char **argv);
+/* `kiln test-onnx`: the ONNX conformance runner (tools/test_onnx.c). */
+int kiln_cli_test_onnx(int argc, char **argv);
+
+/* ------------------------------------------------------------ args.c */
+
+/* Print "kiln <verb>: <message>\n" to stderr; returns 1. */
+int cli_fail(const char *verb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Same with kiln_errmsg() (or kiln_strerror(status) when empty) appended
+ * after "<what>: "; returns 1. */
+int cli_fail_kiln(const char *verb, int status, const char *what);
+
+/* Option matching: if argv[*i] is `name` ("--out") or "--out=V", store the
+ * value in *val (the next argument or V) and return 1; a missing value
+ * prints an error and returns -1; no match returns 0. */
+int cli_opt(int argc, char **argv, int *i, const char *name, const char **val);
+/* Parse a non-negative int / a double; -1 on error (message printed). */
+int cli_int(const char *verb, const char *opt, const char *s, long *out);
+int cli_double(const char *verb, const char *opt, const char *s, double *out);
+
+/* "name:1x3x224x224,other:4" (also accepts several options concatenated). */
+#define CLI_MAX_SHAPES 32
+typedef struct cli_shape {
+    char name[128];
+    int ndim;
+    int64_t dims[KILN_MAX_DIMS];
+} cli_shape;
+typedef struct cli_shapes {
+    int n;
+    cli_shape s[CLI_MAX_SHAPES];
+} cli_shapes;
+/* Adds to `out`; later entries for a name replace earlier ones.  0 or -1
+ * (message printed). */
+int cli_shapes_parse(const char *verb, const char *spec, cli_shapes *out);
+const cli_shape *cli_shapes_find(const cli_shapes *s, const char *name);
+
+/* Load every library of a --plugins list; 0 or 1 (message printed). */
+#define CLI_MAX_PLUGINS 16
+typedef struct cli_plugins {
+    int n;
+    const char *path[CLI_MAX_PLUGINS];
+} cli_plugins;
+int cli_plugins_add(const char *verb, cli_plugins *p, const char *path);
+int cli_plugins_load(const char *verb, const cli_plugins *p);
+
+/* Fill `n` elements of `dtype` with random values from *seed (floats in
+ * [-1, 1), integers in [0, 4), bools 0/1). */
+void cli_fill_random(void *data, kiln_dtype dtype, size_t n, uint64_t *seed);
+
+/* Context with every input shaped (from `shapes`, else the profile's opt)
+ * and bound to random data (or files, see run.c).  Used by run and bench:
+ * bind inputs from `bufs` (allocated here, nin entries, free with free()). */
+int cli_context_random_inputs(const char *verb, const kiln_engine *e, kiln_context *ctx,
+                              const cli_shapes *shapes, uint64_t seed, void ***bufs);
+
+/* Monotonic milliseconds. */
+double cli_now_ms(void);
+
+/* ------------------------------------------------------------ npy.c */
+
+/* A host tensor read from / written to a file. */
+typedef struct cli_tensor {
+    kiln_dtype dtype;
+    int ndim;
+    int64_t dims[KILN_MAX_DIMS];
+    void *data;  /* malloc'd (npy_read) */
+    size_t bytes;
+} cli_tensor;
+
+/* Read a .npy file (format versions 1, 2 and 3; dtypes f2 f4 f8 i1 i2 i4
+ * i8 u1 u2 u4 u8 b1; little-endian; C order).  0, or -1 with a message in
+ * err (what was expected, what was found). */
+int npy_read(const char *path, cli_tensor *t, char *err, size_t errsize);
+/* Write a .npy file (version 1 when the header fits, else 2).  0 or -1
+ * (errno set). */
+int npy_write(const char *path, kiln_dtype dtype, int ndim, const int64_t *dims,
+              const void *data);
+/* Read .npy or (by extension .pb) an ONNX TensorProto file. */
+int cli_tensor_read(const char *path, cli_tensor *t, char *err, size_t errsize);
+/* Value of element i as double (any numeric dtype). */
+double cli_tensor_get(kiln_dtype dtype, const void *data, size_t i);
+/* Convert n elements between numeric dtypes (through double; f16 rounded). */
+void cli_convert(kiln_dtype to, void *dst, kiln_dtype from, const void *src, size_t n);
+
+#endif /* KILN_CLI_H */

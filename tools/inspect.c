@@ -1,0 +1,46 @@
+/*
+ * inspect.c — `kiln inspect ENGINE [--plugins LIB]...`
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+
+static int usage(FILE *f) {
+    fprintf(f, "usage: kiln inspect ENGINE [--plugins LIB.so]...\n"
+               "  Describe an engine: IO, layers with op identity, types, formats, tactic and\n"
+               "  timing, memory plan, weights, AOT kernels, required plugins.\n");
+    return f == stdout ? 0 : 2;
+}
+
+int kiln_cli_inspect(int argc, char **argv) {
+    const char *verb = "inspect", *path = NULL, *v;
+    cli_plugins plugins = {0};
+    for (int i = 1; i < argc; i++) {
+        int m;
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) return usage(stdout);
+        if ((m = cli_opt(argc, argv, &i, "--plugins", &v))) {
+            if (m < 0 || cli_plugins_add(verb, &plugins, v)) return 2;
+        } else if (argv[i][0] == '-') {
+            cli_fail(verb, "unknown option '%s'", argv[i]);
+            return usage(stderr);
+        } else if (!path) {
+            path = argv[i];
+        } else {
+            cli_fail(verb, "one engine at a time (found '%s' and '%s')", path, argv[i]);
+            return 2;
+        }
+    }
+    if (!path) {
+        cli_fail(verb, "expected an engine file");
+        return usage(stderr);
+    }
+    if (cli_plugins_load(verb, &plugins)) return 1;
+    kiln_engine *e = NULL;
+    int rc = kiln_engine_load(path, &e);
+    if (rc) return cli_fail_kiln(verb, rc, path);
+    rc = kiln_engine_inspect(e, stdout);
+    kiln_engine_free(e);
+    if (rc) return cli_fail_kiln(verb, rc, path);
+    return 0;
+}

@@ -1,0 +1,292 @@
+/*
+ * run.c — `kiln run ENGINE`: bind inputs (files or random), run once, print
+ * every output's shape and a checksum, optionally write outputs as .npy and
+ * compare them with references.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "cli.h"
+
+#define MAX_BINDINGS 64
+
+typedef struct binding {
+    const char *name, *path;
+} binding;
+
+static int usage(FILE *f) {
+    fprintf(f,
+            "usage: kiln run ENGINE [options]\n"
+            "  --plugins LIB.so          load a plugin library the engine needs (repeatable)\n"
+            "  --input NAME=FILE         .npy or ONNX .pb tensor for an input (repeatable);\n"
+            "                            inputs not given are random (see --seed)\n"
+            "  --shapes in:1x3x224x224   shapes of dynamic inputs (default: profile opt)\n"
+            "  --seed S                  seed for random inputs (default 1)\n"
+            "  --output-dir DIR          write every output as DIR/<name>.npy\n"
+            "  --compare NAME=REF        compare output NAME with REF (.npy/.pb) (repeatable)\n"
+            "  --rtol R --atol A         comparison tolerance (default 1e-4, 1e-5):\n"
+            "                            |out - ref| <= atol + rtol * |ref|\n"
+            "  --threads N               worker threads (default: the engine's build setting)\n"
+            "  --debug                   poison layer outputs, check writes and canaries\n"
+            "  --iterations N            run N times (outputs of the last run are reported)\n");
+    return f == stdout ? 0 : 2;
+}
+
+static int split_binding(const char *verb, const char *opt, const char *s, binding *list, int *n) {
+    const char *eq = strchr(s, '=');
+    if (!eq || eq == s || !eq[1])
+        return cli_fail(verb, "%s expects NAME=FILE, found '%s'", opt, s), -1;
+    if (*n == MAX_BINDINGS) return cli_fail(verb, "too many %s (at most %d)", opt, MAX_BINDINGS), -1;
+    char *name = strndup(s, (size_t)(eq - s));
+    list[*n].name = name;
+    list[(*n)++].path = eq + 1;
+    return 0;
+}
+
+static const char *find_binding(const binding *list, int n, const char *name) {
+    for (int k = 0; k < n; k++)
+        if (!strcmp(list[k].name, name)) return list[k].path;
+    return NULL;
+}
+
+static void free_bindings(binding *list, int n) {
+    for (int k = 0; k < n; k++) free((char *)list[k].name);
+}
+
+static void shape_str(int ndim, const int64_t *dims, char *buf, size_t size) {
+    size_t l = (size_t)snprintf(buf, size, "[");
+    for (int d = 0; d < ndim && l < size; d++)
+        l += (size_t)snprintf(buf + l, size - l, "%s%lld", d ? ", " : "", (long long)dims[d]);
+    if (l < size) snprintf(buf + l, size - l, "]");
+}
+
+/* Compare one output with a reference file; returns 0 when within tolerance. */
+static int compare(const char *verb, const char *name, kiln_dtype dt, int ndim, const int64_t *dims,
+                   const void *data, const char *ref_path, double rtol, double atol) {
+    cli_tensor ref;
+    char err[512];
+    if (cli_tensor_read(ref_path, &ref, err, sizeof err)) return cli_fail(verb, "%s", err);
+    char a[128], b[128];
+    shape_str(ndim, dims, a, sizeof a);
+    shape_str(ref.ndim, ref.dims, b, sizeof b);
+    size_t n = 1;
+    for (int d = 0; d < ndim; d++) n *= (size_t)dims[d];
+    if (ndim != ref.ndim || memcmp(dims, ref.dims, sizeof(int64_t) * (size_t)ndim)) {
+        free(ref.data);
+        return cli_fail(verb, "compare %s: output shape %s, reference %s has %s", name, a, ref_path, b);
+    }
+    size_t bad = 0, first = 0;
+    double maxerr = 0;
+    for (size_t i = 0; i < n; i++) {
+        double x = cli_tensor_get(dt, data, i), y = cli_tensor_get(ref.dtype, ref.data, i);
+        double e = fabs(x - y);
+        int ok = e <= atol + rtol * fabs(y) || (isnan(x) && isnan(y)) || x == y;
+        if (!ok && !bad++) first = i;
+        if (!(e <= maxerr) && !isnan(y)) maxerr = e;
+    }
+    printf("compare %s with %s: %zu elements, max abs error %.3g, %zu outside atol %g + rtol %g\n",
+           name, ref_path, n, maxerr, bad, atol, rtol);
+    int rc = 0;
+    if (bad)
+        rc = cli_fail(verb, "output %s differs from %s: %zu of %zu elements, first at %zu (%.9g vs %.9g)",
+                      name, ref_path, bad, n, first, cli_tensor_get(dt, data, first),
+                      cli_tensor_get(ref.dtype, ref.data, first));
+    free(ref.data);
+    return rc;
+}
+
+int kiln_cli_run(int argc, char **argv) {
+    const char *verb = "run", *path = NULL, *outdir = NULL, *v;
+    cli_plugins plugins = {0};
+    cli_shapes shapes = {0};
+    binding inputs[MAX_BINDINGS], cmps[MAX_BINDINGS];
+    int ninputs = 0, ncmps = 0, debug = 0, status = 2;
+    long threads = 0, iterations = 1;
+    unsigned long long seed = 1;
+    double rtol = 1e-4, atol = 1e-5;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        int m = 0;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            status = usage(stdout);
+            goto out;
+        } else if (!strcmp(a, "--debug")) debug = 1;
+        else if ((m = cli_opt(argc, argv, &i, "--plugins", &v)) > 0) {
+            if (cli_plugins_add(verb, &plugins, v)) goto out;
+        } else if (m == 0 && (m = cli_opt(argc, argv, &i, "--input", &v)) > 0) {
+            if (split_binding(verb, "--input", v, inputs, &ninputs)) goto out;
+        } else if (m == 0 && (m = cli_opt(argc, argv, &i, "--compare", &v)) > 0) {
+            if (split_binding(verb, "--compare", v, cmps, &ncmps)) goto out;
+        } else if (m == 0 && (m = cli_opt(argc, argv, &i, "--shapes", &v)) > 0) {
+            if (cli_shapes_parse(verb, v, &shapes)) goto out;
+        } else if (m == 0 && (m = cli_opt(argc, argv, &i, "--output-dir", &v)) > 0) outdir = v;
+        else if (m == 0 && (m = cli_opt(argc, argv, &i, "--threads", &v)) > 0) {
+            if (cli_int(verb, "--threads", v, &threads)) goto out;
+        } else if (m == 0 && (m = cli_opt(argc, argv, &i, "--iterations", &v)) > 0) {
+            if (cli_int(verb, "--iterations", v, &iterations) || iterations < 1) goto out;
+        } else if (m == 0 && (m = cli_opt(argc, argv, &i, "--seed", &v)) > 0) {
+            seed = strtoull(v, NULL, 0);
+        } else if (m == 0 && (m = cli_opt(argc, argv, &i, "--rtol", &v)) > 0) {
+            if (cli_double(verb, "--rtol", v, &rtol)) goto out;
+        } else if (m == 0 && (m = cli_opt(argc, argv, &i, "--atol", &v)) > 0) {
+            if (cli_double(verb, "--atol", v, &atol)) goto out;
+        } else if (m < 0) {
+            goto out;
+        } else if (a[0] == '-') {
+            cli_fail(verb, "unknown option '%s'", a);
+            status = usage(stderr);
+            goto out;
+        } else if (!path) {
+            path = a;
+        } else {
+            cli_fail(verb, "one engine at a time (found '%s' and '%s')", path, a);
+            goto out;
+        }
+    }
+    if (!path) {
+        cli_fail(verb, "expected an engine file");
+        status = usage(stderr);
+        goto out;
+    }
+    status = 1;
+    if (cli_plugins_load(verb, &plugins)) goto out;
+
+    kiln_engine *e = NULL;
+    kiln_context *ctx = NULL;
+    void **bufs = NULL;
+    int rc = kiln_engine_load(path, &e);
+    if (rc) {
+        cli_fail_kiln(verb, rc, path);
+        goto out;
+    }
+    int nin = kiln_engine_num_inputs(e), nout = kiln_engine_num_outputs(e);
+    if ((rc = kiln_context_create(e, (int)threads, &ctx))) {
+        cli_fail_kiln(verb, rc, "creating a context");
+        goto done;
+    }
+    kiln_context_set_debug(ctx, debug);
+    /* Shapes of inputs given as files come from the files. */
+    for (int k = 0; k < ninputs; k++) {
+        cli_tensor t;
+        char err[512];
+        if (cli_tensor_read(inputs[k].path, &t, err, sizeof err)) {
+            cli_fail(verb, "%s", err);
+            goto done;
+        }
+        char spec[256], dims[160];
+        size_t l = 0;
+        for (int d = 0; d < t.ndim; d++)
+            l += (size_t)snprintf(dims + l, sizeof dims - l, "%s%lld", d ? "x" : "", (long long)t.dims[d]);
+        dims[l] = 0;
+        snprintf(spec, sizeof spec, "%s:%s", inputs[k].name, dims);
+        free(t.data);
+        if (cli_shapes_parse(verb, spec, &shapes)) goto done;
+    }
+    for (int k = 0; k < ninputs; k++) {
+        int found = 0;
+        for (int i = 0; i < nin; i++) {
+            kiln_io_info info;
+            kiln_engine_io(e, i, &info);
+            found |= !strcmp(info.name, inputs[k].name);
+        }
+        if (!found) {
+            cli_fail(verb, "--input %s: the engine has no input of that name", inputs[k].name);
+            goto done;
+        }
+    }
+    if (cli_context_random_inputs(verb, e, ctx, &shapes, seed, &bufs)) goto done;
+    /* Overwrite the random data of inputs given as files. */
+    for (int i = 0; i < nin; i++) {
+        kiln_io_info info;
+        kiln_engine_io(e, i, &info);
+        const char *file = find_binding(inputs, ninputs, info.name);
+        if (!file) continue;
+        cli_tensor t;
+        char err[512];
+        if (cli_tensor_read(file, &t, err, sizeof err)) {
+            cli_fail(verb, "%s", err);
+            goto done;
+        }
+        size_t n = t.bytes / (kiln_dtype_size(t.dtype) ? kiln_dtype_size(t.dtype) : 1);
+        if (t.dtype != info.dtype)
+            fprintf(stderr, "kiln run: note: input %s converted from %s (%s) to %s\n", info.name,
+                    kiln_dtype_name(t.dtype), file, kiln_dtype_name(info.dtype));
+        cli_convert(info.dtype, bufs[i], t.dtype, t.data, n);
+        free(t.data);
+    }
+    double t0 = cli_now_ms();
+    for (long it = 0; it < iterations; it++)
+        if ((rc = kiln_context_run(ctx))) {
+            cli_fail_kiln(verb, rc, "run");
+            goto done;
+        }
+    double ms = (cli_now_ms() - t0) / (double)iterations;
+    if (outdir) mkdir(outdir, 0777);
+    int bad = 0;
+    for (int k = 0; k < ncmps; k++) {
+        int found = 0;
+        for (int i = 0; i < nout; i++) {
+            kiln_io_info info;
+            kiln_engine_io(e, nin + i, &info);
+            found |= !strcmp(info.name, cmps[k].name);
+        }
+        if (!found) {
+            cli_fail(verb, "--compare %s: the engine has no output of that name", cmps[k].name);
+            goto done;
+        }
+    }
+    for (int i = 0; i < nout; i++) {
+        kiln_io_info info;
+        kiln_engine_io(e, nin + i, &info);
+        int ndim = 0;
+        int64_t dims[KILN_MAX_DIMS];
+        if ((rc = kiln_context_shape(ctx, info.name, &ndim, dims))) {
+            cli_fail_kiln(verb, rc, info.name);
+            goto done;
+        }
+        const void *data = kiln_context_output(ctx, info.name);
+        size_t n = 1;
+        for (int d = 0; d < ndim; d++) n *= (size_t)dims[d];
+        double sum = 0, asum = 0, mn = INFINITY, mx = -INFINITY;
+        for (size_t k = 0; data && k < n; k++) {
+            double x = cli_tensor_get(info.dtype, data, k);
+            sum += x;
+            asum += fabs(x);
+            if (x < mn) mn = x;
+            if (x > mx) mx = x;
+        }
+        char s[128];
+        shape_str(ndim, dims, s, sizeof s);
+        printf("output %s: %s %s  sum %.6g  mean|x| %.6g  min %.6g  max %.6g\n", info.name,
+               kiln_dtype_name(info.dtype), s, sum, n ? asum / (double)n : 0.0, n ? mn : 0.0,
+               n ? mx : 0.0);
+        if (outdir && data) {
+            char file[4096];
+            snprintf(file, sizeof file, "%s/%s.npy", outdir, info.name);
+            for (char *p = file + strlen(outdir) + 1; *p; p++)
+                if (*p == '/') *p = '_';
+            if (npy_write(file, info.dtype, ndim, dims, data)) {
+                cli_fail(verb, "writing %s: %s", file, strerror(errno));
+                goto done;
+            }
+        }
+        const char *ref = find_binding(cmps, ncmps, info.name);
+        if (ref && compare(verb, info.name, info.dtype, ndim, dims, data, ref, rtol, atol)) bad = 1;
+    }
+    printf("run: %.3f ms%s\n", ms, iterations > 1 ? " (mean)" : "");
+    status = bad;
+done:
+    if (bufs)
+        for (int i = 0; i < nin; i++) free(bufs[i]);
+    free(bufs);
+    if (ctx) kiln_context_free(ctx);
+    if (e) kiln_engine_free(e);
+out:
+    free_bindings(inputs, ninputs);
+    free_bindings(cmps, ncmps);
+    return status;
+}
