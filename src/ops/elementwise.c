@@ -652,3 +652,30 @@ static const kiln_quick_op bnot_op = {
     .num_outputs = 1, .shape = bnot_shape, .impl = bnot_impl, .doc = "bitwise not",
 };
 KILN_OP(bnot_op)
+
+/* ---- PRelu: x < 0 ? slope * x : x, slope broadcast to x (unidirectional) ----------- */
+
+#define E_PRELU(x, z) ((x) < 0 ? (z) * (x) : (x))
+OPS1_TYPES_FLOAT(BIN_DEF, PRELU)
+OPS1_TYPES_SINT(BIN_DEF, PRELU)
+static const bin_fn tab_prelu[KILN_DTYPE_COUNT_] = {OPS1_TYPES_FLOAT(BIN_TAB, PRELU)
+                                                        OPS1_TYPES_SINT(BIN_TAB, PRELU)};
+
+static int prelu_shape(kiln_shape_ctx *c) {
+    int r = bin_shape(c, "PRelu", tab_prelu, 0, V_NONE, 1);
+    if (r) return r;
+    const kiln_desc *x = &c->in[0];
+    int same = c->out[0].ndim == x->ndim;
+    for (int i = 0; same && i < x->ndim; i++) same = c->out[0].dims[i] == x->dims[i];
+    if (!same)
+        return kiln_set_error(KILN_ESHAPE, "PRelu: slope (rank %d) must broadcast to X (rank %d) "
+                              "without growing it", c->in[1].ndim, x->ndim);
+    return 0;
+}
+static int prelu_impl(const kiln_call *c) { return bin_impl(c, tab_prelu); }
+static const kiln_quick_op prelu_op = {
+    .ns = OPS1_NS, .name = "PRelu", .version = 7, .min_inputs = 2, .max_inputs = 2,
+    .num_outputs = 1, .shape = prelu_shape, .impl = prelu_impl,
+    .doc = "x < 0 ? slope * x : x (slope broadcast to x)",
+};
+KILN_OP(prelu_op)

@@ -1,0 +1,339 @@
+/*
+ * activation.c — unary elementwise ONNX operators: activations (Relu,
+ * LeakyRelu, Sigmoid, HardSigmoid, HardSwish, Tanh, Gelu, Elu, Selu, Celu,
+ * Softplus, Softsign, Mish, ThresholdedRelu, Shrink, Clip) and math
+ * (Abs, Neg, Sign, Reciprocal, Floor, Ceil, Round, Sqrt, Exp, Log, Erf,
+ * trigonometric and hyperbolic functions, IsNaN, IsInf).
+ *
+ * Every op is one expression U_<OP>(v) over the compute type; <tgmath.h>
+ * makes exp/log/... resolve to the float or double function by type, so
+ * the same body serves float32 (expf), float64 (exp) and float16/bfloat16
+ * (computed in float).  Tables indexed by dtype hold the variants; the
+ * shape function accepts exactly the dtypes present.
+ */
+#include "ops1.h"
+
+#include <tgmath.h>
+
+#pragma GCC diagnostic ignored "-Wtype-limits"
+#pragma GCC diagnostic ignored "-Wsign-compare"
+#pragma GCC diagnostic ignored "-Wunused-local-typedefs"
+
+typedef struct uparam {
+    double alpha, beta, gamma;
+    double lo, hi;      /* Clip */
+    int has_lo, has_hi; /* Clip */
+    int neg, pos;       /* IsInf */
+} uparam;
+
+typedef void (*un_fn)(const void *x, void *y, int64_t n, const uparam *p);
+
+#define UN_DEF(SUF, T, CT, LD, ST, OP)                                        \
+    static void un_##OP##_##SUF(const void *x_, void *y_, int64_t n, const uparam *p) { \
+        const T *x = x_;                                                      \
+        T *y = y_;                                                            \
+        typedef CT ct_t;                                                      \
+        const CT A = (CT)p->alpha, B = (CT)p->beta, G = (CT)p->gamma;         \
+        (void)A, (void)B, (void)G;                                            \
+        for (int64_t i = 0; i < n; i++) {                                     \
+            CT v = LD(x[i]);                                                  \
+            y[i] = (T)ST(U_##OP(v));                                          \
+        }                                                                     \
+    }
+/* bool output */
+#define UNB_DEF(SUF, T, CT, LD, ST, OP)                                       \
+    static void un_##OP##_##SUF(const void *x_, void *y_, int64_t n, const uparam *p) { \
+        const T *x = x_;                                                      \
+        uint8_t *y = y_;                                                      \
+        (void)p;                                                              \
+        for (int64_t i = 0; i < n; i++) {                                     \
+            CT v = LD(x[i]);                                                  \
+            y[i] = (uint8_t)(U_##OP(v));                                      \
+        }                                                                     \
+    }
+/* Clip: bounds in the compute type, only when given */
+#define CLIP_DEF(SUF, T, CT, LD, ST, OP)                                      \
+    static void un_CLIP_##SUF(const void *x_, void *y_, int64_t n, const uparam *p) { \
+        const T *x = x_;                                                      \
+        T *y = y_;                                                            \
+        const CT lo = p->has_lo ? (CT)p->lo : 0, hi = p->has_hi ? (CT)p->hi : 0; \
+        for (int64_t i = 0; i < n; i++) {                                     \
+            CT v = LD(x[i]);                                                  \
+            if (p->has_lo && v < lo) v = lo;                                  \
+            if (p->has_hi && v > hi) v = hi;                                  \
+            y[i] = (T)ST(v);                                                  \
+        }                                                                     \
+    }
+#define UN_TAB(SUF, T, CT, LD, ST, OP) [KILN_DTYPE_##SUF] = un_##OP##_##SUF,
+
+#define U_RELU(v) ((v) > 0 ? (v) : 0)
+#define U_LEAKY(v) ((v) >= 0 ? (v) : A * (v))
+#define U_SIGMOID(v) ((v) >= 0 ? 1 / (1 + exp(-(v))) : exp(v) / (1 + exp(v)))
+#define U_HSIGMOID(v) fmax(0, fmin(1, A * (v) + B))
+#define U_HSWISH(v) ((v) * fmax(0, fmin(1, (v) / 6 + (ct_t)0.5)))
+#define U_TANH(v) tanh(v)
+#define U_GELU(v) ((ct_t)0.5 * (v) * (1 + erf((v) * (ct_t)0.70710678118654752440)))
+#define U_GELUT(v)                                                            \
+    ((ct_t)0.5 * (v) * (1 + tanh((ct_t)0.79788456080286535588 * ((v) + (ct_t)0.044715 * (v) * (v) * (v)))))
+#define U_ERF(v) erf(v)
+#define U_ELU(v) ((v) >= 0 ? (v) : A * (exp(v) - 1))
+#define U_SELU(v) ((v) > 0 ? G * (v) : G * (A * exp(v) - A))
+#define U_CELU(v) (fmax(0, v) + fmin(0, A * (exp((v) / A) - 1)))
+#define U_SOFTPLUS(v) ((v) > 0 ? (v) + log1p(exp(-(v))) : log1p(exp(v)))
+#define U_SOFTSIGN(v) ((v) / (1 + fabs(v)))
+#define U_MISH(v) ((v) * tanh(U_SOFTPLUS(v)))
+#define U_THRELU(v) ((v) > A ? (v) : 0)
+#define U_SHRINK(v) ((v) < -A ? (v) + B : (v) > A ? (v) - B : 0)
+#define U_SIGN(v) (((v) > 0) - ((v) < 0))
+#define U_ABS(v) ((v) < 0 ? -(v) : (v))
+#define U_NEG(v) (-(v))
+#define U_RECIP(v) (1 / (v))
+#define U_FLOOR(v) floor(v)
+#define U_CEIL(v) ceil(v)
+#define U_ROUND(v) nearbyint(v) /* half to even in the default rounding mode */
+#define U_SQRT(v) sqrt(v)
+#define U_EXP(v) exp(v)
+#define U_LOG(v) log(v)
+#define U_SIN(v) sin(v)
+#define U_COS(v) cos(v)
+#define U_TAN(v) tan(v)
+#define U_ASIN(v) asin(v)
+#define U_ACOS(v) acos(v)
+#define U_ATAN(v) atan(v)
+#define U_SINH(v) sinh(v)
+#define U_COSH(v) cosh(v)
+#define U_ASINH(v) asinh(v)
+#define U_ACOSH(v) acosh(v)
+#define U_ATANH(v) atanh(v)
+#define U_ISNAN(v) isnan(v)
+#define U_ISINF(v) (isinf(v) && (((v) > 0 && p->pos) || ((v) < 0 && p->neg)))
+
+#define FLOAT_OPS(X)                                                          \
+    X(LEAKY) X(SIGMOID) X(HSIGMOID) X(HSWISH) X(TANH) X(GELU) X(GELUT) X(ERF) \
+    X(ELU) X(SELU) X(CELU) X(SOFTPLUS) X(SOFTSIGN) X(MISH) X(THRELU) X(SHRINK) \
+    X(RECIP) X(FLOOR) X(CEIL) X(ROUND) X(SQRT) X(EXP) X(LOG) X(SIN) X(COS)    \
+    X(TAN) X(ASIN) X(ACOS) X(ATAN) X(SINH) X(COSH) X(ASINH) X(ACOSH) X(ATANH)
+
+#define DEF_FLOAT(OP) OPS1_TYPES_FLOAT(UN_DEF, OP)
+FLOAT_OPS(DEF_FLOAT)
+OPS1_TYPES_FLOAT(UN_DEF, RELU)
+OPS1_TYPES_SINT(UN_DEF, RELU)
+OPS1_TYPES_NUM(UN_DEF, SIGN)
+OPS1_TYPES_NUM(UN_DEF, ABS)
+OPS1_TYPES_FLOAT(UN_DEF, NEG)
+OPS1_TYPES_SINT(UN_DEF, NEG)
+OPS1_TYPES_NUM(CLIP_DEF, CLIP)
+OPS1_TYPES_FLOAT(UNB_DEF, ISNAN)
+OPS1_TYPES_FLOAT(UNB_DEF, ISINF)
+
+#define TAB_FLOAT(OP) static const un_fn tab_##OP[KILN_DTYPE_COUNT_] = {OPS1_TYPES_FLOAT(UN_TAB, OP)};
+FLOAT_OPS(TAB_FLOAT)
+TAB_FLOAT(ISNAN)
+TAB_FLOAT(ISINF)
+static const un_fn tab_RELU[KILN_DTYPE_COUNT_] = {OPS1_TYPES_FLOAT(UN_TAB, RELU)
+                                                      OPS1_TYPES_SINT(UN_TAB, RELU)};
+static const un_fn tab_NEG[KILN_DTYPE_COUNT_] = {OPS1_TYPES_FLOAT(UN_TAB, NEG)
+                                                     OPS1_TYPES_SINT(UN_TAB, NEG)};
+static const un_fn tab_SIGN[KILN_DTYPE_COUNT_] = {OPS1_TYPES_NUM(UN_TAB, SIGN)};
+static const un_fn tab_ABS[KILN_DTYPE_COUNT_] = {OPS1_TYPES_NUM(UN_TAB, ABS)};
+static const un_fn tab_CLIP[KILN_DTYPE_COUNT_] = {OPS1_TYPES_NUM(UN_TAB, CLIP)};
+
+/* ---- driver ------------------------------------------------------------------ */
+
+typedef struct un_job {
+    un_fn fn;
+    const char *x;
+    char *y;
+    size_t ex, ey;
+    const uparam *p;
+} un_job;
+
+static void un_range(void *ud, int64_t i0, int64_t i1) {
+    const un_job *j = ud;
+    j->fn(j->x + i0 * j->ex, j->y + i0 * j->ey, i1 - i0, j->p);
+}
+
+static int un_run(const kiln_call *c, const un_fn *tab, const uparam *p) {
+    const kiln_tensor *x = &c->in[0];
+    kiln_tensor *y = &c->out[0];
+    un_fn fn = tab[x->dtype];
+    if (!fn)
+        return kiln_set_error(KILN_ETYPE, "no kernel for type %s", kiln_dtype_name(x->dtype));
+    un_job j = {fn, x->data, y->data, kiln_dtype_size(x->dtype), kiln_dtype_size(y->dtype), p};
+    kiln__ops1_par(c->exec, kiln_tensor_numel(y), 16384, un_range, &j);
+    return 0;
+}
+
+static int un_shape(kiln_shape_ctx *c, const char *op, const un_fn *tab, int out_bool) {
+    kiln_dtype t = c->in[0].dtype;
+    if (t <= 0 || t >= KILN_DTYPE_COUNT_ || !tab[t])
+        return kiln_set_error(KILN_ETYPE, "%s: input type %s is not supported", op,
+                              kiln_dtype_name(t));
+    kiln_desc *o = &c->out[0];
+    o->dtype = out_bool ? KILN_DTYPE_BOOL : t;
+    o->ndim = c->in[0].ndim;
+    for (int i = 0; i < o->ndim; i++) o->dims[i] = c->in[0].dims[i];
+    o->nvalues = -1;
+    return 0;
+}
+
+static uparam params(const kiln_attrs *a) {
+    uparam p = {0};
+    const kiln_attr_value *v;
+    if ((v = kiln_attrs_get(a, "alpha")) && v->present) p.alpha = v->f;
+    if ((v = kiln_attrs_get(a, "beta")) && v->present) p.beta = v->f;
+    if ((v = kiln_attrs_get(a, "gamma")) && v->present) p.gamma = v->f;
+    if ((v = kiln_attrs_get(a, "lambd")) && v->present) p.alpha = v->f;
+    if ((v = kiln_attrs_get(a, "bias")) && v->present) p.beta = v->f;
+    if ((v = kiln_attrs_get(a, "detect_negative")) && v->present) p.neg = (int)v->i;
+    if ((v = kiln_attrs_get(a, "detect_positive")) && v->present) p.pos = (int)v->i;
+    return p;
+}
+
+#define UN_OP(VAR, NAME, VER, TAB, OUTBOOL, ATTRS, DOC)                       \
+    static int VAR##_shape(kiln_shape_ctx *c) { return un_shape(c, NAME, TAB, OUTBOOL); } \
+    static int VAR##_impl(const kiln_call *c) {                               \
+        uparam p = params(c->attrs);                                          \
+        return un_run(c, TAB, &p);                                            \
+    }                                                                         \
+    static const kiln_quick_op VAR##_op = {                                   \
+        .ns = OPS1_NS, .name = NAME, .version = VER,                          \
+        .min_inputs = 1, .max_inputs = 1, .num_outputs = 1,                   \
+        .attrs = ATTRS, .shape = VAR##_shape, .impl = VAR##_impl, .doc = DOC, \
+    };                                                                        \
+    KILN_OP(VAR##_op)
+
+#define ATTR_F(NAME, DEF) {.name = NAME, .type = KILN_ATTR_FLOAT, .def = DEF}
+static const kiln_attr_def a_leaky[] = {ATTR_F("alpha", "0.01"), {NULL}};
+static const kiln_attr_def a_hsig[] = {ATTR_F("alpha", "0.2"), ATTR_F("beta", "0.5"), {NULL}};
+static const kiln_attr_def a_alpha1[] = {ATTR_F("alpha", "1.0"), {NULL}};
+static const kiln_attr_def a_selu[] = {ATTR_F("alpha", "1.67326319217681884765625"),
+                                       ATTR_F("gamma", "1.05070102214813232421875"), {NULL}};
+static const kiln_attr_def a_shrink[] = {ATTR_F("bias", "0.0"), ATTR_F("lambd", "0.5"), {NULL}};
+static const kiln_attr_def a_isinf[] = {
+    {.name = "detect_negative", .type = KILN_ATTR_INT, .def = "1"},
+    {.name = "detect_positive", .type = KILN_ATTR_INT, .def = "1"},
+    {NULL}};
+
+UN_OP(relu, "Relu", 6, tab_RELU, 0, NULL, "max(x, 0)")
+UN_OP(leaky, "LeakyRelu", 6, tab_LEAKY, 0, a_leaky, "x >= 0 ? x : alpha * x")
+UN_OP(sigmoid, "Sigmoid", 6, tab_SIGMOID, 0, NULL, "1 / (1 + exp(-x))")
+UN_OP(hsigmoid, "HardSigmoid", 6, tab_HSIGMOID, 0, a_hsig, "max(0, min(1, alpha * x + beta))")
+UN_OP(hswish, "HardSwish", 14, tab_HSWISH, 0, NULL, "x * max(0, min(1, x / 6 + 0.5))")
+UN_OP(tanh_, "Tanh", 6, tab_TANH, 0, NULL, "tanh(x)")
+UN_OP(erf_, "Erf", 9, tab_ERF, 0, NULL, "erf(x)")
+UN_OP(elu, "Elu", 6, tab_ELU, 0, a_alpha1, "x >= 0 ? x : alpha * (exp(x) - 1)")
+UN_OP(selu, "Selu", 6, tab_SELU, 0, a_selu, "scaled exponential linear unit")
+UN_OP(celu, "Celu", 12, tab_CELU, 0, a_alpha1, "max(0, x) + min(0, alpha * (exp(x / alpha) - 1))")
+UN_OP(softplus, "Softplus", 1, tab_SOFTPLUS, 0, NULL, "log(exp(x) + 1)")
+UN_OP(softsign, "Softsign", 1, tab_SOFTSIGN, 0, NULL, "x / (1 + |x|)")
+UN_OP(mish, "Mish", 18, tab_MISH, 0, NULL, "x * tanh(softplus(x))")
+UN_OP(threlu, "ThresholdedRelu", 10, tab_THRELU, 0, a_alpha1, "x > alpha ? x : 0")
+UN_OP(shrink, "Shrink", 9, tab_SHRINK, 0, a_shrink, "soft shrinkage")
+UN_OP(sign, "Sign", 9, tab_SIGN, 0, NULL, "-1, 0 or 1")
+UN_OP(abs_, "Abs", 6, tab_ABS, 0, NULL, "|x|")
+UN_OP(neg, "Neg", 6, tab_NEG, 0, NULL, "-x")
+UN_OP(recip, "Reciprocal", 6, tab_RECIP, 0, NULL, "1 / x")
+UN_OP(floor_, "Floor", 6, tab_FLOOR, 0, NULL, "floor(x)")
+UN_OP(ceil_, "Ceil", 6, tab_CEIL, 0, NULL, "ceil(x)")
+UN_OP(round_, "Round", 11, tab_ROUND, 0, NULL, "round half to even")
+UN_OP(sqrt_, "Sqrt", 6, tab_SQRT, 0, NULL, "sqrt(x)")
+UN_OP(exp_, "Exp", 6, tab_EXP, 0, NULL, "exp(x)")
+UN_OP(log_, "Log", 6, tab_LOG, 0, NULL, "natural logarithm")
+UN_OP(sin_, "Sin", 7, tab_SIN, 0, NULL, "sin(x)")
+UN_OP(cos_, "Cos", 7, tab_COS, 0, NULL, "cos(x)")
+UN_OP(tan_, "Tan", 7, tab_TAN, 0, NULL, "tan(x)")
+UN_OP(asin_, "Asin", 7, tab_ASIN, 0, NULL, "asin(x)")
+UN_OP(acos_, "Acos", 7, tab_ACOS, 0, NULL, "acos(x)")
+UN_OP(atan_, "Atan", 7, tab_ATAN, 0, NULL, "atan(x)")
+UN_OP(sinh_, "Sinh", 9, tab_SINH, 0, NULL, "sinh(x)")
+UN_OP(cosh_, "Cosh", 9, tab_COSH, 0, NULL, "cosh(x)")
+UN_OP(asinh_, "Asinh", 9, tab_ASINH, 0, NULL, "asinh(x)")
+UN_OP(acosh_, "Acosh", 9, tab_ACOSH, 0, NULL, "acosh(x)")
+UN_OP(atanh_, "Atanh", 9, tab_ATANH, 0, NULL, "atanh(x)")
+UN_OP(isnan_, "IsNaN", 9, tab_ISNAN, 1, NULL, "x is NaN")
+UN_OP(isinf_, "IsInf", 10, tab_ISINF, 1, a_isinf, "x is +/-infinity (per detect_*)")
+
+/* Gelu (opset 20): approximate = "none" (erf) or "tanh". */
+static const kiln_attr_def a_gelu[] = {
+    {.name = "approximate", .type = KILN_ATTR_STRING, .def = "none", .doc = "none or tanh"},
+    {NULL}};
+static int gelu_tanh(const kiln_attrs *a, int *t) {
+    const char *s = kiln_attrs_string(a, "approximate");
+    if (!s || !strcmp(s, "none")) *t = 0;
+    else if (!strcmp(s, "tanh")) *t = 1;
+    else return kiln_set_error(KILN_EATTR, "Gelu: approximate must be 'none' or 'tanh', found '%s'", s);
+    return 0;
+}
+static int gelu_shape(kiln_shape_ctx *c) {
+    int t, r = gelu_tanh(c->attrs, &t);
+    return r ? r : un_shape(c, "Gelu", tab_GELU, 0);
+}
+static int gelu_impl(const kiln_call *c) {
+    int t, r = gelu_tanh(c->attrs, &t);
+    uparam p = {0};
+    return r ? r : un_run(c, t ? tab_GELUT : tab_GELU, &p);
+}
+static const kiln_quick_op gelu_op = {
+    .ns = OPS1_NS, .name = "Gelu", .version = 20, .min_inputs = 1, .max_inputs = 1,
+    .num_outputs = 1, .attrs = a_gelu, .shape = gelu_shape, .impl = gelu_impl,
+    .doc = "Gaussian error linear unit (exact or tanh approximation)",
+};
+KILN_OP(gelu_op)
+
+/* ---- Clip --------------------------------------------------------------------- */
+
+/* Clip-6: min/max attributes (float inputs). */
+static const kiln_attr_def a_clip6[] = {
+    ATTR_F("min", "-3.402823466e+38"), ATTR_F("max", "3.402823466e+38"), {NULL}};
+static int clip6_shape(kiln_shape_ctx *c) {
+    if (!kiln__ops1_is_float(c->in[0].dtype))
+        return kiln_set_error(KILN_ETYPE, "Clip-6: input must be a float type, found %s",
+                              kiln_dtype_name(c->in[0].dtype));
+    return un_shape(c, "Clip", tab_CLIP, 0);
+}
+static int clip6_impl(const kiln_call *c) {
+    uparam p = {0};
+    p.lo = kiln_attrs_float(c->attrs, "min");
+    p.hi = kiln_attrs_float(c->attrs, "max");
+    p.has_lo = p.has_hi = 1;
+    return un_run(c, tab_CLIP, &p);
+}
+static const kiln_quick_op clip6_op = {
+    .ns = OPS1_NS, .name = "Clip", .version = 6, .min_inputs = 1, .max_inputs = 1,
+    .num_outputs = 1, .attrs = a_clip6, .shape = clip6_shape, .impl = clip6_impl,
+    .doc = "clamp to [min, max] (attributes)",
+};
+KILN_OP(clip6_op)
+
+/* Clip-11+: optional scalar inputs min and max, same type as x. */
+static int clip11_shape(kiln_shape_ctx *c) {
+    for (int i = 1; i < 3; i++) {
+        if (!kiln__ops1_has_in(c, i)) continue;
+        int r = kiln__ops1_check_same(c, "Clip", 0, i);
+        if (r) return r;
+        int64_t n = kiln__ops1_desc_numel(&c->in[i]);
+        if (n != 1)
+            return kiln_set_error(KILN_ESHAPE, "Clip: input %d '%s' must be a scalar, found rank %d",
+                                  i, i == 1 ? "min" : "max", c->in[i].ndim);
+    }
+    return un_shape(c, "Clip", tab_CLIP, 0);
+}
+static int clip11_impl(const kiln_call *c) {
+    uparam p = {0};
+    if (kiln__ops1_call_has_in(c, 1)) {
+        p.has_lo = 1;
+        p.lo = kiln__ops1_get_f64(c->in[1].data, c->in[1].dtype, 0);
+    }
+    if (kiln__ops1_call_has_in(c, 2)) {
+        p.has_hi = 1;
+        p.hi = kiln__ops1_get_f64(c->in[2].data, c->in[2].dtype, 0);
+    }
+    return un_run(c, tab_CLIP, &p);
+}
+static const kiln_quick_op clip11_op = {
+    .ns = OPS1_NS, .name = "Clip", .version = 11, .min_inputs = 1, .max_inputs = 3,
+    .num_outputs = 1, .shape = clip11_shape, .impl = clip11_impl,
+    .doc = "clamp to [min, max] (optional scalar inputs)",
+};
+KILN_OP(clip11_op)
