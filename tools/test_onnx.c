@@ -1,0 +1,706 @@
+/*
+ * test_onnx.c — `kiln test-onnx`: the ONNX conformance runner.
+ *
+ *   kiln test-onnx [--skip-list F] [--rtol R] [--atol A] [--threads N]
+ *                  [--plugins LIB] [--no-fork] [-v] DIR...
+ *
+ * Each DIR is an ONNX test case (model.onnx + test_data_set_*\/input_N.pb,
+ * output_N.pb) or a folder of cases.  For every case: import, build (no
+ * timing), run every data set with poisoned output buffers, compare
+ * (|got - want| <= atol + rtol * |want| for floats, NaN == NaN, integers and
+ * bools exact, shapes and dtypes exact).  One line per case:
+ *   PASS name | FAIL name: reason | SKIP name: reason
+ * and last the line "N passed, N failed, N skipped".  Exit status 1 when a
+ * case failed.
+ *
+ * SKIP means: listed in the skip list (its reason is printed), or the model
+ * uses something kiln does not support (an op that is not registered, a
+ * type combination no implementation accepts, sequence types: the error is
+ * KILN_EUNSUPPORTED).
+ *
+ * Build-time values: some ops need the *value* of an input at build time
+ * (Reshape's shape, Resize's scales, Silero's sample rate, axes, pads ...).
+ * A case is first built with all its inputs as real inputs; only when that
+ * build fails, it is rebuilt with the small inputs (integer/bool inputs of
+ * at most 64 elements, float inputs of at most 8 elements) turned into
+ * constants holding the data set's values (kiln_onnx_options.values), once
+ * per data set.  Such cases print "(values promoted: a, b)" with -v.
+ *
+ * Every case runs in a forked child (unless --no-fork): a crash or a hang
+ * (120 s) fails that case, not the run.
+ *
+ * Skip list format: one case name (fnmatch pattern) per line, then
+ * optionally "# reason"; lines starting with '#' are comments.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fnmatch.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "kiln/onnx.h"
+#include "kiln_int.h"
+
+#define VERB "test-onnx"
+#define MAX_IO 64
+
+typedef struct skip_entry {
+    char *pattern;
+    char *reason;
+} skip_entry;
+
+typedef struct runner {
+    double rtol, atol;
+    int threads;
+    int verbose;
+    int fork;
+    skip_entry *skips;
+    int nskips;
+    int passed, failed, skipped;
+} runner;
+
+enum { R_PASS = 0, R_FAIL = 1, R_SKIP = 2 };
+
+/* ------------------------------------------------------------ helpers */
+
+static int is_dir(const char *p) {
+    struct stat st;
+    return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
+}
+static int is_file(const char *p) {
+    struct stat st;
+    return stat(p, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+static int cmp_str(const void *a, const void *b) {
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Sorted subdirectory names of dir with the given prefix (NULL: all). */
+static int list_dirs(const char *dir, const char *prefix, char ***out) {
+    *out = NULL;
+    DIR *d = opendir(dir);
+    if (!d) return -1;
+    int n = 0, cap = 0;
+    char **v = NULL;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] == '.') continue;
+        if (prefix && strncmp(e->d_name, prefix, strlen(prefix))) continue;
+        char p[4096];
+        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+        if (!is_dir(p)) continue;
+        if (n == cap) {
+            cap = cap ? cap * 2 : 64;
+            char **nv = realloc(v, (size_t)cap * sizeof *v);
+            if (!nv) break;
+            v = nv;
+        }
+        v[n++] = strdup(e->d_name);
+    }
+    closedir(d);
+    if (n) qsort(v, (size_t)n, sizeof *v, cmp_str);
+    *out = v;
+    return n;
+}
+
+static void free_list(char **v, int n) {
+    for (int i = 0; i < n; i++) free(v[i]);
+    free(v);
+}
+
+static int load_skips(runner *r, const char *path) {
+    FILE *f = fopen(path, "r");
+    if (!f) return cli_fail(VERB, "cannot open skip list '%s': %s", path, strerror(errno));
+    char line[2048];
+    while (fgets(line, sizeof line, f)) {
+        char *s = line;
+        while (*s == ' ' || *s == '\t') s++;
+        if (*s == '#' || *s == '\n' || !*s) continue;
+        char *hash = strchr(s, '#');
+        char *reason = hash ? hash + 1 : (char *)"in the skip list";
+        if (hash) *hash = 0;
+        char *end = s + strcspn(s, " \t\r\n");
+        *end = 0;
+        while (*reason == ' ') reason++;
+        reason[strcspn(reason, "\r\n")] = 0;
+        skip_entry *ns = realloc(r->skips, (size_t)(r->nskips + 1) * sizeof *ns);
+        if (!ns) break;
+        r->skips = ns;
+        r->skips[r->nskips].pattern = strdup(s);
+        r->skips[r->nskips].reason = strdup(*reason ? reason : "in the skip list");
+        r->nskips++;
+    }
+    fclose(f);
+    return 0;
+}
+
+static const char *skip_reason(const runner *r, const char *name) {
+    for (int i = 0; i < r->nskips; i++)
+        if (!fnmatch(r->skips[i].pattern, name, 0)) return r->skips[i].reason;
+    return NULL;
+}
+
+/* ------------------------------------------------------------ tensors */
+
+typedef struct tensor {
+    kiln_dtype dtype;
+    int ndim;
+    int64_t dims[KILN_MAX_DIMS];
+    void *data;
+    size_t bytes;
+} tensor;
+
+static int64_t numel(int ndim, const int64_t *dims) {
+    int64_t n = 1;
+    for (int i = 0; i < ndim; i++) n *= dims[i];
+    return n;
+}
+
+static int read_pb(const char *path, tensor *t) {
+    int rc = kiln_onnx_read_tensor(path, &t->dtype, &t->ndim, t->dims, &t->data);
+    if (rc) return rc;
+    t->bytes = (size_t)numel(t->ndim, t->dims) * kiln_dtype_size(t->dtype);
+    return 0;
+}
+
+static double get_f(kiln_dtype dt, const void *p, int64_t i) {
+    switch (dt) {
+    case KILN_DTYPE_F32: return ((const float *)p)[i];
+    case KILN_DTYPE_F64: return ((const double *)p)[i];
+    case KILN_DTYPE_F16: return kiln_f16_to_f32(((const uint16_t *)p)[i]);
+    case KILN_DTYPE_BF16: return kiln_bf16_to_f32(((const uint16_t *)p)[i]);
+    default: return 0;
+    }
+}
+
+static int is_float(kiln_dtype dt) {
+    return dt == KILN_DTYPE_F32 || dt == KILN_DTYPE_F64 || dt == KILN_DTYPE_F16 || dt == KILN_DTYPE_BF16;
+}
+
+static void shape_str(int ndim, const int64_t *dims, char *buf, size_t size) {
+    size_t p = 0;
+    p += (size_t)snprintf(buf + p, size - p, "[");
+    for (int i = 0; i < ndim && p < size; i++)
+        p += (size_t)snprintf(buf + p, size - p, "%s%lld", i ? "," : "", (long long)dims[i]);
+    if (p < size) snprintf(buf + p, size - p, "]");
+}
+
+/* 0 equal; else 1 with reason. */
+static int compare(const runner *r, const char *name, const tensor *want, kiln_dtype gdt, int gnd,
+                   const int64_t *gdims, const void *got, char *why, size_t wsz) {
+    if (gdt != want->dtype) {
+        snprintf(why, wsz, "output '%s' has dtype %s, expected %s", name, kiln_dtype_name(gdt),
+                 kiln_dtype_name(want->dtype));
+        return 1;
+    }
+    int same = gnd == want->ndim;
+    for (int i = 0; same && i < gnd; i++) same = gdims[i] == want->dims[i];
+    if (!same) {
+        char a[256], b[256];
+        shape_str(gnd, gdims, a, sizeof a);
+        shape_str(want->ndim, want->dims, b, sizeof b);
+        snprintf(why, wsz, "output '%s' has shape %s, expected %s", name, a, b);
+        return 1;
+    }
+    int64_t n = numel(want->ndim, want->dims);
+    if (n && !got) {
+        snprintf(why, wsz, "output '%s' has no data", name);
+        return 1;
+    }
+    if (is_float(want->dtype)) {
+        int64_t bad = 0, first = -1;
+        double worst = 0;
+        for (int64_t i = 0; i < n; i++) {
+            double g = get_f(gdt, got, i), w = get_f(want->dtype, want->data, i);
+            int ok;
+            if (isnan(w)) ok = isnan(g);
+            else if (isinf(w)) ok = g == w;
+            else ok = !isnan(g) && fabs(g - w) <= r->atol + r->rtol * fabs(w);
+            if (!ok) {
+                if (first < 0) first = i;
+                bad++;
+                double d = fabs(g - w);
+                if (!(d <= worst)) worst = d;
+            }
+        }
+        if (bad) {
+            snprintf(why, wsz, "output '%s': %lld of %lld values differ (first at %lld: got %.9g, "
+                     "expected %.9g; max abs diff %.3g; rtol %g atol %g)", name, (long long)bad,
+                     (long long)n, (long long)first, get_f(gdt, got, first),
+                     get_f(want->dtype, want->data, first), worst, r->rtol, r->atol);
+            return 1;
+        }
+        return 0;
+    }
+    size_t es = kiln_dtype_size(want->dtype);
+    for (int64_t i = 0; i < n; i++)
+        if (memcmp((const char *)got + (size_t)i * es, (const char *)want->data + (size_t)i * es, es)) {
+            long long g = 0, w = 0;
+            memcpy(&g, (const char *)got + (size_t)i * es, es < 8 ? es : 8);
+            memcpy(&w, (const char *)want->data + (size_t)i * es, es < 8 ? es : 8);
+            if (es < 8 && want->dtype != KILN_DTYPE_U8 && want->dtype != KILN_DTYPE_U16 &&
+                want->dtype != KILN_DTYPE_U32 && want->dtype != KILN_DTYPE_BOOL) {
+                int sh = (int)(64 - 8 * es);
+                g = (long long)((unsigned long long)g << sh) >> sh;
+                w = (long long)((unsigned long long)w << sh) >> sh;
+            }
+            snprintf(why, wsz, "output '%s': element %lld is %lld, expected %lld (exact compare)",
+                     name, (long long)i, g, w);
+            return 1;
+        }
+    return 0;
+}
+
+/* ------------------------------------------------------------ one case */
+
+typedef struct dataset {
+    int nin, nout;
+    tensor in[MAX_IO], out[MAX_IO];
+} dataset;
+
+static void dataset_free(dataset *d) {
+    for (int i = 0; i < d->nin; i++) kiln_free(d->in[i].data);
+    for (int i = 0; i < d->nout; i++) kiln_free(d->out[i].data);
+    d->nin = d->nout = 0;
+}
+
+static int load_dataset(const char *dir, dataset *d, char *why, size_t wsz) {
+    memset(d, 0, sizeof *d);
+    for (int k = 0; k < 2; k++) {
+        for (int i = 0; i < MAX_IO; i++) {
+            char p[4200];
+            snprintf(p, sizeof p, "%s/%s_%d.pb", dir, k ? "output" : "input", i);
+            if (!is_file(p)) break;
+            tensor *t = k ? &d->out[i] : &d->in[i];
+            int rc = read_pb(p, t);
+            if (rc) {
+                snprintf(why, wsz, "reading %s: %s", p, kiln_errmsg());
+                return rc == KILN_EUNSUPPORTED ? R_SKIP : R_FAIL;
+            }
+            if (k) d->nout++;
+            else d->nin++;
+        }
+    }
+    return 0;
+}
+
+static int is_unsupported(int rc) { return rc == KILN_EUNSUPPORTED; }
+
+/* First line of the current kiln message. */
+static void errline(char *buf, size_t size) {
+    const char *m = kiln_errmsg();
+    snprintf(buf, size, "%s", m && *m ? m : "(no message)");
+}
+
+static int promotable(const tensor *t) {
+    int64_t n = numel(t->ndim, t->dims);
+    if (is_float(t->dtype)) return n <= 8;
+    return n <= 64;
+}
+
+/* Import + build for one data set.  values: promote small inputs. */
+static int build_for(const runner *r, const char *model, const dataset *ds, int promote,
+                     char (*names)[256], int nnames, kiln_engine **eng, char *why, size_t wsz) {
+    *eng = NULL;
+    kiln_onnx_value vals[MAX_IO];
+    int nv = 0;
+    if (promote)
+        for (int i = 0; i < ds->nin && i < nnames; i++)
+            if (promotable(&ds->in[i])) {
+                vals[nv].name = names[i];
+                vals[nv].dtype = ds->in[i].dtype;
+                vals[nv].ndim = ds->in[i].ndim;
+                vals[nv].dims = ds->in[i].dims;
+                vals[nv].data = ds->in[i].data;
+                nv++;
+            }
+    if (promote && !nv) return -1;
+    kiln_onnx_options opt;
+    memset(&opt, 0, sizeof opt);
+    opt.values = vals;
+    opt.nvalues = nv;
+    kiln_network *net = NULL;
+    int rc = kiln_onnx_import(model, &opt, &net);
+    if (rc) {
+        char m[1600];
+        errline(m, sizeof m);
+        snprintf(why, wsz, "import: %s", m);
+        return is_unsupported(rc) ? R_SKIP : R_FAIL;
+    }
+    kiln_build_config *cfg = kiln_build_config_create();
+    kiln_build_config_set_flags(cfg, KILN_BUILD_NO_TIMING);
+    kiln_build_config_set_threads(cfg, r->threads);
+    /* Profiles: dynamic inputs take the data set's shape. */
+    for (int i = 0; i < net->ninputs; i++) {
+        const kiln__ntensor *t = &net->tensors[net->inputs[i]];
+        int dyn = 0;
+        for (int k = 0; k < t->ndim; k++) dyn |= t->dims[k] < 0;
+        if (!dyn) continue;
+        int di = -1;
+        for (int k = 0; k < nnames; k++)
+            if (!strcmp(names[k], t->name)) di = k;
+        if (di < 0 || di >= ds->nin) continue;
+        kiln_build_config_set_profile(cfg, t->name, ds->in[di].ndim, ds->in[di].dims, ds->in[di].dims,
+                                      ds->in[di].dims);
+    }
+    rc = kiln_build(net, cfg, eng, NULL);
+    kiln_build_config_free(cfg);
+    kiln_network_free(net);
+    if (rc) {
+        char m[1600];
+        errline(m, sizeof m);
+        snprintf(why, wsz, "build%s: %s", promote ? " (small inputs promoted to constants)" : "", m);
+        return is_unsupported(rc) ? R_SKIP : R_FAIL;
+    }
+    if (promote && r->verbose) {
+        fprintf(stderr, "  values promoted:");
+        for (int i = 0; i < nv; i++) fprintf(stderr, " %s", vals[i].name);
+        fprintf(stderr, "\n");
+    }
+    return R_PASS;
+}
+
+static int run_dataset(const runner *r, kiln_engine *e, const dataset *ds, char (*names)[256],
+                       int nnames, char *why, size_t wsz) {
+    kiln_context *ctx = NULL;
+    int rc = kiln_context_create(e, r->threads, &ctx);
+    if (rc) {
+        char m[1600];
+        errline(m, sizeof m);
+        snprintf(why, wsz, "context: %s", m);
+        return R_FAIL;
+    }
+    int res = R_PASS;
+    void *obuf[MAX_IO] = {0};
+    int nei = kiln_engine_num_inputs(e), neo = kiln_engine_num_outputs(e);
+    for (int i = 0; i < nei && res == R_PASS; i++) {
+        kiln_io_info io;
+        kiln_engine_io(e, i, &io);
+        int di = -1;
+        for (int k = 0; k < nnames; k++)
+            if (!strcmp(names[k], io.name)) di = k;
+        if (di < 0 || di >= ds->nin) {
+            snprintf(why, wsz, "no test data for input '%s'", io.name);
+            res = R_FAIL;
+            break;
+        }
+        const tensor *t = &ds->in[di];
+        if (t->dtype != io.dtype) {
+            snprintf(why, wsz, "test data for input '%s' is %s, the engine expects %s", io.name,
+                     kiln_dtype_name(t->dtype), kiln_dtype_name(io.dtype));
+            res = R_FAIL;
+            break;
+        }
+        if ((rc = kiln_context_set_input_shape(ctx, io.name, t->ndim, t->dims)) ||
+            (rc = kiln_context_bind(ctx, io.name, t->data, t->bytes))) {
+            char m[1600];
+            errline(m, sizeof m);
+            snprintf(why, wsz, "input '%s': %s", io.name, m);
+            res = R_FAIL;
+        }
+    }
+    if (res == R_PASS && neo != ds->nout) {
+        snprintf(why, wsz, "the model has %d outputs, the data set %d", neo, ds->nout);
+        res = R_FAIL;
+    }
+    /* Poisoned output buffers: anything not written shows up as garbage. */
+    for (int i = 0; i < neo && res == R_PASS; i++) {
+        kiln_io_info io;
+        kiln_engine_io(e, nei + i, &io);
+        size_t cap = 0;
+        if ((rc = kiln_context_output_capacity(ctx, io.name, &cap))) {
+            char m[1600];
+            errline(m, sizeof m);
+            snprintf(why, wsz, "output '%s': %s", io.name, m);
+            res = R_FAIL;
+            break;
+        }
+        obuf[i] = malloc(cap ? cap : 1);
+        memset(obuf[i], 0xA5, cap ? cap : 1);
+        if ((rc = kiln_context_bind(ctx, io.name, obuf[i], cap))) {
+            char m[1600];
+            errline(m, sizeof m);
+            snprintf(why, wsz, "binding output '%s': %s", io.name, m);
+            res = R_FAIL;
+        }
+    }
+    if (res == R_PASS && (rc = kiln_context_run(ctx))) {
+        char m[1600];
+        errline(m, sizeof m);
+        snprintf(why, wsz, "run: %s", m);
+        res = is_unsupported(rc) ? R_SKIP : R_FAIL;
+    }
+    for (int i = 0; i < neo && res == R_PASS; i++) {
+        kiln_io_info io;
+        kiln_engine_io(e, nei + i, &io);
+        int nd = 0;
+        int64_t dims[KILN_MAX_DIMS];
+        if ((rc = kiln_context_shape(ctx, io.name, &nd, dims))) {
+            char m[1600];
+            errline(m, sizeof m);
+            snprintf(why, wsz, "output '%s' shape: %s", io.name, m);
+            res = R_FAIL;
+            break;
+        }
+        const void *got = kiln_context_output(ctx, io.name);
+        if (compare(r, io.name, &ds->out[i], io.dtype, nd, dims, got, why, wsz)) res = R_FAIL;
+    }
+    kiln_context_free(ctx);
+    for (int i = 0; i < neo; i++) free(obuf[i]);
+    return res;
+}
+
+static int run_case(const runner *r, const char *dir, char *why, size_t wsz) {
+    char model[4200];
+    snprintf(model, sizeof model, "%s/model.onnx", dir);
+    char **sets = NULL;
+    int nsets = list_dirs(dir, "test_data_set_", &sets);
+    if (nsets <= 0) {
+        snprintf(why, wsz, "no test_data_set_* folder");
+        free_list(sets, nsets > 0 ? nsets : 0);
+        return R_FAIL;
+    }
+    /* Names of the graph's real inputs, in order (input_N.pb is input N). */
+    kiln_network *net = NULL;
+    int rc = kiln_onnx_import(model, NULL, &net);
+    if (rc) {
+        char m[1600];
+        errline(m, sizeof m);
+        snprintf(why, wsz, "import: %s", m);
+        free_list(sets, nsets);
+        return is_unsupported(rc) ? R_SKIP : R_FAIL;
+    }
+    char(*names)[256] = calloc(MAX_IO, sizeof *names);
+    int nnames = kiln_network_num_inputs(net);
+    if (nnames > MAX_IO) nnames = MAX_IO;
+    for (int i = 0; i < nnames; i++) snprintf(names[i], 256, "%s", kiln_network_input_name(net, i));
+    int dynamic = 0;
+    for (int i = 0; i < net->ninputs; i++) {
+        const kiln__ntensor *t = &net->tensors[net->inputs[i]];
+        for (int k = 0; k < t->ndim; k++) dynamic |= t->dims[k] < 0;
+    }
+    kiln_network_free(net);
+
+    int res = R_PASS, promote = 0;
+    kiln_engine *e = NULL;
+    for (int s = 0; s < nsets && res == R_PASS; s++) {
+        char sd[4400];
+        snprintf(sd, sizeof sd, "%s/%s", dir, sets[s]);
+        dataset ds;
+        res = load_dataset(sd, &ds, why, wsz);
+        if (res != R_PASS) break;
+        if (!e || promote || dynamic) {
+            if (e) kiln_engine_free(e);
+            e = NULL;
+            if (!promote) {
+                res = build_for(r, model, &ds, 0, names, nnames, &e, why, wsz);
+                if (res == R_FAIL && s == 0) {
+                    char first[2048];
+                    snprintf(first, sizeof first, "%s", why);
+                    int r2 = build_for(r, model, &ds, 1, names, nnames, &e, why, wsz);
+                    if (r2 == R_PASS) {
+                        promote = 1;
+                        res = R_PASS;
+                    } else if (r2 < 0) {
+                        snprintf(why, wsz, "%s", first); /* nothing to promote */
+                    } else {
+                        size_t l = strlen(why);
+                        if (r->verbose && l + 16 < wsz) snprintf(why + l, wsz - l, " [without: %s]", first);
+                        res = R_FAIL;
+                    }
+                }
+            } else {
+                res = build_for(r, model, &ds, 1, names, nnames, &e, why, wsz);
+            }
+        }
+        if (res == R_PASS) {
+            res = run_dataset(r, e, &ds, names, nnames, why, wsz);
+            if (res != R_PASS && nsets > 1) {
+                size_t l = strlen(why);
+                if (l + 32 < wsz) snprintf(why + l, wsz - l, " (%s)", sets[s]);
+            }
+        }
+        dataset_free(&ds);
+    }
+    if (e) kiln_engine_free(e);
+    free(names);
+    free_list(sets, nsets);
+    return res;
+}
+
+/* ------------------------------------------------------------ driver */
+
+static void report(runner *r, const char *name, int res, const char *why) {
+    /* One line per case: flatten multi-line messages. */
+    char flat[4096];
+    snprintf(flat, sizeof flat, "%s", why);
+    for (char *p = flat; *p; p++)
+        if (*p == '\n') *p = ' ';
+    if (!r->verbose && strlen(flat) > 600) strcpy(flat + 596, " ...");
+    switch (res) {
+    case R_PASS: printf("PASS %s\n", name); r->passed++; break;
+    case R_SKIP: printf("SKIP %s: %s\n", name, flat); r->skipped++; break;
+    default: printf("FAIL %s: %s\n", name, flat); r->failed++; break;
+    }
+    fflush(stdout);
+}
+
+static void do_case(runner *r, const char *dir, const char *name) {
+    const char *sk = skip_reason(r, name);
+    if (sk) {
+        report(r, name, R_SKIP, sk);
+        return;
+    }
+    char why[4096] = "";
+    if (!r->fork) {
+        int res = run_case(r, dir, why, sizeof why);
+        report(r, name, res, why);
+        return;
+    }
+    int fds[2];
+    if (pipe(fds) != 0) {
+        report(r, name, R_FAIL, "pipe failed");
+        return;
+    }
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(fds[0]);
+        alarm(120);
+        int res = run_case(r, dir, why, sizeof why);
+        size_t len = strlen(why);
+        ssize_t w = write(fds[1], why, len);
+        (void)w;
+        close(fds[1]);
+        _exit(res);
+    }
+    close(fds[1]);
+    if (pid < 0) {
+        close(fds[0]);
+        report(r, name, R_FAIL, "fork failed");
+        return;
+    }
+    size_t len = 0;
+    ssize_t n;
+    while (len + 1 < sizeof why && (n = read(fds[0], why + len, sizeof why - 1 - len)) > 0) len += (size_t)n;
+    why[len] = 0;
+    close(fds[0]);
+    int st = 0;
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+    }
+    if (WIFSIGNALED(st)) {
+        char m[4200];
+        int sig = WTERMSIG(st);
+        snprintf(m, sizeof m, "%s (signal %d: %s)", sig == SIGALRM ? "timed out after 120 s" : "crashed",
+                 sig, strsignal(sig));
+        report(r, name, R_FAIL, m);
+    } else if (WIFEXITED(st) && WEXITSTATUS(st) <= R_SKIP) {
+        report(r, name, WEXITSTATUS(st), why);
+    } else {
+        char m[4200];
+        snprintf(m, sizeof m, "exited with status %d %s", WIFEXITED(st) ? WEXITSTATUS(st) : -1, why);
+        report(r, name, R_FAIL, m);
+    }
+}
+
+static void do_path(runner *r, const char *path) {
+    char model[4200];
+    snprintf(model, sizeof model, "%s/model.onnx", path);
+    const char *base = strrchr(path, '/');
+    char name[1024];
+    snprintf(name, sizeof name, "%s", base && base[1] ? base + 1 : path);
+    size_t nl = strlen(name);
+    if (nl > 1 && name[nl - 1] == '/') name[nl - 1] = 0;
+    if (is_file(model)) {
+        do_case(r, path, name);
+        return;
+    }
+    char **subs = NULL;
+    int n = list_dirs(path, NULL, &subs);
+    if (n < 0) {
+        report(r, name, R_FAIL, "not a test case or a folder of test cases");
+        return;
+    }
+    for (int i = 0; i < n; i++) {
+        char p[4200];
+        snprintf(p, sizeof p, "%s/%s", path, subs[i]);
+        char m2[4300];
+        snprintf(m2, sizeof m2, "%s/model.onnx", p);
+        if (strlen(m2) >= sizeof model) continue;
+        memcpy(model, m2, strlen(m2) + 1);
+        if (is_file(model)) do_case(r, p, subs[i]);
+    }
+    free_list(subs, n);
+}
+
+int kiln_cli_test_onnx(int argc, char **argv) {
+    runner r;
+    memset(&r, 0, sizeof r);
+    r.rtol = 1e-3;
+    r.atol = 1e-5;
+    r.threads = 1;
+    r.fork = 1;
+    cli_plugins plugins;
+    memset(&plugins, 0, sizeof plugins);
+    const char *dirs[256];
+    int ndirs = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *v;
+        int m;
+        if ((m = cli_opt(argc, argv, &i, "--skip-list", &v))) {
+            if (m < 0 || load_skips(&r, v)) return 2;
+        } else if ((m = cli_opt(argc, argv, &i, "--rtol", &v))) {
+            if (m < 0 || cli_double(VERB, "--rtol", v, &r.rtol)) return 2;
+        } else if ((m = cli_opt(argc, argv, &i, "--atol", &v))) {
+            if (m < 0 || cli_double(VERB, "--atol", v, &r.atol)) return 2;
+        } else if ((m = cli_opt(argc, argv, &i, "--threads", &v))) {
+            long t;
+            if (m < 0 || cli_int(VERB, "--threads", v, &t)) return 2;
+            r.threads = t < 1 ? 1 : (int)t;
+        } else if ((m = cli_opt(argc, argv, &i, "--plugins", &v))) {
+            if (m < 0 || cli_plugins_add(VERB, &plugins, v)) return 2;
+        } else if (!strcmp(argv[i], "--no-fork")) {
+            r.fork = 0;
+        } else if (!strcmp(argv[i], "-v") || !strcmp(argv[i], "--verbose")) {
+            r.verbose = 1;
+        } else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            printf("usage: kiln test-onnx [--skip-list F] [--rtol R] [--atol A] [--threads N]\n"
+                   "                      [--plugins LIB] [--no-fork] [-v] DIR...\n"
+                   "Runs ONNX test cases (model.onnx + test_data_set_*/) or folders of them.\n");
+            return 0;
+        } else if (argv[i][0] == '-') {
+            cli_fail(VERB, "unknown option '%s' (see kiln test-onnx --help)", argv[i]);
+            return 2;
+        } else if (ndirs < 256) {
+            dirs[ndirs++] = argv[i];
+        }
+    }
+    if (!ndirs) {
+        cli_fail(VERB, "expected at least one test folder (see kiln test-onnx --help)");
+        return 2;
+    }
+    if (cli_plugins_load(VERB, &plugins)) return 1;
+    for (int i = 0; i < ndirs; i++) {
+        if (!is_dir(dirs[i])) {
+            report(&r, dirs[i], R_FAIL, "no such folder");
+            continue;
+        }
+        do_path(&r, dirs[i]);
+    }
+    printf("%d passed, %d failed, %d skipped\n", r.passed, r.failed, r.skipped);
+    for (int i = 0; i < r.nskips; i++) {
+        free(r.skips[i].pattern);
+        free(r.skips[i].reason);
+    }
+    free(r.skips);
+    return r.failed ? 1 : 0;
+}
