@@ -1,0 +1,205 @@
+/*
+ * inspect.c — kiln_engine_inspect: a human-readable description of an
+ * engine (what `kiln inspect` prints).  Symbolic dims are printed from the
+ * engine's shape program: input dims as "x.dim2", size-tensor symbols as
+ * "size(nz.count)", values read from integer inputs as "shape[1]".
+ */
+#include "kiln_int.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+
+typedef struct sbuf {
+    char *p;
+    size_t n, cap;
+} sbuf;
+
+static void sb_printf(sbuf *b, const char *fmt, ...) KILN_PRINTF(2, 3);
+static void sb_printf(sbuf *b, const char *fmt, ...) {
+    if (b->n >= b->cap) return;
+    va_list ap;
+    va_start(ap, fmt);
+    int k = vsnprintf(b->p + b->n, b->cap - b->n, fmt, ap);
+    va_end(ap);
+    if (k > 0) b->n = b->n + (size_t)k < b->cap ? b->n + (size_t)k : b->cap - 1;
+}
+
+static void print_node(const kiln_engine *e, int32_t i, sbuf *b, int depth) {
+    if (i < 0 || i >= e->nnodes || depth > 32) {
+        sb_printf(b, "?");
+        return;
+    }
+    const kiln__enode *x = &e->nodes[i];
+    static const char *const infix[] = {[KILN_EXPR_ADD] = " + ", [KILN_EXPR_SUB] = " - ",
+                                        [KILN_EXPR_MUL] = " * ", [KILN_EXPR_FLOORDIV] = " // ",
+                                        [KILN_EXPR_MOD] = " % ", [KILN_EXPR_EQ] = " == ",
+                                        [KILN_EXPR_LT] = " < "};
+    switch ((kiln_expr_op)x->op) {
+    case KILN_EXPR_CONST: sb_printf(b, "%" PRId64, x->v); return;
+    case KILN_EXPR_SYM: {
+        const char *tn = x->a >= 0 && x->a < e->ntensors ? e->tensors[x->a].name : "?";
+        if (x->symkind == KILN__SYM_INPUT_DIM) sb_printf(b, "%s.dim%d", tn, (int)x->b);
+        else if (x->symkind == KILN__SYM_SIZE) sb_printf(b, "size(%s)", tn);
+        else sb_printf(b, "%s[%d]", tn, (int)x->b);
+        return;
+    }
+    case KILN_EXPR_CEILDIV:
+    case KILN_EXPR_MIN:
+    case KILN_EXPR_MAX:
+        sb_printf(b, "%s(", x->op == KILN_EXPR_CEILDIV ? "ceildiv" : x->op == KILN_EXPR_MIN ? "min" : "max");
+        print_node(e, x->a, b, depth + 1);
+        sb_printf(b, ", ");
+        print_node(e, x->b, b, depth + 1);
+        sb_printf(b, ")");
+        return;
+    case KILN_EXPR_SELECT_:
+        sb_printf(b, "(");
+        print_node(e, x->a, b, depth + 1);
+        sb_printf(b, " ? ");
+        print_node(e, x->b, b, depth + 1);
+        sb_printf(b, " : ");
+        print_node(e, x->c, b, depth + 1);
+        sb_printf(b, ")");
+        return;
+    default:
+        if (x->op < sizeof infix / sizeof infix[0] && infix[x->op]) {
+            sb_printf(b, "(");
+            print_node(e, x->a, b, depth + 1);
+            sb_printf(b, "%s", infix[x->op]);
+            print_node(e, x->b, b, depth + 1);
+            sb_printf(b, ")");
+        } else {
+            sb_printf(b, "?");
+        }
+    }
+}
+
+static const char *dims_str(const kiln_engine *e, const kiln__etensor *t, char *buf, size_t n) {
+    sbuf b = {buf, 0, n};
+    buf[0] = 0;
+    sb_printf(&b, "[");
+    for (int d = 0; d < t->ndim; d++) {
+        if (d) sb_printf(&b, ", ");
+        print_node(e, t->dims[d], &b, 0);
+    }
+    sb_printf(&b, "]");
+    return buf;
+}
+
+static const char *tensor_str(const kiln_engine *e, int32_t t, char *buf, size_t n) {
+    if (t < 0) {
+        snprintf(buf, n, "(absent)");
+        return buf;
+    }
+    const kiln__etensor *et = &e->tensors[t];
+    char d[512];
+    snprintf(buf, n, "'%s' %s %s %s%s", et->name, kiln_dtype_name((kiln_dtype)et->dtype),
+             kiln_format_name((kiln_format)et->format), dims_str(e, et, d, sizeof d),
+             et->alias_of >= 0 ? " (in place)" : et->is_size ? " (size tensor)" : "");
+    return buf;
+}
+
+static void human(uint64_t b, char *buf, size_t n) {
+    if (b >= (1ull << 30)) snprintf(buf, n, "%.2f GiB", (double)b / (double)(1ull << 30));
+    else if (b >= (1ull << 20)) snprintf(buf, n, "%.2f MiB", (double)b / (double)(1ull << 20));
+    else if (b >= 1024) snprintf(buf, n, "%.2f KiB", (double)b / 1024.0);
+    else snprintf(buf, n, "%llu B", (unsigned long long)b);
+}
+
+KILN_API int kiln_engine_inspect(const kiln_engine *e, FILE *out) {
+    KILN__ASSERT(e && out);
+    char b1[1024], b2[64];
+    fprintf(out, "kiln engine (format version 1)\n");
+    fprintf(out, "  device:    %s (%s)\n", e->device == KILN_DEVICE_CUDA ? "cuda" : "cpu",
+            e->device_sig ? e->device_sig : kiln_cpu_signature());
+    fprintf(out, "  threads:   %d\n", (int)e->threads);
+    fprintf(out, "  source:    %s\n", e->map ? "mmapped file" : "memory");
+
+    fprintf(out, "inputs (%d):\n", (int)e->ninputs);
+    for (int32_t i = 0; i < e->ninputs; i++) {
+        const kiln__etensor *t = &e->tensors[e->inputs[i]];
+        fprintf(out, "  %s\n", tensor_str(e, e->inputs[i], b1, sizeof b1));
+        if (!e->prof) continue;
+        int dyn = 0;
+        for (int d = 0; d < t->ndim; d++)
+            if (e->nodes[t->dims[d]].op != KILN_EXPR_CONST) dyn = 1;
+        if (!dyn) continue;
+        fprintf(out, "    profile:");
+        for (int k = 0; k < 3; k++) {
+            fprintf(out, " %s [", k == 0 ? "min" : k == 1 ? "opt" : "max");
+            for (int d = 0; d < t->ndim; d++)
+                fprintf(out, "%s%" PRId64, d ? ", " : "", e->prof[i][k][d]);
+            fprintf(out, "]");
+        }
+        fprintf(out, "\n");
+    }
+    fprintf(out, "outputs (%d):\n", (int)e->noutputs);
+    for (int32_t i = 0; i < e->noutputs; i++) {
+        kiln_io_info info;
+        kiln_engine_io(e, (int)(e->ninputs + i), &info);
+        fprintf(out, "  %s%s\n", tensor_str(e, e->outputs[i], b1, sizeof b1),
+                info.data_dependent ? " (data-dependent shape)" : "");
+    }
+
+    fprintf(out, "layers (%d):\n", (int)e->nlayers);
+    for (int32_t l = 0; l < e->nlayers; l++) {
+        const kiln__elayer *L = &e->layers[l];
+        fprintf(out, "  #%d '%s' %s::%s v%d  %s  tactic %d", (int)l, L->name, L->op_ns,
+                L->op_name, (int)L->op_version, L->aot_kernel >= 0 ? "AOT" : "JIT",
+                (int)L->tactic);
+        if (L->aot_kernel >= 0) fprintf(out, " (kernel %d)", (int)L->aot_kernel);
+        if (L->time_ms > 0) fprintf(out, "  %.4f ms", L->time_ms);
+        fprintf(out, "\n");
+        for (int32_t k = 0; k < L->nin; k++)
+            fprintf(out, "      in  %s\n", tensor_str(e, L->in[k], b1, sizeof b1));
+        for (int32_t k = 0; k < L->nout; k++)
+            fprintf(out, "      out %s\n", tensor_str(e, L->out[k], b1, sizeof b1));
+    }
+
+    fprintf(out, "memory plan (at opt shapes):\n");
+    uint64_t arena = 0;
+    for (int32_t t = 0; t < e->ntensors; t++) {
+        const kiln__etensor *et = &e->tensors[t];
+        if (et->kind != KILN__ET_ACT) continue;
+        if (et->alias_of >= 0) {
+            fprintf(out, "  '%s' shares the buffer of '%s'\n", et->name,
+                    e->tensors[et->alias_of].name);
+            continue;
+        }
+        human(et->plan_bytes, b2, sizeof b2);
+        fprintf(out, "  '%s' offset %llu, %s (layers %d..%d)\n", et->name,
+                (unsigned long long)et->plan_off, b2, (int)et->first, (int)et->last);
+        if (et->plan_off + et->plan_bytes > arena) arena = et->plan_off + et->plan_bytes;
+    }
+    human(arena, b2, sizeof b2);
+    fprintf(out, "  arena total: %s\n", b2);
+    human(e->weights_size, b2, sizeof b2);
+    int nconst = 0;
+    for (int32_t t = 0; t < e->ntensors; t++) nconst += e->tensors[t].kind == KILN__ET_CONST;
+    fprintf(out, "weights: %s in %d constants\n", b2, nconst);
+
+    fprintf(out, "AOT kernels (%d):\n", (int)e->naot);
+    for (int32_t i = 0; i < e->naot; i++) {
+        const kiln__aot *k = &e->aot[i];
+        human(k->so_size, b2, sizeof b2);
+        fprintf(out, "  #%d entry %s, %s, cpu %s, %d scalars\n", (int)i, k->entry ? k->entry : "?",
+                b2, k->cpu_sig ? k->cpu_sig : "?", (int)k->nscalars);
+    }
+    int nemb = 0;
+    for (int32_t i = 0; i < e->nplugins; i++) nemb += e->plugins[i].so != NULL;
+    fprintf(out, "embedded plugins (%d):\n", nemb);
+    for (int32_t i = 0; i < e->nplugins; i++) {
+        const kiln__plugin_ref *p = &e->plugins[i];
+        if (!p->so) continue;
+        human(p->so_size, b2, sizeof b2);
+        fprintf(out, "  %s::%s v%d (%s)\n", p->ns, p->name, (int)p->version, b2);
+    }
+    fprintf(out, "required plugins (%d):\n", (int)(e->nplugins - nemb));
+    for (int32_t i = 0; i < e->nplugins; i++) {
+        const kiln__plugin_ref *p = &e->plugins[i];
+        if (p->so) continue;
+        fprintf(out, "  %s::%s v%d%s%s\n", p->ns, p->name, (int)p->version,
+                p->library && p->library[0] ? " from " : "", p->library ? p->library : "");
+    }
+    return ferror(out) ? kiln__err(KILN_EIO, "writing the engine description failed") : 0;
+}
