@@ -1,0 +1,404 @@
+/*
+ * norm.c — ONNX BatchNormalization (inference and training_mode),
+ * LayerNormalization, InstanceNormalization, GroupNormalization,
+ * LpNormalization.
+ *
+ * Every op reduces to "normalize groups of contiguous elements and apply a
+ * per-element or per-channel affine": statistics are accumulated in double
+ * for accuracy, the affine is fused into one pass.
+ */
+#include "ops/ops2.h"
+
+#include "kiln_int.h"
+
+#include <math.h>
+#include <string.h>
+
+static int same_shape(kiln_shape_ctx *c) {
+    const kiln_desc *x = &c->in[0];
+    if (!kiln__ops2_is_float(x->dtype))
+        return kiln_set_error(KILN_ETYPE, "expected a float tensor, found %s",
+                              kiln_dtype_name(x->dtype));
+    c->out[0] = *x;
+    c->out[0].data = NULL;
+    c->out[0].nvalues = -1;
+    return 0;
+}
+
+static int check_dense(const kiln_call *c) {
+    for (int i = 0; i < c->nin; i++)
+        if (c->in[i].data && !kiln__ops2_dense(&c->in[i]))
+            return kiln_set_error(KILN_EUNSUPPORTED, "input %d is not dense LINEAR", i);
+    for (int i = 0; i < c->nout; i++)
+        if (c->out[i].data && !kiln__ops2_dense(&c->out[i]))
+            return kiln_set_error(KILN_EUNSUPPORTED, "output %d is not dense LINEAR", i);
+    return 0;
+}
+
+/* y[p, i] = x[p, i] * a[p % C] + b[p % C] for planes p of `inner` elements. */
+typedef struct affine_task {
+    const float *x;
+    float *y;
+    const float *a, *b;
+    int64_t C, inner;
+} affine_task;
+
+static void affine_planes(void *ud, int64_t lo, int64_t hi) {
+    const affine_task *t = ud;
+    for (int64_t p = lo; p < hi; p++) {
+        float a = t->a[p % t->C], b = t->b[p % t->C];
+        const float *x = t->x + p * t->inner;
+        float *y = t->y + p * t->inner;
+        for (int64_t i = 0; i < t->inner; i++) y[i] = x[i] * a + b;
+    }
+}
+
+/* ------------------------------------------------------------ BatchNormalization */
+
+static const kiln_attr_def bn_attrs[] = {
+    {"epsilon", KILN_ATTR_FLOAT, 0, "1e-5", 0, "added to the variance"},
+    {"momentum", KILN_ATTR_FLOAT, 0, "0.9", 0, "running statistics factor (training_mode)"},
+    {"spatial", KILN_ATTR_INT, 0, "1", 0, "opset < 9: statistics per channel (1 only)"},
+    {"is_test", KILN_ATTR_INT, 0, "0", 0, "opset < 7 (ignored)"},
+    {"consumed_inputs", KILN_ATTR_ARRAY, KILN_DTYPE_I64, NULL, 0, "opset 1 (ignored)"},
+    {"training_mode", KILN_ATTR_INT, 0, "0", 0, "1: normalize with batch statistics"},
+    {NULL, 0, 0, NULL, 0, NULL},
+};
+
+static int bn_shape(kiln_shape_ctx *c) {
+    int rc = same_shape(c);
+    if (rc) return rc;
+    if (c->in[0].ndim < 2)
+        return kiln_set_error(KILN_ESHAPE, "BatchNormalization: X must have rank >= 2, found %d",
+                              c->in[0].ndim);
+    if (kiln_attrs_int(c->attrs, "spatial") == 0)
+        return kiln_set_error(KILN_EUNSUPPORTED, "BatchNormalization: spatial=0 is not supported");
+    for (int i = 1; i < c->nout; i++) {
+        c->out[i].dtype = c->in[0].dtype;
+        c->out[i].ndim = 1;
+        c->out[i].dims[0] = c->in[0].dims[1];
+    }
+    return 0;
+}
+
+static int bn_impl_f32(const kiln_call *c) {
+    int rc = check_dense(c);
+    if (rc) return rc;
+    const kiln_tensor *X = &c->in[0];
+    int64_t N = X->dims[0], C = X->dims[1], inner = 1;
+    for (int i = 2; i < X->ndim; i++) inner *= X->dims[i];
+    for (int i = 1; i < 5; i++)
+        if (kiln_tensor_numel(&c->in[i]) != C)
+            return kiln_set_error(KILN_ESHAPE, "BatchNormalization: input %d has %lld elements, "
+                                  "expected %lld (channels)", i,
+                                  (long long)kiln_tensor_numel(&c->in[i]), (long long)C);
+    const float *sc = c->in[1].data, *bb = c->in[2].data, *mean = c->in[3].data,
+                *var = c->in[4].data;
+    double eps = kiln_attrs_float(c->attrs, "epsilon");
+    int training = kiln_attrs_int(c->attrs, "training_mode") != 0;
+    float *ab = kiln__malloc((size_t)(2 * C + 1) * sizeof(float));
+    if (!ab) return kiln_set_error(KILN_ENOMEM, "BatchNormalization: %lld channels", (long long)C);
+    const float *x = X->data;
+    for (int64_t ch = 0; ch < C; ch++) {
+        double m = mean[ch], v = var[ch];
+        if (training) {
+            double s = 0, s2 = 0;
+            for (int64_t n = 0; n < N; n++) {
+                const float *p = x + (n * C + ch) * inner;
+                for (int64_t i = 0; i < inner; i++) s += p[i];
+            }
+            double cnt = (double)(N * inner);
+            double bm = cnt > 0 ? s / cnt : 0;
+            for (int64_t n = 0; n < N; n++) {
+                const float *p = x + (n * C + ch) * inner;
+                for (int64_t i = 0; i < inner; i++) s2 += (p[i] - bm) * (p[i] - bm);
+            }
+            double bv = cnt > 0 ? s2 / cnt : 0;
+            double mom = kiln_attrs_float(c->attrs, "momentum");
+            if (c->nout > 1 && c->out[1].data)
+                ((float *)c->out[1].data)[ch] = (float)(m * mom + bm * (1 - mom));
+            if (c->nout > 2 && c->out[2].data)
+                ((float *)c->out[2].data)[ch] = (float)(v * mom + bv * (1 - mom));
+            m = bm;
+            v = bv;
+        }
+        double a = sc[ch] / sqrt(v + eps);
+        ab[ch] = (float)a;
+        ab[C + ch] = (float)(bb[ch] - m * a);
+    }
+    affine_task t = {.x = x, .y = c->out[0].data, .a = ab, .b = ab + C, .C = C, .inner = inner};
+    kiln_exec_parallel_for(c->exec, N * C, 1 + 16384 / (inner ? inner : 1), affine_planes, &t);
+    kiln__free(ab);
+    return 0;
+}
+static int bn_impl(const kiln_call *c) { return kiln__ops2_as_f32(c, bn_impl_f32); }
+
+/* ------------------------------------------------------------ InstanceNormalization */
+
+static const kiln_attr_def in_attrs[] = {
+    {"epsilon", KILN_ATTR_FLOAT, 0, "1e-5", 0, "added to the variance"},
+    {NULL, 0, 0, NULL, 0, NULL},
+};
+
+/* Normalize planes of `inner` elements: y = (x - mean) * rstd * a + b where
+ * a/b come per plane (scale_of_plane) or per element (elem_scale). */
+typedef struct norm_task {
+    const float *x;
+    float *y;
+    int64_t inner;
+    double eps;
+    /* per-plane affine: scale[(p / div) % mod] */
+    const float *scale, *bias;
+    int64_t div, mod;
+    /* per-element affine (LayerNormalization): scale[i % se] */
+    int elem;
+    int64_t se, be;
+    /* sub-groups of a plane sharing affine params (GroupNormalization v21):
+     * channel = (p % groups) * cpg + i / sub */
+    int64_t sub, cpg, groups;
+    float *mean_out, *rstd_out;
+} norm_task;
+
+static void norm_planes(void *ud, int64_t lo, int64_t hi) {
+    const norm_task *t = ud;
+    const int64_t n = t->inner;
+    for (int64_t p = lo; p < hi; p++) {
+        const float *x = t->x + p * n;
+        float *y = t->y + p * n;
+        double s = 0, s2 = 0;
+        for (int64_t i = 0; i < n; i++) s += x[i];
+        double m = n ? s / (double)n : 0;
+        for (int64_t i = 0; i < n; i++) s2 += (x[i] - m) * (x[i] - m);
+        double var = n ? s2 / (double)n : 0;
+        double rstd = 1.0 / sqrt(var + t->eps);
+        if (t->mean_out) t->mean_out[p] = (float)m;
+        if (t->rstd_out) t->rstd_out[p] = (float)rstd;
+        const float fm = (float)m, fr = (float)rstd;
+        if (t->elem) {
+            for (int64_t i = 0; i < n; i++) {
+                float v = (x[i] - fm) * fr * t->scale[t->se == 1 ? 0 : i % t->se];
+                if (t->bias) v += t->bias[t->be == 1 ? 0 : i % t->be];
+                y[i] = v;
+            }
+        } else if (t->sub) {
+            for (int64_t i = 0; i < n; i++) {
+                int64_t ch = (p % t->groups) * t->cpg + i / t->sub;
+                y[i] = (x[i] - fm) * fr * t->scale[ch] + t->bias[ch];
+            }
+        } else {
+            int64_t k = (p / t->div) % t->mod;
+            float a = fr * t->scale[k], b = t->bias[k] - fm * fr * t->scale[k];
+            for (int64_t i = 0; i < n; i++) y[i] = x[i] * a + b;
+        }
+    }
+}
+
+static int in_impl_f32(const kiln_call *c) {
+    int rc = check_dense(c);
+    if (rc) return rc;
+    const kiln_tensor *X = &c->in[0];
+    if (X->ndim < 2)
+        return kiln_set_error(KILN_ESHAPE, "InstanceNormalization: X must have rank >= 2");
+    int64_t N = X->dims[0], C = X->dims[1], inner = 1;
+    for (int i = 2; i < X->ndim; i++) inner *= X->dims[i];
+    if (kiln_tensor_numel(&c->in[1]) != C || kiln_tensor_numel(&c->in[2]) != C)
+        return kiln_set_error(KILN_ESHAPE, "InstanceNormalization: scale and B must have %lld "
+                              "elements", (long long)C);
+    norm_task t = {.x = X->data, .y = c->out[0].data, .inner = inner,
+                   .eps = kiln_attrs_float(c->attrs, "epsilon"), .scale = c->in[1].data,
+                   .bias = c->in[2].data, .div = 1, .mod = C};
+    kiln_exec_parallel_for(c->exec, N * C, 1, norm_planes, &t);
+    return 0;
+}
+static int in_impl(const kiln_call *c) { return kiln__ops2_as_f32(c, in_impl_f32); }
+
+/* ------------------------------------------------------------ GroupNormalization */
+
+static const kiln_attr_def gn_attrs[] = {
+    {"epsilon", KILN_ATTR_FLOAT, 0, "1e-5", 0, "added to the variance"},
+    {"num_groups", KILN_ATTR_INT, 0, NULL, 1, "number of channel groups"},
+    {"stash_type", KILN_ATTR_INT, 0, "1", 0, "precision of statistics (always >= f32)"},
+    {NULL, 0, 0, NULL, 0, NULL},
+};
+
+static int gn_run(const kiln_call *c, int per_channel) {
+    int rc = check_dense(c);
+    if (rc) return rc;
+    const kiln_tensor *X = &c->in[0];
+    int64_t G = kiln_attrs_int(c->attrs, "num_groups");
+    if (X->ndim < 2) return kiln_set_error(KILN_ESHAPE, "GroupNormalization: X must have rank >= 2");
+    int64_t N = X->dims[0], C = X->dims[1], sp = 1;
+    for (int i = 2; i < X->ndim; i++) sp *= X->dims[i];
+    if (G < 1 || C % G)
+        return kiln_set_error(KILN_EATTR, "GroupNormalization: %lld channels not divisible into "
+                              "num_groups=%lld", (long long)C, (long long)G);
+    int64_t want = per_channel ? C : G;
+    if (kiln_tensor_numel(&c->in[1]) != want || kiln_tensor_numel(&c->in[2]) != want)
+        return kiln_set_error(KILN_ESHAPE, "GroupNormalization: scale and bias must have %lld "
+                              "elements, found %lld and %lld", (long long)want,
+                              (long long)kiln_tensor_numel(&c->in[1]),
+                              (long long)kiln_tensor_numel(&c->in[2]));
+    norm_task t = {.x = X->data, .y = c->out[0].data, .inner = C / G * sp,
+                   .eps = kiln_attrs_float(c->attrs, "epsilon"), .scale = c->in[1].data,
+                   .bias = c->in[2].data, .div = 1, .mod = G};
+    if (per_channel) {
+        t.sub = sp;
+        t.cpg = C / G;
+        t.groups = G;
+    }
+    kiln_exec_parallel_for(c->exec, N * G, 1, norm_planes, &t);
+    return 0;
+}
+static int gn18_f32(const kiln_call *c) { return gn_run(c, 0); }
+static int gn21_f32(const kiln_call *c) { return gn_run(c, 1); }
+static int gn18_impl(const kiln_call *c) { return kiln__ops2_as_f32(c, gn18_f32); }
+static int gn21_impl(const kiln_call *c) { return kiln__ops2_as_f32(c, gn21_f32); }
+
+/* ------------------------------------------------------------ LayerNormalization */
+
+static const kiln_attr_def ln_attrs[] = {
+    {"axis", KILN_ATTR_INT, 0, "-1", 0, "first normalized axis"},
+    {"epsilon", KILN_ATTR_FLOAT, 0, "1e-5", 0, "added to the variance"},
+    {"stash_type", KILN_ATTR_INT, 0, "1", 0, "precision of statistics (always >= f32)"},
+    {NULL, 0, 0, NULL, 0, NULL},
+};
+
+static int ln_shape(kiln_shape_ctx *c) {
+    int rc = same_shape(c);
+    if (rc) return rc;
+    const kiln_desc *x = &c->in[0];
+    int64_t axis = kiln_attrs_int(c->attrs, "axis");
+    if (axis < -x->ndim || axis >= x->ndim)
+        return kiln_set_error(KILN_EATTR, "LayerNormalization: axis %lld out of range for rank %d",
+                              (long long)axis, x->ndim);
+    if (axis < 0) axis += x->ndim;
+    for (int o = 1; o < c->nout; o++) {
+        kiln_desc *d = &c->out[o];
+        d->dtype = KILN_DTYPE_F32;
+        if (x->dtype == KILN_DTYPE_F64) d->dtype = KILN_DTYPE_F64;
+        d->ndim = x->ndim;
+        for (int i = 0; i < x->ndim; i++) d->dims[i] = i < axis ? x->dims[i] : kiln_expr_const(c->x, 1);
+    }
+    return 0;
+}
+
+static int ln_impl_f32(const kiln_call *c) {
+    int rc = check_dense(c);
+    if (rc) return rc;
+    const kiln_tensor *X = &c->in[0];
+    int64_t axis = kiln_attrs_int(c->attrs, "axis");
+    if (axis < 0) axis += X->ndim;
+    int64_t outer = 1, inner = 1;
+    for (int i = 0; i < X->ndim; i++) {
+        if (i < axis) outer *= X->dims[i];
+        else inner *= X->dims[i];
+    }
+    int64_t se = kiln_tensor_numel(&c->in[1]);
+    int64_t be = c->nin > 2 && c->in[2].data ? kiln_tensor_numel(&c->in[2]) : 0;
+    if ((se != inner && se != 1) || (be && be != inner && be != 1))
+        return kiln_set_error(KILN_ESHAPE, "LayerNormalization: Scale (%lld elements) and B (%lld) "
+                              "must match the %lld normalized elements", (long long)se,
+                              (long long)be, (long long)inner);
+    norm_task t = {.x = X->data, .y = c->out[0].data, .inner = inner,
+                   .eps = kiln_attrs_float(c->attrs, "epsilon"), .scale = c->in[1].data,
+                   .bias = be ? c->in[2].data : NULL, .elem = 1, .se = se, .be = be ? be : 1};
+    if (c->nout > 1) t.mean_out = c->out[1].data;
+    if (c->nout > 2) t.rstd_out = c->out[2].data;
+    kiln_exec_parallel_for(c->exec, outer, 1 + 4096 / (inner ? inner : 1), norm_planes, &t);
+    return 0;
+}
+static int ln_impl(const kiln_call *c) { return kiln__ops2_as_f32(c, ln_impl_f32); }
+
+/* ------------------------------------------------------------ LpNormalization */
+
+static const kiln_attr_def lpn_attrs[] = {
+    {"axis", KILN_ATTR_INT, 0, "-1", 0, "axis to normalize along"},
+    {"p", KILN_ATTR_INT, 0, "2", 0, "1 or 2"},
+    {NULL, 0, 0, NULL, 0, NULL},
+};
+
+static int lpn_impl_f32(const kiln_call *c) {
+    int rc = check_dense(c);
+    if (rc) return rc;
+    const kiln_tensor *X = &c->in[0];
+    int64_t axis = kiln_attrs_int(c->attrs, "axis"), p = kiln_attrs_int(c->attrs, "p");
+    if (axis < 0) axis += X->ndim;
+    if (axis < 0 || axis >= X->ndim)
+        return kiln_set_error(KILN_EATTR, "LpNormalization: axis out of range for rank %d", X->ndim);
+    if (p != 1 && p != 2)
+        return kiln_set_error(KILN_EATTR, "LpNormalization: p must be 1 or 2, found %lld",
+                              (long long)p);
+    int64_t outer = 1, L = X->dims[axis], inner = 1;
+    for (int i = 0; i < axis; i++) outer *= X->dims[i];
+    for (int i = (int)axis + 1; i < X->ndim; i++) inner *= X->dims[i];
+    const float *x = X->data;
+    float *y = c->out[0].data;
+    for (int64_t o = 0; o < outer; o++)
+        for (int64_t i = 0; i < inner; i++) {
+            const float *xs = x + o * L * inner + i;
+            float *ys = y + o * L * inner + i;
+            double s = 0;
+            for (int64_t k = 0; k < L; k++) s += p == 1 ? fabs(xs[k * inner]) : xs[k * inner] * (double)xs[k * inner];
+            double nrm = p == 1 ? s : sqrt(s);
+            for (int64_t k = 0; k < L; k++) ys[k * inner] = nrm > 0 ? (float)(xs[k * inner] / nrm) : 0.0f;
+        }
+    return 0;
+}
+static int lpn_impl(const kiln_call *c) { return kiln__ops2_as_f32(c, lpn_impl_f32); }
+
+/* ------------------------------------------------------------ registration */
+
+static const kiln_quick_op bn_1 = {
+    .ns = "ai.onnx", .name = "BatchNormalization", .version = 1,
+    .min_inputs = 5, .max_inputs = 5, .num_outputs = 1,
+    .attrs = bn_attrs, .shape = bn_shape, .impl = bn_impl,
+    .doc = "batch normalization with running statistics (inference)",
+};
+static const kiln_quick_op bn_14 = {
+    .ns = "ai.onnx", .name = "BatchNormalization", .version = 14,
+    .min_inputs = 5, .max_inputs = 5, .num_outputs = 3,
+    .attrs = bn_attrs, .shape = bn_shape, .impl = bn_impl,
+    .doc = "batch normalization; training_mode=1 uses batch statistics and updates running ones",
+};
+static const kiln_quick_op in_1 = {
+    .ns = "ai.onnx", .name = "InstanceNormalization", .version = 1,
+    .min_inputs = 3, .max_inputs = 3, .num_outputs = 1,
+    .attrs = in_attrs, .shape = same_shape, .impl = in_impl,
+    .doc = "per-instance, per-channel normalization",
+};
+static const kiln_quick_op gn_18 = {
+    .ns = "ai.onnx", .name = "GroupNormalization", .version = 18,
+    .min_inputs = 3, .max_inputs = 3, .num_outputs = 1,
+    .attrs = gn_attrs, .shape = same_shape, .impl = gn18_impl,
+    .doc = "group normalization, scale/bias per group",
+};
+static const kiln_quick_op gn_21 = {
+    .ns = "ai.onnx", .name = "GroupNormalization", .version = 21,
+    .min_inputs = 3, .max_inputs = 3, .num_outputs = 1,
+    .attrs = gn_attrs, .shape = same_shape, .impl = gn21_impl,
+    .doc = "group normalization, scale/bias per channel",
+};
+static const kiln_quick_op ln_17 = {
+    .ns = "ai.onnx", .name = "LayerNormalization", .version = 17,
+    .min_inputs = 2, .max_inputs = 3, .num_outputs = 3,
+    .attrs = ln_attrs, .shape = ln_shape, .impl = ln_impl,
+    .doc = "layer normalization over dims >= axis (optional Mean, InvStdDev outputs)",
+};
+static const kiln_quick_op lpn_1 = {
+    .ns = "ai.onnx", .name = "LpNormalization", .version = 1,
+    .min_inputs = 1, .max_inputs = 1, .num_outputs = 1,
+    .attrs = lpn_attrs, .shape = same_shape, .impl = lpn_impl,
+    .doc = "x / ||x||_p along axis",
+};
+
+__attribute__((constructor)) static void norm_register(void) {
+    /* opsets 1-9 differ only in attributes, covered by the superset schema;
+     * 14 adds training_mode and the running-statistics outputs */
+    kiln_register_quick_op(&bn_1);
+    kiln_register_quick_op(&bn_14);
+    kiln_register_quick_op(&in_1);
+    kiln_register_quick_op(&gn_18);
+    kiln_register_quick_op(&gn_21);
+    kiln_register_quick_op(&ln_17);
+    kiln_register_quick_op(&lpn_1);
+}
