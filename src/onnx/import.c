@@ -130,6 +130,7 @@ typedef struct imp {
     int nunsupported;
     int layer_seq;
     int verbose;
+    int pad_out;      /* outputs to add to the next imported subgraph */
 } imp;
 
 typedef struct scope {
@@ -717,7 +718,11 @@ static int import_node(imp *im, const Onnx__NodeProto *n, const scope *sc, int d
             if (rc) rc = kiln__err_prefix(rc, "%s", lb);
             continue;
         }
+        /* The op may declare more outputs than the node has (If): the
+         * subgraphs get as many outputs as the layer. */
+        im->pad_out = nout - (int)n->n_output;
         rc = set_attr(im, l, op, lb, a, sc, lead, nlead, extras, nextra, &copy, depth);
+        im->pad_out = 0;
     }
 done:
     if (rc > 0) rc = KILN_ENOMEM;
@@ -736,6 +741,8 @@ static int import_graph(imp *im, const Onnx__GraphProto *g, const scope *parent,
                         const strset *copy_consts, const kiln_network *outer,
                         kiln_network **out, int depth) {
     *out = NULL;
+    int pad_out = im->pad_out;
+    im->pad_out = 0;
     if (depth > 32) return kiln__err(KILN_EFORMAT, "subgraphs nested more than 32 deep");
     kiln_network *net = kiln_network_create();
     if (!net) return kiln__err(KILN_ENOMEM, "out of memory");
@@ -832,6 +839,14 @@ static int import_graph(imp *im, const Onnx__GraphProto *g, const scope *parent,
         const char *nm = g->output[i]->name ? g->output[i]->name : "";
         rc = kiln_network_mark_output(net, nm);
         if (rc) rc = kiln__err_prefix(rc, "graph '%s' output '%s'", gname, nm);
+    }
+    for (int i = 0; i < pad_out && !rc; i++) {
+        /* Unused outputs so the subgraph has as many outputs as its layer. */
+        char pn[128];
+        float zero = 0;
+        snprintf(pn, sizeof pn, "kiln.pad_out%d#%d", i, im->layer_seq++);
+        rc = kiln_network_add_constant(net, pn, KILN_DTYPE_F32, 0, NULL, &zero);
+        if (!rc) rc = kiln_network_mark_output(net, pn);
     }
     strset_free(&inits);
     if (rc) {
