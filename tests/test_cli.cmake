@@ -1,0 +1,82 @@
+# The `kiln` CLI on the samples' networks: build, run, bench, inspect,
+# plugins, and the error for an engine whose plugin library is missing.
+if(TARGET kiln_cli AND TARGET kiln_samples_ops)
+  set(KC $<TARGET_FILE:kiln_cli>)
+  set(KLIB $<TARGET_FILE:kiln_samples_ops>)
+  set(KC_DIR ${CMAKE_BINARY_DIR}/cli-artifacts)
+  set(EXPECT_FAIL bash ${CMAKE_SOURCE_DIR}/scripts/expect_fail.sh)
+  file(MAKE_DIRECTORY ${KC_DIR})
+
+  function(kiln_cli_test name)
+    add_test(NAME ${name} COMMAND ${ARGN} WORKING_DIRECTORY ${CMAKE_BINARY_DIR})
+    set_tests_properties(${name} PROPERTIES LABELS "cli" TIMEOUT 120)
+  endfunction()
+
+  kiln_cli_test(cli_help ${KC} --help)
+  kiln_cli_test(cli_unknown_verb ${EXPECT_FAIL} "unknown verb 'frobnicate'" ${KC} frobnicate)
+  foreach(verb build run bench inspect plugins)
+    kiln_cli_test(cli_${verb}_help ${KC} ${verb} --help)
+  endforeach()
+  kiln_cli_test(cli_plugins ${KC} plugins --plugins ${KLIB} sample::)
+  set_tests_properties(cli_plugins PROPERTIES PASS_REGULAR_EXPRESSION "sample::circ_pad")
+  kiln_cli_test(cli_build_no_output ${EXPECT_FAIL} "kiln build: expected -o ENGINE"
+                ${KC} build --network circ_pad --plugins ${KLIB})
+  kiln_cli_test(cli_build_bad_plugin ${EXPECT_FAIL} "kiln build: .*no_such_lib.so"
+                ${KC} build --network circ_pad --plugins ${KC_DIR}/no_such_lib.so -o ${KC_DIR}/x.kiln)
+
+  # circ_pad: build (two tactics timed), inspect, run (outputs as .npy),
+  # run again comparing with those outputs, bench.
+  kiln_cli_test(cli_build_circ_pad ${KC} build --network circ_pad --network-opts multi-tactic
+                --plugins ${KLIB} -v -o ${KC_DIR}/circ_pad.kiln)
+  set_tests_properties(cli_build_circ_pad PROPERTIES FIXTURES_SETUP cli_circ_pad)
+  kiln_cli_test(cli_inspect_circ_pad ${KC} inspect --plugins ${KLIB} ${KC_DIR}/circ_pad.kiln)
+  kiln_cli_test(cli_run_circ_pad ${KC} run ${KC_DIR}/circ_pad.kiln --plugins ${KLIB} --seed 7
+                --output-dir ${KC_DIR}/run1)
+  kiln_cli_test(cli_run_circ_pad_compare ${KC} run ${KC_DIR}/circ_pad.kiln --plugins ${KLIB} --seed 7
+                --compare pa=${KC_DIR}/run1/pa.npy --compare pb=${KC_DIR}/run1/pb.npy --atol 0 --rtol 0)
+  kiln_cli_test(cli_run_circ_pad_compare_mismatch ${EXPECT_FAIL} "kiln run: output pa differs"
+                ${KC} run ${KC_DIR}/circ_pad.kiln --plugins ${KLIB} --seed 7
+                --compare pa=${KC_DIR}/run1/pb.npy)
+  kiln_cli_test(cli_run_circ_pad_debug ${KC} run ${KC_DIR}/circ_pad.kiln --plugins ${KLIB} --debug)
+  kiln_cli_test(cli_bench_circ_pad ${KC} bench ${KC_DIR}/circ_pad.kiln --plugins ${KLIB}
+                --warmup 2 --iterations 20 --per-layer)
+  # Without the plugin library the engine cannot run: the message names the
+  # op's identity and version.
+  kiln_cli_test(cli_run_missing_plugin ${EXPECT_FAIL} "sample::circ_pad.*(version|v)[ :=]*2"
+                ${KC} run ${KC_DIR}/circ_pad.kiln)
+  set_tests_properties(cli_inspect_circ_pad cli_run_circ_pad cli_bench_circ_pad cli_run_circ_pad_debug
+                       cli_run_missing_plugin PROPERTIES FIXTURES_REQUIRED cli_circ_pad)
+  set_tests_properties(cli_inspect_circ_pad PROPERTIES PASS_REGULAR_EXPRESSION "circ_pad")
+  set_tests_properties(cli_run_circ_pad PROPERTIES FIXTURES_SETUP cli_circ_pad_run)
+  set_tests_properties(cli_run_circ_pad_compare cli_run_circ_pad_compare_mismatch PROPERTIES
+                       FIXTURES_REQUIRED "cli_circ_pad;cli_circ_pad_run")
+
+  # elemwise_add: inputs from .npy files (the outputs of a first run).
+  kiln_cli_test(cli_build_elemwise_add ${KC} build --network elemwise_add --plugins ${KLIB}
+                -o ${KC_DIR}/add.kiln)
+  kiln_cli_test(cli_run_elemwise_add ${KC} run ${KC_DIR}/add.kiln --plugins ${KLIB}
+                --output-dir ${KC_DIR}/add1)
+  kiln_cli_test(cli_run_elemwise_add_npy_input ${KC} run ${KC_DIR}/add.kiln --plugins ${KLIB}
+                --input x=${KC_DIR}/add1/z.npy --input y=${KC_DIR}/add1/z.npy --output-dir ${KC_DIR}/add2)
+  kiln_cli_test(cli_run_bad_input_name ${EXPECT_FAIL} "no input of that name"
+                ${KC} run ${KC_DIR}/add.kiln --plugins ${KLIB} --input nope=${KC_DIR}/add1/z.npy)
+  set_tests_properties(cli_build_elemwise_add PROPERTIES FIXTURES_SETUP cli_add)
+  set_tests_properties(cli_run_elemwise_add PROPERTIES FIXTURES_REQUIRED cli_add FIXTURES_SETUP cli_add_run)
+  set_tests_properties(cli_run_elemwise_add_npy_input cli_run_bad_input_name PROPERTIES
+                       FIXTURES_REQUIRED "cli_add;cli_add_run")
+
+  # non_zero (data-dependent output shape) through the CLI.
+  kiln_cli_test(cli_build_non_zero ${KC} build --network non_zero --plugins ${KLIB} -o ${KC_DIR}/nz.kiln)
+  kiln_cli_test(cli_run_non_zero ${KC} run ${KC_DIR}/nz.kiln --plugins ${KLIB})
+  set_tests_properties(cli_build_non_zero PROPERTIES FIXTURES_SETUP cli_nz)
+  set_tests_properties(cli_run_non_zero PROPERTIES FIXTURES_REQUIRED cli_nz
+                       PASS_REGULAR_EXPRESSION "output indices: i32 \\[[0-9]+, 2\\]")
+
+  # chain100: per-layer overhead (median latency / 100 layers).
+  kiln_cli_test(cli_build_chain100 ${KC} build --network chain100 --plugins ${KLIB} -o ${KC_DIR}/chain100.kiln)
+  kiln_cli_test(cli_bench_chain100 ${KC} bench ${KC_DIR}/chain100.kiln --plugins ${KLIB} --threads 1
+                --warmup 20 --iterations 500)
+  set_tests_properties(cli_build_chain100 PROPERTIES FIXTURES_SETUP cli_chain100)
+  set_tests_properties(cli_bench_chain100 PROPERTIES FIXTURES_REQUIRED cli_chain100
+                       PASS_REGULAR_EXPRESSION "per layer: [0-9.]+ us")
+endif()

@@ -1,0 +1,46 @@
+# The reference samples, in every flag combination the issue lists.  Each
+# run uses fresh random inputs and checks against the runner's naive
+# reference; the runner exits non-zero on any mismatch.
+if(TARGET kiln-samples AND TARGET kiln_samples_ops)
+  set(KS $<TARGET_FILE:kiln-samples>)
+  set(KS_ART ${CMAKE_BINARY_DIR}/artifacts)
+
+  function(kiln_sample name)
+    add_test(NAME ${name} COMMAND ${KS} ${ARGN} WORKING_DIRECTORY ${CMAKE_BINARY_DIR})
+    set_tests_properties(${name} PROPERTIES LABELS "samples" TIMEOUT 120)
+  endfunction()
+
+  kiln_sample(sample_elemwise_add elemwise_add)
+  kiln_sample(sample_elemwise_add_autotune elemwise_add --autotune -v)
+  kiln_sample(sample_inplace_add inplace_add)
+  kiln_sample(sample_non_zero non_zero)
+  kiln_sample(sample_non_zero_wide non_zero --shape 3x40)
+  kiln_sample(sample_circ_pad circ_pad)
+  kiln_sample(sample_circ_pad_v circ_pad -v)
+  kiln_sample(sample_circ_pad_multi_tactic circ_pad --multi-tactic -v)
+  kiln_sample(sample_circ_pad_per_format_tactics circ_pad --per-format-tactics)
+  kiln_sample(sample_circ_pad_fp16 circ_pad --precision fp16)
+  kiln_sample(sample_circ_pad_multi_tactic_fp16 circ_pad --multi-tactic --precision fp16)
+  kiln_sample(sample_circ_pad_per_format_tactics_fp16 circ_pad --per-format-tactics --precision fp16 -v)
+  kiln_sample(sample_circ_pad_1d circ_pad --multi-tactic --shape 5x7 --pads 3,7)
+  kiln_sample(sample_circ_pad_2d circ_pad --multi-tactic --shape 3x4x6 --pads 0,2,4,1)
+  kiln_sample(sample_circ_pad_3d circ_pad --multi-tactic --shape 2x3x4x5 --pads 1,0,2,3,3,1)
+  kiln_sample(sample_circ_pad_4d circ_pad --multi-tactic --shape 2x3x4x5 --pads 1,1,2,0,1,1,0,2)
+  kiln_sample(sample_circ_pad_threads1 circ_pad --multi-tactic --threads 1)
+  kiln_sample(sample_chain100 chain100)
+
+  # Save then load: the load run reuses the saved inputs and must reproduce
+  # the saved outputs bit for bit (and match the reference).
+  kiln_sample(sample_circ_pad_save circ_pad --multi-tactic --save-engine --artifacts-dir ${KS_ART})
+  kiln_sample(sample_circ_pad_load circ_pad --multi-tactic --load-engine --artifacts-dir ${KS_ART})
+  set_tests_properties(sample_circ_pad_save PROPERTIES FIXTURES_SETUP circ_pad_engine)
+  set_tests_properties(sample_circ_pad_load PROPERTIES FIXTURES_REQUIRED circ_pad_engine)
+
+  if(EXISTS ${CMAKE_SOURCE_DIR}/samples/circ_pad.onnx)
+    kiln_sample(sample_circ_pad_onnx circ_pad --mode onnx)
+  endif()
+
+  # Usage errors are reported, not crashed on.
+  add_test(NAME sample_unknown_name COMMAND bash ${CMAKE_SOURCE_DIR}/scripts/expect_fail.sh
+           "unknown sample network 'nope'" ${KS} nope)
+endif()
