@@ -1,0 +1,933 @@
+/*
+ * attrs.c — attribute values: owning sets, lossless conversion, text
+ * defaults, the binary codec stored in engines, and the accessors ops use.
+ *
+ * A kiln__attrset holds one value per schema entry (values[i] belongs to
+ * defs[i]).  Values are converted to the schema's type when the conversion
+ * loses nothing (int -> float, integral float -> int, 0/1 -> bool, array
+ * elements between numeric types when every value fits) and rejected with
+ * KILN_EATTR otherwise.
+ *
+ * Codec (little-endian):  u8 version(=1)  u32 count
+ *   per attribute: u16 name_len, name, u8 type, u8 elem, payload
+ *     INT/BOOL i64 | FLOAT f64 | STRING/BYTES u64 len + bytes |
+ *     ARRAY u64 count + elements | TENSOR u8 ndim, i64 dims[ndim], u64 bytes, data
+ * Only present attributes are written.  The decoder reads untrusted engine
+ * bytes: every length is checked against what is left of the buffer.
+ */
+#include "kiln_int.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <strings.h>
+
+#define CODEC_VERSION 1
+
+static kiln_dtype schema_elem(const kiln_attr_def *d) {
+    return d->elem == KILN_DTYPE_UNDEFINED ? KILN_DTYPE_I64 : d->elem;
+}
+
+static const char *type_name(kiln_attr_type t) {
+    switch (t) {
+    case KILN_ATTR_INT: return "int";
+    case KILN_ATTR_FLOAT: return "float";
+    case KILN_ATTR_STRING: return "string";
+    case KILN_ATTR_BOOL: return "bool";
+    case KILN_ATTR_BYTES: return "bytes";
+    case KILN_ATTR_ARRAY: return "array";
+    case KILN_ATTR_TENSOR: return "tensor";
+    case KILN_ATTR_GRAPH: return "graph";
+    default: return "?";
+    }
+}
+
+static int is_int_dtype(kiln_dtype t) {
+    switch (t) {
+    case KILN_DTYPE_U8: case KILN_DTYPE_I8: case KILN_DTYPE_U16: case KILN_DTYPE_I16:
+    case KILN_DTYPE_I32: case KILN_DTYPE_I64: case KILN_DTYPE_U32: case KILN_DTYPE_U64:
+    case KILN_DTYPE_BOOL: return 1;
+    default: return 0;
+    }
+}
+static int is_float_dtype(kiln_dtype t) {
+    return t == KILN_DTYPE_F32 || t == KILN_DTYPE_F64 || t == KILN_DTYPE_F16 || t == KILN_DTYPE_BF16;
+}
+static int is_array_elem(kiln_dtype t) { return is_int_dtype(t) || is_float_dtype(t); }
+
+/* One numeric element, read exactly. */
+typedef struct num {
+    int is_float;
+    int64_t i;     /* integers (U64 above INT64_MAX: big = 1, u holds it) */
+    uint64_t u;
+    int big;
+    double d;
+} num;
+
+static num elem_read(kiln_dtype t, const void *data, int64_t k) {
+    num n = {0};
+    const uint8_t *p = (const uint8_t *)data + (size_t)k * kiln_dtype_size(t);
+    switch (t) {
+    case KILN_DTYPE_U8: n.i = *p; break;
+    case KILN_DTYPE_BOOL: n.i = *p != 0; break;
+    case KILN_DTYPE_I8: { int8_t v; memcpy(&v, p, 1); n.i = v; break; }
+    case KILN_DTYPE_U16: { uint16_t v; memcpy(&v, p, 2); n.i = v; break; }
+    case KILN_DTYPE_I16: { int16_t v; memcpy(&v, p, 2); n.i = v; break; }
+    case KILN_DTYPE_I32: { int32_t v; memcpy(&v, p, 4); n.i = v; break; }
+    case KILN_DTYPE_U32: { uint32_t v; memcpy(&v, p, 4); n.i = v; break; }
+    case KILN_DTYPE_I64: memcpy(&n.i, p, 8); break;
+    case KILN_DTYPE_U64: {
+        memcpy(&n.u, p, 8);
+        if (n.u > (uint64_t)INT64_MAX) n.big = 1; else n.i = (int64_t)n.u;
+        break;
+    }
+    case KILN_DTYPE_F32: { float v; memcpy(&v, p, 4); n.is_float = 1; n.d = v; break; }
+    case KILN_DTYPE_F64: memcpy(&n.d, p, 8); n.is_float = 1; break;
+    case KILN_DTYPE_F16: { uint16_t v; memcpy(&v, p, 2); n.is_float = 1; n.d = kiln_f16_to_f32(v); break; }
+    case KILN_DTYPE_BF16: { uint16_t v; memcpy(&v, p, 2); n.is_float = 1; n.d = kiln_bf16_to_f32(v); break; }
+    default: break;
+    }
+    return n;
+}
+
+/* Write n as type t into data[k] if that loses nothing; returns 0 or -1. */
+static int elem_write(kiln_dtype t, void *data, int64_t k, num n) {
+    uint8_t *p = (uint8_t *)data + (size_t)k * kiln_dtype_size(t);
+    if (is_int_dtype(t)) {
+        int64_t v;
+        if (n.is_float) {
+            if (!(n.d == floor(n.d)) || n.d < -9223372036854775808.0 || n.d >= 9223372036854775808.0)
+                return -1;
+            v = (int64_t)n.d;
+        } else if (n.big) {
+            if (t != KILN_DTYPE_U64) return -1;
+            memcpy(p, &n.u, 8);
+            return 0;
+        } else {
+            v = n.i;
+        }
+        switch (t) {
+        case KILN_DTYPE_BOOL: if (v != 0 && v != 1) return -1; *p = (uint8_t)v; return 0;
+        case KILN_DTYPE_U8: if (v < 0 || v > UINT8_MAX) return -1; *p = (uint8_t)v; return 0;
+        case KILN_DTYPE_I8: { if (v < INT8_MIN || v > INT8_MAX) return -1; int8_t w = (int8_t)v; memcpy(p, &w, 1); return 0; }
+        case KILN_DTYPE_U16: { if (v < 0 || v > UINT16_MAX) return -1; uint16_t w = (uint16_t)v; memcpy(p, &w, 2); return 0; }
+        case KILN_DTYPE_I16: { if (v < INT16_MIN || v > INT16_MAX) return -1; int16_t w = (int16_t)v; memcpy(p, &w, 2); return 0; }
+        case KILN_DTYPE_I32: { if (v < INT32_MIN || v > INT32_MAX) return -1; int32_t w = (int32_t)v; memcpy(p, &w, 4); return 0; }
+        case KILN_DTYPE_U32: { if (v < 0 || v > (int64_t)UINT32_MAX) return -1; uint32_t w = (uint32_t)v; memcpy(p, &w, 4); return 0; }
+        case KILN_DTYPE_I64: memcpy(p, &v, 8); return 0;
+        case KILN_DTYPE_U64: { if (v < 0) return -1; uint64_t w = (uint64_t)v; memcpy(p, &w, 8); return 0; }
+        default: return -1;
+        }
+    }
+    double d;
+    if (n.is_float) {
+        d = n.d;
+    } else if (n.big) {
+        d = (double)n.u;
+        if (d >= 18446744073709551616.0 || (uint64_t)d != n.u) return -1;
+    } else {
+        d = (double)n.i;
+        if (d >= 9223372036854775808.0 || (int64_t)d != n.i) return -1;
+    }
+    int nan = d != d;
+    switch (t) {
+    case KILN_DTYPE_F64: memcpy(p, &d, 8); return 0;
+    case KILN_DTYPE_F32: {
+        float f = (float)d;
+        if (!nan && (double)f != d) return -1;
+        memcpy(p, &f, 4);
+        return 0;
+    }
+    case KILN_DTYPE_F16: {
+        uint16_t h = kiln_f32_to_f16((float)d);
+        if (!nan && (double)kiln_f16_to_f32(h) != d) return -1;
+        memcpy(p, &h, 2);
+        return 0;
+    }
+    case KILN_DTYPE_BF16: {
+        uint16_t h = kiln_f32_to_bf16((float)d);
+        if (!nan && (double)kiln_bf16_to_f32(h) != d) return -1;
+        memcpy(p, &h, 2);
+        return 0;
+    }
+    default: return -1;
+    }
+}
+
+/* ---------------------------------------------------------------- values */
+
+void kiln__attr_value_free(kiln_attr_value *v) {
+    if (!v) return;
+    kiln__free((void *)v->s);
+    kiln__free((void *)v->data);
+    kiln_attr_type t = v->type;
+    kiln_dtype e = v->elem;
+    memset(v, 0, sizeof *v);
+    v->type = t;
+    v->elem = e;
+}
+
+/* Deep copy (graph pointers are borrowed). */
+static int value_copy(kiln_attr_value *dst, const kiln_attr_value *src) {
+    *dst = *src;
+    dst->s = NULL;
+    dst->data = NULL;
+    if (src->s) {
+        char *s = kiln__malloc(src->len + 1);
+        if (!s) return kiln__err(KILN_ENOMEM, "attribute copy: out of memory");
+        memcpy(s, src->s, src->len);
+        s[src->len] = '\0';
+        dst->s = s;
+    }
+    if (src->data) {
+        size_t bytes = (size_t)src->count * kiln_dtype_size(src->elem);
+        void *d = kiln__malloc(bytes);
+        if (!d) {
+            kiln__free((void *)dst->s);
+            dst->s = NULL;
+            return kiln__err(KILN_ENOMEM, "attribute copy: out of memory");
+        }
+        if (bytes) memcpy(d, src->data, bytes);
+        dst->data = d;
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------- sets */
+
+int kiln__attrset_init(kiln__attrset *s, const kiln__op *op) {
+    KILN__ASSERT(s && op);
+    memset(s, 0, sizeof *s);
+    s->count = op->nattrs;
+    s->defs = op->attr_defs;
+    if (!op->nattrs) return 0;
+    s->v = kiln__calloc((size_t)op->nattrs, sizeof *s->v);
+    if (!s->v) return kiln__err(KILN_ENOMEM, "attributes of %s::%s: out of memory", op->ns, op->name);
+    for (int i = 0; i < op->nattrs; i++) {
+        const kiln_attr_def *d = &op->attr_defs[i];
+        if (op->attr_defaults && op->attr_defaults[i].present) {
+            int rc = value_copy(&s->v[i], &op->attr_defaults[i]);
+            if (rc) {
+                kiln__attrset_free(s);
+                return rc;
+            }
+        } else {
+            s->v[i].type = d->type;
+            s->v[i].elem = d->type == KILN_ATTR_ARRAY ? schema_elem(d) : KILN_DTYPE_UNDEFINED;
+        }
+    }
+    return 0;
+}
+
+void kiln__attrset_free(kiln__attrset *s) {
+    if (!s) return;
+    for (int i = 0; i < s->count && s->v; i++) kiln__attr_value_free(&s->v[i]);
+    kiln__free(s->v);
+    memset(s, 0, sizeof *s);
+}
+
+int kiln__attrset_copy(kiln__attrset *dst, const kiln__attrset *src) {
+    KILN__ASSERT(dst && src);
+    memset(dst, 0, sizeof *dst);
+    dst->count = src->count;
+    dst->defs = src->defs;
+    if (!src->count) return 0;
+    dst->v = kiln__calloc((size_t)src->count, sizeof *dst->v);
+    if (!dst->v) return kiln__err(KILN_ENOMEM, "attribute copy: out of memory");
+    for (int i = 0; i < src->count; i++) {
+        int rc = value_copy(&dst->v[i], &src->v[i]);
+        if (rc) {
+            kiln__attrset_free(dst);
+            return rc;
+        }
+    }
+    return 0;
+}
+
+static int find_def(const kiln_attr_def *defs, int count, const char *name) {
+    for (int i = 0; i < count; i++)
+        if (strcmp(defs[i].name, name) == 0) return i;
+    return -1;
+}
+
+static void list_names(const kiln_attr_def *defs, int count, char *buf, size_t size) {
+    size_t n = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < count && n < size; i++)
+        n += (size_t)snprintf(buf + n, size - n, "%s%s", i ? ", " : "", defs[i].name);
+    if (!count) snprintf(buf, size, "none");
+}
+
+static void describe(const kiln_attr_value *v, char *buf, size_t size) {
+    if (v->type == KILN_ATTR_ARRAY || v->type == KILN_ATTR_TENSOR)
+        snprintf(buf, size, "%s of %s", type_name(v->type), kiln_dtype_name(v->elem));
+    else
+        snprintf(buf, size, "%s", type_name(v->type));
+}
+
+/* Convert val to the schema type of d into out (deep, owning). */
+static int convert(const kiln_attr_def *d, const kiln_attr_value *val, kiln_attr_value *out) {
+    char found[64], want[64];
+    kiln_attr_value w = {0};
+    w.type = d->type;
+    w.elem = d->type == KILN_ATTR_ARRAY ? schema_elem(d) : KILN_DTYPE_UNDEFINED;
+    describe(val, found, sizeof found);
+    describe(&w, want, sizeof want);
+    memset(out, 0, sizeof *out);
+    out->present = 1;
+    out->type = d->type;
+    out->elem = w.elem;
+    switch (d->type) {
+    case KILN_ATTR_INT:
+        if (val->type == KILN_ATTR_INT || val->type == KILN_ATTR_BOOL) {
+            out->i = val->i;
+            return 0;
+        }
+        if (val->type == KILN_ATTR_FLOAT) {
+            if (val->f == floor(val->f) && val->f >= -9223372036854775808.0 && val->f < 9223372036854775808.0) {
+                out->i = (int64_t)val->f;
+                return 0;
+            }
+            return kiln__err(KILN_EATTR, "attribute '%s': expected int, found float %g (not integral)",
+                             d->name, val->f);
+        }
+        break;
+    case KILN_ATTR_FLOAT:
+        if (val->type == KILN_ATTR_FLOAT) {
+            out->f = val->f;
+            return 0;
+        }
+        if (val->type == KILN_ATTR_INT) {
+            out->f = (double)val->i;
+            return 0;
+        }
+        break;
+    case KILN_ATTR_BOOL:
+        if (val->type == KILN_ATTR_BOOL || val->type == KILN_ATTR_INT) {
+            if (val->i != 0 && val->i != 1)
+                return kiln__err(KILN_EATTR, "attribute '%s': expected bool (0 or 1), found %lld", d->name,
+                                 (long long)val->i);
+            out->i = val->i;
+            return 0;
+        }
+        break;
+    case KILN_ATTR_STRING:
+    case KILN_ATTR_BYTES:
+        if (val->type == KILN_ATTR_STRING || val->type == KILN_ATTR_BYTES) {
+            size_t len = val->len;
+            if (val->type == KILN_ATTR_STRING && val->s && !len) len = strlen(val->s);
+            if (d->type == KILN_ATTR_STRING && val->s && memchr(val->s, 0, len))
+                return kiln__err(KILN_EATTR, "attribute '%s': string contains a NUL byte", d->name);
+            char *s = kiln__malloc(len + 1);
+            if (!s) return kiln__err(KILN_ENOMEM, "attribute '%s': out of memory", d->name);
+            if (len) memcpy(s, val->s, len);
+            s[len] = '\0';
+            out->s = s;
+            out->len = len;
+            return 0;
+        }
+        break;
+    case KILN_ATTR_ARRAY:
+        if (val->type == KILN_ATTR_ARRAY) {
+            if (!is_array_elem(val->elem))
+                return kiln__err(KILN_EATTR, "attribute '%s': array element type %s is not numeric", d->name,
+                                 kiln_dtype_name(val->elem));
+            if (val->count < 0 || (val->count > 0 && !val->data))
+                return kiln__err(KILN_EATTR, "attribute '%s': array of %lld elements without data", d->name,
+                                 (long long)val->count);
+            size_t es = kiln_dtype_size(w.elem);
+            if ((uint64_t)val->count > SIZE_MAX / 8)
+                return kiln__err(KILN_EATTR, "attribute '%s': array too long", d->name);
+            void *data = kiln__malloc((size_t)val->count * es);
+            if (!data) return kiln__err(KILN_ENOMEM, "attribute '%s': out of memory", d->name);
+            for (int64_t k = 0; k < val->count; k++) {
+                num n = elem_read(val->elem, val->data, k);
+                if (elem_write(w.elem, data, k, n) != 0) {
+                    kiln__free(data);
+                    char txt[64];
+                    if (n.is_float) snprintf(txt, sizeof txt, "%g", n.d);
+                    else if (n.big) snprintf(txt, sizeof txt, "%llu", (unsigned long long)n.u);
+                    else snprintf(txt, sizeof txt, "%lld", (long long)n.i);
+                    return kiln__err(KILN_EATTR,
+                                     "attribute '%s': element %lld (%s) of the %s array does not fit %s",
+                                     d->name, (long long)k, txt, kiln_dtype_name(val->elem),
+                                     kiln_dtype_name(w.elem));
+                }
+            }
+            out->data = data;
+            out->count = val->count;
+            return 0;
+        }
+        break;
+    case KILN_ATTR_TENSOR:
+        if (val->type == KILN_ATTR_TENSOR) {
+            if (val->ndim < 0 || val->ndim > KILN_MAX_DIMS)
+                return kiln__err(KILN_EATTR, "attribute '%s': tensor rank %d, expected 0..%d", d->name,
+                                 val->ndim, KILN_MAX_DIMS);
+            int64_t numel = 1;
+            for (int k = 0; k < val->ndim; k++) {
+                if (val->dims[k] < 0 || (val->dims[k] && numel > INT64_MAX / val->dims[k]))
+                    return kiln__err(KILN_EATTR, "attribute '%s': bad tensor dim %lld", d->name,
+                                     (long long)val->dims[k]);
+                numel *= val->dims[k];
+            }
+            size_t es = kiln_dtype_size(val->elem);
+            if (!es) return kiln__err(KILN_EATTR, "attribute '%s': tensor dtype %s has no size", d->name,
+                                      kiln_dtype_name(val->elem));
+            if (numel > 0 && !val->data)
+                return kiln__err(KILN_EATTR, "attribute '%s': tensor without data", d->name);
+            if ((uint64_t)numel > SIZE_MAX / es)
+                return kiln__err(KILN_EATTR, "attribute '%s': tensor too large", d->name);
+            void *data = kiln__malloc((size_t)numel * es);
+            if (!data) return kiln__err(KILN_ENOMEM, "attribute '%s': out of memory", d->name);
+            if (numel) memcpy(data, val->data, (size_t)numel * es);
+            out->elem = val->elem;
+            out->ndim = val->ndim;
+            memcpy(out->dims, val->dims, sizeof out->dims);
+            out->count = numel;
+            out->data = data;
+            return 0;
+        }
+        break;
+    case KILN_ATTR_GRAPH:
+        if (val->type == KILN_ATTR_GRAPH) {
+            out->graph = val->graph;
+            return 0;
+        }
+        break;
+    default: break;
+    }
+    return kiln__err(KILN_EATTR, "attribute '%s': expected %s, found %s", d->name, want, found);
+}
+
+int kiln__attrset_set(kiln__attrset *s, const char *name, const kiln_attr_value *val) {
+    KILN__ASSERT(s && name && val);
+    int i = find_def(s->defs, s->count, name);
+    if (i < 0) {
+        char names[512];
+        list_names(s->defs, s->count, names, sizeof names);
+        return kiln__err(KILN_EATTR, "unknown attribute '%s' (the op's attributes: %s)", name, names);
+    }
+    kiln_attr_value nv;
+    int rc = convert(&s->defs[i], val, &nv);
+    if (rc) return rc;
+    kiln__attr_value_free(&s->v[i]);
+    s->v[i] = nv;
+    return 0;
+}
+
+const char *kiln__attrset_missing(const kiln__attrset *s) {
+    for (int i = 0; i < s->count; i++)
+        if (s->defs[i].required && !s->v[i].present) return s->defs[i].name;
+    return NULL;
+}
+
+kiln_attrs kiln__attrset_view(const kiln__attrset *s) {
+    kiln_attrs a = {s->count, s->defs, s->v};
+    return a;
+}
+
+/* ---------------------------------------------------------------- text defaults */
+
+static const char *skip_ws(const char *p) {
+    while (isspace((unsigned char)*p)) p++;
+    return p;
+}
+
+/* Parse one number token [p, end) into n; 0 or -1. */
+static int parse_num(const char *p, const char *end, num *n) {
+    char tok[128];
+    while (p < end && isspace((unsigned char)*p)) p++;
+    while (end > p && isspace((unsigned char)end[-1])) end--;
+    size_t len = (size_t)(end - p);
+    if (!len || len >= sizeof tok) return -1;
+    memcpy(tok, p, len);
+    tok[len] = '\0';
+    memset(n, 0, sizeof *n);
+    if (strcasecmp(tok, "true") == 0) { n->i = 1; return 0; }
+    if (strcasecmp(tok, "false") == 0) { n->i = 0; return 0; }
+    char *e;
+    errno = 0;
+    long long v = strtoll(tok, &e, 10);
+    if (*e == '\0' && errno == 0) {
+        n->i = v;
+        return 0;
+    }
+    errno = 0;
+    double d = strtod(tok, &e);
+    if (*e != '\0') return -1;
+    n->is_float = 1;
+    n->d = d;
+    return 0;
+}
+
+int kiln__attr_parse_default(const kiln_attr_def *d, kiln_attr_value *out) {
+    KILN__ASSERT(d && out);
+    memset(out, 0, sizeof *out);
+    out->type = d->type;
+    out->elem = d->type == KILN_ATTR_ARRAY ? schema_elem(d) : KILN_DTYPE_UNDEFINED;
+    if (!d->def) return 0;
+    const char *text = d->def;
+    kiln_attr_value v = {0};
+    v.present = 1;
+    num n;
+    switch (d->type) {
+    case KILN_ATTR_INT:
+    case KILN_ATTR_FLOAT:
+    case KILN_ATTR_BOOL:
+        if (parse_num(text, text + strlen(text), &n) != 0)
+            return kiln__err(KILN_EINVAL, "attribute '%s': default \"%s\" is not a %s", d->name, text,
+                             type_name(d->type));
+        if (n.is_float) {
+            v.type = KILN_ATTR_FLOAT;
+            v.f = n.d;
+        } else {
+            v.type = KILN_ATTR_INT;
+            v.i = n.i;
+        }
+        break;
+    case KILN_ATTR_STRING:
+    case KILN_ATTR_BYTES: {
+        size_t len = strlen(text);
+        v.type = d->type;
+        v.s = text;
+        v.len = len;
+        char *unq = NULL;
+        if (len >= 2 && text[0] == '"' && text[len - 1] == '"') {
+            unq = kiln__malloc(len);
+            if (!unq) return kiln__err(KILN_ENOMEM, "out of memory");
+            memcpy(unq, text + 1, len - 2);
+            unq[len - 2] = '\0';
+            v.s = unq;
+            v.len = len - 2;
+        }
+        int rc = convert(d, &v, out);
+        kiln__free(unq);
+        if (rc) return kiln__err_prefix(rc, "default \"%s\"", text);
+        return 0;
+    }
+    case KILN_ATTR_ARRAY: {
+        const char *p = skip_ws(text), *end = p + strlen(p);
+        while (end > p && isspace((unsigned char)end[-1])) end--;
+        if (p < end && *p == '[') {
+            if (end[-1] != ']')
+                return kiln__err(KILN_EINVAL, "attribute '%s': default \"%s\" lacks a closing ']'", d->name,
+                                 text);
+            p++;
+            end--;
+        }
+        int64_t cnt = 0;
+        const char *q = skip_ws(p);
+        if (q < end) {
+            cnt = 1;
+            for (const char *c = p; c < end; c++) cnt += *c == ',';
+        }
+        double *vals = kiln__calloc((size_t)(cnt ? cnt : 1), sizeof(double));
+        int64_t *ivals = kiln__calloc((size_t)(cnt ? cnt : 1), sizeof(int64_t));
+        if (!vals || !ivals) {
+            kiln__free(vals);
+            kiln__free(ivals);
+            return kiln__err(KILN_ENOMEM, "out of memory");
+        }
+        int any_float = 0;
+        const char *b = p;
+        for (int64_t k = 0; k < cnt; k++) {
+            const char *c = b;
+            while (c < end && *c != ',') c++;
+            if (parse_num(b, c, &n) != 0) {
+                kiln__free(vals);
+                kiln__free(ivals);
+                return kiln__err(KILN_EINVAL, "attribute '%s': default \"%s\": element %lld is not a number",
+                                 d->name, text, (long long)k);
+            }
+            if (n.is_float) any_float = 1;
+            vals[k] = n.is_float ? n.d : (double)n.i;
+            ivals[k] = n.i;
+            b = c + 1;
+        }
+        v.type = KILN_ATTR_ARRAY;
+        v.count = cnt;
+        if (any_float) {
+            v.elem = KILN_DTYPE_F64;
+            v.data = vals;
+        } else {
+            v.elem = KILN_DTYPE_I64;
+            v.data = ivals;
+        }
+        int rc = convert(d, &v, out);
+        kiln__free(vals);
+        kiln__free(ivals);
+        if (rc) return kiln__err_prefix(rc, "default \"%s\"", text);
+        return 0;
+    }
+    default:
+        return kiln__err(KILN_EINVAL, "attribute '%s': a %s attribute cannot have a text default", d->name,
+                         type_name(d->type));
+    }
+    int rc = convert(d, &v, out);
+    if (rc) return kiln__err_prefix(rc, "default \"%s\"", text);
+    return 0;
+}
+
+/* ---------------------------------------------------------------- codec */
+
+typedef struct wbuf {
+    uint8_t *p;
+    size_t cap, n;
+} wbuf;
+
+static void w_bytes(wbuf *w, const void *src, size_t len) {
+    if (w->p && w->n + len <= w->cap && len) memcpy(w->p + w->n, src, len);
+    w->n += len;
+}
+static void w_u64(wbuf *w, uint64_t v) {
+    uint8_t b[8];
+    for (int i = 0; i < 8; i++) b[i] = (uint8_t)(v >> (8 * i));
+    w_bytes(w, b, 8);
+}
+static void w_u32(wbuf *w, uint32_t v) {
+    uint8_t b[4];
+    for (int i = 0; i < 4; i++) b[i] = (uint8_t)(v >> (8 * i));
+    w_bytes(w, b, 4);
+}
+static void w_u16(wbuf *w, uint16_t v) {
+    uint8_t b[2] = {(uint8_t)v, (uint8_t)(v >> 8)};
+    w_bytes(w, b, 2);
+}
+static void w_u8(wbuf *w, uint8_t v) { w_bytes(w, &v, 1); }
+
+/* Elements in little-endian order whatever the host. */
+static void w_elems(wbuf *w, const void *data, int64_t count, size_t es) {
+    const uint8_t *p = data;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    for (int64_t k = 0; k < count; k++)
+        for (size_t b = 0; b < es; b++) w_u8(w, p[(size_t)k * es + es - 1 - b]);
+#else
+    w_bytes(w, p, (size_t)count * es);
+#endif
+}
+
+int kiln__attrs_serialize(const kiln__attrset *s, void *buf, size_t *size) {
+    KILN__ASSERT(s && size);
+    wbuf w = {buf, buf ? *size : 0, 0};
+    uint32_t count = 0;
+    for (int i = 0; i < s->count; i++) count += s->v[i].present != 0;
+    w_u8(&w, CODEC_VERSION);
+    w_u32(&w, count);
+    for (int i = 0; i < s->count; i++) {
+        const kiln_attr_value *v = &s->v[i];
+        const kiln_attr_def *d = &s->defs[i];
+        if (!v->present) continue;
+        size_t nl = strlen(d->name);
+        if (nl > UINT16_MAX) return kiln__err(KILN_EINVAL, "attribute name '%.32s...' too long", d->name);
+        w_u16(&w, (uint16_t)nl);
+        w_bytes(&w, d->name, nl);
+        w_u8(&w, (uint8_t)v->type);
+        w_u8(&w, (uint8_t)v->elem);
+        switch (v->type) {
+        case KILN_ATTR_INT:
+        case KILN_ATTR_BOOL: w_u64(&w, (uint64_t)v->i); break;
+        case KILN_ATTR_FLOAT: {
+            uint64_t b;
+            memcpy(&b, &v->f, 8);
+            w_u64(&w, b);
+            break;
+        }
+        case KILN_ATTR_STRING:
+        case KILN_ATTR_BYTES:
+            w_u64(&w, v->len);
+            w_bytes(&w, v->s, v->len);
+            break;
+        case KILN_ATTR_ARRAY:
+            w_u64(&w, (uint64_t)v->count);
+            w_elems(&w, v->data, v->count, kiln_dtype_size(v->elem));
+            break;
+        case KILN_ATTR_TENSOR: {
+            w_u8(&w, (uint8_t)v->ndim);
+            for (int k = 0; k < v->ndim; k++) w_u64(&w, (uint64_t)v->dims[k]);
+            size_t es = kiln_dtype_size(v->elem);
+            w_u64(&w, (uint64_t)v->count * es);
+            w_elems(&w, v->data, v->count, es);
+            break;
+        }
+        default:
+            return kiln__err(KILN_EUNSUPPORTED, "attribute '%s': %s attributes cannot be serialized", d->name,
+                             type_name(v->type));
+        }
+    }
+    if (buf && w.n > *size) {
+        size_t need = w.n;
+        *size = need;
+        return kiln__err(KILN_EINVAL, "attribute serialization: buffer of %zu bytes, %zu needed", w.cap, need);
+    }
+    *size = w.n;
+    return 0;
+}
+
+typedef struct rbuf {
+    const uint8_t *p;
+    size_t n, off;
+} rbuf;
+
+static int r_need(rbuf *r, size_t len, const char *what) {
+    if (len > r->n - r->off)
+        return kiln__err(KILN_EFORMAT, "attribute blob: %s needs %zu bytes at offset %zu, %zu left", what, len,
+                         r->off, r->n - r->off);
+    return 0;
+}
+static uint64_t r_le(rbuf *r, int bytes) {
+    uint64_t v = 0;
+    for (int i = 0; i < bytes; i++) v |= (uint64_t)r->p[r->off + (size_t)i] << (8 * i);
+    r->off += (size_t)bytes;
+    return v;
+}
+
+static int r_elems(rbuf *r, void *dst, uint64_t count, size_t es) {
+    uint8_t *d = dst;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    for (uint64_t k = 0; k < count; k++)
+        for (size_t b = 0; b < es; b++) d[k * es + es - 1 - b] = r->p[r->off + k * es + b];
+#else
+    if (count) memcpy(d, r->p + r->off, (size_t)count * es);
+#endif
+    r->off += (size_t)count * es;
+    return 0;
+}
+
+static int decode_one(rbuf *r, kiln__attrset *s, const kiln__op *op) {
+    int rc;
+    if ((rc = r_need(r, 2, "attribute name length"))) return rc;
+    size_t nl = (size_t)r_le(r, 2);
+    if ((rc = r_need(r, nl + 2, "attribute name and type"))) return rc;
+    char name[256];
+    if (nl >= sizeof name || nl == 0)
+        return kiln__err(KILN_EFORMAT, "attribute blob: name length %zu at offset %zu", nl, r->off - 2);
+    memcpy(name, r->p + r->off, nl);
+    name[nl] = '\0';
+    size_t name_off = r->off;
+    r->off += nl;
+    kiln_attr_type type = (kiln_attr_type)r_le(r, 1);
+    kiln_dtype elem = (kiln_dtype)r_le(r, 1);
+    int i = find_def(s->defs, s->count, name);
+    if (i < 0 || memchr(name, 0, nl))
+        return kiln__err(KILN_EFORMAT, "attribute blob: unknown attribute '%s' at offset %zu for op %s::%s v%d",
+                         name, name_off, op->ns, op->name, op->version);
+    const kiln_attr_def *d = &s->defs[i];
+    if (type != d->type || (type == KILN_ATTR_ARRAY && elem != schema_elem(d)))
+        return kiln__err(KILN_EFORMAT, "attribute blob: '%s' stored as %s (elem %s), schema says %s", name,
+                         type_name(type), kiln_dtype_name(elem), type_name(d->type));
+    kiln_attr_value v = {0};
+    v.present = 1;
+    v.type = type;
+    switch (type) {
+    case KILN_ATTR_INT:
+    case KILN_ATTR_BOOL:
+        if ((rc = r_need(r, 8, name))) return rc;
+        v.i = (int64_t)r_le(r, 8);
+        if (type == KILN_ATTR_BOOL && v.i != 0 && v.i != 1)
+            return kiln__err(KILN_EFORMAT, "attribute blob: bool '%s' has value %lld", name, (long long)v.i);
+        break;
+    case KILN_ATTR_FLOAT: {
+        if ((rc = r_need(r, 8, name))) return rc;
+        uint64_t b = r_le(r, 8);
+        memcpy(&v.f, &b, 8);
+        break;
+    }
+    case KILN_ATTR_STRING:
+    case KILN_ATTR_BYTES: {
+        if ((rc = r_need(r, 8, name))) return rc;
+        uint64_t len = r_le(r, 8);
+        if ((rc = r_need(r, len > SIZE_MAX ? SIZE_MAX : (size_t)len, name))) return rc;
+        if (type == KILN_ATTR_STRING && memchr(r->p + r->off, 0, (size_t)len))
+            return kiln__err(KILN_EFORMAT, "attribute blob: string '%s' contains a NUL byte", name);
+        char *str = kiln__malloc((size_t)len + 1);
+        if (!str) return kiln__err(KILN_ENOMEM, "out of memory");
+        memcpy(str, r->p + r->off, (size_t)len);
+        str[len] = '\0';
+        r->off += (size_t)len;
+        v.s = str;
+        v.len = (size_t)len;
+        break;
+    }
+    case KILN_ATTR_ARRAY: {
+        if ((rc = r_need(r, 8, name))) return rc;
+        uint64_t cnt = r_le(r, 8);
+        size_t es = kiln_dtype_size(elem);
+        if (!es || !is_array_elem(elem))
+            return kiln__err(KILN_EFORMAT, "attribute blob: array '%s' has element type %d", name, (int)elem);
+        if (cnt > (r->n - r->off) / es)
+            return kiln__err(KILN_EFORMAT, "attribute blob: array '%s' of %llu elements exceeds the %zu bytes left",
+                             name, (unsigned long long)cnt, r->n - r->off);
+        void *data = kiln__malloc((size_t)cnt * es);
+        if (!data) return kiln__err(KILN_ENOMEM, "out of memory");
+        r_elems(r, data, cnt, es);
+        v.elem = elem;
+        v.count = (int64_t)cnt;
+        v.data = data;
+        break;
+    }
+    case KILN_ATTR_TENSOR: {
+        if ((rc = r_need(r, 1, name))) return rc;
+        int ndim = (int)r_le(r, 1);
+        if (ndim > KILN_MAX_DIMS)
+            return kiln__err(KILN_EFORMAT, "attribute blob: tensor '%s' has rank %d (max %d)", name, ndim,
+                             KILN_MAX_DIMS);
+        size_t es = kiln_dtype_size(elem);
+        if (!es) return kiln__err(KILN_EFORMAT, "attribute blob: tensor '%s' has dtype %d", name, (int)elem);
+        if ((rc = r_need(r, (size_t)ndim * 8 + 8, name))) return rc;
+        uint64_t numel = 1;
+        for (int k = 0; k < ndim; k++) {
+            uint64_t dk = r_le(r, 8);
+            if (dk > (uint64_t)INT64_MAX || (dk && numel > UINT64_MAX / dk))
+                return kiln__err(KILN_EFORMAT, "attribute blob: tensor '%s' dim %d is %llu", name, k,
+                                 (unsigned long long)dk);
+            v.dims[k] = (int64_t)dk;
+            numel *= dk;
+        }
+        uint64_t bytes = r_le(r, 8);
+        if (numel > UINT64_MAX / es || numel * es != bytes || bytes > r->n - r->off)
+            return kiln__err(KILN_EFORMAT, "attribute blob: tensor '%s' claims %llu bytes (%llu elements), %zu left",
+                             name, (unsigned long long)bytes, (unsigned long long)numel, r->n - r->off);
+        void *data = kiln__malloc((size_t)bytes);
+        if (!data) return kiln__err(KILN_ENOMEM, "out of memory");
+        r_elems(r, data, numel, es);
+        v.elem = elem;
+        v.ndim = ndim;
+        v.count = (int64_t)numel;
+        v.data = data;
+        break;
+    }
+    default:
+        return kiln__err(KILN_EFORMAT, "attribute blob: '%s' has type %d, which cannot be stored", name, (int)type);
+    }
+    kiln__attr_value_free(&s->v[i]);
+    s->v[i] = v;
+    return 0;
+}
+
+int kiln__attrs_deserialize(kiln__attrset *s, const kiln__op *op, const void *buf, size_t size) {
+    KILN__ASSERT(s && op);
+    int rc = kiln__attrset_init(s, op);
+    if (rc) return rc;
+    rbuf r = {buf, buf ? size : 0, 0};
+    if ((rc = r_need(&r, 5, "header"))) goto fail;
+    int version = (int)r_le(&r, 1);
+    if (version != CODEC_VERSION) {
+        rc = kiln__err(KILN_EVERSION, "attribute blob: codec version %d, expected %d", version, CODEC_VERSION);
+        goto fail;
+    }
+    uint32_t count = (uint32_t)r_le(&r, 4);
+    if (count > (uint32_t)s->count) {
+        rc = kiln__err(KILN_EFORMAT, "attribute blob: %u attributes, the op %s::%s has %d", count, op->ns,
+                       op->name, s->count);
+        goto fail;
+    }
+    for (uint32_t k = 0; k < count; k++)
+        if ((rc = decode_one(&r, s, op))) goto fail;
+    if (r.off != r.n) {
+        rc = kiln__err(KILN_EFORMAT, "attribute blob: %zu trailing bytes at offset %zu", r.n - r.off, r.off);
+        goto fail;
+    }
+    return 0;
+fail:
+    kiln__attrset_free(s);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- accessors */
+
+static const kiln_attr_value *get_checked(const kiln_attrs *a, const char *name, kiln_attr_type t1,
+                                          kiln_attr_type t2, const char *fn) {
+    KILN__ASSERT(a && name);
+    for (int i = 0; i < a->count; i++) {
+        if (strcmp(a->defs[i].name, name) != 0) continue;
+        if (a->defs[i].type != t1 && a->defs[i].type != t2) {
+            fprintf(stderr, "kiln: %s(\"%s\"): the schema declares a %s attribute\n", fn, name,
+                    type_name(a->defs[i].type));
+            kiln__assert_fail("attribute accessor matches the schema type", __FILE__, __LINE__);
+        }
+        return &a->v[i];
+    }
+    fprintf(stderr, "kiln: %s(\"%s\"): no such attribute in the op's schema\n", fn, name);
+    kiln__assert_fail("attribute exists in the schema", __FILE__, __LINE__);
+}
+
+const kiln_attr_value *kiln_attrs_get(const kiln_attrs *a, const char *name) {
+    KILN__ASSERT(a && name);
+    for (int i = 0; i < a->count; i++)
+        if (strcmp(a->defs[i].name, name) == 0) return &a->v[i];
+    return NULL;
+}
+
+int64_t kiln_attrs_int(const kiln_attrs *a, const char *name) {
+    const kiln_attr_value *v = get_checked(a, name, KILN_ATTR_INT, KILN_ATTR_BOOL, "kiln_attrs_int");
+    return v->present ? v->i : 0;
+}
+
+double kiln_attrs_float(const kiln_attrs *a, const char *name) {
+    const kiln_attr_value *v = get_checked(a, name, KILN_ATTR_FLOAT, KILN_ATTR_FLOAT, "kiln_attrs_float");
+    return v->present ? v->f : 0.0;
+}
+
+const char *kiln_attrs_string(const kiln_attrs *a, const char *name) {
+    const kiln_attr_value *v = get_checked(a, name, KILN_ATTR_STRING, KILN_ATTR_BYTES, "kiln_attrs_string");
+    return v->present ? v->s : NULL;
+}
+
+/* Widened copies of short arrays live in a small per-thread ring so a kernel
+ * can hold a few at once. */
+#define RING 8
+#define RING_LEN 256
+static _Thread_local int64_t t_iring[RING][RING_LEN];
+static _Thread_local float t_fring[RING][RING_LEN];
+static _Thread_local unsigned t_iring_pos, t_fring_pos;
+
+int64_t kiln_attrs_ints(const kiln_attrs *a, const char *name, const int64_t **v) {
+    const kiln_attr_value *val = get_checked(a, name, KILN_ATTR_ARRAY, KILN_ATTR_ARRAY, "kiln_attrs_ints");
+    if (!val->present) {
+        if (v) *v = NULL;
+        return -1;
+    }
+    if (val->elem == KILN_DTYPE_I64) {
+        if (v) *v = val->data;
+        return val->count;
+    }
+    if (!is_int_dtype(val->elem) || val->count > RING_LEN) {
+        fprintf(stderr, "kiln: kiln_attrs_ints(\"%s\"): %lld elements of %s cannot be widened to int64\n", name,
+                (long long)val->count, kiln_dtype_name(val->elem));
+        kiln__assert_fail("kiln_attrs_ints on an integer array of at most 256 elements", __FILE__, __LINE__);
+    }
+    int64_t *buf = t_iring[t_iring_pos++ % RING];
+    for (int64_t k = 0; k < val->count; k++) {
+        num n = elem_read(val->elem, val->data, k);
+        buf[k] = n.big ? (int64_t)n.u : n.i;
+    }
+    if (v) *v = buf;
+    return val->count;
+}
+
+int64_t kiln_attrs_floats(const kiln_attrs *a, const char *name, const float **v) {
+    const kiln_attr_value *val = get_checked(a, name, KILN_ATTR_ARRAY, KILN_ATTR_ARRAY, "kiln_attrs_floats");
+    if (!val->present) {
+        if (v) *v = NULL;
+        return -1;
+    }
+    if (val->elem == KILN_DTYPE_F32) {
+        if (v) *v = val->data;
+        return val->count;
+    }
+    if (val->count > RING_LEN) {
+        fprintf(stderr, "kiln: kiln_attrs_floats(\"%s\"): %lld elements of %s cannot be converted to float\n",
+                name, (long long)val->count, kiln_dtype_name(val->elem));
+        kiln__assert_fail("kiln_attrs_floats on an F32 array or one of at most 256 elements", __FILE__, __LINE__);
+    }
+    float *buf = t_fring[t_fring_pos++ % RING];
+    for (int64_t k = 0; k < val->count; k++) {
+        num n = elem_read(val->elem, val->data, k);
+        buf[k] = n.is_float ? (float)n.d : n.big ? (float)n.u : (float)n.i;
+    }
+    if (v) *v = buf;
+    return val->count;
+}

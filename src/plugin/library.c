@@ -1,0 +1,79 @@
+/*
+ * library.c — loading plugin libraries.
+ *
+ * A plugin library registers its ops from constructors that run inside
+ * dlopen.  Registration failures there cannot return to anyone, so the
+ * registry remembers the first one while we load (registry_int.h) and
+ * kiln_registry_load_library reports it.  Libraries are tracked by real
+ * path: loading one twice is a no-op that returns the first load's result.
+ */
+#include "registry_int.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+typedef struct loaded_lib {
+    char *path; /* realpath */
+    void *handle;
+    int status; /* result of the first load */
+    char *msg;
+} loaded_lib;
+
+static pthread_mutex_t g_lib_mu = PTHREAD_MUTEX_INITIALIZER;
+static loaded_lib *g_libs;
+static int g_nlibs, g_cap_libs;
+
+int kiln_registry_load_library(const char *path) {
+    if (!path || !*path) return kiln__err(KILN_EINVAL, "kiln_registry_load_library: empty path");
+    char *rp = realpath(path, NULL);
+    if (!rp) return kiln__err(KILN_EIO, "plugin library %s: cannot resolve the path (does it exist?)", path);
+    /* One load at a time: the registration-failure memory is per thread, but
+     * two threads loading the same library must not both dlopen it. */
+    pthread_mutex_lock(&g_lib_mu);
+    for (int i = 0; i < g_nlibs; i++) {
+        if (strcmp(g_libs[i].path, rp) == 0) {
+            int st = g_libs[i].status;
+            if (st) kiln__err(st, "%s", g_libs[i].msg ? g_libs[i].msg : "plugin library failed to load");
+            pthread_mutex_unlock(&g_lib_mu);
+            free(rp);
+            return st;
+        }
+    }
+    kiln__registry_loading_begin();
+    dlerror();
+    void *h = dlopen(rp, RTLD_NOW | RTLD_LOCAL);
+    char msg[1024];
+    int st = kiln__registry_loading_end(msg, sizeof msg);
+    if (!h) {
+        const char *e = dlerror();
+        pthread_mutex_unlock(&g_lib_mu);
+        int rc = kiln__err(KILN_EIO, "plugin library %s: dlopen failed: %s", path, e ? e : "unknown error");
+        free(rp);
+        return rc;
+    }
+    if (st) kiln__err(st, "plugin library %s: %s", path, msg);
+    if (g_nlibs == g_cap_libs) {
+        int nc = g_cap_libs ? g_cap_libs * 2 : 16;
+        loaded_lib *n = kiln__realloc(g_libs, sizeof *n * (size_t)nc);
+        if (!n) {
+            pthread_mutex_unlock(&g_lib_mu);
+            free(rp);
+            return kiln__err(KILN_ENOMEM, "out of memory");
+        }
+        g_libs = n;
+        g_cap_libs = nc;
+    }
+    loaded_lib *l = &g_libs[g_nlibs++];
+    l->path = kiln__strdup(rp);
+    l->handle = h; /* never closed: registered ops point into it */
+    l->status = st;
+    l->msg = st ? kiln__strdup(kiln_errmsg()) : NULL;
+    int oom = !l->path;
+    pthread_mutex_unlock(&g_lib_mu);
+    free(rp);
+    if (oom) return kiln__err(KILN_ENOMEM, "out of memory");
+    if (!st) kiln__log(KILN_LOG_INFO, "loaded plugin library %s", path);
+    return st;
+}

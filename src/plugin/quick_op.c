@@ -1,0 +1,386 @@
+/*
+ * quick_op.c — runs quick ops through the plugin vtable, and creates /
+ * serializes op instances for both kinds of ops.
+ *
+ * A quick-op instance is its attribute values plus the chosen formats and
+ * tactic.  Its format combinations are expanded once per instance (lazily)
+ * and kept, since the builder asks supports_format many times.
+ */
+#include "registry_int.h"
+
+#include <stdio.h>
+
+typedef struct qstate {
+    const kiln__op *op;
+    const kiln_quick_op *q;
+    kiln__attrset attrs;
+    int tactic;
+    kiln_io_format io;
+    int configured;
+    /* expanded combos at nio = max_inputs + num_outputs, and the index of
+     * the kiln_combo each came from */
+    kiln_io_format *combos;
+    int *combo_src;
+    int ncombos; /* -1 = not expanded yet */
+} qstate;
+
+static qstate *qstate_new(const kiln__op *op) {
+    qstate *s = kiln__calloc(1, sizeof *s);
+    if (!s) {
+        kiln__err(KILN_ENOMEM, "op %s::%s: out of memory", op->ns, op->name);
+        return NULL;
+    }
+    s->op = op;
+    s->q = op->quick;
+    s->ncombos = -1;
+    return s;
+}
+
+static void q_destroy(void *state) {
+    qstate *s = state;
+    if (!s) return;
+    kiln__attrset_free(&s->attrs);
+    kiln__free(s->combos);
+    kiln__free(s->combo_src);
+    kiln__free(s);
+}
+
+static int q_create(const kiln_attrs *attrs, void **state) {
+    (void)attrs;
+    (void)state;
+    return kiln__err(KILN_EINTERNAL, "quick-op instances are created with kiln__op_create");
+}
+
+static int q_deserialize(const void *buf, size_t size, void **state) {
+    (void)buf;
+    (void)size;
+    (void)state;
+    return kiln__err(KILN_EINTERNAL, "quick-op instances are deserialized with kiln__op_deserialize");
+}
+
+static int q_clone(const void *state, void **out) {
+    const qstate *s = state;
+    qstate *c = qstate_new(s->op);
+    if (!c) return KILN_ENOMEM;
+    int rc = kiln__attrset_copy(&c->attrs, &s->attrs);
+    if (rc) {
+        q_destroy(c);
+        return rc;
+    }
+    c->tactic = s->tactic;
+    c->io = s->io;
+    c->configured = s->configured;
+    *out = c;
+    return 0;
+}
+
+static int q_shape(void *state, kiln_shape_ctx *c) {
+    qstate *s = state;
+    kiln_attrs view = kiln__attrset_view(&s->attrs);
+    const kiln_attrs *saved = c->attrs;
+    if (!c->attrs) c->attrs = &view;
+    int rc = s->q->shape(c);
+    c->attrs = saved;
+    return rc;
+}
+
+static int expand_combos(qstate *s) {
+    if (s->ncombos >= 0) return 0;
+    const kiln_quick_op *q = s->q;
+    int nio = q->max_inputs + q->num_outputs, total = 0;
+    for (int k = 0; q->formats && q->formats[k].types; k++) {
+        int n = kiln_combo_expand(q->formats[k].types, q->formats[k].layouts, nio, NULL, 0);
+        if (n < 0) return kiln__err_prefix(n, "op %s::%s formats[%d]", q->ns, q->name, k);
+        total += n;
+    }
+    s->combos = kiln__malloc(sizeof *s->combos * (size_t)(total ? total : 1));
+    s->combo_src = kiln__malloc(sizeof *s->combo_src * (size_t)(total ? total : 1));
+    if (!s->combos || !s->combo_src) return kiln__err(KILN_ENOMEM, "op %s::%s: out of memory", q->ns, q->name);
+    int n = 0;
+    for (int k = 0; q->formats && q->formats[k].types; k++) {
+        int m = kiln_combo_expand(q->formats[k].types, q->formats[k].layouts, nio, s->combos + n, total - n);
+        if (m < 0) return m;
+        for (int i = 0; i < m; i++) s->combo_src[n + i] = k;
+        n += m;
+    }
+    s->ncombos = n;
+    return 0;
+}
+
+/* Index in the full (max_inputs + outputs) position list of position p of
+ * an io with io->n positions (absent trailing optional inputs shift the
+ * outputs). */
+static int full_pos(const kiln_quick_op *q, const kiln_io_format *io, int p) {
+    int nin = io->n - q->num_outputs;
+    return p < nin ? p : q->max_inputs + (p - nin);
+}
+
+static int combo_matches(const qstate *s, const kiln_io_format *c, const kiln_io_format *io, int upto) {
+    for (int p = 0; p <= upto && p < io->n; p++) {
+        int f = full_pos(s->q, io, p);
+        if (f < 0 || f >= c->n) return 0;
+        /* UNDEFINED marks an absent optional input: any choice is fine */
+        if (io->dtype[p] != KILN_DTYPE_UNDEFINED && c->dtype[f] != io->dtype[p]) return 0;
+        if (c->format[f] != io->format[p]) return 0;
+    }
+    return 1;
+}
+
+static int q_supports_format(void *state, int pos, const kiln_io_format *io) {
+    qstate *s = state;
+    if (pos < 0 || pos >= io->n) return 0;
+    if (!s->q->formats) return io->format[pos] == KILN_FORMAT_LINEAR;
+    if (expand_combos(s)) return 0;
+    for (int i = 0; i < s->ncombos; i++)
+        if (combo_matches(s, &s->combos[i], io, pos)) return 1;
+    return 0;
+}
+
+static int q_configure(void *state, const kiln_io_format *io, const kiln_desc *in, int nin, const kiln_desc *out,
+                       int nout) {
+    (void)in;
+    (void)nin;
+    (void)out;
+    (void)nout;
+    qstate *s = state;
+    s->io = *io;
+    s->configured = 1;
+    return 0;
+}
+
+static size_t q_workspace(void *state, const kiln_call *c) {
+    qstate *s = state;
+    if (!s->q->workspace) return 0;
+    kiln_attrs view = kiln__attrset_view(&s->attrs);
+    kiln_call cc = *c;
+    cc.attrs = &view;
+    cc.state = NULL;
+    return s->q->workspace(&cc);
+}
+
+static int add_tactic(int *tactics, int n, int max, int t) {
+    for (int i = 0; i < n; i++)
+        if (tactics[i] == t) return n;
+    if (n < max) tactics[n++] = t;
+    return n;
+}
+
+static int q_valid_tactics(void *state, int *tactics, int max) {
+    qstate *s = state;
+    int n = 0;
+    if (!s->q->formats || expand_combos(s)) return add_tactic(tactics, 0, max, 0);
+    for (int i = 0; i < s->ncombos; i++) {
+        if (s->configured && !combo_matches(s, &s->combos[i], &s->io, s->io.n - 1)) continue;
+        const kiln_combo *c = &s->q->formats[s->combo_src[i]];
+        if (!c->tactics[0]) n = add_tactic(tactics, n, max, 0);
+        for (int t = 0; t < KILN_MAX_TACTICS && c->tactics[t]; t++) n = add_tactic(tactics, n, max, c->tactics[t]);
+    }
+    if (!n) n = add_tactic(tactics, 0, max, 0);
+    return n;
+}
+
+static uint64_t fnv(const void *p, size_t n) {
+    const uint8_t *b = p;
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 1099511628211ull;
+    return h;
+}
+
+static void put_value(char *buf, size_t size, size_t *off, const kiln_attr_value *v) {
+#define PUT(...)                                                                                   \
+    do {                                                                                           \
+        if (*off < size) *off += (size_t)snprintf(buf + *off, size - *off, __VA_ARGS__);           \
+    } while (0)
+    if (!v->present) {
+        PUT("-");
+        return;
+    }
+    switch (v->type) {
+    case KILN_ATTR_INT:
+    case KILN_ATTR_BOOL: PUT("%lld", (long long)v->i); break;
+    case KILN_ATTR_FLOAT: PUT("%.17g", v->f); break;
+    case KILN_ATTR_STRING: PUT("\"%s\"", v->s ? v->s : ""); break;
+    case KILN_ATTR_BYTES: PUT("bytes(%zu,%016llx)", v->len, (unsigned long long)fnv(v->s, v->len)); break;
+    case KILN_ATTR_ARRAY: {
+        PUT("%s[", kiln_dtype_name(v->elem));
+        size_t es = kiln_dtype_size(v->elem);
+        if (v->count <= 32) {
+            for (int64_t k = 0; k < v->count; k++) {
+                const uint8_t *p = (const uint8_t *)v->data + (size_t)k * es;
+                uint64_t bits = 0;
+                memcpy(&bits, p, es);
+                PUT("%s%llx", k ? "," : "", (unsigned long long)bits);
+            }
+        } else {
+            PUT("%lld:%016llx", (long long)v->count, (unsigned long long)fnv(v->data, (size_t)v->count * es));
+        }
+        PUT("]");
+        break;
+    }
+    case KILN_ATTR_TENSOR: {
+        PUT("%s(", kiln_dtype_name(v->elem));
+        for (int k = 0; k < v->ndim; k++) PUT("%s%lld", k ? "x" : "", (long long)v->dims[k]);
+        PUT(",%016llx)", (unsigned long long)fnv(v->data, (size_t)v->count * kiln_dtype_size(v->elem)));
+        break;
+    }
+    default: PUT("graph"); break;
+    }
+#undef PUT
+}
+
+static int q_timing_id(void *state, char *buf, size_t size) {
+    qstate *s = state;
+    size_t off = 0;
+    if (size) buf[0] = '\0';
+    for (int i = 0; i < s->attrs.count; i++) {
+        const char *name = s->attrs.defs[i].name;
+        if (s->q->timing_id) {
+            /* is name in the comma-separated list? */
+            const char *p = s->q->timing_id;
+            size_t nl = strlen(name);
+            int found = 0;
+            while (*p && !found) {
+                while (*p == ' ' || *p == ',') p++;
+                const char *b = p;
+                while (*p && *p != ',' && *p != ' ') p++;
+                found = (size_t)(p - b) == nl && strncmp(b, name, nl) == 0;
+            }
+            if (!found) continue;
+        }
+        if (off < size) off += (size_t)snprintf(buf + off, size - off, "%s=", name);
+        put_value(buf, size, &off, &s->attrs.v[i]);
+        if (off < size) off += (size_t)snprintf(buf + off, size - off, ";");
+    }
+    if (off >= size && size)
+        return kiln__err(KILN_EINVAL, "op %s::%s: timing id needs %zu bytes, buffer holds %zu", s->op->ns,
+                         s->op->name, off + 1, size);
+    return 0;
+}
+
+static int q_set_tactic(void *state, int tactic) {
+    ((qstate *)state)->tactic = tactic;
+    return 0;
+}
+
+static int q_enqueue(void *state, const kiln_call *c) {
+    qstate *s = state;
+    if (!s->q->impl)
+        return kiln__err(KILN_EUNSUPPORTED, "op %s::%s v%d has only an AOT implementation; build with AOT enabled",
+                         s->op->ns, s->op->name, s->op->version);
+    kiln_attrs view = kiln__attrset_view(&s->attrs);
+    kiln_call cc = *c;
+    cc.attrs = &view;
+    cc.state = NULL;
+    return s->q->impl(&cc);
+}
+
+static int q_serialize(const void *state, void *buf, size_t *size) {
+    const qstate *s = state;
+    return kiln__attrs_serialize(&s->attrs, buf, size);
+}
+
+const kiln_plugin_vtable kiln__quick_vtable = {
+    .version = KILN_PLUGIN_VTABLE_VERSION,
+    .create = q_create,
+    .clone = q_clone,
+    .destroy = q_destroy,
+    .shape = q_shape,
+    .supports_format = q_supports_format,
+    .configure = q_configure,
+    .workspace_size = q_workspace,
+    .valid_tactics = q_valid_tactics,
+    .timing_id = q_timing_id,
+    .set_tactic = q_set_tactic,
+    .on_shape_change = NULL,
+    .enqueue = q_enqueue,
+    .serialize = q_serialize,
+    .deserialize = q_deserialize,
+    .attach_to_context = NULL,
+    .detach_from_context = NULL,
+};
+
+/* ---------------------------------------------------------------- instances */
+
+int kiln__op_create(const kiln__op *op, const kiln_attrs *attrs, void **state) {
+    KILN__ASSERT(op && state);
+    *state = NULL;
+    if (op->quick) {
+        qstate *s = qstate_new(op);
+        if (!s) return KILN_ENOMEM;
+        int rc = kiln__attrset_init(&s->attrs, op);
+        for (int i = 0; !rc && attrs && i < attrs->count; i++) {
+            if (!attrs->v[i].present) continue;
+            const char *name = attrs->defs ? attrs->defs[i].name : i < op->nattrs ? op->attr_defs[i].name : "?";
+            rc = kiln__attrset_set(&s->attrs, name, &attrs->v[i]);
+        }
+        if (rc) {
+            q_destroy(s);
+            return kiln__err_prefix(rc, "op %s::%s v%d", op->ns, op->name, op->version);
+        }
+        *state = s;
+        return 0;
+    }
+    kiln__attrset tmp = {0};
+    kiln_attrs view;
+    if (!attrs) {
+        int rc = kiln__attrset_init(&tmp, op);
+        if (rc) return rc;
+        view = kiln__attrset_view(&tmp);
+        attrs = &view;
+    }
+    int rc = op->vt->create(attrs, state);
+    kiln__attrset_free(&tmp);
+    if (rc) {
+        *state = NULL;
+        return kiln__err_prefix(rc < 0 ? rc : KILN_EPLUGIN, "plugin %s::%s v%d: create", op->ns, op->name,
+                                op->version);
+    }
+    return 0;
+}
+
+int kiln__op_deserialize(const kiln__op *op, const void *blob, size_t size, void **state) {
+    KILN__ASSERT(op && state);
+    *state = NULL;
+    if (op->quick) {
+        qstate *s = qstate_new(op);
+        if (!s) return KILN_ENOMEM;
+        int rc = kiln__attrs_deserialize(&s->attrs, op, blob, size);
+        if (rc) {
+            q_destroy(s);
+            return kiln__err_prefix(rc, "op %s::%s v%d", op->ns, op->name, op->version);
+        }
+        *state = s;
+        return 0;
+    }
+    int rc = op->vt->deserialize(blob, size, state);
+    if (rc) {
+        *state = NULL;
+        return kiln__err_prefix(rc < 0 ? rc : KILN_EPLUGIN, "plugin %s::%s v%d: deserialize", op->ns, op->name,
+                                op->version);
+    }
+    return 0;
+}
+
+int kiln__op_serialize(const kiln__op *op, const void *state, uint8_t **blob, size_t *size) {
+    KILN__ASSERT(op && blob && size);
+    *blob = NULL;
+    *size = 0;
+    size_t n = 0;
+    int rc = op->vt->serialize(state, NULL, &n);
+    if (rc) return kiln__err_prefix(rc < 0 ? rc : KILN_EPLUGIN, "op %s::%s v%d: serialize", op->ns, op->name,
+                                    op->version);
+    uint8_t *b = kiln__malloc(n ? n : 1);
+    if (!b) return kiln__err(KILN_ENOMEM, "op %s::%s: out of memory", op->ns, op->name);
+    size_t m = n;
+    rc = op->vt->serialize(state, b, &m);
+    if (rc || m > n) {
+        kiln__free(b);
+        if (!rc) return kiln__err(KILN_EPLUGIN, "plugin %s::%s v%d: serialize wrote %zu bytes after asking for %zu",
+                                  op->ns, op->name, op->version, m, n);
+        return kiln__err_prefix(rc < 0 ? rc : KILN_EPLUGIN, "op %s::%s v%d: serialize", op->ns, op->name,
+                                op->version);
+    }
+    *blob = b;
+    *size = m;
+    return 0;
+}
