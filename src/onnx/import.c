@@ -886,8 +886,11 @@ static int import_model(const uint8_t *buf, size_t size, const char *base_dir,
     }
     scan_unsupported(&im, m->graph, 0);
     if (im.nunsupported) {
-        rc = kiln__err(KILN_EUNSUPPORTED, "%d unsupported node%s:%s", im.nunsupported,
-                       im.nunsupported == 1 ? "" : "s", im.unsupported.s ? im.unsupported.s : "");
+        /* One node: one line; several: one line each. */
+        const char *list = im.unsupported.s ? im.unsupported.s : "";
+        if (im.nunsupported == 1 && !strncmp(list, "\n  ", 3)) list += 3;
+        rc = kiln__err(KILN_EUNSUPPORTED, "%d unsupported node%s:%s%s", im.nunsupported,
+                       im.nunsupported == 1 ? "" : "s", im.nunsupported == 1 ? " " : "", list);
     } else {
         rc = import_graph(&im, m->graph, NULL, NULL, 0, NULL, 0, NULL, NULL, out, 0);
     }

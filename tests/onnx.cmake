@@ -1,0 +1,50 @@
+# tests/onnx.cmake — ONNX importer tests (included by CMakeLists.txt).
+#
+#  - test_onnx (tests/test_onnx.c) sees the generated protobuf-c header.
+#  - onnx_circ_pad_*: samples/circ_pad.onnx builds with the sample plugin
+#    library and fails without it with one message naming node and plugin;
+#    the circ_pad test case (expected data from numpy np.pad wrap) passes.
+#  - onnx_conformance_*: `kiln test-onnx` over the ONNX backend test data
+#    (Debian libonnx-testdata) with tests/onnx_skip.txt; label "heavy".
+#  - onnx_model_*: every real model in ../shared/models (rtol 1e-3,
+#    atol 1e-4, as the models' README says); label "heavy".
+
+if(TARGET test_onnx)
+  target_include_directories(test_onnx PRIVATE ${KILN_PROTO_OUT} ${PROTOBUF_C_INCLUDE})
+endif()
+
+if(TARGET kiln_cli AND TARGET kiln_samples_ops)
+  add_test(NAME onnx_circ_pad_build
+    COMMAND kiln_cli build ${CMAKE_SOURCE_DIR}/samples/circ_pad.onnx
+            --plugins $<TARGET_FILE:kiln_samples_ops> -o ${CMAKE_BINARY_DIR}/circ_pad_onnx.kiln)
+  # Without --plugins: exit status 1 and exactly one error line that names
+  # the node and the missing plugin.
+  add_test(NAME onnx_circ_pad_missing_plugin
+    COMMAND sh -c "! $<TARGET_FILE:kiln_cli> build ${CMAKE_SOURCE_DIR}/samples/circ_pad.onnx -o ${CMAKE_BINARY_DIR}/circ_pad_noplug.kiln 2> ${CMAKE_BINARY_DIR}/circ_pad_noplug.err && cat ${CMAKE_BINARY_DIR}/circ_pad_noplug.err && test $(wc -l < ${CMAKE_BINARY_DIR}/circ_pad_noplug.err) -eq 1 && grep -q \"circ_pad_0\" ${CMAKE_BINARY_DIR}/circ_pad_noplug.err && grep -q \"sample::circ_pad\" ${CMAKE_BINARY_DIR}/circ_pad_noplug.err")
+  add_test(NAME onnx_circ_pad_case
+    COMMAND kiln_cli test-onnx --plugins $<TARGET_FILE:kiln_samples_ops>
+            ${CMAKE_SOURCE_DIR}/tests/fixtures/circ_pad_case)
+endif()
+
+if(TARGET kiln_cli)
+  set(KILN_ONNX_TESTDATA /usr/share/libonnx-testdata/data)
+  foreach(suite node pytorch-converted pytorch-operator simple)
+    if(EXISTS ${KILN_ONNX_TESTDATA}/${suite})
+      string(REPLACE "-" "_" sname ${suite})
+      add_test(NAME onnx_conformance_${sname}
+        COMMAND kiln_cli test-onnx --skip-list ${CMAKE_SOURCE_DIR}/tests/onnx_skip.txt
+                ${KILN_ONNX_TESTDATA}/${suite})
+      set_tests_properties(onnx_conformance_${sname} PROPERTIES LABELS heavy TIMEOUT 3600)
+    endif()
+  endforeach()
+
+  file(GLOB KILN_SHARED_MODELS LIST_DIRECTORIES true ${CMAKE_SOURCE_DIR}/../shared/models/*)
+  foreach(m ${KILN_SHARED_MODELS})
+    if(EXISTS ${m}/model.onnx)
+      get_filename_component(mname ${m} NAME)
+      add_test(NAME onnx_model_${mname}
+        COMMAND kiln_cli test-onnx --rtol 1e-3 --atol 1e-4 ${m})
+      set_tests_properties(onnx_model_${mname} PROPERTIES LABELS heavy TIMEOUT 1800)
+    endif()
+  endforeach()
+endif()
