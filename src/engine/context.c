@@ -536,15 +536,8 @@ static int plan(kiln_context *c) {
         return kiln__err_prefix(rc, "planning activation memory");
     if ((rc = grow(&c->arena, &c->arena_cap, (size_t)total))) return rc;
     for (int k = 0; k < n; k++) c->tptr[c->mp_t[k]] = c->arena + c->mp_offs[k];
-    /* Outputs: context memory always in debug mode (staged), else when unbound. */
-    for (int32_t i = 0; i < e->noutputs; i++) {
-        int32_t t = e->outputs[i];
-        if (c->output_of[t] != i) continue;
-        if ((rc = grow(&c->owned[i], &c->owned_cap[i], (size_t)c->talloc[c->root[t]] + slack)))
-            return rc;
-    }
     /* Workspaces (views must hold current dims). */
-    for (int32_t l = 0; l < e->nlayers; l++) update_view_dims(c, 0), l = e->nlayers;
+    update_view_dims(c, 0);
     size_t ws = 0;
     for (int32_t l = 0; l < e->nlayers; l++) {
         ctx_layer *cl = &c->L[l];
@@ -566,7 +559,9 @@ static int plan(kiln_context *c) {
     return 0;
 }
 
-/* Data pointers of inputs, outputs and aliases, then the views. */
+/* Data pointers of inputs, outputs and aliases, then the views.  Outputs
+ * live in context memory when unbound, and always in debug mode (staged,
+ * with room for the canary). */
 static int patch_pointers(kiln_context *c) {
     const kiln_engine *e = c->e;
     for (int32_t t = 0; t < e->ntensors; t++) {
@@ -579,7 +574,13 @@ static int patch_pointers(kiln_context *c) {
         if (c->output_of[t] != i) continue;
         const kiln__etensor *et = &e->tensors[t];
         if (et->kind == KILN__ET_INPUT || et->kind == KILN__ET_CONST) continue;
-        uint8_t *p = c->bind[t] && !c->debug ? c->bind[t] : c->owned[i];
+        uint8_t *p = c->bind[t];
+        if (!p || c->debug) {
+            size_t need = (size_t)c->talloc[c->root[t]] + CANARY;
+            int rc = grow(&c->owned[i], &c->owned_cap[i], need);
+            if (rc) return rc;
+            p = c->owned[i];
+        }
         c->tptr[c->root[t]] = p;
     }
     for (int32_t t = 0; t < e->ntensors; t++)
@@ -680,7 +681,7 @@ static int refresh(kiln_context *c) {
     int rc = evaluate(c);
     if (rc) return rc;
     if ((rc = plan(c))) return rc;
-    patch_pointers(c);
+    if ((rc = patch_pointers(c))) return rc;
     if ((rc = on_shape_change(c, 0))) return rc;
     c->dirty = 0;
     return 0;
@@ -893,15 +894,7 @@ KILN_API int kiln_context_run(kiln_context *c) {
                                      et->name);
         }
     }
-    if (c->dirty || c->has_value || c->has_size) {
-        if (c->dirty || c->has_value) {
-            if ((rc = refresh(c))) return rc;
-        } else if (c->has_size) {
-            /* Views of data-dependent tensors: back to their pre-run state. */
-            memset(c->size_val, 0, sizeof *c->size_val * (size_t)e->ntensors);
-            if ((rc = evaluate(c))) return rc;
-        }
-    }
+    if ((c->dirty || c->has_value) && (rc = refresh(c))) return rc;
     /* Bound buffers must hold their tensors. */
     for (int32_t i = 0; i < e->ninputs + e->noutputs; i++) {
         int32_t t = i < e->ninputs ? e->inputs[i] : e->outputs[i - e->ninputs];
@@ -911,7 +904,7 @@ KILN_API int kiln_context_run(kiln_context *c) {
                              i < e->ninputs ? "input" : "output", e->tensors[t].name,
                              (unsigned long long)c->tbytes[t], c->bind_bytes[t]);
     }
-    if (c->ptrs_dirty) patch_pointers(c);
+    if (c->ptrs_dirty && (rc = patch_pointers(c))) return rc;
 
     const int debug = c->debug, prof = c->profiling;
     const int32_t nl = e->nlayers;
