@@ -1,0 +1,113 @@
+/*
+ * builder.h — the builder's working graph (the "IR"), shared by the files of
+ * src/build: builder.c (driver, shape inference, folding), select.c
+ * (format/type/tactic selection by timing) and emit.c (engine emission).
+ *
+ * The IR is flat: tensors and layers in arrays, referred to by index.  Layers
+ * are appended in topological order (inlined sub-networks are spliced in
+ * place), so the array order is an execution order.
+ */
+#ifndef KILN_BUILDER_H
+#define KILN_BUILDER_H
+
+#include "build_int.h"
+
+typedef enum bt_kind { BT_INPUT = 1, BT_CONST, BT_ACT } bt_kind;
+
+typedef struct bt {
+    char *name;
+    bt_kind kind;
+    kiln_dtype dtype;          /* logical */
+    int ndim;
+    const kiln_expr *dims[KILN_MAX_DIMS];
+    const void *data;          /* CONST contents (row-major, logical dtype) */
+    size_t bytes;
+    int data_owned;
+    int nvalues;               /* as kiln_desc.nvalues */
+    const kiln_expr *values[KILN_MAX_VALUES];
+    int producer;              /* layer index or -1 */
+    int is_output;
+    int input_index;           /* position among network inputs, -1 */
+    int is_size;
+    const kiln_expr *size_sym;
+    int alias_in;              /* in-place: the tensor whose buffer this output shares, -1 */
+    kiln_dtype pdtype;         /* physical (chosen) dtype and format */
+    kiln_format pfmt;
+    int live;
+    int eidx;                  /* engine tensor index, -1 */
+} bt;
+
+typedef struct bl {
+    char *name;
+    const kiln__op *op;
+    const kiln__attrset *attrs; /* borrowed from the network, or &own */
+    kiln__attrset own;
+    int has_own;
+    int nin, nout;
+    int *in, *out;
+    void *state;
+    int dead;                  /* folded, inlined or unused */
+    int aot;                   /* -1 default, 0 JIT, 1 AOT */
+    int is_reformat;
+    kiln_io_format io;         /* chosen */
+    int tactic;
+    double ms;
+    int timed;
+} bl;
+
+typedef enum bsym_kind { BS_INPUT_DIM = 1, BS_SIZE, BS_VALUE } bsym_kind;
+
+typedef struct bsym {
+    const kiln_expr *e;        /* the SYM expression (pointer identity) */
+    bsym_kind kind;
+    int t, d;                  /* tensor index, dim/element */
+    const kiln_expr *opt, *upper; /* BS_SIZE */
+    int64_t vmin, vopt, vmax;  /* BS_INPUT_DIM, BS_VALUE */
+} bsym;
+
+typedef struct builder {
+    const kiln_network *net;
+    const kiln_build_config *cfg;
+    kiln_build_stats *st;
+    kiln_exprs *x;
+    bt *t; int nt, capt;
+    bl *l; int nl, capl;
+    bsym *sym; int nsym, capsym;
+    kiln__pool *pool;
+    kiln_exec exec;
+    kiln__tcache *tc;
+    const kiln__op *reformat_op;
+    uint64_t rng;
+    int no_fold;               /* finalize: copies of constants stay layers */
+} builder;
+
+/* builder.c */
+int kiln__b_new_tensor(builder *b, const char *name, bt_kind kind);
+int kiln__b_new_layer(builder *b, const char *name, const kiln__op *op, int nin, int nout);
+/* A kiln::reformat layer from tensor `from` to a new tensor named `name`
+ * with dtype/format, or into tensor *out_tensor when that is >= 0 (the new
+ * tensor's index is returned there).  Returns the layer index.  A reformat
+ * of a constant is folded right away unless b->no_fold. */
+int kiln__b_add_reformat(builder *b, int from, const char *name, kiln_dtype dt, kiln_format fmt,
+                         int *out_tensor);
+const bsym *kiln__b_find_sym(const builder *b, const kiln_expr *e);
+typedef enum b_eval_mode { BE_OPT = 0, BE_MIN, BE_MAX, BE_UPPER } b_eval_mode;
+/* Value of e at opt (size symbols at their opt, or at their upper bound in
+ * BE_UPPER and when produced by `upper_layer`). */
+int kiln__b_eval(builder *b, const kiln_expr *e, b_eval_mode mode, int upper_layer, int64_t *v);
+void kiln__b_desc(const builder *b, int t, kiln_desc *d);
+const char *kiln__b_dtype_upper(kiln_dtype t);
+/* Run layer L once (or reps times, *ms = median) with io/tactic on the
+ * given tensors. */
+int kiln__b_run(builder *b, int li, const kiln_io_format *io, int tactic, const kiln_tensor *in,
+                kiln_tensor *out, int reps, double *ms);
+uint64_t kiln__b_rand(builder *b);
+void kiln__b_strides(kiln_tensor *t);
+
+/* select.c */
+int kiln__b_select(builder *b);
+/* emit.c */
+int kiln__b_finalize(builder *b, int **order, int *norder);
+int kiln__b_emit(builder *b, const int *order, int norder, kiln_engine **out);
+
+#endif

@@ -1,0 +1,664 @@
+/*
+ * emit.c — from the selected IR to a runnable engine.
+ *
+ * finalize: puts kiln::reformat layers where a producer's chosen type/format
+ * differs from a consumer's (and in front of network outputs, which keep
+ * their logical type, LINEAR), and copies in front of in-place layers whose
+ * input is still needed afterwards (or is a network input, a constant or a
+ * network output).
+ *
+ * emit: the flat expression program (child nodes first; symbols bound to
+ * input dims, size tensors or input values), tensors, layers with their
+ * serialized attributes, weights (64-byte aligned), the memory plan at opt,
+ * AOT kernels and the list of plugins the engine needs.
+ */
+#include "builder.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+/* ------------------------------------------------------------ finalize */
+
+typedef struct variant {
+    int base;
+    kiln_dtype dt;
+    kiln_format fmt;
+    int t;
+} variant;
+
+typedef struct ilist {
+    int *v;
+    int n, cap;
+} ilist;
+
+static int ipush(ilist *l, int x) {
+    if (l->n == l->cap) {
+        int nc = l->cap ? l->cap * 2 : 64;
+        int *n = kiln__realloc(l->v, (size_t)nc * sizeof *n);
+        if (!n) return kiln__err(KILN_ENOMEM, "build: out of memory");
+        l->v = n;
+        l->cap = nc;
+    }
+    l->v[l->n++] = x;
+    return 0;
+}
+
+static int find_variant(const variant *v, int n, int base, kiln_dtype dt, kiln_format fmt) {
+    for (int i = 0; i < n; i++)
+        if (v[i].base == base && v[i].dt == dt && v[i].fmt == fmt) return v[i].t;
+    return -1;
+}
+
+/* Clone tensor t as a new activation named `name` (dims, dtype, values). */
+static int clone_tensor(builder *b, int t, const char *name) {
+    int n = kiln__b_new_tensor(b, name, BT_ACT);
+    if (n < 0) return n;
+    bt *src = &b->t[t], *dst = &b->t[n];
+    dst->dtype = src->dtype;
+    dst->ndim = src->ndim;
+    memcpy(dst->dims, src->dims, sizeof dst->dims);
+    dst->nvalues = src->nvalues;
+    memcpy(dst->values, src->values, sizeof dst->values);
+    dst->pdtype = src->pdtype;
+    dst->pfmt = src->pfmt;
+    dst->live = 1;
+    return n;
+}
+
+static int copy_layer(builder *b, int from, const char *name, int into, int *out_t) {
+    int o = into;
+    b->no_fold = 1;
+    int li = kiln__b_add_reformat(b, from, name, b->t[from].pdtype, b->t[from].pfmt, &o);
+    b->no_fold = 0;
+    if (li < 0) return li;
+    b->t[o].pdtype = b->t[from].pdtype;
+    b->t[o].pfmt = b->t[from].pfmt;
+    b->t[o].live = 1;
+    *out_t = o;
+    return li;
+}
+
+int kiln__b_finalize(builder *b, int **order_out, int *norder) {
+    ilist ord = {0}, fin = {0};
+    variant *var = NULL;
+    int nvar = 0, capvar = 0, rc = 0;
+    int *lastuse = NULL;
+    char name[1200];
+    int n0 = b->nl;
+
+    /* Network outputs without a producing layer: constants get a copy layer. */
+    for (int i = 0; i < b->nt && !rc; i++) {
+        bt *t = &b->t[i];
+        if (!t->is_output) continue;
+        if (t->kind == BT_INPUT) {
+            rc = kiln__err(KILN_EUNSUPPORTED, "network output '%s' is also a network input; add an identity layer "
+                           "(e.g. ai.onnx::Identity) to produce it", t->name);
+            break;
+        }
+        if (t->kind != BT_CONST) continue;
+        char *old = t->name;
+        snprintf(name, sizeof name, "%s:const", old);
+        t->name = kiln__strdup(name);
+        if (!t->name) {
+            t->name = old;
+            rc = kiln__err(KILN_ENOMEM, "build: out of memory");
+            break;
+        }
+        t->is_output = 0;
+        int o = -1;
+        int li = copy_layer(b, i, old, -1, &o);
+        if (li >= 0) {
+            kiln__free(b->t[o].name);
+            b->t[o].name = old;
+            b->t[o].is_output = 1;
+            rc = ipush(&ord, li);
+        } else {
+            kiln__free(old);
+            rc = li;
+        }
+    }
+
+    for (int li = 0; li < n0 && !rc; li++) {
+        if (b->l[li].dead) continue;
+        for (int p = 0; p < b->l[li].nin && !rc; p++) {
+            int T = b->l[li].in[p];
+            if (T < 0) continue;
+            kiln_dtype dt = b->l[li].io.dtype[p];
+            kiln_format fmt = b->l[li].io.format[p];
+            if (b->t[T].pdtype == dt && b->t[T].pfmt == fmt) continue;
+            int V = find_variant(var, nvar, T, dt, fmt);
+            if (V < 0) {
+                snprintf(name, sizeof name, "%s:%s:%s", b->t[T].name, kiln__b_dtype_upper(dt), kiln_format_name(fmt));
+                V = -1;
+                int rli = kiln__b_add_reformat(b, T, name, dt, fmt, &V);
+                if (rli < 0) { rc = rli; break; }
+                b->t[V].live = 1;
+                if (b->st) b->st->reformats += !b->l[rli].dead;
+                if (!b->l[rli].dead) rc = ipush(&ord, rli);
+                if (nvar == capvar) {
+                    capvar = capvar ? capvar * 2 : 16;
+                    variant *nv = kiln__realloc(var, (size_t)capvar * sizeof *nv);
+                    if (!nv) { rc = kiln__err(KILN_ENOMEM, "build: out of memory"); break; }
+                    var = nv;
+                }
+                var[nvar++] = (variant){T, dt, fmt, V};
+            }
+            bl *L = &b->l[li];
+            for (int o = 0; o < L->nout; o++)
+                if (b->t[L->out[o]].alias_in == T) b->t[L->out[o]].alias_in = V;
+            L->in[p] = V;
+        }
+        if (rc) break;
+        rc = ipush(&ord, li);
+        /* Outputs in a non-logical type/format: the layer writes a variant,
+         * a reformat writes the network output. */
+        for (int o = 0; o < b->l[li].nout && !rc; o++) {
+            int T = b->l[li].out[o];
+            bt *t = &b->t[T];
+            if (!t->is_output || (t->pdtype == t->dtype && t->pfmt == KILN_FORMAT_LINEAR)) continue;
+            snprintf(name, sizeof name, "%s:%s:%s", t->name, kiln__b_dtype_upper(t->pdtype), kiln_format_name(t->pfmt));
+            int V = clone_tensor(b, T, name);
+            if (V < 0) { rc = V; break; }
+            b->t[V].producer = li;
+            b->t[V].alias_in = b->t[T].alias_in;
+            b->t[T].alias_in = -1;
+            b->l[li].out[o] = V;
+            int into = T;
+            int rli = kiln__b_add_reformat(b, V, b->t[T].name, b->t[T].dtype, KILN_FORMAT_LINEAR, &into);
+            if (rli < 0) { rc = rli; break; }
+            b->t[T].pdtype = b->t[T].dtype;
+            b->t[T].pfmt = KILN_FORMAT_LINEAR;
+            if (b->st) b->st->reformats++;
+            rc = ipush(&ord, rli);
+            if (nvar == capvar) {
+                capvar = capvar ? capvar * 2 : 16;
+                variant *nv = kiln__realloc(var, (size_t)capvar * sizeof *nv);
+                if (!nv) { rc = kiln__err(KILN_ENOMEM, "build: out of memory"); break; }
+                var = nv;
+            }
+            var[nvar++] = (variant){T, b->t[V].pdtype, b->t[V].pfmt, V};
+        }
+    }
+    if (rc) goto out;
+
+    /* In-place layers: make the write safe. */
+    lastuse = kiln__malloc((size_t)(b->nt + 1) * sizeof *lastuse);
+    if (!lastuse) { rc = kiln__err(KILN_ENOMEM, "build: out of memory"); goto out; }
+    for (int i = 0; i < b->nt; i++) lastuse[i] = -1;
+    for (int k = 0; k < ord.n; k++) {
+        const bl *L = &b->l[ord.v[k]];
+        for (int p = 0; p < L->nin; p++)
+            if (L->in[p] >= 0) lastuse[L->in[p]] = k;
+    }
+    int ntens_before = b->nt;
+    for (int k = 0; k < ord.n && !rc; k++) {
+        int li = ord.v[k];
+        int post[KILN_MAX_IO], npost = 0;
+        for (int o = 0; o < b->l[li].nout && !rc; o++) {
+            int O = b->l[li].out[o];
+            int S = b->t[O].alias_in;
+            if (S < 0) continue;
+            const bl *L = &b->l[li];
+            int uses = 0;
+            for (int p = 0; p < L->nin; p++) uses += L->in[p] == S;
+            const bt *s = &b->t[S];
+            int need = s->kind != BT_ACT || s->is_output || uses > 1 ||
+                       (S < ntens_before && lastuse[S] > k);
+            /* Another output of this layer aliasing the same input. */
+            for (int o2 = 0; o2 < o; o2++)
+                if (b->t[L->out[o2]].alias_in == S) need = 1;
+            if (need) {
+                int C = -1;
+                snprintf(name, sizeof name, "%s:copy:%s", s->name, L->name);
+                int rli = copy_layer(b, S, name, -1, &C);
+                if (rli < 0) { rc = rli; break; }
+                rc = ipush(&fin, rli);
+                L = &b->l[li];
+                for (int p = 0; p < L->nin; p++)
+                    if (L->in[p] == S) { L->in[p] = C; break; }
+                b->t[O].alias_in = C;
+            }
+            if (b->t[O].is_output) {
+                /* Outputs live in user memory: write a private buffer, then copy out. */
+                snprintf(name, sizeof name, "%s:inplace", b->t[O].name);
+                int P = clone_tensor(b, O, name);
+                if (P < 0) { rc = P; break; }
+                b->t[P].producer = li;
+                b->t[P].alias_in = b->t[O].alias_in;
+                b->t[O].alias_in = -1;
+                b->l[li].out[o] = P;
+                post[npost++] = P;
+                post[npost++] = O;
+            }
+        }
+        if (rc) break;
+        rc = ipush(&fin, li);
+        for (int q = 0; q < npost && !rc; q += 2) {
+            int O = post[q + 1];
+            int rli = copy_layer(b, post[q], b->t[O].name, O, &O);
+            if (rli < 0) { rc = rli; break; }
+            rc = ipush(&fin, rli);
+        }
+    }
+out:
+    kiln__free(lastuse);
+    kiln__free(var);
+    kiln__free(ord.v);
+    if (rc) {
+        kiln__free(fin.v);
+        return rc;
+    }
+    *order_out = fin.v;
+    *norder = fin.n;
+    return 0;
+}
+
+/* ------------------------------------------------------------ emit */
+
+typedef struct emitter {
+    builder *b;
+    kiln_engine *e;
+    int32_t *map; /* expr id -> node index */
+    uint32_t nmap;
+    int capnodes;
+} emitter;
+
+static int32_t node_of(emitter *E, const kiln_expr *x) {
+    if (!x) return -1;
+    if (x->id >= E->nmap) {
+        uint32_t nn = E->nmap ? E->nmap : 256;
+        while (nn <= x->id) nn *= 2;
+        int32_t *m = kiln__realloc(E->map, nn * sizeof *m);
+        if (!m) return kiln__err(KILN_ENOMEM, "build: out of memory");
+        for (uint32_t i = E->nmap; i < nn; i++) m[i] = -1;
+        E->map = m;
+        E->nmap = nn;
+    }
+    if (E->map[x->id] >= 0) return E->map[x->id];
+    kiln__enode n;
+    memset(&n, 0, sizeof n);
+    n.op = (uint8_t)x->op;
+    n.a = n.b = n.c = -1;
+    if (x->op == KILN_EXPR_CONST) {
+        n.v = x->v;
+    } else if (x->op == KILN_EXPR_SYM) {
+        const bsym *s = kiln__b_find_sym(E->b, x);
+        if (!s) return kiln__err(KILN_EINTERNAL, "build: symbol '%s' has no binding", x->name);
+        const bt *t = &E->b->t[s->t];
+        if (t->eidx < 0)
+            return kiln__err(KILN_EINTERNAL, "build: symbol '%s' refers to tensor '%s', which is not in the engine",
+                             x->name, t->name);
+        n.symkind = s->kind == BS_INPUT_DIM ? KILN__SYM_INPUT_DIM : s->kind == BS_SIZE ? KILN__SYM_SIZE : KILN__SYM_VALUE;
+        n.a = t->eidx;
+        n.b = s->kind == BS_SIZE ? 0 : s->d;
+    } else {
+        n.a = node_of(E, x->a);
+        if (n.a < 0) return n.a;
+        if (x->b) {
+            n.b = node_of(E, x->b);
+            if (n.b < 0) return n.b;
+        }
+        if (x->c) {
+            n.c = node_of(E, x->c);
+            if (n.c < 0) return n.c;
+        }
+    }
+    kiln_engine *e = E->e;
+    if (e->nnodes == E->capnodes) {
+        int nc = E->capnodes ? E->capnodes * 2 : 64;
+        kiln__enode *nn = kiln__realloc(e->nodes, (size_t)nc * sizeof *nn);
+        if (!nn) return kiln__err(KILN_ENOMEM, "build: out of memory");
+        e->nodes = nn;
+        E->capnodes = nc;
+    }
+    e->nodes[e->nnodes] = n;
+    E->map[x->id] = e->nnodes;
+    return e->nnodes++;
+}
+
+static int32_t aot_node_cb(void *ud, const kiln_expr *x) { return node_of(ud, x); }
+
+static int read_file(const char *path, uint8_t **data, uint64_t *size) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return kiln__err(KILN_EIO, "cannot open plugin library '%s' to embed it", path);
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    uint8_t *buf = n > 0 ? kiln__malloc((size_t)n) : NULL;
+    if (n <= 0 || !buf || fread(buf, 1, (size_t)n, f) != (size_t)n) {
+        fclose(f);
+        kiln__free(buf);
+        return kiln__err(KILN_EIO, "cannot read plugin library '%s' to embed it", path);
+    }
+    fclose(f);
+    *data = buf;
+    *size = (uint64_t)n;
+    return 0;
+}
+
+static int add_plugin_ref(builder *b, kiln_engine *e, const kiln__op *op) {
+    if (op->builtin) return 0;
+    for (int i = 0; i < e->nplugins; i++)
+        if (!strcmp(e->plugins[i].ns, op->ns) && !strcmp(e->plugins[i].name, op->name) &&
+            e->plugins[i].version == op->version)
+            return 0;
+    kiln__plugin_ref *n = kiln__realloc(e->plugins, (size_t)(e->nplugins + 1) * sizeof *n);
+    if (!n) return kiln__err(KILN_ENOMEM, "build: out of memory");
+    e->plugins = n;
+    kiln__plugin_ref *r = &e->plugins[e->nplugins++];
+    memset(r, 0, sizeof *r);
+    r->ns = kiln__strdup(op->ns);
+    r->name = kiln__strdup(op->name);
+    r->version = op->version;
+    r->library = kiln__strdup(op->library ? op->library : "");
+    if (!r->ns || !r->name || !r->library) return kiln__err(KILN_ENOMEM, "build: out of memory");
+    if ((b->cfg->flags & KILN_BUILD_EMBED_PLUGINS) && op->library && op->library[0]) {
+        /* One copy per library. */
+        for (int i = 0; i < e->nplugins - 1; i++)
+            if (e->plugins[i].so && !strcmp(e->plugins[i].library, op->library)) return 0;
+        return read_file(op->library, &r->so, &r->so_size);
+    }
+    return 0;
+}
+
+static int use_aot(builder *b, const bl *L, int *aot) {
+    const kiln_quick_op *q = L->op->quick;
+    int has_aot = q && q->aot;
+    int has_jit = !q || q->impl;
+    *aot = 0;
+    if (L->aot == 1) {
+        if (!has_aot)
+            return kiln__err(KILN_EUNSUPPORTED, "layer '%s' (%s::%s v%d): AOT requested but the op has no aot function",
+                             L->name, L->op->ns, L->op->name, L->op->version);
+        *aot = 1;
+    } else if (L->aot == 0) {
+        if (!has_jit)
+            return kiln__err(KILN_EUNSUPPORTED, "layer '%s' (%s::%s v%d): JIT requested but the op has no impl",
+                             L->name, L->op->ns, L->op->name, L->op->version);
+    } else if (has_aot) {
+        *aot = !has_jit || ((b->cfg->flags & KILN_BUILD_PREFER_AOT) && !(b->cfg->flags & KILN_BUILD_PREFER_JIT));
+    }
+    return 0;
+}
+
+static int emit_aot(emitter *E, int li, kiln__elayer *el) {
+    builder *b = E->b;
+    const bl *L = &b->l[li];
+    kiln_desc din[KILN_MAX_IO], dout[KILN_MAX_IO];
+    for (int i = 0; i < L->nin; i++) kiln__b_desc(b, L->in[i], &din[i]);
+    for (int k = 0; k < L->nout; k++) kiln__b_desc(b, L->out[k], &dout[k]);
+    kiln_attrs view = kiln__attrset_view(L->attrs);
+    kiln_shape_ctx c = {.x = b->x, .in = din, .nin = L->nin, .out = dout, .nout = L->nout, .attrs = &view};
+    kiln_aot_kernel k;
+    memset(&k, 0, sizeof k);
+    int rc = L->op->quick->aot(&c, &L->io, L->tactic, &k);
+    if (rc) return kiln__err_prefix(rc, "layer '%s' (%s::%s v%d): aot", L->name, L->op->ns, L->op->name, L->op->version);
+    kiln_engine *e = E->e;
+    kiln__aot *na = kiln__realloc(e->aot, (size_t)(e->naot + 1) * sizeof *na);
+    if (!na) return kiln__err(KILN_ENOMEM, "build: out of memory");
+    e->aot = na;
+    rc = kiln__aot_from_kernel(L->op, &k, aot_node_cb, E, &e->aot[e->naot]);
+    if (rc) return kiln__err_prefix(rc, "layer '%s' (%s::%s v%d): AOT kernel", L->name, L->op->ns, L->op->name, L->op->version);
+    el->aot_kernel = e->naot++;
+    return 0;
+}
+
+static int assign(builder *b, kiln_engine *e, int t) {
+    if (t < 0 || b->t[t].eidx >= 0) return 0;
+    b->t[t].eidx = e->ntensors++;
+    return 0;
+}
+
+int kiln__b_emit(builder *b, const int *order, int norder, kiln_engine **out) {
+    int rc = 0;
+    kiln_engine *e = kiln__calloc(1, sizeof *e);
+    if (!e) return kiln__err(KILN_ENOMEM, "build: out of memory");
+    emitter E = {.b = b, .e = e};
+    const kiln_network *net = b->net;
+
+    /* Tensor numbering: inputs first, then in execution order. */
+    int *in_t = kiln__malloc((size_t)(net->ninputs + 1) * sizeof *in_t);
+    if (!in_t) { rc = kiln__err(KILN_ENOMEM, "build: out of memory"); goto fail; }
+    for (int i = 0; i < b->nt; i++)
+        if (b->t[i].kind == BT_INPUT && b->t[i].input_index >= 0) in_t[b->t[i].input_index] = i;
+    for (int i = 0; i < net->ninputs; i++) assign(b, e, in_t[i]);
+    for (int k = 0; k < norder; k++) {
+        const bl *L = &b->l[order[k]];
+        for (int p = 0; p < L->nin; p++) assign(b, e, L->in[p]);
+        for (int o = 0; o < L->nout; o++) assign(b, e, L->out[o]);
+    }
+    int *tidx = kiln__malloc((size_t)(e->ntensors + 1) * sizeof *tidx);
+    e->tensors = kiln__calloc((size_t)(e->ntensors + 1), sizeof *e->tensors);
+    e->layers = kiln__calloc((size_t)(norder + 1), sizeof *e->layers);
+    e->inputs = kiln__malloc((size_t)(net->ninputs + 1) * sizeof *e->inputs);
+    e->outputs = kiln__malloc((size_t)(net->noutputs + 1) * sizeof *e->outputs);
+    e->prof = kiln__calloc((size_t)(net->ninputs + 1), sizeof *e->prof);
+    if (!tidx || !e->tensors || !e->layers || !e->inputs || !e->outputs || !e->prof) {
+        kiln__free(tidx);
+        kiln__free(in_t);
+        rc = kiln__err(KILN_ENOMEM, "build: out of memory");
+        goto fail;
+    }
+    for (int i = 0; i < b->nt; i++)
+        if (b->t[i].eidx >= 0) tidx[b->t[i].eidx] = i;
+    e->ninputs = net->ninputs;
+    for (int i = 0; i < net->ninputs; i++) e->inputs[i] = b->t[in_t[i]].eidx;
+    kiln__free(in_t);
+    /* Outputs in the network's order. */
+    for (int i = 0; i < net->noutputs; i++) {
+        const char *nm = net->tensors[net->outputs[i]].name;
+        int found = -1;
+        for (int t = 0; t < b->nt; t++)
+            if (b->t[t].is_output && b->t[t].eidx >= 0 && !strcmp(b->t[t].name, nm)) found = t;
+        if (found < 0) {
+            kiln__free(tidx);
+            rc = kiln__err(KILN_EINTERNAL, "build: network output '%s' is produced by no layer", nm);
+            goto fail;
+        }
+        e->outputs[e->noutputs++] = b->t[found].eidx;
+    }
+
+    /* Tensors. */
+    uint64_t woff = 0;
+    for (int ei = 0; ei < e->ntensors && !rc; ei++) {
+        const bt *t = &b->t[tidx[ei]];
+        kiln__etensor *et = &e->tensors[ei];
+        et->name = kiln__strdup(t->name);
+        if (!et->name) { rc = kiln__err(KILN_ENOMEM, "build: out of memory"); break; }
+        et->kind = t->kind == BT_INPUT ? KILN__ET_INPUT : t->kind == BT_CONST ? KILN__ET_CONST
+                   : t->is_output ? KILN__ET_OUTPUT : KILN__ET_ACT;
+        et->dtype = (uint8_t)t->pdtype;
+        et->format = (uint8_t)t->pfmt;
+        et->ndim = (uint8_t)t->ndim;
+        et->upper = -1;
+        et->alias_of = -1;
+        et->first = et->last = -1;
+        et->is_size = t->is_size;
+        if (t->kind == BT_CONST) {
+            woff = (woff + 63) / 64 * 64;
+            et->const_off = woff;
+            et->const_bytes = t->bytes;
+            woff += t->bytes;
+        }
+    }
+    if (rc) { kiln__free(tidx); goto fail; }
+    /* Dims after every tensor has its index (symbols refer to tensors). */
+    for (int ei = 0; ei < e->ntensors && !rc; ei++) {
+        const bt *t = &b->t[tidx[ei]];
+        kiln__etensor *et = &e->tensors[ei];
+        for (int d = 0; d < t->ndim && !rc; d++) {
+            int32_t n = node_of(&E, t->dims[d]);
+            if (n < 0) rc = n;
+            else et->dims[d] = n;
+        }
+        if (!rc && t->is_size) {
+            const bsym *s = kiln__b_find_sym(b, t->size_sym);
+            if (s) {
+                int32_t n = node_of(&E, s->upper);
+                if (n < 0) rc = n;
+                else et->upper = n;
+            }
+        }
+        if (!rc && t->alias_in >= 0) et->alias_of = b->t[t->alias_in].eidx;
+    }
+    if (rc) { kiln__free(tidx); goto fail; }
+    e->weights_size = (woff + 63) / 64 * 64;
+    e->weights = kiln__aligned_alloc(e->weights_size ? e->weights_size : 64);
+    if (!e->weights) { kiln__free(tidx); rc = kiln__err(KILN_ENOMEM, "build: out of memory for %llu bytes of weights",
+                                                        (unsigned long long)e->weights_size); goto fail; }
+    e->weights_owned = 1;
+    memset(e->weights, 0, e->weights_size ? e->weights_size : 64);
+    for (int ei = 0; ei < e->ntensors; ei++) {
+        const bt *t = &b->t[tidx[ei]];
+        if (t->kind == BT_CONST && t->bytes) memcpy(e->weights + e->tensors[ei].const_off, t->data, t->bytes);
+    }
+
+    /* Layers. */
+    for (int k = 0; k < norder && !rc; k++) {
+        bl *L = &b->l[order[k]];
+        kiln__elayer *el = &e->layers[k];
+        e->nlayers = k + 1;
+        el->name = kiln__strdup(L->name);
+        el->op_ns = kiln__strdup(L->op->ns);
+        el->op_name = kiln__strdup(L->op->name);
+        el->in = kiln__malloc((size_t)(L->nin ? L->nin : 1) * sizeof *el->in);
+        el->out = kiln__malloc((size_t)(L->nout ? L->nout : 1) * sizeof *el->out);
+        if (!el->name || !el->op_ns || !el->op_name || !el->in || !el->out) {
+            rc = kiln__err(KILN_ENOMEM, "build: out of memory");
+            break;
+        }
+        el->op = L->op;
+        el->op_version = L->op->version;
+        el->nin = L->nin;
+        el->nout = L->nout;
+        el->io = L->io;
+        el->io.n = L->nin + L->nout;
+        el->tactic = L->tactic;
+        el->aot_kernel = -1;
+        el->time_ms = L->ms;
+        for (int p = 0; p < L->nin; p++) {
+            el->in[p] = L->in[p] >= 0 ? b->t[L->in[p]].eidx : -1;
+            if (L->in[p] >= 0) {
+                kiln__etensor *et = &e->tensors[el->in[p]];
+                if (et->last < k) et->last = k;
+            }
+        }
+        for (int o = 0; o < L->nout; o++) {
+            el->out[o] = b->t[L->out[o]].eidx;
+            kiln__etensor *et = &e->tensors[el->out[o]];
+            if (et->first < 0) et->first = k;
+        }
+        const kiln_plugin_vtable *vt = L->op->vt;
+        if (vt->configure) {
+            kiln_desc din[KILN_MAX_IO], dout[KILN_MAX_IO];
+            for (int i = 0; i < L->nin; i++) kiln__b_desc(b, L->in[i], &din[i]);
+            for (int i = 0; i < L->nout; i++) kiln__b_desc(b, L->out[i], &dout[i]);
+            rc = vt->configure(L->state, &L->io, din, L->nin, dout, L->nout);
+        }
+        if (!rc && vt->set_tactic) rc = vt->set_tactic(L->state, L->tactic);
+        if (rc) {
+            kiln__err_prefix(rc, "layer '%s' (%s::%s v%d)", L->name, L->op->ns, L->op->name, L->op->version);
+            break;
+        }
+        size_t bsz = 0;
+        rc = kiln__op_serialize(L->op, L->state, &el->blob, &bsz);
+        if (rc) {
+            kiln__err_prefix(rc, "layer '%s' (%s::%s v%d): serialize", L->name, L->op->ns, L->op->name, L->op->version);
+            break;
+        }
+        el->blob_size = bsz;
+        int aot = 0;
+        rc = use_aot(b, L, &aot);
+        if (!rc && aot) rc = emit_aot(&E, order[k], el);
+        if (!rc && !aot) rc = add_plugin_ref(b, e, L->op);
+    }
+    if (rc) { kiln__free(tidx); goto fail; }
+    for (int ei = 0; ei < e->ntensors; ei++) {
+        kiln__etensor *et = &e->tensors[ei];
+        if (et->kind == KILN__ET_INPUT || et->kind == KILN__ET_CONST) et->first = 0;
+        if (et->kind == KILN__ET_OUTPUT) et->last = norder > 0 ? norder - 1 : 0;
+        if (et->first < 0) et->first = 0;
+        if (et->last < et->first) et->last = et->first;
+    }
+
+    /* Memory plan at opt (data-dependent dims at their upper bound). */
+    {
+        int n = e->ntensors;
+        uint64_t *sizes = kiln__calloc((size_t)n + 1, sizeof *sizes);
+        uint64_t *offs = kiln__calloc((size_t)n + 1, sizeof *offs);
+        int32_t *first = kiln__calloc((size_t)n + 1, sizeof *first);
+        int32_t *last = kiln__calloc((size_t)n + 1, sizeof *last);
+        int32_t *alias = kiln__calloc((size_t)n + 1, sizeof *alias);
+        int *sub = kiln__calloc((size_t)n + 1, sizeof *sub);
+        int *rev = kiln__calloc((size_t)n + 1, sizeof *rev);
+        int m = 0;
+        if (!sizes || !offs || !first || !last || !alias || !sub || !rev) rc = kiln__err(KILN_ENOMEM, "build: out of memory");
+        for (int ei = 0; ei < n && !rc; ei++) {
+            kiln__etensor *et = &e->tensors[ei];
+            const bt *t = &b->t[tidx[ei]];
+            int64_t dims[KILN_MAX_DIMS];
+            for (int d = 0; d < t->ndim && !rc; d++) rc = kiln__b_eval(b, t->dims[d], BE_UPPER, -1, &dims[d]);
+            if (rc) break;
+            uint64_t bytes = kiln__tensor_bytes(t->pdtype, t->pfmt, t->ndim, dims);
+            et->plan_bytes = et->kind == KILN__ET_CONST ? et->const_bytes : bytes;
+            rev[ei] = -1;
+            if (et->kind != KILN__ET_ACT) continue;
+            rev[ei] = m;
+            sub[m] = ei;
+            sizes[m] = bytes;
+            first[m] = et->first;
+            last[m] = et->last;
+            m++;
+        }
+        for (int j = 0; j < m && !rc; j++) {
+            int32_t a = e->tensors[sub[j]].alias_of;
+            alias[j] = a >= 0 && rev[a] >= 0 ? rev[a] : -1;
+        }
+        uint64_t total = 0;
+        if (!rc) rc = kiln__memplan(m, sizes, first, last, alias, offs, &total);
+        for (int j = 0; j < m && !rc; j++) e->tensors[sub[j]].plan_off = offs[j];
+        kiln__free(sizes); kiln__free(offs); kiln__free(first); kiln__free(last);
+        kiln__free(alias); kiln__free(sub); kiln__free(rev);
+    }
+    kiln__free(tidx);
+    if (rc) goto fail;
+
+    /* Profiles. */
+    for (int i = 0; i < e->ninputs; i++) {
+        const kiln__etensor *et = &e->tensors[e->inputs[i]];
+        for (int d = 0; d < et->ndim; d++) {
+            const kiln__enode *nd = &e->nodes[et->dims[d]];
+            if (nd->op == KILN_EXPR_CONST) {
+                e->prof[i][0][d] = e->prof[i][1][d] = e->prof[i][2][d] = nd->v;
+                continue;
+            }
+            int64_t v;
+            for (int s = 0; s < b->nsym; s++) {
+                const bsym *bs = &b->sym[s];
+                if (bs->kind == BS_INPUT_DIM && E.map && bs->e->id < E.nmap && E.map[bs->e->id] == et->dims[d]) {
+                    e->prof[i][0][d] = bs->vmin;
+                    e->prof[i][1][d] = bs->vopt;
+                    e->prof[i][2][d] = bs->vmax;
+                }
+            }
+            (void)v;
+        }
+    }
+    e->device_sig = kiln__strdup(kiln_cpu_signature());
+    if (!e->device_sig) { rc = kiln__err(KILN_ENOMEM, "build: out of memory"); goto fail; }
+    e->threads = b->cfg->threads;
+    e->device = b->cfg->device;
+    if (b->st) b->st->layers = e->nlayers;
+    rc = kiln__engine_prepare(e);
+    if (rc) {
+        kiln__err_prefix(rc, "build: preparing the engine");
+        goto fail;
+    }
+    kiln__free(E.map);
+    *out = e;
+    return 0;
+fail:
+    kiln__free(E.map);
+    kiln__engine_destroy(e);
+    return rc;
+}

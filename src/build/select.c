@@ -1,0 +1,568 @@
+/*
+ * select.c — type/format/tactic selection by timing.
+ *
+ * For every layer the candidates are the (types, layouts, tactic) choices
+ * its op offers that keep each tensor's logical dtype (or FP16 for an FP32
+ * tensor when the config allows FP16).  A layer with one candidate is not
+ * timed.  Otherwise each candidate runs at the profile's opt shapes on random
+ * inputs (warm-up + reps, median), and the cost of a candidate is its time
+ * plus the time of the reformats its inputs would need from the formats the
+ * producers already chose (greedy, in topological order).
+ *
+ * Measured times go through the timing cache: identical instances within a
+ * build are timed once, and a cache file makes a rebuild time nothing.
+ */
+#include "builder.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#define MAX_CANDS 256
+
+typedef struct cand {
+    kiln_io_format io;
+    int tactic;
+} cand;
+
+typedef struct cand_list {
+    cand *c;
+    int n, cap;
+} cand_list;
+
+static int same_io(const kiln_io_format *a, const kiln_io_format *b) {
+    if (a->n != b->n) return 0;
+    for (int i = 0; i < a->n; i++)
+        if (a->dtype[i] != b->dtype[i] || a->format[i] != b->format[i]) return 0;
+    return 1;
+}
+
+static int cand_add(cand_list *l, const kiln_io_format *io, int tactic) {
+    for (int i = 0; i < l->n; i++)
+        if (l->c[i].tactic == tactic && same_io(&l->c[i].io, io)) return 0;
+    if (l->n >= MAX_CANDS) return 0;
+    if (l->n == l->cap) {
+        int nc = l->cap ? l->cap * 2 : 8;
+        cand *n = kiln__realloc(l->c, (size_t)nc * sizeof *n);
+        if (!n) return kiln__err(KILN_ENOMEM, "build: out of memory");
+        l->c = n;
+        l->cap = nc;
+    }
+    l->c[l->n].io = *io;
+    l->c[l->n].tactic = tactic;
+    l->n++;
+    return 0;
+}
+
+static int pos_tensor(const bl *L, int p) { return p < L->nin ? L->in[p] : L->out[p - L->nin]; }
+
+static int dtype_ok(const builder *b, const bt *t, kiln_dtype dt) {
+    if (dt == t->dtype) return 1;
+    return dt == KILN_DTYPE_F16 && t->dtype == KILN_DTYPE_F32 && !t->is_size &&
+           (b->cfg->flags & KILN_BUILD_FP16);
+}
+
+static int format_ok(const bt *t, kiln_format f, int min_rank) {
+    if (f == KILN_FORMAT_LINEAR) return 1;
+    return f < KILN_FORMAT_COUNT_ && t->ndim >= min_rank && !t->is_size;
+}
+
+static void logical_io(const builder *b, const bl *L, kiln_io_format *io) {
+    memset(io, 0, sizeof *io);
+    io->n = L->nin + L->nout;
+    for (int p = 0; p < io->n; p++) {
+        int t = pos_tensor(L, p);
+        io->dtype[p] = t >= 0 ? b->t[t].dtype : KILN_DTYPE_UNDEFINED;
+        io->format[p] = KILN_FORMAT_LINEAR;
+    }
+}
+
+static int quick_candidates(builder *b, int li, cand_list *cl) {
+    const bl *L = &b->l[li];
+    const kiln_quick_op *q = L->op->quick;
+    int nio = L->nin + L->nout;
+    kiln_io_format *exp = kiln__malloc(MAX_CANDS * sizeof *exp);
+    if (!exp) return kiln__err(KILN_ENOMEM, "build: out of memory");
+    int rc = 0;
+    for (const kiln_combo *cb = q->formats; cb->types && !rc; cb++) {
+        int n = kiln_combo_expand(cb->types, cb->layouts, nio, exp, MAX_CANDS);
+        if (n < 0) {
+            rc = kiln__err_prefix(n, "formats of op %s::%s v%d", L->op->ns, L->op->name, L->op->version);
+            break;
+        }
+        int tactics[KILN_MAX_TACTICS], nt = 0;
+        for (int i = 0; i < KILN_MAX_TACTICS && cb->tactics[i]; i++) tactics[nt++] = cb->tactics[i];
+        if (!nt) tactics[nt++] = 0;
+        for (int e = 0; e < n && !rc; e++) {
+            kiln_io_format io = exp[e];
+            io.n = nio;
+            int ok = 1;
+            for (int p = 0; p < nio && ok; p++) {
+                int t = pos_tensor(L, p);
+                if (t < 0) {
+                    io.dtype[p] = KILN_DTYPE_UNDEFINED;
+                    io.format[p] = KILN_FORMAT_LINEAR;
+                    continue;
+                }
+                ok = dtype_ok(b, &b->t[t], io.dtype[p]) && format_ok(&b->t[t], io.format[p], 3);
+            }
+            for (int k = 0; k < nt && ok && !rc; k++) rc = cand_add(cl, &io, tactics[k]);
+        }
+    }
+    kiln__free(exp);
+    return rc;
+}
+
+typedef struct penum {
+    builder *b;
+    const bl *L;
+    kiln_io_format io;
+    kiln_io_format *found;
+    int nfound, max;
+} penum;
+
+static void plugin_dfs(penum *e, int p) {
+    if (e->nfound >= e->max) return;
+    const bl *L = e->L;
+    if (p == L->nin + L->nout) {
+        e->found[e->nfound++] = e->io;
+        return;
+    }
+    int ti = pos_tensor(L, p);
+    if (ti < 0) {
+        e->io.dtype[p] = KILN_DTYPE_UNDEFINED;
+        e->io.format[p] = KILN_FORMAT_LINEAR;
+        plugin_dfs(e, p + 1);
+        return;
+    }
+    const bt *t = &e->b->t[ti];
+    kiln_dtype dts[2] = {t->dtype, KILN_DTYPE_F16};
+    int ndt = dtype_ok(e->b, t, KILN_DTYPE_F16) && t->dtype != KILN_DTYPE_F16 ? 2 : 1;
+    const kiln_plugin_vtable *vt = L->op->vt;
+    for (int i = 0; i < ndt; i++)
+        for (int f = 0; f < KILN_FORMAT_COUNT_; f++) {
+            if (!format_ok(t, (kiln_format)f, 4) || (f != KILN_FORMAT_LINEAR && t->ndim != 4)) continue;
+            e->io.dtype[p] = dts[i];
+            e->io.format[p] = (kiln_format)f;
+            int yes = vt->supports_format ? vt->supports_format(L->state, p, &e->io) == 1
+                                          : (i == 0 && f == KILN_FORMAT_LINEAR);
+            if (yes) plugin_dfs(e, p + 1);
+        }
+}
+
+static int plugin_candidates(builder *b, int li, cand_list *cl) {
+    const bl *L = &b->l[li];
+    const kiln_plugin_vtable *vt = L->op->vt;
+    penum e = {.b = b, .L = L, .max = 64};
+    e.io.n = L->nin + L->nout;
+    e.found = kiln__malloc((size_t)e.max * sizeof *e.found);
+    if (!e.found) return kiln__err(KILN_ENOMEM, "build: out of memory");
+    plugin_dfs(&e, 0);
+    int rc = 0;
+    for (int i = 0; i < e.nfound && !rc; i++) {
+        int tactics[KILN_MAX_TACTICS], nt = 0;
+        if (vt->configure) {
+            kiln_desc din[KILN_MAX_IO], dout[KILN_MAX_IO];
+            for (int k = 0; k < L->nin; k++) kiln__b_desc(b, L->in[k], &din[k]);
+            for (int k = 0; k < L->nout; k++) kiln__b_desc(b, L->out[k], &dout[k]);
+            rc = vt->configure(L->state, &e.found[i], din, L->nin, dout, L->nout);
+            if (rc) {
+                kiln__log(KILN_LOG_VERBOSE, "layer '%s': configure rejected a combination: %s", L->name, kiln_errmsg());
+                rc = 0;
+                continue;
+            }
+        }
+        if (vt->valid_tactics) nt = vt->valid_tactics(L->state, tactics, KILN_MAX_TACTICS);
+        if (nt <= 0) {
+            nt = 1;
+            tactics[0] = 0;
+        }
+        if (nt > KILN_MAX_TACTICS) nt = KILN_MAX_TACTICS;
+        for (int k = 0; k < nt && !rc; k++) rc = cand_add(cl, &e.found[i], tactics[k]);
+    }
+    kiln__free(e.found);
+    return rc;
+}
+
+static int enum_candidates(builder *b, int li, cand_list *cl) {
+    const bl *L = &b->l[li];
+    int rc;
+    if (L->op->quick) {
+        if (!L->op->quick->formats) {
+            kiln_io_format io;
+            logical_io(b, L, &io);
+            return cand_add(cl, &io, 0);
+        }
+        rc = quick_candidates(b, li, cl);
+    } else {
+        rc = plugin_candidates(b, li, cl);
+    }
+    if (rc) return rc;
+    if (cl->n == 0) {
+        char desc[512] = "";
+        for (int p = 0; p < L->nin + L->nout; p++) {
+            int t = pos_tensor(L, p);
+            char one[64];
+            snprintf(one, sizeof one, "%s%s", p ? "," : "", t >= 0 ? kiln__b_dtype_upper(b->t[t].dtype) : "-");
+            strncat(desc, one, sizeof desc - strlen(desc) - 1);
+        }
+        return kiln__err(KILN_EUNSUPPORTED,
+                         "layer '%s' (%s::%s v%d): no type/format combination of the op accepts "
+                         "the tensors' types [%s] (FP16 %s)",
+                         L->name, L->op->ns, L->op->name, L->op->version, desc,
+                         (b->cfg->flags & KILN_BUILD_FP16) ? "allowed" : "not allowed");
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------ timing */
+
+static void io_text(const kiln_io_format *io, char *buf, size_t size) {
+    size_t n = 0;
+    buf[0] = 0;
+    n += (size_t)snprintf(buf + n, size - n, "[");
+    for (int p = 0; p < io->n && n < size; p++)
+        n += (size_t)snprintf(buf + n, size - n, "%s%s", p ? "," : "", kiln__b_dtype_upper(io->dtype[p]));
+    int same = 1;
+    for (int p = 1; p < io->n; p++)
+        if (io->format[p] != io->format[0]) same = 0;
+    if (n >= size) return;
+    if (same) {
+        snprintf(buf + n, size - n, "] %s", kiln_format_name(io->n ? io->format[0] : KILN_FORMAT_LINEAR));
+        return;
+    }
+    n += (size_t)snprintf(buf + n, size - n, "] [");
+    for (int p = 0; p < io->n && n < size; p++)
+        n += (size_t)snprintf(buf + n, size - n, "%s%s", p ? "," : "", kiln_format_name(io->format[p]));
+    if (n < size) snprintf(buf + n, size - n, "]");
+}
+
+static uint64_t fnv_bytes(uint64_t h, const void *p, size_t n) {
+    const uint8_t *s = p;
+    for (size_t i = 0; i < n; i++) h = (h ^ s[i]) * 1099511628211ull;
+    return h;
+}
+
+static uint64_t hash_value(const kiln_attr_value *v) {
+    uint64_t h = 1469598103934665603ull;
+    h = fnv_bytes(h, &v->present, sizeof v->present);
+    h = fnv_bytes(h, &v->type, sizeof v->type);
+    switch (v->type) {
+    case KILN_ATTR_INT: case KILN_ATTR_BOOL: h = fnv_bytes(h, &v->i, sizeof v->i); break;
+    case KILN_ATTR_FLOAT: h = fnv_bytes(h, &v->f, sizeof v->f); break;
+    case KILN_ATTR_STRING: case KILN_ATTR_BYTES: if (v->s) h = fnv_bytes(h, v->s, v->len); break;
+    case KILN_ATTR_ARRAY: case KILN_ATTR_TENSOR:
+        h = fnv_bytes(h, &v->elem, sizeof v->elem);
+        h = fnv_bytes(h, &v->count, sizeof v->count);
+        if (v->data) h = fnv_bytes(h, v->data, (size_t)v->count * kiln_dtype_size(v->elem));
+        if (v->type == KILN_ATTR_TENSOR) h = fnv_bytes(h, v->dims, sizeof v->dims[0] * (size_t)v->ndim);
+        break;
+    default: break;
+    }
+    return h;
+}
+
+/* Text that, with op identity and IO, says what makes two instances time differently. */
+static void timing_id(builder *b, const bl *L, char *buf, size_t size) {
+    const kiln__op *op = L->op;
+    buf[0] = 0;
+    if (!op->quick) {
+        if (op->vt->timing_id && op->vt->timing_id(L->state, buf, size) == 0) {
+            for (char *c = buf; *c; c++)
+                if (*c == '\n' || *c == '\r') *c = ' ';
+            return;
+        }
+        uint8_t *blob = NULL;
+        size_t n = 0;
+        if (kiln__op_serialize(op, L->state, &blob, &n) == 0)
+            snprintf(buf, size, "blob:%016llx", (unsigned long long)fnv_bytes(1469598103934665603ull, blob, n));
+        kiln__free(blob);
+        return;
+    }
+    (void)b;
+    const kiln__attrset *a = L->attrs;
+    const char *want = op->quick->timing_id;
+    size_t n = 0;
+    for (int i = 0; i < a->count && n < size; i++) {
+        const char *nm = a->defs[i].name;
+        if (want) {
+            /* comma-separated list of names */
+            size_t len = strlen(nm);
+            const char *p = want;
+            int found = 0;
+            while (*p) {
+                while (*p == ' ' || *p == ',') p++;
+                const char *q = p;
+                while (*q && *q != ',' && *q != ' ') q++;
+                if ((size_t)(q - p) == len && strncmp(p, nm, len) == 0) found = 1;
+                p = q;
+            }
+            if (!found) continue;
+        }
+        n += (size_t)snprintf(buf + n, size - n, "%s%s=%016llx", n ? ";" : "", nm,
+                              (unsigned long long)hash_value(&a->v[i]));
+    }
+}
+
+static void fill_random(builder *b, void *data, kiln_dtype dt, uint64_t n) {
+    for (uint64_t i = 0; i < n; i++) {
+        uint64_t r = kiln__b_rand(b);
+        double f = (double)(r >> 11) / (double)(1ull << 53) * 2.0 - 1.0;
+        int64_t iv = (int64_t)(r >> 63);
+        switch (dt) {
+        case KILN_DTYPE_F32: ((float *)data)[i] = (float)f; break;
+        case KILN_DTYPE_F64: ((double *)data)[i] = f; break;
+        case KILN_DTYPE_F16: ((uint16_t *)data)[i] = kiln_f32_to_f16((float)f); break;
+        case KILN_DTYPE_BF16: ((uint16_t *)data)[i] = kiln_f32_to_bf16((float)f); break;
+        case KILN_DTYPE_I64: ((int64_t *)data)[i] = iv; break;
+        case KILN_DTYPE_I32: ((int32_t *)data)[i] = (int32_t)iv; break;
+        case KILN_DTYPE_U32: ((uint32_t *)data)[i] = (uint32_t)iv; break;
+        case KILN_DTYPE_U64: ((uint64_t *)data)[i] = (uint64_t)iv; break;
+        case KILN_DTYPE_I16: case KILN_DTYPE_U16: ((int16_t *)data)[i] = (int16_t)iv; break;
+        default: ((uint8_t *)data)[i] = (uint8_t)iv; break;
+        }
+    }
+}
+
+typedef struct timing_bufs {
+    kiln_tensor in[KILN_MAX_IO], out[KILN_MAX_IO];
+    void *mem[2 * KILN_MAX_IO];
+    int nmem;
+} timing_bufs;
+
+static void bufs_free(timing_bufs *t) {
+    for (int i = 0; i < t->nmem; i++) kiln__aligned_free(t->mem[i]);
+    t->nmem = 0;
+}
+
+/* Tensors for a run of layer li with `io` at opt shapes; *shape_text gets
+ * the dims for the cache key. */
+static int bufs_make(builder *b, int li, const kiln_io_format *io, timing_bufs *tb, char *shape_text,
+                     size_t size) {
+    const bl *L = &b->l[li];
+    memset(tb, 0, sizeof *tb);
+    size_t sn = 0;
+    shape_text[0] = 0;
+    for (int p = 0; p < L->nin + L->nout; p++) {
+        int ti = pos_tensor(L, p);
+        int is_in = p < L->nin;
+        kiln_tensor *kt = is_in ? &tb->in[p] : &tb->out[p - L->nin];
+        if (ti < 0) {
+            sn += (size_t)snprintf(shape_text + sn, size > sn ? size - sn : 0, "%s-", p ? "," : "");
+            continue;
+        }
+        const bt *t = &b->t[ti];
+        kt->dtype = io->dtype[p];
+        kt->format = io->format[p];
+        kt->device = KILN_DEVICE_CPU;
+        kt->ndim = t->ndim;
+        sn += (size_t)snprintf(shape_text + sn, size > sn ? size - sn : 0, "%s[", p ? "," : "");
+        for (int d = 0; d < t->ndim; d++) {
+            int rc = kiln__b_eval(b, t->dims[d], BE_OPT, is_in ? -1 : li, &kt->dims[d]);
+            if (rc) return rc;
+            sn += (size_t)snprintf(shape_text + sn, size > sn ? size - sn : 0, "%s%lld", d ? "x" : "",
+                                   (long long)kt->dims[d]);
+        }
+        sn += (size_t)snprintf(shape_text + sn, size > sn ? size - sn : 0, "]");
+        kiln__b_strides(kt);
+        uint64_t bytes = kiln__tensor_bytes(kt->dtype, kt->format, kt->ndim, kt->dims);
+        void *m = kiln__aligned_alloc(bytes ? bytes : 64);
+        if (!m) return kiln__err(KILN_ENOMEM, "timing: out of memory for %llu bytes", (unsigned long long)bytes);
+        tb->mem[tb->nmem++] = m;
+        kt->data = m;
+        uint64_t n = bytes / kiln_dtype_size(kt->dtype);
+        if (!is_in) {
+            memset(m, 0, bytes);
+            continue;
+        }
+        if (t->kind == BT_CONST && t->data && kt->dtype == t->pdtype && kt->format == t->pfmt && bytes == t->bytes) {
+            memcpy(m, t->data, bytes);
+            continue;
+        }
+        fill_random(b, m, kt->dtype, n);
+        /* Shape-like integer tensors get their values at opt, so index and
+         * reshape kernels see sensible data. */
+        if (t->nvalues >= 0 && (uint64_t)t->nvalues == n && kt->dtype == t->dtype) {
+            for (int i = 0; i < t->nvalues; i++) {
+                int64_t v;
+                if (kiln__b_eval(b, t->values[i], BE_OPT, -1, &v)) break;
+                switch (kt->dtype) {
+                case KILN_DTYPE_I64: ((int64_t *)m)[i] = v; break;
+                case KILN_DTYPE_I32: ((int32_t *)m)[i] = (int32_t)v; break;
+                default: break;
+                }
+            }
+        }
+    }
+    return 0;
+}
+
+/* Time of one candidate (cache or measurement).  *ok = 0 when it failed. */
+static int time_candidate(builder *b, int li, const kiln_io_format *io, int tactic, double *ms, int *ok,
+                          int log_it) {
+    const bl *L = &b->l[li];
+    char ids[1024], shapes[1024], key[3072], iot[512];
+    timing_bufs tb;
+    *ok = 0;
+    int rc = bufs_make(b, li, io, &tb, shapes, sizeof shapes);
+    if (rc) {
+        bufs_free(&tb);
+        return rc;
+    }
+    timing_id(b, L, ids, sizeof ids);
+    io_text(io, iot, sizeof iot);
+    snprintf(key, sizeof key, "%s::%s v%d|%s|%s|id=%s|tactic=%d", L->op->ns, L->op->name, L->op->version, iot,
+             shapes, ids, tactic);
+    for (char *c = key; *c; c++)
+        if (*c == '\n' || *c == '\r') *c = ' ';
+    int from_build = 0;
+    if (kiln__tcache_get(b->tc, key, ms, &from_build)) {
+        bufs_free(&tb);
+        b->st->cache_hits++;
+        if (from_build) b->st->cache_dedup++;
+        *ok = *ms >= 0;
+        if (log_it)
+            kiln__log(KILN_LOG_VERBOSE, "timing layer '%s' (%s::%s v%d) %s tactic %d: %.4f ms (%s)", L->name,
+                      L->op->ns, L->op->name, L->op->version, iot, tactic, *ms,
+                      from_build ? "identical instance already timed" : "timing cache");
+        return 0;
+    }
+    rc = kiln__b_run(b, li, io, tactic, tb.in, tb.out, b->cfg->reps, ms);
+    bufs_free(&tb);
+    b->st->timed++;
+    if (rc) {
+        kiln__log(KILN_LOG_VERBOSE, "timing layer '%s' (%s::%s v%d) %s tactic %d: failed: %s", L->name, L->op->ns,
+                  L->op->name, L->op->version, iot, tactic, kiln_errmsg());
+        *ms = -1;
+        kiln__tcache_put(b->tc, key, -1.0);
+        return 0;
+    }
+    *ok = 1;
+    if (log_it)
+        kiln__log(KILN_LOG_VERBOSE, "timing layer '%s' (%s::%s v%d) %s tactic %d: %.4f ms", L->name, L->op->ns,
+                  L->op->name, L->op->version, iot, tactic, *ms);
+    return kiln__tcache_put(b->tc, key, *ms);
+}
+
+/* A timing-only reformat layer (never emitted). */
+static int rf_timer(builder *b) {
+    static const char nm[] = "(reformat timing)";
+    for (int i = 0; i < b->nl; i++)
+        if (b->l[i].is_reformat && b->l[i].dead == 2) return i;
+    int li = kiln__b_new_layer(b, nm, b->reformat_op, 1, 1);
+    if (li < 0) return li;
+    bl *L = &b->l[li];
+    L->dead = 2;
+    L->is_reformat = 1;
+    L->has_own = 1;
+    int rc = kiln__attrset_init(&L->own, b->reformat_op);
+    if (rc) return rc;
+    L->attrs = &L->own;
+    kiln_attrs view = kiln__attrset_view(L->attrs);
+    rc = kiln__op_create(b->reformat_op, &view, &L->state);
+    return rc ? rc : li;
+}
+
+static int reformat_cost(builder *b, int t, kiln_dtype dt, kiln_format fmt, double *ms) {
+    const bt *x = &b->t[t];
+    *ms = 0;
+    if (x->pdtype == dt && x->pfmt == fmt) return 0;
+    if (x->kind == BT_CONST) return 0; /* converted once, at build time */
+    int li = rf_timer(b);
+    if (li < 0) return li;
+    bl *L = &b->l[li];
+    L->in[0] = t;
+    L->out[0] = t;
+    kiln_io_format io = {.n = 2};
+    io.dtype[0] = x->pdtype;
+    io.format[0] = x->pfmt;
+    io.dtype[1] = dt;
+    io.format[1] = fmt;
+    int ok;
+    int rc = time_candidate(b, li, &io, 0, ms, &ok, 0);
+    if (!rc && !ok) *ms = 1e9;
+    return rc;
+}
+
+int kiln__b_select(builder *b) {
+    for (int i = 0; i < b->nt; i++) {
+        bt *t = &b->t[i];
+        if (t->pdtype == KILN_DTYPE_UNDEFINED) {
+            t->pdtype = t->dtype;
+            t->pfmt = KILN_FORMAT_LINEAR;
+        }
+    }
+    int rc = rf_timer(b); /* created up front: adding a layer may move b->l */
+    if (rc < 0) return rc;
+    rc = 0;
+    int total = 0, done = 0;
+    for (int li = 0; li < b->nl; li++) total += !b->l[li].dead;
+    int progress = (b->cfg->flags & KILN_BUILD_PROGRESS) && isatty(2);
+    int no_timing = (b->cfg->flags & KILN_BUILD_NO_TIMING) != 0;
+    cand_list cl = {0};
+    for (int li = 0; li < b->nl && !rc; li++) {
+        if (b->l[li].dead) continue;
+        cl.n = 0;
+        rc = enum_candidates(b, li, &cl);
+        if (rc) break;
+        b->st->candidates += cl.n;
+        int best = 0;
+        double best_cost = 0, best_ms = 0;
+        if (cl.n > 1 && !no_timing) {
+            best = -1;
+            for (int k = 0; k < cl.n && !rc; k++) {
+                double ms;
+                int ok;
+                rc = time_candidate(b, li, &cl.c[k].io, cl.c[k].tactic, &ms, &ok, 1);
+                if (rc || !ok) continue;
+                double cost = ms;
+                const bl *L = &b->l[li];
+                for (int p = 0; p < L->nin && !rc; p++) {
+                    if (L->in[p] < 0) continue;
+                    double rms;
+                    rc = reformat_cost(b, L->in[p], cl.c[k].io.dtype[p], cl.c[k].io.format[p], &rms);
+                    cost += rms;
+                }
+                /* Network outputs must end in their logical type, LINEAR. */
+                for (int o = 0; o < L->nout && !rc; o++) {
+                    const bt *t = &b->t[L->out[o]];
+                    kiln_io_format *io = &cl.c[k].io;
+                    if (t->is_output && (io->dtype[L->nin + o] != t->dtype || io->format[L->nin + o] != KILN_FORMAT_LINEAR))
+                        cost += ms * 0.05; /* a reformat follows; exact time unknown before the choice */
+                }
+                if (best < 0 || cost < best_cost) {
+                    best = k;
+                    best_cost = cost;
+                    best_ms = ms;
+                }
+            }
+            if (rc) break;
+            if (best < 0) {
+                const bl *L = &b->l[li];
+                rc = kiln__err(KILN_EKERNEL, "layer '%s' (%s::%s v%d): all %d candidates failed when timed; last error: %s",
+                               L->name, L->op->ns, L->op->name, L->op->version, cl.n, kiln_errmsg());
+                break;
+            }
+            char iot[512];
+            io_text(&cl.c[best].io, iot, sizeof iot);
+            kiln__log(KILN_LOG_VERBOSE, "layer '%s' (%s::%s v%d): chose %s tactic %d (%.4f ms, cost %.4f ms, %d candidates)",
+                      b->l[li].name, b->l[li].op->ns, b->l[li].op->name, b->l[li].op->version, iot,
+                      cl.c[best].tactic, best_ms, best_cost, cl.n);
+            b->l[li].timed = 1;
+        }
+        bl *L = &b->l[li];
+        L->io = cl.c[best].io;
+        L->tactic = cl.c[best].tactic;
+        L->ms = best_ms;
+        for (int o = 0; o < L->nout; o++) {
+            bt *t = &b->t[L->out[o]];
+            t->pdtype = L->io.dtype[L->nin + o];
+            t->pfmt = L->io.format[L->nin + o];
+        }
+        done++;
+        if (progress) fprintf(stderr, "\r[%d/%d] layers", done, total);
+    }
+    if (progress) fprintf(stderr, "\n");
+    kiln__free(cl.c);
+    return rc;
+}
