@@ -53,6 +53,7 @@ struct kiln_context {
     kiln__pool *pool;
     kiln_exec exec;
     int64_t *vals;              /* nnodes */
+    int64_t *vals_up;           /* nnodes: size symbols at their upper bounds */
     uint8_t *dep;               /* per node: 1 = depends on a size symbol, 2 = value symbol */
     int has_value, has_size;
     int32_t *input_of;          /* per tensor: input index or -1 */
@@ -146,6 +147,7 @@ KILN_API int kiln_context_create(const kiln_engine *e, int threads, kiln_context
     size_t nn = (size_t)e->nnodes, nt = (size_t)e->ntensors, nl = (size_t)e->nlayers;
     size_t ni = (size_t)e->ninputs, no = (size_t)e->noutputs;
     c->vals = kiln__calloc(nn + 1, sizeof *c->vals);
+    c->vals_up = kiln__calloc(nn + 1, sizeof *c->vals_up);
     c->dep = kiln__calloc(nn + 1, 1);
     c->input_of = kiln__calloc(nt + 1, sizeof *c->input_of);
     c->output_of = kiln__calloc(nt + 1, sizeof *c->output_of);
@@ -174,7 +176,7 @@ KILN_API int kiln_context_create(const kiln_engine *e, int threads, kiln_context
     c->nviews = nv;
     c->views = kiln__calloc((size_t)nv + 1, sizeof *c->views);
     c->view_t = kiln__calloc((size_t)nv + 1, sizeof *c->view_t);
-    if (!c->vals || !c->dep || !c->input_of || !c->output_of || !c->root || !c->group_out ||
+    if (!c->vals || !c->vals_up || !c->dep || !c->input_of || !c->output_of || !c->root || !c->group_out ||
         !c->tdep || !c->in_dims || !c->in_set || !c->bind || !c->bind_bytes || !c->tptr ||
         !c->tbytes || !c->talloc || !c->size_val || !c->owned || !c->owned_cap || !c->L ||
         !c->prof_ms || !c->mp_sizes || !c->mp_offs || !c->mp_first || !c->mp_last || !c->mp_t ||
@@ -294,7 +296,7 @@ KILN_API void kiln_context_free(kiln_context *c) {
         for (int32_t i = 0; i < e->noutputs; i++) kiln__aligned_free(c->owned[i]);
     kiln__aligned_free(c->arena);
     kiln__aligned_free(c->ws);
-    void *arrs[] = {c->vals,     c->dep,      c->input_of,  c->output_of, c->root,
+    void *arrs[] = {c->vals, c->vals_up,     c->dep,      c->input_of,  c->output_of, c->root,
                     c->group_out, c->tdep,    c->in_dims,   c->in_set,    c->bind,
                     c->bind_bytes, c->tptr,   c->tbytes,    c->talloc,    c->size_val,
                     c->owned,    c->owned_cap, c->L,        c->prof_ms,   c->mp_sizes,
@@ -330,10 +332,11 @@ static int read_value(kiln_context *c, int32_t t, int32_t elem, int64_t *v) {
     return 0;
 }
 
-/* One forward pass over the shape program. */
-static int evaluate(kiln_context *c) {
+/* One forward pass over the shape program into V.  upper_mode: size
+ * symbols take their upper bound (from c->vals, evaluated before), which
+ * bounds the dims that use them. */
+static int eval_nodes(kiln_context *c, int64_t *V, int upper_mode) {
     const kiln_engine *e = c->e;
-    int64_t *V = c->vals;
     for (int32_t i = 0; i < e->nnodes; i++) {
         const kiln__enode *x = &e->nodes[i];
         int64_t a = 0, b = 0, r = 0;
@@ -348,7 +351,8 @@ static int evaluate(kiln_context *c) {
             if (x->symkind == KILN__SYM_INPUT_DIM) {
                 r = c->in_dims[c->input_of[x->a]][x->b];
             } else if (x->symkind == KILN__SYM_SIZE) {
-                r = c->size_val[x->a];
+                int32_t up = e->tensors[x->a].upper;
+                r = !upper_mode ? c->size_val[x->a] : up >= 0 ? c->vals[up] : 0;
             } else {
                 int rc = read_value(c, x->a, x->b, &r);
                 if (rc) return rc;
@@ -388,6 +392,8 @@ static int evaluate(kiln_context *c) {
     return 0;
 }
 
+static int evaluate(kiln_context *c) { return eval_nodes(c, c->vals, 0); }
+
 /* Bytes of a tensor with these dims (blocked layouts pad C). */
 static int dims_bytes(const kiln__etensor *t, const int64_t *dims, uint64_t *out) {
     uint64_t n = kiln_dtype_size((kiln_dtype)t->dtype);
@@ -417,10 +423,13 @@ static int tensor_capacity(const kiln_context *c, int32_t t, uint64_t *out) {
         *out = 8;
         return 0;
     }
+    if (c->tdep[t] && et->upper < 0) {
+        /* dims at the size symbols' upper bounds */
+        int64_t dims[KILN_MAX_DIMS];
+        for (int d = 0; d < et->ndim; d++) dims[d] = c->vals_up[et->dims[d]];
+        return dims_bytes(et, dims, out);
+    }
     if (c->tdep[t]) {
-        if (et->upper < 0)
-            return kiln__err(KILN_EFORMAT,
-                             "tensor '%s' has data-dependent dims and no upper bound", et->name);
         int64_t up = c->vals[et->upper];
         uint64_t es = kiln_dtype_size((kiln_dtype)et->dtype);
         if (up < 0 || (uint64_t)up > ((uint64_t)1 << 48) / es)
@@ -499,6 +508,7 @@ static int plan(kiln_context *c) {
     const kiln_engine *e = c->e;
     uint64_t slack = c->debug ? CANARY : 0;
     int rc;
+    if (c->has_size && (rc = eval_nodes(c, c->vals_up, 1))) return rc;
     for (int32_t t = 0; t < e->ntensors; t++) {
         if ((rc = tensor_capacity(c, t, &c->tbytes[t]))) return rc;
         c->talloc[t] = c->tbytes[t] + slack;
@@ -731,6 +741,10 @@ KILN_API int kiln_context_output_capacity(const kiln_context *cc, const char *na
     if (t < 0) return no_such_io(c, name);
     if (c->dirty) {
         int rc = evaluate(c);
+        if (rc) return rc;
+    }
+    if (c->has_size) {
+        int rc = eval_nodes(c, c->vals_up, 1);
         if (rc) return rc;
     }
     uint64_t b = 0;
