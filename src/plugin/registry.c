@@ -71,6 +71,22 @@ int kiln__registry_in_libkiln(const void *addr) {
     return self && base == self;
 }
 
+/* Whether addr lives in another copy of libkiln (e.g. libkiln.so pulled in
+ * by a plugin library into a program that links libkiln statically): that
+ * image defines kiln_register_quick_op itself.  Its built-in ops are the
+ * same as ours, so they are treated as built-ins and duplicates skipped. */
+static int in_libkiln_copy(const void *addr) {
+    Dl_info info;
+    if (!dladdr(addr, &info) || !info.dli_fname || !info.dli_fname[0]) return 0;
+    void *h = dlopen(info.dli_fname, RTLD_NOLOAD | RTLD_LAZY);
+    if (!h) return 0;
+    void *sym = dlsym(h, "kiln_register_quick_op");
+    Dl_info si;
+    int same = sym && dladdr(sym, &si) && si.dli_fbase == info.dli_fbase;
+    dlclose(h);
+    return same;
+}
+
 static const char *lib_label(const kiln__op *op) { return op->library ? op->library : "libkiln (built in)"; }
 
 /* ---------------------------------------------------------------- lookup */
@@ -285,7 +301,8 @@ static int do_register(const void *def, const char *ns, const char *name, int ve
                          "op %s::%s v%d: inputs %d..%d, outputs %d; expected 0 <= min_inputs <= max_inputs, "
                          "num_outputs >= 1, max_inputs + num_outputs <= %d",
                          ns, name, version, min_in, max_in, nout, KILN_MAX_IO);
-    int builtin = kiln__registry_in_libkiln(def);
+    int builtin = kiln__registry_in_libkiln(def), copy = 0;
+    if (!builtin) builtin = copy = in_libkiln_copy(def);
     if (kiln__registry_ns_reserved(ns) && !builtin)
         return kiln__err(KILN_EINVAL,
                          "op %s::%s v%d: namespace \"%s\" is reserved for kiln's built-in ops; use your own "
@@ -333,7 +350,7 @@ static int do_register(const void *def, const char *ns, const char *name, int ve
     if (old) {
         int same = (q && old->quick == q) || (p && old->plugin == p);
         pthread_mutex_unlock(&g_mu);
-        if (same) {
+        if (same || (copy && old->builtin)) {
             op_free(o);
             return 0; /* the same definition again: nothing to do */
         }
