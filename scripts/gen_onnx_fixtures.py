@@ -49,7 +49,7 @@ save(model(g), "dynamic.onnx")
 # unsupported: two unknown nodes in two domains (one inside an If branch)
 then_g = helper.make_graph([helper.make_node("Bar", ["x"], ["b"], name="bar_in_then", domain="acme")],
                            "then", [], [helper.make_tensor_value_info("b", F, [2])])
-else_g = helper.make_graph([helper.make_node("Identity", ["x"], ["e"], name="id_else")],
+else_g = helper.make_graph([helper.make_node("Relu", ["x"], ["e"], name="relu_else")],
                            "else", [], [helper.make_tensor_value_info("e", F, [2])])
 g = helper.make_graph(
     [helper.make_node("FooOp", ["x"], ["f"], name="foo1"),
@@ -107,7 +107,7 @@ save(if_model(None, True, "if_runtime"), "if_runtime.onnx")
 # If using an outer value computed by a layer (not a constant): extra input.
 then_g = helper.make_graph([helper.make_node("Add", ["xr", "xr"], ["ta"], name="then_add")],
                            "then", [], [helper.make_tensor_value_info("ta", F, [2, 3])])
-else_g = helper.make_graph([helper.make_node("Identity", ["xr"], ["eb"], name="else_id")],
+else_g = helper.make_graph([helper.make_node("Relu", ["xr"], ["eb"], name="else_relu")],
                            "else", [], [helper.make_tensor_value_info("eb", F, [2, 3])])
 g = helper.make_graph(
     [helper.make_node("Relu", ["x"], ["xr"], name="relu_outer"),
@@ -156,9 +156,9 @@ def tsave(t, name):
         f.write(t.SerializeToString())
 
 
-tsave(helper.make_tensor("f16", TensorProto.FLOAT16, [2, 2],
-                         np.array([1.5, -2.0, 0.25, 65504], np.float16).view(np.uint16).astype(np.int32).tolist()),
-      "t_f16.pb")
+t = TensorProto(); t.name = "f16"; t.data_type = TensorProto.FLOAT16; t.dims.extend([2, 2])
+t.int32_data.extend(np.array([1.5, -2.0, 0.25, 65504], np.float16).view(np.uint16).astype(np.int32).tolist())
+tsave(t, "t_f16.pb")  # int32_data holds the f16 bit patterns
 tsave(helper.make_tensor("b", TensorProto.BOOL, [3], [1, 0, 1]), "t_bool.pb")
 tsave(helper.make_tensor("i8", TensorProto.INT8, [4], [-128, -1, 0, 127]), "t_i8.pb")
 tsave(helper.make_tensor("u16", TensorProto.UINT16, [2], [0, 65535]), "t_u16.pb")

@@ -842,10 +842,18 @@ static int import_graph(imp *im, const Onnx__GraphProto *g, const scope *parent,
     }
     for (int i = 0; i < pad_out && !rc; i++) {
         /* Unused outputs so the subgraph has as many outputs as its layer. */
-        char pn[128];
+        /* Produced by a layer (a copy of a scalar constant), so that the
+         * builder binds it like any other layer output. */
+        char pc[128], pn[128];
         float zero = 0;
+        snprintf(pc, sizeof pc, "kiln.pad_const%d#%d", i, im->layer_seq);
         snprintf(pn, sizeof pn, "kiln.pad_out%d#%d", i, im->layer_seq++);
-        rc = kiln_network_add_constant(net, pn, KILN_DTYPE_F32, 0, NULL, &zero);
+        rc = kiln_network_add_constant(net, pc, KILN_DTYPE_F32, 0, NULL, &zero);
+        if (rc) break;
+        const char *pin[1] = {pc}, *pout[1] = {pn};
+        kiln_layer *pl = kiln_network_add_layer(net, "kiln::reformat", 1, NULL, 1, pin, 1, pout);
+        if (!pl) { rc = kiln__err_prefix(KILN_EINTERNAL, "padding subgraph outputs"); break; }
+        rc = kiln_layer_set_int(pl, "to_dtype", KILN_DTYPE_F32);
         if (!rc) rc = kiln_network_mark_output(net, pn);
     }
     strset_free(&inits);
