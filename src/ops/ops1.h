@@ -145,6 +145,11 @@ void kiln__ops1_bc_row(const kiln__ops1_bc *b, int64_t r, int64_t *off);
 /* Run fn over [0, n) directly when small, else split on the pool. */
 void kiln__ops1_par(kiln_exec *e, int64_t n, int64_t grain, kiln_range_fn fn, void *ud);
 
+/* dst (contiguous, dims[nd]) = src elements at sum(idx[i] * st[i]) (element
+ * strides, may be negative or 0); es = element size.  Threads when large. */
+void kiln__ops1_strided_copy(kiln_exec *e, void *dst, const void *src, size_t es, int nd,
+                             const int64_t *dims, const int64_t *st);
+
 /* Row-major contiguous strides check of a kernel tensor. */
 int kiln__ops1_contig(const kiln_tensor *t);
 

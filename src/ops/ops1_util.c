@@ -321,3 +321,79 @@ int kiln__ops1_contig(const kiln_tensor *t) {
     }
     return 1;
 }
+
+/* ---- strided copy ------------------------------------------------------------ */
+
+typedef struct scopy_job {
+    char *dst;
+    const char *src;
+    size_t es;
+    int nd;
+    int64_t dims[KILN_MAX_DIMS], st[KILN_MAX_DIMS];
+} scopy_job;
+
+#define SCOPY_LOOP(T)                                                         \
+    do {                                                                      \
+        T *d_ = (T *)d;                                                       \
+        const T *s_ = (const T *)s;                                           \
+        for (int64_t i = 0; i < n; i++) d_[i] = s_[i * is];                   \
+    } while (0)
+
+static void scopy_rows(void *ud, int64_t r0, int64_t r1) {
+    const scopy_job *j = ud;
+    int nd = j->nd;
+    int64_t n = j->dims[nd - 1], is = j->st[nd - 1];
+    for (int64_t r = r0; r < r1; r++) {
+        int64_t off = 0, rem = r;
+        for (int i = nd - 2; i >= 0 && rem > 0; i--) {
+            off += (rem % j->dims[i]) * j->st[i];
+            rem /= j->dims[i];
+        }
+        char *d = j->dst + r * n * j->es;
+        const char *s = j->src + off * (int64_t)j->es;
+        if (is == 1) {
+            memcpy(d, s, (size_t)n * j->es);
+            continue;
+        }
+        switch (j->es) {
+        case 1: SCOPY_LOOP(uint8_t); break;
+        case 2: SCOPY_LOOP(uint16_t); break;
+        case 4: SCOPY_LOOP(uint32_t); break;
+        case 8: SCOPY_LOOP(uint64_t); break;
+        default:
+            for (int64_t i = 0; i < n; i++) memcpy(d + i * j->es, s + i * is * j->es, j->es);
+        }
+    }
+}
+
+void kiln__ops1_strided_copy(kiln_exec *e, void *dst, const void *src, size_t es, int nd,
+                             const int64_t *dims, const int64_t *st) {
+    scopy_job j;
+    j.dst = dst;
+    j.src = src;
+    j.es = es;
+    int64_t total = 1;
+    int n = 0;
+    for (int i = 0; i < nd; i++) {
+        total *= dims[i];
+        if (dims[i] == 1) continue;
+        if (n > 0 && j.st[n - 1] == st[i] * dims[i]) {
+            j.dims[n - 1] *= dims[i];
+            j.st[n - 1] = st[i];
+            continue;
+        }
+        j.dims[n] = dims[i];
+        j.st[n] = st[i];
+        n++;
+    }
+    if (total == 0) return;
+    if (n == 0) {
+        j.dims[0] = 1;
+        j.st[0] = 1;
+        n = 1;
+    }
+    j.nd = n;
+    int64_t rows = total / j.dims[n - 1], inner = j.dims[n - 1];
+    if (total < 65536) scopy_rows(&j, 0, rows);
+    else kiln__ops1_par(e, rows, inner >= 16384 ? 1 : 16384 / inner, scopy_rows, &j);
+}
