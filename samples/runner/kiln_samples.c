@@ -349,7 +349,7 @@ int main(int argc, char **argv) {
     opts o;
     if (parse_args(argc, argv, &o)) return usage(stderr);
     kiln_log_set(o.verbose ? KILN_LOG_VERBOSE : KILN_LOG_WARN, NULL, NULL);
-    lib l;
+    lib l = {0};
     if (load_lib(&l)) return 1;
     kiln_samples_counters *cnt = l.counters();
     int is_circ = !strcmp(o.name, "circ_pad");
@@ -398,6 +398,8 @@ int main(int argc, char **argv) {
     void *out[4] = {0};
     uint64_t seed = o.seed;
     int failed = 0;
+    size_t saved_out_bytes = 0;
+    float *saved_out = NULL;
     if (nin > 4 || nout > 4) {
         fprintf(stderr, "kiln-samples: unexpected engine IO (%d inputs, %d outputs)\n", nin, nout);
         failed = 1;
@@ -422,8 +424,6 @@ int main(int argc, char **argv) {
         }
     }
     /* Load mode: the saved run's inputs, so outputs can be compared bit for bit. */
-    size_t saved_out_bytes = 0;
-    float *saved_out = NULL;
     if (o.load && nin == 2) {
         kiln_io_info info;
         kiln_engine_io(eng, nin, &info);
