@@ -113,10 +113,12 @@ static void run_check(const kiln_engine *e, int64_t n, uint64_t seed, float *out
 }
 
 static char g_dir[256];
+static void rm_tmpdir(void) { rmdir(g_dir); }
 static const char *tmpdir(void) {
     if (!g_dir[0]) {
         snprintf(g_dir, sizeof g_dir, "%s/engine_file_XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
         ASSERT(mkdtemp(g_dir) != NULL);
+        atexit(rm_tmpdir);
     }
     return g_dir;
 }
@@ -312,9 +314,66 @@ TEST_IMPL(missing_plugin) {
     kiln_engine_free(e);
 }
 
-TEST_IMPL(cleanup) {
-    rmdir(tmpdir());
+/* An engine using a plugin library, loaded in a process that did not load
+ * the library: the error names the op, its version and the library. */
+TEST_IMPL(missing_sample_plugin) {
+    if (access(KILN_SAMPLES_LIB, R_OK) != 0) {
+        fprintf(stderr, "   skipped: %s not built\n", KILN_SAMPLES_LIB);
+        return;
+    }
+    ASSERT_OK(kiln_registry_load_library(KILN_SAMPLES_LIB));
+    kiln_network *net = kiln_network_create();
+    int64_t dims[1] = {6};
+    ASSERT_OK(kiln_network_add_input(net, "a", KILN_DTYPE_F32, 1, dims, NULL));
+    ASSERT_OK(kiln_network_add_input(net, "b", KILN_DTYPE_F32, 1, dims, NULL));
+    const char *in[] = {"a", "b"}, *out[] = {"c"};
+    ASSERT(kiln_network_add_layer(net, "sample::elemwise_add", 1, "add1", 2, in, 1, out));
+    ASSERT_OK(kiln_network_mark_output(net, "c"));
+    kiln_build_config *cfg = kiln_build_config_create();
+    kiln_build_config_set_flags(cfg, KILN_BUILD_NO_TIMING);
+    kiln_engine *e = NULL;
+    ASSERT_OK(kiln_build(net, cfg, &e, NULL));
+    kiln_build_config_free(cfg);
+    kiln_network_free(net);
+    char path[400], cmd[1200], log[450];
+    snprintf(path, sizeof path, "%s/sample.kiln", tmpdir());
+    snprintf(log, sizeof log, "%s/child.log", tmpdir());
+    ASSERT_OK(kiln_engine_save(e, path));
+    kiln_engine_free(e);
+    /* in this process the plugin is loaded: the engine loads */
+    ASSERT_OK(kiln_engine_load(path, &e));
+    kiln_engine_free(e);
+    char self[300];
+    ssize_t k = readlink("/proc/self/exe", self, sizeof self - 1);
+    ASSERT(k > 0);
+    self[k] = 0;
+    snprintf(cmd, sizeof cmd, "KILN_TEST_ENGINE='%s' '%s' child_load > '%s' 2>&1", path, self, log);
+    ASSERT_EQ(system(cmd), 0);
+    FILE *f = fopen(log, "r");
+    ASSERT(f);
+    char text[4096];
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    text[n] = 0;
+    fclose(f);
+    char want[600];
+    snprintf(want, sizeof want,
+             "engine needs plugin sample::elemwise_add version 1 (built with %s", KILN_SAMPLES_LIB);
+    ASSERT_CONTAINS(text, want);
+    ASSERT_CONTAINS(text, "load it with --plugins or kiln_registry_load_library");
+    fprintf(stderr, "   child said: %s", text);
+    unlink(path);
+    unlink(log);
+}
+
+/* Run by missing_sample_plugin in a child process (a no-op otherwise). */
+TEST_IMPL(child_load) {
+    const char *path = getenv("KILN_TEST_ENGINE");
+    if (!path) return;
+    kiln_engine *e = NULL;
+    ASSERT_EQ(kiln_engine_load(path, &e), KILN_EPLUGIN);
+    fprintf(stderr, "%s\n", kiln_errmsg());
 }
 
 TEST_LIST(TEST_ENTRY(save_load_roundtrip), TEST_ENTRY(memory_roundtrip), TEST_ENTRY(save_is_atomic),
-          TEST_ENTRY(inspect), TEST_ENTRY(missing_plugin), TEST_ENTRY(cleanup))
+          TEST_ENTRY(inspect), TEST_ENTRY(missing_plugin),
+          TEST_ENTRY(missing_sample_plugin), TEST_ENTRY(child_load))

@@ -118,11 +118,11 @@ int kiln__engine_prepare(kiln_engine *e) {
         char have[256];
         have[0] = 0;
         kiln__registry_versions(l->op_ns, l->op_name, have, sizeof have);
-        int n = snprintf(msg + len, sizeof msg - len,
-                         "%s%s::%s version %d (layer '%s'%s%s%s%s%s)", nmissing ? "; " : "",
-                         l->op_ns, l->op_name, (int)l->op_version, l->name,
-                         lib ? ", built with " : "", lib ? lib : "",
-                         have[0] ? ", registered versions: " : "", have[0] ? have : "", "");
+        if (!strcmp(have, "none") || !strcmp(have, "(none)")) have[0] = 0;
+        int n = snprintf(msg + len, sizeof msg - len, "%s%s::%s version %d (%s%s%slayer '%s'%s%s)",
+                         nmissing ? "; " : "", l->op_ns, l->op_name, (int)l->op_version,
+                         lib ? "built with " : "", lib ? lib : "", lib ? "; " : "", l->name,
+                         have[0] ? "; registered versions: " : "", have[0] ? have : "");
         if (n > 0) len += (size_t)n < sizeof msg - len ? (size_t)n : sizeof msg - len - 1;
         nmissing++;
     }
