@@ -724,6 +724,14 @@ static int import_node(imp *im, const Onnx__NodeProto *n, const scope *sc, int d
         rc = set_attr(im, l, op, lb, a, sc, lead, nlead, extras, nextra, &copy, depth);
         im->pad_out = 0;
     }
+    /* Ops with more outputs than the node (Split: a fixed maximum) learn
+     * the node's count from `num_outputs` when their schema has it. */
+    if (!rc && nout > (int)n->n_output && !find_attr(n, "num_outputs"))
+        for (int i = 0; i < op->nattrs; i++)
+            if (!strcmp(op->attr_defs[i].name, "num_outputs") && op->attr_defs[i].type == KILN_ATTR_INT) {
+                rc = kiln_layer_set_int(l, "num_outputs", (int64_t)n->n_output);
+                if (rc) rc = kiln__err_prefix(rc, "%s", lb);
+            }
 done:
     if (rc > 0) rc = KILN_ENOMEM;
     for (int i = 0; i < ngen; i++) kiln__free(gen[i]);
