@@ -134,11 +134,13 @@ static int reshape_shape(kiln_shape_ctx *c) {
         return kiln_set_error(KILN_ESHAPE, "Reshape: shape has %d elements, at most %d supported", n,
                               KILN_MAX_DIMS);
     int allowzero = (int)kiln_attrs_int(c->attrs, "allowzero");
-    const kiln_expr *d[KILN_MAX_DIMS];
-    int infer = -1;
-    const kiln_expr *known = kiln_expr_const(c->x, 1);
+    kiln_exprs *X = c->x;
+    const kiln_expr *d[KILN_MAX_DIMS], *neg[KILN_MAX_DIMS];
+    int infer = -1, nsym = 0;
+    const kiln_expr *known = kiln_expr_const(X, 1);
     for (int i = 0; i < n; i++) {
         int64_t k;
+        neg[i] = NULL;
         if (kiln_expr_is_const(v[i], &k)) {
             if (k == -1) {
                 if (infer >= 0)
@@ -159,22 +161,34 @@ static int reshape_shape(kiln_shape_ctx *c) {
             } else {
                 d[i] = v[i];
             }
+            known = kiln_expr_mul(X, known, d[i]);
         } else {
+            /* a value known only at run time (e.g. a shape input): it may
+             * still be 0 (copy) or -1 (infer), so select on it */
             d[i] = v[i];
+            if (!allowzero && i < x->ndim)
+                d[i] = kiln_expr_select(X, kiln_expr_eq(X, v[i], kiln_expr_const(X, 0)), x->dims[i], v[i]);
+            neg[i] = kiln_expr_eq(X, v[i], kiln_expr_const(X, -1));
+            known = kiln_expr_mul(X, known, kiln_expr_select(X, neg[i], kiln_expr_const(X, 1), d[i]));
+            nsym++;
         }
-        known = kiln_expr_mul(c->x, known, d[i]);
     }
-    const kiln_expr *total = numel_expr(c->x, x);
+    const kiln_expr *total = numel_expr(X, x);
     if (infer >= 0) {
         int64_t kv;
         if (kiln_expr_is_const(known, &kv) && kv == 0)
             return kiln_set_error(KILN_ESHAPE, "Reshape: cannot infer -1 with a zero dim in shape");
-        d[infer] = kiln_expr_floordiv(c->x, total, known);
+        d[infer] = kiln_expr_floordiv(X, total, kiln_expr_max(X, known, kiln_expr_const(X, 1)));
     } else {
         int64_t a, b;
         if (kiln_expr_is_const(total, &a) && kiln_expr_is_const(known, &b) && a != b)
             return kiln_set_error(KILN_ESHAPE, "Reshape: input has %lld elements, shape asks for %lld",
                                   (long long)a, (long long)b);
+    }
+    if (nsym) {
+        const kiln_expr *inf = kiln_expr_floordiv(X, total, kiln_expr_max(X, known, kiln_expr_const(X, 1)));
+        for (int i = 0; i < n; i++)
+            if (neg[i]) d[i] = kiln_expr_select(X, neg[i], inf, d[i]);
     }
     set_dims(&c->out[0], x->dtype, n, d);
     copy_values(c, 0, 0);
@@ -348,6 +362,9 @@ static int dropout_shape(kiln_shape_ctx *c) {
     return kiln_shape_alias(c, 0, 0);
 }
 static int dropout_impl(const kiln_call *c) {
+    if (kiln__ops1_call_has_in(c, 2) && kiln__ops1_get_i64(c->in[2].data, c->in[2].dtype, 0))
+        return kiln_set_error(KILN_EUNSUPPORTED,
+                              "Dropout: training_mode = true is not supported (inference only)");
     copy_impl(c);
     if (c->nout > 1 && c->out[1].data) memset(c->out[1].data, 1, (size_t)kiln_tensor_numel(&c->out[1]));
     return 0;
