@@ -547,7 +547,50 @@ TEST_IMPL(concurrent_contexts) {
     kiln_engine_free(e);
 }
 
+/* A chain of 100 tiny layers: correct, and the per-layer cost of a
+ * steady-state run is printed (informational: no timing-based verdict). */
+TEST_IMPL(chain_of_100) {
+    kiln_network *net = kiln_network_create();
+    int64_t dims[1] = {4};
+    ASSERT_OK(kiln_network_add_input(net, "t0", KILN_DTYPE_F32, 1, dims, NULL));
+    char names[101][16];
+    for (int i = 0; i <= 100; i++) snprintf(names[i], sizeof names[i], "t%d", i);
+    for (int i = 0; i < 100; i++) {
+        const char *in[] = {names[i]}, *out[] = {names[i + 1]};
+        ASSERT(kiln_network_add_layer(net, i % 2 ? "test::relu" : "test::inc_inplace", 1, NULL, 1,
+                                      in, 1, out));
+    }
+    ASSERT_OK(kiln_network_mark_output(net, "t100"));
+    kiln_build_config *cfg = kiln_build_config_create();
+    kiln_build_config_set_flags(cfg, KILN_BUILD_NO_TIMING);
+    kiln_engine *e = NULL;
+    ASSERT_OK(kiln_build(net, cfg, &e, NULL));
+    kiln_build_config_free(cfg);
+    kiln_network_free(net);
+    kiln_context *ctx;
+    ASSERT_OK(kiln_context_create(e, 1, &ctx));
+    float x[4], y[4];
+    uint64_t s = 21;
+    fill(x, 4, &s);
+    ASSERT_OK(kiln_context_bind(ctx, "t0", x, sizeof x));
+    ASSERT_OK(kiln_context_bind(ctx, "t100", y, sizeof y));
+    ASSERT_OK(kiln_context_run(ctx));
+    for (int j = 0; j < 4; j++) {
+        float v = x[j];
+        for (int i = 0; i < 100; i++) v = i % 2 ? (v > 0 ? v : 0) : v + 1.0f;
+        ASSERT(y[j] == v);
+    }
+    const int reps = 2000;
+    double t0 = kiln__now_ms();
+    for (int r = 0; r < reps; r++) ASSERT_OK(kiln_context_run(ctx));
+    double us = (kiln__now_ms() - t0) * 1000.0 / reps / e->nlayers;
+    fprintf(stderr, "   %d layers: %.3f us per layer per run (steady state)\n", (int)e->nlayers, us);
+    kiln_context_free(ctx);
+    kiln_engine_free(e);
+}
+
 TEST_LIST(TEST_ENTRY(chain_dynamic_shapes), TEST_ENTRY(context_owned_output),
           TEST_ENTRY(binding_errors), TEST_ENTRY(profile_violation),
           TEST_ENTRY(inplace_really_in_place), TEST_ENTRY(data_dependent_shape),
-          TEST_ENTRY(debug_mode), TEST_ENTRY(profiling), TEST_ENTRY(concurrent_contexts))
+          TEST_ENTRY(debug_mode), TEST_ENTRY(profiling), TEST_ENTRY(concurrent_contexts),
+          TEST_ENTRY(chain_of_100))
