@@ -131,6 +131,25 @@ static const kiln_quick_op buggy_op = {.ns = "test", .name = "buggy", .version =
                                        .impl = buggy_impl};
 KILN_OP(buggy_op)
 
+/* shape i64 [2] -> y f32 [shape[0], shape[1]], y[i] = i * 0.5 (dims from input values) */
+static int ramp_shape(kiln_shape_ctx *c) {
+    if (c->in[0].nvalues != 2) return kiln_set_error(KILN_ESHAPE, "ramp: shape values unknown");
+    c->out[0].dtype = KILN_DTYPE_F32;
+    c->out[0].ndim = 2;
+    c->out[0].dims[0] = c->in[0].values[0];
+    c->out[0].dims[1] = c->in[0].values[1];
+    return 0;
+}
+static int ramp_impl(const kiln_call *c) {
+    float *y = c->out[0].data;
+    for (int64_t i = 0, n = kiln_tensor_numel(&c->out[0]); i < n; i++) y[i] = (float)i * 0.5f;
+    return 0;
+}
+static const kiln_quick_op ramp_op = {.ns = "test", .name = "ramp", .version = 1,
+                                      .min_inputs = 1, .max_inputs = 1, .num_outputs = 1,
+                                      .shape = ramp_shape, .impl = ramp_impl};
+KILN_OP(ramp_op)
+
 /* ------------------------------------------------------------ networks */
 
 #define C 8
@@ -547,6 +566,40 @@ TEST_IMPL(concurrent_contexts) {
     kiln_engine_free(e);
 }
 
+/* Output dims given by the values of an integer input (value symbols). */
+TEST_IMPL(value_symbols) {
+    kiln_network *net = kiln_network_create();
+    int64_t dims[1] = {2};
+    ASSERT_OK(kiln_network_add_input(net, "shape", KILN_DTYPE_I64, 1, dims, NULL));
+    const char *in[] = {"shape"}, *out[] = {"y"};
+    ASSERT(kiln_network_add_layer(net, "test::ramp", 1, "ramp1", 1, in, 1, out));
+    ASSERT_OK(kiln_network_mark_output(net, "y"));
+    kiln_build_config *cfg = kiln_build_config_create();
+    kiln_build_config_set_flags(cfg, KILN_BUILD_NO_TIMING);
+    kiln_engine *e = NULL;
+    ASSERT_OK(kiln_build(net, cfg, &e, NULL));
+    kiln_build_config_free(cfg);
+    kiln_network_free(net);
+    kiln_context *ctx;
+    ASSERT_OK(kiln_context_create(e, 1, &ctx));
+    const int64_t cases[][2] = {{3, 5}, {2, 7}, {1, 1}, {4, 4}};
+    for (int k = 0; k < 4; k++) {
+        int64_t shape[2] = {cases[k][0], cases[k][1]};
+        ASSERT_OK(kiln_context_bind(ctx, "shape", shape, sizeof shape));
+        ASSERT_OK(kiln_context_run(ctx));
+        int nd;
+        int64_t d[KILN_MAX_DIMS];
+        ASSERT_OK(kiln_context_shape(ctx, "y", &nd, d));
+        ASSERT_EQ(nd, 2);
+        ASSERT_EQ(d[0], shape[0]);
+        ASSERT_EQ(d[1], shape[1]);
+        const float *y = kiln_context_output(ctx, "y");
+        for (int64_t i = 0; i < shape[0] * shape[1]; i++) ASSERT(y[i] == (float)i * 0.5f);
+    }
+    kiln_context_free(ctx);
+    kiln_engine_free(e);
+}
+
 /* A chain of 100 tiny layers: correct, and the per-layer cost of a
  * steady-state run is printed (informational: no timing-based verdict). */
 TEST_IMPL(chain_of_100) {
@@ -593,4 +646,4 @@ TEST_LIST(TEST_ENTRY(chain_dynamic_shapes), TEST_ENTRY(context_owned_output),
           TEST_ENTRY(binding_errors), TEST_ENTRY(profile_violation),
           TEST_ENTRY(inplace_really_in_place), TEST_ENTRY(data_dependent_shape),
           TEST_ENTRY(debug_mode), TEST_ENTRY(profiling), TEST_ENTRY(concurrent_contexts),
-          TEST_ENTRY(chain_of_100))
+          TEST_ENTRY(value_symbols), TEST_ENTRY(chain_of_100))
