@@ -1,0 +1,194 @@
+/* test_threadpool.c — the CPU pool and kiln_exec_* helpers. */
+#include "kiln_int.h"
+#include "test.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+typedef struct cover {
+    _Atomic int *hits;
+    int64_t n;
+    int64_t grain;
+    _Atomic int bad;
+} cover;
+
+static void cover_range(void *ud, int64_t b, int64_t e) {
+    cover *c = ud;
+    if (b < 0 || e > c->n || b >= e) atomic_store(&c->bad, 1);
+    /* chunks are at least `grain` long unless the whole range is shorter */
+    if (e - b < c->grain && !(b == 0 && e == c->n)) atomic_store(&c->bad, 2);
+    for (int64_t i = b; i < e; i++) atomic_fetch_add(&c->hits[i], 1);
+}
+
+TEST_IMPL(parallel_for_cover) {
+    int threads_list[] = {1, 2, 3, 4, 8};
+    int64_t ns[] = {1, 2, 3, 7, 64, 100, 1000, 4097};
+    int64_t grains[] = {1, 3, 16, 1000};
+    for (size_t ti = 0; ti < sizeof threads_list / sizeof *threads_list; ti++) {
+        kiln__pool *p = kiln__pool_create(threads_list[ti]);
+        ASSERT(p);
+        ASSERT_EQ(kiln__pool_threads(p), threads_list[ti]);
+        kiln_exec e = {KILN_DEVICE_CPU, p, NULL, 0};
+        ASSERT_EQ(kiln_exec_threads(&e), threads_list[ti]);
+        ASSERT_EQ(kiln_exec_device(&e), KILN_DEVICE_CPU);
+        ASSERT(kiln_exec_stream(&e) == NULL);
+        for (size_t ni = 0; ni < sizeof ns / sizeof *ns; ni++)
+            for (size_t gi = 0; gi < sizeof grains / sizeof *grains; gi++) {
+                int64_t n = ns[ni];
+                cover c = {calloc((size_t)n, sizeof(_Atomic int)), n, grains[gi], 0};
+                kiln_exec_parallel_for(&e, n, grains[gi], cover_range, &c);
+                ASSERT_EQ(atomic_load(&c.bad), 0);
+                for (int64_t i = 0; i < n; i++)
+                    if (atomic_load(&c.hits[i]) != 1)
+                        TEST__FAIL("threads %d n %lld grain %lld: index %lld hit %d times", threads_list[ti],
+                                   (long long)n, (long long)grains[gi], (long long)i, atomic_load(&c.hits[i]));
+                free(c.hits);
+            }
+        kiln__pool_free(p);
+    }
+}
+
+typedef struct tasks {
+    _Atomic int seen[64];
+    _Atomic int nth_seen;
+    _Atomic int calls;
+} tasks;
+
+static void task_fn(void *ud, int ith, int nth) {
+    tasks *t = ud;
+    atomic_fetch_add(&t->seen[ith], 1);
+    atomic_store(&t->nth_seen, nth);
+    atomic_fetch_add(&t->calls, 1);
+}
+
+TEST_IMPL(parallel_tasks) {
+    kiln__pool *p = kiln__pool_create(4);
+    kiln_exec e = {KILN_DEVICE_CPU, p, NULL, 0};
+    for (int rep = 0; rep < 2000; rep++) {
+        int n_tasks = 1 + rep % 7;
+        tasks t;
+        memset(&t, 0, sizeof t);
+        kiln_exec_parallel(&e, n_tasks, task_fn, &t);
+        int nth = n_tasks < 4 ? n_tasks : 4;
+        ASSERT_EQ(atomic_load(&t.calls), nth);
+        ASSERT_EQ(atomic_load(&t.nth_seen), nth);
+        for (int i = 0; i < nth; i++) ASSERT_EQ(atomic_load(&t.seen[i]), 1);
+    }
+    kiln_exec_parallel(&e, 0, task_fn, NULL); /* nothing to do */
+    kiln__pool_free(p);
+}
+
+typedef struct nested {
+    kiln_exec *e;
+    _Atomic int64_t sum;
+    pthread_t outer_thread[8];
+    _Atomic int inner_other_thread;
+} nested;
+
+static void inner_range(void *ud, int64_t b, int64_t e) {
+    nested *n = ud;
+    for (int64_t i = b; i < e; i++) atomic_fetch_add(&n->sum, i);
+}
+
+static void inner_task(void *ud, int ith, int nth) {
+    (void)ith;
+    (void)nth;
+    nested *n = ud;
+    atomic_fetch_add(&n->sum, 1000000);
+}
+
+static void outer_task(void *ud, int ith, int nth) {
+    nested *n = ud;
+    (void)nth;
+    pthread_t self = pthread_self();
+    n->outer_thread[ith] = self;
+    /* nested calls run serially on this thread */
+    kiln_exec_parallel_for(n->e, 100, 1, inner_range, n);
+    kiln_exec_parallel(n->e, 5, inner_task, n);
+}
+
+TEST_IMPL(nested_serial) {
+    kiln__pool *p = kiln__pool_create(3);
+    kiln_exec e = {KILN_DEVICE_CPU, p, NULL, 0};
+    for (int rep = 0; rep < 200; rep++) {
+        nested n;
+        memset(&n, 0, sizeof n);
+        n.e = &e;
+        kiln_exec_parallel(&e, 3, outer_task, &n);
+        /* 3 outer tasks x (sum 0..99 + one serial inner task) */
+        ASSERT_EQ(atomic_load(&n.sum), 3 * (4950 + 1000000));
+    }
+    kiln__pool_free(p);
+}
+
+static void record_thread(void *ud, int ith, int nth) {
+    (void)ith;
+    (void)nth;
+    *(pthread_t *)ud = pthread_self();
+}
+static void record_range(void *ud, int64_t b, int64_t e) {
+    (void)b;
+    (void)e;
+    *(pthread_t *)ud = pthread_self();
+}
+
+TEST_IMPL(single_thread_inline) {
+    /* threads == 1 (or no pool): everything runs on the caller's thread */
+    kiln__pool *p = kiln__pool_create(1);
+    kiln_exec e = {KILN_DEVICE_CPU, p, NULL, 0};
+    pthread_t who;
+    kiln_exec_parallel(&e, 8, record_thread, &who);
+    ASSERT(pthread_equal(who, pthread_self()));
+    kiln_exec_parallel_for(&e, 1000, 1, record_range, &who);
+    ASSERT(pthread_equal(who, pthread_self()));
+    kiln__pool_free(p);
+    kiln_exec none = {KILN_DEVICE_CPU, NULL, NULL, 0};
+    ASSERT_EQ(kiln_exec_threads(&none), 1);
+    kiln_exec_parallel(&none, 4, record_thread, &who);
+    ASSERT(pthread_equal(who, pthread_self()));
+    /* one task on a multi-thread pool also runs inline */
+    p = kiln__pool_create(4);
+    e.pool = p;
+    kiln_exec_parallel(&e, 1, record_thread, &who);
+    ASSERT(pthread_equal(who, pthread_self()));
+    kiln__pool_free(p);
+    ASSERT(kiln__cpu_count() >= 1);
+}
+
+/* Two pools used from two threads at once, and one pool from two threads
+ * (the second dispatcher runs inline). */
+typedef struct shared_use {
+    kiln__pool *p;
+    int64_t total;
+} shared_use;
+
+static void add_task(void *ud, int ith, int nth) {
+    (void)nth;
+    atomic_fetch_add((_Atomic int64_t *)ud, ith + 1);
+}
+
+static void *hammer(void *arg) {
+    shared_use *s = arg;
+    for (int i = 0; i < 3000; i++) {
+        _Atomic int64_t acc = 0;
+        kiln__pool_run(s->p, 3, add_task, &acc);
+        s->total += atomic_load(&acc);
+    }
+    return NULL;
+}
+
+TEST_IMPL(concurrent_dispatch) {
+    kiln__pool *p = kiln__pool_create(3);
+    shared_use a = {p, 0}, b = {p, 0};
+    pthread_t t1, t2;
+    pthread_create(&t1, NULL, hammer, &a);
+    pthread_create(&t2, NULL, hammer, &b);
+    pthread_join(t1, NULL);
+    pthread_join(t2, NULL);
+    ASSERT_EQ(a.total, 3000 * 6);
+    ASSERT_EQ(b.total, 3000 * 6);
+    kiln__pool_free(p);
+}
+
+TEST_LIST(TEST_ENTRY(parallel_for_cover), TEST_ENTRY(parallel_tasks), TEST_ENTRY(nested_serial),
+          TEST_ENTRY(single_thread_inline), TEST_ENTRY(concurrent_dispatch))
