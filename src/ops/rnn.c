@@ -101,7 +101,7 @@ static int read_acts(const kiln_attrs *a, int cell, int ndir, act *acts) {
     int64_t nal = kiln_attrs_floats(a, "activation_alpha", &al);
     int64_t nbe = kiln_attrs_floats(a, "activation_beta", &be);
     const char *p = v->s;
-    int i = 0;
+    int i = 0, ia = 0, ib = 0;
     while (*p) {
         const char *e = strchr(p, ',');
         size_t len = e ? (size_t)(e - p) : strlen(p);
@@ -115,9 +115,15 @@ static int read_acts(const kiln_attrs *a, int cell, int ndir, act *acts) {
         int found = 0;
         for (size_t j = 0; j < sizeof g_acts / sizeof g_acts[0]; j++)
             if (lower_eq(name, g_acts[j].name)) {
-                acts[i].kind = g_acts[j].kind;
-                acts[i].alpha = nal > i ? al[i] : g_acts[j].alpha;
-                acts[i].beta = nbe > i ? be[i] : g_acts[j].beta;
+                /* alpha/beta lists are consumed in order by the
+                 * activations that take them */
+                int k = g_acts[j].kind;
+                int has_a = k == A_AFFINE || k == A_LEAKYRELU || k == A_THRESHOLDEDRELU ||
+                            k == A_SCALEDTANH || k == A_HARDSIGMOID || k == A_ELU;
+                int has_b = k == A_AFFINE || k == A_SCALEDTANH || k == A_HARDSIGMOID;
+                acts[i].kind = k;
+                acts[i].alpha = has_a && nal > ia ? al[ia++] : g_acts[j].alpha;
+                acts[i].beta = has_b && nbe > ib ? be[ib++] : g_acts[j].beta;
                 found = 1;
             }
         if (!found) return kiln_set_error(KILN_EATTR, "activations: unknown activation '%s'", name);
