@@ -44,3 +44,8 @@ if(TARGET kiln-samples AND TARGET kiln_samples_ops)
   add_test(NAME sample_unknown_name COMMAND bash ${CMAKE_SOURCE_DIR}/scripts/expect_fail.sh
            "unknown sample network 'nope'" ${KS} nope)
 endif()
+
+if(TARGET kiln-samples)
+  add_test(NAME sample_option_mismatch COMMAND bash ${CMAKE_SOURCE_DIR}/scripts/expect_fail.sh
+           "--autotune \\(elemwise_add\\) does not apply to sample 'chain100'" $<TARGET_FILE:kiln-samples> chain100 --autotune)
+endif()

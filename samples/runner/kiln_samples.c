@@ -271,6 +271,18 @@ static int parse_args(int argc, char **argv, opts *o) {
         fprintf(stderr, "kiln-samples: expected a sample name\n");
         return -1;
     }
+    /* Options that do not apply to the sample are mistakes: say so. */
+    int circ = !strcmp(o->name, "circ_pad");
+    const char *bad = o->autotune && strcmp(o->name, "elemwise_add") ? "--autotune (elemwise_add)"
+                      : (o->multi_tactic || o->per_format || o->pads) && !circ
+                          ? "--multi-tactic/--per-format-tactics/--pads (circ_pad)"
+                      : (o->save || o->load) && !circ ? "--save-engine/--load-engine (circ_pad)"
+                      : o->shape && !circ && strcmp(o->name, "non_zero") ? "--shape (circ_pad, non_zero)"
+                      : NULL;
+    if (bad) {
+        fprintf(stderr, "kiln-samples: %s does not apply to sample '%s'\n", bad, o->name);
+        return -1;
+    }
     if (o->seed == 0) o->seed = 1;
     return 0;
 }
@@ -353,10 +365,6 @@ int main(int argc, char **argv) {
     if (load_lib(&l)) return 1;
     kiln_samples_counters *cnt = l.counters();
     int is_circ = !strcmp(o.name, "circ_pad");
-    if ((o.save || o.load) && !is_circ) {
-        fprintf(stderr, "kiln-samples: --save-engine/--load-engine are for circ_pad\n");
-        return 2;
-    }
     char engine_path[1024], io_path[1024];
     snprintf(engine_path, sizeof engine_path, "%s/%s.kiln", o.artifacts, o.name);
     snprintf(io_path, sizeof io_path, "%s/%s.io", o.artifacts, o.name);
