@@ -83,8 +83,8 @@ static inline int64_t load_i(const void *p, kiln_dtype t, int64_t i) {
     }
 }
 
-/* Float -> integer: truncation toward zero (ONNX Cast), NaN -> 0, clamped to
- * the int64 range so the conversion is always defined. */
+/* Float -> integer: truncation toward zero (ONNX Cast), NaN -> 0, saturated
+ * to the target range so the conversion is always defined. */
 static inline int64_t f_to_i(double v) {
     if (v != v) return 0;
     if (v >= 9.2233720368547758e18) return INT64_MAX;
@@ -99,8 +99,16 @@ static inline void store_f(void *p, kiln_dtype t, int64_t i, double v) {
     case KILN_DTYPE_F16: ((uint16_t *)p)[i] = kiln_f32_to_f16((float)v); return;
     case KILN_DTYPE_BF16: ((uint16_t *)p)[i] = kiln_f32_to_bf16((float)v); return;
     case KILN_DTYPE_BOOL: ((uint8_t *)p)[i] = v != 0; return;
-#define RF_STOREF(e, ct) case e: ((ct *)p)[i] = (ct)f_to_i(v); return;
-        RF_INT_TYPES(RF_STOREF)
+#define RF_STOREF(e, ct, lo, hi)                                               \
+    case e: ((ct *)p)[i] = v != v ? 0 : v <= (double)(lo) ? (ct)(lo) : v >= (double)(hi) ? (ct)(hi) : (ct)v; return;
+        RF_STOREF(KILN_DTYPE_U8, uint8_t, 0, UINT8_MAX)
+        RF_STOREF(KILN_DTYPE_I8, int8_t, INT8_MIN, INT8_MAX)
+        RF_STOREF(KILN_DTYPE_U16, uint16_t, 0, UINT16_MAX)
+        RF_STOREF(KILN_DTYPE_I16, int16_t, INT16_MIN, INT16_MAX)
+        RF_STOREF(KILN_DTYPE_I32, int32_t, INT32_MIN, INT32_MAX)
+        RF_STOREF(KILN_DTYPE_U32, uint32_t, 0, UINT32_MAX)
+        case KILN_DTYPE_I64: ((int64_t *)p)[i] = f_to_i(v); return;
+        case KILN_DTYPE_U64: ((uint64_t *)p)[i] = v <= 0 || v != v ? 0 : v >= 1.8446744073709552e19 ? UINT64_MAX : (uint64_t)v; return;
 #undef RF_STOREF
     default: return;
     }

@@ -1,0 +1,784 @@
+/*
+ * test_build.c — the builder: attribute validation, op lookup errors,
+ * symbolic shapes with profiles, constant folding, FP16 candidate selection
+ * (verbose timing log), identical layers timed once, format conversion with
+ * kiln::reformat, in-place copies, sub-network inlining.
+ *
+ * The ops are defined here (namespace "test") against plugin.h only.
+ * Results are checked against naive references computed in the test.
+ */
+#include "kiln_int.h"
+#include "test.h"
+
+/* ------------------------------------------------------------ test ops */
+
+static int same_shape(kiln_shape_ctx *c) {
+    c->out[0] = c->in[0];
+    c->out[0].data = NULL;
+    c->out[0].nvalues = -1;
+    return 0;
+}
+
+static float load_f(const kiln_tensor *t, int64_t i) {
+    return t->dtype == KILN_DTYPE_F16 ? kiln_f16_to_f32(((const uint16_t *)t->data)[i])
+                                      : ((const float *)t->data)[i];
+}
+static void store_f(kiln_tensor *t, int64_t i, float v) {
+    if (t->dtype == KILN_DTYPE_F16) ((uint16_t *)t->data)[i] = kiln_f32_to_f16(v);
+    else ((float *)t->data)[i] = v;
+}
+
+/* y = a + b (same shapes), FP32 or FP16, tactics 1 and 2 compute the same. */
+static int g_add_calls;
+static int add_shape(kiln_shape_ctx *c) {
+    for (int d = 0; d < c->in[0].ndim; d++)
+        if (c->in[0].dims[d] != c->in[1].dims[d]) return kiln_set_error(KILN_ESHAPE, "add: shapes differ");
+    return same_shape(c);
+}
+static int add_impl(const kiln_call *c) {
+    g_add_calls++;
+    for (int64_t i = 0, n = kiln_tensor_numel(&c->out[0]); i < n; i++)
+        store_f(&c->out[0], i, load_f(&c->in[0], i) + load_f(&c->in[1], i));
+    return 0;
+}
+static const kiln_combo add16_formats[] = {{"FP32|FP16", NULL, {0}}, {NULL, NULL, {0}}};
+static const kiln_quick_op add16_op = {.ns = "test", .name = "add16", .version = 1, .min_inputs = 2,
+                                       .max_inputs = 2, .num_outputs = 1, .shape = add_shape,
+                                       .impl = add_impl, .formats = add16_formats};
+KILN_OP(add16_op)
+static const kiln_combo addt_formats[] = {{"FP32", NULL, {1, 2}}, {NULL, NULL, {0}}};
+static const kiln_quick_op addt_op = {.ns = "test", .name = "add_tactics", .version = 1, .min_inputs = 2,
+                                      .max_inputs = 2, .num_outputs = 1, .shape = add_shape,
+                                      .impl = add_impl, .formats = addt_formats};
+KILN_OP(addt_op)
+
+/* y = x * scale; attributes for validation tests. */
+static int scale_impl(const kiln_call *c) {
+    float s = (float)kiln_attrs_float(c->attrs, "scale");
+    for (int64_t i = 0, n = kiln_tensor_numel(&c->out[0]); i < n; i++)
+        ((float *)c->out[0].data)[i] = ((const float *)c->in[0].data)[i] * s;
+    return 0;
+}
+static const kiln_attr_def scale_attrs[] = {
+    {"scale", KILN_ATTR_FLOAT, 0, NULL, 1, "factor"},
+    {"mode", KILN_ATTR_STRING, 0, "plain", 0, "unused"},
+    {"kernel_shape", KILN_ATTR_ARRAY, KILN_DTYPE_I64, NULL, 0, "unused"},
+    {NULL, 0, 0, NULL, 0, NULL}};
+static const kiln_quick_op scale_op = {.ns = "test", .name = "scale", .version = 1, .min_inputs = 1,
+                                       .max_inputs = 1, .num_outputs = 1, .attrs = scale_attrs,
+                                       .shape = same_shape, .impl = scale_impl};
+KILN_OP(scale_op)
+
+/* Shape: x -> i64 [ndim] holding x's dims (symbolic values). */
+static int g_shape_calls;
+static int shape_shape(kiln_shape_ctx *c) {
+    c->out[0].dtype = KILN_DTYPE_I64;
+    c->out[0].ndim = 1;
+    c->out[0].dims[0] = kiln_expr_const(c->x, c->in[0].ndim);
+    c->out[0].nvalues = c->in[0].ndim;
+    for (int d = 0; d < c->in[0].ndim; d++) c->out[0].values[d] = c->in[0].dims[d];
+    return 0;
+}
+static int shape_impl(const kiln_call *c) {
+    g_shape_calls++;
+    for (int d = 0; d < c->in[0].ndim; d++) ((int64_t *)c->out[0].data)[d] = c->in[0].dims[d];
+    return 0;
+}
+static const kiln_quick_op shape_op = {.ns = "test", .name = "shape", .version = 1, .min_inputs = 1,
+                                       .max_inputs = 1, .num_outputs = 1, .shape = shape_shape,
+                                       .impl = shape_impl};
+KILN_OP(shape_op)
+
+/* Reverse an i64 vector (no symbolic values: forces folding by running). */
+static int g_rev_calls;
+static int rev_shape(kiln_shape_ctx *c) { return same_shape(c); }
+static int rev_impl(const kiln_call *c) {
+    g_rev_calls++;
+    int64_t n = kiln_tensor_numel(&c->in[0]);
+    for (int64_t i = 0; i < n; i++)
+        ((int64_t *)c->out[0].data)[i] = ((const int64_t *)c->in[0].data)[n - 1 - i];
+    return 0;
+}
+static const kiln_quick_op rev_op = {.ns = "test", .name = "reverse", .version = 1, .min_inputs = 1,
+                                     .max_inputs = 1, .num_outputs = 1, .shape = rev_shape,
+                                     .impl = rev_impl};
+KILN_OP(rev_op)
+
+/* Reshape: (x, shape i64) -> x's data with dims = shape values. */
+static int reshape_shape(kiln_shape_ctx *c) {
+    const kiln_desc *s = &c->in[1];
+    if (s->nvalues < 0 && !s->data) return kiln_set_error(KILN_ESHAPE, "reshape: shape not known at build");
+    int64_t n;
+    if (!kiln_expr_is_const(s->dims[0], &n)) return kiln_set_error(KILN_ESHAPE, "reshape: rank unknown");
+    c->out[0].dtype = c->in[0].dtype;
+    c->out[0].ndim = (int)n;
+    for (int i = 0; i < n; i++)
+        c->out[0].dims[i] = s->nvalues >= 0 ? s->values[i]
+                                            : kiln_expr_const(c->x, ((const int64_t *)s->data)[i]);
+    return 0;
+}
+static int reshape_impl(const kiln_call *c) {
+    memcpy(c->out[0].data, c->in[0].data,
+           (size_t)kiln_tensor_numel(&c->out[0]) * kiln_dtype_size(c->out[0].dtype));
+    return 0;
+}
+static const kiln_quick_op reshape_op = {.ns = "test", .name = "reshape", .version = 1, .min_inputs = 2,
+                                         .max_inputs = 2, .num_outputs = 1, .shape = reshape_shape,
+                                         .impl = reshape_impl};
+KILN_OP(reshape_op)
+
+/* y = 2x reading/writing NHWC (or NCHW8C) memory: only offered in that layout. */
+static int twice_impl(const kiln_call *c) {
+    const kiln_tensor *x = &c->in[0];
+    if (x->format != c->out[0].format) return kiln_set_error(KILN_EINVAL, "twice: formats differ");
+    int64_t n = 1;
+    for (int d = 0; d < x->ndim; d++) n *= d == 1 && x->format == KILN_FORMAT_NCHW8C ? (x->dims[1] + 7) / 8 * 8 : x->dims[d];
+    for (int64_t i = 0; i < n; i++) ((float *)c->out[0].data)[i] = 2.0f * ((const float *)x->data)[i];
+    return 0;
+}
+/* First element in memory must be x[0, 0, 0, 0]; the second is x[0, 1, 0, 0]
+ * in NHWC: record it so the test sees the layout really changed. */
+static float g_twice_second;
+static int twice_nhwc_impl(const kiln_call *c) {
+    if (c->in[0].format != KILN_FORMAT_NHWC) return kiln_set_error(KILN_EINVAL, "expected NHWC");
+    g_twice_second = ((const float *)c->in[0].data)[1];
+    return twice_impl(c);
+}
+static const kiln_combo nhwc_formats[] = {{"FP32", "NHWC", {0}}, {NULL, NULL, {0}}};
+static const kiln_quick_op twice_nhwc_op = {.ns = "test", .name = "twice_nhwc", .version = 1, .min_inputs = 1,
+                                            .max_inputs = 1, .num_outputs = 1, .shape = same_shape,
+                                            .impl = twice_nhwc_impl, .formats = nhwc_formats};
+KILN_OP(twice_nhwc_op)
+static const kiln_combo b8_formats[] = {{"FP32", "NCHW8C", {0}}, {NULL, NULL, {0}}};
+static const kiln_quick_op twice_b8_op = {.ns = "test", .name = "twice_b8", .version = 1, .min_inputs = 1,
+                                          .max_inputs = 1, .num_outputs = 1, .shape = same_shape,
+                                          .impl = twice_impl, .formats = b8_formats};
+KILN_OP(twice_b8_op)
+
+/* In place: y = x + 1 sharing x's buffer. */
+static void *g_inc_in, *g_inc_out;
+static int inc_shape(kiln_shape_ctx *c) {
+    same_shape(c);
+    return kiln_shape_alias(c, 0, 0);
+}
+static int inc_impl(const kiln_call *c) {
+    g_inc_in = c->in[0].data;
+    g_inc_out = c->out[0].data;
+    float *y = c->out[0].data;
+    const float *x = c->in[0].data;
+    for (int64_t i = 0, n = kiln_tensor_numel(&c->out[0]); i < n; i++) y[i] = x[i] + 1.0f;
+    return 0;
+}
+static const kiln_quick_op inc_op = {.ns = "test", .name = "inc", .version = 1, .min_inputs = 1,
+                                     .max_inputs = 1, .num_outputs = 1, .shape = inc_shape, .impl = inc_impl};
+KILN_OP(inc_op)
+
+/* If-like: inlines its "body" graph. */
+static int inline_shape(kiln_shape_ctx *c) {
+    const kiln_attr_value *g = kiln_attrs_get(c->attrs, "body");
+    if (!g || !g->present || !g->graph) return kiln_set_error(KILN_EATTR, "body missing");
+    return kiln_shape_inline(c, g->graph);
+}
+static int inline_impl(const kiln_call *c) {
+    (void)c;
+    return kiln_set_error(KILN_EINTERNAL, "inline op must never run");
+}
+static const kiln_attr_def inline_attrs[] = {{"body", KILN_ATTR_GRAPH, 0, NULL, 1, "sub-network"},
+                                             {NULL, 0, 0, NULL, 0, NULL}};
+static const kiln_quick_op inline_op = {.ns = "test", .name = "inline", .version = 1, .min_inputs = 1,
+                                        .max_inputs = 4, .num_outputs = 1, .attrs = inline_attrs,
+                                        .shape = inline_shape, .impl = inline_impl};
+KILN_OP(inline_op)
+
+/* ------------------------------------------------------------ helpers */
+
+static uint64_t g_seed = 0x1234567;
+
+static void rand_fill(float *x, int64_t n) {
+    for (int64_t i = 0; i < n; i++) x[i] = test_randf(&g_seed, -1.0f, 1.0f);
+}
+
+static void poison(void *p, size_t n) { memset(p, 0xA5, n); }
+
+typedef struct logbuf {
+    char text[1 << 16];
+    size_t n;
+} logbuf;
+static logbuf g_log;
+static void log_fn(void *ud, kiln_log_level level, const char *msg) {
+    (void)level;
+    logbuf *b = ud;
+    size_t len = strlen(msg);
+    if (b->n + len + 2 < sizeof b->text) {
+        memcpy(b->text + b->n, msg, len);
+        b->n += len;
+        b->text[b->n++] = '\n';
+        b->text[b->n] = 0;
+    }
+}
+static void log_capture(kiln_log_level lvl) {
+    g_log.n = 0;
+    g_log.text[0] = 0;
+    kiln_log_set(lvl, log_fn, &g_log);
+}
+static void log_restore(void) { kiln_log_set(KILN_LOG_WARN, NULL, NULL); }
+
+static kiln_build_config *quiet_cfg(void) {
+    kiln_build_config *cfg = kiln_build_config_create();
+    kiln_build_config_set_threads(cfg, 1);
+    kiln_build_config_set_timing_reps(cfg, 2);
+    return cfg;
+}
+
+/* Runs e with one f32 input and reads one f32 output into y. */
+static void run1(kiln_engine *e, const char *in, const float *x, int ndim, const int64_t *dims, const char *out,
+                 float *y, size_t ybytes) {
+    kiln_context *ctx;
+    ASSERT_OK(kiln_context_create(e, 1, &ctx));
+    ASSERT_OK(kiln_context_set_input_shape(ctx, in, ndim, dims));
+    int64_t n = 1;
+    for (int d = 0; d < ndim; d++) n *= dims[d];
+    ASSERT_OK(kiln_context_bind(ctx, in, (void *)x, (size_t)n * 4));
+    poison(y, ybytes);
+    ASSERT_OK(kiln_context_bind(ctx, out, y, ybytes));
+    ASSERT_OK(kiln_context_run(ctx));
+    kiln_context_free(ctx);
+}
+
+/* ------------------------------------------------------------ tests */
+
+TEST_IMPL(attr_errors) {
+    kiln_network *net = kiln_network_create();
+    int64_t dims[2] = {2, 3};
+    ASSERT_OK(kiln_network_add_input(net, "x", KILN_DTYPE_F32, 2, dims, NULL));
+    const char *in[] = {"x"}, *out[] = {"y"};
+    kiln_layer *l = kiln_network_add_layer(net, "test::scale", 1, "conv1", 1, in, 1, out);
+    ASSERT(l);
+    /* unknown attribute */
+    ASSERT_EQ(kiln_layer_set_int(l, "nonexistent", 3), KILN_EATTR);
+    ASSERT_CONTAINS(kiln_errmsg(), "conv1");
+    ASSERT_CONTAINS(kiln_errmsg(), "nonexistent");
+    ASSERT_CONTAINS(kiln_errmsg(), "test::scale v1");
+    /* wrong type */
+    ASSERT_EQ(kiln_layer_set_float(l, "kernel_shape", 1.5), KILN_EATTR);
+    ASSERT_CONTAINS(kiln_errmsg(), "layer 'conv1'");
+    ASSERT_CONTAINS(kiln_errmsg(), "kernel_shape");
+    ASSERT_EQ(kiln_layer_set_int(l, "mode", 2), KILN_EATTR);
+    ASSERT_CONTAINS(kiln_errmsg(), "mode");
+    ASSERT_OK(kiln_layer_set_string(l, "mode", "fancy"));
+    ASSERT_OK(kiln_network_mark_output(net, "y"));
+    /* missing required attribute: reported by the build */
+    kiln_build_config *cfg = quiet_cfg();
+    kiln_engine *e = NULL;
+    ASSERT_EQ(kiln_build(net, cfg, &e, NULL), KILN_EATTR);
+    ASSERT(!e);
+    ASSERT_CONTAINS(kiln_errmsg(), "conv1");
+    ASSERT_CONTAINS(kiln_errmsg(), "'scale'");
+    /* set it: builds and runs */
+    ASSERT_OK(kiln_layer_set_float(l, "scale", 0.5));
+    ASSERT_OK(kiln_build(net, cfg, &e, NULL));
+    float x[6], y[6];
+    rand_fill(x, 6);
+    run1(e, "x", x, 2, dims, "y", y, sizeof y);
+    for (int i = 0; i < 6; i++) ASSERT_NEAR(y[i], x[i] * 0.5f, 1e-7);
+    kiln_engine_free(e);
+    kiln_build_config_free(cfg);
+    kiln_network_free(net);
+}
+
+TEST_IMPL(layer_errors) {
+    kiln_network *net = kiln_network_create();
+    int64_t dims[1] = {4};
+    ASSERT_OK(kiln_network_add_input(net, "x", KILN_DTYPE_F32, 1, dims, NULL));
+    ASSERT_EQ(kiln_network_add_input(net, "x", KILN_DTYPE_F32, 1, dims, NULL), KILN_EEXISTS);
+    const char *in[] = {"x", "x"}, *out[] = {"y"};
+    ASSERT(!kiln_network_add_layer(net, "test::nope", 1, "n1", 1, in, 1, out));
+    ASSERT_CONTAINS(kiln_errmsg(), "test::nope");
+    ASSERT(!kiln_network_add_layer(net, "test::scale", 7, "n2", 1, in, 1, out));
+    ASSERT_CONTAINS(kiln_errmsg(), "version 7");
+    ASSERT_CONTAINS(kiln_errmsg(), "registered versions: 1");
+    ASSERT(!kiln_network_add_layer(net, "test::scale", 1, "n3", 2, in, 1, out));
+    ASSERT_CONTAINS(kiln_errmsg(), "n3");
+    ASSERT_CONTAINS(kiln_errmsg(), "inputs");
+    const char *bad[] = {"nosuch"};
+    ASSERT(!kiln_network_add_layer(net, "test::scale", 1, "n4", 1, bad, 1, out));
+    ASSERT_CONTAINS(kiln_errmsg(), "nosuch");
+    const char *taken[] = {"x"};
+    ASSERT(!kiln_network_add_layer(net, "test::scale", 1, "n5", 1, in, 1, taken));
+    ASSERT_CONTAINS(kiln_errmsg(), "'x'");
+    ASSERT(!kiln_network_add_layer(net, "noseparator", 1, "n6", 1, in, 1, out));
+    ASSERT_EQ(kiln_network_mark_output(net, "zzz"), KILN_ENOTFOUND);
+    ASSERT_EQ(kiln_network_num_layers(net), 0);
+    /* no outputs */
+    kiln_build_config *cfg = quiet_cfg();
+    kiln_engine *e = NULL;
+    ASSERT_EQ(kiln_build(net, cfg, &e, NULL), KILN_EINVAL);
+    ASSERT_CONTAINS(kiln_errmsg(), "no outputs");
+    kiln_build_config_free(cfg);
+    kiln_network_free(net);
+}
+
+TEST_IMPL(symbolic_shapes_profile) {
+    kiln_network *net = kiln_network_create();
+    int64_t dims[2] = {-1, 4};
+    const char *names[2] = {"N", NULL};
+    ASSERT_OK(kiln_network_add_input(net, "a", KILN_DTYPE_F32, 2, dims, names));
+    ASSERT_OK(kiln_network_add_input(net, "b", KILN_DTYPE_F32, 2, dims, names));
+    const char *in[] = {"a", "b"}, *out[] = {"s"};
+    ASSERT(kiln_network_add_layer(net, "test::add16", 1, "add1", 2, in, 1, out));
+    const char *in2[] = {"s"}, *out2[] = {"y"};
+    kiln_layer *l = kiln_network_add_layer(net, "test::scale", 1, "sc", 1, in2, 1, out2);
+    ASSERT_OK(kiln_layer_set_float(l, "scale", 3.0));
+    ASSERT_OK(kiln_network_mark_output(net, "y"));
+    kiln_build_config *cfg = quiet_cfg();
+    kiln_engine *e = NULL;
+    /* no profile: error names the input */
+    ASSERT_EQ(kiln_build(net, cfg, &e, NULL), KILN_EPROFILE);
+    ASSERT_CONTAINS(kiln_errmsg(), "'a'");
+    int64_t mn[2] = {1, 4}, opt[2] = {3, 4}, mx[2] = {8, 4};
+    ASSERT_OK(kiln_build_config_set_profile(cfg, "a", 2, mn, opt, mx));
+    /* b shares N but has no profile */
+    ASSERT_EQ(kiln_build(net, cfg, &e, NULL), KILN_EPROFILE);
+    ASSERT_CONTAINS(kiln_errmsg(), "'b'");
+    int64_t mx2[2] = {9, 4};
+    ASSERT_OK(kiln_build_config_set_profile(cfg, "b", 2, mn, opt, mx2));
+    ASSERT_EQ(kiln_build(net, cfg, &e, NULL), KILN_EPROFILE); /* N disagrees */
+    ASSERT_CONTAINS(kiln_errmsg(), "'N'");
+    ASSERT_OK(kiln_build_config_set_profile(cfg, "b", 2, mn, opt, mx));
+    kiln_build_stats st;
+    ASSERT_OK(kiln_build(net, cfg, &e, &st));
+    ASSERT_EQ(st.layers, 2);
+    kiln_io_info info;
+    ASSERT_OK(kiln_engine_io(e, 0, &info));
+    ASSERT_STR_EQ(info.name, "a");
+    ASSERT_EQ(info.dims[0], -1);
+    ASSERT_EQ(info.dims[1], 4);
+    ASSERT_EQ(info.min[0], 1);
+    ASSERT_EQ(info.opt[0], 3);
+    ASSERT_EQ(info.max[0], 8);
+    ASSERT_OK(kiln_engine_io(e, 2, &info));
+    ASSERT_STR_EQ(info.name, "y");
+    ASSERT_EQ(info.dims[0], -1);
+    ASSERT_EQ(info.dims[1], 4);
+    for (int64_t n = 1; n <= 8; n += 3) {
+        float a[32], bb[32], y[40];
+        int64_t d[2] = {n, 4};
+        rand_fill(a, n * 4);
+        rand_fill(bb, n * 4);
+        kiln_context *ctx;
+        ASSERT_OK(kiln_context_create(e, 1, &ctx));
+        ASSERT_OK(kiln_context_set_input_shape(ctx, "a", 2, d));
+        ASSERT_OK(kiln_context_set_input_shape(ctx, "b", 2, d));
+        ASSERT_OK(kiln_context_bind(ctx, "a", a, (size_t)n * 16));
+        ASSERT_OK(kiln_context_bind(ctx, "b", bb, (size_t)n * 16));
+        poison(y, sizeof y);
+        ASSERT_OK(kiln_context_bind(ctx, "y", y, (size_t)n * 16));
+        ASSERT_OK(kiln_context_run(ctx));
+        int nd;
+        int64_t od[KILN_MAX_DIMS];
+        ASSERT_OK(kiln_context_shape(ctx, "y", &nd, od));
+        ASSERT_EQ(nd, 2);
+        ASSERT_EQ(od[0], n);
+        for (int64_t i = 0; i < n * 4; i++) ASSERT_NEAR(y[i], (a[i] + bb[i]) * 3.0f, 1e-6);
+        kiln_context_free(ctx);
+    }
+    kiln_engine_free(e);
+    kiln_build_config_free(cfg);
+    kiln_network_free(net);
+}
+
+TEST_IMPL(folding_shape_chain) {
+    /* W const [3, 2] -> shape -> reverse (run at build) -> reshape(x, .) :
+     * x [2, 3] becomes y [2, 3] ... via shape [3,2] reversed = [2,3].
+     * Also a symbolic chain: shape(z) with z [N, 6] feeds reshape(z2, .). */
+    kiln_network *net = kiln_network_create();
+    float w[6] = {1, 2, 3, 4, 5, 6};
+    int64_t wd[2] = {3, 2}, xd[1] = {6};
+    ASSERT_OK(kiln_network_add_constant(net, "W", KILN_DTYPE_F32, 2, wd, w));
+    ASSERT_OK(kiln_network_add_input(net, "x", KILN_DTYPE_F32, 1, xd, NULL));
+    const char *i1[] = {"W"}, *o1[] = {"wshape"};
+    ASSERT(kiln_network_add_layer(net, "test::shape", 1, "shape_w", 1, i1, 1, o1));
+    const char *i2[] = {"wshape"}, *o2[] = {"rev"};
+    ASSERT(kiln_network_add_layer(net, "test::reverse", 1, "rev", 1, i2, 1, o2));
+    const char *i3[] = {"x", "rev"}, *o3[] = {"y"};
+    ASSERT(kiln_network_add_layer(net, "test::reshape", 1, "reshape", 2, i3, 1, o3));
+    /* symbolic: z [N, 6], reshape(zz = z * 1, shape(z)) keeps [N, 6] */
+    int64_t zd[2] = {-1, 6};
+    const char *zn[2] = {"N", NULL};
+    ASSERT_OK(kiln_network_add_input(net, "z", KILN_DTYPE_F32, 2, zd, zn));
+    const char *i4[] = {"z"}, *o4[] = {"zshape"};
+    ASSERT(kiln_network_add_layer(net, "test::shape", 1, "shape_z", 1, i4, 1, o4));
+    const char *i5[] = {"z"}, *o5[] = {"zz"};
+    kiln_layer *l = kiln_network_add_layer(net, "test::scale", 1, "zscale", 1, i5, 1, o5);
+    ASSERT_OK(kiln_layer_set_float(l, "scale", -2.0));
+    const char *i6[] = {"zz", "zshape"}, *o6[] = {"zy"};
+    ASSERT(kiln_network_add_layer(net, "test::reshape", 1, "reshape_z", 2, i6, 1, o6));
+    /* static: shape(x) has constant values, folded without running */
+    const char *i7[] = {"x"}, *o7[] = {"xshape"};
+    ASSERT(kiln_network_add_layer(net, "test::shape", 1, "shape_x", 1, i7, 1, o7));
+    const char *i8[] = {"x", "xshape"}, *o8[] = {"xsame"};
+    ASSERT(kiln_network_add_layer(net, "test::reshape", 1, "reshape_x", 2, i8, 1, o8));
+    ASSERT_OK(kiln_network_mark_output(net, "y"));
+    ASSERT_OK(kiln_network_mark_output(net, "zy"));
+    ASSERT_OK(kiln_network_mark_output(net, "xsame"));
+    ASSERT_OK(kiln_network_mark_output(net, "rev")); /* a constant output: still an output */
+    kiln_build_config *cfg = quiet_cfg();
+    int64_t mn[2] = {1, 6}, op[2] = {2, 6}, mx[2] = {4, 6};
+    ASSERT_OK(kiln_build_config_set_profile(cfg, "z", 2, mn, op, mx));
+    kiln_build_stats st;
+    kiln_engine *e = NULL;
+    g_rev_calls = g_shape_calls = 0;
+    ASSERT_OK(kiln_build(net, cfg, &e, &st));
+    ASSERT_EQ(g_rev_calls, 1);   /* reverse ran once, at build */
+    ASSERT_EQ(g_shape_calls, 1); /* shape(W) ran at build; shape(x) folded from its values */
+    ASSERT_EQ(st.folded, 3);     /* shape_w, rev, shape_x */
+    /* left: reshape, shape_z (N is dynamic), zscale, reshape_z, reshape_x,
+     * and the copy of the constant output */
+    ASSERT_EQ(st.layers, 6);
+    kiln_io_info info;
+    int nin = kiln_engine_num_inputs(e);
+    ASSERT_EQ(nin, 2);
+    ASSERT_OK(kiln_engine_io(e, nin + 0, &info));
+    ASSERT_STR_EQ(info.name, "y");
+    ASSERT_EQ(info.ndim, 2);
+    ASSERT_EQ(info.dims[0], 2);
+    ASSERT_EQ(info.dims[1], 3);
+    ASSERT_OK(kiln_engine_io(e, nin + 1, &info));
+    ASSERT_STR_EQ(info.name, "zy");
+    ASSERT_EQ(info.data_dependent, 0);
+    ASSERT_EQ(info.dims[0], -1);
+    ASSERT_EQ(info.dims[1], 6);
+    kiln_context *ctx;
+    ASSERT_OK(kiln_context_create(e, 1, &ctx));
+    float x[6], z[18], y[6], zy[18], xsame[6];
+    int64_t rv[2];
+    rand_fill(x, 6);
+    rand_fill(z, 18);
+    int64_t zdims[2] = {3, 6};
+    ASSERT_OK(kiln_context_set_input_shape(ctx, "z", 2, zdims));
+    ASSERT_OK(kiln_context_bind(ctx, "x", x, sizeof x));
+    ASSERT_OK(kiln_context_bind(ctx, "z", z, sizeof z));
+    poison(y, sizeof y);
+    poison(zy, sizeof zy);
+    poison(rv, sizeof rv);
+    ASSERT_OK(kiln_context_bind(ctx, "y", y, sizeof y));
+    ASSERT_OK(kiln_context_bind(ctx, "zy", zy, sizeof zy));
+    ASSERT_OK(kiln_context_bind(ctx, "rev", rv, sizeof rv));
+    poison(xsame, sizeof xsame);
+    ASSERT_OK(kiln_context_bind(ctx, "xsame", xsame, sizeof xsame));
+    ASSERT_OK(kiln_context_run(ctx));
+    for (int i = 0; i < 6; i++) ASSERT_NEAR(y[i], x[i], 0);
+    for (int i = 0; i < 6; i++) ASSERT_NEAR(xsame[i], x[i], 0);
+    for (int i = 0; i < 18; i++) ASSERT_NEAR(zy[i], -2.0f * z[i], 1e-6);
+    ASSERT_EQ(rv[0], 2);
+    ASSERT_EQ(rv[1], 3);
+    int nd;
+    int64_t od[KILN_MAX_DIMS];
+    ASSERT_OK(kiln_context_shape(ctx, "zy", &nd, od));
+    ASSERT_EQ(od[0], 3);
+    kiln_context_free(ctx);
+    ASSERT_EQ(g_rev_calls, 1);   /* nothing folded runs again */
+    ASSERT_EQ(g_shape_calls, 2); /* shape_z ran */
+    kiln_engine_free(e);
+    kiln_build_config_free(cfg);
+    kiln_network_free(net);
+}
+
+TEST_IMPL(fp16_candidates) {
+    kiln_network *net = kiln_network_create();
+    int64_t d[2] = {16, 32};
+    ASSERT_OK(kiln_network_add_input(net, "a", KILN_DTYPE_F32, 2, d, NULL));
+    ASSERT_OK(kiln_network_add_input(net, "b", KILN_DTYPE_F32, 2, d, NULL));
+    const char *in[] = {"a", "b"}, *out[] = {"y"};
+    ASSERT(kiln_network_add_layer(net, "test::add16", 1, "add1", 2, in, 1, out));
+    ASSERT_OK(kiln_network_mark_output(net, "y"));
+    kiln_build_config *cfg = quiet_cfg();
+    kiln_build_stats st;
+    kiln_engine *e = NULL;
+    /* Without FP16: one candidate, nothing timed. */
+    log_capture(KILN_LOG_VERBOSE);
+    ASSERT_OK(kiln_build(net, cfg, &e, &st));
+    log_restore();
+    ASSERT_EQ(st.candidates, 1);
+    ASSERT_EQ(st.timed, 0);
+    ASSERT(!strstr(g_log.text, "timing layer 'add1'"));
+    kiln_engine_free(e);
+    /* With FP16: both timed and logged. */
+    kiln_build_config_set_flags(cfg, KILN_BUILD_FP16);
+    log_capture(KILN_LOG_VERBOSE);
+    ASSERT_OK(kiln_build(net, cfg, &e, &st));
+    log_restore();
+    ASSERT_EQ(st.candidates, 2);
+    ASSERT(st.timed >= 2);
+    ASSERT_CONTAINS(g_log.text, "timing layer 'add1' (test::add16 v1) [FP32,FP32,FP32] LINEAR tactic 0: ");
+    ASSERT_CONTAINS(g_log.text, "timing layer 'add1' (test::add16 v1) [FP16,FP16,FP16] LINEAR tactic 0: ");
+    ASSERT_CONTAINS(g_log.text, "layer 'add1' (test::add16 v1): chose ");
+    /* Whatever won, the result is right (FP16 tolerance). */
+    float a[512], b[512], y[512];
+    rand_fill(a, 512);
+    rand_fill(b, 512);
+    kiln_context *ctx;
+    ASSERT_OK(kiln_context_create(e, 1, &ctx));
+    ASSERT_OK(kiln_context_bind(ctx, "a", a, sizeof a));
+    ASSERT_OK(kiln_context_bind(ctx, "b", b, sizeof b));
+    poison(y, sizeof y);
+    ASSERT_OK(kiln_context_bind(ctx, "y", y, sizeof y));
+    ASSERT_OK(kiln_context_run(ctx));
+    for (int i = 0; i < 512; i++) ASSERT_NEAR(y[i], a[i] + b[i], 4e-3);
+    kiln_context_free(ctx);
+    /* Output keeps its logical type. */
+    kiln_io_info info;
+    ASSERT_OK(kiln_engine_io(e, 2, &info));
+    ASSERT_EQ(info.dtype, KILN_DTYPE_F32);
+    kiln_engine_free(e);
+    kiln_build_config_free(cfg);
+    kiln_network_free(net);
+}
+
+TEST_IMPL(identical_layers_timed_once) {
+    kiln_network *net = kiln_network_create();
+    int64_t d[2] = {8, 8};
+    ASSERT_OK(kiln_network_add_input(net, "a", KILN_DTYPE_F32, 2, d, NULL));
+    ASSERT_OK(kiln_network_add_input(net, "b", KILN_DTYPE_F32, 2, d, NULL));
+    const char *in1[] = {"a", "b"}, *o1[] = {"s1"};
+    const char *in2[] = {"b", "a"}, *o2[] = {"s2"};
+    const char *in3[] = {"s1", "s2"}, *o3[] = {"y"};
+    ASSERT(kiln_network_add_layer(net, "test::add_tactics", 1, "l1", 2, in1, 1, o1));
+    ASSERT(kiln_network_add_layer(net, "test::add_tactics", 1, "l2", 2, in2, 1, o2));
+    ASSERT(kiln_network_add_layer(net, "test::add_tactics", 1, "l3", 2, in3, 1, o3));
+    ASSERT_OK(kiln_network_mark_output(net, "y"));
+    kiln_build_config *cfg = quiet_cfg();
+    kiln_build_stats st;
+    kiln_engine *e = NULL;
+    ASSERT_OK(kiln_build(net, cfg, &e, &st));
+    ASSERT_EQ(st.candidates, 6); /* 3 layers x tactics {1, 2} */
+    ASSERT_EQ(st.timed, 2);      /* one layer's two tactics */
+    ASSERT_EQ(st.cache_hits, 4);
+    ASSERT_EQ(st.cache_dedup, 4);
+    float a[64], b[64], y[64];
+    rand_fill(a, 64);
+    rand_fill(b, 64);
+    kiln_context *ctx;
+    ASSERT_OK(kiln_context_create(e, 1, &ctx));
+    ASSERT_OK(kiln_context_bind(ctx, "a", a, sizeof a));
+    ASSERT_OK(kiln_context_bind(ctx, "b", b, sizeof b));
+    poison(y, sizeof y);
+    ASSERT_OK(kiln_context_bind(ctx, "y", y, sizeof y));
+    ASSERT_OK(kiln_context_run(ctx));
+    for (int i = 0; i < 64; i++) ASSERT_NEAR(y[i], 2 * (a[i] + b[i]), 1e-6);
+    kiln_context_free(ctx);
+    kiln_engine_free(e);
+    /* NO_TIMING: nothing timed, first tactic taken. */
+    kiln_build_config_set_flags(cfg, KILN_BUILD_NO_TIMING);
+    ASSERT_OK(kiln_build(net, cfg, &e, &st));
+    ASSERT_EQ(st.timed, 0);
+    ASSERT_EQ(e->layers[0].tactic, 1);
+    kiln_engine_free(e);
+    kiln_build_config_free(cfg);
+    kiln_network_free(net);
+}
+
+static void layout_case(const char *op, int expect_second_is_c1) {
+    kiln_network *net = kiln_network_create();
+    int64_t d[4] = {2, 3, 4, 5};
+    ASSERT_OK(kiln_network_add_input(net, "x", KILN_DTYPE_F32, 4, d, NULL));
+    const char *in[] = {"x"}, *out[] = {"y"};
+    ASSERT(kiln_network_add_layer(net, op, 1, "tw", 1, in, 1, out));
+    ASSERT_OK(kiln_network_mark_output(net, "y"));
+    kiln_build_config *cfg = quiet_cfg();
+    kiln_build_stats st;
+    kiln_engine *e = NULL;
+    ASSERT_OK(kiln_build(net, cfg, &e, &st));
+    ASSERT_EQ(st.reformats, 2); /* LINEAR -> layout, layout -> LINEAR */
+    ASSERT_EQ(st.layers, 3);
+    float x[120], y[120];
+    rand_fill(x, 120);
+    run1(e, "x", x, 4, d, "y", y, sizeof y);
+    for (int i = 0; i < 120; i++) ASSERT_NEAR(y[i], 2.0f * x[i], 0);
+    if (expect_second_is_c1) ASSERT_NEAR(g_twice_second, x[20], 0); /* x[0,1,0,0] */
+    kiln_engine_free(e);
+    kiln_build_config_free(cfg);
+    kiln_network_free(net);
+}
+
+TEST_IMPL(reformat_layouts) {
+    layout_case("test::twice_nhwc", 1);
+    layout_case("test::twice_b8", 0);
+}
+
+/* kiln::reformat used directly for dtype conversions. */
+static void convert_case(kiln_dtype from, kiln_dtype to, const void *x, int n, const void *expect) {
+    kiln_network *net = kiln_network_create();
+    int64_t d[1] = {n};
+    ASSERT_OK(kiln_network_add_input(net, "x", from, 1, d, NULL));
+    const char *in[] = {"x"}, *out[] = {"y"};
+    kiln_layer *l = kiln_network_add_layer(net, "kiln::reformat", 1, "cvt", 1, in, 1, out);
+    ASSERT(l);
+    ASSERT_OK(kiln_layer_set_int(l, "to_dtype", to));
+    ASSERT_OK(kiln_network_mark_output(net, "y"));
+    kiln_build_config *cfg = quiet_cfg();
+    kiln_engine *e = NULL;
+    ASSERT_OK(kiln_build(net, cfg, &e, NULL));
+    kiln_context *ctx;
+    ASSERT_OK(kiln_context_create(e, 1, &ctx));
+    ASSERT_OK(kiln_context_bind(ctx, "x", (void *)x, (size_t)n * kiln_dtype_size(from)));
+    uint8_t y[256];
+    poison(y, sizeof y);
+    ASSERT_OK(kiln_context_bind(ctx, "y", y, (size_t)n * kiln_dtype_size(to)));
+    ASSERT_OK(kiln_context_run(ctx));
+    ASSERT(memcmp(y, expect, (size_t)n * kiln_dtype_size(to)) == 0);
+    kiln_context_free(ctx);
+    kiln_engine_free(e);
+    kiln_build_config_free(cfg);
+    kiln_network_free(net);
+}
+
+TEST_IMPL(reformat_dtypes) {
+    float f[5] = {1.5f, -2.75f, 0.0f, 3e9f, -0.4f};
+    uint16_t h[5];
+    for (int i = 0; i < 5; i++) h[i] = kiln_f32_to_f16(f[i]);
+    convert_case(KILN_DTYPE_F32, KILN_DTYPE_F16, f, 5, h);
+    float back[5];
+    for (int i = 0; i < 5; i++) back[i] = kiln_f16_to_f32(h[i]);
+    convert_case(KILN_DTYPE_F16, KILN_DTYPE_F32, h, 5, back);
+    int32_t ti[5] = {1, -2, 0, INT32_MAX, 0};
+    convert_case(KILN_DTYPE_F32, KILN_DTYPE_I32, f, 4, ti); /* truncation toward zero */
+    int64_t big[3] = {(int64_t)1 << 60, -7, 123456789012345LL};
+    int64_t big2[3];
+    memcpy(big2, big, sizeof big);
+    convert_case(KILN_DTYPE_I64, KILN_DTYPE_I64, big, 3, big2);
+    int32_t i32[3] = {(int32_t)((int64_t)1 << 60), -7, (int32_t)123456789012345LL};
+    convert_case(KILN_DTYPE_I64, KILN_DTYPE_I32, big, 3, i32);
+    uint8_t u8[4] = {0, 1, 200, 0}, bl[4] = {0, 1, 1, 0};
+    convert_case(KILN_DTYPE_U8, KILN_DTYPE_BOOL, u8, 4, bl);
+    double dd[4] = {0, 1, 200, 0};
+    convert_case(KILN_DTYPE_U8, KILN_DTYPE_F64, u8, 4, dd);
+    uint16_t bf[5];
+    for (int i = 0; i < 5; i++) bf[i] = kiln_f32_to_bf16(f[i]);
+    convert_case(KILN_DTYPE_F32, KILN_DTYPE_BF16, f, 5, bf);
+}
+
+TEST_IMPL(inplace_copies) {
+    /* x (network input) -> inc (in place) -> y1; x also read by scale -> y2.
+     * The builder must copy x before the in-place write: x is a network
+     * input and read later. */
+    kiln_network *net = kiln_network_create();
+    int64_t d[1] = {32};
+    ASSERT_OK(kiln_network_add_input(net, "x", KILN_DTYPE_F32, 1, d, NULL));
+    const char *i1[] = {"x"}, *o1[] = {"t"};
+    kiln_layer *l = kiln_network_add_layer(net, "test::scale", 1, "s0", 1, i1, 1, o1);
+    ASSERT_OK(kiln_layer_set_float(l, "scale", 1.0));
+    const char *i2[] = {"t"}, *o2[] = {"u"};
+    ASSERT(kiln_network_add_layer(net, "test::inc", 1, "inc1", 1, i2, 1, o2));
+    const char *i3[] = {"t"}, *o3[] = {"y2"};
+    l = kiln_network_add_layer(net, "test::scale", 1, "s2", 1, i3, 1, o3);
+    ASSERT_OK(kiln_layer_set_float(l, "scale", 3.0));
+    const char *i4[] = {"u"}, *o4[] = {"y1"};
+    ASSERT(kiln_network_add_layer(net, "test::inc", 1, "inc2", 1, i4, 1, o4));
+    ASSERT_OK(kiln_network_mark_output(net, "y1"));
+    ASSERT_OK(kiln_network_mark_output(net, "y2"));
+    kiln_build_config *cfg = quiet_cfg();
+    kiln_engine *e = NULL;
+    kiln_build_stats st;
+    ASSERT_OK(kiln_build(net, cfg, &e, &st));
+    /* s0, copy of t (read later by s2), inc1, s2, inc2 (writes a private
+     * buffer aliasing u) and the copy to the output y1 */
+    ASSERT_EQ(st.layers, 6);
+    float x[32], y1[32], y2[32], xs[32];
+    rand_fill(x, 32);
+    memcpy(xs, x, sizeof x);
+    kiln_context *ctx;
+    ASSERT_OK(kiln_context_create(e, 1, &ctx));
+    ASSERT_OK(kiln_context_bind(ctx, "x", x, sizeof x));
+    poison(y1, sizeof y1);
+    poison(y2, sizeof y2);
+    ASSERT_OK(kiln_context_bind(ctx, "y1", y1, sizeof y1));
+    ASSERT_OK(kiln_context_bind(ctx, "y2", y2, sizeof y2));
+    ASSERT_OK(kiln_context_run(ctx));
+    for (int i = 0; i < 32; i++) {
+        ASSERT_NEAR(y1[i], xs[i] + 2.0f, 1e-6);
+        ASSERT_NEAR(y2[i], xs[i] * 3.0f, 1e-6);
+        ASSERT_NEAR(x[i], xs[i], 0); /* the input is untouched */
+    }
+    ASSERT(g_inc_in == g_inc_out);  /* really in place */
+    kiln_context_free(ctx);
+    /* Aliased tensors share their planned offset. */
+    int found = 0;
+    for (int i = 0; i < e->ntensors; i++) {
+        const kiln__etensor *t = &e->tensors[i];
+        if (t->alias_of >= 0 && t->kind == KILN__ET_ACT) {
+            ASSERT_EQ(t->plan_off, e->tensors[t->alias_of].plan_off);
+            found++;
+        }
+    }
+    ASSERT(found >= 1);
+    kiln_engine_free(e);
+    kiln_build_config_free(cfg);
+    kiln_network_free(net);
+}
+
+TEST_IMPL(inline_subnetwork) {
+    /* body(p, q) = scale(p + q, 0.25); outer: y = inline(a, b) */
+    kiln_network *body = kiln_network_create();
+    int64_t d[1] = {10};
+    ASSERT_OK(kiln_network_add_input(body, "p", KILN_DTYPE_F32, 1, d, NULL));
+    ASSERT_OK(kiln_network_add_input(body, "q", KILN_DTYPE_F32, 1, d, NULL));
+    const char *bi[] = {"p", "q"}, *bo[] = {"s"};
+    ASSERT(kiln_network_add_layer(body, "test::add16", 1, "add", 2, bi, 1, bo));
+    const char *bi2[] = {"s"}, *bo2[] = {"r"};
+    kiln_layer *l = kiln_network_add_layer(body, "test::scale", 1, "sc", 1, bi2, 1, bo2);
+    ASSERT_OK(kiln_layer_set_float(l, "scale", 0.25));
+    ASSERT_OK(kiln_network_mark_output(body, "r"));
+
+    kiln_network *net = kiln_network_create();
+    ASSERT_OK(kiln_network_add_input(net, "a", KILN_DTYPE_F32, 1, d, NULL));
+    ASSERT_OK(kiln_network_add_input(net, "b", KILN_DTYPE_F32, 1, d, NULL));
+    const char *in[] = {"a", "b"}, *out[] = {"y"};
+    l = kiln_network_add_layer(net, "test::inline", 1, "if1", 2, in, 1, out);
+    ASSERT(l);
+    ASSERT_OK(kiln_layer_set_graph(l, "body", body));
+    ASSERT_OK(kiln_network_mark_output(net, "y"));
+    kiln_build_config *cfg = quiet_cfg();
+    kiln_engine *e = NULL;
+    kiln_build_stats st;
+    ASSERT_OK(kiln_build(net, cfg, &e, &st));
+    ASSERT_EQ(st.layers, 2);
+    ASSERT_STR_EQ(e->layers[0].name, "if1/add");
+    float a[10], b[10], y[10];
+    rand_fill(a, 10);
+    rand_fill(b, 10);
+    kiln_context *ctx;
+    ASSERT_OK(kiln_context_create(e, 1, &ctx));
+    ASSERT_OK(kiln_context_bind(ctx, "a", a, sizeof a));
+    ASSERT_OK(kiln_context_bind(ctx, "b", b, sizeof b));
+    poison(y, sizeof y);
+    ASSERT_OK(kiln_context_bind(ctx, "y", y, sizeof y));
+    ASSERT_OK(kiln_context_run(ctx));
+    for (int i = 0; i < 10; i++) ASSERT_NEAR(y[i], (a[i] + b[i]) * 0.25f, 1e-6);
+    kiln_context_free(ctx);
+    kiln_engine_free(e);
+    kiln_build_config_free(cfg);
+    kiln_network_free(net);
+}
+
+TEST_IMPL(broadcast_helper) {
+    kiln_exprs *x = kiln__exprs_create();
+    kiln_shape_ctx c = {.x = x};
+    const kiln_expr *n = kiln_expr_sym(x, "N"), *m = kiln_expr_sym(x, "M");
+    const kiln_expr *one = kiln_expr_const(x, 1), *three = kiln_expr_const(x, 3), *four = kiln_expr_const(x, 4);
+    const kiln_expr *a[3] = {n, one, three}, *b[2] = {four, one}, *out[KILN_MAX_DIMS];
+    ASSERT_EQ(kiln_shape_broadcast(&c, a, 3, b, 2, out), 3);
+    ASSERT(out[0] == n && out[1] == four && out[2] == three);
+    const kiln_expr *p[1] = {n}, *q[1] = {m};
+    ASSERT_EQ(kiln_shape_broadcast(&c, p, 1, q, 1, out), 1);
+    ASSERT(out[0] == kiln_expr_max(x, n, m));
+    const kiln_expr *r[1] = {three}, *s[1] = {four};
+    ASSERT_EQ(kiln_shape_broadcast(&c, r, 1, s, 1, out), KILN_ESHAPE);
+    ASSERT_CONTAINS(kiln_errmsg(), "3 vs 4");
+    kiln__exprs_free(x);
+}
+
+TEST_LIST(TEST_ENTRY(attr_errors), TEST_ENTRY(layer_errors), TEST_ENTRY(symbolic_shapes_profile),
+          TEST_ENTRY(folding_shape_chain), TEST_ENTRY(fp16_candidates), TEST_ENTRY(identical_layers_timed_once),
+          TEST_ENTRY(reformat_layouts), TEST_ENTRY(reformat_dtypes), TEST_ENTRY(inplace_copies),
+          TEST_ENTRY(inline_subnetwork), TEST_ENTRY(broadcast_helper))
