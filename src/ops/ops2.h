@@ -67,6 +67,10 @@ int kiln__ops2_is_float(kiln_dtype t);
  * conversion.  Non-float tensors pass through. */
 int kiln__ops2_as_f32(const kiln_call *c, int (*fn)(const kiln_call *c));
 
+/* Same, also converting 8/16/32-bit integer tensors (exact in f32 for
+ * 8/16-bit; ops that only compare/move values, e.g. MaxPool). */
+int kiln__ops2_as_f32_ints(const kiln_call *c, int (*fn)(const kiln_call *c));
+
 /* Tensor is dense row-major (strides match dims, LINEAR)? */
 int kiln__ops2_dense(const kiln_tensor *t);
 

@@ -68,8 +68,20 @@ int kiln__ops2_dense(const kiln_tensor *t) {
     return 1;
 }
 
+static _Thread_local int g_conv_ints;
+
 static int needs_conv(kiln_dtype t) {
+    if (g_conv_ints && (t == KILN_DTYPE_I8 || t == KILN_DTYPE_U8 || t == KILN_DTYPE_I16 ||
+                        t == KILN_DTYPE_U16 || t == KILN_DTYPE_I32))
+        return 1;
     return t == KILN_DTYPE_F16 || t == KILN_DTYPE_F64 || t == KILN_DTYPE_BF16;
+}
+
+int kiln__ops2_as_f32_ints(const kiln_call *c, int (*fn)(const kiln_call *c)) {
+    g_conv_ints = 1;
+    int rc = kiln__ops2_as_f32(c, fn);
+    g_conv_ints = 0;
+    return rc;
 }
 
 static void set_dense_strides(kiln_tensor *t) {

@@ -122,9 +122,10 @@ static int pool_shape_common(kiln_shape_ctx *c, int global) {
     if (x->ndim < 3 || x->ndim > 5)
         return kiln_set_error(KILN_ESHAPE, "expected X of rank 3..5 (N, C, spatial...), found %d",
                               x->ndim);
-    if (!kiln__ops2_is_float(x->dtype))
-        return kiln_set_error(KILN_ETYPE, "expected a float tensor, found %s",
-                              kiln_dtype_name(x->dtype));
+    int is_int8 = x->dtype == KILN_DTYPE_I8 || x->dtype == KILN_DTYPE_U8;
+    if (!kiln__ops2_is_float(x->dtype) && !(is_int8 && c->nout > 1))
+        return kiln_set_error(KILN_ETYPE, "expected a float tensor%s, found %s",
+                              c->nout > 1 ? " or i8/u8" : "", kiln_dtype_name(x->dtype));
     int nsp = x->ndim - 2;
     kiln_desc *y = &c->out[0];
     y->dtype = x->dtype;
@@ -293,7 +294,8 @@ static int pool_run(const kiln_call *c, int kind, int global) {
 #define POOL_IMPL(fname, kind, global)                                               \
     static int fname##_f32(const kiln_call *c) { return pool_run(c, kind, global); } \
     static int fname(const kiln_call *c) { return kiln__ops2_as_f32(c, fname##_f32); }
-POOL_IMPL(maxpool_impl, P_MAX, 0)
+static int maxpool_impl_f32(const kiln_call *c) { return pool_run(c, P_MAX, 0); }
+static int maxpool_impl(const kiln_call *c) { return kiln__ops2_as_f32_ints(c, maxpool_impl_f32); }
 POOL_IMPL(avgpool_impl, P_AVG, 0)
 POOL_IMPL(lppool_impl, P_LP, 0)
 POOL_IMPL(gmaxpool_impl, P_MAX, 1)

@@ -276,21 +276,24 @@ static int resize_shape_common(kiln_shape_ctx *c, int flavour) {
 
 /* ------------------------------------------------------------ taps */
 
-static double to_source(const rparams *p, int ax, int64_t o, int64_t in, int64_t out) {
+static double to_source(const rparams *p, int ax, int64_t o, int64_t in, int64_t out_int) {
     double s = p->scale[ax], x = (double)o;
+    /* With scales, the resized length in the formulas is in * scale (not
+     * floored), as in the ONNX reference; with sizes it is the size. */
+    double out = p->have_sizes ? (double)out_int : s * (double)in;
     switch (p->ct) {
     case CT_HALF_PIXEL: return (x + 0.5) / s - 0.5;
     case CT_PYTORCH_HALF_PIXEL: return out > 1 ? (x + 0.5) / s - 0.5 : 0.0;
-    case CT_ALIGN_CORNERS: return out == 1 ? 0.0 : x * (double)(in - 1) / (double)(out - 1);
+    case CT_ALIGN_CORNERS: return out == 1 ? 0.0 : x * (double)(in - 1) / (out - 1);
     case CT_ASYMMETRIC: return x / s;
     case CT_TF_HALF_PIXEL_FOR_NN: return (x + 0.5) / s;
     case CT_TF_CROP_AND_RESIZE: {
         double st = p->roi_s[ax], en = p->roi_e[ax];
-        if (out > 1) return st * (in - 1) + x * (en - st) * (in - 1) / (double)(out - 1);
+        if (out > 1) return st * (in - 1) + x * (en - st) * (in - 1) / (out - 1);
         return 0.5 * (st + en) * (in - 1);
     }
     case CT_HALF_PIXEL_SYMMETRIC: {
-        double ow = s * (double)in, adj = (double)out / ow;
+        double ow = s * (double)in, adj = (double)out_int / ow;
         double center = (double)in / 2.0, off = center * (1.0 - adj);
         return off + (x + 0.5) / s - 0.5;
     }
