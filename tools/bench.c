@@ -104,7 +104,7 @@ int kiln_cli_bench(int argc, char **argv) {
     double total = cli_now_ms() - start;
     qsort(lat, n, sizeof *lat, cmp_double);
     double med = pct(lat, n, 0.5);
-    printf("%s: %zu runs, latency ms: min %.4f  median %.4f  p90 %.4f  p99 %.4f  max %.4f\n", path,
+    printf("%s: %zu runs, latency ms: min %.4g  median %.4g  p90 %.4g  p99 %.4g  max %.4g\n", path,
            n, lat[0], med, pct(lat, n, 0.9), pct(lat, n, 0.99), lat[n - 1]);
     printf("throughput: %.1f runs/s\n", (double)n / (total / 1e3));
 
@@ -132,12 +132,12 @@ int kiln_cli_bench(int argc, char **argv) {
     if (nl > 0)
         printf("per layer: %.3f us (median latency / %d layers)\n", med * 1e3 / nl, nl);
     if (per_layer && nl > 0) {
-        printf("%-40s %12s\n", "layer", "mean ms");
+        printf("%-40s %12s\n", "layer", "mean us");
         for (int l = 0; l < nl; l++) {
             const char *name = "?";
             double ms;
             kiln_context_profile(ctx, l, &name, &ms);
-            printf("%-40s %12.5f\n", name, acc[l] / reps);
+            printf("%-40s %12.3f\n", name, acc[l] * 1e3 / reps);
         }
     }
     free(acc);
