@@ -230,7 +230,7 @@ static int external_path(const char *base_dir, const char *loc, const char *wher
 }
 
 static int read_external(const Onnx__TensorProto *t, const char *base_dir, const char *where,
-                         void *dst, size_t bytes) {
+                         uint8_t **dstp, size_t bytes) {
     const char *loc = NULL;
     int64_t offset = 0, length = -1;
     for (size_t i = 0; i < t->n_external_data; i++) {
@@ -269,11 +269,18 @@ static int read_external(const Onnx__TensorProto *t, const char *base_dir, const
                          "%s: external data '%s' has %lld bytes; needed %zu at offset %lld", where,
                          path, (long long)st.st_size, bytes, (long long)offset);
     }
+    uint8_t *dst = kiln__malloc(bytes ? bytes : 1);
+    if (!dst) {
+        fclose(f);
+        return kiln__err(KILN_ENOMEM, "%s: cannot allocate %zu bytes", where, bytes);
+    }
     if (fseeko(f, (off_t)offset, SEEK_SET) != 0 || (bytes && fread(dst, 1, bytes, f) != bytes)) {
         fclose(f);
+        kiln__free(dst);
         return kiln__err(KILN_EIO, "%s: short read on '%s'", where, path);
     }
     fclose(f);
+    *dstp = dst;
     return 0;
 }
 
@@ -299,9 +306,34 @@ int kiln__onnx_tensor_decode(const Onnx__TensorProto *t, const char *base_dir,
     size_t bytes;
     int rc = kiln__onnx_numel((int)t->n_dims, t->dims, es, &numel, &bytes, where);
     if (rc) return rc;
-    uint8_t *d = kiln__malloc(bytes ? bytes : 1);
-    if (!d) return kiln__err(KILN_ENOMEM, "%s: cannot allocate %zu bytes", where, bytes);
     size_t n = (size_t)numel;
+    uint8_t *d = NULL;
+    int external = t->has_data_location && t->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL;
+    /* Check that the data is there before allocating for it: a tiny file
+     * may claim huge dims. */
+    if (!external && n) {
+        size_t have;
+        const char *field;
+        if (t->has_raw_data) { have = t->raw_data.len; field = "raw_data"; }
+        else switch (dtype) {
+        case KILN_DTYPE_F32: have = t->n_float_data; field = "float_data"; break;
+        case KILN_DTYPE_I64: have = t->n_int64_data; field = "int64_data"; break;
+        case KILN_DTYPE_F64: have = t->n_double_data; field = "double_data"; break;
+        case KILN_DTYPE_U64: case KILN_DTYPE_U32: have = t->n_uint64_data; field = "uint64_data"; break;
+        default: have = t->n_int32_data; field = "int32_data"; break;
+        }
+        size_t need = t->has_raw_data ? bytes : n;
+        if (have != need) {
+            if (t->has_raw_data)
+                return kiln__err(KILN_EFORMAT, "%s: raw_data has %zu bytes, dims and type %s need %zu",
+                                 where, have, kiln_dtype_name(dtype), bytes);
+            return kiln__err(KILN_EFORMAT, "%s: %s holds %zu values, dims need %zu", where, field, have, n);
+        }
+    }
+    if (!external) {
+        d = kiln__malloc(bytes ? bytes : 1);
+        if (!d) return kiln__err(KILN_ENOMEM, "%s: cannot allocate %zu bytes", where, bytes);
+    }
 
 #define KILN__NEED(cnt, field)                                                                    \
     do {                                                                                          \
@@ -312,8 +344,8 @@ int kiln__onnx_tensor_decode(const Onnx__TensorProto *t, const char *base_dir,
         }                                                                                         \
     } while (0)
 
-    if (t->has_data_location && t->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL) {
-        rc = read_external(t, base_dir, where, d, bytes);
+    if (external) {
+        rc = read_external(t, base_dir, where, &d, bytes);
         if (rc) goto fail;
     } else if (t->has_raw_data) {
         if (t->raw_data.len != bytes) {
