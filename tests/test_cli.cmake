@@ -79,4 +79,39 @@ if(TARGET kiln_cli AND TARGET kiln_samples_ops)
   set_tests_properties(cli_build_chain100 PROPERTIES FIXTURES_SETUP cli_chain100)
   set_tests_properties(cli_bench_chain100 PROPERTIES FIXTURES_REQUIRED cli_chain100
                        PASS_REGULAR_EXPRESSION "per layer: [0-9.]+ us")
+  # Timing cache: the second build answers every candidate from the file.
+  kiln_cli_test(cli_timing_cache_write ${KC} build --network circ_pad --network-opts multi-tactic
+                --plugins ${KLIB} --timing-cache ${KC_DIR}/circ_pad.cache -o ${KC_DIR}/tc1.kiln)
+  kiln_cli_test(cli_timing_cache_read ${KC} build --network circ_pad --network-opts multi-tactic
+                --plugins ${KLIB} --timing-cache ${KC_DIR}/circ_pad.cache -o ${KC_DIR}/tc2.kiln)
+  set_tests_properties(cli_timing_cache_write PROPERTIES FIXTURES_SETUP cli_tc)
+  set_tests_properties(cli_timing_cache_read PROPERTIES FIXTURES_REQUIRED cli_tc
+                       PASS_REGULAR_EXPRESSION "candidates, 0 timed, [1-9][0-9]* timing-cache hits")
+
+  # ONNX models with .pb inputs and references computed outside kiln:
+  # the backend test case for Add, and the circ_pad case whose reference is
+  # numpy's np.pad(mode="wrap") (scripts/gen_circ_pad_onnx.py).
+  set(ADD_CASE /usr/share/libonnx-testdata/data/node/test_add)
+  if(EXISTS ${ADD_CASE}/model.onnx)
+    kiln_cli_test(cli_onnx_add_build ${KC} build ${ADD_CASE}/model.onnx -o ${KC_DIR}/onnx_add.kiln)
+    kiln_cli_test(cli_onnx_add_run ${KC} run ${KC_DIR}/onnx_add.kiln
+                  --input x=${ADD_CASE}/test_data_set_0/input_0.pb
+                  --input y=${ADD_CASE}/test_data_set_0/input_1.pb
+                  --compare sum=${ADD_CASE}/test_data_set_0/output_0.pb --rtol 1e-6 --atol 1e-6)
+    set_tests_properties(cli_onnx_add_build PROPERTIES FIXTURES_SETUP cli_onnx_add)
+    set_tests_properties(cli_onnx_add_run PROPERTIES FIXTURES_REQUIRED cli_onnx_add
+                         PASS_REGULAR_EXPRESSION "compare sum with .*: 60 elements.* 0 outside")
+  endif()
+  set(CP_CASE ${CMAKE_SOURCE_DIR}/tests/fixtures/circ_pad_case)
+  if(EXISTS ${CP_CASE}/model.onnx)
+    kiln_cli_test(cli_onnx_circ_pad_build ${KC} build ${CP_CASE}/model.onnx --plugins ${KLIB}
+                  -o ${KC_DIR}/onnx_circ_pad.kiln)
+    kiln_cli_test(cli_onnx_circ_pad_run ${KC} run ${KC_DIR}/onnx_circ_pad.kiln --plugins ${KLIB}
+                  --input x=${CP_CASE}/test_data_set_0/input_0.pb
+                  --compare y=${CP_CASE}/test_data_set_0/output_0.pb --rtol 0 --atol 0
+                  --output-dir ${KC_DIR}/onnx_circ_pad)
+    set_tests_properties(cli_onnx_circ_pad_build PROPERTIES FIXTURES_SETUP cli_onnx_cp)
+    set_tests_properties(cli_onnx_circ_pad_run PROPERTIES FIXTURES_REQUIRED cli_onnx_cp
+                         PASS_REGULAR_EXPRESSION "compare y with .* 0 outside")
+  endif()
 endif()
