@@ -379,19 +379,21 @@ fail:
         kiln__free(defaults);
     }
     op_free(o);
-    return reg_fail(rc);
+    return rc;
 }
 
 int kiln_register_quick_op(const kiln_quick_op *op) {
     if (!op) return reg_fail(kiln__err(KILN_EINVAL, "kiln_register_quick_op: op is NULL"));
-    return do_register(op, op->ns, op->name, op->version, op->min_inputs, op->max_inputs, op->num_outputs, op->attrs,
-                       op, NULL);
+    int rc = do_register(op, op->ns, op->name, op->version, op->min_inputs, op->max_inputs, op->num_outputs,
+                         op->attrs, op, NULL);
+    return rc ? reg_fail(rc) : 0;
 }
 
 int kiln_register_plugin(const kiln_plugin_def *def) {
     if (!def) return reg_fail(kiln__err(KILN_EINVAL, "kiln_register_plugin: def is NULL"));
-    return do_register(def, def->ns, def->name, def->version, def->min_inputs, def->max_inputs, def->num_outputs,
-                       def->attrs, NULL, def);
+    int rc = do_register(def, def->ns, def->name, def->version, def->min_inputs, def->max_inputs,
+                         def->num_outputs, def->attrs, NULL, def);
+    return rc ? reg_fail(rc) : 0;
 }
 
 /* ---------------------------------------------------------------- dump */
