@@ -1,0 +1,226 @@
+/*
+ * test_timing_cache.c — the timing cache: in-memory put/get, file round
+ * trip, builds that reuse a cache file time nothing (counted by the op's own
+ * call counter, not only by the stats), corrupt files and files of another
+ * device are ignored with a warning, never a crash.
+ */
+#include "build/build_int.h"
+#include "test.h"
+
+#include <unistd.h>
+
+/* y = a + b with two tactics; counts its calls. */
+static int g_calls;
+static int add_shape(kiln_shape_ctx *c) {
+    c->out[0] = c->in[0];
+    c->out[0].data = NULL;
+    c->out[0].nvalues = -1;
+    return 0;
+}
+static int add_impl(const kiln_call *c) {
+    g_calls++;
+    const float *a = c->in[0].data, *b = c->in[1].data;
+    float *y = c->out[0].data;
+    for (int64_t i = 0, n = kiln_tensor_numel(&c->out[0]); i < n; i++) y[i] = a[i] + b[i];
+    return 0;
+}
+static const kiln_combo formats[] = {{"FP32", NULL, {1, 2, 3}}, {NULL, NULL, {0}}};
+static const kiln_attr_def attrs[] = {{"k", KILN_ATTR_INT, 0, "0", 0, "changes timing"},
+                                      {"note", KILN_ATTR_STRING, 0, "", 0, "does not"},
+                                      {NULL, 0, 0, NULL, 0, NULL}};
+static const kiln_quick_op add_op = {.ns = "test", .name = "tc_add", .version = 1, .min_inputs = 2,
+                                     .max_inputs = 2, .num_outputs = 1, .attrs = attrs, .shape = add_shape,
+                                     .impl = add_impl, .formats = formats, .timing_id = "k"};
+KILN_OP(add_op)
+
+static char g_path[512];
+static uint64_t g_seed = 0xBEEF;
+
+static void make_path(const char *tag) {
+    snprintf(g_path, sizeof g_path, "%s/b1_tc_%s_%ld.txt", KILN_BINARY_DIR, tag, (long)getpid());
+    remove(g_path);
+}
+
+static char g_log[1 << 15];
+static void log_fn(void *ud, kiln_log_level level, const char *msg) {
+    (void)ud;
+    if (level <= KILN_LOG_WARN && strlen(g_log) + strlen(msg) + 2 < sizeof g_log) {
+        strcat(g_log, msg);
+        strcat(g_log, "\n");
+    }
+}
+
+static kiln_network *make_net(int64_t n, int k, const char *note) {
+    kiln_network *net = kiln_network_create();
+    int64_t d[1] = {n};
+    ASSERT_OK(kiln_network_add_input(net, "a", KILN_DTYPE_F32, 1, d, NULL));
+    ASSERT_OK(kiln_network_add_input(net, "b", KILN_DTYPE_F32, 1, d, NULL));
+    const char *in[] = {"a", "b"}, *out[] = {"y"};
+    kiln_layer *l = kiln_network_add_layer(net, "test::tc_add", 1, "add", 2, in, 1, out);
+    ASSERT(l);
+    ASSERT_OK(kiln_layer_set_int(l, "k", k));
+    ASSERT_OK(kiln_layer_set_string(l, "note", note));
+    ASSERT_OK(kiln_network_mark_output(net, "y"));
+    return net;
+}
+
+static void build_check(kiln_network *net, const char *cache, int64_t n, kiln_build_stats *st) {
+    kiln_build_config *cfg = kiln_build_config_create();
+    kiln_build_config_set_threads(cfg, 1);
+    kiln_build_config_set_timing_reps(cfg, 2);
+    ASSERT_OK(kiln_build_config_set_timing_cache(cfg, cache));
+    kiln_engine *e = NULL;
+    ASSERT_OK(kiln_build(net, cfg, &e, st));
+    /* the engine computes the right thing whatever tactic won */
+    float a[256], b[256], y[256];
+    for (int i = 0; i < n; i++) {
+        a[i] = test_randf(&g_seed, -1, 1);
+        b[i] = test_randf(&g_seed, -1, 1);
+    }
+    memset(y, 0xA5, sizeof y);
+    kiln_context *ctx;
+    ASSERT_OK(kiln_context_create(e, 1, &ctx));
+    ASSERT_OK(kiln_context_bind(ctx, "a", a, (size_t)n * 4));
+    ASSERT_OK(kiln_context_bind(ctx, "b", b, (size_t)n * 4));
+    ASSERT_OK(kiln_context_bind(ctx, "y", y, (size_t)n * 4));
+    ASSERT_OK(kiln_context_run(ctx));
+    for (int i = 0; i < n; i++) ASSERT_NEAR(y[i], a[i] + b[i], 1e-6);
+    kiln_context_free(ctx);
+    kiln_engine_free(e);
+    kiln_build_config_free(cfg);
+}
+
+TEST_IMPL(memory_cache) {
+    kiln__tcache *c = kiln__tcache_create();
+    double ms;
+    int fb;
+    ASSERT_EQ(kiln__tcache_get(c, "k1", &ms, &fb), 0);
+    for (int i = 0; i < 500; i++) {
+        char key[64];
+        snprintf(key, sizeof key, "op v1|key %d", i);
+        ASSERT_OK(kiln__tcache_put(c, key, i * 0.5));
+    }
+    ASSERT_EQ(kiln__tcache_count(c), 500);
+    ASSERT_EQ(kiln__tcache_get(c, "op v1|key 321", &ms, &fb), 1);
+    ASSERT_NEAR(ms, 160.5, 0);
+    ASSERT_EQ(fb, 1);
+    ASSERT_OK(kiln__tcache_put(c, "op v1|key 321", 7.0)); /* replace, no duplicate */
+    ASSERT_EQ(kiln__tcache_count(c), 500);
+    ASSERT_EQ(kiln__tcache_put(c, "bad\nkey", 1.0), KILN_EINVAL);
+    make_path("mem");
+    ASSERT_OK(kiln__tcache_save(c, g_path));
+    kiln__tcache *d = kiln__tcache_create();
+    kiln__tcache_load(d, g_path);
+    ASSERT_EQ(kiln__tcache_count(d), 500);
+    ASSERT_EQ(kiln__tcache_get(d, "op v1|key 321", &ms, &fb), 1);
+    ASSERT_NEAR(ms, 7.0, 0);
+    ASSERT_EQ(fb, 0); /* loaded, not measured in this build */
+    ASSERT_EQ(kiln__tcache_get(d, "op v1|key 7", &ms, &fb), 1);
+    ASSERT_NEAR(ms, 3.5, 0);
+    kiln__tcache_free(c);
+    kiln__tcache_free(d);
+    remove(g_path);
+}
+
+TEST_IMPL(build_round_trip) {
+    make_path("rt");
+    kiln_network *net = make_net(64, 3, "first");
+    kiln_build_stats st;
+    g_calls = 0;
+    build_check(net, g_path, 64, &st);
+    ASSERT_EQ(st.candidates, 3);
+    ASSERT_EQ(st.timed, 3);
+    ASSERT_EQ(st.cache_hits, 0);
+    int calls_first = g_calls;
+    ASSERT(calls_first >= 3 * 3); /* warm-up + 2 reps per tactic, + the run */
+    ASSERT_EQ(access(g_path, R_OK), 0);
+    /* Second build: zero timing, answered by the file. */
+    g_calls = 0;
+    build_check(net, g_path, 64, &st);
+    ASSERT_EQ(st.timed, 0);
+    ASSERT_EQ(st.cache_hits, 3);
+    ASSERT_EQ(st.cache_dedup, 0);
+    ASSERT_EQ(g_calls, 1); /* only the test's own run */
+    kiln_network_free(net);
+    /* An attribute outside timing_id does not change the key... */
+    net = make_net(64, 3, "other note");
+    build_check(net, g_path, 64, &st);
+    ASSERT_EQ(st.timed, 0);
+    kiln_network_free(net);
+    /* ...one inside does, and so do shapes. */
+    net = make_net(64, 4, "first");
+    build_check(net, g_path, 64, &st);
+    ASSERT_EQ(st.timed, 3);
+    kiln_network_free(net);
+    net = make_net(128, 3, "first");
+    build_check(net, g_path, 128, &st);
+    ASSERT_EQ(st.timed, 3);
+    kiln_network_free(net);
+    /* all three shapes/attrs now cached */
+    net = make_net(64, 4, "first");
+    build_check(net, g_path, 64, &st);
+    ASSERT_EQ(st.timed, 0);
+    kiln_network_free(net);
+    remove(g_path);
+}
+
+static void write_file(const char *path, const char *text) {
+    FILE *f = fopen(path, "wb");
+    ASSERT(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+TEST_IMPL(corrupt_and_foreign_files) {
+    make_path("bad");
+    kiln_network *net = make_net(32, 1, "");
+    kiln_build_stats st;
+    const char *bad[] = {
+        "garbage\x01\x02\n",
+        "kiln-timing-cache 1\n",
+        "kiln-timing-cache 1\ndevice %s\nentries 5\n1.0 only one\n",
+        "kiln-timing-cache 1\ndevice %s\nentries 1\nnot-a-number key\n",
+        "kiln-timing-cache 1\ndevice %s\nentries 1\n-3 negative\n",
+        "kiln-timing-cache 1\ndevice %s\nentries 0\nextra\n",
+        "kiln-timing-cache 1\ndevice some-other-cpu:sse2\nentries 0\n",
+        "kiln-timing-cache 99\ndevice %s\nentries 0\n",
+        "",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char text[512];
+        snprintf(text, sizeof text, bad[i], kiln_cpu_signature());
+        write_file(g_path, text);
+        g_log[0] = 0;
+        kiln_log_set(KILN_LOG_WARN, log_fn, NULL);
+        build_check(net, g_path, 32, &st);
+        kiln_log_set(KILN_LOG_WARN, NULL, NULL);
+        ASSERT_EQ(st.timed, 3); /* ignored: everything timed again */
+        ASSERT_EQ(st.cache_hits, 0);
+        ASSERT_CONTAINS(g_log, "timing cache");
+        ASSERT_CONTAINS(g_log, g_path);
+        /* and the file was rewritten, valid: the next build times nothing */
+        build_check(net, g_path, 32, &st);
+        ASSERT_EQ(st.timed, 0);
+    }
+    /* random bytes never crash */
+    for (int iter = 0; iter < 20; iter++) {
+        char text[300];
+        snprintf(text, 40, "kiln-timing-cache 1\ndevice %s\n", kiln_cpu_signature());
+        size_t n = strlen(text);
+        for (size_t i = n; i < sizeof text - 1; i++) text[i] = (char)(1 + test_rand_u64(&g_seed) % 255);
+        text[sizeof text - 1] = 0;
+        write_file(g_path, text);
+        kiln_log_set(KILN_LOG_ERROR, NULL, NULL);
+        build_check(net, g_path, 32, &st);
+        kiln_log_set(KILN_LOG_WARN, NULL, NULL);
+    }
+    /* an unwritable path: the build still succeeds (cache write is a warning) */
+    kiln_log_set(KILN_LOG_ERROR, NULL, NULL);
+    build_check(net, "/nonexistent-dir/kiln/cache.txt", 32, &st);
+    kiln_log_set(KILN_LOG_WARN, NULL, NULL);
+    ASSERT_EQ(st.timed, 3);
+    kiln_network_free(net);
+    remove(g_path);
+}
+
+TEST_LIST(TEST_ENTRY(memory_cache), TEST_ENTRY(build_round_trip), TEST_ENTRY(corrupt_and_foreign_files))
