@@ -25,8 +25,10 @@
  *   elemwise_add   x[2,3,4] + y[2,3,4] -> z          (opts: "autotune")
  *   inplace_add    t = x + y (in place on a copy of x); z = t + y (in place on t)
  *   non_zero       x[R,C] -> indices [N,2] int32, count N (0-D i64)
+ *                  (opts: "shape=RxC", "dynamic": R and C symbolic)
  *   circ_pad       x[2,3,8,10] -> two circ_pad layers with the same pads
- *                  (opts: "multi-tactic", "per-format-tactics")
+ *                  (opts: "multi-tactic", "per-format-tactics", "shape=AxBx..",
+ *                  "pads=a:b:..")
  *   chain100       100 chained elemwise_add on 1-element tensors
  * `opts` is a comma-separated list (NULL = none).  Returns 0, or a negative
  * KILN_E* code with kiln_errmsg() set (unknown name: KILN_ENOTFOUND listing

@@ -114,4 +114,18 @@ if(TARGET kiln_cli AND TARGET kiln_samples_ops)
     set_tests_properties(cli_onnx_circ_pad_run PROPERTIES FIXTURES_REQUIRED cli_onnx_cp
                          PASS_REGULAR_EXPRESSION "compare y with .* 0 outside")
   endif()
+  # Dynamic shapes: an optimization profile at build, actual shapes at run,
+  # a clear error outside the profile.
+  kiln_cli_test(cli_build_non_zero_dynamic ${KC} build --network non_zero --network-opts dynamic
+                --plugins ${KLIB} --min-shapes x:1x1 --opt-shapes x:4x8 --max-shapes x:16x16
+                -o ${KC_DIR}/nz_dyn.kiln)
+  kiln_cli_test(cli_build_non_zero_no_profile ${EXPECT_FAIL} "kiln build: .*x"
+                ${KC} build --network non_zero --network-opts dynamic --plugins ${KLIB} -o ${KC_DIR}/nz_bad.kiln)
+  kiln_cli_test(cli_run_non_zero_dynamic ${KC} run ${KC_DIR}/nz_dyn.kiln --plugins ${KLIB} --shapes x:5x9)
+  kiln_cli_test(cli_run_non_zero_outside_profile ${EXPECT_FAIL} "kiln run: .*x.*16"
+                ${KC} run ${KC_DIR}/nz_dyn.kiln --plugins ${KLIB} --shapes x:20x3)
+  set_tests_properties(cli_build_non_zero_dynamic PROPERTIES FIXTURES_SETUP cli_nz_dyn)
+  set_tests_properties(cli_run_non_zero_dynamic PROPERTIES FIXTURES_REQUIRED cli_nz_dyn
+                       PASS_REGULAR_EXPRESSION "output indices: i32 \\[45, 2\\]")
+  set_tests_properties(cli_run_non_zero_outside_profile PROPERTIES FIXTURES_REQUIRED cli_nz_dyn)
 endif()

@@ -113,7 +113,10 @@ static int net_non_zero(kiln_network *net, const char *opts) {
     int64_t dims[2] = {6, 7};
     if (opt_value(opts, "shape", buf, sizeof buf) && parse_list(buf, dims, 2) != 2)
         return kiln_set_error(KILN_EINVAL, "non_zero: expected shape=RxC, found '%s'", buf);
-    CHECK(kiln_network_add_input(net, "x", KILN_DTYPE_F32, 2, dims, NULL));
+    /* "dynamic": both dims symbolic (R, C); the build needs a profile. */
+    static const char *const names[2] = {"R", "C"};
+    if (has_opt(opts, "dynamic")) dims[0] = dims[1] = -1;
+    CHECK(kiln_network_add_input(net, "x", KILN_DTYPE_F32, 2, dims, names));
     LAYER(l, net, "sample::non_zero", 1, "nonzero", 1, (const char *[]){"x"}, 2,
           (const char *[]){"indices", "count"});
     CHECK(kiln_network_mark_output(net, "indices"));
