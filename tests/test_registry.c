@@ -302,7 +302,9 @@ TEST_IMPL(quick_adapter) {
     ASSERT_OK(kiln__op_deserialize(o, blob, n, &st2));
     ASSERT_OK(vt->enqueue(st2, &call));
     ASSERT_EQ(impl_seen_k_, 9);
-    ASSERT_EQ(kiln__op_deserialize(o, blob, n - 1, &st), KILN_EFORMAT);
+    void *st_bad = (void *)1;
+    ASSERT_EQ(kiln__op_deserialize(o, blob, n - 1, &st_bad), KILN_EFORMAT);
+    ASSERT(st_bad == NULL);
     ASSERT_CONTAINS(kiln_errmsg(), "test::add");
     void *st3;
     ASSERT_OK(vt->clone(st2, &st3));
