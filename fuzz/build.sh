@@ -36,6 +36,6 @@ clang $CFLAGS $INC -fsanitize=fuzzer "$ROOT/fuzz/onnx_fuzz.c" $OBJS -lprotobuf-c
 echo "built $OUT/onnx_fuzz"
 if [ "${1:-}" = run ]; then
   SEC=${2:-600}
-  exec nice -n 19 "$OUT/onnx_fuzz" -max_total_time="$SEC" -jobs=1 -workers=1 -max_len=65536 \
+  exec nice -n 19 "$OUT/onnx_fuzz" -max_total_time="$SEC" -max_len=65536 \
     -rss_limit_mb=2048 -artifact_prefix="$OUT/" "$OUT/corpus" "$ROOT/fuzz/corpus"
 fi

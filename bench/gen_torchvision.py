@@ -1,0 +1,154 @@
+#!/usr/bin/env python3
+"""Write build-bench/models/resnet18.onnx and mobilenet_v2.onnx (not committed) with
+random weights (seeded), for bench/compare.py.
+
+If torch and torchvision are importable, the models are torchvision's
+resnet18() / mobilenet_v2() (random init, eval mode) exported with
+torch.onnx.export (opset 17).  Otherwise -- the default here: PyPI's torch
+wheel with its CUDA dependencies is several GB, too big for these machines --
+the same architectures are built layer by layer with the onnx helper API, in
+the form torch's exporter produces for them in eval mode: Conv (+ bias-free)
+-> BatchNormalization -> Relu / Clip(0, 6), MaxPool, residual Add,
+GlobalAveragePool, Flatten, Gemm.  Weights are random (He-style scale) and
+BatchNorm statistics are random but sane, so activations stay bounded.
+
+    python3 bench/gen_torchvision.py [--out DIR] [--force-helper]
+"""
+import argparse
+import os
+import sys
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def export_torch(out):
+    import torch
+    import torchvision
+    torch.manual_seed(0)
+    for name, ctor in (("resnet18", torchvision.models.resnet18),
+                       ("mobilenet_v2", torchvision.models.mobilenet_v2)):
+        m = ctor(weights=None).eval()
+        x = torch.randn(1, 3, 224, 224)
+        torch.onnx.export(m, x, os.path.join(out, name + ".onnx"), opset_version=17,
+                          input_names=["input"], output_names=["logits"])
+        print("exported", name, "with torch", torch.__version__)
+
+
+class G:
+    """Tiny graph builder over onnx.helper."""
+
+    def __init__(self, seed):
+        from onnx import helper
+        self.h = helper
+        self.nodes, self.inits = [], []
+        self.rng = np.random.default_rng(seed)
+        self.n = 0
+
+    def name(self, p):
+        self.n += 1
+        return "%s_%d" % (p, self.n)
+
+    def init(self, p, arr):
+        from onnx import numpy_helper
+        nm = self.name(p)
+        self.inits.append(numpy_helper.from_array(arr.astype(np.float32), nm))
+        return nm
+
+    def node(self, op, ins, **attrs):
+        out = self.name(op.lower())
+        self.nodes.append(self.h.make_node(op, ins, [out], name=out, **attrs))
+        return out
+
+    def conv_bn(self, x, cin, cout, k, s=1, group=1, act="relu"):
+        w = self.rng.standard_normal((cout, cin // group, k, k)) * np.sqrt(2.0 / (cin // group * k * k))
+        y = self.node("Conv", [x, self.init("w", w)], kernel_shape=[k, k], strides=[s, s],
+                      pads=[k // 2] * 4, group=group)
+        scale = self.init("bn_s", 1 + 0.1 * self.rng.standard_normal(cout))
+        bias = self.init("bn_b", 0.1 * self.rng.standard_normal(cout))
+        mean = self.init("bn_m", 0.1 * self.rng.standard_normal(cout))
+        var = self.init("bn_v", 1 + 0.1 * self.rng.random(cout))
+        y = self.node("BatchNormalization", [y, scale, bias, mean, var], epsilon=1e-5)
+        if act == "relu":
+            y = self.node("Relu", [y])
+        elif act == "relu6":
+            y = self.node("Clip", [y, self.init("c0", np.array(0.0)), self.init("c6", np.array(6.0))])
+        return y
+
+    def head(self, x, c, classes=1000):
+        y = self.node("GlobalAveragePool", [x])
+        y = self.node("Flatten", [y], axis=1)
+        w = self.rng.standard_normal((classes, c)) * np.sqrt(1.0 / c)
+        return self.node("Gemm", [y, self.init("fc_w", w), self.init("fc_b", np.zeros(classes))],
+                         alpha=1.0, beta=1.0, transB=1)
+
+    def model(self, out, name):
+        from onnx import TensorProto, helper
+        import onnx
+        g = helper.make_graph(self.nodes, name,
+                              [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 3, 224, 224])],
+                              [helper.make_tensor_value_info(out, TensorProto.FLOAT, [1, 1000])],
+                              self.inits)
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)],
+                              producer_name="kiln bench/gen_torchvision.py (onnx helper)")
+        m.ir_version = 8
+        onnx.checker.check_model(m)
+        return m
+
+
+def resnet18():
+    g = G(18)
+    x = g.conv_bn("input", 3, 64, 7, 2)
+    x = g.node("MaxPool", [x], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
+    cin = 64
+    for cout, stride in ((64, 1), (128, 2), (256, 2), (512, 2)):
+        for b in range(2):
+            s = stride if b == 0 else 1
+            y = g.conv_bn(x, cin, cout, 3, s)
+            y = g.conv_bn(y, cout, cout, 3, 1, act=None)
+            sc = x if (s == 1 and cin == cout) else g.conv_bn(x, cin, cout, 1, s, act=None)
+            x = g.node("Relu", [g.node("Add", [y, sc])])
+            cin = cout
+    return g.model(g.head(x, 512), "resnet18")
+
+
+def mobilenet_v2():
+    g = G(2)
+    x = g.conv_bn("input", 3, 32, 3, 2, act="relu6")
+    cin = 32
+    for t, c, n, s in ((1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2),
+                       (6, 96, 3, 1), (6, 160, 3, 2), (6, 320, 1, 1)):
+        for i in range(n):
+            stride = s if i == 0 else 1
+            hid = cin * t
+            y = x if t == 1 else g.conv_bn(x, cin, hid, 1, 1, act="relu6")
+            y = g.conv_bn(y, hid, hid, 3, stride, group=hid, act="relu6")
+            y = g.conv_bn(y, hid, c, 1, 1, act=None)
+            x = g.node("Add", [x, y]) if (stride == 1 and cin == c) else y
+            cin = c
+    x = g.conv_bn(x, cin, 1280, 1, 1, act="relu6")
+    return g.model(g.head(x, 1280), "mobilenet_v2")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default=os.path.join(HERE, "..", "build-bench", "models"))
+    ap.add_argument("--force-helper", action="store_true")
+    a = ap.parse_args()
+    os.makedirs(a.out, exist_ok=True)
+    if not a.force_helper:
+        try:
+            export_torch(a.out)
+            return
+        except ImportError:
+            print("torch/torchvision not installed: building the same architectures with the onnx "
+                  "helper API (random weights)", file=sys.stderr)
+    import onnx
+    for name, fn in (("resnet18", resnet18), ("mobilenet_v2", mobilenet_v2)):
+        onnx.save(fn(), os.path.join(a.out, name + ".onnx"))
+        print("wrote", os.path.join(a.out, name + ".onnx"))
+
+
+if __name__ == "__main__":
+    main()
