@@ -10,6 +10,8 @@
 
 #include "cli.h"
 
+const char *cli_verb_name = "?";
+
 int cli_fail(const char *verb, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
@@ -35,7 +37,7 @@ int cli_opt(int argc, char **argv, int *i, const char *name, const char **val) {
     }
     if (a[n]) return 0;
     if (*i + 1 >= argc) {
-        fprintf(stderr, "kiln: option %s expects a value\n", name);
+        fprintf(stderr, "kiln %s: option %s expects a value\n", cli_verb_name, name);
         return -1;
     }
     *val = argv[++*i];

@@ -32,6 +32,9 @@ int cli_fail(const char *verb, const char *fmt, ...) __attribute__((format(print
  * after "<what>: "; returns 1. */
 int cli_fail_kiln(const char *verb, int status, const char *what);
 
+/* The verb being run ("build", ...), for messages; set by main. */
+extern const char *cli_verb_name;
+
 /* Option matching: if argv[*i] is `name` ("--out") or "--out=V", store the
  * value in *val (the next argument or V) and return 1; a missing value
  * prints an error and returns -1; no match returns 0. */

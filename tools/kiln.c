@@ -51,7 +51,10 @@ int main(int argc, char **argv) {
         return 0;
     }
     for (size_t i = 0; i < sizeof verbs / sizeof verbs[0]; i++)
-        if (!strcmp(argv[1], verbs[i].name)) return verbs[i].fn(argc - 1, argv + 1);
+        if (!strcmp(argv[1], verbs[i].name)) {
+            cli_verb_name = verbs[i].name;
+            return verbs[i].fn(argc - 1, argv + 1);
+        }
     fprintf(stderr, "kiln: unknown verb '%s'\n", argv[1]);
     return usage(stderr);
 }
