@@ -1,0 +1,375 @@
+/*
+ * test_ops1.c — the ops1 built-in ONNX operators (elementwise, activation,
+ * reduce, tensor, index) against naive reference code, test-backend-ops
+ * style: each case builds a one-layer network through the public API,
+ * feeds fresh random inputs, poisons the output buffer, runs in debug mode
+ * (every element must be written) and compares with a reference computed
+ * here, independently of the kernels.
+ */
+#include "kiln/kiln.h"
+#include "test.h"
+
+#include <stdint.h>
+
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+
+static uint64_t g_seed = 0x1234567887654321ull;
+
+typedef struct tio {
+    const char *name;
+    kiln_dtype t;
+    int nd;
+    int64_t dims[KILN_MAX_DIMS];
+    void *data;
+    int is_const; /* a network constant (build-time value) instead of an input */
+} tio;
+
+typedef void (*attr_fn)(kiln_layer *l);
+
+static int64_t numel(const tio *t) {
+    int64_t n = 1;
+    for (int i = 0; i < t->nd; i++) n *= t->dims[i];
+    return n;
+}
+
+/* Build + run a one-layer network; outputs are checked for shape and
+ * returned in out[i].data (caller-allocated, poisoned here). */
+static int run1(const char *op, int ver, int nin, const tio *in, int nout, tio *out, attr_fn attrs,
+                int threads) {
+    kiln_network *net = kiln_network_create();
+    ASSERT(net);
+    const char *inames[16], *onames[16];
+    for (int i = 0; i < nin; i++) {
+        inames[i] = in[i].name;
+        if (!in[i].name[0]) continue;
+        if (in[i].is_const)
+            ASSERT_OK(kiln_network_add_constant(net, in[i].name, in[i].t, in[i].nd, in[i].dims, in[i].data));
+        else
+            ASSERT_OK(kiln_network_add_input(net, in[i].name, in[i].t, in[i].nd, in[i].dims, NULL));
+    }
+    for (int i = 0; i < nout; i++) onames[i] = out[i].name;
+    kiln_layer *l = kiln_network_add_layer(net, op, ver, "L", nin, inames, nout, onames);
+    if (!l) TEST__FAIL("add_layer %s: %s", op, kiln_errmsg());
+    if (attrs) attrs(l);
+    for (int i = 0; i < nout; i++) ASSERT_OK(kiln_network_mark_output(net, out[i].name));
+    kiln_build_config *cfg = kiln_build_config_create();
+    kiln_build_config_set_flags(cfg, KILN_BUILD_NO_TIMING);
+    kiln_build_config_set_threads(cfg, threads);
+    kiln_engine *e = NULL;
+    int rc = kiln_build(net, cfg, &e, NULL);
+    kiln_build_config_free(cfg);
+    kiln_network_free(net);
+    if (rc) return rc;
+    kiln_context *ctx;
+    ASSERT_OK(kiln_context_create(e, threads, &ctx));
+    kiln_context_set_debug(ctx, 1);
+    for (int i = 0; i < nin; i++)
+        if (in[i].name[0] && !in[i].is_const)
+            ASSERT_OK(kiln_context_bind(ctx, in[i].name, in[i].data,
+                                        (size_t)numel(&in[i]) * kiln_dtype_size(in[i].t)));
+    for (int i = 0; i < nout; i++) {
+        size_t bytes = (size_t)numel(&out[i]) * kiln_dtype_size(out[i].t);
+        memset(out[i].data, 0xA5, bytes); /* poison */
+        ASSERT_OK(kiln_context_bind(ctx, out[i].name, out[i].data, bytes));
+    }
+    rc = kiln_context_run(ctx);
+    if (!rc)
+        for (int i = 0; i < nout; i++) {
+            int nd;
+            int64_t d[KILN_MAX_DIMS];
+            ASSERT_OK(kiln_context_shape(ctx, out[i].name, &nd, d));
+            ASSERT_EQ(nd, out[i].nd);
+            for (int k = 0; k < nd; k++) ASSERT_EQ(d[k], out[i].dims[k]);
+        }
+    kiln_context_free(ctx);
+    kiln_engine_free(e);
+    return rc;
+}
+
+static void fill_f32(float *p, int64_t n, float lo, float hi) {
+    for (int64_t i = 0; i < n; i++) p[i] = test_randf(&g_seed, lo, hi);
+}
+static void fill_i32(int32_t *p, int64_t n, int lo, int hi) {
+    for (int64_t i = 0; i < n; i++) p[i] = lo + (int32_t)(test_rand_u64(&g_seed) % (uint64_t)(hi - lo));
+}
+
+/* Offset of output index o (dims od, rank on) in an operand broadcast to it. */
+static int64_t bc_off(int64_t o, int on, const int64_t *od, int nd, const int64_t *d) {
+    int64_t off = 0, s = 1;
+    for (int i = on - 1; i >= 0; i--) {
+        int64_t ix = o % od[i];
+        o /= od[i];
+        int j = i - (on - nd);
+        if (j < 0) continue;
+        off += (d[j] == 1 ? 0 : ix) * s;
+        s *= d[j];
+    }
+    return off;
+}
+
+/* ---- elementwise ---------------------------------------------------------- */
+
+TEST_IMPL(add_broadcast) {
+    tio a = {"a", KILN_DTYPE_F32, 4, {2, 3, 4, 5}}, b = {"b", KILN_DTYPE_F32, 3, {3, 1, 5}};
+    float A[120], B[15], Y[120];
+    fill_f32(A, 120, -2, 2);
+    fill_f32(B, 15, -2, 2);
+    a.data = A;
+    b.data = B;
+    tio in[2] = {a, b}, out = {"y", KILN_DTYPE_F32, 4, {2, 3, 4, 5}, Y};
+    ASSERT_OK(run1("ai.onnx::Add", 7, 2, in, 1, &out, NULL, 1));
+    for (int64_t o = 0; o < 120; o++)
+        ASSERT_NEAR(Y[o], A[o] + B[bc_off(o, 4, out.dims, 3, b.dims)], 1e-6);
+}
+
+TEST_IMPL(mul_large_threaded) {
+    /* big enough for the threaded path; channel broadcast [C, 1] */
+    enum { R = 64, C = 2048 };
+    float *A = malloc(sizeof(float) * R * C), *B = malloc(sizeof(float) * R), *Y = malloc(sizeof(float) * R * C);
+    fill_f32(A, R * C, -3, 3);
+    fill_f32(B, R, -3, 3);
+    tio in[2] = {{"a", KILN_DTYPE_F32, 2, {R, C}, A}, {"b", KILN_DTYPE_F32, 2, {R, 1}, B}};
+    tio out = {"y", KILN_DTYPE_F32, 2, {R, C}, Y};
+    ASSERT_OK(run1("ai.onnx::Mul", 7, 2, in, 1, &out, NULL, 2));
+    for (int64_t r = 0; r < R; r++)
+        for (int64_t c = 0; c < C; c++) ASSERT_NEAR(Y[r * C + c], A[r * C + c] * B[r], 1e-6);
+    free(A), free(B), free(Y);
+}
+
+TEST_IMPL(div_int_and_compare) {
+    int32_t A[24], B[24], Y[24];
+    fill_i32(A, 24, -50, 50);
+    fill_i32(B, 24, -7, 8);
+    B[3] = 0; /* division by zero must not trap: defined as 0 */
+    tio in[2] = {{"a", KILN_DTYPE_I32, 2, {4, 6}, A}, {"b", KILN_DTYPE_I32, 2, {4, 6}, B}};
+    tio out = {"y", KILN_DTYPE_I32, 2, {4, 6}, Y};
+    ASSERT_OK(run1("ai.onnx::Div", 7, 2, in, 1, &out, NULL, 1));
+    for (int i = 0; i < 24; i++) ASSERT_EQ(Y[i], B[i] ? A[i] / B[i] : 0);
+
+    float F[24], G[6];
+    uint8_t L[24];
+    fill_f32(F, 24, -1, 1);
+    fill_f32(G, 6, -1, 1);
+    tio in2[2] = {{"a", KILN_DTYPE_F32, 2, {4, 6}, F}, {"b", KILN_DTYPE_F32, 1, {6}, G}};
+    tio out2 = {"y", KILN_DTYPE_BOOL, 2, {4, 6}, L};
+    ASSERT_OK(run1("ai.onnx::Less", 7, 2, in2, 1, &out2, NULL, 1));
+    for (int i = 0; i < 24; i++) ASSERT_EQ(L[i], F[i] < G[i % 6]);
+}
+
+TEST_IMPL(where_and_sum_variadic) {
+    uint8_t C[12];
+    float X[12], Y[4], Z[12], S[12];
+    for (int i = 0; i < 12; i++) C[i] = test_rand_u64(&g_seed) & 1;
+    fill_f32(X, 12, -1, 1);
+    fill_f32(Y, 4, -1, 1);
+    tio in[3] = {{"c", KILN_DTYPE_BOOL, 2, {3, 4}, C}, {"x", KILN_DTYPE_F32, 2, {3, 4}, X},
+                 {"y", KILN_DTYPE_F32, 1, {4}, Y}};
+    tio out = {"z", KILN_DTYPE_F32, 2, {3, 4}, Z};
+    ASSERT_OK(run1("ai.onnx::Where", 9, 3, in, 1, &out, NULL, 1));
+    for (int i = 0; i < 12; i++) ASSERT_EQ(Z[i] == (C[i] ? X[i] : Y[i % 4]), 1);
+
+    tio in3[3] = {{"a", KILN_DTYPE_F32, 2, {3, 4}, X}, {"b", KILN_DTYPE_F32, 1, {4}, Y},
+                  {"c", KILN_DTYPE_F32, 2, {3, 4}, Z}};
+    tio out3 = {"s", KILN_DTYPE_F32, 2, {3, 4}, S};
+    ASSERT_OK(run1("ai.onnx::Sum", 8, 3, in3, 1, &out3, NULL, 1));
+    for (int i = 0; i < 12; i++) ASSERT_NEAR(S[i], X[i] + Y[i % 4] + Z[i], 1e-6);
+}
+
+static void leaky_attrs(kiln_layer *l) { ASSERT_OK(kiln_layer_set_float(l, "alpha", 0.25)); }
+
+TEST_IMPL(unary_float_and_f16) {
+    enum { N = 1000 };
+    float X[N], Y[N];
+    fill_f32(X, N, -6, 6);
+    tio in = {"x", KILN_DTYPE_F32, 1, {N}, X}, out = {"y", KILN_DTYPE_F32, 1, {N}, Y};
+    ASSERT_OK(run1("ai.onnx::Sigmoid", 6, 1, &in, 1, &out, NULL, 1));
+    for (int i = 0; i < N; i++) ASSERT_NEAR(Y[i], 1.0 / (1.0 + exp(-(double)X[i])), 1e-6);
+    ASSERT_OK(run1("ai.onnx::LeakyRelu", 6, 1, &in, 1, &out, leaky_attrs, 1));
+    for (int i = 0; i < N; i++) ASSERT_NEAR(Y[i], X[i] >= 0 ? X[i] : 0.25 * X[i], 1e-6);
+
+    uint16_t H[N], HY[N];
+    for (int i = 0; i < N; i++) H[i] = kiln_f32_to_f16(X[i]);
+    tio hin = {"x", KILN_DTYPE_F16, 1, {N}, H}, hout = {"y", KILN_DTYPE_F16, 1, {N}, HY};
+    ASSERT_OK(run1("ai.onnx::Tanh", 6, 1, &hin, 1, &hout, NULL, 1));
+    for (int i = 0; i < N; i++)
+        ASSERT_NEAR(kiln_f16_to_f32(HY[i]), tanh(kiln_f16_to_f32(H[i])), 1e-3);
+}
+
+/* ---- reduce ----------------------------------------------------------------- */
+
+static void red_axes1(kiln_layer *l) {
+    int64_t ax[1] = {1};
+    ASSERT_OK(kiln_layer_set_ints(l, "axes", ax, 1));
+    ASSERT_OK(kiln_layer_set_int(l, "keepdims", 0));
+}
+
+TEST_IMPL(reduce_sum_max_mean) {
+    enum { A = 3, B = 4, C = 5 };
+    float X[A * B * C], Y[A * C], M[B];
+    fill_f32(X, A * B * C, -5, 5);
+    tio in = {"x", KILN_DTYPE_F32, 3, {A, B, C}, X};
+    tio out = {"y", KILN_DTYPE_F32, 2, {A, C}, Y};
+    ASSERT_OK(run1("ai.onnx::ReduceSum", 1, 1, &in, 1, &out, red_axes1, 1));
+    for (int a = 0; a < A; a++)
+        for (int c = 0; c < C; c++) {
+            double s = 0;
+            for (int b = 0; b < B; b++) s += X[(a * B + b) * C + c];
+            ASSERT_NEAR(Y[a * C + c], s, 1e-4);
+        }
+    /* ReduceMax-18 with axes [0, 2] as a constant input, keepdims = 1 */
+    int64_t axes[2] = {0, -1};
+    tio in2[2] = {in, {"axes", KILN_DTYPE_I64, 1, {2}, axes, 1}};
+    tio out2 = {"m", KILN_DTYPE_F32, 3, {1, B, 1}, M};
+    ASSERT_OK(run1("ai.onnx::ReduceMax", 18, 2, in2, 1, &out2, NULL, 1));
+    for (int b = 0; b < B; b++) {
+        float m = -INFINITY;
+        for (int a = 0; a < A; a++)
+            for (int c = 0; c < C; c++) m = fmaxf(m, X[(a * B + b) * C + c]);
+        ASSERT_EQ(M[b] == m, 1);
+    }
+    /* ReduceMean-18 without axes: everything */
+    float Mean[1];
+    tio out3 = {"mean", KILN_DTYPE_F32, 3, {1, 1, 1}, Mean};
+    ASSERT_OK(run1("ai.onnx::ReduceMean", 18, 1, &in, 1, &out3, NULL, 1));
+    double s = 0;
+    for (int i = 0; i < A * B * C; i++) s += X[i];
+    ASSERT_NEAR(Mean[0], s / (A * B * C), 1e-5);
+}
+
+static void argmax_attrs(kiln_layer *l) {
+    ASSERT_OK(kiln_layer_set_int(l, "axis", 1));
+    ASSERT_OK(kiln_layer_set_int(l, "keepdims", 0));
+}
+
+TEST_IMPL(argmax) {
+    float X[4 * 7];
+    int64_t Y[4];
+    fill_f32(X, 28, -1, 1);
+    tio in = {"x", KILN_DTYPE_F32, 2, {4, 7}, X}, out = {"y", KILN_DTYPE_I64, 1, {4}, Y};
+    ASSERT_OK(run1("ai.onnx::ArgMax", 1, 1, &in, 1, &out, argmax_attrs, 1));
+    for (int r = 0; r < 4; r++) {
+        int best = 0;
+        for (int c = 1; c < 7; c++)
+            if (X[r * 7 + c] > X[r * 7 + best]) best = c;
+        ASSERT_EQ(Y[r], best);
+    }
+}
+
+/* ---- tensor ------------------------------------------------------------------- */
+
+static void perm_attrs(kiln_layer *l) {
+    int64_t p[3] = {2, 0, 1};
+    ASSERT_OK(kiln_layer_set_ints(l, "perm", p, 3));
+}
+
+TEST_IMPL(transpose) {
+    enum { A = 3, B = 40, C = 700 }; /* large enough to split over threads */
+    float *X = malloc(sizeof(float) * A * B * C), *Y = malloc(sizeof(float) * A * B * C);
+    fill_f32(X, A * B * C, -1, 1);
+    tio in = {"x", KILN_DTYPE_F32, 3, {A, B, C}, X}, out = {"y", KILN_DTYPE_F32, 3, {C, A, B}, Y};
+    ASSERT_OK(run1("ai.onnx::Transpose", 1, 1, &in, 1, &out, perm_attrs, 2));
+    for (int c = 0; c < C; c++)
+        for (int a = 0; a < A; a++)
+            for (int b = 0; b < B; b++) ASSERT_EQ(Y[(c * A + a) * B + b] == X[(a * B + b) * C + c], 1);
+    free(X), free(Y);
+    /* one-byte elements */
+    uint8_t U[24], V[24];
+    for (int i = 0; i < 24; i++) U[i] = (uint8_t)test_rand_u64(&g_seed);
+    tio uin = {"x", KILN_DTYPE_U8, 3, {2, 3, 4}, U}, uout = {"y", KILN_DTYPE_U8, 3, {4, 2, 3}, V};
+    ASSERT_OK(run1("ai.onnx::Transpose", 1, 1, &uin, 1, &uout, perm_attrs, 1));
+    for (int c = 0; c < 4; c++)
+        for (int a = 0; a < 2; a++)
+            for (int b = 0; b < 3; b++) ASSERT_EQ(V[(c * 2 + a) * 3 + b], U[(a * 3 + b) * 4 + c]);
+}
+
+TEST_IMPL(slice_negative_steps) {
+    enum { R = 7, C = 9 };
+    float X[R * C], Y[R * C];
+    fill_f32(X, R * C, -1, 1);
+    int64_t st[2] = {-1, 1}, en[2] = {0, 100}, ax[2] = {0, 1}, sp[2] = {-2, 3};
+    tio in[5] = {{"x", KILN_DTYPE_F32, 2, {R, C}, X},
+                 {"s", KILN_DTYPE_I64, 1, {2}, st, 1},
+                 {"e", KILN_DTYPE_I64, 1, {2}, en, 1},
+                 {"a", KILN_DTYPE_I64, 1, {2}, ax, 1},
+                 {"p", KILN_DTYPE_I64, 1, {2}, sp, 1}};
+    /* rows 6, 4, 2 (end 0 exclusive); cols 1, 4, 7 */
+    tio out = {"y", KILN_DTYPE_F32, 2, {3, 3}, Y};
+    ASSERT_OK(run1("ai.onnx::Slice", 10, 5, in, 1, &out, NULL, 1));
+    for (int i = 0; i < 3; i++)
+        for (int j = 0; j < 3; j++) ASSERT_EQ(Y[i * 3 + j] == X[(6 - 2 * i) * C + 1 + 3 * j], 1);
+}
+
+static void axis1(kiln_layer *l) { ASSERT_OK(kiln_layer_set_int(l, "axis", 1)); }
+
+TEST_IMPL(gather_negative_indices) {
+    float X[3 * 5 * 2], Y[3 * 4 * 2];
+    fill_f32(X, 30, -1, 1);
+    int64_t I[4] = {0, -1, 2, -5};
+    tio in[2] = {{"x", KILN_DTYPE_F32, 3, {3, 5, 2}, X}, {"i", KILN_DTYPE_I64, 1, {4}, I}};
+    tio out = {"y", KILN_DTYPE_F32, 3, {3, 4, 2}, Y};
+    ASSERT_OK(run1("ai.onnx::Gather", 1, 2, in, 1, &out, axis1, 1));
+    for (int a = 0; a < 3; a++)
+        for (int k = 0; k < 4; k++)
+            for (int c = 0; c < 2; c++) {
+                int64_t j = I[k] < 0 ? I[k] + 5 : I[k];
+                ASSERT_EQ(Y[(a * 4 + k) * 2 + c] == X[(a * 5 + j) * 2 + c], 1);
+            }
+    /* an index out of range is a run-time error naming the op, not a crash */
+    I[2] = 5;
+    ASSERT_EQ(run1("ai.onnx::Gather", 1, 2, in, 1, &out, axis1, 1), KILN_EINVAL);
+    ASSERT_CONTAINS(kiln_errmsg(), "out of range");
+}
+
+TEST_IMPL(concat_three) {
+    float A[2 * 1 * 3], B[2 * 4 * 3], C[2 * 2 * 3], Y[2 * 7 * 3];
+    fill_f32(A, 6, -1, 1);
+    fill_f32(B, 24, -1, 1);
+    fill_f32(C, 12, -1, 1);
+    tio in[3] = {{"a", KILN_DTYPE_F32, 3, {2, 1, 3}, A}, {"b", KILN_DTYPE_F32, 3, {2, 4, 3}, B},
+                 {"c", KILN_DTYPE_F32, 3, {2, 2, 3}, C}};
+    tio out = {"y", KILN_DTYPE_F32, 3, {2, 7, 3}, Y};
+    ASSERT_OK(run1("ai.onnx::Concat", 4, 3, in, 1, &out, axis1, 1));
+    for (int n = 0; n < 2; n++)
+        for (int r = 0; r < 7; r++)
+            for (int k = 0; k < 3; k++) {
+                float ref = r < 1 ? A[(n * 1 + r) * 3 + k] : r < 5 ? B[(n * 4 + r - 1) * 3 + k]
+                                                                    : C[(n * 2 + r - 5) * 3 + k];
+                ASSERT_EQ(Y[(n * 7 + r) * 3 + k] == ref, 1);
+            }
+}
+
+/* Shape -> Gather -> Reshape: the shape computation is folded/propagated at
+ * build time, so Reshape sees a known shape. */
+TEST_IMPL(shape_values_propagate) {
+    kiln_network *net = kiln_network_create();
+    int64_t dims[3] = {2, 3, 4};
+    ASSERT_OK(kiln_network_add_input(net, "x", KILN_DTYPE_F32, 3, dims, NULL));
+    int64_t idx[3] = {2, 1, 0}, idims[1] = {3};
+    ASSERT_OK(kiln_network_add_constant(net, "idx", KILN_DTYPE_I64, 1, idims, idx));
+    const char *i1[1] = {"x"}, *o1[1] = {"s"};
+    ASSERT(kiln_network_add_layer(net, "ai.onnx::Shape", 1, "shape", 1, i1, 1, o1));
+    const char *i2[2] = {"s", "idx"}, *o2[1] = {"g"};
+    ASSERT(kiln_network_add_layer(net, "ai.onnx::Gather", 1, "gather", 2, i2, 1, o2));
+    const char *i3[2] = {"x", "g"}, *o3[1] = {"y"};
+    ASSERT(kiln_network_add_layer(net, "ai.onnx::Reshape", 5, "reshape", 2, i3, 1, o3));
+    ASSERT_OK(kiln_network_mark_output(net, "y"));
+    kiln_build_config *cfg = kiln_build_config_create();
+    kiln_build_config_set_flags(cfg, KILN_BUILD_NO_TIMING);
+    kiln_engine *e;
+    ASSERT_OK(kiln_build(net, cfg, &e, NULL));
+    kiln_io_info info;
+    ASSERT_OK(kiln_engine_io(e, 1, &info));
+    ASSERT_EQ(info.ndim, 3);
+    ASSERT_EQ(info.dims[0], 4);
+    ASSERT_EQ(info.dims[1], 3);
+    ASSERT_EQ(info.dims[2], 2);
+    kiln_engine_free(e);
+    kiln_build_config_free(cfg);
+    kiln_network_free(net);
+}
+
+TEST_LIST(TEST_ENTRY(add_broadcast), TEST_ENTRY(mul_large_threaded), TEST_ENTRY(div_int_and_compare),
+          TEST_ENTRY(where_and_sum_variadic), TEST_ENTRY(unary_float_and_f16),
+          TEST_ENTRY(reduce_sum_max_mean), TEST_ENTRY(argmax), TEST_ENTRY(transpose),
+          TEST_ENTRY(slice_negative_steps), TEST_ENTRY(gather_negative_indices),
+          TEST_ENTRY(concat_three), TEST_ENTRY(shape_values_propagate))
