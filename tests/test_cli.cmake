@@ -128,4 +128,13 @@ if(TARGET kiln_cli AND TARGET kiln_samples_ops)
   set_tests_properties(cli_run_non_zero_dynamic PROPERTIES FIXTURES_REQUIRED cli_nz_dyn
                        PASS_REGULAR_EXPRESSION "output indices: i32 \\[45, 2\\]")
   set_tests_properties(cli_run_non_zero_outside_profile PROPERTIES FIXTURES_REQUIRED cli_nz_dyn)
+  # AOT: the circ_pad kernel baked into the engine; it runs with NO plugin
+  # library and reproduces the JIT engine's outputs (same seed) exactly.
+  kiln_cli_test(cli_build_circ_pad_aot ${KC} build --network circ_pad --network-opts aot,multi-tactic
+                --plugins ${KLIB} -o ${KC_DIR}/circ_pad_aot.kiln)
+  kiln_cli_test(cli_run_circ_pad_aot_no_plugins ${KC} run ${KC_DIR}/circ_pad_aot.kiln --seed 7
+                --compare pa=${KC_DIR}/run1/pa.npy --compare pb=${KC_DIR}/run1/pb.npy --atol 0 --rtol 0)
+  set_tests_properties(cli_build_circ_pad_aot PROPERTIES FIXTURES_SETUP cli_cp_aot)
+  set_tests_properties(cli_run_circ_pad_aot_no_plugins PROPERTIES
+                       FIXTURES_REQUIRED "cli_cp_aot;cli_circ_pad;cli_circ_pad_run")
 endif()

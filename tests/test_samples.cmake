@@ -28,6 +28,8 @@ if(TARGET kiln-samples AND TARGET kiln_samples_ops)
   kiln_sample(sample_circ_pad_4d circ_pad --multi-tactic --shape 2x3x4x5 --pads 1,1,2,0,1,1,0,2)
   kiln_sample(sample_circ_pad_threads1 circ_pad --multi-tactic --threads 1)
   kiln_sample(sample_chain100 chain100)
+  kiln_sample(sample_circ_pad_aot circ_pad --aot --multi-tactic)
+  kiln_sample(sample_circ_pad_aot_2d circ_pad --aot --shape 7x9 --pads 2,3,0,7)
 
   # Save then load: the load run reuses the saved inputs and must reproduce
   # the saved outputs bit for bit (and match the reference).

@@ -19,6 +19,8 @@
  *   v2  FP32 or FP16, tactics 1 and 2 timed (kiln-samples --multi-tactic);
  *   v3  FP32 with tactics 1 and 2, FP16 only with tactic 2
  *       (--per-format-tactics: a tactic list per type combination).
+ * Every version also has an AOT kernel (the row tactic as C source, see
+ * cp_aot) that the builder compiles into the engine when asked to.
  * timing_id = "pads": two layers with equal pads and equal IO shapes/types
  * time the same, so the builder times them once.
  */
@@ -160,6 +162,65 @@ static int cp_impl(const kiln_call *c) {
     return 0;
 }
 
+/* ---- AOT: the row tactic as C source the builder compiles into the
+ * engine, so an engine built with kiln_layer_set_aot(l, 1) (network option
+ * "aot", kiln-samples --aot) runs with no plugin library loaded.  The
+ * tensor is seen as rank 4 (leading dims of size 1 added); scalars: element
+ * size, input dims[4], pads before[4], output dims[4] — 13 int64 values. */
+static const char cp_aot_source[] =
+    "#include <string.h>\n"
+    "#include <kiln/plugin.h>\n"
+    "void circ_pad_rows(const kiln_aot_args *a, int ith, int nth) {\n"
+    "    const int64_t es = a->i64[0], *in = a->i64 + 1, *bf = a->i64 + 5, *od = a->i64 + 9;\n"
+    "    const char *x = a->in[0];\n"
+    "    char *y = a->out[0];\n"
+    "    int64_t L = in[3], left = bf[3], right = od[3] - L - left, lo, hi;\n"
+    "    kiln_split_range(a->extent, ith, nth, &lo, &hi);\n"
+    "    for (int64_t r = lo; r < hi; r++) {\n"
+    "        int64_t rem = r, src = 0, stride = 1;\n"
+    "        for (int d = 2; d >= 0; d--) {\n"
+    "            int64_t o = rem % od[d], i;\n"
+    "            rem /= od[d];\n"
+    "            i = (o - bf[d]) % in[d];\n"
+    "            if (i < 0) i += in[d];\n"
+    "            src += i * stride;\n"
+    "            stride *= in[d];\n"
+    "        }\n"
+    "        const char *p = x + src * L * es;\n"
+    "        char *q = y + r * od[3] * es;\n"
+    "        memcpy(q, p + (L - left) * es, (size_t)(left * es));\n"
+    "        memcpy(q + left * es, p, (size_t)(L * es));\n"
+    "        memcpy(q + (left + L) * es, p, (size_t)(right * es));\n"
+    "    }\n"
+    "}\n";
+
+static int cp_aot(const kiln_shape_ctx *c, const kiln_io_format *io, int tactic, kiln_aot_kernel *k) {
+    (void)tactic;
+    const kiln_desc *x = &c->in[0], *y = &c->out[0];
+    if (x->ndim > 4)
+        return kiln_set_error(KILN_EUNSUPPORTED, "circ_pad: the AOT kernel handles rank <= 4, found rank %d",
+                              x->ndim);
+    cp_pads p;
+    int rc = cp_read_pads(c->attrs, x->ndim, &p);
+    if (rc) return rc;
+    const kiln_expr *one = kiln_expr_const(c->x, 1), *rows = one;
+    k->source = cp_aot_source;
+    k->entry = "circ_pad_rows";
+    k->nscalars = 13;
+    for (int i = 0; i < 13; i++) k->scalar_types[i] = KILN_SCALAR_I64;
+    k->scalars[0] = kiln_expr_const(c->x, (int64_t)kiln_dtype_size(io->dtype[0]));
+    for (int j = 0; j < 4; j++) {
+        int d = x->ndim - 4 + j; /* < 0: an added leading dim of size 1 */
+        k->scalars[1 + j] = d < 0 ? one : x->dims[d];
+        k->scalars[5 + j] = kiln_expr_const(c->x, d < 0 ? 0 : p.before[d]);
+        k->scalars[9 + j] = d < 0 ? one : y->dims[d];
+        if (j < 3) rows = kiln_expr_mul(c->x, rows, k->scalars[9 + j]);
+    }
+    k->extent = rows;
+    return 0;
+}
+#define CP_AOT_SIGNATURE "i64,i64,i64,i64,i64,i64,i64,i64,i64,i64,i64,i64,i64"
+
 static const kiln_attr_def cp_attrs[] = {
     {"pads", KILN_ATTR_ARRAY, KILN_DTYPE_I64, NULL, 1,
      "(before, after) pairs for the last 1-4 dims, last dim first (torch order)"},
@@ -186,6 +247,7 @@ static const kiln_combo cp_formats_v3[] = {
         .min_inputs = 1, .max_inputs = 1, .num_outputs = 1,                  \
         .attrs = cp_attrs, .shape = cp_shape, .impl = cp_impl,               \
         .formats = fmts, .timing_id = "pads", .doc = text,                   \
+        .aot = cp_aot, .aot_signature = CP_AOT_SIGNATURE,                    \
     };                                                                        \
     KILN_OP(var)
 

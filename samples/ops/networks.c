@@ -146,6 +146,10 @@ static int net_circ_pad(kiln_network *net, const char *opts) {
     LAYER(l2, net, "sample::circ_pad", version, "pad_b", 1, (const char *[]){"b"}, 1,
           (const char *[]){"pb"});
     CHECK(kiln_layer_set_ints(l2, "pads", pads, npads));
+    if (has_opt(opts, "aot")) { /* bake the AOT kernel: no plugin needed at run time */
+        CHECK(kiln_layer_set_aot(l1, 1));
+        CHECK(kiln_layer_set_aot(l2, 1));
+    }
     CHECK(kiln_network_mark_output(net, "pa"));
     CHECK(kiln_network_mark_output(net, "pb"));
 fail:

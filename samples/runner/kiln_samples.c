@@ -45,7 +45,7 @@
 
 typedef struct opts {
     const char *name;
-    int autotune, multi_tactic, per_format, fp16, save, load, verbose, threads;
+    int autotune, multi_tactic, per_format, fp16, save, load, verbose, threads, aot;
     const char *artifacts, *mode, *pads, *shape;
     uint64_t seed;
 } opts;
@@ -81,6 +81,7 @@ static int usage(FILE *f) {
             "  --autotune            elemwise_add: FP32|FP16 candidates timed (enables FP16)\n"
             "  --multi-tactic        circ_pad: tactics 1 and 2 timed\n"
             "  --per-format-tactics  circ_pad: FP32 with tactics 1,2; FP16 with tactic 2 only\n"
+            "  --aot                 circ_pad: bake the AOT kernel into the engine\n"
             "  --precision fp32|fp16 allow FP16 kernels (KILN_BUILD_FP16)\n"
             "  --save-engine         save the engine to DIR/NAME.kiln (+ inputs/outputs)\n"
             "  --load-engine         load DIR/NAME.kiln instead of building; outputs must\n"
@@ -225,6 +226,7 @@ static int parse_args(int argc, char **argv, opts *o) {
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) exit(usage(stdout));
         else if (!strcmp(a, "--autotune")) o->autotune = 1;
         else if (!strcmp(a, "--multi-tactic")) o->multi_tactic = 1;
+        else if (!strcmp(a, "--aot")) o->aot = 1;
         else if (!strcmp(a, "--per-format-tactics")) o->per_format = 1;
         else if (!strcmp(a, "--save-engine")) o->save = 1;
         else if (!strcmp(a, "--load-engine")) o->load = 1;
@@ -274,8 +276,8 @@ static int parse_args(int argc, char **argv, opts *o) {
     /* Options that do not apply to the sample are mistakes: say so. */
     int circ = !strcmp(o->name, "circ_pad");
     const char *bad = o->autotune && strcmp(o->name, "elemwise_add") ? "--autotune (elemwise_add)"
-                      : (o->multi_tactic || o->per_format || o->pads) && !circ
-                          ? "--multi-tactic/--per-format-tactics/--pads (circ_pad)"
+                      : (o->multi_tactic || o->per_format || o->pads || o->aot) && !circ
+                          ? "--multi-tactic/--per-format-tactics/--pads/--aot (circ_pad)"
                       : (o->save || o->load) && !circ ? "--save-engine/--load-engine (circ_pad)"
                       : o->shape && !circ && strcmp(o->name, "non_zero") ? "--shape (circ_pad, non_zero)"
                       : NULL;
@@ -309,7 +311,8 @@ static int load_lib(lib *l) {
 static int build_engine(const opts *o, const lib *l, kiln_engine **eng, kiln_build_stats *st) {
     char sopts[256];
     snprintf(sopts, sizeof sopts, "%s%s%s", o->autotune ? "autotune," : "",
-             o->per_format ? "per-format-tactics," : o->multi_tactic ? "multi-tactic," : "", "");
+             o->per_format ? "per-format-tactics," : o->multi_tactic ? "multi-tactic," : "",
+             o->aot ? "aot," : "");
     size_t len = strlen(sopts);
     if (o->pads) {
         len += (size_t)snprintf(sopts + len, sizeof sopts - len, "pads=");
