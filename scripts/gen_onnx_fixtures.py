@@ -182,3 +182,20 @@ tsave(bad, "t_bad_rank.pb")
 s = helper.make_tensor("s", TensorProto.STRING, [1], [b"hi"])
 tsave(s, "t_string.pb")
 print("fixtures written to", os.path.normpath(OUT))
+
+# If whose condition is computed from a shape (Silero VAD's pattern):
+# cond = Equal(Gather(Shape(x), 0), 2); then: x + x, else: x
+then_g = helper.make_graph([helper.make_node("Add", ["x", "x"], ["ta"], name="then_add")],
+                           "then", [], [helper.make_tensor_value_info("ta", F, [2, 3])])
+else_g = helper.make_graph([helper.make_node("Relu", ["x"], ["eb"], name="else_relu")],
+                           "else", [], [helper.make_tensor_value_info("eb", F, [2, 3])])
+g = helper.make_graph(
+    [helper.make_node("Shape", ["x"], ["s"], name="shape0"),
+     helper.make_node("Constant", [], ["i0"], value=helper.make_tensor("i0v", TensorProto.INT64, [], [0])),
+     helper.make_node("Gather", ["s", "i0"], ["d0"], name="gather0", axis=0),
+     helper.make_node("Constant", [], ["two"], value=helper.make_tensor("twov", TensorProto.INT64, [], [2])),
+     helper.make_node("Equal", ["d0", "two"], ["cond"], name="eq0"),
+     helper.make_node("If", ["cond"], ["y"], name="if0", then_branch=then_g, else_branch=else_g)],
+    "if_shape_cond", [helper.make_tensor_value_info("x", F, [2, 3])],
+    [helper.make_tensor_value_info("y", F, [2, 3])])
+save(model(g), "if_shape_cond.onnx")

@@ -20,11 +20,14 @@
  *
  * Build-time values: some ops need the *value* of an input at build time
  * (Reshape's shape, Resize's scales, Silero's sample rate, axes, pads ...).
- * A case is first built with all its inputs as real inputs; only when that
- * build fails, it is rebuilt with the small inputs (integer/bool inputs of
- * at most 64 elements, float inputs of at most 8 elements) turned into
- * constants holding the data set's values (kiln_onnx_options.values), once
- * per data set.  Such cases print "(values promoted: a, b)" with -v.
+ * A case is first built as the model says (dynamic dims symbolic, with a
+ * min = opt = max profile from the data set).  Only when that build fails:
+ * (1) rebuilt with the dynamic dims fixed to the data set's shapes
+ * (kiln_onnx_options.shapes: an If on a dim becomes known), then (2) also
+ * with the small inputs (integer/bool inputs of at most 64 elements, float
+ * inputs of at most 8 elements) turned into constants holding the data
+ * set's values (kiln_onnx_options.values), once per data set.  -v prints
+ * which was needed.
  *
  * Every case runs in a forked child (unless --no-fork): a crash or a hang
  * (120 s) fails that case, not the run.
@@ -310,27 +313,41 @@ static int promotable(const tensor *t) {
     return n <= 64;
 }
 
-/* Import + build for one data set.  values: promote small inputs. */
-static int build_for(const runner *r, const char *model, const dataset *ds, int promote,
+/* Import + build for one data set.  tier 0: as the model says; 1: dynamic
+ * dims fixed to the data set's shapes; 2: also small inputs promoted to
+ * constants.  Returns -1 when the tier changes nothing. */
+static const char *const tier_note[3] = {"", " (shapes fixed to the data set's)",
+                                         " (shapes fixed, small inputs promoted to constants)"};
+
+static int build_for(const runner *r, const char *model, const dataset *ds, int tier, int dynamic,
                      char (*names)[256], int nnames, kiln_engine **eng, char *why, size_t wsz) {
     *eng = NULL;
-    kiln_onnx_value vals[MAX_IO];
-    int nv = 0;
-    if (promote)
-        for (int i = 0; i < ds->nin && i < nnames; i++)
-            if (promotable(&ds->in[i])) {
-                vals[nv].name = names[i];
-                vals[nv].dtype = ds->in[i].dtype;
-                vals[nv].ndim = ds->in[i].ndim;
-                vals[nv].dims = ds->in[i].dims;
-                vals[nv].data = ds->in[i].data;
-                nv++;
-            }
-    if (promote && !nv) return -1;
+    kiln_onnx_value vals[MAX_IO], shapes[MAX_IO];
+    int nv = 0, ns = 0;
+    for (int i = 0; i < ds->nin && i < nnames; i++) {
+        if (tier >= 2 && promotable(&ds->in[i])) {
+            vals[nv].name = names[i];
+            vals[nv].dtype = ds->in[i].dtype;
+            vals[nv].ndim = ds->in[i].ndim;
+            vals[nv].dims = ds->in[i].dims;
+            vals[nv].data = ds->in[i].data;
+            nv++;
+        } else if (tier >= 1) {
+            shapes[ns].name = names[i];
+            shapes[ns].dtype = ds->in[i].dtype;
+            shapes[ns].ndim = ds->in[i].ndim;
+            shapes[ns].dims = ds->in[i].dims;
+            shapes[ns].data = NULL;
+            ns++;
+        }
+    }
+    if ((tier == 1 && !dynamic) || (tier == 2 && !nv)) return -1;
     kiln_onnx_options opt;
     memset(&opt, 0, sizeof opt);
     opt.values = vals;
     opt.nvalues = nv;
+    opt.shapes = shapes;
+    opt.nshapes = ns;
     kiln_network *net = NULL;
     int rc = kiln_onnx_import(model, &opt, &net);
     if (rc) {
@@ -361,11 +378,11 @@ static int build_for(const runner *r, const char *model, const dataset *ds, int 
     if (rc) {
         char m[1600];
         errline(m, sizeof m);
-        snprintf(why, wsz, "build%s: %s", promote ? " (small inputs promoted to constants)" : "", m);
+        snprintf(why, wsz, "build%s: %s", tier_note[tier], m);
         return is_unsupported(rc) ? R_SKIP : R_FAIL;
     }
-    if (promote && r->verbose) {
-        fprintf(stderr, "  values promoted:");
+    if (tier && r->verbose) {
+        fprintf(stderr, "  built with%s:", tier_note[tier]);
         for (int i = 0; i < nv; i++) fprintf(stderr, " %s", vals[i].name);
         fprintf(stderr, "\n");
     }
@@ -495,7 +512,7 @@ static int run_case(const runner *r, const char *dir, char *why, size_t wsz) {
     }
     kiln_network_free(net);
 
-    int res = R_PASS, promote = 0;
+    int res = R_PASS, tier = 0;
     kiln_engine *e = NULL;
     for (int s = 0; s < nsets && res == R_PASS; s++) {
         char sd[4400];
@@ -503,29 +520,32 @@ static int run_case(const runner *r, const char *dir, char *why, size_t wsz) {
         dataset ds;
         res = load_dataset(sd, &ds, why, wsz);
         if (res != R_PASS) break;
-        if (!e || promote || dynamic) {
+        if (!e || tier || dynamic) {
             if (e) kiln_engine_free(e);
             e = NULL;
-            if (!promote) {
-                res = build_for(r, model, &ds, 0, names, nnames, &e, why, wsz);
-                /* Build failed (not the import): retry with values. */
-                if (res != R_PASS && s == 0 && !strncmp(why, "build", 5)) {
-                    char first[2048];
-                    snprintf(first, sizeof first, "%s", why);
-                    int r2 = build_for(r, model, &ds, 1, names, nnames, &e, why, wsz);
-                    if (r2 == R_PASS) {
-                        promote = 1;
-                        res = R_PASS;
-                    } else if (r2 < 0) {
-                        snprintf(why, wsz, "%s", first); /* nothing to promote */
-                    } else {
-                        size_t l = strlen(why);
-                        if (r->verbose && l + 16 < wsz) snprintf(why + l, wsz - l, " [without: %s]", first);
-                        res = r2;
-                    }
+            res = build_for(r, model, &ds, tier, dynamic, names, nnames, &e, why, wsz);
+            /* The build failed (not the import) on the first data set: try
+             * the next tiers, keep the first message if none helps. */
+            if (res != R_PASS && s == 0 && !strncmp(why, "build", 5)) {
+                char first[2048];
+                snprintf(first, sizeof first, "%s", why);
+                int last = res;
+                for (int t = 1; t <= 2 && last != R_PASS; t++) {
+                    int r2 = build_for(r, model, &ds, t, dynamic, names, nnames, &e, why, wsz);
+                    if (r2 < 0) continue;
+                    last = r2;
+                    if (r2 == R_PASS) tier = t;
                 }
-            } else {
-                res = build_for(r, model, &ds, 1, names, nnames, &e, why, wsz);
+                if (last == R_PASS) {
+                    res = R_PASS;
+                } else if (!strcmp(why, first) || last == res) {
+                    size_t l = strlen(why);
+                    if (r->verbose && strcmp(why, first) && l + 16 < wsz)
+                        snprintf(why + l, wsz - l, " [as the model says: %s]", first);
+                    res = last;
+                } else {
+                    res = last;
+                }
             }
         }
         if (res == R_PASS) {

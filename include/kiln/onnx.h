@@ -76,6 +76,13 @@ typedef struct kiln_onnx_options {
     int nvalues;
     /* 1: print each node as it is mapped (KILN_LOG_INFO). */
     int verbose;
+    /* Graph inputs whose declared dims are replaced by these (name, ndim,
+     * dims; dtype and data are ignored): imports a model with symbolic dims
+     * for one concrete shape, so that shape-dependent values (an If on a
+     * dim) are known when the engine is built.  A rank that disagrees with
+     * the model is KILN_ESHAPE; an unknown name KILN_ENOTFOUND. */
+    const kiln_onnx_value *shapes;
+    int nshapes;
 } kiln_onnx_options;
 
 /* Import the model at `path`.  `opt` may be NULL (defaults).  On success

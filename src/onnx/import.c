@@ -812,6 +812,26 @@ static int import_graph(imp *im, const Onnx__GraphProto *g, const scope *parent,
         const char *names[KILN_MAX_DIMS];
         rc = value_type(vi, "graph input", &dt, &nd, dims, names);
         if (rc) break;
+        const kiln_onnx_value *fixed = NULL;
+        if (depth == 0 && im->opt)
+            for (int k = 0; k < im->opt->nshapes; k++)
+                if (im->opt->shapes[k].name && !strcmp(im->opt->shapes[k].name, nm)) fixed = &im->opt->shapes[k];
+        if (fixed) {
+            if (nd >= 0 && nd != fixed->ndim) {
+                rc = kiln__err(KILN_ESHAPE, "graph input '%s' has rank %d, the shape given has rank %d",
+                               nm, nd, fixed->ndim);
+                break;
+            }
+            if (fixed->ndim < 0 || fixed->ndim > KILN_MAX_DIMS) {
+                rc = kiln__err(KILN_EINVAL, "shape given for input '%s' has rank %d", nm, fixed->ndim);
+                break;
+            }
+            nd = fixed->ndim;
+            for (int k = 0; k < nd; k++) {
+                dims[k] = fixed->dims[k];
+                names[k] = NULL;
+            }
+        }
         if (nd < 0) {
             rc = kiln__err(KILN_EUNSUPPORTED, "graph input '%s' has no shape (unknown rank); give it "
                            "a shape in the model", nm);
@@ -826,14 +846,15 @@ static int import_graph(imp *im, const Onnx__GraphProto *g, const scope *parent,
         if (rc) rc = kiln__err_prefix(rc, "graph '%s': outer-scope input '%s'", gname, extras[i].name);
     }
     if (depth == 0 && im->opt && !rc)
-        for (int k = 0; k < im->opt->nvalues; k++) {
-            const char *vn = im->opt->values[k].name;
+        for (int k = 0; k < im->opt->nvalues + im->opt->nshapes; k++) {
+            const char *vn = k < im->opt->nvalues ? im->opt->values[k].name
+                                                  : im->opt->shapes[k - im->opt->nvalues].name;
             int found = 0;
             for (size_t i = 0; i < g->n_input; i++)
                 if (vn && g->input[i]->name && !strcmp(g->input[i]->name, vn)) found = 1;
             if (!found) {
-                rc = kiln__err(KILN_ENOTFOUND, "a value was given for '%s', which is not a graph input",
-                               vn ? vn : "(null)");
+                rc = kiln__err(KILN_ENOTFOUND, "a %s was given for '%s', which is not a graph input",
+                               k < im->opt->nvalues ? "value" : "shape", vn ? vn : "(null)");
                 break;
             }
         }
