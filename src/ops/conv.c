@@ -295,66 +295,101 @@ typedef struct direct {
     float *y;
 } direct;
 
+/* The direct kernel works on a zero-padded copy of one input channel, split
+ * by column phase (x mod stride), so that every tap of every output row is
+ * a contiguous, unit-stride run: output index ox with tap offset
+ * off = kx*dx reads phase off % sx at column ox + off / sx.  Outputs are
+ * computed 16 at a time in a vector register, summing all taps before one
+ * store. */
+typedef float v16 __attribute__((vector_size(64)));
+#define VW 16
+
+typedef struct padded {
+    int64_t PH, PWs, sx;  /* rows, floats per phase row, phases */
+} padded;
+
+static void pad_plane(const geom *g, const float *x, float *dst, const padded *pp) {
+    const int64_t IH = g->id[1], IW = g->id[2], py = g->pb[1], px = g->pb[2], sx = pp->sx;
+    for (int64_t r = 0; r < pp->PH; r++) {
+        int64_t iy = r - py;
+        float *row = dst + r * sx * pp->PWs;
+        if (iy < 0 || iy >= IH) {
+            memset(row, 0, (size_t)(sx * pp->PWs) * sizeof(float));
+            continue;
+        }
+        const float *src = x + iy * IW;
+        if (sx == 1) {
+            int64_t lead = px < pp->PWs ? px : pp->PWs;
+            memset(row, 0, (size_t)lead * sizeof(float));
+            int64_t n = IW < pp->PWs - lead ? IW : pp->PWs - lead;
+            if (n > 0) memcpy(row + lead, src, (size_t)n * sizeof(float));
+            int64_t done = lead + (n > 0 ? n : 0);
+            memset(row + done, 0, (size_t)(pp->PWs - done) * sizeof(float));
+            continue;
+        }
+        for (int64_t ph = 0; ph < sx; ph++) {
+            float *pr = row + ph * pp->PWs;
+            for (int64_t j = 0; j < pp->PWs; j++) {
+                int64_t ix = j * sx + ph - px;
+                pr[j] = (ix >= 0 && ix < IW) ? src[ix] : 0.0f;
+            }
+        }
+    }
+}
+
 /* Output planes [b, e) of N*M; 2-D geometry (D == 1). */
 static void direct_range(void *ud, int64_t b, int64_t e) {
     const direct *dc = ud;
     const geom *g = dc->g;
     const int64_t IH = g->id[1], IW = g->id[2], OH = g->o[1], OW = g->o[2];
     const int64_t KH = g->k[1], KW = g->k[2], sy = g->s[1], sx = g->s[2];
-    const int64_t dy = g->d[1], dx = g->d[2], py = g->pb[1], px = g->pb[2];
-    int64_t xlo[64], xhi[64];
-    int64_t kwn = KW < 64 ? KW : 64;
-    /* valid output x range per kernel column: ix = ox*sx - px + kx*dx in [0, IW) */
-    for (int64_t kx = 0; kx < kwn; kx++) {
-        int64_t off = kx * dx - px;
-        int64_t lo = off >= 0 ? 0 : (-off + sx - 1) / sx;
-        int64_t hi = IW - 1 - off < 0 ? 0 : (IW - 1 - off) / sx + 1;
-        if (hi > OW) hi = OW;
-        if (lo > hi) lo = hi;
-        xlo[kx] = lo;
-        xhi[kx] = hi;
+    const int64_t dy = g->d[1], dx = g->d[2];
+    padded pp = {.PH = (OH - 1) * sy + (KH - 1) * dy + 1, .sx = sx};
+    pp.PWs = OW + ((KW - 1) * dx) / sx + VW + 1;
+    float *xp = kiln__ops2_scratch(1, (size_t)(pp.PH * sx * pp.PWs) + VW);
+    if (!xp) return;
+    int64_t toff[256]; /* per tap: phase * PWs + column shift; row offset separately */
+    int ntap = (int)(KW < 256 ? KW : 256);
+    for (int64_t kx = 0; kx < ntap; kx++) {
+        int64_t off = kx * dx;
+        toff[kx] = (off % sx) * pp.PWs + off / sx;
     }
+    const int64_t rowstride = sx * pp.PWs;
     for (int64_t p = b; p < e; p++) {
         int64_t n = p / g->M, m = p % g->M, gi = m / g->Mg;
         const float *xg = dc->x + (n * g->C + gi * g->Cg) * IH * IW;
         const float *wm = dc->w + m * g->Cg * KH * KW;
         float *yp = dc->y + p * OH * OW;
         float bv = dc->bias ? dc->bias[m] : 0.0f;
-        for (int64_t oy = 0; oy < OH; oy++) {
-            float *yr = yp + oy * OW;
-            for (int64_t ox = 0; ox < OW; ox++) yr[ox] = bv;
-            for (int64_t ci = 0; ci < g->Cg; ci++) {
-                const float *xc = xg + ci * IH * IW;
-                const float *wc = wm + ci * KH * KW;
-                for (int64_t ky = 0; ky < KH; ky++) {
-                    int64_t iy = oy * sy - py + ky * dy;
-                    if (iy < 0 || iy >= IH) continue;
-                    const float *xr = xc + iy * IW;
-                    for (int64_t kx = 0; kx < KW; kx++) {
-                        const float wv = wc[ky * KW + kx];
-                        int64_t off = kx * dx - px, lo, hi;
-                        if (kx < 64) {
-                            lo = xlo[kx];
-                            hi = xhi[kx];
-                        } else {
-                            lo = off >= 0 ? 0 : (-off + sx - 1) / sx;
-                            hi = IW - 1 - off < 0 ? 0 : (IW - 1 - off) / sx + 1;
-                            if (hi > OW) hi = OW;
-                            if (lo > hi) lo = hi;
+        for (int64_t ci = 0; ci < g->Cg; ci++) {
+            pad_plane(g, xg + ci * IH * IW, xp, &pp);
+            const float *wc = wm + ci * KH * KW;
+            for (int64_t oy = 0; oy < OH; oy++) {
+                float *yr = yp + oy * OW;
+                for (int64_t ox = 0; ox < OW; ox += VW) {
+                    v16 acc = {0};
+                    for (int64_t ky = 0; ky < KH; ky++) {
+                        const float *xr = xp + (oy * sy + ky * dy) * rowstride + ox;
+                        const float *wr = wc + ky * KW;
+                        for (int64_t kx = 0; kx < KW; kx++) {
+                            v16 v;
+                            memcpy(&v, xr + (kx < 256 ? toff[kx]
+                                                      : ((kx * dx) % sx) * pp.PWs + (kx * dx) / sx),
+                                   sizeof v);
+                            acc += wr[kx] * v;
                         }
-                        if (sx == 1) {
-                            const float *xs = xr + off;
-                            for (int64_t ox = lo; ox < hi; ox++) yr[ox] += wv * xs[ox];
-                        } else if (sx == 2) {
-                            const float *xs = xr + off;
-                            for (int64_t ox = lo; ox < hi; ox++) yr[ox] += wv * xs[2 * ox];
-                        } else {
-                            for (int64_t ox = lo; ox < hi; ox++) yr[ox] += wv * xr[ox * sx + off];
-                        }
+                    }
+                    int64_t nv = OW - ox < VW ? OW - ox : VW;
+                    if (ci == 0) {
+                        for (int64_t q = 0; q < nv; q++) yr[ox + q] = acc[q] + bv;
+                    } else {
+                        for (int64_t q = 0; q < nv; q++) yr[ox + q] += acc[q];
                     }
                 }
             }
         }
+        if (g->Cg == 0)
+            for (int64_t i = 0; i < OH * OW; i++) yp[i] = bv;
     }
 }
 

@@ -50,6 +50,13 @@ typedef struct kiln__gemm {
 void kiln__sgemm(const kiln__gemm *g, kiln_exec *exec);
 /* Serial GEMM on a sub-range (used inside already parallel kernels). */
 void kiln__sgemm_serial(const kiln__gemm *g);
+/* Per-thread scratch of at least `floats` floats (64-byte aligned), kept
+ * between calls and freed when the thread exits; NULL when out of memory.
+ * Slot 0 belongs to the SGEMM; kernels use slots 1.. for their own data
+ * (a kernel may call the SGEMM while holding slot 1). */
+#define KILN__OPS2_SCRATCH_SLOTS 3
+float *kiln__ops2_scratch(int slot, size_t floats);
+
 /* Micro-kernel geometry (for packers that want to know). */
 int kiln__sgemm_nr(void);
 

@@ -40,8 +40,8 @@
 /* ------------------------------------------------------------ scratch */
 
 typedef struct scratch {
-    float *buf;
-    size_t cap; /* floats */
+    float *buf[KILN__OPS2_SCRATCH_SLOTS];
+    size_t cap[KILN__OPS2_SCRATCH_SLOTS]; /* floats */
 } scratch;
 
 static pthread_key_t g_key;
@@ -50,12 +50,12 @@ static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 static void scratch_free(void *p) {
     scratch *s = p;
     if (!s) return;
-    kiln__aligned_free(s->buf);
+    for (int i = 0; i < KILN__OPS2_SCRATCH_SLOTS; i++) kiln__aligned_free(s->buf[i]);
     kiln__free(s);
 }
 static void key_init(void) { pthread_key_create(&g_key, scratch_free); }
 
-static float *scratch_get(size_t floats) {
+float *kiln__ops2_scratch(int slot, size_t floats) {
     pthread_once(&g_once, key_init);
     scratch *s = pthread_getspecific(g_key);
     if (!s) {
@@ -63,13 +63,15 @@ static float *scratch_get(size_t floats) {
         if (!s) return NULL;
         pthread_setspecific(g_key, s);
     }
-    if (s->cap < floats) {
-        kiln__aligned_free(s->buf);
-        s->buf = kiln__aligned_alloc(floats * sizeof(float));
-        s->cap = s->buf ? floats : 0;
+    if (s->cap[slot] < floats) {
+        kiln__aligned_free(s->buf[slot]);
+        s->buf[slot] = kiln__aligned_alloc(floats * sizeof(float));
+        s->cap[slot] = s->buf[slot] ? floats : 0;
     }
-    return s->buf;
+    return s->buf[slot];
 }
+
+static float *scratch_get(size_t floats) { return kiln__ops2_scratch(0, floats); }
 
 int kiln__sgemm_nr(void) { return NR; }
 
