@@ -866,6 +866,21 @@ static int import_graph(imp *im, const Onnx__GraphProto *g, const scope *parent,
     }
     for (size_t i = 0; i < g->n_output && !rc; i++) {
         const char *nm = g->output[i]->name ? g->output[i]->name : "";
+        int ti = depth > 0 ? kiln__network_find_tensor(net, nm) : -1;
+        if (ti >= 0 && net->tensors[ti].kind == KILN__T_CONST) {
+            /* A subgraph output that is a constant (If branch = Constant):
+             * give the layer's output a producer inside the subgraph (a
+             * copy), as for every other subgraph output. */
+            char cn[600];
+            snprintf(cn, sizeof cn, "%s:copy#%d", nm, im->layer_seq++);
+            const char *cin[1] = {nm}, *cout[1] = {cn};
+            kiln_layer *cl = kiln_network_add_layer(net, "kiln::reformat", 1, NULL, 1, cin, 1, cout);
+            if (!cl) { rc = kiln__err_prefix(KILN_EINTERNAL, "graph '%s' output '%s'", gname, nm); break; }
+            rc = kiln_layer_set_int(cl, "to_dtype", net->tensors[ti].dtype);
+            if (!rc) rc = kiln_network_mark_output(net, cn);
+            if (rc) rc = kiln__err_prefix(rc, "graph '%s' output '%s'", gname, nm);
+            continue;
+        }
         rc = kiln_network_mark_output(net, nm);
         if (rc) rc = kiln__err_prefix(rc, "graph '%s' output '%s'", gname, nm);
     }
