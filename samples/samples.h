@@ -27,7 +27,7 @@
  *   non_zero       x[R,C] -> indices [N,2] int32, count N (0-D i64)
  *                  (opts: "shape=RxC", "dynamic": R and C symbolic)
  *   circ_pad       x[2,3,8,10] -> two circ_pad layers with the same pads
- *                  (opts: "multi-tactic", "per-format-tactics", "shape=AxBx..",
+ *                  (opts: "multi-tactic", "per-format-tactics", "aot", "shape=AxBx..",
  *                  "pads=a:b:..")
  *   chain100       100 chained elemwise_add on 1-element tensors
  * `opts` is a comma-separated list (NULL = none).  Returns 0, or a negative
