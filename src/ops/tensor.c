@@ -396,8 +396,16 @@ static int cast_common(kiln_shape_ctx *c, kiln_dtype to, const char *op) {
                               kiln_dtype_name(to), (int)to);
     set_dims(&c->out[0], to, x->ndim, x->dims);
     c->out[0].nvalues = -1;
-    if (kiln__ops1_is_int(to) && (kiln__ops1_is_int(x->dtype) || x->dtype == KILN_DTYPE_BOOL))
+    int src_int = kiln__ops1_is_int(x->dtype) || x->dtype == KILN_DTYPE_BOOL;
+    if (kiln__ops1_is_int(to) && src_int) {
         copy_values(c, 0, 0);
+    } else if (to == KILN_DTYPE_BOOL && src_int) { /* v != 0 */
+        copy_values(c, 0, 0);
+        kiln_desc *o = &c->out[0];
+        for (int i = 0; i < o->nvalues; i++)
+            o->values[i] = kiln_expr_sub(c->x, kiln_expr_const(c->x, 1),
+                                         kiln_expr_eq(c->x, o->values[i], kiln_expr_const(c->x, 0)));
+    }
     return 0;
 }
 static const kiln_attr_def cast_attrs[] = {
