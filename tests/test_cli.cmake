@@ -137,4 +137,13 @@ if(TARGET kiln_cli AND TARGET kiln_samples_ops)
   set_tests_properties(cli_build_circ_pad_aot PROPERTIES FIXTURES_SETUP cli_cp_aot)
   set_tests_properties(cli_run_circ_pad_aot_no_plugins PROPERTIES
                        FIXTURES_REQUIRED "cli_cp_aot;cli_circ_pad;cli_circ_pad_run")
+  # Clear errors for bad files and inputs.
+  kiln_cli_test(cli_run_missing_engine ${EXPECT_FAIL} "kiln run: .*nonexistent.kiln.*No such file"
+                ${KC} run ${KC_DIR}/nonexistent.kiln)
+  kiln_cli_test(cli_run_not_npy ${EXPECT_FAIL} "kiln run: .*not a .npy file"
+                ${KC} run ${KC_DIR}/add.kiln --plugins ${KLIB} --input x=${CMAKE_SOURCE_DIR}/README.md)
+  kiln_cli_test(cli_run_wrong_rank ${EXPECT_FAIL} "kiln run: .*'a'.*4 dims"
+                ${KC} run ${KC_DIR}/circ_pad.kiln --plugins ${KLIB} --input a=${KC_DIR}/add1/z.npy)
+  set_tests_properties(cli_run_not_npy PROPERTIES FIXTURES_REQUIRED cli_add)
+  set_tests_properties(cli_run_wrong_rank PROPERTIES FIXTURES_REQUIRED "cli_circ_pad;cli_add;cli_add_run")
 endif()
