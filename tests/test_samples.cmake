@@ -38,6 +38,17 @@ if(TARGET kiln-samples AND TARGET kiln_samples_ops)
   set_tests_properties(sample_circ_pad_save PROPERTIES FIXTURES_SETUP circ_pad_engine)
   set_tests_properties(sample_circ_pad_load PROPERTIES FIXTURES_REQUIRED circ_pad_engine)
 
+  kiln_sample(sample_circ_pad_save_fp16 circ_pad --per-format-tactics --precision fp16 --save-engine
+              --artifacts-dir ${KS_ART}/fp16)
+  kiln_sample(sample_circ_pad_load_fp16 circ_pad --per-format-tactics --precision fp16 --load-engine
+              --artifacts-dir ${KS_ART}/fp16)
+  set_tests_properties(sample_circ_pad_save_fp16 PROPERTIES FIXTURES_SETUP circ_pad_engine_fp16)
+  set_tests_properties(sample_circ_pad_load_fp16 PROPERTIES FIXTURES_REQUIRED circ_pad_engine_fp16)
+  kiln_sample(sample_circ_pad_save_aot circ_pad --aot --save-engine --artifacts-dir ${KS_ART}/aot)
+  kiln_sample(sample_circ_pad_load_aot circ_pad --aot --load-engine --artifacts-dir ${KS_ART}/aot)
+  set_tests_properties(sample_circ_pad_save_aot PROPERTIES FIXTURES_SETUP circ_pad_engine_aot)
+  set_tests_properties(sample_circ_pad_load_aot PROPERTIES FIXTURES_REQUIRED circ_pad_engine_aot)
+
   if(EXISTS ${CMAKE_SOURCE_DIR}/samples/circ_pad.onnx)
     kiln_sample(sample_circ_pad_onnx circ_pad --mode onnx)
   endif()

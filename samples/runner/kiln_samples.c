@@ -191,6 +191,19 @@ static int read_file(const char *path, void *a, size_t na, void *b, size_t nb) {
     return ok ? 0 : -1;
 }
 
+/* mkdir -p */
+static void make_dirs(const char *path) {
+    char buf[1024];
+    snprintf(buf, sizeof buf, "%s", path);
+    for (char *p = buf + 1; *p; p++)
+        if (*p == '/') {
+            *p = 0;
+            mkdir(buf, 0777);
+            *p = '/';
+        }
+    mkdir(buf, 0777);
+}
+
 /* Bind a poisoned output buffer of the output's capacity. */
 static void *bind_output(kiln_context *ctx, const char *name) {
     size_t cap = 0;
@@ -387,7 +400,7 @@ int main(int argc, char **argv) {
     kiln_samples_counters build_cnt = *cnt;
     memset(cnt, 0, sizeof *cnt);
     if (o.save) {
-        mkdir(o.artifacts, 0777);
+        make_dirs(o.artifacts);
         if (kiln_engine_save(eng, engine_path)) {
             kiln_engine_free(eng);
             return fail_kiln(engine_path);
