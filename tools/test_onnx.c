@@ -497,7 +497,32 @@ static int run_case(const runner *r, const char *dir, char *why, size_t wsz) {
     if (rc) {
         char m[1600];
         errline(m, sizeof m);
-        snprintf(why, wsz, "import: %s", m);
+        if (is_unsupported(rc) && strstr(m, "op_type '") && !r->verbose) {
+            /* "unsupported op A, B (first: <message of the first node>)" */
+            char ops[512] = "";
+            size_t ol = 0;
+            for (const char *p = strstr(m, "op_type '"); p; p = strstr(p + 1, "op_type '")) {
+                const char *b = p + 9, *e = strchr(b, '\'');
+                if (!e || e - b > 100) break;
+                char op[128];
+                snprintf(op, sizeof op, "%.*s", (int)(e - b), b);
+                int dup = 0;
+                for (const char *q = ops; *q && !dup;) {
+                    const char *c = strstr(q, ", ");
+                    size_t len = c ? (size_t)(c - q) : strlen(q);
+                    dup = len == strlen(op) && !strncmp(q, op, len);
+                    if (!c) break;
+                    q = c + 2;
+                }
+                if (dup) continue;
+                ol += (size_t)snprintf(ops + ol, ol < sizeof ops ? sizeof ops - ol : 0, "%s%s", ol ? ", " : "", op);
+                if (ol >= sizeof ops) break;
+            }
+            const char *first = strstr(m, "node '");
+            snprintf(why, wsz, "unsupported op %s (%s)", ops, first ? first : m);
+        } else {
+            snprintf(why, wsz, "import: %s", m);
+        }
         free_list(sets, nsets);
         return is_unsupported(rc) ? R_SKIP : R_FAIL;
     }
