@@ -51,6 +51,7 @@ if(TARGET kiln-samples AND TARGET kiln_samples_ops)
 
   if(EXISTS ${CMAKE_SOURCE_DIR}/samples/circ_pad.onnx)
     kiln_sample(sample_circ_pad_onnx circ_pad --mode onnx)
+    kiln_sample(sample_circ_pad_onnx_fp16 circ_pad --mode onnx --precision fp16 -v)
   endif()
 
   # Usage errors are reported, not crashed on.

@@ -293,6 +293,9 @@ static int parse_args(int argc, char **argv, opts *o) {
                           ? "--multi-tactic/--per-format-tactics/--pads/--aot (circ_pad)"
                       : (o->save || o->load) && !circ ? "--save-engine/--load-engine (circ_pad)"
                       : o->shape && !circ && strcmp(o->name, "non_zero") ? "--shape (circ_pad, non_zero)"
+                      : !strcmp(o->mode, "onnx") && (o->multi_tactic || o->per_format || o->pads ||
+                                                     o->shape || o->aot)
+                          ? "--multi-tactic/--per-format-tactics/--pads/--shape/--aot (network mode)"
                       : NULL;
     if (bad) {
         fprintf(stderr, "kiln-samples: %s does not apply to sample '%s'\n", bad, o->name);
