@@ -146,4 +146,7 @@ if(TARGET kiln_cli AND TARGET kiln_samples_ops)
                 ${KC} run ${KC_DIR}/circ_pad.kiln --plugins ${KLIB} --input a=${KC_DIR}/add1/z.npy)
   set_tests_properties(cli_run_not_npy PROPERTIES FIXTURES_REQUIRED cli_add)
   set_tests_properties(cli_run_wrong_rank PROPERTIES FIXTURES_REQUIRED "cli_circ_pad;cli_add;cli_add_run")
+  kiln_cli_test(cli_bench_duration ${KC} bench ${KC_DIR}/add.kiln --plugins ${KLIB} --duration 0.2 --warmup 1)
+  set_tests_properties(cli_bench_duration PROPERTIES FIXTURES_REQUIRED cli_add
+                       PASS_REGULAR_EXPRESSION "runs, latency (us|ms): min [0-9.]+ +median")
 endif()

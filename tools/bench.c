@@ -104,8 +104,11 @@ int kiln_cli_bench(int argc, char **argv) {
     double total = cli_now_ms() - start;
     qsort(lat, n, sizeof *lat, cmp_double);
     double med = pct(lat, n, 0.5);
-    printf("%s: %zu runs, latency ms: min %.4g  median %.4g  p90 %.4g  p99 %.4g  max %.4g\n", path,
-           n, lat[0], med, pct(lat, n, 0.9), pct(lat, n, 0.99), lat[n - 1]);
+    /* microseconds for fast engines, milliseconds otherwise */
+    double u = med < 1.0 ? 1e3 : 1.0;
+    printf("%s: %zu runs, latency %s: min %.3f  median %.3f  p90 %.3f  p99 %.3f  max %.3f\n",
+           path, n, u > 1 ? "us" : "ms", lat[0] * u, med * u, pct(lat, n, 0.9) * u,
+           pct(lat, n, 0.99) * u, lat[n - 1] * u);
     printf("throughput: %.1f runs/s\n", (double)n / (total / 1e3));
 
     /* Layer count (and, with --per-layer, mean times) from the profiler. */
