@@ -318,7 +318,9 @@ void kiln__aot_free(kiln__aot *k) {
  *   u32 entry_len, entry bytes; u32 sig_len, cpu_sig bytes;
  *   i32 extent; i32 nscalars;
  *   nscalars x { u8 type; i32 node (-1 for f32); f64 value (f32 scalars) };
- *   u64 so_size; so bytes. */
+ *   u8[32] SHA-256 of the object; u64 so_size; so bytes.
+ * The hash is checked before the bytes ever reach the dynamic loader:
+ * ld.so trusts what it maps, and a damaged dynamic section crashes it. */
 typedef struct wbuf {
     uint8_t *p;
     size_t n;
@@ -352,6 +354,9 @@ int kiln__aot_serialize(const kiln__aot *k, uint8_t *buf, size_t *size) {
         w_u(&w, (uint32_t)k->scalars[i], 4);
         w_u(&w, f, 8);
     }
+    uint8_t digest[32];
+    kiln__sha256(k->so ? (const void *)k->so : "", (size_t)k->so_size, digest);
+    w_bytes(&w, digest, 32);
     w_u(&w, k->so_size, 8);
     w_bytes(&w, k->so, (size_t)k->so_size);
     if (buf && w.n > *size)
@@ -451,6 +456,14 @@ int kiln__aot_deserialize(kiln__aot *k, const uint8_t *buf, size_t size, int32_t
         if ((rc = r_u(&r, 8, &v, "scalar value"))) goto fail;
         memcpy(&k->fscalars[i], &v, 8);
     }
+    if (r.n - r.o < 32) {
+        rc = kiln__err(KILN_EFORMAT, "AOT kernel record: object checksum at offset %zu needs 32 "
+                       "bytes, %zu left", r.o, r.n - r.o);
+        goto fail;
+    }
+    uint8_t want[32], got[32];
+    memcpy(want, r.p + r.o, 32);
+    r.o += 32;
     if ((rc = r_u(&r, 8, &v, "object size"))) goto fail;
     if (v == 0 || v > r.n - r.o) {
         rc = kiln__err(KILN_EFORMAT, "AOT kernel record: object size %llu at offset %zu, %zu "
@@ -464,6 +477,14 @@ int kiln__aot_deserialize(kiln__aot *k, const uint8_t *buf, size_t size, int32_t
     }
     memcpy(k->so, r.p + r.o, (size_t)v);
     k->so_size = v;
+    kiln__sha256(k->so, (size_t)v, got);
+    if (memcmp(want, got, 32) != 0) {
+        rc = kiln__err(KILN_ECHECKSUM,
+                       "AOT kernel record: the %s object (%llu bytes at offset %zu) does not "
+                       "match its SHA-256: corrupted or tampered with", k->entry,
+                       (unsigned long long)v, r.o);
+        goto fail;
+    }
     r.o += (size_t)v;
     if (r.o != r.n) {
         rc = kiln__err(KILN_EFORMAT, "AOT kernel record: %zu unexpected bytes at offset %zu",

@@ -1,0 +1,447 @@
+/*
+ * test_aot.c — AOT kernels: compile to bytes, load from memory, signature
+ * checks, engine records, launch on the thread pool; so_load from bytes
+ * and tampered bytes.
+ */
+#include "kiln_int.h"
+#include "test.h"
+
+#include <dlfcn.h>
+#include <elf.h>
+#include <stdlib.h>
+
+/* y[i] = x[i] * s + b (f32 scalar s, i64 scalar b), over [0, extent) split
+ * by (ith, nth); also counts calls in a global to tell instances apart. */
+static const char axpb_src[] =
+    "#include <kiln/plugin.h>\n"
+    "int calls;\n"
+    "int axpb_calls(void) { return calls; }\n"
+    "void axpb(const kiln_aot_args *a, int ith, int nth) {\n"
+    "    const float *x = a->in[0];\n"
+    "    float *y = a->out[0];\n"
+    "    float s = (float)a->f64[0];\n"
+    "    float b = (float)a->i64[1];\n"
+    "    int64_t lo, hi;\n"
+    "    kiln_split_range(a->extent, ith, nth, &lo, &hi);\n"
+    "    for (int64_t i = lo; i < hi; i++) y[i] = x[i] * s + b;\n"
+    "    __atomic_fetch_add(&calls, 1, __ATOMIC_RELAXED);\n"
+    "}\n";
+
+static const char other_src[] =
+    "#include <kiln/plugin.h>\n"
+    "int axpb_calls(void) { return 1000; }\n"
+    "void axpb(const kiln_aot_args *a, int ith, int nth) { (void)a; (void)ith; (void)nth; }\n";
+
+static void compile_axpb(uint8_t **so, size_t *n) {
+    char *flags = NULL;
+    ASSERT_OK(kiln__aot_compile(axpb_src, "axpb", so, n, &flags));
+    ASSERT(*n > 64);
+    ASSERT(flags != NULL);
+    ASSERT_CONTAINS(flags, "-O2");
+    ASSERT_CONTAINS(flags, "-fPIC");
+    ASSERT_CONTAINS(flags, "-shared");
+    kiln__free(flags);
+}
+
+TEST_IMPL(aot_compile_load_bytes) {
+    uint8_t *so = NULL;
+    size_t n = 0;
+    compile_axpb(&so, &n);
+    void *h = NULL;
+    ASSERT_OK(kiln__so_load_bytes(so, n, "test kernel", &h));
+    ASSERT(h != NULL);
+    void (*fn)(const kiln_aot_args *, int, int) =
+        (void (*)(const kiln_aot_args *, int, int))dlsym(h, "axpb");
+    ASSERT(fn != NULL);
+    enum { N = 1000 };
+    float x[N], y[N];
+    uint64_t seed = 12345;
+    for (int i = 0; i < N; i++) {
+        x[i] = test_randf(&seed, -4, 4);
+        y[i] = NAN;
+    }
+    int64_t i64[2] = {0, -3};
+    double f64[2] = {1.75, 0};
+    void *in[1] = {x}, *out[1] = {y};
+    kiln_aot_args a = {in, out, i64, f64, N};
+    /* Three slices in any order cover everything exactly once. */
+    fn(&a, 2, 3);
+    fn(&a, 0, 3);
+    fn(&a, 1, 3);
+    for (int i = 0; i < N; i++) ASSERT_NEAR(y[i], x[i] * 1.75f - 3.0f, 1e-6);
+
+    /* A second copy of the same bytes is an independent object (its own
+     * globals), and the names of live objects never collide. */
+    void *h2 = NULL;
+    ASSERT_OK(kiln__so_load_bytes(so, n, "test kernel 2", &h2));
+    ASSERT(h2 != h);
+    int (*calls1)(void) = (int (*)(void))dlsym(h, "axpb_calls");
+    int (*calls2)(void) = (int (*)(void))dlsym(h2, "axpb_calls");
+    ASSERT(calls1 && calls2);
+    ASSERT_EQ(calls1(), 3);
+    ASSERT_EQ(calls2(), 0);
+    kiln__so_unload(h);
+    kiln__so_unload(h2);
+
+    /* Unload, then load different bytes: we must get the new object, not
+     * the old one by a reused fd name. */
+    uint8_t *so2 = NULL;
+    size_t n2 = 0;
+    ASSERT_OK(kiln__aot_compile(other_src, "axpb", &so2, &n2, NULL));
+    void *h3 = NULL;
+    ASSERT_OK(kiln__so_load_bytes(so2, n2, "other kernel", &h3));
+    int (*calls3)(void) = (int (*)(void))dlsym(h3, "axpb_calls");
+    ASSERT(calls3 != NULL);
+    ASSERT_EQ(calls3(), 1000);
+    kiln__so_unload(h3);
+    kiln__free(so);
+    kiln__free(so2);
+}
+
+TEST_IMPL(aot_tampered_bytes) {
+    uint8_t *so = NULL;
+    size_t n = 0;
+    compile_axpb(&so, &n);
+    uint8_t *bad = malloc(n);
+    void *h = (void *)1;
+
+    /* Magic. */
+    memcpy(bad, so, n);
+    bad[1] = 'X';
+    ASSERT_EQ(kiln__so_load_bytes(bad, n, "kernel k", &h), KILN_EFORMAT);
+    ASSERT(h == NULL);
+    ASSERT_CONTAINS(kiln_errmsg(), "kernel k: not an ELF object");
+
+    /* Class / machine / type. */
+    memcpy(bad, so, n);
+    bad[EI_CLASS] = bad[EI_CLASS] == ELFCLASS64 ? ELFCLASS32 : ELFCLASS64;
+    ASSERT_EQ(kiln__so_load_bytes(bad, n, "kernel k", &h), KILN_EFORMAT);
+    ASSERT_CONTAINS(kiln_errmsg(), "ELF class");
+    memcpy(bad, so, n);
+    bad[18] ^= 0x5a; /* e_machine (low byte) */
+    ASSERT_EQ(kiln__so_load_bytes(bad, n, "kernel k", &h), KILN_EFORMAT);
+    ASSERT_CONTAINS(kiln_errmsg(), "machine");
+    memcpy(bad, so, n);
+    bad[16] = ET_EXEC;
+    ASSERT_EQ(kiln__so_load_bytes(bad, n, "kernel k", &h), KILN_EFORMAT);
+    ASSERT_CONTAINS(kiln_errmsg(), "shared object");
+
+    /* Truncated at many lengths: always an error, never a crash. */
+    for (size_t len = 0; len < n; len += (len < 256 ? 7 : n / 13 + 1)) {
+        h = (void *)1;
+        int rc = kiln__so_load_bytes(so, len, "truncated", &h);
+        ASSERT(rc == KILN_EFORMAT || rc == KILN_EIO);
+        ASSERT(h == NULL);
+        ASSERT_CONTAINS(kiln_errmsg(), "truncated: ");
+    }
+
+    /* Program headers pointing outside the bytes. */
+    memcpy(bad, so, n);
+    Elf64_Ehdr eh;
+    memcpy(&eh, bad, sizeof eh);
+    eh.e_phoff = (Elf64_Off)n - 8;
+    memcpy(bad, &eh, sizeof eh);
+    ASSERT_EQ(kiln__so_load_bytes(bad, n, "kernel k", &h), KILN_EFORMAT);
+    ASSERT_CONTAINS(kiln_errmsg(), "program headers");
+
+    ASSERT_EQ(kiln__so_load_bytes(NULL, 10, "null", &h), KILN_EINVAL);
+    free(bad);
+    kiln__free(so);
+}
+
+TEST_IMPL(aot_compile_errors) {
+    uint8_t *so = (uint8_t *)1;
+    size_t n = 1;
+    /* Syntax error: the compiler's file:line message comes back. */
+    int rc = kiln__aot_compile("#include <kiln/plugin.h>\n"
+                               "void k(const kiln_aot_args *a, int ith, int nth) {\n"
+                               "    int x = ;\n"
+                               "}\n",
+                               "k", &so, &n, NULL);
+    ASSERT_EQ(rc, KILN_ECOMPILE);
+    ASSERT(so == NULL);
+    ASSERT_CONTAINS(kiln_errmsg(), "AOT kernel k: compiler failed");
+    ASSERT_CONTAINS(kiln_errmsg(), "kernel.c:3:");
+    ASSERT_CONTAINS(kiln_errmsg(), "error");
+
+    /* Entry missing (static). */
+    rc = kiln__aot_compile("#include <kiln/plugin.h>\n"
+                           "static void k(const kiln_aot_args *a, int ith, int nth) {"
+                           " (void)a; (void)ith; (void)nth; }\n"
+                           "void other(void) { k(0, 0, 1); }\n",
+                           "k", &so, &n, NULL);
+    ASSERT_EQ(rc, KILN_ECOMPILE);
+    ASSERT_CONTAINS(kiln_errmsg(), "defines no function 'k'");
+
+    /* Not self-contained: a call into something that only a plugin
+     * library would provide is caught at build time. */
+    rc = kiln__aot_compile("#include <kiln/plugin.h>\n"
+                           "void k(const kiln_aot_args *a, int ith, int nth) {\n"
+                           "    (void)ith; (void)nth;\n"
+                           "    kiln_set_error(1, \"%d\", (int)a->extent);\n"
+                           "}\n",
+                           "k", &so, &n, NULL);
+    ASSERT_EQ(rc, KILN_ECOMPILE);
+    ASSERT_CONTAINS(kiln_errmsg(), "kiln_set_error");
+
+    rc = kiln__aot_compile("void k(void) {}", "not an ident", &so, &n, NULL);
+    ASSERT_EQ(rc, KILN_EINVAL);
+    ASSERT_CONTAINS(kiln_errmsg(), "not a C identifier");
+}
+
+static kiln__op fake_op(const kiln_quick_op *q) {
+    kiln__op op;
+    memset(&op, 0, sizeof op);
+    op.ns = (char *)q->ns;
+    op.name = (char *)q->name;
+    op.version = q->version;
+    op.quick = q;
+    return op;
+}
+
+TEST_IMPL(aot_signature_check) {
+    kiln_exprs *x = kiln__exprs_create();
+    kiln_quick_op q = {.ns = "sample", .name = "circ_pad", .version = 1,
+                       .aot_signature = "i64, i64,f32"};
+    kiln__op op = fake_op(&q);
+    kiln_aot_kernel k;
+    memset(&k, 0, sizeof k);
+    k.source = axpb_src;
+    k.entry = "axpb";
+    k.extent = kiln_expr_sym(x, "N");
+    k.nscalars = 3;
+    k.scalar_types[0] = KILN_SCALAR_I64;
+    k.scalar_types[1] = KILN_SCALAR_I64;
+    k.scalar_types[2] = KILN_SCALAR_F32;
+    k.scalars[0] = kiln_expr_const(x, 4);
+    k.scalars[1] = kiln_expr_sym(x, "N");
+    k.fscalars[2] = 0.5;
+    ASSERT_OK(kiln__aot_check(&op, &k));
+
+    /* Wrong type at index 2. */
+    k.scalar_types[2] = KILN_SCALAR_I64;
+    k.scalars[2] = kiln_expr_const(x, 1);
+    ASSERT_EQ(kiln__aot_check(&op, &k), KILN_EINVAL);
+    ASSERT_STR_EQ(kiln_errmsg(), "op sample::circ_pad v1: aot kernel scalar 2 is i64, "
+                                 "signature says f32");
+    k.scalar_types[2] = KILN_SCALAR_F32;
+    k.scalar_types[0] = KILN_SCALAR_F32;
+    ASSERT_EQ(kiln__aot_check(&op, &k), KILN_EINVAL);
+    ASSERT_CONTAINS(kiln_errmsg(), "scalar 0 is f32, signature says i64");
+    k.scalar_types[0] = KILN_SCALAR_I32;
+    ASSERT_EQ(kiln__aot_check(&op, &k), KILN_EINVAL);
+    ASSERT_CONTAINS(kiln_errmsg(), "scalar 0 is i32, signature says i64");
+    k.scalar_types[0] = (kiln_scalar_type)9;
+    ASSERT_EQ(kiln__aot_check(&op, &k), KILN_EINVAL);
+    ASSERT_CONTAINS(kiln_errmsg(), "not a kiln_scalar_type");
+    k.scalar_types[0] = KILN_SCALAR_I64;
+
+    /* Count. */
+    k.nscalars = 2;
+    ASSERT_EQ(kiln__aot_check(&op, &k), KILN_EINVAL);
+    ASSERT_CONTAINS(kiln_errmsg(), "op sample::circ_pad v1: aot kernel has 2 scalars, "
+                                   "signature \"i64, i64,f32\" says 3");
+    k.nscalars = 3;
+
+    /* Missing expression, extent, entry. */
+    k.scalars[1] = NULL;
+    ASSERT_EQ(kiln__aot_check(&op, &k), KILN_EINVAL);
+    ASSERT_CONTAINS(kiln_errmsg(), "scalar 1 (i64) has no expression");
+    k.scalars[1] = kiln_expr_sym(x, "N");
+    k.extent = NULL;
+    ASSERT_EQ(kiln__aot_check(&op, &k), KILN_EINVAL);
+    ASSERT_CONTAINS(kiln_errmsg(), "no extent");
+    k.extent = kiln_expr_sym(x, "N");
+    k.entry = "9x";
+    ASSERT_EQ(kiln__aot_check(&op, &k), KILN_EINVAL);
+    ASSERT_CONTAINS(kiln_errmsg(), "entry '9x'");
+    k.entry = "axpb";
+    ASSERT_OK(kiln__aot_check(&op, &k));
+
+    /* A malformed signature names the bad token. */
+    q.aot_signature = "i64,double";
+    ASSERT_EQ(kiln__aot_check(&op, &k), KILN_EINVAL);
+    ASSERT_CONTAINS(kiln_errmsg(), "argument 1 is 'double', expected i32, i64 or f32");
+    /* No signature = no scalars. */
+    q.aot_signature = NULL;
+    ASSERT_EQ(kiln__aot_check(&op, &k), KILN_EINVAL);
+    ASSERT_CONTAINS(kiln_errmsg(), "has 3 scalars, signature \"\" says 0");
+    kiln__exprs_free(x);
+}
+
+/* Node indices for the test: "N" -> 0, const -> 1 + value (tiny table). */
+static int32_t test_node_of(void *ud, const kiln_expr *e) {
+    (void)ud;
+    int64_t v;
+    if (kiln_expr_is_const(e, &v)) return (int32_t)(1 + v);
+    if (e->op == KILN_EXPR_SYM && strcmp(e->name, "N") == 0) return 0;
+    kiln__err(KILN_EINVAL, "unexpected expression");
+    return -1;
+}
+
+static void build_axpb_aot(kiln__aot *a, kiln_exprs *x) {
+    kiln_quick_op q = {.ns = "test", .name = "axpb", .version = 2, .aot_signature = "f32,i64"};
+    kiln__op op = fake_op(&q);
+    kiln_aot_kernel k;
+    memset(&k, 0, sizeof k);
+    k.source = axpb_src;
+    k.entry = "axpb";
+    k.extent = kiln_expr_sym(x, "N");
+    k.nscalars = 2;
+    k.scalar_types[0] = KILN_SCALAR_F32;
+    k.fscalars[0] = -0.5;
+    k.scalar_types[1] = KILN_SCALAR_I64;
+    k.scalars[1] = kiln_expr_const(x, 5);
+    ASSERT_OK(kiln__aot_from_kernel(&op, &k, test_node_of, NULL, a));
+    ASSERT_STR_EQ(a->entry, "axpb");
+    ASSERT_EQ(a->extent, 0);
+    ASSERT_EQ(a->scalars[1], 6);
+    ASSERT_STR_EQ(a->cpu_sig, kiln_cpu_signature());
+
+    /* A failing check is prefixed by nothing but names the op. */
+    k.scalar_types[0] = KILN_SCALAR_I64;
+    k.scalars[0] = kiln_expr_const(x, 1);
+    kiln__aot bad;
+    ASSERT_EQ(kiln__aot_from_kernel(&op, &k, test_node_of, NULL, &bad), KILN_EINVAL);
+    ASSERT_CONTAINS(kiln_errmsg(), "op test::axpb v2: aot kernel scalar 0 is i64, signature "
+                                   "says f32");
+}
+
+TEST_IMPL(aot_launch_threads) {
+    kiln_exprs *x = kiln__exprs_create();
+    kiln__aot a;
+    build_axpb_aot(&a, x);
+    kiln__exprs_free(x);
+
+    enum { N = 10007 };
+    float *in = malloc(N * sizeof *in), *out = malloc(N * sizeof *out);
+    uint64_t seed = 99;
+    for (int i = 0; i < N; i++) in[i] = test_randf(&seed, -10, 10);
+    int64_t nodes[8] = {N, 0, 0, 0, 0, 0, 5, 0};
+    void *ins[1] = {in}, *outs[1] = {out};
+    for (int threads = 1; threads <= 4; threads += 3) {
+        kiln_exec ex = {KILN_DEVICE_CPU, kiln__pool_create(threads), NULL, 0};
+        memset(out, 0xff, N * sizeof *out); /* NaN poison */
+        ASSERT_OK(kiln__aot_launch(&a, &ex, ins, outs, nodes));
+        for (int i = 0; i < N; i++) ASSERT_NEAR(out[i], in[i] * -0.5f + 5.0f, 1e-5);
+        /* A shorter extent touches only its prefix. */
+        memset(out, 0xff, N * sizeof *out);
+        int64_t nodes2[8] = {17, 0, 0, 0, 0, 0, 5, 0};
+        ASSERT_OK(kiln__aot_launch(&a, &ex, ins, outs, nodes2));
+        for (int i = 0; i < 17; i++) ASSERT_NEAR(out[i], in[i] * -0.5f + 5.0f, 1e-5);
+        ASSERT(isnan(out[17]));
+        kiln__pool_free(ex.pool);
+    }
+    /* Negative extent is an error naming the kernel. */
+    int64_t neg[8] = {-1, 0, 0, 0, 0, 0, 5, 0};
+    ASSERT_EQ(kiln__aot_launch(&a, NULL, ins, outs, neg), KILN_EKERNEL);
+    ASSERT_CONTAINS(kiln_errmsg(), "axpb");
+    kiln__aot_free(&a);
+    free(in);
+    free(out);
+}
+
+TEST_IMPL(aot_record_roundtrip) {
+    kiln_exprs *x = kiln__exprs_create();
+    kiln__aot a;
+    build_axpb_aot(&a, x);
+    kiln__exprs_free(x);
+    size_t size = 0;
+    ASSERT_OK(kiln__aot_serialize(&a, NULL, &size));
+    ASSERT(size > a.so_size);
+    uint8_t *buf = malloc(size);
+    size_t got = size;
+    ASSERT_OK(kiln__aot_serialize(&a, buf, &got));
+    ASSERT_EQ(got, size);
+
+    kiln__aot b;
+    ASSERT_OK(kiln__aot_deserialize(&b, buf, size, 8));
+    ASSERT_STR_EQ(b.entry, "axpb");
+    ASSERT_STR_EQ(b.cpu_sig, a.cpu_sig);
+    ASSERT_EQ(b.extent, a.extent);
+    ASSERT_EQ(b.nscalars, 2);
+    ASSERT_EQ(b.scalar_types[0], KILN_SCALAR_F32);
+    ASSERT_NEAR(b.fscalars[0], -0.5, 0);
+    ASSERT_EQ(b.scalars[1], 6);
+    ASSERT_EQ(b.so_size, a.so_size);
+    ASSERT(memcmp(b.so, a.so, a.so_size) == 0);
+    /* The reloaded kernel runs. */
+    float in[5] = {1, 2, 3, 4, 5}, out[5];
+    memset(out, 0xff, sizeof out);
+    void *ins[1] = {in}, *outs[1] = {out};
+    int64_t nodes[8] = {5, 0, 0, 0, 0, 0, 5, 0};
+    ASSERT_OK(kiln__aot_launch(&b, NULL, ins, outs, nodes));
+    for (int i = 0; i < 5; i++) ASSERT_NEAR(out[i], in[i] * -0.5f + 5, 1e-6);
+    kiln__aot_free(&b);
+
+    /* Every truncation is an error naming the record. */
+    for (size_t len = 0; len < size; len += (len < 200 ? 1 : 997)) {
+        ASSERT_EQ(kiln__aot_deserialize(&b, buf, len, 8), KILN_EFORMAT);
+        ASSERT_CONTAINS(kiln_errmsg(), "AOT kernel record");
+        ASSERT(b.so == NULL && b.entry == NULL);
+    }
+    /* Trailing bytes, node index out of range. */
+    uint8_t *big = malloc(size + 3);
+    memcpy(big, buf, size);
+    ASSERT_EQ(kiln__aot_deserialize(&b, big, size + 3, 8), KILN_EFORMAT);
+    ASSERT_CONTAINS(kiln_errmsg(), "3 unexpected bytes");
+    ASSERT_EQ(kiln__aot_deserialize(&b, buf, size, 6), KILN_EFORMAT);
+    ASSERT_CONTAINS(kiln_errmsg(), "scalar 1 node 6");
+    ASSERT_CONTAINS(kiln_errmsg(), "out of range [0, 6)");
+    /* A flipped byte anywhere in the object (header, code, dynamic
+     * section) is caught before the loader sees it. */
+    size_t so_at = size - a.so_size;
+    for (size_t off = 0; off < a.so_size; off += a.so_size / 7 + 1) {
+        memcpy(big, buf, size);
+        big[so_at + off] ^= 0x01;
+        ASSERT_EQ(kiln__aot_deserialize(&b, big, size, 8), KILN_ECHECKSUM);
+        ASSERT_CONTAINS(kiln_errmsg(), "axpb object");
+        ASSERT_CONTAINS(kiln_errmsg(), "corrupted or tampered with");
+        ASSERT(b.so == NULL);
+    }
+    /* Bytes that are not a shared object (hash made to match) fail at
+     * load with KILN_EFORMAT, not in the loader. */
+    ASSERT_OK(kiln__aot_deserialize(&b, buf, size, 8));
+    b.so[0] ^= 0x01;
+    ASSERT_EQ(kiln__aot_launch(&b, NULL, ins, outs, nodes), KILN_EFORMAT);
+    ASSERT_CONTAINS(kiln_errmsg(), "AOT kernel axpb: not an ELF object");
+    kiln__aot_free(&b);
+    /* Another CPU's kernel is refused with a clear message. */
+    ASSERT_OK(kiln__aot_deserialize(&b, buf, size, 8));
+    kiln__free(b.cpu_sig);
+    b.cpu_sig = kiln__strdup("riscv64:v");
+    ASSERT_EQ(kiln__aot_load(&b), KILN_EDEVICE);
+    ASSERT_CONTAINS(kiln_errmsg(), "compiled for CPU \"riscv64:v\"");
+    kiln__aot_free(&b);
+
+    free(big);
+    free(buf);
+    kiln__aot_free(&a);
+}
+
+/* The hash that guards embedded objects and keys the compile cache, on
+ * the FIPS 180-2 vectors (one, two and many blocks). */
+TEST_IMPL(aot_sha256_vectors) {
+    static const struct { const char *in; int rep; const char *hex; } v[] = {
+        {"abc", 1, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"},
+        {"", 1, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"},
+        {"abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq", 1,
+         "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1"},
+        {"a", 1000000, "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0"},
+    };
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
+        size_t len = strlen(v[i].in) * (size_t)v[i].rep;
+        char *buf = malloc(len + 1);
+        for (int r = 0; r < v[i].rep; r++) memcpy(buf + r * strlen(v[i].in), v[i].in, strlen(v[i].in));
+        uint8_t d[32];
+        kiln__sha256(buf, len, d);
+        char hex[65];
+        for (int j = 0; j < 32; j++) snprintf(hex + 2 * j, 3, "%02x", d[j]);
+        ASSERT_STR_EQ(hex, v[i].hex);
+        free(buf);
+    }
+}
+
+TEST_LIST(TEST_ENTRY(aot_sha256_vectors), TEST_ENTRY(aot_compile_load_bytes), TEST_ENTRY(aot_tampered_bytes),
+          TEST_ENTRY(aot_compile_errors), TEST_ENTRY(aot_signature_check),
+          TEST_ENTRY(aot_launch_threads), TEST_ENTRY(aot_record_roundtrip))
