@@ -563,6 +563,7 @@ static int run_case(const runner *r, const char *dir, char *why, size_t wsz) {
                 }
                 if (last == R_PASS) {
                     res = R_PASS;
+                    if (r->verbose) fprintf(stderr, "  (as the model says: %s)\n", first);
                 } else if (!strcmp(why, first) || last == res) {
                     size_t l = strlen(why);
                     if (r->verbose && strcmp(why, first) && l + 16 < wsz)

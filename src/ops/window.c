@@ -1,0 +1,89 @@
+/*
+ * window.c — ONNX signal windows (opset 17): HannWindow, HammingWindow,
+ * BlackmanWindow.
+ *
+ * Input: the window length (a scalar int32/int64), whose value must be known
+ * when the engine is built (a constant or a symbolic value such as a dim);
+ * output: a 1-D tensor of that length, type `output_datatype` (default f32).
+ * periodic = 1 (default) uses N = size, else N = size - 1 (symmetric):
+ *   Hann      0.5 - 0.5 cos(2 pi n / N)
+ *   Hamming   25/46 - 21/46 cos(2 pi n / N)
+ *   Blackman  0.42 - 0.5 cos(2 pi n / N) + 0.08 cos(4 pi n / N)
+ */
+#include "kiln/plugin.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+static const kiln_attr_def win_attrs[] = {
+    {"output_datatype", KILN_ATTR_INT, KILN_DTYPE_UNDEFINED, "1", 0, "ONNX/kiln dtype of the output"},
+    {"periodic", KILN_ATTR_INT, KILN_DTYPE_UNDEFINED, "1", 0, "1 periodic, 0 symmetric"},
+    {NULL, 0, 0, NULL, 0, NULL},
+};
+
+static int win_shape(kiln_shape_ctx *c) {
+    const kiln_desc *s = &c->in[0];
+    if ((s->dtype != KILN_DTYPE_I32 && s->dtype != KILN_DTYPE_I64) || s->ndim != 0)
+        return kiln_set_error(KILN_ETYPE, "window: size must be an int32/int64 scalar, found %s rank %d",
+                              kiln_dtype_name(s->dtype), s->ndim);
+    const kiln_expr *len = NULL;
+    if (s->data)
+        len = kiln_expr_const(c->x, s->dtype == KILN_DTYPE_I32 ? *(const int32_t *)s->data
+                                                               : *(const int64_t *)s->data);
+    else if (s->nvalues >= 1)
+        len = s->values[0];
+    if (!len)
+        return kiln_set_error(KILN_EUNSUPPORTED, "window: the size must be known when the engine is "
+                              "built (a constant or a value computed from shapes)");
+    int64_t v;
+    if (kiln_expr_is_const(len, &v) && v < 0)
+        return kiln_set_error(KILN_ESHAPE, "window: size %lld is negative", (long long)v);
+    int64_t dt = kiln_attrs_int(c->attrs, "output_datatype");
+    if (dt != KILN_DTYPE_F32 && dt != KILN_DTYPE_F64 && dt != KILN_DTYPE_F16 && dt != KILN_DTYPE_BF16)
+        return kiln_set_error(KILN_EUNSUPPORTED, "window: output_datatype %lld is not a float type",
+                              (long long)dt);
+    c->out[0].dtype = (kiln_dtype)dt;
+    c->out[0].ndim = 1;
+    c->out[0].dims[0] = len;
+    return 0;
+}
+
+static void win_st(kiln_tensor *t, int64_t i, double v) {
+    switch (t->dtype) {
+    case KILN_DTYPE_F32: ((float *)t->data)[i] = (float)v; break;
+    case KILN_DTYPE_F64: ((double *)t->data)[i] = v; break;
+    case KILN_DTYPE_F16: ((uint16_t *)t->data)[i] = kiln_f32_to_f16((float)v); break;
+    case KILN_DTYPE_BF16: ((uint16_t *)t->data)[i] = kiln_f32_to_bf16((float)v); break;
+    default: break;
+    }
+}
+
+static int win_run(const kiln_call *c, double a0, double a1, double a2) {
+    kiln_tensor *y = &c->out[0];
+    int64_t size = y->dims[0];
+    double N = kiln_attrs_int(c->attrs, "periodic") ? (double)size : (double)(size - 1);
+    const double pi = 3.14159265358979323846;
+    for (int64_t n = 0; n < size; n++) {
+        double w = N > 0 ? a0 - a1 * cos(2 * pi * n / N) + a2 * cos(4 * pi * n / N) : 1.0;
+        win_st(y, n, w);
+    }
+    return 0;
+}
+
+static int hann_impl(const kiln_call *c) { return win_run(c, 0.5, 0.5, 0); }
+static int hamming_impl(const kiln_call *c) { return win_run(c, 25.0 / 46.0, 21.0 / 46.0, 0); }
+static int blackman_impl(const kiln_call *c) { return win_run(c, 0.42, 0.5, 0.08); }
+
+#define WIN_OP(var, nm, fn)                                                              \
+    static const kiln_quick_op var = {                                                   \
+        .ns = "ai.onnx", .name = nm, .version = 17,                                      \
+        .min_inputs = 1, .max_inputs = 1, .num_outputs = 1,                              \
+        .attrs = win_attrs, .shape = win_shape, .impl = fn,                              \
+        .doc = "signal window of a build-time length",                                   \
+    };                                                                                   \
+    KILN_OP(var)
+
+WIN_OP(hann_17, "HannWindow", hann_impl)
+WIN_OP(hamming_17, "HammingWindow", hamming_impl)
+WIN_OP(blackman_17, "BlackmanWindow", blackman_impl)
