@@ -438,11 +438,11 @@ static int shift_dir(const kiln_attrs *a, int *left) {
     return 0;
 }
 static int shift_shape(kiln_shape_ctx *c) {
-    int left, r = shift_dir(c->attrs, &left);
+    int left = 0, r = shift_dir(c->attrs, &left);
     return r ? r : bin_shape(c, "BitShift", left ? tab_shl : tab_shr, 0, V_NONE, 1);
 }
 static int shift_impl(const kiln_call *c) {
-    int left, r = shift_dir(c->attrs, &left);
+    int left = 0, r = shift_dir(c->attrs, &left);
     return r ? r : bin_impl(c, left ? tab_shl : tab_shr);
 }
 static const kiln_quick_op shift_op = {
@@ -455,7 +455,7 @@ KILN_OP(shift_op)
 /* ---- variadic Max / Min / Sum / Mean ------------------------------------------------- */
 
 static int var_shape(kiln_shape_ctx *c, const char *op, const bin_fn *tab, vop v) {
-    int idx[KILN_MAX_IO];
+    int idx[KILN_MAX_IO] = {0};
     kiln_dtype t = c->in[0].dtype;
     if (t <= 0 || t >= KILN_DTYPE_COUNT_ || !tab[t]) return type_err(op, 0, t);
     for (int i = 0; i < c->nin; i++) {

@@ -330,7 +330,7 @@ static int gnd_impl(const kiln_call *c) {
     char *dst = c->out[0].data;
     for (int64_t bi = 0; bi < w.nb && !rc; bi++)
         for (int64_t t = 0; t < w.ntup; t++) {
-            int64_t at = bi * w.ntup + t, off;
+            int64_t at = bi * w.ntup + t, off = 0;
             if ((rc = nd_off(&w, "GatherND", idx + at * w.last, at, &off))) break;
             memcpy(dst + at * w.slice * es, (const char *)x->data + (bi * w.batch_stride + off) * es,
                    (size_t)w.slice * es);
@@ -375,7 +375,7 @@ static int snd_impl(const kiln_call *c) {
     const int64_t *idx = idx64(ix, &tmp);
     if (!idx) return kiln_set_error(KILN_ENOMEM, "ScatterND: out of memory");
     for (int64_t t = 0; t < w.ntup && !rc; t++) {
-        int64_t off;
+        int64_t off = 0;
         if ((rc = nd_off(&w, "ScatterND", idx + t * w.last, t, &off))) break;
         char *d = (char *)y->data + off * es;
         const char *s = (const char *)u->data + t * w.slice * es;
