@@ -88,7 +88,7 @@ int npy_read(const char *path, cli_tensor *t, char *err, size_t errsize) {
         ERR("%s: header length %zu is implausible", path, hlen);
         goto out;
     }
-    h = malloc(hlen + 1);
+    h = calloc(hlen + 8, 1); /* zero slack: the parser may look a few bytes past the end */
     if (fread(h, 1, hlen, f) != hlen) {
         ERR("%s: truncated header (expected %zu bytes)", path, hlen);
         goto out;
