@@ -63,3 +63,10 @@ if(TARGET kiln-samples)
   add_test(NAME sample_option_mismatch COMMAND bash ${CMAKE_SOURCE_DIR}/scripts/expect_fail.sh
            "--autotune \\(elemwise_add\\) does not apply to sample 'chain100'" $<TARGET_FILE:kiln-samples> chain100 --autotune)
 endif()
+
+if(TARGET kiln-samples)
+  # The AOT kernel's limit is reported with the layer and op identity.
+  add_test(NAME sample_circ_pad_aot_rank5 COMMAND bash ${CMAKE_SOURCE_DIR}/scripts/expect_fail.sh
+           "layer 'pad_a' \\(sample::circ_pad v1\\).*rank <= 4, found rank 5"
+           $<TARGET_FILE:kiln-samples> circ_pad --aot --shape 1x2x3x4x5 --pads 1,1)
+endif()
