@@ -381,7 +381,7 @@ static void conv_one(const conv_case *c) {
                     {"dilations", KILN_ATTR_ARRAY, 0, c->nsp, c->d},
                     {"pads", KILN_ATTR_ARRAY, 0, 2 * c->nsp, pads},
                     {"group", KILN_ATTR_INT, c->G}};
-    for (int tactic = 0; tactic <= 3; tactic++) {
+    for (int tactic = 0; tactic <= 4; tactic++) {
         kiln_tensor ti[3] = {mk_tensor(in[0].data, nd, xd), mk_tensor(in[1].data, nd, wd),
                              mk_tensor(in[2].data, 1, &c->M)};
         kiln_tensor to = mk_tensor(out.data, nd, yd);

@@ -11,6 +11,12 @@
  *   3 direct: per output row, axpy of shifted input rows (vectorizes over
  *             the output width); the dedicated path for depthwise convs.
  *             2-D (and 1-D) only; 3-D convs run the GEMM.
+ *   4 padded GEMM: stride-1 2-D convs.  The input is copied once into a
+ *             zero-padded buffer of width PW = W + pads; computed on a
+ *             PW-wide output grid, B(k = (c, ky, kx), j) is then
+ *             Xp[off(k) + j]: packing is a plain copy with no bounds tests.
+ *             The junk columns of the grid are dropped when the result is
+ *             compacted into Y.  Other convs fall back to tactic 2.
  * Spatial dims are normalized to 3 (D, H, W) by prepending 1s.
  */
 #include "ops/ops2.h"
@@ -19,7 +25,7 @@
 
 #include <string.h>
 
-enum { T_AUTO = 1, T_GEMM = 2, T_DIRECT = 3 };
+enum { T_AUTO = 1, T_GEMM = 2, T_DIRECT = 3, T_PADGEMM = 4 };
 
 static const kiln_attr_def conv_attrs[] = {
     {"auto_pad", KILN_ATTR_STRING, 0, "NOTSET", 0, "NOTSET, SAME_UPPER, SAME_LOWER or VALID"},
@@ -259,6 +265,103 @@ static void im2col_pack(const void *ud, int64_t k0, int64_t kc, int64_t n0, int6
     }
 }
 
+/* Geometry of the padded-GEMM tactic; 0 if it does not apply. */
+typedef struct padgeom {
+    int64_t PH, PW, xp_floats, y_floats, off_count;
+} padgeom;
+#define PADGEMM_BYTES(pg) ((size_t)((pg).xp_floats + (pg).y_floats) * sizeof(float) + \
+                           (size_t)(pg).off_count * sizeof(int64_t) + 64)
+
+static int padgemm_geom(const geom *g, padgeom *pg) {
+    if (g->id[0] != 1 || g->k[0] != 1 || g->s[1] != 1 || g->s[2] != 1) return 0;
+    if (g->k[1] * g->k[2] == 1) return 0; /* pointwise: already a plain GEMM */
+    pg->PH = g->id[1] + g->pb[1] + g->pe[1];
+    pg->PW = g->id[2] + g->pb[2] + g->pe[2];
+    pg->xp_floats = g->Cg * pg->PH * pg->PW + (g->k[2] - 1) * g->d[2] + 64;
+    pg->xp_floats = (pg->xp_floats + 15) / 16 * 16;
+    pg->y_floats = (g->Mg * g->o[1] * pg->PW + 15) / 16 * 16;
+    pg->off_count = g->Cg * g->k[1] * g->k[2];
+    return 1;
+}
+
+typedef struct padctx {
+    const geom *g;
+    const padgeom *pg;
+    const float *x; /* the group's first channel */
+    float *xp;
+    const float *yt; /* grid result */
+    float *y;
+} padctx;
+
+static void pad_channels(void *ud, int64_t b, int64_t e) {
+    const padctx *p = ud;
+    const geom *g = p->g;
+    const int64_t IH = g->id[1], IW = g->id[2], PH = p->pg->PH, PW = p->pg->PW;
+    const int64_t pt = g->pb[1], pl = g->pb[2];
+    for (int64_t ch = b; ch < e; ch++) {
+        float *d = p->xp + ch * PH * PW;
+        const float *src = p->x + ch * IH * IW;
+        for (int64_t r = 0; r < PH; r++) {
+            float *dr = d + r * PW;
+            int64_t iy = r - pt;
+            if (iy < 0 || iy >= IH) {
+                memset(dr, 0, (size_t)PW * sizeof(float));
+                continue;
+            }
+            memset(dr, 0, (size_t)pl * sizeof(float));
+            memcpy(dr + pl, src + iy * IW, (size_t)IW * sizeof(float));
+            memset(dr + pl + IW, 0, (size_t)(PW - pl - IW) * sizeof(float));
+        }
+    }
+}
+
+static void compact_rows(void *ud, int64_t b, int64_t e) {
+    const padctx *p = ud;
+    const int64_t OW = p->g->o[2], PW = p->pg->PW;
+    for (int64_t r = b; r < e; r++) /* r = m * OH + oy */
+        memcpy(p->y + r * OW, p->yt + r * PW, (size_t)OW * sizeof(float));
+}
+
+/* Returns 0, or 1 when the tactic does not apply / has no workspace. */
+static int conv_padgemm(const kiln_call *c, const geom *g) {
+    padgeom pg;
+    if (!padgemm_geom(g, &pg)) return 1;
+    if (!c->workspace || c->workspace_size < PADGEMM_BYTES(pg)) return 1;
+    const float *x = c->in[0].data, *w = c->in[1].data;
+    const float *bias = c->nin > 2 && c->in[2].data ? c->in[2].data : NULL;
+    float *xp = c->workspace, *yt = xp + pg.xp_floats;
+    int64_t *off = (int64_t *)(yt + pg.y_floats);
+    int64_t isp = g->id[1] * g->id[2], osp = g->o[1] * g->o[2];
+    int64_t K = g->Cg * g->k[1] * g->k[2];
+    for (int64_t ci = 0, k = 0; ci < g->Cg; ci++)
+        for (int64_t ky = 0; ky < g->k[1]; ky++)
+            for (int64_t kx = 0; kx < g->k[2]; kx++)
+                off[k++] = ci * pg.PH * pg.PW + ky * g->d[1] * pg.PW + kx * g->d[2];
+    memset(xp + g->Cg * pg.PH * pg.PW, 0, (size_t)(pg.xp_floats - g->Cg * pg.PH * pg.PW) * sizeof(float));
+    for (int64_t n = 0; n < g->N; n++)
+        for (int64_t gi = 0; gi < g->G; gi++) {
+            padctx p = {.g = g, .pg = &pg, .x = x + (n * g->C + gi * g->Cg) * isp, .xp = xp,
+                        .yt = yt, .y = c->out[0].data};
+            p.y = (float *)c->out[0].data + (n * g->M + gi * g->Mg) * osp;
+            kiln_exec_parallel_for(c->exec, g->Cg, 1, pad_channels, &p);
+            kiln__gemm gm = {.M = g->Mg, .N = g->o[1] * pg.PW, .K = K, .a = w + gi * g->Mg * K,
+                             .a_rs = K, .a_cs = 1, .alpha = 1.0f, .c = yt, .ldc = g->o[1] * pg.PW,
+                             .bias_row = bias ? bias + gi * g->Mg : NULL, .b_shift = xp,
+                             .b_off = off};
+            kiln__sgemm(&gm, c->exec);
+            kiln_exec_parallel_for(c->exec, g->Mg * g->o[1], 16, compact_rows, &p);
+        }
+    return 0;
+}
+
+static size_t conv_ws(const kiln_call *c) {
+    geom g;
+    padgeom pg;
+    if (c->nin < 2 || c->in[0].ndim < 3 || c->in[0].ndim != c->in[1].ndim) return 0;
+    if (make_geom(c, &g) || !padgemm_geom(&g, &pg)) return 0;
+    return PADGEMM_BYTES(pg);
+}
+
 static void conv_gemm(const kiln_call *c, const geom *g) {
     const float *x = c->in[0].data, *w = c->in[1].data;
     const float *bias = c->nin > 2 && c->in[2].data ? c->in[2].data : NULL;
@@ -413,13 +516,13 @@ static int conv_impl_f32(const kiln_call *c) {
     int tactic = c->tactic;
     int direct_ok = g.id[0] == 1 && g.k[0] == 1;
     if (tactic == T_DIRECT && !direct_ok) tactic = T_GEMM;
-    if (tactic != T_GEMM && tactic != T_DIRECT) {
+    if (tactic != T_GEMM && tactic != T_DIRECT && tactic != T_PADGEMM) {
         /* heuristic: depthwise-like convs have too little reuse for a GEMM */
-        tactic = direct_ok && (g.Cg * g.k[1] * g.k[2] <= 16 || g.Mg == 1) ? T_DIRECT : T_GEMM;
+        tactic = direct_ok && (g.Cg * g.k[1] * g.k[2] <= 16 || g.Mg == 1) ? T_DIRECT : T_PADGEMM;
     }
     if (tactic == T_DIRECT)
         conv_direct(c, &g);
-    else
+    else if (tactic != T_PADGEMM || conv_padgemm(c, &g))
         conv_gemm(c, &g);
     return 0;
 }
@@ -427,7 +530,7 @@ static int conv_impl_f32(const kiln_call *c) {
 static int conv_impl(const kiln_call *c) { return kiln__ops2_as_f32(c, conv_impl_f32); }
 
 static const kiln_combo conv_formats[] = {
-    {"FP32", NULL, {T_AUTO, T_GEMM, T_DIRECT}},
+    {"FP32", NULL, {T_AUTO, T_GEMM, T_DIRECT, T_PADGEMM}},
     {"FP16|FP64", NULL, {T_AUTO}},
     {NULL, NULL, {0}},
 };
@@ -436,7 +539,7 @@ static const kiln_quick_op conv_op = {
     .ns = "ai.onnx", .name = "Conv", .version = 1,
     .min_inputs = 2, .max_inputs = 3, .num_outputs = 1,
     .attrs = conv_attrs, .shape = conv_shape, .impl = conv_impl,
-    .formats = conv_formats,
+    .formats = conv_formats, .workspace = conv_ws,
     .doc = "convolution: implicit-im2col packed GEMM, direct/depthwise kernel",
 };
 KILN_OP(conv_op)

@@ -38,6 +38,12 @@ typedef struct kiln__gemm {
     int64_t b_rs, b_cs;
     kiln__packb_fn packb;
     const void *packb_ud;
+    /* Or a "shifted rows" B: element (k, j) at b_shift[b_off[k] + j] (a
+     * convolution over a padded input).  The micro-kernel then reads B in
+     * place, without packing; b_shift must stay readable NR floats past
+     * the last element. */
+    const float *b_shift;
+    const int64_t *b_off;
     /* C: element (i, j) at c[i * ldc + j]. */
     float *c;
     int64_t ldc;

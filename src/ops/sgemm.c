@@ -129,6 +129,20 @@ static void pack_b_matrix(const kiln__gemm *g, int64_t k0, int64_t kc, int64_t n
     }
 }
 
+static void pack_b_shift(const kiln__gemm *g, int64_t k0, int64_t kc, int64_t n0, int64_t nc,
+                         float *dst) {
+    for (int64_t s = 0; s < nc; s += NR) {
+        int nr = (int)(nc - s < NR ? nc - s : NR);
+        float *d = dst + s * kc;
+        for (int64_t k = 0; k < kc; k++) {
+            const float *src = g->b_shift + g->b_off[k0 + k] + n0 + s;
+            int j = 0;
+            for (; j < nr; j++) d[k * NR + j] = src[j];
+            for (; j < NR; j++) d[k * NR + j] = 0.0f;
+        }
+    }
+}
+
 /* ------------------------------------------------------------ micro-kernels */
 
 /* acc = A_panel * B_panel over kc; then stored into c (mr x nr valid):
@@ -154,30 +168,34 @@ static inline void store_tile(float *acc, float *c, int64_t ldc, int mr, int nr,
 }
 
 #if defined(__AVX512F__)
-static void micro(int64_t kc, const float *a, const float *b, float *c, int64_t ldc, int mr,
-                  int nr, const store_info *si) {
-    __m512 c00 = _mm512_setzero_ps(), c01 = _mm512_setzero_ps();
-    __m512 c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00, c31 = c00;
-    __m512 c40 = c00, c41 = c00, c50 = c00, c51 = c00, c60 = c00, c61 = c00;
-    __m512 c70 = c00, c71 = c00, c80 = c00, c81 = c00, c90 = c00, c91 = c00;
-    __m512 ca0 = c00, ca1 = c00, cb0 = c00, cb1 = c00;
-    for (int64_t k = 0; k < kc; k++) {
-        __m512 b0 = _mm512_load_ps(b), b1 = _mm512_load_ps(b + 16);
-        __m512 av;
+#define HAVE_SHIFT_KERNEL 1
+/* B rows come from `bload(k)`: packed panel or shifted rows in place. */
+#define MICRO_BODY(BLOAD0, BLOAD1, BSTEP)                                      \
+    __m512 c00 = _mm512_setzero_ps(), c01 = _mm512_setzero_ps();               \
+    __m512 c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00, c31 = c00;   \
+    __m512 c40 = c00, c41 = c00, c50 = c00, c51 = c00, c60 = c00, c61 = c00;   \
+    __m512 c70 = c00, c71 = c00, c80 = c00, c81 = c00, c90 = c00, c91 = c00;   \
+    __m512 ca0 = c00, ca1 = c00, cb0 = c00, cb1 = c00;                         \
+    for (int64_t k = 0; k < kc; k++) {                                         \
+        __m512 b0 = BLOAD0, b1 = BLOAD1;                                       \
+        __m512 av;                                                             \
+        ROW(0, c00, c01) ROW(1, c10, c11) ROW(2, c20, c21) ROW(3, c30, c31)    \
+        ROW(4, c40, c41) ROW(5, c50, c51) ROW(6, c60, c61) ROW(7, c70, c71)    \
+        ROW(8, c80, c81) ROW(9, c90, c91) ROW(10, ca0, ca1) ROW(11, cb0, cb1)  \
+        a += MR;                                                               \
+        BSTEP;                                                                 \
+    }                                                                          \
+    __m512 rows[MR][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31},      \
+                          {c40, c41}, {c50, c51}, {c60, c61}, {c70, c71},      \
+                          {c80, c81}, {c90, c91}, {ca0, ca1}, {cb0, cb1}};     \
+    store_rows(rows, c, ldc, mr, nr, si);
 #define ROW(r, x0, x1)                                                         \
     av = _mm512_set1_ps(a[r]);                                                 \
     x0 = _mm512_fmadd_ps(av, b0, x0);                                          \
     x1 = _mm512_fmadd_ps(av, b1, x1);
-        ROW(0, c00, c01) ROW(1, c10, c11) ROW(2, c20, c21) ROW(3, c30, c31)
-        ROW(4, c40, c41) ROW(5, c50, c51) ROW(6, c60, c61) ROW(7, c70, c71)
-        ROW(8, c80, c81) ROW(9, c90, c91) ROW(10, ca0, ca1) ROW(11, cb0, cb1)
-#undef ROW
-        a += MR;
-        b += NR;
-    }
-    __m512 rows[MR][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31},
-                          {c40, c41}, {c50, c51}, {c60, c61}, {c70, c71},
-                          {c80, c81}, {c90, c91}, {ca0, ca1}, {cb0, cb1}};
+
+static inline void store_rows(__m512 rows[MR][2], float *c, int64_t ldc, int mr, int nr,
+                              const store_info *si) {
     if (nr == NR) {
         const __m512 zero = _mm512_setzero_ps();
         for (int i = 0; i < mr; i++) {
@@ -208,6 +226,18 @@ static void micro(int64_t kc, const float *a, const float *b, float *c, int64_t 
     }
     store_tile(acc, c, ldc, mr, nr, si);
 }
+
+static void micro(int64_t kc, const float *a, const float *b, float *c, int64_t ldc, int mr,
+                  int nr, const store_info *si) {
+    MICRO_BODY(_mm512_load_ps(b), _mm512_load_ps(b + 16), b += NR)
+}
+
+/* B row k at base + off[k] (unaligned, in place). */
+static void micro_shift(int64_t kc, const float *a, const float *base, const int64_t *off, float *c,
+                        int64_t ldc, int mr, int nr, const store_info *si) {
+    MICRO_BODY(_mm512_loadu_ps(base + off[k]), _mm512_loadu_ps(base + off[k] + 16), (void)0)
+}
+#undef ROW
 #elif defined(__AVX2__) && defined(__FMA__)
 static void micro(int64_t kc, const float *a, const float *b, float *c, int64_t ldc, int mr,
                   int nr, const store_info *si) {
@@ -292,7 +322,7 @@ static inline float dot_strided(const float *x, int64_t xs, const float *y, int6
  * Returns 1 if handled. */
 static int gemv_block(const kiln__gemm *g, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
     int64_t K = g->K;
-    if (g->M == 1 && !g->packb) {
+    if (g->M == 1 && !g->packb && !g->b_shift) {
         float *y = g->c;
         float bias = g->bias_row ? g->bias_row[0] : 0.0f;
         if (g->b_rs == 1 && g->b_cs != 1) {
@@ -320,7 +350,7 @@ static int gemv_block(const kiln__gemm *g, int64_t m0, int64_t m1, int64_t n0, i
         }
         return 0;
     }
-    if (g->N == 1 && !g->packb && g->a_cs == 1) {
+    if (g->N == 1 && !g->packb && !g->b_shift && g->a_cs == 1) {
         for (int64_t i = m0; i < m1; i++) {
             float v = g->alpha * dot_strided(g->a + i * g->a_rs, 1, g->b, g->b_rs, K);
             if (g->bias_row) v += g->bias_row[i];
@@ -360,7 +390,16 @@ static void gemm_block(const kiln__gemm *g, int64_t m0, int64_t m1, int64_t n0, 
         int64_t nc = n1 - jc < NC ? n1 - jc : NC;
         for (int64_t pc = 0; pc < K; pc += KC) {
             int64_t kc = K - pc < KC ? K - pc : KC;
-            if (g->packb)
+#ifdef HAVE_SHIFT_KERNEL
+            const int in_place = g->b_shift != NULL;
+#else
+            const int in_place = 0;
+#endif
+            if (in_place)
+                ; /* the micro-kernel reads B where it lies */
+            else if (g->b_shift)
+                pack_b_shift(g, pc, kc, jc, nc, pb);
+            else if (g->packb)
                 g->packb(g->packb_ud, pc, kc, jc, nc, NR, pb);
             else
                 pack_b_matrix(g, pc, kc, jc, nc, pb);
@@ -374,8 +413,15 @@ static void gemm_block(const kiln__gemm *g, int64_t m0, int64_t m1, int64_t n0, 
                     for (int64_t ir = 0; ir < mc; ir += MR) {
                         int mr = (int)(mc - ir < MR ? mc - ir : MR);
                         si.bias = (pc == 0 && g->bias_row) ? g->bias_row + ic + ir : NULL;
-                        micro(kc, pa + ir * kc, pb + jr * kc, g->c + (ic + ir) * g->ldc + jc + jr,
-                              g->ldc, mr, nr, &si);
+                        float *ct = g->c + (ic + ir) * g->ldc + jc + jr;
+#ifdef HAVE_SHIFT_KERNEL
+                        if (in_place) {
+                            micro_shift(kc, pa + ir * kc, g->b_shift + jc + jr, g->b_off + pc, ct,
+                                        g->ldc, mr, nr, &si);
+                            continue;
+                        }
+#endif
+                        micro(kc, pa + ir * kc, pb + jr * kc, ct, g->ldc, mr, nr, &si);
                     }
                 }
             }
