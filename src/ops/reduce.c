@@ -135,16 +135,31 @@ typedef struct red_job {
 
 #define RBLK 1024
 
+/* Sum of f(v[i]) with 8 independent partial sums (breaks the add latency
+ * chain and lets the compiler use vector registers). */
+#define PSUM(F)                                                               \
+    do {                                                                      \
+        double p_[8] = {0, 0, 0, 0, 0, 0, 0, 0};                              \
+        int64_t i_ = 0;                                                       \
+        for (; i_ + 8 <= n; i_ += 8)                                          \
+            for (int j_ = 0; j_ < 8; j_++) p_[j_] += F(v[i_ + j_]);           \
+        double s_ = ((p_[0] + p_[1]) + (p_[2] + p_[3])) + ((p_[4] + p_[5]) + (p_[6] + p_[7])); \
+        for (; i_ < n; i_++) s_ += F(v[i_]);                                  \
+        acc[0] += s_;                                                         \
+    } while (0)
+#define F_ID(x) (x)
+#define F_SQ(x) ((x) * (x))
+
 static inline void red_run(rop op, double *acc, const double *v, int64_t n, int vec) {
     /* vec: acc[i] op= v[i]; else acc[0] op= all v */
     switch (op) {
     case R_SUM: case R_MEAN: case R_LOGSUM:
         if (vec) for (int64_t i = 0; i < n; i++) acc[i] += v[i];
-        else { double s = 0; for (int64_t i = 0; i < n; i++) s += v[i]; acc[0] += s; }
+        else PSUM(F_ID);
         break;
     case R_SUMSQ: case R_L2:
         if (vec) for (int64_t i = 0; i < n; i++) acc[i] += v[i] * v[i];
-        else { double s = 0; for (int64_t i = 0; i < n; i++) s += v[i] * v[i]; acc[0] += s; }
+        else PSUM(F_SQ);
         break;
     case R_L1:
         if (vec) for (int64_t i = 0; i < n; i++) acc[i] += fabs(v[i]);
