@@ -440,67 +440,108 @@ static void pad_plane(const geom *g, const float *x, float *dst, const padded *p
     }
 }
 
-/* Output planes [b, e) of N*M; 2-D geometry (D == 1). */
+/* One tap row of the direct kernel for 4 output rows at once: an input row
+ * loaded once feeds every output row it is a tap row of. */
+#define DIRECT_MB 8 /* output channels per work unit (share the padded input) */
+
+static inline v16 load16(const float *p) {
+    v16 v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+static inline void store16(float *y, v16 acc, int64_t nv, float bv, int first) {
+    if (first)
+        for (int64_t q = 0; q < nv; q++) y[q] = acc[q] + bv;
+    else
+        for (int64_t q = 0; q < nv; q++) y[q] += acc[q];
+}
+
+/* Output rows of one channel plane from one padded input channel. */
+static void direct_plane(const geom *g, const padded *pp, const int64_t *toff, const float *xp,
+                         const float *wc, float *yp, float bv, int first) {
+    const int64_t OH = g->o[1], OW = g->o[2], KH = g->k[1], KW = g->k[2];
+    const int64_t sy = g->s[1], dy = g->d[1], rowstride = pp->sx * pp->PWs;
+    int64_t oy = 0;
+    if (sy == 1 && dy == 1) {
+        /* 4 output rows share the KH + 3 input rows they read */
+        for (; oy + 4 <= OH; oy += 4) {
+            for (int64_t ox = 0; ox < OW; ox += VW) {
+                v16 a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};
+                for (int64_t r = 0; r < KH + 3; r++) {
+                    const float *xr = xp + (oy + r) * rowstride + ox;
+                    for (int64_t kx = 0; kx < KW; kx++) {
+                        v16 v = load16(xr + toff[kx]);
+                        if (r < KH) a0 += wc[r * KW + kx] * v;
+                        if (r >= 1 && r - 1 < KH) a1 += wc[(r - 1) * KW + kx] * v;
+                        if (r >= 2 && r - 2 < KH) a2 += wc[(r - 2) * KW + kx] * v;
+                        if (r >= 3 && r - 3 < KH) a3 += wc[(r - 3) * KW + kx] * v;
+                    }
+                }
+                int64_t nv = OW - ox < VW ? OW - ox : VW;
+                store16(yp + oy * OW + ox, a0, nv, bv, first);
+                store16(yp + (oy + 1) * OW + ox, a1, nv, bv, first);
+                store16(yp + (oy + 2) * OW + ox, a2, nv, bv, first);
+                store16(yp + (oy + 3) * OW + ox, a3, nv, bv, first);
+            }
+        }
+    }
+    for (; oy < OH; oy++) {
+        for (int64_t ox = 0; ox < OW; ox += VW) {
+            v16 acc = {0};
+            for (int64_t ky = 0; ky < KH; ky++) {
+                const float *xr = xp + (oy * sy + ky * dy) * rowstride + ox;
+                const float *wr = wc + ky * KW;
+                for (int64_t kx = 0; kx < KW; kx++) acc += wr[kx] * load16(xr + toff[kx]);
+            }
+            int64_t nv = OW - ox < VW ? OW - ox : VW;
+            store16(yp + oy * OW + ox, acc, nv, bv, first);
+        }
+    }
+}
+
+/* Work units [b, e): (n, group, block of DIRECT_MB output channels); each
+ * pads every input channel of its group once for the whole block. */
 static void direct_range(void *ud, int64_t b, int64_t e) {
     const direct *dc = ud;
     const geom *g = dc->g;
     const int64_t IH = g->id[1], IW = g->id[2], OH = g->o[1], OW = g->o[2];
     const int64_t KH = g->k[1], KW = g->k[2], sy = g->s[1], sx = g->s[2];
     const int64_t dy = g->d[1], dx = g->d[2];
-    padded pp = {.PH = (OH - 1) * sy + (KH - 1) * dy + 1, .sx = sx};
+    padded pp = {.PH = (OH - 1) * sy + (KH - 1) * dy + 1 + 3, .sx = sx};
     pp.PWs = OW + ((KW - 1) * dx) / sx + VW + 1;
     float *xp = kiln__ops2_scratch(1, (size_t)(pp.PH * sx * pp.PWs) + VW);
-    if (!xp) return;
-    int64_t toff[256]; /* per tap: phase * PWs + column shift; row offset separately */
-    int ntap = (int)(KW < 256 ? KW : 256);
-    for (int64_t kx = 0; kx < ntap; kx++) {
+    int64_t *toff = (int64_t *)kiln__ops2_scratch(2, (size_t)KW * 2 + 16);
+    if (!xp || !toff) return;
+    for (int64_t kx = 0; kx < KW; kx++) {
         int64_t off = kx * dx;
         toff[kx] = (off % sx) * pp.PWs + off / sx;
     }
-    const int64_t rowstride = sx * pp.PWs;
-    for (int64_t p = b; p < e; p++) {
-        int64_t n = p / g->M, m = p % g->M, gi = m / g->Mg;
+    const int64_t nblk = (g->Mg + DIRECT_MB - 1) / DIRECT_MB;
+    for (int64_t u = b; u < e; u++) {
+        int64_t blk = u % nblk, t = u / nblk, gi = t % g->G, n = t / g->G;
+        int64_t m0 = gi * g->Mg + blk * DIRECT_MB;
+        int64_t m1 = m0 + DIRECT_MB < (gi + 1) * g->Mg ? m0 + DIRECT_MB : (gi + 1) * g->Mg;
         const float *xg = dc->x + (n * g->C + gi * g->Cg) * IH * IW;
-        const float *wm = dc->w + m * g->Cg * KH * KW;
-        float *yp = dc->y + p * OH * OW;
-        float bv = dc->bias ? dc->bias[m] : 0.0f;
         for (int64_t ci = 0; ci < g->Cg; ci++) {
             pad_plane(g, xg + ci * IH * IW, xp, &pp);
-            const float *wc = wm + ci * KH * KW;
-            for (int64_t oy = 0; oy < OH; oy++) {
-                float *yr = yp + oy * OW;
-                for (int64_t ox = 0; ox < OW; ox += VW) {
-                    v16 acc = {0};
-                    for (int64_t ky = 0; ky < KH; ky++) {
-                        const float *xr = xp + (oy * sy + ky * dy) * rowstride + ox;
-                        const float *wr = wc + ky * KW;
-                        for (int64_t kx = 0; kx < KW; kx++) {
-                            v16 v;
-                            memcpy(&v, xr + (kx < 256 ? toff[kx]
-                                                      : ((kx * dx) % sx) * pp.PWs + (kx * dx) / sx),
-                                   sizeof v);
-                            acc += wr[kx] * v;
-                        }
-                    }
-                    int64_t nv = OW - ox < VW ? OW - ox : VW;
-                    if (ci == 0) {
-                        for (int64_t q = 0; q < nv; q++) yr[ox + q] = acc[q] + bv;
-                    } else {
-                        for (int64_t q = 0; q < nv; q++) yr[ox + q] += acc[q];
-                    }
-                }
-            }
+            for (int64_t m = m0; m < m1; m++)
+                direct_plane(g, &pp, toff, xp, dc->w + (m * g->Cg + ci) * KH * KW,
+                             dc->y + (n * g->M + m) * OH * OW, dc->bias ? dc->bias[m] : 0.0f,
+                             ci == 0);
         }
         if (g->Cg == 0)
-            for (int64_t i = 0; i < OH * OW; i++) yp[i] = bv;
+            for (int64_t m = m0; m < m1; m++)
+                for (int64_t i = 0; i < OH * OW; i++)
+                    dc->y[(n * g->M + m) * OH * OW + i] = dc->bias ? dc->bias[m] : 0.0f;
     }
 }
 
 static void conv_direct(const kiln_call *c, const geom *g) {
     direct dc = {.g = g, .x = c->in[0].data, .w = c->in[1].data,
                  .bias = c->nin > 2 && c->in[2].data ? c->in[2].data : NULL, .y = c->out[0].data};
-    int64_t planes = g->N * g->M;
-    kiln_exec_parallel_for(c->exec, planes, 1, direct_range, &dc);
+    int64_t units = g->N * g->G * ((g->Mg + DIRECT_MB - 1) / DIRECT_MB);
+    kiln_exec_parallel_for(c->exec, units, 1, direct_range, &dc);
 }
 
 /* ------------------------------------------------------------ impl */

@@ -238,6 +238,39 @@ static void pool_planes(void *ud, int64_t b, int64_t e) {
     }
 }
 
+/* Global average/max over contiguous planes: one streaming pass each. */
+typedef struct gtask {
+    const float *x;
+    float *y;
+    int64_t sp;
+    int kind;
+} gtask;
+
+static void global_planes(void *ud, int64_t b, int64_t e) {
+    const gtask *t = ud;
+    typedef float v16 __attribute__((vector_size(64)));
+    for (int64_t p = b; p < e; p++) {
+        const float *x = t->x + p * t->sp;
+        int64_t i = 0, n = t->sp;
+        if (t->kind == P_AVG) {
+            v16 acc = {0};
+            for (; i + 16 <= n; i += 16) {
+                v16 v;
+                memcpy(&v, x + i, sizeof v);
+                acc += v;
+            }
+            double s = 0;
+            for (int q = 0; q < 16; q++) s += acc[q];
+            for (; i < n; i++) s += x[i];
+            t->y[p] = n ? (float)(s / (double)n) : 0.0f;
+        } else {
+            float m = n ? x[0] : -INFINITY;
+            for (i = 1; i < n; i++) m = x[i] > m ? x[i] : m;
+            t->y[p] = m;
+        }
+    }
+}
+
 static int pool_run(const kiln_call *c, int kind, int global) {
     const kiln_tensor *X = &c->in[0];
     if (!kiln__ops2_dense(X) || !kiln__ops2_dense(&c->out[0]))
@@ -250,6 +283,13 @@ static int pool_run(const kiln_call *c, int kind, int global) {
     for (int i = 0; i < 3; i++) {
         g->id[i] = g->o[i] = g->k[i] = g->s[i] = g->d[i] = 1;
         g->pb[i] = g->pe[i] = 0;
+    }
+    if (global && kind != P_LP) {
+        gtask gt = {.x = X->data, .y = c->out[0].data, .sp = 1, .kind = kind};
+        for (int i = 2; i < X->ndim; i++) gt.sp *= X->dims[i];
+        kiln_exec_parallel_for(c->exec, X->dims[0] * X->dims[1], 1 + 16384 / (gt.sp ? gt.sp : 1),
+                               global_planes, &gt);
+        return 0;
     }
     if (global) {
         for (int i = 0; i < nsp; i++) {
