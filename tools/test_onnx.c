@@ -656,11 +656,12 @@ static void do_case(runner *r, const char *dir, const char *name) {
         snprintf(m, sizeof m, "%s (signal %d: %s)", sig == SIGALRM ? "timed out after 120 s" : "crashed",
                  sig, strsignal(sig));
         report(r, name, R_FAIL, m);
-    } else if (WIFEXITED(st) && WEXITSTATUS(st) <= R_SKIP) {
+    } else if (WIFEXITED(st) && WEXITSTATUS(st) <= R_SKIP && (why[0] || WEXITSTATUS(st) == R_PASS)) {
         report(r, name, WEXITSTATUS(st), why);
     } else {
         char m[4200];
-        snprintf(m, sizeof m, "exited with status %d %s", WIFEXITED(st) ? WEXITSTATUS(st) : -1, why);
+        snprintf(m, sizeof m, "the case process exited with status %d without a result (a sanitizer "
+                 "report or exit() on stderr?) %s", WIFEXITED(st) ? WEXITSTATUS(st) : -1, why);
         report(r, name, R_FAIL, m);
     }
 }
