@@ -366,6 +366,56 @@ static void scopy_rows(void *ud, int64_t r0, int64_t r1) {
     }
 }
 
+/* Tiled copy for transposes that move the source's contiguous dim (k)
+ * away from the innermost output dim: work item = (outer index, band of
+ * TB rows of dim k); inside, TB x TB tiles keep both sides in cache. */
+#define TB 16
+typedef struct tile_job {
+    char *dst;
+    const char *src;
+    size_t es;
+    int nd, k;
+    int64_t dims[KILN_MAX_DIMS], st[KILN_MAX_DIMS], ost[KILN_MAX_DIMS];
+    int64_t nbands;
+} tile_job;
+
+#define TILE_LOOP(T)                                                          \
+    do {                                                                      \
+        T *d_ = (T *)d;                                                       \
+        const T *s_ = (const T *)s;                                           \
+        for (int64_t b0 = 0; b0 < B; b0 += TB) {                              \
+            int64_t b1 = b0 + TB < B ? b0 + TB : B;                           \
+            for (int64_t a = a0; a < a1; a++)                                 \
+                for (int64_t b = b0; b < b1; b++) d_[a * oa + b] = s_[a + b * sb]; \
+        }                                                                     \
+    } while (0)
+
+static void tile_items(void *ud, int64_t w0, int64_t w1) {
+    const tile_job *j = ud;
+    int nd = j->nd, k = j->k;
+    int64_t A = j->dims[k], B = j->dims[nd - 1], sb = j->st[nd - 1], oa = j->ost[k];
+    for (int64_t w = w0; w < w1; w++) {
+        int64_t band = w % j->nbands, o = w / j->nbands;
+        int64_t so = 0, dof = 0;
+        for (int i = nd - 2; i >= 0; i--) {
+            if (i == k) continue;
+            int64_t ix = o % j->dims[i];
+            o /= j->dims[i];
+            so += ix * j->st[i];
+            dof += ix * j->ost[i];
+        }
+        int64_t a0 = band * TB, a1 = a0 + TB < A ? a0 + TB : A;
+        char *d = j->dst + dof * (int64_t)j->es;
+        const char *s = j->src + so * (int64_t)j->es;
+        switch (j->es) {
+        case 1: TILE_LOOP(uint8_t); break;
+        case 2: TILE_LOOP(uint16_t); break;
+        case 4: TILE_LOOP(uint32_t); break;
+        default: TILE_LOOP(uint64_t); break;
+        }
+    }
+}
+
 void kiln__ops1_strided_copy(kiln_exec *e, void *dst, const void *src, size_t es, int nd,
                              const int64_t *dims, const int64_t *st) {
     scopy_job j;
@@ -394,6 +444,31 @@ void kiln__ops1_strided_copy(kiln_exec *e, void *dst, const void *src, size_t es
     }
     j.nd = n;
     int64_t rows = total / j.dims[n - 1], inner = j.dims[n - 1];
+    if (n >= 2 && j.st[n - 1] != 1 && inner >= 8 && (es == 1 || es == 2 || es == 4 || es == 8)) {
+        int k = -1;
+        for (int i = 0; i < n - 1; i++)
+            if (j.st[i] == 1 && j.dims[i] >= 8) k = i;
+        if (k >= 0) {
+            tile_job t;
+            t.dst = dst;
+            t.src = src;
+            t.es = es;
+            t.nd = n;
+            t.k = k;
+            int64_t os = 1;
+            for (int i = n - 1; i >= 0; i--) {
+                t.dims[i] = j.dims[i];
+                t.st[i] = j.st[i];
+                t.ost[i] = os;
+                os *= j.dims[i];
+            }
+            t.nbands = (j.dims[k] + TB - 1) / TB;
+            int64_t items = total / (j.dims[k] * inner) * t.nbands;
+            if (total < 65536) tile_items(&t, 0, items);
+            else kiln__ops1_par(e, items, 1, tile_items, &t);
+            return;
+        }
+    }
     if (total < 65536) scopy_rows(&j, 0, rows);
     else kiln__ops1_par(e, rows, inner >= 16384 ? 1 : 16384 / inner, scopy_rows, &j);
 }
