@@ -317,6 +317,11 @@ int kiln__cc_version(char *buf, size_t size);
 /* Directory holding kiln/plugin.h ($KILN_INCLUDE_DIR, the source tree's
  * include/, the installed includedir), or NULL. */
 const char *kiln__include_dir(void);
+/* The compile cache directory (created, mode 0700); KILN_EIO if none. */
+int kiln__cache_dir(char *buf, size_t size);
+/* Write a file through a temporary in the same directory + rename; -1 and
+ * errno on failure. */
+int kiln__write_atomic(const char *path, const void *data, size_t n);
 
 /* AOT kernels.  Compile C source into shared-object bytes (system cc,
  * -O2 -fPIC -shared, self-contained: -z defs); the entry symbol must be
