@@ -199,3 +199,17 @@ g = helper.make_graph(
     "if_shape_cond", [helper.make_tensor_value_info("x", F, [2, 3])],
     [helper.make_tensor_value_info("y", F, [2, 3])])
 save(model(g), "if_shape_cond.onnx")
+
+# sparse: y = (x + S) + C; S a sparse initializer with linear indices,
+# C a Constant sparse_value with [NNZ, rank] coordinates.
+S = helper.make_sparse_tensor(helper.make_tensor("S", F, [2], [1.5, -4.0]),
+                              helper.make_tensor("S_idx", TensorProto.INT64, [2], [1, 5]), [2, 3])
+Cs = helper.make_sparse_tensor(helper.make_tensor("Cv", F, [1], [10.0]),
+                               helper.make_tensor("C_idx", TensorProto.INT64, [1, 2], [1, 0]), [2, 3])
+g = helper.make_graph(
+    [helper.make_node("Add", ["x", "S"], ["t"], name="add_s"),
+     helper.make_node("Constant", [], ["C"], sparse_value=Cs),
+     helper.make_node("Add", ["t", "C"], ["y"], name="add_c")],
+    "sparse", [helper.make_tensor_value_info("x", F, [2, 3])],
+    [helper.make_tensor_value_info("y", F, [2, 3])], sparse_initializer=[S])
+save(model(g), "sparse.onnx")

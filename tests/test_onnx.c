@@ -414,6 +414,19 @@ TEST_IMPL(external_data) {
     kiln__free(buf);
 }
 
+TEST_IMPL(sparse_initializer_and_constant) {
+    kiln_network *net = import_ok(FIX "sparse.onnx");
+    kiln_engine *e = build(net);
+    kiln_network_free(net);
+    float x[6], y[6];
+    randf(x, 6);
+    const int64_t d[2] = {2, 3};
+    run1(e, "x", 2, d, x, "y", y, 6);
+    const float dense[6] = {0, 1.5f, 0, 10.0f, 0, -4.0f}; /* S at 1, 5; C at (1, 0) */
+    for (int i = 0; i < 6; i++) ASSERT_NEAR(y[i], x[i] + dense[i], 1e-6);
+    kiln_engine_free(e);
+}
+
 /* Truncations and byte flips of a valid model: errors, never crashes. */
 TEST_IMPL(hostile_bytes) {
     uint8_t *buf;
@@ -470,4 +483,5 @@ TEST_LIST(TEST_ENTRY(read_tensor_typed), TEST_ENTRY(read_tensor_malformed),
           TEST_ENTRY(plugin_namespace_override), TEST_ENTRY(domain_as_namespace),
           TEST_ENTRY(if_constant_condition), TEST_ENTRY(if_outer_scope_layer_value),
           TEST_ENTRY(if_runtime_condition_unsupported), TEST_ENTRY(external_data),
-          TEST_ENTRY(hostile_bytes), TEST_ENTRY(deep_nesting))
+          TEST_ENTRY(sparse_initializer_and_constant), TEST_ENTRY(hostile_bytes),
+          TEST_ENTRY(deep_nesting))

@@ -380,10 +380,15 @@ static int import_constant(imp *im, kiln_network *net, const Onnx__NodeProto *n)
         int64_t d = (int64_t)a->n_ints;
         int64_t dummy = 0;
         rc = kiln_network_add_constant(net, out, KILN_DTYPE_I64, 1, &d, a->n_ints ? (const void *)a->ints : &dummy);
-    } else if (!strcmp(an, "value_string") || !strcmp(an, "value_strings") ||
-               !strcmp(an, "sparse_value")) {
+    } else if (!strcmp(an, "sparse_value") && a->sparse_tensor) {
+        kiln__onnx_tensor t;
+        rc = kiln__onnx_sparse_decode(a->sparse_tensor, im->base_dir, lb, &t);
+        if (rc) return rc;
+        rc = add_tensor_const(net, out, &t);
+        kiln__onnx_tensor_free(&t);
+    } else if (!strcmp(an, "value_string") || !strcmp(an, "value_strings")) {
         return kiln__err(KILN_EUNSUPPORTED, "%s: Constant attribute '%s' is not supported (string "
-                         "and sparse tensors)", lb, an);
+                         "tensors)", lb, an);
     } else {
         return kiln__err(KILN_EFORMAT, "%s: Constant attribute '%s' is unknown or has no value", lb, an);
     }
@@ -789,8 +794,23 @@ static int import_graph(imp *im, const Onnx__GraphProto *g, const scope *parent,
         if (rc) { rc = kiln__err_prefix(rc, "%s", where); break; }
         if (strset_add(&inits, tp->name) < 0) rc = KILN_ENOMEM;
     }
-    if (g->n_sparse_initializer && !rc)
-        rc = kiln__err(KILN_EUNSUPPORTED, "graph '%s': sparse initializers are not supported", gname);
+    for (size_t i = 0; i < g->n_sparse_initializer && !rc; i++) {
+        const Onnx__SparseTensorProto *sp = g->sparse_initializer[i];
+        const char *nm = sp->values && sp->values->name ? sp->values->name : "";
+        if (!nm[0]) {
+            rc = kiln__err(KILN_EFORMAT, "graph '%s': sparse initializer %zu has no name", gname, i);
+            break;
+        }
+        char where[600];
+        snprintf(where, sizeof where, "sparse initializer '%s'", nm);
+        kiln__onnx_tensor t;
+        rc = kiln__onnx_sparse_decode(sp, im->base_dir, where, &t);
+        if (rc) break;
+        rc = add_tensor_const(net, nm, &t);
+        kiln__onnx_tensor_free(&t);
+        if (rc) { rc = kiln__err_prefix(rc, "%s", where); break; }
+        if (strset_add(&inits, nm) < 0) rc = KILN_ENOMEM;
+    }
 
     for (size_t i = 0; i < g->n_input && !rc; i++) {
         const Onnx__ValueInfoProto *vi = g->input[i];

@@ -41,6 +41,9 @@ extern ProtobufCAllocator kiln__onnx_pb_alloc;
 int kiln__onnx_tensor_decode(const Onnx__TensorProto *t, const char *base_dir,
                              const char *where, kiln__onnx_tensor *out);
 void kiln__onnx_tensor_free(kiln__onnx_tensor *t);
+/* Decode a SparseTensorProto into a dense tensor (zeros elsewhere). */
+int kiln__onnx_sparse_decode(const Onnx__SparseTensorProto *sp, const char *base_dir,
+                             const char *where, kiln__onnx_tensor *out);
 /* numel of dims with overflow check: 0 or KILN_EFORMAT. */
 int kiln__onnx_numel(int ndim, const int64_t *dims, size_t elem, int64_t *numel,
                      size_t *bytes, const char *where);

@@ -452,3 +452,69 @@ KILN_API int kiln_onnx_read_tensor(const char *pb_path, kiln_dtype *dtype, int *
     *data = x.data;
     return 0;
 }
+
+int kiln__onnx_sparse_decode(const Onnx__SparseTensorProto *sp, const char *base_dir,
+                             const char *where, kiln__onnx_tensor *out) {
+    memset(out, 0, sizeof *out);
+    if (!sp->values || !sp->indices)
+        return kiln__err(KILN_EFORMAT, "%s: sparse tensor without values or indices", where);
+    if (sp->n_dims > KILN_MAX_DIMS)
+        return kiln__err(KILN_EUNSUPPORTED, "%s: rank %zu exceeds the maximum %d", where, sp->n_dims,
+                         KILN_MAX_DIMS);
+    kiln__onnx_tensor v, ix;
+    int rc = kiln__onnx_tensor_decode(sp->values, base_dir, where, &v);
+    if (rc) return rc;
+    rc = kiln__onnx_tensor_decode(sp->indices, base_dir, where, &ix);
+    if (rc) {
+        kiln__onnx_tensor_free(&v);
+        return rc;
+    }
+    int rank = (int)sp->n_dims;
+    size_t es = kiln_dtype_size(v.dtype);
+    int64_t numel, nnz = v.ndim == 1 ? v.dims[0] : -1;
+    size_t bytes;
+    rc = kiln__onnx_numel(rank, sp->dims, es, &numel, &bytes, where);
+    if (!rc && nnz < 0)
+        rc = kiln__err(KILN_EFORMAT, "%s: sparse values must be 1-D", where);
+    /* indices: [NNZ] linear or [NNZ, rank] coordinates, int64 */
+    int linear = ix.ndim == 1;
+    if (!rc && (ix.dtype != KILN_DTYPE_I64 || !(linear ? ix.dims[0] == nnz
+                                                       : ix.ndim == 2 && ix.dims[0] == nnz && ix.dims[1] == rank)))
+        rc = kiln__err(KILN_EFORMAT, "%s: sparse indices must be int64 [%lld] or [%lld, %d]", where,
+                       (long long)nnz, (long long)nnz, rank);
+    uint8_t *d = NULL;
+    if (!rc) {
+        d = kiln__calloc(bytes ? bytes : 1, 1);
+        if (!d) rc = kiln__err(KILN_ENOMEM, "%s: cannot allocate %zu bytes", where, bytes);
+    }
+    const int64_t *id = ix.data;
+    for (int64_t k = 0; !rc && k < nnz; k++) {
+        int64_t at = 0;
+        if (linear) {
+            at = id[k];
+        } else {
+            for (int r = 0; r < rank; r++) {
+                int64_t c = id[k * rank + r];
+                if (c < 0 || c >= sp->dims[r]) { at = -1; break; }
+                at = at * sp->dims[r] + c;
+            }
+        }
+        if (at < 0 || at >= numel) {
+            rc = kiln__err(KILN_EFORMAT, "%s: sparse index %lld out of range", where, (long long)k);
+            break;
+        }
+        memcpy(d + (size_t)at * es, (const uint8_t *)v.data + (size_t)k * es, es);
+    }
+    kiln__onnx_tensor_free(&ix);
+    kiln__onnx_tensor_free(&v);
+    if (rc) {
+        kiln__free(d);
+        return rc;
+    }
+    out->dtype = v.dtype;
+    out->ndim = rank;
+    for (int i = 0; i < rank; i++) out->dims[i] = sp->dims[i];
+    out->data = d;
+    out->bytes = bytes;
+    return 0;
+}
