@@ -432,10 +432,19 @@ static void pad_plane(const geom *g, const float *x, float *dst, const padded *p
         }
         for (int64_t ph = 0; ph < sx; ph++) {
             float *pr = row + ph * pp->PWs;
-            for (int64_t j = 0; j < pp->PWs; j++) {
-                int64_t ix = j * sx + ph - px;
-                pr[j] = (ix >= 0 && ix < IW) ? src[ix] : 0.0f;
-            }
+            /* columns j with 0 <= j*sx + ph - px < IW */
+            int64_t o = ph - px;
+            int64_t jlo = o >= 0 ? 0 : (-o + sx - 1) / sx;
+            int64_t jhi = IW - 1 - o < 0 ? 0 : (IW - 1 - o) / sx + 1;
+            if (jhi > pp->PWs) jhi = pp->PWs;
+            if (jlo > jhi) jlo = jhi;
+            for (int64_t j = 0; j < jlo; j++) pr[j] = 0.0f;
+            const float *sp = src + o;
+            if (sx == 2)
+                for (int64_t j = jlo; j < jhi; j++) pr[j] = sp[2 * j];
+            else
+                for (int64_t j = jlo; j < jhi; j++) pr[j] = sp[j * sx];
+            for (int64_t j = jhi; j < pp->PWs; j++) pr[j] = 0.0f;
         }
     }
 }

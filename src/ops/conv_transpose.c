@@ -202,6 +202,40 @@ typedef struct col2im {
     const float *bias;
 } col2im;
 
+/* Kernel == stride, no padding, no dilation (2x2/stride-2 upsampling): every
+ * output element gets exactly one contribution, so rows are written once. */
+static int tiling(const ctgeom *g) {
+    for (int i = 0; i < 3; i++)
+        if (g->k[i] != g->s[i] || g->d[i] != 1 || g->pb[i] != 0 || g->o[i] != g->id[i] * g->s[i])
+            return 0;
+    return g->id[0] == 1;
+}
+
+static void col2im_tiled(const col2im *t, int64_t b, int64_t e) {
+    const ctgeom *g = t->g;
+    const int64_t IH = g->id[1], IW = g->id[2], OW = g->o[2], KH = g->k[1], KW = g->k[2];
+    const int64_t isp = IH * IW, osp = g->o[1] * OW;
+    for (int64_t m = b; m < e; m++) {
+        float bv = t->bias ? t->bias[m] : 0.0f;
+        float *y = t->y + m * osp;
+        for (int64_t iy = 0; iy < IH; iy++)
+            for (int64_t ky = 0; ky < KH; ky++) {
+                float *yr = y + (iy * KH + ky) * OW;
+                const float *c0 = t->col + ((m * KH + ky) * KW) * isp + iy * IW;
+                if (KW == 2) {
+                    const float *c1 = c0 + isp;
+                    for (int64_t ix = 0; ix < IW; ix++) {
+                        yr[2 * ix] = c0[ix] + bv;
+                        yr[2 * ix + 1] = c1[ix] + bv;
+                    }
+                } else {
+                    for (int64_t kx = 0; kx < KW; kx++)
+                        for (int64_t ix = 0; ix < IW; ix++) yr[ix * KW + kx] = c0[kx * isp + ix] + bv;
+                }
+            }
+    }
+}
+
 static void col2im_range(void *ud, int64_t b, int64_t e) {
     const col2im *t = ud;
     const ctgeom *g = t->g;
@@ -209,6 +243,10 @@ static void col2im_range(void *ud, int64_t b, int64_t e) {
     const int64_t OD = g->o[0], OH = g->o[1], OW = g->o[2];
     const int64_t KD = g->k[0], KH = g->k[1], KW = g->k[2];
     const int64_t isp = ID * IH * IW, osp = OD * OH * OW;
+    if (tiling(g)) {
+        col2im_tiled(t, b, e);
+        return;
+    }
     for (int64_t m = b; m < e; m++) {
         float *y = t->y + m * osp;
         float bv = t->bias ? t->bias[m] : 0.0f;

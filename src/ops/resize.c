@@ -389,6 +389,7 @@ static void resize_rows(void *ud, int64_t lo, int64_t hi) {
     const float extrap = (float)t->p->extrap;
     int64_t coff[MAX_COMBOS];
     float cw[MAX_COMBOS];
+    int64_t prev_src = -1; /* nearest: source row of the previous output row */
     for (int64_t row = lo; row < hi; row++) {
         float *y = t->y + row * OW;
         int64_t o[KILN_MAX_DIMS], rem = row;
@@ -400,6 +401,7 @@ static void resize_rows(void *ud, int64_t lo, int64_t hi) {
         }
         if (out_flag) {
             for (int64_t j = 0; j < OW; j++) y[j] = extrap;
+            prev_src = -1;
             continue;
         }
         /* combine outer-axis taps into source rows */
@@ -428,10 +430,17 @@ static void resize_rows(void *ud, int64_t lo, int64_t hi) {
         const float *wl = t->w[L];
         const uint8_t *ol = t->outside[L];
         if (nc == 1 && TL == 1 && cw[0] == 1.0f) {
+            if (row > lo && coff[0] == prev_src) {
+                /* same source row as the previous output row (upsampling) */
+                memcpy(y, y - OW, (size_t)OW * sizeof(float));
+                continue;
+            }
+            prev_src = coff[0];
             const float *src = t->x + coff[0] * IW;
             for (int64_t j = 0; j < OW; j++) y[j] = ol[j] ? extrap : src[il[j * T]];
             continue;
         }
+        prev_src = -1;
         for (int64_t j = 0; j < OW; j++) {
             if (ol[j]) { y[j] = extrap; continue; }
             float acc = 0;
