@@ -6,9 +6,46 @@
 #include "kiln_int.h"
 #include "test.h"
 
+#include <dirent.h>
 #include <dlfcn.h>
 #include <elf.h>
+#include <ftw.h>
 #include <stdlib.h>
+#include <sys/stat.h>
+
+/* A private compile cache for this test process, removed at exit. */
+static char g_cache[256];
+static char g_log[8192];
+
+static int rm_entry(const char *p, const struct stat *st, int flag, struct FTW *f) {
+    (void)st;
+    (void)flag;
+    (void)f;
+    return remove(p);
+}
+
+static void cleanup(void) {
+    if (g_cache[0]) nftw(g_cache, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+static void capture(void *ud, kiln_log_level level, const char *msg) {
+    (void)ud;
+    (void)level;
+    size_t n = strlen(g_log);
+    snprintf(g_log + n, sizeof g_log - n, "%s\n", msg);
+}
+
+static void setup(void) {
+    if (!g_cache[0]) {
+        atexit(cleanup);
+        snprintf(g_cache, sizeof g_cache, "%s/kiln-test-aot-XXXXXX",
+                 getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+        ASSERT(mkdtemp(g_cache) != NULL);
+        setenv("KILN_CACHE_DIR", g_cache, 1);
+    }
+    g_log[0] = 0;
+    kiln_log_set(KILN_LOG_VERBOSE, capture, NULL);
+}
 
 /* y[i] = x[i] * s + b (f32 scalar s, i64 scalar b), over [0, extent) split
  * by (ith, nth); also counts calls in a global to tell instances apart. */
@@ -44,6 +81,7 @@ static void compile_axpb(uint8_t **so, size_t *n) {
 }
 
 TEST_IMPL(aot_compile_load_bytes) {
+    setup();
     uint8_t *so = NULL;
     size_t n = 0;
     compile_axpb(&so, &n);
@@ -99,6 +137,7 @@ TEST_IMPL(aot_compile_load_bytes) {
 }
 
 TEST_IMPL(aot_tampered_bytes) {
+    setup();
     uint8_t *so = NULL;
     size_t n = 0;
     compile_axpb(&so, &n);
@@ -150,6 +189,7 @@ TEST_IMPL(aot_tampered_bytes) {
 }
 
 TEST_IMPL(aot_compile_errors) {
+    setup();
     uint8_t *so = (uint8_t *)1;
     size_t n = 1;
     /* Syntax error: the compiler's file:line message comes back. */
@@ -200,6 +240,7 @@ static kiln__op fake_op(const kiln_quick_op *q) {
 }
 
 TEST_IMPL(aot_signature_check) {
+    setup();
     kiln_exprs *x = kiln__exprs_create();
     kiln_quick_op q = {.ns = "sample", .name = "circ_pad", .version = 1,
                        .aot_signature = "i64, i64,f32"};
@@ -308,6 +349,7 @@ static void build_axpb_aot(kiln__aot *a, kiln_exprs *x) {
 }
 
 TEST_IMPL(aot_launch_threads) {
+    setup();
     kiln_exprs *x = kiln__exprs_create();
     kiln__aot a;
     build_axpb_aot(&a, x);
@@ -342,6 +384,7 @@ TEST_IMPL(aot_launch_threads) {
 }
 
 TEST_IMPL(aot_record_roundtrip) {
+    setup();
     kiln_exprs *x = kiln__exprs_create();
     kiln__aot a;
     build_axpb_aot(&a, x);
@@ -419,9 +462,65 @@ TEST_IMPL(aot_record_roundtrip) {
     kiln__aot_free(&a);
 }
 
+/* Kernels are cached like plugins: the second compile of the same source
+ * and flags reads the cache; a damaged entry is recompiled, not loaded. */
+TEST_IMPL(aot_compile_cache) {
+    setup();
+    uint8_t *a = NULL, *b = NULL, *c = NULL;
+    size_t na = 0, nb = 0, nc = 0;
+    static const char src[] = "#include <kiln/plugin.h>\n"
+                              "void cached_k(const kiln_aot_args *a, int ith, int nth) {\n"
+                              "    (void)ith; (void)nth; ((float *)a->out[0])[0] = 7.5f;\n"
+                              "}\n";
+    ASSERT_OK(kiln__aot_compile(src, "cached_k", &a, &na, NULL));
+    ASSERT_CONTAINS(g_log, "compile cache miss");
+    g_log[0] = 0;
+    ASSERT_OK(kiln__aot_compile(src, "cached_k", &b, &nb, NULL));
+    ASSERT_CONTAINS(g_log, "compile cache hit");
+    ASSERT_EQ(na, nb);
+    ASSERT(memcmp(a, b, na) == 0);
+    /* Damage the entry (one byte deep inside the object). */
+    DIR *d = opendir(g_cache);
+    ASSERT(d != NULL);
+    struct dirent *e;
+    char path[1024] = "";
+    while ((e = readdir(d)))
+        if (!strncmp(e->d_name, "aot-cached_k-", 13))
+            snprintf(path, sizeof path, "%s/%s", g_cache, e->d_name);
+    closedir(d);
+    ASSERT(path[0] != 0);
+    FILE *f = fopen(path, "r+b");
+    ASSERT(f != NULL);
+    ASSERT(fseek(f, (long)(32 + na / 2), SEEK_SET) == 0);
+    int ch = fgetc(f);
+    ASSERT(fseek(f, (long)(32 + na / 2), SEEK_SET) == 0);
+    fputc(ch ^ 0x40, f);
+    fclose(f);
+    g_log[0] = 0;
+    ASSERT_OK(kiln__aot_compile(src, "cached_k", &c, &nc, NULL));
+    ASSERT_CONTAINS(g_log, "is damaged; recompiling");
+    ASSERT_EQ(nc, na);
+    ASSERT(memcmp(a, c, na) == 0);
+    void *h = NULL;
+    ASSERT_OK(kiln__so_load_bytes(c, nc, "cached", &h));
+    void (*fn)(const kiln_aot_args *, int, int) =
+        (void (*)(const kiln_aot_args *, int, int))dlsym(h, "cached_k");
+    ASSERT(fn != NULL);
+    float y = 0;
+    void *outs[1] = {&y};
+    kiln_aot_args args = {NULL, outs, NULL, NULL, 1};
+    fn(&args, 0, 1);
+    ASSERT_NEAR(y, 7.5, 0);
+    kiln__so_unload(h);
+    kiln__free(a);
+    kiln__free(b);
+    kiln__free(c);
+}
+
 /* The hash that guards embedded objects and keys the compile cache, on
  * the FIPS 180-2 vectors (one, two and many blocks). */
 TEST_IMPL(aot_sha256_vectors) {
+    setup();
     static const struct { const char *in; int rep; const char *hex; } v[] = {
         {"abc", 1, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"},
         {"", 1, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"},
@@ -442,6 +541,6 @@ TEST_IMPL(aot_sha256_vectors) {
     }
 }
 
-TEST_LIST(TEST_ENTRY(aot_sha256_vectors), TEST_ENTRY(aot_compile_load_bytes), TEST_ENTRY(aot_tampered_bytes),
+TEST_LIST(TEST_ENTRY(aot_sha256_vectors), TEST_ENTRY(aot_compile_load_bytes), TEST_ENTRY(aot_compile_cache), TEST_ENTRY(aot_tampered_bytes),
           TEST_ENTRY(aot_compile_errors), TEST_ENTRY(aot_signature_check),
           TEST_ENTRY(aot_launch_threads), TEST_ENTRY(aot_record_roundtrip))

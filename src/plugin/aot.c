@@ -55,15 +55,96 @@ static int rm_tree_files(const char *dir, const char *const *names, int n) {
     return rmdir(dir);
 }
 
-int kiln__aot_compile(const char *source, const char *entry, uint8_t **so, size_t *n,
-                      char **flags_used) {
-    KILN__ASSERT(source && entry && so && n);
-    *so = NULL;
-    *n = 0;
-    if (flags_used) *flags_used = NULL;
-    if (!valid_ident(entry))
-        return kiln__err(KILN_EINVAL, "AOT kernel entry '%s' is not a C identifier", entry);
-    const char *inc = kiln__include_dir();
+/* Key material: length-prefixed fields appended to a growing buffer. */
+typedef struct keybuf {
+    uint8_t *p;
+    size_t n, cap;
+    int oom;
+} keybuf;
+
+static void key_add(keybuf *k, const void *d, size_t n) {
+    if (k->oom) return;
+    if (k->n + n + 8 > k->cap) {
+        size_t cap = k->cap ? k->cap : 4096;
+        while (k->n + n + 8 > cap) cap *= 2;
+        uint8_t *np = kiln__realloc(k->p, cap);
+        if (!np) {
+            k->oom = 1;
+            return;
+        }
+        k->p = np;
+        k->cap = cap;
+    }
+    uint64_t len = n;
+    memcpy(k->p + k->n, &len, 8);
+    memcpy(k->p + k->n + 8, d, n);
+    k->n += n + 8;
+}
+
+static void key_add_file(keybuf *k, const char *dir, const char *name) {
+    char p[4300];
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    FILE *f = fopen(p, "rb");
+    if (!f) return;
+    char buf[8192];
+    size_t r;
+    while ((r = fread(buf, 1, sizeof buf, f)) > 0) key_add(k, buf, r);
+    fclose(f);
+}
+
+static int read_all(const char *path, uint8_t **data, size_t *n) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return -1;
+    long len = -1;
+    if (fseek(f, 0, SEEK_END) == 0) len = ftell(f);
+    uint8_t *b = NULL;
+    if (len > 0 && fseek(f, 0, SEEK_SET) == 0) {
+        b = kiln__malloc((size_t)len);
+        if (b && fread(b, 1, (size_t)len, f) != (size_t)len) {
+            kiln__free(b);
+            b = NULL;
+        }
+    }
+    fclose(f);
+    if (!b) return -1;
+    *data = b;
+    *n = (size_t)len;
+    return 0;
+}
+
+/* The entry must exist: find out at build, not when the engine runs. */
+static int check_entry(const uint8_t *bytes, size_t len, const char *what, const char *entry) {
+    void *h = NULL;
+    int rc = kiln__so_load_bytes(bytes, len, what, &h);
+    if (rc) return rc;
+    dlerror();
+    void *sym = dlsym(h, entry);
+    kiln__so_unload(h);
+    if (!sym)
+        return kiln__err(KILN_ECOMPILE,
+                         "AOT kernel: the source defines no function '%s' (the entry; declare it "
+                         "void %s(const kiln_aot_args *a, int ith, int nth), not static)",
+                         entry, entry);
+    return 0;
+}
+
+static char *join_flags(const char *const *args, int nflags) {
+    char cc[512] = "cc";
+    const char *ccenv = getenv("CC");
+    if (ccenv && *ccenv) snprintf(cc, sizeof cc, "%s", ccenv);
+    size_t cap = strlen(cc) + 1;
+    for (int i = 0; i < nflags; i++) cap += strlen(args[i]) + 1;
+    char *fl = kiln__malloc(cap + 1);
+    if (fl) {
+        size_t o = (size_t)snprintf(fl, cap + 1, "%s", cc);
+        for (int i = 0; i < nflags; i++) o += (size_t)snprintf(fl + o, cap + 1 - o, " %s", args[i]);
+    }
+    return fl;
+}
+
+/* Compile in a private temporary directory; *so gets the object's bytes. */
+static int aot_cc(const char *source, const char *entry, const char **args, int na,
+                  uint8_t **so, size_t *n) {
     const char *base = getenv("TMPDIR");
     if (!base || !*base) base = "/tmp";
     char dir[4096];
@@ -73,7 +154,7 @@ int kiln__aot_compile(const char *source, const char *entry, uint8_t **so, size_
         return kiln__err(KILN_EIO, "AOT kernel %s: cannot create a directory in %s: %s", entry,
                          base, strerror(errno));
     static const char *const files[] = {"kernel.c", "kernel.so"};
-    char cpath[4200], sopath[4200], incflag[4200];
+    char cpath[4200], sopath[4200];
     snprintf(cpath, sizeof cpath, "%s/kernel.c", dir);
     snprintf(sopath, sizeof sopath, "%s/kernel.so", dir);
     FILE *f = fopen(cpath, "wb");
@@ -85,7 +166,31 @@ int kiln__aot_compile(const char *source, const char *entry, uint8_t **so, size_
         return kiln__err(KILN_EIO, "AOT kernel %s: cannot write %s: %s", entry, cpath,
                          strerror(e));
     }
-    const char *args[16];
+    args[na++] = "-o";
+    args[na++] = sopath;
+    args[na++] = cpath;
+    args[na++] = "-lm";
+    args[na] = NULL;
+    char what[300];
+    snprintf(what, sizeof what, "AOT kernel %s", entry);
+    int rc = kiln__cc_run(what, args, NULL);
+    if (!rc && read_all(sopath, so, n) != 0)
+        rc = kiln__err(KILN_EIO, "AOT kernel %s: cannot read the compiled object", entry);
+    rm_tree_files(dir, files, 2);
+    return rc;
+}
+
+int kiln__aot_compile(const char *source, const char *entry, uint8_t **so, size_t *n,
+                      char **flags_used) {
+    KILN__ASSERT(source && entry && so && n);
+    *so = NULL;
+    *n = 0;
+    if (flags_used) *flags_used = NULL;
+    if (!valid_ident(entry))
+        return kiln__err(KILN_EINVAL, "AOT kernel entry '%s' is not a C identifier", entry);
+    const char *inc = kiln__include_dir();
+    char incflag[4200];
+    const char *args[24];
     int na = 0;
     args[na++] = "-O2";
 #if defined(__x86_64__) || defined(__aarch64__)
@@ -100,67 +205,84 @@ int kiln__aot_compile(const char *source, const char *entry, uint8_t **so, size_
         args[na++] = incflag;
     }
     int nflags = na;
-    args[na++] = "-o";
-    args[na++] = sopath;
-    args[na++] = cpath;
-    args[na++] = "-lm";
-    args[na] = NULL;
-
     char what[300];
     snprintf(what, sizeof what, "AOT kernel %s", entry);
-    int rc = kiln__cc_run(what, args, NULL);
-    if (rc) {
-        rm_tree_files(dir, files, 2);
-        return rc;
-    }
-    char *bytes = NULL;
-    FILE *sf = fopen(sopath, "rb");
-    long len = -1;
-    if (sf && fseek(sf, 0, SEEK_END) == 0) len = ftell(sf);
-    if (sf && len > 0 && fseek(sf, 0, SEEK_SET) == 0) {
-        bytes = kiln__malloc((size_t)len);
-        if (bytes && fread(bytes, 1, (size_t)len, sf) != (size_t)len) {
-            kiln__free(bytes);
-            bytes = NULL;
-        }
-    }
-    if (sf) fclose(sf);
-    rm_tree_files(dir, files, 2);
-    if (!bytes) return kiln__err(KILN_EIO, "AOT kernel %s: cannot read the compiled object", entry);
 
-    /* The entry must exist: find out now, not when the engine runs. */
-    void *h = NULL;
-    rc = kiln__so_load_bytes(bytes, (size_t)len, what, &h);
+    /* The compile cache: key over everything that changes the object.
+     * Entries hold the object's SHA-256 ahead of its bytes, so a damaged
+     * entry is recompiled rather than handed to the dynamic loader. */
+    char ver[512];
+    int rc = kiln__cc_version(ver, sizeof ver);
+    if (rc) return rc;
+    keybuf kb = {0};
+    static const char tag[] = "kiln aot kernel 1";
+    int abi = KILN_ABI_VERSION;
+    const char *cc = getenv("CC");
+    if (!cc || !*cc) cc = "cc";
+    key_add(&kb, tag, sizeof tag);
+    key_add(&kb, &abi, sizeof abi);
+    key_add(&kb, cc, strlen(cc));
+    key_add(&kb, ver, strlen(ver));
+    for (int i = 0; i < nflags; i++) key_add(&kb, args[i], strlen(args[i]));
+    if (inc) {
+        key_add_file(&kb, inc, "kiln/kiln.h");
+        key_add_file(&kb, inc, "kiln/plugin.h");
+    }
+    key_add(&kb, entry, strlen(entry));
+    key_add(&kb, source, strlen(source));
+    uint8_t digest[32];
+    int have_key = !kb.oom;
+    if (have_key) kiln__sha256(kb.p, kb.n, digest);
+    kiln__free(kb.p);
+    char key[33] = "", dir[4096], path[4400] = "";
+    if (have_key && kiln__cache_dir(dir, sizeof dir) == 0) {
+        for (int i = 0; i < 16; i++) snprintf(key + 2 * i, 3, "%02x", digest[i]);
+        snprintf(path, sizeof path, "%s/aot-%.60s-%s.bin", dir, entry, key);
+    }
+
+    uint8_t *bytes = NULL;
+    size_t len = 0;
+    if (path[0]) {
+        uint8_t *file = NULL;
+        size_t flen = 0;
+        if (read_all(path, &file, &flen) == 0) {
+            uint8_t h[32];
+            if (flen > 32) kiln__sha256(file + 32, flen - 32, h);
+            if (flen > 32 && memcmp(h, file, 32) == 0 &&
+                (bytes = kiln__malloc(flen - 32)) != NULL) {
+                memcpy(bytes, file + 32, flen - 32);
+                len = flen - 32;
+                kiln__log(KILN_LOG_VERBOSE, "compile cache hit %s (%s)", key, path);
+            } else {
+                kiln__log(KILN_LOG_WARN, "compile cache entry %s is damaged; recompiling", path);
+            }
+            kiln__free(file);
+        }
+    }
+    if (!bytes) {
+        if (path[0]) kiln__log(KILN_LOG_VERBOSE, "compile cache miss %s: compiling %s", key, what);
+        rc = aot_cc(source, entry, args, na, &bytes, &len);
+        if (rc) return rc;
+        if (path[0]) {
+            uint8_t *file = kiln__malloc(len + 32);
+            if (file) {
+                kiln__sha256(bytes, len, file);
+                memcpy(file + 32, bytes, len);
+                if (kiln__write_atomic(path, file, len + 32) != 0)
+                    kiln__log(KILN_LOG_VERBOSE, "cannot store %s in the compile cache: %s", what,
+                              strerror(errno));
+                kiln__free(file);
+            }
+        }
+    }
+    rc = check_entry(bytes, len, what, entry);
     if (rc) {
         kiln__free(bytes);
         return rc;
     }
-    dlerror();
-    void *sym = dlsym(h, entry);
-    kiln__so_unload(h);
-    if (!sym) {
-        kiln__free(bytes);
-        return kiln__err(KILN_ECOMPILE,
-                         "AOT kernel: the source defines no function '%s' (the entry; declare it "
-                         "void %s(const kiln_aot_args *a, int ith, int nth), not static)",
-                         entry, entry);
-    }
-    if (flags_used) {
-        char cc[512] = "cc";
-        const char *ccenv = getenv("CC");
-        if (ccenv && *ccenv) snprintf(cc, sizeof cc, "%s", ccenv);
-        size_t cap = strlen(cc) + 1;
-        for (int i = 0; i < nflags; i++) cap += strlen(args[i]) + 1;
-        char *fl = kiln__malloc(cap + 1);
-        if (fl) {
-            size_t o = (size_t)snprintf(fl, cap + 1, "%s", cc);
-            for (int i = 0; i < nflags; i++)
-                o += (size_t)snprintf(fl + o, cap + 1 - o, " %s", args[i]);
-        }
-        *flags_used = fl;
-    }
-    *so = (uint8_t *)bytes;
-    *n = (size_t)len;
+    if (flags_used) *flags_used = join_flags(args, nflags);
+    *so = bytes;
+    *n = len;
     return 0;
 }
 

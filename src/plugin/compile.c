@@ -348,7 +348,7 @@ const char *kiln__include_dir(void) {
 
 /* ------------------------------------------------------------ the cache */
 
-static int cache_dir(char *buf, size_t size) {
+int kiln__cache_dir(char *buf, size_t size) {
     const char *d = getenv("KILN_CACHE_DIR");
     int n;
     if (d && *d) {
@@ -385,7 +385,7 @@ static void stem_of(const char *path, char *out, size_t size) {
 }
 
 /* Write data to path atomically (temp file in the same dir + rename). */
-static int write_atomic(const char *path, const void *data, size_t n) {
+int kiln__write_atomic(const char *path, const void *data, size_t n) {
     char tmp[4200];
     snprintf(tmp, sizeof tmp, "%s.tmp-XXXXXX", path);
     int fd = mkstemp(tmp);
@@ -451,7 +451,7 @@ int kiln_plugin_compile(const char *path_or_source, const kiln_compile_options *
         return rc;
     }
     char dir[4096];
-    rc = cache_dir(dir, sizeof dir);
+    rc = kiln__cache_dir(dir, sizeof dir);
     if (rc) {
         kiln__free(src);
         return rc;
@@ -533,7 +533,7 @@ int kiln_plugin_compile(const char *path_or_source, const kiln_compile_options *
     const char *compile_src = path_or_source;
     if (opt->is_source) {
         snprintf(cpath, sizeof cpath, "%s/%s-%s.c", dir, stem, key);
-        if (write_atomic(cpath, src, srclen) != 0) {
+        if (kiln__write_atomic(cpath, src, srclen) != 0) {
             int e = errno;
             kiln__free(uflags);
             kiln__free(src);
