@@ -22,6 +22,7 @@ typedef struct tio {
     int64_t dims[KILN_MAX_DIMS];
     void *data;
     int is_const; /* a network constant (build-time value) instead of an input */
+    size_t cap;   /* outputs: buffer bytes when larger than the expected shape (DDS) */
 } tio;
 
 typedef void (*attr_fn)(kiln_layer *l);
@@ -69,6 +70,7 @@ static int run1(const char *op, int ver, int nin, const tio *in, int nout, tio *
                                         (size_t)numel(&in[i]) * kiln_dtype_size(in[i].t)));
     for (int i = 0; i < nout; i++) {
         size_t bytes = (size_t)numel(&out[i]) * kiln_dtype_size(out[i].t);
+        if (out[i].cap > bytes) bytes = out[i].cap;
         memset(out[i].data, 0xA5, bytes); /* poison */
         ASSERT_OK(kiln_context_bind(ctx, out[i].name, out[i].data, bytes));
     }
@@ -368,8 +370,93 @@ TEST_IMPL(shape_values_propagate) {
     kiln_network_free(net);
 }
 
+
+/* NonZero: the output length is data-dependent (a size tensor). */
+TEST_IMPL(nonzero_dds) {
+    float X[3 * 4];
+    int64_t Y[2 * 12];
+    int cnt = 0;
+    for (int i = 0; i < 12; i++) {
+        X[i] = (test_rand_u64(&g_seed) % 3 == 0) ? 0.0f : test_randf(&g_seed, 0.5f, 1.0f);
+        cnt += X[i] != 0;
+    }
+    tio in = {"x", KILN_DTYPE_F32, 2, {3, 4}, X};
+    tio out = {"y", KILN_DTYPE_I64, 2, {2, cnt}, Y};
+    out.cap = sizeof Y;
+    ASSERT_OK(run1("ai.onnx::NonZero", 9, 1, &in, 1, &out, NULL, 1));
+    int k = 0;
+    for (int i = 0; i < 12; i++) {
+        if (X[i] == 0) continue;
+        ASSERT_EQ(Y[k], i / 4);
+        ASSERT_EQ(Y[cnt + k], i % 4);
+        k++;
+    }
+}
+
+static void cast_to_i32(kiln_layer *l) { ASSERT_OK(kiln_layer_set_int(l, "to", KILN_DTYPE_I32)); }
+
+TEST_IMPL(cast_and_expand) {
+    float X[16];
+    int32_t Y[16];
+    fill_f32(X, 16, -100, 100);
+    X[3] = NAN; /* must not trap; any value is acceptable for NaN */
+    tio in = {"x", KILN_DTYPE_F32, 1, {16}, X}, out = {"y", KILN_DTYPE_I32, 1, {16}, Y};
+    ASSERT_OK(run1("ai.onnx::Cast", 6, 1, &in, 1, &out, cast_to_i32, 1));
+    for (int i = 0; i < 16; i++)
+        if (i != 3) ASSERT_EQ(Y[i], (int32_t)X[i]);
+
+    float A[3], E[2 * 4 * 3];
+    fill_f32(A, 3, -1, 1);
+    int64_t shp[3] = {2, 4, 1};
+    tio ein[2] = {{"a", KILN_DTYPE_F32, 2, {1, 3}, A}, {"s", KILN_DTYPE_I64, 1, {3}, shp, 1}};
+    tio eout = {"y", KILN_DTYPE_F32, 3, {2, 4, 3}, E};
+    ASSERT_OK(run1("ai.onnx::Expand", 8, 2, ein, 1, &eout, NULL, 1));
+    for (int i = 0; i < 24; i++) ASSERT_EQ(E[i] == A[i % 3], 1);
+}
+
+static void einsum_eq(kiln_layer *l) { ASSERT_OK(kiln_layer_set_string(l, "equation", "bij,bjk->bik")); }
+
+TEST_IMPL(einsum_batch_matmul) {
+    enum { B = 2, I = 3, J = 5, K = 4 };
+    float X[B * I * J], W[B * J * K], Y[B * I * K];
+    fill_f32(X, B * I * J, -1, 1);
+    fill_f32(W, B * J * K, -1, 1);
+    tio in[2] = {{"x", KILN_DTYPE_F32, 3, {B, I, J}, X}, {"w", KILN_DTYPE_F32, 3, {B, J, K}, W}};
+    tio out = {"y", KILN_DTYPE_F32, 3, {B, I, K}, Y};
+    ASSERT_OK(run1("ai.onnx::Einsum", 12, 2, in, 1, &out, einsum_eq, 1));
+    for (int b = 0; b < B; b++)
+        for (int i = 0; i < I; i++)
+            for (int k = 0; k < K; k++) {
+                double s = 0;
+                for (int j = 0; j < J; j++) s += X[(b * I + i) * J + j] * W[(b * J + j) * K + k];
+                ASSERT_NEAR(Y[(b * I + i) * K + k], s, 1e-5);
+            }
+}
+
+static void split_attrs(kiln_layer *l) {
+    ASSERT_OK(kiln_layer_set_int(l, "axis", 1));
+    ASSERT_OK(kiln_layer_set_int(l, "num_outputs", 3));
+}
+
+TEST_IMPL(split_uneven) {
+    /* opset-18 style: 3 parts of 7 -> 3, 3, 1 */
+    float X[2 * 7], P0[6], P1[6], P2[2];
+    fill_f32(X, 14, -1, 1);
+    tio in = {"x", KILN_DTYPE_F32, 2, {2, 7}, X};
+    tio out[3] = {{"p0", KILN_DTYPE_F32, 2, {2, 3}, P0}, {"p1", KILN_DTYPE_F32, 2, {2, 3}, P1},
+                  {"p2", KILN_DTYPE_F32, 2, {2, 1}, P2}};
+    ASSERT_OK(run1("ai.onnx::Split", 13, 1, &in, 3, out, split_attrs, 1));
+    for (int r = 0; r < 2; r++) {
+        for (int c = 0; c < 3; c++) ASSERT_EQ(P0[r * 3 + c] == X[r * 7 + c], 1);
+        for (int c = 0; c < 3; c++) ASSERT_EQ(P1[r * 3 + c] == X[r * 7 + 3 + c], 1);
+        ASSERT_EQ(P2[r] == X[r * 7 + 6], 1);
+    }
+}
+
 TEST_LIST(TEST_ENTRY(add_broadcast), TEST_ENTRY(mul_large_threaded), TEST_ENTRY(div_int_and_compare),
           TEST_ENTRY(where_and_sum_variadic), TEST_ENTRY(unary_float_and_f16),
           TEST_ENTRY(reduce_sum_max_mean), TEST_ENTRY(argmax), TEST_ENTRY(transpose),
           TEST_ENTRY(slice_negative_steps), TEST_ENTRY(gather_negative_indices),
-          TEST_ENTRY(concat_three), TEST_ENTRY(shape_values_propagate))
+          TEST_ENTRY(concat_three), TEST_ENTRY(shape_values_propagate),
+          TEST_ENTRY(nonzero_dds), TEST_ENTRY(cast_and_expand), TEST_ENTRY(einsum_batch_matmul),
+          TEST_ENTRY(split_uneven))
