@@ -12,6 +12,7 @@
 #include <ftw.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 /* A private compile cache for this test process, removed at exit. */
 static char g_cache[256];
@@ -134,6 +135,55 @@ TEST_IMPL(aot_compile_load_bytes) {
     kiln__so_unload(h3);
     kiln__free(so);
     kiln__free(so2);
+}
+
+/* Without memfd, the object goes through a private directory that is
+ * gone right after dlopen. */
+TEST_IMPL(aot_so_load_file_fallback) {
+    setup();
+    uint8_t *so = NULL;
+    size_t n = 0;
+    compile_axpb(&so, &n);
+    char dir[300];
+    snprintf(dir, sizeof dir, "%s/rt-XXXXXX", g_cache);
+    ASSERT(mkdtemp(dir) != NULL);
+    const char *old_rt = getenv("XDG_RUNTIME_DIR");
+    char saved[512] = "";
+    if (old_rt) snprintf(saved, sizeof saved, "%s", old_rt);
+    setenv("XDG_RUNTIME_DIR", dir, 1);
+    setenv("KILN_SO_NO_MEMFD", "1", 1);
+    void *h1 = NULL, *h2 = NULL;
+    ASSERT_OK(kiln__so_load_bytes(so, n, "fallback", &h1));
+    ASSERT_OK(kiln__so_load_bytes(so, n, "fallback 2", &h2));
+    ASSERT(h1 != h2);
+    unsetenv("KILN_SO_NO_MEMFD");
+    if (old_rt) setenv("XDG_RUNTIME_DIR", saved, 1);
+    else unsetenv("XDG_RUNTIME_DIR");
+    /* Nothing left in the directory. */
+    DIR *d = opendir(dir);
+    ASSERT(d != NULL);
+    struct dirent *e;
+    int entries = 0;
+    while ((e = readdir(d)))
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) entries++;
+    closedir(d);
+    ASSERT_EQ(entries, 0);
+    int (*calls1)(void) = (int (*)(void))dlsym(h1, "axpb_calls");
+    void (*fn)(const kiln_aot_args *, int, int) =
+        (void (*)(const kiln_aot_args *, int, int))dlsym(h1, "axpb");
+    ASSERT(calls1 && fn);
+    float x[3] = {1, 2, 3}, y[3] = {0, 0, 0};
+    void *in[1] = {x}, *out[1] = {y};
+    int64_t i64[2] = {0, 1};
+    double f64[2] = {2, 0};
+    kiln_aot_args a = {in, out, i64, f64, 3};
+    fn(&a, 0, 1);
+    ASSERT_NEAR(y[2], 7, 0);
+    ASSERT_EQ(calls1(), 1);
+    kiln__so_unload(h1);
+    kiln__so_unload(h2);
+    rmdir(dir);
+    kiln__free(so);
 }
 
 TEST_IMPL(aot_tampered_bytes) {
@@ -541,6 +591,6 @@ TEST_IMPL(aot_sha256_vectors) {
     }
 }
 
-TEST_LIST(TEST_ENTRY(aot_sha256_vectors), TEST_ENTRY(aot_compile_load_bytes), TEST_ENTRY(aot_compile_cache), TEST_ENTRY(aot_tampered_bytes),
+TEST_LIST(TEST_ENTRY(aot_sha256_vectors), TEST_ENTRY(aot_compile_load_bytes), TEST_ENTRY(aot_compile_cache), TEST_ENTRY(aot_so_load_file_fallback), TEST_ENTRY(aot_tampered_bytes),
           TEST_ENTRY(aot_compile_errors), TEST_ENTRY(aot_signature_check),
           TEST_ENTRY(aot_launch_threads), TEST_ENTRY(aot_record_roundtrip))

@@ -237,8 +237,13 @@ int kiln__so_load_bytes(const void *bytes, size_t n, const char *what, void **ha
     if (!bytes) return kiln__err(KILN_EINVAL, "%s: no bytes given", what);
     int rc = so_check_elf(bytes, n, what);
     if (rc) return rc;
-    rc = so_load_memfd(bytes, n, what, handle);
-    if (rc <= 0) return rc;
+    /* KILN_SO_NO_MEMFD=1 forces the file fallback (tests, sandboxes that
+     * forbid exec from memfds). */
+    const char *nomem = getenv("KILN_SO_NO_MEMFD");
+    if (!nomem || strcmp(nomem, "1") != 0) {
+        rc = so_load_memfd(bytes, n, what, handle);
+        if (rc <= 0) return rc;
+    }
     return so_load_file(bytes, n, what, handle);
 }
 
