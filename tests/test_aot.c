@@ -591,6 +591,140 @@ TEST_IMPL(aot_sha256_vectors) {
     }
 }
 
+/* ------------------------------------------------------------ end to end */
+
+/* gtest::affine: y = x * alpha + beta, JIT and AOT. */
+static int affine_shape(kiln_shape_ctx *c) {
+    c->out[0] = c->in[0];
+    return 0;
+}
+static int affine_impl(const kiln_call *c) {
+    const float *x = c->in[0].data;
+    float *y = c->out[0].data;
+    float alpha = (float)kiln_attrs_float(c->attrs, "alpha");
+    int64_t beta = kiln_attrs_int(c->attrs, "beta");
+    for (int64_t i = 0, n = kiln_tensor_numel(&c->out[0]); i < n; i++) y[i] = x[i] * alpha + (float)beta;
+    return 0;
+}
+static int affine_aot(const kiln_shape_ctx *c, const kiln_io_format *io, int tactic,
+                      kiln_aot_kernel *k) {
+    (void)io;
+    (void)tactic;
+    const kiln_expr *n = kiln_expr_const(c->x, 1);
+    for (int i = 0; i < c->in[0].ndim; i++) n = kiln_expr_mul(c->x, n, c->in[0].dims[i]);
+    k->source = axpb_src;
+    k->entry = "axpb";
+    k->extent = n;
+    k->nscalars = 2;
+    k->scalar_types[0] = KILN_SCALAR_F32;
+    k->fscalars[0] = kiln_attrs_float(c->attrs, "alpha");
+    k->scalar_types[1] = KILN_SCALAR_I64;
+    k->scalars[1] = kiln_expr_const(c->x, kiln_attrs_int(c->attrs, "beta"));
+    return 0;
+}
+static const kiln_attr_def affine_attrs[] = {
+    {.name = "alpha", .type = KILN_ATTR_FLOAT, .def = "1.0"},
+    {.name = "beta", .type = KILN_ATTR_INT, .def = "0"},
+    {NULL},
+};
+static const kiln_quick_op affine_op = {
+    .ns = "gtest", .name = "affine", .version = 1, .min_inputs = 1, .max_inputs = 1,
+    .num_outputs = 1, .attrs = affine_attrs, .shape = affine_shape, .impl = affine_impl,
+    .aot = affine_aot, .aot_signature = "f32,i64",
+};
+static const kiln_quick_op badsig_op = {
+    .ns = "gtest", .name = "badsig", .version = 1, .min_inputs = 1, .max_inputs = 1,
+    .num_outputs = 1, .attrs = affine_attrs, .shape = affine_shape, .impl = affine_impl,
+    .aot = affine_aot, .aot_signature = "i64,i64", /* wrong: scalar 0 is f32 */
+};
+
+static int build_affine(const char *op, int aot_flag, unsigned flags, int64_t beta,
+                        kiln_engine **out) {
+    kiln_network *net = kiln_network_create();
+    int64_t dims[2] = {-1, 33};
+    const char *names[2] = {"B", NULL};
+    ASSERT_OK(kiln_network_add_input(net, "x", KILN_DTYPE_F32, 2, dims, names));
+    const char *ins[1] = {"x"}, *outs[1] = {"y"};
+    kiln_layer *l = kiln_network_add_layer(net, op, 1, "aff", 1, ins, 1, outs);
+    ASSERT(l != NULL);
+    ASSERT_OK(kiln_layer_set_float(l, "alpha", 0.25));
+    ASSERT_OK(kiln_layer_set_int(l, "beta", beta));
+    if (aot_flag >= 0) ASSERT_OK(kiln_layer_set_aot(l, aot_flag));
+    ASSERT_OK(kiln_network_mark_output(net, "y"));
+    kiln_build_config *cfg = kiln_build_config_create();
+    kiln_build_config_set_flags(cfg, flags | KILN_BUILD_NO_TIMING);
+    kiln_build_config_set_threads(cfg, 2);
+    int64_t mn[2] = {1, 33}, opt[2] = {4, 33}, mx[2] = {64, 33};
+    ASSERT_OK(kiln_build_config_set_profile(cfg, "x", 2, mn, opt, mx));
+    int rc = kiln_build(net, cfg, out, NULL);
+    kiln_build_config_free(cfg);
+    kiln_network_free(net);
+    return rc;
+}
+
+static void run_affine(const kiln_engine *e, int64_t B, int64_t beta) {
+    kiln_context *ctx = NULL;
+    ASSERT_OK(kiln_context_create(e, 3, &ctx));
+    int64_t dims[2] = {B, 33};
+    ASSERT_OK(kiln_context_set_input_shape(ctx, "x", 2, dims));
+    int64_t n = B * 33;
+    float *x = malloc((size_t)n * sizeof *x), *y = malloc((size_t)n * sizeof *y);
+    uint64_t seed = 4242 + (uint64_t)B;
+    for (int64_t i = 0; i < n; i++) x[i] = test_randf(&seed, -3, 3);
+    memset(y, 0xff, (size_t)n * sizeof *y);
+    ASSERT_OK(kiln_context_bind(ctx, "x", x, (size_t)n * sizeof *x));
+    ASSERT_OK(kiln_context_bind(ctx, "y", y, (size_t)n * sizeof *y));
+    ASSERT_OK(kiln_context_run(ctx));
+    for (int64_t i = 0; i < n; i++) ASSERT_NEAR(y[i], x[i] * 0.25f + (float)beta, 1e-6);
+    kiln_context_free(ctx);
+    free(x);
+    free(y);
+}
+
+TEST_IMPL(aot_engine_end_to_end) {
+    setup();
+    static int registered;
+    if (!registered) {
+        ASSERT_OK(kiln_register_quick_op(&affine_op));
+        ASSERT_OK(kiln_register_quick_op(&badsig_op));
+        registered = 1;
+    }
+    /* Builder default and PREFER_JIT: the JIT impl, no kernel. */
+    kiln_engine *e = NULL;
+    ASSERT_OK(build_affine("gtest::affine", -1, 0, 2, &e));
+    ASSERT_EQ(e->naot, 0);
+    kiln_engine_free(e);
+    /* PREFER_AOT, and per layer: the kernel is compiled and embedded. */
+    ASSERT_OK(build_affine("gtest::affine", -1, KILN_BUILD_PREFER_AOT, -2, &e));
+    ASSERT_EQ(e->naot, 1);
+    ASSERT_STR_EQ(e->aot[0].entry, "axpb");
+    run_affine(e, 5, -2);
+    /* Through the engine file: same results at other batch sizes. */
+    void *buf = NULL;
+    size_t size = 0;
+    ASSERT_OK(kiln_engine_serialize(e, &buf, &size));
+    kiln_engine_free(e);
+    kiln_engine *e2 = NULL;
+    ASSERT_OK(kiln_engine_load_memory(buf, size, &e2));
+    ASSERT_EQ(e2->naot, 1);
+    run_affine(e2, 1, -2);
+    run_affine(e2, 64, -2);
+    kiln_engine_free(e2);
+    kiln_free(buf);
+    ASSERT_OK(build_affine("gtest::affine", 1, KILN_BUILD_PREFER_JIT, 3, &e));
+    ASSERT_EQ(e->naot, 1);
+    run_affine(e, 7, 3);
+    kiln_engine_free(e);
+
+    /* A kernel that breaks its signature fails the build, naming layer,
+     * op and argument. */
+    ASSERT_EQ(build_affine("gtest::badsig", 1, 0, 0, &e), KILN_EINVAL);
+    ASSERT_CONTAINS(kiln_errmsg(), "aff");
+    ASSERT_CONTAINS(kiln_errmsg(), "op gtest::badsig v1: aot kernel scalar 0 is f32, "
+                                   "signature says i64");
+}
+
 TEST_LIST(TEST_ENTRY(aot_sha256_vectors), TEST_ENTRY(aot_compile_load_bytes), TEST_ENTRY(aot_compile_cache), TEST_ENTRY(aot_so_load_file_fallback), TEST_ENTRY(aot_tampered_bytes),
           TEST_ENTRY(aot_compile_errors), TEST_ENTRY(aot_signature_check),
-          TEST_ENTRY(aot_launch_threads), TEST_ENTRY(aot_record_roundtrip))
+          TEST_ENTRY(aot_launch_threads), TEST_ENTRY(aot_record_roundtrip),
+          TEST_ENTRY(aot_engine_end_to_end))

@@ -496,7 +496,71 @@ TEST_IMPL(compile_interpolate_sample) {
     ASSERT_CONTAINS(g_log, "/interpolate-");
 }
 
+/* The compiled op inside a network: build (symbolic H, W through a
+ * profile) and run with the public API. */
+TEST_IMPL(compile_interpolate_network) {
+    setup();
+    load_interpolate();
+    static const struct { double scale; const char *mode; int64_t H, W; } cases[] = {
+        {2.0, "nearest", 5, 6}, {1.5, "bilinear", 8, 4}, {0.5, "bilinear", 9, 12},
+    };
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+        double scale = cases[ci].scale;
+        kiln_network *net = kiln_network_create();
+        int64_t dims[4] = {2, 3, -1, -1};
+        const char *names[4] = {NULL, NULL, "H", "W"};
+        ASSERT_OK(kiln_network_add_input(net, "x", KILN_DTYPE_F32, 4, dims, names));
+        const char *ins[1] = {"x"}, *outs[1] = {"y"};
+        kiln_layer *l = kiln_network_add_layer(net, "sample::interpolate", 1, "interp", 1, ins,
+                                               1, outs);
+        ASSERT(l != NULL);
+        ASSERT_OK(kiln_layer_set_float(l, "scale", scale));
+        ASSERT_OK(kiln_layer_set_string(l, "mode", cases[ci].mode));
+        ASSERT_OK(kiln_network_mark_output(net, "y"));
+        kiln_build_config *cfg = kiln_build_config_create();
+        kiln_build_config_set_flags(cfg, KILN_BUILD_NO_TIMING);
+        kiln_build_config_set_threads(cfg, 2);
+        int64_t mn[4] = {2, 3, 1, 1}, opt[4] = {2, 3, 8, 8}, mx[4] = {2, 3, 32, 32};
+        ASSERT_OK(kiln_build_config_set_profile(cfg, "x", 4, mn, opt, mx));
+        kiln_engine *e = NULL;
+        ASSERT_OK(kiln_build(net, cfg, &e, NULL));
+        kiln_build_config_free(cfg);
+        kiln_network_free(net);
+
+        kiln_context *ctx = NULL;
+        ASSERT_OK(kiln_context_create(e, 2, &ctx));
+        int64_t H = cases[ci].H, W = cases[ci].W, xd[4] = {2, 3, H, W};
+        ASSERT_OK(kiln_context_set_input_shape(ctx, "x", 4, xd));
+        int ndim = 0;
+        int64_t yd[KILN_MAX_DIMS];
+        ASSERT_OK(kiln_context_shape(ctx, "y", &ndim, yd));
+        ASSERT_EQ(ndim, 4);
+        ASSERT_EQ(yd[2], (int64_t)floor(H * scale));
+        ASSERT_EQ(yd[3], (int64_t)floor(W * scale));
+        int64_t nin = 6 * H * W, nout = 6 * yd[2] * yd[3];
+        float *x = malloc((size_t)nin * sizeof *x), *y = malloc((size_t)nout * sizeof *y);
+        uint64_t seed = 500 + ci;
+        for (int64_t i = 0; i < nin; i++) x[i] = test_randf(&seed, -1, 1);
+        memset(y, 0xff, (size_t)nout * sizeof *y);
+        ASSERT_OK(kiln_context_bind(ctx, "x", x, (size_t)nin * sizeof *x));
+        ASSERT_OK(kiln_context_bind(ctx, "y", y, (size_t)nout * sizeof *y));
+        kiln_context_set_debug(ctx, 1); /* every element written, no overrun */
+        ASSERT_OK(kiln_context_run(ctx));
+        int bil = strcmp(cases[ci].mode, "bilinear") == 0;
+        for (int64_t p = 0; p < 6; p++)
+            for (int64_t oy = 0; oy < yd[2]; oy++)
+                for (int64_t ox = 0; ox < yd[3]; ox++)
+                    ASSERT_NEAR(y[(p * yd[2] + oy) * yd[3] + ox],
+                                ref_at(x + p * H * W, H, W, oy, ox, scale, bil), 1e-5);
+        kiln_context_free(ctx);
+        kiln_engine_free(e);
+        free(x);
+        free(y);
+    }
+}
+
 TEST_LIST(TEST_ENTRY(compile_cache_miss_hit), TEST_ENTRY(compile_cache_key),
           TEST_ENTRY(compile_rebuild), TEST_ENTRY(compile_errors),
           TEST_ENTRY(compile_user_files_untouched), TEST_ENTRY(compile_load_quick_op),
-          TEST_ENTRY(compile_interpolate_sample))
+          TEST_ENTRY(compile_interpolate_sample),
+          TEST_ENTRY(compile_interpolate_network))
