@@ -175,9 +175,90 @@ typedef struct ptask {
     int64_t *ind;
 } ptask;
 
+/* Valid tap range [lo, hi) along one axis for output o: start + k*d in
+ * [0, n); *cnt_pad counts taps left of n + pe (count_include_pad). */
+static inline void tap_range(int64_t start, int64_t k, int64_t d, int64_t n, int64_t pe,
+                             int64_t *lo, int64_t *hi, int64_t *cnt_pad) {
+    int64_t l = start >= 0 ? 0 : (-start + d - 1) / d;
+    int64_t h = n - 1 - start < 0 ? 0 : (n - 1 - start) / d + 1;
+    if (h > k) h = k;
+    if (l > h) l = h;
+    int64_t hp = n + pe - 1 - start < 0 ? 0 : (n + pe - 1 - start) / d + 1;
+    *lo = l;
+    *hi = h;
+    *cnt_pad = hp < k ? hp : k;
+}
+
+/* 2-D planes: the window is clipped once per output, the inner loops carry
+ * no bounds tests. */
+static void pool_planes_2d(const ptask *t, int64_t b, int64_t e) {
+    const pgeom *g = &t->g;
+    const int64_t IH = g->id[1], IW = g->id[2], OH = g->o[1], OW = g->o[2];
+    const int64_t KH = g->k[1], KW = g->k[2], sy = g->s[1], sx = g->s[2], dy = g->d[1],
+                  dx = g->d[2];
+    const int64_t isp = IH * IW, osp = OH * OW;
+    for (int64_t pl = b; pl < e; pl++) {
+        const float *x = t->x + pl * isp;
+        float *y = t->y + pl * osp;
+        int64_t *ind = t->ind ? t->ind + pl * osp : NULL;
+        for (int64_t oy = 0; oy < OH; oy++) {
+            int64_t ys = oy * sy - g->pb[1], ylo, yhi, ypad;
+            tap_range(ys, KH, dy, IH, g->pe[1], &ylo, &yhi, &ypad);
+            for (int64_t ox = 0; ox < OW; ox++) {
+                int64_t xs = ox * sx - g->pb[2], xlo, xhi, xpad;
+                tap_range(xs, KW, dx, IW, g->pe[2], &xlo, &xhi, &xpad);
+                int64_t oi = oy * OW + ox;
+                if (t->kind == P_MAX) {
+                    float best = -INFINITY;
+                    int64_t bi = -1;
+                    for (int64_t ky = ylo; ky < yhi; ky++) {
+                        int64_t iy = ys + ky * dy;
+                        const float *row = x + iy * IW + xs;
+                        for (int64_t kx = xlo; kx < xhi; kx++) {
+                            float v = row[kx * dx];
+                            if (v > best || bi < 0) {
+                                best = v;
+                                bi = iy * IW + xs + kx * dx;
+                            }
+                        }
+                    }
+                    y[oi] = best;
+                    if (ind) {
+                        int64_t r = bi;
+                        if (t->order && bi >= 0) r = (bi % IW) * IH + bi / IW;
+                        ind[oi] = bi < 0 ? -1 : pl * isp + r;
+                    }
+                } else {
+                    double sum = 0;
+                    for (int64_t ky = ylo; ky < yhi; ky++) {
+                        const float *row = x + (ys + ky * dy) * IW + xs;
+                        if (t->kind == P_AVG)
+                            for (int64_t kx = xlo; kx < xhi; kx++) sum += row[kx * dx];
+                        else
+                            for (int64_t kx = xlo; kx < xhi; kx++) {
+                                double v = fabs(row[kx * dx]);
+                                sum += t->p == 1 ? v : t->p == 2 ? v * v : pow(v, t->p);
+                            }
+                    }
+                    if (t->kind == P_AVG) {
+                        int64_t dv = t->count_pad ? ypad * xpad : (yhi - ylo) * (xhi - xlo);
+                        y[oi] = dv ? (float)(sum / (double)dv) : 0.0f;
+                    } else {
+                        y[oi] = (float)(t->p == 1 ? sum : t->p == 2 ? sqrt(sum) : pow(sum, 1.0 / t->p));
+                    }
+                }
+            }
+        }
+    }
+}
+
 static void pool_planes(void *ud, int64_t b, int64_t e) {
     const ptask *t = ud;
     const pgeom *g = &t->g;
+    if (g->id[0] == 1 && g->k[0] == 1) {
+        pool_planes_2d(t, b, e);
+        return;
+    }
     const int64_t ID = g->id[0], IH = g->id[1], IW = g->id[2];
     const int64_t OD = g->o[0], OH = g->o[1], OW = g->o[2];
     const int64_t isp = ID * IH * IW, osp = OD * OH * OW;
