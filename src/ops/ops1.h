@@ -30,8 +30,15 @@ void kiln__free(void *p);
 /* ---- element load/store for the type lists ------------------------------- */
 #define OPS1_LD_ID(v) (v)
 #define OPS1_ST_ID(v) (v)
+#if defined(__F16C__)
+/* hardware conversions (round to nearest even, as kiln_f32_to_f16) */
+#include <immintrin.h>
+#define OPS1_LD_H(v) _cvtsh_ss(v)
+#define OPS1_ST_H(v) _cvtss_sh((float)(v), 0)
+#else
 #define OPS1_LD_H(v) kiln_f16_to_f32(v)
 #define OPS1_ST_H(v) kiln_f32_to_f16((float)(v))
+#endif
 #define OPS1_LD_BF(v) kiln_bf16_to_f32(v)
 #define OPS1_ST_BF(v) kiln_f32_to_bf16((float)(v))
 
