@@ -453,10 +453,69 @@ TEST_IMPL(split_uneven) {
     }
 }
 
+/* Dynamic batch: Shape -> Gather -> Unsqueeze -> Concat -> Reshape and a
+ * Slice over the dynamic dim stay symbolic; run at two batch sizes. */
+TEST_IMPL(dynamic_shape_chain) {
+    kiln_network *net = kiln_network_create();
+    int64_t dims[3] = {-1, 3, 4};
+    const char *dn[3] = {"N", NULL, NULL};
+    ASSERT_OK(kiln_network_add_input(net, "x", KILN_DTYPE_F32, 3, dims, dn));
+    int64_t zero = 0, minus1 = -1, one = 1, big = INT64_MAX, d1[1] = {1};
+    ASSERT_OK(kiln_network_add_constant(net, "i0", KILN_DTYPE_I64, 0, NULL, &zero));
+    ASSERT_OK(kiln_network_add_constant(net, "ax0", KILN_DTYPE_I64, 1, d1, &zero));
+    ASSERT_OK(kiln_network_add_constant(net, "m1", KILN_DTYPE_I64, 1, d1, &minus1));
+    ASSERT_OK(kiln_network_add_constant(net, "one", KILN_DTYPE_I64, 1, d1, &one));
+    ASSERT_OK(kiln_network_add_constant(net, "big", KILN_DTYPE_I64, 1, d1, &big));
+    const char *a1[1] = {"x"}, *o1[1] = {"s"};
+    ASSERT(kiln_network_add_layer(net, "ai.onnx::Shape", 1, "shape", 1, a1, 1, o1));
+    const char *a2[2] = {"s", "i0"}, *o2[1] = {"n"};
+    ASSERT(kiln_network_add_layer(net, "ai.onnx::Gather", 1, "gather", 2, a2, 1, o2));
+    const char *a3[2] = {"n", "ax0"}, *o3[1] = {"n1"};
+    ASSERT(kiln_network_add_layer(net, "ai.onnx::Unsqueeze", 13, "unsq", 2, a3, 1, o3));
+    const char *a4[2] = {"n1", "m1"}, *o4[1] = {"shp"};
+    kiln_layer *cat = kiln_network_add_layer(net, "ai.onnx::Concat", 4, "cat", 2, a4, 1, o4);
+    ASSERT(cat);
+    ASSERT_OK(kiln_layer_set_int(cat, "axis", 0));
+    const char *a5[2] = {"x", "shp"}, *o5[1] = {"y"};
+    ASSERT(kiln_network_add_layer(net, "ai.onnx::Reshape", 5, "reshape", 2, a5, 1, o5));
+    const char *a6[4] = {"y", "one", "big", "ax0"}, *o6[1] = {"z"};
+    ASSERT(kiln_network_add_layer(net, "ai.onnx::Slice", 10, "slice", 4, a6, 1, o6));
+    ASSERT_OK(kiln_network_mark_output(net, "z"));
+    kiln_build_config *cfg = kiln_build_config_create();
+    kiln_build_config_set_flags(cfg, KILN_BUILD_NO_TIMING);
+    int64_t mn[3] = {2, 3, 4}, op[3] = {4, 3, 4}, mx[3] = {8, 3, 4};
+    ASSERT_OK(kiln_build_config_set_profile(cfg, "x", 3, mn, op, mx));
+    kiln_engine *e;
+    ASSERT_OK(kiln_build(net, cfg, &e, NULL));
+    kiln_context *ctx;
+    ASSERT_OK(kiln_context_create(e, 1, &ctx));
+    for (int64_t N = 3; N <= 7; N += 4) {
+        float X[8 * 12], Z[8 * 12];
+        fill_f32(X, N * 12, -1, 1);
+        int64_t xd[3] = {N, 3, 4};
+        ASSERT_OK(kiln_context_set_input_shape(ctx, "x", 3, xd));
+        ASSERT_OK(kiln_context_bind(ctx, "x", X, (size_t)N * 12 * 4));
+        memset(Z, 0xA5, sizeof Z);
+        ASSERT_OK(kiln_context_bind(ctx, "z", Z, (size_t)(N - 1) * 12 * 4));
+        ASSERT_OK(kiln_context_run(ctx));
+        int nd;
+        int64_t zd[KILN_MAX_DIMS];
+        ASSERT_OK(kiln_context_shape(ctx, "z", &nd, zd));
+        ASSERT_EQ(nd, 2);
+        ASSERT_EQ(zd[0], N - 1);
+        ASSERT_EQ(zd[1], 12);
+        for (int64_t i = 0; i < (N - 1) * 12; i++) ASSERT_EQ(Z[i] == X[12 + i], 1);
+    }
+    kiln_context_free(ctx);
+    kiln_engine_free(e);
+    kiln_build_config_free(cfg);
+    kiln_network_free(net);
+}
+
 TEST_LIST(TEST_ENTRY(add_broadcast), TEST_ENTRY(mul_large_threaded), TEST_ENTRY(div_int_and_compare),
           TEST_ENTRY(where_and_sum_variadic), TEST_ENTRY(unary_float_and_f16),
           TEST_ENTRY(reduce_sum_max_mean), TEST_ENTRY(argmax), TEST_ENTRY(transpose),
           TEST_ENTRY(slice_negative_steps), TEST_ENTRY(gather_negative_indices),
           TEST_ENTRY(concat_three), TEST_ENTRY(shape_values_propagate),
           TEST_ENTRY(nonzero_dds), TEST_ENTRY(cast_and_expand), TEST_ENTRY(einsum_batch_matmul),
-          TEST_ENTRY(split_uneven))
+          TEST_ENTRY(split_uneven), TEST_ENTRY(dynamic_shape_chain))
