@@ -150,6 +150,31 @@ static const kiln_quick_op ramp_op = {.ns = "test", .name = "ramp", .version = 1
                                       .shape = ramp_shape, .impl = ramp_impl};
 KILN_OP(ramp_op)
 
+/* Running sum along the last dim through a workspace: x f32 [R, C] -> y. */
+static size_t g_ws_seen;
+static size_t cumsum_ws(const kiln_call *c) { return (size_t)c->in[0].dims[1] * sizeof(double); }
+static int cumsum_impl(const kiln_call *c) {
+    int64_t r = c->in[0].dims[0], n = c->in[0].dims[1];
+    if (!c->workspace || (uintptr_t)c->workspace % 64 || c->workspace_size < (size_t)n * 8)
+        return kiln_set_error(KILN_EINVAL, "cumsum: bad workspace %p (%zu bytes)", c->workspace,
+                              c->workspace_size);
+    g_ws_seen = c->workspace_size;
+    double *acc = c->workspace;
+    const float *x = c->in[0].data;
+    float *y = c->out[0].data;
+    for (int64_t i = 0; i < r; i++) {
+        double s = 0;
+        for (int64_t j = 0; j < n; j++) acc[j] = s += x[i * n + j];
+        for (int64_t j = 0; j < n; j++) y[i * n + j] = (float)acc[j];
+    }
+    return 0;
+}
+static const kiln_quick_op cumsum_op = {.ns = "test", .name = "cumsum", .version = 1,
+                                        .min_inputs = 1, .max_inputs = 1, .num_outputs = 1,
+                                        .shape = same_shape, .impl = cumsum_impl,
+                                        .workspace = cumsum_ws};
+KILN_OP(cumsum_op)
+
 /* ------------------------------------------------------------ networks */
 
 #define C 8
@@ -600,6 +625,45 @@ TEST_IMPL(value_symbols) {
     kiln_engine_free(e);
 }
 
+TEST_IMPL(workspace) {
+    kiln_network *net = kiln_network_create();
+    int64_t dims[2] = {3, -1};
+    ASSERT_OK(kiln_network_add_input(net, "x", KILN_DTYPE_F32, 2, dims, NULL));
+    const char *in[] = {"x"}, *out[] = {"y"};
+    ASSERT(kiln_network_add_layer(net, "test::cumsum", 1, "cs", 1, in, 1, out));
+    ASSERT_OK(kiln_network_mark_output(net, "y"));
+    kiln_build_config *cfg = kiln_build_config_create();
+    int64_t mn[2] = {3, 1}, op[2] = {3, 10}, mx[2] = {3, 300};
+    ASSERT_OK(kiln_build_config_set_profile(cfg, "x", 2, mn, op, mx));
+    kiln_build_config_set_flags(cfg, KILN_BUILD_NO_TIMING);
+    kiln_engine *e = NULL;
+    ASSERT_OK(kiln_build(net, cfg, &e, NULL));
+    kiln_build_config_free(cfg);
+    kiln_network_free(net);
+    kiln_context *ctx;
+    ASSERT_OK(kiln_context_create(e, 1, &ctx));
+    uint64_t s = 4;
+    static float x[3 * 300], y[3 * 300];
+    for (int64_t n = 5; n <= 300; n += 98) {
+        int64_t d[2] = {3, n};
+        fill(x, 3 * n, &s);
+        ASSERT_OK(kiln_context_set_input_shape(ctx, "x", 2, d));
+        ASSERT_OK(kiln_context_bind(ctx, "x", x, (size_t)(3 * n) * 4));
+        ASSERT_OK(kiln_context_bind(ctx, "y", y, (size_t)(3 * n) * 4));
+        ASSERT_OK(kiln_context_run(ctx));
+        ASSERT(g_ws_seen >= (size_t)n * 8);
+        for (int64_t i = 0; i < 3; i++) {
+            double acc = 0;
+            for (int64_t j = 0; j < n; j++) {
+                acc += x[i * n + j];
+                ASSERT(y[i * n + j] == (float)acc);
+            }
+        }
+    }
+    kiln_context_free(ctx);
+    kiln_engine_free(e);
+}
+
 /* A chain of 100 tiny layers: correct, and the per-layer cost of a
  * steady-state run is printed (informational: no timing-based verdict). */
 TEST_IMPL(chain_of_100) {
@@ -646,4 +710,4 @@ TEST_LIST(TEST_ENTRY(chain_dynamic_shapes), TEST_ENTRY(context_owned_output),
           TEST_ENTRY(binding_errors), TEST_ENTRY(profile_violation),
           TEST_ENTRY(inplace_really_in_place), TEST_ENTRY(data_dependent_shape),
           TEST_ENTRY(debug_mode), TEST_ENTRY(profiling), TEST_ENTRY(concurrent_contexts),
-          TEST_ENTRY(value_symbols), TEST_ENTRY(chain_of_100))
+          TEST_ENTRY(value_symbols), TEST_ENTRY(workspace), TEST_ENTRY(chain_of_100))

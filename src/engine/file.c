@@ -370,7 +370,18 @@ KILN_API int kiln_engine_save(const kiln_engine *e, const char *path) {
     if (close(fd) != 0 && !rc) rc = kiln__err(KILN_EIO, "close '%s': %s", tmp, strerror(errno));
     if (!rc && rename(tmp, path) != 0)
         rc = kiln__err(KILN_EIO, "rename '%s' -> '%s': %s", tmp, path, strerror(errno));
-    if (rc) unlink(tmp);
+    if (rc) {
+        unlink(tmp);
+    } else {
+        /* make the rename itself durable (best effort) */
+        char *slash = strrchr(tmp, '/');
+        if (slash) *slash = 0;
+        int dfd = open(slash ? (slash == tmp ? "/" : tmp) : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (dfd >= 0) {
+            (void)fsync(dfd);
+            close(dfd);
+        }
+    }
 out:
     kiln__free(tmp);
     kiln__free(w.p);
