@@ -419,7 +419,11 @@ typedef struct kiln_plugin_vtable {
     /* Serialize the state (attributes) into buf (size in/out; buf NULL: ask size). */
     int (*serialize)(const void *state, void *buf, size_t *size);
     int (*deserialize)(const void *buf, size_t size, void **state);
-    /* Per-context state (scratch, handles); NULL callbacks: none. */
+    /* Per-context state (scratch, handles); NULL callbacks: none.  When
+     * attach_to_context sets *ctx_state != NULL, that context passes
+     * ctx_state instead of state to workspace_size, on_shape_change and
+     * enqueue (kiln_call.state too): a per-context instance, like a clone.
+     * detach_from_context(state, ctx_state) runs when the context is freed. */
     int (*attach_to_context)(void *state, void **ctx_state);
     void (*detach_from_context)(void *state, void *ctx_state);
 } kiln_plugin_vtable;
