@@ -14,6 +14,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+/* The body of `kiln-samples interpolate`, run here as a test too. */
+#include "../samples/interpolate/interpolate_run.c"
+
 /* ------------------------------------------------------------ helpers */
 
 static char g_cache[256];
@@ -559,8 +562,31 @@ TEST_IMPL(compile_interpolate_network) {
     }
 }
 
+TEST_IMPL(compile_interpolate_runner) {
+    setup();
+    kiln_interpolate_opts o = {.source_dir = KILN_SOURCE_DIR, .seed = 77};
+    ASSERT_EQ(kiln_sample_interpolate(&o), 0);
+    o.mode = "bilinear";
+    o.scale = 1.25;
+    o.h = 6;
+    o.w = 11;
+    o.threads = 3;
+    ASSERT_EQ(kiln_sample_interpolate(&o), 0);
+    /* Verbose: the cache hit is logged at INFO. */
+    o.verbose = 1;
+    kiln_log_set(KILN_LOG_INFO, capture, NULL);
+    g_log[0] = 0;
+    ASSERT_EQ(kiln_sample_interpolate(&o), 0);
+    ASSERT_CONTAINS(g_log, "compile cache hit");
+    /* A bad mode fails cleanly. */
+    o.verbose = 0;
+    o.mode = "bicubic";
+    ASSERT_EQ(kiln_sample_interpolate(&o), 1);
+}
+
 TEST_LIST(TEST_ENTRY(compile_cache_miss_hit), TEST_ENTRY(compile_cache_key),
           TEST_ENTRY(compile_rebuild), TEST_ENTRY(compile_errors),
           TEST_ENTRY(compile_user_files_untouched), TEST_ENTRY(compile_load_quick_op),
           TEST_ENTRY(compile_interpolate_sample),
-          TEST_ENTRY(compile_interpolate_network))
+          TEST_ENTRY(compile_interpolate_network),
+          TEST_ENTRY(compile_interpolate_runner))
