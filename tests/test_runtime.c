@@ -175,6 +175,90 @@ static const kiln_quick_op cumsum_op = {.ns = "test", .name = "cumsum", .version
                                         .workspace = cumsum_ws};
 KILN_OP(cumsum_op)
 
+/* A full plugin: y = x + bias.  The instance state (bias) goes through the
+ * engine blob; each context gets its own state from attach_to_context,
+ * which counts its runs and remembers the last shape it was told about. */
+typedef struct off_state {
+    float bias;
+    int is_ctx, runs;
+    int64_t last_n;
+} off_state;
+static int g_attached, g_detached;
+static off_state *g_ctx_states[16];
+static int off_create(const kiln_attrs *a, void **st) {
+    off_state *s = calloc(1, sizeof *s);
+    if (!s) return KILN_ENOMEM;
+    s->bias = (float)kiln_attrs_float(a, "bias");
+    *st = s;
+    return 0;
+}
+static int off_clone(const void *st, void **out) {
+    off_state *s = malloc(sizeof *s);
+    if (!s) return KILN_ENOMEM;
+    *s = *(const off_state *)st;
+    *out = s;
+    return 0;
+}
+static void off_destroy(void *st) { free(st); }
+static int off_shape(void *st, kiln_shape_ctx *c) {
+    (void)st;
+    return same_shape(c);
+}
+static int off_on_shape(void *st, const kiln_tensor *in, int nin, const kiln_tensor *out, int nout) {
+    (void)nin, (void)out, (void)nout;
+    ((off_state *)st)->last_n = kiln_tensor_numel(&in[0]);
+    return 0;
+}
+static int off_enqueue(void *st, const kiln_call *c) {
+    off_state *s = st;
+    if (!s->is_ctx || c->state != st) return kiln_set_error(KILN_EINTERNAL, "not the context state");
+    if (s->last_n != kiln_tensor_numel(&c->in[0])) return kiln_set_error(KILN_EINTERNAL, "stale shape");
+    s->runs++;
+    const float *x = c->in[0].data;
+    float *y = c->out[0].data;
+    for (int64_t i = 0, n = kiln_tensor_numel(&c->out[0]); i < n; i++) y[i] = x[i] + s->bias;
+    return 0;
+}
+static int off_serialize(const void *st, void *buf, size_t *size) {
+    if (buf && *size >= 4) memcpy(buf, &((const off_state *)st)->bias, 4);
+    *size = 4;
+    return 0;
+}
+static int off_deserialize(const void *buf, size_t size, void **st) {
+    if (size != 4) return kiln_set_error(KILN_EFORMAT, "offset: state of %zu bytes", size);
+    off_state *s = calloc(1, sizeof *s);
+    if (!s) return KILN_ENOMEM;
+    memcpy(&s->bias, buf, 4);
+    *st = s;
+    return 0;
+}
+static int off_attach(void *st, void **cs) {
+    off_state *s = calloc(1, sizeof *s);
+    if (!s) return KILN_ENOMEM;
+    s->bias = ((off_state *)st)->bias;
+    s->is_ctx = 1;
+    *cs = s;
+    int k = __atomic_fetch_add(&g_attached, 1, __ATOMIC_SEQ_CST);
+    if (k < 16) g_ctx_states[k] = s;
+    return 0;
+}
+static void off_detach(void *st, void *cs) {
+    (void)st;
+    free(cs);
+    __atomic_add_fetch(&g_detached, 1, __ATOMIC_SEQ_CST);
+}
+static const kiln_plugin_vtable off_vt = {
+    .version = KILN_PLUGIN_VTABLE_VERSION, .create = off_create, .clone = off_clone,
+    .destroy = off_destroy, .shape = off_shape, .on_shape_change = off_on_shape,
+    .enqueue = off_enqueue, .serialize = off_serialize, .deserialize = off_deserialize,
+    .attach_to_context = off_attach, .detach_from_context = off_detach};
+static const kiln_attr_def off_attrs[] = {{"bias", KILN_ATTR_FLOAT, 0, "0", 0, NULL},
+                                          {NULL, 0, 0, NULL, 0, NULL}};
+static const kiln_plugin_def off_def = {.ns = "test", .name = "offset", .version = 3,
+                                        .min_inputs = 1, .max_inputs = 1, .num_outputs = 1,
+                                        .attrs = off_attrs, .vt = &off_vt};
+KILN_PLUGIN(off_def)
+
 /* ------------------------------------------------------------ networks */
 
 #define C 8
@@ -664,6 +748,58 @@ TEST_IMPL(workspace) {
     kiln_engine_free(e);
 }
 
+TEST_IMPL(full_plugin_contexts) {
+    kiln_network *net = kiln_network_create();
+    int64_t dims[1] = {-1};
+    ASSERT_OK(kiln_network_add_input(net, "x", KILN_DTYPE_F32, 1, dims, NULL));
+    const char *in[] = {"x"}, *out[] = {"y"};
+    kiln_layer *l = kiln_network_add_layer(net, "test::offset", 3, "off1", 1, in, 1, out);
+    ASSERT(l);
+    ASSERT_OK(kiln_layer_set_float(l, "bias", 2.5));
+    ASSERT_OK(kiln_network_mark_output(net, "y"));
+    kiln_build_config *cfg = kiln_build_config_create();
+    int64_t mn[1] = {1}, op[1] = {8}, mx[1] = {64};
+    ASSERT_OK(kiln_build_config_set_profile(cfg, "x", 1, mn, op, mx));
+    kiln_build_config_set_flags(cfg, KILN_BUILD_NO_TIMING);
+    kiln_engine *built = NULL;
+    ASSERT_OK(kiln_build(net, cfg, &built, NULL));
+    kiln_build_config_free(cfg);
+    kiln_network_free(net);
+    /* through the file format: the plugin state is deserialized */
+    void *buf;
+    size_t size;
+    ASSERT_OK(kiln_engine_serialize(built, &buf, &size));
+    kiln_engine_free(built);
+    kiln_engine *e = NULL;
+    ASSERT_OK(kiln_engine_load_memory(buf, size, &e));
+    kiln_free(buf);
+    int a0 = g_attached, d0 = g_detached;
+    kiln_context *c1, *c2;
+    ASSERT_OK(kiln_context_create(e, 1, &c1));
+    ASSERT_OK(kiln_context_create(e, 1, &c2));
+    ASSERT_EQ(g_attached - a0, 2);
+    uint64_t s = 8;
+    float x[64], y[64];
+    for (int r = 0; r < 5; r++) {
+        kiln_context *c = r % 2 ? c2 : c1;
+        int64_t n = 1 + r * 13;
+        fill(x, n, &s);
+        ASSERT_OK(kiln_context_set_input_shape(c, "x", 1, &n));
+        ASSERT_OK(kiln_context_bind(c, "x", x, (size_t)n * 4));
+        ASSERT_OK(kiln_context_bind(c, "y", y, sizeof y));
+        ASSERT_OK(kiln_context_run(c));
+        for (int64_t i = 0; i < n; i++) ASSERT(y[i] == x[i] + 2.5f);
+    }
+    /* each context ran its own state */
+    ASSERT(a0 + 1 < 16);
+    ASSERT_EQ(g_ctx_states[a0]->runs, 3);
+    ASSERT_EQ(g_ctx_states[a0 + 1]->runs, 2);
+    kiln_context_free(c1);
+    kiln_context_free(c2);
+    ASSERT_EQ(g_detached - d0, 2);
+    kiln_engine_free(e);
+}
+
 /* A chain of 100 tiny layers: correct, and the per-layer cost of a
  * steady-state run is printed (informational: no timing-based verdict). */
 TEST_IMPL(chain_of_100) {
@@ -710,4 +846,5 @@ TEST_LIST(TEST_ENTRY(chain_dynamic_shapes), TEST_ENTRY(context_owned_output),
           TEST_ENTRY(binding_errors), TEST_ENTRY(profile_violation),
           TEST_ENTRY(inplace_really_in_place), TEST_ENTRY(data_dependent_shape),
           TEST_ENTRY(debug_mode), TEST_ENTRY(profiling), TEST_ENTRY(concurrent_contexts),
-          TEST_ENTRY(value_symbols), TEST_ENTRY(workspace), TEST_ENTRY(chain_of_100))
+          TEST_ENTRY(value_symbols), TEST_ENTRY(workspace),
+          TEST_ENTRY(full_plugin_contexts), TEST_ENTRY(chain_of_100))
