@@ -507,12 +507,7 @@ static int topk_impl(const kiln_call *c) {
     if (K > A) return kiln_set_error(KILN_EINVAL, "TopK: k = %lld exceeds the axis size %lld", (long long)K, (long long)A);
     if (K == 0 || outer * inner == 0) return 0;
     tk_item *it = kiln__malloc((size_t)A * sizeof *it);
-    double *buf = kiln__malloc((size_t)A * sizeof *buf);
-    if (!it || !buf) {
-        kiln__free(it);
-        kiln__free(buf);
-        return kiln_set_error(KILN_ENOMEM, "TopK: out of memory");
-    }
+    if (!it) return kiln_set_error(KILN_ENOMEM, "TopK: out of memory");
     size_t es = kiln_dtype_size(x->dtype);
     const char *xp = x->data;
     char *yv = c->out[0].data;
@@ -531,7 +526,6 @@ static int topk_impl(const kiln_call *c) {
             }
         }
     kiln__free(it);
-    kiln__free(buf);
     return 0;
 }
 static int topk1_shape(kiln_shape_ctx *c) { return topk_shape_(c, 0); }

@@ -353,7 +353,9 @@ static int dropout_shape(kiln_shape_ctx *c) {
     if (kiln__ops1_has_in(c, 2)) {
         int64_t t[1];
         int64_t n = kiln__ops1_const_ints(&c->in[2], t, 1);
-        if (n == 1 && t[0])
+        int zero_ratio = kiln__ops1_has_in(c, 1) && c->in[1].data &&
+                         kiln__ops1_get_f64(c->in[1].data, c->in[1].dtype, 0) == 0;
+        if (n == 1 && t[0] && !zero_ratio)
             return kiln_set_error(KILN_EUNSUPPORTED,
                                   "Dropout: training_mode = true is not supported (inference only)");
     }
@@ -362,9 +364,11 @@ static int dropout_shape(kiln_shape_ctx *c) {
     return kiln_shape_alias(c, 0, 0);
 }
 static int dropout_impl(const kiln_call *c) {
-    if (kiln__ops1_call_has_in(c, 2) && kiln__ops1_get_i64(c->in[2].data, c->in[2].dtype, 0))
+    /* training mode is deterministic only with ratio 0 (then it is the identity) */
+    if (kiln__ops1_call_has_in(c, 2) && kiln__ops1_get_i64(c->in[2].data, c->in[2].dtype, 0) &&
+        !(kiln__ops1_call_has_in(c, 1) && kiln__ops1_get_f64(c->in[1].data, c->in[1].dtype, 0) == 0))
         return kiln_set_error(KILN_EUNSUPPORTED,
-                              "Dropout: training_mode = true is not supported (inference only)");
+                              "Dropout: training_mode = true with ratio > 0 is not supported (inference only)");
     copy_impl(c);
     if (c->nout > 1 && c->out[1].data) memset(c->out[1].data, 1, (size_t)kiln_tensor_numel(&c->out[1]));
     return 0;
