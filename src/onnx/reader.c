@@ -302,8 +302,8 @@ int kiln__onnx_tensor_decode(const Onnx__TensorProto *t, const char *base_dir,
         return kiln__err(KILN_EUNSUPPORTED, "%s: segmented tensors are not supported", where);
     kiln_dtype dtype = (kiln_dtype)dt;
     size_t es = kiln_dtype_size(dtype);
-    int64_t numel;
-    size_t bytes;
+    int64_t numel = 0;
+    size_t bytes = 0;
     int rc = kiln__onnx_numel((int)t->n_dims, t->dims, es, &numel, &bytes, where);
     if (rc) return rc;
     size_t n = (size_t)numel;
@@ -471,8 +471,8 @@ int kiln__onnx_sparse_decode(const Onnx__SparseTensorProto *sp, const char *base
     }
     int rank = (int)sp->n_dims;
     size_t es = kiln_dtype_size(v.dtype);
-    int64_t numel, nnz = v.ndim == 1 ? v.dims[0] : -1;
-    size_t bytes;
+    int64_t numel = 0, nnz = v.ndim == 1 ? v.dims[0] : -1;
+    size_t bytes = 0;
     rc = kiln__onnx_numel(rank, sp->dims, es, &numel, &bytes, where);
     if (!rc && nnz < 0)
         rc = kiln__err(KILN_EFORMAT, "%s: sparse values must be 1-D", where);
