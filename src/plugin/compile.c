@@ -268,7 +268,15 @@ int kiln__cc_run(const char *what, const char *const *args, char **log) {
     close(pfd[0]);
     if (out) out[len] = 0;
     int st = 0;
-    while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {}
+    pid_t w;
+    while ((w = waitpid(pid, &st, 0)) < 0 && errno == EINTR) {}
+    if (w < 0) {
+        /* SIGCHLD ignored by the host reaps the child: its status is lost. */
+        int e = errno;
+        kiln__free(out);
+        return kiln__err(KILN_ECOMPILE, "%s: cannot get the compiler's exit status: %s "
+                         "(is SIGCHLD ignored?)", what, strerror(e));
+    }
     int code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
     if (code == 127 && (!out || len == 0)) {
         kiln__free(out);
