@@ -512,10 +512,41 @@ TEST_IMPL(dynamic_shape_chain) {
     kiln_network_free(net);
 }
 
+static void topk_small(kiln_layer *l) { ASSERT_OK(kiln_layer_set_int(l, "largest", 0)); }
+
+/* TopK, largest and smallest, with ties (lower index first) vs a naive
+ * selection; K small enough for the heap path. */
+TEST_IMPL(topk_ties) {
+    enum { R = 3, A = 100, K = 5 };
+    float X[R * A], V[R * K];
+    int64_t I[R * K], k = K;
+    for (int i = 0; i < R * A; i++) X[i] = (float)(test_rand_u64(&g_seed) % 20); /* many ties */
+    for (int mode = 0; mode < 2; mode++) {
+        tio in[2] = {{"x", KILN_DTYPE_F32, 2, {R, A}, X}, {"k", KILN_DTYPE_I64, 1, {1}, &k, 1}};
+        tio out[2] = {{"v", KILN_DTYPE_F32, 2, {R, K}, V}, {"i", KILN_DTYPE_I64, 2, {R, K}, I}};
+        ASSERT_OK(run1("ai.onnx::TopK", 10, 2, in, 2, out, mode ? topk_small : NULL, 1));
+        for (int r = 0; r < R; r++) {
+            int used[A] = {0};
+            for (int j = 0; j < K; j++) {
+                int best = -1;
+                for (int a = 0; a < A; a++) {
+                    if (used[a]) continue;
+                    float xa = X[r * A + a];
+                    if (best < 0 || (mode ? xa < X[r * A + best] : xa > X[r * A + best])) best = a;
+                }
+                used[best] = 1;
+                ASSERT_EQ(I[r * K + j], best);
+                ASSERT_EQ(V[r * K + j] == X[r * A + best], 1);
+            }
+        }
+    }
+}
+
 TEST_LIST(TEST_ENTRY(add_broadcast), TEST_ENTRY(mul_large_threaded), TEST_ENTRY(div_int_and_compare),
           TEST_ENTRY(where_and_sum_variadic), TEST_ENTRY(unary_float_and_f16),
           TEST_ENTRY(reduce_sum_max_mean), TEST_ENTRY(argmax), TEST_ENTRY(transpose),
           TEST_ENTRY(slice_negative_steps), TEST_ENTRY(gather_negative_indices),
           TEST_ENTRY(concat_three), TEST_ENTRY(shape_values_propagate),
           TEST_ENTRY(nonzero_dds), TEST_ENTRY(cast_and_expand), TEST_ENTRY(einsum_batch_matmul),
-          TEST_ENTRY(split_uneven), TEST_ENTRY(dynamic_shape_chain))
+          TEST_ENTRY(split_uneven), TEST_ENTRY(dynamic_shape_chain),
+          TEST_ENTRY(topk_ties))

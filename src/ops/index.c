@@ -512,13 +512,59 @@ static int topk_impl(const kiln_call *c) {
     const char *xp = x->data;
     char *yv = c->out[0].data;
     int64_t *yi = c->out[1].data;
+    int (*cmp)(const void *, const void *) = largest ? tk_cmp_large : tk_cmp_small;
     for (int64_t o = 0; o < outer; o++)
         for (int64_t in = 0; in < inner; in++) {
-            for (int64_t a = 0; a < A; a++) {
-                it[a].v = kiln__ops1_get_f64(xp, x->dtype, (o * A + a) * inner + in);
-                it[a].i = a;
+            if (inner == 1) {
+                double vb[256];
+                for (int64_t b = 0; b < A; b += 256) {
+                    int64_t m = A - b < 256 ? A - b : 256;
+                    kiln__ops1_to_f64(xp + (o * A + b) * es, x->dtype, vb, m);
+                    for (int64_t a = 0; a < m; a++) {
+                        it[b + a].v = vb[a];
+                        it[b + a].i = b + a;
+                    }
+                }
+            } else {
+                for (int64_t a = 0; a < A; a++) {
+                    it[a].v = kiln__ops1_get_f64(xp, x->dtype, (o * A + a) * inner + in);
+                    it[a].i = a;
+                }
             }
-            qsort(it, (size_t)A, sizeof *it, largest ? tk_cmp_large : tk_cmp_small);
+            if (K * 8 < A) {
+                /* keep the best K in a heap whose root is the worst of them */
+                for (int64_t a = 0; a < A; a++) {
+                    tk_item v = it[a];
+                    int64_t n = a < K ? a : K;
+                    if (a >= K) {
+                        if (cmp(&v, &it[0]) >= 0) continue; /* not better than the worst */
+                        n = K - 1;
+                        /* sift down from the root with v */
+                        int64_t h = 0;
+                        for (;;) {
+                            int64_t l = 2 * h + 1, r = l + 1, w = h;
+                            const tk_item *wv = &v;
+                            if (l <= n && cmp(&it[l], wv) > 0) { w = l; wv = &it[l]; }
+                            if (r <= n && cmp(&it[r], wv) > 0) { w = r; wv = &it[r]; }
+                            if (w == h) break;
+                            it[h] = it[w];
+                            h = w;
+                        }
+                        it[h] = v;
+                        continue;
+                    }
+                    /* sift up (heap of it[0..a]) */
+                    int64_t h = n;
+                    while (h > 0 && cmp(&it[(h - 1) / 2], &v) < 0) {
+                        it[h] = it[(h - 1) / 2];
+                        h = (h - 1) / 2;
+                    }
+                    it[h] = v;
+                }
+                qsort(it, (size_t)K, sizeof *it, cmp);
+            } else {
+                qsort(it, (size_t)A, sizeof *it, cmp);
+            }
             for (int64_t k = 0; k < K; k++) {
                 int64_t dst = (o * K + k) * inner + in;
                 memcpy(yv + dst * es, xp + ((o * A + it[k].i) * inner + in) * es, es);
