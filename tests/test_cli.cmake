@@ -149,4 +149,18 @@ if(TARGET kiln_cli AND TARGET kiln_samples_ops)
   kiln_cli_test(cli_bench_duration ${KC} bench ${KC_DIR}/add.kiln --plugins ${KLIB} --duration 0.2 --warmup 1)
   set_tests_properties(cli_bench_duration PROPERTIES FIXTURES_REQUIRED cli_add
                        PASS_REGULAR_EXPRESSION "runs, latency (us|ms): min [0-9.]+ +median")
+  # A real trained model end to end through the CLI: build with a fixed
+  # shape, run on its .pb input (by position), compare with ONNX Runtime's
+  # output (tolerances from the models' README).
+  set(CLS ${CMAKE_SOURCE_DIR}/../shared/models/ppocr_cls)
+  if(EXISTS ${CLS}/model.onnx)
+    kiln_cli_test(cli_model_ppocr_cls_build ${KC} build ${CLS}/model.onnx --shapes x:1x3x48x192
+                  -o ${KC_DIR}/ppocr_cls.kiln)
+    kiln_cli_test(cli_model_ppocr_cls_run ${KC} run ${KC_DIR}/ppocr_cls.kiln
+                  --input 0=${CLS}/test_data_set_0/input_0.pb
+                  --compare 0=${CLS}/test_data_set_0/output_0.pb --rtol 1e-3 --atol 1e-4)
+    set_tests_properties(cli_model_ppocr_cls_build PROPERTIES FIXTURES_SETUP cli_cls)
+    set_tests_properties(cli_model_ppocr_cls_run PROPERTIES FIXTURES_REQUIRED cli_cls
+                         PASS_REGULAR_EXPRESSION "compare .*: 2 elements, .* 0 outside")
+  endif()
 endif()

@@ -94,13 +94,17 @@ static int shape_one(const char *verb, const char *p, size_t len, cli_shapes *ou
                 return cli_fail(verb, "unexpected '%c' in shape '%.*s'", *s, (int)len, p), -1;
         }
     }
+    return cli_shapes_set(verb, out, &sh);
+}
+
+int cli_shapes_set(const char *verb, cli_shapes *out, const cli_shape *sh) {
     for (int k = 0; k < out->n; k++)
-        if (!strcmp(out->s[k].name, sh.name)) {
-            out->s[k] = sh;
+        if (!strcmp(out->s[k].name, sh->name)) {
+            out->s[k] = *sh;
             return 0;
         }
     if (out->n == CLI_MAX_SHAPES) return cli_fail(verb, "too many shapes (at most %d)", CLI_MAX_SHAPES), -1;
-    out->s[out->n++] = sh;
+    out->s[out->n++] = *sh;
     return 0;
 }
 

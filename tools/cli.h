@@ -58,6 +58,8 @@ typedef struct cli_shapes {
  * (message printed). */
 int cli_shapes_parse(const char *verb, const char *spec, cli_shapes *out);
 const cli_shape *cli_shapes_find(const cli_shapes *s, const char *name);
+/* Add or replace one entry; 0 or -1 (message printed). */
+int cli_shapes_set(const char *verb, cli_shapes *out, const cli_shape *sh);
 
 /* Load every library of a --plugins list; 0 or 1 (message printed). */
 #define CLI_MAX_PLUGINS 16

@@ -23,11 +23,12 @@ static int usage(FILE *f) {
             "usage: kiln run ENGINE [options]\n"
             "  --plugins LIB.so          load a plugin library the engine needs (repeatable)\n"
             "  --input NAME=FILE         .npy or ONNX .pb tensor for an input (repeatable);\n"
+            "                            NAME may be the input's position (0, 1, ..);\n"
             "                            inputs not given are random (see --seed)\n"
             "  --shapes in:1x3x224x224   shapes of dynamic inputs (default: profile opt)\n"
             "  --seed S                  seed for random inputs (default 1)\n"
             "  --output-dir DIR          write every output as DIR/<name>.npy\n"
-            "  --compare NAME=REF        compare output NAME with REF (.npy/.pb) (repeatable)\n"
+            "  --compare NAME=REF        compare output NAME (or position) with REF (.npy/.pb)\n"
             "  --rtol R --atol A         comparison tolerance (default 1e-4, 1e-5):\n"
             "                            |out - ref| <= atol + rtol * |ref|\n"
             "  --threads N               worker threads (default: the engine's build setting)\n"
@@ -47,10 +48,52 @@ static int split_binding(const char *verb, const char *opt, const char *s, bindi
     return 0;
 }
 
-static const char *find_binding(const binding *list, int n, const char *name) {
+/* A binding names a tensor, or its position ("0", "1", ...: input_0.pb /
+ * output_0.pb of ONNX test folders) when no tensor has that name. */
+static int binding_is(const binding *b, const char *name, int index, int name_exists) {
+    if (!strcmp(b->name, name)) return 1;
+    if (name_exists) return 0;
+    char *end;
+    long k = strtol(b->name, &end, 10);
+    return *b->name && !*end && k == index;
+}
+
+/* io: 0 = inputs, 1 = outputs of e. */
+static int tensor_named(const kiln_engine *e, int io, const char *name) {
+    int nin = kiln_engine_num_inputs(e), n = io ? kiln_engine_num_outputs(e) : nin;
+    for (int i = 0; i < n; i++) {
+        kiln_io_info info;
+        kiln_engine_io(e, (io ? nin : 0) + i, &info);
+        if (!strcmp(info.name, name)) return 1;
+    }
+    return 0;
+}
+
+static const char *find_binding(const kiln_engine *e, int io, const binding *list, int n,
+                                const char *name, int index) {
     for (int k = 0; k < n; k++)
-        if (!strcmp(list[k].name, name)) return list[k].path;
+        if (binding_is(&list[k], name, index, tensor_named(e, io, list[k].name))) return list[k].path;
     return NULL;
+}
+
+/* Every binding names an existing tensor (or position)?  1 if so. */
+static int check_bindings(const char *verb, const char *opt, const kiln_engine *e, int io,
+                          const binding *list, int n) {
+    int nin = kiln_engine_num_inputs(e), count = io ? kiln_engine_num_outputs(e) : nin;
+    for (int k = 0; k < n; k++) {
+        int found = 0;
+        for (int i = 0; i < count && !found; i++) {
+            kiln_io_info info;
+            kiln_engine_io(e, (io ? nin : 0) + i, &info);
+            found = binding_is(&list[k], info.name, i, tensor_named(e, io, list[k].name));
+        }
+        if (!found) {
+            cli_fail(verb, "%s %s: the engine has no %s of that name (or position)", opt, list[k].name,
+                     io ? "output" : "input");
+            return 0;
+        }
+    }
+    return 1;
 }
 
 static void free_bindings(binding *list, int n) {
@@ -169,41 +212,35 @@ int kiln_cli_run(int argc, char **argv) {
         goto done;
     }
     kiln_context_set_debug(ctx, debug);
+    if (!check_bindings(verb, "--input", e, 0, inputs, ninputs) ||
+        !check_bindings(verb, "--compare", e, 1, cmps, ncmps))
+        goto done;
     /* Shapes of inputs given as files come from the files. */
-    for (int k = 0; k < ninputs; k++) {
+    for (int i = 0; i < nin; i++) {
+        kiln_io_info info;
+        kiln_engine_io(e, i, &info);
+        const char *file = find_binding(e, 0, inputs, ninputs, info.name, i);
+        if (!file) continue;
         cli_tensor t;
         char err[512];
-        if (cli_tensor_read(inputs[k].path, &t, err, sizeof err)) {
+        if (cli_tensor_read(file, &t, err, sizeof err)) {
             cli_fail(verb, "%s", err);
             goto done;
         }
-        char spec[256], dims[160];
-        size_t l = 0;
-        for (int d = 0; d < t.ndim; d++)
-            l += (size_t)snprintf(dims + l, sizeof dims - l, "%s%lld", d ? "x" : "", (long long)t.dims[d]);
-        dims[l] = 0;
-        snprintf(spec, sizeof spec, "%s:%s", inputs[k].name, dims);
+        cli_shape sh;
+        memset(&sh, 0, sizeof sh);
+        snprintf(sh.name, sizeof sh.name, "%s", info.name);
+        sh.ndim = t.ndim;
+        memcpy(sh.dims, t.dims, sizeof sh.dims);
         free(t.data);
-        if (cli_shapes_parse(verb, spec, &shapes)) goto done;
-    }
-    for (int k = 0; k < ninputs; k++) {
-        int found = 0;
-        for (int i = 0; i < nin; i++) {
-            kiln_io_info info;
-            kiln_engine_io(e, i, &info);
-            found |= !strcmp(info.name, inputs[k].name);
-        }
-        if (!found) {
-            cli_fail(verb, "--input %s: the engine has no input of that name", inputs[k].name);
-            goto done;
-        }
+        if (cli_shapes_set(verb, &shapes, &sh)) goto done;
     }
     if (cli_context_random_inputs(verb, e, ctx, &shapes, seed, &bufs)) goto done;
     /* Overwrite the random data of inputs given as files. */
     for (int i = 0; i < nin; i++) {
         kiln_io_info info;
         kiln_engine_io(e, i, &info);
-        const char *file = find_binding(inputs, ninputs, info.name);
+        const char *file = find_binding(e, 0, inputs, ninputs, info.name, i);
         if (!file) continue;
         cli_tensor t;
         char err[512];
@@ -227,18 +264,6 @@ int kiln_cli_run(int argc, char **argv) {
     double ms = (cli_now_ms() - t0) / (double)iterations;
     if (outdir) mkdir(outdir, 0777);
     int bad = 0;
-    for (int k = 0; k < ncmps; k++) {
-        int found = 0;
-        for (int i = 0; i < nout; i++) {
-            kiln_io_info info;
-            kiln_engine_io(e, nin + i, &info);
-            found |= !strcmp(info.name, cmps[k].name);
-        }
-        if (!found) {
-            cli_fail(verb, "--compare %s: the engine has no output of that name", cmps[k].name);
-            goto done;
-        }
-    }
     for (int i = 0; i < nout; i++) {
         kiln_io_info info;
         kiln_engine_io(e, nin + i, &info);
@@ -274,7 +299,7 @@ int kiln_cli_run(int argc, char **argv) {
                 goto done;
             }
         }
-        const char *ref = find_binding(cmps, ncmps, info.name);
+        const char *ref = find_binding(e, 1, cmps, ncmps, info.name, i);
         if (ref && compare(verb, info.name, info.dtype, ndim, dims, data, ref, rtol, atol)) bad = 1;
     }
     printf("run: %.3f ms%s\n", ms, iterations > 1 ? " (mean)" : "");
