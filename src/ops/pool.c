@@ -197,35 +197,48 @@ static void pool_planes_2d(const ptask *t, int64_t b, int64_t e) {
     const int64_t KH = g->k[1], KW = g->k[2], sy = g->s[1], sx = g->s[2], dy = g->d[1],
                   dx = g->d[2];
     const int64_t isp = IH * IW, osp = OH * OW;
+    /* tap ranges per output column/row, computed once (64-bit divisions
+     * are slow enough to dominate small windows) */
+    int64_t *tab = (int64_t *)kiln__ops2_scratch(1, (size_t)(3 * (OW + OH)) * 2 + 16);
+    if (!tab) return;
+    int64_t *txl = tab, *txh = tab + OW, *txp = tab + 2 * OW;
+    int64_t *tyl = tab + 3 * OW, *tyh = tyl + OH, *typ = tyh + OH;
+    for (int64_t ox = 0; ox < OW; ox++)
+        tap_range(ox * sx - g->pb[2], KW, dx, IW, g->pe[2], &txl[ox], &txh[ox], &txp[ox]);
+    for (int64_t oy = 0; oy < OH; oy++)
+        tap_range(oy * sy - g->pb[1], KH, dy, IH, g->pe[1], &tyl[oy], &tyh[oy], &typ[oy]);
     for (int64_t pl = b; pl < e; pl++) {
         const float *x = t->x + pl * isp;
         float *y = t->y + pl * osp;
         int64_t *ind = t->ind ? t->ind + pl * osp : NULL;
         for (int64_t oy = 0; oy < OH; oy++) {
-            int64_t ys = oy * sy - g->pb[1], ylo, yhi, ypad;
-            tap_range(ys, KH, dy, IH, g->pe[1], &ylo, &yhi, &ypad);
+            int64_t ys = oy * sy - g->pb[1], ylo = tyl[oy], yhi = tyh[oy], ypad = typ[oy];
             for (int64_t ox = 0; ox < OW; ox++) {
-                int64_t xs = ox * sx - g->pb[2], xlo, xhi, xpad;
-                tap_range(xs, KW, dx, IW, g->pe[2], &xlo, &xhi, &xpad);
+                int64_t xs = ox * sx - g->pb[2], xlo = txl[ox], xhi = txh[ox], xpad = txp[ox];
                 int64_t oi = oy * OW + ox;
                 if (t->kind == P_MAX) {
+                    /* branch-free: on random data a compare-and-branch
+                     * mispredicts half the time */
                     float best = -INFINITY;
                     int64_t bi = -1;
+                    if (yhi > ylo && xhi > xlo) {
+                        bi = (ys + ylo * dy) * IW + xs + xlo * dx;
+                        best = x[bi];
+                    }
                     for (int64_t ky = ylo; ky < yhi; ky++) {
                         int64_t iy = ys + ky * dy;
                         const float *row = x + iy * IW + xs;
                         for (int64_t kx = xlo; kx < xhi; kx++) {
                             float v = row[kx * dx];
-                            if (v > best || bi < 0) {
-                                best = v;
-                                bi = iy * IW + xs + kx * dx;
-                            }
+                            int64_t m = -(int64_t)(v > best); /* all ones if greater */
+                            best = v > best ? v : best;     /* maxss */
+                            bi = ((iy * IW + xs + kx * dx) & m) | (bi & ~m);
                         }
                     }
                     y[oi] = best;
                     if (ind) {
                         int64_t r = bi;
-                        if (t->order && bi >= 0) r = (bi % IW) * IH + bi / IW;
+                        if (t->order && bi >= 0) r = (bi % IW) * IH + bi / IW; /* rare */
                         ind[oi] = bi < 0 ? -1 : pl * isp + r;
                     }
                 } else {
