@@ -21,7 +21,8 @@ typedef struct loaded_lib {
     char *msg;
 } loaded_lib;
 
-static pthread_mutex_t g_lib_mu = PTHREAD_MUTEX_INITIALIZER;
+/* Recursive: a plugin's constructor may itself load a library. */
+static pthread_mutex_t g_lib_mu = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP;
 static loaded_lib *g_libs;
 static int g_nlibs, g_cap_libs;
 

@@ -414,8 +414,17 @@ static void print_value(FILE *out, const kiln_attr_value *v) {
             switch (v->elem) {
             case KILN_DTYPE_F32: { float f; memcpy(&f, p, 4); fprintf(out, "%g", f); break; }
             case KILN_DTYPE_F64: { double f; memcpy(&f, p, 8); fprintf(out, "%g", f); break; }
+            case KILN_DTYPE_F16: { uint16_t h; memcpy(&h, p, 2); fprintf(out, "%g", kiln_f16_to_f32(h)); break; }
+            case KILN_DTYPE_BF16: { uint16_t h; memcpy(&h, p, 2); fprintf(out, "%g", kiln_bf16_to_f32(h)); break; }
             case KILN_DTYPE_I64: { int64_t x; memcpy(&x, p, 8); fprintf(out, "%lld", (long long)x); break; }
+            case KILN_DTYPE_U64: { uint64_t x; memcpy(&x, p, 8); fprintf(out, "%llu", (unsigned long long)x); break; }
             case KILN_DTYPE_I32: { int32_t x; memcpy(&x, p, 4); fprintf(out, "%d", x); break; }
+            case KILN_DTYPE_U32: { uint32_t x; memcpy(&x, p, 4); fprintf(out, "%u", x); break; }
+            case KILN_DTYPE_I16: { int16_t x; memcpy(&x, p, 2); fprintf(out, "%d", x); break; }
+            case KILN_DTYPE_U16: { uint16_t x; memcpy(&x, p, 2); fprintf(out, "%u", x); break; }
+            case KILN_DTYPE_I8: { int8_t x; memcpy(&x, p, 1); fprintf(out, "%d", x); break; }
+            case KILN_DTYPE_U8: fprintf(out, "%u", *p); break;
+            case KILN_DTYPE_BOOL: fprintf(out, "%s", *p ? "true" : "false"); break;
             default: fprintf(out, "?"); break;
             }
         }
