@@ -757,6 +757,28 @@ TEST_IMPL(inline_subnetwork) {
     for (int i = 0; i < 10; i++) ASSERT_NEAR(y[i], (a[i] + b[i]) * 0.25f, 1e-6);
     kiln_context_free(ctx);
     kiln_engine_free(e);
+    kiln_network_free(net);
+
+    /* A body whose output is its input: the builder copies it out. */
+    kiln_network *idb = kiln_network_create();
+    ASSERT_OK(kiln_network_add_input(idb, "p", KILN_DTYPE_F32, 1, d, NULL));
+    ASSERT_OK(kiln_network_mark_output(idb, "p"));
+    net = kiln_network_create();
+    ASSERT_OK(kiln_network_add_input(net, "a", KILN_DTYPE_F32, 1, d, NULL));
+    const char *in1[] = {"a"}, *out1[] = {"y"};
+    l = kiln_network_add_layer(net, "test::inline", 1, "if2", 1, in1, 1, out1);
+    ASSERT_OK(kiln_layer_set_graph(l, "body", idb));
+    ASSERT_OK(kiln_network_mark_output(net, "y"));
+    ASSERT_OK(kiln_build(net, cfg, &e, &st));
+    ASSERT_EQ(st.layers, 1);
+    ASSERT_OK(kiln_context_create(e, 1, &ctx));
+    ASSERT_OK(kiln_context_bind(ctx, "a", a, sizeof a));
+    poison(y, sizeof y);
+    ASSERT_OK(kiln_context_bind(ctx, "y", y, sizeof y));
+    ASSERT_OK(kiln_context_run(ctx));
+    for (int i = 0; i < 10; i++) ASSERT_NEAR(y[i], a[i], 0);
+    kiln_context_free(ctx);
+    kiln_engine_free(e);
     kiln_build_config_free(cfg);
     kiln_network_free(net);
 }

@@ -189,7 +189,7 @@ static int rf_impl(const kiln_call *c) {
 static int rf_shape(kiln_shape_ctx *c) {
     int64_t to = kiln_attrs_int(c->attrs, "to_dtype");
     int64_t fmt = kiln_attrs_int(c->attrs, "to_format");
-    if (to < 0 || to >= KILN_DTYPE_COUNT_ || kiln_dtype_size((kiln_dtype)to) == 0)
+    if (to < 0 || to >= KILN_DTYPE_COUNT_ || (to != 0 && kiln_dtype_size((kiln_dtype)to) == 0))
         return kiln_set_error(KILN_EATTR, "attribute 'to_dtype': %lld is not a numeric dtype",
                               (long long)to);
     if (fmt < 0 || fmt >= KILN_FORMAT_COUNT_)
