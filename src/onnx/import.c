@@ -667,11 +667,13 @@ static int import_node(imp *im, const Onnx__NodeProto *n, const scope *sc, int d
     /* If: branch networks get a leading placeholder for the condition. */
     extra lead[1];
     int nlead = 0;
+    char lead_name[64];
     if (has_graph && !strcmp(n->op_type, "If") && n->n_input >= 1) {
-        memset(lead, 0, sizeof lead);
-        lead[0].name = n->input[0];
+        /* A private name: a branch may also use the condition by name (then
+         * it is an outer-scope value like any other). */
         describe_outer(sc, n->input[0], &lead[0]);
-        lead[0].name = n->input[0];
+        snprintf(lead_name, sizeof lead_name, "kiln.if_cond#%d", im->layer_seq);
+        lead[0].name = lead_name;
         nlead = 1;
     }
 
