@@ -190,6 +190,95 @@ static const kiln_quick_op inline_op = {.ns = "test", .name = "inline", .version
                                         .shape = inline_shape, .impl = inline_impl};
 KILN_OP(inline_op)
 
+
+/* A full plugin: y = x * scale, FP32/FP16 x LINEAR/NHWC (rank 4), tactics 5 and 7. */
+typedef struct pstate {
+    float scale;
+    int tactic;
+    kiln_io_format io;
+    int configured;
+} pstate;
+static int p_create(const kiln_attrs *a, void **st) {
+    pstate *p = calloc(1, sizeof *p);
+    if (!p) return KILN_ENOMEM;
+    p->scale = (float)kiln_attrs_float(a, "scale");
+    *st = p;
+    return 0;
+}
+static int p_clone(const void *s, void **out) {
+    pstate *p = malloc(sizeof *p);
+    if (!p) return KILN_ENOMEM;
+    *p = *(const pstate *)s;
+    *out = p;
+    return 0;
+}
+static void p_destroy(void *s) { free(s); }
+static int p_shape(void *s, kiln_shape_ctx *c) {
+    (void)s;
+    return same_shape(c);
+}
+static int p_supports(void *s, int pos, const kiln_io_format *io) {
+    (void)s;
+    if (io->dtype[pos] != KILN_DTYPE_F32 && io->dtype[pos] != KILN_DTYPE_F16) return 0;
+    if (io->format[pos] != KILN_FORMAT_LINEAR && io->format[pos] != KILN_FORMAT_NHWC) return 0;
+    if (pos == 1) return io->dtype[1] == io->dtype[0] && io->format[1] == io->format[0];
+    return 1;
+}
+static int p_configure(void *s, const kiln_io_format *io, const kiln_desc *in, int nin, const kiln_desc *out,
+                       int nout) {
+    (void)in; (void)nin; (void)out; (void)nout;
+    pstate *p = s;
+    p->io = *io;
+    p->configured = 1;
+    return 0;
+}
+static int p_tactics(void *s, int *t, int max) {
+    (void)s;
+    if (max < 2) return 0;
+    t[0] = 5;
+    t[1] = 7;
+    return 2;
+}
+static int p_set_tactic(void *s, int t) {
+    if (t != 5 && t != 7) return kiln_set_error(KILN_EINVAL, "tactic %d", t);
+    ((pstate *)s)->tactic = t;
+    return 0;
+}
+static int p_enqueue(void *s, const kiln_call *c) {
+    pstate *p = s;
+    if (c->in[0].dtype != c->out[0].dtype || c->in[0].format != c->out[0].format)
+        return kiln_set_error(KILN_EINVAL, "pscale: io mismatch");
+    if (p->tactic != c->tactic) return kiln_set_error(KILN_EINVAL, "pscale: tactic not set");
+    for (int64_t i = 0, n = kiln_tensor_numel(&c->out[0]); i < n; i++)
+        store_f(&c->out[0], i, load_f(&c->in[0], i) * p->scale);
+    return 0;
+}
+static int p_serialize(const void *s, void *buf, size_t *size) {
+    if (buf) {
+        if (*size < 4) return KILN_EINVAL;
+        memcpy(buf, &((const pstate *)s)->scale, 4);
+    }
+    *size = 4;
+    return 0;
+}
+static int p_deserialize(const void *buf, size_t size, void **st) {
+    if (size != 4) return kiln_set_error(KILN_EFORMAT, "pscale: blob of %zu bytes", size);
+    pstate *p = calloc(1, sizeof *p);
+    if (!p) return KILN_ENOMEM;
+    memcpy(&p->scale, buf, 4);
+    *st = p;
+    return 0;
+}
+static const kiln_plugin_vtable p_vt = {
+    .version = KILN_PLUGIN_VTABLE_VERSION, .create = p_create, .clone = p_clone, .destroy = p_destroy,
+    .shape = p_shape, .supports_format = p_supports, .configure = p_configure, .valid_tactics = p_tactics,
+    .set_tactic = p_set_tactic, .enqueue = p_enqueue, .serialize = p_serialize, .deserialize = p_deserialize};
+static const kiln_attr_def p_attrs[] = {{"scale", KILN_ATTR_FLOAT, 0, "1.0", 0, "factor"},
+                                        {NULL, 0, 0, NULL, 0, NULL}};
+static const kiln_plugin_def p_def = {.ns = "test", .name = "pscale", .version = 1, .min_inputs = 1,
+                                      .max_inputs = 1, .num_outputs = 1, .attrs = p_attrs, .vt = &p_vt};
+KILN_PLUGIN(p_def)
+
 /* ------------------------------------------------------------ helpers */
 
 static uint64_t g_seed = 0x1234567;
@@ -800,7 +889,42 @@ TEST_IMPL(broadcast_helper) {
     kiln__exprs_free(x);
 }
 
+TEST_IMPL(full_plugin_candidates) {
+    kiln_network *net = kiln_network_create();
+    int64_t d[4] = {1, 3, 4, 4};
+    ASSERT_OK(kiln_network_add_input(net, "x", KILN_DTYPE_F32, 4, d, NULL));
+    const char *in[] = {"x"}, *out[] = {"y"};
+    kiln_layer *l = kiln_network_add_layer(net, "test::pscale", 1, "ps", 1, in, 1, out);
+    ASSERT_OK(kiln_layer_set_float(l, "scale", -1.5));
+    ASSERT_OK(kiln_network_mark_output(net, "y"));
+    kiln_build_config *cfg = quiet_cfg();
+    kiln_build_stats st;
+    kiln_engine *e = NULL;
+    ASSERT_OK(kiln_build(net, cfg, &e, &st));
+    ASSERT_EQ(st.candidates, 4); /* {LINEAR, NHWC} x tactics {5, 7} */
+    ASSERT(st.timed >= 4);
+    kiln_build_config_set_flags(cfg, KILN_BUILD_FP16);
+    kiln_engine_free(e);
+    log_capture(KILN_LOG_VERBOSE);
+    ASSERT_OK(kiln_build(net, cfg, &e, &st));
+    log_restore();
+    ASSERT_EQ(st.candidates, 8);
+    ASSERT_CONTAINS(g_log.text, "[FP16,FP16] NHWC tactic 7");
+    ASSERT_CONTAINS(g_log.text, "[FP32,FP32] LINEAR tactic 5");
+    int t = -1;
+    for (int i = 0; i < e->nlayers; i++)
+        if (!strcmp(e->layers[i].name, "ps")) t = e->layers[i].tactic;
+    ASSERT(t == 5 || t == 7);
+    float x[48], y[48];
+    rand_fill(x, 48);
+    run1(e, "x", x, 4, d, "y", y, sizeof y);
+    for (int i = 0; i < 48; i++) ASSERT_NEAR(y[i], -1.5f * x[i], 4e-3);
+    kiln_engine_free(e);
+    kiln_build_config_free(cfg);
+    kiln_network_free(net);
+}
+
 TEST_LIST(TEST_ENTRY(attr_errors), TEST_ENTRY(layer_errors), TEST_ENTRY(symbolic_shapes_profile),
           TEST_ENTRY(folding_shape_chain), TEST_ENTRY(fp16_candidates), TEST_ENTRY(identical_layers_timed_once),
           TEST_ENTRY(reformat_layouts), TEST_ENTRY(reformat_dtypes), TEST_ENTRY(inplace_copies),
-          TEST_ENTRY(inline_subnetwork), TEST_ENTRY(broadcast_helper))
+          TEST_ENTRY(inline_subnetwork), TEST_ENTRY(broadcast_helper), TEST_ENTRY(full_plugin_candidates))
