@@ -141,6 +141,10 @@ KILN_API int kiln_context_create(const kiln_engine *e, int threads, kiln_context
     KILN__ASSERT(e && out);
     *out = NULL;
     int rc = 0;
+    if (e->device != KILN_DEVICE_CPU)
+        return kiln__err(KILN_EDEVICE, "engine was built for the %s device; contexts run CPU engines only",
+                         e->device == KILN_DEVICE_CUDA ? "cuda" : "unknown");
+    if (threads < 0) threads = 0;
     kiln_context *c = kiln__calloc(1, sizeof *c);
     if (!c) return kiln__err(KILN_ENOMEM, "out of memory creating a context");
     c->e = e;
