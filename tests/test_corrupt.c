@@ -297,5 +297,52 @@ TEST_IMPL(specific_errors) {
     free(buf);
 }
 
+/* An engine with a PLUGINS section holding an embedded plugin library
+ * (tens of KiB): >= 2000 flips spread over it, all rejected. */
+TEST_IMPL(flip_embedded_plugin) {
+    if (access(KILN_SAMPLES_LIB, R_OK) != 0) {
+        fprintf(stderr, "   skipped: %s not built\n", KILN_SAMPLES_LIB);
+        return;
+    }
+    ASSERT_OK(kiln_registry_load_library(KILN_SAMPLES_LIB));
+    kiln_network *net = kiln_network_create();
+    int64_t dims[1] = {6};
+    ASSERT_OK(kiln_network_add_input(net, "a", KILN_DTYPE_F32, 1, dims, NULL));
+    ASSERT_OK(kiln_network_add_input(net, "b", KILN_DTYPE_F32, 1, dims, NULL));
+    const char *in[] = {"a", "b"}, *out[] = {"c"};
+    ASSERT(kiln_network_add_layer(net, "sample::elemwise_add", 1, "add1", 2, in, 1, out));
+    ASSERT_OK(kiln_network_mark_output(net, "c"));
+    kiln_build_config *cfg = kiln_build_config_create();
+    kiln_build_config_set_flags(cfg, KILN_BUILD_NO_TIMING | KILN_BUILD_EMBED_PLUGINS);
+    kiln_engine *e = NULL;
+    ASSERT_OK(kiln_build(net, cfg, &e, NULL));
+    kiln_build_config_free(cfg);
+    kiln_network_free(net);
+    void *b;
+    size_t n;
+    ASSERT_OK(kiln_engine_serialize(e, &b, &n));
+    kiln_engine_free(e);
+    uint8_t *buf = malloc(n), *c = malloc(n);
+    memcpy(buf, b, n);
+    kiln_free(b);
+    ASSERT_OK(kiln_engine_load_memory(buf, n, &e));
+    kiln_engine_free(e);
+    size_t step = n / 2500 ? n / 2500 : 1;
+    uint64_t s = 555;
+    int tried = 0;
+    for (size_t pos = (size_t)(test_rand_u64(&s) % step); pos < n; pos += step) {
+        memcpy(c, buf, n);
+        c[pos] ^= (uint8_t)(1u << (test_rand_u64(&s) % 8));
+        e = NULL;
+        if (kiln_engine_load_memory(c, n, &e) == 0)
+            TEST__FAIL("flipping byte %zu of %zu was not detected", pos, n);
+        tried++;
+    }
+    ASSERT(tried >= 2000);
+    fprintf(stderr, "   %d corrupted images of %zu bytes rejected\n", tried, n);
+    free(c);
+    free(buf);
+}
+
 TEST_LIST(TEST_ENTRY(flip_every_byte), TEST_ENTRY(truncate_everywhere), TEST_ENTRY(files_on_disk),
-          TEST_ENTRY(specific_errors))
+          TEST_ENTRY(specific_errors), TEST_ENTRY(flip_embedded_plugin))
