@@ -316,11 +316,32 @@ TEST_IMPL(missing_plugin) {
 
 /* An engine using a plugin library, loaded in a process that did not load
  * the library: the error names the op, its version and the library. */
+static void build_sample_engine(const char *path, unsigned flags);
+static void run_child(const char *path, int embedded, char *text, size_t size);
+
 TEST_IMPL(missing_sample_plugin) {
     if (access(KILN_SAMPLES_LIB, R_OK) != 0) {
         fprintf(stderr, "   skipped: %s not built\n", KILN_SAMPLES_LIB);
         return;
     }
+    char path[400], text[4096];
+    snprintf(path, sizeof path, "%s/sample.kiln", tmpdir());
+    build_sample_engine(path, 0);
+    kiln_engine *e = NULL;
+    /* in this process the plugin is loaded: the engine loads */
+    ASSERT_OK(kiln_engine_load(path, &e));
+    kiln_engine_free(e);
+    run_child(path, 0, text, sizeof text);
+    char want[600];
+    snprintf(want, sizeof want,
+             "engine needs plugin sample::elemwise_add version 1 (built with %s", KILN_SAMPLES_LIB);
+    ASSERT_CONTAINS(text, want);
+    ASSERT_CONTAINS(text, "load it with --plugins or kiln_registry_load_library");
+    fprintf(stderr, "   child said: %s", text);
+    unlink(path);
+}
+
+static void build_sample_engine(const char *path, unsigned flags) {
     ASSERT_OK(kiln_registry_load_library(KILN_SAMPLES_LIB));
     kiln_network *net = kiln_network_create();
     int64_t dims[1] = {6};
@@ -330,50 +351,77 @@ TEST_IMPL(missing_sample_plugin) {
     ASSERT(kiln_network_add_layer(net, "sample::elemwise_add", 1, "add1", 2, in, 1, out));
     ASSERT_OK(kiln_network_mark_output(net, "c"));
     kiln_build_config *cfg = kiln_build_config_create();
-    kiln_build_config_set_flags(cfg, KILN_BUILD_NO_TIMING);
+    kiln_build_config_set_flags(cfg, KILN_BUILD_NO_TIMING | flags);
     kiln_engine *e = NULL;
     ASSERT_OK(kiln_build(net, cfg, &e, NULL));
     kiln_build_config_free(cfg);
     kiln_network_free(net);
-    char path[400], cmd[1200], log[450];
-    snprintf(path, sizeof path, "%s/sample.kiln", tmpdir());
-    snprintf(log, sizeof log, "%s/child.log", tmpdir());
     ASSERT_OK(kiln_engine_save(e, path));
     kiln_engine_free(e);
-    /* in this process the plugin is loaded: the engine loads */
-    ASSERT_OK(kiln_engine_load(path, &e));
-    kiln_engine_free(e);
-    char self[300];
+}
+
+static void run_child(const char *path, int embedded, char *text, size_t size) {
+    char cmd[1200], log[450], self[300];
+    snprintf(log, sizeof log, "%s/child.log", tmpdir());
     ssize_t k = readlink("/proc/self/exe", self, sizeof self - 1);
     ASSERT(k > 0);
     self[k] = 0;
-    snprintf(cmd, sizeof cmd, "KILN_TEST_ENGINE='%s' '%s' child_load > '%s' 2>&1", path, self, log);
-    ASSERT_EQ(system(cmd), 0);
+    snprintf(cmd, sizeof cmd, "KILN_TEST_ENGINE='%s' %s '%s' child_load > '%s' 2>&1", path,
+             embedded ? "KILN_TEST_EMBEDDED=1" : "", self, log);
+    int rc = system(cmd);
     FILE *f = fopen(log, "r");
     ASSERT(f);
-    char text[4096];
-    size_t n = fread(text, 1, sizeof text - 1, f);
+    size_t n = fread(text, 1, size - 1, f);
     text[n] = 0;
     fclose(f);
-    char want[600];
-    snprintf(want, sizeof want,
-             "engine needs plugin sample::elemwise_add version 1 (built with %s", KILN_SAMPLES_LIB);
-    ASSERT_CONTAINS(text, want);
-    ASSERT_CONTAINS(text, "load it with --plugins or kiln_registry_load_library");
-    fprintf(stderr, "   child said: %s", text);
-    unlink(path);
     unlink(log);
+    if (rc != 0) TEST__FAIL("child failed: %s", text);
 }
 
-/* Run by missing_sample_plugin in a child process (a no-op otherwise). */
+/* The engine carries the plugin library: it loads and runs in a process
+ * that never loaded the library. */
+TEST_IMPL(embedded_plugin) {
+    if (access(KILN_SAMPLES_LIB, R_OK) != 0) {
+        fprintf(stderr, "   skipped: %s not built\n", KILN_SAMPLES_LIB);
+        return;
+    }
+    char path[400], text[4096];
+    snprintf(path, sizeof path, "%s/embedded.kiln", tmpdir());
+    build_sample_engine(path, KILN_BUILD_EMBED_PLUGINS);
+    run_child(path, 1, text, sizeof text);
+    ASSERT_CONTAINS(text, "embedded plugin engine ran");
+    unlink(path);
+}
+
+/* Run by missing_sample_plugin / embedded_plugin in a child process (a
+ * no-op otherwise). */
 TEST_IMPL(child_load) {
     const char *path = getenv("KILN_TEST_ENGINE");
     if (!path) return;
     kiln_engine *e = NULL;
-    ASSERT_EQ(kiln_engine_load(path, &e), KILN_EPLUGIN);
-    fprintf(stderr, "%s\n", kiln_errmsg());
+    if (!getenv("KILN_TEST_EMBEDDED")) {
+        ASSERT_EQ(kiln_engine_load(path, &e), KILN_EPLUGIN);
+        fprintf(stderr, "%s\n", kiln_errmsg());
+        return;
+    }
+    /* the engine carries the library: it loads and runs here */
+    ASSERT_OK(kiln_engine_load(path, &e));
+    kiln_context *ctx;
+    ASSERT_OK(kiln_context_create(e, 1, &ctx));
+    float a[6], b[6], c[6];
+    uint64_t s = 17;
+    for (int i = 0; i < 6; i++) a[i] = test_randf(&s, -1, 1), b[i] = test_randf(&s, -1, 1);
+    memset(c, 0xCD, sizeof c);
+    ASSERT_OK(kiln_context_bind(ctx, "a", a, sizeof a));
+    ASSERT_OK(kiln_context_bind(ctx, "b", b, sizeof b));
+    ASSERT_OK(kiln_context_bind(ctx, "c", c, sizeof c));
+    ASSERT_OK(kiln_context_run(ctx));
+    for (int i = 0; i < 6; i++) ASSERT(c[i] == a[i] + b[i]);
+    kiln_context_free(ctx);
+    kiln_engine_free(e);
+    fprintf(stderr, "embedded plugin engine ran\n");
 }
 
 TEST_LIST(TEST_ENTRY(save_load_roundtrip), TEST_ENTRY(memory_roundtrip), TEST_ENTRY(save_is_atomic),
           TEST_ENTRY(inspect), TEST_ENTRY(missing_plugin),
-          TEST_ENTRY(missing_sample_plugin), TEST_ENTRY(child_load))
+          TEST_ENTRY(missing_sample_plugin), TEST_ENTRY(embedded_plugin), TEST_ENTRY(child_load))
