@@ -259,6 +259,30 @@ TEST_IMPL(attrs_codec) {
     ASSERT_EQ(d2.v, NULL);
     kiln__attrset_free(&s2);
     free_op(&op2);
+    /* the same attribute twice: rejected */
+    static const kiln_attr_def one[] = {{"axis", KILN_ATTR_INT, 0, "1", 0, NULL}, {NULL}};
+    kiln__op op1;
+    make_op(&op1, one, 1);
+    kiln__attrset s1;
+    ASSERT_OK(kiln__attrset_init(&s1, &op1));
+    n = sizeof buf;
+    ASSERT_OK(kiln__attrs_serialize(&s1, buf, &n)); /* 1 + 4 + (2 + 4 + 2 + 8) */
+    ASSERT_EQ(n, 21);
+    uint8_t twice[64];
+    memcpy(twice, buf, n);
+    memcpy(twice + n, buf + 5, n - 5);
+    twice[1] = 2;
+    kiln__op big = op_;
+    make_op(&big, defs_, NDEFS);
+    ASSERT_EQ(kiln__attrs_deserialize(&d2, &big, twice, 2 * n - 5), KILN_EFORMAT);
+    ASSERT_CONTAINS(kiln_errmsg(), "twice");
+    twice[1] = 1;
+    ASSERT_OK(kiln__attrs_deserialize(&d2, &big, twice, n));
+    ASSERT_EQ(d2.v[0].i, 1);
+    kiln__attrset_free(&d2);
+    free_op(&big);
+    kiln__attrset_free(&s1);
+    free_op(&op1);
     free_op(&op_);
 }
 

@@ -372,6 +372,34 @@ TEST_IMPL(fp16_exhaustive) {
     ASSERT_EQ(kiln_f32_to_f16(ldexpf(3.0f, -25)), 2);            /* 1.5 ulp tie -> even (2) */
 }
 
+/* The portable path, used on CPUs without F16C (not in kiln_int.h). */
+float kiln__f16_to_f32_soft(uint16_t h);
+uint16_t kiln__f32_to_f16_soft(float f);
+
+TEST_IMPL(fp16_soft_matches) {
+    for (uint32_t h = 0; h < 65536; h++) {
+        float a = kiln__f16_to_f32_soft((uint16_t)h), b = kiln_f16_to_f32((uint16_t)h);
+        if (a != a) {
+            ASSERT(b != b);
+            continue;
+        }
+        ASSERT(a == b && signbit(a) == signbit(b));
+        ASSERT_EQ(kiln__f32_to_f16_soft(a), h);
+    }
+    uint64_t seed = 5;
+    for (int i = 0; i < 1000000; i++) {
+        uint32_t bits = (uint32_t)test_rand_u64(&seed);
+        float f;
+        memcpy(&f, &bits, 4);
+        uint16_t a = kiln__f32_to_f16_soft(f), b = kiln_f32_to_f16(f);
+        if (f != f) {
+            ASSERT((a & 0x7c00) == 0x7c00 && (a & 0x3ff) && (b & 0x7c00) == 0x7c00 && (b & 0x3ff));
+            continue;
+        }
+        if (a != b) TEST__FAIL("f32 bits %08x: soft %04x, kiln_f32_to_f16 %04x", bits, a, b);
+    }
+}
+
 TEST_IMPL(bf16) {
     for (uint32_t h = 0; h < 65536; h++) {
         float f = kiln_bf16_to_f32((uint16_t)h);
@@ -402,5 +430,5 @@ TEST_IMPL(errors_prefix) {
 }
 
 TEST_LIST(TEST_ENTRY(expr_fold), TEST_ENTRY(expr_hash_cons), TEST_ENTRY(expr_simplify), TEST_ENTRY(expr_print),
-          TEST_ENTRY(expr_eval), TEST_ENTRY(dtype_names), TEST_ENTRY(fp16_exhaustive), TEST_ENTRY(bf16),
+          TEST_ENTRY(expr_eval), TEST_ENTRY(dtype_names), TEST_ENTRY(fp16_exhaustive), TEST_ENTRY(fp16_soft_matches), TEST_ENTRY(bf16),
           TEST_ENTRY(errors_prefix))

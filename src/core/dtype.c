@@ -79,7 +79,12 @@ static inline float bits_f32(uint32_t u) {
     return f;
 }
 
-float kiln_f16_to_f32(uint16_t h) {
+/* Portable conversions (also used where the CPU lacks F16C; tests check
+ * both paths against each other and an exhaustive reference). */
+float kiln__f16_to_f32_soft(uint16_t h);
+uint16_t kiln__f32_to_f16_soft(float f);
+
+float kiln__f16_to_f32_soft(uint16_t h) {
     uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
     uint32_t e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
     if (e == 0) {
@@ -91,7 +96,7 @@ float kiln_f16_to_f32(uint16_t h) {
     return bits_f32(sign | ((e + 112u) << 23) | (m << 13));
 }
 
-uint16_t kiln_f32_to_f16(float f) {
+uint16_t kiln__f32_to_f16_soft(float f) {
     uint32_t x = f32_bits(f);
     uint16_t sign = (uint16_t)((x >> 16) & 0x8000u);
     uint32_t ax = x & 0x7fffffffu;
@@ -112,6 +117,15 @@ uint16_t kiln_f32_to_f16(float f) {
     if (rem > 0x1000u || (rem == 0x1000u && (r & 1u))) r++;
     return (uint16_t)(sign | r);
 }
+
+#if defined(__F16C__)
+#include <immintrin.h>
+float kiln_f16_to_f32(uint16_t h) { return _cvtsh_ss(h); }
+uint16_t kiln_f32_to_f16(float f) { return (uint16_t)_cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT); }
+#else
+float kiln_f16_to_f32(uint16_t h) { return kiln__f16_to_f32_soft(h); }
+uint16_t kiln_f32_to_f16(float f) { return kiln__f32_to_f16_soft(f); }
+#endif
 
 float kiln_bf16_to_f32(uint16_t h) { return bits_f32((uint32_t)h << 16); }
 

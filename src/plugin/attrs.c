@@ -696,7 +696,7 @@ static int r_elems(rbuf *r, void *dst, uint64_t count, size_t es) {
     return 0;
 }
 
-static int decode_one(rbuf *r, kiln__attrset *s, const kiln__op *op) {
+static int decode_one(rbuf *r, kiln__attrset *s, const kiln__op *op, uint8_t *seen) {
     int rc;
     if ((rc = r_need(r, 2, "attribute name length"))) return rc;
     size_t nl = (size_t)r_le(r, 2);
@@ -714,6 +714,8 @@ static int decode_one(rbuf *r, kiln__attrset *s, const kiln__op *op) {
     if (i < 0 || memchr(name, 0, nl))
         return kiln__err(KILN_EFORMAT, "attribute blob: unknown attribute '%s' at offset %zu for op %s::%s v%d",
                          name, name_off, op->ns, op->name, op->version);
+    if (seen[i]) return kiln__err(KILN_EFORMAT, "attribute blob: '%s' stored twice (offset %zu)", name, name_off);
+    seen[i] = 1;
     const kiln_attr_def *d = &s->defs[i];
     if (type != d->type || (type == KILN_ATTR_ARRAY && elem != schema_elem(d)))
         return kiln__err(KILN_EFORMAT, "attribute blob: '%s' stored as %s (elem %s), schema says %s", name,
@@ -824,8 +826,14 @@ int kiln__attrs_deserialize(kiln__attrset *s, const kiln__op *op, const void *bu
                        op->name, s->count);
         goto fail;
     }
-    for (uint32_t k = 0; k < count; k++)
-        if ((rc = decode_one(&r, s, op))) goto fail;
+    uint8_t *seen = kiln__calloc((size_t)(s->count ? s->count : 1), 1);
+    if (!seen) {
+        rc = kiln__err(KILN_ENOMEM, "out of memory");
+        goto fail;
+    }
+    for (uint32_t k = 0; k < count && !rc; k++) rc = decode_one(&r, s, op, seen);
+    kiln__free(seen);
+    if (rc) goto fail;
     if (r.off != r.n) {
         rc = kiln__err(KILN_EFORMAT, "attribute blob: %zu trailing bytes at offset %zu", r.n - r.off, r.off);
         goto fail;
