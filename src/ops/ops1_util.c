@@ -237,9 +237,12 @@ int kiln__ops1_need_ints(const kiln_shape_ctx *c, const char *op, int i,
 }
 
 int kiln__ops1_axis(const char *op, const char *what, int64_t axis, int rank, int *out) {
-    if (axis < -rank || axis >= (rank > 0 ? rank : 1))
+    if (rank <= 0)
+        return kiln_set_error(KILN_ESHAPE, "%s: %s = %lld needs an input of rank >= 1, found a scalar",
+                              op, what, (long long)axis);
+    if (axis < -rank || axis >= rank)
         return kiln_set_error(KILN_EATTR, "%s: %s = %lld is out of range [%d, %d) for rank %d",
-                              op, what, (long long)axis, -rank, rank > 0 ? rank : 1, rank);
+                              op, what, (long long)axis, -rank, rank, rank);
     *out = (int)(axis < 0 ? axis + rank : axis);
     return 0;
 }
