@@ -177,6 +177,9 @@ struct kiln_network {
     int nlayers, cap_layers;
     int *inputs, ninputs;    /* tensor indices */
     int *outputs, noutputs;
+    /* build/network.c: name -> index hash tables (open addressing, -1 empty) */
+    int *tensor_hash, tensor_hash_cap;
+    int *layer_hash, layer_hash_cap;
 };
 int kiln__network_find_tensor(const kiln_network *net, const char *name); /* -1 */
 
