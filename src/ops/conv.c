@@ -460,6 +460,11 @@ static inline v16 load16(const float *p) {
 }
 
 static inline void store16(float *y, v16 acc, int64_t nv, float bv, int first) {
+    if (nv == VW) {
+        v16 r = first ? acc + bv : acc + load16(y);
+        memcpy(y, &r, sizeof r);
+        return;
+    }
     if (first)
         for (int64_t q = 0; q < nv; q++) y[q] = acc[q] + bv;
     else
@@ -472,19 +477,22 @@ static void direct_plane(const geom *g, const padded *pp, const int64_t *toff, c
     const int64_t OH = g->o[1], OW = g->o[2], KH = g->k[1], KW = g->k[2];
     const int64_t sy = g->s[1], dy = g->d[1], rowstride = pp->sx * pp->PWs;
     int64_t oy = 0;
-    if (sy == 1 && dy == 1) {
-        /* 4 output rows share the KH + 3 input rows they read */
+    if (dy == 1) {
+        /* 4 output rows share the input rows they read: input row r (from
+         * row oy*sy) is tap row r - j*sy of output row oy + j */
+        const int64_t R = 3 * sy + KH;
         for (; oy + 4 <= OH; oy += 4) {
             for (int64_t ox = 0; ox < OW; ox += VW) {
                 v16 a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};
-                for (int64_t r = 0; r < KH + 3; r++) {
-                    const float *xr = xp + (oy + r) * rowstride + ox;
+                for (int64_t r = 0; r < R; r++) {
+                    const float *xr = xp + (oy * sy + r) * rowstride + ox;
+                    const int64_t k0 = r, k1 = r - sy, k2 = r - 2 * sy, k3 = r - 3 * sy;
                     for (int64_t kx = 0; kx < KW; kx++) {
                         v16 v = load16(xr + toff[kx]);
-                        if (r < KH) a0 += wc[r * KW + kx] * v;
-                        if (r >= 1 && r - 1 < KH) a1 += wc[(r - 1) * KW + kx] * v;
-                        if (r >= 2 && r - 2 < KH) a2 += wc[(r - 2) * KW + kx] * v;
-                        if (r >= 3 && r - 3 < KH) a3 += wc[(r - 3) * KW + kx] * v;
+                        if (k0 < KH) a0 += wc[k0 * KW + kx] * v;
+                        if (k1 >= 0 && k1 < KH) a1 += wc[k1 * KW + kx] * v;
+                        if (k2 >= 0 && k2 < KH) a2 += wc[k2 * KW + kx] * v;
+                        if (k3 >= 0) a3 += wc[k3 * KW + kx] * v;
                     }
                 }
                 int64_t nv = OW - ox < VW ? OW - ox : VW;
@@ -497,14 +505,20 @@ static void direct_plane(const geom *g, const padded *pp, const int64_t *toff, c
     }
     for (; oy < OH; oy++) {
         for (int64_t ox = 0; ox < OW; ox += VW) {
-            v16 acc = {0};
+            /* two accumulators: the FMA latency chain is the limit here */
+            v16 a0 = {0}, a1 = {0};
             for (int64_t ky = 0; ky < KH; ky++) {
                 const float *xr = xp + (oy * sy + ky * dy) * rowstride + ox;
                 const float *wr = wc + ky * KW;
-                for (int64_t kx = 0; kx < KW; kx++) acc += wr[kx] * load16(xr + toff[kx]);
+                int64_t kx = 0;
+                for (; kx + 2 <= KW; kx += 2) {
+                    a0 += wr[kx] * load16(xr + toff[kx]);
+                    a1 += wr[kx + 1] * load16(xr + toff[kx + 1]);
+                }
+                if (kx < KW) a0 += wr[kx] * load16(xr + toff[kx]);
             }
             int64_t nv = OW - ox < VW ? OW - ox : VW;
-            store16(yp + oy * OW + ox, acc, nv, bv, first);
+            store16(yp + oy * OW + ox, a0 + a1, nv, bv, first);
         }
     }
 }
@@ -517,7 +531,7 @@ static void direct_range(void *ud, int64_t b, int64_t e) {
     const int64_t IH = g->id[1], IW = g->id[2], OH = g->o[1], OW = g->o[2];
     const int64_t KH = g->k[1], KW = g->k[2], sy = g->s[1], sx = g->s[2];
     const int64_t dy = g->d[1], dx = g->d[2];
-    padded pp = {.PH = (OH - 1) * sy + (KH - 1) * dy + 1 + 3, .sx = sx};
+    padded pp = {.PH = (OH - 1) * sy + (KH - 1) * dy + 1 + 3 * sy, .sx = sx};
     pp.PWs = OW + ((KW - 1) * dx) / sx + VW + 1;
     float *xp = kiln__ops2_scratch(1, (size_t)(pp.PH * sx * pp.PWs) + VW);
     int64_t *toff = (int64_t *)kiln__ops2_scratch(2, (size_t)KW * 2 + 16);
