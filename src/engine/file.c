@@ -915,6 +915,16 @@ static int check_refs(kiln_engine *e, const secinfo *sec) {
             return xfail("TENSORS", sec[SEC_TENSORS].off, m, "");
         }
     }
+    for (int32_t t = 0; t < e->ntensors; t++) {
+        if (e->tensors[t].kind != KILN__ET_INPUT) continue;
+        int found = 0;
+        for (int32_t i = 0; i < e->ninputs && !found; i++) found = e->inputs[i] == t;
+        if (!found) {
+            snprintf(m, sizeof m, "input tensor '%s' is not among the engine inputs",
+                     e->tensors[t].name);
+            return xfail("IO", sec[SEC_IO].off, m, "");
+        }
+    }
     for (int32_t i = 0; i < e->ninputs; i++)
         if (e->tensors[e->inputs[i]].kind != KILN__ET_INPUT) {
             snprintf(m, sizeof m, "input %d is tensor '%s', not an input tensor", (int)i,
