@@ -800,6 +800,50 @@ TEST_IMPL(full_plugin_contexts) {
     kiln_engine_free(e);
 }
 
+/* An output computed from constants only (the builder may fold it): the
+ * run still delivers it, into a bound buffer or context memory. */
+TEST_IMPL(constant_output) {
+    kiln_network *net = kiln_network_create();
+    int64_t dims[1] = {5};
+    float cv[5];
+    uint64_t s = 12;
+    fill(cv, 5, &s);
+    ASSERT_OK(kiln_network_add_input(net, "x", KILN_DTYPE_F32, 1, dims, NULL));
+    ASSERT_OK(kiln_network_add_constant(net, "c", KILN_DTYPE_F32, 1, dims, cv));
+    const char *i1[] = {"c"}, *o1[] = {"k"};
+    ASSERT(kiln_network_add_layer(net, "test::relu", 1, "relu_c", 1, i1, 1, o1));
+    const char *i2[] = {"x"}, *o2[] = {"y"};
+    ASSERT(kiln_network_add_layer(net, "test::relu", 1, "relu_x", 1, i2, 1, o2));
+    ASSERT_OK(kiln_network_mark_output(net, "k"));
+    ASSERT_OK(kiln_network_mark_output(net, "y"));
+    kiln_build_config *cfg = kiln_build_config_create();
+    kiln_build_config_set_flags(cfg, KILN_BUILD_NO_TIMING);
+    kiln_engine *e = NULL;
+    ASSERT_OK(kiln_build(net, cfg, &e, NULL));
+    kiln_build_config_free(cfg);
+    kiln_network_free(net);
+    for (int bound = 0; bound < 2; bound++) {
+        kiln_context *ctx;
+        ASSERT_OK(kiln_context_create(e, 1, &ctx));
+        float x[5], y[5], k[5];
+        fill(x, 5, &s);
+        memset(k, 0xCD, sizeof k);
+        ASSERT_OK(kiln_context_bind(ctx, "x", x, sizeof x));
+        ASSERT_OK(kiln_context_bind(ctx, "y", y, sizeof y));
+        if (bound) ASSERT_OK(kiln_context_bind(ctx, "k", k, sizeof k));
+        ASSERT_OK(kiln_context_run(ctx));
+        const float *kk = kiln_context_output(ctx, "k");
+        ASSERT(kk != NULL);
+        if (bound) ASSERT(kk == k);
+        for (int i = 0; i < 5; i++) {
+            ASSERT(kk[i] == (cv[i] > 0 ? cv[i] : 0));
+            ASSERT(y[i] == (x[i] > 0 ? x[i] : 0));
+        }
+        kiln_context_free(ctx);
+    }
+    kiln_engine_free(e);
+}
+
 /* A chain of 100 tiny layers: correct, and the per-layer cost of a
  * steady-state run is printed (informational: no timing-based verdict). */
 TEST_IMPL(chain_of_100) {
@@ -847,4 +891,5 @@ TEST_LIST(TEST_ENTRY(chain_dynamic_shapes), TEST_ENTRY(context_owned_output),
           TEST_ENTRY(inplace_really_in_place), TEST_ENTRY(data_dependent_shape),
           TEST_ENTRY(debug_mode), TEST_ENTRY(profiling), TEST_ENTRY(concurrent_contexts),
           TEST_ENTRY(value_symbols), TEST_ENTRY(workspace),
-          TEST_ENTRY(full_plugin_contexts), TEST_ENTRY(chain_of_100))
+          TEST_ENTRY(full_plugin_contexts), TEST_ENTRY(constant_output),
+          TEST_ENTRY(chain_of_100))
