@@ -87,6 +87,7 @@ struct kiln_context {
     /* planning scratch */
     uint64_t *mp_sizes, *mp_offs;
     int32_t *mp_first, *mp_last, *mp_t;
+    int32_t *slot;              /* per tensor: its arena buffer (roots), -1 */
 };
 
 /* ------------------------------------------------------------ helpers */
@@ -175,6 +176,7 @@ KILN_API int kiln_context_create(const kiln_engine *e, int threads, kiln_context
     c->mp_first = kiln__calloc(nt + 1, sizeof *c->mp_first);
     c->mp_last = kiln__calloc(nt + 1, sizeof *c->mp_last);
     c->mp_t = kiln__calloc(nt + 1, sizeof *c->mp_t);
+    c->slot = kiln__calloc(nt + 1, sizeof *c->slot);
     int nv = 0;
     for (size_t l = 0; l < nl; l++) nv += e->layers[l].nin + e->layers[l].nout;
     c->nviews = nv;
@@ -183,7 +185,7 @@ KILN_API int kiln_context_create(const kiln_engine *e, int threads, kiln_context
     if (!c->vals || !c->vals_up || !c->dep || !c->input_of || !c->output_of || !c->root || !c->group_out ||
         !c->tdep || !c->in_dims || !c->in_set || !c->bind || !c->bind_bytes || !c->tptr ||
         !c->tbytes || !c->talloc || !c->size_val || !c->owned || !c->owned_cap || !c->L ||
-        !c->prof_ms || !c->mp_sizes || !c->mp_offs || !c->mp_first || !c->mp_last || !c->mp_t ||
+        !c->prof_ms || !c->mp_sizes || !c->mp_offs || !c->mp_first || !c->mp_last || !c->mp_t || !c->slot ||
         !c->views || !c->view_t) {
         rc = kiln__err(KILN_ENOMEM, "out of memory creating a context");
         goto fail;
@@ -304,7 +306,7 @@ KILN_API void kiln_context_free(kiln_context *c) {
                     c->group_out, c->tdep,    c->in_dims,   c->in_set,    c->bind,
                     c->bind_bytes, c->tptr,   c->tbytes,    c->talloc,    c->size_val,
                     c->owned,    c->owned_cap, c->L,        c->prof_ms,   c->mp_sizes,
-                    c->mp_offs,  c->mp_first, c->mp_last,   c->mp_t,      c->views,
+                    c->mp_offs,  c->mp_first, c->mp_last,   c->mp_t,      c->slot,      c->views,
                     c->view_t};
     for (size_t i = 0; i < sizeof arrs / sizeof arrs[0]; i++) kiln__free(arrs[i]);
     kiln__free(c);
@@ -534,16 +536,17 @@ static int plan(kiln_context *c) {
         c->mp_last[n] = -1;
         n++;
     }
-    for (int k = 0; k < n; k++) {
-        int32_t r = c->mp_t[k];
-        for (int32_t t = 0; t < e->ntensors; t++) {
-            if (c->root[t] != r) continue;
-            const kiln__etensor *et = &e->tensors[t];
-            int32_t f = et->first < 0 ? 0 : et->first, l = et->last;
-            if (l < f) l = f;
-            if (f < c->mp_first[k]) c->mp_first[k] = f;
-            if (l > c->mp_last[k]) c->mp_last[k] = l;
-        }
+    /* A group lives from its first member's producer to its last reader. */
+    for (int32_t t = 0; t < e->ntensors; t++) c->slot[t] = -1;
+    for (int k = 0; k < n; k++) c->slot[c->mp_t[k]] = k;
+    for (int32_t t = 0; t < e->ntensors; t++) {
+        int k = c->slot[c->root[t]];
+        if (k < 0) continue;
+        const kiln__etensor *et = &e->tensors[t];
+        int32_t f = et->first < 0 ? 0 : et->first, l = et->last;
+        if (l < f) l = f;
+        if (f < c->mp_first[k]) c->mp_first[k] = f;
+        if (l > c->mp_last[k]) c->mp_last[k] = l;
     }
     uint64_t total = 0;
     if ((rc = kiln__memplan(n, c->mp_sizes, c->mp_first, c->mp_last, NULL, c->mp_offs, &total)))
