@@ -62,7 +62,7 @@ static int q_range(kiln_dtype t, double *lo, double *hi) {
 }
 
 static double q_sat(double v, kiln_dtype t) {
-    double lo, hi;
+    double lo = 0, hi = 0;
     q_range(t, &lo, &hi);
     v = nearbyint(v); /* round half to even (default rounding mode) */
     return v < lo ? lo : v > hi ? hi : v;
@@ -110,7 +110,7 @@ static int q_shape(kiln_shape_ctx *c) {
                               kiln_dtype_name(c->in[0].dtype));
     kiln_dtype out = KILN_DTYPE_U8;
     if (c->nin > 2 && c->in[2].dtype != KILN_DTYPE_UNDEFINED) out = c->in[2].dtype;
-    double lo, hi;
+    double lo = 0, hi = 0;
     if (!q_range(out, &lo, &hi))
         return kiln_set_error(KILN_EUNSUPPORTED, "QuantizeLinear: output type %s is not supported "
                               "(u8, i8, u16, i16, i32)", kiln_dtype_name(out));
@@ -125,7 +125,7 @@ static int dq_shape(kiln_shape_ctx *c) {
     int axis;
     int rc = q_check(c, "DequantizeLinear", &axis);
     if (rc) return rc;
-    double lo, hi;
+    double lo = 0, hi = 0;
     if (!q_range(c->in[0].dtype, &lo, &hi))
         return kiln_set_error(KILN_EUNSUPPORTED, "DequantizeLinear: x type %s is not supported "
                               "(u8, i8, u16, i16, i32)", kiln_dtype_name(c->in[0].dtype));
