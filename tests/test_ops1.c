@@ -542,6 +542,45 @@ TEST_IMPL(topk_ties) {
     }
 }
 
+static void bad_perm(kiln_layer *l) {
+    int64_t p[3] = {0, 0, 1};
+    ASSERT_OK(kiln_layer_set_ints(l, "perm", p, 3));
+}
+
+/* Bad graphs fail at build with a message naming the op and the problem. */
+TEST_IMPL(errors_are_clear) {
+    float X[24], Y[24];
+    fill_f32(X, 24, -1, 1);
+    tio x = {"x", KILN_DTYPE_F32, 3, {2, 3, 4}, X};
+    tio y = {"y", KILN_DTYPE_F32, 3, {2, 3, 4}, Y};
+    ASSERT_EQ(run1("ai.onnx::Transpose", 1, 1, &x, 1, &y, bad_perm, 1), KILN_EATTR);
+    ASSERT_CONTAINS(kiln_errmsg(), "perm");
+
+    int64_t shp[2] = {5, 5};
+    tio rin[2] = {x, {"s", KILN_DTYPE_I64, 1, {2}, shp, 1}};
+    tio rout = {"y", KILN_DTYPE_F32, 2, {5, 5}, Y};
+    ASSERT_EQ(run1("ai.onnx::Reshape", 5, 2, rin, 1, &rout, NULL, 1), KILN_ESHAPE);
+    ASSERT_CONTAINS(kiln_errmsg(), "24 elements");
+
+    float fi[2] = {0, 1};
+    tio gin[2] = {x, {"i", KILN_DTYPE_F32, 1, {2}, fi}};
+    ASSERT_EQ(run1("ai.onnx::Gather", 1, 2, gin, 1, &y, NULL, 1), KILN_ETYPE);
+    ASSERT_CONTAINS(kiln_errmsg(), "int32 or int64");
+
+    int64_t st[1] = {0}, en[1] = {2}, ax[1] = {0}, sp[1] = {0};
+    tio sin[5] = {x, {"s", KILN_DTYPE_I64, 1, {1}, st, 1}, {"e", KILN_DTYPE_I64, 1, {1}, en, 1},
+                  {"a", KILN_DTYPE_I64, 1, {1}, ax, 1}, {"p", KILN_DTYPE_I64, 1, {1}, sp, 1}};
+    ASSERT_EQ(run1("ai.onnx::Slice", 10, 5, sin, 1, &y, NULL, 1), KILN_EINVAL);
+    ASSERT_CONTAINS(kiln_errmsg(), "step");
+
+    tio ain[2] = {x, {"b", KILN_DTYPE_F32, 1, {5}, X}};
+    ASSERT(run1("ai.onnx::Add", 7, 2, ain, 1, &y, NULL, 1) < 0); /* 4 vs 5 do not broadcast */
+
+    int32_t I[24];
+    tio min[2] = {x, {"b", KILN_DTYPE_I32, 3, {2, 3, 4}, I}};
+    ASSERT_EQ(run1("ai.onnx::Mul", 7, 2, min, 1, &y, NULL, 1), KILN_ETYPE);
+}
+
 TEST_LIST(TEST_ENTRY(add_broadcast), TEST_ENTRY(mul_large_threaded), TEST_ENTRY(div_int_and_compare),
           TEST_ENTRY(where_and_sum_variadic), TEST_ENTRY(unary_float_and_f16),
           TEST_ENTRY(reduce_sum_max_mean), TEST_ENTRY(argmax), TEST_ENTRY(transpose),
@@ -549,4 +588,4 @@ TEST_LIST(TEST_ENTRY(add_broadcast), TEST_ENTRY(mul_large_threaded), TEST_ENTRY(
           TEST_ENTRY(concat_three), TEST_ENTRY(shape_values_propagate),
           TEST_ENTRY(nonzero_dds), TEST_ENTRY(cast_and_expand), TEST_ENTRY(einsum_batch_matmul),
           TEST_ENTRY(split_uneven), TEST_ENTRY(dynamic_shape_chain),
-          TEST_ENTRY(topk_ties))
+          TEST_ENTRY(topk_ties), TEST_ENTRY(errors_are_clear))
