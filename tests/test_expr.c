@@ -135,6 +135,16 @@ TEST_IMPL(expr_simplify) {
     /* (N + 2) + 3 == N + 5 */
     const kiln_expr *a = kiln_expr_add(x, kiln_expr_add(x, n, kiln_expr_const(x, 2)), kiln_expr_const(x, 3));
     ASSERT(a == kiln_expr_add(x, n, kiln_expr_const(x, 5)));
+    /* constant offsets merge and have one form */
+    const kiln_expr *k1 = kiln_expr_const(x, 1), *k3 = kiln_expr_const(x, 3);
+    ASSERT(kiln_expr_add(x, kiln_expr_sub(x, n, k1), k1) == n);
+    ASSERT(kiln_expr_add(x, n, kiln_expr_const(x, -3)) == kiln_expr_sub(x, n, k3));
+    ASSERT(kiln_expr_sub(x, kiln_expr_add(x, n, kiln_expr_const(x, 2)), kiln_expr_const(x, 5)) ==
+           kiln_expr_sub(x, n, k3));
+    ASSERT(kiln_expr_sub(x, kiln_expr_sub(x, n, k1), kiln_expr_const(x, 2)) == kiln_expr_sub(x, n, k3));
+    char pb[64];
+    kiln_expr_print(kiln_expr_add(x, kiln_expr_sub(x, n, k3), k1), pb, sizeof pb);
+    ASSERT_STR_EQ(pb, "N - 2");
     /* (N + C) - C == N */
     const kiln_expr *c = kiln_expr_sym(x, "C");
     ASSERT(kiln_expr_sub(x, kiln_expr_add(x, n, c), c) == n);

@@ -205,6 +205,28 @@ static int commutative(kiln_expr_op op) {
            op == KILN_EXPR_MAX || op == KILN_EXPR_EQ;
 }
 
+/* e as base + k with k constant (k = 0 when e has no constant offset). */
+static void offset_of(const kiln_expr *e, const kiln_expr **base, int64_t *k) {
+    if (e->op == KILN_EXPR_ADD && is_k(e->b)) {
+        *base = e->a;
+        *k = e->b->v;
+    } else if (e->op == KILN_EXPR_SUB && is_k(e->b)) {
+        *base = e->a;
+        *k = (int64_t)(0 - (uint64_t)e->b->v);
+    } else {
+        *base = e;
+        *k = 0;
+    }
+}
+
+/* Canonical base + k: "base", "base + k" or "base - |k|".  base is never a
+ * constant nor itself of that form. */
+static const kiln_expr *make_offset(kiln_exprs *x, const kiln_expr *base, int64_t k) {
+    if (k == 0) return base;
+    if (k < 0 && k != INT64_MIN) return intern(x, KILN_EXPR_SUB, 0, NULL, base, kiln_expr_const(x, -k), NULL);
+    return intern(x, KILN_EXPR_ADD, 0, NULL, base, kiln_expr_const(x, k), NULL);
+}
+
 const kiln_expr *kiln_expr_bin(kiln_exprs *x, kiln_expr_op op, const kiln_expr *a,
                                const kiln_expr *b) {
     KILN__ASSERT(x && a && b);
@@ -222,14 +244,21 @@ const kiln_expr *kiln_expr_bin(kiln_exprs *x, kiln_expr_op op, const kiln_expr *
     }
     switch (op) {
     case KILN_EXPR_ADD:
-        if (is_c(b, 0)) return a;
-        /* (y + c1) + c2 -> y + (c1 + c2) */
-        if (is_k(b) && a->op == KILN_EXPR_ADD && is_k(a->b))
-            return kiln_expr_bin(x, KILN_EXPR_ADD, a->a,
-                                 kiln_expr_const(x, (int64_t)((uint64_t)a->b->v + (uint64_t)b->v)));
+        /* constant offsets merge: (y + c1) + c2, (y - c1) + c2, y + (-c) */
+        if (is_k(b)) {
+            const kiln_expr *base;
+            int64_t k;
+            offset_of(a, &base, &k);
+            return make_offset(x, base, (int64_t)((uint64_t)k + (uint64_t)b->v));
+        }
         break;
     case KILN_EXPR_SUB:
-        if (is_c(b, 0)) return a;
+        if (is_k(b)) {
+            const kiln_expr *base;
+            int64_t k;
+            offset_of(a, &base, &k);
+            return make_offset(x, base, (int64_t)((uint64_t)k - (uint64_t)b->v));
+        }
         if (a == b) return kiln_expr_const(x, 0);
         /* (y + z) - z -> y, (y + z) - y -> z */
         if (a->op == KILN_EXPR_ADD && a->b == b) return a->a;
