@@ -581,6 +581,47 @@ TEST_IMPL(errors_are_clear) {
     ASSERT_EQ(run1("ai.onnx::Mul", 7, 2, min, 1, &y, NULL, 1), KILN_ETYPE);
 }
 
+/* Range over a dynamic dim (position ids): the length stays symbolic. */
+TEST_IMPL(dynamic_range) {
+    kiln_network *net = kiln_network_create();
+    int64_t dims[2] = {1, -1};
+    const char *dn[2] = {NULL, "S"};
+    ASSERT_OK(kiln_network_add_input(net, "ids", KILN_DTYPE_I64, 2, dims, dn));
+    int64_t zero = 0, one = 1;
+    ASSERT_OK(kiln_network_add_constant(net, "zero", KILN_DTYPE_I64, 0, NULL, &zero));
+    ASSERT_OK(kiln_network_add_constant(net, "one", KILN_DTYPE_I64, 0, NULL, &one));
+    const char *a1[1] = {"ids"}, *o1[1] = {"s"};
+    ASSERT(kiln_network_add_layer(net, "ai.onnx::Shape", 1, "shape", 1, a1, 1, o1));
+    const char *a2[2] = {"s", "one"}, *o2[1] = {"len"};
+    ASSERT(kiln_network_add_layer(net, "ai.onnx::Gather", 1, "gather", 2, a2, 1, o2));
+    const char *a3[3] = {"zero", "len", "one"}, *o3[1] = {"pos"};
+    ASSERT(kiln_network_add_layer(net, "ai.onnx::Range", 11, "range", 3, a3, 1, o3));
+    const char *a4[2] = {"ids", "pos"}, *o4[1] = {"y"};
+    ASSERT(kiln_network_add_layer(net, "ai.onnx::Add", 7, "add", 2, a4, 1, o4));
+    ASSERT_OK(kiln_network_mark_output(net, "y"));
+    kiln_build_config *cfg = kiln_build_config_create();
+    kiln_build_config_set_flags(cfg, KILN_BUILD_NO_TIMING);
+    int64_t mn[2] = {1, 1}, op[2] = {1, 8}, mx[2] = {1, 32};
+    ASSERT_OK(kiln_build_config_set_profile(cfg, "ids", 2, mn, op, mx));
+    kiln_engine *e;
+    ASSERT_OK(kiln_build(net, cfg, &e, NULL));
+    kiln_context *ctx;
+    ASSERT_OK(kiln_context_create(e, 1, &ctx));
+    int64_t ids[32], y[32];
+    for (int i = 0; i < 32; i++) ids[i] = (int64_t)(test_rand_u64(&g_seed) % 1000);
+    int64_t xd[2] = {1, 13};
+    ASSERT_OK(kiln_context_set_input_shape(ctx, "ids", 2, xd));
+    ASSERT_OK(kiln_context_bind(ctx, "ids", ids, 13 * 8));
+    memset(y, 0xA5, sizeof y);
+    ASSERT_OK(kiln_context_bind(ctx, "y", y, 13 * 8));
+    ASSERT_OK(kiln_context_run(ctx));
+    for (int i = 0; i < 13; i++) ASSERT_EQ(y[i], ids[i] + i);
+    kiln_context_free(ctx);
+    kiln_engine_free(e);
+    kiln_build_config_free(cfg);
+    kiln_network_free(net);
+}
+
 TEST_LIST(TEST_ENTRY(add_broadcast), TEST_ENTRY(mul_large_threaded), TEST_ENTRY(div_int_and_compare),
           TEST_ENTRY(where_and_sum_variadic), TEST_ENTRY(unary_float_and_f16),
           TEST_ENTRY(reduce_sum_max_mean), TEST_ENTRY(argmax), TEST_ENTRY(transpose),
@@ -588,4 +629,5 @@ TEST_LIST(TEST_ENTRY(add_broadcast), TEST_ENTRY(mul_large_threaded), TEST_ENTRY(
           TEST_ENTRY(concat_three), TEST_ENTRY(shape_values_propagate),
           TEST_ENTRY(nonzero_dds), TEST_ENTRY(cast_and_expand), TEST_ENTRY(einsum_batch_matmul),
           TEST_ENTRY(split_uneven), TEST_ENTRY(dynamic_shape_chain),
-          TEST_ENTRY(topk_ties), TEST_ENTRY(errors_are_clear))
+          TEST_ENTRY(topk_ties), TEST_ENTRY(errors_are_clear),
+          TEST_ENTRY(dynamic_range))
