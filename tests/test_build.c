@@ -924,7 +924,50 @@ TEST_IMPL(full_plugin_candidates) {
     kiln_network_free(net);
 }
 
+TEST_IMPL(long_chain) {
+    /* 2000 layers: name lookups stay fast, failed adds leave no trace. */
+    enum { L = 2000 };
+    kiln_network *net = kiln_network_create();
+    int64_t d[1] = {16};
+    ASSERT_OK(kiln_network_add_input(net, "t0", KILN_DTYPE_F32, 1, d, NULL));
+    char in[32], out[32], nm[32];
+    for (int i = 0; i < L; i++) {
+        snprintf(in, sizeof in, "t%d", i);
+        snprintf(out, sizeof out, "t%d", i + 1);
+        snprintf(nm, sizeof nm, "s%d", i);
+        const char *ii[] = {in}, *oo[] = {out}, *taken[] = {in};
+        /* a failing add (output name taken) first */
+        ASSERT(!kiln_network_add_layer(net, "test::scale", 1, nm, 1, ii, 1, taken));
+        kiln_layer *l = kiln_network_add_layer(net, "test::scale", 1, nm, 1, ii, 1, oo);
+        ASSERT(l);
+        ASSERT_OK(kiln_layer_set_float(l, "scale", i % 2 ? 2.0 : 0.5));
+    }
+    ASSERT(!kiln_network_add_layer(net, "test::scale", 1, "s7", 0, NULL, 0, NULL));
+    ASSERT_EQ(kiln__network_find_tensor(net, "t1234"), 1234);
+    ASSERT_EQ(kiln__network_find_tensor(net, "t2001"), -1);
+    snprintf(out, sizeof out, "t%d", L);
+    ASSERT_OK(kiln_network_mark_output(net, out));
+    kiln_build_config *cfg = quiet_cfg();
+    kiln_engine *e = NULL;
+    kiln_build_stats st;
+    ASSERT_OK(kiln_build(net, cfg, &e, &st));
+    ASSERT_EQ(st.layers, L);
+    float x[16], y[16];
+    rand_fill(x, 16);
+    run1(e, "t0", x, 1, d, out, y, sizeof y);
+    for (int i = 0; i < 16; i++) ASSERT_NEAR(y[i], x[i], 1e-6);
+    /* activations reuse two buffers */
+    uint64_t maxend = 0;
+    for (int i = 0; i < e->ntensors; i++)
+        if (e->tensors[i].kind == KILN__ET_ACT && e->tensors[i].plan_off + e->tensors[i].plan_bytes > maxend)
+            maxend = e->tensors[i].plan_off + e->tensors[i].plan_bytes;
+    ASSERT(maxend <= 128);
+    kiln_engine_free(e);
+    kiln_build_config_free(cfg);
+    kiln_network_free(net);
+}
+
 TEST_LIST(TEST_ENTRY(attr_errors), TEST_ENTRY(layer_errors), TEST_ENTRY(symbolic_shapes_profile),
           TEST_ENTRY(folding_shape_chain), TEST_ENTRY(fp16_candidates), TEST_ENTRY(identical_layers_timed_once),
           TEST_ENTRY(reformat_layouts), TEST_ENTRY(reformat_dtypes), TEST_ENTRY(inplace_copies),
-          TEST_ENTRY(inline_subnetwork), TEST_ENTRY(broadcast_helper), TEST_ENTRY(full_plugin_candidates))
+          TEST_ENTRY(inline_subnetwork), TEST_ENTRY(broadcast_helper), TEST_ENTRY(full_plugin_candidates), TEST_ENTRY(long_chain))

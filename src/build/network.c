@@ -14,17 +14,68 @@
 
 /* ------------------------------------------------------------ tensors */
 
+/* Names are looked up through open-addressing tables of indices (-1 empty),
+ * kept at most half full; a slot is trusted only after comparing the name.
+ * A rolled-back add rebuilds the table. */
+static uint64_t name_hash(const char *s) {
+    uint64_t h = 1469598103934665603ull;
+    for (; *s; s++) h = (h ^ (uint8_t)*s) * 1099511628211ull;
+    return h;
+}
+
+static const char *tensor_name(const kiln_network *net, int i) {
+    return i < net->ntensors ? net->tensors[i].name : NULL;
+}
+static const char *layer_name_at(const kiln_network *net, int i) {
+    return i < net->nlayers ? net->layers[i]->name : NULL;
+}
+
+static int hash_find(const kiln_network *net, const int *tab, int cap,
+                     const char *(*name_of)(const kiln_network *, int), const char *name) {
+    if (!tab || !cap) return -1;
+    for (int i = (int)(name_hash(name) & (uint64_t)(cap - 1));; i = (i + 1) & (cap - 1)) {
+        if (tab[i] < 0) return -1;
+        const char *n = name_of(net, tab[i]);
+        if (n && strcmp(n, name) == 0) return tab[i];
+    }
+}
+
+static void hash_put(int *tab, int cap, const char *name, int idx) {
+    int i = (int)(name_hash(name) & (uint64_t)(cap - 1));
+    while (tab[i] >= 0) i = (i + 1) & (cap - 1);
+    tab[i] = idx;
+}
+
+/* Make room for one more entry (n items present); rebuilds from scratch. */
+static int hash_reserve(kiln_network *net, int **tab, int *cap, int n,
+                        const char *(*name_of)(const kiln_network *, int)) {
+    if ((n + 1) * 2 <= *cap) return 0;
+    int nc = *cap ? *cap * 2 : 64;
+    while ((n + 1) * 2 > nc) nc *= 2;
+    int *t = kiln__malloc((size_t)nc * sizeof *t);
+    if (!t) return kiln__err(KILN_ENOMEM, "network: out of memory");
+    for (int i = 0; i < nc; i++) t[i] = -1;
+    for (int i = 0; i < n; i++) hash_put(t, nc, name_of(net, i), i);
+    kiln__free(*tab);
+    *tab = t;
+    *cap = nc;
+    return 0;
+}
+
+/* After a rolled-back add: drop entries of removed tensors. */
+static void tensor_hash_rebuild(kiln_network *net) {
+    for (int i = 0; i < net->tensor_hash_cap; i++) net->tensor_hash[i] = -1;
+    for (int i = 0; i < net->ntensors; i++)
+        hash_put(net->tensor_hash, net->tensor_hash_cap, net->tensors[i].name, i);
+}
+
 int kiln__network_find_tensor(const kiln_network *net, const char *name) {
     if (!net || !name) return -1;
-    for (int i = 0; i < net->ntensors; i++)
-        if (strcmp(net->tensors[i].name, name) == 0) return i;
-    return -1;
+    return hash_find(net, net->tensor_hash, net->tensor_hash_cap, tensor_name, name);
 }
 
 static int find_layer(const kiln_network *net, const char *name) {
-    for (int i = 0; i < net->nlayers; i++)
-        if (strcmp(net->layers[i]->name, name) == 0) return i;
-    return -1;
+    return hash_find(net, net->layer_hash, net->layer_hash_cap, layer_name_at, name);
 }
 
 static int grow(void **p, int *cap, int need, size_t elem) {
@@ -43,6 +94,7 @@ static int new_tensor(kiln_network *net, const char *name, kiln__tkind kind) {
     if (kiln__network_find_tensor(net, name) >= 0)
         return kiln__err(KILN_EEXISTS, "network: tensor name '%s' is already taken", name);
     int rc = grow((void **)&net->tensors, &net->cap_tensors, net->ntensors + 1, sizeof *net->tensors);
+    if (!rc) rc = hash_reserve(net, &net->tensor_hash, &net->tensor_hash_cap, net->ntensors, tensor_name);
     if (rc) return rc;
     kiln__ntensor *t = &net->tensors[net->ntensors];
     memset(t, 0, sizeof *t);
@@ -50,6 +102,7 @@ static int new_tensor(kiln_network *net, const char *name, kiln__tkind kind) {
     if (!t->name) return kiln__err(KILN_ENOMEM, "network: out of memory");
     t->kind = kind;
     t->producer = -1;
+    hash_put(net->tensor_hash, net->tensor_hash_cap, t->name, net->ntensors);
     return net->ntensors++;
 }
 
@@ -94,6 +147,8 @@ void kiln_network_free(kiln_network *net) {
     kiln__free(net->layers);
     kiln__free(net->inputs);
     kiln__free(net->outputs);
+    kiln__free(net->tensor_hash);
+    kiln__free(net->layer_hash);
     kiln__free(net);
 }
 
@@ -138,6 +193,7 @@ int kiln_network_add_input(kiln_network *net, const char *name, kiln_dtype dtype
     if (rc) {
         free_tensor(t);
         net->ntensors--;
+        tensor_hash_rebuild(net);
     }
     return rc;
 }
@@ -174,6 +230,7 @@ int kiln_network_add_constant(kiln_network *net, const char *name, kiln_dtype dt
     if (!t->data) {
         free_tensor(t);
         net->ntensors--;
+        tensor_hash_rebuild(net);
         return kiln__err(KILN_ENOMEM, "constant '%s': out of memory for %zu bytes", name, bytes);
     }
     if (bytes) memcpy(t->data, data, bytes);
@@ -251,7 +308,8 @@ kiln_layer *kiln_network_add_layer(kiln_network *net, const char *op, int versio
                 return NULL;
             }
     }
-    if (grow((void **)&net->layers, &net->cap_layers, net->nlayers + 1, sizeof *net->layers))
+    if (grow((void **)&net->layers, &net->cap_layers, net->nlayers + 1, sizeof *net->layers) ||
+        hash_reserve(net, &net->layer_hash, &net->layer_hash_cap, net->nlayers, layer_name_at))
         return NULL;
     kiln_layer *l = kiln__calloc(1, sizeof *l);
     if (!l) {
@@ -291,6 +349,7 @@ kiln_layer *kiln_network_add_layer(kiln_network *net, const char *op, int versio
         int ti = new_tensor(net, on, KILN__T_LAYER);
         if (ti < 0) {
             while (net->ntensors > first_new) free_tensor(&net->tensors[--net->ntensors]);
+            tensor_hash_rebuild(net);
             free_layer(l);
             kiln__err_prefix(ti, "layer '%s'", layer_name);
             return NULL;
@@ -298,7 +357,9 @@ kiln_layer *kiln_network_add_layer(kiln_network *net, const char *op, int versio
         net->tensors[ti].producer = lidx;
         l->out[i] = ti;
     }
-    net->layers[net->nlayers++] = l;
+    net->layers[net->nlayers] = l;
+    hash_put(net->layer_hash, net->layer_hash_cap, l->name, net->nlayers);
+    net->nlayers++;
     return l;
 }
 
