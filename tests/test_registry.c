@@ -325,6 +325,67 @@ TEST_IMPL(quick_adapter) {
     o->vt->destroy(st);
 }
 
+/* Registrations and lookups from several threads at once. */
+#include <pthread.h>
+typedef struct reg_job {
+    int id;
+    kiln_quick_op ops[50];
+    char names[50][16];
+    int failures;
+} reg_job;
+
+static void *reg_thread(void *arg) {
+    reg_job *j = arg;
+    for (int i = 0; i < 50; i++) {
+        snprintf(j->names[i], sizeof j->names[i], "t%d_%d", j->id, i);
+        j->ops[i] = op_v3;
+        j->ops[i].ns = "mt";
+        j->ops[i].name = j->names[i];
+        if (kiln_register_quick_op(&j->ops[i]) != 0) j->failures++;
+        /* look up something another thread may be registering */
+        char other[16];
+        snprintf(other, sizeof other, "t%d_%d", (j->id + 1) % 4, i);
+        const kiln__op *o = kiln__registry_find("mt", other, 3);
+        if (o && strcmp(o->name, other) != 0) j->failures++;
+        if (!kiln__registry_find("mt", j->names[i], 3)) j->failures++;
+    }
+    return NULL;
+}
+
+TEST_IMPL(concurrent_registration) {
+    static reg_job jobs[4];
+    pthread_t t[4];
+    for (int i = 0; i < 4; i++) {
+        jobs[i].id = i;
+        pthread_create(&t[i], NULL, reg_thread, &jobs[i]);
+    }
+    for (int i = 0; i < 4; i++) pthread_join(t[i], NULL);
+    for (int i = 0; i < 4; i++) ASSERT_EQ(jobs[i].failures, 0);
+    int count = 0;
+    for (int i = 0; kiln__registry_at(i); i++) count += strcmp(kiln__registry_at(i)->ns, "mt") == 0;
+    ASSERT_EQ(count, 200);
+    /* an op struct on the heap lives in no image: not built in, so the
+     * reserved namespaces are refused for it */
+    kiln_quick_op *h = malloc(sizeof *h);
+    *h = op_v3;
+    h->ns = "kiln";
+    h->name = "heap_op";
+    int logged = 0;
+    kiln_log_set(KILN_LOG_ERROR, drop_log, &logged);
+    ASSERT_EQ(kiln_register_quick_op(h), KILN_EINVAL);
+    ASSERT_CONTAINS(kiln_errmsg(), "reserved");
+    h->ns = "heap";
+    ASSERT_OK(kiln_register_quick_op(h));
+    const kiln__op *o = kiln__registry_find("heap", "heap_op", 3);
+    ASSERT(o && !o->builtin && !o->library);
+    kiln_quick_op *h2 = malloc(sizeof *h2);
+    *h2 = *h;
+    ASSERT_EQ(kiln_register_quick_op(h2), KILN_EEXISTS);
+    ASSERT_CONTAINS(kiln_errmsg(), "the main program");
+    kiln_log_set(KILN_LOG_WARN, NULL, NULL);
+    free(h2); /* h stays registered for the life of the process */
+}
+
 /* Real plugin libraries, compiled here, when a C compiler is available. */
 static int build_lib(const char *dir, const char *name, const char *src) {
     char path[512], cmd[2048];
@@ -393,4 +454,5 @@ TEST_IMPL(load_library) {
 }
 
 TEST_LIST(TEST_ENTRY(register_find_resolve), TEST_ENTRY(identity), TEST_ENTRY(validation), TEST_ENTRY(dump),
-          TEST_ENTRY(quick_adapter), TEST_ENTRY(load_library))
+          TEST_ENTRY(quick_adapter), TEST_ENTRY(concurrent_registration),
+          TEST_ENTRY(load_library))

@@ -87,7 +87,10 @@ static int in_libkiln_copy(const void *addr) {
     return same;
 }
 
-static const char *lib_label(const kiln__op *op) { return op->library ? op->library : "libkiln (built in)"; }
+static const char *lib_label(const kiln__op *op) {
+    if (op->library) return op->library;
+    return op->builtin ? "libkiln (built in)" : "the main program";
+}
 
 /* ---------------------------------------------------------------- lookup */
 
@@ -336,12 +339,12 @@ static int do_register(const void *def, const char *ns, const char *name, int ve
     o->quick = q;
     o->plugin = p;
     o->builtin = builtin;
-    if (!builtin && fname) {
+    if (!builtin && fname && fname[0]) {
         char *rp = realpath(fname, NULL);
         o->library = kiln__strdup(rp ? rp : fname);
         free(rp);
     }
-    if (!o->ns || !o->name || (!builtin && fname && !o->library)) {
+    if (!o->ns || !o->name || (!builtin && fname && fname[0] && !o->library)) {
         rc = kiln__err(KILN_ENOMEM, "out of memory");
         goto fail;
     }
