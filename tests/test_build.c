@@ -967,7 +967,40 @@ TEST_IMPL(long_chain) {
     kiln_network_free(net);
 }
 
+TEST_IMPL(topo_order_and_cycles) {
+    /* The API only appends layers after their inputs; other producers of
+     * networks (or edits of the struct) may list them in any order. */
+    kiln_network *net = kiln_network_create();
+    int64_t d[1] = {8};
+    ASSERT_OK(kiln_network_add_input(net, "x", KILN_DTYPE_F32, 1, d, NULL));
+    const char *i1[] = {"x"}, *o1[] = {"t1"}, *i2[] = {"t1"}, *o2[] = {"t2"};
+    kiln_layer *a = kiln_network_add_layer(net, "test::scale", 1, "first", 1, i1, 1, o1);
+    kiln_layer *b = kiln_network_add_layer(net, "test::scale", 1, "second", 1, i2, 1, o2);
+    ASSERT_OK(kiln_layer_set_float(a, "scale", 2.0));
+    ASSERT_OK(kiln_layer_set_float(b, "scale", -3.0));
+    ASSERT_OK(kiln_network_mark_output(net, "t2"));
+    net->layers[0] = b;
+    net->layers[1] = a;
+    kiln_build_config *cfg = quiet_cfg();
+    kiln_engine *e = NULL;
+    ASSERT_OK(kiln_build(net, cfg, &e, NULL));
+    ASSERT_STR_EQ(e->layers[0].name, "first");
+    float x[8], y[8];
+    rand_fill(x, 8);
+    run1(e, "x", x, 1, d, "t2", y, sizeof y);
+    for (int i = 0; i < 8; i++) ASSERT_NEAR(y[i], -6.0f * x[i], 1e-6);
+    kiln_engine_free(e);
+    /* a cycle: first reads t2 */
+    a->in[0] = kiln__network_find_tensor(net, "t2");
+    ASSERT_EQ(kiln_build(net, cfg, &e, NULL), KILN_EINVAL);
+    ASSERT_CONTAINS(kiln_errmsg(), "cycle");
+    ASSERT(strstr(kiln_errmsg(), "'first'") || strstr(kiln_errmsg(), "'second'"));
+    kiln_build_config_free(cfg);
+    kiln_network_free(net);
+}
+
 TEST_LIST(TEST_ENTRY(attr_errors), TEST_ENTRY(layer_errors), TEST_ENTRY(symbolic_shapes_profile),
           TEST_ENTRY(folding_shape_chain), TEST_ENTRY(fp16_candidates), TEST_ENTRY(identical_layers_timed_once),
           TEST_ENTRY(reformat_layouts), TEST_ENTRY(reformat_dtypes), TEST_ENTRY(inplace_copies),
-          TEST_ENTRY(inline_subnetwork), TEST_ENTRY(broadcast_helper), TEST_ENTRY(full_plugin_candidates), TEST_ENTRY(long_chain))
+          TEST_ENTRY(inline_subnetwork), TEST_ENTRY(broadcast_helper), TEST_ENTRY(full_plugin_candidates), TEST_ENTRY(long_chain),
+          TEST_ENTRY(topo_order_and_cycles))
