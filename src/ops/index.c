@@ -1016,6 +1016,13 @@ static int einsum_impl(const kiln_call *c) {
     }
     int64_t on = kiln_tensor_numel(&c->out[0]), inner = 1;
     for (int i = e.nout; i < nloop; i++) inner *= size[loop[i]];
+    /* summed labels: sizes and per-operand strides */
+    int nsum = nloop - e.nout;
+    int64_t ssz[EIN_MAXL], sst[KILN_MAX_IO][EIN_MAXL];
+    for (int i = 0; i < nsum; i++) {
+        ssz[i] = size[loop[e.nout + i]];
+        for (int k = 0; k < c->nin; k++) sst[k][i] = lst[k][loop[e.nout + i]];
+    }
     double *acc = kiln__malloc((size_t)(on ? on : 1) * sizeof(double));
     if (!acc) { rc = kiln_set_error(KILN_ENOMEM, "Einsum: out of memory"); goto done; }
     for (int64_t o = 0; o < on; o++) {
@@ -1026,18 +1033,27 @@ static int einsum_impl(const kiln_call *c) {
             for (int k = 0; k < c->nin; k++) base[k] += ix * lst[k][loop[i]];
         }
         double sum = 0;
-        for (int64_t t = 0; t < inner; t++) {
-            int64_t off[KILN_MAX_IO];
+        if (nsum == 1 && c->nin == 2) { /* a dot product: matmul-like equations */
+            const double *p0 = in[0] + base[0], *p1 = in[1] + base[1];
+            int64_t s0 = sst[0][0], s1 = sst[1][0];
+            for (int64_t t = 0; t < inner; t++) sum += p0[t * s0] * p1[t * s1];
+        } else if (inner > 0) {
+            /* odometer over the summed labels, offsets updated incrementally */
+            int64_t idx[EIN_MAXL] = {0}, off[KILN_MAX_IO];
             for (int k = 0; k < c->nin; k++) off[k] = base[k];
-            int64_t rm = t;
-            for (int i = nloop - 1; i >= e.nout; i--) {
-                int64_t ix = rm % size[loop[i]];
-                rm /= size[loop[i]];
-                for (int k = 0; k < c->nin; k++) off[k] += ix * lst[k][loop[i]];
+            for (;;) {
+                double p = 1;
+                for (int k = 0; k < c->nin; k++) p *= in[k][off[k]];
+                sum += p;
+                int i = nsum - 1;
+                for (; i >= 0; i--) {
+                    for (int k = 0; k < c->nin; k++) off[k] += sst[k][i];
+                    if (++idx[i] < ssz[i]) break;
+                    for (int k = 0; k < c->nin; k++) off[k] -= sst[k][i] * ssz[i];
+                    idx[i] = 0;
+                }
+                if (i < 0) break;
             }
-            double p = 1;
-            for (int k = 0; k < c->nin; k++) p *= in[k][off[k]];
-            sum += p;
         }
         acc[o] = sum;
     }
