@@ -999,8 +999,74 @@ TEST_IMPL(topo_order_and_cycles) {
     kiln_network_free(net);
 }
 
+/* Naive offset of logical (n, c, s) in a layout (independent of reformat.c). */
+static int64_t naive_off(kiln_format f, int64_t N, int64_t C, int64_t S, int64_t n, int64_t c, int64_t s) {
+    (void)N;
+    int64_t B = f == KILN_FORMAT_NCHW8C ? 8 : 16, CB = (C + B - 1) / B;
+    switch (f) {
+    case KILN_FORMAT_NHWC: return n * S * C + s * C + c;
+    case KILN_FORMAT_NCHW8C:
+    case KILN_FORMAT_NCHW16C: return n * CB * S * B + (c / B) * S * B + s * B + (c % B);
+    default: return n * C * S + c * S + s;
+    }
+}
+
+TEST_IMPL(reformat_kernel_direct) {
+    const kiln__op *op = kiln__registry_find("kiln", "reformat", 1);
+    ASSERT(op && op->quick && op->quick->impl);
+    kiln__pool *pool = kiln__pool_create(3);
+    kiln_exec ex = {.device = KILN_DEVICE_CPU, .pool = pool};
+    enum { N = 2, C = 19, H = 3, W = 5, S = H * W, NUM = N * C * S, PHYS = N * 32 * S };
+    float x[NUM];
+    rand_fill(x, NUM);
+    kiln_dtype dts[3] = {KILN_DTYPE_F32, KILN_DTYPE_F16, KILN_DTYPE_F64};
+    for (int f = 0; f < KILN_FORMAT_COUNT_; f++)
+        for (int di = 0; di < 3; di++) {
+            kiln_dtype dt = dts[di];
+            static uint8_t buf[PHYS * 8];
+            poison(buf, sizeof buf);
+            kiln_tensor in = {.data = x, .dtype = KILN_DTYPE_F32, .format = KILN_FORMAT_LINEAR, .ndim = 4,
+                              .dims = {N, C, H, W}};
+            kiln_tensor out = in;
+            out.data = buf;
+            out.dtype = dt;
+            out.format = (kiln_format)f;
+            kiln_call call = {.in = &in, .nin = 1, .out = &out, .nout = 1, .exec = &ex, .layer = "direct"};
+            ASSERT_OK(op->quick->impl(&call));
+            for (int64_t n = 0; n < N; n++)
+                for (int64_t c = 0; c < C; c++)
+                    for (int64_t sp = 0; sp < S; sp++) {
+                        int64_t o = naive_off((kiln_format)f, N, C, S, n, c, sp);
+                        double v = dt == KILN_DTYPE_F32 ? ((float *)buf)[o]
+                                   : dt == KILN_DTYPE_F64 ? ((double *)buf)[o]
+                                                          : kiln_f16_to_f32(((uint16_t *)buf)[o]);
+                        ASSERT_NEAR(v, x[(n * C + c) * S + sp], dt == KILN_DTYPE_F16 ? 1e-3 : 1e-7);
+                    }
+            if (f == KILN_FORMAT_NCHW8C || f == KILN_FORMAT_NCHW16C) {
+                /* channel padding is zero */
+                int64_t B = f == KILN_FORMAT_NCHW8C ? 8 : 16, CP = (C + B - 1) / B * B;
+                for (int64_t n = 0; n < N; n++)
+                    for (int64_t c = C; c < CP; c++)
+                        for (int64_t sp = 0; sp < S; sp++) {
+                            int64_t o = naive_off((kiln_format)f, N, C, S, n, c, sp);
+                            size_t es = kiln_dtype_size(dt);
+                            for (size_t k = 0; k < es; k++) ASSERT_EQ(buf[o * es + k], 0);
+                        }
+            }
+            /* and back to LINEAR f32 */
+            float back[NUM];
+            poison(back, sizeof back);
+            kiln_tensor in2 = out, out2 = in;
+            out2.data = back;
+            kiln_call call2 = {.in = &in2, .nin = 1, .out = &out2, .nout = 1, .exec = &ex, .layer = "direct"};
+            ASSERT_OK(op->quick->impl(&call2));
+            for (int i = 0; i < NUM; i++) ASSERT_NEAR(back[i], x[i], dt == KILN_DTYPE_F16 ? 1e-3 : 1e-7);
+        }
+    kiln__pool_free(pool);
+}
+
 TEST_LIST(TEST_ENTRY(attr_errors), TEST_ENTRY(layer_errors), TEST_ENTRY(symbolic_shapes_profile),
           TEST_ENTRY(folding_shape_chain), TEST_ENTRY(fp16_candidates), TEST_ENTRY(identical_layers_timed_once),
           TEST_ENTRY(reformat_layouts), TEST_ENTRY(reformat_dtypes), TEST_ENTRY(inplace_copies),
           TEST_ENTRY(inline_subnetwork), TEST_ENTRY(broadcast_helper), TEST_ENTRY(full_plugin_candidates), TEST_ENTRY(long_chain),
-          TEST_ENTRY(topo_order_and_cycles))
+          TEST_ENTRY(topo_order_and_cycles), TEST_ENTRY(reformat_kernel_direct))

@@ -132,26 +132,52 @@ typedef struct rf_job {
 } rf_job;
 
 /* Range over logical elements (n, c, s) flattened row-major as (n*C + c)*S + s. */
+/* Same dtype, layout change: move elements of `es` bytes (no conversion). */
+#define RF_MOVE(ct)                                                            \
+    do {                                                                       \
+        const ct *xs = xp;                                                     \
+        ct *ys = yp;                                                           \
+        for (int64_t i = b; i < e; i++) {                                      \
+            ys[rf_off(&j->ly, n, c, s)] = xs[rf_off(&j->lx, n, c, s)];         \
+            if (++s == S) { s = 0; if (++c == C) { c = 0; n++; } }             \
+        }                                                                      \
+    } while (0)
+
 static void rf_range(void *ud, int64_t b, int64_t e) {
     const rf_job *j = ud;
     const void *xp = j->x->data;
     void *yp = j->y->data;
     kiln_dtype xt = j->x->dtype, yt = j->y->dtype;
     if (j->same_layout) {
-        if (j->ints)
+        if (xt == KILN_DTYPE_F32 && yt == KILN_DTYPE_F16)
+            for (int64_t i = b; i < e; i++) ((uint16_t *)yp)[i] = kiln_f32_to_f16(((const float *)xp)[i]);
+        else if (xt == KILN_DTYPE_F16 && yt == KILN_DTYPE_F32)
+            for (int64_t i = b; i < e; i++) ((float *)yp)[i] = kiln_f16_to_f32(((const uint16_t *)xp)[i]);
+        else if (j->ints)
             for (int64_t i = b; i < e; i++) store_i(yp, yt, i, load_i(xp, xt, i));
         else
             for (int64_t i = b; i < e; i++) store_f(yp, yt, i, load_f(xp, xt, i));
         return;
     }
+    /* Logical index i = (n*C + c)*S + s, advanced incrementally. */
     const int64_t C = j->lx.C, S = j->lx.S;
+    int64_t s = b % S, c = (b / S) % C, n = b / S / C;
+    if (xt == yt) {
+        switch (kiln_dtype_size(xt)) {
+        case 1: RF_MOVE(uint8_t); return;
+        case 2: RF_MOVE(uint16_t); return;
+        case 4: RF_MOVE(uint32_t); return;
+        case 8: RF_MOVE(uint64_t); return;
+        default: break;
+        }
+    }
     for (int64_t i = b; i < e; i++) {
-        int64_t s = i % S, nc = i / S, c = nc % C, n = nc / C;
         int64_t io = rf_off(&j->lx, n, c, s), oo = rf_off(&j->ly, n, c, s);
         if (j->ints)
             store_i(yp, yt, oo, load_i(xp, xt, io));
         else
             store_f(yp, yt, oo, load_f(xp, xt, io));
+        if (++s == S) { s = 0; if (++c == C) { c = 0; n++; } }
     }
 }
 
