@@ -441,6 +441,15 @@ TEST_IMPL(load_library) {
     ASSERT(kiln__registry_find("ai.onnx", "circ", 1) == NULL);
     ASSERT_EQ(kiln_registry_load_library(missing), KILN_EIO);
     ASSERT_CONTAINS(kiln_errmsg(), "missing.so");
+    ASSERT_CONTAINS(kiln_errmsg(), "No such file");
+    ASSERT_EQ(kiln_registry_load_library("libkiln_surely_absent_plugin.so"), KILN_EIO);
+    ASSERT_CONTAINS(kiln_errmsg(), "dlopen failed");
+    /* relative path to the same library: a no-op */
+    char cwd[600];
+    ASSERT(getcwd(cwd, sizeof cwd));
+    ASSERT_EQ(chdir(dir), 0);
+    ASSERT_OK(kiln_registry_load_library("./a.so"));
+    ASSERT_EQ(chdir(cwd), 0);
     /* a file that is not a shared object */
     char junk[600];
     snprintf(junk, sizeof junk, "%s/a.c", dir);

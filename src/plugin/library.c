@@ -10,6 +10,8 @@
 #include "registry_int.h"
 
 #include <dlfcn.h>
+#include <errno.h>
+#include <link.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,25 +28,40 @@ static pthread_mutex_t g_lib_mu = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP;
 static loaded_lib *g_libs;
 static int g_nlibs, g_cap_libs;
 
+/* Index of the library loaded from real path rp, or -1 (lock held). */
+static int find_lib(const char *rp) {
+    for (int i = 0; i < g_nlibs; i++)
+        if (strcmp(g_libs[i].path, rp) == 0) return i;
+    return -1;
+}
+
+/* The result of an earlier load of the same library (lock held). */
+static int repeat_status(int i) {
+    int st = g_libs[i].status;
+    if (st) kiln__err(st, "%s", g_libs[i].msg ? g_libs[i].msg : "plugin library failed to load");
+    return st;
+}
+
 int kiln_registry_load_library(const char *path) {
     if (!path || !*path) return kiln__err(KILN_EINVAL, "kiln_registry_load_library: empty path");
+    /* A bare file name ("libmyops.so") is searched like dlopen does; any
+     * path with a '/' must exist. */
     char *rp = realpath(path, NULL);
-    if (!rp) return kiln__err(KILN_EIO, "plugin library %s: cannot resolve the path (does it exist?)", path);
-    /* One load at a time: the registration-failure memory is per thread, but
-     * two threads loading the same library must not both dlopen it. */
+    if (!rp && strchr(path, '/'))
+        return kiln__err(KILN_EIO, "plugin library %s: %s", path, strerror(errno));
+    /* One load at a time: two threads loading the same library must not
+     * both record it. */
     pthread_mutex_lock(&g_lib_mu);
-    for (int i = 0; i < g_nlibs; i++) {
-        if (strcmp(g_libs[i].path, rp) == 0) {
-            int st = g_libs[i].status;
-            if (st) kiln__err(st, "%s", g_libs[i].msg ? g_libs[i].msg : "plugin library failed to load");
-            pthread_mutex_unlock(&g_lib_mu);
-            free(rp);
-            return st;
-        }
+    int i = rp ? find_lib(rp) : -1;
+    if (i >= 0) {
+        int st = repeat_status(i);
+        pthread_mutex_unlock(&g_lib_mu);
+        free(rp);
+        return st;
     }
     kiln__registry_loading_begin();
     dlerror();
-    void *h = dlopen(rp, RTLD_NOW | RTLD_LOCAL);
+    void *h = dlopen(rp ? rp : path, RTLD_NOW | RTLD_LOCAL);
     char msg[1024];
     int st = kiln__registry_loading_end(msg, sizeof msg);
     if (!h) {
@@ -53,6 +70,22 @@ int kiln_registry_load_library(const char *path) {
         int rc = kiln__err(KILN_EIO, "plugin library %s: dlopen failed: %s", path, e ? e : "unknown error");
         free(rp);
         return rc;
+    }
+    if (!rp) {
+        struct link_map *lm = NULL;
+        if (dlinfo(h, RTLD_DI_LINKMAP, &lm) == 0 && lm && lm->l_name && lm->l_name[0])
+            rp = realpath(lm->l_name, NULL);
+        if (!rp) rp = strdup(path);
+        if (!rp) {
+            pthread_mutex_unlock(&g_lib_mu);
+            return kiln__err(KILN_ENOMEM, "out of memory");
+        }
+        if ((i = find_lib(rp)) >= 0) { /* loaded before under its full path */
+            st = repeat_status(i);
+            pthread_mutex_unlock(&g_lib_mu);
+            free(rp);
+            return st;
+        }
     }
     if (st) kiln__err(st, "plugin library %s: %s", path, msg);
     if (g_nlibs == g_cap_libs) {

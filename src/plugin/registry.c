@@ -488,6 +488,9 @@ void kiln_registry_dump(FILE *out, const char *filter) {
             fprintf(out, "  aot: %s%s%s\n", q->aot ? "yes" : "no", q->aot && q->aot_signature ? ", scalars " : "",
                     q->aot && q->aot_signature ? q->aot_signature : "");
         } else {
+            fprintf(out, "  formats: %s; tactics: %s\n",
+                    o->vt->supports_format ? "chosen by supports_format()" : "any type, LINEAR",
+                    o->vt->valid_tactics ? "from valid_tactics()" : "0");
             fprintf(out, "  aot: no\n");
         }
     }
