@@ -136,7 +136,9 @@ def kiln_time(kiln, name, model_path, feeds, threads, iters, warmup):
     wd = os.path.join(WORK, "%s_t%d" % (name, threads))
     os.makedirs(wd, exist_ok=True)
     eng = os.path.join(wd, "model.kiln")
-    rc, out, err = run([kiln, "build", model_path, "-o", eng, "--threads", str(threads)])
+    # Dynamic dims take the inputs' shapes (min = opt = max).
+    shapes = ",".join("%s:%s" % (k, "x".join(str(d) for d in v.shape)) for k, v in feeds.items())
+    rc, out, err = run([kiln, "build", model_path, "-o", eng, "--threads", str(threads), "--shapes", shapes])
     if rc:
         return None, None, "build failed: " + (err.strip().splitlines() or ["?"])[-1][:160]
     args = []
@@ -154,10 +156,11 @@ def kiln_time(kiln, name, model_path, feeds, threads, iters, warmup):
         outs[os.path.basename(f)[:-4]] = np.load(f)
     rc, out, err = run([kiln, "bench", eng, "--threads", str(threads), "--iterations", str(iters),
                         "--warmup", str(warmup)] + [])
-    m = re.search(r"median ([0-9.eE+-]+)", out)
+    m = re.search(r"latency (ms|us|s)\b.*?median ([0-9.eE+-]+)", out)
     if rc or not m:
         return None, outs, "bench failed: " + (err.strip().splitlines() or ["?"])[-1][:160]
-    return float(m.group(1)), outs, None
+    scale = {"s": 1e3, "ms": 1.0, "us": 1e-3}[m.group(1)]
+    return float(m.group(2)) * scale, outs, None
 
 
 def main():
