@@ -18,7 +18,7 @@ if(TARGET kiln_cli AND TARGET kiln_samples_ops)
     kiln_cli_test(cli_${verb}_help ${KC} ${verb} --help)
   endforeach()
   kiln_cli_test(cli_plugins ${KC} plugins --plugins ${KLIB} sample::)
-  set_tests_properties(cli_plugins PROPERTIES PASS_REGULAR_EXPRESSION "sample::circ_pad")
+  set_tests_properties(cli_plugins PROPERTIES PASS_REGULAR_EXPRESSION "sample::circ_pad v3 +\\(quick op")
   kiln_cli_test(cli_build_no_output ${EXPECT_FAIL} "kiln build: expected -o ENGINE"
                 ${KC} build --network circ_pad --plugins ${KLIB})
   kiln_cli_test(cli_build_bad_plugin ${EXPECT_FAIL} "kiln build: .*no_such_lib.so"
@@ -46,7 +46,8 @@ if(TARGET kiln_cli AND TARGET kiln_samples_ops)
                 ${KC} run ${KC_DIR}/circ_pad.kiln)
   set_tests_properties(cli_inspect_circ_pad cli_run_circ_pad cli_bench_circ_pad cli_run_circ_pad_debug
                        cli_run_missing_plugin PROPERTIES FIXTURES_REQUIRED cli_circ_pad)
-  set_tests_properties(cli_inspect_circ_pad PROPERTIES PASS_REGULAR_EXPRESSION "circ_pad")
+  set_tests_properties(cli_inspect_circ_pad PROPERTIES
+                       PASS_REGULAR_EXPRESSION "'pad_b' sample::circ_pad v2 +JIT +tactic [12]")
   set_tests_properties(cli_run_circ_pad PROPERTIES FIXTURES_SETUP cli_circ_pad_run)
   set_tests_properties(cli_run_circ_pad_compare cli_run_circ_pad_compare_mismatch PROPERTIES
                        FIXTURES_REQUIRED "cli_circ_pad;cli_circ_pad_run")
