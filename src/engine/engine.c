@@ -10,6 +10,7 @@
  */
 #include "kiln_int.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <sys/mman.h>
 
@@ -65,8 +66,16 @@ static const kiln__plugin_ref *find_ref(const kiln_engine *e, const char *ns, co
 }
 
 /* Plugins the engine carries (EMBED_PLUGINS): load those whose ops are not
- * registered yet.  Their constructors register the ops. */
+ * registered yet.  Their constructors register the ops.  Serialized, so two
+ * engines loading in parallel do not load one library twice. */
+static pthread_mutex_t g_embed_lock = PTHREAD_MUTEX_INITIALIZER;
+
 static int load_embedded(const kiln_engine *e) {
+    int need = 0;
+    for (int32_t i = 0; i < e->nplugins; i++) need |= e->plugins[i].so != NULL;
+    if (!need) return 0;
+    pthread_mutex_lock(&g_embed_lock);
+    int rc = 0;
     for (int32_t i = 0; i < e->nplugins; i++) {
         const kiln__plugin_ref *p = &e->plugins[i];
         if (!p->so || !p->so_size) continue;
@@ -75,12 +84,13 @@ static int load_embedded(const kiln_engine *e) {
         snprintf(what, sizeof what, "embedded plugin library for %s::%s v%d", p->ns, p->name,
                  (int)p->version);
         void *h = NULL;
-        int rc = kiln__so_load_bytes(p->so, (size_t)p->so_size, what, &h);
-        if (rc) return rc;
+        rc = kiln__so_load_bytes(p->so, (size_t)p->so_size, what, &h);
+        if (rc) break;
         /* The handle stays open for the life of the process: the ops it
          * registered point into it. */
     }
-    return 0;
+    pthread_mutex_unlock(&g_embed_lock);
+    return rc;
 }
 
 int kiln__engine_prepare(kiln_engine *e) {

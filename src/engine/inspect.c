@@ -92,10 +92,18 @@ static const char *tensor_str(const kiln_engine *e, int32_t t, char *buf, size_t
         return buf;
     }
     const kiln__etensor *et = &e->tensors[t];
-    char d[512];
+    char d[512], up[300] = "";
+    if (et->is_size && et->upper >= 0) {
+        sbuf b = {up, 0, sizeof up};
+        sb_printf(&b, " (size tensor, at most ");
+        print_node(e, et->upper, &b, 0);
+        sb_printf(&b, ")");
+    } else if (et->is_size) {
+        snprintf(up, sizeof up, " (size tensor)");
+    }
     snprintf(buf, n, "'%s' %s %s %s%s", et->name, kiln_dtype_name((kiln_dtype)et->dtype),
              kiln_format_name((kiln_format)et->format), dims_str(e, et, d, sizeof d),
-             et->alias_of >= 0 ? " (in place)" : et->is_size ? " (size tensor)" : "");
+             et->alias_of >= 0 ? " (in place)" : up);
     return buf;
 }
 
