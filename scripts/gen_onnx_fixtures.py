@@ -213,3 +213,15 @@ g = helper.make_graph(
     "sparse", [helper.make_tensor_value_info("x", F, [2, 3])],
     [helper.make_tensor_value_info("y", F, [2, 3])], sparse_initializer=[S])
 save(model(g), "sparse.onnx")
+
+# attrs: every attribute kind converted to a schema type (test::AllAttrs,
+# registered by tests/test_onnx.c), an absent optional input in the middle,
+# fewer outputs than the op declares, and the aot attribute.
+node = helper.make_node(
+    "AllAttrs", ["x", "", "x"], ["y"], name="all_attrs", domain="test",
+    i=-7, f=0.25, s="nearest", b=1, ints=[3, -1, 4], floats=[0.5, 1.5],
+    t=helper.make_tensor("tv", TensorProto.INT32, [2, 2], [1, 2, 3, 4]),
+    strs=["Sigmoid", "Tanh"], aot=1)
+g = helper.make_graph([node], "attrs", [helper.make_tensor_value_info("x", F, [4])],
+                      [helper.make_tensor_value_info("y", F, [4])])
+save(model(g, (("", 17), ("test", 1))), "attrs.onnx", check=False)

@@ -50,6 +50,39 @@ TEST_OP(op_twice1, "test.dom", "Twice", 1, twice_v1_impl)
 TEST_OP(op_twice2, "test.dom", "Twice", 2, twice_v2_impl)
 TEST_OP(op_twice4, "test.dom", "Twice", 4, twice_v4_impl)
 
+/* test::AllAttrs: one attribute of every schema type; y = x, z = x. */
+static int all_shape(kiln_shape_ctx *c) {
+    for (int k = 0; k < 2; k++) {
+        c->out[k] = c->in[0];
+        c->out[k].data = NULL;
+        c->out[k].nvalues = -1;
+    }
+    return 0;
+}
+static int all_impl(const kiln_call *c) {
+    size_t n = (size_t)kiln_tensor_numel(&c->in[0]) * sizeof(float);
+    if (c->in[1].data != NULL) return kiln_set_error(KILN_EINVAL, "input 1 should be absent");
+    memcpy(c->out[0].data, c->in[0].data, n);
+    memcpy(c->out[1].data, c->in[2].data, n);
+    return 0;
+}
+static const kiln_attr_def all_attrs[] = {
+    {"i", KILN_ATTR_INT, KILN_DTYPE_UNDEFINED, NULL, 0, NULL},
+    {"f", KILN_ATTR_FLOAT, KILN_DTYPE_UNDEFINED, NULL, 0, NULL},
+    {"s", KILN_ATTR_STRING, KILN_DTYPE_UNDEFINED, NULL, 0, NULL},
+    {"b", KILN_ATTR_BOOL, KILN_DTYPE_UNDEFINED, NULL, 0, NULL},
+    {"ints", KILN_ATTR_ARRAY, KILN_DTYPE_I64, NULL, 0, NULL},
+    {"floats", KILN_ATTR_ARRAY, KILN_DTYPE_F32, NULL, 0, NULL},
+    {"t", KILN_ATTR_TENSOR, KILN_DTYPE_UNDEFINED, NULL, 0, NULL},
+    {"strs", KILN_ATTR_STRING, KILN_DTYPE_UNDEFINED, NULL, 0, NULL},
+    {NULL, 0, 0, NULL, 0, NULL},
+};
+static const kiln_quick_op op_all_attrs = {
+    .ns = "test", .name = "AllAttrs", .version = 1, .min_inputs = 1, .max_inputs = 3,
+    .num_outputs = 2, .attrs = all_attrs, .shape = all_shape, .impl = all_impl,
+    .formats = (const kiln_combo[]){{"FP32", NULL, {0}}, {NULL, NULL, {0}}},
+};
+
 /* ------------------------------------------------------------ helpers */
 
 static kiln_engine *build(const kiln_network *net) {
@@ -414,6 +447,40 @@ TEST_IMPL(external_data) {
     kiln__free(buf);
 }
 
+TEST_IMPL(attribute_conversion) {
+    ASSERT_OK(kiln_register_quick_op(&op_all_attrs));
+    kiln_network *net = import_ok(FIX "attrs.onnx");
+    ASSERT_EQ(net->nlayers, 1);
+    const kiln_layer *l = net->layers[0];
+    ASSERT_STR_EQ(l->name, "all_attrs");
+    ASSERT_EQ(l->nin, 3);
+    ASSERT(l->in[0] >= 0);
+    ASSERT_EQ(l->in[1], -1); /* "" stays absent, in its position */
+    ASSERT(l->in[2] >= 0);
+    ASSERT_EQ(l->nout, 2);   /* padded to the op's output count */
+    ASSERT_EQ(l->aot, 1);
+    kiln_attrs a = kiln__attrset_view(&l->attrs);
+    ASSERT_EQ(kiln_attrs_int(&a, "i"), -7);
+    ASSERT_NEAR(kiln_attrs_float(&a, "f"), 0.25, 0);
+    ASSERT_STR_EQ(kiln_attrs_string(&a, "s"), "nearest");
+    ASSERT_EQ(kiln_attrs_get(&a, "b")->i, 1);
+    const int64_t *iv;
+    ASSERT_EQ(kiln_attrs_ints(&a, "ints", &iv), 3);
+    ASSERT_EQ(iv[0], 3);
+    ASSERT_EQ(iv[1], -1);
+    ASSERT_EQ(iv[2], 4);
+    const float *fv;
+    ASSERT_EQ(kiln_attrs_floats(&a, "floats", &fv), 2);
+    ASSERT_NEAR(fv[1], 1.5, 0);
+    const kiln_attr_value *t = kiln_attrs_get(&a, "t");
+    ASSERT(t->present);
+    ASSERT_EQ(t->elem, KILN_DTYPE_I32);
+    ASSERT_EQ(t->ndim, 2);
+    ASSERT_EQ(((const int32_t *)t->data)[3], 4);
+    ASSERT_STR_EQ(kiln_attrs_string(&a, "strs"), "Sigmoid,Tanh");
+    kiln_network_free(net);
+}
+
 TEST_IMPL(sparse_initializer_and_constant) {
     kiln_network *net = import_ok(FIX "sparse.onnx");
     kiln_engine *e = build(net);
@@ -483,5 +550,6 @@ TEST_LIST(TEST_ENTRY(read_tensor_typed), TEST_ENTRY(read_tensor_malformed),
           TEST_ENTRY(plugin_namespace_override), TEST_ENTRY(domain_as_namespace),
           TEST_ENTRY(if_constant_condition), TEST_ENTRY(if_outer_scope_layer_value),
           TEST_ENTRY(if_runtime_condition_unsupported), TEST_ENTRY(external_data),
-          TEST_ENTRY(sparse_initializer_and_constant), TEST_ENTRY(hostile_bytes),
+          TEST_ENTRY(attribute_conversion), TEST_ENTRY(sparse_initializer_and_constant),
+          TEST_ENTRY(hostile_bytes),
           TEST_ENTRY(deep_nesting))
