@@ -118,6 +118,7 @@ static int buggy_impl(const kiln_call *c) {
     float *y = c->out[0].data;
     int64_t n = kiln_tensor_numel(&c->out[0]);
     int64_t skip = kiln_attrs_int(c->attrs, "skip"), over = kiln_attrs_int(c->attrs, "overrun");
+    if (over < 0) return kiln_set_error(KILN_EKERNEL, "refusing to run (overrun %lld)", (long long)over);
     for (int64_t i = 0; i < n + over; i++)
         if (i != skip) y[i] = i < n ? x[i] * 2.0f : 0.0f;
     return 0;
@@ -595,6 +596,9 @@ TEST_IMPL(debug_mode) {
     ASSERT_CONTAINS(kiln_errmsg(), "layer 'bug1' (test::buggy v1) wrote past the end of output 'y'");
     /* without debug mode the unwritten element goes unnoticed */
     ASSERT_OK(run_buggy(17, 0, 0));
+    /* a kernel's own error, prefixed with the layer */
+    ASSERT_EQ(run_buggy(-1, -1, 0), KILN_EKERNEL);
+    ASSERT_CONTAINS(kiln_errmsg(), "layer 'bug1' (test::buggy v1): refusing to run (overrun -1)");
 }
 
 TEST_IMPL(profiling) {
