@@ -260,10 +260,13 @@ kiln_layer *kiln_network_add_layer(kiln_network *net, const char *op, int versio
         return NULL;
     }
     const kiln__op *o = kiln__registry_find(ns, name, version);
+    /* ONNX domains version by opset: an op defined at v1 serves every
+     * opset up to its next change, so take the highest version <= asked. */
+    if (!o && strncmp(ns, "ai.onnx", 7) == 0) o = kiln__registry_resolve(ns, name, version);
     if (!o) {
         char vers[256] = "";
         kiln__registry_versions(ns, name, vers, sizeof vers);
-        if (vers[0])
+        if (vers[0] && strcmp(vers, "none") != 0)
             kiln__err(KILN_ENOTFOUND,
                       "layer '%s': op '%s::%s' version %d is not registered (registered versions: %s)",
                       layer_name, ns, name, version, vers);
