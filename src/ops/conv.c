@@ -102,7 +102,26 @@ static int read_attrs(const kiln_attrs *a, int nsp, const int64_t *wk, int64_t *
     return 0;
 }
 
+static int conv_dims(kiln_shape_ctx *c, kiln_dtype out_type);
+
 static int conv_shape(kiln_shape_ctx *c) {
+    const kiln_desc *x = &c->in[0], *w = &c->in[1];
+    if (w->dtype != x->dtype || !kiln__ops2_is_float(x->dtype))
+        return kiln_set_error(KILN_ETYPE, "Conv: X and W must share a float type, found %s and %s",
+                              kiln_dtype_name(x->dtype), kiln_dtype_name(w->dtype));
+    return conv_dims(c, x->dtype);
+}
+
+static int is_int8(kiln_dtype t) { return t == KILN_DTYPE_U8 || t == KILN_DTYPE_I8; }
+
+static int convint_shape(kiln_shape_ctx *c) {
+    if (!is_int8(c->in[0].dtype) || !is_int8(c->in[1].dtype))
+        return kiln_set_error(KILN_ETYPE, "ConvInteger: x and w must be u8/i8, found %s and %s",
+                              kiln_dtype_name(c->in[0].dtype), kiln_dtype_name(c->in[1].dtype));
+    return conv_dims(c, KILN_DTYPE_I32);
+}
+
+static int conv_dims(kiln_shape_ctx *c, kiln_dtype out_type) {
     const kiln_desc *x = &c->in[0], *w = &c->in[1];
     if (x->ndim < 3 || x->ndim > 5)
         return kiln_set_error(KILN_ESHAPE, "Conv: X must have rank 3..5 (N, C, spatial...), found %d",
@@ -110,9 +129,6 @@ static int conv_shape(kiln_shape_ctx *c) {
     if (w->ndim != x->ndim)
         return kiln_set_error(KILN_ESHAPE, "Conv: W must have rank %d like X, found %d", x->ndim,
                               w->ndim);
-    if (w->dtype != x->dtype || !kiln__ops2_is_float(x->dtype))
-        return kiln_set_error(KILN_ETYPE, "Conv: X and W must share a float type, found %s and %s",
-                              kiln_dtype_name(x->dtype), kiln_dtype_name(w->dtype));
     int nsp = x->ndim - 2;
     int64_t wk[3], k[3], s[3], d[3], pb[3], pe[3];
     for (int i = 0; i < nsp; i++)
@@ -132,7 +148,7 @@ static int conv_shape(kiln_shape_ctx *c) {
         return kiln_set_error(KILN_ESHAPE, "Conv: %lld output channels not divisible by group %lld",
                               (long long)M, (long long)G);
     kiln_desc *y = &c->out[0];
-    y->dtype = x->dtype;
+    y->dtype = out_type;
     y->ndim = x->ndim;
     y->dims[0] = x->dims[0];
     y->dims[1] = w->dims[0];
@@ -592,6 +608,65 @@ static int conv_impl_f32(const kiln_call *c) {
 }
 
 static int conv_impl(const kiln_call *c) { return kiln__ops2_as_f32(c, conv_impl_f32); }
+
+/* ------------------------------------------------------------ ConvInteger */
+
+/* Exact int32 reference loops with zero points (x: per tensor, w: per
+ * tensor or per output channel). */
+static int convint_impl(const kiln_call *c) {
+    for (int i = 0; i < c->nin; i++)
+        if (c->in[i].data && !kiln__ops2_dense(&c->in[i]))
+            return kiln_set_error(KILN_EUNSUPPORTED, "ConvInteger: input %d is not dense", i);
+    geom g;
+    kiln_call c2 = *c;
+    c2.nin = 2; /* make_geom would read input 2 as a bias */
+    int rc = make_geom(&c2, &g);
+    if (rc) return rc;
+    const kiln_tensor *X = &c->in[0], *W = &c->in[1];
+    const kiln_tensor *zx = c->nin > 2 && c->in[2].data ? &c->in[2] : NULL;
+    const kiln_tensor *zw = c->nin > 3 && c->in[3].data ? &c->in[3] : NULL;
+    int64_t nzw = zw ? kiln_tensor_numel(zw) : 0;
+    if (zw && nzw != 1 && nzw != g.M)
+        return kiln_set_error(KILN_ESHAPE, "ConvInteger: w_zero_point has %lld elements, expected 1 "
+                              "or %lld", (long long)nzw, (long long)g.M);
+    int32_t x0 = zx ? (int32_t)kiln__ops2_geti(zx->data, zx->dtype, 0) : 0;
+    int32_t *y = c->out[0].data;
+    for (int64_t n = 0; n < g.N; n++)
+    for (int64_t m = 0; m < g.M; m++) {
+        int32_t w0 = zw ? (int32_t)kiln__ops2_geti(zw->data, zw->dtype, nzw == 1 ? 0 : m) : 0;
+        int64_t gi = m / g.Mg;
+        for (int64_t oz = 0; oz < g.o[0]; oz++)
+        for (int64_t oy = 0; oy < g.o[1]; oy++)
+        for (int64_t ox = 0; ox < g.o[2]; ox++) {
+            int32_t acc = 0;
+            for (int64_t ci = 0; ci < g.Cg; ci++)
+            for (int64_t kz = 0; kz < g.k[0]; kz++)
+            for (int64_t ky = 0; ky < g.k[1]; ky++)
+            for (int64_t kx = 0; kx < g.k[2]; kx++) {
+                int64_t iz = oz * g.s[0] - g.pb[0] + kz * g.d[0];
+                int64_t iy = oy * g.s[1] - g.pb[1] + ky * g.d[1];
+                int64_t ix = ox * g.s[2] - g.pb[2] + kx * g.d[2];
+                int32_t xv = x0; /* padding holds the zero point: contributes 0 */
+                if (iz >= 0 && iz < g.id[0] && iy >= 0 && iy < g.id[1] && ix >= 0 && ix < g.id[2])
+                    xv = (int32_t)kiln__ops2_geti(X->data, X->dtype,
+                        (((n * g.C + gi * g.Cg + ci) * g.id[0] + iz) * g.id[1] + iy) * g.id[2] + ix);
+                int32_t wv = (int32_t)kiln__ops2_geti(W->data, W->dtype,
+                    (((m * g.Cg + ci) * g.k[0] + kz) * g.k[1] + ky) * g.k[2] + kx);
+                acc += (xv - x0) * (wv - w0);
+            }
+            y[(((n * g.M + m) * g.o[0] + oz) * g.o[1] + oy) * g.o[2] + ox] = acc;
+        }
+    }
+    return 0;
+}
+
+static const kiln_quick_op convint_op = {
+    .ns = "ai.onnx", .name = "ConvInteger", .version = 10,
+    .min_inputs = 2, .max_inputs = 4, .num_outputs = 1,
+    .attrs = conv_attrs, .shape = convint_shape, .impl = convint_impl,
+    .doc = "u8/i8 convolution with zero points into i32 (exact reference loops)",
+};
+KILN_OP(convint_op)
 
 static const kiln_combo conv_formats[] = {
     {"FP32", NULL, {T_AUTO, T_GEMM, T_DIRECT, T_PADGEMM}},

@@ -119,17 +119,33 @@ static const kiln_quick_op gemm_op = {
 
 /* ------------------------------------------------------------ MatMul */
 
+static int matmul_dims(kiln_shape_ctx *c, kiln_dtype out_type);
+
 static int matmul_shape(kiln_shape_ctx *c) {
     const kiln_desc *a = &c->in[0], *b = &c->in[1];
-    if (a->ndim < 1 || b->ndim < 1)
-        return kiln_set_error(KILN_ESHAPE, "MatMul: operands must have rank >= 1, found %d and %d",
-                              a->ndim, b->ndim);
     if (a->dtype != b->dtype)
         return kiln_set_error(KILN_ETYPE, "MatMul: A is %s but B is %s",
                               kiln_dtype_name(a->dtype), kiln_dtype_name(b->dtype));
     if (!kiln__ops2_is_float(a->dtype))
         return kiln_set_error(KILN_EUNSUPPORTED, "MatMul: type %s not supported (float types only)",
                               kiln_dtype_name(a->dtype));
+    return matmul_dims(c, a->dtype);
+}
+
+static int is_int8(kiln_dtype t) { return t == KILN_DTYPE_U8 || t == KILN_DTYPE_I8; }
+
+static int matmulint_shape(kiln_shape_ctx *c) {
+    if (!is_int8(c->in[0].dtype) || !is_int8(c->in[1].dtype))
+        return kiln_set_error(KILN_ETYPE, "MatMulInteger: A and B must be u8/i8, found %s and %s",
+                              kiln_dtype_name(c->in[0].dtype), kiln_dtype_name(c->in[1].dtype));
+    return matmul_dims(c, KILN_DTYPE_I32);
+}
+
+static int matmul_dims(kiln_shape_ctx *c, kiln_dtype out_type) {
+    const kiln_desc *a = &c->in[0], *b = &c->in[1];
+    if (a->ndim < 1 || b->ndim < 1)
+        return kiln_set_error(KILN_ESHAPE, "MatMul: operands must have rank >= 1, found %d and %d",
+                              a->ndim, b->ndim);
     const kiln_expr *Ka = a->dims[a->ndim - 1];
     const kiln_expr *Kb = b->ndim == 1 ? b->dims[0] : b->dims[b->ndim - 2];
     int64_t v1, v2;
@@ -147,7 +163,7 @@ static int matmul_shape(kiln_shape_ctx *c) {
     if (a->ndim >= 2) out[n++] = a->dims[a->ndim - 2];
     if (b->ndim >= 2) out[n++] = b->dims[b->ndim - 1];
     if (n > KILN_MAX_DIMS) return kiln_set_error(KILN_ESHAPE, "MatMul: result rank %d too large", n);
-    c->out[0].dtype = a->dtype;
+    c->out[0].dtype = out_type;
     c->out[0].ndim = n;
     for (int i = 0; i < n; i++) c->out[0].dims[i] = out[i];
     return 0;
@@ -260,7 +276,75 @@ static const kiln_quick_op matmul_op = {
     .doc = "numpy matmul with batch broadcasting (packed AVX SGEMM)",
 };
 
+/* ------------------------------------------------------------ MatMulInteger */
+
+/* Integer reference path: exact int32 accumulation with zero points
+ * (per-tensor, per-row of A, per-column of B). */
+static int matmulint_impl(const kiln_call *c) {
+    const kiln_tensor *A = &c->in[0], *B = &c->in[1];
+    kiln_tensor *Y = &c->out[0];
+    if (!kiln__ops2_dense(A) || !kiln__ops2_dense(B) || !kiln__ops2_dense(Y))
+        return kiln_set_error(KILN_EUNSUPPORTED, "MatMulInteger: strided tensors not supported");
+    int64_t M = A->ndim >= 2 ? A->dims[A->ndim - 2] : 1, K = A->dims[A->ndim - 1];
+    int64_t N = B->ndim >= 2 ? B->dims[B->ndim - 1] : 1;
+    int64_t Kb = B->ndim >= 2 ? B->dims[B->ndim - 2] : B->dims[0];
+    if (Kb != K)
+        return kiln_set_error(KILN_ESHAPE, "MatMulInteger: A has K=%lld but B has K=%lld",
+                              (long long)K, (long long)Kb);
+    const kiln_tensor *za = c->nin > 2 && c->in[2].data ? &c->in[2] : NULL;
+    const kiln_tensor *zb = c->nin > 3 && c->in[3].data ? &c->in[3] : NULL;
+    int64_t nza = za ? kiln_tensor_numel(za) : 0, nzb = zb ? kiln_tensor_numel(zb) : 0;
+    if ((za && nza != 1 && nza != M) || (zb && nzb != 1 && nzb != N))
+        return kiln_set_error(KILN_ESHAPE, "MatMulInteger: zero points must be scalars or per "
+                              "row/column (%lld and %lld elements)", (long long)nza, (long long)nzb);
+    int ba = A->ndim > 2 ? A->ndim - 2 : 0, bb = B->ndim > 2 ? B->ndim - 2 : 0;
+    int nb = ba > bb ? ba : bb;
+    int64_t bd[KILN_MAX_DIMS], nbatch = 1;
+    for (int i = 0; i < nb; i++) {
+        int ia = i - (nb - ba), ib = i - (nb - bb);
+        int64_t da = ia >= 0 ? A->dims[ia] : 1, db = ib >= 0 ? B->dims[ib] : 1;
+        if (da != db && da != 1 && db != 1)
+            return kiln_set_error(KILN_ESHAPE, "MatMulInteger: batch dims %lld and %lld do not "
+                                  "broadcast", (long long)da, (long long)db);
+        bd[i] = da > db ? da : db;
+        nbatch *= bd[i];
+    }
+    int32_t *y = Y->data;
+    for (int64_t t = 0; t < nbatch; t++) {
+        int64_t rem = t, oa = 0, ob = 0, sa = 1, sb = 1;
+        for (int i = nb - 1; i >= 0; i--) {
+            int64_t ix = rem % bd[i];
+            rem /= bd[i];
+            int ia = i - (nb - ba), ib = i - (nb - bb);
+            if (ia >= 0) { oa += (A->dims[ia] == 1 ? 0 : ix) * sa; sa *= A->dims[ia]; }
+            if (ib >= 0) { ob += (B->dims[ib] == 1 ? 0 : ix) * sb; sb *= B->dims[ib]; }
+        }
+        for (int64_t i = 0; i < M; i++) {
+            int32_t a0 = za ? (int32_t)kiln__ops2_geti(za->data, za->dtype, nza == 1 ? 0 : i) : 0;
+            for (int64_t j = 0; j < N; j++) {
+                int32_t b0 = zb ? (int32_t)kiln__ops2_geti(zb->data, zb->dtype, nzb == 1 ? 0 : j) : 0;
+                int32_t s = 0;
+                for (int64_t k = 0; k < K; k++) {
+                    int32_t av = (int32_t)kiln__ops2_geti(A->data, A->dtype, oa * M * K + i * K + k);
+                    int32_t bv = (int32_t)kiln__ops2_geti(B->data, B->dtype, ob * K * N + k * N + j);
+                    s += (av - a0) * (bv - b0);
+                }
+                y[t * M * N + i * N + j] = s;
+            }
+        }
+    }
+    return 0;
+}
+
+static const kiln_quick_op matmulint_op = {
+    .ns = "ai.onnx", .name = "MatMulInteger", .version = 10,
+    .min_inputs = 2, .max_inputs = 4, .num_outputs = 1,
+    .shape = matmulint_shape, .impl = matmulint_impl,
+    .doc = "u8/i8 matmul with zero points into i32 (exact reference loops)",
+};
+
 __attribute__((constructor)) static void gemm_register(void) {
+    kiln_register_quick_op(&matmulint_op);
     /* 7: broadcast attribute dropped (C always broadcasts); 11: C optional */
     static const int gv[] = {1, 7, 11};
     kiln__ops2_register_versions(&gemm_op, gv, 3);

@@ -346,6 +346,53 @@ static int lpn_impl_f32(const kiln_call *c) {
 }
 static int lpn_impl(const kiln_call *c) { return kiln__ops2_as_f32(c, lpn_impl_f32); }
 
+/* ------------------------------------------------------------ LRN */
+
+static const kiln_attr_def lrn_attrs[] = {
+    {"alpha", KILN_ATTR_FLOAT, 0, "0.0001", 0, "scale of the squared sum"},
+    {"beta", KILN_ATTR_FLOAT, 0, "0.75", 0, "exponent"},
+    {"bias", KILN_ATTR_FLOAT, 0, "1.0", 0, "added before the power"},
+    {"size", KILN_ATTR_INT, 0, NULL, 1, "number of channels summed over"},
+    {NULL, 0, 0, NULL, 0, NULL},
+};
+
+static int lrn_impl_f32(const kiln_call *c) {
+    int rc = check_dense(c);
+    if (rc) return rc;
+    const kiln_tensor *X = &c->in[0];
+    if (X->ndim < 2) return kiln_set_error(KILN_ESHAPE, "LRN: X must have rank >= 2");
+    int64_t size = kiln_attrs_int(c->attrs, "size");
+    if (size < 1) return kiln_set_error(KILN_EATTR, "LRN: size must be >= 1, found %lld", (long long)size);
+    double alpha = kiln_attrs_float(c->attrs, "alpha"), beta = kiln_attrs_float(c->attrs, "beta");
+    double bias = kiln_attrs_float(c->attrs, "bias");
+    int64_t N = X->dims[0], C = X->dims[1], sp = 1;
+    for (int i = 2; i < X->ndim; i++) sp *= X->dims[i];
+    const int64_t lo = (size - 1) / 2, hi = size - 1 - lo; /* floor / ceil of (size-1)/2 */
+    const float *x = X->data;
+    float *y = c->out[0].data;
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t ch = 0; ch < C; ch++)
+            for (int64_t i = 0; i < sp; i++) {
+                double s = 0;
+                int64_t c0 = ch - lo < 0 ? 0 : ch - lo, c1 = ch + hi >= C ? C - 1 : ch + hi;
+                for (int64_t k = c0; k <= c1; k++) {
+                    double v = x[(n * C + k) * sp + i];
+                    s += v * v;
+                }
+                y[(n * C + ch) * sp + i] =
+                    (float)(x[(n * C + ch) * sp + i] / pow(bias + alpha / (double)size * s, beta));
+            }
+    return 0;
+}
+static int lrn_impl(const kiln_call *c) { return kiln__ops2_as_f32(c, lrn_impl_f32); }
+
+static const kiln_quick_op lrn_1 = {
+    .ns = "ai.onnx", .name = "LRN", .version = 1,
+    .min_inputs = 1, .max_inputs = 1, .num_outputs = 1,
+    .attrs = lrn_attrs, .shape = same_shape, .impl = lrn_impl,
+    .doc = "local response normalization across channels",
+};
+
 /* ------------------------------------------------------------ registration */
 
 static const kiln_quick_op bn_1 = {
@@ -401,4 +448,5 @@ __attribute__((constructor)) static void norm_register(void) {
     kiln_register_quick_op(&gn_21);
     kiln_register_quick_op(&ln_17);
     kiln_register_quick_op(&lpn_1);
+    kiln_register_quick_op(&lrn_1);
 }

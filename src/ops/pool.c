@@ -425,6 +425,124 @@ static int pool_run(const kiln_call *c, int kind, int global) {
     return 0;
 }
 
+/* ------------------------------------------------------------ MaxUnpool */
+
+static const kiln_attr_def unpool_attrs[] = {
+    {"kernel_shape", KILN_ATTR_ARRAY, KILN_DTYPE_I64, NULL, 1, "window size per spatial axis"},
+    {"pads", KILN_ATTR_ARRAY, KILN_DTYPE_I64, NULL, 0, "begin pads then end pads"},
+    {"strides", KILN_ATTR_ARRAY, KILN_DTYPE_I64, NULL, 0, "stride per spatial axis"},
+    {NULL, 0, 0, NULL, 0, NULL},
+};
+
+/* kernel, strides and total pads per spatial axis. */
+static int unpool_attrs_read(const kiln_attrs *a, int nsp, int64_t *k, int64_t *st, int64_t *pt) {
+    const int64_t *v;
+    int64_t n = kiln_attrs_ints(a, "kernel_shape", &v);
+    if (n != nsp)
+        return kiln_set_error(KILN_EATTR, "MaxUnpool: kernel_shape: expected %d values, found %lld",
+                              nsp, (long long)n);
+    for (int i = 0; i < nsp; i++) { k[i] = v[i]; st[i] = 1; pt[i] = 0; }
+    if ((n = kiln_attrs_ints(a, "strides", &v)) >= 0) {
+        if (n != nsp) return kiln_set_error(KILN_EATTR, "MaxUnpool: strides: expected %d values", nsp);
+        for (int i = 0; i < nsp; i++) st[i] = v[i];
+    }
+    if ((n = kiln_attrs_ints(a, "pads", &v)) >= 0) {
+        if (n != 2 * nsp) return kiln_set_error(KILN_EATTR, "MaxUnpool: pads: expected %d values", 2 * nsp);
+        for (int i = 0; i < nsp; i++) pt[i] = v[i] + v[nsp + i];
+    }
+    return 0;
+}
+
+static int unpool_shape(kiln_shape_ctx *c) {
+    const kiln_desc *x = &c->in[0];
+    if (x->ndim < 3 || x->ndim > 5)
+        return kiln_set_error(KILN_ESHAPE, "MaxUnpool: X must have rank 3..5, found %d", x->ndim);
+    if (c->in[1].dtype != KILN_DTYPE_I64)
+        return kiln_set_error(KILN_ETYPE, "MaxUnpool: I must be i64, found %s",
+                              kiln_dtype_name(c->in[1].dtype));
+    int nsp = x->ndim - 2;
+    kiln_desc *y = &c->out[0];
+    *y = *x;
+    y->data = NULL;
+    y->nvalues = -1;
+    if (c->nin > 2 && c->in[2].dtype != KILN_DTYPE_UNDEFINED) {
+        const kiln_desc *os = &c->in[2];
+        if (!os->data)
+            return kiln_set_error(KILN_EUNSUPPORTED, "MaxUnpool: output_shape must be a constant");
+        for (int i = 0; i < x->ndim; i++)
+            y->dims[i] = kiln_expr_const(c->x, kiln__ops2_geti(os->data, os->dtype, i));
+        return 0;
+    }
+    int64_t k[3], st[3], pt[3];
+    int rc = unpool_attrs_read(c->attrs, nsp, k, st, pt);
+    if (rc) return rc;
+    for (int i = 0; i < nsp; i++) {
+        /* (in - 1) * stride + kernel - pads */
+        const kiln_expr *e = kiln_expr_mul(c->x, kiln_expr_add(c->x, x->dims[2 + i], kiln_expr_const(c->x, -1)),
+                                           kiln_expr_const(c->x, st[i]));
+        y->dims[2 + i] = kiln_expr_add(c->x, e, kiln_expr_const(c->x, k[i] - pt[i]));
+    }
+    return 0;
+}
+
+static int unpool_impl_f32(const kiln_call *c) {
+    const kiln_tensor *X = &c->in[0], *I = &c->in[1];
+    kiln_tensor *Y = &c->out[0];
+    if (!kiln__ops2_dense(X) || !kiln__ops2_dense(I) || !kiln__ops2_dense(Y))
+        return kiln_set_error(KILN_EUNSUPPORTED, "MaxUnpool: strided tensors not supported");
+    int64_t n = kiln_tensor_numel(X), ny = kiln_tensor_numel(Y);
+    if (kiln_tensor_numel(I) != n)
+        return kiln_set_error(KILN_ESHAPE, "MaxUnpool: I has %lld elements, X has %lld",
+                              (long long)kiln_tensor_numel(I), (long long)n);
+    /* Indices refer to the default output shape (the MaxPool input); with
+     * a larger output_shape they keep their coordinates. */
+    int r = X->ndim, nsp = r - 2;
+    int64_t k[3], st[3], pt[3], def[KILN_MAX_DIMS];
+    int rc = unpool_attrs_read(c->attrs, nsp, k, st, pt);
+    if (rc) return rc;
+    def[0] = X->dims[0];
+    def[1] = X->dims[1];
+    int same = 1;
+    for (int i = 0; i < nsp; i++) {
+        def[2 + i] = (X->dims[2 + i] - 1) * st[i] + k[i] - pt[i];
+        same &= def[2 + i] == Y->dims[2 + i];
+    }
+    float *y = Y->data;
+    const float *x = X->data;
+    const int64_t *ind = I->data;
+    memset(y, 0, (size_t)ny * sizeof(float));
+    int64_t ndef = 1;
+    for (int i = 0; i < r; i++) ndef *= def[i];
+    for (int64_t i = 0; i < n; i++) {
+        int64_t idx = ind[i], out = idx;
+        if (idx < 0 || idx >= ndef)
+            return kiln_set_error(KILN_EINVAL, "MaxUnpool: index %lld at %lld outside the unpooled "
+                                  "tensor of %lld elements", (long long)idx, (long long)i, (long long)ndef);
+        if (!same) {
+            int64_t co[KILN_MAX_DIMS], rem = idx;
+            for (int d = r - 1; d >= 0; d--) { co[d] = rem % def[d]; rem /= def[d]; }
+            out = 0;
+            for (int d = 0; d < r; d++) {
+                if (co[d] >= Y->dims[d])
+                    return kiln_set_error(KILN_ESHAPE, "MaxUnpool: output_shape dim %d (%lld) smaller "
+                                          "than the unpooled %lld", d, (long long)Y->dims[d], (long long)def[d]);
+                out = out * Y->dims[d] + co[d];
+            }
+        }
+        y[out] = x[i];
+    }
+    return 0;
+}
+static int unpool_impl(const kiln_call *c) { return kiln__ops2_as_f32(c, unpool_impl_f32); }
+
+static const kiln_quick_op maxunpool_9 = {
+    .ns = "ai.onnx", .name = "MaxUnpool", .version = 9,
+    .min_inputs = 2, .max_inputs = 3, .num_outputs = 1,
+    .attrs = unpool_attrs, .shape = unpool_shape, .impl = unpool_impl,
+    .doc = "scatter pooled values back to the positions MaxPool's Indices name",
+};
+KILN_OP(maxunpool_9)
+
 #define POOL_IMPL(fname, kind, global)                                               \
     static int fname##_f32(const kiln_call *c) { return pool_run(c, kind, global); } \
     static int fname(const kiln_call *c) { return kiln__ops2_as_f32(c, fname##_f32); }
