@@ -434,6 +434,19 @@ TEST_IMPL(symbolic_shapes_profile) {
     ASSERT_EQ(kiln_build(net, cfg, &e, NULL), KILN_EPROFILE); /* N disagrees */
     ASSERT_CONTAINS(kiln_errmsg(), "'N'");
     ASSERT_OK(kiln_build_config_set_profile(cfg, "b", 2, mn, opt, mx));
+    /* a profile for something that is not an input is a typo: an error */
+    kiln_build_config *cfg2 = quiet_cfg();
+    ASSERT_OK(kiln_build_config_set_profile(cfg2, "a", 2, mn, opt, mx));
+    ASSERT_OK(kiln_build_config_set_profile(cfg2, "b", 2, mn, opt, mx));
+    ASSERT_OK(kiln_build_config_set_profile(cfg2, "s", 2, mn, opt, mx));
+    ASSERT_EQ(kiln_build(net, cfg2, &e, NULL), KILN_ENOTFOUND);
+    ASSERT_CONTAINS(kiln_errmsg(), "'s'");
+    ASSERT_CONTAINS(kiln_errmsg(), "inputs: 'a', 'b'");
+    kiln_build_config_free(cfg2);
+    /* bad profiles are rejected when set */
+    int64_t bad_min[2] = {4, 4};
+    ASSERT_EQ(kiln_build_config_set_profile(cfg, "a", 2, bad_min, opt, mx), KILN_EINVAL);
+    ASSERT_CONTAINS(kiln_errmsg(), "min <= opt <= max");
     kiln_build_stats st;
     ASSERT_OK(kiln_build(net, cfg, &e, &st));
     ASSERT_EQ(st.layers, 2);

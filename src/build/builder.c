@@ -1013,6 +1013,19 @@ int kiln_build(const kiln_network *net, const kiln_build_config *cfg, kiln_engin
         rc = kiln__err(KILN_EINVAL, "kiln_build: the network has no outputs (kiln_network_mark_output)");
         goto done;
     }
+    for (int i = 0; i < cfg->nprofiles; i++) {
+        int ti = kiln__network_find_tensor(net, cfg->profiles[i].input);
+        if (ti < 0 || net->tensors[ti].kind != KILN__T_INPUT) {
+            char names[512] = "";
+            for (int k = 0; k < net->ninputs; k++) {
+                size_t n = strlen(names);
+                snprintf(names + n, sizeof names - n, "%s'%s'", k ? ", " : "", net->tensors[net->inputs[k]].name);
+            }
+            rc = kiln__err(KILN_ENOTFOUND, "kiln_build: the config has a profile for '%s', which is not a network input "
+                           "(inputs: %s)", cfg->profiles[i].input, names[0] ? names : "none");
+            goto done;
+        }
+    }
     if (cfg->cache_path) kiln__tcache_load(b.tc, cfg->cache_path);
     rc = process_net(&b, net, NULL, NULL, "", 0);
     if (rc) goto done;
