@@ -844,6 +844,149 @@ TEST_IMPL(lstm) {
     for (int i = 0; i < 8; i++) if (i != 4) free(in[i].data);
 }
 
+/* ---- GRU ---------------------------------------------------------------------------------------------- */
+
+static void gru_attrs(kiln_layer *l, const void *ud) {
+    ASSERT_OK(kiln_layer_set_string(l, "direction", "reverse"));
+    ASSERT_OK(kiln_layer_set_int(l, "hidden_size", 4));
+    ASSERT_OK(kiln_layer_set_int(l, "linear_before_reset", *(const int *)ud));
+}
+
+TEST_IMPL(gru) {
+    const int64_t S = 3, B = 2, I = 5, H = 4;
+    for (int lbr = 0; lbr <= 1; lbr++) {
+        tio in[6] = {{"X", KILN_DTYPE_F32, 3, {S, B, I}},
+                     {"W", KILN_DTYPE_F32, 3, {1, 3 * H, I}, NULL, 1},
+                     {"R", KILN_DTYPE_F32, 3, {1, 3 * H, H}, NULL, 1},
+                     {"Bi", KILN_DTYPE_F32, 2, {1, 6 * H}, NULL, 1},
+                     {"", 0},
+                     {"h0", KILN_DTYPE_F32, 3, {1, B, H}}};
+        for (int i = 0; i < 6; i++) if (i != 4) in[i].data = rnd(numel(&in[i]), -1, 1);
+        float y[24], yh[8], ref[24], rh[8];
+        tio out[2] = {{"Y", KILN_DTYPE_F32, 4, {S, 1, B, H}, y}, {"Yh", KILN_DTYPE_F32, 3, {1, B, H}, yh}};
+        run_net("ai.onnx::GRU", 7, 6, in, 2, out, gru_attrs, &lbr, 0);
+        const float *x = in[0].data, *w = in[1].data, *r = in[2].data, *bi = in[3].data, *h0 = in[5].data;
+        for (int64_t b = 0; b < B; b++) {
+            double h[4];
+            for (int k = 0; k < H; k++) h[k] = h0[b * H + k];
+            for (int64_t t = S - 1; t >= 0; t--) {
+                double xw[12], hr[12];
+                for (int64_t j = 0; j < 3 * H; j++) {
+                    double s1 = bi[j], s2 = bi[3 * H + j];
+                    for (int64_t q = 0; q < I; q++) s1 += x[(t * B + b) * I + q] * w[j * I + q];
+                    for (int64_t q = 0; q < H; q++) s2 += h[q] * r[j * H + q];
+                    xw[j] = s1;
+                    hr[j] = s2;
+                }
+                double hn[4];
+                for (int k = 0; k < H; k++) {
+                    double z = sigm(xw[k] + hr[k]), rr = sigm(xw[H + k] + hr[H + k]), cand;
+                    if (lbr) {
+                        cand = tanh(xw[2 * H + k] + rr * hr[2 * H + k]);
+                    } else {
+                        double acc = bi[3 * H + 2 * H + k];
+                        for (int64_t q = 0; q < H; q++) {
+                            double rq = sigm(xw[H + q] + hr[H + q]);
+                            acc += rq * h[q] * r[(2 * H + k) * H + q];
+                        }
+                        cand = tanh(xw[2 * H + k] + acc);
+                    }
+                    hn[k] = (1 - z) * cand + z * h[k];
+                }
+                for (int k = 0; k < H; k++) {
+                    h[k] = hn[k];
+                    ref[(t * B + b) * H + k] = (float)hn[k];
+                }
+            }
+            for (int k = 0; k < H; k++) rh[b * H + k] = (float)h[k];
+        }
+        check_close("GRU Y", y, ref, S * B * H, 1e-5, 1e-4);
+        check_close("GRU Y_h", yh, rh, B * H, 1e-5, 1e-4);
+        for (int i = 0; i < 6; i++) if (i != 4) free(in[i].data);
+    }
+}
+
+/* ---- MatMulInteger, LRN, f64/f16 through the conversion wrapper --------------------------------- */
+
+TEST_IMPL(matmul_integer) {
+    uint8_t a[4 * 6], b[6 * 3];
+    for (int i = 0; i < 24; i++) a[i] = (uint8_t)(test_rand_u64(&g_seed) % 256);
+    for (int i = 0; i < 18; i++) b[i] = (uint8_t)(test_rand_u64(&g_seed) % 256);
+    uint8_t za = 12, zb[3] = {3, 200, 128};
+    tio in[4] = {{"A", KILN_DTYPE_U8, 2, {4, 6}, a}, {"B", KILN_DTYPE_U8, 2, {6, 3}, b, 1},
+                 {"za", KILN_DTYPE_U8, 0, {0}, &za, 1}, {"zb", KILN_DTYPE_U8, 1, {3}, zb, 1}};
+    int32_t y[12];
+    tio out = {"Y", KILN_DTYPE_I32, 2, {4, 3}, y};
+    run_net("ai.onnx::MatMulInteger", 10, 4, in, 1, &out, NULL, NULL, 0);
+    for (int i = 0; i < 4; i++)
+        for (int j = 0; j < 3; j++) {
+            int32_t s = 0;
+            for (int k = 0; k < 6; k++) s += (a[i * 6 + k] - za) * (b[k * 3 + j] - zb[j]);
+            ASSERT_EQ(y[i * 3 + j], s);
+        }
+}
+
+static void lrn_attrs(kiln_layer *l, const void *ud) {
+    (void)ud;
+    ASSERT_OK(kiln_layer_set_int(l, "size", 3));
+    ASSERT_OK(kiln_layer_set_float(l, "alpha", 0.02));
+    ASSERT_OK(kiln_layer_set_float(l, "beta", 0.6));
+    ASSERT_OK(kiln_layer_set_float(l, "bias", 1.5));
+}
+
+TEST_IMPL(lrn) {
+    tio in = {"X", KILN_DTYPE_F32, 4, {1, 5, 3, 2}};
+    in.data = rnd(30, -2, 2);
+    float y[30], ref[30];
+    tio out = {"Y", KILN_DTYPE_F32, 4, {1, 5, 3, 2}, y};
+    run_net("ai.onnx::LRN", 1, 1, &in, 1, &out, lrn_attrs, NULL, 0);
+    const float *x = in.data;
+    for (int c = 0; c < 5; c++)
+        for (int i = 0; i < 6; i++) {
+            double s = 0;
+            for (int k = c - 1; k <= c + 1; k++)
+                if (k >= 0 && k < 5) s += (double)x[k * 6 + i] * x[k * 6 + i];
+            ref[c * 6 + i] = (float)(x[c * 6 + i] / pow(1.5 + 0.02 / 3 * s, 0.6));
+        }
+    check_close("LRN", y, ref, 30, 1e-6, 1e-5);
+    free(in.data);
+}
+
+TEST_IMPL(other_dtypes) {
+    /* Gemm in f64 and Softmax in f16 run the f32 kernels through conversion */
+    double a[6 * 4], b[4 * 5], y[30], ref[30];
+    for (int i = 0; i < 24; i++) a[i] = test_randf(&g_seed, -1, 1);
+    for (int i = 0; i < 20; i++) b[i] = test_randf(&g_seed, -1, 1);
+    gemm_case g = {6, 5, 4, 0, 0, 1.0f, 1.0f, 0};
+    tio in[2] = {{"A", KILN_DTYPE_F64, 2, {6, 4}, a}, {"B", KILN_DTYPE_F64, 2, {4, 5}, b, 1}};
+    tio out = {"Y", KILN_DTYPE_F64, 2, {6, 5}, y};
+    run_net("ai.onnx::Gemm", 11, 2, in, 1, &out, gemm_attrs, &g, 0);
+    for (int i = 0; i < 6; i++)
+        for (int j = 0; j < 5; j++) {
+            double s = 0;
+            for (int k = 0; k < 4; k++) s += a[i * 4 + k] * b[k * 5 + j];
+            ref[i * 5 + j] = s;
+        }
+    for (int i = 0; i < 30; i++) ASSERT_NEAR(y[i], ref[i], 1e-5);
+    uint16_t h[16], hy[16];
+    float xf[16];
+    for (int i = 0; i < 16; i++) {
+        h[i] = kiln_f32_to_f16(test_randf(&g_seed, -3, 3));
+        xf[i] = kiln_f16_to_f32(h[i]);
+    }
+    tio hin = {"X", KILN_DTYPE_F16, 2, {2, 8}, h};
+    tio hout = {"Y", KILN_DTYPE_F16, 2, {2, 8}, hy};
+    int64_t axis = -1;
+    run_net("ai.onnx::Softmax", 13, 1, &hin, 1, &hout, axis_attr, &axis, 0);
+    for (int r = 0; r < 2; r++) {
+        double mx = -INFINITY, s = 0;
+        for (int i = 0; i < 8; i++) mx = fmax(mx, xf[r * 8 + i]);
+        for (int i = 0; i < 8; i++) s += exp(xf[r * 8 + i] - mx);
+        for (int i = 0; i < 8; i++)
+            ASSERT_NEAR(kiln_f16_to_f32(hy[r * 8 + i]), exp(xf[r * 8 + i] - mx) / s, 2e-3);
+    }
+}
+
 /* ---- errors ---------------------------------------------------------------------------------------- */
 
 TEST_IMPL(errors) {
@@ -868,4 +1011,5 @@ TEST_IMPL(errors) {
 TEST_LIST(TEST_ENTRY(gemm), TEST_ENTRY(matmul), TEST_ENTRY(conv), TEST_ENTRY(conv_transpose),
           TEST_ENTRY(pool), TEST_ENTRY(softmax), TEST_ENTRY(batchnorm), TEST_ENTRY(layernorm),
           TEST_ENTRY(instancenorm), TEST_ENTRY(pad), TEST_ENTRY(resize), TEST_ENTRY(lstm),
+          TEST_ENTRY(gru), TEST_ENTRY(matmul_integer), TEST_ENTRY(lrn), TEST_ENTRY(other_dtypes),
           TEST_ENTRY(errors))
