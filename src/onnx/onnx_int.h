@@ -18,14 +18,16 @@
 /* Largest file read into memory (model or tensor), and largest tensor. */
 #define KILN__ONNX_MAX_FILE ((size_t)1 << 34)
 
-/* A decoded tensor: row-major little-endian host data (kiln__malloc'd,
- * never NULL). */
+/* A decoded tensor: row-major little-endian host data, never NULL.
+ * borrowed = 1: data points into the TensorProto's raw_data (valid while
+ * the proto lives); else kiln__malloc'd. */
 typedef struct kiln__onnx_tensor {
     kiln_dtype dtype;
     int ndim;
     int64_t dims[KILN_MAX_DIMS];
     void *data;
     size_t bytes;
+    int borrowed;
 } kiln__onnx_tensor;
 
 /* Read a whole file (kiln__malloc'd; at least 1 byte allocated). */
@@ -37,7 +39,8 @@ int kiln__onnx_check_depth(const uint8_t *buf, size_t size);
 extern ProtobufCAllocator kiln__onnx_pb_alloc;
 
 /* Decode a TensorProto.  base_dir: folder for external data (NULL: external
- * data refused).  `where` names the tensor in messages. */
+ * data refused).  `where` names the tensor in messages.  raw_data with
+ * bytes > 0 is borrowed, not copied. */
 int kiln__onnx_tensor_decode(const Onnx__TensorProto *t, const char *base_dir,
                              const char *where, kiln__onnx_tensor *out);
 void kiln__onnx_tensor_free(kiln__onnx_tensor *t);

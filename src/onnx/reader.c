@@ -178,7 +178,7 @@ int kiln__onnx_numel(int ndim, const int64_t *dims, size_t elem, int64_t *numel,
 
 void kiln__onnx_tensor_free(kiln__onnx_tensor *t) {
     if (!t) return;
-    kiln__free(t->data);
+    if (!t->borrowed) kiln__free(t->data);
     t->data = NULL;
 }
 
@@ -330,6 +330,16 @@ int kiln__onnx_tensor_decode(const Onnx__TensorProto *t, const char *base_dir,
             return kiln__err(KILN_EFORMAT, "%s: %s holds %zu values, dims need %zu", where, field, have, n);
         }
     }
+    if (!external && t->has_raw_data && bytes > 0) {
+        /* Large weights: use raw_data in place (one copy less). */
+        out->dtype = dtype;
+        out->ndim = (int)t->n_dims;
+        for (size_t i = 0; i < t->n_dims; i++) out->dims[i] = t->dims[i];
+        out->data = t->raw_data.data;
+        out->bytes = bytes;
+        out->borrowed = 1;
+        return 0;
+    }
     if (!external) {
         d = kiln__malloc(bytes ? bytes : 1);
         if (!d) return kiln__err(KILN_ENOMEM, "%s: cannot allocate %zu bytes", where, bytes);
@@ -444,6 +454,13 @@ KILN_API int kiln_onnx_read_tensor(const char *pb_path, kiln_dtype *dtype, int *
     else snprintf(dir, sizeof dir, ".");
     kiln__onnx_tensor x;
     rc = kiln__onnx_tensor_decode(t, dir, where, &x);
+    if (!rc && x.borrowed) {
+        void *copy = kiln__malloc(x.bytes);
+        if (!copy) rc = kiln__err(KILN_ENOMEM, "%s: cannot allocate %zu bytes", where, x.bytes);
+        else memcpy(copy, x.data, x.bytes);
+        x.data = copy;
+        x.borrowed = 0;
+    }
     onnx__tensor_proto__free_unpacked(t, &kiln__onnx_pb_alloc);
     if (rc) return rc;
     *dtype = x.dtype;
