@@ -104,6 +104,12 @@ int kiln__b_run(builder *b, int li, const kiln_io_format *io, int tactic, const 
 uint64_t kiln__b_rand(builder *b);
 void kiln__b_strides(kiln_tensor *t);
 
+/* shape.c: passes 1-3 over a network (sub-networks: in_map/out_map bind
+ * their inputs/outputs to IR tensors, names get `prefix`). */
+int kiln__b_process_net(builder *b, const kiln_network *net, const int *in_map, const int *out_map,
+                        const char *prefix, int depth);
+void kiln__b_dead_code(builder *b);
+
 /* select.c */
 int kiln__b_select(builder *b);
 /* emit.c */
