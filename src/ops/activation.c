@@ -15,6 +15,12 @@
 
 #include <tgmath.h>
 
+/* Transcendental kernels are compute-bound: use the full AVX-512 width
+ * where the target has it (GCC defaults to 256-bit vectors). */
+#if defined(__AVX512F__) && defined(__GNUC__) && !defined(__clang__)
+#pragma GCC target("prefer-vector-width=512")
+#endif
+
 #pragma GCC diagnostic ignored "-Wtype-limits"
 #pragma GCC diagnostic ignored "-Wsign-compare"
 #pragma GCC diagnostic ignored "-Wunused-local-typedefs"
@@ -103,22 +109,39 @@ static inline float ftanh_f32(float x) {
     big = x < 0 ? -big : big;
     return ax < 0.3f ? small : x != x ? x : big;
 }
+/* erf: Taylor series below 0.5, else Abramowitz & Stegun 7.1.26 (abs error
+ * < 3e-7) */
+static inline float ferf_f32(float x) {
+    float ax = fabsf(x);
+    float t = 1.0f / (1.0f + 0.3275911f * ax);
+    float p = t * (0.254829592f + t * (-0.284496736f + t * (1.421413741f + t * (-1.453152027f + t * 1.061405429f))));
+    float r = 1.0f - p * fexp_f32(-ax * ax);
+    r = x < 0 ? -r : r;
+    /* near 0 the series keeps the relative error small */
+    float z = x * x;
+    float sm = x * (1.12837917f + z * (-0.376126389f + z * (0.112837917f + z * (-0.0268661706f +
+               z * (0.00522397762f + z * -0.000854832702f)))));
+    return ax < 0.5f ? sm : x != x ? x : r;
+}
 #define EXPF(v) _Generic((v), float: fexp_f32, default: exp)(v)
+#define ERFF(v) _Generic((v), float: ferf_f32, default: erf)(v)
+/* clamp to [0, 1] in the compute type (tgmath's fmax(0, x) would widen to double) */
+#define CLAMP01(v) ((v) < (ct_t)0 ? (ct_t)0 : (v) > (ct_t)1 ? (ct_t)1 : (v))
 #define TANHF(v) _Generic((v), float: ftanh_f32, default: tanh)(v)
 
 #define U_RELU(v) ((v) > 0 ? (v) : 0)
 #define U_LEAKY(v) ((v) >= 0 ? (v) : A * (v))
 #define U_SIGMOID(v) (1 / (1 + EXPF(-(v))))
-#define U_HSIGMOID(v) fmax(0, fmin(1, A * (v) + B))
-#define U_HSWISH(v) ((v) * fmax(0, fmin(1, (v) / 6 + (ct_t)0.5)))
+#define U_HSIGMOID(v) CLAMP01(A * (v) + B)
+#define U_HSWISH(v) ((v) * CLAMP01((v) * (ct_t)(1.0 / 6.0) + (ct_t)0.5))
 #define U_TANH(v) TANHF(v)
-#define U_GELU(v) ((ct_t)0.5 * (v) * (1 + erf((v) * (ct_t)0.70710678118654752440)))
+#define U_GELU(v) ((ct_t)0.5 * (v) * (1 + ERFF((v) * (ct_t)0.70710678118654752440)))
 #define U_GELUT(v)                                                            \
     ((ct_t)0.5 * (v) * (1 + TANHF((ct_t)0.79788456080286535588 * ((v) + (ct_t)0.044715 * (v) * (v) * (v)))))
-#define U_ERF(v) erf(v)
+#define U_ERF(v) ERFF(v)
 #define U_ELU(v) ((v) >= 0 ? (v) : A * (EXPF(v) - 1))
 #define U_SELU(v) ((v) > 0 ? G * (v) : G * (A * EXPF(v) - A))
-#define U_CELU(v) (fmax(0, v) + fmin(0, A * (exp((v) / A) - 1)))
+#define U_CELU(v) (((v) > 0 ? (v) : (ct_t)0) + ((v) > 0 ? (ct_t)0 : A * (EXPF((v) / A) - 1)))
 #define U_SOFTPLUS(v) ((v) > 0 ? (v) + log1p(exp(-(v))) : log1p(exp(v)))
 #define U_SOFTSIGN(v) ((v) / (1 + fabs(v)))
 #define U_MISH(v) ((v) * TANHF(U_SOFTPLUS(v)))

@@ -527,11 +527,30 @@ typedef void (*where_fn)(const uint8_t *cnd, int64_t sc, const void *x, int64_t 
                           const void *y_, int64_t sy, void *o_, int64_t n) {  \
         const T *x = x_, *y = y_;                                             \
         T *o = o_;                                                            \
-        if (sc == 1 && sx == 1 && sy == 1)                                    \
-            for (int64_t i = 0; i < n; i++) o[i] = cnd[i] ? x[i] : y[i];      \
-        else                                                                  \
-            for (int64_t i = 0; i < n; i++)                                   \
-                o[i] = cnd[i * sc] ? x[i * sx] : y[i * sy];                   \
+        /* both sides loaded unconditionally so the select vectorizes */    \
+        if (sc == 1 && sx == 1 && sy == 1) {                                  \
+            for (int64_t i = 0; i < n; i++) {                                 \
+                T a = x[i], b = y[i];                                         \
+                o[i] = cnd[i] ? a : b;                                        \
+            }                                                                 \
+        } else if (sc == 1 && sx == 1 && sy == 0) {                           \
+            const T b = y[0];                                                 \
+            for (int64_t i = 0; i < n; i++) {                                 \
+                T a = x[i];                                                   \
+                o[i] = cnd[i] ? a : b;                                        \
+            }                                                                 \
+        } else if (sc == 1 && sx == 0 && sy == 1) {                           \
+            const T a = x[0];                                                 \
+            for (int64_t i = 0; i < n; i++) {                                 \
+                T b = y[i];                                                   \
+                o[i] = cnd[i] ? a : b;                                        \
+            }                                                                 \
+        } else {                                                              \
+            for (int64_t i = 0; i < n; i++) {                                 \
+                T a = x[i * sx], b = y[i * sy];                               \
+                o[i] = cnd[i * sc] ? a : b;                                   \
+            }                                                                 \
+        }                                                                     \
     }
 WHERE_DEF(uint8_t)
 WHERE_DEF(uint16_t)
