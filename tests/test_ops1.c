@@ -622,6 +622,47 @@ TEST_IMPL(dynamic_range) {
     kiln_network_free(net);
 }
 
+static void gelu_tanh_attr(kiln_layer *l) { ASSERT_OK(kiln_layer_set_string(l, "approximate", "tanh")); }
+
+static double ref_softplus(double x) { return log1p(exp(x)); }
+
+/* Float32 activations (some computed with kiln's own vectorized exp/erf/
+ * tanh) against double-precision libm references, over a wide range. */
+TEST_IMPL(activation_accuracy) {
+    enum { N = 4096 };
+    static float X[N], Y[N];
+    fill_f32(X, N, -12, 12);
+    X[0] = 0; X[1] = 1e-6f; X[2] = -1e-6f; X[3] = 80; X[4] = -80; X[5] = 0.49f; X[6] = 0.51f;
+    struct { const char *op; int ver; attr_fn attrs; int kind; } cases[] = {
+        {"ai.onnx::Erf", 9, NULL, 0},      {"ai.onnx::Gelu", 20, NULL, 1},
+        {"ai.onnx::Gelu", 20, gelu_tanh_attr, 2}, {"ai.onnx::Tanh", 6, NULL, 3},
+        {"ai.onnx::Sigmoid", 6, NULL, 4},  {"ai.onnx::HardSwish", 14, NULL, 5},
+        {"ai.onnx::Softplus", 1, NULL, 6}, {"ai.onnx::Elu", 6, NULL, 7},
+        {"ai.onnx::Mish", 18, NULL, 8},
+    };
+    tio in = {"x", KILN_DTYPE_F32, 1, {N}, X}, out = {"y", KILN_DTYPE_F32, 1, {N}, Y};
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        ASSERT_OK(run1(cases[k].op, cases[k].ver, 1, &in, 1, &out, cases[k].attrs, 1));
+        for (int i = 0; i < N; i++) {
+            double x = X[i], r;
+            switch (cases[k].kind) {
+            case 0: r = erf(x); break;
+            case 1: r = 0.5 * x * (1 + erf(x / sqrt(2.0))); break;
+            case 2: r = 0.5 * x * (1 + tanh(sqrt(2 / M_PI) * (x + 0.044715 * x * x * x))); break;
+            case 3: r = tanh(x); break;
+            case 4: r = 1 / (1 + exp(-x)); break;
+            case 5: r = x * fmax(0, fmin(1, x / 6 + 0.5)); break;
+            case 6: r = ref_softplus(x); break;
+            case 7: r = x >= 0 ? x : exp(x) - 1; break;
+            default: r = x * tanh(ref_softplus(x)); break;
+            }
+            double tol = 2e-6 * fabs(r) + 1e-6;
+            if (!(fabs(Y[i] - r) <= tol))
+                TEST__FAIL("%s(%.9g) = %.9g, expected %.9g", cases[k].op, x, Y[i], r);
+        }
+    }
+}
+
 TEST_LIST(TEST_ENTRY(add_broadcast), TEST_ENTRY(mul_large_threaded), TEST_ENTRY(div_int_and_compare),
           TEST_ENTRY(where_and_sum_variadic), TEST_ENTRY(unary_float_and_f16),
           TEST_ENTRY(reduce_sum_max_mean), TEST_ENTRY(argmax), TEST_ENTRY(transpose),
@@ -630,4 +671,4 @@ TEST_LIST(TEST_ENTRY(add_broadcast), TEST_ENTRY(mul_large_threaded), TEST_ENTRY(
           TEST_ENTRY(nonzero_dds), TEST_ENTRY(cast_and_expand), TEST_ENTRY(einsum_batch_matmul),
           TEST_ENTRY(split_uneven), TEST_ENTRY(dynamic_shape_chain),
           TEST_ENTRY(topk_ties), TEST_ENTRY(errors_are_clear),
-          TEST_ENTRY(dynamic_range))
+          TEST_ENTRY(dynamic_range), TEST_ENTRY(activation_accuracy))
