@@ -11,12 +11,13 @@
  *   3 direct: per output row, axpy of shifted input rows (vectorizes over
  *             the output width); the dedicated path for depthwise convs.
  *             2-D (and 1-D) only; 3-D convs run the GEMM.
- *   4 padded GEMM: stride-1 2-D convs.  The input is copied once into a
- *             zero-padded buffer of width PW = W + pads; computed on a
- *             PW-wide output grid, B(k = (c, ky, kx), j) is then
- *             Xp[off(k) + j]: packing is a plain copy with no bounds tests.
- *             The junk columns of the grid are dropped when the result is
- *             compacted into Y.  Other convs fall back to tactic 2.
+ *   4 padded GEMM: 2-D convs.  The input is copied once into zero-padded
+ *             phase planes (space-to-depth by the stride); computed on an
+ *             output grid a few columns wider than Y, B(k = (c, ky, kx), j)
+ *             is then Xp[off(k) + j], which the AVX-512 micro-kernel reads
+ *             in place (no im2col, no packing of B).  The junk columns of
+ *             the grid are dropped when the result is compacted into Y.
+ *             3-D convs fall back to tactic 2.
  * Spatial dims are normalized to 3 (D, H, W) by prepending 1s.
  */
 #include "ops/ops2.h"
@@ -281,7 +282,12 @@ static void im2col_pack(const void *ud, int64_t k0, int64_t kc, int64_t n0, int6
     }
 }
 
-/* Geometry of the padded-GEMM tactic; 0 if it does not apply. */
+/* Geometry of the padded-GEMM tactic; 0 if it does not apply.  The input
+ * of each channel is split into sy*sx phase planes (space-to-depth):
+ * plane (phy, phx) row r, column q holds X[r*sy + phy - pt][q*sx + phx - pl]
+ * (zero outside), PH x PW each.  Tap (ky, kx) of output (oy, ox) is then
+ * plane ((ky*dy) % sy, (kx*dx) % sx) at row oy + ky*dy/sy, column
+ * ox + kx*dx/sx: linear in j = oy*PW + ox for every stride. */
 typedef struct padgeom {
     int64_t PH, PW, xp_floats, y_floats, off_count;
 } padgeom;
@@ -289,11 +295,13 @@ typedef struct padgeom {
                            (size_t)(pg).off_count * sizeof(int64_t) + 64)
 
 static int padgemm_geom(const geom *g, padgeom *pg) {
-    if (g->id[0] != 1 || g->k[0] != 1 || g->s[1] != 1 || g->s[2] != 1) return 0;
-    if (g->k[1] * g->k[2] == 1) return 0; /* pointwise: already a plain GEMM */
-    pg->PH = g->id[1] + g->pb[1] + g->pe[1];
-    pg->PW = g->id[2] + g->pb[2] + g->pe[2];
-    pg->xp_floats = g->Cg * pg->PH * pg->PW + (g->k[2] - 1) * g->d[2] + 64;
+    if (g->id[0] != 1 || g->k[0] != 1) return 0;
+    if (g->k[1] * g->k[2] == 1 && g->s[1] * g->s[2] == 1) return 0; /* already a plain GEMM */
+    if (g->s[1] > 4 || g->s[2] > 4) return 0;
+    const int64_t sy = g->s[1], sx = g->s[2];
+    pg->PH = g->o[1] + ((g->k[1] - 1) * g->d[1]) / sy;
+    pg->PW = g->o[2] + ((g->k[2] - 1) * g->d[2]) / sx;
+    pg->xp_floats = g->Cg * sy * sx * pg->PH * pg->PW + (g->k[2] - 1) * g->d[2] + 64;
     pg->xp_floats = (pg->xp_floats + 15) / 16 * 16;
     pg->y_floats = (g->Mg * g->o[1] * pg->PW + 15) / 16 * 16;
     pg->off_count = g->Cg * g->k[1] * g->k[2];
@@ -309,24 +317,38 @@ typedef struct padctx {
     float *y;
 } padctx;
 
+/* Phase planes [b, e) of the group: plane = (c * sy + phy) * sx + phx. */
 static void pad_channels(void *ud, int64_t b, int64_t e) {
     const padctx *p = ud;
     const geom *g = p->g;
     const int64_t IH = g->id[1], IW = g->id[2], PH = p->pg->PH, PW = p->pg->PW;
-    const int64_t pt = g->pb[1], pl = g->pb[2];
-    for (int64_t ch = b; ch < e; ch++) {
-        float *d = p->xp + ch * PH * PW;
+    const int64_t pt = g->pb[1], pl = g->pb[2], sy = g->s[1], sx = g->s[2];
+    for (int64_t pi = b; pi < e; pi++) {
+        int64_t phx = pi % sx, t = pi / sx, phy = t % sy, ch = t / sy;
+        float *d = p->xp + pi * PH * PW;
         const float *src = p->x + ch * IH * IW;
+        /* columns q with 0 <= q*sx + phx - pl < IW */
+        int64_t o = phx - pl;
+        int64_t qlo = o >= 0 ? 0 : (-o + sx - 1) / sx;
+        int64_t qhi = IW - 1 - o < 0 ? 0 : (IW - 1 - o) / sx + 1;
+        if (qhi > PW) qhi = PW;
+        if (qlo > qhi) qlo = qhi;
         for (int64_t r = 0; r < PH; r++) {
             float *dr = d + r * PW;
-            int64_t iy = r - pt;
+            int64_t iy = r * sy + phy - pt;
             if (iy < 0 || iy >= IH) {
                 memset(dr, 0, (size_t)PW * sizeof(float));
                 continue;
             }
-            memset(dr, 0, (size_t)pl * sizeof(float));
-            memcpy(dr + pl, src + iy * IW, (size_t)IW * sizeof(float));
-            memset(dr + pl + IW, 0, (size_t)(PW - pl - IW) * sizeof(float));
+            const float *sr = src + iy * IW + o;
+            memset(dr, 0, (size_t)qlo * sizeof(float));
+            if (sx == 1)
+                memcpy(dr + qlo, sr + qlo, (size_t)(qhi - qlo) * sizeof(float));
+            else if (sx == 2)
+                for (int64_t q = qlo; q < qhi; q++) dr[q] = sr[2 * q];
+            else
+                for (int64_t q = qlo; q < qhi; q++) dr[q] = sr[q * sx];
+            memset(dr + qhi, 0, (size_t)(PW - qhi) * sizeof(float));
         }
     }
 }
@@ -349,17 +371,21 @@ static int conv_padgemm(const kiln_call *c, const geom *g) {
     int64_t *off = (int64_t *)(yt + pg.y_floats);
     int64_t isp = g->id[1] * g->id[2], osp = g->o[1] * g->o[2];
     int64_t K = g->Cg * g->k[1] * g->k[2];
+    const int64_t sy = g->s[1], sx = g->s[2], planes = g->Cg * sy * sx;
     for (int64_t ci = 0, k = 0; ci < g->Cg; ci++)
         for (int64_t ky = 0; ky < g->k[1]; ky++)
-            for (int64_t kx = 0; kx < g->k[2]; kx++)
-                off[k++] = ci * pg.PH * pg.PW + ky * g->d[1] * pg.PW + kx * g->d[2];
-    memset(xp + g->Cg * pg.PH * pg.PW, 0, (size_t)(pg.xp_floats - g->Cg * pg.PH * pg.PW) * sizeof(float));
+            for (int64_t kx = 0; kx < g->k[2]; kx++) {
+                int64_t oy = ky * g->d[1], ox = kx * g->d[2];
+                int64_t plane = (ci * sy + oy % sy) * sx + ox % sx;
+                off[k++] = plane * pg.PH * pg.PW + (oy / sy) * pg.PW + ox / sx;
+            }
+    memset(xp + planes * pg.PH * pg.PW, 0, (size_t)(pg.xp_floats - planes * pg.PH * pg.PW) * sizeof(float));
     for (int64_t n = 0; n < g->N; n++)
         for (int64_t gi = 0; gi < g->G; gi++) {
             padctx p = {.g = g, .pg = &pg, .x = x + (n * g->C + gi * g->Cg) * isp, .xp = xp,
                         .yt = yt, .y = c->out[0].data};
             p.y = (float *)c->out[0].data + (n * g->M + gi * g->Mg) * osp;
-            kiln_exec_parallel_for(c->exec, g->Cg, 1, pad_channels, &p);
+            kiln_exec_parallel_for(c->exec, planes, 1, pad_channels, &p);
             kiln__gemm gm = {.M = g->Mg, .N = g->o[1] * pg.PW, .K = K, .a = w + gi * g->Mg * K,
                              .a_rs = K, .a_cs = 1, .alpha = 1.0f, .c = yt, .ldc = g->o[1] * pg.PW,
                              .bias_row = bias ? bias + gi * g->Mg : NULL, .b_shift = xp,
