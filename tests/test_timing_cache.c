@@ -7,6 +7,7 @@
 #include "build/build_int.h"
 #include "test.h"
 
+#include <pthread.h>
 #include <unistd.h>
 
 /* y = a + b with two tactics; counts its calls. */
@@ -223,4 +224,44 @@ TEST_IMPL(corrupt_and_foreign_files) {
     remove(g_path);
 }
 
-TEST_LIST(TEST_ENTRY(memory_cache), TEST_ENTRY(build_round_trip), TEST_ENTRY(corrupt_and_foreign_files))
+static void *build_thread(void *arg) {
+    kiln_network *net = arg;
+    kiln_build_config *cfg = kiln_build_config_create();
+    kiln_build_config_set_threads(cfg, 1);
+    kiln_build_config_set_timing_reps(cfg, 1);
+    if (kiln_build_config_set_timing_cache(cfg, g_path)) return (void *)1;
+    kiln_engine *e = NULL;
+    int rc = kiln_build(net, cfg, &e, NULL);
+    kiln_engine_free(e);
+    kiln_build_config_free(cfg);
+    return rc ? (void *)1 : NULL;
+}
+
+TEST_IMPL(concurrent_builds_share_a_file) {
+    make_path("conc");
+    kiln_network *a = make_net(48, 5, ""), *b = make_net(96, 6, "");
+    for (int round = 0; round < 3; round++) {
+        pthread_t t1, t2;
+        void *r1, *r2;
+        ASSERT_EQ(pthread_create(&t1, NULL, build_thread, a), 0);
+        ASSERT_EQ(pthread_create(&t2, NULL, build_thread, b), 0);
+        pthread_join(t1, &r1);
+        pthread_join(t2, &r2);
+        ASSERT(r1 == NULL && r2 == NULL);
+    }
+    /* the file is whole: one of the writers won, and it loads cleanly */
+    kiln__tcache *c = kiln__tcache_create();
+    g_log[0] = 0;
+    kiln_log_set(KILN_LOG_WARN, log_fn, NULL);
+    kiln__tcache_load(c, g_path);
+    kiln_log_set(KILN_LOG_WARN, NULL, NULL);
+    ASSERT_EQ(g_log[0], 0);
+    ASSERT(kiln__tcache_count(c) >= 3);
+    kiln__tcache_free(c);
+    kiln_network_free(a);
+    kiln_network_free(b);
+    remove(g_path);
+}
+
+TEST_LIST(TEST_ENTRY(memory_cache), TEST_ENTRY(build_round_trip), TEST_ENTRY(corrupt_and_foreign_files),
+          TEST_ENTRY(concurrent_builds_share_a_file))

@@ -10,7 +10,7 @@
  *   <ms as %.17g> <key>          (n lines; keys never hold newlines)
  * A file with another version or device signature, or one that does not
  * parse, is ignored with a WARN: timing is only ever slower, never wrong.
- * Writes go to "<path>.tmp.<pid>" then rename(), so a crash never leaves a
+ * Writes go to "<path>.tmp.<pid>.<n>" then rename(), so a crash never leaves a
  * truncated cache behind.
  */
 #include "build_int.h"
@@ -203,10 +203,12 @@ done:
 }
 
 int kiln__tcache_save(const kiln__tcache *c, const char *path) {
-    size_t n = strlen(path) + 32;
+    size_t n = strlen(path) + 48;
     char *tmp = kiln__malloc(n);
     if (!tmp) return kiln__err(KILN_ENOMEM, "timing cache: out of memory");
-    snprintf(tmp, n, "%s.tmp.%ld", path, (long)getpid());
+    /* pid + a process-wide counter: concurrent builds never share a temp file */
+    static _Atomic unsigned seq;
+    snprintf(tmp, n, "%s.tmp.%ld.%u", path, (long)getpid(), seq++);
     FILE *f = fopen(tmp, "wb");
     if (!f) {
         int rc = kiln__err(KILN_EIO, "timing cache: cannot create '%s': %s", tmp, strerror(errno));
