@@ -446,8 +446,14 @@ typedef struct direct {
  * off = kx*dx reads phase off % sx at column ox + off / sx.  Outputs are
  * computed 16 at a time in a vector register, summing all taps before one
  * store. */
-typedef float v16 __attribute__((vector_size(64)));
+#if defined(__AVX512F__)
 #define VW 16
+#elif defined(__AVX__)
+#define VW 8
+#else
+#define VW 4
+#endif
+typedef float v16 __attribute__((vector_size(VW * 4))); /* VW floats */
 
 typedef struct padded {
     int64_t PH, PWs, sx;  /* rows, floats per phase row, phases */
@@ -495,13 +501,13 @@ static void pad_plane(const geom *g, const float *x, float *dst, const padded *p
  * loaded once feeds every output row it is a tap row of. */
 #define DIRECT_MB 8 /* output channels per work unit (share the padded input) */
 
-static inline v16 load16(const float *p) {
+static inline __attribute__((always_inline)) v16 load16(const float *p) {
     v16 v;
     memcpy(&v, p, sizeof v);
     return v;
 }
 
-static inline void store16(float *y, v16 acc, int64_t nv, float bv, int first) {
+static inline __attribute__((always_inline)) void store16(float *y, v16 acc, int64_t nv, float bv, int first) {
     if (nv == VW) {
         v16 r = first ? acc + bv : acc + load16(y);
         memcpy(y, &r, sizeof r);
