@@ -9,12 +9,21 @@
  *   Hann      0.5 - 0.5 cos(2 pi n / N)
  *   Hamming   25/46 - 21/46 cos(2 pi n / N)
  *   Blackman  0.42 - 0.5 cos(2 pi n / N) + 0.08 cos(4 pi n / N)
+ *
+ * MelWeightMatrix (17): the [dft_length / 2 + 1, num_mel_bins] triangular
+ * filter bank mapping a spectrogram to mel bins, as the ONNX reference
+ * computes it (mel = 2595 log10(1 + f / 700); num_mel_bins + 2 edges spaced
+ * by (mel_hi - mel_lo) / (num_mel_bins + 2); bin = floor((dft_length + 1) f /
+ * sample_rate)).  num_mel_bins and dft_length must be known at build time.
  */
 #include "kiln/plugin.h"
 
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
+
+void *kiln__malloc(size_t n);
+void kiln__free(void *p);
 
 static const kiln_attr_def win_attrs[] = {
     {"output_datatype", KILN_ATTR_INT, KILN_DTYPE_UNDEFINED, "1", 0, "ONNX/kiln dtype of the output"},
@@ -87,3 +96,89 @@ static int blackman_impl(const kiln_call *c) { return win_run(c, 0.42, 0.5, 0.08
 WIN_OP(hann_17, "HannWindow", hann_impl)
 WIN_OP(hamming_17, "HammingWindow", hamming_impl)
 WIN_OP(blackman_17, "BlackmanWindow", blackman_impl)
+
+/* ------------------------------------------------------------ MelWeightMatrix */
+
+static const kiln_attr_def mel_attrs[] = {
+    {"output_datatype", KILN_ATTR_INT, KILN_DTYPE_UNDEFINED, "1", 0, "ONNX/kiln dtype of the output"},
+    {NULL, 0, 0, NULL, 0, NULL},
+};
+
+static const kiln_expr *mel_scalar(kiln_shape_ctx *c, int i) {
+    const kiln_desc *d = &c->in[i];
+    if (d->data)
+        return kiln_expr_const(c->x, d->dtype == KILN_DTYPE_I32 ? *(const int32_t *)d->data
+                                                                 : *(const int64_t *)d->data);
+    if (d->nvalues >= 1 && d->values[0]) return d->values[0];
+    return NULL;
+}
+
+static double mel_num(const kiln_tensor *t) {
+    switch (t->dtype) {
+    case KILN_DTYPE_I32: return *(const int32_t *)t->data;
+    case KILN_DTYPE_I64: return (double)*(const int64_t *)t->data;
+    case KILN_DTYPE_F32: return *(const float *)t->data;
+    case KILN_DTYPE_F64: return *(const double *)t->data;
+    case KILN_DTYPE_F16: return kiln_f16_to_f32(*(const uint16_t *)t->data);
+    default: return 0;
+    }
+}
+
+static int mel_shape(kiln_shape_ctx *c) {
+    for (int i = 0; i < 3; i++)
+        if ((c->in[i].dtype != KILN_DTYPE_I32 && c->in[i].dtype != KILN_DTYPE_I64) || c->in[i].ndim != 0)
+            return kiln_set_error(KILN_ETYPE, "MelWeightMatrix: input %d must be an int32/int64 scalar", i);
+    const kiln_expr *bins = mel_scalar(c, 0), *dftl = mel_scalar(c, 1);
+    if (!bins || !dftl)
+        return kiln_set_error(KILN_EUNSUPPORTED, "MelWeightMatrix: num_mel_bins and dft_length must be known "
+                              "when the engine is built");
+    int64_t dt = kiln_attrs_int(c->attrs, "output_datatype");
+    if (dt != KILN_DTYPE_F32 && dt != KILN_DTYPE_F64 && dt != KILN_DTYPE_F16 && dt != KILN_DTYPE_BF16)
+        return kiln_set_error(KILN_EUNSUPPORTED, "MelWeightMatrix: output_datatype %lld is not a float type",
+                              (long long)dt);
+    c->out[0].dtype = (kiln_dtype)dt;
+    c->out[0].ndim = 2;
+    c->out[0].dims[0] = kiln_expr_add(c->x, kiln_expr_floordiv(c->x, dftl, kiln_expr_const(c->x, 2)),
+                                      kiln_expr_const(c->x, 1));
+    c->out[0].dims[1] = bins;
+    return 0;
+}
+
+static int mel_impl(const kiln_call *c) {
+    kiln_tensor *y = &c->out[0];
+    int64_t nspec = y->dims[0], nmel = y->dims[1];
+    double dftl = mel_num(&c->in[1]), sr = mel_num(&c->in[2]);
+    double lo = mel_num(&c->in[3]), hi = mel_num(&c->in[4]);
+    if (sr <= 0) return kiln_set_error(KILN_EINVAL, "MelWeightMatrix: sample_rate %g (expected > 0)", sr);
+    for (int64_t i = 0; i < nspec * nmel; i++) win_st(y, i, 0);
+    double mlo = 2595 * log10(1 + lo / 700), mhi = 2595 * log10(1 + hi / 700);
+    double step = (mhi - mlo) / (double)(nmel + 2);
+    int64_t *edges = kiln__malloc((size_t)(nmel + 2) * sizeof *edges);
+    if (!edges) return kiln_set_error(KILN_ENOMEM, "MelWeightMatrix: out of memory for %lld bins", (long long)nmel);
+    for (int64_t i = 0; i < nmel + 2; i++) {
+        double f = 700 * (pow(10, (i * step + mlo) / 2595) - 1);
+        edges[i] = (int64_t)floor((dftl + 1) * f / sr);
+    }
+    for (int64_t i = 0; i < nmel; i++) {
+        int64_t l = edges[i], m = edges[i + 1], r = edges[i + 2];
+        if (m - l == 0) {
+            if (m >= 0 && m < nspec) win_st(y, m * nmel + i, 1);
+        } else {
+            for (int64_t j = l; j <= m; j++)
+                if (j >= 0 && j < nspec) win_st(y, j * nmel + i, (double)(j - l) / (double)(m - l));
+        }
+        if (r - m > 0)
+            for (int64_t j = m; j < r; j++)
+                if (j >= 0 && j < nspec) win_st(y, j * nmel + i, (double)(r - j) / (double)(r - m));
+    }
+    kiln__free(edges);
+    return 0;
+}
+
+static const kiln_quick_op mel_17 = {
+    .ns = "ai.onnx", .name = "MelWeightMatrix", .version = 17,
+    .min_inputs = 5, .max_inputs = 5, .num_outputs = 1,
+    .attrs = mel_attrs, .shape = mel_shape, .impl = mel_impl,
+    .doc = "mel filter bank matrix [dft_length / 2 + 1, num_mel_bins]",
+};
+KILN_OP(mel_17)
