@@ -33,7 +33,9 @@
 #define NR 8
 #endif
 
+#ifndef KC
 #define KC 256
+#endif
 #define MC (MR * 12)
 #define NC 2048
 
@@ -84,7 +86,22 @@ static void pack_a(const kiln__gemm *g, int64_t i0, int64_t mc, int64_t k0, int6
         int mr = (int)(mc - s < MR ? mc - s : MR);
         float *d = dst + s * kc;
         const float *a = g->a + (i0 + s) * g->a_rs + k0 * g->a_cs;
-        if (g->a_cs == 1) {
+        if (g->a_cs == 1 && mr == MR) {
+            /* 8 columns at a time: 8 contiguous reads per row, then MR-wide
+             * contiguous writes (an 8 x MR transpose through registers) */
+            int64_t k = 0;
+            for (; k + 8 <= kc; k += 8) {
+                float t[MR][8];
+                for (int i = 0; i < MR; i++) {
+                    const float *ar = a + i * g->a_rs + k;
+                    for (int q = 0; q < 8; q++) t[i][q] = ar[q];
+                }
+                for (int q = 0; q < 8; q++)
+                    for (int i = 0; i < MR; i++) d[(k + q) * MR + i] = alpha * t[i][q];
+            }
+            for (; k < kc; k++)
+                for (int i = 0; i < MR; i++) d[k * MR + i] = alpha * a[i * g->a_rs + k];
+        } else if (g->a_cs == 1) {
             for (int i = 0; i < mr; i++) {
                 const float *ar = a + i * g->a_rs;
                 for (int64_t k = 0; k < kc; k++) d[k * MR + i] = alpha * ar[k];
