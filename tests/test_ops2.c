@@ -1006,6 +1006,34 @@ TEST_IMPL(errors) {
     ASSERT_CONTAINS(kiln_errmsg(), "channels");
     kiln_build_config_free(cfg);
     kiln_network_free(net);
+
+    /* Pad with pads of the wrong length; Gemm with mismatched inner dims */
+    net = kiln_network_create();
+    int64_t xd2[2] = {3, 4}, pd[1] = {3}, pads[3] = {1, 1, 1}, bd[2] = {5, 2};
+    float bw[10] = {0};
+    ASSERT_OK(kiln_network_add_input(net, "X", KILN_DTYPE_F32, 2, xd2, NULL));
+    ASSERT_OK(kiln_network_add_constant(net, "P", KILN_DTYPE_I64, 1, pd, pads));
+    ASSERT_OK(kiln_network_add_constant(net, "Bm", KILN_DTYPE_F32, 2, bd, bw));
+    const char *pin[2] = {"X", "P"}, *pout[1] = {"Y"};
+    ASSERT(kiln_network_add_layer(net, "ai.onnx::Pad", 11, "badpad", 2, pin, 1, pout));
+    ASSERT_OK(kiln_network_mark_output(net, "Y"));
+    cfg = kiln_build_config_create();
+    rc = kiln_build(net, cfg, &e, NULL);
+    ASSERT(rc < 0);
+    ASSERT_CONTAINS(kiln_errmsg(), "pads");
+    kiln_network_free(net);
+
+    net = kiln_network_create();
+    ASSERT_OK(kiln_network_add_input(net, "X", KILN_DTYPE_F32, 2, xd2, NULL));
+    ASSERT_OK(kiln_network_add_constant(net, "Bm", KILN_DTYPE_F32, 2, bd, bw));
+    const char *gin[2] = {"X", "Bm"}, *gout[1] = {"Y"};
+    ASSERT(kiln_network_add_layer(net, "ai.onnx::Gemm", 11, "badgemm", 2, gin, 1, gout));
+    ASSERT_OK(kiln_network_mark_output(net, "Y"));
+    rc = kiln_build(net, cfg, &e, NULL);
+    ASSERT(rc < 0);
+    ASSERT_CONTAINS(kiln_errmsg(), "K=4");
+    kiln_build_config_free(cfg);
+    kiln_network_free(net);
 }
 
 TEST_LIST(TEST_ENTRY(gemm), TEST_ENTRY(matmul), TEST_ENTRY(conv), TEST_ENTRY(conv_transpose),
