@@ -978,6 +978,19 @@ TEST_IMPL(other_dtypes) {
     tio hout = {"Y", KILN_DTYPE_F16, 2, {2, 8}, hy};
     int64_t axis = -1;
     run_net("ai.onnx::Softmax", 13, 1, &hin, 1, &hout, axis_attr, &axis, 0);
+    /* Conv in f16 (its own format combination) */
+    {
+        uint16_t cx[2 * 6 * 6], cw[3 * 2 * 3 * 3], cy[3 * 6 * 6];
+        float fx[72], fw[54], ref2[108];
+        for (int i = 0; i < 72; i++) { cx[i] = kiln_f32_to_f16(test_randf(&g_seed, -1, 1)); fx[i] = kiln_f16_to_f32(cx[i]); }
+        for (int i = 0; i < 54; i++) { cw[i] = kiln_f32_to_f16(test_randf(&g_seed, -1, 1)); fw[i] = kiln_f16_to_f32(cw[i]); }
+        conv_case cc = {2, 1, 2, 3, 1, {6, 6}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 0};
+        tio cin[2] = {{"X", KILN_DTYPE_F16, 4, {1, 2, 6, 6}, cx}, {"W", KILN_DTYPE_F16, 4, {3, 2, 3, 3}, cw, 1}};
+        tio cout_ = {"Y", KILN_DTYPE_F16, 4, {1, 3, 6, 6}, cy};
+        run_net("ai.onnx::Conv", 1, 2, cin, 1, &cout_, conv_attrs, &cc, 0);
+        conv_ref(&cc, fx, fw, NULL, ref2);
+        for (int i = 0; i < 108; i++) ASSERT_NEAR(kiln_f16_to_f32(cy[i]), ref2[i], 1e-2 + 1e-3 * fabs(ref2[i]));
+    }
     for (int r = 0; r < 2; r++) {
         double mx = -INFINITY, s = 0;
         for (int i = 0; i < 8; i++) mx = fmax(mx, xf[r * 8 + i]);
