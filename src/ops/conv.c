@@ -400,6 +400,7 @@ static size_t conv_ws(const kiln_call *c) {
     geom g;
     padgeom pg;
     if (c->nin < 2 || c->in[0].ndim < 3 || c->in[0].ndim != c->in[1].ndim) return 0;
+    if (c->tactic == T_GEMM || c->tactic == T_DIRECT) return 0; /* only tactic 4 (or auto) uses it */
     if (make_geom(c, &g) || !padgemm_geom(&g, &pg)) return 0;
     return PADGEMM_BYTES(pg);
 }
