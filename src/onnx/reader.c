@@ -493,6 +493,10 @@ int kiln__onnx_sparse_decode(const Onnx__SparseTensorProto *sp, const char *base
     rc = kiln__onnx_numel(rank, sp->dims, es, &numel, &bytes, where);
     if (!rc && nnz < 0)
         rc = kiln__err(KILN_EFORMAT, "%s: sparse values must be 1-D", where);
+    /* A tiny file may describe a huge dense tensor: cap what we densify. */
+    if (!rc && bytes > ((size_t)1 << 30))
+        rc = kiln__err(KILN_EUNSUPPORTED, "%s: sparse tensor densifies to %zu bytes (limit 1 GiB)", where,
+                       bytes);
     /* indices: [NNZ] linear or [NNZ, rank] coordinates, int64 */
     int linear = ix.ndim == 1;
     if (!rc && (ix.dtype != KILN_DTYPE_I64 || !(linear ? ix.dims[0] == nnz
