@@ -276,6 +276,10 @@ static int resize_shape_common(kiln_shape_ctx *c, int flavour) {
 
 /* ------------------------------------------------------------ taps */
 
+/* Source coordinate of output index o along axis ax, in double precision
+ * with float32 scales, like the ONNX reference.  The roi start term is a
+ * float32 product there (roi is a float32 tensor); reproduce it so that
+ * nearest rounding at exact .5 ties agrees. */
 static double to_source(const rparams *p, int ax, int64_t o, int64_t in, int64_t out_int) {
     double s = p->scale[ax], x = (double)o;
     /* With scales, the resized length in the formulas is in * scale (not
@@ -289,8 +293,9 @@ static double to_source(const rparams *p, int ax, int64_t o, int64_t in, int64_t
     case CT_TF_HALF_PIXEL_FOR_NN: return (x + 0.5) / s;
     case CT_TF_CROP_AND_RESIZE: {
         double st = p->roi_s[ax], en = p->roi_e[ax];
-        if (out > 1) return st * (in - 1) + x * (en - st) * (in - 1) / (out - 1);
-        return 0.5 * (st + en) * (in - 1);
+        double start = (double)((float)st * (float)(in - 1));
+        if (out > 1) return start + x * (double)((float)en - (float)st) * (double)(in - 1) / (out - 1);
+        return start + (double)((float)en - (float)st) * (double)(in - 1) / 2;
     }
     case CT_HALF_PIXEL_SYMMETRIC: {
         double ow = s * (double)in, adj = (double)out_int / ow;
