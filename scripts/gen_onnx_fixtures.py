@@ -225,3 +225,18 @@ node = helper.make_node(
 g = helper.make_graph([node], "attrs", [helper.make_tensor_value_info("x", F, [4])],
                       [helper.make_tensor_value_info("y", F, [4])])
 save(model(g, (("", 17), ("test", 1))), "attrs.onnx", check=False)
+
+# If with a runtime condition whose branches produce different shapes:
+# then x + W ([2, 3]), else a constant [3] -> kiln cannot run both.
+then_g = helper.make_graph([helper.make_node("Add", ["x", "W"], ["ta"], name="then_add")],
+                           "then", [], [helper.make_tensor_value_info("ta", F, [2, 3])])
+else_g = helper.make_graph([helper.make_node("Constant", [], ["eb"],
+                                             value=helper.make_tensor("ev", F, [3], [7.0, 8.0, 9.0]))],
+                           "else", [], [helper.make_tensor_value_info("eb", F, [3])])
+g = helper.make_graph(
+    [helper.make_node("If", ["cond"], ["y"], name="if_mismatch", then_branch=then_g, else_branch=else_g)],
+    "if_runtime_mismatch", [helper.make_tensor_value_info("x", F, [2, 3]),
+                            helper.make_tensor_value_info("cond", TensorProto.BOOL, [])],
+    [helper.make_tensor_value_info("y", F, None)],
+    [helper.make_tensor("W", F, [3], [1.0, 2.0, 3.0])])
+save(model(g), "if_runtime_mismatch.onnx", check=False)

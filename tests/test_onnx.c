@@ -404,13 +404,39 @@ TEST_IMPL(if_outer_scope_layer_value) {
     kiln_engine_free(e);
 }
 
-TEST_IMPL(if_runtime_condition_unsupported) {
+/* Runtime condition: both branches run, kiln::if_select picks. */
+TEST_IMPL(if_runtime_condition) {
     kiln_network *net = import_ok(FIX "if_runtime.onnx");
+    kiln_engine *e = build(net);
+    kiln_network_free(net);
+    for (int cv = 0; cv < 2; cv++) {
+        float x[6], y[6];
+        randf(x, 6);
+        uint8_t cond = (uint8_t)cv;
+        kiln_context *ctx = NULL;
+        ASSERT_OK(kiln_context_create(e, 1, &ctx));
+        ASSERT_OK(kiln_context_bind(ctx, "x", x, sizeof x));
+        ASSERT_OK(kiln_context_bind(ctx, "cond", &cond, 1));
+        memset(y, 0xff, sizeof y);
+        ASSERT_OK(kiln_context_bind(ctx, "y", y, sizeof y));
+        ASSERT_OK(kiln_context_run(ctx));
+        for (int i = 0; i < 6; i++)
+            ASSERT_NEAR(y[i], x[i] + (cv ? 1.0f : -1.0f) * (1.0f + (float)(i % 3)), 1e-6);
+        kiln_context_free(ctx);
+    }
+    kiln_engine_free(e);
+}
+
+/* Runtime condition, branches of different shapes: a clear build error. */
+TEST_IMPL(if_runtime_condition_shape_mismatch) {
+    kiln_network *net = import_ok(FIX "if_runtime_mismatch.onnx");
     kiln_build_config *cfg = kiln_build_config_create();
     kiln_build_config_set_flags(cfg, KILN_BUILD_NO_TIMING);
     kiln_engine *e = NULL;
     ASSERT_EQ(kiln_build(net, cfg, &e, NULL), KILN_EUNSUPPORTED);
-    ASSERT_CONTAINS(kiln_errmsg(), "run time");
+    ASSERT_CONTAINS(kiln_errmsg(), "if_mismatch");
+    ASSERT_CONTAINS(kiln_errmsg(), "[2, 3]");
+    ASSERT_CONTAINS(kiln_errmsg(), "needs equal shapes");
     ASSERT(e == NULL);
     kiln_build_config_free(cfg);
     kiln_network_free(net);
@@ -549,7 +575,8 @@ TEST_LIST(TEST_ENTRY(read_tensor_typed), TEST_ENTRY(read_tensor_malformed),
           TEST_ENTRY(unsupported_lists_every_node), TEST_ENTRY(attribute_not_in_schema),
           TEST_ENTRY(plugin_namespace_override), TEST_ENTRY(domain_as_namespace),
           TEST_ENTRY(if_constant_condition), TEST_ENTRY(if_outer_scope_layer_value),
-          TEST_ENTRY(if_runtime_condition_unsupported), TEST_ENTRY(external_data),
+          TEST_ENTRY(if_runtime_condition), TEST_ENTRY(if_runtime_condition_shape_mismatch),
+          TEST_ENTRY(external_data),
           TEST_ENTRY(attribute_conversion), TEST_ENTRY(sparse_initializer_and_constant),
           TEST_ENTRY(hostile_bytes),
           TEST_ENTRY(deep_nesting))

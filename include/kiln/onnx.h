@@ -35,8 +35,14 @@
  *     inputs are its ONNX inputs followed by the outer-scope names used by
  *     any of its subgraphs (sorted by first use, the same list for every
  *     graph attribute of the node); each subgraph network's inputs are its
- *     own ONNX inputs (If: none) followed by that same list.  Ops with graph
- *     attributes therefore receive outer values as trailing inputs.
+ *     own ONNX inputs (If: a placeholder for the condition) followed by that
+ *     same list.  Ops with graph attributes therefore receive outer values
+ *     as trailing inputs.
+ *   - If: the taken branch is inlined when the condition is known at build
+ *     time.  The importer also gives each If (outer three nesting levels) a
+ *     `both` graph -- both branches plus a kiln::if_select per output -- so
+ *     that a condition known only at run time works when both branches
+ *     produce the same dtypes and shapes (both branches then run).
  *   - absent optional inputs ("") stay absent, in their position.
  *
  * Errors: every function returns 0 or a negative KILN_E* code and leaves a

@@ -623,6 +623,78 @@ static int add_extra_input(kiln_network *net, const extra *e) {
     return kiln_network_add_input(net, e->name, e->dtype, e->ndim, e->dims, e->dim_names);
 }
 
+/* For If: the `both` graph used when the condition is known only at run
+ * time (see src/ops/control_flow.c): inputs as the branches'; the then- and
+ * else-branch as Ifs on constant conditions; kiln::if_select per output.
+ * Returns 0 with *out NULL when it cannot be made (then a runtime condition
+ * stays unsupported). */
+static int build_if_both(imp *im, const Onnx__NodeProto *n, const kiln__op *op, const scope *sc,
+                         const extra *lead, const extra *extras, int nextra, const strset *copy, int nout,
+                         int depth, kiln_network **out) {
+    *out = NULL;
+    const Onnx__AttributeProto *ta = find_attr(n, "then_branch"), *ea = find_attr(n, "else_branch");
+    if (!ta || !ta->g || !ea || !ea->g || n->n_output < 1) return 0;
+    if (!kiln__registry_find("kiln", "if_select", 1)) return 0;
+    int has_both = 0;
+    for (int i = 0; i < op->nattrs; i++) has_both |= !strcmp(op->attr_defs[i].name, "both");
+    if (!has_both) return 0;
+    kiln_network *b = kiln_network_create();
+    if (!b) return kiln__err(KILN_ENOMEM, "out of memory");
+    int rc = add_extra_input(b, &lead[0]);
+    for (int i = 0; i < nextra && !rc; i++) rc = add_extra_input(b, &extras[i]);
+    for (int i = 0; copy && i < copy->n && !rc; i++) {
+        int ti = kiln__network_find_tensor(sc->net, copy->keys[i]);
+        if (ti < 0) continue;
+        const kiln__ntensor *t = &sc->net->tensors[ti];
+        rc = kiln_network_add_constant(b, t->name, t->dtype, t->ndim, t->dims, t->data);
+    }
+    const uint8_t tf[2] = {1, 0};
+    const char *cname[2] = {"kiln.true", "kiln.false"};
+    for (int k = 0; k < 2 && !rc; k++) rc = kiln_network_add_constant(b, cname[k], KILN_DTYPE_BOOL, 0, NULL, &tf[k]);
+    const char **ins = kiln__calloc((size_t)(1 + nextra), sizeof *ins);
+    char(*names)[48] = kiln__calloc((size_t)(2 * nout + n->n_output), sizeof *names);
+    const char **outs = kiln__calloc((size_t)nout, sizeof *outs);
+    if (!ins || !names || !outs) rc = rc ? rc : kiln__err(KILN_ENOMEM, "out of memory");
+    char id[600];
+    snprintf(id, sizeof id, "%s::%s", op->ns, op->name);
+    for (int k = 0; k < 2 && !rc; k++) {
+        ins[0] = cname[k];
+        for (int i = 0; i < nextra; i++) ins[1 + i] = extras[i].name;
+        for (int i = 0; i < nout; i++) {
+            snprintf(names[k * nout + i], sizeof names[0], "kiln.%s_out%d", k ? "else" : "then", i);
+            outs[i] = names[k * nout + i];
+        }
+        kiln_layer *l = kiln_network_add_layer(b, id, op->version, k ? "else" : "then", 1 + nextra, ins, nout, outs);
+        if (!l) { rc = kiln__err_prefix(KILN_EINTERNAL, "If 'both' graph"); break; }
+        kiln_network *sub = NULL;
+        im->pad_out = nout - (int)n->n_output;
+        rc = import_graph(im, k ? ea->g : ta->g, sc, lead, 1, extras, nextra, copy, sc->net, &sub, depth + 1);
+        im->pad_out = 0;
+        if (!rc) rc = kiln_layer_set_graph(l, k ? "else_branch" : "then_branch", sub);
+    }
+    for (int i = 0; i < nout && !rc; i++) {
+        if (i >= (int)n->n_output) {
+            rc = kiln_network_mark_output(b, names[i]); /* padding: unused */
+            continue;
+        }
+        char *y = names[2 * nout + i];
+        snprintf(y, sizeof names[0], "kiln.select_out%d", i);
+        const char *sin[3] = {lead[0].name, names[i], names[nout + i]}, *sout[1] = {y};
+        kiln_layer *l = kiln_network_add_layer(b, "kiln::if_select", 1, NULL, 3, sin, 1, sout);
+        if (!l) { rc = kiln__err_prefix(KILN_EINTERNAL, "If 'both' graph"); break; }
+        rc = kiln_network_mark_output(b, y);
+    }
+    kiln__free(ins);
+    kiln__free(names);
+    kiln__free(outs);
+    if (rc) {
+        kiln_network_free(b);
+        return rc;
+    }
+    *out = b;
+    return 0;
+}
+
 static int import_node(imp *im, const Onnx__NodeProto *n, const scope *sc, int depth) {
     char lb[512];
     node_label(n, lb, sizeof lb);
@@ -730,6 +802,14 @@ static int import_node(imp *im, const Onnx__NodeProto *n, const scope *sc, int d
         im->pad_out = nout - (int)n->n_output;
         rc = set_attr(im, l, op, lb, a, sc, lead, nlead, extras, nextra, &copy, depth);
         im->pad_out = 0;
+    }
+    /* If: also the graph for a condition known only at run time.  Nested
+     * Ifs double the work per level, so only for the outer levels. */
+    if (!rc && nlead && depth < 3) {
+        kiln_network *both = NULL;
+        rc = build_if_both(im, n, op, sc, lead, extras, nextra, &copy, nout, depth, &both);
+        if (!rc && both) rc = kiln_layer_set_graph(l, "both", both);
+        if (rc) rc = kiln__err_prefix(rc, "%s", lb);
     }
     /* Ops with more outputs than the node (Split: a fixed maximum) learn
      * the node's count from `num_outputs` when their schema has it. */
