@@ -460,25 +460,31 @@ typedef struct padded {
     int64_t PH, PWs, sx;  /* rows, floats per phase row, phases */
 } padded;
 
-static void pad_plane(const geom *g, const float *x, float *dst, const padded *pp) {
+/* Copy n floats; short rows are common (small feature maps), where a libc
+ * call per row costs more than the copy. */
+static inline void copy_floats(float *d, const float *s, int64_t n) {
+    if (n >= 64) {
+        memcpy(d, s, (size_t)n * sizeof(float));
+        return;
+    }
+    for (int64_t i = 0; i < n; i++) d[i] = s[i];
+}
+
+/* Fill the padded, phase-split copy of one input channel.  interior_only:
+ * the buffer already holds this geometry's zero border (an earlier plane of
+ * the same call), only the input's own elements are rewritten. */
+static void pad_plane(const geom *g, const float *x, float *dst, const padded *pp,
+                      int interior_only) {
     const int64_t IH = g->id[1], IW = g->id[2], py = g->pb[1], px = g->pb[2], sx = pp->sx;
     for (int64_t r = 0; r < pp->PH; r++) {
         int64_t iy = r - py;
         float *row = dst + r * sx * pp->PWs;
         if (iy < 0 || iy >= IH) {
-            memset(row, 0, (size_t)(sx * pp->PWs) * sizeof(float));
+            if (!interior_only)
+                for (int64_t j = 0; j < sx * pp->PWs; j++) row[j] = 0.0f;
             continue;
         }
         const float *src = x + iy * IW;
-        if (sx == 1) {
-            int64_t lead = px < pp->PWs ? px : pp->PWs;
-            memset(row, 0, (size_t)lead * sizeof(float));
-            int64_t n = IW < pp->PWs - lead ? IW : pp->PWs - lead;
-            if (n > 0) memcpy(row + lead, src, (size_t)n * sizeof(float));
-            int64_t done = lead + (n > 0 ? n : 0);
-            memset(row + done, 0, (size_t)(pp->PWs - done) * sizeof(float));
-            continue;
-        }
         for (int64_t ph = 0; ph < sx; ph++) {
             float *pr = row + ph * pp->PWs;
             /* columns j with 0 <= j*sx + ph - px < IW */
@@ -487,13 +493,17 @@ static void pad_plane(const geom *g, const float *x, float *dst, const padded *p
             int64_t jhi = IW - 1 - o < 0 ? 0 : (IW - 1 - o) / sx + 1;
             if (jhi > pp->PWs) jhi = pp->PWs;
             if (jlo > jhi) jlo = jhi;
-            for (int64_t j = 0; j < jlo; j++) pr[j] = 0.0f;
+            if (!interior_only)
+                for (int64_t j = 0; j < jlo; j++) pr[j] = 0.0f;
             const float *sp = src + o;
-            if (sx == 2)
+            if (sx == 1)
+                copy_floats(pr + jlo, sp + jlo, jhi - jlo);
+            else if (sx == 2)
                 for (int64_t j = jlo; j < jhi; j++) pr[j] = sp[2 * j];
             else
                 for (int64_t j = jlo; j < jhi; j++) pr[j] = sp[j * sx];
-            for (int64_t j = jhi; j < pp->PWs; j++) pr[j] = 0.0f;
+            if (!interior_only)
+                for (int64_t j = jhi; j < pp->PWs; j++) pr[j] = 0.0f;
         }
     }
 }
@@ -596,7 +606,7 @@ static void direct_range(void *ud, int64_t b, int64_t e) {
         int64_t m1 = m0 + DIRECT_MB < (gi + 1) * g->Mg ? m0 + DIRECT_MB : (gi + 1) * g->Mg;
         const float *xg = dc->x + (n * g->C + gi * g->Cg) * IH * IW;
         for (int64_t ci = 0; ci < g->Cg; ci++) {
-            pad_plane(g, xg + ci * IH * IW, xp, &pp);
+            pad_plane(g, xg + ci * IH * IW, xp, &pp, u > b || ci > 0);
             for (int64_t m = m0; m < m1; m++)
                 direct_plane(g, &pp, toff, xp, dc->w + (m * g->Cg + ci) * KH * KW,
                              dc->y + (n * g->M + m) * OH * OW, dc->bias ? dc->bias[m] : 0.0f,
