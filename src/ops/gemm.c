@@ -199,6 +199,7 @@ static int matmul_impl_f32(const kiln_call *c) {
     if (Kb != K)
         return kiln_set_error(KILN_ESHAPE, "MatMul: A has K=%lld but B has K=%lld", (long long)K,
                               (long long)Kb);
+    if (kiln_tensor_numel(Y) == 0) return 0;
     /* batch dims, right-aligned */
     int ba = A->ndim > 2 ? A->ndim - 2 : 0, bb = B->ndim > 2 ? B->ndim - 2 : 0;
     int nb = ba > bb ? ba : bb;
@@ -235,8 +236,10 @@ static int matmul_impl_f32(const kiln_call *c) {
         kiln__sgemm(&g, c->exec);
         return 0;
     }
-    int64_t *offs = kiln__malloc((size_t)nbatch * 3 * sizeof(int64_t));
-    if (!offs) return kiln_set_error(KILN_ENOMEM, "MatMul: %lld batch offsets", (long long)nbatch);
+    int64_t *offs = c->workspace;
+    if (!offs || c->workspace_size < (size_t)nbatch * 3 * sizeof(int64_t))
+        return kiln_set_error(KILN_EINTERNAL, "MatMul: workspace of %zu bytes for %lld batches",
+                              c->workspace_size, (long long)nbatch);
     int64_t idx[KILN_MAX_DIMS] = {0};
     for (int64_t t = 0; t < nbatch; t++) {
         int64_t oa = 0, ob = 0;
@@ -263,8 +266,16 @@ static int matmul_impl_f32(const kiln_call *c) {
             kiln__sgemm(&gi, c->exec);
         }
     }
-    kiln__free(offs);
     return 0;
+}
+
+/* Batch offset table: 3 int64 per output matrix. */
+static size_t matmul_ws(const kiln_call *c) {
+    const kiln_tensor *A = &c->in[0], *B = &c->in[1];
+    if (A->ndim < 1 || B->ndim < 1) return 0;
+    int64_t M = A->ndim >= 2 ? A->dims[A->ndim - 2] : 1, N = B->ndim >= 2 ? B->dims[B->ndim - 1] : 1;
+    int64_t n = M * N > 0 ? kiln_tensor_numel(&c->out[0]) / (M * N) : 1; /* batch count */
+    return (size_t)(n > 0 ? n : 1) * 3 * sizeof(int64_t);
 }
 
 static int matmul_impl(const kiln_call *c) { return kiln__ops2_as_f32(c, matmul_impl_f32); }
@@ -272,7 +283,7 @@ static int matmul_impl(const kiln_call *c) { return kiln__ops2_as_f32(c, matmul_
 static const kiln_quick_op matmul_op = {
     .ns = "ai.onnx", .name = "MatMul", .version = 1,
     .min_inputs = 2, .max_inputs = 2, .num_outputs = 1,
-    .shape = matmul_shape, .impl = matmul_impl,
+    .shape = matmul_shape, .impl = matmul_impl, .workspace = matmul_ws,
     .doc = "numpy matmul with batch broadcasting (packed AVX SGEMM)",
 };
 

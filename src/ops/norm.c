@@ -96,7 +96,8 @@ static int bn_impl_f32(const kiln_call *c) {
                 *var = c->in[4].data;
     double eps = kiln_attrs_float(c->attrs, "epsilon");
     int training = kiln_attrs_int(c->attrs, "training_mode") != 0;
-    float *ab = kiln__malloc((size_t)(2 * C + 1) * sizeof(float));
+    /* per-thread scratch (no GEMM runs inside this op, slot 1 is free) */
+    float *ab = kiln__ops2_scratch(1, (size_t)(2 * C + 1));
     if (!ab) return kiln_set_error(KILN_ENOMEM, "BatchNormalization: %lld channels", (long long)C);
     const float *x = X->data;
     for (int64_t ch = 0; ch < C; ch++) {
@@ -128,7 +129,6 @@ static int bn_impl_f32(const kiln_call *c) {
     }
     affine_task t = {.x = x, .y = c->out[0].data, .a = ab, .b = ab + C, .C = C, .inner = inner};
     kiln_exec_parallel_for(c->exec, N * C, 1 + 16384 / (inner ? inner : 1), affine_planes, &t);
-    kiln__free(ab);
     return 0;
 }
 static int bn_impl(const kiln_call *c) { return kiln__ops2_as_f32(c, bn_impl_f32); }
