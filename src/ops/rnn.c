@@ -158,7 +158,7 @@ static int rnn_shape(kiln_shape_ctx *c, int cell) {
     if (!kiln__ops2_is_float(x->dtype))
         return kiln_set_error(KILN_ETYPE, "X must be a float tensor, found %s",
                               kiln_dtype_name(x->dtype));
-    int ndir, rev;
+    int ndir = 1, rev = 0;
     int rc = read_dir(c->attrs, &ndir, &rev);
     if (rc) return rc;
     act acts[6];
@@ -214,7 +214,7 @@ static int rnn_run(const kiln_call *c, int cell) {
     const kiln_tensor *H0 = c->nin > 5 && c->in[5].data ? &c->in[5] : NULL;
     const kiln_tensor *C0 = cell == CELL_LSTM && c->nin > 6 && c->in[6].data ? &c->in[6] : NULL;
     const kiln_tensor *P = cell == CELL_LSTM && c->nin > 7 && c->in[7].data ? &c->in[7] : NULL;
-    int ndir, rev_only, rc;
+    int ndir = 1, rev_only = 0, rc;
     if ((rc = read_dir(c->attrs, &ndir, &rev_only))) return rc;
     act acts[6];
     if ((rc = read_acts(c->attrs, cell, ndir, acts))) return rc;

@@ -506,7 +506,7 @@ static int r_u(rbuf *r, int bytes, uint64_t *v, const char *field) {
 }
 
 static int r_str(rbuf *r, char **out, const char *field) {
-    uint64_t len;
+    uint64_t len = 0;
     int rc = r_u(r, 4, &len, field);
     if (rc) return rc;
     if (len > r->n - r->o || len > 4096)
@@ -541,7 +541,7 @@ int kiln__aot_deserialize(kiln__aot *k, const uint8_t *buf, size_t size, int32_t
     KILN__ASSERT(k && (buf || size == 0));
     memset(k, 0, sizeof *k);
     rbuf r = {buf, size, 0};
-    uint64_t v;
+    uint64_t v = 0;
     int rc;
     if ((rc = r_str(&r, &k->entry, "entry"))) goto fail;
     if (!valid_ident(k->entry)) {
