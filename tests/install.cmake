@@ -1,0 +1,9 @@
+# tests/install.cmake — `cmake --install` into a scratch prefix, then an
+# outside C program includes <kiln/kiln.h>, links -lkiln via pkg-config and
+# runs a built-in op plus its own quick op (tests/install/consumer.c).
+find_program(KILN_PKG_CONFIG pkg-config)
+if(KILN_PKG_CONFIG AND NOT KILN_SANITIZE)
+  add_test(NAME install_pkgconfig
+    COMMAND bash ${CMAKE_SOURCE_DIR}/tests/install/check.sh ${CMAKE_BINARY_DIR} ${CMAKE_SOURCE_DIR})
+  set_tests_properties(install_pkgconfig PROPERTIES PASS_REGULAR_EXPRESSION "PASS: 0 mismatches")
+endif()
