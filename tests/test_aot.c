@@ -689,9 +689,28 @@ TEST_IMPL(aot_engine_end_to_end) {
         ASSERT_OK(kiln_register_quick_op(&badsig_op));
         registered = 1;
     }
-    /* Builder default and PREFER_JIT: the JIT impl, no kernel. */
+    /* Both implementations and no choice: a build error that says how to
+     * choose (as TensorRT does); both build flags at once: an error too. */
     kiln_engine *e = NULL;
-    ASSERT_OK(build_affine("gtest::affine", -1, 0, 2, &e));
+    ASSERT_EQ(build_affine("gtest::affine", -1, 0, 2, &e), KILN_EINVAL);
+    ASSERT(e == NULL);
+    ASSERT_CONTAINS(kiln_errmsg(), "layer 'aff' (gtest::affine v1) has both JIT and AOT "
+                                   "implementations: pass --prefer-jit or --prefer-aot "
+                                   "(KILN_BUILD_PREFER_JIT/AOT), or set the layer's aot choice");
+    ASSERT_EQ(build_affine("gtest::affine", -1, KILN_BUILD_PREFER_JIT | KILN_BUILD_PREFER_AOT, 2, &e),
+              KILN_EINVAL);
+    ASSERT(e == NULL);
+    ASSERT_CONTAINS(kiln_errmsg(), "KILN_BUILD_PREFER_AOT and KILN_BUILD_PREFER_JIT are both set");
+    /* ... even when a per-layer choice would make the flags moot. */
+    ASSERT_EQ(build_affine("gtest::affine", 1, KILN_BUILD_PREFER_JIT | KILN_BUILD_PREFER_AOT, 2, &e),
+              KILN_EINVAL);
+    /* PREFER_JIT: the JIT impl, no kernel; and per layer aot = 0 under
+     * PREFER_AOT. */
+    ASSERT_OK(build_affine("gtest::affine", -1, KILN_BUILD_PREFER_JIT, 2, &e));
+    ASSERT_EQ(e->naot, 0);
+    run_affine(e, 3, 2);
+    kiln_engine_free(e);
+    ASSERT_OK(build_affine("gtest::affine", 0, KILN_BUILD_PREFER_AOT, 2, &e));
     ASSERT_EQ(e->naot, 0);
     kiln_engine_free(e);
     /* PREFER_AOT, and per layer: the kernel is compiled and embedded. */

@@ -33,6 +33,10 @@ static kiln_engine *build(const char *name, const char *opts, unsigned flags) {
     kiln_network *net = NULL;
     ASSERT_OK(net_fn(name, opts, &net));
     kiln_build_config *cfg = kiln_build_config_create();
+    /* circ_pad has JIT and AOT implementations: a build must choose
+     * (network option "aot" chooses per layer). */
+    if ((!opts || !strstr(opts, "aot")) && !(flags & (KILN_BUILD_PREFER_AOT | KILN_BUILD_PREFER_JIT)))
+        flags |= KILN_BUILD_PREFER_JIT;
     kiln_build_config_set_flags(cfg, flags);
     kiln_build_config_set_threads(cfg, 2);
     kiln_engine *e = NULL;
@@ -142,6 +146,7 @@ static void expect_build_error(const char *opts, const char *needle) {
     kiln_network *net = NULL;
     kiln_engine *e = NULL;
     kiln_build_config *cfg = kiln_build_config_create();
+    kiln_build_config_set_flags(cfg, KILN_BUILD_PREFER_JIT);
     int rc = net_fn("circ_pad", opts, &net);
     if (rc == 0) rc = kiln_build(net, cfg, &e, NULL);
     ASSERT(rc < 0);
@@ -156,6 +161,41 @@ TEST_IMPL(circ_pad_errors) {
     expect_build_error("shape=3x4,pads=5:0", "exceed its size 4");
     expect_build_error("shape=3x4,pads=1:1:1", "pads");
     expect_build_error("shape=3x4,pads=1:1:1:1:1:1", "rank 2");
+}
+
+/* circ_pad has both a JIT impl and an AOT kernel: with no choice the build
+ * fails and says how to choose; --prefer-aot builds the kernel, which must
+ * match the naive reference like the JIT impl does. */
+TEST_IMPL(circ_pad_jit_or_aot) {
+    load_samples();
+    kiln_network *net = NULL;
+    kiln_engine *e = NULL;
+    ASSERT_OK(net_fn("circ_pad", NULL, &net));
+    kiln_build_config *cfg = kiln_build_config_create();
+    ASSERT_EQ(kiln_build(net, cfg, &e, NULL), KILN_EINVAL);
+    ASSERT(e == NULL);
+    ASSERT_CONTAINS(kiln_errmsg(), "(sample::circ_pad v1) has both JIT and AOT implementations: "
+                                   "pass --prefer-jit or --prefer-aot (KILN_BUILD_PREFER_JIT/AOT), "
+                                   "or set the layer's aot choice");
+    ASSERT_CONTAINS(kiln_errmsg(), "layer 'pad_");
+    kiln_build_config_set_flags(cfg, KILN_BUILD_PREFER_AOT | KILN_BUILD_PREFER_JIT);
+    ASSERT_EQ(kiln_build(net, cfg, &e, NULL), KILN_EINVAL);
+    ASSERT_CONTAINS(kiln_errmsg(), "both set");
+    kiln_build_config_free(cfg);
+    kiln_network_free(net);
+    /* The AOT engine really holds kernels (inspect says so per layer). */
+    kiln_engine *ea = build("circ_pad", NULL, KILN_BUILD_PREFER_AOT);
+    char *text = NULL;
+    size_t tlen = 0;
+    FILE *f = open_memstream(&text, &tlen);
+    ASSERT(f != NULL);
+    ASSERT_OK(kiln_engine_inspect(ea, f));
+    fclose(f);
+    ASSERT_CONTAINS(text, "sample::circ_pad v1  AOT");
+    free(text);
+    kiln_engine_free(ea);
+    check_circ_pad("3x4x6", "0:2:4:1", NULL, KILN_BUILD_PREFER_AOT);
+    check_circ_pad("2x3x4x5", "1:1:2:0:1:1:0:2", "multi-tactic", KILN_BUILD_PREFER_AOT);
 }
 
 TEST_IMPL(non_zero_counts) {
@@ -354,5 +394,6 @@ TEST_IMPL(npy_mutations) {
 }
 
 TEST_LIST(TEST_ENTRY(circ_pad_dims), TEST_ENTRY(circ_pad_fp16), TEST_ENTRY(circ_pad_errors),
+          TEST_ENTRY(circ_pad_jit_or_aot),
           TEST_ENTRY(non_zero_counts), TEST_ENTRY(inplace_chain), TEST_ENTRY(npy_roundtrip),
           TEST_ENTRY(npy_v2_and_errors), TEST_ENTRY(npy_mutations))

@@ -8,6 +8,8 @@
 #include <string.h>
 #include <time.h>
 
+#include <kiln/plugin.h>
+
 #include "cli.h"
 
 const char *cli_verb_name = "?";
@@ -127,17 +129,88 @@ const cli_shape *cli_shapes_find(const cli_shapes *s, const char *name) {
 
 int cli_plugins_add(const char *verb, cli_plugins *p, const char *path) {
     if (p->n == CLI_MAX_PLUGINS)
-        return cli_fail(verb, "too many --plugins (at most %d)", CLI_MAX_PLUGINS), -1;
+        return cli_fail(verb, "too many --plugins/--plugin-source (at most %d)", CLI_MAX_PLUGINS), -1;
+    p->source[p->n] = 0;
+    p->so[p->n] = NULL;
     p->path[p->n++] = path;
     return 0;
 }
 
-int cli_plugins_load(const char *verb, const cli_plugins *p) {
+int cli_plugins_add_source(const char *verb, cli_plugins *p, const char *path) {
+    if (cli_plugins_add(verb, p, path)) return -1;
+    p->source[p->n - 1] = 1;
+    return 0;
+}
+
+int cli_plugins_opt(const char *verb, int argc, char **argv, int *i, cli_plugins *p) {
+    const char *v;
+    int m = cli_opt(argc, argv, i, "--plugins", &v);
+    if (m > 0) return cli_plugins_add(verb, p, v) ? -1 : 1;
+    if (m < 0) return -1;
+    m = cli_opt(argc, argv, i, "--plugin-source", &v);
+    if (m > 0) return cli_plugins_add_source(verb, p, v) ? -1 : 1;
+    return m;
+}
+
+int cli_fail_compile(const char *verb, int status, const char *source) {
+    const char *m = kiln_errmsg();
+    if (!m || !*m) m = kiln_strerror(status);
+    const char *nl = strchr(m, '\n');
+    if (status != KILN_ECOMPILE || !nl) return cli_fail(verb, "%s: %s", source, m);
+    /* "<what>: compiler failed (cc exit 1):\n<diagnostics>": the compiler's
+     * own lines first (they carry file:line), then one summary line that
+     * repeats the first error so a log grep finds it. */
+    fprintf(stderr, "%s\n", nl + 1);
+    const char *first = NULL;
+    int flen = 0;
+    for (const char *l = nl + 1; *l;) {
+        const char *e = strchr(l, '\n');
+        int len = e ? (int)(e - l) : (int)strlen(l);
+        for (int j = 0; j + 7 <= len; j++)
+            if (!strncmp(l + j, ": error", 7)) {
+                first = l;
+                flen = len;
+                break;
+            }
+        if (first || !e) break;
+        l = e + 1;
+    }
+    int head = (int)(nl - m);
+    if (head > 0 && m[head - 1] == ':') head--;
+    if (!first) return cli_fail(verb, "%.*s", head, m);
+    return cli_fail(verb, "%.*s; first error: %.*s", head, m, flen, first);
+}
+
+int cli_plugins_load(const char *verb, cli_plugins *p) {
     for (int k = 0; k < p->n; k++) {
-        int rc = kiln_registry_load_library(p->path[k]);
-        if (rc) return cli_fail_kiln(verb, rc, p->path[k]);
+        int rc;
+        if (p->source[k]) {
+            free(p->so[k]);
+            p->so[k] = NULL;
+            char *so = NULL;
+            rc = kiln_plugin_compile_load(p->path[k], NULL, &so);
+            if (rc) return cli_fail_compile(verb, rc, p->path[k]);
+            /* Own copy: freed with free(), not kiln_free, in cli_plugins_free. */
+            p->so[k] = strdup(so);
+            kiln_free(so);
+            if (!p->so[k]) return cli_fail(verb, "out of memory");
+        } else {
+            rc = kiln_registry_load_library(p->path[k]);
+            if (rc) return cli_fail_kiln(verb, rc, p->path[k]);
+        }
     }
     return 0;
+}
+
+const char *cli_plugins_library(const cli_plugins *p, int k) {
+    return p->source[k] ? p->so[k] : p->path[k];
+}
+
+void cli_plugins_free(cli_plugins *p) {
+    for (int k = 0; k < p->n; k++) {
+        free(p->so[k]);
+        p->so[k] = NULL;
+    }
 }
 
 static uint64_t xorshift(uint64_t *s) {

@@ -12,6 +12,7 @@ static int usage(FILE *f) {
     fprintf(f,
             "usage: kiln bench ENGINE [options]\n"
             "  --plugins LIB.so        load a plugin library the engine needs (repeatable)\n"
+            "  --plugin-source F.c     compile a plugin source (cached) and load it (repeatable)\n"
             "  --warmup N              untimed runs first (default 10)\n"
             "  --iterations N          timed runs (default 200)\n"
             "  --duration S            run for S seconds instead of --iterations\n"
@@ -43,9 +44,8 @@ int kiln_cli_bench(int argc, char **argv) {
         int m = 0;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) return usage(stdout);
         else if (!strcmp(a, "--per-layer")) per_layer = 1;
-        else if ((m = cli_opt(argc, argv, &i, "--plugins", &v)) > 0) {
-            if (cli_plugins_add(verb, &plugins, v)) return 2;
-        } else if (m == 0 && (m = cli_opt(argc, argv, &i, "--warmup", &v)) > 0) {
+        else if ((m = cli_plugins_opt(verb, argc, argv, &i, &plugins)) > 0) continue;
+        else if (m == 0 && (m = cli_opt(argc, argv, &i, "--warmup", &v)) > 0) {
             if (cli_int(verb, "--warmup", v, &warmup)) return 2;
         } else if (m == 0 && (m = cli_opt(argc, argv, &i, "--iterations", &v)) > 0) {
             if (cli_int(verb, "--iterations", v, &iterations) || iterations < 1) return 2;
@@ -71,7 +71,9 @@ int kiln_cli_bench(int argc, char **argv) {
         cli_fail(verb, "expected an engine file");
         return usage(stderr);
     }
-    if (cli_plugins_load(verb, &plugins)) return 1;
+    int prc = cli_plugins_load(verb, &plugins);
+    cli_plugins_free(&plugins); /* the libraries stay loaded */
+    if (prc) return 1;
     kiln_engine *e = NULL;
     kiln_context *ctx = NULL;
     void **bufs = NULL;

@@ -24,6 +24,7 @@ static int usage(FILE *f) {
             "                        " NETWORK_SYMBOL "() (e.g. the samples: circ_pad, chain100)\n"
             "  --network-opts OPTS   options for that network (e.g. multi-tactic,autotune)\n"
             "  --plugins LIB.so      load a plugin library (repeatable)\n"
+            "  --plugin-source F.c   compile a plugin source (cached) and load it (repeatable)\n"
             "  --fp16                allow FP16 kernels\n"
             "  --shapes in:1x3x224x224[,in2:..]   fixed shapes (min = opt = max)\n"
             "  --min-shapes/--opt-shapes/--max-shapes SPEC   optimization profile\n"
@@ -39,7 +40,7 @@ static int usage(FILE *f) {
 
 static network_fn find_network_fn(const cli_plugins *p) {
     for (int k = 0; k < p->n; k++) {
-        void *h = dlopen(p->path[k], RTLD_NOW | RTLD_NOLOAD);
+        void *h = dlopen(cli_plugins_library(p, k), RTLD_NOW | RTLD_NOLOAD);
         if (!h) continue;
         network_fn fn;
         *(void **)&fn = dlsym(h, NETWORK_SYMBOL);
@@ -71,6 +72,12 @@ static int set_profiles(const char *verb, kiln_build_config *cfg, const cli_shap
     return 0;
 }
 
+static int build_and_save(const char *verb, const char *model, const char *network,
+                          const char *netopts, const char *out, const char *cache,
+                          const cli_plugins *plugins, unsigned flags, long threads, int verbose,
+                          const cli_shapes *shapes, const cli_shapes *mn, const cli_shapes *opt,
+                          const cli_shapes *mx);
+
 int kiln_cli_build(int argc, char **argv) {
     const char *verb = "build", *model = NULL, *network = NULL, *netopts = NULL, *out = NULL,
                *cache = NULL, *v;
@@ -89,9 +96,8 @@ int kiln_cli_build(int argc, char **argv) {
         else if (!strcmp(a, "--prefer-jit")) flags |= KILN_BUILD_PREFER_JIT;
         else if (!strcmp(a, "--embed-plugins")) flags |= KILN_BUILD_EMBED_PLUGINS;
         else if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) verbose = 1;
-        else if ((m = cli_opt(argc, argv, &i, "--plugins", &v)) > 0) {
-            if (cli_plugins_add(verb, &plugins, v)) return 2;
-        } else if (m == 0 && (m = cli_opt(argc, argv, &i, "--network", &v)) > 0) network = v;
+        else if ((m = cli_plugins_opt(verb, argc, argv, &i, &plugins)) > 0) continue;
+        else if (m == 0 && (m = cli_opt(argc, argv, &i, "--network", &v)) > 0) network = v;
         else if (m == 0 && (m = cli_opt(argc, argv, &i, "--network-opts", &v)) > 0) netopts = v;
         else if (m == 0 && ((m = cli_opt(argc, argv, &i, "-o", &v)) > 0 ||
                             (m == 0 && (m = cli_opt(argc, argv, &i, "--output", &v)) > 0)))
@@ -127,13 +133,32 @@ int kiln_cli_build(int argc, char **argv) {
         cli_fail(verb, "expected -o ENGINE (the engine file to write)");
         return usage(stderr);
     }
+    if ((flags & KILN_BUILD_PREFER_AOT) && (flags & KILN_BUILD_PREFER_JIT)) {
+        cli_fail(verb, "--prefer-aot and --prefer-jit exclude each other: pass one");
+        return 2;
+    }
     kiln_log_set(verbose ? KILN_LOG_VERBOSE : KILN_LOG_WARN, NULL, NULL);
-    if (cli_plugins_load(verb, &plugins)) return 1;
+    int rc;
+    if (cli_plugins_load(verb, &plugins)) {
+        cli_plugins_free(&plugins);
+        return 1;
+    }
+    rc = build_and_save(verb, model, network, netopts, out, cache, &plugins, flags, threads,
+                        verbose, &shapes, &mn, &opt, &mx);
+    cli_plugins_free(&plugins);
+    return rc;
+}
+
+static int build_and_save(const char *verb, const char *model, const char *network,
+                          const char *netopts, const char *out, const char *cache,
+                          const cli_plugins *plugins, unsigned flags, long threads, int verbose,
+                          const cli_shapes *shapes, const cli_shapes *mn, const cli_shapes *opt,
+                          const cli_shapes *mx) {
 
     kiln_network *net = NULL;
     int rc;
     if (network) {
-        network_fn fn = find_network_fn(&plugins);
+        network_fn fn = find_network_fn(plugins);
         if (!fn)
             return cli_fail(verb, "--network %s: no --plugins library exports %s()", network,
                             NETWORK_SYMBOL);
@@ -160,7 +185,7 @@ int kiln_cli_build(int argc, char **argv) {
         cli_fail_kiln(verb, rc, cache);
         goto done;
     }
-    if (set_profiles(verb, cfg, &shapes, &mn, &opt, &mx)) goto done;
+    if (set_profiles(verb, cfg, shapes, mn, opt, mx)) goto done;
     if ((rc = kiln_build(net, cfg, &e, &st))) {
         cli_fail_kiln(verb, rc, model ? model : network);
         goto done;

@@ -21,6 +21,8 @@ int kiln_cli_run(int argc, char **argv);
 int kiln_cli_bench(int argc, char **argv);
 int kiln_cli_inspect(int argc, char **argv);
 int kiln_cli_plugins(int argc, char **argv);
+/* `kiln plugins compile FILE.c ...` (plugins.c). */
+int kiln_cli_plugins_compile(int argc, char **argv);
 /* `kiln test-onnx`: the ONNX conformance runner (tools/test_onnx.c). */
 int kiln_cli_test_onnx(int argc, char **argv);
 
@@ -61,14 +63,30 @@ const cli_shape *cli_shapes_find(const cli_shapes *s, const char *name);
 /* Add or replace one entry; 0 or -1 (message printed). */
 int cli_shapes_set(const char *verb, cli_shapes *out, const cli_shape *sh);
 
-/* Load every library of a --plugins list; 0 or 1 (message printed). */
+/* Plugin libraries (--plugins LIB.so) and plugin sources compiled through
+ * the compile cache (--plugin-source FILE.c), in command-line order. */
 #define CLI_MAX_PLUGINS 16
 typedef struct cli_plugins {
     int n;
-    const char *path[CLI_MAX_PLUGINS];
+    const char *path[CLI_MAX_PLUGINS]; /* as given on the command line */
+    int source[CLI_MAX_PLUGINS];       /* 1: a C source (--plugin-source) */
+    char *so[CLI_MAX_PLUGINS];         /* sources: the cached library (after load) */
 } cli_plugins;
 int cli_plugins_add(const char *verb, cli_plugins *p, const char *path);
-int cli_plugins_load(const char *verb, const cli_plugins *p);
+int cli_plugins_add_source(const char *verb, cli_plugins *p, const char *path);
+/* Match --plugins or --plugin-source at argv[*i] (like cli_opt): 1 taken,
+ * 0 not a plugin option, -1 error (message printed). */
+int cli_plugins_opt(const char *verb, int argc, char **argv, int *i, cli_plugins *p);
+/* Compile (or find in the cache) every source, then load every library in
+ * order; 0 or 1 (message printed: compiler diagnostics, then one summary
+ * line "kiln <verb>: FILE.c: ..."). */
+int cli_plugins_load(const char *verb, cli_plugins *p);
+/* The library path of entry k (the cached .so for sources). */
+const char *cli_plugins_library(const cli_plugins *p, int k);
+void cli_plugins_free(cli_plugins *p);
+/* Report a failed kiln_plugin_compile*: the compiler's messages (with
+ * their file:line) on stderr, then one summary line; returns 1. */
+int cli_fail_compile(const char *verb, int status, const char *source);
 
 /* Fill `n` elements of `dtype` with random values from *seed (floats in
  * [-1, 1), integers in [0, 4), bools 0/1). */

@@ -7,20 +7,20 @@
 #include "cli.h"
 
 static int usage(FILE *f) {
-    fprintf(f, "usage: kiln inspect ENGINE [--plugins LIB.so]...\n"
+    fprintf(f, "usage: kiln inspect ENGINE [--plugins LIB.so | --plugin-source F.c]...\n"
                "  Describe an engine: IO, layers with op identity, types, formats, tactic and\n"
                "  timing, memory plan, weights, AOT kernels, required plugins.\n");
     return f == stdout ? 0 : 2;
 }
 
 int kiln_cli_inspect(int argc, char **argv) {
-    const char *verb = "inspect", *path = NULL, *v;
+    const char *verb = "inspect", *path = NULL;
     cli_plugins plugins = {0};
     for (int i = 1; i < argc; i++) {
         int m;
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) return usage(stdout);
-        if ((m = cli_opt(argc, argv, &i, "--plugins", &v))) {
-            if (m < 0 || cli_plugins_add(verb, &plugins, v)) return 2;
+        if ((m = cli_plugins_opt(verb, argc, argv, &i, &plugins))) {
+            if (m < 0) return 2;
         } else if (argv[i][0] == '-') {
             cli_fail(verb, "unknown option '%s'", argv[i]);
             return usage(stderr);
@@ -35,7 +35,9 @@ int kiln_cli_inspect(int argc, char **argv) {
         cli_fail(verb, "expected an engine file");
         return usage(stderr);
     }
-    if (cli_plugins_load(verb, &plugins)) return 1;
+    int prc = cli_plugins_load(verb, &plugins);
+    cli_plugins_free(&plugins); /* the libraries stay loaded */
+    if (prc) return 1;
     kiln_engine *e = NULL;
     int rc = kiln_engine_load(path, &e);
     if (rc) return cli_fail_kiln(verb, rc, path);

@@ -3,7 +3,7 @@
  *
  *   kiln build (MODEL.onnx | --network NAME) ... -o ENGINE
  *   kiln run ENGINE ...        kiln bench ENGINE ...
- *   kiln inspect ENGINE        kiln plugins [FILTER]
+ *   kiln inspect ENGINE        kiln plugins [FILTER]   kiln plugins compile F.c
  *   kiln test-onnx ...
  */
 #include <stdio.h>
@@ -29,7 +29,7 @@ static const struct {
     {"run", kiln_cli_run, "run an engine on .npy/.pb or random inputs; write and compare outputs"},
     {"bench", kiln_cli_bench, "measure latency (min/median/p90/p99/max) and throughput"},
     {"inspect", kiln_cli_inspect, "describe an engine: layers, tactics, memory, plugins"},
-    {"plugins", kiln_cli_plugins, "list registered ops (built-in and from --plugins libraries)"},
+    {"plugins", kiln_cli_plugins, "list registered ops; `plugins compile F.c`: compile a plugin source"},
     {"test-onnx", kiln_cli_test_onnx, "run ONNX backend conformance cases"},
 };
 

@@ -1,26 +1,99 @@
 /*
- * plugins.c — `kiln plugins [--plugins LIB]... [FILTER]`
+ * plugins.c — `kiln plugins [--plugins LIB | --plugin-source F.c]... [FILTER]`
+ *             `kiln plugins compile FILE.c [--rebuild] [--cflags "..."] [-v]`
  */
 #include <stdio.h>
 #include <string.h>
 
+#include <kiln/plugin.h>
+
 #include "cli.h"
 
 static int usage(FILE *f) {
-    fprintf(f, "usage: kiln plugins [--plugins LIB.so]... [FILTER]\n"
+    fprintf(f, "usage: kiln plugins [--plugins LIB.so | --plugin-source F.c]... [FILTER]\n"
                "  List every registered op (built-in and loaded) with its schema: attributes\n"
-               "  and defaults, formats, tactics, AOT.  FILTER: a substring of \"ns::name\".\n");
+               "  and defaults, formats, tactics, AOT.  FILTER: a substring of \"ns::name\".\n"
+               "usage: kiln plugins compile FILE.c [--rebuild] [--cflags \"...\"] [-v]\n"
+               "  Compile a plugin source into the compile cache ($KILN_CACHE_DIR, else\n"
+               "  $XDG_CACHE_HOME/kiln, else ~/.cache/kiln), load it to check that it\n"
+               "  registers, and print the library's path and whether it was a cache hit.\n");
     return f == stdout ? 0 : 2;
 }
 
+static int usage_compile(FILE *f) {
+    fprintf(f, "usage: kiln plugins compile FILE.c [--rebuild] [--cflags \"...\"] [-v]\n"
+               "  --rebuild        compile even when the cache holds the library\n"
+               "  --cflags FLAGS   extra compiler flags (part of the cache key)\n"
+               "  -v, --verbose    show the cache lookup and the compiler command's result\n"
+               "  Prints \"<path to .so> (cache hit)\" or \"<path to .so> (compiled)\".\n");
+    return f == stdout ? 0 : 2;
+}
+
+/* Log sink for `compile`: remembers whether the cache answered, and
+ * prints what the user asked to see. */
+typedef struct compile_log {
+    int verbose, hit;
+} compile_log;
+
+static void compile_log_fn(void *ud, kiln_log_level level, const char *msg) {
+    compile_log *cl = ud;
+    if (!strncmp(msg, "compile cache hit ", 18)) cl->hit = 1;
+    static const char *const names[] = {"error", "warning", "info", "verbose"};
+    if (cl->verbose || level <= KILN_LOG_WARN)
+        fprintf(stderr, "kiln %s: %s\n", (unsigned)level < 4 ? names[level] : "log", msg);
+}
+
+int kiln_cli_plugins_compile(int argc, char **argv) {
+    const char *verb = "plugins compile", *path = NULL, *v;
+    kiln_compile_options o;
+    memset(&o, 0, sizeof o);
+    compile_log cl = {0, 0};
+    for (int i = 1; i < argc; i++) {
+        int m;
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) return usage_compile(stdout);
+        if (!strcmp(argv[i], "--rebuild")) o.rebuild = 1;
+        else if (!strcmp(argv[i], "-v") || !strcmp(argv[i], "--verbose")) cl.verbose = 1;
+        else if ((m = cli_opt(argc, argv, &i, "--cflags", &v))) {
+            if (m < 0) return 2;
+            o.cflags = v;
+        } else if (argv[i][0] == '-') {
+            cli_fail(verb, "unknown option '%s'", argv[i]);
+            return usage_compile(stderr);
+        } else if (!path) {
+            path = argv[i];
+        } else {
+            cli_fail(verb, "one source file at a time (found '%s' and '%s')", path, argv[i]);
+            return 2;
+        }
+    }
+    if (!path) {
+        cli_fail(verb, "expected a plugin source file (FILE.c)");
+        return usage_compile(stderr);
+    }
+    /* The cache logs hits and misses at INFO with verbose = 1. */
+    o.verbose = 1;
+    kiln_log_set(KILN_LOG_INFO, compile_log_fn, &cl);
+    char *so = NULL;
+    int rc = kiln_plugin_compile_load(path, &o, &so);
+    kiln_log_set(KILN_LOG_WARN, NULL, NULL);
+    if (rc) return cli_fail_compile(verb, rc, path);
+    printf("%s (%s)\n", so, cl.hit ? "cache hit" : "compiled");
+    kiln_free(so);
+    return 0;
+}
+
 int kiln_cli_plugins(int argc, char **argv) {
-    const char *verb = "plugins", *filter = NULL, *v;
+    const char *verb = "plugins", *filter = NULL;
+    if (argc > 1 && !strcmp(argv[1], "compile")) {
+        cli_verb_name = "plugins compile";
+        return kiln_cli_plugins_compile(argc - 1, argv + 1);
+    }
     cli_plugins plugins = {0};
     for (int i = 1; i < argc; i++) {
         int m;
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) return usage(stdout);
-        if ((m = cli_opt(argc, argv, &i, "--plugins", &v))) {
-            if (m < 0 || cli_plugins_add(verb, &plugins, v)) return 2;
+        if ((m = cli_plugins_opt(verb, argc, argv, &i, &plugins))) {
+            if (m < 0) return 2;
         } else if (argv[i][0] == '-') {
             cli_fail(verb, "unknown option '%s'", argv[i]);
             return usage(stderr);
@@ -31,7 +104,9 @@ int kiln_cli_plugins(int argc, char **argv) {
             return 2;
         }
     }
-    if (cli_plugins_load(verb, &plugins)) return 1;
+    int prc = cli_plugins_load(verb, &plugins);
+    cli_plugins_free(&plugins);
+    if (prc) return 1;
     kiln_registry_dump(stdout, filter);
     return 0;
 }

@@ -22,6 +22,7 @@ static int usage(FILE *f) {
     fprintf(f,
             "usage: kiln run ENGINE [options]\n"
             "  --plugins LIB.so          load a plugin library the engine needs (repeatable)\n"
+            "  --plugin-source F.c       compile a plugin source (cached) and load it (repeatable)\n"
             "  --input NAME=FILE         .npy or ONNX .pb tensor for an input (repeatable);\n"
             "                            NAME may be the input's position (0, 1, ..);\n"
             "                            inputs not given are random (see --seed)\n"
@@ -158,9 +159,8 @@ int kiln_cli_run(int argc, char **argv) {
             status = usage(stdout);
             goto out;
         } else if (!strcmp(a, "--debug")) debug = 1;
-        else if ((m = cli_opt(argc, argv, &i, "--plugins", &v)) > 0) {
-            if (cli_plugins_add(verb, &plugins, v)) goto out;
-        } else if (m == 0 && (m = cli_opt(argc, argv, &i, "--input", &v)) > 0) {
+        else if ((m = cli_plugins_opt(verb, argc, argv, &i, &plugins)) > 0) continue;
+        else if (m == 0 && (m = cli_opt(argc, argv, &i, "--input", &v)) > 0) {
             if (split_binding(verb, "--input", v, inputs, &ninputs)) goto out;
         } else if (m == 0 && (m = cli_opt(argc, argv, &i, "--compare", &v)) > 0) {
             if (split_binding(verb, "--compare", v, cmps, &ncmps)) goto out;
@@ -196,7 +196,9 @@ int kiln_cli_run(int argc, char **argv) {
         goto out;
     }
     status = 1;
-    if (cli_plugins_load(verb, &plugins)) goto out;
+    int prc = cli_plugins_load(verb, &plugins);
+    cli_plugins_free(&plugins); /* the libraries stay loaded */
+    if (prc) goto out;
 
     kiln_engine *e = NULL;
     kiln_context *ctx = NULL;

@@ -5,8 +5,12 @@
  *                [--precision fp32|fp16] [--save-engine] [--load-engine]
  *                [--artifacts-dir DIR] [--threads N] [--seed S] [--pads a,b,..]
  *                [--shape AxBx..] [-v] [--mode network|onnx]
+ *   kiln-samples interpolate [--mode nearest|bilinear] [--scale F] [--shape NxCxHxW]
+ *                [--rebuild] [-v]
  *
- * NAME: elemwise_add, inplace_add, non_zero, circ_pad, chain100.
+ * NAME: elemwise_add, inplace_add, non_zero, circ_pad, chain100, interpolate.
+ * interpolate compiles samples/interpolate/interpolate.c through the compile
+ * cache at first use (see samples/interpolate/interpolate_run.h).
  * The sample ops live in a plugin library (KILN_SAMPLES_LIB) loaded with
  * kiln_registry_load_library(); the networks come from the same library
  * (kiln_samples_network, see samples.h).  Every run uses fresh random inputs
@@ -27,6 +31,7 @@
 
 #include <kiln/kiln.h>
 
+#include "interpolate/interpolate_run.h"
 #include "samples.h"
 
 #if defined(__has_include)
@@ -45,8 +50,9 @@
 
 typedef struct opts {
     const char *name;
-    int autotune, multi_tactic, per_format, fp16, save, load, verbose, threads, aot;
+    int autotune, multi_tactic, per_format, fp16, save, load, verbose, threads, aot, rebuild;
     const char *artifacts, *mode, *pads, *shape;
+    double scale;
     uint64_t seed;
 } opts;
 
@@ -77,11 +83,12 @@ static float rng_float(uint64_t *s, float lo, float hi) {
 static int usage(FILE *f) {
     fprintf(f,
             "usage: kiln-samples NAME [options]\n"
-            "  NAME: elemwise_add | inplace_add | non_zero | circ_pad | chain100\n"
+            "  NAME: elemwise_add | inplace_add | non_zero | circ_pad | chain100 | interpolate\n"
             "  --autotune            elemwise_add: FP32|FP16 candidates timed (enables FP16)\n"
             "  --multi-tactic        circ_pad: tactics 1 and 2 timed\n"
             "  --per-format-tactics  circ_pad: FP32 with tactics 1,2; FP16 with tactic 2 only\n"
-            "  --aot                 circ_pad: bake the AOT kernel into the engine\n"
+            "  --aot                 circ_pad: bake the AOT kernel into the engine (else the\n"
+            "                        build prefers JIT: KILN_BUILD_PREFER_JIT)\n"
             "  --precision fp32|fp16 allow FP16 kernels (KILN_BUILD_FP16)\n"
             "  --save-engine         save the engine to DIR/NAME.kiln (+ inputs/outputs)\n"
             "  --load-engine         load DIR/NAME.kiln instead of building; outputs must\n"
@@ -92,6 +99,10 @@ static int usage(FILE *f) {
             "  --pads a,b,...        circ_pad pads (torch order, default 1,2,2,1)\n"
             "  --shape AxBx...       circ_pad / non_zero input shape\n"
             "  --mode network|onnx   circ_pad from the C API (default) or samples/circ_pad.onnx\n"
+            "  --mode nearest|bilinear  interpolate: resize mode (default nearest)\n"
+            "  --scale F             interpolate: factor for H and W (default 2)\n"
+            "  --shape NxCxHxW       interpolate: input shape (default 2x3x13x17)\n"
+            "  --rebuild             interpolate: compile the plugin even on a cache hit\n"
             "  -v                    verbose builder log\n");
     return f == stderr ? 2 : 0;
 }
@@ -412,7 +423,6 @@ static size_t check_circ_pad(const sample_run *r) {
 static int parse_args(int argc, char **argv, opts *o) {
     memset(o, 0, sizeof *o);
     o->artifacts = getenv("ARTIFACTS_DIR") ? getenv("ARTIFACTS_DIR") : "artifacts";
-    o->mode = "network";
     o->seed = (uint64_t)time(NULL) * 2654435761u ^ (uint64_t)getpid() << 16;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -440,8 +450,15 @@ static int parse_args(int argc, char **argv, opts *o) {
             if (!(o->artifacts = VALUE())) return -1;
         } else if (!strcmp(a, "--mode")) {
             if (!(o->mode = VALUE())) return -1;
-            if (strcmp(o->mode, "network") && strcmp(o->mode, "onnx")) {
-                fprintf(stderr, "kiln-samples: --mode expects network or onnx, found '%s'\n", o->mode);
+        } else if (!strcmp(a, "--rebuild")) {
+            o->rebuild = 1;
+        } else if (!strcmp(a, "--scale")) {
+            const char *v = VALUE();
+            if (!v) return -1;
+            char *end;
+            o->scale = strtod(v, &end);
+            if (end == v || *end || !(o->scale > 0)) {
+                fprintf(stderr, "kiln-samples: --scale expects a number > 0, found '%s'\n", v);
                 return -1;
             }
         } else if (!strcmp(a, "--threads")) {
@@ -470,14 +487,30 @@ static int parse_args(int argc, char **argv, opts *o) {
         fprintf(stderr, "kiln-samples: expected a sample name\n");
         return -1;
     }
+    int circ = !strcmp(o->name, "circ_pad"), interp = !strcmp(o->name, "interpolate");
+    if (interp) {
+        if (o->mode && strcmp(o->mode, "nearest") && strcmp(o->mode, "bilinear")) {
+            fprintf(stderr, "kiln-samples: interpolate: --mode expects nearest or bilinear, found '%s'\n",
+                    o->mode);
+            return -1;
+        }
+    } else {
+        if (!o->mode) o->mode = "network";
+        if (strcmp(o->mode, "network") && strcmp(o->mode, "onnx")) {
+            fprintf(stderr, "kiln-samples: --mode expects network or onnx, found '%s'\n", o->mode);
+            return -1;
+        }
+    }
     /* Options that do not apply to the sample are mistakes: say so. */
-    int circ = !strcmp(o->name, "circ_pad");
     const char *bad = o->autotune && strcmp(o->name, "elemwise_add") ? "--autotune (elemwise_add)"
                       : (o->multi_tactic || o->per_format || o->pads || o->aot) && !circ
                           ? "--multi-tactic/--per-format-tactics/--pads/--aot (circ_pad)"
                       : (o->save || o->load) && !circ ? "--save-engine/--load-engine (circ_pad)"
-                      : o->shape && !circ && strcmp(o->name, "non_zero") ? "--shape (circ_pad, non_zero)"
-                      : !strcmp(o->mode, "onnx") && (o->multi_tactic || o->per_format || o->pads ||
+                      : o->shape && !circ && !interp && strcmp(o->name, "non_zero")
+                          ? "--shape (circ_pad, non_zero, interpolate)"
+                      : (o->scale > 0 || o->rebuild) && !interp ? "--scale/--rebuild (interpolate)"
+                      : o->fp16 && interp ? "--precision (not interpolate)"
+                      : !interp && !strcmp(o->mode, "onnx") && (o->multi_tactic || o->per_format || o->pads ||
                                                      o->shape || o->aot)
                           ? "--multi-tactic/--per-format-tactics/--pads/--shape/--aot (network mode)"
                       : NULL;
@@ -556,6 +589,10 @@ static int build_engine(const opts *o, const lib *l, kiln_engine **eng, kiln_bui
     kiln_build_config *cfg = kiln_build_config_create();
     unsigned flags = 0;
     if (o->fp16 || o->autotune) flags |= KILN_BUILD_FP16;
+    /* circ_pad has both a JIT impl and an AOT kernel, and a build must
+     * choose (as TensorRT's sample passes its aot flag): --aot sets each
+     * layer's choice in the network; otherwise this sample takes JIT. */
+    if (!o->aot) flags |= KILN_BUILD_PREFER_JIT;
     kiln_build_config_set_flags(cfg, flags);
     if (o->threads > 0) kiln_build_config_set_threads(cfg, o->threads);
     int rc = kiln_build(net, cfg, eng, st);
@@ -566,10 +603,35 @@ static int build_engine(const opts *o, const lib *l, kiln_engine **eng, kiln_bui
     return 0;
 }
 
+/* interpolate: its own runner (samples/interpolate/interpolate_run.c). */
+static int run_interpolate(const opts *o) {
+    kiln_interpolate_opts io;
+    memset(&io, 0, sizeof io);
+    io.source_dir = KILN_SOURCE_DIR;
+    io.mode = o->mode;
+    io.scale = o->scale;
+    io.threads = o->threads;
+    io.seed = o->seed;
+    io.verbose = o->verbose;
+    io.rebuild = o->rebuild;
+    if (o->shape) {
+        int64_t d[4];
+        if (parse_ints(o->shape, d, 4, 'x') != 4 || d[0] < 1 || d[1] < 1 || d[2] < 1 || d[3] < 1) {
+            fprintf(stderr, "kiln-samples: interpolate: --shape expects NxCxHxW (each >= 1), found '%s'\n",
+                    o->shape);
+            return 2;
+        }
+        io.n = d[0], io.c = d[1], io.h = d[2], io.w = d[3];
+    }
+    printf("sample interpolate (seed %llu)\n", (unsigned long long)o->seed);
+    return kiln_sample_interpolate(&io) ? 1 : 0;
+}
+
 int main(int argc, char **argv) {
     opts o;
     if (parse_args(argc, argv, &o)) return usage(stderr);
     kiln_log_set(o.verbose ? KILN_LOG_VERBOSE : KILN_LOG_WARN, NULL, NULL);
+    if (!strcmp(o.name, "interpolate")) return run_interpolate(&o);
     lib l = {0};
     if (load_lib(&l)) return 1;
     kiln_samples_counters *cnt = l.counters();

@@ -284,6 +284,11 @@ int kiln_build(const kiln_network *net, const kiln_build_config *cfg, kiln_engin
         kiln_build_config_free(own_cfg);
         return kiln__err(KILN_EUNSUPPORTED, "kiln_build: only the CPU device is supported by this builder");
     }
+    if ((cfg->flags & KILN_BUILD_PREFER_AOT) && (cfg->flags & KILN_BUILD_PREFER_JIT)) {
+        kiln_build_config_free(own_cfg);
+        return kiln__err(KILN_EINVAL, "kiln_build: KILN_BUILD_PREFER_AOT and KILN_BUILD_PREFER_JIT are "
+                                      "both set; expected at most one of them");
+    }
     builder b;
     memset(&b, 0, sizeof b);
     b.net = net;

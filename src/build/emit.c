@@ -375,8 +375,20 @@ static int use_aot(builder *b, const bl *L, int *aot) {
         if (!has_jit)
             return kiln__err(KILN_EUNSUPPORTED, "layer '%s' (%s::%s v%d): JIT requested but the op has no impl",
                              L->name, L->op->ns, L->op->name, L->op->version);
+    } else if (has_aot && !has_jit) {
+        *aot = 1;
     } else if (has_aot) {
-        *aot = !has_jit || ((b->cfg->flags & KILN_BUILD_PREFER_AOT) && !(b->cfg->flags & KILN_BUILD_PREFER_JIT));
+        /* Both implementations and no per-layer choice: as in TensorRT, the
+         * build must say which one it wants; guessing would silently change
+         * what the engine needs at run time (a plugin library or nothing). */
+        unsigned f = b->cfg->flags & (KILN_BUILD_PREFER_AOT | KILN_BUILD_PREFER_JIT);
+        if (!f)
+            return kiln__err(KILN_EINVAL,
+                             "layer '%s' (%s::%s v%d) has both JIT and AOT implementations: pass "
+                             "--prefer-jit or --prefer-aot (KILN_BUILD_PREFER_JIT/AOT), or set the "
+                             "layer's aot choice (kiln_layer_set_aot, ONNX node attribute 'aot')",
+                             L->name, L->op->ns, L->op->name, L->op->version);
+        *aot = f == KILN_BUILD_PREFER_AOT;
     }
     return 0;
 }
