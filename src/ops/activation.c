@@ -123,7 +123,39 @@ static inline float ferf_f32(float x) {
                z * (0.00522397762f + z * -0.000854832702f)))));
     return ax < 0.5f ? sm : x != x ? x : r;
 }
+/* natural log, Cephes logf: mantissa in [sqrt(1/2), sqrt(2)) and a
+ * polynomial; within 2 ulp for normal positive inputs */
+static inline float flog_f32(float x) {
+    int den = x < 1.17549435e-38f;       /* denormal: scale by 2^23 first */
+    float xs = den ? x * 8388608.0f : x;
+    int32_t b;
+    memcpy(&b, &xs, sizeof b);
+    int32_t e = ((b >> 23) & 0xff) - 126;
+    int32_t mb = (b & 0x807fffff) | 0x3f000000;
+    float m;
+    memcpy(&m, &mb, sizeof m);              /* x = m * 2^e, m in [0.5, 1) */
+    int lo = m < 0.707106781186547524f;
+    float fe = (float)(e - lo);
+    m = lo ? m + m - 1.0f : m - 1.0f;
+    float z = m * m;
+    float p = 7.0376836292E-2f;
+    p = p * m - 1.1514610310E-1f;
+    p = p * m + 1.1676998740E-1f;
+    p = p * m - 1.2420140846E-1f;
+    p = p * m + 1.4249322787E-1f;
+    p = p * m - 1.6668057665E-1f;
+    p = p * m + 2.0000714765E-1f;
+    p = p * m - 2.4999993993E-1f;
+    p = p * m + 3.3333331174E-1f;
+    float y = m * z * p - 2.12194440e-4f * fe - 0.5f * z;
+    float r = m + y + 0.693359375f * fe - (den ? 15.9423851528f : 0.0f); /* 23 ln 2 */
+    /* specials: x < 0 or NaN -> NaN, 0 -> -inf, inf -> inf, denormals via libm-free scaling */
+    r = x == 0 ? -INFINITY : r;
+    r = x == INFINITY ? INFINITY : r;
+    return (x < 0) | (x != x) ? NAN : r;
+}
 #define EXPF(v) _Generic((v), float: fexp_f32, default: exp)(v)
+#define LOGF(v) _Generic((v), float: flog_f32, default: log)(v)
 #define ERFF(v) _Generic((v), float: ferf_f32, default: erf)(v)
 /* clamp to [0, 1] in the compute type (tgmath's fmax(0, x) would widen to double) */
 #define CLAMP01(v) ((v) < (ct_t)0 ? (ct_t)0 : (v) > (ct_t)1 ? (ct_t)1 : (v))
@@ -156,7 +188,7 @@ static inline float ferf_f32(float x) {
 #define U_ROUND(v) nearbyint(v) /* half to even in the default rounding mode */
 #define U_SQRT(v) sqrt(v)
 #define U_EXP(v) EXPF(v)
-#define U_LOG(v) log(v)
+#define U_LOG(v) LOGF(v)
 #define U_SIN(v) sin(v)
 #define U_COS(v) cos(v)
 #define U_TAN(v) tan(v)
