@@ -661,6 +661,12 @@ TEST_IMPL(activation_accuracy) {
                 TEST__FAIL("%s(%.9g) = %.9g, expected %.9g", cases[k].op, x, Y[i], r);
         }
     }
+    /* Log over many magnitudes, including denormals */
+    for (int i = 0; i < N; i++) X[i] = expf(test_randf(&g_seed, -100, 80));
+    X[0] = 1e-40f;
+    X[1] = 1;
+    ASSERT_OK(run1("ai.onnx::Log", 6, 1, &in, 1, &out, NULL, 1));
+    for (int i = 0; i < N; i++) ASSERT_NEAR(Y[i], log((double)X[i]), 2e-6 * fabs(log((double)X[i])) + 1e-6);
 }
 
 TEST_LIST(TEST_ENTRY(add_broadcast), TEST_ENTRY(mul_large_threaded), TEST_ENTRY(div_int_and_compare),
