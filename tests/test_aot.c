@@ -743,7 +743,89 @@ TEST_IMPL(aot_engine_end_to_end) {
                                    "signature says i64");
 }
 
+/* Engine file layout, for patching a section and re-sealing its checksums
+ * the way a deliberate tamperer would (src/engine/file.c: header, section
+ * table of 32-byte entries id/_/offset/size/checksum). */
+uint64_t kiln__file_checksum(const void *p, size_t n);
+enum { SEC_AOT_ID = 8 };
+static void reseal(uint8_t *p, uint32_t want) {
+    uint32_t siglen, nsec, hsize;
+    memcpy(&nsec, p + 20, 4);
+    memcpy(&siglen, p + 24, 4);
+    size_t table = 40 + ((siglen + 7u) & ~7u);
+    for (uint32_t i = 0; i < nsec; i++) {
+        uint8_t *ent = p + table + 32 * i;
+        uint32_t id;
+        uint64_t off, size;
+        memcpy(&id, ent, 4);
+        if (id != want) continue;
+        memcpy(&off, ent + 8, 8);
+        memcpy(&size, ent + 16, 8);
+        uint64_t ck = kiln__file_checksum(p + off, (size_t)size);
+        memcpy(ent + 24, &ck, 8);
+    }
+    memcpy(&hsize, p + 12, 4);
+    memset(p + 32, 0, 8);
+    uint64_t h = kiln__file_checksum(p, hsize);
+    memcpy(p + 32, &h, 8);
+}
+
+/* A byte of an embedded kernel changed in an engine file: loading fails
+ * with a checksum error (the section's; with the section re-sealed, the
+ * kernel's SHA-256), before the bytes reach the dynamic loader. */
+TEST_IMPL(aot_engine_tampered_kernel) {
+    setup();
+    static int registered;
+    if (!registered) {
+        ASSERT_OK(kiln_register_quick_op(&affine_op));
+        ASSERT_OK(kiln_register_quick_op(&badsig_op));
+        registered = 1;
+    }
+    kiln_engine *e = NULL;
+    ASSERT_OK(build_affine("gtest::affine", -1, KILN_BUILD_PREFER_AOT, 4, &e));
+    ASSERT_EQ(e->naot, 1);
+    void *img = NULL;
+    size_t size = 0;
+    ASSERT_OK(kiln_engine_serialize(e, &img, &size));
+    uint8_t *buf = malloc(size);
+    memcpy(buf, img, size);
+    kiln_free(img);
+    /* Where the kernel object lies in the file. */
+    size_t at = SIZE_MAX;
+    for (size_t i = 0; i + e->aot[0].so_size <= size; i++)
+        if (!memcmp(buf + i, e->aot[0].so, e->aot[0].so_size)) {
+            at = i;
+            break;
+        }
+    ASSERT(at != SIZE_MAX);
+    size_t so_size = e->aot[0].so_size;
+    kiln_engine_free(e);
+    uint8_t *c = malloc(size);
+    uint64_t seed = 0x7a3d;
+    for (int k = 0; k < 8; k++) {
+        size_t off = at + (size_t)(test_rand_u64(&seed) % so_size);
+        memcpy(c, buf, size);
+        c[off] ^= (uint8_t)(1u << (k % 8));
+        kiln_engine *t = NULL;
+        ASSERT_EQ(kiln_engine_load_memory(c, size, &t), KILN_ECHECKSUM);
+        ASSERT(t == NULL);
+        ASSERT_CONTAINS(kiln_errmsg(), "section AOT");
+        ASSERT_CONTAINS(kiln_errmsg(), "checksum mismatch");
+        reseal(c, SEC_AOT_ID);
+        ASSERT_EQ(kiln_engine_load_memory(c, size, &t), KILN_ECHECKSUM);
+        ASSERT(t == NULL);
+        ASSERT_CONTAINS(kiln_errmsg(), "axpb object");
+        ASSERT_CONTAINS(kiln_errmsg(), "corrupted or tampered with");
+    }
+    /* The untouched image still loads and runs. */
+    ASSERT_OK(kiln_engine_load_memory(buf, size, &e));
+    run_affine(e, 6, 4);
+    kiln_engine_free(e);
+    free(c);
+    free(buf);
+}
+
 TEST_LIST(TEST_ENTRY(aot_sha256_vectors), TEST_ENTRY(aot_compile_load_bytes), TEST_ENTRY(aot_compile_cache), TEST_ENTRY(aot_so_load_file_fallback), TEST_ENTRY(aot_tampered_bytes),
           TEST_ENTRY(aot_compile_errors), TEST_ENTRY(aot_signature_check),
           TEST_ENTRY(aot_launch_threads), TEST_ENTRY(aot_record_roundtrip),
-          TEST_ENTRY(aot_engine_end_to_end))
+          TEST_ENTRY(aot_engine_end_to_end), TEST_ENTRY(aot_engine_tampered_kernel))
