@@ -274,6 +274,15 @@ TEST_IMPL(transpose) {
         for (int a = 0; a < A; a++)
             for (int b = 0; b < B; b++) ASSERT_EQ(Y[(c * A + a) * B + b] == X[(a * B + b) * C + c], 1);
     free(X), free(Y);
+    /* 2-D with ragged tiles (37 = 16 + 16 + 5 rows, 29 = 3 * 8 + 5 columns) */
+    {
+        static float P[37 * 29], Q[37 * 29];
+        fill_f32(P, 37 * 29, -1, 1);
+        tio pin = {"x", KILN_DTYPE_F32, 2, {37, 29}, P}, pout = {"y", KILN_DTYPE_F32, 2, {29, 37}, Q};
+        ASSERT_OK(run1("ai.onnx::Transpose", 1, 1, &pin, 1, &pout, NULL, 1));
+        for (int r = 0; r < 29; r++)
+            for (int c = 0; c < 37; c++) ASSERT_EQ(Q[r * 37 + c] == P[c * 29 + r], 1);
+    }
     /* one-byte elements */
     uint8_t U[24], V[24];
     for (int i = 0; i < 24; i++) U[i] = (uint8_t)test_rand_u64(&g_seed);

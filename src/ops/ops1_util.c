@@ -393,6 +393,33 @@ typedef struct tile_job {
         }                                                                     \
     } while (0)
 
+#if defined(__AVX2__)
+#include <immintrin.h>
+/* d[i * oa + j] = s[j * sb + i] for an 8 x 8 block of 4-byte elements */
+static inline void tr8x8_32(const uint32_t *s, int64_t sb, uint32_t *d, int64_t oa) {
+    __m256 r0 = _mm256_loadu_ps((const float *)(s + 0 * sb)), r1 = _mm256_loadu_ps((const float *)(s + 1 * sb));
+    __m256 r2 = _mm256_loadu_ps((const float *)(s + 2 * sb)), r3 = _mm256_loadu_ps((const float *)(s + 3 * sb));
+    __m256 r4 = _mm256_loadu_ps((const float *)(s + 4 * sb)), r5 = _mm256_loadu_ps((const float *)(s + 5 * sb));
+    __m256 r6 = _mm256_loadu_ps((const float *)(s + 6 * sb)), r7 = _mm256_loadu_ps((const float *)(s + 7 * sb));
+    __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1);
+    __m256 t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3);
+    __m256 t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5);
+    __m256 t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
+    __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+    __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+    __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+    __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+    _mm256_storeu_ps((float *)(d + 0 * oa), _mm256_permute2f128_ps(u0, u4, 0x20));
+    _mm256_storeu_ps((float *)(d + 1 * oa), _mm256_permute2f128_ps(u1, u5, 0x20));
+    _mm256_storeu_ps((float *)(d + 2 * oa), _mm256_permute2f128_ps(u2, u6, 0x20));
+    _mm256_storeu_ps((float *)(d + 3 * oa), _mm256_permute2f128_ps(u3, u7, 0x20));
+    _mm256_storeu_ps((float *)(d + 4 * oa), _mm256_permute2f128_ps(u0, u4, 0x31));
+    _mm256_storeu_ps((float *)(d + 5 * oa), _mm256_permute2f128_ps(u1, u5, 0x31));
+    _mm256_storeu_ps((float *)(d + 6 * oa), _mm256_permute2f128_ps(u2, u6, 0x31));
+    _mm256_storeu_ps((float *)(d + 7 * oa), _mm256_permute2f128_ps(u3, u7, 0x31));
+}
+#endif
+
 static void tile_items(void *ud, int64_t w0, int64_t w1) {
     const tile_job *j = ud;
     int nd = j->nd, k = j->k;
@@ -413,7 +440,21 @@ static void tile_items(void *ud, int64_t w0, int64_t w1) {
         switch (j->es) {
         case 1: TILE_LOOP(uint8_t); break;
         case 2: TILE_LOOP(uint16_t); break;
-        case 4: TILE_LOOP(uint32_t); break;
+        case 4:
+#if defined(__AVX2__)
+            if (a1 - a0 == TB) { /* full band: 8 x 8 register transposes, scalar tail in b */
+                uint32_t *d_ = (uint32_t *)d;
+                const uint32_t *s_ = (const uint32_t *)s;
+                int64_t b = 0;
+                for (; b + 8 <= B; b += 8)
+                    for (int64_t a = a0; a < a1; a += 8) tr8x8_32(s_ + a + b * sb, sb, d_ + a * oa + b, oa);
+                for (int64_t a = a0; a < a1; a++)
+                    for (int64_t bb = b; bb < B; bb++) d_[a * oa + bb] = s_[a + bb * sb];
+                break;
+            }
+#endif
+            TILE_LOOP(uint32_t);
+            break;
         default: TILE_LOOP(uint64_t); break;
         }
     }
