@@ -507,7 +507,11 @@ static int topk_impl(const kiln_call *c) {
     if (K > A) return kiln_set_error(KILN_EINVAL, "TopK: k = %lld exceeds the axis size %lld", (long long)K, (long long)A);
     if (K == 0 || outer * inner == 0) return 0;
     tk_item *it = kiln__malloc((size_t)A * sizeof *it);
-    if (!it) return kiln_set_error(KILN_ENOMEM, "TopK: out of memory");
+    double *vals = kiln__malloc((size_t)A * sizeof *vals);
+    if (!it || !vals) {
+        kiln__free(it), kiln__free(vals);
+        return kiln_set_error(KILN_ENOMEM, "TopK: out of memory");
+    }
     size_t es = kiln_dtype_size(x->dtype);
     const char *xp = x->data;
     char *yv = c->out[0].data;
@@ -515,54 +519,44 @@ static int topk_impl(const kiln_call *c) {
     int (*cmp)(const void *, const void *) = largest ? tk_cmp_large : tk_cmp_small;
     for (int64_t o = 0; o < outer; o++)
         for (int64_t in = 0; in < inner; in++) {
-            if (inner == 1) {
-                double vb[256];
-                for (int64_t b = 0; b < A; b += 256) {
-                    int64_t m = A - b < 256 ? A - b : 256;
-                    kiln__ops1_to_f64(xp + (o * A + b) * es, x->dtype, vb, m);
-                    for (int64_t a = 0; a < m; a++) {
-                        it[b + a].v = vb[a];
-                        it[b + a].i = b + a;
-                    }
-                }
-            } else {
-                for (int64_t a = 0; a < A; a++) {
-                    it[a].v = kiln__ops1_get_f64(xp, x->dtype, (o * A + a) * inner + in);
-                    it[a].i = a;
-                }
-            }
+            if (inner == 1)
+                kiln__ops1_to_f64(xp + o * A * es, x->dtype, vals, A);
+            else
+                for (int64_t a = 0; a < A; a++) vals[a] = kiln__ops1_get_f64(xp, x->dtype, (o * A + a) * inner + in);
             if (K * 8 < A) {
-                /* keep the best K in a heap whose root is the worst of them */
-                for (int64_t a = 0; a < A; a++) {
-                    tk_item v = it[a];
-                    int64_t n = a < K ? a : K;
-                    if (a >= K) {
-                        if (cmp(&v, &it[0]) >= 0) continue; /* not better than the worst */
-                        n = K - 1;
-                        /* sift down from the root with v */
-                        int64_t h = 0;
-                        for (;;) {
-                            int64_t l = 2 * h + 1, r = l + 1, w = h;
-                            const tk_item *wv = &v;
-                            if (l <= n && cmp(&it[l], wv) > 0) { w = l; wv = &it[l]; }
-                            if (r <= n && cmp(&it[r], wv) > 0) { w = r; wv = &it[r]; }
-                            if (w == h) break;
-                            it[h] = it[w];
-                            h = w;
-                        }
-                        it[h] = v;
-                        continue;
-                    }
-                    /* sift up (heap of it[0..a]) */
-                    int64_t h = n;
+                /* the best K in a heap whose root is the worst of them; most
+                 * candidates lose against the root's value and cost one compare */
+                for (int64_t a = 0; a < K; a++) {
+                    tk_item v = {vals[a], a};
+                    int64_t h = a;
                     while (h > 0 && cmp(&it[(h - 1) / 2], &v) < 0) {
                         it[h] = it[(h - 1) / 2];
                         h = (h - 1) / 2;
                     }
                     it[h] = v;
                 }
+                for (int64_t a = K; a < A; a++) {
+                    double w = vals[a];
+                    if (largest ? !(w > it[0].v) : !(w < it[0].v)) continue;
+                    tk_item v = {w, a};
+                    int64_t h = 0, n = K - 1;
+                    for (;;) {
+                        int64_t l = 2 * h + 1, r = l + 1, m = h;
+                        const tk_item *wv = &v;
+                        if (l <= n && cmp(&it[l], wv) > 0) { m = l; wv = &it[l]; }
+                        if (r <= n && cmp(&it[r], wv) > 0) { m = r; wv = &it[r]; }
+                        if (m == h) break;
+                        it[h] = it[m];
+                        h = m;
+                    }
+                    it[h] = v;
+                }
                 qsort(it, (size_t)K, sizeof *it, cmp);
             } else {
+                for (int64_t a = 0; a < A; a++) {
+                    it[a].v = vals[a];
+                    it[a].i = a;
+                }
                 qsort(it, (size_t)A, sizeof *it, cmp);
             }
             for (int64_t k = 0; k < K; k++) {
@@ -571,6 +565,7 @@ static int topk_impl(const kiln_call *c) {
                 yi[dst] = it[k].i;
             }
         }
+    kiln__free(vals);
     kiln__free(it);
     return 0;
 }
