@@ -7,9 +7,11 @@
  *
  * Every op is one expression U_<OP>(v) over the compute type; <tgmath.h>
  * makes exp/log/... resolve to the float or double function by type, so
- * the same body serves float32 (expf), float64 (exp) and float16/bfloat16
- * (computed in float).  Tables indexed by dtype hold the variants; the
- * shape function accepts exactly the dtypes present.
+ * the same body serves float32, float64 and float16/bfloat16 (computed in
+ * float).  For float32 the hot functions (exp, log, tanh, erf) are kiln's
+ * own branch-free polynomials, so the loops vectorize; float64 keeps libm.
+ * Tables indexed by dtype hold the variants; the shape function accepts
+ * exactly the dtypes present.
  */
 #include "ops1.h"
 
