@@ -134,7 +134,7 @@ static int dft_shape(kiln_shape_ctx *c) {
     int64_t last;
     if (!kiln_expr_is_const(x->dims[x->ndim - 1], &last) || (last != 1 && last != 2))
         return kiln_set_error(KILN_ESHAPE, "DFT: the last dim must be 1 (real) or 2 (complex)");
-    int axis;
+    int axis = 0;
     int rc = dft_axis(kiln_attrs_int(c->attrs, "axis"), x->ndim, &axis);
     if (rc) return rc;
     const kiln_expr *len = x->dims[axis];
@@ -156,7 +156,7 @@ static int dft_shape(kiln_shape_ctx *c) {
 static int dft_impl(const kiln_call *c) {
     const kiln_tensor *x = &c->in[0];
     kiln_tensor *y = &c->out[0];
-    int axis;
+    int axis = 0;
     int rc = dft_axis(kiln_attrs_int(c->attrs, "axis"), x->ndim, &axis);
     if (rc) return rc;
     int inverse = kiln_attrs_int(c->attrs, "inverse") != 0;
