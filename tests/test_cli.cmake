@@ -7,9 +7,13 @@ if(TARGET kiln_cli AND TARGET kiln_samples_ops)
   set(EXPECT_FAIL bash ${CMAKE_SOURCE_DIR}/scripts/expect_fail.sh)
   file(MAKE_DIRECTORY ${KC_DIR})
 
+  # Compiled AOT kernels and plugin sources are cached under the build
+  # tree, never in the user's ~/.cache.
+  set(KC_CACHE ${CMAKE_BINARY_DIR}/kiln-cache)
   function(kiln_cli_test name)
     add_test(NAME ${name} COMMAND ${ARGN} WORKING_DIRECTORY ${CMAKE_BINARY_DIR})
-    set_tests_properties(${name} PROPERTIES LABELS "cli" TIMEOUT 120)
+    set_tests_properties(${name} PROPERTIES LABELS "cli" TIMEOUT 120
+                         ENVIRONMENT "KILN_CACHE_DIR=${KC_CACHE}")
   endfunction()
 
   kiln_cli_test(cli_help ${KC} --help)
@@ -26,8 +30,9 @@ if(TARGET kiln_cli AND TARGET kiln_samples_ops)
 
   # circ_pad: build (two tactics timed), inspect, run (outputs as .npy),
   # run again comparing with those outputs, bench.
+  # circ_pad has a JIT impl and an AOT kernel: builds choose (--prefer-jit).
   kiln_cli_test(cli_build_circ_pad ${KC} build --network circ_pad --network-opts multi-tactic
-                --plugins ${KLIB} -v -o ${KC_DIR}/circ_pad.kiln)
+                --plugins ${KLIB} --prefer-jit -v -o ${KC_DIR}/circ_pad.kiln)
   set_tests_properties(cli_build_circ_pad PROPERTIES FIXTURES_SETUP cli_circ_pad)
   kiln_cli_test(cli_inspect_circ_pad ${KC} inspect --plugins ${KLIB} ${KC_DIR}/circ_pad.kiln)
   kiln_cli_test(cli_run_circ_pad ${KC} run ${KC_DIR}/circ_pad.kiln --plugins ${KLIB} --seed 7
@@ -82,9 +87,9 @@ if(TARGET kiln_cli AND TARGET kiln_samples_ops)
                        PASS_REGULAR_EXPRESSION "per layer: [0-9.]+ us")
   # Timing cache: the second build answers every candidate from the file.
   kiln_cli_test(cli_timing_cache_write ${KC} build --network circ_pad --network-opts multi-tactic
-                --plugins ${KLIB} --timing-cache ${KC_DIR}/circ_pad.cache -o ${KC_DIR}/tc1.kiln)
+                --plugins ${KLIB} --prefer-jit --timing-cache ${KC_DIR}/circ_pad.cache -o ${KC_DIR}/tc1.kiln)
   kiln_cli_test(cli_timing_cache_read ${KC} build --network circ_pad --network-opts multi-tactic
-                --plugins ${KLIB} --timing-cache ${KC_DIR}/circ_pad.cache -o ${KC_DIR}/tc2.kiln)
+                --plugins ${KLIB} --prefer-jit --timing-cache ${KC_DIR}/circ_pad.cache -o ${KC_DIR}/tc2.kiln)
   set_tests_properties(cli_timing_cache_write PROPERTIES FIXTURES_SETUP cli_tc)
   set_tests_properties(cli_timing_cache_read PROPERTIES FIXTURES_REQUIRED cli_tc
                        PASS_REGULAR_EXPRESSION "candidates, 0 timed, [1-9][0-9]* timing-cache hits")
@@ -106,7 +111,7 @@ if(TARGET kiln_cli AND TARGET kiln_samples_ops)
   set(CP_CASE ${CMAKE_SOURCE_DIR}/tests/fixtures/circ_pad_case)
   if(EXISTS ${CP_CASE}/model.onnx)
     kiln_cli_test(cli_onnx_circ_pad_build ${KC} build ${CP_CASE}/model.onnx --plugins ${KLIB}
-                  -o ${KC_DIR}/onnx_circ_pad.kiln)
+                  --prefer-jit -o ${KC_DIR}/onnx_circ_pad.kiln)
     kiln_cli_test(cli_onnx_circ_pad_run ${KC} run ${KC_DIR}/onnx_circ_pad.kiln --plugins ${KLIB}
                   --input x=${CP_CASE}/test_data_set_0/input_0.pb
                   --compare y=${CP_CASE}/test_data_set_0/output_0.pb --rtol 0 --atol 0
@@ -138,6 +143,142 @@ if(TARGET kiln_cli AND TARGET kiln_samples_ops)
   set_tests_properties(cli_build_circ_pad_aot PROPERTIES FIXTURES_SETUP cli_cp_aot)
   set_tests_properties(cli_run_circ_pad_aot_no_plugins PROPERTIES
                        FIXTURES_REQUIRED "cli_cp_aot;cli_circ_pad;cli_circ_pad_run")
+
+  # JIT or AOT, as in TensorRT: an op with both and no choice is a build
+  # error that says how to choose; both flags at once are a usage error.
+  kiln_cli_test(cli_build_circ_pad_no_choice ${EXPECT_FAIL}
+                "layer 'pad_a' \\(sample::circ_pad v1\\) has both JIT and AOT implementations: pass --prefer-jit or --prefer-aot"
+                ${KC} build --network circ_pad --plugins ${KLIB} -o ${KC_DIR}/no_choice.kiln)
+  kiln_cli_test(cli_build_prefer_both ${EXPECT_FAIL} "--prefer-aot and --prefer-jit exclude each other"
+                ${KC} build --network circ_pad --plugins ${KLIB} --prefer-aot --prefer-jit
+                -o ${KC_DIR}/both.kiln)
+  # --prefer-aot: every circ_pad layer AOT; the engine runs with no plugin
+  # library and equals the JIT engine's outputs bit for bit.
+  kiln_cli_test(cli_build_circ_pad_prefer_aot ${KC} build --network circ_pad --network-opts multi-tactic
+                --plugins ${KLIB} --prefer-aot -o ${KC_DIR}/circ_pad_prefer_aot.kiln)
+  kiln_cli_test(cli_inspect_circ_pad_prefer_aot ${KC} inspect ${KC_DIR}/circ_pad_prefer_aot.kiln)
+  kiln_cli_test(cli_run_circ_pad_prefer_aot_no_plugins ${KC} run ${KC_DIR}/circ_pad_prefer_aot.kiln --seed 7
+                --compare pa=${KC_DIR}/run1/pa.npy --compare pb=${KC_DIR}/run1/pb.npy --atol 0 --rtol 0)
+  set_tests_properties(cli_build_circ_pad_prefer_aot PROPERTIES FIXTURES_SETUP cli_cp_prefer_aot)
+  set_tests_properties(cli_inspect_circ_pad_prefer_aot PROPERTIES FIXTURES_REQUIRED cli_cp_prefer_aot
+                       PASS_REGULAR_EXPRESSION "'pad_b' sample::circ_pad v2 +AOT.*required plugins \\(0\\)")
+  set_tests_properties(cli_run_circ_pad_prefer_aot_no_plugins PROPERTIES
+                       FIXTURES_REQUIRED "cli_cp_prefer_aot;cli_circ_pad;cli_circ_pad_run")
+
+  # ONNX node attribute `aot` (tests/fixtures/circ_pad_aot{0,1}.onnx, from
+  # scripts/gen_circ_pad_aot_onnx.py; same data as circ_pad_case, whose
+  # reference is numpy's np.pad wrap).  aot=1: built with the plugin library
+  # (its aot function supplies the kernel), run with none loaded.  aot=0:
+  # the engine needs the library; without it the run fails naming it.  The
+  # node's choice wins over the build flag.
+  if(EXISTS ${CP_CASE}/model.onnx)
+    set(CP_DATA ${CP_CASE}/test_data_set_0)
+    kiln_cli_test(cli_onnx_aot1_build ${KC} build ${CMAKE_SOURCE_DIR}/tests/fixtures/circ_pad_aot1.onnx
+                  --plugins ${KLIB} --prefer-jit -o ${KC_DIR}/onnx_aot1.kiln)
+    kiln_cli_test(cli_onnx_aot1_run_no_plugins ${KC} run ${KC_DIR}/onnx_aot1.kiln
+                  --input x=${CP_DATA}/input_0.pb --compare y=${CP_DATA}/output_0.pb --rtol 0 --atol 0)
+    kiln_cli_test(cli_onnx_aot1_inspect ${KC} inspect ${KC_DIR}/onnx_aot1.kiln)
+    kiln_cli_test(cli_onnx_aot0_build ${KC} build ${CMAKE_SOURCE_DIR}/tests/fixtures/circ_pad_aot0.onnx
+                  --plugins ${KLIB} --prefer-aot -o ${KC_DIR}/onnx_aot0.kiln)
+    kiln_cli_test(cli_onnx_aot0_run_no_plugins ${EXPECT_FAIL}
+                  "engine needs plugin sample::circ_pad version 1 .*layer 'circ_pad_0'"
+                  ${KC} run ${KC_DIR}/onnx_aot0.kiln --input x=${CP_DATA}/input_0.pb)
+    kiln_cli_test(cli_onnx_aot0_run ${KC} run ${KC_DIR}/onnx_aot0.kiln --plugins ${KLIB}
+                  --input x=${CP_DATA}/input_0.pb --compare y=${CP_DATA}/output_0.pb --rtol 0 --atol 0)
+    set_tests_properties(cli_onnx_aot1_build PROPERTIES FIXTURES_SETUP cli_onnx_aot1)
+    set_tests_properties(cli_onnx_aot1_run_no_plugins PROPERTIES FIXTURES_REQUIRED cli_onnx_aot1
+                         PASS_REGULAR_EXPRESSION "compare y with .*: 363 elements.* 0 outside")
+    set_tests_properties(cli_onnx_aot1_inspect PROPERTIES FIXTURES_REQUIRED cli_onnx_aot1
+                         PASS_REGULAR_EXPRESSION "'circ_pad_0' sample::circ_pad v1 +AOT.*AOT kernels \\(1\\).*required plugins \\(0\\)")
+    set_tests_properties(cli_onnx_aot0_build PROPERTIES FIXTURES_SETUP cli_onnx_aot0)
+    set_tests_properties(cli_onnx_aot0_run_no_plugins PROPERTIES FIXTURES_REQUIRED cli_onnx_aot0)
+    set_tests_properties(cli_onnx_aot0_run PROPERTIES FIXTURES_REQUIRED cli_onnx_aot0
+                         PASS_REGULAR_EXPRESSION "compare y with .*: 363 elements.* 0 outside")
+  endif()
+
+  # Embedded plugins: the sample library stored in the engine; inspect lists
+  # it; the engine runs with no --plugins and equals the JIT engine's
+  # outputs (same seed) bit for bit.
+  kiln_cli_test(cli_build_circ_pad_embed ${KC} build --network circ_pad --network-opts multi-tactic
+                --plugins ${KLIB} --prefer-jit --embed-plugins -o ${KC_DIR}/circ_pad_embed.kiln)
+  kiln_cli_test(cli_inspect_circ_pad_embed ${KC} inspect ${KC_DIR}/circ_pad_embed.kiln)
+  kiln_cli_test(cli_run_circ_pad_embed_no_plugins ${KC} run ${KC_DIR}/circ_pad_embed.kiln --seed 7
+                --compare pa=${KC_DIR}/run1/pa.npy --compare pb=${KC_DIR}/run1/pb.npy --atol 0 --rtol 0)
+  set_tests_properties(cli_build_circ_pad_embed PROPERTIES FIXTURES_SETUP cli_cp_embed)
+  set_tests_properties(cli_inspect_circ_pad_embed PROPERTIES FIXTURES_REQUIRED cli_cp_embed
+                       PASS_REGULAR_EXPRESSION "embedded plugins \\(1\\):.*sample::circ_pad v[12] \\([0-9.]+ KiB\\).*required plugins \\(0\\)")
+  set_tests_properties(cli_run_circ_pad_embed_no_plugins PROPERTIES
+                       FIXTURES_REQUIRED "cli_cp_embed;cli_circ_pad;cli_circ_pad_run")
+
+  # Plugins compiled from source through the compile cache (a private cache
+  # dir, emptied by the first test): miss, then hit, then --rebuild.
+  set(KC_CCACHE ${CMAKE_BINARY_DIR}/cli-compile-cache)
+  set(INTERP_SRC ${CMAKE_SOURCE_DIR}/samples/interpolate/interpolate.c)
+  kiln_cli_test(cli_compile_miss ${CMAKE_COMMAND} -E env KILN_CACHE_DIR=${KC_CCACHE}
+                bash -c "rm -rf '${KC_CCACHE}' && exec \"$0\" plugins compile -v \"$1\"" ${KC} ${INTERP_SRC})
+  kiln_cli_test(cli_compile_hit ${CMAKE_COMMAND} -E env KILN_CACHE_DIR=${KC_CCACHE}
+                ${KC} plugins compile -v ${INTERP_SRC})
+  kiln_cli_test(cli_compile_rebuild ${CMAKE_COMMAND} -E env KILN_CACHE_DIR=${KC_CCACHE}
+                ${KC} plugins compile --rebuild -v ${INTERP_SRC})
+  kiln_cli_test(cli_compile_cflags ${CMAKE_COMMAND} -E env KILN_CACHE_DIR=${KC_CCACHE}
+                ${KC} plugins compile --cflags "-O1 -DKILN_TEST_FLAG=1" ${INTERP_SRC})
+  set_tests_properties(cli_compile_miss PROPERTIES FIXTURES_SETUP cli_compile_miss
+                       PASS_REGULAR_EXPRESSION "compile cache miss [0-9a-f]+.*interpolate-[0-9a-f]+\\.so \\(compiled\\)")
+  set_tests_properties(cli_compile_hit PROPERTIES FIXTURES_REQUIRED cli_compile_miss FIXTURES_SETUP cli_compile_hit
+                       PASS_REGULAR_EXPRESSION "compile cache hit [0-9a-f]+.*interpolate-[0-9a-f]+\\.so \\(cache hit\\)")
+  set_tests_properties(cli_compile_rebuild PROPERTIES FIXTURES_REQUIRED "cli_compile_miss;cli_compile_hit"
+                       PASS_REGULAR_EXPRESSION "compile cache rebuild [0-9a-f]+.*interpolate-[0-9a-f]+\\.so \\(compiled\\)")
+  # Other flags are another cache key: compiled, not a hit.
+  set_tests_properties(cli_compile_cflags PROPERTIES FIXTURES_REQUIRED "cli_compile_miss;cli_compile_hit"
+                       PASS_REGULAR_EXPRESSION "interpolate-[0-9a-f]+\\.so \\(compiled\\)")
+  # A broken source: the compiler's file:line messages, exit 1, and one
+  # summary line naming the file and its first error.
+  file(WRITE ${KC_DIR}/broken_plugin.c
+       "#include <kiln/plugin.h>\n\nstatic int broken(void) {\n    return not_declared_anywhere;\n}\n")
+  kiln_cli_test(cli_compile_broken ${EXPECT_FAIL}
+                "^kiln plugins compile: [^ ]*broken_plugin.c: compiler failed .*. first error: [^ ]*broken_plugin.c:4:[0-9]+: error: .*not_declared_anywhere"
+                ${KC} plugins compile ${KC_DIR}/broken_plugin.c)
+  kiln_cli_test(cli_build_plugin_source_broken ${EXPECT_FAIL}
+                "kiln build: [^ ]*broken_plugin.c: compiler failed .*first error: [^ ]*broken_plugin.c:4:"
+                ${KC} build --network circ_pad --plugin-source ${KC_DIR}/broken_plugin.c -o ${KC_DIR}/b.kiln)
+  kiln_cli_test(cli_compile_missing_source ${EXPECT_FAIL} "kiln plugins compile: .*no_such_plugin.c"
+                ${KC} plugins compile ${KC_DIR}/no_such_plugin.c)
+  # --plugin-source in build, run, bench, inspect, plugins: an ONNX model
+  # with a sample::interpolate node (samples/interpolate/interpolate_case,
+  # reference computed with numpy by scripts/gen_interpolate_onnx.py).
+  set(IC ${CMAKE_SOURCE_DIR}/samples/interpolate/interpolate_case)
+  if(EXISTS ${IC}/model.onnx)
+    kiln_cli_test(cli_build_plugin_source ${KC} build ${IC}/model.onnx --plugin-source ${INTERP_SRC}
+                  -o ${KC_DIR}/interp.kiln)
+    kiln_cli_test(cli_run_plugin_source ${KC} run ${KC_DIR}/interp.kiln --plugin-source ${INTERP_SRC}
+                  --input x=${IC}/test_data_set_0/input_0.pb
+                  --compare y=${IC}/test_data_set_0/output_0.pb --rtol 1e-5 --atol 1e-6)
+    kiln_cli_test(cli_bench_plugin_source ${KC} bench ${KC_DIR}/interp.kiln --plugin-source ${INTERP_SRC}
+                  --warmup 1 --iterations 5)
+    kiln_cli_test(cli_inspect_plugin_source ${KC} inspect ${KC_DIR}/interp.kiln --plugin-source ${INTERP_SRC})
+    kiln_cli_test(cli_run_plugin_source_missing ${EXPECT_FAIL} "engine needs plugin sample::interpolate version 1"
+                  ${KC} run ${KC_DIR}/interp.kiln --input x=${IC}/test_data_set_0/input_0.pb)
+    set_tests_properties(cli_build_plugin_source PROPERTIES FIXTURES_SETUP cli_interp)
+    set_tests_properties(cli_run_plugin_source PROPERTIES FIXTURES_REQUIRED cli_interp
+                         PASS_REGULAR_EXPRESSION "compare y with .*: 140 elements.* 0 outside")
+    set_tests_properties(cli_bench_plugin_source cli_inspect_plugin_source cli_run_plugin_source_missing
+                         PROPERTIES FIXTURES_REQUIRED cli_interp)
+    set_tests_properties(cli_inspect_plugin_source PROPERTIES
+                         PASS_REGULAR_EXPRESSION "'interp_0' sample::interpolate v1 +JIT.*required plugins \\(1\\)")
+    # Compiled from source AND embedded: the engine travels alone.
+    kiln_cli_test(cli_build_plugin_source_embed ${KC} build ${IC}/model.onnx --plugin-source ${INTERP_SRC}
+                  --embed-plugins -o ${KC_DIR}/interp_embed.kiln)
+    kiln_cli_test(cli_run_plugin_source_embed ${KC} run ${KC_DIR}/interp_embed.kiln
+                  --input x=${IC}/test_data_set_0/input_0.pb
+                  --compare y=${IC}/test_data_set_0/output_0.pb --rtol 1e-5 --atol 1e-6)
+    set_tests_properties(cli_build_plugin_source_embed PROPERTIES FIXTURES_SETUP cli_interp_embed)
+    set_tests_properties(cli_run_plugin_source_embed PROPERTIES FIXTURES_REQUIRED cli_interp_embed
+                         PASS_REGULAR_EXPRESSION "compare y with .*: 140 elements.* 0 outside")
+  endif()
+  kiln_cli_test(cli_plugins_plugin_source ${KC} plugins --plugin-source ${INTERP_SRC} sample::interpolate)
+  set_tests_properties(cli_plugins_plugin_source PROPERTIES
+                       PASS_REGULAR_EXPRESSION "sample::interpolate v1 +\\(quick op")
+
   # Clear errors for bad files and inputs.
   kiln_cli_test(cli_run_missing_engine ${EXPECT_FAIL} "kiln run: .*nonexistent.kiln.*No such file"
                 ${KC} run ${KC_DIR}/nonexistent.kiln)

@@ -5,9 +5,12 @@ if(TARGET kiln-samples AND TARGET kiln_samples_ops)
   set(KS $<TARGET_FILE:kiln-samples>)
   set(KS_ART ${CMAKE_BINARY_DIR}/artifacts)
 
+  # AOT kernels and compiled plugin sources are cached under the build tree.
+  set(KS_CACHE ${CMAKE_BINARY_DIR}/kiln-cache)
   function(kiln_sample name)
     add_test(NAME ${name} COMMAND ${KS} ${ARGN} WORKING_DIRECTORY ${CMAKE_BINARY_DIR})
-    set_tests_properties(${name} PROPERTIES LABELS "samples" TIMEOUT 120)
+    set_tests_properties(${name} PROPERTIES LABELS "samples" TIMEOUT 120
+                         ENVIRONMENT "KILN_CACHE_DIR=${KS_CACHE}")
   endfunction()
 
   kiln_sample(sample_elemwise_add elemwise_add)
@@ -53,6 +56,32 @@ if(TARGET kiln-samples AND TARGET kiln_samples_ops)
     kiln_sample(sample_circ_pad_onnx circ_pad --mode onnx)
     kiln_sample(sample_circ_pad_onnx_fp16 circ_pad --mode onnx --precision fp16 -v)
   endif()
+
+  # interpolate: samples/interpolate/interpolate.c compiled at first use
+  # through the compile cache (a private cache dir, emptied by the first
+  # run): the first run compiles, the second loads the cached library.
+  set(KS_ICACHE ${CMAKE_BINARY_DIR}/samples-interp-cache)
+  add_test(NAME sample_interpolate_first
+           COMMAND ${CMAKE_COMMAND} -E env KILN_CACHE_DIR=${KS_ICACHE}
+                   bash -c "rm -rf '${KS_ICACHE}' && exec \"$0\" interpolate -v" ${KS}
+           WORKING_DIRECTORY ${CMAKE_BINARY_DIR})
+  add_test(NAME sample_interpolate_second
+           COMMAND ${CMAKE_COMMAND} -E env KILN_CACHE_DIR=${KS_ICACHE} ${KS} interpolate -v
+           WORKING_DIRECTORY ${CMAKE_BINARY_DIR})
+  add_test(NAME sample_interpolate_bilinear
+           COMMAND ${CMAKE_COMMAND} -E env KILN_CACHE_DIR=${KS_ICACHE}
+                   ${KS} interpolate --mode bilinear --scale 1.5 --shape 2x3x9x11 -v
+           WORKING_DIRECTORY ${CMAKE_BINARY_DIR})
+  set_tests_properties(sample_interpolate_first sample_interpolate_second sample_interpolate_bilinear
+                       PROPERTIES LABELS "samples" TIMEOUT 120)
+  set_tests_properties(sample_interpolate_first PROPERTIES FIXTURES_SETUP sample_interp_cache
+                       PASS_REGULAR_EXPRESSION "compile cache miss [0-9a-f]+.*nearest x2.*max abs error 0\nPASS")
+  set_tests_properties(sample_interpolate_second PROPERTIES FIXTURES_REQUIRED sample_interp_cache
+                       PASS_REGULAR_EXPRESSION "compile cache hit [0-9a-f]+ \\([^)]*interpolate-[0-9a-f]+\\.so\\).*PASS")
+  set_tests_properties(sample_interpolate_bilinear PROPERTIES FIXTURES_REQUIRED sample_interp_cache
+                       PASS_REGULAR_EXPRESSION "compile cache hit .*bilinear x1.5, \\[2,3,9,11\\] -> \\[2,3,13,16\\].*PASS")
+  add_test(NAME sample_interpolate_bad_mode COMMAND bash ${CMAKE_SOURCE_DIR}/scripts/expect_fail.sh
+           "interpolate: --mode expects nearest or bilinear, found 'onnx'" ${KS} interpolate --mode onnx)
 
   # Usage errors are reported, not crashed on.
   add_test(NAME sample_unknown_name COMMAND bash ${CMAKE_SOURCE_DIR}/scripts/expect_fail.sh
