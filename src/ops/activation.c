@@ -77,8 +77,8 @@ typedef void (*un_fn)(const void *x, void *y, int64_t n, const uparam *p);
 /* float32 exp and tanh without libm calls, branch-free so the loops
  * vectorize (libm's expf/tanhf are scalar calls; tanhf is ~12 ns/element).
  * exp: Cody-Waite range reduction by ln 2 and the Cephes polynomial,
- * within 2 ulp on [-87, 88]; tanh: odd polynomial near 0, else
- * (e - 1) / (e + 1) with e = exp(2x); abs error < 3e-7. */
+ * within 2 ulp on [-87, 88]; tanh: rational approximation, error
+ * < 4e-7. */
 static inline float fexp_f32(float x0) {
     float x = x0 < -87.4f ? -87.4f : x0 > 88.75f ? 88.75f : x0;
     /* round to nearest with the 1.5 * 2^23 trick (floorf does not vectorize
@@ -103,13 +103,25 @@ static inline float fexp_f32(float x0) {
     return x0 > 88.7228f ? INFINITY : x0 < -87.33f ? 0.0f : y;
 }
 static inline float ftanh_f32(float x) {
-    float ax = fabsf(x);
-    float z = x * x;
-    float small = x * (1.0f + z * (-0.333333333f + z * (0.133333333f + z * (-0.0539682540f + z * 0.0218694885f))));
-    float e = fexp_f32(2.0f * (ax < 9.0f ? ax : 9.0f));
-    float big = (e - 1.0f) / (e + 1.0f);
-    big = x < 0 ? -big : big;
-    return ax < 0.3f ? small : x != x ? x : big;
+    /* rational minimax approximation on [-7.9, 7.9] (the coefficients Eigen
+     * uses for float), saturated outside; no exp, one division */
+    const float c = 7.90531110763549805f;
+    float xc = x > c ? c : x < -c ? -c : x;
+    float x2 = xc * xc;
+    float p = -2.76076847742355e-16f;
+    p = p * x2 + 2.00018790482477e-13f;
+    p = p * x2 - 8.60467152213735e-11f;
+    p = p * x2 + 5.12229709037114e-08f;
+    p = p * x2 + 1.48572235717979e-05f;
+    p = p * x2 + 6.37261928875436e-04f;
+    p = p * x2 + 4.89352455891786e-03f;
+    p = p * xc;
+    float q = 1.19825839466702e-06f;
+    q = q * x2 + 1.18534705686654e-04f;
+    q = q * x2 + 2.26843463243900e-03f;
+    q = q * x2 + 4.89352518554385e-03f;
+    float r = p / q;
+    return fabsf(x) < 0.0004f ? x : r;
 }
 /* erf: Taylor series below 0.5, else Abramowitz & Stegun 7.1.26 (abs error
  * < 3e-7) */
