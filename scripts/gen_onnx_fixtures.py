@@ -240,3 +240,25 @@ g = helper.make_graph(
     [helper.make_tensor_value_info("y", F, None)],
     [helper.make_tensor("W", F, [3], [1.0, 2.0, 3.0])])
 save(model(g), "if_runtime_mismatch.onnx", check=False)
+
+# Model-local function: custom.fn::LeakyPlus(X; alpha) = LeakyRelu(X, alpha) + X,
+# called with alpha = 0.3 and with the default (0.1).
+fn = helper.make_function(
+    "custom.fn", "LeakyPlus", ["X"], ["Y"],
+    [helper.make_node("LeakyRelu", ["X"], ["T"], alpha=0.0),
+     helper.make_node("Add", ["T", "X"], ["Y"])],
+    [helper.make_opsetid("", 17)], attributes=[])
+# alpha refers to the function attribute
+ref = helper.make_attribute_ref("alpha", TensorProto.FLOAT if False else onnx.AttributeProto.FLOAT)
+fn.node[0].ClearField("attribute")
+fn.node[0].attribute.append(ref)
+fn.attribute_proto.append(helper.make_attribute("alpha", 0.1))
+g = helper.make_graph(
+    [helper.make_node("LeakyPlus", ["x"], ["y1"], name="call_a", domain="custom.fn", alpha=0.3),
+     helper.make_node("LeakyPlus", ["x"], ["y2"], name="call_b", domain="custom.fn")],
+    "functions", [helper.make_tensor_value_info("x", F, [5])],
+    [helper.make_tensor_value_info("y1", F, [5]), helper.make_tensor_value_info("y2", F, [5])])
+m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("custom.fn", 1)],
+                      functions=[fn])
+m.ir_version = 8
+save(m, "functions.onnx")

@@ -507,6 +507,30 @@ TEST_IMPL(attribute_conversion) {
     kiln_network_free(net);
 }
 
+/* Model-local functions are inlined (attribute refs and defaults). */
+TEST_IMPL(model_local_functions) {
+    kiln_network *net = import_ok(FIX "functions.onnx");
+    ASSERT_EQ(kiln_network_num_layers(net), 4); /* 2 calls x (LeakyRelu, Add) */
+    kiln_engine *e = build(net);
+    kiln_network_free(net);
+    float x[5], y1[5], y2[5];
+    randf(x, 5);
+    kiln_context *ctx = NULL;
+    ASSERT_OK(kiln_context_create(e, 1, &ctx));
+    ASSERT_OK(kiln_context_bind(ctx, "x", x, sizeof x));
+    memset(y1, 0xff, sizeof y1);
+    memset(y2, 0xff, sizeof y2);
+    ASSERT_OK(kiln_context_bind(ctx, "y1", y1, sizeof y1));
+    ASSERT_OK(kiln_context_bind(ctx, "y2", y2, sizeof y2));
+    ASSERT_OK(kiln_context_run(ctx));
+    for (int i = 0; i < 5; i++) {
+        ASSERT_NEAR(y1[i], (x[i] > 0 ? x[i] : 0.3f * x[i]) + x[i], 1e-6);
+        ASSERT_NEAR(y2[i], (x[i] > 0 ? x[i] : 0.1f * x[i]) + x[i], 1e-6);
+    }
+    kiln_context_free(ctx);
+    kiln_engine_free(e);
+}
+
 TEST_IMPL(sparse_initializer_and_constant) {
     kiln_network *net = import_ok(FIX "sparse.onnx");
     kiln_engine *e = build(net);
@@ -577,6 +601,7 @@ TEST_LIST(TEST_ENTRY(read_tensor_typed), TEST_ENTRY(read_tensor_malformed),
           TEST_ENTRY(if_constant_condition), TEST_ENTRY(if_outer_scope_layer_value),
           TEST_ENTRY(if_runtime_condition), TEST_ENTRY(if_runtime_condition_shape_mismatch),
           TEST_ENTRY(external_data),
-          TEST_ENTRY(attribute_conversion), TEST_ENTRY(sparse_initializer_and_constant),
+          TEST_ENTRY(attribute_conversion), TEST_ENTRY(model_local_functions),
+          TEST_ENTRY(sparse_initializer_and_constant),
           TEST_ENTRY(hostile_bytes),
           TEST_ENTRY(deep_nesting))

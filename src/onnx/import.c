@@ -1028,7 +1028,9 @@ static int import_model(const uint8_t *buf, size_t size, const char *base_dir,
     im.base_dir = base_dir;
     im.opt = opt;
     im.verbose = opt ? opt->verbose : 0;
-    im.opsets = kiln__calloc(m->n_opset_import + 1, sizeof *im.opsets);
+    size_t nops = m->n_opset_import + 1;
+    for (size_t i = 0; i < m->n_functions; i++) nops += m->functions[i]->n_opset_import;
+    im.opsets = kiln__calloc(nops, sizeof *im.opsets);
     if (!im.opsets) {
         onnx__model_proto__free_unpacked(m, &kiln__onnx_pb_alloc);
         return kiln__err(KILN_ENOMEM, "out of memory");
@@ -1038,8 +1040,23 @@ static int import_model(const uint8_t *buf, size_t size, const char *base_dir,
         im.opsets[im.nopsets].version = m->opset_import[i]->has_version ? m->opset_import[i]->version : 1;
         im.nopsets++;
     }
-    scan_unsupported(&im, m->graph, 0);
-    if (im.nunsupported) {
+    /* Domains only a model-local function imports (its inlined nodes are
+     * resolved with the model's table). */
+    for (size_t i = 0; i < m->n_functions; i++)
+        for (size_t k = 0; k < m->functions[i]->n_opset_import; k++) {
+            const Onnx__OperatorSetIdProto *o = m->functions[i]->opset_import[k];
+            const char *d = o->domain ? o->domain : "";
+            if (opset_of(&im, d) >= 0) continue;
+            im.opsets[im.nopsets].domain = d;
+            im.opsets[im.nopsets].version = o->has_version ? o->version : 1;
+            im.nopsets++;
+        }
+    kiln__onnx_inline *inl = NULL;
+    rc = kiln__onnx_inline_functions(m, &inl);
+    if (!rc) scan_unsupported(&im, m->graph, 0);
+    if (rc) {
+        /* message set by the inliner */
+    } else if (im.nunsupported) {
         /* One node: one line; several: one line each. */
         const char *list = im.unsupported.s ? im.unsupported.s : "";
         if (im.nunsupported == 1 && !strncmp(list, "\n  ", 3)) list += 3;
@@ -1050,6 +1067,7 @@ static int import_model(const uint8_t *buf, size_t size, const char *base_dir,
     }
     kiln__free(im.unsupported.s);
     kiln__free(im.opsets);
+    kiln__onnx_inline_restore(inl);
     onnx__model_proto__free_unpacked(m, &kiln__onnx_pb_alloc);
     return rc;
 }

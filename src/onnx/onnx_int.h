@@ -51,4 +51,10 @@ int kiln__onnx_sparse_decode(const Onnx__SparseTensorProto *sp, const char *base
 int kiln__onnx_numel(int ndim, const int64_t *dims, size_t elem, int64_t *numel,
                      size_t *bytes, const char *where);
 
+/* function.c: inline model-local functions into the model's graphs (in
+ * place; restore before freeing the message, also after an error). */
+typedef struct kiln__onnx_inline kiln__onnx_inline;
+int kiln__onnx_inline_functions(Onnx__ModelProto *m, kiln__onnx_inline **state);
+void kiln__onnx_inline_restore(kiln__onnx_inline *state);
+
 #endif
