@@ -8,8 +8,12 @@
  *     becomes a symbolic dim of that name (same name = same symbol), a dim
  *     with neither value nor name becomes a symbolic dim "<input>.<i>";
  *   - initializers (raw_data or the typed fields, or external data stored
- *     in a file next to the model) and Constant nodes become network
- *     constants; a graph input that is also an initializer is a constant;
+ *     in a file next to the model; sparse initializers densified) and
+ *     Constant nodes become network constants; a graph input that is also
+ *     an initializer is a constant;
+ *   - calls of model-local functions (ModelProto.functions) are inlined
+ *     (names inside a body are prefixed "<call>#<n>/"; attribute references
+ *     take the call's values or the function's defaults);
  *   - every other node becomes a layer.  The op is chosen as follows:
  *       1. a node with a `plugin_namespace` attribute runs the registered op
  *          plugin_namespace::op_type at version `plugin_version` (default
