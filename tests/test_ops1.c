@@ -678,6 +678,28 @@ TEST_IMPL(activation_accuracy) {
     for (int i = 0; i < N; i++) ASSERT_NEAR(Y[i], log((double)X[i]), 2e-6 * fabs(log((double)X[i])) + 1e-6);
 }
 
+static void legacy_bc_axis1(kiln_layer *l) {
+    ASSERT_OK(kiln_layer_set_int(l, "broadcast", 1));
+    ASSERT_OK(kiln_layer_set_int(l, "axis", 1));
+}
+
+/* Opset-6 Add: B [3, 4] broadcast into A [2, 3, 4, 5] at axis 1. */
+TEST_IMPL(legacy_broadcast_axis) {
+    float A[120], B[12], Y[120];
+    fill_f32(A, 120, -1, 1);
+    fill_f32(B, 12, -1, 1);
+    tio in[2] = {{"a", KILN_DTYPE_F32, 4, {2, 3, 4, 5}, A}, {"b", KILN_DTYPE_F32, 2, {3, 4}, B}};
+    tio out = {"y", KILN_DTYPE_F32, 4, {2, 3, 4, 5}, Y};
+    ASSERT_OK(run1("ai.onnx::Add", 6, 2, in, 1, &out, legacy_bc_axis1, 1));
+    for (int n = 0; n < 2; n++)
+        for (int c = 0; c < 3; c++)
+            for (int h = 0; h < 4; h++)
+                for (int w = 0; w < 5; w++) {
+                    int i = ((n * 3 + c) * 4 + h) * 5 + w;
+                    ASSERT_NEAR(Y[i], A[i] + B[c * 4 + h], 1e-6);
+                }
+}
+
 TEST_LIST(TEST_ENTRY(add_broadcast), TEST_ENTRY(mul_large_threaded), TEST_ENTRY(div_int_and_compare),
           TEST_ENTRY(where_and_sum_variadic), TEST_ENTRY(unary_float_and_f16),
           TEST_ENTRY(reduce_sum_max_mean), TEST_ENTRY(argmax), TEST_ENTRY(transpose),
@@ -686,4 +708,5 @@ TEST_LIST(TEST_ENTRY(add_broadcast), TEST_ENTRY(mul_large_threaded), TEST_ENTRY(
           TEST_ENTRY(nonzero_dds), TEST_ENTRY(cast_and_expand), TEST_ENTRY(einsum_batch_matmul),
           TEST_ENTRY(split_uneven), TEST_ENTRY(dynamic_shape_chain),
           TEST_ENTRY(topk_ties), TEST_ENTRY(errors_are_clear),
-          TEST_ENTRY(dynamic_range), TEST_ENTRY(activation_accuracy))
+          TEST_ENTRY(dynamic_range), TEST_ENTRY(activation_accuracy),
+          TEST_ENTRY(legacy_broadcast_axis))

@@ -698,3 +698,142 @@ static const kiln_quick_op prelu_op = {
     .doc = "x < 0 ? slope * x : x (slope broadcast to x)",
 };
 KILN_OP(prelu_op)
+
+/* ---- legacy forms (opset 1 and 6): broadcast/axis attributes ------------------------ */
+
+/* Before opset 7, B broadcast to A only with broadcast = 1, aligned at
+ * `axis` (default: trailing, as numpy).  Appending the size-1 dims after B
+ * turns that into numpy broadcasting. */
+static const kiln_attr_def legacy_attrs[] = {
+    {.name = "broadcast", .type = KILN_ATTR_INT, .def = "0"},
+    {.name = "axis", .type = KILN_ATTR_INT, .doc = "where B aligns in A (broadcast = 1)"},
+    {.name = "consumed_inputs", .type = KILN_ATTR_ARRAY, .elem = KILN_DTYPE_I64, .doc = "ignored (opset 1)"},
+    {NULL}};
+
+static int legacy_pad(const kiln_attrs *a, const char *op, int ra, int rb, int *pad) {
+    *pad = 0;
+    const kiln_attr_value *bc = kiln_attrs_get(a, "broadcast"), *ax = kiln_attrs_get(a, "axis");
+    if (!bc || !bc->present || !bc->i || !ax || !ax->present) return 0;
+    int64_t axis = ax->i < 0 ? ax->i + ra : ax->i;
+    if (axis < 0 || axis + rb > ra)
+        return kiln_set_error(KILN_EATTR, "%s: axis %lld does not place B (rank %d) inside A (rank %d)",
+                              op, (long long)ax->i, rb, ra);
+    *pad = (int)(ra - axis - rb);
+    return 0;
+}
+
+static int legacy_shape(kiln_shape_ctx *c, const char *op, const bin_fn *tab, vop v) {
+    int pad, r = legacy_pad(c->attrs, op, c->in[0].ndim, c->in[1].ndim, &pad);
+    if (r) return r;
+    if (!pad) return bin_shape(c, op, tab, 0, v, 0);
+    kiln_desc in[2] = {c->in[0], c->in[1]};
+    for (int i = 0; i < pad; i++) in[1].dims[in[1].ndim++] = kiln_expr_const(c->x, 1);
+    kiln_shape_ctx c2 = *c;
+    c2.in = in;
+    return bin_shape(&c2, op, tab, 0, v, 0);
+}
+
+static int legacy_impl(const kiln_call *c, const bin_fn *tab) {
+    int pad = 0;
+    int r = legacy_pad(c->attrs, "legacy broadcast", c->in[0].ndim, c->in[1].ndim, &pad);
+    if (r) return r;
+    if (!pad) return bin_impl(c, tab);
+    kiln_tensor in[2] = {c->in[0], c->in[1]};
+    for (int i = 0; i < pad; i++) {
+        in[1].dims[in[1].ndim] = 1;
+        in[1].strides[in[1].ndim++] = 1;
+    }
+    kiln_call c2 = *c;
+    c2.in = in;
+    return bin_impl(&c2, tab);
+}
+
+#define LEGACY_OP(VAR, NAME, TAB, VOP)                                        \
+    static int VAR##_lshape(kiln_shape_ctx *c) { return legacy_shape(c, NAME, TAB, VOP); } \
+    static int VAR##_limpl(const kiln_call *c) { return legacy_impl(c, TAB); } \
+    static const kiln_quick_op VAR##1_op = {                                  \
+        .ns = OPS1_NS, .name = NAME, .version = 1, .min_inputs = 2, .max_inputs = 2, \
+        .num_outputs = 1, .attrs = legacy_attrs, .shape = VAR##_lshape,       \
+        .impl = VAR##_limpl, .doc = "legacy form (broadcast/axis attributes)", \
+    };                                                                        \
+    static const kiln_quick_op VAR##6_op = {                                  \
+        .ns = OPS1_NS, .name = NAME, .version = 6, .min_inputs = 2, .max_inputs = 2, \
+        .num_outputs = 1, .attrs = legacy_attrs, .shape = VAR##_lshape,   \
+        .impl = VAR##_limpl, .doc = "legacy form (broadcast/axis attributes)", \
+    };                                                                        \
+    KILN_OP(VAR##1_op)                                                        \
+    KILN_OP(VAR##6_op)
+
+LEGACY_OP(ladd, "Add", tab_add, V_ADD)
+LEGACY_OP(lsub, "Sub", tab_sub, V_SUB)
+LEGACY_OP(lmul, "Mul", tab_mul, V_MUL)
+LEGACY_OP(ldiv, "Div", tab_div, V_DIV)
+
+static int lpow_shape(kiln_shape_ctx *c) { return legacy_shape(c, "Pow", tab_pow, V_NONE); }
+static int lpow_impl(const kiln_call *c) { return legacy_impl(c, tab_pow); }
+static const kiln_quick_op lpow_op = {
+    .ns = OPS1_NS, .name = "Pow", .version = 1, .min_inputs = 2, .max_inputs = 2,
+    .num_outputs = 1, .attrs = legacy_attrs, .shape = lpow_shape, .impl = lpow_impl,
+    .doc = "legacy form (broadcast/axis attributes)",
+};
+KILN_OP(lpow_op)
+
+/* Max/Min/Sum/Mean 1 and 6 and PRelu 1 and 6: same shapes (a subset of
+ * numpy broadcasting); opset 1 carries an ignored consumed_inputs. */
+static const kiln_attr_def consumed_attrs[] = {
+    {.name = "consumed_inputs", .type = KILN_ATTR_ARRAY, .elem = KILN_DTYPE_I64, .doc = "ignored (opset 1)"},
+    {NULL}};
+#define VAR_LEGACY(VAR, NAME, VER, ATTRS)                                     \
+    static const kiln_quick_op VAR##_l##VER = {                               \
+        .ns = OPS1_NS, .name = NAME, .version = VER,                          \
+        .min_inputs = 1, .max_inputs = KILN_MAX_IO - 1, .num_outputs = 1,     \
+        .attrs = ATTRS, .shape = VAR##_shape, .impl = VAR##_impl,             \
+        .doc = "legacy form (same shapes)",                                   \
+    };                                                                        \
+    KILN_OP(VAR##_l##VER)
+VAR_LEGACY(vmax, "Max", 1, consumed_attrs)
+VAR_LEGACY(vmax, "Max", 6, NULL)
+VAR_LEGACY(vmin, "Min", 1, consumed_attrs)
+VAR_LEGACY(vmin, "Min", 6, NULL)
+VAR_LEGACY(vsum, "Sum", 1, consumed_attrs)
+VAR_LEGACY(vsum, "Sum", 6, NULL)
+VAR_LEGACY(vmean, "Mean", 1, consumed_attrs)
+VAR_LEGACY(vmean, "Mean", 6, NULL)
+
+/* PRelu before opset 7: a 1-D slope of C values applies along the channel
+ * axis 1 (append the size-1 dims after it). */
+static int lprelu_pad(int rx, int rs, int64_t ns) { return rs == 1 && ns != 1 && rx > 2 ? rx - 2 : 0; }
+static int lprelu_shape(kiln_shape_ctx *c) {
+    int64_t ns = kiln__ops1_desc_numel(&c->in[1]);
+    int pad = lprelu_pad(c->in[0].ndim, c->in[1].ndim, ns);
+    if (!pad) return prelu_shape(c);
+    kiln_desc in[2] = {c->in[0], c->in[1]};
+    for (int i = 0; i < pad; i++) in[1].dims[in[1].ndim++] = kiln_expr_const(c->x, 1);
+    kiln_shape_ctx c2 = *c;
+    c2.in = in;
+    return prelu_shape(&c2);
+}
+static int lprelu_impl(const kiln_call *c) {
+    int pad = lprelu_pad(c->in[0].ndim, c->in[1].ndim, kiln_tensor_numel(&c->in[1]));
+    if (!pad) return prelu_impl(c);
+    kiln_tensor in[2] = {c->in[0], c->in[1]};
+    for (int i = 0; i < pad; i++) {
+        in[1].dims[in[1].ndim] = 1;
+        in[1].strides[in[1].ndim++] = 1;
+    }
+    kiln_call c2 = *c;
+    c2.in = in;
+    return prelu_impl(&c2);
+}
+static const kiln_quick_op prelu1_op = {
+    .ns = OPS1_NS, .name = "PRelu", .version = 1, .min_inputs = 2, .max_inputs = 2,
+    .num_outputs = 1, .attrs = consumed_attrs, .shape = lprelu_shape, .impl = lprelu_impl,
+    .doc = "legacy form (1-D slope along channels)",
+};
+static const kiln_quick_op prelu6_op = {
+    .ns = OPS1_NS, .name = "PRelu", .version = 6, .min_inputs = 2, .max_inputs = 2,
+    .num_outputs = 1, .shape = lprelu_shape, .impl = lprelu_impl,
+    .doc = "legacy form (1-D slope along channels)",
+};
+KILN_OP(prelu1_op)
+KILN_OP(prelu6_op)
