@@ -72,16 +72,11 @@ static int set_profiles(const char *verb, kiln_build_config *cfg, const cli_shap
     return 0;
 }
 
-static int build_and_save(const char *verb, const char *model, const char *network,
-                          const char *netopts, const char *out, const char *cache,
-                          const cli_plugins *plugins, unsigned flags, long threads, int verbose,
-                          const cli_shapes *shapes, const cli_shapes *mn, const cli_shapes *opt,
-                          const cli_shapes *mx);
-
-int kiln_cli_build(int argc, char **argv) {
+/* The verb; `plugins` is the caller's, so the cached library paths of
+ * --plugin-source entries are freed on every return path. */
+static int build_main(int argc, char **argv, cli_plugins *plugins) {
     const char *verb = "build", *model = NULL, *network = NULL, *netopts = NULL, *out = NULL,
                *cache = NULL, *v;
-    cli_plugins plugins = {0};
     cli_shapes shapes = {0}, mn = {0}, opt = {0}, mx = {0};
     unsigned flags = 0;
     long threads = 0;
@@ -96,7 +91,7 @@ int kiln_cli_build(int argc, char **argv) {
         else if (!strcmp(a, "--prefer-jit")) flags |= KILN_BUILD_PREFER_JIT;
         else if (!strcmp(a, "--embed-plugins")) flags |= KILN_BUILD_EMBED_PLUGINS;
         else if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) verbose = 1;
-        else if ((m = cli_plugins_opt(verb, argc, argv, &i, &plugins)) > 0) continue;
+        else if ((m = cli_plugins_opt(verb, argc, argv, &i, plugins)) > 0) continue;
         else if (m == 0 && (m = cli_opt(argc, argv, &i, "--network", &v)) > 0) network = v;
         else if (m == 0 && (m = cli_opt(argc, argv, &i, "--network-opts", &v)) > 0) netopts = v;
         else if (m == 0 && ((m = cli_opt(argc, argv, &i, "-o", &v)) > 0 ||
@@ -138,22 +133,7 @@ int kiln_cli_build(int argc, char **argv) {
         return 2;
     }
     kiln_log_set(verbose ? KILN_LOG_VERBOSE : KILN_LOG_WARN, NULL, NULL);
-    int rc;
-    if (cli_plugins_load(verb, &plugins)) {
-        cli_plugins_free(&plugins);
-        return 1;
-    }
-    rc = build_and_save(verb, model, network, netopts, out, cache, &plugins, flags, threads,
-                        verbose, &shapes, &mn, &opt, &mx);
-    cli_plugins_free(&plugins);
-    return rc;
-}
-
-static int build_and_save(const char *verb, const char *model, const char *network,
-                          const char *netopts, const char *out, const char *cache,
-                          const cli_plugins *plugins, unsigned flags, long threads, int verbose,
-                          const cli_shapes *shapes, const cli_shapes *mn, const cli_shapes *opt,
-                          const cli_shapes *mx) {
+    if (cli_plugins_load(verb, plugins)) return 1;
 
     kiln_network *net = NULL;
     int rc;
@@ -185,7 +165,7 @@ static int build_and_save(const char *verb, const char *model, const char *netwo
         cli_fail_kiln(verb, rc, cache);
         goto done;
     }
-    if (set_profiles(verb, cfg, shapes, mn, opt, mx)) goto done;
+    if (set_profiles(verb, cfg, &shapes, &mn, &opt, &mx)) goto done;
     if ((rc = kiln_build(net, cfg, &e, &st))) {
         cli_fail_kiln(verb, rc, model ? model : network);
         goto done;
@@ -204,4 +184,11 @@ done:
     kiln_build_config_free(cfg);
     kiln_network_free(net);
     return status;
+}
+
+int kiln_cli_build(int argc, char **argv) {
+    cli_plugins plugins = {0};
+    int rc = build_main(argc, argv, &plugins);
+    cli_plugins_free(&plugins);
+    return rc;
 }
