@@ -254,7 +254,9 @@ KILN_API int kiln_layer_set_graph(kiln_layer *l, const char *name,
                                   kiln_network *g);
 
 /* Per-layer choice between the op's JIT (impl) and AOT implementation:
- * -1 = builder default, 0 = JIT, 1 = AOT. */
+ * -1 = the build's KILN_BUILD_PREFER_JIT/AOT flag, 0 = JIT, 1 = AOT.  A
+ * layer whose op has both, with no choice here and neither flag, fails
+ * kiln_build with KILN_EINVAL (as in TensorRT: the choice is explicit). */
 KILN_API int kiln_layer_set_aot(kiln_layer *l, int aot);
 KILN_API const char *kiln_layer_name(const kiln_layer *l);
 
