@@ -123,17 +123,35 @@ static int gel_shape(kiln_shape_ctx *c) {
     return 0;
 }
 
-/* Offset in data (dims xd, rank nd) of the element at index position `pos`
- * of a tensor with dims id, with the axis coordinate replaced by j. */
-static int64_t elem_off(int nd, const int64_t *xd, const int64_t *id, int ax, int64_t pos, int64_t j) {
-    int64_t off = 0, s = 1;
-    for (int i = nd - 1; i >= 0; i--) {
-        int64_t ci = pos % id[i];
-        pos /= id[i];
-        off += (i == ax ? j : ci) * s;
-        s *= xd[i];
+/* Walk over the positions of an indices tensor (dims id) in row-major
+ * order, keeping the data offset of the same coordinates with the axis
+ * coordinate left out (base); the element is at base + j * xs[ax]. */
+typedef struct el_walk {
+    int nd, ax;
+    int64_t id[KILN_MAX_DIMS], xs[KILN_MAX_DIMS], co[KILN_MAX_DIMS], base;
+} el_walk;
+static void el_init(el_walk *w, const kiln_tensor *x, const kiln_tensor *ix, int ax) {
+    w->nd = ix->ndim;
+    w->ax = ax;
+    w->base = 0;
+    int64_t s = 1;
+    for (int i = x->ndim - 1; i >= 0; i--) {
+        w->xs[i] = s;
+        s *= x->dims[i];
     }
-    return off;
+    for (int i = 0; i < w->nd; i++) {
+        w->id[i] = ix->dims[i];
+        w->co[i] = 0;
+    }
+}
+static void el_next(el_walk *w) {
+    for (int i = w->nd - 1; i >= 0; i--) {
+        int64_t st = i == w->ax ? 0 : w->xs[i];
+        w->base += st;
+        if (++w->co[i] < w->id[i]) return;
+        w->base -= st * w->id[i];
+        w->co[i] = 0;
+    }
 }
 
 static int gel_impl(const kiln_call *c) {
@@ -146,12 +164,13 @@ static int gel_impl(const kiln_call *c) {
     const int64_t *idx = idx64(ix, &tmp);
     if (!idx) return kiln_set_error(KILN_ENOMEM, "GatherElements: out of memory");
     int rc = 0;
-    for (int64_t p = 0; p < n; p++) {
+    el_walk w;
+    el_init(&w, x, ix, ax);
+    for (int64_t p = 0; p < n; p++, el_next(&w)) {
         int64_t j = idx[p];
         if (j < -A || j >= A) { rc = oob("GatherElements", p, j, A); break; }
         if (j < 0) j += A;
-        memcpy((char *)c->out[0].data + p * es,
-               (const char *)x->data + elem_off(x->ndim, x->dims, ix->dims, ax, p, j) * es, es);
+        memcpy((char *)c->out[0].data + p * es, (const char *)x->data + (w.base + j * w.xs[ax]) * es, es);
     }
     kiln__free(tmp);
     return rc;
@@ -234,11 +253,13 @@ static int scel_impl(const kiln_call *c) {
     const int64_t *idx = idx64(ix, &tmp);
     if (!idx) return kiln_set_error(KILN_ENOMEM, "ScatterElements: out of memory");
     int rc = 0;
-    for (int64_t p = 0; p < n; p++) {
+    el_walk w;
+    el_init(&w, x, ix, ax);
+    for (int64_t p = 0; p < n; p++, el_next(&w)) {
         int64_t j = idx[p];
         if (j < -A || j >= A) { rc = oob("ScatterElements", p, j, A); break; }
         if (j < 0) j += A;
-        int64_t off = elem_off(x->ndim, x->dims, ix->dims, ax, p, j);
+        int64_t off = w.base + j * w.xs[ax];
         /* updates has the dims of indices */
         red_elem(red, x->dtype, (char *)y->data + off * es, (const char *)u->data + p * es);
     }
@@ -605,32 +626,38 @@ static int cumsum_impl(const kiln_call *c) {
     int ax, r = kiln__ops1_axis("CumSum", "axis", axv, x->ndim, &ax);
     if (r) return r;
     int excl = (int)kiln_attrs_int(c->attrs, "exclusive"), rev = (int)kiln_attrs_int(c->attrs, "reverse");
-    int64_t A = x->ndim ? x->dims[ax] : 1, outer = 1, inner = 1;
+    int64_t A = x->dims[ax], outer = 1, inner = 1, n = kiln_tensor_numel(x);
     for (int i = 0; i < ax; i++) outer *= x->dims[i];
     for (int i = ax + 1; i < x->ndim; i++) inner *= x->dims[i];
-    size_t es = kiln_dtype_size(x->dtype);
+    if (n == 0) return 0;
+    /* whole tensor through int64 (integers) or double (floats) */
     int isint = kiln__ops1_is_int(x->dtype);
+    void *buf = kiln__malloc((size_t)n * 8);
+    if (!buf) return kiln_set_error(KILN_ENOMEM, "CumSum: out of memory");
+    int64_t *bi = buf;
+    double *bf = buf;
+    if (isint) kiln__ops1_to_i64(x->data, x->dtype, bi, n);
+    else kiln__ops1_to_f64(x->data, x->dtype, bf, n);
     for (int64_t o = 0; o < outer; o++)
         for (int64_t in = 0; in < inner; in++) {
             double fs = 0;
             int64_t is = 0;
             for (int64_t t = 0; t < A; t++) {
                 int64_t a = rev ? A - 1 - t : t, pos = (o * A + a) * inner + in;
-                const char *src = (const char *)x->data + pos * es;
-                char *dst = (char *)c->out[0].data + pos * es;
                 if (isint) {
-                    int64_t v;
-                    kiln__ops1_to_i64(src, x->dtype, &v, 1);
-                    if (excl) { kiln__ops1_from_i64(&is, x->dtype, dst, 1); is += v; }
-                    else { is += v; kiln__ops1_from_i64(&is, x->dtype, dst, 1); }
+                    int64_t v = bi[pos];
+                    bi[pos] = excl ? is : (int64_t)((uint64_t)is + (uint64_t)v);
+                    is = (int64_t)((uint64_t)is + (uint64_t)v);
                 } else {
-                    double v;
-                    kiln__ops1_to_f64(src, x->dtype, &v, 1);
-                    if (excl) { kiln__ops1_from_f64(&fs, x->dtype, dst, 1); fs += v; }
-                    else { fs += v; kiln__ops1_from_f64(&fs, x->dtype, dst, 1); }
+                    double v = bf[pos];
+                    bf[pos] = excl ? fs : fs + v;
+                    fs += v;
                 }
             }
         }
+    if (isint) kiln__ops1_from_i64(bi, x->dtype, c->out[0].data, n);
+    else kiln__ops1_from_f64(bf, x->dtype, c->out[0].data, n);
+    kiln__free(buf);
     return 0;
 }
 static const kiln_quick_op cumsum_op = {
