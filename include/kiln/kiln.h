@@ -322,7 +322,9 @@ typedef struct kiln_engine kiln_engine;
 /* Build an engine.  `stats` may be NULL.  The network is not modified and
  * may be freed afterwards.  Errors name the layer/tensor at fault: shape
  * function failures, missing required attributes, missing profiles,
- * KILN_EUNSUPPORTED for type combinations no op implementation accepts. */
+ * KILN_EUNSUPPORTED for type combinations no op implementation accepts,
+ * KILN_EINVAL for a layer with JIT and AOT implementations and no choice
+ * (see kiln_layer_set_aot) or for both PREFER_AOT and PREFER_JIT set. */
 KILN_API int kiln_build(const kiln_network *net, const kiln_build_config *cfg,
                         kiln_engine **out, kiln_build_stats *stats);
 
