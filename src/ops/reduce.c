@@ -150,39 +150,43 @@ typedef struct red_job {
 #define F_ID(x) (x)
 #define F_SQ(x) ((x) * (x))
 
-static inline void red_run(rop op, double *acc, const double *v, int64_t n, int vec) {
-    /* vec: acc[i] op= v[i]; else acc[0] op= all v */
-    switch (op) {
-    case R_SUM: case R_MEAN: case R_LOGSUM:
-        if (vec) for (int64_t i = 0; i < n; i++) acc[i] += v[i];
-        else PSUM(F_ID);
-        break;
-    case R_SUMSQ: case R_L2:
-        if (vec) for (int64_t i = 0; i < n; i++) acc[i] += v[i] * v[i];
-        else PSUM(F_SQ);
-        break;
-    case R_L1:
-        if (vec) for (int64_t i = 0; i < n; i++) acc[i] += fabs(v[i]);
-        else { double s = 0; for (int64_t i = 0; i < n; i++) s += fabs(v[i]); acc[0] += s; }
-        break;
-    case R_LOGSUMEXP:
-        if (vec) for (int64_t i = 0; i < n; i++) acc[i] += exp(v[i]);
-        else { double s = 0; for (int64_t i = 0; i < n; i++) s += exp(v[i]); acc[0] += s; }
-        break;
-    case R_PROD:
-        if (vec) for (int64_t i = 0; i < n; i++) acc[i] *= v[i];
-        else { double s = 1; for (int64_t i = 0; i < n; i++) s *= v[i]; acc[0] *= s; }
-        break;
-    case R_MAX:
-        if (vec) { for (int64_t i = 0; i < n; i++) if (v[i] > acc[i] || v[i] != v[i]) acc[i] = v[i]; }
-        else for (int64_t i = 0; i < n; i++) if (v[i] > acc[0] || v[i] != v[i]) acc[0] = v[i];
-        break;
-    case R_MIN:
-        if (vec) { for (int64_t i = 0; i < n; i++) if (v[i] < acc[i] || v[i] != v[i]) acc[i] = v[i]; }
-        else for (int64_t i = 0; i < n; i++) if (v[i] < acc[0] || v[i] != v[i]) acc[0] = v[i];
-        break;
-    }
+#define RED_RUN_DEF(NAME, VT)                                                 \
+static inline void NAME(rop op, double *acc, const VT *v, int64_t n, int vec) {       \
+    /* vec: acc[i] op= v[i]; else acc[0] op= all v */                                 \
+    switch (op) {                                                                     \
+    case R_SUM: case R_MEAN: case R_LOGSUM:                                           \
+        if (vec) for (int64_t i = 0; i < n; i++) acc[i] += v[i];                      \
+        else PSUM(F_ID);                                                              \
+        break;                                                                        \
+    case R_SUMSQ: case R_L2:                                                          \
+        if (vec) for (int64_t i = 0; i < n; i++) acc[i] += v[i] * v[i];               \
+        else PSUM(F_SQ);                                                              \
+        break;                                                                        \
+    case R_L1:                                                                        \
+        if (vec) for (int64_t i = 0; i < n; i++) acc[i] += fabs(v[i]);                \
+        else { double s = 0; for (int64_t i = 0; i < n; i++) s += fabs(v[i]); acc[0] += s; }\
+        break;                                                                        \
+    case R_LOGSUMEXP:                                                                 \
+        if (vec) for (int64_t i = 0; i < n; i++) acc[i] += exp(v[i]);                 \
+        else { double s = 0; for (int64_t i = 0; i < n; i++) s += exp(v[i]); acc[0] += s; }\
+        break;                                                                        \
+    case R_PROD:                                                                      \
+        if (vec) for (int64_t i = 0; i < n; i++) acc[i] *= v[i];                      \
+        else { double s = 1; for (int64_t i = 0; i < n; i++) s *= v[i]; acc[0] *= s; }\
+        break;                                                                        \
+    case R_MAX:                                                                       \
+        if (vec) { for (int64_t i = 0; i < n; i++) if (v[i] > acc[i] || v[i] != v[i]) acc[i] = v[i]; }\
+        else for (int64_t i = 0; i < n; i++) if (v[i] > acc[0] || v[i] != v[i]) acc[0] = v[i];\
+        break;                                                                        \
+    case R_MIN:                                                                       \
+        if (vec) { for (int64_t i = 0; i < n; i++) if (v[i] < acc[i] || v[i] != v[i]) acc[i] = v[i]; }\
+        else for (int64_t i = 0; i < n; i++) if (v[i] < acc[0] || v[i] != v[i]) acc[0] = v[i];\
+        break;                                                                        \
+    }                                                                                 \
 }
+RED_RUN_DEF(red_run, double)
+/* float32 input accumulates in double directly (no conversion pass) */
+RED_RUN_DEF(red_run_f32, float)
 
 /* Process dims 1..ng-1 below a fixed index of dim 0 (x and acc offset). */
 static void red_sub(const red_job *j, const char *x, double *acc) {
@@ -197,10 +201,14 @@ static void red_sub(const red_job *j, const char *x, double *acc) {
             xo += idx[i] * j->sx[i];
             ao += idx[i] * j->so[i];
         }
-        for (int64_t b = 0; b < n; b += RBLK) {
-            int64_t m = n - b < RBLK ? n - b : RBLK;
-            kiln__ops1_to_f64(x + (xo + b) * j->es, j->t, buf, m);
-            red_run(j->op, acc + ao + (vec ? b : 0), buf, m, vec);
+        if (j->t == KILN_DTYPE_F32) {
+            red_run_f32(j->op, acc + ao, (const float *)x + xo, n, vec);
+        } else {
+            for (int64_t b = 0; b < n; b += RBLK) {
+                int64_t m = n - b < RBLK ? n - b : RBLK;
+                kiln__ops1_to_f64(x + (xo + b) * j->es, j->t, buf, m);
+                red_run(j->op, acc + ao + (vec ? b : 0), buf, m, vec);
+            }
         }
         int i = ng - 2;
         for (; i >= 1; i--) {
@@ -214,6 +222,10 @@ static void red_sub(const red_job *j, const char *x, double *acc) {
 static void red_range(void *ud, int64_t i0, int64_t i1) {
     const red_job *j = ud;
     if (j->ng == 1) { /* a single group: vector or full reduce of [i0, i1) */
+        if (j->t == KILN_DTYPE_F32) {
+            red_run_f32(j->op, j->acc + (j->red[0] ? 0 : i0), (const float *)j->x + i0, i1 - i0, !j->red[0]);
+            return;
+        }
         double buf[RBLK];
         for (int64_t b = i0; b < i1; b += RBLK) {
             int64_t m = i1 - b < RBLK ? i1 - b : RBLK;
