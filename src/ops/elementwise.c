@@ -211,8 +211,10 @@ static void bin_flat(void *ud, int64_t i0, int64_t i1) {
 #define PAR_MIN 32768 /* elements below which a kernel runs on the caller only */
 
 /* y = fn(a, b) broadcast, y contiguous with dims yd (rank ny). */
-static void bin_run(kiln_exec *e, bin_fn fn, const kiln_tensor *a, const kiln_tensor *b,
-                    void *y, kiln_dtype yt, int ny, const int64_t *yd) {
+static int bin_run(kiln_exec *e, bin_fn fn, const kiln_tensor *a, const kiln_tensor *b,
+                   void *y, kiln_dtype yt, int ny, const int64_t *yd) {
+    int rc = kiln__ops1_bc_check("elementwise op", 0, ny, yd, a->ndim, a->dims);
+    if (rc || (rc = kiln__ops1_bc_check("elementwise op", 1, ny, yd, b->ndim, b->dims))) return rc;
     bin_job j;
     j.fn = fn;
     j.a = a->data;
@@ -225,7 +227,7 @@ static void bin_run(kiln_exec *e, bin_fn fn, const kiln_tensor *a, const kiln_te
     const int64_t *dks[2] = {a->dims, b->dims};
     int64_t total = 1;
     for (int i = 0; i < ny; i++) total *= yd[i];
-    if (total == 0) return;
+    if (total == 0) return 0;
     kiln__ops1_bc_init(&j.bc, ny, yd, 2, nds, dks);
     int64_t n = j.bc.dims[j.bc.nd - 1];
     if (total < PAR_MIN) {
@@ -236,6 +238,7 @@ static void bin_run(kiln_exec *e, bin_fn fn, const kiln_tensor *a, const kiln_te
         int64_t grain = n >= 8192 ? 1 : 8192 / n;
         kiln__ops1_par(e, j.bc.rows, grain, bin_rows, &j);
     }
+    return 0;
 }
 
 /* ---- build-time values ---------------------------------------------------------- */
@@ -368,9 +371,9 @@ static int bin_impl(const kiln_call *c, const bin_fn *tab) {
         bc.dtype = a->dtype;
         b = &bc;
     }
-    bin_run(c->exec, fn, a, b, c->out[0].data, c->out[0].dtype, c->out[0].ndim, c->out[0].dims);
+    int rc = bin_run(c->exec, fn, a, b, c->out[0].data, c->out[0].dtype, c->out[0].ndim, c->out[0].dims);
     kiln__free(tmp);
-    return 0;
+    return rc;
 }
 
 #define BIN_OP(VAR, NAME, VER, TAB, OUTBOOL, VOP, SAME, ATTRS, DOC)           \
@@ -488,16 +491,17 @@ static int var_impl(const kiln_call *c, const bin_fn *tab, int mean) {
         size_t bytes = (size_t)kiln_tensor_numel(y) * kiln_dtype_size(y->dtype);
         if (y->data != c->in[0].data) memcpy(y->data, c->in[0].data, bytes);
     } else {
-        bin_run(c->exec, fn, &c->in[0], &c->in[1], y->data, y->dtype, y->ndim, y->dims);
-        for (int k = 2; k < c->nin; k++)
-            bin_run(c->exec, fn, y, &c->in[k], y->data, y->dtype, y->ndim, y->dims);
+        int rc = bin_run(c->exec, fn, &c->in[0], &c->in[1], y->data, y->dtype, y->ndim, y->dims);
+        for (int k = 2; k < c->nin && !rc; k++)
+            rc = bin_run(c->exec, fn, y, &c->in[k], y->data, y->dtype, y->ndim, y->dims);
+        if (rc) return rc;
     }
     if (mean && c->nin > 1) {
         uint64_t sbuf;
         double inv = 1.0 / c->nin;
         kiln__ops1_from_f64(&inv, y->dtype, &sbuf, 1);
         kiln_tensor s = {.data = &sbuf, .dtype = y->dtype, .ndim = 0};
-        bin_run(c->exec, tab_mul[y->dtype], y, &s, y->data, y->dtype, y->ndim, y->dims);
+        return bin_run(c->exec, tab_mul[y->dtype], y, &s, y->data, y->dtype, y->ndim, y->dims);
     }
     return 0;
 }
@@ -606,6 +610,10 @@ static int where_impl(const kiln_call *c) {
     const int64_t *dks[3] = {c->in[0].dims, c->in[1].dims, c->in[2].dims};
     int64_t total = kiln_tensor_numel(y);
     if (total == 0) return 0;
+    for (int k = 0; k < 3; k++) {
+        int rc = kiln__ops1_bc_check("Where", k, y->ndim, y->dims, nds[k], dks[k]);
+        if (rc) return rc;
+    }
     kiln__ops1_bc_init(&j.bc, y->ndim, y->dims, 3, nds, dks);
     int64_t n = j.bc.dims[j.bc.nd - 1];
     kiln__ops1_par(c->exec, j.bc.rows, total < PAR_MIN ? j.bc.rows : (n >= 8192 ? 1 : 8192 / n),

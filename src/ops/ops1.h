@@ -146,6 +146,9 @@ typedef struct kiln__ops1_bc {
 /* Operand k of rank ndk with dims dk broadcast into out dims (rank ndo). */
 void kiln__ops1_bc_init(kiln__ops1_bc *b, int ndo, const int64_t *dout, int nop,
                         const int *ndk, const int64_t *const *dk);
+/* Run-time check that operand k (rank nd, dims d) broadcasts to dout:
+ * symbolic dims that agreed at build time may still differ in a run. */
+int kiln__ops1_bc_check(const char *op, int k, int ndo, const int64_t *dout, int nd, const int64_t *d);
 /* Element offsets of each operand at the start of row r. */
 void kiln__ops1_bc_row(const kiln__ops1_bc *b, int64_t r, int64_t *off);
 

@@ -298,6 +298,19 @@ void kiln__ops1_bc_init(kiln__ops1_bc *b, int ndo, const int64_t *dout, int nop,
     }
 }
 
+int kiln__ops1_bc_check(const char *op, int k, int ndo, const int64_t *dout, int nd, const int64_t *d) {
+    if (nd > ndo)
+        return kiln_set_error(KILN_ESHAPE, "%s: input %d has rank %d, the output only %d", op, k, nd, ndo);
+    for (int i = 0; i < nd; i++) {
+        int64_t o = dout[ndo - nd + i];
+        if (d[i] != 1 && d[i] != o)
+            return kiln_set_error(KILN_ESHAPE,
+                                  "%s: input %d dim %d is %lld at run time, which does not broadcast to %lld",
+                                  op, k, i, (long long)d[i], (long long)o);
+    }
+    return 0;
+}
+
 void kiln__ops1_bc_row(const kiln__ops1_bc *b, int64_t r, int64_t *off) {
     for (int k = 0; k < b->nop; k++) off[k] = 0;
     for (int i = b->nd - 2; i >= 0 && r > 0; i--) {

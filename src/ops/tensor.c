@@ -651,6 +651,8 @@ static void bcast_copy(kiln_exec *e, const kiln_tensor *x, kiln_tensor *y) {
     kiln__ops1_strided_copy(e, y->data, x->data, kiln_dtype_size(x->dtype), y->ndim, y->dims, st);
 }
 static int expand_impl(const kiln_call *c) {
+    int rc = kiln__ops1_bc_check("Expand", 0, c->out[0].ndim, c->out[0].dims, c->in[0].ndim, c->in[0].dims);
+    if (rc) return rc;
     bcast_copy(c->exec, &c->in[0], &c->out[0]);
     return 0;
 }
@@ -840,6 +842,15 @@ static int concat_impl(const kiln_call *c) {
     for (int i = 0; i < ax; i++) outer *= y->dims[i];
     for (int i = ax + 1; i < y->ndim; i++) inner *= y->dims[i];
     int64_t yrow = y->dims[ax] * inner, pos = 0;
+    for (int k = 0; k < c->nin; k++) { /* symbolic dims may disagree at run time */
+        const kiln_tensor *x = &c->in[k];
+        int bad = x->ndim != y->ndim;
+        for (int i = 0; !bad && i < y->ndim; i++) bad = i != ax && x->dims[i] != y->dims[i];
+        pos += bad ? 0 : x->dims[ax];
+        if (bad || pos > y->dims[ax])
+            return kiln_set_error(KILN_ESHAPE, "Concat: input %d's dims do not fit the output at run time", k);
+    }
+    pos = 0;
     for (int k = 0; k < c->nin; k++) {
         const kiln_tensor *x = &c->in[k];
         int64_t xrow = x->dims[ax] * inner;
