@@ -700,6 +700,44 @@ TEST_IMPL(legacy_broadcast_axis) {
                 }
 }
 
+/* Two dynamic dims that the build had to assume compatible, then disagree
+ * at run time: an error naming the op, never an out-of-bounds read. */
+TEST_IMPL(runtime_broadcast_mismatch) {
+    kiln_network *net = kiln_network_create();
+    int64_t d[1] = {-1};
+    const char *na[1] = {"N"}, *nb[1] = {"M"};
+    ASSERT_OK(kiln_network_add_input(net, "a", KILN_DTYPE_F32, 1, d, na));
+    ASSERT_OK(kiln_network_add_input(net, "b", KILN_DTYPE_F32, 1, d, nb));
+    const char *in[2] = {"a", "b"}, *out[1] = {"y"};
+    ASSERT(kiln_network_add_layer(net, "ai.onnx::Add", 7, "add", 2, in, 1, out));
+    ASSERT_OK(kiln_network_mark_output(net, "y"));
+    kiln_build_config *cfg = kiln_build_config_create();
+    kiln_build_config_set_flags(cfg, KILN_BUILD_NO_TIMING);
+    int64_t mn[1] = {1}, op[1] = {4}, mx[1] = {8};
+    ASSERT_OK(kiln_build_config_set_profile(cfg, "a", 1, mn, op, mx));
+    ASSERT_OK(kiln_build_config_set_profile(cfg, "b", 1, mn, op, mx));
+    kiln_engine *e = NULL;
+    int rc = kiln_build(net, cfg, &e, NULL);
+    if (rc == 0) {
+        kiln_context *ctx;
+        ASSERT_OK(kiln_context_create(e, 1, &ctx));
+        float A[8] = {0}, B[8] = {0}, Y[8];
+        int64_t da[1] = {3}, db[1] = {5};
+        ASSERT_OK(kiln_context_set_input_shape(ctx, "a", 1, da));
+        ASSERT_OK(kiln_context_set_input_shape(ctx, "b", 1, db));
+        ASSERT_OK(kiln_context_bind(ctx, "a", A, 3 * 4));
+        ASSERT_OK(kiln_context_bind(ctx, "b", B, 5 * 4));
+        kiln_context_bind(ctx, "y", Y, sizeof Y);
+        rc = kiln_context_run(ctx);
+        ASSERT(rc < 0);
+        kiln_context_free(ctx);
+        kiln_engine_free(e);
+    }
+    ASSERT(rc < 0);
+    kiln_build_config_free(cfg);
+    kiln_network_free(net);
+}
+
 TEST_LIST(TEST_ENTRY(add_broadcast), TEST_ENTRY(mul_large_threaded), TEST_ENTRY(div_int_and_compare),
           TEST_ENTRY(where_and_sum_variadic), TEST_ENTRY(unary_float_and_f16),
           TEST_ENTRY(reduce_sum_max_mean), TEST_ENTRY(argmax), TEST_ENTRY(transpose),
@@ -709,4 +747,4 @@ TEST_LIST(TEST_ENTRY(add_broadcast), TEST_ENTRY(mul_large_threaded), TEST_ENTRY(
           TEST_ENTRY(split_uneven), TEST_ENTRY(dynamic_shape_chain),
           TEST_ENTRY(topk_ties), TEST_ENTRY(errors_are_clear),
           TEST_ENTRY(dynamic_range), TEST_ENTRY(activation_accuracy),
-          TEST_ENTRY(legacy_broadcast_axis))
+          TEST_ENTRY(legacy_broadcast_axis), TEST_ENTRY(runtime_broadcast_mismatch))
