@@ -738,6 +738,112 @@ TEST_IMPL(runtime_broadcast_mismatch) {
     kiln_network_free(net);
 }
 
+static int64_t rnd(int64_t n) { return (int64_t)(test_rand_u64(&g_seed) % (uint64_t)n); }
+static int64_t g_perm[KILN_MAX_DIMS];
+static int g_perm_n;
+static void set_perm(kiln_layer *l) { ASSERT_OK(kiln_layer_set_ints(l, "perm", g_perm, g_perm_n)); }
+
+/* Random shapes: broadcasting binary ops, transposes and reductions against
+ * the naive references (a small property test over ranks 0..5). */
+TEST_IMPL(random_shapes) {
+    static float A[1024], B[1024], Y[1024];
+    for (int iter = 0; iter < 40; iter++) {
+        /* broadcast: output dims, then each operand drops leading dims and
+         * sets some dims to 1 */
+        int nd = (int)rnd(6);
+        int64_t od[KILN_MAX_DIMS], on = 1;
+        for (int i = 0; i < nd; i++) { od[i] = 1 + rnd(4); on *= od[i]; }
+        tio in[2];
+        for (int k = 0; k < 2; k++) {
+            int r = nd ? (int)rnd(nd + 1) : 0;
+            in[k] = (tio){k ? "b" : "a", KILN_DTYPE_F32, r, {0}, k ? B : A};
+            for (int i = 0; i < r; i++) in[k].dims[i] = rnd(3) == 0 ? 1 : od[nd - r + i];
+        }
+        /* the output is the broadcast of the operands, which may be smaller than od */
+        int ond = in[0].nd > in[1].nd ? in[0].nd : in[1].nd;
+        tio out = {"y", KILN_DTYPE_F32, ond, {0}, Y};
+        on = 1;
+        for (int i = 0; i < ond; i++) {
+            int64_t d = 1;
+            for (int k = 0; k < 2; k++) {
+                int j = i - (ond - in[k].nd);
+                if (j >= 0 && in[k].dims[j] != 1) d = in[k].dims[j];
+            }
+            out.dims[i] = d;
+            on *= d;
+        }
+        fill_f32(A, numel(&in[0]), -2, 2);
+        fill_f32(B, numel(&in[1]), 0.5f, 2);
+        const char *ops[3] = {"ai.onnx::Sub", "ai.onnx::Div", "ai.onnx::Max"};
+        int which = (int)rnd(3);
+        ASSERT_OK(run1(ops[which], which == 2 ? 8 : 7, 2, in, 1, &out, NULL, 1));
+        for (int64_t o = 0; o < on; o++) {
+            float a = A[bc_off(o, ond, out.dims, in[0].nd, in[0].dims)];
+            float b = B[bc_off(o, ond, out.dims, in[1].nd, in[1].dims)];
+            float r = which == 0 ? a - b : which == 1 ? a / b : (a > b ? a : b);
+            ASSERT_EQ(Y[o] == r, 1);
+        }
+
+        /* transpose of a random permutation */
+        int tr = 1 + (int)rnd(5);
+        int64_t perm[KILN_MAX_DIMS];
+        tio tin = {"x", KILN_DTYPE_F32, tr, {0}, A}, tout = {"y", KILN_DTYPE_F32, tr, {0}, Y};
+        for (int i = 0; i < tr; i++) { tin.dims[i] = 1 + rnd(4); perm[i] = i; }
+        for (int i = tr - 1; i > 0; i--) {
+            int j = (int)rnd(i + 1);
+            int64_t t = perm[i]; perm[i] = perm[j]; perm[j] = t;
+        }
+        for (int i = 0; i < tr; i++) tout.dims[i] = tin.dims[perm[i]];
+        fill_f32(A, numel(&tin), -1, 1);
+        for (int i = 0; i < tr; i++) g_perm[i] = perm[i]; /* for the attr callback */
+        g_perm_n = tr;
+        ASSERT_OK(run1("ai.onnx::Transpose", 1, 1, &tin, 1, &tout, set_perm, 1));
+        int64_t xs[KILN_MAX_DIMS], s = 1;
+        for (int i = tr - 1; i >= 0; i--) { xs[i] = s; s *= tin.dims[i]; }
+        for (int64_t o = 0, n = numel(&tout); o < n; o++) {
+            int64_t rem = o, off = 0;
+            for (int i = tr - 1; i >= 0; i--) {
+                off += (rem % tout.dims[i]) * xs[perm[i]];
+                rem /= tout.dims[i];
+            }
+            ASSERT_EQ(Y[o] == A[off], 1);
+        }
+
+        /* ReduceSum-13 over a random axis subset, keepdims 1 */
+        int rr = 1 + (int)rnd(4);
+        tio rin[2] = {{"x", KILN_DTYPE_F32, rr, {0}, A}, {"axes", KILN_DTYPE_I64, 1, {0}, NULL, 1}};
+        int64_t axes[KILN_MAX_DIMS];
+        int na = 0;
+        for (int i = 0; i < rr; i++) {
+            rin[0].dims[i] = 1 + rnd(5);
+            if (rnd(2)) axes[na++] = rnd(2) ? i : i - rr; /* negative axes too */
+        }
+        if (na == 0) axes[na++] = 0;
+        rin[1].dims[0] = na;
+        rin[1].data = axes;
+        tio rout = {"y", KILN_DTYPE_F32, rr, {0}, Y};
+        int red[KILN_MAX_DIMS] = {0};
+        for (int k = 0; k < na; k++) red[axes[k] < 0 ? axes[k] + rr : axes[k]] = 1;
+        for (int i = 0; i < rr; i++) rout.dims[i] = red[i] ? 1 : rin[0].dims[i];
+        fill_f32(A, numel(&rin[0]), -1, 1);
+        ASSERT_OK(run1("ai.onnx::ReduceSum", 13, 2, rin, 1, &rout, NULL, 1));
+        static double ref[1024];
+        int64_t rn = numel(&rout);
+        for (int64_t o = 0; o < rn; o++) ref[o] = 0;
+        for (int64_t i = 0, n = numel(&rin[0]); i < n; i++) {
+            int64_t rem = i, o = 0, so = 1;
+            for (int d = rr - 1; d >= 0; d--) {
+                int64_t c = rem % rin[0].dims[d];
+                rem /= rin[0].dims[d];
+                o += (red[d] ? 0 : c) * so;
+                so *= rout.dims[d];
+            }
+            ref[o] += A[i];
+        }
+        for (int64_t o = 0; o < rn; o++) ASSERT_NEAR(Y[o], ref[o], 1e-5);
+    }
+}
+
 TEST_LIST(TEST_ENTRY(add_broadcast), TEST_ENTRY(mul_large_threaded), TEST_ENTRY(div_int_and_compare),
           TEST_ENTRY(where_and_sum_variadic), TEST_ENTRY(unary_float_and_f16),
           TEST_ENTRY(reduce_sum_max_mean), TEST_ENTRY(argmax), TEST_ENTRY(transpose),
@@ -747,4 +853,5 @@ TEST_LIST(TEST_ENTRY(add_broadcast), TEST_ENTRY(mul_large_threaded), TEST_ENTRY(
           TEST_ENTRY(split_uneven), TEST_ENTRY(dynamic_shape_chain),
           TEST_ENTRY(topk_ties), TEST_ENTRY(errors_are_clear),
           TEST_ENTRY(dynamic_range), TEST_ENTRY(activation_accuracy),
-          TEST_ENTRY(legacy_broadcast_axis), TEST_ENTRY(runtime_broadcast_mismatch))
+          TEST_ENTRY(legacy_broadcast_axis), TEST_ENTRY(runtime_broadcast_mismatch),
+          TEST_ENTRY(random_shapes))
