@@ -83,8 +83,8 @@ static double gs_reflect(double v, double twice_lo, double twice_hi) {
     double mn = twice_lo / 2, span = (twice_hi - twice_lo) / 2;
     v = fabs(v - mn);
     double extra = fmod(v, span);
-    int64_t flips = (int64_t)floor(v / span);
-    return flips % 2 == 0 ? extra + mn : span - extra + mn;
+    double flips = floor(v / span);
+    return fmod(flips, 2.0) == 0 ? extra + mn : span - extra + mn;
 }
 
 static double gs_clip(double v, int64_t size) {
@@ -99,6 +99,13 @@ static double gs_coord(const gs_job *j, double v, int64_t size) {
         return gs_clip(v, size);
     }
     return v;
+}
+
+/* Float coordinate -> index without undefined conversions (NaN and huge
+ * values land outside the image). */
+static int64_t gs_idx(double v) {
+    if (!(v > -1e15 && v < 1e15)) return -1000000000000000LL;
+    return (int64_t)v;
 }
 
 static float gs_at(const gs_job *j, const float *plane, int64_t yy, int64_t xx) {
@@ -126,7 +133,7 @@ static float gs_sample(const gs_job *j, const float *plane, double gx, double gy
             double row = 0;
             for (int k = 0; k < 4; k++) {
                 double tx = gs_coord(j, fx - 1 + k, j->W), ty = gs_coord(j, fy - 1 + r, j->H);
-                row += wx[k] * gs_at(j, plane, (int64_t)ty, (int64_t)tx);
+                row += wx[k] * gs_at(j, plane, gs_idx(ty), gs_idx(tx));
             }
             acc += wy[r] * row;
         }
@@ -135,9 +142,9 @@ static float gs_sample(const gs_job *j, const float *plane, double gx, double gy
     ix = gs_coord(j, ix, j->W);
     iy = gs_coord(j, iy, j->H);
     if (j->mode == GS_NEAREST)
-        return gs_at(j, plane, (int64_t)nearbyint(iy), (int64_t)nearbyint(ix));
+        return gs_at(j, plane, gs_idx(nearbyint(iy)), gs_idx(nearbyint(ix)));
     double x0 = floor(ix), y0 = floor(iy), tx = ix - x0, ty = iy - y0;
-    int64_t X0 = (int64_t)x0, Y0 = (int64_t)y0;
+    int64_t X0 = gs_idx(x0), Y0 = gs_idx(y0);
     return (float)((1 - ty) * ((1 - tx) * gs_at(j, plane, Y0, X0) + tx * gs_at(j, plane, Y0, X0 + 1)) +
                    ty * ((1 - tx) * gs_at(j, plane, Y0 + 1, X0) + tx * gs_at(j, plane, Y0 + 1, X0 + 1)));
 }

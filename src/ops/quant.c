@@ -64,6 +64,7 @@ static int q_range(kiln_dtype t, double *lo, double *hi) {
 static double q_sat(double v, kiln_dtype t) {
     double lo = 0, hi = 0;
     q_range(t, &lo, &hi);
+    if (isnan(v)) return 0; /* NaN has no integer value: 0 rather than undefined */
     v = nearbyint(v); /* round half to even (default rounding mode) */
     return v < lo ? lo : v > hi ? hi : v;
 }

@@ -103,7 +103,7 @@ typedef struct roi_tap {
 static roi_tap roi_sample(double y, double x, int64_t H, int64_t W) {
     roi_tap t;
     memset(&t, 0, sizeof t);
-    if (y < -1.0 || y > (double)H || x < -1.0 || x > (double)W) return t;
+    if (!(y >= -1.0 && y <= (double)H && x >= -1.0 && x <= (double)W)) return t; /* also NaN */
     if (y < 0) y = 0;
     if (x < 0) x = 0;
     int64_t y0 = (int64_t)y, x0 = (int64_t)x, y1, x1;
@@ -143,10 +143,16 @@ static int roi_impl(const kiln_call *c) {
             if (rw < 1) rw = 1;
             if (rh < 1) rh = 1;
         }
+        if (!isfinite(rw) || !isfinite(rh))
+            return kiln_set_error(KILN_EINVAL, "RoiAlign: roi %lld has non-finite coordinates", (long long)n);
         double bh = rh / (double)PH, bw = rw / (double)PW;
-        int64_t gh = sr > 0 ? sr : (int64_t)ceil(rh / (double)PH), gw = sr > 0 ? sr : (int64_t)ceil(rw / (double)PW);
-        if (gh < 0) gh = 0;
-        if (gw < 0) gw = 0;
+        double dgh = sr > 0 ? (double)sr : ceil(rh / (double)PH), dgw = sr > 0 ? (double)sr : ceil(rw / (double)PW);
+        if (dgh < 0) dgh = 0;
+        if (dgw < 0) dgw = 0;
+        if (dgh * dgw > (double)(1 << 24))
+            return kiln_set_error(KILN_EINVAL, "RoiAlign: roi %lld needs %.0f x %.0f samples per bin (limit 2^24)",
+                                  (long long)n, dgh, dgw);
+        int64_t gh = (int64_t)dgh, gw = (int64_t)dgw;
         double count = gh * gw > 1 ? (double)(gh * gw) : 1.0;
         for (int64_t ch = 0; ch < C; ch++) {
             int64_t base = (b * C + ch) * H * W;

@@ -157,7 +157,8 @@ static int mel_impl(const kiln_call *c) {
     if (!edges) return kiln_set_error(KILN_ENOMEM, "MelWeightMatrix: out of memory for %lld bins", (long long)nmel);
     for (int64_t i = 0; i < nmel + 2; i++) {
         double f = 700 * (pow(10, (i * step + mlo) / 2595) - 1);
-        edges[i] = (int64_t)floor((dftl + 1) * f / sr);
+        double e = floor((dftl + 1) * f / sr);
+        edges[i] = e > -1e15 && e < 1e15 ? (int64_t)e : -1; /* NaN/huge: no bin */
     }
     for (int64_t i = 0; i < nmel; i++) {
         int64_t l = edges[i], m = edges[i + 1], r = edges[i + 2];
