@@ -544,6 +544,51 @@ TEST_IMPL(sparse_initializer_and_constant) {
     kiln_engine_free(e);
 }
 
+/* Ops that came with the importer (GridSample, QuantizeLinear): hostile
+ * values (NaN, huge) give defined results, checked against naive values. */
+TEST_IMPL(ops_hostile_values) {
+    kiln_network *net = kiln_network_create();
+    const int64_t xd[4] = {1, 1, 2, 2}, gd[4] = {1, 1, 4, 2};
+    ASSERT_OK(kiln_network_add_input(net, "x", KILN_DTYPE_F32, 4, xd, NULL));
+    ASSERT_OK(kiln_network_add_input(net, "g", KILN_DTYPE_F32, 4, gd, NULL));
+    const char *gi[2] = {"x", "g"}, *go[1] = {"y"};
+    kiln_layer *l = kiln_network_add_layer(net, "ai.onnx::GridSample", 16, "gs", 2, gi, 1, go);
+    ASSERT(l != NULL);
+    ASSERT_OK(kiln_layer_set_string(l, "mode", "nearest"));
+    ASSERT_OK(kiln_layer_set_int(l, "align_corners", 1));
+    const float scale = 0.5f;
+    const int64_t one = 1;
+    ASSERT_OK(kiln_network_add_constant(net, "s", KILN_DTYPE_F32, 1, &one, &scale));
+    const char *qi[2] = {"x", "s"}, *qo[1] = {"q"};
+    ASSERT(kiln_network_add_layer(net, "ai.onnx::QuantizeLinear", 13, "q", 2, qi, 1, qo) != NULL);
+    ASSERT_OK(kiln_network_mark_output(net, "y"));
+    ASSERT_OK(kiln_network_mark_output(net, "q"));
+    kiln_engine *e = build(net);
+    kiln_network_free(net);
+    float x[4] = {1.0f, 2.0f, NAN, 300.0f};
+    /* (x, y) pairs: corner (-1,-1), NaN, huge, (1, 1) */
+    float g[8] = {-1, -1, NAN, 0, 1e30f, -1e30f, 1, 1};
+    float y[4];
+    uint8_t q[4];
+    kiln_context *ctx = NULL;
+    ASSERT_OK(kiln_context_create(e, 1, &ctx));
+    ASSERT_OK(kiln_context_bind(ctx, "x", x, sizeof x));
+    ASSERT_OK(kiln_context_bind(ctx, "g", g, sizeof g));
+    ASSERT_OK(kiln_context_bind(ctx, "y", y, sizeof y));
+    ASSERT_OK(kiln_context_bind(ctx, "q", q, sizeof q));
+    ASSERT_OK(kiln_context_run(ctx));
+    ASSERT_NEAR(y[0], 1.0, 0);   /* x[0, 0] */
+    ASSERT_NEAR(y[1], 0.0, 0);   /* NaN coordinate: outside, zero padding */
+    ASSERT_NEAR(y[2], 0.0, 0);   /* far outside */
+    ASSERT_NEAR(y[3], 300.0, 0); /* x[1, 1] */
+    ASSERT_EQ(q[0], 2);          /* 1 / 0.5 */
+    ASSERT_EQ(q[1], 4);
+    ASSERT_EQ(q[2], 0);          /* NaN -> 0 */
+    ASSERT_EQ(q[3], 255);        /* saturated */
+    kiln_context_free(ctx);
+    kiln_engine_free(e);
+}
+
 /* Truncations and byte flips of a valid model: errors, never crashes. */
 TEST_IMPL(hostile_bytes) {
     uint8_t *buf;
@@ -603,5 +648,5 @@ TEST_LIST(TEST_ENTRY(read_tensor_typed), TEST_ENTRY(read_tensor_malformed),
           TEST_ENTRY(external_data),
           TEST_ENTRY(attribute_conversion), TEST_ENTRY(model_local_functions),
           TEST_ENTRY(sparse_initializer_and_constant),
-          TEST_ENTRY(hostile_bytes),
+          TEST_ENTRY(ops_hostile_values), TEST_ENTRY(hostile_bytes),
           TEST_ENTRY(deep_nesting))
