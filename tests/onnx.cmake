@@ -48,3 +48,11 @@ if(TARGET kiln_cli)
     endif()
   endforeach()
 endif()
+
+# The same case with the node attribute aot = 1: the plugin's AOT kernel,
+# compiled at build time and embedded in the engine.
+if(TARGET kiln_cli AND TARGET kiln_samples_ops)
+  add_test(NAME onnx_circ_pad_aot_case
+    COMMAND kiln_cli test-onnx --plugins $<TARGET_FILE:kiln_samples_ops>
+            ${CMAKE_SOURCE_DIR}/tests/fixtures/circ_pad_aot_case)
+endif()
