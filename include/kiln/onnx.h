@@ -47,7 +47,11 @@
  *     `both` graph -- both branches plus a kiln::if_select per output -- so
  *     that a condition known only at run time works when both branches
  *     produce the same dtypes and shapes (both branches then run).
- *   - absent optional inputs ("") stay absent, in their position.
+ *   - absent optional inputs ("") stay absent, in their position; outputs
+ *     the node leaves out ("" or fewer than the op declares: optional or
+ *     hidden outputs such as size tensors) get private names
+ *     "<node>:unused_out<i>#<n>"; an op whose schema has an int attribute
+ *     `num_outputs` the node does not set receives the node's output count.
  *
  * Errors: every function returns 0 or a negative KILN_E* code and leaves a
  * message (kiln_errmsg()) that names the file, node, attribute or tensor at
