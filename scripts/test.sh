@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # test.sh — what CI runs (.ci/run): a Release build + every test, then an
 # AddressSanitizer + UndefinedBehaviorSanitizer build + every test again
-# (the conformance suites and real models included: they exercise every op).  Exits non-zero on any failure.
+# (the conformance suites and real models included: they exercise every op),
+# then the samples and real models under valgrind (scripts/valgrind.sh).  Exits non-zero on any failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=${KILN_JOBS:-2}
@@ -21,4 +22,6 @@ echo "== ASan+UBSan tests"
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 (cd build-asan && ctest --output-on-failure -j"$jobs" --timeout 1800)
+echo "== valgrind: samples and real models (portable build, build-valgrind/)"
+bash scripts/valgrind.sh
 echo "== all tests passed"
