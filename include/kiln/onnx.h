@@ -51,7 +51,9 @@
  *     the node leaves out ("" or fewer than the op declares: optional or
  *     hidden outputs such as size tensors) get private names
  *     "<node>:unused_out<i>#<n>"; an op whose schema has an int attribute
- *     `num_outputs` the node does not set receives the node's output count.
+ *     `num_outputs` the node does not set receives the node's output count;
+ *     an op with graph attributes whose schema has an int attribute
+ *     `num_outer` receives the number of trailing outer-scope inputs.
  *
  * Errors: every function returns 0 or a negative KILN_E* code and leaves a
  * message (kiln_errmsg()) that names the file, node, attribute or tensor at

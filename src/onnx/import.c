@@ -811,6 +811,14 @@ static int import_node(imp *im, const Onnx__NodeProto *n, const scope *sc, int d
         if (!rc && both) rc = kiln_layer_set_graph(l, "both", both);
         if (rc) rc = kiln__err_prefix(rc, "%s", lb);
     }
+    /* Ops with subgraphs (Loop, Scan) learn how many trailing inputs are
+     * outer-scope values from `num_outer` when their schema has it. */
+    if (!rc && has_graph && !find_attr(n, "num_outer"))
+        for (int i = 0; i < op->nattrs; i++)
+            if (!strcmp(op->attr_defs[i].name, "num_outer") && op->attr_defs[i].type == KILN_ATTR_INT) {
+                rc = kiln_layer_set_int(l, "num_outer", (int64_t)nextra);
+                if (rc) rc = kiln__err_prefix(rc, "%s", lb);
+            }
     /* Ops with more outputs than the node (Split: a fixed maximum) learn
      * the node's count from `num_outputs` when their schema has it. */
     if (!rc && nout > (int)n->n_output && !find_attr(n, "num_outputs"))
