@@ -1,0 +1,844 @@
+/*
+ * loop.c — ONNX Loop (opsets 1/11/13/16, tensor forms) and the sub-engine
+ * machinery that Loop and Scan (scan.c) share.
+ *
+ * A Loop's body runs many times with values that change per iteration, so
+ * it cannot be inlined into the outer engine the way an If branch is.
+ * Instead the shape function builds the body network into its own engine
+ * (a "sub-engine", built with the public API, fixed shapes from the layer's
+ * input descriptors) and keeps it in the instance state.  The outer engine
+ * stores it through serialize (kiln_engine_serialize of the sub-engine
+ * after a small header), and loading calls kiln_engine_load_memory.  Every
+ * outer context gets its own kiln_context of the sub-engine
+ * (attach_to_context); enqueue binds the loop-carried values, runs the body,
+ * swaps the double-buffered state and appends the scan outputs.
+ *
+ * Layer layout (made by the ONNX importer, see kiln/onnx.h):
+ *   inputs   [M, cond, v_initial..., outer...]   (M, cond: "" when absent)
+ *   body in  [iteration_num, cond_in, v..., outer...]
+ *   body out [cond_out, v_out..., scan_out...]   (+ importer padding)
+ *   outputs  [v_final..., scan_outputs..., size, unused...]
+ * `num_outer` says how many trailing inputs are outer-scope values and
+ * `num_outputs` how many outputs the node really has (N + K); the importer
+ * sets both.  A scan output has a data-dependent leading dim (the trip
+ * count) unless M is a build-time constant and cond is absent; then the
+ * output just after the real ones is a size tensor with upper bound M.
+ */
+#include "kiln_int.h"
+#include "loop_body.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* ------------------------------------------------------------ byte codec */
+
+typedef struct wbuf {
+    uint8_t *p;
+    size_t n, cap;
+    int err;
+} wbuf;
+
+static void w_put(wbuf *w, const void *d, size_t n) {
+    if (w->err) return;
+    if (w->n + n > w->cap) {
+        size_t nc = w->cap ? w->cap * 2 : 256;
+        while (nc < w->n + n) nc *= 2;
+        uint8_t *q = kiln__realloc(w->p, nc);
+        if (!q) { w->err = 1; return; }
+        w->p = q;
+        w->cap = nc;
+    }
+    memcpy(w->p + w->n, d, n);
+    w->n += n;
+}
+static void w_i64(wbuf *w, int64_t v) { w_put(w, &v, 8); }
+static void w_str(wbuf *w, const char *s) {
+    size_t n = strlen(s);
+    w_i64(w, (int64_t)n);
+    w_put(w, s, n);
+}
+
+typedef struct rbuf {
+    const uint8_t *p;
+    size_t n, off;
+    int err;
+} rbuf;
+
+static int r_get(rbuf *r, void *d, size_t n) {
+    if (r->err || n > r->n - r->off) { r->err = 1; memset(d, 0, n); return -1; }
+    memcpy(d, r->p + r->off, n);
+    r->off += n;
+    return 0;
+}
+static int64_t r_i64(rbuf *r) {
+    int64_t v = 0;
+    r_get(r, &v, 8);
+    return v;
+}
+static char *r_str(rbuf *r) {
+    int64_t n = r_i64(r);
+    if (r->err || n < 0 || (uint64_t)n > r->n - r->off) { r->err = 1; return NULL; }
+    char *s = kiln__malloc((size_t)n + 1);
+    if (!s) { r->err = 1; return NULL; }
+    memcpy(s, r->p + r->off, (size_t)n);
+    s[n] = 0;
+    r->off += (size_t)n;
+    return s;
+}
+
+/* ------------------------------------------------------------ body engine */
+
+void kiln__body_free(kiln__body *b) {
+    if (!b) return;
+    if (b->eng) kiln_engine_free(b->eng);
+    for (int i = 0; i < b->nin; i++) kiln__free(b->in[i].name);
+    for (int i = 0; i < b->nout; i++) kiln__free(b->out[i].name);
+    kiln__free(b->in);
+    kiln__free(b->out);
+    memset(b, 0, sizeof *b);
+}
+
+size_t kiln__body_io_bytes(const kiln__body_io *t) {
+    int64_t n = 1;
+    for (int i = 0; i < t->ndim; i++) n *= t->dims[i];
+    return (size_t)n * kiln_dtype_size(t->dtype);
+}
+
+static int engine_find(const kiln_engine *e, const char *name, int first, int count, kiln_io_info *info) {
+    for (int i = first; i < first + count; i++) {
+        if (kiln_engine_io(e, i, info)) continue;
+        if (info->name && !strcmp(info->name, name)) return i;
+    }
+    return -1;
+}
+
+/* Fill the presence/shape tables of b from its engine. */
+static int body_describe(kiln__body *b, const char *what) {
+    int ne_in = kiln_engine_num_inputs(b->eng), ne_out = kiln_engine_num_outputs(b->eng);
+    kiln_io_info info;
+    for (int i = 0; i < b->nin; i++) b->in[i].present = engine_find(b->eng, b->in[i].name, 0, ne_in, &info) >= 0;
+    for (int k = 0; k < b->nout; k++) {
+        kiln__body_io *o = &b->out[k];
+        if (engine_find(b->eng, o->name, ne_in, ne_out, &info) < 0)
+            return kiln__err(KILN_EINTERNAL, "%s: body output '%s' is missing from the body engine", what, o->name);
+        o->present = 1;
+        o->dtype = info.dtype;
+        o->ndim = info.ndim;
+        o->dyn = 0;
+        for (int d = 0; d < info.ndim; d++) {
+            o->dims[d] = info.dims[d];
+            if (info.dims[d] < 0 || info.data_dependent) o->dyn = 1;
+        }
+    }
+    return 0;
+}
+
+int kiln__body_check_static(const kiln__body *b, int first, int count, const char *what) {
+    for (int k = first; k < first + count; k++)
+        if (b->out[k].dyn)
+            return kiln__err(KILN_EUNSUPPORTED, "%s: body output '%s' has a shape known only at run time; kiln "
+                             "runs loop bodies with fixed shapes only", what, b->out[k].name);
+    return 0;
+}
+
+int kiln__body_build(kiln__body *b, const kiln_network *body, const kiln_desc *in, int nin, const char *what) {
+    memset(b, 0, sizeof *b);
+    int bnin = kiln_network_num_inputs(body), bnout = kiln_network_num_outputs(body);
+    if (bnin != nin)
+        return kiln__err(KILN_ESHAPE, "%s: the body has %d inputs, the layer provides %d", what, bnin, nin);
+    b->nin = bnin;
+    b->nout = bnout;
+    b->in = kiln__calloc((size_t)(bnin ? bnin : 1), sizeof *b->in);
+    b->out = kiln__calloc((size_t)(bnout ? bnout : 1), sizeof *b->out);
+    kiln_build_config *cfg = kiln_build_config_create();
+    if (!b->in || !b->out || !cfg) {
+        kiln_build_config_free(cfg);
+        kiln__body_free(b);
+        return kiln__err(KILN_ENOMEM, "%s: out of memory", what);
+    }
+    int rc = 0;
+    kiln_build_config_set_flags(cfg, KILN_BUILD_NO_TIMING);
+    kiln_build_config_set_threads(cfg, 1);
+    for (int i = 0; i < bnin && !rc; i++) {
+        const kiln__ntensor *t = &body->tensors[body->inputs[i]];
+        kiln__body_io *io = &b->in[i];
+        io->name = kiln__strdup(t->name);
+        if (!io->name) { rc = kiln__err(KILN_ENOMEM, "%s: out of memory", what); break; }
+        const kiln_desc *d = &in[i];
+        if (d->dtype != t->dtype) {
+            rc = kiln__err(KILN_ETYPE, "%s: body input %d '%s' is declared %s, the layer gives %s", what, i,
+                           t->name, kiln_dtype_name(t->dtype), kiln_dtype_name(d->dtype));
+            break;
+        }
+        if (d->ndim != t->ndim) {
+            rc = kiln__err(KILN_ESHAPE, "%s: body input %d '%s' is declared with rank %d, the layer gives rank %d",
+                           what, i, t->name, t->ndim, d->ndim);
+            break;
+        }
+        io->dtype = d->dtype;
+        io->ndim = d->ndim;
+        int dyn = 0;
+        for (int k = 0; k < d->ndim; k++) {
+            int64_t v;
+            if (!kiln_expr_is_const(d->dims[k], &v)) {
+                char e[96];
+                kiln_expr_print(d->dims[k], e, sizeof e);
+                rc = kiln__err(KILN_EUNSUPPORTED, "%s: body input %d '%s' dim %d is '%s', known only at run time; "
+                               "kiln builds loop bodies for fixed shapes (give the model fixed input shapes)",
+                               what, i, t->name, k, e);
+                break;
+            }
+            if (t->dims[k] >= 0 && t->dims[k] != v) {
+                rc = kiln__err(KILN_ESHAPE, "%s: body input %d '%s' dim %d is declared %lld, the layer gives %lld",
+                               what, i, t->name, k, (long long)t->dims[k], (long long)v);
+                break;
+            }
+            if (t->dims[k] < 0) dyn = 1;
+            io->dims[k] = v;
+        }
+        if (!rc && dyn) rc = kiln_build_config_set_profile(cfg, t->name, io->ndim, io->dims, io->dims, io->dims);
+    }
+    for (int k = 0; k < bnout && !rc; k++) {
+        b->out[k].name = kiln__strdup(kiln_network_output_name(body, k));
+        if (!b->out[k].name) rc = kiln__err(KILN_ENOMEM, "%s: out of memory", what);
+    }
+    if (!rc) {
+        rc = kiln_build(body, cfg, &b->eng, NULL);
+        if (rc) rc = kiln__err_prefix(rc, "%s: building the body", what);
+    }
+    kiln_build_config_free(cfg);
+    if (!rc) rc = body_describe(b, what);
+    if (rc) kiln__body_free(b);
+    return rc;
+}
+
+#define BODY_MAGIC 0x31594442 /* "BDY1" */
+
+int kiln__body_serialize(const kiln__body *b, const int64_t *ints, int nints, void *buf, size_t *size) {
+    if (!b->eng) return kiln__err(KILN_EINTERNAL, "loop body: serialize before the body was built");
+    void *eb = NULL;
+    size_t es = 0;
+    int rc = kiln_engine_serialize(b->eng, &eb, &es);
+    if (rc) return rc;
+    wbuf w = {0};
+    w_i64(&w, BODY_MAGIC);
+    w_i64(&w, nints);
+    for (int i = 0; i < nints; i++) w_i64(&w, ints[i]);
+    w_i64(&w, b->nin);
+    for (int i = 0; i < b->nin; i++) {
+        const kiln__body_io *t = &b->in[i];
+        w_str(&w, t->name);
+        w_i64(&w, t->dtype);
+        w_i64(&w, t->ndim);
+        for (int d = 0; d < t->ndim; d++) w_i64(&w, t->dims[d]);
+    }
+    w_i64(&w, b->nout);
+    for (int k = 0; k < b->nout; k++) {
+        const kiln__body_io *t = &b->out[k];
+        w_str(&w, t->name);
+        w_i64(&w, t->dyn);
+        w_i64(&w, t->ndim);
+        for (int d = 0; d < t->ndim; d++) w_i64(&w, t->dims[d]);
+    }
+    w_i64(&w, (int64_t)es);
+    w_put(&w, eb, es);
+    kiln_free(eb);
+    if (w.err) {
+        kiln__free(w.p);
+        return kiln__err(KILN_ENOMEM, "loop body: out of memory serializing");
+    }
+    if (buf) {
+        if (*size < w.n) {
+            kiln__free(w.p);
+            return kiln__err(KILN_EINVAL, "loop body: buffer of %zu bytes, %zu needed", *size, w.n);
+        }
+        memcpy(buf, w.p, w.n);
+    }
+    *size = w.n;
+    kiln__free(w.p);
+    return 0;
+}
+
+int kiln__body_deserialize(kiln__body *b, int64_t *ints, int nints, const void *buf, size_t size) {
+    memset(b, 0, sizeof *b);
+    rbuf r = {.p = buf, .n = size};
+    if (r_i64(&r) != BODY_MAGIC || r.err)
+        return kiln__err(KILN_EFORMAT, "loop body blob: bad magic (not a Loop/Scan state)");
+    int64_t ni = r_i64(&r);
+    if (ni != nints) return kiln__err(KILN_EFORMAT, "loop body blob: %lld header fields, expected %d", (long long)ni, nints);
+    for (int i = 0; i < nints; i++) ints[i] = r_i64(&r);
+    int64_t nin = r_i64(&r);
+    if (r.err || nin < 0 || nin > KILN_MAX_IO)
+        return kiln__err(KILN_EFORMAT, "loop body blob: %lld body inputs (at most %d)", (long long)nin, KILN_MAX_IO);
+    b->nin = (int)nin;
+    b->in = kiln__calloc((size_t)(nin ? nin : 1), sizeof *b->in);
+    if (!b->in) return kiln__err(KILN_ENOMEM, "loop body: out of memory");
+    for (int i = 0; i < b->nin && !r.err; i++) {
+        kiln__body_io *t = &b->in[i];
+        t->name = r_str(&r);
+        int64_t dt = r_i64(&r), nd = r_i64(&r);
+        if (r.err || dt <= 0 || dt >= KILN_DTYPE_COUNT_ || kiln_dtype_size((kiln_dtype)dt) == 0 || nd < 0 ||
+            nd > KILN_MAX_DIMS) {
+            r.err = 1;
+            break;
+        }
+        t->dtype = (kiln_dtype)dt;
+        t->ndim = (int)nd;
+        for (int d = 0; d < t->ndim; d++) {
+            t->dims[d] = r_i64(&r);
+            if (t->dims[d] < 0) r.err = 1;
+        }
+    }
+    int64_t nout = r.err ? -1 : r_i64(&r);
+    if (r.err || nout < 0 || nout > KILN_MAX_IO) {
+        kiln__body_free(b);
+        return kiln__err(KILN_EFORMAT, "loop body blob: truncated or malformed body description");
+    }
+    b->nout = (int)nout;
+    b->out = kiln__calloc((size_t)(nout ? nout : 1), sizeof *b->out);
+    if (!b->out) { kiln__body_free(b); return kiln__err(KILN_ENOMEM, "loop body: out of memory"); }
+    kiln__body_io saved[KILN_MAX_IO];
+    for (int k = 0; k < b->nout && !r.err; k++) {
+        b->out[k].name = r_str(&r);
+        saved[k].dyn = (int)r_i64(&r);
+        int64_t nd = r_i64(&r);
+        if (r.err || nd < 0 || nd > KILN_MAX_DIMS) { r.err = 1; break; }
+        saved[k].ndim = (int)nd;
+        for (int d = 0; d < saved[k].ndim; d++) {
+            saved[k].dims[d] = r_i64(&r);
+            if (saved[k].dims[d] < -1) r.err = 1;
+        }
+    }
+    int64_t es = r.err ? -1 : r_i64(&r);
+    if (r.err || es < 0 || (uint64_t)es != r.n - r.off) {
+        kiln__body_free(b);
+        return kiln__err(KILN_EFORMAT, "loop body blob: the sub-engine size does not match the blob (%zu bytes)", size);
+    }
+    int rc = kiln_engine_load_memory(r.p + r.off, (size_t)es, &b->eng);
+    if (rc) {
+        kiln__body_free(b);
+        return kiln__err_prefix(rc, "loop body sub-engine");
+    }
+    rc = body_describe(b, "loop body");
+    for (int k = 0; k < b->nout && !rc; k++) {
+        /* Dims the engine leaves dynamic were fixed by a probe run at build. */
+        kiln__body_io *o = &b->out[k];
+        if (o->ndim != saved[k].ndim) {
+            rc = kiln__err(KILN_EFORMAT, "loop body blob: output '%s' has rank %d, the sub-engine says %d", o->name,
+                           saved[k].ndim, o->ndim);
+            break;
+        }
+        o->dyn = saved[k].dyn;
+        for (int d = 0; d < o->ndim; d++) {
+            if (o->dims[d] >= 0 && saved[k].dims[d] != o->dims[d]) {
+                rc = kiln__err(KILN_EFORMAT, "loop body blob: output '%s' dim %d is %lld, the sub-engine says %lld",
+                               o->name, d, (long long)saved[k].dims[d], (long long)o->dims[d]);
+                break;
+            }
+            o->dims[d] = saved[k].dims[d];
+        }
+    }
+    if (rc) kiln__body_free(b);
+    return rc;
+}
+
+int kiln__body_clone(const kiln__body *src, kiln__body *dst) {
+    memset(dst, 0, sizeof *dst);
+    if (!src->eng) return 0;
+    size_t n = 0;
+    int rc = kiln__body_serialize(src, NULL, 0, NULL, &n);
+    if (rc) return rc;
+    void *p = kiln__malloc(n);
+    if (!p) return kiln__err(KILN_ENOMEM, "loop body: out of memory");
+    rc = kiln__body_serialize(src, NULL, 0, p, &n);
+    if (!rc) rc = kiln__body_deserialize(dst, NULL, 0, p, n);
+    kiln__free(p);
+    return rc;
+}
+
+int kiln__body_ctx_open(const kiln__body *b, kiln_exec *exec, kiln_context **out) {
+    int threads = exec ? kiln_exec_threads(exec) : 1;
+    kiln_context *ctx = NULL;
+    int rc = kiln_context_create(b->eng, threads, &ctx);
+    if (rc) return kiln__err_prefix(rc, "loop body context");
+    for (int i = 0; i < b->nin; i++) {
+        if (!b->in[i].present) continue;
+        rc = kiln_context_set_input_shape(ctx, b->in[i].name, b->in[i].ndim, b->in[i].dims);
+        if (rc) {
+            kiln_context_free(ctx);
+            return kiln__err_prefix(rc, "loop body input '%s'", b->in[i].name);
+        }
+    }
+    *out = ctx;
+    return 0;
+}
+
+int kiln__body_bind_in(kiln_context *ctx, const kiln__body *b, int i, const void *data) {
+    if (!b->in[i].present) return 0;
+    int rc = kiln_context_bind(ctx, b->in[i].name, (void *)data, kiln__body_io_bytes(&b->in[i]));
+    return rc ? kiln__err_prefix(rc, "loop body input '%s'", b->in[i].name) : 0;
+}
+
+int kiln__body_bind_out(kiln_context *ctx, const kiln__body *b, int k, void *data) {
+    int rc = kiln_context_bind(ctx, b->out[k].name, data, kiln__body_io_bytes(&b->out[k]));
+    return rc ? kiln__err_prefix(rc, "loop body output '%s'", b->out[k].name) : 0;
+}
+
+int kiln__body_check_shapes(const kiln_context *ctx, const kiln__body *b, const char *what) {
+    for (int k = 0; k < b->nout; k++) {
+        const kiln__body_io *o = &b->out[k];
+        if (!o->dyn) continue;
+        int nd = 0;
+        int64_t dims[KILN_MAX_DIMS];
+        int rc = kiln_context_shape(ctx, o->name, &nd, dims);
+        if (rc) return kiln__err_prefix(rc, "%s: body output '%s'", what, o->name);
+        int same = nd == o->ndim;
+        for (int d = 0; same && d < nd; d++) same = dims[d] == o->dims[d];
+        if (!same)
+            return kiln__err(KILN_ESHAPE, "%s: body output '%s' changed shape between iterations (dim count %d, "
+                             "first dim %lld; expected %d, %lld); kiln needs a fixed shape per output", what, o->name,
+                             nd, (long long)(nd ? dims[0] : 0), o->ndim, (long long)(o->ndim ? o->dims[0] : 0));
+    }
+    return 0;
+}
+
+int kiln__desc_static(const kiln_desc *d, int64_t *dims) {
+    for (int i = 0; i < d->ndim; i++)
+        if (!kiln_expr_is_const(d->dims[i], &dims[i])) return 0;
+    return 1;
+}
+
+/* Fill unused outputs with F32 scalars (the importer pads to num_outputs). */
+void kiln__fill_unused(kiln_shape_ctx *c, int from) {
+    for (int k = from; k < c->nout; k++) {
+        memset(&c->out[k], 0, sizeof c->out[k]);
+        c->out[k].dtype = KILN_DTYPE_F32;
+        c->out[k].nvalues = -1;
+    }
+}
+
+void kiln__zero_unused(const kiln_call *c, int from) {
+    for (int k = from; k < c->nout; k++)
+        if (c->out[k].data)
+            memset(c->out[k].data, 0, (size_t)kiln_tensor_numel(&c->out[k]) * kiln_dtype_size(c->out[k].dtype));
+}
+
+/* ------------------------------------------------------------ Loop */
+
+#define LOOP_MAX_OUT 16
+#define LOOP_TAG 0x4c4f4f50u
+#define LOOP_CTX_TAG 0x4c4f4f43u
+
+static const kiln_attr_def loop_attrs[] = {
+    {"body", KILN_ATTR_GRAPH, KILN_DTYPE_UNDEFINED, NULL, 1, "the loop body"},
+    {"num_outputs", KILN_ATTR_INT, KILN_DTYPE_UNDEFINED, "0", 0,
+     "outputs the node really has (N + K); 0 = body outputs - 1 (set by the importer)"},
+    {"num_outer", KILN_ATTR_INT, KILN_DTYPE_UNDEFINED, "0", 0,
+     "trailing inputs that are outer-scope values the body uses (set by the importer)"},
+    {NULL, 0, 0, NULL, 0, NULL},
+};
+
+typedef struct loop_state {
+    uint32_t tag;
+    const kiln_network *graph; /* borrowed, build time only */
+    int64_t num_outputs, num_outer;
+    /* After shape/deserialize: */
+    int64_t n_state, n_scan, n_outer, size_slot; /* size_slot: output index of the size tensor, -1 */
+    kiln__body body;
+} loop_state;
+
+typedef struct loop_ctx {
+    uint32_t tag;
+    loop_state *st;
+    kiln_context *sub;
+} loop_ctx;
+
+static int loop_create(const kiln_attrs *a, void **state) {
+    loop_state *s = kiln__calloc(1, sizeof *s);
+    if (!s) return kiln__err(KILN_ENOMEM, "Loop: out of memory");
+    s->tag = LOOP_TAG;
+    const kiln_attr_value *g = kiln_attrs_get(a, "body");
+    s->graph = g && g->present ? g->graph : NULL;
+    s->num_outputs = kiln_attrs_int(a, "num_outputs");
+    s->num_outer = kiln_attrs_int(a, "num_outer");
+    s->size_slot = -1;
+    *state = s;
+    return 0;
+}
+
+static void loop_destroy(void *state) {
+    loop_state *s = state;
+    if (!s) return;
+    kiln__body_free(&s->body);
+    kiln__free(s);
+}
+
+static int loop_clone(const void *state, void **out) {
+    const loop_state *s = state;
+    loop_state *d = kiln__calloc(1, sizeof *d);
+    if (!d) return kiln__err(KILN_ENOMEM, "Loop: out of memory");
+    *d = *s;
+    int rc = kiln__body_clone(&s->body, &d->body);
+    if (rc) { kiln__free(d); return rc; }
+    *out = d;
+    return 0;
+}
+
+/* Value of a 1-element build-time tensor as int64 (1 = known). */
+static int desc_scalar(const kiln_desc *d, int64_t *v) {
+    if (d->dtype == KILN_DTYPE_UNDEFINED) return 0;
+    int64_t dims[KILN_MAX_DIMS], n = 1;
+    if (!kiln__desc_static(d, dims)) return 0;
+    for (int i = 0; i < d->ndim; i++) n *= dims[i];
+    if (n != 1) return 0;
+    if (d->data) {
+        switch (d->dtype) {
+        case KILN_DTYPE_I64: { int64_t x; memcpy(&x, d->data, 8); *v = x; return 1; }
+        case KILN_DTYPE_I32: { int32_t x; memcpy(&x, d->data, 4); *v = x; return 1; }
+        case KILN_DTYPE_BOOL: case KILN_DTYPE_U8: *v = *(const uint8_t *)d->data; return 1;
+        default: return 0;
+        }
+    }
+    if (d->nvalues >= 1 && d->values[0]) return kiln_expr_is_const(d->values[0], v);
+    return 0;
+}
+
+/* Body outputs whose shape the sub-engine leaves dynamic (a Slice by the
+ * iteration number, say): cond_out is a scalar, a loop-carried value keeps
+ * the shape of its initial value, and a scan output gets the shape of a
+ * probe run of iteration 0 when every input is known at build time.  All
+ * are checked after every run. */
+static int loop_fix_dyn(loop_state *s, const kiln_shape_ctx *c, int N, int K) {
+    kiln__body *b = &s->body;
+    int need_probe = 0;
+    for (int k = 0; k < 1 + N + K; k++) {
+        kiln__body_io *o = &b->out[k];
+        if (!o->dyn) continue;
+        if (k == 0) {
+            for (int d = 0; d < o->ndim; d++) o->dims[d] = 1;
+        } else if (k <= N) {
+            const kiln__body_io *v = &b->in[1 + k];
+            if (o->ndim != v->ndim)
+                return kiln_set_error(KILN_ESHAPE, "Loop: the body takes '%s' with rank %d and returns '%s' with "
+                                      "rank %d", v->name, v->ndim, o->name, o->ndim);
+            for (int d = 0; d < o->ndim; d++) o->dims[d] = v->dims[d];
+        } else {
+            need_probe = 1;
+        }
+    }
+    if (!need_probe) return 0;
+    for (int i = 2; i < c->nin; i++)
+        if (!c->in[i].data)
+            return kiln__body_check_static(b, 1 + N, K, "Loop");
+    kiln_context *ctx = NULL;
+    int rc = kiln__body_ctx_open(b, NULL, &ctx);
+    if (rc) return rc;
+    int64_t it = 0;
+    uint8_t cond = 1;
+    rc = kiln__body_bind_in(ctx, b, 0, &it);
+    if (!rc) rc = kiln__body_bind_in(ctx, b, 1, &cond);
+    for (int i = 2; i < c->nin && !rc; i++) rc = kiln__body_bind_in(ctx, b, i, c->in[i].data);
+    if (!rc) rc = kiln_context_run(ctx);
+    for (int k = 1 + N; k < 1 + N + K && !rc; k++) {
+        kiln__body_io *o = &b->out[k];
+        if (!o->dyn) continue;
+        int nd = 0;
+        rc = kiln_context_shape(ctx, o->name, &nd, o->dims);
+        if (!rc && nd != o->ndim) rc = kiln__err(KILN_EINTERNAL, "Loop: probe run: rank of '%s' changed", o->name);
+    }
+    kiln_context_free(ctx);
+    return rc ? kiln__err_prefix(rc, "Loop: probe run of iteration 0 (to learn the scan output shapes)") : 0;
+}
+
+static int loop_shape(void *state, kiln_shape_ctx *c) {
+    loop_state *s = state;
+    if (!s->graph) return kiln_set_error(KILN_EATTR, "Loop: attribute 'body' is not set");
+    int nin = c->nin;
+    int64_t E = s->num_outer, N = nin - 2 - E;
+    if (E < 0 || N < 0)
+        return kiln_set_error(KILN_EINVAL, "Loop: %d inputs and num_outer = %lld leave no room for M and cond",
+                              nin, (long long)E);
+    int bnout = kiln_network_num_outputs(s->graph);
+    int64_t real = s->num_outputs > 0 ? s->num_outputs : bnout - 1;
+    int64_t K = real - N;
+    if (K < 0 || 1 + real > bnout)
+        return kiln_set_error(KILN_ESHAPE, "Loop: the body has %d outputs, the node %lld, with %lld loop-carried "
+                              "values (expected body outputs = 1 + node outputs, node outputs >= loop-carried)",
+                              bnout, (long long)real, (long long)N);
+    if (real + 1 > c->nout)
+        return kiln_set_error(KILN_EUNSUPPORTED, "Loop: %lld outputs; kiln's Loop supports at most %d", (long long)real,
+                              c->nout - 1);
+    /* Descriptors of the body inputs. */
+    kiln_desc bin[KILN_MAX_IO];
+    kiln_exprs *x = c->x;
+    for (int i = 0; i < nin; i++) {
+        bin[i] = c->in[i];
+        if (i >= 2) continue;
+        const kiln__ntensor *t = &s->graph->tensors[s->graph->inputs[i]];
+        memset(&bin[i], 0, sizeof bin[i]);
+        bin[i].dtype = i == 0 ? KILN_DTYPE_I64 : KILN_DTYPE_BOOL;
+        bin[i].nvalues = -1;
+        bin[i].ndim = t->ndim;
+        for (int d = 0; d < t->ndim; d++) bin[i].dims[d] = kiln_expr_const(x, 1);
+        if (t->dtype != bin[i].dtype)
+            return kiln_set_error(KILN_ETYPE, "Loop: body input %d '%s' must be %s, it is declared %s", i, t->name,
+                                  kiln_dtype_name(bin[i].dtype), kiln_dtype_name(t->dtype));
+    }
+    for (int i = 2; i < nin; i++)
+        if (bin[i].dtype == KILN_DTYPE_UNDEFINED)
+            return kiln_set_error(KILN_EINVAL, "Loop: input %d is absent (loop-carried and outer values are required)", i);
+    for (int i = 0; i < 2; i++) {
+        const kiln_desc *d = &c->in[i];
+        if (d->dtype == KILN_DTYPE_UNDEFINED) continue;
+        int64_t dims[KILN_MAX_DIMS], n = 1;
+        if (kiln__desc_static(d, dims)) {
+            for (int k = 0; k < d->ndim; k++) n *= dims[k];
+            if (n != 1)
+                return kiln_set_error(KILN_ESHAPE, "Loop: input %d (%s) must hold one element, it holds %lld", i,
+                                      i ? "cond" : "M", (long long)n);
+        }
+        if (i == 0 && d->dtype != KILN_DTYPE_I64)
+            return kiln_set_error(KILN_ETYPE, "Loop: M must be int64, it is %s", kiln_dtype_name(d->dtype));
+        if (i == 1 && d->dtype != KILN_DTYPE_BOOL)
+            return kiln_set_error(KILN_ETYPE, "Loop: cond must be bool, it is %s", kiln_dtype_name(d->dtype));
+    }
+    kiln__body_free(&s->body);
+    int rc = kiln__body_build(&s->body, s->graph, bin, nin, "Loop");
+    if (rc) return rc;
+    rc = loop_fix_dyn(s, c, (int)N, (int)K);
+    if (rc) return rc;
+    const kiln__body *b = &s->body;
+    if (b->out[0].dtype != KILN_DTYPE_BOOL || kiln__body_io_bytes(&b->out[0]) != 1)
+        return kiln_set_error(KILN_ETYPE, "Loop: body output 0 (cond_out) must be a single bool, it is %s",
+                              kiln_dtype_name(b->out[0].dtype));
+    for (int i = 0; i < N; i++) {
+        const kiln__body_io *o = &b->out[1 + i], *v = &b->in[2 + i];
+        int same = o->dtype == v->dtype && o->ndim == v->ndim;
+        for (int d = 0; same && d < o->ndim; d++) same = o->dims[d] == v->dims[d];
+        if (!same)
+            return kiln_set_error(KILN_ESHAPE, "Loop: loop-carried value %d: the body takes '%s' (%s, rank %d) and "
+                                  "returns '%s' (%s, rank %d) with another type or shape; kiln needs them equal",
+                                  i, v->name, kiln_dtype_name(v->dtype), v->ndim, o->name,
+                                  kiln_dtype_name(o->dtype), o->ndim);
+    }
+    s->n_state = N;
+    s->n_scan = K;
+    s->n_outer = E;
+    s->size_slot = -1;
+    for (int i = 0; i < N; i++) {
+        c->out[i] = c->in[2 + i];
+        c->out[i].data = NULL;
+        c->out[i].nvalues = -1;
+    }
+    int64_t m = -1, cv = -1;
+    int m_known = desc_scalar(&c->in[0], &m);
+    int c_absent = c->in[1].dtype == KILN_DTYPE_UNDEFINED;
+    if (!c_absent) desc_scalar(&c->in[1], &cv);
+    const kiln_expr *T = NULL;
+    if (K > 0) {
+        if (m_known && m < 0) m = 0;
+        if (cv == 0 || (m_known && m == 0)) T = kiln_expr_const(x, 0);
+        else if (m_known && c_absent) T = kiln_expr_const(x, m);
+        else if (!m_known)
+            return kiln_set_error(KILN_EUNSUPPORTED, "Loop: the node has scan outputs and its trip count M is %s; "
+                                  "kiln needs M known when the engine is built to bound the scan outputs",
+                                  c->in[0].dtype == KILN_DTYPE_UNDEFINED ? "absent" : "known only at run time");
+        else {
+            kiln__fill_unused(c, (int)real);
+            T = kiln_shape_size_tensor(c, (int)real, kiln_expr_const(x, m), kiln_expr_const(x, m));
+            s->size_slot = real;
+        }
+    }
+    for (int k = 0; k < K; k++) {
+        const kiln__body_io *o = &b->out[1 + N + k];
+        kiln_desc *d = &c->out[N + k];
+        memset(d, 0, sizeof *d);
+        d->nvalues = -1;
+        d->dtype = o->dtype;
+        if (o->ndim + 1 > KILN_MAX_DIMS)
+            return kiln_set_error(KILN_EUNSUPPORTED, "Loop: scan output %d would have rank %d (at most %d)", k,
+                                  o->ndim + 1, KILN_MAX_DIMS);
+        d->ndim = o->ndim + 1;
+        d->dims[0] = T;
+        for (int i = 0; i < o->ndim; i++) d->dims[i + 1] = kiln_expr_const(x, o->dims[i]);
+    }
+    if (s->size_slot < 0) kiln__fill_unused(c, (int)real);
+    else kiln__fill_unused(c, (int)real + 1);
+    return 0;
+}
+
+static int loop_ctx_get(void *state, const kiln_call *c, loop_ctx *tmp, loop_ctx **out) {
+    uint32_t tag = *(uint32_t *)state;
+    if (tag == LOOP_CTX_TAG) {
+        loop_ctx *lc = state;
+        if (!lc->sub) {
+            int rc = kiln__body_ctx_open(&lc->st->body, c->exec, &lc->sub);
+            if (rc) return rc;
+        }
+        *out = lc;
+        return 0;
+    }
+    /* No attached context (constant folding): a temporary one. */
+    tmp->tag = LOOP_CTX_TAG;
+    tmp->st = state;
+    tmp->sub = NULL;
+    int rc = kiln__body_ctx_open(&tmp->st->body, c->exec, &tmp->sub);
+    if (rc) return rc;
+    *out = tmp;
+    return 0;
+}
+
+static int loop_enqueue(void *state, const kiln_call *c) {
+    loop_ctx tmp, *lc = NULL;
+    int rc = loop_ctx_get(state, c, &tmp, &lc);
+    if (rc) return rc;
+    const loop_state *s = lc->st;
+    const kiln__body *b = &s->body;
+    int N = (int)s->n_state, K = (int)s->n_scan, E = (int)s->n_outer;
+    int64_t m = INT64_MAX;
+    if (c->in[0].data) memcpy(&m, c->in[0].data, 8);
+    int cond = 1;
+    if (c->in[1].data) cond = *(const uint8_t *)c->in[1].data != 0;
+    int64_t upper = INT64_MAX;
+    if (K > 0) {
+        upper = c->out[N].ndim > 0 ? c->out[N].dims[0] : 0;
+        if (s->size_slot >= 0) {
+            /* The planned buffer holds the upper bound (M at build). */
+            upper = m;
+        }
+    }
+    size_t off[KILN_MAX_IO], total = 0;
+    for (int i = 0; i < N; i++) {
+        off[i] = total;
+        total += (kiln__body_io_bytes(&b->in[2 + i]) + 63) & ~(size_t)63;
+    }
+    uint8_t *bufA = kiln__aligned_alloc(total ? total : 64), *bufB = kiln__aligned_alloc(total ? total : 64);
+    if (!bufA || !bufB) {
+        rc = kiln__err(KILN_ENOMEM, "Loop: out of memory for the loop-carried values");
+        goto done;
+    }
+    for (int i = 0; i < N; i++) memcpy(bufA + off[i], c->in[2 + i].data, kiln__body_io_bytes(&b->in[2 + i]));
+    int64_t it = 0;
+    uint8_t cond_in = 0, cond_out = 0;
+    for (; it < m && cond; it++) {
+        if (it >= upper) {
+            rc = kiln__err(KILN_EINTERNAL, "Loop: more iterations than the scan outputs were planned for (%lld)",
+                           (long long)upper);
+            goto done;
+        }
+        cond_in = 1;
+        rc = kiln__body_bind_in(lc->sub, b, 0, &it);
+        if (!rc) rc = kiln__body_bind_in(lc->sub, b, 1, &cond_in);
+        for (int i = 0; i < N && !rc; i++) rc = kiln__body_bind_in(lc->sub, b, 2 + i, bufA + off[i]);
+        for (int i = 0; i < E && !rc; i++) rc = kiln__body_bind_in(lc->sub, b, 2 + N + i, c->in[2 + N + i].data);
+        if (!rc) rc = kiln__body_bind_out(lc->sub, b, 0, &cond_out);
+        for (int i = 0; i < N && !rc; i++) rc = kiln__body_bind_out(lc->sub, b, 1 + i, bufB + off[i]);
+        for (int k = 0; k < K && !rc; k++) {
+            size_t sb = kiln__body_io_bytes(&b->out[1 + N + k]);
+            rc = kiln__body_bind_out(lc->sub, b, 1 + N + k, (uint8_t *)c->out[N + k].data + (size_t)it * sb);
+        }
+        if (!rc) rc = kiln_context_run(lc->sub);
+        if (!rc) rc = kiln__body_check_shapes(lc->sub, b, "Loop");
+        if (rc) {
+            rc = kiln__err_prefix(rc, "Loop iteration %lld", (long long)it);
+            goto done;
+        }
+        cond = cond_out != 0;
+        uint8_t *t = bufA;
+        bufA = bufB;
+        bufB = t;
+    }
+    for (int i = 0; i < N; i++) memcpy(c->out[i].data, bufA + off[i], kiln__body_io_bytes(&b->in[2 + i]));
+    int from = N + K;
+    if (s->size_slot >= 0) {
+        memcpy(c->out[s->size_slot].data, &it, 8);
+        from = (int)s->size_slot + 1;
+    }
+    kiln__zero_unused(c, from);
+done:
+    kiln__aligned_free(bufA);
+    kiln__aligned_free(bufB);
+    if (lc == &tmp) kiln_context_free(tmp.sub);
+    return rc;
+}
+
+static int loop_attach(void *state, void **ctx_state) {
+    loop_ctx *lc = kiln__calloc(1, sizeof *lc);
+    if (!lc) return kiln__err(KILN_ENOMEM, "Loop: out of memory");
+    lc->tag = LOOP_CTX_TAG;
+    lc->st = state;
+    *ctx_state = lc;
+    return 0;
+}
+
+static void loop_detach(void *state, void *ctx_state) {
+    (void)state;
+    loop_ctx *lc = ctx_state;
+    if (!lc) return;
+    kiln_context_free(lc->sub);
+    kiln__free(lc);
+}
+
+static int loop_serialize(const void *state, void *buf, size_t *size) {
+    const loop_state *s = state;
+    int64_t ints[4] = {s->n_state, s->n_scan, s->n_outer, s->size_slot};
+    return kiln__body_serialize(&s->body, ints, 4, buf, size);
+}
+
+static int loop_deserialize(const void *buf, size_t size, void **state) {
+    loop_state *s = kiln__calloc(1, sizeof *s);
+    if (!s) return kiln__err(KILN_ENOMEM, "Loop: out of memory");
+    s->tag = LOOP_TAG;
+    int64_t ints[4];
+    int rc = kiln__body_deserialize(&s->body, ints, 4, buf, size);
+    if (!rc) {
+        s->n_state = ints[0];
+        s->n_scan = ints[1];
+        s->n_outer = ints[2];
+        s->size_slot = ints[3];
+        int64_t need = 2 + s->n_state + s->n_outer;
+        if (s->n_state < 0 || s->n_scan < 0 || s->n_outer < 0 || need != s->body.nin ||
+            1 + s->n_state + s->n_scan > s->body.nout || s->size_slot < -1 || s->size_slot >= LOOP_MAX_OUT ||
+            (s->size_slot >= 0 && s->size_slot != s->n_state + s->n_scan))
+            rc = kiln__err(KILN_EFORMAT, "Loop state: inconsistent counts (state %lld, scan %lld, outer %lld, body "
+                           "%d in / %d out)", (long long)s->n_state, (long long)s->n_scan, (long long)s->n_outer,
+                           s->body.nin, s->body.nout);
+    }
+    if (rc) { loop_destroy(s); return rc; }
+    *state = s;
+    return 0;
+}
+
+static int loop_timing_id(void *state, char *buf, size_t size) {
+    (void)state;
+    snprintf(buf, size, "loop");
+    return 0;
+}
+
+static const kiln_plugin_vtable loop_vt = {
+    .version = KILN_PLUGIN_VTABLE_VERSION,
+    .create = loop_create,
+    .clone = loop_clone,
+    .destroy = loop_destroy,
+    .shape = loop_shape,
+    .timing_id = loop_timing_id,
+    .enqueue = loop_enqueue,
+    .serialize = loop_serialize,
+    .deserialize = loop_deserialize,
+    .attach_to_context = loop_attach,
+    .detach_from_context = loop_detach,
+};
+
+#define LOOP_DEF(var, ver)                                                                          \
+    static const kiln_plugin_def var = {                                                            \
+        .ns = "ai.onnx", .name = "Loop", .version = ver,                                            \
+        .min_inputs = 2, .max_inputs = KILN_MAX_IO - LOOP_MAX_OUT, .num_outputs = LOOP_MAX_OUT,      \
+        .attrs = loop_attrs, .vt = &loop_vt,                                                        \
+        .doc = "Loop over a body sub-engine (fixed shapes; scan outputs need M known at build)",     \
+    };                                                                                              \
+    KILN_PLUGIN(var)
+
+LOOP_DEF(loop_1, 1)
+LOOP_DEF(loop_11, 11)
+LOOP_DEF(loop_13, 13)
+LOOP_DEF(loop_16, 16)
