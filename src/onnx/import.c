@@ -131,6 +131,10 @@ typedef struct imp {
     int layer_seq;
     int verbose;
     int pad_out;      /* outputs to add to the next imported subgraph */
+    /* Types for the next imported subgraph's inputs that the model leaves
+     * untyped (Loop bodies: iteration number, condition, carried values). */
+    const struct extra *in_hints;
+    int nhints;
 } imp;
 
 typedef struct scope {
@@ -800,8 +804,27 @@ static int import_node(imp *im, const Onnx__NodeProto *n, const scope *sc, int d
         /* The op may declare more outputs than the node has (If): the
          * subgraphs get as many outputs as the layer. */
         im->pad_out = nout - (int)n->n_output;
+        extra loop_hints[KILN_MAX_IO];
+        if (!strcmp(n->op_type, "Loop") && a->g) {
+            /* body inputs: iteration number (i64), condition (bool), then
+             * the carried values, typed like the node's inputs 2.. */
+            int nh = 0;
+            memset(loop_hints, 0, sizeof loop_hints);
+            loop_hints[nh].dtype = KILN_DTYPE_I64;
+            loop_hints[nh++].ndim = 0;
+            loop_hints[nh].dtype = KILN_DTYPE_BOOL;
+            loop_hints[nh++].ndim = 0;
+            for (size_t k = 2; k < n->n_input && nh < KILN_MAX_IO; k++) {
+                if (n->input[k][0]) describe_outer(sc, n->input[k], &loop_hints[nh]);
+                nh++;
+            }
+            im->in_hints = loop_hints;
+            im->nhints = nh;
+        }
         rc = set_attr(im, l, op, lb, a, sc, lead, nlead, extras, nextra, &copy, depth);
         im->pad_out = 0;
+        im->in_hints = NULL;
+        im->nhints = 0;
     }
     /* If: also the graph for a condition known only at run time.  Nested
      * Ifs double the work per level, so only for the outer levels. */
@@ -846,6 +869,10 @@ static int import_graph(imp *im, const Onnx__GraphProto *g, const scope *parent,
     *out = NULL;
     int pad_out = im->pad_out;
     im->pad_out = 0;
+    const struct extra *hints = im->in_hints;
+    int nhints = im->nhints;
+    im->in_hints = NULL;
+    im->nhints = 0;
     if (depth > 32) return kiln__err(KILN_EFORMAT, "subgraphs nested more than 32 deep");
     kiln_network *net = kiln_network_create();
     if (!net) return kiln__err(KILN_ENOMEM, "out of memory");
@@ -920,8 +947,22 @@ static int import_graph(imp *im, const Onnx__GraphProto *g, const scope *parent,
         int nd;
         int64_t dims[KILN_MAX_DIMS];
         const char *names[KILN_MAX_DIMS];
-        rc = value_type(vi, "graph input", &dt, &nd, dims, names);
-        if (rc) break;
+        const Onnx__TypeProto *tp = vi->type;
+        int untyped = !tp || (tp->value_case == ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE && tp->tensor_type &&
+                              !(tp->tensor_type->has_elem_type && tp->tensor_type->elem_type)) ||
+                      tp->value_case == ONNX__TYPE_PROTO__VALUE__NOT_SET;
+        if (untyped && (int)i < nhints) {
+            /* Subgraph input without a type: what the enclosing node gives. */
+            dt = hints[i].dtype;
+            nd = hints[i].ndim;
+            for (int k = 0; k < nd; k++) {
+                dims[k] = hints[i].dims[k];
+                names[k] = NULL;
+            }
+        } else {
+            rc = value_type(vi, "graph input", &dt, &nd, dims, names);
+            if (rc) break;
+        }
         const kiln_onnx_value *fixed = NULL;
         if (depth == 0 && im->opt)
             for (int k = 0; k < im->opt->nshapes; k++)
