@@ -84,6 +84,7 @@ static void check_affine(kiln_engine *e) {
     memset(s2, 0xff, sizeof s2);
     kiln_context *ctx = NULL;
     ASSERT_OK(kiln_context_create(e, 0, &ctx));
+    kiln_context_set_debug(ctx, 1); /* every output element must be written */
     ASSERT_OK(kiln_context_bind(ctx, "x", x, sizeof x));
     ASSERT_OK(kiln_context_bind(ctx, "v0", v0, sizeof v0));
     ASSERT_OK(kiln_context_bind(ctx, "vf", vf, sizeof vf));
@@ -215,6 +216,7 @@ TEST_IMPL(loop_early_exit) {
     ASSERT(info.data_dependent);
     kiln_context *ctx = NULL;
     ASSERT_OK(kiln_context_create(e, 0, &ctx));
+    kiln_context_set_debug(ctx, 1);
     /* Big steps: exits early; tiny steps: stops at M. */
     const float lo[2] = {0.5f, 0.1f}, hi[2] = {1.5f, 0.2f};
     for (int run = 0; run < 2; run++) {
@@ -401,5 +403,62 @@ TEST_IMPL(scan8_batch) {
     kiln_engine_free(e);
 }
 
+/* A Scan whose inputs are all constants is folded at build time (run
+ * without an attached context); the engine then holds constants only. */
+TEST_IMPL(scan_folded) {
+    kiln_network *body = kiln_network_create();
+    int64_t d[1] = {SN};
+    ASSERT_OK(kiln_network_add_input(body, "s", KILN_DTYPE_F32, 1, d, NULL));
+    ASSERT_OK(kiln_network_add_input(body, "xt", KILN_DTYPE_F32, 1, d, NULL));
+    add(body, "ai.onnx::Add", 7, "s", "xt", "so");
+    add(body, "ai.onnx::Identity", 1, "so", NULL, "y");
+    ASSERT_OK(kiln_network_mark_output(body, "so"));
+    ASSERT_OK(kiln_network_mark_output(body, "y"));
+    kiln_network *net = kiln_network_create();
+    int64_t dx[2] = {ST, SN};
+    float s0[SN], x[ST * SN];
+    fill_rand(s0, SN, -1, 1);
+    fill_rand(x, ST * SN, -1, 1);
+    ASSERT_OK(kiln_network_add_constant(net, "s0", KILN_DTYPE_F32, 1, d, s0));
+    ASSERT_OK(kiln_network_add_constant(net, "x", KILN_DTYPE_F32, 2, dx, x));
+    ASSERT_OK(kiln_network_add_input(net, "z", KILN_DTYPE_F32, 1, d, NULL));
+    const char *in[2] = {"s0", "x"}, *out[2] = {"sf", "y"};
+    kiln_layer *l = kiln_network_add_layer(net, "ai.onnx::Scan", 9, "scan", 2, in, 2, out);
+    ASSERT(l);
+    ASSERT_OK(kiln_layer_set_graph(l, "body", body));
+    ASSERT_OK(kiln_layer_set_int(l, "num_scan_inputs", 1));
+    add(net, "ai.onnx::Add", 7, "sf", "z", "r");
+    ASSERT_OK(kiln_network_mark_output(net, "r"));
+    ASSERT_OK(kiln_network_mark_output(net, "y"));
+    kiln_build_config *cfg = kiln_build_config_create();
+    kiln_build_config_set_flags(cfg, KILN_BUILD_NO_TIMING);
+    kiln_engine *e = NULL;
+    kiln_build_stats st;
+    ASSERT_OK(kiln_build(net, cfg, &e, &st));
+    kiln_build_config_free(cfg);
+    kiln_network_free(net);
+    ASSERT(st.folded >= 1);
+    float z[SN], r[SN], y[ST * SN];
+    fill_rand(z, SN, -1, 1);
+    memset(r, 0xff, sizeof r);
+    memset(y, 0xff, sizeof y);
+    kiln_context *ctx = NULL;
+    ASSERT_OK(kiln_context_create(e, 0, &ctx));
+    ASSERT_OK(kiln_context_bind(ctx, "z", z, sizeof z));
+    ASSERT_OK(kiln_context_bind(ctx, "r", r, sizeof r));
+    ASSERT_OK(kiln_context_bind(ctx, "y", y, sizeof y));
+    ASSERT_OK(kiln_context_run(ctx));
+    float s[SN];
+    memcpy(s, s0, sizeof s);
+    for (int t = 0; t < ST; t++)
+        for (int k = 0; k < SN; k++) {
+            s[k] += x[t * SN + k];
+            ASSERT_NEAR(y[t * SN + k], s[k], 1e-5);
+        }
+    for (int k = 0; k < SN; k++) ASSERT_NEAR(r[k], s[k] + z[k], 1e-5);
+    kiln_context_free(ctx);
+    kiln_engine_free(e);
+}
+
 TEST_LIST(TEST_ENTRY(loop_scan_outputs), TEST_ENTRY(loop_engine_roundtrip), TEST_ENTRY(loop_early_exit),
-          TEST_ENTRY(loop_errors), TEST_ENTRY(scan_cumsum_axes), TEST_ENTRY(scan8_batch))
+          TEST_ENTRY(loop_errors), TEST_ENTRY(scan_cumsum_axes), TEST_ENTRY(scan8_batch), TEST_ENTRY(scan_folded))
