@@ -356,6 +356,19 @@ int kiln__body_clone(const kiln__body *src, kiln__body *dst) {
     return rc;
 }
 
+int kiln__body_timing_id(const kiln__body *b, const char *op, char *buf, size_t size) {
+    /* The body engine's bytes decide the timing: hash them (FNV-1a). */
+    uint64_t h = 1469598103934665603ull;
+    void *eb = NULL;
+    size_t n = 0;
+    if (b->eng && kiln_engine_serialize(b->eng, &eb, &n) == 0) {
+        for (size_t i = 0; i < n; i++) h = (h ^ ((const uint8_t *)eb)[i]) * 1099511628211ull;
+        kiln_free(eb);
+    }
+    snprintf(buf, size, "%s body=%016llx", op, (unsigned long long)h);
+    return 0;
+}
+
 int kiln__body_ctx_open(const kiln__body *b, kiln_exec *exec, kiln_context **out) {
     int threads = exec ? kiln_exec_threads(exec) : 1;
     kiln_context *ctx = NULL;
@@ -810,9 +823,8 @@ static int loop_deserialize(const void *buf, size_t size, void **state) {
 }
 
 static int loop_timing_id(void *state, char *buf, size_t size) {
-    (void)state;
-    snprintf(buf, size, "loop");
-    return 0;
+    const loop_state *s = state;
+    return kiln__body_timing_id(&s->body, "loop", buf, size);
 }
 
 static const kiln_plugin_vtable loop_vt = {

@@ -36,6 +36,8 @@ int kiln__body_check_static(const kiln__body *b, int first, int count, const cha
 /* After a run: every dyn output must have the shape in b (KILN_ESHAPE). */
 int kiln__body_check_shapes(const kiln_context *ctx, const kiln__body *b, const char *what);
 size_t kiln__body_io_bytes(const kiln__body_io *t);
+/* "<op> body=<hash of the body engine>" (timing cache key part). */
+int kiln__body_timing_id(const kiln__body *b, const char *op, char *buf, size_t size);
 int kiln__body_ctx_open(const kiln__body *b, kiln_exec *exec, kiln_context **out);
 int kiln__body_bind_in(kiln_context *ctx, const kiln__body *b, int i, const void *data);
 int kiln__body_bind_out(kiln_context *ctx, const kiln__body *b, int k, void *data);

@@ -393,9 +393,8 @@ static int scan_deserialize(const void *buf, size_t size, void **state) {
 }
 
 static int scan_timing_id(void *state, char *buf, size_t size) {
-    (void)state;
-    snprintf(buf, size, "scan");
-    return 0;
+    const scan_state *s = state;
+    return kiln__body_timing_id(&s->body, "scan", buf, size);
 }
 
 #define SCAN_VT(var, createfn)                                                                       \
