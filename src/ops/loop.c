@@ -400,7 +400,9 @@ int kiln__body_bind_out(kiln_context *ctx, const kiln__body *b, int k, void *dat
 int kiln__body_check_shapes(const kiln_context *ctx, const kiln__body *b, const char *what) {
     for (int k = 0; k < b->nout; k++) {
         const kiln__body_io *o = &b->out[k];
-        if (!o->dyn) continue;
+        int known = o->dyn;
+        for (int d = 0; known && d < o->ndim; d++) known = o->dims[d] >= 0;
+        if (!known) continue; /* not used by the op (importer padding) */
         int nd = 0;
         int64_t dims[KILN_MAX_DIMS];
         int rc = kiln_context_shape(ctx, o->name, &nd, dims);
