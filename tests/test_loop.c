@@ -467,5 +467,66 @@ TEST_IMPL(scan_folded) {
     kiln_engine_free(e);
 }
 
+/* A Loop whose body holds a Scan: sub-engines nest (also through save/load). */
+TEST_IMPL(loop_nested_scan) {
+    enum { OUTER = 3 };
+    float x[ST * SN];
+    fill_rand(x, ST * SN, -1, 1);
+    int64_t d[1] = {SN}, dx[2] = {ST, SN};
+    kiln_network *sb = kiln_network_create();
+    ASSERT_OK(kiln_network_add_input(sb, "s", KILN_DTYPE_F32, 1, d, NULL));
+    ASSERT_OK(kiln_network_add_input(sb, "xt", KILN_DTYPE_F32, 1, d, NULL));
+    add(sb, "ai.onnx::Add", 7, "s", "xt", "so");
+    ASSERT_OK(kiln_network_mark_output(sb, "so"));
+    kiln_network *body = kiln_network_create();
+    ASSERT_OK(kiln_network_add_input(body, "i", KILN_DTYPE_I64, 0, NULL, NULL));
+    ASSERT_OK(kiln_network_add_input(body, "c", KILN_DTYPE_BOOL, 0, NULL, NULL));
+    ASSERT_OK(kiln_network_add_input(body, "v", KILN_DTYPE_F32, 1, d, NULL));
+    ASSERT_OK(kiln_network_add_constant(body, "x", KILN_DTYPE_F32, 2, dx, x));
+    const char *sin[2] = {"v", "x"}, *sout[1] = {"vs"};
+    kiln_layer *sl = kiln_network_add_layer(body, "ai.onnx::Scan", 11, "inner", 2, sin, 1, sout);
+    ASSERT(sl);
+    ASSERT_OK(kiln_layer_set_graph(sl, "body", sb));
+    ASSERT_OK(kiln_layer_set_int(sl, "num_scan_inputs", 1));
+    add(body, "ai.onnx::Identity", 1, "c", NULL, "co");
+    ASSERT_OK(kiln_network_mark_output(body, "co"));
+    ASSERT_OK(kiln_network_mark_output(body, "vs"));
+    kiln_network *net = kiln_network_create();
+    ASSERT_OK(kiln_network_add_input(net, "v0", KILN_DTYPE_F32, 1, d, NULL));
+    int64_t m = OUTER;
+    ASSERT_OK(kiln_network_add_constant(net, "M", KILN_DTYPE_I64, 0, NULL, &m));
+    const char *in[3] = {"M", "", "v0"}, *out[1] = {"vf"};
+    kiln_layer *l = kiln_network_add_layer(net, "ai.onnx::Loop", 16, "outer", 3, in, 1, out);
+    ASSERT(l);
+    ASSERT_OK(kiln_layer_set_graph(l, "body", body));
+    ASSERT_OK(kiln_network_mark_output(net, "vf"));
+    kiln_engine *e0 = build(net);
+    kiln_network_free(net);
+    void *buf = NULL;
+    size_t n = 0;
+    ASSERT_OK(kiln_engine_serialize(e0, &buf, &n));
+    kiln_engine_free(e0);
+    kiln_engine *e = NULL;
+    ASSERT_OK(kiln_engine_load_memory(buf, n, &e));
+    kiln_free(buf);
+    float v0[SN], vf[SN];
+    fill_rand(v0, SN, -1, 1);
+    memset(vf, 0xff, sizeof vf);
+    kiln_context *ctx = NULL;
+    ASSERT_OK(kiln_context_create(e, 0, &ctx));
+    ASSERT_OK(kiln_context_bind(ctx, "v0", v0, sizeof v0));
+    ASSERT_OK(kiln_context_bind(ctx, "vf", vf, sizeof vf));
+    ASSERT_OK(kiln_context_run(ctx));
+    for (int k = 0; k < SN; k++) {
+        float v = v0[k];
+        for (int it = 0; it < OUTER; it++)
+            for (int t = 0; t < ST; t++) v += x[t * SN + k];
+        ASSERT_NEAR(vf[k], v, 1e-5);
+    }
+    kiln_context_free(ctx);
+    kiln_engine_free(e);
+}
+
 TEST_LIST(TEST_ENTRY(loop_scan_outputs), TEST_ENTRY(loop_engine_roundtrip), TEST_ENTRY(loop_early_exit),
-          TEST_ENTRY(loop_errors), TEST_ENTRY(scan_cumsum_axes), TEST_ENTRY(scan8_batch), TEST_ENTRY(scan_folded))
+          TEST_ENTRY(loop_errors), TEST_ENTRY(scan_cumsum_axes), TEST_ENTRY(scan8_batch), TEST_ENTRY(scan_folded),
+          TEST_ENTRY(loop_nested_scan))
