@@ -305,4 +305,25 @@ if(TARGET kiln_cli AND TARGET kiln_samples_ops)
     set_tests_properties(cli_model_ppocr_cls_run PROPERTIES FIXTURES_REQUIRED cli_cls
                          PASS_REGULAR_EXPRESSION "compare .*: 2 elements, .* 0 outside")
   endif()
+  # Silero VAD: its sample rate input `sr` selects branches (If) and window
+  # sizes, so the engine is built for one rate (--values, a build-time
+  # constant) and one chunk shape (--shapes); compared with ONNX Runtime.
+  set(VAD ${CMAKE_SOURCE_DIR}/../shared/models/silero_vad_v5)
+  if(EXISTS ${VAD}/model.onnx)
+    kiln_cli_test(cli_model_silero_build ${KC} build ${VAD}/model.onnx --values sr=16000
+                  --shapes input:1x512,state:2x1x128 -o ${KC_DIR}/silero.kiln)
+    kiln_cli_test(cli_model_silero_run ${KC} run ${KC_DIR}/silero.kiln
+                  --input 0=${VAD}/test_data_set_0/input_0.pb --input 1=${VAD}/test_data_set_0/input_1.pb
+                  --compare 0=${VAD}/test_data_set_0/output_0.pb --compare 1=${VAD}/test_data_set_0/output_1.pb
+                  --rtol 1e-3 --atol 1e-4)
+    set_tests_properties(cli_model_silero_build PROPERTIES FIXTURES_SETUP cli_vad)
+    set_tests_properties(cli_model_silero_run PROPERTIES FIXTURES_REQUIRED cli_vad
+                         PASS_REGULAR_EXPRESSION "compare stateN .*: 256 elements, .* 0 outside")
+    kiln_cli_test(cli_values_unknown_input ${EXPECT_FAIL} "the model has no graph input 'rate'"
+                  ${KC} build ${VAD}/model.onnx --values rate=16000 -o ${KC_DIR}/never.kiln)
+    kiln_cli_test(cli_values_not_integer ${EXPECT_FAIL} "16000.5 is not an integer"
+                  ${KC} build ${VAD}/model.onnx --values sr=16000.5 -o ${KC_DIR}/never.kiln)
+    kiln_cli_test(cli_values_bad_spec ${EXPECT_FAIL} "expected NAME=V"
+                  ${KC} build ${VAD}/model.onnx --values sr -o ${KC_DIR}/never.kiln)
+  endif()
 endif()

@@ -28,6 +28,9 @@ static int usage(FILE *f) {
             "  --fp16                allow FP16 kernels\n"
             "  --shapes in:1x3x224x224[,in2:..]   fixed shapes (min = opt = max)\n"
             "  --min-shapes/--opt-shapes/--max-shapes SPEC   optimization profile\n"
+            "  --values NAME=V[,V..] ONNX: give a small graph input a build-time value\n"
+            "                        (a constant in the engine), e.g. --values sr=16000\n"
+            "                        (repeatable; converted to the input's dtype)\n"
             "  --timing-cache FILE   read before the build, written after\n"
             "  --threads N           build threads (default: all CPUs)\n"
             "  --no-timing           take the first candidate, time nothing\n"
@@ -72,12 +75,104 @@ static int set_profiles(const char *verb, kiln_build_config *cfg, const cli_shap
     return 0;
 }
 
+/* --values NAME=V[,V..]: build-time values for graph inputs. */
+#define MAX_VALUES 16
+#define MAX_VALUE_ELEMS 64
+typedef struct value_spec {
+    const char *spec;        /* as given */
+    char name[128];
+    int count;
+    double v[MAX_VALUE_ELEMS];
+    int64_t dims[KILN_MAX_DIMS];
+    void *data;              /* converted to the input's dtype */
+} value_spec;
+
+static int value_parse(const char *verb, const char *spec, value_spec *out) {
+    const char *eq = strchr(spec, '=');
+    if (!eq || eq == spec || (size_t)(eq - spec) >= sizeof out->name)
+        return cli_fail(verb, "--values '%s': expected NAME=V[,V..]", spec);
+    memset(out, 0, sizeof *out);
+    out->spec = spec;
+    memcpy(out->name, spec, (size_t)(eq - spec));
+    const char *p = eq + 1;
+    while (*p) {
+        if (out->count == MAX_VALUE_ELEMS)
+            return cli_fail(verb, "--values '%s': at most %d values", spec, MAX_VALUE_ELEMS);
+        char *end;
+        double d = strtod(p, &end);
+        if (end == p || (*end && *end != ','))
+            return cli_fail(verb, "--values '%s': '%s' is not a number", spec, p);
+        out->v[out->count++] = d;
+        p = *end ? end + 1 : end;
+    }
+    if (!out->count) return cli_fail(verb, "--values '%s': no value after '='", spec);
+    return 0;
+}
+
+/* Shape and dtype from the model's declaration of the input; data converted. */
+static int value_resolve(const char *verb, const kiln_network *net, value_spec *vs, kiln_onnx_value *ov) {
+    kiln_io_info info;
+    int found = 0;
+    for (int i = 0; i < kiln_network_num_inputs(net) && !found; i++)
+        if (!kiln_network_input_info(net, i, &info) && !strcmp(info.name, vs->name)) found = 1;
+    if (!found) return cli_fail(verb, "--values %s: the model has no graph input '%s'", vs->spec, vs->name);
+    int64_t n = 1;
+    int fixed = 1;
+    for (int k = 0; k < info.ndim; k++) {
+        if (info.dims[k] < 0) fixed = 0;
+        else n *= info.dims[k];
+    }
+    int ndim;
+    if (fixed && n == vs->count) {
+        ndim = info.ndim;
+        for (int k = 0; k < ndim; k++) vs->dims[k] = info.dims[k];
+    } else if (info.ndim == 1) {
+        ndim = 1;
+        vs->dims[0] = vs->count;
+    } else {
+        return cli_fail(verb, "--values %s: input '%s' has rank %d%s; %d value(s) do not fill it", vs->spec,
+                        vs->name, info.ndim, fixed ? "" : " with dynamic dims", vs->count);
+    }
+    size_t es = kiln_dtype_size(info.dtype);
+    if (!es || info.dtype == KILN_DTYPE_STRING)
+        return cli_fail(verb, "--values %s: input '%s' has type %s", vs->spec, vs->name,
+                        kiln_dtype_name(info.dtype));
+    vs->data = calloc((size_t)vs->count, es);
+    if (!vs->data) return cli_fail(verb, "out of memory");
+    for (int i = 0; i < vs->count; i++) {
+        double d = vs->v[i];
+        unsigned char *p = (unsigned char *)vs->data + (size_t)i * es;
+        switch (info.dtype) {
+        case KILN_DTYPE_F32: { float f = (float)d; memcpy(p, &f, 4); break; }
+        case KILN_DTYPE_F64: memcpy(p, &d, 8); break;
+        case KILN_DTYPE_F16: { uint16_t h = kiln_f32_to_f16((float)d); memcpy(p, &h, 2); break; }
+        case KILN_DTYPE_BF16: { uint16_t h = kiln_f32_to_bf16((float)d); memcpy(p, &h, 2); break; }
+        case KILN_DTYPE_BOOL: *p = d != 0; break;
+        default: {
+            int64_t iv = (int64_t)d;
+            if ((double)iv != d)
+                return cli_fail(verb, "--values %s: %g is not an integer (input '%s' is %s)", vs->spec, d,
+                                vs->name, kiln_dtype_name(info.dtype));
+            memcpy(p, &iv, es); /* little-endian: the low bytes */
+        }
+        }
+    }
+    ov->name = vs->name;
+    ov->dtype = info.dtype;
+    ov->ndim = ndim;
+    ov->dims = vs->dims;
+    ov->data = vs->data;
+    return 0;
+}
+
 /* The verb; `plugins` is the caller's, so the cached library paths of
  * --plugin-source entries are freed on every return path. */
 static int build_main(int argc, char **argv, cli_plugins *plugins) {
     const char *verb = "build", *model = NULL, *network = NULL, *netopts = NULL, *out = NULL,
                *cache = NULL, *v;
     cli_shapes shapes = {0}, mn = {0}, opt = {0}, mx = {0};
+    const char *value_specs[MAX_VALUES];
+    int nvalue_specs = 0;
     unsigned flags = 0;
     long threads = 0;
     int verbose = 0;
@@ -102,6 +197,12 @@ static int build_main(int argc, char **argv, cli_plugins *plugins) {
             if (cli_int(verb, "--threads", v, &threads)) return 2;
         } else if (m == 0 && (m = cli_opt(argc, argv, &i, "--shapes", &v)) > 0) {
             if (cli_shapes_parse(verb, v, &shapes)) return 2;
+        } else if (m == 0 && (m = cli_opt(argc, argv, &i, "--values", &v)) > 0) {
+            if (nvalue_specs == MAX_VALUES) {
+                cli_fail(verb, "--values: at most %d inputs", MAX_VALUES);
+                return 2;
+            }
+            value_specs[nvalue_specs++] = v;
         } else if (m == 0 && (m = cli_opt(argc, argv, &i, "--min-shapes", &v)) > 0) {
             if (cli_shapes_parse(verb, v, &mn)) return 2;
         } else if (m == 0 && (m = cli_opt(argc, argv, &i, "--opt-shapes", &v)) > 0) {
@@ -147,7 +248,41 @@ static int build_main(int argc, char **argv, cli_plugins *plugins) {
         if (!kiln_onnx_import) return cli_fail(verb, "%s: this kiln has no ONNX importer", model);
         kiln_onnx_options o = {0};
         o.verbose = verbose;
+        /* --shapes fixes an input's shape (min = opt = max): import it with
+         * those dims, so that values computed from them (an If on a dim, a
+         * Reshape target) are known when the engine is built. */
+        kiln_onnx_value fixed[CLI_MAX_SHAPES];
+        int nfixed = 0;
+        for (int k = 0; k < shapes.n; k++) {
+            const char *nm = shapes.s[k].name;
+            if (cli_shapes_find(&mn, nm) || cli_shapes_find(&opt, nm) || cli_shapes_find(&mx, nm)) continue;
+            memset(&fixed[nfixed], 0, sizeof fixed[nfixed]);
+            fixed[nfixed].name = nm;
+            fixed[nfixed].ndim = shapes.s[k].ndim;
+            fixed[nfixed].dims = shapes.s[k].dims;
+            nfixed++;
+        }
+        o.shapes = fixed;
+        o.nshapes = nfixed;
         if ((rc = kiln_onnx_import(model, &o, &net))) return cli_fail_kiln(verb, rc, model);
+        if (nvalue_specs) {
+            /* Import again with the inputs given values replaced by constants
+             * (shape and dtype as the model declares them). */
+            value_spec vs[MAX_VALUES];
+            kiln_onnx_value ov[MAX_VALUES];
+            int nv = 0, bad = 0;
+            for (; nv < nvalue_specs && !bad; nv++)
+                bad = value_parse(verb, value_specs[nv], &vs[nv]) || value_resolve(verb, net, &vs[nv], &ov[nv]);
+            kiln_network_free(net);
+            net = NULL;
+            if (!bad) {
+                o.values = ov;
+                o.nvalues = nv;
+                if ((rc = kiln_onnx_import(model, &o, &net))) bad = cli_fail_kiln(verb, rc, model);
+            }
+            for (int k = 0; k < nv; k++) free(vs[k].data);
+            if (bad) return 1;
+        }
     }
 
     kiln_build_config *cfg = kiln_build_config_create();

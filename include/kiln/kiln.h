@@ -268,6 +268,10 @@ KILN_API int kiln_network_num_inputs(const kiln_network *net);
 KILN_API int kiln_network_num_outputs(const kiln_network *net);
 KILN_API const char *kiln_network_input_name(const kiln_network *net, int i);
 KILN_API const char *kiln_network_output_name(const kiln_network *net, int i);
+/* Input i's name, dtype and dims (dims[k] = -1 where dynamic); is_input = 1.
+ * KILN_EINVAL if i is out of range. */
+typedef struct kiln_io_info kiln_io_info;
+KILN_API int kiln_network_input_info(const kiln_network *net, int i, kiln_io_info *info);
 
 /* ---------------------------------------------------------------- builder */
 
@@ -345,7 +349,7 @@ KILN_API int kiln_engine_load(const char *path, kiln_engine **out);
 KILN_API int kiln_engine_load_memory(const void *buf, size_t size, kiln_engine **out);
 KILN_API void kiln_engine_free(kiln_engine *e);
 
-typedef struct kiln_io_info {
+struct kiln_io_info {
     const char *name;
     kiln_dtype dtype;
     int ndim;
@@ -353,7 +357,7 @@ typedef struct kiln_io_info {
     int64_t min[KILN_MAX_DIMS], opt[KILN_MAX_DIMS], max[KILN_MAX_DIMS]; /* profile (inputs) */
     int is_input;
     int data_dependent; /* output whose shape is known only after a run */
-} kiln_io_info;
+};
 
 KILN_API int kiln_engine_num_inputs(const kiln_engine *e);
 KILN_API int kiln_engine_num_outputs(const kiln_engine *e);

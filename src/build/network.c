@@ -516,6 +516,20 @@ const char *kiln_network_input_name(const kiln_network *net, int i) {
     return net->tensors[net->inputs[i]].name;
 }
 
+int kiln_network_input_info(const kiln_network *net, int i, kiln_io_info *info) {
+    KILN__ASSERT(net && info);
+    if (i < 0 || i >= net->ninputs)
+        return kiln__err(KILN_EINVAL, "network input %d out of range (the network has %d)", i, net->ninputs);
+    const kiln__ntensor *t = &net->tensors[net->inputs[i]];
+    memset(info, 0, sizeof *info);
+    info->name = t->name;
+    info->dtype = t->dtype;
+    info->ndim = t->ndim;
+    for (int k = 0; k < t->ndim; k++) info->dims[k] = t->dims[k] < 0 ? -1 : t->dims[k];
+    info->is_input = 1;
+    return 0;
+}
+
 const char *kiln_network_output_name(const kiln_network *net, int i) {
     KILN__ASSERT(net);
     if (i < 0 || i >= net->noutputs) return NULL;
