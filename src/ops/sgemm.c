@@ -346,6 +346,122 @@ static inline float dot_strided(const float *x, int64_t xs, const float *y, int6
     return s;
 }
 
+/* y[j] = dot(x, B column j) for j in [n0, n1), column j contiguous at
+ * b + j * ldb (Gemm with transB = 1: the weights as stored).  Four columns
+ * per pass share each load of x and keep four independent FMA chains, so
+ * the loop streams B at memory speed. */
+static void gemv_cols(const float *x, const float *b, int64_t ldb, int64_t K, int64_t n0,
+                      int64_t n1, float *y) {
+    int64_t j = n0;
+#if defined(__AVX512F__)
+    for (; j + 4 <= n1; j += 4) {
+        const float *b0 = b + j * ldb, *b1 = b0 + ldb, *b2 = b1 + ldb, *b3 = b2 + ldb;
+        __m512 s0 = _mm512_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+        int64_t k = 0;
+        for (; k + 16 <= K; k += 16) {
+            __m512 xv = _mm512_loadu_ps(x + k);
+            s0 = _mm512_fmadd_ps(xv, _mm512_loadu_ps(b0 + k), s0);
+            s1 = _mm512_fmadd_ps(xv, _mm512_loadu_ps(b1 + k), s1);
+            s2 = _mm512_fmadd_ps(xv, _mm512_loadu_ps(b2 + k), s2);
+            s3 = _mm512_fmadd_ps(xv, _mm512_loadu_ps(b3 + k), s3);
+        }
+        if (k < K) {
+            __mmask16 m = (__mmask16)((1u << (K - k)) - 1u);
+            __m512 xv = _mm512_maskz_loadu_ps(m, x + k);
+            s0 = _mm512_fmadd_ps(xv, _mm512_maskz_loadu_ps(m, b0 + k), s0);
+            s1 = _mm512_fmadd_ps(xv, _mm512_maskz_loadu_ps(m, b1 + k), s1);
+            s2 = _mm512_fmadd_ps(xv, _mm512_maskz_loadu_ps(m, b2 + k), s2);
+            s3 = _mm512_fmadd_ps(xv, _mm512_maskz_loadu_ps(m, b3 + k), s3);
+        }
+        y[j] = _mm512_reduce_add_ps(s0);
+        y[j + 1] = _mm512_reduce_add_ps(s1);
+        y[j + 2] = _mm512_reduce_add_ps(s2);
+        y[j + 3] = _mm512_reduce_add_ps(s3);
+    }
+#elif defined(__AVX2__) && defined(__FMA__)
+    for (; j + 4 <= n1; j += 4) {
+        const float *b0 = b + j * ldb, *b1 = b0 + ldb, *b2 = b1 + ldb, *b3 = b2 + ldb;
+        __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+        int64_t k = 0;
+        for (; k + 8 <= K; k += 8) {
+            __m256 xv = _mm256_loadu_ps(x + k);
+            s0 = _mm256_fmadd_ps(xv, _mm256_loadu_ps(b0 + k), s0);
+            s1 = _mm256_fmadd_ps(xv, _mm256_loadu_ps(b1 + k), s1);
+            s2 = _mm256_fmadd_ps(xv, _mm256_loadu_ps(b2 + k), s2);
+            s3 = _mm256_fmadd_ps(xv, _mm256_loadu_ps(b3 + k), s3);
+        }
+        float t[4][8];
+        _mm256_storeu_ps(t[0], s0);
+        _mm256_storeu_ps(t[1], s1);
+        _mm256_storeu_ps(t[2], s2);
+        _mm256_storeu_ps(t[3], s3);
+        for (int c = 0; c < 4; c++) {
+            float v = ((t[c][0] + t[c][1]) + (t[c][2] + t[c][3])) +
+                      ((t[c][4] + t[c][5]) + (t[c][6] + t[c][7]));
+            for (int64_t kk = k; kk < K; kk++) v += x[kk] * b[(j + c) * ldb + kk];
+            y[j + c] = v;
+        }
+    }
+#endif
+    for (; j < n1; j++) y[j] = dot_strided(x, 1, b + j * ldb, 1, K);
+}
+
+/* y[n0:n1] = x * B[:, n0:n1] for a row-major B (rows at b + k * ldb):
+ * register blocks of columns accumulate over all of K, so y is written
+ * once and B is read once. */
+static void gemv_rows(const float *x, const float *b, int64_t ldb, int64_t K, int64_t n0,
+                      int64_t n1, float *y) {
+    int64_t j = n0;
+#if defined(__AVX512F__)
+    for (; j + 64 <= n1; j += 64) {
+        __m512 s0 = _mm512_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+        const float *bp = b + j;
+        for (int64_t k = 0; k < K; k++, bp += ldb) {
+            __m512 xv = _mm512_set1_ps(x[k]);
+            s0 = _mm512_fmadd_ps(xv, _mm512_loadu_ps(bp), s0);
+            s1 = _mm512_fmadd_ps(xv, _mm512_loadu_ps(bp + 16), s1);
+            s2 = _mm512_fmadd_ps(xv, _mm512_loadu_ps(bp + 32), s2);
+            s3 = _mm512_fmadd_ps(xv, _mm512_loadu_ps(bp + 48), s3);
+        }
+        _mm512_storeu_ps(y + j, s0);
+        _mm512_storeu_ps(y + j + 16, s1);
+        _mm512_storeu_ps(y + j + 32, s2);
+        _mm512_storeu_ps(y + j + 48, s3);
+    }
+    for (; j + 16 <= n1; j += 16) {
+        __m512 s0 = _mm512_setzero_ps();
+        const float *bp = b + j;
+        for (int64_t k = 0; k < K; k++, bp += ldb)
+            s0 = _mm512_fmadd_ps(_mm512_set1_ps(x[k]), _mm512_loadu_ps(bp), s0);
+        _mm512_storeu_ps(y + j, s0);
+    }
+#elif defined(__AVX2__) && defined(__FMA__)
+    for (; j + 32 <= n1; j += 32) {
+        __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+        const float *bp = b + j;
+        for (int64_t k = 0; k < K; k++, bp += ldb) {
+            __m256 xv = _mm256_set1_ps(x[k]);
+            s0 = _mm256_fmadd_ps(xv, _mm256_loadu_ps(bp), s0);
+            s1 = _mm256_fmadd_ps(xv, _mm256_loadu_ps(bp + 8), s1);
+            s2 = _mm256_fmadd_ps(xv, _mm256_loadu_ps(bp + 16), s2);
+            s3 = _mm256_fmadd_ps(xv, _mm256_loadu_ps(bp + 24), s3);
+        }
+        _mm256_storeu_ps(y + j, s0);
+        _mm256_storeu_ps(y + j + 8, s1);
+        _mm256_storeu_ps(y + j + 16, s2);
+        _mm256_storeu_ps(y + j + 24, s3);
+    }
+#endif
+    if (j < n1) {
+        for (int64_t jj = j; jj < n1; jj++) y[jj] = 0.0f;
+        for (int64_t k = 0; k < K; k++) {
+            float xv = x[k];
+            const float *br = b + k * ldb;
+            for (int64_t jj = j; jj < n1; jj++) y[jj] += xv * br[jj];
+        }
+    }
+}
+
 /* Matrix-vector shapes (M == 1 or N == 1): packing would triple the memory
  * traffic of what is a bandwidth-bound loop, so stream the matrix once.
  * Returns 1 if handled. */
@@ -354,30 +470,39 @@ static int gemv_block(const kiln__gemm *g, int64_t m0, int64_t m1, int64_t n0, i
     if (g->M == 1 && !g->packb && !g->b_shift) {
         float *y = g->c;
         float bias = g->bias_row ? g->bias_row[0] : 0.0f;
-        if (g->b_rs == 1 && g->b_cs != 1) {
-            /* y[j] = dot(a, column j), columns contiguous */
+        int cols = g->b_rs == 1 && g->b_cs != 1, rows = g->b_cs == 1;
+        if (!cols && !rows) return 0;
+        /* x = the A row, contiguous (a strided row is copied to the stack;
+         * too long a one takes the packed path) */
+        float xs[2048];
+        const float *x = g->a;
+        if (g->a_cs != 1) {
+            if (K > 2048) return 0;
+            for (int64_t k = 0; k < K; k++) xs[k] = g->a[k * g->a_cs];
+            x = xs;
+        }
+        float alpha = g->alpha;
+        if (!g->accumulate) {
+            if (cols) gemv_cols(x, g->b, g->b_cs, K, n0, n1, y);
+            else gemv_rows(x, g->b, g->b_rs, K, n0, n1, y);
             for (int64_t j = n0; j < n1; j++) {
-                float v = g->alpha * dot_strided(g->a, g->a_cs, g->b + j * g->b_cs, 1, K) + bias;
-                if (g->accumulate) v += y[j];
+                float v = alpha * y[j] + bias;
                 y[j] = g->relu && v < 0 ? 0 : v;
             }
             return 1;
         }
-        if (g->b_cs == 1) {
-            if (!g->accumulate)
-                for (int64_t j = n0; j < n1; j++) y[j] = bias;
-            else if (bias != 0.0f)
-                for (int64_t j = n0; j < n1; j++) y[j] += bias;
-            for (int64_t k = 0; k < K; k++) {
-                float av = g->alpha * g->a[k * g->a_cs];
-                const float *br = g->b + k * g->b_rs;
-                for (int64_t j = n0; j < n1; j++) y[j] += av * br[j];
+        /* C += x * B: compute a block into a small buffer, then add */
+        float t[256];
+        for (int64_t j0 = n0; j0 < n1; j0 += 256) {
+            int64_t j1 = n1 - j0 < 256 ? n1 : j0 + 256;
+            if (cols) gemv_cols(x, g->b + j0 * g->b_cs, g->b_cs, K, 0, j1 - j0, t);
+            else gemv_rows(x, g->b + j0, g->b_rs, K, 0, j1 - j0, t);
+            for (int64_t j = j0; j < j1; j++) {
+                float v = y[j] + alpha * t[j - j0] + bias;
+                y[j] = g->relu && v < 0 ? 0 : v;
             }
-            if (g->relu)
-                for (int64_t j = n0; j < n1; j++) y[j] = y[j] < 0 ? 0 : y[j];
-            return 1;
         }
-        return 0;
+        return 1;
     }
     if (g->N == 1 && !g->packb && !g->b_shift && g->a_cs == 1) {
         for (int64_t i = m0; i < m1; i++) {
