@@ -137,8 +137,15 @@ def kiln_time(kiln, name, model_path, feeds, threads, iters, warmup):
     os.makedirs(wd, exist_ok=True)
     eng = os.path.join(wd, "model.kiln")
     # Dynamic dims take the inputs' shapes (min = opt = max).
+    # Small integer inputs (a sample rate, axes) become build-time values, as
+    # `kiln test-onnx` does when a model needs them; the others are inputs.
+    values = {k: v for k, v in feeds.items() if v.dtype.kind in "iub" and v.size <= 64}
+    feeds = {k: v for k, v in feeds.items() if k not in values}
     shapes = ",".join("%s:%s" % (k, "x".join(str(d) for d in v.shape)) for k, v in feeds.items())
-    rc, out, err = run([kiln, "build", model_path, "-o", eng, "--threads", str(threads), "--shapes", shapes])
+    cmd = [kiln, "build", model_path, "-o", eng, "--threads", str(threads), "--shapes", shapes]
+    for k, v in values.items():
+        cmd += ["--values", "%s=%s" % (k, ",".join(str(int(x)) for x in v.ravel()))]
+    rc, out, err = run(cmd)
     if rc:
         return None, None, "build failed: " + (err.strip().splitlines() or ["?"])[-1][:160]
     args = []
