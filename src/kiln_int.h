@@ -251,7 +251,34 @@ typedef struct kiln__elayer {
     /* runtime (not serialized): */
     kiln__attrset attrs;     /* quick ops */
     void *state;             /* plugin instance */
+    /* (K) Epilogue chain fused into this layer (engine file section
+     * FUSION), applied to output 0; nepi = 0: none. */
+    int32_t nepi;
+    struct kiln__eepi *epi;
+    void *epi_rt;            /* runtime chain for kiln_call.epilogue (engine/epilogue.c) */
 } kiln__elayer;
+
+/* (K) One fused epilogue op: identity, attributes and inputs (engine
+ * tensor indices of constants; in[x] = -1 is the fused activation). */
+#define KILN__MAX_EPI 8       /* ops per chain */
+#define KILN__EPI_MAX_IN 8    /* inputs of an epilogue op */
+typedef struct kiln__eepi {
+    char *op_ns, *op_name;
+    int32_t op_version;
+    int32_t nin, x;
+    int32_t in[KILN__EPI_MAX_IN];
+    uint8_t *blob;           /* attribute codec (kiln__attrs_serialize) */
+    uint64_t blob_size;
+    /* runtime: */
+    const kiln__op *op;
+    kiln__attrset attrs;
+} kiln__eepi;
+/* engine/epilogue.c: resolve the chain's ops, decode attributes, build
+ * el->epi_rt (errors name the layer and the op); free all of it. */
+int kiln__epi_prepare(kiln_engine *e, kiln__elayer *el);
+void kiln__epi_free(kiln__elayer *el);
+/* Short name list " + BatchNormalization + Clip" for inspect ("" if none). */
+void kiln__epi_describe(const kiln__elayer *el, char *buf, size_t size);
 
 typedef struct kiln__aot {
     char *entry;

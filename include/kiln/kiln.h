@@ -48,7 +48,7 @@ extern "C" {
 #define KILN_VERSION_PATCH 0
 /* Bumped whenever plugin.h structs or kiln.h signatures change incompatibly;
  * plugin libraries and the compile cache are keyed by it. */
-#define KILN_ABI_VERSION 1
+#define KILN_ABI_VERSION 2
 
 #if defined(__GNUC__)
 #define KILN_API __attribute__((visibility("default")))
@@ -283,7 +283,8 @@ typedef enum kiln_build_flag {
     KILN_BUILD_PREFER_JIT = 1 << 2,  /* ops with both: take JIT */
     KILN_BUILD_NO_TIMING = 1 << 3,   /* take the first candidate, time nothing */
     KILN_BUILD_PROGRESS = 1 << 4,    /* progress line on stderr (if a tty) */
-    KILN_BUILD_EMBED_PLUGINS = 1 << 5 /* store needed plugin .so files in the engine */
+    KILN_BUILD_EMBED_PLUGINS = 1 << 5, /* store needed plugin .so files in the engine */
+    KILN_BUILD_NO_FUSION = 1 << 6    /* keep every layer: no epilogue fusion (plugin.h) */
 } kiln_build_flag;
 
 /* Defaults: CPU, FP32, threads = number of CPUs, no timing cache file,
@@ -319,6 +320,7 @@ typedef struct kiln_build_stats {
     int cache_hits;         /* candidates answered by the timing cache */
     int cache_dedup;        /* of which: identical instances within this build */
     double build_ms;        /* wall time of the build */
+    int fused;              /* layers fused into their producer as epilogues */
 } kiln_build_stats;
 
 typedef struct kiln_engine kiln_engine;

@@ -289,7 +289,72 @@ typedef struct kiln_call {
     kiln_exec *exec;
     void *state;             /* full plugins: the instance state */
     const char *layer;       /* layer name, for messages */
+    /* Epilogue chain fused into this layer by the builder (opaque; NULL:
+     * none).  Ops that set accepts_epilogue apply it with
+     * kiln_call_epilogue; see "epilogue fusion" below. */
+    const void *epilogue;
 } kiln_call;
+
+/* ------------------------------------------------- epilogue fusion
+ *
+ * The builder fuses a chain of elementwise layers into the layer that
+ * produces their input (Conv -> BatchNormalization -> Clip runs as one
+ * Conv layer whose kernel applies BN and Clip to each output tile while it
+ * is still in cache).  Two declarations make this work, none of them
+ * naming an op:
+ *
+ *  - a *consumer* op L sets kiln_quick_op.epilogue: "apply me in place to a
+ *    run of f32 values of my single non-constant input";
+ *  - a *producer* op P sets accepts_epilogue = 1: "my impl calls
+ *    kiln_call_epilogue on every output element it writes, once, after the
+ *    element holds its final value".
+ *
+ * The builder fuses L into P when, after shape inference, folding and
+ * type/format selection: P, L and the tensor between them are F32 LINEAR;
+ * the tensor is P's output 0, of rank >= 1, with the same dims as L's
+ * output, consumed by L alone and not a network output; every other
+ * present input of L is a build-time constant; P and L run without AOT
+ * kernels; and L's epilogue_check (when set) accepts the constants.  L
+ * then disappears: P writes L's output, and the engine records the chain
+ * (op identity, attributes, constant inputs) in its file.  `kiln inspect`
+ * shows it as "conv_2 (ai.onnx::Conv v11) + BatchNormalization + Clip".
+ *
+ * Channels.  A run of n values handed to an epilogue carries the index
+ * along dim 1 of the tensor ("channel"; 0 for rank < 2) of its first value
+ * and chan_len, the number of consecutive values per channel: value i lies
+ * in channel + i / chan_len, and chan_len = 0 means all n values lie in
+ * `channel`.  So a part of one NCHW plane is (channel, 0), several whole
+ * planes are (first channel, H*W), a row of a rank-2 [N, C] tensor (a Gemm
+ * output) is (first column, 1).  Epilogues with per-channel constants
+ * index them with that; epilogues without may ignore both, which lets a
+ * producer hand over large runs. */
+
+/* What an epilogue sees: the fused layer's attributes and inputs. */
+typedef struct kiln_epilogue_args {
+    /* Scalars epilogue_check may precompute (attribute values, constant
+     * scalars) for the epilogue, which runs many times per inference:
+     * the runtime keeps what check stored. */
+    double p[8];
+    const kiln_attrs *attrs;
+    const kiln_tensor *in;   /* nin inputs: constants with data; in[x] (the
+                              * fused activation) has data NULL, its rank and
+                              * dims (-1 where not static at build) */
+    int nin;
+    int x;                   /* index of the activation input */
+    int64_t channels;        /* dims[1] of the activation (1 for rank < 2) */
+} kiln_epilogue_args;
+
+/* Apply output `out`'s epilogue chain (if any) in place to n f32 values
+ * at x, the first in `channel`, chan_len values per channel (see above).
+ * Returns 0 or the first error of an epilogue.  Cheap when c->epilogue is
+ * NULL. */
+KILN_API int kiln_call_epilogue(const kiln_call *c, int out, float *x, int64_t n,
+                                int64_t channel, int64_t chan_len);
+/* For epilogue_check: 1 if constant input `i` is a scalar (one element), 2
+ * if it holds one value per channel (dims[1] of the activation) laid out
+ * to broadcast along dim 1 only (e.g. [C] for a rank-2 activation,
+ * [C, 1, 1] or [1, C, 1, 1] for NCHW), else 0. */
+KILN_API int kiln_epilogue_param_kind(const kiln_epilogue_args *a, int i);
 
 /* ------------------------------------------------- formats / autotune */
 
@@ -385,6 +450,18 @@ typedef struct kiln_quick_op {
     const char *aot_signature;
     const char *doc;         /* one line for `kiln plugins` */
     int nondeterministic;    /* 1 for random ops: never folded into constants */
+    /* Epilogue fusion (see "epilogue fusion" above).  epilogue: apply the
+     * op in place to n f32 values of its activation input; must not fail
+     * once epilogue_check (NULL: accept) returned 0 for these args.
+     * epilogue_check runs at build and again when an engine is loaded;
+     * it returns 0 to allow the fusion, any other value to refuse it (no
+     * message needed), and may fill a->p. */
+    int (*epilogue)(const kiln_epilogue_args *a, float *x, int64_t n, int64_t channel,
+                    int64_t chan_len);
+    int (*epilogue_check)(kiln_epilogue_args *a);
+    /* 1: impl calls kiln_call_epilogue on everything it writes to output 0
+     * (F32 LINEAR), so elementwise consumers may be fused into it. */
+    int accepts_epilogue;
 } kiln_quick_op;
 
 /* ------------------------------------------------- full plugins */
