@@ -9,6 +9,13 @@
  * data: transA/transB, alpha/beta, every C shape, N and K around the
  * vector widths (remainders), a strided A row longer than the stack copy
  * (packed fallback), 1 and 2 threads, outputs poisoned before each run.
+ *
+ * Epilogue fusion (plugin.h): networks such as Conv -> BatchNormalization
+ * -> Clip, Gemm -> Relu, Conv -> PRelu, MatMul -> Sigmoid, ConvTranspose ->
+ * LeakyRelu are built through the public API and compared with naive
+ * references computed here; the build stats and kiln_engine_inspect show
+ * the fusion happened (or, for graphs where it must not, that it did not);
+ * a fused engine survives serialize/load.
  */
 #include "kiln/kiln.h"
 #include "kiln/plugin.h"
@@ -165,4 +172,468 @@ TEST_IMPL(gemv_matmul) {
     }
 }
 
-TEST_LIST(TEST_ENTRY(gemv_gemm), TEST_ENTRY(gemv_matmul))
+
+/* ---- epilogue fusion ----------------------------------------------------- */
+
+static void add_const(kiln_network *net, const char *name, int nd, const int64_t *dims, const float *d) {
+    ASSERT_OK(kiln_network_add_constant(net, name, KILN_DTYPE_F32, nd, dims, d));
+}
+
+static kiln_layer *layer(kiln_network *net, const char *op, int ver, const char *name, int nin,
+                         const char *const *ins, const char *out) {
+    const char *outs[1] = {out};
+    kiln_layer *l = kiln_network_add_layer(net, op, ver, name, nin, ins, 1, outs);
+    if (!l) TEST__FAIL("add_layer %s: %s", op, kiln_errmsg());
+    return l;
+}
+
+static kiln_engine *build(const kiln_network *net, unsigned flags, int threads, kiln_build_stats *st) {
+    kiln_build_config *cfg = kiln_build_config_create();
+    kiln_build_config_set_flags(cfg, flags);
+    kiln_build_config_set_threads(cfg, threads);
+    kiln_build_config_set_timing_reps(cfg, 1);
+    kiln_engine *e = NULL;
+    int rc = kiln_build(net, cfg, &e, st);
+    kiln_build_config_free(cfg);
+    if (rc) TEST__FAIL("build: %s", kiln_errmsg());
+    return e;
+}
+
+/* Run e on input "X" (nx floats) into output "Y" (ny floats, poisoned). */
+static void run_xy(const kiln_engine *e, int threads, int debug, const float *x, int64_t nx, float *y,
+                   int64_t ny) {
+    kiln_context *ctx;
+    ASSERT_OK(kiln_context_create(e, threads, &ctx));
+    kiln_context_set_debug(ctx, debug);
+    ASSERT_OK(kiln_context_bind(ctx, "X", (void *)x, (size_t)nx * sizeof(float)));
+    memset(y, 0xA5, (size_t)ny * sizeof(float));
+    ASSERT_OK(kiln_context_bind(ctx, "Y", y, (size_t)ny * sizeof(float)));
+    int rc = kiln_context_run(ctx);
+    if (rc) TEST__FAIL("run: %s", kiln_errmsg());
+    kiln_context_free(ctx);
+}
+
+static char *inspect_text(const kiln_engine *e) {
+    char *buf = NULL;
+    size_t n = 0;
+    FILE *f = open_memstream(&buf, &n);
+    ASSERT(f);
+    ASSERT_OK(kiln_engine_inspect(e, f));
+    fclose(f);
+    return buf;
+}
+
+/* Naive convolution over 3 spatial dims (1-D/2-D: leading dims of 1). */
+typedef struct cgeo {
+    int64_t N, C, M, G, id[3], k[3], s[3], p[3], d[3], o[3];
+} cgeo;
+
+static void cgeo_out(cgeo *g) {
+    for (int i = 0; i < 3; i++) g->o[i] = (g->id[i] + 2 * g->p[i] - g->d[i] * (g->k[i] - 1) - 1) / g->s[i] + 1;
+}
+
+static void conv_ref(const cgeo *g, const float *x, const float *w, const float *b, double *y) {
+    int64_t Cg = g->C / g->G, Mg = g->M / g->G;
+    for (int64_t n = 0; n < g->N; n++)
+    for (int64_t m = 0; m < g->M; m++)
+    for (int64_t oz = 0; oz < g->o[0]; oz++)
+    for (int64_t oy = 0; oy < g->o[1]; oy++)
+    for (int64_t ox = 0; ox < g->o[2]; ox++) {
+        double s = b ? b[m] : 0;
+        int64_t gi = m / Mg;
+        for (int64_t ci = 0; ci < Cg; ci++)
+        for (int64_t kz = 0; kz < g->k[0]; kz++)
+        for (int64_t ky = 0; ky < g->k[1]; ky++)
+        for (int64_t kx = 0; kx < g->k[2]; kx++) {
+            int64_t iz = oz * g->s[0] - g->p[0] + kz * g->d[0];
+            int64_t iy = oy * g->s[1] - g->p[1] + ky * g->d[1];
+            int64_t ix = ox * g->s[2] - g->p[2] + kx * g->d[2];
+            if (iz < 0 || iz >= g->id[0] || iy < 0 || iy >= g->id[1] || ix < 0 || ix >= g->id[2]) continue;
+            s += (double)x[(((n * g->C + gi * Cg + ci) * g->id[0] + iz) * g->id[1] + iy) * g->id[2] + ix] *
+                 w[(((m * Cg + ci) * g->k[0] + kz) * g->k[1] + ky) * g->k[2] + kx];
+        }
+        y[(((n * g->M + m) * g->o[0] + oz) * g->o[1] + oy) * g->o[2] + ox] = s;
+    }
+}
+
+/* Set Conv attributes for the last `nsp` spatial dims of g. */
+static void conv_attrs(kiln_layer *l, const cgeo *g, int nsp) {
+    int64_t k[3], s[3], p[6], d[3];
+    for (int i = 0; i < nsp; i++) {
+        int j = 3 - nsp + i;
+        k[i] = g->k[j]; s[i] = g->s[j]; d[i] = g->d[j];
+        p[i] = p[i + nsp] = g->p[j];
+    }
+    ASSERT_OK(kiln_layer_set_ints(l, "kernel_shape", k, nsp));
+    ASSERT_OK(kiln_layer_set_ints(l, "strides", s, nsp));
+    ASSERT_OK(kiln_layer_set_ints(l, "pads", p, 2 * nsp));
+    ASSERT_OK(kiln_layer_set_ints(l, "dilations", d, nsp));
+    ASSERT_OK(kiln_layer_set_int(l, "group", g->G));
+}
+
+/* Conv -> BatchNormalization -> Clip (-> PRelu when prelu), all fused. */
+static void conv_chain(cgeo g, int nsp, int prelu, unsigned flags, int threads) {
+    cgeo_out(&g);
+    int64_t Cg = g.C / g.G, ksz = g.k[0] * g.k[1] * g.k[2];
+    int64_t nx = g.N * g.C * g.id[0] * g.id[1] * g.id[2], nw = g.M * Cg * ksz;
+    int64_t osp = g.o[0] * g.o[1] * g.o[2], ny = g.N * g.M * osp;
+    float *x = rnd(nx), *w = rnd(nw), *bias = rnd(g.M), *sc = rnd(g.M), *bb = rnd(g.M), *mean = rnd(g.M);
+    float *var = rnd(g.M), *slope = rnd(g.M);
+    for (int64_t i = 0; i < g.M; i++) var[i] = 0.1f + var[i] * var[i];
+    float lo = -0.4f, hi = 0.7f;
+    kiln_network *net = kiln_network_create();
+    int64_t xd[5] = {g.N, g.C}, wd[5] = {g.M, Cg}, md[1] = {g.M}, sd[4] = {g.M, 1, 1, 1};
+    for (int i = 0; i < nsp; i++) {
+        xd[2 + i] = g.id[3 - nsp + i];
+        wd[2 + i] = g.k[3 - nsp + i];
+    }
+    ASSERT_OK(kiln_network_add_input(net, "X", KILN_DTYPE_F32, 2 + nsp, xd, NULL));
+    add_const(net, "W", 2 + nsp, wd, w);
+    add_const(net, "B", 1, md, bias);
+    add_const(net, "scale", 1, md, sc);
+    add_const(net, "bb", 1, md, bb);
+    add_const(net, "mean", 1, md, mean);
+    add_const(net, "var", 1, md, var);
+    add_const(net, "lo", 0, NULL, &lo);
+    add_const(net, "hi", 0, NULL, &hi);
+    add_const(net, "slope", 1 + nsp, sd, slope);
+    conv_attrs(layer(net, "ai.onnx::Conv", 11, "conv", 3, (const char *[]){"X", "W", "B"}, "c"), &g, nsp);
+    layer(net, "ai.onnx::BatchNormalization", 15, "bn", 5,
+          (const char *[]){"c", "scale", "bb", "mean", "var"}, "n");
+    layer(net, "ai.onnx::Clip", 13, "clip", 3, (const char *[]){"n", "lo", "hi"}, prelu ? "r" : "Y");
+    if (prelu) layer(net, "ai.onnx::PRelu", 16, "prelu", 2, (const char *[]){"r", "slope"}, "Y");
+    ASSERT_OK(kiln_network_mark_output(net, "Y"));
+    kiln_build_stats st;
+    kiln_engine *e = build(net, flags, threads, &st);
+    kiln_network_free(net);
+    ASSERT_EQ(st.fused, 2 + prelu);
+    ASSERT_EQ(st.layers, 1);
+    char *txt = inspect_text(e);
+    ASSERT_CONTAINS(txt, prelu ? "ai.onnx::Conv v1 + BatchNormalization + Clip + PRelu"
+                               : "ai.onnx::Conv v1 + BatchNormalization + Clip");
+    free(txt);
+    double *ref = malloc((size_t)ny * sizeof(double));
+    conv_ref(&g, x, w, bias, ref);
+    for (int64_t n = 0; n < g.N; n++)
+        for (int64_t m = 0; m < g.M; m++)
+            for (int64_t i = 0; i < osp; i++) {
+                double *v = &ref[(n * g.M + m) * osp + i];
+                *v = (*v - mean[m]) / sqrt((double)var[m] + 1e-5) * sc[m] + bb[m];
+                *v = *v < lo ? lo : *v > hi ? hi : *v;
+                if (prelu && *v < 0) *v *= slope[m];
+            }
+    float *y = malloc((size_t)ny * sizeof(float));
+    run_xy(e, threads, 0, x, nx, y, ny);
+    char what[160];
+    snprintf(what, sizeof what, "conv chain N=%lld C=%lld M=%lld G=%lld k=%lld nsp=%d flags=%u",
+             (long long)g.N, (long long)g.C, (long long)g.M, (long long)g.G, (long long)g.k[2], nsp, flags);
+    check_close(what, y, ref, ny, 1e-4 * (double)(Cg * ksz));
+    run_xy(e, threads, 1, x, nx, y, ny); /* debug mode: every element written */
+    check_close(what, y, ref, ny, 1e-4 * (double)(Cg * ksz));
+    kiln_engine_free(e);
+    free(x); free(w); free(bias); free(sc); free(bb); free(mean); free(var); free(slope);
+    free(ref); free(y);
+}
+
+TEST_IMPL(fuse_conv_bn_clip) {
+    /* depthwise 3x3 (direct tactic), dense 3x3 (padded GEMM), 1x1 (GEMM),
+     * strided + dilated, 1-D, 3-D (GEMM), 2 images, timed build */
+    cgeo dw = {.N = 1, .C = 16, .M = 16, .G = 16, .id = {1, 13, 11}, .k = {1, 3, 3}, .s = {1, 1, 1}, .p = {0, 1, 1}, .d = {1, 1, 1}};
+    cgeo dense = {.N = 2, .C = 8, .M = 24, .G = 1, .id = {1, 10, 9}, .k = {1, 3, 3}, .s = {1, 1, 1}, .p = {0, 1, 1}, .d = {1, 1, 1}};
+    cgeo pw = {.N = 1, .C = 32, .M = 40, .G = 1, .id = {1, 7, 7}, .k = {1, 1, 1}, .s = {1, 1, 1}, .p = {0, 0, 0}, .d = {1, 1, 1}};
+    cgeo sd = {.N = 1, .C = 6, .M = 12, .G = 2, .id = {1, 17, 15}, .k = {1, 3, 3}, .s = {1, 2, 2}, .p = {0, 2, 2}, .d = {1, 2, 2}};
+    cgeo c1 = {.N = 2, .C = 5, .M = 7, .G = 1, .id = {1, 1, 50}, .k = {1, 1, 5}, .s = {1, 1, 1}, .p = {0, 0, 2}, .d = {1, 1, 1}};
+    cgeo c3 = {.N = 1, .C = 3, .M = 4, .G = 1, .id = {5, 6, 7}, .k = {3, 3, 3}, .s = {1, 1, 1}, .p = {1, 1, 1}, .d = {1, 1, 1}};
+    conv_chain(dw, 2, 0, KILN_BUILD_NO_TIMING, 1);
+    conv_chain(dense, 2, 0, KILN_BUILD_NO_TIMING, 2);
+    conv_chain(pw, 2, 1, KILN_BUILD_NO_TIMING, 1);
+    conv_chain(sd, 2, 1, KILN_BUILD_NO_TIMING, 2);
+    conv_chain(c1, 1, 0, KILN_BUILD_NO_TIMING, 1);
+    conv_chain(c3, 3, 1, KILN_BUILD_NO_TIMING, 2);
+    conv_chain(dense, 2, 1, 0, 2); /* every tactic timed (with the epilogue off) */
+    conv_chain(dw, 2, 0, 0, 1);
+}
+
+/* Gemm -> BatchNormalization -> PRelu -> Relu on [M, N] (channels = columns)
+ * and Gemm -> Relu; M = 1 takes the GEMV kernel. */
+static void gemm_chain(int64_t M, int64_t N, int64_t K, int tb, int threads) {
+    float *x = rnd(M * K), *w = rnd(K * N), *bias = rnd(N), *sc = rnd(N), *bb = rnd(N), *mean = rnd(N);
+    float *var = rnd(N), *slope = rnd(N);
+    for (int64_t i = 0; i < N; i++) var[i] = 0.2f + var[i] * var[i];
+    kiln_network *net = kiln_network_create();
+    int64_t xd[2] = {M, K}, wd[2] = {tb ? N : K, tb ? K : N}, nd[1] = {N};
+    ASSERT_OK(kiln_network_add_input(net, "X", KILN_DTYPE_F32, 2, xd, NULL));
+    float *wt = malloc((size_t)(K * N) * sizeof(float));
+    for (int64_t k = 0; k < K; k++)
+        for (int64_t j = 0; j < N; j++) wt[tb ? j * K + k : k * N + j] = w[k * N + j];
+    add_const(net, "W", 2, wd, wt);
+    add_const(net, "B", 1, nd, bias);
+    add_const(net, "scale", 1, nd, sc);
+    add_const(net, "bb", 1, nd, bb);
+    add_const(net, "mean", 1, nd, mean);
+    add_const(net, "var", 1, nd, var);
+    add_const(net, "slope", 1, nd, slope);
+    kiln_layer *g = layer(net, "ai.onnx::Gemm", 13, "fc", 3, (const char *[]){"X", "W", "B"}, "g");
+    ASSERT_OK(kiln_layer_set_int(g, "transB", tb));
+    layer(net, "ai.onnx::BatchNormalization", 9, "bn", 5, (const char *[]){"g", "scale", "bb", "mean", "var"}, "n");
+    layer(net, "ai.onnx::PRelu", 16, "prelu", 2, (const char *[]){"n", "slope"}, "p");
+    layer(net, "ai.onnx::Relu", 14, "relu", 1, (const char *[]){"p"}, "Y");
+    ASSERT_OK(kiln_network_mark_output(net, "Y"));
+    kiln_build_stats st;
+    kiln_engine *e = build(net, KILN_BUILD_NO_TIMING, threads, &st);
+    kiln_network_free(net);
+    ASSERT_EQ(st.fused, 3);
+    char *txt = inspect_text(e);
+    ASSERT_CONTAINS(txt, "ai.onnx::Gemm v11 + BatchNormalization + PRelu + Relu");
+    free(txt);
+    double *ref = malloc((size_t)(M * N) * sizeof(double));
+    for (int64_t i = 0; i < M; i++)
+        for (int64_t j = 0; j < N; j++) {
+            double s = bias[j];
+            for (int64_t k = 0; k < K; k++) s += (double)x[i * K + k] * w[k * N + j];
+            s = (s - mean[j]) / sqrt((double)var[j] + 1e-5) * sc[j] + bb[j];
+            if (s < 0) s *= slope[j];
+            ref[i * N + j] = s < 0 ? 0 : s;
+        }
+    float *y = malloc((size_t)(M * N) * sizeof(float));
+    run_xy(e, threads, 0, x, M * K, y, M * N);
+    char what[96];
+    snprintf(what, sizeof what, "Gemm chain M=%lld N=%lld K=%lld tb=%d", (long long)M, (long long)N,
+             (long long)K, tb);
+    check_close(what, y, ref, M * N, 1e-4 * (double)K);
+    kiln_engine_free(e);
+    free(x); free(w); free(wt); free(bias); free(sc); free(bb); free(mean); free(var); free(slope);
+    free(ref); free(y);
+}
+
+TEST_IMPL(fuse_gemm) {
+    gemm_chain(5, 37, 19, 1, 1);
+    gemm_chain(1, 300, 64, 1, 2);   /* GEMV, transB */
+    gemm_chain(1, 100, 33, 0, 1);   /* GEMV, row-major B */
+    gemm_chain(70, 130, 300, 0, 2); /* packed SGEMM, several blocks */
+}
+
+/* MatMul [2, T, K] x [K, C] -> Sigmoid -> HardSwish (channel = dim 1 = T,
+ * unused by these epilogues) and ConvTranspose -> LeakyRelu. */
+TEST_IMPL(fuse_matmul_convtranspose) {
+    int64_t T = 6, K = 20, C = 9;
+    float *x = rnd(2 * T * K), *w = rnd(K * C);
+    kiln_network *net = kiln_network_create();
+    int64_t xd[3] = {2, T, K}, wd[2] = {K, C};
+    ASSERT_OK(kiln_network_add_input(net, "X", KILN_DTYPE_F32, 3, xd, NULL));
+    add_const(net, "W", 2, wd, w);
+    layer(net, "ai.onnx::MatMul", 13, "mm", 2, (const char *[]){"X", "W"}, "m");
+    layer(net, "ai.onnx::Sigmoid", 13, "sig", 1, (const char *[]){"m"}, "s");
+    layer(net, "ai.onnx::HardSwish", 14, "hs", 1, (const char *[]){"s"}, "Y");
+    ASSERT_OK(kiln_network_mark_output(net, "Y"));
+    kiln_build_stats st;
+    kiln_engine *e = build(net, KILN_BUILD_NO_TIMING, 2, &st);
+    kiln_network_free(net);
+    ASSERT_EQ(st.fused, 2);
+    double *ref = malloc((size_t)(2 * T * C) * sizeof(double));
+    for (int64_t r = 0; r < 2 * T; r++)
+        for (int64_t j = 0; j < C; j++) {
+            double s = 0;
+            for (int64_t k = 0; k < K; k++) s += (double)x[r * K + k] * w[k * C + j];
+            s = 1 / (1 + exp(-s));
+            double h = s / 6 + 0.5;
+            ref[r * C + j] = s * (h < 0 ? 0 : h > 1 ? 1 : h);
+        }
+    float *y = malloc((size_t)(2 * T * C) * sizeof(float));
+    run_xy(e, 2, 1, x, 2 * T * K, y, 2 * T * C);
+    check_close("MatMul -> Sigmoid -> HardSwish", y, ref, 2 * T * C, 1e-5 * (double)K);
+    kiln_engine_free(e);
+    free(x); free(w); free(ref); free(y);
+
+    /* ConvTranspose 2-D, stride 2, 3x3, pads 1, groups 2 */
+    int64_t N = 1, Ci = 4, M = 6, G = 2, H = 5, W = 4, k = 3, s = 2, p = 1;
+    int64_t OH = (H - 1) * s - 2 * p + k, OW = (W - 1) * s - 2 * p + k;
+    int64_t Cg = Ci / G, Mg = M / G;
+    float *cx = rnd(N * Ci * H * W), *cw = rnd(Ci * Mg * k * k), *cb = rnd(M);
+    net = kiln_network_create();
+    int64_t cxd[4] = {N, Ci, H, W}, cwd[4] = {Ci, Mg, k, k}, cbd[1] = {M};
+    ASSERT_OK(kiln_network_add_input(net, "X", KILN_DTYPE_F32, 4, cxd, NULL));
+    add_const(net, "W", 4, cwd, cw);
+    add_const(net, "B", 1, cbd, cb);
+    kiln_layer *ct = layer(net, "ai.onnx::ConvTranspose", 11, "ct", 3, (const char *[]){"X", "W", "B"}, "c");
+    ASSERT_OK(kiln_layer_set_ints(ct, "kernel_shape", (int64_t[]){k, k}, 2));
+    ASSERT_OK(kiln_layer_set_ints(ct, "strides", (int64_t[]){s, s}, 2));
+    ASSERT_OK(kiln_layer_set_ints(ct, "pads", (int64_t[]){p, p, p, p}, 4));
+    ASSERT_OK(kiln_layer_set_int(ct, "group", G));
+    kiln_layer *lr = layer(net, "ai.onnx::LeakyRelu", 16, "lrelu", 1, (const char *[]){"c"}, "Y");
+    ASSERT_OK(kiln_layer_set_float(lr, "alpha", 0.3f));
+    ASSERT_OK(kiln_network_mark_output(net, "Y"));
+    e = build(net, KILN_BUILD_NO_TIMING, 1, &st);
+    kiln_network_free(net);
+    ASSERT_EQ(st.fused, 1);
+    int64_t ny = N * M * OH * OW;
+    ref = calloc((size_t)ny, sizeof(double));
+    for (int64_t m = 0; m < M; m++)
+        for (int64_t i = 0; i < OH * OW; i++) ref[m * OH * OW + i] = cb[m];
+    for (int64_t ci = 0; ci < Ci; ci++)
+        for (int64_t iy = 0; iy < H; iy++)
+            for (int64_t ix = 0; ix < W; ix++)
+                for (int64_t mg = 0; mg < Mg; mg++)
+                    for (int64_t ky = 0; ky < k; ky++)
+                        for (int64_t kx = 0; kx < k; kx++) {
+                            int64_t oy = iy * s - p + ky, ox = ix * s - p + kx;
+                            if (oy < 0 || oy >= OH || ox < 0 || ox >= OW) continue;
+                            int64_t m = (ci / Cg) * Mg + mg;
+                            ref[(m * OH + oy) * OW + ox] +=
+                                (double)cx[(ci * H + iy) * W + ix] * cw[((ci * Mg + mg) * k + ky) * k + kx];
+                        }
+    for (int64_t i = 0; i < ny; i++)
+        if (ref[i] < 0) ref[i] *= 0.3;
+    y = malloc((size_t)ny * sizeof(float));
+    run_xy(e, 1, 1, cx, N * Ci * H * W, y, ny);
+    check_close("ConvTranspose -> LeakyRelu", y, ref, ny, 1e-4 * (double)(Cg * k * k));
+    kiln_engine_free(e);
+    free(cx); free(cw); free(cb); free(ref); free(y);
+}
+
+/* Graphs that must not fuse, still correct:
+ *  a) the Conv output also feeds an Add (two consumers),
+ *  b) the Conv output is itself a network output,
+ *  c) PRelu's slope is a network input (not a constant). */
+TEST_IMPL(fuse_refused) {
+    int64_t C = 4, H = 6, Wd = 5, n = C * H * Wd;
+    float *x = rnd(n), *w = rnd(C * C), *b = rnd(C), *slope = rnd(C);
+    cgeo g = {.N = 1, .C = C, .M = C, .G = 1, .id = {1, H, Wd}, .k = {1, 1, 1}, .s = {1, 1, 1}, .p = {0, 0, 0}, .d = {1, 1, 1}};
+    cgeo_out(&g);
+    double *conv = malloc((size_t)n * sizeof(double));
+    conv_ref(&g, x, w, b, conv);
+    int64_t xd[4] = {1, C, H, Wd}, wd[4] = {C, C, 1, 1}, bd[1] = {C}, sd[3] = {C, 1, 1};
+    float *y = malloc((size_t)n * sizeof(float)), *c = malloc((size_t)n * sizeof(float));
+    double *ref = malloc((size_t)n * sizeof(double));
+    for (int mode = 0; mode < 3; mode++) {
+        kiln_network *net = kiln_network_create();
+        ASSERT_OK(kiln_network_add_input(net, "X", KILN_DTYPE_F32, 4, xd, NULL));
+        add_const(net, "W", 4, wd, w);
+        add_const(net, "B", 1, bd, b);
+        if (mode == 2) ASSERT_OK(kiln_network_add_input(net, "S", KILN_DTYPE_F32, 3, sd, NULL));
+        else add_const(net, "S", 3, sd, slope);
+        kiln_layer *cl = layer(net, "ai.onnx::Conv", 11, "conv", 3, (const char *[]){"X", "W", "B"}, "c");
+        ASSERT_OK(kiln_layer_set_ints(cl, "kernel_shape", (int64_t[]){1, 1}, 2));
+        layer(net, "ai.onnx::PRelu", 16, "prelu", 2, (const char *[]){"c", "S"}, mode == 0 ? "r" : "Y");
+        if (mode == 0) layer(net, "ai.onnx::Add", 14, "add", 2, (const char *[]){"c", "r"}, "Y");
+        ASSERT_OK(kiln_network_mark_output(net, "Y"));
+        if (mode == 1) ASSERT_OK(kiln_network_mark_output(net, "c"));
+        kiln_build_stats st;
+        kiln_engine *e = build(net, KILN_BUILD_NO_TIMING, 1, &st);
+        kiln_network_free(net);
+        ASSERT_EQ(st.fused, 0);
+        char *txt = inspect_text(e);
+        ASSERT(strstr(txt, "+ PRelu") == NULL);
+        free(txt);
+        for (int64_t i = 0; i < n; i++) {
+            double v = conv[i], r = v < 0 ? v * slope[i / (H * Wd)] : v;
+            ref[i] = mode == 0 ? v + r : r;
+        }
+        kiln_context *ctx;
+        ASSERT_OK(kiln_context_create(e, 1, &ctx));
+        kiln_context_set_debug(ctx, 1);
+        ASSERT_OK(kiln_context_bind(ctx, "X", x, (size_t)n * sizeof(float)));
+        if (mode == 2) ASSERT_OK(kiln_context_bind(ctx, "S", slope, (size_t)C * sizeof(float)));
+        memset(y, 0xA5, (size_t)n * sizeof(float));
+        ASSERT_OK(kiln_context_bind(ctx, "Y", y, (size_t)n * sizeof(float)));
+        if (mode == 1) {
+            memset(c, 0xA5, (size_t)n * sizeof(float));
+            ASSERT_OK(kiln_context_bind(ctx, "c", c, (size_t)n * sizeof(float)));
+        }
+        ASSERT_OK(kiln_context_run(ctx));
+        kiln_context_free(ctx);
+        check_close("refused fusion", y, ref, n, 1e-4 * (double)C);
+        if (mode == 1) check_close("refused fusion: conv output", c, conv, n, 1e-4 * (double)C);
+        kiln_engine_free(e);
+    }
+    /* KILN_BUILD_NO_FUSION keeps the layers */
+    kiln_network *net = kiln_network_create();
+    ASSERT_OK(kiln_network_add_input(net, "X", KILN_DTYPE_F32, 4, xd, NULL));
+    add_const(net, "W", 4, wd, w);
+    add_const(net, "B", 1, bd, b);
+    kiln_layer *cl = layer(net, "ai.onnx::Conv", 11, "conv", 3, (const char *[]){"X", "W", "B"}, "c");
+    ASSERT_OK(kiln_layer_set_ints(cl, "kernel_shape", (int64_t[]){1, 1}, 2));
+    layer(net, "ai.onnx::Relu", 14, "relu", 1, (const char *[]){"c"}, "Y");
+    ASSERT_OK(kiln_network_mark_output(net, "Y"));
+    kiln_build_stats st;
+    kiln_engine *e = build(net, KILN_BUILD_NO_TIMING | KILN_BUILD_NO_FUSION, 1, &st);
+    ASSERT_EQ(st.fused, 0);
+    ASSERT_EQ(st.layers, 2);
+    kiln_engine_free(e);
+    e = build(net, KILN_BUILD_NO_TIMING, 1, &st);
+    ASSERT_EQ(st.fused, 1);
+    ASSERT_EQ(st.layers, 1);
+    kiln_engine_free(e);
+    kiln_network_free(net);
+    free(x); free(w); free(b); free(slope); free(conv); free(y); free(c); free(ref);
+}
+
+/* A fused engine through serialize / load: same chain, same results; a
+ * damaged FUSION section is refused with a message, not a crash. */
+TEST_IMPL(fuse_roundtrip) {
+    cgeo g = {.N = 1, .C = 3, .M = 8, .G = 1, .id = {1, 9, 8}, .k = {1, 3, 3}, .s = {1, 1, 1}, .p = {0, 1, 1}, .d = {1, 1, 1}};
+    cgeo_out(&g);
+    int64_t nx = 3 * 9 * 8, ny = 8 * g.o[1] * g.o[2];
+    float *x = rnd(nx), *w = rnd(8 * 3 * 9), *sc = rnd(8), *bb = rnd(8), *mean = rnd(8), *var = rnd(8);
+    for (int i = 0; i < 8; i++) var[i] = 0.5f + var[i] * var[i];
+    float lo = 0.0f, hi = 0.5f;
+    kiln_network *net = kiln_network_create();
+    int64_t xd[4] = {1, 3, 9, 8}, wd[4] = {8, 3, 3, 3}, md[1] = {8};
+    ASSERT_OK(kiln_network_add_input(net, "X", KILN_DTYPE_F32, 4, xd, NULL));
+    add_const(net, "W", 4, wd, w);
+    add_const(net, "scale", 1, md, sc);
+    add_const(net, "bb", 1, md, bb);
+    add_const(net, "mean", 1, md, mean);
+    add_const(net, "var", 1, md, var);
+    add_const(net, "lo", 0, NULL, &lo);
+    add_const(net, "hi", 0, NULL, &hi);
+    kiln_layer *cl = layer(net, "ai.onnx::Conv", 11, "conv_2", 2, (const char *[]){"X", "W"}, "c");
+    ASSERT_OK(kiln_layer_set_ints(cl, "pads", (int64_t[]){1, 1, 1, 1}, 4));
+    layer(net, "ai.onnx::BatchNormalization", 15, "bn", 5, (const char *[]){"c", "scale", "bb", "mean", "var"}, "n");
+    layer(net, "ai.onnx::Clip", 13, "clip", 3, (const char *[]){"n", "lo", "hi"}, "Y");
+    ASSERT_OK(kiln_network_mark_output(net, "Y"));
+    kiln_build_stats st;
+    kiln_engine *e = build(net, KILN_BUILD_NO_TIMING, 1, &st);
+    kiln_network_free(net);
+    ASSERT_EQ(st.fused, 2);
+    float *y0 = malloc((size_t)ny * sizeof(float)), *y1 = malloc((size_t)ny * sizeof(float));
+    run_xy(e, 1, 0, x, nx, y0, ny);
+    void *buf = NULL;
+    size_t size = 0;
+    ASSERT_OK(kiln_engine_serialize(e, &buf, &size));
+    kiln_engine *e2 = NULL;
+    ASSERT_OK(kiln_engine_load_memory(buf, size, &e2));
+    char *txt = inspect_text(e2);
+    ASSERT_CONTAINS(txt, "'conv_2' ai.onnx::Conv v1 + BatchNormalization + Clip");
+    free(txt);
+    run_xy(e2, 2, 1, x, nx, y1, ny);
+    ASSERT(memcmp(y0, y1, (size_t)ny * sizeof(float)) == 0);
+    /* independent check of a few elements: conv + BN + clip */
+    double *ref = malloc((size_t)ny * sizeof(double));
+    conv_ref(&g, x, w, NULL, ref);
+    for (int64_t i = 0; i < ny; i++) {
+        int64_t m = i / (g.o[1] * g.o[2]);
+        double v = (ref[i] - mean[m]) / sqrt((double)var[m] + 1e-5) * sc[m] + bb[m];
+        ref[i] = v < lo ? lo : v > hi ? hi : v;
+    }
+    check_close("round trip", y1, ref, ny, 1e-3);
+    kiln_engine_free(e2);
+    /* Every byte flip inside the file must be refused cleanly (checksums,
+     * then the FUSION checks); flip a byte near the end (the FUSION
+     * section is the last one). */
+    uint8_t *p = buf;
+    for (size_t k = 1; k <= 64 && k < size; k += 7) {
+        p[size - k] ^= 0x5A;
+        e2 = NULL;
+        int rc = kiln_engine_load_memory(buf, size, &e2);
+        ASSERT(rc != 0 && e2 == NULL);
+        p[size - k] ^= 0x5A;
+    }
+    kiln_free(buf);
+    kiln_engine_free(e);
+    free(x); free(w); free(sc); free(bb); free(mean); free(var); free(y0); free(y1); free(ref);
+}
+
+TEST_LIST(TEST_ENTRY(gemv_gemm), TEST_ENTRY(gemv_matmul), TEST_ENTRY(fuse_conv_bn_clip),
+          TEST_ENTRY(fuse_gemm), TEST_ENTRY(fuse_matmul_convtranspose), TEST_ENTRY(fuse_refused),
+          TEST_ENTRY(fuse_roundtrip))

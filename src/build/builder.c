@@ -333,6 +333,8 @@ int kiln_build(const kiln_network *net, const kiln_build_config *cfg, kiln_engin
     kiln__b_dead_code(&b);
     rc = kiln__b_select(&b);
     if (rc) goto done;
+    rc = kiln__b_fuse(&b);
+    if (rc) goto done;
     int *order = NULL, norder = 0;
     rc = kiln__b_finalize(&b, &order, &norder);
     if (!rc) rc = kiln__b_emit(&b, order, norder, out);

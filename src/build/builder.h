@@ -53,6 +53,12 @@ typedef struct bl {
     int tactic;
     double ms;
     int timed;
+    /* fuse.c: elementwise layers fused into this one (applied to out 0) */
+    int nepi;
+    struct bepi {
+        int layer;             /* the fused (dead) layer: op, attrs, inputs */
+        int x;                 /* its activation input slot */
+    } epi[KILN__MAX_EPI];
 } bl;
 
 typedef enum bsym_kind { BS_INPUT_DIM = 1, BS_SIZE, BS_VALUE } bsym_kind;
@@ -109,6 +115,9 @@ void kiln__b_strides(kiln_tensor *t);
 int kiln__b_process_net(builder *b, const kiln_network *net, const int *in_map, const int *out_map,
                         const char *prefix, int depth);
 void kiln__b_dead_code(builder *b);
+
+/* fuse.c: epilogue fusion (after select, before finalize) */
+int kiln__b_fuse(builder *b);
 
 /* select.c */
 int kiln__b_select(builder *b);

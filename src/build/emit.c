@@ -415,6 +415,39 @@ static int emit_aot(emitter *E, int li, kiln__elayer *el) {
     return 0;
 }
 
+/* The layer's fused epilogue chain (fuse.c) into el->epi. */
+static int emit_epilogues(builder *b, kiln_engine *e, const bl *L, kiln__elayer *el) {
+    el->epi = kiln__calloc((size_t)L->nepi, sizeof *el->epi);
+    if (!el->epi) return kiln__err(KILN_ENOMEM, "build: out of memory");
+    el->nepi = L->nepi;
+    for (int k = 0; k < L->nepi; k++) {
+        const bl *F = &b->l[L->epi[k].layer];
+        kiln__eepi *p = &el->epi[k];
+        p->op_ns = kiln__strdup(F->op->ns);
+        p->op_name = kiln__strdup(F->op->name);
+        if (!p->op_ns || !p->op_name) return kiln__err(KILN_ENOMEM, "build: out of memory");
+        p->op_version = F->op->version;
+        p->op = F->op;
+        p->nin = F->nin;
+        p->x = L->epi[k].x;
+        for (int i = 0; i < F->nin; i++)
+            p->in[i] = i == p->x || F->in[i] < 0 ? -1 : b->t[F->in[i]].eidx;
+        size_t sz = 0;
+        int rc = kiln__attrs_serialize(F->attrs, NULL, &sz);
+        if (!rc && sz) {
+            p->blob = kiln__malloc(sz);
+            if (!p->blob) return kiln__err(KILN_ENOMEM, "build: out of memory");
+            rc = kiln__attrs_serialize(F->attrs, p->blob, &sz);
+        }
+        if (rc)
+            return kiln__err_prefix(rc, "layer '%s' fused into '%s': attributes", F->name, L->name);
+        p->blob_size = sz;
+        rc = add_plugin_ref(b, e, F->op);
+        if (rc) return rc;
+    }
+    return 0;
+}
+
 static int assign(builder *b, kiln_engine *e, int t) {
     if (t < 0 || b->t[t].eidx >= 0) return 0;
     b->t[t].eidx = e->ntensors++;
@@ -438,6 +471,11 @@ int kiln__b_emit(builder *b, const int *order, int norder, kiln_engine **out) {
         const bl *L = &b->l[order[k]];
         for (int p = 0; p < L->nin; p++) assign(b, e, L->in[p]);
         for (int o = 0; o < L->nout; o++) assign(b, e, L->out[o]);
+        for (int k = 0; k < L->nepi; k++) { /* constants of fused epilogue ops */
+            const bl *F = &b->l[L->epi[k].layer];
+            for (int p = 0; p < F->nin; p++)
+                if (p != L->epi[k].x) assign(b, e, F->in[p]);
+        }
     }
     int *tidx = kiln__malloc((size_t)(e->ntensors + 1) * sizeof *tidx);
     e->tensors = kiln__calloc((size_t)(e->ntensors + 1), sizeof *e->tensors);
@@ -583,6 +621,7 @@ int kiln__b_emit(builder *b, const int *order, int norder, kiln_engine **out) {
         rc = use_aot(b, L, &aot);
         if (!rc && aot) rc = emit_aot(&E, order[k], el);
         if (!rc && !aot) rc = add_plugin_ref(b, e, L->op);
+        if (!rc && L->nepi) rc = emit_epilogues(b, e, L, el);
     }
     if (rc) { kiln__free(tidx); goto fail; }
     for (int ei = 0; ei < e->ntensors; ei++) {

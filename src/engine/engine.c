@@ -18,6 +18,7 @@ static void layer_free(kiln__elayer *l) {
     if (l->state && l->op && l->op->vt && l->op->vt->destroy) l->op->vt->destroy(l->state);
     l->state = NULL;
     if (l->attrs.v) kiln__attrset_free(&l->attrs);
+    kiln__epi_free(l);
     kiln__free(l->name);
     kiln__free(l->op_ns);
     kiln__free(l->op_name);
@@ -175,6 +176,7 @@ int kiln__engine_prepare(kiln_engine *e) {
                                             op->ns, op->name, op->version, (int)l->tactic);
             }
         }
+        if (l->nepi && !l->epi_rt && (rc = kiln__epi_prepare(e, l))) return rc;
     }
     return 0;
 }

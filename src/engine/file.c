@@ -19,7 +19,12 @@
  * Sections: META (threads, device), NODES (the shape program), TENSORS,
  * LAYERS, IO, PROFILES, WEIGHTS (raw, 64-byte aligned in the file, so an
  * mmap gives aligned weights used in place), AOT (kernel records, see
- * kiln__aot_serialize), PLUGINS (identities, library paths, embedded .so).
+ * kiln__aot_serialize), PLUGINS (identities, library paths, embedded .so),
+ * FUSION (optional, present only when the builder fused epilogue ops into
+ * layers: u32 count, then per fused layer i32 layer index, u32 op count,
+ * per op str ns, str name, i32 version, i32 input count, i32 activation
+ * slot, i32 tensor per input (-1: the activation or absent), u64 attribute
+ * blob size + blob).
  * Strings are u32 length + bytes (no NUL).
  *
  * Loading trusts nothing: the header and each section are checksummed
@@ -52,12 +57,14 @@ enum {
     SEC_WEIGHTS,
     SEC_AOT,
     SEC_PLUGINS,
+    SEC_FUSION, /* optional: written only when a layer has fused epilogues */
     SEC_COUNT_
 };
 
 static const char *sec_name(uint32_t id) {
     static const char *const names[] = {"?",  "META",     "NODES",   "TENSORS", "LAYERS",
-                                        "IO", "PROFILES", "WEIGHTS", "AOT",     "PLUGINS"};
+                                        "IO", "PROFILES", "WEIGHTS", "AOT",     "PLUGINS",
+                                        "FUSION"};
     return id < SEC_COUNT_ ? names[id] : "?";
 }
 
@@ -265,10 +272,37 @@ static int build_sections(const kiln_engine *e, wbuf *sec) {
         w_u64(w, p->so ? p->so_size : 0);
         if (p->so) w_raw(w, p->so, (size_t)p->so_size);
     }
+    /* FUSION (only when some layer has a chain) */
+    uint32_t nfused = 0;
+    for (int32_t i = 0; i < e->nlayers; i++) nfused += e->layers[i].nepi > 0;
+    w = &sec[SEC_FUSION];
+    if (nfused) {
+        w_u32(w, nfused);
+        for (int32_t i = 0; i < e->nlayers; i++) {
+            const kiln__elayer *l = &e->layers[i];
+            if (l->nepi <= 0) continue;
+            w_i32(w, i);
+            w_u32(w, (uint32_t)l->nepi);
+            for (int32_t k = 0; k < l->nepi; k++) {
+                const kiln__eepi *p = &l->epi[k];
+                w_str(w, p->op_ns);
+                w_str(w, p->op_name);
+                w_i32(w, p->op_version);
+                w_i32(w, p->nin);
+                w_i32(w, p->x);
+                for (int32_t j = 0; j < p->nin; j++) w_i32(w, p->in[j]);
+                w_u64(w, p->blob_size);
+                w_raw(w, p->blob, (size_t)p->blob_size);
+            }
+        }
+    }
     for (int s = 1; s < SEC_COUNT_; s++)
         if (sec[s].oom) return kiln__err(KILN_ENOMEM, "out of memory serializing the engine");
     return 0;
 }
+
+/* Sections written: all but an empty optional FUSION. */
+static int sec_written(const wbuf *sec, int s) { return s != SEC_FUSION || sec[s].n > 0; }
 
 static int serialize(const kiln_engine *e, wbuf *out) {
     wbuf sec[SEC_COUNT_];
@@ -278,11 +312,13 @@ static int serialize(const kiln_engine *e, wbuf *out) {
 
     const char *sig = e->device_sig ? e->device_sig : kiln_cpu_signature();
     uint32_t siglen = (uint32_t)strlen(sig);
-    uint32_t nsec = SEC_COUNT_ - 1;
+    uint32_t nsec = 0;
+    for (int s = 1; s < SEC_COUNT_; s++) nsec += (uint32_t)sec_written(sec, s);
     size_t hdr = HDR_FIXED + ((siglen + 7u) & ~7u) + (size_t)nsec * SEC_ENTRY;
     size_t off = (hdr + 63) & ~(size_t)63;
     uint64_t offs[SEC_COUNT_];
     for (int s = 1; s < SEC_COUNT_; s++) {
+        if (!sec_written(sec, s)) continue;
         offs[s] = off;
         off = (off + sec[s].n + 63) & ~(size_t)63;
     }
@@ -298,6 +334,7 @@ static int serialize(const kiln_engine *e, wbuf *out) {
     w_raw(out, sig, siglen);
     w_pad(out, 8);
     for (int s = 1; s < SEC_COUNT_; s++) {
+        if (!sec_written(sec, s)) continue;
         w_u32(out, (uint32_t)s);
         w_u32(out, 0);
         w_u64(out, offs[s]);
@@ -305,6 +342,7 @@ static int serialize(const kiln_engine *e, wbuf *out) {
         w_u64(out, ck64(sec[s].p, sec[s].n));
     }
     for (int s = 1; s < SEC_COUNT_; s++) {
+        if (!sec_written(sec, s)) continue;
         w_pad(out, 64);
         w_raw(out, sec[s].p, sec[s].n);
     }
@@ -731,6 +769,78 @@ static int parse_layers(kiln_engine *e, const secinfo *s) {
     return r.err;
 }
 
+/* FUSION: epilogue chains; every count, index and length checked here,
+ * op identities and constant shapes in kiln__epi_prepare. */
+static int parse_fusion(kiln_engine *e, const secinfo *s) {
+    rd r;
+    rd_init(&r, s, SEC_FUSION);
+    uint32_t n = r_count(&r, 8, (uint32_t)e->nlayers, "fused layer count");
+    for (uint32_t i = 0; i < n && !r.err; i++) {
+        char what[160];
+        size_t at = r.at;
+        int32_t li = r_i32(&r, "fused layer index");
+        if (!r_check(&r, li, 0, e->nlayers, "fused layer index", at)) break;
+        kiln__elayer *l = &e->layers[li];
+        if (l->nepi) {
+            r.at = at;
+            snprintf(what, sizeof what, "layer '%s' has two fused epilogue chains", l->name);
+            r_fail(&r, what);
+            break;
+        }
+        at = r.at;
+        uint32_t ne = r_u32(&r, "fused op count");
+        snprintf(what, sizeof what, "layer '%s' fused op count", l->name);
+        if (!r_check(&r, ne, 1, KILN__MAX_EPI + 1, what, at)) break;
+        l->epi = kiln__calloc(ne, sizeof *l->epi);
+        if (!l->epi) {
+            r.err = kiln__err(KILN_ENOMEM, "out of memory reading fused ops");
+            break;
+        }
+        l->nepi = (int32_t)ne;
+        for (uint32_t k = 0; k < ne && !r.err; k++) {
+            kiln__eepi *p = &l->epi[k];
+            p->op_ns = r_str(&r, "fused op namespace");
+            p->op_name = r_str(&r, "fused op name");
+            if (r.err) break;
+            if (!p->op_ns || !p->op_name) {
+                if (!p->op_ns) p->op_ns = kiln__strdup("");
+                if (!p->op_name) p->op_name = kiln__strdup("");
+                if (!p->op_ns || !p->op_name) {
+                    r.err = kiln__err(KILN_ENOMEM, "out of memory reading fused ops");
+                    break;
+                }
+            }
+            p->op_version = r_i32(&r, "fused op version");
+            at = r.at;
+            p->nin = r_i32(&r, "fused op input count");
+            snprintf(what, sizeof what, "layer '%s' fused op %s input count", l->name, p->op_name);
+            if (!r_check(&r, p->nin, 1, KILN__EPI_MAX_IN + 1, what, at)) break;
+            at = r.at;
+            p->x = r_i32(&r, "fused op activation slot");
+            snprintf(what, sizeof what, "layer '%s' fused op %s activation slot", l->name, p->op_name);
+            if (!r_check(&r, p->x, 0, p->nin, what, at)) break;
+            snprintf(what, sizeof what, "layer '%s' fused op %s input tensor", l->name, p->op_name);
+            for (int32_t j = 0; j < p->nin && !r.err; j++) {
+                at = r.at;
+                p->in[j] = r_i32(&r, what);
+                r_check(&r, p->in[j], -1, e->ntensors, what, at);
+            }
+            at = r.at;
+            p->blob_size = r_u64(&r, "fused op attribute blob size");
+            if (!r.err && p->blob_size > r.n - r.at) {
+                snprintf(what, sizeof what, "layer '%s' fused op %s attribute blob of %llu bytes, %zu left",
+                         l->name, p->op_name, (unsigned long long)p->blob_size, r.n - r.at);
+                r.at = at;
+                r_fail(&r, what);
+                break;
+            }
+            p->blob = r_bytes(&r, p->blob_size, "fused op attribute blob");
+        }
+    }
+    r_end(&r);
+    return r.err;
+}
+
 static int parse_io(kiln_engine *e, const secinfo *s) {
     rd r;
     rd_init(&r, s, SEC_IO);
@@ -1060,7 +1170,7 @@ static int parse_image(const uint8_t *p, size_t n, int weights_in_place, kiln_en
         return kiln__err(KILN_EFORMAT, "engine file has %llu bytes after its last section (file is %zu bytes)",
                          (unsigned long long)(n - end), n);
     for (int s = 1; s < SEC_COUNT_; s++)
-        if (!sec[s].present)
+        if (!sec[s].present && s != SEC_FUSION)
             return kiln__err(KILN_EFORMAT, "engine file lacks section %s", sec_name((uint32_t)s));
 
     const char *here = kiln_cpu_signature();
@@ -1080,6 +1190,7 @@ static int parse_image(const uint8_t *p, size_t n, int weights_in_place, kiln_en
     if ((rc = parse_profiles(e, &sec[SEC_PROFILES]))) return rc;
     if ((rc = parse_aot(e, &sec[SEC_AOT]))) return rc;
     if ((rc = parse_plugins(e, &sec[SEC_PLUGINS]))) return rc;
+    if (sec[SEC_FUSION].present && (rc = parse_fusion(e, &sec[SEC_FUSION]))) return rc;
 
     e->weights_size = sec[SEC_WEIGHTS].size;
     if (weights_in_place) {

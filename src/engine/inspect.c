@@ -152,8 +152,10 @@ KILN_API int kiln_engine_inspect(const kiln_engine *e, FILE *out) {
     fprintf(out, "layers (%d):\n", (int)e->nlayers);
     for (int32_t l = 0; l < e->nlayers; l++) {
         const kiln__elayer *L = &e->layers[l];
-        fprintf(out, "  #%d '%s' %s::%s v%d  %s  tactic %d", (int)l, L->name, L->op_ns,
-                L->op_name, (int)L->op_version, L->aot_kernel >= 0 ? "AOT" : "JIT",
+        char fused[512];
+        kiln__epi_describe(L, fused, sizeof fused);
+        fprintf(out, "  #%d '%s' %s::%s v%d%s  %s  tactic %d", (int)l, L->name, L->op_ns,
+                L->op_name, (int)L->op_version, fused, L->aot_kernel >= 0 ? "AOT" : "JIT",
                 (int)L->tactic);
         if (L->aot_kernel >= 0) fprintf(out, " (kernel %d)", (int)L->aot_kernel);
         if (L->time_ms > 0) fprintf(out, "  %.4f ms", L->time_ms);
@@ -162,6 +164,14 @@ KILN_API int kiln_engine_inspect(const kiln_engine *e, FILE *out) {
             fprintf(out, "      in  %s\n", tensor_str(e, L->in[k], b1, sizeof b1));
         for (int32_t k = 0; k < L->nout; k++)
             fprintf(out, "      out %s\n", tensor_str(e, L->out[k], b1, sizeof b1));
+        for (int32_t k = 0; k < L->nepi; k++) {
+            const kiln__eepi *p = &L->epi[k];
+            fprintf(out, "      fused %s::%s v%d (epilogue on out 0)\n", p->op_ns, p->op_name,
+                    (int)p->op_version);
+            for (int32_t j = 0; j < p->nin; j++)
+                if (p->in[j] >= 0)
+                    fprintf(out, "        in %s\n", tensor_str(e, p->in[j], b1, sizeof b1));
+        }
     }
 
     fprintf(out, "memory plan (at opt shapes):\n");

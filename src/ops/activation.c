@@ -299,16 +299,31 @@ static uparam params(const kiln_attrs *a) {
     return p;
 }
 
+/* Epilogue (plugin.h, "epilogue fusion"): a unary float op applies in
+ * place to any run of f32 values; channels do not matter. */
 #define UN_OP(VAR, NAME, VER, TAB, OUTBOOL, ATTRS, DOC)                       \
     static int VAR##_shape(kiln_shape_ctx *c) { return un_shape(c, NAME, TAB, OUTBOOL); } \
     static int VAR##_impl(const kiln_call *c) {                               \
         uparam p = params(c->attrs);                                          \
         return un_run(c, TAB, &p);                                            \
     }                                                                         \
+    static int VAR##_epi(const kiln_epilogue_args *a, float *x, int64_t n,    \
+                         int64_t ch, int64_t chan_len) {                      \
+        (void)ch, (void)chan_len;                                             \
+        uparam p = {.alpha = a->p[0], .beta = a->p[1], .gamma = a->p[2]};     \
+        TAB[KILN_DTYPE_F32](x, x, n, &p);                                     \
+        return 0;                                                             \
+    }                                                                         \
+    static int VAR##_epi_check(kiln_epilogue_args *a) {                       \
+        uparam p = params(a->attrs);                                          \
+        a->p[0] = p.alpha, a->p[1] = p.beta, a->p[2] = p.gamma;               \
+        return OUTBOOL || a->x != 0 || !TAB[KILN_DTYPE_F32];                  \
+    }                                                                         \
     static const kiln_quick_op VAR##_op = {                                   \
         .ns = OPS1_NS, .name = NAME, .version = VER,                          \
         .min_inputs = 1, .max_inputs = 1, .num_outputs = 1,                   \
         .attrs = ATTRS, .shape = VAR##_shape, .impl = VAR##_impl, .doc = DOC, \
+        .epilogue = VAR##_epi, .epilogue_check = VAR##_epi_check,            \
     };                                                                        \
     KILN_OP(VAR##_op)
 
@@ -408,9 +423,36 @@ static int clip6_impl(const kiln_call *c) {
     p.has_lo = p.has_hi = 1;
     return un_run(c, tab_CLIP, &p);
 }
+/* Epilogue: p[0], p[1] = has min, min; p[2], p[3] = has max, max. */
+static int clip_epi(const kiln_epilogue_args *a, float *x, int64_t n, int64_t ch, int64_t chan_len) {
+    (void)ch, (void)chan_len;
+    uparam p = {.has_lo = a->p[0] != 0, .lo = a->p[1], .has_hi = a->p[2] != 0, .hi = a->p[3]};
+    tab_CLIP[KILN_DTYPE_F32](x, x, n, &p);
+    return 0;
+}
+static int clip6_epi_check(kiln_epilogue_args *a) {
+    if (a->x != 0) return 1;
+    a->p[0] = a->p[2] = 1;
+    a->p[1] = kiln_attrs_float(a->attrs, "min");
+    a->p[3] = kiln_attrs_float(a->attrs, "max");
+    return 0;
+}
+/* Clip-11+: constant f32 scalar min/max inputs. */
+static int clip_epi_check(kiln_epilogue_args *a) {
+    if (a->x != 0) return 1;
+    for (int i = 1; i < 3; i++) {
+        a->p[2 * (i - 1)] = 0;
+        if (i >= a->nin || !a->in[i].data) continue;
+        if (a->in[i].dtype != KILN_DTYPE_F32 || kiln_tensor_numel(&a->in[i]) != 1) return 1;
+        a->p[2 * (i - 1)] = 1;
+        a->p[2 * (i - 1) + 1] = *(const float *)a->in[i].data;
+    }
+    return 0;
+}
 static const kiln_quick_op clip6_op = {
     .ns = OPS1_NS, .name = "Clip", .version = 6, .min_inputs = 1, .max_inputs = 1,
     .num_outputs = 1, .attrs = a_clip6, .shape = clip6_shape, .impl = clip6_impl,
+    .epilogue = clip_epi, .epilogue_check = clip6_epi_check,
     .doc = "clamp to [min, max] (attributes)",
 };
 KILN_OP(clip6_op)
@@ -443,6 +485,7 @@ static int clip11_impl(const kiln_call *c) {
 static const kiln_quick_op clip11_op = {
     .ns = OPS1_NS, .name = "Clip", .version = 11, .min_inputs = 1, .max_inputs = 3,
     .num_outputs = 1, .shape = clip11_shape, .impl = clip11_impl,
+    .epilogue = clip_epi, .epilogue_check = clip_epi_check,
     .doc = "clamp to [min, max] (optional scalar inputs)",
 };
 KILN_OP(clip11_op)

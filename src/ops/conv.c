@@ -315,6 +315,8 @@ typedef struct padctx {
     float *xp;
     const float *yt; /* grid result */
     float *y;
+    const kiln_call *call; /* fused epilogue (kiln_call_epilogue) */
+    int64_t chan0;         /* channel of the group's first output row */
 } padctx;
 
 /* Phase planes [b, e) of the group: plane = (c * sy + phy) * sx + phx. */
@@ -356,8 +358,10 @@ static void pad_channels(void *ud, int64_t b, int64_t e) {
 static void compact_rows(void *ud, int64_t b, int64_t e) {
     const padctx *p = ud;
     const int64_t OW = p->g->o[2], PW = p->pg->PW;
-    for (int64_t r = b; r < e; r++) /* r = m * OH + oy */
+    for (int64_t r = b; r < e; r++) { /* r = m * OH + oy */
         memcpy(p->y + r * OW, p->yt + r * PW, (size_t)OW * sizeof(float));
+    }
+    kiln__ops2_epilogue_span(p->call, p->y, p->g->o[1] * OW, b * OW, e * OW, p->chan0);
 }
 
 /* Returns 0, or 1 when the tactic does not apply / has no workspace. */
@@ -383,7 +387,7 @@ static int conv_padgemm(const kiln_call *c, const geom *g) {
     for (int64_t n = 0; n < g->N; n++)
         for (int64_t gi = 0; gi < g->G; gi++) {
             padctx p = {.g = g, .pg = &pg, .x = x + (n * g->C + gi * g->Cg) * isp, .xp = xp,
-                        .yt = yt, .y = c->out[0].data};
+                        .yt = yt, .y = c->out[0].data, .call = c, .chan0 = gi * g->Mg};
             p.y = (float *)c->out[0].data + (n * g->M + gi * g->Mg) * osp;
             kiln_exec_parallel_for(c->exec, planes, 1, pad_channels, &p);
             kiln__gemm gm = {.M = g->Mg, .N = g->o[1] * pg.PW, .K = K, .a = w + gi * g->Mg * K,
@@ -405,6 +409,23 @@ static size_t conv_ws(const kiln_call *c) {
     return PADGEMM_BYTES(pg);
 }
 
+/* sgemm `done` hook: row i of a group's GEMM is output channel chan0 + i
+ * (a plane of osp values at y + i * osp). */
+typedef struct gemm_epi {
+    const kiln_call *c;
+    float *y;
+    int64_t osp, chan0;
+} gemm_epi;
+static void gemm_rows_done(void *ud, int64_t i0, int64_t i1, int64_t j0, int64_t n) {
+    const gemm_epi *ge = ud;
+    if (j0 == 0 && n == ge->osp) {
+        kiln__ops2_epilogue_span(ge->c, ge->y, ge->osp, i0 * ge->osp, i1 * ge->osp, ge->chan0);
+        return;
+    }
+    for (int64_t i = i0; i < i1; i++)
+        kiln_call_epilogue(ge->c, 0, ge->y + i * ge->osp + j0, n, ge->chan0 + i, 0);
+}
+
 static void conv_gemm(const kiln_call *c, const geom *g) {
     const float *x = c->in[0].data, *w = c->in[1].data;
     const float *bias = c->nin > 2 && c->in[2].data ? c->in[2].data : NULL;
@@ -420,6 +441,11 @@ static void conv_gemm(const kiln_call *c, const geom *g) {
             kiln__gemm gm = {.M = g->Mg, .N = osp, .K = K, .a = w + gi * g->Mg * K, .a_rs = K,
                              .a_cs = 1, .alpha = 1.0f, .c = y + (n * g->M + gi * g->Mg) * osp,
                              .ldc = osp, .bias_row = bias ? bias + gi * g->Mg : NULL};
+            gemm_epi ge = {c, gm.c, osp, gi * g->Mg};
+            if (c->epilogue) {
+                gm.done = gemm_rows_done;
+                gm.done_ud = &ge;
+            }
             if (pointwise) {
                 gm.b = xg;
                 gm.b_rs = isp;
@@ -439,6 +465,7 @@ typedef struct direct {
     const geom *g;
     const float *x, *w, *bias;
     float *y;
+    const kiln_call *call; /* fused epilogue */
 } direct;
 
 /* The direct kernel works on a zero-padded copy of one input channel, split
@@ -616,12 +643,15 @@ static void direct_range(void *ud, int64_t b, int64_t e) {
             for (int64_t m = m0; m < m1; m++)
                 for (int64_t i = 0; i < OH * OW; i++)
                     dc->y[(n * g->M + m) * OH * OW + i] = dc->bias ? dc->bias[m] : 0.0f;
+        kiln__ops2_epilogue_span(dc->call, dc->y + n * g->M * OH * OW, OH * OW, m0 * OH * OW,
+                                 m1 * OH * OW, 0);
     }
 }
 
 static void conv_direct(const kiln_call *c, const geom *g) {
     direct dc = {.g = g, .x = c->in[0].data, .w = c->in[1].data,
-                 .bias = c->nin > 2 && c->in[2].data ? c->in[2].data : NULL, .y = c->out[0].data};
+                 .bias = c->nin > 2 && c->in[2].data ? c->in[2].data : NULL, .y = c->out[0].data,
+                 .call = c};
     int64_t units = g->N * g->G * ((g->Mg + DIRECT_MB - 1) / DIRECT_MB);
     kiln_exec_parallel_for(c->exec, units, 1, direct_range, &dc);
 }
@@ -722,6 +752,7 @@ static const kiln_quick_op conv_op = {
     .min_inputs = 2, .max_inputs = 3, .num_outputs = 1,
     .attrs = conv_attrs, .shape = conv_shape, .impl = conv_impl,
     .formats = conv_formats, .workspace = conv_ws,
+    .accepts_epilogue = 1, /* every tactic applies it per finished row/plane */
     .doc = "convolution: implicit-im2col packed GEMM, direct/depthwise kernel",
 };
 KILN_OP(conv_op)

@@ -200,6 +200,8 @@ typedef struct col2im {
     const float *col;
     float *y;   /* the group's first output channel */
     const float *bias;
+    const kiln_call *call; /* fused epilogue (kiln_call_epilogue) */
+    int64_t chan0;         /* channel of the group's first output */
 } col2im;
 
 /* Kernel == stride, no padding, no dilation (2x2/stride-2 upsampling): every
@@ -236,7 +238,18 @@ static void col2im_tiled(const col2im *t, int64_t b, int64_t e) {
     }
 }
 
+static void col2im_range_raw(void *ud, int64_t b, int64_t e);
+
+/* Channels [b, e) of the group, then their fused epilogue while hot. */
 static void col2im_range(void *ud, int64_t b, int64_t e) {
+    const col2im *t = ud;
+    col2im_range_raw(ud, b, e);
+    if (!t->call || !t->call->epilogue) return;
+    const int64_t osp = t->g->o[0] * t->g->o[1] * t->g->o[2];
+    kiln__ops2_epilogue_span(t->call, t->y, osp, b * osp, e * osp, t->chan0);
+}
+
+static void col2im_range_raw(void *ud, int64_t b, int64_t e) {
     const col2im *t = ud;
     const ctgeom *g = t->g;
     const int64_t ID = g->id[0], IH = g->id[1], IW = g->id[2];
@@ -303,7 +316,7 @@ static int ct_impl_f32(const kiln_call *c) {
                              .b_cs = 1, .c = col, .ldc = isp};
             kiln__sgemm(&gm, c->exec);
             col2im t = {.g = &g, .col = col, .y = y + (n * g.M + gi * g.Mg) * osp,
-                        .bias = bias ? bias + gi * g.Mg : NULL};
+                        .bias = bias ? bias + gi * g.Mg : NULL, .call = c, .chan0 = gi * g.Mg};
             kiln_exec_parallel_for(c->exec, g.Mg, 1, col2im_range, &t);
         }
     return 0;
@@ -315,6 +328,7 @@ static const kiln_quick_op ct_op = {
     .ns = "ai.onnx", .name = "ConvTranspose", .version = 1,
     .min_inputs = 2, .max_inputs = 3, .num_outputs = 1,
     .attrs = ct_attrs, .shape = ct_shape, .impl = ct_impl, .workspace = ct_ws_bytes,
+    .accepts_epilogue = 1, /* applied per finished output channel */
     .doc = "transposed convolution: packed GEMM + col2im",
 };
 KILN_OP(ct_op)

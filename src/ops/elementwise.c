@@ -700,9 +700,29 @@ static int prelu_shape(kiln_shape_ctx *c) {
     return 0;
 }
 static int prelu_impl(const kiln_call *c) { return bin_impl(c, tab_prelu); }
+/* Epilogue with a constant f32 slope: one value, or one per channel. */
+static int prelu_epi(const kiln_epilogue_args *a, float *x, int64_t n, int64_t ch, int64_t chan_len) {
+    const float *sl = a->in[1].data;
+    int scalar = a->p[0] != 0;
+    for (int64_t i = 0; i < n;) {
+        int64_t c = chan_len ? ch + i / chan_len : ch;
+        int64_t run = chan_len && !scalar ? chan_len - i % chan_len : n - i;
+        if (run > n - i) run = n - i;
+        float z = scalar ? sl[0] : sl[c];
+        for (int64_t k = i; k < i + run; k++) x[k] = E_PRELU(x[k], z);
+        i += run;
+    }
+    return 0;
+}
+static int prelu_epi_check(kiln_epilogue_args *a) {
+    a->p[0] = kiln_epilogue_param_kind(a, 1) == 1;
+    if (a->x != 0 || a->nin != 2 || a->in[1].dtype != KILN_DTYPE_F32) return 1;
+    return kiln_epilogue_param_kind(a, 1) == 0;
+}
 static const kiln_quick_op prelu_op = {
     .ns = OPS1_NS, .name = "PRelu", .version = 7, .min_inputs = 2, .max_inputs = 2,
     .num_outputs = 1, .shape = prelu_shape, .impl = prelu_impl,
+    .epilogue = prelu_epi, .epilogue_check = prelu_epi_check,
     .doc = "x < 0 ? slope * x : x (slope broadcast to x)",
 };
 KILN_OP(prelu_op)

@@ -62,6 +62,17 @@ static int gemm_shape(kiln_shape_ctx *c) {
     return 0;
 }
 
+/* sgemm `done` hook: Y is [M, N], so column j is channel j (chan_len 1). */
+typedef struct gemm_epi {
+    const kiln_call *c;
+    float *y;
+    int64_t N;
+} gemm_epi;
+static void gemm_done(void *ud, int64_t i0, int64_t i1, int64_t j0, int64_t n) {
+    const gemm_epi *ge = ud;
+    for (int64_t i = i0; i < i1; i++) kiln_call_epilogue(ge->c, 0, ge->y + i * ge->N + j0, n, j0, 1);
+}
+
 static int gemm_impl_f32(const kiln_call *c) {
     const kiln_tensor *A = &c->in[0], *B = &c->in[1], *C = c->nin > 2 ? &c->in[2] : NULL;
     kiln_tensor *Y = &c->out[0];
@@ -103,6 +114,11 @@ static int gemm_impl_f32(const kiln_call *c) {
             g.accumulate = 1;
         }
     }
+    gemm_epi ge = {c, y, N};
+    if (c->epilogue) {
+        g.done = gemm_done;
+        g.done_ud = &ge;
+    }
     kiln__sgemm(&g, c->exec);
     return 0;
 }
@@ -114,6 +130,7 @@ static const kiln_quick_op gemm_op = {
     .min_inputs = 2, .max_inputs = 3, .num_outputs = 1,
     .attrs = gemm_attrs, .shape = gemm_shape, .impl = gemm_impl,
     .timing_id = "transA,transB",
+    .accepts_epilogue = 1, /* applied per finished tile (sgemm done hook) */
     .doc = "general matrix multiply Y = alpha*A'*B' + beta*C (packed AVX SGEMM)",
 };
 
@@ -278,12 +295,21 @@ static size_t matmul_ws(const kiln_call *c) {
     return (size_t)(n > 0 ? n : 1) * 3 * sizeof(int64_t);
 }
 
-static int matmul_impl(const kiln_call *c) { return kiln__ops2_as_f32(c, matmul_impl_f32); }
+/* The batched paths split work in several ways; a fused epilogue runs as
+ * one pass over the result. */
+static int matmul_impl_epi(const kiln_call *c) {
+    int rc = matmul_impl_f32(c);
+    if (!rc) kiln__ops2_epilogue_all(c);
+    return rc;
+}
+
+static int matmul_impl(const kiln_call *c) { return kiln__ops2_as_f32(c, matmul_impl_epi); }
 
 static const kiln_quick_op matmul_op = {
     .ns = "ai.onnx", .name = "MatMul", .version = 1,
     .min_inputs = 2, .max_inputs = 2, .num_outputs = 1,
     .shape = matmul_shape, .impl = matmul_impl, .workspace = matmul_ws,
+    .accepts_epilogue = 1, /* applied in one pass after the product */
     .doc = "numpy matmul with batch broadcasting (packed AVX SGEMM)",
 };
 

@@ -133,6 +133,36 @@ static int bn_impl_f32(const kiln_call *c) {
 }
 static int bn_impl(const kiln_call *c) { return kiln__ops2_as_f32(c, bn_impl_f32); }
 
+/* Epilogue (inference): y = x * a + b with a = scale / sqrt(var + eps),
+ * b = B - mean * a per channel, as bn_impl_f32 computes them. */
+static int bn_epi(const kiln_epilogue_args *ea, float *x, int64_t n, int64_t ch, int64_t chan_len) {
+    const float *sc = ea->in[1].data, *bb = ea->in[2].data, *mean = ea->in[3].data,
+                *var = ea->in[4].data;
+    double eps = ea->p[0];
+    for (int64_t i = 0; i < n;) {
+        int64_t c = chan_len ? ch + i / chan_len : ch;
+        int64_t run = chan_len ? chan_len - i % chan_len : n - i;
+        if (run > n - i) run = n - i;
+        double a = sc[c] / sqrt(var[c] + eps);
+        float fa = (float)a, fb = (float)(bb[c] - mean[c] * a);
+        for (int64_t k = i; k < i + run; k++) x[k] = x[k] * fa + fb;
+        i += run;
+    }
+    return 0;
+}
+/* Fusable when not training and the four parameters are f32 per channel. */
+static int bn_epi_check(kiln_epilogue_args *ea) {
+    if (ea->x != 0 || ea->nin != 5 || ea->in[0].ndim < 2 ||
+        kiln_attrs_int(ea->attrs, "training_mode") != 0)
+        return 1;
+    ea->p[0] = kiln_attrs_float(ea->attrs, "epsilon");
+    for (int i = 1; i < 5; i++)
+        if (!ea->in[i].data || ea->in[i].dtype != KILN_DTYPE_F32 ||
+            kiln_tensor_numel(&ea->in[i]) != ea->channels)
+            return 1;
+    return 0;
+}
+
 /* ------------------------------------------------------------ InstanceNormalization */
 
 static const kiln_attr_def in_attrs[] = {
@@ -399,12 +429,14 @@ static const kiln_quick_op bn_1 = {
     .ns = "ai.onnx", .name = "BatchNormalization", .version = 1,
     .min_inputs = 5, .max_inputs = 5, .num_outputs = 1,
     .attrs = bn_attrs, .shape = bn_shape, .impl = bn_impl,
+    .epilogue = bn_epi, .epilogue_check = bn_epi_check,
     .doc = "batch normalization with running statistics (inference)",
 };
 static const kiln_quick_op bn_14 = {
     .ns = "ai.onnx", .name = "BatchNormalization", .version = 14,
     .min_inputs = 5, .max_inputs = 5, .num_outputs = 3,
     .attrs = bn_attrs, .shape = bn_shape, .impl = bn_impl,
+    .epilogue = bn_epi, .epilogue_check = bn_epi_check,
     .doc = "batch normalization; training_mode=1 uses batch statistics and updates running ones",
 };
 static const kiln_quick_op in_1 = {

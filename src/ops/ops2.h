@@ -50,7 +50,22 @@ typedef struct kiln__gemm {
     int accumulate;           /* 1: C += A*B (C holds beta*C already) */
     const float *bias_row;    /* per-row (M) bias added on store, or NULL */
     int relu;                 /* clamp at 0 after bias (fusion hook) */
+    /* Called once for every finished block of C (rows [i0, i1), columns
+     * [j0, j0 + n)), while it is still in cache: epilogue fusion.  NULL:
+     * none. */
+    void (*done)(void *ud, int64_t i0, int64_t i1, int64_t j0, int64_t n);
+    void *done_ud;
 } kiln__gemm;
+
+/* Apply the call's fused epilogue chain (kiln_call_epilogue) to all of
+ * output 0 (dense F32): whole planes of dims[2..] for rank >= 3, rows
+ * (chan_len 1) for rank 2.  For ops that cannot apply it per tile. */
+void kiln__ops2_epilogue_all(const kiln_call *c);
+/* The chain over elements [b, e) of a channel-major region: channel k of
+ * it (numbered chan0 + k) starts at base + k * plane.  Partial planes at
+ * either end are separate calls; whole planes go in one call. */
+void kiln__ops2_epilogue_span(const kiln_call *c, float *base, int64_t plane, int64_t b,
+                              int64_t e, int64_t chan0);
 
 /* Run the GEMM, splitting the work over exec (may be NULL: serial). */
 void kiln__sgemm(const kiln__gemm *g, kiln_exec *exec);

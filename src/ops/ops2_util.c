@@ -172,3 +172,38 @@ void kiln__ops2_register_versions(const kiln_quick_op *op, const int *versions, 
         kiln_register_quick_op(q);
     }
 }
+
+void kiln__ops2_epilogue_span(const kiln_call *c, float *base, int64_t plane, int64_t b,
+                              int64_t e, int64_t chan0) {
+    if (!c || !c->epilogue || e <= b || plane <= 0) return;
+    if (b % plane) {
+        int64_t end = (b / plane + 1) * plane;
+        if (end > e) end = e;
+        kiln_call_epilogue(c, 0, base + b, end - b, chan0 + b / plane, 0);
+        b = end;
+    }
+    int64_t full = (e - b) / plane;
+    if (full > 0) {
+        kiln_call_epilogue(c, 0, base + b, full * plane, chan0 + b / plane, plane);
+        b += full * plane;
+    }
+    if (b < e) kiln_call_epilogue(c, 0, base + b, e - b, chan0 + b / plane, 0);
+}
+
+void kiln__ops2_epilogue_all(const kiln_call *c) {
+    if (!c->epilogue || c->nout < 1) return;
+    const kiln_tensor *y = &c->out[0];
+    float *p = y->data;
+    if (!p || y->dtype != KILN_DTYPE_F32) return;
+    if (y->ndim >= 3) {
+        int64_t inner = 1;
+        for (int i = 2; i < y->ndim; i++) inner *= y->dims[i];
+        for (int64_t n = 0; n < y->dims[0]; n++)
+            kiln__ops2_epilogue_span(c, p + n * y->dims[1] * inner, inner, 0, y->dims[1] * inner, 0);
+    } else if (y->ndim == 2) {
+        for (int64_t r = 0; r < y->dims[0]; r++)
+            kiln_call_epilogue(c, 0, p + r * y->dims[1], y->dims[1], 0, 1);
+    } else {
+        kiln_call_epilogue(c, 0, p, kiln_tensor_numel(y), 0, 0);
+    }
+}

@@ -489,6 +489,7 @@ static int gemv_block(const kiln__gemm *g, int64_t m0, int64_t m1, int64_t n0, i
                 float v = alpha * y[j] + bias;
                 y[j] = g->relu && v < 0 ? 0 : v;
             }
+            if (g->done) g->done(g->done_ud, 0, 1, n0, n1 - n0);
             return 1;
         }
         /* C += x * B: compute a block into a small buffer, then add */
@@ -501,6 +502,7 @@ static int gemv_block(const kiln__gemm *g, int64_t m0, int64_t m1, int64_t n0, i
                 float v = y[j] + alpha * t[j - j0] + bias;
                 y[j] = g->relu && v < 0 ? 0 : v;
             }
+            if (g->done) g->done(g->done_ud, 0, 1, j0, j1 - j0);
         }
         return 1;
     }
@@ -511,6 +513,7 @@ static int gemv_block(const kiln__gemm *g, int64_t m0, int64_t m1, int64_t n0, i
             if (g->accumulate) v += g->c[i * g->ldc];
             g->c[i * g->ldc] = g->relu && v < 0 ? 0 : v;
         }
+        if (g->done) g->done(g->done_ud, m0, m1, 0, 1);
         return 1;
     }
     return 0;
@@ -530,6 +533,7 @@ static void gemm_block(const kiln__gemm *g, int64_t m0, int64_t m1, int64_t n0, 
                 g->c[i * g->ldc + j] = v;
             }
         }
+        if (g->done) g->done(g->done_ud, m0, m1, n0, n1 - n0);
         return;
     }
     int64_t kcmax = K < KC ? K : KC;
@@ -578,6 +582,8 @@ static void gemm_block(const kiln__gemm *g, int64_t m0, int64_t m1, int64_t n0, 
                         micro(kc, pa + ir * kc, pb + jr * kc, ct, g->ldc, mr, nr, &si);
                     }
                 }
+                if (g->done && pc + kc >= K) /* rows [ic, ic + mc) x [jc, jc + nc) are final */
+                    g->done(g->done_ud, ic, ic + mc, jc, nc);
             }
         }
     }

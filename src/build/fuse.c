@@ -1,0 +1,143 @@
+/*
+ * fuse.c — epilogue fusion: elementwise layers folded into their producer.
+ *
+ * After type/format/tactic selection, a layer L whose op declares an
+ * `epilogue` (plugin.h, "epilogue fusion") is fused into the layer P that
+ * produces its one non-constant input when P's op declares
+ * accepts_epilogue and nothing else can observe the tensor between them.
+ * P then writes L's output and carries L (op, attributes, constant inputs)
+ * in its epilogue chain; L is dead.  Walking layers in execution order
+ * lets chains grow: Conv -> BatchNormalization fuses, then the Clip after
+ * it finds Conv as the producer of its input and fuses too.
+ *
+ * Nothing here names an op: the decision reads only the two declarations,
+ * the chosen types/formats and the graph.  The op's epilogue_check sees
+ * the constants (e.g. BatchNormalization's parameters must be per-channel)
+ * and may refuse.
+ */
+#include "builder.h"
+
+#include <string.h>
+
+/* kiln_tensor view of builder tensor t for epilogue_check: constants with
+ * data, the activation with data NULL and -1 for non-static dims. */
+static void view_of(const builder *b, int t, kiln_tensor *v) {
+    const bt *x = &b->t[t];
+    memset(v, 0, sizeof *v);
+    v->dtype = x->dtype;
+    v->format = KILN_FORMAT_LINEAR;
+    v->device = KILN_DEVICE_CPU;
+    v->ndim = x->ndim;
+    v->data = x->kind == BT_CONST ? (void *)x->data : NULL;
+    for (int d = 0; d < x->ndim; d++)
+        if (!kiln_expr_is_const(x->dims[d], &v->dims[d])) v->dims[d] = -1;
+    int64_t st = 1;
+    for (int d = x->ndim - 1; d >= 0; d--) {
+        v->strides[d] = st;
+        st *= v->dims[d] > 0 ? v->dims[d] : 1;
+    }
+}
+
+static int f32_linear(kiln_dtype t, kiln_format f) {
+    return t == KILN_DTYPE_F32 && f == KILN_FORMAT_LINEAR;
+}
+
+/* Try to fuse layer li into the producer of its activation input. */
+static void try_fuse(builder *b, int li, int *uses) {
+    bl *L = &b->l[li];
+    const kiln_quick_op *q = L->op->quick;
+    if (L->dead || L->is_reformat || !q || !q->epilogue || L->nout < 1 ||
+        L->nin > KILN__EPI_MAX_IN || L->io.n != L->nin + L->nout)
+        return;
+    /* optional extra outputs (BatchNormalization-14's running statistics)
+     * only when nothing reads them */
+    for (int o = 1; o < L->nout; o++) {
+        int T = L->out[o];
+        if (T >= 0 && (uses[T] || b->t[T].is_output || b->t[T].is_size)) return;
+    }
+    /* exactly one non-constant input; the rest constants with data */
+    int x = -1;
+    for (int p = 0; p < L->nin; p++) {
+        int T = L->in[p];
+        if (T < 0) continue;
+        if (b->t[T].kind == BT_CONST && b->t[T].data) {
+            for (int d = 0; d < b->t[T].ndim; d++) {
+                int64_t v;
+                if (!kiln_expr_is_const(b->t[T].dims[d], &v)) return;
+            }
+            continue;
+        }
+        if (x >= 0) return;
+        x = p;
+    }
+    if (x < 0) return;
+    int X = L->in[x], Y = L->out[0];
+    bt *tx = &b->t[X], *ty = &b->t[Y];
+    if (tx->kind != BT_ACT || tx->producer < 0 || tx->is_output || tx->is_size || uses[X] != 1 ||
+        tx->alias_in >= 0 || ty->is_size || (ty->alias_in >= 0 && ty->alias_in != X))
+        return;
+    int pi = tx->producer;
+    bl *P = &b->l[pi];
+    const kiln_quick_op *pq = P->op->quick;
+    if (P->dead || !pq || !pq->accepts_epilogue || pq->aot || P->aot == 1 || P->nout != 1 ||
+        P->out[0] != X || P->nepi >= KILN__MAX_EPI || P->io.n != P->nin + P->nout)
+        return;
+    /* F32 LINEAR through the fused path */
+    for (int p = 0; p < P->io.n; p++)
+        if (!f32_linear(P->io.dtype[p], P->io.format[p])) return;
+    if (!f32_linear(L->io.dtype[x], L->io.format[x]) ||
+        !f32_linear(L->io.dtype[L->nin], L->io.format[L->nin]) ||
+        !f32_linear(tx->pdtype, tx->pfmt) || !f32_linear(ty->pdtype, ty->pfmt) ||
+        tx->dtype != KILN_DTYPE_F32 || ty->dtype != KILN_DTYPE_F32)
+        return;
+    /* same dims (hash-consed expressions: pointer equality) */
+    if (tx->ndim != ty->ndim || tx->ndim < 1) return;
+    for (int d = 0; d < tx->ndim; d++)
+        if (tx->dims[d] != ty->dims[d]) return;
+    int64_t channels = 1;
+    if (tx->ndim >= 2 && !kiln_expr_is_const(tx->dims[1], &channels)) return;
+    /* the op's own check on its constants */
+    kiln_tensor in[KILN__EPI_MAX_IN];
+    for (int p = 0; p < L->nin; p++) {
+        if (L->in[p] < 0) {
+            memset(&in[p], 0, sizeof in[p]);
+            continue;
+        }
+        view_of(b, L->in[p], &in[p]);
+    }
+    kiln_attrs view = kiln__attrset_view(L->attrs);
+    kiln_epilogue_args a = {.attrs = &view, .in = in, .nin = L->nin, .x = x, .channels = channels};
+    if (q->epilogue_check && q->epilogue_check(&a) != 0) return;
+
+    P->epi[P->nepi].layer = li;
+    P->epi[P->nepi].x = x;
+    P->nepi++;
+    P->out[0] = Y;
+    ty->producer = pi;
+    ty->alias_in = -1;
+    tx->live = 0;
+    uses[X] = 0;
+    L->dead = 1;
+    if (b->st) b->st->fused++;
+    kiln__log(KILN_LOG_VERBOSE, "layer '%s' (%s::%s v%d) fused into '%s' (%s::%s v%d) as an epilogue",
+              L->name, L->op->ns, L->op->name, L->op->version, P->name, P->op->ns, P->op->name,
+              P->op->version);
+}
+
+int kiln__b_fuse(builder *b) {
+    if (b->cfg->flags & KILN_BUILD_NO_FUSION) return 0;
+    int *uses = kiln__calloc((size_t)b->nt + 1, sizeof *uses);
+    if (!uses) return kiln__err(KILN_ENOMEM, "build: out of memory");
+    for (int li = 0; li < b->nl; li++) {
+        const bl *L = &b->l[li];
+        if (L->dead) continue;
+        for (int p = 0; p < L->nin; p++)
+            if (L->in[p] >= 0) uses[L->in[p]]++;
+    }
+    /* A size symbol bound to a tensor reads it too. */
+    for (int s = 0; s < b->nsym; s++)
+        if (b->sym[s].t >= 0 && b->sym[s].t < b->nt) uses[b->sym[s].t] += 2;
+    for (int li = 0; li < b->nl; li++) try_fuse(b, li, uses);
+    kiln__free(uses);
+    return 0;
+}

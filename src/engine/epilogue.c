@@ -1,0 +1,212 @@
+/*
+ * epilogue.c — fused epilogue chains at run time.
+ *
+ * The builder (build/fuse.c) folds elementwise layers into the layer that
+ * produces their input; the engine keeps, per layer, the chain of fused ops
+ * (kiln__eepi: identity, attributes, constant inputs).  Here a loaded or
+ * built engine turns each chain into a ready-to-call list (op epilogue
+ * function + kiln_epilogue_args over the engine's weights), which the
+ * context hands to the producing kernel as kiln_call.epilogue.  Everything
+ * from the file is checked again here: ops exist and have an epilogue,
+ * inputs are constants of static shape, and each op's epilogue_check still
+ * accepts them (a crafted file cannot make an epilogue read past a
+ * constant).
+ */
+#include "kiln_int.h"
+
+#include <stdio.h>
+
+typedef struct epi_entry {
+    int (*fn)(const kiln_epilogue_args *a, float *x, int64_t n, int64_t channel, int64_t chan_len);
+    kiln_epilogue_args args;
+    kiln_attrs attrs;
+    kiln_tensor in[KILN__EPI_MAX_IN];
+} epi_entry;
+
+typedef struct epi_rt {
+    int n;
+    epi_entry e[KILN__MAX_EPI];
+} epi_rt;
+
+KILN_API int kiln_call_epilogue(const kiln_call *c, int out, float *x, int64_t n, int64_t channel,
+                                int64_t chan_len) {
+    const epi_rt *r = c ? c->epilogue : NULL;
+    if (!r || out != 0 || n <= 0) return 0;
+    for (int i = 0; i < r->n; i++) {
+        int rc = r->e[i].fn(&r->e[i].args, x, n, channel, chan_len);
+        if (rc) return rc;
+    }
+    return 0;
+}
+
+KILN_API int kiln_epilogue_param_kind(const kiln_epilogue_args *a, int i) {
+    if (!a || i < 0 || i >= a->nin || i == a->x || !a->in[i].data) return 0;
+    const kiln_tensor *t = &a->in[i];
+    if (kiln_tensor_numel(t) == 1) return 1;
+    int r = a->in[a->x].ndim;
+    if (r < 2 || t->ndim > r || r - t->ndim > 1) return 0; /* must reach dim 1 */
+    for (int j = 0; j < t->ndim; j++) {
+        int d = r - t->ndim + j; /* activation dim this one broadcasts against */
+        if (d == 1) {
+            if (t->dims[j] != a->channels) return 0;
+        } else if (t->dims[j] != 1) {
+            return 0;
+        }
+    }
+    return 2;
+}
+
+static int node_const(const kiln_engine *e, int32_t n, int64_t *v) {
+    if (n < 0 || n >= e->nnodes || e->nodes[n].op != KILN_EXPR_CONST) return 0;
+    *v = e->nodes[n].v;
+    return 1;
+}
+
+void kiln__epi_free(kiln__elayer *el) {
+    for (int32_t i = 0; i < el->nepi && el->epi; i++) {
+        kiln__eepi *p = &el->epi[i];
+        kiln__free(p->op_ns);
+        kiln__free(p->op_name);
+        kiln__free(p->blob);
+        if (p->attrs.v) kiln__attrset_free(&p->attrs);
+    }
+    kiln__free(el->epi);
+    el->epi = NULL;
+    el->nepi = 0;
+    kiln__free(el->epi_rt);
+    el->epi_rt = NULL;
+}
+
+void kiln__epi_describe(const kiln__elayer *el, char *buf, size_t size) {
+    size_t len = 0;
+    if (size) buf[0] = 0;
+    for (int32_t i = 0; i < el->nepi && el->epi; i++) {
+        int n = snprintf(buf + len, size - len, " + %s", el->epi[i].op_name);
+        if (n < 0 || (size_t)n >= size - len) break;
+        len += (size_t)n;
+    }
+}
+
+int kiln__epi_prepare(kiln_engine *e, kiln__elayer *el) {
+    if (el->nepi <= 0) return 0;
+    if (el->nepi > KILN__MAX_EPI || el->nout < 1 || el->aot_kernel >= 0 || !el->op ||
+        !el->op->quick || !el->op->quick->accepts_epilogue)
+        return kiln__err(KILN_EFORMAT,
+                         "layer '%s': %d fused epilogue ops, but the layer %s (at most %d ops on a "
+                         "JIT layer whose op accepts epilogues)",
+                         el->name, (int)el->nepi,
+                         el->aot_kernel >= 0 ? "runs an AOT kernel"
+                         : !el->op || !el->op->quick || !el->op->quick->accepts_epilogue
+                             ? "does not accept epilogues"
+                             : "has no output",
+                         KILN__MAX_EPI);
+    /* The activation: the layer's output 0 (same dims as the fused input). */
+    const kiln__etensor *act = &e->tensors[el->out[0]];
+    if (act->dtype != KILN_DTYPE_F32 || act->format != KILN_FORMAT_LINEAR)
+        return kiln__err(KILN_EFORMAT, "layer '%s': fused epilogues need an F32 LINEAR output, "
+                         "found %s %s", el->name, kiln_dtype_name((kiln_dtype)act->dtype),
+                         kiln_format_name((kiln_format)act->format));
+    int64_t channels = 1;
+    if (act->ndim >= 2 && !node_const(e, act->dims[1], &channels))
+        return kiln__err(KILN_EFORMAT, "layer '%s': fused epilogues need a static dim 1 of "
+                         "output '%s'", el->name, act->name);
+    epi_rt *rt = kiln__calloc(1, sizeof *rt);
+    if (!rt) return kiln__err(KILN_ENOMEM, "out of memory");
+    int rc = 0;
+    for (int32_t i = 0; i < el->nepi && !rc; i++) {
+        kiln__eepi *p = &el->epi[i];
+        epi_entry *en = &rt->e[i];
+        const char *what = p->op_name ? p->op_name : "?";
+        if (!p->op) p->op = kiln__registry_find(p->op_ns, p->op_name, p->op_version);
+        if (!p->op) {
+            rc = kiln__err(KILN_EPLUGIN, "layer '%s': fused epilogue op %s::%s version %d is not "
+                           "registered; load its library with --plugins or "
+                           "kiln_registry_load_library", el->name, p->op_ns, p->op_name,
+                           (int)p->op_version);
+            break;
+        }
+        const kiln__op *op = p->op;
+        if (!op->quick || !op->quick->epilogue) {
+            rc = kiln__err(KILN_EFORMAT, "layer '%s': fused op %s::%s v%d has no epilogue function",
+                           el->name, op->ns, op->name, op->version);
+            break;
+        }
+        if (p->nin < op->min_inputs || p->nin > op->max_inputs || p->nin > KILN__EPI_MAX_IN ||
+            p->x < 0 || p->x >= p->nin || p->in[p->x] != -1) {
+            rc = kiln__err(KILN_EFORMAT, "layer '%s': fused op %s::%s v%d has %d inputs "
+                           "(activation at %d); the op takes %d..%d", el->name, op->ns, op->name,
+                           op->version, (int)p->nin, (int)p->x, op->min_inputs, op->max_inputs);
+            break;
+        }
+        if (!p->attrs.v && op->nattrs > 0) {
+            rc = kiln__attrs_deserialize(&p->attrs, op, p->blob, (size_t)p->blob_size);
+            if (rc) {
+                kiln__err_prefix(rc, "layer '%s': fused op %s attributes", el->name, what);
+                break;
+            }
+        }
+        en->attrs = kiln__attrset_view(&p->attrs);
+        for (int32_t k = 0; k < p->nin && !rc; k++) {
+            kiln_tensor *t = &en->in[k];
+            t->device = KILN_DEVICE_CPU;
+            t->format = KILN_FORMAT_LINEAR;
+            if (k == p->x) {
+                t->dtype = KILN_DTYPE_F32;
+                t->ndim = act->ndim;
+                for (int d = 0; d < act->ndim; d++)
+                    if (!node_const(e, act->dims[d], &t->dims[d])) t->dims[d] = -1;
+                continue;
+            }
+            if (p->in[k] < 0) continue; /* absent optional input */
+            if (p->in[k] >= e->ntensors || e->tensors[p->in[k]].kind != KILN__ET_CONST) {
+                rc = kiln__err(KILN_EFORMAT, "layer '%s': fused op %s input %d is tensor %d, "
+                               "expected a constant", el->name, what, (int)k, (int)p->in[k]);
+                break;
+            }
+            const kiln__etensor *ct = &e->tensors[p->in[k]];
+            t->dtype = (kiln_dtype)ct->dtype;
+            t->ndim = ct->ndim;
+            int64_t numel = 1;
+            for (int d = 0; d < ct->ndim && !rc; d++) {
+                if (!node_const(e, ct->dims[d], &t->dims[d]) || t->dims[d] < 0)
+                    rc = kiln__err(KILN_EFORMAT, "layer '%s': fused op %s: constant '%s' has a "
+                                   "non-static dim %d", el->name, what, ct->name, d);
+                else
+                    numel *= t->dims[d];
+            }
+            if (rc) break;
+            if ((uint64_t)numel * kiln_dtype_size(t->dtype) != ct->const_bytes) {
+                rc = kiln__err(KILN_EFORMAT, "layer '%s': fused op %s: constant '%s' holds %llu "
+                               "bytes, its dims need %llu", el->name, what, ct->name,
+                               (unsigned long long)ct->const_bytes,
+                               (unsigned long long)((uint64_t)numel * kiln_dtype_size(t->dtype)));
+                break;
+            }
+            int64_t st = 1;
+            for (int d = ct->ndim - 1; d >= 0; d--) {
+                t->strides[d] = st;
+                st *= t->dims[d];
+            }
+            t->data = e->weights + ct->const_off;
+        }
+        if (rc) break;
+        en->fn = op->quick->epilogue;
+        en->args.attrs = &en->attrs;
+        en->args.in = en->in;
+        en->args.nin = p->nin;
+        en->args.x = p->x;
+        en->args.channels = channels;
+        if (op->quick->epilogue_check && op->quick->epilogue_check(&en->args) != 0) {
+            rc = kiln__err(KILN_EFORMAT, "layer '%s': fused op %s::%s v%d refuses its inputs "
+                           "(epilogue_check)", el->name, op->ns, op->name, op->version);
+            break;
+        }
+        rt->n = i + 1;
+    }
+    if (rc) {
+        kiln__free(rt);
+        return rc;
+    }
+    el->epi_rt = rt;
+    return 0;
+}
