@@ -344,7 +344,9 @@ TEST_IMPL(fuse_conv_bn_clip) {
     cgeo sd = {.N = 1, .C = 6, .M = 12, .G = 2, .id = {1, 17, 15}, .k = {1, 3, 3}, .s = {1, 2, 2}, .p = {0, 2, 2}, .d = {1, 2, 2}};
     cgeo c1 = {.N = 2, .C = 5, .M = 7, .G = 1, .id = {1, 1, 50}, .k = {1, 1, 5}, .s = {1, 1, 1}, .p = {0, 0, 2}, .d = {1, 1, 1}};
     cgeo c3 = {.N = 1, .C = 3, .M = 4, .G = 1, .id = {5, 6, 7}, .k = {3, 3, 3}, .s = {1, 1, 1}, .p = {1, 1, 1}, .d = {1, 1, 1}};
+    cgeo dw2 = {.N = 1, .C = 8, .M = 8, .G = 8, .id = {1, 21, 75}, .k = {1, 3, 3}, .s = {1, 2, 2}, .p = {0, 1, 1}, .d = {1, 1, 1}};
     conv_chain(dw, 2, 0, KILN_BUILD_NO_TIMING, 1);
+    conv_chain(dw2, 2, 1, KILN_BUILD_NO_TIMING, 2); /* stride-2 depthwise (deinterleaved rows) */
     conv_chain(dense, 2, 0, KILN_BUILD_NO_TIMING, 2);
     conv_chain(pw, 2, 1, KILN_BUILD_NO_TIMING, 1);
     conv_chain(sd, 2, 1, KILN_BUILD_NO_TIMING, 2);
