@@ -462,6 +462,10 @@ typedef struct kiln_quick_op {
     /* 1: impl calls kiln_call_epilogue on everything it writes to output 0
      * (F32 LINEAR), so elementwise consumers may be fused into it. */
     int accepts_epilogue;
+    /* Bit k set: output k is optional to compute; when nothing reads it
+     * (no layer, not a network output) impl gets it with data NULL (e.g.
+     * MaxPool's Indices).  Dims are still set. */
+    unsigned optional_outputs;
 } kiln_quick_op;
 
 /* ------------------------------------------------- full plugins */
