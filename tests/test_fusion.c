@@ -16,6 +16,9 @@
  * references computed here; the build stats and kiln_engine_inspect show
  * the fusion happened (or, for graphs where it must not, that it did not);
  * a fused engine survives serialize/load.
+ *
+ * Optional outputs: MaxPool's Indices, when nothing reads them, reach the
+ * kernel as NULL (kiln_quick_op.optional_outputs) and are not computed.
  */
 #include "kiln/kiln.h"
 #include "kiln/plugin.h"
@@ -636,6 +639,60 @@ TEST_IMPL(fuse_roundtrip) {
     free(x); free(w); free(sc); free(bb); free(mean); free(var); free(y0); free(y1); free(ref);
 }
 
-TEST_LIST(TEST_ENTRY(gemv_gemm), TEST_ENTRY(gemv_matmul), TEST_ENTRY(fuse_conv_bn_clip),
+/* MaxPool-8 with its Indices output unread (passed as NULL: the op skips
+ * them and takes the row-reduction path) and read (network output). */
+TEST_IMPL(maxpool_unread_indices) {
+    int64_t C = 3, H = 13, W = 40, k = 3, s = 2, p = 1;
+    int64_t OH = (H + 2 * p - k) / s + 1, OW = (W + 2 * p - k) / s + 1, n = C * H * W, no = C * OH * OW;
+    float *x = rnd(n), *y = malloc((size_t)no * sizeof(float));
+    int64_t *ind = malloc((size_t)no * sizeof(int64_t));
+    for (int with_ind = 0; with_ind < 2; with_ind++) {
+        kiln_network *net = kiln_network_create();
+        int64_t xd[4] = {1, C, H, W};
+        ASSERT_OK(kiln_network_add_input(net, "X", KILN_DTYPE_F32, 4, xd, NULL));
+        const char *outs[2] = {"Y", "I"};
+        kiln_layer *l = kiln_network_add_layer(net, "ai.onnx::MaxPool", 12, "mp", 1, (const char *[]){"X"}, 2, outs);
+        ASSERT(l);
+        ASSERT_OK(kiln_layer_set_ints(l, "kernel_shape", (int64_t[]){k, k}, 2));
+        ASSERT_OK(kiln_layer_set_ints(l, "strides", (int64_t[]){s, s}, 2));
+        ASSERT_OK(kiln_layer_set_ints(l, "pads", (int64_t[]){p, p, p, p}, 4));
+        ASSERT_OK(kiln_network_mark_output(net, "Y"));
+        if (with_ind) ASSERT_OK(kiln_network_mark_output(net, "I"));
+        kiln_engine *e = build(net, KILN_BUILD_NO_TIMING, 1, NULL);
+        kiln_network_free(net);
+        for (int debug = 0; debug < 2; debug++) {
+            kiln_context *ctx;
+            ASSERT_OK(kiln_context_create(e, 1, &ctx));
+            kiln_context_set_debug(ctx, debug);
+            ASSERT_OK(kiln_context_bind(ctx, "X", x, (size_t)n * sizeof(float)));
+            memset(y, 0xA5, (size_t)no * sizeof(float));
+            memset(ind, 0xA5, (size_t)no * sizeof(int64_t));
+            ASSERT_OK(kiln_context_bind(ctx, "Y", y, (size_t)no * sizeof(float)));
+            if (with_ind) ASSERT_OK(kiln_context_bind(ctx, "I", ind, (size_t)no * sizeof(int64_t)));
+            ASSERT_OK(kiln_context_run(ctx));
+            kiln_context_free(ctx);
+            for (int64_t c = 0; c < C; c++)
+                for (int64_t oy = 0; oy < OH; oy++)
+                    for (int64_t ox = 0; ox < OW; ox++) {
+                        float best = -INFINITY;
+                        int64_t bi = -1;
+                        for (int64_t ky = 0; ky < k; ky++)
+                            for (int64_t kx = 0; kx < k; kx++) {
+                                int64_t iy = oy * s - p + ky, ix = ox * s - p + kx;
+                                if (iy < 0 || iy >= H || ix < 0 || ix >= W) continue;
+                                float v = x[(c * H + iy) * W + ix];
+                                if (bi < 0 || v > best) { best = v; bi = (c * H + iy) * W + ix; }
+                            }
+                        int64_t o = (c * OH + oy) * OW + ox;
+                        if (y[o] != best) TEST__FAIL("MaxPool y[%lld] = %g, expected %g", (long long)o, (double)y[o], (double)best);
+                        if (with_ind) ASSERT_EQ(ind[o], bi);
+                    }
+        }
+        kiln_engine_free(e);
+    }
+    free(x); free(y); free(ind);
+}
+
+TEST_LIST(TEST_ENTRY(gemv_gemm), TEST_ENTRY(maxpool_unread_indices), TEST_ENTRY(gemv_matmul), TEST_ENTRY(fuse_conv_bn_clip),
           TEST_ENTRY(fuse_gemm), TEST_ENTRY(fuse_matmul_convtranspose), TEST_ENTRY(fuse_refused),
           TEST_ENTRY(fuse_roundtrip))

@@ -88,6 +88,8 @@ struct kiln_context {
     uint64_t *mp_sizes, *mp_offs;
     int32_t *mp_first, *mp_last, *mp_t;
     int32_t *slot;              /* per tensor: its arena buffer (roots), -1 */
+    uint8_t *tnull;             /* (K) per tensor: an output nothing reads, of an op that
+                                 * allows it (kiln_quick_op.optional_outputs): passed as NULL */
 };
 
 /* ------------------------------------------------------------ helpers */
@@ -214,6 +216,27 @@ KILN_API int kiln_context_create(const kiln_engine *e, int threads, kiln_context
             r = e->tensors[r].alias_of;
         c->root[t] = r;
     }
+    /* Outputs nothing reads, which their op may skip computing. */
+    c->tnull = kiln__calloc(nt + 1, 1);
+    if (!c->tnull) {
+        rc = kiln__err(KILN_ENOMEM, "out of memory creating a context");
+        goto fail;
+    }
+    for (size_t l = 0; l < nl; l++) {
+        const kiln__elayer *el = &e->layers[l];
+        const kiln_quick_op *q = el->aot_kernel < 0 && el->op ? el->op->quick : NULL;
+        if (!q || !q->optional_outputs) continue;
+        for (int32_t k = 0; k < el->nout && k < 32; k++)
+            if (q->optional_outputs & (1u << k)) c->tnull[el->out[k]] = 1;
+    }
+    for (size_t t = 0; t < nt; t++) {
+        const kiln__etensor *et = &e->tensors[t];
+        if (et->kind != KILN__ET_ACT || et->is_size || et->alias_of >= 0) c->tnull[t] = 0;
+        if (c->root[t] != (int32_t)t) c->tnull[c->root[t]] = 0; /* something aliases it */
+    }
+    for (size_t l = 0; l < nl; l++)
+        for (int32_t k = 0; k < e->layers[l].nin; k++)
+            if (e->layers[l].in[k] >= 0) c->tnull[e->layers[l].in[k]] = 0;
     for (size_t i = 0; i < ni; i++) c->input_of[e->inputs[i]] = (int32_t)i;
     for (size_t i = 0; i < no; i++) {
         int32_t t = e->outputs[i];
@@ -308,7 +331,7 @@ KILN_API void kiln_context_free(kiln_context *c) {
                     c->bind_bytes, c->tptr,   c->tbytes,    c->talloc,    c->size_val,
                     c->owned,    c->owned_cap, c->L,        c->prof_ms,   c->mp_sizes,
                     c->mp_offs,  c->mp_first, c->mp_last,   c->mp_t,      c->slot,      c->views,
-                    c->view_t};
+                    c->view_t,   c->tnull};
     for (size_t i = 0; i < sizeof arrs / sizeof arrs[0]; i++) kiln__free(arrs[i]);
     kiln__free(c);
 }
@@ -603,6 +626,8 @@ static int patch_pointers(kiln_context *c) {
     }
     for (int32_t t = 0; t < e->ntensors; t++)
         if (c->root[t] != t) c->tptr[t] = c->tptr[c->root[t]];
+    for (int32_t t = 0; t < e->ntensors; t++)
+        if (c->tnull[t]) c->tptr[t] = NULL;
     for (int v = 0; v < c->nviews; v++)
         c->views[v].data = c->view_t[v] >= 0 ? c->tptr[c->view_t[v]] : NULL;
     c->ptrs_dirty = 0;

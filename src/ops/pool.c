@@ -207,6 +207,47 @@ static void pool_planes_2d(const ptask *t, int64_t b, int64_t e) {
         tap_range(ox * sx - g->pb[2], KW, dx, IW, g->pe[2], &txl[ox], &txh[ox], &txp[ox]);
     for (int64_t oy = 0; oy < OH; oy++)
         tap_range(oy * sy - g->pb[1], KH, dy, IH, g->pe[1], &tyl[oy], &tyh[oy], &typ[oy]);
+    if (t->kind == P_MAX && !t->ind) {
+        /* Max without indices: reduce the window's rows into one row
+         * first (unit stride, vectorized), then each output takes the max
+         * of its columns of that row.  The first tap starts the max and
+         * comparisons are strict, as below, so NaNs behave the same. */
+        float *rm = kiln__ops2_scratch(2, (size_t)IW + 16);
+        if (!rm) return;
+        for (int64_t pl = b; pl < e; pl++) {
+            const float *x = t->x + pl * isp;
+            float *y = t->y + pl * osp;
+            for (int64_t oy = 0; oy < OH; oy++) {
+                int64_t ys = oy * sy - g->pb[1], ylo = tyl[oy], yhi = tyh[oy];
+                float *yr = y + oy * OW;
+                if (yhi <= ylo) {
+                    for (int64_t ox = 0; ox < OW; ox++) yr[ox] = -INFINITY;
+                    continue;
+                }
+                const float *r0 = x + (ys + ylo * dy) * IW;
+                for (int64_t i = 0; i < IW; i++) rm[i] = r0[i];
+                for (int64_t ky = ylo + 1; ky < yhi; ky++) {
+                    const float *row = x + (ys + ky * dy) * IW;
+                    for (int64_t i = 0; i < IW; i++) rm[i] = row[i] > rm[i] ? row[i] : rm[i];
+                }
+                for (int64_t ox = 0; ox < OW; ox++) {
+                    int64_t xs = ox * sx - g->pb[2], xlo = txl[ox], xhi = txh[ox];
+                    if (xhi <= xlo) {
+                        yr[ox] = -INFINITY;
+                        continue;
+                    }
+                    const float *rr = rm + xs;
+                    float best = rr[xlo * dx];
+                    for (int64_t kx = xlo + 1; kx < xhi; kx++) {
+                        float v = rr[kx * dx];
+                        best = v > best ? v : best;
+                    }
+                    yr[ox] = best;
+                }
+            }
+        }
+        return;
+    }
     for (int64_t pl = b; pl < e; pl++) {
         const float *x = t->x + pl * isp;
         float *y = t->y + pl * osp;
@@ -559,6 +600,7 @@ POOL_IMPL(glppool_impl, P_LP, 1)
         .ns = "ai.onnx", .name = nm, .version = ver,                                 \
         .min_inputs = 1, .max_inputs = 1, .num_outputs = nout,                       \
         .attrs = at, .shape = shp, .impl = fn, .doc = dc,                            \
+        .optional_outputs = nout > 1 ? 2u : 0u, /* MaxPool's Indices */              \
     };                                                                               \
     KILN_OP(var)
 
