@@ -30,6 +30,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* engine/file.c: the section checksum (for patching files on purpose) */
+uint64_t kiln__file_checksum(const void *p, size_t n);
+
 static uint64_t g_seed = 0x5DEECE66Dull;
 
 static float *rnd(int64_t n) {
@@ -633,6 +636,57 @@ TEST_IMPL(fuse_roundtrip) {
         int rc = kiln_engine_load_memory(buf, size, &e2);
         ASSERT(rc != 0 && e2 == NULL);
         p[size - k] ^= 0x5A;
+    }
+    /* Well-formed (checksums fixed up) but wrong FUSION contents are
+     * refused by the loader's checks, naming the problem. */
+    static const struct { int what; const char *msg; } bad[] = {
+        {0, "fused layer index"}, {1, "input count"}, {2, "expected a constant"},
+        {3, "activation slot"}, {4, "not registered"},
+    };
+    for (size_t b = 0; b < sizeof bad / sizeof bad[0]; b++) {
+        uint8_t *q = malloc(size);
+        memcpy(q, buf, size);
+        uint8_t *sec = NULL, *entry = NULL;
+        uint32_t nsec, siglen, hsize;
+        memcpy(&hsize, q + 12, 4);
+        memcpy(&nsec, q + 20, 4);
+        memcpy(&siglen, q + 24, 4);
+        uint64_t off = 0, ssz = 0;
+        for (uint32_t i = 0; i < nsec; i++) {
+            uint8_t *t = q + 40 + ((siglen + 7) & ~7u) + 32 * i;
+            uint32_t id;
+            memcpy(&id, t, 4);
+            if (id != 10) continue; /* FUSION */
+            entry = t;
+            memcpy(&off, t + 8, 8);
+            memcpy(&ssz, t + 16, 8);
+            sec = q + off;
+        }
+        ASSERT(sec && entry);
+        /* u32 count, i32 layer, u32 nops, str ns, str name, i32 version, i32 nin, i32 x, i32 in[] */
+        uint32_t nslen, nmlen;
+        memcpy(&nslen, sec + 12, 4);
+        uint8_t *nm = sec + 16 + nslen;
+        memcpy(&nmlen, nm, 4);
+        uint8_t *ver = nm + 4 + nmlen, *nin = ver + 4, *xs = nin + 4, *in1 = xs + 4 + 4;
+        int32_t v;
+        switch (bad[b].what) {
+        case 0: v = 999; memcpy(sec + 4, &v, 4); break;
+        case 1: v = 99; memcpy(nin, &v, 4); break;
+        case 2: v = 0; memcpy(in1, &v, 4); break; /* tensor 0 is the input X */
+        case 3: v = 7; memcpy(xs, &v, 4); break;
+        case 4: nm[4] = 'Q'; break; /* "QatchNormalization" */
+        }
+        uint64_t ck = kiln__file_checksum(sec, (size_t)ssz);
+        memcpy(entry + 24, &ck, 8);
+        memset(q + 32, 0, 8);
+        ck = kiln__file_checksum(q, hsize);
+        memcpy(q + 32, &ck, 8);
+        e2 = NULL;
+        int rc = kiln_engine_load_memory(q, size, &e2);
+        ASSERT(rc != 0 && e2 == NULL);
+        ASSERT_CONTAINS(kiln_errmsg(), bad[b].msg);
+        free(q);
     }
     kiln_free(buf);
     kiln_engine_free(e);
