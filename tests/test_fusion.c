@@ -499,6 +499,76 @@ TEST_IMPL(fuse_matmul_convtranspose) {
     free(cx); free(cw); free(cb); free(ref); free(y);
 }
 
+/* Conv -> Mul (scalar) -> Add ([C, 1, 1]) -> Sub (scalar - x) -> Div (x /
+ * [1, C, 1, 1]), and Gemm -> Add ([N], per column): arithmetic with a
+ * constant operand fuses, either operand order. */
+TEST_IMPL(fuse_arith) {
+    cgeo g = {.N = 2, .C = 4, .M = 6, .G = 1, .id = {1, 7, 9}, .k = {1, 3, 3}, .s = {1, 1, 1}, .p = {0, 1, 1}, .d = {1, 1, 1}};
+    cgeo_out(&g);
+    int64_t nx = 2 * 4 * 7 * 9, osp = g.o[1] * g.o[2], ny = 2 * 6 * osp;
+    float *x = rnd(nx), *w = rnd(6 * 4 * 9), *ad = rnd(6), *dv = rnd(6);
+    for (int i = 0; i < 6; i++) dv[i] = 0.5f + dv[i] * dv[i];
+    float ms = 1.75f, ss = 0.25f;
+    kiln_network *net = kiln_network_create();
+    int64_t xd[4] = {2, 4, 7, 9}, wd[4] = {6, 4, 3, 3}, c3[3] = {6, 1, 1}, c4[4] = {1, 6, 1, 1};
+    ASSERT_OK(kiln_network_add_input(net, "X", KILN_DTYPE_F32, 4, xd, NULL));
+    add_const(net, "W", 4, wd, w);
+    add_const(net, "ms", 0, NULL, &ms);
+    add_const(net, "ad", 3, c3, ad);
+    add_const(net, "ss", 0, NULL, &ss);
+    add_const(net, "dv", 4, c4, dv);
+    kiln_layer *cl = layer(net, "ai.onnx::Conv", 11, "conv", 2, (const char *[]){"X", "W"}, "c");
+    ASSERT_OK(kiln_layer_set_ints(cl, "pads", (int64_t[]){1, 1, 1, 1}, 4));
+    layer(net, "ai.onnx::Mul", 14, "mul", 2, (const char *[]){"ms", "c"}, "m");
+    layer(net, "ai.onnx::Add", 14, "add", 2, (const char *[]){"m", "ad"}, "a");
+    layer(net, "ai.onnx::Sub", 14, "sub", 2, (const char *[]){"ss", "a"}, "s");
+    layer(net, "ai.onnx::Div", 14, "div", 2, (const char *[]){"s", "dv"}, "Y");
+    ASSERT_OK(kiln_network_mark_output(net, "Y"));
+    kiln_build_stats st;
+    kiln_engine *e = build(net, KILN_BUILD_NO_TIMING, 2, &st);
+    kiln_network_free(net);
+    ASSERT_EQ(st.fused, 4);
+    char *txt = inspect_text(e);
+    ASSERT_CONTAINS(txt, "ai.onnx::Conv v1 + Mul + Add + Sub + Div");
+    free(txt);
+    double *ref = malloc((size_t)ny * sizeof(double));
+    conv_ref(&g, x, w, NULL, ref);
+    for (int64_t i = 0; i < ny; i++) {
+        int64_t m = (i / osp) % 6;
+        ref[i] = ((double)ss - (ref[i] * ms + ad[m])) / dv[m];
+    }
+    float *y = malloc((size_t)ny * sizeof(float));
+    run_xy(e, 2, 1, x, nx, y, ny);
+    check_close("Conv -> Mul -> Add -> Sub -> Div", y, ref, ny, 1e-3);
+    kiln_engine_free(e);
+    free(ref); free(y);
+
+    int64_t M = 3, N = 50, K = 20;
+    float *a = rnd(M * K), *b = rnd(K * N), *bias = rnd(N);
+    net = kiln_network_create();
+    ASSERT_OK(kiln_network_add_input(net, "X", KILN_DTYPE_F32, 2, (int64_t[]){M, K}, NULL));
+    add_const(net, "B", 2, (int64_t[]){K, N}, b);
+    add_const(net, "bias", 1, (int64_t[]){N}, bias);
+    layer(net, "ai.onnx::Gemm", 11, "fc", 2, (const char *[]){"X", "B"}, "g");
+    layer(net, "ai.onnx::Add", 14, "add", 2, (const char *[]){"g", "bias"}, "Y");
+    ASSERT_OK(kiln_network_mark_output(net, "Y"));
+    e = build(net, KILN_BUILD_NO_TIMING, 1, &st);
+    kiln_network_free(net);
+    ASSERT_EQ(st.fused, 1);
+    ref = malloc((size_t)(M * N) * sizeof(double));
+    for (int64_t i = 0; i < M; i++)
+        for (int64_t j = 0; j < N; j++) {
+            double acc = bias[j];
+            for (int64_t k = 0; k < K; k++) acc += (double)a[i * K + k] * b[k * N + j];
+            ref[i * N + j] = acc;
+        }
+    y = malloc((size_t)(M * N) * sizeof(float));
+    run_xy(e, 1, 1, a, M * K, y, M * N);
+    check_close("Gemm -> Add", y, ref, M * N, 1e-4 * (double)K);
+    kiln_engine_free(e);
+    free(x); free(w); free(ad); free(dv); free(a); free(b); free(bias); free(ref); free(y);
+}
+
 /* Graphs that must not fuse, still correct:
  *  a) the Conv output also feeds an Add (two consumers),
  *  b) the Conv output is itself a network output,
@@ -748,5 +818,6 @@ TEST_IMPL(maxpool_unread_indices) {
 }
 
 TEST_LIST(TEST_ENTRY(gemv_gemm), TEST_ENTRY(maxpool_unread_indices), TEST_ENTRY(gemv_matmul), TEST_ENTRY(fuse_conv_bn_clip),
-          TEST_ENTRY(fuse_gemm), TEST_ENTRY(fuse_matmul_convtranspose), TEST_ENTRY(fuse_refused),
+          TEST_ENTRY(fuse_gemm), TEST_ENTRY(fuse_matmul_convtranspose), TEST_ENTRY(fuse_arith),
+          TEST_ENTRY(fuse_refused),
           TEST_ENTRY(fuse_roundtrip))

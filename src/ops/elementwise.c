@@ -389,10 +389,53 @@ static int bin_impl(const kiln_call *c, const bin_fn *tab) {
     };                                                                        \
     KILN_OP(VAR##_op)
 
-BIN_OP(add, "Add", 7, tab_add, 0, V_ADD, 1, NULL, "A + B (numpy broadcasting)")
-BIN_OP(sub, "Sub", 7, tab_sub, 0, V_SUB, 1, NULL, "A - B (numpy broadcasting)")
-BIN_OP(mul, "Mul", 7, tab_mul, 0, V_MUL, 1, NULL, "A * B (numpy broadcasting)")
-BIN_OP(div, "Div", 7, tab_div, 0, V_DIV, 1, NULL, "A / B (integers truncate)")
+/* Arithmetic ops also fuse as epilogues (plugin.h) when the other operand
+ * is an f32 constant holding one value or one per channel: p[0] = 1 for a
+ * scalar, p[1] = 1 when the activation is B (z OP x). */
+#define ARITH_OP(VAR, NAME, VER, TAB, VOP, E, DOC)                            \
+    static int VAR##_shape(kiln_shape_ctx *c) {                               \
+        return bin_shape(c, NAME, TAB, 0, VOP, 1);                            \
+    }                                                                         \
+    static int VAR##_impl(const kiln_call *c) { return bin_impl(c, TAB); }   \
+    static int VAR##_epi(const kiln_epilogue_args *a, float *x, int64_t n,    \
+                         int64_t ch, int64_t chan_len) {                      \
+        const float *zc = a->in[1 - a->x].data;                               \
+        int scalar = a->p[0] != 0, rev = a->p[1] != 0;                        \
+        for (int64_t i = 0; i < n;) {                                         \
+            int64_t cc = chan_len ? ch + i / chan_len : ch;                   \
+            int64_t run = chan_len && !scalar ? chan_len - i % chan_len : n - i; \
+            if (run > n - i) run = n - i;                                     \
+            float z = scalar ? zc[0] : zc[cc];                                \
+            if (rev)                                                          \
+                for (int64_t k = i; k < i + run; k++) x[k] = E(z, x[k]);      \
+            else                                                              \
+                for (int64_t k = i; k < i + run; k++) x[k] = E(x[k], z);      \
+            i += run;                                                         \
+        }                                                                     \
+        return 0;                                                             \
+    }                                                                         \
+    static int VAR##_epi_check(kiln_epilogue_args *a) {                       \
+        if (a->nin != 2 || a->x < 0 || a->x > 1) return 1;                    \
+        int o = 1 - a->x;                                                     \
+        if (!a->in[o].data || a->in[o].dtype != KILN_DTYPE_F32) return 1;     \
+        int kind = kiln_epilogue_param_kind(a, o);                            \
+        if (!kind) return 1;                                                  \
+        a->p[0] = kind == 1;                                                  \
+        a->p[1] = a->x == 1;                                                  \
+        return 0;                                                             \
+    }                                                                         \
+    static const kiln_quick_op VAR##_op = {                                   \
+        .ns = OPS1_NS, .name = NAME, .version = VER,                          \
+        .min_inputs = 2, .max_inputs = 2, .num_outputs = 1,                   \
+        .shape = VAR##_shape, .impl = VAR##_impl, .doc = DOC,                 \
+        .epilogue = VAR##_epi, .epilogue_check = VAR##_epi_check,            \
+    };                                                                        \
+    KILN_OP(VAR##_op)
+
+ARITH_OP(add, "Add", 7, tab_add, V_ADD, E_ADD, "A + B (numpy broadcasting)")
+ARITH_OP(sub, "Sub", 7, tab_sub, V_SUB, E_SUB, "A - B (numpy broadcasting)")
+ARITH_OP(mul, "Mul", 7, tab_mul, V_MUL, E_MUL, "A * B (numpy broadcasting)")
+ARITH_OP(div, "Div", 7, tab_div, V_DIV, E_DIV, "A / B (integers truncate)")
 BIN_OP(pow, "Pow", 7, tab_pow, 0, V_NONE, 0, NULL, "A ^ B (numpy broadcasting)")
 BIN_OP(equal, "Equal", 7, tab_eq, 1, V_EQ, 1, NULL, "A == B")
 BIN_OP(less, "Less", 7, tab_lt, 1, V_LT, 1, NULL, "A < B")
