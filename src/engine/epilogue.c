@@ -28,15 +28,44 @@ typedef struct epi_rt {
     epi_entry e[KILN__MAX_EPI];
 } epi_rt;
 
-KILN_API int kiln_call_epilogue(const kiln_call *c, int out, float *x, int64_t n, int64_t channel,
-                                int64_t chan_len) {
-    const epi_rt *r = c ? c->epilogue : NULL;
-    if (!r || out != 0 || n <= 0) return 0;
+static int run_chain(const epi_rt *r, float *x, int64_t n, int64_t channel, int64_t chan_len) {
     for (int i = 0; i < r->n; i++) {
         int rc = r->e[i].fn(&r->e[i].args, x, n, channel, chan_len);
         if (rc) return rc;
     }
     return 0;
+}
+
+/* Values per chunk when a chain has several ops: each op's pass then reads
+ * what the previous one wrote from L1. */
+#define EPI_CHUNK 2048
+
+KILN_API int kiln_call_epilogue(const kiln_call *c, int out, float *x, int64_t n, int64_t channel,
+                                int64_t chan_len) {
+    const epi_rt *r = c ? c->epilogue : NULL;
+    if (!r || out != 0 || n <= 0) return 0;
+    if (r->n == 1 || n <= EPI_CHUNK) return run_chain(r, x, n, channel, chan_len);
+    int rc = 0;
+    if (chan_len == 1 || chan_len == 0) { /* any split keeps the meaning */
+        for (int64_t i = 0; i < n && !rc; i += EPI_CHUNK)
+            rc = run_chain(r, x + i, n - i < EPI_CHUNK ? n - i : EPI_CHUNK,
+                           chan_len ? channel + i : channel, chan_len);
+        return rc;
+    }
+    if (chan_len <= EPI_CHUNK) { /* whole channels per chunk */
+        int64_t step = EPI_CHUNK / chan_len * chan_len;
+        for (int64_t i = 0; i < n && !rc; i += step)
+            rc = run_chain(r, x + i, n - i < step ? n - i : step, channel + i / chan_len, chan_len);
+        return rc;
+    }
+    /* long channels: chunks inside one channel */
+    for (int64_t i = 0; i < n && !rc;) {
+        int64_t in_ch = chan_len - i % chan_len, len = in_ch < EPI_CHUNK ? in_ch : EPI_CHUNK;
+        if (len > n - i) len = n - i;
+        rc = run_chain(r, x + i, len, channel + i / chan_len, 0);
+        i += len;
+    }
+    return rc;
 }
 
 KILN_API int kiln_epilogue_param_kind(const kiln_epilogue_args *a, int i) {
