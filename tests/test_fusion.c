@@ -358,6 +358,8 @@ TEST_IMPL(fuse_conv_bn_clip) {
     conv_chain(sd, 2, 1, KILN_BUILD_NO_TIMING, 2);
     conv_chain(c1, 1, 0, KILN_BUILD_NO_TIMING, 1);
     conv_chain(c3, 3, 1, KILN_BUILD_NO_TIMING, 2);
+    cgeo big = {.N = 1, .C = 3, .M = 3, .G = 3, .id = {1, 70, 66}, .k = {1, 3, 3}, .s = {1, 1, 1}, .p = {0, 1, 1}, .d = {1, 1, 1}};
+    conv_chain(big, 2, 1, KILN_BUILD_NO_TIMING, 1); /* planes longer than an epilogue chunk */
     conv_chain(dense, 2, 1, 0, 2); /* every tactic timed (with the epilogue off) */
     conv_chain(dw, 2, 0, 0, 1);
 }
@@ -419,6 +421,7 @@ TEST_IMPL(fuse_gemm) {
     gemm_chain(1, 300, 64, 1, 2);   /* GEMV, transB */
     gemm_chain(1, 100, 33, 0, 1);   /* GEMV, row-major B */
     gemm_chain(70, 130, 300, 0, 2); /* packed SGEMM, several blocks */
+    gemm_chain(1, 2600, 40, 1, 1);  /* rows longer than an epilogue chunk */
 }
 
 /* MatMul [2, T, K] x [K, C] -> Sigmoid -> HardSwish (channel = dim 1 = T,
