@@ -4,6 +4,7 @@
 #include "test.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <unistd.h>
 
 static int shape_same(kiln_shape_ctx *c) {
@@ -462,6 +463,38 @@ TEST_IMPL(load_library) {
     ASSERT_EQ(system(cmd), 0);
 }
 
-TEST_LIST(TEST_ENTRY(register_find_resolve), TEST_ENTRY(identity), TEST_ENTRY(validation), TEST_ENTRY(dump),
+/* A plugin compiled against an older, shorter kiln_quick_op registers with
+ * the unknown trailing fields as zero; a longer (newer) struct is refused. */
+TEST_IMPL(abi_sizes) {
+    /* An "old" struct: only the fields up to `doc` (as in ABI 1), followed by
+     * garbage that a size-unaware registry would read as the newer fields. */
+    size_t old_size = offsetof(kiln_quick_op, doc) + sizeof(const char *);
+    ASSERT(old_size < sizeof(kiln_quick_op));
+    union {
+        kiln_quick_op q;
+        unsigned char bytes[sizeof(kiln_quick_op) + 64];
+    } u;
+    memset(&u, 0xA5, sizeof u);
+    kiln_quick_op base = {
+        .ns = "test_abi", .name = "old", .version = 1, .min_inputs = 1, .max_inputs = 1, .num_outputs = 1,
+        .shape = shape_same, .impl = impl_add, .doc = "compiled against ABI 1",
+    };
+    memcpy(&u.q, &base, old_size);
+    ASSERT_OK(kiln_register_quick_op_sized(&u.q, old_size));
+    const kiln__op *o = kiln__registry_find("test_abi", "old", 1);
+    ASSERT(o && o->quick);
+    ASSERT(o->quick != &u.q); /* a zero-extended copy */
+    ASSERT(o->quick->impl == impl_add);
+    const unsigned char *tail = (const unsigned char *)o->quick + old_size;
+    for (size_t i = 0; i < sizeof(kiln_quick_op) - old_size; i++) ASSERT_EQ(tail[i], 0);
+
+    base.name = "newer";
+    memcpy(&u.q, &base, sizeof base);
+    ASSERT_EQ(kiln_register_quick_op_sized(&u.q, sizeof(kiln_quick_op) + 16), KILN_EVERSION);
+    ASSERT_CONTAINS(kiln_errmsg(), "rebuild the plugin");
+    ASSERT(!kiln__registry_find("test_abi", "newer", 1));
+}
+
+TEST_LIST(TEST_ENTRY(abi_sizes), TEST_ENTRY(register_find_resolve), TEST_ENTRY(identity), TEST_ENTRY(validation), TEST_ENTRY(dump),
           TEST_ENTRY(quick_adapter), TEST_ENTRY(concurrent_registration),
           TEST_ENTRY(load_library))

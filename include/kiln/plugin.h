@@ -524,16 +524,22 @@ typedef struct kiln_plugin_def {
  * string), KILN_ENOMEM. */
 KILN_API int kiln_register_quick_op(const kiln_quick_op *op);
 KILN_API int kiln_register_plugin(const kiln_plugin_def *def);
+/* What KILN_OP / KILN_PLUGIN call: `size` is sizeof the struct as the
+ * plugin was compiled.  A plugin built against an older plugin.h (a shorter
+ * struct) still registers, the fields it does not know taken as zero (their
+ * defaults); a longer struct (a newer kiln's plugin) is KILN_EVERSION. */
+KILN_API int kiln_register_quick_op_sized(const kiln_quick_op *op, size_t size);
+KILN_API int kiln_register_plugin_sized(const kiln_plugin_def *def, size_t size);
 
 /* Registration at load time.  A failure is logged (KILN_LOG_ERROR) and
  * remembered: kiln_registry_load_library reports it. */
 #define KILN_OP(var)                                                          \
     __attribute__((constructor)) static void kiln__reg_##var(void) {         \
-        kiln_register_quick_op(&(var));                                       \
+        kiln_register_quick_op_sized(&(var), sizeof(var));                    \
     }
 #define KILN_PLUGIN(var)                                                      \
     __attribute__((constructor)) static void kiln__regp_##var(void) {        \
-        kiln_register_plugin(&(var));                                         \
+        kiln_register_plugin_sized(&(var), sizeof(var));                      \
     }
 
 /* ------------------------------------------------- plugins compiled from source */

@@ -386,16 +386,54 @@ fail:
 }
 
 int kiln_register_quick_op(const kiln_quick_op *op) {
-    if (!op) return reg_fail(kiln__err(KILN_EINVAL, "kiln_register_quick_op: op is NULL"));
-    int rc = do_register(op, op->ns, op->name, op->version, op->min_inputs, op->max_inputs, op->num_outputs,
-                         op->attrs, op, NULL);
-    return rc ? reg_fail(rc) : 0;
+    return kiln_register_quick_op_sized(op, sizeof *op);
 }
 
 int kiln_register_plugin(const kiln_plugin_def *def) {
+    return kiln_register_plugin_sized(def, sizeof *def);
+}
+
+/* Structs from a plugin compiled against an older plugin.h are shorter:
+ * the fields it does not know are zero (their documented defaults), so the
+ * registry keeps a zero-extended copy (it lives as long as the process).
+ * A longer struct comes from a newer kiln: refused, naming both sizes. */
+static const void *abi_extend(const void *def, size_t size, size_t ours, const char *what, int *rc) {
+    *rc = 0;
+    if (size == ours) return def;
+    if (size > ours || size < 2 * sizeof(const char *)) {
+        *rc = kiln__err(KILN_EVERSION,
+                        "%s of %zu bytes: this kiln (ABI %d) knows %zu bytes; rebuild the plugin against "
+                        "this kiln's headers", what, size, KILN_ABI_VERSION, ours);
+        return NULL;
+    }
+    void *copy = kiln__calloc(1, ours);
+    if (!copy) {
+        *rc = kiln__err(KILN_ENOMEM, "out of memory");
+        return NULL;
+    }
+    memcpy(copy, def, size);
+    return copy;
+}
+
+int kiln_register_quick_op_sized(const kiln_quick_op *op, size_t size) {
+    if (!op) return reg_fail(kiln__err(KILN_EINVAL, "kiln_register_quick_op: op is NULL"));
+    int rc;
+    const kiln_quick_op *q = abi_extend(op, size, sizeof *q, "kiln_quick_op", &rc);
+    if (!q) return reg_fail(rc);
+    rc = do_register(op, q->ns, q->name, q->version, q->min_inputs, q->max_inputs, q->num_outputs, q->attrs, q,
+                     NULL);
+    if (rc && q != op) kiln__free((void *)q);
+    return rc ? reg_fail(rc) : 0;
+}
+
+int kiln_register_plugin_sized(const kiln_plugin_def *def, size_t size) {
     if (!def) return reg_fail(kiln__err(KILN_EINVAL, "kiln_register_plugin: def is NULL"));
-    int rc = do_register(def, def->ns, def->name, def->version, def->min_inputs, def->max_inputs,
-                         def->num_outputs, def->attrs, NULL, def);
+    int rc;
+    const kiln_plugin_def *p = abi_extend(def, size, sizeof *p, "kiln_plugin_def", &rc);
+    if (!p) return reg_fail(rc);
+    rc = do_register(def, p->ns, p->name, p->version, p->min_inputs, p->max_inputs, p->num_outputs, p->attrs,
+                     NULL, p);
+    if (rc && p != def) kiln__free((void *)p);
     return rc ? reg_fail(rc) : 0;
 }
 
