@@ -26,7 +26,11 @@ int cli_fail(const char *verb, const char *fmt, ...) {
 
 int cli_fail_kiln(const char *verb, int status, const char *what) {
     const char *m = kiln_errmsg();
-    return cli_fail(verb, "%s: %s", what, m && *m ? m : kiln_strerror(status));
+    if (!m || !*m) m = kiln_strerror(status);
+    size_t n = what ? strlen(what) : 0;
+    /* Messages that already start with "what: " are not prefixed twice. */
+    if (!what || (n && !strncmp(m, what, n) && m[n] == ':')) return cli_fail(verb, "%s", m);
+    return cli_fail(verb, "%s: %s", what, m);
 }
 
 int cli_opt(int argc, char **argv, int *i, const char *name, const char **val) {
@@ -242,6 +246,23 @@ int cli_context_random_inputs(const char *verb, const kiln_engine *e, kiln_conte
     int nin = kiln_engine_num_inputs(e);
     void **b = calloc((size_t)nin + 1, sizeof *b);
     *bufs = b;
+    if (!b) return cli_fail(verb, "out of memory");
+    /* Every --shapes name must be an engine input (a typo is not ignored). */
+    for (int k = 0; shapes && k < shapes->n; k++) {
+        int found = 0;
+        char names[512] = "";
+        size_t off = 0;
+        for (int i = 0; i < nin && !found; i++) {
+            kiln_io_info info;
+            if (kiln_engine_io(e, i, &info)) continue;
+            found = !strcmp(info.name, shapes->s[k].name);
+            if (off < sizeof names)
+                off += (size_t)snprintf(names + off, sizeof names - off, "%s'%s'", i ? ", " : "", info.name);
+        }
+        if (!found)
+            return cli_fail(verb, "--shapes: the engine has no input '%s' (its inputs: %s)", shapes->s[k].name,
+                            nin ? names : "none");
+    }
     for (int i = 0; i < nin; i++) {
         kiln_io_info info;
         int rc = kiln_engine_io(e, i, &info);

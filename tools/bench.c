@@ -48,7 +48,11 @@ int kiln_cli_bench(int argc, char **argv) {
         else if (m == 0 && (m = cli_opt(argc, argv, &i, "--warmup", &v)) > 0) {
             if (cli_int(verb, "--warmup", v, &warmup)) return 2;
         } else if (m == 0 && (m = cli_opt(argc, argv, &i, "--iterations", &v)) > 0) {
-            if (cli_int(verb, "--iterations", v, &iterations) || iterations < 1) return 2;
+            if (cli_int(verb, "--iterations", v, &iterations)) return 2;
+            if (iterations < 1) {
+                cli_fail(verb, "--iterations expects an integer >= 1, found '%s'", v);
+                return 2;
+            }
         } else if (m == 0 && (m = cli_opt(argc, argv, &i, "--duration", &v)) > 0) {
             if (cli_double(verb, "--duration", v, &duration)) return 2;
         } else if (m == 0 && (m = cli_opt(argc, argv, &i, "--threads", &v)) > 0) {

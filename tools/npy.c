@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <kiln/onnx.h>
 
@@ -202,6 +203,11 @@ int npy_write(const char *path, kiln_dtype dtype, int ndim, const int64_t *dims,
 
 int cli_tensor_read(const char *path, cli_tensor *t, char *err, size_t errsize) {
     size_t l = strlen(path);
+    struct stat st;
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+        memset(t, 0, sizeof *t);
+        return ERR("%s: is a directory, expected a .npy or .pb tensor file", path);
+    }
     if (l > 3 && !strcmp(path + l - 3, ".pb")) {
         memset(t, 0, sizeof *t);
         if (!kiln_onnx_read_tensor) return ERR("%s: this kiln has no ONNX support to read .pb", path);

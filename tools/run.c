@@ -170,9 +170,19 @@ int kiln_cli_run(int argc, char **argv) {
         else if (m == 0 && (m = cli_opt(argc, argv, &i, "--threads", &v)) > 0) {
             if (cli_int(verb, "--threads", v, &threads)) goto out;
         } else if (m == 0 && (m = cli_opt(argc, argv, &i, "--iterations", &v)) > 0) {
-            if (cli_int(verb, "--iterations", v, &iterations) || iterations < 1) goto out;
+            if (cli_int(verb, "--iterations", v, &iterations)) goto out;
+            if (iterations < 1) {
+                cli_fail(verb, "--iterations expects an integer >= 1, found '%s'", v);
+                goto out;
+            }
         } else if (m == 0 && (m = cli_opt(argc, argv, &i, "--seed", &v)) > 0) {
-            seed = strtoull(v, NULL, 0);
+            char *e;
+            errno = 0;
+            seed = strtoull(v, &e, 0);
+            if (errno || e == v || *e || *v == '-') {
+                cli_fail(verb, "--seed expects a non-negative integer, found '%s'", v);
+                goto out;
+            }
         } else if (m == 0 && (m = cli_opt(argc, argv, &i, "--rtol", &v)) > 0) {
             if (cli_double(verb, "--rtol", v, &rtol)) goto out;
         } else if (m == 0 && (m = cli_opt(argc, argv, &i, "--atol", &v)) > 0) {

@@ -174,8 +174,35 @@ fail:
     return rc;
 }
 
+/* Every word of opts must be one some network understands: a typo is an
+ * error, not a silently different network. */
+static int check_opts(const char *opts) {
+    static const char *const words[] = {"autotune", "multi-tactic", "per-format-tactics", "aot",
+                                        "dynamic", "shape=", "pads="};
+    for (const char *p = opts; p && *p;) {
+        const char *e = strchr(p, ',');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        int ok = len == 0;
+        for (size_t k = 0; !ok && k < sizeof words / sizeof words[0]; k++) {
+            size_t n = strlen(words[k]);
+            ok = words[k][n - 1] == '=' ? len >= n && !strncmp(p, words[k], n)
+                                        : len == n && !strncmp(p, words[k], n);
+        }
+        if (!ok)
+            return kiln_set_error(KILN_EINVAL,
+                                  "unknown network option '%.*s' (expected a comma-separated list of: "
+                                  "autotune, multi-tactic, per-format-tactics, aot, dynamic, shape=AxB.., "
+                                  "pads=a:b:..)",
+                                  (int)len, p);
+        p = e ? e + 1 : NULL;
+    }
+    return 0;
+}
+
 int kiln_samples_network(const char *name, const char *opts, kiln_network **out) {
     *out = NULL;
+    int orc = check_opts(opts);
+    if (orc) return orc;
     kiln_network *net = kiln_network_create();
     if (!net) return kiln_set_error(KILN_ENOMEM, "out of memory creating network '%s'", name);
     int rc;

@@ -35,6 +35,13 @@ static int find_lib(const char *rp) {
     return -1;
 }
 
+/* Number of registered ops. */
+static int count_ops(void) {
+    int n = 0;
+    while (kiln__registry_at(n)) n++;
+    return n;
+}
+
 /* The result of an earlier load of the same library (lock held). */
 static int repeat_status(int i) {
     int st = g_libs[i].status;
@@ -59,6 +66,11 @@ int kiln_registry_load_library(const char *path) {
         free(rp);
         return st;
     }
+    /* A library already mapped (linked into the program, or opened
+     * outside kiln) ran its constructors before: it registers nothing now. */
+    void *pre = dlopen(rp ? rp : path, RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
+    if (pre) dlclose(pre);
+    int nops0 = count_ops();
     kiln__registry_loading_begin();
     dlerror();
     void *h = dlopen(rp ? rp : path, RTLD_NOW | RTLD_LOCAL);
@@ -88,6 +100,11 @@ int kiln_registry_load_library(const char *path) {
         }
     }
     if (st) kiln__err(st, "plugin library %s: %s", path, msg);
+    else if (!pre && count_ops() == nops0)
+        st = kiln__err(KILN_EINVAL,
+                       "plugin library %s: loaded, but it registered no ops (expected a kiln plugin "
+                       "library whose ops register with KILN_OP / KILN_PLUGIN)",
+                       path);
     if (g_nlibs == g_cap_libs) {
         int nc = g_cap_libs ? g_cap_libs * 2 : 16;
         loaded_lib *n = kiln__realloc(g_libs, sizeof *n * (size_t)nc);

@@ -1,0 +1,75 @@
+# Bad input to the CLI: each case must fail with one clear line (what and
+# where) and a non-zero exit, never be silently ignored.  Regressions for
+# defects found by acceptance testing.  Uses kiln_cli_test, KC, KLIB, KC_DIR
+# and EXPECT_FAIL from test_cli.cmake (included before this file).
+if(COMMAND kiln_cli_test AND TARGET kiln_cli AND TARGET kiln_samples_ops)
+  set(KH_DIR ${CMAKE_BINARY_DIR}/cli-hardening)
+  file(MAKE_DIRECTORY ${KH_DIR})
+
+  kiln_cli_test(cli_harden_build_circ_pad ${KC} build --network circ_pad --plugins ${KLIB}
+                --prefer-jit -o ${KH_DIR}/cp.kiln)
+  set_tests_properties(cli_harden_build_circ_pad PROPERTIES FIXTURES_SETUP cli_harden_cp)
+  set(KH_CP ${KH_DIR}/cp.kiln)
+
+  # --iterations 0 used to exit 2 without a word.
+  kiln_cli_test(cli_harden_run_iterations_zero ${EXPECT_FAIL}
+                "^kiln run: --iterations expects an integer >= 1, found '0'"
+                ${KC} run ${KH_CP} --plugins ${KLIB} --iterations 0)
+  kiln_cli_test(cli_harden_bench_iterations_zero ${EXPECT_FAIL}
+                "^kiln bench: --iterations expects an integer >= 1, found '0'"
+                ${KC} bench ${KH_CP} --plugins ${KLIB} --iterations 0)
+  kiln_cli_test(cli_harden_run_threads_negative ${EXPECT_FAIL}
+                "^kiln run: --threads expects a non-negative integer, found '-3'"
+                ${KC} run ${KH_CP} --plugins ${KLIB} --threads -3)
+  # --seed garbage used to run with seed 0.
+  kiln_cli_test(cli_harden_run_bad_seed ${EXPECT_FAIL}
+                "^kiln run: --seed expects a non-negative integer, found 'x1'"
+                ${KC} run ${KH_CP} --plugins ${KLIB} --seed x1)
+  # --shapes naming no input used to be ignored (the run used the profile's
+  # opt shapes).
+  kiln_cli_test(cli_harden_run_shapes_unknown_input ${EXPECT_FAIL}
+                "^kiln run: --shapes: the engine has no input 'zz' \\(its inputs: 'a', 'b'\\)"
+                ${KC} run ${KH_CP} --plugins ${KLIB} --shapes zz:2x3x8x10)
+  kiln_cli_test(cli_harden_bench_shapes_unknown_input ${EXPECT_FAIL}
+                "^kiln bench: --shapes: the engine has no input 'zz'"
+                ${KC} bench ${KH_CP} --plugins ${KLIB} --shapes zz:2x3x8x10 --iterations 1)
+  kiln_cli_test(cli_harden_run_shapes_garbage ${EXPECT_FAIL}
+                "^kiln run: expected shapes as name:AxBxC, found 'garbage'"
+                ${KC} run ${KH_CP} --plugins ${KLIB} --shapes garbage)
+  kiln_cli_test(cli_harden_run_input_missing_file ${EXPECT_FAIL}
+                "^kiln run: .*no_such.npy: No such file or directory"
+                ${KC} run ${KH_CP} --plugins ${KLIB} --input a=${KH_DIR}/no_such.npy)
+  kiln_cli_test(cli_harden_run_input_directory ${EXPECT_FAIL}
+                "^kiln run: .*cli-hardening: is a directory, expected a .npy or .pb tensor file"
+                ${KC} run ${KH_CP} --plugins ${KLIB} --input a=${KH_DIR})
+  kiln_cli_test(cli_harden_run_input_not_npy ${EXPECT_FAIL}
+                "^kiln run: .*cp.kiln: not a .npy file"
+                ${KC} run ${KH_CP} --plugins ${KLIB} --input a=${KH_CP})
+  set_tests_properties(cli_harden_run_iterations_zero cli_harden_bench_iterations_zero
+                       cli_harden_run_threads_negative cli_harden_run_bad_seed
+                       cli_harden_run_shapes_unknown_input cli_harden_bench_shapes_unknown_input
+                       cli_harden_run_shapes_garbage cli_harden_run_input_missing_file
+                       cli_harden_run_input_directory cli_harden_run_input_not_npy
+                       PROPERTIES FIXTURES_REQUIRED cli_harden_cp)
+
+  # A network option nobody understands used to build the default network.
+  kiln_cli_test(cli_harden_network_opts_unknown ${EXPECT_FAIL}
+                "^kiln build: circ_pad: unknown network option 'bogus'"
+                ${KC} build --network circ_pad --network-opts multi-tactic,bogus --plugins ${KLIB}
+                --prefer-jit -o ${KH_DIR}/never.kiln)
+
+  # A shared library that registers no ops used to load silently (and the
+  # build then failed far away with "op not registered").
+  kiln_cli_test(cli_harden_plugin_registers_nothing ${EXPECT_FAIL}
+                "^kiln plugins: .*noops.so: loaded, but it registered no ops"
+                sh -c "cc -shared -fPIC -x c /dev/null -o ${KH_DIR}/noops.so && exec ${KC} plugins --plugins ${KH_DIR}/noops.so")
+  kiln_cli_test(cli_harden_plugin_not_elf ${EXPECT_FAIL}
+                "^kiln plugins: .*notelf.so: .*dlopen failed"
+                sh -c "printf 'hello\\n' > ${KH_DIR}/notelf.so && exec ${KC} plugins --plugins ${KH_DIR}/notelf.so")
+
+  # The ONNX importer's messages start with the model path: the CLI used to
+  # print it twice ("kiln build: m.onnx: m.onnx: ...").
+  kiln_cli_test(cli_harden_onnx_garbage ${EXPECT_FAIL}
+                "^kiln build: [^ ]*garbage.onnx: not a valid ONNX model"
+                sh -c "printf 'not an onnx model\\377\\377\\377' > ${KH_DIR}/garbage.onnx && exec ${KC} build ${KH_DIR}/garbage.onnx -o ${KH_DIR}/never.kiln")
+endif()
