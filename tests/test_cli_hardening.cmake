@@ -73,3 +73,14 @@ if(COMMAND kiln_cli_test AND TARGET kiln_cli AND TARGET kiln_samples_ops)
                 "^kiln build: [^ ]*garbage.onnx: not a valid ONNX model"
                 sh -c "printf 'not an onnx model\\377\\377\\377' > ${KH_DIR}/garbage.onnx && exec ${KC} build ${KH_DIR}/garbage.onnx -o ${KH_DIR}/never.kiln")
 endif()
+
+# -o naming a directory: refused before building, with the path (it used to
+# build, then fail on "rename 'X.tmp.PID' -> 'X'").
+if(COMMAND kiln_cli_test AND TARGET kiln_cli AND TARGET kiln_samples_ops)
+  kiln_cli_test(cli_harden_build_output_is_directory ${EXPECT_FAIL}
+                "^kiln build: -o [^ ]*cli-hardening: is a directory, expected the engine file to write"
+                ${KC} build --network circ_pad --plugins ${KLIB} --prefer-jit -o ${KH_DIR})
+  kiln_cli_test(cli_harden_build_output_unwritable ${EXPECT_FAIL}
+                "^kiln build: .*cannot save engine to '[^']*no_such_dir/x.kiln': creating"
+                ${KC} build --network circ_pad --plugins ${KLIB} --prefer-jit -o ${KH_DIR}/no_such_dir/x.kiln)
+endif()

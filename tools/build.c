@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <kiln/onnx.h>
 
@@ -233,6 +234,9 @@ static int build_main(int argc, char **argv, cli_plugins *plugins) {
         cli_fail(verb, "--prefer-aot and --prefer-jit exclude each other: pass one");
         return 2;
     }
+    struct stat ost;
+    if (stat(out, &ost) == 0 && S_ISDIR(ost.st_mode)) /* before a long build */
+        return cli_fail(verb, "-o %s: is a directory, expected the engine file to write", out);
     kiln_log_set(verbose ? KILN_LOG_VERBOSE : KILN_LOG_WARN, NULL, NULL);
     if (cli_plugins_load(verb, plugins)) return 1;
 

@@ -374,6 +374,9 @@ KILN_API int kiln_engine_serialize(const kiln_engine *e, void **buf, size_t *siz
 
 KILN_API int kiln_engine_save(const kiln_engine *e, const char *path) {
     KILN__ASSERT(e && path);
+    struct stat pst;
+    if (stat(path, &pst) == 0 && S_ISDIR(pst.st_mode))
+        return kiln__err(KILN_EIO, "cannot save engine to '%s': it is a directory (expected a file path)", path);
     wbuf w = {0};
     int rc = serialize(e, &w);
     if (rc) {
@@ -389,7 +392,7 @@ KILN_API int kiln_engine_save(const kiln_engine *e, const char *path) {
     snprintf(tmp, plen, "%s.tmp.%ld", path, (long)getpid());
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) {
-        rc = kiln__err(KILN_EIO, "cannot create '%s': %s", tmp, strerror(errno));
+        rc = kiln__err(KILN_EIO, "cannot save engine to '%s': creating '%s': %s", path, tmp, strerror(errno));
         goto out;
     }
     size_t done = 0;

@@ -1,0 +1,93 @@
+/*
+ * test_hardening.c — library entry points given bad input by a user:
+ * each fails with a status and a message that names what and where.
+ * Regressions for defects found by acceptance testing.
+ */
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <kiln/kiln.h>
+#include <kiln/plugin.h>
+
+#include "kiln_int.h"
+#include "test.h"
+
+/* x[2,3] -> Relu -> y */
+static kiln_engine *relu_engine(void) {
+    kiln_network *net = kiln_network_create();
+    ASSERT(net);
+    int64_t dims[2] = {2, 3};
+    ASSERT_OK(kiln_network_add_input(net, "x", KILN_DTYPE_F32, 2, dims, NULL));
+    const char *in[1] = {"x"}, *out[1] = {"y"};
+    ASSERT(kiln_network_add_layer(net, "ai.onnx::Relu", 14, "relu", 1, in, 1, out));
+    ASSERT_OK(kiln_network_mark_output(net, "y"));
+    kiln_build_config *cfg = kiln_build_config_create();
+    ASSERT(cfg);
+    kiln_engine *e = NULL;
+    ASSERT_OK(kiln_build(net, cfg, &e, NULL));
+    kiln_build_config_free(cfg);
+    kiln_network_free(net);
+    return e;
+}
+
+/* Saving over a directory used to fail only at the final rename with a
+ * message naming the temporary file. */
+TEST_IMPL(save_to_directory) {
+    kiln_engine *e = relu_engine();
+    char dir[] = "/tmp/kiln_hardening_XXXXXX";
+    ASSERT(mkdtemp(dir));
+    ASSERT_EQ(kiln_engine_save(e, dir), KILN_EIO);
+    ASSERT_CONTAINS(kiln_errmsg(), dir);
+    ASSERT_CONTAINS(kiln_errmsg(), "is a directory");
+    char bad[512];
+    snprintf(bad, sizeof bad, "%s/missing/e.kiln", dir);
+    ASSERT_EQ(kiln_engine_save(e, bad), KILN_EIO);
+    ASSERT_CONTAINS(kiln_errmsg(), "cannot save engine to");
+    ASSERT_CONTAINS(kiln_errmsg(), bad);
+    /* the directory is untouched and a real path still works */
+    struct stat st;
+    ASSERT_EQ(stat(dir, &st), 0);
+    ASSERT(S_ISDIR(st.st_mode));
+    char ok[512];
+    snprintf(ok, sizeof ok, "%s/e.kiln", dir);
+    ASSERT_OK(kiln_engine_save(e, ok));
+    ASSERT_EQ(unlink(ok), 0);
+    ASSERT_EQ(rmdir(dir), 0);
+    kiln_engine_free(e);
+}
+
+/* A shared library that registers no op is not a plugin library: loading
+ * it used to succeed silently.  A library already mapped in the process
+ * (its constructors ran before) is not refused. */
+TEST_IMPL(library_without_ops) {
+    char dir[] = "/tmp/kiln_hardening_XXXXXX";
+    ASSERT(mkdtemp(dir));
+    char so[512], cmd[1200];
+    snprintf(so, sizeof so, "%s/noops.so", dir);
+    snprintf(cmd, sizeof cmd, "cc -shared -fPIC -x c /dev/null -o '%s'", so);
+    if (system(cmd) != 0) {
+        printf("no C compiler: skipped\n");
+        rmdir(dir);
+        return;
+    }
+    int before = 0;
+    while (kiln__registry_at(before)) before++;
+    ASSERT_EQ(kiln_registry_load_library(so), KILN_EINVAL);
+    ASSERT_CONTAINS(kiln_errmsg(), so);
+    ASSERT_CONTAINS(kiln_errmsg(), "registered no ops");
+    ASSERT_EQ(kiln_registry_load_library(so), KILN_EINVAL); /* remembered */
+    int after = 0;
+    while (kiln__registry_at(after)) after++;
+    ASSERT_EQ(after, before);
+    /* the samples library registers ops: accepted, twice */
+    ASSERT_OK(kiln_registry_load_library(KILN_SAMPLES_LIB));
+    ASSERT_OK(kiln_registry_load_library(KILN_SAMPLES_LIB));
+    ASSERT(kiln__registry_find("sample", "circ_pad", 1));
+    unlink(so);
+    rmdir(dir);
+}
+
+TEST_LIST(TEST_ENTRY(save_to_directory), TEST_ENTRY(library_without_ops))
