@@ -84,3 +84,24 @@ if(COMMAND kiln_cli_test AND TARGET kiln_cli AND TARGET kiln_samples_ops)
                 "^kiln build: .*cannot save engine to '[^']*no_such_dir/x.kiln': creating"
                 ${KC} build --network circ_pad --plugins ${KLIB} --prefer-jit -o ${KH_DIR}/no_such_dir/x.kiln)
 endif()
+
+# A huge shape inside a (huge) profile: random input data that cannot be
+# allocated used to crash (SIGSEGV, ASan abort); a dim beyond int64 used to
+# saturate silently.
+if(COMMAND kiln_cli_test AND TARGET kiln_cli AND TARGET kiln_samples_ops)
+  kiln_cli_test(cli_harden_build_nz_huge ${KC} build --network non_zero --network-opts dynamic
+                --plugins ${KLIB} --min-shapes x:1x1 --opt-shapes x:4x8 --max-shapes x:99999999999999x8
+                -o ${KH_DIR}/nz_huge.kiln)
+  set_tests_properties(cli_harden_build_nz_huge PROPERTIES FIXTURES_SETUP cli_harden_nz)
+  kiln_cli_test(cli_harden_run_huge_input ${EXPECT_FAIL}
+                "^kiln run: input 'x': cannot allocate 319999999999968 bytes"
+                ${KC} run ${KH_DIR}/nz_huge.kiln --plugins ${KLIB} --shapes x:9999999999999x8)
+  kiln_cli_test(cli_harden_bench_huge_input ${EXPECT_FAIL}
+                "^kiln bench: input 'x': cannot allocate"
+                ${KC} bench ${KH_DIR}/nz_huge.kiln --plugins ${KLIB} --shapes x:9999999999999x8)
+  set_tests_properties(cli_harden_run_huge_input cli_harden_bench_huge_input PROPERTIES
+                       FIXTURES_REQUIRED cli_harden_nz ENVIRONMENT "ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:allocator_may_return_null=1;KILN_CACHE_DIR=${CMAKE_BINARY_DIR}/kiln-cache")
+  kiln_cli_test(cli_harden_shape_dim_overflow ${EXPECT_FAIL}
+                "^kiln run: dim too large in shape 'x:99999999999999999999x8'"
+                ${KC} run ${KH_DIR}/nz_huge.kiln --shapes x:99999999999999999999x8)
+endif()

@@ -3,6 +3,7 @@
  */
 #include <errno.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -89,7 +90,10 @@ static int shape_one(const char *verb, const char *p, size_t len, cli_shapes *ou
     } else {
         while (s < end) {
             char *e;
+            errno = 0;
             long long v = strtoll(s, &e, 10);
+            if (errno == ERANGE)
+                return cli_fail(verb, "dim too large in shape '%.*s'", (int)len, p), -1;
             if (e == s || v < 0 || sh.ndim == KILN_MAX_DIMS || e > end)
                 return cli_fail(verb, "expected dims AxBxC (at most %d, each >= 0) in '%.*s'",
                                 KILN_MAX_DIMS, (int)len, p), -1;
@@ -278,10 +282,17 @@ int cli_context_random_inputs(const char *verb, const kiln_engine *e, kiln_conte
         }
         rc = kiln_context_set_input_shape(ctx, info.name, ndim, dims);
         if (rc) return cli_fail_kiln(verb, rc, info.name);
-        size_t n = 1;
-        for (int d = 0; d < ndim; d++) n *= (size_t)dims[d];
-        size_t bytes = n * kiln_dtype_size(info.dtype);
-        b[i] = malloc(bytes ? bytes : 1);
+        size_t n = 1, esize = kiln_dtype_size(info.dtype);
+        int over = 0;
+        for (int d = 0; d < ndim; d++) {
+            if (dims[d] && n > SIZE_MAX / esize / (size_t)dims[d]) over = 1;
+            n *= (size_t)dims[d];
+        }
+        size_t bytes = n * esize;
+        b[i] = over ? NULL : malloc(bytes ? bytes : 1);
+        if (!b[i])
+            return cli_fail(verb, "input '%s': cannot allocate %s%zu bytes for its random data", info.name,
+                            over ? "more than " : "", over ? (size_t)SIZE_MAX : bytes);
         cli_fill_random(b[i], info.dtype, n, &seed);
         rc = kiln_context_bind(ctx, info.name, b[i], bytes);
         if (rc) return cli_fail_kiln(verb, rc, info.name);
