@@ -105,3 +105,11 @@ if(COMMAND kiln_cli_test AND TARGET kiln_cli AND TARGET kiln_samples_ops)
                 "^kiln run: dim too large in shape 'x:99999999999999999999x8'"
                 ${KC} run ${KH_DIR}/nz_huge.kiln --shapes x:99999999999999999999x8)
 endif()
+
+# A dynamic input without a profile: the message tells a CLI user which
+# options give one (it named only the C function).
+if(COMMAND kiln_cli_test AND TARGET kiln_cli AND TARGET kiln_samples_ops)
+  kiln_cli_test(cli_harden_build_no_profile_hint ${EXPECT_FAIL}
+                "^kiln build: .*input 'x' has dynamic dim 0 \\('R'\\).*--shapes NAME:AxB.. or --min-shapes/--opt-shapes/--max-shapes"
+                ${KC} build --network non_zero --network-opts dynamic --plugins ${KLIB} -o ${KH_DIR}/never.kiln)
+endif()

@@ -485,7 +485,7 @@ static int setup_input(builder *b, const kiln_network *net, int ni) {
         if (!p)
             return kiln__err(KILN_EPROFILE,
                              "input '%s' has dynamic dim %d ('%s') but the build config has no profile for it "
-                             "(kiln_build_config_set_profile)",
+                             "(kiln_build_config_set_profile; kiln build: --shapes NAME:AxB.. or --min-shapes/--opt-shapes/--max-shapes)",
                              nt->name, d, nt->dim_names[d]);
         const kiln_expr *s = kiln_expr_sym(b->x, nt->dim_names[d]);
         t = &b->t[ti];
