@@ -90,4 +90,40 @@ TEST_IMPL(library_without_ops) {
     rmdir(dir);
 }
 
-TEST_LIST(TEST_ENTRY(save_to_directory), TEST_ENTRY(library_without_ops))
+/* A plugin whose shape function fails without kiln_set_error: the build
+ * message names the layer and says no message was given (it said only
+ * "invalid argument"). */
+static int silent_shape(kiln_shape_ctx *c) {
+    (void)c;
+    return KILN_EINVAL;
+}
+static int silent_impl(const kiln_call *c) {
+    (void)c;
+    return 0;
+}
+static const kiln_quick_op silent_op = {
+    .ns = "hardening", .name = "silent", .version = 1, .min_inputs = 1, .max_inputs = 1,
+    .num_outputs = 1, .shape = silent_shape, .impl = silent_impl,
+};
+
+TEST_IMPL(plugin_error_without_message) {
+    ASSERT_OK(kiln_register_quick_op(&silent_op));
+    kiln_network *net = kiln_network_create();
+    int64_t dims[1] = {4};
+    ASSERT_OK(kiln_network_add_input(net, "x", KILN_DTYPE_F32, 1, dims, NULL));
+    const char *in[1] = {"x"}, *out[1] = {"y"};
+    ASSERT(kiln_network_add_layer(net, "hardening::silent", 1, "quiet_layer", 1, in, 1, out));
+    ASSERT_OK(kiln_network_mark_output(net, "y"));
+    kiln_build_config *cfg = kiln_build_config_create();
+    kiln_engine *e = NULL;
+    ASSERT_EQ(kiln_build(net, cfg, &e, NULL), KILN_EINVAL);
+    ASSERT(e == NULL);
+    ASSERT_CONTAINS(kiln_errmsg(), "quiet_layer");
+    ASSERT_CONTAINS(kiln_errmsg(), "hardening::silent");
+    ASSERT_CONTAINS(kiln_errmsg(), "returned without a message");
+    kiln_build_config_free(cfg);
+    kiln_network_free(net);
+}
+
+TEST_LIST(TEST_ENTRY(save_to_directory), TEST_ENTRY(library_without_ops),
+          TEST_ENTRY(plugin_error_without_message))

@@ -71,7 +71,8 @@ int kiln__err_prefix(int status, const char *fmt, ...) {
     if (t_errmsg[0])
         snprintf(tmp + pn, sizeof tmp - pn, ": %s", t_errmsg);
     else
-        snprintf(tmp + pn, sizeof tmp - pn, ": %s", kiln_strerror(status));
+        snprintf(tmp + pn, sizeof tmp - pn, ": %s (status %d returned without a message)",
+                 kiln_strerror(status), status);
     memcpy(t_errmsg, tmp, sizeof t_errmsg);
     return status;
 }

@@ -42,7 +42,10 @@ int kiln__registry_loading_end(char *msg, size_t size) {
 }
 
 static int reg_fail(int status) {
-    kiln__log(KILN_LOG_ERROR, "%s", kiln_errmsg());
+    /* While kiln_registry_load_library runs, the failure is its result (one
+     * message; later ones are logged); constructors that run elsewhere can
+     * only log it. */
+    if (!t_loading || t_load_status) kiln__log(KILN_LOG_ERROR, "%s", kiln_errmsg());
     if (t_loading && !t_load_status) {
         t_load_status = status;
         snprintf(t_load_msg, sizeof t_load_msg, "%s", kiln_errmsg());
