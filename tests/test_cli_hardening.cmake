@@ -113,3 +113,19 @@ if(COMMAND kiln_cli_test AND TARGET kiln_cli AND TARGET kiln_samples_ops)
                 "^kiln build: .*input 'x' has dynamic dim 0 \\('R'\\).*--shapes NAME:AxB.. or --min-shapes/--opt-shapes/--max-shapes"
                 ${KC} build --network non_zero --network-opts dynamic --plugins ${KLIB} -o ${KH_DIR}/never.kiln)
 endif()
+
+# An ONNX model given where an engine is expected: the message says so and
+# how to build one; engine messages are not prefixed with the path twice.
+# A plugin's failing impl is reported as "execution failed" (was "run: run:").
+if(COMMAND kiln_cli_test AND TARGET kiln_cli AND TARGET kiln_samples_ops)
+  kiln_cli_test(cli_harden_run_onnx_as_engine ${EXPECT_FAIL}
+                "^kiln run: engine '[^']*add_relu.onnx': not a kiln engine file .*build an engine from it first, kiln build"
+                ${KC} run ${CMAKE_SOURCE_DIR}/tests/fixtures/add_relu.onnx)
+  kiln_cli_test(cli_harden_inspect_missing_engine ${EXPECT_FAIL}
+                "^kiln inspect: cannot open engine '[^']*no_such.kiln': No such file or directory$"
+                ${KC} inspect ${KH_DIR}/no_such.kiln)
+  kiln_cli_test(cli_harden_bench_missing_plugin ${EXPECT_FAIL}
+                "^kiln bench: engine '[^']*cp.kiln': engine needs plugin sample::circ_pad version 1"
+                ${KC} bench ${KH_DIR}/cp.kiln --iterations 1)
+  set_tests_properties(cli_harden_bench_missing_plugin PROPERTIES FIXTURES_REQUIRED cli_harden_cp)
+endif()

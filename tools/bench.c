@@ -82,8 +82,8 @@ int kiln_cli_bench(int argc, char **argv) {
     kiln_context *ctx = NULL;
     void **bufs = NULL;
     double *lat = NULL;
-    int status = 1, rc = kiln_engine_load(path, &e);
-    if (rc) return cli_fail_kiln(verb, rc, path);
+    int status = 1, rc = cli_engine_load(verb, path, &e);
+    if (rc) return 1;
     int nin = kiln_engine_num_inputs(e);
     if ((rc = kiln_context_create(e, (int)threads, &ctx))) {
         cli_fail_kiln(verb, rc, "creating a context");
@@ -92,7 +92,7 @@ int kiln_cli_bench(int argc, char **argv) {
     if (cli_context_random_inputs(verb, e, ctx, &shapes, 1, &bufs)) goto done;
     for (long k = 0; k < warmup; k++)
         if ((rc = kiln_context_run(ctx))) {
-            cli_fail_kiln(verb, rc, "run");
+            cli_fail_kiln(verb, rc, "execution failed");
             goto done;
         }
     size_t cap = duration > 0 ? 1024 : (size_t)iterations, n = 0;
@@ -102,7 +102,7 @@ int kiln_cli_bench(int argc, char **argv) {
         if (n == cap) lat = realloc(lat, (cap *= 2) * sizeof *lat);
         double t0 = cli_now_ms();
         if ((rc = kiln_context_run(ctx))) {
-            cli_fail_kiln(verb, rc, "run");
+            cli_fail_kiln(verb, rc, "execution failed");
             goto done;
         }
         lat[n++] = cli_now_ms() - t0;

@@ -33,6 +33,8 @@ int cli_fail(const char *verb, const char *fmt, ...) __attribute__((format(print
 /* Same with kiln_errmsg() (or kiln_strerror(status) when empty) appended
  * after "<what>: "; returns 1. */
 int cli_fail_kiln(const char *verb, int status, const char *what);
+/* kiln_engine_load with the CLI's error message (1 on failure). */
+int cli_engine_load(const char *verb, const char *path, kiln_engine **e);
 
 /* The verb being run ("build", ...), for messages; set by main. */
 extern const char *cli_verb_name;

@@ -39,8 +39,8 @@ int kiln_cli_inspect(int argc, char **argv) {
     cli_plugins_free(&plugins); /* the libraries stay loaded */
     if (prc) return 1;
     kiln_engine *e = NULL;
-    int rc = kiln_engine_load(path, &e);
-    if (rc) return cli_fail_kiln(verb, rc, path);
+    int rc = cli_engine_load(verb, path, &e);
+    if (rc) return 1;
     rc = kiln_engine_inspect(e, stdout);
     kiln_engine_free(e);
     if (rc) return cli_fail_kiln(verb, rc, path);

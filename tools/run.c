@@ -213,11 +213,8 @@ int kiln_cli_run(int argc, char **argv) {
     kiln_engine *e = NULL;
     kiln_context *ctx = NULL;
     void **bufs = NULL;
-    int rc = kiln_engine_load(path, &e);
-    if (rc) {
-        cli_fail_kiln(verb, rc, path);
-        goto out;
-    }
+    int rc = cli_engine_load(verb, path, &e);
+    if (rc) goto out;
     int nin = kiln_engine_num_inputs(e), nout = kiln_engine_num_outputs(e);
     if ((rc = kiln_context_create(e, (int)threads, &ctx))) {
         cli_fail_kiln(verb, rc, "creating a context");
@@ -270,7 +267,7 @@ int kiln_cli_run(int argc, char **argv) {
     double t0 = cli_now_ms();
     for (long it = 0; it < iterations; it++)
         if ((rc = kiln_context_run(ctx))) {
-            cli_fail_kiln(verb, rc, "run");
+            cli_fail_kiln(verb, rc, "execution failed");
             goto done;
         }
     double ms = (cli_now_ms() - t0) / (double)iterations;
