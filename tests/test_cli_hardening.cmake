@@ -129,3 +129,12 @@ if(COMMAND kiln_cli_test AND TARGET kiln_cli AND TARGET kiln_samples_ops)
                 ${KC} bench ${KH_DIR}/cp.kiln --iterations 1)
   set_tests_properties(cli_harden_bench_missing_plugin PROPERTIES FIXTURES_REQUIRED cli_harden_cp)
 endif()
+
+# --threads beyond the thread pool's limit used to be clamped silently to
+# 1024 threads (a typo started a thousand threads).
+if(COMMAND kiln_cli_test AND TARGET kiln_cli AND TARGET kiln_samples_ops)
+  kiln_cli_test(cli_harden_threads_too_many ${EXPECT_FAIL}
+                "^kiln build: --threads expects 0 \\(default\\) to 1024, found '99999999999'"
+                ${KC} build --network circ_pad --plugins ${KLIB} --prefer-jit --threads 99999999999
+                -o ${KH_DIR}/never.kiln)
+endif()

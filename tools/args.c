@@ -61,6 +61,13 @@ int cli_int(const char *verb, const char *opt, const char *s, long *out) {
     return 0;
 }
 
+int cli_threads(const char *verb, const char *s, long *out) {
+    if (cli_int(verb, "--threads", s, out)) return -1;
+    if (*out > CLI_MAX_THREADS)
+        return cli_fail(verb, "--threads expects 0 (default) to %d, found '%s'", CLI_MAX_THREADS, s), -1;
+    return 0;
+}
+
 int cli_double(const char *verb, const char *opt, const char *s, double *out) {
     char *end;
     errno = 0;

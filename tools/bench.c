@@ -56,7 +56,7 @@ int kiln_cli_bench(int argc, char **argv) {
         } else if (m == 0 && (m = cli_opt(argc, argv, &i, "--duration", &v)) > 0) {
             if (cli_double(verb, "--duration", v, &duration)) return 2;
         } else if (m == 0 && (m = cli_opt(argc, argv, &i, "--threads", &v)) > 0) {
-            if (cli_int(verb, "--threads", v, &threads)) return 2;
+            if (cli_threads(verb, v, &threads)) return 2;
         } else if (m == 0 && (m = cli_opt(argc, argv, &i, "--shapes", &v)) > 0) {
             if (cli_shapes_parse(verb, v, &shapes)) return 2;
         } else if (m < 0) {

@@ -195,7 +195,7 @@ static int build_main(int argc, char **argv, cli_plugins *plugins) {
             out = v;
         else if (m == 0 && (m = cli_opt(argc, argv, &i, "--timing-cache", &v)) > 0) cache = v;
         else if (m == 0 && (m = cli_opt(argc, argv, &i, "--threads", &v)) > 0) {
-            if (cli_int(verb, "--threads", v, &threads)) return 2;
+            if (cli_threads(verb, v, &threads)) return 2;
         } else if (m == 0 && (m = cli_opt(argc, argv, &i, "--shapes", &v)) > 0) {
             if (cli_shapes_parse(verb, v, &shapes)) return 2;
         } else if (m == 0 && (m = cli_opt(argc, argv, &i, "--values", &v)) > 0) {

@@ -45,6 +45,9 @@ extern const char *cli_verb_name;
 int cli_opt(int argc, char **argv, int *i, const char *name, const char **val);
 /* Parse a non-negative int / a double; -1 on error (message printed). */
 int cli_int(const char *verb, const char *opt, const char *s, long *out);
+/* --threads N: 0 (the engine's setting) to CLI_MAX_THREADS (the thread pool's limit). */
+#define CLI_MAX_THREADS 1024
+int cli_threads(const char *verb, const char *s, long *out);
 int cli_double(const char *verb, const char *opt, const char *s, double *out);
 
 /* "name:1x3x224x224,other:4" (also accepts several options concatenated). */

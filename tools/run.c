@@ -168,7 +168,7 @@ int kiln_cli_run(int argc, char **argv) {
             if (cli_shapes_parse(verb, v, &shapes)) goto out;
         } else if (m == 0 && (m = cli_opt(argc, argv, &i, "--output-dir", &v)) > 0) outdir = v;
         else if (m == 0 && (m = cli_opt(argc, argv, &i, "--threads", &v)) > 0) {
-            if (cli_int(verb, "--threads", v, &threads)) goto out;
+            if (cli_threads(verb, v, &threads)) goto out;
         } else if (m == 0 && (m = cli_opt(argc, argv, &i, "--iterations", &v)) > 0) {
             if (cli_int(verb, "--iterations", v, &iterations)) goto out;
             if (iterations < 1) {
