@@ -138,3 +138,13 @@ if(COMMAND kiln_cli_test AND TARGET kiln_cli AND TARGET kiln_samples_ops)
                 ${KC} build --network circ_pad --plugins ${KLIB} --prefer-jit --threads 99999999999
                 -o ${KH_DIR}/never.kiln)
 endif()
+
+# A malformed .npy header: the message quotes it on one line (the padding
+# and its newline used to split the message over two lines).
+if(COMMAND kiln_cli_test AND TARGET kiln_cli AND TARGET kiln_samples_ops)
+  kiln_cli_test(cli_harden_npy_bad_header ${EXPECT_FAIL}
+                "^kiln run: [^ ]*npy_negative_dim.npy: malformed shape .*'shape': \\(-1, 4\\), }$"
+                ${KC} run ${KH_DIR}/cp.kiln --plugins ${KLIB}
+                --input a=${CMAKE_SOURCE_DIR}/tests/hardening/npy_negative_dim.npy)
+  set_tests_properties(cli_harden_npy_bad_header PROPERTIES FIXTURES_REQUIRED cli_harden_cp)
+endif()

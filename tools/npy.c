@@ -95,6 +95,10 @@ int npy_read(const char *path, cli_tensor *t, char *err, size_t errsize) {
         goto out;
     }
     h[hlen] = 0;
+    /* Messages quote the header on one line: no padding, no control bytes. */
+    while (hlen > 0 && (h[hlen - 1] == ' ' || h[hlen - 1] == '\n')) h[--hlen] = 0;
+    for (size_t k = 0; k < hlen; k++)
+        if ((unsigned char)h[k] < 0x20) h[k] = ' ';
     const char *d = dict_value(h, "descr"), *fo = dict_value(h, "fortran_order"),
                *sh = dict_value(h, "shape");
     if (!d || !fo || !sh || (*d != '\'' && *d != '"')) {
