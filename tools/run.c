@@ -89,8 +89,16 @@ static int check_bindings(const char *verb, const char *opt, const kiln_engine *
             found = binding_is(&list[k], info.name, i, tensor_named(e, io, list[k].name));
         }
         if (!found) {
-            cli_fail(verb, "%s %s: the engine has no %s of that name (or position)", opt, list[k].name,
-                     io ? "output" : "input");
+            char names[512] = "";
+            size_t off = 0;
+            for (int i = 0; i < count && off < sizeof names; i++) {
+                kiln_io_info info;
+                if (kiln_engine_io(e, (io ? nin : 0) + i, &info)) continue;
+                off += (size_t)snprintf(names + off, sizeof names - off, "%s%d '%s'", i ? ", " : "", i,
+                                        info.name);
+            }
+            cli_fail(verb, "%s %s: the engine has no %s of that name (or position); its %ss: %s", opt,
+                     list[k].name, io ? "output" : "input", io ? "output" : "input", count ? names : "none");
             return 0;
         }
     }
