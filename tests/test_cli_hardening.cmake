@@ -152,10 +152,10 @@ endif()
 # --input / --compare naming no tensor: the message lists what there is.
 if(COMMAND kiln_cli_test AND TARGET kiln_cli AND TARGET kiln_samples_ops)
   kiln_cli_test(cli_harden_run_input_name_lists ${EXPECT_FAIL}
-                "^kiln run: --input q: the engine has no input of that name \\(or position\\); its inputs: 0 'a', 1 'b'$"
+                "^kiln run: --input q: the engine has no input of that name \\(or position\\). its inputs: 0 'a', 1 'b'$"
                 ${KC} run ${KH_DIR}/cp.kiln --plugins ${KLIB} --input q=${KH_DIR}/x.npy)
   kiln_cli_test(cli_harden_run_compare_position_lists ${EXPECT_FAIL}
-                "^kiln run: --compare 7: the engine has no output of that name \\(or position\\); its outputs: 0 'pa', 1 'pb'$"
+                "^kiln run: --compare 7: the engine has no output of that name \\(or position\\). its outputs: 0 'pa', 1 'pb'$"
                 ${KC} run ${KH_DIR}/cp.kiln --plugins ${KLIB} --compare 7=${KH_DIR}/x.npy)
   set_tests_properties(cli_harden_run_input_name_lists cli_harden_run_compare_position_lists
                        PROPERTIES FIXTURES_REQUIRED cli_harden_cp)
