@@ -160,3 +160,12 @@ if(COMMAND kiln_cli_test AND TARGET kiln_cli AND TARGET kiln_samples_ops)
   set_tests_properties(cli_harden_run_input_name_lists cli_harden_run_compare_position_lists
                        PROPERTIES FIXTURES_REQUIRED cli_harden_cp)
 endif()
+
+# --timing-cache naming a directory: refused up front (it was read as "not
+# a kiln timing cache" and the write failed with a warning after the build).
+if(COMMAND kiln_cli_test AND TARGET kiln_cli AND TARGET kiln_samples_ops)
+  kiln_cli_test(cli_harden_timing_cache_directory ${EXPECT_FAIL}
+                "^kiln build: --timing-cache [^ ]*cli-hardening: is a directory, expected a timing cache file$"
+                ${KC} build --network circ_pad --plugins ${KLIB} --prefer-jit --timing-cache ${KH_DIR}
+                -o ${KH_DIR}/never.kiln)
+endif()
