@@ -169,3 +169,11 @@ if(COMMAND kiln_cli_test AND TARGET kiln_cli AND TARGET kiln_samples_ops)
                 ${KC} build --network circ_pad --plugins ${KLIB} --prefer-jit --timing-cache ${KH_DIR}
                 -o ${KH_DIR}/never.kiln)
 endif()
+
+# kiln-samples: --threads -1 and --seed x used to be accepted (atoi/strtoull).
+if(TARGET kiln-samples)
+  add_test(NAME sample_harden_bad_threads COMMAND bash ${CMAKE_SOURCE_DIR}/scripts/expect_fail.sh
+           "^kiln-samples: --threads expects 0 \\(default\\) to 1024, found '-1'" $<TARGET_FILE:kiln-samples> circ_pad --threads -1)
+  add_test(NAME sample_harden_bad_seed COMMAND bash ${CMAKE_SOURCE_DIR}/scripts/expect_fail.sh
+           "^kiln-samples: --seed expects a non-negative integer, found 'x'" $<TARGET_FILE:kiln-samples> circ_pad --seed x)
+endif()

@@ -464,11 +464,23 @@ static int parse_args(int argc, char **argv, opts *o) {
         } else if (!strcmp(a, "--threads")) {
             const char *v = VALUE();
             if (!v) return -1;
-            o->threads = atoi(v);
+            char *end;
+            long t = strtol(v, &end, 10);
+            if (end == v || *end || t < 0 || t > 1024) {
+                fprintf(stderr, "kiln-samples: --threads expects 0 (default) to 1024, found '%s'\n", v);
+                return -1;
+            }
+            o->threads = (int)t;
         } else if (!strcmp(a, "--seed")) {
             const char *v = VALUE();
             if (!v) return -1;
-            o->seed = strtoull(v, NULL, 0);
+            char *end;
+            errno = 0;
+            o->seed = strtoull(v, &end, 0);
+            if (errno || end == v || *end || *v == '-') {
+                fprintf(stderr, "kiln-samples: --seed expects a non-negative integer, found '%s'\n", v);
+                return -1;
+            }
         } else if (!strcmp(a, "--pads")) {
             if (!(o->pads = VALUE())) return -1;
         } else if (!strcmp(a, "--shape")) {
