@@ -177,3 +177,12 @@ if(TARGET kiln-samples)
   add_test(NAME sample_harden_bad_seed COMMAND bash ${CMAKE_SOURCE_DIR}/scripts/expect_fail.sh
            "^kiln-samples: --seed expects a non-negative integer, found 'x'" $<TARGET_FILE:kiln-samples> circ_pad --seed x)
 endif()
+
+# kiln plugins FILTER matching nothing used to print nothing and exit 0.
+if(COMMAND kiln_cli_test AND TARGET kiln_cli)
+  kiln_cli_test(cli_harden_plugins_filter_no_match ${EXPECT_FAIL}
+                "^kiln plugins: no registered op matches 'no_such_op_xyz'"
+                ${KC} plugins no_such_op_xyz)
+  kiln_cli_test(cli_harden_plugins_filter_match ${KC} plugins ai.onnx::Relu)
+  set_tests_properties(cli_harden_plugins_filter_match PROPERTIES PASS_REGULAR_EXPRESSION "ai.onnx::Relu v[0-9]+ +\\(quick op")
+endif()

@@ -3,6 +3,7 @@
  *             `kiln plugins compile FILE.c [--rebuild] [--cflags "..."] [-v]`
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <kiln/plugin.h>
@@ -107,6 +108,22 @@ int kiln_cli_plugins(int argc, char **argv) {
     int prc = cli_plugins_load(verb, &plugins);
     cli_plugins_free(&plugins);
     if (prc) return 1;
-    kiln_registry_dump(stdout, filter);
+    if (!filter) {
+        kiln_registry_dump(stdout, NULL);
+        return 0;
+    }
+    /* A filter that matches nothing is an error, not an empty listing. */
+    char *text = NULL;
+    size_t len = 0;
+    FILE *mem = open_memstream(&text, &len);
+    if (!mem) return cli_fail(verb, "out of memory");
+    kiln_registry_dump(mem, filter);
+    fclose(mem);
+    int found = len > 0;
+    if (found) fwrite(text, 1, len, stdout);
+    free(text);
+    if (!found)
+        return cli_fail(verb, "no registered op matches '%s' (a substring of \"ns::name\"; "
+                              "load libraries with --plugins)", filter);
     return 0;
 }
