@@ -186,3 +186,10 @@ if(COMMAND kiln_cli_test AND TARGET kiln_cli)
   kiln_cli_test(cli_harden_plugins_filter_match ${KC} plugins ai.onnx::Relu)
   set_tests_properties(cli_harden_plugins_filter_match PROPERTIES PASS_REGULAR_EXPRESSION "ai.onnx::Relu v[0-9]+ +\\(quick op")
 endif()
+
+# -o naming the model itself used to replace the model with the engine.
+if(COMMAND kiln_cli_test AND TARGET kiln_cli)
+  kiln_cli_test(cli_harden_build_output_is_model ${EXPECT_FAIL}
+                "^kiln build: -o [^ ]*model_copy.onnx is the model itself"
+                sh -c "cp ${CMAKE_SOURCE_DIR}/tests/fixtures/add_relu.onnx ${CMAKE_BINARY_DIR}/cli-hardening/model_copy.onnx && exec ${KC} build ${CMAKE_BINARY_DIR}/cli-hardening/model_copy.onnx -o ${CMAKE_BINARY_DIR}/cli-hardening/../cli-hardening/model_copy.onnx")
+endif()

@@ -237,6 +237,10 @@ static int build_main(int argc, char **argv, cli_plugins *plugins) {
     struct stat ost;
     if (stat(out, &ost) == 0 && S_ISDIR(ost.st_mode)) /* before a long build */
         return cli_fail(verb, "-o %s: is a directory, expected the engine file to write", out);
+    struct stat mst;
+    if (model && stat(out, &ost) == 0 && stat(model, &mst) == 0 && ost.st_dev == mst.st_dev &&
+        ost.st_ino == mst.st_ino)
+        return cli_fail(verb, "-o %s is the model itself: choose another engine file name", out);
     if (cache && stat(cache, &ost) == 0 && S_ISDIR(ost.st_mode))
         return cli_fail(verb, "--timing-cache %s: is a directory, expected a timing cache file", cache);
     kiln_log_set(verbose ? KILN_LOG_VERBOSE : KILN_LOG_WARN, NULL, NULL);
