@@ -193,3 +193,12 @@ if(COMMAND kiln_cli_test AND TARGET kiln_cli)
                 "^kiln build: -o [^ ]*model_copy.onnx is the model itself"
                 sh -c "cp ${CMAKE_SOURCE_DIR}/tests/fixtures/add_relu.onnx ${CMAKE_BINARY_DIR}/cli-hardening/model_copy.onnx && exec ${KC} build ${CMAKE_BINARY_DIR}/cli-hardening/model_copy.onnx -o ${CMAKE_BINARY_DIR}/cli-hardening/../cli-hardening/model_copy.onnx")
 endif()
+
+# --output-dir naming a file: refused before the run (the run used to
+# complete and print its outputs, then fail writing "FILE/x.npy").
+if(COMMAND kiln_cli_test AND TARGET kiln_cli AND TARGET kiln_samples_ops)
+  kiln_cli_test(cli_harden_run_output_dir_is_file ${EXPECT_FAIL}
+                "^kiln run: --output-dir [^ ]*cp.kiln: exists and is not a directory$"
+                ${KC} run ${KH_DIR}/cp.kiln --plugins ${KLIB} --output-dir ${KH_DIR}/cp.kiln)
+  set_tests_properties(cli_harden_run_output_dir_is_file PROPERTIES FIXTURES_REQUIRED cli_harden_cp)
+endif()

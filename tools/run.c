@@ -214,6 +214,17 @@ int kiln_cli_run(int argc, char **argv) {
         goto out;
     }
     status = 1;
+    if (outdir) { /* before running: create it, or find out why not */
+        struct stat dst;
+        if (mkdir(outdir, 0777) != 0 && errno != EEXIST) {
+            cli_fail(verb, "--output-dir %s: cannot create it: %s", outdir, strerror(errno));
+            goto out;
+        }
+        if (stat(outdir, &dst) != 0 || !S_ISDIR(dst.st_mode)) {
+            cli_fail(verb, "--output-dir %s: exists and is not a directory", outdir);
+            goto out;
+        }
+    }
     int prc = cli_plugins_load(verb, &plugins);
     cli_plugins_free(&plugins); /* the libraries stay loaded */
     if (prc) goto out;
