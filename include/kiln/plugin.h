@@ -167,9 +167,10 @@ KILN_API const kiln_attr_value *kiln_attrs_get(const kiln_attrs *a, const char *
 KILN_API int64_t kiln_attrs_int(const kiln_attrs *a, const char *name);
 KILN_API double kiln_attrs_float(const kiln_attrs *a, const char *name);
 KILN_API const char *kiln_attrs_string(const kiln_attrs *a, const char *name);
-/* Array as int64 (any integer elem type is widened into `buf`, which must
- * hold KILN_MAX_DIMS*2 entries; longer arrays return their own data only
- * when elem is I64).  Returns the count, or -1 if absent. */
+/* Array as int64 in *v: an I64 array returns its own data; another integer
+ * elem type (at most 256 elements) is widened into a per-thread buffer that
+ * stays valid for the next 7 calls on this thread.  Returns the count, or -1
+ * if absent (*v = NULL).  kiln_attrs_floats: the same for F32. */
 KILN_API int64_t kiln_attrs_ints(const kiln_attrs *a, const char *name, const int64_t **v);
 KILN_API int64_t kiln_attrs_floats(const kiln_attrs *a, const char *name, const float **v);
 
