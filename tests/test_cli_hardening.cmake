@@ -202,3 +202,16 @@ if(COMMAND kiln_cli_test AND TARGET kiln_cli AND TARGET kiln_samples_ops)
                 ${KC} run ${KH_DIR}/cp.kiln --plugins ${KLIB} --output-dir ${KH_DIR}/cp.kiln)
   set_tests_properties(cli_harden_run_output_dir_is_file PROPERTIES FIXTURES_REQUIRED cli_harden_cp)
 endif()
+
+# --shapes that disagrees with an --input file's shape used to be ignored.
+if(COMMAND kiln_cli_test AND TARGET kiln_cli AND TARGET kiln_samples_ops)
+  kiln_cli_test(cli_harden_run_shapes_vs_input ${EXPECT_FAIL}
+                "^kiln run: input 'x': --shapes gives 2x3 but [^ ]*npy_4x2.npy holds 4x2$"
+                ${KC} run ${KH_DIR}/nz_huge.kiln --plugins ${KLIB} --shapes x:2x3
+                --input x=${CMAKE_SOURCE_DIR}/tests/hardening/npy_4x2.npy)
+  set_tests_properties(cli_harden_run_shapes_vs_input PROPERTIES FIXTURES_REQUIRED cli_harden_nz)
+  kiln_cli_test(cli_harden_run_shapes_agree_input ${KC} run ${KH_DIR}/nz_huge.kiln --plugins ${KLIB}
+                --shapes x:4x2 --input x=${CMAKE_SOURCE_DIR}/tests/hardening/npy_4x2.npy)
+  set_tests_properties(cli_harden_run_shapes_agree_input PROPERTIES FIXTURES_REQUIRED cli_harden_nz
+                       PASS_REGULAR_EXPRESSION "output count: i64 \\[\\] +sum 5 ")
+endif()

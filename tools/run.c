@@ -261,6 +261,20 @@ int kiln_cli_run(int argc, char **argv) {
         sh.ndim = t.ndim;
         memcpy(sh.dims, t.dims, sizeof sh.dims);
         free(t.data);
+        const cli_shape *given = cli_shapes_find(&shapes, info.name);
+        if (given && (given->ndim != sh.ndim || memcmp(given->dims, sh.dims, sizeof(int64_t) * (size_t)sh.ndim))) {
+            char a[160] = "", b[160] = "";
+            for (int d = 0, oa = 0, ob = 0; d < KILN_MAX_DIMS; d++) {
+                if (d < given->ndim)
+                    oa += snprintf(a + oa, sizeof a - (size_t)oa, "%s%lld", d ? "x" : "", (long long)given->dims[d]);
+                if (d < sh.ndim)
+                    ob += snprintf(b + ob, sizeof b - (size_t)ob, "%s%lld", d ? "x" : "", (long long)sh.dims[d]);
+            }
+            if (!given->ndim) snprintf(a, sizeof a, "[] (a scalar)");
+            if (!sh.ndim) snprintf(b, sizeof b, "[] (a scalar)");
+            cli_fail(verb, "input '%s': --shapes gives %s but %s holds %s", info.name, a, file, b);
+            goto done;
+        }
         if (cli_shapes_set(verb, &shapes, &sh)) goto done;
     }
     if (cli_context_random_inputs(verb, e, ctx, &shapes, seed, &bufs)) goto done;
