@@ -16,7 +16,7 @@ if(COMMAND kiln_cli_test AND TARGET kiln_cli AND TARGET kiln_samples_ops)
                 "^kiln run: --iterations expects an integer >= 1, found '0'"
                 ${KC} run ${KH_CP} --plugins ${KLIB} --iterations 0)
   kiln_cli_test(cli_harden_bench_iterations_zero ${EXPECT_FAIL}
-                "^kiln bench: --iterations expects an integer >= 1, found '0'"
+                "^kiln bench: --iterations expects an integer from 1 to 100000000, found '0'"
                 ${KC} bench ${KH_CP} --plugins ${KLIB} --iterations 0)
   kiln_cli_test(cli_harden_run_threads_negative ${EXPECT_FAIL}
                 "^kiln run: --threads expects a non-negative integer, found '-3'"
@@ -214,4 +214,20 @@ if(COMMAND kiln_cli_test AND TARGET kiln_cli AND TARGET kiln_samples_ops)
                 --shapes x:4x2 --input x=${CMAKE_SOURCE_DIR}/tests/hardening/npy_4x2.npy)
   set_tests_properties(cli_harden_run_shapes_agree_input PROPERTIES FIXTURES_REQUIRED cli_harden_nz
                        PASS_REGULAR_EXPRESSION "output count: i64 \\[\\] +sum 5 ")
+endif()
+
+# bench --iterations huge used to crash (an unchecked latency array of that
+# size); --duration inf ran forever, nan ran nothing.
+if(COMMAND kiln_cli_test AND TARGET kiln_cli AND TARGET kiln_samples_ops)
+  kiln_cli_test(cli_harden_bench_iterations_huge ${EXPECT_FAIL}
+                "^kiln bench: --iterations expects an integer from 1 to 100000000, found '99999999999999'"
+                ${KC} bench ${KH_DIR}/cp.kiln --plugins ${KLIB} --iterations 99999999999999)
+  kiln_cli_test(cli_harden_bench_duration_inf ${EXPECT_FAIL}
+                "^kiln bench: --duration expects a finite non-negative number, found 'inf'"
+                ${KC} bench ${KH_DIR}/cp.kiln --plugins ${KLIB} --duration inf)
+  kiln_cli_test(cli_harden_bench_duration_nan ${EXPECT_FAIL}
+                "^kiln bench: --duration expects a finite non-negative number, found 'nan'"
+                ${KC} bench ${KH_DIR}/cp.kiln --plugins ${KLIB} --duration nan)
+  set_tests_properties(cli_harden_bench_iterations_huge cli_harden_bench_duration_inf
+                       cli_harden_bench_duration_nan PROPERTIES FIXTURES_REQUIRED cli_harden_cp)
 endif()

@@ -2,6 +2,7 @@
  * args.c — option parsing and helpers shared by the verbs.
  */
 #include <errno.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -72,8 +73,8 @@ int cli_double(const char *verb, const char *opt, const char *s, double *out) {
     char *end;
     errno = 0;
     double v = strtod(s, &end);
-    if (errno || end == s || *end || v < 0)
-        return cli_fail(verb, "%s expects a non-negative number, found '%s'", opt, s), -1;
+    if (errno || end == s || *end || !isfinite(v) || v < 0)
+        return cli_fail(verb, "%s expects a finite non-negative number, found '%s'", opt, s), -1;
     *out = v;
     return 0;
 }

@@ -49,8 +49,8 @@ int kiln_cli_bench(int argc, char **argv) {
             if (cli_int(verb, "--warmup", v, &warmup)) return 2;
         } else if (m == 0 && (m = cli_opt(argc, argv, &i, "--iterations", &v)) > 0) {
             if (cli_int(verb, "--iterations", v, &iterations)) return 2;
-            if (iterations < 1) {
-                cli_fail(verb, "--iterations expects an integer >= 1, found '%s'", v);
+            if (iterations < 1 || iterations > 100000000) {
+                cli_fail(verb, "--iterations expects an integer from 1 to 100000000, found '%s'", v);
                 return 2;
             }
         } else if (m == 0 && (m = cli_opt(argc, argv, &i, "--duration", &v)) > 0) {
@@ -95,11 +95,23 @@ int kiln_cli_bench(int argc, char **argv) {
             cli_fail_kiln(verb, rc, "execution failed");
             goto done;
         }
-    size_t cap = duration > 0 ? 1024 : (size_t)iterations, n = 0;
+    size_t cap = 1024, n = 0;
     lat = malloc(cap * sizeof *lat);
+    if (!lat) {
+        cli_fail(verb, "out of memory");
+        goto done;
+    }
     double start = cli_now_ms();
     while (duration > 0 ? cli_now_ms() - start < duration * 1e3 : n < (size_t)iterations) {
-        if (n == cap) lat = realloc(lat, (cap *= 2) * sizeof *lat);
+        if (n == cap) {
+            double *nl = realloc(lat, cap * 2 * sizeof *lat);
+            if (!nl) {
+                cli_fail(verb, "out of memory recording %zu latencies", cap * 2);
+                goto done;
+            }
+            lat = nl;
+            cap *= 2;
+        }
         double t0 = cli_now_ms();
         if ((rc = kiln_context_run(ctx))) {
             cli_fail_kiln(verb, rc, "execution failed");
