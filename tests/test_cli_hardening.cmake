@@ -231,3 +231,10 @@ if(COMMAND kiln_cli_test AND TARGET kiln_cli AND TARGET kiln_samples_ops)
   set_tests_properties(cli_harden_bench_iterations_huge cli_harden_bench_duration_inf
                        cli_harden_bench_duration_nan PROPERTIES FIXTURES_REQUIRED cli_harden_cp)
 endif()
+
+# --values with --network used to be ignored silently.
+if(COMMAND kiln_cli_test AND TARGET kiln_cli AND TARGET kiln_samples_ops)
+  kiln_cli_test(cli_harden_values_with_network ${EXPECT_FAIL}
+                "^kiln build: --values applies to ONNX models \\(graph inputs\\), not to --network circ_pad$"
+                ${KC} build --network circ_pad --plugins ${KLIB} --prefer-jit --values a=1 -o ${KH_DIR}/never.kiln)
+endif()

@@ -230,6 +230,10 @@ static int build_main(int argc, char **argv, cli_plugins *plugins) {
         cli_fail(verb, "expected -o ENGINE (the engine file to write)");
         return usage(stderr);
     }
+    if (network && nvalue_specs) {
+        cli_fail(verb, "--values applies to ONNX models (graph inputs), not to --network %s", network);
+        return 2;
+    }
     if ((flags & KILN_BUILD_PREFER_AOT) && (flags & KILN_BUILD_PREFER_JIT)) {
         cli_fail(verb, "--prefer-aot and --prefer-jit exclude each other: pass one");
         return 2;
