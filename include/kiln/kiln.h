@@ -418,7 +418,9 @@ KILN_API int kiln_context_profile(const kiln_context *ctx, int layer,
 /* Load a plugin library: dlopen it; its ops register themselves through
  * KILN_OP / KILN_PLUGIN constructors.  Loading the same path twice is a
  * no-op.  Errors: KILN_EIO (dlopen message), KILN_EEXISTS (an op it defines
- * is already registered: both definitions named). */
+ * is already registered: both definitions named), KILN_EINVAL (an op it
+ * defines is invalid, or it registers no op at all: not a kiln plugin
+ * library). */
 KILN_API int kiln_registry_load_library(const char *path);
 /* Print every registered op with its schema (attributes, defaults,
  * formats, tactics, AOT).  `filter` NULL or a substring of "ns::name". */
