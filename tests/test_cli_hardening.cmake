@@ -238,3 +238,11 @@ if(COMMAND kiln_cli_test AND TARGET kiln_cli AND TARGET kiln_samples_ops)
                 "^kiln build: --values applies to ONNX models \\(graph inputs\\), not to --network circ_pad$"
                 ${KC} build --network circ_pad --plugins ${KLIB} --prefer-jit --values a=1 -o ${KH_DIR}/never.kiln)
 endif()
+
+# kiln test-onnx on a folder holding no test case used to report
+# "0 passed, 0 failed, 0 skipped" and exit 0.
+if(COMMAND kiln_cli_test AND TARGET kiln_cli)
+  kiln_cli_test(cli_harden_test_onnx_no_cases ${EXPECT_FAIL}
+                "^kiln test-onnx: no test cases \\(model.onnx \\+ test_data_set_\\*/\\) found under [^ ]*/tests/hardening$"
+                ${KC} test-onnx ${CMAKE_SOURCE_DIR}/tests/hardening)
+endif()

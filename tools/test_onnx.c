@@ -751,10 +751,14 @@ int kiln_cli_test_onnx(int argc, char **argv) {
         do_path(&r, dirs[i]);
     }
     printf("%d passed, %d failed, %d skipped\n", r.passed, r.failed, r.skipped);
+    int none = !r.passed && !r.failed && !r.skipped;
+    if (none) /* a wrong folder is not a successful run */
+        cli_fail(VERB, "no test cases (model.onnx + test_data_set_*/) found under %s%s", dirs[0],
+                 ndirs > 1 ? " or the other folders given" : "");
     for (int i = 0; i < r.nskips; i++) {
         free(r.skips[i].pattern);
         free(r.skips[i].reason);
     }
     free(r.skips);
-    return r.failed ? 1 : 0;
+    return r.failed || none ? 1 : 0;
 }
