@@ -50,9 +50,19 @@ if(TARGET kiln-samples AND TARGET kiln_samples_ops)
   kiln_sample(sample_circ_pad_save_aot circ_pad --aot --save-engine --artifacts-dir ${KS_ART}/aot)
   kiln_sample(sample_circ_pad_load_aot circ_pad --aot --load-engine --artifacts-dir ${KS_ART}/aot)
   set_tests_properties(sample_circ_pad_save_aot PROPERTIES FIXTURES_SETUP circ_pad_engine_aot)
-  set_tests_properties(sample_circ_pad_load_aot PROPERTIES FIXTURES_REQUIRED circ_pad_engine_aot)
+  set_tests_properties(sample_circ_pad_load_aot PROPERTIES FIXTURES_REQUIRED circ_pad_engine_aot
+                       PASS_REGULAR_EXPRESSION "library in this process after the run: absent")
 
   if(EXISTS ${CMAKE_SOURCE_DIR}/samples/circ_pad.onnx)
+    # ONNX mode with the node attribute aot = 1: save, then load and run in a
+    # process that never loads the sample plugin library.
+    kiln_sample(sample_circ_pad_onnx_save_aot circ_pad --mode onnx --aot --save-engine
+                --artifacts-dir ${KS_ART}/onnx_aot)
+    kiln_sample(sample_circ_pad_onnx_load_aot circ_pad --mode onnx --aot --load-engine
+                --artifacts-dir ${KS_ART}/onnx_aot)
+    set_tests_properties(sample_circ_pad_onnx_save_aot PROPERTIES FIXTURES_SETUP circ_pad_engine_onnx_aot)
+    set_tests_properties(sample_circ_pad_onnx_load_aot PROPERTIES FIXTURES_REQUIRED circ_pad_engine_onnx_aot
+                         PASS_REGULAR_EXPRESSION "library in this process after the run: absent")
     kiln_sample(sample_circ_pad_onnx circ_pad --mode onnx)
     kiln_sample(sample_circ_pad_onnx_fp16 circ_pad --mode onnx --precision fp16 -v)
   endif()
