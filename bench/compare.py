@@ -8,15 +8,17 @@ threads: ORT (intra-op threads = N, sequential) and kiln (the `kiln` CLI:
 --threads N) run the same inputs (the model's test_data_set_0 inputs, else
 seeded random ones).  Prints one table:
 
-  model | threads | ORT median ms | kiln median ms | kiln/ORT | max abs diff
+  model | threads | ORT median ms | kiln median ms | kiln/ORT | max abs diff | relative diff
 
 The diff is between kiln's and ORT's outputs.  A model kiln cannot build
 (an op still missing, a build-time value it needs) shows the reason instead.
 
     python3 bench/compare.py [--kiln build/kiln] [--threads 1,2] [--iterations 50]
-                             [--models name,...]
+                             [--models name,...] [--no-torch]
 
-Installs numpy, onnx and onnxruntime with pip when they are missing.
+Installs numpy, onnx, onnxruntime, torch and torchvision with pip when they
+are missing (--no-torch: no torch; the two CNNs are then built with the onnx
+helper API in the same form).
 Work files go to build-bench/ (not committed).  Keep runs short on shared
 machines.
 """
@@ -48,6 +50,10 @@ def ensure(pkgs):
 
 
 ensure([("numpy", "numpy"), ("onnx", "onnx"), ("onnxruntime", "onnxruntime")])
+# ResNet-18 / MobileNetV2 come from torchvision (PyPI's torch brings ~3 GB of
+# CUDA libraries; --no-torch uses the helper-built equivalents instead).
+if "--no-torch" not in sys.argv:
+    ensure([("torch", "torch"), ("torchvision", "torchvision")])
 import numpy as np  # noqa: E402
 import onnx  # noqa: E402
 import onnxruntime as ort  # noqa: E402
@@ -177,6 +183,8 @@ def main():
     ap.add_argument("--iterations", type=int, default=50)
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--models", default="")
+    ap.add_argument("--no-torch", action="store_true",
+                    help="do not install torch; ResNet-18/MobileNetV2 built with the onnx helper API")
     a = ap.parse_args()
     kiln = find_kiln(a.kiln)
     sel = set(x for x in a.models.split(",") if x)
@@ -186,21 +194,26 @@ def main():
         for t in [int(x) for x in a.threads.split(",")]:
             ort_ms, ref = ort_time(path, feeds, t, a.iterations, a.warmup)
             k_ms, outs, why = kiln_time(kiln, name, path, feeds, t, a.iterations, a.warmup)
-            diff = None
+            diff = rel = None
             if outs:
-                ds = [float(np.max(np.abs(outs[k].astype(np.float64) - ref[k].astype(np.float64))))
-                      for k in ref if k in outs and outs[k].shape == ref[k].shape and ref[k].size]
+                ks = [k for k in ref if k in outs and outs[k].shape == ref[k].shape and ref[k].size]
+                ds = [float(np.max(np.abs(outs[k].astype(np.float64) - ref[k].astype(np.float64)))) for k in ks]
+                # Relative to the largest reference magnitude of that output:
+                # random-weight CNNs can have tiny logits, where an absolute
+                # difference says nothing.
+                rs = [d / max(float(np.max(np.abs(ref[k].astype(np.float64)))), 1e-30) for d, k in zip(ds, ks)]
                 diff = max(ds) if ds else None
-            rows.append((name, t, ort_ms, k_ms, diff, why))
+                rel = max(rs) if rs else None
+            rows.append((name, t, ort_ms, k_ms, diff, rel, why))
             print("%-16s threads %d: ORT %.3f ms, kiln %s%s" % (
                 name, t, ort_ms, "%.3f ms" % k_ms if k_ms else "-", "  (" + why + ")" if why else ""),
                 file=sys.stderr)
-    print("| model | threads | ORT median ms | kiln median ms | kiln/ORT | max abs diff |")
-    print("|---|---|---|---|---|---|")
-    for name, t, o, k, d, why in rows:
-        print("| %s | %d | %.3f | %s | %s | %s |" % (
+    print("| model | threads | ORT median ms | kiln median ms | kiln/ORT | max abs diff | max diff / max abs ref |")
+    print("|---|---|---|---|---|---|---|")
+    for name, t, o, k, d, r, why in rows:
+        print("| %s | %d | %.3f | %s | %s | %s | %s |" % (
             name, t, o, "%.3f" % k if k else "n/a: " + why, "%.2f" % (k / o) if k else "-",
-            "%.3g" % d if d is not None else "-"))
+            "%.3g" % d if d is not None else "-", "%.3g" % r if r is not None else "-"))
 
 
 if __name__ == "__main__":

@@ -4,8 +4,8 @@ random weights (seeded), for bench/compare.py.
 
 If torch and torchvision are importable, the models are torchvision's
 resnet18() / mobilenet_v2() (random init, eval mode) exported with
-torch.onnx.export (opset 17).  Otherwise -- the default here: PyPI's torch
-wheel with its CUDA dependencies is several GB, too big for these machines --
+torch.onnx.export (opset 17; `pip install torch torchvision` brings them,
+about 3 GB with the CUDA dependencies PyPI's wheel pulls in).  Otherwise
 the same architectures are built layer by layer with the onnx helper API, in
 the form torch's exporter produces for them in eval mode: Conv (+ bias-free)
 -> BatchNormalization -> Relu / Clip(0, 6), MaxPool, residual Add,
@@ -31,8 +31,13 @@ def export_torch(out):
                        ("mobilenet_v2", torchvision.models.mobilenet_v2)):
         m = ctor(weights=None).eval()
         x = torch.randn(1, 3, 224, 224)
-        torch.onnx.export(m, x, os.path.join(out, name + ".onnx"), opset_version=17,
-                          input_names=["input"], output_names=["logits"])
+        kw = dict(opset_version=17, input_names=["input"], output_names=["logits"])
+        try:
+            # The TorchScript exporter needs no onnxscript (torch >= 2.9
+            # defaults to the torch.export one, which does).
+            torch.onnx.export(m, x, os.path.join(out, name + ".onnx"), dynamo=False, **kw)
+        except TypeError:  # torch < 2.5: no `dynamo` argument
+            torch.onnx.export(m, x, os.path.join(out, name + ".onnx"), **kw)
         print("exported", name, "with torch", torch.__version__)
 
 
@@ -141,9 +146,9 @@ def main():
         try:
             export_torch(a.out)
             return
-        except ImportError:
-            print("torch/torchvision not installed: building the same architectures with the onnx "
-                  "helper API (random weights)", file=sys.stderr)
+        except ImportError as e:
+            print("torch/torchvision not usable (%s): building the same architectures with the onnx "
+                  "helper API (random weights)" % e, file=sys.stderr)
     import onnx
     for name, fn in (("resnet18", resnet18), ("mobilenet_v2", mobilenet_v2)):
         onnx.save(fn(), os.path.join(a.out, name + ".onnx"))
