@@ -246,3 +246,12 @@ if(COMMAND kiln_cli_test AND TARGET kiln_cli)
                 "^kiln test-onnx: no test cases \\(model.onnx \\+ test_data_set_\\*/\\) found under [^ ]*/tests/hardening$"
                 ${KC} test-onnx ${CMAKE_SOURCE_DIR}/tests/hardening)
 endif()
+
+# Only some of --min/--opt/--max-shapes for an input used to pin the missing
+# bounds to the given one silently.
+if(COMMAND kiln_cli_test AND TARGET kiln_cli AND TARGET kiln_samples_ops)
+  kiln_cli_test(cli_harden_partial_profile ${EXPECT_FAIL}
+                "^kiln build: input 'x': give --min-shapes, --opt-shapes and --max-shapes together \\(missing min opt \\)"
+                ${KC} build --network non_zero --plugins ${KLIB} --max-shapes x:16x16
+                -o ${CMAKE_BINARY_DIR}/cli-hardening/never.kiln)
+endif()

@@ -63,6 +63,13 @@ static int set_profiles(const char *verb, kiln_build_config *cfg, const cli_shap
             const char *name = lists[l]->s[k].name;
             const cli_shape *a = cli_shapes_find(all, name), *b = cli_shapes_find(mn, name),
                             *c = cli_shapes_find(opt, name), *d = cli_shapes_find(mx, name);
+            /* A range without --shapes needs all three bounds: quietly
+             * pinning the missing ones to the given one would build an
+             * engine for a range the user did not ask for. */
+            if (!a && (!b || !c || !d))
+                return cli_fail(verb, "input '%s': give --min-shapes, --opt-shapes and --max-shapes together "
+                                "(missing %s%s%s), or --shapes for one fixed shape", name, b ? "" : "min ",
+                                c ? "" : "opt ", d ? "" : "max");
             const cli_shape *o = c ? c : a;
             if (!o) o = b ? b : d;
             if (!b) b = a ? a : o;
