@@ -9,15 +9,10 @@
  */
 #include "kiln_int.h"
 #include "test.h"
+#include "test_ops_util.h"
 
 /* ------------------------------------------------------------ test ops */
 
-static int same_shape(kiln_shape_ctx *c) {
-    c->out[0] = c->in[0];
-    c->out[0].data = NULL;
-    c->out[0].nvalues = -1;
-    return 0;
-}
 
 static float load_f(const kiln_tensor *t, int64_t i) {
     return t->dtype == KILN_DTYPE_F16 ? kiln_f16_to_f32(((const uint16_t *)t->data)[i])

@@ -9,18 +9,13 @@
  */
 #include "kiln_int.h"
 #include "test.h"
+#include "test_ops_util.h"
 
 #include <stdlib.h>
 #include <unistd.h>
 
 uint64_t kiln__file_checksum(const void *p, size_t n);
 
-static int same_shape(kiln_shape_ctx *c) {
-    c->out[0] = c->in[0];
-    c->out[0].data = NULL;
-    c->out[0].nvalues = -1;
-    return 0;
-}
 static int addc_impl(const kiln_call *c) {
     const float *x = c->in[0].data, *w = c->in[1].data;
     float *y = c->out[0].data;
@@ -304,20 +299,7 @@ TEST_IMPL(flip_embedded_plugin) {
         fprintf(stderr, "   skipped: %s not built\n", KILN_SAMPLES_LIB);
         return;
     }
-    ASSERT_OK(kiln_registry_load_library(KILN_SAMPLES_LIB));
-    kiln_network *net = kiln_network_create();
-    int64_t dims[1] = {6};
-    ASSERT_OK(kiln_network_add_input(net, "a", KILN_DTYPE_F32, 1, dims, NULL));
-    ASSERT_OK(kiln_network_add_input(net, "b", KILN_DTYPE_F32, 1, dims, NULL));
-    const char *in[] = {"a", "b"}, *out[] = {"c"};
-    ASSERT(kiln_network_add_layer(net, "sample::elemwise_add", 1, "add1", 2, in, 1, out));
-    ASSERT_OK(kiln_network_mark_output(net, "c"));
-    kiln_build_config *cfg = kiln_build_config_create();
-    kiln_build_config_set_flags(cfg, KILN_BUILD_NO_TIMING | KILN_BUILD_EMBED_PLUGINS);
-    kiln_engine *e = NULL;
-    ASSERT_OK(kiln_build(net, cfg, &e, NULL));
-    kiln_build_config_free(cfg);
-    kiln_network_free(net);
+    kiln_engine *e = build_sample_add_engine(KILN_BUILD_EMBED_PLUGINS);
     void *b;
     size_t n;
     ASSERT_OK(kiln_engine_serialize(e, &b, &n));

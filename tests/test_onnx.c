@@ -8,6 +8,7 @@
 #include "kiln_int.h"
 #include "onnx/onnx_int.h"
 #include "test.h"
+#include "test_ops_util.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -18,12 +19,6 @@ static uint64_t seed = 0x5eed1234abcdull;
 
 /* ------------------------------------------------------------ test ops */
 
-static int same_shape(kiln_shape_ctx *c) {
-    c->out[0] = c->in[0];
-    c->out[0].data = NULL;
-    c->out[0].nvalues = -1;
-    return 0;
-}
 
 #define AFFINE_IMPL(fn, a, b)                                                  \
     static int fn(const kiln_call *c) {                                        \

@@ -8,17 +8,12 @@
  */
 #include "kiln_int.h"
 #include "test.h"
+#include "test_ops_util.h"
 
 #include <pthread.h>
 
 /* ------------------------------------------------------------ test ops */
 
-static int same_shape(kiln_shape_ctx *c) {
-    c->out[0] = c->in[0];
-    c->out[0].data = NULL;
-    c->out[0].nvalues = -1;
-    return 0;
-}
 
 /* y[i, j] = x[i, j] * alpha + w[j]   (x: [N, C] f32, w: [C] f32) */
 static int affine_impl(const kiln_call *c) {
