@@ -113,6 +113,12 @@ int kiln__op_deserialize(const kiln__op *op, const void *blob, size_t size, void
 /* Blob for the engine (quick ops: attribute codec; plugins: vt->serialize).
  * *blob is kiln__malloc'd. */
 int kiln__op_serialize(const kiln__op *op, const void *state, uint8_t **blob, size_t *size);
+/* Packed form of constant input `input` (kiln_quick_op.prepack; see
+ * plugin.h for what c holds).  dst NULL: *size gets the bytes needed, 0 =
+ * none (always 0 for full plugins and ops without prepack).  Errors name
+ * the op. */
+int kiln__op_prepack(const kiln__op *op, const void *state, const kiln_call *c, int input,
+                     void *dst, size_t *size);
 
 /* ------------------------------------------------------------ plugin/attrs */
 /* A layer's attribute values (owning): values[i] belongs to op->attr_defs[i]. */
@@ -256,6 +262,11 @@ typedef struct kiln__elayer {
     int32_t nepi;
     struct kiln__eepi *epi;
     void *epi_rt;            /* runtime chain for kiln_call.epilogue (engine/epilogue.c) */
+    /* (P) Runtime, not serialized: per input, the packed form of a constant
+     * input from kiln_quick_op.prepack (kiln__aligned_alloc'd) or NULL;
+     * the array itself is NULL when no input has one.  kiln_call.prepacked. */
+    void **prepacked;
+    int32_t prepack_done;    /* kiln__engine_prepare computed them */
 } kiln__elayer;
 
 /* (K) One fused epilogue op: identity, attributes and inputs (engine

@@ -294,6 +294,13 @@ typedef struct kiln_call {
      * none).  Ops that set accepts_epilogue apply it with
      * kiln_call_epilogue; see "epilogue fusion" below. */
     const void *epilogue;
+    /* Per input (nin entries): the packed form of a build-time constant
+     * input that the op's kiln_quick_op.prepack wrote once when the engine
+     * was prepared (64-byte aligned, read-only, shared by every context),
+     * or NULL (no prepack, not a constant, or a call from outside an
+     * engine such as constant folding).  NULL as a whole: none at all.
+     * An op must still work from in[i].data when its entry is NULL. */
+    const void *const *prepacked;
 } kiln_call;
 
 /* ------------------------------------------------- epilogue fusion
@@ -467,6 +474,19 @@ typedef struct kiln_quick_op {
      * (no layer, not a network output) impl gets it with data NULL (e.g.
      * MaxPool's Indices).  Dims are still set. */
     unsigned optional_outputs;
+    /* Weight prepacking (optional): input `input` is a build-time constant
+     * (c->in[input].data holds it; read-only, it may be mapped from the
+     * engine file).  With dst NULL, set *size to the bytes of its packed
+     * form, 0 for "nothing to prepack"; else *size holds that answer: write
+     * that many bytes into dst (64-byte aligned) and leave *size as is.  The runtime calls it once per layer and constant
+     * input when an engine is built or loaded (never per run; packed forms
+     * are not stored in the engine file) and hands the result to impl as
+     * c->prepacked[input].  What prepack sees: attrs, the chosen tactic,
+     * every input's dtype/format/ndim/dims (-1 where not static at build;
+     * data only for constants), outputs likewise without data, exec NULL.
+     * The packed form may depend only on those.  Returns 0 or a KILN_E*
+     * code (with kiln_set_error), which fails the build or load. */
+    int (*prepack)(const kiln_call *c, int input, void *dst, size_t *size);
 } kiln_quick_op;
 
 /* ------------------------------------------------- full plugins */

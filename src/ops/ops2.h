@@ -55,7 +55,19 @@ typedef struct kiln__gemm {
      * none. */
     void (*done)(void *ud, int64_t i0, int64_t i1, int64_t j0, int64_t n);
     void *done_ud;
+    /* A already packed by kiln__sgemm_pack_a (alpha folded in; a, a_rs,
+     * a_cs still describe it for the matrix-vector paths): the GEMM reads
+     * its panels instead of packing A on every call.  NULL: pack as usual. */
+    const float *a_packed;
 } kiln__gemm;
+
+/* Packed A for M x K (floats; a multiple of 16), and the packing itself:
+ * all of g->a (M, K, a_rs, a_cs, alpha) into dst, in the layout the GEMM
+ * reads (K blocks, MR-tall strips, zero-padded rows).  Done once for a
+ * constant A (kiln_quick_op.prepack); valid only for this build of the
+ * library (the layout follows its micro-kernel). */
+size_t kiln__sgemm_pack_a_floats(int64_t M, int64_t K);
+void kiln__sgemm_pack_a(const kiln__gemm *g, float *dst);
 
 /* Apply the call's fused epilogue chain (kiln_call_epilogue) to all of
  * output 0 (dense F32): whole planes of dims[2..] for rank >= 3, rows
