@@ -282,6 +282,7 @@ KILN_API int kiln_context_create(const kiln_engine *e, int threads, kiln_context
         cl->call.exec = &c->exec;
         cl->call.layer = el->name;
         cl->call.epilogue = el->epi_rt;
+        cl->call.prepacked = (const void *const *)el->prepacked;
         if (el->aot_kernel >= 0) continue;
         KILN__ASSERT(el->op && el->op->vt && el->op->vt->enqueue);
         cl->vt = el->op->vt;

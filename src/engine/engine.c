@@ -19,6 +19,9 @@ static void layer_free(kiln__elayer *l) {
     l->state = NULL;
     if (l->attrs.v) kiln__attrset_free(&l->attrs);
     kiln__epi_free(l);
+    for (int32_t k = 0; l->prepacked && k < l->nin; k++) kiln__aligned_free(l->prepacked[k]);
+    kiln__free(l->prepacked);
+    l->prepacked = NULL;
     kiln__free(l->name);
     kiln__free(l->op_ns);
     kiln__free(l->op_name);
@@ -92,6 +95,91 @@ static int load_embedded(const kiln_engine *e) {
     }
     pthread_mutex_unlock(&g_embed_lock);
     return rc;
+}
+
+/* Static value of node n (1) or 0. */
+static int node_value(const kiln_engine *e, int32_t n, int64_t *v) {
+    if (n < 0 || n >= e->nnodes || e->nodes[n].op != KILN_EXPR_CONST) return 0;
+    *v = e->nodes[n].v;
+    return 1;
+}
+
+/* The view prepack sees of tensor t: dtype, format, dims (-1 where not
+ * static), dense strides when every dim is static, and data for a
+ * constant whose bytes match its dims. */
+static void prepack_view(const kiln_engine *e, int32_t t, kiln_tensor *v) {
+    memset(v, 0, sizeof *v);
+    v->dtype = KILN_DTYPE_UNDEFINED;
+    if (t < 0) return;
+    const kiln__etensor *et = &e->tensors[t];
+    v->dtype = (kiln_dtype)et->dtype;
+    v->format = (kiln_format)et->format;
+    v->device = KILN_DEVICE_CPU;
+    v->ndim = et->ndim;
+    int fixed = 1;
+    uint64_t numel = 1;
+    for (int d = 0; d < et->ndim; d++) {
+        if (!node_value(e, et->dims[d], &v->dims[d]) || v->dims[d] < 0) {
+            v->dims[d] = -1;
+            fixed = 0;
+            continue;
+        }
+        numel *= (uint64_t)v->dims[d];
+    }
+    if (!fixed) return;
+    int64_t st = 1;
+    for (int d = et->ndim - 1; d >= 0; d--) {
+        v->strides[d] = st;
+        st *= v->dims[d];
+    }
+    if (et->kind == KILN__ET_CONST && et->format == KILN_FORMAT_LINEAR &&
+        numel * kiln_dtype_size(v->dtype) == et->const_bytes)
+        v->data = e->weights + et->const_off;
+}
+
+/* Packed forms of the layer's constant inputs (kiln_quick_op.prepack),
+ * computed once per engine and shared read-only by its contexts.  The
+ * weights themselves may be mapped from the file: packing writes to its
+ * own blocks. */
+static int layer_prepack(const kiln_engine *e, kiln__elayer *l) {
+    const kiln__op *op = l->op;
+    if (l->prepack_done || !op->quick || !op->quick->prepack) return 0;
+    kiln_tensor *views = kiln__calloc((size_t)(l->nin + l->nout) + 1, sizeof *views);
+    if (!views) return kiln__err(KILN_ENOMEM, "layer '%s': out of memory", l->name);
+    for (int32_t k = 0; k < l->nin; k++) prepack_view(e, l->in[k], &views[k]);
+    for (int32_t k = 0; k < l->nout; k++) {
+        prepack_view(e, l->out[k], &views[l->nin + k]);
+        views[l->nin + k].data = NULL;
+    }
+    kiln_attrs view = {0};
+    if (l->attrs.v) view = kiln__attrset_view(&l->attrs);
+    kiln_call c = {.in = views, .nin = l->nin, .out = views + l->nin, .nout = l->nout,
+                   .attrs = &view, .tactic = l->tactic, .layer = l->name};
+    int rc = 0;
+    for (int32_t k = 0; k < l->nin && !rc; k++) {
+        if (l->in[k] < 0 || e->tensors[l->in[k]].kind != KILN__ET_CONST || !views[k].data) continue;
+        size_t n = 0;
+        rc = kiln__op_prepack(op, l->state, &c, k, NULL, &n);
+        if (rc || !n) continue;
+        if (!l->prepacked && !(l->prepacked = kiln__calloc((size_t)l->nin, sizeof *l->prepacked))) {
+            rc = kiln__err(KILN_ENOMEM, "out of memory");
+            break;
+        }
+        void *dst = kiln__aligned_alloc(n);
+        if (!dst) {
+            rc = kiln__err(KILN_ENOMEM, "out of memory: %zu bytes for the packed input %d", n, (int)k);
+            break;
+        }
+        rc = kiln__op_prepack(op, l->state, &c, k, dst, &n);
+        if (rc) kiln__aligned_free(dst);
+        else l->prepacked[k] = dst;
+    }
+    kiln__free(views);
+    if (rc)
+        return kiln__err_prefix(rc, "layer '%s' (%s::%s v%d)", l->name, op->ns, op->name,
+                                op->version);
+    l->prepack_done = 1;
+    return 0;
 }
 
 int kiln__engine_prepare(kiln_engine *e) {
@@ -177,6 +265,7 @@ int kiln__engine_prepare(kiln_engine *e) {
             }
         }
         if (l->nepi && !l->epi_rt && (rc = kiln__epi_prepare(e, l))) return rc;
+        if ((rc = layer_prepack(e, l))) return rc;
     }
     return 0;
 }

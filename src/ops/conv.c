@@ -221,6 +221,14 @@ static int make_geom(const kiln_call *c, geom *g) {
 
 /* ------------------------------------------------------------ GEMM tactic */
 
+/* W prepacked (conv_prepack): group gi's Mg x K weight matrix as the
+ * SGEMM's packed A, or NULL (not prepacked: the GEMM packs it per call). */
+static const float *packed_w(const kiln_call *c, const geom *g, int64_t gi) {
+    if (!c->prepacked || c->nin < 2 || !c->prepacked[1]) return NULL;
+    int64_t K = g->Cg * g->k[0] * g->k[1] * g->k[2];
+    return (const float *)c->prepacked[1] + (size_t)gi * kiln__sgemm_pack_a_floats(g->Mg, K);
+}
+
 typedef struct im2col {
     const geom *g;
     const float *x; /* the group's first input channel */
@@ -397,7 +405,7 @@ static int conv_padgemm(const kiln_call *c, const geom *g) {
             kiln__gemm gm = {.M = g->Mg, .N = g->o[1] * pg.PW, .K = K, .a = w + gi * g->Mg * K,
                              .a_rs = K, .a_cs = 1, .alpha = 1.0f, .c = yt, .ldc = g->o[1] * pg.PW,
                              .bias_row = bias ? bias + gi * g->Mg : NULL, .b_shift = xp,
-                             .b_off = off};
+                             .b_off = off, .a_packed = packed_w(c, g, gi)};
             kiln__sgemm(&gm, c->exec);
             kiln_exec_parallel_for(c->exec, g->Mg * g->o[1], 16, compact_rows, &p);
         }
@@ -444,7 +452,8 @@ static void conv_gemm(const kiln_call *c, const geom *g) {
             im2col ic = {.g = g, .x = xg};
             kiln__gemm gm = {.M = g->Mg, .N = osp, .K = K, .a = w + gi * g->Mg * K, .a_rs = K,
                              .a_cs = 1, .alpha = 1.0f, .c = y + (n * g->M + gi * g->Mg) * osp,
-                             .ldc = osp, .bias_row = bias ? bias + gi * g->Mg : NULL};
+                             .ldc = osp, .bias_row = bias ? bias + gi * g->Mg : NULL,
+                             .a_packed = packed_w(c, g, gi)};
             gemm_epi ge = {c, gm.c, osp, gi * g->Mg};
             if (c->epilogue) {
                 gm.done = gemm_rows_done;
@@ -680,6 +689,56 @@ static void conv_direct(const kiln_call *c, const geom *g) {
 
 /* ------------------------------------------------------------ impl */
 
+/* The kernel a call runs: the chosen tactic, or (auto) direct for
+ * depthwise-like convs, which have too little reuse for a GEMM.  direct_ok:
+ * the conv is 1-D/2-D (no depth to convolve). */
+static int pick_tactic(int tactic, int direct_ok, const geom *g) {
+    if (tactic == T_DIRECT && !direct_ok) return T_GEMM;
+    if (tactic == T_GEMM || tactic == T_DIRECT || tactic == T_PADGEMM) return tactic;
+    return direct_ok && (g->Cg * g->k[1] * g->k[2] <= 16 || g->Mg == 1) ? T_DIRECT : T_PADGEMM;
+}
+
+/* kiln_quick_op.prepack: a constant F32 W packed once, per group, as the
+ * SGEMM's A operand, for the tactics that run a GEMM (all but direct).
+ * Everything it depends on is static: W's dims, group, the tactic. */
+static int conv_prepack(const kiln_call *c, int input, void *dst, size_t *size) {
+    const kiln_tensor *x = &c->in[0], *w = &c->in[1];
+    size_t want = *size;
+    *size = 0;
+    if (input != 1 || w->dtype != KILN_DTYPE_F32 || x->dtype != KILN_DTYPE_F32 || !w->data ||
+        w->ndim < 3 || w->ndim > 5 || !kiln__ops2_dense(w))
+        return 0;
+    int nsp = w->ndim - 2;
+    geom g;
+    memset(&g, 0, sizeof g);
+    for (int i = 0; i < 3; i++) g.k[i] = 1;
+    for (int i = 0; i < nsp; i++) g.k[3 - nsp + i] = w->dims[2 + i];
+    g.M = w->dims[0];
+    g.Cg = w->dims[1];
+    g.G = kiln_attrs_int(c->attrs, "group");
+    if (g.G < 1 || g.M % g.G) return 0; /* impl reports it */
+    g.Mg = g.M / g.G;
+    /* a 3-D conv runs direct only on a depth-1 input and kernel */
+    int direct_ok = nsp < 3 || (x->ndim == 5 && x->dims[2] == 1 && g.k[0] == 1);
+    if (pick_tactic(c->tactic, direct_ok, &g) == T_DIRECT) return 0;
+    int64_t K = g.Cg * g.k[0] * g.k[1] * g.k[2];
+    size_t per = kiln__sgemm_pack_a_floats(g.Mg, K);
+    size_t bytes = (size_t)g.G * per * sizeof(float);
+    if (!dst) {
+        *size = bytes;
+        return 0;
+    }
+    if (want != bytes)
+        return kiln_set_error(KILN_EINTERNAL, "Conv prepack: %zu bytes asked, %zu given", bytes, want);
+    for (int64_t gi = 0; gi < g.G; gi++) {
+        kiln__gemm gm = {.M = g.Mg, .K = K, .a = (const float *)w->data + gi * g.Mg * K, .a_rs = K,
+                         .a_cs = 1, .alpha = 1.0f};
+        kiln__sgemm_pack_a(&gm, (float *)dst + (size_t)gi * per);
+    }
+    *size = bytes;
+    return 0;
+}
+
 static int conv_impl_f32(const kiln_call *c) {
     for (int i = 0; i < c->nin && i < 3; i++)
         if (c->in[i].data && !kiln__ops2_dense(&c->in[i]))
@@ -688,13 +747,7 @@ static int conv_impl_f32(const kiln_call *c) {
     int rc = make_geom(c, &g);
     if (rc) return rc;
     if (g.N * g.M * g.o[0] * g.o[1] * g.o[2] == 0) return 0;
-    int tactic = c->tactic;
-    int direct_ok = g.id[0] == 1 && g.k[0] == 1;
-    if (tactic == T_DIRECT && !direct_ok) tactic = T_GEMM;
-    if (tactic != T_GEMM && tactic != T_DIRECT && tactic != T_PADGEMM) {
-        /* heuristic: depthwise-like convs have too little reuse for a GEMM */
-        tactic = direct_ok && (g.Cg * g.k[1] * g.k[2] <= 16 || g.Mg == 1) ? T_DIRECT : T_PADGEMM;
-    }
+    int tactic = pick_tactic(c->tactic, g.id[0] == 1 && g.k[0] == 1, &g);
     if (tactic == T_DIRECT)
         conv_direct(c, &g);
     else if (tactic != T_PADGEMM || conv_padgemm(c, &g))
@@ -773,7 +826,7 @@ static const kiln_quick_op conv_op = {
     .ns = "ai.onnx", .name = "Conv", .version = 1,
     .min_inputs = 2, .max_inputs = 3, .num_outputs = 1,
     .attrs = conv_attrs, .shape = conv_shape, .impl = conv_impl,
-    .formats = conv_formats, .workspace = conv_ws,
+    .formats = conv_formats, .workspace = conv_ws, .prepack = conv_prepack,
     .accepts_epilogue = 1, /* every tactic applies it per finished row/plane */
     .doc = "convolution: implicit-im2col packed GEMM, direct/depthwise kernel",
 };

@@ -130,6 +130,25 @@ static void pack_a(const kiln__gemm *g, int64_t i0, int64_t mc, int64_t k0, int6
     }
 }
 
+/* The whole of A packed once: K block pc (kc deep) starts at
+ * pc * round_up(M, MR); in it, the strip of rows [i, i + MR) at i * kc,
+ * exactly what pack_a writes for one block.  gemm_block only starts row
+ * blocks at multiples of MR, so a block's panels are a slice of this. */
+static int64_t rows_padded(int64_t M) { return (M + MR - 1) / MR * MR; }
+
+size_t kiln__sgemm_pack_a_floats(int64_t M, int64_t K) {
+    size_t n = (size_t)rows_padded(M) * (size_t)K;
+    return (n + 15) / 16 * 16;
+}
+
+void kiln__sgemm_pack_a(const kiln__gemm *g, float *dst) {
+    const int64_t mp = rows_padded(g->M);
+    for (int64_t pc = 0; pc < g->K; pc += KC) {
+        int64_t kc = g->K - pc < KC ? g->K - pc : KC;
+        pack_a(g, 0, g->M, pc, kc, dst + pc * mp);
+    }
+}
+
 static void pack_b_matrix(const kiln__gemm *g, int64_t k0, int64_t kc, int64_t n0, int64_t nc,
                           float *dst) {
     for (int64_t s = 0; s < nc; s += NR) {
@@ -565,7 +584,13 @@ static void gemm_block(const kiln__gemm *g, int64_t m0, int64_t m1, int64_t n0, 
                              .relu = g->relu && pc + kc >= K};
             for (int64_t ic = m0; ic < m1; ic += MC) {
                 int64_t mc = m1 - ic < MC ? m1 - ic : MC;
-                pack_a(g, ic, mc, pc, kc, pa);
+                const float *pa_use = pa;
+                if (g->a_packed) {
+                    KILN__ASSERT(ic % MR == 0);
+                    pa_use = g->a_packed + pc * rows_padded(g->M) + ic * kc;
+                } else {
+                    pack_a(g, ic, mc, pc, kc, pa);
+                }
                 for (int64_t jr = 0; jr < nc; jr += NR) {
                     int nr = (int)(nc - jr < NR ? nc - jr : NR);
                     for (int64_t ir = 0; ir < mc; ir += MR) {
@@ -574,12 +599,12 @@ static void gemm_block(const kiln__gemm *g, int64_t m0, int64_t m1, int64_t n0, 
                         float *ct = g->c + (ic + ir) * g->ldc + jc + jr;
 #ifdef HAVE_SHIFT_KERNEL
                         if (in_place) {
-                            micro_shift(kc, pa + ir * kc, g->b_shift + jc + jr, g->b_off + pc, ct,
+                            micro_shift(kc, pa_use + ir * kc, g->b_shift + jc + jr, g->b_off + pc, ct,
                                         g->ldc, mr, nr, &si);
                             continue;
                         }
 #endif
-                        micro(kc, pa + ir * kc, pb + jr * kc, ct, g->ldc, mr, nr, &si);
+                        micro(kc, pa_use + ir * kc, pb + jr * kc, ct, g->ldc, mr, nr, &si);
                     }
                 }
                 if (g->done && pc + kc >= K) /* rows [ic, ic + mc) x [jc, jc + nc) are final */

@@ -384,3 +384,27 @@ int kiln__op_serialize(const kiln__op *op, const void *state, uint8_t **blob, si
     *size = m;
     return 0;
 }
+
+int kiln__op_prepack(const kiln__op *op, const void *state, const kiln_call *c, int input, void *dst,
+                     size_t *size) {
+    KILN__ASSERT(op && c && size && input >= 0 && input < c->nin);
+    size_t want = *size;
+    *size = 0;
+    if (!op->quick || !op->quick->prepack || !state) return 0;
+    const qstate *s = state;
+    kiln_attrs view = kiln__attrset_view(&s->attrs);
+    kiln_call cc = *c;
+    cc.attrs = &view;
+    cc.state = NULL;
+    cc.prepacked = NULL;
+    size_t n = dst ? want : 0;
+    int rc = op->quick->prepack(&cc, input, dst, &n);
+    if (rc)
+        return kiln__err_prefix(rc < 0 ? rc : KILN_EPLUGIN, "op %s::%s v%d: prepack of input %d", op->ns,
+                                op->name, op->version, input);
+    if (dst && n != want)
+        return kiln__err(KILN_EPLUGIN, "op %s::%s v%d: prepack of input %d wrote %zu bytes after asking for %zu",
+                         op->ns, op->name, op->version, input, n, want);
+    *size = n;
+    return 0;
+}
