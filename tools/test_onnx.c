@@ -159,6 +159,7 @@ typedef struct tensor {
     int64_t dims[KILN_MAX_DIMS];
     void *data;
     size_t bytes;
+    int libc;   /* data from malloc (else from kiln: kiln_free) */
 } tensor;
 
 static int64_t numel(int ndim, const int64_t *dims) {
@@ -203,6 +204,8 @@ static int compare(const runner *r, const char *name, const tensor *want_, kiln_
     const tensor *want = &wcopy;
     /* Older ONNX test data stores bfloat16 tensors as uint16 bit patterns. */
     if (wcopy.dtype == KILN_DTYPE_U16 && gdt == KILN_DTYPE_BF16) wcopy.dtype = KILN_DTYPE_BF16;
+    /* An empty sequence in test data names no element type. */
+    if (wcopy.dtype == KILN_DTYPE_UNDEFINED && !wcopy.bytes) wcopy.dtype = gdt;
     if (gdt != want->dtype) {
         snprintf(why, wsz, "output '%s' has dtype %s, expected %s", name, kiln_dtype_name(gdt),
                  kiln_dtype_name(want->dtype));
@@ -273,27 +276,108 @@ typedef struct dataset {
     tensor in[MAX_IO], out[MAX_IO];
 } dataset;
 
+/* How ONNX values map onto the network's tensors: a sequence or optional
+ * value `s` is the tensors s, s:shapes (and s:present) (kiln/onnx.h), so
+ * input_N.pb may fill several network inputs.  parts[v] tensors from
+ * first[v] on; rank[t]: the declared dim 1 of a :shapes tensor (-1). */
+typedef struct iomap {
+    int nval[2];                 /* ONNX values: inputs, outputs */
+    int first[2][MAX_IO], parts[2][MAX_IO];
+    int ntensor[2];
+    int part[2][MAX_IO];         /* network tensor t is part k>0 of a value: k */
+    int64_t rank[2][MAX_IO];
+    kiln_dtype dtype[2][MAX_IO];
+    int inseq[2][MAX_IO];        /* network tensor t belongs to a multi-tensor value */
+} iomap;
+
+static int ends_with(const char *s, const char *suf) {
+    size_t a = strlen(s), b = strlen(suf);
+    return a >= b && !strcmp(s + a - b, suf);
+}
+
+static void iomap_make(const kiln_network *net, iomap *m) {
+    memset(m, 0, sizeof *m);
+    for (int k = 0; k < 2; k++) {
+        int n = k ? kiln_network_num_outputs(net) : kiln_network_num_inputs(net);
+        if (n > MAX_IO) n = MAX_IO;
+        m->ntensor[k] = n;
+        for (int t = 0; t < n; t++) {
+            const char *nm = k ? kiln_network_output_name(net, t) : kiln_network_input_name(net, t);
+            const kiln__ntensor *nt = &net->tensors[k ? net->outputs[t] : net->inputs[t]];
+            m->rank[k][t] = nt->ndim == 2 ? nt->dims[1] : -1;
+            m->dtype[k][t] = nt->dtype;
+            int pk = ends_with(nm, ":shapes") ? 1 : ends_with(nm, ":present") ? 2 : 0;
+            if (pk && m->nval[k] > 0 && m->parts[k][m->nval[k] - 1] == pk) {
+                m->parts[k][m->nval[k] - 1]++;
+                m->part[k][t] = pk;
+                continue;
+            }
+            m->first[k][m->nval[k]] = t;
+            m->parts[k][m->nval[k]++] = 1;
+        }
+        for (int v = 0; v < m->nval[k]; v++)
+            for (int q = 0; q < m->parts[k][v] && m->parts[k][v] > 1; q++) m->inseq[k][m->first[k][v] + q] = 1;
+    }
+}
+
+/* Read a sequence/optional value into tensors t[0..parts). */
+static int read_seq_pb(const char *path, int parts, const int64_t *rank, tensor *t, kiln_dtype want) {
+    kiln_onnx_sequence q;
+    int rc = kiln_onnx_read_sequence(path, &q);
+    if (rc) return rc;
+    if (parts == 3 && !q.nested && q.count == 0) q.present = 0;
+    memset(t, 0, (size_t)parts * sizeof *t);
+    t[0].dtype = q.dtype != KILN_DTYPE_UNDEFINED ? q.dtype : want;
+    t[0].ndim = 1;
+    t[0].dims[0] = (int64_t)(q.bytes / (kiln_dtype_size(t[0].dtype) ? kiln_dtype_size(t[0].dtype) : 1));
+    t[0].data = q.data;
+    t[0].bytes = q.bytes;
+    t[1].dtype = KILN_DTYPE_I64;
+    t[1].ndim = 2;
+    t[1].dims[0] = q.count;
+    t[1].dims[1] = q.rank >= 0 ? q.rank : rank[1] >= 0 ? rank[1] : 0;
+    t[1].bytes = (size_t)(q.count * t[1].dims[1]) * sizeof(int64_t);
+    t[1].data = q.shapes;
+    if (!q.shapes) {
+        t[1].data = malloc(1);
+        t[1].libc = 1;
+    }
+    if (parts == 3) {
+        t[2].dtype = KILN_DTYPE_BOOL;
+        t[2].ndim = 0;
+        t[2].bytes = 1;
+        t[2].data = malloc(1);
+        t[2].libc = 1;
+        if (t[2].data) *(uint8_t *)t[2].data = (uint8_t)q.present;
+    }
+    return 0;
+}
+
 static void dataset_free(dataset *d) {
-    for (int i = 0; i < d->nin; i++) kiln_free(d->in[i].data);
-    for (int i = 0; i < d->nout; i++) kiln_free(d->out[i].data);
+    for (int i = 0; i < d->nin; i++) d->in[i].libc ? free(d->in[i].data) : kiln_free(d->in[i].data);
+    for (int i = 0; i < d->nout; i++) d->out[i].libc ? free(d->out[i].data) : kiln_free(d->out[i].data);
     d->nin = d->nout = 0;
 }
 
-static int load_dataset(const char *dir, dataset *d, char *why, size_t wsz) {
+static int load_dataset(const char *dir, const iomap *m, dataset *d, char *why, size_t wsz) {
     memset(d, 0, sizeof *d);
     for (int k = 0; k < 2; k++) {
-        for (int i = 0; i < MAX_IO; i++) {
+        for (int i = 0, t0 = 0; i < MAX_IO; i++) {
             char p[4200];
             snprintf(p, sizeof p, "%s/%s_%d.pb", dir, k ? "output" : "input", i);
             if (!is_file(p)) break;
-            tensor *t = k ? &d->out[i] : &d->in[i];
-            int rc = read_pb(p, t);
+            int parts = i < m->nval[k] ? m->parts[k][i] : 1;
+            if (i < m->nval[k]) t0 = m->first[k][i];
+            if (t0 + parts > MAX_IO) break;
+            tensor *t = k ? &d->out[t0] : &d->in[t0];
+            int rc = parts > 1 ? read_seq_pb(p, parts, &m->rank[k][t0], t, m->dtype[k][t0]) : read_pb(p, t);
             if (rc) {
                 snprintf(why, wsz, "reading %s: %s", p, kiln_errmsg());
                 return rc == KILN_EUNSUPPORTED ? R_SKIP : R_FAIL;
             }
-            if (k) d->nout++;
-            else d->nin++;
+            t0 += parts;
+            if (k) d->nout = t0;
+            else d->nin = t0;
         }
     }
     return 0;
@@ -320,11 +404,13 @@ static const char *const tier_note[3] = {"", " (shapes fixed to the data set's)"
                                          " (shapes fixed, small inputs promoted to constants)"};
 
 static int build_for(const runner *r, const char *model, const dataset *ds, int tier, int dynamic,
-                     char (*names)[256], int nnames, kiln_engine **eng, char *why, size_t wsz) {
+                     char (*names)[256], int nnames, const iomap *map, kiln_engine **eng, char *why,
+                     size_t wsz) {
     *eng = NULL;
     kiln_onnx_value vals[MAX_IO], shapes[MAX_IO];
     int nv = 0, ns = 0;
     for (int i = 0; i < ds->nin && i < nnames; i++) {
+        if (map->inseq[0][i]) continue; /* sequence parts are not graph inputs */
         if (tier >= 2 && promotable(&ds->in[i])) {
             vals[nv].name = names[i];
             vals[nv].dtype = ds->in[i].dtype;
@@ -535,7 +621,15 @@ static int run_case(const runner *r, const char *dir, char *why, size_t wsz) {
         const kiln__ntensor *t = &net->tensors[net->inputs[i]];
         for (int k = 0; k < t->ndim; k++) dynamic |= t->dims[k] < 0;
     }
+    iomap *map = calloc(1, sizeof *map);
+    if (map) iomap_make(net, map);
     kiln_network_free(net);
+    if (!map) {
+        free(names);
+        free_list(sets, nsets);
+        snprintf(why, wsz, "out of memory");
+        return R_FAIL;
+    }
 
     int res = R_PASS, tier = 0;
     kiln_engine *e = NULL;
@@ -543,12 +637,12 @@ static int run_case(const runner *r, const char *dir, char *why, size_t wsz) {
         char sd[4400];
         snprintf(sd, sizeof sd, "%s/%s", dir, sets[s]);
         dataset ds;
-        res = load_dataset(sd, &ds, why, wsz);
+        res = load_dataset(sd, map, &ds, why, wsz);
         if (res != R_PASS) break;
         if (!e || tier || dynamic) {
             if (e) kiln_engine_free(e);
             e = NULL;
-            res = build_for(r, model, &ds, tier, dynamic, names, nnames, &e, why, wsz);
+            res = build_for(r, model, &ds, tier, dynamic, names, nnames, map, &e, why, wsz);
             /* The build failed (not the import) on the first data set: try
              * the next tiers, keep the first message if none helps. */
             if (res != R_PASS && s == 0 && !strncmp(why, "build", 5)) {
@@ -556,7 +650,7 @@ static int run_case(const runner *r, const char *dir, char *why, size_t wsz) {
                 snprintf(first, sizeof first, "%s", why);
                 int last = res;
                 for (int t = 1; t <= 2 && last != R_PASS; t++) {
-                    int r2 = build_for(r, model, &ds, t, dynamic, names, nnames, &e, why, wsz);
+                    int r2 = build_for(r, model, &ds, t, dynamic, names, nnames, map, &e, why, wsz);
                     if (r2 < 0) continue;
                     last = r2;
                     if (r2 == R_PASS) tier = t;
@@ -584,6 +678,7 @@ static int run_case(const runner *r, const char *dir, char *why, size_t wsz) {
         dataset_free(&ds);
     }
     if (e) kiln_engine_free(e);
+    free(map);
     free(names);
     free_list(sets, nsets);
     return res;

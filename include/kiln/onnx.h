@@ -47,6 +47,19 @@
  *     `both` graph -- both branches plus a kiln::if_select per output -- so
  *     that a condition known only at run time works when both branches
  *     produce the same dtypes and shapes (both branches then run).
+ *   - sequences and optionals: kiln networks carry tensors, so a value of
+ *     type sequence(tensor) named `s` becomes two tensors: `s` (the
+ *     elements' data concatenated, 1-D) and `s:shapes` (I64 [count, rank],
+ *     row i = the dims of element i).  An optional(tensor) is such a
+ *     sequence of 0 or 1 elements; an optional(sequence) adds `s:present`
+ *     (BOOL scalar).  Graph inputs and outputs of these types appear as
+ *     those network inputs/outputs (bind both; kiln_onnx_read_sequence
+ *     reads ONNX test data into this form).  Elements of one sequence
+ *     share one rank.  Supported: SequenceEmpty/Construct/Insert/Erase/At/
+ *     Length, SplitToSequence, ConcatFromSequence, Optional,
+ *     OptionalHasElement/GetElement, Identity, and If branches returning
+ *     sequences.  A Loop carrying a sequence, SequenceMap and subgraphs
+ *     reading an outer sequence are KILN_EUNSUPPORTED.
  *   - absent optional inputs ("") stay absent, in their position; outputs
  *     the node leaves out ("" or fewer than the op declares: optional or
  *     hidden outputs such as size tensors) get private names
@@ -122,6 +135,27 @@ KILN_API int kiln_onnx_import_memory(const void *buf, size_t size,
  * (string/complex tensors, rank > KILN_MAX_DIMS). */
 KILN_API int kiln_onnx_read_tensor(const char *pb_path, kiln_dtype *dtype, int *ndim,
                                    int64_t *dims, void **data);
+
+/* A sequence or optional value (ONNX test data: SequenceProto or
+ * OptionalProto) in kiln's packed form (see "sequences and optionals"). */
+typedef struct kiln_onnx_sequence {
+    kiln_dtype dtype;   /* element type; UNDEFINED when there is no element */
+    int64_t count;      /* number of tensors */
+    int rank;           /* their rank; -1 when count == 0 */
+    int64_t *shapes;    /* count * rank dims, row-major (kiln_free; may be NULL) */
+    void *data;         /* the tensors' data, concatenated (kiln_free; never NULL) */
+    size_t bytes;
+    int nested;         /* 1: an optional holding a sequence (elem_type 3): the
+                         * sequence is read into the fields above */
+    int present;        /* nested: 1 when the optional holds the sequence */
+} kiln_onnx_sequence;
+
+/* Read a serialized SequenceProto or OptionalProto of tensors.  Errors:
+ * KILN_EIO, KILN_EFORMAT, KILN_EUNSUPPORTED (maps, sparse values, deeper
+ * nesting, elements of different type or rank).  Free with
+ * kiln_onnx_sequence_free (also after an error). */
+KILN_API int kiln_onnx_read_sequence(const char *pb_path, kiln_onnx_sequence *out);
+KILN_API void kiln_onnx_sequence_free(kiln_onnx_sequence *s);
 
 #ifdef __cplusplus
 }

@@ -135,6 +135,9 @@ typedef struct imp {
      * untyped (Loop bodies: iteration number, condition, carried values). */
     const struct extra *in_hints;
     int nhints;
+    /* Sequence / optional values (see "Sequences" below): names whose
+     * value travels as 2 tensors (data, :shapes) or 3 (+ :present). */
+    strset seq2, seq3;
 } imp;
 
 typedef struct scope {
@@ -231,10 +234,12 @@ static const kiln__op *resolve_op(const imp *im, const Onnx__NodeProto *n, char 
 }
 
 /* Pass 1: list every node (subgraphs included) that maps to no op. */
+static int is_lowered_node(const Onnx__NodeProto *n);
+
 static void scan_unsupported(imp *im, const Onnx__GraphProto *g, int depth) {
     for (size_t i = 0; i < g->n_node; i++) {
         const Onnx__NodeProto *n = g->node[i];
-        if (!is_constant_node(n)) {
+        if (!is_constant_node(n) && !is_lowered_node(n)) {
             char why[768];
             if (!resolve_op(im, n, why, sizeof why)) {
                 const char *dom = n->domain && n->domain[0] ? n->domain : "ai.onnx";
@@ -345,6 +350,181 @@ static int value_type(const Onnx__ValueInfoProto *vi, const char *what, kiln_dty
             names[i] = d->dim_param;
     }
     return 0;
+}
+
+/* ------------------------------------------------------------ sequences
+ *
+ * kiln networks carry tensors, so an ONNX sequence value `s` travels as two
+ * tensors: `s` (the elements' data, concatenated, 1-D) and `s:shapes` (I64
+ * [count, rank], row i = the dims of element i).  An optional tensor is a
+ * sequence of 0 or 1 elements; an optional sequence adds `s:present` (BOOL
+ * scalar).  The importer expands such values into their parts wherever
+ * they appear (graph inputs and outputs, node inputs and outputs, If
+ * branches); the ops in src/ops/sequence.c take the parts as consecutive
+ * inputs.  Identity and Optional on these values are lowered here. */
+
+static const char *const part_suffix[3] = {"", ":shapes", ":present"};
+
+static int is_onnx_domain(const Onnx__NodeProto *n) {
+    return !n->domain || !n->domain[0] || !strcmp(n->domain, "ai.onnx");
+}
+
+static int is_lowered_node(const Onnx__NodeProto *n) {
+    return is_onnx_domain(n) && n->op_type && !strcmp(n->op_type, "Optional");
+}
+
+/* 1: a tensor; 2: a sequence of tensors or an optional tensor; 3: an
+ * optional sequence; 0: anything else (map, sparse, nested).  *dt / *rank
+ * (-1: not declared) describe the tensors. */
+static int type_parts(const Onnx__TypeProto *tp, kiln_dtype *dt, int *rank) {
+    *dt = KILN_DTYPE_UNDEFINED;
+    *rank = -1;
+    if (!tp) return 1;
+    int parts = 1;
+    if (tp->value_case == ONNX__TYPE_PROTO__VALUE_OPTIONAL_TYPE) {
+        tp = tp->optional_type ? tp->optional_type->elem_type : NULL;
+        parts = 2;
+        if (tp && tp->value_case == ONNX__TYPE_PROTO__VALUE_SEQUENCE_TYPE) parts = 3;
+        else if (!tp || tp->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE) return 0;
+    }
+    if (tp->value_case == ONNX__TYPE_PROTO__VALUE_SEQUENCE_TYPE) {
+        tp = tp->sequence_type ? tp->sequence_type->elem_type : NULL;
+        if (parts == 1) parts = 2;
+        if (!tp || tp->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE) return 0;
+    }
+    if (tp->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE || !tp->tensor_type) return parts == 1 ? 1 : 0;
+    const Onnx__TypeProto__Tensor *tt = tp->tensor_type;
+    if (tt->has_elem_type && tt->elem_type > 0 && tt->elem_type < KILN_DTYPE_COUNT_)
+        *dt = (kiln_dtype)tt->elem_type;
+    if (tt->shape) *rank = (int)tt->shape->n_dim;
+    return parts;
+}
+
+static int parts_of(const imp *im, const char *name) {
+    return strset_has(&im->seq3, name) ? 3 : strset_has(&im->seq2, name) ? 2 : 1;
+}
+
+static int set_parts(imp *im, const char *name, int parts) {
+    if (parts < 2) return 0;
+    return strset_add(parts == 3 ? &im->seq3 : &im->seq2, name) < 0 ? KILN_ENOMEM : 0;
+}
+
+/* Ops that take sequence parts as inputs (src/ops/sequence.c). */
+static int takes_sequences(const char *op_type) {
+    static const char *const ops[] = {"SequenceInsert", "SequenceErase", "SequenceAt", "SequenceLength",
+                                      "ConcatFromSequence", "OptionalHasElement", "OptionalGetElement", NULL};
+    for (int i = 0; ops[i]; i++)
+        if (!strcmp(op_type, ops[i])) return 1;
+    return 0;
+}
+
+/* Parts of a subgraph output: its declared type, else its producer. */
+static int graph_out_parts(const imp *im, const Onnx__GraphProto *g, size_t i) {
+    if (!g || i >= g->n_output) return 1;
+    kiln_dtype dt;
+    int rank;
+    int p = type_parts(g->output[i]->type, &dt, &rank);
+    if (p != 1 || !g->output[i]->name) return p ? p : 1;
+    for (size_t k = 0; k < g->n_node; k++) {
+        const Onnx__NodeProto *n = g->node[k];
+        for (size_t j = 0; j < n->n_output; j++)
+            if (!strcmp(n->output[j], g->output[i]->name)) {
+                const char *t = n->op_type ? n->op_type : "";
+                if (!is_onnx_domain(n)) return 1;
+                if (!strncmp(t, "Sequence", 8) && strcmp(t, "SequenceAt") && strcmp(t, "SequenceLength")) return 2;
+                if (!strcmp(t, "SplitToSequence")) return 2;
+                if (!strcmp(t, "Optional")) {
+                    if (n->n_input && n->input[0][0]) return parts_of(im, n->input[0]) > 1 ? 3 : 2;
+                    return 2;
+                }
+                return 1;
+            }
+    }
+    return 1;
+}
+
+/* Parts of output i of node n. */
+static int out_parts(const imp *im, const Onnx__NodeProto *n, size_t i) {
+    if (!is_onnx_domain(n)) return 1;
+    const char *t = n->op_type;
+    if (!strcmp(t, "SequenceEmpty") || !strcmp(t, "SequenceConstruct") || !strcmp(t, "SequenceInsert") ||
+        !strcmp(t, "SequenceErase") || !strcmp(t, "SplitToSequence"))
+        return i == 0 ? 2 : 1;
+    if (!strcmp(t, "OptionalGetElement")) return n->n_input && parts_of(im, n->input[0]) == 3 ? 2 : 1;
+    if (!strcmp(t, "If")) {
+        const Onnx__AttributeProto *a = find_attr(n, "then_branch");
+        return graph_out_parts(im, a ? a->g : NULL, i);
+    }
+    return 1;
+}
+
+/* The name of part k of value `name`. */
+static const char *part_name(char *buf, size_t size, const char *name, int k) {
+    snprintf(buf, size, "%s%s", name, part_suffix[k]);
+    return buf;
+}
+
+/* Identity and Optional on sequence values: lowered to layers here.
+ * *done = 1 when n was handled. */
+static int lower_seq_node(imp *im, const Onnx__NodeProto *n, const scope *sc, const char *lb, int *done) {
+    *done = 0;
+    if (!is_onnx_domain(n) || n->n_output < 1 || !n->output[0][0]) return 0;
+    const char *t = n->op_type;
+    int isid = !strcmp(t, "Identity"), isopt = !strcmp(t, "Optional");
+    if (!isid && !isopt) return 0;
+    const char *x = n->n_input && n->input[0][0] ? n->input[0] : NULL;
+    int px = x ? parts_of(im, x) : 0;
+    if (isid && px < 2) return 0;
+    *done = 1;
+    if (x && kiln__network_find_tensor(sc->net, x) < 0)
+        return kiln__err(KILN_ENOTFOUND, "%s: input '%s' is not defined before this node", lb, x);
+    const char *y = n->output[0];
+    char a[600], b[600];
+    int rc = 0, py;
+    if (x && (isid || px == 2)) {
+        /* Identity of every part (Optional of a sequence: + present) */
+        for (int k = 0; k < px && !rc; k++) {
+            const char *in1[1] = {part_name(a, sizeof a, x, k)}, *out1[1] = {part_name(b, sizeof b, y, k)};
+            if (!kiln_network_add_layer(sc->net, "ai.onnx::Identity", 1, NULL, 1, in1, 1, out1))
+                rc = kiln__err_prefix(KILN_EINTERNAL, "%s", lb);
+        }
+        py = isid ? px : 3;
+    } else if (x) {
+        /* Optional of a tensor: a sequence of one */
+        const char *in1[1] = {x}, *out2[2] = {y, part_name(b, sizeof b, y, 1)};
+        if (!kiln_network_add_layer(sc->net, "ai.onnx::SequenceConstruct", 11, NULL, 1, in1, 2, out2))
+            rc = kiln__err_prefix(KILN_EINTERNAL, "%s", lb);
+        py = 2;
+    } else {
+        /* Empty optional of the `type` attribute's type */
+        const Onnx__AttributeProto *ta = find_attr(n, "type");
+        kiln_dtype dt;
+        int rank;
+        int p = ta && ta->tp ? type_parts(ta->tp, &dt, &rank) : 0;
+        if (p < 1 || p > 2 || dt == KILN_DTYPE_UNDEFINED)
+            return kiln__err(KILN_EUNSUPPORTED, "%s: an empty Optional needs a `type` attribute of a tensor or a "
+                             "sequence of tensors", lb);
+        const char *out2[2] = {y, part_name(b, sizeof b, y, 1)};
+        kiln_layer *l = kiln_network_add_layer(sc->net, "ai.onnx::SequenceEmpty", 11, NULL, 0, NULL, 2, out2);
+        if (!l) return kiln__err_prefix(KILN_EINTERNAL, "%s", lb);
+        rc = kiln_layer_set_int(l, "dtype", dt);
+        if (!rc) rc = kiln_layer_set_int(l, "elem_rank", rank);
+        py = p == 1 ? 2 : 3;
+        px = 0;
+    }
+    if (!rc && py == 3 && px < 3) {
+        /* present: a copy of a constant (a layer output, like every part) */
+        uint8_t v = x != NULL;
+        char cn[640];
+        snprintf(cn, sizeof cn, "%s:present#const", y);
+        rc = kiln_network_add_constant(sc->net, cn, KILN_DTYPE_BOOL, 0, NULL, &v);
+        const char *in1[1] = {cn}, *out1[1] = {part_name(b, sizeof b, y, 2)};
+        kiln_layer *l = rc ? NULL : kiln_network_add_layer(sc->net, "kiln::reformat", 1, NULL, 1, in1, 1, out1);
+        if (!rc && !l) rc = kiln__err_prefix(KILN_EINTERNAL, "%s", lb);
+        if (!rc) rc = kiln_layer_set_int(l, "to_dtype", KILN_DTYPE_BOOL);
+    }
+    if (!rc) rc = set_parts(im, y, py);
+    return rc ? kiln__err_prefix(rc, "%s", lb) : 0;
 }
 
 /* ------------------------------------------------------------ constants */
@@ -634,11 +814,11 @@ static int add_extra_input(kiln_network *net, const extra *e) {
  * stays unsupported). */
 static int build_if_both(imp *im, const Onnx__NodeProto *n, const kiln__op *op, const scope *sc,
                          const extra *lead, const extra *extras, int nextra, const strset *copy, int nout,
-                         int depth, kiln_network **out) {
+                         int nreal, int depth, kiln_network **out) {
     *out = NULL;
     const Onnx__AttributeProto *ta = find_attr(n, "then_branch"), *ea = find_attr(n, "else_branch");
-    if (!ta || !ta->g || !ea || !ea->g || n->n_output < 1) return 0;
-    if (!kiln__registry_find("kiln", "if_select", 1)) return 0;
+    if (!ta || !ta->g || !ea || !ea->g || nreal < 1) return 0;
+    if (!kiln__registry_find("kiln", "if_select", 2)) return 0;
     int has_both = 0;
     for (int i = 0; i < op->nattrs; i++) has_both |= !strcmp(op->attr_defs[i].name, "both");
     if (!has_both) return 0;
@@ -656,7 +836,7 @@ static int build_if_both(imp *im, const Onnx__NodeProto *n, const kiln__op *op, 
     const char *cname[2] = {"kiln.true", "kiln.false"};
     for (int k = 0; k < 2 && !rc; k++) rc = kiln_network_add_constant(b, cname[k], KILN_DTYPE_BOOL, 0, NULL, &tf[k]);
     const char **ins = kiln__calloc((size_t)(1 + nextra), sizeof *ins);
-    char(*names)[48] = kiln__calloc((size_t)(2 * nout + n->n_output), sizeof *names);
+    char(*names)[48] = kiln__calloc((size_t)(2 * nout + nreal), sizeof *names);
     const char **outs = kiln__calloc((size_t)nout, sizeof *outs);
     if (!ins || !names || !outs) rc = rc ? rc : kiln__err(KILN_ENOMEM, "out of memory");
     char id[600];
@@ -671,20 +851,20 @@ static int build_if_both(imp *im, const Onnx__NodeProto *n, const kiln__op *op, 
         kiln_layer *l = kiln_network_add_layer(b, id, op->version, k ? "else" : "then", 1 + nextra, ins, nout, outs);
         if (!l) { rc = kiln__err_prefix(KILN_EINTERNAL, "If 'both' graph"); break; }
         kiln_network *sub = NULL;
-        im->pad_out = nout - (int)n->n_output;
+        im->pad_out = nout - nreal;
         rc = import_graph(im, k ? ea->g : ta->g, sc, lead, 1, extras, nextra, copy, sc->net, &sub, depth + 1);
         im->pad_out = 0;
         if (!rc) rc = kiln_layer_set_graph(l, k ? "else_branch" : "then_branch", sub);
     }
     for (int i = 0; i < nout && !rc; i++) {
-        if (i >= (int)n->n_output) {
+        if (i >= nreal) {
             rc = kiln_network_mark_output(b, names[i]); /* padding: unused */
             continue;
         }
         char *y = names[2 * nout + i];
         snprintf(y, sizeof names[0], "kiln.select_out%d", i);
         const char *sin[3] = {lead[0].name, names[i], names[nout + i]}, *sout[1] = {y};
-        kiln_layer *l = kiln_network_add_layer(b, "kiln::if_select", 1, NULL, 3, sin, 1, sout);
+        kiln_layer *l = kiln_network_add_layer(b, "kiln::if_select", 2, NULL, 3, sin, 1, sout);
         if (!l) { rc = kiln__err_prefix(KILN_EINTERNAL, "If 'both' graph"); break; }
         rc = kiln_network_mark_output(b, y);
     }
@@ -703,6 +883,8 @@ static int import_node(imp *im, const Onnx__NodeProto *n, const scope *sc, int d
     char lb[512];
     node_label(n, lb, sizeof lb);
     if (!n->op_type || !n->op_type[0]) return kiln__err(KILN_EFORMAT, "%s: empty op_type", lb);
+    int lowered = 0, lrc = lower_seq_node(im, n, sc, lb, &lowered);
+    if (lowered || lrc) return lrc;
     char why[768];
     const kiln__op *op = resolve_op(im, n, why, sizeof why);
     if (!op) return kiln__err(KILN_EUNSUPPORTED, "%s: %s", lb, why);
@@ -727,6 +909,11 @@ static int import_node(imp *im, const Onnx__NodeProto *n, const scope *sc, int d
         if (!extras) { rc = kiln__err(KILN_ENOMEM, "out of memory"); goto done; }
     }
     for (int i = 0; i < fn.n; i++) {
+        if (parts_of(im, fn.keys[i]) > 1) {
+            rc = kiln__err(KILN_EUNSUPPORTED, "%s: a subgraph uses the sequence/optional value '%s' of an "
+                           "enclosing graph; kiln passes only tensors into subgraphs", lb, fn.keys[i]);
+            goto done;
+        }
         int ti = kiln__network_find_tensor(sc->net, fn.keys[i]);
         if (ti < 0) {
             rc = kiln__err(KILN_ENOTFOUND, "%s: a subgraph uses '%s', which no enclosing graph defines "
@@ -753,26 +940,52 @@ static int import_node(imp *im, const Onnx__NodeProto *n, const scope *sc, int d
         nlead = 1;
     }
 
-    int nin = (int)n->n_input + nextra;
-    int nout = (int)n->n_output;
+    /* Sequence values expand into their parts (see "sequences"). */
+    int nx = 0, nreal = 0;
+    for (size_t i = 0; i < n->n_input; i++) nx += n->input[i][0] ? parts_of(im, n->input[i]) : 1;
+    for (size_t i = 0; i < n->n_output; i++) nreal += n->output[i][0] ? out_parts(im, n, i) : 1;
+    int nin = nx + nextra;
+    int nout = nreal;
     if (op->num_outputs > nout) nout = op->num_outputs;
     ins = kiln__calloc((size_t)(nin ? nin : 1), sizeof *ins);
     outs = kiln__calloc((size_t)(nout ? nout : 1), sizeof *outs);
-    gen = kiln__calloc((size_t)(nout ? nout : 1), sizeof *gen);
+    gen = kiln__calloc((size_t)(nin + nout + 1), sizeof *gen);
     if (!ins || !outs || !gen) { rc = kiln__err(KILN_ENOMEM, "out of memory"); goto done; }
-    for (size_t i = 0; i < n->n_input; i++) {
-        ins[i] = n->input[i];
-        if (ins[i][0] && kiln__network_find_tensor(sc->net, ins[i]) < 0) {
+    for (size_t i = 0, k = 0; i < n->n_input; i++) {
+        const char *x = n->input[i];
+        if (x[0] && kiln__network_find_tensor(sc->net, x) < 0) {
             rc = kiln__err(KILN_ENOTFOUND, "%s: input %zu '%s' is not defined before this node (no "
-                           "graph input, initializer or earlier node output has that name)", lb, i, ins[i]);
+                           "graph input, initializer or earlier node output has that name)", lb, i, x);
             goto done;
         }
+        int p = x[0] ? parts_of(im, x) : 1;
+        if (p > 1 && !takes_sequences(n->op_type)) {
+            rc = kiln__err(KILN_EUNSUPPORTED, "%s: input %zu '%s' is a sequence or optional value; in kiln only "
+                           "the Sequence*/Optional* ops, ConcatFromSequence, Identity and If outputs handle "
+                           "those%s", lb, i, x, !strcmp(n->op_type, "Loop") ? " (a Loop cannot carry one)" : "");
+            goto done;
+        }
+        ins[k++] = x;
+        for (int q = 1; q < p; q++) {
+            char b[600];
+            if (!(gen[ngen] = kiln__strdup(part_name(b, sizeof b, x, q)))) { rc = KILN_ENOMEM; goto done; }
+            ins[k++] = gen[ngen++];
+        }
     }
-    for (int i = 0; i < nextra; i++) ins[n->n_input + (size_t)i] = extras[i].name;
-    for (int i = 0; i < nout; i++) {
-        if (i < (int)n->n_output && n->output[i][0]) {
-            outs[i] = n->output[i];
+    for (int i = 0; i < nextra; i++) ins[nx + i] = extras[i].name;
+    for (int i = 0, oi = 0; i < nout; i++) {
+        int p = oi < (int)n->n_output && n->output[oi][0] ? out_parts(im, n, (size_t)oi) : 1;
+        if (oi < (int)n->n_output && n->output[oi][0]) {
+            outs[i] = n->output[oi];
+            for (int q = 1; q < p && i + 1 < nout; q++) {
+                char b[600];
+                if (!(gen[ngen] = kiln__strdup(part_name(b, sizeof b, n->output[oi], q)))) { rc = KILN_ENOMEM; goto done; }
+                outs[++i] = gen[ngen++];
+            }
+            if ((rc = set_parts(im, n->output[oi], p))) goto done;
+            oi++;
         } else {
+            oi++;
             /* Absent optional output: a private name. */
             char b[600];
             snprintf(b, sizeof b, "%s:unused_out%d#%d", n->name && n->name[0] ? n->name : n->op_type, i,
@@ -803,7 +1016,7 @@ static int import_node(imp *im, const Onnx__NodeProto *n, const scope *sc, int d
         }
         /* The op may declare more outputs than the node has (If): the
          * subgraphs get as many outputs as the layer. */
-        im->pad_out = nout - (int)n->n_output;
+        im->pad_out = nout - nreal;
         extra loop_hints[KILN_MAX_IO];
         if (!strcmp(n->op_type, "Loop") && a->g) {
             /* body inputs: iteration number (i64), condition (bool), then
@@ -830,7 +1043,7 @@ static int import_node(imp *im, const Onnx__NodeProto *n, const scope *sc, int d
      * Ifs double the work per level, so only for the outer levels. */
     if (!rc && nlead && depth < 3) {
         kiln_network *both = NULL;
-        rc = build_if_both(im, n, op, sc, lead, extras, nextra, &copy, nout, depth, &both);
+        rc = build_if_both(im, n, op, sc, lead, extras, nextra, &copy, nout, nreal, depth, &both);
         if (!rc && both) rc = kiln_layer_set_graph(l, "both", both);
         if (rc) rc = kiln__err_prefix(rc, "%s", lb);
     }
@@ -844,10 +1057,10 @@ static int import_node(imp *im, const Onnx__NodeProto *n, const scope *sc, int d
             }
     /* Ops with more outputs than the node (Split: a fixed maximum) learn
      * the node's count from `num_outputs` when their schema has it. */
-    if (!rc && nout > (int)n->n_output && !find_attr(n, "num_outputs"))
+    if (!rc && nout > nreal && !find_attr(n, "num_outputs"))
         for (int i = 0; i < op->nattrs; i++)
             if (!strcmp(op->attr_defs[i].name, "num_outputs") && op->attr_defs[i].type == KILN_ATTR_INT) {
-                rc = kiln_layer_set_int(l, "num_outputs", (int64_t)n->n_output);
+                rc = kiln_layer_set_int(l, "num_outputs", (int64_t)nreal);
                 if (rc) rc = kiln__err_prefix(rc, "%s", lb);
             }
 done:
@@ -948,6 +1161,23 @@ static int import_graph(imp *im, const Onnx__GraphProto *g, const scope *parent,
         int64_t dims[KILN_MAX_DIMS];
         const char *names[KILN_MAX_DIMS];
         const Onnx__TypeProto *tp = vi->type;
+        int parts = type_parts(tp, &dt, &nd);
+        if (parts > 1) {
+            /* A sequence / optional input: its parts (see "sequences"). */
+            if (dt == KILN_DTYPE_UNDEFINED || kiln_dtype_size(dt) == 0 || nd > KILN_MAX_DIMS) {
+                rc = kiln__err(KILN_EUNSUPPORTED, "graph input '%s': a sequence/optional of element type %d, "
+                               "rank %d is not supported", nm, (int)dt, nd);
+                break;
+            }
+            char pn[600];
+            int64_t d1[1] = {-1}, d2[2] = {-1, nd};
+            rc = kiln_network_add_input(net, nm, dt, 1, d1, NULL);
+            if (!rc) rc = kiln_network_add_input(net, part_name(pn, sizeof pn, nm, 1), KILN_DTYPE_I64, 2, d2, NULL);
+            if (!rc && parts == 3) rc = kiln_network_add_input(net, part_name(pn, sizeof pn, nm, 2), KILN_DTYPE_BOOL, 0, NULL, NULL);
+            if (!rc) rc = set_parts(im, nm, parts);
+            if (rc) rc = kiln__err_prefix(rc, "graph input '%s'", nm);
+            continue;
+        }
         int untyped = !tp || (tp->value_case == ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE && tp->tensor_type &&
                               !(tp->tensor_type->has_elem_type && tp->tensor_type->elem_type)) ||
                       tp->value_case == ONNX__TYPE_PROTO__VALUE__NOT_SET;
@@ -1032,7 +1262,9 @@ static int import_graph(imp *im, const Onnx__GraphProto *g, const scope *parent,
             if (rc) rc = kiln__err_prefix(rc, "graph '%s' output '%s'", gname, nm);
             continue;
         }
-        rc = kiln_network_mark_output(net, nm);
+        char pn[600];
+        for (int k = 0, p = parts_of(im, nm); k < p && !rc; k++)
+            rc = kiln_network_mark_output(net, part_name(pn, sizeof pn, nm, k));
         if (rc) rc = kiln__err_prefix(rc, "graph '%s' output '%s'", gname, nm);
     }
     for (int i = 0; i < pad_out && !rc; i++) {
@@ -1116,6 +1348,8 @@ static int import_model(const uint8_t *buf, size_t size, const char *base_dir,
     }
     kiln__free(im.unsupported.s);
     kiln__free(im.opsets);
+    strset_free(&im.seq2);
+    strset_free(&im.seq3);
     kiln__onnx_inline_restore(inl);
     onnx__model_proto__free_unpacked(m, &kiln__onnx_pb_alloc);
     return rc;

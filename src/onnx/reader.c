@@ -539,3 +539,100 @@ int kiln__onnx_sparse_decode(const Onnx__SparseTensorProto *sp, const char *base
     out->bytes = bytes;
     return 0;
 }
+
+/* ------------------------------------------------------------ sequence test data */
+
+KILN_API void kiln_onnx_sequence_free(kiln_onnx_sequence *s) {
+    if (!s) return;
+    kiln_free(s->shapes);
+    kiln_free(s->data);
+    memset(s, 0, sizeof *s);
+}
+
+/* Append the tensors of q (a sequence of tensors) to s. */
+static int seq_append(const Onnx__SequenceProto *q, const char *dir, const char *path, kiln_onnx_sequence *s) {
+    if (q->n_sparse_tensor_values || q->n_sequence_values)
+        return kiln__err(KILN_EUNSUPPORTED, "%s: sequences of sparse tensors or of sequences are not supported",
+                         path);
+    size_t nt = q->n_tensor_values;
+    if (!nt) return 0;
+    kiln__onnx_tensor *t = kiln__calloc(nt, sizeof *t);
+    if (!t) return kiln__err(KILN_ENOMEM, "%s: out of memory", path);
+    int rc = 0;
+    size_t bytes = 0, nd = 0;
+    for (size_t i = 0; i < nt && !rc; i++) {
+        char where[600];
+        snprintf(where, sizeof where, "%s: element %zu", path, i);
+        rc = kiln__onnx_tensor_decode(q->tensor_values[i], dir, where, &t[i]);
+        if (rc) break;
+        if (i == 0) {
+            s->dtype = t[0].dtype;
+            s->rank = t[0].ndim;
+        } else if (t[i].dtype != s->dtype || t[i].ndim != s->rank) {
+            rc = kiln__err(KILN_EUNSUPPORTED, "%s: element %zu is %s of rank %d, element 0 %s of rank %d (kiln "
+                           "sequences hold one type and rank)", path, i, kiln_dtype_name(t[i].dtype), t[i].ndim,
+                           kiln_dtype_name(s->dtype), s->rank);
+        }
+        bytes += t[i].bytes;
+        nd += (size_t)t[i].ndim;
+    }
+    if (!rc) {
+        s->data = kiln__malloc(bytes ? bytes : 1);
+        s->shapes = kiln__malloc(nd ? nd * sizeof(int64_t) : 1);
+        if (!s->data || !s->shapes) rc = kiln__err(KILN_ENOMEM, "%s: out of memory", path);
+    }
+    for (size_t i = 0, off = 0, k = 0; i < nt && !rc; i++) {
+        if (t[i].bytes) memcpy((uint8_t *)s->data + off, t[i].data, t[i].bytes);
+        off += t[i].bytes;
+        for (int d = 0; d < t[i].ndim; d++) s->shapes[k++] = t[i].dims[d];
+    }
+    if (!rc) {
+        s->count = (int64_t)nt;
+        s->bytes = bytes;
+    }
+    for (size_t i = 0; i < nt; i++) kiln__onnx_tensor_free(&t[i]);
+    kiln__free(t);
+    return rc;
+}
+
+KILN_API int kiln_onnx_read_sequence(const char *pb_path, kiln_onnx_sequence *out) {
+    KILN__ASSERT(pb_path && out);
+    memset(out, 0, sizeof *out);
+    out->rank = -1;
+    out->present = 1;
+    uint8_t *buf;
+    size_t size;
+    int rc = kiln__onnx_read_file(pb_path, &buf, &size);
+    if (rc) return rc;
+    rc = kiln__onnx_check_depth(buf, size);
+    if (rc) {
+        kiln__free(buf);
+        return kiln__err_prefix(rc, "%s", pb_path);
+    }
+    Onnx__SequenceProto *q = onnx__sequence_proto__unpack(&kiln__onnx_pb_alloc, size, buf);
+    kiln__free(buf);
+    if (!q) return kiln__err(KILN_EFORMAT, "%s: not a valid ONNX SequenceProto / OptionalProto", pb_path);
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof dir, "%s", pb_path);
+    char *slash = strrchr(dir, '/');
+    if (slash) *slash = 0;
+    else snprintf(dir, sizeof dir, ".");
+    int et = q->has_elem_type ? q->elem_type : 0;
+    if (et == 3) { /* an optional holding a sequence (or a sequence of sequences) */
+        out->nested = 1;
+        out->present = q->n_sequence_values > 0;
+        if (q->n_sequence_values > 1 || q->n_tensor_values)
+            rc = kiln__err(KILN_EUNSUPPORTED, "%s: a sequence of sequences is not supported", pb_path);
+        else if (out->present)
+            rc = seq_append(q->sequence_values[0], dir, pb_path, out);
+    } else if (et == 0 || et == 1) {
+        rc = seq_append(q, dir, pb_path, out);
+    } else {
+        rc = kiln__err(KILN_EUNSUPPORTED, "%s: element type %d (sparse tensors, maps, optionals) is not supported",
+                       pb_path, et);
+    }
+    if (!rc && !out->data && !(out->data = kiln__malloc(1))) rc = kiln__err(KILN_ENOMEM, "%s: out of memory", pb_path);
+    onnx__sequence_proto__free_unpacked(q, &kiln__onnx_pb_alloc);
+    if (rc) kiln_onnx_sequence_free(out);
+    return rc;
+}

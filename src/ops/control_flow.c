@@ -91,7 +91,10 @@ static int sel_shape(kiln_shape_ctx *c) {
                               kiln_dtype_name(b->dtype));
     int same = a->ndim == b->ndim;
     for (int i = 0; same && i < a->ndim; i++) same = a->dims[i] == b->dims[i];
-    if (!same) {
+    /* v2: equal ranks suffice; a dim that differs is data-dependent (the
+     * size tensor out[1 + i] holds it), bounded by the larger branch. */
+    int dds = !same && a->ndim == b->ndim && c->nout > 1;
+    if (!same && !dds) {
         char sa[256] = "", sb[256] = "";
         size_t la = 0, lb = 0;
         for (int i = 0; i < a->ndim && la < sizeof sa; i++) {
@@ -106,7 +109,7 @@ static int sel_shape(kiln_shape_ctx *c) {
         }
         return kiln_set_error(KILN_EUNSUPPORTED, "If with a runtime condition: the then-branch produces "
                               "[%s] and the else-branch [%s] for one output; kiln runs both branches and "
-                              "needs equal shapes", sa, sb);
+                              "needs equal shapes%s", sa, sb, c->nout > 1 ? " or at least equal ranks" : "");
     }
     int64_t n = 1, v;
     for (int i = 0; i < c->in[0].ndim; i++)
@@ -115,6 +118,15 @@ static int sel_shape(kiln_shape_ctx *c) {
     c->out[0] = *a;
     c->out[0].data = NULL;
     c->out[0].nvalues = -1;
+    for (int k = 1; k < c->nout; k++) { /* size tensors (used or not) */
+        memset(&c->out[k], 0, sizeof c->out[k]);
+        c->out[k].dtype = KILN_DTYPE_I64;
+        c->out[k].nvalues = -1;
+    }
+    for (int i = 0; dds && i < a->ndim; i++)
+        if (a->dims[i] != b->dims[i])
+            c->out[0].dims[i] = kiln_shape_size_tensor(c, 1 + i, kiln_expr_max(c->x, a->dims[i], b->dims[i]),
+                                                       kiln_expr_max(c->x, a->dims[i], b->dims[i]));
     return 0;
 }
 
@@ -129,6 +141,8 @@ static int sel_impl(const kiln_call *c) {
     const kiln_tensor *src = &c->in[cond ? 1 : 2];
     size_t bytes = (size_t)kiln_tensor_numel(src) * kiln_dtype_size(src->dtype);
     if (bytes && c->out[0].data != src->data) memcpy(c->out[0].data, src->data, bytes);
+    for (int k = 1; k < c->nout; k++)
+        if (c->out[k].data) *(int64_t *)c->out[k].data = k - 1 < src->ndim ? src->dims[k - 1] : 0;
     return 0;
 }
 
@@ -139,6 +153,15 @@ static const kiln_quick_op if_select_op = {
     .doc = "cond ? a : b for If with a runtime condition (equal dtypes and shapes)",
 };
 KILN_OP(if_select_op)
+/* v2: the branches may differ in dims (not rank): outputs 1.. are the
+ * output's dims, size tensors for the dims that differ. */
+static const kiln_quick_op if_select2_op = {
+    .ns = "kiln", .name = "if_select", .version = 2,
+    .min_inputs = 3, .max_inputs = 3, .num_outputs = 1 + KILN_MAX_DIMS,
+    .shape = sel_shape, .impl = sel_impl, .timing_id = "",
+    .doc = "cond ? a : b for If with a runtime condition (equal dtypes and ranks; outputs 1..: dims)",
+};
+KILN_OP(if_select2_op)
 
 static int if_impl(const kiln_call *c) {
     (void)c;
