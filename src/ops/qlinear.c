@@ -1,0 +1,830 @@
+/*
+ * qlinear.c — ONNX QLinearMatMul (10, 21) and QLinearConv (10).
+ *
+ * Both compute, for quantized u8/i8 operands with scales s and zero points z,
+ *   acc[m, n] = sum_k (a[m, k] - za) * (b[k, n] - zb)         (int32)
+ *   y[m, n]   = saturate(round_half_even(acc * (sa * sb / sy)) + zy)
+ * where the multiplier sa * sb / sy is formed in float and applied in
+ * double, as the ONNX reference does.
+ *
+ * Integer GEMM.  Both operands are first packed as int16 with their zero
+ * points already subtracted (u8 - z and i8 - z lie in [-255, 255]; a product
+ * fits 17 bits, four of them 19), so the kernel is a plain multiply-add of
+ * int16 values into int32 accumulators.  A task computes a tile of 4 rows x
+ * 256 columns: for every 4 steps of k it reads 4 rows of B once and updates
+ * 4 accumulator rows that stay in L1; the compiler vectorizes the column
+ * loop.  Accumulation wraps in 32 bits (the spec lets it overflow only
+ * there).  Tiles are spread over the thread pool; each finished tile is
+ * requantized straight into the u8/i8 output.
+ *
+ * QLinearMatMul: numpy matmul with broadcast batch dims.  Scale/zero point
+ * of a are per tensor (one element) or per row: shape [M] or [..., M, 1]
+ * (leading dims broadcast against a's batch dims); those of b per tensor or
+ * per column: [N] or [..., 1, N].
+ *
+ * QLinearConv: im2col of (x - zx) per (image, group) into an int16 matrix
+ * [Cg * kernel, output pixels] (padding becomes 0 = the zero point), then
+ * the GEMM with W[g] - zw[m] as A; optional int32 bias added to the
+ * accumulator; w_scale/w_zero_point per tensor or per output channel.
+ */
+#include "ops/ops2.h"
+
+#include <math.h>
+#include <string.h>
+
+/* ------------------------------------------------------------ integer GEMM */
+
+enum { QG_MR = 4, QG_NT = 256 };
+
+typedef struct qgemm {
+    int64_t M, N, K;
+    const int16_t *a;      /* A[m * lda + k] */
+    int64_t lda;
+    const int16_t *b;      /* B[k * ldb + n] */
+    int64_t ldb;
+    void *y;               /* Y[m * ldy + n], U8 or I8 */
+    kiln_dtype yt;
+    int64_t ldy;
+    const int32_t *bias;   /* per row, or NULL */
+    const float *rs;       /* row scales rs[m * rs_inc] */
+    int64_t rs_inc;
+    const float *cs;       /* column scales cs[n * cs_inc] */
+    int64_t cs_inc;
+    float ys;              /* output scale */
+    int32_t yz;            /* output zero point */
+} qgemm;
+
+static void q_range(kiln_dtype t, int32_t *lo, int32_t *hi) {
+    *lo = t == KILN_DTYPE_I8 ? -128 : 0;
+    *hi = t == KILN_DTYPE_I8 ? 127 : 255;
+}
+
+/* Requantize acc[0..n) into row m, columns [n0, n0 + n). */
+static void qg_store(const qgemm *g, int64_t m, int64_t n0, int64_t n, const uint32_t *acc) {
+    int32_t lo, hi;
+    q_range(g->yt, &lo, &hi);
+    const int32_t bias = g->bias ? g->bias[m] : 0;
+    const float rs = g->rs[m * g->rs_inc];
+    const double yz = g->yz;
+    int32_t q[QG_NT];
+    const float mul0 = rs * g->cs[0] / g->ys; /* per-tensor column scale */
+    for (int64_t j = 0; j < n; j++) {
+        /* wraps like the int32 accumulator */
+        int32_t v = (int32_t)(acc[j] + (uint32_t)bias);
+        float mul = g->cs_inc ? rs * g->cs[n0 + j] / g->ys : mul0;
+        double r = nearbyint((double)v * (double)mul) + yz;
+        /* NaN (a zero or NaN scale) saturates low instead of converting */
+        q[j] = r >= lo ? (r <= hi ? (int32_t)r : hi) : lo;
+    }
+    if (g->yt == KILN_DTYPE_I8) {
+        int8_t *y = (int8_t *)g->y + m * g->ldy + n0;
+        for (int64_t j = 0; j < n; j++) y[j] = (int8_t)q[j];
+    } else {
+        uint8_t *y = (uint8_t *)g->y + m * g->ldy + n0;
+        for (int64_t j = 0; j < n; j++) y[j] = (uint8_t)q[j];
+    }
+}
+
+/* Rows [m0, m0 + mr) (mr <= QG_MR) x columns [n0, n0 + nt) (nt <= QG_NT). */
+static void qg_tile(const qgemm *g, int64_t m0, int64_t mr, int64_t n0, int64_t nt) {
+    static const int16_t zeros[4] = {0, 0, 0, 0};
+    uint32_t acc[QG_MR][QG_NT];
+    memset(acc, 0, sizeof acc);
+    const int16_t *ar[QG_MR];
+    int64_t ainc[QG_MR];
+    for (int r = 0; r < QG_MR; r++) {
+        /* missing rows of a short block read zeros (their results are dropped) */
+        ar[r] = r < mr ? g->a + (m0 + r) * g->lda : zeros;
+        ainc[r] = r < mr ? 1 : 0;
+    }
+    const int64_t K = g->K, ldb = g->ldb;
+    const int16_t *bp = g->b + n0;
+    int64_t k = 0;
+    for (; k + 4 <= K; k += 4) {
+        const int16_t *b0 = bp + k * ldb, *b1 = b0 + ldb, *b2 = b1 + ldb, *b3 = b2 + ldb;
+        for (int r = 0; r < QG_MR; r++) {
+            const int16_t *a = ar[r] + k * ainc[r];
+            const int32_t a0 = a[0], a1 = a[ainc[r]], a2 = a[2 * ainc[r]], a3 = a[3 * ainc[r]];
+            uint32_t *c = acc[r];
+            for (int64_t j = 0; j < nt; j++)
+                c[j] += (uint32_t)(a0 * b0[j] + a1 * b1[j] + a2 * b2[j] + a3 * b3[j]);
+        }
+    }
+    for (; k < K; k++) {
+        const int16_t *b0 = bp + k * ldb;
+        for (int r = 0; r < QG_MR; r++) {
+            const int32_t a0 = ar[r][k * ainc[r]];
+            uint32_t *c = acc[r];
+            for (int64_t j = 0; j < nt; j++) c[j] += (uint32_t)(a0 * b0[j]);
+        }
+    }
+    for (int r = 0; r < mr; r++) qg_store(g, m0 + r, n0, nt, acc[r]);
+}
+
+static int64_t qg_tiles(const qgemm *g) {
+    return ((g->M + QG_MR - 1) / QG_MR) * ((g->N + QG_NT - 1) / QG_NT);
+}
+
+/* Tile t of the GEMM (row block major). */
+static void qg_run_tile(const qgemm *g, int64_t t) {
+    int64_t ncb = (g->N + QG_NT - 1) / QG_NT;
+    int64_t m0 = (t / ncb) * QG_MR, n0 = (t % ncb) * QG_NT;
+    int64_t mr = g->M - m0 < QG_MR ? g->M - m0 : QG_MR;
+    int64_t nt = g->N - n0 < QG_NT ? g->N - n0 : QG_NT;
+    qg_tile(g, m0, mr, n0, nt);
+}
+
+static void qg_range(void *ud, int64_t b, int64_t e) {
+    const qgemm *g = ud;
+    for (int64_t t = b; t < e; t++) qg_run_tile(g, t);
+}
+
+static void qg_run(const qgemm *g, kiln_exec *e) {
+    if (g->M <= 0 || g->N <= 0) return;
+    kiln_exec_parallel_for(e, qg_tiles(g), 1, qg_range, (void *)g);
+}
+
+/* ------------------------------------------------------------ shared checks */
+
+static int is_q8(kiln_dtype t) { return t == KILN_DTYPE_U8 || t == KILN_DTYPE_I8; }
+
+static int present(const kiln_desc *d) { return d->dtype != KILN_DTYPE_UNDEFINED; }
+
+/* Scales are f32 (opset 10) or f32/f16/bf16 (opset 21). */
+static int check_scale(const kiln_desc *d, const char *op, const char *name) {
+    kiln_dtype t = d->dtype;
+    if (t != KILN_DTYPE_F32 && t != KILN_DTYPE_F16 && t != KILN_DTYPE_BF16)
+        return kiln_set_error(KILN_ETYPE, "%s: %s must be f32 (or f16/bf16), found %s", op, name,
+                              kiln_dtype_name(t));
+    return 0;
+}
+
+/* A zero point is absent or has the type of its tensor. */
+static int check_zp(const kiln_desc *zp, kiln_dtype want, const char *op, const char *name) {
+    if (present(zp) && zp->dtype != want)
+        return kiln_set_error(KILN_ETYPE, "%s: %s must have type %s like its tensor, found %s", op,
+                              name, kiln_dtype_name(want), kiln_dtype_name(zp->dtype));
+    return 0;
+}
+
+static int64_t numel_desc_static(const kiln_desc *d) {
+    int64_t n = 1, v;
+    for (int i = 0; i < d->ndim; i++) {
+        if (!kiln_expr_is_const(d->dims[i], &v)) return -1;
+        n *= v;
+    }
+    return n;
+}
+
+/* Scalar check of a per-tensor parameter (when its dims are static). */
+static int check_scalar(const kiln_desc *d, const char *op, const char *name) {
+    int64_t n = numel_desc_static(d);
+    if (present(d) && n >= 0 && n != 1)
+        return kiln_set_error(KILN_ESHAPE, "%s: %s must have one element (per tensor), found %lld",
+                              op, name, (long long)n);
+    return 0;
+}
+
+static float ld_scale(const kiln_tensor *t, int64_t i) {
+    return (float)kiln__ops2_getf(t->data, t->dtype, i);
+}
+
+static int32_t ld_zp(const kiln_tensor *t, int64_t i) {
+    if (!t || !t->data) return 0;
+    return t->dtype == KILN_DTYPE_I8 ? ((const int8_t *)t->data)[i] : ((const uint8_t *)t->data)[i];
+}
+
+static const kiln_tensor *opt_in(const kiln_call *c, int i) {
+    return i < c->nin && c->in[i].data ? &c->in[i] : NULL;
+}
+
+static int all_dense(const kiln_call *c, const char *op) {
+    for (int i = 0; i < c->nin; i++)
+        if (c->in[i].data && !kiln__ops2_dense(&c->in[i]))
+            return kiln_set_error(KILN_EUNSUPPORTED, "%s: input %d is not dense LINEAR", op, i);
+    if (!kiln__ops2_dense(&c->out[0]))
+        return kiln_set_error(KILN_EUNSUPPORTED, "%s: output is not dense LINEAR", op);
+    return 0;
+}
+
+/* ------------------------------------------------------------ QLinearMatMul */
+
+#define QMM "QLinearMatMul"
+
+enum { A_X = 0, A_S, A_Z, B_X, B_S, B_Z, Y_S, Y_Z };
+
+static int qmm_shape(kiln_shape_ctx *c) {
+    const kiln_desc *a = &c->in[A_X], *b = &c->in[B_X];
+    if (!is_q8(a->dtype) || !is_q8(b->dtype))
+        return kiln_set_error(KILN_ETYPE, QMM ": a and b must be u8 or i8, found %s and %s",
+                              kiln_dtype_name(a->dtype), kiln_dtype_name(b->dtype));
+    int rc;
+    if ((rc = check_scale(&c->in[A_S], QMM, "a_scale")) ||
+        (rc = check_scale(&c->in[B_S], QMM, "b_scale")) ||
+        (rc = check_scale(&c->in[Y_S], QMM, "y_scale")) ||
+        (rc = check_zp(&c->in[A_Z], a->dtype, QMM, "a_zero_point")) ||
+        (rc = check_zp(&c->in[B_Z], b->dtype, QMM, "b_zero_point")) ||
+        (rc = check_scalar(&c->in[Y_S], QMM, "y_scale")) ||
+        (rc = check_scalar(&c->in[Y_Z], QMM, "y_zero_point")))
+        return rc;
+    kiln_dtype yt = present(&c->in[Y_Z]) ? c->in[Y_Z].dtype : a->dtype;
+    if (!is_q8(yt))
+        return kiln_set_error(KILN_ETYPE, QMM ": y_zero_point must be u8 or i8, found %s",
+                              kiln_dtype_name(yt));
+    if (a->ndim < 1 || b->ndim < 1)
+        return kiln_set_error(KILN_ESHAPE, QMM ": a and b must have rank >= 1, found %d and %d",
+                              a->ndim, b->ndim);
+    const kiln_expr *Ka = a->dims[a->ndim - 1];
+    const kiln_expr *Kb = b->ndim == 1 ? b->dims[0] : b->dims[b->ndim - 2];
+    int64_t v1, v2;
+    if (kiln_expr_is_const(Ka, &v1) && kiln_expr_is_const(Kb, &v2) && v1 != v2)
+        return kiln_set_error(KILN_ESHAPE, QMM ": inner dims differ: a has K=%lld, b has K=%lld",
+                              (long long)v1, (long long)v2);
+    const kiln_expr *out[KILN_MAX_DIMS];
+    int nb = 0;
+    int ba = a->ndim > 2 ? a->ndim - 2 : 0, bb = b->ndim > 2 ? b->ndim - 2 : 0;
+    if (ba || bb) {
+        nb = kiln_shape_broadcast(c, a->dims, ba, b->dims, bb, out);
+        if (nb < 0) return nb;
+    }
+    int n = nb;
+    if (a->ndim >= 2) out[n++] = a->dims[a->ndim - 2];
+    if (b->ndim >= 2) out[n++] = b->dims[b->ndim - 1];
+    c->out[0].dtype = yt;
+    c->out[0].ndim = n;
+    for (int i = 0; i < n; i++) c->out[0].dims[i] = out[i];
+    return 0;
+}
+
+/* The matrix view of a or b: rank >= 2 dims (a rank-1 a is [1, K], a
+ * rank-1 b is [K, 1]); `lax` is the axis along which parameters vary (the
+ * rows of a, the columns of b); the other matrix axis is K. */
+typedef struct qmat {
+    int nd;
+    int64_t dims[KILN_MAX_DIMS];
+    int lax, kax;
+    int64_t nbatch, L;       /* batches, length along lax */
+} qmat;
+
+static void qmat_init(const kiln_tensor *t, int is_b, qmat *m) {
+    memset(m, 0, sizeof *m);
+    m->nd = 0;
+    if (t->ndim == 1 && !is_b) m->dims[m->nd++] = 1;
+    for (int i = 0; i < t->ndim; i++) m->dims[m->nd++] = t->dims[i];
+    if (t->ndim == 1 && is_b) m->dims[m->nd++] = 1;
+    m->lax = is_b ? m->nd - 1 : m->nd - 2;
+    m->kax = is_b ? m->nd - 2 : m->nd - 1;
+    m->nbatch = 1;
+    for (int i = 0; i < m->nd - 2; i++) m->nbatch *= m->dims[i];
+    m->L = m->dims[m->lax];
+}
+
+/* Expand a scale (f32 out) or zero point (i32 out) of matrix m to one value
+ * per (batch, lax index): out[batch * L + l].  p == NULL: zero point 0.
+ * Accepted shapes: one element; [L] (1-D); or dims right-aligned to m's
+ * that are 1 or equal to m's, 1 along K. */
+static int qparam_expand(const kiln_tensor *p, const qmat *m, const char *name, float *fout,
+                         int32_t *iout) {
+    int64_t total = m->nbatch * m->L;
+    if (!p) {
+        for (int64_t i = 0; i < total; i++) iout[i] = 0;
+        return 0;
+    }
+    int64_t pn = kiln_tensor_numel(p);
+    int64_t e[KILN_MAX_DIMS];
+    for (int d = 0; d < m->nd; d++) e[d] = 1;
+    if (pn == 1) {
+        /* per tensor: every e[d] = 1 */
+    } else if (p->ndim == 1) {
+        e[m->lax] = p->dims[0];
+    } else {
+        if (p->ndim > m->nd)
+            return kiln_set_error(KILN_ESHAPE, QMM ": %s has rank %d, more than its matrix (%d)",
+                                  name, p->ndim, m->nd);
+        for (int i = 0; i < p->ndim; i++) e[m->nd - p->ndim + i] = p->dims[i];
+    }
+    int64_t st[KILN_MAX_DIMS], s = 1;
+    for (int d = m->nd - 1; d >= 0; d--) {
+        if (e[d] != 1 && (e[d] != m->dims[d] || d == m->kax))
+            return kiln_set_error(KILN_ESHAPE,
+                                  QMM ": %s has %lld values along axis %d where %s is expected "
+                                  "(1 along K = %lld, else %lld): expected one element, per-%s "
+                                  "[%lld] or the matrix shape with 1 along K",
+                                  name, (long long)e[d], d, d == m->kax ? "1" : "1 or the matrix dim",
+                                  (long long)m->dims[m->kax], (long long)m->dims[d],
+                                  m->lax == m->nd - 2 ? "row" : "column", (long long)m->L);
+        st[d] = e[d] == 1 ? 0 : s;
+        s *= e[d];
+    }
+    /* odometer over the matrix dims with K collapsed to 1 */
+    int64_t idx[KILN_MAX_DIMS] = {0}, off = 0;
+    for (int64_t i = 0; i < total; i++) {
+        if (fout) fout[i] = ld_scale(p, off);
+        else iout[i] = ld_zp(p, off);
+        for (int d = m->nd - 1; d >= 0; d--) {
+            if (d == m->kax) continue;
+            if (++idx[d] < m->dims[d]) { off += st[d]; break; }
+            off -= st[d] * (idx[d] - 1);
+            idx[d] = 0;
+        }
+    }
+    return 0;
+}
+
+/* Workspace layout of QLinearMatMul. */
+typedef struct qmm_ws {
+    size_t a16, b16, sa, za, sb, zb, total;
+} qmm_ws;
+
+static qmm_ws qmm_layout(const qmat *ma, const qmat *mb, int64_t na, int64_t nbn) {
+    qmm_ws w;
+    size_t o = 0;
+#define QMM_PUT(f, bytes) do { w.f = o; o += ((size_t)(bytes) + 63) & ~(size_t)63; } while (0)
+    QMM_PUT(a16, (size_t)na * sizeof(int16_t));
+    QMM_PUT(b16, (size_t)nbn * sizeof(int16_t));
+    QMM_PUT(sa, (size_t)(ma->nbatch * ma->L) * sizeof(float));
+    QMM_PUT(za, (size_t)(ma->nbatch * ma->L) * sizeof(int32_t));
+    QMM_PUT(sb, (size_t)(mb->nbatch * mb->L) * sizeof(float));
+    QMM_PUT(zb, (size_t)(mb->nbatch * mb->L) * sizeof(int32_t));
+#undef QMM_PUT
+    w.total = o;
+    return w;
+}
+
+static size_t qmm_ws_size(const kiln_call *c) {
+    qmat ma, mb;
+    qmat_init(&c->in[A_X], 0, &ma);
+    qmat_init(&c->in[B_X], 1, &mb);
+    return qmm_layout(&ma, &mb, kiln_tensor_numel(&c->in[A_X]), kiln_tensor_numel(&c->in[B_X])).total;
+}
+
+/* u8/i8 element i of t as int32 */
+static inline int32_t ld_q8(const kiln_tensor *t, int64_t i) {
+    return t->dtype == KILN_DTYPE_I8 ? ((const int8_t *)t->data)[i] : ((const uint8_t *)t->data)[i];
+}
+
+/* Pack t - z into int16: a (is_b 0) subtracts z per row, b per column. */
+typedef struct qpack_task {
+    const kiln_tensor *t;
+    const qmat *m;
+    const int32_t *z;
+    int16_t *dst;
+    int is_b;
+} qpack_task;
+
+static void qpack_rows(void *ud, int64_t lo, int64_t hi) {
+    const qpack_task *p = ud;
+    const qmat *m = p->m;
+    /* row r of the [batch * rows, cols] matrix */
+    int64_t rows = m->dims[m->nd - 2], cols = m->dims[m->nd - 1];
+    for (int64_t r = lo; r < hi; r++) {
+        int64_t bt = r / rows, i = r % rows;
+        int16_t *d = p->dst + r * cols;
+        if (p->is_b) {
+            const int32_t *z = p->z + bt * cols;
+            for (int64_t j = 0; j < cols; j++) d[j] = (int16_t)(ld_q8(p->t, r * cols + j) - z[j]);
+        } else {
+            int32_t z = p->z[bt * rows + i];
+            for (int64_t j = 0; j < cols; j++) d[j] = (int16_t)(ld_q8(p->t, r * cols + j) - z);
+        }
+    }
+}
+
+typedef struct qmm_task {
+    qgemm proto;               /* everything but per-batch pointers */
+    int64_t nbatch, tiles;
+    int nb;                    /* output batch rank */
+    int64_t bd[KILN_MAX_DIMS]; /* output batch dims */
+    const qmat *ma, *mb;
+    const int16_t *a16, *b16;
+    const float *sa, *sb;
+    uint8_t *y;
+    int64_t ysz;               /* bytes per output batch */
+} qmm_task;
+
+/* Batch index of a (or b) for output batch t (broadcast). */
+static int64_t qmm_src_batch(const qmm_task *t, const qmat *m, int64_t ob) {
+    int mb = m->nd - 2;
+    int64_t idx = 0, stride = 1;
+    for (int i = t->nb - 1, j = mb - 1; i >= 0 && j >= 0; i--, j--) {
+        int64_t ix = ob % t->bd[i];
+        ob /= t->bd[i];
+        idx += (m->dims[j] == 1 ? 0 : ix) * stride;
+        stride *= m->dims[j];
+    }
+    return idx;
+}
+
+static void qmm_range(void *ud, int64_t lo, int64_t hi) {
+    const qmm_task *t = ud;
+    for (int64_t w = lo; w < hi; w++) {
+        int64_t ob = w / t->tiles;
+        int64_t ia = qmm_src_batch(t, t->ma, ob), ib = qmm_src_batch(t, t->mb, ob);
+        qgemm g = t->proto;
+        g.a = t->a16 + ia * g.M * g.K;
+        g.b = t->b16 + ib * g.K * g.N;
+        g.rs = t->sa + ia * t->ma->L;
+        g.cs = t->sb + ib * t->mb->L;
+        g.y = t->y + ob * t->ysz;
+        qg_run_tile(&g, w % t->tiles);
+    }
+}
+
+static int qmm_impl(const kiln_call *c) {
+    int rc = all_dense(c, QMM);
+    if (rc) return rc;
+    const kiln_tensor *A = &c->in[A_X], *B = &c->in[B_X], *Y = &c->out[0];
+    qmat ma, mb;
+    qmat_init(A, 0, &ma);
+    qmat_init(B, 1, &mb);
+    int64_t M = ma.dims[ma.nd - 2], K = ma.dims[ma.nd - 1], N = mb.dims[mb.nd - 1];
+    if (mb.dims[mb.nd - 2] != K)
+        return kiln_set_error(KILN_ESHAPE, QMM ": a has K=%lld but b has K=%lld", (long long)K,
+                              (long long)mb.dims[mb.nd - 2]);
+    if (kiln_tensor_numel(&c->in[Y_S]) != 1 ||
+        (opt_in(c, Y_Z) && kiln_tensor_numel(&c->in[Y_Z]) != 1))
+        return kiln_set_error(KILN_ESHAPE, QMM ": y_scale and y_zero_point must have one element");
+    qmm_ws L = qmm_layout(&ma, &mb, kiln_tensor_numel(A), kiln_tensor_numel(B));
+    uint8_t *ws = c->workspace;
+    float *sa = (float *)(ws + L.sa), *sb = (float *)(ws + L.sb);
+    int32_t *za = (int32_t *)(ws + L.za), *zb = (int32_t *)(ws + L.zb);
+    if ((rc = qparam_expand(&c->in[A_S], &ma, "a_scale", sa, NULL)) ||
+        (rc = qparam_expand(opt_in(c, A_Z), &ma, "a_zero_point", NULL, za)) ||
+        (rc = qparam_expand(&c->in[B_S], &mb, "b_scale", sb, NULL)) ||
+        (rc = qparam_expand(opt_in(c, B_Z), &mb, "b_zero_point", NULL, zb)))
+        return rc;
+    qmm_task t;
+    memset(&t, 0, sizeof t);
+    t.nb = Y->ndim - (A->ndim >= 2) - (B->ndim >= 2);
+    t.nbatch = 1;
+    for (int i = 0; i < t.nb; i++) {
+        t.bd[i] = Y->dims[i];
+        t.nbatch *= Y->dims[i];
+    }
+    int16_t *a16 = (int16_t *)(ws + L.a16), *b16 = (int16_t *)(ws + L.b16);
+    qpack_task pa = {A, &ma, za, a16, 0}, pb = {B, &mb, zb, b16, 1};
+    kiln_exec_parallel_for(c->exec, ma.nbatch * M, 16, qpack_rows, &pa);
+    kiln_exec_parallel_for(c->exec, mb.nbatch * K, 16, qpack_rows, &pb);
+    qgemm *g = &t.proto;
+    g->M = M; g->N = N; g->K = K;
+    g->lda = K; g->ldb = N; g->ldy = N;
+    g->yt = Y->dtype;
+    g->rs_inc = ma.L == 1 ? 0 : 1;
+    g->cs_inc = mb.L == 1 ? 0 : 1;
+    g->ys = ld_scale(&c->in[Y_S], 0);
+    g->yz = ld_zp(opt_in(c, Y_Z), 0);
+    if (M <= 0 || N <= 0) return 0;
+    t.tiles = qg_tiles(g);
+    t.ma = &ma; t.mb = &mb;
+    t.a16 = a16; t.b16 = b16; t.sa = sa; t.sb = sb;
+    t.y = Y->data;
+    t.ysz = M * N;
+    kiln_exec_parallel_for(c->exec, t.nbatch * t.tiles, 1, qmm_range, &t);
+    return 0;
+}
+
+static const kiln_quick_op qmm_10 = {
+    .ns = "ai.onnx", .name = "QLinearMatMul", .version = 10,
+    .min_inputs = 8, .max_inputs = 8, .num_outputs = 1,
+    .shape = qmm_shape, .impl = qmm_impl, .workspace = qmm_ws_size,
+    .doc = "u8/i8 matmul, per-tensor/row/column scales, int32 accumulation, requantized",
+};
+KILN_OP(qmm_10)
+
+/* 21: f16/bf16 scales and float8 operands; float8 is not supported (the
+ * shape function says so), the rest is the same op. */
+static const kiln_quick_op qmm_21 = {
+    .ns = "ai.onnx", .name = "QLinearMatMul", .version = 21,
+    .min_inputs = 8, .max_inputs = 8, .num_outputs = 1,
+    .shape = qmm_shape, .impl = qmm_impl, .workspace = qmm_ws_size,
+    .doc = "u8/i8 matmul, per-tensor/row/column scales, int32 accumulation, requantized",
+};
+KILN_OP(qmm_21)
+
+/* ------------------------------------------------------------ QLinearConv */
+
+#define QCV "QLinearConv"
+
+enum { X_X = 0, X_S, X_Z, W_X, W_S, W_Z, O_S, O_Z, O_B };
+
+static const kiln_attr_def qconv_attrs[] = {
+    {"auto_pad", KILN_ATTR_STRING, 0, "NOTSET", 0, "NOTSET, SAME_UPPER, SAME_LOWER or VALID"},
+    {"dilations", KILN_ATTR_ARRAY, KILN_DTYPE_I64, NULL, 0, "dilation per spatial axis"},
+    {"group", KILN_ATTR_INT, 0, "1", 0, "number of groups"},
+    {"kernel_shape", KILN_ATTR_ARRAY, KILN_DTYPE_I64, NULL, 0, "kernel dims (else from w)"},
+    {"pads", KILN_ATTR_ARRAY, KILN_DTYPE_I64, NULL, 0, "begin pads then end pads"},
+    {"strides", KILN_ATTR_ARRAY, KILN_DTYPE_I64, NULL, 0, "stride per spatial axis"},
+    {NULL, 0, 0, NULL, 0, NULL},
+};
+
+enum { QAP_NOTSET, QAP_SAME_UPPER, QAP_SAME_LOWER, QAP_VALID };
+
+/* Convolution attributes for nsp spatial axes, validated; wk: kernel dims
+ * of w. */
+typedef struct qconv_attr {
+    int nsp, autopad;
+    int64_t group;
+    int64_t k[3], s[3], d[3], pb[3], pe[3];
+} qconv_attr;
+
+static int qconv_read_ints(const kiln_attrs *a, const char *name, int want, int64_t *dst) {
+    const int64_t *v;
+    int64_t n = kiln_attrs_ints(a, name, &v);
+    if (n < 0) return 0;
+    if (n != want)
+        return kiln_set_error(KILN_EATTR, QCV ": %s has %lld values, expected %d", name,
+                              (long long)n, want);
+    for (int i = 0; i < want; i++) dst[i] = v[i];
+    return 1;
+}
+
+static int qconv_attrs_read(const kiln_attrs *a, int nsp, const int64_t *wk, qconv_attr *q) {
+    q->nsp = nsp;
+    int64_t pads[6];
+    for (int i = 0; i < nsp; i++) {
+        q->k[i] = wk[i];
+        q->s[i] = q->d[i] = 1;
+        q->pb[i] = q->pe[i] = 0;
+    }
+    int64_t ks[3];
+    int rc;
+    if ((rc = qconv_read_ints(a, "kernel_shape", nsp, ks)) < 0) return rc;
+    if (rc)
+        for (int i = 0; i < nsp; i++)
+            if (ks[i] != wk[i])
+                return kiln_set_error(KILN_EATTR, QCV ": kernel_shape[%d] = %lld but w has %lld",
+                                      i, (long long)ks[i], (long long)wk[i]);
+    if ((rc = qconv_read_ints(a, "strides", nsp, q->s)) < 0) return rc;
+    if ((rc = qconv_read_ints(a, "dilations", nsp, q->d)) < 0) return rc;
+    if ((rc = qconv_read_ints(a, "pads", 2 * nsp, pads)) < 0) return rc;
+    if (rc)
+        for (int i = 0; i < nsp; i++) {
+            q->pb[i] = pads[i];
+            q->pe[i] = pads[nsp + i];
+        }
+    for (int i = 0; i < nsp; i++) {
+        if (q->s[i] < 1 || q->d[i] < 1)
+            return kiln_set_error(KILN_EATTR,
+                                  QCV ": strides and dilations must be >= 1, found %lld and %lld "
+                                  "on spatial axis %d", (long long)q->s[i], (long long)q->d[i], i);
+        if (q->pb[i] < 0 || q->pe[i] < 0)
+            return kiln_set_error(KILN_EATTR, QCV ": pads must be >= 0, found %lld and %lld on "
+                                  "spatial axis %d", (long long)q->pb[i], (long long)q->pe[i], i);
+        if (wk[i] < 1)
+            return kiln_set_error(KILN_ESHAPE, QCV ": kernel dim %d of w is %lld, expected >= 1", i,
+                                  (long long)wk[i]);
+    }
+    const char *ap = kiln_attrs_string(a, "auto_pad");
+    if (!ap || !*ap || !strcmp(ap, "NOTSET")) q->autopad = QAP_NOTSET;
+    else if (!strcmp(ap, "SAME_UPPER")) q->autopad = QAP_SAME_UPPER;
+    else if (!strcmp(ap, "SAME_LOWER")) q->autopad = QAP_SAME_LOWER;
+    else if (!strcmp(ap, "VALID")) q->autopad = QAP_VALID;
+    else
+        return kiln_set_error(KILN_EATTR, QCV ": auto_pad must be NOTSET, SAME_UPPER, SAME_LOWER "
+                              "or VALID, found '%s'", ap);
+    q->group = kiln_attrs_int(a, "group");
+    if (q->group < 1)
+        return kiln_set_error(KILN_EATTR, QCV ": group must be >= 1, found %lld",
+                              (long long)q->group);
+    return 0;
+}
+
+static int qconv_shape(kiln_shape_ctx *c) {
+    const kiln_desc *x = &c->in[X_X], *w = &c->in[W_X];
+    if (!is_q8(x->dtype) || !is_q8(w->dtype))
+        return kiln_set_error(KILN_ETYPE, QCV ": x and w must be u8 or i8, found %s and %s",
+                              kiln_dtype_name(x->dtype), kiln_dtype_name(w->dtype));
+    int rc;
+    if ((rc = check_scale(&c->in[X_S], QCV, "x_scale")) ||
+        (rc = check_scale(&c->in[W_S], QCV, "w_scale")) ||
+        (rc = check_scale(&c->in[O_S], QCV, "y_scale")) ||
+        (rc = check_zp(&c->in[X_Z], x->dtype, QCV, "x_zero_point")) ||
+        (rc = check_zp(&c->in[W_Z], w->dtype, QCV, "w_zero_point")) ||
+        (rc = check_scalar(&c->in[X_S], QCV, "x_scale")) ||
+        (rc = check_scalar(&c->in[X_Z], QCV, "x_zero_point")) ||
+        (rc = check_scalar(&c->in[O_S], QCV, "y_scale")) ||
+        (rc = check_scalar(&c->in[O_Z], QCV, "y_zero_point")))
+        return rc;
+    kiln_dtype yt = present(&c->in[O_Z]) ? c->in[O_Z].dtype : x->dtype;
+    if (!is_q8(yt))
+        return kiln_set_error(KILN_ETYPE, QCV ": y_zero_point must be u8 or i8, found %s",
+                              kiln_dtype_name(yt));
+    if (c->nin > O_B && present(&c->in[O_B]) &&
+        (c->in[O_B].dtype != KILN_DTYPE_I32 || c->in[O_B].ndim != 1))
+        return kiln_set_error(KILN_ETYPE, QCV ": B must be a 1-D i32 tensor, found %s of rank %d",
+                              kiln_dtype_name(c->in[O_B].dtype), c->in[O_B].ndim);
+    if (x->ndim < 3 || x->ndim > 5)
+        return kiln_set_error(KILN_ESHAPE, QCV ": x must have rank 3..5 (N, C, spatial...), "
+                              "found %d", x->ndim);
+    if (w->ndim != x->ndim)
+        return kiln_set_error(KILN_ESHAPE, QCV ": w must have rank %d like x, found %d", x->ndim,
+                              w->ndim);
+    int nsp = x->ndim - 2;
+    int64_t wk[3];
+    for (int i = 0; i < nsp; i++)
+        if (!kiln_expr_is_const(w->dims[2 + i], &wk[i]))
+            return kiln_set_error(KILN_ESHAPE, QCV ": kernel dims of w must be static");
+    qconv_attr q;
+    if ((rc = qconv_attrs_read(c->attrs, nsp, wk, &q))) return rc;
+    int64_t C, Wc, M;
+    if (kiln_expr_is_const(x->dims[1], &C) && kiln_expr_is_const(w->dims[1], &Wc) &&
+        C != Wc * q.group)
+        return kiln_set_error(KILN_ESHAPE, QCV ": x has %lld channels but w expects %lld x group "
+                              "%lld", (long long)C, (long long)Wc, (long long)q.group);
+    if (kiln_expr_is_const(w->dims[0], &M) && M % q.group != 0)
+        return kiln_set_error(KILN_ESHAPE, QCV ": %lld output channels are not divisible by "
+                              "group %lld", (long long)M, (long long)q.group);
+    kiln_desc *y = &c->out[0];
+    y->dtype = yt;
+    y->ndim = x->ndim;
+    y->dims[0] = x->dims[0];
+    y->dims[1] = w->dims[0];
+    for (int i = 0; i < nsp; i++) {
+        const kiln_expr *in = x->dims[2 + i];
+        if (q.autopad == QAP_SAME_UPPER || q.autopad == QAP_SAME_LOWER)
+            y->dims[2 + i] = kiln_expr_ceildiv(c->x, in, kiln_expr_const(c->x, q.s[i]));
+        else
+            y->dims[2 + i] = kiln__ops2_pool_dim(c->x, in, q.k[i], q.s[i],
+                                                 q.autopad == QAP_VALID ? 0 : q.pb[i] + q.pe[i],
+                                                 q.d[i], 0);
+    }
+    return 0;
+}
+
+/* One call's geometry, spatial dims normalized to 3 (leading 1s). */
+typedef struct qconv_geo {
+    int64_t N, C, M, G, Cg, Mg;
+    int64_t id[3], k[3], o[3], s[3], d[3], pb[3];
+    int64_t ks, P, Kg;     /* kernel size, output pixels, GEMM K = Cg * ks */
+} qconv_geo;
+
+static int qconv_geometry(const kiln_call *c, qconv_geo *g) {
+    const kiln_tensor *x = &c->in[X_X], *w = &c->in[W_X], *y = &c->out[0];
+    int nsp = x->ndim - 2;
+    int64_t wk[3];
+    for (int i = 0; i < nsp; i++) wk[i] = w->dims[2 + i];
+    qconv_attr q;
+    int rc = qconv_attrs_read(c->attrs, nsp, wk, &q);
+    if (rc) return rc;
+    memset(g, 0, sizeof *g);
+    g->N = x->dims[0];
+    g->C = x->dims[1];
+    g->M = w->dims[0];
+    g->G = q.group;
+    if (g->C % g->G || g->M % g->G || w->dims[1] * g->G != g->C)
+        return kiln_set_error(KILN_ESHAPE, QCV ": x has %lld channels, w is [%lld, %lld, ...], "
+                              "group %lld", (long long)g->C, (long long)g->M,
+                              (long long)w->dims[1], (long long)g->G);
+    g->Cg = g->C / g->G;
+    g->Mg = g->M / g->G;
+    int off = 3 - nsp;
+    for (int i = 0; i < 3; i++) {
+        g->id[i] = g->k[i] = g->o[i] = g->s[i] = g->d[i] = 1;
+        g->pb[i] = 0;
+    }
+    for (int i = 0; i < nsp; i++) {
+        int j = off + i;
+        g->id[j] = x->dims[2 + i];
+        g->k[j] = q.k[i];
+        g->s[j] = q.s[i];
+        g->d[j] = q.d[i];
+        g->o[j] = y->dims[2 + i];
+        if (q.autopad == QAP_SAME_UPPER || q.autopad == QAP_SAME_LOWER) {
+            int64_t tot = (g->o[j] - 1) * q.s[i] + (q.k[i] - 1) * q.d[i] + 1 - g->id[j];
+            if (tot < 0) tot = 0;
+            g->pb[j] = q.autopad == QAP_SAME_UPPER ? tot / 2 : tot - tot / 2;
+        } else if (q.autopad == QAP_NOTSET) {
+            g->pb[j] = q.pb[i];
+        }
+    }
+    g->ks = g->k[0] * g->k[1] * g->k[2];
+    g->P = g->o[0] * g->o[1] * g->o[2];
+    g->Kg = g->Cg * g->ks;
+    return 0;
+}
+
+typedef struct qconv_ws {
+    size_t w16, col, ws, total;
+} qconv_ws;
+
+static qconv_ws qconv_layout(const qconv_geo *g) {
+    qconv_ws w;
+    size_t o = 0;
+#define QCV_PUT(f, bytes) do { w.f = o; o += ((size_t)(bytes) + 63) & ~(size_t)63; } while (0)
+    QCV_PUT(w16, (size_t)(g->M * g->Kg) * sizeof(int16_t));
+    QCV_PUT(col, (size_t)(g->Kg * g->P) * sizeof(int16_t));
+    QCV_PUT(ws, (size_t)g->M * sizeof(float));
+#undef QCV_PUT
+    w.total = o;
+    return w;
+}
+
+static size_t qconv_ws_size(const kiln_call *c) {
+    qconv_geo g;
+    if (qconv_geometry(c, &g)) return 0;
+    return qconv_layout(&g).total;
+}
+
+/* im2col of one (image, group): row (ci, kz, ky, kx), column (oz, oy, ox),
+ * value x - zx (0 in the padding). */
+typedef struct qcol_task {
+    const qconv_geo *g;
+    const kiln_tensor *x;
+    int64_t xoff;          /* first element of the group's first channel */
+    int32_t zx;
+    int16_t *col;
+} qcol_task;
+
+static void qcol_rows(void *ud, int64_t lo, int64_t hi) {
+    const qcol_task *t = ud;
+    const qconv_geo *g = t->g;
+    const int64_t IW = g->id[2], IH = g->id[1], ID = g->id[0];
+    const int64_t plane = ID * IH * IW;
+    for (int64_t r = lo; r < hi; r++) {
+        int64_t kx = r % g->k[2], q = r / g->k[2], ky = q % g->k[1], q2 = q / g->k[1];
+        int64_t kz = q2 % g->k[0], ci = q2 / g->k[0];
+        int16_t *dst = t->col + r * g->P;
+        int64_t base = t->xoff + ci * plane;
+        for (int64_t oz = 0; oz < g->o[0]; oz++) {
+            int64_t iz = oz * g->s[0] - g->pb[0] + kz * g->d[0];
+            for (int64_t oy = 0; oy < g->o[1]; oy++) {
+                int64_t iy = oy * g->s[1] - g->pb[1] + ky * g->d[1];
+                int16_t *o = dst + (oz * g->o[1] + oy) * g->o[2];
+                if (iz < 0 || iz >= ID || iy < 0 || iy >= IH) {
+                    memset(o, 0, (size_t)g->o[2] * sizeof *o);
+                    continue;
+                }
+                int64_t row = base + (iz * IH + iy) * IW;
+                int64_t ix = -g->pb[2] + kx * g->d[2];
+                for (int64_t ox = 0; ox < g->o[2]; ox++, ix += g->s[2])
+                    o[ox] = ix >= 0 && ix < IW ? (int16_t)(ld_q8(t->x, row + ix) - t->zx) : 0;
+            }
+        }
+    }
+}
+
+static int qconv_impl(const kiln_call *c) {
+    int rc = all_dense(c, QCV);
+    if (rc) return rc;
+    qconv_geo g;
+    if ((rc = qconv_geometry(c, &g))) return rc;
+    const kiln_tensor *X = &c->in[X_X], *W = &c->in[W_X], *Y = &c->out[0];
+    const kiln_tensor *wz = opt_in(c, W_Z), *bias = opt_in(c, O_B);
+    int64_t nws = kiln_tensor_numel(&c->in[W_S]), nwz = wz ? kiln_tensor_numel(wz) : 1;
+    if ((nws != 1 && nws != g.M) || (nwz != 1 && nwz != g.M))
+        return kiln_set_error(KILN_ESHAPE, QCV ": w_scale and w_zero_point must have 1 or %lld "
+                              "(output channels) elements, found %lld and %lld", (long long)g.M,
+                              (long long)nws, (long long)nwz);
+    if (bias && kiln_tensor_numel(bias) != g.M)
+        return kiln_set_error(KILN_ESHAPE, QCV ": B has %lld elements, expected %lld (output "
+                              "channels)", (long long)kiln_tensor_numel(bias), (long long)g.M);
+    qconv_ws L = qconv_layout(&g);
+    uint8_t *ws = c->workspace;
+    int16_t *w16 = (int16_t *)(ws + L.w16), *col = (int16_t *)(ws + L.col);
+    float *wsc = (float *)(ws + L.ws);
+    for (int64_t m = 0; m < g.M; m++) {
+        int32_t z = wz ? ld_zp(wz, nwz == 1 ? 0 : m) : 0;
+        wsc[m] = ld_scale(&c->in[W_S], nws == 1 ? 0 : m);
+        for (int64_t k = 0; k < g.Kg; k++)
+            w16[m * g.Kg + k] = (int16_t)(ld_q8(W, m * g.Kg + k) - z);
+    }
+    if (g.P == 0 || g.M == 0) return 0;
+    const float xs = ld_scale(&c->in[X_S], 0);
+    qgemm q;
+    memset(&q, 0, sizeof q);
+    q.M = g.Mg;
+    q.N = g.P;
+    q.K = g.Kg;
+    q.lda = g.Kg;
+    q.b = col;
+    q.ldb = g.P;
+    q.yt = Y->dtype;
+    q.ldy = g.P;
+    q.rs_inc = 1;
+    q.cs = &xs;
+    q.cs_inc = 0;
+    q.ys = ld_scale(&c->in[O_S], 0);
+    q.yz = ld_zp(opt_in(c, O_Z), 0);
+    qcol_task ct = {&g, X, 0, ld_zp(opt_in(c, X_Z), 0), col};
+    const int64_t xplane = g.id[0] * g.id[1] * g.id[2];
+    for (int64_t n = 0; n < g.N; n++)
+        for (int64_t gi = 0; gi < g.G; gi++) {
+            ct.xoff = (n * g.C + gi * g.Cg) * xplane;
+            kiln_exec_parallel_for(c->exec, g.Kg, 4, qcol_rows, &ct);
+            q.a = w16 + gi * g.Mg * g.Kg;
+            q.rs = wsc + gi * g.Mg;
+            q.bias = bias ? (const int32_t *)bias->data + gi * g.Mg : NULL;
+            q.y = (uint8_t *)Y->data + (n * g.M + gi * g.Mg) * g.P;
+            qg_run(&q, c->exec);
+        }
+    return 0;
+}
+
+static const kiln_quick_op qconv_10 = {
+    .ns = "ai.onnx", .name = "QLinearConv", .version = 10,
+    .min_inputs = 8, .max_inputs = 9, .num_outputs = 1,
+    .attrs = qconv_attrs, .shape = qconv_shape, .impl = qconv_impl, .workspace = qconv_ws_size,
+    .timing_id = "auto_pad,dilations,group,kernel_shape,pads,strides",
+    .doc = "u8/i8 convolution (im2col + int32 GEMM), per-tensor or per-channel w scale",
+};
+KILN_OP(qconv_10)
