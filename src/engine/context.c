@@ -383,7 +383,9 @@ static int eval_nodes(kiln_context *c, int64_t *V, int upper_mode) {
                 r = c->in_dims[c->input_of[x->a]][x->b];
             } else if (x->symkind == KILN__SYM_SIZE) {
                 int32_t up = e->tensors[x->a].upper;
-                r = !upper_mode ? c->size_val[x->a] : up >= 0 ? c->vals[up] : 0;
+                /* upper mode: the bound itself at upper values when it is
+                 * already computed (a bound may use other size symbols) */
+                r = !upper_mode ? c->size_val[x->a] : up < 0 ? 0 : up < i ? V[up] : c->vals[up];
             } else {
                 int rc = read_value(c, x->a, x->b, &r);
                 if (rc) return rc;

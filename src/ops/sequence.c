@@ -175,7 +175,7 @@ static void seq_out(kiln_shape_ctx *c, int o, kiln_dtype dt, const kiln_expr *le
 
 /* A build-time position argument, or 0 when known only at run time. */
 static int pos_const(const kiln_shape_ctx *c, int pi, int64_t *v) {
-    if (pi >= c->nin || c->in[pi].dtype == KILN_DTYPE_UNDEFINED) return 0;
+    if (pi < 0 || pi >= c->nin || c->in[pi].dtype == KILN_DTYPE_UNDEFINED) return 0;
     const kiln_desc *p = &c->in[pi];
     if (p->data) {
         *v = p->dtype == KILN_DTYPE_I32 ? *(const int32_t *)p->data : *(const int64_t *)p->data;
@@ -186,7 +186,7 @@ static int pos_const(const kiln_shape_ctx *c, int pi, int64_t *v) {
 }
 
 static int pos_type(const kiln_shape_ctx *c, int pi, const char *op) {
-    if (pi >= c->nin || c->in[pi].dtype == KILN_DTYPE_UNDEFINED) return 0;
+    if (pi < 0 || pi >= c->nin || c->in[pi].dtype == KILN_DTYPE_UNDEFINED) return 0;
     kiln_dtype t = c->in[pi].dtype;
     if (t != KILN_DTYPE_I64 && t != KILN_DTYPE_I32)
         return kiln_set_error(KILN_ETYPE, "%s: the position must be int32 or int64, not %s", op, kiln_dtype_name(t));

@@ -1,0 +1,357 @@
+/*
+ * test_sequence.c — the packed sequence ops (src/ops/sequence.c) through
+ * the public network API, against a naive list-of-matrices model written
+ * here; kiln_onnx_read_sequence on good and bad files.
+ */
+#include "kiln/kiln.h"
+#include "kiln/onnx.h"
+#include "kiln/plugin.h"
+#include "test.h"
+
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static uint64_t seed = 0x5e9f00d1234abcdull;
+
+static kiln_layer *layer(kiln_network *n, const char *op, int ver, int nin, const char **in, int nout,
+                         const char **out) {
+    kiln_layer *l = kiln_network_add_layer(n, op, ver, NULL, nin, in, nout, out);
+    if (!l) TEST__FAIL("add_layer %s: %s", op, kiln_errmsg());
+    return l;
+}
+
+static kiln_engine *build(const kiln_network *net, const char *err_part) {
+    kiln_build_config *cfg = kiln_build_config_create();
+    kiln_build_config_set_flags(cfg, KILN_BUILD_NO_TIMING);
+    kiln_engine *e = NULL;
+    int rc = kiln_build(net, cfg, &e, NULL);
+    kiln_build_config_free(cfg);
+    if (err_part) {
+        ASSERT(rc != 0);
+        ASSERT_CONTAINS(kiln_errmsg(), err_part);
+        return NULL;
+    }
+    ASSERT_OK(rc);
+    return e;
+}
+
+/* A poisoned output buffer of the output's capacity, bound. */
+static void *bind_out(kiln_context *ctx, const char *name) {
+    size_t cap = 0;
+    ASSERT_OK(kiln_context_output_capacity(ctx, name, &cap));
+    void *p = malloc(cap ? cap : 1);
+    ASSERT(p);
+    memset(p, 0xA5, cap ? cap : 1);
+    ASSERT_OK(kiln_context_bind(ctx, name, p, cap));
+    return p;
+}
+
+/* ---------------------------------------------------------------- reference model */
+
+enum { COLS = 3, MAXE = 6, MAXR = 16 };
+
+typedef struct mat {
+    int rows;
+    float v[MAXR * COLS];
+} mat;
+
+typedef struct list {
+    int n;
+    mat m[MAXE];
+} list;
+
+static void l_insert(list *l, int pos, const mat *x) {
+    memmove(&l->m[pos + 1], &l->m[pos], (size_t)(l->n - pos) * sizeof(mat));
+    l->m[pos] = *x;
+    l->n++;
+}
+static void l_erase(list *l, int pos) {
+    memmove(&l->m[pos], &l->m[pos + 1], (size_t)(l->n - pos - 1) * sizeof(mat));
+    l->n--;
+}
+
+/* ---------------------------------------------------------------- construct/insert/erase/at/concat/length
+ * s = [a, b, c]; s2 = insert(s, t, pins); s3 = erase(s2, pera);
+ * y = s3[pat]; cat = concat(s3, axis 0); len = length(s3).
+ * Positions are network inputs (runtime: data-dependent dims) or
+ * constants (build time: static dims from the shapes' symbolic values). */
+
+static const int rows_abc[3] = {2, 4, 1}, rows_t = 3;
+
+static kiln_network *pipeline_net(int const_pos, int64_t pins, int64_t pera, int64_t pat) {
+    kiln_network *n = kiln_network_create();
+    const char *abc[3] = {"a", "b", "c"};
+    for (int i = 0; i < 3; i++) {
+        int64_t d[2] = {rows_abc[i], COLS};
+        ASSERT_OK(kiln_network_add_input(n, abc[i], KILN_DTYPE_F32, 2, d, NULL));
+    }
+    int64_t dt[2] = {rows_t, COLS};
+    ASSERT_OK(kiln_network_add_input(n, "t", KILN_DTYPE_F32, 2, dt, NULL));
+    const char *pn[3] = {"pins", "pera", "pat"};
+    int64_t pv[3] = {pins, pera, pat};
+    for (int i = 0; i < 3; i++)
+        ASSERT_OK(const_pos ? kiln_network_add_constant(n, pn[i], KILN_DTYPE_I64, 0, NULL, &pv[i])
+                            : kiln_network_add_input(n, pn[i], KILN_DTYPE_I64, 0, NULL, NULL));
+    const char *s[2] = {"s", "s:shapes"};
+    layer(n, "ai.onnx::SequenceConstruct", 11, 3, abc, 2, s);
+    const char *ins_in[4] = {"s", "s:shapes", "t", "pins"}, *s2[2] = {"s2", "s2:shapes"};
+    layer(n, "ai.onnx::SequenceInsert", 11, 4, ins_in, 2, s2);
+    const char *er_in[3] = {"s2", "s2:shapes", "pera"}, *s3[2] = {"s3", "s3:shapes"};
+    layer(n, "ai.onnx::SequenceErase", 11, 3, er_in, 2, s3);
+    const char *at_in[3] = {"s3", "s3:shapes", "pat"}, *y[1] = {"y"};
+    layer(n, "ai.onnx::SequenceAt", 11, 3, at_in, 1, y);
+    const char *cat[1] = {"cat"}, *len[1] = {"len"};
+    kiln_layer *cl = layer(n, "ai.onnx::ConcatFromSequence", 11, 2, s3, 1, cat);
+    ASSERT_OK(kiln_layer_set_int(cl, "axis", 0));
+    layer(n, "ai.onnx::SequenceLength", 11, 2, s3, 1, len);
+    const char *outs[5] = {"y", "cat", "len", "s3", "s3:shapes"};
+    for (int i = 0; i < 5; i++) ASSERT_OK(kiln_network_mark_output(n, outs[i]));
+    return n;
+}
+
+static void run_pipeline(int const_pos, int64_t pins, int64_t pera, int64_t pat) {
+    kiln_network *net = pipeline_net(const_pos, pins, pera, pat);
+    kiln_engine *e = build(net, NULL);
+    kiln_network_free(net);
+    /* reference */
+    list L = {0};
+    mat x[4];
+    for (int i = 0; i < 4; i++) {
+        x[i].rows = i < 3 ? rows_abc[i] : rows_t;
+        for (int k = 0; k < x[i].rows * COLS; k++) x[i].v[k] = test_randf(&seed, -2, 2);
+        if (i < 3) l_insert(&L, L.n, &x[i]);
+    }
+    l_insert(&L, (int)(pins < 0 ? pins + L.n : pins), &x[3]);
+    l_erase(&L, (int)(pera < 0 ? pera + L.n : pera));
+    const mat *want_y = &L.m[pat < 0 ? pat + L.n : pat];
+
+    kiln_context *ctx = NULL;
+    ASSERT_OK(kiln_context_create(e, 1, &ctx));
+    const char *abc[4] = {"a", "b", "c", "t"};
+    for (int i = 0; i < 4; i++)
+        ASSERT_OK(kiln_context_bind(ctx, abc[i], x[i].v, sizeof(float) * (size_t)(x[i].rows * COLS)));
+    int64_t pv[3] = {pins, pera, pat};
+    const char *pn[3] = {"pins", "pera", "pat"};
+    if (!const_pos)
+        for (int i = 0; i < 3; i++) ASSERT_OK(kiln_context_bind(ctx, pn[i], &pv[i], sizeof pv[i]));
+    /* Outputs with data-dependent dims need their upper bound's capacity. */
+    float *y = bind_out(ctx, "y"), *cat = bind_out(ctx, "cat"), *s3 = bind_out(ctx, "s3");
+    int64_t *shp = bind_out(ctx, "s3:shapes"), *lenp = bind_out(ctx, "len");
+    ASSERT_OK(kiln_context_run(ctx));
+    int64_t len = *lenp;
+
+    int nd;
+    int64_t dims[KILN_MAX_DIMS];
+    ASSERT_OK(kiln_context_shape(ctx, "y", &nd, dims));
+    ASSERT_EQ(nd, 2);
+    ASSERT_EQ(dims[0], want_y->rows);
+    ASSERT_EQ(dims[1], COLS);
+    for (int k = 0; k < want_y->rows * COLS; k++) ASSERT_EQ(y[k], want_y->v[k]);
+    ASSERT_EQ(len, L.n);
+    ASSERT_OK(kiln_context_shape(ctx, "s3:shapes", &nd, dims));
+    ASSERT_EQ(nd, 2);
+    ASSERT_EQ(dims[0], L.n);
+    ASSERT_EQ(dims[1], 2);
+    int total = 0;
+    for (int i = 0; i < L.n; i++) {
+        ASSERT_EQ(shp[2 * i], L.m[i].rows);
+        ASSERT_EQ(shp[2 * i + 1], COLS);
+        for (int k = 0; k < L.m[i].rows * COLS; k++) {
+            ASSERT_EQ(s3[total + k], L.m[i].v[k]);
+            ASSERT_EQ(cat[total + k], L.m[i].v[k]); /* axis 0 concat = the packed data */
+        }
+        total += L.m[i].rows * COLS;
+    }
+    ASSERT_OK(kiln_context_shape(ctx, "cat", &nd, dims));
+    ASSERT_EQ(nd, 2);
+    ASSERT_EQ(dims[0] * COLS, total);
+    ASSERT_OK(kiln_context_shape(ctx, "s3", &nd, dims));
+    ASSERT_EQ(dims[0], total);
+    kiln_context_free(ctx);
+    kiln_engine_free(e);
+    free(y);
+    free(cat);
+    free(s3);
+    free(shp);
+    free(lenp);
+}
+
+TEST_IMPL(sequence_pipeline_runtime_positions) {
+    const int64_t cases[][3] = {{0, 0, 0}, {3, -1, 2}, {-1, 2, -1}, {1, 1, 1}, {2, -4, 0}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        run_pipeline(0, cases[i][0], cases[i][1], cases[i][2]);
+}
+
+TEST_IMPL(sequence_pipeline_build_time_positions) {
+    const int64_t cases[][3] = {{0, 0, 0}, {3, -1, 2}, {-1, 2, -1}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        run_pipeline(1, cases[i][0], cases[i][1], cases[i][2]);
+}
+
+/* ---------------------------------------------------------------- SplitToSequence + ConcatFromSequence */
+
+TEST_IMPL(sequence_split_concat) {
+    enum { H = 2, W = 7 };
+    kiln_network *n = kiln_network_create();
+    int64_t dx[2] = {H, W}, ds[1] = {3};
+    ASSERT_OK(kiln_network_add_input(n, "x", KILN_DTYPE_F32, 2, dx, NULL));
+    ASSERT_OK(kiln_network_add_input(n, "split", KILN_DTYPE_I64, 1, ds, NULL));
+    const char *sin[2] = {"x", "split"}, *s[2] = {"s", "s:shapes"};
+    kiln_layer *l = layer(n, "ai.onnx::SplitToSequence", 11, 2, sin, 2, s);
+    ASSERT_OK(kiln_layer_set_int(l, "axis", 1));
+    const char *back[1] = {"back"}, *stk[1] = {"stk"};
+    l = layer(n, "ai.onnx::ConcatFromSequence", 11, 2, s, 1, back);
+    ASSERT_OK(kiln_layer_set_int(l, "axis", -1));
+    /* split along axis 0 without split input, keepdims 0: W rows of [W]... then stack back */
+    const char *s0in[1] = {"x"}, *r[2] = {"r", "r:shapes"};
+    l = layer(n, "ai.onnx::SplitToSequence", 11, 1, s0in, 2, r);
+    ASSERT_OK(kiln_layer_set_int(l, "keepdims", 0));
+    l = layer(n, "ai.onnx::ConcatFromSequence", 11, 2, r, 1, stk);
+    ASSERT_OK(kiln_layer_set_int(l, "axis", 1));
+    ASSERT_OK(kiln_layer_set_int(l, "new_axis", 1));
+    ASSERT_OK(kiln_network_mark_output(n, "back"));
+    ASSERT_OK(kiln_network_mark_output(n, "stk"));
+    ASSERT_OK(kiln_network_mark_output(n, "s:shapes"));
+    kiln_engine *e = build(n, NULL);
+    kiln_network_free(n);
+    float x[H * W];
+    int64_t split[3] = {2, 4, 1};
+    for (int i = 0; i < H * W; i++) x[i] = test_randf(&seed, -5, 5);
+    kiln_context *ctx = NULL;
+    ASSERT_OK(kiln_context_create(e, 1, &ctx));
+    ASSERT_OK(kiln_context_bind(ctx, "x", x, sizeof x));
+    ASSERT_OK(kiln_context_bind(ctx, "split", split, sizeof split));
+    float *back_v = bind_out(ctx, "back"), *stk_v = bind_out(ctx, "stk");
+    int64_t *shp = bind_out(ctx, "s:shapes");
+    ASSERT_OK(kiln_context_run(ctx));
+    for (int i = 0; i < H * W; i++) ASSERT_EQ(back_v[i], x[i]);
+    /* stacking the rows of x along a new axis 1: stk[w][h] = x[h][w] */
+    int nd;
+    int64_t dims[KILN_MAX_DIMS];
+    ASSERT_OK(kiln_context_shape(ctx, "stk", &nd, dims));
+    ASSERT_EQ(nd, 2);
+    ASSERT_EQ(dims[0], W);
+    ASSERT_EQ(dims[1], H);
+    for (int h = 0; h < H; h++)
+        for (int w = 0; w < W; w++) ASSERT_EQ(stk_v[w * H + h], x[h * W + w]);
+    for (int i = 0; i < 3; i++) {
+        ASSERT_EQ(shp[2 * i], H);
+        ASSERT_EQ(shp[2 * i + 1], split[i]);
+    }
+    /* a split that does not cover the axis: an error naming the op, not a crash */
+    int64_t bad[3] = {2, 2, 1};
+    ASSERT_OK(kiln_context_bind(ctx, "split", bad, sizeof bad));
+    ASSERT(kiln_context_run(ctx) != 0);
+    ASSERT_CONTAINS(kiln_errmsg(), "SplitToSequence");
+    kiln_context_free(ctx);
+    kiln_engine_free(e);
+    free(back_v);
+    free(stk_v);
+    free(shp);
+}
+
+/* ---------------------------------------------------------------- errors */
+
+TEST_IMPL(sequence_errors) {
+    /* position out of range at run time */
+    kiln_network *net = pipeline_net(0, 0, 0, 0);
+    kiln_engine *e = build(net, NULL);
+    kiln_network_free(net);
+    kiln_context *ctx = NULL;
+    ASSERT_OK(kiln_context_create(e, 1, &ctx));
+    static float buf[4][MAXR * COLS];
+    const char *abc[4] = {"a", "b", "c", "t"};
+    for (int i = 0; i < 4; i++) {
+        for (int k = 0; k < MAXR * COLS; k++) buf[i][k] = test_randf(&seed, -1, 1);
+        ASSERT_OK(kiln_context_bind(ctx, abc[i], buf[i], sizeof(float) * (size_t)((i < 3 ? rows_abc[i] : rows_t) * COLS)));
+    }
+    int64_t pins = 9, pera = 0, pat = 0;
+    ASSERT_OK(kiln_context_bind(ctx, "pins", &pins, sizeof pins));
+    ASSERT_OK(kiln_context_bind(ctx, "pera", &pera, sizeof pera));
+    ASSERT_OK(kiln_context_bind(ctx, "pat", &pat, sizeof pat));
+    const char *outs[5] = {"y", "cat", "s3", "s3:shapes", "len"};
+    void *ob[5];
+    for (int i = 0; i < 5; i++) ob[i] = bind_out(ctx, outs[i]);
+    ASSERT(kiln_context_run(ctx) != 0);
+    ASSERT_CONTAINS(kiln_errmsg(), "position 9 is out of range");
+    pins = 0;
+    pat = -5; /* s3 has 3 elements */
+    ASSERT(kiln_context_run(ctx) != 0);
+    ASSERT_CONTAINS(kiln_errmsg(), "SequenceAt");
+    pat = 2;
+    ASSERT_OK(kiln_context_run(ctx));
+    kiln_context_free(ctx);
+    for (int i = 0; i < 5; i++) free(ob[i]);
+    kiln_engine_free(e);
+
+    /* mixed ranks and types are refused at build time */
+    kiln_network *n = kiln_network_create();
+    int64_t d1[1] = {3}, d2[2] = {1, 3};
+    ASSERT_OK(kiln_network_add_input(n, "p", KILN_DTYPE_F32, 1, d1, NULL));
+    ASSERT_OK(kiln_network_add_input(n, "q", KILN_DTYPE_F32, 2, d2, NULL));
+    const char *pq[2] = {"p", "q"}, *s[2] = {"s", "s:shapes"};
+    layer(n, "ai.onnx::SequenceConstruct", 11, 2, pq, 2, s);
+    ASSERT_OK(kiln_network_mark_output(n, "s"));
+    ASSERT_OK(kiln_network_mark_output(n, "s:shapes"));
+    build(n, "one rank");
+    kiln_network_free(n);
+    n = kiln_network_create();
+    ASSERT_OK(kiln_network_add_input(n, "p", KILN_DTYPE_F32, 1, d1, NULL));
+    ASSERT_OK(kiln_network_add_input(n, "q", KILN_DTYPE_I64, 1, d1, NULL));
+    layer(n, "ai.onnx::SequenceConstruct", 11, 2, pq, 2, s);
+    ASSERT_OK(kiln_network_mark_output(n, "s"));
+    build(n, "one element type");
+    kiln_network_free(n);
+    /* a tensor where a sequence is expected */
+    n = kiln_network_create();
+    ASSERT_OK(kiln_network_add_input(n, "p", KILN_DTYPE_F32, 1, d1, NULL));
+    const char *pp[2] = {"p", "p"}, *ln[1] = {"n"};
+    layer(n, "ai.onnx::SequenceLength", 11, 2, pp, 1, ln);
+    ASSERT_OK(kiln_network_mark_output(n, "n"));
+    build(n, "must be a sequence");
+    kiln_network_free(n);
+}
+
+/* ---------------------------------------------------------------- test data reader */
+
+TEST_IMPL(sequence_read_files) {
+    kiln_onnx_sequence q;
+    ASSERT_EQ(kiln_onnx_read_sequence("/nonexistent/kiln/seq.pb", &q), KILN_EIO);
+    char path[] = "/tmp/kiln_seq_XXXXXX";
+    int fd = mkstemp(path);
+    ASSERT(fd >= 0);
+    /* field 3 (tensor_values) claims 100 bytes, 2 present: truncated */
+    const unsigned char junk[] = {0x1a, 0x64, 0x08, 0x01};
+    ASSERT_EQ(write(fd, junk, sizeof junk), (ssize_t)sizeof junk);
+    close(fd);
+    ASSERT_EQ(kiln_onnx_read_sequence(path, &q), KILN_EFORMAT);
+    kiln_onnx_sequence_free(&q);
+    /* a sequence of two int64 tensors [2] and [1]: elem_type 1, tensor dims/type/int64_data */
+    const unsigned char two[] = {0x10, 0x01,
+                                 0x1a, 0x08, 0x08, 0x02, 0x10, 0x07, 0x3a, 0x02, 0x05, 0x06,
+                                 0x1a, 0x07, 0x08, 0x01, 0x10, 0x07, 0x3a, 0x01, 0x09};
+    fd = open(path, O_WRONLY | O_TRUNC);
+    ASSERT(fd >= 0);
+    ASSERT_EQ(write(fd, two, sizeof two), (ssize_t)sizeof two);
+    close(fd);
+    ASSERT_OK(kiln_onnx_read_sequence(path, &q));
+    ASSERT_EQ(q.count, 2);
+    ASSERT_EQ(q.rank, 1);
+    ASSERT_EQ(q.dtype, KILN_DTYPE_I64);
+    ASSERT_EQ(q.shapes[0], 2);
+    ASSERT_EQ(q.shapes[1], 1);
+    ASSERT_EQ(q.bytes, 3 * sizeof(int64_t));
+    const int64_t *v = q.data;
+    ASSERT_EQ(v[0], 5);
+    ASSERT_EQ(v[1], 6);
+    ASSERT_EQ(v[2], 9);
+    kiln_onnx_sequence_free(&q);
+    unlink(path);
+}
+
+TEST_LIST(TEST_ENTRY(sequence_pipeline_runtime_positions), TEST_ENTRY(sequence_pipeline_build_time_positions),
+          TEST_ENTRY(sequence_split_concat), TEST_ENTRY(sequence_errors), TEST_ENTRY(sequence_read_files))
