@@ -267,6 +267,7 @@ typedef struct kiln__elayer {
      * the array itself is NULL when no input has one.  kiln_call.prepacked. */
     void **prepacked;
     int32_t prepack_done;    /* kiln__engine_prepare computed them */
+    uint64_t prepacked_bytes; /* their total size (kiln inspect) */
 } kiln__elayer;
 
 /* (K) One fused epilogue op: identity, attributes and inputs (engine
