@@ -180,6 +180,39 @@ static int cmp_double(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
+/* Timing measures what the engine will run: constant inputs in their
+ * packed forms (kiln_quick_op.prepack) for this tactic, as
+ * kiln__engine_prepare makes them.  A failing prepack times the unpacked
+ * path; the engine reports the failure when it is made. */
+static void time_prepack(const builder *b, const bl *L, const kiln_call *call, void **packed) {
+    const kiln__op *op = L->op;
+    if (!op->quick || !op->quick->prepack || L->nin > KILN_MAX_IO) return;
+    kiln_tensor views[2 * KILN_MAX_IO];
+    for (int i = 0; i < L->nin; i++) {
+        views[i] = call->in[i];
+        if (L->in[i] < 0 || b->t[L->in[i]].kind != BT_CONST) views[i].data = NULL;
+    }
+    for (int i = 0; i < L->nout && i < KILN_MAX_IO; i++) {
+        views[L->nin + i] = call->out[i];
+        views[L->nin + i].data = NULL;
+    }
+    kiln_call pc = *call;
+    pc.in = views;
+    pc.out = views + L->nin;
+    pc.exec = NULL;
+    pc.workspace = NULL;
+    pc.workspace_size = 0;
+    for (int i = 0; i < L->nin; i++) {
+        size_t n = 0;
+        if (!views[i].data || kiln__op_prepack(op, L->state, &pc, i, NULL, &n) || !n) continue;
+        if (!(packed[i] = kiln__aligned_alloc(n))) continue;
+        if (kiln__op_prepack(op, L->state, &pc, i, packed[i], &n)) {
+            kiln__aligned_free(packed[i]);
+            packed[i] = NULL;
+        }
+    }
+}
+
 int kiln__b_run(builder *b, int li, const kiln_io_format *io, int tactic, const kiln_tensor *in,
                 kiln_tensor *out, int reps, double *ms) {
     bl *L = &b->l[li];
@@ -212,6 +245,11 @@ int kiln__b_run(builder *b, int li, const kiln_io_format *io, int tactic, const 
     }
     call.workspace = wsp;
     call.workspace_size = ws;
+    void *packed[KILN_MAX_IO] = {0};
+    if (reps > 0) {
+        time_prepack(b, L, &call, packed);
+        call.prepacked = (const void *const *)packed;
+    }
     if (vt->on_shape_change) {
         rc = vt->on_shape_change(L->state, in, L->nin, out, L->nout);
         if (rc) goto done;
@@ -239,6 +277,7 @@ int kiln__b_run(builder *b, int li, const kiln_io_format *io, int tactic, const 
         *ms = times[reps / 2];
     }
 done:
+    for (int i = 0; i < L->nin && i < KILN_MAX_IO; i++) kiln__aligned_free(packed[i]);
     kiln__aligned_free(wsp);
     return rc;
 }

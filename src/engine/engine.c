@@ -171,8 +171,12 @@ static int layer_prepack(const kiln_engine *e, kiln__elayer *l) {
             break;
         }
         rc = kiln__op_prepack(op, l->state, &c, k, dst, &n);
-        if (rc) kiln__aligned_free(dst);
-        else l->prepacked[k] = dst;
+        if (rc) {
+            kiln__aligned_free(dst);
+        } else {
+            l->prepacked[k] = dst;
+            l->prepacked_bytes += n;
+        }
     }
     kiln__free(views);
     if (rc)

@@ -164,6 +164,13 @@ KILN_API int kiln_engine_inspect(const kiln_engine *e, FILE *out) {
             fprintf(out, "      in  %s\n", tensor_str(e, L->in[k], b1, sizeof b1));
         for (int32_t k = 0; k < L->nout; k++)
             fprintf(out, "      out %s\n", tensor_str(e, L->out[k], b1, sizeof b1));
+        if (L->prepacked) {
+            fprintf(out, "      packed at load:");
+            for (int32_t k = 0; k < L->nin; k++)
+                if (L->prepacked[k]) fprintf(out, " in %d", (int)k);
+            human(L->prepacked_bytes, b2, sizeof b2);
+            fprintf(out, " (%s)\n", b2);
+        }
         for (int32_t k = 0; k < L->nepi; k++) {
             const kiln__eepi *p = &L->epi[k];
             fprintf(out, "      fused %s::%s v%d (epilogue on out 0)\n", p->op_ns, p->op_name,
@@ -195,6 +202,17 @@ KILN_API int kiln_engine_inspect(const kiln_engine *e, FILE *out) {
     int nconst = 0;
     for (int32_t t = 0; t < e->ntensors; t++) nconst += e->tensors[t].kind == KILN__ET_CONST;
     fprintf(out, "weights: %s in %d constants\n", b2, nconst);
+    uint64_t packed = 0;
+    int npacked = 0;
+    for (int32_t l = 0; l < e->nlayers; l++) {
+        packed += e->layers[l].prepacked_bytes;
+        npacked += e->layers[l].prepacked != NULL;
+    }
+    if (npacked) {
+        human(packed, b2, sizeof b2);
+        fprintf(out, "packed weights: %s for %d layers (made when the engine was built or loaded)\n", b2,
+                npacked);
+    }
 
     fprintf(out, "AOT kernels (%d):\n", (int)e->naot);
     for (int32_t i = 0; i < e->naot; i++) {
