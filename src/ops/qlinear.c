@@ -34,21 +34,30 @@
 
 /* ------------------------------------------------------------ integer GEMM */
 
-enum { QG_MR = 4, QG_NT = 256 };
+/* Packed operands (zero points already subtracted, padding 0):
+ *   A: row m at a + m * lda, lda >= Kp = K rounded up to even; the int16
+ *      pair (a[m, 2p], a[m, 2p + 1]) is read as one int32.
+ *   B: k-pairs interleaved: element (k, j) at b[((k / 2) * Np + j) * 2 +
+ *      k % 2], Np = N rounded up to QG_NV (columns N..Np are 0).
+ * A micro-tile is QG_MR rows x up to QG_NB columns; a task takes up to
+ * QG_MT rows (several micro-tiles reusing one B panel from L2). */
+enum { QG_MR = 4, QG_NV = 16, QG_NB = 64, QG_MT = 16 };
+
+static int64_t qg_kp(int64_t K) { return (K + 1) & ~(int64_t)1; }
+static int64_t qg_np(int64_t N) { return (N + QG_NV - 1) / QG_NV * QG_NV; }
 
 typedef struct qgemm {
     int64_t M, N, K;
-    const int16_t *a;      /* A[m * lda + k] */
+    const int16_t *a;      /* packed A */
     int64_t lda;
-    const int16_t *b;      /* B[k * ldb + n] */
-    int64_t ldb;
+    const int16_t *b;      /* packed B, Np = qg_np(N) */
     void *y;               /* Y[m * ldy + n], U8 or I8 */
     kiln_dtype yt;
     int64_t ldy;
     const int32_t *bias;   /* per row, or NULL */
-    const float *rs;       /* row scales rs[m * rs_inc] */
+    const float *rs;       /* row scales rs[m * rs_inc] (rs_inc 0 or 1) */
     int64_t rs_inc;
-    const float *cs;       /* column scales cs[n * cs_inc] */
+    const float *cs;       /* column scales cs[n * cs_inc] (cs_inc 0 or 1) */
     int64_t cs_inc;
     float ys;              /* output scale */
     int32_t yz;            /* output zero point */
@@ -60,17 +69,17 @@ static void q_range(kiln_dtype t, int32_t *lo, int32_t *hi) {
 }
 
 /* Requantize acc[0..n) into row m, columns [n0, n0 + n). */
-static void qg_store(const qgemm *g, int64_t m, int64_t n0, int64_t n, const uint32_t *acc) {
+static void qg_store(const qgemm *g, int64_t m, int64_t n0, int64_t n, const int32_t *acc) {
     int32_t lo, hi;
     q_range(g->yt, &lo, &hi);
-    const int32_t bias = g->bias ? g->bias[m] : 0;
+    const uint32_t bias = g->bias ? (uint32_t)g->bias[m] : 0;
     const float rs = g->rs[m * g->rs_inc];
     const double yz = g->yz;
-    int32_t q[QG_NT];
     const float mul0 = rs * g->cs[0] / g->ys; /* per-tensor column scale */
+    int32_t q[QG_NB];
     for (int64_t j = 0; j < n; j++) {
-        /* wraps like the int32 accumulator */
-        int32_t v = (int32_t)(acc[j] + (uint32_t)bias);
+        /* the bias wraps like the int32 accumulator */
+        int32_t v = (int32_t)((uint32_t)acc[j] + bias);
         float mul = g->cs_inc ? rs * g->cs[n0 + j] / g->ys : mul0;
         double r = nearbyint((double)v * (double)mul) + yz;
         /* NaN (a zero or NaN scale) saturates low instead of converting */
@@ -85,53 +94,86 @@ static void qg_store(const qgemm *g, int64_t m, int64_t n0, int64_t n, const uin
     }
 }
 
-/* Rows [m0, m0 + mr) (mr <= QG_MR) x columns [n0, n0 + nt) (nt <= QG_NT). */
-static void qg_tile(const qgemm *g, int64_t m0, int64_t mr, int64_t n0, int64_t nt) {
-    static const int16_t zeros[4] = {0, 0, 0, 0};
-    uint32_t acc[QG_MR][QG_NT];
-    memset(acc, 0, sizeof acc);
-    const int16_t *ar[QG_MR];
-    int64_t ainc[QG_MR];
-    for (int r = 0; r < QG_MR; r++) {
-        /* missing rows of a short block read zeros (their results are dropped) */
-        ar[r] = r < mr ? g->a + (m0 + r) * g->lda : zeros;
-        ainc[r] = r < mr ? 1 : 0;
-    }
-    const int64_t K = g->K, ldb = g->ldb;
-    const int16_t *bp = g->b + n0;
-    int64_t k = 0;
-    for (; k + 4 <= K; k += 4) {
-        const int16_t *b0 = bp + k * ldb, *b1 = b0 + ldb, *b2 = b1 + ldb, *b3 = b2 + ldb;
+/* acc[r][j] = sum_k A[row r][k] * B[k][n0 + j] for 4 rows (ar) and nv
+ * vectors of QG_NV columns.  Products of two int16 in [-255, 255] and sums
+ * of two fit int32; the running sum wraps (unsigned arithmetic). */
+#if defined(__AVX512BW__)
+#include <immintrin.h>
+
+static inline __attribute__((always_inline)) void
+qg_kernel_nv(const int16_t *const ar[QG_MR], const int16_t *b, int64_t np, int64_t kp, int nv,
+             int32_t acc[QG_MR][QG_NB]) {
+    __m512i c[QG_MR][QG_NB / QG_NV];
+    for (int r = 0; r < QG_MR; r++)
+        for (int v = 0; v < nv; v++) c[r][v] = _mm512_setzero_si512();
+    for (int64_t p = 0; p < kp; p++) {
+        const int16_t *bp = b + p * np * 2;
+        __m512i bv[QG_NB / QG_NV];
+        for (int v = 0; v < nv; v++) bv[v] = _mm512_loadu_si512((const void *)(bp + v * 2 * QG_NV));
         for (int r = 0; r < QG_MR; r++) {
-            const int16_t *a = ar[r] + k * ainc[r];
-            const int32_t a0 = a[0], a1 = a[ainc[r]], a2 = a[2 * ainc[r]], a3 = a[3 * ainc[r]];
-            uint32_t *c = acc[r];
-            for (int64_t j = 0; j < nt; j++)
-                c[j] += (uint32_t)(a0 * b0[j] + a1 * b1[j] + a2 * b2[j] + a3 * b3[j]);
+            int32_t pair; /* (a[2p], a[2p + 1]) as one lane */
+            memcpy(&pair, ar[r] + 2 * p, sizeof pair);
+            __m512i a = _mm512_set1_epi32(pair);
+            for (int v = 0; v < nv; v++)
+#if defined(__AVX512VNNI__)
+                c[r][v] = _mm512_dpwssd_epi32(c[r][v], a, bv[v]);
+#else
+                c[r][v] = _mm512_add_epi32(c[r][v], _mm512_madd_epi16(a, bv[v]));
+#endif
         }
     }
-    for (; k < K; k++) {
-        const int16_t *b0 = bp + k * ldb;
-        for (int r = 0; r < QG_MR; r++) {
-            const int32_t a0 = ar[r][k * ainc[r]];
-            uint32_t *c = acc[r];
-            for (int64_t j = 0; j < nt; j++) c[j] += (uint32_t)(a0 * b0[j]);
-        }
-    }
-    for (int r = 0; r < mr; r++) qg_store(g, m0 + r, n0, nt, acc[r]);
+    for (int r = 0; r < QG_MR; r++)
+        for (int v = 0; v < nv; v++) _mm512_storeu_si512((void *)(acc[r] + v * QG_NV), c[r][v]);
 }
+
+static void qg_kernel(const int16_t *const ar[QG_MR], const int16_t *b, int64_t np, int64_t kp,
+                      int nv, int32_t acc[QG_MR][QG_NB]) {
+    switch (nv) { /* one specialization per width: accumulators stay in registers */
+    case 1: qg_kernel_nv(ar, b, np, kp, 1, acc); break;
+    case 2: qg_kernel_nv(ar, b, np, kp, 2, acc); break;
+    case 3: qg_kernel_nv(ar, b, np, kp, 3, acc); break;
+    default: qg_kernel_nv(ar, b, np, kp, 4, acc); break;
+    }
+}
+#else
+static void qg_kernel(const int16_t *const ar[QG_MR], const int16_t *b, int64_t np, int64_t kp,
+                      int nv, int32_t acc[QG_MR][QG_NB]) {
+    const int64_t nt = (int64_t)nv * QG_NV;
+    uint32_t c[QG_MR][QG_NB];
+    memset(c, 0, sizeof c);
+    for (int64_t p = 0; p < kp; p++) {
+        const int16_t *bp = b + p * np * 2;
+        for (int r = 0; r < QG_MR; r++) {
+            const int32_t a0 = ar[r][2 * p], a1 = ar[r][2 * p + 1];
+            for (int64_t j = 0; j < nt; j++)
+                c[r][j] += (uint32_t)(a0 * bp[2 * j] + a1 * bp[2 * j + 1]);
+        }
+    }
+    for (int r = 0; r < QG_MR; r++)
+        for (int64_t j = 0; j < nt; j++) acc[r][j] = (int32_t)c[r][j];
+}
+#endif
 
 static int64_t qg_tiles(const qgemm *g) {
-    return ((g->M + QG_MR - 1) / QG_MR) * ((g->N + QG_NT - 1) / QG_NT);
+    return ((g->M + QG_MT - 1) / QG_MT) * ((g->N + QG_NB - 1) / QG_NB);
 }
 
-/* Tile t of the GEMM (row block major). */
+/* Task t: rows [m0, m0 + QG_MT) x columns [n0, n0 + QG_NB). */
 static void qg_run_tile(const qgemm *g, int64_t t) {
-    int64_t ncb = (g->N + QG_NT - 1) / QG_NT;
-    int64_t m0 = (t / ncb) * QG_MR, n0 = (t % ncb) * QG_NT;
-    int64_t mr = g->M - m0 < QG_MR ? g->M - m0 : QG_MR;
-    int64_t nt = g->N - n0 < QG_NT ? g->N - n0 : QG_NT;
-    qg_tile(g, m0, mr, n0, nt);
+    const int64_t ncb = (g->N + QG_NB - 1) / QG_NB, np = qg_np(g->N), kp = qg_kp(g->K) / 2;
+    const int64_t mt0 = (t / ncb) * QG_MT, n0 = (t % ncb) * QG_NB;
+    const int64_t mt1 = g->M - mt0 < QG_MT ? g->M : mt0 + QG_MT;
+    const int64_t nt = g->N - n0 < QG_NB ? g->N - n0 : QG_NB;
+    const int nv = (int)((nt + QG_NV - 1) / QG_NV);
+    int32_t acc[QG_MR][QG_NB];
+    for (int64_t m0 = mt0; m0 < mt1; m0 += QG_MR) {
+        int64_t mr = mt1 - m0 < QG_MR ? mt1 - m0 : QG_MR;
+        const int16_t *ar[QG_MR];
+        for (int r = 0; r < QG_MR; r++) /* missing rows repeat the first (dropped) */
+            ar[r] = g->a + (m0 + (r < mr ? r : 0)) * g->lda;
+        qg_kernel(ar, g->b + n0 * 2, np, kp, nv, acc);
+        for (int r = 0; r < mr; r++) qg_store(g, m0 + r, n0, nt, acc[r]);
+    }
 }
 
 static void qg_range(void *ud, int64_t b, int64_t e) {
@@ -142,6 +184,11 @@ static void qg_range(void *ud, int64_t b, int64_t e) {
 static void qg_run(const qgemm *g, kiln_exec *e) {
     if (g->M <= 0 || g->N <= 0) return;
     kiln_exec_parallel_for(e, qg_tiles(g), 1, qg_range, (void *)g);
+}
+
+/* Packed B index of element (k, j). */
+static inline int64_t qg_bidx(int64_t k, int64_t j, int64_t np) {
+    return ((k >> 1) * np + j) * 2 + (k & 1);
 }
 
 /* ------------------------------------------------------------ shared checks */
@@ -336,12 +383,13 @@ typedef struct qmm_ws {
     size_t a16, b16, sa, za, sb, zb, total;
 } qmm_ws;
 
-static qmm_ws qmm_layout(const qmat *ma, const qmat *mb, int64_t na, int64_t nbn) {
+static qmm_ws qmm_layout(const qmat *ma, const qmat *mb) {
     qmm_ws w;
     size_t o = 0;
+    const int64_t M = ma->dims[ma->nd - 2], K = ma->dims[ma->nd - 1], N = mb->dims[mb->nd - 1];
 #define QMM_PUT(f, bytes) do { w.f = o; o += ((size_t)(bytes) + 63) & ~(size_t)63; } while (0)
-    QMM_PUT(a16, (size_t)na * sizeof(int16_t));
-    QMM_PUT(b16, (size_t)nbn * sizeof(int16_t));
+    QMM_PUT(a16, (size_t)(ma->nbatch * M * qg_kp(K)) * sizeof(int16_t));
+    QMM_PUT(b16, (size_t)(mb->nbatch * qg_kp(K) * qg_np(N)) * sizeof(int16_t));
     QMM_PUT(sa, (size_t)(ma->nbatch * ma->L) * sizeof(float));
     QMM_PUT(za, (size_t)(ma->nbatch * ma->L) * sizeof(int32_t));
     QMM_PUT(sb, (size_t)(mb->nbatch * mb->L) * sizeof(float));
@@ -355,7 +403,7 @@ static size_t qmm_ws_size(const kiln_call *c) {
     qmat ma, mb;
     qmat_init(&c->in[A_X], 0, &ma);
     qmat_init(&c->in[B_X], 1, &mb);
-    return qmm_layout(&ma, &mb, kiln_tensor_numel(&c->in[A_X]), kiln_tensor_numel(&c->in[B_X])).total;
+    return qmm_layout(&ma, &mb).total;
 }
 
 /* u8/i8 element i of t as int32 */
@@ -363,7 +411,8 @@ static inline int32_t ld_q8(const kiln_tensor *t, int64_t i) {
     return t->dtype == KILN_DTYPE_I8 ? ((const int8_t *)t->data)[i] : ((const uint8_t *)t->data)[i];
 }
 
-/* Pack t - z into int16: a (is_b 0) subtracts z per row, b per column. */
+/* Pack t - z into int16 (see "integer GEMM"): a (is_b 0) row-major with
+ * rows of qg_kp(K), z per row; b in k-pairs, z per column. */
 typedef struct qpack_task {
     const kiln_tensor *t;
     const qmat *m;
@@ -376,16 +425,25 @@ static void qpack_rows(void *ud, int64_t lo, int64_t hi) {
     const qpack_task *p = ud;
     const qmat *m = p->m;
     /* row r of the [batch * rows, cols] matrix */
-    int64_t rows = m->dims[m->nd - 2], cols = m->dims[m->nd - 1];
+    const int64_t rows = m->dims[m->nd - 2], cols = m->dims[m->nd - 1];
     for (int64_t r = lo; r < hi; r++) {
-        int64_t bt = r / rows, i = r % rows;
-        int16_t *d = p->dst + r * cols;
+        const int64_t bt = r / rows, i = r % rows;
         if (p->is_b) {
+            /* row i = k of batch bt; an odd K's last pair gets a zero row */
+            const int64_t np = qg_np(cols), kp = qg_kp(rows);
+            int16_t *d = p->dst + bt * kp * np;
             const int32_t *z = p->z + bt * cols;
-            for (int64_t j = 0; j < cols; j++) d[j] = (int16_t)(ld_q8(p->t, r * cols + j) - z[j]);
+            for (int64_t j = 0; j < cols; j++)
+                d[qg_bidx(i, j, np)] = (int16_t)(ld_q8(p->t, r * cols + j) - z[j]);
+            for (int64_t j = cols; j < np; j++) d[qg_bidx(i, j, np)] = 0;
+            if (i == rows - 1 && kp > rows)
+                for (int64_t j = 0; j < np; j++) d[qg_bidx(rows, j, np)] = 0;
         } else {
-            int32_t z = p->z[bt * rows + i];
+            const int64_t kp = qg_kp(cols);
+            int16_t *d = p->dst + r * kp;
+            const int32_t z = p->z[bt * rows + i];
             for (int64_t j = 0; j < cols; j++) d[j] = (int16_t)(ld_q8(p->t, r * cols + j) - z);
+            for (int64_t j = cols; j < kp; j++) d[j] = 0;
         }
     }
 }
@@ -421,8 +479,8 @@ static void qmm_range(void *ud, int64_t lo, int64_t hi) {
         int64_t ob = w / t->tiles;
         int64_t ia = qmm_src_batch(t, t->ma, ob), ib = qmm_src_batch(t, t->mb, ob);
         qgemm g = t->proto;
-        g.a = t->a16 + ia * g.M * g.K;
-        g.b = t->b16 + ib * g.K * g.N;
+        g.a = t->a16 + ia * g.M * g.lda;
+        g.b = t->b16 + ib * g.lda * qg_np(g.N);
         g.rs = t->sa + ia * t->ma->L;
         g.cs = t->sb + ib * t->mb->L;
         g.y = t->y + ob * t->ysz;
@@ -444,7 +502,7 @@ static int qmm_impl(const kiln_call *c) {
     if (kiln_tensor_numel(&c->in[Y_S]) != 1 ||
         (opt_in(c, Y_Z) && kiln_tensor_numel(&c->in[Y_Z]) != 1))
         return kiln_set_error(KILN_ESHAPE, QMM ": y_scale and y_zero_point must have one element");
-    qmm_ws L = qmm_layout(&ma, &mb, kiln_tensor_numel(A), kiln_tensor_numel(B));
+    qmm_ws L = qmm_layout(&ma, &mb);
     uint8_t *ws = c->workspace;
     float *sa = (float *)(ws + L.sa), *sb = (float *)(ws + L.sb);
     int32_t *za = (int32_t *)(ws + L.za), *zb = (int32_t *)(ws + L.zb);
@@ -467,7 +525,7 @@ static int qmm_impl(const kiln_call *c) {
     kiln_exec_parallel_for(c->exec, mb.nbatch * K, 16, qpack_rows, &pb);
     qgemm *g = &t.proto;
     g->M = M; g->N = N; g->K = K;
-    g->lda = K; g->ldb = N; g->ldy = N;
+    g->lda = qg_kp(K); g->ldy = N;
     g->yt = Y->dtype;
     g->rs_inc = ma.L == 1 ? 0 : 1;
     g->cs_inc = mb.L == 1 ? 0 : 1;
@@ -711,8 +769,8 @@ static qconv_ws qconv_layout(const qconv_geo *g) {
     qconv_ws w;
     size_t o = 0;
 #define QCV_PUT(f, bytes) do { w.f = o; o += ((size_t)(bytes) + 63) & ~(size_t)63; } while (0)
-    QCV_PUT(w16, (size_t)(g->M * g->Kg) * sizeof(int16_t));
-    QCV_PUT(col, (size_t)(g->Kg * g->P) * sizeof(int16_t));
+    QCV_PUT(w16, (size_t)(g->M * qg_kp(g->Kg)) * sizeof(int16_t));
+    QCV_PUT(col, (size_t)(qg_kp(g->Kg) * qg_np(g->P)) * sizeof(int16_t));
     QCV_PUT(ws, (size_t)g->M * sizeof(float));
 #undef QCV_PUT
     w.total = o;
@@ -732,34 +790,48 @@ typedef struct qcol_task {
     const kiln_tensor *x;
     int64_t xoff;          /* first element of the group's first channel */
     int32_t zx;
-    int16_t *col;
+    int16_t *col;          /* packed B (k-pairs, see "integer GEMM") */
 } qcol_task;
 
-static void qcol_rows(void *ud, int64_t lo, int64_t hi) {
-    const qcol_task *t = ud;
+/* Row r of the im2col matrix into dst[2 * j] (every second int16: the
+ * k-pair layout of packed B); columns P..Np and rows past Kg are 0. */
+static void qcol_row(const qcol_task *t, int64_t r, int16_t *dst, int64_t np) {
     const qconv_geo *g = t->g;
+    if (r >= g->Kg) {
+        for (int64_t j = 0; j < np; j++) dst[2 * j] = 0;
+        return;
+    }
     const int64_t IW = g->id[2], IH = g->id[1], ID = g->id[0];
-    const int64_t plane = ID * IH * IW;
-    for (int64_t r = lo; r < hi; r++) {
-        int64_t kx = r % g->k[2], q = r / g->k[2], ky = q % g->k[1], q2 = q / g->k[1];
-        int64_t kz = q2 % g->k[0], ci = q2 / g->k[0];
-        int16_t *dst = t->col + r * g->P;
-        int64_t base = t->xoff + ci * plane;
-        for (int64_t oz = 0; oz < g->o[0]; oz++) {
-            int64_t iz = oz * g->s[0] - g->pb[0] + kz * g->d[0];
-            for (int64_t oy = 0; oy < g->o[1]; oy++) {
-                int64_t iy = oy * g->s[1] - g->pb[1] + ky * g->d[1];
-                int16_t *o = dst + (oz * g->o[1] + oy) * g->o[2];
-                if (iz < 0 || iz >= ID || iy < 0 || iy >= IH) {
-                    memset(o, 0, (size_t)g->o[2] * sizeof *o);
-                    continue;
-                }
-                int64_t row = base + (iz * IH + iy) * IW;
-                int64_t ix = -g->pb[2] + kx * g->d[2];
-                for (int64_t ox = 0; ox < g->o[2]; ox++, ix += g->s[2])
-                    o[ox] = ix >= 0 && ix < IW ? (int16_t)(ld_q8(t->x, row + ix) - t->zx) : 0;
+    const int64_t OW = g->o[2];
+    int64_t kx = r % g->k[2], q = r / g->k[2], ky = q % g->k[1], q2 = q / g->k[1];
+    int64_t kz = q2 % g->k[0], ci = q2 / g->k[0];
+    int64_t base = t->xoff + ci * ID * IH * IW;
+    for (int64_t oz = 0; oz < g->o[0]; oz++) {
+        int64_t iz = oz * g->s[0] - g->pb[0] + kz * g->d[0];
+        for (int64_t oy = 0; oy < g->o[1]; oy++) {
+            int64_t iy = oy * g->s[1] - g->pb[1] + ky * g->d[1];
+            int16_t *o = dst + 2 * (oz * g->o[1] + oy) * OW;
+            if (iz < 0 || iz >= ID || iy < 0 || iy >= IH) {
+                for (int64_t ox = 0; ox < OW; ox++) o[2 * ox] = 0;
+                continue;
             }
+            int64_t row = base + (iz * IH + iy) * IW;
+            int64_t ix = -g->pb[2] + kx * g->d[2];
+            for (int64_t ox = 0; ox < OW; ox++, ix += g->s[2])
+                o[2 * ox] = ix >= 0 && ix < IW ? (int16_t)(ld_q8(t->x, row + ix) - t->zx) : 0;
         }
+    }
+    for (int64_t j = g->P; j < np; j++) dst[2 * j] = 0;
+}
+
+/* k-pairs [lo, hi) of the packed im2col matrix. */
+static void qcol_pairs(void *ud, int64_t lo, int64_t hi) {
+    const qcol_task *t = ud;
+    const int64_t np = qg_np(t->g->P);
+    for (int64_t p = lo; p < hi; p++) {
+        int16_t *d = t->col + p * np * 2;
+        qcol_row(t, 2 * p, d, np);
+        qcol_row(t, 2 * p + 1, d + 1, np);
     }
 }
 
@@ -782,11 +854,13 @@ static int qconv_impl(const kiln_call *c) {
     uint8_t *ws = c->workspace;
     int16_t *w16 = (int16_t *)(ws + L.w16), *col = (int16_t *)(ws + L.col);
     float *wsc = (float *)(ws + L.ws);
+    const int64_t kp = qg_kp(g.Kg);
     for (int64_t m = 0; m < g.M; m++) {
         int32_t z = wz ? ld_zp(wz, nwz == 1 ? 0 : m) : 0;
         wsc[m] = ld_scale(&c->in[W_S], nws == 1 ? 0 : m);
         for (int64_t k = 0; k < g.Kg; k++)
-            w16[m * g.Kg + k] = (int16_t)(ld_q8(W, m * g.Kg + k) - z);
+            w16[m * kp + k] = (int16_t)(ld_q8(W, m * g.Kg + k) - z);
+        if (kp > g.Kg) w16[m * kp + g.Kg] = 0;
     }
     if (g.P == 0 || g.M == 0) return 0;
     const float xs = ld_scale(&c->in[X_S], 0);
@@ -795,9 +869,8 @@ static int qconv_impl(const kiln_call *c) {
     q.M = g.Mg;
     q.N = g.P;
     q.K = g.Kg;
-    q.lda = g.Kg;
+    q.lda = kp;
     q.b = col;
-    q.ldb = g.P;
     q.yt = Y->dtype;
     q.ldy = g.P;
     q.rs_inc = 1;
@@ -810,8 +883,8 @@ static int qconv_impl(const kiln_call *c) {
     for (int64_t n = 0; n < g.N; n++)
         for (int64_t gi = 0; gi < g.G; gi++) {
             ct.xoff = (n * g.C + gi * g.Cg) * xplane;
-            kiln_exec_parallel_for(c->exec, g.Kg, 4, qcol_rows, &ct);
-            q.a = w16 + gi * g.Mg * g.Kg;
+            kiln_exec_parallel_for(c->exec, kp / 2, 2, qcol_pairs, &ct);
+            q.a = w16 + gi * g.Mg * q.lda;
             q.rs = wsc + gi * g.Mg;
             q.bias = bias ? (const int32_t *)bias->data + gi * g.Mg : NULL;
             q.y = (uint8_t *)Y->data + (n * g.M + gi * g.Mg) * g.P;
