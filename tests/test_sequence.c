@@ -316,6 +316,109 @@ TEST_IMPL(sequence_errors) {
     kiln_network_free(n);
 }
 
+/* ---------------------------------------------------------------- SequenceMap
+ * s = [a (2x3), b (4x3), c (2x3)]; body(x, t) = (x * 2 + t, Shape(x)) with t
+ * a [3] tensor; run from the built engine and from a serialized copy. */
+
+static kiln_network *map_body(void) {
+    kiln_network *body = kiln_network_create();
+    int64_t dx[2] = {-1, COLS}, dt[1] = {COLS};
+    const char *nm[2] = {"rows", NULL};
+    ASSERT_OK(kiln_network_add_input(body, "x", KILN_DTYPE_F32, 2, dx, nm));
+    ASSERT_OK(kiln_network_add_input(body, "t", KILN_DTYPE_F32, 1, dt, NULL));
+    float two = 2;
+    ASSERT_OK(kiln_network_add_constant(body, "two", KILN_DTYPE_F32, 0, NULL, &two));
+    const char *mi[2] = {"x", "two"}, *mo[1] = {"m"}, *ai[2] = {"m", "t"}, *ao[1] = {"y"};
+    const char *si[1] = {"x"}, *so[1] = {"shp"};
+    layer(body, "ai.onnx::Mul", 7, 2, mi, 1, mo);
+    layer(body, "ai.onnx::Add", 7, 2, ai, 1, ao);
+    layer(body, "ai.onnx::Shape", 1, 1, si, 1, so);
+    ASSERT_OK(kiln_network_mark_output(body, "y"));
+    ASSERT_OK(kiln_network_mark_output(body, "shp"));
+    return body;
+}
+
+TEST_IMPL(sequence_map) {
+    static const int rows[3] = {2, 4, 2};
+    kiln_network *n = kiln_network_create(), *body = map_body();
+    const char *abc[3] = {"a", "b", "c"};
+    for (int i = 0; i < 3; i++) {
+        int64_t d[2] = {rows[i], COLS};
+        ASSERT_OK(kiln_network_add_input(n, abc[i], KILN_DTYPE_F32, 2, d, NULL));
+    }
+    int64_t dt[1] = {COLS};
+    ASSERT_OK(kiln_network_add_input(n, "t", KILN_DTYPE_F32, 1, dt, NULL));
+    const char *s[2] = {"s", "s:shapes"};
+    layer(n, "ai.onnx::SequenceConstruct", 11, 3, abc, 2, s);
+    const char *mi[3] = {"s", "s:shapes", "t"}, *mo[4] = {"y", "y:shapes", "z", "z:shapes"};
+    kiln_layer *l = layer(n, "ai.onnx::SequenceMap", 17, 3, mi, 4, mo);
+    ASSERT_OK(kiln_layer_set_graph(l, "body", body));
+    int64_t parts[2] = {2, 1};
+    ASSERT_OK(kiln_layer_set_ints(l, "input_parts", parts, 2));
+    for (int i = 0; i < 4; i++) ASSERT_OK(kiln_network_mark_output(n, mo[i]));
+    kiln_engine *built = build(n, NULL);
+    kiln_network_free(n); /* the layer owns body */
+    void *blob = NULL;
+    size_t bsz = 0;
+    ASSERT_OK(kiln_engine_serialize(built, &blob, &bsz));
+    kiln_engine *loaded = NULL;
+    ASSERT_OK(kiln_engine_load_memory(blob, bsz, &loaded));
+    kiln_free(blob);
+    kiln_engine *es[2] = {built, loaded};
+    for (int r = 0; r < 2; r++) {
+        float x[3][4 * COLS], t[COLS];
+        for (int i = 0; i < 3; i++)
+            for (int k = 0; k < rows[i] * COLS; k++) x[i][k] = test_randf(&seed, -3, 3);
+        for (int k = 0; k < COLS; k++) t[k] = test_randf(&seed, -3, 3);
+        kiln_context *ctx = NULL;
+        ASSERT_OK(kiln_context_create(es[r], 1, &ctx));
+        for (int i = 0; i < 3; i++)
+            ASSERT_OK(kiln_context_bind(ctx, abc[i], x[i], sizeof(float) * (size_t)(rows[i] * COLS)));
+        ASSERT_OK(kiln_context_bind(ctx, "t", t, sizeof t));
+        float *y = bind_out(ctx, "y");
+        int64_t *ys = bind_out(ctx, "y:shapes"), *z = bind_out(ctx, "z"), *zs = bind_out(ctx, "z:shapes");
+        ASSERT_OK(kiln_context_run(ctx));
+        int off = 0;
+        for (int i = 0; i < 3; i++) {
+            ASSERT_EQ(ys[2 * i], rows[i]);
+            ASSERT_EQ(ys[2 * i + 1], COLS);
+            ASSERT_EQ(zs[i], 2);
+            ASSERT_EQ(z[2 * i], rows[i]);
+            ASSERT_EQ(z[2 * i + 1], COLS);
+            for (int k = 0; k < rows[i] * COLS; k++) ASSERT_NEAR(y[off + k], x[i][k] * 2 + t[k % COLS], 1e-6);
+            off += rows[i] * COLS;
+        }
+        kiln_context_free(ctx);
+        free(y);
+        free(ys);
+        free(z);
+        free(zs);
+    }
+    kiln_engine_free(built);
+    kiln_engine_free(loaded);
+
+    /* element shapes known only at run time: a clear build error */
+    n = kiln_network_create();
+    body = map_body();
+    int64_t d1[1] = {-1}, d2[2] = {-1, 2};
+    ASSERT_OK(kiln_network_add_input(n, "s", KILN_DTYPE_F32, 1, d1, NULL));
+    ASSERT_OK(kiln_network_add_input(n, "s:shapes", KILN_DTYPE_I64, 2, d2, NULL));
+    ASSERT_OK(kiln_network_add_input(n, "t", KILN_DTYPE_F32, 1, dt, NULL));
+    l = layer(n, "ai.onnx::SequenceMap", 17, 3, mi, 4, mo);
+    ASSERT_OK(kiln_layer_set_graph(l, "body", body));
+    ASSERT_OK(kiln_layer_set_ints(l, "input_parts", parts, 2));
+    ASSERT_OK(kiln_network_mark_output(n, "y"));
+    kiln_build_config *cfg = kiln_build_config_create();
+    int64_t lo1[1] = {1}, hi1[1] = {64}, lo2[2] = {1, 2}, hi2[2] = {8, 2};
+    ASSERT_OK(kiln_build_config_set_profile(cfg, "s", 1, lo1, hi1, hi1));
+    ASSERT_OK(kiln_build_config_set_profile(cfg, "s:shapes", 2, lo2, hi2, hi2));
+    kiln_engine *e = NULL;
+    ASSERT(kiln_build(n, cfg, &e, NULL) != 0);
+    ASSERT_CONTAINS(kiln_errmsg(), "known only at run time");
+    kiln_build_config_free(cfg);
+    kiln_network_free(n);
+}
+
 /* ---------------------------------------------------------------- test data reader */
 
 TEST_IMPL(sequence_read_files) {
@@ -354,4 +457,5 @@ TEST_IMPL(sequence_read_files) {
 }
 
 TEST_LIST(TEST_ENTRY(sequence_pipeline_runtime_positions), TEST_ENTRY(sequence_pipeline_build_time_positions),
-          TEST_ENTRY(sequence_split_concat), TEST_ENTRY(sequence_errors), TEST_ENTRY(sequence_read_files))
+          TEST_ENTRY(sequence_split_concat), TEST_ENTRY(sequence_errors), TEST_ENTRY(sequence_map),
+          TEST_ENTRY(sequence_read_files))

@@ -404,13 +404,11 @@ static const char *const tier_note[3] = {"", " (shapes fixed to the data set's)"
                                          " (shapes fixed, small inputs promoted to constants)"};
 
 static int build_for(const runner *r, const char *model, const dataset *ds, int tier, int dynamic,
-                     char (*names)[256], int nnames, const iomap *map, kiln_engine **eng, char *why,
-                     size_t wsz) {
+                     char (*names)[256], int nnames, kiln_engine **eng, char *why, size_t wsz) {
     *eng = NULL;
     kiln_onnx_value vals[MAX_IO], shapes[MAX_IO];
     int nv = 0, ns = 0;
     for (int i = 0; i < ds->nin && i < nnames; i++) {
-        if (map->inseq[0][i]) continue; /* sequence parts are not graph inputs */
         if (tier >= 2 && promotable(&ds->in[i])) {
             vals[nv].name = names[i];
             vals[nv].dtype = ds->in[i].dtype;
@@ -642,7 +640,7 @@ static int run_case(const runner *r, const char *dir, char *why, size_t wsz) {
         if (!e || tier || dynamic) {
             if (e) kiln_engine_free(e);
             e = NULL;
-            res = build_for(r, model, &ds, tier, dynamic, names, nnames, map, &e, why, wsz);
+            res = build_for(r, model, &ds, tier, dynamic, names, nnames, &e, why, wsz);
             /* The build failed (not the import) on the first data set: try
              * the next tiers, keep the first message if none helps. */
             if (res != R_PASS && s == 0 && !strncmp(why, "build", 5)) {
@@ -650,7 +648,7 @@ static int run_case(const runner *r, const char *dir, char *why, size_t wsz) {
                 snprintf(first, sizeof first, "%s", why);
                 int last = res;
                 for (int t = 1; t <= 2 && last != R_PASS; t++) {
-                    int r2 = build_for(r, model, &ds, t, dynamic, names, nnames, map, &e, why, wsz);
+                    int r2 = build_for(r, model, &ds, t, dynamic, names, nnames, &e, why, wsz);
                     if (r2 < 0) continue;
                     last = r2;
                     if (r2 == R_PASS) tier = t;

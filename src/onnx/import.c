@@ -412,7 +412,8 @@ static int set_parts(imp *im, const char *name, int parts) {
 /* Ops that take sequence parts as inputs (src/ops/sequence.c). */
 static int takes_sequences(const char *op_type) {
     static const char *const ops[] = {"SequenceInsert", "SequenceErase", "SequenceAt", "SequenceLength",
-                                      "ConcatFromSequence", "OptionalHasElement", "OptionalGetElement", NULL};
+                                      "ConcatFromSequence", "OptionalHasElement", "OptionalGetElement",
+                                      "SequenceMap", NULL};
     for (int i = 0; ops[i]; i++)
         if (!strcmp(op_type, ops[i])) return 1;
     return 0;
@@ -450,6 +451,7 @@ static int out_parts(const imp *im, const Onnx__NodeProto *n, size_t i) {
     if (!strcmp(t, "SequenceEmpty") || !strcmp(t, "SequenceConstruct") || !strcmp(t, "SequenceInsert") ||
         !strcmp(t, "SequenceErase") || !strcmp(t, "SplitToSequence"))
         return i == 0 ? 2 : 1;
+    if (!strcmp(t, "SequenceMap")) return 2;
     if (!strcmp(t, "OptionalGetElement")) return n->n_input && parts_of(im, n->input[0]) == 3 ? 2 : 1;
     if (!strcmp(t, "If")) {
         const Onnx__AttributeProto *a = find_attr(n, "then_branch");
@@ -462,6 +464,16 @@ static int out_parts(const imp *im, const Onnx__NodeProto *n, size_t i) {
 static const char *part_name(char *buf, size_t size, const char *name, int k) {
     snprintf(buf, size, "%s%s", name, part_suffix[k]);
     return buf;
+}
+
+/* The value (shape = 0) or shape (1) the options give for `name`. */
+static const kiln_onnx_value *given_value(const imp *im, const char *name, int shape) {
+    if (!im->opt) return NULL;
+    const kiln_onnx_value *v = shape ? im->opt->shapes : im->opt->values;
+    int n = shape ? im->opt->nshapes : im->opt->nvalues;
+    for (int k = 0; k < n; k++)
+        if (v[k].name && !strcmp(v[k].name, name)) return &v[k];
+    return NULL;
 }
 
 /* Identity and Optional on sequence values: lowered to layers here.
@@ -1016,7 +1028,8 @@ static int import_node(imp *im, const Onnx__NodeProto *n, const scope *sc, int d
         }
         /* The op may declare more outputs than the node has (If): the
          * subgraphs get as many outputs as the layer. */
-        im->pad_out = nout - nreal;
+        /* (SequenceMap's body outputs are per element, not layer outputs.) */
+        im->pad_out = strcmp(n->op_type, "SequenceMap") ? nout - nreal : 0;
         extra loop_hints[KILN_MAX_IO];
         if (!strcmp(n->op_type, "Loop") && a->g) {
             /* body inputs: iteration number (i64), condition (bool), then
@@ -1053,6 +1066,18 @@ static int import_node(imp *im, const Onnx__NodeProto *n, const scope *sc, int d
         for (int i = 0; i < op->nattrs; i++)
             if (!strcmp(op->attr_defs[i].name, "num_outer") && op->attr_defs[i].type == KILN_ATTR_INT) {
                 rc = kiln_layer_set_int(l, "num_outer", (int64_t)nextra);
+                if (rc) rc = kiln__err_prefix(rc, "%s", lb);
+            }
+    /* Ops taking sequences among other inputs (SequenceMap) learn which
+     * node inputs are sequences from `input_parts` when their schema has it. */
+    if (!rc && nx > (int)n->n_input)
+        for (int i = 0; i < op->nattrs; i++)
+            if (!strcmp(op->attr_defs[i].name, "input_parts") && op->attr_defs[i].type == KILN_ATTR_ARRAY) {
+                int64_t pv[KILN_MAX_IO];
+                int np = 0;
+                for (size_t k = 0; k < n->n_input && np < KILN_MAX_IO; k++)
+                    pv[np++] = n->input[k][0] ? parts_of(im, n->input[k]) : 1;
+                rc = kiln_layer_set_ints(l, "input_parts", pv, np);
                 if (rc) rc = kiln__err_prefix(rc, "%s", lb);
             }
     /* Ops with more outputs than the node (Split: a fixed maximum) learn
@@ -1169,11 +1194,31 @@ static int import_graph(imp *im, const Onnx__GraphProto *g, const scope *parent,
                                "rank %d is not supported", nm, (int)dt, nd);
                 break;
             }
-            char pn[600];
-            int64_t d1[1] = {-1}, d2[2] = {-1, nd};
-            rc = kiln_network_add_input(net, nm, dt, 1, d1, NULL);
-            if (!rc) rc = kiln_network_add_input(net, part_name(pn, sizeof pn, nm, 1), KILN_DTYPE_I64, 2, d2, NULL);
-            if (!rc && parts == 3) rc = kiln_network_add_input(net, part_name(pn, sizeof pn, nm, 2), KILN_DTYPE_BOOL, 0, NULL, NULL);
+            /* Each part may be given a value or a shape by name ("x:shapes"). */
+            for (int k = 0; k < parts && !rc; k++) {
+                char pn[600];
+                part_name(pn, sizeof pn, nm, k);
+                kiln_dtype pdt = k == 0 ? dt : k == 1 ? KILN_DTYPE_I64 : KILN_DTYPE_BOOL;
+                int pnd = k == 0 ? 1 : k == 1 ? 2 : 0;
+                int64_t pd[2] = {-1, k == 1 ? nd : -1};
+                const kiln_onnx_value *pv = depth == 0 ? given_value(im, pn, 0) : NULL;
+                const kiln_onnx_value *ps = depth == 0 ? given_value(im, pn, 1) : NULL;
+                if (pv) {
+                    if (pv->dtype != pdt || pv->ndim != pnd)
+                        rc = kiln__err(KILN_ETYPE, "value given for '%s' must be %s of rank %d", pn,
+                                       kiln_dtype_name(pdt), pnd);
+                    else rc = kiln_network_add_constant(net, pn, pdt, pnd, pv->dims, pv->data);
+                    continue;
+                }
+                if (ps) {
+                    if (ps->ndim != pnd) {
+                        rc = kiln__err(KILN_ESHAPE, "shape given for '%s' must have rank %d", pn, pnd);
+                        continue;
+                    }
+                    for (int q = 0; q < pnd; q++) pd[q] = ps->dims[q];
+                }
+                rc = kiln_network_add_input(net, pn, pdt, pnd, pd, NULL);
+            }
             if (!rc) rc = set_parts(im, nm, parts);
             if (rc) rc = kiln__err_prefix(rc, "graph input '%s'", nm);
             continue;
@@ -1231,8 +1276,15 @@ static int import_graph(imp *im, const Onnx__GraphProto *g, const scope *parent,
             const char *vn = k < im->opt->nvalues ? im->opt->values[k].name
                                                   : im->opt->shapes[k - im->opt->nvalues].name;
             int found = 0;
-            for (size_t i = 0; i < g->n_input; i++)
-                if (vn && g->input[i]->name && !strcmp(g->input[i]->name, vn)) found = 1;
+            for (size_t i = 0; i < g->n_input; i++) {
+                const char *gn = g->input[i]->name;
+                if (!vn || !gn) continue;
+                size_t gl = strlen(gn);
+                if (!strcmp(gn, vn)) found = 1;
+                /* a part of a sequence input: "x:shapes" */
+                for (int k = 1; k < parts_of(im, gn) && !found; k++)
+                    found = !strncmp(vn, gn, gl) && !strcmp(vn + gl, part_suffix[k]);
+            }
             if (!found) {
                 rc = kiln__err(KILN_ENOTFOUND, "a %s was given for '%s', which is not a graph input",
                                k < im->opt->nvalues ? "value" : "shape", vn ? vn : "(null)");
