@@ -59,6 +59,10 @@ typedef struct kiln__gemm {
      * a_cs still describe it for the matrix-vector paths): the GEMM reads
      * its panels instead of packing A on every call.  NULL: pack as usual. */
     const float *a_packed;
+    /* B (a matrix) already packed by kiln__sgemm_pack_b: the GEMM reads its
+     * panels instead of packing B.  b, b_rs, b_cs still describe it (the
+     * matrix-vector paths read B in place).  NULL: pack as usual. */
+    const float *b_packed;
 } kiln__gemm;
 
 /* Packed A for M x K (floats; a multiple of 16), and the packing itself:
@@ -68,6 +72,10 @@ typedef struct kiln__gemm {
  * library (the layout follows its micro-kernel). */
 size_t kiln__sgemm_pack_a_floats(int64_t M, int64_t K);
 void kiln__sgemm_pack_a(const kiln__gemm *g, float *dst);
+/* The same for a constant B matrix (K x N: b, b_rs, b_cs): K blocks,
+ * NR-wide column strips, zero-padded columns. */
+size_t kiln__sgemm_pack_b_floats(int64_t K, int64_t N);
+void kiln__sgemm_pack_b(const kiln__gemm *g, float *dst);
 
 /* Apply the call's fused epilogue chain (kiln_call_epilogue) to all of
  * output 0 (dense F32): whole planes of dims[2..] for rank >= 3, rows
