@@ -564,6 +564,113 @@ TEST_IMPL(prepack_conv_engine) {
     }
 }
 
+/* ---- Gemm / MatMul: a constant B packed once as the SGEMM's B ----------- */
+
+typedef struct mm_case {
+    int gemm;            /* 1 Gemm, 0 MatMul */
+    int64_t batch, M, K, N; /* MatMul: A [batch, M, K] when batch > 0, else [M, K] */
+    int ta, tb;
+    float alpha, beta;   /* Gemm; C is [N] when beta != 0 */
+} mm_case;
+
+/* Y for case mc with B a constant (packed once) or a network input. */
+static void mm_engine(const mm_case *mc, int b_const, int threads, const float *a, const float *bm,
+                      const float *cv, float *y, int64_t yn, int *packed) {
+    int64_t rows = mc->batch > 0 ? mc->batch * mc->M : mc->M;
+    kiln_network *net = kiln_network_create();
+    ASSERT(net);
+    int64_t ad3[3] = {mc->batch, mc->M, mc->K}, ad2[2] = {mc->ta ? mc->K : mc->M, mc->ta ? mc->M : mc->K};
+    int64_t bd[2] = {mc->tb ? mc->N : mc->K, mc->tb ? mc->K : mc->N}, cd[1] = {mc->N};
+    if (mc->batch > 0) ASSERT_OK(kiln_network_add_input(net, "A", KILN_DTYPE_F32, 3, ad3, NULL));
+    else ASSERT_OK(kiln_network_add_input(net, "A", KILN_DTYPE_F32, 2, ad2, NULL));
+    if (b_const) ASSERT_OK(kiln_network_add_constant(net, "B", KILN_DTYPE_F32, 2, bd, bm));
+    else ASSERT_OK(kiln_network_add_input(net, "B", KILN_DTYPE_F32, 2, bd, NULL));
+    const char *ins[3] = {"A", "B", "C"}, *outs[1] = {"Y"};
+    int nin = 2;
+    if (mc->gemm && mc->beta != 0.0f) {
+        ASSERT_OK(kiln_network_add_constant(net, "C", KILN_DTYPE_F32, 1, cd, cv));
+        nin = 3;
+    }
+    kiln_layer *l = kiln_network_add_layer(net, mc->gemm ? "ai.onnx::Gemm" : "ai.onnx::MatMul",
+                                           mc->gemm ? 11 : 13, "mm", nin, ins, 1, outs);
+    if (!l) TEST__FAIL("add_layer: %s", kiln_errmsg());
+    if (mc->gemm) {
+        ASSERT_OK(kiln_layer_set_int(l, "transA", mc->ta));
+        ASSERT_OK(kiln_layer_set_int(l, "transB", mc->tb));
+        ASSERT_OK(kiln_layer_set_float(l, "alpha", mc->alpha));
+        ASSERT_OK(kiln_layer_set_float(l, "beta", mc->beta));
+    }
+    ASSERT_OK(kiln_network_mark_output(net, "Y"));
+    kiln_build_config *cfg = kiln_build_config_create();
+    kiln_build_config_set_flags(cfg, KILN_BUILD_NO_TIMING);
+    kiln_build_config_set_threads(cfg, threads);
+    kiln_engine *e = NULL;
+    int rc = kiln_build(net, cfg, &e, NULL);
+    kiln_build_config_free(cfg);
+    kiln_network_free(net);
+    if (rc) TEST__FAIL("build: %s", kiln_errmsg());
+    *packed = 0;
+    for (int32_t i = 0; i < e->nlayers; i++)
+        if (e->layers[i].prepacked && e->layers[i].prepacked[1]) *packed = 1;
+    kiln_context *c;
+    ASSERT_OK(kiln_context_create(e, threads, &c));
+    ASSERT_OK(kiln_context_bind(c, "A", (void *)a, (size_t)(rows * mc->K) * sizeof(float)));
+    if (!b_const) ASSERT_OK(kiln_context_bind(c, "B", (void *)bm, (size_t)(mc->K * mc->N) * sizeof(float)));
+    memset(y, 0xA5, (size_t)yn * sizeof(float));
+    ASSERT_OK(kiln_context_bind(c, "Y", y, (size_t)yn * sizeof(float)));
+    for (int r = 0; r < 2; r++) {
+        rc = kiln_context_run(c);
+        if (rc) TEST__FAIL("run: %s", kiln_errmsg());
+    }
+    kiln_context_free(c);
+    kiln_engine_free(e);
+}
+
+TEST_IMPL(prepack_gemm_matmul) {
+    static const mm_case cases[] = {
+        /* gemm batch  M    K    N   ta tb alpha  beta */
+        {1, 0, 37, 300, 77, 0, 1, 1.0f, 1.0f},   /* weights as stored (transB), K over one block */
+        {1, 0, 5, 64, 1000, 0, 0, 0.5f, 0.0f},   /* row-major B, alpha, no C */
+        {1, 0, 200, 33, 45, 1, 1, -1.0f, 2.0f},  /* transA, M over several MC blocks */
+        {1, 0, 13, 600, 2100, 0, 1, 1.0f, 1.0f}, /* N over one NC block (2048), K three blocks */
+        {1, 0, 1, 128, 50, 0, 1, 1.0f, 1.0f},    /* one row: matrix-vector path, not packed */
+        {0, 0, 29, 257, 31, 0, 0, 1.0f, 0.0f},   /* MatMul 2-D */
+        {0, 4, 9, 70, 130, 0, 0, 1.0f, 0.0f},    /* MatMul 3-D A, 2-D B: batch folded into M */
+        {0, 0, 1, 40, 16, 0, 0, 1.0f, 0.0f},     /* MatMul one row: not packed */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        for (int threads = 1; threads <= 2; threads++) {
+            const mm_case *mc = &cases[i];
+            int64_t rows = mc->batch > 0 ? mc->batch * mc->M : mc->M, yn = rows * mc->N;
+            float *a = rnd(rows * mc->K), *bm = rnd(mc->K * mc->N), *cv = rnd(mc->N);
+            float *y0 = malloc((size_t)yn * sizeof(float)), *y1 = malloc((size_t)yn * sizeof(float));
+            double *ref = malloc((size_t)yn * sizeof(double));
+            ASSERT(y0 && y1 && ref);
+            int p0, p1;
+            mm_engine(mc, 0, threads, a, bm, cv, y0, yn, &p0);
+            mm_engine(mc, 1, threads, a, bm, cv, y1, yn, &p1);
+            ASSERT_EQ(p0, 0);
+            ASSERT_EQ(p1, rows > 1);
+            char what[128];
+            snprintf(what, sizeof what, "%s case %zu threads %d", mc->gemm ? "Gemm" : "MatMul", i, threads);
+            if (memcmp(y0, y1, (size_t)yn * sizeof(float)) != 0)
+                TEST__FAIL("%s: constant B (packed once) differs from B as an input", what);
+            for (int64_t r = 0; r < rows; r++)
+                for (int64_t j = 0; j < mc->N; j++) {
+                    double s = 0;
+                    for (int64_t k = 0; k < mc->K; k++) {
+                        double av = mc->ta ? a[k * rows + r] : a[r * mc->K + k];
+                        double bv = mc->tb ? bm[j * mc->K + k] : bm[k * mc->N + j];
+                        s += av * bv;
+                    }
+                    if (mc->gemm) s = mc->alpha * s + (mc->beta != 0.0f ? (double)mc->beta * cv[j] : 0.0);
+                    ref[r * mc->N + j] = s;
+                }
+            check_close(what, y1, ref, yn, 2e-6 * (double)mc->K);
+            free(a); free(bm); free(cv); free(y0); free(y1); free(ref);
+        }
+}
+
 TEST_LIST(TEST_ENTRY(prepack_once_per_engine), TEST_ENTRY(prepack_with_timing),
           TEST_ENTRY(prepack_error_names_layer), TEST_ENTRY(prepack_conv_identical),
-          TEST_ENTRY(prepack_conv_engine))
+          TEST_ENTRY(prepack_conv_engine), TEST_ENTRY(prepack_gemm_matmul))

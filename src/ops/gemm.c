@@ -114,6 +114,7 @@ static int gemm_impl_f32(const kiln_call *c) {
             g.accumulate = 1;
         }
     }
+    if (c->prepacked) g.b_packed = c->prepacked[1];
     gemm_epi ge = {c, y, N};
     if (c->epilogue) {
         g.done = gemm_done;
@@ -125,10 +126,46 @@ static int gemm_impl_f32(const kiln_call *c) {
 
 static int gemm_impl(const kiln_call *c) { return kiln__ops2_as_f32(c, gemm_impl_f32); }
 
+/* A constant F32 weight matrix packed once as the SGEMM's B operand
+ * (kiln_quick_op.prepack), for Gemm (b_rs/b_cs from transB) and MatMul
+ * (2-D B).  rows: the rows of A (-1 if not static); a single row runs the
+ * matrix-vector path, which reads B in place: nothing to pack then. */
+static int weights_prepack(const kiln_call *c, int input, int64_t rows, int64_t K, int64_t N, int64_t b_rs,
+                           int64_t b_cs, void *dst, size_t *size) {
+    const kiln_tensor *A = &c->in[0], *B = &c->in[1];
+    size_t want = *size;
+    *size = 0;
+    if (input != 1 || rows == 1 || A->dtype != KILN_DTYPE_F32 || B->dtype != KILN_DTYPE_F32 || !B->data ||
+        B->ndim != 2 || !kiln__ops2_dense(B) || K < 1 || N < 1)
+        return 0;
+    size_t bytes = kiln__sgemm_pack_b_floats(K, N) * sizeof(float);
+    if (!dst) {
+        *size = bytes;
+        return 0;
+    }
+    if (want != bytes)
+        return kiln_set_error(KILN_EINTERNAL, "weight prepack: %zu bytes asked, %zu given", bytes, want);
+    kiln__gemm g = {.N = N, .K = K, .b = B->data, .b_rs = b_rs, .b_cs = b_cs};
+    kiln__sgemm_pack_b(&g, dst);
+    *size = bytes;
+    return 0;
+}
+
+static int gemm_prepack(const kiln_call *c, int input, void *dst, size_t *size) {
+    const kiln_tensor *A = &c->in[0], *B = &c->in[1];
+    int ta = kiln_attrs_int(c->attrs, "transA") != 0, tb = kiln_attrs_int(c->attrs, "transB") != 0;
+    if (A->ndim != 2 || B->ndim != 2) {
+        *size = 0;
+        return 0;
+    }
+    return weights_prepack(c, input, A->dims[ta ? 1 : 0], B->dims[tb ? 1 : 0], B->dims[tb ? 0 : 1],
+                           tb ? B->strides[1] : B->strides[0], tb ? B->strides[0] : B->strides[1], dst, size);
+}
+
 static const kiln_quick_op gemm_op = {
     .ns = "ai.onnx", .name = "Gemm", .version = 1,
     .min_inputs = 2, .max_inputs = 3, .num_outputs = 1,
-    .attrs = gemm_attrs, .shape = gemm_shape, .impl = gemm_impl,
+    .attrs = gemm_attrs, .shape = gemm_shape, .impl = gemm_impl, .prepack = gemm_prepack,
     .timing_id = "transA,transB",
     .accepts_epilogue = 1, /* applied per finished tile (sgemm done hook) */
     .doc = "general matrix multiply Y = alpha*A'*B' + beta*C (packed AVX SGEMM)",
@@ -237,6 +274,7 @@ static int matmul_impl_f32(const kiln_call *c) {
     }
     kiln__gemm g = {.M = M, .N = N, .K = K, .alpha = 1.0f, .a = A->data, .a_rs = K, .a_cs = 1,
                     .b = B->data, .b_rs = N, .b_cs = 1, .c = Y->data, .ldc = N};
+    if (c->prepacked && B->ndim == 2) g.b_packed = c->prepacked[1]; /* one B for every batch */
     int b_has_batch = 0;
     for (int i = 0; i < nb; i++) b_has_batch |= bs[i] != 0;
     if (!b_has_batch) {
@@ -305,10 +343,21 @@ static int matmul_impl_epi(const kiln_call *c) {
 
 static int matmul_impl(const kiln_call *c) { return kiln__ops2_as_f32(c, matmul_impl_epi); }
 
+static int matmul_prepack(const kiln_call *c, int input, void *dst, size_t *size) {
+    const kiln_tensor *A = &c->in[0], *B = &c->in[1];
+    int64_t rows = 1;
+    for (int i = 0; i + 1 < A->ndim; i++) rows = A->dims[i] < 0 || rows < 0 ? -1 : rows * A->dims[i];
+    if (B->ndim != 2 || A->ndim < 1) {
+        *size = 0;
+        return 0;
+    }
+    return weights_prepack(c, input, rows, B->dims[0], B->dims[1], B->dims[1], 1, dst, size);
+}
+
 static const kiln_quick_op matmul_op = {
     .ns = "ai.onnx", .name = "MatMul", .version = 1,
     .min_inputs = 2, .max_inputs = 2, .num_outputs = 1,
-    .shape = matmul_shape, .impl = matmul_impl, .workspace = matmul_ws,
+    .shape = matmul_shape, .impl = matmul_impl, .workspace = matmul_ws, .prepack = matmul_prepack,
     .accepts_epilogue = 1, /* applied in one pass after the product */
     .doc = "numpy matmul with batch broadcasting (packed AVX SGEMM)",
 };

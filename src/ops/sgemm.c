@@ -8,7 +8,10 @@
  * AVX2+FMA: 6 x 16, otherwise a portable 4 x 8 kernel the compiler
  * vectorizes.  Threads split N (or M when M is the larger side); each
  * thread packs its own panels into thread-local scratch that is kept
- * between calls and freed when the thread exits.
+ * between calls and freed when the thread exits.  A constant operand
+ * (Conv's W as A, a Gemm/MatMul weight as B) may come packed once per
+ * engine (kiln__sgemm_pack_a/_b, through kiln_quick_op.prepack): the
+ * blocks then read their panels from it and skip that packing.
  */
 #pragma GCC optimize("O3")
 #include "ops/ops2.h"
@@ -174,6 +177,24 @@ static void pack_b_matrix(const kiln__gemm *g, int64_t k0, int64_t kc, int64_t n
             for (int64_t k = 0; k < kc; k++)
                 for (int j = nr; j < NR; j++) d[k * NR + j] = 0.0f;
         }
+    }
+}
+
+/* The whole of a B matrix packed once: K block pc at pc * round_up(N, NR);
+ * in it, the strip of columns [j, j + NR) at j * kc (what pack_b_matrix
+ * writes for one block).  Column blocks start at multiples of NR. */
+static int64_t cols_padded(int64_t N) { return (N + NR - 1) / NR * NR; }
+
+size_t kiln__sgemm_pack_b_floats(int64_t K, int64_t N) {
+    size_t n = (size_t)cols_padded(N) * (size_t)K;
+    return (n + 15) / 16 * 16;
+}
+
+void kiln__sgemm_pack_b(const kiln__gemm *g, float *dst) {
+    const int64_t np = cols_padded(g->N);
+    for (int64_t pc = 0; pc < g->K; pc += KC) {
+        int64_t kc = g->K - pc < KC ? g->K - pc : KC;
+        pack_b_matrix(g, pc, kc, 0, g->N, dst + pc * np);
     }
 }
 
@@ -572,9 +593,13 @@ static void gemm_block(const kiln__gemm *g, int64_t m0, int64_t m1, int64_t n0, 
 #else
             const int in_place = 0;
 #endif
+            const float *pb_use = pb;
             if (in_place)
                 ; /* the micro-kernel reads B where it lies */
-            else if (g->b_shift)
+            else if (g->b_packed && !g->b_shift && !g->packb) {
+                KILN__ASSERT(jc % NR == 0);
+                pb_use = g->b_packed + pc * cols_padded(g->N) + jc * kc;
+            } else if (g->b_shift)
                 pack_b_shift(g, pc, kc, jc, nc, pb);
             else if (g->packb)
                 g->packb(g->packb_ud, pc, kc, jc, nc, NR, pb);
@@ -604,7 +629,7 @@ static void gemm_block(const kiln__gemm *g, int64_t m0, int64_t m1, int64_t n0, 
                             continue;
                         }
 #endif
-                        micro(kc, pa_use + ir * kc, pb + jr * kc, ct, g->ldc, mr, nr, &si);
+                        micro(kc, pa_use + ir * kc, pb_use + jr * kc, ct, g->ldc, mr, nr, &si);
                     }
                 }
                 if (g->done && pc + kc >= K) /* rows [ic, ic + mc) x [jc, jc + nc) are final */
