@@ -8,14 +8,15 @@
  * double, as the ONNX reference does.
  *
  * Integer GEMM.  Both operands are first packed as int16 with their zero
- * points already subtracted (u8 - z and i8 - z lie in [-255, 255]; a product
- * fits 17 bits, four of them 19), so the kernel is a plain multiply-add of
- * int16 values into int32 accumulators.  A task computes a tile of 4 rows x
- * 256 columns: for every 4 steps of k it reads 4 rows of B once and updates
- * 4 accumulator rows that stay in L1; the compiler vectorizes the column
- * loop.  Accumulation wraps in 32 bits (the spec lets it overflow only
- * there).  Tiles are spread over the thread pool; each finished tile is
- * requantized straight into the u8/i8 output.
+ * points already subtracted (u8 - z and i8 - z lie in [-255, 255], so a
+ * product and the sum of two fit int32), B with pairs of k interleaved.
+ * The micro-kernel multiplies a pair of A values (one 32-bit broadcast)
+ * with 16 columns x 2 k of B in one AVX-512 VNNI vpdpwssd (vpmaddwd + add
+ * without VNNI; AVX2 8 columns; plain C elsewhere), keeping a 4 x 64 tile of
+ * int32 accumulators in registers.  Accumulation wraps in 32 bits (the spec
+ * lets it overflow only there).  Tasks of 16 rows x 64 columns (one B panel
+ * read from L2 for 4 micro-tiles) are spread over the thread pool; each
+ * finished micro-tile is requantized straight into the u8/i8 output.
  *
  * QLinearMatMul: numpy matmul with broadcast batch dims.  Scale/zero point
  * of a are per tensor (one element) or per row: shape [M] or [..., M, 1]
@@ -94,51 +95,81 @@ static void qg_store(const qgemm *g, int64_t m, int64_t n0, int64_t n, const int
     }
 }
 
-/* acc[r][j] = sum_k A[row r][k] * B[k][n0 + j] for 4 rows (ar) and nv
- * vectors of QG_NV columns.  Products of two int16 in [-255, 255] and sums
- * of two fit int32; the running sum wraps (unsigned arithmetic). */
-#if defined(__AVX512BW__)
+/* acc[r][j] = sum_k A[row r][k] * B[k][j] for 4 rows (ar) and columns
+ * [0, nt), nt <= QG_NB, rounded up to whole vectors (packed B is 0 there).
+ * A product of two int16 in [-255, 255] and the sum of two fit int32; the
+ * running sum wraps (SIMD lanes, or unsigned arithmetic in plain C). */
+#if defined(__AVX512BW__) || defined(__AVX2__)
 #include <immintrin.h>
 
+/* One SIMD vector of int32 lanes; QV_DOT(c, a, b): c += the pairwise
+ * int16 products of a and b summed per lane (VNNI: one instruction). */
+#if defined(__AVX512BW__)
+enum { QV_LANES = 16, QV_PASS = 4 };   /* 4 rows x 4 vectors: 16 accumulators */
+typedef __m512i qv;
+#define QV_ZERO() _mm512_setzero_si512()
+#define QV_LOAD(p) _mm512_loadu_si512((const void *)(p))
+#define QV_SET1(x) _mm512_set1_epi32(x)
+#define QV_STORE(p, v) _mm512_storeu_si512((void *)(p), v)
+#if defined(__AVX512VNNI__)
+#define QV_DOT(c, a, b) _mm512_dpwssd_epi32(c, a, b)
+#else
+#define QV_DOT(c, a, b) _mm512_add_epi32(c, _mm512_madd_epi16(a, b))
+#endif
+#else
+enum { QV_LANES = 8, QV_PASS = 2 };    /* 4 rows x 2 vectors: 8 of 16 registers */
+typedef __m256i qv;
+#define QV_ZERO() _mm256_setzero_si256()
+#define QV_LOAD(p) _mm256_loadu_si256((const __m256i *)(const void *)(p))
+#define QV_SET1(x) _mm256_set1_epi32(x)
+#define QV_STORE(p, v) _mm256_storeu_si256((__m256i *)(void *)(p), v)
+#if defined(__AVXVNNI__)
+#define QV_DOT(c, a, b) _mm256_dpwssd_avx_epi32(c, a, b)
+#else
+#define QV_DOT(c, a, b) _mm256_add_epi32(c, _mm256_madd_epi16(a, b))
+#endif
+#endif
+
+/* Columns [j0, j0 + nv * QV_LANES) of the tile; nv is a constant after
+ * inlining, so the accumulators live in registers. */
 static inline __attribute__((always_inline)) void
-qg_kernel_nv(const int16_t *const ar[QG_MR], const int16_t *b, int64_t np, int64_t kp, int nv,
-             int32_t acc[QG_MR][QG_NB]) {
-    __m512i c[QG_MR][QG_NB / QG_NV];
+qg_pass(const int16_t *const ar[QG_MR], const int16_t *b, int64_t np, int64_t kp, int nv, int j0,
+        int32_t acc[QG_MR][QG_NB]) {
+    qv c[QG_MR][4];
     for (int r = 0; r < QG_MR; r++)
-        for (int v = 0; v < nv; v++) c[r][v] = _mm512_setzero_si512();
+        for (int v = 0; v < nv; v++) c[r][v] = QV_ZERO();
+    b += 2 * j0;
     for (int64_t p = 0; p < kp; p++) {
         const int16_t *bp = b + p * np * 2;
-        __m512i bv[QG_NB / QG_NV];
-        for (int v = 0; v < nv; v++) bv[v] = _mm512_loadu_si512((const void *)(bp + v * 2 * QG_NV));
+        qv bv[4];
+        for (int v = 0; v < nv; v++) bv[v] = QV_LOAD(bp + v * 2 * QV_LANES);
         for (int r = 0; r < QG_MR; r++) {
             int32_t pair; /* (a[2p], a[2p + 1]) as one lane */
             memcpy(&pair, ar[r] + 2 * p, sizeof pair);
-            __m512i a = _mm512_set1_epi32(pair);
-            for (int v = 0; v < nv; v++)
-#if defined(__AVX512VNNI__)
-                c[r][v] = _mm512_dpwssd_epi32(c[r][v], a, bv[v]);
-#else
-                c[r][v] = _mm512_add_epi32(c[r][v], _mm512_madd_epi16(a, bv[v]));
-#endif
+            qv a = QV_SET1(pair);
+            for (int v = 0; v < nv; v++) c[r][v] = QV_DOT(c[r][v], a, bv[v]);
         }
     }
     for (int r = 0; r < QG_MR; r++)
-        for (int v = 0; v < nv; v++) _mm512_storeu_si512((void *)(acc[r] + v * QG_NV), c[r][v]);
+        for (int v = 0; v < nv; v++) QV_STORE(acc[r] + j0 + v * QV_LANES, c[r][v]);
 }
 
 static void qg_kernel(const int16_t *const ar[QG_MR], const int16_t *b, int64_t np, int64_t kp,
-                      int nv, int32_t acc[QG_MR][QG_NB]) {
-    switch (nv) { /* one specialization per width: accumulators stay in registers */
-    case 1: qg_kernel_nv(ar, b, np, kp, 1, acc); break;
-    case 2: qg_kernel_nv(ar, b, np, kp, 2, acc); break;
-    case 3: qg_kernel_nv(ar, b, np, kp, 3, acc); break;
-    default: qg_kernel_nv(ar, b, np, kp, 4, acc); break;
+                      int64_t nt, int32_t acc[QG_MR][QG_NB]) {
+    const int nv = (int)((nt + QV_LANES - 1) / QV_LANES);
+    for (int v0 = 0; v0 < nv; v0 += QV_PASS) {
+        int n = nv - v0 < QV_PASS ? nv - v0 : QV_PASS, j0 = v0 * QV_LANES;
+        switch (n) { /* one specialization per width */
+        case 1: qg_pass(ar, b, np, kp, 1, j0, acc); break;
+        case 2: qg_pass(ar, b, np, kp, 2, j0, acc); break;
+        case 3: qg_pass(ar, b, np, kp, 3, j0, acc); break;
+        default: qg_pass(ar, b, np, kp, 4, j0, acc); break;
+        }
     }
 }
 #else
 static void qg_kernel(const int16_t *const ar[QG_MR], const int16_t *b, int64_t np, int64_t kp,
-                      int nv, int32_t acc[QG_MR][QG_NB]) {
-    const int64_t nt = (int64_t)nv * QG_NV;
+                      int64_t nt, int32_t acc[QG_MR][QG_NB]) {
     uint32_t c[QG_MR][QG_NB];
     memset(c, 0, sizeof c);
     for (int64_t p = 0; p < kp; p++) {
@@ -160,18 +191,17 @@ static int64_t qg_tiles(const qgemm *g) {
 
 /* Task t: rows [m0, m0 + QG_MT) x columns [n0, n0 + QG_NB). */
 static void qg_run_tile(const qgemm *g, int64_t t) {
-    const int64_t ncb = (g->N + QG_NB - 1) / QG_NB, np = qg_np(g->N), kp = qg_kp(g->K) / 2;
+    const int64_t ncb = (g->N + QG_NB - 1) / QG_NB, np = qg_np(g->N), pairs = qg_kp(g->K) / 2;
     const int64_t mt0 = (t / ncb) * QG_MT, n0 = (t % ncb) * QG_NB;
     const int64_t mt1 = g->M - mt0 < QG_MT ? g->M : mt0 + QG_MT;
     const int64_t nt = g->N - n0 < QG_NB ? g->N - n0 : QG_NB;
-    const int nv = (int)((nt + QG_NV - 1) / QG_NV);
     int32_t acc[QG_MR][QG_NB];
     for (int64_t m0 = mt0; m0 < mt1; m0 += QG_MR) {
         int64_t mr = mt1 - m0 < QG_MR ? mt1 - m0 : QG_MR;
         const int16_t *ar[QG_MR];
         for (int r = 0; r < QG_MR; r++) /* missing rows repeat the first (dropped) */
             ar[r] = g->a + (m0 + (r < mr ? r : 0)) * g->lda;
-        qg_kernel(ar, g->b + n0 * 2, np, kp, nv, acc);
+        qg_kernel(ar, g->b + n0 * 2, np, pairs, nt, acc);
         for (int r = 0; r < mr; r++) qg_store(g, m0 + r, n0, nt, acc[r]);
     }
 }
@@ -794,35 +824,52 @@ typedef struct qcol_task {
 } qcol_task;
 
 /* Row r of the im2col matrix into dst[2 * j] (every second int16: the
- * k-pair layout of packed B); columns P..Np and rows past Kg are 0. */
-static void qcol_row(const qcol_task *t, int64_t r, int16_t *dst, int64_t np) {
-    const qconv_geo *g = t->g;
-    if (r >= g->Kg) {
-        for (int64_t j = 0; j < np; j++) dst[2 * j] = 0;
-        return;
+ * k-pair layout of packed B); columns P..Np and rows past Kg are 0.  One
+ * copy per input type (T), so the inner loop is a plain widening copy over
+ * the output columns whose input lies inside the row. */
+#define QCOL_ROW(NAME, T)                                                               \
+    static void NAME(const qcol_task *t, int64_t r, int16_t *dst, int64_t np) {         \
+        const qconv_geo *g = t->g;                                                      \
+        if (r >= g->Kg) {                                                               \
+            for (int64_t j = 0; j < np; j++) dst[2 * j] = 0;                            \
+            return;                                                                     \
+        }                                                                               \
+        const int64_t IW = g->id[2], IH = g->id[1], ID = g->id[0], OW = g->o[2];        \
+        const int64_t sx = g->s[2];                                                     \
+        const int32_t zx = t->zx;                                                       \
+        int64_t kx = r % g->k[2], q = r / g->k[2], ky = q % g->k[1], q2 = q / g->k[1];  \
+        int64_t kz = q2 % g->k[0], ci = q2 / g->k[0];                                   \
+        const T *xc = (const T *)t->x->data + t->xoff + ci * ID * IH * IW;              \
+        /* output columns [lo, hi) read inside the input row */                         \
+        int64_t x0 = kx * g->d[2] - g->pb[2], lo = 0, hi = OW;                          \
+        if (x0 < 0) lo = (-x0 + sx - 1) / sx;                                           \
+        if (x0 + (OW - 1) * sx >= IW) hi = IW - x0 <= 0 ? 0 : (IW - x0 + sx - 1) / sx;  \
+        if (hi < lo) hi = lo;                                                           \
+        for (int64_t oz = 0; oz < g->o[0]; oz++) {                                      \
+            int64_t iz = oz * g->s[0] - g->pb[0] + kz * g->d[0];                        \
+            for (int64_t oy = 0; oy < g->o[1]; oy++) {                                  \
+                int64_t iy = oy * g->s[1] - g->pb[1] + ky * g->d[1];                    \
+                int16_t *o = dst + 2 * (oz * g->o[1] + oy) * OW;                        \
+                if (iz < 0 || iz >= ID || iy < 0 || iy >= IH) {                         \
+                    for (int64_t ox = 0; ox < OW; ox++) o[2 * ox] = 0;                  \
+                    continue;                                                           \
+                }                                                                       \
+                const T *xr = xc + (iz * IH + iy) * IW;                                 \
+                for (int64_t ox = 0; ox < lo; ox++) o[2 * ox] = 0;                      \
+                if (sx == 1)                                                            \
+                    for (int64_t ox = lo; ox < hi; ox++)                                \
+                        o[2 * ox] = (int16_t)(xr[x0 + ox] - zx);                        \
+                else                                                                    \
+                    for (int64_t ox = lo; ox < hi; ox++)                                \
+                        o[2 * ox] = (int16_t)(xr[x0 + ox * sx] - zx);                   \
+                for (int64_t ox = hi; ox < OW; ox++) o[2 * ox] = 0;                     \
+            }                                                                           \
+        }                                                                               \
+        for (int64_t j = g->P; j < np; j++) dst[2 * j] = 0;                             \
     }
-    const int64_t IW = g->id[2], IH = g->id[1], ID = g->id[0];
-    const int64_t OW = g->o[2];
-    int64_t kx = r % g->k[2], q = r / g->k[2], ky = q % g->k[1], q2 = q / g->k[1];
-    int64_t kz = q2 % g->k[0], ci = q2 / g->k[0];
-    int64_t base = t->xoff + ci * ID * IH * IW;
-    for (int64_t oz = 0; oz < g->o[0]; oz++) {
-        int64_t iz = oz * g->s[0] - g->pb[0] + kz * g->d[0];
-        for (int64_t oy = 0; oy < g->o[1]; oy++) {
-            int64_t iy = oy * g->s[1] - g->pb[1] + ky * g->d[1];
-            int16_t *o = dst + 2 * (oz * g->o[1] + oy) * OW;
-            if (iz < 0 || iz >= ID || iy < 0 || iy >= IH) {
-                for (int64_t ox = 0; ox < OW; ox++) o[2 * ox] = 0;
-                continue;
-            }
-            int64_t row = base + (iz * IH + iy) * IW;
-            int64_t ix = -g->pb[2] + kx * g->d[2];
-            for (int64_t ox = 0; ox < OW; ox++, ix += g->s[2])
-                o[2 * ox] = ix >= 0 && ix < IW ? (int16_t)(ld_q8(t->x, row + ix) - t->zx) : 0;
-        }
-    }
-    for (int64_t j = g->P; j < np; j++) dst[2 * j] = 0;
-}
+QCOL_ROW(qcol_row_u8, uint8_t)
+QCOL_ROW(qcol_row_i8, int8_t)
+#undef QCOL_ROW
 
 /* k-pairs [lo, hi) of the packed im2col matrix. */
 static void qcol_pairs(void *ud, int64_t lo, int64_t hi) {
@@ -830,8 +877,13 @@ static void qcol_pairs(void *ud, int64_t lo, int64_t hi) {
     const int64_t np = qg_np(t->g->P);
     for (int64_t p = lo; p < hi; p++) {
         int16_t *d = t->col + p * np * 2;
-        qcol_row(t, 2 * p, d, np);
-        qcol_row(t, 2 * p + 1, d + 1, np);
+        if (t->x->dtype == KILN_DTYPE_I8) {
+            qcol_row_i8(t, 2 * p, d, np);
+            qcol_row_i8(t, 2 * p + 1, d + 1, np);
+        } else {
+            qcol_row_u8(t, 2 * p, d, np);
+            qcol_row_u8(t, 2 * p + 1, d + 1, np);
+        }
     }
 }
 
