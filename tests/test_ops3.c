@@ -451,6 +451,7 @@ typedef struct qconv_case {
     const char *auto_pad;
     int per_channel, bias, edge_zp;
     float ys;
+    int w_input;       /* w (and its parameters) a network input, not a constant */
 } qconv_case;
 
 static void qconv_attrs(kiln_layer *l, const void *ud) {
@@ -494,6 +495,7 @@ static void qconv_check(const qconv_case *c) {
         yo.dims[2 + i] = out[i];
     }
     if (c->per_channel) in[4].dims[0] = in[5].dims[0] = c->M;
+    if (c->w_input) in[3].is_const = in[4].is_const = in[5].is_const = 0;
     float xs = test_randf(&g_seed, 0.002f, 0.02f), ys = c->ys;
     uint8_t xz, yz;
     q_set(c->tx, &xz, 0, rnd_zp(c->tx, c->edge_zp));
@@ -594,6 +596,9 @@ TEST_IMPL(qlinearconv) {
          NULL, 1, 1, 0, 0.05f},
         /* 1x1 convolution, more output channels than one row block */
         {U, U, U, 2, 1, 16, 10, 1, {5, 5}, {1, 1}, {1, 1}, {1, 1}, {0, 0, 0, 0}, NULL, 1, 0, 0, 0.1f},
+        /* w as a network input: packed per call instead of once per engine */
+        {I, I, U, 2, 2, 6, 9, 3, {9, 7}, {3, 2}, {1, 2}, {2, 1}, {2, 1, 0, 1}, NULL, 1, 1, 0, 0.05f, 1},
+        {U, U, U, 2, 1, 3, 5, 1, {9, 8}, {3, 3}, {1, 1}, {1, 1}, {1, 1, 1, 1}, NULL, 0, 0, 0, 0.05f, 1},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         fprintf(stderr, "   case %zu\n", i);
@@ -652,7 +657,7 @@ TEST_IMPL(qlinear_errors) {
     uint8_t yc[3 * 9];
     tio co = {"y", KILN_DTYPE_U8, 4, {1, 3, 3, 3}, yc};
     expect_fail("ai.onnx::QLinearConv", 10, 8, ci, 1, &co, qconv_attrs, &cc,
-                "w_scale and w_zero_point must have 1 or 3");
+                "must have 1 or 3 (output channels) elements");
     ci[4].dims[0] = ci[5].dims[0] = 1;
     expect_fail("ai.onnx::QLinearConv", 10, 9, ci, 1, &co, qconv_attrs, &cc, "B has 2 elements");
     ci[0].dims[1] = 3;

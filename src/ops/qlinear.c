@@ -275,6 +275,19 @@ static const kiln_tensor *opt_in(const kiln_call *c, int i) {
     return i < c->nin && c->in[i].data ? &c->in[i] : NULL;
 }
 
+/* prepack: input i is absent, or a constant whose values are known. */
+static int known_or_absent(const kiln_call *c, int i) {
+    return i >= c->nin || c->in[i].dtype == KILN_DTYPE_UNDEFINED || c->in[i].data != NULL;
+}
+
+static int dims_static(const kiln_tensor *t) {
+    for (int d = 0; d < t->ndim; d++)
+        if (t->dims[d] < 0) return 0;
+    return 1;
+}
+
+static size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }
+
 static int all_dense(const kiln_call *c, const char *op) {
     for (int i = 0; i < c->nin; i++)
         if (c->in[i].data && !kiln__ops2_dense(&c->in[i]))
@@ -549,10 +562,15 @@ static int qmm_impl(const kiln_call *c) {
         t.bd[i] = Y->dims[i];
         t.nbatch *= Y->dims[i];
     }
-    int16_t *a16 = (int16_t *)(ws + L.a16), *b16 = (int16_t *)(ws + L.b16);
-    qpack_task pa = {A, &ma, za, a16, 0}, pb = {B, &mb, zb, b16, 1};
+    int16_t *a16 = (int16_t *)(ws + L.a16);
+    const int16_t *b16 = c->prepacked ? c->prepacked[B_X] : NULL;
+    qpack_task pa = {A, &ma, za, a16, 0};
     kiln_exec_parallel_for(c->exec, ma.nbatch * M, 16, qpack_rows, &pa);
-    kiln_exec_parallel_for(c->exec, mb.nbatch * K, 16, qpack_rows, &pb);
+    if (!b16) { /* not a constant: pack per call */
+        qpack_task pb = {B, &mb, zb, (int16_t *)(ws + L.b16), 1};
+        kiln_exec_parallel_for(c->exec, mb.nbatch * K, 16, qpack_rows, &pb);
+        b16 = pb.dst;
+    }
     qgemm *g = &t.proto;
     g->M = M; g->N = N; g->K = K;
     g->lda = qg_kp(K); g->ldy = N;
@@ -571,10 +589,35 @@ static int qmm_impl(const kiln_call *c) {
     return 0;
 }
 
+/* kiln_quick_op.prepack: a constant b whose zero point is constant (or
+ * absent) is packed once per engine, as qmm_impl would per call; the
+ * expanded zero points follow it (scratch for the packing). */
+static int qmm_prepack(const kiln_call *c, int input, void *dst, size_t *size) {
+    const kiln_tensor *B = &c->in[B_X];
+    if (input != B_X || !known_or_absent(c, B_Z) || !dims_static(B) || B->ndim < 1) {
+        if (!dst) *size = 0;
+        return 0;
+    }
+    qmat mb;
+    qmat_init(B, 1, &mb);
+    const int64_t K = mb.dims[mb.nd - 2], N = mb.dims[mb.nd - 1];
+    const size_t b16 = align64((size_t)(mb.nbatch * qg_kp(K) * qg_np(N)) * sizeof(int16_t));
+    if (!dst) {
+        *size = b16 + (size_t)(mb.nbatch * N) * sizeof(int32_t);
+        return 0;
+    }
+    int32_t *zb = (int32_t *)(void *)((uint8_t *)dst + b16);
+    int rc = qparam_expand(opt_in(c, B_Z), &mb, "b_zero_point", NULL, zb);
+    if (rc) return rc;
+    qpack_task pb = {B, &mb, zb, dst, 1};
+    qpack_rows(&pb, 0, mb.nbatch * K);
+    return 0;
+}
+
 static const kiln_quick_op qmm_10 = {
     .ns = "ai.onnx", .name = "QLinearMatMul", .version = 10,
     .min_inputs = 8, .max_inputs = 8, .num_outputs = 1,
-    .shape = qmm_shape, .impl = qmm_impl, .workspace = qmm_ws_size,
+    .shape = qmm_shape, .impl = qmm_impl, .workspace = qmm_ws_size, .prepack = qmm_prepack,
     .doc = "u8/i8 matmul, per-tensor/row/column scales, int32 accumulation, requantized",
 };
 KILN_OP(qmm_10)
@@ -584,7 +627,7 @@ KILN_OP(qmm_10)
 static const kiln_quick_op qmm_21 = {
     .ns = "ai.onnx", .name = "QLinearMatMul", .version = 21,
     .min_inputs = 8, .max_inputs = 8, .num_outputs = 1,
-    .shape = qmm_shape, .impl = qmm_impl, .workspace = qmm_ws_size,
+    .shape = qmm_shape, .impl = qmm_impl, .workspace = qmm_ws_size, .prepack = qmm_prepack,
     .doc = "u8/i8 matmul, per-tensor/row/column scales, int32 accumulation, requantized",
 };
 KILN_OP(qmm_21)
@@ -887,6 +930,40 @@ static void qcol_pairs(void *ud, int64_t lo, int64_t hi) {
     }
 }
 
+/* W - zw as packed A: M rows of qg_kp(Kg) int16 (the pad column 0). */
+static void qconv_pack_w(const kiln_tensor *W, const kiln_tensor *wz, int64_t M, int64_t Kg,
+                         int16_t *dst) {
+    const int64_t kp = qg_kp(Kg), nwz = wz ? kiln_tensor_numel(wz) : 1;
+    for (int64_t m = 0; m < M; m++) {
+        int32_t z = wz ? ld_zp(wz, nwz == 1 ? 0 : m) : 0;
+        for (int64_t k = 0; k < Kg; k++) dst[m * kp + k] = (int16_t)(ld_q8(W, m * Kg + k) - z);
+        if (kp > Kg) dst[m * kp + Kg] = 0;
+    }
+}
+
+/* kiln_quick_op.prepack: a constant w whose zero point is constant (or
+ * absent) is packed once per engine. */
+static int qconv_prepack(const kiln_call *c, int input, void *dst, size_t *size) {
+    const kiln_tensor *W = &c->in[W_X];
+    if (input != W_X || !known_or_absent(c, W_Z) || !dims_static(W) || W->ndim < 3 ||
+        W->dims[0] < 1) {
+        if (!dst) *size = 0;
+        return 0;
+    }
+    const int64_t M = W->dims[0], Kg = kiln_tensor_numel(W) / M;
+    const kiln_tensor *wz = opt_in(c, W_Z);
+    if (wz && kiln_tensor_numel(wz) != 1 && kiln_tensor_numel(wz) != M)
+        return kiln_set_error(KILN_ESHAPE, QCV ": w_zero_point must have 1 or %lld (output "
+                              "channels) elements, found %lld", (long long)M,
+                              (long long)kiln_tensor_numel(wz));
+    if (!dst) {
+        *size = (size_t)(M * qg_kp(Kg)) * sizeof(int16_t);
+        return 0;
+    }
+    qconv_pack_w(W, wz, M, Kg, dst);
+    return 0;
+}
+
 static int qconv_impl(const kiln_call *c) {
     int rc = all_dense(c, QCV);
     if (rc) return rc;
@@ -907,12 +984,11 @@ static int qconv_impl(const kiln_call *c) {
     int16_t *w16 = (int16_t *)(ws + L.w16), *col = (int16_t *)(ws + L.col);
     float *wsc = (float *)(ws + L.ws);
     const int64_t kp = qg_kp(g.Kg);
-    for (int64_t m = 0; m < g.M; m++) {
-        int32_t z = wz ? ld_zp(wz, nwz == 1 ? 0 : m) : 0;
-        wsc[m] = ld_scale(&c->in[W_S], nws == 1 ? 0 : m);
-        for (int64_t k = 0; k < g.Kg; k++)
-            w16[m * kp + k] = (int16_t)(ld_q8(W, m * g.Kg + k) - z);
-        if (kp > g.Kg) w16[m * kp + g.Kg] = 0;
+    for (int64_t m = 0; m < g.M; m++) wsc[m] = ld_scale(&c->in[W_S], nws == 1 ? 0 : m);
+    const int16_t *wp = c->prepacked ? c->prepacked[W_X] : NULL;
+    if (!wp) { /* not a constant: pack per call */
+        qconv_pack_w(W, wz, g.M, g.Kg, w16);
+        wp = w16;
     }
     if (g.P == 0 || g.M == 0) return 0;
     const float xs = ld_scale(&c->in[X_S], 0);
@@ -936,7 +1012,7 @@ static int qconv_impl(const kiln_call *c) {
         for (int64_t gi = 0; gi < g.G; gi++) {
             ct.xoff = (n * g.C + gi * g.Cg) * xplane;
             kiln_exec_parallel_for(c->exec, kp / 2, 2, qcol_pairs, &ct);
-            q.a = w16 + gi * g.Mg * q.lda;
+            q.a = wp + gi * g.Mg * q.lda;
             q.rs = wsc + gi * g.Mg;
             q.bias = bias ? (const int32_t *)bias->data + gi * g.Mg : NULL;
             q.y = (uint8_t *)Y->data + (n * g.M + gi * g.Mg) * g.P;
@@ -949,6 +1025,7 @@ static const kiln_quick_op qconv_10 = {
     .ns = "ai.onnx", .name = "QLinearConv", .version = 10,
     .min_inputs = 8, .max_inputs = 9, .num_outputs = 1,
     .attrs = qconv_attrs, .shape = qconv_shape, .impl = qconv_impl, .workspace = qconv_ws_size,
+    .prepack = qconv_prepack,
     .timing_id = "auto_pad,dilations,group,kernel_shape,pads,strides",
     .doc = "u8/i8 convolution (im2col + int32 GEMM), per-tensor or per-channel w scale",
 };
