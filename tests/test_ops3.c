@@ -212,6 +212,16 @@ TEST_IMPL(mvn) {
     mvn_case c4 = {1, {1}, 1};
     run_net("ai.onnx::MeanVarianceNormalization", 13, 1, &xi, 1, &yo, mvn_attrs, &c4);
     for (int i = 0; i < 4; i++) ASSERT_EQ(y[i], 0);
+    /* f64 keeps double precision */
+    double xd[60], yd[60];
+    float xf[60], rf[60];
+    for (int i = 0; i < 60; i++) xf[i] = test_randf(&g_seed, -2, 2), xd[i] = xf[i];
+    tio xdi = {"x", KILN_DTYPE_F64, 4, {3, 4, 5, 1}, xd}, ydo = {"y", KILN_DTYPE_F64, 4, {3, 4, 5, 1}, yd};
+    int64_t dd[4] = {3, 4, 5, 1};
+    int red[4] = {1, 0, 1, 1};
+    run_net("ai.onnx::MeanVarianceNormalization", 13, 1, &xdi, 1, &ydo, mvn_attrs, &def);
+    mvn_ref(xf, 4, dd, red, rf);
+    for (int i = 0; i < 60; i++) ASSERT_NEAR(yd[i], rf[i], 1e-6);
 }
 
 TEST_IMPL(mvn_errors) {
