@@ -1,7 +1,9 @@
 /*
- * test_sequence.c — the packed sequence ops (src/ops/sequence.c) through
- * the public network API, against a naive list-of-matrices model written
- * here; kiln_onnx_read_sequence on good and bad files.
+ * test_sequence.c — kiln's packed non-tensor values through the public
+ * network API: the sequence ops (src/ops/sequence.c, seqmap.c) against a
+ * naive list-of-matrices model written here, the string ops
+ * (src/ops/string.c) against strtod/snprintf and a naive StringNormalizer;
+ * kiln_onnx_read_sequence on good and bad files.
  */
 #include "kiln/kiln.h"
 #include "kiln/onnx.h"
@@ -9,6 +11,8 @@
 #include "test.h"
 
 #include <fcntl.h>
+#include <ctype.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -419,6 +423,179 @@ TEST_IMPL(sequence_map) {
     kiln_network_free(n);
 }
 
+/* ---------------------------------------------------------------- strings
+ * x (random floats, special values) -> cast_to_string -> cast_from_string:
+ * every string reads back to its float, no shorter one would, and the
+ * round trip is exact. */
+
+TEST_IMPL(string_cast_round_trip) {
+    enum { N = 64 };
+    kiln_network *n = kiln_network_create();
+    int64_t d[2] = {4, N / 4};
+    ASSERT_OK(kiln_network_add_input(n, "x", KILN_DTYPE_F32, 2, d, NULL));
+    const char *xi[1] = {"x"}, *so[3] = {"s", "s:lens", "s:n"}, *bi[2] = {"s", "s:lens"}, *bo[1] = {"back"};
+    layer(n, "kiln::cast_to_string", 1, 1, xi, 3, so);
+    kiln_layer *l = layer(n, "kiln::cast_from_string", 1, 2, bi, 1, bo);
+    ASSERT_OK(kiln_layer_set_int(l, "to", KILN_DTYPE_F32));
+    ASSERT_OK(kiln_network_mark_output(n, "s"));
+    ASSERT_OK(kiln_network_mark_output(n, "s:lens"));
+    ASSERT_OK(kiln_network_mark_output(n, "back"));
+    kiln_engine *e = build(n, NULL);
+    kiln_network_free(n);
+    float x[N];
+    for (int i = 0; i < N; i++) {
+        float m = test_randf(&seed, -1, 1);
+        int ex = (int)test_randf(&seed, -40, 40);
+        x[i] = ldexpf(m, ex);
+    }
+    x[0] = 1.0f, x[1] = -3.0f, x[2] = 1e-5f, x[3] = 0.1f, x[4] = INFINITY, x[5] = -INFINITY, x[6] = NAN;
+    x[7] = 0.0f, x[8] = 16777216.0f, x[9] = 1.17549435e-38f;
+    kiln_context *ctx = NULL;
+    ASSERT_OK(kiln_context_create(e, 1, &ctx));
+    ASSERT_OK(kiln_context_bind(ctx, "x", x, sizeof x));
+    char *sb = bind_out(ctx, "s");
+    int64_t *lens = bind_out(ctx, "s:lens");
+    float *back = bind_out(ctx, "back");
+    ASSERT_OK(kiln_context_run(ctx));
+    int64_t off = 0;
+    for (int i = 0; i < N; i++) {
+        char str[64];
+        ASSERT(lens[i] > 0 && lens[i] < 40);
+        memcpy(str, sb + off, (size_t)lens[i]);
+        str[lens[i]] = 0;
+        off += lens[i];
+        if (isnan(x[i])) {
+            ASSERT_STR_EQ(str, "nan");
+            ASSERT(isnan(back[i]));
+            continue;
+        }
+        ASSERT_EQ((float)strtod(str, NULL), x[i]);
+        ASSERT_EQ(back[i], x[i]);
+        if (isinf(x[i])) continue;
+        /* shortest: one significant digit fewer does not read back */
+        int sig = 0, lead = 1;
+        size_t sl = strlen(str);
+        if (sl > 2 && !strcmp(str + sl - 2, ".0")) str[sl - 2] = 0; /* NumPy's integral ".0" */
+        for (const char *p = str; *p && *p != 'e'; p++) {
+            if (!isdigit((unsigned char)*p) || (lead && *p == '0')) continue;
+            lead = 0;
+            sig++;
+        }
+        if (sig > 1) {
+            char shorter[64];
+            snprintf(shorter, sizeof shorter, "%.*g", sig - 1, (double)x[i]);
+            ASSERT((float)strtod(shorter, NULL) != x[i]);
+        }
+    }
+    ASSERT_STR_EQ(memcpy((char[4]){0}, sb, 3), "1.0"); /* NumPy's str(1.0) */
+    kiln_context_free(ctx);
+    free(sb);
+    free(lens);
+    free(back);
+    kiln_engine_free(e);
+}
+
+/* StringNormalizer against a naive reference; a non-number cast is an error. */
+TEST_IMPL(string_normalizer_and_errors) {
+    static const char *vocab[] = {"Monday", "tuesday", "WEDNESDAY", "thursday", "friday", "a", "", "Sunday"};
+    enum { C = 12 };
+    const char *words[C];
+    char bytes[256];
+    int64_t lens[C], off = 0;
+    for (int i = 0; i < C; i++) {
+        words[i] = vocab[(int)test_randf(&seed, 0, 7.999f)];
+        lens[i] = (int64_t)strlen(words[i]);
+        memcpy(bytes + off, words[i], (size_t)lens[i]);
+        off += lens[i];
+    }
+    for (int cs = 0; cs < 2; cs++) {
+        kiln_network *n = kiln_network_create();
+        int64_t db[1] = {off}, dl[2] = {1, C};
+        ASSERT_OK(kiln_network_add_input(n, "s", KILN_DTYPE_U8, 1, db, NULL));
+        ASSERT_OK(kiln_network_add_input(n, "s:lens", KILN_DTYPE_I64, 2, dl, NULL));
+        const char *si[2] = {"s", "s:lens"}, *yo[2] = {"y", "y:lens"};
+        kiln_layer *l = layer(n, "ai.onnx::StringNormalizer", 10, 2, si, 2, yo);
+        ASSERT_OK(kiln_layer_set_string(l, "case_change_action", "UPPER"));
+        ASSERT_OK(kiln_layer_set_int(l, "is_case_sensitive", cs));
+        static const char stop[] = "monday\0friday";
+        ASSERT_OK(kiln_layer_set_bytes(l, "stopwords", stop, sizeof stop));
+        ASSERT_OK(kiln_network_mark_output(n, "y"));
+        ASSERT_OK(kiln_network_mark_output(n, "y:lens"));
+        kiln_engine *e = build(n, NULL);
+        kiln_network_free(n);
+        kiln_context *ctx = NULL;
+        ASSERT_OK(kiln_context_create(e, 1, &ctx));
+        ASSERT_OK(kiln_context_bind(ctx, "s", bytes, (size_t)off));
+        ASSERT_OK(kiln_context_bind(ctx, "s:lens", lens, sizeof lens));
+        char *y = bind_out(ctx, "y");
+        int64_t *yl = bind_out(ctx, "y:lens");
+        ASSERT_OK(kiln_context_run(ctx));
+        int nd;
+        int64_t dims[KILN_MAX_DIMS];
+        ASSERT_OK(kiln_context_shape(ctx, "y:lens", &nd, dims));
+        ASSERT_EQ(nd, 2);
+        ASSERT_EQ(dims[0], 1);
+        int k = 0;
+        int64_t yo2 = 0;
+        for (int i = 0; i < C; i++) {
+            int stopped = 0;
+            for (int w = 0; w < 2; w++) {
+                const char *sw = w ? "friday" : "monday";
+                stopped |= cs ? !strcmp(words[i], sw) : !strcasecmp(words[i], sw);
+            }
+            if (stopped) continue;
+            ASSERT(k < dims[1]);
+            ASSERT_EQ(yl[k], (int64_t)strlen(words[i]));
+            for (size_t q = 0; q < strlen(words[i]); q++) ASSERT_EQ(y[yo2 + (int64_t)q], toupper(words[i][q]));
+            yo2 += yl[k++];
+        }
+        if (k == 0) { ASSERT_EQ(dims[1], 1); ASSERT_EQ(yl[0], 0); }
+        else ASSERT_EQ(dims[1], k);
+        kiln_context_free(ctx);
+        free(y);
+        free(yl);
+        kiln_engine_free(e);
+    }
+    /* not a number */
+    kiln_network *n = kiln_network_create();
+    int64_t db[1] = {-1}, dl[1] = {2};
+    ASSERT_OK(kiln_network_add_input(n, "s", KILN_DTYPE_U8, 1, db, NULL));
+    ASSERT_OK(kiln_network_add_input(n, "s:lens", KILN_DTYPE_I64, 1, dl, NULL));
+    const char *si[2] = {"s", "s:lens"}, *yo[1] = {"y"};
+    kiln_layer *l = layer(n, "kiln::cast_from_string", 1, 2, si, 1, yo);
+    ASSERT_OK(kiln_layer_set_int(l, "to", KILN_DTYPE_I32));
+    ASSERT_OK(kiln_network_mark_output(n, "y"));
+    kiln_build_config *cfg = kiln_build_config_create();
+    int64_t lo[1] = {0}, hi[1] = {64};
+    ASSERT_OK(kiln_build_config_set_profile(cfg, "s", 1, lo, hi, hi));
+    kiln_engine *e = NULL;
+    ASSERT_OK(kiln_build(n, cfg, &e, NULL));
+    kiln_build_config_free(cfg);
+    kiln_network_free(n);
+    kiln_context *ctx = NULL;
+    ASSERT_OK(kiln_context_create(e, 1, &ctx));
+    char in[] = "12abc";
+    int64_t il[2] = {2, 3};
+    int64_t shp[1] = {5};
+    int32_t out[2] = {-1, -1};
+    ASSERT_OK(kiln_context_set_input_shape(ctx, "s", 1, shp));
+    ASSERT_OK(kiln_context_bind(ctx, "s", in, 5));
+    ASSERT_OK(kiln_context_bind(ctx, "s:lens", il, sizeof il));
+    ASSERT_OK(kiln_context_bind(ctx, "y", out, sizeof out));
+    ASSERT(kiln_context_run(ctx) != 0);
+    ASSERT_CONTAINS(kiln_errmsg(), "element 1 'abc' is not an integer");
+    il[0] = 4; /* lengths past the data */
+    ASSERT(kiln_context_run(ctx) != 0);
+    ASSERT_CONTAINS(kiln_errmsg(), "past the 5 bytes");
+    memcpy(in, "12 34", 5);
+    il[0] = 2;
+    ASSERT_OK(kiln_context_run(ctx));
+    ASSERT_EQ(out[0], 12);
+    ASSERT_EQ(out[1], 34);
+    kiln_context_free(ctx);
+    kiln_engine_free(e);
+}
+
 /* ---------------------------------------------------------------- test data reader */
 
 TEST_IMPL(sequence_read_files) {
@@ -458,4 +635,5 @@ TEST_IMPL(sequence_read_files) {
 
 TEST_LIST(TEST_ENTRY(sequence_pipeline_runtime_positions), TEST_ENTRY(sequence_pipeline_build_time_positions),
           TEST_ENTRY(sequence_split_concat), TEST_ENTRY(sequence_errors), TEST_ENTRY(sequence_map),
-          TEST_ENTRY(sequence_read_files))
+          TEST_ENTRY(sequence_read_files), TEST_ENTRY(string_cast_round_trip),
+          TEST_ENTRY(string_normalizer_and_errors))

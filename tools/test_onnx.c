@@ -288,6 +288,7 @@ typedef struct iomap {
     int64_t rank[2][MAX_IO];
     kiln_dtype dtype[2][MAX_IO];
     int inseq[2][MAX_IO];        /* network tensor t belongs to a multi-tensor value */
+    int isstr[2][MAX_IO];        /* value v is a string tensor (bytes, :lens) */
 } iomap;
 
 static int ends_with(const char *s, const char *suf) {
@@ -306,10 +307,12 @@ static void iomap_make(const kiln_network *net, iomap *m) {
             const kiln__ntensor *nt = &net->tensors[k ? net->outputs[t] : net->inputs[t]];
             m->rank[k][t] = nt->ndim == 2 ? nt->dims[1] : -1;
             m->dtype[k][t] = nt->dtype;
-            int pk = ends_with(nm, ":shapes") ? 1 : ends_with(nm, ":present") ? 2 : 0;
+            int lens = ends_with(nm, ":lens");
+            int pk = ends_with(nm, ":shapes") || lens ? 1 : ends_with(nm, ":present") ? 2 : 0;
             if (pk && m->nval[k] > 0 && m->parts[k][m->nval[k] - 1] == pk) {
                 m->parts[k][m->nval[k] - 1]++;
                 m->part[k][t] = pk;
+                m->isstr[k][m->nval[k] - 1] = lens;
                 continue;
             }
             m->first[k][m->nval[k]] = t;
@@ -318,6 +321,25 @@ static void iomap_make(const kiln_network *net, iomap *m) {
         for (int v = 0; v < m->nval[k]; v++)
             for (int q = 0; q < m->parts[k][v] && m->parts[k][v] > 1; q++) m->inseq[k][m->first[k][v] + q] = 1;
     }
+}
+
+/* Read a string tensor into t[0] (bytes) and t[1] (lengths). */
+static int read_str_pb(const char *path, tensor *t) {
+    memset(t, 0, 2 * sizeof *t);
+    int64_t *lens = NULL;
+    void *bytes = NULL;
+    size_t nb = 0;
+    int rc = kiln_onnx_read_strings(path, &t[1].ndim, t[1].dims, &lens, &bytes, &nb);
+    if (rc) return rc;
+    t[0].dtype = KILN_DTYPE_U8;
+    t[0].ndim = 1;
+    t[0].dims[0] = (int64_t)nb;
+    t[0].data = bytes;
+    t[0].bytes = nb;
+    t[1].dtype = KILN_DTYPE_I64;
+    t[1].data = lens;
+    t[1].bytes = (size_t)numel(t[1].ndim, t[1].dims) * sizeof(int64_t);
+    return 0;
 }
 
 /* Read a sequence/optional value into tensors t[0..parts). */
@@ -370,7 +392,8 @@ static int load_dataset(const char *dir, const iomap *m, dataset *d, char *why, 
             if (i < m->nval[k]) t0 = m->first[k][i];
             if (t0 + parts > MAX_IO) break;
             tensor *t = k ? &d->out[t0] : &d->in[t0];
-            int rc = parts > 1 ? read_seq_pb(p, parts, &m->rank[k][t0], t, m->dtype[k][t0]) : read_pb(p, t);
+            int rc = i < m->nval[k] && m->isstr[k][i] ? read_str_pb(p, t)
+                     : parts > 1 ? read_seq_pb(p, parts, &m->rank[k][t0], t, m->dtype[k][t0]) : read_pb(p, t);
             if (rc) {
                 snprintf(why, wsz, "reading %s: %s", p, kiln_errmsg());
                 return rc == KILN_EUNSUPPORTED ? R_SKIP : R_FAIL;

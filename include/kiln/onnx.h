@@ -60,6 +60,11 @@
  *     OptionalHasElement/GetElement, Identity, and If branches returning
  *     sequences.  A Loop carrying a sequence, SequenceMap and subgraphs
  *     reading an outer sequence are KILN_EUNSUPPORTED.
+ *   - string tensors: a tensor(string) `s` of shape D becomes `s` (U8, the
+ *     strings' bytes concatenated) and `s:lens` (I64 of shape D, the byte
+ *     length of each string).  Cast/CastLike to and from STRING,
+ *     StringNormalizer and Identity take them; other ops on strings are
+ *     KILN_EUNSUPPORTED.
  *   - absent optional inputs ("") stay absent, in their position; outputs
  *     the node leaves out ("" or fewer than the op declares: optional or
  *     hidden outputs such as size tensors) get private names
@@ -156,6 +161,14 @@ typedef struct kiln_onnx_sequence {
  * kiln_onnx_sequence_free (also after an error). */
 KILN_API int kiln_onnx_read_sequence(const char *pb_path, kiln_onnx_sequence *out);
 KILN_API void kiln_onnx_sequence_free(kiln_onnx_sequence *s);
+
+/* Read a serialized TensorProto of strings in kiln's packed form (see
+ * "string tensors"): *ndim / dims[] (room for KILN_MAX_DIMS) its shape,
+ * *lens (numel int64 byte lengths) and *bytes (*nbytes bytes, the strings
+ * concatenated); both allocated (kiln_free; never NULL on success).
+ * Errors: KILN_EIO, KILN_EFORMAT, KILN_ETYPE (not a string tensor). */
+KILN_API int kiln_onnx_read_strings(const char *pb_path, int *ndim, int64_t *dims, int64_t **lens, void **bytes,
+                                    size_t *nbytes);
 
 #ifdef __cplusplus
 }

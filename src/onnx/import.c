@@ -138,6 +138,9 @@ typedef struct imp {
     /* Sequence / optional values (see "Sequences" below): names whose
      * value travels as 2 tensors (data, :shapes) or 3 (+ :present). */
     strset seq2, seq3;
+    /* String tensors: `s` (U8 bytes) and `s:lens` (I64 lengths, the
+     * tensor's shape); also in seq2 (two parts). */
+    strset str2;
 } imp;
 
 typedef struct scope {
@@ -404,6 +407,13 @@ static int parts_of(const imp *im, const char *name) {
     return strset_has(&im->seq3, name) ? 3 : strset_has(&im->seq2, name) ? 2 : 1;
 }
 
+static int is_str(const imp *im, const char *name) { return strset_has(&im->str2, name); }
+
+static int set_str(imp *im, const char *name) {
+    if (strset_add(&im->str2, name) < 0 || strset_add(&im->seq2, name) < 0) return KILN_ENOMEM;
+    return 0;
+}
+
 static int set_parts(imp *im, const char *name, int parts) {
     if (parts < 2) return 0;
     return strset_add(parts == 3 ? &im->seq3 : &im->seq2, name) < 0 ? KILN_ENOMEM : 0;
@@ -452,6 +462,7 @@ static int out_parts(const imp *im, const Onnx__NodeProto *n, size_t i) {
         !strcmp(t, "SequenceErase") || !strcmp(t, "SplitToSequence"))
         return i == 0 ? 2 : 1;
     if (!strcmp(t, "SequenceMap")) return 2;
+    if (!strcmp(t, "StringNormalizer")) return i == 0 ? 2 : 1;
     if (!strcmp(t, "OptionalGetElement")) return n->n_input && parts_of(im, n->input[0]) == 3 ? 2 : 1;
     if (!strcmp(t, "If")) {
         const Onnx__AttributeProto *a = find_attr(n, "then_branch");
@@ -461,8 +472,8 @@ static int out_parts(const imp *im, const Onnx__NodeProto *n, size_t i) {
 }
 
 /* The name of part k of value `name`. */
-static const char *part_name(char *buf, size_t size, const char *name, int k) {
-    snprintf(buf, size, "%s%s", name, part_suffix[k]);
+static const char *part_name(const imp *im, char *buf, size_t size, const char *name, int k) {
+    snprintf(buf, size, "%s%s", name, k == 1 && strset_has(&im->str2, name) ? ":lens" : part_suffix[k]);
     return buf;
 }
 
@@ -496,14 +507,14 @@ static int lower_seq_node(imp *im, const Onnx__NodeProto *n, const scope *sc, co
     if (x && (isid || px == 2)) {
         /* Identity of every part (Optional of a sequence: + present) */
         for (int k = 0; k < px && !rc; k++) {
-            const char *in1[1] = {part_name(a, sizeof a, x, k)}, *out1[1] = {part_name(b, sizeof b, y, k)};
+            const char *in1[1] = {part_name(im, a, sizeof a, x, k)}, *out1[1] = {part_name(im, b, sizeof b, y, k)};
             if (!kiln_network_add_layer(sc->net, "ai.onnx::Identity", 1, NULL, 1, in1, 1, out1))
                 rc = kiln__err_prefix(KILN_EINTERNAL, "%s", lb);
         }
         py = isid ? px : 3;
     } else if (x) {
         /* Optional of a tensor: a sequence of one */
-        const char *in1[1] = {x}, *out2[2] = {y, part_name(b, sizeof b, y, 1)};
+        const char *in1[1] = {x}, *out2[2] = {y, part_name(im, b, sizeof b, y, 1)};
         if (!kiln_network_add_layer(sc->net, "ai.onnx::SequenceConstruct", 11, NULL, 1, in1, 2, out2))
             rc = kiln__err_prefix(KILN_EINTERNAL, "%s", lb);
         py = 2;
@@ -516,7 +527,7 @@ static int lower_seq_node(imp *im, const Onnx__NodeProto *n, const scope *sc, co
         if (p < 1 || p > 2 || dt == KILN_DTYPE_UNDEFINED)
             return kiln__err(KILN_EUNSUPPORTED, "%s: an empty Optional needs a `type` attribute of a tensor or a "
                              "sequence of tensors", lb);
-        const char *out2[2] = {y, part_name(b, sizeof b, y, 1)};
+        const char *out2[2] = {y, part_name(im, b, sizeof b, y, 1)};
         kiln_layer *l = kiln_network_add_layer(sc->net, "ai.onnx::SequenceEmpty", 11, NULL, 0, NULL, 2, out2);
         if (!l) return kiln__err_prefix(KILN_EINTERNAL, "%s", lb);
         rc = kiln_layer_set_int(l, "dtype", dt);
@@ -530,13 +541,81 @@ static int lower_seq_node(imp *im, const Onnx__NodeProto *n, const scope *sc, co
         char cn[640];
         snprintf(cn, sizeof cn, "%s:present#const", y);
         rc = kiln_network_add_constant(sc->net, cn, KILN_DTYPE_BOOL, 0, NULL, &v);
-        const char *in1[1] = {cn}, *out1[1] = {part_name(b, sizeof b, y, 2)};
+        const char *in1[1] = {cn}, *out1[1] = {part_name(im, b, sizeof b, y, 2)};
         kiln_layer *l = rc ? NULL : kiln_network_add_layer(sc->net, "kiln::reformat", 1, NULL, 1, in1, 1, out1);
         if (!rc && !l) rc = kiln__err_prefix(KILN_EINTERNAL, "%s", lb);
         if (!rc) rc = kiln_layer_set_int(l, "to_dtype", KILN_DTYPE_BOOL);
     }
+    if (!rc && isid && x && is_str(im, x)) rc = set_str(im, y);
     if (!rc) rc = set_parts(im, y, py);
     return rc ? kiln__err_prefix(rc, "%s", lb) : 0;
+}
+
+/* Cast / CastLike to or from STRING: kiln::cast_to_string /
+ * cast_from_string on the packed form.  *done = 1 when n was handled. */
+static int lower_str_node(imp *im, const Onnx__NodeProto *n, const scope *sc, const char *lb, int *done) {
+    *done = 0;
+    if (!is_onnx_domain(n) || n->n_output < 1 || !n->output[0][0] || n->n_input < 1 || !n->input[0][0]) return 0;
+    int cast = !strcmp(n->op_type, "Cast"), like = !strcmp(n->op_type, "CastLike");
+    if (!cast && !like) return 0;
+    const char *x = n->input[0], *y = n->output[0];
+    const Onnx__AttributeProto *ta = find_attr(n, "to");
+    int64_t to = cast && ta && ta->has_i ? ta->i : 0;
+    int xs = is_str(im, x), ys;
+    if (cast) {
+        ys = to == KILN_DTYPE_STRING;
+    } else {
+        if (n->n_input < 2 || !n->input[1][0]) return 0;
+        int li = kiln__network_find_tensor(sc->net, n->input[1]);
+        ys = is_str(im, n->input[1]) || (li >= 0 && sc->net->tensors[li].dtype == KILN_DTYPE_STRING);
+    }
+    if (!xs && !ys) return 0;
+    *done = 1;
+    if (kiln__network_find_tensor(sc->net, x) < 0)
+        return kiln__err(KILN_ENOTFOUND, "%s: input '%s' is not defined before this node", lb, x);
+    char a[600], b[600], c[640];
+    int rc = 0;
+    if (xs && ys) { /* string to string: a copy of both parts */
+        for (int k = 0; k < 2 && !rc; k++) {
+            const char *in1[1] = {part_name(im, a, sizeof a, x, k)};
+            if ((rc = set_str(im, y))) break;
+            const char *out1[1] = {part_name(im, b, sizeof b, y, k)};
+            if (!kiln_network_add_layer(sc->net, "ai.onnx::Identity", 1, NULL, 1, in1, 1, out1))
+                rc = kiln__err_prefix(KILN_EINTERNAL, "%s", lb);
+        }
+    } else if (ys) {
+        if ((rc = set_str(im, y))) return rc;
+        snprintf(c, sizeof c, "%s:bytes#size", y);
+        const char *in1[1] = {x}, *out3[3] = {y, part_name(im, b, sizeof b, y, 1), c};
+        if (!kiln_network_add_layer(sc->net, "kiln::cast_to_string", 1, NULL, 1, in1, 3, out3))
+            rc = kiln__err_prefix(KILN_EINTERNAL, "%s", lb);
+    } else {
+        const char *in3[3] = {x, part_name(im, a, sizeof a, x, 1), like ? n->input[1] : NULL}, *out1[1] = {y};
+        kiln_layer *l = kiln_network_add_layer(sc->net, "kiln::cast_from_string", 1, NULL, like ? 3 : 2, in3, 1, out1);
+        if (!l) rc = kiln__err_prefix(KILN_EINTERNAL, "%s", lb);
+        else if (cast) rc = kiln_layer_set_int(l, "to", to);
+    }
+    return rc ? kiln__err_prefix(rc, "%s", lb) : 0;
+}
+
+/* Declared dims of a tensor value info (any element type). */
+static int value_type_dims(const Onnx__ValueInfoProto *vi, int *nd, int64_t *dims, const char **names) {
+    const Onnx__TypeProto *tp = vi->type;
+    const Onnx__TensorShapeProto *sh = tp && tp->tensor_type ? tp->tensor_type->shape : NULL;
+    if (!sh)
+        return kiln__err(KILN_EUNSUPPORTED, "'%s' has no shape (unknown rank)", vi->name ? vi->name : "");
+    if (sh->n_dim > KILN_MAX_DIMS)
+        return kiln__err(KILN_EUNSUPPORTED, "'%s' has rank %zu (at most %d)", vi->name ? vi->name : "", sh->n_dim,
+                         KILN_MAX_DIMS);
+    *nd = (int)sh->n_dim;
+    for (int i = 0; i < *nd; i++) {
+        const Onnx__TensorShapeProto__Dimension *d = sh->dim[i];
+        dims[i] = d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE && d->dim_value >= 0
+                      ? d->dim_value : -1;
+        names[i] = d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM && d->dim_param &&
+                           d->dim_param[0] ? d->dim_param : NULL;
+    }
+    return 0;
 }
 
 /* ------------------------------------------------------------ constants */
@@ -718,8 +797,9 @@ static int set_attr(imp *im, kiln_layer *l, const kiln__op *op, const char *lb,
     }
     case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRINGS: {
         /* No string arrays in kiln schemas: joined with ',' into a STRING
-         * (LSTM/GRU/RNN `activations`). */
-        if (def->type != KILN_ATTR_STRING) {
+         * (LSTM/GRU/RNN `activations`), or into BYTES with a NUL after each
+         * string (StringNormalizer `stopwords`). */
+        if (def->type != KILN_ATTR_STRING && def->type != KILN_ATTR_BYTES) {
             done = 0;
             break;
         }
@@ -728,6 +808,16 @@ static int set_attr(imp *im, kiln_layer *l, const kiln__op *op, const char *lb,
         char *s = kiln__malloc(len);
         if (!s) return kiln__err(KILN_ENOMEM, "out of memory");
         size_t p = 0;
+        if (def->type == KILN_ATTR_BYTES) {
+            for (size_t i = 0; i < a->n_strings; i++) {
+                if (a->strings[i].len) memcpy(s + p, a->strings[i].data, a->strings[i].len);
+                p += a->strings[i].len;
+                s[p++] = 0;
+            }
+            rc = kiln_layer_set_bytes(l, an, s, p);
+            kiln__free(s);
+            break;
+        }
         for (size_t i = 0; i < a->n_strings; i++) {
             if (i) s[p++] = ',';
             if (a->strings[i].len) memcpy(s + p, a->strings[i].data, a->strings[i].len);
@@ -897,6 +987,8 @@ static int import_node(imp *im, const Onnx__NodeProto *n, const scope *sc, int d
     if (!n->op_type || !n->op_type[0]) return kiln__err(KILN_EFORMAT, "%s: empty op_type", lb);
     int lowered = 0, lrc = lower_seq_node(im, n, sc, lb, &lowered);
     if (lowered || lrc) return lrc;
+    lrc = lower_str_node(im, n, sc, lb, &lowered);
+    if (lowered || lrc) return lrc;
     char why[768];
     const kiln__op *op = resolve_op(im, n, why, sizeof why);
     if (!op) return kiln__err(KILN_EUNSUPPORTED, "%s: %s", lb, why);
@@ -971,7 +1063,12 @@ static int import_node(imp *im, const Onnx__NodeProto *n, const scope *sc, int d
             goto done;
         }
         int p = x[0] ? parts_of(im, x) : 1;
-        if (p > 1 && !takes_sequences(n->op_type)) {
+        if (p > 1 && is_str(im, x) && strcmp(n->op_type, "StringNormalizer")) {
+            rc = kiln__err(KILN_EUNSUPPORTED, "%s: input %zu '%s' is a string tensor; in kiln only Cast, CastLike, "
+                           "Identity and StringNormalizer take strings", lb, i, x);
+            goto done;
+        }
+        if (p > 1 && !is_str(im, x) && !takes_sequences(n->op_type)) {
             rc = kiln__err(KILN_EUNSUPPORTED, "%s: input %zu '%s' is a sequence or optional value; in kiln only "
                            "the Sequence*/Optional* ops, ConcatFromSequence, Identity and If outputs handle "
                            "those%s", lb, i, x, !strcmp(n->op_type, "Loop") ? " (a Loop cannot carry one)" : "");
@@ -980,7 +1077,7 @@ static int import_node(imp *im, const Onnx__NodeProto *n, const scope *sc, int d
         ins[k++] = x;
         for (int q = 1; q < p; q++) {
             char b[600];
-            if (!(gen[ngen] = kiln__strdup(part_name(b, sizeof b, x, q)))) { rc = KILN_ENOMEM; goto done; }
+            if (!(gen[ngen] = kiln__strdup(part_name(im, b, sizeof b, x, q)))) { rc = KILN_ENOMEM; goto done; }
             ins[k++] = gen[ngen++];
         }
     }
@@ -989,9 +1086,12 @@ static int import_node(imp *im, const Onnx__NodeProto *n, const scope *sc, int d
         int p = oi < (int)n->n_output && n->output[oi][0] ? out_parts(im, n, (size_t)oi) : 1;
         if (oi < (int)n->n_output && n->output[oi][0]) {
             outs[i] = n->output[oi];
+            if (oi == 0 && is_onnx_domain(n) && !strcmp(n->op_type, "StringNormalizer") &&
+                (rc = set_str(im, n->output[oi])))
+                goto done;
             for (int q = 1; q < p && i + 1 < nout; q++) {
                 char b[600];
-                if (!(gen[ngen] = kiln__strdup(part_name(b, sizeof b, n->output[oi], q)))) { rc = KILN_ENOMEM; goto done; }
+                if (!(gen[ngen] = kiln__strdup(part_name(im, b, sizeof b, n->output[oi], q)))) { rc = KILN_ENOMEM; goto done; }
                 outs[++i] = gen[ngen++];
             }
             if ((rc = set_parts(im, n->output[oi], p))) goto done;
@@ -1187,6 +1287,23 @@ static int import_graph(imp *im, const Onnx__GraphProto *g, const scope *parent,
         const char *names[KILN_MAX_DIMS];
         const Onnx__TypeProto *tp = vi->type;
         int parts = type_parts(tp, &dt, &nd);
+        if (parts == 1 && dt == KILN_DTYPE_STRING) {
+            /* A string tensor: bytes + lengths (see lower_str_node). */
+            int64_t sd[KILN_MAX_DIMS];
+            const char *sn[KILN_MAX_DIMS];
+            rc = value_type_dims(vi, &nd, sd, sn);
+            if (!rc) rc = set_str(im, nm);
+            char pn[600];
+            const kiln_onnx_value *gv = depth == 0 ? given_value(im, part_name(im, pn, sizeof pn, nm, 1), 1) : NULL;
+            if (!rc && gv && gv->ndim == nd)
+                for (int q = 0; q < nd; q++) sd[q] = gv->dims[q], sn[q] = NULL;
+            const kiln_onnx_value *gb = depth == 0 ? given_value(im, nm, 1) : NULL;
+            int64_t bd[1] = {gb && gb->ndim == 1 ? gb->dims[0] : -1};
+            if (!rc) rc = kiln_network_add_input(net, nm, KILN_DTYPE_U8, 1, bd, NULL);
+            if (!rc) rc = kiln_network_add_input(net, pn, KILN_DTYPE_I64, nd, sd, sn);
+            if (rc) rc = kiln__err_prefix(rc, "graph input '%s'", nm);
+            continue;
+        }
         if (parts > 1) {
             /* A sequence / optional input: its parts (see "sequences"). */
             if (dt == KILN_DTYPE_UNDEFINED || kiln_dtype_size(dt) == 0 || nd > KILN_MAX_DIMS) {
@@ -1197,7 +1314,7 @@ static int import_graph(imp *im, const Onnx__GraphProto *g, const scope *parent,
             /* Each part may be given a value or a shape by name ("x:shapes"). */
             for (int k = 0; k < parts && !rc; k++) {
                 char pn[600];
-                part_name(pn, sizeof pn, nm, k);
+                part_name(im, pn, sizeof pn, nm, k);
                 kiln_dtype pdt = k == 0 ? dt : k == 1 ? KILN_DTYPE_I64 : KILN_DTYPE_BOOL;
                 int pnd = k == 0 ? 1 : k == 1 ? 2 : 0;
                 int64_t pd[2] = {-1, k == 1 ? nd : -1};
@@ -1279,11 +1396,12 @@ static int import_graph(imp *im, const Onnx__GraphProto *g, const scope *parent,
             for (size_t i = 0; i < g->n_input; i++) {
                 const char *gn = g->input[i]->name;
                 if (!vn || !gn) continue;
-                size_t gl = strlen(gn);
                 if (!strcmp(gn, vn)) found = 1;
                 /* a part of a sequence input: "x:shapes" */
-                for (int k = 1; k < parts_of(im, gn) && !found; k++)
-                    found = !strncmp(vn, gn, gl) && !strcmp(vn + gl, part_suffix[k]);
+                for (int k = 1; k < parts_of(im, gn) && !found; k++) {
+                    char pn[600];
+                    found = !strcmp(vn, part_name(im, pn, sizeof pn, gn, k));
+                }
             }
             if (!found) {
                 rc = kiln__err(KILN_ENOTFOUND, "a %s was given for '%s', which is not a graph input",
@@ -1316,7 +1434,7 @@ static int import_graph(imp *im, const Onnx__GraphProto *g, const scope *parent,
         }
         char pn[600];
         for (int k = 0, p = parts_of(im, nm); k < p && !rc; k++)
-            rc = kiln_network_mark_output(net, part_name(pn, sizeof pn, nm, k));
+            rc = kiln_network_mark_output(net, part_name(im, pn, sizeof pn, nm, k));
         if (rc) rc = kiln__err_prefix(rc, "graph '%s' output '%s'", gname, nm);
     }
     for (int i = 0; i < pad_out && !rc; i++) {
@@ -1402,6 +1520,7 @@ static int import_model(const uint8_t *buf, size_t size, const char *base_dir,
     kiln__free(im.opsets);
     strset_free(&im.seq2);
     strset_free(&im.seq3);
+    strset_free(&im.str2);
     kiln__onnx_inline_restore(inl);
     onnx__model_proto__free_unpacked(m, &kiln__onnx_pb_alloc);
     return rc;

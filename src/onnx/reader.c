@@ -636,3 +636,62 @@ KILN_API int kiln_onnx_read_sequence(const char *pb_path, kiln_onnx_sequence *ou
     if (rc) kiln_onnx_sequence_free(out);
     return rc;
 }
+
+/* ------------------------------------------------------------ string test data */
+
+KILN_API int kiln_onnx_read_strings(const char *pb_path, int *ndim, int64_t *dims, int64_t **lens, void **bytes,
+                                    size_t *nbytes) {
+    KILN__ASSERT(pb_path && ndim && dims && lens && bytes && nbytes);
+    *lens = NULL;
+    *bytes = NULL;
+    *nbytes = 0;
+    uint8_t *buf;
+    size_t size;
+    int rc = kiln__onnx_read_file(pb_path, &buf, &size);
+    if (rc) return rc;
+    rc = kiln__onnx_check_depth(buf, size);
+    if (rc) {
+        kiln__free(buf);
+        return kiln__err_prefix(rc, "%s", pb_path);
+    }
+    Onnx__TensorProto *t = onnx__tensor_proto__unpack(&kiln__onnx_pb_alloc, size, buf);
+    kiln__free(buf);
+    if (!t) return kiln__err(KILN_EFORMAT, "%s: not a valid ONNX TensorProto", pb_path);
+    int64_t n = 1;
+    if (!t->has_data_type || t->data_type != KILN_DTYPE_STRING)
+        rc = kiln__err(KILN_ETYPE, "%s: not a string tensor (data_type %d)", pb_path, t->has_data_type ? t->data_type : 0);
+    else if (t->n_dims > KILN_MAX_DIMS)
+        rc = kiln__err(KILN_EUNSUPPORTED, "%s: rank %zu exceeds %d", pb_path, t->n_dims, KILN_MAX_DIMS);
+    for (size_t i = 0; !rc && i < t->n_dims; i++) {
+        if (t->dims[i] < 0 || (t->dims[i] && n > INT64_MAX / t->dims[i]))
+            rc = kiln__err(KILN_EFORMAT, "%s: bad dim %lld", pb_path, (long long)t->dims[i]);
+        else n *= t->dims[i];
+        dims[i] = t->dims[i];
+    }
+    if (!rc && (uint64_t)n != (uint64_t)t->n_string_data)
+        rc = kiln__err(KILN_EFORMAT, "%s: dims hold %lld strings, the file %zu", pb_path, (long long)n,
+                       t->n_string_data);
+    size_t total = 0;
+    for (size_t i = 0; !rc && i < t->n_string_data; i++) total += t->string_data[i].len;
+    if (!rc) {
+        *ndim = (int)t->n_dims;
+        *lens = kiln__malloc(n ? (size_t)n * sizeof(int64_t) : 1);
+        *bytes = kiln__malloc(total ? total : 1);
+        if (!*lens || !*bytes) rc = kiln__err(KILN_ENOMEM, "%s: out of memory", pb_path);
+    }
+    for (size_t i = 0, off = 0; !rc && i < t->n_string_data; i++) {
+        if (t->string_data[i].len) memcpy((uint8_t *)*bytes + off, t->string_data[i].data, t->string_data[i].len);
+        off += t->string_data[i].len;
+        (*lens)[i] = (int64_t)t->string_data[i].len;
+    }
+    onnx__tensor_proto__free_unpacked(t, &kiln__onnx_pb_alloc);
+    if (rc) {
+        kiln_free(*lens);
+        kiln_free(*bytes);
+        *lens = NULL;
+        *bytes = NULL;
+        return rc;
+    }
+    *nbytes = total;
+    return 0;
+}
