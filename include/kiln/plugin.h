@@ -478,14 +478,17 @@ typedef struct kiln_quick_op {
      * (c->in[input].data holds it; read-only, it may be mapped from the
      * engine file).  With dst NULL, set *size to the bytes of its packed
      * form, 0 for "nothing to prepack"; else *size holds that answer: write
-     * that many bytes into dst (64-byte aligned) and leave *size as is.  The runtime calls it once per layer and constant
-     * input when an engine is built or loaded (never per run; packed forms
-     * are not stored in the engine file) and hands the result to impl as
-     * c->prepacked[input].  What prepack sees: attrs, the chosen tactic,
-     * every input's dtype/format/ndim/dims (-1 where not static at build;
-     * data only for constants), outputs likewise without data, exec NULL.
-     * The packed form may depend only on those.  Returns 0 or a KILN_E*
-     * code (with kiln_set_error), which fails the build or load. */
+     * that many bytes into dst (64-byte aligned) and leave *size as is.
+     * The runtime calls it once per layer and constant input when an
+     * engine is built or loaded (never per run; packed forms are not
+     * stored in the engine file) and hands the result to impl as
+     * c->prepacked[input]; the builder also packs for each candidate it
+     * times, so timing measures the packed path.  What prepack sees:
+     * attrs, the chosen tactic, every input's dtype/format/ndim/dims (-1
+     * where not static at build; data only for constants), outputs
+     * likewise without data, exec NULL.  The packed form may depend only on
+     * those.  Returns 0 or a KILN_E* code (with kiln_set_error), which
+     * fails the build or load. */
     int (*prepack)(const kiln_call *c, int input, void *dst, size_t *size);
 } kiln_quick_op;
 
