@@ -823,6 +823,7 @@ int kiln_cli_test_onnx(int argc, char **argv) {
     memset(&plugins, 0, sizeof plugins);
     const char *dirs[256];
     int ndirs = 0;
+    long min_pass = 0;
     for (int i = 1; i < argc; i++) {
         const char *v;
         int m;
@@ -838,14 +839,18 @@ int kiln_cli_test_onnx(int argc, char **argv) {
             r.threads = t < 1 ? 1 : (int)t;
         } else if ((m = cli_opt(argc, argv, &i, "--plugins", &v))) {
             if (m < 0 || cli_plugins_add(VERB, &plugins, v)) return 2;
+        } else if ((m = cli_opt(argc, argv, &i, "--min-pass", &v))) {
+            if (m < 0 || cli_int(VERB, "--min-pass", v, &min_pass)) return 2;
         } else if (!strcmp(argv[i], "--no-fork")) {
             r.fork = 0;
         } else if (!strcmp(argv[i], "-v") || !strcmp(argv[i], "--verbose")) {
             r.verbose = 1;
         } else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
             printf("usage: kiln test-onnx [--skip-list F] [--rtol R] [--atol A] [--threads N]\n"
-                   "                      [--plugins LIB] [--no-fork] [-v] DIR...\n"
-                   "Runs ONNX test cases (model.onnx + test_data_set_*/) or folders of them.\n");
+                   "                      [--plugins LIB] [--min-pass N] [--no-fork] [-v] DIR...\n"
+                   "Runs ONNX test cases (model.onnx + test_data_set_*/) or folders of them.\n"
+                   "Exits 1 when a case fails, or fewer than N pass (a case that stopped\n"
+                   "passing and is now skipped as unsupported).\n");
             return 0;
         } else if (argv[i][0] == '-') {
             cli_fail(VERB, "unknown option '%s' (see kiln test-onnx --help)", argv[i]);
@@ -876,5 +881,9 @@ int kiln_cli_test_onnx(int argc, char **argv) {
         free(r.skips[i].reason);
     }
     free(r.skips);
-    return r.failed || none ? 1 : 0;
+    int few = r.passed < min_pass;
+    if (few)
+        cli_fail(VERB, "%d cases passed, at least %ld expected (--min-pass): a case that passed before is "
+                 "now skipped or missing", r.passed, min_pass);
+    return r.failed || none || few ? 1 : 0;
 }

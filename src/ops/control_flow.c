@@ -10,8 +10,11 @@
  * adds: both branches (as Ifs with constant conditions, so they inline) and
  * one kiln::if_select per output, which copies the then- or the else-value
  * by the condition.  Both branches run; they must produce the same dtypes
- * and shapes (if_select checks this at build time and names the output).
- * Without `both` a runtime condition is KILN_EUNSUPPORTED.
+ * and ranks (if_select checks this at build time and names the output).
+ * if_select v2 (the importer's) lets dims differ: such a dim is
+ * data-dependent, its size tensor bounded by the larger branch (v1, equal
+ * shapes only, stays registered for older engines).  Without `both` a
+ * runtime condition is KILN_EUNSUPPORTED.
  *
  * Layout of the layer (made by the ONNX importer, see kiln/onnx.h): input 0
  * is the condition, inputs 1.. are the outer-scope values the branches use;
