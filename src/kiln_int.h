@@ -188,6 +188,15 @@ struct kiln_network {
     int *layer_hash, layer_hash_cap;
 };
 int kiln__network_find_tensor(const kiln_network *net, const char *name); /* -1 */
+/* Append src's constants and layers to dst (Loop unrolling): tensor and
+ * layer names get `prefix`; src input i reads dst tensor in_names[i] (""
+ * or NULL: absent), src output k is named out_names[k].  Attribute values
+ * are copied; graph attributes stay src's (src must outlive dst). */
+int kiln__network_append(kiln_network *dst, const kiln_network *src, const char *prefix,
+                         const char *const *in_names, const char *const *out_names);
+/* kiln_shape_inline with a network the builder takes ownership of (freed
+ * after the build, also on failure). */
+int kiln__shape_inline_owned(kiln_shape_ctx *c, kiln_network *sub);
 
 /* ------------------------------------------------------------ build/memplan */
 /* Offsets for n buffers of sizes[i] bytes alive from layer first[i] to

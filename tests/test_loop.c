@@ -260,6 +260,96 @@ TEST_IMPL(loop_early_exit) {
     kiln_engine_free(e);
 }
 
+/* ---------------------------------------------------------------- unrolled Loop
+ * v = Concat(v, x * i) grows by one row every iteration: a fixed-shape body
+ * cannot run it, so with M known at build the Loop is unrolled.  The body's
+ * cond_out = (i + 1 < stop): with the cond input the loop exits after `stop`
+ * iterations (kiln::if_select at run time); without it cond_out is ignored
+ * and all M iterations run. */
+
+enum { UNROLL_M = 5 };
+
+static kiln_network *net_growing_loop(int with_cond) {
+    kiln_network *body = kiln_network_create();
+    int64_t dv[2] = {-1, C}, dx[2] = {1, C};
+    ASSERT_OK(kiln_network_add_input(body, "i", KILN_DTYPE_I64, 0, NULL, NULL));
+    ASSERT_OK(kiln_network_add_input(body, "c", KILN_DTYPE_BOOL, 0, NULL, NULL));
+    ASSERT_OK(kiln_network_add_input(body, "v", KILN_DTYPE_F32, 2, dv, NULL));
+    ASSERT_OK(kiln_network_add_input(body, "xo", KILN_DTYPE_F32, 2, dx, NULL));
+    ASSERT_OK(kiln_network_add_input(body, "stop", KILN_DTYPE_I64, 0, NULL, NULL));
+    int64_t one = 1;
+    ASSERT_OK(kiln_network_add_constant(body, "one", KILN_DTYPE_I64, 0, NULL, &one));
+    ASSERT_OK(kiln_layer_set_int(add(body, "ai.onnx::Cast", 13, "i", NULL, "fi"), "to", KILN_DTYPE_F32));
+    add(body, "ai.onnx::Mul", 7, "xo", "fi", "xi");
+    ASSERT_OK(kiln_layer_set_int(add(body, "ai.onnx::Concat", 13, "v", "xi", "vo"), "axis", 0));
+    add(body, "ai.onnx::Add", 7, "i", "one", "i1");
+    add(body, "ai.onnx::Less", 9, "i1", "stop", "co");
+    ASSERT_OK(kiln_network_mark_output(body, "co"));
+    ASSERT_OK(kiln_network_mark_output(body, "vo"));
+
+    kiln_network *net = kiln_network_create();
+    int64_t d0[2] = {2, C}, m = UNROLL_M;
+    ASSERT_OK(kiln_network_add_input(net, "v0", KILN_DTYPE_F32, 2, d0, NULL));
+    ASSERT_OK(kiln_network_add_input(net, "x", KILN_DTYPE_F32, 2, dx, NULL));
+    ASSERT_OK(kiln_network_add_input(net, "stop", KILN_DTYPE_I64, 0, NULL, NULL));
+    if (with_cond) ASSERT_OK(kiln_network_add_input(net, "cond", KILN_DTYPE_BOOL, 0, NULL, NULL));
+    ASSERT_OK(kiln_network_add_constant(net, "M", KILN_DTYPE_I64, 0, NULL, &m));
+    const char *in[5] = {"M", with_cond ? "cond" : "", "v0", "x", "stop"}, *out[1] = {"vf"};
+    kiln_layer *l = kiln_network_add_layer(net, "ai.onnx::Loop", 13, "grow", 5, in, 1, out);
+    ASSERT(l);
+    ASSERT_OK(kiln_layer_set_graph(l, "body", body));
+    ASSERT_OK(kiln_layer_set_int(l, "num_outer", 2));
+    ASSERT_OK(kiln_layer_set_int(l, "num_outputs", 1));
+    ASSERT_OK(kiln_network_mark_output(net, "vf"));
+    return net;
+}
+
+TEST_IMPL(loop_unrolled_growing) {
+    for (int with_cond = 0; with_cond < 2; with_cond++) {
+        kiln_network *net = net_growing_loop(with_cond);
+        kiln_engine *e = build(net);
+        kiln_network_free(net);
+        kiln_context *ctx = NULL;
+        ASSERT_OK(kiln_context_create(e, 0, &ctx));
+        const int64_t stops[3] = {3, 10, 1};
+        for (int run = 0; run < 4; run++) {
+            float v0[2 * C], x[C];
+            fill_rand(v0, 2 * C, -1, 1);
+            fill_rand(x, C, -1, 1);
+            int64_t stop = stops[run % 3];
+            uint8_t cond = run != 3; /* run 3: the loop does not start */
+            size_t cap = 0;
+            ASSERT_OK(kiln_context_bind(ctx, "v0", v0, sizeof v0));
+            ASSERT_OK(kiln_context_bind(ctx, "x", x, sizeof x));
+            ASSERT_OK(kiln_context_bind(ctx, "stop", &stop, sizeof stop));
+            if (with_cond) ASSERT_OK(kiln_context_bind(ctx, "cond", &cond, 1));
+            ASSERT_OK(kiln_context_output_capacity(ctx, "vf", &cap));
+            float vf[(2 + UNROLL_M) * C * 8];
+            ASSERT(cap >= sizeof(float) * (2 + UNROLL_M) * C && cap <= sizeof vf);
+            memset(vf, 0xff, sizeof vf);
+            ASSERT_OK(kiln_context_bind(ctx, "vf", vf, cap));
+            ASSERT_OK(kiln_context_run(ctx));
+            /* naive ONNX Loop: without a cond input, cond_out is ignored */
+            int n = 0, c = with_cond ? cond : 1;
+            while (n < UNROLL_M && c) {
+                n++;
+                if (with_cond) c = n < stop;
+            }
+            int nd = 0;
+            int64_t dims[KILN_MAX_DIMS];
+            ASSERT_OK(kiln_context_shape(ctx, "vf", &nd, dims));
+            ASSERT_EQ(nd, 2);
+            ASSERT_EQ(dims[0], 2 + n);
+            ASSERT_EQ(dims[1], C);
+            for (int k = 0; k < 2 * C; k++) ASSERT_EQ(vf[k], v0[k]);
+            for (int it = 0; it < n; it++)
+                for (int k = 0; k < C; k++) ASSERT_NEAR(vf[(2 + it) * C + k], x[k] * (float)it, 1e-6);
+        }
+        kiln_context_free(ctx);
+        kiln_engine_free(e);
+    }
+}
+
 TEST_IMPL(loop_errors) {
     /* Scan outputs with M known only at run time: a clear KILN_EUNSUPPORTED. */
     kiln_network *body = kiln_network_create();
@@ -528,5 +618,5 @@ TEST_IMPL(loop_nested_scan) {
 }
 
 TEST_LIST(TEST_ENTRY(loop_scan_outputs), TEST_ENTRY(loop_engine_roundtrip), TEST_ENTRY(loop_early_exit),
-          TEST_ENTRY(loop_errors), TEST_ENTRY(scan_cumsum_axes), TEST_ENTRY(scan8_batch), TEST_ENTRY(scan_folded),
+          TEST_ENTRY(loop_errors), TEST_ENTRY(loop_unrolled_growing), TEST_ENTRY(scan_cumsum_axes), TEST_ENTRY(scan8_batch), TEST_ENTRY(scan_folded),
           TEST_ENTRY(loop_nested_scan))

@@ -57,9 +57,11 @@
  *     reads ONNX test data into this form).  Elements of one sequence
  *     share one rank.  Supported: SequenceEmpty/Construct/Insert/Erase/At/
  *     Length, SplitToSequence, ConcatFromSequence, Optional,
- *     OptionalHasElement/GetElement, Identity, and If branches returning
- *     sequences.  A Loop carrying a sequence, SequenceMap and subgraphs
- *     reading an outer sequence are KILN_EUNSUPPORTED.
+ *     OptionalHasElement/GetElement, SequenceMap (element shapes known at
+ *     build), Identity, If branches returning sequences, subgraphs reading
+ *     an outer sequence, and Loops carrying sequences when the trip count
+ *     is known at build (the loop is unrolled).  Elements of different
+ *     ranks in one sequence are KILN_EUNSUPPORTED.
  *   - string tensors: a tensor(string) `s` of shape D becomes `s` (U8, the
  *     strings' bytes concatenated) and `s:lens` (I64 of shape D, the byte
  *     length of each string).  Cast/CastLike to and from STRING,

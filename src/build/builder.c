@@ -300,6 +300,8 @@ static void builder_free(builder *b) {
     kiln__free(b->t);
     kiln__free(b->l);
     kiln__free(b->sym);
+    for (int i = 0; i < b->nowned; i++) kiln_network_free(b->owned[i]);
+    kiln__free(b->owned);
     if (b->pool) kiln__pool_free(b->pool);
     kiln__tcache_free(b->tc);
     if (b->x) kiln__exprs_free(b->x);

@@ -288,6 +288,12 @@ static int32_t node_of(emitter *E, const kiln_expr *x) {
         if (t->eidx < 0)
             return kiln__err(KILN_EINTERNAL, "build: symbol '%s' refers to tensor '%s', which is not in the engine",
                              x->name, t->name);
+        /* A size symbol's upper bound comes first: the runtime evaluates
+         * bounds in node order, and a bound may use other size symbols. */
+        if (s->kind == BS_SIZE && s->upper) {
+            int32_t u = node_of(E, s->upper);
+            if (u < 0) return u;
+        }
         n.symkind = s->kind == BS_INPUT_DIM ? KILN__SYM_INPUT_DIM : s->kind == BS_SIZE ? KILN__SYM_SIZE : KILN__SYM_VALUE;
         n.a = t->eidx;
         n.b = s->kind == BS_SIZE ? 0 : s->d;

@@ -535,3 +535,73 @@ const char *kiln_network_output_name(const kiln_network *net, int i) {
     if (i < 0 || i >= net->noutputs) return NULL;
     return net->tensors[net->outputs[i]].name;
 }
+
+/* ------------------------------------------------------------ copying (Loop unrolling) */
+
+int kiln__network_append(kiln_network *dst, const kiln_network *src, const char *prefix,
+                         const char *const *in_names, const char *const *out_names) {
+    KILN__ASSERT(dst && src && prefix);
+    int rc = 0;
+    char **map = kiln__calloc((size_t)(src->ntensors ? src->ntensors : 1), sizeof *map);
+    if (!map) return kiln__err(KILN_ENOMEM, "network: out of memory");
+    char buf[1024];
+    for (int i = 0; i < src->ninputs && !rc; i++) {
+        const char *nm = in_names[i] ? in_names[i] : "";
+        if (!(map[src->inputs[i]] = kiln__strdup(nm))) rc = kiln__err(KILN_ENOMEM, "network: out of memory");
+    }
+    for (int t = 0; t < src->ntensors && !rc; t++) {
+        const kiln__ntensor *nt = &src->tensors[t];
+        if (nt->kind != KILN__T_CONST) continue;
+        snprintf(buf, sizeof buf, "%s%s", prefix, nt->name);
+        rc = kiln_network_add_constant(dst, buf, nt->dtype, nt->ndim, nt->dims, nt->data);
+        if (!rc && !(map[t] = kiln__strdup(buf))) rc = kiln__err(KILN_ENOMEM, "network: out of memory");
+    }
+    /* Layer outputs that are src outputs take the caller's names. */
+    for (int k = 0; k < src->noutputs && !rc; k++) {
+        int t = src->outputs[k];
+        if (src->tensors[t].kind == KILN__T_LAYER && !map[t] &&
+            !(map[t] = kiln__strdup(out_names[k])))
+            rc = kiln__err(KILN_ENOMEM, "network: out of memory");
+    }
+    const char *ins[KILN_MAX_IO], *outs[KILN_MAX_IO];
+    char id[300];
+    for (int li = 0; li < src->nlayers && !rc; li++) { /* insertion order is topological */
+        const kiln_layer *l = src->layers[li];
+        if (l->nin > KILN_MAX_IO || l->nout > KILN_MAX_IO) {
+            rc = kiln__err(KILN_EUNSUPPORTED, "network copy: layer '%s' has too many inputs/outputs", l->name);
+            break;
+        }
+        for (int i = 0; i < l->nin; i++) ins[i] = l->in[i] >= 0 ? map[l->in[i]] : NULL;
+        for (int k = 0; k < l->nout && !rc; k++) {
+            int t = l->out[k];
+            if (!map[t]) {
+                snprintf(buf, sizeof buf, "%s%s", prefix, src->tensors[t].name);
+                if (!(map[t] = kiln__strdup(buf))) rc = kiln__err(KILN_ENOMEM, "network: out of memory");
+            }
+            outs[k] = map[t];
+        }
+        if (rc) break;
+        snprintf(id, sizeof id, "%s::%s", l->op->ns, l->op->name);
+        snprintf(buf, sizeof buf, "%s%s", prefix, l->name);
+        kiln_layer *nl = kiln_network_add_layer(dst, id, l->op->version, buf, l->nin, ins, l->nout, outs);
+        if (!nl) { rc = kiln__err_prefix(KILN_EINVAL, "network copy"); break; }
+        /* Attribute values by copy; graph attributes stay src's (borrowed). */
+        kiln__attrset copy;
+        rc = kiln__attrset_copy(&copy, &l->attrs);
+        if (rc) break;
+        kiln__attrset_free(&nl->attrs);
+        nl->attrs = copy;
+        nl->aot = l->aot;
+    }
+    /* src outputs that are inputs or constants: a copy under the caller's name. */
+    for (int k = 0; k < src->noutputs && !rc; k++) {
+        int t = src->outputs[k];
+        if (src->tensors[t].kind == KILN__T_LAYER) continue;
+        const char *in1[1] = {map[t]}, *out1[1] = {out_names[k]};
+        if (!kiln_network_add_layer(dst, "ai.onnx::Identity", 1, NULL, 1, in1, 1, out1))
+            rc = kiln__err_prefix(KILN_EINVAL, "network copy: output %d", k);
+    }
+    for (int t = 0; t < src->ntensors; t++) kiln__free(map[t]);
+    kiln__free(map);
+    return rc;
+}

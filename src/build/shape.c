@@ -205,6 +205,23 @@ int kiln_shape_inline(kiln_shape_ctx *c, const kiln_network *sub) {
     return 0;
 }
 
+int kiln__shape_inline_owned(kiln_shape_ctx *c, kiln_network *sub) {
+    shape_priv *p = c ? c->priv_ : NULL;
+    if (!p || !sub) {
+        kiln_network_free(sub);
+        return kiln__err(KILN_EUNSUPPORTED, "kiln_shape_inline: only the builder can inline");
+    }
+    builder *b = p->b;
+    kiln_network **o = kiln__realloc(b->owned, (size_t)(b->nowned + 1) * sizeof *o);
+    if (!o) {
+        kiln_network_free(sub);
+        return kiln__err(KILN_ENOMEM, "build: out of memory");
+    }
+    b->owned = o;
+    b->owned[b->nowned++] = sub;
+    return kiln_shape_inline(c, sub);
+}
+
 /* ------------------------------------------------------------ inference + folding */
 
 static int layer_err(builder *b, int li, int rc) {
@@ -543,12 +560,8 @@ int kiln__b_process_net(builder *b, const kiln_network *net, const int *in_map, 
     if (rc) goto out;
     for (int i = 0; i < net->ninputs; i++) {
         if (in_map) {
+            /* an absent layer input: an error only where a layer reads it */
             tmap[net->inputs[i]] = in_map[i];
-            if (in_map[i] < 0) {
-                rc = kiln__err(KILN_EINVAL, "sub-network input %d ('%s') is bound to an absent input", i,
-                               net->tensors[net->inputs[i]].name);
-                goto out;
-            }
         } else {
             rc = setup_input(b, net, i);
             if (rc < 0) goto out;
@@ -592,7 +605,8 @@ int kiln__b_process_net(builder *b, const kiln_network *net, const int *in_map, 
         for (int i = 0; i < nl->nin; i++) {
             L->in[i] = nl->in[i] >= 0 ? tmap[nl->in[i]] : -1;
             if (nl->in[i] >= 0 && L->in[i] < 0) {
-                rc = kiln__err(KILN_EINTERNAL, "layer '%s': input '%s' not available", name,
+                rc = kiln__err(KILN_EINVAL, "layer '%s': input '%s' is not available (a sub-network input "
+                               "bound to an absent input of the layer it replaces?)", name,
                                net->tensors[nl->in[i]].name);
                 goto out;
             }

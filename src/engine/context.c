@@ -33,6 +33,7 @@
 
 #include <inttypes.h>
 #include <stdio.h>
+#include <unistd.h>
 
 #define CANARY 64u
 #define CANARY_BYTE 0xC3u
@@ -524,9 +525,23 @@ static void update_view_dims(kiln_context *c, int from_layer) {
     }
 }
 
+/* This machine's memory in bytes (0: unknown). */
+static uint64_t phys_bytes(void) {
+    long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGESIZE);
+    return pages > 0 && size > 0 ? (uint64_t)pages * (uint64_t)size : 0;
+}
+
 static int grow(uint8_t **p, size_t *cap, size_t need) {
     if (need <= *cap && *p) return 0;
+    /* More than the machine has (data-dependent dims reserved at loose upper
+     * bounds, say): a clear error rather than an allocator's abort. */
+    uint64_t phys = phys_bytes();
+    if (phys && need > phys)
+        return kiln__err(KILN_ENOMEM, "out of memory: %zu bytes of context memory needed, more than this machine's "
+                         "%llu (tensors with data-dependent dims get memory for their upper bounds)", need,
+                         (unsigned long long)phys);
     size_t n = need > *cap * 3 / 2 ? need : *cap * 3 / 2;
+    if (phys && n > phys) n = need;
     if (n < 64) n = 64;
     void *q = kiln__aligned_alloc(n);
     if (!q) return kiln__err(KILN_ENOMEM, "out of memory: %zu bytes of context memory", n);

@@ -423,7 +423,7 @@ static int set_parts(imp *im, const char *name, int parts) {
 static int takes_sequences(const char *op_type) {
     static const char *const ops[] = {"SequenceInsert", "SequenceErase", "SequenceAt", "SequenceLength",
                                       "ConcatFromSequence", "OptionalHasElement", "OptionalGetElement",
-                                      "SequenceMap", NULL};
+                                      "SequenceMap", "Loop", NULL};
     for (int i = 0; ops[i]; i++)
         if (!strcmp(op_type, ops[i])) return 1;
     return 0;
@@ -463,6 +463,8 @@ static int out_parts(const imp *im, const Onnx__NodeProto *n, size_t i) {
         return i == 0 ? 2 : 1;
     if (!strcmp(t, "SequenceMap")) return 2;
     if (!strcmp(t, "StringNormalizer")) return i == 0 ? 2 : 1;
+    if (!strcmp(t, "Loop")) /* final carried values have the kind of their initial values */
+        return i + 2 < n->n_input && n->input[i + 2][0] ? parts_of(im, n->input[i + 2]) : 1;
     if (!strcmp(t, "OptionalGetElement")) return n->n_input && parts_of(im, n->input[0]) == 3 ? 2 : 1;
     if (!strcmp(t, "If")) {
         const Onnx__AttributeProto *a = find_attr(n, "then_branch");
@@ -998,6 +1000,8 @@ static int import_node(imp *im, const Onnx__NodeProto *n, const scope *sc, int d
     /* Outer-scope names used by this node's subgraphs. */
     strset fn = {0}, copy = {0};
     extra *extras = NULL;
+    char **xnames = NULL;
+    int nxnames = 0;
     int nextra = 0, rc = 0, has_graph = 0;
     const char **ins = NULL, **outs = NULL;
     char **gen = NULL;
@@ -1009,26 +1013,28 @@ static int import_node(imp *im, const Onnx__NodeProto *n, const scope *sc, int d
     }
     if (rc) goto done;
     if (fn.n) {
-        extras = kiln__calloc((size_t)fn.n, sizeof *extras);
-        if (!extras) { rc = kiln__err(KILN_ENOMEM, "out of memory"); goto done; }
+        /* a sequence/optional/string value passes as its parts (up to 3) */
+        extras = kiln__calloc((size_t)fn.n * 3, sizeof *extras);
+        xnames = kiln__calloc((size_t)fn.n * 3, sizeof *xnames);
+        if (!extras || !xnames) { rc = kiln__err(KILN_ENOMEM, "out of memory"); goto done; }
     }
     for (int i = 0; i < fn.n; i++) {
-        if (parts_of(im, fn.keys[i]) > 1) {
-            rc = kiln__err(KILN_EUNSUPPORTED, "%s: a subgraph uses the sequence/optional value '%s' of an "
-                           "enclosing graph; kiln passes only tensors into subgraphs", lb, fn.keys[i]);
-            goto done;
-        }
-        int ti = kiln__network_find_tensor(sc->net, fn.keys[i]);
-        if (ti < 0) {
-            rc = kiln__err(KILN_ENOTFOUND, "%s: a subgraph uses '%s', which no enclosing graph defines "
-                           "before this node", lb, fn.keys[i]);
-            goto done;
-        }
-        if (sc->net->tensors[ti].kind == KILN__T_CONST) {
-            if ((rc = strset_add(&copy, fn.keys[i])) < 0) goto done;
-            rc = 0;
-        } else {
-            describe_outer(sc, fn.keys[i], &extras[nextra++]);
+        for (int k = 0, p = parts_of(im, fn.keys[i]); k < p; k++) {
+            char pb[600];
+            const char *key = k ? part_name(im, pb, sizeof pb, fn.keys[i], k) : fn.keys[i];
+            int ti = kiln__network_find_tensor(sc->net, key);
+            if (ti < 0) {
+                rc = kiln__err(KILN_ENOTFOUND, "%s: a subgraph uses '%s', which no enclosing graph defines "
+                               "before this node", lb, key);
+                goto done;
+            }
+            if (k && !(key = xnames[nxnames++] = kiln__strdup(key))) { rc = KILN_ENOMEM; goto done; }
+            if (sc->net->tensors[ti].kind == KILN__T_CONST) {
+                if ((rc = strset_add(&copy, key)) < 0) goto done;
+                rc = 0;
+            } else {
+                describe_outer(sc, key, &extras[nextra++]);
+            }
         }
     }
     /* If: branch networks get a leading placeholder for the condition. */
@@ -1195,6 +1201,8 @@ done:
     kiln__free(ins);
     kiln__free(outs);
     kiln__free(extras);
+    for (int i = 0; i < nxnames; i++) kiln__free(xnames[i]);
+    kiln__free(xnames);
     strset_free(&fn);
     strset_free(&copy);
     return rc;
@@ -1273,7 +1281,10 @@ static int import_graph(imp *im, const Onnx__GraphProto *g, const scope *parent,
         if (!nm[0]) { rc = kiln__err(KILN_EFORMAT, "graph '%s': input %zu has no name", gname, i); break; }
         if (strset_has(&inits, nm)) continue; /* input with a default: a constant */
         const kiln_onnx_value *given = NULL;
-        if (depth == 0 && im->opt)
+        kiln_dtype pdt0;
+        int pnd0, multi = type_parts(vi->type, &pdt0, &pnd0);
+        multi = multi > 1 || (multi == 1 && pdt0 == KILN_DTYPE_STRING); /* values go to its parts */
+        if (depth == 0 && im->opt && !multi)
             for (int k = 0; k < im->opt->nvalues; k++)
                 if (im->opt->values[k].name && !strcmp(im->opt->values[k].name, nm)) given = &im->opt->values[k];
         if (given) {

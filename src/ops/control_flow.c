@@ -88,6 +88,20 @@ static int if_shape(kiln_shape_ctx *c) {
 /* kiln::if_select(cond, a, b) = cond ? a : b, a and b of one dtype and shape. */
 static int sel_shape(kiln_shape_ctx *c) {
     const kiln_desc *a = &c->in[1], *b = &c->in[2];
+    int cond = if_cond_value(&c->in[0]);
+    if (cond >= 0 && c->nout > 1) {
+        /* v2, condition known at build (an unrolled Loop): the chosen value
+         * itself, shape and known values included, sharing its buffer */
+        const kiln_desc *src = cond ? a : b;
+        c->out[0] = *src;
+        c->out[0].data = NULL;
+        for (int k = 1; k < c->nout; k++) {
+            memset(&c->out[k], 0, sizeof c->out[k]);
+            c->out[k].dtype = KILN_DTYPE_I64;
+            c->out[k].nvalues = -1;
+        }
+        return kiln_shape_alias(c, 0, cond ? 1 : 2);
+    }
     if (a->dtype != b->dtype)
         return kiln_set_error(KILN_ETYPE, "If with a runtime condition: the branches produce %s and %s for "
                               "one output (both must have the same type)", kiln_dtype_name(a->dtype),

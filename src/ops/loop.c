@@ -23,6 +23,12 @@
  * sets both.  A scan output has a data-dependent leading dim (the trip
  * count) unless M is a build-time constant and cond is absent; then the
  * output just after the real ones is a size tensor with upper bound M.
+ *
+ * A body whose carried values change shape between iterations (a growing
+ * sequence) cannot run on a fixed-shape sub-engine; when M is known at
+ * build (at most LOOP_UNROLL_MAX) the loop is unrolled instead
+ * (loop_unroll).  Without a cond input, the body's cond_out is ignored,
+ * as ONNX says.
  */
 #include "kiln_int.h"
 #include "loop_body.h"
@@ -135,7 +141,7 @@ static int body_describe(kiln__body *b, const char *what) {
 
 int kiln__body_check_static(const kiln__body *b, int first, int count, const char *what) {
     for (int k = first; k < first + count; k++)
-        if (b->out[k].dyn)
+        if (b->out[k].dyn == 1) /* 2: dims known at build, checked per run */
             return kiln__err(KILN_EUNSUPPORTED, "%s: body output '%s' has a shape known only at run time; kiln "
                              "runs loop bodies with fixed shapes only", what, b->out[k].name);
     return 0;
@@ -526,9 +532,34 @@ static int desc_scalar(const kiln_desc *d, int64_t *v) {
 static int loop_fix_dyn(loop_state *s, const kiln_shape_ctx *c, int N, int K) {
     kiln__body *b = &s->body;
     int need_probe = 0;
-    for (int k = 0; k < 1 + N + K; k++) {
+    /* Outputs whose dims the sub-engine's shape program computes from the
+     * fixed input shapes alone (the body declares a dim_param, say): ask it.
+     * A carried value that comes out with another shape cannot loop on a
+     * fixed-shape body (KILN_ESHAPE: the caller may unroll). */
+    kiln_context *sctx = NULL;
+    for (int k = 1; k < 1 + N + K; k++) {
         kiln__body_io *o = &b->out[k];
         if (!o->dyn) continue;
+        kiln_io_info info;
+        int dd = 1, nd = 0, rc = 0;
+        for (int i = 0; i < kiln_engine_num_inputs(b->eng) + kiln_engine_num_outputs(b->eng); i++)
+            if (!kiln_engine_io(b->eng, i, &info) && info.name && !strcmp(info.name, o->name)) dd = info.data_dependent;
+        if (dd) continue;
+        if (!sctx && (rc = kiln__body_ctx_open(b, NULL, &sctx))) return rc;
+        int64_t dims[KILN_MAX_DIMS];
+        if (kiln_context_shape(sctx, o->name, &nd, dims) || nd != o->ndim) continue;
+        if (k <= N && memcmp(dims, b->in[1 + k].dims, sizeof(int64_t) * (size_t)nd)) {
+            kiln_context_free(sctx);
+            return kiln_set_error(KILN_ESHAPE, "Loop: loop-carried value '%s' changes shape in every iteration",
+                                  o->name);
+        }
+        memcpy(o->dims, dims, sizeof(int64_t) * (size_t)nd);
+        o->dyn = 2; /* known; still checked after every run */
+    }
+    kiln_context_free(sctx);
+    for (int k = 0; k < 1 + N + K; k++) {
+        kiln__body_io *o = &b->out[k];
+        if (!o->dyn || o->dyn == 2) continue;
         if (k == 0) {
             for (int d = 0; d < o->ndim; d++) o->dims[d] = 1;
         } else if (k <= N) {
@@ -537,6 +568,7 @@ static int loop_fix_dyn(loop_state *s, const kiln_shape_ctx *c, int N, int K) {
                 return kiln_set_error(KILN_ESHAPE, "Loop: the body takes '%s' with rank %d and returns '%s' with "
                                       "rank %d", v->name, v->ndim, o->name, o->ndim);
             for (int d = 0; d < o->ndim; d++) o->dims[d] = v->dims[d];
+            need_probe = 1; /* checked by the probe when it can run */
         } else {
             need_probe = 1;
         }
@@ -545,6 +577,8 @@ static int loop_fix_dyn(loop_state *s, const kiln_shape_ctx *c, int N, int K) {
     for (int i = 2; i < c->nin; i++)
         if (!c->in[i].data)
             return kiln__body_check_static(b, 1 + N, K, "Loop");
+    int64_t keep[KILN_MAX_IO][KILN_MAX_DIMS];
+    for (int k = 1; k <= N; k++) memcpy(keep[k], b->out[k].dims, sizeof keep[k]);
     kiln_context *ctx = NULL;
     int rc = kiln__body_ctx_open(b, NULL, &ctx);
     if (rc) return rc;
@@ -554,15 +588,109 @@ static int loop_fix_dyn(loop_state *s, const kiln_shape_ctx *c, int N, int K) {
     if (!rc) rc = kiln__body_bind_in(ctx, b, 1, &cond);
     for (int i = 2; i < c->nin && !rc; i++) rc = kiln__body_bind_in(ctx, b, i, c->in[i].data);
     if (!rc) rc = kiln_context_run(ctx);
-    for (int k = 1 + N; k < 1 + N + K && !rc; k++) {
+    for (int k = 1; k < 1 + N + K && !rc; k++) {
         kiln__body_io *o = &b->out[k];
-        if (!o->dyn) continue;
+        if (o->dyn != 1) continue;
         int nd = 0;
         rc = kiln_context_shape(ctx, o->name, &nd, o->dims);
         if (!rc && nd != o->ndim) rc = kiln__err(KILN_EINTERNAL, "Loop: probe run: rank of '%s' changed", o->name);
+        if (!rc && k <= N && memcmp(o->dims, keep[k], sizeof(int64_t) * (size_t)nd))
+            rc = kiln__err(KILN_ESHAPE, "Loop: loop-carried value '%s' changes shape in iteration 0", o->name);
     }
     kiln_context_free(ctx);
     return rc ? kiln__err_prefix(rc, "Loop: probe run of iteration 0 (to learn the scan output shapes)") : 0;
+}
+
+/* The Loop as M copies of its body, when M is known at build and at most
+ * LOOP_UNROLL_MAX: for bodies a fixed-shape sub-engine cannot run (a
+ * carried value that changes shape, such as a growing sequence).  Copy k
+ * gets the iteration number k as a constant; with a condition input,
+ * copy k's results are taken only while the condition holds
+ * (kiln::if_select, which folds away when the condition is known at build)
+ * and the condition becomes cond && cond_out.  The network is inlined in
+ * place of the layer.  Scan outputs are not unrolled. */
+#define LOOP_UNROLL_MAX 64
+
+static int loop_unroll(const loop_state *s, kiln_shape_ctx *c, int64_t M, int N, int K, int E) {
+    if (K > 0)
+        return kiln_set_error(KILN_EUNSUPPORTED, "Loop: the body's carried values change shape between iterations "
+                              "and the node has scan outputs; kiln unrolls such loops only without scan outputs");
+    int bnout = kiln_network_num_outputs(s->graph);
+    if (N + 1 > KILN_MAX_IO || bnout > KILN_MAX_IO || c->nin > KILN_MAX_IO)
+        return kiln_set_error(KILN_EUNSUPPORTED, "Loop: too many values to unroll");
+    typedef char name[48];
+    struct names {
+        name in[KILN_MAX_IO], out[KILN_MAX_IO], carried[KILN_MAX_IO], cond, tmp;
+    } *nm = kiln__calloc(1, sizeof *nm);
+    kiln_network *u = kiln_network_create();
+    const char *bin[KILN_MAX_IO], *bout[KILN_MAX_IO], *cur[KILN_MAX_IO];
+    int rc = !nm || !u ? kiln__err(KILN_ENOMEM, "Loop: out of memory") : 0;
+    for (int i = 0; i < c->nin && !rc; i++) {
+        const kiln_desc *d = &c->in[i];
+        snprintf(nm->in[i], sizeof nm->in[i], "in%d", i);
+        int64_t dims[KILN_MAX_DIMS];
+        for (int k = 0; k < d->ndim; k++)
+            if (!kiln_expr_is_const(d->dims[k], &dims[k])) dims[k] = -1;
+        if (d->dtype == KILN_DTYPE_UNDEFINED) rc = kiln_network_add_input(u, nm->in[i], KILN_DTYPE_BOOL, 0, NULL, NULL);
+        else rc = kiln_network_add_input(u, nm->in[i], d->dtype, d->ndim, dims, NULL);
+    }
+    uint8_t one = 1;
+    float zero = 0;
+    if (!rc) rc = kiln_network_add_constant(u, "kiln.true", KILN_DTYPE_BOOL, 0, NULL, &one);
+    if (!rc) rc = kiln_network_add_constant(u, "kiln.zero", KILN_DTYPE_F32, 0, NULL, &zero);
+    int has_cond = c->in[1].dtype != KILN_DTYPE_UNDEFINED;
+    const char *cond = has_cond ? nm->in[1] : "kiln.true";
+    for (int j = 0; j < N; j++) cur[j] = nm->in[2 + j];
+    for (int64_t k = 0; k < M && !rc; k++) {
+        char it[32], pre[32];
+        snprintf(it, sizeof it, "it%lld", (long long)k);
+        snprintf(pre, sizeof pre, "u%lld/", (long long)k);
+        rc = kiln_network_add_constant(u, it, KILN_DTYPE_I64, 0, NULL, &k);
+        bin[0] = it;
+        bin[1] = cond;
+        for (int j = 0; j < N; j++) bin[2 + j] = cur[j];
+        for (int e = 0; e < E; e++) bin[2 + N + e] = nm->in[2 + N + e];
+        for (int o = 0; o < bnout; o++) {
+            snprintf(nm->out[o], sizeof nm->out[o], "u%lld/out%d", (long long)k, o);
+            bout[o] = nm->out[o];
+        }
+        if (!rc) rc = kiln__network_append(u, s->graph, pre, bin, bout);
+        for (int j = 0; j < N && !rc; j++) {
+            if (!has_cond) { /* no condition input: cond_out is ignored */
+                snprintf(nm->carried[j], sizeof nm->carried[j], "u%lld/out%d", (long long)k, 1 + j);
+            } else { /* taken only while the condition holds */
+                snprintf(nm->tmp, sizeof nm->tmp, "u%lld/v%d", (long long)k, j);
+                const char *si[3] = {cond, nm->out[1 + j], cur[j]}, *so[1] = {nm->tmp};
+                if (!kiln_network_add_layer(u, "kiln::if_select", 2, NULL, 3, si, 1, so))
+                    rc = kiln__err_prefix(KILN_EINTERNAL, "Loop unrolling");
+                memcpy(nm->carried[j], nm->tmp, sizeof nm->tmp);
+            }
+            cur[j] = nm->carried[j];
+        }
+        if (!rc && has_cond) {
+            snprintf(nm->tmp, sizeof nm->tmp, "u%lld/cond", (long long)k);
+            const char *ai[2] = {cond, nm->out[0]}, *ao[1] = {nm->tmp};
+            if (!kiln_network_add_layer(u, "ai.onnx::And", 7, NULL, 2, ai, 1, ao))
+                rc = kiln__err_prefix(KILN_EINTERNAL, "Loop unrolling");
+            memcpy(nm->cond, nm->tmp, sizeof nm->cond);
+            cond = nm->cond;
+        }
+    }
+    /* outputs: the final carried values, then unused padding */
+    for (int o = 0; o < c->nout && !rc; o++) {
+        char on[32];
+        snprintf(on, sizeof on, "final%d", o);
+        const char *ii[1] = {o < N ? cur[o] : "kiln.zero"}, *oo[1] = {on};
+        if (!kiln_network_add_layer(u, "ai.onnx::Identity", 1, NULL, 1, ii, 1, oo))
+            rc = kiln__err_prefix(KILN_EINTERNAL, "Loop unrolling");
+        if (!rc) rc = kiln_network_mark_output(u, on);
+    }
+    kiln__free(nm);
+    if (rc) {
+        kiln_network_free(u);
+        return kiln__err_prefix(rc, "Loop (unrolling %lld iterations)", (long long)M);
+    }
+    return kiln__shape_inline_owned(c, u);
 }
 
 static int loop_shape(void *state, kiln_shape_ctx *c) {
@@ -618,10 +746,20 @@ static int loop_shape(void *state, kiln_shape_ctx *c) {
             return kiln_set_error(KILN_ETYPE, "Loop: cond must be bool, it is %s", kiln_dtype_name(d->dtype));
     }
     kiln__body_free(&s->body);
+    /* A trip count known at build allows unrolling when a fixed-shape body
+     * cannot run the loop. */
+    int64_t mu = -1;
+    int unroll = desc_scalar(&c->in[0], &mu) && mu >= 0 && mu <= LOOP_UNROLL_MAX;
+#define LOOP_TRY_UNROLL(rc)                                                                       \
+    do {                                                                                          \
+        if ((rc) == KILN_ENOMEM || !unroll) return (rc);                                          \
+        kiln__body_free(&s->body);                                                                \
+        return loop_unroll(s, c, mu, (int)N, (int)K, (int)E);                                     \
+    } while (0)
     int rc = kiln__body_build(&s->body, s->graph, bin, nin, "Loop");
-    if (rc) return rc;
+    if (rc) LOOP_TRY_UNROLL(rc);
     rc = loop_fix_dyn(s, c, (int)N, (int)K);
-    if (rc) return rc;
+    if (rc) LOOP_TRY_UNROLL(rc);
     const kiln__body *b = &s->body;
     if (b->out[0].dtype != KILN_DTYPE_BOOL || kiln__body_io_bytes(&b->out[0]) != 1)
         return kiln_set_error(KILN_ETYPE, "Loop: body output 0 (cond_out) must be a single bool, it is %s",
@@ -630,12 +768,16 @@ static int loop_shape(void *state, kiln_shape_ctx *c) {
         const kiln__body_io *o = &b->out[1 + i], *v = &b->in[2 + i];
         int same = o->dtype == v->dtype && o->ndim == v->ndim;
         for (int d = 0; same && d < o->ndim; d++) same = o->dims[d] == v->dims[d];
-        if (!same)
-            return kiln_set_error(KILN_ESHAPE, "Loop: loop-carried value %d: the body takes '%s' (%s, rank %d) and "
-                                  "returns '%s' (%s, rank %d) with another type or shape; kiln needs them equal",
-                                  i, v->name, kiln_dtype_name(v->dtype), v->ndim, o->name,
-                                  kiln_dtype_name(o->dtype), o->ndim);
+        if (!same) {
+            rc = kiln_set_error(KILN_ESHAPE, "Loop: loop-carried value %d: the body takes '%s' (%s, rank %d) and "
+                                "returns '%s' (%s, rank %d) with another type or shape; kiln needs them equal, or "
+                                "the trip count known at build (at most %d) to unroll the loop",
+                                i, v->name, kiln_dtype_name(v->dtype), v->ndim, o->name,
+                                kiln_dtype_name(o->dtype), o->ndim, LOOP_UNROLL_MAX);
+            LOOP_TRY_UNROLL(rc);
+        }
     }
+#undef LOOP_TRY_UNROLL
     s->n_state = N;
     s->n_scan = K;
     s->n_outer = E;
@@ -758,7 +900,7 @@ static int loop_enqueue(void *state, const kiln_call *c) {
             rc = kiln__err_prefix(rc, "Loop iteration %lld", (long long)it);
             goto done;
         }
-        cond = cond_out != 0;
+        if (c->in[1].data) cond = cond_out != 0; /* without a cond input, cond_out is ignored */
         uint8_t *t = bufA;
         bufA = bufB;
         bufB = t;
