@@ -427,19 +427,36 @@ fail:
 
 /* ------------------------------------------------------------ public */
 
+/* Read a test-data file and check its nesting depth (the caller unpacks
+ * and frees *buf).  Errors name the file. */
+static int read_pb_file(const char *pb_path, uint8_t **buf, size_t *size) {
+    int rc = kiln__onnx_read_file(pb_path, buf, size);
+    if (rc) return rc;
+    rc = kiln__onnx_check_depth(*buf, *size);
+    if (rc) {
+        kiln__free(*buf);
+        *buf = NULL;
+        return kiln__err_prefix(rc, "%s", pb_path);
+    }
+    return 0;
+}
+
+/* The folder of a file (external data of test data is relative to it). */
+static void pb_dir(const char *pb_path, char *dir, size_t size) {
+    snprintf(dir, size, "%s", pb_path);
+    char *slash = strrchr(dir, '/');
+    if (slash) *slash = 0;
+    else snprintf(dir, size, ".");
+}
+
 KILN_API int kiln_onnx_read_tensor(const char *pb_path, kiln_dtype *dtype, int *ndim,
                                    int64_t *dims, void **data) {
     KILN__ASSERT(pb_path && dtype && ndim && dims && data);
     *data = NULL;
     uint8_t *buf;
     size_t size;
-    int rc = kiln__onnx_read_file(pb_path, &buf, &size);
+    int rc = read_pb_file(pb_path, &buf, &size);
     if (rc) return rc;
-    rc = kiln__onnx_check_depth(buf, size);
-    if (rc) {
-        kiln__free(buf);
-        return kiln__err_prefix(rc, "%s", pb_path);
-    }
     Onnx__TensorProto *t = onnx__tensor_proto__unpack(&kiln__onnx_pb_alloc, size, buf);
     kiln__free(buf);
     if (!t) return kiln__err(KILN_EFORMAT, "%s: not a valid ONNX TensorProto", pb_path);
@@ -448,10 +465,7 @@ KILN_API int kiln_onnx_read_tensor(const char *pb_path, kiln_dtype *dtype, int *
              t->name ? t->name : "");
     /* External data of a tensor file is relative to the file's folder. */
     char dir[PATH_MAX];
-    snprintf(dir, sizeof dir, "%s", pb_path);
-    char *slash = strrchr(dir, '/');
-    if (slash) *slash = 0;
-    else snprintf(dir, sizeof dir, ".");
+    pb_dir(pb_path, dir, sizeof dir);
     kiln__onnx_tensor x;
     rc = kiln__onnx_tensor_decode(t, dir, where, &x);
     if (!rc && x.borrowed) {
@@ -602,21 +616,13 @@ KILN_API int kiln_onnx_read_sequence(const char *pb_path, kiln_onnx_sequence *ou
     out->present = 1;
     uint8_t *buf;
     size_t size;
-    int rc = kiln__onnx_read_file(pb_path, &buf, &size);
+    int rc = read_pb_file(pb_path, &buf, &size);
     if (rc) return rc;
-    rc = kiln__onnx_check_depth(buf, size);
-    if (rc) {
-        kiln__free(buf);
-        return kiln__err_prefix(rc, "%s", pb_path);
-    }
     Onnx__SequenceProto *q = onnx__sequence_proto__unpack(&kiln__onnx_pb_alloc, size, buf);
     kiln__free(buf);
     if (!q) return kiln__err(KILN_EFORMAT, "%s: not a valid ONNX SequenceProto / OptionalProto", pb_path);
     char dir[PATH_MAX];
-    snprintf(dir, sizeof dir, "%s", pb_path);
-    char *slash = strrchr(dir, '/');
-    if (slash) *slash = 0;
-    else snprintf(dir, sizeof dir, ".");
+    pb_dir(pb_path, dir, sizeof dir);
     int et = q->has_elem_type ? q->elem_type : 0;
     if (et == 3) { /* an optional holding a sequence (or a sequence of sequences) */
         out->nested = 1;
@@ -647,13 +653,8 @@ KILN_API int kiln_onnx_read_strings(const char *pb_path, int *ndim, int64_t *dim
     *nbytes = 0;
     uint8_t *buf;
     size_t size;
-    int rc = kiln__onnx_read_file(pb_path, &buf, &size);
+    int rc = read_pb_file(pb_path, &buf, &size);
     if (rc) return rc;
-    rc = kiln__onnx_check_depth(buf, size);
-    if (rc) {
-        kiln__free(buf);
-        return kiln__err_prefix(rc, "%s", pb_path);
-    }
     Onnx__TensorProto *t = onnx__tensor_proto__unpack(&kiln__onnx_pb_alloc, size, buf);
     kiln__free(buf);
     if (!t) return kiln__err(KILN_EFORMAT, "%s: not a valid ONNX TensorProto", pb_path);
