@@ -24,7 +24,9 @@
  * that output's buffer.
  *
  * Debug mode poisons every layer output before the layer runs (a NaN bit
- * pattern for floating types, 0xA5 bytes otherwise), guards each output
+ * pattern for floating types, 0xA5 bytes otherwise; for 1- and 2-byte
+ * integers, where 0xA5 is a real value, only a run of 16 poisoned elements
+ * (or a wholly poisoned smaller tensor) is reported), guards each output
  * with 64 canary bytes, and after the layer checks both.  Outputs bound to
  * user buffers are staged in context memory (with room for the canary) and
  * copied out at the end.
@@ -862,8 +864,16 @@ static int debug_after(kiln_context *c, int32_t l) {
         if (dims_bytes(et, dims, &bytes) || bytes > cap) continue;
         uint8_t pat[8];
         size_t es = poison_pattern((kiln_dtype)et->dtype, pat);
+        /* 1- and 2-byte integers can hold the poison value for real: for
+         * them only a run of 16 poisoned elements (all of a smaller tensor)
+         * counts as unwritten. */
+        kiln_dtype dt = (kiln_dtype)et->dtype;
+        uint64_t run = es <= 2 && dt != KILN_DTYPE_BOOL && dt != KILN_DTYPE_F16 && dt != KILN_DTYPE_BF16 ? 16 : 1;
         for (uint64_t i = 0; i + es <= bytes; i += es) {
             if (memcmp(p + i, pat, es)) continue;
+            uint64_t r = 1, need = run < bytes / es ? run : bytes / es;
+            while (r < need && i + (r + 1) * es <= bytes && !memcmp(p + i + r * es, pat, es)) r++;
+            if (r < need) continue;
             uint64_t idx = i / es, rem = idx;
             char where[160];
             size_t w = 0;
