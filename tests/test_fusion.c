@@ -23,6 +23,7 @@
 #include "kiln/kiln.h"
 #include "kiln/plugin.h"
 #include "test.h"
+#include "test_ops_util.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -35,39 +36,19 @@ uint64_t kiln__file_checksum(const void *p, size_t n);
 
 static uint64_t g_seed = 0x5DEECE66Dull;
 
-static float *rnd(int64_t n) {
-    float *p = malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
-    ASSERT(p);
-    for (int64_t i = 0; i < n; i++) p[i] = test_randf(&g_seed, -1.0f, 1.0f);
-    return p;
-}
-
-static void check_close(const char *what, const float *y, const double *ref, int64_t n, double atol) {
-    for (int64_t i = 0; i < n; i++) {
-        double d = fabs((double)y[i] - ref[i]);
-        if (!(d <= atol + 1e-4 * fabs(ref[i])))
-            TEST__FAIL("%s: element %lld: got %.7g, expected %.7g", what, (long long)i,
-                       (double)y[i], ref[i]);
-    }
-}
+static float *rnd(int64_t n) { return test_rnd_f32(&g_seed, n, -1.0f, 1.0f); }
 
 /* Build `net` (output "Y" of n floats), run it on input "A" with `threads`
  * threads, output poisoned first. */
 static void run1(kiln_network *net, const float *a, int64_t na, float *y, int64_t ny, int threads) {
     ASSERT_OK(kiln_network_mark_output(net, "Y"));
-    kiln_build_config *cfg = kiln_build_config_create();
-    kiln_build_config_set_flags(cfg, KILN_BUILD_NO_TIMING);
-    kiln_build_config_set_threads(cfg, threads);
-    kiln_engine *e = NULL;
-    int rc = kiln_build(net, cfg, &e, NULL);
-    kiln_build_config_free(cfg);
-    if (rc) TEST__FAIL("build: %s", kiln_errmsg());
+    kiln_engine *e = test_build_ok(net, KILN_BUILD_NO_TIMING, threads, NULL);
     kiln_context *ctx;
     ASSERT_OK(kiln_context_create(e, threads, &ctx));
     ASSERT_OK(kiln_context_bind(ctx, "A", (void *)a, (size_t)na * sizeof(float)));
     memset(y, 0xA5, (size_t)ny * sizeof(float)); /* poison: a NaN pattern */
     ASSERT_OK(kiln_context_bind(ctx, "Y", y, (size_t)ny * sizeof(float)));
-    rc = kiln_context_run(ctx);
+    int rc = kiln_context_run(ctx);
     if (rc) TEST__FAIL("run: %s", kiln_errmsg());
     kiln_context_free(ctx);
     kiln_engine_free(e);
@@ -122,7 +103,7 @@ static void gemm_m1(const gemv_case *g, int threads) {
     char what[128];
     snprintf(what, sizeof what, "Gemm M=1 N=%lld K=%lld ta=%d tb=%d c=%d threads=%d", (long long)N,
              (long long)K, g->ta, g->tb, g->cdims, threads);
-    check_close(what, y, ref, N, 2e-6 * (double)K);
+    test_check_close(what, y, ref, N, 2e-6 * (double)K);
     free(a); free(b); free(c); free(y); free(ref);
 }
 
@@ -165,7 +146,7 @@ static void matmul_m1(int rank_a, int64_t N, int64_t K, int threads) {
     char what[96];
     snprintf(what, sizeof what, "MatMul rank(A)=%d N=%lld K=%lld threads=%d", rank_a, (long long)N,
              (long long)K, threads);
-    check_close(what, y, ref, N, 2e-6 * (double)K);
+    test_check_close(what, y, ref, N, 2e-6 * (double)K);
     free(a); free(b); free(y); free(ref);
 }
 
@@ -191,18 +172,6 @@ static kiln_layer *layer(kiln_network *net, const char *op, int ver, const char 
     kiln_layer *l = kiln_network_add_layer(net, op, ver, name, nin, ins, 1, outs);
     if (!l) TEST__FAIL("add_layer %s: %s", op, kiln_errmsg());
     return l;
-}
-
-static kiln_engine *build(const kiln_network *net, unsigned flags, int threads, kiln_build_stats *st) {
-    kiln_build_config *cfg = kiln_build_config_create();
-    kiln_build_config_set_flags(cfg, flags);
-    kiln_build_config_set_threads(cfg, threads);
-    kiln_build_config_set_timing_reps(cfg, 1);
-    kiln_engine *e = NULL;
-    int rc = kiln_build(net, cfg, &e, st);
-    kiln_build_config_free(cfg);
-    if (rc) TEST__FAIL("build: %s", kiln_errmsg());
-    return e;
 }
 
 /* Run e on input "X" (nx floats) into output "Y" (ny floats, poisoned). */
@@ -310,7 +279,7 @@ static void conv_chain(cgeo g, int nsp, int prelu, unsigned flags, int threads) 
     if (prelu) layer(net, "ai.onnx::PRelu", 16, "prelu", 2, (const char *[]){"r", "slope"}, "Y");
     ASSERT_OK(kiln_network_mark_output(net, "Y"));
     kiln_build_stats st;
-    kiln_engine *e = build(net, flags, threads, &st);
+    kiln_engine *e = test_build_ok(net, flags, threads, &st);
     kiln_network_free(net);
     ASSERT_EQ(st.fused, 2 + prelu);
     ASSERT_EQ(st.layers, 1);
@@ -333,9 +302,9 @@ static void conv_chain(cgeo g, int nsp, int prelu, unsigned flags, int threads) 
     char what[160];
     snprintf(what, sizeof what, "conv chain N=%lld C=%lld M=%lld G=%lld k=%lld nsp=%d flags=%u",
              (long long)g.N, (long long)g.C, (long long)g.M, (long long)g.G, (long long)g.k[2], nsp, flags);
-    check_close(what, y, ref, ny, 1e-4 * (double)(Cg * ksz));
+    test_check_close(what, y, ref, ny, 1e-4 * (double)(Cg * ksz));
     run_xy(e, threads, 1, x, nx, y, ny); /* debug mode: every element written */
-    check_close(what, y, ref, ny, 1e-4 * (double)(Cg * ksz));
+    test_check_close(what, y, ref, ny, 1e-4 * (double)(Cg * ksz));
     kiln_engine_free(e);
     free(x); free(w); free(bias); free(sc); free(bb); free(mean); free(var); free(slope);
     free(ref); free(y);
@@ -390,7 +359,7 @@ static void gemm_chain(int64_t M, int64_t N, int64_t K, int tb, int threads) {
     layer(net, "ai.onnx::Relu", 14, "relu", 1, (const char *[]){"p"}, "Y");
     ASSERT_OK(kiln_network_mark_output(net, "Y"));
     kiln_build_stats st;
-    kiln_engine *e = build(net, KILN_BUILD_NO_TIMING, threads, &st);
+    kiln_engine *e = test_build_ok(net, KILN_BUILD_NO_TIMING, threads, &st);
     kiln_network_free(net);
     ASSERT_EQ(st.fused, 3);
     char *txt = inspect_text(e);
@@ -410,7 +379,7 @@ static void gemm_chain(int64_t M, int64_t N, int64_t K, int tb, int threads) {
     char what[96];
     snprintf(what, sizeof what, "Gemm chain M=%lld N=%lld K=%lld tb=%d", (long long)M, (long long)N,
              (long long)K, tb);
-    check_close(what, y, ref, M * N, 1e-4 * (double)K);
+    test_check_close(what, y, ref, M * N, 1e-4 * (double)K);
     kiln_engine_free(e);
     free(x); free(w); free(wt); free(bias); free(sc); free(bb); free(mean); free(var); free(slope);
     free(ref); free(y);
@@ -438,7 +407,7 @@ TEST_IMPL(fuse_matmul_convtranspose) {
     layer(net, "ai.onnx::HardSwish", 14, "hs", 1, (const char *[]){"s"}, "Y");
     ASSERT_OK(kiln_network_mark_output(net, "Y"));
     kiln_build_stats st;
-    kiln_engine *e = build(net, KILN_BUILD_NO_TIMING, 2, &st);
+    kiln_engine *e = test_build_ok(net, KILN_BUILD_NO_TIMING, 2, &st);
     kiln_network_free(net);
     ASSERT_EQ(st.fused, 2);
     double *ref = malloc((size_t)(2 * T * C) * sizeof(double));
@@ -452,7 +421,7 @@ TEST_IMPL(fuse_matmul_convtranspose) {
         }
     float *y = malloc((size_t)(2 * T * C) * sizeof(float));
     run_xy(e, 2, 1, x, 2 * T * K, y, 2 * T * C);
-    check_close("MatMul -> Sigmoid -> HardSwish", y, ref, 2 * T * C, 1e-5 * (double)K);
+    test_check_close("MatMul -> Sigmoid -> HardSwish", y, ref, 2 * T * C, 1e-5 * (double)K);
     kiln_engine_free(e);
     free(x); free(w); free(ref); free(y);
 
@@ -474,7 +443,7 @@ TEST_IMPL(fuse_matmul_convtranspose) {
     kiln_layer *lr = layer(net, "ai.onnx::LeakyRelu", 16, "lrelu", 1, (const char *[]){"c"}, "Y");
     ASSERT_OK(kiln_layer_set_float(lr, "alpha", 0.3f));
     ASSERT_OK(kiln_network_mark_output(net, "Y"));
-    e = build(net, KILN_BUILD_NO_TIMING, 1, &st);
+    e = test_build_ok(net, KILN_BUILD_NO_TIMING, 1, &st);
     kiln_network_free(net);
     ASSERT_EQ(st.fused, 1);
     int64_t ny = N * M * OH * OW;
@@ -497,7 +466,7 @@ TEST_IMPL(fuse_matmul_convtranspose) {
         if (ref[i] < 0) ref[i] *= 0.3;
     y = malloc((size_t)ny * sizeof(float));
     run_xy(e, 1, 1, cx, N * Ci * H * W, y, ny);
-    check_close("ConvTranspose -> LeakyRelu", y, ref, ny, 1e-4 * (double)(Cg * k * k));
+    test_check_close("ConvTranspose -> LeakyRelu", y, ref, ny, 1e-4 * (double)(Cg * k * k));
     kiln_engine_free(e);
     free(cx); free(cw); free(cb); free(ref); free(y);
 }
@@ -528,7 +497,7 @@ TEST_IMPL(fuse_arith) {
     layer(net, "ai.onnx::Div", 14, "div", 2, (const char *[]){"s", "dv"}, "Y");
     ASSERT_OK(kiln_network_mark_output(net, "Y"));
     kiln_build_stats st;
-    kiln_engine *e = build(net, KILN_BUILD_NO_TIMING, 2, &st);
+    kiln_engine *e = test_build_ok(net, KILN_BUILD_NO_TIMING, 2, &st);
     kiln_network_free(net);
     ASSERT_EQ(st.fused, 4);
     char *txt = inspect_text(e);
@@ -542,7 +511,7 @@ TEST_IMPL(fuse_arith) {
     }
     float *y = malloc((size_t)ny * sizeof(float));
     run_xy(e, 2, 1, x, nx, y, ny);
-    check_close("Conv -> Mul -> Add -> Sub -> Div", y, ref, ny, 1e-3);
+    test_check_close("Conv -> Mul -> Add -> Sub -> Div", y, ref, ny, 1e-3);
     kiln_engine_free(e);
     free(ref); free(y);
 
@@ -555,7 +524,7 @@ TEST_IMPL(fuse_arith) {
     layer(net, "ai.onnx::Gemm", 11, "fc", 2, (const char *[]){"X", "B"}, "g");
     layer(net, "ai.onnx::Add", 14, "add", 2, (const char *[]){"g", "bias"}, "Y");
     ASSERT_OK(kiln_network_mark_output(net, "Y"));
-    e = build(net, KILN_BUILD_NO_TIMING, 1, &st);
+    e = test_build_ok(net, KILN_BUILD_NO_TIMING, 1, &st);
     kiln_network_free(net);
     ASSERT_EQ(st.fused, 1);
     ref = malloc((size_t)(M * N) * sizeof(double));
@@ -567,7 +536,7 @@ TEST_IMPL(fuse_arith) {
         }
     y = malloc((size_t)(M * N) * sizeof(float));
     run_xy(e, 1, 1, a, M * K, y, M * N);
-    check_close("Gemm -> Add", y, ref, M * N, 1e-4 * (double)K);
+    test_check_close("Gemm -> Add", y, ref, M * N, 1e-4 * (double)K);
     kiln_engine_free(e);
     free(x); free(w); free(ad); free(dv); free(a); free(b); free(bias); free(ref); free(y);
 }
@@ -600,7 +569,7 @@ TEST_IMPL(fuse_refused) {
         ASSERT_OK(kiln_network_mark_output(net, "Y"));
         if (mode == 1) ASSERT_OK(kiln_network_mark_output(net, "c"));
         kiln_build_stats st;
-        kiln_engine *e = build(net, KILN_BUILD_NO_TIMING, 1, &st);
+        kiln_engine *e = test_build_ok(net, KILN_BUILD_NO_TIMING, 1, &st);
         kiln_network_free(net);
         ASSERT_EQ(st.fused, 0);
         char *txt = inspect_text(e);
@@ -623,8 +592,8 @@ TEST_IMPL(fuse_refused) {
         }
         ASSERT_OK(kiln_context_run(ctx));
         kiln_context_free(ctx);
-        check_close("refused fusion", y, ref, n, 1e-4 * (double)C);
-        if (mode == 1) check_close("refused fusion: conv output", c, conv, n, 1e-4 * (double)C);
+        test_check_close("refused fusion", y, ref, n, 1e-4 * (double)C);
+        if (mode == 1) test_check_close("refused fusion: conv output", c, conv, n, 1e-4 * (double)C);
         kiln_engine_free(e);
     }
     /* KILN_BUILD_NO_FUSION keeps the layers */
@@ -637,11 +606,11 @@ TEST_IMPL(fuse_refused) {
     layer(net, "ai.onnx::Relu", 14, "relu", 1, (const char *[]){"c"}, "Y");
     ASSERT_OK(kiln_network_mark_output(net, "Y"));
     kiln_build_stats st;
-    kiln_engine *e = build(net, KILN_BUILD_NO_TIMING | KILN_BUILD_NO_FUSION, 1, &st);
+    kiln_engine *e = test_build_ok(net, KILN_BUILD_NO_TIMING | KILN_BUILD_NO_FUSION, 1, &st);
     ASSERT_EQ(st.fused, 0);
     ASSERT_EQ(st.layers, 2);
     kiln_engine_free(e);
-    e = build(net, KILN_BUILD_NO_TIMING, 1, &st);
+    e = test_build_ok(net, KILN_BUILD_NO_TIMING, 1, &st);
     ASSERT_EQ(st.fused, 1);
     ASSERT_EQ(st.layers, 1);
     kiln_engine_free(e);
@@ -674,7 +643,7 @@ TEST_IMPL(fuse_roundtrip) {
     layer(net, "ai.onnx::Clip", 13, "clip", 3, (const char *[]){"n", "lo", "hi"}, "Y");
     ASSERT_OK(kiln_network_mark_output(net, "Y"));
     kiln_build_stats st;
-    kiln_engine *e = build(net, KILN_BUILD_NO_TIMING, 1, &st);
+    kiln_engine *e = test_build_ok(net, KILN_BUILD_NO_TIMING, 1, &st);
     kiln_network_free(net);
     ASSERT_EQ(st.fused, 2);
     float *y0 = malloc((size_t)ny * sizeof(float)), *y1 = malloc((size_t)ny * sizeof(float));
@@ -697,7 +666,7 @@ TEST_IMPL(fuse_roundtrip) {
         double v = (ref[i] - mean[m]) / sqrt((double)var[m] + 1e-5) * sc[m] + bb[m];
         ref[i] = v < lo ? lo : v > hi ? hi : v;
     }
-    check_close("round trip", y1, ref, ny, 1e-3);
+    test_check_close("round trip", y1, ref, ny, 1e-3);
     kiln_engine_free(e2);
     /* Every byte flip inside the file must be refused cleanly (checksums,
      * then the FUSION checks); flip a byte near the end (the FUSION
@@ -785,7 +754,7 @@ TEST_IMPL(maxpool_unread_indices) {
         ASSERT_OK(kiln_layer_set_ints(l, "pads", (int64_t[]){p, p, p, p}, 4));
         ASSERT_OK(kiln_network_mark_output(net, "Y"));
         if (with_ind) ASSERT_OK(kiln_network_mark_output(net, "I"));
-        kiln_engine *e = build(net, KILN_BUILD_NO_TIMING, 1, NULL);
+        kiln_engine *e = test_build_ok(net, KILN_BUILD_NO_TIMING, 1, NULL);
         kiln_network_free(net);
         for (int debug = 0; debug < 2; debug++) {
             kiln_context *ctx;

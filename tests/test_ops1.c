@@ -8,6 +8,7 @@
  */
 #include "kiln/kiln.h"
 #include "test.h"
+#include "test_ops_util.h"
 
 #include <stdint.h>
 
@@ -15,84 +16,27 @@
 
 static uint64_t g_seed = 0x1234567887654321ull;
 
-typedef struct tio {
-    const char *name;
-    kiln_dtype t;
-    int nd;
-    int64_t dims[KILN_MAX_DIMS];
-    void *data;
-    int is_const; /* a network constant (build-time value) instead of an input */
-    size_t cap;   /* outputs: buffer bytes when larger than the expected shape (DDS) */
-} tio;
+/* The attributes of ops1 layers need no user data: attr_fn's ud carries
+ * the function itself. */
+typedef void (*attr1_fn)(kiln_layer *l);
+typedef struct attr1 {
+    attr1_fn fn;
+} attr1;
+static void attr1_call(kiln_layer *l, const void *ud) { ((const attr1 *)ud)->fn(l); }
 
-typedef void (*attr_fn)(kiln_layer *l);
-
-static int64_t numel(const tio *t) {
-    int64_t n = 1;
-    for (int i = 0; i < t->nd; i++) n *= t->dims[i];
-    return n;
-}
-
-/* Build + run a one-layer network; outputs are checked for shape and
- * returned in out[i].data (caller-allocated, poisoned here). */
-static int run1(const char *op, int ver, int nin, const tio *in, int nout, tio *out, attr_fn attrs,
+/* Build (no timing, `threads` threads) + run a one-layer network; outputs
+ * are checked for shape and returned in out[i].data (caller-allocated,
+ * poisoned by the harness).  Returns 0 or the first error. */
+static int run1(const char *op, int ver, int nin, const tio *in, int nout, tio *out, attr1_fn attrs,
                 int threads) {
-    kiln_network *net = kiln_network_create();
-    ASSERT(net);
-    const char *inames[16], *onames[16];
-    for (int i = 0; i < nin; i++) {
-        inames[i] = in[i].name;
-        if (!in[i].name[0]) continue;
-        if (in[i].is_const)
-            ASSERT_OK(kiln_network_add_constant(net, in[i].name, in[i].t, in[i].nd, in[i].dims, in[i].data));
-        else
-            ASSERT_OK(kiln_network_add_input(net, in[i].name, in[i].t, in[i].nd, in[i].dims, NULL));
-    }
-    for (int i = 0; i < nout; i++) onames[i] = out[i].name;
-    kiln_layer *l = kiln_network_add_layer(net, op, ver, "L", nin, inames, nout, onames);
-    if (!l) TEST__FAIL("add_layer %s: %s", op, kiln_errmsg());
-    if (attrs) attrs(l);
-    for (int i = 0; i < nout; i++) ASSERT_OK(kiln_network_mark_output(net, out[i].name));
-    kiln_build_config *cfg = kiln_build_config_create();
-    kiln_build_config_set_flags(cfg, KILN_BUILD_NO_TIMING);
-    kiln_build_config_set_threads(cfg, threads);
-    kiln_engine *e = NULL;
-    int rc = kiln_build(net, cfg, &e, NULL);
-    kiln_build_config_free(cfg);
-    kiln_network_free(net);
-    if (rc) return rc;
-    kiln_context *ctx;
-    ASSERT_OK(kiln_context_create(e, threads, &ctx));
-    kiln_context_set_debug(ctx, 1);
-    for (int i = 0; i < nin; i++)
-        if (in[i].name[0] && !in[i].is_const)
-            ASSERT_OK(kiln_context_bind(ctx, in[i].name, in[i].data,
-                                        (size_t)numel(&in[i]) * kiln_dtype_size(in[i].t)));
-    for (int i = 0; i < nout; i++) {
-        size_t bytes = (size_t)numel(&out[i]) * kiln_dtype_size(out[i].t);
-        if (out[i].cap > bytes) bytes = out[i].cap;
-        memset(out[i].data, 0xA5, bytes); /* poison */
-        ASSERT_OK(kiln_context_bind(ctx, out[i].name, out[i].data, bytes));
-    }
-    rc = kiln_context_run(ctx);
-    if (!rc)
-        for (int i = 0; i < nout; i++) {
-            int nd;
-            int64_t d[KILN_MAX_DIMS];
-            ASSERT_OK(kiln_context_shape(ctx, out[i].name, &nd, d));
-            ASSERT_EQ(nd, out[i].nd);
-            for (int k = 0; k < nd; k++) ASSERT_EQ(d[k], out[i].dims[k]);
-        }
-    kiln_context_free(ctx);
-    kiln_engine_free(e);
-    return rc;
+    test_net_opts o = {KILN_BUILD_NO_TIMING, threads, 0};
+    attr1 a = {attrs};
+    return test_net_try(&o, op, ver, nin, in, nout, out, attrs ? attr1_call : NULL, &a);
 }
 
-static void fill_f32(float *p, int64_t n, float lo, float hi) {
-    for (int64_t i = 0; i < n; i++) p[i] = test_randf(&g_seed, lo, hi);
-}
-static void fill_i32(int32_t *p, int64_t n, int lo, int hi) {
-    for (int64_t i = 0; i < n; i++) p[i] = lo + (int32_t)(test_rand_u64(&g_seed) % (uint64_t)(hi - lo));
+static void fill_f32(float *p, int64_t n, float lo, float hi) { test_fill_f32(&g_seed, p, n, lo, hi); }
+static void fill_i32(int32_t *p, int64_t n, int lo, int hi) { /* [lo, hi) */
+    for (int64_t i = 0; i < n; i++) p[i] = (int32_t)test_rnd_int(&g_seed, lo, hi - 1);
 }
 
 /* Offset of output index o (dims od, rank on) in an operand broadcast to it. */
@@ -642,7 +586,7 @@ TEST_IMPL(activation_accuracy) {
     static float X[N], Y[N];
     fill_f32(X, N, -12, 12);
     X[0] = 0; X[1] = 1e-6f; X[2] = -1e-6f; X[3] = 80; X[4] = -80; X[5] = 0.49f; X[6] = 0.51f;
-    struct { const char *op; int ver; attr_fn attrs; int kind; } cases[] = {
+    struct { const char *op; int ver; attr1_fn attrs; int kind; } cases[] = {
         {"ai.onnx::Erf", 9, NULL, 0},      {"ai.onnx::Gelu", 20, NULL, 1},
         {"ai.onnx::Gelu", 20, gelu_tanh_attr, 2}, {"ai.onnx::Tanh", 6, NULL, 3},
         {"ai.onnx::Sigmoid", 6, NULL, 4},  {"ai.onnx::HardSwish", 14, NULL, 5},
@@ -772,8 +716,8 @@ TEST_IMPL(random_shapes) {
             out.dims[i] = d;
             on *= d;
         }
-        fill_f32(A, numel(&in[0]), -2, 2);
-        fill_f32(B, numel(&in[1]), 0.5f, 2);
+        fill_f32(A, tio_numel(&in[0]), -2, 2);
+        fill_f32(B, tio_numel(&in[1]), 0.5f, 2);
         const char *ops[3] = {"ai.onnx::Sub", "ai.onnx::Div", "ai.onnx::Max"};
         int which = (int)rnd(3);
         ASSERT_OK(run1(ops[which], which == 2 ? 8 : 7, 2, in, 1, &out, NULL, 1));
@@ -794,13 +738,13 @@ TEST_IMPL(random_shapes) {
             int64_t t = perm[i]; perm[i] = perm[j]; perm[j] = t;
         }
         for (int i = 0; i < tr; i++) tout.dims[i] = tin.dims[perm[i]];
-        fill_f32(A, numel(&tin), -1, 1);
+        fill_f32(A, tio_numel(&tin), -1, 1);
         for (int i = 0; i < tr; i++) g_perm[i] = perm[i]; /* for the attr callback */
         g_perm_n = tr;
         ASSERT_OK(run1("ai.onnx::Transpose", 1, 1, &tin, 1, &tout, set_perm, 1));
         int64_t xs[KILN_MAX_DIMS], s = 1;
         for (int i = tr - 1; i >= 0; i--) { xs[i] = s; s *= tin.dims[i]; }
-        for (int64_t o = 0, n = numel(&tout); o < n; o++) {
+        for (int64_t o = 0, n = tio_numel(&tout); o < n; o++) {
             int64_t rem = o, off = 0;
             for (int i = tr - 1; i >= 0; i--) {
                 off += (rem % tout.dims[i]) * xs[perm[i]];
@@ -825,12 +769,12 @@ TEST_IMPL(random_shapes) {
         int red[KILN_MAX_DIMS] = {0};
         for (int k = 0; k < na; k++) red[axes[k] < 0 ? axes[k] + rr : axes[k]] = 1;
         for (int i = 0; i < rr; i++) rout.dims[i] = red[i] ? 1 : rin[0].dims[i];
-        fill_f32(A, numel(&rin[0]), -1, 1);
+        fill_f32(A, tio_numel(&rin[0]), -1, 1);
         ASSERT_OK(run1("ai.onnx::ReduceSum", 13, 2, rin, 1, &rout, NULL, 1));
         static double ref[1024];
-        int64_t rn = numel(&rout);
+        int64_t rn = tio_numel(&rout);
         for (int64_t o = 0; o < rn; o++) ref[o] = 0;
-        for (int64_t i = 0, n = numel(&rin[0]); i < n; i++) {
+        for (int64_t i = 0, n = tio_numel(&rin[0]); i < n; i++) {
             int64_t rem = i, o = 0, so = 1;
             for (int d = rr - 1; d >= 0; d--) {
                 int64_t c = rem % rin[0].dims[d];

@@ -16,6 +16,7 @@
 #include "kiln/plugin.h"
 #include "kiln_int.h"
 #include "test.h"
+#include "test_ops_util.h"
 
 #include <stdint.h>
 
@@ -23,82 +24,13 @@
 
 static uint64_t g_seed = 0x0F0E0D0C0B0A0908ull;
 
-typedef struct tio {
-    const char *name;
-    kiln_dtype t;
-    int nd;
-    int64_t dims[KILN_MAX_DIMS];
-    void *data;
-    int is_const;
-} tio;
-
-typedef void (*attr_fn)(kiln_layer *l, const void *ud);
-
-static int64_t numel(const tio *t) {
-    int64_t n = 1;
-    for (int i = 0; i < t->nd; i++) n *= t->dims[i];
-    return n;
-}
-
-static float *rnd(int64_t n, float lo, float hi) {
-    float *p = malloc((size_t)(n ? n : 1) * sizeof(float));
-    ASSERT(p);
-    for (int64_t i = 0; i < n; i++) p[i] = test_randf(&g_seed, lo, hi);
-    return p;
-}
+static float *rnd(int64_t n, float lo, float hi) { return test_rnd_f32(&g_seed, n, lo, hi); }
 
 /* Build (timing on unless no_timing) and run a one-layer network. */
 static void run_net(const char *op, int ver, int nin, const tio *in, int nout, tio *out,
                     attr_fn attrs, const void *ud, int no_timing) {
-    kiln_network *net = kiln_network_create();
-    ASSERT(net);
-    const char *inames[16], *onames[16];
-    for (int i = 0; i < nin; i++) {
-        inames[i] = in[i].name;
-        if (!in[i].name[0]) continue;
-        if (in[i].is_const)
-            ASSERT_OK(kiln_network_add_constant(net, in[i].name, in[i].t, in[i].nd, in[i].dims,
-                                                in[i].data));
-        else
-            ASSERT_OK(kiln_network_add_input(net, in[i].name, in[i].t, in[i].nd, in[i].dims, NULL));
-    }
-    for (int i = 0; i < nout; i++) onames[i] = out[i].name;
-    kiln_layer *l = kiln_network_add_layer(net, op, ver, "L", nin, inames, nout, onames);
-    if (!l) TEST__FAIL("add_layer %s: %s", op, kiln_errmsg());
-    if (attrs) attrs(l, ud);
-    for (int i = 0; i < nout; i++) ASSERT_OK(kiln_network_mark_output(net, out[i].name));
-    kiln_build_config *cfg = kiln_build_config_create();
-    kiln_build_config_set_flags(cfg, no_timing ? KILN_BUILD_NO_TIMING : 0);
-    kiln_build_config_set_timing_reps(cfg, 1);
-    kiln_build_config_set_threads(cfg, 2);
-    kiln_engine *e = NULL;
-    int rc = kiln_build(net, cfg, &e, NULL);
-    kiln_build_config_free(cfg);
-    kiln_network_free(net);
-    if (rc) TEST__FAIL("build %s: %s", op, kiln_errmsg());
-    kiln_context *ctx;
-    ASSERT_OK(kiln_context_create(e, 2, &ctx));
-    kiln_context_set_debug(ctx, 1);
-    for (int i = 0; i < nin; i++)
-        if (in[i].name[0] && !in[i].is_const)
-            ASSERT_OK(kiln_context_bind(ctx, in[i].name, in[i].data,
-                                        (size_t)numel(&in[i]) * kiln_dtype_size(in[i].t)));
-    for (int i = 0; i < nout; i++) {
-        size_t bytes = (size_t)numel(&out[i]) * kiln_dtype_size(out[i].t);
-        memset(out[i].data, 0xA5, bytes);
-        ASSERT_OK(kiln_context_bind(ctx, out[i].name, out[i].data, bytes));
-    }
-    rc = kiln_context_run(ctx);
-    if (rc) TEST__FAIL("run %s: %s", op, kiln_errmsg());
-    for (int i = 0; i < nout; i++) {
-        int nd;
-        int64_t d[KILN_MAX_DIMS];
-        ASSERT_OK(kiln_context_shape(ctx, out[i].name, &nd, d));
-        ASSERT_EQ(nd, out[i].nd);
-        for (int k = 0; k < nd; k++) ASSERT_EQ(d[k], out[i].dims[k]);
-    }
-    kiln_context_free(ctx);
-    kiln_engine_free(e);
+    test_net_opts o = {no_timing ? KILN_BUILD_NO_TIMING : 0, 2, 0};
+    if (test_net_try(&o, op, ver, nin, in, nout, out, attrs, ud)) TEST__FAIL("%s: %s", op, kiln_errmsg());
 }
 
 /* ---- direct impl calls with a forced tactic ------------------------------- */
@@ -246,11 +178,11 @@ static void matmul_one(int na, const int64_t *ad, int nb, const int64_t *bd, int
     tio in[2] = {{"A", KILN_DTYPE_F32, na}, {"B", KILN_DTYPE_F32, nb}};
     memcpy(in[0].dims, ad, (size_t)na * sizeof(int64_t));
     memcpy(in[1].dims, bd, (size_t)nb * sizeof(int64_t));
-    in[0].data = rnd(numel(&in[0]), -1, 1);
-    in[1].data = rnd(numel(&in[1]), -1, 1);
+    in[0].data = rnd(tio_numel(&in[0]), -1, 1);
+    in[1].data = rnd(tio_numel(&in[1]), -1, 1);
     tio out = {"Y", KILN_DTYPE_F32, ny};
     memcpy(out.dims, yd, (size_t)ny * sizeof(int64_t));
-    int64_t ny_el = numel(&out);
+    int64_t ny_el = tio_numel(&out);
     out.data = malloc((size_t)ny_el * sizeof(float));
     float *ref = malloc((size_t)ny_el * sizeof(float));
     run_net("ai.onnx::MatMul", 1, 2, in, 1, &out, NULL, NULL, 0);
@@ -362,10 +294,10 @@ static void conv_one(const conv_case *c) {
     memcpy(in[0].dims, xd, sizeof xd);
     memcpy(in[1].dims, wd, sizeof wd);
     memcpy(out.dims, yd, sizeof yd);
-    in[0].data = rnd(numel(&in[0]), -1, 1);
-    in[1].data = rnd(numel(&in[1]), -1, 1);
+    in[0].data = rnd(tio_numel(&in[0]), -1, 1);
+    in[1].data = rnd(tio_numel(&in[1]), -1, 1);
     in[2].data = rnd(c->M, -1, 1);
-    int64_t ny = numel(&out);
+    int64_t ny = tio_numel(&out);
     float *ref = malloc((size_t)ny * sizeof(float));
     out.data = malloc((size_t)ny * sizeof(float));
     conv_ref(c, in[0].data, in[1].data, c->bias ? in[2].data : NULL, ref);
@@ -436,9 +368,9 @@ TEST_IMPL(conv_transpose) {
         tio in[3] = {{"X", KILN_DTYPE_F32, 4, {1, c->C, c->H, c->W}},
                      {"W", KILN_DTYPE_F32, 4, {c->C, Mg, c->k, c->k}, NULL, 1},
                      {"B", KILN_DTYPE_F32, 1, {c->M}, NULL, 1}};
-        for (int i = 0; i < 3; i++) in[i].data = rnd(numel(&in[i]), -1, 1);
+        for (int i = 0; i < 3; i++) in[i].data = rnd(tio_numel(&in[i]), -1, 1);
         tio out = {"Y", KILN_DTYPE_F32, 4, {1, c->M, OH, OW}};
-        int64_t ny = numel(&out);
+        int64_t ny = tio_numel(&out);
         out.data = malloc((size_t)ny * sizeof(float));
         double *acc = calloc((size_t)ny, sizeof(double));
         const float *x = in[0].data, *w = in[1].data, *b = in[2].data;
@@ -495,9 +427,9 @@ TEST_IMPL(pool) {
         if (c->ceil && (OH - 1) * c->s >= c->H + c->p) OH--;
         if (c->ceil && (OW - 1) * c->s >= c->W + c->p) OW--;
         tio in = {"X", KILN_DTYPE_F32, 4, {N, C, c->H, c->W}};
-        in.data = rnd(numel(&in), -2, 2);
+        in.data = rnd(tio_numel(&in), -2, 2);
         tio out[2] = {{"Y", KILN_DTYPE_F32, 4, {N, C, OH, OW}}, {"I", KILN_DTYPE_I64, 4, {N, C, OH, OW}}};
-        int64_t ny = numel(&out[0]);
+        int64_t ny = tio_numel(&out[0]);
         out[0].data = malloc((size_t)ny * sizeof(float));
         out[1].data = malloc((size_t)ny * sizeof(int64_t));
         float *ref = malloc((size_t)ny * sizeof(float));
@@ -533,7 +465,7 @@ TEST_IMPL(pool) {
     }
     /* GlobalAveragePool */
     tio in = {"X", KILN_DTYPE_F32, 4, {2, 5, 7, 9}};
-    in.data = rnd(numel(&in), -1, 1);
+    in.data = rnd(tio_numel(&in), -1, 1);
     tio out = {"Y", KILN_DTYPE_F32, 4, {2, 5, 1, 1}};
     float y[10], ref[10];
     out.data = y;
@@ -600,7 +532,7 @@ TEST_IMPL(batchnorm) {
     tio in[5] = {{"X", KILN_DTYPE_F32, 4, {N, C, H, W}}, {"s", KILN_DTYPE_F32, 1, {C}, NULL, 1},
                  {"b", KILN_DTYPE_F32, 1, {C}, NULL, 1}, {"m", KILN_DTYPE_F32, 1, {C}, NULL, 1},
                  {"v", KILN_DTYPE_F32, 1, {C}, NULL, 1}};
-    for (int i = 0; i < 5; i++) in[i].data = rnd(numel(&in[i]), i == 4 ? 0.1f : -1, 2);
+    for (int i = 0; i < 5; i++) in[i].data = rnd(tio_numel(&in[i]), i == 4 ? 0.1f : -1, 2);
     tio out = {"Y", KILN_DTYPE_F32, 4, {N, C, H, W}};
     out.data = malloc((size_t)n * sizeof(float));
     float *ref = malloc((size_t)n * sizeof(float));
@@ -619,7 +551,7 @@ TEST_IMPL(layernorm) {
     int64_t axis = 1;
     tio in[3] = {{"X", KILN_DTYPE_F32, 3, {3, 4, 10}}, {"S", KILN_DTYPE_F32, 2, {4, 10}, NULL, 1},
                  {"B", KILN_DTYPE_F32, 2, {4, 10}, NULL, 1}};
-    for (int i = 0; i < 3; i++) in[i].data = rnd(numel(&in[i]), -2, 2);
+    for (int i = 0; i < 3; i++) in[i].data = rnd(tio_numel(&in[i]), -2, 2);
     float y[120], mean[3], rstd[3], ref[120];
     tio out[3] = {{"Y", KILN_DTYPE_F32, 3, {3, 4, 10}, y}, {"M", KILN_DTYPE_F32, 3, {3, 1, 1}, mean},
                   {"R", KILN_DTYPE_F32, 3, {3, 1, 1}, rstd}};
@@ -643,7 +575,7 @@ TEST_IMPL(layernorm) {
 TEST_IMPL(instancenorm) {
     tio in[3] = {{"X", KILN_DTYPE_F32, 4, {2, 3, 5, 4}}, {"S", KILN_DTYPE_F32, 1, {3}, NULL, 1},
                  {"B", KILN_DTYPE_F32, 1, {3}, NULL, 1}};
-    for (int i = 0; i < 3; i++) in[i].data = rnd(numel(&in[i]), -2, 2);
+    for (int i = 0; i < 3; i++) in[i].data = rnd(tio_numel(&in[i]), -2, 2);
     float y[120], ref[120];
     tio out = {"Y", KILN_DTYPE_F32, 4, {2, 3, 5, 4}, y};
     run_net("ai.onnx::InstanceNormalization", 1, 3, in, 1, &out, NULL, NULL, 0);
@@ -801,7 +733,7 @@ TEST_IMPL(lstm) {
                  {"c0", KILN_DTYPE_F32, 3, {D, B, H}},
                  {"P", KILN_DTYPE_F32, 2, {D, 3 * H}, NULL, 1}};
     int32_t lens[2] = {4, 3};
-    for (int i = 0; i < 8; i++) in[i].data = i == 4 ? (void *)lens : rnd(numel(&in[i]), -0.8f, 0.8f);
+    for (int i = 0; i < 8; i++) in[i].data = i == 4 ? (void *)lens : rnd(tio_numel(&in[i]), -0.8f, 0.8f);
     float y[80], yh[20], yc[20], ref[80] = {0}, rh[20], rc[20];
     tio out[3] = {{"Y", KILN_DTYPE_F32, 4, {S, D, B, H}, y}, {"Yh", KILN_DTYPE_F32, 3, {D, B, H}, yh},
                   {"Yc", KILN_DTYPE_F32, 3, {D, B, H}, yc}};
@@ -861,7 +793,7 @@ TEST_IMPL(gru) {
                      {"Bi", KILN_DTYPE_F32, 2, {1, 6 * H}, NULL, 1},
                      {"", 0},
                      {"h0", KILN_DTYPE_F32, 3, {1, B, H}}};
-        for (int i = 0; i < 6; i++) if (i != 4) in[i].data = rnd(numel(&in[i]), -1, 1);
+        for (int i = 0; i < 6; i++) if (i != 4) in[i].data = rnd(tio_numel(&in[i]), -1, 1);
         float y[24], yh[8], ref[24], rh[8];
         tio out[2] = {{"Y", KILN_DTYPE_F32, 4, {S, 1, B, H}, y}, {"Yh", KILN_DTYPE_F32, 3, {1, B, H}, yh}};
         run_net("ai.onnx::GRU", 7, 6, in, 2, out, gru_attrs, &lbr, 0);

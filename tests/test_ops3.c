@@ -13,6 +13,7 @@
 #include "kiln/kiln.h"
 #include "kiln/plugin.h"
 #include "test.h"
+#include "test_ops_util.h"
 
 #include <stdint.h>
 
@@ -20,111 +21,17 @@
 
 static uint64_t g_seed = 0x5EED0003A11CE5ull;
 
-typedef struct tio {
-    const char *name;     /* "" = absent optional input */
-    kiln_dtype t;
-    int nd;
-    int64_t dims[KILN_MAX_DIMS];
-    void *data;
-    int is_const;
-} tio;
-
-typedef void (*attr_fn)(kiln_layer *l, const void *ud);
-
-static int64_t numel(const tio *t) {
-    int64_t n = 1;
-    for (int i = 0; i < t->nd; i++) n *= t->dims[i];
-    return n;
-}
-
-static void *xmalloc(size_t n) {
-    void *p = malloc(n ? n : 1);
-    ASSERT(p);
-    return p;
-}
-
-static int64_t rnd_int(int64_t lo, int64_t hi) { /* [lo, hi] */
-    return lo + (int64_t)(test_rand_u64(&g_seed) % (uint64_t)(hi - lo + 1));
-}
-
-/* Build and run a one-layer network; returns 0 or the first error (build
- * or run), with kiln_errmsg() set.  Outputs are poisoned before the run. */
+/* Build (timing on, 2 threads) and run a one-layer network; returns 0 or
+ * the first error.  1-byte outputs run twice (test_net_opts.bytes_twice). */
 static int try_net(const char *op, int ver, int nin, const tio *in, int nout, tio *out,
                    attr_fn attrs, const void *ud) {
-    kiln_network *net = kiln_network_create();
-    ASSERT(net);
-    const char *inames[16], *onames[4];
-    for (int i = 0; i < nin; i++) {
-        inames[i] = in[i].name;
-        if (!in[i].name[0]) continue;
-        if (in[i].is_const)
-            ASSERT_OK(kiln_network_add_constant(net, in[i].name, in[i].t, in[i].nd, in[i].dims,
-                                                in[i].data));
-        else
-            ASSERT_OK(kiln_network_add_input(net, in[i].name, in[i].t, in[i].nd, in[i].dims, NULL));
-    }
-    for (int i = 0; i < nout; i++) onames[i] = out[i].name;
-    kiln_layer *l = kiln_network_add_layer(net, op, ver, "L", nin, inames, nout, onames);
-    if (!l) TEST__FAIL("add_layer %s: %s", op, kiln_errmsg());
-    if (attrs) attrs(l, ud);
-    for (int i = 0; i < nout; i++) ASSERT_OK(kiln_network_mark_output(net, out[i].name));
-    kiln_build_config *cfg = kiln_build_config_create();
-    kiln_build_config_set_timing_reps(cfg, 1);
-    kiln_build_config_set_threads(cfg, 2);
-    kiln_engine *e = NULL;
-    int rc = kiln_build(net, cfg, &e, NULL);
-    kiln_build_config_free(cfg);
-    kiln_network_free(net);
-    if (rc) return rc;
-    /* Debug mode poisons outputs with 0xA5 bytes and calls an element still
-     * holding the pattern unwritten: a false alarm for 1-byte outputs, where
-     * 0xA5 is a value like any other.  Those run twice instead, poisoned
-     * with 0xA5 then 0x5A, and must agree. */
-    int one_byte = 0;
-    for (int i = 0; i < nout; i++) one_byte |= kiln_dtype_size(out[i].t) == 1;
-    kiln_context *ctx;
-    ASSERT_OK(kiln_context_create(e, 2, &ctx));
-    kiln_context_set_debug(ctx, !one_byte);
-    for (int i = 0; i < nin; i++)
-        if (in[i].name[0] && !in[i].is_const)
-            ASSERT_OK(kiln_context_bind(ctx, in[i].name, in[i].data,
-                                        (size_t)numel(&in[i]) * kiln_dtype_size(in[i].t)));
-    void *first[4] = {NULL};
-    for (int run = 0; run < (one_byte ? 2 : 1) && !rc; run++) {
-        for (int i = 0; i < nout; i++) {
-            size_t bytes = (size_t)numel(&out[i]) * kiln_dtype_size(out[i].t);
-            memset(out[i].data, run ? 0x5A : 0xA5, bytes);
-            ASSERT_OK(kiln_context_bind(ctx, out[i].name, out[i].data, bytes));
-        }
-        rc = kiln_context_run(ctx);
-        for (int i = 0; i < nout && !rc && one_byte; i++) {
-            size_t bytes = (size_t)numel(&out[i]) * kiln_dtype_size(out[i].t);
-            if (!run) {
-                first[i] = xmalloc(bytes);
-                memcpy(first[i], out[i].data, bytes);
-            } else if (memcmp(first[i], out[i].data, bytes)) {
-                TEST__FAIL("%s: output '%s' differs between two runs (elements not written)", op,
-                           out[i].name);
-            }
-        }
-    }
-    for (int i = 0; i < nout; i++) free(first[i]);
-    for (int i = 0; i < nout && !rc; i++) {
-        int nd;
-        int64_t d[KILN_MAX_DIMS];
-        ASSERT_OK(kiln_context_shape(ctx, out[i].name, &nd, d));
-        ASSERT_EQ(nd, out[i].nd);
-        for (int k = 0; k < nd; k++) ASSERT_EQ(d[k], out[i].dims[k]);
-    }
-    kiln_context_free(ctx);
-    kiln_engine_free(e);
-    return rc;
+    static const test_net_opts o = {0, 2, 1};
+    return test_net_try(&o, op, ver, nin, in, nout, out, attrs, ud);
 }
 
 static void run_net(const char *op, int ver, int nin, const tio *in, int nout, tio *out,
                     attr_fn attrs, const void *ud) {
-    int rc = try_net(op, ver, nin, in, nout, out, attrs, ud);
-    if (rc) TEST__FAIL("%s: %s", op, kiln_errmsg());
+    if (try_net(op, ver, nin, in, nout, out, attrs, ud)) TEST__FAIL("%s: %s", op, kiln_errmsg());
 }
 
 /* The network must fail (at build or run) with a message containing `what`. */
@@ -176,8 +83,8 @@ static void mvn_ref(const float *x, int nd, const int64_t *dims, const int *red,
 static void mvn_check(int nd, const int64_t *dims, const mvn_case *mc, int version) {
     tio xi = {"x", KILN_DTYPE_F32, nd}, yo = {"y", KILN_DTYPE_F32, nd};
     for (int d = 0; d < nd; d++) xi.dims[d] = yo.dims[d] = dims[d];
-    int64_t n = numel(&xi);
-    float *x = xmalloc((size_t)n * 4), *y = xmalloc((size_t)n * 4), *r = xmalloc((size_t)n * 4);
+    int64_t n = tio_numel(&xi);
+    float *x = test_xmalloc((size_t)n * 4), *y = test_xmalloc((size_t)n * 4), *r = test_xmalloc((size_t)n * 4);
     for (int64_t i = 0; i < n; i++) x[i] = test_randf(&g_seed, -3, 5);
     xi.data = x;
     yo.data = y;
@@ -254,8 +161,8 @@ static void q_set(kiln_dtype t, void *p, int64_t i, int32_t v) {
 }
 
 static void *q_rand(kiln_dtype t, int64_t n) {
-    void *p = xmalloc((size_t)n);
-    for (int64_t i = 0; i < n; i++) q_set(t, p, i, (int32_t)rnd_int(q_lo(t), q_hi(t)));
+    void *p = test_xmalloc((size_t)n);
+    for (int64_t i = 0; i < n; i++) q_set(t, p, i, (int32_t)test_rnd_int(&g_seed, q_lo(t), q_hi(t)));
     return p;
 }
 
@@ -284,13 +191,13 @@ typedef struct qmm_case {
 } qmm_case;
 
 static float rnd_scale(const qmm_case *c) {
-    if (c->pow2) return ldexpf(1.0f, (int)rnd_int(-3, 0));
+    if (c->pow2) return ldexpf(1.0f, (int)test_rnd_int(&g_seed, -3, 0));
     return test_randf(&g_seed, 0.002f, 0.05f);
 }
 
 static int32_t rnd_zp(kiln_dtype t, int edge) {
     if (edge) return test_rand_u64(&g_seed) & 1 ? q_lo(t) : q_hi(t);
-    return (int32_t)rnd_int(q_lo(t), q_hi(t));
+    return (int32_t)test_rnd_int(&g_seed, q_lo(t), q_hi(t));
 }
 
 static void qmm_check(const qmm_case *c) {
@@ -328,9 +235,9 @@ static void qmm_check(const qmm_case *c) {
         }
         z->nd = s->nd;
         memcpy(z->dims, s->dims, sizeof z->dims);
-        int64_t n = numel(s);
-        float *sv = xmalloc((size_t)n * 4);
-        void *zv = xmalloc((size_t)n);
+        int64_t n = tio_numel(s);
+        float *sv = test_xmalloc((size_t)n * 4);
+        void *zv = test_xmalloc((size_t)n);
         for (int64_t i = 0; i < n; i++) {
             sv[i] = rnd_scale(c);
             q_set(z->t, zv, i, rnd_zp(z->t, c->edge_zp));
@@ -340,8 +247,8 @@ static void qmm_check(const qmm_case *c) {
         if (w) s->is_const = z->is_const = c->const_b;
     }
     in[3].is_const = c->const_b;
-    in[0].data = q_rand(c->ta, numel(&in[0]));
-    in[3].data = q_rand(c->tb, numel(&in[3]));
+    in[0].data = q_rand(c->ta, tio_numel(&in[0]));
+    in[3].data = q_rand(c->tb, tio_numel(&in[3]));
     float ys = c->sy;
     uint8_t yzv;
     q_set(c->ty, &yzv, 0, rnd_zp(c->ty, c->edge_zp));
@@ -351,8 +258,8 @@ static void qmm_check(const qmm_case *c) {
     for (int i = 0; i < nb; i++) out.dims[out.nd++] = bd[i];
     if (c->nda >= 2) out.dims[out.nd++] = M;
     if (c->ndb >= 2) out.dims[out.nd++] = N;
-    int64_t ny = numel(&out);
-    out.data = xmalloc((size_t)ny);
+    int64_t ny = tio_numel(&out);
+    out.data = test_xmalloc((size_t)ny);
     run_net("ai.onnx::QLinearMatMul", 10, 8, in, 1, &out, NULL, NULL);
 
     const float *as = in[1].data, *bs = in[4].data;
@@ -426,7 +333,7 @@ TEST_IMPL(qlinearmatmul) {
 TEST_IMPL(qlinearmatmul_ties) {
     uint8_t a[32], b[3] = {1, 1, 1}, zero = 0, y[32 * 3];
     float half = 0.5f, one = 1.0f;
-    for (int i = 0; i < 32; i++) a[i] = (uint8_t)(i < 2 ? 255 - i : rnd_int(0, 255));
+    for (int i = 0; i < 32; i++) a[i] = (uint8_t)(i < 2 ? 255 - i : test_rnd_int(&g_seed, 0, 255));
     tio in[8] = {
         {"a", KILN_DTYPE_U8, 2, {32, 1}, a}, {"as", KILN_DTYPE_F32, 0, {0}, &half, 1},
         {"az", KILN_DTYPE_U8, 0, {0}, &zero, 1}, {"b", KILN_DTYPE_U8, 2, {1, 3}, b, 1},
@@ -511,25 +418,25 @@ static void qconv_check(const qconv_case *c) {
     q_set(c->tx, &xz, 0, rnd_zp(c->tx, c->edge_zp));
     q_set(c->ty, &yz, 0, rnd_zp(c->ty, c->edge_zp));
     int64_t nws = in[4].dims[0];
-    float *ws = xmalloc((size_t)nws * 4);
-    void *wz = xmalloc((size_t)nws);
+    float *ws = test_xmalloc((size_t)nws * 4);
+    void *wz = test_xmalloc((size_t)nws);
     for (int64_t i = 0; i < nws; i++) {
         ws[i] = test_randf(&g_seed, 0.002f, 0.02f);
         q_set(c->tw, wz, i, rnd_zp(c->tw, c->edge_zp));
     }
-    int32_t *bias = xmalloc((size_t)c->M * 4);
-    for (int64_t i = 0; i < c->M; i++) bias[i] = (int32_t)rnd_int(-20000, 20000);
-    in[0].data = q_rand(c->tx, numel(&in[0]));
+    int32_t *bias = test_xmalloc((size_t)c->M * 4);
+    for (int64_t i = 0; i < c->M; i++) bias[i] = (int32_t)test_rnd_int(&g_seed, -20000, 20000);
+    in[0].data = q_rand(c->tx, tio_numel(&in[0]));
     in[1].data = &xs;
     in[2].data = &xz;
-    in[3].data = q_rand(c->tw, numel(&in[3]));
+    in[3].data = q_rand(c->tw, tio_numel(&in[3]));
     in[4].data = ws;
     in[5].data = wz;
     in[6].data = &ys;
     in[7].data = &yz;
     in[8].data = bias;
-    int64_t ny = numel(&yo);
-    yo.data = xmalloc((size_t)ny);
+    int64_t ny = tio_numel(&yo);
+    yo.data = test_xmalloc((size_t)ny);
     run_net("ai.onnx::QLinearConv", 10, c->bias ? 9 : 8, in, 1, &yo, qconv_attrs, c);
 
     /* naive reference, spatial dims padded to 3 with 1s */
@@ -750,10 +657,10 @@ static void tfidf_check(const tfidf_case *c, kiln_dtype xt, int nd, int64_t rows
     for (int64_t i = 0; i < c->nidx; i++)
         if (c->idx[i] + 1 > S) S = c->idx[i] + 1;
     int64_t n = rows * C;
-    int64_t *x64 = xmalloc((size_t)n * 8);
-    void *xd = xmalloc((size_t)n * 8);
+    int64_t *x64 = test_xmalloc((size_t)n * 8);
+    void *xd = test_xmalloc((size_t)n * 8);
     for (int64_t i = 0; i < n; i++) {
-        x64[i] = rnd_int(0, alphabet - 1);
+        x64[i] = test_rnd_int(&g_seed, 0, alphabet - 1);
         if (xt == KILN_DTYPE_I32) ((int32_t *)xd)[i] = (int32_t)x64[i];
         else ((int64_t *)xd)[i] = x64[i];
     }
@@ -766,7 +673,7 @@ static void tfidf_check(const tfidf_case *c, kiln_dtype xt, int nd, int64_t rows
         xi.dims[0] = C;
         yo.dims[0] = S;
     }
-    float *y = xmalloc((size_t)(rows * S) * 4), *r = xmalloc((size_t)(rows * S) * 4);
+    float *y = test_xmalloc((size_t)(rows * S) * 4), *r = test_xmalloc((size_t)(rows * S) * 4);
     yo.data = y;
     run_net("ai.onnx::TfIdfVectorizer", 9, 1, &xi, 1, &yo, tfidf_attrs, c);
     tfidf_ref(c, x64, rows, C, S, r);

@@ -1,7 +1,10 @@
 /*
  * test_ops_util.h — pieces the engine tests share: the identity shape
- * function their test ops use, and a one-layer engine over the sample
- * plugin library (sample::elemwise_add on two f32[6] inputs).
+ * function their test ops use, a one-layer engine over the sample plugin
+ * library (sample::elemwise_add on two f32[6] inputs), fresh random
+ * inputs, a tolerance check against a double reference, a build helper,
+ * and the op tests' one-layer network harness (test_net_try over tio
+ * descriptions of inputs and outputs).
  */
 #ifndef KILN_TEST_OPS_UTIL_H
 #define KILN_TEST_OPS_UTIL_H
@@ -36,6 +39,178 @@ static inline kiln_engine *build_sample_add_engine(unsigned flags) {
     kiln_build_config_free(cfg);
     kiln_network_free(net);
     return e;
+}
+
+/* ---- random inputs, buffers, comparison --------------------------------- */
+
+/* malloc(n) that fails the test instead of returning NULL (n = 0: 1 byte). */
+static inline void *test_xmalloc(size_t n) {
+    void *p = malloc(n ? n : 1);
+    ASSERT(p);
+    return p;
+}
+
+/* p[0..n) uniform in [lo, hi) from the xorshift stream *seed. */
+static inline void test_fill_f32(uint64_t *seed, float *p, int64_t n, float lo, float hi) {
+    for (int64_t i = 0; i < n; i++) p[i] = test_randf(seed, lo, hi);
+}
+
+/* n fresh floats uniform in [lo, hi) (malloc'd, the caller frees). */
+static inline float *test_rnd_f32(uint64_t *seed, int64_t n, float lo, float hi) {
+    float *p = test_xmalloc((size_t)(n > 0 ? n : 0) * sizeof(float));
+    test_fill_f32(seed, p, n, lo, hi);
+    return p;
+}
+
+/* An integer uniform in [lo, hi] (both ends included). */
+static inline int64_t test_rnd_int(uint64_t *seed, int64_t lo, int64_t hi) {
+    return lo + (int64_t)(test_rand_u64(seed) % (uint64_t)(hi - lo + 1));
+}
+
+/* Every y[i] within atol + 1e-4 * |ref[i]| of ref[i], else the test fails
+ * naming `what`, the element and both values. */
+static inline void test_check_close(const char *what, const float *y, const double *ref, int64_t n,
+                                    double atol) {
+    for (int64_t i = 0; i < n; i++) {
+        double d = fabs((double)y[i] - ref[i]);
+        if (!(d <= atol + 1e-4 * fabs(ref[i])))
+            TEST__FAIL("%s: element %lld: got %.7g, expected %.7g", what, (long long)i,
+                       (double)y[i], ref[i]);
+    }
+}
+
+/* ---- building ------------------------------------------------------------- */
+
+/* kiln_build of `net` with build `flags` (KILN_BUILD_*), `threads` threads
+ * and one timing repetition; returns kiln_build's status (message in
+ * kiln_errmsg()), the engine in *e.  `st` may be NULL.  net is kept. */
+static inline int test_build_net(const kiln_network *net, unsigned flags, int threads, kiln_engine **e,
+                                 kiln_build_stats *st) {
+    kiln_build_config *cfg = kiln_build_config_create();
+    ASSERT(cfg);
+    kiln_build_config_set_flags(cfg, flags);
+    kiln_build_config_set_threads(cfg, threads);
+    kiln_build_config_set_timing_reps(cfg, 1);
+    *e = NULL;
+    int rc = kiln_build(net, cfg, e, st);
+    kiln_build_config_free(cfg);
+    return rc;
+}
+
+/* test_build_net that must succeed; returns the engine. */
+static inline kiln_engine *test_build_ok(const kiln_network *net, unsigned flags, int threads,
+                                         kiln_build_stats *st) {
+    kiln_engine *e;
+    int rc = test_build_net(net, flags, threads, &e, st);
+    if (rc) TEST__FAIL("build: %s", kiln_errmsg());
+    return e;
+}
+
+/* ---- one-layer networks (the op tests' harness) ---------------------------- */
+
+/* One tensor of a one-layer test network. */
+typedef struct tio {
+    const char *name; /* inputs: "" = an absent optional input */
+    kiln_dtype t;
+    int nd;
+    int64_t dims[KILN_MAX_DIMS]; /* outputs: the expected shape */
+    void *data;                  /* caller-owned; outputs are poisoned before a run */
+    int is_const; /* a network constant (build-time value) instead of an input */
+    size_t cap;   /* outputs: buffer bytes when larger than the expected shape (DDS) */
+} tio;
+
+/* Sets the layer's attributes; ud is the harness caller's. */
+typedef void (*attr_fn)(kiln_layer *l, const void *ud);
+
+/* How test_net_try builds and runs. */
+typedef struct test_net_opts {
+    unsigned flags;  /* build flags (KILN_BUILD_NO_TIMING: no tactic timing) */
+    int threads;     /* builder and context threads */
+    int bytes_twice; /* 1-byte outputs: see test_net_try */
+} test_net_opts;
+
+/* Elements of a tio's expected shape. */
+static inline int64_t tio_numel(const tio *t) {
+    int64_t n = 1;
+    for (int i = 0; i < t->nd; i++) n *= t->dims[i];
+    return n;
+}
+
+/* Build and run a network of one layer `op` (version ver, named "L") over
+ * in[] (inputs or constants) giving out[]; returns 0 or the first error
+ * (build or run) with kiln_errmsg() set.  Runs in debug mode (every output
+ * element must be written, canaries intact) with outputs poisoned (0xA5);
+ * after a successful run the output shapes must equal out[i].dims.
+ * Debug mode calls an element still holding 0xA5 unwritten: a false alarm
+ * for 1-byte outputs, where 0xA5 is a value like any other.  With
+ * o->bytes_twice, a network with a 1-byte output runs twice instead,
+ * without debug mode, poisoned with 0xA5 then 0x5A, and both runs must
+ * agree. */
+static inline int test_net_try(const test_net_opts *o, const char *op, int ver, int nin, const tio *in,
+                               int nout, tio *out, attr_fn attrs, const void *ud) {
+    enum { MAXIO = 16 };
+    ASSERT(nin <= MAXIO && nout <= MAXIO);
+    kiln_network *net = kiln_network_create();
+    ASSERT(net);
+    const char *inames[MAXIO], *onames[MAXIO];
+    for (int i = 0; i < nin; i++) {
+        inames[i] = in[i].name;
+        if (!in[i].name[0]) continue;
+        if (in[i].is_const)
+            ASSERT_OK(kiln_network_add_constant(net, in[i].name, in[i].t, in[i].nd, in[i].dims,
+                                                in[i].data));
+        else
+            ASSERT_OK(kiln_network_add_input(net, in[i].name, in[i].t, in[i].nd, in[i].dims, NULL));
+    }
+    for (int i = 0; i < nout; i++) onames[i] = out[i].name;
+    kiln_layer *l = kiln_network_add_layer(net, op, ver, "L", nin, inames, nout, onames);
+    if (!l) TEST__FAIL("add_layer %s: %s", op, kiln_errmsg());
+    if (attrs) attrs(l, ud);
+    for (int i = 0; i < nout; i++) ASSERT_OK(kiln_network_mark_output(net, out[i].name));
+    kiln_engine *e;
+    int rc = test_build_net(net, o->flags, o->threads, &e, NULL);
+    kiln_network_free(net);
+    if (rc) return rc;
+    int twice = 0;
+    for (int i = 0; i < nout && o->bytes_twice; i++) twice |= kiln_dtype_size(out[i].t) == 1;
+    kiln_context *ctx;
+    ASSERT_OK(kiln_context_create(e, o->threads, &ctx));
+    kiln_context_set_debug(ctx, !twice);
+    for (int i = 0; i < nin; i++)
+        if (in[i].name[0] && !in[i].is_const)
+            ASSERT_OK(kiln_context_bind(ctx, in[i].name, in[i].data,
+                                        (size_t)tio_numel(&in[i]) * kiln_dtype_size(in[i].t)));
+    void *first[MAXIO] = {NULL};
+    for (int run = 0; run < (twice ? 2 : 1) && !rc; run++) {
+        for (int i = 0; i < nout; i++) {
+            size_t bytes = (size_t)tio_numel(&out[i]) * kiln_dtype_size(out[i].t);
+            if (out[i].cap > bytes) bytes = out[i].cap;
+            memset(out[i].data, run ? 0x5A : 0xA5, bytes);
+            ASSERT_OK(kiln_context_bind(ctx, out[i].name, out[i].data, bytes));
+        }
+        rc = kiln_context_run(ctx);
+        for (int i = 0; i < nout && !rc && twice; i++) {
+            size_t bytes = (size_t)tio_numel(&out[i]) * kiln_dtype_size(out[i].t);
+            if (!run) {
+                first[i] = test_xmalloc(bytes);
+                memcpy(first[i], out[i].data, bytes);
+            } else if (memcmp(first[i], out[i].data, bytes)) {
+                TEST__FAIL("%s: output '%s' differs between two runs (elements not written)", op,
+                           out[i].name);
+            }
+        }
+    }
+    for (int i = 0; i < nout; i++) free(first[i]);
+    for (int i = 0; i < nout && !rc; i++) {
+        int nd;
+        int64_t d[KILN_MAX_DIMS];
+        ASSERT_OK(kiln_context_shape(ctx, out[i].name, &nd, d));
+        ASSERT_EQ(nd, out[i].nd);
+        for (int k = 0; k < nd; k++) ASSERT_EQ(d[k], out[i].dims[k]);
+    }
+    kiln_context_free(ctx);
+    kiln_engine_free(e);
+    return rc;
 }
 
 #endif

@@ -24,6 +24,7 @@
 #include "kiln/plugin.h"
 #include "kiln_int.h"
 #include "test.h"
+#include "test_ops_util.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -33,20 +34,7 @@
 
 static uint64_t g_seed = 0x9E3779B97F4A7C15ull;
 
-static float *rnd(int64_t n) {
-    float *p = malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
-    ASSERT(p);
-    for (int64_t i = 0; i < n; i++) p[i] = test_randf(&g_seed, -1.0f, 1.0f);
-    return p;
-}
-
-static void check_close(const char *what, const float *y, const double *ref, int64_t n, double atol) {
-    for (int64_t i = 0; i < n; i++) {
-        double d = fabs((double)y[i] - ref[i]);
-        if (!(d <= atol + 1e-4 * fabs(ref[i])))
-            TEST__FAIL("%s: element %lld: got %.7g, expected %.7g", what, (long long)i, (double)y[i], ref[i]);
-    }
-}
+static float *rnd(int64_t n) { return test_rnd_f32(&g_seed, n, -1.0f, 1.0f); }
 
 /* ---- test::wmm ----------------------------------------------------------- */
 
@@ -208,7 +196,7 @@ static void run_wmm(kiln_context *ctx, int64_t M, const float *w, const float *b
             for (int64_t k = 0; k < K_; k++) s += (double)x[i * K_ + k] * w[k * N_ + j];
             ref[i * N_ + j] = alpha * s + b[j];
         }
-    check_close("test::wmm", y, ref, M * N_, 1e-5 * K_);
+    test_check_close("test::wmm", y, ref, M * N_, 1e-5 * K_);
     free(x);
 }
 
@@ -442,7 +430,7 @@ static void conv_direct_call(const conv_case *cc, int tactic, kiln_exec *ex) {
              n ? "prepacked" : "not prepacked");
     if (memcmp(y0, y1, (size_t)yn * sizeof(float)) != 0) TEST__FAIL("%s: packed W changed the result", what);
     conv_ref(cc, o, x, w, b, ref);
-    check_close(what, y1, ref, yn, 1e-5 * (double)(wn / cc->M));
+    test_check_close(what, y1, ref, yn, 1e-5 * (double)(wn / cc->M));
     /* direct (tactic 3) on a 1-D/2-D conv does not use a GEMM: no blob */
     if (tactic == 3 && cc->nsp < 3) ASSERT_EQ(n, 0);
     if (tactic == 2 || tactic == 4) ASSERT(n > 0);
@@ -480,6 +468,32 @@ TEST_IMPL(prepack_conv_identical) {
     kiln__pool_free(p3);
 }
 
+/* Build `net` (freed here) without timing on `threads` threads, *packed:
+ * whether a layer holds its input 1 (the weights) packed.  Run it twice
+ * (the second run reuses everything) on input `an` (na floats) and, when
+ * `bn` is set, input `bn` (nb floats), into output "Y" (ny floats,
+ * poisoned before). */
+static void run_packed(kiln_network *net, int threads, const char *an, const float *a, int64_t na,
+                       const char *bn, const float *b, int64_t nb, float *y, int64_t ny, int *packed) {
+    kiln_engine *e = test_build_ok(net, KILN_BUILD_NO_TIMING, threads, NULL);
+    kiln_network_free(net);
+    *packed = 0;
+    for (int32_t i = 0; i < e->nlayers; i++)
+        if (e->layers[i].prepacked && e->layers[i].prepacked[1]) *packed = 1;
+    kiln_context *c;
+    ASSERT_OK(kiln_context_create(e, threads, &c));
+    ASSERT_OK(kiln_context_bind(c, an, (void *)a, (size_t)na * sizeof(float)));
+    if (bn) ASSERT_OK(kiln_context_bind(c, bn, (void *)b, (size_t)nb * sizeof(float)));
+    memset(y, 0xA5, (size_t)ny * sizeof(float));
+    ASSERT_OK(kiln_context_bind(c, "Y", y, (size_t)ny * sizeof(float)));
+    for (int r = 0; r < 2; r++) {
+        int rc = kiln_context_run(c);
+        if (rc) TEST__FAIL("run: %s", kiln_errmsg());
+    }
+    kiln_context_free(c);
+    kiln_engine_free(e);
+}
+
 /* Through the engine: W constant (packed once) vs W a network input
  * (packed per call): the same bits, close to the naive reference. */
 static void conv_engine(const conv_case *cc, int w_const, const float *x, const float *w, const float *b,
@@ -509,29 +523,7 @@ static void conv_engine(const conv_case *cc, int w_const, const float *x, const 
     ASSERT_OK(kiln_layer_set_ints(l, "pads", p, 2 * cc->nsp));
     ASSERT_OK(kiln_layer_set_int(l, "group", cc->G));
     ASSERT_OK(kiln_network_mark_output(net, "Y"));
-    kiln_build_config *cfg = kiln_build_config_create();
-    kiln_build_config_set_flags(cfg, KILN_BUILD_NO_TIMING);
-    kiln_build_config_set_threads(cfg, 2);
-    kiln_engine *e = NULL;
-    int rc = kiln_build(net, cfg, &e, NULL);
-    kiln_build_config_free(cfg);
-    kiln_network_free(net);
-    if (rc) TEST__FAIL("build: %s", kiln_errmsg());
-    *packed = 0;
-    for (int32_t i = 0; i < e->nlayers; i++)
-        if (e->layers[i].prepacked && e->layers[i].prepacked[1]) *packed = 1;
-    kiln_context *c;
-    ASSERT_OK(kiln_context_create(e, 2, &c));
-    ASSERT_OK(kiln_context_bind(c, "X", (void *)x, (size_t)xn * sizeof(float)));
-    if (!w_const) ASSERT_OK(kiln_context_bind(c, "W", (void *)w, (size_t)wn * sizeof(float)));
-    memset(y, 0xA5, (size_t)yn * sizeof(float));
-    ASSERT_OK(kiln_context_bind(c, "Y", y, (size_t)yn * sizeof(float)));
-    for (int r = 0; r < 2; r++) { /* the second run reuses everything */
-        rc = kiln_context_run(c);
-        if (rc) TEST__FAIL("run: %s", kiln_errmsg());
-    }
-    kiln_context_free(c);
-    kiln_engine_free(e);
+    run_packed(net, 2, "X", x, xn, w_const ? NULL : "W", w, wn, y, yn, packed);
 }
 
 TEST_IMPL(prepack_conv_engine) {
@@ -559,7 +551,7 @@ TEST_IMPL(prepack_conv_engine) {
         if (memcmp(y0, y1, (size_t)yn * sizeof(float)) != 0)
             TEST__FAIL("Conv case %zu: constant W (packed once) differs from W as an input", i);
         conv_ref(cc, o, x, w, b, ref);
-        check_close("Conv engine", y1, ref, yn, 1e-5 * (double)(wn / cc->M));
+        test_check_close("Conv engine", y1, ref, yn, 1e-5 * (double)(wn / cc->M));
         free(x); free(w); free(b); free(y0); free(y1); free(ref);
     }
 }
@@ -601,29 +593,7 @@ static void mm_engine(const mm_case *mc, int b_const, int threads, const float *
         ASSERT_OK(kiln_layer_set_float(l, "beta", mc->beta));
     }
     ASSERT_OK(kiln_network_mark_output(net, "Y"));
-    kiln_build_config *cfg = kiln_build_config_create();
-    kiln_build_config_set_flags(cfg, KILN_BUILD_NO_TIMING);
-    kiln_build_config_set_threads(cfg, threads);
-    kiln_engine *e = NULL;
-    int rc = kiln_build(net, cfg, &e, NULL);
-    kiln_build_config_free(cfg);
-    kiln_network_free(net);
-    if (rc) TEST__FAIL("build: %s", kiln_errmsg());
-    *packed = 0;
-    for (int32_t i = 0; i < e->nlayers; i++)
-        if (e->layers[i].prepacked && e->layers[i].prepacked[1]) *packed = 1;
-    kiln_context *c;
-    ASSERT_OK(kiln_context_create(e, threads, &c));
-    ASSERT_OK(kiln_context_bind(c, "A", (void *)a, (size_t)(rows * mc->K) * sizeof(float)));
-    if (!b_const) ASSERT_OK(kiln_context_bind(c, "B", (void *)bm, (size_t)(mc->K * mc->N) * sizeof(float)));
-    memset(y, 0xA5, (size_t)yn * sizeof(float));
-    ASSERT_OK(kiln_context_bind(c, "Y", y, (size_t)yn * sizeof(float)));
-    for (int r = 0; r < 2; r++) {
-        rc = kiln_context_run(c);
-        if (rc) TEST__FAIL("run: %s", kiln_errmsg());
-    }
-    kiln_context_free(c);
-    kiln_engine_free(e);
+    run_packed(net, threads, "A", a, rows * mc->K, b_const ? NULL : "B", bm, mc->K * mc->N, y, yn, packed);
 }
 
 TEST_IMPL(prepack_gemm_matmul) {
@@ -666,7 +636,7 @@ TEST_IMPL(prepack_gemm_matmul) {
                     if (mc->gemm) s = mc->alpha * s + (mc->beta != 0.0f ? (double)mc->beta * cv[j] : 0.0);
                     ref[r * mc->N + j] = s;
                 }
-            check_close(what, y1, ref, yn, 2e-6 * (double)mc->K);
+            test_check_close(what, y1, ref, yn, 2e-6 * (double)mc->K);
             free(a); free(bm); free(cv); free(y0); free(y1); free(ref);
         }
 }
