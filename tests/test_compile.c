@@ -6,6 +6,7 @@
  */
 #include "kiln_int.h"
 #include "test.h"
+#include "test_ops_util.h"
 
 #include <dirent.h>
 #include <dlfcn.h>
@@ -50,6 +51,22 @@ static void setup(void) {
     }
     g_log[0] = 0;
     kiln_log_set(KILN_LOG_VERBOSE, capture, NULL);
+}
+
+enum { DIR_MAX = 400, FILE_MAX = 512 };
+
+/* A user's plugin source file: a fresh directory <test cache dir>/
+ * <prefix>-XXXXXX (path in dir) holding `name` (path in file) with
+ * `text`.  The caller removes both. */
+static void user_file(char dir[DIR_MAX], char file[FILE_MAX], const char *prefix, const char *name,
+                      const char *text) {
+    snprintf(dir, DIR_MAX, "%s/%s-XXXXXX", g_cache, prefix);
+    ASSERT(mkdtemp(dir) != NULL);
+    snprintf(file, FILE_MAX, "%s/%s", dir, name);
+    FILE *f = fopen(file, "w");
+    ASSERT(f != NULL);
+    fputs(text, f);
+    fclose(f);
 }
 
 /* Names in a directory, sorted into one string "a b c". */
@@ -201,14 +218,8 @@ TEST_IMPL(compile_errors) {
     ASSERT_CONTAINS(kiln_errmsg(), "undeclared_thing");
 
     /* A file: the messages name the user's file and line. */
-    char dir[400], file[512];
-    snprintf(dir, sizeof dir, "%s/user-XXXXXX", g_cache);
-    ASSERT(mkdtemp(dir) != NULL);
-    snprintf(file, sizeof file, "%s/bad_plugin.c", dir);
-    FILE *f = fopen(file, "w");
-    ASSERT(f != NULL);
-    fputs("#include <kiln/plugin.h>\n\nstatic int x = ;\n", f);
-    fclose(f);
+    char dir[DIR_MAX], file[FILE_MAX];
+    user_file(dir, file, "user", "bad_plugin.c", "#include <kiln/plugin.h>\n\nstatic int x = ;\n");
     rc = kiln_plugin_compile(file, NULL, &p);
     ASSERT_EQ(rc, KILN_ECOMPILE);
     ASSERT_CONTAINS(kiln_errmsg(), "bad_plugin.c:3:");
@@ -246,14 +257,8 @@ TEST_IMPL(compile_errors) {
 
 TEST_IMPL(compile_user_files_untouched) {
     setup();
-    char dir[400], file[512];
-    snprintf(dir, sizeof dir, "%s/src-XXXXXX", g_cache);
-    ASSERT(mkdtemp(dir) != NULL);
-    snprintf(file, sizeof file, "%s/my_ops.c", dir);
-    FILE *f = fopen(file, "w");
-    ASSERT(f != NULL);
-    fputs(plain_src, f);
-    fclose(f);
+    char dir[DIR_MAX], file[FILE_MAX];
+    user_file(dir, file, "src", "my_ops.c", plain_src);
     struct stat st0;
     ASSERT(stat(file, &st0) == 0);
     char before[4096], after[4096];
@@ -296,21 +301,6 @@ static kiln_exec make_exec(int threads) {
     return ex;
 }
 
-static kiln_tensor make_tensor(void *data, int ndim, const int64_t *dims) {
-    kiln_tensor t;
-    memset(&t, 0, sizeof t);
-    t.data = data;
-    t.dtype = KILN_DTYPE_F32;
-    t.ndim = ndim;
-    int64_t s = 1;
-    for (int i = ndim - 1; i >= 0; i--) {
-        t.dims[i] = dims[i];
-        t.strides[i] = s;
-        s *= dims[i];
-    }
-    return t;
-}
-
 TEST_IMPL(compile_load_quick_op) {
     setup();
     kiln_compile_options o = {.is_source = 1};
@@ -332,7 +322,7 @@ TEST_IMPL(compile_load_quick_op) {
         y[i] = NAN;
     }
     int64_t dims[1] = {N};
-    kiln_tensor in = make_tensor(x, 1, dims), out = make_tensor(y, 1, dims);
+    kiln_tensor in = test_tensor_f32(x, 1, dims), out = test_tensor_f32(y, 1, dims);
     kiln_exec ex = make_exec(2);
     kiln__attrset as;
     ASSERT_OK(kiln__attrset_init(&as, op));
@@ -427,7 +417,7 @@ static void run_interp(const kiln__op *op, int64_t N, int64_t C, int64_t H, int6
     float *in = malloc((size_t)nin * sizeof *in), *out = malloc((size_t)nout * sizeof *out);
     for (int64_t i = 0; i < nin; i++) in[i] = test_randf(&seed, -2, 2);
     memset(out, 0xff, (size_t)nout * sizeof *out); /* NaN poison */
-    kiln_tensor ti = make_tensor(in, 4, in_dims), to = make_tensor(out, 4, od);
+    kiln_tensor ti = test_tensor_f32(in, 4, in_dims), to = test_tensor_f32(out, 4, od);
     kiln_exec ex = make_exec(threads);
     kiln_call c = {.in = &ti, .nin = 1, .out = &to, .nout = 1, .attrs = &av, .exec = &ex,
                    .layer = "interp"};
@@ -464,7 +454,7 @@ TEST_IMPL(compile_interpolate_sample) {
     float in[4] = {1, 2, 3, 4}, out[16];
     memset(out, 0xff, sizeof out);
     int64_t di[4] = {1, 1, 2, 2}, dox[4] = {1, 1, 4, 4};
-    kiln_tensor ti = make_tensor(in, 4, di), to = make_tensor(out, 4, dox);
+    kiln_tensor ti = test_tensor_f32(in, 4, di), to = test_tensor_f32(out, 4, dox);
     kiln__attrset as;
     ASSERT_OK(kiln__attrset_init(&as, op));
     kiln_attr_value v;

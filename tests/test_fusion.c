@@ -174,6 +174,26 @@ static kiln_layer *layer(kiln_network *net, const char *op, int ver, const char 
     return l;
 }
 
+/* in -> BatchNormalization (version ver; constants scale, bb, mean, var of
+ * [m] from the arrays) -> out. */
+static void add_bn(kiln_network *net, int ver, const char *in, const char *out, int64_t m, const float *sc,
+                   const float *bb, const float *mean, const float *var) {
+    int64_t md[1] = {m};
+    add_const(net, "scale", 1, md, sc);
+    add_const(net, "bb", 1, md, bb);
+    add_const(net, "mean", 1, md, mean);
+    add_const(net, "var", 1, md, var);
+    layer(net, "ai.onnx::BatchNormalization", ver, "bn", 5, (const char *[]){in, "scale", "bb", "mean", "var"},
+          out);
+}
+
+/* in -> Clip to [*lo, *hi] (scalar constants "lo", "hi") -> out. */
+static void add_clip(kiln_network *net, const char *in, const char *out, const float *lo, const float *hi) {
+    add_const(net, "lo", 0, NULL, lo);
+    add_const(net, "hi", 0, NULL, hi);
+    layer(net, "ai.onnx::Clip", 13, "clip", 3, (const char *[]){in, "lo", "hi"}, out);
+}
+
 /* Run e on input "X" (nx floats) into output "Y" (ny floats, poisoned). */
 static void run_xy(const kiln_engine *e, int threads, int debug, const float *x, int64_t nx, float *y,
                    int64_t ny) {
@@ -265,17 +285,10 @@ static void conv_chain(cgeo g, int nsp, int prelu, unsigned flags, int threads) 
     ASSERT_OK(kiln_network_add_input(net, "X", KILN_DTYPE_F32, 2 + nsp, xd, NULL));
     add_const(net, "W", 2 + nsp, wd, w);
     add_const(net, "B", 1, md, bias);
-    add_const(net, "scale", 1, md, sc);
-    add_const(net, "bb", 1, md, bb);
-    add_const(net, "mean", 1, md, mean);
-    add_const(net, "var", 1, md, var);
-    add_const(net, "lo", 0, NULL, &lo);
-    add_const(net, "hi", 0, NULL, &hi);
     add_const(net, "slope", 1 + nsp, sd, slope);
     conv_attrs(layer(net, "ai.onnx::Conv", 11, "conv", 3, (const char *[]){"X", "W", "B"}, "c"), &g, nsp);
-    layer(net, "ai.onnx::BatchNormalization", 15, "bn", 5,
-          (const char *[]){"c", "scale", "bb", "mean", "var"}, "n");
-    layer(net, "ai.onnx::Clip", 13, "clip", 3, (const char *[]){"n", "lo", "hi"}, prelu ? "r" : "Y");
+    add_bn(net, 15, "c", "n", g.M, sc, bb, mean, var);
+    add_clip(net, "n", prelu ? "r" : "Y", &lo, &hi);
     if (prelu) layer(net, "ai.onnx::PRelu", 16, "prelu", 2, (const char *[]){"r", "slope"}, "Y");
     ASSERT_OK(kiln_network_mark_output(net, "Y"));
     kiln_build_stats st;
@@ -347,14 +360,10 @@ static void gemm_chain(int64_t M, int64_t N, int64_t K, int tb, int threads) {
         for (int64_t j = 0; j < N; j++) wt[tb ? j * K + k : k * N + j] = w[k * N + j];
     add_const(net, "W", 2, wd, wt);
     add_const(net, "B", 1, nd, bias);
-    add_const(net, "scale", 1, nd, sc);
-    add_const(net, "bb", 1, nd, bb);
-    add_const(net, "mean", 1, nd, mean);
-    add_const(net, "var", 1, nd, var);
     add_const(net, "slope", 1, nd, slope);
     kiln_layer *g = layer(net, "ai.onnx::Gemm", 13, "fc", 3, (const char *[]){"X", "W", "B"}, "g");
     ASSERT_OK(kiln_layer_set_int(g, "transB", tb));
-    layer(net, "ai.onnx::BatchNormalization", 9, "bn", 5, (const char *[]){"g", "scale", "bb", "mean", "var"}, "n");
+    add_bn(net, 9, "g", "n", N, sc, bb, mean, var);
     layer(net, "ai.onnx::PRelu", 16, "prelu", 2, (const char *[]){"n", "slope"}, "p");
     layer(net, "ai.onnx::Relu", 14, "relu", 1, (const char *[]){"p"}, "Y");
     ASSERT_OK(kiln_network_mark_output(net, "Y"));
@@ -628,19 +637,13 @@ TEST_IMPL(fuse_roundtrip) {
     for (int i = 0; i < 8; i++) var[i] = 0.5f + var[i] * var[i];
     float lo = 0.0f, hi = 0.5f;
     kiln_network *net = kiln_network_create();
-    int64_t xd[4] = {1, 3, 9, 8}, wd[4] = {8, 3, 3, 3}, md[1] = {8};
+    int64_t xd[4] = {1, 3, 9, 8}, wd[4] = {8, 3, 3, 3};
     ASSERT_OK(kiln_network_add_input(net, "X", KILN_DTYPE_F32, 4, xd, NULL));
     add_const(net, "W", 4, wd, w);
-    add_const(net, "scale", 1, md, sc);
-    add_const(net, "bb", 1, md, bb);
-    add_const(net, "mean", 1, md, mean);
-    add_const(net, "var", 1, md, var);
-    add_const(net, "lo", 0, NULL, &lo);
-    add_const(net, "hi", 0, NULL, &hi);
     kiln_layer *cl = layer(net, "ai.onnx::Conv", 11, "conv_2", 2, (const char *[]){"X", "W"}, "c");
     ASSERT_OK(kiln_layer_set_ints(cl, "pads", (int64_t[]){1, 1, 1, 1}, 4));
-    layer(net, "ai.onnx::BatchNormalization", 15, "bn", 5, (const char *[]){"c", "scale", "bb", "mean", "var"}, "n");
-    layer(net, "ai.onnx::Clip", 13, "clip", 3, (const char *[]){"n", "lo", "hi"}, "Y");
+    add_bn(net, 15, "c", "n", 8, sc, bb, mean, var);
+    add_clip(net, "n", "Y", &lo, &hi);
     ASSERT_OK(kiln_network_mark_output(net, "Y"));
     kiln_build_stats st;
     kiln_engine *e = test_build_ok(net, KILN_BUILD_NO_TIMING, 1, &st);

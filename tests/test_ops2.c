@@ -44,21 +44,6 @@ typedef struct attr_kv {
     const char *s;
 } attr_kv;
 
-static kiln_tensor mk_tensor(void *data, int nd, const int64_t *dims) {
-    kiln_tensor t;
-    memset(&t, 0, sizeof t);
-    t.data = data;
-    t.dtype = KILN_DTYPE_F32;
-    t.ndim = nd;
-    int64_t s = 1;
-    for (int i = nd - 1; i >= 0; i--) {
-        t.dims[i] = dims[i];
-        t.strides[i] = s;
-        s *= dims[i];
-    }
-    return t;
-}
-
 static void run_tactic(const char *name, int ver, int tactic, int nin, kiln_tensor *in,
                        kiln_tensor *out, const attr_kv *kv, int nkv) {
     const kiln__op *op = kiln__registry_find("ai.onnx", name, ver);
@@ -314,9 +299,9 @@ static void conv_one(const conv_case *c) {
                     {"pads", KILN_ATTR_ARRAY, 0, 2 * c->nsp, pads},
                     {"group", KILN_ATTR_INT, c->G}};
     for (int tactic = 0; tactic <= 4; tactic++) {
-        kiln_tensor ti[3] = {mk_tensor(in[0].data, nd, xd), mk_tensor(in[1].data, nd, wd),
-                             mk_tensor(in[2].data, 1, &c->M)};
-        kiln_tensor to = mk_tensor(out.data, nd, yd);
+        kiln_tensor ti[3] = {test_tensor_f32(in[0].data, nd, xd), test_tensor_f32(in[1].data, nd, wd),
+                             test_tensor_f32(in[2].data, 1, &c->M)};
+        kiln_tensor to = test_tensor_f32(out.data, nd, yd);
         run_tactic("Conv", 1, tactic, c->bias ? 3 : 2, ti, &to, kv, 4);
         char what[64];
         snprintf(what, sizeof what, "Conv tactic %d", tactic);

@@ -726,31 +726,23 @@ TEST_IMPL(tfidf_errors) {
     tio xi = {"x", KILN_DTYPE_I32, 1, {6}, x}, yo = {"y", KILN_DTYPE_F32, 1, {7}, y};
     tfidf_case c = {1, 2, 0, "TF", 2, {0, 4}, 10, {2, 3, 5, 4, 5, 6, 7, 8, 6, 7}, 7,
                     {0, 1, 2, 3, 4, 5, 6}};
-    tfidf_case bad = c;
-    bad.strings = 1;
-    expect_fail("ai.onnx::TfIdfVectorizer", 9, 1, &xi, 1, &yo, tfidf_attrs, &bad,
-                "pool_strings is not supported");
-    bad = c;
-    bad.mode = "BM25";
-    expect_fail("ai.onnx::TfIdfVectorizer", 9, 1, &xi, 1, &yo, tfidf_attrs, &bad,
-                "mode must be TF, IDF or TFIDF");
-    bad = c;
-    bad.nidx = 6;
-    expect_fail("ai.onnx::TfIdfVectorizer", 9, 1, &xi, 1, &yo, tfidf_attrs, &bad,
-                "ngram_indexes has 6 entries, the pool holds 7");
-    bad = c;
-    bad.counts[1] = 5;
-    expect_fail("ai.onnx::TfIdfVectorizer", 9, 1, &xi, 1, &yo, tfidf_attrs, &bad,
-                "not a multiple of 2");
-    bad = c;
-    bad.min_n = 3;
-    expect_fail("ai.onnx::TfIdfVectorizer", 9, 1, &xi, 1, &yo, tfidf_attrs, &bad,
-                "min_gram_length <= max_gram_length");
-    bad = c;
-    bad.mode = "IDF";
-    bad.nweights = 3;
-    expect_fail("ai.onnx::TfIdfVectorizer", 9, 1, &xi, 1, &yo, tfidf_attrs, &bad,
-                "weights has 3 values");
+    /* each case breaks one field of c */
+    enum { NBAD = 6 };
+    static const char *const want[NBAD] = {
+        "pool_strings is not supported", "mode must be TF, IDF or TFIDF",
+        "ngram_indexes has 6 entries, the pool holds 7", "not a multiple of 2",
+        "min_gram_length <= max_gram_length", "weights has 3 values",
+    };
+    tfidf_case bad[NBAD];
+    for (int i = 0; i < NBAD; i++) bad[i] = c;
+    bad[0].strings = 1;
+    bad[1].mode = "BM25";
+    bad[2].nidx = 6;
+    bad[3].counts[1] = 5;
+    bad[4].min_n = 3;
+    bad[5].mode = "IDF"; bad[5].nweights = 3;
+    for (int i = 0; i < NBAD; i++)
+        expect_fail("ai.onnx::TfIdfVectorizer", 9, 1, &xi, 1, &yo, tfidf_attrs, &bad[i], want[i]);
     float xf[6] = {0};
     tio xfl = {"x", KILN_DTYPE_F32, 1, {6}, xf};
     expect_fail("ai.onnx::TfIdfVectorizer", 9, 1, &xfl, 1, &yo, tfidf_attrs, &c,

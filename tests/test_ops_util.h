@@ -79,6 +79,23 @@ static inline void test_check_close(const char *what, const float *y, const doub
     }
 }
 
+/* A dense f32 tensor (row-major strides) over caller-owned data, for
+ * calling an op's impl directly. */
+static inline kiln_tensor test_tensor_f32(void *data, int nd, const int64_t *dims) {
+    kiln_tensor t;
+    memset(&t, 0, sizeof t);
+    t.data = data;
+    t.dtype = KILN_DTYPE_F32;
+    t.ndim = nd;
+    int64_t s = 1;
+    for (int i = nd - 1; i >= 0; i--) {
+        t.dims[i] = dims[i];
+        t.strides[i] = s;
+        s *= dims[i];
+    }
+    return t;
+}
+
 /* ---- building ------------------------------------------------------------- */
 
 /* kiln_build of `net` with build `flags` (KILN_BUILD_*), `threads` threads

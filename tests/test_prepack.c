@@ -301,17 +301,44 @@ static void set_ints(kiln__attrset *a, const char *name, const int64_t *v, int64
     ASSERT_OK(kiln__attrset_set(a, name, &val));
 }
 
-static void dense(kiln_tensor *t, kiln_dtype dt, int nd, const int64_t *dims, void *data) {
-    memset(t, 0, sizeof *t);
-    t->dtype = dt;
-    t->ndim = nd;
-    t->data = data;
-    int64_t s = 1;
-    for (int i = nd - 1; i >= 0; i--) {
-        t->dims[i] = dims[i];
-        t->strides[i] = s;
-        s *= dims[i];
+/* A conv case's tensors: dims of X, W, Y (rank nd), element counts, the
+ * output's spatial dims, fresh random X, W, bias and two result buffers
+ * (the callers poison them) with room for the reference. */
+typedef struct conv_io {
+    int nd;
+    int64_t xd[5], wd[5], yd[5], o[3], xn, wn, yn;
+    float *x, *w, *b, *y0, *y1;
+    double *ref;
+} conv_io;
+
+static void conv_io_init(conv_io *io, const conv_case *cc) {
+    io->nd = cc->nsp + 2;
+    io->xd[0] = io->yd[0] = cc->N;
+    io->xd[1] = cc->C;
+    io->wd[0] = io->yd[1] = cc->M;
+    io->wd[1] = cc->C / cc->G;
+    io->xn = cc->N * cc->C;
+    io->wn = cc->M * (cc->C / cc->G);
+    io->yn = cc->N * cc->M;
+    for (int i = 0; i < cc->nsp; i++) {
+        io->o[i] = (cc->sp[i] + 2 * cc->p - cc->d * (cc->k[i] - 1) - 1) / cc->s + 1;
+        io->xd[2 + i] = cc->sp[i];
+        io->wd[2 + i] = cc->k[i];
+        io->yd[2 + i] = io->o[i];
+        io->xn *= cc->sp[i];
+        io->wn *= cc->k[i];
+        io->yn *= io->o[i];
     }
+    io->x = rnd(io->xn);
+    io->w = rnd(io->wn);
+    io->b = rnd(cc->M);
+    io->y0 = test_xmalloc((size_t)io->yn * sizeof(float));
+    io->y1 = test_xmalloc((size_t)io->yn * sizeof(float));
+    io->ref = test_xmalloc((size_t)io->yn * sizeof(double));
+}
+
+static void conv_io_free(conv_io *io) {
+    free(io->x); free(io->w); free(io->b); free(io->y0); free(io->y1); free(io->ref);
 }
 
 /* Naive conv, double accumulation. */
@@ -369,28 +396,14 @@ static void conv_direct_call(const conv_case *cc, int tactic, kiln_exec *ex) {
     ASSERT_OK(kiln__attrset_set(&as, "group", &gv));
     kiln_attrs attrs = kiln__attrset_view(&as);
 
-    int nd = cc->nsp + 2;
-    int64_t xd[5] = {cc->N, cc->C}, wd[5] = {cc->M, cc->C / cc->G}, yd[5] = {cc->N, cc->M}, o[3];
-    int64_t xn = cc->N * cc->C, wn = cc->M * (cc->C / cc->G), yn = cc->N * cc->M;
-    for (int i = 0; i < cc->nsp; i++) {
-        xd[2 + i] = cc->sp[i];
-        wd[2 + i] = cc->k[i];
-        o[i] = (cc->sp[i] + 2 * cc->p - cc->d * (cc->k[i] - 1) - 1) / cc->s + 1;
-        yd[2 + i] = o[i];
-        xn *= cc->sp[i];
-        wn *= cc->k[i];
-        yn *= o[i];
-    }
-    float *x = rnd(xn), *w = rnd(wn), *b = rnd(cc->M);
-    float *y0 = malloc((size_t)yn * sizeof(float)), *y1 = malloc((size_t)yn * sizeof(float));
-    double *ref = malloc((size_t)yn * sizeof(double));
-    ASSERT(y0 && y1 && ref);
-    kiln_tensor in[3], out[1];
-    dense(&in[0], KILN_DTYPE_F32, nd, xd, x);
-    dense(&in[1], KILN_DTYPE_F32, nd, wd, w);
+    conv_io io;
+    conv_io_init(&io, cc);
+    int64_t yn = io.yn;
+    float *y0 = io.y0, *y1 = io.y1;
     int64_t bd[1] = {cc->M};
-    dense(&in[2], KILN_DTYPE_F32, 1, bd, b);
-    dense(&out[0], KILN_DTYPE_F32, nd, yd, y0);
+    kiln_tensor in[3] = {test_tensor_f32(io.x, io.nd, io.xd), test_tensor_f32(io.w, io.nd, io.wd),
+                         test_tensor_f32(io.b, 1, bd)};
+    kiln_tensor out[1] = {test_tensor_f32(y0, io.nd, io.yd)};
     kiln_call c = {.in = in, .nin = 3, .out = out, .nout = 1, .attrs = &attrs, .tactic = tactic, .exec = ex,
                    .layer = "conv"};
     size_t ws = op->quick->workspace ? op->quick->workspace(&c) : 0;
@@ -429,15 +442,15 @@ static void conv_direct_call(const conv_case *cc, int tactic, kiln_exec *ex) {
              (long long)cc->k[0], (long long)cc->s, (long long)cc->d, (long long)cc->p, tactic,
              n ? "prepacked" : "not prepacked");
     if (memcmp(y0, y1, (size_t)yn * sizeof(float)) != 0) TEST__FAIL("%s: packed W changed the result", what);
-    conv_ref(cc, o, x, w, b, ref);
-    test_check_close(what, y1, ref, yn, 1e-5 * (double)(wn / cc->M));
+    conv_ref(cc, io.o, io.x, io.w, io.b, io.ref);
+    test_check_close(what, y1, io.ref, yn, 1e-5 * (double)(io.wn / cc->M));
     /* direct (tactic 3) on a 1-D/2-D conv does not use a GEMM: no blob */
     if (tactic == 3 && cc->nsp < 3) ASSERT_EQ(n, 0);
     if (tactic == 2 || tactic == 4) ASSERT(n > 0);
     kiln__aligned_free(blob);
     kiln__aligned_free(wsp);
     kiln__attrset_free(&as);
-    free(x); free(w); free(b); free(y0); free(y1); free(ref);
+    conv_io_free(&io);
 }
 
 static const conv_case g_convs[] = {
@@ -496,23 +509,14 @@ static void run_packed(kiln_network *net, int threads, const char *an, const flo
 
 /* Through the engine: W constant (packed once) vs W a network input
  * (packed per call): the same bits, close to the naive reference. */
-static void conv_engine(const conv_case *cc, int w_const, const float *x, const float *w, const float *b,
-                        float *y, int64_t yn, int *packed) {
-    int nd = cc->nsp + 2;
-    int64_t xd[5] = {cc->N, cc->C}, wd[5] = {cc->M, cc->C / cc->G}, bd[1] = {cc->M};
-    int64_t xn = cc->N * cc->C, wn = cc->M * (cc->C / cc->G);
-    for (int i = 0; i < cc->nsp; i++) {
-        xd[2 + i] = cc->sp[i];
-        wd[2 + i] = cc->k[i];
-        xn *= cc->sp[i];
-        wn *= cc->k[i];
-    }
+static void conv_engine(const conv_case *cc, const conv_io *io, int w_const, float *y, int *packed) {
+    int64_t bd[1] = {cc->M};
     kiln_network *net = kiln_network_create();
     ASSERT(net);
-    ASSERT_OK(kiln_network_add_input(net, "X", KILN_DTYPE_F32, nd, xd, NULL));
-    if (w_const) ASSERT_OK(kiln_network_add_constant(net, "W", KILN_DTYPE_F32, nd, wd, w));
-    else ASSERT_OK(kiln_network_add_input(net, "W", KILN_DTYPE_F32, nd, wd, NULL));
-    ASSERT_OK(kiln_network_add_constant(net, "B", KILN_DTYPE_F32, 1, bd, b));
+    ASSERT_OK(kiln_network_add_input(net, "X", KILN_DTYPE_F32, io->nd, io->xd, NULL));
+    if (w_const) ASSERT_OK(kiln_network_add_constant(net, "W", KILN_DTYPE_F32, io->nd, io->wd, io->w));
+    else ASSERT_OK(kiln_network_add_input(net, "W", KILN_DTYPE_F32, io->nd, io->wd, NULL));
+    ASSERT_OK(kiln_network_add_constant(net, "B", KILN_DTYPE_F32, 1, bd, io->b));
     const char *ins[3] = {"X", "W", "B"}, *outs[1] = {"Y"};
     kiln_layer *l = kiln_network_add_layer(net, "ai.onnx::Conv", 11, "conv", 3, ins, 1, outs);
     if (!l) TEST__FAIL("add_layer: %s", kiln_errmsg());
@@ -523,36 +527,27 @@ static void conv_engine(const conv_case *cc, int w_const, const float *x, const 
     ASSERT_OK(kiln_layer_set_ints(l, "pads", p, 2 * cc->nsp));
     ASSERT_OK(kiln_layer_set_int(l, "group", cc->G));
     ASSERT_OK(kiln_network_mark_output(net, "Y"));
-    run_packed(net, 2, "X", x, xn, w_const ? NULL : "W", w, wn, y, yn, packed);
+    run_packed(net, 2, "X", io->x, io->xn, w_const ? NULL : "W", io->w, io->wn, y, io->yn, packed);
 }
 
 TEST_IMPL(prepack_conv_engine) {
     for (size_t i = 0; i < sizeof g_convs / sizeof g_convs[0]; i++) {
         const conv_case *cc = &g_convs[i];
-        int64_t xn = cc->N * cc->C, wn = cc->M * (cc->C / cc->G), yn = cc->N * cc->M, o[3];
-        for (int k = 0; k < cc->nsp; k++) {
-            o[k] = (cc->sp[k] + 2 * cc->p - cc->d * (cc->k[k] - 1) - 1) / cc->s + 1;
-            xn *= cc->sp[k];
-            wn *= cc->k[k];
-            yn *= o[k];
-        }
-        float *x = rnd(xn), *w = rnd(wn), *b = rnd(cc->M);
-        float *y0 = malloc((size_t)yn * sizeof(float)), *y1 = malloc((size_t)yn * sizeof(float));
-        double *ref = malloc((size_t)yn * sizeof(double));
-        ASSERT(y0 && y1 && ref);
+        conv_io io;
+        conv_io_init(&io, cc);
         int packed0, packed1;
-        conv_engine(cc, 0, x, w, b, y0, yn, &packed0);
-        conv_engine(cc, 1, x, w, b, y1, yn, &packed1);
+        conv_engine(cc, &io, 0, io.y0, &packed0);
+        conv_engine(cc, &io, 1, io.y1, &packed1);
         ASSERT_EQ(packed0, 0);
         /* the auto tactic runs depthwise-like convs directly: nothing to pack */
         int depthwise = cc->nsp < 3 && ((cc->C / cc->G) * cc->k[0] * (cc->nsp > 1 ? cc->k[1] : 1) <= 16 ||
                                         cc->M / cc->G == 1);
         ASSERT_EQ(packed1, !depthwise);
-        if (memcmp(y0, y1, (size_t)yn * sizeof(float)) != 0)
+        if (memcmp(io.y0, io.y1, (size_t)io.yn * sizeof(float)) != 0)
             TEST__FAIL("Conv case %zu: constant W (packed once) differs from W as an input", i);
-        conv_ref(cc, o, x, w, b, ref);
-        test_check_close("Conv engine", y1, ref, yn, 1e-5 * (double)(wn / cc->M));
-        free(x); free(w); free(b); free(y0); free(y1); free(ref);
+        conv_ref(cc, io.o, io.x, io.w, io.b, io.ref);
+        test_check_close("Conv engine", io.y1, io.ref, io.yn, 1e-5 * (double)(io.wn / cc->M));
+        conv_io_free(&io);
     }
 }
 
