@@ -98,16 +98,23 @@ static inline kiln_tensor test_tensor_f32(void *data, int nd, const int64_t *dim
 
 /* ---- building ------------------------------------------------------------- */
 
-/* kiln_build of `net` with build `flags` (KILN_BUILD_*), `threads` threads
- * and one timing repetition; returns kiln_build's status (message in
- * kiln_errmsg()), the engine in *e.  `st` may be NULL.  net is kept. */
-static inline int test_build_net(const kiln_network *net, unsigned flags, int threads, kiln_engine **e,
-                                 kiln_build_stats *st) {
+/* A build config: build `flags` (KILN_BUILD_*), `threads` threads (0: the
+ * builder's default, all cores), one timing repetition. */
+static inline kiln_build_config *test_build_config(unsigned flags, int threads) {
     kiln_build_config *cfg = kiln_build_config_create();
     ASSERT(cfg);
     kiln_build_config_set_flags(cfg, flags);
     kiln_build_config_set_threads(cfg, threads);
     kiln_build_config_set_timing_reps(cfg, 1);
+    return cfg;
+}
+
+/* kiln_build of `net` with test_build_config(flags, threads); returns
+ * kiln_build's status (message in kiln_errmsg()), the engine in *e.  `st`
+ * may be NULL.  net is kept. */
+static inline int test_build_net(const kiln_network *net, unsigned flags, int threads, kiln_engine **e,
+                                 kiln_build_stats *st) {
+    kiln_build_config *cfg = test_build_config(flags, threads);
     *e = NULL;
     int rc = kiln_build(net, cfg, e, st);
     kiln_build_config_free(cfg);
@@ -119,6 +126,22 @@ static inline kiln_engine *test_build_ok(const kiln_network *net, unsigned flags
                                          kiln_build_stats *st) {
     kiln_engine *e;
     int rc = test_build_net(net, flags, threads, &e, st);
+    if (rc) TEST__FAIL("build: %s", kiln_errmsg());
+    return e;
+}
+
+/* Build `net` with test_build_config(flags, threads) and free it; the
+ * build must succeed.  `pname`, when not NULL, gets the optimization
+ * profile mn/op/mx (rank nd). */
+static inline kiln_engine *test_build_profiled(kiln_network *net, unsigned flags, int threads,
+                                               const char *pname, int nd, const int64_t *mn,
+                                               const int64_t *op, const int64_t *mx) {
+    kiln_build_config *cfg = test_build_config(flags, threads);
+    if (pname) ASSERT_OK(kiln_build_config_set_profile(cfg, pname, nd, mn, op, mx));
+    kiln_engine *e = NULL;
+    int rc = kiln_build(net, cfg, &e, NULL);
+    kiln_build_config_free(cfg);
+    kiln_network_free(net);
     if (rc) TEST__FAIL("build: %s", kiln_errmsg());
     return e;
 }

@@ -281,15 +281,8 @@ static kiln_engine *build_chain(void) {
     const char *in3[] = {"r"}, *o3[] = {"y"};
     ASSERT(kiln_network_add_layer(net, "test::inc_inplace", 1, "inc1", 1, in3, 1, o3));
     ASSERT_OK(kiln_network_mark_output(net, "y"));
-    kiln_build_config *cfg = kiln_build_config_create();
     int64_t mn[2] = {1, C}, op[2] = {16, C}, mx[2] = {64, C};
-    ASSERT_OK(kiln_build_config_set_profile(cfg, "x", 2, mn, op, mx));
-    kiln_build_config_set_flags(cfg, KILN_BUILD_NO_TIMING);
-    kiln_build_config_set_threads(cfg, 2);
-    kiln_engine *e = NULL;
-    ASSERT_OK(kiln_build(net, cfg, &e, NULL));
-    kiln_build_config_free(cfg);
-    kiln_network_free(net);
+    kiln_engine *e = test_build_profiled(net, KILN_BUILD_NO_TIMING, 2, "x", 2, mn, op, mx);
     return e;
 }
 
@@ -306,6 +299,19 @@ static void fill(float *x, int64_t n, uint64_t *s) {
 }
 
 static void poison(void *p, size_t n) { memset(p, 0xCD, n); }
+
+/* A context (1 thread) on a fresh build_chain() engine (in *e), input "x"
+ * set to n rows and bound to x, filled with fresh random values. */
+static kiln_context *chain_context(kiln_engine **e, int64_t n, float *x, uint64_t seed) {
+    *e = build_chain();
+    kiln_context *ctx;
+    ASSERT_OK(kiln_context_create(*e, 1, &ctx));
+    int64_t d[2] = {n, C};
+    fill(x, n * C, &seed);
+    ASSERT_OK(kiln_context_set_input_shape(ctx, "x", 2, d));
+    ASSERT_OK(kiln_context_bind(ctx, "x", x, (size_t)(n * C) * sizeof(float)));
+    return ctx;
+}
 
 /* ------------------------------------------------------------ tests */
 
@@ -357,15 +363,9 @@ TEST_IMPL(chain_dynamic_shapes) {
 }
 
 TEST_IMPL(context_owned_output) {
-    kiln_engine *e = build_chain();
-    kiln_context *ctx;
-    ASSERT_OK(kiln_context_create(e, 1, &ctx));
-    int64_t d[2] = {5, C};
+    kiln_engine *e;
     float x[5 * C], ref[5 * C];
-    uint64_t s = 3;
-    fill(x, 5 * C, &s);
-    ASSERT_OK(kiln_context_set_input_shape(ctx, "x", 2, d));
-    ASSERT_OK(kiln_context_bind(ctx, "x", x, sizeof x));
+    kiln_context *ctx = chain_context(&e, 5, x, 3);
     size_t cap = 0;
     ASSERT_OK(kiln_context_output_capacity(ctx, "y", &cap));
     ASSERT_EQ(cap, 5 * C * 4);
@@ -427,15 +427,9 @@ TEST_IMPL(profile_violation) {
 }
 
 TEST_IMPL(inplace_really_in_place) {
-    kiln_engine *e = build_chain();
-    kiln_context *ctx;
-    ASSERT_OK(kiln_context_create(e, 1, &ctx));
-    int64_t d[2] = {8, C};
+    kiln_engine *e;
     float x[8 * C], y[8 * C], ref[8 * C];
-    uint64_t s = 11;
-    fill(x, 8 * C, &s);
-    ASSERT_OK(kiln_context_set_input_shape(ctx, "x", 2, d));
-    ASSERT_OK(kiln_context_bind(ctx, "x", x, sizeof x));
+    kiln_context *ctx = chain_context(&e, 8, x, 11);
     ASSERT_OK(kiln_context_bind(ctx, "y", y, sizeof y));
     g_inc_in = g_inc_out = NULL;
     ASSERT_OK(kiln_context_run(ctx));
@@ -469,14 +463,8 @@ static kiln_engine *build_dds(int lie) {
     ASSERT(kiln_network_add_layer(net, "test::lin_i64", 1, "lin1", 1, in2, 1, o2));
     ASSERT_OK(kiln_network_mark_output(net, "z"));
     ASSERT_OK(kiln_network_mark_output(net, "k"));
-    kiln_build_config *cfg = kiln_build_config_create();
     int64_t mn[1] = {1}, op[1] = {32}, mx[1] = {100};
-    ASSERT_OK(kiln_build_config_set_profile(cfg, "x", 1, mn, op, mx));
-    kiln_build_config_set_flags(cfg, KILN_BUILD_NO_TIMING);
-    kiln_engine *e = NULL;
-    ASSERT_OK(kiln_build(net, cfg, &e, NULL));
-    kiln_build_config_free(cfg);
-    kiln_network_free(net);
+    kiln_engine *e = test_build_profiled(net, KILN_BUILD_NO_TIMING, 0, "x", 1, mn, op, mx);
     return e;
 }
 
@@ -555,12 +543,7 @@ static kiln_engine *build_buggy(int64_t skip, int64_t overrun) {
     const char *in2[] = {"y"}, *o2[] = {"z"};
     ASSERT(kiln_network_add_layer(net, "test::relu", 1, "relu1", 1, in2, 1, o2));
     ASSERT_OK(kiln_network_mark_output(net, "z"));
-    kiln_build_config *cfg = kiln_build_config_create();
-    kiln_build_config_set_flags(cfg, KILN_BUILD_NO_TIMING);
-    kiln_engine *e = NULL;
-    ASSERT_OK(kiln_build(net, cfg, &e, NULL));
-    kiln_build_config_free(cfg);
-    kiln_network_free(net);
+    kiln_engine *e = test_build_profiled(net, KILN_BUILD_NO_TIMING, 0, NULL, 0, NULL, NULL, NULL);
     return e;
 }
 
@@ -597,16 +580,10 @@ TEST_IMPL(debug_mode) {
 }
 
 TEST_IMPL(profiling) {
-    kiln_engine *e = build_chain();
-    kiln_context *ctx;
-    ASSERT_OK(kiln_context_create(e, 1, &ctx));
-    kiln_context_set_profiling(ctx, 1);
-    int64_t d[2] = {64, C};
+    kiln_engine *e;
     float x[64 * C], y[64 * C];
-    uint64_t s = 1;
-    fill(x, 64 * C, &s);
-    ASSERT_OK(kiln_context_set_input_shape(ctx, "x", 2, d));
-    ASSERT_OK(kiln_context_bind(ctx, "x", x, sizeof x));
+    kiln_context *ctx = chain_context(&e, 64, x, 1);
+    kiln_context_set_profiling(ctx, 1);
     ASSERT_OK(kiln_context_bind(ctx, "y", y, sizeof y));
     ASSERT_OK(kiln_context_run(ctx));
     int seen = 0;
@@ -682,12 +659,7 @@ TEST_IMPL(value_symbols) {
     const char *in[] = {"shape"}, *out[] = {"y"};
     ASSERT(kiln_network_add_layer(net, "test::ramp", 1, "ramp1", 1, in, 1, out));
     ASSERT_OK(kiln_network_mark_output(net, "y"));
-    kiln_build_config *cfg = kiln_build_config_create();
-    kiln_build_config_set_flags(cfg, KILN_BUILD_NO_TIMING);
-    kiln_engine *e = NULL;
-    ASSERT_OK(kiln_build(net, cfg, &e, NULL));
-    kiln_build_config_free(cfg);
-    kiln_network_free(net);
+    kiln_engine *e = test_build_profiled(net, KILN_BUILD_NO_TIMING, 0, NULL, 0, NULL, NULL, NULL);
     kiln_context *ctx;
     ASSERT_OK(kiln_context_create(e, 1, &ctx));
     const int64_t cases[][2] = {{3, 5}, {2, 7}, {1, 1}, {4, 4}};
@@ -715,14 +687,8 @@ TEST_IMPL(workspace) {
     const char *in[] = {"x"}, *out[] = {"y"};
     ASSERT(kiln_network_add_layer(net, "test::cumsum", 1, "cs", 1, in, 1, out));
     ASSERT_OK(kiln_network_mark_output(net, "y"));
-    kiln_build_config *cfg = kiln_build_config_create();
     int64_t mn[2] = {3, 1}, op[2] = {3, 10}, mx[2] = {3, 300};
-    ASSERT_OK(kiln_build_config_set_profile(cfg, "x", 2, mn, op, mx));
-    kiln_build_config_set_flags(cfg, KILN_BUILD_NO_TIMING);
-    kiln_engine *e = NULL;
-    ASSERT_OK(kiln_build(net, cfg, &e, NULL));
-    kiln_build_config_free(cfg);
-    kiln_network_free(net);
+    kiln_engine *e = test_build_profiled(net, KILN_BUILD_NO_TIMING, 0, "x", 2, mn, op, mx);
     kiln_context *ctx;
     ASSERT_OK(kiln_context_create(e, 1, &ctx));
     uint64_t s = 4;
@@ -756,14 +722,8 @@ TEST_IMPL(full_plugin_contexts) {
     ASSERT(l);
     ASSERT_OK(kiln_layer_set_float(l, "bias", 2.5));
     ASSERT_OK(kiln_network_mark_output(net, "y"));
-    kiln_build_config *cfg = kiln_build_config_create();
     int64_t mn[1] = {1}, op[1] = {8}, mx[1] = {64};
-    ASSERT_OK(kiln_build_config_set_profile(cfg, "x", 1, mn, op, mx));
-    kiln_build_config_set_flags(cfg, KILN_BUILD_NO_TIMING);
-    kiln_engine *built = NULL;
-    ASSERT_OK(kiln_build(net, cfg, &built, NULL));
-    kiln_build_config_free(cfg);
-    kiln_network_free(net);
+    kiln_engine *built = test_build_profiled(net, KILN_BUILD_NO_TIMING, 0, "x", 1, mn, op, mx);
     /* through the file format: the plugin state is deserialized */
     void *buf;
     size_t size;
@@ -815,12 +775,7 @@ TEST_IMPL(constant_output) {
     ASSERT(kiln_network_add_layer(net, "test::relu", 1, "relu_x", 1, i2, 1, o2));
     ASSERT_OK(kiln_network_mark_output(net, "k"));
     ASSERT_OK(kiln_network_mark_output(net, "y"));
-    kiln_build_config *cfg = kiln_build_config_create();
-    kiln_build_config_set_flags(cfg, KILN_BUILD_NO_TIMING);
-    kiln_engine *e = NULL;
-    ASSERT_OK(kiln_build(net, cfg, &e, NULL));
-    kiln_build_config_free(cfg);
-    kiln_network_free(net);
+    kiln_engine *e = test_build_profiled(net, KILN_BUILD_NO_TIMING, 0, NULL, 0, NULL, NULL, NULL);
     for (int bound = 0; bound < 2; bound++) {
         kiln_context *ctx;
         ASSERT_OK(kiln_context_create(e, 1, &ctx));
@@ -857,12 +812,7 @@ TEST_IMPL(chain_of_100) {
                                       in, 1, out));
     }
     ASSERT_OK(kiln_network_mark_output(net, "t100"));
-    kiln_build_config *cfg = kiln_build_config_create();
-    kiln_build_config_set_flags(cfg, KILN_BUILD_NO_TIMING);
-    kiln_engine *e = NULL;
-    ASSERT_OK(kiln_build(net, cfg, &e, NULL));
-    kiln_build_config_free(cfg);
-    kiln_network_free(net);
+    kiln_engine *e = test_build_profiled(net, KILN_BUILD_NO_TIMING, 0, NULL, 0, NULL, NULL, NULL);
     kiln_context *ctx;
     ASSERT_OK(kiln_context_create(e, 1, &ctx));
     float x[4], y[4];
