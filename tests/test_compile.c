@@ -367,23 +367,23 @@ static const kiln__op *load_interpolate(void) {
     return op;
 }
 
+static void set_float(kiln__attrset *as, const char *name, double f) {
+    kiln_attr_value v = {.present = 1, .type = KILN_ATTR_FLOAT, .f = f};
+    ASSERT_OK(kiln__attrset_set(as, name, &v));
+}
+
+static void set_string(kiln__attrset *as, const char *name, const char *str) {
+    kiln_attr_value v = {.present = 1, .type = KILN_ATTR_STRING, .s = str, .len = strlen(str)};
+    ASSERT_OK(kiln__attrset_set(as, name, &v));
+}
+
 /* Shape through the op's shape function, then run impl on random data. */
 static void run_interp(const kiln__op *op, int64_t N, int64_t C, int64_t H, int64_t W,
                        double scale, const char *mode, int threads, uint64_t seed) {
     kiln__attrset as;
     ASSERT_OK(kiln__attrset_init(&as, op));
-    kiln_attr_value v;
-    memset(&v, 0, sizeof v);
-    v.present = 1;
-    v.type = KILN_ATTR_FLOAT;
-    v.f = scale;
-    ASSERT_OK(kiln__attrset_set(&as, "scale", &v));
-    memset(&v, 0, sizeof v);
-    v.present = 1;
-    v.type = KILN_ATTR_STRING;
-    v.s = mode;
-    v.len = strlen(mode);
-    ASSERT_OK(kiln__attrset_set(&as, "mode", &v));
+    set_float(&as, "scale", scale);
+    set_string(&as, "mode", mode);
     kiln_attrs av = kiln__attrset_view(&as);
 
     kiln_exprs *x = kiln__exprs_create();
@@ -457,13 +457,7 @@ TEST_IMPL(compile_interpolate_sample) {
     kiln_tensor ti = test_tensor_f32(in, 4, di), to = test_tensor_f32(out, 4, dox);
     kiln__attrset as;
     ASSERT_OK(kiln__attrset_init(&as, op));
-    kiln_attr_value v;
-    memset(&v, 0, sizeof v);
-    v.present = 1;
-    v.type = KILN_ATTR_STRING;
-    v.s = "bilinear";
-    v.len = 8;
-    ASSERT_OK(kiln__attrset_set(&as, "mode", &v));
+    set_string(&as, "mode", "bilinear");
     kiln_attrs av = kiln__attrset_view(&as);
     ASSERT_NEAR(kiln_attrs_float(&av, "scale"), 2.0, 0); /* the default */
     kiln_exec ex = make_exec(1);
@@ -473,9 +467,7 @@ TEST_IMPL(compile_interpolate_sample) {
     for (int i = 0; i < 16; i++) ASSERT_NEAR(out[i], want[i], 1e-6);
 
     /* A bad mode is an attribute error naming the op. */
-    v.s = "bicubic";
-    v.len = 7;
-    ASSERT_OK(kiln__attrset_set(&as, "mode", &v));
+    set_string(&as, "mode", "bicubic");
     av = kiln__attrset_view(&as);
     ASSERT_EQ(op->quick->impl(&c), KILN_EATTR);
     ASSERT_CONTAINS(kiln_errmsg(), "sample::interpolate: mode \"bicubic\"");
@@ -510,15 +502,8 @@ TEST_IMPL(compile_interpolate_network) {
         ASSERT_OK(kiln_layer_set_float(l, "scale", scale));
         ASSERT_OK(kiln_layer_set_string(l, "mode", cases[ci].mode));
         ASSERT_OK(kiln_network_mark_output(net, "y"));
-        kiln_build_config *cfg = kiln_build_config_create();
-        kiln_build_config_set_flags(cfg, KILN_BUILD_NO_TIMING);
-        kiln_build_config_set_threads(cfg, 2);
         int64_t mn[4] = {2, 3, 1, 1}, opt[4] = {2, 3, 8, 8}, mx[4] = {2, 3, 32, 32};
-        ASSERT_OK(kiln_build_config_set_profile(cfg, "x", 4, mn, opt, mx));
-        kiln_engine *e = NULL;
-        ASSERT_OK(kiln_build(net, cfg, &e, NULL));
-        kiln_build_config_free(cfg);
-        kiln_network_free(net);
+        kiln_engine *e = test_build_profiled(net, KILN_BUILD_NO_TIMING, 2, "x", 4, mn, opt, mx);
 
         kiln_context *ctx = NULL;
         ASSERT_OK(kiln_context_create(e, 2, &ctx));

@@ -218,37 +218,11 @@ static char *inspect_text(const kiln_engine *e) {
     return buf;
 }
 
-/* Naive convolution over 3 spatial dims (1-D/2-D: leading dims of 1). */
-typedef struct cgeo {
-    int64_t N, C, M, G, id[3], k[3], s[3], p[3], d[3], o[3];
-} cgeo;
+/* Convolution geometry (test_ops_util.h; naive reference test_conv_ref). */
+typedef test_conv_geo cgeo;
 
 static void cgeo_out(cgeo *g) {
     for (int i = 0; i < 3; i++) g->o[i] = (g->id[i] + 2 * g->p[i] - g->d[i] * (g->k[i] - 1) - 1) / g->s[i] + 1;
-}
-
-static void conv_ref(const cgeo *g, const float *x, const float *w, const float *b, double *y) {
-    int64_t Cg = g->C / g->G, Mg = g->M / g->G;
-    for (int64_t n = 0; n < g->N; n++)
-    for (int64_t m = 0; m < g->M; m++)
-    for (int64_t oz = 0; oz < g->o[0]; oz++)
-    for (int64_t oy = 0; oy < g->o[1]; oy++)
-    for (int64_t ox = 0; ox < g->o[2]; ox++) {
-        double s = b ? b[m] : 0;
-        int64_t gi = m / Mg;
-        for (int64_t ci = 0; ci < Cg; ci++)
-        for (int64_t kz = 0; kz < g->k[0]; kz++)
-        for (int64_t ky = 0; ky < g->k[1]; ky++)
-        for (int64_t kx = 0; kx < g->k[2]; kx++) {
-            int64_t iz = oz * g->s[0] - g->p[0] + kz * g->d[0];
-            int64_t iy = oy * g->s[1] - g->p[1] + ky * g->d[1];
-            int64_t ix = ox * g->s[2] - g->p[2] + kx * g->d[2];
-            if (iz < 0 || iz >= g->id[0] || iy < 0 || iy >= g->id[1] || ix < 0 || ix >= g->id[2]) continue;
-            s += (double)x[(((n * g->C + gi * Cg + ci) * g->id[0] + iz) * g->id[1] + iy) * g->id[2] + ix] *
-                 w[(((m * Cg + ci) * g->k[0] + kz) * g->k[1] + ky) * g->k[2] + kx];
-        }
-        y[(((n * g->M + m) * g->o[0] + oz) * g->o[1] + oy) * g->o[2] + ox] = s;
-    }
 }
 
 /* Set Conv attributes for the last `nsp` spatial dims of g. */
@@ -301,7 +275,7 @@ static void conv_chain(cgeo g, int nsp, int prelu, unsigned flags, int threads) 
                                : "ai.onnx::Conv v1 + BatchNormalization + Clip");
     free(txt);
     double *ref = malloc((size_t)ny * sizeof(double));
-    conv_ref(&g, x, w, bias, ref);
+    test_conv_ref(&g, x, w, bias, ref);
     for (int64_t n = 0; n < g.N; n++)
         for (int64_t m = 0; m < g.M; m++)
             for (int64_t i = 0; i < osp; i++) {
@@ -513,7 +487,7 @@ TEST_IMPL(fuse_arith) {
     ASSERT_CONTAINS(txt, "ai.onnx::Conv v1 + Mul + Add + Sub + Div");
     free(txt);
     double *ref = malloc((size_t)ny * sizeof(double));
-    conv_ref(&g, x, w, NULL, ref);
+    test_conv_ref(&g, x, w, NULL, ref);
     for (int64_t i = 0; i < ny; i++) {
         int64_t m = (i / osp) % 6;
         ref[i] = ((double)ss - (ref[i] * ms + ad[m])) / dv[m];
@@ -560,7 +534,7 @@ TEST_IMPL(fuse_refused) {
     cgeo g = {.N = 1, .C = C, .M = C, .G = 1, .id = {1, H, Wd}, .k = {1, 1, 1}, .s = {1, 1, 1}, .p = {0, 0, 0}, .d = {1, 1, 1}};
     cgeo_out(&g);
     double *conv = malloc((size_t)n * sizeof(double));
-    conv_ref(&g, x, w, b, conv);
+    test_conv_ref(&g, x, w, b, conv);
     int64_t xd[4] = {1, C, H, Wd}, wd[4] = {C, C, 1, 1}, bd[1] = {C}, sd[3] = {C, 1, 1};
     float *y = malloc((size_t)n * sizeof(float)), *c = malloc((size_t)n * sizeof(float));
     double *ref = malloc((size_t)n * sizeof(double));
@@ -663,7 +637,7 @@ TEST_IMPL(fuse_roundtrip) {
     ASSERT(memcmp(y0, y1, (size_t)ny * sizeof(float)) == 0);
     /* independent check of a few elements: conv + BN + clip */
     double *ref = malloc((size_t)ny * sizeof(double));
-    conv_ref(&g, x, w, NULL, ref);
+    test_conv_ref(&g, x, w, NULL, ref);
     for (int64_t i = 0; i < ny; i++) {
         int64_t m = i / (g.o[1] * g.o[2]);
         double v = (ref[i] - mean[m]) / sqrt((double)var[m] + 1e-5) * sc[m] + bb[m];

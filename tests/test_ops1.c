@@ -308,10 +308,7 @@ TEST_IMPL(shape_values_propagate) {
     const char *i3[2] = {"x", "g"}, *o3[1] = {"y"};
     ASSERT(kiln_network_add_layer(net, "ai.onnx::Reshape", 5, "reshape", 2, i3, 1, o3));
     ASSERT_OK(kiln_network_mark_output(net, "y"));
-    kiln_build_config *cfg = kiln_build_config_create();
-    kiln_build_config_set_flags(cfg, KILN_BUILD_NO_TIMING);
-    kiln_engine *e;
-    ASSERT_OK(kiln_build(net, cfg, &e, NULL));
+    kiln_engine *e = test_build_profiled(net, KILN_BUILD_NO_TIMING, 0, NULL, 0, NULL, NULL, NULL);
     kiln_io_info info;
     ASSERT_OK(kiln_engine_io(e, 1, &info));
     ASSERT_EQ(info.ndim, 3);
@@ -319,8 +316,6 @@ TEST_IMPL(shape_values_propagate) {
     ASSERT_EQ(info.dims[1], 3);
     ASSERT_EQ(info.dims[2], 2);
     kiln_engine_free(e);
-    kiln_build_config_free(cfg);
-    kiln_network_free(net);
 }
 
 
@@ -434,12 +429,8 @@ TEST_IMPL(dynamic_shape_chain) {
     const char *a6[4] = {"y", "one", "big", "ax0"}, *o6[1] = {"z"};
     ASSERT(kiln_network_add_layer(net, "ai.onnx::Slice", 10, "slice", 4, a6, 1, o6));
     ASSERT_OK(kiln_network_mark_output(net, "z"));
-    kiln_build_config *cfg = kiln_build_config_create();
-    kiln_build_config_set_flags(cfg, KILN_BUILD_NO_TIMING);
     int64_t mn[3] = {2, 3, 4}, op[3] = {4, 3, 4}, mx[3] = {8, 3, 4};
-    ASSERT_OK(kiln_build_config_set_profile(cfg, "x", 3, mn, op, mx));
-    kiln_engine *e;
-    ASSERT_OK(kiln_build(net, cfg, &e, NULL));
+    kiln_engine *e = test_build_profiled(net, KILN_BUILD_NO_TIMING, 0, "x", 3, mn, op, mx);
     kiln_context *ctx;
     ASSERT_OK(kiln_context_create(e, 1, &ctx));
     for (int64_t N = 3; N <= 7; N += 4) {
@@ -461,8 +452,6 @@ TEST_IMPL(dynamic_shape_chain) {
     }
     kiln_context_free(ctx);
     kiln_engine_free(e);
-    kiln_build_config_free(cfg);
-    kiln_network_free(net);
 }
 
 static void topk_small(kiln_layer *l) { ASSERT_OK(kiln_layer_set_int(l, "largest", 0)); }
@@ -552,12 +541,8 @@ TEST_IMPL(dynamic_range) {
     const char *a4[2] = {"ids", "pos"}, *o4[1] = {"y"};
     ASSERT(kiln_network_add_layer(net, "ai.onnx::Add", 7, "add", 2, a4, 1, o4));
     ASSERT_OK(kiln_network_mark_output(net, "y"));
-    kiln_build_config *cfg = kiln_build_config_create();
-    kiln_build_config_set_flags(cfg, KILN_BUILD_NO_TIMING);
     int64_t mn[2] = {1, 1}, op[2] = {1, 8}, mx[2] = {1, 32};
-    ASSERT_OK(kiln_build_config_set_profile(cfg, "ids", 2, mn, op, mx));
-    kiln_engine *e;
-    ASSERT_OK(kiln_build(net, cfg, &e, NULL));
+    kiln_engine *e = test_build_profiled(net, KILN_BUILD_NO_TIMING, 0, "ids", 2, mn, op, mx);
     kiln_context *ctx;
     ASSERT_OK(kiln_context_create(e, 1, &ctx));
     int64_t ids[32], y[32];
@@ -571,8 +556,6 @@ TEST_IMPL(dynamic_range) {
     for (int i = 0; i < 13; i++) ASSERT_EQ(y[i], ids[i] + i);
     kiln_context_free(ctx);
     kiln_engine_free(e);
-    kiln_build_config_free(cfg);
-    kiln_network_free(net);
 }
 
 static void gelu_tanh_attr(kiln_layer *l) { ASSERT_OK(kiln_layer_set_string(l, "approximate", "tanh")); }

@@ -226,33 +226,13 @@ static int64_t conv_out(const conv_case *c, int i) {
 }
 
 static void conv_ref(const conv_case *c, const float *x, const float *w, const float *b, float *y) {
-    int64_t id[3] = {1, 1, 1}, k[3] = {1, 1, 1}, s[3] = {1, 1, 1}, d[3] = {1, 1, 1};
-    int64_t p[3] = {0, 0, 0}, o[3] = {1, 1, 1};
-    for (int i = 0; i < c->nsp; i++) {
-        int j = 3 - c->nsp + i;
-        id[j] = c->in[i]; k[j] = c->k[i]; s[j] = c->s[i]; d[j] = c->d[i]; p[j] = c->pb[i];
-        o[j] = conv_out(c, i);
-    }
-    int64_t Cg = c->C / c->G, Mg = c->M / c->G;
-    for (int64_t n = 0; n < c->N; n++)
-    for (int64_t m = 0; m < c->M; m++)
-    for (int64_t oz = 0; oz < o[0]; oz++)
-    for (int64_t oy = 0; oy < o[1]; oy++)
-    for (int64_t ox = 0; ox < o[2]; ox++) {
-        double acc = b ? b[m] : 0;
-        int64_t g = m / Mg;
-        for (int64_t ci = 0; ci < Cg; ci++)
-        for (int64_t kz = 0; kz < k[0]; kz++)
-        for (int64_t ky = 0; ky < k[1]; ky++)
-        for (int64_t kx = 0; kx < k[2]; kx++) {
-            int64_t iz = oz * s[0] - p[0] + kz * d[0], iy = oy * s[1] - p[1] + ky * d[1];
-            int64_t ix = ox * s[2] - p[2] + kx * d[2];
-            if (iz < 0 || iz >= id[0] || iy < 0 || iy >= id[1] || ix < 0 || ix >= id[2]) continue;
-            acc += (double)x[(((n * c->C + g * Cg + ci) * id[0] + iz) * id[1] + iy) * id[2] + ix] *
-                   w[(((m * Cg + ci) * k[0] + kz) * k[1] + ky) * k[2] + kx];
-        }
-        y[(((n * c->M + m) * o[0] + oz) * o[1] + oy) * o[2] + ox] = (float)acc;
-    }
+    int64_t o[3], ny = c->N * c->M;
+    for (int i = 0; i < c->nsp; i++) ny *= o[i] = conv_out(c, i);
+    test_conv_geo g = test_conv_geo_make(c->N, c->C, c->M, c->G, c->nsp, c->in, c->k, c->s, c->d, c->pb, o);
+    double *acc = test_xmalloc((size_t)ny * sizeof(double));
+    test_conv_ref(&g, x, w, b, acc);
+    for (int64_t i = 0; i < ny; i++) y[i] = (float)acc[i];
+    free(acc);
 }
 
 static void conv_attrs(kiln_layer *l, const void *ud) {

@@ -439,49 +439,32 @@ static void qconv_check(const qconv_case *c) {
     yo.data = test_xmalloc((size_t)ny);
     run_net("ai.onnx::QLinearConv", 10, c->bias ? 9 : 8, in, 1, &yo, qconv_attrs, c);
 
-    /* naive reference, spatial dims padded to 3 with 1s */
-    int64_t I3[3] = {1, 1, 1}, K3[3] = {1, 1, 1}, S3[3] = {1, 1, 1}, D3[3] = {1, 1, 1};
-    int64_t P3[3] = {0, 0, 0}, O3[3] = {1, 1, 1};
-    for (int i = 0; i < n; i++) {
-        I3[3 - n + i] = c->in[i]; K3[3 - n + i] = c->k[i]; S3[3 - n + i] = c->s[i];
-        D3[3 - n + i] = c->d[i]; P3[3 - n + i] = pb[i]; O3[3 - n + i] = out[i];
-    }
-    int64_t Cg = c->C / c->G, Mg = c->M / c->G;
+    /* naive reference: the zero-point-shifted integers as floats (exact),
+     * summed in double (exact below 2^53) */
     int32_t x0 = q_get(c->tx, &xz, 0), y0 = q_get(c->ty, &yz, 0);
-    int64_t idx = 0;
-    for (int64_t b = 0; b < c->N; b++)
-        for (int64_t m = 0; m < c->M; m++) {
-            int64_t pc = c->per_channel ? m : 0;
-            int32_t w0 = q_get(c->tw, wz, pc);
-            for (int64_t oz = 0; oz < O3[0]; oz++)
-                for (int64_t oy = 0; oy < O3[1]; oy++)
-                    for (int64_t ox = 0; ox < O3[2]; ox++, idx++) {
-                        int32_t acc = c->bias ? bias[m] : 0;
-                        for (int64_t ci = 0; ci < Cg; ci++)
-                            for (int64_t kz = 0; kz < K3[0]; kz++)
-                                for (int64_t ky = 0; ky < K3[1]; ky++)
-                                    for (int64_t kx = 0; kx < K3[2]; kx++) {
-                                        int64_t iz = oz * S3[0] - P3[0] + kz * D3[0];
-                                        int64_t iy = oy * S3[1] - P3[1] + ky * D3[1];
-                                        int64_t ix = ox * S3[2] - P3[2] + kx * D3[2];
-                                        if (iz < 0 || iz >= I3[0] || iy < 0 || iy >= I3[1] ||
-                                            ix < 0 || ix >= I3[2])
-                                            continue;
-                                        int64_t ch = (m / Mg) * Cg + ci;
-                                        int32_t xv = q_get(c->tx, in[0].data,
-                                            (((b * c->C + ch) * I3[0] + iz) * I3[1] + iy) * I3[2] + ix);
-                                        int32_t wv = q_get(c->tw, in[3].data,
-                                            (((m * Cg + ci) * K3[0] + kz) * K3[1] + ky) * K3[2] + kx);
-                                        acc += (xv - x0) * (wv - w0);
-                                    }
-                        int32_t want = q_requant(acc, xs, ws[pc], ys, y0, c->ty);
-                        int32_t got = q_get(c->ty, yo.data, idx);
-                        if (got != want)
-                            TEST__FAIL("QLinearConv n %lld m %lld (%lld,%lld,%lld): %d, expected %d",
-                                       (long long)b, (long long)m, (long long)oz, (long long)oy,
-                                       (long long)ox, got, want);
-                    }
-        }
+    int64_t nx = tio_numel(&in[0]), nw = tio_numel(&in[3]), wper = nw / c->M;
+    float *xf = test_xmalloc((size_t)nx * sizeof(float)), *wf = test_xmalloc((size_t)nw * sizeof(float));
+    float *bf = test_xmalloc((size_t)c->M * sizeof(float));
+    double *acc = test_xmalloc((size_t)ny * sizeof(double));
+    for (int64_t i = 0; i < nx; i++) xf[i] = (float)(q_get(c->tx, in[0].data, i) - x0);
+    for (int64_t i = 0; i < nw; i++)
+        wf[i] = (float)(q_get(c->tw, in[3].data, i) - q_get(c->tw, wz, c->per_channel ? i / wper : 0));
+    for (int64_t m = 0; m < c->M; m++) bf[m] = (float)bias[m];
+    test_conv_geo g = test_conv_geo_make(c->N, c->C, c->M, c->G, n, c->in, c->k, c->s, c->d, pb, out);
+    test_conv_ref(&g, xf, wf, c->bias ? bf : NULL, acc);
+    int64_t per_m = ny / (c->N * c->M);
+    for (int64_t idx = 0; idx < ny; idx++) {
+        int64_t m = idx / per_m % c->M, pc = c->per_channel ? m : 0;
+        int32_t want = q_requant((int32_t)acc[idx], xs, ws[pc], ys, y0, c->ty);
+        int32_t got = q_get(c->ty, yo.data, idx);
+        if (got != want)
+            TEST__FAIL("QLinearConv n %lld m %lld element %lld: %d, expected %d",
+                       (long long)(idx / per_m / c->M), (long long)m, (long long)(idx % per_m), got, want);
+    }
+    free(xf);
+    free(wf);
+    free(bf);
+    free(acc);
     free(in[0].data);
     free(in[3].data);
     free(ws);

@@ -96,6 +96,61 @@ static inline kiln_tensor test_tensor_f32(void *data, int nd, const int64_t *dim
     return t;
 }
 
+/* ---- a naive convolution reference ---------------------------------------- */
+
+/* Convolution geometry over 3 spatial dims (1-D and 2-D convolutions have
+ * leading spatial dims of 1): batch N, C input channels, M output channels
+ * in G groups; per spatial dim the input id, kernel k, stride s, begin pad
+ * p, dilation d and output o. */
+typedef struct test_conv_geo {
+    int64_t N, C, M, G, id[3], k[3], s[3], p[3], d[3], o[3];
+} test_conv_geo;
+
+/* The geometry of a convolution with nsp spatial dims, given per dim (in,
+ * k, s, d, begin pad pb, output o), as the last nsp of 3. */
+static inline test_conv_geo test_conv_geo_make(int64_t N, int64_t C, int64_t M, int64_t G, int nsp,
+                                               const int64_t *in, const int64_t *k, const int64_t *s,
+                                               const int64_t *d, const int64_t *pb, const int64_t *o) {
+    test_conv_geo g = {N, C, M, G, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}, {0, 0, 0}, {1, 1, 1}, {1, 1, 1}};
+    for (int i = 0; i < nsp; i++) {
+        int j = 3 - nsp + i;
+        g.id[j] = in[i];
+        g.k[j] = k[i];
+        g.s[j] = s[i];
+        g.d[j] = d[i];
+        g.p[j] = pb[i];
+        g.o[j] = o[i];
+    }
+    return g;
+}
+
+/* Naive grouped convolution accumulated in double: X [N, C, id...],
+ * W [M, C/G, k...], bias b [M] (NULL: none) -> y [N, M, o...]. */
+static inline void test_conv_ref(const test_conv_geo *g, const float *x, const float *w, const float *b,
+                                 double *y) {
+    int64_t Cg = g->C / g->G, Mg = g->M / g->G;
+    for (int64_t n = 0; n < g->N; n++)
+    for (int64_t m = 0; m < g->M; m++)
+    for (int64_t oz = 0; oz < g->o[0]; oz++)
+    for (int64_t oy = 0; oy < g->o[1]; oy++)
+    for (int64_t ox = 0; ox < g->o[2]; ox++) {
+        double acc = b ? b[m] : 0;
+        int64_t gi = m / Mg;
+        for (int64_t ci = 0; ci < Cg; ci++)
+        for (int64_t kz = 0; kz < g->k[0]; kz++)
+        for (int64_t ky = 0; ky < g->k[1]; ky++)
+        for (int64_t kx = 0; kx < g->k[2]; kx++) {
+            int64_t iz = oz * g->s[0] - g->p[0] + kz * g->d[0];
+            int64_t iy = oy * g->s[1] - g->p[1] + ky * g->d[1];
+            int64_t ix = ox * g->s[2] - g->p[2] + kx * g->d[2];
+            if (iz < 0 || iz >= g->id[0] || iy < 0 || iy >= g->id[1] || ix < 0 || ix >= g->id[2]) continue;
+            acc += (double)x[(((n * g->C + gi * Cg + ci) * g->id[0] + iz) * g->id[1] + iy) * g->id[2] + ix] *
+                   w[(((m * Cg + ci) * g->k[0] + kz) * g->k[1] + ky) * g->k[2] + kx];
+        }
+        y[(((n * g->M + m) * g->o[0] + oz) * g->o[1] + oy) * g->o[2] + ox] = acc;
+    }
+}
+
 /* ---- building ------------------------------------------------------------- */
 
 /* A build config: build `flags` (KILN_BUILD_*), `threads` threads (0: the

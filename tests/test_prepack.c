@@ -344,41 +344,9 @@ static void conv_io_free(conv_io *io) {
 /* Naive conv, double accumulation. */
 static void conv_ref(const conv_case *cc, const int64_t *o, const float *x, const float *w, const float *b,
                      double *ref) {
-    int off = 3 - cc->nsp;
-    int64_t id[3] = {1, 1, 1}, k[3] = {1, 1, 1}, od[3] = {1, 1, 1}, st[3] = {1, 1, 1}, dl[3] = {1, 1, 1},
-            pd[3] = {0, 0, 0};
-    for (int i = 0; i < cc->nsp; i++) {
-        id[off + i] = cc->sp[i];
-        k[off + i] = cc->k[i];
-        od[off + i] = o[i];
-        st[off + i] = cc->s;
-        dl[off + i] = cc->d;
-        pd[off + i] = cc->p;
-    }
-    int64_t Cg = cc->C / cc->G, Mg = cc->M / cc->G;
-    for (int64_t n = 0; n < cc->N; n++)
-        for (int64_t m = 0; m < cc->M; m++)
-            for (int64_t z = 0; z < od[0]; z++)
-                for (int64_t yy = 0; yy < od[1]; yy++)
-                    for (int64_t xx = 0; xx < od[2]; xx++) {
-                        double s = b[m];
-                        int64_t g = m / Mg;
-                        for (int64_t ci = 0; ci < Cg; ci++)
-                            for (int64_t kz = 0; kz < k[0]; kz++)
-                                for (int64_t ky = 0; ky < k[1]; ky++)
-                                    for (int64_t kx = 0; kx < k[2]; kx++) {
-                                        int64_t iz = z * st[0] - pd[0] + kz * dl[0];
-                                        int64_t iy = yy * st[1] - pd[1] + ky * dl[1];
-                                        int64_t ix = xx * st[2] - pd[2] + kx * dl[2];
-                                        if (iz < 0 || iz >= id[0] || iy < 0 || iy >= id[1] || ix < 0 ||
-                                            ix >= id[2])
-                                            continue;
-                                        s += (double)x[(((n * cc->C + g * Cg + ci) * id[0] + iz) * id[1] + iy) *
-                                                           id[2] + ix] *
-                                             w[(((m * Cg + ci) * k[0] + kz) * k[1] + ky) * k[2] + kx];
-                                    }
-                        ref[(((n * cc->M + m) * od[0] + z) * od[1] + yy) * od[2] + xx] = s;
-                    }
+    int64_t s[3] = {cc->s, cc->s, cc->s}, d[3] = {cc->d, cc->d, cc->d}, p[3] = {cc->p, cc->p, cc->p};
+    test_conv_geo g = test_conv_geo_make(cc->N, cc->C, cc->M, cc->G, cc->nsp, cc->sp, cc->k, s, d, p, o);
+    test_conv_ref(&g, x, w, b, ref);
 }
 
 /* Conv's impl for one tactic, without and with its packed W. */
