@@ -3,7 +3,8 @@
  * strides, pads, auto_pad; optional bias).
  *
  * Tactics (the builder times them; 0/1 pick by heuristic):
- *   1 auto:   depthwise/tiny-channel 2-D convs -> direct, else GEMM
+ *   1 auto:   depthwise 2-D convs -> 5, tiny-channel ones -> direct, else
+ *             padded GEMM
  *   2 GEMM:   Y[g] = W[g] * im2col(X[g]) + bias on the packed SGEMM.  The
  *             im2col matrix is never materialized: the GEMM's B-packing
  *             callback gathers the patches straight into packed panels
@@ -18,6 +19,11 @@
  *             in place (no im2col, no packing of B).  The junk columns of
  *             the grid are dropped when the result is compacted into Y.
  *             3-D convs fall back to tactic 2.
+ *   5 depthwise (one input channel per group): phase-split padded rows,
+ *             a 1-D sum of shifted runs over a grid a few columns wider
+ *             than Y (no per-row vector tails), 3x3 unrolled; rows split
+ *             over threads.  Auto picks it for depthwise convs; elsewhere
+ *             (grouped convs, 3-D) it falls back to direct / GEMM.
  * Spatial dims are normalized to 3 (D, H, W) by prepending 1s.
  */
 #include "ops/ops2.h"
@@ -30,7 +36,7 @@
 #include <immintrin.h>
 #endif
 
-enum { T_AUTO = 1, T_GEMM = 2, T_DIRECT = 3, T_PADGEMM = 4 };
+enum { T_AUTO = 1, T_GEMM = 2, T_DIRECT = 3, T_PADGEMM = 4, T_DW = 5 };
 
 static const kiln_attr_def conv_attrs[] = {
     {"auto_pad", KILN_ATTR_STRING, 0, "NOTSET", 0, "NOTSET, SAME_UPPER, SAME_LOWER or VALID"},
@@ -687,14 +693,179 @@ static void conv_direct(const kiln_call *c, const geom *g) {
     kiln_exec_parallel_for(c->exec, units, 1, direct_range, &dc);
 }
 
+/* ------------------------------------------------------------ depthwise tactic */
+
+/* Tactic 5, for depthwise convs (one input channel per group, Cg == 1):
+ * per output channel and block of output rows, the input rows the block
+ * reads are copied into sy*sx zero-padded phase planes (the padded GEMM's
+ * space-to-depth), PW = OW + (KW-1)*dx/sx wide, so that tap (ky, kx) of
+ * output (oy, ox) is xp[off[tap] + oy * PW + ox] for every stride and
+ * dilation.  The block is then one 1-D sum of KH*KW shifted runs over a
+ * grid PW wide (the PW - OW extra columns per row are junk): no per-row
+ * vector tails, so the narrow planes late in a network (7x7, 14x14) keep
+ * the lanes full.  The grid is compacted into Y and the fused epilogue
+ * runs on the rows while they are in cache.  DW_CH independent vectors per
+ * step hide the FMA latency (9 dependent FMAs per output vector). */
+#if defined(__AVX512F__)
+#define DW_CH 8
+#else
+#define DW_CH 4
+#endif
+#define DW_GRID 4096 /* target grid floats per work unit (stays in L1/L2) */
+
+typedef struct dwctx {
+    const geom *g;
+    const float *x, *w, *bias;
+    float *y;
+    const kiln_call *call;
+    int64_t PW, rb, nrb; /* grid width, output rows per unit, units per plane */
+    int64_t xp_floats, t_floats;
+    int failed; /* a thread got no scratch (atomic) */
+} dwctx;
+
+/* Per-unit grid: t[j] = bias + sum_k w[k] * xp[off[k] + j], j < len (a
+ * multiple of DW_CH * VW).  Inlined with ntaps = 9 for the 3x3 case. */
+static inline __attribute__((always_inline)) void dw_grid(const float *xp, const int64_t *off,
+                                                          const float *w, int64_t ntaps, float *t,
+                                                          int64_t len, float bias) {
+    for (int64_t j = 0; j < len; j += DW_CH * VW) {
+        v16 a[DW_CH];
+        for (int c = 0; c < DW_CH; c++) a[c] = (v16){0} + bias;
+        for (int64_t k = 0; k < ntaps; k++) {
+            const float *p = xp + off[k] + j;
+            const float wk = w[k];
+            for (int c = 0; c < DW_CH; c++) a[c] += wk * load16(p + c * VW);
+        }
+        for (int c = 0; c < DW_CH; c++) memcpy(t + j + c * VW, &a[c], sizeof a[c]);
+    }
+}
+
+static void dw_grid9(const float *xp, const int64_t *off, const float *w, float *t, int64_t len,
+                     float bias) {
+    dw_grid(xp, off, w, 9, t, len, bias);
+}
+
+static void dw_grid_any(const float *xp, const int64_t *off, const float *w, int64_t ntaps,
+                        float *t, int64_t len, float bias) {
+    dw_grid(xp, off, w, ntaps, t, len, bias);
+}
+
+/* Phase planes of input channel x for output rows [oy0, oy0 + R): plane
+ * (phy, phx) row r, column q = X[(oy0 + r) * sy + phy - pt][q * sx + phx - pl]
+ * (0 outside X), PHb x PW each. */
+static void dw_fill(const geom *g, const float *x, float *xp, int64_t oy0, int64_t PHb,
+                    int64_t PW) {
+    const int64_t IH = g->id[1], IW = g->id[2], pt = g->pb[1], pl = g->pb[2];
+    const int64_t sy = g->s[1], sx = g->s[2];
+    for (int64_t phy = 0; phy < sy; phy++)
+        for (int64_t phx = 0; phx < sx; phx++) {
+            float *d = xp + (phy * sx + phx) * PHb * PW;
+            int64_t o = phx - pl; /* columns q with 0 <= q*sx + o < IW */
+            int64_t qlo = o >= 0 ? 0 : (-o + sx - 1) / sx;
+            int64_t qhi = IW - 1 - o < 0 ? 0 : (IW - 1 - o) / sx + 1;
+            if (qhi > PW) qhi = PW;
+            if (qlo > qhi) qlo = qhi;
+            for (int64_t r = 0; r < PHb; r++) {
+                float *dr = d + r * PW;
+                int64_t iy = (oy0 + r) * sy + phy - pt;
+                if (iy < 0 || iy >= IH) {
+                    for (int64_t q = 0; q < PW; q++) dr[q] = 0.0f;
+                    continue;
+                }
+                const float *sr = x + iy * IW + o;
+                for (int64_t q = 0; q < qlo; q++) dr[q] = 0.0f;
+                if (sx == 1)
+                    copy_floats(dr + qlo, sr + qlo, qhi - qlo);
+                else if (sx == 2)
+                    deinterleave2(dr, sr, qlo, qhi, IW - o);
+                else
+                    for (int64_t q = qlo; q < qhi; q++) dr[q] = sr[q * sx];
+                for (int64_t q = qhi; q < PW; q++) dr[q] = 0.0f;
+            }
+        }
+}
+
+/* Work units [b, e): (n, output channel m, block of rb output rows). */
+static void dw_range(void *ud, int64_t b, int64_t e) {
+    dwctx *dc = ud;
+    const geom *g = dc->g;
+    const int64_t OH = g->o[1], OW = g->o[2], KH = g->k[1], KW = g->k[2];
+    const int64_t sy = g->s[1], sx = g->s[2], dy = g->d[1], dx = g->d[2], PW = dc->PW;
+    const int64_t ntaps = KH * KW, planes = sy * sx;
+    float *xp = kiln__ops2_scratch(1, (size_t)dc->xp_floats);
+    float *t = kiln__ops2_scratch(2, (size_t)(dc->t_floats + 2 * ntaps + 16));
+    if (!xp || !t) {
+        __atomic_store_n(&dc->failed, 1, __ATOMIC_RELAXED);
+        return;
+    }
+    int64_t *off = (int64_t *)(t + dc->t_floats);
+    int64_t PHb_prev = -1;
+    for (int64_t u = b; u < e; u++) {
+        int64_t rbk = u % dc->nrb, q = u / dc->nrb, m = q % g->M, n = q / g->M;
+        int64_t oy0 = rbk * dc->rb, R = OH - oy0 < dc->rb ? OH - oy0 : dc->rb;
+        int64_t PHb = R + ((KH - 1) * dy) / sy;
+        if (PHb != PHb_prev) { /* tap offsets and the zeroed slack follow the plane height */
+            for (int64_t ky = 0, k = 0; ky < KH; ky++)
+                for (int64_t kx = 0; kx < KW; kx++, k++) {
+                    int64_t oyk = ky * dy, oxk = kx * dx;
+                    off[k] = ((oyk % sy) * sx + oxk % sx) * PHb * PW + (oyk / sy) * PW + oxk / sx;
+                }
+            int64_t used = planes * PHb * PW;
+            memset(xp + used, 0, (size_t)(dc->xp_floats - used) * sizeof(float));
+            PHb_prev = PHb;
+        }
+        int64_t gi = m / g->Mg;
+        dw_fill(g, dc->x + (n * g->C + gi) * g->id[1] * g->id[2], xp, oy0, PHb, PW);
+        int64_t len = (R * PW + DW_CH * VW - 1) / (DW_CH * VW) * (DW_CH * VW);
+        const float *wm = dc->w + m * ntaps;
+        float bv = dc->bias ? dc->bias[m] : 0.0f;
+        if (ntaps == 9)
+            dw_grid9(xp, off, wm, t, len, bv);
+        else
+            dw_grid_any(xp, off, wm, ntaps, t, len, bv);
+        float *yn = dc->y + n * g->M * OH * OW, *ym = yn + m * OH * OW + oy0 * OW;
+        for (int64_t r = 0; r < R; r++) copy_floats(ym + r * OW, t + r * PW, OW);
+        kiln__ops2_epilogue_span(dc->call, yn, OH * OW, m * OH * OW + oy0 * OW,
+                                 m * OH * OW + (oy0 + R) * OW, 0);
+    }
+}
+
+/* 0, or an error when a thread could not get its scratch memory. */
+static int conv_dw(const kiln_call *c, const geom *g) {
+    dwctx dc = {.g = g, .x = c->in[0].data, .w = c->in[1].data,
+                .bias = c->nin > 2 && c->in[2].data ? c->in[2].data : NULL, .y = c->out[0].data,
+                .call = c};
+    const int64_t OH = g->o[1], sy = g->s[1], sx = g->s[2];
+    dc.PW = g->o[2] + ((g->k[2] - 1) * g->d[2]) / sx;
+    /* row blocks: a grid of about DW_GRID floats, and enough units for
+     * every thread */
+    int64_t nrb = (OH * dc.PW + DW_GRID - 1) / DW_GRID;
+    int threads = c->exec ? kiln_exec_threads(c->exec) : 1;
+    while (nrb < OH && g->N * g->M * nrb < 4 * threads) nrb++;
+    dc.rb = (OH + nrb - 1) / nrb;
+    dc.nrb = (OH + dc.rb - 1) / dc.rb;
+    int64_t PHb = dc.rb + ((g->k[1] - 1) * g->d[1]) / sy;
+    int64_t grid = (dc.rb * dc.PW + DW_CH * VW - 1) / (DW_CH * VW) * (DW_CH * VW);
+    dc.t_floats = (grid + 15) / 16 * 16;
+    dc.xp_floats = sy * sx * PHb * dc.PW + dc.PW + DW_CH * VW + VW; /* see dw_range's reads */
+    kiln_exec_parallel_for(c->exec, g->N * g->M * dc.nrb, 1, dw_range, &dc);
+    if (__atomic_load_n(&dc.failed, __ATOMIC_RELAXED))
+        return kiln_set_error(KILN_ENOMEM, "Conv (depthwise): no memory for %lld floats of "
+                              "per-thread scratch", (long long)(dc.xp_floats + dc.t_floats));
+    return 0;
+}
+
 /* ------------------------------------------------------------ impl */
 
 /* The kernel a call runs: the chosen tactic, or (auto) direct for
  * depthwise-like convs, which have too little reuse for a GEMM.  direct_ok:
  * the conv is 1-D/2-D (no depth to convolve). */
 static int pick_tactic(int tactic, int direct_ok, const geom *g) {
+    if (tactic == T_DW && !(direct_ok && g->Cg == 1)) tactic = T_DIRECT;
     if (tactic == T_DIRECT && !direct_ok) return T_GEMM;
-    if (tactic == T_GEMM || tactic == T_DIRECT || tactic == T_PADGEMM) return tactic;
+    if (tactic == T_GEMM || tactic == T_DIRECT || tactic == T_PADGEMM || tactic == T_DW)
+        return tactic;
+    if (direct_ok && g->Cg == 1) return T_DW;
     return direct_ok && (g->Cg * g->k[1] * g->k[2] <= 16 || g->Mg == 1) ? T_DIRECT : T_PADGEMM;
 }
 
@@ -720,7 +891,8 @@ static int conv_prepack(const kiln_call *c, int input, void *dst, size_t *size) 
     g.Mg = g.M / g.G;
     /* a 3-D conv runs direct only on a depth-1 input and kernel */
     int direct_ok = nsp < 3 || (x->ndim == 5 && x->dims[2] == 1 && g.k[0] == 1);
-    if (pick_tactic(c->tactic, direct_ok, &g) == T_DIRECT) return 0;
+    int t = pick_tactic(c->tactic, direct_ok, &g);
+    if (t == T_DIRECT || t == T_DW) return 0;
     int64_t K = g.Cg * g.k[0] * g.k[1] * g.k[2];
     size_t per = kiln__sgemm_pack_a_floats(g.Mg, K);
     size_t bytes = (size_t)g.G * per * sizeof(float);
@@ -748,6 +920,7 @@ static int conv_impl_f32(const kiln_call *c) {
     if (rc) return rc;
     if (g.N * g.M * g.o[0] * g.o[1] * g.o[2] == 0) return 0;
     int tactic = pick_tactic(c->tactic, g.id[0] == 1 && g.k[0] == 1, &g);
+    if (tactic == T_DW) return conv_dw(c, &g);
     if (tactic == T_DIRECT)
         conv_direct(c, &g);
     else if (tactic != T_PADGEMM || conv_padgemm(c, &g))
@@ -817,7 +990,7 @@ static const kiln_quick_op convint_op = {
 KILN_OP(convint_op)
 
 static const kiln_combo conv_formats[] = {
-    {"FP32", NULL, {T_AUTO, T_GEMM, T_DIRECT, T_PADGEMM}},
+    {"FP32", NULL, {T_AUTO, T_GEMM, T_DIRECT, T_PADGEMM, T_DW}},
     {"FP16|FP64", NULL, {T_AUTO}},
     {NULL, NULL, {0}},
 };

@@ -1,0 +1,194 @@
+/*
+ * test_conv_dw.c — depthwise convolutions (one input channel per group)
+ * against a naive double reference written here, on every Conv tactic:
+ * 5 (the depthwise kernel), 3 (direct), 2 and 4 (GEMM, padded GEMM) and 1
+ * (auto).  The network Conv (-> Relu or Clip, fused into the conv as its
+ * epilogue) is built once without timing; each tactic is then forced on
+ * the engine's layer (kiln__elayer.tactic) before a context runs it, with
+ * the output poisoned and debug mode on (every element must be written).
+ * Odd sizes: channel counts that are not a multiple of the vector width,
+ * planes of 1, 2, 7 and uneven rows, strides 1-3, asymmetric pads,
+ * dilations, depth multipliers, 1-D convs, 2 images, 1 and 2 threads.
+ */
+#include "kiln/kiln.h"
+#include "kiln/plugin.h"
+#include "kiln_int.h"
+#include "test.h"
+#include "test_ops_util.h"
+
+#include <math.h>
+#include <stdint.h>
+
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+
+static uint64_t g_seed = 0x5EEDD3D3C0FFEE11ull;
+
+enum { EPI_NONE, EPI_RELU, EPI_CLIP };
+
+/* One case: N x C x H x W input, M = C * mult output channels, group C,
+ * kernel kh x kw, strides, dilations, pads (top, left, bottom, right);
+ * nsp = 1: a 1-D conv over W (H must be 1, kh 1). */
+typedef struct dwcase {
+    int64_t N, C, mult, H, W, kh, kw, sy, sx, dy, dx, pt, pl, pb, pr;
+    int nsp, epi, bias;
+} dwcase;
+
+static int64_t out_dim(int64_t in, int64_t k, int64_t s, int64_t d, int64_t p0, int64_t p1) {
+    return (in + p0 + p1 - d * (k - 1) - 1) / s + 1;
+}
+
+static void reference(const dwcase *t, const float *x, const float *w, const float *b, double *ref,
+                      int64_t OH, int64_t OW) {
+    const int64_t M = t->C * t->mult;
+    const float lo = -0.25f, hi = 0.5f;
+    for (int64_t n = 0; n < t->N; n++)
+        for (int64_t m = 0; m < M; m++) {
+            int64_t c = m / t->mult;
+            for (int64_t oy = 0; oy < OH; oy++)
+                for (int64_t ox = 0; ox < OW; ox++) {
+                    double acc = b ? b[m] : 0.0;
+                    for (int64_t ky = 0; ky < t->kh; ky++)
+                        for (int64_t kx = 0; kx < t->kw; kx++) {
+                            int64_t iy = oy * t->sy - t->pt + ky * t->dy;
+                            int64_t ix = ox * t->sx - t->pl + kx * t->dx;
+                            if (iy < 0 || iy >= t->H || ix < 0 || ix >= t->W) continue;
+                            acc += (double)x[((n * t->C + c) * t->H + iy) * t->W + ix] *
+                                   w[(m * t->kh + ky) * t->kw + kx];
+                        }
+                    if (t->epi == EPI_RELU && acc < 0) acc = 0;
+                    if (t->epi == EPI_CLIP) acc = acc < lo ? lo : acc > hi ? hi : acc;
+                    ref[((n * M + m) * OH + oy) * OW + ox] = acc;
+                }
+        }
+}
+
+static void run_case(const dwcase *t, int threads) {
+    const int64_t M = t->C * t->mult;
+    const int64_t OH = out_dim(t->H, t->kh, t->sy, t->dy, t->pt, t->pb);
+    const int64_t OW = out_dim(t->W, t->kw, t->sx, t->dx, t->pl, t->pr);
+    ASSERT(OH >= 1 && OW >= 1);
+    ASSERT(t->nsp == 2 || (t->H == 1 && t->kh == 1 && t->pt == 0 && t->pb == 0));
+    int64_t nx = t->N * t->C * t->H * t->W, nw = M * t->kh * t->kw, ny = t->N * M * OH * OW;
+    float *x = test_rnd_f32(&g_seed, nx, -1.0f, 1.0f), *w = test_rnd_f32(&g_seed, nw, -1.0f, 1.0f);
+    float *b = test_rnd_f32(&g_seed, M, -0.5f, 0.5f), *y = test_xmalloc((size_t)ny * sizeof(float));
+    double *ref = test_xmalloc((size_t)ny * sizeof(double));
+    reference(t, x, w, t->bias ? b : NULL, ref, OH, OW);
+
+    kiln_network *net = kiln_network_create();
+    ASSERT(net);
+    const int nd = 2 + t->nsp;
+    int64_t xd[4] = {t->N, t->C, t->H, t->W}, wd[4] = {M, 1, t->kh, t->kw}, bd[1] = {M};
+    if (t->nsp == 1) { xd[2] = t->W; wd[2] = t->kw; }
+    ASSERT_OK(kiln_network_add_input(net, "X", KILN_DTYPE_F32, nd, xd, NULL));
+    ASSERT_OK(kiln_network_add_constant(net, "W", KILN_DTYPE_F32, nd, wd, w));
+    ASSERT_OK(kiln_network_add_constant(net, "B", KILN_DTYPE_F32, 1, bd, b));
+    const char *cin[3] = {"X", "W", "B"}, *cout[1] = {t->epi == EPI_NONE ? "Y" : "c"};
+    kiln_layer *l = kiln_network_add_layer(net, "ai.onnx::Conv", 11, "conv", t->bias ? 3 : 2, cin, 1, cout);
+    if (!l) TEST__FAIL("add_layer Conv: %s", kiln_errmsg());
+    int64_t k[2] = {t->kh, t->kw}, s[2] = {t->sy, t->sx}, d[2] = {t->dy, t->dx};
+    int64_t p[4] = {t->pt, t->pl, t->pb, t->pr};
+    if (t->nsp == 1) { k[0] = t->kw; s[0] = t->sx; d[0] = t->dx; p[0] = t->pl; p[1] = t->pr; }
+    ASSERT_OK(kiln_layer_set_ints(l, "kernel_shape", k, t->nsp));
+    ASSERT_OK(kiln_layer_set_ints(l, "strides", s, t->nsp));
+    ASSERT_OK(kiln_layer_set_ints(l, "dilations", d, t->nsp));
+    ASSERT_OK(kiln_layer_set_ints(l, "pads", p, 2 * t->nsp));
+    ASSERT_OK(kiln_layer_set_int(l, "group", t->C));
+    if (t->epi == EPI_RELU) {
+        const char *ri[1] = {"c"}, *ro[1] = {"Y"};
+        ASSERT(kiln_network_add_layer(net, "ai.onnx::Relu", 14, "relu", 1, ri, 1, ro));
+    } else if (t->epi == EPI_CLIP) {
+        float lo = -0.25f, hi = 0.5f;
+        ASSERT_OK(kiln_network_add_constant(net, "lo", KILN_DTYPE_F32, 0, NULL, &lo));
+        ASSERT_OK(kiln_network_add_constant(net, "hi", KILN_DTYPE_F32, 0, NULL, &hi));
+        const char *ci[3] = {"c", "lo", "hi"}, *co[1] = {"Y"};
+        ASSERT(kiln_network_add_layer(net, "ai.onnx::Clip", 13, "clip", 3, ci, 1, co));
+    }
+    ASSERT_OK(kiln_network_mark_output(net, "Y"));
+    kiln_build_stats st;
+    kiln_engine *e = test_build_ok(net, KILN_BUILD_NO_TIMING, threads, &st);
+    kiln_network_free(net);
+    ASSERT_EQ(st.layers, 1); /* the activation is fused */
+
+    for (int tactic = 1; tactic <= 5; tactic++) {
+        e->layers[0].tactic = tactic;
+        for (int debug = 0; debug <= 1; debug++) {
+            kiln_context *ctx;
+            ASSERT_OK(kiln_context_create(e, threads, &ctx));
+            kiln_context_set_debug(ctx, debug);
+            ASSERT_OK(kiln_context_bind(ctx, "X", x, (size_t)nx * sizeof(float)));
+            memset(y, 0xA5, (size_t)ny * sizeof(float));
+            ASSERT_OK(kiln_context_bind(ctx, "Y", y, (size_t)ny * sizeof(float)));
+            if (kiln_context_run(ctx)) TEST__FAIL("run (tactic %d): %s", tactic, kiln_errmsg());
+            kiln_context_free(ctx);
+            char what[200];
+            snprintf(what, sizeof what,
+                     "dw N=%lld C=%lld x%lld %lldx%lld k=%lldx%lld s=%lld,%lld d=%lld,%lld "
+                     "p=%lld,%lld,%lld,%lld nsp=%d epi=%d threads=%d tactic %d",
+                     (long long)t->N, (long long)t->C, (long long)t->mult, (long long)t->H,
+                     (long long)t->W, (long long)t->kh, (long long)t->kw, (long long)t->sy,
+                     (long long)t->sx, (long long)t->dy, (long long)t->dx, (long long)t->pt,
+                     (long long)t->pl, (long long)t->pb, (long long)t->pr, t->nsp, t->epi,
+                     threads, tactic);
+            test_check_close(what, y, ref, ny, 1e-5 * (double)(t->kh * t->kw));
+        }
+    }
+    kiln_engine_free(e);
+    free(x); free(w); free(b); free(y); free(ref);
+}
+
+/* The MobileNet shapes: 3x3, pads 1, strides 1 and 2, Clip (ReLU6) or not. */
+TEST_IMPL(dw3x3) {
+    static const int64_t chans[] = {1, 3, 17, 32};
+    static const int64_t sizes[][2] = {{1, 1}, {2, 2}, {7, 7}, {2, 9}, {13, 5}, {14, 14}, {29, 31}};
+    int i = 0;
+    for (size_t ci = 0; ci < sizeof chans / sizeof chans[0]; ci++)
+        for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++)
+            for (int64_t st = 1; st <= 2; st++, i++) {
+                dwcase t = {.N = 1 + (i % 3 == 0), .C = chans[ci], .mult = 1, .H = sizes[si][0],
+                            .W = sizes[si][1], .kh = 3, .kw = 3, .sy = st, .sx = st, .dy = 1,
+                            .dx = 1, .pt = 1, .pl = 1, .pb = 1, .pr = 1, .nsp = 2,
+                            .epi = i % 3, .bias = i % 4 != 1};
+                run_case(&t, 1 + (i % 2));
+            }
+}
+
+/* Wide and tall planes: several row blocks per plane, blocks split over 2
+ * threads, one channel (the rows are the only parallel work). */
+TEST_IMPL(dw3x3_large) {
+    dwcase a = {.N = 1, .C = 1, .mult = 1, .H = 150, .W = 133, .kh = 3, .kw = 3, .sy = 1, .sx = 1,
+                .dy = 1, .dx = 1, .pt = 1, .pl = 1, .pb = 1, .pr = 1, .nsp = 2, .epi = EPI_CLIP, .bias = 1};
+    run_case(&a, 2);
+    a.sy = a.sx = 2;
+    a.C = 5;
+    a.epi = EPI_RELU;
+    run_case(&a, 2);
+    a.C = 19;
+    a.H = 57;
+    a.W = 58;
+    a.sy = a.sx = 1;
+    run_case(&a, 1);
+}
+
+/* Everything else tactic 5 accepts: other kernel sizes (the generic tap
+ * loop), no or asymmetric pads, larger pads than the kernel reach,
+ * dilations, strides 3 and mixed, depth multipliers, 1-D. */
+TEST_IMPL(dw_general) {
+    dwcase cases[] = {
+        {.N = 1, .C = 5, .mult = 1, .H = 11, .W = 12, .kh = 3, .kw = 3, .sy = 1, .sx = 1, .dy = 1, .dx = 1, .nsp = 2, .bias = 1},
+        {.N = 2, .C = 6, .mult = 1, .H = 12, .W = 9, .kh = 3, .kw = 3, .sy = 2, .sx = 2, .dy = 1, .dx = 1, .pt = 0, .pl = 1, .pb = 2, .pr = 0, .nsp = 2, .epi = EPI_CLIP, .bias = 1},
+        {.N = 1, .C = 7, .mult = 1, .H = 16, .W = 15, .kh = 5, .kw = 5, .sy = 1, .sx = 1, .dy = 1, .dx = 1, .pt = 2, .pl = 2, .pb = 2, .pr = 2, .nsp = 2, .epi = EPI_RELU, .bias = 1},
+        {.N = 1, .C = 4, .mult = 1, .H = 19, .W = 20, .kh = 3, .kw = 3, .sy = 1, .sx = 1, .dy = 2, .dx = 3, .pt = 2, .pl = 3, .pb = 2, .pr = 3, .nsp = 2, .bias = 0},
+        {.N = 1, .C = 3, .mult = 2, .H = 10, .W = 13, .kh = 3, .kw = 3, .sy = 1, .sx = 2, .dy = 1, .dx = 1, .pt = 1, .pl = 1, .pb = 1, .pr = 1, .nsp = 2, .epi = EPI_CLIP, .bias = 1},
+        {.N = 1, .C = 9, .mult = 1, .H = 17, .W = 23, .kh = 3, .kw = 3, .sy = 3, .sx = 3, .dy = 1, .dx = 1, .pt = 1, .pl = 0, .pb = 1, .pr = 2, .nsp = 2, .bias = 1},
+        {.N = 1, .C = 2, .mult = 1, .H = 6, .W = 7, .kh = 3, .kw = 1, .sy = 1, .sx = 1, .dy = 1, .dx = 1, .pt = 3, .pl = 2, .pb = 1, .pr = 4, .nsp = 2, .epi = EPI_RELU, .bias = 1},
+        {.N = 1, .C = 16, .mult = 1, .H = 8, .W = 8, .kh = 7, .kw = 7, .sy = 2, .sx = 2, .dy = 1, .dx = 1, .pt = 3, .pl = 3, .pb = 3, .pr = 3, .nsp = 2, .bias = 1},
+        {.N = 2, .C = 5, .mult = 1, .H = 1, .W = 40, .kh = 1, .kw = 3, .sy = 1, .sx = 1, .dy = 1, .dx = 1, .pl = 1, .pr = 1, .nsp = 1, .epi = EPI_CLIP, .bias = 1},
+        {.N = 1, .C = 3, .mult = 3, .H = 1, .W = 33, .kh = 1, .kw = 5, .sy = 1, .sx = 2, .dy = 1, .dx = 2, .pl = 0, .pr = 3, .nsp = 1, .bias = 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        run_case(&cases[i], 1);
+        run_case(&cases[i], 2);
+    }
+}
+
+TEST_LIST(TEST_ENTRY(dw3x3), TEST_ENTRY(dw3x3_large), TEST_ENTRY(dw_general))
