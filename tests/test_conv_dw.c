@@ -9,6 +9,7 @@
  * Odd sizes: channel counts that are not a multiple of the vector width,
  * planes of 1, 2, 7 and uneven rows, strides 1-3, asymmetric pads,
  * dilations, depth multipliers, 1-D convs, 2 images, 1 and 2 threads.
+ * Also pointwise (1x1) convs, whose GEMM may read X in place.
  */
 #include "kiln/kiln.h"
 #include "kiln/plugin.h"
@@ -31,6 +32,7 @@ enum { EPI_NONE, EPI_RELU, EPI_CLIP };
 typedef struct dwcase {
     int64_t N, C, mult, H, W, kh, kw, sy, sx, dy, dx, pt, pl, pb, pr;
     int nsp, epi, bias;
+    int dense; /* group 1 (M = mult): a regular conv, for the 1x1 GEMM paths */
 } dwcase;
 
 static int64_t out_dim(int64_t in, int64_t k, int64_t s, int64_t d, int64_t p0, int64_t p1) {
@@ -39,36 +41,36 @@ static int64_t out_dim(int64_t in, int64_t k, int64_t s, int64_t d, int64_t p0, 
 
 static void reference(const dwcase *t, const float *x, const float *w, const float *b, double *ref,
                       int64_t OH, int64_t OW) {
-    const int64_t M = t->C * t->mult;
+    const int64_t M = t->dense ? t->mult : t->C * t->mult, Cg = t->dense ? t->C : 1;
     const float lo = -0.25f, hi = 0.5f;
     for (int64_t n = 0; n < t->N; n++)
-        for (int64_t m = 0; m < M; m++) {
-            int64_t c = m / t->mult;
+        for (int64_t m = 0; m < M; m++)
             for (int64_t oy = 0; oy < OH; oy++)
                 for (int64_t ox = 0; ox < OW; ox++) {
                     double acc = b ? b[m] : 0.0;
+                    for (int64_t ci = 0; ci < Cg; ci++)
                     for (int64_t ky = 0; ky < t->kh; ky++)
                         for (int64_t kx = 0; kx < t->kw; kx++) {
                             int64_t iy = oy * t->sy - t->pt + ky * t->dy;
                             int64_t ix = ox * t->sx - t->pl + kx * t->dx;
                             if (iy < 0 || iy >= t->H || ix < 0 || ix >= t->W) continue;
+                            int64_t c = t->dense ? ci : m / t->mult;
                             acc += (double)x[((n * t->C + c) * t->H + iy) * t->W + ix] *
-                                   w[(m * t->kh + ky) * t->kw + kx];
+                                   w[((m * Cg + ci) * t->kh + ky) * t->kw + kx];
                         }
                     if (t->epi == EPI_RELU && acc < 0) acc = 0;
                     if (t->epi == EPI_CLIP) acc = acc < lo ? lo : acc > hi ? hi : acc;
                     ref[((n * M + m) * OH + oy) * OW + ox] = acc;
                 }
-        }
 }
 
 static void run_case(const dwcase *t, int threads) {
-    const int64_t M = t->C * t->mult;
+    const int64_t M = t->dense ? t->mult : t->C * t->mult, Cg = t->dense ? t->C : 1;
     const int64_t OH = out_dim(t->H, t->kh, t->sy, t->dy, t->pt, t->pb);
     const int64_t OW = out_dim(t->W, t->kw, t->sx, t->dx, t->pl, t->pr);
     ASSERT(OH >= 1 && OW >= 1);
     ASSERT(t->nsp == 2 || (t->H == 1 && t->kh == 1 && t->pt == 0 && t->pb == 0));
-    int64_t nx = t->N * t->C * t->H * t->W, nw = M * t->kh * t->kw, ny = t->N * M * OH * OW;
+    int64_t nx = t->N * t->C * t->H * t->W, nw = M * Cg * t->kh * t->kw, ny = t->N * M * OH * OW;
     float *x = test_rnd_f32(&g_seed, nx, -1.0f, 1.0f), *w = test_rnd_f32(&g_seed, nw, -1.0f, 1.0f);
     float *b = test_rnd_f32(&g_seed, M, -0.5f, 0.5f), *y = test_xmalloc((size_t)ny * sizeof(float));
     double *ref = test_xmalloc((size_t)ny * sizeof(double));
@@ -77,7 +79,7 @@ static void run_case(const dwcase *t, int threads) {
     kiln_network *net = kiln_network_create();
     ASSERT(net);
     const int nd = 2 + t->nsp;
-    int64_t xd[4] = {t->N, t->C, t->H, t->W}, wd[4] = {M, 1, t->kh, t->kw}, bd[1] = {M};
+    int64_t xd[4] = {t->N, t->C, t->H, t->W}, wd[4] = {M, Cg, t->kh, t->kw}, bd[1] = {M};
     if (t->nsp == 1) { xd[2] = t->W; wd[2] = t->kw; }
     ASSERT_OK(kiln_network_add_input(net, "X", KILN_DTYPE_F32, nd, xd, NULL));
     ASSERT_OK(kiln_network_add_constant(net, "W", KILN_DTYPE_F32, nd, wd, w));
@@ -92,7 +94,7 @@ static void run_case(const dwcase *t, int threads) {
     ASSERT_OK(kiln_layer_set_ints(l, "strides", s, t->nsp));
     ASSERT_OK(kiln_layer_set_ints(l, "dilations", d, t->nsp));
     ASSERT_OK(kiln_layer_set_ints(l, "pads", p, 2 * t->nsp));
-    ASSERT_OK(kiln_layer_set_int(l, "group", t->C));
+    ASSERT_OK(kiln_layer_set_int(l, "group", t->dense ? 1 : t->C));
     if (t->epi == EPI_RELU) {
         const char *ri[1] = {"c"}, *ro[1] = {"Y"};
         ASSERT(kiln_network_add_layer(net, "ai.onnx::Relu", 14, "relu", 1, ri, 1, ro));
@@ -123,12 +125,12 @@ static void run_case(const dwcase *t, int threads) {
             char what[200];
             snprintf(what, sizeof what,
                      "dw N=%lld C=%lld x%lld %lldx%lld k=%lldx%lld s=%lld,%lld d=%lld,%lld "
-                     "p=%lld,%lld,%lld,%lld nsp=%d epi=%d threads=%d tactic %d",
+                     "p=%lld,%lld,%lld,%lld nsp=%d epi=%d dense=%d threads=%d tactic %d",
                      (long long)t->N, (long long)t->C, (long long)t->mult, (long long)t->H,
                      (long long)t->W, (long long)t->kh, (long long)t->kw, (long long)t->sy,
                      (long long)t->sx, (long long)t->dy, (long long)t->dx, (long long)t->pt,
                      (long long)t->pl, (long long)t->pb, (long long)t->pr, t->nsp, t->epi,
-                     threads, tactic);
+                     t->dense, threads, tactic);
             test_check_close(what, y, ref, ny, 1e-5 * (double)(t->kh * t->kw));
         }
     }
@@ -191,4 +193,21 @@ TEST_IMPL(dw_general) {
     }
 }
 
-TEST_LIST(TEST_ENTRY(dw3x3), TEST_ENTRY(dw3x3_large), TEST_ENTRY(dw_general))
+/* Pointwise (1x1, group 1) convs: with up to 64 output channels the GEMM
+ * reads X in place (all but a partial last column strip, which is
+ * packed); more channels pack X.  Planes of 64, 65, 100 and 1155 values,
+ * 1 and 2 threads, fused Relu/Clip. */
+TEST_IMPL(pointwise) {
+    static const int64_t outs[] = {2, 7, 24, 64, 65, 100};
+    static const int64_t sizes[][2] = {{8, 8}, {5, 13}, {10, 10}, {33, 35}, {1, 7}};
+    int i = 0;
+    for (size_t oi = 0; oi < sizeof outs / sizeof outs[0]; oi++)
+        for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++, i++) {
+            dwcase t = {.N = 1 + (i % 4 == 0), .C = 3 + 11 * (i % 5), .mult = outs[oi],
+                        .H = sizes[si][0], .W = sizes[si][1], .kh = 1, .kw = 1, .sy = 1, .sx = 1,
+                        .dy = 1, .dx = 1, .nsp = 2, .epi = i % 3, .bias = i % 4 != 1, .dense = 1};
+            run_case(&t, 1 + (i % 2));
+        }
+}
+
+TEST_LIST(TEST_ENTRY(dw3x3), TEST_ENTRY(dw3x3_large), TEST_ENTRY(dw_general), TEST_ENTRY(pointwise))

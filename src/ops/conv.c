@@ -452,6 +452,15 @@ static void conv_gemm(const kiln_call *c, const geom *g) {
     int64_t K = g->Cg * g->k[0] * g->k[1] * g->k[2];
     int pointwise = g->k[0] * g->k[1] * g->k[2] == 1 && g->s[0] * g->s[1] * g->s[2] == 1;
     for (int i = 0; i < 3; i++) pointwise &= g->pb[i] == 0 && g->pe[i] == 0;
+    /* A pointwise conv with few output channels reads X (B, row k = input
+     * channel k) in place: packing B costs more than it saves when only a
+     * few A strips reuse each packed panel (MobileNetV2's 1x1 projections
+     * to 24..64 channels: 8-20% faster; from 96 rows on, packing wins).
+     * b_off NULL: B is packed as a matrix (also when out of memory). */
+    int64_t *b_off = NULL;
+    if (pointwise && g->Mg > 1 && g->Mg <= 64 && osp >= 2 * kiln__sgemm_nr())
+        b_off = (int64_t *)kiln__ops2_scratch(1, (size_t)K * 2 + 16);
+    for (int64_t k = 0; b_off && k < K; k++) b_off[k] = k * isp;
     for (int64_t n = 0; n < g->N; n++) {
         for (int64_t gi = 0; gi < g->G; gi++) {
             const float *xg = x + (n * g->C + gi * g->Cg) * isp;
@@ -465,7 +474,11 @@ static void conv_gemm(const kiln_call *c, const geom *g) {
                 gm.done = gemm_rows_done;
                 gm.done_ud = &ge;
             }
-            if (pointwise) {
+            if (pointwise && b_off) {
+                /* row k of B is input channel k: the micro-kernel reads it in place */
+                gm.b_shift = xg;
+                gm.b_off = b_off;
+            } else if (pointwise) {
                 gm.b = xg;
                 gm.b_rs = isp;
                 gm.b_cs = 1;

@@ -203,6 +203,11 @@ static void pack_b_shift(const kiln__gemm *g, int64_t k0, int64_t kc, int64_t n0
     for (int64_t s = 0; s < nc; s += NR) {
         int nr = (int)(nc - s < NR ? nc - s : NR);
         float *d = dst + s * kc;
+        if (nr == NR) {
+            for (int64_t k = 0; k < kc; k++)
+                memcpy(d + k * NR, g->b_shift + g->b_off[k0 + k] + n0 + s, NR * sizeof(float));
+            continue;
+        }
         for (int64_t k = 0; k < kc; k++) {
             const float *src = g->b_shift + g->b_off[k0 + k] + n0 + s;
             int j = 0;
@@ -623,9 +628,14 @@ static void gemm_block(const kiln__gemm *g, int64_t m0, int64_t m1, int64_t n0, 
                         si.bias = (pc == 0 && g->bias_row) ? g->bias_row + ic + ir : NULL;
                         float *ct = g->c + (ic + ir) * g->ldc + jc + jr;
 #ifdef HAVE_SHIFT_KERNEL
-                        if (in_place) {
+                        if (in_place && nr == NR) {
                             micro_shift(kc, pa_use + ir * kc, g->b_shift + jc + jr, g->b_off + pc, ct,
                                         g->ldc, mr, nr, &si);
+                            continue;
+                        }
+                        if (in_place) { /* the last, partial strip: packed (no read past B) */
+                            if (ir == 0) pack_b_shift(g, pc, kc, jc + jr, nr, pb);
+                            micro(kc, pa_use + ir * kc, pb, ct, g->ldc, mr, nr, &si);
                             continue;
                         }
 #endif
