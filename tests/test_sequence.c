@@ -596,6 +596,37 @@ TEST_IMPL(string_normalizer_and_errors) {
     kiln_engine_free(e);
 }
 
+/* ---------------------------------------------------------------- importer: the parts as network inputs */
+
+TEST_IMPL(sequence_import_parts) {
+    const char *m = "/usr/share/libonnx-testdata/data/node/test_sequence_insert_at_front/model.onnx";
+    if (access(m, R_OK)) {
+        printf("skip: %s not installed\n", m);
+        return;
+    }
+    kiln_network *net = NULL;
+    ASSERT_OK(kiln_onnx_import(m, NULL, &net));
+    /* sequence (int64, element shape undeclared), tensor [3], position [1] */
+    ASSERT_EQ(kiln_network_num_inputs(net), 4);
+    static const char *names[4] = {"sequence", "sequence:shapes", "tensor", "position"};
+    static const int nds[4] = {1, 2, 1, 1};
+    static const int64_t d0[4] = {-1, -1, 3, 1};
+    kiln_io_info info;
+    for (int i = 0; i < 4; i++) {
+        ASSERT_OK(kiln_network_input_info(net, i, &info));
+        ASSERT_STR_EQ(info.name, names[i]);
+        ASSERT_EQ(info.dtype, KILN_DTYPE_I64);
+        ASSERT_EQ(info.ndim, nds[i]);
+        ASSERT_EQ(info.dims[0], d0[i]);
+    }
+    ASSERT_EQ(info.is_input, 1);
+    ASSERT_EQ(kiln_network_input_info(net, 4, &info), KILN_EINVAL);
+    ASSERT_EQ(kiln_network_num_outputs(net), 2);
+    ASSERT_STR_EQ(kiln_network_output_name(net, 0), "output_sequence");
+    ASSERT_STR_EQ(kiln_network_output_name(net, 1), "output_sequence:shapes");
+    kiln_network_free(net);
+}
+
 /* ---------------------------------------------------------------- test data reader */
 
 TEST_IMPL(sequence_read_files) {
@@ -636,4 +667,4 @@ TEST_IMPL(sequence_read_files) {
 TEST_LIST(TEST_ENTRY(sequence_pipeline_runtime_positions), TEST_ENTRY(sequence_pipeline_build_time_positions),
           TEST_ENTRY(sequence_split_concat), TEST_ENTRY(sequence_errors), TEST_ENTRY(sequence_map),
           TEST_ENTRY(sequence_read_files), TEST_ENTRY(string_cast_round_trip),
-          TEST_ENTRY(string_normalizer_and_errors))
+          TEST_ENTRY(string_normalizer_and_errors), TEST_ENTRY(sequence_import_parts))
