@@ -55,6 +55,13 @@ if(TARGET kiln_cli)
   endforeach()
 endif()
 
+# String tensors through an If with a run-time condition (branches of different
+# byte lengths) and StringNormalizer (scripts/gen_if_string_case.py).
+if(TARGET kiln_cli)
+  add_test(NAME onnx_if_string_case
+    COMMAND kiln_cli test-onnx --min-pass 1 ${CMAKE_SOURCE_DIR}/tests/fixtures/if_string_case)
+endif()
+
 # The same case with the node attribute aot = 1: the plugin's AOT kernel,
 # compiled at build time and embedded in the engine.
 if(TARGET kiln_cli AND TARGET kiln_samples_ops)

@@ -435,6 +435,7 @@ static int graph_out_parts(const imp *im, const Onnx__GraphProto *g, size_t i) {
     kiln_dtype dt;
     int rank;
     int p = type_parts(g->output[i]->type, &dt, &rank);
+    if (p == 1 && dt == KILN_DTYPE_STRING) return 2; /* bytes + lengths */
     if (p != 1 || !g->output[i]->name) return p ? p : 1;
     for (size_t k = 0; k < g->n_node; k++) {
         const Onnx__NodeProto *n = g->node[k];
@@ -452,6 +453,19 @@ static int graph_out_parts(const imp *im, const Onnx__GraphProto *g, size_t i) {
             }
     }
     return 1;
+}
+
+/* Output i of node n is a string tensor (StringNormalizer; If whose
+ * branch declares a string output). */
+static int out_is_str(const Onnx__NodeProto *n, size_t i) {
+    if (!is_onnx_domain(n)) return 0;
+    if (!strcmp(n->op_type, "StringNormalizer")) return i == 0;
+    if (strcmp(n->op_type, "If")) return 0;
+    const Onnx__AttributeProto *a = find_attr(n, "then_branch");
+    if (!a || !a->g || i >= a->g->n_output) return 0;
+    kiln_dtype dt;
+    int rank;
+    return type_parts(a->g->output[i]->type, &dt, &rank) == 1 && dt == KILN_DTYPE_STRING;
 }
 
 /* Parts of output i of node n. */
@@ -627,6 +641,37 @@ static int add_tensor_const(kiln_network *net, const char *name, const kiln__onn
 }
 
 /* Constant node -> network constant. */
+/* A string constant: `name` (U8 bytes) and `name:lens` (I64, its shape). */
+static int add_string_const(imp *im, kiln_network *net, const char *name, int ndim, const int64_t *dims,
+                            size_t nstr, const ProtobufCBinaryData *strs, const char *lb) {
+    int64_t n = 1;
+    for (int i = 0; i < ndim; i++) n *= dims[i];
+    if (ndim > KILN_MAX_DIMS || (uint64_t)n != (uint64_t)nstr)
+        return kiln__err(KILN_EFORMAT, "%s: string tensor dims hold %lld strings, it has %zu", lb, (long long)n, nstr);
+    size_t total = 0;
+    for (size_t i = 0; i < nstr; i++) total += strs[i].len;
+    uint8_t *b = kiln__malloc(total ? total : 1);
+    int64_t *lens = kiln__malloc(nstr ? nstr * sizeof *lens : 1);
+    int rc = !b || !lens ? kiln__err(KILN_ENOMEM, "out of memory") : 0;
+    for (size_t i = 0, off = 0; !rc && i < nstr; i++) {
+        if (strs[i].len) memcpy(b + off, strs[i].data, strs[i].len);
+        off += strs[i].len;
+        lens[i] = (int64_t)strs[i].len;
+    }
+    int64_t bd[1] = {(int64_t)total};
+    char pn[600];
+    if (!rc) rc = set_str(im, name);
+    if (!rc) rc = kiln_network_add_constant(net, name, KILN_DTYPE_U8, 1, bd, b);
+    if (!rc) rc = kiln_network_add_constant(net, part_name(im, pn, sizeof pn, name, 1), KILN_DTYPE_I64, ndim, dims, lens);
+    kiln__free(b);
+    kiln__free(lens);
+    return rc;
+}
+
+static int is_string_tensor(const Onnx__TensorProto *t) {
+    return t && t->has_data_type && t->data_type == KILN_DTYPE_STRING;
+}
+
 static int import_constant(imp *im, kiln_network *net, const Onnx__NodeProto *n) {
     char lb[512];
     node_label(n, lb, sizeof lb);
@@ -639,7 +684,15 @@ static int import_constant(imp *im, kiln_network *net, const Onnx__NodeProto *n)
     const char *an = a->name ? a->name : "";
     const char *out = n->output[0];
     int rc;
-    if (!strcmp(an, "value") && a->t) {
+    if (!strcmp(an, "value") && is_string_tensor(a->t)) {
+        if (a->t->n_dims > KILN_MAX_DIMS) return kiln__err(KILN_EUNSUPPORTED, "%s: rank %zu", lb, a->t->n_dims);
+        rc = add_string_const(im, net, out, (int)a->t->n_dims, a->t->dims, a->t->n_string_data, a->t->string_data, lb);
+    } else if (!strcmp(an, "value_string") && a->has_s) {
+        rc = add_string_const(im, net, out, 0, NULL, 1, &a->s, lb);
+    } else if (!strcmp(an, "value_strings")) {
+        int64_t d = (int64_t)a->n_strings;
+        rc = add_string_const(im, net, out, 1, &d, a->n_strings, a->strings, lb);
+    } else if (!strcmp(an, "value") && a->t) {
         kiln__onnx_tensor t;
         rc = kiln__onnx_tensor_decode(a->t, im->base_dir, lb, &t);
         if (rc) return rc;
@@ -663,9 +716,6 @@ static int import_constant(imp *im, kiln_network *net, const Onnx__NodeProto *n)
         if (rc) return rc;
         rc = add_tensor_const(net, out, &t);
         kiln__onnx_tensor_free(&t);
-    } else if (!strcmp(an, "value_string") || !strcmp(an, "value_strings")) {
-        return kiln__err(KILN_EUNSUPPORTED, "%s: Constant attribute '%s' is not supported (string "
-                         "tensors)", lb, an);
     } else {
         return kiln__err(KILN_EFORMAT, "%s: Constant attribute '%s' is unknown or has no value", lb, an);
     }
@@ -1092,9 +1142,7 @@ static int import_node(imp *im, const Onnx__NodeProto *n, const scope *sc, int d
         int p = oi < (int)n->n_output && n->output[oi][0] ? out_parts(im, n, (size_t)oi) : 1;
         if (oi < (int)n->n_output && n->output[oi][0]) {
             outs[i] = n->output[oi];
-            if (oi == 0 && is_onnx_domain(n) && !strcmp(n->op_type, "StringNormalizer") &&
-                (rc = set_str(im, n->output[oi])))
-                goto done;
+            if (out_is_str(n, (size_t)oi) && (rc = set_str(im, n->output[oi]))) goto done;
             for (int q = 1; q < p && i + 1 < nout; q++) {
                 char b[600];
                 if (!(gen[ngen] = kiln__strdup(part_name(im, b, sizeof b, n->output[oi], q)))) { rc = KILN_ENOMEM; goto done; }
@@ -1249,6 +1297,13 @@ static int import_graph(imp *im, const Onnx__GraphProto *g, const scope *parent,
         }
         char where[600];
         snprintf(where, sizeof where, "initializer '%s'", tp->name);
+        if (is_string_tensor(tp)) {
+            rc = tp->n_dims > KILN_MAX_DIMS ? kiln__err(KILN_EUNSUPPORTED, "%s: rank %zu", where, tp->n_dims)
+                 : add_string_const(im, net, tp->name, (int)tp->n_dims, tp->dims, tp->n_string_data,
+                                    tp->string_data, where);
+            if (!rc && strset_add(&inits, tp->name) < 0) rc = KILN_ENOMEM;
+            continue;
+        }
         kiln__onnx_tensor t;
         rc = kiln__onnx_tensor_decode(tp, im->base_dir, where, &t);
         if (rc) break;
@@ -1428,24 +1483,25 @@ static int import_graph(imp *im, const Onnx__GraphProto *g, const scope *parent,
     }
     for (size_t i = 0; i < g->n_output && !rc; i++) {
         const char *nm = g->output[i]->name ? g->output[i]->name : "";
-        int ti = depth > 0 ? kiln__network_find_tensor(net, nm) : -1;
-        if (ti >= 0 && net->tensors[ti].kind == KILN__T_CONST) {
+        for (int k = 0, p = parts_of(im, nm); k < p && !rc; k++) {
+            char pn[600];
+            part_name(im, pn, sizeof pn, nm, k);
+            int ti = depth > 0 ? kiln__network_find_tensor(net, pn) : -1;
+            if (ti < 0 || net->tensors[ti].kind != KILN__T_CONST) {
+                rc = kiln_network_mark_output(net, pn);
+                continue;
+            }
             /* A subgraph output that is a constant (If branch = Constant):
              * give the layer's output a producer inside the subgraph (a
              * copy), as for every other subgraph output. */
-            char cn[600];
-            snprintf(cn, sizeof cn, "%s:copy#%d", nm, im->layer_seq++);
-            const char *cin[1] = {nm}, *cout[1] = {cn};
+            char cn[700];
+            snprintf(cn, sizeof cn, "%s:copy#%d", pn, im->layer_seq++);
+            const char *cin[1] = {pn}, *cout[1] = {cn};
             kiln_layer *cl = kiln_network_add_layer(net, "kiln::reformat", 1, NULL, 1, cin, 1, cout);
-            if (!cl) { rc = kiln__err_prefix(KILN_EINTERNAL, "graph '%s' output '%s'", gname, nm); break; }
+            if (!cl) { rc = kiln__err_prefix(KILN_EINTERNAL, "copy"); break; }
             rc = kiln_layer_set_int(cl, "to_dtype", net->tensors[ti].dtype);
             if (!rc) rc = kiln_network_mark_output(net, cn);
-            if (rc) rc = kiln__err_prefix(rc, "graph '%s' output '%s'", gname, nm);
-            continue;
         }
-        char pn[600];
-        for (int k = 0, p = parts_of(im, nm); k < p && !rc; k++)
-            rc = kiln_network_mark_output(net, part_name(im, pn, sizeof pn, nm, k));
         if (rc) rc = kiln__err_prefix(rc, "graph '%s' output '%s'", gname, nm);
     }
     for (int i = 0; i < pad_out && !rc; i++) {
