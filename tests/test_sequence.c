@@ -142,7 +142,14 @@ static void run_pipeline(int const_pos, int64_t pins, int64_t pera, int64_t pat)
     const char *pn[3] = {"pins", "pera", "pat"};
     if (!const_pos)
         for (int i = 0; i < 3; i++) ASSERT_OK(kiln_context_bind(ctx, pn[i], &pv[i], sizeof pv[i]));
-    /* Outputs with data-dependent dims need their upper bound's capacity. */
+    /* Outputs with data-dependent dims need their upper bound's capacity.
+     * y's dims are each bounded by the sequence's length (30 floats), and so
+     * is their product (kiln_shape_numel_bound): 30 floats, not 30 * 30. */
+    size_t ycap = 0;
+    ASSERT_OK(kiln_context_output_capacity(ctx, "y", &ycap));
+    int64_t total_in = (rows_abc[0] + rows_abc[1] + rows_abc[2] + rows_t) * COLS;
+    if (!const_pos) ASSERT(ycap >= sizeof(float) * (size_t)(4 * COLS)); /* the largest element fits */
+    ASSERT(ycap <= sizeof(float) * (size_t)total_in);
     float *y = bind_out(ctx, "y"), *cat = bind_out(ctx, "cat"), *s3 = bind_out(ctx, "s3");
     int64_t *shp = bind_out(ctx, "s3:shapes"), *lenp = bind_out(ctx, "len");
     ASSERT_OK(kiln_context_run(ctx));

@@ -240,6 +240,12 @@ KILN_API int kiln_shape_alias(kiln_shape_ctx *c, int out, int in);
 KILN_API const kiln_expr *kiln_shape_size_tensor(kiln_shape_ctx *c, int out,
                                                  const kiln_expr *opt,
                                                  const kiln_expr *upper);
+/* Output `out`, whose dims are data-dependent (size tensors), holds at most
+ * `upper` elements: the runtime reserves memory for the smaller of that
+ * and the product of its dims' bounds (SequenceAt: each dim is bounded by
+ * the sequence's length, their product only by that length).  A kernel
+ * writing more is an error. */
+KILN_API int kiln_shape_numel_bound(kiln_shape_ctx *c, int out, const kiln_expr *upper);
 /* Numpy broadcast of dims a (na) and b (nb) into out; returns the rank or
  * KILN_ESHAPE (message set) when static dims disagree. */
 KILN_API int kiln_shape_broadcast(kiln_shape_ctx *c, const kiln_expr *const *a, int na,

@@ -30,6 +30,7 @@ typedef struct bt {
     int input_index;           /* position among network inputs, -1 */
     int is_size;
     const kiln_expr *size_sym;
+    const kiln_expr *numel_bound; /* kiln_shape_numel_bound, or NULL */
     int alias_in;              /* in-place: the tensor whose buffer this output shares, -1 */
     kiln_dtype pdtype;         /* physical (chosen) dtype and format */
     kiln_format pfmt;

@@ -554,6 +554,10 @@ int kiln__b_emit(builder *b, const int *order, int norder, kiln_engine **out) {
                 if (n < 0) rc = n;
                 else et->upper = n;
             }
+        } else if (!rc && t->numel_bound) { /* data-dependent dims: a bound on numel */
+            int32_t n = node_of(&E, t->numel_bound);
+            if (n < 0) rc = n;
+            else et->upper = n;
         }
         if (!rc && t->alias_in >= 0) et->alias_of = b->t[t->alias_in].eidx;
     }

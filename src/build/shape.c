@@ -148,6 +148,15 @@ const kiln_expr *kiln_shape_size_tensor(kiln_shape_ctx *c, int out, const kiln_e
     return s;
 }
 
+int kiln_shape_numel_bound(kiln_shape_ctx *c, int out, const kiln_expr *upper) {
+    KILN__ASSERT(c && upper);
+    if (out < 0 || out >= c->nout)
+        return kiln__err(KILN_EINVAL, "kiln_shape_numel_bound: output %d out of range (%d outputs)", out, c->nout);
+    shape_priv *p = c->priv_;
+    if (p) p->b->t[p->b->l[p->layer].out[out]].numel_bound = upper;
+    return 0;
+}
+
 int kiln_shape_broadcast(kiln_shape_ctx *c, const kiln_expr *const *a, int na,
                          const kiln_expr *const *bb, int nb, const kiln_expr **out) {
     KILN__ASSERT(c);

@@ -459,14 +459,18 @@ static int tensor_capacity(const kiln_context *c, int32_t t, uint64_t *out) {
         *out = 8;
         return 0;
     }
-    if (c->tdep[t] && et->upper < 0) {
-        /* dims at the size symbols' upper bounds */
+    if (c->tdep[t]) {
+        /* dims at the size symbols' upper bounds; with a bound on the
+         * element count (kiln_shape_numel_bound), the smaller of the two */
         int64_t dims[KILN_MAX_DIMS];
         for (int d = 0; d < et->ndim; d++) dims[d] = c->vals_up[et->dims[d]];
-        return dims_bytes(et, dims, out);
-    }
-    if (c->tdep[t]) {
-        int64_t up = c->vals[et->upper];
+        uint64_t by_dims = UINT64_MAX;
+        int rc = dims_bytes(et, dims, &by_dims);
+        if (et->upper < 0) {
+            *out = by_dims;
+            return rc;
+        }
+        int64_t up = c->vals_up[et->upper];
         uint64_t es = kiln_dtype_size((kiln_dtype)et->dtype);
         if (up < 0 || (uint64_t)up > ((uint64_t)1 << 48) / es)
             return kiln__err(KILN_ESHAPE, "tensor '%s': upper bound %lld elements", et->name,
@@ -474,7 +478,7 @@ static int tensor_capacity(const kiln_context *c, int32_t t, uint64_t *out) {
         uint64_t bytes = (uint64_t)up * es;
         if (et->format == KILN_FORMAT_NCHW8C || et->format == KILN_FORMAT_NCHW16C)
             bytes *= 16; /* generous: padded channels */
-        *out = bytes;
+        *out = rc || bytes < by_dims ? bytes : by_dims;
         return 0;
     }
     int64_t dims[KILN_MAX_DIMS];

@@ -208,6 +208,8 @@ static void tensor_out(kiln_shape_ctx *c, int o, kiln_dtype dt, int r, const kil
     y->ndim = r;
     for (int d = 0; d < r; d++)
         y->dims[d] = known ? known[d] : kiln_shape_size_tensor(c, o + 1 + d, upper, upper);
+    /* each dim is bounded by the sequence's length, and so is their product */
+    if (!known && r > 1) kiln_shape_numel_bound(c, o, upper);
 }
 
 /* ------------------------------------------------------------ SequenceEmpty */
