@@ -140,10 +140,18 @@ static int sel_shape(kiln_shape_ctx *c) {
         c->out[k].dtype = KILN_DTYPE_I64;
         c->out[k].nvalues = -1;
     }
-    for (int i = 0; dds && i < a->ndim; i++)
-        if (a->dims[i] != b->dims[i])
-            c->out[0].dims[i] = kiln_shape_size_tensor(c, 1 + i, kiln_expr_max(c->x, a->dims[i], b->dims[i]),
-                                                       kiln_expr_max(c->x, a->dims[i], b->dims[i]));
+    const kiln_expr *na = kiln_expr_const(c->x, 1), *nb = na;
+    int ndds = 0;
+    for (int i = 0; dds && i < a->ndim; i++) {
+        na = kiln_expr_mul(c->x, na, a->dims[i]);
+        nb = kiln_expr_mul(c->x, nb, b->dims[i]);
+        if (a->dims[i] == b->dims[i]) continue;
+        c->out[0].dims[i] = kiln_shape_size_tensor(c, 1 + i, kiln_expr_max(c->x, a->dims[i], b->dims[i]),
+                                                   kiln_expr_max(c->x, a->dims[i], b->dims[i]));
+        ndds++;
+    }
+    /* the chosen value is one of the two: at most the larger element count */
+    if (ndds > 1) return kiln_shape_numel_bound(c, 0, kiln_expr_max(c->x, na, nb));
     return 0;
 }
 
