@@ -189,22 +189,48 @@ typedef struct norm_task {
     float *mean_out, *rstd_out;
 } norm_task;
 
+/* Sum of x and of (x - m)^2 in double, over 8 independent lanes: the
+ * compiler keeps them in vector registers (one ordered accumulator would
+ * be a scalar loop). */
+enum { NORM_LANES = 8 };
+static double norm_sum(const float *x, int64_t n) {
+    double a[NORM_LANES] = {0}, s = 0;
+    int64_t i = 0;
+    for (; i + NORM_LANES <= n; i += NORM_LANES)
+        for (int j = 0; j < NORM_LANES; j++) a[j] += x[i + j];
+    for (; i < n; i++) s += x[i];
+    for (int j = 0; j < NORM_LANES; j++) s += a[j];
+    return s;
+}
+static double norm_sqdev(const float *x, int64_t n, double m) {
+    double a[NORM_LANES] = {0}, s = 0;
+    int64_t i = 0;
+    for (; i + NORM_LANES <= n; i += NORM_LANES)
+        for (int j = 0; j < NORM_LANES; j++) a[j] += (x[i + j] - m) * (x[i + j] - m);
+    for (; i < n; i++) s += (x[i] - m) * (x[i] - m);
+    for (int j = 0; j < NORM_LANES; j++) s += a[j];
+    return s;
+}
+
 static void norm_planes(void *ud, int64_t lo, int64_t hi) {
     const norm_task *t = ud;
     const int64_t n = t->inner;
     for (int64_t p = lo; p < hi; p++) {
         const float *x = t->x + p * n;
         float *y = t->y + p * n;
-        double s = 0, s2 = 0;
-        for (int64_t i = 0; i < n; i++) s += x[i];
-        double m = n ? s / (double)n : 0;
-        for (int64_t i = 0; i < n; i++) s2 += (x[i] - m) * (x[i] - m);
-        double var = n ? s2 / (double)n : 0;
+        double m = n ? norm_sum(x, n) / (double)n : 0;
+        double var = n ? norm_sqdev(x, n, m) / (double)n : 0;
         double rstd = 1.0 / sqrt(var + t->eps);
         if (t->mean_out) t->mean_out[p] = (float)m;
         if (t->rstd_out) t->rstd_out[p] = (float)rstd;
         const float fm = (float)m, fr = (float)rstd;
-        if (t->elem) {
+        if (t->elem && t->se == n && (!t->bias || t->be == n)) { /* LayerNormalization's usual case */
+            const float *sc = t->scale, *bi = t->bias;
+            if (bi)
+                for (int64_t i = 0; i < n; i++) y[i] = (x[i] - fm) * fr * sc[i] + bi[i];
+            else
+                for (int64_t i = 0; i < n; i++) y[i] = (x[i] - fm) * fr * sc[i];
+        } else if (t->elem) {
             for (int64_t i = 0; i < n; i++) {
                 float v = (x[i] - fm) * fr * t->scale[t->se == 1 ? 0 : i % t->se];
                 if (t->bias) v += t->bias[t->be == 1 ? 0 : i % t->be];

@@ -7,6 +7,7 @@
  * L with element stride `inner`; rows are split over the thread pool.
  */
 #include "ops/ops2.h"
+#include "fastmath.h"
 
 #include "kiln_int.h"
 
@@ -45,9 +46,53 @@ typedef struct sm_task {
     int64_t L, inner;
 } sm_task;
 
+/* One contiguous row (the common last-axis case): lane arrays the compiler
+ * maps to vector registers (max, then exp with the sum), fexp_f32. */
+enum { SM_LANES = 16 };
+static void sm_row_contig(const float *x, float *y, int64_t L, int kind) {
+    float m[SM_LANES];
+    for (int j = 0; j < SM_LANES; j++) m[j] = -INFINITY;
+    int64_t k = 0;
+    for (; k + SM_LANES <= L; k += SM_LANES)
+        for (int j = 0; j < SM_LANES; j++) m[j] = x[k + j] > m[j] ? x[k + j] : m[j];
+    float mx = -INFINITY;
+    for (int j = 0; j < SM_LANES; j++) mx = m[j] > mx ? m[j] : mx;
+    for (; k < L; k++) mx = x[k] > mx ? x[k] : mx;
+    float acc[SM_LANES] = {0};
+    k = 0;
+    if (kind == K_SOFTMAX) {
+        for (; k + SM_LANES <= L; k += SM_LANES)
+            for (int j = 0; j < SM_LANES; j++) {
+                float v = fexp_f32(x[k + j] - mx);
+                y[k + j] = v;
+                acc[j] += v;
+            }
+        double sum = 0;
+        for (; k < L; k++) {
+            y[k] = fexp_f32(x[k] - mx);
+            sum += y[k];
+        }
+        for (int j = 0; j < SM_LANES; j++) sum += acc[j];
+        float inv = (float)(1.0 / sum);
+        for (k = 0; k < L; k++) y[k] *= inv;
+    } else {
+        for (; k + SM_LANES <= L; k += SM_LANES)
+            for (int j = 0; j < SM_LANES; j++) acc[j] += fexp_f32(x[k + j] - mx);
+        double sum = 0;
+        for (; k < L; k++) sum += fexp_f32(x[k] - mx);
+        for (int j = 0; j < SM_LANES; j++) sum += acc[j];
+        float ls = (float)log(sum);
+        for (k = 0; k < L; k++) y[k] = x[k] - mx - ls;
+    }
+}
+
 static void sm_rows(void *ud, int64_t b, int64_t e) {
     const sm_task *t = ud;
     const int64_t L = t->L, in = t->inner;
+    if (in == 1 && t->kind != K_HARDMAX && L > 0) {
+        for (int64_t r = b; r < e; r++) sm_row_contig(t->x + r * L, t->y + r * L, L, t->kind);
+        return;
+    }
     for (int64_t r = b; r < e; r++) {
         int64_t o = r / in, i = r % in;
         const float *x = t->x + o * L * in + i;
