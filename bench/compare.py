@@ -82,9 +82,10 @@ def models(selected):
             out.append((os.path.basename(d), os.path.join(d, "model.onnx"), os.path.join(d, "test_data_set_0")))
     mdir = os.path.join(WORK, "models")
     want = [os.path.join(mdir, n + ".onnx") for n in ("resnet18", "mobilenet_v2")]
+    extra = [os.path.join(mdir, "transformer_encoder.onnx")]  # only with torch
     if not all(os.path.isfile(p) for p in want):
         subprocess.check_call([sys.executable, os.path.join(HERE, "gen_torchvision.py"), "--out", mdir])
-    for p in want:
+    for p in want + [p for p in extra if os.path.isfile(p)]:
         out.append((os.path.basename(p)[:-5], p, None))
     if selected:
         out = [m for m in out if m[0] in selected]

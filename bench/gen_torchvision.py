@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Write build-bench/models/resnet18.onnx and mobilenet_v2.onnx (not committed) with
-random weights (seeded), for bench/compare.py.
+random weights (seeded), for bench/compare.py; with torch also
+transformer_encoder.onnx (torch.nn.TransformerEncoder, 4 layers, d_model 256).
 
 If torch and torchvision are importable, the models are torchvision's
 resnet18() / mobilenet_v2() (random init, eval mode) exported with
@@ -39,6 +40,20 @@ def export_torch(out):
         except TypeError:  # torch < 2.5: no `dynamo` argument
             torch.onnx.export(m, x, os.path.join(out, name + ".onnx"), **kw)
         print("exported", name, "with torch", torch.__version__)
+    # A transformer: torch.nn.TransformerEncoder, 4 layers, d_model 256, 4 heads,
+    # feed-forward 1024 (GELU), sequence 128 (MatMul/Gemm, Softmax,
+    # LayerNormalization, Erf, Reshape/Transpose, as BERT-style exports have).
+    layer = torch.nn.TransformerEncoderLayer(d_model=256, nhead=4, dim_feedforward=1024, dropout=0.0,
+                                             activation="gelu", batch_first=True)
+    m = torch.nn.TransformerEncoder(layer, num_layers=4, enable_nested_tensor=False).eval()
+    x = torch.randn(1, 128, 256)
+    kw = dict(opset_version=17, input_names=["x"], output_names=["y"])
+    path = os.path.join(out, "transformer_encoder.onnx")
+    try:
+        torch.onnx.export(m, x, path, dynamo=False, **kw)
+    except TypeError:
+        torch.onnx.export(m, x, path, **kw)
+    print("exported transformer_encoder with torch", torch.__version__)
 
 
 class G:
