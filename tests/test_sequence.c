@@ -119,8 +119,16 @@ static kiln_network *pipeline_net(int const_pos, int64_t pins, int64_t pera, int
 
 static void run_pipeline(int const_pos, int64_t pins, int64_t pera, int64_t pat) {
     kiln_network *net = pipeline_net(const_pos, pins, pera, pat);
-    kiln_engine *e = build(net, NULL);
+    kiln_engine *built = build(net, NULL);
     kiln_network_free(net);
+    /* the engine as saved and reloaded (shape program, size tensors, bounds) */
+    void *blob = NULL;
+    size_t bsz = 0;
+    ASSERT_OK(kiln_engine_serialize(built, &blob, &bsz));
+    kiln_engine *e = NULL;
+    ASSERT_OK(kiln_engine_load_memory(blob, bsz, &e));
+    kiln_free(blob);
+    kiln_engine_free(built);
     /* reference */
     list L = {0};
     mat x[4];
@@ -528,8 +536,17 @@ TEST_IMPL(string_normalizer_and_errors) {
         ASSERT_OK(kiln_layer_set_bytes(l, "stopwords", stop, sizeof stop));
         ASSERT_OK(kiln_network_mark_output(n, "y"));
         ASSERT_OK(kiln_network_mark_output(n, "y:lens"));
-        kiln_engine *e = build(n, NULL);
+        kiln_engine *built = build(n, NULL);
         kiln_network_free(n);
+        /* run from a saved and reloaded engine: the attributes (stopwords as
+         * BYTES) go through the engine file */
+        void *blob = NULL;
+        size_t bsz = 0;
+        ASSERT_OK(kiln_engine_serialize(built, &blob, &bsz));
+        kiln_engine *e = NULL;
+        ASSERT_OK(kiln_engine_load_memory(blob, bsz, &e));
+        kiln_free(blob);
+        kiln_engine_free(built);
         kiln_context *ctx = NULL;
         ASSERT_OK(kiln_context_create(e, 1, &ctx));
         ASSERT_OK(kiln_context_bind(ctx, "s", bytes, (size_t)off));
