@@ -9,7 +9,8 @@
  * Odd sizes: channel counts that are not a multiple of the vector width,
  * planes of 1, 2, 7 and uneven rows, strides 1-3, asymmetric pads,
  * dilations, depth multipliers, 1-D convs, 2 images, 1 and 2 threads.
- * Also pointwise (1x1) convs, whose GEMM may read X in place.
+ * Also pointwise (1x1) convs, whose GEMM may read X in place, and dense
+ * 3x3 convs (the padded GEMM's per-block copy into Y).
  */
 #include "kiln/kiln.h"
 #include "kiln/plugin.h"
@@ -210,4 +211,27 @@ TEST_IMPL(pointwise) {
         }
 }
 
-TEST_LIST(TEST_ENTRY(dw3x3), TEST_ENTRY(dw3x3_large), TEST_ENTRY(dw_general), TEST_ENTRY(pointwise))
+/* Dense 3x3 convs on planes wider than one GEMM column block (2048): the
+ * padded GEMM (tactic 4) copies each finished block of its grid into Y and
+ * runs the epilogue there (sgemm `done`), blocks split over threads. */
+TEST_IMPL(dense3x3) {
+    dwcase a = {.N = 1, .C = 3, .mult = 20, .H = 61, .W = 60, .kh = 3, .kw = 3, .sy = 2, .sx = 2,
+                .dy = 1, .dx = 1, .pt = 1, .pl = 1, .pb = 1, .pr = 1, .nsp = 2, .epi = EPI_CLIP,
+                .bias = 1, .dense = 1};
+    run_case(&a, 1);
+    run_case(&a, 2);
+    a.sy = a.sx = 1;
+    a.C = 5;
+    a.mult = 13;
+    a.epi = EPI_RELU;
+    a.N = 2;
+    run_case(&a, 2);
+    a.H = 7;
+    a.W = 300;
+    a.pl = 0;
+    a.epi = EPI_NONE;
+    run_case(&a, 1);
+}
+
+TEST_LIST(TEST_ENTRY(dw3x3), TEST_ENTRY(dw3x3_large), TEST_ENTRY(dw_general), TEST_ENTRY(pointwise),
+          TEST_ENTRY(dense3x3))

@@ -373,13 +373,28 @@ static void pad_channels(void *ud, int64_t b, int64_t e) {
     }
 }
 
-static void compact_rows(void *ud, int64_t b, int64_t e) {
+/* sgemm `done` hook: grid block rows [i0, i1) x columns [j0, j0 + n) is
+ * final; copy its valid columns (ox < OW) into Y and run the fused
+ * epilogue on them while the block is still in cache (a separate pass
+ * over the whole grid read it back from memory).  The Y elements of one
+ * grid row's column range are contiguous: one epilogue call per row. */
+static void padgemm_done(void *ud, int64_t i0, int64_t i1, int64_t j0, int64_t n) {
     const padctx *p = ud;
-    const int64_t OW = p->g->o[2], PW = p->pg->PW;
-    for (int64_t r = b; r < e; r++) { /* r = m * OH + oy */
-        memcpy(p->y + r * OW, p->yt + r * PW, (size_t)OW * sizeof(float));
+    const int64_t OW = p->g->o[2], PW = p->pg->PW, osp = p->g->o[1] * OW, ldc = p->g->o[1] * PW;
+    const int64_t ja = j0, jb = j0 + n;
+    const int64_t ya = ja / PW * OW + (ja % PW < OW ? ja % PW : OW);
+    const int64_t yb = jb / PW * OW + (jb % PW < OW ? jb % PW : OW);
+    if (yb <= ya) return;
+    for (int64_t i = i0; i < i1; i++) {
+        const float *src = p->yt + i * ldc;
+        float *dst = p->y + i * osp;
+        for (int64_t oy = ja / PW; oy * PW < jb; oy++) {
+            int64_t c0 = ja - oy * PW > 0 ? ja - oy * PW : 0;
+            int64_t c1 = jb - oy * PW < OW ? jb - oy * PW : OW;
+            if (c1 > c0) memcpy(dst + oy * OW + c0, src + oy * PW + c0, (size_t)(c1 - c0) * sizeof(float));
+        }
+        kiln_call_epilogue(p->call, 0, dst + ya, yb - ya, p->chan0 + i, 0);
     }
-    kiln__ops2_epilogue_span(p->call, p->y, p->g->o[1] * OW, b * OW, e * OW, p->chan0);
 }
 
 /* Returns 0, or 1 when the tactic does not apply / has no workspace. */
@@ -411,9 +426,9 @@ static int conv_padgemm(const kiln_call *c, const geom *g) {
             kiln__gemm gm = {.M = g->Mg, .N = g->o[1] * pg.PW, .K = K, .a = w + gi * g->Mg * K,
                              .a_rs = K, .a_cs = 1, .alpha = 1.0f, .c = yt, .ldc = g->o[1] * pg.PW,
                              .bias_row = bias ? bias + gi * g->Mg : NULL, .b_shift = xp,
-                             .b_off = off, .a_packed = packed_w(c, g, gi)};
+                             .b_off = off, .a_packed = packed_w(c, g, gi),
+                             .done = padgemm_done, .done_ud = &p};
             kiln__sgemm(&gm, c->exec);
-            kiln_exec_parallel_for(c->exec, g->Mg * g->o[1], 16, compact_rows, &p);
         }
     return 0;
 }
