@@ -535,13 +535,27 @@ typedef struct padded {
 } padded;
 
 /* Copy n floats; short rows are common (small feature maps), where a libc
- * call per row costs more than the copy. */
+ * call per row costs more than the copy: vectors, and (AVX-512) one
+ * masked vector for the tail. */
 static inline void copy_floats(float *d, const float *s, int64_t n) {
     if (n >= 64) {
         memcpy(d, s, (size_t)n * sizeof(float));
         return;
     }
-    for (int64_t i = 0; i < n; i++) d[i] = s[i];
+    int64_t i = 0;
+    for (; i + VW <= n; i += VW) {
+        v16 v;
+        memcpy(&v, s + i, sizeof v);
+        memcpy(d + i, &v, sizeof v);
+    }
+#if defined(__AVX512F__)
+    if (i < n) {
+        __mmask16 k = (__mmask16)((1u << (n - i)) - 1u);
+        _mm512_mask_storeu_ps(d + i, k, _mm512_maskz_loadu_ps(k, s + i));
+    }
+#else
+    for (; i < n; i++) d[i] = s[i];
+#endif
 }
 
 /* pr[j] = sp[2 * j] for j in [jlo, jhi); sp[k] is readable for k < avail
@@ -747,16 +761,19 @@ typedef struct dwctx {
     float *y;
     const kiln_call *call;
     int64_t PW, rb, nrb; /* grid width, output rows per unit, units per plane */
+    int64_t cb, ncb;     /* output channels per unit, channel blocks per image */
     int64_t xp_floats, t_floats;
     int failed; /* a thread got no scratch (atomic) */
 } dwctx;
 
 /* Per-unit grid: t[j] = bias + sum_k w[k] * xp[off[k] + j], j < len (a
- * multiple of DW_CH * VW).  Inlined with ntaps = 9 for the 3x3 case. */
+ * multiple of VW): DW_CH vectors per step, single vectors for the rest (a
+ * 7x7 plane's grid is 63 floats).  Inlined with ntaps = 9 for 3x3. */
 static inline __attribute__((always_inline)) void dw_grid(const float *xp, const int64_t *off,
                                                           const float *w, int64_t ntaps, float *t,
                                                           int64_t len, float bias) {
-    for (int64_t j = 0; j < len; j += DW_CH * VW) {
+    int64_t j = 0;
+    for (; j + DW_CH * VW <= len; j += DW_CH * VW) {
         v16 a[DW_CH];
         for (int c = 0; c < DW_CH; c++) a[c] = (v16){0} + bias;
         for (int64_t k = 0; k < ntaps; k++) {
@@ -765,6 +782,17 @@ static inline __attribute__((always_inline)) void dw_grid(const float *xp, const
             for (int c = 0; c < DW_CH; c++) a[c] += wk * load16(p + c * VW);
         }
         for (int c = 0; c < DW_CH; c++) memcpy(t + j + c * VW, &a[c], sizeof a[c]);
+    }
+    for (; j < len; j += VW) {
+        v16 a = (v16){0} + bias, a2 = {0};
+        int64_t k = 0;
+        for (; k + 2 <= ntaps; k += 2) {
+            a += w[k] * load16(xp + off[k] + j);
+            a2 += w[k + 1] * load16(xp + off[k + 1] + j);
+        }
+        if (k < ntaps) a += w[k] * load16(xp + off[k] + j);
+        a += a2;
+        memcpy(t + j, &a, sizeof a);
     }
 }
 
@@ -780,9 +808,11 @@ static void dw_grid_any(const float *xp, const int64_t *off, const float *w, int
 
 /* Phase planes of input channel x for output rows [oy0, oy0 + R): plane
  * (phy, phx) row r, column q = X[(oy0 + r) * sy + phy - pt][q * sx + phx - pl]
- * (0 outside X), PHb x PW each. */
+ * (0 outside X), PHb x PW each.  interior_only: xp already holds the zero
+ * border of this row block (an earlier channel), only X's elements are
+ * copied (small planes: the border was most of the work). */
 static void dw_fill(const geom *g, const float *x, float *xp, int64_t oy0, int64_t PHb,
-                    int64_t PW) {
+                    int64_t PW, int interior_only) {
     const int64_t IH = g->id[1], IW = g->id[2], pt = g->pb[1], pl = g->pb[2];
     const int64_t sy = g->s[1], sx = g->s[2];
     for (int64_t phy = 0; phy < sy; phy++)
@@ -797,23 +827,27 @@ static void dw_fill(const geom *g, const float *x, float *xp, int64_t oy0, int64
                 float *dr = d + r * PW;
                 int64_t iy = (oy0 + r) * sy + phy - pt;
                 if (iy < 0 || iy >= IH) {
-                    for (int64_t q = 0; q < PW; q++) dr[q] = 0.0f;
+                    if (!interior_only) memset(dr, 0, (size_t)PW * sizeof(float));
                     continue;
                 }
                 const float *sr = x + iy * IW + o;
-                for (int64_t q = 0; q < qlo; q++) dr[q] = 0.0f;
+                if (!interior_only) {
+                    memset(dr, 0, (size_t)qlo * sizeof(float));
+                    memset(dr + qhi, 0, (size_t)(PW - qhi) * sizeof(float));
+                }
                 if (sx == 1)
                     copy_floats(dr + qlo, sr + qlo, qhi - qlo);
                 else if (sx == 2)
                     deinterleave2(dr, sr, qlo, qhi, IW - o);
                 else
                     for (int64_t q = qlo; q < qhi; q++) dr[q] = sr[q * sx];
-                for (int64_t q = qhi; q < PW; q++) dr[q] = 0.0f;
             }
         }
 }
 
-/* Work units [b, e): (n, output channel m, block of rb output rows). */
+/* Work units [b, e): (n, block of cb output channels, block of rb output
+ * rows); small planes take several channels per unit (one epilogue call
+ * for all of them), large ones several units per plane (cb = 1). */
 static void dw_range(void *ud, int64_t b, int64_t e) {
     dwctx *dc = ud;
     const geom *g = dc->g;
@@ -827,10 +861,11 @@ static void dw_range(void *ud, int64_t b, int64_t e) {
         return;
     }
     int64_t *off = (int64_t *)(t + dc->t_floats);
-    int64_t PHb_prev = -1;
+    int64_t PHb_prev = -1, fill_oy0 = -1, fill_PHb = -1; /* geometry xp's border is for */
     for (int64_t u = b; u < e; u++) {
-        int64_t rbk = u % dc->nrb, q = u / dc->nrb, m = q % g->M, n = q / g->M;
+        int64_t rbk = u % dc->nrb, q = u / dc->nrb, mb = q % dc->ncb, n = q / dc->ncb;
         int64_t oy0 = rbk * dc->rb, R = OH - oy0 < dc->rb ? OH - oy0 : dc->rb;
+        int64_t m0 = mb * dc->cb, m1 = m0 + dc->cb < g->M ? m0 + dc->cb : g->M;
         int64_t PHb = R + ((KH - 1) * dy) / sy;
         if (PHb != PHb_prev) { /* tap offsets and the zeroed slack follow the plane height */
             for (int64_t ky = 0, k = 0; ky < KH; ky++)
@@ -842,19 +877,28 @@ static void dw_range(void *ud, int64_t b, int64_t e) {
             memset(xp + used, 0, (size_t)(dc->xp_floats - used) * sizeof(float));
             PHb_prev = PHb;
         }
-        int64_t gi = m / g->Mg;
-        dw_fill(g, dc->x + (n * g->C + gi) * g->id[1] * g->id[2], xp, oy0, PHb, PW);
-        int64_t len = (R * PW + DW_CH * VW - 1) / (DW_CH * VW) * (DW_CH * VW);
-        const float *wm = dc->w + m * ntaps;
-        float bv = dc->bias ? dc->bias[m] : 0.0f;
-        if (ntaps == 9)
-            dw_grid9(xp, off, wm, t, len, bv);
+        int64_t len = (R * PW + VW - 1) / VW * VW;
+        float *yn = dc->y + n * g->M * OH * OW;
+        for (int64_t m = m0; m < m1; m++) {
+            dw_fill(g, dc->x + (n * g->C + m / g->Mg) * g->id[1] * g->id[2], xp, oy0, PHb, PW,
+                    oy0 == fill_oy0 && PHb == fill_PHb);
+            fill_oy0 = oy0;
+            fill_PHb = PHb;
+            const float *wm = dc->w + m * ntaps;
+            float bv = dc->bias ? dc->bias[m] : 0.0f;
+            if (ntaps == 9)
+                dw_grid9(xp, off, wm, t, len, bv);
+            else
+                dw_grid_any(xp, off, wm, ntaps, t, len, bv);
+            float *ym = yn + m * OH * OW + oy0 * OW;
+            for (int64_t r = 0; r < R; r++) copy_floats(ym + r * OW, t + r * PW, OW);
+        }
+        if (R == OH) /* whole planes: one call */
+            kiln__ops2_epilogue_span(dc->call, yn, OH * OW, m0 * OH * OW, m1 * OH * OW, 0);
         else
-            dw_grid_any(xp, off, wm, ntaps, t, len, bv);
-        float *yn = dc->y + n * g->M * OH * OW, *ym = yn + m * OH * OW + oy0 * OW;
-        for (int64_t r = 0; r < R; r++) copy_floats(ym + r * OW, t + r * PW, OW);
-        kiln__ops2_epilogue_span(dc->call, yn, OH * OW, m * OH * OW + oy0 * OW,
-                                 m * OH * OW + (oy0 + R) * OW, 0);
+            for (int64_t m = m0; m < m1; m++)
+                kiln__ops2_epilogue_span(dc->call, yn, OH * OW, m * OH * OW + oy0 * OW,
+                                         m * OH * OW + (oy0 + R) * OW, 0);
     }
 }
 
@@ -872,11 +916,20 @@ static int conv_dw(const kiln_call *c, const geom *g) {
     while (nrb < OH && g->N * g->M * nrb < 4 * threads) nrb++;
     dc.rb = (OH + nrb - 1) / nrb;
     dc.nrb = (OH + dc.rb - 1) / dc.rb;
+    /* whole small planes: channels per unit up to about DW_GRID outputs,
+     * keeping 4 units per thread */
+    dc.cb = 1;
+    if (dc.nrb == 1) {
+        int64_t cb = DW_GRID / (OH * dc.PW);
+        while (cb > 1 && g->N * ((g->M + cb - 1) / cb) < 4 * threads) cb--;
+        dc.cb = cb > 1 ? cb : 1;
+    }
+    dc.ncb = (g->M + dc.cb - 1) / dc.cb;
     int64_t PHb = dc.rb + ((g->k[1] - 1) * g->d[1]) / sy;
     int64_t grid = (dc.rb * dc.PW + DW_CH * VW - 1) / (DW_CH * VW) * (DW_CH * VW);
     dc.t_floats = (grid + 15) / 16 * 16;
     dc.xp_floats = sy * sx * PHb * dc.PW + dc.PW + DW_CH * VW + VW; /* see dw_range's reads */
-    kiln_exec_parallel_for(c->exec, g->N * g->M * dc.nrb, 1, dw_range, &dc);
+    kiln_exec_parallel_for(c->exec, g->N * dc.ncb * dc.nrb, 1, dw_range, &dc);
     if (__atomic_load_n(&dc.failed, __ATOMIC_RELAXED))
         return kiln_set_error(KILN_ENOMEM, "Conv (depthwise): no memory for %lld floats of "
                               "per-thread scratch", (long long)(dc.xp_floats + dc.t_floats));
