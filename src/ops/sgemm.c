@@ -582,13 +582,14 @@ static void gemm_block(const kiln__gemm *g, int64_t m0, int64_t m1, int64_t n0, 
         return;
     }
     int64_t kcmax = K < KC ? K : KC;
-    /* With a `done` hook (a fused epilogue, a conv's copy into Y), column
-     * blocks of at most ~64K floats of C, so that the hook finds the block
-     * still in L2 (MobileNetV2's 16->96 1x1 conv at 112x112 wrote blocks of
-     * 96 x 2048, larger than a core's L2, and its Clip read them back from
-     * memory). */
+    /* With a `done` hook (a fused epilogue, a conv's copy into Y) and one K
+     * block, column blocks of at most ~64K floats of C, so that the hook
+     * finds the block still in L2 (MobileNetV2's 16->96 1x1 conv at 112x112
+     * wrote blocks of 96 x 2048, larger than a core's L2, and its Clip read
+     * them back from memory).  Not for a long K: each column block streams
+     * all of A again (ResNet-18's 3x3 convs at 28x28: 2.4 MB each). */
     int64_t ncb = NC;
-    if (g->done) {
+    if (g->done && K <= KC) {
         int64_t mrows = (m1 - m0) < MC ? (m1 - m0) : MC;
         ncb = (1 << 16) / (mrows > 0 ? mrows : 1) / NR * NR;
         if (ncb < 4 * NR) ncb = 4 * NR;
