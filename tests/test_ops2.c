@@ -278,7 +278,7 @@ static void conv_one(const conv_case *c) {
                     {"dilations", KILN_ATTR_ARRAY, 0, c->nsp, c->d},
                     {"pads", KILN_ATTR_ARRAY, 0, 2 * c->nsp, pads},
                     {"group", KILN_ATTR_INT, c->G}};
-    for (int tactic = 0; tactic <= 4; tactic++) {
+    for (int tactic = 0; tactic <= 5; tactic++) { /* 5: depthwise (falls back to direct otherwise) */
         kiln_tensor ti[3] = {test_tensor_f32(in[0].data, nd, xd), test_tensor_f32(in[1].data, nd, wd),
                              test_tensor_f32(in[2].data, 1, &c->M)};
         kiln_tensor to = test_tensor_f32(out.data, nd, yd);
