@@ -212,8 +212,9 @@ static void pool_planes_2d(const ptask *t, int64_t b, int64_t e) {
          * first (unit stride, vectorized), then each output takes the max
          * of its columns of that row.  The first tap starts the max and
          * comparisons are strict, as below, so NaNs behave the same. */
-        float *rm = kiln__ops2_scratch(2, (size_t)IW + 16);
+        float *rm = kiln__ops2_scratch(2, 2 * (size_t)IW + 32);
         if (!rm) return;
+        float *hm = rm + IW + 16; /* dx == 1: max of the KW columns from each start */
         for (int64_t pl = b; pl < e; pl++) {
             const float *x = t->x + pl * isp;
             float *y = t->y + pl * osp;
@@ -230,8 +231,20 @@ static void pool_planes_2d(const ptask *t, int64_t b, int64_t e) {
                     const float *row = x + (ys + ky * dy) * IW;
                     for (int64_t i = 0; i < IW; i++) rm[i] = row[i] > rm[i] ? row[i] : rm[i];
                 }
+                if (dx == 1 && KW > 1 && KW <= IW) {
+                    /* window maxima for every start, unit stride (vectorized);
+                     * same order of comparisons as the per-output loop */
+                    int64_t ns = IW - KW + 1;
+                    for (int64_t i = 0; i < ns; i++) hm[i] = rm[i];
+                    for (int64_t k = 1; k < KW; k++)
+                        for (int64_t i = 0; i < ns; i++) hm[i] = rm[i + k] > hm[i] ? rm[i + k] : hm[i];
+                }
                 for (int64_t ox = 0; ox < OW; ox++) {
                     int64_t xs = ox * sx - g->pb[2], xlo = txl[ox], xhi = txh[ox];
+                    if (dx == 1 && KW > 1 && KW <= IW && xlo == 0 && xhi == KW) { /* whole window inside */
+                        yr[ox] = hm[xs];
+                        continue;
+                    }
                     if (xhi <= xlo) {
                         yr[ox] = -INFINITY;
                         continue;
