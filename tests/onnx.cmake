@@ -55,6 +55,40 @@ if(TARGET kiln_cli)
   endforeach()
 endif()
 
+# The CLI with sequence and string values: one ONNX .pb per value for
+# --input and --compare (kiln run fills NAME and NAME:shapes / NAME:lens);
+# random data for a sequence's parts is refused with a clear message.
+set(KILN_NODE_DATA /usr/share/libonnx-testdata/data/node)
+if(TARGET kiln_cli AND EXISTS ${KILN_NODE_DATA}/test_sequence_insert_at_back)
+  set(SQ ${KILN_NODE_DATA}/test_sequence_insert_at_back)
+  set(ST ${KILN_NODE_DATA}/test_cast_STRING_to_FLOAT)
+  set(KV_DIR ${CMAKE_BINARY_DIR}/cli-values)
+  file(MAKE_DIRECTORY ${KV_DIR})
+  add_test(NAME cli_sequence_build
+    COMMAND kiln_cli build ${SQ}/model.onnx --shapes "sequence:9,sequence:shapes:3x1" -o ${KV_DIR}/seq.kiln)
+  add_test(NAME cli_sequence_run
+    COMMAND kiln_cli run ${KV_DIR}/seq.kiln --input sequence=${SQ}/test_data_set_0/input_0.pb
+            --input tensor=${SQ}/test_data_set_0/input_1.pb --compare output_sequence=${SQ}/test_data_set_0/output_0.pb)
+  set_tests_properties(cli_sequence_run PROPERTIES DEPENDS cli_sequence_build
+                       PASS_REGULAR_EXPRESSION "compare output_sequence:shapes with [^\n]*: 4 elements, max abs error 0, 0 outside"
+                       FAIL_REGULAR_EXPRESSION "differs from|kiln run:")
+  add_test(NAME cli_sequence_random
+    COMMAND bash ${CMAKE_SOURCE_DIR}/scripts/expect_fail.sh "SequenceInsert: the sequence's shapes describe"
+            $<TARGET_FILE:kiln_cli> run ${KV_DIR}/seq.kiln)
+  set_tests_properties(cli_sequence_random PROPERTIES DEPENDS cli_sequence_build)
+  add_test(NAME cli_string_build
+    COMMAND kiln_cli build ${ST}/model.onnx --min-shapes "input:0,input:lens:3x4" --opt-shapes "input:64,input:lens:3x4"
+            --max-shapes "input:4096,input:lens:3x4" -o ${KV_DIR}/str.kiln)
+  add_test(NAME cli_string_run
+    COMMAND kiln_cli run ${KV_DIR}/str.kiln --input input=${ST}/test_data_set_0/input_0.pb
+            --compare output=${ST}/test_data_set_0/output_0.pb)
+  set_tests_properties(cli_string_run PROPERTIES DEPENDS cli_string_build
+                       PASS_REGULAR_EXPRESSION "12 elements, max abs error [^,]*, 0 outside"
+                       FAIL_REGULAR_EXPRESSION "differs from|kiln run:")
+  set_tests_properties(cli_sequence_build cli_sequence_run cli_sequence_random cli_string_build cli_string_run
+                       PROPERTIES LABELS cli)
+endif()
+
 # String tensors through an If with a run-time condition (branches of different
 # byte lengths) and StringNormalizer (scripts/gen_if_string_case.py).
 if(TARGET kiln_cli)

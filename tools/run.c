@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 
 #include "cli.h"
+#include "kiln/onnx.h"
 
 #define MAX_BINDINGS 64
 
@@ -25,11 +26,15 @@ static int usage(FILE *f) {
             "  --plugin-source F.c       compile a plugin source (cached) and load it (repeatable)\n"
             "  --input NAME=FILE         .npy or ONNX .pb tensor for an input (repeatable);\n"
             "                            NAME may be the input's position (0, 1, ..);\n"
+            "                            a sequence/optional/string value NAME takes one\n"
+            "                            ONNX .pb (SequenceProto, OptionalProto, strings)\n"
+            "                            for all its tensors (NAME:shapes, NAME:lens, ..)\n"
             "                            inputs not given are random (see --seed)\n"
             "  --shapes in:1x3x224x224   shapes of dynamic inputs (default: profile opt)\n"
             "  --seed S                  seed for random inputs (default 1)\n"
             "  --output-dir DIR          write every output as DIR/<name>.npy\n"
-            "  --compare NAME=REF        compare output NAME (or position) with REF (.npy/.pb)\n"
+            "  --compare NAME=REF        compare output NAME (or position) with REF (.npy/.pb;\n"
+            "                            a whole sequence/optional/string value as with --input)\n"
             "  --rtol R --atol A         comparison tolerance (default 1e-4, 1e-5):\n"
             "                            |out - ref| <= atol + rtol * |ref|\n"
             "  --threads N               worker threads (default: the engine's build setting)\n"
@@ -77,6 +82,116 @@ static const char *find_binding(const kiln_engine *e, int io, const binding *lis
     return NULL;
 }
 
+/* Sequences, optionals and string tensors travel as several tensors
+ * (kiln/onnx.h): NAME plus NAME:shapes (NAME:present) or NAME:lens.  One
+ * ONNX .pb file bound to NAME (SequenceProto, OptionalProto, a TensorProto
+ * of strings) fills all of them.  For input tensor `name`: *part (0 = the
+ * value's main tensor) and the file bound to the value, or NULL. */
+static const char *const part_suffix[] = {"", ":shapes", ":present", ":lens"};
+
+static const char *value_binding(const kiln_engine *e, int io, const binding *list, int n, const char *name,
+                                 int *part, int *is_str) {
+    char base[300];
+    for (int k = 0; k < 4; k++) {
+        size_t nl = strlen(name), sl = strlen(part_suffix[k]);
+        if (nl <= sl || strcmp(name + nl - sl, part_suffix[k]) || nl - sl >= sizeof base) continue;
+        memcpy(base, name, nl - sl);
+        base[nl - sl] = 0;
+        char probe[320];
+        int str = 0, multi = 0;
+        snprintf(probe, sizeof probe, "%s:shapes", base);
+        multi = tensor_named(e, io, probe);
+        snprintf(probe, sizeof probe, "%s:lens", base);
+        if (!multi && tensor_named(e, io, probe)) multi = str = 1;
+        if (!multi || !tensor_named(e, io, base)) continue;
+        for (int b = 0; b < n; b++)
+            if (!strcmp(list[b].name, base)) {
+                size_t pl = strlen(list[b].path);
+                if (pl < 3 || strcmp(list[b].path + pl - 3, ".pb")) return NULL; /* parts bound one by one */
+                *part = k == 3 ? 1 : k;
+                *is_str = str;
+                return list[b].path;
+            }
+    }
+    return NULL;
+}
+
+/* Part `part` of the value in `path` as a tensor (malloc'd data). */
+static int read_value_part(const char *path, int part, int is_str, cli_tensor *t, char *err, size_t esz) {
+    memset(t, 0, sizeof *t);
+    if (is_str) {
+        int64_t *lens = NULL;
+        void *bytes = NULL;
+        size_t nb = 0;
+        int nd = 0;
+        int64_t dims[KILN_MAX_DIMS];
+        if (kiln_onnx_read_strings(path, &nd, dims, &lens, &bytes, &nb)) {
+            snprintf(err, esz, "%s", kiln_errmsg());
+            return -1;
+        }
+        int64_t n = 1;
+        for (int d = 0; d < nd; d++) n *= dims[d];
+        t->dtype = part ? KILN_DTYPE_I64 : KILN_DTYPE_U8;
+        t->ndim = part ? nd : 1;
+        if (part) memcpy(t->dims, dims, sizeof dims);
+        else t->dims[0] = (int64_t)nb;
+        t->bytes = part ? (size_t)n * sizeof(int64_t) : nb;
+        t->data = malloc(t->bytes ? t->bytes : 1);
+        if (t->data && t->bytes) memcpy(t->data, part ? (void *)lens : bytes, t->bytes);
+        kiln_free(lens);
+        kiln_free(bytes);
+        return t->data ? 0 : -1;
+    }
+    kiln_onnx_sequence q;
+    if (kiln_onnx_read_sequence(path, &q)) {
+        snprintf(err, esz, "%s", kiln_errmsg());
+        return -1;
+    }
+    if (part == 0) {
+        t->dtype = q.dtype != KILN_DTYPE_UNDEFINED ? q.dtype : KILN_DTYPE_F32;
+        t->ndim = 1;
+        t->dims[0] = (int64_t)(q.bytes / kiln_dtype_size(t->dtype));
+        t->bytes = q.bytes;
+    } else if (part == 1) {
+        t->dtype = KILN_DTYPE_I64;
+        t->ndim = 2;
+        t->dims[0] = q.count;
+        t->dims[1] = q.rank > 0 ? q.rank : 0;
+        t->bytes = (size_t)(t->dims[0] * t->dims[1]) * sizeof(int64_t);
+    } else {
+        t->dtype = KILN_DTYPE_BOOL;
+        t->ndim = 0;
+        t->bytes = 1;
+    }
+    t->data = malloc(t->bytes ? t->bytes : 1);
+    if (t->data) {
+        if (part == 0 && t->bytes) memcpy(t->data, q.data, t->bytes);
+        if (part == 1 && t->bytes) memcpy(t->data, q.shapes, t->bytes);
+        if (part == 2) *(uint8_t *)t->data = (uint8_t)(q.nested ? q.present : q.count > 0);
+    }
+    kiln_onnx_sequence_free(&q);
+    return t->data ? 0 : -1;
+}
+
+/* The tensor for input (io 0) or reference output (io 1) `name` (position
+ * i): from its own file, or from the file of the value it is a part of.
+ * 1 = found and read, 0 = not bound, -1 = error (message set). */
+static int read_bound(const char *verb, const kiln_engine *e, int io, const binding *list, int n, const char *name,
+                      int i, cli_tensor *t, const char **file) {
+    char err[600];
+    int part = 0, is_str = 0;
+    const char *vf = value_binding(e, io, list, n, name, &part, &is_str);
+    if (vf) {
+        *file = vf;
+        if (read_value_part(vf, part, is_str, t, err, sizeof err)) return cli_fail(verb, "%s", err), -1;
+        return 1;
+    }
+    *file = find_binding(e, io, list, n, name, i);
+    if (!*file) return 0;
+    if (cli_tensor_read(*file, t, err, sizeof err)) return cli_fail(verb, "%s", err), -1;
+    return 1;
+}
+
 /* Every binding names an existing tensor (or position)?  1 if so. */
 static int check_bindings(const char *verb, const char *opt, const kiln_engine *e, int io,
                           const binding *list, int n) {
@@ -117,11 +232,9 @@ static void shape_str(int ndim, const int64_t *dims, char *buf, size_t size) {
 }
 
 /* Compare one output with a reference file; returns 0 when within tolerance. */
+/* Compare an output with its reference (ref.data is freed). */
 static int compare(const char *verb, const char *name, kiln_dtype dt, int ndim, const int64_t *dims,
-                   const void *data, const char *ref_path, double rtol, double atol) {
-    cli_tensor ref;
-    char err[512];
-    if (cli_tensor_read(ref_path, &ref, err, sizeof err)) return cli_fail(verb, "%s", err);
+                   const void *data, const char *ref_path, cli_tensor ref, double rtol, double atol) {
     char a[128], b[128];
     shape_str(ndim, dims, a, sizeof a);
     shape_str(ref.ndim, ref.dims, b, sizeof b);
@@ -247,14 +360,11 @@ int kiln_cli_run(int argc, char **argv) {
     for (int i = 0; i < nin; i++) {
         kiln_io_info info;
         kiln_engine_io(e, i, &info);
-        const char *file = find_binding(e, 0, inputs, ninputs, info.name, i);
-        if (!file) continue;
+        const char *file = NULL;
         cli_tensor t;
-        char err[512];
-        if (cli_tensor_read(file, &t, err, sizeof err)) {
-            cli_fail(verb, "%s", err);
-            goto done;
-        }
+        int got = read_bound(verb, e, 0, inputs, ninputs, info.name, i, &t, &file);
+        if (got < 0) goto done;
+        if (!got) continue;
         cli_shape sh;
         memset(&sh, 0, sizeof sh);
         snprintf(sh.name, sizeof sh.name, "%s", info.name);
@@ -282,14 +392,11 @@ int kiln_cli_run(int argc, char **argv) {
     for (int i = 0; i < nin; i++) {
         kiln_io_info info;
         kiln_engine_io(e, i, &info);
-        const char *file = find_binding(e, 0, inputs, ninputs, info.name, i);
-        if (!file) continue;
+        const char *file = NULL;
         cli_tensor t;
-        char err[512];
-        if (cli_tensor_read(file, &t, err, sizeof err)) {
-            cli_fail(verb, "%s", err);
-            goto done;
-        }
+        int got = read_bound(verb, e, 0, inputs, ninputs, info.name, i, &t, &file);
+        if (got < 0) goto done;
+        if (!got) continue;
         size_t n = t.bytes / (kiln_dtype_size(t.dtype) ? kiln_dtype_size(t.dtype) : 1);
         if (t.dtype != info.dtype)
             fprintf(stderr, "kiln run: note: input %s converted from %s (%s) to %s\n", info.name,
@@ -341,8 +448,11 @@ int kiln_cli_run(int argc, char **argv) {
                 goto done;
             }
         }
-        const char *ref = find_binding(e, 1, cmps, ncmps, info.name, i);
-        if (ref && compare(verb, info.name, info.dtype, ndim, dims, data, ref, rtol, atol)) bad = 1;
+        const char *ref = NULL;
+        cli_tensor rt;
+        int got = read_bound(verb, e, 1, cmps, ncmps, info.name, i, &rt, &ref);
+        if (got < 0) bad = 1;
+        else if (got && compare(verb, info.name, info.dtype, ndim, dims, data, ref, rt, rtol, atol)) bad = 1;
     }
     printf("run: %.3f ms%s\n", ms, iterations > 1 ? " (mean)" : "");
     status = bad;
