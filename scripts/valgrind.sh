@@ -37,4 +37,14 @@ check $b/kiln-samples interpolate
 for m in ../shared/models/*/; do
     [ -f "$m/model.onnx" ] && check $b/kiln test-onnx --no-fork --rtol 1e-3 --atol 1e-4 "$m"
 done
+# sequences, optionals, strings, SequenceMap, an unrolled Loop, a run-time If
+# over strings (the packed values and their data-dependent shapes)
+check $b/kiln test-onnx --no-fork --min-pass 1 tests/fixtures/if_string_case
+t=/usr/share/libonnx-testdata/data
+if [ -d $t/node ]; then
+    check $b/kiln test-onnx --no-fork --min-pass 8 $t/node/test_sequence_insert_at_front $t/node/test_if_opt \
+        $t/node/test_optional_get_element_sequence $t/node/test_sequence_map_extract_shapes \
+        $t/node/test_loop13_seq $t/node/test_strnormalizer_export_monday_casesensintive_lower \
+        $t/node/test_cast_FLOAT_to_STRING $t/simple/test_sequence_model3
+fi
 exit $fail
