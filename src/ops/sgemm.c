@@ -243,6 +243,9 @@ static inline void store_tile(float *acc, float *c, int64_t ldc, int mr, int nr,
 
 #if defined(__AVX512F__)
 #define HAVE_SHIFT_KERNEL 1
+#ifndef A_PF
+#define A_PF (MR * 48)
+#endif
 /* B rows come from `bload(k)`: packed panel or shifted rows in place. */
 #define MICRO_BODY(BLOAD0, BLOAD1, BSTEP)                                      \
     __m512 c00 = _mm512_setzero_ps(), c01 = _mm512_setzero_ps();               \
@@ -251,6 +254,7 @@ static inline void store_tile(float *acc, float *c, int64_t ldc, int mr, int nr,
     __m512 c70 = c00, c71 = c00, c80 = c00, c81 = c00, c90 = c00, c91 = c00;   \
     __m512 ca0 = c00, ca1 = c00, cb0 = c00, cb1 = c00;                         \
     for (int64_t k = 0; k < kc; k++) {                                         \
+        _mm_prefetch((const char *)(a + A_PF), _MM_HINT_T0);                   \
         __m512 b0 = BLOAD0, b1 = BLOAD1;                                       \
         __m512 av;                                                             \
         ROW(0, c00, c01) ROW(1, c10, c11) ROW(2, c20, c21) ROW(3, c30, c31)    \
@@ -673,25 +677,59 @@ static void gemm_block(const kiln__gemm *g, int64_t m0, int64_t m1, int64_t n0, 
 
 void kiln__sgemm_serial(const kiln__gemm *g) { gemm_block(g, 0, g->M, 0, g->N); }
 
+/* Threads share the micro-tiles of C: tile t of nt_m x nt_n, numbered
+ * along the split side first (by_rows: t = tile_row * nt_n + strip, else
+ * t = strip * nt_m + tile_row), and each thread takes a contiguous run of
+ * them: whole rows (columns) of tiles plus at most one partial one at each
+ * end.  Threads then differ by at most one tile of work (split by whole
+ * strips, 27 strips of a 28x30 conv grid gave one thread 14 and the other
+ * 13).  Every element of C is still computed by one thread with the same
+ * K blocking, so results do not depend on the thread count. */
 typedef struct par {
     const kiln__gemm *g;
-    int split_n;
-    int64_t unit, units;
+    int by_rows;
+    int64_t nt_m, nt_n;
 } par;
+
+/* Tiles [t0, t1) of one row of tiles (by_rows) or one strip: tile line
+ * `line`, positions [p0, p1) along it. */
+static void par_piece(const par *p, int64_t line, int64_t p0, int64_t p1) {
+    const kiln__gemm *g = p->g;
+    if (p->by_rows) {
+        int64_t m0 = line * MR, m1 = m0 + MR < g->M ? m0 + MR : g->M;
+        int64_t n1 = p1 * NR < g->N ? p1 * NR : g->N;
+        gemm_block(g, m0, m1, p0 * NR, n1);
+    } else {
+        int64_t n0 = line * NR, n1 = n0 + NR < g->N ? n0 + NR : g->N;
+        int64_t m1 = p1 * MR < g->M ? p1 * MR : g->M;
+        gemm_block(g, p0 * MR, m1, n0, n1);
+    }
+}
 
 static void par_task(void *ud, int ith, int nth) {
     const par *p = ud;
-    int64_t b, e;
-    kiln_split_range(p->units, ith, nth, &b, &e);
-    if (p->split_n) {
-        int64_t n0 = b * p->unit, n1 = e * p->unit;
-        if (n1 > p->g->N) n1 = p->g->N;
-        gemm_block(p->g, 0, p->g->M, n0, n1);
-    } else {
-        int64_t m0 = b * p->unit, m1 = e * p->unit;
-        if (m1 > p->g->M) m1 = p->g->M;
-        gemm_block(p->g, m0, m1, 0, p->g->N);
+    const kiln__gemm *g = p->g;
+    int64_t per = p->by_rows ? p->nt_n : p->nt_m; /* tiles along one line */
+    int64_t t0, t1;
+    kiln_split_range(p->nt_m * p->nt_n, ith, nth, &t0, &t1);
+    if (t1 <= t0) return;
+    int64_t l0 = t0 / per, l1 = t1 / per; /* first line, line of the end */
+    if (t0 % per) { /* a partial line first */
+        int64_t end = l0 == l1 ? t1 % per : per;
+        par_piece(p, l0, t0 % per, end);
+        if (l0 == l1) return;
+        l0++;
     }
+    if (l1 > l0) { /* whole lines [l0, l1) */
+        if (p->by_rows) {
+            int64_t m1 = l1 * MR < g->M ? l1 * MR : g->M;
+            gemm_block(g, l0 * MR, m1, 0, g->N);
+        } else {
+            int64_t n1 = l1 * NR < g->N ? l1 * NR : g->N;
+            gemm_block(g, 0, g->M, l0 * NR, n1);
+        }
+    }
+    if (t1 % per) par_piece(p, l1, 0, t1 % per); /* a partial line last */
 }
 
 void kiln__sgemm(const kiln__gemm *g, kiln_exec *exec) {
@@ -701,18 +739,25 @@ void kiln__sgemm(const kiln__gemm *g, kiln_exec *exec) {
         kiln__sgemm_serial(g);
         return;
     }
-    par p = {.g = g};
-    /* Split the side that gives every thread whole micro-tiles. */
-    int64_t nt_n = (g->N + NR - 1) / NR, nt_m = (g->M + MR - 1) / MR;
-    if (nt_n >= nt_m || nt_n >= 4 * threads) {
-        p.split_n = 1;
-        p.unit = NR;
-        p.units = nt_n;
-    } else {
-        p.split_n = 0;
-        p.unit = MR;
-        p.units = nt_m;
-    }
-    int tasks = p.units < threads ? (int)p.units : threads;
+    par p = {.g = g, .nt_m = (g->M + MR - 1) / MR, .nt_n = (g->N + NR - 1) / NR};
+    /* Split the side whose operand every thread would otherwise pack in
+     * full: a thread packs the A rows and B columns of its own part, so
+     * with A packed already (Conv's weights) and B not, threads take
+     * columns, and the other way round (a MatMul's activations against
+     * prepacked weights) rows.  Otherwise the side with more tiles. */
+#ifdef HAVE_SHIFT_KERNEL
+    int b_free = g->b_packed != NULL || g->b_shift != NULL;
+#else
+    int b_free = g->b_packed != NULL;
+#endif
+    int a_free = g->a_packed != NULL;
+    if (a_free != b_free)
+        p.by_rows = b_free;
+    else
+        p.by_rows = !(p.nt_n >= p.nt_m || p.nt_n >= 4 * threads);
+    if ((p.by_rows ? p.nt_m : p.nt_n) < threads && (p.by_rows ? p.nt_n : p.nt_m) >= threads)
+        p.by_rows = !p.by_rows;
+    int64_t tiles = p.nt_m * p.nt_n;
+    int tasks = tiles < threads ? (int)tiles : threads;
     kiln_exec_parallel(exec, tasks, par_task, &p);
 }

@@ -1,0 +1,313 @@
+/* test_sgemm.c — the packed SGEMM (src/ops/sgemm.c) against a naive
+ * double-precision reference: random M/N/K including the edges of the
+ * register tile (1 .. MR+1 rows, NR-1 .. NR+1 columns, K = 1, around the K
+ * block), every way of handing it B (matrix, transposed, packing callback,
+ * shifted rows, prepacked), prepacked or strided A, alpha, bias, ReLU,
+ * accumulate, the done hook, with 1 and 2 threads; results must be the same
+ * bit for bit from run to run at a given thread count.
+ *
+ * `test_sgemm timing` (run by hand, not by ctest) prints GFLOP/s of the
+ * shapes of a transformer encoder and of ResNet-18's convolutions. */
+#include "kiln/plugin.h"
+#include "kiln_int.h"
+#include "ops/ops2.h"
+#include "test.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+enum { B_MATRIX, B_TRANS, B_CALLBACK, B_SHIFT, B_PREPACKED, B_KINDS };
+static const char *const b_kind_name[] = {"matrix", "transposed", "callback", "shift",
+                                          "prepacked"};
+
+typedef struct problem {
+    int64_t M, N, K;
+    float *a;      /* row-major M x K, or K x M when a_trans */
+    int a_trans;
+    float *b;      /* row-major K x N (K x ldb for shift), or N x K when b_kind == B_TRANS */
+    int64_t ldb;
+    int b_kind;
+    int64_t *b_off;
+    float *bias;
+    float alpha;
+    int relu, accumulate, pack_a;
+    float *c0; /* C before the call (accumulate) */
+} problem;
+
+static void packb_cb(const void *ud, int64_t k0, int64_t kc, int64_t n0, int64_t nc, int nr,
+                     float *dst) {
+    const problem *p = ud;
+    for (int64_t s = 0; s < nc; s += nr)
+        for (int64_t k = 0; k < kc; k++)
+            for (int j = 0; j < nr; j++) {
+                int64_t col = n0 + s + j;
+                dst[s * kc + k * nr + j] =
+                    (s + j < nc) ? p->b[(k0 + k) * p->ldb + col] : 0.0f;
+            }
+}
+
+typedef struct done_log {
+    int64_t M, N;
+    unsigned char *seen; /* M x N: times each element was reported final */
+} done_log;
+
+static void done_cb(void *ud, int64_t i0, int64_t i1, int64_t j0, int64_t n) {
+    done_log *d = ud;
+    for (int64_t i = i0; i < i1; i++)
+        for (int64_t j = j0; j < j0 + n; j++) __atomic_fetch_add(&d->seen[i * d->N + j], 1, __ATOMIC_RELAXED);
+}
+
+static double a_at(const problem *p, int64_t i, int64_t k) {
+    return p->a_trans ? p->a[k * p->M + i] : p->a[i * p->K + k];
+}
+static double b_at(const problem *p, int64_t k, int64_t j) {
+    if (p->b_kind == B_TRANS) return p->b[j * p->K + k];
+    if (p->b_kind == B_SHIFT) return p->b[p->b_off[k] + j];
+    return p->b[k * p->ldb + j];
+}
+
+/* Run the problem through kiln__sgemm with `threads` (1: no pool) into c. */
+static void run(const problem *p, int threads, float *c, done_log *dl, float *packed) {
+    kiln__gemm g;
+    memset(&g, 0, sizeof g);
+    g.M = p->M, g.N = p->N, g.K = p->K;
+    g.a = p->a;
+    g.a_rs = p->a_trans ? 1 : p->K;
+    g.a_cs = p->a_trans ? p->M : 1;
+    g.alpha = p->alpha;
+    g.c = c, g.ldc = p->N;
+    g.accumulate = p->accumulate;
+    g.bias_row = p->bias;
+    g.relu = p->relu;
+    switch (p->b_kind) {
+    case B_MATRIX: case B_PREPACKED: g.b = p->b, g.b_rs = p->ldb, g.b_cs = 1; break;
+    case B_TRANS: g.b = p->b, g.b_rs = 1, g.b_cs = p->K; break;
+    case B_CALLBACK: g.packb = packb_cb, g.packb_ud = p; break;
+    case B_SHIFT: g.b_shift = p->b, g.b_off = p->b_off; break;
+    }
+    if (dl) g.done = done_cb, g.done_ud = dl;
+    float *pa = NULL, *pb = NULL;
+    if (p->pack_a) {
+        pa = kiln__aligned_alloc(kiln__sgemm_pack_a_floats(p->M, p->K) * sizeof(float));
+        ASSERT(pa);
+        kiln__sgemm_pack_a(&g, pa);
+        g.a_packed = pa;
+    }
+    if (p->b_kind == B_PREPACKED) {
+        pb = packed;
+        kiln__sgemm_pack_b(&g, pb);
+        g.b_packed = pb;
+    }
+    if (p->accumulate) memcpy(c, p->c0, (size_t)(p->M * p->N) * sizeof(float));
+    if (threads <= 1) {
+        kiln__sgemm(&g, NULL);
+    } else {
+        kiln__pool *pool = kiln__pool_create(threads);
+        ASSERT(pool);
+        kiln_exec e = {KILN_DEVICE_CPU, pool, NULL, 0};
+        kiln__sgemm(&g, &e);
+        kiln__pool_free(pool);
+    }
+    kiln__aligned_free(pa);
+}
+
+static void check_case(uint64_t *rs, int64_t M, int64_t N, int64_t K, int b_kind, int flags) {
+    problem p = {.M = M, .N = N, .K = K, .b_kind = b_kind};
+    p.a_trans = flags & 1;
+    p.relu = (flags >> 1) & 1;
+    p.accumulate = (flags >> 2) & 1;
+    p.pack_a = (flags >> 3) & 1;
+    int with_bias = (flags >> 4) & 1, with_done = (flags >> 5) & 1;
+    p.alpha = (flags >> 6) & 1 ? 0.75f : 1.0f;
+    int64_t nr = kiln__sgemm_nr();
+    p.a = malloc((size_t)(M * K) * sizeof(float));
+    p.ldb = b_kind == B_SHIFT ? N + 3 : N;
+    size_t bsz = (size_t)(K * p.ldb + nr + 16);
+    p.b = malloc(bsz * sizeof(float));
+    p.b_off = malloc((size_t)K * sizeof(int64_t));
+    p.bias = with_bias ? malloc((size_t)M * sizeof(float)) : NULL;
+    p.c0 = malloc((size_t)(M * N) * sizeof(float));
+    ASSERT(p.a && p.b && p.b_off && p.c0);
+    for (int64_t i = 0; i < M * K; i++) p.a[i] = test_randf(rs, -1, 1);
+    for (size_t i = 0; i < bsz; i++) p.b[i] = test_randf(rs, -1, 1);
+    /* shifted rows: row k starts at a scattered offset (rows overlap, as in a
+     * convolution over a padded input) */
+    for (int64_t k = 0; k < K; k++)
+        p.b_off[k] = (int64_t)(test_rand_u64(rs) % (uint64_t)((K - 1) * p.ldb + 1));
+    for (int64_t i = 0; with_bias && i < M; i++) p.bias[i] = test_randf(rs, -1, 1);
+    for (int64_t i = 0; i < M * N; i++) p.c0[i] = test_randf(rs, -1, 1);
+
+    size_t cn = (size_t)(M * N);
+    float *c1 = malloc(cn * sizeof(float)), *c2 = malloc(cn * sizeof(float));
+    float *packed = kiln__aligned_alloc(kiln__sgemm_pack_b_floats(K, N) * sizeof(float) + 64);
+    unsigned char *seen = calloc(cn, 1);
+    ASSERT(c1 && c2 && packed && seen);
+    for (int threads = 1; threads <= 2; threads++) {
+        float *first = NULL;
+        for (int rep = 0; rep < 2; rep++) {
+            float *c = rep ? c2 : c1;
+            for (size_t i = 0; i < cn; i++) c[i] = NAN; /* poison */
+            memset(seen, 0, cn);
+            done_log dl = {M, N, seen};
+            run(&p, threads, c, with_done ? &dl : NULL, packed);
+            if (rep == 0) first = c;
+            else if (memcmp(first, c, cn * sizeof(float)) != 0)
+                TEST__FAIL("M=%lld N=%lld K=%lld B=%s flags=%d threads=%d: two runs differ",
+                           (long long)M, (long long)N, (long long)K, b_kind_name[b_kind], flags,
+                           threads);
+            for (int64_t i = 0; i < M; i++)
+                for (int64_t j = 0; j < N; j++) {
+                    double s = 0, mag = 0;
+                    for (int64_t k = 0; k < K; k++) {
+                        double t = a_at(&p, i, k) * b_at(&p, k, j);
+                        s += t;
+                        mag += fabs(t);
+                    }
+                    s *= p.alpha;
+                    if (p.bias) s += p.bias[i];
+                    if (p.accumulate) s += p.c0[i * N + j];
+                    if (p.relu && s < 0) s = 0;
+                    double got = c[i * N + j];
+                    double tol = 2e-6 * (mag + 2.0) + 1e-6;
+                    if (!(fabs(got - s) <= tol))
+                        TEST__FAIL("M=%lld N=%lld K=%lld B=%s flags=%d threads=%d: C[%lld,%lld] "
+                                   "= %.9g, expected %.9g",
+                                   (long long)M, (long long)N, (long long)K, b_kind_name[b_kind],
+                                   flags, threads, (long long)i, (long long)j, got, s);
+                    if (with_done && seen[i * N + j] != 1)
+                        TEST__FAIL("M=%lld N=%lld K=%lld B=%s threads=%d: done hook reported "
+                                   "C[%lld,%lld] %d times, expected once",
+                                   (long long)M, (long long)N, (long long)K, b_kind_name[b_kind],
+                                   threads, (long long)i, (long long)j, seen[i * N + j]);
+                }
+        }
+    }
+    free(p.a), free(p.b), free(p.b_off), free(p.bias), free(p.c0);
+    free(c1), free(c2), free(seen);
+    kiln__aligned_free(packed);
+}
+
+/* The edges of the register tile and of the K block, every kind of B. */
+TEST_IMPL(sgemm_edges) {
+    uint64_t rs = 0x5EED1234u;
+    int64_t nr = kiln__sgemm_nr();
+    const int64_t Ms[] = {1, 2, 3, 4, 5, 6, 7, 8, 11, 12, 13, 25, 150};
+    const int64_t Ns[] = {1, nr - 1, nr, nr + 1, 2 * nr + 3, 97};
+    const int64_t Ks[] = {1, 3, 17, 255, 257};
+    int n = 0;
+    for (size_t mi = 0; mi < sizeof Ms / sizeof Ms[0]; mi++)
+        for (size_t ni = 0; ni < sizeof Ns / sizeof Ns[0]; ni++)
+            for (size_t ki = 0; ki < sizeof Ks / sizeof Ks[0]; ki++) {
+                int b_kind = (int)((mi + ni + ki) % B_KINDS);
+                int flags = (int)(test_rand_u64(&rs) % 128);
+                check_case(&rs, Ms[mi], Ns[ni], Ks[ki], b_kind, flags);
+                n++;
+            }
+    fprintf(stderr, "%d shapes\n", n);
+}
+
+/* Random shapes, every B kind with every option. */
+TEST_IMPL(sgemm_random) {
+    uint64_t rs = 0xC0FFEEu;
+    for (int t = 0; t < 60; t++) {
+        int64_t M = 1 + (int64_t)(test_rand_u64(&rs) % 160);
+        int64_t N = 1 + (int64_t)(test_rand_u64(&rs) % 300);
+        int64_t K = 1 + (int64_t)(test_rand_u64(&rs) % 600);
+        check_case(&rs, M, N, K, t % B_KINDS, (int)(test_rand_u64(&rs) % 128));
+    }
+}
+
+/* Shapes large enough for several column and row blocks and for both ways
+ * of splitting the work over threads. */
+TEST_IMPL(sgemm_large) {
+    uint64_t rs = 0xABCDEFu;
+    check_case(&rs, 300, 2100, 70, B_MATRIX, 16 | 32);
+    check_case(&rs, 520, 49, 300, B_CALLBACK, 8 | 16 | 32);
+    check_case(&rs, 128, 768, 256, B_PREPACKED, 16);
+    check_case(&rs, 64, 3000, 27, B_SHIFT, 2 | 16 | 32);
+    check_case(&rs, 200, 1, 513, B_MATRIX, 4);
+    check_case(&rs, 1, 1000, 513, B_TRANS, 4 | 16);
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* By hand: GFLOP/s of model shapes (not a pass/fail test). */
+static void timing(void) {
+    static const struct { int64_t M, N, K; int b_kind, pack_a; const char *what; } s[] = {
+        {128, 768, 256, B_PREPACKED, 0, "transformer QKV"},
+        {128, 256, 256, B_PREPACKED, 0, "transformer out-proj"},
+        {128, 1024, 256, B_PREPACKED, 0, "transformer FFN1"},
+        {128, 256, 1024, B_PREPACKED, 0, "transformer FFN2"},
+        {64, 3136, 576, B_SHIFT, 1, "resnet 3x3 64ch 56^2"},
+        {128, 784, 1152, B_SHIFT, 1, "resnet 3x3 128ch 28^2"},
+        {256, 196, 2304, B_SHIFT, 1, "resnet 3x3 256ch 14^2"},
+        {512, 49, 4608, B_CALLBACK, 1, "resnet 3x3 512ch 7^2"},
+    };
+    uint64_t rs = 42;
+    kiln__pool *pool = kiln__pool_create(2);
+    kiln_exec e = {KILN_DEVICE_CPU, pool, NULL, 0};
+    for (size_t i = 0; i < sizeof s / sizeof s[0]; i++) {
+        problem p = {.M = s[i].M, .N = s[i].N, .K = s[i].K, .b_kind = s[i].b_kind,
+                     .alpha = 1, .pack_a = s[i].pack_a};
+        int64_t M = p.M, N = p.N, K = p.K;
+        p.ldb = p.b_kind == B_SHIFT ? N + 2 : N;
+        size_t bsz = (size_t)(K * p.ldb + 64);
+        p.a = malloc((size_t)(M * K) * sizeof(float));
+        p.b = malloc(bsz * sizeof(float));
+        p.b_off = malloc((size_t)K * sizeof(int64_t));
+        float *c = malloc((size_t)(M * N) * sizeof(float));
+        float *packed = kiln__aligned_alloc(kiln__sgemm_pack_b_floats(K, N) * sizeof(float));
+        for (int64_t j = 0; j < M * K; j++) p.a[j] = test_randf(&rs, -1, 1);
+        for (size_t j = 0; j < bsz; j++) p.b[j] = test_randf(&rs, -1, 1);
+        for (int64_t k = 0; k < K; k++) p.b_off[k] = (k % 9) * 2 + (k / 9) * p.ldb / 4;
+        kiln__gemm g;
+        memset(&g, 0, sizeof g);
+        g.M = M, g.N = N, g.K = K, g.a = p.a, g.a_rs = K, g.a_cs = 1, g.alpha = 1;
+        g.c = c, g.ldc = N;
+        if (p.b_kind == B_SHIFT) g.b_shift = p.b, g.b_off = p.b_off;
+        else if (p.b_kind == B_CALLBACK) g.packb = packb_cb, g.packb_ud = &p;
+        else g.b = p.b, g.b_rs = N, g.b_cs = 1;
+        float *pa = NULL;
+        if (p.pack_a) {
+            pa = kiln__aligned_alloc(kiln__sgemm_pack_a_floats(M, K) * sizeof(float));
+            kiln__sgemm_pack_a(&g, pa);
+            g.a_packed = pa;
+        }
+        if (p.b_kind == B_PREPACKED) {
+            kiln__sgemm_pack_b(&g, packed);
+            g.b_packed = packed;
+        }
+        double flop = 2.0 * (double)(M * N * K);
+        for (int th = 1; th <= 2; th++) {
+            int reps = (int)(2e9 / flop) + 1;
+            double best = 1e9;
+            for (int round = 0; round < 5; round++) {
+                double t0 = now_s();
+                for (int r = 0; r < reps; r++) kiln__sgemm(&g, th == 1 ? NULL : &e);
+                double t = (now_s() - t0) / reps;
+                if (t < best) best = t;
+            }
+            printf("%-24s %4lldx%4lldx%4lld  %d thr  %8.1f us  %6.1f GFLOP/s\n", s[i].what,
+                   (long long)M, (long long)N, (long long)K, th, best * 1e6, flop / best * 1e-9);
+        }
+        kiln__aligned_free(pa);
+        kiln__aligned_free(packed);
+        free(p.a), free(p.b), free(p.b_off), free(c);
+    }
+    kiln__pool_free(pool);
+}
+
+TEST_IMPL(sgemm_timing_is_by_hand) {
+    if (getenv("KILN_SGEMM_TIMING")) timing();
+}
+
+TEST_LIST(TEST_ENTRY(sgemm_edges), TEST_ENTRY(sgemm_random), TEST_ENTRY(sgemm_large),
+          TEST_ENTRY(sgemm_timing_is_by_hand))
