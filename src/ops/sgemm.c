@@ -356,9 +356,13 @@ static inline void store_rows(__m512 rows[MR][2], float *c, int64_t ldc, int mr,
     store_tile(acc, c, ldc, mr, nr, si);
 }
 
+/* Packed B: its two lines 16 k-steps ahead are prefetched too (a weight
+ * panel's first tile reads it from memory; transformer encoder -3%). */
 static void micro(int64_t kc, const float *a, const float *b, float *c, int64_t ldc, int mr,
                   int nr, const store_info *si) {
-    MICRO_BODY(_mm512_load_ps(b), _mm512_load_ps(b + 16), b += NR)
+    MICRO_BODY(_mm512_load_ps(b), _mm512_load_ps(b + 16),
+               _mm_prefetch((const char *)(b + 16 * NR), _MM_HINT_T0);
+               _mm_prefetch((const char *)(b + 16 * NR + 16), _MM_HINT_T0); b += NR)
 }
 
 /* B row k at base + off[k] (unaligned, in place). */
