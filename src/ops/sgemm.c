@@ -371,6 +371,69 @@ static void micro_shift(int64_t kc, const float *a, const float *base, const int
     MICRO_BODY(_mm512_loadu_ps(base + off[k]), _mm512_loadu_ps(base + off[k] + 16), (void)0)
 }
 #undef ROW
+
+/* A tile of at most R < MR rows (the last row tile of M = 64: 4 of 12
+ * rows, which the full kernel would compute at the cost of 12): R rows of
+ * accumulators only; B from the packed panel (off == NULL) or shifted rows.
+ * The A panel keeps its MR-float stride per k. */
+static inline __attribute__((always_inline)) void
+micro_short(const int R, int64_t kc, const float *a, const float *b, const float *base,
+            const int64_t *off, float *c, int64_t ldc, int mr, int nr, const store_info *si) {
+    __m512 x0[MR], x1[MR];
+    for (int i = 0; i < R; i++) x0[i] = x1[i] = _mm512_setzero_ps();
+    for (int64_t k = 0; k < kc; k++) {
+        _mm_prefetch((const char *)(a + A_PF), _MM_HINT_T0);
+        __m512 b0, b1;
+        if (off) {
+            b0 = _mm512_loadu_ps(base + off[k]);
+            b1 = _mm512_loadu_ps(base + off[k] + 16);
+        } else {
+            b0 = _mm512_load_ps(b);
+            b1 = _mm512_load_ps(b + 16);
+            _mm_prefetch((const char *)(b + 16 * NR), _MM_HINT_T0);
+            _mm_prefetch((const char *)(b + 16 * NR + 16), _MM_HINT_T0);
+            b += NR;
+        }
+        for (int i = 0; i < R; i++) {
+            __m512 av = _mm512_set1_ps(a[i]);
+            x0[i] = _mm512_fmadd_ps(av, b0, x0[i]);
+            x1[i] = _mm512_fmadd_ps(av, b1, x1[i]);
+        }
+        a += MR;
+    }
+    __m512 rows[MR][2];
+    for (int i = 0; i < MR; i++) {
+        rows[i][0] = i < R ? x0[i] : _mm512_setzero_ps();
+        rows[i][1] = i < R ? x1[i] : _mm512_setzero_ps();
+    }
+    store_rows(rows, c, ldc, mr, nr, si);
+}
+
+static void micro_r4(int64_t kc, const float *a, const float *b, const float *base,
+                     const int64_t *off, float *c, int64_t ldc, int mr, int nr,
+                     const store_info *si) {
+    micro_short(4, kc, a, b, base, off, c, ldc, mr, nr, si);
+}
+static void micro_r8(int64_t kc, const float *a, const float *b, const float *base,
+                     const int64_t *off, float *c, int64_t ldc, int mr, int nr,
+                     const store_info *si) {
+    micro_short(8, kc, a, b, base, off, c, ldc, mr, nr, si);
+}
+
+/* The kernel for a tile of mr rows: B packed (off == NULL: b) or shifted
+ * rows (base + off[k]). */
+static inline void micro_rows(int64_t kc, const float *a, const float *b, const float *base,
+                              const int64_t *off, float *c, int64_t ldc, int mr, int nr,
+                              const store_info *si) {
+    if (mr <= 4)
+        micro_r4(kc, a, b, base, off, c, ldc, mr, nr, si);
+    else if (mr <= 8)
+        micro_r8(kc, a, b, base, off, c, ldc, mr, nr, si);
+    else if (off)
+        micro_shift(kc, a, base, off, c, ldc, mr, nr, si);
+    else
+        micro(kc, a, b, c, ldc, mr, nr, si);
+}
 #elif defined(__AVX2__) && defined(__FMA__)
 static void micro(int64_t kc, const float *a, const float *b, float *c, int64_t ldc, int mr,
                   int nr, const store_info *si) {
@@ -710,17 +773,22 @@ static void gemm_block(const kiln__gemm *g, int64_t m0, int64_t m1, int64_t n0, 
                                     __builtin_prefetch(ct + i * g->ldc + q, 1, 3);
 #ifdef HAVE_SHIFT_KERNEL
                         if (in_place && nr == NR) {
-                            micro_shift(kc, pa_use + ir * kc, g->b_shift + jc + jr, g->b_off + pc, ct,
-                                        g->ldc, mr, nr, &si);
+                            micro_rows(kc, pa_use + ir * kc, NULL, g->b_shift + jc + jr, g->b_off + pc,
+                                       ct, g->ldc, mr, nr, &si);
                             continue;
                         }
                         if (in_place) { /* the last, partial strip: packed (no read past B) */
                             if (ir == 0) pack_b_shift(g, pc, kc, jc + jr, nr, pb);
-                            micro(kc, pa_use + ir * kc, pb, ct, g->ldc, mr, nr, &si);
+                            micro_rows(kc, pa_use + ir * kc, pb, NULL, NULL, ct, g->ldc, mr, nr, &si);
                             continue;
                         }
 #endif
+#ifdef HAVE_SHIFT_KERNEL
+                        micro_rows(kc, pa_use + ir * kc, pb_use + jr * kc, NULL, NULL, ct, g->ldc, mr,
+                                   nr, &si);
+#else
                         micro(kc, pa_use + ir * kc, pb_use + jr * kc, ct, g->ldc, mr, nr, &si);
+#endif
                     }
                 }
                 if (g->done && pc + kc >= K) /* rows [ic, ic + mc) x [jc, jc + nc) are final */
