@@ -250,6 +250,9 @@ static void timing(void) {
         {128, 784, 1152, B_SHIFT, 1, "resnet 3x3 128ch 28^2"},
         {256, 196, 2304, B_SHIFT, 1, "resnet 3x3 256ch 14^2"},
         {512, 49, 4608, B_CALLBACK, 1, "resnet 3x3 512ch 7^2"},
+        {64, 196, 384, B_SHIFT, 1, "mobilenet 1x1 384->64 14^2"},
+        {384, 196, 64, B_SHIFT, 1, "mobilenet 1x1 64->384 14^2"},
+        {960, 49, 160, B_SHIFT, 1, "mobilenet 1x1 160->960 7^2"},
     };
     uint64_t rs = 42;
     kiln__pool *pool = kiln__pool_create(2);

@@ -6,9 +6,11 @@
  * strips, alpha folded in), then micro-tiles MR x NR computed by a
  * register-resident micro-kernel.  AVX-512: 12 x 32 (24 zmm accumulators),
  * AVX2+FMA: 6 x 16, otherwise a portable 4 x 8 kernel the compiler
- * vectorizes.  Threads split N (or M when M is the larger side); each
- * thread packs its own panels into thread-local scratch that is kept
- * between calls and freed when the thread exits.  A constant operand
+ * vectorizes; tiles of at most 4 or 8 rows get kernels of their own.
+ * Threads share C's micro-tiles, a contiguous run each (par_task), split
+ * along the side whose operand is not packed already; each thread packs
+ * its own panels into thread-local scratch that is kept between calls and
+ * freed when the thread exits.  A constant operand
  * (Conv's W as A, a Gemm/MatMul weight as B) may come packed once per
  * engine (kiln__sgemm_pack_a/_b, through kiln_quick_op.prepack): the
  * blocks then read their panels from it and skip that packing.
