@@ -374,60 +374,70 @@ static void micro_shift(int64_t kc, const float *a, const float *base, const int
 }
 #undef ROW
 
-/* A tile of at most R < MR rows (the last row tile of M = 64: 4 of 12
- * rows, which the full kernel would compute at the cost of 12): R rows of
- * accumulators only; B from the packed panel (off == NULL) or shifted rows.
- * The A panel keeps its MR-float stride per k. */
+/* A tile of at most R rows and W vectors of 16 columns, short of the full
+ * MR x NR tile: the last row tile of M = 64 (4 of 12 rows) or the last
+ * strip of N = 196 (4 of 32 columns), which the full kernel computes at
+ * the cost of a whole tile.  B from the packed panel (off == NULL) or
+ * shifted rows; the A panel keeps its MR-float stride per k. */
 static inline __attribute__((always_inline)) void
-micro_short(const int R, int64_t kc, const float *a, const float *b, const float *base,
+micro_short(const int R, const int W, int64_t kc, const float *a, const float *b, const float *base,
             const int64_t *off, float *c, int64_t ldc, int mr, int nr, const store_info *si) {
     __m512 x0[MR], x1[MR];
     for (int i = 0; i < R; i++) x0[i] = x1[i] = _mm512_setzero_ps();
     for (int64_t k = 0; k < kc; k++) {
         _mm_prefetch((const char *)(a + A_PF), _MM_HINT_T0);
-        __m512 b0, b1;
+        __m512 b0, b1 = _mm512_setzero_ps();
         if (off) {
             b0 = _mm512_loadu_ps(base + off[k]);
-            b1 = _mm512_loadu_ps(base + off[k] + 16);
+            if (W == 2) b1 = _mm512_loadu_ps(base + off[k] + 16);
         } else {
             b0 = _mm512_load_ps(b);
-            b1 = _mm512_load_ps(b + 16);
+            if (W == 2) b1 = _mm512_load_ps(b + 16);
             _mm_prefetch((const char *)(b + 16 * NR), _MM_HINT_T0);
-            _mm_prefetch((const char *)(b + 16 * NR + 16), _MM_HINT_T0);
+            if (W == 2) _mm_prefetch((const char *)(b + 16 * NR + 16), _MM_HINT_T0);
             b += NR;
         }
         for (int i = 0; i < R; i++) {
             __m512 av = _mm512_set1_ps(a[i]);
             x0[i] = _mm512_fmadd_ps(av, b0, x0[i]);
-            x1[i] = _mm512_fmadd_ps(av, b1, x1[i]);
+            if (W == 2) x1[i] = _mm512_fmadd_ps(av, b1, x1[i]);
         }
         a += MR;
     }
     __m512 rows[MR][2];
     for (int i = 0; i < MR; i++) {
         rows[i][0] = i < R ? x0[i] : _mm512_setzero_ps();
-        rows[i][1] = i < R ? x1[i] : _mm512_setzero_ps();
+        rows[i][1] = i < R && W == 2 ? x1[i] : _mm512_setzero_ps();
     }
     store_rows(rows, c, ldc, mr, nr, si);
 }
 
-static void micro_r4(int64_t kc, const float *a, const float *b, const float *base,
-                     const int64_t *off, float *c, int64_t ldc, int mr, int nr,
-                     const store_info *si) {
-    micro_short(4, kc, a, b, base, off, c, ldc, mr, nr, si);
-}
-static void micro_r8(int64_t kc, const float *a, const float *b, const float *base,
-                     const int64_t *off, float *c, int64_t ldc, int mr, int nr,
-                     const store_info *si) {
-    micro_short(8, kc, a, b, base, off, c, ldc, mr, nr, si);
-}
+#define MICRO_SHORT(name, R, W)                                                        \
+    static void name(int64_t kc, const float *a, const float *b, const float *base,    \
+                     const int64_t *off, float *c, int64_t ldc, int mr, int nr,        \
+                     const store_info *si) {                                           \
+        micro_short(R, W, kc, a, b, base, off, c, ldc, mr, nr, si);                    \
+    }
+MICRO_SHORT(micro_r4, 4, 2)
+MICRO_SHORT(micro_r8, 8, 2)
+MICRO_SHORT(micro_r4_w1, 4, 1)
+MICRO_SHORT(micro_r8_w1, 8, 1)
+MICRO_SHORT(micro_r12_w1, 12, 1)
+#undef MICRO_SHORT
 
-/* The kernel for a tile of mr rows: B packed (off == NULL: b) or shifted
- * rows (base + off[k]). */
+/* The kernel for a tile of mr rows and nr columns: B packed (off == NULL:
+ * b) or shifted rows (base + off[k]). */
 static inline void micro_rows(int64_t kc, const float *a, const float *b, const float *base,
                               const int64_t *off, float *c, int64_t ldc, int mr, int nr,
                               const store_info *si) {
-    if (mr <= 4)
+    if (nr <= 16) {
+        if (mr <= 4)
+            micro_r4_w1(kc, a, b, base, off, c, ldc, mr, nr, si);
+        else if (mr <= 8)
+            micro_r8_w1(kc, a, b, base, off, c, ldc, mr, nr, si);
+        else
+            micro_r12_w1(kc, a, b, base, off, c, ldc, mr, nr, si);
+    } else if (mr <= 4)
         micro_r4(kc, a, b, base, off, c, ldc, mr, nr, si);
     else if (mr <= 8)
         micro_r8(kc, a, b, base, off, c, ldc, mr, nr, si);
