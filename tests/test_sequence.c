@@ -54,6 +54,18 @@ static void *bind_out(kiln_context *ctx, const char *name) {
     return p;
 }
 
+/* The engine as saved to memory and loaded again (built is freed). */
+static kiln_engine *reloaded(kiln_engine *built) {
+    void *blob = NULL;
+    size_t bsz = 0;
+    ASSERT_OK(kiln_engine_serialize(built, &blob, &bsz));
+    kiln_engine *e = NULL;
+    ASSERT_OK(kiln_engine_load_memory(blob, bsz, &e));
+    kiln_free(blob);
+    kiln_engine_free(built);
+    return e;
+}
+
 /* ---------------------------------------------------------------- reference model */
 
 enum { COLS = 3, MAXE = 6, MAXR = 16 };
@@ -122,13 +134,7 @@ static void run_pipeline(int const_pos, int64_t pins, int64_t pera, int64_t pat)
     kiln_engine *built = build(net, NULL);
     kiln_network_free(net);
     /* the engine as saved and reloaded (shape program, size tensors, bounds) */
-    void *blob = NULL;
-    size_t bsz = 0;
-    ASSERT_OK(kiln_engine_serialize(built, &blob, &bsz));
-    kiln_engine *e = NULL;
-    ASSERT_OK(kiln_engine_load_memory(blob, bsz, &e));
-    kiln_free(blob);
-    kiln_engine_free(built);
+    kiln_engine *e = reloaded(built);
     /* reference */
     list L = {0};
     mat x[4];
@@ -540,13 +546,7 @@ TEST_IMPL(string_normalizer_and_errors) {
         kiln_network_free(n);
         /* run from a saved and reloaded engine: the attributes (stopwords as
          * BYTES) go through the engine file */
-        void *blob = NULL;
-        size_t bsz = 0;
-        ASSERT_OK(kiln_engine_serialize(built, &blob, &bsz));
-        kiln_engine *e = NULL;
-        ASSERT_OK(kiln_engine_load_memory(blob, bsz, &e));
-        kiln_free(blob);
-        kiln_engine_free(built);
+        kiln_engine *e = reloaded(built);
         kiln_context *ctx = NULL;
         ASSERT_OK(kiln_context_create(e, 1, &ctx));
         ASSERT_OK(kiln_context_bind(ctx, "s", bytes, (size_t)off));
