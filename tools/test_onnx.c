@@ -691,21 +691,6 @@ static int run_case(const runner *r, const char *dir, char *why, size_t wsz) {
         }
         if (res == R_PASS) {
             res = run_dataset(r, e, &ds, names, nnames, why, wsz);
-            /* Memory for data-dependent dims is reserved at their upper
-             * bounds; loose bounds (a sequence element's dims, each bounded
-             * by the whole sequence) can exceed memory.  Known values make
-             * them exact: rebuild with the next tiers, as for a build error. */
-            for (int t = tier + 1; res == R_FAIL && s == 0 && t <= 2 && strstr(why, "out of memory"); t++) {
-                kiln_engine *e2 = NULL;
-                char w2[2048];
-                int r2 = build_for(r, model, &ds, t, dynamic, names, nnames, &e2, w2, sizeof w2);
-                if (r2 != R_PASS) continue;
-                if (r->verbose) fprintf(stderr, "  (run as the model says: %s)\n", why);
-                kiln_engine_free(e);
-                e = e2;
-                tier = t;
-                res = run_dataset(r, e, &ds, names, nnames, why, wsz);
-            }
             if (res != R_PASS && nsets > 1) {
                 size_t l = strlen(why);
                 if (l + 32 < wsz) snprintf(why + l, wsz - l, " (%s)", sets[s]);

@@ -71,40 +71,11 @@ static int rd_varint(const uint8_t *p, size_t n, size_t *pos, uint64_t *v) {
     return 0;
 }
 
-/* 1 if p[0..n) is well-formed wire format (nested fields not examined). */
-static int walk_flat(const uint8_t *p, size_t n) {
-    size_t pos = 0;
-    while (pos < n) {
-        uint64_t tag, v;
-        if (!rd_varint(p, n, &pos, &tag)) return 0;
-        if ((tag >> 3) == 0 || (tag >> 3) > 0x1fffffff) return 0;
-        switch (tag & 7) {
-        case 0:
-            if (!rd_varint(p, n, &pos, &v)) return 0;
-            break;
-        case 1:
-            if (n - pos < 8) return 0;
-            pos += 8;
-            break;
-        case 5:
-            if (n - pos < 4) return 0;
-            pos += 4;
-            break;
-        case 2:
-            if (!rd_varint(p, n, &pos, &v) || v > n - pos) return 0;
-            pos += (size_t)v;
-            break;
-        default:
-            return 0;
-        }
-    }
-    return 1;
-}
-
 /* 1: p[0..n) is a well-formed message within the depth limit; 0: not a
  * message (a string or bytes field); -1: a message nested too deep (*bad =
- * offset). */
-static int walk(const uint8_t *p, size_t n, int depth, size_t off, size_t *bad) {
+ * offset).  flat: only the wire format of this level, nested fields not
+ * examined (1 or 0). */
+static int walk(const uint8_t *p, size_t n, int depth, size_t off, size_t *bad, int flat) {
     size_t pos = 0;
     while (pos < n) {
         uint64_t tag, v;
@@ -124,15 +95,15 @@ static int walk(const uint8_t *p, size_t n, int depth, size_t off, size_t *bad) 
             break;
         case 2: {
             if (!rd_varint(p, n, &pos, &v) || v > n - pos) return 0;
-            if (v > 0) {
+            if (v > 0 && !flat) {
                 if (depth >= KILN__ONNX_MAX_DEPTH) {
                     /* Only a parseable message below the limit is a problem
                      * (strings and bytes fields are fine). */
-                    if (walk_flat(p + pos, (size_t)v)) {
+                    if (walk(p + pos, (size_t)v, depth, off, bad, 1)) {
                         *bad = off + pos;
                         return -1;
                     }
-                } else if (walk(p + pos, (size_t)v, depth + 1, off + pos, bad) < 0) {
+                } else if (walk(p + pos, (size_t)v, depth + 1, off + pos, bad, 0) < 0) {
                     return -1;
                 }
             }
@@ -148,7 +119,7 @@ static int walk(const uint8_t *p, size_t n, int depth, size_t off, size_t *bad) 
 
 int kiln__onnx_check_depth(const uint8_t *buf, size_t size) {
     size_t bad = 0;
-    if (walk(buf, size, 0, 0, &bad) < 0)
+    if (walk(buf, size, 0, 0, &bad, 0) < 0)
         return kiln__err(KILN_EFORMAT,
                          "protobuf messages nested deeper than %d levels (at byte offset %zu)",
                          KILN__ONNX_MAX_DEPTH, bad);
