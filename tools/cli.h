@@ -127,6 +127,15 @@ int npy_write(const char *path, kiln_dtype dtype, int ndim, const int64_t *dims,
               const void *data);
 /* Read .npy or (by extension .pb) an ONNX TensorProto file. */
 int cli_tensor_read(const char *path, cli_tensor *t, char *err, size_t errsize);
+/* A sequence/optional value (is_str 0: SequenceProto/OptionalProto) or a
+ * string tensor (is_str 1) from an ONNX .pb file, as the tensors kiln
+ * carries it in (kiln/onnx.h): out[0] data, out[1] shapes, out[2] present
+ * (parts 3), or out[0] bytes, out[1] lengths.  `want`: the element type of
+ * an empty sequence, `rank`: its rank (-1: 0).  Each out[k].data is
+ * malloc'd.  0, or a negative status with a message in err (the reader's
+ * KILN_E* code, else -1). */
+int cli_value_read(const char *path, int is_str, int parts, kiln_dtype want, int64_t rank, cli_tensor *out,
+                   char *err, size_t errsize);
 /* Value of element i as double (any numeric dtype). */
 double cli_tensor_get(kiln_dtype dtype, const void *data, size_t i);
 /* Convert n elements between numeric dtypes (through double; f16 rounded). */

@@ -229,6 +229,60 @@ int cli_tensor_read(const char *path, cli_tensor *t, char *err, size_t errsize) 
     return npy_read(path, t, err, errsize);
 }
 
+/* out->data = a malloc'd copy of n bytes at p. */
+static int copy_part(cli_tensor *out, const void *p, size_t n) {
+    out->bytes = n;
+    out->data = malloc(n ? n : 1);
+    if (!out->data) return -1;
+    if (n) memcpy(out->data, p, n);
+    return 0;
+}
+
+int cli_value_read(const char *path, int is_str, int parts, kiln_dtype want, int64_t rank, cli_tensor *out,
+                   char *err, size_t errsize) {
+    memset(out, 0, (size_t)parts * sizeof *out);
+    int rc = 0;
+    if (is_str) {
+        int64_t *lens = NULL;
+        void *bytes = NULL;
+        size_t nb = 0;
+        if ((rc = kiln_onnx_read_strings(path, &out[1].ndim, out[1].dims, &lens, &bytes, &nb)))
+            return ERR("%s", kiln_errmsg()), rc;
+        size_t n = 1;
+        for (int d = 0; d < out[1].ndim; d++) n *= (size_t)out[1].dims[d];
+        out[0].dtype = KILN_DTYPE_U8;
+        out[0].ndim = 1;
+        out[0].dims[0] = (int64_t)nb;
+        out[1].dtype = KILN_DTYPE_I64;
+        rc = copy_part(&out[0], bytes, nb) || copy_part(&out[1], lens, n * sizeof(int64_t));
+        kiln_free(lens);
+        kiln_free(bytes);
+    } else {
+        kiln_onnx_sequence q;
+        if ((rc = kiln_onnx_read_sequence(path, &q))) return ERR("%s", kiln_errmsg()), rc;
+        out[0].dtype = q.dtype != KILN_DTYPE_UNDEFINED ? q.dtype : want;
+        out[0].ndim = 1;
+        out[0].dims[0] = (int64_t)(q.bytes / (kiln_dtype_size(out[0].dtype) ? kiln_dtype_size(out[0].dtype) : 1));
+        out[1].dtype = KILN_DTYPE_I64;
+        out[1].ndim = 2;
+        out[1].dims[0] = q.count;
+        out[1].dims[1] = q.rank >= 0 ? q.rank : rank > 0 ? rank : 0;
+        rc = copy_part(&out[0], q.data, q.bytes) ||
+             copy_part(&out[1], q.shapes, (size_t)(q.count * out[1].dims[1]) * sizeof(int64_t));
+        if (!rc && parts > 2) {
+            uint8_t present = (uint8_t)(q.nested ? q.present : q.count > 0);
+            out[2].dtype = KILN_DTYPE_BOOL;
+            rc = copy_part(&out[2], &present, 1);
+        }
+        kiln_onnx_sequence_free(&q);
+    }
+    if (rc) {
+        for (int k = 0; k < parts; k++) free(out[k].data);
+        return ERR("%s: out of memory", path);
+    }
+    return 0;
+}
+
 double cli_tensor_get(kiln_dtype dtype, const void *data, size_t i) {
     switch (dtype) {
     case KILN_DTYPE_F32: return ((const float *)data)[i];

@@ -118,59 +118,13 @@ static const char *value_binding(const kiln_engine *e, int io, const binding *li
 
 /* Part `part` of the value in `path` as a tensor (malloc'd data). */
 static int read_value_part(const char *path, int part, int is_str, cli_tensor *t, char *err, size_t esz) {
-    memset(t, 0, sizeof *t);
-    if (is_str) {
-        int64_t *lens = NULL;
-        void *bytes = NULL;
-        size_t nb = 0;
-        int nd = 0;
-        int64_t dims[KILN_MAX_DIMS];
-        if (kiln_onnx_read_strings(path, &nd, dims, &lens, &bytes, &nb)) {
-            snprintf(err, esz, "%s", kiln_errmsg());
-            return -1;
-        }
-        int64_t n = 1;
-        for (int d = 0; d < nd; d++) n *= dims[d];
-        t->dtype = part ? KILN_DTYPE_I64 : KILN_DTYPE_U8;
-        t->ndim = part ? nd : 1;
-        if (part) memcpy(t->dims, dims, sizeof dims);
-        else t->dims[0] = (int64_t)nb;
-        t->bytes = part ? (size_t)n * sizeof(int64_t) : nb;
-        t->data = malloc(t->bytes ? t->bytes : 1);
-        if (t->data && t->bytes) memcpy(t->data, part ? (void *)lens : bytes, t->bytes);
-        kiln_free(lens);
-        kiln_free(bytes);
-        return t->data ? 0 : -1;
-    }
-    kiln_onnx_sequence q;
-    if (kiln_onnx_read_sequence(path, &q)) {
-        snprintf(err, esz, "%s", kiln_errmsg());
-        return -1;
-    }
-    if (part == 0) {
-        t->dtype = q.dtype != KILN_DTYPE_UNDEFINED ? q.dtype : KILN_DTYPE_F32;
-        t->ndim = 1;
-        t->dims[0] = (int64_t)(q.bytes / kiln_dtype_size(t->dtype));
-        t->bytes = q.bytes;
-    } else if (part == 1) {
-        t->dtype = KILN_DTYPE_I64;
-        t->ndim = 2;
-        t->dims[0] = q.count;
-        t->dims[1] = q.rank > 0 ? q.rank : 0;
-        t->bytes = (size_t)(t->dims[0] * t->dims[1]) * sizeof(int64_t);
-    } else {
-        t->dtype = KILN_DTYPE_BOOL;
-        t->ndim = 0;
-        t->bytes = 1;
-    }
-    t->data = malloc(t->bytes ? t->bytes : 1);
-    if (t->data) {
-        if (part == 0 && t->bytes) memcpy(t->data, q.data, t->bytes);
-        if (part == 1 && t->bytes) memcpy(t->data, q.shapes, t->bytes);
-        if (part == 2) *(uint8_t *)t->data = (uint8_t)(q.nested ? q.present : q.count > 0);
-    }
-    kiln_onnx_sequence_free(&q);
-    return t->data ? 0 : -1;
+    cli_tensor all[3];
+    int parts = is_str ? 2 : 3;
+    if (cli_value_read(path, is_str, parts, KILN_DTYPE_F32, -1, all, err, esz)) return -1;
+    *t = all[part];
+    for (int k = 0; k < parts; k++)
+        if (k != part) free(all[k].data);
+    return 0;
 }
 
 /* The tensor for input (io 0) or reference output (io 1) `name` (position

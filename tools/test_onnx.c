@@ -323,54 +323,21 @@ static void iomap_make(const kiln_network *net, iomap *m) {
     }
 }
 
-/* Read a string tensor into t[0] (bytes) and t[1] (lengths). */
-static int read_str_pb(const char *path, tensor *t) {
-    memset(t, 0, 2 * sizeof *t);
-    int64_t *lens = NULL;
-    void *bytes = NULL;
-    size_t nb = 0;
-    int rc = kiln_onnx_read_strings(path, &t[1].ndim, t[1].dims, &lens, &bytes, &nb);
+/* A sequence/optional (parts 2 or 3) or string (is_str, parts 2) value
+ * into t[0..parts): the tensors kiln carries it in. */
+static int read_value_pb(const char *path, int is_str, int parts, const int64_t *rank, kiln_dtype want,
+                         tensor *t, char *why, size_t wsz) {
+    cli_tensor v[3];
+    int rc = cli_value_read(path, is_str, parts, want, rank[1], v, why, wsz);
     if (rc) return rc;
-    t[0].dtype = KILN_DTYPE_U8;
-    t[0].ndim = 1;
-    t[0].dims[0] = (int64_t)nb;
-    t[0].data = bytes;
-    t[0].bytes = nb;
-    t[1].dtype = KILN_DTYPE_I64;
-    t[1].data = lens;
-    t[1].bytes = (size_t)numel(t[1].ndim, t[1].dims) * sizeof(int64_t);
-    return 0;
-}
-
-/* Read a sequence/optional value into tensors t[0..parts). */
-static int read_seq_pb(const char *path, int parts, const int64_t *rank, tensor *t, kiln_dtype want) {
-    kiln_onnx_sequence q;
-    int rc = kiln_onnx_read_sequence(path, &q);
-    if (rc) return rc;
-    if (parts == 3 && !q.nested && q.count == 0) q.present = 0;
-    memset(t, 0, (size_t)parts * sizeof *t);
-    t[0].dtype = q.dtype != KILN_DTYPE_UNDEFINED ? q.dtype : want;
-    t[0].ndim = 1;
-    t[0].dims[0] = (int64_t)(q.bytes / (kiln_dtype_size(t[0].dtype) ? kiln_dtype_size(t[0].dtype) : 1));
-    t[0].data = q.data;
-    t[0].bytes = q.bytes;
-    t[1].dtype = KILN_DTYPE_I64;
-    t[1].ndim = 2;
-    t[1].dims[0] = q.count;
-    t[1].dims[1] = q.rank >= 0 ? q.rank : rank[1] >= 0 ? rank[1] : 0;
-    t[1].bytes = (size_t)(q.count * t[1].dims[1]) * sizeof(int64_t);
-    t[1].data = q.shapes;
-    if (!q.shapes) {
-        t[1].data = malloc(1);
-        t[1].libc = 1;
-    }
-    if (parts == 3) {
-        t[2].dtype = KILN_DTYPE_BOOL;
-        t[2].ndim = 0;
-        t[2].bytes = 1;
-        t[2].data = malloc(1);
-        t[2].libc = 1;
-        if (t[2].data) *(uint8_t *)t[2].data = (uint8_t)q.present;
+    for (int k = 0; k < parts; k++) {
+        memset(&t[k], 0, sizeof t[k]);
+        t[k].dtype = v[k].dtype;
+        t[k].ndim = v[k].ndim;
+        memcpy(t[k].dims, v[k].dims, sizeof t[k].dims);
+        t[k].data = v[k].data;
+        t[k].bytes = v[k].bytes;
+        t[k].libc = 1;
     }
     return 0;
 }
@@ -392,9 +359,15 @@ static int load_dataset(const char *dir, const iomap *m, dataset *d, char *why, 
             if (i < m->nval[k]) t0 = m->first[k][i];
             if (t0 + parts > MAX_IO) break;
             tensor *t = k ? &d->out[t0] : &d->in[t0];
-            int rc = i < m->nval[k] && m->isstr[k][i] ? read_str_pb(p, t)
-                     : parts > 1 ? read_seq_pb(p, parts, &m->rank[k][t0], t, m->dtype[k][t0]) : read_pb(p, t);
-            if (rc) {
+            int rc = 0;
+            if (parts > 1) {
+                char m2[1024];
+                if ((rc = read_value_pb(p, m->isstr[k][i], parts, &m->rank[k][t0], m->dtype[k][t0], t, m2,
+                                        sizeof m2))) {
+                    snprintf(why, wsz, "reading %s: %s", p, m2);
+                    return rc == KILN_EUNSUPPORTED ? R_SKIP : R_FAIL;
+                }
+            } else if ((rc = read_pb(p, t))) {
                 snprintf(why, wsz, "reading %s: %s", p, kiln_errmsg());
                 return rc == KILN_EUNSUPPORTED ? R_SKIP : R_FAIL;
             }

@@ -423,6 +423,27 @@ int kiln__body_check_shapes(const kiln_context *ctx, const kiln__body *b, const 
     return 0;
 }
 
+int kiln__body_resolve_dims(kiln__body *b, int first, int count) {
+    kiln_context *ctx = NULL;
+    int ne = kiln_engine_num_inputs(b->eng) + kiln_engine_num_outputs(b->eng), rc = 0;
+    for (int k = first; k < first + count && !rc; k++) {
+        kiln__body_io *o = &b->out[k];
+        if (o->dyn != 1) continue;
+        kiln_io_info info;
+        int dd = 1, nd = 0;
+        for (int i = 0; i < ne; i++)
+            if (!kiln_engine_io(b->eng, i, &info) && info.name && !strcmp(info.name, o->name)) dd = info.data_dependent;
+        if (dd) continue;
+        if (!ctx && (rc = kiln__body_ctx_open(b, NULL, &ctx))) break;
+        int64_t dims[KILN_MAX_DIMS];
+        if (kiln_context_shape(ctx, o->name, &nd, dims) || nd != o->ndim) continue;
+        memcpy(o->dims, dims, sizeof(int64_t) * (size_t)nd);
+        o->dyn = 2;
+    }
+    kiln_context_free(ctx);
+    return rc;
+}
+
 int kiln__desc_static(const kiln_desc *d, int64_t *dims) {
     for (int i = 0; i < d->ndim; i++)
         if (!kiln_expr_is_const(d->dims[i], &dims[i])) return 0;
@@ -536,27 +557,12 @@ static int loop_fix_dyn(loop_state *s, const kiln_shape_ctx *c, int N, int K) {
      * fixed input shapes alone (the body declares a dim_param, say): ask it.
      * A carried value that comes out with another shape cannot loop on a
      * fixed-shape body (KILN_ESHAPE: the caller may unroll). */
-    kiln_context *sctx = NULL;
-    for (int k = 1; k < 1 + N + K; k++) {
-        kiln__body_io *o = &b->out[k];
-        if (!o->dyn) continue;
-        kiln_io_info info;
-        int dd = 1, nd = 0, rc = 0;
-        for (int i = 0; i < kiln_engine_num_inputs(b->eng) + kiln_engine_num_outputs(b->eng); i++)
-            if (!kiln_engine_io(b->eng, i, &info) && info.name && !strcmp(info.name, o->name)) dd = info.data_dependent;
-        if (dd) continue;
-        if (!sctx && (rc = kiln__body_ctx_open(b, NULL, &sctx))) return rc;
-        int64_t dims[KILN_MAX_DIMS];
-        if (kiln_context_shape(sctx, o->name, &nd, dims) || nd != o->ndim) continue;
-        if (k <= N && memcmp(dims, b->in[1 + k].dims, sizeof(int64_t) * (size_t)nd)) {
-            kiln_context_free(sctx);
+    int rc0 = kiln__body_resolve_dims(b, 1, N + K);
+    if (rc0) return rc0;
+    for (int k = 1; k <= N; k++)
+        if (b->out[k].dyn == 2 && memcmp(b->out[k].dims, b->in[1 + k].dims, sizeof(int64_t) * (size_t)b->out[k].ndim))
             return kiln_set_error(KILN_ESHAPE, "Loop: loop-carried value '%s' changes shape in every iteration",
-                                  o->name);
-        }
-        memcpy(o->dims, dims, sizeof(int64_t) * (size_t)nd);
-        o->dyn = 2; /* known; still checked after every run */
-    }
-    kiln_context_free(sctx);
+                                  b->out[k].name);
     for (int k = 0; k < 1 + N + K; k++) {
         kiln__body_io *o = &b->out[k];
         if (!o->dyn || o->dyn == 2) continue;

@@ -31,7 +31,12 @@ int kiln__body_clone(const kiln__body *src, kiln__body *dst);
 /* Blob = header ints (the op's counts) + body description + sub-engine. */
 int kiln__body_serialize(const kiln__body *b, const int64_t *ints, int nints, void *buf, size_t *size);
 int kiln__body_deserialize(kiln__body *b, int64_t *ints, int nints, const void *buf, size_t size);
-/* KILN_EUNSUPPORTED when one of outputs [first, first+count) has dynamic dims. */
+/* Outputs [first, first+count) left dynamic by the engine whose dims its
+ * shape program computes from the fixed input shapes (not data-dependent):
+ * dims filled, dyn = 2 (known; still checked after every run). */
+int kiln__body_resolve_dims(kiln__body *b, int first, int count);
+/* KILN_EUNSUPPORTED when one of outputs [first, first+count) has dims
+ * known only at run time (dyn 1). */
 int kiln__body_check_static(const kiln__body *b, int first, int count, const char *what);
 /* After a run: every dyn output must have the shape in b (KILN_ESHAPE). */
 int kiln__body_check_shapes(const kiln_context *ctx, const kiln__body *b, const char *what);

@@ -136,24 +136,8 @@ static int sm_rows(const kiln_shape_ctx *c, int i, int64_t *n, int *r, int64_t *
  * they are still checked after every run.  Data-dependent ones stay
  * unsupported. */
 static int sm_fix_dyn(kiln__body *b, int M) {
-    int any = 0;
-    for (int m = 0; m < M; m++) any |= b->out[m].dyn;
-    if (!any) return 0;
-    kiln_context *ctx = NULL;
-    int rc = kiln__body_ctx_open(b, NULL, &ctx);
-    for (int m = 0; m < M && !rc; m++) {
-        kiln__body_io *o = &b->out[m];
-        if (!o->dyn) continue;
-        kiln_io_info info;
-        int nd = 0;
-        for (int i = 0; i < kiln_engine_num_inputs(b->eng) + kiln_engine_num_outputs(b->eng); i++)
-            if (!kiln_engine_io(b->eng, i, &info) && info.name && !strcmp(info.name, o->name) && info.data_dependent)
-                rc = kiln__body_check_static(b, m, 1, "SequenceMap");
-        if (!rc) rc = kiln_context_shape(ctx, o->name, &nd, o->dims);
-        if (!rc && nd != o->ndim) rc = kiln__err(KILN_EINTERNAL, "SequenceMap: rank of body output '%s' changed", o->name);
-    }
-    kiln_context_free(ctx);
-    return rc;
+    int rc = kiln__body_resolve_dims(b, 0, M);
+    return rc ? rc : kiln__body_check_static(b, 0, M, "SequenceMap");
 }
 
 static int sm_shape(void *state, kiln_shape_ctx *c) {
