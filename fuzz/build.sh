@@ -18,8 +18,8 @@ protoc-c --c_out="$OUT/gen" -I"$ROOT/src/onnx" "$ROOT/src/onnx/onnx_min.proto"
 CFLAGS="-O1 -g -fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer -std=gnu11 -D_GNU_SOURCE -DKILN_BUILDING_LIB=1"
 INC="-I$ROOT/include -I$ROOT/src -I$OUT/gen"
 OBJS=""
-for f in "$ROOT"/src/core/*.c "$ROOT"/src/plugin/*.c "$ROOT"/src/build/*.c "$ROOT"/src/engine/*.c \
-         "$ROOT"/src/onnx/*.c "$ROOT"/src/ops/*.c "$OUT/gen/onnx_min.pb-c.c"; do
+for f in "$ROOT"/src/core/*.c "$ROOT"/src/plugin/*.c "$ROOT"/src/builder/*.c "$ROOT"/src/engine/*.c "$ROOT"/src/device/*/*.c \
+         "$ROOT"/src/onnx/*.c "$ROOT"/src/ops/*/*.c "$OUT/gen/onnx_min.pb-c.c"; do
   [ -f "$f" ] || continue
   o="$OUT/obj/$(echo "$f" | sed "s|$ROOT/||; s|$OUT/||; s|/|_|g").o"
   if [ ! -f "$o" ] || [ "$f" -nt "$o" ]; then

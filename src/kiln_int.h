@@ -63,7 +63,7 @@ const kiln_expr *kiln__exprs_at(const kiln_exprs *x, uint32_t id);
 typedef int (*kiln__sym_lookup)(void *ud, const char *name, int64_t *v);
 int kiln__expr_eval(const kiln_expr *e, kiln__sym_lookup cb, void *ud, int64_t *out);
 
-/* ------------------------------------------------------------ core/threadpool */
+/* ------------------------------------------------------------ device/cpu/threadpool */
 typedef struct kiln__pool kiln__pool;
 kiln__pool *kiln__pool_create(int threads);   /* threads >= 1; 1 = no workers */
 void kiln__pool_free(kiln__pool *p);

@@ -1,5 +1,5 @@
 /*
- * test_loop.c — ONNX Loop and Scan (src/ops/loop.c, scan.c) built through
+ * test_loop.c — ONNX Loop and Scan (src/ops/controlflow/loop.c, scan.c) built through
  * the public network API, against naive loops written here.
  */
 #include "kiln/kiln.h"

@@ -1,8 +1,8 @@
 /*
  * test_sequence.c — kiln's packed non-tensor values through the public
- * network API: the sequence ops (src/ops/sequence.c, seqmap.c) against a
+ * network API: the sequence ops (src/ops/sequence/sequence.c, seqmap.c) against a
  * naive list-of-matrices model written here, the string ops
- * (src/ops/string.c) against strtod/snprintf and a naive StringNormalizer;
+ * (src/ops/text/string.c) against strtod/snprintf and a naive StringNormalizer;
  * kiln_onnx_read_sequence on good and bad files.
  */
 #include "kiln/kiln.h"

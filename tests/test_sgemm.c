@@ -1,4 +1,4 @@
-/* test_sgemm.c — the packed SGEMM (src/ops/sgemm.c) against a naive
+/* test_sgemm.c — the packed SGEMM (src/device/cpu/sgemm.c) against a naive
  * double-precision reference: random M/N/K including the edges of the
  * register tile (1 .. MR+1 rows, NR-1 .. NR+1 columns, K = 1, around the K
  * block), every way of handing it B (matrix, transposed, packing callback,
@@ -10,7 +10,7 @@
  * shapes of a transformer encoder and of ResNet-18's convolutions. */
 #include "kiln/plugin.h"
 #include "kiln_int.h"
-#include "ops/ops2.h"
+#include "ops/common/ops2.h"
 #include "test.h"
 
 #include <math.h>

@@ -4,7 +4,7 @@
  * call counter, not only by the stats), corrupt files and files of another
  * device are ignored with a warning, never a crash.
  */
-#include "build/build_int.h"
+#include "builder/build_int.h"
 #include "test.h"
 
 #include <pthread.h>

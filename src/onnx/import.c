@@ -363,7 +363,7 @@ static int value_type(const Onnx__ValueInfoProto *vi, const char *what, kiln_dty
  * sequence of 0 or 1 elements; an optional sequence adds `s:present` (BOOL
  * scalar).  The importer expands such values into their parts wherever
  * they appear (graph inputs and outputs, node inputs and outputs, If
- * branches); the ops in src/ops/sequence.c take the parts as consecutive
+ * branches); the ops in src/ops/sequence/sequence.c take the parts as consecutive
  * inputs.  Identity and Optional on these values are lowered here. */
 
 static const char *const part_suffix[3] = {"", ":shapes", ":present"};
@@ -419,7 +419,7 @@ static int set_parts(imp *im, const char *name, int parts) {
     return strset_add(parts == 3 ? &im->seq3 : &im->seq2, name) < 0 ? KILN_ENOMEM : 0;
 }
 
-/* Ops that take sequence parts as inputs (src/ops/sequence.c). */
+/* Ops that take sequence parts as inputs (src/ops/sequence/sequence.c). */
 static int takes_sequences(const char *op_type) {
     static const char *const ops[] = {"SequenceInsert", "SequenceErase", "SequenceAt", "SequenceLength",
                                       "ConcatFromSequence", "OptionalHasElement", "OptionalGetElement",
@@ -962,7 +962,7 @@ static int add_extra_input(kiln_network *net, const extra *e) {
 }
 
 /* For If: the `both` graph used when the condition is known only at run
- * time (see src/ops/control_flow.c): inputs as the branches'; the then- and
+ * time (see src/ops/controlflow/if.c): inputs as the branches'; the then- and
  * else-branch as Ifs on constant conditions; kiln::if_select per output.
  * Returns 0 with *out NULL when it cannot be made (then a runtime condition
  * stays unsupported). */

@@ -16,7 +16,7 @@
  * blocks then read their panels from it and skip that packing.
  */
 #pragma GCC optimize("O3")
-#include "ops/ops2.h"
+#include "ops/common/ops2.h"
 
 #include "kiln_int.h"
 

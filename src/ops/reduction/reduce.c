@@ -10,7 +10,7 @@
  * is a sum over contiguous runs and one over leading axes is a vector
  * accumulate.  Independent output slices run on the thread pool.
  */
-#include "ops1.h"
+#include "ops/common/ops1.h"
 
 #include <math.h>
 

@@ -9,7 +9,7 @@
  * H_{t-1} * R^T (a matrix-vector product for batch 1) and applies the gate
  * math.  Scratch lives in the workspace.
  */
-#include "ops/ops2.h"
+#include "ops/common/ops2.h"
 
 #include "kiln_int.h"
 

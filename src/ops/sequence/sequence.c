@@ -34,7 +34,7 @@
  *   OptionalGetElement(d, s) -> (y, dims...);  (d, s, present) -> (d, s)
  */
 #include "kiln_int.h"
-#include "loop_body.h"
+#include "ops/controlflow/loop_body.h"
 
 #include <stdio.h>
 #include <string.h>

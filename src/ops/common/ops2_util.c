@@ -3,7 +3,7 @@
  * the f16/f64 -> f32 conversion wrapper, shape helpers, multi-version
  * registration.
  */
-#include "ops/ops2.h"
+#include "ops/common/ops2.h"
 
 #include "kiln_int.h"
 

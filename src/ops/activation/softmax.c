@@ -6,8 +6,8 @@
  * the op runs along `axis` only (default -1).  Both reduce to rows of length
  * L with element stride `inner`; rows are split over the thread pool.
  */
-#include "ops/ops2.h"
-#include "fastmath.h"
+#include "ops/common/ops2.h"
+#include "device/cpu/fastmath.h"
 
 #include "kiln_int.h"
 

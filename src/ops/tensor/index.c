@@ -9,7 +9,7 @@
  * Copies are element-size generic; arithmetic (scatter reductions, CumSum,
  * Einsum) goes through double, or int64 for integer types.
  */
-#include "ops1.h"
+#include "ops/common/ops1.h"
 
 #include <math.h>
 #include <stdlib.h>

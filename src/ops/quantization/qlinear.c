@@ -28,7 +28,7 @@
  * the GEMM with W[g] - zw[m] as A; optional int32 bias added to the
  * accumulator; w_scale/w_zero_point per tensor or per output channel.
  */
-#include "ops/ops2.h"
+#include "ops/common/ops2.h"
 
 #include <math.h>
 #include <string.h>

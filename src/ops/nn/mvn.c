@@ -15,7 +15,7 @@
  * "group space" (0 for reduced axes), so the three passes stream the input
  * once each, whatever the axes.
  */
-#include "ops/ops2.h"
+#include "ops/common/ops2.h"
 
 #include <math.h>
 #include <string.h>

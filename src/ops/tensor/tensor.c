@@ -11,7 +11,7 @@
  * time.  Data movement is element-size generic (no per-dtype code).
  * Reshape-like ops declare their output in place of their input.
  */
-#include "ops1.h"
+#include "ops/common/ops1.h"
 
 #include <math.h>
 

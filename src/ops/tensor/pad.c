@@ -8,7 +8,7 @@
  * the outer indices through the mode, then the row is a memcpy of the
  * interior plus mode-mapped borders.
  */
-#include "ops/ops2.h"
+#include "ops/common/ops2.h"
 
 #include "kiln_int.h"
 

@@ -14,7 +14,7 @@
  * axes into a list of (source row, weight); the innermost loop then sums
  * rows x innermost taps.
  */
-#include "ops/ops2.h"
+#include "ops/common/ops2.h"
 
 #include "kiln_int.h"
 

@@ -21,7 +21,7 @@
  * input, then the outer values.
  */
 #include "kiln_int.h"
-#include "loop_body.h"
+#include "ops/controlflow/loop_body.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -26,7 +26,7 @@
  *             (grouped convs, 3-D) it falls back to direct / GEMM.
  * Spatial dims are normalized to 3 (D, H, W) by prepending 1s.
  */
-#include "ops/ops2.h"
+#include "ops/common/ops2.h"
 
 #include "kiln_int.h"
 

@@ -13,8 +13,8 @@
  * Tables indexed by dtype hold the variants; the shape function accepts
  * exactly the dtypes present.
  */
-#include "fastmath.h"
-#include "ops1.h"
+#include "device/cpu/fastmath.h"
+#include "ops/common/ops1.h"
 
 #include <tgmath.h>
 

@@ -7,7 +7,7 @@
  * the columns into the output, split over output channels so threads never
  * write the same element.  The col buffer lives in the workspace.
  */
-#include "ops/ops2.h"
+#include "ops/common/ops2.h"
 
 #include "kiln_int.h"
 

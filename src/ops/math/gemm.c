@@ -8,7 +8,7 @@
  *         batch dims broadcast.  When B has no batch (weights), the batch of
  *         A folds into M and one large GEMM runs.
  */
-#include "ops/ops2.h"
+#include "ops/common/ops2.h"
 
 #include "kiln_int.h"
 

@@ -31,7 +31,7 @@
  * as ONNX says.
  */
 #include "kiln_int.h"
-#include "loop_body.h"
+#include "ops/controlflow/loop_body.h"
 
 #include <stdio.h>
 #include <string.h>

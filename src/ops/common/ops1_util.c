@@ -1,7 +1,7 @@
 /*
  * ops1_util.c — helpers shared by the ops1 operator files (see ops1.h).
  */
-#include "ops1.h"
+#include "ops/common/ops1.h"
 
 #include <math.h>
 

@@ -6,7 +6,7 @@
  * (n, c) planes split across the thread pool; the window bounds are clipped
  * once per output row so the inner loops carry no padding tests.
  */
-#include "ops/ops2.h"
+#include "ops/common/ops2.h"
 
 #include "kiln_int.h"
 

@@ -22,7 +22,7 @@
  * Case changes (StringNormalizer) are ASCII-only.
  */
 #include "kiln/plugin.h"
-#include "ops1.h"
+#include "ops/common/ops1.h"
 
 #include <ctype.h>
 #include <errno.h>

@@ -14,7 +14,7 @@
  * sequence_lens, if given, must equal the full length for every batch.
  */
 #include "kiln_int.h"
-#include "loop_body.h"
+#include "ops/controlflow/loop_body.h"
 
 #include <stdio.h>
 #include <string.h>

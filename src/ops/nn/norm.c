@@ -7,7 +7,7 @@
  * per-element or per-channel affine": statistics are accumulated in double
  * for accuracy, the affine is fused into one pass.
  */
-#include "ops/ops2.h"
+#include "ops/common/ops2.h"
 
 #include "kiln_int.h"
 

@@ -14,7 +14,7 @@
  * Shape functions propagate symbolic values of small integer tensors
  * (shape arithmetic such as Shape -> Mul -> Reshape stays static).
  */
-#include "ops1.h"
+#include "ops/common/ops1.h"
 
 #include <math.h>
 
