@@ -76,6 +76,12 @@ struct kiln_exec {
     void *stream;           /* CUDA */
     int depth;              /* nesting guard for kiln_exec_parallel */
 };
+/* A CUDA execution handle: the kiln_exec kernels see (device CUDA, the
+ * stream) plus what the build chose for them. */
+typedef struct kiln__cuda_exec {
+    kiln_exec base;
+    int allow_tf32;         /* FP32 GEMMs may use TF32 (KILN_BUILD_TF32) */
+} kiln__cuda_exec;
 int kiln__cpu_count(void);
 
 /* ------------------------------------------------------------ plugin/registry */
@@ -262,6 +268,7 @@ typedef struct kiln__etensor {
     int32_t first, last;     /* first producing / last consuming layer index */
     int32_t is_size;         /* 1 if a size tensor (0-D I64) */
     uint64_t plan_off, plan_bytes; /* memory plan at opt shapes (for inspect) */
+    uint8_t loc;             /* memory space: kiln_device_kind (file section DEVICE) */
 } kiln__etensor;
 
 typedef struct kiln__elayer {
@@ -277,6 +284,7 @@ typedef struct kiln__elayer {
     uint8_t *blob;           /* serialized attributes / plugin state */
     uint64_t blob_size;
     double time_ms;          /* timed at opt (0 if not timed) */
+    uint8_t device;          /* kiln_device_kind it runs on (file section DEVICE) */
     /* runtime (not serialized): */
     kiln__attrset attrs;     /* quick ops */
     void *state;             /* plugin instance */
@@ -348,11 +356,27 @@ struct kiln_engine {
     kiln__plugin_ref *plugins; int32_t nplugins;
     char *device_sig;
     int32_t threads;         /* build setting */
-    kiln_device_kind device;
+    kiln_device_kind device; /* the build's device (CUDA: some layers or tensors live on the GPU) */
+    /* CUDA engines (file section DEVICE): the GPU signature built for, and
+     * KILN_BUILD_TF32; runtime: the weights uploaded once (engine/device.c,
+     * shared by all contexts). */
+    char *cuda_sig;
+    int32_t allow_tf32;
+    void *dweights;
+    int dweights_state;      /* 0 not yet, 1 uploaded, < 0 the KILN_E* of a failed upload */
     /* memory: */
     void *map; size_t map_size;  /* mmap of the file, or NULL */
     int weights_owned;       /* weights allocated (not in the map) */
 };
+
+/* engine/device_weights.c: the engine's weights in GPU memory, uploaded
+ * on the first call (thread-safe; one copy shared by every context), and
+ * the check that this machine's GPU is the one the engine was built for:
+ * KILN_EDEVICE "engine built for CUDA (<sig>): no CUDA device (<why>)" or
+ * "... this GPU is <sig>: rebuild the engine here". */
+int kiln__engine_device_check(const kiln_engine *e);
+int kiln__engine_device_weights(kiln_engine *e, uint8_t **dweights);
+void kiln__engine_device_free(kiln_engine *e);
 
 /* engine/engine.c: free everything (also runtime layer states). */
 void kiln__engine_destroy(kiln_engine *e);

@@ -51,6 +51,8 @@ void kiln__engine_destroy(kiln_engine *e) {
     }
     kiln__free(e->plugins);
     kiln__free(e->device_sig);
+    kiln__engine_device_free(e);
+    kiln__free(e->cuda_sig);
     if (e->weights_owned) kiln__aligned_free(e->weights);
     if (e->map) munmap(e->map, e->map_size);
     kiln__free(e);
