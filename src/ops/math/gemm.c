@@ -8,9 +8,9 @@
  *         batch dims broadcast.  When B has no batch (weights), the batch of
  *         A folds into M and one large GEMM runs.
  */
-#include "ops/common/ops2.h"
+#include "device/cpu/sgemm.h"
+#include "ops/common/ops_util.h"
 
-#include "kiln_int.h"
 
 #include <math.h>
 
@@ -41,7 +41,7 @@ static int gemm_shape(kiln_shape_ctx *c) {
     if (a->dtype != b->dtype)
         return kiln_set_error(KILN_ETYPE, "Gemm: A is %s but B is %s", kiln_dtype_name(a->dtype),
                               kiln_dtype_name(b->dtype));
-    if (!kiln__ops2_is_float(a->dtype))
+    if (!kiln__ops_is_float(a->dtype))
         return kiln_set_error(KILN_EUNSUPPORTED, "Gemm: type %s not supported (float types only)",
                               kiln_dtype_name(a->dtype));
     int ta = kiln_attrs_int(c->attrs, "transA") != 0, tb = kiln_attrs_int(c->attrs, "transB") != 0;
@@ -124,7 +124,7 @@ static int gemm_impl_f32(const kiln_call *c) {
     return 0;
 }
 
-static int gemm_impl(const kiln_call *c) { return kiln__ops2_as_f32(c, gemm_impl_f32); }
+static int gemm_impl(const kiln_call *c) { return kiln__ops_as_f32(c, gemm_impl_f32); }
 
 /* A constant F32 weight matrix packed once as the SGEMM's B operand
  * (kiln_quick_op.prepack), for Gemm (b_rs/b_cs from transB) and MatMul
@@ -136,7 +136,7 @@ static int weights_prepack(const kiln_call *c, int input, int64_t rows, int64_t 
     size_t want = *size;
     *size = 0;
     if (input != 1 || rows == 1 || A->dtype != KILN_DTYPE_F32 || B->dtype != KILN_DTYPE_F32 || !B->data ||
-        B->ndim != 2 || !kiln__ops2_dense(B) || K < 1 || N < 1)
+        B->ndim != 2 || !kiln__ops_dense(B) || K < 1 || N < 1)
         return 0;
     size_t bytes = kiln__sgemm_pack_b_floats(K, N) * sizeof(float);
     if (!dst) {
@@ -180,7 +180,7 @@ static int matmul_shape(kiln_shape_ctx *c) {
     if (a->dtype != b->dtype)
         return kiln_set_error(KILN_ETYPE, "MatMul: A is %s but B is %s",
                               kiln_dtype_name(a->dtype), kiln_dtype_name(b->dtype));
-    if (!kiln__ops2_is_float(a->dtype))
+    if (!kiln__ops_is_float(a->dtype))
         return kiln_set_error(KILN_EUNSUPPORTED, "MatMul: type %s not supported (float types only)",
                               kiln_dtype_name(a->dtype));
     return matmul_dims(c, a->dtype);
@@ -245,7 +245,7 @@ static void mm_batches(void *ud, int ith, int nth) {
 static int matmul_impl_f32(const kiln_call *c) {
     const kiln_tensor *A = &c->in[0], *B = &c->in[1];
     kiln_tensor *Y = &c->out[0];
-    if (!kiln__ops2_dense(A) || !kiln__ops2_dense(B) || !kiln__ops2_dense(Y))
+    if (!kiln__ops_dense(A) || !kiln__ops_dense(B) || !kiln__ops_dense(Y))
         return kiln_set_error(KILN_EUNSUPPORTED, "MatMul: strided tensors not supported");
     int64_t M = A->ndim >= 2 ? A->dims[A->ndim - 2] : 1, K = A->dims[A->ndim - 1];
     int64_t N = B->ndim >= 2 ? B->dims[B->ndim - 1] : 1;
@@ -337,11 +337,11 @@ static size_t matmul_ws(const kiln_call *c) {
  * one pass over the result. */
 static int matmul_impl_epi(const kiln_call *c) {
     int rc = matmul_impl_f32(c);
-    if (!rc) kiln__ops2_epilogue_all(c);
+    if (!rc) kiln__ops_epilogue_all(c);
     return rc;
 }
 
-static int matmul_impl(const kiln_call *c) { return kiln__ops2_as_f32(c, matmul_impl_epi); }
+static int matmul_impl(const kiln_call *c) { return kiln__ops_as_f32(c, matmul_impl_epi); }
 
 static int matmul_prepack(const kiln_call *c, int input, void *dst, size_t *size) {
     const kiln_tensor *A = &c->in[0], *B = &c->in[1];
@@ -369,7 +369,7 @@ static const kiln_quick_op matmul_op = {
 static int matmulint_impl(const kiln_call *c) {
     const kiln_tensor *A = &c->in[0], *B = &c->in[1];
     kiln_tensor *Y = &c->out[0];
-    if (!kiln__ops2_dense(A) || !kiln__ops2_dense(B) || !kiln__ops2_dense(Y))
+    if (!kiln__ops_dense(A) || !kiln__ops_dense(B) || !kiln__ops_dense(Y))
         return kiln_set_error(KILN_EUNSUPPORTED, "MatMulInteger: strided tensors not supported");
     int64_t M = A->ndim >= 2 ? A->dims[A->ndim - 2] : 1, K = A->dims[A->ndim - 1];
     int64_t N = B->ndim >= 2 ? B->dims[B->ndim - 1] : 1;
@@ -406,13 +406,13 @@ static int matmulint_impl(const kiln_call *c) {
             if (ib >= 0) { ob += (B->dims[ib] == 1 ? 0 : ix) * sb; sb *= B->dims[ib]; }
         }
         for (int64_t i = 0; i < M; i++) {
-            int32_t a0 = za ? (int32_t)kiln__ops2_geti(za->data, za->dtype, nza == 1 ? 0 : i) : 0;
+            int32_t a0 = za ? (int32_t)kiln__ops_get_i64(za->data, za->dtype, nza == 1 ? 0 : i) : 0;
             for (int64_t j = 0; j < N; j++) {
-                int32_t b0 = zb ? (int32_t)kiln__ops2_geti(zb->data, zb->dtype, nzb == 1 ? 0 : j) : 0;
+                int32_t b0 = zb ? (int32_t)kiln__ops_get_i64(zb->data, zb->dtype, nzb == 1 ? 0 : j) : 0;
                 int32_t s = 0;
                 for (int64_t k = 0; k < K; k++) {
-                    int32_t av = (int32_t)kiln__ops2_geti(A->data, A->dtype, oa * M * K + i * K + k);
-                    int32_t bv = (int32_t)kiln__ops2_geti(B->data, B->dtype, ob * K * N + k * N + j);
+                    int32_t av = (int32_t)kiln__ops_get_i64(A->data, A->dtype, oa * M * K + i * K + k);
+                    int32_t bv = (int32_t)kiln__ops_get_i64(B->data, B->dtype, ob * K * N + k * N + j);
                     s += (av - a0) * (bv - b0);
                 }
                 y[t * M * N + i * N + j] = s;
@@ -433,6 +433,6 @@ __attribute__((constructor)) static void gemm_register(void) {
     kiln_register_quick_op(&matmulint_op);
     /* 7: broadcast attribute dropped (C always broadcasts); 11: C optional */
     static const int gv[] = {1, 7, 11};
-    kiln__ops2_register_versions(&gemm_op, gv, 3);
+    kiln__ops_register_versions(&gemm_op, gv, 3);
     kiln_register_quick_op(&matmul_op);
 }

@@ -28,7 +28,7 @@
  * the GEMM with W[g] - zw[m] as A; optional int32 bias added to the
  * accumulator; w_scale/w_zero_point per tensor or per output channel.
  */
-#include "ops/common/ops2.h"
+#include "ops/common/ops_util.h"
 
 #include <math.h>
 #include <string.h>
@@ -263,7 +263,7 @@ static int check_scalar(const kiln_desc *d, const char *op, const char *name) {
 }
 
 static float ld_scale(const kiln_tensor *t, int64_t i) {
-    return (float)kiln__ops2_getf(t->data, t->dtype, i);
+    return (float)kiln__ops_get_f64(t->data, t->dtype, i);
 }
 
 static int32_t ld_zp(const kiln_tensor *t, int64_t i) {
@@ -290,9 +290,9 @@ static size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }
 
 static int all_dense(const kiln_call *c, const char *op) {
     for (int i = 0; i < c->nin; i++)
-        if (c->in[i].data && !kiln__ops2_dense(&c->in[i]))
+        if (c->in[i].data && !kiln__ops_dense(&c->in[i]))
             return kiln_set_error(KILN_EUNSUPPORTED, "%s: input %d is not dense LINEAR", op, i);
-    if (!kiln__ops2_dense(&c->out[0]))
+    if (!kiln__ops_dense(&c->out[0]))
         return kiln_set_error(KILN_EUNSUPPORTED, "%s: output is not dense LINEAR", op);
     return 0;
 }
@@ -775,7 +775,7 @@ static int qconv_shape(kiln_shape_ctx *c) {
         if (q.autopad == QAP_SAME_UPPER || q.autopad == QAP_SAME_LOWER)
             y->dims[2 + i] = kiln_expr_ceildiv(c->x, in, kiln_expr_const(c->x, q.s[i]));
         else
-            y->dims[2 + i] = kiln__ops2_pool_dim(c->x, in, q.k[i], q.s[i],
+            y->dims[2 + i] = kiln__ops_pool_dim(c->x, in, q.k[i], q.s[i],
                                                  q.autopad == QAP_VALID ? 0 : q.pb[i] + q.pe[i],
                                                  q.d[i], 0);
     }
