@@ -660,7 +660,12 @@ int kiln__b_emit(builder *b, const int *order, int norder, kiln_engine **out) {
             int64_t dims[KILN_MAX_DIMS];
             for (int d = 0; d < t->ndim && !rc; d++) rc = kiln__b_eval(b, t->dims[d], BE_UPPER, -1, &dims[d]);
             if (rc) break;
-            uint64_t bytes = kiln__tensor_bytes(t->pdtype, t->pfmt, t->ndim, dims);
+            uint64_t bytes;
+            rc = kiln__tensor_bytes(t->pdtype, t->pfmt, t->ndim, dims, &bytes);
+            if (rc) {
+                kiln__err_prefix(rc, "build: tensor '%s' at its upper bounds", t->name);
+                break;
+            }
             et->plan_bytes = et->kind == KILN__ET_CONST ? et->const_bytes : bytes;
             rev[ei] = -1;
             if (et->kind != KILN__ET_ACT) continue;
