@@ -422,7 +422,7 @@ static void pb_dir(const char *pb_path, char *dir, size_t size) {
 
 KILN_API int kiln_onnx_read_tensor(const char *pb_path, kiln_dtype *dtype, int *ndim,
                                    int64_t *dims, void **data) {
-    KILN__ASSERT(pb_path && dtype && ndim && dims && data);
+    KILN__ARG(pb_path && dtype && ndim && dims && data, KILN_EINVAL);
     *data = NULL;
     uint8_t *buf;
     size_t size;
@@ -581,7 +581,7 @@ static int seq_append(const Onnx__SequenceProto *q, const char *dir, const char 
 }
 
 KILN_API int kiln_onnx_read_sequence(const char *pb_path, kiln_onnx_sequence *out) {
-    KILN__ASSERT(pb_path && out);
+    KILN__ARG(pb_path && out, KILN_EINVAL);
     memset(out, 0, sizeof *out);
     out->rank = -1;
     out->present = 1;
@@ -618,7 +618,7 @@ KILN_API int kiln_onnx_read_sequence(const char *pb_path, kiln_onnx_sequence *ou
 
 KILN_API int kiln_onnx_read_strings(const char *pb_path, int *ndim, int64_t *dims, int64_t **lens, void **bytes,
                                     size_t *nbytes) {
-    KILN__ASSERT(pb_path && ndim && dims && lens && bytes && nbytes);
+    KILN__ARG(pb_path && ndim && dims && lens && bytes && nbytes, KILN_EINVAL);
     *lens = NULL;
     *bytes = NULL;
     *nbytes = 0;

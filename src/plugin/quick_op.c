@@ -328,7 +328,8 @@ int kiln__op_create(const kiln__op *op, const kiln_attrs *attrs, void **state) {
         view = kiln__attrset_view(&tmp);
         attrs = &view;
     }
-    int rc = op->vt->create(attrs, state);
+    kiln__misuse_clear();
+    int rc = kiln__misuse_take(op->vt->create(attrs, state));
     kiln__attrset_free(&tmp);
     if (rc) {
         *state = NULL;
@@ -398,7 +399,8 @@ int kiln__op_prepack(const kiln__op *op, const void *state, const kiln_call *c, 
     cc.state = NULL;
     cc.prepacked = NULL;
     size_t n = dst ? want : 0;
-    int rc = op->quick->prepack(&cc, input, dst, &n);
+    kiln__misuse_clear();
+    int rc = kiln__misuse_take(op->quick->prepack(&cc, input, dst, &n));
     if (rc)
         return kiln__err_prefix(rc < 0 ? rc : KILN_EPLUGIN, "op %s::%s v%d: prepack of input %d", op->ns,
                                 op->name, op->version, input);
