@@ -40,6 +40,32 @@ int kiln__err(int status, const char *fmt, ...) KILN_PRINTF(2, 3);
 /* Prepend "prefix: " to the current message (keeps status); returns status. */
 int kiln__err_prefix(int status, const char *fmt, ...) KILN_PRINTF(2, 3);
 void kiln__log(kiln_log_level level, const char *fmt, ...) KILN_PRINTF(2, 3);
+/* Public entry points check their arguments with KILN__ARG: misuse returns
+ * `ret` with a KILN_EINVAL message naming the function, never an abort.
+ * KILN__ASSERT is for internal invariants that no input can reach. */
+#define KILN__ARG(c, ret)                                                      \
+    do {                                                                       \
+        if (!(c)) {                                                            \
+            kiln__err(KILN_EINVAL, "%s: invalid argument, expected %s", __func__, #c); \
+            return ret;                                                        \
+        }                                                                      \
+    } while (0)
+/* Misuse inside a plugin callback by a call that cannot return a status
+ * (kiln_attrs_*, kiln_expr_*, kiln_exec_*): recorded per thread, and the
+ * builder/runtime fail the callback with it (kiln__misuse_take(rc) after the
+ * callback returns; kiln__misuse_clear() before it). */
+#define KILN__CB_ARG(c, ret)                                                   \
+    do {                                                                       \
+        if (!(c)) {                                                            \
+            kiln__misuse("%s: invalid argument, expected %s", __func__, #c);   \
+            return ret;                                                        \
+        }                                                                      \
+    } while (0)
+void kiln__misuse(const char *fmt, ...) KILN_PRINTF(1, 2);
+void kiln__misuse_push(const char *msg);
+int kiln__misuse_pop(char *buf, size_t size); /* 1 and the message if pending (clears it) */
+void kiln__misuse_clear(void);
+int kiln__misuse_take(int rc);
 #define KILN__ASSERT(c)                                                        \
     do {                                                                       \
         if (!(c)) kiln__assert_fail(#c, __FILE__, __LINE__);                  \

@@ -24,8 +24,10 @@
  * success and a negative KILN_E* code on failure, or NULL for constructors.
  * The failing call also leaves a human-readable message (what was expected,
  * what was found, where) that kiln_errmsg() returns in the same thread until
- * the next failing call.  Passing NULL where a handle is required is a
- * programmer error and asserts.
+ * the next failing call.  Misuse (NULL where a handle or pointer is
+ * required) is an error too: KILN_EINVAL (NULL, 0 or nothing for functions
+ * without a status) and a message naming the function.  kiln never aborts
+ * the program that embeds it.
  *
  * Ownership: objects come in _create/_free (or _load/_free) pairs.  Data
  * passed in (names, dims, constant contents, attribute values) is copied
