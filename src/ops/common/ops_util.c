@@ -695,6 +695,34 @@ void kiln__ops_epilogue_all(const kiln_call *c) {
     }
 }
 
+/* ---- shape inference shared by op families ---------------------------------- */
+
+int kiln__ops_matmul_shape(kiln_shape_ctx *c, const char *op, int ia, int ib, kiln_dtype out_type) {
+    const kiln_desc *a = &c->in[ia], *b = &c->in[ib];
+    if (a->ndim < 1 || b->ndim < 1)
+        return kiln_set_error(KILN_ESHAPE, "%s: A and B must have rank >= 1, found %d and %d", op, a->ndim,
+                              b->ndim);
+    const kiln_expr *Ka = a->dims[a->ndim - 1];
+    const kiln_expr *Kb = b->ndim == 1 ? b->dims[0] : b->dims[b->ndim - 2];
+    int64_t v1, v2;
+    if (Ka != Kb && kiln_expr_is_const(Ka, &v1) && kiln_expr_is_const(Kb, &v2) && v1 != v2)
+        return kiln_set_error(KILN_ESHAPE, "%s: inner dims differ: A has K=%lld, B has K=%lld", op,
+                              (long long)v1, (long long)v2);
+    const kiln_expr *out[KILN_MAX_DIMS];
+    int nb = 0;
+    int ba = a->ndim > 2 ? a->ndim - 2 : 0, bb = b->ndim > 2 ? b->ndim - 2 : 0;
+    if (ba || bb) {
+        nb = kiln_shape_broadcast(c, a->dims, ba, b->dims, bb, out);
+        if (nb < 0) return nb;
+    }
+    int n = nb;
+    if (a->ndim >= 2) out[n++] = a->dims[a->ndim - 2];
+    if (b->ndim >= 2) out[n++] = b->dims[b->ndim - 1];
+    if (n > KILN_MAX_DIMS) return kiln_set_error(KILN_ESHAPE, "%s: result rank %d too large", op, n);
+    kiln__ops_set_dims(&c->out[0], out_type, n, out);
+    return 0;
+}
+
 /* ---- padding outputs ---------------------------------------------------------- */
 
 void kiln__ops_fill_unused(kiln_shape_ctx *c, int from) {

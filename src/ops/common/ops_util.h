@@ -190,6 +190,13 @@ static inline int kiln__ops_dense(const kiln_tensor *t) {
     return t->format == KILN_FORMAT_LINEAR && kiln__ops_contig(t);
 }
 
+/* ---- shape inference shared by op families ---------------------------------- */
+/* numpy matmul shapes of inputs ia (A) and ib (B): rank-1 operands
+ * promoted and dropped again, batch dims broadcast; output 0 gets
+ * out_type.  KILN_ESHAPE naming op when ranks are 0 or constant inner
+ * dims differ (MatMul, MatMulInteger, QLinearMatMul). */
+int kiln__ops_matmul_shape(kiln_shape_ctx *c, const char *op, int ia, int ib, kiln_dtype out_type);
+
 /* ---- padding outputs -------------------------------------------------------- */
 /* Ops with more declared outputs than a node uses (Loop, Scan, SequenceMap,
  * OptionalGetElement on a sequence): outputs [from, nout) are unused F32

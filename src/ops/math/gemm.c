@@ -173,8 +173,6 @@ static const kiln_quick_op gemm_op = {
 
 /* ------------------------------------------------------------ MatMul */
 
-static int matmul_dims(kiln_shape_ctx *c, kiln_dtype out_type);
-
 static int matmul_shape(kiln_shape_ctx *c) {
     const kiln_desc *a = &c->in[0], *b = &c->in[1];
     if (a->dtype != b->dtype)
@@ -183,7 +181,7 @@ static int matmul_shape(kiln_shape_ctx *c) {
     if (!kiln__ops_is_float(a->dtype))
         return kiln_set_error(KILN_EUNSUPPORTED, "MatMul: type %s not supported (float types only)",
                               kiln_dtype_name(a->dtype));
-    return matmul_dims(c, a->dtype);
+    return kiln__ops_matmul_shape(c, "MatMul", 0, 1, a->dtype);
 }
 
 static int is_int8(kiln_dtype t) { return t == KILN_DTYPE_U8 || t == KILN_DTYPE_I8; }
@@ -192,35 +190,7 @@ static int matmulint_shape(kiln_shape_ctx *c) {
     if (!is_int8(c->in[0].dtype) || !is_int8(c->in[1].dtype))
         return kiln_set_error(KILN_ETYPE, "MatMulInteger: A and B must be u8/i8, found %s and %s",
                               kiln_dtype_name(c->in[0].dtype), kiln_dtype_name(c->in[1].dtype));
-    return matmul_dims(c, KILN_DTYPE_I32);
-}
-
-static int matmul_dims(kiln_shape_ctx *c, kiln_dtype out_type) {
-    const kiln_desc *a = &c->in[0], *b = &c->in[1];
-    if (a->ndim < 1 || b->ndim < 1)
-        return kiln_set_error(KILN_ESHAPE, "MatMul: operands must have rank >= 1, found %d and %d",
-                              a->ndim, b->ndim);
-    const kiln_expr *Ka = a->dims[a->ndim - 1];
-    const kiln_expr *Kb = b->ndim == 1 ? b->dims[0] : b->dims[b->ndim - 2];
-    int64_t v1, v2;
-    if (!same_or_unknown(Ka, Kb, &v1, &v2))
-        return kiln_set_error(KILN_ESHAPE, "MatMul: inner dims differ: A has K=%lld, B has K=%lld",
-                              (long long)v1, (long long)v2);
-    const kiln_expr *out[KILN_MAX_DIMS];
-    int nb = 0;
-    int ba = a->ndim > 2 ? a->ndim - 2 : 0, bb = b->ndim > 2 ? b->ndim - 2 : 0;
-    if (ba || bb) {
-        nb = kiln_shape_broadcast(c, a->dims, ba, b->dims, bb, out);
-        if (nb < 0) return nb;
-    }
-    int n = nb;
-    if (a->ndim >= 2) out[n++] = a->dims[a->ndim - 2];
-    if (b->ndim >= 2) out[n++] = b->dims[b->ndim - 1];
-    if (n > KILN_MAX_DIMS) return kiln_set_error(KILN_ESHAPE, "MatMul: result rank %d too large", n);
-    c->out[0].dtype = out_type;
-    c->out[0].ndim = n;
-    for (int i = 0; i < n; i++) c->out[0].dims[i] = out[i];
-    return 0;
+    return kiln__ops_matmul_shape(c, "MatMulInteger", 0, 1, KILN_DTYPE_I32);
 }
 
 typedef struct mm_task {

@@ -92,10 +92,6 @@ static inline int64_t mvn_next(const mvn_geo *g, int64_t *idx, int64_t grp) {
     return 0;
 }
 
-static inline double mvn_ld(const void *p, kiln_dtype t, int64_t i) {
-    return t == KILN_DTYPE_F32 ? (double)((const float *)p)[i] : kiln__ops_get_f64(p, t, i);
-}
-
 static int mvn_impl(const kiln_call *c) {
     const kiln_tensor *x = &c->in[0];
     kiln_tensor *y = &c->out[0];
@@ -114,11 +110,11 @@ static int mvn_impl(const kiln_call *c) {
     const double count = (double)(n / g.ngroups);
     int64_t idx[KILN_MAX_DIMS] = {0}, grp = 0;
     for (int64_t i = 0; i < n; i++, grp = mvn_next(&g, idx, grp))
-        mean[grp] += mvn_ld(x->data, x->dtype, i);
+        mean[grp] += kiln__ops_get_f64(x->data, x->dtype, i);
     for (int64_t k = 0; k < g.ngroups; k++) mean[k] /= count;
     grp = 0;
     for (int64_t i = 0; i < n; i++, grp = mvn_next(&g, idx, grp)) {
-        double d = mvn_ld(x->data, x->dtype, i) - mean[grp];
+        double d = kiln__ops_get_f64(x->data, x->dtype, i) - mean[grp];
         dev[grp] += d * d;
     }
     /* dev becomes the reciprocal of the denominator */
@@ -127,11 +123,11 @@ static int mvn_impl(const kiln_call *c) {
     if (y->dtype == KILN_DTYPE_F32) {
         float *yf = y->data;
         for (int64_t i = 0; i < n; i++, grp = mvn_next(&g, idx, grp))
-            yf[i] = (float)((mvn_ld(x->data, x->dtype, i) - mean[grp]) * dev[grp]);
+            yf[i] = (float)((kiln__ops_get_f64(x->data, x->dtype, i) - mean[grp]) * dev[grp]);
     } else {
         for (int64_t i = 0; i < n; i++, grp = mvn_next(&g, idx, grp))
             kiln__ops_set_f64(y->data, y->dtype, i,
-                            (mvn_ld(x->data, x->dtype, i) - mean[grp]) * dev[grp]);
+                            (kiln__ops_get_f64(x->data, x->dtype, i) - mean[grp]) * dev[grp]);
     }
     return 0;
 }

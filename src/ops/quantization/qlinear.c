@@ -321,29 +321,7 @@ static int qmm_shape(kiln_shape_ctx *c) {
     if (!is_q8(yt))
         return kiln_set_error(KILN_ETYPE, QMM ": y_zero_point must be u8 or i8, found %s",
                               kiln_dtype_name(yt));
-    if (a->ndim < 1 || b->ndim < 1)
-        return kiln_set_error(KILN_ESHAPE, QMM ": a and b must have rank >= 1, found %d and %d",
-                              a->ndim, b->ndim);
-    const kiln_expr *Ka = a->dims[a->ndim - 1];
-    const kiln_expr *Kb = b->ndim == 1 ? b->dims[0] : b->dims[b->ndim - 2];
-    int64_t v1, v2;
-    if (kiln_expr_is_const(Ka, &v1) && kiln_expr_is_const(Kb, &v2) && v1 != v2)
-        return kiln_set_error(KILN_ESHAPE, QMM ": inner dims differ: a has K=%lld, b has K=%lld",
-                              (long long)v1, (long long)v2);
-    const kiln_expr *out[KILN_MAX_DIMS];
-    int nb = 0;
-    int ba = a->ndim > 2 ? a->ndim - 2 : 0, bb = b->ndim > 2 ? b->ndim - 2 : 0;
-    if (ba || bb) {
-        nb = kiln_shape_broadcast(c, a->dims, ba, b->dims, bb, out);
-        if (nb < 0) return nb;
-    }
-    int n = nb;
-    if (a->ndim >= 2) out[n++] = a->dims[a->ndim - 2];
-    if (b->ndim >= 2) out[n++] = b->dims[b->ndim - 1];
-    c->out[0].dtype = yt;
-    c->out[0].ndim = n;
-    for (int i = 0; i < n; i++) c->out[0].dims[i] = out[i];
-    return 0;
+    return kiln__ops_matmul_shape(c, QMM, A_X, B_X, yt);
 }
 
 /* The matrix view of a or b: rank >= 2 dims (a rank-1 a is [1, K], a
