@@ -124,6 +124,9 @@ typedef enum kiln_attr_type {
     KILN_ATTR_TENSOR,     /* dtype + dims + data (ONNX TENSOR) */
     KILN_ATTR_GRAPH       /* a kiln_network (ONNX GRAPH) */
 } kiln_attr_type;
+/* "int", "float", "string", "bool", "bytes", "array", "tensor", "graph";
+ * "?" for a value outside the enum.  Static storage, never NULL. */
+KILN_API const char *kiln_attr_type_name(kiln_attr_type t);
 
 /* One attribute of an op's schema.  `def` is the default in text form
  * ("0", "0.5", "nearest", "[1, 2, 3]", "true"), parsed at registration

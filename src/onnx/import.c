@@ -773,20 +773,6 @@ static const char *onnx_attr_type_name(int k) {
     }
 }
 
-static const char *schema_type_name(kiln_attr_type t) {
-    switch (t) {
-    case KILN_ATTR_INT: return "int";
-    case KILN_ATTR_FLOAT: return "float";
-    case KILN_ATTR_STRING: return "string";
-    case KILN_ATTR_BOOL: return "bool";
-    case KILN_ATTR_BYTES: return "bytes";
-    case KILN_ATTR_ARRAY: return "array";
-    case KILN_ATTR_TENSOR: return "tensor";
-    case KILN_ATTR_GRAPH: return "graph";
-    }
-    return "?";
-}
-
 /* Set one ONNX attribute on a layer, converted to the schema type. */
 static int set_attr(imp *im, kiln_layer *l, const kiln__op *op, const char *lb,
                     const Onnx__AttributeProto *a, const scope *sc, const extra *lead, int nlead,
@@ -919,7 +905,7 @@ static int set_attr(imp *im, kiln_layer *l, const kiln__op *op, const char *lb,
     if (!done)
         return kiln__err(KILN_EATTR, "%s: attribute '%s' is ONNX %s but %s::%s v%d expects %s", lb, an,
                          onnx_attr_type_name(k), op->ns, op->name, op->version,
-                         schema_type_name(def->type));
+                         kiln_attr_type_name(def->type));
     if (rc) return kiln__err_prefix(rc, "%s", lb);
     return 0;
 }

@@ -480,8 +480,7 @@ static void print_value(FILE *out, const kiln_attr_value *v) {
 }
 
 static const char *attr_type_label(const kiln_attr_def *d, char *buf, size_t size) {
-    static const char *const names[] = {"?", "int", "float", "string", "bool", "bytes", "array", "tensor", "graph"};
-    const char *t = (unsigned)d->type <= KILN_ATTR_GRAPH ? names[d->type] : "?";
+    const char *t = kiln_attr_type_name(d->type);
     if (d->type == KILN_ATTR_ARRAY)
         snprintf(buf, size, "%s[]", kiln_dtype_name(d->elem ? d->elem : KILN_DTYPE_I64));
     else
