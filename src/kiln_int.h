@@ -101,14 +101,19 @@ typedef struct kiln__op {
     char *ns, *name;
     int version;
     int min_inputs, max_inputs, num_outputs;
-    const kiln_attr_def *attr_defs;  /* schema (borrowed from the definer) */
+    const kiln_attr_def *attr_defs;  /* schema (the registry's copy) */
     int nattrs;
     kiln_attr_value *attr_defaults;  /* parsed defaults, nattrs entries */
     const kiln_plugin_vtable *vt;    /* quick ops: the adapter's vtable */
     const kiln_quick_op *quick;      /* NULL for full plugins */
     const kiln_plugin_def *plugin;   /* NULL for quick ops */
-    char *library;                   /* path of the .so that defined it, NULL = libkiln */
+    char *library;                   /* path of the .so that defined it, NULL = libkiln or none */
     int builtin;                     /* defined inside libkiln */
+    /* registry.c: the struct registration was given (to recognise the same
+     * definition registered twice) and the memory of the registry's copy
+     * of it (quick, plugin, attr_defs point into it). */
+    const void *origin;
+    void *defmem;
 } kiln__op;
 
 /* Exact (ns, name, version). NULL if absent (no message set). */
@@ -135,6 +140,11 @@ int kiln__op_serialize(const kiln__op *op, const void *state, uint8_t **blob, si
  * plugin.h for what c holds).  dst NULL: *size gets the bytes needed, 0 =
  * none (always 0 for full plugins and ops without prepack).  Errors name
  * the op. */
+/* The type/format combinations a quick-op instance offers ({NULL}-
+ * terminated): the op's `formats`, or what its formats_fn answered for this
+ * layer at shape time.  NULL: the default (shape's types, LINEAR, tactic 0);
+ * always NULL for full plugins. */
+const kiln_combo *kiln__op_formats(const kiln__op *op, const void *state);
 int kiln__op_prepack(const kiln__op *op, const void *state, const kiln_call *c, int input,
                      void *dst, size_t *size);
 

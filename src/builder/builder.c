@@ -200,7 +200,8 @@ int kiln__b_run(builder *b, int li, const kiln_io_format *io, int tactic, const 
         if (rc) return rc;
     }
     kiln_call call = {.in = in, .nin = L->nin, .out = out, .nout = L->nout, .attrs = &view,
-                      .tactic = tactic, .exec = &b->exec, .state = L->state, .layer = L->name};
+                      .tactic = tactic, .exec = &b->exec, .state = L->state, .layer = L->name,
+                      .user = op->quick ? op->quick->user : NULL};
     size_t ws = 0;
     if (vt->workspace_size)
         ws = vt->workspace_size(L->state, &call);

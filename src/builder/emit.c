@@ -406,7 +406,8 @@ static int emit_aot(emitter *E, int li, kiln__elayer *el) {
     for (int i = 0; i < L->nin; i++) kiln__b_desc(b, L->in[i], &din[i]);
     for (int k = 0; k < L->nout; k++) kiln__b_desc(b, L->out[k], &dout[k]);
     kiln_attrs view = kiln__attrset_view(L->attrs);
-    kiln_shape_ctx c = {.x = b->x, .in = din, .nin = L->nin, .out = dout, .nout = L->nout, .attrs = &view};
+    kiln_shape_ctx c = {.x = b->x, .in = din, .nin = L->nin, .out = dout, .nout = L->nout, .attrs = &view,
+                        .user = L->op->quick->user};
     kiln_aot_kernel k;
     memset(&k, 0, sizeof k);
     int rc = L->op->quick->aot(&c, &L->io, L->tactic, &k);

@@ -79,12 +79,11 @@ static void logical_io(const builder *b, const bl *L, kiln_io_format *io) {
 
 static int quick_candidates(builder *b, int li, cand_list *cl) {
     const bl *L = &b->l[li];
-    const kiln_quick_op *q = L->op->quick;
     int nio = L->nin + L->nout;
     kiln_io_format *exp = kiln__malloc(MAX_CANDS * sizeof *exp);
     if (!exp) return kiln__err(KILN_ENOMEM, "build: out of memory");
     int rc = 0;
-    for (const kiln_combo *cb = q->formats; cb->types && !rc; cb++) {
+    for (const kiln_combo *cb = kiln__op_formats(L->op, L->state); cb->types && !rc; cb++) {
         int n = kiln_combo_expand(cb->types, cb->layouts, nio, exp, MAX_CANDS);
         if (n < 0) {
             rc = kiln__err_prefix(n, "formats of op %s::%s v%d", L->op->ns, L->op->name, L->op->version);
@@ -188,7 +187,7 @@ static int enum_candidates(builder *b, int li, cand_list *cl) {
     const bl *L = &b->l[li];
     int rc;
     if (L->op->quick) {
-        if (!L->op->quick->formats) {
+        if (!kiln__op_formats(L->op, L->state)) {
             kiln_io_format io;
             logical_io(b, L, &io);
             return cand_add(cl, &io, 0);
