@@ -187,53 +187,51 @@ static int is_constant_node(const Onnx__NodeProto *n) {
     return n->op_type && !strcmp(n->op_type, "Constant") && !canon_domain(n->domain)[0];
 }
 
-/* Resolve the op of a node per DESIGN.md "ONNX mapping".  On failure returns
- * NULL and writes the reason into why. */
-static const kiln__op *resolve_op(const imp *im, const Onnx__NodeProto *n, char *why, size_t wsz) {
+/* Resolve the op of a node per DESIGN.md "ONNX mapping" into *op; returns
+ * 1, or 0 with the reason in why. */
+static int resolve_op(const imp *im, const Onnx__NodeProto *n, kiln_op_info *op, char *why, size_t wsz) {
     const char *op_type = n->op_type ? n->op_type : "";
     const char *domain = canon_domain(n->domain);
     const Onnx__AttributeProto *pns = find_attr(n, "plugin_namespace");
     const Onnx__AttributeProto *pver = find_attr(n, "plugin_version");
     int64_t pv = pver && pver->has_i ? pver->i : -1;
-    char ns[256];
+    char ns[256], vers[256];
     if (pns) {
         if (!attr_string(pns, ns, sizeof ns) || !ns[0]) {
             snprintf(why, wsz, "attribute plugin_namespace is not a non-empty string");
-            return NULL;
+            return 0;
         }
         int ver = pv > 0 && pv <= INT_MAX ? (int)pv : 1;
-        const kiln__op *op = kiln__registry_find(ns, op_type, ver);
-        if (!op) {
-            char vers[256];
-            kiln__registry_versions(ns, op_type, vers, sizeof vers);
-            snprintf(why, wsz, "plugin %s::%s version %d is not registered (registered versions: %s; "
-                     "load its plugin library)", ns, op_type, ver, vers[0] ? vers : "none");
-        }
-        return op;
+        if (kiln_registry_find(ns, op_type, ver, op) == 0) return 1;
+        kiln_registry_versions(ns, op_type, vers, sizeof vers);
+        snprintf(why, wsz, "plugin %s::%s version %d is not registered (registered versions: %s; "
+                 "load its plugin library)", ns, op_type, ver, vers);
+        return 0;
     }
     int64_t opv = opset_of(im, domain);
-    const kiln__op *op = NULL;
     if (!domain[0] || !strcmp(domain, "ai.onnx.ml")) {
         const char *bns = domain[0] ? "ai.onnx.ml" : "ai.onnx";
         int64_t v = opv > 0 ? opv : 1;
-        op = kiln__registry_resolve(bns, op_type, v > INT_MAX ? INT_MAX : (int)v);
-        if (op) return op;
-        char vers[256];
-        kiln__registry_versions(bns, op_type, vers, sizeof vers);
-        if (vers[0]) snprintf(why, wsz, "no built-in %s::%s at version <= %lld (registered: %s)", bns,
-                              op_type, (long long)v, vers);
+        if (kiln_registry_resolve(bns, op_type, v > INT_MAX ? INT_MAX : (int)v, op) == 0) return 1;
+        kiln_registry_versions(bns, op_type, vers, sizeof vers);
+        if (strcmp(vers, "none") != 0)
+            snprintf(why, wsz, "no built-in %s::%s at version <= %lld (registered: %s)", bns, op_type,
+                     (long long)v, vers);
         else snprintf(why, wsz, "no built-in op %s::%s", bns, op_type);
-        return NULL;
+        return 0;
     }
     int64_t v = pv > 0 ? pv : opv > 0 ? opv : 1;
-    op = kiln__registry_resolve(domain, op_type, v > INT_MAX ? INT_MAX : (int)v);
-    if (!op) {
-        char vers[256];
-        kiln__registry_versions(domain, op_type, vers, sizeof vers);
-        snprintf(why, wsz, "no op %s::%s at version <= %lld (registered: %s; load its plugin library "
-                 "or set plugin_namespace)", domain, op_type, (long long)v, vers[0] ? vers : "none");
-    }
-    return op;
+    if (kiln_registry_resolve(domain, op_type, v > INT_MAX ? INT_MAX : (int)v, op) == 0) return 1;
+    kiln_registry_versions(domain, op_type, vers, sizeof vers);
+    snprintf(why, wsz, "no op %s::%s at version <= %lld (registered: %s; load its plugin library "
+             "or set plugin_namespace)", domain, op_type, (long long)v, vers);
+    return 0;
+}
+
+/* Network tensors through the public network API: 1 if `name` exists
+ * (*t filled when t is not NULL). */
+static int net_tensor(const kiln_network *net, const char *name, kiln_net_tensor_info *t) {
+    return kiln_network_tensor_info(net, name, t) == 0;
 }
 
 /* Pass 1: list every node (subgraphs included) that maps to no op. */
@@ -244,7 +242,8 @@ static void scan_unsupported(imp *im, const Onnx__GraphProto *g, int depth) {
         const Onnx__NodeProto *n = g->node[i];
         if (!is_constant_node(n) && !is_lowered_node(n)) {
             char why[768];
-            if (!resolve_op(im, n, why, sizeof why)) {
+            kiln_op_info op;
+            if (!resolve_op(im, n, &op, why, sizeof why)) {
                 const char *dom = n->domain && n->domain[0] ? n->domain : "ai.onnx";
                 int64_t ov = opset_of(im, canon_domain(n->domain));
                 text_add(&im->unsupported, "\n  node '%s' op_type '%s' domain '%s' opset %lld: %s",
@@ -515,7 +514,7 @@ static int lower_seq_node(imp *im, const Onnx__NodeProto *n, const scope *sc, co
     int px = x ? parts_of(im, x) : 0;
     if (isid && px < 2) return 0;
     *done = 1;
-    if (x && kiln__network_find_tensor(sc->net, x) < 0)
+    if (x && !net_tensor(sc->net, x, NULL))
         return kiln__err(KILN_ENOTFOUND, "%s: input '%s' is not defined before this node", lb, x);
     const char *y = n->output[0];
     char a[600], b[600];
@@ -582,12 +581,13 @@ static int lower_str_node(imp *im, const Onnx__NodeProto *n, const scope *sc, co
         ys = to == KILN_DTYPE_STRING;
     } else {
         if (n->n_input < 2 || !n->input[1][0]) return 0;
-        int li = kiln__network_find_tensor(sc->net, n->input[1]);
-        ys = is_str(im, n->input[1]) || (li >= 0 && sc->net->tensors[li].dtype == KILN_DTYPE_STRING);
+        kiln_net_tensor_info ti;
+        ys = is_str(im, n->input[1]) ||
+             (net_tensor(sc->net, n->input[1], &ti) && ti.dtype == KILN_DTYPE_STRING);
     }
     if (!xs && !ys) return 0;
     *done = 1;
-    if (kiln__network_find_tensor(sc->net, x) < 0)
+    if (!net_tensor(sc->net, x, NULL))
         return kiln__err(KILN_ENOTFOUND, "%s: input '%s' is not defined before this node", lb, x);
     char a[600], b[600], c[640];
     int rc = 0;
@@ -774,13 +774,13 @@ static const char *onnx_attr_type_name(int k) {
 }
 
 /* Set one ONNX attribute on a layer, converted to the schema type. */
-static int set_attr(imp *im, kiln_layer *l, const kiln__op *op, const char *lb,
+static int set_attr(imp *im, kiln_layer *l, const kiln_op_info *op, const char *lb,
                     const Onnx__AttributeProto *a, const scope *sc, const extra *lead, int nlead,
                     const extra *extras, int nextra, const strset *copy, int depth) {
     const char *an = a->name ? a->name : "";
     const kiln_attr_def *def = NULL;
     for (int i = 0; i < op->nattrs; i++)
-        if (!strcmp(op->attr_defs[i].name, an)) def = &op->attr_defs[i];
+        if (!strcmp(op->attrs[i].name, an)) def = &op->attrs[i];
     if (!def)
         return kiln__err(KILN_EATTR, "%s: attribute '%s' is not in the schema of %s::%s v%d", lb, an,
                          op->ns, op->name, op->version);
@@ -916,18 +916,15 @@ static void describe_outer(const scope *sc, const char *name, extra *e) {
     e->name = name;
     e->dtype = KILN_DTYPE_F32;
     e->ndim = 0;
-    int ti = kiln__network_find_tensor(sc->net, name);
-    if (ti >= 0) {
-        const kiln__ntensor *t = &sc->net->tensors[ti];
-        if (t->kind == KILN__T_INPUT || t->kind == KILN__T_CONST) {
-            e->dtype = t->dtype;
-            e->ndim = t->ndim;
-            for (int i = 0; i < t->ndim; i++) {
-                e->dims[i] = t->dims[i];
-                e->dim_names[i] = t->kind == KILN__T_INPUT ? t->dim_names[i] : NULL;
-            }
-            return;
+    kiln_net_tensor_info t;
+    if (net_tensor(sc->net, name, &t) && t.kind != KILN_NET_TENSOR_LAYER_OUTPUT) {
+        e->dtype = t.dtype;
+        e->ndim = t.ndim;
+        for (int i = 0; i < t.ndim; i++) {
+            e->dims[i] = t.dims[i];
+            e->dim_names[i] = t.kind == KILN_NET_TENSOR_INPUT ? t.dim_names[i] : NULL;
         }
+        return;
     }
     /* A layer output: its type is known only to the builder.  Use the
      * value_info if the model has one, else a dynamic-rank placeholder the
@@ -952,25 +949,24 @@ static int add_extra_input(kiln_network *net, const extra *e) {
  * else-branch as Ifs on constant conditions; kiln::if_select per output.
  * Returns 0 with *out NULL when it cannot be made (then a runtime condition
  * stays unsupported). */
-static int build_if_both(imp *im, const Onnx__NodeProto *n, const kiln__op *op, const scope *sc,
+static int build_if_both(imp *im, const Onnx__NodeProto *n, const kiln_op_info *op, const scope *sc,
                          const extra *lead, const extra *extras, int nextra, const strset *copy, int nout,
                          int nreal, int depth, kiln_network **out) {
     *out = NULL;
     const Onnx__AttributeProto *ta = find_attr(n, "then_branch"), *ea = find_attr(n, "else_branch");
     if (!ta || !ta->g || !ea || !ea->g || nreal < 1) return 0;
-    if (!kiln__registry_find("kiln", "if_select", 2)) return 0;
+    if (kiln_registry_find("kiln", "if_select", 2, NULL) != 0) return 0;
     int has_both = 0;
-    for (int i = 0; i < op->nattrs; i++) has_both |= !strcmp(op->attr_defs[i].name, "both");
+    for (int i = 0; i < op->nattrs; i++) has_both |= !strcmp(op->attrs[i].name, "both");
     if (!has_both) return 0;
     kiln_network *b = kiln_network_create();
     if (!b) return kiln__err(KILN_ENOMEM, "out of memory");
     int rc = add_extra_input(b, &lead[0]);
     for (int i = 0; i < nextra && !rc; i++) rc = add_extra_input(b, &extras[i]);
     for (int i = 0; copy && i < copy->n && !rc; i++) {
-        int ti = kiln__network_find_tensor(sc->net, copy->keys[i]);
-        if (ti < 0) continue;
-        const kiln__ntensor *t = &sc->net->tensors[ti];
-        rc = kiln_network_add_constant(b, t->name, t->dtype, t->ndim, t->dims, t->data);
+        kiln_net_tensor_info t;
+        if (!net_tensor(sc->net, copy->keys[i], &t)) continue;
+        rc = kiln_network_add_constant(b, t.name, t.dtype, t.ndim, t.dims, t.data);
     }
     const uint8_t tf[2] = {1, 0};
     const char *cname[2] = {"kiln.true", "kiln.false"};
@@ -1028,8 +1024,8 @@ static int import_node(imp *im, const Onnx__NodeProto *n, const scope *sc, int d
     lrc = lower_str_node(im, n, sc, lb, &lowered);
     if (lowered || lrc) return lrc;
     char why[768];
-    const kiln__op *op = resolve_op(im, n, why, sizeof why);
-    if (!op) return kiln__err(KILN_EUNSUPPORTED, "%s: %s", lb, why);
+    kiln_op_info opi, *op = &opi;
+    if (!resolve_op(im, n, op, why, sizeof why)) return kiln__err(KILN_EUNSUPPORTED, "%s: %s", lb, why);
     if (im->verbose)
         kiln__log(KILN_LOG_INFO, "onnx: %s -> %s::%s v%d", lb, op->ns, op->name, op->version);
 
@@ -1058,14 +1054,14 @@ static int import_node(imp *im, const Onnx__NodeProto *n, const scope *sc, int d
         for (int k = 0, p = parts_of(im, fn.keys[i]); k < p; k++) {
             char pb[600];
             const char *key = k ? part_name(im, pb, sizeof pb, fn.keys[i], k) : fn.keys[i];
-            int ti = kiln__network_find_tensor(sc->net, key);
-            if (ti < 0) {
+            kiln_net_tensor_info ti;
+            if (!net_tensor(sc->net, key, &ti)) {
                 rc = kiln__err(KILN_ENOTFOUND, "%s: a subgraph uses '%s', which no enclosing graph defines "
                                "before this node", lb, key);
                 goto done;
             }
             if (k && !(key = xnames[nxnames++] = kiln__strdup(key))) { rc = KILN_ENOMEM; goto done; }
-            if (sc->net->tensors[ti].kind == KILN__T_CONST) {
+            if (ti.kind == KILN_NET_TENSOR_CONSTANT) {
                 if ((rc = strset_add(&copy, key)) < 0) goto done;
                 rc = 0;
             } else {
@@ -1099,7 +1095,7 @@ static int import_node(imp *im, const Onnx__NodeProto *n, const scope *sc, int d
     if (!ins || !outs || !gen) { rc = kiln__err(KILN_ENOMEM, "out of memory"); goto done; }
     for (size_t i = 0, k = 0; i < n->n_input; i++) {
         const char *x = n->input[i];
-        if (x[0] && kiln__network_find_tensor(sc->net, x) < 0) {
+        if (x[0] && !net_tensor(sc->net, x, NULL)) {
             rc = kiln__err(KILN_ENOTFOUND, "%s: input %zu '%s' is not defined before this node (no "
                            "graph input, initializer or earlier node output has that name)", lb, i, x);
             goto done;
@@ -1204,7 +1200,7 @@ static int import_node(imp *im, const Onnx__NodeProto *n, const scope *sc, int d
      * outer-scope values from `num_outer` when their schema has it. */
     if (!rc && has_graph && !find_attr(n, "num_outer"))
         for (int i = 0; i < op->nattrs; i++)
-            if (!strcmp(op->attr_defs[i].name, "num_outer") && op->attr_defs[i].type == KILN_ATTR_INT) {
+            if (!strcmp(op->attrs[i].name, "num_outer") && op->attrs[i].type == KILN_ATTR_INT) {
                 rc = kiln_layer_set_int(l, "num_outer", (int64_t)nextra);
                 if (rc) rc = kiln__err_prefix(rc, "%s", lb);
             }
@@ -1212,7 +1208,7 @@ static int import_node(imp *im, const Onnx__NodeProto *n, const scope *sc, int d
      * node inputs are sequences from `input_parts` when their schema has it. */
     if (!rc && nx > (int)n->n_input)
         for (int i = 0; i < op->nattrs; i++)
-            if (!strcmp(op->attr_defs[i].name, "input_parts") && op->attr_defs[i].type == KILN_ATTR_ARRAY) {
+            if (!strcmp(op->attrs[i].name, "input_parts") && op->attrs[i].type == KILN_ATTR_ARRAY) {
                 int64_t pv[KILN_MAX_IO];
                 int np = 0;
                 for (size_t k = 0; k < n->n_input && np < KILN_MAX_IO; k++)
@@ -1224,7 +1220,7 @@ static int import_node(imp *im, const Onnx__NodeProto *n, const scope *sc, int d
      * the node's count from `num_outputs` when their schema has it. */
     if (!rc && nout > nreal && !find_attr(n, "num_outputs"))
         for (int i = 0; i < op->nattrs; i++)
-            if (!strcmp(op->attr_defs[i].name, "num_outputs") && op->attr_defs[i].type == KILN_ATTR_INT) {
+            if (!strcmp(op->attrs[i].name, "num_outputs") && op->attrs[i].type == KILN_ATTR_INT) {
                 rc = kiln_layer_set_int(l, "num_outputs", (int64_t)nreal);
                 if (rc) rc = kiln__err_prefix(rc, "%s", lb);
             }
@@ -1268,11 +1264,9 @@ static int import_graph(imp *im, const Onnx__GraphProto *g, const scope *parent,
     }
     if (copy_consts && outer)
         for (int i = 0; i < copy_consts->n && !rc; i++) {
-            int ti = kiln__network_find_tensor(outer, copy_consts->keys[i]);
-            if (ti < 0) continue;
-            const kiln__ntensor *t = &outer->tensors[ti];
-            if (kiln__network_find_tensor(net, t->name) >= 0) continue;
-            rc = kiln_network_add_constant(net, t->name, t->dtype, t->ndim, t->dims, t->data);
+            kiln_net_tensor_info t;
+            if (!net_tensor(outer, copy_consts->keys[i], &t) || net_tensor(net, t.name, NULL)) continue;
+            rc = kiln_network_add_constant(net, t.name, t.dtype, t.ndim, t.dims, t.data);
         }
 
     for (size_t i = 0; i < g->n_initializer && !rc; i++) {
@@ -1436,7 +1430,7 @@ static int import_graph(imp *im, const Onnx__GraphProto *g, const scope *parent,
         if (rc) rc = kiln__err_prefix(rc, "graph input '%s'", nm);
     }
     for (int i = 0; i < nextra && !rc; i++) {
-        if (kiln__network_find_tensor(net, extras[i].name) >= 0) continue;
+        if (net_tensor(net, extras[i].name, NULL)) continue;
         rc = add_extra_input(net, &extras[i]);
         if (rc) rc = kiln__err_prefix(rc, "graph '%s': outer-scope input '%s'", gname, extras[i].name);
     }
@@ -1472,8 +1466,8 @@ static int import_graph(imp *im, const Onnx__GraphProto *g, const scope *parent,
         for (int k = 0, p = parts_of(im, nm); k < p && !rc; k++) {
             char pn[600];
             part_name(im, pn, sizeof pn, nm, k);
-            int ti = depth > 0 ? kiln__network_find_tensor(net, pn) : -1;
-            if (ti < 0 || net->tensors[ti].kind != KILN__T_CONST) {
+            kiln_net_tensor_info ti;
+            if (depth == 0 || !net_tensor(net, pn, &ti) || ti.kind != KILN_NET_TENSOR_CONSTANT) {
                 rc = kiln_network_mark_output(net, pn);
                 continue;
             }
@@ -1485,7 +1479,7 @@ static int import_graph(imp *im, const Onnx__GraphProto *g, const scope *parent,
             const char *cin[1] = {pn}, *cout[1] = {cn};
             kiln_layer *cl = kiln_network_add_layer(net, "kiln::reformat", 1, NULL, 1, cin, 1, cout);
             if (!cl) { rc = kiln__err_prefix(KILN_EINTERNAL, "copy"); break; }
-            rc = kiln_layer_set_int(cl, "to_dtype", net->tensors[ti].dtype);
+            rc = kiln_layer_set_int(cl, "to_dtype", ti.dtype);
             if (!rc) rc = kiln_network_mark_output(net, cn);
         }
         if (rc) rc = kiln__err_prefix(rc, "graph '%s' output '%s'", gname, nm);
