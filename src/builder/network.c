@@ -530,6 +530,35 @@ int kiln_network_input_info(const kiln_network *net, int i, kiln_io_info *info) 
     return 0;
 }
 
+int kiln_network_tensor_info(const kiln_network *net, const char *name, kiln_net_tensor_info *info) {
+    if (!net || !name)
+        return kiln__err(KILN_EINVAL, "kiln_network_tensor_info: %s is NULL", net ? "name" : "net");
+    int ti = kiln__network_find_tensor(net, name);
+    if (ti < 0) return kiln__err(KILN_ENOTFOUND, "the network has no tensor '%s'", name);
+    if (!info) return 0;
+    const kiln__ntensor *t = &net->tensors[ti];
+    memset(info, 0, sizeof *info);
+    info->name = t->name;
+    info->kind = t->kind == KILN__T_INPUT   ? KILN_NET_TENSOR_INPUT
+                 : t->kind == KILN__T_CONST ? KILN_NET_TENSOR_CONSTANT
+                                            : KILN_NET_TENSOR_LAYER_OUTPUT;
+    info->is_output = t->is_output;
+    if (t->kind == KILN__T_LAYER) {
+        info->dtype = KILN_DTYPE_UNDEFINED;
+        info->ndim = -1;
+        return 0;
+    }
+    info->dtype = t->dtype;
+    info->ndim = t->ndim;
+    for (int k = 0; k < t->ndim; k++) {
+        info->dims[k] = t->dims[k];
+        info->dim_names[k] = t->dim_names[k];
+    }
+    info->data = t->data;
+    info->bytes = t->bytes;
+    return 0;
+}
+
 const char *kiln_network_output_name(const kiln_network *net, int i) {
     KILN__ARG(net, NULL);
     if (i < 0 || i >= net->noutputs) return NULL;
