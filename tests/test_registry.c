@@ -68,7 +68,7 @@ TEST_IMPL(register_find_resolve) {
     ASSERT_OK(kiln_register_quick_op(&op_v3));
     ASSERT_OK(kiln_register_quick_op(&op_v3)); /* same struct again: no-op */
     const kiln__op *o = kiln__registry_find("test", "add", 3);
-    ASSERT(o && o->quick == &op_v3 && o->version == 3);
+    ASSERT(o && o->origin == &op_v3 && o->version == 3);
     ASSERT(o->builtin); /* defined in this image, which holds libkiln */
     ASSERT(o->library == NULL);
     ASSERT(o->vt == &kiln__quick_vtable);
@@ -83,6 +83,32 @@ TEST_IMPL(register_find_resolve) {
     kiln__registry_versions("test", "add", buf, sizeof buf);
     ASSERT_STR_EQ(buf, "1, 3, 7");
     kiln__registry_versions("test", "nope", buf, sizeof buf);
+    ASSERT_STR_EQ(buf, "none");
+    /* the same lookups through the public API (what the ONNX importer uses) */
+    kiln_op_info info;
+    memset(&info, 0x5A, sizeof info);
+    ASSERT_OK(kiln_registry_find("test", "add", 3, &info));
+    ASSERT_STR_EQ(info.ns, "test");
+    ASSERT_STR_EQ(info.name, "add");
+    ASSERT_EQ(info.version, 3);
+    ASSERT_OK(kiln_registry_find("test", "add", 7, NULL));
+    ASSERT_EQ(kiln_registry_find("test", "add", 2, &info), KILN_ENOTFOUND);
+    ASSERT_CONTAINS(kiln_errmsg(), "test::add version 2 is not registered (registered versions: 1, 3, 7)");
+    ASSERT_OK(kiln_registry_resolve("test", "add", 5, &info));
+    ASSERT_EQ(info.version, 3);
+    ASSERT_OK(kiln_registry_resolve("test", "add", 2, &info));
+    ASSERT_EQ(info.version, 1);
+    ASSERT_EQ(info.nattrs, 3);
+    ASSERT_STR_EQ(info.attrs[0].name, attrs_[0].name);
+    ASSERT_OK(kiln_registry_resolve("test", "add", 100, &info));
+    ASSERT_EQ(info.version, 7);
+    ASSERT_EQ(kiln_registry_resolve("test", "add", 0, &info), KILN_ENOTFOUND);
+    ASSERT_EQ(kiln_registry_resolve("test", "nope", 9, NULL), KILN_ENOTFOUND);
+    ASSERT_CONTAINS(kiln_errmsg(), "(registered versions: none)");
+    ASSERT_EQ(kiln_registry_find(NULL, "add", 1, NULL), KILN_ENOTFOUND);
+    kiln_registry_versions("test", "add", buf, sizeof buf);
+    ASSERT_STR_EQ(buf, "1, 3, 7");
+    kiln_registry_versions(NULL, "add", buf, sizeof buf);
     ASSERT_STR_EQ(buf, "none");
     /* defaults parsed at registration */
     o = kiln__registry_find("test", "add", 1);
@@ -197,19 +223,19 @@ TEST_IMPL(validation) {
     static kiln_plugin_vtable newer;
     newer = vt_;
     newer.version = KILN_PLUGIN_VTABLE_VERSION + 1;
-    static kiln_plugin_def pd = {"test", "plug", 1, 1, 1, 1, NULL, &vt_, "a plugin"};
-    static kiln_plugin_def pn = {"test", "plug_new", 1, 1, 1, 1, NULL, &newer, NULL};
+    static kiln_plugin_def pd = {.ns = "test", .name = "plug", .version = 1, .min_inputs = 1, .max_inputs = 1, .num_outputs = 1, .vt = &vt_, .doc = "a plugin"};
+    static kiln_plugin_def pn = {.ns = "test", .name = "plug_new", .version = 1, .min_inputs = 1, .max_inputs = 1, .num_outputs = 1, .vt = &newer, .doc = NULL};
     ASSERT_EQ(kiln_register_plugin(&pn), KILN_EVERSION);
     ASSERT_CONTAINS(kiln_errmsg(), "newer");
     static kiln_plugin_vtable noenq;
     noenq = vt_;
     noenq.enqueue = NULL;
-    static kiln_plugin_def pe = {"test", "plug_noenq", 1, 1, 1, 1, NULL, &noenq, NULL};
+    static kiln_plugin_def pe = {.ns = "test", .name = "plug_noenq", .version = 1, .min_inputs = 1, .max_inputs = 1, .num_outputs = 1, .vt = &noenq, .doc = NULL};
     ASSERT_EQ(kiln_register_plugin(&pe), KILN_EINVAL);
     ASSERT_CONTAINS(kiln_errmsg(), "enqueue");
     ASSERT_OK(kiln_register_plugin(&pd));
     const kiln__op *o = kiln__registry_find("test", "plug", 1);
-    ASSERT(o && o->plugin == &pd && o->vt == &vt_ && !o->quick);
+    ASSERT(o && o->origin == &pd && o->vt->enqueue == vt_.enqueue && !o->quick);
     void *st;
     ASSERT_OK(kiln__op_create(o, NULL, &st));
     uint8_t *blob;

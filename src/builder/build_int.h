@@ -42,8 +42,4 @@ int kiln__tcache_count(const kiln__tcache *c);
  * build sets "<cpu> + cuda:<GPU name>:sm_XY:driver N". */
 int kiln__tcache_set_device(kiln__tcache *c, const char *sig);
 
-/* Bytes of a tensor of `dtype` in `fmt` with logical dims (blocked formats
- * pad C up to the block). */
-uint64_t kiln__tensor_bytes(kiln_dtype dtype, kiln_format fmt, int ndim, const int64_t *dims);
-
 #endif

@@ -89,7 +89,7 @@ static void logical_io(const builder *b, const bl *L, kiln_io_format *io) {
 /* The combinations of a quick op on its layer's device. */
 static const kiln_combo *quick_formats(const bl *L) {
     const kiln_quick_op *q = L->op->quick;
-    return L->device == KILN_DEVICE_CUDA && q->cuda_formats ? q->cuda_formats : q->formats;
+    return L->device == KILN_DEVICE_CUDA && q->cuda_formats ? q->cuda_formats : kiln__op_formats(L->op, L->state);
 }
 
 static int quick_candidates(builder *b, int li, cand_list *cl) {
@@ -388,26 +388,24 @@ static int bufs_make(builder *b, int li, const kiln_io_format *io, timing_bufs *
             continue;
         }
         const bt *t = &b->t[ti];
-        kt->dtype = io->dtype[p];
-        kt->format = io->format[p];
-        kt->device = KILN_DEVICE_CPU;
-        kt->ndim = t->ndim;
+        int64_t dims[KILN_MAX_DIMS];
         sn += (size_t)snprintf(shape_text + sn, size > sn ? size - sn : 0, "%s[", p ? "," : "");
         for (int d = 0; d < t->ndim; d++) {
-            int rc = kiln__b_eval(b, t->dims[d], BE_OPT, is_in ? -1 : li, &kt->dims[d]);
+            int rc = kiln__b_eval(b, t->dims[d], BE_OPT, is_in ? -1 : li, &dims[d]);
             if (rc) return rc;
             sn += (size_t)snprintf(shape_text + sn, size > sn ? size - sn : 0, "%s%lld", d ? "x" : "",
-                                   (long long)kt->dims[d]);
+                                   (long long)dims[d]);
         }
         sn += (size_t)snprintf(shape_text + sn, size > sn ? size - sn : 0, "]");
-        kiln__b_strides(kt);
-        uint64_t bytes = kiln__tensor_bytes(kt->dtype, kt->format, kt->ndim, kt->dims);
+        kiln__tensor_view(kt, NULL, io->dtype[p], io->format[p], b->exec.device, t->ndim, dims);
+        uint64_t bytes;
+        int rc = kiln__tensor_bytes(kt->dtype, kt->format, kt->ndim, kt->dims, &bytes);
+        if (rc) return kiln__err_prefix(rc, "timing: tensor '%s' at opt shapes", t->name);
         void *m = kiln__aligned_alloc(bytes ? bytes : 64);
         if (!m) return kiln__err(KILN_ENOMEM, "timing: out of memory for %llu bytes", (unsigned long long)bytes);
         tb->mem[tb->nmem++] = m;
         kt->data = m;
         uint64_t n = bytes / kiln_dtype_size(kt->dtype);
-        int rc = 0;
         const int up = kiln__b_pos_loc(L, p) == KILN_DEVICE_CUDA;
         if (!is_in) {
             memset(m, 0, bytes);

@@ -169,7 +169,7 @@ int kiln__cuda_enter(void) { return kiln__cuda_init(NULL, NULL); }
 int kiln__cuda_have_kernels(void) { return kiln__cuda_fatbin_size > 0; }
 
 KILN_API int kiln_devices_describe(char *buf, size_t size) {
-    KILN__ASSERT(buf || !size);
+    KILN__ARG(buf || !size, 0);
     const kiln__cuda_info *in = NULL;
     size_t n = 0;
 #define PUT(...)                                                                                   \
