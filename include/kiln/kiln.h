@@ -455,6 +455,10 @@ KILN_API int kiln_engine_layer_info(const kiln_engine *e, int i, kiln_layer_info
  * formats, tactic and timing, memory plan, weights size, AOT kernels,
  * embedded and required plugins. */
 KILN_API int kiln_engine_inspect(const kiln_engine *e, FILE *out);
+/* Where an engine's op layers run: *gpu and *cpu (each may be NULL) get the
+ * number of layers on each device, not counting the type conversions and
+ * copies the builder inserted (kiln::reformat).  A CPU engine has gpu 0. */
+KILN_API void kiln_engine_placement(const kiln_engine *e, int *gpu, int *cpu);
 
 /* ---------------------------------------------------------------- context */
 

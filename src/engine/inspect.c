@@ -265,3 +265,15 @@ KILN_API int kiln_engine_inspect(const kiln_engine *e, FILE *out) {
     }
     return ferror(out) ? kiln__err(KILN_EIO, "writing the engine description failed") : 0;
 }
+
+KILN_API void kiln_engine_placement(const kiln_engine *e, int *gpu, int *cpu) {
+    int g = 0, c = 0;
+    for (int32_t l = 0; e && l < e->nlayers; l++) {
+        const kiln__elayer *L = &e->layers[l];
+        if (!strcmp(L->op_ns, "kiln") && !strcmp(L->op_name, "reformat")) continue;
+        if (L->device == KILN_DEVICE_CUDA) g++;
+        else c++;
+    }
+    if (gpu) *gpu = g;
+    if (cpu) *cpu = c;
+}
