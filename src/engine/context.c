@@ -49,6 +49,7 @@ typedef struct ctx_layer {
     void *ctx_state;            /* from attach_to_context (detach on free) */
     int nsize;                  /* outputs that are size tensors */
     size_t ws;                  /* workspace bytes at current shapes */
+    int check;                  /* dims changed: check them against the op (validate.c) */
 } ctx_layer;
 
 struct kiln_context {
@@ -662,6 +663,7 @@ static int on_shape_change(kiln_context *c, int from) {
     const kiln_engine *e = c->e;
     for (int32_t l = from; l < e->nlayers; l++) {
         ctx_layer *cl = &c->L[l];
+        cl->check = 1; /* before it next runs, when its inputs' dims are final */
         if (!cl->vt || !cl->vt->on_shape_change) continue;
         int rc = cl->vt->on_shape_change(cl->state, cl->in, cl->call.nin, cl->out, cl->call.nout);
         if (rc) return layer_err(&e->layers[l], rc);
@@ -992,6 +994,11 @@ KILN_API int kiln_context_run(kiln_context *c) {
         ctx_layer *cl = &L[l];
         double t0 = 0;
         if (debug) debug_before(c, l);
+        if (cl->check) {
+            rc = kiln__layer_check_shapes(e, l, e->layers[l].state, cl->call.attrs, cl->in, cl->out, c->dep);
+            if (rc) return rc;
+            cl->check = 0;
+        }
         if (prof) t0 = kiln__now_ms();
         rc = cl->vt ? cl->vt->enqueue(cl->state, &cl->call) : run_aot(c, l);
         if (rc) return layer_err(&e->layers[l], rc);
