@@ -558,10 +558,12 @@ static int grow(uint8_t **p, size_t *cap, size_t need) {
     return 0;
 }
 
+static uint64_t debug_slack(const kiln_context *c) { return c->debug ? CANARY : 0; }
+
 /* Sizes, memory plan, views, workspaces: after evaluate(). */
 static int plan(kiln_context *c) {
     const kiln_engine *e = c->e;
-    uint64_t slack = c->debug ? CANARY : 0;
+    uint64_t slack = debug_slack(c);
     int rc;
     if (c->has_size && (rc = eval_nodes(c, c->vals_up, 1))) return rc;
     for (int32_t t = 0; t < e->ntensors; t++) {
@@ -980,10 +982,14 @@ KILN_API int kiln_context_run(kiln_context *c) {
     for (int32_t i = 0; i < e->ninputs + e->noutputs; i++) {
         int32_t t = i < e->ninputs ? e->inputs[i] : e->outputs[i - e->ninputs];
         if (!c->bind[t]) continue;
-        if (c->bind_bytes[t] < c->tbytes[t])
+        /* an output's buffer holds its whole in-place chain */
+        uint64_t need = c->tbytes[t];
+        if (i >= e->ninputs && c->talloc[c->root[t]] - (debug_slack(c)) > need)
+            need = c->talloc[c->root[t]] - debug_slack(c);
+        if (c->bind_bytes[t] < need)
             return kiln__err(KILN_EINVAL, "%s '%s' needs %llu bytes, buffer has %zu",
                              i < e->ninputs ? "input" : "output", e->tensors[t].name,
-                             (unsigned long long)c->tbytes[t], c->bind_bytes[t]);
+                             (unsigned long long)need, c->bind_bytes[t]);
     }
     if (c->ptrs_dirty && (rc = patch_pointers(c))) return rc;
 

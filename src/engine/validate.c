@@ -66,11 +66,16 @@ int kiln__engine_validate(const kiln_engine *e) {
                              (unsigned long long)t->const_bytes);
             if (t->alias_of >= 0) return vfail(e, "constant '%s' aliases another tensor", t->name);
         }
-        if (t->alias_of >= 0 &&
-            kiln_dtype_size((kiln_dtype)t->dtype) !=
-                kiln_dtype_size((kiln_dtype)e->tensors[t->alias_of].dtype))
-            return vfail(e, "tensor '%s' aliases '%s' of another element size", t->name,
-                         e->tensors[t->alias_of].name);
+        if (t->alias_of < 0) continue;
+        const kiln__etensor *a = &e->tensors[t->alias_of];
+        /* in place: activations only (the builder copies network inputs
+         * and constants first; their memory is the caller's / the file's) */
+        int act = t->kind == KILN__ET_ACT || t->kind == KILN__ET_OUTPUT;
+        if (!act || (a->kind != KILN__ET_ACT && a->kind != KILN__ET_OUTPUT))
+            return vfail(e, "tensor '%s' shares the buffer of '%s': only activations share buffers",
+                         t->name, a->name);
+        if (kiln_dtype_size((kiln_dtype)t->dtype) != kiln_dtype_size((kiln_dtype)a->dtype))
+            return vfail(e, "tensor '%s' aliases '%s' of another element size", t->name, a->name);
     }
     /* Producers before readers; lifetimes cover every use. */
     int32_t *made = kiln__calloc((size_t)e->ntensors + 1, sizeof *made);
