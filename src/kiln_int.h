@@ -30,6 +30,9 @@ void *kiln__calloc(size_t n, size_t size);
 void *kiln__realloc(void *p, size_t n);
 void kiln__free(void *p);
 char *kiln__strdup(const char *s);
+/* printf into a new string (kiln__free it), or NULL out of memory: names
+ * built from user names have no length limit but KILN__MAX_NAME's. */
+char *kiln__strfmt(const char *fmt, ...) KILN_PRINTF(1, 2);
 /* 64-byte aligned allocation (free with kiln__aligned_free). */
 void *kiln__aligned_alloc(size_t n);
 void kiln__aligned_free(void *p);
@@ -72,6 +75,12 @@ int kiln__misuse_take(int rc);
     } while (0)
 _Noreturn void kiln__assert_fail(const char *what, const char *file, int line);
 double kiln__now_ms(void); /* monotonic clock */
+
+/* Longest tensor, layer or dim name in bytes the network API accepts.  The
+ * builder makes names from them without truncation (sub-network prefixes,
+ * ":const"...), all far below the 1 MiB an engine file's reader allows, so
+ * a build never writes an engine its loader rejects. */
+#define KILN__MAX_NAME 4096u
 
 /* ------------------------------------------------------------ core/expr */
 struct kiln_expr {

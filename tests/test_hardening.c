@@ -125,5 +125,49 @@ TEST_IMPL(plugin_error_without_message) {
     kiln_network_free(net);
 }
 
+/* A 2,000,000-character tensor name used to build, then the engine failed
+ * to load ("string length 2000000 exceeds 1048576"): the network refuses
+ * names longer than KILN__MAX_NAME, and the longest allowed one builds
+ * (the builder used to truncate names at 300-1200 bytes), saves and loads. */
+TEST_IMPL(name_length_limit) {
+    size_t n = 2000000;
+    char *big = malloc(n + 1);
+    ASSERT(big);
+    for (size_t i = 0; i < n; i++) big[i] = (char)('a' + i % 26);
+    big[n] = 0;
+    kiln_network *net = kiln_network_create();
+    int64_t dims[2] = {2, 3};
+    ASSERT_EQ(kiln_network_add_input(net, big, KILN_DTYPE_F32, 2, dims, NULL), KILN_EINVAL);
+    ASSERT_CONTAINS(kiln_errmsg(), "tensor name 'abcdefghij");
+    ASSERT_CONTAINS(kiln_errmsg(), "is 2000000 bytes long, at most 4096 expected");
+    const char *dn[2] = {big, NULL};
+    int64_t ddims[2] = {-1, 3};
+    ASSERT_EQ(kiln_network_add_input(net, "x", KILN_DTYPE_F32, 2, ddims, dn), KILN_EINVAL);
+    ASSERT_CONTAINS(kiln_errmsg(), "dim name");
+    ASSERT_OK(kiln_network_add_input(net, "x", KILN_DTYPE_F32, 2, dims, NULL));
+    const char *in[1] = {"x"}, *out[1] = {big};
+    ASSERT(!kiln_network_add_layer(net, "ai.onnx::Relu", 14, big, 1, in, 1, out));
+    ASSERT_CONTAINS(kiln_errmsg(), "layer name");
+    big[KILN__MAX_NAME] = 0; /* the longest name allowed */
+    ASSERT(kiln_network_add_layer(net, "ai.onnx::Relu", 14, "relu", 1, in, 1, out));
+    ASSERT_OK(kiln_network_mark_output(net, big));
+    kiln_build_config *cfg = kiln_build_config_create();
+    kiln_engine *e = NULL, *e2 = NULL;
+    ASSERT_OK(kiln_build(net, cfg, &e, NULL));
+    void *buf = NULL;
+    size_t size = 0;
+    ASSERT_OK(kiln_engine_serialize(e, &buf, &size));
+    ASSERT_OK(kiln_engine_load_memory(buf, size, &e2));
+    kiln_io_info info;
+    ASSERT_OK(kiln_engine_io(e2, 1, &info));
+    ASSERT_EQ(strlen(info.name), KILN__MAX_NAME);
+    kiln_engine_free(e2);
+    kiln_free(buf);
+    kiln_engine_free(e);
+    kiln_build_config_free(cfg);
+    kiln_network_free(net);
+    free(big);
+}
+
 TEST_LIST(TEST_ENTRY(save_to_directory), TEST_ENTRY(library_without_ops),
-          TEST_ENTRY(plugin_error_without_message))
+          TEST_ENTRY(plugin_error_without_message), TEST_ENTRY(name_length_limit))
