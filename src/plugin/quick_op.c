@@ -414,7 +414,8 @@ int kiln__op_create(const kiln__op *op, const kiln_attrs *attrs, void **state) {
     }
     const kiln_plugin_def *p = op->plugin;
     kiln__misuse_clear();
-    int rc = kiln__misuse_take(p->create_user ? p->create_user(attrs, p->user, state) : op->vt->create(attrs, state));
+    int rc = kiln__misuse_take(p->create_user ? p->create_user(attrs, p->user, state)
+                                              : op->vt->create(attrs, state));
     kiln__attrset_free(&tmp);
     if (rc) {
         *state = NULL;
