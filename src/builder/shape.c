@@ -274,13 +274,12 @@ static int fold_run(builder *b, int li) {
         io.dtype[L->nin + k] = t->dtype;
         io.format[L->nin + k] = out[k].format;
         rc = kiln__tensor_bytes(t->dtype, out[k].format, t->ndim, out[k].dims, &bytes[k]);
-        if (rc) {
-            kiln__err_prefix(rc, "constant folding: tensor '%s'", t->name);
-            goto fail;
-        }
-        bufs[k] = kiln__aligned_alloc(bytes[k] ? bytes[k] : 64);
-        if (!bufs[k]) {
-            rc = kiln__err(KILN_ENOMEM, "folding: out of memory for %llu bytes", (unsigned long long)bytes[k]);
+        bufs[k] = rc ? NULL : kiln__aligned_alloc(bytes[k] ? bytes[k] : 64);
+        if (!rc && !bufs[k])
+            rc = kiln__err(KILN_ENOMEM, "out of memory for %llu bytes", (unsigned long long)bytes[k]);
+        if (rc) { /* the limits of a run, named like a run's errors */
+            layer_err(b, li, kiln__err_prefix(rc, "output '%s'", t->name));
+            kiln__err_prefix(rc, "constant folding");
             goto fail;
         }
         out[k].data = bufs[k];
