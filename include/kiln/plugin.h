@@ -272,6 +272,10 @@ KILN_API int kiln_shape_broadcast(kiln_shape_ctx *c, const kiln_expr *const *a, 
  * in order, to this layer's inputs and its outputs to this layer's
  * outputs.  The network is borrowed and must outlive the build. */
 KILN_API int kiln_shape_inline(kiln_shape_ctx *c, const kiln_network *sub);
+/* Same with a network made for this purpose (e.g. kiln_network_append of a
+ * loop body): the builder takes ownership and frees it after the build;
+ * on any error, also when c is not the builder's, it is freed at once. */
+KILN_API int kiln_shape_inline_owned(kiln_shape_ctx *c, kiln_network *sub);
 
 /* ------------------------------------------------- execution */
 

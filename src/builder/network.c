@@ -552,9 +552,14 @@ const char *kiln_network_output_name(const kiln_network *net, int i) {
 
 /* ------------------------------------------------------------ copying (Loop unrolling) */
 
-int kiln__network_append(kiln_network *dst, const kiln_network *src, const char *prefix,
-                         const char *const *in_names, const char *const *out_names) {
-    KILN__ASSERT(dst && src && prefix);
+int kiln_network_append(kiln_network *dst, const kiln_network *src, const char *prefix,
+                        const char *const *in_names, const char *const *out_names) {
+    if (!dst || !src || !prefix || (src->ninputs && !in_names) || (src->noutputs && !out_names))
+        return kiln__err(KILN_EINVAL, "kiln_network_append: NULL argument");
+    if (dst == src) return kiln__err(KILN_EINVAL, "kiln_network_append: dst and src are the same network");
+    for (int k = 0; k < src->noutputs; k++)
+        if (!out_names[k] || !*out_names[k])
+            return kiln__err(KILN_EINVAL, "kiln_network_append: out_names[%d] is empty", k);
     int rc = 0;
     char **map = kiln__calloc((size_t)(src->ntensors ? src->ntensors : 1), sizeof *map);
     if (!map) return kiln__err(KILN_ENOMEM, "network: out of memory");

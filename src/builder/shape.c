@@ -217,7 +217,7 @@ int kiln_shape_inline(kiln_shape_ctx *c, const kiln_network *sub) {
     return 0;
 }
 
-int kiln__shape_inline_owned(kiln_shape_ctx *c, kiln_network *sub) {
+int kiln_shape_inline_owned(kiln_shape_ctx *c, kiln_network *sub) {
     shape_priv *p = c ? c->priv_ : NULL;
     if (!p || !sub) {
         kiln_network_free(sub);
