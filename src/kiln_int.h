@@ -61,6 +61,12 @@ int kiln__misuse_take(int rc);
 _Noreturn void kiln__assert_fail(const char *what, const char *file, int line);
 double kiln__now_ms(void); /* monotonic clock */
 
+/* Longest tensor, layer or dim name in bytes the network API accepts.  The
+ * builder makes names from them without truncation (sub-network prefixes,
+ * ":const"...), all far below the 1 MiB an engine file's reader allows, so
+ * a build never writes an engine its loader rejects. */
+#define KILN__MAX_NAME 4096u
+
 /* ------------------------------------------------------------ core/expr */
 struct kiln_expr {
     kiln_expr_op op;

@@ -514,7 +514,9 @@ KILN_API int kiln_context_set_input_shape(kiln_context *ctx, const char *name,
  * device).  The buffer is borrowed; it must stay valid during runs.
  * `bytes` is checked against the tensor's size at run time (for
  * data-dependent outputs: against the upper bound).  Unbound outputs are
- * written to context-owned memory, see kiln_context_output. */
+ * written to context-owned memory, see kiln_context_output.  (NULL, 0)
+ * binds a zero-size input (a valid binding) and unbinds an output; NULL
+ * with bytes > 0 is KILN_EINVAL. */
 KILN_API int kiln_context_bind(kiln_context *ctx, const char *name, void *data, size_t bytes);
 /* Run the engine once.  Errors name the layer at fault. */
 KILN_API int kiln_context_run(kiln_context *ctx);

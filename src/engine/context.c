@@ -686,11 +686,20 @@ KILN_API int kiln_context_set_input_shape(kiln_context *c, const char *name, int
     return 0;
 }
 
+/* What an input bound as (NULL, 0) points at: a zero-size tensor is a
+ * valid binding (its kernels read nothing), and it must not read as "not
+ * bound" nor hand kernels a NULL pointer.  A non-empty one fails the size
+ * check at run time. */
+static _Alignas(64) uint8_t k_empty_input[64];
+
 KILN_API int kiln_context_bind(kiln_context *c, const char *name, void *data, size_t bytes) {
     KILN__ARG(c && name, KILN_EINVAL);
     int is_in = 0;
     int32_t t = find_io(c, name, &is_in);
     if (t < 0) return no_such_io(c, name);
+    if (!data && bytes)
+        return kiln__err(KILN_EINVAL, "kiln_context_bind('%s'): NULL data with %zu bytes", name, bytes);
+    if (!data && is_in) data = k_empty_input;
     if (c->bind[t] != data) c->ptrs_dirty = 1;
     c->bind[t] = data;
     c->bind_bytes[t] = data ? bytes : 0;
