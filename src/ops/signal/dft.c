@@ -216,9 +216,11 @@ static int stft_impl(const kiln_call *c) {
     int64_t step = kiln__ops_get_i64(c->in[1].data, c->in[1].dtype, 0);
     int64_t W = c->nin > 3 && c->in[3].data ? kiln__ops_get_i64(c->in[3].data, c->in[3].dtype, 0) : win->dims[0];
     int64_t F = y->dims[1], nout = y->dims[2];
-    if (step <= 0 || W <= 0 || (win && win->dims[0] != W))
-        return kiln_set_error(KILN_EINVAL, "STFT: frame_step %lld, frame_length %lld, window %lld",
-                              (long long)step, (long long)W, (long long)(win ? win->dims[0] : -1));
+    if (step <= 0 || W <= 0 || W > L || (win && win->dims[0] != W))
+        return kiln_set_error(KILN_EINVAL, "STFT: frame_step %lld, frame_length %lld, window %lld "
+                              "(expected positive, frame_length at most the signal length %lld)",
+                              (long long)step, (long long)W, (long long)(win ? win->dims[0] : -1),
+                              (long long)L);
     dft_plan p;
     int rc = dft_plan_init(&p, W, 0);
     if (rc) return rc;
