@@ -410,7 +410,8 @@ static int emit_aot(emitter *E, int li, kiln__elayer *el) {
                         .user = L->op->quick->user};
     kiln_aot_kernel k;
     memset(&k, 0, sizeof k);
-    int rc = L->op->quick->aot(&c, &L->io, L->tactic, &k);
+    kiln__misuse_clear();
+    int rc = kiln__misuse_take(L->op->quick->aot(&c, &L->io, L->tactic, &k));
     if (rc) return kiln__err_prefix(rc, "layer '%s' (%s::%s v%d): aot", L->name, L->op->ns, L->op->name, L->op->version);
     kiln_engine *e = E->e;
     kiln__aot *na = kiln__realloc(e->aot, (size_t)(e->naot + 1) * sizeof *na);

@@ -107,8 +107,11 @@ typedef struct shape_priv {
     int nsize;
 } shape_priv;
 
+/* Shape-function helpers are called from plugin code: a NULL context or
+ * argument is misuse (recorded, and the shape callback fails with it). */
+
 int kiln_shape_alias(kiln_shape_ctx *c, int out, int in) {
-    KILN__ASSERT(c);
+    KILN__CB_ARG(c, KILN_EINVAL);
     if (out < 0 || out >= c->nout || in < 0 || in >= c->nin)
         return kiln__err(KILN_EINVAL, "kiln_shape_alias: output %d / input %d out of range (%d outputs, %d inputs)",
                          out, in, c->nout, c->nin);
@@ -121,8 +124,8 @@ int kiln_shape_alias(kiln_shape_ctx *c, int out, int in) {
 
 const kiln_expr *kiln_shape_size_tensor(kiln_shape_ctx *c, int out, const kiln_expr *opt,
                                         const kiln_expr *upper) {
-    KILN__ASSERT(c && opt && upper);
-    KILN__ASSERT(out >= 0 && out < c->nout);
+    KILN__CB_ARG(c && c->x, kiln_expr_sym(NULL, NULL));
+    KILN__CB_ARG(opt && upper && out >= 0 && out < c->nout, kiln_expr_sym(c->x, "<invalid size tensor>"));
     shape_priv *p = c->priv_;
     char name[300];
     snprintf(name, sizeof name, "%s:size%d", p ? p->b->l[p->layer].name : "?", out);
@@ -149,7 +152,7 @@ const kiln_expr *kiln_shape_size_tensor(kiln_shape_ctx *c, int out, const kiln_e
 }
 
 int kiln_shape_numel_bound(kiln_shape_ctx *c, int out, const kiln_expr *upper) {
-    KILN__ASSERT(c && upper);
+    KILN__CB_ARG(c && upper, KILN_EINVAL);
     if (out < 0 || out >= c->nout)
         return kiln__err(KILN_EINVAL, "kiln_shape_numel_bound: output %d out of range (%d outputs)", out, c->nout);
     shape_priv *p = c->priv_;
@@ -159,7 +162,7 @@ int kiln_shape_numel_bound(kiln_shape_ctx *c, int out, const kiln_expr *upper) {
 
 int kiln_shape_broadcast(kiln_shape_ctx *c, const kiln_expr *const *a, int na,
                          const kiln_expr *const *bb, int nb, const kiln_expr **out) {
-    KILN__ASSERT(c);
+    KILN__CB_ARG(c && (a || na <= 0) && (bb || nb <= 0) && out && na >= 0 && nb >= 0, KILN_EINVAL);
     int n = na > nb ? na : nb;
     if (n > KILN_MAX_DIMS)
         return kiln__err(KILN_ESHAPE, "broadcast: rank %d exceeds %d", n, KILN_MAX_DIMS);
@@ -200,7 +203,7 @@ int kiln_shape_broadcast(kiln_shape_ctx *c, const kiln_expr *const *a, int na,
 }
 
 int kiln_shape_inline(kiln_shape_ctx *c, const kiln_network *sub) {
-    KILN__ASSERT(c);
+    KILN__CB_ARG(c, KILN_EINVAL);
     shape_priv *p = c->priv_;
     if (!p) return kiln__err(KILN_EUNSUPPORTED, "kiln_shape_inline: only the builder can inline");
     if (!sub) return kiln__err(KILN_EINVAL, "kiln_shape_inline: sub-network is NULL");
@@ -214,7 +217,7 @@ int kiln_shape_inline(kiln_shape_ctx *c, const kiln_network *sub) {
     return 0;
 }
 
-int kiln__shape_inline_owned(kiln_shape_ctx *c, kiln_network *sub) {
+int kiln_shape_inline_owned(kiln_shape_ctx *c, kiln_network *sub) {
     shape_priv *p = c ? c->priv_ : NULL;
     if (!p || !sub) {
         kiln_network_free(sub);
@@ -370,7 +373,8 @@ static int infer_layer(builder *b, int li, int depth) {
     kiln_shape_ctx c = {.x = b->x, .in = din, .nin = L->nin, .out = dout, .nout = L->nout,
                         .attrs = &view, .priv_ = &sp};
     kiln__err(0, "%s", "");
-    rc = op->vt->shape(L->state, &c);
+    kiln__misuse_clear();
+    rc = kiln__misuse_take(op->vt->shape(L->state, &c));
     L = &b->l[li];
     if (rc) return layer_err(b, li, rc);
     if (sp.inline_net) {

@@ -144,7 +144,7 @@ static int evaluate(kiln_context *c);
 /* ------------------------------------------------------------ create/free */
 
 KILN_API int kiln_context_create(const kiln_engine *e, int threads, kiln_context **out) {
-    KILN__ASSERT(e && out);
+    KILN__ARG(e && out, KILN_EINVAL);
     *out = NULL;
     int rc = 0;
     if (e->device != KILN_DEVICE_CPU)
@@ -580,6 +580,7 @@ static int plan(kiln_context *c) {
         cl->ws = 0;
         if (!cl->vt) continue;
         if (cl->vt->workspace_size) cl->ws = cl->vt->workspace_size(cl->state, &cl->call);
+        if ((rc = kiln__misuse_take(0))) return layer_err(&e->layers[l], rc);
         if (cl->ws > ws) ws = cl->ws;
     }
     if (ws) {
@@ -644,7 +645,7 @@ static int on_shape_change(kiln_context *c, int from) {
 
 KILN_API int kiln_context_set_input_shape(kiln_context *c, const char *name, int ndim,
                                           const int64_t *dims) {
-    KILN__ASSERT(c && name && (dims || ndim == 0));
+    KILN__ARG(c && name && (dims || ndim == 0), KILN_EINVAL);
     const kiln_engine *e = c->e;
     int is_in = 0;
     int32_t t = find_io(c, name, &is_in);
@@ -682,7 +683,7 @@ KILN_API int kiln_context_set_input_shape(kiln_context *c, const char *name, int
 }
 
 KILN_API int kiln_context_bind(kiln_context *c, const char *name, void *data, size_t bytes) {
-    KILN__ASSERT(c && name);
+    KILN__ARG(c && name, KILN_EINVAL);
     int is_in = 0;
     int32_t t = find_io(c, name, &is_in);
     if (t < 0) return no_such_io(c, name);
@@ -694,7 +695,7 @@ KILN_API int kiln_context_bind(kiln_context *c, const char *name, void *data, si
 }
 
 KILN_API void kiln_context_set_debug(kiln_context *c, int on) {
-    KILN__ASSERT(c);
+    KILN__ARG(c, );
     if (!!on != c->debug) {
         c->debug = !!on;
         c->dirty = 1;
@@ -702,12 +703,12 @@ KILN_API void kiln_context_set_debug(kiln_context *c, int on) {
 }
 
 KILN_API void kiln_context_set_profiling(kiln_context *c, int on) {
-    KILN__ASSERT(c);
+    KILN__ARG(c, );
     c->profiling = !!on;
 }
 
 KILN_API int kiln_context_profile(const kiln_context *c, int layer, const char **name, double *ms) {
-    KILN__ASSERT(c);
+    KILN__ARG(c, KILN_EINVAL);
     if (layer < 0 || layer >= c->e->nlayers)
         return kiln__err(KILN_EINVAL, "layer %d out of range [0, %d)", layer, (int)c->e->nlayers);
     if (name) *name = c->e->layers[layer].name;
@@ -727,7 +728,7 @@ static int refresh(kiln_context *c) {
 
 KILN_API int kiln_context_shape(const kiln_context *cc, const char *name, int *ndim,
                                 int64_t *dims) {
-    KILN__ASSERT(cc && name && ndim && dims);
+    KILN__ARG(cc && name && ndim && dims, KILN_EINVAL);
     kiln_context *c = (kiln_context *)cc; /* values are a cache */
     int is_in = 0;
     int32_t t = find_io(c, name, &is_in);
@@ -748,7 +749,7 @@ KILN_API int kiln_context_shape(const kiln_context *cc, const char *name, int *n
 }
 
 KILN_API const void *kiln_context_output(const kiln_context *c, const char *name) {
-    KILN__ASSERT(c && name);
+    KILN__ARG(c && name, NULL);
     int is_in = 0;
     int32_t t = find_io(c, name, &is_in);
     if (t < 0 || is_in) {
@@ -762,7 +763,7 @@ KILN_API const void *kiln_context_output(const kiln_context *c, const char *name
 
 KILN_API int kiln_context_output_capacity(const kiln_context *cc, const char *name,
                                           size_t *bytes) {
-    KILN__ASSERT(cc && name && bytes);
+    KILN__ARG(cc && name && bytes, KILN_EINVAL);
     kiln_context *c = (kiln_context *)cc;
     int is_in = 0;
     int32_t t = find_io(c, name, &is_in);
@@ -926,9 +927,10 @@ static int after_size_layer(kiln_context *c, int32_t l) {
 }
 
 KILN_API int kiln_context_run(kiln_context *c) {
-    KILN__ASSERT(c);
+    KILN__ARG(c, KILN_EINVAL);
     const kiln_engine *e = c->e;
     int rc;
+    kiln__misuse_clear();
     for (int32_t i = 0; i < e->ninputs; i++) {
         int32_t t = e->inputs[i];
         if (!c->bind[t])
@@ -965,6 +967,7 @@ KILN_API int kiln_context_run(kiln_context *c) {
         if (debug) debug_before(c, l);
         if (prof) t0 = kiln__now_ms();
         rc = cl->vt ? cl->vt->enqueue(cl->state, &cl->call) : run_aot(c, l);
+        rc = kiln__misuse_take(rc);
         if (rc) return layer_err(&e->layers[l], rc);
         if (prof) c->prof_ms[l] = kiln__now_ms() - t0;
         if (cl->nsize && (rc = after_size_layer(c, l))) return rc;

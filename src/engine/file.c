@@ -328,7 +328,7 @@ done:
 }
 
 KILN_API int kiln_engine_serialize(const kiln_engine *e, void **buf, size_t *size) {
-    KILN__ASSERT(e && buf && size);
+    KILN__ARG(e && buf && size, KILN_EINVAL);
     wbuf w = {0};
     int rc = serialize(e, &w);
     if (rc) {
@@ -341,7 +341,7 @@ KILN_API int kiln_engine_serialize(const kiln_engine *e, void **buf, size_t *siz
 }
 
 KILN_API int kiln_engine_save(const kiln_engine *e, const char *path) {
-    KILN__ASSERT(e && path);
+    KILN__ARG(e && path, KILN_EINVAL);
     struct stat pst;
     if (stat(path, &pst) == 0 && S_ISDIR(pst.st_mode))
         return kiln__err(KILN_EIO, "cannot save engine to '%s': it is a directory (expected a file path)", path);
@@ -1077,7 +1077,7 @@ static int parse_image(const uint8_t *p, size_t n, int weights_in_place, kiln_en
 }
 
 KILN_API int kiln_engine_load_memory(const void *buf, size_t size, kiln_engine **out) {
-    KILN__ASSERT(out);
+    KILN__ARG(out, KILN_EINVAL);
     *out = NULL;
     if (!buf && size) return kiln__err(KILN_EINVAL, "engine buffer is NULL");
     kiln_engine *e = kiln__calloc(1, sizeof *e);
@@ -1092,7 +1092,7 @@ KILN_API int kiln_engine_load_memory(const void *buf, size_t size, kiln_engine *
 }
 
 KILN_API int kiln_engine_load(const char *path, kiln_engine **out) {
-    KILN__ASSERT(path && out);
+    KILN__ARG(path && out, KILN_EINVAL);
     *out = NULL;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return kiln__err(KILN_EIO, "cannot open engine '%s': %s", path, strerror(errno));
