@@ -22,16 +22,9 @@
 #define FOLD_MAX_BYTES ((uint64_t)256 << 20)
 
 static bsym *add_sym(builder *b, const kiln_expr *e, bsym_kind kind, int t, int d) {
-    if (b->nsym == b->capsym) {
-        int nc = b->capsym ? b->capsym * 2 : 32;
-        bsym *n = kiln__realloc(b->sym, (size_t)nc * sizeof *n);
-        if (!n) {
-            kiln__err(KILN_ENOMEM, "build: out of memory");
-            return NULL;
-        }
-        b->sym = n;
-        b->capsym = nc;
-    }
+    bsym *n = kiln__grow(b->sym, &b->capsym, b->nsym + 1, sizeof *b->sym);
+    if (!n) return NULL;
+    b->sym = n;
     bsym *s = &b->sym[b->nsym++];
     memset(s, 0, sizeof *s);
     s->e = e;
