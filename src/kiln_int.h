@@ -61,6 +61,12 @@ int kiln__misuse_take(int rc);
 _Noreturn void kiln__assert_fail(const char *what, const char *file, int line);
 double kiln__now_ms(void); /* monotonic clock */
 
+/* Longest tensor, layer or dim name in bytes the network API accepts.  The
+ * builder makes names from them without truncation (sub-network prefixes,
+ * ":const"...), all far below the 1 MiB an engine file's reader allows, so
+ * a build never writes an engine its loader rejects. */
+#define KILN__MAX_NAME 4096u
+
 /* ------------------------------------------------------------ core/expr */
 struct kiln_expr {
     kiln_expr_op op;
@@ -354,6 +360,8 @@ struct kiln_engine {
     char *device_sig;
     int32_t threads;         /* build setting */
     kiln_device_kind device;
+    uint64_t host_id;        /* build host (kiln__host_id), 0 until saved/loaded */
+    int signature;           /* 0 unsigned, 1 signed (not checked), 2 signature verified */
     /* memory: */
     void *map; size_t map_size;  /* mmap of the file, or NULL */
     int weights_owned;       /* weights allocated (not in the map) */
@@ -379,6 +387,14 @@ void kiln__engine_destroy(kiln_engine *e);
 /* Instantiate layer states after build/load (attrs decoded, plugin
  * deserialize); errors name the layer and, for a missing op, its identity. */
 int kiln__engine_prepare(kiln_engine *e);
+/* engine/validate.c: cross-checks of a loaded engine's parts (lifetimes,
+ * constants, aliases), and per shape change of one layer's output views
+ * against its op's shape function.  KILN_EFORMAT naming layer and tensor. */
+int kiln__engine_validate(const kiln_engine *e);
+/* engine/file.c: the engine file format version this kiln writes and reads. */
+unsigned kiln__file_version(void);
+int kiln__layer_check_shapes(const kiln_engine *e, int32_t l, void *state, const kiln_attrs *attrs,
+                             const kiln_tensor *in, const kiln_tensor *out, const uint8_t *size_dep);
 
 
 /* ------------------------------------------------------------ plugin/so_load, compile, aot */

@@ -531,8 +531,9 @@ typedef struct kiln_quick_op {
      * after a successful shape call, with the same context (input dtypes
      * and dims, attributes, user).  Writes up to `max` combinations into
      * `out` and returns their count (0: the default, as formats == NULL) or
-     * a negative KILN_E* code.  The strings need to live only until it
-     * returns (kiln copies them); they are checked like `formats`. */
+     * a negative KILN_E* code.  kiln copies the strings right after it
+     * returns: they must stay valid until the next formats_fn call on this
+     * thread (static or thread-local buffers do).  Checked like `formats`. */
     int (*formats_fn)(const kiln_shape_ctx *c, kiln_combo *out, int max);
 } kiln_quick_op;
 

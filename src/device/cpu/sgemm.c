@@ -341,9 +341,9 @@ static inline void store_rows(__m512 rows[MR][2], float *c, int64_t ldc, int mr,
                 v0 = _mm512_add_ps(v0, _mm512_loadu_ps(cr));
                 v1 = _mm512_add_ps(v1, _mm512_loadu_ps(cr + 16));
             }
-            if (si->relu) {
-                v0 = _mm512_max_ps(v0, zero);
-                v1 = _mm512_max_ps(v1, zero);
+            if (si->relu) { /* max(0, v): maxps returns its second operand for NaN, so NaN stays */
+                v0 = _mm512_max_ps(zero, v0);
+                v1 = _mm512_max_ps(zero, v1);
             }
             _mm512_storeu_ps(cr, v0);
             _mm512_storeu_ps(cr + 16, v1);

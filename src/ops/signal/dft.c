@@ -214,9 +214,11 @@ static int stft_impl(const kiln_call *c) {
     int64_t step = dft_scalar_rt(&c->in[1]);
     int64_t W = c->nin > 3 && c->in[3].data ? dft_scalar_rt(&c->in[3]) : win->dims[0];
     int64_t F = y->dims[1], nout = y->dims[2];
-    if (step <= 0 || W <= 0 || (win && win->dims[0] != W))
-        return kiln_set_error(KILN_EINVAL, "STFT: frame_step %lld, frame_length %lld, window %lld",
-                              (long long)step, (long long)W, (long long)(win ? win->dims[0] : -1));
+    if (step <= 0 || W <= 0 || W > L || (win && win->dims[0] != W))
+        return kiln_set_error(KILN_EINVAL, "STFT: frame_step %lld, frame_length %lld, window %lld "
+                              "(expected positive, frame_length at most the signal length %lld)",
+                              (long long)step, (long long)W, (long long)(win ? win->dims[0] : -1),
+                              (long long)L);
     dft_plan p;
     int rc = dft_plan_init(&p, W, 0);
     if (rc) return rc;
