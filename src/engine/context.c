@@ -92,7 +92,7 @@ struct kiln_context {
     uint64_t *mp_sizes, *mp_offs;
     int32_t *mp_first, *mp_last, *mp_t;
     int32_t *slot;              /* per tensor: its arena buffer (roots), -1 */
-    uint8_t *tnull;             /* (K) per tensor: an output nothing reads, of an op that
+    uint8_t *tnull;             /* per tensor: an output nothing reads, of an op that
                                  * allows it (kiln_quick_op.optional_outputs): passed as NULL */
 };
 
