@@ -24,8 +24,10 @@
  * success and a negative KILN_E* code on failure, or NULL for constructors.
  * The failing call also leaves a human-readable message (what was expected,
  * what was found, where) that kiln_errmsg() returns in the same thread until
- * the next failing call.  Passing NULL where a handle is required is a
- * programmer error and asserts.
+ * the next failing call.  Misuse (NULL where a handle or pointer is
+ * required) is an error too: KILN_EINVAL (NULL, 0 or nothing for functions
+ * without a status) and a message naming the function.  kiln never aborts
+ * the program that embeds it.
  *
  * Ownership: objects come in _create/_free (or _load/_free) pairs.  Data
  * passed in (names, dims, constant contents, attribute values) is copied
@@ -283,6 +285,43 @@ KILN_API const char *kiln_network_output_name(const kiln_network *net, int i);
  * KILN_EINVAL if i is out of range. */
 typedef struct kiln_io_info kiln_io_info;
 KILN_API int kiln_network_input_info(const kiln_network *net, int i, kiln_io_info *info);
+/* Append src's constants and layers to dst (e.g. a loop body unrolled k
+ * times): every tensor and layer name of src gets `prefix`; src input i
+ * reads dst's tensor in_names[i] ("" or NULL: an absent optional input);
+ * src output k is named out_names[k] in dst.  Attribute values are copied;
+ * graph-valued attributes are borrowed from src, which must outlive dst.
+ * in_names has kiln_network_num_inputs(src) entries, out_names
+ * kiln_network_num_outputs(src) (may be NULL when that is 0).  Errors:
+ * KILN_EINVAL (NULL argument or out name, dst == src, a layer dst refuses),
+ * KILN_ENOMEM; on error dst may hold part of src. */
+KILN_API int kiln_network_append(kiln_network *dst, const kiln_network *src, const char *prefix,
+                                 const char *const *in_names, const char *const *out_names);
+
+/* A network tensor by name, as data.  kind: what made it.  dtype, ndim,
+ * dims and dim_names: as given for inputs and constants (dims[k] < 0 where
+ * dynamic, dim_names[k] its symbol or NULL); a layer output's type is known
+ * only to the builder (dtype UNDEFINED, ndim -1).  data/bytes: a constant's
+ * values (the network's copy, valid while the network lives), else NULL/0.
+ * info may be NULL (an existence test).  KILN_ENOTFOUND if no tensor has
+ * that name. */
+typedef enum kiln_net_tensor_kind {
+    KILN_NET_TENSOR_INPUT = 1,
+    KILN_NET_TENSOR_CONSTANT,
+    KILN_NET_TENSOR_LAYER_OUTPUT
+} kiln_net_tensor_kind;
+typedef struct kiln_net_tensor_info {
+    const char *name;
+    kiln_net_tensor_kind kind;
+    kiln_dtype dtype;
+    int ndim;
+    int64_t dims[KILN_MAX_DIMS];
+    const char *dim_names[KILN_MAX_DIMS];
+    const void *data;
+    size_t bytes;
+    int is_output;      /* marked with kiln_network_mark_output */
+} kiln_net_tensor_info;
+KILN_API int kiln_network_tensor_info(const kiln_network *net, const char *name,
+                                      kiln_net_tensor_info *info);
 
 /* One layer as data, for a network or an engine.  Strings belong to the
  * network/engine and live as long as it does (the op strings of a network
