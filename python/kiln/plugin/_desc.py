@@ -126,6 +126,11 @@ class Tensor:
             raise AttributeError("a CPU tensor has no __cuda_array_interface__ (use numpy.asarray)")
         return {**self._iface(), "stream": None}
 
+    def __int__(self) -> int:  # class plugins' enqueue: tensorrt passes pointers
+        return self.data_ptr
+
+    __index__ = __int__
+
     def numpy(self) -> np.ndarray:
         """Zero-copy numpy view (CPU tensors)."""
         return np.asarray(self)
