@@ -33,13 +33,9 @@ typedef struct ilist {
 } ilist;
 
 static int ipush(ilist *l, int x) {
-    if (l->n == l->cap) {
-        int nc = l->cap ? l->cap * 2 : 64;
-        int *n = kiln__realloc(l->v, (size_t)nc * sizeof *n);
-        if (!n) return kiln__err(KILN_ENOMEM, "build: out of memory");
-        l->v = n;
-        l->cap = nc;
-    }
+    int *n = kiln__grow(l->v, &l->cap, l->n + 1, sizeof *l->v);
+    if (!n) return KILN_ENOMEM;
+    l->v = n;
     l->v[l->n++] = x;
     return 0;
 }
@@ -150,7 +146,6 @@ static int convert_step(builder *b, int from, kiln_dtype dt, kiln_format fmt, ki
  * remembered as a variant of `base`; new layers are appended to ord. */
 static int convert(builder *b, vset *vs, ilist *ord, int base, int from, kiln_dtype dt, kiln_format fmt,
                    kiln_device_kind loc, int into, int *out_t) {
-    char name[1200];
     int cur = from, rc = 0;
     for (int step = 0; step < 3 && !rc; step++) {
         const bt *c = &b->t[cur];
@@ -169,11 +164,13 @@ static int convert(builder *b, vset *vs, ilist *ord, int base, int from, kiln_dt
             cur = V;
             continue;
         }
-        snprintf(name, sizeof name, "%s:%s:%s%s", b->t[base].name, kiln__b_dtype_upper(sdt), kiln_format_name(sfmt),
-                 sloc == KILN_DEVICE_CUDA ? ":cuda" : "");
+        char *name = kiln__strfmt("%s:%s:%s%s", b->t[base].name, kiln__b_dtype_upper(sdt), kiln_format_name(sfmt),
+                                  sloc == KILN_DEVICE_CUDA ? ":cuda" : "");
+        if (!name) return kiln__err(KILN_ENOMEM, "build: out of memory");
         int li = -1;
         rc = convert_step(b, cur, sdt, sfmt, sloc, last && into >= 0 ? b->t[into].name : name, last ? into : -1, &li,
                           &V);
+        kiln__free(name);
         if (!rc && li >= 0) rc = ipush(ord, li);
         if (!rc) rc = add_variant(vs, base, &b->t[V], V);
         cur = V;
@@ -187,7 +184,7 @@ int kiln__b_finalize(builder *b, int **order_out, int *norder) {
     vset vs = {0};
     int rc = 0;
     int *lastuse = NULL;
-    char name[1200];
+    char *name = NULL; /* names made from tensor/layer names (no length limit) */
     int n0 = b->nl;
 
     /* Network outputs without a producing layer: constants get a copy layer. */
@@ -201,8 +198,7 @@ int kiln__b_finalize(builder *b, int **order_out, int *norder) {
         }
         if (t->kind != BT_CONST) continue;
         char *old = t->name;
-        snprintf(name, sizeof name, "%s:const", old);
-        t->name = kiln__strdup(name);
+        t->name = kiln__strfmt("%s:const", old);
         if (!t->name) {
             t->name = old;
             rc = kiln__err(KILN_ENOMEM, "build: out of memory");
@@ -248,8 +244,10 @@ int kiln__b_finalize(builder *b, int **order_out, int *norder) {
             bt *t = &b->t[T];
             if (!t->is_output || (t->pdtype == t->dtype && t->pfmt == KILN_FORMAT_LINEAR && t->loc == KILN_DEVICE_CPU))
                 continue;
-            snprintf(name, sizeof name, "%s:%s:%s%s", t->name, kiln__b_dtype_upper(t->pdtype), kiln_format_name(t->pfmt),
-                     t->loc == KILN_DEVICE_CUDA ? ":cuda" : "");
+            kiln__free(name);
+            name = kiln__strfmt("%s:%s:%s%s", t->name, kiln__b_dtype_upper(t->pdtype), kiln_format_name(t->pfmt),
+                                t->loc == KILN_DEVICE_CUDA ? ":cuda" : "");
+            if (!name) { rc = kiln__err(KILN_ENOMEM, "build: out of memory"); break; }
             int V = clone_tensor(b, T, name);
             if (V < 0) { rc = V; break; }
             b->t[V].loc = b->t[T].loc;
@@ -295,7 +293,9 @@ int kiln__b_finalize(builder *b, int **order_out, int *norder) {
                 if (b->t[L->out[o2]].alias_in == S) need = 1;
             if (need) {
                 int C = -1;
-                snprintf(name, sizeof name, "%s:copy:%s", s->name, L->name);
+                kiln__free(name);
+                name = kiln__strfmt("%s:copy:%s", s->name, L->name);
+                if (!name) { rc = kiln__err(KILN_ENOMEM, "build: out of memory"); break; }
                 int rli = copy_layer(b, S, name, -1, &C);
                 if (rli < 0) { rc = rli; break; }
                 rc = ipush(&fin, rli);
@@ -306,7 +306,9 @@ int kiln__b_finalize(builder *b, int **order_out, int *norder) {
             }
             if (b->t[O].is_output) {
                 /* Outputs live in user memory: write a private buffer, then copy out. */
-                snprintf(name, sizeof name, "%s:inplace", b->t[O].name);
+                kiln__free(name);
+                name = kiln__strfmt("%s:inplace", b->t[O].name);
+                if (!name) { rc = kiln__err(KILN_ENOMEM, "build: out of memory"); break; }
                 int P = clone_tensor(b, O, name);
                 if (P < 0) { rc = P; break; }
                 b->t[P].producer = li;
@@ -327,6 +329,7 @@ int kiln__b_finalize(builder *b, int **order_out, int *norder) {
         }
     }
 out:
+    kiln__free(name);
     kiln__free(lastuse);
     kiln__free(vs.v);
     kiln__free(ord.v);
@@ -396,13 +399,9 @@ static int32_t node_of(emitter *E, const kiln_expr *x) {
         }
     }
     kiln_engine *e = E->e;
-    if (e->nnodes == E->capnodes) {
-        int nc = E->capnodes ? E->capnodes * 2 : 64;
-        kiln__enode *nn = kiln__realloc(e->nodes, (size_t)nc * sizeof *nn);
-        if (!nn) return kiln__err(KILN_ENOMEM, "build: out of memory");
-        e->nodes = nn;
-        E->capnodes = nc;
-    }
+    kiln__enode *nn = kiln__grow(e->nodes, &E->capnodes, e->nnodes + 1, sizeof *e->nodes);
+    if (!nn) return KILN_ENOMEM;
+    e->nodes = nn;
     e->nodes[e->nnodes] = n;
     E->map[x->id] = e->nnodes;
     return e->nnodes++;

@@ -3,7 +3,7 @@
  *
  * libkiln never links CUDA: the driver API (libcuda.so.1) and cuBLASLt are
  * dlopen'ed at first use, and the few types and prototypes used are declared
- * here (no cuda.h), so the library builds and runs where the toolkit is
+ * here (not the toolkit's driver header), so the library builds and runs where the toolkit is
  * absent.  One device (CUDA device 0, or $KILN_CUDA_DEVICE) and its primary
  * context serve the whole process; every entry point makes that context
  * current on the calling thread.
