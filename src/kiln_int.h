@@ -3,14 +3,15 @@
  * Nothing here is public.  Internal names start with kiln__ (or are static).
  *
  * Modules and who calls whom (the data path reads one way):
- *   core/    alloc, errors+log, dtype, fp16, expr pool, thread pool
+ *   core/    alloc, errors+log, dtype, fp16, expr pool, tensor views
+ *   device/  cpu/: thread pool, sgemm, fast math
  *   plugin/  registry, attribute codec, format grammar, quick-op adapter,
  *            library loading
- *   build/   network API, shape inference + folding, format/tactic
+ *   builder/ network API, shape inference + folding, format/tactic
  *            selection (timing + timing cache), memory planning -> engine
  *   engine/  engine file (save/load/mmap/verify), inspect, runtime contexts
  *   onnx/    ONNX reader -> network (uses only the public network API)
- *   ops/     built-in ops, written with plugin.h only
+ *   ops/     built-in ops, written with plugin.h + ops/common/ops_util.h only
  */
 #ifndef KILN_INT_H
 #define KILN_INT_H
@@ -23,22 +24,36 @@
 #include <stdint.h>
 #include <string.h>
 
-/* ------------------------------------------------------------ core/alloc */
-void *kiln__malloc(size_t n);
-void *kiln__calloc(size_t n, size_t size);
-void *kiln__realloc(void *p, size_t n);
-void kiln__free(void *p);
-char *kiln__strdup(const char *s);
-/* 64-byte aligned allocation (free with kiln__aligned_free). */
-void *kiln__aligned_alloc(size_t n);
-void kiln__aligned_free(void *p);
+/* ------------------------------------------------------------ core/alloc, core/error */
+#include "core/alloc_error.h"
 
-/* ------------------------------------------------------------ core/error */
-/* Set the thread's error message and return status (== kiln_set_error). */
-int kiln__err(int status, const char *fmt, ...) KILN_PRINTF(2, 3);
-/* Prepend "prefix: " to the current message (keeps status); returns status. */
-int kiln__err_prefix(int status, const char *fmt, ...) KILN_PRINTF(2, 3);
-void kiln__log(kiln_log_level level, const char *fmt, ...) KILN_PRINTF(2, 3);
+/* ------------------------------------------------------------ core/error: misuse */
+/* Public entry points check their arguments with KILN__ARG: misuse returns
+ * `ret` with a KILN_EINVAL message naming the function, never an abort.
+ * KILN__ASSERT is for internal invariants that no input can reach. */
+#define KILN__ARG(c, ret)                                                      \
+    do {                                                                       \
+        if (!(c)) {                                                            \
+            kiln__err(KILN_EINVAL, "%s: invalid argument, expected %s", __func__, #c); \
+            return ret;                                                        \
+        }                                                                      \
+    } while (0)
+/* Misuse inside a plugin callback by a call that cannot return a status
+ * (kiln_attrs_*, kiln_expr_*, kiln_exec_*): recorded per thread, and the
+ * builder/runtime fail the callback with it (kiln__misuse_take(rc) after the
+ * callback returns; kiln__misuse_clear() before it). */
+#define KILN__CB_ARG(c, ret)                                                   \
+    do {                                                                       \
+        if (!(c)) {                                                            \
+            kiln__misuse("%s: invalid argument, expected %s", __func__, #c);   \
+            return ret;                                                        \
+        }                                                                      \
+    } while (0)
+void kiln__misuse(const char *fmt, ...) KILN_PRINTF(1, 2);
+void kiln__misuse_push(const char *msg);
+int kiln__misuse_pop(char *buf, size_t size); /* 1 and the message if pending (clears it) */
+void kiln__misuse_clear(void);
+int kiln__misuse_take(int rc);
 #define KILN__ASSERT(c)                                                        \
     do {                                                                       \
         if (!(c)) kiln__assert_fail(#c, __FILE__, __LINE__);                  \
@@ -63,6 +78,23 @@ const kiln_expr *kiln__exprs_at(const kiln_exprs *x, uint32_t id);
 typedef int (*kiln__sym_lookup)(void *ud, const char *name, int64_t *v);
 int kiln__expr_eval(const kiln_expr *e, kiln__sym_lookup cb, void *ud, int64_t *out);
 
+/* ------------------------------------------------------------ core/tensor_view */
+/* The one builder of kiln_tensor views (builder, engine and contexts all
+ * use it).  kiln__tensor_view: v gets data, dtype, format, device and dims,
+ * and strides from the format (LINEAR and blocked: row-major over the
+ * logical dims; NHWC at rank >= 3: channels last); a dim < 0 (not known
+ * yet) counts as 1 in the strides.  kiln__tensor_strides recomputes the
+ * strides of v from its dims and format (after its dims changed). */
+void kiln__tensor_view(kiln_tensor *v, void *data, kiln_dtype dtype, kiln_format format,
+                       kiln_device_kind device, int ndim, const int64_t *dims);
+void kiln__tensor_strides(kiln_tensor *v);
+/* Bytes of a dense tensor with these logical dims; blocked layouts
+ * (NCHW8C/NCHW16C, rank >= 3) pad C up to the block.  KILN_ESHAPE for a
+ * negative dim or more than 2^48 bytes, the message naming the dim (the
+ * caller prefixes the tensor's name). */
+int kiln__tensor_bytes(kiln_dtype dtype, kiln_format format, int ndim, const int64_t *dims,
+                       uint64_t *bytes);
+
 /* ------------------------------------------------------------ device/cpu/threadpool */
 typedef struct kiln__pool kiln__pool;
 kiln__pool *kiln__pool_create(int threads);   /* threads >= 1; 1 = no workers */
@@ -83,14 +115,19 @@ typedef struct kiln__op {
     char *ns, *name;
     int version;
     int min_inputs, max_inputs, num_outputs;
-    const kiln_attr_def *attr_defs;  /* schema (borrowed from the definer) */
+    const kiln_attr_def *attr_defs;  /* schema (the registry's copy) */
     int nattrs;
     kiln_attr_value *attr_defaults;  /* parsed defaults, nattrs entries */
     const kiln_plugin_vtable *vt;    /* quick ops: the adapter's vtable */
     const kiln_quick_op *quick;      /* NULL for full plugins */
     const kiln_plugin_def *plugin;   /* NULL for quick ops */
-    char *library;                   /* path of the .so that defined it, NULL = libkiln */
+    char *library;                   /* path of the .so that defined it, NULL = libkiln or none */
     int builtin;                     /* defined inside libkiln */
+    /* registry.c: the struct registration was given (to recognise the same
+     * definition registered twice) and the memory of the registry's copy
+     * of it (quick, plugin, attr_defs point into it). */
+    const void *origin;
+    void *defmem;
 } kiln__op;
 
 /* Exact (ns, name, version). NULL if absent (no message set). */
@@ -117,6 +154,11 @@ int kiln__op_serialize(const kiln__op *op, const void *state, uint8_t **blob, si
  * plugin.h for what c holds).  dst NULL: *size gets the bytes needed, 0 =
  * none (always 0 for full plugins and ops without prepack).  Errors name
  * the op. */
+/* The type/format combinations a quick-op instance offers ({NULL}-
+ * terminated): the op's `formats`, or what its formats_fn answered for this
+ * layer at shape time.  NULL: the default (shape's types, LINEAR, tactic 0);
+ * always NULL for full plugins. */
+const kiln_combo *kiln__op_formats(const kiln__op *op, const void *state);
 int kiln__op_prepack(const kiln__op *op, const void *state, const kiln_call *c, int input,
                      void *dst, size_t *size);
 
@@ -188,15 +230,6 @@ struct kiln_network {
     int *layer_hash, layer_hash_cap;
 };
 int kiln__network_find_tensor(const kiln_network *net, const char *name); /* -1 */
-/* Append src's constants and layers to dst (Loop unrolling): tensor and
- * layer names get `prefix`; src input i reads dst tensor in_names[i] (""
- * or NULL: absent), src output k is named out_names[k].  Attribute values
- * are copied; graph attributes stay src's (src must outlive dst). */
-int kiln__network_append(kiln_network *dst, const kiln_network *src, const char *prefix,
-                         const char *const *in_names, const char *const *out_names);
-/* kiln_shape_inline with a network the builder takes ownership of (freed
- * after the build, also on failure). */
-int kiln__shape_inline_owned(kiln_shape_ctx *c, kiln_network *sub);
 
 /* ------------------------------------------------------------ build/memplan */
 /* Offsets for n buffers of sizes[i] bytes alive from layer first[i] to
@@ -342,6 +375,21 @@ struct kiln_engine {
     int weights_owned;       /* weights allocated (not in the map) */
 };
 
+/* Where the memory of engine tensor t lives.  Every engine tensor is host
+ * memory today; giving tensors a location (the CUDA backend, issue 10)
+ * changes only this function. */
+static inline kiln_device_kind kiln__etensor_device(const kiln_engine *e, int32_t t) {
+    (void)e;
+    (void)t;
+    return KILN_DEVICE_CPU;
+}
+
+/* engine/engine.c: the value of shape-program node n when it is a constant
+ * (returns 1), else 0. */
+int kiln__enode_const(const kiln_engine *e, int32_t n, int64_t *v);
+/* dims of t where static, -1 elsewhere; returns the first non-static dim,
+ * or -1 when all are static. */
+int kiln__etensor_static_dims(const kiln_engine *e, const kiln__etensor *t, int64_t *dims);
 /* engine/engine.c: free everything (also runtime layer states). */
 void kiln__engine_destroy(kiln_engine *e);
 /* Instantiate layer states after build/load (attrs decoded, plugin

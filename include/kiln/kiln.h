@@ -24,8 +24,10 @@
  * success and a negative KILN_E* code on failure, or NULL for constructors.
  * The failing call also leaves a human-readable message (what was expected,
  * what was found, where) that kiln_errmsg() returns in the same thread until
- * the next failing call.  Passing NULL where a handle is required is a
- * programmer error and asserts.
+ * the next failing call.  Misuse (NULL where a handle or pointer is
+ * required) is an error too: KILN_EINVAL (NULL, 0 or nothing for functions
+ * without a status) and a message naming the function.  kiln never aborts
+ * the program that embeds it.
  *
  * Ownership: objects come in _create/_free (or _load/_free) pairs.  Data
  * passed in (names, dims, constant contents, attribute values) is copied
@@ -59,6 +61,13 @@ extern "C" {
 #endif
 
 #define KILN_MAX_DIMS 8
+/* Most inputs + outputs of one layer. */
+#define KILN_MAX_IO 64
+
+/* "0.1.0": the library's version (may differ from the KILN_VERSION_* of
+ * the headers a program was compiled with), and its KILN_ABI_VERSION. */
+KILN_API const char *kiln_version(void);
+KILN_API int kiln_abi_version(void);
 
 /* ---------------------------------------------------------------- errors */
 
@@ -112,7 +121,11 @@ typedef enum kiln_log_level {
 
 typedef void (*kiln_log_fn)(void *ud, kiln_log_level level, const char *msg);
 /* Messages at or below `level` go to fn (default: stderr, level WARN).
- * fn == NULL restores the stderr logger.  Thread-safe. */
+ * fn == NULL restores the stderr logger.  Thread-safe.  fn runs on the
+ * thread that logs, outside kiln's locks (it may take its own, such as
+ * Python's GIL, and may call kiln), possibly concurrently from several
+ * threads, and possibly once more with the old `ud` just after
+ * kiln_log_set replaced it: keep `ud` valid a while or forever. */
 KILN_API void kiln_log_set(kiln_log_level level, kiln_log_fn fn, void *ud);
 KILN_API kiln_log_level kiln_log_get_level(void);
 
@@ -250,7 +263,7 @@ KILN_API int kiln_layer_set_tensor(kiln_layer *l, const char *name,
                                    kiln_dtype dtype, int ndim,
                                    const int64_t *dims, const void *data);
 /* A graph-valued attribute (ONNX GRAPH: If/Loop bodies).  The layer takes
- * ownership of `g` (also on failure). */
+ * ownership of `g` also on failure: never use or free `g` after the call. */
 KILN_API int kiln_layer_set_graph(kiln_layer *l, const char *name,
                                   kiln_network *g);
 
@@ -273,6 +286,38 @@ KILN_API const char *kiln_network_output_name(const kiln_network *net, int i);
  * KILN_EINVAL if i is out of range. */
 typedef struct kiln_io_info kiln_io_info;
 KILN_API int kiln_network_input_info(const kiln_network *net, int i, kiln_io_info *info);
+/* Append src's constants and layers to dst (e.g. a loop body unrolled k
+ * times): every tensor and layer name of src gets `prefix`; src input i
+ * reads dst's tensor in_names[i] ("" or NULL: an absent optional input);
+ * src output k is named out_names[k] in dst.  Attribute values are copied;
+ * graph-valued attributes are borrowed from src, which must outlive dst.
+ * in_names has kiln_network_num_inputs(src) entries, out_names
+ * kiln_network_num_outputs(src) (may be NULL when that is 0).  Errors:
+ * KILN_EINVAL (NULL argument or out name, dst == src, a layer dst refuses),
+ * KILN_ENOMEM; on error dst may hold part of src. */
+KILN_API int kiln_network_append(kiln_network *dst, const kiln_network *src, const char *prefix,
+                                 const char *const *in_names, const char *const *out_names);
+
+/* One layer as data, for a network or an engine.  Strings belong to the
+ * network/engine and live as long as it does (the op strings of a network
+ * layer: as long as the process).  inputs[k] is "" for an absent optional
+ * input.  tactic, aot and time_ms: engine layers only (network layers: 0,
+ * the layer's aot choice -1/0/1, 0). */
+typedef struct kiln_layer_info {
+    const char *name;
+    const char *op_ns, *op_name;
+    int op_version;
+    int nin, nout;
+    const char *inputs[KILN_MAX_IO];
+    const char *outputs[KILN_MAX_IO];
+    int tactic;
+    int aot;
+    double time_ms;
+} kiln_layer_info;
+
+/* Layer i of the network (0 <= i < kiln_network_num_layers).  KILN_EINVAL
+ * if out of range. */
+KILN_API int kiln_network_layer_info(const kiln_network *net, int i, kiln_layer_info *info);
 
 /* ---------------------------------------------------------------- builder */
 
@@ -416,6 +461,9 @@ KILN_API int kiln_engine_num_inputs(const kiln_engine *e);
 KILN_API int kiln_engine_num_outputs(const kiln_engine *e);
 /* i < num_inputs: input i; else output i - num_inputs.  KILN_EINVAL if out of range. */
 KILN_API int kiln_engine_io(const kiln_engine *e, int i, kiln_io_info *info);
+/* Layers of the engine as data (kiln_engine_inspect prints them). */
+KILN_API int kiln_engine_num_layers(const kiln_engine *e);
+KILN_API int kiln_engine_layer_info(const kiln_engine *e, int i, kiln_layer_info *info);
 /* Human-readable description: layers with op identity, chosen types,
  * formats, tactic and timing, memory plan, weights size, AOT kernels,
  * embedded and required plugins. */

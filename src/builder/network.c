@@ -162,7 +162,7 @@ static int append_index(int **arr, int *n, int v) {
 
 int kiln_network_add_input(kiln_network *net, const char *name, kiln_dtype dtype, int ndim,
                            const int64_t *dims, const char *const *dim_names) {
-    KILN__ASSERT(net);
+    KILN__ARG(net, KILN_EINVAL);
     if (!name || !*name) return kiln__err(KILN_EINVAL, "kiln_network_add_input: empty input name");
     int rc = check_dtype(dtype, "input", name);
     if (rc) return rc;
@@ -200,7 +200,7 @@ int kiln_network_add_input(kiln_network *net, const char *name, kiln_dtype dtype
 
 int kiln_network_add_constant(kiln_network *net, const char *name, kiln_dtype dtype, int ndim,
                               const int64_t *dims, const void *data) {
-    KILN__ASSERT(net);
+    KILN__ARG(net, KILN_EINVAL);
     if (!name || !*name) return kiln__err(KILN_EINVAL, "kiln_network_add_constant: empty name");
     int rc = check_dtype(dtype, "constant", name);
     if (rc) return rc;
@@ -240,7 +240,7 @@ int kiln_network_add_constant(kiln_network *net, const char *name, kiln_dtype dt
 kiln_layer *kiln_network_add_layer(kiln_network *net, const char *op, int version,
                                    const char *layer_name, int nin, const char *const *inputs,
                                    int nout, const char *const *outputs) {
-    KILN__ASSERT(net);
+    KILN__ARG(net, NULL);
     char idbuf[256], namebuf[300];
     const char *ns, *name;
     if (!op || kiln__split_identity(op, idbuf, sizeof idbuf, &ns, &name) != 0) {
@@ -369,7 +369,7 @@ kiln_layer *kiln_network_add_layer(kiln_network *net, const char *op, int versio
 /* ------------------------------------------------------------ attributes */
 
 static int set_value(kiln_layer *l, const char *name, const kiln_attr_value *v) {
-    KILN__ASSERT(l);
+    KILN__ARG(l, KILN_EINVAL);
     if (!name)
         return kiln__err(KILN_EINVAL, "layer '%s': attribute name is NULL", l->name);
     int rc = kiln__attrset_set(&l->attrs, name, v);
@@ -447,7 +447,7 @@ int kiln_layer_set_tensor(kiln_layer *l, const char *name, kiln_dtype dtype, int
 }
 
 int kiln_layer_set_graph(kiln_layer *l, const char *name, kiln_network *g) {
-    KILN__ASSERT(l);
+    KILN__ARG(l, KILN_EINVAL);
     if (!g) return kiln__err(KILN_EINVAL, "layer '%s': graph attribute '%s' is NULL", l->name,
                              name ? name : "(null)");
     kiln_network **ng = kiln__realloc(l->graphs, (size_t)(l->ngraphs + 1) * sizeof *ng);
@@ -468,7 +468,7 @@ int kiln_layer_set_graph(kiln_layer *l, const char *name, kiln_network *g) {
 }
 
 int kiln_layer_set_aot(kiln_layer *l, int aot) {
-    KILN__ASSERT(l);
+    KILN__ARG(l, KILN_EINVAL);
     if (aot < -1 || aot > 1)
         return kiln__err(KILN_EINVAL, "layer '%s': aot must be -1, 0 or 1, got %d", l->name, aot);
     l->aot = aot;
@@ -476,14 +476,14 @@ int kiln_layer_set_aot(kiln_layer *l, int aot) {
 }
 
 const char *kiln_layer_name(const kiln_layer *l) {
-    KILN__ASSERT(l);
+    KILN__ARG(l, NULL);
     return l->name;
 }
 
 /* ------------------------------------------------------------ outputs */
 
 int kiln_network_mark_output(kiln_network *net, const char *name) {
-    KILN__ASSERT(net);
+    KILN__ARG(net, KILN_EINVAL);
     int ti = kiln__network_find_tensor(net, name);
     if (ti < 0)
         return kiln__err(KILN_ENOTFOUND, "mark output: no tensor named '%s' in the network",
@@ -496,28 +496,28 @@ int kiln_network_mark_output(kiln_network *net, const char *name) {
 }
 
 int kiln_network_num_layers(const kiln_network *net) {
-    KILN__ASSERT(net);
+    KILN__ARG(net, KILN_EINVAL);
     return net->nlayers;
 }
 
 int kiln_network_num_inputs(const kiln_network *net) {
-    KILN__ASSERT(net);
+    KILN__ARG(net, KILN_EINVAL);
     return net->ninputs;
 }
 
 int kiln_network_num_outputs(const kiln_network *net) {
-    KILN__ASSERT(net);
+    KILN__ARG(net, KILN_EINVAL);
     return net->noutputs;
 }
 
 const char *kiln_network_input_name(const kiln_network *net, int i) {
-    KILN__ASSERT(net);
+    KILN__ARG(net, NULL);
     if (i < 0 || i >= net->ninputs) return NULL;
     return net->tensors[net->inputs[i]].name;
 }
 
 int kiln_network_input_info(const kiln_network *net, int i, kiln_io_info *info) {
-    KILN__ASSERT(net && info);
+    KILN__ARG(net && info, KILN_EINVAL);
     if (i < 0 || i >= net->ninputs)
         return kiln__err(KILN_EINVAL, "network input %d out of range (the network has %d)", i, net->ninputs);
     const kiln__ntensor *t = &net->tensors[net->inputs[i]];
@@ -531,16 +531,21 @@ int kiln_network_input_info(const kiln_network *net, int i, kiln_io_info *info) 
 }
 
 const char *kiln_network_output_name(const kiln_network *net, int i) {
-    KILN__ASSERT(net);
+    KILN__ARG(net, NULL);
     if (i < 0 || i >= net->noutputs) return NULL;
     return net->tensors[net->outputs[i]].name;
 }
 
 /* ------------------------------------------------------------ copying (Loop unrolling) */
 
-int kiln__network_append(kiln_network *dst, const kiln_network *src, const char *prefix,
-                         const char *const *in_names, const char *const *out_names) {
-    KILN__ASSERT(dst && src && prefix);
+int kiln_network_append(kiln_network *dst, const kiln_network *src, const char *prefix,
+                        const char *const *in_names, const char *const *out_names) {
+    if (!dst || !src || !prefix || (src->ninputs && !in_names) || (src->noutputs && !out_names))
+        return kiln__err(KILN_EINVAL, "kiln_network_append: NULL argument");
+    if (dst == src) return kiln__err(KILN_EINVAL, "kiln_network_append: dst and src are the same network");
+    for (int k = 0; k < src->noutputs; k++)
+        if (!out_names[k] || !*out_names[k])
+            return kiln__err(KILN_EINVAL, "kiln_network_append: out_names[%d] is empty", k);
     int rc = 0;
     char **map = kiln__calloc((size_t)(src->ntensors ? src->ntensors : 1), sizeof *map);
     if (!map) return kiln__err(KILN_ENOMEM, "network: out of memory");

@@ -107,8 +107,11 @@ typedef struct shape_priv {
     int nsize;
 } shape_priv;
 
+/* Shape-function helpers are called from plugin code: a NULL context or
+ * argument is misuse (recorded, and the shape callback fails with it). */
+
 int kiln_shape_alias(kiln_shape_ctx *c, int out, int in) {
-    KILN__ASSERT(c);
+    KILN__CB_ARG(c, KILN_EINVAL);
     if (out < 0 || out >= c->nout || in < 0 || in >= c->nin)
         return kiln__err(KILN_EINVAL, "kiln_shape_alias: output %d / input %d out of range (%d outputs, %d inputs)",
                          out, in, c->nout, c->nin);
@@ -121,8 +124,8 @@ int kiln_shape_alias(kiln_shape_ctx *c, int out, int in) {
 
 const kiln_expr *kiln_shape_size_tensor(kiln_shape_ctx *c, int out, const kiln_expr *opt,
                                         const kiln_expr *upper) {
-    KILN__ASSERT(c && opt && upper);
-    KILN__ASSERT(out >= 0 && out < c->nout);
+    KILN__CB_ARG(c && c->x, kiln_expr_sym(NULL, NULL));
+    KILN__CB_ARG(opt && upper && out >= 0 && out < c->nout, kiln_expr_sym(c->x, "<invalid size tensor>"));
     shape_priv *p = c->priv_;
     char name[300];
     snprintf(name, sizeof name, "%s:size%d", p ? p->b->l[p->layer].name : "?", out);
@@ -149,7 +152,7 @@ const kiln_expr *kiln_shape_size_tensor(kiln_shape_ctx *c, int out, const kiln_e
 }
 
 int kiln_shape_numel_bound(kiln_shape_ctx *c, int out, const kiln_expr *upper) {
-    KILN__ASSERT(c && upper);
+    KILN__CB_ARG(c && upper, KILN_EINVAL);
     if (out < 0 || out >= c->nout)
         return kiln__err(KILN_EINVAL, "kiln_shape_numel_bound: output %d out of range (%d outputs)", out, c->nout);
     shape_priv *p = c->priv_;
@@ -159,7 +162,7 @@ int kiln_shape_numel_bound(kiln_shape_ctx *c, int out, const kiln_expr *upper) {
 
 int kiln_shape_broadcast(kiln_shape_ctx *c, const kiln_expr *const *a, int na,
                          const kiln_expr *const *bb, int nb, const kiln_expr **out) {
-    KILN__ASSERT(c);
+    KILN__CB_ARG(c && (a || na <= 0) && (bb || nb <= 0) && out && na >= 0 && nb >= 0, KILN_EINVAL);
     int n = na > nb ? na : nb;
     if (n > KILN_MAX_DIMS)
         return kiln__err(KILN_ESHAPE, "broadcast: rank %d exceeds %d", n, KILN_MAX_DIMS);
@@ -200,7 +203,7 @@ int kiln_shape_broadcast(kiln_shape_ctx *c, const kiln_expr *const *a, int na,
 }
 
 int kiln_shape_inline(kiln_shape_ctx *c, const kiln_network *sub) {
-    KILN__ASSERT(c);
+    KILN__CB_ARG(c, KILN_EINVAL);
     shape_priv *p = c->priv_;
     if (!p) return kiln__err(KILN_EUNSUPPORTED, "kiln_shape_inline: only the builder can inline");
     if (!sub) return kiln__err(KILN_EINVAL, "kiln_shape_inline: sub-network is NULL");
@@ -214,7 +217,7 @@ int kiln_shape_inline(kiln_shape_ctx *c, const kiln_network *sub) {
     return 0;
 }
 
-int kiln__shape_inline_owned(kiln_shape_ctx *c, kiln_network *sub) {
+int kiln_shape_inline_owned(kiln_shape_ctx *c, kiln_network *sub) {
     shape_priv *p = c ? c->priv_ : NULL;
     if (!p || !sub) {
         kiln_network_free(sub);
@@ -246,34 +249,38 @@ static int fold_run(builder *b, int li) {
     kiln_tensor in[KILN_MAX_IO], out[KILN_MAX_IO];
     kiln_io_format io = {.n = L->nin + L->nout};
     void *bufs[KILN_MAX_IO] = {0};
+    uint64_t bytes[KILN_MAX_IO];
     int rc = 0;
     memset(in, 0, sizeof in);
     memset(out, 0, sizeof out);
     for (int i = 0; i < L->nin; i++) {
         if (L->in[i] < 0) continue;
         const bt *t = &b->t[L->in[i]];
-        in[i].data = (void *)t->data;
-        in[i].dtype = t->dtype;
-        in[i].ndim = t->ndim;
-        for (int d = 0; d < t->ndim; d++) kiln_expr_is_const(t->dims[d], &in[i].dims[d]);
-        kiln__b_strides(&in[i]);
+        int64_t dims[KILN_MAX_DIMS] = {0};
+        for (int d = 0; d < t->ndim; d++) kiln_expr_is_const(t->dims[d], &dims[d]);
+        kiln__tensor_view(&in[i], (void *)t->data, t->dtype, KILN_FORMAT_LINEAR, b->exec.device,
+                          t->ndim, dims);
         io.dtype[i] = t->dtype;
     }
     for (int k = 0; k < L->nout; k++) {
         bt *t = &b->t[L->out[k]];
-        out[k].dtype = t->dtype;
-        out[k].ndim = t->ndim;
-        for (int d = 0; d < t->ndim; d++) kiln_expr_is_const(t->dims[d], &out[k].dims[d]);
+        int64_t dims[KILN_MAX_DIMS] = {0};
+        for (int d = 0; d < t->ndim; d++) kiln_expr_is_const(t->dims[d], &dims[d]);
+        kiln_format fmt = KILN_FORMAT_LINEAR;
         kiln_attrs rf_view = kiln__attrset_view(L->attrs);
         if (L->is_reformat && t->ndim >= 3) /* a constant converted to another layout */
-            out[k].format = (kiln_format)kiln_attrs_int(&rf_view, "to_format");
-        kiln__b_strides(&out[k]);
+            fmt = (kiln_format)kiln_attrs_int(&rf_view, "to_format");
+        kiln__tensor_view(&out[k], NULL, t->dtype, fmt, b->exec.device, t->ndim, dims);
         io.dtype[L->nin + k] = t->dtype;
         io.format[L->nin + k] = out[k].format;
-        uint64_t bytes = kiln__tensor_bytes(t->dtype, out[k].format, t->ndim, out[k].dims);
-        bufs[k] = kiln__aligned_alloc(bytes ? bytes : 64);
+        rc = kiln__tensor_bytes(t->dtype, out[k].format, t->ndim, out[k].dims, &bytes[k]);
+        if (rc) {
+            kiln__err_prefix(rc, "constant folding: tensor '%s'", t->name);
+            goto fail;
+        }
+        bufs[k] = kiln__aligned_alloc(bytes[k] ? bytes[k] : 64);
         if (!bufs[k]) {
-            rc = kiln__err(KILN_ENOMEM, "folding: out of memory for %llu bytes", (unsigned long long)bytes);
+            rc = kiln__err(KILN_ENOMEM, "folding: out of memory for %llu bytes", (unsigned long long)bytes[k]);
             goto fail;
         }
         out[k].data = bufs[k];
@@ -297,7 +304,7 @@ static int fold_run(builder *b, int li) {
         t->kind = BT_CONST;
         t->data = bufs[k];
         t->data_owned = 1;
-        t->bytes = kiln__tensor_bytes(t->dtype, out[k].format, t->ndim, out[k].dims);
+        t->bytes = (size_t)bytes[k];
         t->pdtype = t->dtype;
         t->pfmt = out[k].format;
         t->producer = -1;
@@ -366,7 +373,8 @@ static int infer_layer(builder *b, int li, int depth) {
     kiln_shape_ctx c = {.x = b->x, .in = din, .nin = L->nin, .out = dout, .nout = L->nout,
                         .attrs = &view, .priv_ = &sp};
     kiln__err(0, "%s", "");
-    rc = op->vt->shape(L->state, &c);
+    kiln__misuse_clear();
+    rc = kiln__misuse_take(op->vt->shape(L->state, &c));
     L = &b->l[li];
     if (rc) return layer_err(b, li, rc);
     if (sp.inline_net) {

@@ -17,7 +17,7 @@ static void (*g_free)(void *) = free;
 
 void kiln_set_allocator(void *(*malloc_fn)(size_t), void *(*realloc_fn)(void *, size_t),
                         void (*free_fn)(void *)) {
-    KILN__ASSERT(malloc_fn && realloc_fn && free_fn);
+    KILN__ARG(malloc_fn && realloc_fn && free_fn, );
     g_malloc = malloc_fn;
     g_realloc = realloc_fn;
     g_free = free_fn;

@@ -3,7 +3,8 @@
  *
  * Every failing kiln call leaves a message in a thread-local buffer; callers
  * up the stack add context with kiln__err_prefix ("layer conv1: ...") so the
- * final message reads from the outside in.
+ * final message reads from the outside in.  Public API misuse is an error
+ * status too (KILN__ARG), never an abort: kiln is embedded in other programs.
  */
 #include "kiln_int.h"
 
@@ -77,6 +78,48 @@ int kiln__err_prefix(int status, const char *fmt, ...) {
     return status;
 }
 
+/* ---------------------------------------------------------------- misuse */
+
+/* Calls made from inside plugin callbacks that cannot return a status (the
+ * attribute accessors, expression constructors, kiln_exec_*) record misuse
+ * here instead of aborting the host process: the first one on a thread is
+ * kept until the builder or runtime, back from the callback, turns it into
+ * that callback's error (kiln__misuse_take). */
+static _Thread_local int t_misuse;
+static _Thread_local char t_misuse_msg[1024];
+
+void kiln__misuse(const char *fmt, ...) {
+    char msg[sizeof t_misuse_msg];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    kiln__misuse_push(msg);
+}
+
+void kiln__misuse_push(const char *msg) {
+    kiln__err(KILN_EINVAL, "%s", msg);
+    if (t_misuse) return;
+    t_misuse = 1;
+    snprintf(t_misuse_msg, sizeof t_misuse_msg, "%s", msg);
+}
+
+int kiln__misuse_pop(char *buf, size_t size) {
+    if (!t_misuse) return 0;
+    t_misuse = 0;
+    if (size) snprintf(buf, size, "%s", t_misuse_msg);
+    return 1;
+}
+
+void kiln__misuse_clear(void) { t_misuse = 0; }
+
+int kiln__misuse_take(int rc) {
+    if (!t_misuse) return rc;
+    t_misuse = 0;
+    /* The misuse explains whatever the callback returned after it. */
+    return kiln__err(KILN_EINVAL, "%s", t_misuse_msg);
+}
+
 /* ---------------------------------------------------------------- logging */
 
 static atomic_int g_log_level = KILN_LOG_WARN;
@@ -102,15 +145,20 @@ void kiln__log(kiln_log_level level, const char *fmt, ...) {
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     static const char *const names[] = {"error", "warning", "info", "verbose"};
+    /* The callback runs outside the lock: it may take its own locks (a
+     * binding's GIL) while another thread logs or calls kiln_log_set. */
     pthread_mutex_lock(&g_log_mu);
-    if (g_log_fn) {
-        g_log_fn(g_log_ud, level, msg);
+    kiln_log_fn fn = g_log_fn;
+    void *ud = g_log_ud;
+    pthread_mutex_unlock(&g_log_mu);
+    if (fn) {
+        fn(ud, level, msg);
     } else {
         const char *ln = (unsigned)level < 4 ? names[level] : "log";
         fprintf(stderr, "kiln %s: %s\n", ln, msg);
     }
-    pthread_mutex_unlock(&g_log_mu);
 }
+
 
 _Noreturn void kiln__assert_fail(const char *what, const char *file, int line) {
     fprintf(stderr, "%s:%d: kiln assertion failed: %s\n", file, line, what);

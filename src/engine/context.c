@@ -145,7 +145,7 @@ static int evaluate(kiln_context *c);
 /* ------------------------------------------------------------ create/free */
 
 KILN_API int kiln_context_create(const kiln_engine *e, int threads, kiln_context **out) {
-    KILN__ASSERT(e && out);
+    KILN__ARG(e && out, KILN_EINVAL);
     *out = NULL;
     int rc = 0;
     if (e->device != KILN_DEVICE_CPU)
@@ -431,22 +431,10 @@ static int eval_nodes(kiln_context *c, int64_t *V, int upper_mode) {
 
 static int evaluate(kiln_context *c) { return eval_nodes(c, c->vals, 0); }
 
-/* Bytes of a tensor with these dims (blocked layouts pad C). */
+/* Bytes of engine tensor t with these dims (blocked layouts pad C). */
 static int dims_bytes(const kiln__etensor *t, const int64_t *dims, uint64_t *out) {
-    uint64_t n = kiln_dtype_size((kiln_dtype)t->dtype);
-    for (int d = 0; d < t->ndim; d++) {
-        int64_t k = dims[d];
-        if (k < 0)
-            return kiln__err(KILN_ESHAPE, "tensor '%s' dim %d = %lld (negative)", t->name, d,
-                             (long long)k);
-        if (d == 1 && t->format == KILN_FORMAT_NCHW8C) k = (k + 7) / 8 * 8;
-        if (d == 1 && t->format == KILN_FORMAT_NCHW16C) k = (k + 15) / 16 * 16;
-        if (__builtin_mul_overflow(n, (uint64_t)k, &n) || n > ((uint64_t)1 << 48))
-            return kiln__err(KILN_ESHAPE, "tensor '%s' is too large (dim %d = %lld)", t->name, d,
-                             (long long)dims[d]);
-    }
-    *out = n;
-    return 0;
+    int rc = kiln__tensor_bytes((kiln_dtype)t->dtype, (kiln_format)t->format, t->ndim, dims, out);
+    return rc ? kiln__err_prefix(rc, "tensor '%s'", t->name) : 0;
 }
 
 static void tensor_dims(const kiln_context *c, const kiln__etensor *t, int64_t *dims) {
@@ -494,27 +482,10 @@ static void set_view(const kiln_context *c, kiln_tensor *v, int32_t t) {
         return;
     }
     const kiln__etensor *et = &c->e->tensors[t];
-    v->dtype = (kiln_dtype)et->dtype;
-    v->format = (kiln_format)et->format;
-    v->device = KILN_DEVICE_CPU;
-    v->ndim = et->ndim;
-    tensor_dims(c, et, v->dims);
-    int64_t s = 1;
-    if (et->format == KILN_FORMAT_NHWC && et->ndim >= 3) {
-        /* channels last: C innermost, then W, H, ..., N */
-        v->strides[1] = 1;
-        s = v->dims[1];
-        for (int d = et->ndim - 1; d >= 2; d--) {
-            v->strides[d] = s;
-            s *= v->dims[d];
-        }
-        v->strides[0] = s;
-    } else {
-        for (int d = et->ndim - 1; d >= 0; d--) {
-            v->strides[d] = s;
-            s *= v->dims[d];
-        }
-    }
+    int64_t dims[KILN_MAX_DIMS];
+    tensor_dims(c, et, dims);
+    kiln__tensor_view(v, NULL, (kiln_dtype)et->dtype, (kiln_format)et->format,
+                      kiln__etensor_device(c->e, t), et->ndim, dims);
 }
 
 static void update_view_dims(kiln_context *c, int from_layer) {
@@ -612,6 +583,7 @@ static int plan(kiln_context *c) {
         cl->ws = 0;
         if (!cl->vt) continue;
         if (cl->vt->workspace_size) cl->ws = cl->vt->workspace_size(cl->state, &cl->call);
+        if ((rc = kiln__misuse_take(0))) return layer_err(&e->layers[l], rc);
         if (cl->ws > ws) ws = cl->ws;
     }
     if (ws) {
@@ -677,7 +649,7 @@ static int on_shape_change(kiln_context *c, int from) {
 
 KILN_API int kiln_context_set_input_shape(kiln_context *c, const char *name, int ndim,
                                           const int64_t *dims) {
-    KILN__ASSERT(c && name && (dims || ndim == 0));
+    KILN__ARG(c && name && (dims || ndim == 0), KILN_EINVAL);
     const kiln_engine *e = c->e;
     int is_in = 0;
     int32_t t = find_io(c, name, &is_in);
@@ -715,7 +687,7 @@ KILN_API int kiln_context_set_input_shape(kiln_context *c, const char *name, int
 }
 
 KILN_API int kiln_context_bind(kiln_context *c, const char *name, void *data, size_t bytes) {
-    KILN__ASSERT(c && name);
+    KILN__ARG(c && name, KILN_EINVAL);
     int is_in = 0;
     int32_t t = find_io(c, name, &is_in);
     if (t < 0) return no_such_io(c, name);
@@ -727,7 +699,7 @@ KILN_API int kiln_context_bind(kiln_context *c, const char *name, void *data, si
 }
 
 KILN_API void kiln_context_set_debug(kiln_context *c, int on) {
-    KILN__ASSERT(c);
+    KILN__ARG(c, );
     if (!!on != c->debug) {
         c->debug = !!on;
         c->dirty = 1;
@@ -735,12 +707,12 @@ KILN_API void kiln_context_set_debug(kiln_context *c, int on) {
 }
 
 KILN_API void kiln_context_set_profiling(kiln_context *c, int on) {
-    KILN__ASSERT(c);
+    KILN__ARG(c, );
     c->profiling = !!on;
 }
 
 KILN_API int kiln_context_profile(const kiln_context *c, int layer, const char **name, double *ms) {
-    KILN__ASSERT(c);
+    KILN__ARG(c, KILN_EINVAL);
     if (layer < 0 || layer >= c->e->nlayers)
         return kiln__err(KILN_EINVAL, "layer %d out of range [0, %d)", layer, (int)c->e->nlayers);
     if (name) *name = c->e->layers[layer].name;
@@ -760,7 +732,7 @@ static int refresh(kiln_context *c) {
 
 KILN_API int kiln_context_shape(const kiln_context *cc, const char *name, int *ndim,
                                 int64_t *dims) {
-    KILN__ASSERT(cc && name && ndim && dims);
+    KILN__ARG(cc && name && ndim && dims, KILN_EINVAL);
     kiln_context *c = (kiln_context *)cc; /* values are a cache */
     int is_in = 0;
     int32_t t = find_io(c, name, &is_in);
@@ -781,7 +753,7 @@ KILN_API int kiln_context_shape(const kiln_context *cc, const char *name, int *n
 }
 
 KILN_API const void *kiln_context_output(const kiln_context *c, const char *name) {
-    KILN__ASSERT(c && name);
+    KILN__ARG(c && name, NULL);
     int is_in = 0;
     int32_t t = find_io(c, name, &is_in);
     if (t < 0 || is_in) {
@@ -795,7 +767,7 @@ KILN_API const void *kiln_context_output(const kiln_context *c, const char *name
 
 KILN_API int kiln_context_output_capacity(const kiln_context *cc, const char *name,
                                           size_t *bytes) {
-    KILN__ASSERT(cc && name && bytes);
+    KILN__ARG(cc && name && bytes, KILN_EINVAL);
     kiln_context *c = (kiln_context *)cc;
     int is_in = 0;
     int32_t t = find_io(c, name, &is_in);
@@ -959,9 +931,10 @@ static int after_size_layer(kiln_context *c, int32_t l) {
 }
 
 KILN_API int kiln_context_run(kiln_context *c) {
-    KILN__ASSERT(c);
+    KILN__ARG(c, KILN_EINVAL);
     const kiln_engine *e = c->e;
     int rc;
+    kiln__misuse_clear();
     for (int32_t i = 0; i < e->ninputs; i++) {
         int32_t t = e->inputs[i];
         if (!c->bind[t])
@@ -1007,6 +980,7 @@ KILN_API int kiln_context_run(kiln_context *c) {
         }
         if (prof) t0 = kiln__now_ms();
         rc = cl->vt ? cl->vt->enqueue(cl->state, &cl->call) : run_aot(c, l);
+        rc = kiln__misuse_take(rc);
         if (rc) return layer_err(&e->layers[l], rc);
         if (prof) c->prof_ms[l] = kiln__now_ms() - t0;
         if (cl->nsize && (rc = after_size_layer(c, l))) return rc;

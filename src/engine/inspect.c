@@ -115,7 +115,7 @@ static void human(uint64_t b, char *buf, size_t n) {
 }
 
 KILN_API int kiln_engine_inspect(const kiln_engine *e, FILE *out) {
-    KILN__ASSERT(e && out);
+    KILN__ARG(e && out, KILN_EINVAL);
     char b1[1024], b2[64];
     fprintf(out, "kiln engine (format version %u)\n", kiln__file_version());
     fprintf(out, "  device:    %s (%s)\n", e->device == KILN_DEVICE_CUDA ? "cuda" : "cpu",

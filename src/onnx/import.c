@@ -1595,13 +1595,13 @@ static int import_model(const uint8_t *buf, size_t size, const char *base_dir,
 
 KILN_API int kiln_onnx_import_memory(const void *buf, size_t size, const kiln_onnx_options *opt,
                                      kiln_network **out) {
-    KILN__ASSERT(out && (buf || !size));
+    KILN__ARG(out && (buf || !size), KILN_EINVAL);
     *out = NULL;
     return import_model(buf, size, opt ? opt->base_dir : NULL, opt, out);
 }
 
 KILN_API int kiln_onnx_import(const char *path, const kiln_onnx_options *opt, kiln_network **out) {
-    KILN__ASSERT(path && out);
+    KILN__ARG(path && out, KILN_EINVAL);
     *out = NULL;
     uint8_t *buf;
     size_t size;
