@@ -133,6 +133,14 @@ TEST_IMPL(crafted_constant_dims) {
     ASSERT_CONTAINS(kiln_errmsg(), "constant 'w' needs 64 bytes for its dims, has 32");
 }
 
+/* A constant moved off its alignment (kernels load it aligned). */
+TEST_IMPL(crafted_constant_misaligned) {
+    kiln_engine *e = build_net(), *l = NULL;
+    e->tensors[find_tensor(e, "w")].const_off += 4;
+    ASSERT_EQ(reload(e, NULL, &l), KILN_EFORMAT);
+    ASSERT_CONTAINS(kiln_errmsg(), "constant 'w' at weights offset 4, expected a multiple of 64");
+}
+
 /* A lifetime that ends before a reader: the planner would give that
  * memory to another tensor while it is still read. */
 TEST_IMPL(crafted_lifetime) {
@@ -297,5 +305,5 @@ TEST_IMPL(code_policy) {
 }
 
 TEST_LIST(TEST_ENTRY(intact_engine_runs), TEST_ENTRY(crafted_inner_dim), TEST_ENTRY(crafted_output_dims),
-          TEST_ENTRY(crafted_constant_dims), TEST_ENTRY(crafted_lifetime), TEST_ENTRY(crafted_read_before_write),
+          TEST_ENTRY(crafted_constant_dims), TEST_ENTRY(crafted_constant_misaligned), TEST_ENTRY(crafted_lifetime), TEST_ENTRY(crafted_read_before_write),
           TEST_ENTRY(crafted_dtype), TEST_ENTRY(sign_and_verify), TEST_ENTRY(code_policy))

@@ -7,7 +7,8 @@
  * its own.  Here the parts are checked against each other:
  *
  *   at load (kiln__engine_validate)
- *     - constants: fixed dims whose bytes fit the constant's weight range;
+ *     - constants: fixed dims whose bytes fit the constant's weight range,
+ *       64-byte aligned;
  *     - layers in order: an activation is written by a layer before any
  *       layer reads it, and every tensor's lifetime (which the memory plan
  *       uses to share memory) covers each layer that reads or writes it;
@@ -65,6 +66,11 @@ int kiln__engine_validate(const kiln_engine *e) {
                              "fixed and fit its weights)", t->name, (long long)b,
                              (unsigned long long)t->const_bytes);
             if (t->alias_of >= 0) return vfail(e, "constant '%s' aliases another tensor", t->name);
+            /* the builder places constants 64-byte aligned: kernels load
+             * their elements (and vectors) aligned */
+            if (t->const_off % 64)
+                return vfail(e, "constant '%s' at weights offset %llu, expected a multiple of 64",
+                             t->name, (unsigned long long)t->const_off);
         }
         if (t->alias_of < 0) continue;
         const kiln__etensor *a = &e->tensors[t->alias_of];
