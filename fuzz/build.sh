@@ -26,7 +26,7 @@ if pkg-config --exists libsodium 2>/dev/null; then
 else
   SODIUM_LIB=""
 fi
-CFLAGS="-O1 -g -fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer -std=gnu11 -D_GNU_SOURCE -DKILN_BUILDING_LIB=1"
+CFLAGS="-O1 -g -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer -std=gnu11 -D_GNU_SOURCE -DKILN_BUILDING_LIB=1"
 INC="-I$ROOT/include -I$ROOT/src -I$ROOT/samples -I$OUT/gen"
 OBJS=""
 # Objects are rebuilt when their source or any header is newer (a changed
