@@ -44,15 +44,11 @@ static int vfail(const kiln_engine *e, const char *fmt, ...) {
 
 /* Bytes of a tensor whose dims are all constants; -1 if not fixed. */
 static int64_t fixed_bytes(const kiln_engine *e, const kiln__etensor *t) {
-    uint64_t n = kiln_dtype_size((kiln_dtype)t->dtype);
-    for (int d = 0; d < t->ndim; d++) {
-        const kiln__enode *x = &e->nodes[t->dims[d]];
-        if (x->op != KILN_EXPR_CONST || x->v < 0) return -1;
-        uint64_t k = (uint64_t)x->v;
-        if (d == 1 && t->format == KILN_FORMAT_NCHW8C) k = (k + 7) / 8 * 8;
-        if (d == 1 && t->format == KILN_FORMAT_NCHW16C) k = (k + 15) / 16 * 16;
-        if (__builtin_mul_overflow(n, k, &n) || n > ((uint64_t)1 << 48)) return -1;
-    }
+    int64_t dims[KILN_MAX_DIMS];
+    uint64_t n;
+    if (kiln__etensor_static_dims(e, t, dims) >= 0 ||
+        kiln__tensor_bytes((kiln_dtype)t->dtype, (kiln_format)t->format, t->ndim, dims, &n))
+        return -1;
     return (int64_t)n;
 }
 
@@ -61,7 +57,10 @@ int kiln__engine_validate(const kiln_engine *e) {
         const kiln__etensor *t = &e->tensors[i];
         if (t->kind == KILN__ET_CONST) {
             int64_t b = fixed_bytes(e, t);
-            if (b < 0 || (uint64_t)b > t->const_bytes)
+            if (b < 0)
+                return vfail(e, "constant '%s' has dims that are not fixed, negative or beyond 2^48 bytes",
+                             t->name);
+            if ((uint64_t)b > t->const_bytes)
                 return vfail(e, "constant '%s' needs %lld bytes for its dims, has %llu (dims must be "
                              "fixed and fit its weights)", t->name, (long long)b,
                              (unsigned long long)t->const_bytes);
