@@ -1025,6 +1025,10 @@ KILN_API int kiln_engine_has_code(const kiln_engine *e) {
     return 0;
 }
 
+/* The options of the engine being prepared on this thread, for engines it
+ * loads itself (sub-engines); NULL outside a load. */
+static __thread const kiln_load_options *t_nested;
+
 /* Native code runs only by the caller's choice (kiln_load_options). */
 static int trust_ok(const kiln_engine *e, const kiln_load_options *opt, int verified) {
     if (!kiln_engine_has_code(e) || verified) return 0;
@@ -1185,7 +1189,14 @@ static int parse_image(const uint8_t *p, size_t n, int weights_in_place, const k
     if ((rc = check_refs(e, sec))) return rc;
     if ((rc = kiln__engine_validate(e))) return rc;
     if ((rc = trust_ok(e, opt, verified))) return rc;
-    return kiln__engine_prepare(e);
+    /* Sub-engines (Loop/Scan bodies) load while their layer is prepared:
+     * they inherit this engine's decision, since its signature covers them. */
+    kiln_load_options inner = {.code = verified || opt->code == KILN_CODE_ALLOW ? KILN_CODE_ALLOW : opt->code};
+    const kiln_load_options *outer = t_nested;
+    t_nested = &inner;
+    rc = kiln__engine_prepare(e);
+    t_nested = outer;
+    return rc;
 }
 
 static const kiln_load_options default_opts;
@@ -1194,7 +1205,7 @@ KILN_API int kiln_engine_load_memory_ex(const void *buf, size_t size, const kiln
                                         kiln_engine **out) {
     KILN__ARG(out, KILN_EINVAL);
     *out = NULL;
-    if (!opt) opt = &default_opts;
+    if (!opt) opt = t_nested ? t_nested : &default_opts;
     if (!buf && size) return kiln__err(KILN_EINVAL, "engine buffer is NULL");
     kiln_engine *e = kiln__calloc(1, sizeof *e);
     if (!e) return kiln__err(KILN_ENOMEM, "out of memory");
