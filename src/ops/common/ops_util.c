@@ -2,6 +2,7 @@
  * ops_util.c — helpers shared by the built-in operators (see ops_util.h).
  */
 #include "ops/common/ops_util.h"
+#include "core/tensor_view.h"
 
 #include <math.h>
 
