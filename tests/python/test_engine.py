@@ -211,3 +211,24 @@ def test_execute_shape_mismatch_is_an_error(rng):
     ctx.set_tensor_address(eng.outputs[0], small)
     with pytest.raises(kiln.KilnError):
         ctx.execute_async(0)
+
+
+def test_set_tensor_address_dlpack(rng):
+    class DL:  # only __dlpack__, as a torch CPU tensor offers
+        def __init__(self, a):
+            self.a = a
+
+        def __dlpack__(self, stream=None):
+            return self.a.__dlpack__()
+
+        def __dlpack_device__(self):
+            return self.a.__dlpack_device__()
+
+    eng = load(build(relu_add_network(dynamic=False)))
+    ctx = eng.create_execution_context()
+    x = rng.standard_normal((3, 6)).astype(np.float32)
+    y = np.full((3, 6), np.nan, np.float32)
+    ctx.set_tensor_address("x", DL(x))
+    ctx.set_tensor_address(eng.outputs[0], DL(y))
+    ctx.execute_async(0)
+    np.testing.assert_allclose(y, np.maximum(x + np.linspace(-1, 1, 6, dtype=np.float32), 0), rtol=1e-6)
