@@ -244,6 +244,49 @@ TEST_IMPL(null_handles) {
     kiln__misuse_clear();
 }
 
+/* x[rows, 3] -> Relu -> y */
+static kiln_engine *relu_engine(int64_t rows) {
+    kiln_network *net = kiln_network_create();
+    int64_t dims[2] = {rows, 3};
+    ASSERT_OK(kiln_network_add_input(net, "x", KILN_DTYPE_F32, 2, dims, NULL));
+    const char *in[1] = {"x"}, *out[1] = {"y"};
+    ASSERT(kiln_network_add_layer(net, "ai.onnx::Relu", 14, "relu", 1, in, 1, out));
+    ASSERT_OK(kiln_network_mark_output(net, "y"));
+    kiln_engine *e = NULL;
+    ASSERT_OK(build(net, &e));
+    kiln_network_free(net);
+    return e;
+}
+
+/* (NULL, 0) for a zero-size input is a binding (it used to count as "not
+ * bound"); for an input that has elements it fails the size check. */
+TEST_IMPL(bind_null_zero_size) {
+    kiln_engine *e = relu_engine(0);
+    kiln_context *ctx = NULL;
+    ASSERT_OK(kiln_context_create(e, 1, &ctx));
+    ASSERT_EQ(kiln_context_run(ctx), KILN_EINVAL);
+    ASSERT_CONTAINS(kiln_errmsg(), "input 'x' is not bound");
+    ASSERT_OK(kiln_context_bind(ctx, "x", NULL, 0));
+    ASSERT_OK(kiln_context_run(ctx));
+    int nd = 0;
+    int64_t d[KILN_MAX_DIMS];
+    ASSERT_OK(kiln_context_shape(ctx, "y", &nd, d));
+    ASSERT_EQ(nd, 2);
+    ASSERT_EQ(d[0], 0);
+    ASSERT_EQ(kiln_context_bind(ctx, "x", NULL, 8), KILN_EINVAL);
+    ASSERT_CONTAINS(kiln_errmsg(), "NULL data with 8 bytes");
+    kiln_context_free(ctx);
+    kiln_engine_free(e);
+
+    e = relu_engine(2);
+    ASSERT_OK(kiln_context_create(e, 1, &ctx));
+    ASSERT_OK(kiln_context_bind(ctx, "x", NULL, 0));
+    ASSERT_EQ(kiln_context_run(ctx), KILN_EINVAL);
+    ASSERT_CONTAINS(kiln_errmsg(), "input 'x' needs 24 bytes, buffer has 0");
+    kiln_context_free(ctx);
+    kiln_engine_free(e);
+}
+
 /* The expression pool out of memory: constructors return the invalid
  * expression (not NULL, no abort) and record the failure. */
 static _Atomic int g_fail_alloc;
@@ -282,4 +325,4 @@ TEST_IMPL(expr_pool_out_of_memory) {
 
 TEST_LIST(TEST_ENTRY(typo_in_impl), TEST_ENTRY(typo_in_shape), TEST_ENTRY(wrong_accessor_type),
           TEST_ENTRY(typo_on_worker_thread), TEST_ENTRY(null_in_callbacks), TEST_ENTRY(null_handles),
-          TEST_ENTRY(expr_pool_out_of_memory))
+          TEST_ENTRY(bind_null_zero_size), TEST_ENTRY(expr_pool_out_of_memory))

@@ -298,6 +298,32 @@ KILN_API int kiln_network_input_info(const kiln_network *net, int i, kiln_io_inf
 KILN_API int kiln_network_append(kiln_network *dst, const kiln_network *src, const char *prefix,
                                  const char *const *in_names, const char *const *out_names);
 
+/* A network tensor by name, as data.  kind: what made it.  dtype, ndim,
+ * dims and dim_names: as given for inputs and constants (dims[k] < 0 where
+ * dynamic, dim_names[k] its symbol or NULL); a layer output's type is known
+ * only to the builder (dtype UNDEFINED, ndim -1).  data/bytes: a constant's
+ * values (the network's copy, valid while the network lives), else NULL/0.
+ * info may be NULL (an existence test).  KILN_ENOTFOUND if no tensor has
+ * that name. */
+typedef enum kiln_net_tensor_kind {
+    KILN_NET_TENSOR_INPUT = 1,
+    KILN_NET_TENSOR_CONSTANT,
+    KILN_NET_TENSOR_LAYER_OUTPUT
+} kiln_net_tensor_kind;
+typedef struct kiln_net_tensor_info {
+    const char *name;
+    kiln_net_tensor_kind kind;
+    kiln_dtype dtype;
+    int ndim;
+    int64_t dims[KILN_MAX_DIMS];
+    const char *dim_names[KILN_MAX_DIMS];
+    const void *data;
+    size_t bytes;
+    int is_output;      /* marked with kiln_network_mark_output */
+} kiln_net_tensor_info;
+KILN_API int kiln_network_tensor_info(const kiln_network *net, const char *name,
+                                      kiln_net_tensor_info *info);
+
 /* One layer as data, for a network or an engine.  Strings belong to the
  * network/engine and live as long as it does (the op strings of a network
  * layer: as long as the process).  inputs[k] is "" for an absent optional
@@ -493,7 +519,9 @@ KILN_API int kiln_context_set_input_shape(kiln_context *ctx, const char *name,
  * device).  The buffer is borrowed; it must stay valid during runs.
  * `bytes` is checked against the tensor's size at run time (for
  * data-dependent outputs: against the upper bound).  Unbound outputs are
- * written to context-owned memory, see kiln_context_output. */
+ * written to context-owned memory, see kiln_context_output.  (NULL, 0)
+ * binds a zero-size input (a valid binding) and unbinds an output; NULL
+ * with bytes > 0 is KILN_EINVAL. */
 KILN_API int kiln_context_bind(kiln_context *ctx, const char *name, void *data, size_t bytes);
 /* Run the engine once.  Errors name the layer at fault. */
 KILN_API int kiln_context_run(kiln_context *ctx);

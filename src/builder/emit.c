@@ -32,13 +32,9 @@ typedef struct ilist {
 } ilist;
 
 static int ipush(ilist *l, int x) {
-    if (l->n == l->cap) {
-        int nc = l->cap ? l->cap * 2 : 64;
-        int *n = kiln__realloc(l->v, (size_t)nc * sizeof *n);
-        if (!n) return kiln__err(KILN_ENOMEM, "build: out of memory");
-        l->v = n;
-        l->cap = nc;
-    }
+    int *n = kiln__grow(l->v, &l->cap, l->n + 1, sizeof *l->v);
+    if (!n) return KILN_ENOMEM;
+    l->v = n;
     l->v[l->n++] = x;
     return 0;
 }
@@ -83,7 +79,7 @@ int kiln__b_finalize(builder *b, int **order_out, int *norder) {
     variant *var = NULL;
     int nvar = 0, capvar = 0, rc = 0;
     int *lastuse = NULL;
-    char name[1200];
+    char *name = NULL; /* names made from tensor/layer names (no length limit) */
     int n0 = b->nl;
 
     /* Network outputs without a producing layer: constants get a copy layer. */
@@ -97,8 +93,7 @@ int kiln__b_finalize(builder *b, int **order_out, int *norder) {
         }
         if (t->kind != BT_CONST) continue;
         char *old = t->name;
-        snprintf(name, sizeof name, "%s:const", old);
-        t->name = kiln__strdup(name);
+        t->name = kiln__strfmt("%s:const", old);
         if (!t->name) {
             t->name = old;
             rc = kiln__err(KILN_ENOMEM, "build: out of memory");
@@ -128,7 +123,9 @@ int kiln__b_finalize(builder *b, int **order_out, int *norder) {
             if (b->t[T].pdtype == dt && b->t[T].pfmt == fmt) continue;
             int V = find_variant(var, nvar, T, dt, fmt);
             if (V < 0) {
-                snprintf(name, sizeof name, "%s:%s:%s", b->t[T].name, kiln__b_dtype_upper(dt), kiln_format_name(fmt));
+                kiln__free(name);
+                name = kiln__strfmt("%s:%s:%s", b->t[T].name, kiln__b_dtype_upper(dt), kiln_format_name(fmt));
+                if (!name) { rc = kiln__err(KILN_ENOMEM, "build: out of memory"); break; }
                 V = -1;
                 int rli = kiln__b_add_reformat(b, T, name, dt, fmt, &V);
                 if (rli < 0) { rc = rli; break; }
@@ -156,7 +153,9 @@ int kiln__b_finalize(builder *b, int **order_out, int *norder) {
             int T = b->l[li].out[o];
             bt *t = &b->t[T];
             if (!t->is_output || (t->pdtype == t->dtype && t->pfmt == KILN_FORMAT_LINEAR)) continue;
-            snprintf(name, sizeof name, "%s:%s:%s", t->name, kiln__b_dtype_upper(t->pdtype), kiln_format_name(t->pfmt));
+            kiln__free(name);
+            name = kiln__strfmt("%s:%s:%s", t->name, kiln__b_dtype_upper(t->pdtype), kiln_format_name(t->pfmt));
+            if (!name) { rc = kiln__err(KILN_ENOMEM, "build: out of memory"); break; }
             int V = clone_tensor(b, T, name);
             if (V < 0) { rc = V; break; }
             b->t[V].producer = li;
@@ -209,7 +208,9 @@ int kiln__b_finalize(builder *b, int **order_out, int *norder) {
                 if (b->t[L->out[o2]].alias_in == S) need = 1;
             if (need) {
                 int C = -1;
-                snprintf(name, sizeof name, "%s:copy:%s", s->name, L->name);
+                kiln__free(name);
+                name = kiln__strfmt("%s:copy:%s", s->name, L->name);
+                if (!name) { rc = kiln__err(KILN_ENOMEM, "build: out of memory"); break; }
                 int rli = copy_layer(b, S, name, -1, &C);
                 if (rli < 0) { rc = rli; break; }
                 rc = ipush(&fin, rli);
@@ -220,7 +221,9 @@ int kiln__b_finalize(builder *b, int **order_out, int *norder) {
             }
             if (b->t[O].is_output) {
                 /* Outputs live in user memory: write a private buffer, then copy out. */
-                snprintf(name, sizeof name, "%s:inplace", b->t[O].name);
+                kiln__free(name);
+                name = kiln__strfmt("%s:inplace", b->t[O].name);
+                if (!name) { rc = kiln__err(KILN_ENOMEM, "build: out of memory"); break; }
                 int P = clone_tensor(b, O, name);
                 if (P < 0) { rc = P; break; }
                 b->t[P].producer = li;
@@ -241,6 +244,7 @@ int kiln__b_finalize(builder *b, int **order_out, int *norder) {
         }
     }
 out:
+    kiln__free(name);
     kiln__free(lastuse);
     kiln__free(var);
     kiln__free(ord.v);
@@ -310,13 +314,9 @@ static int32_t node_of(emitter *E, const kiln_expr *x) {
         }
     }
     kiln_engine *e = E->e;
-    if (e->nnodes == E->capnodes) {
-        int nc = E->capnodes ? E->capnodes * 2 : 64;
-        kiln__enode *nn = kiln__realloc(e->nodes, (size_t)nc * sizeof *nn);
-        if (!nn) return kiln__err(KILN_ENOMEM, "build: out of memory");
-        e->nodes = nn;
-        E->capnodes = nc;
-    }
+    kiln__enode *nn = kiln__grow(e->nodes, &E->capnodes, e->nnodes + 1, sizeof *e->nodes);
+    if (!nn) return KILN_ENOMEM;
+    e->nodes = nn;
     e->nodes[e->nnodes] = n;
     E->map[x->id] = e->nnodes;
     return e->nnodes++;

@@ -78,23 +78,25 @@ static int find_layer(const kiln_network *net, const char *name) {
     return hash_find(net, net->layer_hash, net->layer_hash_cap, layer_name_at, name);
 }
 
-static int grow(void **p, int *cap, int need, size_t elem) {
-    if (need <= *cap) return 0;
-    int nc = *cap ? *cap * 2 : 16;
-    while (nc < need) nc *= 2;
-    void *q = kiln__realloc(*p, (size_t)nc * elem);
-    if (!q) return kiln__err(KILN_ENOMEM, "network: out of memory growing a table to %d entries", nc);
-    *p = q;
-    *cap = nc;
+/* Names must fit an engine file (KILN__MAX_NAME). */
+static int check_name(const char *what, const char *name) {
+    size_t n = strlen(name);
+    if (n > KILN__MAX_NAME)
+        return kiln__err(KILN_EINVAL, "%s name '%.40s...' is %zu bytes long, at most %u expected", what, name, n,
+                         KILN__MAX_NAME);
     return 0;
 }
 
 /* New tensor slot with a copied name; returns its index or a negative status. */
 static int new_tensor(kiln_network *net, const char *name, kiln__tkind kind) {
+    int rc = check_name("tensor", name);
+    if (rc) return rc;
     if (kiln__network_find_tensor(net, name) >= 0)
         return kiln__err(KILN_EEXISTS, "network: tensor name '%s' is already taken", name);
-    int rc = grow((void **)&net->tensors, &net->cap_tensors, net->ntensors + 1, sizeof *net->tensors);
-    if (!rc) rc = hash_reserve(net, &net->tensor_hash, &net->tensor_hash_cap, net->ntensors, tensor_name);
+    kiln__ntensor *nt = kiln__grow(net->tensors, &net->cap_tensors, net->ntensors + 1, sizeof *net->tensors);
+    if (!nt) return KILN_ENOMEM;
+    net->tensors = nt;
+    rc = hash_reserve(net, &net->tensor_hash, &net->tensor_hash_cap, net->ntensors, tensor_name);
     if (rc) return rc;
     kiln__ntensor *t = &net->tensors[net->ntensors];
     memset(t, 0, sizeof *t);
@@ -179,8 +181,9 @@ int kiln_network_add_input(kiln_network *net, const char *name, kiln_dtype dtype
     for (int d = 0; d < ndim; d++) {
         t->dims[d] = dims[d] < 0 ? -1 : dims[d];
         if (dims[d] < 0) {
-            char buf[256];
+            char buf[KILN__MAX_NAME + 24]; /* name.d: the name was checked */
             const char *dn = dim_names && dim_names[d] && *dim_names[d] ? dim_names[d] : NULL;
+            if (dn && (rc = check_name("dim", dn))) break;
             if (!dn) {
                 snprintf(buf, sizeof buf, "%s.%d", name, d);
                 dn = buf;
@@ -255,6 +258,8 @@ kiln_layer *kiln_network_add_layer(kiln_network *net, const char *op, int versio
             if (find_layer(net, namebuf) < 0) break;
         }
         layer_name = namebuf;
+    } else if (check_name("layer", layer_name)) {
+        return NULL;
     } else if (find_layer(net, layer_name) >= 0) {
         kiln__err(KILN_EEXISTS, "add layer '%s': a layer of that name already exists", layer_name);
         return NULL;
@@ -311,8 +316,10 @@ kiln_layer *kiln_network_add_layer(kiln_network *net, const char *op, int versio
                 return NULL;
             }
     }
-    if (grow((void **)&net->layers, &net->cap_layers, net->nlayers + 1, sizeof *net->layers) ||
-        hash_reserve(net, &net->layer_hash, &net->layer_hash_cap, net->nlayers, layer_name_at))
+    kiln_layer **nl = kiln__grow(net->layers, &net->cap_layers, net->nlayers + 1, sizeof *net->layers);
+    if (!nl) return NULL;
+    net->layers = nl;
+    if (hash_reserve(net, &net->layer_hash, &net->layer_hash_cap, net->nlayers, layer_name_at))
         return NULL;
     kiln_layer *l = kiln__calloc(1, sizeof *l);
     if (!l) {
@@ -530,6 +537,35 @@ int kiln_network_input_info(const kiln_network *net, int i, kiln_io_info *info) 
     return 0;
 }
 
+int kiln_network_tensor_info(const kiln_network *net, const char *name, kiln_net_tensor_info *info) {
+    if (!net || !name)
+        return kiln__err(KILN_EINVAL, "kiln_network_tensor_info: %s is NULL", net ? "name" : "net");
+    int ti = kiln__network_find_tensor(net, name);
+    if (ti < 0) return kiln__err(KILN_ENOTFOUND, "the network has no tensor '%s'", name);
+    if (!info) return 0;
+    const kiln__ntensor *t = &net->tensors[ti];
+    memset(info, 0, sizeof *info);
+    info->name = t->name;
+    info->kind = t->kind == KILN__T_INPUT   ? KILN_NET_TENSOR_INPUT
+                 : t->kind == KILN__T_CONST ? KILN_NET_TENSOR_CONSTANT
+                                            : KILN_NET_TENSOR_LAYER_OUTPUT;
+    info->is_output = t->is_output;
+    if (t->kind == KILN__T_LAYER) {
+        info->dtype = KILN_DTYPE_UNDEFINED;
+        info->ndim = -1;
+        return 0;
+    }
+    info->dtype = t->dtype;
+    info->ndim = t->ndim;
+    for (int k = 0; k < t->ndim; k++) {
+        info->dims[k] = t->dims[k];
+        info->dim_names[k] = t->dim_names[k];
+    }
+    info->data = t->data;
+    info->bytes = t->bytes;
+    return 0;
+}
+
 const char *kiln_network_output_name(const kiln_network *net, int i) {
     KILN__ARG(net, NULL);
     if (i < 0 || i >= net->noutputs) return NULL;
@@ -549,7 +585,6 @@ int kiln_network_append(kiln_network *dst, const kiln_network *src, const char *
     int rc = 0;
     char **map = kiln__calloc((size_t)(src->ntensors ? src->ntensors : 1), sizeof *map);
     if (!map) return kiln__err(KILN_ENOMEM, "network: out of memory");
-    char buf[1024];
     for (int i = 0; i < src->ninputs && !rc; i++) {
         const char *nm = in_names[i] ? in_names[i] : "";
         if (!(map[src->inputs[i]] = kiln__strdup(nm))) rc = kiln__err(KILN_ENOMEM, "network: out of memory");
@@ -557,9 +592,8 @@ int kiln_network_append(kiln_network *dst, const kiln_network *src, const char *
     for (int t = 0; t < src->ntensors && !rc; t++) {
         const kiln__ntensor *nt = &src->tensors[t];
         if (nt->kind != KILN__T_CONST) continue;
-        snprintf(buf, sizeof buf, "%s%s", prefix, nt->name);
-        rc = kiln_network_add_constant(dst, buf, nt->dtype, nt->ndim, nt->dims, nt->data);
-        if (!rc && !(map[t] = kiln__strdup(buf))) rc = kiln__err(KILN_ENOMEM, "network: out of memory");
+        if (!(map[t] = kiln__strfmt("%s%s", prefix, nt->name))) rc = kiln__err(KILN_ENOMEM, "network: out of memory");
+        else rc = kiln_network_add_constant(dst, map[t], nt->dtype, nt->ndim, nt->dims, nt->data);
     }
     /* Layer outputs that are src outputs take the caller's names. */
     for (int k = 0; k < src->noutputs && !rc; k++) {
@@ -580,15 +614,18 @@ int kiln_network_append(kiln_network *dst, const kiln_network *src, const char *
         for (int k = 0; k < l->nout && !rc; k++) {
             int t = l->out[k];
             if (!map[t]) {
-                snprintf(buf, sizeof buf, "%s%s", prefix, src->tensors[t].name);
-                if (!(map[t] = kiln__strdup(buf))) rc = kiln__err(KILN_ENOMEM, "network: out of memory");
+                if (!(map[t] = kiln__strfmt("%s%s", prefix, src->tensors[t].name)))
+                    rc = kiln__err(KILN_ENOMEM, "network: out of memory");
             }
             outs[k] = map[t];
         }
         if (rc) break;
         snprintf(id, sizeof id, "%s::%s", l->op->ns, l->op->name);
-        snprintf(buf, sizeof buf, "%s%s", prefix, l->name);
-        kiln_layer *nl = kiln_network_add_layer(dst, id, l->op->version, buf, l->nin, ins, l->nout, outs);
+        char *lname = kiln__strfmt("%s%s", prefix, l->name);
+        kiln_layer *nl = lname ? kiln_network_add_layer(dst, id, l->op->version, lname, l->nin, ins, l->nout, outs)
+                               : NULL;
+        if (!lname) kiln__err(KILN_ENOMEM, "network: out of memory");
+        kiln__free(lname);
         if (!nl) { rc = kiln__err_prefix(KILN_EINVAL, "network copy"); break; }
         /* Attribute values by copy; graph attributes stay src's (borrowed). */
         kiln__attrset copy;

@@ -22,16 +22,9 @@
 #define FOLD_MAX_BYTES ((uint64_t)256 << 20)
 
 static bsym *add_sym(builder *b, const kiln_expr *e, bsym_kind kind, int t, int d) {
-    if (b->nsym == b->capsym) {
-        int nc = b->capsym ? b->capsym * 2 : 32;
-        bsym *n = kiln__realloc(b->sym, (size_t)nc * sizeof *n);
-        if (!n) {
-            kiln__err(KILN_ENOMEM, "build: out of memory");
-            return NULL;
-        }
-        b->sym = n;
-        b->capsym = nc;
-    }
+    bsym *n = kiln__grow(b->sym, &b->capsym, b->nsym + 1, sizeof *b->sym);
+    if (!n) return NULL;
+    b->sym = n;
     bsym *s = &b->sym[b->nsym++];
     memset(s, 0, sizeof *s);
     s->e = e;
@@ -133,9 +126,9 @@ const kiln_expr *kiln_shape_size_tensor(kiln_shape_ctx *c, int out, const kiln_e
         c->out[out].ndim = 0;
         return upper;
     }
-    char name[300];
-    snprintf(name, sizeof name, "%s:size%d", p ? p->b->l[p->layer].name : "?", out);
-    const kiln_expr *s = kiln_expr_sym(c->x, name);
+    char *name = kiln__strfmt("%s:size%d", p ? p->b->l[p->layer].name : "?", out);
+    const kiln_expr *s = name ? kiln_expr_sym(c->x, name) : kiln_expr_sym(NULL, NULL);
+    kiln__free(name);
     kiln_desc *d = &c->out[out];
     d->dtype = KILN_DTYPE_I64;
     d->ndim = 0;
@@ -181,6 +174,19 @@ int kiln__shape_run_bounds(const kiln__op *op, void *state, kiln_shape_ctx *c, k
     return rc;
 }
 
+/* "2,?,3": dims for a message, '?' where not constant. */
+static void dims_text(const kiln_expr *const *d, int n, char *buf, size_t size) {
+    size_t len = 0;
+    buf[0] = 0;
+    for (int k = 0; k < n && len < size; k++) {
+        int64_t v;
+        if (kiln_expr_is_const(d[k], &v))
+            len += (size_t)snprintf(buf + len, size - len, "%s%lld", k ? "," : "", (long long)v);
+        else
+            len += (size_t)snprintf(buf + len, size - len, "%s?", k ? "," : "");
+    }
+}
+
 int kiln_shape_broadcast(kiln_shape_ctx *c, const kiln_expr *const *a, int na,
                          const kiln_expr *const *bb, int nb, const kiln_expr **out) {
     KILN__CB_ARG(c && (a || na <= 0) && (bb || nb <= 0) && out && na >= 0 && nb >= 0, KILN_EINVAL);
@@ -199,21 +205,9 @@ int kiln_shape_broadcast(kiln_shape_ctx *c, const kiln_expr *const *a, int na,
         else if (xc && xv == 1) res[i] = y;
         else if (yc && yv == 1) res[i] = x;
         else if (xc && yc) {
-            char sa[128] = "", sb[128] = "";
-            for (int k = 0; k < na; k++) {
-                char t[24];
-                int64_t v;
-                if (kiln_expr_is_const(a[k], &v)) snprintf(t, sizeof t, "%s%lld", k ? "," : "", (long long)v);
-                else snprintf(t, sizeof t, "%s?", k ? "," : "");
-                strncat(sa, t, sizeof sa - strlen(sa) - 1);
-            }
-            for (int k = 0; k < nb; k++) {
-                char t[24];
-                int64_t v;
-                if (kiln_expr_is_const(bb[k], &v)) snprintf(t, sizeof t, "%s%lld", k ? "," : "", (long long)v);
-                else snprintf(t, sizeof t, "%s?", k ? "," : "");
-                strncat(sb, t, sizeof sb - strlen(sb) - 1);
-            }
+            char sa[128], sb[128];
+            dims_text(a, na, sa, sizeof sa);
+            dims_text(bb, nb, sb, sizeof sb);
             return kiln__err(KILN_ESHAPE,
                              "cannot broadcast shapes [%s] and [%s]: dim %d is %lld vs %lld (expected equal or 1)",
                              sa, sb, i, (long long)xv, (long long)yv);
@@ -295,13 +289,12 @@ static int fold_run(builder *b, int li) {
         io.dtype[L->nin + k] = t->dtype;
         io.format[L->nin + k] = out[k].format;
         rc = kiln__tensor_bytes(t->dtype, out[k].format, t->ndim, out[k].dims, &bytes[k]);
-        if (rc) {
-            kiln__err_prefix(rc, "constant folding: tensor '%s'", t->name);
-            goto fail;
-        }
-        bufs[k] = kiln__aligned_alloc(bytes[k] ? bytes[k] : 64);
-        if (!bufs[k]) {
-            rc = kiln__err(KILN_ENOMEM, "folding: out of memory for %llu bytes", (unsigned long long)bytes[k]);
+        bufs[k] = rc ? NULL : kiln__aligned_alloc(bytes[k] ? bytes[k] : 64);
+        if (!rc && !bufs[k])
+            rc = kiln__err(KILN_ENOMEM, "out of memory for %llu bytes", (unsigned long long)bytes[k]);
+        if (rc) { /* the limits of a run, named like a run's errors */
+            layer_err(b, li, kiln__err_prefix(rc, "output '%s'", t->name));
+            kiln__err_prefix(rc, "constant folding");
             goto fail;
         }
         out[k].data = bufs[k];
@@ -408,9 +401,10 @@ static int infer_layer(builder *b, int li, int depth) {
         int in_map[KILN_MAX_IO], out_map[KILN_MAX_IO];
         for (int i = 0; i < L->nin; i++) in_map[i] = L->in[i];
         for (int k = 0; k < L->nout; k++) out_map[k] = L->out[k];
-        char prefix[512];
-        snprintf(prefix, sizeof prefix, "%s/", L->name);
-        rc = kiln__b_process_net(b, sp.inline_net, in_map, out_map, prefix, depth + 1);
+        char *prefix = kiln__strfmt("%s/", L->name);
+        rc = prefix ? kiln__b_process_net(b, sp.inline_net, in_map, out_map, prefix, depth + 1)
+                    : kiln__err(KILN_ENOMEM, "build: out of memory");
+        kiln__free(prefix);
         if (rc) return kiln__err_prefix(rc, "layer '%s' (inlined sub-network)", b->l[li].name);
         return 0;
     }
@@ -568,9 +562,10 @@ static int setup_input(builder *b, const kiln_network *net, int ni) {
     if ((t->dtype == KILN_DTYPE_I64 || t->dtype == KILN_DTYPE_I32) && t->ndim <= 1 && n >= 0 &&
         n <= KILN_MAX_VALUES) {
         for (int64_t i = 0; i < n; i++) {
-            char name[300];
-            snprintf(name, sizeof name, "%s[%lld]", t->name, (long long)i);
+            char *name = kiln__strfmt("%s[%lld]", t->name, (long long)i);
+            if (!name) return kiln__err(KILN_ENOMEM, "build: out of memory");
             const kiln_expr *s = kiln_expr_sym(b->x, name);
+            kiln__free(name);
             b->t[ti].values[i] = s;
             if (!kiln__b_find_sym(b, s)) {
                 bsym *bs = add_sym(b, s, BS_VALUE, ti, (int)i);
@@ -588,7 +583,6 @@ int kiln__b_process_net(builder *b, const kiln_network *net, const int *in_map, 
     int rc = 0;
     int *tmap = kiln__malloc((size_t)(net->ntensors ? net->ntensors : 1) * sizeof *tmap);
     int *order = kiln__malloc((size_t)(net->nlayers ? net->nlayers : 1) * sizeof *order);
-    char name[1024];
     if (!tmap || !order) {
         rc = kiln__err(KILN_ENOMEM, "build: out of memory");
         goto out;
@@ -610,8 +604,9 @@ int kiln__b_process_net(builder *b, const kiln_network *net, const int *in_map, 
     for (int i = 0; i < net->ntensors; i++) {
         const kiln__ntensor *nt = &net->tensors[i];
         if (nt->kind != KILN__T_CONST) continue;
-        snprintf(name, sizeof name, "%s%s", prefix, nt->name);
-        int ti = kiln__b_new_tensor(b, name, BT_CONST);
+        char *nm = kiln__strfmt("%s%s", prefix, nt->name);
+        int ti = nm ? kiln__b_new_tensor(b, nm, BT_CONST) : kiln__err(KILN_ENOMEM, "build: out of memory");
+        kiln__free(nm);
         if (ti < 0) { rc = ti; goto out; }
         bt *t = &b->t[ti];
         t->dtype = nt->dtype;
@@ -634,8 +629,10 @@ int kiln__b_process_net(builder *b, const kiln_network *net, const int *in_map, 
         }
     for (int oi = 0; oi < net->nlayers; oi++) {
         const kiln_layer *nl = net->layers[order[oi]];
-        snprintf(name, sizeof name, "%s%s", prefix, nl->name);
-        int li = kiln__b_new_layer(b, name, nl->op, nl->nin, nl->nout);
+        char *nm = kiln__strfmt("%s%s", prefix, nl->name);
+        int li = nm ? kiln__b_new_layer(b, nm, nl->op, nl->nin, nl->nout)
+                    : kiln__err(KILN_ENOMEM, "build: out of memory");
+        kiln__free(nm);
         if (li < 0) { rc = li; goto out; }
         bl *L = &b->l[li];
         L->attrs = &nl->attrs;
@@ -644,7 +641,7 @@ int kiln__b_process_net(builder *b, const kiln_network *net, const int *in_map, 
             L->in[i] = nl->in[i] >= 0 ? tmap[nl->in[i]] : -1;
             if (nl->in[i] >= 0 && L->in[i] < 0) {
                 rc = kiln__err(KILN_EINVAL, "layer '%s': input '%s' is not available (a sub-network input "
-                               "bound to an absent input of the layer it replaces?)", name,
+                               "bound to an absent input of the layer it replaces?)", L->name,
                                net->tensors[nl->in[i]].name);
                 goto out;
             }
@@ -652,8 +649,9 @@ int kiln__b_process_net(builder *b, const kiln_network *net, const int *in_map, 
         for (int k = 0; k < nl->nout; k++) {
             int st = nl->out[k];
             if (tmap[st] < 0) {
-                snprintf(name, sizeof name, "%s%s", prefix, net->tensors[st].name);
-                int ti = kiln__b_new_tensor(b, name, BT_ACT);
+                nm = kiln__strfmt("%s%s", prefix, net->tensors[st].name);
+                int ti = nm ? kiln__b_new_tensor(b, nm, BT_ACT) : kiln__err(KILN_ENOMEM, "build: out of memory");
+                kiln__free(nm);
                 if (ti < 0) { rc = ti; goto out; }
                 tmap[st] = ti;
             }
@@ -669,8 +667,10 @@ int kiln__b_process_net(builder *b, const kiln_network *net, const int *in_map, 
             if (bound[k]) continue;
             int src = tmap[net->outputs[k]];
             int dst = out_map[k];
-            snprintf(name, sizeof name, "%scopy:%s", prefix, b->t[dst].name);
-            int li = kiln__b_new_layer(b, name, b->reformat_op, 1, 1);
+            char *nm = kiln__strfmt("%scopy:%s", prefix, b->t[dst].name);
+            int li = nm ? kiln__b_new_layer(b, nm, b->reformat_op, 1, 1)
+                        : kiln__err(KILN_ENOMEM, "build: out of memory");
+            kiln__free(nm);
             if (li < 0) { rc = li; goto out; }
             bl *L = &b->l[li];
             L->has_own = 1;
@@ -695,9 +695,9 @@ out:
 
 int kiln__b_add_reformat(builder *b, int from, const char *name, kiln_dtype dt, kiln_format fmt,
                          int *out_tensor) {
-    char lname[1100];
-    snprintf(lname, sizeof lname, "reformat:%s", name);
-    int li = kiln__b_new_layer(b, lname, b->reformat_op, 1, 1);
+    char *lname = kiln__strfmt("reformat:%s", name);
+    int li = lname ? kiln__b_new_layer(b, lname, b->reformat_op, 1, 1) : kiln__err(KILN_ENOMEM, "build: out of memory");
+    kiln__free(lname);
     if (li < 0) return li;
     bl *L = &b->l[li];
     L->has_own = 1;

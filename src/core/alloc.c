@@ -9,6 +9,7 @@
  */
 #include "kiln_int.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 
 static void *(*g_malloc)(size_t) = malloc;
@@ -47,6 +48,20 @@ char *kiln__strdup(const char *s) {
     return d;
 }
 
+char *kiln__strfmt(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (n < 0) return NULL;
+    char *s = kiln__malloc((size_t)n + 1);
+    if (!s) return NULL;
+    va_start(ap, fmt);
+    vsnprintf(s, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    return s;
+}
+
 void *kiln__aligned_alloc(size_t n) {
     const size_t align = 64;
     if (n > SIZE_MAX - align - sizeof(void *)) return NULL;
@@ -62,3 +77,20 @@ void kiln__aligned_free(void *p) {
 }
 
 void kiln_free(void *p) { kiln__free(p); }
+
+void *kiln__grow(void *p, int *cap, int need, size_t elem) {
+    if (need <= *cap) return p;
+    int64_t nc = *cap > 0 ? *cap : 16;
+    while (nc < need) nc *= 2;
+    if (nc > INT32_MAX || (uint64_t)nc > SIZE_MAX / elem) {
+        kiln__err(KILN_ENOMEM, "out of memory: a table of %d entries", need);
+        return NULL;
+    }
+    void *q = kiln__realloc(p, (size_t)nc * elem);
+    if (!q) {
+        kiln__err(KILN_ENOMEM, "out of memory growing a table to %lld entries", (long long)nc);
+        return NULL;
+    }
+    *cap = (int)nc;
+    return q;
+}

@@ -207,7 +207,17 @@ int kiln__layer_check_shapes(const kiln_engine *e, int32_t l, void *state, const
                 ld += (size_t)snprintf(d + ld, sizeof d - ld, "%s%lld", i ? "x" : "", (long long)in[k].dims[i]);
             if (ld < sizeof d) ld += (size_t)snprintf(d + ld, sizeof d - ld, "]");
         }
+        /* A layer that reads values known only at run time (a shape input)
+         * may be refused for those values: that is the caller's input, not
+         * the engine's bytes. */
+        int runtime_values = 0;
+        for (int32_t k = 0; k < L->nin; k++)
+            if (L->in[k] >= 0 && din[k].nvalues >= 0 && e->tensors[L->in[k]].kind != KILN__ET_CONST)
+                runtime_values = 1;
         kiln__exprs_free(x);
+        if (runtime_values)
+            return kiln__err(KILN_ESHAPE, "layer '%s' (%s::%s v%d) rejects its inputs (dims %s): %s",
+                             L->name, op->ns, op->name, op->version, d, m);
         return kiln__err(KILN_EFORMAT, "engine is inconsistent: layer '%s' (%s::%s v%d) at input dims %s: %s",
                          L->name, op->ns, op->name, op->version, d, m);
     }

@@ -150,7 +150,7 @@ static inline float flog_f32(float x) {
 #define CLAMP01(v) ((v) < (ct_t)0 ? (ct_t)0 : (v) > (ct_t)1 ? (ct_t)1 : (v))
 #define TANHF(v) _Generic((v), float: ftanh_f32, default: tanh)(v)
 
-#define U_RELU(v) ((v) > 0 ? (v) : 0)
+#define U_RELU(v) ((v) < 0 ? 0 : (v)) /* NaN stays NaN, as in ONNX Runtime */
 #define U_LEAKY(v) ((v) >= 0 ? (v) : A * (v))
 #define U_SIGMOID(v) (1 / (1 + EXPF(-(v))))
 #define U_HSIGMOID(v) CLAMP01(A * (v) + B)

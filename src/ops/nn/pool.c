@@ -16,6 +16,12 @@
 
 enum { P_MAX, P_AVG, P_LP };
 
+/* Max over a window as ONNX Runtime gives it: NaN inputs are skipped (max
+ * over [NaN, Inf] is Inf), a window of NaNs only is NaN (C's fmax).  m is
+ * the running max, v the next value. */
+#define PMAX_TAKES(v, m) ((v) > (m) || (m) != (m))
+#define PMAX(v, m) (PMAX_TAKES(v, m) ? (v) : (m))
+
 #define POOL_ATTRS_COMMON                                                                \
     {"auto_pad", KILN_ATTR_STRING, 0, "NOTSET", 0, "NOTSET, SAME_UPPER, SAME_LOWER, VALID"}, \
     {"kernel_shape", KILN_ATTR_ARRAY, KILN_DTYPE_I64, NULL, 1, "window size per spatial axis"}, \
@@ -211,7 +217,7 @@ static void pool_planes_2d(const ptask *t, int64_t b, int64_t e) {
         /* Max without indices: reduce the window's rows into one row
          * first (unit stride, vectorized), then each output takes the max
          * of its columns of that row.  The first tap starts the max and
-         * comparisons are strict, as below, so NaNs behave the same. */
+         * comparisons are PMAX, as below, so NaNs behave the same. */
         float *rm = kiln__cpu_scratch(2, 2 * (size_t)IW + 32);
         if (!rm) return;
         float *hm = rm + IW + 16; /* dx == 1: max of the KW columns from each start */
@@ -229,7 +235,7 @@ static void pool_planes_2d(const ptask *t, int64_t b, int64_t e) {
                 for (int64_t i = 0; i < IW; i++) rm[i] = r0[i];
                 for (int64_t ky = ylo + 1; ky < yhi; ky++) {
                     const float *row = x + (ys + ky * dy) * IW;
-                    for (int64_t i = 0; i < IW; i++) rm[i] = row[i] > rm[i] ? row[i] : rm[i];
+                    for (int64_t i = 0; i < IW; i++) rm[i] = PMAX(row[i], rm[i]);
                 }
                 if (dx == 1 && KW > 1 && KW <= IW) {
                     /* window maxima for every start, unit stride (vectorized);
@@ -237,7 +243,7 @@ static void pool_planes_2d(const ptask *t, int64_t b, int64_t e) {
                     int64_t ns = IW - KW + 1;
                     for (int64_t i = 0; i < ns; i++) hm[i] = rm[i];
                     for (int64_t k = 1; k < KW; k++)
-                        for (int64_t i = 0; i < ns; i++) hm[i] = rm[i + k] > hm[i] ? rm[i + k] : hm[i];
+                        for (int64_t i = 0; i < ns; i++) hm[i] = PMAX(rm[i + k], hm[i]);
                 }
                 for (int64_t ox = 0; ox < OW; ox++) {
                     int64_t xs = ox * sx - g->pb[2], xlo = txl[ox], xhi = txh[ox];
@@ -253,7 +259,7 @@ static void pool_planes_2d(const ptask *t, int64_t b, int64_t e) {
                     float best = rr[xlo * dx];
                     for (int64_t kx = xlo + 1; kx < xhi; kx++) {
                         float v = rr[kx * dx];
-                        best = v > best ? v : best;
+                        best = PMAX(v, best);
                     }
                     yr[ox] = best;
                 }
@@ -284,8 +290,8 @@ static void pool_planes_2d(const ptask *t, int64_t b, int64_t e) {
                         const float *row = x + iy * IW + xs;
                         for (int64_t kx = xlo; kx < xhi; kx++) {
                             float v = row[kx * dx];
-                            int64_t m = -(int64_t)(v > best); /* all ones if greater */
-                            best = v > best ? v : best;     /* maxss */
+                            int64_t m = -(int64_t)PMAX_TAKES(v, best); /* all ones if taken */
+                            best = PMAX(v, best);
                             bi = ((iy * IW + xs + kx * dx) & m) | (bi & ~m);
                         }
                     }
@@ -358,7 +364,7 @@ static void pool_planes(void *ud, int64_t b, int64_t e) {
                         float v = x[(iz * IH + iy) * IW + ix];
                         cnt++;
                         if (t->kind == P_MAX) {
-                            if (v > best || bi < 0) {
+                            if (PMAX_TAKES(v, best) || bi < 0) {
                                 best = v;
                                 bi = t->order ? iz * IH * IW + ix * IH + iy
                                               : (iz * IH + iy) * IW + ix;
@@ -413,7 +419,7 @@ static void global_planes(void *ud, int64_t b, int64_t e) {
             t->y[p] = n ? (float)(s / (double)n) : 0.0f;
         } else {
             float m = n ? x[0] : -INFINITY;
-            for (i = 1; i < n; i++) m = x[i] > m ? x[i] : m;
+            for (i = 1; i < n; i++) m = PMAX(x[i], m);
             t->y[p] = m;
         }
     }

@@ -400,7 +400,12 @@ static int arg_impl(const kiln_call *c, int is_max) {
             double bv = buf[i];
             for (int64_t a = 1; a < A; a++) {
                 double v = buf[a * inner + i];
-                int better = is_max ? (last ? v >= bv : v > bv) : (last ? v <= bv : v < bv);
+                /* NaN is the extreme, as numpy's argmax/argmin: the first
+                 * NaN (the last with select_last_index) */
+                int vn = v != v, bn = bv != bv;
+                int better = bn ? last && vn
+                           : vn ? 1
+                           : is_max ? (last ? v >= bv : v > bv) : (last ? v <= bv : v < bv);
                 if (better) { bv = v; best = a; }
             }
             y[o * inner + i] = best;

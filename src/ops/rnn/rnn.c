@@ -58,7 +58,7 @@ static inline float act_apply(const act *a, float x) {
     switch (a->kind) {
     case A_SIGMOID: return 1.0f / (1.0f + expf(-x));
     case A_TANH: return tanhf(x);
-    case A_RELU: return x > 0 ? x : 0;
+    case A_RELU: return x < 0 ? 0 : x; /* NaN stays NaN */
     case A_AFFINE: return a->alpha * x + a->beta;
     case A_LEAKYRELU: return x >= 0 ? x : a->alpha * x;
     case A_THRESHOLDEDRELU: return x > a->alpha ? x : 0;

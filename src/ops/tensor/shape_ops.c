@@ -148,9 +148,17 @@ static int reshape_shape(kiln_shape_ctx *c) {
         d[infer] = kiln_expr_floordiv(X, total, kiln_expr_max(X, known, kiln_expr_const(X, 1)));
     } else {
         int64_t a, b;
-        if (kiln_expr_is_const(total, &a) && kiln_expr_is_const(known, &b) && a != b)
-            return kiln_set_error(KILN_ESHAPE, "Reshape: input has %lld elements, shape asks for %lld",
-                                  (long long)a, (long long)b);
+        if (kiln_expr_is_const(total, &a) && kiln_expr_is_const(known, &b) && a != b) {
+            char dims[8 * 24] = "";
+            for (int i = 0, off = 0; i < n && off < (int)sizeof dims; i++) {
+                int64_t di;
+                off += kiln_expr_is_const(d[i], &di)
+                           ? snprintf(dims + off, sizeof dims - (size_t)off, "%s%lld", i ? ", " : "", (long long)di)
+                           : snprintf(dims + off, sizeof dims - (size_t)off, "%s?", i ? ", " : "");
+            }
+            return kiln_set_error(KILN_ESHAPE, "Reshape: input has %lld elements, shape [%s] asks for %lld",
+                                  (long long)a, dims, (long long)b);
+        }
     }
     if (nsym) {
         const kiln_expr *inf = kiln_expr_floordiv(X, total, kiln_expr_max(X, known, kiln_expr_const(X, 1)));
@@ -161,9 +169,40 @@ static int reshape_shape(kiln_shape_ctx *c) {
     kiln__ops_copy_values(c, 0, 0);
     return kiln_shape_alias(c, 0, 0);
 }
+/* A shape known only at run time (a shape input, not a constant) is checked
+ * here, where its values are: the shape function's dims then hold selects
+ * on them that no build-time check can judge.  Before this, [5, 7],
+ * [1000, 1000] or [-1, -1] on 6 elements returned rc 0 with the output
+ * padded from stale memory. */
+static int reshape_impl(const kiln_call *c) {
+    const kiln_tensor *x = &c->in[0], *s = &c->in[1];
+    int64_t n = kiln_tensor_numel(s), v[KILN_MAX_DIMS];
+    if (s->data && n >= 0 && n <= KILN_MAX_DIMS && kiln__ops_is_int(s->dtype)) {
+        kiln__ops_to_i64(s->data, s->dtype, v, n);
+        for (int64_t i = 0, infer = -1; i < n; i++) {
+            if (v[i] < -1)
+                return kiln_set_error(KILN_ESHAPE, "Reshape: shape[%lld] = %lld is invalid (expected >= -1)",
+                                      (long long)i, (long long)v[i]);
+            if (v[i] == -1 && infer >= 0)
+                return kiln_set_error(KILN_ESHAPE, "Reshape: shape has more than one -1 (at %lld and %lld)",
+                                      (long long)infer, (long long)i);
+            if (v[i] == -1) infer = i;
+        }
+    }
+    int64_t nx = kiln_tensor_numel(x), ny = kiln_tensor_numel(&c->out[0]);
+    if (nx != ny) {
+        char dims[8 * 24] = "";
+        for (int i = 0, off = 0; i < c->out[0].ndim && off < (int)sizeof dims; i++)
+            off += snprintf(dims + off, sizeof dims - (size_t)off, "%s%lld", i ? ", " : "",
+                            (long long)c->out[0].dims[i]);
+        return kiln_set_error(KILN_ESHAPE, "Reshape: input has %lld elements, shape [%s] asks for %lld",
+                              (long long)nx, dims, (long long)ny);
+    }
+    return kiln__ops_copy_input(c);
+}
 static const kiln_quick_op reshape_op = {
     .ns = OPS_NS, .name = "Reshape", .version = 5, .min_inputs = 2, .max_inputs = 2,
-    .num_outputs = 1, .attrs = reshape_attrs, .shape = reshape_shape, .impl = kiln__ops_copy_input,
+    .num_outputs = 1, .attrs = reshape_attrs, .shape = reshape_shape, .impl = reshape_impl,
     .doc = "same data, new dims (0 copies, -1 infers)",
 };
 KILN_OP(reshape_op)
