@@ -34,3 +34,28 @@ if(COMMAND kiln_cli_test AND TARGET kiln_cli AND TARGET kiln_samples_ops)
                 sh -c "rm -f ${KI_DIR}/fifo.npy && mkfifo ${KI_DIR}/fifo.npy && exec timeout 60 ${KC} run ${KI_CP} --plugins ${KLIB} --input a=${KI_DIR}/fifo.npy")
   set_tests_properties(cli_input_npy_huge_shape cli_input_npy_fifo PROPERTIES FIXTURES_REQUIRED cli_harden_cp)
 endif()
+
+# Issue 12 frictions 6 and 11: every verb takes -v; a model with a dynamic
+# dim builds without --shapes (dims at 1, said so); run/bench/inspect take
+# an .onnx model (built in memory); bench prints the engine load time.
+if(COMMAND kiln_cli_test AND TARGET kiln_cli)
+  set(KI_DYN ${CMAKE_SOURCE_DIR}/tests/fixtures/dynamic.onnx)
+  kiln_cli_test(cli_input_build_dynamic_default ${KC} build ${KI_DYN} -v -o ${KI_DIR}/dyn.kiln)
+  set_tests_properties(cli_input_build_dynamic_default PROPERTIES
+                       PASS_REGULAR_EXPRESSION "kiln build: input 'x' has dynamic dims: building for x:1x1 \\(dynamic dims at 1")
+  kiln_cli_test(cli_input_run_onnx_v ${KC} run ${KI_DYN} -v --shapes x:2x3)
+  set_tests_properties(cli_input_run_onnx_v PROPERTIES
+                       PASS_REGULAR_EXPRESSION "built [^ ]*dynamic.onnx in memory.*output y: f32 \\[2, 3\\]")
+  kiln_cli_test(cli_input_bench_onnx_load_time ${KC} bench ${KI_DYN} --iterations 3 -v)
+  set_tests_properties(cli_input_bench_onnx_load_time PROPERTIES
+                       PASS_REGULAR_EXPRESSION "engine load: [0-9.]+ ms \\(import and build in memory\\)")
+  kiln_cli_test(cli_input_inspect_onnx_v ${KC} inspect ${KI_DYN} --verbose)
+  kiln_cli_test(cli_input_plugins_v ${KC} plugins -v ai.onnx::Relu)
+  if(EXISTS ${KI_RELU})
+    # --input by position: the model is built for the file's shape
+    kiln_cli_test(cli_input_run_onnx_compare ${KC} run ${KI_RELU}/model.onnx
+                  --input 0=${KI_RELU}/test_data_set_0/input_0.pb --compare 0=${KI_RELU}/test_data_set_0/output_0.pb)
+    set_tests_properties(cli_input_run_onnx_compare PROPERTIES
+                         PASS_REGULAR_EXPRESSION "0 outside atol")
+  endif()
+endif()

@@ -11,9 +11,10 @@
 #include "cli.h"
 
 static int usage(FILE *f) {
-    fprintf(f, "usage: kiln plugins [--plugins LIB.so | --plugin-source F.c]... [FILTER]\n"
+    fprintf(f, "usage: kiln plugins [--plugins LIB.so | --plugin-source F.c]... [-v] [FILTER]\n"
                "  List every registered op (built-in and loaded) with its schema: attributes\n"
                "  and defaults, formats, tactics, AOT.  FILTER: a substring of \"ns::name\".\n"
+               "  -v: library log (plugin loading).\n"
                "usage: kiln plugins compile FILE.c [--rebuild] [--cflags \"...\"] [-v]\n"
                "  Compile a plugin source into the compile cache ($KILN_CACHE_DIR, else\n"
                "  $XDG_CACHE_HOME/kiln, else ~/.cache/kiln), load it to check that it\n"
@@ -93,6 +94,7 @@ int kiln_cli_plugins(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         int m;
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) return usage(stdout);
+        if (cli_verbose_opt(argv[i])) continue;
         if ((m = cli_plugins_opt(verb, argc, argv, &i, &plugins))) {
             if (m < 0) return 2;
         } else if (argv[i][0] == '-') {
