@@ -59,3 +59,10 @@ if(COMMAND kiln_cli_test AND TARGET kiln_cli)
                          PASS_REGULAR_EXPRESSION "0 outside atol")
   endif()
 endif()
+
+# kiln plugins says how a version asked for resolves (friction 10).
+if(COMMAND kiln_cli_test AND TARGET kiln_cli)
+  kiln_cli_test(cli_input_plugins_version_note ${KC} plugins ai.onnx::Relu)
+  set_tests_properties(cli_input_plugins_version_note PROPERTIES PASS_REGULAR_EXPRESSION
+                       "ai.onnx::Relu v6 .*note: a layer \\(or ONNX node\\) asking for an ai.onnx op at version V runs the highest version <= V")
+endif()

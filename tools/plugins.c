@@ -110,8 +110,14 @@ int kiln_cli_plugins(int argc, char **argv) {
     int prc = cli_plugins_load(verb, &plugins);
     cli_plugins_free(&plugins);
     if (prc) return 1;
+    /* how a version asked for resolves (issue 12: 13 silently ran v6) */
+    static const char note[] =
+        "note: a layer (or ONNX node) asking for an ai.onnx op at version V runs the highest version <= V\n"
+        "      listed here (the opset rule; below every listed version fails); other namespaces need the\n"
+        "      exact version.\n";
     if (!filter) {
         kiln_registry_dump(stdout, NULL);
+        fputs(note, stdout);
         return 0;
     }
     /* A filter that matches nothing is an error, not an empty listing. */
@@ -123,6 +129,7 @@ int kiln_cli_plugins(int argc, char **argv) {
     fclose(mem);
     int found = len > 0;
     if (found) fwrite(text, 1, len, stdout);
+    if (found && strstr(text, "ai.onnx")) fputs(note, stdout);
     free(text);
     if (!found)
         return cli_fail(verb, "no registered op matches '%s' (a substring of \"ns::name\"; "
