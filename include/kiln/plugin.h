@@ -658,7 +658,7 @@ typedef struct kiln_compile_options {
     int is_source;       /* path_or_source is C source text, not a file path */
     const char *cflags;  /* extra compiler flags, space-separated ("-DFOO -O3") */
     int rebuild;         /* compile even when the cache has the result */
-    int verbose;         /* log cache hits/misses at KILN_LOG_INFO (else VERBOSE) */
+    int verbose;         /* print cache hits/misses (INFO, whatever the log level; else at VERBOSE) */
 } kiln_compile_options;
 
 /* Compile a C file defining ops (it includes <kiln/plugin.h>) into a shared
