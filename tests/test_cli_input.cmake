@@ -66,3 +66,12 @@ if(COMMAND kiln_cli_test AND TARGET kiln_cli)
   set_tests_properties(cli_input_plugins_version_note PROPERTIES PASS_REGULAR_EXPRESSION
                        "ai.onnx::Relu v6 .*note: a layer \\(or ONNX node\\) asking for an ai.onnx op at version V runs the highest version <= V")
 endif()
+
+# -v explains each candidate's cost: kernel + reformats (friction 2: FP16
+# lost to FP32 and the log never said the reformats decided it).
+if(COMMAND kiln_cli_test AND TARGET kiln_cli AND TARGET kiln_samples_ops)
+  kiln_cli_test(cli_input_build_v_costs ${KC} build --network circ_pad --network-opts multi-tactic
+                --plugins ${KLIB} --prefer-jit --fp16 -v -o ${KI_DIR}/cp16.kiln)
+  set_tests_properties(cli_input_build_v_costs PROPERTIES PASS_REGULAR_EXPRESSION
+                       "candidate \\[FP16,FP16\\] LINEAR tactic [0-9]+: kernel [0-9.]+ ms \\+ reformat inputs [0-9.]+ ms \\+ outputs [0-9.]+ ms \\(estimate\\) = cost [0-9.]+ ms.*chose .* \\(kernel [0-9.]+ ms \\+ reformats [0-9.]+ ms = cost")
+endif()
