@@ -184,7 +184,7 @@ if(TARGET kiln_cli AND TARGET kiln_samples_ops)
     kiln_cli_test(cli_onnx_aot0_build ${KC} build ${CMAKE_SOURCE_DIR}/tests/fixtures/circ_pad_aot0.onnx
                   --plugins ${KLIB} --prefer-aot -o ${KC_DIR}/onnx_aot0.kiln)
     kiln_cli_test(cli_onnx_aot0_run_no_plugins ${EXPECT_FAIL}
-                  "engine needs plugin sample::circ_pad version 1 .*layer 'circ_pad_0'"
+                  "engine needs plugin sample::circ_pad version 1 .*layer 'circ_pad_0'.*. load the library with --plugins LIB.so"
                   ${KC} run ${KC_DIR}/onnx_aot0.kiln --input x=${CP_DATA}/input_0.pb)
     kiln_cli_test(cli_onnx_aot0_run ${KC} run ${KC_DIR}/onnx_aot0.kiln --plugins ${KLIB}
                   --input x=${CP_DATA}/input_0.pb --compare y=${CP_DATA}/output_0.pb --rtol 0 --atol 0)
@@ -259,7 +259,9 @@ if(TARGET kiln_cli AND TARGET kiln_samples_ops)
     kiln_cli_test(cli_bench_plugin_source ${KC} bench ${KC_DIR}/interp.kiln --plugin-source ${INTERP_SRC}
                   --warmup 1 --iterations 5)
     kiln_cli_test(cli_inspect_plugin_source ${KC} inspect ${KC_DIR}/interp.kiln --plugin-source ${INTERP_SRC})
-    kiln_cli_test(cli_run_plugin_source_missing ${EXPECT_FAIL} "engine needs plugin sample::interpolate version 1"
+    # the hint fits the origin: a plugin compiled from source, CLI options
+    kiln_cli_test(cli_run_plugin_source_missing ${EXPECT_FAIL}
+                  "engine needs plugin sample::interpolate version 1.*. it was compiled from source: pass its .c file with --plugin-source"
                   ${KC} run ${KC_DIR}/interp.kiln --input x=${IC}/test_data_set_0/input_0.pb)
     set_tests_properties(cli_build_plugin_source PROPERTIES FIXTURES_SETUP cli_interp)
     set_tests_properties(cli_run_plugin_source PROPERTIES FIXTURES_REQUIRED cli_interp

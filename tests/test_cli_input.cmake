@@ -75,3 +75,16 @@ if(COMMAND kiln_cli_test AND TARGET kiln_cli AND TARGET kiln_samples_ops)
   set_tests_properties(cli_input_build_v_costs PROPERTIES PASS_REGULAR_EXPRESSION
                        "candidate \\[FP16,FP16\\] LINEAR tactic [0-9]+: kernel [0-9.]+ ms \\+ reformat inputs [0-9.]+ ms \\+ outputs [0-9.]+ ms \\(estimate\\) = cost [0-9.]+ ms.*chose .* \\(kernel [0-9.]+ ms \\+ reformats [0-9.]+ ms = cost")
 endif()
+
+# kiln plugins cache --list / --clean (friction 7): entries the cache made
+# are listed and removed, a foreign file in the directory is left alone.
+if(COMMAND kiln_cli_test AND TARGET kiln_cli)
+  set(KI_CACHE ${KI_DIR}/cache)
+  kiln_cli_test(cli_input_plugins_cache_list_clean sh -c
+    "rm -rf ${KI_CACHE} && mkdir -p ${KI_CACHE} && export KILN_CACHE_DIR=${KI_CACHE} && \
+     ${KC} plugins compile ${CMAKE_SOURCE_DIR}/samples/interpolate/interpolate.c >/dev/null && \
+     echo keep > ${KI_CACHE}/notes.txt && \
+     ${KC} plugins cache --list | grep -q 'interpolate-[0-9a-f]*\\.so' && \
+     ${KC} plugins cache --clean | grep -q '^removed 1 cache entry' && \
+     ${KC} plugins cache | grep -q '^0 cache entries' && test -f ${KI_CACHE}/notes.txt")
+endif()

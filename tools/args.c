@@ -329,5 +329,15 @@ int cli_engine_load(const char *verb, const char *path, kiln_engine **e) {
     snprintf(quoted, sizeof quoted, "'%s'", path);
     const char *m = kiln_errmsg();
     int named = m && strstr(m, quoted);
+    /* A missing plugin: the library's hint names the C API; say the options. */
+    const char *api = rc == KILN_EPLUGIN ? strstr(m, "; load it first with kiln_registry_load_library") : NULL;
+    if (!api && rc == KILN_EPLUGIN) api = strstr(m, "; load them first with kiln_registry_load_library");
+    if (api) {
+        int src = strstr(api, "compiled from source") != NULL;
+        return cli_fail(verb, "%s%s%.*s; %s", named ? "" : path, named ? "" : ": ", (int)(api - m), m,
+                        src ? "it was compiled from source: pass its .c file with --plugin-source (or the "
+                              "library with --plugins)"
+                            : "load the library with --plugins LIB.so (--plugin-source FILE.c for a source)");
+    }
     return named ? cli_fail(verb, "%s", m) : cli_fail_kiln(verb, rc, path);
 }

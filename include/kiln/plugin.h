@@ -674,6 +674,12 @@ KILN_API int kiln_plugin_compile(const char *path_or_source, const kiln_compile_
 /* kiln_plugin_compile then kiln_registry_load_library on the result. */
 KILN_API int kiln_plugin_compile_load(const char *path_or_source,
                                       const kiln_compile_options *opt, char **so_path_out);
+/* The compile cache directory (created if missing) into buf: compiled
+ * plugin sources (<stem>-<key>.so) and AOT kernels (aot-<entry>-<key>.bin)
+ * live there; `kiln plugins cache --list/--clean` lists or removes them.
+ * Errors: KILN_EINVAL (NULL buf), KILN_EIO (no HOME, path too long, not
+ * creatable). */
+KILN_API int kiln_compile_cache_dir(char *buf, size_t size);
 
 #ifdef __cplusplus
 }

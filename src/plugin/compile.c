@@ -377,6 +377,11 @@ int kiln__cache_dir(char *buf, size_t size) {
     return 0;
 }
 
+int kiln_compile_cache_dir(char *buf, size_t size) {
+    KILN__ARG(buf && size, KILN_EINVAL);
+    return kiln__cache_dir(buf, size);
+}
+
 /* Short, file-name-safe stem from the source path ("interpolate"). */
 static void stem_of(const char *path, char *out, size_t size) {
     const char *b = strrchr(path, '/');
