@@ -321,7 +321,7 @@ int cli_verbose_opt(const char *a) {
 }
 
 int cli_engine_load(const char *verb, const char *path, kiln_engine **e) {
-    int rc = kiln_engine_load(path, e);
+    int rc = kiln_engine_load_ex(path, &cli_load_opts, e);
     if (!rc) return 0;
     /* The loader's messages name the engine file ("engine 'x.kiln': ..."):
      * no second prefix then. */

@@ -20,7 +20,8 @@ static int usage(FILE *f) {
             "  --shapes in:1x3x224x224 shapes of dynamic inputs (default: profile opt)\n"
             "  --per-layer             also profile each layer (separate runs)\n"
             "  -v, --verbose           library log (engine loading, plugin lookups)\n"
-            "  ENGINE may be a MODEL.onnx: built in memory first (--shapes sets its profile)\n");
+            "  ENGINE may be a MODEL.onnx: built in memory first (--shapes sets its profile)\n"
+            CLI_TRUST_HELP);
     return f == stdout ? 0 : 2;
 }
 
@@ -48,6 +49,7 @@ int kiln_cli_bench(int argc, char **argv) {
         else if (!strcmp(a, "--per-layer")) per_layer = 1;
         else if (cli_verbose_opt(a)) continue;
         else if ((m = cli_plugins_opt(verb, argc, argv, &i, &plugins)) > 0) continue;
+        else if (m == 0 && (m = cli_trust_opt(verb, argc, argv, &i)) > 0) continue;
         else if (m == 0 && (m = cli_opt(argc, argv, &i, "--warmup", &v)) > 0) {
             if (cli_int(verb, "--warmup", v, &warmup)) return 2;
         } else if (m == 0 && (m = cli_opt(argc, argv, &i, "--iterations", &v)) > 0) {

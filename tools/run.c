@@ -42,7 +42,8 @@ static int usage(FILE *f) {
             "  --iterations N            run N times (outputs of the last run are reported)\n"
             "  -v, --verbose             library log (engine loading, plugin lookups)\n"
             "  ENGINE may be a MODEL.onnx: built in memory first (--shapes sets its profile;\n"
-            "  dynamic dims not given are 1)\n");
+            "  dynamic dims not given are 1)\n"
+            CLI_TRUST_HELP);
     return f == stdout ? 0 : 2;
 }
 
@@ -239,6 +240,7 @@ int kiln_cli_run(int argc, char **argv) {
         } else if (!strcmp(a, "--debug")) debug = 1;
         else if (cli_verbose_opt(a)) continue;
         else if ((m = cli_plugins_opt(verb, argc, argv, &i, &plugins)) > 0) continue;
+        else if (m == 0 && (m = cli_trust_opt(verb, argc, argv, &i)) > 0) continue;
         else if (m == 0 && (m = cli_opt(argc, argv, &i, "--input", &v)) > 0) {
             if (split_binding(verb, "--input", v, inputs, &ninputs)) goto out;
         } else if (m == 0 && (m = cli_opt(argc, argv, &i, "--compare", &v)) > 0) {

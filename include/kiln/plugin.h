@@ -129,6 +129,9 @@ typedef enum kiln_attr_type {
     KILN_ATTR_TENSOR,     /* dtype + dims + data (ONNX TENSOR) */
     KILN_ATTR_GRAPH       /* a kiln_network (ONNX GRAPH) */
 } kiln_attr_type;
+/* "int", "float", "string", "bool", "bytes", "array", "tensor", "graph";
+ * "?" for a value outside the enum.  Static storage, never NULL. */
+KILN_API const char *kiln_attr_type_name(kiln_attr_type t);
 
 /* One attribute of an op's schema.  `def` is the default in text form
  * ("0", "0.5", "nearest", "[1, 2, 3]", "true"), parsed at registration
@@ -252,7 +255,10 @@ KILN_API int kiln_shape_alias(kiln_shape_ctx *c, int out, int in);
 /* Declare output `out` a size tensor: a 0-D I64 tensor whose value,
  * written by impl, is a dim of other outputs.  Returns the symbol to use in
  * those dims.  `opt` is the value assumed when timing; `upper` bounds it
- * (memory is planned for it; a kernel writing a larger value is an error). */
+ * (memory is planned for it; a kernel writing a larger value is an error).
+ * The impl of this layer sees those outputs with their dims at the upper
+ * bound (the room it may fill, as in TensorRT); later layers see the
+ * actual dims. */
 KILN_API const kiln_expr *kiln_shape_size_tensor(kiln_shape_ctx *c, int out,
                                                  const kiln_expr *opt,
                                                  const kiln_expr *upper);
@@ -528,8 +534,9 @@ typedef struct kiln_quick_op {
      * after a successful shape call, with the same context (input dtypes
      * and dims, attributes, user).  Writes up to `max` combinations into
      * `out` and returns their count (0: the default, as formats == NULL) or
-     * a negative KILN_E* code.  The strings need to live only until it
-     * returns (kiln copies them); they are checked like `formats`. */
+     * a negative KILN_E* code.  kiln copies the strings right after it
+     * returns: they must stay valid until the next formats_fn call on this
+     * thread (static or thread-local buffers do).  Checked like `formats`. */
     int (*formats_fn)(const kiln_shape_ctx *c, kiln_combo *out, int max);
 } kiln_quick_op;
 
@@ -639,6 +646,17 @@ typedef struct kiln_op_info {
  * order: registration order).  KILN_EINVAL if i is out of range. */
 KILN_API int kiln_registry_count(void);
 KILN_API int kiln_registry_op(int i, kiln_op_info *info);
+/* The op ns::name at exactly `version` (kiln_registry_find), or at the
+ * highest registered version <= max_version (kiln_registry_resolve: how an
+ * ONNX opset picks its op).  info may be NULL (an existence test).
+ * KILN_ENOTFOUND if there is none; the message names the op and lists the
+ * registered versions. */
+KILN_API int kiln_registry_find(const char *ns, const char *name, int version, kiln_op_info *info);
+KILN_API int kiln_registry_resolve(const char *ns, const char *name, int max_version,
+                                   kiln_op_info *info);
+/* The registered versions of ns::name, ascending, as "1, 13" ("none"),
+ * into buf (always NUL-terminated when size > 0). */
+KILN_API void kiln_registry_versions(const char *ns, const char *name, char *buf, size_t size);
 
 /* Registration at load time.  A failure is logged (KILN_LOG_ERROR) and
  * remembered: kiln_registry_load_library reports it. */

@@ -22,16 +22,9 @@
 #define FOLD_MAX_BYTES ((uint64_t)256 << 20)
 
 static bsym *add_sym(builder *b, const kiln_expr *e, bsym_kind kind, int t, int d) {
-    if (b->nsym == b->capsym) {
-        int nc = b->capsym ? b->capsym * 2 : 32;
-        bsym *n = kiln__realloc(b->sym, (size_t)nc * sizeof *n);
-        if (!n) {
-            kiln__err(KILN_ENOMEM, "build: out of memory");
-            return NULL;
-        }
-        b->sym = n;
-        b->capsym = nc;
-    }
+    bsym *n = kiln__grow(b->sym, &b->capsym, b->nsym + 1, sizeof *b->sym);
+    if (!n) return NULL;
+    b->sym = n;
     bsym *s = &b->sym[b->nsym++];
     memset(s, 0, sizeof *s);
     s->e = e;
@@ -160,6 +153,19 @@ int kiln_shape_numel_bound(kiln_shape_ctx *c, int out, const kiln_expr *upper) {
     return 0;
 }
 
+/* "2,?,3": dims for a message, '?' where not constant. */
+static void dims_text(const kiln_expr *const *d, int n, char *buf, size_t size) {
+    size_t len = 0;
+    buf[0] = 0;
+    for (int k = 0; k < n && len < size; k++) {
+        int64_t v;
+        if (kiln_expr_is_const(d[k], &v))
+            len += (size_t)snprintf(buf + len, size - len, "%s%lld", k ? "," : "", (long long)v);
+        else
+            len += (size_t)snprintf(buf + len, size - len, "%s?", k ? "," : "");
+    }
+}
+
 int kiln_shape_broadcast(kiln_shape_ctx *c, const kiln_expr *const *a, int na,
                          const kiln_expr *const *bb, int nb, const kiln_expr **out) {
     KILN__CB_ARG(c && (a || na <= 0) && (bb || nb <= 0) && out && na >= 0 && nb >= 0, KILN_EINVAL);
@@ -178,21 +184,9 @@ int kiln_shape_broadcast(kiln_shape_ctx *c, const kiln_expr *const *a, int na,
         else if (xc && xv == 1) res[i] = y;
         else if (yc && yv == 1) res[i] = x;
         else if (xc && yc) {
-            char sa[128] = "", sb[128] = "";
-            for (int k = 0; k < na; k++) {
-                char t[24];
-                int64_t v;
-                if (kiln_expr_is_const(a[k], &v)) snprintf(t, sizeof t, "%s%lld", k ? "," : "", (long long)v);
-                else snprintf(t, sizeof t, "%s?", k ? "," : "");
-                strncat(sa, t, sizeof sa - strlen(sa) - 1);
-            }
-            for (int k = 0; k < nb; k++) {
-                char t[24];
-                int64_t v;
-                if (kiln_expr_is_const(bb[k], &v)) snprintf(t, sizeof t, "%s%lld", k ? "," : "", (long long)v);
-                else snprintf(t, sizeof t, "%s?", k ? "," : "");
-                strncat(sb, t, sizeof sb - strlen(sb) - 1);
-            }
+            char sa[128], sb[128];
+            dims_text(a, na, sa, sizeof sa);
+            dims_text(bb, nb, sb, sizeof sb);
             return kiln__err(KILN_ESHAPE,
                              "cannot broadcast shapes [%s] and [%s]: dim %d is %lld vs %lld (expected equal or 1)",
                              sa, sb, i, (long long)xv, (long long)yv);

@@ -49,6 +49,7 @@ typedef struct ctx_layer {
     void *ctx_state;            /* from attach_to_context (detach on free) */
     int nsize;                  /* outputs that are size tensors */
     size_t ws;                  /* workspace bytes at current shapes */
+    int check;                  /* dims changed: check them against the op (validate.c) */
 } ctx_layer;
 
 struct kiln_context {
@@ -91,7 +92,7 @@ struct kiln_context {
     uint64_t *mp_sizes, *mp_offs;
     int32_t *mp_first, *mp_last, *mp_t;
     int32_t *slot;              /* per tensor: its arena buffer (roots), -1 */
-    uint8_t *tnull;             /* (K) per tensor: an output nothing reads, of an op that
+    uint8_t *tnull;             /* per tensor: an output nothing reads, of an op that
                                  * allows it (kiln_quick_op.optional_outputs): passed as NULL */
 };
 
@@ -474,7 +475,9 @@ static int tensor_capacity(const kiln_context *c, int32_t t, uint64_t *out) {
     return dims_bytes(et, dims, out);
 }
 
-static void set_view(const kiln_context *c, kiln_tensor *v, int32_t t) {
+/* upper: dims at the size symbols' upper bounds (the data-dependent
+ * outputs of the layer that writes their size tensors: what it may fill). */
+static void set_view(const kiln_context *c, kiln_tensor *v, int32_t t, int upper) {
     if (t < 0) {
         memset(v, 0, sizeof *v);
         v->dtype = KILN_DTYPE_UNDEFINED;
@@ -483,6 +486,7 @@ static void set_view(const kiln_context *c, kiln_tensor *v, int32_t t) {
     const kiln__etensor *et = &c->e->tensors[t];
     int64_t dims[KILN_MAX_DIMS];
     tensor_dims(c, et, dims);
+    for (int d = 0; upper && d < et->ndim; d++) dims[d] = c->vals_up[et->dims[d]];
     kiln__tensor_view(v, NULL, (kiln_dtype)et->dtype, (kiln_format)et->format,
                       kiln__etensor_device(c->e, t), et->ndim, dims);
 }
@@ -491,12 +495,13 @@ static void update_view_dims(kiln_context *c, int from_layer) {
     const kiln_engine *e = c->e;
     for (int32_t l = from_layer; l < e->nlayers; l++) {
         ctx_layer *cl = &c->L[l];
-        int n = cl->call.nin + cl->call.nout;
+        int n = cl->call.nin + cl->call.nout, sizes = 0;
+        for (int k = 0; k < e->layers[l].nout; k++) sizes |= e->layers[l].out[k] >= 0 && e->tensors[e->layers[l].out[k]].is_size;
         for (int k = 0; k < n; k++) {
             kiln_tensor *v = &cl->in[k]; /* in and out are contiguous */
             int32_t t = c->view_t[v - c->views];
             void *d = v->data;
-            set_view(c, v, t);
+            set_view(c, v, t, sizes && k >= cl->call.nin && t >= 0 && c->tdep[t]);
             v->data = d;
         }
     }
@@ -528,10 +533,12 @@ static int grow(uint8_t **p, size_t *cap, size_t need) {
     return 0;
 }
 
+static uint64_t debug_slack(const kiln_context *c) { return c->debug ? CANARY : 0; }
+
 /* Sizes, memory plan, views, workspaces: after evaluate(). */
 static int plan(kiln_context *c) {
     const kiln_engine *e = c->e;
-    uint64_t slack = c->debug ? CANARY : 0;
+    uint64_t slack = debug_slack(c);
     int rc;
     if (c->has_size && (rc = eval_nodes(c, c->vals_up, 1))) return rc;
     for (int32_t t = 0; t < e->ntensors; t++) {
@@ -634,6 +641,7 @@ static int on_shape_change(kiln_context *c, int from) {
     const kiln_engine *e = c->e;
     for (int32_t l = from; l < e->nlayers; l++) {
         ctx_layer *cl = &c->L[l];
+        cl->check = 1; /* before it next runs, when its inputs' dims are final */
         if (!cl->vt || !cl->vt->on_shape_change) continue;
         int rc = cl->vt->on_shape_change(cl->state, cl->in, cl->call.nin, cl->out, cl->call.nout);
         if (rc) return layer_err(&e->layers[l], rc);
@@ -960,10 +968,14 @@ KILN_API int kiln_context_run(kiln_context *c) {
     for (int32_t i = 0; i < e->ninputs + e->noutputs; i++) {
         int32_t t = i < e->ninputs ? e->inputs[i] : e->outputs[i - e->ninputs];
         if (!c->bind[t]) continue;
-        if (c->bind_bytes[t] < c->tbytes[t])
+        /* an output's buffer holds its whole in-place chain */
+        uint64_t need = c->tbytes[t];
+        if (i >= e->ninputs && c->talloc[c->root[t]] - (debug_slack(c)) > need)
+            need = c->talloc[c->root[t]] - debug_slack(c);
+        if (c->bind_bytes[t] < need)
             return kiln__err(KILN_EINVAL, "%s '%s' needs %llu bytes, buffer has %zu",
                              i < e->ninputs ? "input" : "output", e->tensors[t].name,
-                             (unsigned long long)c->tbytes[t], c->bind_bytes[t]);
+                             (unsigned long long)need, c->bind_bytes[t]);
     }
     if (c->ptrs_dirty && (rc = patch_pointers(c))) return rc;
 
@@ -974,6 +986,11 @@ KILN_API int kiln_context_run(kiln_context *c) {
         ctx_layer *cl = &L[l];
         double t0 = 0;
         if (debug) debug_before(c, l);
+        if (cl->check) {
+            rc = kiln__layer_check_shapes(e, l, e->layers[l].state, cl->call.attrs, cl->in, cl->out, c->dep);
+            if (rc) return rc;
+            cl->check = 0;
+        }
         if (prof) t0 = kiln__now_ms();
         rc = cl->vt ? cl->vt->enqueue(cl->state, &cl->call) : run_aot(c, l);
         rc = kiln__misuse_take(rc);

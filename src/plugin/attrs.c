@@ -31,7 +31,7 @@ static kiln_dtype schema_elem(const kiln_attr_def *d) {
     return d->elem == KILN_DTYPE_UNDEFINED ? KILN_DTYPE_I64 : d->elem;
 }
 
-static const char *type_name(kiln_attr_type t) {
+const char *kiln_attr_type_name(kiln_attr_type t) {
     switch (t) {
     case KILN_ATTR_INT: return "int";
     case KILN_ATTR_FLOAT: return "float";
@@ -41,8 +41,8 @@ static const char *type_name(kiln_attr_type t) {
     case KILN_ATTR_ARRAY: return "array";
     case KILN_ATTR_TENSOR: return "tensor";
     case KILN_ATTR_GRAPH: return "graph";
-    default: return "?";
     }
+    return "?";
 }
 
 static int is_int_dtype(kiln_dtype t) {
@@ -263,9 +263,9 @@ static void list_names(const kiln_attr_def *defs, int count, char *buf, size_t s
 
 static void describe(const kiln_attr_value *v, char *buf, size_t size) {
     if (v->type == KILN_ATTR_ARRAY || v->type == KILN_ATTR_TENSOR)
-        snprintf(buf, size, "%s of %s", type_name(v->type), kiln_dtype_name(v->elem));
+        snprintf(buf, size, "%s of %s", kiln_attr_type_name(v->type), kiln_dtype_name(v->elem));
     else
-        snprintf(buf, size, "%s", type_name(v->type));
+        snprintf(buf, size, "%s", kiln_attr_type_name(v->type));
 }
 
 /* Convert val to the schema type of d into out (deep, owning). */
@@ -480,7 +480,7 @@ int kiln__attr_parse_default(const kiln_attr_def *d, kiln_attr_value *out) {
     case KILN_ATTR_BOOL:
         if (parse_num(text, text + strlen(text), &n) != 0)
             return kiln__err(KILN_EINVAL, "attribute '%s': default \"%s\" is not a %s", d->name, text,
-                             type_name(d->type));
+                             kiln_attr_type_name(d->type));
         if (n.is_float) {
             v.type = KILN_ATTR_FLOAT;
             v.f = n.d;
@@ -565,7 +565,7 @@ int kiln__attr_parse_default(const kiln_attr_def *d, kiln_attr_value *out) {
     }
     default:
         return kiln__err(KILN_EINVAL, "attribute '%s': a %s attribute cannot have a text default", d->name,
-                         type_name(d->type));
+                         kiln_attr_type_name(d->type));
     }
     int rc = convert(d, &v, out);
     if (rc) return kiln__err_prefix(rc, "default \"%s\"", text);
@@ -619,7 +619,7 @@ int kiln__attrs_serialize(const kiln__attrset *s, void *buf, size_t *size) {
         }
         default:
             return kiln__err(KILN_EUNSUPPORTED, "attribute '%s': %s attributes cannot be serialized", d->name,
-                             type_name(v->type));
+                             kiln_attr_type_name(v->type));
         }
     }
     if (buf && w.n > *size) {
@@ -653,7 +653,7 @@ static int decode_one(kiln__rbuf *r, kiln__attrset *s, const kiln__op *op, uint8
     seen[i] = 1;
     if (type != d->type || (type == KILN_ATTR_ARRAY && elem != schema_elem(d)))
         return kiln__r_fail_at(r, name_off, KILN_EFORMAT, "'%s' stored as %s (elem %s), schema says %s",
-                               d->name, type_name(type), kiln_dtype_name(elem), type_name(d->type));
+                               d->name, kiln_attr_type_name(type), kiln_dtype_name(elem), kiln_attr_type_name(d->type));
     kiln_attr_value v = {0};
     v.present = 1;
     v.type = type;
@@ -802,7 +802,7 @@ static const kiln_attr_value *get_checked(const kiln_attrs *a, const char *name,
         if (strcmp(a->defs[i].name, name) != 0) continue;
         if (a->defs[i].type != t1 && a->defs[i].type != t2) {
             kiln__misuse("%s(\"%s\"): the schema declares a %s attribute, this accessor reads %s", fn, name,
-                         type_name(a->defs[i].type), type_name(t1));
+                         kiln_attr_type_name(a->defs[i].type), kiln_attr_type_name(t1));
             return &k_absent;
         }
         return &a->v[i];

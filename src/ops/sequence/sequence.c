@@ -2,7 +2,7 @@
  * sequence.c — ONNX sequence and optional operators on kiln's packed
  * sequence form.
  *
- * kiln networks carry tensors only.  The ONNX importer (src/onnx/seq.c)
+ * kiln networks carry tensors only.  The ONNX importer (src/onnx/import_sequences.c)
  * therefore represents an ONNX sequence value `s` by two tensors:
  *
  *   s         the elements' data, concatenated, 1-D, of the element type;

@@ -148,9 +148,17 @@ static int reshape_shape(kiln_shape_ctx *c) {
         d[infer] = kiln_expr_floordiv(X, total, kiln_expr_max(X, known, kiln_expr_const(X, 1)));
     } else {
         int64_t a, b;
-        if (kiln_expr_is_const(total, &a) && kiln_expr_is_const(known, &b) && a != b)
-            return kiln_set_error(KILN_ESHAPE, "Reshape: input has %lld elements, shape asks for %lld",
-                                  (long long)a, (long long)b);
+        if (kiln_expr_is_const(total, &a) && kiln_expr_is_const(known, &b) && a != b) {
+            char dims[8 * 24] = "";
+            for (int i = 0, off = 0; i < n && off < (int)sizeof dims; i++) {
+                int64_t di;
+                off += kiln_expr_is_const(d[i], &di)
+                           ? snprintf(dims + off, sizeof dims - (size_t)off, "%s%lld", i ? ", " : "", (long long)di)
+                           : snprintf(dims + off, sizeof dims - (size_t)off, "%s?", i ? ", " : "");
+            }
+            return kiln_set_error(KILN_ESHAPE, "Reshape: input has %lld elements, shape [%s] asks for %lld",
+                                  (long long)a, dims, (long long)b);
+        }
     }
     if (nsym) {
         const kiln_expr *inf = kiln_expr_floordiv(X, total, kiln_expr_max(X, known, kiln_expr_const(X, 1)));
