@@ -26,8 +26,9 @@ static int usage(FILE *f) {
                "  registers, and print the library's path and whether it was a cache hit.\n"
                "usage: kiln plugins cache [--list | --clean]\n"
                "  List (default) or remove the compile cache's entries: compiled plugin\n"
-               "  sources (<stem>-<key>.so), AOT kernels (aot-<entry>-<key>.bin) and\n"
-               "  leftover temporary files; other files there are left alone.\n");
+               "  sources (<stem>-<key>.so), AOT kernels (aot-<entry>-<key>.bin), AOT\n"
+               "  sources kept after a compile error (.c) and leftover temporary files;\n"
+               "  other files there are left alone.\n");
     return f == stdout ? 0 : 2;
 }
 
@@ -36,11 +37,13 @@ static int usage(FILE *f) {
 static int cache_entry(const char *name) {
     const char *t = strstr(name, ".tmp-");
     size_t n = t ? (size_t)(t - name) : strlen(name);
-    size_t ext = n >= 4 && !strncmp(name + n - 4, ".bin", 4) ? 4 : n >= 3 && !strncmp(name + n - 3, ".so", 3) ? 3 : 0;
+    size_t ext = n >= 4 && !strncmp(name + n - 4, ".bin", 4) ? 4
+                 : n >= 3 && !strncmp(name + n - 3, ".so", 3) ? 3
+                 : n >= 2 && !strncmp(name + n - 2, ".c", 2) ? 2 : 0;
     if (!ext || n < ext + 33 || name[n - ext - 33] != '-') return 0;
     for (size_t i = n - ext - 32; i < n - ext; i++)
         if (!strchr("0123456789abcdef", name[i])) return 0;
-    return ext == 3 || !strncmp(name, "aot-", 4);
+    return ext == 3 || !strncmp(name, "aot-", 4); /* .c: an AOT source kept after a compile error */
 }
 
 static int cache_verb(int argc, char **argv) {
