@@ -391,10 +391,19 @@ int kiln__engine_prepare(kiln_engine *e);
  * constants, aliases), and per shape change of one layer's output views
  * against its op's shape function.  KILN_EFORMAT naming layer and tensor. */
 int kiln__engine_validate(const kiln_engine *e);
+/* builder/shape.c: run op's shape function outside the builder (engine
+ * validation, concrete input dims): a size tensor's symbol stands for its
+ * upper bound, and kiln_shape_numel_bound's bounds land in numel[out]. */
+typedef struct kiln__shape_bounds {
+    const kiln_expr *numel[KILN_MAX_IO];
+} kiln__shape_bounds;
+int kiln__shape_run_bounds(const kiln__op *op, void *state, kiln_shape_ctx *c,
+                           kiln__shape_bounds *bounds);
 /* engine/file.c: the engine file format version this kiln writes and reads. */
 unsigned kiln__file_version(void);
 int kiln__layer_check_shapes(const kiln_engine *e, int32_t l, void *state, const kiln_attrs *attrs,
-                             const kiln_tensor *in, const kiln_tensor *out, const uint8_t *size_dep);
+                             const kiln_tensor *in, const kiln_tensor *out, const uint8_t *size_dep,
+                             const uint64_t *capacity);
 
 
 /* ------------------------------------------------------------ plugin/so_load, compile, aot */

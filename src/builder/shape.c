@@ -93,7 +93,8 @@ static void const_values(builder *b, bt *t) {
 /* ------------------------------------------------------------ shape functions API */
 
 typedef struct shape_priv {
-    builder *b;
+    builder *b;                 /* NULL: bounds mode (kiln__shape_run_bounds) */
+    kiln__shape_bounds *bounds;
     int layer;
     const kiln_network *inline_net;
     int alias[KILN_MAX_IO];
@@ -120,6 +121,11 @@ const kiln_expr *kiln_shape_size_tensor(kiln_shape_ctx *c, int out, const kiln_e
     KILN__CB_ARG(c && c->x, kiln_expr_sym(NULL, NULL));
     KILN__CB_ARG(opt && upper && out >= 0 && out < c->nout, kiln_expr_sym(c->x, "<invalid size tensor>"));
     shape_priv *p = c->priv_;
+    if (p && !p->b) { /* bounds mode: the dims it sets hold at most this */
+        c->out[out].dtype = KILN_DTYPE_I64;
+        c->out[out].ndim = 0;
+        return upper;
+    }
     char *name = kiln__strfmt("%s:size%d", p ? p->b->l[p->layer].name : "?", out);
     const kiln_expr *s = name ? kiln_expr_sym(c->x, name) : kiln_expr_sym(NULL, NULL);
     kiln__free(name);
@@ -149,8 +155,23 @@ int kiln_shape_numel_bound(kiln_shape_ctx *c, int out, const kiln_expr *upper) {
     if (out < 0 || out >= c->nout)
         return kiln__err(KILN_EINVAL, "kiln_shape_numel_bound: output %d out of range (%d outputs)", out, c->nout);
     shape_priv *p = c->priv_;
-    if (p) p->b->t[p->b->l[p->layer].out[out]].numel_bound = upper;
+    if (p && !p->b) p->bounds->numel[out] = upper;
+    else if (p) p->b->t[p->b->l[p->layer].out[out]].numel_bound = upper;
     return 0;
+}
+
+int kiln__shape_run_bounds(const kiln__op *op, void *state, kiln_shape_ctx *c, kiln__shape_bounds *bounds) {
+    shape_priv sp = {.b = NULL, .bounds = bounds};
+    for (int k = 0; k < KILN_MAX_IO; k++) {
+        sp.alias[k] = -1;
+        bounds->numel[k] = NULL;
+    }
+    c->priv_ = &sp;
+    int rc = kiln__misuse_take(op->vt->shape(state, c));
+    c->priv_ = NULL;
+    if (!rc && sp.inline_net)
+        rc = kiln__err(KILN_EUNSUPPORTED, "the op replaces itself by a sub-network (only the builder inlines)");
+    return rc;
 }
 
 /* "2,?,3": dims for a message, '?' where not constant. */
@@ -199,7 +220,7 @@ int kiln_shape_broadcast(kiln_shape_ctx *c, const kiln_expr *const *a, int na,
 int kiln_shape_inline(kiln_shape_ctx *c, const kiln_network *sub) {
     KILN__CB_ARG(c, KILN_EINVAL);
     shape_priv *p = c->priv_;
-    if (!p) return kiln__err(KILN_EUNSUPPORTED, "kiln_shape_inline: only the builder can inline");
+    if (!p || !p->b) return kiln__err(KILN_EUNSUPPORTED, "kiln_shape_inline: only the builder can inline");
     if (!sub) return kiln__err(KILN_EINVAL, "kiln_shape_inline: sub-network is NULL");
     if (sub->ninputs > c->nin)
         return kiln__err(KILN_EINVAL, "kiln_shape_inline: sub-network has %d inputs, the layer %d",

@@ -987,7 +987,8 @@ KILN_API int kiln_context_run(kiln_context *c) {
         double t0 = 0;
         if (debug) debug_before(c, l);
         if (cl->check) {
-            rc = kiln__layer_check_shapes(e, l, e->layers[l].state, cl->call.attrs, cl->in, cl->out, c->dep);
+            rc = kiln__layer_check_shapes(e, l, e->layers[l].state, cl->call.attrs, cl->in, cl->out, c->dep,
+                                          c->tbytes);
             if (rc) return rc;
             cl->check = 0;
         }
