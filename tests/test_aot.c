@@ -829,7 +829,7 @@ TEST_IMPL(aot_engine_tampered_kernel) {
 /* An AOT source that does not compile (issue 12 friction 4): the build
  * error names the layer, the op once and the kernel; the compiler's
  * file:line points at a kept copy of the source (it used to name a deleted
- * temporary kernel.c), with lines counted from the source's first line. */
+ * temporary file), with lines counted from the source's first line. */
 static const char broken_src[] = "#include <kiln/plugin.h>\n"
                                  "void broken_k(const kiln_aot_args *a, int ith, int nth) {\n"
                                  "    int x = ;\n"
