@@ -3,10 +3,11 @@
  * Nothing here is public.  Internal names start with kiln__ (or are static).
  *
  * Modules and who calls whom (the data path reads one way):
- *   core/    alloc, errors+log, dtype, fp16, expr pool, thread pool
+ *   core/    alloc, errors+log, dtype, fp16, expr pool, tensor views
+ *   device/  cpu/: thread pool, sgemm, fast math
  *   plugin/  registry, attribute codec, format grammar, quick-op adapter,
  *            library loading
- *   build/   network API, shape inference + folding, format/tactic
+ *   builder/ network API, shape inference + folding, format/tactic
  *            selection (timing + timing cache), memory planning -> engine
  *   engine/  engine file (save/load/mmap/verify), inspect, runtime contexts
  *   onnx/    ONNX reader -> network (uses only the public network API)
@@ -63,6 +64,23 @@ const kiln_expr *kiln__exprs_at(const kiln_exprs *x, uint32_t id);
 typedef int (*kiln__sym_lookup)(void *ud, const char *name, int64_t *v);
 int kiln__expr_eval(const kiln_expr *e, kiln__sym_lookup cb, void *ud, int64_t *out);
 
+/* ------------------------------------------------------------ core/tensor_view */
+/* The one builder of kiln_tensor views (builder, engine and contexts all
+ * use it).  kiln__tensor_view: v gets data, dtype, format, device and dims,
+ * and strides from the format (LINEAR and blocked: row-major over the
+ * logical dims; NHWC at rank >= 3: channels last); a dim < 0 (not known
+ * yet) counts as 1 in the strides.  kiln__tensor_strides recomputes the
+ * strides of v from its dims and format (after its dims changed). */
+void kiln__tensor_view(kiln_tensor *v, void *data, kiln_dtype dtype, kiln_format format,
+                       kiln_device_kind device, int ndim, const int64_t *dims);
+void kiln__tensor_strides(kiln_tensor *v);
+/* Bytes of a dense tensor with these logical dims; blocked layouts
+ * (NCHW8C/NCHW16C, rank >= 3) pad C up to the block.  KILN_ESHAPE for a
+ * negative dim or more than 2^48 bytes, the message naming the dim (the
+ * caller prefixes the tensor's name). */
+int kiln__tensor_bytes(kiln_dtype dtype, kiln_format format, int ndim, const int64_t *dims,
+                       uint64_t *bytes);
+
 /* ------------------------------------------------------------ device/cpu/threadpool */
 typedef struct kiln__pool kiln__pool;
 kiln__pool *kiln__pool_create(int threads);   /* threads >= 1; 1 = no workers */
@@ -83,14 +101,19 @@ typedef struct kiln__op {
     char *ns, *name;
     int version;
     int min_inputs, max_inputs, num_outputs;
-    const kiln_attr_def *attr_defs;  /* schema (borrowed from the definer) */
+    const kiln_attr_def *attr_defs;  /* schema (the registry's copy) */
     int nattrs;
     kiln_attr_value *attr_defaults;  /* parsed defaults, nattrs entries */
     const kiln_plugin_vtable *vt;    /* quick ops: the adapter's vtable */
     const kiln_quick_op *quick;      /* NULL for full plugins */
     const kiln_plugin_def *plugin;   /* NULL for quick ops */
-    char *library;                   /* path of the .so that defined it, NULL = libkiln */
+    char *library;                   /* path of the .so that defined it, NULL = libkiln or none */
     int builtin;                     /* defined inside libkiln */
+    /* registry.c: the struct registration was given (to recognise the same
+     * definition registered twice) and the memory of the registry's copy
+     * of it (quick, plugin, attr_defs point into it). */
+    const void *origin;
+    void *defmem;
 } kiln__op;
 
 /* Exact (ns, name, version). NULL if absent (no message set). */
@@ -117,6 +140,11 @@ int kiln__op_serialize(const kiln__op *op, const void *state, uint8_t **blob, si
  * plugin.h for what c holds).  dst NULL: *size gets the bytes needed, 0 =
  * none (always 0 for full plugins and ops without prepack).  Errors name
  * the op. */
+/* The type/format combinations a quick-op instance offers ({NULL}-
+ * terminated): the op's `formats`, or what its formats_fn answered for this
+ * layer at shape time.  NULL: the default (shape's types, LINEAR, tactic 0);
+ * always NULL for full plugins. */
+const kiln_combo *kiln__op_formats(const kiln__op *op, const void *state);
 int kiln__op_prepack(const kiln__op *op, const void *state, const kiln_call *c, int input,
                      void *dst, size_t *size);
 
@@ -340,6 +368,21 @@ struct kiln_engine {
     int weights_owned;       /* weights allocated (not in the map) */
 };
 
+/* Where the memory of engine tensor t lives.  Every engine tensor is host
+ * memory today; giving tensors a location (the CUDA backend, issue 10)
+ * changes only this function. */
+static inline kiln_device_kind kiln__etensor_device(const kiln_engine *e, int32_t t) {
+    (void)e;
+    (void)t;
+    return KILN_DEVICE_CPU;
+}
+
+/* engine/engine.c: the value of shape-program node n when it is a constant
+ * (returns 1), else 0. */
+int kiln__enode_const(const kiln_engine *e, int32_t n, int64_t *v);
+/* dims of t where static, -1 elsewhere; returns the first non-static dim,
+ * or -1 when all are static. */
+int kiln__etensor_static_dims(const kiln_engine *e, const kiln__etensor *t, int64_t *dims);
 /* engine/engine.c: free everything (also runtime layer states). */
 void kiln__engine_destroy(kiln_engine *e);
 /* Instantiate layer states after build/load (attrs decoded, plugin

@@ -68,7 +68,7 @@ TEST_IMPL(register_find_resolve) {
     ASSERT_OK(kiln_register_quick_op(&op_v3));
     ASSERT_OK(kiln_register_quick_op(&op_v3)); /* same struct again: no-op */
     const kiln__op *o = kiln__registry_find("test", "add", 3);
-    ASSERT(o && o->quick == &op_v3 && o->version == 3);
+    ASSERT(o && o->origin == &op_v3 && o->version == 3);
     ASSERT(o->builtin); /* defined in this image, which holds libkiln */
     ASSERT(o->library == NULL);
     ASSERT(o->vt == &kiln__quick_vtable);
@@ -197,19 +197,19 @@ TEST_IMPL(validation) {
     static kiln_plugin_vtable newer;
     newer = vt_;
     newer.version = KILN_PLUGIN_VTABLE_VERSION + 1;
-    static kiln_plugin_def pd = {"test", "plug", 1, 1, 1, 1, NULL, &vt_, "a plugin"};
-    static kiln_plugin_def pn = {"test", "plug_new", 1, 1, 1, 1, NULL, &newer, NULL};
+    static kiln_plugin_def pd = {.ns = "test", .name = "plug", .version = 1, .min_inputs = 1, .max_inputs = 1, .num_outputs = 1, .vt = &vt_, .doc = "a plugin"};
+    static kiln_plugin_def pn = {.ns = "test", .name = "plug_new", .version = 1, .min_inputs = 1, .max_inputs = 1, .num_outputs = 1, .vt = &newer, .doc = NULL};
     ASSERT_EQ(kiln_register_plugin(&pn), KILN_EVERSION);
     ASSERT_CONTAINS(kiln_errmsg(), "newer");
     static kiln_plugin_vtable noenq;
     noenq = vt_;
     noenq.enqueue = NULL;
-    static kiln_plugin_def pe = {"test", "plug_noenq", 1, 1, 1, 1, NULL, &noenq, NULL};
+    static kiln_plugin_def pe = {.ns = "test", .name = "plug_noenq", .version = 1, .min_inputs = 1, .max_inputs = 1, .num_outputs = 1, .vt = &noenq, .doc = NULL};
     ASSERT_EQ(kiln_register_plugin(&pe), KILN_EINVAL);
     ASSERT_CONTAINS(kiln_errmsg(), "enqueue");
     ASSERT_OK(kiln_register_plugin(&pd));
     const kiln__op *o = kiln__registry_find("test", "plug", 1);
-    ASSERT(o && o->plugin == &pd && o->vt == &vt_ && !o->quick);
+    ASSERT(o && o->origin == &pd && o->vt->enqueue == vt_.enqueue && !o->quick);
     void *st;
     ASSERT_OK(kiln__op_create(o, NULL, &st));
     uint8_t *blob;

@@ -59,6 +59,13 @@ extern "C" {
 #endif
 
 #define KILN_MAX_DIMS 8
+/* Most inputs + outputs of one layer. */
+#define KILN_MAX_IO 64
+
+/* "0.1.0": the library's version (may differ from the KILN_VERSION_* of
+ * the headers a program was compiled with), and its KILN_ABI_VERSION. */
+KILN_API const char *kiln_version(void);
+KILN_API int kiln_abi_version(void);
 
 /* ---------------------------------------------------------------- errors */
 
@@ -111,7 +118,11 @@ typedef enum kiln_log_level {
 
 typedef void (*kiln_log_fn)(void *ud, kiln_log_level level, const char *msg);
 /* Messages at or below `level` go to fn (default: stderr, level WARN).
- * fn == NULL restores the stderr logger.  Thread-safe. */
+ * fn == NULL restores the stderr logger.  Thread-safe.  fn runs on the
+ * thread that logs, outside kiln's locks (it may take its own, such as
+ * Python's GIL, and may call kiln), possibly concurrently from several
+ * threads, and possibly once more with the old `ud` just after
+ * kiln_log_set replaced it: keep `ud` valid a while or forever. */
 KILN_API void kiln_log_set(kiln_log_level level, kiln_log_fn fn, void *ud);
 KILN_API kiln_log_level kiln_log_get_level(void);
 
@@ -249,7 +260,7 @@ KILN_API int kiln_layer_set_tensor(kiln_layer *l, const char *name,
                                    kiln_dtype dtype, int ndim,
                                    const int64_t *dims, const void *data);
 /* A graph-valued attribute (ONNX GRAPH: If/Loop bodies).  The layer takes
- * ownership of `g` (also on failure). */
+ * ownership of `g` also on failure: never use or free `g` after the call. */
 KILN_API int kiln_layer_set_graph(kiln_layer *l, const char *name,
                                   kiln_network *g);
 
@@ -272,6 +283,27 @@ KILN_API const char *kiln_network_output_name(const kiln_network *net, int i);
  * KILN_EINVAL if i is out of range. */
 typedef struct kiln_io_info kiln_io_info;
 KILN_API int kiln_network_input_info(const kiln_network *net, int i, kiln_io_info *info);
+
+/* One layer as data, for a network or an engine.  Strings belong to the
+ * network/engine and live as long as it does (the op strings of a network
+ * layer: as long as the process).  inputs[k] is "" for an absent optional
+ * input.  tactic, aot and time_ms: engine layers only (network layers: 0,
+ * the layer's aot choice -1/0/1, 0). */
+typedef struct kiln_layer_info {
+    const char *name;
+    const char *op_ns, *op_name;
+    int op_version;
+    int nin, nout;
+    const char *inputs[KILN_MAX_IO];
+    const char *outputs[KILN_MAX_IO];
+    int tactic;
+    int aot;
+    double time_ms;
+} kiln_layer_info;
+
+/* Layer i of the network (0 <= i < kiln_network_num_layers).  KILN_EINVAL
+ * if out of range. */
+KILN_API int kiln_network_layer_info(const kiln_network *net, int i, kiln_layer_info *info);
 
 /* ---------------------------------------------------------------- builder */
 
@@ -365,6 +397,9 @@ KILN_API int kiln_engine_num_inputs(const kiln_engine *e);
 KILN_API int kiln_engine_num_outputs(const kiln_engine *e);
 /* i < num_inputs: input i; else output i - num_inputs.  KILN_EINVAL if out of range. */
 KILN_API int kiln_engine_io(const kiln_engine *e, int i, kiln_io_info *info);
+/* Layers of the engine as data (kiln_engine_inspect prints them). */
+KILN_API int kiln_engine_num_layers(const kiln_engine *e);
+KILN_API int kiln_engine_layer_info(const kiln_engine *e, int i, kiln_layer_info *info);
 /* Human-readable description: layers with op identity, chosen types,
  * formats, tactic and timing, memory plan, weights size, AOT kernels,
  * embedded and required plugins. */

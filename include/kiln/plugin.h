@@ -70,7 +70,9 @@ KILN_API int kiln_set_error(int status, const char *fmt, ...) KILN_PRINTF(2, 3);
 /* Shapes are expressions over input dims and size-tensor symbols.  They are
  * hash-consed (structurally equal expressions are the same pointer, so ==
  * compares them) and constant-folded.  They live in a pool owned by the
- * builder; constructors never return NULL (they abort on out-of-memory). */
+ * builder; constructors never return NULL (they abort on out-of-memory).
+ * Lifetime: an expression is valid only during the callback that received
+ * the pool (shape, aot, formats_fn); bindings must not keep the pointer. */
 typedef struct kiln_exprs kiln_exprs;
 typedef struct kiln_expr kiln_expr;
 
@@ -169,7 +171,8 @@ KILN_API double kiln_attrs_float(const kiln_attrs *a, const char *name);
 KILN_API const char *kiln_attrs_string(const kiln_attrs *a, const char *name);
 /* Array as int64 in *v: an I64 array returns its own data; another integer
  * elem type (at most 256 elements) is widened into a per-thread buffer that
- * stays valid for the next 7 calls on this thread.  Returns the count, or -1
+ * stays valid for the next 7 calls on this thread (copy it if you keep it
+ * longer; kiln_attrs_get gives the stored array without a copy).  Returns the count, or -1
  * if absent (*v = NULL).  kiln_attrs_floats: the same for F32. */
 KILN_API int64_t kiln_attrs_ints(const kiln_attrs *a, const char *name, const int64_t **v);
 KILN_API int64_t kiln_attrs_floats(const kiln_attrs *a, const char *name, const float **v);
@@ -227,6 +230,8 @@ struct kiln_shape_ctx {
     int nout;
     const kiln_attrs *attrs;
     void *priv_;            /* the builder's */
+    /* The op's kiln_quick_op.user (bindings find their callable with it). */
+    void *user;
 };
 
 /* Output `out` shares its buffer with input `in` (in-place op).  The
@@ -307,6 +312,8 @@ typedef struct kiln_call {
      * engine such as constant folding).  NULL as a whole: none at all.
      * An op must still work from in[i].data when its entry is NULL. */
     const void *const *prepacked;
+    /* The op's kiln_quick_op.user (NULL for full plugins). */
+    void *user;
 } kiln_call;
 
 /* ------------------------------------------------- epilogue fusion
@@ -390,7 +397,6 @@ typedef struct kiln_combo {
     int tactics[KILN_MAX_TACTICS];
 } kiln_combo;
 
-#define KILN_MAX_IO 64
 /* One expanded choice: a dtype and layout per position (inputs, then outputs). */
 typedef struct kiln_io_format {
     int n;
@@ -496,6 +502,20 @@ typedef struct kiln_quick_op {
      * those.  Returns 0 or a KILN_E* code (with kiln_set_error), which
      * fails the build or load. */
     int (*prepack)(const kiln_call *c, int input, void *dst, size_t *size);
+    /* For bindings (the Python package) and generated ops: `user` reaches
+     * every callback of this op as kiln_shape_ctx.user / kiln_call.user
+     * (shape, impl, workspace, prepack, aot, formats_fn), so one trampoline
+     * serves many ops.  kiln never frees it; it must outlive every network
+     * and engine using the op (see kiln_registry_unregister). */
+    void *user;
+    /* Autotune as a function of the inputs and attributes (TensorRT's
+     * @autotune), used instead of `formats` when set: called once per layer
+     * after a successful shape call, with the same context (input dtypes
+     * and dims, attributes, user).  Writes up to `max` combinations into
+     * `out` and returns their count (0: the default, as formats == NULL) or
+     * a negative KILN_E* code.  The strings need to live only until it
+     * returns (kiln copies them); they are checked like `formats`. */
+    int (*formats_fn)(const kiln_shape_ctx *c, kiln_combo *out, int max);
 } kiln_quick_op;
 
 /* ------------------------------------------------- full plugins */
@@ -546,9 +566,24 @@ typedef struct kiln_plugin_def {
     const kiln_attr_def *attrs;   /* terminated by {NULL} */
     const kiln_plugin_vtable *vt;
     const char *doc;
+    /* For bindings (class plugins of the Python package): when set, these
+     * replace vt->create / vt->deserialize and receive `user`, so one
+     * vtable serves many plugin classes (vt->create and vt->deserialize
+     * may then be NULL).  Instances carry their own state afterwards. */
+    void *user;
+    int (*create_user)(const kiln_attrs *attrs, void *user, void **state);
+    int (*deserialize_user)(const void *buf, size_t size, void *user, void **state);
 } kiln_plugin_def;
 
-/* Register an op.  Errors: KILN_EEXISTS (message names the existing
+/* Register an op.  The registry copies the definition (identity, doc,
+ * attribute schema, format strings, vtable): the caller's structs may be
+ * freed or reused once the call returns; `user` and the callbacks are
+ * kept as given.  Which library defined the op is found from the address
+ * of the struct passed in: a definition that lives in no shared object
+ * file (heap memory, a binding) or in the main program has no library, so
+ * engines can neither embed nor reload it; they need it registered again
+ * before they load (KILN_EPLUGIN names it otherwise).
+ * Errors: KILN_EEXISTS (message names the existing
  * definition's library and the new one), KILN_EINVAL (reserved namespace
  * "ai.onnx*"/"kiln" from outside libkiln, bad schema default, bad format
  * string), KILN_ENOMEM. */
@@ -560,6 +595,35 @@ KILN_API int kiln_register_plugin(const kiln_plugin_def *def);
  * defaults); a longer struct (a newer kiln's plugin) is KILN_EVERSION. */
 KILN_API int kiln_register_quick_op_sized(const kiln_quick_op *op, size_t size);
 KILN_API int kiln_register_plugin_sized(const kiln_plugin_def *def, size_t size);
+
+/* Remove op `identity` ("ns::name") at `version`: later lookups (new
+ * layers, builds, engine loads) no longer find it and the identity may be
+ * registered again.  Networks and engines that already use the old
+ * definition keep working: kiln keeps it (and its `user`) alive until the
+ * process exits.  Errors: KILN_ENOTFOUND, KILN_EINVAL (malformed identity,
+ * or a built-in op). */
+KILN_API int kiln_registry_unregister(const char *identity, int version);
+
+/* One registered op, as data (kiln_registry_dump prints the same).  The
+ * strings and arrays belong to the registry and stay valid for the life of
+ * the process (also after kiln_registry_unregister). */
+typedef struct kiln_op_info {
+    const char *ns, *name;
+    int version;
+    int min_inputs, max_inputs, num_outputs;
+    int nattrs;
+    const kiln_attr_def *attrs;      /* nattrs entries (the registry's copy) */
+    const char *doc;                 /* "" if none */
+    const char *library;             /* defining library path, "" = libkiln or none */
+    int builtin;                     /* defined inside libkiln */
+    int is_quick;                    /* quick op (else full plugin) */
+    int has_impl, has_aot;           /* quick ops: JIT / AOT implementations */
+} kiln_op_info;
+
+/* Number of registered ops; kiln_registry_op fills `info` for op i (stable
+ * order: registration order).  KILN_EINVAL if i is out of range. */
+KILN_API int kiln_registry_count(void);
+KILN_API int kiln_registry_op(int i, kiln_op_info *info);
 
 /* Registration at load time.  A failure is logged (KILN_LOG_ERROR) and
  * remembered: kiln_registry_load_library reports it. */

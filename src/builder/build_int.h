@@ -39,8 +39,4 @@ int kiln__tcache_get(const kiln__tcache *c, const char *key, double *ms, int *fr
 int kiln__tcache_put(kiln__tcache *c, const char *key, double ms);
 int kiln__tcache_count(const kiln__tcache *c);
 
-/* Bytes of a tensor of `dtype` in `fmt` with logical dims (blocked formats
- * pad C up to the block). */
-uint64_t kiln__tensor_bytes(kiln_dtype dtype, kiln_format fmt, int ndim, const int64_t *dims);
-
 #endif

@@ -108,38 +108,6 @@ uint64_t kiln__b_rand(builder *b) {
     return b->rng = x;
 }
 
-void kiln__b_strides(kiln_tensor *t) {
-    int64_t s = 1;
-    if (t->format == KILN_FORMAT_NHWC && t->ndim >= 3) {
-        /* channels last: C innermost, then the spatial dims, then N */
-        t->strides[1] = 1;
-        s = t->dims[1];
-        for (int d = t->ndim - 1; d >= 2; d--) {
-            t->strides[d] = s;
-            s *= t->dims[d];
-        }
-        t->strides[0] = s;
-        return;
-    }
-    for (int d = t->ndim - 1; d >= 0; d--) {
-        t->strides[d] = s;
-        s *= t->dims[d];
-    }
-}
-
-uint64_t kiln__tensor_bytes(kiln_dtype dtype, kiln_format fmt, int ndim, const int64_t *dims) {
-    uint64_t n = 1;
-    for (int d = 0; d < ndim; d++) {
-        int64_t v = dims[d];
-        if (d == 1 && ndim >= 3 && (fmt == KILN_FORMAT_NCHW8C || fmt == KILN_FORMAT_NCHW16C)) {
-            int64_t blk = fmt == KILN_FORMAT_NCHW8C ? 8 : 16;
-            v = (v + blk - 1) / blk * blk;
-        }
-        n *= (uint64_t)(v < 0 ? 0 : v);
-    }
-    return n * kiln_dtype_size(dtype);
-}
-
 const char *kiln__b_dtype_upper(kiln_dtype t) {
     switch (t) {
     case KILN_DTYPE_F32: return "FP32";
@@ -232,7 +200,8 @@ int kiln__b_run(builder *b, int li, const kiln_io_format *io, int tactic, const 
         if (rc) return rc;
     }
     kiln_call call = {.in = in, .nin = L->nin, .out = out, .nout = L->nout, .attrs = &view,
-                      .tactic = tactic, .exec = &b->exec, .state = L->state, .layer = L->name};
+                      .tactic = tactic, .exec = &b->exec, .state = L->state, .layer = L->name,
+                      .user = op->quick ? op->quick->user : NULL};
     size_t ws = 0;
     if (vt->workspace_size)
         ws = vt->workspace_size(L->state, &call);

@@ -110,7 +110,6 @@ const char *kiln__b_dtype_upper(kiln_dtype t);
 int kiln__b_run(builder *b, int li, const kiln_io_format *io, int tactic, const kiln_tensor *in,
                 kiln_tensor *out, int reps, double *ms);
 uint64_t kiln__b_rand(builder *b);
-void kiln__b_strides(kiln_tensor *t);
 
 /* shape.c: passes 1-3 over a network (sub-networks: in_map/out_map bind
  * their inputs/outputs to IR tensors, names get `prefix`). */

@@ -406,7 +406,8 @@ static int emit_aot(emitter *E, int li, kiln__elayer *el) {
     for (int i = 0; i < L->nin; i++) kiln__b_desc(b, L->in[i], &din[i]);
     for (int k = 0; k < L->nout; k++) kiln__b_desc(b, L->out[k], &dout[k]);
     kiln_attrs view = kiln__attrset_view(L->attrs);
-    kiln_shape_ctx c = {.x = b->x, .in = din, .nin = L->nin, .out = dout, .nout = L->nout, .attrs = &view};
+    kiln_shape_ctx c = {.x = b->x, .in = din, .nin = L->nin, .out = dout, .nout = L->nout, .attrs = &view,
+                        .user = L->op->quick->user};
     kiln_aot_kernel k;
     memset(&k, 0, sizeof k);
     int rc = L->op->quick->aot(&c, &L->io, L->tactic, &k);
@@ -660,7 +661,12 @@ int kiln__b_emit(builder *b, const int *order, int norder, kiln_engine **out) {
             int64_t dims[KILN_MAX_DIMS];
             for (int d = 0; d < t->ndim && !rc; d++) rc = kiln__b_eval(b, t->dims[d], BE_UPPER, -1, &dims[d]);
             if (rc) break;
-            uint64_t bytes = kiln__tensor_bytes(t->pdtype, t->pfmt, t->ndim, dims);
+            uint64_t bytes;
+            rc = kiln__tensor_bytes(t->pdtype, t->pfmt, t->ndim, dims, &bytes);
+            if (rc) {
+                kiln__err_prefix(rc, "build: tensor '%s' at its upper bounds", t->name);
+                break;
+            }
             et->plan_bytes = et->kind == KILN__ET_CONST ? et->const_bytes : bytes;
             rev[ei] = -1;
             if (et->kind != KILN__ET_ACT) continue;

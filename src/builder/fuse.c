@@ -23,19 +23,11 @@
  * data, the activation with data NULL and -1 for non-static dims. */
 static void view_of(const builder *b, int t, kiln_tensor *v) {
     const bt *x = &b->t[t];
-    memset(v, 0, sizeof *v);
-    v->dtype = x->dtype;
-    v->format = KILN_FORMAT_LINEAR;
-    v->device = KILN_DEVICE_CPU;
-    v->ndim = x->ndim;
-    v->data = x->kind == BT_CONST ? (void *)x->data : NULL;
+    int64_t dims[KILN_MAX_DIMS];
     for (int d = 0; d < x->ndim; d++)
-        if (!kiln_expr_is_const(x->dims[d], &v->dims[d])) v->dims[d] = -1;
-    int64_t st = 1;
-    for (int d = x->ndim - 1; d >= 0; d--) {
-        v->strides[d] = st;
-        st *= v->dims[d] > 0 ? v->dims[d] : 1;
-    }
+        if (!kiln_expr_is_const(x->dims[d], &dims[d])) dims[d] = -1;
+    kiln__tensor_view(v, x->kind == BT_CONST ? (void *)x->data : NULL, x->dtype,
+                      KILN_FORMAT_LINEAR, b->exec.device, x->ndim, dims);
 }
 
 static int f32_linear(kiln_dtype t, kiln_format f) {

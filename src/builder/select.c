@@ -79,12 +79,11 @@ static void logical_io(const builder *b, const bl *L, kiln_io_format *io) {
 
 static int quick_candidates(builder *b, int li, cand_list *cl) {
     const bl *L = &b->l[li];
-    const kiln_quick_op *q = L->op->quick;
     int nio = L->nin + L->nout;
     kiln_io_format *exp = kiln__malloc(MAX_CANDS * sizeof *exp);
     if (!exp) return kiln__err(KILN_ENOMEM, "build: out of memory");
     int rc = 0;
-    for (const kiln_combo *cb = q->formats; cb->types && !rc; cb++) {
+    for (const kiln_combo *cb = kiln__op_formats(L->op, L->state); cb->types && !rc; cb++) {
         int n = kiln_combo_expand(cb->types, cb->layouts, nio, exp, MAX_CANDS);
         if (n < 0) {
             rc = kiln__err_prefix(n, "formats of op %s::%s v%d", L->op->ns, L->op->name, L->op->version);
@@ -188,7 +187,7 @@ static int enum_candidates(builder *b, int li, cand_list *cl) {
     const bl *L = &b->l[li];
     int rc;
     if (L->op->quick) {
-        if (!L->op->quick->formats) {
+        if (!kiln__op_formats(L->op, L->state)) {
             kiln_io_format io;
             logical_io(b, L, &io);
             return cand_add(cl, &io, 0);
@@ -352,20 +351,19 @@ static int bufs_make(builder *b, int li, const kiln_io_format *io, timing_bufs *
             continue;
         }
         const bt *t = &b->t[ti];
-        kt->dtype = io->dtype[p];
-        kt->format = io->format[p];
-        kt->device = KILN_DEVICE_CPU;
-        kt->ndim = t->ndim;
+        int64_t dims[KILN_MAX_DIMS];
         sn += (size_t)snprintf(shape_text + sn, size > sn ? size - sn : 0, "%s[", p ? "," : "");
         for (int d = 0; d < t->ndim; d++) {
-            int rc = kiln__b_eval(b, t->dims[d], BE_OPT, is_in ? -1 : li, &kt->dims[d]);
+            int rc = kiln__b_eval(b, t->dims[d], BE_OPT, is_in ? -1 : li, &dims[d]);
             if (rc) return rc;
             sn += (size_t)snprintf(shape_text + sn, size > sn ? size - sn : 0, "%s%lld", d ? "x" : "",
-                                   (long long)kt->dims[d]);
+                                   (long long)dims[d]);
         }
         sn += (size_t)snprintf(shape_text + sn, size > sn ? size - sn : 0, "]");
-        kiln__b_strides(kt);
-        uint64_t bytes = kiln__tensor_bytes(kt->dtype, kt->format, kt->ndim, kt->dims);
+        kiln__tensor_view(kt, NULL, io->dtype[p], io->format[p], b->exec.device, t->ndim, dims);
+        uint64_t bytes;
+        int rc = kiln__tensor_bytes(kt->dtype, kt->format, kt->ndim, kt->dims, &bytes);
+        if (rc) return kiln__err_prefix(rc, "timing: tensor '%s' at opt shapes", t->name);
         void *m = kiln__aligned_alloc(bytes ? bytes : 64);
         if (!m) return kiln__err(KILN_ENOMEM, "timing: out of memory for %llu bytes", (unsigned long long)bytes);
         tb->mem[tb->nmem++] = m;

@@ -246,34 +246,38 @@ static int fold_run(builder *b, int li) {
     kiln_tensor in[KILN_MAX_IO], out[KILN_MAX_IO];
     kiln_io_format io = {.n = L->nin + L->nout};
     void *bufs[KILN_MAX_IO] = {0};
+    uint64_t bytes[KILN_MAX_IO];
     int rc = 0;
     memset(in, 0, sizeof in);
     memset(out, 0, sizeof out);
     for (int i = 0; i < L->nin; i++) {
         if (L->in[i] < 0) continue;
         const bt *t = &b->t[L->in[i]];
-        in[i].data = (void *)t->data;
-        in[i].dtype = t->dtype;
-        in[i].ndim = t->ndim;
-        for (int d = 0; d < t->ndim; d++) kiln_expr_is_const(t->dims[d], &in[i].dims[d]);
-        kiln__b_strides(&in[i]);
+        int64_t dims[KILN_MAX_DIMS] = {0};
+        for (int d = 0; d < t->ndim; d++) kiln_expr_is_const(t->dims[d], &dims[d]);
+        kiln__tensor_view(&in[i], (void *)t->data, t->dtype, KILN_FORMAT_LINEAR, b->exec.device,
+                          t->ndim, dims);
         io.dtype[i] = t->dtype;
     }
     for (int k = 0; k < L->nout; k++) {
         bt *t = &b->t[L->out[k]];
-        out[k].dtype = t->dtype;
-        out[k].ndim = t->ndim;
-        for (int d = 0; d < t->ndim; d++) kiln_expr_is_const(t->dims[d], &out[k].dims[d]);
+        int64_t dims[KILN_MAX_DIMS] = {0};
+        for (int d = 0; d < t->ndim; d++) kiln_expr_is_const(t->dims[d], &dims[d]);
+        kiln_format fmt = KILN_FORMAT_LINEAR;
         kiln_attrs rf_view = kiln__attrset_view(L->attrs);
         if (L->is_reformat && t->ndim >= 3) /* a constant converted to another layout */
-            out[k].format = (kiln_format)kiln_attrs_int(&rf_view, "to_format");
-        kiln__b_strides(&out[k]);
+            fmt = (kiln_format)kiln_attrs_int(&rf_view, "to_format");
+        kiln__tensor_view(&out[k], NULL, t->dtype, fmt, b->exec.device, t->ndim, dims);
         io.dtype[L->nin + k] = t->dtype;
         io.format[L->nin + k] = out[k].format;
-        uint64_t bytes = kiln__tensor_bytes(t->dtype, out[k].format, t->ndim, out[k].dims);
-        bufs[k] = kiln__aligned_alloc(bytes ? bytes : 64);
+        rc = kiln__tensor_bytes(t->dtype, out[k].format, t->ndim, out[k].dims, &bytes[k]);
+        if (rc) {
+            kiln__err_prefix(rc, "constant folding: tensor '%s'", t->name);
+            goto fail;
+        }
+        bufs[k] = kiln__aligned_alloc(bytes[k] ? bytes[k] : 64);
         if (!bufs[k]) {
-            rc = kiln__err(KILN_ENOMEM, "folding: out of memory for %llu bytes", (unsigned long long)bytes);
+            rc = kiln__err(KILN_ENOMEM, "folding: out of memory for %llu bytes", (unsigned long long)bytes[k]);
             goto fail;
         }
         out[k].data = bufs[k];
@@ -297,7 +301,7 @@ static int fold_run(builder *b, int li) {
         t->kind = BT_CONST;
         t->data = bufs[k];
         t->data_owned = 1;
-        t->bytes = kiln__tensor_bytes(t->dtype, out[k].format, t->ndim, out[k].dims);
+        t->bytes = (size_t)bytes[k];
         t->pdtype = t->dtype;
         t->pfmt = out[k].format;
         t->producer = -1;

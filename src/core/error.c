@@ -102,15 +102,20 @@ void kiln__log(kiln_log_level level, const char *fmt, ...) {
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     static const char *const names[] = {"error", "warning", "info", "verbose"};
+    /* The callback runs outside the lock: it may take its own locks (a
+     * binding's GIL) while another thread logs or calls kiln_log_set. */
     pthread_mutex_lock(&g_log_mu);
-    if (g_log_fn) {
-        g_log_fn(g_log_ud, level, msg);
+    kiln_log_fn fn = g_log_fn;
+    void *ud = g_log_ud;
+    pthread_mutex_unlock(&g_log_mu);
+    if (fn) {
+        fn(ud, level, msg);
     } else {
         const char *ln = (unsigned)level < 4 ? names[level] : "log";
         fprintf(stderr, "kiln %s: %s\n", ln, msg);
     }
-    pthread_mutex_unlock(&g_log_mu);
 }
+
 
 _Noreturn void kiln__assert_fail(const char *what, const char *file, int line) {
     fprintf(stderr, "%s:%d: kiln assertion failed: %s\n", file, line, what);

@@ -430,22 +430,10 @@ static int eval_nodes(kiln_context *c, int64_t *V, int upper_mode) {
 
 static int evaluate(kiln_context *c) { return eval_nodes(c, c->vals, 0); }
 
-/* Bytes of a tensor with these dims (blocked layouts pad C). */
+/* Bytes of engine tensor t with these dims (blocked layouts pad C). */
 static int dims_bytes(const kiln__etensor *t, const int64_t *dims, uint64_t *out) {
-    uint64_t n = kiln_dtype_size((kiln_dtype)t->dtype);
-    for (int d = 0; d < t->ndim; d++) {
-        int64_t k = dims[d];
-        if (k < 0)
-            return kiln__err(KILN_ESHAPE, "tensor '%s' dim %d = %lld (negative)", t->name, d,
-                             (long long)k);
-        if (d == 1 && t->format == KILN_FORMAT_NCHW8C) k = (k + 7) / 8 * 8;
-        if (d == 1 && t->format == KILN_FORMAT_NCHW16C) k = (k + 15) / 16 * 16;
-        if (__builtin_mul_overflow(n, (uint64_t)k, &n) || n > ((uint64_t)1 << 48))
-            return kiln__err(KILN_ESHAPE, "tensor '%s' is too large (dim %d = %lld)", t->name, d,
-                             (long long)dims[d]);
-    }
-    *out = n;
-    return 0;
+    int rc = kiln__tensor_bytes((kiln_dtype)t->dtype, (kiln_format)t->format, t->ndim, dims, out);
+    return rc ? kiln__err_prefix(rc, "tensor '%s'", t->name) : 0;
 }
 
 static void tensor_dims(const kiln_context *c, const kiln__etensor *t, int64_t *dims) {
@@ -493,27 +481,10 @@ static void set_view(const kiln_context *c, kiln_tensor *v, int32_t t) {
         return;
     }
     const kiln__etensor *et = &c->e->tensors[t];
-    v->dtype = (kiln_dtype)et->dtype;
-    v->format = (kiln_format)et->format;
-    v->device = KILN_DEVICE_CPU;
-    v->ndim = et->ndim;
-    tensor_dims(c, et, v->dims);
-    int64_t s = 1;
-    if (et->format == KILN_FORMAT_NHWC && et->ndim >= 3) {
-        /* channels last: C innermost, then W, H, ..., N */
-        v->strides[1] = 1;
-        s = v->dims[1];
-        for (int d = et->ndim - 1; d >= 2; d--) {
-            v->strides[d] = s;
-            s *= v->dims[d];
-        }
-        v->strides[0] = s;
-    } else {
-        for (int d = et->ndim - 1; d >= 0; d--) {
-            v->strides[d] = s;
-            s *= v->dims[d];
-        }
-    }
+    int64_t dims[KILN_MAX_DIMS];
+    tensor_dims(c, et, dims);
+    kiln__tensor_view(v, NULL, (kiln_dtype)et->dtype, (kiln_format)et->format,
+                      kiln__etensor_device(c->e, t), et->ndim, dims);
 }
 
 static void update_view_dims(kiln_context *c, int from_layer) {

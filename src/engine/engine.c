@@ -97,43 +97,38 @@ static int load_embedded(const kiln_engine *e) {
     return rc;
 }
 
-/* Static value of node n (1) or 0. */
-static int node_value(const kiln_engine *e, int32_t n, int64_t *v) {
+int kiln__enode_const(const kiln_engine *e, int32_t n, int64_t *v) {
     if (n < 0 || n >= e->nnodes || e->nodes[n].op != KILN_EXPR_CONST) return 0;
     *v = e->nodes[n].v;
     return 1;
 }
 
+int kiln__etensor_static_dims(const kiln_engine *e, const kiln__etensor *t, int64_t *dims) {
+    int first = -1;
+    for (int d = 0; d < t->ndim; d++)
+        if (!kiln__enode_const(e, t->dims[d], &dims[d]) || dims[d] < 0) {
+            dims[d] = -1;
+            if (first < 0) first = d;
+        }
+    return first;
+}
+
 /* The view prepack sees of tensor t: dtype, format, dims (-1 where not
- * static), dense strides when every dim is static, and data for a
- * constant whose bytes match its dims. */
+ * static) and their strides, and data for a LINEAR constant whose bytes
+ * match its dims. */
 static void prepack_view(const kiln_engine *e, int32_t t, kiln_tensor *v) {
     memset(v, 0, sizeof *v);
     v->dtype = KILN_DTYPE_UNDEFINED;
     if (t < 0) return;
     const kiln__etensor *et = &e->tensors[t];
-    v->dtype = (kiln_dtype)et->dtype;
-    v->format = (kiln_format)et->format;
-    v->device = KILN_DEVICE_CPU;
-    v->ndim = et->ndim;
-    int fixed = 1;
-    uint64_t numel = 1;
-    for (int d = 0; d < et->ndim; d++) {
-        if (!node_value(e, et->dims[d], &v->dims[d]) || v->dims[d] < 0) {
-            v->dims[d] = -1;
-            fixed = 0;
-            continue;
-        }
-        numel *= (uint64_t)v->dims[d];
-    }
-    if (!fixed) return;
-    int64_t st = 1;
-    for (int d = et->ndim - 1; d >= 0; d--) {
-        v->strides[d] = st;
-        st *= v->dims[d];
-    }
-    if (et->kind == KILN__ET_CONST && et->format == KILN_FORMAT_LINEAR &&
-        numel * kiln_dtype_size(v->dtype) == et->const_bytes)
+    int64_t dims[KILN_MAX_DIMS] = {0};
+    int fixed = kiln__etensor_static_dims(e, et, dims) < 0;
+    kiln__tensor_view(v, NULL, (kiln_dtype)et->dtype, (kiln_format)et->format,
+                      kiln__etensor_device(e, t), et->ndim, dims);
+    uint64_t bytes;
+    if (fixed && et->kind == KILN__ET_CONST && et->format == KILN_FORMAT_LINEAR &&
+        kiln__tensor_bytes(v->dtype, v->format, v->ndim, v->dims, &bytes) == 0 &&
+        bytes == et->const_bytes)
         v->data = e->weights + et->const_off;
 }
 

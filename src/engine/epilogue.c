@@ -85,12 +85,6 @@ KILN_API int kiln_epilogue_param_kind(const kiln_epilogue_args *a, int i) {
     return 2;
 }
 
-static int node_const(const kiln_engine *e, int32_t n, int64_t *v) {
-    if (n < 0 || n >= e->nnodes || e->nodes[n].op != KILN_EXPR_CONST) return 0;
-    *v = e->nodes[n].v;
-    return 1;
-}
-
 void kiln__epi_free(kiln__elayer *el) {
     for (int32_t i = 0; i < el->nepi && el->epi; i++) {
         kiln__eepi *p = &el->epi[i];
@@ -136,7 +130,7 @@ int kiln__epi_prepare(kiln_engine *e, kiln__elayer *el) {
                          "found %s %s", el->name, kiln_dtype_name((kiln_dtype)act->dtype),
                          kiln_format_name((kiln_format)act->format));
     int64_t channels = 1;
-    if (act->ndim >= 2 && !node_const(e, act->dims[1], &channels))
+    if (act->ndim >= 2 && !kiln__enode_const(e, act->dims[1], &channels))
         return kiln__err(KILN_EFORMAT, "layer '%s': fused epilogues need a static dim 1 of "
                          "output '%s'", el->name, act->name);
     epi_rt *rt = kiln__calloc(1, sizeof *rt);
@@ -177,46 +171,38 @@ int kiln__epi_prepare(kiln_engine *e, kiln__elayer *el) {
         en->attrs = kiln__attrset_view(&p->attrs);
         for (int32_t k = 0; k < p->nin && !rc; k++) {
             kiln_tensor *t = &en->in[k];
-            t->device = KILN_DEVICE_CPU;
-            t->format = KILN_FORMAT_LINEAR;
+            int64_t dims[KILN_MAX_DIMS];
             if (k == p->x) {
-                t->dtype = KILN_DTYPE_F32;
-                t->ndim = act->ndim;
-                for (int d = 0; d < act->ndim; d++)
-                    if (!node_const(e, act->dims[d], &t->dims[d])) t->dims[d] = -1;
+                /* the activation: its data is the callback's float pointer */
+                kiln__etensor_static_dims(e, act, dims);
+                kiln__tensor_view(t, NULL, KILN_DTYPE_F32, KILN_FORMAT_LINEAR,
+                                  kiln__etensor_device(e, el->out[0]), act->ndim, dims);
                 continue;
             }
-            if (p->in[k] < 0) continue; /* absent optional input */
+            if (p->in[k] < 0) continue; /* absent optional input: the zeroed view */
             if (p->in[k] >= e->ntensors || e->tensors[p->in[k]].kind != KILN__ET_CONST) {
                 rc = kiln__err(KILN_EFORMAT, "layer '%s': fused op %s input %d is tensor %d, "
                                "expected a constant", el->name, what, (int)k, (int)p->in[k]);
                 break;
             }
             const kiln__etensor *ct = &e->tensors[p->in[k]];
-            t->dtype = (kiln_dtype)ct->dtype;
-            t->ndim = ct->ndim;
-            int64_t numel = 1;
-            for (int d = 0; d < ct->ndim && !rc; d++) {
-                if (!node_const(e, ct->dims[d], &t->dims[d]) || t->dims[d] < 0)
-                    rc = kiln__err(KILN_EFORMAT, "layer '%s': fused op %s: constant '%s' has a "
-                                   "non-static dim %d", el->name, what, ct->name, d);
-                else
-                    numel *= t->dims[d];
-            }
-            if (rc) break;
-            if ((uint64_t)numel * kiln_dtype_size(t->dtype) != ct->const_bytes) {
-                rc = kiln__err(KILN_EFORMAT, "layer '%s': fused op %s: constant '%s' holds %llu "
-                               "bytes, its dims need %llu", el->name, what, ct->name,
-                               (unsigned long long)ct->const_bytes,
-                               (unsigned long long)((uint64_t)numel * kiln_dtype_size(t->dtype)));
+            int d = kiln__etensor_static_dims(e, ct, dims);
+            if (d >= 0) {
+                rc = kiln__err(KILN_EFORMAT, "layer '%s': fused op %s: constant '%s' has a "
+                               "non-static dim %d", el->name, what, ct->name, d);
                 break;
             }
-            int64_t st = 1;
-            for (int d = ct->ndim - 1; d >= 0; d--) {
-                t->strides[d] = st;
-                st *= t->dims[d];
+            kiln__tensor_view(t, e->weights + ct->const_off, (kiln_dtype)ct->dtype,
+                              KILN_FORMAT_LINEAR, kiln__etensor_device(e, p->in[k]), ct->ndim,
+                              dims);
+            uint64_t bytes = 0;
+            rc = kiln__tensor_bytes(t->dtype, t->format, t->ndim, t->dims, &bytes);
+            if (rc || bytes != ct->const_bytes) {
+                rc = kiln__err(KILN_EFORMAT, "layer '%s': fused op %s: constant '%s' holds %llu "
+                               "bytes, its dims need %llu", el->name, what, ct->name,
+                               (unsigned long long)ct->const_bytes, (unsigned long long)bytes);
+                break;
             }
-            t->data = e->weights + ct->const_off;
         }
         if (rc) break;
         en->fn = op->quick->epilogue;

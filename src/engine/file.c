@@ -33,6 +33,7 @@
  * parsing; a failure names the section and the file offset.
  */
 #include "kiln_int.h"
+#include "core/bytes.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -109,52 +110,19 @@ static uint64_t ck64(const uint8_t *p, size_t n) {
 
 /* ------------------------------------------------------------ writer */
 
-typedef struct wbuf {
-    uint8_t *p;
-    size_t n, cap;
-    int oom;
-} wbuf;
-
-static void w_raw(wbuf *w, const void *d, size_t n) {
-    if (w->oom) return;
-    if (w->n + n > w->cap) {
-        size_t c = w->cap ? w->cap : 4096;
-        while (c < w->n + n) c *= 2;
-        uint8_t *q = kiln__realloc(w->p, c);
-        if (!q) {
-            w->oom = 1;
-            return;
-        }
-        w->p = q;
-        w->cap = c;
-    }
-    if (n) memcpy(w->p + w->n, d, n);
-    w->n += n;
-}
-static void w_le(wbuf *w, uint64_t v, int bytes) {
-    uint8_t b[8];
-    for (int i = 0; i < bytes; i++) b[i] = (uint8_t)(v >> (8 * i));
-    w_raw(w, b, (size_t)bytes);
-}
-static void w_u8(wbuf *w, uint32_t v) { w_le(w, v, 1); }
-static void w_u32(wbuf *w, uint32_t v) { w_le(w, v, 4); }
-static void w_i32(wbuf *w, int32_t v) { w_le(w, (uint32_t)v, 4); }
-static void w_u64(wbuf *w, uint64_t v) { w_le(w, v, 8); }
-static void w_i64(wbuf *w, int64_t v) { w_le(w, (uint64_t)v, 8); }
-static void w_f64(wbuf *w, double d) {
-    uint64_t v;
-    memcpy(&v, &d, 8);
-    w_u64(w, v);
-}
-static void w_str(wbuf *w, const char *s) {
-    size_t n = s ? strlen(s) : 0;
-    w_u32(w, (uint32_t)n);
-    w_raw(w, s, n);
-}
-static void w_pad(wbuf *w, size_t align) {
-    static const uint8_t z[64];
-    while (!w->oom && w->n % align) w_raw(w, z, align - w->n % align < 64 ? align - w->n % align : 64);
-}
+/* The byte codec (core/bytes.h) under this file's short names; a zeroed
+ * wbuf grows its own buffer. */
+typedef kiln__wbuf wbuf;
+#define w_raw kiln__w_bytes
+#define w_le kiln__w_le
+#define w_u8 kiln__w_u8
+#define w_u32 kiln__w_u32
+#define w_i32 kiln__w_i32
+#define w_u64 kiln__w_u64
+#define w_i64 kiln__w_i64
+#define w_f64 kiln__w_f64
+#define w_pad kiln__w_pad
+static void w_str(wbuf *w, const char *s) { kiln__w_str(w, s, 4); }
 
 static int build_sections(const kiln_engine *e, wbuf *sec) {
     /* META */
@@ -431,126 +399,22 @@ out:
 
 /* ------------------------------------------------------------ reader */
 
-typedef struct rd {
-    const uint8_t *p; /* section bytes */
-    size_t n, at;
-    size_t base;      /* file offset of the section */
-    const char *sec;
-    int err;
-} rd;
-
-static int r_fail(rd *r, const char *what) {
-    if (!r->err)
-        r->err = kiln__err(KILN_EFORMAT, "section %s (file offset %zu): %s", r->sec,
-                           r->base + r->at, what);
-    return r->err;
-}
-static int r_need(rd *r, size_t k, const char *what) {
-    if (r->err) return 0;
-    if (k > r->n - r->at) {
-        char m[160];
-        snprintf(m, sizeof m, "%s: needs %zu bytes, %zu left in the section", what, k,
-                 r->n - r->at);
-        r_fail(r, m);
-        return 0;
-    }
-    return 1;
-}
-static uint64_t r_le(rd *r, int bytes, const char *what) {
-    if (!r_need(r, (size_t)bytes, what)) return 0;
-    uint64_t v = 0;
-    for (int i = 0; i < bytes; i++) v |= (uint64_t)r->p[r->at + i] << (8 * i);
-    r->at += (size_t)bytes;
-    return v;
-}
-static uint32_t r_u8(rd *r, const char *w) { return (uint32_t)r_le(r, 1, w); }
-static uint32_t r_u32(rd *r, const char *w) { return (uint32_t)r_le(r, 4, w); }
-static int32_t r_i32(rd *r, const char *w) { return (int32_t)(uint32_t)r_le(r, 4, w); }
-static uint64_t r_u64(rd *r, const char *w) { return r_le(r, 8, w); }
-static int64_t r_i64(rd *r, const char *w) { return (int64_t)r_le(r, 8, w); }
-static double r_f64(rd *r, const char *w) {
-    uint64_t v = r_u64(r, w);
-    double d;
-    memcpy(&d, &v, 8);
-    return d;
-}
-/* A copy of `len` raw bytes (NULL for 0 bytes). */
-static uint8_t *r_bytes(rd *r, uint64_t len, const char *what) {
-    if (!r_need(r, (size_t)(len > SIZE_MAX / 2 ? SIZE_MAX / 2 : len), what) || len == 0)
-        return NULL;
-    uint8_t *b = kiln__malloc((size_t)len);
-    if (!b) {
-        if (!r->err) r->err = kiln__err(KILN_ENOMEM, "out of memory reading %s", what);
-        return NULL;
-    }
-    memcpy(b, r->p + r->at, (size_t)len);
-    r->at += (size_t)len;
-    return b;
-}
-static char *r_str(rd *r, const char *what) {
-    size_t at0 = r->at;
-    uint32_t len = r_u32(r, what);
-    if (r->err) return NULL;
-    if (len > MAX_STR) {
-        r->at = at0;
-        char m[160];
-        snprintf(m, sizeof m, "%s: string length %u exceeds %u", what, len, MAX_STR);
-        r_fail(r, m);
-        return NULL;
-    }
-    if (!r_need(r, len, what)) return NULL;
-    if (memchr(r->p + r->at, 0, len)) {
-        r_fail(r, "string holds a NUL byte");
-        return NULL;
-    }
-    char *s = kiln__malloc((size_t)len + 1);
-    if (!s) {
-        r->err = kiln__err(KILN_ENOMEM, "out of memory reading %s", what);
-        return NULL;
-    }
-    memcpy(s, r->p + r->at, len);
-    s[len] = 0;
-    r->at += len;
-    return s;
-}
-/* A count of records of at least `min_rec` bytes each, checked against what
- * is left (so a corrupt count cannot ask for a huge allocation). */
-static uint32_t r_count(rd *r, size_t min_rec, uint32_t max, const char *what) {
-    size_t at0 = r->at;
-    uint32_t n = r_u32(r, what);
-    if (r->err) return 0;
-    if (n > max || (min_rec && n > (r->n - r->at) / min_rec)) {
-        r->at = at0;
-        char m[200];
-        snprintf(m, sizeof m, "%s: count %u does not fit (max %u, %zu bytes left)", what, n, max,
-                 r->n - r->at - 4);
-        r_fail(r, m);
-        return 0;
-    }
-    return n;
-}
-/* Range-checked value: lo <= v < hi. */
-static int r_check(rd *r, int64_t v, int64_t lo, int64_t hi, const char *what, size_t at) {
-    if (r->err) return 0;
-    if (v < lo || v >= hi) {
-        size_t save = r->at;
-        r->at = at;
-        char m[200];
-        snprintf(m, sizeof m, "%s = %lld, expected %lld..%lld", what, (long long)v,
-                 (long long)lo, (long long)hi - 1);
-        r_fail(r, m);
-        r->at = save;
-        return 0;
-    }
-    return 1;
-}
-static void r_end(rd *r) {
-    if (!r->err && r->at != r->n) {
-        char m[120];
-        snprintf(m, sizeof m, "%zu unread bytes at the end of the section", r->n - r->at);
-        r_fail(r, m);
-    }
-}
+/* The byte codec (core/bytes.h) under this file's short names: failures
+ * read "section LAYERS (file offset N): ..." and stick in r.err. */
+typedef kiln__rbuf rd;
+static int r_fail(rd *r, const char *what) { return kiln__r_fail(r, KILN_EFORMAT, "%s", what); }
+#define r_le kiln__r_le
+#define r_u8 kiln__r_u8
+#define r_u32 kiln__r_u32
+#define r_i32 kiln__r_i32
+#define r_u64 kiln__r_u64
+#define r_i64 kiln__r_i64
+#define r_f64 kiln__r_f64
+#define r_bytes kiln__r_copy /* a copy of len raw bytes (NULL for 0 bytes) */
+#define r_count kiln__r_count
+#define r_check kiln__r_check
+#define r_end kiln__r_end
+static char *r_str(rd *r, const char *what) { return kiln__r_str(r, 4, MAX_STR, what); }
 
 static int dtype_ok(uint32_t t) {
     return t < KILN_DTYPE_COUNT_ && t != KILN_DTYPE_UNDEFINED && t != KILN_DTYPE_STRING &&
@@ -564,11 +428,10 @@ typedef struct secinfo {
 } secinfo;
 
 static void rd_init(rd *r, const secinfo *s, uint32_t id) {
-    memset(r, 0, sizeof *r);
-    r->p = s->p;
-    r->n = (size_t)s->size;
+    kiln__r_init(r, s->p, (size_t)s->size, "section");
+    r->name = sec_name(id);
+    r->unit = "file offset";
     r->base = (size_t)s->off;
-    r->sec = sec_name(id);
 }
 
 static int parse_nodes(kiln_engine *e, const secinfo *s) {
@@ -1102,7 +965,11 @@ static int parse_image(const uint8_t *p, size_t n, int weights_in_place, kiln_en
     if (n < HDR_FIXED)
         return kiln__err(KILN_EFORMAT, "engine file truncated: %zu bytes, the header alone is %u",
                          n, HDR_FIXED);
-    rd h = {.p = p, .n = n, .at = 8, .base = 0, .sec = "header", .err = 0};
+    rd h;
+    kiln__r_init(&h, p, n, "section");
+    h.name = "header";
+    h.unit = "file offset";
+    h.at = 8;
     uint32_t ver = r_u32(&h, "version");
     if (ver != KILN__FILE_VERSION)
         return kiln__err(KILN_EVERSION, "engine format version %u, this kiln reads %u", ver,

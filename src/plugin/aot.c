@@ -13,6 +13,7 @@
  * entry is called as entry(args, ith, nth) on the context's thread pool.
  */
 #include "kiln_int.h"
+#include "core/bytes.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -56,29 +57,11 @@ static int rm_tree_files(const char *dir, const char *const *names, int n) {
 }
 
 /* Key material: length-prefixed fields appended to a growing buffer. */
-typedef struct keybuf {
-    uint8_t *p;
-    size_t n, cap;
-    int oom;
-} keybuf;
+typedef kiln__wbuf keybuf;
 
 static void key_add(keybuf *k, const void *d, size_t n) {
-    if (k->oom) return;
-    if (k->n + n + 8 > k->cap) {
-        size_t cap = k->cap ? k->cap : 4096;
-        while (k->n + n + 8 > cap) cap *= 2;
-        uint8_t *np = kiln__realloc(k->p, cap);
-        if (!np) {
-            k->oom = 1;
-            return;
-        }
-        k->p = np;
-        k->cap = cap;
-    }
-    uint64_t len = n;
-    memcpy(k->p + k->n, &len, 8);
-    memcpy(k->p + k->n + 8, d, n);
-    k->n += n + 8;
+    kiln__w_u64(k, n);
+    kiln__w_bytes(k, d, n);
 }
 
 static void key_add_file(keybuf *k, const char *dir, const char *name) {
@@ -443,44 +426,24 @@ void kiln__aot_free(kiln__aot *k) {
  *   u8[32] SHA-256 of the object; u64 so_size; so bytes.
  * The hash is checked before the bytes ever reach the dynamic loader:
  * ld.so trusts what it maps, and a damaged dynamic section crashes it. */
-typedef struct wbuf {
-    uint8_t *p;
-    size_t n;
-} wbuf;
-
-static void w_bytes(wbuf *w, const void *d, size_t n) {
-    if (w->p) memcpy(w->p + w->n, d, n);
-    w->n += n;
-}
-static void w_u(wbuf *w, uint64_t v, int bytes) {
-    uint8_t b[8];
-    for (int i = 0; i < bytes; i++) b[i] = (uint8_t)(v >> (8 * i));
-    w_bytes(w, b, (size_t)bytes);
-}
-
 int kiln__aot_serialize(const kiln__aot *k, uint8_t *buf, size_t *size) {
     KILN__ASSERT(k && size);
-    wbuf w = {buf, 0};
-    const char *entry = k->entry ? k->entry : "";
-    const char *sig = k->cpu_sig ? k->cpu_sig : "";
-    w_u(&w, strlen(entry), 4);
-    w_bytes(&w, entry, strlen(entry));
-    w_u(&w, strlen(sig), 4);
-    w_bytes(&w, sig, strlen(sig));
-    w_u(&w, (uint32_t)k->extent, 4);
-    w_u(&w, (uint32_t)k->nscalars, 4);
+    kiln__wbuf w;
+    kiln__w_init_fixed(&w, buf, *size);
+    kiln__w_str(&w, k->entry, 4);
+    kiln__w_str(&w, k->cpu_sig, 4);
+    kiln__w_i32(&w, k->extent);
+    kiln__w_i32(&w, k->nscalars);
     for (int i = 0; i < k->nscalars && i < KILN_MAX_SCALARS; i++) {
-        uint64_t f;
-        memcpy(&f, &k->fscalars[i], 8);
-        w_u(&w, k->scalar_types[i], 1);
-        w_u(&w, (uint32_t)k->scalars[i], 4);
-        w_u(&w, f, 8);
+        kiln__w_u8(&w, k->scalar_types[i]);
+        kiln__w_i32(&w, k->scalars[i]);
+        kiln__w_f64(&w, k->fscalars[i]);
     }
     uint8_t digest[32];
     kiln__sha256(k->so ? (const void *)k->so : "", (size_t)k->so_size, digest);
-    w_bytes(&w, digest, 32);
-    w_u(&w, k->so_size, 8);
-    w_bytes(&w, k->so, (size_t)k->so_size);
+    kiln__w_bytes(&w, digest, 32);
+    kiln__w_u64(&w, k->so_size);
+    kiln__w_bytes(&w, k->so, (size_t)k->so_size);
     if (buf && w.n > *size)
         return kiln__err(KILN_EINVAL, "AOT kernel record needs %zu bytes, buffer has %zu", w.n,
                          *size);
@@ -488,131 +451,78 @@ int kiln__aot_serialize(const kiln__aot *k, uint8_t *buf, size_t *size) {
     return 0;
 }
 
-typedef struct rbuf {
-    const uint8_t *p;
-    size_t n, o;
-} rbuf;
-
-static int r_u(rbuf *r, int bytes, uint64_t *v, const char *field) {
-    if (r->n - r->o < (size_t)bytes)
-        return kiln__err(KILN_EFORMAT,
-                         "AOT kernel record: %s at offset %zu needs %d bytes, %zu left", field,
-                         r->o, bytes, r->n - r->o);
-    uint64_t x = 0;
-    for (int i = 0; i < bytes; i++) x |= (uint64_t)r->p[r->o + (size_t)i] << (8 * i);
-    r->o += (size_t)bytes;
-    *v = x;
-    return 0;
-}
-
-static int r_str(rbuf *r, char **out, const char *field) {
-    uint64_t len = 0;
-    int rc = r_u(r, 4, &len, field);
-    if (rc) return rc;
-    if (len > r->n - r->o || len > 4096)
-        return kiln__err(KILN_EFORMAT,
-                         "AOT kernel record: %s length %llu at offset %zu exceeds the record "
-                         "(%zu bytes left)", field, (unsigned long long)len, r->o - 4,
-                         r->n - r->o);
-    if (memchr(r->p + r->o, 0, (size_t)len))
-        return kiln__err(KILN_EFORMAT, "AOT kernel record: %s at offset %zu contains a NUL byte",
-                         field, r->o);
-    char *s = kiln__malloc((size_t)len + 1);
-    if (!s) return kiln__err(KILN_ENOMEM, "out of memory");
-    memcpy(s, r->p + r->o, (size_t)len);
-    s[len] = 0;
-    r->o += (size_t)len;
-    *out = s;
-    return 0;
-}
-
-static int node_ok(int32_t v, int32_t nnodes, const char *field, int i, size_t off) {
+/* A node index of the record: 0 <= v < nnodes. */
+static int node_ok(kiln__rbuf *r, int32_t v, int32_t nnodes, const char *field, int i, size_t at) {
+    if (v >= 0 && v < nnodes) return 0;
     char f[64];
     if (i >= 0) snprintf(f, sizeof f, "%s %d", field, i);
     else snprintf(f, sizeof f, "%s", field);
-    if (v < 0 || v >= nnodes)
-        return kiln__err(KILN_EFORMAT,
-                         "AOT kernel record: %s node %d at offset %zu is out of range [0, %d)",
-                         f, (int)v, off, (int)nnodes);
-    return 0;
+    return kiln__r_fail_at(r, at, KILN_EFORMAT, "%s node %d is out of range [0, %d)", f, (int)v,
+                           (int)nnodes);
 }
 
 int kiln__aot_deserialize(kiln__aot *k, const uint8_t *buf, size_t size, int32_t nnodes) {
     KILN__ASSERT(k && (buf || size == 0));
     memset(k, 0, sizeof *k);
-    rbuf r = {buf, size, 0};
-    uint64_t v = 0;
+    kiln__rbuf r;
+    kiln__r_init(&r, buf, size, "AOT kernel record");
     int rc;
-    if ((rc = r_str(&r, &k->entry, "entry"))) goto fail;
+    k->entry = kiln__r_str(&r, 4, 4096, "entry");
+    if ((rc = r.err)) goto fail;
     if (!valid_ident(k->entry)) {
-        rc = kiln__err(KILN_EFORMAT, "AOT kernel record: entry '%s' is not a C identifier",
-                       k->entry);
+        rc = kiln__r_fail_at(&r, 4, KILN_EFORMAT, "entry '%s' is not a C identifier",
+                             k->entry ? k->entry : "");
         goto fail;
     }
-    if ((rc = r_str(&r, &k->cpu_sig, "cpu signature"))) goto fail;
-    size_t off = r.o;
-    if ((rc = r_u(&r, 4, &v, "extent"))) goto fail;
-    k->extent = (int32_t)(uint32_t)v;
-    if ((rc = node_ok(k->extent, nnodes, "extent", -1, off))) goto fail;
-    if ((rc = r_u(&r, 4, &v, "scalar count"))) goto fail;
-    if (v > KILN_MAX_SCALARS) {
-        rc = kiln__err(KILN_EFORMAT, "AOT kernel record: %llu scalars at offset %zu, at most %d",
-                       (unsigned long long)v, r.o - 4, KILN_MAX_SCALARS);
+    k->cpu_sig = kiln__r_str(&r, 4, 4096, "cpu signature");
+    size_t at = r.at;
+    k->extent = kiln__r_i32(&r, "extent");
+    if ((rc = r.err) || (rc = node_ok(&r, k->extent, nnodes, "extent", -1, at))) goto fail;
+    at = r.at;
+    uint32_t ns = kiln__r_u32(&r, "scalar count");
+    if ((rc = r.err)) goto fail;
+    if (!kiln__r_check(&r, ns, 0, KILN_MAX_SCALARS + 1, "scalar count", at)) {
+        rc = r.err;
         goto fail;
     }
-    k->nscalars = (int32_t)v;
+    k->nscalars = (int32_t)ns;
     for (int i = 0; i < k->nscalars; i++) {
-        if ((rc = r_u(&r, 1, &v, "scalar type"))) goto fail;
-        if (v != KILN_SCALAR_I32 && v != KILN_SCALAR_I64 && v != KILN_SCALAR_F32) {
-            rc = kiln__err(KILN_EFORMAT, "AOT kernel record: scalar %d type %llu at offset %zu "
-                           "is not i32/i64/f32", i, (unsigned long long)v, r.o - 1);
+        at = r.at;
+        uint8_t t = kiln__r_u8(&r, "scalar type");
+        if ((rc = r.err)) goto fail;
+        if (t != KILN_SCALAR_I32 && t != KILN_SCALAR_I64 && t != KILN_SCALAR_F32) {
+            rc = kiln__r_fail_at(&r, at, KILN_EFORMAT, "scalar %d type %u is not i32/i64/f32", i, t);
             goto fail;
         }
-        k->scalar_types[i] = (uint8_t)v;
-        off = r.o;
-        if ((rc = r_u(&r, 4, &v, "scalar node"))) goto fail;
-        k->scalars[i] = (int32_t)(uint32_t)v;
-        if (k->scalar_types[i] != KILN_SCALAR_F32 &&
-            (rc = node_ok(k->scalars[i], nnodes, "scalar", i, off)))
+        k->scalar_types[i] = t;
+        at = r.at;
+        k->scalars[i] = kiln__r_i32(&r, "scalar node");
+        if ((rc = r.err)) goto fail;
+        if (t != KILN_SCALAR_F32 && (rc = node_ok(&r, k->scalars[i], nnodes, "scalar", i, at)))
             goto fail;
-        if ((rc = r_u(&r, 8, &v, "scalar value"))) goto fail;
-        memcpy(&k->fscalars[i], &v, 8);
+        k->fscalars[i] = kiln__r_f64(&r, "scalar value");
     }
-    if (r.n - r.o < 32) {
-        rc = kiln__err(KILN_EFORMAT, "AOT kernel record: object checksum at offset %zu needs 32 "
-                       "bytes, %zu left", r.o, r.n - r.o);
+    const uint8_t *want = kiln__r_span(&r, 32, "object checksum");
+    at = r.at;
+    uint64_t n = kiln__r_u64(&r, "object size");
+    if ((rc = r.err)) goto fail;
+    if (n == 0) {
+        rc = kiln__r_fail_at(&r, at, KILN_EFORMAT, "object size 0");
         goto fail;
     }
-    uint8_t want[32], got[32];
-    memcpy(want, r.p + r.o, 32);
-    r.o += 32;
-    if ((rc = r_u(&r, 8, &v, "object size"))) goto fail;
-    if (v == 0 || v > r.n - r.o) {
-        rc = kiln__err(KILN_EFORMAT, "AOT kernel record: object size %llu at offset %zu, %zu "
-                       "bytes left", (unsigned long long)v, r.o - 8, r.n - r.o);
-        goto fail;
-    }
-    k->so = kiln__malloc((size_t)v);
-    if (!k->so) {
-        rc = kiln__err(KILN_ENOMEM, "out of memory (%llu bytes)", (unsigned long long)v);
-        goto fail;
-    }
-    memcpy(k->so, r.p + r.o, (size_t)v);
-    k->so_size = v;
-    kiln__sha256(k->so, (size_t)v, got);
+    at = r.at;
+    k->so = kiln__r_copy(&r, n, "object");
+    if ((rc = r.err)) goto fail;
+    k->so_size = n;
+    uint8_t got[32];
+    kiln__sha256(k->so, (size_t)n, got);
     if (memcmp(want, got, 32) != 0) {
-        rc = kiln__err(KILN_ECHECKSUM,
-                       "AOT kernel record: the %s object (%llu bytes at offset %zu) does not "
-                       "match its SHA-256: corrupted or tampered with", k->entry,
-                       (unsigned long long)v, r.o);
+        rc = kiln__r_fail_at(&r, at, KILN_ECHECKSUM,
+                             "the %s object (%llu bytes) does not match its SHA-256: corrupted or "
+                             "tampered with", k->entry, (unsigned long long)n);
         goto fail;
     }
-    r.o += (size_t)v;
-    if (r.o != r.n) {
-        rc = kiln__err(KILN_EFORMAT, "AOT kernel record: %zu unexpected bytes at offset %zu",
-                       r.n - r.o, r.o);
-        goto fail;
-    }
+    if ((rc = kiln__r_end(&r))) goto fail;
     return 0;
 fail:
     kiln__aot_free(k);

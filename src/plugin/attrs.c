@@ -16,6 +16,7 @@
  * bytes: every length is checked against what is left of the buffer.
  */
 #include "kiln_int.h"
+#include "core/bytes.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -572,84 +573,48 @@ int kiln__attr_parse_default(const kiln_attr_def *d, kiln_attr_value *out) {
 }
 
 /* ---------------------------------------------------------------- codec */
-
-typedef struct wbuf {
-    uint8_t *p;
-    size_t cap, n;
-} wbuf;
-
-static void w_bytes(wbuf *w, const void *src, size_t len) {
-    if (w->p && w->n + len <= w->cap && len) memcpy(w->p + w->n, src, len);
-    w->n += len;
-}
-static void w_u64(wbuf *w, uint64_t v) {
-    uint8_t b[8];
-    for (int i = 0; i < 8; i++) b[i] = (uint8_t)(v >> (8 * i));
-    w_bytes(w, b, 8);
-}
-static void w_u32(wbuf *w, uint32_t v) {
-    uint8_t b[4];
-    for (int i = 0; i < 4; i++) b[i] = (uint8_t)(v >> (8 * i));
-    w_bytes(w, b, 4);
-}
-static void w_u16(wbuf *w, uint16_t v) {
-    uint8_t b[2] = {(uint8_t)v, (uint8_t)(v >> 8)};
-    w_bytes(w, b, 2);
-}
-static void w_u8(wbuf *w, uint8_t v) { w_bytes(w, &v, 1); }
-
-/* Elements in little-endian order whatever the host. */
-static void w_elems(wbuf *w, const void *data, int64_t count, size_t es) {
-    const uint8_t *p = data;
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-    for (int64_t k = 0; k < count; k++)
-        for (size_t b = 0; b < es; b++) w_u8(w, p[(size_t)k * es + es - 1 - b]);
-#else
-    w_bytes(w, p, (size_t)count * es);
-#endif
-}
+/* Blob (core/bytes.h, little-endian): u8 version, u32 count, then per
+ * present attribute: u16 name length + name, u8 type, u8 elem, and
+ *   INT/BOOL: i64; FLOAT: f64; STRING/BYTES: u64 length + bytes;
+ *   ARRAY: u64 count + elements; TENSOR: u8 rank, u64 dims, u64 bytes +
+ *   elements. */
 
 int kiln__attrs_serialize(const kiln__attrset *s, void *buf, size_t *size) {
     KILN__ASSERT(s && size);
-    wbuf w = {buf, buf ? *size : 0, 0};
+    kiln__wbuf w;
+    kiln__w_init_fixed(&w, buf, *size);
     uint32_t count = 0;
     for (int i = 0; i < s->count; i++) count += s->v[i].present != 0;
-    w_u8(&w, CODEC_VERSION);
-    w_u32(&w, count);
+    kiln__w_u8(&w, CODEC_VERSION);
+    kiln__w_u32(&w, count);
     for (int i = 0; i < s->count; i++) {
         const kiln_attr_value *v = &s->v[i];
         const kiln_attr_def *d = &s->defs[i];
         if (!v->present) continue;
-        size_t nl = strlen(d->name);
-        if (nl > UINT16_MAX) return kiln__err(KILN_EINVAL, "attribute name '%.32s...' too long", d->name);
-        w_u16(&w, (uint16_t)nl);
-        w_bytes(&w, d->name, nl);
-        w_u8(&w, (uint8_t)v->type);
-        w_u8(&w, (uint8_t)v->elem);
+        if (strlen(d->name) > UINT16_MAX)
+            return kiln__err(KILN_EINVAL, "attribute name '%.32s...' too long", d->name);
+        kiln__w_str(&w, d->name, 2);
+        kiln__w_u8(&w, (uint8_t)v->type);
+        kiln__w_u8(&w, (uint8_t)v->elem);
         switch (v->type) {
         case KILN_ATTR_INT:
-        case KILN_ATTR_BOOL: w_u64(&w, (uint64_t)v->i); break;
-        case KILN_ATTR_FLOAT: {
-            uint64_t b;
-            memcpy(&b, &v->f, 8);
-            w_u64(&w, b);
-            break;
-        }
+        case KILN_ATTR_BOOL: kiln__w_i64(&w, v->i); break;
+        case KILN_ATTR_FLOAT: kiln__w_f64(&w, v->f); break;
         case KILN_ATTR_STRING:
         case KILN_ATTR_BYTES:
-            w_u64(&w, v->len);
-            w_bytes(&w, v->s, v->len);
+            kiln__w_u64(&w, v->len);
+            kiln__w_bytes(&w, v->s, v->len);
             break;
         case KILN_ATTR_ARRAY:
-            w_u64(&w, (uint64_t)v->count);
-            w_elems(&w, v->data, v->count, kiln_dtype_size(v->elem));
+            kiln__w_u64(&w, (uint64_t)v->count);
+            kiln__w_elems(&w, v->data, (size_t)v->count, kiln_dtype_size(v->elem));
             break;
         case KILN_ATTR_TENSOR: {
-            w_u8(&w, (uint8_t)v->ndim);
-            for (int k = 0; k < v->ndim; k++) w_u64(&w, (uint64_t)v->dims[k]);
+            kiln__w_u8(&w, (uint8_t)v->ndim);
+            for (int k = 0; k < v->ndim; k++) kiln__w_i64(&w, v->dims[k]);
             size_t es = kiln_dtype_size(v->elem);
-            w_u64(&w, (uint64_t)v->count * es);
-            w_elems(&w, v->data, v->count, es);
+            kiln__w_u64(&w, (uint64_t)v->count * es);
+            kiln__w_elems(&w, v->data, (size_t)v->count, es);
             break;
         }
         default:
@@ -658,143 +623,109 @@ int kiln__attrs_serialize(const kiln__attrset *s, void *buf, size_t *size) {
         }
     }
     if (buf && w.n > *size) {
-        size_t need = w.n;
-        *size = need;
-        return kiln__err(KILN_EINVAL, "attribute serialization: buffer of %zu bytes, %zu needed", w.cap, need);
+        size_t have = *size;
+        *size = w.n;
+        return kiln__err(KILN_EINVAL, "attribute serialization: buffer of %zu bytes, %zu needed", have, w.n);
     }
     *size = w.n;
     return 0;
 }
 
-typedef struct rbuf {
-    const uint8_t *p;
-    size_t n, off;
-} rbuf;
-
-static int r_need(rbuf *r, size_t len, const char *what) {
-    if (len > r->n - r->off)
-        return kiln__err(KILN_EFORMAT, "attribute blob: %s needs %zu bytes at offset %zu, %zu left", what, len,
-                         r->off, r->n - r->off);
-    return 0;
-}
-static uint64_t r_le(rbuf *r, int bytes) {
-    uint64_t v = 0;
-    for (int i = 0; i < bytes; i++) v |= (uint64_t)r->p[r->off + (size_t)i] << (8 * i);
-    r->off += (size_t)bytes;
-    return v;
-}
-
-static int r_elems(rbuf *r, void *dst, uint64_t count, size_t es) {
-    uint8_t *d = dst;
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-    for (uint64_t k = 0; k < count; k++)
-        for (size_t b = 0; b < es; b++) d[k * es + es - 1 - b] = r->p[r->off + k * es + b];
-#else
-    if (count) memcpy(d, r->p + r->off, (size_t)count * es);
-#endif
-    r->off += (size_t)count * es;
-    return 0;
-}
-
-static int decode_one(rbuf *r, kiln__attrset *s, const kiln__op *op, uint8_t *seen) {
-    int rc;
-    if ((rc = r_need(r, 2, "attribute name length"))) return rc;
-    size_t nl = (size_t)r_le(r, 2);
-    if ((rc = r_need(r, nl + 2, "attribute name and type"))) return rc;
-    char name[256];
-    if (nl >= sizeof name || nl == 0)
-        return kiln__err(KILN_EFORMAT, "attribute blob: name length %zu at offset %zu", nl, r->off - 2);
-    memcpy(name, r->p + r->off, nl);
-    name[nl] = '\0';
-    size_t name_off = r->off;
-    r->off += nl;
-    kiln_attr_type type = (kiln_attr_type)r_le(r, 1);
-    kiln_dtype elem = (kiln_dtype)r_le(r, 1);
-    int i = find_def(s->defs, s->count, name);
-    if (i < 0 || memchr(name, 0, nl))
-        return kiln__err(KILN_EFORMAT, "attribute blob: unknown attribute '%s' at offset %zu for op %s::%s v%d",
-                         name, name_off, op->ns, op->name, op->version);
-    if (seen[i]) return kiln__err(KILN_EFORMAT, "attribute blob: '%s' stored twice (offset %zu)", name, name_off);
-    seen[i] = 1;
+static int decode_one(kiln__rbuf *r, kiln__attrset *s, const kiln__op *op, uint8_t *seen) {
+    size_t name_off = r->at + 2;
+    char *name = kiln__r_str(r, 2, 255, "attribute name");
+    kiln_attr_type type = (kiln_attr_type)kiln__r_u8(r, "attribute type");
+    kiln_dtype elem = (kiln_dtype)kiln__r_u8(r, "attribute element type");
+    if (r->err) {
+        kiln__free(name);
+        return r->err;
+    }
+    int i = name ? find_def(s->defs, s->count, name) : -1;
+    if (i < 0) {
+        kiln__r_fail_at(r, name_off, KILN_EFORMAT, "unknown attribute '%s' for op %s::%s v%d",
+                        name ? name : "", op->ns, op->name, op->version);
+        kiln__free(name);
+        return r->err;
+    }
+    kiln__free(name);
     const kiln_attr_def *d = &s->defs[i];
+    if (seen[i]) return kiln__r_fail_at(r, name_off, KILN_EFORMAT, "'%s' stored twice", d->name);
+    seen[i] = 1;
     if (type != d->type || (type == KILN_ATTR_ARRAY && elem != schema_elem(d)))
-        return kiln__err(KILN_EFORMAT, "attribute blob: '%s' stored as %s (elem %s), schema says %s", name,
-                         type_name(type), kiln_dtype_name(elem), type_name(d->type));
+        return kiln__r_fail_at(r, name_off, KILN_EFORMAT, "'%s' stored as %s (elem %s), schema says %s",
+                               d->name, type_name(type), kiln_dtype_name(elem), type_name(d->type));
     kiln_attr_value v = {0};
     v.present = 1;
     v.type = type;
     switch (type) {
     case KILN_ATTR_INT:
     case KILN_ATTR_BOOL:
-        if ((rc = r_need(r, 8, name))) return rc;
-        v.i = (int64_t)r_le(r, 8);
-        if (type == KILN_ATTR_BOOL && v.i != 0 && v.i != 1)
-            return kiln__err(KILN_EFORMAT, "attribute blob: bool '%s' has value %lld", name, (long long)v.i);
+        v.i = kiln__r_i64(r, d->name);
+        if (!r->err && type == KILN_ATTR_BOOL && v.i != 0 && v.i != 1)
+            return kiln__r_fail_at(r, r->at - 8, KILN_EFORMAT, "bool '%s' has value %lld", d->name,
+                                   (long long)v.i);
         break;
-    case KILN_ATTR_FLOAT: {
-        if ((rc = r_need(r, 8, name))) return rc;
-        uint64_t b = r_le(r, 8);
-        memcpy(&v.f, &b, 8);
-        break;
-    }
+    case KILN_ATTR_FLOAT: v.f = kiln__r_f64(r, d->name); break;
     case KILN_ATTR_STRING:
     case KILN_ATTR_BYTES: {
-        if ((rc = r_need(r, 8, name))) return rc;
-        uint64_t len = r_le(r, 8);
-        if ((rc = r_need(r, len > SIZE_MAX ? SIZE_MAX : (size_t)len, name))) return rc;
-        if (type == KILN_ATTR_STRING && memchr(r->p + r->off, 0, (size_t)len))
-            return kiln__err(KILN_EFORMAT, "attribute blob: string '%s' contains a NUL byte", name);
+        uint64_t len = kiln__r_u64(r, d->name);
+        const uint8_t *src = kiln__r_span(r, len, d->name);
+        if (r->err) return r->err;
+        if (type == KILN_ATTR_STRING && len && memchr(src, 0, (size_t)len))
+            return kiln__r_fail_at(r, r->at - (size_t)len, KILN_EFORMAT, "string '%s' contains a NUL byte",
+                                   d->name);
         char *str = kiln__malloc((size_t)len + 1);
         if (!str) return kiln__err(KILN_ENOMEM, "out of memory");
-        memcpy(str, r->p + r->off, (size_t)len);
+        if (len) memcpy(str, src, (size_t)len);
         str[len] = '\0';
-        r->off += (size_t)len;
         v.s = str;
         v.len = (size_t)len;
         break;
     }
     case KILN_ATTR_ARRAY: {
-        if ((rc = r_need(r, 8, name))) return rc;
-        uint64_t cnt = r_le(r, 8);
+        uint64_t cnt = kiln__r_u64(r, d->name);
         size_t es = kiln_dtype_size(elem);
+        if (r->err) return r->err;
         if (!es || !is_array_elem(elem))
-            return kiln__err(KILN_EFORMAT, "attribute blob: array '%s' has element type %d", name, (int)elem);
-        if (cnt > (r->n - r->off) / es)
-            return kiln__err(KILN_EFORMAT, "attribute blob: array '%s' of %llu elements exceeds the %zu bytes left",
-                             name, (unsigned long long)cnt, r->n - r->off);
-        void *data = kiln__malloc((size_t)cnt * es);
+            return kiln__r_fail(r, KILN_EFORMAT, "array '%s' has element type %d", d->name, (int)elem);
+        if (cnt > kiln__r_left(r) / es)
+            return kiln__r_fail(r, KILN_EFORMAT, "array '%s' of %llu elements exceeds the %zu bytes left",
+                                d->name, (unsigned long long)cnt, kiln__r_left(r));
+        void *data = kiln__malloc(cnt ? (size_t)cnt * es : 1);
         if (!data) return kiln__err(KILN_ENOMEM, "out of memory");
-        r_elems(r, data, cnt, es);
+        kiln__r_elems(r, data, cnt, es, d->name);
         v.elem = elem;
         v.count = (int64_t)cnt;
         v.data = data;
         break;
     }
     case KILN_ATTR_TENSOR: {
-        if ((rc = r_need(r, 1, name))) return rc;
-        int ndim = (int)r_le(r, 1);
+        int ndim = kiln__r_u8(r, d->name);
+        if (r->err) return r->err;
         if (ndim > KILN_MAX_DIMS)
-            return kiln__err(KILN_EFORMAT, "attribute blob: tensor '%s' has rank %d (max %d)", name, ndim,
-                             KILN_MAX_DIMS);
+            return kiln__r_fail(r, KILN_EFORMAT, "tensor '%s' has rank %d (max %d)", d->name, ndim,
+                                KILN_MAX_DIMS);
         size_t es = kiln_dtype_size(elem);
-        if (!es) return kiln__err(KILN_EFORMAT, "attribute blob: tensor '%s' has dtype %d", name, (int)elem);
-        if ((rc = r_need(r, (size_t)ndim * 8 + 8, name))) return rc;
+        if (!es) return kiln__r_fail(r, KILN_EFORMAT, "tensor '%s' has dtype %d", d->name, (int)elem);
         uint64_t numel = 1;
         for (int k = 0; k < ndim; k++) {
-            uint64_t dk = r_le(r, 8);
+            uint64_t dk = kiln__r_u64(r, d->name);
+            if (r->err) return r->err;
             if (dk > (uint64_t)INT64_MAX || (dk && numel > UINT64_MAX / dk))
-                return kiln__err(KILN_EFORMAT, "attribute blob: tensor '%s' dim %d is %llu", name, k,
-                                 (unsigned long long)dk);
+                return kiln__r_fail(r, KILN_EFORMAT, "tensor '%s' dim %d is %llu", d->name, k,
+                                    (unsigned long long)dk);
             v.dims[k] = (int64_t)dk;
             numel *= dk;
         }
-        uint64_t bytes = r_le(r, 8);
-        if (numel > UINT64_MAX / es || numel * es != bytes || bytes > r->n - r->off)
-            return kiln__err(KILN_EFORMAT, "attribute blob: tensor '%s' claims %llu bytes (%llu elements), %zu left",
-                             name, (unsigned long long)bytes, (unsigned long long)numel, r->n - r->off);
-        void *data = kiln__malloc((size_t)bytes);
+        uint64_t bytes = kiln__r_u64(r, d->name);
+        if (r->err) return r->err;
+        if (numel > UINT64_MAX / es || numel * es != bytes || bytes > kiln__r_left(r))
+            return kiln__r_fail(r, KILN_EFORMAT, "tensor '%s' claims %llu bytes (%llu elements), %zu left",
+                                d->name, (unsigned long long)bytes, (unsigned long long)numel,
+                                kiln__r_left(r));
+        void *data = kiln__malloc(bytes ? (size_t)bytes : 1);
         if (!data) return kiln__err(KILN_ENOMEM, "out of memory");
-        r_elems(r, data, numel, es);
+        kiln__r_elems(r, data, numel, es, d->name);
         v.elem = elem;
         v.ndim = ndim;
         v.count = (int64_t)numel;
@@ -802,8 +733,10 @@ static int decode_one(rbuf *r, kiln__attrset *s, const kiln__op *op, uint8_t *se
         break;
     }
     default:
-        return kiln__err(KILN_EFORMAT, "attribute blob: '%s' has type %d, which cannot be stored", name, (int)type);
+        return kiln__r_fail_at(r, name_off, KILN_EFORMAT, "'%s' has type %d, which cannot be stored", d->name,
+                               (int)type);
     }
+    if (r->err) return r->err;
     kiln__attr_value_free(&s->v[i]);
     s->v[i] = v;
     return 0;
@@ -813,17 +746,18 @@ int kiln__attrs_deserialize(kiln__attrset *s, const kiln__op *op, const void *bu
     KILN__ASSERT(s && op);
     int rc = kiln__attrset_init(s, op);
     if (rc) return rc;
-    rbuf r = {buf, buf ? size : 0, 0};
-    if ((rc = r_need(&r, 5, "header"))) goto fail;
-    int version = (int)r_le(&r, 1);
+    kiln__rbuf r;
+    kiln__r_init(&r, buf, size, "attribute blob");
+    int version = kiln__r_u8(&r, "codec version");
+    uint32_t count = kiln__r_u32(&r, "attribute count");
+    if ((rc = r.err)) goto fail;
     if (version != CODEC_VERSION) {
-        rc = kiln__err(KILN_EVERSION, "attribute blob: codec version %d, expected %d", version, CODEC_VERSION);
+        rc = kiln__r_fail_at(&r, 0, KILN_EVERSION, "codec version %d, expected %d", version, CODEC_VERSION);
         goto fail;
     }
-    uint32_t count = (uint32_t)r_le(&r, 4);
     if (count > (uint32_t)s->count) {
-        rc = kiln__err(KILN_EFORMAT, "attribute blob: %u attributes, the op %s::%s has %d", count, op->ns,
-                       op->name, s->count);
+        rc = kiln__r_fail_at(&r, 1, KILN_EFORMAT, "%u attributes, the op %s::%s has %d", count, op->ns,
+                             op->name, s->count);
         goto fail;
     }
     uint8_t *seen = kiln__calloc((size_t)(s->count ? s->count : 1), 1);
@@ -833,11 +767,7 @@ int kiln__attrs_deserialize(kiln__attrset *s, const kiln__op *op, const void *bu
     }
     for (uint32_t k = 0; k < count && !rc; k++) rc = decode_one(&r, s, op, seen);
     kiln__free(seen);
-    if (rc) goto fail;
-    if (r.off != r.n) {
-        rc = kiln__err(KILN_EFORMAT, "attribute blob: %zu trailing bytes at offset %zu", r.n - r.off, r.off);
-        goto fail;
-    }
+    if (rc || (rc = kiln__r_end(&r))) goto fail;
     return 0;
 fail:
     kiln__attrset_free(s);

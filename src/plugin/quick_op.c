@@ -22,7 +22,16 @@ typedef struct qstate {
     kiln_io_format *combos;
     int *combo_src;
     int ncombos; /* -1 = not expanded yet */
+    /* formats_fn's answer for this layer ({NULL}-terminated, in fmem), or
+     * NULL: the op's static formats. */
+    const kiln_combo *formats;
+    kiln__defmem fmem;
 } qstate;
+
+/* The combinations this instance offers: formats_fn's or the op's. */
+static const kiln_combo *q_formats(const qstate *s) {
+    return s->q->formats_fn ? s->formats : s->q->formats;
+}
 
 static qstate *qstate_new(const kiln__op *op) {
     qstate *s = kiln__calloc(1, sizeof *s);
@@ -42,7 +51,33 @@ static void q_destroy(void *state) {
     kiln__attrset_free(&s->attrs);
     kiln__free(s->combos);
     kiln__free(s->combo_src);
+    kiln__defmem_free(&s->fmem);
     kiln__free(s);
+}
+
+/* Keep a copy of the n combinations at c as this instance's formats. */
+static int set_formats(qstate *s, const kiln_combo *c, int n) {
+    kiln__defmem m = {0};
+    const kiln_combo *f = kiln__combos_copy(&m, c, n);
+    if (!f) {
+        kiln__defmem_free(&m);
+        return kiln__err(KILN_ENOMEM, "op %s::%s: out of memory", s->op->ns, s->op->name);
+    }
+    kiln__defmem_free(&s->fmem);
+    s->fmem = m;
+    s->formats = f;
+    kiln__free(s->combos);
+    kiln__free(s->combo_src);
+    s->combos = NULL;
+    s->combo_src = NULL;
+    s->ncombos = -1;
+    return 0;
+}
+
+static int count_formats(const kiln_combo *f) {
+    int n = 0;
+    while (f && f[n].types) n++;
+    return n;
 }
 
 static int q_create(const kiln_attrs *attrs, void **state) {
@@ -70,26 +105,66 @@ static int q_clone(const void *state, void **out) {
     c->tactic = s->tactic;
     c->io = s->io;
     c->configured = s->configured;
+    if (s->formats && (rc = set_formats(c, s->formats, count_formats(s->formats)))) {
+        q_destroy(c);
+        return rc;
+    }
     *out = c;
     return 0;
+}
+
+/* Ask the op's formats_fn for this layer's combinations (after shape, with
+ * its context) and keep a checked copy. */
+static int call_formats_fn(qstate *s, const kiln_shape_ctx *c) {
+    enum { MAXC = 256 };
+    kiln_combo *buf = kiln__calloc(MAXC, sizeof *buf);
+    if (!buf) return kiln__err(KILN_ENOMEM, "op %s::%s: out of memory", s->op->ns, s->op->name);
+    int n = s->q->formats_fn(c, buf, MAXC);
+    int rc = n < 0 ? kiln__err_prefix(n, "op %s::%s: formats_fn", s->op->ns, s->op->name) : 0;
+    if (!rc && n > MAXC)
+        rc = kiln__err(KILN_EINVAL, "op %s::%s: formats_fn returned %d combinations, at most %d fit", s->op->ns,
+                       s->op->name, n, MAXC);
+    int nio = s->q->max_inputs + s->q->num_outputs;
+    for (int k = 0; !rc && k < n; k++) {
+        if (!buf[k].types) {
+            rc = kiln__err(KILN_EINVAL, "op %s::%s: formats_fn combination %d has no types string", s->op->ns,
+                           s->op->name, k);
+            break;
+        }
+        int m = kiln_combo_expand(buf[k].types, buf[k].layouts, nio, NULL, 0);
+        if (m < 0) rc = kiln__err_prefix(m, "op %s::%s: formats_fn combination %d", s->op->ns, s->op->name, k);
+        for (int t = 0; !rc && t < KILN_MAX_TACTICS && buf[k].tactics[t]; t++)
+            if (buf[k].tactics[t] < 0)
+                rc = kiln__err(KILN_EINVAL, "op %s::%s: formats_fn combination %d lists tactic %d, expected > 0",
+                               s->op->ns, s->op->name, k, buf[k].tactics[t]);
+    }
+    if (!rc) rc = set_formats(s, buf, n > 0 ? n : 0);
+    if (!rc && n == 0) s->formats = NULL; /* none: the default, as formats == NULL */
+    kiln__free(buf);
+    return rc;
 }
 
 static int q_shape(void *state, kiln_shape_ctx *c) {
     qstate *s = state;
     kiln_attrs view = kiln__attrset_view(&s->attrs);
     const kiln_attrs *saved = c->attrs;
+    void *saved_user = c->user;
     if (!c->attrs) c->attrs = &view;
+    c->user = s->q->user;
     int rc = s->q->shape(c);
+    if (!rc && s->q->formats_fn) rc = call_formats_fn(s, c);
     c->attrs = saved;
+    c->user = saved_user;
     return rc;
 }
 
 static int expand_combos(qstate *s) {
     if (s->ncombos >= 0) return 0;
     const kiln_quick_op *q = s->q;
+    const kiln_combo *formats = q_formats(s);
     int nio = q->max_inputs + q->num_outputs, total = 0;
-    for (int k = 0; q->formats && q->formats[k].types; k++) {
-        int n = kiln_combo_expand(q->formats[k].types, q->formats[k].layouts, nio, NULL, 0);
+    for (int k = 0; formats && formats[k].types; k++) {
+        int n = kiln_combo_expand(formats[k].types, formats[k].layouts, nio, NULL, 0);
         if (n < 0) return kiln__err_prefix(n, "op %s::%s formats[%d]", q->ns, q->name, k);
         total += n;
     }
@@ -97,8 +172,8 @@ static int expand_combos(qstate *s) {
     s->combo_src = kiln__malloc(sizeof *s->combo_src * (size_t)(total ? total : 1));
     if (!s->combos || !s->combo_src) return kiln__err(KILN_ENOMEM, "op %s::%s: out of memory", q->ns, q->name);
     int n = 0;
-    for (int k = 0; q->formats && q->formats[k].types; k++) {
-        int m = kiln_combo_expand(q->formats[k].types, q->formats[k].layouts, nio, s->combos + n, total - n);
+    for (int k = 0; formats && formats[k].types; k++) {
+        int m = kiln_combo_expand(formats[k].types, formats[k].layouts, nio, s->combos + n, total - n);
         if (m < 0) return m;
         for (int i = 0; i < m; i++) s->combo_src[n + i] = k;
         n += m;
@@ -129,7 +204,7 @@ static int combo_matches(const qstate *s, const kiln_io_format *c, const kiln_io
 static int q_supports_format(void *state, int pos, const kiln_io_format *io) {
     qstate *s = state;
     if (pos < 0 || pos >= io->n) return 0;
-    if (!s->q->formats) return io->format[pos] == KILN_FORMAT_LINEAR;
+    if (!q_formats(s)) return io->format[pos] == KILN_FORMAT_LINEAR;
     if (expand_combos(s)) return 0;
     for (int i = 0; i < s->ncombos; i++)
         if (combo_matches(s, &s->combos[i], io, pos)) return 1;
@@ -155,6 +230,7 @@ static size_t q_workspace(void *state, const kiln_call *c) {
     kiln_call cc = *c;
     cc.attrs = &view;
     cc.state = NULL;
+    cc.user = s->q->user;
     return s->q->workspace(&cc);
 }
 
@@ -168,10 +244,11 @@ static int add_tactic(int *tactics, int n, int max, int t) {
 static int q_valid_tactics(void *state, int *tactics, int max) {
     qstate *s = state;
     int n = 0;
-    if (!s->q->formats || expand_combos(s)) return add_tactic(tactics, 0, max, 0);
+    const kiln_combo *formats = q_formats(s);
+    if (!formats || expand_combos(s)) return add_tactic(tactics, 0, max, 0);
     for (int i = 0; i < s->ncombos; i++) {
         if (s->configured && !combo_matches(s, &s->combos[i], &s->io, s->io.n - 1)) continue;
-        const kiln_combo *c = &s->q->formats[s->combo_src[i]];
+        const kiln_combo *c = &formats[s->combo_src[i]];
         if (!c->tactics[0]) n = add_tactic(tactics, n, max, 0);
         for (int t = 0; t < KILN_MAX_TACTICS && c->tactics[t]; t++) n = add_tactic(tactics, n, max, c->tactics[t]);
     }
@@ -271,6 +348,7 @@ static int q_enqueue(void *state, const kiln_call *c) {
     kiln_call cc = *c;
     cc.attrs = &view;
     cc.state = NULL;
+    cc.user = s->q->user;
     return s->q->impl(&cc);
 }
 
@@ -301,6 +379,12 @@ const kiln_plugin_vtable kiln__quick_vtable = {
 
 /* ---------------------------------------------------------------- instances */
 
+const kiln_combo *kiln__op_formats(const kiln__op *op, const void *state) {
+    if (!op->quick) return NULL;
+    if (!op->quick->formats_fn || !state) return op->quick->formats;
+    return ((const qstate *)state)->formats;
+}
+
 int kiln__op_create(const kiln__op *op, const kiln_attrs *attrs, void **state) {
     KILN__ASSERT(op && state);
     *state = NULL;
@@ -328,7 +412,8 @@ int kiln__op_create(const kiln__op *op, const kiln_attrs *attrs, void **state) {
         view = kiln__attrset_view(&tmp);
         attrs = &view;
     }
-    int rc = op->vt->create(attrs, state);
+    const kiln_plugin_def *p = op->plugin;
+    int rc = p->create_user ? p->create_user(attrs, p->user, state) : op->vt->create(attrs, state);
     kiln__attrset_free(&tmp);
     if (rc) {
         *state = NULL;
@@ -352,7 +437,9 @@ int kiln__op_deserialize(const kiln__op *op, const void *blob, size_t size, void
         *state = s;
         return 0;
     }
-    int rc = op->vt->deserialize(blob, size, state);
+    const kiln_plugin_def *p = op->plugin;
+    int rc = p->deserialize_user ? p->deserialize_user(blob, size, p->user, state)
+                                 : op->vt->deserialize(blob, size, state);
     if (rc) {
         *state = NULL;
         return kiln__err_prefix(rc < 0 ? rc : KILN_EPLUGIN, "plugin %s::%s v%d: deserialize", op->ns, op->name,
@@ -397,6 +484,7 @@ int kiln__op_prepack(const kiln__op *op, const void *state, const kiln_call *c, 
     cc.attrs = &view;
     cc.state = NULL;
     cc.prepacked = NULL;
+    cc.user = op->quick->user;
     size_t n = dst ? want : 0;
     int rc = op->quick->prepack(&cc, input, dst, &n);
     if (rc)

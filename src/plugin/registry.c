@@ -1,16 +1,20 @@
 /*
  * registry.c — the process-wide table of op definitions.
  *
- * Ops are keyed by (namespace, name, version) and never removed, so the
- * kiln__op pointers handed out stay valid for the life of the process.
+ * Ops are keyed by (namespace, name, version).  The registry keeps its own
+ * copy of every definition (def_copy.c), so callers may free theirs.  An
+ * unregistered op leaves the lookup table but is never freed: networks and
+ * engines that hold its kiln__op keep working, so the kiln__op pointers
+ * handed out stay valid for the life of the process.
  * Registration validates everything it can up front (identity, counts,
  * attribute defaults, format strings, vtable version) so that a broken
  * plugin fails when it loads, naming itself, rather than in the middle of
  * a build.
  *
- * Which library defined an op is found with dladdr() on the op's struct.
- * Ops whose struct lives in the same image as libkiln are built-ins; only
- * they may use the reserved namespaces "ai.onnx*" and "kiln".
+ * Which library defined an op is found with dladdr() on the struct passed
+ * in.  Ops whose struct lives in the same image as libkiln are built-ins;
+ * only they may use the reserved namespaces "ai.onnx*" and "kiln".  Structs
+ * in the main program or in no file at all (heap) have no library.
  */
 #include "registry_int.h"
 
@@ -22,6 +26,9 @@
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
 static kiln__op **g_ops;
 static int g_nops, g_cap;
+/* Unregistered ops: out of the table, still in use (see the top). */
+static kiln__op **g_retired;
+static int g_nretired;
 
 /* Library loading context (see registry_int.h).  dlopen runs constructors
  * on the loading thread, so the context is per thread. */
@@ -87,6 +94,15 @@ static int in_libkiln_copy(const void *addr) {
     Dl_info si;
     int same = sym && dladdr(sym, &si) && si.dli_fbase == info.dli_fbase;
     dlclose(h);
+    return same;
+}
+
+/* Whether the image file `fname` is the running program itself. */
+static int is_main_program(const char *fname) {
+    char *a = realpath(fname, NULL), *b = realpath("/proc/self/exe", NULL);
+    int same = a && b && strcmp(a, b) == 0;
+    free(a);
+    free(b);
     return same;
 }
 
@@ -278,9 +294,10 @@ static int check_vtable(const kiln_plugin_def *d) {
     if (vt->version < 1)
         return kiln__err(KILN_EINVAL, "plugin %s::%s: vtable version %d, expected 1..%d", d->ns, d->name, vt->version,
                          KILN_PLUGIN_VTABLE_VERSION);
-    const char *missing = !vt->create ? "create" : !vt->destroy ? "destroy" : !vt->shape ? "shape"
-                          : !vt->enqueue ? "enqueue" : !vt->serialize ? "serialize"
-                          : !vt->deserialize ? "deserialize" : !vt->clone ? "clone" : NULL;
+    const char *missing = !vt->create && !d->create_user ? "create" : !vt->destroy ? "destroy"
+                          : !vt->shape ? "shape" : !vt->enqueue ? "enqueue" : !vt->serialize ? "serialize"
+                          : !vt->deserialize && !d->deserialize_user ? "deserialize" : !vt->clone ? "clone"
+                          : NULL;
     if (missing) return kiln__err(KILN_EINVAL, "plugin %s::%s: vtable lacks %s()", d->ns, d->name, missing);
     return 0;
 }
@@ -289,6 +306,8 @@ static int check_vtable(const kiln_plugin_def *d) {
 
 static void op_free(kiln__op *o) {
     if (!o) return;
+    kiln__defmem m = {o->defmem, 0};
+    kiln__defmem_free(&m);
     for (int i = 0; i < o->nattrs && o->attr_defaults; i++) kiln__attr_value_free(&o->attr_defaults[i]);
     kiln__free(o->attr_defaults);
     kiln__free(o->ns);
@@ -328,6 +347,16 @@ static int do_register(const void *def, const char *ns, const char *name, int ve
         rc = kiln__err(KILN_ENOMEM, "out of memory");
         goto fail;
     }
+    kiln__defmem mem = {0};
+    q = q ? kiln__quick_copy(&mem, q) : NULL;
+    p = p ? kiln__plugin_def_copy(&mem, p) : NULL;
+    o->defmem = mem.head;
+    if (mem.failed) {
+        rc = kiln__err(KILN_ENOMEM, "out of memory");
+        goto fail;
+    }
+    attrs = q ? q->attrs : p->attrs;
+    o->origin = def;
     o->ns = kiln__strdup(ns);
     o->name = kiln__strdup(name);
     o->version = version;
@@ -342,19 +371,25 @@ static int do_register(const void *def, const char *ns, const char *name, int ve
     o->quick = q;
     o->plugin = p;
     o->builtin = builtin;
-    if (!builtin && fname && fname[0]) {
+    int has_lib = !builtin && fname && fname[0] && !is_main_program(fname);
+    if (has_lib) {
         char *rp = realpath(fname, NULL);
         o->library = kiln__strdup(rp ? rp : fname);
         free(rp);
     }
-    if (!o->ns || !o->name || (!builtin && fname && fname[0] && !o->library)) {
+    if (!o->ns || !o->name || (has_lib && !o->library)) {
         rc = kiln__err(KILN_ENOMEM, "out of memory");
         goto fail;
     }
     pthread_mutex_lock(&g_mu);
     kiln__op *old = find_locked(ns, name, version);
     if (old) {
-        int same = (q && old->quick == q) || (p && old->plugin == p);
+        /* The same struct with the same callbacks: registered twice (a
+         * library loaded by the dynamic linker and again by path). */
+        int same = old->origin == def &&
+                   ((q && old->quick && old->quick->shape == q->shape && old->quick->impl == q->impl &&
+                     old->quick->user == q->user) ||
+                    (p && old->plugin && old->plugin->vt->enqueue == p->vt->enqueue && old->plugin->user == p->user));
         pthread_mutex_unlock(&g_mu);
         if (same || (copy && old->builtin)) {
             op_free(o);
@@ -398,46 +433,97 @@ int kiln_register_plugin(const kiln_plugin_def *def) {
 
 /* Structs from a plugin compiled against an older plugin.h are shorter:
  * the fields it does not know are zero (their documented defaults), so the
- * registry keeps a zero-extended copy (it lives as long as the process).
- * A longer struct comes from a newer kiln: refused, naming both sizes. */
-static const void *abi_extend(const void *def, size_t size, size_t ours, const char *what, int *rc) {
-    *rc = 0;
-    if (size == ours) return def;
-    if (size > ours || size < 2 * sizeof(const char *)) {
-        *rc = kiln__err(KILN_EVERSION,
-                        "%s of %zu bytes: this kiln (ABI %d) knows %zu bytes; rebuild the plugin against "
-                        "this kiln's headers", what, size, KILN_ABI_VERSION, ours);
-        return NULL;
-    }
-    void *copy = kiln__calloc(1, ours);
-    if (!copy) {
-        *rc = kiln__err(KILN_ENOMEM, "out of memory");
-        return NULL;
-    }
-    memcpy(copy, def, size);
-    return copy;
+ * struct is zero-extended into `ours` (the registry then copies that).  A
+ * longer struct comes from a newer kiln: refused, naming both sizes. */
+static int abi_extend(const void *def, size_t size, void *ours, size_t ours_size, const char *what) {
+    if (size > ours_size || size < 2 * sizeof(const char *))
+        return kiln__err(KILN_EVERSION,
+                         "%s of %zu bytes: this kiln (ABI %d) knows %zu bytes; rebuild the plugin against "
+                         "this kiln's headers", what, size, KILN_ABI_VERSION, ours_size);
+    memset(ours, 0, ours_size);
+    memcpy(ours, def, size);
+    return 0;
 }
 
 int kiln_register_quick_op_sized(const kiln_quick_op *op, size_t size) {
     if (!op) return reg_fail(kiln__err(KILN_EINVAL, "kiln_register_quick_op: op is NULL"));
-    int rc;
-    const kiln_quick_op *q = abi_extend(op, size, sizeof *q, "kiln_quick_op", &rc);
-    if (!q) return reg_fail(rc);
-    rc = do_register(op, q->ns, q->name, q->version, q->min_inputs, q->max_inputs, q->num_outputs, q->attrs, q,
-                     NULL);
-    if (rc && q != op) kiln__free((void *)q);
+    kiln_quick_op q;
+    int rc = abi_extend(op, size, &q, sizeof q, "kiln_quick_op");
+    if (!rc)
+        rc = do_register(op, q.ns, q.name, q.version, q.min_inputs, q.max_inputs, q.num_outputs, q.attrs, &q, NULL);
     return rc ? reg_fail(rc) : 0;
 }
 
 int kiln_register_plugin_sized(const kiln_plugin_def *def, size_t size) {
     if (!def) return reg_fail(kiln__err(KILN_EINVAL, "kiln_register_plugin: def is NULL"));
-    int rc;
-    const kiln_plugin_def *p = abi_extend(def, size, sizeof *p, "kiln_plugin_def", &rc);
-    if (!p) return reg_fail(rc);
-    rc = do_register(def, p->ns, p->name, p->version, p->min_inputs, p->max_inputs, p->num_outputs, p->attrs,
-                     NULL, p);
-    if (rc && p != def) kiln__free((void *)p);
+    kiln_plugin_def p;
+    int rc = abi_extend(def, size, &p, sizeof p, "kiln_plugin_def");
+    if (!rc)
+        rc = do_register(def, p.ns, p.name, p.version, p.min_inputs, p.max_inputs, p.num_outputs, p.attrs, NULL, &p);
     return rc ? reg_fail(rc) : 0;
+}
+
+int kiln_registry_unregister(const char *identity, int version) {
+    char buf[512];
+    const char *ns, *name;
+    int rc = kiln__split_identity(identity, buf, sizeof buf, &ns, &name);
+    if (rc) return rc;
+    pthread_mutex_lock(&g_mu);
+    int i = 0;
+    while (i < g_nops && !(g_ops[i]->version == version && !strcmp(g_ops[i]->name, name) && !strcmp(g_ops[i]->ns, ns)))
+        i++;
+    if (i == g_nops) {
+        pthread_mutex_unlock(&g_mu);
+        return kiln__err(KILN_ENOTFOUND, "unregister: op %s v%d is not registered", identity, version);
+    }
+    kiln__op *o = g_ops[i];
+    if (o->builtin) {
+        pthread_mutex_unlock(&g_mu);
+        return kiln__err(KILN_EINVAL, "unregister: op %s v%d is built into libkiln", identity, version);
+    }
+    kiln__op **r = kiln__realloc(g_retired, sizeof *r * (size_t)(g_nretired + 1));
+    if (!r) {
+        pthread_mutex_unlock(&g_mu);
+        return kiln__err(KILN_ENOMEM, "unregister: out of memory");
+    }
+    g_retired = r;
+    g_retired[g_nretired++] = o;
+    memmove(&g_ops[i], &g_ops[i + 1], sizeof *g_ops * (size_t)(g_nops - i - 1));
+    g_nops--;
+    pthread_mutex_unlock(&g_mu);
+    kiln__log(KILN_LOG_VERBOSE, "unregistered op %s v%d", identity, version);
+    return 0;
+}
+
+int kiln_registry_count(void) {
+    pthread_mutex_lock(&g_mu);
+    int n = g_nops;
+    pthread_mutex_unlock(&g_mu);
+    return n;
+}
+
+int kiln_registry_op(int i, kiln_op_info *info) {
+    if (!info) return kiln__err(KILN_EINVAL, "kiln_registry_op: info is NULL");
+    const kiln__op *o = kiln__registry_at(i);
+    if (!o) return kiln__err(KILN_EINVAL, "kiln_registry_op: op %d out of range (%d registered)", i,
+                             kiln_registry_count());
+    memset(info, 0, sizeof *info);
+    info->ns = o->ns;
+    info->name = o->name;
+    info->version = o->version;
+    info->min_inputs = o->min_inputs;
+    info->max_inputs = o->max_inputs;
+    info->num_outputs = o->num_outputs;
+    info->nattrs = o->nattrs;
+    info->attrs = o->attr_defs;
+    const char *doc = o->quick ? o->quick->doc : o->plugin->doc;
+    info->doc = doc ? doc : "";
+    info->library = o->library ? o->library : "";
+    info->builtin = o->builtin;
+    info->is_quick = o->quick != NULL;
+    info->has_impl = !o->quick || o->quick->impl;
+    info->has_aot = o->quick && o->quick->aot;
+    return 0;
 }
 
 /* ---------------------------------------------------------------- dump */
@@ -516,7 +602,8 @@ void kiln_registry_dump(FILE *out, const char *filter) {
         }
         if (o->quick) {
             const kiln_quick_op *q = o->quick;
-            if (!q->formats) fprintf(out, "  formats: any type, LINEAR; tactic 0\n");
+            if (q->formats_fn) fprintf(out, "  formats: from formats_fn() per layer\n");
+            else if (!q->formats) fprintf(out, "  formats: any type, LINEAR; tactic 0\n");
             for (int k = 0; q->formats && q->formats[k].types; k++) {
                 fprintf(out, "  formats: types \"%s\" layouts \"%s\" tactics ", q->formats[k].types,
                         q->formats[k].layouts ? q->formats[k].layouts : "LINEAR");

@@ -22,4 +22,16 @@ int kiln__registry_ns_reserved(const char *ns);
 /* 1 if the object at addr lives in the image (exe or .so) holding libkiln. */
 int kiln__registry_in_libkiln(const void *addr);
 
+/* def_copy.c: the registry's deep copies of definitions.  All memory of
+ * one copy hangs on a kiln__defmem (failed = 1 after an allocation
+ * failure; the copy functions then return NULL). */
+typedef struct kiln__defmem {
+    void *head;
+    int failed;
+} kiln__defmem;
+const kiln_quick_op *kiln__quick_copy(kiln__defmem *m, const kiln_quick_op *q);
+const kiln_plugin_def *kiln__plugin_def_copy(kiln__defmem *m, const kiln_plugin_def *p);
+const kiln_combo *kiln__combos_copy(kiln__defmem *m, const kiln_combo *c, int n);
+void kiln__defmem_free(kiln__defmem *m);
+
 #endif

@@ -1,6 +1,6 @@
 /*
  * ops1.h — shared helpers of the "ops1" built-in ONNX operators
- * (elementwise.c, activation.c, reduce.c, tensor.c, index.c).
+ * (elementwise, activation, reduce and the tensor/generator/index ops).
  *
  * The ops are written against the public plugin API (plugin.h) only; this
  * header adds what several of them need:
@@ -95,6 +95,11 @@ int kiln__ops1_check_type(const kiln_shape_ctx *c, const char *op, int i,
 /* Inputs i and j must have the same dtype. */
 int kiln__ops1_check_same(const kiln_shape_ctx *c, const char *op, int i, int j);
 
+/* Check that input i has a fixed-size dtype (numeric or bool). */
+static inline int kiln__ops1_check_any(const kiln_shape_ctx *c, const char *op, int i) {
+    return kiln__ops1_check_type(c, op, i, kiln__ops1_is_any, "a numeric or bool type");
+}
+
 /* ---- conversions --------------------------------------------------------- */
 void kiln__ops1_to_f64(const void *src, kiln_dtype t, double *dst, int64_t n);
 void kiln__ops1_from_f64(const double *src, kiln_dtype t, void *dst, int64_t n);
@@ -133,6 +138,17 @@ static inline int kiln__ops1_call_has_in(const kiln_call *c, int i) {
 }
 /* All dims constant -> 1 and dims into v. */
 int kiln__ops1_const_dims(const kiln_desc *d, int64_t *v);
+/* Set an output desc: dtype t, nd dims d[0..nd). */
+static inline void kiln__ops1_set_dims(kiln_desc *o, kiln_dtype t, int nd, const kiln_expr *const *d) {
+    o->dtype = t;
+    o->ndim = nd;
+    for (int i = 0; i < nd; i++) o->dims[i] = d[i];
+}
+/* Carry the symbolic values of input `in` to output `out` (shape ops:
+ * Shape -> Cast -> Reshape stays static); none when unknown. */
+void kiln__ops1_copy_values(kiln_shape_ctx *c, int in, int out);
+/* Kernel: output 0 = input 0 (a copy unless the builder aliased them). */
+int kiln__ops1_copy_input(const kiln_call *c);
 
 /* ---- broadcasting --------------------------------------------------------- */
 /* Iteration over an output of rank nd with up to 3 operands.  Dims are

@@ -182,6 +182,23 @@ int kiln__ops1_const_dims(const kiln_desc *d, int64_t *v) {
     return 1;
 }
 
+void kiln__ops1_copy_values(kiln_shape_ctx *c, int in, int out) {
+    const kiln_expr *v[KILN_MAX_VALUES];
+    int n = kiln__ops1_value_exprs(c->x, &c->in[in], v);
+    c->out[out].nvalues = -1;
+    if (n < 0) return;
+    for (int i = 0; i < n; i++) c->out[out].values[i] = v[i];
+    c->out[out].nvalues = n;
+}
+
+int kiln__ops1_copy_input(const kiln_call *c) {
+    const kiln_tensor *x = &c->in[0];
+    kiln_tensor *y = &c->out[0];
+    if (y->data != x->data && x->data)
+        memcpy(y->data, x->data, (size_t)kiln_tensor_numel(y) * kiln_dtype_size(y->dtype));
+    return 0;
+}
+
 int64_t kiln__ops1_const_ints(const kiln_desc *d, int64_t *v, int64_t max) {
     if (d->dtype == KILN_DTYPE_UNDEFINED) return -1;
     if (d->data && (kiln__ops1_is_int(d->dtype) || d->dtype == KILN_DTYPE_BOOL)) {

@@ -31,66 +31,11 @@
  * as ONNX says.
  */
 #include "kiln_int.h"
+#include "core/bytes.h"
 #include "ops/controlflow/loop_body.h"
 
 #include <stdio.h>
 #include <string.h>
-
-/* ------------------------------------------------------------ byte codec */
-
-typedef struct wbuf {
-    uint8_t *p;
-    size_t n, cap;
-    int err;
-} wbuf;
-
-static void w_put(wbuf *w, const void *d, size_t n) {
-    if (w->err) return;
-    if (w->n + n > w->cap) {
-        size_t nc = w->cap ? w->cap * 2 : 256;
-        while (nc < w->n + n) nc *= 2;
-        uint8_t *q = kiln__realloc(w->p, nc);
-        if (!q) { w->err = 1; return; }
-        w->p = q;
-        w->cap = nc;
-    }
-    memcpy(w->p + w->n, d, n);
-    w->n += n;
-}
-static void w_i64(wbuf *w, int64_t v) { w_put(w, &v, 8); }
-static void w_str(wbuf *w, const char *s) {
-    size_t n = strlen(s);
-    w_i64(w, (int64_t)n);
-    w_put(w, s, n);
-}
-
-typedef struct rbuf {
-    const uint8_t *p;
-    size_t n, off;
-    int err;
-} rbuf;
-
-static int r_get(rbuf *r, void *d, size_t n) {
-    if (r->err || n > r->n - r->off) { r->err = 1; memset(d, 0, n); return -1; }
-    memcpy(d, r->p + r->off, n);
-    r->off += n;
-    return 0;
-}
-static int64_t r_i64(rbuf *r) {
-    int64_t v = 0;
-    r_get(r, &v, 8);
-    return v;
-}
-static char *r_str(rbuf *r) {
-    int64_t n = r_i64(r);
-    if (r->err || n < 0 || (uint64_t)n > r->n - r->off) { r->err = 1; return NULL; }
-    char *s = kiln__malloc((size_t)n + 1);
-    if (!s) { r->err = 1; return NULL; }
-    memcpy(s, r->p + r->off, (size_t)n);
-    s[n] = 0;
-    r->off += (size_t)n;
-    return s;
-}
 
 /* ------------------------------------------------------------ body engine */
 
@@ -226,30 +171,31 @@ int kiln__body_serialize(const kiln__body *b, const int64_t *ints, int nints, vo
     size_t es = 0;
     int rc = kiln_engine_serialize(b->eng, &eb, &es);
     if (rc) return rc;
-    wbuf w = {0};
-    w_i64(&w, BODY_MAGIC);
-    w_i64(&w, nints);
-    for (int i = 0; i < nints; i++) w_i64(&w, ints[i]);
-    w_i64(&w, b->nin);
+    kiln__wbuf w;
+    kiln__w_init(&w);
+    kiln__w_i64(&w, BODY_MAGIC);
+    kiln__w_i64(&w, nints);
+    for (int i = 0; i < nints; i++) kiln__w_i64(&w, ints[i]);
+    kiln__w_i64(&w, b->nin);
     for (int i = 0; i < b->nin; i++) {
         const kiln__body_io *t = &b->in[i];
-        w_str(&w, t->name);
-        w_i64(&w, t->dtype);
-        w_i64(&w, t->ndim);
-        for (int d = 0; d < t->ndim; d++) w_i64(&w, t->dims[d]);
+        kiln__w_str(&w, t->name, 8);
+        kiln__w_i64(&w, t->dtype);
+        kiln__w_i64(&w, t->ndim);
+        for (int d = 0; d < t->ndim; d++) kiln__w_i64(&w, t->dims[d]);
     }
-    w_i64(&w, b->nout);
+    kiln__w_i64(&w, b->nout);
     for (int k = 0; k < b->nout; k++) {
         const kiln__body_io *t = &b->out[k];
-        w_str(&w, t->name);
-        w_i64(&w, t->dyn);
-        w_i64(&w, t->ndim);
-        for (int d = 0; d < t->ndim; d++) w_i64(&w, t->dims[d]);
+        kiln__w_str(&w, t->name, 8);
+        kiln__w_i64(&w, t->dyn);
+        kiln__w_i64(&w, t->ndim);
+        for (int d = 0; d < t->ndim; d++) kiln__w_i64(&w, t->dims[d]);
     }
-    w_i64(&w, (int64_t)es);
-    w_put(&w, eb, es);
+    kiln__w_i64(&w, (int64_t)es);
+    kiln__w_bytes(&w, eb, es);
     kiln_free(eb);
-    if (w.err) {
+    if (w.oom) {
         kiln__free(w.p);
         return kiln__err(KILN_ENOMEM, "loop body: out of memory serializing");
     }
@@ -267,13 +213,14 @@ int kiln__body_serialize(const kiln__body *b, const int64_t *ints, int nints, vo
 
 int kiln__body_deserialize(kiln__body *b, int64_t *ints, int nints, const void *buf, size_t size) {
     memset(b, 0, sizeof *b);
-    rbuf r = {.p = buf, .n = size};
-    if (r_i64(&r) != BODY_MAGIC || r.err)
+    kiln__rbuf r;
+    kiln__r_init(&r, buf, size, "loop body blob");
+    if (kiln__r_i64(&r, "magic") != BODY_MAGIC || r.err)
         return kiln__err(KILN_EFORMAT, "loop body blob: bad magic (not a Loop/Scan state)");
-    int64_t ni = r_i64(&r);
+    int64_t ni = kiln__r_i64(&r, "header field count");
     if (ni != nints) return kiln__err(KILN_EFORMAT, "loop body blob: %lld header fields, expected %d", (long long)ni, nints);
-    for (int i = 0; i < nints; i++) ints[i] = r_i64(&r);
-    int64_t nin = r_i64(&r);
+    for (int i = 0; i < nints; i++) ints[i] = kiln__r_i64(&r, "header field");
+    int64_t nin = kiln__r_i64(&r, "body input count");
     if (r.err || nin < 0 || nin > KILN_MAX_IO)
         return kiln__err(KILN_EFORMAT, "loop body blob: %lld body inputs (at most %d)", (long long)nin, KILN_MAX_IO);
     b->nin = (int)nin;
@@ -281,21 +228,21 @@ int kiln__body_deserialize(kiln__body *b, int64_t *ints, int nints, const void *
     if (!b->in) return kiln__err(KILN_ENOMEM, "loop body: out of memory");
     for (int i = 0; i < b->nin && !r.err; i++) {
         kiln__body_io *t = &b->in[i];
-        t->name = r_str(&r);
-        int64_t dt = r_i64(&r), nd = r_i64(&r);
+        t->name = kiln__r_str(&r, 8, 1u << 20, "name");
+        int64_t dt = kiln__r_i64(&r, "input dtype"), nd = kiln__r_i64(&r, "input rank");
         if (r.err || dt <= 0 || dt >= KILN_DTYPE_COUNT_ || kiln_dtype_size((kiln_dtype)dt) == 0 || nd < 0 ||
             nd > KILN_MAX_DIMS) {
-            r.err = 1;
+            r.err = KILN_EFORMAT;
             break;
         }
         t->dtype = (kiln_dtype)dt;
         t->ndim = (int)nd;
         for (int d = 0; d < t->ndim; d++) {
-            t->dims[d] = r_i64(&r);
-            if (t->dims[d] < 0) r.err = 1;
+            t->dims[d] = kiln__r_i64(&r, "input dim");
+            if (t->dims[d] < 0) r.err = KILN_EFORMAT;
         }
     }
-    int64_t nout = r.err ? -1 : r_i64(&r);
+    int64_t nout = r.err ? -1 : kiln__r_i64(&r, "body output count");
     if (r.err || nout < 0 || nout > KILN_MAX_IO) {
         kiln__body_free(b);
         return kiln__err(KILN_EFORMAT, "loop body blob: truncated or malformed body description");
@@ -305,22 +252,22 @@ int kiln__body_deserialize(kiln__body *b, int64_t *ints, int nints, const void *
     if (!b->out) { kiln__body_free(b); return kiln__err(KILN_ENOMEM, "loop body: out of memory"); }
     kiln__body_io saved[KILN_MAX_IO];
     for (int k = 0; k < b->nout && !r.err; k++) {
-        b->out[k].name = r_str(&r);
-        saved[k].dyn = (int)r_i64(&r);
-        int64_t nd = r_i64(&r);
-        if (r.err || nd < 0 || nd > KILN_MAX_DIMS) { r.err = 1; break; }
+        b->out[k].name = kiln__r_str(&r, 8, 1u << 20, "name");
+        saved[k].dyn = (int)kiln__r_i64(&r, "output dynamic flag");
+        int64_t nd = kiln__r_i64(&r, "output rank");
+        if (r.err || nd < 0 || nd > KILN_MAX_DIMS) { r.err = KILN_EFORMAT; break; }
         saved[k].ndim = (int)nd;
         for (int d = 0; d < saved[k].ndim; d++) {
-            saved[k].dims[d] = r_i64(&r);
-            if (saved[k].dims[d] < -1) r.err = 1;
+            saved[k].dims[d] = kiln__r_i64(&r, "output dim");
+            if (saved[k].dims[d] < -1) r.err = KILN_EFORMAT;
         }
     }
-    int64_t es = r.err ? -1 : r_i64(&r);
-    if (r.err || es < 0 || (uint64_t)es != r.n - r.off) {
+    int64_t es = r.err ? -1 : kiln__r_i64(&r, "sub-engine size");
+    if (r.err || es < 0 || (uint64_t)es != kiln__r_left(&r)) {
         kiln__body_free(b);
         return kiln__err(KILN_EFORMAT, "loop body blob: the sub-engine size does not match the blob (%zu bytes)", size);
     }
-    int rc = kiln_engine_load_memory(r.p + r.off, (size_t)es, &b->eng);
+    int rc = kiln_engine_load_memory(r.p + r.at, (size_t)es, &b->eng);
     if (rc) {
         kiln__body_free(b);
         return kiln__err_prefix(rc, "loop body sub-engine");

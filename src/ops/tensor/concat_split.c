@@ -1,0 +1,213 @@
+/*
+ * concat_split.c — Concat and Split (opsets 2 and 13+) along an axis.
+ *
+ * These ops carry shape computations: their shape functions propagate the
+ * symbolic values of small integer tensors (Shape -> Gather -> Concat ->
+ * Reshape stays static, or symbolic in the input dims), and read the values
+ * of shape-like inputs (Reshape shape, Slice starts ...) at build time.
+ */
+#include "ops/common/ops1.h"
+
+static const kiln_attr_def concat_attrs[] = {
+    {.name = "axis", .type = KILN_ATTR_INT, .required = 1}, {NULL}};
+static int concat_shape(kiln_shape_ctx *c) {
+    const kiln_desc *x0 = &c->in[0];
+    int ax, r = kiln__ops1_axis("Concat", "axis", kiln_attrs_int(c->attrs, "axis"), x0->ndim, &ax);
+    if (r) return r;
+    if (x0->ndim == 0) return kiln_set_error(KILN_ESHAPE, "Concat: inputs must have rank >= 1");
+    const kiln_expr *d[KILN_MAX_DIMS];
+    for (int i = 0; i < x0->ndim; i++) d[i] = x0->dims[i];
+    for (int k = 1; k < c->nin; k++) {
+        const kiln_desc *xk = &c->in[k];
+        if ((r = kiln__ops1_check_same(c, "Concat", 0, k))) return r;
+        if (xk->ndim != x0->ndim)
+            return kiln_set_error(KILN_ESHAPE, "Concat: input %d has rank %d, input 0 has rank %d", k,
+                                  xk->ndim, x0->ndim);
+        for (int i = 0; i < x0->ndim; i++) {
+            if (i == ax) continue;
+            int64_t a, b;
+            if (kiln_expr_is_const(d[i], &a) && kiln_expr_is_const(xk->dims[i], &b) && a != b)
+                return kiln_set_error(KILN_ESHAPE, "Concat: input %d has dim %d = %lld, expected %lld",
+                                      k, i, (long long)b, (long long)a);
+            if (!kiln_expr_is_const(d[i], &a) && kiln_expr_is_const(xk->dims[i], &b)) d[i] = xk->dims[i];
+        }
+        d[ax] = kiln_expr_add(c->x, d[ax], xk->dims[ax]);
+    }
+    kiln__ops1_set_dims(&c->out[0], x0->dtype, x0->ndim, d);
+    /* values: 1-D concatenation of small integer tensors */
+    if (x0->ndim == 1) {
+        const kiln_expr *vals[KILN_MAX_VALUES], *v[KILN_MAX_VALUES];
+        int tot = 0;
+        for (int k = 0; k < c->nin; k++) {
+            int n = kiln__ops1_value_exprs(c->x, &c->in[k], v);
+            if (n < 0 || tot + n > KILN_MAX_VALUES) return 0;
+            for (int i = 0; i < n; i++) vals[tot++] = v[i];
+        }
+        for (int i = 0; i < tot; i++) c->out[0].values[i] = vals[i];
+        c->out[0].nvalues = tot;
+    }
+    return 0;
+}
+static int concat_impl(const kiln_call *c) {
+    kiln_tensor *y = &c->out[0];
+    int ax = (int)kiln_attrs_int(c->attrs, "axis");
+    if (ax < 0) ax += y->ndim;
+    size_t es = kiln_dtype_size(y->dtype);
+    int64_t outer = 1, inner = 1;
+    for (int i = 0; i < ax; i++) outer *= y->dims[i];
+    for (int i = ax + 1; i < y->ndim; i++) inner *= y->dims[i];
+    int64_t yrow = y->dims[ax] * inner, pos = 0;
+    for (int k = 0; k < c->nin; k++) { /* symbolic dims may disagree at run time */
+        const kiln_tensor *x = &c->in[k];
+        int bad = x->ndim != y->ndim;
+        for (int i = 0; !bad && i < y->ndim; i++) bad = i != ax && x->dims[i] != y->dims[i];
+        pos += bad ? 0 : x->dims[ax];
+        if (bad || pos > y->dims[ax])
+            return kiln_set_error(KILN_ESHAPE, "Concat: input %d's dims do not fit the output at run time", k);
+    }
+    pos = 0;
+    for (int k = 0; k < c->nin; k++) {
+        const kiln_tensor *x = &c->in[k];
+        int64_t xrow = x->dims[ax] * inner;
+        if (xrow == 0) continue;
+        const char *src = x->data;
+        char *dst = (char *)y->data + pos * es;
+        if (outer == 1) memcpy(dst, src, (size_t)xrow * es);
+        else
+            for (int64_t o = 0; o < outer; o++)
+                memcpy(dst + o * yrow * es, src + o * xrow * es, (size_t)xrow * es);
+        pos += xrow;
+    }
+    return 0;
+}
+static const kiln_quick_op concat_op = {
+    .ns = OPS1_NS, .name = "Concat", .version = 4, .min_inputs = 1, .max_inputs = KILN_MAX_IO - 1,
+    .num_outputs = 1, .attrs = concat_attrs, .shape = concat_shape, .impl = concat_impl,
+    .doc = "join along axis",
+};
+KILN_OP(concat_op)
+
+/* ---- Split ------------------------------------------------------------------------------------ */
+
+/* Layers have num_outputs (SPLIT_MAX) outputs; the parts beyond the count
+ * (split's length or num_outputs) are empty. */
+#define SPLIT_MAX 32
+
+static const kiln_attr_def split2_attrs[] = {
+    {.name = "axis", .type = KILN_ATTR_INT, .def = "0"},
+    {.name = "split", .type = KILN_ATTR_ARRAY, .elem = KILN_DTYPE_I64},
+    {.name = "num_outputs", .type = KILN_ATTR_INT, .doc = "number of parts (equal split)"},
+    {NULL}};
+static const kiln_attr_def split13_attrs[] = {
+    {.name = "axis", .type = KILN_ATTR_INT, .def = "0"},
+    {.name = "num_outputs", .type = KILN_ATTR_INT, .doc = "number of parts (equal split)"},
+    {NULL}};
+
+/* Part sizes as expressions; returns the count or a negative error. */
+static int split_parts(kiln_shape_ctx *c, int input_form, const kiln_expr *d, const kiln_expr **parts) {
+    const kiln_expr *v[KILN_MAX_VALUES];
+    int n = -1;
+    if (input_form && kiln__ops1_has_in(c, 1)) {
+        n = kiln__ops1_value_exprs(c->x, &c->in[1], v);
+        if (n < 0)
+            return kiln_set_error(KILN_EUNSUPPORTED,
+                                  "Split: input 1 'split' must be known at build time (at most %d parts)",
+                                  KILN_MAX_VALUES);
+    } else if (!input_form) {
+        const int64_t *sv;
+        int64_t m = kiln_attrs_ints(c->attrs, "split", &sv);
+        if (m > SPLIT_MAX) return kiln_set_error(KILN_EATTR, "Split: more than %d parts", SPLIT_MAX);
+        if (m >= 0) {
+            for (int64_t i = 0; i < m; i++) parts[i] = kiln_expr_const(c->x, sv[i]);
+            return (int)m;
+        }
+    }
+    if (n >= 0) {
+        for (int i = 0; i < n; i++) parts[i] = v[i];
+        return n;
+    }
+    const kiln_attr_value *no = kiln_attrs_get(c->attrs, "num_outputs");
+    if (!no || !no->present)
+        return kiln_set_error(KILN_EATTR, "Split: neither 'split' nor 'num_outputs' is given, so the "
+                              "number of parts is unknown (the ONNX importer sets num_outputs to the "
+                              "node's output count)");
+    if (no->i < 1 || no->i > SPLIT_MAX)
+        return kiln_set_error(KILN_EATTR, "Split: num_outputs = %lld is out of range [1, %d]",
+                              (long long)no->i, SPLIT_MAX);
+    int k = (int)no->i;
+    const kiln_expr *chunk = kiln_expr_ceildiv(c->x, d, kiln_expr_const(c->x, k));
+    for (int i = 0; i < k - 1; i++) parts[i] = chunk;
+    parts[k - 1] = kiln_expr_max(c->x, kiln_expr_const(c->x, 0),
+                                 kiln_expr_sub(c->x, d, kiln_expr_mul(c->x, chunk, kiln_expr_const(c->x, k - 1))));
+    return k;
+}
+
+static int split_shape_(kiln_shape_ctx *c, int input_form) {
+    const kiln_desc *x = &c->in[0];
+    int ax, r = kiln__ops1_axis("Split", "axis", kiln_attrs_int(c->attrs, "axis"), x->ndim, &ax);
+    if (r) return r;
+    const kiln_expr *parts[SPLIT_MAX];
+    int n = split_parts(c, input_form, x->dims[ax], parts);
+    if (n < 0) return n;
+    if (n > c->nout) return kiln_set_error(KILN_EINVAL, "Split: %d parts, at most %d outputs", n, c->nout);
+    const kiln_expr *tot = kiln_expr_const(c->x, 0);
+    for (int i = 0; i < n; i++) tot = kiln_expr_add(c->x, tot, parts[i]);
+    int64_t a, b;
+    if (kiln_expr_is_const(tot, &a) && kiln_expr_is_const(x->dims[ax], &b) && a != b)
+        return kiln_set_error(KILN_ESHAPE, "Split: parts sum to %lld, but dim %d has size %lld",
+                              (long long)a, ax, (long long)b);
+    const kiln_expr *xv[KILN_MAX_VALUES];
+    int nxv = x->ndim == 1 ? kiln__ops1_value_exprs(c->x, x, xv) : -1;
+    int off = 0;
+    for (int k = 0; k < c->nout; k++) {
+        kiln_desc *o = &c->out[k];
+        kiln__ops1_set_dims(o, x->dtype, x->ndim, x->dims);
+        o->dims[ax] = k < n ? parts[k] : kiln_expr_const(c->x, 0);
+        int64_t pk;
+        if (k < n && nxv >= 0 && off >= 0 && kiln_expr_is_const(parts[k], &pk) && off + pk <= nxv) {
+            for (int64_t i = 0; i < pk; i++) o->values[i] = xv[off + i];
+            o->nvalues = (int)pk;
+            off += (int)pk;
+        } else {
+            off = -1;
+        }
+    }
+    return 0;
+}
+static int split_impl(const kiln_call *c) {
+    const kiln_tensor *x = &c->in[0];
+    int ax = (int)kiln_attrs_int(c->attrs, "axis");
+    if (ax < 0) ax += x->ndim;
+    size_t es = kiln_dtype_size(x->dtype);
+    int64_t outer = 1, inner = 1;
+    for (int i = 0; i < ax; i++) outer *= x->dims[i];
+    for (int i = ax + 1; i < x->ndim; i++) inner *= x->dims[i];
+    int64_t xrow = x->dims[ax] * inner, pos = 0;
+    for (int k = 0; k < c->nout; k++) {
+        kiln_tensor *y = &c->out[k];
+        if (!y->data || y->ndim != x->ndim) continue;
+        int64_t yrow = y->dims[ax] * inner;
+        if (yrow == 0) continue;
+        if (pos + yrow > xrow)
+            return kiln_set_error(KILN_ESHAPE, "Split: parts exceed the input along axis %d", ax);
+        for (int64_t o = 0; o < outer; o++)
+            memcpy((char *)y->data + o * yrow * es, (const char *)x->data + (o * xrow + pos) * es,
+                   (size_t)yrow * es);
+        pos += yrow;
+    }
+    return 0;
+}
+static int split2_shape(kiln_shape_ctx *c) { return split_shape_(c, 0); }
+static int split13_shape(kiln_shape_ctx *c) { return split_shape_(c, 1); }
+static const kiln_quick_op split2_op = {
+    .ns = OPS1_NS, .name = "Split", .version = 2, .min_inputs = 1, .max_inputs = 1,
+    .num_outputs = SPLIT_MAX, .attrs = split2_attrs, .shape = split2_shape, .impl = split_impl,
+    .doc = "split along axis (split attribute)",
+};
+static const kiln_quick_op split13_op = {
+    .ns = OPS1_NS, .name = "Split", .version = 13, .min_inputs = 1, .max_inputs = 2,
+    .num_outputs = SPLIT_MAX, .attrs = split13_attrs, .shape = split13_shape, .impl = split_impl,
+    .doc = "split along axis (split input or num_outputs)",
+};
+KILN_OP(split2_op)
+KILN_OP(split13_op)
