@@ -148,6 +148,20 @@ const kiln_combo *kiln__op_formats(const kiln__op *op, const void *state);
 int kiln__op_prepack(const kiln__op *op, const void *state, const kiln_call *c, int input,
                      void *dst, size_t *size);
 
+/* Per-device implementations (plugin/quick_op.c).  has_device: the op has
+ * an implementation there (the CPU always).  host_inputs: bit k = input k
+ * of the device implementation stays in host memory
+ * (kiln_quick_op.cuda_host_inputs).  graph_unsafe: a CUDA graph must not
+ * capture it.  enqueue_fn / workspace_fn: the vtable entries for device d
+ * (NULL: none). */
+typedef int (*kiln__enqueue_fn)(void *state, const kiln_call *c);
+typedef size_t (*kiln__workspace_fn)(void *state, const kiln_call *c);
+int kiln__op_has_device(const kiln__op *op, kiln_device_kind d);
+unsigned kiln__op_host_inputs(const kiln__op *op, kiln_device_kind d);
+int kiln__op_graph_unsafe(const kiln__op *op);
+kiln__enqueue_fn kiln__op_enqueue_fn(const kiln__op *op, kiln_device_kind d);
+kiln__workspace_fn kiln__op_workspace_fn(const kiln__op *op, kiln_device_kind d);
+
 /* ------------------------------------------------------------ plugin/attrs */
 /* A layer's attribute values (owning): values[i] belongs to op->attr_defs[i]. */
 typedef struct kiln__attrset {

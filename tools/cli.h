@@ -21,6 +21,7 @@ int kiln_cli_run(int argc, char **argv);
 int kiln_cli_bench(int argc, char **argv);
 int kiln_cli_inspect(int argc, char **argv);
 int kiln_cli_plugins(int argc, char **argv);
+int kiln_cli_devices(int argc, char **argv);
 /* `kiln plugins compile FILE.c ...` (plugins.c). */
 int kiln_cli_plugins_compile(int argc, char **argv);
 /* `kiln test-onnx`: the ONNX conformance runner (tools/test_onnx.c). */

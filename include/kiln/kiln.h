@@ -196,6 +196,15 @@ typedef enum kiln_device_kind {
     KILN_DEVICE_CUDA = 1
 } kiln_device_kind;
 
+/* Describe the devices kiln can use into buf (NUL-terminated, truncated to
+ * size), one per line: "cpu: <signature>", then "cuda 0: <name>, sm_XY,
+ * <memory> GiB, driver X.Y" or "cuda: no CUDA device (<reason>)", then
+ * whether this libkiln holds CUDA kernels ("built without CUDA kernels
+ * (nvcc not found at build)" if not).  Returns the number of usable CUDA
+ * devices (0 or 1: kiln uses device $KILN_CUDA_DEVICE, default 0).  The CUDA
+ * driver is loaded with dlopen on first use; no GPU is never an error. */
+KILN_API int kiln_devices_describe(char *buf, size_t size);
+
 /* ---------------------------------------------------------------- network */
 
 typedef struct kiln_network kiln_network;
