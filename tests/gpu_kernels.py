@@ -280,6 +280,8 @@ def test_unary():
         "KILN_CU_ACT_ASINH": (torch.asinh, 0, 0), "KILN_CU_ACT_ACOSH": (lambda x: torch.acosh(x.abs() + 1), 0, 0),
         "KILN_CU_ACT_ATANH": (lambda x: torch.atanh(x / 3.5), 0, 0),
         "KILN_CU_ACT_AFFINE": (lambda x: 0.25 * x - 1.5, 0.25, -1.5),
+        "KILN_CU_ACT_SHRINK": (lambda x: torch.where(x < -0.5, x + 0.25, torch.where(x > 0.5, x - 0.25, 0 * x)),
+                               0.5, 0.25),
     }
     pre = {"KILN_CU_ACT_LOG": lambda x: x.abs() + 0.01, "KILN_CU_ACT_SQRT": torch.abs,
            "KILN_CU_ACT_ASIN": lambda x: x / 3.5, "KILN_CU_ACT_ACOS": lambda x: x / 3.5,
@@ -300,6 +302,14 @@ def test_unary():
             tol = 3e-5 if dt == "f32" and act in ("KILN_CU_ACT_TAN", "KILN_CU_ACT_COSH", "KILN_CU_ACT_SINH",
                                                   "KILN_CU_ACT_EXP") else None
             check(f"unary_{dt} {act}", y, r, tol=tol, dt=dt)
+    for dt in ("f32", "f16", "bf16"):  # IsNaN / IsInf
+        x = rand([64], dt, -5, 5)
+        x[:6] = torch.tensor([float("nan"), float("inf"), -float("inf"), 0, float("nan"), -float("inf")]).to(TD[dt])
+        for what, neg, pos, ref in ((0, 1, 1, torch.isnan(x)), (1, 1, 1, torch.isinf(x)),
+                                    (1, 0, 1, torch.isposinf(x)), (1, 1, 0, torch.isneginf(x))):
+            y = poison([64], "u8")
+            launch("classify_" + dt, 64, [i64(64), x, y, i32(what), i32(neg), i32(pos)])
+            check(f"classify_{dt} what={what} neg={neg} pos={pos}", y, ref.to(torch.uint8))
     for dt in ("i32", "i64"):
         for act, ref in {"KILN_CU_ACT_ABS": torch.abs, "KILN_CU_ACT_NEG": torch.neg,
                          "KILN_CU_ACT_RELU": lambda v: v.clamp(min=0), "KILN_CU_ACT_SIGN": torch.sign,
@@ -439,6 +449,16 @@ def test_reduce():
             launch("reduce_arg_" + dt, 0, [out, red, x, y, i32(E[op]), i32(0)], block=64, grid=out.numel)
             r = ref(x.float(), 1)
             check(f"reduce_arg_{dt} {op}", y, r)
+        # NaN, with the CPU op's sequential rule: a NaN first element wins, later ones never
+        x = rand([2, 9], dt)
+        x[0, 0] = float("nan")
+        x[1, 4] = float("nan")
+        out, red, ko = reduce_iters([2, 9], [1])
+        y = poison(ko, "i64")
+        launch("reduce_arg_" + dt, 0, [out, red, x, y, i32(E["KILN_CU_RARGMAX"]), i32(0)], block=32, grid=2)
+        xf = x.float().clone()
+        xf[1, 4] = -float("inf")
+        check(f"reduce_arg_{dt} NaN rule", y, torch.stack([torch.tensor(0, device="cuda"), xf[1].argmax()]))
     for dt in ("i32", "i64"):
         x = rand([6, 33], dt)
         out, red, ko = reduce_iters([6, 33], [1])

@@ -1,7 +1,7 @@
 /*
  * cuda_kernel_args.h — the by-value arguments of kiln's built-in CUDA
- * kernels, shared by the kernels (src/ops/<family>/*.cu, compiled by nvcc)
- * and their host launchers (src/ops/<family>/*_cuda.c, plain C, no CUDA
+ * kernels, shared by the kernels (src/ops/<family>/<family>.cu, compiled by nvcc)
+ * and their host launchers (src/ops/<family>/<family>_cuda.c, plain C, no CUDA
  * headers).  Plain C with fixed-width fields only, so both compilers lay
  * the structs out the same way; every struct is passed to cuLaunchKernel
  * by value (a pointer to it in the args array).
@@ -77,6 +77,7 @@ typedef enum kiln_cu_act {
     KILN_CU_ACT_ACOSH,
     KILN_CU_ACT_ATANH,
     KILN_CU_ACT_AFFINE,     /* a x + b (Mean's 1/n, Scale) */
+    KILN_CU_ACT_SHRINK,     /* x < -a ? x + b : x > a ? x - b : 0 (a = lambd, b = bias) */
     KILN_CU_ACT_COUNT_
 } kiln_cu_act;
 

@@ -7,7 +7,9 @@
  *
  * unary_<f32|f16|bf16>(n, x, y, act, a, b): y[i] = f(x[i]) on contiguous
  * tensors, computed in float.  unary_<i32|i64>: the integer subset (Abs,
- * Neg, Relu, Sign, Clip with integer bounds a/b).
+ * Neg, Relu, Sign, Clip with integer bounds a/b).  classify_<T>(n, x, y,
+ * what, neg, pos): IsNaN (what 0) and IsInf (what 1, per detect_negative /
+ * detect_positive) into bool.
  */
 #include "ops/common/cuda_common.cuh"
 
@@ -32,6 +34,20 @@ __device__ __forceinline__ void kc_unary_int(int64_t n, const T *x, T *y, int ac
         y[i] = v;
     }
 }
+
+template <typename T>
+__device__ __forceinline__ void kc_classify(int64_t n, const T *x, uint8_t *y, int what, int neg, int pos) {
+    KC_FOR(i, n, int64_t) {
+        float v = kc_ldf(x[i]);
+        y[i] = what == 0 ? v != v : (isinf(v) && ((v < 0.0f && neg) || (v > 0.0f && pos)));
+    }
+}
+
+#define KC_CLASSIFY(S, T)                                                                     \
+    extern "C" __global__ void classify_##S(int64_t n, const T *x, uint8_t *y, int what, int neg, int pos) { \
+        kc_classify<T>(n, x, y, what, neg, pos);                                               \
+    }
+KC_FLOATS(KC_CLASSIFY)
 
 #define KC_UNARY(S, T)                                                                        \
     extern "C" __global__ void unary_##S(int64_t n, const T *x, T *y, int act, float a, float b) { \

@@ -1,6 +1,6 @@
 /*
  * cuda_common.cuh — device helpers shared by the built-in CUDA kernels
- * (src/ops/<family>/*.cu): element types and their float conversions, the
+ * (src/ops/<family>/<family>.cu): element types and their float conversions, the
  * strided n-d iterator, the elementwise function table (activations and
  * epilogues), warp/block reductions and the macros that instantiate a
  * templated kernel body as extern "C" kernels named <kernel>_<dtype>.
@@ -146,6 +146,7 @@ __device__ __forceinline__ float kc_act(int act, float x, float a, float b) {
     case KILN_CU_ACT_ACOSH: return acoshf(x);
     case KILN_CU_ACT_ATANH: return atanhf(x);
     case KILN_CU_ACT_AFFINE: return a * x + b;
+    case KILN_CU_ACT_SHRINK: return x < -a ? x + b : x > a ? x - b : 0.0f;
     default: return x;
     }
 }

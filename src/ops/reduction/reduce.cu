@@ -90,11 +90,9 @@ __device__ __forceinline__ void kc_reduce_int(const kiln_cu_iter &out, const kil
 }
 
 /* ArgMax/ArgMin: (value, index) pairs reduced in shared memory (blockDim
- * at most 1024).  NaN is the extreme of both, as numpy's argmax/argmin;
- * ties go to the first index, or the last with select_last_index. */
-__device__ __forceinline__ bool kc_arg_gt(float v, float b) { return v != v ? b == b : v > b; }
-__device__ __forceinline__ bool kc_arg_eq(float v, float b) { return v == b || (v != v && b != b); }
-
+ * at most 1024), with the CPU op's sequential semantics: a NaN first
+ * element wins (nothing compares greater), later NaNs never do; ties go to
+ * the first index, or the last with select_last_index. */
 template <typename T>
 __device__ __forceinline__ void kc_reduce_arg(const kiln_cu_iter &out, const kiln_cu_iter &red, const T *x,
                                               int64_t *y, int op, int last) {
@@ -108,7 +106,8 @@ __device__ __forceinline__ void kc_reduce_arg(const kiln_cu_iter &out, const kil
     const int64_t st = red.st[0][0];
     for (int64_t j = threadIdx.x; j < red.numel; j += blockDim.x) {
         float v = sgn * kc_ldf(x[o[0] + j * st]);
-        if (bi < 0 || kc_arg_gt(v, best) || (last && kc_arg_eq(v, best))) {
+        if (v != v && j != 0) continue;
+        if (bi < 0 || (best == best && (v > best || (last && v == best)))) {
             best = v;
             bi = j;
         }
@@ -120,7 +119,8 @@ __device__ __forceinline__ void kc_reduce_arg(const kiln_cu_iter &out, const kil
         for (unsigned t = 1; t < blockDim.x; t++) {
             if (pi[t] < 0) continue;
             float v = pv[t];
-            if (bi < 0 || kc_arg_gt(v, best) || (kc_arg_eq(v, best) && (last ? pi[t] > bi : pi[t] < bi))) {
+            if (best != best && bi >= 0) break; /* a NaN at index 0 stays */
+            if (bi < 0 || v != v || v > best || (v == best && (last ? pi[t] > bi : pi[t] < bi))) {
                 best = v;
                 bi = pi[t];
             }
