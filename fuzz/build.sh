@@ -1,41 +1,70 @@
 #!/bin/sh
-# fuzz/build.sh — build and (optionally) run the libFuzzer target for the
-# ONNX reader/importer.
+# fuzz/build.sh — build and (optionally) run the libFuzzer targets.
 #
-#   fuzz/build.sh            build  build-fuzz/onnx_fuzz
-#   fuzz/build.sh run [SEC]  build, then fuzz for SEC seconds (default 600),
-#                            one job, nice -n 19, corpus fuzz/corpus/ (new
-#                            inputs go to build-fuzz/corpus so the committed
-#                            corpus stays small)
+#   fuzz/build.sh                    build build-fuzz/onnx_fuzz and build-fuzz/engine_fuzz
+#   fuzz/build.sh run TARGET [SEC]   build, then fuzz TARGET (onnx or engine) for SEC
+#                                    seconds (default 600), one job, nice -n 19
+#   fuzz/build.sh runs TARGET N      build, then run TARGET for N executions (CI)
+#
+# Corpora: fuzz/corpus/ (ONNX models) and fuzz/corpus_engine/ (small engine
+# files); new inputs go to build-fuzz/corpus_TARGET so the committed corpora
+# stay small, crash inputs to build-fuzz/ (keep each one as a regression
+# test: tests/engines_crafted/ for engines).
 #
 # Needs clang with -fsanitize=fuzzer,address and protoc-c.  All of libkiln
-# is compiled in (the importer needs the registry and the network API).
+# is compiled in (the importer needs the registry and the network API), and
+# the sample ops (so engines that use them run).
 set -eu
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 OUT=${KILN_FUZZ_OUT:-$ROOT/build-fuzz}
-mkdir -p "$OUT/gen" "$OUT/obj" "$OUT/corpus"
+mkdir -p "$OUT/gen" "$OUT/obj" "$OUT/corpus_onnx" "$OUT/corpus_engine"
 protoc-c --c_out="$OUT/gen" -I"$ROOT/src/onnx" "$ROOT/src/onnx/onnx_min.proto"
+SODIUM=""
+if pkg-config --exists libsodium 2>/dev/null; then
+  SODIUM="-DKILN_HAVE_SODIUM=1 $(pkg-config --cflags libsodium)"
+  SODIUM_LIB=$(pkg-config --libs libsodium)
+else
+  SODIUM_LIB=""
+fi
 CFLAGS="-O1 -g -fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer -std=gnu11 -D_GNU_SOURCE -DKILN_BUILDING_LIB=1"
-INC="-I$ROOT/include -I$ROOT/src -I$OUT/gen"
+INC="-I$ROOT/include -I$ROOT/src -I$ROOT/samples -I$OUT/gen"
 OBJS=""
-for f in "$ROOT"/src/core/*.c "$ROOT"/src/plugin/*.c "$ROOT"/src/builder/*.c "$ROOT"/src/engine/*.c "$ROOT"/src/device/*/*.c \
-         "$ROOT"/src/onnx/*.c "$ROOT"/src/ops/*/*.c "$OUT/gen/onnx_min.pb-c.c"; do
+# Objects are rebuilt when their source or any header is newer (a changed
+# struct in kiln_int.h must not leave objects with the old layout).
+HDR=$(ls -t "$ROOT"/include/kiln/*.h "$ROOT"/src/*.h "$ROOT"/src/*/*.h "$ROOT"/src/*/*/*.h 2>/dev/null | head -1)
+for f in "$ROOT"/src/core/*.c "$ROOT"/src/plugin/*.c "$ROOT"/src/builder/*.c "$ROOT"/src/engine/*.c "$ROOT"/src/device/*.c \
+         "$ROOT"/src/device/*/*.c "$ROOT"/src/onnx/*.c "$ROOT"/src/ops/*/*.c "$ROOT"/samples/ops/*.c "$OUT/gen/onnx_min.pb-c.c"; do
   [ -f "$f" ] || continue
   o="$OUT/obj/$(echo "$f" | sed "s|$ROOT/||; s|$OUT/||; s|/|_|g").o"
-  if [ ! -f "$o" ] || [ "$f" -nt "$o" ]; then
+  if [ ! -f "$o" ] || [ "$f" -nt "$o" ] || [ "$HDR" -nt "$o" ]; then
     # A few files use GCC-only builtins (cpu feature names clang lacks):
     # those are compiled by gcc without instrumentation.
-    clang $CFLAGS $INC -c "$f" -o "$o" 2>/dev/null ||
+    clang $CFLAGS $SODIUM $INC -c "$f" -o "$o" 2>/dev/null ||
       { echo "note: $f compiled with gcc (no instrumentation)"; \
-        gcc -O1 -g -std=gnu11 -D_GNU_SOURCE -DKILN_BUILDING_LIB=1 $INC -c "$f" -o "$o"; }
+        gcc -O1 -g -std=gnu11 -D_GNU_SOURCE -DKILN_BUILDING_LIB=1 $SODIUM $INC -c "$f" -o "$o"; }
   fi
   OBJS="$OBJS $o"
 done
-clang $CFLAGS $INC -fsanitize=fuzzer "$ROOT/fuzz/onnx_fuzz.c" $OBJS -lprotobuf-c -lpthread -ldl -lm \
-  -o "$OUT/onnx_fuzz"
-echo "built $OUT/onnx_fuzz"
-if [ "${1:-}" = run ]; then
-  SEC=${2:-600}
-  exec nice -n 19 "$OUT/onnx_fuzz" -max_total_time="$SEC" -max_len=65536 \
-    -rss_limit_mb=2048 -artifact_prefix="$OUT/" "$OUT/corpus" "$ROOT/fuzz/corpus"
+for t in onnx engine; do
+  clang $CFLAGS $INC -fsanitize=fuzzer "$ROOT/fuzz/${t}_fuzz.c" $OBJS -lprotobuf-c $SODIUM_LIB -lpthread -ldl -lm \
+    -o "$OUT/${t}_fuzz"
+  echo "built $OUT/${t}_fuzz"
+done
+# The engine seeds are made on this machine (engines carry its CPU signature).
+if [ "${1:-}" = run ] || [ "${1:-}" = runs ]; then
+  if [ "${2:-}" = engine ] && [ ! -d "$OUT/seed_engine" ]; then
+    [ -x "$ROOT/build/kiln" ] || { echo "fuzz/build.sh: build kiln first (build/kiln makes the seed engines)"; exit 1; }
+    sh "$ROOT/fuzz/make_engine_corpus.sh" "$ROOT/build" "$OUT/seed_engine"
+  fi
 fi
+corpus() { if [ "$1" = onnx ]; then echo "$ROOT/fuzz/corpus"; else echo "$OUT/seed_engine"; fi; }
+case "${1:-}" in
+  run)
+    T=${2:?target: onnx or engine}; SEC=${3:-600}
+    ASAN_OPTIONS=${ASAN_OPTIONS:-allocator_may_return_null=1} exec nice -n 19 "$OUT/${T}_fuzz" -max_total_time="$SEC" -max_len=262144 -timeout=20 \
+      -rss_limit_mb=2048 -malloc_limit_mb=1024 -artifact_prefix="$OUT/" "$OUT/corpus_$T" "$(corpus "$T")" ;;
+  runs)
+    T=${2:?target: onnx or engine}; N=${3:-2000}
+    ASAN_OPTIONS=${ASAN_OPTIONS:-allocator_may_return_null=1} exec nice -n 19 "$OUT/${T}_fuzz" -runs="$N" -seed=1 -max_len=262144 -timeout=20 \
+      -rss_limit_mb=2048 -malloc_limit_mb=1024 -artifact_prefix="$OUT/" "$(corpus "$T")" ;;
+esac

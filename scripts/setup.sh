@@ -16,6 +16,12 @@ have_cmd protoc-c || need+=(protobuf-c-compiler)
 have_pkg libprotobuf-c-dev || [ -f /usr/include/protobuf-c/protobuf-c.h ] || need+=(libprotobuf-c-dev)
 # ONNX backend conformance cases (optional: the conformance tests skip without it)
 have_pkg libonnx-testdata || [ -d /usr/share/onnx ] || need+=(libonnx-testdata)
+# engine signatures (Ed25519); without it kiln builds but cannot sign or verify
+have_pkg libsodium-dev || [ -f /usr/include/sodium.h ] || need+=(libsodium-dev)
+# the fuzz targets (fuzz/build.sh; CI runs each for a fixed count): clang + libFuzzer
+have_cmd clang || need+=(clang)
+ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1 ||
+    [ "$(uname -m)" != x86_64 ] || need+=(libclang-rt-dev)
 # valgrind is optional (leak checks)
 have_cmd valgrind || need+=(valgrind)
 

@@ -22,6 +22,9 @@ echo "== ASan+UBSan tests"
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 (cd build-asan && ctest --output-on-failure -j"$jobs" --timeout 1800)
+echo "== fuzz targets: a fixed count of executions each (fuzz/README)"
+bash fuzz/build.sh runs engine "${KILN_FUZZ_RUNS:-3000}"
+bash fuzz/build.sh runs onnx "${KILN_FUZZ_RUNS:-3000}"
 echo "== valgrind: samples and real models (portable build, build-valgrind/)"
 bash scripts/valgrind.sh
 echo "== all tests passed"

@@ -11,7 +11,7 @@
  *            selection (timing + timing cache), memory planning -> engine
  *   engine/  engine file (save/load/mmap/verify), inspect, runtime contexts
  *   onnx/    ONNX reader -> network (uses only the public network API)
- *   ops/     built-in ops, written with plugin.h only
+ *   ops/     built-in ops, written with plugin.h + ops/common/ops_util.h only
  */
 #ifndef KILN_INT_H
 #define KILN_INT_H
@@ -24,28 +24,48 @@
 #include <stdint.h>
 #include <string.h>
 
-/* ------------------------------------------------------------ core/alloc */
-void *kiln__malloc(size_t n);
-void *kiln__calloc(size_t n, size_t size);
-void *kiln__realloc(void *p, size_t n);
-void kiln__free(void *p);
-char *kiln__strdup(const char *s);
-/* 64-byte aligned allocation (free with kiln__aligned_free). */
-void *kiln__aligned_alloc(size_t n);
-void kiln__aligned_free(void *p);
+/* ------------------------------------------------------------ core/alloc, core/error */
+#include "core/alloc_error.h"
 
-/* ------------------------------------------------------------ core/error */
-/* Set the thread's error message and return status (== kiln_set_error). */
-int kiln__err(int status, const char *fmt, ...) KILN_PRINTF(2, 3);
-/* Prepend "prefix: " to the current message (keeps status); returns status. */
-int kiln__err_prefix(int status, const char *fmt, ...) KILN_PRINTF(2, 3);
-void kiln__log(kiln_log_level level, const char *fmt, ...) KILN_PRINTF(2, 3);
+/* ------------------------------------------------------------ core/error: misuse */
+/* Public entry points check their arguments with KILN__ARG: misuse returns
+ * `ret` with a KILN_EINVAL message naming the function, never an abort.
+ * KILN__ASSERT is for internal invariants that no input can reach. */
+#define KILN__ARG(c, ret)                                                      \
+    do {                                                                       \
+        if (!(c)) {                                                            \
+            kiln__err(KILN_EINVAL, "%s: invalid argument, expected %s", __func__, #c); \
+            return ret;                                                        \
+        }                                                                      \
+    } while (0)
+/* Misuse inside a plugin callback by a call that cannot return a status
+ * (kiln_attrs_*, kiln_expr_*, kiln_exec_*): recorded per thread, and the
+ * builder/runtime fail the callback with it (kiln__misuse_take(rc) after the
+ * callback returns; kiln__misuse_clear() before it). */
+#define KILN__CB_ARG(c, ret)                                                   \
+    do {                                                                       \
+        if (!(c)) {                                                            \
+            kiln__misuse("%s: invalid argument, expected %s", __func__, #c);   \
+            return ret;                                                        \
+        }                                                                      \
+    } while (0)
+void kiln__misuse(const char *fmt, ...) KILN_PRINTF(1, 2);
+void kiln__misuse_push(const char *msg);
+int kiln__misuse_pop(char *buf, size_t size); /* 1 and the message if pending (clears it) */
+void kiln__misuse_clear(void);
+int kiln__misuse_take(int rc);
 #define KILN__ASSERT(c)                                                        \
     do {                                                                       \
         if (!(c)) kiln__assert_fail(#c, __FILE__, __LINE__);                  \
     } while (0)
 _Noreturn void kiln__assert_fail(const char *what, const char *file, int line);
 double kiln__now_ms(void); /* monotonic clock */
+
+/* Longest tensor, layer or dim name in bytes the network API accepts.  The
+ * builder makes names from them without truncation (sub-network prefixes,
+ * ":const"...), all far below the 1 MiB an engine file's reader allows, so
+ * a build never writes an engine its loader rejects. */
+#define KILN__MAX_NAME 4096u
 
 /* ------------------------------------------------------------ core/expr */
 struct kiln_expr {
@@ -230,15 +250,6 @@ struct kiln_network {
     int *layer_hash, layer_hash_cap;
 };
 int kiln__network_find_tensor(const kiln_network *net, const char *name); /* -1 */
-/* Append src's constants and layers to dst (Loop unrolling): tensor and
- * layer names get `prefix`; src input i reads dst tensor in_names[i] (""
- * or NULL: absent), src output k is named out_names[k].  Attribute values
- * are copied; graph attributes stay src's (src must outlive dst). */
-int kiln__network_append(kiln_network *dst, const kiln_network *src, const char *prefix,
-                         const char *const *in_names, const char *const *out_names);
-/* kiln_shape_inline with a network the builder takes ownership of (freed
- * after the build, also on failure). */
-int kiln__shape_inline_owned(kiln_shape_ctx *c, kiln_network *sub);
 
 /* ------------------------------------------------------------ build/memplan */
 /* Offsets for n buffers of sizes[i] bytes alive from layer first[i] to
@@ -377,6 +388,8 @@ struct kiln_engine {
     char *device_sig;
     int32_t threads;         /* build setting */
     kiln_device_kind device;
+    uint64_t host_id;        /* build host (kiln__host_id), 0 until saved/loaded */
+    int signature;           /* 0 unsigned, 1 signed (not checked), 2 signature verified */
     /* memory: */
     void *map; size_t map_size;  /* mmap of the file, or NULL */
     int weights_owned;       /* weights allocated (not in the map) */
@@ -402,6 +415,14 @@ void kiln__engine_destroy(kiln_engine *e);
 /* Instantiate layer states after build/load (attrs decoded, plugin
  * deserialize); errors name the layer and, for a missing op, its identity. */
 int kiln__engine_prepare(kiln_engine *e);
+/* engine/validate.c: cross-checks of a loaded engine's parts (lifetimes,
+ * constants, aliases), and per shape change of one layer's output views
+ * against its op's shape function.  KILN_EFORMAT naming layer and tensor. */
+int kiln__engine_validate(const kiln_engine *e);
+/* engine/file.c: the engine file format version this kiln writes and reads. */
+unsigned kiln__file_version(void);
+int kiln__layer_check_shapes(const kiln_engine *e, int32_t l, void *state, const kiln_attrs *attrs,
+                             const kiln_tensor *in, const kiln_tensor *out, const uint8_t *size_dep);
 
 
 /* ------------------------------------------------------------ plugin/so_load, compile, aot */

@@ -329,4 +329,14 @@ TEST_IMPL(attrs_fuzz) {
     free_op(&op_);
 }
 
-TEST_LIST(TEST_ENTRY(attrs_defaults), TEST_ENTRY(attrs_conversions), TEST_ENTRY(attrs_codec), TEST_ENTRY(attrs_fuzz))
+/* The one table of attribute type names (messages of the importer, the
+ * registry listing and the attribute codec all use it). */
+TEST_IMPL(attrs_type_names) {
+    static const char *const want[] = {"int", "float", "string", "bool", "bytes", "array", "tensor", "graph"};
+    for (int t = KILN_ATTR_INT; t <= KILN_ATTR_GRAPH; t++)
+        ASSERT_STR_EQ(kiln_attr_type_name((kiln_attr_type)t), want[t - KILN_ATTR_INT]);
+    ASSERT_STR_EQ(kiln_attr_type_name((kiln_attr_type)0), "?");
+    ASSERT_STR_EQ(kiln_attr_type_name((kiln_attr_type)99), "?");
+}
+
+TEST_LIST(TEST_ENTRY(attrs_defaults), TEST_ENTRY(attrs_type_names), TEST_ENTRY(attrs_conversions), TEST_ENTRY(attrs_codec), TEST_ENTRY(attrs_fuzz))

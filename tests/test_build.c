@@ -1073,7 +1073,47 @@ TEST_IMPL(reformat_kernel_direct) {
     kiln__pool_free(pool);
 }
 
-TEST_LIST(TEST_ENTRY(attr_errors), TEST_ENTRY(layer_errors), TEST_ENTRY(symbolic_shapes_profile),
+/* kiln_network_tensor_info: what the ONNX importer reads of a network
+ * through the public API. */
+TEST_IMPL(network_tensor_info) {
+    kiln_network *net = kiln_network_create();
+    int64_t xd[2] = {-1, 3}, wd[1] = {3};
+    const char *names[2] = {"batch", NULL};
+    float w[3] = {0.25f, -1.5f, 7.0f};
+    ASSERT_OK(kiln_network_add_input(net, "x", KILN_DTYPE_F32, 2, xd, names));
+    ASSERT_OK(kiln_network_add_constant(net, "w", KILN_DTYPE_F32, 1, wd, w));
+    const char *in[2] = {"x", "w"}, *out[1] = {"y"};
+    ASSERT(kiln_network_add_layer(net, "ai.onnx::Add", 14, NULL, 2, in, 1, out));
+    ASSERT_OK(kiln_network_mark_output(net, "y"));
+    kiln_net_tensor_info t;
+    memset(&t, 0x5A, sizeof t);
+    ASSERT_OK(kiln_network_tensor_info(net, "x", &t));
+    ASSERT_STR_EQ(t.name, "x");
+    ASSERT_EQ(t.kind, KILN_NET_TENSOR_INPUT);
+    ASSERT_EQ(t.dtype, KILN_DTYPE_F32);
+    ASSERT_EQ(t.ndim, 2);
+    ASSERT(t.dims[0] < 0);
+    ASSERT_EQ(t.dims[1], 3);
+    ASSERT_STR_EQ(t.dim_names[0], "batch");
+    ASSERT(t.data == NULL && !t.is_output);
+    ASSERT_OK(kiln_network_tensor_info(net, "w", &t));
+    ASSERT_EQ(t.kind, KILN_NET_TENSOR_CONSTANT);
+    ASSERT_EQ(t.bytes, sizeof w);
+    ASSERT(t.data != (const void *)w); /* the network's copy */
+    ASSERT(memcmp(t.data, w, sizeof w) == 0);
+    ASSERT_OK(kiln_network_tensor_info(net, "y", &t));
+    ASSERT_EQ(t.kind, KILN_NET_TENSOR_LAYER_OUTPUT);
+    ASSERT_EQ(t.dtype, KILN_DTYPE_UNDEFINED);
+    ASSERT_EQ(t.ndim, -1);
+    ASSERT(t.is_output);
+    ASSERT_OK(kiln_network_tensor_info(net, "y", NULL));
+    ASSERT_EQ(kiln_network_tensor_info(net, "z", &t), KILN_ENOTFOUND);
+    ASSERT_CONTAINS(kiln_errmsg(), "no tensor 'z'");
+    ASSERT_EQ(kiln_network_tensor_info(net, NULL, &t), KILN_EINVAL);
+    kiln_network_free(net);
+}
+
+TEST_LIST(TEST_ENTRY(network_tensor_info), TEST_ENTRY(attr_errors), TEST_ENTRY(layer_errors), TEST_ENTRY(symbolic_shapes_profile),
           TEST_ENTRY(folding_shape_chain), TEST_ENTRY(fp16_candidates), TEST_ENTRY(identical_layers_timed_once),
           TEST_ENTRY(reformat_layouts), TEST_ENTRY(reformat_dtypes), TEST_ENTRY(inplace_copies),
           TEST_ENTRY(inline_subnetwork), TEST_ENTRY(broadcast_helper), TEST_ENTRY(full_plugin_candidates), TEST_ENTRY(long_chain),

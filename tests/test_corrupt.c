@@ -232,7 +232,12 @@ TEST_IMPL(specific_errors) {
     memcpy(c, buf, n);
     c[8] = 7;
     ASSERT_EQ(kiln_engine_load_memory(c, n, &e), KILN_EVERSION);
-    ASSERT_CONTAINS(kiln_errmsg(), "engine format version 7, this kiln reads 1");
+    ASSERT_CONTAINS(kiln_errmsg(), "engine file format version 7, this kiln reads version 2");
+    ASSERT_CONTAINS(kiln_errmsg(), "the file is newer");
+    c[8] = 1; /* the version before the build host id and signatures */
+    ASSERT_EQ(kiln_engine_load_memory(c, n, &e), KILN_EVERSION);
+    ASSERT_CONTAINS(kiln_errmsg(), "engine file format version 1, this kiln reads version 2");
+    ASSERT_CONTAINS(kiln_errmsg(), "the file is older, rebuild the engine");
 
     /* a flipped byte inside LAYERS: checksum error naming the section */
     uint64_t off, size;

@@ -125,5 +125,93 @@ TEST_IMPL(plugin_error_without_message) {
     kiln_network_free(net);
 }
 
+/* A 2,000,000-character tensor name used to build, then the engine failed
+ * to load ("string length 2000000 exceeds 1048576"): the network refuses
+ * names longer than KILN__MAX_NAME, and the longest allowed one builds
+ * (the builder used to truncate names at 300-1200 bytes), saves and loads. */
+TEST_IMPL(name_length_limit) {
+    size_t n = 2000000;
+    char *big = malloc(n + 1);
+    ASSERT(big);
+    for (size_t i = 0; i < n; i++) big[i] = (char)('a' + i % 26);
+    big[n] = 0;
+    kiln_network *net = kiln_network_create();
+    int64_t dims[2] = {2, 3};
+    ASSERT_EQ(kiln_network_add_input(net, big, KILN_DTYPE_F32, 2, dims, NULL), KILN_EINVAL);
+    ASSERT_CONTAINS(kiln_errmsg(), "tensor name 'abcdefghij");
+    ASSERT_CONTAINS(kiln_errmsg(), "is 2000000 bytes long, at most 4096 expected");
+    const char *dn[2] = {big, NULL};
+    int64_t ddims[2] = {-1, 3};
+    ASSERT_EQ(kiln_network_add_input(net, "x", KILN_DTYPE_F32, 2, ddims, dn), KILN_EINVAL);
+    ASSERT_CONTAINS(kiln_errmsg(), "dim name");
+    ASSERT_OK(kiln_network_add_input(net, "x", KILN_DTYPE_F32, 2, dims, NULL));
+    const char *in[1] = {"x"}, *out[1] = {big};
+    ASSERT(!kiln_network_add_layer(net, "ai.onnx::Relu", 14, big, 1, in, 1, out));
+    ASSERT_CONTAINS(kiln_errmsg(), "layer name");
+    big[KILN__MAX_NAME] = 0; /* the longest name allowed */
+    ASSERT(kiln_network_add_layer(net, "ai.onnx::Relu", 14, "relu", 1, in, 1, out));
+    ASSERT_OK(kiln_network_mark_output(net, big));
+    kiln_build_config *cfg = kiln_build_config_create();
+    kiln_engine *e = NULL, *e2 = NULL;
+    ASSERT_OK(kiln_build(net, cfg, &e, NULL));
+    void *buf = NULL;
+    size_t size = 0;
+    ASSERT_OK(kiln_engine_serialize(e, &buf, &size));
+    ASSERT_OK(kiln_engine_load_memory(buf, size, &e2));
+    kiln_io_info info;
+    ASSERT_OK(kiln_engine_io(e2, 1, &info));
+    ASSERT_EQ(strlen(info.name), KILN__MAX_NAME);
+    kiln_engine_free(e2);
+    kiln_free(buf);
+    kiln_engine_free(e);
+    kiln_build_config_free(cfg);
+    kiln_network_free(net);
+    free(big);
+}
+
+/* Range with constant start 0, limit 2^62, delta 1 is folded at build
+ * time: it used to overflow the heap in the folding buffer.  Folding obeys
+ * the size limit of a run: a clear build error naming the layer. */
+TEST_IMPL(range_fold_too_large) {
+    kiln_network *net = kiln_network_create();
+    int64_t s = 0, l = (int64_t)1 << 62, d = 1;
+    ASSERT_OK(kiln_network_add_constant(net, "s", KILN_DTYPE_I64, 0, NULL, &s));
+    ASSERT_OK(kiln_network_add_constant(net, "l", KILN_DTYPE_I64, 0, NULL, &l));
+    ASSERT_OK(kiln_network_add_constant(net, "d", KILN_DTYPE_I64, 0, NULL, &d));
+    const char *in[3] = {"s", "l", "d"}, *out[1] = {"y"};
+    ASSERT(kiln_network_add_layer(net, "ai.onnx::Range", 11, "huge_range", 3, in, 1, out));
+    ASSERT_OK(kiln_network_mark_output(net, "y"));
+    kiln_build_config *cfg = kiln_build_config_create();
+    kiln_engine *e = NULL;
+    ASSERT_EQ(kiln_build(net, cfg, &e, NULL), KILN_ESHAPE);
+    ASSERT(e == NULL);
+    ASSERT_CONTAINS(kiln_errmsg(), "huge_range");
+    ASSERT_CONTAINS(kiln_errmsg(), "too large (dim 0 = 4611686018427387904");
+    /* the same layer with a length that fits folds and is right */
+    kiln_network_free(net);
+    net = kiln_network_create();
+    l = 1000, d = 7, s = -3;
+    ASSERT_OK(kiln_network_add_constant(net, "s", KILN_DTYPE_I64, 0, NULL, &s));
+    ASSERT_OK(kiln_network_add_constant(net, "l", KILN_DTYPE_I64, 0, NULL, &l));
+    ASSERT_OK(kiln_network_add_constant(net, "d", KILN_DTYPE_I64, 0, NULL, &d));
+    ASSERT(kiln_network_add_layer(net, "ai.onnx::Range", 11, "range", 3, in, 1, out));
+    ASSERT_OK(kiln_network_mark_output(net, "y"));
+    ASSERT_OK(kiln_build(net, cfg, &e, NULL));
+    kiln_context *ctx = NULL;
+    ASSERT_OK(kiln_context_create(e, 1, &ctx));
+    ASSERT_OK(kiln_context_run(ctx));
+    int nd;
+    int64_t dims[KILN_MAX_DIMS];
+    ASSERT_OK(kiln_context_shape(ctx, "y", &nd, dims));
+    ASSERT_EQ(dims[0], (1000 + 3 + 6) / 7);
+    const int64_t *y = kiln_context_output(ctx, "y");
+    for (int64_t i = 0; i < dims[0]; i++) ASSERT_EQ(y[i], -3 + 7 * i);
+    kiln_context_free(ctx);
+    kiln_engine_free(e);
+    kiln_build_config_free(cfg);
+    kiln_network_free(net);
+}
+
 TEST_LIST(TEST_ENTRY(save_to_directory), TEST_ENTRY(library_without_ops),
-          TEST_ENTRY(plugin_error_without_message))
+          TEST_ENTRY(plugin_error_without_message), TEST_ENTRY(name_length_limit),
+          TEST_ENTRY(range_fold_too_large))

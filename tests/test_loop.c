@@ -1,6 +1,6 @@
 /*
  * test_loop.c — ONNX Loop and Scan (src/ops/controlflow/loop.c, scan.c) built through
- * the public network API, against naive loops written here.
+ * the public network API, against naive loops written here; kiln_network_append.
  */
 #include "kiln/kiln.h"
 #include "kiln/plugin.h"
@@ -617,6 +617,62 @@ TEST_IMPL(loop_nested_scan) {
     kiln_engine_free(e);
 }
 
+/* ---------------------------------------------------------------- kiln_network_append
+ * What Loop unrolling is made of: src (y = a * b + a) appended twice into dst,
+ * the second copy reading the first copy's result, against the formula. */
+
+TEST_IMPL(network_append) {
+    int64_t d[2] = {R, C};
+    kiln_network *src = kiln_network_create();
+    ASSERT_OK(kiln_network_add_input(src, "a", KILN_DTYPE_F32, 2, d, NULL));
+    ASSERT_OK(kiln_network_add_input(src, "b", KILN_DTYPE_F32, 2, d, NULL));
+    add(src, "ai.onnx::Mul", 14, "a", "b", "t");
+    add(src, "ai.onnx::Add", 14, "t", "a", "y");
+    ASSERT_OK(kiln_network_mark_output(src, "y"));
+
+    kiln_network *dst = kiln_network_create();
+    ASSERT_OK(kiln_network_add_input(dst, "x", KILN_DTYPE_F32, 2, d, NULL));
+    ASSERT_OK(kiln_network_add_input(dst, "w", KILN_DTYPE_F32, 2, d, NULL));
+    const char *in1[2] = {"x", "w"}, *out1[1] = {"h"};
+    const char *in2[2] = {"h", "w"}, *out2[1] = {"z"};
+    ASSERT_OK(kiln_network_append(dst, src, "c0/", in1, out1));
+    ASSERT_OK(kiln_network_append(dst, src, "c1/", in2, out2));
+    ASSERT_EQ(kiln_network_num_layers(dst), 4);
+    ASSERT_OK(kiln_network_mark_output(dst, "z"));
+
+    /* misuse: an error code with a message, dst left usable */
+    ASSERT_EQ(kiln_network_append(NULL, src, "p/", in1, out1), KILN_EINVAL);
+    ASSERT_EQ(kiln_network_append(dst, src, "p/", NULL, out1), KILN_EINVAL);
+    ASSERT_CONTAINS(kiln_errmsg(), "kiln_network_append");
+    ASSERT_EQ(kiln_network_append(dst, dst, "p/", in1, out1), KILN_EINVAL);
+    const char *none[1] = {NULL};
+    ASSERT_EQ(kiln_network_append(dst, src, "p/", in1, none), KILN_EINVAL);
+    ASSERT_CONTAINS(kiln_errmsg(), "out_names[0]");
+    ASSERT_EQ(kiln_network_num_layers(dst), 4);
+    /* inlining is the builder's: outside a build the network is freed, not leaked */
+    ASSERT_EQ(kiln_shape_inline_owned(NULL, kiln_network_create()), KILN_EUNSUPPORTED);
+
+    kiln_engine *e = build(dst);
+    float x[R * C], w[R * C], z[R * C];
+    fill_rand(x, R * C, -2, 2);
+    fill_rand(w, R * C, -2, 2);
+    memset(z, 0xff, sizeof z);
+    kiln_context *ctx;
+    ASSERT_OK(kiln_context_create(e, 1, &ctx));
+    ASSERT_OK(kiln_context_bind(ctx, "x", x, sizeof x));
+    ASSERT_OK(kiln_context_bind(ctx, "w", w, sizeof w));
+    ASSERT_OK(kiln_context_bind(ctx, "z", z, sizeof z));
+    ASSERT_OK(kiln_context_run(ctx));
+    for (int i = 0; i < R * C; i++) {
+        float h = x[i] * w[i] + x[i];
+        ASSERT_NEAR(z[i], h * w[i] + h, 1e-5);
+    }
+    kiln_context_free(ctx);
+    kiln_engine_free(e);
+    kiln_network_free(dst);
+    kiln_network_free(src);
+}
+
 TEST_LIST(TEST_ENTRY(loop_scan_outputs), TEST_ENTRY(loop_engine_roundtrip), TEST_ENTRY(loop_early_exit),
           TEST_ENTRY(loop_errors), TEST_ENTRY(loop_unrolled_growing), TEST_ENTRY(scan_cumsum_axes), TEST_ENTRY(scan8_batch), TEST_ENTRY(scan_folded),
-          TEST_ENTRY(loop_nested_scan))
+          TEST_ENTRY(loop_nested_scan), TEST_ENTRY(network_append))

@@ -12,6 +12,8 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #define FIX KILN_SOURCE_DIR "/tests/fixtures/"
 
@@ -468,6 +470,29 @@ TEST_IMPL(external_data) {
     kiln__free(buf);
 }
 
+/* External data (or a model) that is a FIFO used to hang the import in
+ * fopen, waiting for a writer: refused without blocking. */
+TEST_IMPL(external_data_fifo) {
+    char dir[] = "/tmp/kiln_onnx_fifo_XXXXXX";
+    ASSERT(mkdtemp(dir));
+    char model[256], data[256], cmd[600];
+    snprintf(model, sizeof model, "%s/ext_ok.onnx", dir);
+    snprintf(data, sizeof data, "%s/ext.bin", dir);
+    snprintf(cmd, sizeof cmd, "cp '%s' '%s'", FIX "ext_ok.onnx", model);
+    ASSERT_EQ(system(cmd), 0);
+    ASSERT_EQ(mkfifo(data, 0600), 0);
+    kiln_network *net = NULL;
+    ASSERT_EQ(import_fail(model, &net), KILN_EIO);
+    ASSERT_CONTAINS(kiln_errmsg(), "ext.bin' is not a regular file");
+    unlink(model);
+    ASSERT_EQ(mkfifo(model, 0600), 0);
+    ASSERT_EQ(import_fail(model, &net), KILN_EIO);
+    ASSERT_CONTAINS(kiln_errmsg(), "is not a regular file");
+    unlink(model);
+    unlink(data);
+    rmdir(dir);
+}
+
 TEST_IMPL(attribute_conversion) {
     ASSERT_OK(kiln_register_quick_op(&op_all_attrs));
     kiln_network *net = import_ok(FIX "attrs.onnx");
@@ -640,7 +665,7 @@ TEST_LIST(TEST_ENTRY(read_tensor_typed), TEST_ENTRY(read_tensor_malformed),
           TEST_ENTRY(plugin_namespace_override), TEST_ENTRY(domain_as_namespace),
           TEST_ENTRY(if_constant_condition), TEST_ENTRY(if_outer_scope_layer_value),
           TEST_ENTRY(if_runtime_condition), TEST_ENTRY(if_runtime_condition_shape_mismatch),
-          TEST_ENTRY(external_data),
+          TEST_ENTRY(external_data), TEST_ENTRY(external_data_fifo),
           TEST_ENTRY(attribute_conversion), TEST_ENTRY(model_local_functions),
           TEST_ENTRY(sparse_initializer_and_constant),
           TEST_ENTRY(ops_hostile_values), TEST_ENTRY(hostile_bytes),

@@ -771,6 +771,60 @@ TEST_IMPL(random_shapes) {
     }
 }
 
+/* Reshape with the shape as a runtime input: the element count must match
+ * and at most one -1 may appear, checked per run (it used to return rc 0
+ * with the output padded from stale arena memory). */
+TEST_IMPL(reshape_runtime_shape) {
+    kiln_network *net = kiln_network_create();
+    int64_t xd[2] = {2, 3}, sd[1] = {2};
+    ASSERT_OK(kiln_network_add_input(net, "x", KILN_DTYPE_F32, 2, xd, NULL));
+    ASSERT_OK(kiln_network_add_input(net, "s", KILN_DTYPE_I64, 1, sd, NULL));
+    const char *in[2] = {"x", "s"}, *out[1] = {"y"};
+    ASSERT(kiln_network_add_layer(net, "ai.onnx::Reshape", 14, "reshape", 2, in, 1, out));
+    ASSERT_OK(kiln_network_mark_output(net, "y"));
+    kiln_engine *e = test_build_ok(net, 0, 1, NULL);
+    kiln_network_free(net);
+    kiln_context *ctx;
+    ASSERT_OK(kiln_context_create(e, 1, &ctx));
+    float X[6];
+    fill_f32(X, 6, -1, 1);
+    ASSERT_OK(kiln_context_bind(ctx, "x", X, sizeof X));
+    static const struct {
+        int64_t s[2];
+        const char *err;
+    } cases[] = {
+        {{5, 7}, "Reshape: input has 6 elements, shape [5, 7] asks for 35"},
+        {{1000, 1000}, "Reshape: input has 6 elements, shape [1000, 1000] asks for 1000000"},
+        {{-1, -1}, "Reshape: shape has more than one -1 (at 0 and 1)"},
+        {{-2, 3}, "dim 0 = -2 (negative)"}, /* found evaluating the output dims */
+        {{3, 2}, NULL},
+        {{-1, 2}, NULL},
+        {{6, 0}, "input has 6 elements, shape [6, 3] asks for 18"}, /* 0 copies input dim 1 */
+        {{2, 0}, NULL},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        int64_t S[2] = {cases[k].s[0], cases[k].s[1]};
+        ASSERT_OK(kiln_context_bind(ctx, "s", S, sizeof S));
+        int rc = kiln_context_run(ctx);
+        if (cases[k].err) {
+            ASSERT(rc < 0);
+            ASSERT_CONTAINS(kiln_errmsg(), cases[k].err);
+            continue;
+        }
+        ASSERT_OK(rc);
+        int nd;
+        int64_t d[KILN_MAX_DIMS];
+        ASSERT_OK(kiln_context_shape(ctx, "y", &nd, d));
+        ASSERT_EQ(nd, 2);
+        ASSERT_EQ(d[0] * d[1], 6);
+        for (int i = 0; i < 2; i++) ASSERT_EQ(d[i], S[i] > 0 ? S[i] : S[i] == 0 ? xd[i] : 6 / (S[1 - i] ? S[1 - i] : xd[1 - i]));
+        const float *Y = kiln_context_output(ctx, "y");
+        for (int i = 0; i < 6; i++) ASSERT_EQ(Y[i], X[i]);
+    }
+    kiln_context_free(ctx);
+    kiln_engine_free(e);
+}
+
 TEST_LIST(TEST_ENTRY(add_broadcast), TEST_ENTRY(mul_large_threaded), TEST_ENTRY(div_int_and_compare),
           TEST_ENTRY(where_and_sum_variadic), TEST_ENTRY(unary_float_and_f16),
           TEST_ENTRY(reduce_sum_max_mean), TEST_ENTRY(argmax), TEST_ENTRY(transpose),
@@ -781,4 +835,4 @@ TEST_LIST(TEST_ENTRY(add_broadcast), TEST_ENTRY(mul_large_threaded), TEST_ENTRY(
           TEST_ENTRY(topk_ties), TEST_ENTRY(errors_are_clear),
           TEST_ENTRY(dynamic_range), TEST_ENTRY(activation_accuracy),
           TEST_ENTRY(legacy_broadcast_axis), TEST_ENTRY(runtime_broadcast_mismatch),
-          TEST_ENTRY(random_shapes))
+          TEST_ENTRY(random_shapes), TEST_ENTRY(reshape_runtime_shape))

@@ -84,6 +84,32 @@ TEST_IMPL(register_find_resolve) {
     ASSERT_STR_EQ(buf, "1, 3, 7");
     kiln__registry_versions("test", "nope", buf, sizeof buf);
     ASSERT_STR_EQ(buf, "none");
+    /* the same lookups through the public API (what the ONNX importer uses) */
+    kiln_op_info info;
+    memset(&info, 0x5A, sizeof info);
+    ASSERT_OK(kiln_registry_find("test", "add", 3, &info));
+    ASSERT_STR_EQ(info.ns, "test");
+    ASSERT_STR_EQ(info.name, "add");
+    ASSERT_EQ(info.version, 3);
+    ASSERT_OK(kiln_registry_find("test", "add", 7, NULL));
+    ASSERT_EQ(kiln_registry_find("test", "add", 2, &info), KILN_ENOTFOUND);
+    ASSERT_CONTAINS(kiln_errmsg(), "test::add version 2 is not registered (registered versions: 1, 3, 7)");
+    ASSERT_OK(kiln_registry_resolve("test", "add", 5, &info));
+    ASSERT_EQ(info.version, 3);
+    ASSERT_OK(kiln_registry_resolve("test", "add", 2, &info));
+    ASSERT_EQ(info.version, 1);
+    ASSERT_EQ(info.nattrs, 3);
+    ASSERT_STR_EQ(info.attrs[0].name, attrs_[0].name);
+    ASSERT_OK(kiln_registry_resolve("test", "add", 100, &info));
+    ASSERT_EQ(info.version, 7);
+    ASSERT_EQ(kiln_registry_resolve("test", "add", 0, &info), KILN_ENOTFOUND);
+    ASSERT_EQ(kiln_registry_resolve("test", "nope", 9, NULL), KILN_ENOTFOUND);
+    ASSERT_CONTAINS(kiln_errmsg(), "(registered versions: none)");
+    ASSERT_EQ(kiln_registry_find(NULL, "add", 1, NULL), KILN_ENOTFOUND);
+    kiln_registry_versions("test", "add", buf, sizeof buf);
+    ASSERT_STR_EQ(buf, "1, 3, 7");
+    kiln_registry_versions(NULL, "add", buf, sizeof buf);
+    ASSERT_STR_EQ(buf, "none");
     /* defaults parsed at registration */
     o = kiln__registry_find("test", "add", 1);
     ASSERT_EQ(o->nattrs, 3);

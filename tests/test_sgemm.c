@@ -10,7 +10,7 @@
  * shapes of a transformer encoder and of ResNet-18's convolutions. */
 #include "kiln/plugin.h"
 #include "kiln_int.h"
-#include "ops/common/ops2.h"
+#include "device/cpu/sgemm.h"
 #include "test.h"
 
 #include <math.h>

@@ -315,7 +315,7 @@ double cli_now_ms(void) {
 }
 
 int cli_engine_load(const char *verb, const char *path, kiln_engine **e) {
-    int rc = kiln_engine_load(path, e);
+    int rc = kiln_engine_load_ex(path, &cli_load_opts, e);
     if (!rc) return 0;
     size_t l = strlen(path);
     /* The loader's messages name the engine file ("engine 'x.kiln': ..."):

@@ -18,7 +18,7 @@ static int usage(FILE *f) {
             "  --duration S            run for S seconds instead of --iterations\n"
             "  --threads N             worker threads (default: the engine's build setting)\n"
             "  --shapes in:1x3x224x224 shapes of dynamic inputs (default: profile opt)\n"
-            "  --per-layer             also profile each layer (separate runs)\n");
+            "  --per-layer             also profile each layer (separate runs)\n" CLI_TRUST_HELP);
     return f == stdout ? 0 : 2;
 }
 
@@ -45,6 +45,7 @@ int kiln_cli_bench(int argc, char **argv) {
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) return usage(stdout);
         else if (!strcmp(a, "--per-layer")) per_layer = 1;
         else if ((m = cli_plugins_opt(verb, argc, argv, &i, &plugins)) > 0) continue;
+        else if (m == 0 && (m = cli_trust_opt(verb, argc, argv, &i)) > 0) continue;
         else if (m == 0 && (m = cli_opt(argc, argv, &i, "--warmup", &v)) > 0) {
             if (cli_int(verb, "--warmup", v, &warmup)) return 2;
         } else if (m == 0 && (m = cli_opt(argc, argv, &i, "--iterations", &v)) > 0) {

@@ -38,6 +38,8 @@ static int usage(FILE *f) {
             "  --prefer-aot | --prefer-jit   ops with both implementations\n"
             "  --embed-plugins       store the needed plugin .so files in the engine\n"
             "  -o, --output ENGINE   engine file to write (required)\n"
+            "  --sign KEY            sign the engine with KEY.key (kiln keygen): kiln run\n"
+            "                        --verify KEY.pub then refuses any other or changed file\n"
             "  -v, --verbose         builder log (every timed candidate)\n");
     return f == stdout ? 0 : 2;
 }
@@ -183,7 +185,8 @@ static int build_main(int argc, char **argv, cli_plugins *plugins) {
     int nvalue_specs = 0;
     unsigned flags = 0;
     long threads = 0;
-    int verbose = 0;
+    int verbose = 0, sign = 0;
+    unsigned char sk[64];
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int m = 0;
@@ -201,6 +204,10 @@ static int build_main(int argc, char **argv, cli_plugins *plugins) {
                             (m == 0 && (m = cli_opt(argc, argv, &i, "--output", &v)) > 0)))
             out = v;
         else if (m == 0 && (m = cli_opt(argc, argv, &i, "--timing-cache", &v)) > 0) cache = v;
+        else if (m == 0 && (m = cli_opt(argc, argv, &i, "--sign", &v)) > 0) {
+            if (cli_key_read(verb, v, sk, sizeof sk)) return 2;
+            sign = 1;
+        }
         else if (m == 0 && (m = cli_opt(argc, argv, &i, "--threads", &v)) > 0) {
             if (cli_threads(verb, v, &threads)) return 2;
         } else if (m == 0 && (m = cli_opt(argc, argv, &i, "--shapes", &v)) > 0) {
@@ -326,7 +333,9 @@ static int build_main(int argc, char **argv, cli_plugins *plugins) {
         cli_fail_kiln(verb, rc, model ? model : network);
         goto done;
     }
-    if ((rc = kiln_engine_save(e, out))) {
+    rc = sign ? kiln_engine_save_signed(e, out, sk) : kiln_engine_save(e, out);
+    memset(sk, 0, sizeof sk);
+    if (rc) {
         cli_fail_kiln(verb, rc, out);
         goto done;
     }

@@ -34,8 +34,26 @@ int cli_fail(const char *verb, const char *fmt, ...) __attribute__((format(print
 /* Same with kiln_errmsg() (or kiln_strerror(status) when empty) appended
  * after "<what>: "; returns 1. */
 int cli_fail_kiln(const char *verb, int status, const char *what);
-/* kiln_engine_load with the CLI's error message (1 on failure). */
+/* kiln_engine_load_ex with cli_load_opts and the CLI's error message (1 on failure). */
 int cli_engine_load(const char *verb, const char *path, kiln_engine **e);
+
+/* ------------------------------------------------------------ sign.c */
+
+/* `kiln keygen NAME`. */
+int kiln_cli_keygen(int argc, char **argv);
+/* The trust options of verbs that load engines (--allow-code, --no-code,
+ * --verify PUBKEY): 1 consumed, 0 no match, -1 error (message printed). */
+int cli_trust_opt(const char *verb, int argc, char **argv, int *i);
+extern kiln_load_options cli_load_opts;
+/* A hex key file of n bytes; 0 or 1 (message printed). */
+int cli_key_read(const char *verb, const char *path, unsigned char *out, size_t n);
+/* Help lines for the trust options. */
+#define CLI_TRUST_HELP                                                                          \
+    "  --allow-code              load native code (AOT kernels, embedded plugins) from an\n"    \
+    "                            engine built on another machine (default: only from this one)\n" \
+    "  --no-code                 refuse native code unless --verify checks a signature\n"       \
+    "  --verify PUBKEY           require a valid signature by PUBKEY (kiln keygen; kiln build\n" \
+    "                            --sign): a verified engine may carry code\n"
 
 /* The verb being run ("build", ...), for messages; set by main. */
 extern const char *cli_verb_name;

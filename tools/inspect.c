@@ -9,7 +9,8 @@
 static int usage(FILE *f) {
     fprintf(f, "usage: kiln inspect ENGINE [--plugins LIB.so | --plugin-source F.c]...\n"
                "  Describe an engine: IO, layers with op identity, types, formats, tactic and\n"
-               "  timing, memory plan, weights, AOT kernels, required plugins.\n");
+               "  timing, memory plan, weights, AOT kernels, required plugins, whether it\n"
+               "  carries native code and a signature.\n" CLI_TRUST_HELP);
     return f == stdout ? 0 : 2;
 }
 
@@ -19,7 +20,8 @@ int kiln_cli_inspect(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         int m;
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) return usage(stdout);
-        if ((m = cli_plugins_opt(verb, argc, argv, &i, &plugins))) {
+        if ((m = cli_plugins_opt(verb, argc, argv, &i, &plugins)) ||
+            (m = cli_trust_opt(verb, argc, argv, &i))) {
             if (m < 0) return 2;
         } else if (argv[i][0] == '-') {
             cli_fail(verb, "unknown option '%s'", argv[i]);

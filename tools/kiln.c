@@ -29,6 +29,7 @@ static const struct {
     {"run", kiln_cli_run, "run an engine on .npy/.pb or random inputs; write and compare outputs"},
     {"bench", kiln_cli_bench, "measure latency (min/median/p90/p99/max) and throughput"},
     {"inspect", kiln_cli_inspect, "describe an engine: layers, tactics, memory, plugins"},
+    {"keygen", kiln_cli_keygen, "make an Ed25519 key pair to sign (build --sign) and verify engines"},
     {"plugins", kiln_cli_plugins, "list registered ops; `plugins compile F.c`: compile a plugin source"},
     {"test-onnx", kiln_cli_test_onnx, "run ONNX backend conformance cases"},
     {"devices", kiln_cli_devices, "list the devices: CPU, CUDA GPUs (name, sm, memory, driver), CUDA kernels"},

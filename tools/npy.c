@@ -12,7 +12,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <kiln/onnx.h>
 
@@ -60,8 +62,21 @@ __attribute__((format(printf, 3, 4))) static int npy_err(char *err, size_t size,
 
 int npy_read(const char *path, cli_tensor *t, char *err, size_t errsize) {
     memset(t, 0, sizeof *t);
-    FILE *f = fopen(path, "rb");
-    if (!f) return ERR("%s: %s", path, strerror(errno));
+    /* O_NONBLOCK: opening a FIFO must not wait for a writer; only regular
+     * files are read (their size bounds what the header may claim). */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return ERR("%s: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return ERR("%s: %s, expected a regular .npy file", path,
+                   S_ISDIR(st.st_mode) ? "is a directory" : "not a regular file");
+    }
+    FILE *f = fdopen(fd, "rb");
+    if (!f) {
+        close(fd);
+        return ERR("%s: %s", path, strerror(errno));
+    }
     unsigned char pre[12];
     char *h = NULL;
     int rc = -1;
@@ -90,11 +105,16 @@ int npy_read(const char *path, cli_tensor *t, char *err, size_t errsize) {
         goto out;
     }
     h = calloc(hlen + 8, 1); /* zero slack: the parser may look a few bytes past the end */
+    if (!h) {
+        ERR("%s: out of memory for a %zu-byte header", path, hlen);
+        goto out;
+    }
     if (fread(h, 1, hlen, f) != hlen) {
         ERR("%s: truncated header (expected %zu bytes)", path, hlen);
         goto out;
     }
     h[hlen] = 0;
+    const size_t data_off = off + hlen; /* hlen shrinks below */
     /* Messages quote the header on one line: no padding, no control bytes. */
     while (hlen > 0 && (h[hlen - 1] == ' ' || h[hlen - 1] == '\n')) h[--hlen] = 0;
     for (size_t k = 0; k < hlen; k++)
@@ -127,7 +147,7 @@ int npy_read(const char *path, cli_tensor *t, char *err, size_t errsize) {
         ERR("%s: malformed shape in header: %s", path, h);
         goto out;
     }
-    sh++;
+    const char *shape_txt = sh++;
     size_t n = 1;
     while (1) {
         while (*sh == ' ' || *sh == ',') sh++;
@@ -139,7 +159,7 @@ int npy_read(const char *path, cli_tensor *t, char *err, size_t errsize) {
             goto out;
         }
         if (v && n > (SIZE_MAX / 16) / (size_t)v) {
-            ERR("%s: shape too large", path);
+            ERR("%s: the header's shape is too large (over %zu bytes): %s", path, SIZE_MAX / 16, h);
             goto out;
         }
         t->dims[t->ndim++] = v;
@@ -148,10 +168,22 @@ int npy_read(const char *path, cli_tensor *t, char *err, size_t errsize) {
         while (*sh == 'L') sh++;
     }
     t->bytes = n * kiln_dtype_size(t->dtype);
+    /* The header's shape is only a claim: the file must hold that many
+     * bytes before anything is allocated for them. */
+    uint64_t avail = (uint64_t)st.st_size > data_off ? (uint64_t)st.st_size - data_off : 0;
+    if (t->bytes > avail) {
+        ERR("%s: the header's shape %.*s needs %zu data bytes, the file has %llu after the %zu-byte header", path,
+            (int)(sh - shape_txt + 1), shape_txt, t->bytes, (unsigned long long)avail, data_off);
+        goto out;
+    }
     t->data = malloc(t->bytes ? t->bytes : 1);
+    if (!t->data) {
+        ERR("%s: out of memory for %zu data bytes", path, t->bytes);
+        goto out;
+    }
     if (fread(t->data, 1, t->bytes, f) != t->bytes) {
         ERR("%s: expected %zu data bytes after the %zu-byte header, file is shorter", path, t->bytes,
-            off + hlen);
+            data_off);
         goto out;
     }
     rc = 0;

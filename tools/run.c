@@ -39,7 +39,8 @@ static int usage(FILE *f) {
             "                            |out - ref| <= atol + rtol * |ref|\n"
             "  --threads N               worker threads (default: the engine's build setting)\n"
             "  --debug                   poison layer outputs, check writes and canaries\n"
-            "  --iterations N            run N times (outputs of the last run are reported)\n");
+            "  --iterations N            run N times (outputs of the last run are reported)\n"
+            CLI_TRUST_HELP);
     return f == stdout ? 0 : 2;
 }
 
@@ -235,6 +236,7 @@ int kiln_cli_run(int argc, char **argv) {
             goto out;
         } else if (!strcmp(a, "--debug")) debug = 1;
         else if ((m = cli_plugins_opt(verb, argc, argv, &i, &plugins)) > 0) continue;
+        else if (m == 0 && (m = cli_trust_opt(verb, argc, argv, &i)) > 0) continue;
         else if (m == 0 && (m = cli_opt(argc, argv, &i, "--input", &v)) > 0) {
             if (split_binding(verb, "--input", v, inputs, &ninputs)) goto out;
         } else if (m == 0 && (m = cli_opt(argc, argv, &i, "--compare", &v)) > 0) {

@@ -357,7 +357,11 @@ static int load_dataset(const char *dir, const iomap *m, dataset *d, char *why, 
             if (!is_file(p)) break;
             int parts = i < m->nval[k] ? m->parts[k][i] : 1;
             if (i < m->nval[k]) t0 = m->first[k][i];
-            if (t0 + parts > MAX_IO) break;
+            if (t0 + parts > MAX_IO) {
+                snprintf(why, wsz, "%s: more than %d %s tensors (kiln test-onnx handles at most %d)", p, MAX_IO,
+                         k ? "output" : "input", MAX_IO);
+                return R_FAIL;
+            }
             tensor *t = k ? &d->out[t0] : &d->in[t0];
             int rc = 0;
             if (parts > 1) {
@@ -374,6 +378,13 @@ static int load_dataset(const char *dir, const iomap *m, dataset *d, char *why, 
             t0 += parts;
             if (k) d->nout = t0;
             else d->nin = t0;
+        }
+        char p[4200];
+        snprintf(p, sizeof p, "%s/%s_%d.pb", dir, k ? "output" : "input", MAX_IO);
+        if (is_file(p)) {
+            snprintf(why, wsz, "%s: more than %d %s files (kiln test-onnx handles at most %d)", dir, MAX_IO,
+                     k ? "output_N.pb" : "input_N.pb", MAX_IO);
+            return R_FAIL;
         }
     }
     return 0;
@@ -606,6 +617,13 @@ static int run_case(const runner *r, const char *dir, char *why, size_t wsz) {
         free_list(sets, nsets);
         return is_unsupported(rc) ? R_SKIP : R_FAIL;
     }
+    if (kiln_network_num_inputs(net) > MAX_IO || kiln_network_num_outputs(net) > MAX_IO) {
+        snprintf(why, wsz, "the model has %d inputs and %d outputs, kiln test-onnx handles at most %d of each",
+                 kiln_network_num_inputs(net), kiln_network_num_outputs(net), MAX_IO);
+        kiln_network_free(net);
+        free_list(sets, nsets);
+        return R_FAIL;
+    }
     char(*names)[256] = calloc(MAX_IO, sizeof *names);
     int nnames = kiln_network_num_inputs(net);
     if (nnames > MAX_IO) nnames = MAX_IO;
@@ -785,7 +803,8 @@ static void do_path(runner *r, const char *path) {
     free_list(subs, n);
 }
 
-int kiln_cli_test_onnx(int argc, char **argv) {
+/* dirs: room for argc folder names */
+static int test_onnx(int argc, char **argv, const char **dirs) {
     runner r;
     memset(&r, 0, sizeof r);
     r.rtol = 1e-3;
@@ -794,7 +813,6 @@ int kiln_cli_test_onnx(int argc, char **argv) {
     r.fork = 1;
     cli_plugins plugins;
     memset(&plugins, 0, sizeof plugins);
-    const char *dirs[256];
     int ndirs = 0;
     long min_pass = 0;
     for (int i = 1; i < argc; i++) {
@@ -828,7 +846,7 @@ int kiln_cli_test_onnx(int argc, char **argv) {
         } else if (argv[i][0] == '-') {
             cli_fail(VERB, "unknown option '%s' (see kiln test-onnx --help)", argv[i]);
             return 2;
-        } else if (ndirs < 256) {
+        } else {
             dirs[ndirs++] = argv[i];
         }
     }
@@ -859,4 +877,17 @@ int kiln_cli_test_onnx(int argc, char **argv) {
         cli_fail(VERB, "%d cases passed, at least %ld expected (--min-pass): a case that passed before is "
                  "now skipped or missing", r.passed, min_pass);
     return r.failed || none || few ? 1 : 0;
+}
+
+int kiln_cli_test_onnx(int argc, char **argv) {
+    /* every argument may be a folder: argc bounds the list (it used to be
+     * 256 entries, and folders past them were silently not run) */
+    const char **dirs = calloc((size_t)argc, sizeof *dirs);
+    if (!dirs) {
+        cli_fail(VERB, "out of memory");
+        return 2;
+    }
+    int rc = test_onnx(argc, argv, dirs);
+    free(dirs);
+    return rc;
 }

@@ -24,8 +24,10 @@
  * success and a negative KILN_E* code on failure, or NULL for constructors.
  * The failing call also leaves a human-readable message (what was expected,
  * what was found, where) that kiln_errmsg() returns in the same thread until
- * the next failing call.  Passing NULL where a handle is required is a
- * programmer error and asserts.
+ * the next failing call.  Misuse (NULL where a handle or pointer is
+ * required) is an error too: KILN_EINVAL (NULL, 0 or nothing for functions
+ * without a status) and a message naming the function.  kiln never aborts
+ * the program that embeds it.
  *
  * Ownership: objects come in _create/_free (or _load/_free) pairs.  Data
  * passed in (names, dims, constant contents, attribute values) is copied
@@ -90,7 +92,8 @@ KILN_API int kiln_abi_version(void);
     X(KERNEL, -16, "kernel failed")                                           \
     X(DEBUG, -17, "debug check failed")                                       \
     X(COMPILE, -18, "compilation failed")                                     \
-    X(INTERNAL, -19, "internal error")
+    X(INTERNAL, -19, "internal error")                                        \
+    X(TRUST, -20, "engine not trusted")
 
 typedef enum kiln_status {
 #define KILN__ERR_ENUM(name, code, desc) KILN_E##name = (code),
@@ -292,6 +295,43 @@ KILN_API const char *kiln_network_output_name(const kiln_network *net, int i);
  * KILN_EINVAL if i is out of range. */
 typedef struct kiln_io_info kiln_io_info;
 KILN_API int kiln_network_input_info(const kiln_network *net, int i, kiln_io_info *info);
+/* Append src's constants and layers to dst (e.g. a loop body unrolled k
+ * times): every tensor and layer name of src gets `prefix`; src input i
+ * reads dst's tensor in_names[i] ("" or NULL: an absent optional input);
+ * src output k is named out_names[k] in dst.  Attribute values are copied;
+ * graph-valued attributes are borrowed from src, which must outlive dst.
+ * in_names has kiln_network_num_inputs(src) entries, out_names
+ * kiln_network_num_outputs(src) (may be NULL when that is 0).  Errors:
+ * KILN_EINVAL (NULL argument or out name, dst == src, a layer dst refuses),
+ * KILN_ENOMEM; on error dst may hold part of src. */
+KILN_API int kiln_network_append(kiln_network *dst, const kiln_network *src, const char *prefix,
+                                 const char *const *in_names, const char *const *out_names);
+
+/* A network tensor by name, as data.  kind: what made it.  dtype, ndim,
+ * dims and dim_names: as given for inputs and constants (dims[k] < 0 where
+ * dynamic, dim_names[k] its symbol or NULL); a layer output's type is known
+ * only to the builder (dtype UNDEFINED, ndim -1).  data/bytes: a constant's
+ * values (the network's copy, valid while the network lives), else NULL/0.
+ * info may be NULL (an existence test).  KILN_ENOTFOUND if no tensor has
+ * that name. */
+typedef enum kiln_net_tensor_kind {
+    KILN_NET_TENSOR_INPUT = 1,
+    KILN_NET_TENSOR_CONSTANT,
+    KILN_NET_TENSOR_LAYER_OUTPUT
+} kiln_net_tensor_kind;
+typedef struct kiln_net_tensor_info {
+    const char *name;
+    kiln_net_tensor_kind kind;
+    kiln_dtype dtype;
+    int ndim;
+    int64_t dims[KILN_MAX_DIMS];
+    const char *dim_names[KILN_MAX_DIMS];
+    const void *data;
+    size_t bytes;
+    int is_output;      /* marked with kiln_network_mark_output */
+} kiln_net_tensor_info;
+KILN_API int kiln_network_tensor_info(const kiln_network *net, const char *name,
+                                      kiln_net_tensor_info *info);
 
 /* One layer as data, for a network or an engine.  Strings belong to the
  * network/engine and live as long as it does (the op strings of a network
@@ -390,6 +430,56 @@ KILN_API int kiln_engine_serialize(const kiln_engine *e, void **buf, size_t *siz
 KILN_API int kiln_engine_load(const char *path, kiln_engine **out);
 /* Same from memory; `buf` is copied. */
 KILN_API int kiln_engine_load_memory(const void *buf, size_t size, kiln_engine **out);
+
+/* Trust.  An engine without native code is data: loading and running it
+ * cannot execute code from the file or access memory out of bounds,
+ * whatever its bytes (every dim, offset and index is checked at load and,
+ * where shapes are dynamic, at each run).  An engine *with* native code
+ * (AOT kernels, embedded plugin libraries: kiln_engine_has_code) runs that
+ * code in this process, so loading one is a decision of the caller:
+ *
+ *   KILN_CODE_LOCAL (the default, used by kiln_engine_load): allowed when
+ *     the engine records this machine as its build host (META holds a hash
+ *     of /etc/machine-id, else of the host name).  A convenience, not a
+ *     security boundary: whoever can write the file can forge it.
+ *   KILN_CODE_DENY: refused (KILN_ETRUST) unless verified by `verify_key`.
+ *   KILN_CODE_ALLOW: the caller trusts the file.
+ *
+ * verify_key (32-byte Ed25519 public key, kiln_sign_keypair): the engine
+ * must carry a valid signature by that key (KILN_ETRUST otherwise), and a
+ * verified engine may carry code under LOCAL and DENY.  Signatures need
+ * kiln built with libsodium (kiln_sign_available); without it, a load that
+ * asks for verification fails with KILN_EUNSUPPORTED. */
+typedef enum kiln_code_policy {
+    KILN_CODE_LOCAL = 0,
+    KILN_CODE_DENY = 1,
+    KILN_CODE_ALLOW = 2
+} kiln_code_policy;
+
+typedef struct kiln_load_options {
+    kiln_code_policy code;
+    const unsigned char *verify_key; /* 32 bytes, or NULL: no signature required */
+} kiln_load_options;
+
+/* kiln_engine_load / _load_memory with options (NULL: the defaults). */
+KILN_API int kiln_engine_load_ex(const char *path, const kiln_load_options *opt, kiln_engine **out);
+KILN_API int kiln_engine_load_memory_ex(const void *buf, size_t size, const kiln_load_options *opt,
+                                        kiln_engine **out);
+/* 1 if the engine carries native code (AOT kernels or embedded plugin
+ * libraries), else 0. */
+KILN_API int kiln_engine_has_code(const kiln_engine *e);
+
+/* Ed25519 signing (libsodium).  1 if this kiln was built with it. */
+KILN_API int kiln_sign_available(void);
+/* A fresh key pair: pk 32 bytes, sk 64 bytes.  KILN_EUNSUPPORTED without
+ * libsodium. */
+KILN_API int kiln_sign_keypair(unsigned char pk[32], unsigned char sk[64]);
+/* Save / serialize with a signature by `sk` (64 bytes) over the whole file
+ * (header, section table and every section but the signature itself).
+ * KILN_EUNSUPPORTED without libsodium. */
+KILN_API int kiln_engine_save_signed(const kiln_engine *e, const char *path, const unsigned char sk[64]);
+KILN_API int kiln_engine_serialize_signed(const kiln_engine *e, const unsigned char sk[64], void **buf,
+                                          size_t *size);
 KILN_API void kiln_engine_free(kiln_engine *e);
 
 struct kiln_io_info {
@@ -433,7 +523,9 @@ KILN_API int kiln_context_set_input_shape(kiln_context *ctx, const char *name,
  * device).  The buffer is borrowed; it must stay valid during runs.
  * `bytes` is checked against the tensor's size at run time (for
  * data-dependent outputs: against the upper bound).  Unbound outputs are
- * written to context-owned memory, see kiln_context_output. */
+ * written to context-owned memory, see kiln_context_output.  (NULL, 0)
+ * binds a zero-size input (a valid binding) and unbinds an output; NULL
+ * with bytes > 0 is KILN_EINVAL. */
 KILN_API int kiln_context_bind(kiln_context *ctx, const char *name, void *data, size_t bytes);
 /* Run the engine once.  Errors name the layer at fault. */
 KILN_API int kiln_context_run(kiln_context *ctx);

@@ -70,7 +70,10 @@ KILN_API int kiln_set_error(int status, const char *fmt, ...) KILN_PRINTF(2, 3);
 /* Shapes are expressions over input dims and size-tensor symbols.  They are
  * hash-consed (structurally equal expressions are the same pointer, so ==
  * compares them) and constant-folded.  They live in a pool owned by the
- * builder; constructors never return NULL (they abort on out-of-memory).
+ * builder.  Constructors never return NULL: on misuse (a NULL argument) or
+ * out-of-memory they return an invalid expression (which every expression
+ * built from it stays), and the shape function that called them fails with
+ * the message once it returns, whatever it returned.
  * Lifetime: an expression is valid only during the callback that received
  * the pool (shape, aot, formats_fn); bindings must not keep the pointer. */
 typedef struct kiln_exprs kiln_exprs;
@@ -126,6 +129,9 @@ typedef enum kiln_attr_type {
     KILN_ATTR_TENSOR,     /* dtype + dims + data (ONNX TENSOR) */
     KILN_ATTR_GRAPH       /* a kiln_network (ONNX GRAPH) */
 } kiln_attr_type;
+/* "int", "float", "string", "bool", "bytes", "array", "tensor", "graph";
+ * "?" for a value outside the enum.  Static storage, never NULL. */
+KILN_API const char *kiln_attr_type_name(kiln_attr_type t);
 
 /* One attribute of an op's schema.  `def` is the default in text form
  * ("0", "0.5", "nearest", "[1, 2, 3]", "true"), parsed at registration
@@ -158,7 +164,15 @@ typedef struct kiln_attr_value {
 
 /* Attribute values of one layer, in schema order: v[i] belongs to
  * defs[i].  Transparent for speed (`a->v[0].i`); the accessors below look
- * up by name and assert the schema type. */
+ * up by name and check the schema type.
+ *
+ * Misuse of an accessor (a name not in the op's schema, an accessor of
+ * another type, a NULL argument) cannot be returned as a status: the
+ * accessor returns "absent" (0, 0.0, "", or -1 with a zeroed array) and the
+ * callback it was called from (shape, impl, workspace, aot, prepack, on any
+ * thread of kiln_exec_parallel) fails with KILN_EINVAL and a message naming
+ * the attribute and the schema's attributes, whatever it returned: the
+ * build or run reports it and the program goes on. */
 typedef struct kiln_attrs {
     int count;
     const kiln_attr_def *defs;
@@ -261,6 +275,10 @@ KILN_API int kiln_shape_broadcast(kiln_shape_ctx *c, const kiln_expr *const *a, 
  * in order, to this layer's inputs and its outputs to this layer's
  * outputs.  The network is borrowed and must outlive the build. */
 KILN_API int kiln_shape_inline(kiln_shape_ctx *c, const kiln_network *sub);
+/* Same with a network made for this purpose (e.g. kiln_network_append of a
+ * loop body): the builder takes ownership and frees it after the build;
+ * on any error, also when c is not the builder's, it is freed at once. */
+KILN_API int kiln_shape_inline_owned(kiln_shape_ctx *c, kiln_network *sub);
 
 /* ------------------------------------------------- execution */
 
@@ -513,8 +531,9 @@ typedef struct kiln_quick_op {
      * after a successful shape call, with the same context (input dtypes
      * and dims, attributes, user).  Writes up to `max` combinations into
      * `out` and returns their count (0: the default, as formats == NULL) or
-     * a negative KILN_E* code.  The strings need to live only until it
-     * returns (kiln copies them); they are checked like `formats`. */
+     * a negative KILN_E* code.  kiln copies the strings right after it
+     * returns: they must stay valid until the next formats_fn call on this
+     * thread (static or thread-local buffers do).  Checked like `formats`. */
     int (*formats_fn)(const kiln_shape_ctx *c, kiln_combo *out, int max);
     /* CUDA implementation (NULL: CPU only).  Same identity, schema and shape
      * function as the CPU impl; its own combinations and tactics, timed on
@@ -647,6 +666,17 @@ typedef struct kiln_op_info {
  * order: registration order).  KILN_EINVAL if i is out of range. */
 KILN_API int kiln_registry_count(void);
 KILN_API int kiln_registry_op(int i, kiln_op_info *info);
+/* The op ns::name at exactly `version` (kiln_registry_find), or at the
+ * highest registered version <= max_version (kiln_registry_resolve: how an
+ * ONNX opset picks its op).  info may be NULL (an existence test).
+ * KILN_ENOTFOUND if there is none; the message names the op and lists the
+ * registered versions. */
+KILN_API int kiln_registry_find(const char *ns, const char *name, int version, kiln_op_info *info);
+KILN_API int kiln_registry_resolve(const char *ns, const char *name, int max_version,
+                                   kiln_op_info *info);
+/* The registered versions of ns::name, ascending, as "1, 13" ("none"),
+ * into buf (always NUL-terminated when size > 0). */
+KILN_API void kiln_registry_versions(const char *ns, const char *name, char *buf, size_t size);
 
 /* Registration at load time.  A failure is logged (KILN_LOG_ERROR) and
  * remembered: kiln_registry_load_library reports it. */

@@ -203,6 +203,7 @@ int kiln__b_run(builder *b, int li, const kiln_io_format *io, int tactic, const 
                       .tactic = tactic, .exec = &b->exec, .state = L->state, .layer = L->name,
                       .user = op->quick ? op->quick->user : NULL};
     size_t ws = 0;
+    kiln__misuse_clear();
     if (vt->workspace_size)
         ws = vt->workspace_size(L->state, &call);
     else if (op->quick && op->quick->workspace)
@@ -246,6 +247,7 @@ int kiln__b_run(builder *b, int li, const kiln_io_format *io, int tactic, const 
         *ms = times[reps / 2];
     }
 done:
+    rc = kiln__misuse_take(rc);
     for (int i = 0; i < L->nin && i < KILN_MAX_IO; i++) kiln__aligned_free(packed[i]);
     kiln__aligned_free(wsp);
     return rc;
@@ -278,7 +280,7 @@ static void builder_free(builder *b) {
 
 int kiln_build(const kiln_network *net, const kiln_build_config *cfg, kiln_engine **out,
                kiln_build_stats *stats) {
-    KILN__ASSERT(net && out);
+    KILN__ARG(net && out, KILN_EINVAL);
     *out = NULL;
     double t0 = kiln__now_ms();
     kiln_build_stats st_local;

@@ -86,7 +86,7 @@ typedef struct builder {
     const kiln__op *reformat_op;
     uint64_t rng;
     int no_fold;               /* finalize: copies of constants stay layers */
-    kiln_network **owned; int nowned; /* kiln__shape_inline_owned networks */
+    kiln_network **owned; int nowned; /* kiln_shape_inline_owned networks */
 } builder;
 
 /* builder.c */

@@ -26,33 +26,33 @@ void kiln_build_config_free(kiln_build_config *cfg) {
 }
 
 void kiln_build_config_set_flags(kiln_build_config *cfg, unsigned flags) {
-    KILN__ASSERT(cfg);
+    KILN__ARG(cfg, );
     cfg->flags = flags;
 }
 
 unsigned kiln_build_config_get_flags(const kiln_build_config *cfg) {
-    KILN__ASSERT(cfg);
+    KILN__ARG(cfg, 0);
     return cfg->flags;
 }
 
 void kiln_build_config_set_threads(kiln_build_config *cfg, int n) {
-    KILN__ASSERT(cfg);
+    KILN__ARG(cfg, );
     cfg->threads = n >= 1 ? n : kiln__cpu_count();
     if (cfg->threads < 1) cfg->threads = 1;
 }
 
 void kiln_build_config_set_timing_reps(kiln_build_config *cfg, int reps) {
-    KILN__ASSERT(cfg);
+    KILN__ARG(cfg, );
     cfg->reps = reps >= 1 ? reps : 1;
 }
 
 void kiln_build_config_set_device(kiln_build_config *cfg, kiln_device_kind d) {
-    KILN__ASSERT(cfg);
+    KILN__ARG(cfg, );
     cfg->device = d;
 }
 
 int kiln_build_config_set_timing_cache(kiln_build_config *cfg, const char *path) {
-    KILN__ASSERT(cfg);
+    KILN__ARG(cfg, KILN_EINVAL);
     char *p = NULL;
     if (path && *path) {
         p = kiln__strdup(path);
@@ -72,7 +72,7 @@ const kiln__profile *kiln__config_profile(const kiln_build_config *cfg, const ch
 
 int kiln_build_config_set_profile(kiln_build_config *cfg, const char *input, int ndim,
                                   const int64_t *min, const int64_t *opt, const int64_t *max) {
-    KILN__ASSERT(cfg);
+    KILN__ARG(cfg, KILN_EINVAL);
     if (!input || !*input) return kiln__err(KILN_EINVAL, "set profile: input name is empty");
     if (ndim < 0 || ndim > KILN_MAX_DIMS)
         return kiln__err(KILN_EINVAL, "profile for '%s': rank must be 0..%d, got %d", input,

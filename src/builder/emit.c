@@ -83,7 +83,7 @@ int kiln__b_finalize(builder *b, int **order_out, int *norder) {
     variant *var = NULL;
     int nvar = 0, capvar = 0, rc = 0;
     int *lastuse = NULL;
-    char name[1200];
+    char *name = NULL; /* names made from tensor/layer names (no length limit) */
     int n0 = b->nl;
 
     /* Network outputs without a producing layer: constants get a copy layer. */
@@ -97,8 +97,7 @@ int kiln__b_finalize(builder *b, int **order_out, int *norder) {
         }
         if (t->kind != BT_CONST) continue;
         char *old = t->name;
-        snprintf(name, sizeof name, "%s:const", old);
-        t->name = kiln__strdup(name);
+        t->name = kiln__strfmt("%s:const", old);
         if (!t->name) {
             t->name = old;
             rc = kiln__err(KILN_ENOMEM, "build: out of memory");
@@ -128,7 +127,9 @@ int kiln__b_finalize(builder *b, int **order_out, int *norder) {
             if (b->t[T].pdtype == dt && b->t[T].pfmt == fmt) continue;
             int V = find_variant(var, nvar, T, dt, fmt);
             if (V < 0) {
-                snprintf(name, sizeof name, "%s:%s:%s", b->t[T].name, kiln__b_dtype_upper(dt), kiln_format_name(fmt));
+                kiln__free(name);
+                name = kiln__strfmt("%s:%s:%s", b->t[T].name, kiln__b_dtype_upper(dt), kiln_format_name(fmt));
+                if (!name) { rc = kiln__err(KILN_ENOMEM, "build: out of memory"); break; }
                 V = -1;
                 int rli = kiln__b_add_reformat(b, T, name, dt, fmt, &V);
                 if (rli < 0) { rc = rli; break; }
@@ -156,7 +157,9 @@ int kiln__b_finalize(builder *b, int **order_out, int *norder) {
             int T = b->l[li].out[o];
             bt *t = &b->t[T];
             if (!t->is_output || (t->pdtype == t->dtype && t->pfmt == KILN_FORMAT_LINEAR)) continue;
-            snprintf(name, sizeof name, "%s:%s:%s", t->name, kiln__b_dtype_upper(t->pdtype), kiln_format_name(t->pfmt));
+            kiln__free(name);
+            name = kiln__strfmt("%s:%s:%s", t->name, kiln__b_dtype_upper(t->pdtype), kiln_format_name(t->pfmt));
+            if (!name) { rc = kiln__err(KILN_ENOMEM, "build: out of memory"); break; }
             int V = clone_tensor(b, T, name);
             if (V < 0) { rc = V; break; }
             b->t[V].producer = li;
@@ -209,7 +212,9 @@ int kiln__b_finalize(builder *b, int **order_out, int *norder) {
                 if (b->t[L->out[o2]].alias_in == S) need = 1;
             if (need) {
                 int C = -1;
-                snprintf(name, sizeof name, "%s:copy:%s", s->name, L->name);
+                kiln__free(name);
+                name = kiln__strfmt("%s:copy:%s", s->name, L->name);
+                if (!name) { rc = kiln__err(KILN_ENOMEM, "build: out of memory"); break; }
                 int rli = copy_layer(b, S, name, -1, &C);
                 if (rli < 0) { rc = rli; break; }
                 rc = ipush(&fin, rli);
@@ -220,7 +225,9 @@ int kiln__b_finalize(builder *b, int **order_out, int *norder) {
             }
             if (b->t[O].is_output) {
                 /* Outputs live in user memory: write a private buffer, then copy out. */
-                snprintf(name, sizeof name, "%s:inplace", b->t[O].name);
+                kiln__free(name);
+                name = kiln__strfmt("%s:inplace", b->t[O].name);
+                if (!name) { rc = kiln__err(KILN_ENOMEM, "build: out of memory"); break; }
                 int P = clone_tensor(b, O, name);
                 if (P < 0) { rc = P; break; }
                 b->t[P].producer = li;
@@ -241,6 +248,7 @@ int kiln__b_finalize(builder *b, int **order_out, int *norder) {
         }
     }
 out:
+    kiln__free(name);
     kiln__free(lastuse);
     kiln__free(var);
     kiln__free(ord.v);
@@ -410,7 +418,8 @@ static int emit_aot(emitter *E, int li, kiln__elayer *el) {
                         .user = L->op->quick->user};
     kiln_aot_kernel k;
     memset(&k, 0, sizeof k);
-    int rc = L->op->quick->aot(&c, &L->io, L->tactic, &k);
+    kiln__misuse_clear();
+    int rc = kiln__misuse_take(L->op->quick->aot(&c, &L->io, L->tactic, &k));
     if (rc) return kiln__err_prefix(rc, "layer '%s' (%s::%s v%d): aot", L->name, L->op->ns, L->op->name, L->op->version);
     kiln_engine *e = E->e;
     kiln__aot *na = kiln__realloc(e->aot, (size_t)(e->naot + 1) * sizeof *na);

@@ -89,11 +89,22 @@ static int grow(void **p, int *cap, int need, size_t elem) {
     return 0;
 }
 
+/* Names must fit an engine file (KILN__MAX_NAME). */
+static int check_name(const char *what, const char *name) {
+    size_t n = strlen(name);
+    if (n > KILN__MAX_NAME)
+        return kiln__err(KILN_EINVAL, "%s name '%.40s...' is %zu bytes long, at most %u expected", what, name, n,
+                         KILN__MAX_NAME);
+    return 0;
+}
+
 /* New tensor slot with a copied name; returns its index or a negative status. */
 static int new_tensor(kiln_network *net, const char *name, kiln__tkind kind) {
+    int rc = check_name("tensor", name);
+    if (rc) return rc;
     if (kiln__network_find_tensor(net, name) >= 0)
         return kiln__err(KILN_EEXISTS, "network: tensor name '%s' is already taken", name);
-    int rc = grow((void **)&net->tensors, &net->cap_tensors, net->ntensors + 1, sizeof *net->tensors);
+    rc = grow((void **)&net->tensors, &net->cap_tensors, net->ntensors + 1, sizeof *net->tensors);
     if (!rc) rc = hash_reserve(net, &net->tensor_hash, &net->tensor_hash_cap, net->ntensors, tensor_name);
     if (rc) return rc;
     kiln__ntensor *t = &net->tensors[net->ntensors];
@@ -162,7 +173,7 @@ static int append_index(int **arr, int *n, int v) {
 
 int kiln_network_add_input(kiln_network *net, const char *name, kiln_dtype dtype, int ndim,
                            const int64_t *dims, const char *const *dim_names) {
-    KILN__ASSERT(net);
+    KILN__ARG(net, KILN_EINVAL);
     if (!name || !*name) return kiln__err(KILN_EINVAL, "kiln_network_add_input: empty input name");
     int rc = check_dtype(dtype, "input", name);
     if (rc) return rc;
@@ -179,8 +190,9 @@ int kiln_network_add_input(kiln_network *net, const char *name, kiln_dtype dtype
     for (int d = 0; d < ndim; d++) {
         t->dims[d] = dims[d] < 0 ? -1 : dims[d];
         if (dims[d] < 0) {
-            char buf[256];
+            char buf[KILN__MAX_NAME + 24]; /* name.d: the name was checked */
             const char *dn = dim_names && dim_names[d] && *dim_names[d] ? dim_names[d] : NULL;
+            if (dn && (rc = check_name("dim", dn))) break;
             if (!dn) {
                 snprintf(buf, sizeof buf, "%s.%d", name, d);
                 dn = buf;
@@ -200,7 +212,7 @@ int kiln_network_add_input(kiln_network *net, const char *name, kiln_dtype dtype
 
 int kiln_network_add_constant(kiln_network *net, const char *name, kiln_dtype dtype, int ndim,
                               const int64_t *dims, const void *data) {
-    KILN__ASSERT(net);
+    KILN__ARG(net, KILN_EINVAL);
     if (!name || !*name) return kiln__err(KILN_EINVAL, "kiln_network_add_constant: empty name");
     int rc = check_dtype(dtype, "constant", name);
     if (rc) return rc;
@@ -240,7 +252,7 @@ int kiln_network_add_constant(kiln_network *net, const char *name, kiln_dtype dt
 kiln_layer *kiln_network_add_layer(kiln_network *net, const char *op, int version,
                                    const char *layer_name, int nin, const char *const *inputs,
                                    int nout, const char *const *outputs) {
-    KILN__ASSERT(net);
+    KILN__ARG(net, NULL);
     char idbuf[256], namebuf[300];
     const char *ns, *name;
     if (!op || kiln__split_identity(op, idbuf, sizeof idbuf, &ns, &name) != 0) {
@@ -255,6 +267,8 @@ kiln_layer *kiln_network_add_layer(kiln_network *net, const char *op, int versio
             if (find_layer(net, namebuf) < 0) break;
         }
         layer_name = namebuf;
+    } else if (check_name("layer", layer_name)) {
+        return NULL;
     } else if (find_layer(net, layer_name) >= 0) {
         kiln__err(KILN_EEXISTS, "add layer '%s': a layer of that name already exists", layer_name);
         return NULL;
@@ -369,7 +383,7 @@ kiln_layer *kiln_network_add_layer(kiln_network *net, const char *op, int versio
 /* ------------------------------------------------------------ attributes */
 
 static int set_value(kiln_layer *l, const char *name, const kiln_attr_value *v) {
-    KILN__ASSERT(l);
+    KILN__ARG(l, KILN_EINVAL);
     if (!name)
         return kiln__err(KILN_EINVAL, "layer '%s': attribute name is NULL", l->name);
     int rc = kiln__attrset_set(&l->attrs, name, v);
@@ -447,7 +461,7 @@ int kiln_layer_set_tensor(kiln_layer *l, const char *name, kiln_dtype dtype, int
 }
 
 int kiln_layer_set_graph(kiln_layer *l, const char *name, kiln_network *g) {
-    KILN__ASSERT(l);
+    KILN__ARG(l, KILN_EINVAL);
     if (!g) return kiln__err(KILN_EINVAL, "layer '%s': graph attribute '%s' is NULL", l->name,
                              name ? name : "(null)");
     kiln_network **ng = kiln__realloc(l->graphs, (size_t)(l->ngraphs + 1) * sizeof *ng);
@@ -468,7 +482,7 @@ int kiln_layer_set_graph(kiln_layer *l, const char *name, kiln_network *g) {
 }
 
 int kiln_layer_set_aot(kiln_layer *l, int aot) {
-    KILN__ASSERT(l);
+    KILN__ARG(l, KILN_EINVAL);
     if (aot < -1 || aot > 1)
         return kiln__err(KILN_EINVAL, "layer '%s': aot must be -1, 0 or 1, got %d", l->name, aot);
     l->aot = aot;
@@ -476,14 +490,14 @@ int kiln_layer_set_aot(kiln_layer *l, int aot) {
 }
 
 const char *kiln_layer_name(const kiln_layer *l) {
-    KILN__ASSERT(l);
+    KILN__ARG(l, NULL);
     return l->name;
 }
 
 /* ------------------------------------------------------------ outputs */
 
 int kiln_network_mark_output(kiln_network *net, const char *name) {
-    KILN__ASSERT(net);
+    KILN__ARG(net, KILN_EINVAL);
     int ti = kiln__network_find_tensor(net, name);
     if (ti < 0)
         return kiln__err(KILN_ENOTFOUND, "mark output: no tensor named '%s' in the network",
@@ -496,28 +510,28 @@ int kiln_network_mark_output(kiln_network *net, const char *name) {
 }
 
 int kiln_network_num_layers(const kiln_network *net) {
-    KILN__ASSERT(net);
+    KILN__ARG(net, KILN_EINVAL);
     return net->nlayers;
 }
 
 int kiln_network_num_inputs(const kiln_network *net) {
-    KILN__ASSERT(net);
+    KILN__ARG(net, KILN_EINVAL);
     return net->ninputs;
 }
 
 int kiln_network_num_outputs(const kiln_network *net) {
-    KILN__ASSERT(net);
+    KILN__ARG(net, KILN_EINVAL);
     return net->noutputs;
 }
 
 const char *kiln_network_input_name(const kiln_network *net, int i) {
-    KILN__ASSERT(net);
+    KILN__ARG(net, NULL);
     if (i < 0 || i >= net->ninputs) return NULL;
     return net->tensors[net->inputs[i]].name;
 }
 
 int kiln_network_input_info(const kiln_network *net, int i, kiln_io_info *info) {
-    KILN__ASSERT(net && info);
+    KILN__ARG(net && info, KILN_EINVAL);
     if (i < 0 || i >= net->ninputs)
         return kiln__err(KILN_EINVAL, "network input %d out of range (the network has %d)", i, net->ninputs);
     const kiln__ntensor *t = &net->tensors[net->inputs[i]];
@@ -530,21 +544,54 @@ int kiln_network_input_info(const kiln_network *net, int i, kiln_io_info *info) 
     return 0;
 }
 
+int kiln_network_tensor_info(const kiln_network *net, const char *name, kiln_net_tensor_info *info) {
+    if (!net || !name)
+        return kiln__err(KILN_EINVAL, "kiln_network_tensor_info: %s is NULL", net ? "name" : "net");
+    int ti = kiln__network_find_tensor(net, name);
+    if (ti < 0) return kiln__err(KILN_ENOTFOUND, "the network has no tensor '%s'", name);
+    if (!info) return 0;
+    const kiln__ntensor *t = &net->tensors[ti];
+    memset(info, 0, sizeof *info);
+    info->name = t->name;
+    info->kind = t->kind == KILN__T_INPUT   ? KILN_NET_TENSOR_INPUT
+                 : t->kind == KILN__T_CONST ? KILN_NET_TENSOR_CONSTANT
+                                            : KILN_NET_TENSOR_LAYER_OUTPUT;
+    info->is_output = t->is_output;
+    if (t->kind == KILN__T_LAYER) {
+        info->dtype = KILN_DTYPE_UNDEFINED;
+        info->ndim = -1;
+        return 0;
+    }
+    info->dtype = t->dtype;
+    info->ndim = t->ndim;
+    for (int k = 0; k < t->ndim; k++) {
+        info->dims[k] = t->dims[k];
+        info->dim_names[k] = t->dim_names[k];
+    }
+    info->data = t->data;
+    info->bytes = t->bytes;
+    return 0;
+}
+
 const char *kiln_network_output_name(const kiln_network *net, int i) {
-    KILN__ASSERT(net);
+    KILN__ARG(net, NULL);
     if (i < 0 || i >= net->noutputs) return NULL;
     return net->tensors[net->outputs[i]].name;
 }
 
 /* ------------------------------------------------------------ copying (Loop unrolling) */
 
-int kiln__network_append(kiln_network *dst, const kiln_network *src, const char *prefix,
-                         const char *const *in_names, const char *const *out_names) {
-    KILN__ASSERT(dst && src && prefix);
+int kiln_network_append(kiln_network *dst, const kiln_network *src, const char *prefix,
+                        const char *const *in_names, const char *const *out_names) {
+    if (!dst || !src || !prefix || (src->ninputs && !in_names) || (src->noutputs && !out_names))
+        return kiln__err(KILN_EINVAL, "kiln_network_append: NULL argument");
+    if (dst == src) return kiln__err(KILN_EINVAL, "kiln_network_append: dst and src are the same network");
+    for (int k = 0; k < src->noutputs; k++)
+        if (!out_names[k] || !*out_names[k])
+            return kiln__err(KILN_EINVAL, "kiln_network_append: out_names[%d] is empty", k);
     int rc = 0;
     char **map = kiln__calloc((size_t)(src->ntensors ? src->ntensors : 1), sizeof *map);
     if (!map) return kiln__err(KILN_ENOMEM, "network: out of memory");
-    char buf[1024];
     for (int i = 0; i < src->ninputs && !rc; i++) {
         const char *nm = in_names[i] ? in_names[i] : "";
         if (!(map[src->inputs[i]] = kiln__strdup(nm))) rc = kiln__err(KILN_ENOMEM, "network: out of memory");
@@ -552,9 +599,8 @@ int kiln__network_append(kiln_network *dst, const kiln_network *src, const char 
     for (int t = 0; t < src->ntensors && !rc; t++) {
         const kiln__ntensor *nt = &src->tensors[t];
         if (nt->kind != KILN__T_CONST) continue;
-        snprintf(buf, sizeof buf, "%s%s", prefix, nt->name);
-        rc = kiln_network_add_constant(dst, buf, nt->dtype, nt->ndim, nt->dims, nt->data);
-        if (!rc && !(map[t] = kiln__strdup(buf))) rc = kiln__err(KILN_ENOMEM, "network: out of memory");
+        if (!(map[t] = kiln__strfmt("%s%s", prefix, nt->name))) rc = kiln__err(KILN_ENOMEM, "network: out of memory");
+        else rc = kiln_network_add_constant(dst, map[t], nt->dtype, nt->ndim, nt->dims, nt->data);
     }
     /* Layer outputs that are src outputs take the caller's names. */
     for (int k = 0; k < src->noutputs && !rc; k++) {
@@ -575,15 +621,18 @@ int kiln__network_append(kiln_network *dst, const kiln_network *src, const char 
         for (int k = 0; k < l->nout && !rc; k++) {
             int t = l->out[k];
             if (!map[t]) {
-                snprintf(buf, sizeof buf, "%s%s", prefix, src->tensors[t].name);
-                if (!(map[t] = kiln__strdup(buf))) rc = kiln__err(KILN_ENOMEM, "network: out of memory");
+                if (!(map[t] = kiln__strfmt("%s%s", prefix, src->tensors[t].name)))
+                    rc = kiln__err(KILN_ENOMEM, "network: out of memory");
             }
             outs[k] = map[t];
         }
         if (rc) break;
         snprintf(id, sizeof id, "%s::%s", l->op->ns, l->op->name);
-        snprintf(buf, sizeof buf, "%s%s", prefix, l->name);
-        kiln_layer *nl = kiln_network_add_layer(dst, id, l->op->version, buf, l->nin, ins, l->nout, outs);
+        char *lname = kiln__strfmt("%s%s", prefix, l->name);
+        kiln_layer *nl = lname ? kiln_network_add_layer(dst, id, l->op->version, lname, l->nin, ins, l->nout, outs)
+                               : NULL;
+        if (!lname) kiln__err(KILN_ENOMEM, "network: out of memory");
+        kiln__free(lname);
         if (!nl) { rc = kiln__err_prefix(KILN_EINVAL, "network copy"); break; }
         /* Attribute values by copy; graph attributes stay src's (borrowed). */
         kiln__attrset copy;

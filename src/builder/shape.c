@@ -107,8 +107,11 @@ typedef struct shape_priv {
     int nsize;
 } shape_priv;
 
+/* Shape-function helpers are called from plugin code: a NULL context or
+ * argument is misuse (recorded, and the shape callback fails with it). */
+
 int kiln_shape_alias(kiln_shape_ctx *c, int out, int in) {
-    KILN__ASSERT(c);
+    KILN__CB_ARG(c, KILN_EINVAL);
     if (out < 0 || out >= c->nout || in < 0 || in >= c->nin)
         return kiln__err(KILN_EINVAL, "kiln_shape_alias: output %d / input %d out of range (%d outputs, %d inputs)",
                          out, in, c->nout, c->nin);
@@ -121,12 +124,12 @@ int kiln_shape_alias(kiln_shape_ctx *c, int out, int in) {
 
 const kiln_expr *kiln_shape_size_tensor(kiln_shape_ctx *c, int out, const kiln_expr *opt,
                                         const kiln_expr *upper) {
-    KILN__ASSERT(c && opt && upper);
-    KILN__ASSERT(out >= 0 && out < c->nout);
+    KILN__CB_ARG(c && c->x, kiln_expr_sym(NULL, NULL));
+    KILN__CB_ARG(opt && upper && out >= 0 && out < c->nout, kiln_expr_sym(c->x, "<invalid size tensor>"));
     shape_priv *p = c->priv_;
-    char name[300];
-    snprintf(name, sizeof name, "%s:size%d", p ? p->b->l[p->layer].name : "?", out);
-    const kiln_expr *s = kiln_expr_sym(c->x, name);
+    char *name = kiln__strfmt("%s:size%d", p ? p->b->l[p->layer].name : "?", out);
+    const kiln_expr *s = name ? kiln_expr_sym(c->x, name) : kiln_expr_sym(NULL, NULL);
+    kiln__free(name);
     kiln_desc *d = &c->out[out];
     d->dtype = KILN_DTYPE_I64;
     d->ndim = 0;
@@ -149,7 +152,7 @@ const kiln_expr *kiln_shape_size_tensor(kiln_shape_ctx *c, int out, const kiln_e
 }
 
 int kiln_shape_numel_bound(kiln_shape_ctx *c, int out, const kiln_expr *upper) {
-    KILN__ASSERT(c && upper);
+    KILN__CB_ARG(c && upper, KILN_EINVAL);
     if (out < 0 || out >= c->nout)
         return kiln__err(KILN_EINVAL, "kiln_shape_numel_bound: output %d out of range (%d outputs)", out, c->nout);
     shape_priv *p = c->priv_;
@@ -159,7 +162,7 @@ int kiln_shape_numel_bound(kiln_shape_ctx *c, int out, const kiln_expr *upper) {
 
 int kiln_shape_broadcast(kiln_shape_ctx *c, const kiln_expr *const *a, int na,
                          const kiln_expr *const *bb, int nb, const kiln_expr **out) {
-    KILN__ASSERT(c);
+    KILN__CB_ARG(c && (a || na <= 0) && (bb || nb <= 0) && out && na >= 0 && nb >= 0, KILN_EINVAL);
     int n = na > nb ? na : nb;
     if (n > KILN_MAX_DIMS)
         return kiln__err(KILN_ESHAPE, "broadcast: rank %d exceeds %d", n, KILN_MAX_DIMS);
@@ -200,7 +203,7 @@ int kiln_shape_broadcast(kiln_shape_ctx *c, const kiln_expr *const *a, int na,
 }
 
 int kiln_shape_inline(kiln_shape_ctx *c, const kiln_network *sub) {
-    KILN__ASSERT(c);
+    KILN__CB_ARG(c, KILN_EINVAL);
     shape_priv *p = c->priv_;
     if (!p) return kiln__err(KILN_EUNSUPPORTED, "kiln_shape_inline: only the builder can inline");
     if (!sub) return kiln__err(KILN_EINVAL, "kiln_shape_inline: sub-network is NULL");
@@ -214,7 +217,7 @@ int kiln_shape_inline(kiln_shape_ctx *c, const kiln_network *sub) {
     return 0;
 }
 
-int kiln__shape_inline_owned(kiln_shape_ctx *c, kiln_network *sub) {
+int kiln_shape_inline_owned(kiln_shape_ctx *c, kiln_network *sub) {
     shape_priv *p = c ? c->priv_ : NULL;
     if (!p || !sub) {
         kiln_network_free(sub);
@@ -271,13 +274,12 @@ static int fold_run(builder *b, int li) {
         io.dtype[L->nin + k] = t->dtype;
         io.format[L->nin + k] = out[k].format;
         rc = kiln__tensor_bytes(t->dtype, out[k].format, t->ndim, out[k].dims, &bytes[k]);
-        if (rc) {
-            kiln__err_prefix(rc, "constant folding: tensor '%s'", t->name);
-            goto fail;
-        }
-        bufs[k] = kiln__aligned_alloc(bytes[k] ? bytes[k] : 64);
-        if (!bufs[k]) {
-            rc = kiln__err(KILN_ENOMEM, "folding: out of memory for %llu bytes", (unsigned long long)bytes[k]);
+        bufs[k] = rc ? NULL : kiln__aligned_alloc(bytes[k] ? bytes[k] : 64);
+        if (!rc && !bufs[k])
+            rc = kiln__err(KILN_ENOMEM, "out of memory for %llu bytes", (unsigned long long)bytes[k]);
+        if (rc) { /* the limits of a run, named like a run's errors */
+            layer_err(b, li, kiln__err_prefix(rc, "output '%s'", t->name));
+            kiln__err_prefix(rc, "constant folding");
             goto fail;
         }
         out[k].data = bufs[k];
@@ -370,7 +372,8 @@ static int infer_layer(builder *b, int li, int depth) {
     kiln_shape_ctx c = {.x = b->x, .in = din, .nin = L->nin, .out = dout, .nout = L->nout,
                         .attrs = &view, .priv_ = &sp};
     kiln__err(0, "%s", "");
-    rc = op->vt->shape(L->state, &c);
+    kiln__misuse_clear();
+    rc = kiln__misuse_take(op->vt->shape(L->state, &c));
     L = &b->l[li];
     if (rc) return layer_err(b, li, rc);
     if (sp.inline_net) {
@@ -383,9 +386,10 @@ static int infer_layer(builder *b, int li, int depth) {
         int in_map[KILN_MAX_IO], out_map[KILN_MAX_IO];
         for (int i = 0; i < L->nin; i++) in_map[i] = L->in[i];
         for (int k = 0; k < L->nout; k++) out_map[k] = L->out[k];
-        char prefix[512];
-        snprintf(prefix, sizeof prefix, "%s/", L->name);
-        rc = kiln__b_process_net(b, sp.inline_net, in_map, out_map, prefix, depth + 1);
+        char *prefix = kiln__strfmt("%s/", L->name);
+        rc = prefix ? kiln__b_process_net(b, sp.inline_net, in_map, out_map, prefix, depth + 1)
+                    : kiln__err(KILN_ENOMEM, "build: out of memory");
+        kiln__free(prefix);
         if (rc) return kiln__err_prefix(rc, "layer '%s' (inlined sub-network)", b->l[li].name);
         return 0;
     }
@@ -543,9 +547,10 @@ static int setup_input(builder *b, const kiln_network *net, int ni) {
     if ((t->dtype == KILN_DTYPE_I64 || t->dtype == KILN_DTYPE_I32) && t->ndim <= 1 && n >= 0 &&
         n <= KILN_MAX_VALUES) {
         for (int64_t i = 0; i < n; i++) {
-            char name[300];
-            snprintf(name, sizeof name, "%s[%lld]", t->name, (long long)i);
+            char *name = kiln__strfmt("%s[%lld]", t->name, (long long)i);
+            if (!name) return kiln__err(KILN_ENOMEM, "build: out of memory");
             const kiln_expr *s = kiln_expr_sym(b->x, name);
+            kiln__free(name);
             b->t[ti].values[i] = s;
             if (!kiln__b_find_sym(b, s)) {
                 bsym *bs = add_sym(b, s, BS_VALUE, ti, (int)i);
@@ -563,7 +568,6 @@ int kiln__b_process_net(builder *b, const kiln_network *net, const int *in_map, 
     int rc = 0;
     int *tmap = kiln__malloc((size_t)(net->ntensors ? net->ntensors : 1) * sizeof *tmap);
     int *order = kiln__malloc((size_t)(net->nlayers ? net->nlayers : 1) * sizeof *order);
-    char name[1024];
     if (!tmap || !order) {
         rc = kiln__err(KILN_ENOMEM, "build: out of memory");
         goto out;
@@ -585,8 +589,9 @@ int kiln__b_process_net(builder *b, const kiln_network *net, const int *in_map, 
     for (int i = 0; i < net->ntensors; i++) {
         const kiln__ntensor *nt = &net->tensors[i];
         if (nt->kind != KILN__T_CONST) continue;
-        snprintf(name, sizeof name, "%s%s", prefix, nt->name);
-        int ti = kiln__b_new_tensor(b, name, BT_CONST);
+        char *nm = kiln__strfmt("%s%s", prefix, nt->name);
+        int ti = nm ? kiln__b_new_tensor(b, nm, BT_CONST) : kiln__err(KILN_ENOMEM, "build: out of memory");
+        kiln__free(nm);
         if (ti < 0) { rc = ti; goto out; }
         bt *t = &b->t[ti];
         t->dtype = nt->dtype;
@@ -609,8 +614,10 @@ int kiln__b_process_net(builder *b, const kiln_network *net, const int *in_map, 
         }
     for (int oi = 0; oi < net->nlayers; oi++) {
         const kiln_layer *nl = net->layers[order[oi]];
-        snprintf(name, sizeof name, "%s%s", prefix, nl->name);
-        int li = kiln__b_new_layer(b, name, nl->op, nl->nin, nl->nout);
+        char *nm = kiln__strfmt("%s%s", prefix, nl->name);
+        int li = nm ? kiln__b_new_layer(b, nm, nl->op, nl->nin, nl->nout)
+                    : kiln__err(KILN_ENOMEM, "build: out of memory");
+        kiln__free(nm);
         if (li < 0) { rc = li; goto out; }
         bl *L = &b->l[li];
         L->attrs = &nl->attrs;
@@ -619,7 +626,7 @@ int kiln__b_process_net(builder *b, const kiln_network *net, const int *in_map, 
             L->in[i] = nl->in[i] >= 0 ? tmap[nl->in[i]] : -1;
             if (nl->in[i] >= 0 && L->in[i] < 0) {
                 rc = kiln__err(KILN_EINVAL, "layer '%s': input '%s' is not available (a sub-network input "
-                               "bound to an absent input of the layer it replaces?)", name,
+                               "bound to an absent input of the layer it replaces?)", L->name,
                                net->tensors[nl->in[i]].name);
                 goto out;
             }
@@ -627,8 +634,9 @@ int kiln__b_process_net(builder *b, const kiln_network *net, const int *in_map, 
         for (int k = 0; k < nl->nout; k++) {
             int st = nl->out[k];
             if (tmap[st] < 0) {
-                snprintf(name, sizeof name, "%s%s", prefix, net->tensors[st].name);
-                int ti = kiln__b_new_tensor(b, name, BT_ACT);
+                nm = kiln__strfmt("%s%s", prefix, net->tensors[st].name);
+                int ti = nm ? kiln__b_new_tensor(b, nm, BT_ACT) : kiln__err(KILN_ENOMEM, "build: out of memory");
+                kiln__free(nm);
                 if (ti < 0) { rc = ti; goto out; }
                 tmap[st] = ti;
             }
@@ -644,8 +652,10 @@ int kiln__b_process_net(builder *b, const kiln_network *net, const int *in_map, 
             if (bound[k]) continue;
             int src = tmap[net->outputs[k]];
             int dst = out_map[k];
-            snprintf(name, sizeof name, "%scopy:%s", prefix, b->t[dst].name);
-            int li = kiln__b_new_layer(b, name, b->reformat_op, 1, 1);
+            char *nm = kiln__strfmt("%scopy:%s", prefix, b->t[dst].name);
+            int li = nm ? kiln__b_new_layer(b, nm, b->reformat_op, 1, 1)
+                        : kiln__err(KILN_ENOMEM, "build: out of memory");
+            kiln__free(nm);
             if (li < 0) { rc = li; goto out; }
             bl *L = &b->l[li];
             L->has_own = 1;
@@ -670,9 +680,9 @@ out:
 
 int kiln__b_add_reformat(builder *b, int from, const char *name, kiln_dtype dt, kiln_format fmt,
                          int *out_tensor) {
-    char lname[1100];
-    snprintf(lname, sizeof lname, "reformat:%s", name);
-    int li = kiln__b_new_layer(b, lname, b->reformat_op, 1, 1);
+    char *lname = kiln__strfmt("reformat:%s", name);
+    int li = lname ? kiln__b_new_layer(b, lname, b->reformat_op, 1, 1) : kiln__err(KILN_ENOMEM, "build: out of memory");
+    kiln__free(lname);
     if (li < 0) return li;
     bl *L = &b->l[li];
     L->has_own = 1;

@@ -9,6 +9,7 @@
  */
 #include "kiln_int.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 
 static void *(*g_malloc)(size_t) = malloc;
@@ -17,7 +18,7 @@ static void (*g_free)(void *) = free;
 
 void kiln_set_allocator(void *(*malloc_fn)(size_t), void *(*realloc_fn)(void *, size_t),
                         void (*free_fn)(void *)) {
-    KILN__ASSERT(malloc_fn && realloc_fn && free_fn);
+    KILN__ARG(malloc_fn && realloc_fn && free_fn, );
     g_malloc = malloc_fn;
     g_realloc = realloc_fn;
     g_free = free_fn;
@@ -45,6 +46,20 @@ char *kiln__strdup(const char *s) {
     char *d = kiln__malloc(n);
     if (d) memcpy(d, s, n);
     return d;
+}
+
+char *kiln__strfmt(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (n < 0) return NULL;
+    char *s = kiln__malloc((size_t)n + 1);
+    if (!s) return NULL;
+    va_start(ap, fmt);
+    vsnprintf(s, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    return s;
 }
 
 void *kiln__aligned_alloc(size_t n) {

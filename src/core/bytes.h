@@ -2,7 +2,7 @@
  * bytes.h — the little-endian byte codec behind every binary record kiln
  * writes and reads back: the engine file (engine/file.c), attribute blobs
  * (plugin/attrs.c), AOT kernel records (plugin/aot.c) and sub-engine states
- * (ops/controlflow/loop.c).
+ * (ops/controlflow/subengine.c).
  *
  * Writer: a kiln__wbuf either grows its own buffer (kiln__w_init; free
  * w->p with kiln__free when done) or fills a caller's buffer of fixed size

@@ -3,7 +3,8 @@
  *
  * Every failing kiln call leaves a message in a thread-local buffer; callers
  * up the stack add context with kiln__err_prefix ("layer conv1: ...") so the
- * final message reads from the outside in.
+ * final message reads from the outside in.  Public API misuse is an error
+ * status too (KILN__ARG), never an abort: kiln is embedded in other programs.
  */
 #include "kiln_int.h"
 
@@ -75,6 +76,48 @@ int kiln__err_prefix(int status, const char *fmt, ...) {
                  kiln_strerror(status), status);
     memcpy(t_errmsg, tmp, sizeof t_errmsg);
     return status;
+}
+
+/* ---------------------------------------------------------------- misuse */
+
+/* Calls made from inside plugin callbacks that cannot return a status (the
+ * attribute accessors, expression constructors, kiln_exec_*) record misuse
+ * here instead of aborting the host process: the first one on a thread is
+ * kept until the builder or runtime, back from the callback, turns it into
+ * that callback's error (kiln__misuse_take). */
+static _Thread_local int t_misuse;
+static _Thread_local char t_misuse_msg[1024];
+
+void kiln__misuse(const char *fmt, ...) {
+    char msg[sizeof t_misuse_msg];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    kiln__misuse_push(msg);
+}
+
+void kiln__misuse_push(const char *msg) {
+    kiln__err(KILN_EINVAL, "%s", msg);
+    if (t_misuse) return;
+    t_misuse = 1;
+    snprintf(t_misuse_msg, sizeof t_misuse_msg, "%s", msg);
+}
+
+int kiln__misuse_pop(char *buf, size_t size) {
+    if (!t_misuse) return 0;
+    t_misuse = 0;
+    if (size) snprintf(buf, size, "%s", t_misuse_msg);
+    return 1;
+}
+
+void kiln__misuse_clear(void) { t_misuse = 0; }
+
+int kiln__misuse_take(int rc) {
+    if (!t_misuse) return rc;
+    t_misuse = 0;
+    /* The misuse explains whatever the callback returned after it. */
+    return kiln__err(KILN_EINVAL, "%s", t_misuse_msg);
 }
 
 /* ---------------------------------------------------------------- logging */

@@ -29,12 +29,15 @@ struct kiln_exprs {
     uint32_t table_size;
 };
 
-static void *xalloc_or_die(void *p) {
-    if (!p) {
-        fprintf(stderr, "kiln: out of memory in the expression pool\n");
-        abort();
-    }
-    return p;
+/* What a constructor returns when it cannot build its node (out of memory,
+ * a NULL argument): a symbol no evaluation can resolve, never NULL, so shape
+ * functions need no checks; every expression built from it is it again.  The
+ * failure is recorded as misuse and fails the callback (kiln__misuse_take). */
+static const kiln_expr k_invalid = {.op = KILN_EXPR_SYM, .id = UINT32_MAX, .name = "<invalid expression>"};
+
+static const kiln_expr *invalid(const char *fn, const char *why) {
+    kiln__misuse("%s: %s", fn, why);
+    return &k_invalid;
 }
 
 kiln_exprs *kiln__exprs_create(void) {
@@ -99,9 +102,10 @@ static int node_equal(const kiln_expr *e, kiln_expr_op op, int64_t v, const char
     return 1;
 }
 
-static void table_grow(kiln_exprs *x) {
+static int table_grow(kiln_exprs *x) {
     uint32_t nsize = x->table_size * 2;
-    uint32_t *nt = xalloc_or_die(kiln__calloc(nsize, sizeof *nt));
+    uint32_t *nt = nsize ? kiln__calloc(nsize, sizeof *nt) : NULL;
+    if (!nt) return KILN_ENOMEM;
     for (uint32_t i = 0; i < x->count; i++) {
         const kiln_expr *e = kiln__exprs_at(x, i);
         uint32_t j = (uint32_t)e->hash & (nsize - 1);
@@ -111,6 +115,7 @@ static void table_grow(kiln_exprs *x) {
     kiln__free(x->table);
     x->table = nt;
     x->table_size = nsize;
+    return 0;
 }
 
 static const kiln_expr *intern(kiln_exprs *x, kiln_expr_op op, int64_t v, const char *name,
@@ -122,30 +127,42 @@ static const kiln_expr *intern(kiln_exprs *x, kiln_expr_op op, int64_t v, const 
         if (e->hash == h && node_equal(e, op, v, name, a, b, c)) return e;
         j = (j + 1) & (x->table_size - 1);
     }
-    /* new node */
-    if (x->count == UINT32_MAX - 1) xalloc_or_die(NULL);
+    /* new node: keep the table at most half full (grow first, so a failed
+     * growth leaves a working table) */
+    static const char *const oom = "out of memory in the expression pool";
+    if (x->count >= UINT32_MAX / 4) return invalid("expression pool", "more than 2^30 expressions");
+    if ((uint64_t)(x->count + 1) * 2 > x->table_size) {
+        if (table_grow(x)) return invalid("expression pool", oom);
+        j = (uint32_t)h & (x->table_size - 1);
+        while (x->table[j]) j = (j + 1) & (x->table_size - 1);
+    }
     uint32_t id = x->count;
     if ((id >> CHUNK_BITS) >= x->nchunks) {
         if (x->nchunks == x->cap_chunks) {
             uint32_t nc = x->cap_chunks ? x->cap_chunks * 2 : 8;
-            x->chunks = xalloc_or_die(kiln__realloc(x->chunks, nc * sizeof *x->chunks));
+            kiln_expr **nch = kiln__realloc(x->chunks, nc * sizeof *x->chunks);
+            if (!nch) return invalid("expression pool", oom);
+            x->chunks = nch;
             x->cap_chunks = nc;
         }
-        x->chunks[x->nchunks++] = xalloc_or_die(kiln__calloc(CHUNK_SIZE, sizeof(kiln_expr)));
+        kiln_expr *chunk = kiln__calloc(CHUNK_SIZE, sizeof(kiln_expr));
+        if (!chunk) return invalid("expression pool", oom);
+        x->chunks[x->nchunks++] = chunk;
     }
+    char *nm = NULL;
+    if (op == KILN_EXPR_SYM && !(nm = kiln__strdup(name))) return invalid("expression pool", oom);
     kiln_expr *e = &x->chunks[id >> CHUNK_BITS][id & (CHUNK_SIZE - 1)];
     memset(e, 0, sizeof *e);
     e->op = op;
     e->id = id;
     e->v = op == KILN_EXPR_CONST ? v : 0;
-    e->name = op == KILN_EXPR_SYM ? xalloc_or_die(kiln__strdup(name)) : NULL;
+    e->name = nm;
     e->a = a;
     e->b = b;
     e->c = c;
     e->hash = h;
     x->count++;
     x->table[j] = id + 1;
-    if ((uint64_t)x->count * 2 > x->table_size) table_grow(x);
     return e;
 }
 
@@ -188,12 +205,13 @@ static int arith(kiln_expr_op op, int64_t a, int64_t b, int64_t *out) {
 }
 
 const kiln_expr *kiln_expr_const(kiln_exprs *x, int64_t v) {
-    KILN__ASSERT(x);
+    if (!x) return invalid("kiln_expr_const", "invalid argument, expected an expression pool, found NULL");
     return intern(x, KILN_EXPR_CONST, v, NULL, NULL, NULL, NULL);
 }
 
 const kiln_expr *kiln_expr_sym(kiln_exprs *x, const char *name) {
-    KILN__ASSERT(x && name);
+    if (!x || !name)
+        return invalid("kiln_expr_sym", "invalid argument, expected an expression pool and a name, found NULL");
     return intern(x, KILN_EXPR_SYM, 0, name, NULL, NULL, NULL);
 }
 
@@ -229,8 +247,14 @@ static const kiln_expr *make_offset(kiln_exprs *x, const kiln_expr *base, int64_
 
 const kiln_expr *kiln_expr_bin(kiln_exprs *x, kiln_expr_op op, const kiln_expr *a,
                                const kiln_expr *b) {
-    KILN__ASSERT(x && a && b);
-    KILN__ASSERT(op >= KILN_EXPR_ADD && op <= KILN_EXPR_LT);
+    if (!x || !a || !b)
+        return invalid("kiln_expr_bin", "invalid argument, expected an expression pool and two expressions, found NULL");
+    if (a == &k_invalid || b == &k_invalid) return &k_invalid;
+    if (op < KILN_EXPR_ADD || op > KILN_EXPR_LT) {
+        kiln__misuse("kiln_expr_bin: operator %d is not a binary operator (%d..%d expected)", (int)op,
+                     KILN_EXPR_ADD, KILN_EXPR_LT);
+        return &k_invalid;
+    }
     int64_t r;
     if (is_k(a) && is_k(b) && arith(op, a->v, b->v, &r) == 0) return kiln_expr_const(x, r);
     if (commutative(op)) {
@@ -325,7 +349,9 @@ const kiln_expr *kiln_expr_lt(kiln_exprs *x, const kiln_expr *a, const kiln_expr
 
 const kiln_expr *kiln_expr_select(kiln_exprs *x, const kiln_expr *cond, const kiln_expr *a,
                                   const kiln_expr *b) {
-    KILN__ASSERT(x && cond && a && b);
+    if (!x || !cond || !a || !b)
+        return invalid("kiln_expr_select", "invalid argument, expected an expression pool and three expressions, found NULL");
+    if (cond == &k_invalid || a == &k_invalid || b == &k_invalid) return &k_invalid;
     if (is_k(cond)) return cond->v ? a : b;
     if (a == b) return a;
     return intern(x, KILN_EXPR_SELECT_, 0, NULL, cond, a, b);

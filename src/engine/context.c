@@ -49,6 +49,7 @@ typedef struct ctx_layer {
     void *ctx_state;            /* from attach_to_context (detach on free) */
     int nsize;                  /* outputs that are size tensors */
     size_t ws;                  /* workspace bytes at current shapes */
+    int check;                  /* dims changed: check them against the op (validate.c) */
 } ctx_layer;
 
 struct kiln_context {
@@ -144,7 +145,7 @@ static int evaluate(kiln_context *c);
 /* ------------------------------------------------------------ create/free */
 
 KILN_API int kiln_context_create(const kiln_engine *e, int threads, kiln_context **out) {
-    KILN__ASSERT(e && out);
+    KILN__ARG(e && out, KILN_EINVAL);
     *out = NULL;
     int rc = 0;
     if (e->device != KILN_DEVICE_CPU)
@@ -528,10 +529,12 @@ static int grow(uint8_t **p, size_t *cap, size_t need) {
     return 0;
 }
 
+static uint64_t debug_slack(const kiln_context *c) { return c->debug ? CANARY : 0; }
+
 /* Sizes, memory plan, views, workspaces: after evaluate(). */
 static int plan(kiln_context *c) {
     const kiln_engine *e = c->e;
-    uint64_t slack = c->debug ? CANARY : 0;
+    uint64_t slack = debug_slack(c);
     int rc;
     if (c->has_size && (rc = eval_nodes(c, c->vals_up, 1))) return rc;
     for (int32_t t = 0; t < e->ntensors; t++) {
@@ -580,6 +583,7 @@ static int plan(kiln_context *c) {
         cl->ws = 0;
         if (!cl->vt) continue;
         if (cl->vt->workspace_size) cl->ws = cl->vt->workspace_size(cl->state, &cl->call);
+        if ((rc = kiln__misuse_take(0))) return layer_err(&e->layers[l], rc);
         if (cl->ws > ws) ws = cl->ws;
     }
     if (ws) {
@@ -633,6 +637,7 @@ static int on_shape_change(kiln_context *c, int from) {
     const kiln_engine *e = c->e;
     for (int32_t l = from; l < e->nlayers; l++) {
         ctx_layer *cl = &c->L[l];
+        cl->check = 1; /* before it next runs, when its inputs' dims are final */
         if (!cl->vt || !cl->vt->on_shape_change) continue;
         int rc = cl->vt->on_shape_change(cl->state, cl->in, cl->call.nin, cl->out, cl->call.nout);
         if (rc) return layer_err(&e->layers[l], rc);
@@ -644,7 +649,7 @@ static int on_shape_change(kiln_context *c, int from) {
 
 KILN_API int kiln_context_set_input_shape(kiln_context *c, const char *name, int ndim,
                                           const int64_t *dims) {
-    KILN__ASSERT(c && name && (dims || ndim == 0));
+    KILN__ARG(c && name && (dims || ndim == 0), KILN_EINVAL);
     const kiln_engine *e = c->e;
     int is_in = 0;
     int32_t t = find_io(c, name, &is_in);
@@ -681,11 +686,20 @@ KILN_API int kiln_context_set_input_shape(kiln_context *c, const char *name, int
     return 0;
 }
 
+/* What an input bound as (NULL, 0) points at: a zero-size tensor is a
+ * valid binding (its kernels read nothing), and it must not read as "not
+ * bound" nor hand kernels a NULL pointer.  A non-empty one fails the size
+ * check at run time. */
+static _Alignas(64) uint8_t k_empty_input[64];
+
 KILN_API int kiln_context_bind(kiln_context *c, const char *name, void *data, size_t bytes) {
-    KILN__ASSERT(c && name);
+    KILN__ARG(c && name, KILN_EINVAL);
     int is_in = 0;
     int32_t t = find_io(c, name, &is_in);
     if (t < 0) return no_such_io(c, name);
+    if (!data && bytes)
+        return kiln__err(KILN_EINVAL, "kiln_context_bind('%s'): NULL data with %zu bytes", name, bytes);
+    if (!data && is_in) data = k_empty_input;
     if (c->bind[t] != data) c->ptrs_dirty = 1;
     c->bind[t] = data;
     c->bind_bytes[t] = data ? bytes : 0;
@@ -694,7 +708,7 @@ KILN_API int kiln_context_bind(kiln_context *c, const char *name, void *data, si
 }
 
 KILN_API void kiln_context_set_debug(kiln_context *c, int on) {
-    KILN__ASSERT(c);
+    KILN__ARG(c, );
     if (!!on != c->debug) {
         c->debug = !!on;
         c->dirty = 1;
@@ -702,12 +716,12 @@ KILN_API void kiln_context_set_debug(kiln_context *c, int on) {
 }
 
 KILN_API void kiln_context_set_profiling(kiln_context *c, int on) {
-    KILN__ASSERT(c);
+    KILN__ARG(c, );
     c->profiling = !!on;
 }
 
 KILN_API int kiln_context_profile(const kiln_context *c, int layer, const char **name, double *ms) {
-    KILN__ASSERT(c);
+    KILN__ARG(c, KILN_EINVAL);
     if (layer < 0 || layer >= c->e->nlayers)
         return kiln__err(KILN_EINVAL, "layer %d out of range [0, %d)", layer, (int)c->e->nlayers);
     if (name) *name = c->e->layers[layer].name;
@@ -727,7 +741,7 @@ static int refresh(kiln_context *c) {
 
 KILN_API int kiln_context_shape(const kiln_context *cc, const char *name, int *ndim,
                                 int64_t *dims) {
-    KILN__ASSERT(cc && name && ndim && dims);
+    KILN__ARG(cc && name && ndim && dims, KILN_EINVAL);
     kiln_context *c = (kiln_context *)cc; /* values are a cache */
     int is_in = 0;
     int32_t t = find_io(c, name, &is_in);
@@ -748,7 +762,7 @@ KILN_API int kiln_context_shape(const kiln_context *cc, const char *name, int *n
 }
 
 KILN_API const void *kiln_context_output(const kiln_context *c, const char *name) {
-    KILN__ASSERT(c && name);
+    KILN__ARG(c && name, NULL);
     int is_in = 0;
     int32_t t = find_io(c, name, &is_in);
     if (t < 0 || is_in) {
@@ -762,7 +776,7 @@ KILN_API const void *kiln_context_output(const kiln_context *c, const char *name
 
 KILN_API int kiln_context_output_capacity(const kiln_context *cc, const char *name,
                                           size_t *bytes) {
-    KILN__ASSERT(cc && name && bytes);
+    KILN__ARG(cc && name && bytes, KILN_EINVAL);
     kiln_context *c = (kiln_context *)cc;
     int is_in = 0;
     int32_t t = find_io(c, name, &is_in);
@@ -926,9 +940,10 @@ static int after_size_layer(kiln_context *c, int32_t l) {
 }
 
 KILN_API int kiln_context_run(kiln_context *c) {
-    KILN__ASSERT(c);
+    KILN__ARG(c, KILN_EINVAL);
     const kiln_engine *e = c->e;
     int rc;
+    kiln__misuse_clear();
     for (int32_t i = 0; i < e->ninputs; i++) {
         int32_t t = e->inputs[i];
         if (!c->bind[t])
@@ -949,10 +964,14 @@ KILN_API int kiln_context_run(kiln_context *c) {
     for (int32_t i = 0; i < e->ninputs + e->noutputs; i++) {
         int32_t t = i < e->ninputs ? e->inputs[i] : e->outputs[i - e->ninputs];
         if (!c->bind[t]) continue;
-        if (c->bind_bytes[t] < c->tbytes[t])
+        /* an output's buffer holds its whole in-place chain */
+        uint64_t need = c->tbytes[t];
+        if (i >= e->ninputs && c->talloc[c->root[t]] - (debug_slack(c)) > need)
+            need = c->talloc[c->root[t]] - debug_slack(c);
+        if (c->bind_bytes[t] < need)
             return kiln__err(KILN_EINVAL, "%s '%s' needs %llu bytes, buffer has %zu",
                              i < e->ninputs ? "input" : "output", e->tensors[t].name,
-                             (unsigned long long)c->tbytes[t], c->bind_bytes[t]);
+                             (unsigned long long)need, c->bind_bytes[t]);
     }
     if (c->ptrs_dirty && (rc = patch_pointers(c))) return rc;
 
@@ -963,8 +982,14 @@ KILN_API int kiln_context_run(kiln_context *c) {
         ctx_layer *cl = &L[l];
         double t0 = 0;
         if (debug) debug_before(c, l);
+        if (cl->check) {
+            rc = kiln__layer_check_shapes(e, l, e->layers[l].state, cl->call.attrs, cl->in, cl->out, c->dep);
+            if (rc) return rc;
+            cl->check = 0;
+        }
         if (prof) t0 = kiln__now_ms();
         rc = cl->vt ? cl->vt->enqueue(cl->state, &cl->call) : run_aot(c, l);
+        rc = kiln__misuse_take(rc);
         if (rc) return layer_err(&e->layers[l], rc);
         if (prof) c->prof_ms[l] = kiln__now_ms() - t0;
         if (cl->nsize && (rc = after_size_layer(c, l))) return rc;

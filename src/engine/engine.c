@@ -270,12 +270,12 @@ int kiln__engine_prepare(kiln_engine *e) {
 }
 
 KILN_API int kiln_engine_num_inputs(const kiln_engine *e) {
-    KILN__ASSERT(e);
+    KILN__ARG(e, KILN_EINVAL);
     return e->ninputs;
 }
 
 KILN_API int kiln_engine_num_outputs(const kiln_engine *e) {
-    KILN__ASSERT(e);
+    KILN__ARG(e, KILN_EINVAL);
     return e->noutputs;
 }
 
@@ -291,7 +291,7 @@ static int node_has_size_sym(const kiln_engine *e, int32_t n, int depth) {
 }
 
 KILN_API int kiln_engine_io(const kiln_engine *e, int i, kiln_io_info *info) {
-    KILN__ASSERT(e && info);
+    KILN__ARG(e && info, KILN_EINVAL);
     if (i < 0 || i >= e->ninputs + e->noutputs)
         return kiln__err(KILN_EINVAL, "engine IO index %d out of range [0, %d)", i,
                          (int)(e->ninputs + e->noutputs));

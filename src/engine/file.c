@@ -16,7 +16,7 @@
  *   then the sections, each starting 64-byte aligned, gaps zero-filled; the
  *   file ends exactly where the last section ends.
  *
- * Sections: META (threads, device), NODES (the shape program), TENSORS,
+ * Sections: META (threads, device, build host id), NODES (the shape program), TENSORS,
  * LAYERS, IO, PROFILES, WEIGHTS (raw, 64-byte aligned in the file, so an
  * mmap gives aligned weights used in place), AOT (kernel records, see
  * kiln__aot_serialize), PLUGINS (identities, library paths, embedded .so),
@@ -24,7 +24,8 @@
  * layers: u32 count, then per fused layer i32 layer index, u32 op count,
  * per op str ns, str name, i32 version, i32 input count, i32 activation
  * slot, i32 tensor per input (-1: the activation or absent), u64 attribute
- * blob size + blob).
+ * blob size + blob), SIGNATURE (optional, always last: the signer's
+ * Ed25519 public key and a signature of the file, see trust.c).
  * Strings are u32 length + bytes (no NUL).
  *
  * Loading trusts nothing: the header and each section are checksummed
@@ -35,6 +36,8 @@
 #include "kiln_int.h"
 #include "core/bytes.h"
 
+#include "engine/trust.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -42,7 +45,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define KILN__FILE_VERSION 1u
+/* The one place the format is versioned: bump it with every change of the
+ * layout or of a section's meaning, and say what changed.
+ *   1  first release
+ *   2  META carries the build host id; optional SIGNATURE section */
+#define KILN__FILE_VERSION 2u
 #define FILE_MAGIC "KILNENG"
 #define HDR_FIXED 40u
 #define SEC_ENTRY 32u
@@ -59,13 +66,14 @@ enum {
     SEC_AOT,
     SEC_PLUGINS,
     SEC_FUSION, /* optional: written only when a layer has fused epilogues */
+    SEC_SIGNATURE, /* optional, last: written by kiln_engine_save_signed */
     SEC_COUNT_
 };
 
 static const char *sec_name(uint32_t id) {
     static const char *const names[] = {"?",  "META",     "NODES",   "TENSORS", "LAYERS",
                                         "IO", "PROFILES", "WEIGHTS", "AOT",     "PLUGINS",
-                                        "FUSION"};
+                                        "FUSION", "SIGNATURE"};
     return id < SEC_COUNT_ ? names[id] : "?";
 }
 
@@ -128,6 +136,7 @@ static int build_sections(const kiln_engine *e, wbuf *sec) {
     /* META */
     w_u32(&sec[SEC_META], (uint32_t)e->threads);
     w_u32(&sec[SEC_META], (uint32_t)e->device);
+    w_u64(&sec[SEC_META], e->host_id ? e->host_id : kiln__host_id());
 
     /* NODES */
     wbuf *w = &sec[SEC_NODES];
@@ -269,14 +278,29 @@ static int build_sections(const kiln_engine *e, wbuf *sec) {
     return 0;
 }
 
-/* Sections written: all but an empty optional FUSION. */
-static int sec_written(const wbuf *sec, int s) { return s != SEC_FUSION || sec[s].n > 0; }
+/* Sections written: all but an empty optional FUSION or SIGNATURE. */
+static int sec_written(const wbuf *sec, int s) {
+    return (s != SEC_FUSION && s != SEC_SIGNATURE) || sec[s].n > 0;
+}
 
-static int serialize(const kiln_engine *e, wbuf *out) {
+static void put64(uint8_t *p, uint64_t v) {
+    for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+
+/* `sk` (64 bytes) or NULL: sign the image (SIGNATURE section, last). */
+static int serialize(const kiln_engine *e, const unsigned char *sk, wbuf *out) {
     wbuf sec[SEC_COUNT_];
     memset(sec, 0, sizeof sec);
     int rc = build_sections(e, sec);
     if (rc) goto done;
+    if (sk) {
+        static const uint8_t z[KILN__SIG_SECTION];
+        w_raw(&sec[SEC_SIGNATURE], z, sizeof z);
+        if (sec[SEC_SIGNATURE].oom) {
+            rc = kiln__err(KILN_ENOMEM, "out of memory serializing the engine");
+            goto done;
+        }
+    }
 
     const char *sig = e->device_sig ? e->device_sig : kiln_cpu_signature();
     uint32_t siglen = (uint32_t)strlen(sig);
@@ -320,17 +344,24 @@ static int serialize(const kiln_engine *e, wbuf *out) {
     }
     /* The file ends where the last section ends; trailing padding would be
      * bytes no checksum covers. */
-    uint64_t h = ck64(out->p, hdr);
-    for (int i = 0; i < 8; i++) out->p[32 + i] = (uint8_t)(h >> (8 * i));
+    if (sk) {
+        /* SIGNATURE is the last section and the last table entry. */
+        size_t ent = hdr - SEC_ENTRY, so = (size_t)offs[SEC_SIGNATURE];
+        kiln__sig_skip skip = {{32, ent + 24, so}, {8, 8, KILN__SIG_SECTION}};
+        rc = kiln__sig_create(out->p, out->n, &skip, sk, out->p + so);
+        if (rc) goto done;
+        put64(out->p + ent + 24, ck64(out->p + so, KILN__SIG_SECTION));
+    }
+    put64(out->p + 32, ck64(out->p, hdr));
 done:
     for (int s = 1; s < SEC_COUNT_; s++) kiln__free(sec[s].p);
     return rc;
 }
 
-KILN_API int kiln_engine_serialize(const kiln_engine *e, void **buf, size_t *size) {
-    KILN__ASSERT(e && buf && size);
+static int serialize_to(const kiln_engine *e, const unsigned char *sk, void **buf, size_t *size) {
+    if (!e || !buf || !size) return kiln__err(KILN_EINVAL, "kiln_engine_serialize: NULL argument");
     wbuf w = {0};
-    int rc = serialize(e, &w);
+    int rc = serialize(e, sk, &w);
     if (rc) {
         kiln__free(w.p);
         return rc;
@@ -340,13 +371,23 @@ KILN_API int kiln_engine_serialize(const kiln_engine *e, void **buf, size_t *siz
     return 0;
 }
 
-KILN_API int kiln_engine_save(const kiln_engine *e, const char *path) {
-    KILN__ASSERT(e && path);
+KILN_API int kiln_engine_serialize(const kiln_engine *e, void **buf, size_t *size) {
+    return serialize_to(e, NULL, buf, size);
+}
+
+KILN_API int kiln_engine_serialize_signed(const kiln_engine *e, const unsigned char sk[64],
+                                          void **buf, size_t *size) {
+    if (!sk) return kiln__err(KILN_EINVAL, "kiln_engine_serialize_signed: NULL secret key");
+    return serialize_to(e, sk, buf, size);
+}
+
+static int save_to(const kiln_engine *e, const char *path, const unsigned char *sk) {
+    if (!e || !path) return kiln__err(KILN_EINVAL, "kiln_engine_save: NULL argument");
     struct stat pst;
     if (stat(path, &pst) == 0 && S_ISDIR(pst.st_mode))
         return kiln__err(KILN_EIO, "cannot save engine to '%s': it is a directory (expected a file path)", path);
     wbuf w = {0};
-    int rc = serialize(e, &w);
+    int rc = serialize(e, sk, &w);
     if (rc) {
         kiln__free(w.p);
         return rc;
@@ -395,6 +436,13 @@ out:
     kiln__free(tmp);
     kiln__free(w.p);
     return rc;
+}
+
+KILN_API int kiln_engine_save(const kiln_engine *e, const char *path) { return save_to(e, path, NULL); }
+
+KILN_API int kiln_engine_save_signed(const kiln_engine *e, const char *path, const unsigned char sk[64]) {
+    if (!sk) return kiln__err(KILN_EINVAL, "kiln_engine_save_signed: NULL secret key");
+    return save_to(e, path, sk);
 }
 
 /* ------------------------------------------------------------ reader */
@@ -824,6 +872,7 @@ static int parse_meta(kiln_engine *e, const secinfo *s) {
     r_check(&r, e->threads, 0, 4097, "threads", 0);
     r_check(&r, dev, KILN_DEVICE_CPU, KILN_DEVICE_CUDA + 1, "device", at);
     e->device = (kiln_device_kind)dev;
+    e->host_id = r_u64(&r, "build host id");
     r_end(&r);
     return r.err;
 }
@@ -956,9 +1005,52 @@ static int device_ok(const char *built, const char *here) {
     return 1;
 }
 
+unsigned kiln__file_version(void) { return KILN__FILE_VERSION; }
+
+/* The version check, the single place that knows which versions load. */
+static int version_ok(uint32_t ver) {
+    if (ver == KILN__FILE_VERSION) return 0;
+    return kiln__err(KILN_EVERSION,
+                     "engine file format version %u, this kiln reads version %u: %s", ver,
+                     KILN__FILE_VERSION,
+                     ver < KILN__FILE_VERSION ? "the file is older, rebuild the engine with this kiln"
+                                              : "the file is newer, use the kiln that built it or rebuild");
+}
+
+KILN_API int kiln_engine_has_code(const kiln_engine *e) {
+    if (!e) return 0;
+    if (e->naot > 0) return 1;
+    for (int32_t i = 0; i < e->nplugins; i++)
+        if (e->plugins[i].so_size) return 1;
+    return 0;
+}
+
+/* Native code runs only by the caller's choice (kiln_load_options). */
+static int trust_ok(const kiln_engine *e, const kiln_load_options *opt, int verified) {
+    if (!kiln_engine_has_code(e) || verified) return 0;
+    int32_t nso = 0;
+    for (int32_t i = 0; i < e->nplugins; i++) nso += e->plugins[i].so_size > 0;
+    char what[96];
+    snprintf(what, sizeof what, "%d AOT kernel%s and %d embedded plugin librar%s", (int)e->naot,
+             e->naot == 1 ? "" : "s", (int)nso, nso == 1 ? "y" : "ies");
+    if (opt->code == KILN_CODE_ALLOW) return 0;
+    if (opt->code == KILN_CODE_LOCAL) {
+        if (e->host_id == kiln__host_id()) return 0;
+        return kiln__err(KILN_ETRUST,
+                         "engine carries native code (%s) and was built on another machine: "
+                         "load it only if you trust the file (kiln run --allow-code, "
+                         "KILN_CODE_ALLOW) or verify its signature (--verify PUBKEY)", what);
+    }
+    return kiln__err(KILN_ETRUST,
+                     "engine carries native code (%s) and code is not allowed (KILN_CODE_DENY): "
+                     "allow it (--allow-code, KILN_CODE_ALLOW) or verify a signature (--verify PUBKEY)",
+                     what);
+}
+
 /* Parse and verify a whole file image.  `weights_in_place`: point the
  * weights into `p` (the mapping) instead of copying them. */
-static int parse_image(const uint8_t *p, size_t n, int weights_in_place, kiln_engine *e) {
+static int parse_image(const uint8_t *p, size_t n, int weights_in_place, const kiln_load_options *opt,
+                       kiln_engine *e) {
     if (n < 8 || memcmp(p, FILE_MAGIC "", 8) != 0)
         return kiln__err(KILN_EFORMAT,
                          "not a kiln engine file (%zu bytes; expected magic \"KILNENG\" at offset 0)", n);
@@ -970,10 +1062,8 @@ static int parse_image(const uint8_t *p, size_t n, int weights_in_place, kiln_en
     h.name = "header";
     h.unit = "file offset";
     h.at = 8;
-    uint32_t ver = r_u32(&h, "version");
-    if (ver != KILN__FILE_VERSION)
-        return kiln__err(KILN_EVERSION, "engine format version %u, this kiln reads %u", ver,
-                         KILN__FILE_VERSION);
+    int rc = version_ok(r_u32(&h, "version"));
+    if (rc) return rc;
     uint32_t hsize = r_u32(&h, "header size"), flags = r_u32(&h, "flags");
     uint32_t nsec = r_u32(&h, "section count"), siglen = r_u32(&h, "signature length");
     uint32_t resv = r_u32(&h, "reserved");
@@ -1040,8 +1130,29 @@ static int parse_image(const uint8_t *p, size_t n, int weights_in_place, kiln_en
         return kiln__err(KILN_EFORMAT, "engine file has %llu bytes after its last section (file is %zu bytes)",
                          (unsigned long long)(n - end), n);
     for (int s = 1; s < SEC_COUNT_; s++)
-        if (!sec[s].present && s != SEC_FUSION)
+        if (!sec[s].present && s != SEC_FUSION && s != SEC_SIGNATURE)
             return kiln__err(KILN_EFORMAT, "engine file lacks section %s", sec_name((uint32_t)s));
+    int verified = 0;
+    if (sec[SEC_SIGNATURE].present) {
+        /* Last in the table and in the file, of a fixed size. */
+        uint64_t ent = hsize - SEC_ENTRY;
+        if (sec[SEC_SIGNATURE].size != KILN__SIG_SECTION || rd64le(p + ent) != SEC_SIGNATURE ||
+            sec[SEC_SIGNATURE].off + KILN__SIG_SECTION != n)
+            return kiln__err(KILN_EFORMAT,
+                             "section SIGNATURE (offset %llu): %llu bytes, expected %u bytes as the "
+                             "last section", (unsigned long long)sec[SEC_SIGNATURE].off,
+                             (unsigned long long)sec[SEC_SIGNATURE].size, KILN__SIG_SECTION);
+    }
+    if (opt->verify_key) {
+        if (!sec[SEC_SIGNATURE].present)
+            return kiln__err(KILN_ETRUST, "engine is not signed, and a signature was required "
+                             "(build it with kiln build --sign KEY or kiln_engine_save_signed)");
+        kiln__sig_skip skip = {{32, hsize - SEC_ENTRY + 24, (size_t)sec[SEC_SIGNATURE].off},
+                               {8, 8, KILN__SIG_SECTION}};
+        if ((rc = kiln__sig_verify(p, n, &skip, sec[SEC_SIGNATURE].p, opt->verify_key))) return rc;
+        verified = 1;
+    }
+    e->signature = verified ? 2 : sec[SEC_SIGNATURE].present;
 
     const char *here = kiln_cpu_signature();
     if (!device_ok(sig, here))
@@ -1051,7 +1162,6 @@ static int parse_image(const uint8_t *p, size_t n, int weights_in_place, kiln_en
     e->device_sig = kiln__strdup(sig);
     if (!e->device_sig) return kiln__err(KILN_ENOMEM, "out of memory");
 
-    int rc;
     if ((rc = parse_meta(e, &sec[SEC_META]))) return rc;
     if ((rc = parse_nodes(e, &sec[SEC_NODES]))) return rc;
     if ((rc = parse_tensors(e, &sec[SEC_TENSORS]))) return rc;
@@ -1073,16 +1183,22 @@ static int parse_image(const uint8_t *p, size_t n, int weights_in_place, kiln_en
         memcpy(e->weights, sec[SEC_WEIGHTS].p, (size_t)e->weights_size);
     }
     if ((rc = check_refs(e, sec))) return rc;
+    if ((rc = kiln__engine_validate(e))) return rc;
+    if ((rc = trust_ok(e, opt, verified))) return rc;
     return kiln__engine_prepare(e);
 }
 
-KILN_API int kiln_engine_load_memory(const void *buf, size_t size, kiln_engine **out) {
-    KILN__ASSERT(out);
+static const kiln_load_options default_opts;
+
+KILN_API int kiln_engine_load_memory_ex(const void *buf, size_t size, const kiln_load_options *opt,
+                                        kiln_engine **out) {
+    if (!out) return kiln__err(KILN_EINVAL, "kiln_engine_load_memory: NULL output pointer");
     *out = NULL;
+    if (!opt) opt = &default_opts;
     if (!buf && size) return kiln__err(KILN_EINVAL, "engine buffer is NULL");
     kiln_engine *e = kiln__calloc(1, sizeof *e);
     if (!e) return kiln__err(KILN_ENOMEM, "out of memory");
-    int rc = parse_image(buf ? buf : "", size, 0, e);
+    int rc = parse_image(buf ? buf : "", size, 0, opt, e);
     if (rc) {
         kiln__engine_destroy(e);
         return rc;
@@ -1091,9 +1207,15 @@ KILN_API int kiln_engine_load_memory(const void *buf, size_t size, kiln_engine *
     return 0;
 }
 
-KILN_API int kiln_engine_load(const char *path, kiln_engine **out) {
-    KILN__ASSERT(path && out);
+KILN_API int kiln_engine_load_memory(const void *buf, size_t size, kiln_engine **out) {
+    return kiln_engine_load_memory_ex(buf, size, NULL, out);
+}
+
+KILN_API int kiln_engine_load_ex(const char *path, const kiln_load_options *opt, kiln_engine **out) {
+    if (!out) return kiln__err(KILN_EINVAL, "kiln_engine_load: NULL output pointer");
     *out = NULL;
+    if (!path) return kiln__err(KILN_EINVAL, "kiln_engine_load: NULL path");
+    if (!opt) opt = &default_opts;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return kiln__err(KILN_EIO, "cannot open engine '%s': %s", path, strerror(errno));
     struct stat st;
@@ -1125,7 +1247,7 @@ KILN_API int kiln_engine_load(const char *path, kiln_engine **out) {
     }
     e->map = map;
     e->map_size = n;
-    int rc = parse_image(map ? map : "", n, 1, e);
+    int rc = parse_image(map ? map : "", n, 1, opt, e);
     if (rc) {
         kiln__err_prefix(rc, "engine '%s'", path);
         kiln__engine_destroy(e);
@@ -1138,3 +1260,7 @@ KILN_API int kiln_engine_load(const char *path, kiln_engine **out) {
 /* The section checksum, for tests that patch engine files on purpose. */
 uint64_t kiln__file_checksum(const void *p, size_t n);
 uint64_t kiln__file_checksum(const void *p, size_t n) { return ck64(p, n); }
+
+KILN_API int kiln_engine_load(const char *path, kiln_engine **out) {
+    return kiln_engine_load_ex(path, NULL, out);
+}

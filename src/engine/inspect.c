@@ -115,13 +115,24 @@ static void human(uint64_t b, char *buf, size_t n) {
 }
 
 KILN_API int kiln_engine_inspect(const kiln_engine *e, FILE *out) {
-    KILN__ASSERT(e && out);
+    KILN__ARG(e && out, KILN_EINVAL);
     char b1[1024], b2[64];
-    fprintf(out, "kiln engine (format version 1)\n");
+    fprintf(out, "kiln engine (format version %u)\n", kiln__file_version());
     fprintf(out, "  device:    %s (%s)\n", e->device == KILN_DEVICE_CUDA ? "cuda" : "cpu",
             e->device_sig ? e->device_sig : kiln_cpu_signature());
     fprintf(out, "  threads:   %d\n", (int)e->threads);
     fprintf(out, "  source:    %s\n", e->map ? "mmapped file" : "memory");
+    int32_t nso = 0;
+    for (int32_t i = 0; i < e->nplugins; i++) nso += e->plugins[i].so_size > 0;
+    if (kiln_engine_has_code(e))
+        fprintf(out, "  native code: yes (%d AOT kernel%s, %d embedded plugin librar%s): runs in the "
+                "loading process; load only trusted engines (docs/AOT.md, Trust)\n", (int)e->naot,
+                e->naot == 1 ? "" : "s", (int)nso, nso == 1 ? "y" : "ies");
+    else
+        fprintf(out, "  native code: none (data only: loading and running cannot run code from the file)\n");
+    fprintf(out, "  signature: %s\n", e->signature == 2 ? "Ed25519, verified"
+                                       : e->signature ? "Ed25519 (not verified: kiln inspect --verify PUBKEY)"
+                                                      : "none");
 
     fprintf(out, "inputs (%d):\n", (int)e->ninputs);
     for (int32_t i = 0; i < e->ninputs; i++) {

@@ -3,8 +3,10 @@
  *
  *   reader.c  files, protobuf parsing with a nesting-depth guard, TensorProto
  *             decoding (raw/typed/external data) and kiln_onnx_read_tensor
- *   import.c  ModelProto -> kiln_network (node mapping, attributes,
- *             subgraphs with outer-scope names)
+ *   import*.c ModelProto -> kiln_network (node mapping, attributes,
+ *             subgraphs with outer-scope names); import.c has the map of
+ *             its parts, import_int.h what they share
+ *   function.c model-local functions inlined before the import
  */
 #ifndef KILN_ONNX_INT_H
 #define KILN_ONNX_INT_H

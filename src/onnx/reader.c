@@ -7,11 +7,13 @@
 #include "onnx_int.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 static void *pb_alloc(void *ud, size_t n) {
     (void)ud;
@@ -23,16 +25,35 @@ static void pb_free(void *ud, void *p) {
 }
 ProtobufCAllocator kiln__onnx_pb_alloc = {pb_alloc, pb_free, NULL};
 
+/* Open a file for reading only if it is a regular file.  The type is
+ * checked on the open descriptor, and the open does not block: a FIFO (or
+ * a device) named as a model or as external data used to hang the build
+ * in fopen waiting for a writer.  Returns 0, -1 (not a regular file) or an
+ * errno value. */
+static int open_regular(const char *path, int flags, FILE **f, struct stat *st) {
+    *f = NULL;
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | flags);
+    if (fd < 0) return errno ? errno : EIO;
+    if (fstat(fd, st) != 0 || !S_ISREG(st->st_mode)) {
+        close(fd);
+        return -1;
+    }
+    if (!(*f = fdopen(fd, "rb"))) {
+        int e = errno ? errno : EIO;
+        close(fd);
+        return e;
+    }
+    return 0;
+}
+
 int kiln__onnx_read_file(const char *path, uint8_t **buf, size_t *size) {
     *buf = NULL;
     *size = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f) return kiln__err(KILN_EIO, "cannot open '%s': %s", path, strerror(errno));
+    FILE *f;
     struct stat st;
-    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
-        fclose(f);
-        return kiln__err(KILN_EIO, "'%s' is not a regular file", path);
-    }
+    int e = open_regular(path, 0, &f, &st);
+    if (e > 0) return kiln__err(KILN_EIO, "cannot open '%s': %s", path, strerror(e));
+    if (e) return kiln__err(KILN_EIO, "'%s' is not a regular file", path);
     if ((uint64_t)st.st_size > KILN__ONNX_MAX_FILE) {
         fclose(f);
         return kiln__err(KILN_EIO, "'%s' is too large (%lld bytes, limit %llu)", path,
@@ -197,6 +218,7 @@ static int external_path(const char *base_dir, const char *loc, const char *wher
         return kiln__err(KILN_EFORMAT,
                          "%s: external data '%s' resolves to '%s', outside the model's folder '%s'",
                          where, loc, rf, rb);
+    snprintf(out, size, "%s", rf); /* the checked file, not a link that may change */
     return 0;
 }
 
@@ -227,13 +249,12 @@ static int read_external(const Onnx__TensorProto *t, const char *base_dir, const
     if (length >= 0 && (uint64_t)length != bytes)
         return kiln__err(KILN_EFORMAT, "%s: external data length %lld, expected %zu bytes", where,
                          (long long)length, bytes);
-    FILE *f = fopen(path, "rb");
-    if (!f) return kiln__err(KILN_EIO, "%s: cannot open '%s': %s", where, path, strerror(errno));
+    /* path is resolved (external_path): O_NOFOLLOW refuses a link swapped in since */
+    FILE *f;
     struct stat st;
-    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
-        fclose(f);
-        return kiln__err(KILN_EIO, "%s: '%s' is not a regular file", where, path);
-    }
+    int e = open_regular(path, O_NOFOLLOW, &f, &st);
+    if (e > 0) return kiln__err(KILN_EIO, "%s: cannot open '%s': %s", where, path, strerror(e));
+    if (e) return kiln__err(KILN_EIO, "%s: external data '%s' is not a regular file", where, path);
     if ((uint64_t)offset > (uint64_t)st.st_size || bytes > (uint64_t)st.st_size - (uint64_t)offset) {
         fclose(f);
         return kiln__err(KILN_EFORMAT,
@@ -422,7 +443,7 @@ static void pb_dir(const char *pb_path, char *dir, size_t size) {
 
 KILN_API int kiln_onnx_read_tensor(const char *pb_path, kiln_dtype *dtype, int *ndim,
                                    int64_t *dims, void **data) {
-    KILN__ASSERT(pb_path && dtype && ndim && dims && data);
+    KILN__ARG(pb_path && dtype && ndim && dims && data, KILN_EINVAL);
     *data = NULL;
     uint8_t *buf;
     size_t size;
@@ -581,7 +602,7 @@ static int seq_append(const Onnx__SequenceProto *q, const char *dir, const char 
 }
 
 KILN_API int kiln_onnx_read_sequence(const char *pb_path, kiln_onnx_sequence *out) {
-    KILN__ASSERT(pb_path && out);
+    KILN__ARG(pb_path && out, KILN_EINVAL);
     memset(out, 0, sizeof *out);
     out->rank = -1;
     out->present = 1;
@@ -618,7 +639,7 @@ KILN_API int kiln_onnx_read_sequence(const char *pb_path, kiln_onnx_sequence *ou
 
 KILN_API int kiln_onnx_read_strings(const char *pb_path, int *ndim, int64_t *dims, int64_t **lens, void **bytes,
                                     size_t *nbytes) {
-    KILN__ASSERT(pb_path && ndim && dims && lens && bytes && nbytes);
+    KILN__ARG(pb_path && ndim && dims && lens && bytes && nbytes, KILN_EINVAL);
     *lens = NULL;
     *bytes = NULL;
     *nbytes = 0;

@@ -31,7 +31,7 @@ static kiln_dtype schema_elem(const kiln_attr_def *d) {
     return d->elem == KILN_DTYPE_UNDEFINED ? KILN_DTYPE_I64 : d->elem;
 }
 
-static const char *type_name(kiln_attr_type t) {
+const char *kiln_attr_type_name(kiln_attr_type t) {
     switch (t) {
     case KILN_ATTR_INT: return "int";
     case KILN_ATTR_FLOAT: return "float";
@@ -41,8 +41,8 @@ static const char *type_name(kiln_attr_type t) {
     case KILN_ATTR_ARRAY: return "array";
     case KILN_ATTR_TENSOR: return "tensor";
     case KILN_ATTR_GRAPH: return "graph";
-    default: return "?";
     }
+    return "?";
 }
 
 static int is_int_dtype(kiln_dtype t) {
@@ -263,9 +263,9 @@ static void list_names(const kiln_attr_def *defs, int count, char *buf, size_t s
 
 static void describe(const kiln_attr_value *v, char *buf, size_t size) {
     if (v->type == KILN_ATTR_ARRAY || v->type == KILN_ATTR_TENSOR)
-        snprintf(buf, size, "%s of %s", type_name(v->type), kiln_dtype_name(v->elem));
+        snprintf(buf, size, "%s of %s", kiln_attr_type_name(v->type), kiln_dtype_name(v->elem));
     else
-        snprintf(buf, size, "%s", type_name(v->type));
+        snprintf(buf, size, "%s", kiln_attr_type_name(v->type));
 }
 
 /* Convert val to the schema type of d into out (deep, owning). */
@@ -480,7 +480,7 @@ int kiln__attr_parse_default(const kiln_attr_def *d, kiln_attr_value *out) {
     case KILN_ATTR_BOOL:
         if (parse_num(text, text + strlen(text), &n) != 0)
             return kiln__err(KILN_EINVAL, "attribute '%s': default \"%s\" is not a %s", d->name, text,
-                             type_name(d->type));
+                             kiln_attr_type_name(d->type));
         if (n.is_float) {
             v.type = KILN_ATTR_FLOAT;
             v.f = n.d;
@@ -565,7 +565,7 @@ int kiln__attr_parse_default(const kiln_attr_def *d, kiln_attr_value *out) {
     }
     default:
         return kiln__err(KILN_EINVAL, "attribute '%s': a %s attribute cannot have a text default", d->name,
-                         type_name(d->type));
+                         kiln_attr_type_name(d->type));
     }
     int rc = convert(d, &v, out);
     if (rc) return kiln__err_prefix(rc, "default \"%s\"", text);
@@ -619,7 +619,7 @@ int kiln__attrs_serialize(const kiln__attrset *s, void *buf, size_t *size) {
         }
         default:
             return kiln__err(KILN_EUNSUPPORTED, "attribute '%s': %s attributes cannot be serialized", d->name,
-                             type_name(v->type));
+                             kiln_attr_type_name(v->type));
         }
     }
     if (buf && w.n > *size) {
@@ -653,7 +653,7 @@ static int decode_one(kiln__rbuf *r, kiln__attrset *s, const kiln__op *op, uint8
     seen[i] = 1;
     if (type != d->type || (type == KILN_ATTR_ARRAY && elem != schema_elem(d)))
         return kiln__r_fail_at(r, name_off, KILN_EFORMAT, "'%s' stored as %s (elem %s), schema says %s",
-                               d->name, type_name(type), kiln_dtype_name(elem), type_name(d->type));
+                               d->name, kiln_attr_type_name(type), kiln_dtype_name(elem), kiln_attr_type_name(d->type));
     kiln_attr_value v = {0};
     v.present = 1;
     v.type = type;
@@ -776,24 +776,48 @@ fail:
 
 /* ---------------------------------------------------------------- accessors */
 
+/* What a misused accessor returns: absent, so the kernel's own "not set"
+ * path runs; the call is failed anyway once the callback returns
+ * (kiln__misuse_take).  Array readers get a zeroed buffer, never NULL. */
+static const int64_t k_zeros[256];
+static const kiln_attr_value k_absent = {.present = 0, .s = "", .data = k_zeros};
+
+/* The schema's attribute names, for "no such attribute" messages. */
+static void names_of(const kiln_attrs *a, char *buf, size_t size) {
+    size_t off = 0;
+    buf[0] = 0;
+    for (int i = 0; i < a->count && off < size; i++)
+        off += (size_t)snprintf(buf + off, size - off, "%s%s", i ? ", " : "", a->defs[i].name);
+    if (!a->count) snprintf(buf, size, "none");
+}
+
 static const kiln_attr_value *get_checked(const kiln_attrs *a, const char *name, kiln_attr_type t1,
                                           kiln_attr_type t2, const char *fn) {
-    KILN__ASSERT(a && name);
+    if (!a || !name) {
+        kiln__misuse("%s: invalid argument, expected %s", fn, !a ? "an attribute set, found NULL"
+                                                                  : "an attribute name, found NULL");
+        return &k_absent;
+    }
     for (int i = 0; i < a->count; i++) {
         if (strcmp(a->defs[i].name, name) != 0) continue;
         if (a->defs[i].type != t1 && a->defs[i].type != t2) {
-            fprintf(stderr, "kiln: %s(\"%s\"): the schema declares a %s attribute\n", fn, name,
-                    type_name(a->defs[i].type));
-            kiln__assert_fail("attribute accessor matches the schema type", __FILE__, __LINE__);
+            kiln__misuse("%s(\"%s\"): the schema declares a %s attribute, this accessor reads %s", fn, name,
+                         kiln_attr_type_name(a->defs[i].type), kiln_attr_type_name(t1));
+            return &k_absent;
         }
         return &a->v[i];
     }
-    fprintf(stderr, "kiln: %s(\"%s\"): no such attribute in the op's schema\n", fn, name);
-    kiln__assert_fail("attribute exists in the schema", __FILE__, __LINE__);
+    char names[512];
+    names_of(a, names, sizeof names);
+    kiln__misuse("%s(\"%s\"): no such attribute in the op's schema (its attributes: %s)", fn, name, names);
+    return &k_absent;
 }
 
 const kiln_attr_value *kiln_attrs_get(const kiln_attrs *a, const char *name) {
-    KILN__ASSERT(a && name);
+    if (!a || !name) {
+        kiln__misuse("kiln_attrs_get: invalid argument, expected an attribute set and a name, found NULL");
+        return NULL;
+    }
     for (int i = 0; i < a->count; i++)
         if (strcmp(a->defs[i].name, name) == 0) return &a->v[i];
     return NULL;
@@ -811,7 +835,7 @@ double kiln_attrs_float(const kiln_attrs *a, const char *name) {
 
 const char *kiln_attrs_string(const kiln_attrs *a, const char *name) {
     const kiln_attr_value *v = get_checked(a, name, KILN_ATTR_STRING, KILN_ATTR_BYTES, "kiln_attrs_string");
-    return v->present ? v->s : NULL;
+    return v == &k_absent ? "" : v->present ? v->s : NULL;
 }
 
 /* Widened copies of short arrays live in a small per-thread ring so a kernel
@@ -822,20 +846,24 @@ static _Thread_local int64_t t_iring[RING][RING_LEN];
 static _Thread_local float t_fring[RING][RING_LEN];
 static _Thread_local unsigned t_iring_pos, t_fring_pos;
 
+/* Absent (or misused: then *v is a zeroed buffer): -1. */
+static int64_t absent_array(const kiln_attr_value *val, const void **v) {
+    if (v) *v = val == &k_absent ? k_zeros : NULL;
+    return -1;
+}
+
 int64_t kiln_attrs_ints(const kiln_attrs *a, const char *name, const int64_t **v) {
     const kiln_attr_value *val = get_checked(a, name, KILN_ATTR_ARRAY, KILN_ATTR_ARRAY, "kiln_attrs_ints");
-    if (!val->present) {
-        if (v) *v = NULL;
-        return -1;
-    }
+    if (!val->present) return absent_array(val, (const void **)v);
     if (val->elem == KILN_DTYPE_I64) {
         if (v) *v = val->data;
         return val->count;
     }
     if (!is_int_dtype(val->elem) || val->count > RING_LEN) {
-        fprintf(stderr, "kiln: kiln_attrs_ints(\"%s\"): %lld elements of %s cannot be widened to int64\n", name,
-                (long long)val->count, kiln_dtype_name(val->elem));
-        kiln__assert_fail("kiln_attrs_ints on an integer array of at most 256 elements", __FILE__, __LINE__);
+        kiln__misuse("kiln_attrs_ints(\"%s\"): %lld elements of %s cannot be widened to int64 (an integer "
+                     "array of at most %d elements, or I64, expected; read it with kiln_attrs_get)",
+                     name, (long long)val->count, kiln_dtype_name(val->elem), RING_LEN);
+        return absent_array(&k_absent, (const void **)v);
     }
     int64_t *buf = t_iring[t_iring_pos++ % RING];
     for (int64_t k = 0; k < val->count; k++) {
@@ -848,18 +876,16 @@ int64_t kiln_attrs_ints(const kiln_attrs *a, const char *name, const int64_t **v
 
 int64_t kiln_attrs_floats(const kiln_attrs *a, const char *name, const float **v) {
     const kiln_attr_value *val = get_checked(a, name, KILN_ATTR_ARRAY, KILN_ATTR_ARRAY, "kiln_attrs_floats");
-    if (!val->present) {
-        if (v) *v = NULL;
-        return -1;
-    }
+    if (!val->present) return absent_array(val, (const void **)v);
     if (val->elem == KILN_DTYPE_F32) {
         if (v) *v = val->data;
         return val->count;
     }
     if (val->count > RING_LEN) {
-        fprintf(stderr, "kiln: kiln_attrs_floats(\"%s\"): %lld elements of %s cannot be converted to float\n",
-                name, (long long)val->count, kiln_dtype_name(val->elem));
-        kiln__assert_fail("kiln_attrs_floats on an F32 array or one of at most 256 elements", __FILE__, __LINE__);
+        kiln__misuse("kiln_attrs_floats(\"%s\"): %lld elements of %s cannot be converted to float (an F32 "
+                     "array, or one of at most %d elements, expected; read it with kiln_attrs_get)",
+                     name, (long long)val->count, kiln_dtype_name(val->elem), RING_LEN);
+        return absent_array(&k_absent, (const void **)v);
     }
     float *buf = t_fring[t_fring_pos++ % RING];
     for (int64_t k = 0; k < val->count; k++) {

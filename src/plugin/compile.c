@@ -426,7 +426,7 @@ int kiln__write_atomic(const char *path, const void *data, size_t n) {
 
 int kiln_plugin_compile(const char *path_or_source, const kiln_compile_options *opt,
                         char **so_path_out) {
-    KILN__ASSERT(path_or_source);
+    KILN__ARG(path_or_source, KILN_EINVAL);
     static const kiln_compile_options defaults;
     if (!opt) opt = &defaults;
     if (so_path_out) *so_path_out = NULL;
@@ -595,7 +595,7 @@ int kiln_plugin_compile(const char *path_or_source, const kiln_compile_options *
 
 int kiln_plugin_compile_load(const char *path_or_source, const kiln_compile_options *opt,
                              char **so_path_out) {
-    KILN__ASSERT(path_or_source);
+    KILN__ARG(path_or_source, KILN_EINVAL);
     static const kiln_compile_options defaults;
     if (!opt) opt = &defaults;
     if (so_path_out) *so_path_out = NULL;

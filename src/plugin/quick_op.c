@@ -461,7 +461,9 @@ int kiln__op_create(const kiln__op *op, const kiln_attrs *attrs, void **state) {
         attrs = &view;
     }
     const kiln_plugin_def *p = op->plugin;
-    int rc = p->create_user ? p->create_user(attrs, p->user, state) : op->vt->create(attrs, state);
+    kiln__misuse_clear();
+    int rc = kiln__misuse_take(p->create_user ? p->create_user(attrs, p->user, state)
+                                              : op->vt->create(attrs, state));
     kiln__attrset_free(&tmp);
     if (rc) {
         *state = NULL;
@@ -534,7 +536,8 @@ int kiln__op_prepack(const kiln__op *op, const void *state, const kiln_call *c, 
     cc.prepacked = NULL;
     cc.user = op->quick->user;
     size_t n = dst ? want : 0;
-    int rc = op->quick->prepack(&cc, input, dst, &n);
+    kiln__misuse_clear();
+    int rc = kiln__misuse_take(op->quick->prepack(&cc, input, dst, &n));
     if (rc)
         return kiln__err_prefix(rc < 0 ? rc : KILN_EPLUGIN, "op %s::%s v%d: prepack of input %d", op->ns,
                                 op->name, op->version, input);

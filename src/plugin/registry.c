@@ -511,11 +511,7 @@ int kiln_registry_count(void) {
     return n;
 }
 
-int kiln_registry_op(int i, kiln_op_info *info) {
-    if (!info) return kiln__err(KILN_EINVAL, "kiln_registry_op: info is NULL");
-    const kiln__op *o = kiln__registry_at(i);
-    if (!o) return kiln__err(KILN_EINVAL, "kiln_registry_op: op %d out of range (%d registered)", i,
-                             kiln_registry_count());
+static void op_info(const kiln__op *o, kiln_op_info *info) {
     memset(info, 0, sizeof *info);
     info->ns = o->ns;
     info->name = o->name;
@@ -532,7 +528,43 @@ int kiln_registry_op(int i, kiln_op_info *info) {
     info->is_quick = o->quick != NULL;
     info->has_impl = !o->quick || o->quick->impl;
     info->has_aot = o->quick && o->quick->aot;
+}
+
+int kiln_registry_op(int i, kiln_op_info *info) {
+    if (!info) return kiln__err(KILN_EINVAL, "kiln_registry_op: info is NULL");
+    const kiln__op *o = kiln__registry_at(i);
+    if (!o) return kiln__err(KILN_EINVAL, "kiln_registry_op: op %d out of range (%d registered)", i,
+                             kiln_registry_count());
+    op_info(o, info);
     return 0;
+}
+
+/* kiln_registry_find/resolve: o found (info filled), or KILN_ENOTFOUND. */
+static int lookup_result(const kiln__op *o, const char *ns, const char *name, const char *how,
+                         int version, kiln_op_info *info) {
+    if (o) {
+        if (info) op_info(o, info);
+        return 0;
+    }
+    char vers[256];
+    kiln__registry_versions(ns ? ns : "", name ? name : "", vers, sizeof vers);
+    return kiln__err(KILN_ENOTFOUND, "op %s::%s %s %d is not registered (registered versions: %s)",
+                     ns ? ns : "(null)", name ? name : "(null)", how, version, vers);
+}
+
+int kiln_registry_find(const char *ns, const char *name, int version, kiln_op_info *info) {
+    return lookup_result(kiln__registry_find(ns, name, version), ns, name, "version", version, info);
+}
+
+int kiln_registry_resolve(const char *ns, const char *name, int max_version, kiln_op_info *info) {
+    return lookup_result(kiln__registry_resolve(ns, name, max_version), ns, name, "at version <=",
+                         max_version, info);
+}
+
+void kiln_registry_versions(const char *ns, const char *name, char *buf, size_t size) {
+    if (!buf || !size) return;
+    if (!ns || !name) snprintf(buf, size, "none");
+    else kiln__registry_versions(ns, name, buf, size);
 }
 
 /* ---------------------------------------------------------------- dump */
@@ -575,8 +607,7 @@ static void print_value(FILE *out, const kiln_attr_value *v) {
 }
 
 static const char *attr_type_label(const kiln_attr_def *d, char *buf, size_t size) {
-    static const char *const names[] = {"?", "int", "float", "string", "bool", "bytes", "array", "tensor", "graph"};
-    const char *t = (unsigned)d->type <= KILN_ATTR_GRAPH ? names[d->type] : "?";
+    const char *t = kiln_attr_type_name(d->type);
     if (d->type == KILN_ATTR_ARRAY)
         snprintf(buf, size, "%s[]", kiln_dtype_name(d->elem ? d->elem : KILN_DTYPE_I64));
     else

@@ -1,5 +1,5 @@
 /*
- * sgemm.c — packed, cache-blocked single-precision GEMM for the ops2 family.
+ * sgemm.c — packed, cache-blocked single-precision GEMM for the float kernels (sgemm.h).
  *
  * Loop order (BLIS): jc over N in NC blocks, pc over K in KC blocks (pack B
  * block: NR-wide strips), ic over M in MC blocks (pack A block: MR-tall
@@ -16,7 +16,7 @@
  * blocks then read their panels from it and skip that packing.
  */
 #pragma GCC optimize("O3")
-#include "ops/common/ops2.h"
+#include "device/cpu/sgemm.h"
 
 #include "kiln_int.h"
 
@@ -47,8 +47,8 @@
 /* ------------------------------------------------------------ scratch */
 
 typedef struct scratch {
-    float *buf[KILN__OPS2_SCRATCH_SLOTS];
-    size_t cap[KILN__OPS2_SCRATCH_SLOTS]; /* floats */
+    float *buf[KILN__CPU_SCRATCH_SLOTS];
+    size_t cap[KILN__CPU_SCRATCH_SLOTS]; /* floats */
 } scratch;
 
 static pthread_key_t g_key;
@@ -57,7 +57,7 @@ static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 static void scratch_free(void *p) {
     scratch *s = p;
     if (!s) return;
-    for (int i = 0; i < KILN__OPS2_SCRATCH_SLOTS; i++) kiln__aligned_free(s->buf[i]);
+    for (int i = 0; i < KILN__CPU_SCRATCH_SLOTS; i++) kiln__aligned_free(s->buf[i]);
     kiln__free(s);
 }
 static int g_key_made;
@@ -74,7 +74,7 @@ __attribute__((destructor)) static void scratch_at_unload(void) {
     scratch_free(s);
 }
 
-float *kiln__ops2_scratch(int slot, size_t floats) {
+float *kiln__cpu_scratch(int slot, size_t floats) {
     pthread_once(&g_once, key_init);
     scratch *s = pthread_getspecific(g_key);
     if (!s) {
@@ -90,7 +90,7 @@ float *kiln__ops2_scratch(int slot, size_t floats) {
     return s->buf[slot];
 }
 
-static float *scratch_get(size_t floats) { return kiln__ops2_scratch(0, floats); }
+static float *scratch_get(size_t floats) { return kiln__cpu_scratch(0, floats); }
 
 int kiln__sgemm_nr(void) { return NR; }
 
@@ -341,9 +341,9 @@ static inline void store_rows(__m512 rows[MR][2], float *c, int64_t ldc, int mr,
                 v0 = _mm512_add_ps(v0, _mm512_loadu_ps(cr));
                 v1 = _mm512_add_ps(v1, _mm512_loadu_ps(cr + 16));
             }
-            if (si->relu) {
-                v0 = _mm512_max_ps(v0, zero);
-                v1 = _mm512_max_ps(v1, zero);
+            if (si->relu) { /* max(0, v): maxps returns its second operand for NaN, so NaN stays */
+                v0 = _mm512_max_ps(zero, v0);
+                v1 = _mm512_max_ps(zero, v1);
             }
             _mm512_storeu_ps(cr, v0);
             _mm512_storeu_ps(cr + 16, v1);

@@ -44,6 +44,11 @@ struct kiln__pool {
     _Atomic int busy;
     pthread_mutex_t mu;
     pthread_cond_t wake, finished;
+    /* Misuse recorded on a worker thread (a kernel task calling an attribute
+     * accessor wrongly): handed to the dispatching thread, whose caller
+     * fails the layer with it. */
+    _Atomic int misuse;
+    char misuse_msg[512];
 };
 
 static _Thread_local int t_in_task;
@@ -69,6 +74,15 @@ static void run_tasks(kiln__pool *p, uint32_t g) {
         kiln_task_fn fn = atomic_load_explicit(&p->fn, memory_order_relaxed);
         void *ud = atomic_load_explicit(&p->ud, memory_order_relaxed);
         fn(ud, (int)idx, (int)nth);
+        char msg[sizeof p->misuse_msg];
+        if (kiln__misuse_pop(msg, sizeof msg)) {
+            pthread_mutex_lock(&p->mu);
+            if (!atomic_load(&p->misuse)) {
+                memcpy(p->misuse_msg, msg, sizeof msg);
+                atomic_store(&p->misuse, 1);
+            }
+            pthread_mutex_unlock(&p->mu);
+        }
         if (atomic_fetch_add(&p->done, 1) + 1 == (int)nth && atomic_load(&p->caller_waiting)) {
             pthread_mutex_lock(&p->mu);
             pthread_cond_signal(&p->finished);
@@ -189,29 +203,44 @@ void kiln__pool_run(kiln__pool *p, int n_tasks, kiln_task_fn fn, void *ud) {
         atomic_store(&p->caller_waiting, 0);
         pthread_mutex_unlock(&p->mu);
     }
+    if (atomic_load(&p->misuse)) {
+        pthread_mutex_lock(&p->mu);
+        kiln__misuse_push(p->misuse_msg);
+        atomic_store(&p->misuse, 0);
+        pthread_mutex_unlock(&p->mu);
+    }
     atomic_store(&p->busy, 0);
 }
 
 /* ---------------------------------------------------------------- kiln_exec */
 
+/* Called from kernels, which cannot be handed a status: a NULL handle is
+ * misuse (recorded; the run fails with it once the kernel returns) and the
+ * work runs serially. */
+
 kiln_device_kind kiln_exec_device(const kiln_exec *e) {
-    KILN__ASSERT(e);
+    KILN__CB_ARG(e, KILN_DEVICE_CPU);
     return e->device;
 }
 
 void *kiln_exec_stream(const kiln_exec *e) {
-    KILN__ASSERT(e);
+    KILN__CB_ARG(e, NULL);
     return e->stream;
 }
 
 int kiln_exec_threads(const kiln_exec *e) {
-    KILN__ASSERT(e);
+    KILN__CB_ARG(e, 1);
     return e->pool ? kiln__pool_threads(e->pool) : 1;
 }
 
 void kiln_exec_parallel(kiln_exec *e, int n_tasks, kiln_task_fn fn, void *ud) {
-    KILN__ASSERT(e && fn);
+    KILN__CB_ARG(fn, );
     if (n_tasks <= 0) return;
+    if (!e) {
+        kiln__misuse("kiln_exec_parallel: invalid argument, expected an execution handle, found NULL");
+        fn(ud, 0, 1);
+        return;
+    }
     if (!e->pool || e->depth > 0 || t_in_task) {
         /* serial: one task covering everything (e->depth is only touched by
          * the dispatching thread, never from inside tasks) */
@@ -244,8 +273,13 @@ static void pfor_task(void *arg, int ith, int nth) {
 }
 
 void kiln_exec_parallel_for(kiln_exec *e, int64_t n, int64_t grain, kiln_range_fn fn, void *ud) {
-    KILN__ASSERT(e && fn);
+    KILN__CB_ARG(fn, );
     if (n <= 0) return;
+    if (!e) {
+        kiln__misuse("kiln_exec_parallel_for: invalid argument, expected an execution handle, found NULL");
+        fn(ud, 0, n);
+        return;
+    }
     if (grain < 1) grain = 1;
     int threads = kiln_exec_threads(e);
     int64_t nchunks = n / grain;

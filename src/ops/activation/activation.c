@@ -15,7 +15,7 @@
  */
 #include "device/cpu/fastmath.h"
 #include "ops/common/cuda_impls.h"
-#include "ops/common/ops1.h"
+#include "ops/common/ops_util.h"
 
 #include <tgmath.h>
 
@@ -151,7 +151,7 @@ static inline float flog_f32(float x) {
 #define CLAMP01(v) ((v) < (ct_t)0 ? (ct_t)0 : (v) > (ct_t)1 ? (ct_t)1 : (v))
 #define TANHF(v) _Generic((v), float: ftanh_f32, default: tanh)(v)
 
-#define U_RELU(v) ((v) > 0 ? (v) : 0)
+#define U_RELU(v) ((v) < 0 ? 0 : (v)) /* NaN stays NaN, as in ONNX Runtime */
 #define U_LEAKY(v) ((v) >= 0 ? (v) : A * (v))
 #define U_SIGMOID(v) (1 / (1 + EXPF(-(v))))
 #define U_HSIGMOID(v) CLAMP01(A * (v) + B)
@@ -199,29 +199,29 @@ static inline float flog_f32(float x) {
     X(RECIP) X(FLOOR) X(CEIL) X(ROUND) X(SQRT) X(EXP) X(LOG) X(SIN) X(COS)    \
     X(TAN) X(ASIN) X(ACOS) X(ATAN) X(SINH) X(COSH) X(ASINH) X(ACOSH) X(ATANH)
 
-#define DEF_FLOAT(OP) OPS1_TYPES_FLOAT(UN_DEF, OP)
+#define DEF_FLOAT(OP) OPS_TYPES_FLOAT(UN_DEF, OP)
 FLOAT_OPS(DEF_FLOAT)
-OPS1_TYPES_FLOAT(UN_DEF, RELU)
-OPS1_TYPES_SINT(UN_DEF, RELU)
-OPS1_TYPES_NUM(UN_DEF, SIGN)
-OPS1_TYPES_NUM(UN_DEF, ABS)
-OPS1_TYPES_FLOAT(UN_DEF, NEG)
-OPS1_TYPES_SINT(UN_DEF, NEG)
-OPS1_TYPES_NUM(CLIP_DEF, CLIP)
-OPS1_TYPES_FLOAT(UNB_DEF, ISNAN)
-OPS1_TYPES_FLOAT(UNB_DEF, ISINF)
+OPS_TYPES_FLOAT(UN_DEF, RELU)
+OPS_TYPES_SINT(UN_DEF, RELU)
+OPS_TYPES_NUM(UN_DEF, SIGN)
+OPS_TYPES_NUM(UN_DEF, ABS)
+OPS_TYPES_FLOAT(UN_DEF, NEG)
+OPS_TYPES_SINT(UN_DEF, NEG)
+OPS_TYPES_NUM(CLIP_DEF, CLIP)
+OPS_TYPES_FLOAT(UNB_DEF, ISNAN)
+OPS_TYPES_FLOAT(UNB_DEF, ISINF)
 
-#define TAB_FLOAT(OP) static const un_fn tab_##OP[KILN_DTYPE_COUNT_] = {OPS1_TYPES_FLOAT(UN_TAB, OP)};
+#define TAB_FLOAT(OP) static const un_fn tab_##OP[KILN_DTYPE_COUNT_] = {OPS_TYPES_FLOAT(UN_TAB, OP)};
 FLOAT_OPS(TAB_FLOAT)
 TAB_FLOAT(ISNAN)
 TAB_FLOAT(ISINF)
-static const un_fn tab_RELU[KILN_DTYPE_COUNT_] = {OPS1_TYPES_FLOAT(UN_TAB, RELU)
-                                                      OPS1_TYPES_SINT(UN_TAB, RELU)};
-static const un_fn tab_NEG[KILN_DTYPE_COUNT_] = {OPS1_TYPES_FLOAT(UN_TAB, NEG)
-                                                     OPS1_TYPES_SINT(UN_TAB, NEG)};
-static const un_fn tab_SIGN[KILN_DTYPE_COUNT_] = {OPS1_TYPES_NUM(UN_TAB, SIGN)};
-static const un_fn tab_ABS[KILN_DTYPE_COUNT_] = {OPS1_TYPES_NUM(UN_TAB, ABS)};
-static const un_fn tab_CLIP[KILN_DTYPE_COUNT_] = {OPS1_TYPES_NUM(UN_TAB, CLIP)};
+static const un_fn tab_RELU[KILN_DTYPE_COUNT_] = {OPS_TYPES_FLOAT(UN_TAB, RELU)
+                                                      OPS_TYPES_SINT(UN_TAB, RELU)};
+static const un_fn tab_NEG[KILN_DTYPE_COUNT_] = {OPS_TYPES_FLOAT(UN_TAB, NEG)
+                                                     OPS_TYPES_SINT(UN_TAB, NEG)};
+static const un_fn tab_SIGN[KILN_DTYPE_COUNT_] = {OPS_TYPES_NUM(UN_TAB, SIGN)};
+static const un_fn tab_ABS[KILN_DTYPE_COUNT_] = {OPS_TYPES_NUM(UN_TAB, ABS)};
+static const un_fn tab_CLIP[KILN_DTYPE_COUNT_] = {OPS_TYPES_NUM(UN_TAB, CLIP)};
 
 /* ---- driver ------------------------------------------------------------------ */
 
@@ -245,7 +245,7 @@ static int un_run(const kiln_call *c, const un_fn *tab, const uparam *p) {
     if (!fn)
         return kiln_set_error(KILN_ETYPE, "no kernel for type %s", kiln_dtype_name(x->dtype));
     un_job j = {fn, x->data, y->data, kiln_dtype_size(x->dtype), kiln_dtype_size(y->dtype), p};
-    kiln__ops1_par(c->exec, kiln_tensor_numel(y), 16384, un_range, &j);
+    kiln__ops_par(c->exec, kiln_tensor_numel(y), 16384, un_range, &j);
     return 0;
 }
 
@@ -303,7 +303,7 @@ static const kiln_combo cu_class[] = {{.types = KILN_CU_T_FLOAT ", BOOL"}, {0}};
         return OUTBOOL || a->x != 0 || !TAB[KILN_DTYPE_F32];                  \
     }                                                                         \
     static const kiln_quick_op VAR##_op = {                                   \
-        .ns = OPS1_NS, .name = NAME, .version = VER,                          \
+        .ns = OPS_NS, .name = NAME, .version = VER,                          \
         .min_inputs = 1, .max_inputs = 1, .num_outputs = 1,                   \
         .attrs = ATTRS, .shape = VAR##_shape, .impl = VAR##_impl, .doc = DOC, \
         .epilogue = VAR##_epi, .epilogue_check = VAR##_epi_check,            \
@@ -384,7 +384,7 @@ static int gelu_impl(const kiln_call *c) {
 }
 static int gelu_cuda(const kiln_call *c) { return kiln__cu_unary(c, "Gelu"); }
 static const kiln_quick_op gelu_op = {
-    .ns = OPS1_NS, .name = "Gelu", .version = 20, .min_inputs = 1, .max_inputs = 1,
+    .ns = OPS_NS, .name = "Gelu", .version = 20, .min_inputs = 1, .max_inputs = 1,
     .num_outputs = 1, .attrs = a_gelu, .shape = gelu_shape, .impl = gelu_impl,
     .cuda_impl = gelu_cuda, .cuda_formats = cu_float,
     .doc = "Gaussian error linear unit (exact or tanh approximation)",
@@ -397,7 +397,7 @@ KILN_OP(gelu_op)
 static const kiln_attr_def a_clip6[] = {
     ATTR_F("min", "-3.402823466e+38"), ATTR_F("max", "3.402823466e+38"), {NULL}};
 static int clip6_shape(kiln_shape_ctx *c) {
-    if (!kiln__ops1_is_float(c->in[0].dtype))
+    if (!kiln__ops_is_float(c->in[0].dtype))
         return kiln_set_error(KILN_ETYPE, "Clip-6: input must be a float type, found %s",
                               kiln_dtype_name(c->in[0].dtype));
     return un_shape(c, "Clip", tab_CLIP, 0);
@@ -436,7 +436,7 @@ static int clip_epi_check(kiln_epilogue_args *a) {
     return 0;
 }
 static const kiln_quick_op clip6_op = {
-    .ns = OPS1_NS, .name = "Clip", .version = 6, .min_inputs = 1, .max_inputs = 1,
+    .ns = OPS_NS, .name = "Clip", .version = 6, .min_inputs = 1, .max_inputs = 1,
     .num_outputs = 1, .attrs = a_clip6, .shape = clip6_shape, .impl = clip6_impl,
     .epilogue = clip_epi, .epilogue_check = clip6_epi_check,
     .cuda_impl = kiln__cu_clip, .cuda_formats = cu_float,
@@ -447,10 +447,10 @@ KILN_OP(clip6_op)
 /* Clip-11+: optional scalar inputs min and max, same type as x. */
 static int clip11_shape(kiln_shape_ctx *c) {
     for (int i = 1; i < 3; i++) {
-        if (!kiln__ops1_has_in(c, i)) continue;
-        int r = kiln__ops1_check_same(c, "Clip", 0, i);
+        if (!kiln__ops_has_in(c, i)) continue;
+        int r = kiln__ops_check_same(c, "Clip", 0, i);
         if (r) return r;
-        int64_t n = kiln__ops1_desc_numel(&c->in[i]);
+        int64_t n = kiln__ops_desc_numel(&c->in[i]);
         if (n != 1)
             return kiln_set_error(KILN_ESHAPE, "Clip: input %d '%s' must be a scalar, found rank %d",
                                   i, i == 1 ? "min" : "max", c->in[i].ndim);
@@ -459,18 +459,18 @@ static int clip11_shape(kiln_shape_ctx *c) {
 }
 static int clip11_impl(const kiln_call *c) {
     uparam p = {0};
-    if (kiln__ops1_call_has_in(c, 1)) {
+    if (kiln__ops_call_has_in(c, 1)) {
         p.has_lo = 1;
-        p.lo = kiln__ops1_get_f64(c->in[1].data, c->in[1].dtype, 0);
+        p.lo = kiln__ops_get_f64(c->in[1].data, c->in[1].dtype, 0);
     }
-    if (kiln__ops1_call_has_in(c, 2)) {
+    if (kiln__ops_call_has_in(c, 2)) {
         p.has_hi = 1;
-        p.hi = kiln__ops1_get_f64(c->in[2].data, c->in[2].dtype, 0);
+        p.hi = kiln__ops_get_f64(c->in[2].data, c->in[2].dtype, 0);
     }
     return un_run(c, tab_CLIP, &p);
 }
 static const kiln_quick_op clip11_op = {
-    .ns = OPS1_NS, .name = "Clip", .version = 11, .min_inputs = 1, .max_inputs = 3,
+    .ns = OPS_NS, .name = "Clip", .version = 11, .min_inputs = 1, .max_inputs = 3,
     .num_outputs = 1, .shape = clip11_shape, .impl = clip11_impl,
     .epilogue = clip_epi, .epilogue_check = clip_epi_check,
     .cuda_impl = kiln__cu_clip, .cuda_formats = cu_exact, .cuda_host_inputs = 6,

@@ -7,10 +7,9 @@
  * L with element stride `inner`; rows are split over the thread pool.
  */
 #include "ops/common/cuda_impls.h"
-#include "ops/common/ops2.h"
+#include "ops/common/ops_util.h"
 #include "device/cpu/fastmath.h"
 
-#include "kiln_int.h"
 
 #include <math.h>
 
@@ -27,7 +26,7 @@ static const kiln_attr_def sm13_attrs[] = {
 
 static int sm_shape(kiln_shape_ctx *c) {
     const kiln_desc *x = &c->in[0];
-    if (!kiln__ops2_is_float(x->dtype))
+    if (!kiln__ops_is_float(x->dtype))
         return kiln_set_error(KILN_ETYPE, "expected a float tensor, found %s",
                               kiln_dtype_name(x->dtype));
     int64_t axis = kiln_attrs_int(c->attrs, "axis");
@@ -125,7 +124,7 @@ static void sm_rows(void *ud, int64_t b, int64_t e) {
 
 static int sm_run(const kiln_call *c, int kind, int coerce) {
     const kiln_tensor *X = &c->in[0];
-    if (!kiln__ops2_dense(X) || !kiln__ops2_dense(&c->out[0]))
+    if (!kiln__ops_dense(X) || !kiln__ops_dense(&c->out[0]))
         return kiln_set_error(KILN_EUNSUPPORTED, "strided tensors not supported");
     int r = X->ndim;
     int64_t axis = kiln_attrs_int(c->attrs, "axis");
@@ -145,7 +144,7 @@ static int sm_run(const kiln_call *c, int kind, int coerce) {
 
 #define SM_IMPL(fname, kind, coerce)                                           \
     static int fname##_f32(const kiln_call *c) { return sm_run(c, kind, coerce); } \
-    static int fname(const kiln_call *c) { return kiln__ops2_as_f32(c, fname##_f32); }
+    static int fname(const kiln_call *c) { return kiln__ops_as_f32(c, fname##_f32); }
 SM_IMPL(softmax1, K_SOFTMAX, 1)
 SM_IMPL(softmax13, K_SOFTMAX, 0)
 SM_IMPL(logsoftmax1, K_LOGSOFTMAX, 1)

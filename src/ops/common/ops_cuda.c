@@ -5,8 +5,7 @@
  * the fused epilogues.
  */
 #include "ops/common/ops_cuda.h"
-#include "ops/common/ops1.h"
-#include "ops/common/ops2.h"
+#include "ops/common/ops_util.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -16,15 +15,15 @@
 
 /* Thin names over the CPU ops' helpers, so the launchers depend on this
  * header alone. */
-int kiln__cu_contig(const kiln_tensor *t) { return kiln__ops1_contig(t); }
+int kiln__cu_contig(const kiln_tensor *t) { return kiln__ops_contig(t); }
 
 int kiln__cu_has_in(const kiln_call *c, int i) {
     return i < c->nin && c->in[i].dtype != KILN_DTYPE_UNDEFINED && c->in[i].data;
 }
 
-double kiln__cu_host_f64(const kiln_tensor *t, int64_t i) { return kiln__ops2_getf(t->data, t->dtype, i); }
+double kiln__cu_host_f64(const kiln_tensor *t, int64_t i) { return kiln__ops_get_f64(t->data, t->dtype, i); }
 
-int64_t kiln__cu_host_i64(const kiln_tensor *t, int64_t i) { return kiln__ops2_geti(t->data, t->dtype, i); }
+int64_t kiln__cu_host_i64(const kiln_tensor *t, int64_t i) { return kiln__ops_get_i64(t->data, t->dtype, i); }
 
 static const kiln_attr_value *attr(const kiln_call *c, const char *name) {
     const kiln_attr_value *v = c->attrs ? kiln_attrs_get(c->attrs, name) : NULL;

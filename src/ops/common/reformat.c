@@ -11,7 +11,7 @@
  * loaded as int64 (integer -> integer, exact) or double (anything with a
  * float side) and stored converted.  Same dtype + same layout is a memcpy.
  */
-#include "kiln_int.h"
+#include "ops/common/ops_util.h"
 
 #include <math.h>
 

@@ -1,5 +1,5 @@
 /*
- * control_flow.c — ONNX If, and kiln::if_select.
+ * if.c — ONNX If, and kiln::if_select.
  *
  * An If whose condition is known when the engine is built (a constant, a
  * folded value, or a symbolic value that folds to a constant) is replaced by

@@ -1,6 +1,6 @@
 /*
  * scan.c — ONNX Scan (opsets 8/9/11/16) over a body sub-engine (see
- * loop.c and loop_body.h for the mechanism).
+ * subengine.h for the mechanism).
  *
  * Layer layout (made by the ONNX importer):
  *   inputs   [sequence_lens (opset 8 only, "" when absent), initial_state...,
@@ -13,14 +13,12 @@
  * leading batch axis on every input and output (the scan axis is then 1);
  * sequence_lens, if given, must equal the full length for every batch.
  */
-#include "kiln_int.h"
-#include "ops/controlflow/loop_body.h"
+#include "ops/controlflow/subengine.h"
 
 #include <stdio.h>
 #include <string.h>
 
 #define SCAN_MAX_OUT 16
-#define SCAN_CTX_TAG 0x5343414eu
 #define SCAN_TAG 0x53434153u
 #define SCAN_HDR 8 /* ints before the per-input axes/directions */
 
@@ -49,12 +47,6 @@ typedef struct scan_state {
     int64_t in_axis[KILN_MAX_IO], in_dir[KILN_MAX_IO], out_axis[KILN_MAX_IO], out_dir[KILN_MAX_IO];
     kiln__body body;
 } scan_state;
-
-typedef struct scan_ctx {
-    uint32_t tag;
-    scan_state *st;
-    kiln_context *sub;
-} scan_ctx;
 
 static int scan_create_v(const kiln_attrs *a, void **state, int opset8) {
     scan_state *s = kiln__calloc(1, sizeof *s);
@@ -142,7 +134,7 @@ static int scan_shape(void *state, kiln_shape_ctx *c) {
         if (d->dtype == KILN_DTYPE_UNDEFINED)
             return kiln_set_error(KILN_EINVAL, "Scan: input %d is absent", lead + i);
         int64_t dims[KILN_MAX_DIMS];
-        if (!kiln__desc_static(d, dims))
+        if (!kiln__ops_const_dims(d, dims))
             return kiln_set_error(KILN_EUNSUPPORTED, "Scan: input %d has a dim known only at run time; kiln runs "
                                   "Scan with fixed shapes only", lead + i);
         bin[i] = *d;
@@ -223,7 +215,7 @@ static int scan_shape(void *state, kiln_shape_ctx *c) {
         for (int i = 0, j = 0; i < r; i++)
             d->dims[off + i] = kiln_expr_const(x, i == ax ? trip : o->dims[j++]);
     }
-    kiln__fill_unused(c, (int)(N + K));
+    kiln__ops_fill_unused(c, (int)(N + K));
     return 0;
 }
 
@@ -242,18 +234,12 @@ static void slice_copy(uint8_t *t, const int64_t *dims, int r, int64_t axis, int
 }
 
 static int scan_enqueue(void *state, const kiln_call *c) {
-    scan_ctx tmp, *sc;
-    int rc = 0;
-    if (*(uint32_t *)state == SCAN_CTX_TAG) {
-        sc = state;
-    } else {
-        tmp.tag = SCAN_CTX_TAG;
-        tmp.st = state;
-        tmp.sub = NULL;
-        sc = &tmp;
-    }
-    if (!sc->sub && (rc = kiln__body_ctx_open(&sc->st->body, c->exec, &sc->sub))) return rc;
-    const scan_state *s = sc->st;
+    kiln__subctx tmp, *x = NULL;
+    kiln_context *sub = NULL;
+    int rc = kiln__subctx_get(state, 1, &tmp, &x, "Scan");
+    if (rc) return rc;
+    const scan_state *s = x->st;
+    if ((rc = kiln__subctx_open(x, 0, &s->body, c->exec, &sub))) goto out;
     const kiln__body *b = &s->body;
     int lead = s->opset8 ? 1 : 0;
     int N = (int)s->n_state, M = (int)s->n_in, K = (int)s->n_out, E = (int)s->n_outer;
@@ -297,13 +283,13 @@ static int scan_enqueue(void *state, const kiln_call *c) {
                 uint8_t *base = (uint8_t *)x->data + (size_t)bi * per;
                 int64_t idx = s->in_dir[j] ? T - 1 - t : t;
                 slice_copy(base, dims, r, s->in_axis[j], idx, es, mem + off[2 * N + j], 1);
-                if (!rc) rc = kiln__body_bind_in(sc->sub, b, N + j, mem + off[2 * N + j]);
+                if (!rc) rc = kiln__body_bind_in(sub, b, N + j, mem + off[2 * N + j]);
             }
-            for (int i = 0; i < N && !rc; i++) rc = kiln__body_bind_in(sc->sub, b, i, A + soff[i]);
-            for (int i = 0; i < E && !rc; i++) rc = kiln__body_bind_in(sc->sub, b, N + M + i, c->in[lead + N + M + i].data);
-            for (int i = 0; i < N && !rc; i++) rc = kiln__body_bind_out(sc->sub, b, i, Bf + soff[i]);
-            for (int k = 0; k < K && !rc; k++) rc = kiln__body_bind_out(sc->sub, b, N + k, mem + off[2 * N + M + k]);
-            if (!rc) rc = kiln_context_run(sc->sub);
+            for (int i = 0; i < N && !rc; i++) rc = kiln__body_bind_in(sub, b, i, A + soff[i]);
+            for (int i = 0; i < E && !rc; i++) rc = kiln__body_bind_in(sub, b, N + M + i, c->in[lead + N + M + i].data);
+            for (int i = 0; i < N && !rc; i++) rc = kiln__body_bind_out(sub, b, i, Bf + soff[i]);
+            for (int k = 0; k < K && !rc; k++) rc = kiln__body_bind_out(sub, b, N + k, mem + off[2 * N + M + k]);
+            if (!rc) rc = kiln_context_run(sub);
             if (rc) { rc = kiln__err_prefix(rc, "Scan step %lld", (long long)t); break; }
             for (int k = 0; k < K; k++) {
                 kiln_tensor *y = &c->out[N + k];
@@ -323,28 +309,13 @@ static int scan_enqueue(void *state, const kiln_call *c) {
         }
     }
     kiln__aligned_free(mem);
-    if (!rc) kiln__zero_unused(c, N + K);
+    if (!rc) kiln__ops_zero_unused(c, N + K);
 out:
-    if (sc == &tmp) kiln_context_free(tmp.sub);
+    kiln__subctx_put(x);
     return rc;
 }
 
-static int scan_attach(void *state, void **ctx_state) {
-    scan_ctx *sc = kiln__calloc(1, sizeof *sc);
-    if (!sc) return kiln__err(KILN_ENOMEM, "Scan: out of memory");
-    sc->tag = SCAN_CTX_TAG;
-    sc->st = state;
-    *ctx_state = sc;
-    return 0;
-}
-
-static void scan_detach(void *state, void *ctx_state) {
-    (void)state;
-    scan_ctx *sc = ctx_state;
-    if (!sc) return;
-    kiln_context_free(sc->sub);
-    kiln__free(sc);
-}
+static int scan_attach(void *state, void **ctx_state) { return kiln__subctx_attach(state, 1, ctx_state, "Scan"); }
 
 static int scan_serialize(const void *state, void *buf, size_t *size) {
     const scan_state *s = state;
@@ -402,7 +373,7 @@ static int scan_timing_id(void *state, char *buf, size_t size) {
         .version = KILN_PLUGIN_VTABLE_VERSION, .create = createfn, .clone = scan_clone,             \
         .destroy = scan_destroy, .shape = scan_shape, .timing_id = scan_timing_id,                   \
         .enqueue = scan_enqueue, .serialize = scan_serialize, .deserialize = scan_deserialize,       \
-        .attach_to_context = scan_attach, .detach_from_context = scan_detach,                        \
+        .attach_to_context = scan_attach, .detach_from_context = kiln__subctx_detach,                        \
     };
 SCAN_VT(scan_vt8, scan_create8)
 SCAN_VT(scan_vt9, scan_create9)

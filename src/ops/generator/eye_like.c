@@ -1,7 +1,7 @@
 /*
  * eye_like.c — EyeLike: a 2-D tensor with ones on the k-th diagonal.
  */
-#include "ops/common/ops1.h"
+#include "ops/common/ops_util.h"
 
 static const kiln_attr_def eye_attrs[] = {
     {.name = "dtype", .type = KILN_ATTR_INT, .doc = "output type (default: input's)"},
@@ -12,9 +12,9 @@ static int eye_shape(kiln_shape_ctx *c) {
     if (x->ndim != 2) return kiln_set_error(KILN_ESHAPE, "EyeLike: input must be 2-D, found rank %d", x->ndim);
     const kiln_attr_value *v = kiln_attrs_get(c->attrs, "dtype");
     kiln_dtype t = v && v->present ? (kiln_dtype)v->i : x->dtype;
-    if (!kiln__ops1_is_any(t))
+    if (!kiln__ops_is_any(t))
         return kiln_set_error(KILN_ETYPE, "EyeLike: type %s is not supported", kiln_dtype_name(t));
-    kiln__ops1_set_dims(&c->out[0], t, 2, x->dims);
+    kiln__ops_set_dims(&c->out[0], t, 2, x->dims);
     return 0;
 }
 static int eye_impl(const kiln_call *c) {
@@ -24,7 +24,7 @@ static int eye_impl(const kiln_call *c) {
     memset(y->data, 0, (size_t)(R * C) * es);
     double one = 1;
     char ob[8];
-    kiln__ops1_from_f64(&one, y->dtype, ob, 1);
+    kiln__ops_from_f64(&one, y->dtype, ob, 1);
     for (int64_t i = 0; i < R; i++) {
         int64_t j = i + k;
         if (j >= 0 && j < C) memcpy((char *)y->data + (i * C + j) * es, ob, es);
@@ -32,7 +32,7 @@ static int eye_impl(const kiln_call *c) {
     return 0;
 }
 static const kiln_quick_op eye_op = {
-    .ns = OPS1_NS, .name = "EyeLike", .version = 9, .min_inputs = 1, .max_inputs = 1,
+    .ns = OPS_NS, .name = "EyeLike", .version = 9, .min_inputs = 1, .max_inputs = 1,
     .num_outputs = 1, .attrs = eye_attrs, .shape = eye_shape, .impl = eye_impl,
     .doc = "ones on diagonal k, zeros elsewhere",
 };

@@ -2,7 +2,7 @@
  * cumsum.c — CumSum: cumulative sum along an axis (exclusive and reverse
  * modes); integer types sum in int64, floats in double.
  */
-#include "ops/common/ops1.h"
+#include "ops/common/ops_util.h"
 
 static const kiln_attr_def cumsum_attrs[] = {
     {.name = "exclusive", .type = KILN_ATTR_INT, .def = "0"},
@@ -10,17 +10,17 @@ static const kiln_attr_def cumsum_attrs[] = {
     {NULL}};
 static int cumsum_shape(kiln_shape_ctx *c) {
     const kiln_desc *x = &c->in[0];
-    if (!kiln__ops1_is_num(x->dtype))
+    if (!kiln__ops_is_num(x->dtype))
         return kiln_set_error(KILN_ETYPE, "CumSum: input must be numeric, found %s", kiln_dtype_name(x->dtype));
-    int r = kiln__ops1_check_type(c, "CumSum", 1, kiln__ops1_is_int, "int32 or int64");
+    int r = kiln__ops_check_type(c, "CumSum", 1, kiln__ops_is_int, "int32 or int64");
     if (r) return r;
-    kiln__ops1_set_dims(&c->out[0], x->dtype, x->ndim, x->dims);
+    kiln__ops_set_dims(&c->out[0], x->dtype, x->ndim, x->dims);
     return 0;
 }
 static int cumsum_impl(const kiln_call *c) {
     const kiln_tensor *x = &c->in[0];
-    int64_t axv = kiln__ops1_get_i64(c->in[1].data, c->in[1].dtype, 0);
-    int ax, r = kiln__ops1_axis("CumSum", "axis", axv, x->ndim, &ax);
+    int64_t axv = kiln__ops_get_i64(c->in[1].data, c->in[1].dtype, 0);
+    int ax, r = kiln__ops_axis("CumSum", "axis", axv, x->ndim, &ax);
     if (r) return r;
     int excl = (int)kiln_attrs_int(c->attrs, "exclusive"), rev = (int)kiln_attrs_int(c->attrs, "reverse");
     int64_t A = x->dims[ax], outer = 1, inner = 1, n = kiln_tensor_numel(x);
@@ -28,13 +28,13 @@ static int cumsum_impl(const kiln_call *c) {
     for (int i = ax + 1; i < x->ndim; i++) inner *= x->dims[i];
     if (n == 0) return 0;
     /* whole tensor through int64 (integers) or double (floats) */
-    int isint = kiln__ops1_is_int(x->dtype);
+    int isint = kiln__ops_is_int(x->dtype);
     void *buf = kiln__malloc((size_t)n * 8);
     if (!buf) return kiln_set_error(KILN_ENOMEM, "CumSum: out of memory");
     int64_t *bi = buf;
     double *bf = buf;
-    if (isint) kiln__ops1_to_i64(x->data, x->dtype, bi, n);
-    else kiln__ops1_to_f64(x->data, x->dtype, bf, n);
+    if (isint) kiln__ops_to_i64(x->data, x->dtype, bi, n);
+    else kiln__ops_to_f64(x->data, x->dtype, bf, n);
     for (int64_t o = 0; o < outer; o++)
         for (int64_t in = 0; in < inner; in++) {
             double fs = 0;
@@ -52,13 +52,13 @@ static int cumsum_impl(const kiln_call *c) {
                 }
             }
         }
-    if (isint) kiln__ops1_from_i64(bi, x->dtype, c->out[0].data, n);
-    else kiln__ops1_from_f64(bf, x->dtype, c->out[0].data, n);
+    if (isint) kiln__ops_from_i64(bi, x->dtype, c->out[0].data, n);
+    else kiln__ops_from_f64(bf, x->dtype, c->out[0].data, n);
     kiln__free(buf);
     return 0;
 }
 static const kiln_quick_op cumsum_op = {
-    .ns = OPS1_NS, .name = "CumSum", .version = 11, .min_inputs = 2, .max_inputs = 2,
+    .ns = OPS_NS, .name = "CumSum", .version = 11, .min_inputs = 2, .max_inputs = 2,
     .num_outputs = 1, .attrs = cumsum_attrs, .shape = cumsum_shape, .impl = cumsum_impl,
     .doc = "cumulative sum along axis (exclusive/reverse)",
 };

@@ -3,31 +3,10 @@
  * LU decomposition with partial pivoting, in double, per matrix; f32, f64,
  * f16, bf16.
  */
-#include "kiln/plugin.h"
+#include "ops/common/ops_util.h"
 
 #include <math.h>
 #include <stdint.h>
-
-void *kiln__malloc(size_t n);
-void kiln__free(void *p);
-
-static double det_ld(kiln_dtype t, const void *p, int64_t i) {
-    switch (t) {
-    case KILN_DTYPE_F32: return ((const float *)p)[i];
-    case KILN_DTYPE_F64: return ((const double *)p)[i];
-    case KILN_DTYPE_F16: return kiln_f16_to_f32(((const uint16_t *)p)[i]);
-    default: return kiln_bf16_to_f32(((const uint16_t *)p)[i]);
-    }
-}
-
-static void det_st(kiln_dtype t, void *p, int64_t i, double v) {
-    switch (t) {
-    case KILN_DTYPE_F32: ((float *)p)[i] = (float)v; break;
-    case KILN_DTYPE_F64: ((double *)p)[i] = v; break;
-    case KILN_DTYPE_F16: ((uint16_t *)p)[i] = kiln_f32_to_f16((float)v); break;
-    default: ((uint16_t *)p)[i] = kiln_f32_to_bf16((float)v); break;
-    }
-}
 
 static int det_shape(kiln_shape_ctx *c) {
     const kiln_desc *x = &c->in[0];
@@ -61,7 +40,7 @@ static int det_impl(const kiln_call *c) {
     for (int i = 0; i < x->ndim - 2; i++) batch *= x->dims[i];
     double *a = c->workspace;
     for (int64_t b = 0; b < batch; b++) {
-        for (int64_t i = 0; i < m * m; i++) a[i] = det_ld(x->dtype, x->data, b * m * m + i);
+        for (int64_t i = 0; i < m * m; i++) a[i] = kiln__ops_get_f64(x->data, x->dtype, b * m * m + i);
         double det = 1;
         for (int64_t k = 0; k < m && det != 0; k++) {
             int64_t p = k;
@@ -85,7 +64,7 @@ static int det_impl(const kiln_call *c) {
                 for (int64_t jj = k + 1; jj < m; jj++) a[i * m + jj] -= f * a[k * m + jj];
             }
         }
-        det_st(c->out[0].dtype, c->out[0].data, b, det);
+        kiln__ops_set_f64(c->out[0].data, c->out[0].dtype, b, det);
     }
     return 0;
 }

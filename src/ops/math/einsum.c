@@ -3,7 +3,7 @@
  * implicit output, ellipsis); the kernel sums products over the contracted
  * labels in double.
  */
-#include "ops/common/ops1.h"
+#include "ops/common/ops_util.h"
 
 /* ---- Einsum ------------------------------------------------------------------------------------------ */
 
@@ -117,10 +117,10 @@ static int einsum_shape(kiln_shape_ctx *c) {
     int ranks[KILN_MAX_IO];
     for (int k = 0; k < c->nin; k++) {
         ranks[k] = c->in[k].ndim;
-        int r = kiln__ops1_check_same(c, "Einsum", 0, k);
+        int r = kiln__ops_check_same(c, "Einsum", 0, k);
         if (r) return r;
     }
-    if (!kiln__ops1_is_num(c->in[0].dtype))
+    if (!kiln__ops_is_num(c->in[0].dtype))
         return kiln_set_error(KILN_ETYPE, "Einsum: inputs must be numeric, found %s", kiln_dtype_name(c->in[0].dtype));
     ein e;
     int r = ein_parse(kiln_attrs_string(c->attrs, "equation"), c->nin, ranks, &e);
@@ -138,7 +138,7 @@ static int einsum_shape(kiln_shape_ctx *c) {
         }
     const kiln_expr *d[KILN_MAX_DIMS];
     for (int i = 0; i < e.nout; i++) d[i] = ld[e.out[i]];
-    kiln__ops1_set_dims(&c->out[0], c->in[0].dtype, e.nout, d);
+    kiln__ops_set_dims(&c->out[0], c->in[0].dtype, e.nout, d);
     return 0;
 }
 
@@ -172,7 +172,7 @@ static int einsum_impl(const kiln_call *c) {
         int64_t n = kiln_tensor_numel(&c->in[k]);
         in[k] = kiln__malloc((size_t)(n ? n : 1) * sizeof(double));
         if (!in[k]) { rc = kiln_set_error(KILN_ENOMEM, "Einsum: out of memory"); goto done; }
-        kiln__ops1_to_f64(c->in[k].data, c->in[k].dtype, in[k], n);
+        kiln__ops_to_f64(c->in[k].data, c->in[k].dtype, in[k], n);
     }
     int64_t on = kiln_tensor_numel(&c->out[0]), inner = 1;
     for (int i = e.nout; i < nloop; i++) inner *= size[loop[i]];
@@ -217,14 +217,14 @@ static int einsum_impl(const kiln_call *c) {
         }
         acc[o] = sum;
     }
-    kiln__ops1_from_f64(acc, c->out[0].dtype, c->out[0].data, on);
+    kiln__ops_from_f64(acc, c->out[0].dtype, c->out[0].data, on);
     kiln__free(acc);
 done:
     for (int k = 0; k < c->nin; k++) kiln__free(in[k]);
     return rc;
 }
 static const kiln_quick_op einsum_op = {
-    .ns = OPS1_NS, .name = "Einsum", .version = 12, .min_inputs = 1, .max_inputs = KILN_MAX_IO - 1,
+    .ns = OPS_NS, .name = "Einsum", .version = 12, .min_inputs = 1, .max_inputs = KILN_MAX_IO - 1,
     .num_outputs = 1, .attrs = einsum_attrs, .shape = einsum_shape, .impl = einsum_impl,
     .doc = "Einstein summation (naive contraction over labels)",
 };

@@ -4,7 +4,7 @@
  * GreaterOrEqual, And Or Xor Not, BitShift, BitwiseAnd/Or/Xor/Not, Where,
  * Max Min Sum Mean.
  *
- * One kernel body per op generates a variant per dtype (OPS1_TYPES_*); a
+ * One kernel body per op generates a variant per dtype (OPS_TYPES_*); a
  * table indexed by dtype holds them, and the shape function accepts exactly
  * the dtypes the table has.  The inner loop has fast paths for the common
  * stride patterns (same shape, scalar on either side); the broadcast
@@ -15,7 +15,7 @@
  * (shape arithmetic such as Shape -> Mul -> Reshape stays static).
  */
 #include "ops/common/cuda_impls.h"
-#include "ops/common/ops1.h"
+#include "ops/common/ops_util.h"
 
 #include <math.h>
 
@@ -62,7 +62,7 @@ typedef void (*bin_fn)(const void *a, int64_t sa, const void *b, int64_t sb, voi
 #define CMP_DEF(SUF, T, CT, LD, ST, OP)                                       \
     static void bin_##OP##_##SUF(const void *a_, int64_t sa, const void *b_,  \
                                  int64_t sb, void *y_, int64_t n) {           \
-        BIN_BODY(T, CT, LD, uint8_t, OPS1_ST_ID, E_##OP)                      \
+        BIN_BODY(T, CT, LD, uint8_t, OPS_ST_ID, E_##OP)                      \
     }
 #define BIN_TAB(SUF, T, CT, LD, ST, OP) [KILN_DTYPE_##SUF] = bin_##OP##_##SUF,
 
@@ -122,65 +122,65 @@ static inline int64_t pymod_i(int64_t x, int64_t z) {
     return r;
 }
 
-OPS1_TYPES_NUM(BIN_DEF, ADD)
-OPS1_TYPES_NUM(BIN_DEF, SUB)
-OPS1_TYPES_NUM(BIN_DEF, MUL)
-OPS1_TYPES_FLOAT(BIN_DEF, DIV)
-OPS1_TYPES_SINT(BIN_DEF, IDIVS)
-OPS1_TYPES_UINT(BIN_DEF, IDIVU)
-OPS1_TYPES_NUM(BIN_DEF, MAX)
-OPS1_TYPES_NUM(BIN_DEF, MIN)
-OPS1_TYPES_FLOAT(BIN_DEF, POW)
-OPS1_TYPES_INT(BIN_DEF, IPOW)
-OPS1_TYPES_FLOAT(BIN_DEF, FMOD)
-OPS1_TYPES_SINT(BIN_DEF, IFMODS)
-OPS1_TYPES_UINT(BIN_DEF, IFMODU)
-OPS1_TYPES_FLOAT(BIN_DEF, MOD)
-OPS1_TYPES_SINT(BIN_DEF, IMODS)
-OPS1_TYPES_UINT(BIN_DEF, IMODU)
-OPS1_TYPES_NUM(CMP_DEF, EQ)
-OPS1_TYPES_BOOL(CMP_DEF, EQ)
-OPS1_TYPES_NUM(CMP_DEF, LT)
-OPS1_TYPES_NUM(CMP_DEF, GT)
-OPS1_TYPES_NUM(CMP_DEF, LE)
-OPS1_TYPES_NUM(CMP_DEF, GE)
-OPS1_TYPES_BOOL(CMP_DEF, AND)
-OPS1_TYPES_BOOL(CMP_DEF, OR)
-OPS1_TYPES_BOOL(CMP_DEF, XOR)
-OPS1_TYPES_INT(BIN_DEF, BAND)
-OPS1_TYPES_INT(BIN_DEF, BOR)
-OPS1_TYPES_INT(BIN_DEF, BXOR)
-OPS1_TYPES_UINT(BIN_DEF, SHL)
-OPS1_TYPES_UINT(BIN_DEF, SHR)
+OPS_TYPES_NUM(BIN_DEF, ADD)
+OPS_TYPES_NUM(BIN_DEF, SUB)
+OPS_TYPES_NUM(BIN_DEF, MUL)
+OPS_TYPES_FLOAT(BIN_DEF, DIV)
+OPS_TYPES_SINT(BIN_DEF, IDIVS)
+OPS_TYPES_UINT(BIN_DEF, IDIVU)
+OPS_TYPES_NUM(BIN_DEF, MAX)
+OPS_TYPES_NUM(BIN_DEF, MIN)
+OPS_TYPES_FLOAT(BIN_DEF, POW)
+OPS_TYPES_INT(BIN_DEF, IPOW)
+OPS_TYPES_FLOAT(BIN_DEF, FMOD)
+OPS_TYPES_SINT(BIN_DEF, IFMODS)
+OPS_TYPES_UINT(BIN_DEF, IFMODU)
+OPS_TYPES_FLOAT(BIN_DEF, MOD)
+OPS_TYPES_SINT(BIN_DEF, IMODS)
+OPS_TYPES_UINT(BIN_DEF, IMODU)
+OPS_TYPES_NUM(CMP_DEF, EQ)
+OPS_TYPES_BOOL(CMP_DEF, EQ)
+OPS_TYPES_NUM(CMP_DEF, LT)
+OPS_TYPES_NUM(CMP_DEF, GT)
+OPS_TYPES_NUM(CMP_DEF, LE)
+OPS_TYPES_NUM(CMP_DEF, GE)
+OPS_TYPES_BOOL(CMP_DEF, AND)
+OPS_TYPES_BOOL(CMP_DEF, OR)
+OPS_TYPES_BOOL(CMP_DEF, XOR)
+OPS_TYPES_INT(BIN_DEF, BAND)
+OPS_TYPES_INT(BIN_DEF, BOR)
+OPS_TYPES_INT(BIN_DEF, BXOR)
+OPS_TYPES_UINT(BIN_DEF, SHL)
+OPS_TYPES_UINT(BIN_DEF, SHR)
 
-static const bin_fn tab_add[KILN_DTYPE_COUNT_] = {OPS1_TYPES_NUM(BIN_TAB, ADD)};
-static const bin_fn tab_sub[KILN_DTYPE_COUNT_] = {OPS1_TYPES_NUM(BIN_TAB, SUB)};
-static const bin_fn tab_mul[KILN_DTYPE_COUNT_] = {OPS1_TYPES_NUM(BIN_TAB, MUL)};
+static const bin_fn tab_add[KILN_DTYPE_COUNT_] = {OPS_TYPES_NUM(BIN_TAB, ADD)};
+static const bin_fn tab_sub[KILN_DTYPE_COUNT_] = {OPS_TYPES_NUM(BIN_TAB, SUB)};
+static const bin_fn tab_mul[KILN_DTYPE_COUNT_] = {OPS_TYPES_NUM(BIN_TAB, MUL)};
 static const bin_fn tab_div[KILN_DTYPE_COUNT_] = {
-    OPS1_TYPES_FLOAT(BIN_TAB, DIV) OPS1_TYPES_SINT(BIN_TAB, IDIVS) OPS1_TYPES_UINT(BIN_TAB, IDIVU)};
-static const bin_fn tab_max[KILN_DTYPE_COUNT_] = {OPS1_TYPES_NUM(BIN_TAB, MAX)};
-static const bin_fn tab_min[KILN_DTYPE_COUNT_] = {OPS1_TYPES_NUM(BIN_TAB, MIN)};
+    OPS_TYPES_FLOAT(BIN_TAB, DIV) OPS_TYPES_SINT(BIN_TAB, IDIVS) OPS_TYPES_UINT(BIN_TAB, IDIVU)};
+static const bin_fn tab_max[KILN_DTYPE_COUNT_] = {OPS_TYPES_NUM(BIN_TAB, MAX)};
+static const bin_fn tab_min[KILN_DTYPE_COUNT_] = {OPS_TYPES_NUM(BIN_TAB, MIN)};
 static const bin_fn tab_pow[KILN_DTYPE_COUNT_] = {
-    OPS1_TYPES_FLOAT(BIN_TAB, POW) OPS1_TYPES_INT(BIN_TAB, IPOW)};
+    OPS_TYPES_FLOAT(BIN_TAB, POW) OPS_TYPES_INT(BIN_TAB, IPOW)};
 static const bin_fn tab_fmod[KILN_DTYPE_COUNT_] = {
-    OPS1_TYPES_FLOAT(BIN_TAB, FMOD) OPS1_TYPES_SINT(BIN_TAB, IFMODS)
-        OPS1_TYPES_UINT(BIN_TAB, IFMODU)};
+    OPS_TYPES_FLOAT(BIN_TAB, FMOD) OPS_TYPES_SINT(BIN_TAB, IFMODS)
+        OPS_TYPES_UINT(BIN_TAB, IFMODU)};
 static const bin_fn tab_mod[KILN_DTYPE_COUNT_] = {
-    OPS1_TYPES_FLOAT(BIN_TAB, MOD) OPS1_TYPES_SINT(BIN_TAB, IMODS) OPS1_TYPES_UINT(BIN_TAB, IMODU)};
-static const bin_fn tab_eq[KILN_DTYPE_COUNT_] = {OPS1_TYPES_NUM(BIN_TAB, EQ)
-                                                     OPS1_TYPES_BOOL(BIN_TAB, EQ)};
-static const bin_fn tab_lt[KILN_DTYPE_COUNT_] = {OPS1_TYPES_NUM(BIN_TAB, LT)};
-static const bin_fn tab_gt[KILN_DTYPE_COUNT_] = {OPS1_TYPES_NUM(BIN_TAB, GT)};
-static const bin_fn tab_le[KILN_DTYPE_COUNT_] = {OPS1_TYPES_NUM(BIN_TAB, LE)};
-static const bin_fn tab_ge[KILN_DTYPE_COUNT_] = {OPS1_TYPES_NUM(BIN_TAB, GE)};
-static const bin_fn tab_and[KILN_DTYPE_COUNT_] = {OPS1_TYPES_BOOL(BIN_TAB, AND)};
-static const bin_fn tab_or[KILN_DTYPE_COUNT_] = {OPS1_TYPES_BOOL(BIN_TAB, OR)};
-static const bin_fn tab_xor[KILN_DTYPE_COUNT_] = {OPS1_TYPES_BOOL(BIN_TAB, XOR)};
-static const bin_fn tab_band[KILN_DTYPE_COUNT_] = {OPS1_TYPES_INT(BIN_TAB, BAND)};
-static const bin_fn tab_bor[KILN_DTYPE_COUNT_] = {OPS1_TYPES_INT(BIN_TAB, BOR)};
-static const bin_fn tab_bxor[KILN_DTYPE_COUNT_] = {OPS1_TYPES_INT(BIN_TAB, BXOR)};
-static const bin_fn tab_shl[KILN_DTYPE_COUNT_] = {OPS1_TYPES_UINT(BIN_TAB, SHL)};
-static const bin_fn tab_shr[KILN_DTYPE_COUNT_] = {OPS1_TYPES_UINT(BIN_TAB, SHR)};
+    OPS_TYPES_FLOAT(BIN_TAB, MOD) OPS_TYPES_SINT(BIN_TAB, IMODS) OPS_TYPES_UINT(BIN_TAB, IMODU)};
+static const bin_fn tab_eq[KILN_DTYPE_COUNT_] = {OPS_TYPES_NUM(BIN_TAB, EQ)
+                                                     OPS_TYPES_BOOL(BIN_TAB, EQ)};
+static const bin_fn tab_lt[KILN_DTYPE_COUNT_] = {OPS_TYPES_NUM(BIN_TAB, LT)};
+static const bin_fn tab_gt[KILN_DTYPE_COUNT_] = {OPS_TYPES_NUM(BIN_TAB, GT)};
+static const bin_fn tab_le[KILN_DTYPE_COUNT_] = {OPS_TYPES_NUM(BIN_TAB, LE)};
+static const bin_fn tab_ge[KILN_DTYPE_COUNT_] = {OPS_TYPES_NUM(BIN_TAB, GE)};
+static const bin_fn tab_and[KILN_DTYPE_COUNT_] = {OPS_TYPES_BOOL(BIN_TAB, AND)};
+static const bin_fn tab_or[KILN_DTYPE_COUNT_] = {OPS_TYPES_BOOL(BIN_TAB, OR)};
+static const bin_fn tab_xor[KILN_DTYPE_COUNT_] = {OPS_TYPES_BOOL(BIN_TAB, XOR)};
+static const bin_fn tab_band[KILN_DTYPE_COUNT_] = {OPS_TYPES_INT(BIN_TAB, BAND)};
+static const bin_fn tab_bor[KILN_DTYPE_COUNT_] = {OPS_TYPES_INT(BIN_TAB, BOR)};
+static const bin_fn tab_bxor[KILN_DTYPE_COUNT_] = {OPS_TYPES_INT(BIN_TAB, BXOR)};
+static const bin_fn tab_shl[KILN_DTYPE_COUNT_] = {OPS_TYPES_UINT(BIN_TAB, SHL)};
+static const bin_fn tab_shr[KILN_DTYPE_COUNT_] = {OPS_TYPES_UINT(BIN_TAB, SHR)};
 
 /* ---- broadcast driver -------------------------------------------------------- */
 
@@ -189,7 +189,7 @@ typedef struct bin_job {
     const char *a, *b;
     char *y;
     size_t ea, eb, ey;
-    kiln__ops1_bc bc;
+    kiln__ops_bc bc;
 } bin_job;
 
 static void bin_rows(void *ud, int64_t r0, int64_t r1) {
@@ -198,7 +198,7 @@ static void bin_rows(void *ud, int64_t r0, int64_t r1) {
     int64_t n = j->bc.dims[nd - 1], sa = j->bc.st[0][nd - 1], sb = j->bc.st[1][nd - 1];
     int64_t off[3];
     for (int64_t r = r0; r < r1; r++) {
-        kiln__ops1_bc_row(&j->bc, r, off);
+        kiln__ops_bc_row(&j->bc, r, off);
         j->fn(j->a + off[0] * j->ea, sa, j->b + off[1] * j->eb, sb, j->y + r * n * j->ey, n);
     }
 }
@@ -214,8 +214,8 @@ static void bin_flat(void *ud, int64_t i0, int64_t i1) {
 /* y = fn(a, b) broadcast, y contiguous with dims yd (rank ny). */
 static int bin_run(kiln_exec *e, bin_fn fn, const kiln_tensor *a, const kiln_tensor *b,
                    void *y, kiln_dtype yt, int ny, const int64_t *yd) {
-    int rc = kiln__ops1_bc_check("elementwise op", 0, ny, yd, a->ndim, a->dims);
-    if (rc || (rc = kiln__ops1_bc_check("elementwise op", 1, ny, yd, b->ndim, b->dims))) return rc;
+    int rc = kiln__ops_bc_check("elementwise op", 0, ny, yd, a->ndim, a->dims);
+    if (rc || (rc = kiln__ops_bc_check("elementwise op", 1, ny, yd, b->ndim, b->dims))) return rc;
     bin_job j;
     j.fn = fn;
     j.a = a->data;
@@ -229,15 +229,15 @@ static int bin_run(kiln_exec *e, bin_fn fn, const kiln_tensor *a, const kiln_ten
     int64_t total = 1;
     for (int i = 0; i < ny; i++) total *= yd[i];
     if (total == 0) return 0;
-    kiln__ops1_bc_init(&j.bc, ny, yd, 2, nds, dks);
+    kiln__ops_bc_init(&j.bc, ny, yd, 2, nds, dks);
     int64_t n = j.bc.dims[j.bc.nd - 1];
     if (total < PAR_MIN) {
         bin_rows(&j, 0, j.bc.rows);
     } else if (j.bc.nd == 1) {
-        kiln__ops1_par(e, n, 8192, bin_flat, &j);
+        kiln__ops_par(e, n, 8192, bin_flat, &j);
     } else {
         int64_t grain = n >= 8192 ? 1 : 8192 / n;
-        kiln__ops1_par(e, j.bc.rows, grain, bin_rows, &j);
+        kiln__ops_par(e, j.bc.rows, grain, bin_rows, &j);
     }
     return 0;
 }
@@ -280,15 +280,15 @@ static const kiln_expr *v_apply(kiln_exprs *x, vop op, const kiln_expr *const *v
 static void v_propagate(kiln_shape_ctx *c, vop op, int nop, const int *idx) {
     kiln_desc *o = &c->out[0];
     o->nvalues = -1;
-    if (op == V_NONE || !(kiln__ops1_is_int(o->dtype) || o->dtype == KILN_DTYPE_BOOL)) return;
-    int64_t od[KILN_MAX_DIMS], n = kiln__ops1_desc_numel(o);
-    if (n < 0 || n > KILN_MAX_VALUES || !kiln__ops1_const_dims(o, od)) return;
+    if (op == V_NONE || !(kiln__ops_is_int(o->dtype) || o->dtype == KILN_DTYPE_BOOL)) return;
+    int64_t od[KILN_MAX_DIMS], n = kiln__ops_desc_numel(o);
+    if (n < 0 || n > KILN_MAX_VALUES || !kiln__ops_const_dims(o, od)) return;
     const kiln_expr *vals[3][KILN_MAX_VALUES];
     int64_t dk[3][KILN_MAX_DIMS];
     for (int k = 0; k < nop; k++) {
         const kiln_desc *d = &c->in[idx[k]];
-        if (kiln__ops1_value_exprs(c->x, d, vals[k]) < 0) return;
-        if (!kiln__ops1_const_dims(d, dk[k])) return;
+        if (kiln__ops_value_exprs(c->x, d, vals[k]) < 0) return;
+        if (!kiln__ops_const_dims(d, dk[k])) return;
     }
     const kiln_expr *res[KILN_MAX_VALUES];
     for (int64_t i = 0; i < n; i++) {
@@ -342,10 +342,10 @@ static int bin_shape(kiln_shape_ctx *c, const char *op, const bin_fn *tab, int o
     kiln_dtype t = c->in[0].dtype;
     if (t <= 0 || t >= KILN_DTYPE_COUNT_ || !tab[t]) return type_err(op, 0, t);
     if (same_type && c->in[1].dtype != t) {
-        int r = kiln__ops1_check_same(c, op, 0, 1);
+        int r = kiln__ops_check_same(c, op, 0, 1);
         if (r) return r;
     }
-    if (!kiln__ops1_is_any(c->in[1].dtype)) return type_err(op, 1, c->in[1].dtype);
+    if (!kiln__ops_is_any(c->in[1].dtype)) return type_err(op, 1, c->in[1].dtype);
     static const int idx[2] = {0, 1};
     int r = bc_shape(c, 2, idx);
     if (r) return r;
@@ -366,7 +366,7 @@ static int bin_impl(const kiln_call *c, const bin_fn *tab) {
         int64_t n = kiln_tensor_numel(b);
         tmp = kiln__malloc((size_t)(n ? n : 1) * kiln_dtype_size(a->dtype));
         if (!tmp) return kiln_set_error(KILN_ENOMEM, "out of memory converting the exponent");
-        kiln__ops1_cast(b->data, b->dtype, tmp, a->dtype, n);
+        kiln__ops_cast(b->data, b->dtype, tmp, a->dtype, n);
         bc = *b;
         bc.data = tmp;
         bc.dtype = a->dtype;
@@ -392,7 +392,7 @@ static const kiln_combo cu_eq[] = {{.types = KILN_CU_T_NUM ", " KILN_CU_T_NUM ",
     static int VAR##_impl(const kiln_call *c) { return bin_impl(c, TAB); }   \
     static int VAR##_cuda(const kiln_call *c) { return kiln__cu_binary(c, NAME); } \
     static const kiln_quick_op VAR##_op = {                                   \
-        .ns = OPS1_NS, .name = NAME, .version = VER,                          \
+        .ns = OPS_NS, .name = NAME, .version = VER,                          \
         .min_inputs = 2, .max_inputs = 2, .num_outputs = 1,                   \
         .attrs = ATTRS, .shape = VAR##_shape, .impl = VAR##_impl,             \
         .doc = DOC, .cuda_impl = VAR##_cuda, .cuda_formats = CUF,             \
@@ -436,7 +436,7 @@ static const kiln_combo cu_eq[] = {{.types = KILN_CU_T_NUM ", " KILN_CU_T_NUM ",
         return 0;                                                             \
     }                                                                         \
     static const kiln_quick_op VAR##_op = {                                   \
-        .ns = OPS1_NS, .name = NAME, .version = VER,                          \
+        .ns = OPS_NS, .name = NAME, .version = VER,                          \
         .min_inputs = 2, .max_inputs = 2, .num_outputs = 1,                   \
         .shape = VAR##_shape, .impl = VAR##_impl, .doc = DOC,                 \
         .epilogue = VAR##_epi, .epilogue_check = VAR##_epi_check,            \
@@ -468,7 +468,7 @@ static const kiln_attr_def mod_attrs[] = {
     {NULL}};
 static int mod_shape(kiln_shape_ctx *c) {
     int f = (int)kiln_attrs_int(c->attrs, "fmod");
-    if (!f && kiln__ops1_is_float(c->in[0].dtype))
+    if (!f && kiln__ops_is_float(c->in[0].dtype))
         return kiln_set_error(KILN_EATTR, "Mod: fmod must be 1 for floating-point input (%s)",
                               kiln_dtype_name(c->in[0].dtype));
     return bin_shape(c, "Mod", f ? tab_fmod : tab_mod, 0, f ? V_NONE : V_MOD, 1);
@@ -477,7 +477,7 @@ static int mod_impl(const kiln_call *c) {
     return bin_impl(c, kiln_attrs_int(c->attrs, "fmod") ? tab_fmod : tab_mod);
 }
 static const kiln_quick_op mod_op = {
-    .ns = OPS1_NS, .name = "Mod", .version = 10, .min_inputs = 2, .max_inputs = 2,
+    .ns = OPS_NS, .name = "Mod", .version = 10, .min_inputs = 2, .max_inputs = 2,
     .num_outputs = 1, .attrs = mod_attrs, .shape = mod_shape, .impl = mod_impl,
     .cuda_impl = kiln__cu_mod, .cuda_formats = cu_num,
     .doc = "remainder (fmod attribute picks C or Python semantics)",
@@ -505,7 +505,7 @@ static int shift_impl(const kiln_call *c) {
     return r ? r : bin_impl(c, left ? tab_shl : tab_shr);
 }
 static const kiln_quick_op shift_op = {
-    .ns = OPS1_NS, .name = "BitShift", .version = 11, .min_inputs = 2, .max_inputs = 2,
+    .ns = OPS_NS, .name = "BitShift", .version = 11, .min_inputs = 2, .max_inputs = 2,
     .num_outputs = 1, .attrs = shift_attrs, .shape = shift_shape, .impl = shift_impl,
     .doc = "bitwise shift of unsigned integers",
 };
@@ -519,7 +519,7 @@ static int var_shape(kiln_shape_ctx *c, const char *op, const bin_fn *tab, vop v
     if (t <= 0 || t >= KILN_DTYPE_COUNT_ || !tab[t]) return type_err(op, 0, t);
     for (int i = 0; i < c->nin; i++) {
         idx[i] = i;
-        int r = kiln__ops1_check_same(c, op, 0, i);
+        int r = kiln__ops_check_same(c, op, 0, i);
         if (r) return r;
     }
     int r = bc_shape(c, c->nin, idx);
@@ -528,7 +528,7 @@ static int var_shape(kiln_shape_ctx *c, const char *op, const bin_fn *tab, vop v
     if (c->nin == 1) {
         c->out[0].nvalues = -1;
         const kiln_expr *vals[KILN_MAX_VALUES];
-        int n = kiln__ops1_value_exprs(c->x, &c->in[0], vals);
+        int n = kiln__ops_value_exprs(c->x, &c->in[0], vals);
         if (n >= 0) {
             for (int i = 0; i < n; i++) c->out[0].values[i] = vals[i];
             c->out[0].nvalues = n;
@@ -555,7 +555,7 @@ static int var_impl(const kiln_call *c, const bin_fn *tab, int mean) {
     if (mean && c->nin > 1) {
         uint64_t sbuf;
         double inv = 1.0 / c->nin;
-        kiln__ops1_from_f64(&inv, y->dtype, &sbuf, 1);
+        kiln__ops_from_f64(&inv, y->dtype, &sbuf, 1);
         kiln_tensor s = {.data = &sbuf, .dtype = y->dtype, .ndim = 0};
         return bin_run(c->exec, tab_mul[y->dtype], y, &s, y->data, y->dtype, y->ndim, y->dims);
     }
@@ -567,14 +567,14 @@ static int var_impl(const kiln_call *c, const bin_fn *tab, int mean) {
     static int VAR##_impl(const kiln_call *c) { return var_impl(c, TAB, MEAN); } \
     static int VAR##_cuda(const kiln_call *c) { return kiln__cu_variadic(c, NAME); } \
     static const kiln_quick_op VAR##_op = {                                   \
-        .ns = OPS1_NS, .name = NAME, .version = 8,                            \
+        .ns = OPS_NS, .name = NAME, .version = 8,                            \
         .min_inputs = 1, .max_inputs = KILN_MAX_IO - 1, .num_outputs = 1,     \
         .shape = VAR##_shape, .impl = VAR##_impl, .doc = DOC,                 \
         .cuda_impl = VAR##_cuda, .cuda_formats = CUF,                         \
     };                                                                        \
     KILN_OP(VAR##_op)
 
-static const bin_fn tab_sum_f[KILN_DTYPE_COUNT_] = {OPS1_TYPES_FLOAT(BIN_TAB, ADD)};
+static const bin_fn tab_sum_f[KILN_DTYPE_COUNT_] = {OPS_TYPES_FLOAT(BIN_TAB, ADD)};
 VAR_OP(vmax, "Max", tab_max, 0, V_MAX, cu_num, "elementwise maximum of the inputs (broadcast)")
 VAR_OP(vmin, "Min", tab_min, 0, V_MIN, cu_num, "elementwise minimum of the inputs (broadcast)")
 VAR_OP(vsum, "Sum", tab_add, 0, V_ADD, cu_num, "elementwise sum of the inputs (broadcast)")
@@ -624,7 +624,7 @@ typedef struct where_job {
     const char *cnd, *x, *y;
     char *o;
     size_t es;
-    kiln__ops1_bc bc;
+    kiln__ops_bc bc;
 } where_job;
 
 static void where_rows(void *ud, int64_t r0, int64_t r1) {
@@ -632,7 +632,7 @@ static void where_rows(void *ud, int64_t r0, int64_t r1) {
     int nd = j->bc.nd;
     int64_t n = j->bc.dims[nd - 1], off[3];
     for (int64_t r = r0; r < r1; r++) {
-        kiln__ops1_bc_row(&j->bc, r, off);
+        kiln__ops_bc_row(&j->bc, r, off);
         j->fn((const uint8_t *)j->cnd + off[0], j->bc.st[0][nd - 1], j->x + off[1] * j->es,
               j->bc.st[1][nd - 1], j->y + off[2] * j->es, j->bc.st[2][nd - 1],
               j->o + r * n * j->es, n);
@@ -643,9 +643,9 @@ static int where_shape(kiln_shape_ctx *c) {
     if (c->in[0].dtype != KILN_DTYPE_BOOL)
         return kiln_set_error(KILN_ETYPE, "Where: condition must be bool, found %s",
                               kiln_dtype_name(c->in[0].dtype));
-    int r = kiln__ops1_check_same(c, "Where", 1, 2);
+    int r = kiln__ops_check_same(c, "Where", 1, 2);
     if (r) return r;
-    if (!kiln__ops1_is_any(c->in[1].dtype)) return type_err("Where", 1, c->in[1].dtype);
+    if (!kiln__ops_is_any(c->in[1].dtype)) return type_err("Where", 1, c->in[1].dtype);
     static const int idx[3] = {0, 1, 2};
     r = bc_shape(c, 3, idx);
     if (r) return r;
@@ -669,19 +669,19 @@ static int where_impl(const kiln_call *c) {
     int64_t total = kiln_tensor_numel(y);
     if (total == 0) return 0;
     for (int k = 0; k < 3; k++) {
-        int rc = kiln__ops1_bc_check("Where", k, y->ndim, y->dims, nds[k], dks[k]);
+        int rc = kiln__ops_bc_check("Where", k, y->ndim, y->dims, nds[k], dks[k]);
         if (rc) return rc;
     }
-    kiln__ops1_bc_init(&j.bc, y->ndim, y->dims, 3, nds, dks);
+    kiln__ops_bc_init(&j.bc, y->ndim, y->dims, 3, nds, dks);
     int64_t n = j.bc.dims[j.bc.nd - 1];
-    kiln__ops1_par(c->exec, j.bc.rows, total < PAR_MIN ? j.bc.rows : (n >= 8192 ? 1 : 8192 / n),
+    kiln__ops_par(c->exec, j.bc.rows, total < PAR_MIN ? j.bc.rows : (n >= 8192 ? 1 : 8192 / n),
                    where_rows, &j);
     return 0;
 }
 
 static const kiln_combo cu_where[] = {{.types = "BOOL, " KILN_CU_T_ANY ", " KILN_CU_T_ANY ", " KILN_CU_T_ANY}, {0}};
 static const kiln_quick_op where_op = {
-    .ns = OPS1_NS, .name = "Where", .version = 9, .min_inputs = 3, .max_inputs = 3,
+    .ns = OPS_NS, .name = "Where", .version = 9, .min_inputs = 3, .max_inputs = 3,
     .num_outputs = 1, .shape = where_shape, .impl = where_impl,
     .cuda_impl = kiln__cu_where, .cuda_formats = cu_where,
     .doc = "condition ? X : Y (numpy broadcasting)",
@@ -706,7 +706,7 @@ static int not_impl(const kiln_call *c) {
     return 0;
 }
 static const kiln_quick_op not_op = {
-    .ns = OPS1_NS, .name = "Not", .version = 1, .min_inputs = 1, .max_inputs = 1,
+    .ns = OPS_NS, .name = "Not", .version = 1, .min_inputs = 1, .max_inputs = 1,
     .num_outputs = 1, .shape = not_shape, .impl = not_impl, .doc = "logical not",
 };
 KILN_OP(not_op)
@@ -719,8 +719,8 @@ typedef void (*un_fn)(const void *x, void *y, int64_t n);
         for (int64_t i = 0; i < n; i++) y[i] = (T)~x[i];                      \
     }
 #define BNOT_TAB(SUF, T, CT, LD, ST, A) [KILN_DTYPE_##SUF] = bnot_##SUF,
-OPS1_TYPES_INT(BNOT_DEF, 0)
-static const un_fn tab_bnot[KILN_DTYPE_COUNT_] = {OPS1_TYPES_INT(BNOT_TAB, 0)};
+OPS_TYPES_INT(BNOT_DEF, 0)
+static const un_fn tab_bnot[KILN_DTYPE_COUNT_] = {OPS_TYPES_INT(BNOT_TAB, 0)};
 
 static int bnot_shape(kiln_shape_ctx *c) {
     kiln_dtype t = c->in[0].dtype;
@@ -735,7 +735,7 @@ static int bnot_impl(const kiln_call *c) {
     return 0;
 }
 static const kiln_quick_op bnot_op = {
-    .ns = OPS1_NS, .name = "BitwiseNot", .version = 18, .min_inputs = 1, .max_inputs = 1,
+    .ns = OPS_NS, .name = "BitwiseNot", .version = 18, .min_inputs = 1, .max_inputs = 1,
     .num_outputs = 1, .shape = bnot_shape, .impl = bnot_impl, .doc = "bitwise not",
 };
 KILN_OP(bnot_op)
@@ -743,10 +743,10 @@ KILN_OP(bnot_op)
 /* ---- PRelu: x < 0 ? slope * x : x, slope broadcast to x (unidirectional) ----------- */
 
 #define E_PRELU(x, z) ((x) < 0 ? (z) * (x) : (x))
-OPS1_TYPES_FLOAT(BIN_DEF, PRELU)
-OPS1_TYPES_SINT(BIN_DEF, PRELU)
-static const bin_fn tab_prelu[KILN_DTYPE_COUNT_] = {OPS1_TYPES_FLOAT(BIN_TAB, PRELU)
-                                                        OPS1_TYPES_SINT(BIN_TAB, PRELU)};
+OPS_TYPES_FLOAT(BIN_DEF, PRELU)
+OPS_TYPES_SINT(BIN_DEF, PRELU)
+static const bin_fn tab_prelu[KILN_DTYPE_COUNT_] = {OPS_TYPES_FLOAT(BIN_TAB, PRELU)
+                                                        OPS_TYPES_SINT(BIN_TAB, PRELU)};
 
 static int prelu_shape(kiln_shape_ctx *c) {
     int r = bin_shape(c, "PRelu", tab_prelu, 0, V_NONE, 1);
@@ -781,7 +781,7 @@ static int prelu_epi_check(kiln_epilogue_args *a) {
 }
 static int prelu_cuda(const kiln_call *c) { return kiln__cu_binary(c, "PRelu"); }
 static const kiln_quick_op prelu_op = {
-    .ns = OPS1_NS, .name = "PRelu", .version = 7, .min_inputs = 2, .max_inputs = 2,
+    .ns = OPS_NS, .name = "PRelu", .version = 7, .min_inputs = 2, .max_inputs = 2,
     .num_outputs = 1, .shape = prelu_shape, .impl = prelu_impl,
     .epilogue = prelu_epi, .epilogue_check = prelu_epi_check,
     .doc = "x < 0 ? slope * x : x (slope broadcast to x)",
@@ -842,12 +842,12 @@ static int legacy_impl(const kiln_call *c, const bin_fn *tab) {
     static int VAR##_lshape(kiln_shape_ctx *c) { return legacy_shape(c, NAME, TAB, VOP); } \
     static int VAR##_limpl(const kiln_call *c) { return legacy_impl(c, TAB); } \
     static const kiln_quick_op VAR##1_op = {                                  \
-        .ns = OPS1_NS, .name = NAME, .version = 1, .min_inputs = 2, .max_inputs = 2, \
+        .ns = OPS_NS, .name = NAME, .version = 1, .min_inputs = 2, .max_inputs = 2, \
         .num_outputs = 1, .attrs = legacy_attrs, .shape = VAR##_lshape,       \
         .impl = VAR##_limpl, .doc = "legacy form (broadcast/axis attributes)", \
     };                                                                        \
     static const kiln_quick_op VAR##6_op = {                                  \
-        .ns = OPS1_NS, .name = NAME, .version = 6, .min_inputs = 2, .max_inputs = 2, \
+        .ns = OPS_NS, .name = NAME, .version = 6, .min_inputs = 2, .max_inputs = 2, \
         .num_outputs = 1, .attrs = legacy_attrs, .shape = VAR##_lshape,   \
         .impl = VAR##_limpl, .doc = "legacy form (broadcast/axis attributes)", \
     };                                                                        \
@@ -862,7 +862,7 @@ LEGACY_OP(ldiv, "Div", tab_div, V_DIV)
 static int lpow_shape(kiln_shape_ctx *c) { return legacy_shape(c, "Pow", tab_pow, V_NONE); }
 static int lpow_impl(const kiln_call *c) { return legacy_impl(c, tab_pow); }
 static const kiln_quick_op lpow_op = {
-    .ns = OPS1_NS, .name = "Pow", .version = 1, .min_inputs = 2, .max_inputs = 2,
+    .ns = OPS_NS, .name = "Pow", .version = 1, .min_inputs = 2, .max_inputs = 2,
     .num_outputs = 1, .attrs = legacy_attrs, .shape = lpow_shape, .impl = lpow_impl,
     .doc = "legacy form (broadcast/axis attributes)",
 };
@@ -875,7 +875,7 @@ static const kiln_attr_def consumed_attrs[] = {
     {NULL}};
 #define VAR_LEGACY(VAR, NAME, VER, ATTRS)                                     \
     static const kiln_quick_op VAR##_l##VER = {                               \
-        .ns = OPS1_NS, .name = NAME, .version = VER,                          \
+        .ns = OPS_NS, .name = NAME, .version = VER,                          \
         .min_inputs = 1, .max_inputs = KILN_MAX_IO - 1, .num_outputs = 1,     \
         .attrs = ATTRS, .shape = VAR##_shape, .impl = VAR##_impl,             \
         .doc = "legacy form (same shapes)",                                   \
@@ -894,7 +894,7 @@ VAR_LEGACY(vmean, "Mean", 6, NULL)
  * axis 1 (append the size-1 dims after it). */
 static int lprelu_pad(int rx, int rs, int64_t ns) { return rs == 1 && ns != 1 && rx > 2 ? rx - 2 : 0; }
 static int lprelu_shape(kiln_shape_ctx *c) {
-    int64_t ns = kiln__ops1_desc_numel(&c->in[1]);
+    int64_t ns = kiln__ops_desc_numel(&c->in[1]);
     int pad = lprelu_pad(c->in[0].ndim, c->in[1].ndim, ns);
     if (!pad) return prelu_shape(c);
     kiln_desc in[2] = {c->in[0], c->in[1]};
@@ -916,12 +916,12 @@ static int lprelu_impl(const kiln_call *c) {
     return prelu_impl(&c2);
 }
 static const kiln_quick_op prelu1_op = {
-    .ns = OPS1_NS, .name = "PRelu", .version = 1, .min_inputs = 2, .max_inputs = 2,
+    .ns = OPS_NS, .name = "PRelu", .version = 1, .min_inputs = 2, .max_inputs = 2,
     .num_outputs = 1, .attrs = consumed_attrs, .shape = lprelu_shape, .impl = lprelu_impl,
     .doc = "legacy form (1-D slope along channels)",
 };
 static const kiln_quick_op prelu6_op = {
-    .ns = OPS1_NS, .name = "PRelu", .version = 6, .min_inputs = 2, .max_inputs = 2,
+    .ns = OPS_NS, .name = "PRelu", .version = 6, .min_inputs = 2, .max_inputs = 2,
     .num_outputs = 1, .shape = lprelu_shape, .impl = lprelu_impl,
     .doc = "legacy form (1-D slope along channels)",
 };

@@ -8,10 +8,10 @@
  *         batch dims broadcast.  When B has no batch (weights), the batch of
  *         A folds into M and one large GEMM runs.
  */
+#include "device/cpu/sgemm.h"
 #include "ops/common/cuda_impls.h"
-#include "ops/common/ops2.h"
+#include "ops/common/ops_util.h"
 
-#include "kiln_int.h"
 
 #include <math.h>
 
@@ -42,7 +42,7 @@ static int gemm_shape(kiln_shape_ctx *c) {
     if (a->dtype != b->dtype)
         return kiln_set_error(KILN_ETYPE, "Gemm: A is %s but B is %s", kiln_dtype_name(a->dtype),
                               kiln_dtype_name(b->dtype));
-    if (!kiln__ops2_is_float(a->dtype))
+    if (!kiln__ops_is_float(a->dtype))
         return kiln_set_error(KILN_EUNSUPPORTED, "Gemm: type %s not supported (float types only)",
                               kiln_dtype_name(a->dtype));
     int ta = kiln_attrs_int(c->attrs, "transA") != 0, tb = kiln_attrs_int(c->attrs, "transB") != 0;
@@ -125,7 +125,7 @@ static int gemm_impl_f32(const kiln_call *c) {
     return 0;
 }
 
-static int gemm_impl(const kiln_call *c) { return kiln__ops2_as_f32(c, gemm_impl_f32); }
+static int gemm_impl(const kiln_call *c) { return kiln__ops_as_f32(c, gemm_impl_f32); }
 
 /* A constant F32 weight matrix packed once as the SGEMM's B operand
  * (kiln_quick_op.prepack), for Gemm (b_rs/b_cs from transB) and MatMul
@@ -137,7 +137,7 @@ static int weights_prepack(const kiln_call *c, int input, int64_t rows, int64_t 
     size_t want = *size;
     *size = 0;
     if (input != 1 || rows == 1 || A->dtype != KILN_DTYPE_F32 || B->dtype != KILN_DTYPE_F32 || !B->data ||
-        B->ndim != 2 || !kiln__ops2_dense(B) || K < 1 || N < 1)
+        B->ndim != 2 || !kiln__ops_dense(B) || K < 1 || N < 1)
         return 0;
     size_t bytes = kiln__sgemm_pack_b_floats(K, N) * sizeof(float);
     if (!dst) {
@@ -178,17 +178,15 @@ static const kiln_quick_op gemm_op = {
 
 /* ------------------------------------------------------------ MatMul */
 
-static int matmul_dims(kiln_shape_ctx *c, kiln_dtype out_type);
-
 static int matmul_shape(kiln_shape_ctx *c) {
     const kiln_desc *a = &c->in[0], *b = &c->in[1];
     if (a->dtype != b->dtype)
         return kiln_set_error(KILN_ETYPE, "MatMul: A is %s but B is %s",
                               kiln_dtype_name(a->dtype), kiln_dtype_name(b->dtype));
-    if (!kiln__ops2_is_float(a->dtype))
+    if (!kiln__ops_is_float(a->dtype))
         return kiln_set_error(KILN_EUNSUPPORTED, "MatMul: type %s not supported (float types only)",
                               kiln_dtype_name(a->dtype));
-    return matmul_dims(c, a->dtype);
+    return kiln__ops_matmul_shape(c, "MatMul", 0, 1, a->dtype);
 }
 
 static int is_int8(kiln_dtype t) { return t == KILN_DTYPE_U8 || t == KILN_DTYPE_I8; }
@@ -197,35 +195,7 @@ static int matmulint_shape(kiln_shape_ctx *c) {
     if (!is_int8(c->in[0].dtype) || !is_int8(c->in[1].dtype))
         return kiln_set_error(KILN_ETYPE, "MatMulInteger: A and B must be u8/i8, found %s and %s",
                               kiln_dtype_name(c->in[0].dtype), kiln_dtype_name(c->in[1].dtype));
-    return matmul_dims(c, KILN_DTYPE_I32);
-}
-
-static int matmul_dims(kiln_shape_ctx *c, kiln_dtype out_type) {
-    const kiln_desc *a = &c->in[0], *b = &c->in[1];
-    if (a->ndim < 1 || b->ndim < 1)
-        return kiln_set_error(KILN_ESHAPE, "MatMul: operands must have rank >= 1, found %d and %d",
-                              a->ndim, b->ndim);
-    const kiln_expr *Ka = a->dims[a->ndim - 1];
-    const kiln_expr *Kb = b->ndim == 1 ? b->dims[0] : b->dims[b->ndim - 2];
-    int64_t v1, v2;
-    if (!same_or_unknown(Ka, Kb, &v1, &v2))
-        return kiln_set_error(KILN_ESHAPE, "MatMul: inner dims differ: A has K=%lld, B has K=%lld",
-                              (long long)v1, (long long)v2);
-    const kiln_expr *out[KILN_MAX_DIMS];
-    int nb = 0;
-    int ba = a->ndim > 2 ? a->ndim - 2 : 0, bb = b->ndim > 2 ? b->ndim - 2 : 0;
-    if (ba || bb) {
-        nb = kiln_shape_broadcast(c, a->dims, ba, b->dims, bb, out);
-        if (nb < 0) return nb;
-    }
-    int n = nb;
-    if (a->ndim >= 2) out[n++] = a->dims[a->ndim - 2];
-    if (b->ndim >= 2) out[n++] = b->dims[b->ndim - 1];
-    if (n > KILN_MAX_DIMS) return kiln_set_error(KILN_ESHAPE, "MatMul: result rank %d too large", n);
-    c->out[0].dtype = out_type;
-    c->out[0].ndim = n;
-    for (int i = 0; i < n; i++) c->out[0].dims[i] = out[i];
-    return 0;
+    return kiln__ops_matmul_shape(c, "MatMulInteger", 0, 1, KILN_DTYPE_I32);
 }
 
 typedef struct mm_task {
@@ -250,7 +220,7 @@ static void mm_batches(void *ud, int ith, int nth) {
 static int matmul_impl_f32(const kiln_call *c) {
     const kiln_tensor *A = &c->in[0], *B = &c->in[1];
     kiln_tensor *Y = &c->out[0];
-    if (!kiln__ops2_dense(A) || !kiln__ops2_dense(B) || !kiln__ops2_dense(Y))
+    if (!kiln__ops_dense(A) || !kiln__ops_dense(B) || !kiln__ops_dense(Y))
         return kiln_set_error(KILN_EUNSUPPORTED, "MatMul: strided tensors not supported");
     int64_t M = A->ndim >= 2 ? A->dims[A->ndim - 2] : 1, K = A->dims[A->ndim - 1];
     int64_t N = B->ndim >= 2 ? B->dims[B->ndim - 1] : 1;
@@ -342,11 +312,11 @@ static size_t matmul_ws(const kiln_call *c) {
  * one pass over the result. */
 static int matmul_impl_epi(const kiln_call *c) {
     int rc = matmul_impl_f32(c);
-    if (!rc) kiln__ops2_epilogue_all(c);
+    if (!rc) kiln__ops_epilogue_all(c);
     return rc;
 }
 
-static int matmul_impl(const kiln_call *c) { return kiln__ops2_as_f32(c, matmul_impl_epi); }
+static int matmul_impl(const kiln_call *c) { return kiln__ops_as_f32(c, matmul_impl_epi); }
 
 static int matmul_prepack(const kiln_call *c, int input, void *dst, size_t *size) {
     const kiln_tensor *A = &c->in[0], *B = &c->in[1];
@@ -375,7 +345,7 @@ static const kiln_quick_op matmul_op = {
 static int matmulint_impl(const kiln_call *c) {
     const kiln_tensor *A = &c->in[0], *B = &c->in[1];
     kiln_tensor *Y = &c->out[0];
-    if (!kiln__ops2_dense(A) || !kiln__ops2_dense(B) || !kiln__ops2_dense(Y))
+    if (!kiln__ops_dense(A) || !kiln__ops_dense(B) || !kiln__ops_dense(Y))
         return kiln_set_error(KILN_EUNSUPPORTED, "MatMulInteger: strided tensors not supported");
     int64_t M = A->ndim >= 2 ? A->dims[A->ndim - 2] : 1, K = A->dims[A->ndim - 1];
     int64_t N = B->ndim >= 2 ? B->dims[B->ndim - 1] : 1;
@@ -412,13 +382,13 @@ static int matmulint_impl(const kiln_call *c) {
             if (ib >= 0) { ob += (B->dims[ib] == 1 ? 0 : ix) * sb; sb *= B->dims[ib]; }
         }
         for (int64_t i = 0; i < M; i++) {
-            int32_t a0 = za ? (int32_t)kiln__ops2_geti(za->data, za->dtype, nza == 1 ? 0 : i) : 0;
+            int32_t a0 = za ? (int32_t)kiln__ops_get_i64(za->data, za->dtype, nza == 1 ? 0 : i) : 0;
             for (int64_t j = 0; j < N; j++) {
-                int32_t b0 = zb ? (int32_t)kiln__ops2_geti(zb->data, zb->dtype, nzb == 1 ? 0 : j) : 0;
+                int32_t b0 = zb ? (int32_t)kiln__ops_get_i64(zb->data, zb->dtype, nzb == 1 ? 0 : j) : 0;
                 int32_t s = 0;
                 for (int64_t k = 0; k < K; k++) {
-                    int32_t av = (int32_t)kiln__ops2_geti(A->data, A->dtype, oa * M * K + i * K + k);
-                    int32_t bv = (int32_t)kiln__ops2_geti(B->data, B->dtype, ob * K * N + k * N + j);
+                    int32_t av = (int32_t)kiln__ops_get_i64(A->data, A->dtype, oa * M * K + i * K + k);
+                    int32_t bv = (int32_t)kiln__ops_get_i64(B->data, B->dtype, ob * K * N + k * N + j);
                     s += (av - a0) * (bv - b0);
                 }
                 y[t * M * N + i * N + j] = s;
@@ -439,6 +409,6 @@ __attribute__((constructor)) static void gemm_register(void) {
     kiln_register_quick_op(&matmulint_op);
     /* 7: broadcast attribute dropped (C always broadcasts); 11: C optional */
     static const int gv[] = {1, 7, 11};
-    kiln__ops2_register_versions(&gemm_op, gv, 3);
+    kiln__ops_register_versions(&gemm_op, gv, 3);
     kiln_register_quick_op(&matmul_op);
 }

@@ -2,7 +2,7 @@
  * topk.c — TopK (opsets 1 and 10+): the k largest or smallest elements
  * along an axis, with their indices.
  */
-#include "ops/common/ops1.h"
+#include "ops/common/ops_util.h"
 
 #include <stdlib.h>
 
@@ -18,14 +18,14 @@ static const kiln_attr_def topk10_attrs[] = {
 
 static int topk_shape_(kiln_shape_ctx *c, int v10) {
     const kiln_desc *x = &c->in[0];
-    int ax, r = kiln__ops1_axis("TopK", "axis", kiln_attrs_int(c->attrs, "axis"), x->ndim, &ax);
+    int ax, r = kiln__ops_axis("TopK", "axis", kiln_attrs_int(c->attrs, "axis"), x->ndim, &ax);
     if (r) return r;
-    if (!kiln__ops1_is_num(x->dtype))
+    if (!kiln__ops_is_num(x->dtype))
         return kiln_set_error(KILN_ETYPE, "TopK: input must be numeric, found %s", kiln_dtype_name(x->dtype));
     const kiln_expr *k;
     if (v10) {
         const kiln_expr *v[KILN_MAX_VALUES];
-        if (kiln__ops1_value_exprs(c->x, &c->in[1], v) != 1)
+        if (kiln__ops_value_exprs(c->x, &c->in[1], v) != 1)
             return kiln_set_error(KILN_EUNSUPPORTED, "TopK: input 1 'K' must be a 1-element tensor known "
                                   "at build time");
         k = v[0];
@@ -36,9 +36,9 @@ static int topk_shape_(kiln_shape_ctx *c, int v10) {
     if (kiln_expr_is_const(k, &kv) && kiln_expr_is_const(x->dims[ax], &dv) && (kv < 0 || kv > dv))
         return kiln_set_error(KILN_EINVAL, "TopK: k = %lld is out of range [0, %lld]", (long long)kv,
                               (long long)dv);
-    kiln__ops1_set_dims(&c->out[0], x->dtype, x->ndim, x->dims);
+    kiln__ops_set_dims(&c->out[0], x->dtype, x->ndim, x->dims);
     c->out[0].dims[ax] = k;
-    kiln__ops1_set_dims(&c->out[1], KILN_DTYPE_I64, x->ndim, x->dims);
+    kiln__ops_set_dims(&c->out[1], KILN_DTYPE_I64, x->ndim, x->dims);
     c->out[1].dims[ax] = k;
     return 0;
 }
@@ -80,9 +80,9 @@ static int topk_impl(const kiln_call *c) {
     for (int64_t o = 0; o < outer; o++)
         for (int64_t in = 0; in < inner; in++) {
             if (inner == 1)
-                kiln__ops1_to_f64(xp + o * A * es, x->dtype, vals, A);
+                kiln__ops_to_f64(xp + o * A * es, x->dtype, vals, A);
             else
-                for (int64_t a = 0; a < A; a++) vals[a] = kiln__ops1_get_f64(xp, x->dtype, (o * A + a) * inner + in);
+                for (int64_t a = 0; a < A; a++) vals[a] = kiln__ops_get_f64(xp, x->dtype, (o * A + a) * inner + in);
             if (K * 8 < A) {
                 /* the best K in a heap whose root is the worst of them; most
                  * candidates lose against the root's value and cost one compare */
@@ -132,12 +132,12 @@ static int topk_impl(const kiln_call *c) {
 static int topk1_shape(kiln_shape_ctx *c) { return topk_shape_(c, 0); }
 static int topk10_shape(kiln_shape_ctx *c) { return topk_shape_(c, 1); }
 static const kiln_quick_op topk1_op = {
-    .ns = OPS1_NS, .name = "TopK", .version = 1, .min_inputs = 1, .max_inputs = 1,
+    .ns = OPS_NS, .name = "TopK", .version = 1, .min_inputs = 1, .max_inputs = 1,
     .num_outputs = 2, .attrs = topk1_attrs, .shape = topk1_shape, .impl = topk_impl,
     .doc = "k largest values and their indices (k attribute)",
 };
 static const kiln_quick_op topk10_op = {
-    .ns = OPS1_NS, .name = "TopK", .version = 10, .min_inputs = 2, .max_inputs = 2,
+    .ns = OPS_NS, .name = "TopK", .version = 10, .min_inputs = 2, .max_inputs = 2,
     .num_outputs = 2, .attrs = topk10_attrs, .shape = topk10_shape, .impl = topk_impl,
     .doc = "k largest/smallest values and their indices (K input)",
 };

@@ -26,10 +26,10 @@
  *             (grouped convs, 3-D) it falls back to direct / GEMM.
  * Spatial dims are normalized to 3 (D, H, W) by prepending 1s.
  */
+#include "device/cpu/sgemm.h"
 #include "ops/common/cuda_impls.h"
-#include "ops/common/ops2.h"
+#include "ops/common/ops_util.h"
 
-#include "kiln_int.h"
 
 #include <string.h>
 
@@ -118,7 +118,7 @@ static int conv_dims(kiln_shape_ctx *c, kiln_dtype out_type);
 
 static int conv_shape(kiln_shape_ctx *c) {
     const kiln_desc *x = &c->in[0], *w = &c->in[1];
-    if (w->dtype != x->dtype || !kiln__ops2_is_float(x->dtype))
+    if (w->dtype != x->dtype || !kiln__ops_is_float(x->dtype))
         return kiln_set_error(KILN_ETYPE, "Conv: X and W must share a float type, found %s and %s",
                               kiln_dtype_name(x->dtype), kiln_dtype_name(w->dtype));
     return conv_dims(c, x->dtype);
@@ -170,9 +170,9 @@ static int conv_dims(kiln_shape_ctx *c, kiln_dtype out_type) {
         if (ap == AP_SAME_UPPER || ap == AP_SAME_LOWER)
             y->dims[2 + i] = kiln_expr_ceildiv(X, in, kiln_expr_const(X, s[i]));
         else if (ap == AP_VALID)
-            y->dims[2 + i] = kiln__ops2_pool_dim(X, in, k[i], s[i], 0, d[i], 0);
+            y->dims[2 + i] = kiln__ops_pool_dim(X, in, k[i], s[i], 0, d[i], 0);
         else
-            y->dims[2 + i] = kiln__ops2_pool_dim(X, in, k[i], s[i], pb[i] + pe[i], d[i], 0);
+            y->dims[2 + i] = kiln__ops_pool_dim(X, in, k[i], s[i], pb[i] + pe[i], d[i], 0);
     }
     return 0;
 }
@@ -453,7 +453,7 @@ typedef struct gemm_epi {
 static void gemm_rows_done(void *ud, int64_t i0, int64_t i1, int64_t j0, int64_t n) {
     const gemm_epi *ge = ud;
     if (j0 == 0 && n == ge->osp) {
-        kiln__ops2_epilogue_span(ge->c, ge->y, ge->osp, i0 * ge->osp, i1 * ge->osp, ge->chan0);
+        kiln__ops_epilogue_span(ge->c, ge->y, ge->osp, i0 * ge->osp, i1 * ge->osp, ge->chan0);
         return;
     }
     for (int64_t i = i0; i < i1; i++)
@@ -475,7 +475,7 @@ static void conv_gemm(const kiln_call *c, const geom *g) {
      * b_off NULL: B is packed as a matrix (also when out of memory). */
     int64_t *b_off = NULL;
     if (pointwise && g->Mg > 1 && g->Mg <= 64 && osp >= 2 * kiln__sgemm_nr())
-        b_off = (int64_t *)kiln__ops2_scratch(1, (size_t)K * 2 + 16);
+        b_off = (int64_t *)kiln__cpu_scratch(1, (size_t)K * 2 + 16);
     for (int64_t k = 0; b_off && k < K; k++) b_off[k] = k * isp;
     for (int64_t n = 0; n < g->N; n++) {
         for (int64_t gi = 0; gi < g->G; gi++) {
@@ -699,8 +699,8 @@ static void direct_range(void *ud, int64_t b, int64_t e) {
     const int64_t dy = g->d[1], dx = g->d[2];
     padded pp = {.PH = (OH - 1) * sy + (KH - 1) * dy + 1 + 3 * sy, .sx = sx};
     pp.PWs = OW + ((KW - 1) * dx) / sx + VW + 1;
-    float *xp = kiln__ops2_scratch(1, (size_t)(pp.PH * sx * pp.PWs) + VW);
-    int64_t *toff = (int64_t *)kiln__ops2_scratch(2, (size_t)KW * 2 + 16);
+    float *xp = kiln__cpu_scratch(1, (size_t)(pp.PH * sx * pp.PWs) + VW);
+    int64_t *toff = (int64_t *)kiln__cpu_scratch(2, (size_t)KW * 2 + 16);
     if (!xp || !toff) return;
     for (int64_t kx = 0; kx < KW; kx++) {
         int64_t off = kx * dx;
@@ -723,7 +723,7 @@ static void direct_range(void *ud, int64_t b, int64_t e) {
             for (int64_t m = m0; m < m1; m++)
                 for (int64_t i = 0; i < OH * OW; i++)
                     dc->y[(n * g->M + m) * OH * OW + i] = dc->bias ? dc->bias[m] : 0.0f;
-        kiln__ops2_epilogue_span(dc->call, dc->y + n * g->M * OH * OW, OH * OW, m0 * OH * OW,
+        kiln__ops_epilogue_span(dc->call, dc->y + n * g->M * OH * OW, OH * OW, m0 * OH * OW,
                                  m1 * OH * OW, 0);
     }
 }
@@ -855,8 +855,8 @@ static void dw_range(void *ud, int64_t b, int64_t e) {
     const int64_t OH = g->o[1], OW = g->o[2], KH = g->k[1], KW = g->k[2];
     const int64_t sy = g->s[1], sx = g->s[2], dy = g->d[1], dx = g->d[2], PW = dc->PW;
     const int64_t ntaps = KH * KW, planes = sy * sx;
-    float *xp = kiln__ops2_scratch(1, (size_t)dc->xp_floats);
-    float *t = kiln__ops2_scratch(2, (size_t)(dc->t_floats + 2 * ntaps + 16));
+    float *xp = kiln__cpu_scratch(1, (size_t)dc->xp_floats);
+    float *t = kiln__cpu_scratch(2, (size_t)(dc->t_floats + 2 * ntaps + 16));
     if (!xp || !t) {
         __atomic_store_n(&dc->failed, 1, __ATOMIC_RELAXED);
         return;
@@ -895,10 +895,10 @@ static void dw_range(void *ud, int64_t b, int64_t e) {
             for (int64_t r = 0; r < R; r++) copy_floats(ym + r * OW, t + r * PW, OW);
         }
         if (R == OH) /* whole planes: one call */
-            kiln__ops2_epilogue_span(dc->call, yn, OH * OW, m0 * OH * OW, m1 * OH * OW, 0);
+            kiln__ops_epilogue_span(dc->call, yn, OH * OW, m0 * OH * OW, m1 * OH * OW, 0);
         else
             for (int64_t m = m0; m < m1; m++)
-                kiln__ops2_epilogue_span(dc->call, yn, OH * OW, m * OH * OW + oy0 * OW,
+                kiln__ops_epilogue_span(dc->call, yn, OH * OW, m * OH * OW + oy0 * OW,
                                          m * OH * OW + (oy0 + R) * OW, 0);
     }
 }
@@ -959,7 +959,7 @@ static int conv_prepack(const kiln_call *c, int input, void *dst, size_t *size) 
     size_t want = *size;
     *size = 0;
     if (input != 1 || w->dtype != KILN_DTYPE_F32 || x->dtype != KILN_DTYPE_F32 || !w->data ||
-        w->ndim < 3 || w->ndim > 5 || !kiln__ops2_dense(w))
+        w->ndim < 3 || w->ndim > 5 || !kiln__ops_dense(w))
         return 0;
     int nsp = w->ndim - 2;
     geom g;
@@ -995,7 +995,7 @@ static int conv_prepack(const kiln_call *c, int input, void *dst, size_t *size) 
 
 static int conv_impl_f32(const kiln_call *c) {
     for (int i = 0; i < c->nin && i < 3; i++)
-        if (c->in[i].data && !kiln__ops2_dense(&c->in[i]))
+        if (c->in[i].data && !kiln__ops_dense(&c->in[i]))
             return kiln_set_error(KILN_EUNSUPPORTED, "Conv: input %d is not dense LINEAR", i);
     geom g;
     int rc = make_geom(c, &g);
@@ -1010,7 +1010,7 @@ static int conv_impl_f32(const kiln_call *c) {
     return 0;
 }
 
-static int conv_impl(const kiln_call *c) { return kiln__ops2_as_f32(c, conv_impl_f32); }
+static int conv_impl(const kiln_call *c) { return kiln__ops_as_f32(c, conv_impl_f32); }
 
 /* ------------------------------------------------------------ ConvInteger */
 
@@ -1018,7 +1018,7 @@ static int conv_impl(const kiln_call *c) { return kiln__ops2_as_f32(c, conv_impl
  * tensor or per output channel). */
 static int convint_impl(const kiln_call *c) {
     for (int i = 0; i < c->nin; i++)
-        if (c->in[i].data && !kiln__ops2_dense(&c->in[i]))
+        if (c->in[i].data && !kiln__ops_dense(&c->in[i]))
             return kiln_set_error(KILN_EUNSUPPORTED, "ConvInteger: input %d is not dense", i);
     geom g;
     kiln_call c2 = *c;
@@ -1032,11 +1032,11 @@ static int convint_impl(const kiln_call *c) {
     if (zw && nzw != 1 && nzw != g.M)
         return kiln_set_error(KILN_ESHAPE, "ConvInteger: w_zero_point has %lld elements, expected 1 "
                               "or %lld", (long long)nzw, (long long)g.M);
-    int32_t x0 = zx ? (int32_t)kiln__ops2_geti(zx->data, zx->dtype, 0) : 0;
+    int32_t x0 = zx ? (int32_t)kiln__ops_get_i64(zx->data, zx->dtype, 0) : 0;
     int32_t *y = c->out[0].data;
     for (int64_t n = 0; n < g.N; n++)
     for (int64_t m = 0; m < g.M; m++) {
-        int32_t w0 = zw ? (int32_t)kiln__ops2_geti(zw->data, zw->dtype, nzw == 1 ? 0 : m) : 0;
+        int32_t w0 = zw ? (int32_t)kiln__ops_get_i64(zw->data, zw->dtype, nzw == 1 ? 0 : m) : 0;
         int64_t gi = m / g.Mg;
         for (int64_t oz = 0; oz < g.o[0]; oz++)
         for (int64_t oy = 0; oy < g.o[1]; oy++)
@@ -1051,9 +1051,9 @@ static int convint_impl(const kiln_call *c) {
                 int64_t ix = ox * g.s[2] - g.pb[2] + kx * g.d[2];
                 int32_t xv = x0; /* padding holds the zero point: contributes 0 */
                 if (iz >= 0 && iz < g.id[0] && iy >= 0 && iy < g.id[1] && ix >= 0 && ix < g.id[2])
-                    xv = (int32_t)kiln__ops2_geti(X->data, X->dtype,
+                    xv = (int32_t)kiln__ops_get_i64(X->data, X->dtype,
                         (((n * g.C + gi * g.Cg + ci) * g.id[0] + iz) * g.id[1] + iy) * g.id[2] + ix);
-                int32_t wv = (int32_t)kiln__ops2_geti(W->data, W->dtype,
+                int32_t wv = (int32_t)kiln__ops_get_i64(W->data, W->dtype,
                     (((m * g.Cg + ci) * g.k[0] + kz) * g.k[1] + ky) * g.k[2] + kx);
                 acc += (xv - x0) * (wv - w0);
             }

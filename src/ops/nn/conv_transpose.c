@@ -7,10 +7,10 @@
  * the columns into the output, split over output channels so threads never
  * write the same element.  The col buffer lives in the workspace.
  */
+#include "device/cpu/sgemm.h"
 #include "ops/common/cuda_impls.h"
-#include "ops/common/ops2.h"
+#include "ops/common/ops_util.h"
 
-#include "kiln_int.h"
 
 #include <string.h>
 
@@ -104,7 +104,7 @@ static int ct_shape(kiln_shape_ctx *c) {
     if (x->ndim < 3 || x->ndim > 5 || w->ndim != x->ndim)
         return kiln_set_error(KILN_ESHAPE, "ConvTranspose: X and W must have rank 3..5, found %d and %d",
                               x->ndim, w->ndim);
-    if (x->dtype != w->dtype || !kiln__ops2_is_float(x->dtype))
+    if (x->dtype != w->dtype || !kiln__ops_is_float(x->dtype))
         return kiln_set_error(KILN_ETYPE, "ConvTranspose: X and W must share a float type");
     int nsp = x->ndim - 2;
     int64_t in[3], wk[3], G = kiln_attrs_int(c->attrs, "group"), wm;
@@ -247,7 +247,7 @@ static void col2im_range(void *ud, int64_t b, int64_t e) {
     col2im_range_raw(ud, b, e);
     if (!t->call || !t->call->epilogue) return;
     const int64_t osp = t->g->o[0] * t->g->o[1] * t->g->o[2];
-    kiln__ops2_epilogue_span(t->call, t->y, osp, b * osp, e * osp, t->chan0);
+    kiln__ops_epilogue_span(t->call, t->y, osp, b * osp, e * osp, t->chan0);
 }
 
 static void col2im_range_raw(void *ud, int64_t b, int64_t e) {
@@ -294,7 +294,7 @@ static void col2im_range_raw(void *ud, int64_t b, int64_t e) {
 
 static int ct_impl_f32(const kiln_call *c) {
     for (int i = 0; i < c->nin && i < 3; i++)
-        if (c->in[i].data && !kiln__ops2_dense(&c->in[i]))
+        if (c->in[i].data && !kiln__ops_dense(&c->in[i]))
             return kiln_set_error(KILN_EUNSUPPORTED, "ConvTranspose: input %d is not dense", i);
     ctgeom g;
     int rc = full_geom(c, &g);
@@ -323,7 +323,7 @@ static int ct_impl_f32(const kiln_call *c) {
     return 0;
 }
 
-static int ct_impl(const kiln_call *c) { return kiln__ops2_as_f32(c, ct_impl_f32); }
+static int ct_impl(const kiln_call *c) { return kiln__ops_as_f32(c, ct_impl_f32); }
 
 static const kiln_combo ct_cuda_formats[] = {{.types = KILN_CU_T_FLOAT}, {0}};
 static const kiln_quick_op ct_op = {

@@ -12,39 +12,11 @@
  * weights).  Computed in double for every float type; targets out of range
  * are an error naming the element.
  */
-#include "kiln/plugin.h"
+#include "ops/common/ops_util.h"
 
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
-
-static double ls_ld(const kiln_tensor *t, int64_t i) {
-    switch (t->dtype) {
-    case KILN_DTYPE_F32: return ((const float *)t->data)[i];
-    case KILN_DTYPE_F64: return ((const double *)t->data)[i];
-    case KILN_DTYPE_F16: return kiln_f16_to_f32(((const uint16_t *)t->data)[i]);
-    case KILN_DTYPE_BF16: return kiln_bf16_to_f32(((const uint16_t *)t->data)[i]);
-    default: return 0;
-    }
-}
-
-static void ls_st(kiln_tensor *t, int64_t i, double v) {
-    switch (t->dtype) {
-    case KILN_DTYPE_F32: ((float *)t->data)[i] = (float)v; break;
-    case KILN_DTYPE_F64: ((double *)t->data)[i] = v; break;
-    case KILN_DTYPE_F16: ((uint16_t *)t->data)[i] = kiln_f32_to_f16((float)v); break;
-    case KILN_DTYPE_BF16: ((uint16_t *)t->data)[i] = kiln_f32_to_bf16((float)v); break;
-    default: break;
-    }
-}
-
-static int64_t ls_ldi(const kiln_tensor *t, int64_t i) {
-    return t->dtype == KILN_DTYPE_I32 ? ((const int32_t *)t->data)[i] : ((const int64_t *)t->data)[i];
-}
-
-static int ls_is_float(kiln_dtype t) {
-    return t == KILN_DTYPE_F32 || t == KILN_DTYPE_F64 || t == KILN_DTYPE_F16 || t == KILN_DTYPE_BF16;
-}
 
 static const kiln_attr_def ls_attrs[] = {
     {"ignore_index", KILN_ATTR_INT, KILN_DTYPE_UNDEFINED, NULL, 0, "target value that contributes nothing"},
@@ -68,7 +40,7 @@ static int ls_shape(kiln_shape_ctx *c) {
     if (red < 0)
         return kiln_set_error(KILN_EATTR, "%s: reduction '%s' (expected none, sum or mean)", op,
                               kiln_attrs_string(c->attrs, "reduction"));
-    if (!ls_is_float(x->dtype))
+    if (!kiln__ops_is_float(x->dtype))
         return kiln_set_error(KILN_ETYPE, "%s: input 0 must be a float tensor, found %s", op,
                               kiln_dtype_name(x->dtype));
     if (t->dtype != KILN_DTYPE_I32 && t->dtype != KILN_DTYPE_I64)
@@ -113,21 +85,21 @@ static int ls_nll(const kiln_call *c, const char *op, const double *logp, int64_
     double sum = 0, wsum = 0;
     for (int64_t n = 0; n < N; n++)
         for (int64_t d = 0; d < D; d++) {
-            int64_t t = ls_ldi(tg, n * D + d);
+            int64_t t = kiln__ops_get_i64(tg->data, tg->dtype, n * D + d);
             double loss = 0, wt = 0;
             if (!(has_ii && t == ii->i)) {
                 if (t < 0 || t >= C)
                     return kiln_set_error(KILN_EINVAL, "%s: target element %lld is %lld, outside [0, %lld)",
                                           op, (long long)(n * D + d), (long long)t, (long long)C);
-                wt = w ? ls_ld(w, t) : 1.0;
+                wt = w ? kiln__ops_get_f64(w->data, w->dtype, t) : 1.0;
                 loss = -logp[(n * C + t) * D + d] * wt;
             }
-            if (red == 0) ls_st(out, n * D + d, loss);
+            if (red == 0) kiln__ops_set_f64(out->data, out->dtype, n * D + d, loss);
             sum += loss;
             wsum += wt;
         }
-    if (red == 1) ls_st(out, 0, sum);
-    else if (red == 2) ls_st(out, 0, sum / wsum);
+    if (red == 1) kiln__ops_set_f64(out->data, out->dtype, 0, sum);
+    else if (red == 2) kiln__ops_set_f64(out->data, out->dtype, 0, sum / wsum);
     return 0;
 }
 
@@ -143,7 +115,7 @@ static int nll_impl(const kiln_call *c) {
     int64_t N, C, D, n = kiln_tensor_numel(x);
     ls_dims(x, &N, &C, &D);
     double *lp = c->workspace;
-    for (int64_t i = 0; i < n; i++) lp[i] = ls_ld(x, i);
+    for (int64_t i = 0; i < n; i++) lp[i] = kiln__ops_get_f64(x->data, x->dtype, i);
     return ls_nll(c, "NegativeLogLikelihoodLoss", lp, N, C, D);
 }
 
@@ -156,18 +128,18 @@ static int sce_impl(const kiln_call *c) {
         for (int64_t d = 0; d < D; d++) {
             double mx = -INFINITY, s = 0;
             for (int64_t k = 0; k < C; k++) {
-                double v = ls_ld(x, (n * C + k) * D + d);
+                double v = kiln__ops_get_f64(x->data, x->dtype, (n * C + k) * D + d);
                 if (v > mx) mx = v;
             }
-            for (int64_t k = 0; k < C; k++) s += exp(ls_ld(x, (n * C + k) * D + d) - mx);
+            for (int64_t k = 0; k < C; k++) s += exp(kiln__ops_get_f64(x->data, x->dtype, (n * C + k) * D + d) - mx);
             double ls = log(s);
             for (int64_t k = 0; k < C; k++) {
                 int64_t i = (n * C + k) * D + d;
-                lp[i] = ls_ld(x, i) - mx - ls;
+                lp[i] = kiln__ops_get_f64(x->data, x->dtype, i) - mx - ls;
             }
         }
     if (c->nout > 1 && c->out[1].data)
-        for (int64_t i = 0, m = kiln_tensor_numel(x); i < m; i++) ls_st(&c->out[1], i, lp[i]);
+        for (int64_t i = 0, m = kiln_tensor_numel(x); i < m; i++) kiln__ops_set_f64(c->out[1].data, c->out[1].dtype, i, lp[i]);
     return ls_nll(c, "SoftmaxCrossEntropyLoss", lp, N, C, D);
 }
 

@@ -15,7 +15,7 @@
  * "group space" (0 for reduced axes), so the three passes stream the input
  * once each, whatever the axes.
  */
-#include "ops/common/ops2.h"
+#include "ops/common/ops_util.h"
 
 #include <math.h>
 #include <string.h>
@@ -51,7 +51,7 @@ static int mvn_axes(const kiln_attrs *a, int ndim, int *reduced) {
 
 static int mvn_shape(kiln_shape_ctx *c) {
     const kiln_desc *x = &c->in[0];
-    if (!kiln__ops2_is_float(x->dtype))
+    if (!kiln__ops_is_float(x->dtype))
         return kiln_set_error(KILN_ETYPE,
                               "MeanVarianceNormalization: X must be f16, bf16, f32 or f64, found %s",
                               kiln_dtype_name(x->dtype));
@@ -92,14 +92,10 @@ static inline int64_t mvn_next(const mvn_geo *g, int64_t *idx, int64_t grp) {
     return 0;
 }
 
-static inline double mvn_ld(const void *p, kiln_dtype t, int64_t i) {
-    return t == KILN_DTYPE_F32 ? (double)((const float *)p)[i] : kiln__ops2_getf(p, t, i);
-}
-
 static int mvn_impl(const kiln_call *c) {
     const kiln_tensor *x = &c->in[0];
     kiln_tensor *y = &c->out[0];
-    if (!kiln__ops2_dense(x) || !kiln__ops2_dense(y))
+    if (!kiln__ops_dense(x) || !kiln__ops_dense(y))
         return kiln_set_error(KILN_EUNSUPPORTED,
                               "MeanVarianceNormalization: strided tensors are not supported");
     int reduced[KILN_MAX_DIMS];
@@ -114,11 +110,11 @@ static int mvn_impl(const kiln_call *c) {
     const double count = (double)(n / g.ngroups);
     int64_t idx[KILN_MAX_DIMS] = {0}, grp = 0;
     for (int64_t i = 0; i < n; i++, grp = mvn_next(&g, idx, grp))
-        mean[grp] += mvn_ld(x->data, x->dtype, i);
+        mean[grp] += kiln__ops_get_f64(x->data, x->dtype, i);
     for (int64_t k = 0; k < g.ngroups; k++) mean[k] /= count;
     grp = 0;
     for (int64_t i = 0; i < n; i++, grp = mvn_next(&g, idx, grp)) {
-        double d = mvn_ld(x->data, x->dtype, i) - mean[grp];
+        double d = kiln__ops_get_f64(x->data, x->dtype, i) - mean[grp];
         dev[grp] += d * d;
     }
     /* dev becomes the reciprocal of the denominator */
@@ -127,11 +123,11 @@ static int mvn_impl(const kiln_call *c) {
     if (y->dtype == KILN_DTYPE_F32) {
         float *yf = y->data;
         for (int64_t i = 0; i < n; i++, grp = mvn_next(&g, idx, grp))
-            yf[i] = (float)((mvn_ld(x->data, x->dtype, i) - mean[grp]) * dev[grp]);
+            yf[i] = (float)((kiln__ops_get_f64(x->data, x->dtype, i) - mean[grp]) * dev[grp]);
     } else {
         for (int64_t i = 0; i < n; i++, grp = mvn_next(&g, idx, grp))
-            kiln__ops2_setf(y->data, y->dtype, i,
-                            (mvn_ld(x->data, x->dtype, i) - mean[grp]) * dev[grp]);
+            kiln__ops_set_f64(y->data, y->dtype, i,
+                            (kiln__ops_get_f64(x->data, x->dtype, i) - mean[grp]) * dev[grp]);
     }
     return 0;
 }

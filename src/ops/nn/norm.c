@@ -7,17 +7,17 @@
  * per-element or per-channel affine": statistics are accumulated in double
  * for accuracy, the affine is fused into one pass.
  */
+#include "device/cpu/sgemm.h"
 #include "ops/common/cuda_impls.h"
-#include "ops/common/ops2.h"
+#include "ops/common/ops_util.h"
 
-#include "kiln_int.h"
 
 #include <math.h>
 #include <string.h>
 
 static int same_shape(kiln_shape_ctx *c) {
     const kiln_desc *x = &c->in[0];
-    if (!kiln__ops2_is_float(x->dtype))
+    if (!kiln__ops_is_float(x->dtype))
         return kiln_set_error(KILN_ETYPE, "expected a float tensor, found %s",
                               kiln_dtype_name(x->dtype));
     c->out[0] = *x;
@@ -28,10 +28,10 @@ static int same_shape(kiln_shape_ctx *c) {
 
 static int check_dense(const kiln_call *c) {
     for (int i = 0; i < c->nin; i++)
-        if (c->in[i].data && !kiln__ops2_dense(&c->in[i]))
+        if (c->in[i].data && !kiln__ops_dense(&c->in[i]))
             return kiln_set_error(KILN_EUNSUPPORTED, "input %d is not dense LINEAR", i);
     for (int i = 0; i < c->nout; i++)
-        if (c->out[i].data && !kiln__ops2_dense(&c->out[i]))
+        if (c->out[i].data && !kiln__ops_dense(&c->out[i]))
             return kiln_set_error(KILN_EUNSUPPORTED, "output %d is not dense LINEAR", i);
     return 0;
 }
@@ -98,7 +98,7 @@ static int bn_impl_f32(const kiln_call *c) {
     double eps = kiln_attrs_float(c->attrs, "epsilon");
     int training = kiln_attrs_int(c->attrs, "training_mode") != 0;
     /* per-thread scratch (no GEMM runs inside this op, slot 1 is free) */
-    float *ab = kiln__ops2_scratch(1, (size_t)(2 * C + 1));
+    float *ab = kiln__cpu_scratch(1, (size_t)(2 * C + 1));
     if (!ab) return kiln_set_error(KILN_ENOMEM, "BatchNormalization: %lld channels", (long long)C);
     const float *x = X->data;
     for (int64_t ch = 0; ch < C; ch++) {
@@ -132,7 +132,7 @@ static int bn_impl_f32(const kiln_call *c) {
     kiln_exec_parallel_for(c->exec, N * C, 1 + 16384 / (inner ? inner : 1), affine_planes, &t);
     return 0;
 }
-static int bn_impl(const kiln_call *c) { return kiln__ops2_as_f32(c, bn_impl_f32); }
+static int bn_impl(const kiln_call *c) { return kiln__ops_as_f32(c, bn_impl_f32); }
 
 /* Epilogue (inference): y = x * a + b with a = scale / sqrt(var + eps),
  * b = B - mean * a per channel, as bn_impl_f32 computes them. */
@@ -267,7 +267,7 @@ static int in_impl_f32(const kiln_call *c) {
     kiln_exec_parallel_for(c->exec, N * C, 1, norm_planes, &t);
     return 0;
 }
-static int in_impl(const kiln_call *c) { return kiln__ops2_as_f32(c, in_impl_f32); }
+static int in_impl(const kiln_call *c) { return kiln__ops_as_f32(c, in_impl_f32); }
 
 /* ------------------------------------------------------------ GroupNormalization */
 
@@ -308,8 +308,8 @@ static int gn_run(const kiln_call *c, int per_channel) {
 }
 static int gn18_f32(const kiln_call *c) { return gn_run(c, 0); }
 static int gn21_f32(const kiln_call *c) { return gn_run(c, 1); }
-static int gn18_impl(const kiln_call *c) { return kiln__ops2_as_f32(c, gn18_f32); }
-static int gn21_impl(const kiln_call *c) { return kiln__ops2_as_f32(c, gn21_f32); }
+static int gn18_impl(const kiln_call *c) { return kiln__ops_as_f32(c, gn18_f32); }
+static int gn21_impl(const kiln_call *c) { return kiln__ops_as_f32(c, gn21_f32); }
 
 /* ------------------------------------------------------------ LayerNormalization */
 
@@ -364,7 +364,7 @@ static int ln_impl_f32(const kiln_call *c) {
     kiln_exec_parallel_for(c->exec, outer, 1 + 4096 / (inner ? inner : 1), norm_planes, &t);
     return 0;
 }
-static int ln_impl(const kiln_call *c) { return kiln__ops2_as_f32(c, ln_impl_f32); }
+static int ln_impl(const kiln_call *c) { return kiln__ops_as_f32(c, ln_impl_f32); }
 
 /* ------------------------------------------------------------ LpNormalization */
 
@@ -401,7 +401,7 @@ static int lpn_impl_f32(const kiln_call *c) {
         }
     return 0;
 }
-static int lpn_impl(const kiln_call *c) { return kiln__ops2_as_f32(c, lpn_impl_f32); }
+static int lpn_impl(const kiln_call *c) { return kiln__ops_as_f32(c, lpn_impl_f32); }
 
 /* ------------------------------------------------------------ LRN */
 
@@ -441,7 +441,7 @@ static int lrn_impl_f32(const kiln_call *c) {
             }
     return 0;
 }
-static int lrn_impl(const kiln_call *c) { return kiln__ops2_as_f32(c, lrn_impl_f32); }
+static int lrn_impl(const kiln_call *c) { return kiln__ops_as_f32(c, lrn_impl_f32); }
 
 static const kiln_quick_op lrn_1 = {
     .ns = "ai.onnx", .name = "LRN", .version = 1,

@@ -6,16 +6,22 @@
  * (n, c) planes split across the thread pool; the window bounds are clipped
  * once per output row so the inner loops carry no padding tests.
  */
+#include "device/cpu/sgemm.h"
 #include "ops/common/cuda_impls.h"
-#include "ops/common/ops2.h"
+#include "ops/common/ops_util.h"
 
-#include "kiln_int.h"
 
 #include <float.h>
 #include <math.h>
 #include <string.h>
 
 enum { P_MAX, P_AVG, P_LP };
+
+/* Max over a window as ONNX Runtime gives it: NaN inputs are skipped (max
+ * over [NaN, Inf] is Inf), a window of NaNs only is NaN (C's fmax).  m is
+ * the running max, v the next value. */
+#define PMAX_TAKES(v, m) ((v) > (m) || (m) != (m))
+#define PMAX(v, m) (PMAX_TAKES(v, m) ? (v) : (m))
 
 #define POOL_ATTRS_COMMON                                                                \
     {"auto_pad", KILN_ATTR_STRING, 0, "NOTSET", 0, "NOTSET, SAME_UPPER, SAME_LOWER, VALID"}, \
@@ -124,7 +130,7 @@ static int pool_shape_common(kiln_shape_ctx *c, int global) {
         return kiln_set_error(KILN_ESHAPE, "expected X of rank 3..5 (N, C, spatial...), found %d",
                               x->ndim);
     int is_int8 = x->dtype == KILN_DTYPE_I8 || x->dtype == KILN_DTYPE_U8;
-    if (!kiln__ops2_is_float(x->dtype) && !(is_int8 && c->nout > 1))
+    if (!kiln__ops_is_float(x->dtype) && !(is_int8 && c->nout > 1))
         return kiln_set_error(KILN_ETYPE, "expected a float tensor%s, found %s",
                               c->nout > 1 ? " or i8/u8" : "", kiln_dtype_name(x->dtype));
     int nsp = x->ndim - 2;
@@ -153,7 +159,7 @@ static int pool_shape_common(kiln_shape_ctx *c, int global) {
         } else if (ap == 1 || ap == 2) {
             y->dims[2 + i] = kiln_expr_ceildiv(c->x, x->dims[2 + i], kiln_expr_const(c->x, g.s[i]));
         } else {
-            y->dims[2 + i] = kiln__ops2_pool_dim(c->x, x->dims[2 + i], g.k[i], g.s[i],
+            y->dims[2 + i] = kiln__ops_pool_dim(c->x, x->dims[2 + i], g.k[i], g.s[i],
                                                  g.pb[i] + g.pe[i], g.d[i], ceil_mode);
         }
     }
@@ -200,7 +206,7 @@ static void pool_planes_2d(const ptask *t, int64_t b, int64_t e) {
     const int64_t isp = IH * IW, osp = OH * OW;
     /* tap ranges per output column/row, computed once (64-bit divisions
      * are slow enough to dominate small windows) */
-    int64_t *tab = (int64_t *)kiln__ops2_scratch(1, (size_t)(3 * (OW + OH)) * 2 + 16);
+    int64_t *tab = (int64_t *)kiln__cpu_scratch(1, (size_t)(3 * (OW + OH)) * 2 + 16);
     if (!tab) return;
     int64_t *txl = tab, *txh = tab + OW, *txp = tab + 2 * OW;
     int64_t *tyl = tab + 3 * OW, *tyh = tyl + OH, *typ = tyh + OH;
@@ -212,8 +218,8 @@ static void pool_planes_2d(const ptask *t, int64_t b, int64_t e) {
         /* Max without indices: reduce the window's rows into one row
          * first (unit stride, vectorized), then each output takes the max
          * of its columns of that row.  The first tap starts the max and
-         * comparisons are strict, as below, so NaNs behave the same. */
-        float *rm = kiln__ops2_scratch(2, 2 * (size_t)IW + 32);
+         * comparisons are PMAX, as below, so NaNs behave the same. */
+        float *rm = kiln__cpu_scratch(2, 2 * (size_t)IW + 32);
         if (!rm) return;
         float *hm = rm + IW + 16; /* dx == 1: max of the KW columns from each start */
         for (int64_t pl = b; pl < e; pl++) {
@@ -230,7 +236,7 @@ static void pool_planes_2d(const ptask *t, int64_t b, int64_t e) {
                 for (int64_t i = 0; i < IW; i++) rm[i] = r0[i];
                 for (int64_t ky = ylo + 1; ky < yhi; ky++) {
                     const float *row = x + (ys + ky * dy) * IW;
-                    for (int64_t i = 0; i < IW; i++) rm[i] = row[i] > rm[i] ? row[i] : rm[i];
+                    for (int64_t i = 0; i < IW; i++) rm[i] = PMAX(row[i], rm[i]);
                 }
                 if (dx == 1 && KW > 1 && KW <= IW) {
                     /* window maxima for every start, unit stride (vectorized);
@@ -238,7 +244,7 @@ static void pool_planes_2d(const ptask *t, int64_t b, int64_t e) {
                     int64_t ns = IW - KW + 1;
                     for (int64_t i = 0; i < ns; i++) hm[i] = rm[i];
                     for (int64_t k = 1; k < KW; k++)
-                        for (int64_t i = 0; i < ns; i++) hm[i] = rm[i + k] > hm[i] ? rm[i + k] : hm[i];
+                        for (int64_t i = 0; i < ns; i++) hm[i] = PMAX(rm[i + k], hm[i]);
                 }
                 for (int64_t ox = 0; ox < OW; ox++) {
                     int64_t xs = ox * sx - g->pb[2], xlo = txl[ox], xhi = txh[ox];
@@ -254,7 +260,7 @@ static void pool_planes_2d(const ptask *t, int64_t b, int64_t e) {
                     float best = rr[xlo * dx];
                     for (int64_t kx = xlo + 1; kx < xhi; kx++) {
                         float v = rr[kx * dx];
-                        best = v > best ? v : best;
+                        best = PMAX(v, best);
                     }
                     yr[ox] = best;
                 }
@@ -285,8 +291,8 @@ static void pool_planes_2d(const ptask *t, int64_t b, int64_t e) {
                         const float *row = x + iy * IW + xs;
                         for (int64_t kx = xlo; kx < xhi; kx++) {
                             float v = row[kx * dx];
-                            int64_t m = -(int64_t)(v > best); /* all ones if greater */
-                            best = v > best ? v : best;     /* maxss */
+                            int64_t m = -(int64_t)PMAX_TAKES(v, best); /* all ones if taken */
+                            best = PMAX(v, best);
                             bi = ((iy * IW + xs + kx * dx) & m) | (bi & ~m);
                         }
                     }
@@ -359,7 +365,7 @@ static void pool_planes(void *ud, int64_t b, int64_t e) {
                         float v = x[(iz * IH + iy) * IW + ix];
                         cnt++;
                         if (t->kind == P_MAX) {
-                            if (v > best || bi < 0) {
+                            if (PMAX_TAKES(v, best) || bi < 0) {
                                 best = v;
                                 bi = t->order ? iz * IH * IW + ix * IH + iy
                                               : (iz * IH + iy) * IW + ix;
@@ -414,7 +420,7 @@ static void global_planes(void *ud, int64_t b, int64_t e) {
             t->y[p] = n ? (float)(s / (double)n) : 0.0f;
         } else {
             float m = n ? x[0] : -INFINITY;
-            for (i = 1; i < n; i++) m = x[i] > m ? x[i] : m;
+            for (i = 1; i < n; i++) m = PMAX(x[i], m);
             t->y[p] = m;
         }
     }
@@ -422,7 +428,7 @@ static void global_planes(void *ud, int64_t b, int64_t e) {
 
 static int pool_run(const kiln_call *c, int kind, int global) {
     const kiln_tensor *X = &c->in[0];
-    if (!kiln__ops2_dense(X) || !kiln__ops2_dense(&c->out[0]))
+    if (!kiln__ops_dense(X) || !kiln__ops_dense(&c->out[0]))
         return kiln_set_error(KILN_EUNSUPPORTED, "strided tensors not supported");
     ptask t;
     memset(&t, 0, sizeof t);
@@ -525,7 +531,7 @@ static int unpool_shape(kiln_shape_ctx *c) {
         if (!os->data)
             return kiln_set_error(KILN_EUNSUPPORTED, "MaxUnpool: output_shape must be a constant");
         for (int i = 0; i < x->ndim; i++)
-            y->dims[i] = kiln_expr_const(c->x, kiln__ops2_geti(os->data, os->dtype, i));
+            y->dims[i] = kiln_expr_const(c->x, kiln__ops_get_i64(os->data, os->dtype, i));
         return 0;
     }
     int64_t k[3], st[3], pt[3];
@@ -543,7 +549,7 @@ static int unpool_shape(kiln_shape_ctx *c) {
 static int unpool_impl_f32(const kiln_call *c) {
     const kiln_tensor *X = &c->in[0], *I = &c->in[1];
     kiln_tensor *Y = &c->out[0];
-    if (!kiln__ops2_dense(X) || !kiln__ops2_dense(I) || !kiln__ops2_dense(Y))
+    if (!kiln__ops_dense(X) || !kiln__ops_dense(I) || !kiln__ops_dense(Y))
         return kiln_set_error(KILN_EUNSUPPORTED, "MaxUnpool: strided tensors not supported");
     int64_t n = kiln_tensor_numel(X), ny = kiln_tensor_numel(Y);
     if (kiln_tensor_numel(I) != n)
@@ -588,7 +594,7 @@ static int unpool_impl_f32(const kiln_call *c) {
     }
     return 0;
 }
-static int unpool_impl(const kiln_call *c) { return kiln__ops2_as_f32(c, unpool_impl_f32); }
+static int unpool_impl(const kiln_call *c) { return kiln__ops_as_f32(c, unpool_impl_f32); }
 
 static const kiln_quick_op maxunpool_9 = {
     .ns = "ai.onnx", .name = "MaxUnpool", .version = 9,
@@ -600,9 +606,9 @@ KILN_OP(maxunpool_9)
 
 #define POOL_IMPL(fname, kind, global)                                               \
     static int fname##_f32(const kiln_call *c) { return pool_run(c, kind, global); } \
-    static int fname(const kiln_call *c) { return kiln__ops2_as_f32(c, fname##_f32); }
+    static int fname(const kiln_call *c) { return kiln__ops_as_f32(c, fname##_f32); }
 static int maxpool_impl_f32(const kiln_call *c) { return pool_run(c, P_MAX, 0); }
-static int maxpool_impl(const kiln_call *c) { return kiln__ops2_as_f32_ints(c, maxpool_impl_f32); }
+static int maxpool_impl(const kiln_call *c) { return kiln__ops_as_f32_ints(c, maxpool_impl_f32); }
 POOL_IMPL(avgpool_impl, P_AVG, 0)
 POOL_IMPL(lppool_impl, P_LP, 0)
 POOL_IMPL(gmaxpool_impl, P_MAX, 1)

@@ -14,15 +14,12 @@
  * [N, 3]; N is known only after the run: output 1 (hidden from ONNX, the
  * importer names it) is the size tensor holding N, bounded by B * C * S.
  */
-#include "kiln/plugin.h"
+#include "ops/common/ops_util.h"
 
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-
-void *kiln__malloc(size_t n);
-void kiln__free(void *p);
 
 static const kiln_attr_def nms_attrs[] = {
     {"center_point_box", KILN_ATTR_INT, KILN_DTYPE_UNDEFINED, "0", 0,

@@ -11,7 +11,7 @@
  * the largest weighted corner term, as ONNX Runtime and the ONNX reference
  * do.  f32, f64 and f16 (computed in double).
  */
-#include "kiln/plugin.h"
+#include "ops/common/ops_util.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -40,22 +40,6 @@ static const kiln_attr_def roi_attrs_16[] = {
 
 static int roi_float(kiln_dtype t) {
     return t == KILN_DTYPE_F32 || t == KILN_DTYPE_F64 || t == KILN_DTYPE_F16;
-}
-
-static double roi_ld(kiln_dtype t, const void *p, int64_t i) {
-    switch (t) {
-    case KILN_DTYPE_F32: return ((const float *)p)[i];
-    case KILN_DTYPE_F64: return ((const double *)p)[i];
-    default: return kiln_f16_to_f32(((const uint16_t *)p)[i]);
-    }
-}
-
-static void roi_st(kiln_dtype t, void *p, int64_t i, double v) {
-    switch (t) {
-    case KILN_DTYPE_F32: ((float *)p)[i] = (float)v; break;
-    case KILN_DTYPE_F64: ((double *)p)[i] = v; break;
-    default: ((uint16_t *)p)[i] = kiln_f32_to_f16((float)v); break;
-    }
 }
 
 static int roi_check(const kiln_attrs *a, int *max_mode, int *half) {
@@ -136,8 +120,8 @@ static int roi_impl(const kiln_call *c) {
         if (b < 0 || b >= N)
             return kiln_set_error(KILN_EINVAL, "RoiAlign: batch index %lld of roi %lld outside [0, %lld)",
                                   (long long)b, (long long)n, (long long)N);
-        double x1 = roi_ld(r->dtype, r->data, 4 * n) * scale - off, y1 = roi_ld(r->dtype, r->data, 4 * n + 1) * scale - off;
-        double x2 = roi_ld(r->dtype, r->data, 4 * n + 2) * scale - off, y2 = roi_ld(r->dtype, r->data, 4 * n + 3) * scale - off;
+        double x1 = kiln__ops_get_f64(r->data, r->dtype, 4 * n) * scale - off, y1 = kiln__ops_get_f64(r->data, r->dtype, 4 * n + 1) * scale - off;
+        double x2 = kiln__ops_get_f64(r->data, r->dtype, 4 * n + 2) * scale - off, y2 = kiln__ops_get_f64(r->data, r->dtype, 4 * n + 3) * scale - off;
         double rw = x2 - x1, rh = y2 - y1;
         if (!half) {
             if (rw < 1) rw = 1;
@@ -166,10 +150,10 @@ static int roi_impl(const kiln_call *c) {
                             double xx = x1 + (double)pw * bw + ((double)ix + 0.5) * bw / (double)gw;
                             roi_tap t = roi_sample(yy, xx, H, W);
                             if (!max_mode) {
-                                for (int k = 0; k < 4; k++) acc += t.w[k] * roi_ld(x->dtype, x->data, base + t.p[k]);
+                                for (int k = 0; k < 4; k++) acc += t.w[k] * kiln__ops_get_f64(x->data, x->dtype, base + t.p[k]);
                             } else {
                                 for (int k = 0; k < 4; k++) {
-                                    double v = t.w[k] * roi_ld(x->dtype, x->data, base + t.p[k]);
+                                    double v = t.w[k] * kiln__ops_get_f64(x->data, x->dtype, base + t.p[k]);
                                     if (first || v > acc) acc = v;
                                     first = 0;
                                 }
@@ -177,7 +161,7 @@ static int roi_impl(const kiln_call *c) {
                         }
                     }
                     if (!max_mode) acc /= count;
-                    roi_st(y->dtype, y->data, ((n * C + ch) * PH + ph) * PW + pw, acc);
+                    kiln__ops_set_f64(y->data, y->dtype, ((n * C + ch) * PH + ph) * PW + pw, acc);
                 }
         }
     }

@@ -28,7 +28,7 @@
  * the GEMM with W[g] - zw[m] as A; optional int32 bias added to the
  * accumulator; w_scale/w_zero_point per tensor or per output channel.
  */
-#include "ops/common/ops2.h"
+#include "ops/common/ops_util.h"
 
 #include <math.h>
 #include <string.h>
@@ -263,7 +263,7 @@ static int check_scalar(const kiln_desc *d, const char *op, const char *name) {
 }
 
 static float ld_scale(const kiln_tensor *t, int64_t i) {
-    return (float)kiln__ops2_getf(t->data, t->dtype, i);
+    return (float)kiln__ops_get_f64(t->data, t->dtype, i);
 }
 
 static int32_t ld_zp(const kiln_tensor *t, int64_t i) {
@@ -290,9 +290,9 @@ static size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }
 
 static int all_dense(const kiln_call *c, const char *op) {
     for (int i = 0; i < c->nin; i++)
-        if (c->in[i].data && !kiln__ops2_dense(&c->in[i]))
+        if (c->in[i].data && !kiln__ops_dense(&c->in[i]))
             return kiln_set_error(KILN_EUNSUPPORTED, "%s: input %d is not dense LINEAR", op, i);
-    if (!kiln__ops2_dense(&c->out[0]))
+    if (!kiln__ops_dense(&c->out[0]))
         return kiln_set_error(KILN_EUNSUPPORTED, "%s: output is not dense LINEAR", op);
     return 0;
 }
@@ -321,29 +321,7 @@ static int qmm_shape(kiln_shape_ctx *c) {
     if (!is_q8(yt))
         return kiln_set_error(KILN_ETYPE, QMM ": y_zero_point must be u8 or i8, found %s",
                               kiln_dtype_name(yt));
-    if (a->ndim < 1 || b->ndim < 1)
-        return kiln_set_error(KILN_ESHAPE, QMM ": a and b must have rank >= 1, found %d and %d",
-                              a->ndim, b->ndim);
-    const kiln_expr *Ka = a->dims[a->ndim - 1];
-    const kiln_expr *Kb = b->ndim == 1 ? b->dims[0] : b->dims[b->ndim - 2];
-    int64_t v1, v2;
-    if (kiln_expr_is_const(Ka, &v1) && kiln_expr_is_const(Kb, &v2) && v1 != v2)
-        return kiln_set_error(KILN_ESHAPE, QMM ": inner dims differ: a has K=%lld, b has K=%lld",
-                              (long long)v1, (long long)v2);
-    const kiln_expr *out[KILN_MAX_DIMS];
-    int nb = 0;
-    int ba = a->ndim > 2 ? a->ndim - 2 : 0, bb = b->ndim > 2 ? b->ndim - 2 : 0;
-    if (ba || bb) {
-        nb = kiln_shape_broadcast(c, a->dims, ba, b->dims, bb, out);
-        if (nb < 0) return nb;
-    }
-    int n = nb;
-    if (a->ndim >= 2) out[n++] = a->dims[a->ndim - 2];
-    if (b->ndim >= 2) out[n++] = b->dims[b->ndim - 1];
-    c->out[0].dtype = yt;
-    c->out[0].ndim = n;
-    for (int i = 0; i < n; i++) c->out[0].dims[i] = out[i];
-    return 0;
+    return kiln__ops_matmul_shape(c, QMM, A_X, B_X, yt);
 }
 
 /* The matrix view of a or b: rank >= 2 dims (a rank-1 a is [1, K], a
@@ -775,7 +753,7 @@ static int qconv_shape(kiln_shape_ctx *c) {
         if (q.autopad == QAP_SAME_UPPER || q.autopad == QAP_SAME_LOWER)
             y->dims[2 + i] = kiln_expr_ceildiv(c->x, in, kiln_expr_const(c->x, q.s[i]));
         else
-            y->dims[2 + i] = kiln__ops2_pool_dim(c->x, in, q.k[i], q.s[i],
+            y->dims[2 + i] = kiln__ops_pool_dim(c->x, in, q.k[i], q.s[i],
                                                  q.autopad == QAP_VALID ? 0 : q.pb[i] + q.pe[i],
                                                  q.d[i], 0);
     }

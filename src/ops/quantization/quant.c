@@ -11,45 +11,12 @@
  * output type of Q; u8 when absent).  Computed in double; float8 types and
  * blocked quantization (opset 21) are not supported.
  */
-#include "kiln/plugin.h"
+#include "ops/common/ops_util.h"
 
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
 
-static double q_ld(kiln_dtype t, const void *p, int64_t i) {
-    switch (t) {
-    case KILN_DTYPE_F32: return ((const float *)p)[i];
-    case KILN_DTYPE_F64: return ((const double *)p)[i];
-    case KILN_DTYPE_F16: return kiln_f16_to_f32(((const uint16_t *)p)[i]);
-    case KILN_DTYPE_BF16: return kiln_bf16_to_f32(((const uint16_t *)p)[i]);
-    case KILN_DTYPE_U8: return ((const uint8_t *)p)[i];
-    case KILN_DTYPE_I8: return ((const int8_t *)p)[i];
-    case KILN_DTYPE_U16: return ((const uint16_t *)p)[i];
-    case KILN_DTYPE_I16: return ((const int16_t *)p)[i];
-    case KILN_DTYPE_I32: return ((const int32_t *)p)[i];
-    default: return 0;
-    }
-}
-
-static void q_st(kiln_dtype t, void *p, int64_t i, double v) {
-    switch (t) {
-    case KILN_DTYPE_F32: ((float *)p)[i] = (float)v; break;
-    case KILN_DTYPE_F64: ((double *)p)[i] = v; break;
-    case KILN_DTYPE_F16: ((uint16_t *)p)[i] = kiln_f32_to_f16((float)v); break;
-    case KILN_DTYPE_BF16: ((uint16_t *)p)[i] = kiln_f32_to_bf16((float)v); break;
-    case KILN_DTYPE_U8: ((uint8_t *)p)[i] = (uint8_t)v; break;
-    case KILN_DTYPE_I8: ((int8_t *)p)[i] = (int8_t)v; break;
-    case KILN_DTYPE_U16: ((uint16_t *)p)[i] = (uint16_t)v; break;
-    case KILN_DTYPE_I16: ((int16_t *)p)[i] = (int16_t)v; break;
-    case KILN_DTYPE_I32: ((int32_t *)p)[i] = (int32_t)v; break;
-    default: break;
-    }
-}
-
-static int q_is_float(kiln_dtype t) {
-    return t == KILN_DTYPE_F32 || t == KILN_DTYPE_F64 || t == KILN_DTYPE_F16 || t == KILN_DTYPE_BF16;
-}
 static int q_range(kiln_dtype t, double *lo, double *hi) {
     switch (t) {
     case KILN_DTYPE_U8: *lo = 0; *hi = 255; return 1;
@@ -85,7 +52,7 @@ static int q_check(kiln_shape_ctx *c, const char *op, int *axis) {
     int64_t a = kiln_attrs_int(c->attrs, "axis");
     if (s->ndim > 1)
         return kiln_set_error(KILN_ESHAPE, "%s: scale must be a scalar or 1-D, found rank %d", op, s->ndim);
-    if (!q_is_float(s->dtype))
+    if (!kiln__ops_is_float(s->dtype))
         return kiln_set_error(KILN_ETYPE, "%s: scale must be float, found %s", op, kiln_dtype_name(s->dtype));
     int64_t n1 = 1;
     if (s->ndim == 1 && !(kiln_expr_is_const(s->dims[0], &n1) && n1 == 1)) {
@@ -106,7 +73,7 @@ static int q_shape(kiln_shape_ctx *c) {
     int axis;
     int rc = q_check(c, "QuantizeLinear", &axis);
     if (rc) return rc;
-    if (!q_is_float(c->in[0].dtype))
+    if (!kiln__ops_is_float(c->in[0].dtype))
         return kiln_set_error(KILN_ETYPE, "QuantizeLinear: x must be float, found %s",
                               kiln_dtype_name(c->in[0].dtype));
     kiln_dtype out = KILN_DTYPE_U8;
@@ -161,12 +128,12 @@ static int q_impl(const kiln_call *c) {
     q_geo g = q_geometry(c);
     for (int64_t i = 0, n = kiln_tensor_numel(x); i < n; i++) {
         int64_t k = g.nax > 1 ? (i / g.inner) % g.nax : 0;
-        double sc = q_ld(s->dtype, s->data, k);
-        double zp = z ? q_ld(z->dtype, z->data, k) : 0;
+        double sc = kiln__ops_get_f64(s->data, s->dtype, k);
+        double zp = z ? kiln__ops_get_f64(z->data, z->dtype, k) : 0;
         /* Divide in the input's precision, as the ONNX reference does. */
-        double q = x->dtype == KILN_DTYPE_F64 ? q_ld(x->dtype, x->data, i) / sc
-                                              : (double)((float)q_ld(x->dtype, x->data, i) / (float)sc);
-        q_st(y->dtype, y->data, i, q_sat(nearbyint(q) + zp, y->dtype));
+        double q = x->dtype == KILN_DTYPE_F64 ? kiln__ops_get_f64(x->data, x->dtype, i) / sc
+                                              : (double)((float)kiln__ops_get_f64(x->data, x->dtype, i) / (float)sc);
+        kiln__ops_set_f64(y->data, y->dtype, i, q_sat(nearbyint(q) + zp, y->dtype));
     }
     return 0;
 }
@@ -178,8 +145,8 @@ static int dq_impl(const kiln_call *c) {
     q_geo g = q_geometry(c);
     for (int64_t i = 0, n = kiln_tensor_numel(x); i < n; i++) {
         int64_t k = g.nax > 1 ? (i / g.inner) % g.nax : 0;
-        double zp = z ? q_ld(z->dtype, z->data, k) : 0;
-        q_st(y->dtype, y->data, i, (q_ld(x->dtype, x->data, i) - zp) * q_ld(s->dtype, s->data, k));
+        double zp = z ? kiln__ops_get_f64(z->data, z->dtype, k) : 0;
+        kiln__ops_set_f64(y->data, y->dtype, i, (kiln__ops_get_f64(x->data, x->dtype, i) - zp) * kiln__ops_get_f64(s->data, s->dtype, k));
     }
     return 0;
 }

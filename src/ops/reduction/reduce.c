@@ -11,7 +11,7 @@
  * accumulate.  Independent output slices run on the thread pool.
  */
 #include "ops/common/cuda_impls.h"
-#include "ops/common/ops1.h"
+#include "ops/common/ops_util.h"
 
 #include <math.h>
 
@@ -29,7 +29,7 @@ static int red_mask(const char *op, int rank, const int64_t *axes, int64_t naxes
     if (naxes == 0) return noop ? 1 : 0;
     for (int64_t k = 0; k < naxes; k++) {
         int a;
-        int r = kiln__ops1_axis(op, "axes", axes[k], rank, &a);
+        int r = kiln__ops_axis(op, "axes", axes[k], rank, &a);
         if (r) return r;
         if (rank == 0) continue;
         mask[a] = 1;
@@ -47,9 +47,9 @@ static int red_axes_shape(const kiln_shape_ctx *c, const char *op, int input_axe
                           int64_t *axes, int64_t *n) {
     *n = 0;
     if (input_axes) {
-        if (!kiln__ops1_has_in(c, 1)) return 0;
-        if (kiln__ops1_desc_numel(&c->in[1]) == 0) return 0;
-        return kiln__ops1_need_ints(c, op, 1, "axes", axes, KILN_MAX_DIMS * 2, n);
+        if (!kiln__ops_has_in(c, 1)) return 0;
+        if (kiln__ops_desc_numel(&c->in[1]) == 0) return 0;
+        return kiln__ops_need_ints(c, op, 1, "axes", axes, KILN_MAX_DIMS * 2, n);
     }
     const int64_t *v;
     int64_t cnt = kiln_attrs_ints(c->attrs, "axes", &v);
@@ -63,10 +63,10 @@ static int red_axes_shape(const kiln_shape_ctx *c, const char *op, int input_axe
 static int red_axes_call(const kiln_call *c, int input_axes, int64_t *axes, int64_t *n) {
     *n = 0;
     if (input_axes) {
-        if (!kiln__ops1_call_has_in(c, 1)) return 0;
+        if (!kiln__ops_call_has_in(c, 1)) return 0;
         int64_t m = kiln_tensor_numel(&c->in[1]);
         if (m > KILN_MAX_DIMS * 2) return kiln_set_error(KILN_EINVAL, "too many axes (%lld)", (long long)m);
-        kiln__ops1_to_i64(c->in[1].data, c->in[1].dtype, axes, m);
+        kiln__ops_to_i64(c->in[1].data, c->in[1].dtype, axes, m);
         *n = m;
         return 0;
     }
@@ -79,7 +79,7 @@ static int red_axes_call(const kiln_call *c, int input_axes, int64_t *axes, int6
 
 static int red_shape(kiln_shape_ctx *c, const char *op, rop o, int input_axes) {
     const kiln_desc *x = &c->in[0];
-    if (!kiln__ops1_is_num(x->dtype))
+    if (!kiln__ops_is_num(x->dtype))
         return kiln_set_error(KILN_ETYPE, "%s: input must be numeric, found %s", op,
                               kiln_dtype_name(x->dtype));
     int64_t axes[KILN_MAX_DIMS * 2], n;
@@ -101,13 +101,13 @@ static int red_shape(kiln_shape_ctx *c, const char *op, rop o, int input_axes) {
     const kiln_expr *v[KILN_MAX_VALUES];
     int nv;
     if (ident == 1) {
-        if ((nv = kiln__ops1_value_exprs(c->x, x, v)) >= 0) {
+        if ((nv = kiln__ops_value_exprs(c->x, x, v)) >= 0) {
             for (int i = 0; i < nv; i++) y->values[i] = v[i];
             y->nvalues = nv;
         }
-    } else if (x->ndim == 1 && mask[0] && kiln__ops1_is_int(x->dtype) &&
+    } else if (x->ndim == 1 && mask[0] && kiln__ops_is_int(x->dtype) &&
                (o == R_SUM || o == R_PROD || o == R_MAX || o == R_MIN) &&
-               (nv = kiln__ops1_value_exprs(c->x, x, v)) > 0) {
+               (nv = kiln__ops_value_exprs(c->x, x, v)) > 0) {
         const kiln_expr *acc = v[0];
         for (int i = 1; i < nv; i++)
             acc = o == R_SUM ? kiln_expr_add(c->x, acc, v[i])
@@ -207,7 +207,7 @@ static void red_sub(const red_job *j, const char *x, double *acc) {
         } else {
             for (int64_t b = 0; b < n; b += RBLK) {
                 int64_t m = n - b < RBLK ? n - b : RBLK;
-                kiln__ops1_to_f64(x + (xo + b) * j->es, j->t, buf, m);
+                kiln__ops_to_f64(x + (xo + b) * j->es, j->t, buf, m);
                 red_run(j->op, acc + ao + (vec ? b : 0), buf, m, vec);
             }
         }
@@ -230,7 +230,7 @@ static void red_range(void *ud, int64_t i0, int64_t i1) {
         double buf[RBLK];
         for (int64_t b = i0; b < i1; b += RBLK) {
             int64_t m = i1 - b < RBLK ? i1 - b : RBLK;
-            kiln__ops1_to_f64(j->x + b * j->es, j->t, buf, m);
+            kiln__ops_to_f64(j->x + b * j->es, j->t, buf, m);
             red_run(j->op, j->acc + (j->red[0] ? 0 : b), buf, m, !j->red[0]);
         }
         return;
@@ -290,10 +290,10 @@ static int red_impl(const kiln_call *c, const char *op, rop o, int input_axes) {
         j.ng = ng;
         if (ng == 1) {
             if (red[0]) red_range(&j, 0, g[0]);
-            else kiln__ops1_par(c->exec, g[0], 16384, red_range, &j);
+            else kiln__ops_par(c->exec, g[0], 16384, red_range, &j);
         } else if (!red[0] && xn >= 65536) {
             int64_t per = xn / g[0];
-            kiln__ops1_par(c->exec, g[0], per >= 16384 ? 1 : 16384 / per, red_range, &j);
+            kiln__ops_par(c->exec, g[0], per >= 16384 ? 1 : 16384 / per, red_range, &j);
         } else {
             red_range(&j, 0, g[0]);
         }
@@ -308,7 +308,7 @@ static int red_impl(const kiln_call *c, const char *op, rop o, int input_axes) {
         default: break;
         }
     }
-    kiln__ops1_from_f64(acc, y->dtype, y->data, on);
+    kiln__ops_from_f64(acc, y->dtype, y->data, on);
     if (acc != stackacc) kiln__free(acc);
     return 0;
 }
@@ -335,13 +335,13 @@ static const kiln_combo cu_arg[] = {{.types = KILN_CU_T_FLOAT ", INT64"}, {0}};
     static int VAR##N_impl(const kiln_call *c) { return red_impl(c, NAME, OP, 1); } \
     static int VAR##_cuda(const kiln_call *c) { return kiln__cu_reduce(c, NAME); } \
     static const kiln_quick_op VAR##1_op = {                                  \
-        .ns = OPS1_NS, .name = NAME, .version = 1, .min_inputs = 1, .max_inputs = 1, \
+        .ns = OPS_NS, .name = NAME, .version = 1, .min_inputs = 1, .max_inputs = 1, \
         .num_outputs = 1, .attrs = red_attrs_v1, .shape = VAR##1_shape,       \
         .impl = VAR##1_impl, .doc = DOC " (axes attribute)",                  \
         .cuda_impl = VAR##_cuda, .cuda_formats = cu_num,                      \
     };                                                                        \
     static const kiln_quick_op VAR##N_op = {                                  \
-        .ns = OPS1_NS, .name = NAME, .version = VIN, .min_inputs = 1, .max_inputs = 2, \
+        .ns = OPS_NS, .name = NAME, .version = VIN, .min_inputs = 1, .max_inputs = 2, \
         .num_outputs = 1, .attrs = red_attrs_in, .shape = VAR##N_shape,       \
         .impl = VAR##N_impl, .doc = DOC " (axes input)",                      \
         .cuda_impl = VAR##_cuda, .cuda_host_inputs = 2, /* axes */            \
@@ -370,11 +370,11 @@ static const kiln_attr_def arg_attrs[] = {
 
 static int arg_shape(kiln_shape_ctx *c, const char *op) {
     const kiln_desc *x = &c->in[0];
-    if (!kiln__ops1_is_num(x->dtype))
+    if (!kiln__ops_is_num(x->dtype))
         return kiln_set_error(KILN_ETYPE, "%s: input must be numeric, found %s", op,
                               kiln_dtype_name(x->dtype));
     int ax;
-    int r = kiln__ops1_axis(op, "axis", kiln_attrs_int(c->attrs, "axis"), x->ndim, &ax);
+    int r = kiln__ops_axis(op, "axis", kiln_attrs_int(c->attrs, "axis"), x->ndim, &ax);
     if (r) return r;
     if (x->ndim == 0) return kiln_set_error(KILN_ESHAPE, "%s: input must have rank >= 1", op);
     int keep = (int)kiln_attrs_int(c->attrs, "keepdims");
@@ -402,13 +402,18 @@ static int arg_impl(const kiln_call *c, int is_max) {
     if (!buf) return kiln_set_error(KILN_ENOMEM, "out of memory");
     size_t es = kiln_dtype_size(x->dtype);
     for (int64_t o = 0; o < outer; o++) {
-        kiln__ops1_to_f64((const char *)x->data + o * A * inner * es, x->dtype, buf, A * inner);
+        kiln__ops_to_f64((const char *)x->data + o * A * inner * es, x->dtype, buf, A * inner);
         for (int64_t i = 0; i < inner; i++) {
             int64_t best = 0;
             double bv = buf[i];
             for (int64_t a = 1; a < A; a++) {
                 double v = buf[a * inner + i];
-                int better = is_max ? (last ? v >= bv : v > bv) : (last ? v <= bv : v < bv);
+                /* NaN is the extreme, as numpy's argmax/argmin: the first
+                 * NaN (the last with select_last_index) */
+                int vn = v != v, bn = bv != bv;
+                int better = bn ? last && vn
+                           : vn ? 1
+                           : is_max ? (last ? v >= bv : v > bv) : (last ? v <= bv : v < bv);
                 if (better) { bv = v; best = a; }
             }
             y[o * inner + i] = best;
@@ -423,13 +428,13 @@ static int argmin_shape(kiln_shape_ctx *c) { return arg_shape(c, "ArgMin"); }
 static int argmax_impl(const kiln_call *c) { return arg_impl(c, 1); }
 static int argmin_impl(const kiln_call *c) { return arg_impl(c, 0); }
 static const kiln_quick_op argmax_op = {
-    .ns = OPS1_NS, .name = "ArgMax", .version = 1, .min_inputs = 1, .max_inputs = 1,
+    .ns = OPS_NS, .name = "ArgMax", .version = 1, .min_inputs = 1, .max_inputs = 1,
     .num_outputs = 1, .attrs = arg_attrs, .shape = argmax_shape, .impl = argmax_impl,
     .doc = "index of the maximum along axis",
     .cuda_impl = kiln__cu_argmax, .cuda_formats = cu_arg,
 };
 static const kiln_quick_op argmin_op = {
-    .ns = OPS1_NS, .name = "ArgMin", .version = 1, .min_inputs = 1, .max_inputs = 1,
+    .ns = OPS_NS, .name = "ArgMin", .version = 1, .min_inputs = 1, .max_inputs = 1,
     .num_outputs = 1, .attrs = arg_attrs, .shape = argmin_shape, .impl = argmin_impl,
     .doc = "index of the minimum along axis",
     .cuda_impl = kiln__cu_argmin, .cuda_formats = cu_arg,

@@ -9,9 +9,9 @@
  * H_{t-1} * R^T (a matrix-vector product for batch 1) and applies the gate
  * math.  Scratch lives in the workspace.
  */
-#include "ops/common/ops2.h"
+#include "device/cpu/sgemm.h"
+#include "ops/common/ops_util.h"
 
-#include "kiln_int.h"
 
 #include <math.h>
 #include <string.h>
@@ -58,7 +58,7 @@ static inline float act_apply(const act *a, float x) {
     switch (a->kind) {
     case A_SIGMOID: return 1.0f / (1.0f + expf(-x));
     case A_TANH: return tanhf(x);
-    case A_RELU: return x > 0 ? x : 0;
+    case A_RELU: return x < 0 ? 0 : x; /* NaN stays NaN */
     case A_AFFINE: return a->alpha * x + a->beta;
     case A_LEAKYRELU: return x >= 0 ? x : a->alpha * x;
     case A_THRESHOLDEDRELU: return x > a->alpha ? x : 0;
@@ -155,7 +155,7 @@ static int rnn_shape(kiln_shape_ctx *c, int cell) {
     if (x->ndim != 3 || w->ndim != 3 || r->ndim != 3)
         return kiln_set_error(KILN_ESHAPE, "X, W and R must be 3-D, found ranks %d, %d, %d", x->ndim,
                               w->ndim, r->ndim);
-    if (!kiln__ops2_is_float(x->dtype))
+    if (!kiln__ops_is_float(x->dtype))
         return kiln_set_error(KILN_ETYPE, "X must be a float tensor, found %s",
                               kiln_dtype_name(x->dtype));
     int ndir = 1, rev = 0;
@@ -206,7 +206,7 @@ static size_t rnn_ws(const kiln_call *c) {
 
 static int rnn_run(const kiln_call *c, int cell) {
     for (int i = 0; i < c->nin; i++)
-        if (c->in[i].data && !kiln__ops2_dense(&c->in[i]))
+        if (c->in[i].data && !kiln__ops_dense(&c->in[i]))
             return kiln_set_error(KILN_EUNSUPPORTED, "input %d is not dense", i);
     const kiln_tensor *X = &c->in[0], *W = &c->in[1], *R = &c->in[2];
     const kiln_tensor *Bt = c->nin > 3 && c->in[3].data ? &c->in[3] : NULL;
@@ -286,7 +286,7 @@ static int rnn_run(const kiln_call *c, int cell) {
                              .b = rr, .b_rs = 1, .b_cs = H, .c = hr, .ldc = GH};
             kiln__sgemm(&gh, c->exec);
             for (int64_t b = 0; b < Bn; b++) {
-                int64_t len = SL ? kiln__ops2_geti(SL->data, SL->dtype, b) : S;
+                int64_t len = SL ? kiln__ops_get_i64(SL->data, SL->dtype, b) : S;
                 if (len > S) len = S;
                 if (step >= len) continue;
                 int64_t t = reverse ? len - 1 - step : step;
@@ -368,9 +368,9 @@ static int rnn1_shape(kiln_shape_ctx *c) { return rnn_shape(c, CELL_RNN); }
 static int lstm_f32(const kiln_call *c) { return rnn_run(c, CELL_LSTM); }
 static int gru_f32(const kiln_call *c) { return rnn_run(c, CELL_GRU); }
 static int rnn_f32(const kiln_call *c) { return rnn_run(c, CELL_RNN); }
-static int lstm_impl(const kiln_call *c) { return kiln__ops2_as_f32(c, lstm_f32); }
-static int gru_impl(const kiln_call *c) { return kiln__ops2_as_f32(c, gru_f32); }
-static int rnn_impl(const kiln_call *c) { return kiln__ops2_as_f32(c, rnn_f32); }
+static int lstm_impl(const kiln_call *c) { return kiln__ops_as_f32(c, lstm_f32); }
+static int gru_impl(const kiln_call *c) { return kiln__ops_as_f32(c, gru_f32); }
+static int rnn_impl(const kiln_call *c) { return kiln__ops_as_f32(c, rnn_f32); }
 
 static const kiln_quick_op lstm_op = {
     .ns = "ai.onnx", .name = "LSTM", .version = 7,
@@ -394,7 +394,7 @@ static const kiln_quick_op rnn_op = {
 __attribute__((constructor)) static void rnn_register(void) {
     /* 14 adds `layout` (already in the schema above) */
     static const int v[] = {7, 14};
-    kiln__ops2_register_versions(&lstm_op, v, 2);
-    kiln__ops2_register_versions(&gru_op, v, 2);
-    kiln__ops2_register_versions(&rnn_op, v, 2);
+    kiln__ops_register_versions(&lstm_op, v, 2);
+    kiln__ops_register_versions(&gru_op, v, 2);
+    kiln__ops_register_versions(&rnn_op, v, 2);
 }

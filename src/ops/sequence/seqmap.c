@@ -4,7 +4,7 @@
  * body output into an output sequence.
  *
  * Like Loop (loop.c) the body runs as a sub-engine built with fixed
- * shapes (loop_body.h).  Elements of a sequence may differ in shape, so
+ * shapes (controlflow/subengine.h).  Elements of a sequence may differ in shape, so
  * the shape function builds one sub-engine per distinct element-shape
  * signature and maps every element to its engine.  That needs the element
  * shapes when the engine is built: the `:shapes` tensor of each sequence
@@ -20,15 +20,13 @@
  * unused padding.  Body inputs: one element (or the tensor) per node
  * input, then the outer values.
  */
-#include "kiln_int.h"
-#include "ops/controlflow/loop_body.h"
+#include "ops/controlflow/subengine.h"
 
 #include <stdio.h>
 #include <string.h>
 
 #define SM_MAX_OUT 16
 #define SM_TAG 0x534d4150u
-#define SM_CTX_TAG 0x534d4143u
 #define SM_MAGIC 0x314d5153 /* "SQM1" */
 
 static const kiln_attr_def sm_attrs[] = {
@@ -52,12 +50,6 @@ typedef struct sm_state {
     kiln__body *body;          /* nbody sub-engines */
     int64_t *map;              /* n: element -> body */
 } sm_state;
-
-typedef struct sm_ctx {
-    uint32_t tag;
-    sm_state *st;
-    kiln_context **sub;        /* nbody, opened on first use */
-} sm_ctx;
 
 static void sm_clear(sm_state *s) {
     for (int i = 0; i < s->nbody; i++) kiln__body_free(&s->body[i]);
@@ -258,33 +250,15 @@ static int sm_shape(void *state, kiln_shape_ctx *c) {
         }
     }
     kiln__free(rows);
-    if (!rc) kiln__fill_unused(c, 2 * M);
+    if (!rc) kiln__ops_fill_unused(c, 2 * M);
     return rc;
 }
 
-static int sm_ctx_get(void *state, sm_ctx *tmp, sm_ctx **out) {
-    if (*(uint32_t *)state == SM_CTX_TAG) {
-        *out = state;
-        return 0;
-    }
-    /* No attached context (constant folding): a temporary one. */
-    tmp->tag = SM_CTX_TAG;
-    tmp->st = state;
-    tmp->sub = kiln__calloc((size_t)(tmp->st->nbody ? tmp->st->nbody : 1), sizeof *tmp->sub);
-    if (!tmp->sub) return kiln__err(KILN_ENOMEM, "SequenceMap: out of memory");
-    *out = tmp;
-    return 0;
-}
-
-static void sm_ctx_close(sm_ctx *x) {
-    for (int b = 0; x->sub && b < x->st->nbody; b++) kiln_context_free(x->sub[b]);
-    kiln__free(x->sub);
-    x->sub = NULL;
-}
-
 static int sm_enqueue(void *state, const kiln_call *c) {
-    sm_ctx tmp, *x = NULL;
-    int rc = sm_ctx_get(state, &tmp, &x);
+    kiln__subctx tmp, *x = NULL;
+    /* state: the attached kiln__subctx, or the instance (its nbody bodies) */
+    int nbody = *(const uint32_t *)state == KILN__SUBCTX_TAG ? 0 : ((const sm_state *)state)->nbody;
+    int rc = kiln__subctx_get(state, nbody, &tmp, &x, "SequenceMap");
     if (rc) return rc;
     const sm_state *s = x->st;
     int np = s->nparts, E = (int)s->num_outer, M = s->nbody ? s->body[0].nout : 0;
@@ -299,8 +273,8 @@ static int sm_enqueue(void *state, const kiln_call *c) {
     for (int64_t k = 0; k < s->n && !rc; k++) {
         int bi = (int)s->map[k];
         const kiln__body *b = &s->body[bi];
-        if (!x->sub[bi] && (rc = kiln__body_ctx_open(b, c->exec, &x->sub[bi]))) break;
-        kiln_context *ctx = x->sub[bi];
+        kiln_context *ctx = NULL;
+        if ((rc = kiln__subctx_open(x, bi, b, c->exec, &ctx))) break;
         for (int j = 0; j < np && !rc; j++) {
             const kiln_tensor *d = &c->in[first[j]];
             if (s->parts[j] != 2) {
@@ -337,31 +311,13 @@ static int sm_enqueue(void *state, const kiln_call *c) {
         if (!rc) rc = kiln__body_check_shapes(ctx, b, "SequenceMap");
         if (rc) rc = kiln__err_prefix(rc, "SequenceMap element %lld", (long long)k);
     }
-    if (!rc) kiln__zero_unused(c, 2 * M);
-    if (x == &tmp) sm_ctx_close(&tmp);
+    if (!rc) kiln__ops_zero_unused(c, 2 * M);
+    kiln__subctx_put(x);
     return rc;
 }
 
 static int sm_attach(void *state, void **ctx_state) {
-    sm_ctx *x = kiln__calloc(1, sizeof *x);
-    if (!x) return kiln__err(KILN_ENOMEM, "SequenceMap: out of memory");
-    x->tag = SM_CTX_TAG;
-    x->st = state;
-    x->sub = kiln__calloc((size_t)(x->st->nbody ? x->st->nbody : 1), sizeof *x->sub);
-    if (!x->sub) {
-        kiln__free(x);
-        return kiln__err(KILN_ENOMEM, "SequenceMap: out of memory");
-    }
-    *ctx_state = x;
-    return 0;
-}
-
-static void sm_detach(void *state, void *ctx_state) {
-    (void)state;
-    sm_ctx *x = ctx_state;
-    if (!x) return;
-    sm_ctx_close(x);
-    kiln__free(x);
+    return kiln__subctx_attach(state, ((const sm_state *)state)->nbody, ctx_state, "SequenceMap");
 }
 
 /* Blob: magic, n, nbody, nparts, parts[], num_outer, map[n], then per body
@@ -473,7 +429,7 @@ static const kiln_plugin_vtable sm_vt = {
     .serialize = sm_serialize,
     .deserialize = sm_deserialize,
     .attach_to_context = sm_attach,
-    .detach_from_context = sm_detach,
+    .detach_from_context = kiln__subctx_detach,
 };
 
 static const kiln_plugin_def seqmap_17 = {

@@ -33,8 +33,7 @@
  *   OptionalHasElement(d, s[, present]) / (x)          -> bool
  *   OptionalGetElement(d, s) -> (y, dims...);  (d, s, present) -> (d, s)
  */
-#include "kiln_int.h"
-#include "ops/controlflow/loop_body.h"
+#include "ops/common/ops_util.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -469,7 +468,7 @@ static int get_shape(kiln_shape_ctx *c) {
             c->out[k] = c->in[k];
             c->out[k].data = NULL;
         }
-        kiln__fill_unused(c, 2);
+        kiln__ops_fill_unused(c, 2);
         return 0;
     }
     return at_shape_common(c, -1, "OptionalGetElement");
@@ -486,7 +485,7 @@ static int get_impl(const kiln_call *c) {
         for (int k = 0; k < 2; k++)
             memcpy(c->out[k].data, c->in[k].data,
                    (size_t)kiln_tensor_numel(&c->in[k]) * kiln_dtype_size(c->in[k].dtype));
-        kiln__zero_unused(c, 2);
+        kiln__ops_zero_unused(c, 2);
         return 0;
     }
     return at_impl_common(c, -1, "OptionalGetElement");

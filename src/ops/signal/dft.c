@@ -15,36 +15,11 @@
  *       F = (L - W) / step + 1 of W samples times the window, transformed;
  *       output [B, F, W/2 + 1 (onesided, default) or W, 2].
  */
-#include "kiln/plugin.h"
+#include "ops/common/ops_util.h"
 
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
-
-void *kiln__malloc(size_t n);
-void kiln__free(void *p);
-
-static double dft_ld(kiln_dtype t, const void *p, int64_t i) {
-    switch (t) {
-    case KILN_DTYPE_F32: return ((const float *)p)[i];
-    case KILN_DTYPE_F64: return ((const double *)p)[i];
-    case KILN_DTYPE_F16: return kiln_f16_to_f32(((const uint16_t *)p)[i]);
-    default: return kiln_bf16_to_f32(((const uint16_t *)p)[i]);
-    }
-}
-
-static void dft_st(kiln_dtype t, void *p, int64_t i, double v) {
-    switch (t) {
-    case KILN_DTYPE_F32: ((float *)p)[i] = (float)v; break;
-    case KILN_DTYPE_F64: ((double *)p)[i] = v; break;
-    case KILN_DTYPE_F16: ((uint16_t *)p)[i] = kiln_f32_to_f16((float)v); break;
-    default: ((uint16_t *)p)[i] = kiln_f32_to_bf16((float)v); break;
-    }
-}
-
-static int dft_is_float(kiln_dtype t) {
-    return t == KILN_DTYPE_F32 || t == KILN_DTYPE_F64 || t == KILN_DTYPE_F16 || t == KILN_DTYPE_BF16;
-}
 
 /* Build-time integer scalar from an input: a constant expression or NULL. */
 static const kiln_expr *dft_scalar(kiln_shape_ctx *c, int i) {
@@ -128,7 +103,7 @@ static int dft_axis(int64_t a, int ndim, int *out) {
 
 static int dft_shape(kiln_shape_ctx *c) {
     const kiln_desc *x = &c->in[0];
-    if (!dft_is_float(x->dtype))
+    if (!kiln__ops_is_float(x->dtype))
         return kiln_set_error(KILN_ETYPE, "DFT: expected a float tensor, found %s", kiln_dtype_name(x->dtype));
     if (x->ndim < 2) return kiln_set_error(KILN_ESHAPE, "DFT: rank %d (expected >= 2)", x->ndim);
     int64_t last;
@@ -179,14 +154,14 @@ static int dft_impl(const kiln_call *c) {
         for (int64_t in = 0; in < inner; in++) {
             for (int64_t t = 0; t < n; t++) {
                 int64_t base = ((o * n + t) * inner + in) * comp;
-                re[t] = dft_ld(x->dtype, x->data, base);
-                im[t] = comp == 2 ? dft_ld(x->dtype, x->data, base + 1) : 0;
+                re[t] = kiln__ops_get_f64(x->data, x->dtype, base);
+                im[t] = comp == 2 ? kiln__ops_get_f64(x->data, x->dtype, base + 1) : 0;
             }
             dft_one(&p, re, comp == 2 ? im : NULL, n, ore, oim, nout, inverse);
             for (int64_t k = 0; k < nout; k++) {
                 int64_t base = ((o * nout + k) * inner + in) * 2;
-                dft_st(y->dtype, y->data, base, ore[k]);
-                dft_st(y->dtype, y->data, base + 1, oim[k]);
+                kiln__ops_set_f64(y->data, y->dtype, base, ore[k]);
+                kiln__ops_set_f64(y->data, y->dtype, base + 1, oim[k]);
             }
         }
     kiln__free(buf);
@@ -203,7 +178,7 @@ static const kiln_attr_def stft_attrs[] = {
 
 static int stft_shape(kiln_shape_ctx *c) {
     const kiln_desc *s = &c->in[0];
-    if (!dft_is_float(s->dtype) || s->ndim != 3)
+    if (!kiln__ops_is_float(s->dtype) || s->ndim != 3)
         return kiln_set_error(KILN_ESHAPE, "STFT: expected a float signal [B, L, 1|2], found %s rank %d",
                               kiln_dtype_name(s->dtype), s->ndim);
     const kiln_expr *step = dft_scalar(c, 1), *flen = dft_scalar(c, 3);
@@ -239,9 +214,11 @@ static int stft_impl(const kiln_call *c) {
     int64_t step = dft_scalar_rt(&c->in[1]);
     int64_t W = c->nin > 3 && c->in[3].data ? dft_scalar_rt(&c->in[3]) : win->dims[0];
     int64_t F = y->dims[1], nout = y->dims[2];
-    if (step <= 0 || W <= 0 || (win && win->dims[0] != W))
-        return kiln_set_error(KILN_EINVAL, "STFT: frame_step %lld, frame_length %lld, window %lld",
-                              (long long)step, (long long)W, (long long)(win ? win->dims[0] : -1));
+    if (step <= 0 || W <= 0 || W > L || (win && win->dims[0] != W))
+        return kiln_set_error(KILN_EINVAL, "STFT: frame_step %lld, frame_length %lld, window %lld "
+                              "(expected positive, frame_length at most the signal length %lld)",
+                              (long long)step, (long long)W, (long long)(win ? win->dims[0] : -1),
+                              (long long)L);
     dft_plan p;
     int rc = dft_plan_init(&p, W, 0);
     if (rc) return rc;
@@ -255,16 +232,16 @@ static int stft_impl(const kiln_call *c) {
         for (int64_t f = 0; f < F; f++) {
             for (int64_t t = 0; t < W; t++) {
                 int64_t at = f * step + t;
-                double w = win ? dft_ld(win->dtype, win->data, t) : 1.0;
+                double w = win ? kiln__ops_get_f64(win->data, win->dtype, t) : 1.0;
                 int ok = at < L;
-                re[t] = ok ? w * dft_ld(s->dtype, s->data, (b * L + at) * comp) : 0;
-                im[t] = ok && comp == 2 ? w * dft_ld(s->dtype, s->data, (b * L + at) * comp + 1) : 0;
+                re[t] = ok ? w * kiln__ops_get_f64(s->data, s->dtype, (b * L + at) * comp) : 0;
+                im[t] = ok && comp == 2 ? w * kiln__ops_get_f64(s->data, s->dtype, (b * L + at) * comp + 1) : 0;
             }
             dft_one(&p, re, comp == 2 ? im : NULL, W, ore, oim, nout, 0);
             for (int64_t k = 0; k < nout; k++) {
                 int64_t base = ((b * F + f) * nout + k) * 2;
-                dft_st(y->dtype, y->data, base, ore[k]);
-                dft_st(y->dtype, y->data, base + 1, oim[k]);
+                kiln__ops_set_f64(y->data, y->dtype, base, ore[k]);
+                kiln__ops_set_f64(y->data, y->dtype, base + 1, oim[k]);
             }
         }
     kiln__free(buf);

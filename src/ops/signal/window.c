@@ -16,14 +16,11 @@
  * by (mel_hi - mel_lo) / (num_mel_bins + 2); bin = floor((dft_length + 1) f /
  * sample_rate)).  num_mel_bins and dft_length must be known at build time.
  */
-#include "kiln/plugin.h"
+#include "ops/common/ops_util.h"
 
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
-
-void *kiln__malloc(size_t n);
-void kiln__free(void *p);
 
 static const kiln_attr_def win_attrs[] = {
     {"output_datatype", KILN_ATTR_INT, KILN_DTYPE_UNDEFINED, "1", 0, "ONNX/kiln dtype of the output"},
@@ -58,16 +55,6 @@ static int win_shape(kiln_shape_ctx *c) {
     return 0;
 }
 
-static void win_st(kiln_tensor *t, int64_t i, double v) {
-    switch (t->dtype) {
-    case KILN_DTYPE_F32: ((float *)t->data)[i] = (float)v; break;
-    case KILN_DTYPE_F64: ((double *)t->data)[i] = v; break;
-    case KILN_DTYPE_F16: ((uint16_t *)t->data)[i] = kiln_f32_to_f16((float)v); break;
-    case KILN_DTYPE_BF16: ((uint16_t *)t->data)[i] = kiln_f32_to_bf16((float)v); break;
-    default: break;
-    }
-}
-
 static int win_run(const kiln_call *c, double a0, double a1, double a2) {
     kiln_tensor *y = &c->out[0];
     int64_t size = y->dims[0];
@@ -75,7 +62,7 @@ static int win_run(const kiln_call *c, double a0, double a1, double a2) {
     const double pi = 3.14159265358979323846;
     for (int64_t n = 0; n < size; n++) {
         double w = N > 0 ? a0 - a1 * cos(2 * pi * n / N) + a2 * cos(4 * pi * n / N) : 1.0;
-        win_st(y, n, w);
+        kiln__ops_set_f64(y->data, y->dtype, n, w);
     }
     return 0;
 }
@@ -113,17 +100,6 @@ static const kiln_expr *mel_scalar(kiln_shape_ctx *c, int i) {
     return NULL;
 }
 
-static double mel_num(const kiln_tensor *t) {
-    switch (t->dtype) {
-    case KILN_DTYPE_I32: return *(const int32_t *)t->data;
-    case KILN_DTYPE_I64: return (double)*(const int64_t *)t->data;
-    case KILN_DTYPE_F32: return *(const float *)t->data;
-    case KILN_DTYPE_F64: return *(const double *)t->data;
-    case KILN_DTYPE_F16: return kiln_f16_to_f32(*(const uint16_t *)t->data);
-    default: return 0;
-    }
-}
-
 static int mel_shape(kiln_shape_ctx *c) {
     for (int i = 0; i < 3; i++)
         if ((c->in[i].dtype != KILN_DTYPE_I32 && c->in[i].dtype != KILN_DTYPE_I64) || c->in[i].ndim != 0)
@@ -147,10 +123,10 @@ static int mel_shape(kiln_shape_ctx *c) {
 static int mel_impl(const kiln_call *c) {
     kiln_tensor *y = &c->out[0];
     int64_t nspec = y->dims[0], nmel = y->dims[1];
-    double dftl = mel_num(&c->in[1]), sr = mel_num(&c->in[2]);
-    double lo = mel_num(&c->in[3]), hi = mel_num(&c->in[4]);
+    double dftl = kiln__ops_get_f64(c->in[1].data, c->in[1].dtype, 0), sr = kiln__ops_get_f64(c->in[2].data, c->in[2].dtype, 0);
+    double lo = kiln__ops_get_f64(c->in[3].data, c->in[3].dtype, 0), hi = kiln__ops_get_f64(c->in[4].data, c->in[4].dtype, 0);
     if (sr <= 0) return kiln_set_error(KILN_EINVAL, "MelWeightMatrix: sample_rate %g (expected > 0)", sr);
-    for (int64_t i = 0; i < nspec * nmel; i++) win_st(y, i, 0);
+    for (int64_t i = 0; i < nspec * nmel; i++) kiln__ops_set_f64(y->data, y->dtype, i, 0);
     double mlo = 2595 * log10(1 + lo / 700), mhi = 2595 * log10(1 + hi / 700);
     double step = (mhi - mlo) / (double)(nmel + 2);
     int64_t *edges = kiln__malloc((size_t)(nmel + 2) * sizeof *edges);
@@ -163,14 +139,14 @@ static int mel_impl(const kiln_call *c) {
     for (int64_t i = 0; i < nmel; i++) {
         int64_t l = edges[i], m = edges[i + 1], r = edges[i + 2];
         if (m - l == 0) {
-            if (m >= 0 && m < nspec) win_st(y, m * nmel + i, 1);
+            if (m >= 0 && m < nspec) kiln__ops_set_f64(y->data, y->dtype, m * nmel + i, 1);
         } else {
             for (int64_t j = l; j <= m; j++)
-                if (j >= 0 && j < nspec) win_st(y, j * nmel + i, (double)(j - l) / (double)(m - l));
+                if (j >= 0 && j < nspec) kiln__ops_set_f64(y->data, y->dtype, j * nmel + i, (double)(j - l) / (double)(m - l));
         }
         if (r - m > 0)
             for (int64_t j = m; j < r; j++)
-                if (j >= 0 && j < nspec) win_st(y, j * nmel + i, (double)(r - j) / (double)(r - m));
+                if (j >= 0 && j < nspec) kiln__ops_set_f64(y->data, y->dtype, j * nmel + i, (double)(r - j) / (double)(r - m));
     }
     kiln__free(edges);
     return 0;

@@ -1,25 +1,25 @@
 /*
  * cast.c — Cast and CastLike between any two fixed-size dtypes (ONNX Cast
- * semantics: see kiln__ops1_cast); constant small integer values are
+ * semantics: see kiln__ops_cast); constant small integer values are
  * carried through for shape computations.
  */
 #include "ops/common/cuda_impls.h"
-#include "ops/common/ops1.h"
+#include "ops/common/ops_util.h"
 
 static int cast_common(kiln_shape_ctx *c, kiln_dtype to, const char *op) {
     const kiln_desc *x = &c->in[0];
-    int r = kiln__ops1_check_any(c, op, 0);
+    int r = kiln__ops_check_any(c, op, 0);
     if (r) return r;
-    if (!kiln__ops1_is_any(to))
+    if (!kiln__ops_is_any(to))
         return kiln_set_error(KILN_ETYPE, "%s: target type %s (%d) is not supported", op,
                               kiln_dtype_name(to), (int)to);
-    kiln__ops1_set_dims(&c->out[0], to, x->ndim, x->dims);
+    kiln__ops_set_dims(&c->out[0], to, x->ndim, x->dims);
     c->out[0].nvalues = -1;
-    int src_int = kiln__ops1_is_int(x->dtype) || x->dtype == KILN_DTYPE_BOOL;
-    if (kiln__ops1_is_int(to) && src_int) {
-        kiln__ops1_copy_values(c, 0, 0);
+    int src_int = kiln__ops_is_int(x->dtype) || x->dtype == KILN_DTYPE_BOOL;
+    if (kiln__ops_is_int(to) && src_int) {
+        kiln__ops_copy_values(c, 0, 0);
     } else if (to == KILN_DTYPE_BOOL && src_int) { /* v != 0 */
-        kiln__ops1_copy_values(c, 0, 0);
+        kiln__ops_copy_values(c, 0, 0);
         kiln_desc *o = &c->out[0];
         for (int i = 0; i < o->nvalues; i++)
             o->values[i] = kiln_expr_sub(c->x, kiln_expr_const(c->x, 1),
@@ -35,7 +35,7 @@ static int cast_shape(kiln_shape_ctx *c) {
     return cast_common(c, (kiln_dtype)kiln_attrs_int(c->attrs, "to"), "Cast");
 }
 static int cast_impl(const kiln_call *c) {
-    kiln__ops1_cast(c->in[0].data, c->in[0].dtype, c->out[0].data, c->out[0].dtype,
+    kiln__ops_cast(c->in[0].data, c->in[0].dtype, c->out[0].data, c->out[0].dtype,
                     kiln_tensor_numel(&c->out[0]));
     return 0;
 }
@@ -45,13 +45,13 @@ static const kiln_combo cu_cast[] = {
     {.types = "FP32*FP16*BF16*INT32*INT64*INT8*UINT8*BOOL, FP32*FP16*BF16*INT32*INT64*INT8*UINT8*BOOL"}, {0}};
 
 static const kiln_quick_op cast_op = {
-    .ns = OPS1_NS, .name = "Cast", .version = 6, .min_inputs = 1, .max_inputs = 1,
+    .ns = OPS_NS, .name = "Cast", .version = 6, .min_inputs = 1, .max_inputs = 1,
     .num_outputs = 1, .attrs = cast_attrs, .shape = cast_shape, .impl = cast_impl,
     .doc = "convert to the type 'to'",
     .cuda_impl = kiln__cu_cast, .cuda_formats = cu_cast,
 };
 static const kiln_quick_op castlike_op = {
-    .ns = OPS1_NS, .name = "CastLike", .version = 15, .min_inputs = 2, .max_inputs = 2,
+    .ns = OPS_NS, .name = "CastLike", .version = 15, .min_inputs = 2, .max_inputs = 2,
     .num_outputs = 1, .attrs = cast_attrs + 1, .shape = castlike_shape, .impl = cast_impl,
     .doc = "convert to the type of input 1",
     .cuda_impl = kiln__cu_cast,

@@ -3,7 +3,7 @@
  * input) whose condition is true; the output length N is data-dependent (a
  * size tensor, the hidden output 1).
  */
-#include "ops/common/ops1.h"
+#include "ops/common/ops_util.h"
 
 static const kiln_attr_def compress_attrs[] = {
     {.name = "axis", .type = KILN_ATTR_INT, .doc = "default: the flattened input"}, {NULL}};
@@ -17,7 +17,7 @@ static int compress_shape(kiln_shape_ctx *c) {
     const kiln_expr *len;
     int ax = -1;
     if (av && av->present) {
-        int r = kiln__ops1_axis("Compress", "axis", av->i, x->ndim, &ax);
+        int r = kiln__ops_axis("Compress", "axis", av->i, x->ndim, &ax);
         if (r) return r;
         len = x->dims[ax];
     } else {
@@ -30,9 +30,9 @@ static int compress_shape(kiln_shape_ctx *c) {
     const kiln_expr *n = kiln_shape_size_tensor(
         c, 1, kiln_expr_ceildiv(c->x, upper, kiln_expr_const(c->x, 2)), upper);
     if (ax < 0) {
-        kiln__ops1_set_dims(&c->out[0], x->dtype, 1, &n);
+        kiln__ops_set_dims(&c->out[0], x->dtype, 1, &n);
     } else {
-        kiln__ops1_set_dims(&c->out[0], x->dtype, x->ndim, x->dims);
+        kiln__ops_set_dims(&c->out[0], x->dtype, x->ndim, x->dims);
         c->out[0].dims[ax] = n;
     }
     return 0;
@@ -68,7 +68,7 @@ static int compress_impl(const kiln_call *c) {
     return 0;
 }
 static const kiln_quick_op compress_op = {
-    .ns = OPS1_NS, .name = "Compress", .version = 9, .min_inputs = 2, .max_inputs = 2,
+    .ns = OPS_NS, .name = "Compress", .version = 9, .min_inputs = 2, .max_inputs = 2,
     .num_outputs = 2, .attrs = compress_attrs, .shape = compress_shape, .impl = compress_impl,
     .doc = "slices where condition is true (output 1: their count, a size tensor)",
 };

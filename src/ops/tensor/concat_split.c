@@ -7,20 +7,20 @@
  * of shape-like inputs (Reshape shape, Slice starts ...) at build time.
  */
 #include "ops/common/cuda_impls.h"
-#include "ops/common/ops1.h"
+#include "ops/common/ops_util.h"
 
 static const kiln_attr_def concat_attrs[] = {
     {.name = "axis", .type = KILN_ATTR_INT, .required = 1}, {NULL}};
 static int concat_shape(kiln_shape_ctx *c) {
     const kiln_desc *x0 = &c->in[0];
-    int ax, r = kiln__ops1_axis("Concat", "axis", kiln_attrs_int(c->attrs, "axis"), x0->ndim, &ax);
+    int ax, r = kiln__ops_axis("Concat", "axis", kiln_attrs_int(c->attrs, "axis"), x0->ndim, &ax);
     if (r) return r;
     if (x0->ndim == 0) return kiln_set_error(KILN_ESHAPE, "Concat: inputs must have rank >= 1");
     const kiln_expr *d[KILN_MAX_DIMS];
     for (int i = 0; i < x0->ndim; i++) d[i] = x0->dims[i];
     for (int k = 1; k < c->nin; k++) {
         const kiln_desc *xk = &c->in[k];
-        if ((r = kiln__ops1_check_same(c, "Concat", 0, k))) return r;
+        if ((r = kiln__ops_check_same(c, "Concat", 0, k))) return r;
         if (xk->ndim != x0->ndim)
             return kiln_set_error(KILN_ESHAPE, "Concat: input %d has rank %d, input 0 has rank %d", k,
                                   xk->ndim, x0->ndim);
@@ -34,13 +34,13 @@ static int concat_shape(kiln_shape_ctx *c) {
         }
         d[ax] = kiln_expr_add(c->x, d[ax], xk->dims[ax]);
     }
-    kiln__ops1_set_dims(&c->out[0], x0->dtype, x0->ndim, d);
+    kiln__ops_set_dims(&c->out[0], x0->dtype, x0->ndim, d);
     /* values: 1-D concatenation of small integer tensors */
     if (x0->ndim == 1) {
         const kiln_expr *vals[KILN_MAX_VALUES], *v[KILN_MAX_VALUES];
         int tot = 0;
         for (int k = 0; k < c->nin; k++) {
-            int n = kiln__ops1_value_exprs(c->x, &c->in[k], v);
+            int n = kiln__ops_value_exprs(c->x, &c->in[k], v);
             if (n < 0 || tot + n > KILN_MAX_VALUES) return 0;
             for (int i = 0; i < n; i++) vals[tot++] = v[i];
         }
@@ -84,7 +84,7 @@ static int concat_impl(const kiln_call *c) {
 static const kiln_combo cu_any[] = {{.types = KILN_CU_T_ANY}, {0}};
 
 static const kiln_quick_op concat_op = {
-    .ns = OPS1_NS, .name = "Concat", .version = 4, .min_inputs = 1, .max_inputs = KILN_MAX_IO - 1,
+    .ns = OPS_NS, .name = "Concat", .version = 4, .min_inputs = 1, .max_inputs = KILN_MAX_IO - 1,
     .num_outputs = 1, .attrs = concat_attrs, .shape = concat_shape, .impl = concat_impl,
     .doc = "join along axis",
     .cuda_impl = kiln__cu_concat, .cuda_formats = cu_any,
@@ -111,8 +111,8 @@ static const kiln_attr_def split13_attrs[] = {
 static int split_parts(kiln_shape_ctx *c, int input_form, const kiln_expr *d, const kiln_expr **parts) {
     const kiln_expr *v[KILN_MAX_VALUES];
     int n = -1;
-    if (input_form && kiln__ops1_has_in(c, 1)) {
-        n = kiln__ops1_value_exprs(c->x, &c->in[1], v);
+    if (input_form && kiln__ops_has_in(c, 1)) {
+        n = kiln__ops_value_exprs(c->x, &c->in[1], v);
         if (n < 0)
             return kiln_set_error(KILN_EUNSUPPORTED,
                                   "Split: input 1 'split' must be known at build time (at most %d parts)",
@@ -148,7 +148,7 @@ static int split_parts(kiln_shape_ctx *c, int input_form, const kiln_expr *d, co
 
 static int split_shape_(kiln_shape_ctx *c, int input_form) {
     const kiln_desc *x = &c->in[0];
-    int ax, r = kiln__ops1_axis("Split", "axis", kiln_attrs_int(c->attrs, "axis"), x->ndim, &ax);
+    int ax, r = kiln__ops_axis("Split", "axis", kiln_attrs_int(c->attrs, "axis"), x->ndim, &ax);
     if (r) return r;
     const kiln_expr *parts[SPLIT_MAX];
     int n = split_parts(c, input_form, x->dims[ax], parts);
@@ -161,11 +161,11 @@ static int split_shape_(kiln_shape_ctx *c, int input_form) {
         return kiln_set_error(KILN_ESHAPE, "Split: parts sum to %lld, but dim %d has size %lld",
                               (long long)a, ax, (long long)b);
     const kiln_expr *xv[KILN_MAX_VALUES];
-    int nxv = x->ndim == 1 ? kiln__ops1_value_exprs(c->x, x, xv) : -1;
+    int nxv = x->ndim == 1 ? kiln__ops_value_exprs(c->x, x, xv) : -1;
     int off = 0;
     for (int k = 0; k < c->nout; k++) {
         kiln_desc *o = &c->out[k];
-        kiln__ops1_set_dims(o, x->dtype, x->ndim, x->dims);
+        kiln__ops_set_dims(o, x->dtype, x->ndim, x->dims);
         o->dims[ax] = k < n ? parts[k] : kiln_expr_const(c->x, 0);
         int64_t pk;
         if (k < n && nxv >= 0 && off >= 0 && kiln_expr_is_const(parts[k], &pk) && off + pk <= nxv) {
@@ -204,13 +204,13 @@ static int split_impl(const kiln_call *c) {
 static int split2_shape(kiln_shape_ctx *c) { return split_shape_(c, 0); }
 static int split13_shape(kiln_shape_ctx *c) { return split_shape_(c, 1); }
 static const kiln_quick_op split2_op = {
-    .ns = OPS1_NS, .name = "Split", .version = 2, .min_inputs = 1, .max_inputs = 1,
+    .ns = OPS_NS, .name = "Split", .version = 2, .min_inputs = 1, .max_inputs = 1,
     .num_outputs = SPLIT_MAX, .attrs = split2_attrs, .shape = split2_shape, .impl = split_impl,
     .doc = "split along axis (split attribute)",
     .cuda_impl = kiln__cu_split, .cuda_formats = cu_any,
 };
 static const kiln_quick_op split13_op = {
-    .ns = OPS1_NS, .name = "Split", .version = 13, .min_inputs = 1, .max_inputs = 2,
+    .ns = OPS_NS, .name = "Split", .version = 13, .min_inputs = 1, .max_inputs = 2,
     .num_outputs = SPLIT_MAX, .attrs = split13_attrs, .shape = split13_shape, .impl = split_impl,
     .doc = "split along axis (split input or num_outputs)",
     .cuda_impl = kiln__cu_split,

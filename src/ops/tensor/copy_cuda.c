@@ -22,8 +22,11 @@ static int need_contig(const char *op, const kiln_tensor *t) {
 int kiln__cu_copy_input(const kiln_call *c) {
     const kiln_tensor *x = &c->in[0];
     kiln_tensor *y = &c->out[0];
-    if (y->data == x->data || !x->data) return 0;
     int64_t n = kiln_tensor_numel(y), one = 1;
+    if (kiln_tensor_numel(x) != n) /* a Reshape shape known only at run time */
+        return kiln_set_error(KILN_ESHAPE, "copy of %lld elements into an output of %lld", (long long)kiln_tensor_numel(x),
+                              (long long)n);
+    if (y->data == x->data || !x->data) return 0;
     return kiln__cu_copy(c, y->dtype, 1, &n, x->data, &one, y->data, &one);
 }
 

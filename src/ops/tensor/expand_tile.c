@@ -3,14 +3,14 @@
  * axis); element-size generic strided copies.
  */
 #include "ops/common/cuda_impls.h"
-#include "ops/common/ops1.h"
+#include "ops/common/ops_util.h"
 
 static int expand_shape(kiln_shape_ctx *c) {
     const kiln_desc *x = &c->in[0];
-    int r = kiln__ops1_check_any(c, "Expand", 0);
+    int r = kiln__ops_check_any(c, "Expand", 0);
     if (r) return r;
     const kiln_expr *v[KILN_MAX_VALUES];
-    int n = kiln__ops1_value_exprs(c->x, &c->in[1], v);
+    int n = kiln__ops_value_exprs(c->x, &c->in[1], v);
     if (n < 0)
         return kiln_set_error(KILN_EUNSUPPORTED,
                               "Expand: input 1 'shape' must be known at build time; its value is "
@@ -19,12 +19,12 @@ static int expand_shape(kiln_shape_ctx *c) {
     const kiln_expr *d[KILN_MAX_DIMS];
     int nd = kiln_shape_broadcast(c, x->dims, x->ndim, v, n, d);
     if (nd < 0) return nd;
-    kiln__ops1_set_dims(&c->out[0], x->dtype, nd, d);
+    kiln__ops_set_dims(&c->out[0], x->dtype, nd, d);
     /* values: broadcast of a small integer tensor */
-    int64_t on = kiln__ops1_desc_numel(&c->out[0]), xd[KILN_MAX_DIMS], od[KILN_MAX_DIMS];
+    int64_t on = kiln__ops_desc_numel(&c->out[0]), xd[KILN_MAX_DIMS], od[KILN_MAX_DIMS];
     const kiln_expr *xv[KILN_MAX_VALUES];
-    if (on >= 0 && on <= KILN_MAX_VALUES && kiln__ops1_value_exprs(c->x, x, xv) >= 0 &&
-        kiln__ops1_const_dims(x, xd) && kiln__ops1_const_dims(&c->out[0], od)) {
+    if (on >= 0 && on <= KILN_MAX_VALUES && kiln__ops_value_exprs(c->x, x, xv) >= 0 &&
+        kiln__ops_const_dims(x, xd) && kiln__ops_const_dims(&c->out[0], od)) {
         for (int64_t i = 0; i < on; i++) {
             int64_t rem = i, off = 0, s = 1;
             for (int a = nd - 1; a >= 0; a--) {
@@ -50,10 +50,10 @@ static void bcast_copy(kiln_exec *e, const kiln_tensor *x, kiln_tensor *y) {
         st[i] = x->dims[j] == 1 ? 0 : s;
         s *= x->dims[j];
     }
-    kiln__ops1_strided_copy(e, y->data, x->data, kiln_dtype_size(x->dtype), y->ndim, y->dims, st);
+    kiln__ops_strided_copy(e, y->data, x->data, kiln_dtype_size(x->dtype), y->ndim, y->dims, st);
 }
 static int expand_impl(const kiln_call *c) {
-    int rc = kiln__ops1_bc_check("Expand", 0, c->out[0].ndim, c->out[0].dims, c->in[0].ndim, c->in[0].dims);
+    int rc = kiln__ops_bc_check("Expand", 0, c->out[0].ndim, c->out[0].dims, c->in[0].ndim, c->in[0].dims);
     if (rc) return rc;
     bcast_copy(c->exec, &c->in[0], &c->out[0]);
     return 0;
@@ -61,7 +61,7 @@ static int expand_impl(const kiln_call *c) {
 static const kiln_combo cu_shaped[] = {{.types = KILN_CU_T_ANY ", INT64, " KILN_CU_T_ANY}, {0}};
 
 static const kiln_quick_op expand_op = {
-    .ns = OPS1_NS, .name = "Expand", .version = 8, .min_inputs = 2, .max_inputs = 2,
+    .ns = OPS_NS, .name = "Expand", .version = 8, .min_inputs = 2, .max_inputs = 2,
     .num_outputs = 1, .shape = expand_shape, .impl = expand_impl,
     .doc = "broadcast to a shape",
     .cuda_impl = kiln__cu_expand, .cuda_formats = cu_shaped,
@@ -72,10 +72,10 @@ KILN_OP(expand_op)
 
 static int tile_shape(kiln_shape_ctx *c) {
     const kiln_desc *x = &c->in[0];
-    int r = kiln__ops1_check_any(c, "Tile", 0);
+    int r = kiln__ops_check_any(c, "Tile", 0);
     if (r) return r;
     const kiln_expr *v[KILN_MAX_VALUES];
-    int n = kiln__ops1_value_exprs(c->x, &c->in[1], v);
+    int n = kiln__ops_value_exprs(c->x, &c->in[1], v);
     if (n < 0)
         return kiln_set_error(KILN_EUNSUPPORTED,
                               "Tile: input 1 'repeats' must be known at build time; its value is "
@@ -85,7 +85,7 @@ static int tile_shape(kiln_shape_ctx *c) {
                               n, x->ndim);
     const kiln_expr *d[KILN_MAX_DIMS];
     for (int i = 0; i < n; i++) d[i] = kiln_expr_mul(c->x, x->dims[i], v[i]);
-    kiln__ops1_set_dims(&c->out[0], x->dtype, n, d);
+    kiln__ops_set_dims(&c->out[0], x->dtype, n, d);
     return 0;
 }
 static int tile_impl(const kiln_call *c) {
@@ -127,14 +127,14 @@ static int tile_impl(const kiln_call *c) {
             return 0;
         }
         if (m == 0) { d2[0] = 1; s2[0] = 0; m = 1; }
-        kiln__ops1_strided_copy(c->exec, y->data, x->data, kiln_dtype_size(x->dtype), m, d2, s2);
+        kiln__ops_strided_copy(c->exec, y->data, x->data, kiln_dtype_size(x->dtype), m, d2, s2);
         return 0;
     }
-    kiln__ops1_strided_copy(c->exec, y->data, x->data, kiln_dtype_size(x->dtype), nd, dims, st);
+    kiln__ops_strided_copy(c->exec, y->data, x->data, kiln_dtype_size(x->dtype), nd, dims, st);
     return 0;
 }
 static const kiln_quick_op tile_op = {
-    .ns = OPS1_NS, .name = "Tile", .version = 6, .min_inputs = 2, .max_inputs = 2,
+    .ns = OPS_NS, .name = "Tile", .version = 6, .min_inputs = 2, .max_inputs = 2,
     .num_outputs = 1, .shape = tile_shape, .impl = tile_impl, .doc = "repeat along each axis",
     .cuda_impl = kiln__cu_tile, .cuda_formats = cu_shaped,
 };

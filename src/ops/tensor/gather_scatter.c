@@ -8,7 +8,7 @@
  * int64 for integer types.
  */
 #include "ops/common/cuda_impls.h"
-#include "ops/common/ops1.h"
+#include "ops/common/ops_util.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -20,7 +20,7 @@ static const int64_t *idx64(const kiln_tensor *t, int64_t **tmp) {
     int64_t n = kiln_tensor_numel(t);
     *tmp = kiln__malloc((size_t)(n ? n : 1) * sizeof(int64_t));
     if (!*tmp) return NULL;
-    kiln__ops1_to_i64(t->data, t->dtype, *tmp, n);
+    kiln__ops_to_i64(t->data, t->dtype, *tmp, n);
     return *tmp;
 }
 
@@ -43,7 +43,7 @@ static const kiln_attr_def axis0_attrs[] = {{.name = "axis", .type = KILN_ATTR_I
 
 static int gather_shape(kiln_shape_ctx *c) {
     const kiln_desc *x = &c->in[0], *ix = &c->in[1];
-    int ax, r = kiln__ops1_axis("Gather", "axis", kiln_attrs_int(c->attrs, "axis"), x->ndim, &ax);
+    int ax, r = kiln__ops_axis("Gather", "axis", kiln_attrs_int(c->attrs, "axis"), x->ndim, &ax);
     if (r || (r = idx_type(c, "Gather", 1))) return r;
     if (x->ndim == 0) return kiln_set_error(KILN_ESHAPE, "Gather: data must have rank >= 1");
     int nd = x->ndim - 1 + ix->ndim;
@@ -53,13 +53,13 @@ static int gather_shape(kiln_shape_ctx *c) {
     for (int i = 0; i < ax; i++) d[k++] = x->dims[i];
     for (int i = 0; i < ix->ndim; i++) d[k++] = ix->dims[i];
     for (int i = ax + 1; i < x->ndim; i++) d[k++] = x->dims[i];
-    kiln__ops1_set_dims(&c->out[0], x->dtype, nd, d);
+    kiln__ops_set_dims(&c->out[0], x->dtype, nd, d);
     /* values: picking elements of a small 1-D integer tensor (Shape -> Gather) */
     const kiln_expr *xv[KILN_MAX_VALUES];
     int64_t iv[KILN_MAX_VALUES];
     int nx, ni;
-    if (x->ndim == 1 && (nx = kiln__ops1_value_exprs(c->x, x, xv)) >= 0 &&
-        (ni = (int)kiln__ops1_const_ints(ix, iv, KILN_MAX_VALUES)) >= 0) {
+    if (x->ndim == 1 && (nx = kiln__ops_value_exprs(c->x, x, xv)) >= 0 &&
+        (ni = (int)kiln__ops_const_ints(ix, iv, KILN_MAX_VALUES)) >= 0) {
         for (int i = 0; i < ni; i++) {
             int64_t j = iv[i] < 0 ? iv[i] + nx : iv[i];
             if (j < 0 || j >= nx) return oob("Gather", i, iv[i], nx);
@@ -99,7 +99,7 @@ static int gather_impl(const kiln_call *c) {
 static const kiln_combo cu_gather[] = {{.types = KILN_CU_T_ANY ", INT32*INT64, " KILN_CU_T_ANY}, {0}};
 
 static const kiln_quick_op gather_op = {
-    .ns = OPS1_NS, .name = "Gather", .version = 1, .min_inputs = 2, .max_inputs = 2,
+    .ns = OPS_NS, .name = "Gather", .version = 1, .min_inputs = 2, .max_inputs = 2,
     .num_outputs = 1, .attrs = axis0_attrs, .shape = gather_shape, .impl = gather_impl,
     .doc = "take slices along axis by index",
     .cuda_impl = kiln__cu_gather, .cuda_formats = cu_gather,
@@ -110,12 +110,12 @@ KILN_OP(gather_op)
 
 static int gel_shape(kiln_shape_ctx *c) {
     const kiln_desc *x = &c->in[0], *ix = &c->in[1];
-    int ax, r = kiln__ops1_axis("GatherElements", "axis", kiln_attrs_int(c->attrs, "axis"), x->ndim, &ax);
+    int ax, r = kiln__ops_axis("GatherElements", "axis", kiln_attrs_int(c->attrs, "axis"), x->ndim, &ax);
     if (r || (r = idx_type(c, "GatherElements", 1))) return r;
     if (ix->ndim != x->ndim)
         return kiln_set_error(KILN_ESHAPE, "GatherElements: indices rank %d differs from data rank %d",
                               ix->ndim, x->ndim);
-    kiln__ops1_set_dims(&c->out[0], x->dtype, ix->ndim, ix->dims);
+    kiln__ops_set_dims(&c->out[0], x->dtype, ix->ndim, ix->dims);
     return 0;
 }
 
@@ -172,7 +172,7 @@ static int gel_impl(const kiln_call *c) {
     return rc;
 }
 static const kiln_quick_op gel_op = {
-    .ns = OPS1_NS, .name = "GatherElements", .version = 11, .min_inputs = 2, .max_inputs = 2,
+    .ns = OPS_NS, .name = "GatherElements", .version = 11, .min_inputs = 2, .max_inputs = 2,
     .num_outputs = 1, .attrs = axis0_attrs, .shape = gel_shape, .impl = gel_impl,
     .doc = "element-wise gather along axis",
 };
@@ -197,19 +197,19 @@ static void red_elem(sred r, kiln_dtype t, void *dst, const void *src) {
         memcpy(dst, src, es);
         return;
     }
-    if (kiln__ops1_is_int(t)) {
+    if (kiln__ops_is_int(t)) {
         int64_t a, b;
-        kiln__ops1_to_i64(dst, t, &a, 1);
-        kiln__ops1_to_i64(src, t, &b, 1);
+        kiln__ops_to_i64(dst, t, &a, 1);
+        kiln__ops_to_i64(src, t, &b, 1);
         a = r == S_ADD ? (int64_t)((uint64_t)a + (uint64_t)b) : r == S_MUL ? (int64_t)((uint64_t)a * (uint64_t)b)
           : r == S_MAX ? (a > b ? a : b) : (a < b ? a : b);
-        kiln__ops1_from_i64(&a, t, dst, 1);
+        kiln__ops_from_i64(&a, t, dst, 1);
     } else {
         double a, b;
-        kiln__ops1_to_f64(dst, t, &a, 1);
-        kiln__ops1_to_f64(src, t, &b, 1);
+        kiln__ops_to_f64(dst, t, &a, 1);
+        kiln__ops_to_f64(src, t, &b, 1);
         a = r == S_ADD ? a + b : r == S_MUL ? a * b : r == S_MAX ? fmax(a, b) : fmin(a, b);
-        kiln__ops1_from_f64(&a, t, dst, 1);
+        kiln__ops_from_f64(&a, t, dst, 1);
     }
 }
 
@@ -220,15 +220,15 @@ static const kiln_attr_def scel_attrs[] = {
 
 static int scel_shape(kiln_shape_ctx *c) {
     const kiln_desc *x = &c->in[0], *ix = &c->in[1], *u = &c->in[2];
-    int ax, r = kiln__ops1_axis("ScatterElements", "axis", kiln_attrs_int(c->attrs, "axis"), x->ndim, &ax);
+    int ax, r = kiln__ops_axis("ScatterElements", "axis", kiln_attrs_int(c->attrs, "axis"), x->ndim, &ax);
     sred red;
-    if (r || (r = idx_type(c, "ScatterElements", 1)) || (r = kiln__ops1_check_same(c, "ScatterElements", 0, 2)))
+    if (r || (r = idx_type(c, "ScatterElements", 1)) || (r = kiln__ops_check_same(c, "ScatterElements", 0, 2)))
         return r;
     if ((r = get_red(c->attrs, "ScatterElements", &red))) return r;
     if (ix->ndim != x->ndim || u->ndim != x->ndim)
         return kiln_set_error(KILN_ESHAPE, "ScatterElements: data, indices and updates must have the "
                               "same rank (%d, %d, %d)", x->ndim, ix->ndim, u->ndim);
-    kiln__ops1_set_dims(&c->out[0], x->dtype, x->ndim, x->dims);
+    kiln__ops_set_dims(&c->out[0], x->dtype, x->ndim, x->dims);
     return 0;
 }
 static int scel_impl(const kiln_call *c) {
@@ -263,12 +263,12 @@ static int scel_impl(const kiln_call *c) {
     return rc;
 }
 static const kiln_quick_op scel_op = {
-    .ns = OPS1_NS, .name = "ScatterElements", .version = 11, .min_inputs = 3, .max_inputs = 3,
+    .ns = OPS_NS, .name = "ScatterElements", .version = 11, .min_inputs = 3, .max_inputs = 3,
     .num_outputs = 1, .attrs = scel_attrs, .shape = scel_shape, .impl = scel_impl,
     .doc = "copy of data with updates written at indices along axis",
 };
 static const kiln_quick_op scatter_op = {
-    .ns = OPS1_NS, .name = "Scatter", .version = 9, .min_inputs = 3, .max_inputs = 3,
+    .ns = OPS_NS, .name = "Scatter", .version = 9, .min_inputs = 3, .max_inputs = 3,
     .num_outputs = 1, .attrs = axis0_attrs, .shape = scel_shape, .impl = scel_impl,
     .doc = "deprecated alias of ScatterElements",
 };
@@ -281,7 +281,7 @@ static const kiln_attr_def gnd_attrs[] = {{.name = "batch_dims", .type = KILN_AT
 
 static int gnd_shape(kiln_shape_ctx *c) {
     const kiln_desc *x = &c->in[0], *ix = &c->in[1];
-    int r = kiln__ops1_check_type(c, "GatherND", 1, kiln__ops1_is_int, "int64");
+    int r = kiln__ops_check_type(c, "GatherND", 1, kiln__ops_is_int, "int64");
     if (r) return r;
     int64_t b = kiln_attrs_int(c->attrs, "batch_dims"), last;
     if (ix->ndim < 1 || !kiln_expr_is_const(ix->dims[ix->ndim - 1], &last))
@@ -296,7 +296,7 @@ static int gnd_shape(kiln_shape_ctx *c) {
         if (k >= KILN_MAX_DIMS) return kiln_set_error(KILN_ESHAPE, "GatherND: output rank too large");
         d[k++] = x->dims[i];
     }
-    kiln__ops1_set_dims(&c->out[0], x->dtype, k, d);
+    kiln__ops_set_dims(&c->out[0], x->dtype, k, d);
     return 0;
 }
 
@@ -356,7 +356,7 @@ static int gnd_impl(const kiln_call *c) {
     return rc;
 }
 static const kiln_quick_op gnd_op = {
-    .ns = OPS1_NS, .name = "GatherND", .version = 11, .min_inputs = 2, .max_inputs = 2,
+    .ns = OPS_NS, .name = "GatherND", .version = 11, .min_inputs = 2, .max_inputs = 2,
     .num_outputs = 1, .attrs = gnd_attrs, .shape = gnd_shape, .impl = gnd_impl,
     .doc = "gather slices by index tuples",
 };
@@ -368,14 +368,14 @@ static const kiln_attr_def snd_attrs[] = {
 static int snd_shape(kiln_shape_ctx *c) {
     const kiln_desc *x = &c->in[0], *ix = &c->in[1];
     sred red;
-    int r = kiln__ops1_check_type(c, "ScatterND", 1, kiln__ops1_is_int, "int64");
-    if (r || (r = kiln__ops1_check_same(c, "ScatterND", 0, 2)) || (r = get_red(c->attrs, "ScatterND", &red)))
+    int r = kiln__ops_check_type(c, "ScatterND", 1, kiln__ops_is_int, "int64");
+    if (r || (r = kiln__ops_check_same(c, "ScatterND", 0, 2)) || (r = get_red(c->attrs, "ScatterND", &red)))
         return r;
     int64_t last;
     if (ix->ndim < 1 || !kiln_expr_is_const(ix->dims[ix->ndim - 1], &last) || last < 1 || last > x->ndim)
         return kiln_set_error(KILN_ESHAPE, "ScatterND: the last dim of indices must be known and in [1, %d]",
                               x->ndim);
-    kiln__ops1_set_dims(&c->out[0], x->dtype, x->ndim, x->dims);
+    kiln__ops_set_dims(&c->out[0], x->dtype, x->ndim, x->dims);
     return 0;
 }
 static int snd_impl(const kiln_call *c) {
@@ -404,7 +404,7 @@ static int snd_impl(const kiln_call *c) {
     return rc;
 }
 static const kiln_quick_op snd_op = {
-    .ns = OPS1_NS, .name = "ScatterND", .version = 11, .min_inputs = 3, .max_inputs = 3,
+    .ns = OPS_NS, .name = "ScatterND", .version = 11, .min_inputs = 3, .max_inputs = 3,
     .num_outputs = 1, .attrs = snd_attrs, .shape = snd_shape, .impl = snd_impl,
     .doc = "copy of data with update slices written at index tuples",
 };

@@ -9,9 +9,8 @@
  * interior plus mode-mapped borders.
  */
 #include "ops/common/cuda_impls.h"
-#include "ops/common/ops2.h"
+#include "ops/common/ops_util.h"
 
-#include "kiln_int.h"
 
 #include <string.h>
 
@@ -89,10 +88,10 @@ static int pad_shape(kiln_shape_ctx *c) {
             if (!a->data || a->ndim != 1 || !kiln_expr_is_const(a->dims[0], &nax) ||
                 nax > KILN_MAX_DIMS)
                 return kiln_set_error(KILN_EUNSUPPORTED, "Pad: axes must be a constant 1-D tensor");
-            for (int64_t i = 0; i < nax; i++) axv[i] = kiln__ops2_geti(a->data, a->dtype, i);
+            for (int64_t i = 0; i < nax; i++) axv[i] = kiln__ops_get_i64(a->data, a->dtype, i);
         }
         if (p->data) {
-            for (int64_t i = 0; i < np; i++) pv[i] = kiln__ops2_geti(p->data, p->dtype, i);
+            for (int64_t i = 0; i < np; i++) pv[i] = kiln__ops_get_i64(p->data, p->dtype, i);
             if ((rc = expand_pads(r, pv, np, have_axes ? axv : NULL, nax, pb, pe))) return rc;
         } else if (p->nvalues == np && !have_axes && np == 2 * r) {
             /* symbolic pads (e.g. computed from shapes) */
@@ -174,7 +173,7 @@ static void pad_rows(void *ud, int64_t lo, int64_t hi) {
 static int pad_impl(const kiln_call *c) {
     const kiln_tensor *X = &c->in[0];
     kiln_tensor *Y = &c->out[0];
-    if (!kiln__ops2_dense(X) || !kiln__ops2_dense(Y))
+    if (!kiln__ops_dense(X) || !kiln__ops_dense(Y))
         return kiln_set_error(KILN_EUNSUPPORTED, "Pad: strided tensors not supported");
     pad_task t;
     memset(&t, 0, sizeof t);
@@ -192,16 +191,16 @@ static int pad_impl(const kiln_call *c) {
         const kiln_tensor *P = &c->in[1];
         int64_t np = kiln_tensor_numel(P), pv[2 * KILN_MAX_DIMS], axv[KILN_MAX_DIMS], nax = 0;
         if (np > 2 * KILN_MAX_DIMS) return kiln_set_error(KILN_ESHAPE, "Pad: too many pads");
-        for (int64_t i = 0; i < np; i++) pv[i] = kiln__ops2_geti(P->data, P->dtype, i);
+        for (int64_t i = 0; i < np; i++) pv[i] = kiln__ops_get_i64(P->data, P->dtype, i);
         int have_axes = c->nin > 3 && c->in[3].data;
         if (have_axes) {
             nax = kiln_tensor_numel(&c->in[3]);
             if (nax > KILN_MAX_DIMS) return kiln_set_error(KILN_ESHAPE, "Pad: too many axes");
-            for (int64_t i = 0; i < nax; i++) axv[i] = kiln__ops2_geti(c->in[3].data, c->in[3].dtype, i);
+            for (int64_t i = 0; i < nax; i++) axv[i] = kiln__ops_get_i64(c->in[3].data, c->in[3].dtype, i);
         }
         if ((rc = expand_pads(r, pv, np, have_axes ? axv : NULL, nax, t.pb, pe))) return rc;
         if (c->nin > 2 && c->in[2].data && kiln_tensor_numel(&c->in[2]) > 0)
-            value = kiln__ops2_getf(c->in[2].data, c->in[2].dtype, 0);
+            value = kiln__ops_get_f64(c->in[2].data, c->in[2].dtype, 0);
     }
     if (r == 0) {
         memcpy(Y->data, X->data, kiln_dtype_size(X->dtype));
@@ -223,7 +222,7 @@ static int pad_impl(const kiln_call *c) {
     t.esz = kiln_dtype_size(X->dtype);
     if (t.esz == 0 || t.esz > sizeof t.fill)
         return kiln_set_error(KILN_ETYPE, "Pad: unsupported type %s", kiln_dtype_name(X->dtype));
-    kiln__ops2_setf(t.fill, X->dtype, 0, value);
+    kiln__ops_set_f64(t.fill, X->dtype, 0, value);
     int64_t rows = 1;
     for (int i = 0; i < r - 1; i++) rows *= t.out[i];
     if (t.out[r - 1] == 0 || rows == 0) return 0;

@@ -15,9 +15,8 @@
  * rows x innermost taps.
  */
 #include "ops/common/cuda_impls.h"
-#include "ops/common/ops2.h"
+#include "ops/common/ops_util.h"
 
-#include "kiln_int.h"
 
 #include <math.h>
 #include <string.h>
@@ -232,7 +231,7 @@ static int resize_shape_common(kiln_shape_ctx *c, int flavour) {
         nsizes = desc_count(dz);
         if (nsizes > KILN_MAX_DIMS) return kiln_set_error(KILN_ESHAPE, "Resize: too many sizes");
         if (dz->data) {
-            for (int64_t i = 0; i < nsizes; i++) sizes[i] = kiln__ops2_geti(dz->data, dz->dtype, i);
+            for (int64_t i = 0; i < nsizes; i++) sizes[i] = kiln__ops_get_i64(dz->data, dz->dtype, i);
         } else if (dz->nvalues == nsizes && flavour != V_RESIZE18) {
             /* symbolic sizes: output dims are the values themselves */
             if (nsizes != r) return kiln_set_error(KILN_ESHAPE, "Resize: sizes must have %d values", r);
@@ -249,7 +248,7 @@ static int resize_shape_common(kiln_shape_ctx *c, int flavour) {
         nscales = desc_count(ds);
         if (nscales > KILN_MAX_DIMS) return kiln_set_error(KILN_ESHAPE, "Resize: too many scales");
         if (!ds->data) return kiln_set_error(KILN_EUNSUPPORTED, "Resize: scales must be a constant");
-        for (int64_t i = 0; i < nscales; i++) scales[i] = kiln__ops2_getf(ds->data, ds->dtype, i);
+        for (int64_t i = 0; i < nscales; i++) scales[i] = kiln__ops_get_f64(ds->data, ds->dtype, i);
     }
     rc = resolve(&p, r, in, c->attrs, nscales ? scales : NULL, nscales, nsizes ? sizes : NULL,
                  nsizes, NULL, 0);
@@ -496,16 +495,16 @@ static int resize_params(const kiln_call *c, int flavour, rparams *pp) {
     if (tz && kiln_tensor_numel(tz) > 0) {
         nsizes = kiln_tensor_numel(tz);
         if (nsizes > KILN_MAX_DIMS) return kiln_set_error(KILN_ESHAPE, "Resize: too many sizes");
-        for (int64_t i = 0; i < nsizes; i++) sizes[i] = kiln__ops2_geti(tz->data, tz->dtype, i);
+        for (int64_t i = 0; i < nsizes; i++) sizes[i] = kiln__ops_get_i64(tz->data, tz->dtype, i);
     } else if (ts && kiln_tensor_numel(ts) > 0) {
         nscales = kiln_tensor_numel(ts);
         if (nscales > KILN_MAX_DIMS) return kiln_set_error(KILN_ESHAPE, "Resize: too many scales");
-        for (int64_t i = 0; i < nscales; i++) scales[i] = kiln__ops2_getf(ts->data, ts->dtype, i);
+        for (int64_t i = 0; i < nscales; i++) scales[i] = kiln__ops_get_f64(ts->data, ts->dtype, i);
     }
     if (tr) {
         nroi = kiln_tensor_numel(tr);
         if (nroi > 2 * KILN_MAX_DIMS) nroi = 0;
-        for (int64_t i = 0; i < nroi; i++) roi[i] = kiln__ops2_getf(tr->data, tr->dtype, i);
+        for (int64_t i = 0; i < nroi; i++) roi[i] = kiln__ops_get_f64(tr->data, tr->dtype, i);
     }
     int64_t in[KILN_MAX_DIMS];
     for (int i = 0; i < r; i++) in[i] = X->dims[i];
@@ -526,7 +525,7 @@ static int resize_params(const kiln_call *c, int flavour, rparams *pp) {
 static int resize_run(const kiln_call *c, int flavour) {
     const kiln_tensor *X = &c->in[0];
     kiln_tensor *Y = &c->out[0];
-    if (!kiln__ops2_dense(X) || !kiln__ops2_dense(Y))
+    if (!kiln__ops_dense(X) || !kiln__ops_dense(Y))
         return kiln_set_error(KILN_EUNSUPPORTED, "Resize: strided tensors not supported");
     rparams p;
     int rc = resize_params(c, flavour, &p);
@@ -605,7 +604,7 @@ static int resize_cuda(const kiln_call *c, int flavour) {
 #define RZ(fname, fl)                                                                    \
     static int fname##_shape(kiln_shape_ctx *c) { return resize_shape_common(c, flavour_of(c->attrs, c->nin, fl)); } \
     static int fname##_f32(const kiln_call *c) { return resize_run(c, fl); }            \
-    static int fname##_impl(const kiln_call *c) { return kiln__ops2_as_f32(c, fname##_f32); } \
+    static int fname##_impl(const kiln_call *c) { return kiln__ops_as_f32(c, fname##_f32); } \
     static int fname##_cuda(const kiln_call *c) { return resize_cuda(c, fl); }
 RZ(up7, V_UPSAMPLE7)
 RZ(up9, V_UPSAMPLE9)

@@ -2,7 +2,7 @@
  * reverse_sequence.c — ReverseSequence: reverse the first seq_lens[b]
  * elements of each batch entry along the time axis.
  */
-#include "ops/common/ops1.h"
+#include "ops/common/ops_util.h"
 
 static const kiln_attr_def revseq_attrs[] = {
     {.name = "batch_axis", .type = KILN_ATTR_INT, .def = "1"},
@@ -15,9 +15,9 @@ static int revseq_shape(kiln_shape_ctx *c) {
         return kiln_set_error(KILN_EATTR, "ReverseSequence: batch_axis/time_axis must be 0/1 or 1/0 "
                               "(found %lld/%lld) on a tensor of rank >= 2 (rank %d)",
                               (long long)ba, (long long)ta, x->ndim);
-    int r = kiln__ops1_check_type(c, "ReverseSequence", 1, kiln__ops1_is_int, "int64");
+    int r = kiln__ops_check_type(c, "ReverseSequence", 1, kiln__ops_is_int, "int64");
     if (r) return r;
-    kiln__ops1_set_dims(&c->out[0], x->dtype, x->ndim, x->dims);
+    kiln__ops_set_dims(&c->out[0], x->dtype, x->ndim, x->dims);
     return 0;
 }
 static int revseq_impl(const kiln_call *c) {
@@ -29,7 +29,7 @@ static int revseq_impl(const kiln_call *c) {
     const char *xp = x->data;
     char *y = c->out[0].data;
     for (int64_t b = 0; b < B; b++) {
-        int64_t L = kiln__ops1_get_i64(c->in[1].data, c->in[1].dtype, b);
+        int64_t L = kiln__ops_get_i64(c->in[1].data, c->in[1].dtype, b);
         if (L < 0 || L > T)
             return kiln_set_error(KILN_EINVAL, "ReverseSequence: sequence_lens[%lld] = %lld is out of "
                                   "range [0, %lld]", (long long)b, (long long)L, (long long)T);
@@ -42,7 +42,7 @@ static int revseq_impl(const kiln_call *c) {
     return 0;
 }
 static const kiln_quick_op revseq_op = {
-    .ns = OPS1_NS, .name = "ReverseSequence", .version = 10, .min_inputs = 2, .max_inputs = 2,
+    .ns = OPS_NS, .name = "ReverseSequence", .version = 10, .min_inputs = 2, .max_inputs = 2,
     .num_outputs = 1, .attrs = revseq_attrs, .shape = revseq_shape, .impl = revseq_impl,
     .doc = "reverse the first sequence_lens[b] steps of each batch entry",
 };

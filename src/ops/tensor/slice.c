@@ -4,7 +4,7 @@
  * (e.g. computed from Shape).
  */
 #include "ops/common/cuda_impls.h"
-#include "ops/common/ops1.h"
+#include "ops/common/ops_util.h"
 
 static const kiln_attr_def slice1_attrs[] = {
     {.name = "starts", .type = KILN_ATTR_ARRAY, .elem = KILN_DTYPE_I64, .required = 1},
@@ -39,7 +39,7 @@ static int slice_check(slice_p *p, int rank) {
     int seen[KILN_MAX_DIMS] = {0};
     for (int i = 0; i < p->n; i++) {
         int a;
-        int r = kiln__ops1_axis("Slice", "axes", p->axes[i], rank, &a);
+        int r = kiln__ops_axis("Slice", "axes", p->axes[i], rank, &a);
         if (r) return r;
         if (seen[a]) return kiln_set_error(KILN_EINVAL, "Slice: axis %d repeated", a);
         seen[a] = 1;
@@ -87,7 +87,7 @@ static int slice10_fill(slice_p *p, int rank, int64_t n, const int64_t *s, const
 
 static int slice_shape_(kiln_shape_ctx *c, int v10) {
     const kiln_desc *x = &c->in[0];
-    int r = kiln__ops1_check_any(c, "Slice", 0);
+    int r = kiln__ops_check_any(c, "Slice", 0);
     if (r) return r;
     slice_p p;
     const kiln_expr *sx[KILN_MAX_VALUES] = {0}, *ex[KILN_MAX_VALUES] = {0};
@@ -97,14 +97,14 @@ static int slice_shape_(kiln_shape_ctx *c, int v10) {
     } else {
         int64_t v[4][KILN_MAX_DIMS], n[4] = {-1, -1, -1, -1};
         for (int i = 1; i < 5; i++) {
-            if (!kiln__ops1_has_in(c, i)) {
+            if (!kiln__ops_has_in(c, i)) {
                 if (i <= 2)
                     return kiln_set_error(KILN_EINVAL, "Slice: input %d '%s' is required", i,
                                           slice_in_names[i]);
                 continue;
             }
             if (i <= 2) { /* starts/ends may be symbolic (e.g. computed from Shape) */
-                int k = kiln__ops1_value_exprs(c->x, &c->in[i], i == 1 ? sx : ex);
+                int k = kiln__ops_value_exprs(c->x, &c->in[i], i == 1 ? sx : ex);
                 if (k >= 0) {
                     n[i - 1] = k;
                     for (int j = 0; j < k; j++)
@@ -115,7 +115,7 @@ static int slice_shape_(kiln_shape_ctx *c, int v10) {
                     continue;
                 }
             }
-            if ((r = kiln__ops1_need_ints(c, "Slice", i, slice_in_names[i], v[i - 1], KILN_MAX_DIMS,
+            if ((r = kiln__ops_need_ints(c, "Slice", i, slice_in_names[i], v[i - 1], KILN_MAX_DIMS,
                                           &n[i - 1])))
                 return r;
         }
@@ -164,11 +164,11 @@ static int slice_shape_(kiln_shape_ctx *c, int v10) {
                                                             kiln_expr_const(X, -step)));
         }
     }
-    kiln__ops1_set_dims(&c->out[0], x->dtype, x->ndim, d);
+    kiln__ops_set_dims(&c->out[0], x->dtype, x->ndim, d);
     /* values: slicing a small 1-D integer tensor with constant parameters */
     const kiln_expr *xv[KILN_MAX_VALUES];
     int nxv;
-    if (x->ndim == 1 && (nxv = kiln__ops1_value_exprs(c->x, x, xv)) >= 0) {
+    if (x->ndim == 1 && (nxv = kiln__ops_value_exprs(c->x, x, xv)) >= 0) {
         if (p.n == 0) { sel_start = 0; sel_len = nxv; sel_step = 1; }
         if (sel_len >= 0 && sel_len <= KILN_MAX_VALUES) {
             for (int64_t i = 0; i < sel_len; i++) c->out[0].values[i] = xv[sel_start + i * sel_step];
@@ -188,11 +188,11 @@ static int slice_impl_(const kiln_call *c, int v10) {
     } else {
         int64_t v[4][KILN_MAX_DIMS], n[4] = {-1, -1, -1, -1};
         for (int i = 1; i < 5; i++) {
-            if (!kiln__ops1_call_has_in(c, i)) continue;
+            if (!kiln__ops_call_has_in(c, i)) continue;
             n[i - 1] = kiln_tensor_numel(&c->in[i]);
             if (n[i - 1] > KILN_MAX_DIMS)
                 return kiln_set_error(KILN_EINVAL, "Slice: input %d has too many elements", i);
-            kiln__ops1_to_i64(c->in[i].data, c->in[i].dtype, v[i - 1], n[i - 1]);
+            kiln__ops_to_i64(c->in[i].data, c->in[i].dtype, v[i - 1], n[i - 1]);
         }
         if (n[0] != n[1]) return kiln_set_error(KILN_EINVAL, "Slice: starts and ends differ in length");
         r = slice10_fill(&p, x->ndim, n[0], v[0], v[1], v[2], n[2], v[3], n[3]);
@@ -215,7 +215,7 @@ static int slice_impl_(const kiln_call *c, int v10) {
         st[a] = xs[a] * p.steps[i];
     }
     if (kiln_tensor_numel(y) == 0) return 0;
-    kiln__ops1_strided_copy(c->exec, y->data, (const char *)x->data + base * (int64_t)kiln_dtype_size(x->dtype),
+    kiln__ops_strided_copy(c->exec, y->data, (const char *)x->data + base * (int64_t)kiln_dtype_size(x->dtype),
                             kiln_dtype_size(x->dtype), y->ndim, y->dims, st);
     return 0;
 }
@@ -226,13 +226,13 @@ static int slice10_impl(const kiln_call *c) { return slice_impl_(c, 1); }
 static const kiln_combo cu_any[] = {{.types = KILN_CU_T_ANY}, {0}};
 
 static const kiln_quick_op slice1_op = {
-    .ns = OPS1_NS, .name = "Slice", .version = 1, .min_inputs = 1, .max_inputs = 1,
+    .ns = OPS_NS, .name = "Slice", .version = 1, .min_inputs = 1, .max_inputs = 1,
     .num_outputs = 1, .attrs = slice1_attrs, .shape = slice1_shape, .impl = slice1_impl,
     .doc = "sub-tensor (starts/ends/axes attributes)",
     .cuda_impl = kiln__cu_slice, .cuda_formats = cu_any,
 };
 static const kiln_quick_op slice10_op = {
-    .ns = OPS1_NS, .name = "Slice", .version = 10, .min_inputs = 3, .max_inputs = 5,
+    .ns = OPS_NS, .name = "Slice", .version = 10, .min_inputs = 3, .max_inputs = 5,
     .num_outputs = 1, .shape = slice10_shape, .impl = slice10_impl,
     .doc = "sub-tensor (starts/ends/axes/steps inputs, negative steps)",
     .cuda_impl = kiln__cu_slice, .cuda_host_inputs = 0x1e, /* starts ends axes steps */

@@ -2,7 +2,7 @@
  * space_depth.c — DepthToSpace (DCR and CRD modes) and SpaceToDepth:
  * moving blocks between the channel and spatial dims, as strided copies.
  */
-#include "ops/common/ops1.h"
+#include "ops/common/ops_util.h"
 
 static const kiln_attr_def d2s1_attrs[] = {{.name = "blocksize", .type = KILN_ATTR_INT, .required = 1}, {NULL}};
 static const kiln_attr_def d2s11_attrs[] = {
@@ -50,7 +50,7 @@ static int s2d_shape_(kiln_shape_ctx *c, int d2s) {
         d[2] = kiln_expr_floordiv(X, x->dims[2], B);
         d[3] = kiln_expr_floordiv(X, x->dims[3], B);
     }
-    kiln__ops1_set_dims(&c->out[0], x->dtype, 4, d);
+    kiln__ops_set_dims(&c->out[0], x->dtype, 4, d);
     return 0;
 }
 
@@ -77,7 +77,7 @@ static int s2d_impl_(const kiln_call *c, int d2s) {
         memcpy(dims, d6, sizeof dims);
         memcpy(st, s6, sizeof st);
     }
-    kiln__ops1_strided_copy(c->exec, c->out[0].data, x->data, kiln_dtype_size(x->dtype), 6, dims, st);
+    kiln__ops_strided_copy(c->exec, c->out[0].data, x->data, kiln_dtype_size(x->dtype), 6, dims, st);
     return 0;
 }
 static int d2s_shape(kiln_shape_ctx *c) { return s2d_shape_(c, 1); }
@@ -85,17 +85,17 @@ static int s2d_shape(kiln_shape_ctx *c) { return s2d_shape_(c, 0); }
 static int d2s_impl(const kiln_call *c) { return s2d_impl_(c, 1); }
 static int s2d_impl(const kiln_call *c) { return s2d_impl_(c, 0); }
 static const kiln_quick_op d2s1_op = {
-    .ns = OPS1_NS, .name = "DepthToSpace", .version = 1, .min_inputs = 1, .max_inputs = 1,
+    .ns = OPS_NS, .name = "DepthToSpace", .version = 1, .min_inputs = 1, .max_inputs = 1,
     .num_outputs = 1, .attrs = d2s1_attrs, .shape = d2s_shape, .impl = d2s_impl,
     .doc = "move channel blocks into spatial blocks (DCR)",
 };
 static const kiln_quick_op d2s11_op = {
-    .ns = OPS1_NS, .name = "DepthToSpace", .version = 11, .min_inputs = 1, .max_inputs = 1,
+    .ns = OPS_NS, .name = "DepthToSpace", .version = 11, .min_inputs = 1, .max_inputs = 1,
     .num_outputs = 1, .attrs = d2s11_attrs, .shape = d2s_shape, .impl = d2s_impl,
     .doc = "move channel blocks into spatial blocks (DCR or CRD)",
 };
 static const kiln_quick_op s2d_op = {
-    .ns = OPS1_NS, .name = "SpaceToDepth", .version = 1, .min_inputs = 1, .max_inputs = 1,
+    .ns = OPS_NS, .name = "SpaceToDepth", .version = 1, .min_inputs = 1, .max_inputs = 1,
     .num_outputs = 1, .attrs = d2s1_attrs, .shape = s2d_shape, .impl = s2d_impl,
     .doc = "move spatial blocks into channels",
 };

@@ -3,7 +3,7 @@
  * as one strided copy.
  */
 #include "ops/common/cuda_impls.h"
-#include "ops/common/ops1.h"
+#include "ops/common/ops_util.h"
 
 static const kiln_attr_def transpose_attrs[] = {
     {.name = "perm", .type = KILN_ATTR_ARRAY, .elem = KILN_DTYPE_I64, .doc = "default: reversed"},
@@ -31,11 +31,11 @@ static int get_perm(const kiln_attrs *a, int r, int *perm) {
 static int transpose_shape(kiln_shape_ctx *c) {
     const kiln_desc *x = &c->in[0];
     int perm[KILN_MAX_DIMS];
-    int r = kiln__ops1_check_any(c, "Transpose", 0);
+    int r = kiln__ops_check_any(c, "Transpose", 0);
     if (r || (r = get_perm(c->attrs, x->ndim, perm))) return r;
     const kiln_expr *d[KILN_MAX_DIMS];
     for (int i = 0; i < x->ndim; i++) d[i] = x->dims[perm[i]];
-    kiln__ops1_set_dims(&c->out[0], x->dtype, x->ndim, d);
+    kiln__ops_set_dims(&c->out[0], x->dtype, x->ndim, d);
     return 0;
 }
 static int transpose_impl(const kiln_call *c) {
@@ -49,14 +49,14 @@ static int transpose_impl(const kiln_call *c) {
         s *= x->dims[i];
     }
     for (int i = 0; i < x->ndim; i++) st[i] = xs[perm[i]];
-    kiln__ops1_strided_copy(c->exec, c->out[0].data, x->data, kiln_dtype_size(x->dtype), x->ndim,
+    kiln__ops_strided_copy(c->exec, c->out[0].data, x->data, kiln_dtype_size(x->dtype), x->ndim,
                             c->out[0].dims, st);
     return 0;
 }
 static const kiln_combo cu_any[] = {{.types = KILN_CU_T_ANY}, {0}};
 
 static const kiln_quick_op transpose_op = {
-    .ns = OPS1_NS, .name = "Transpose", .version = 1, .min_inputs = 1, .max_inputs = 1,
+    .ns = OPS_NS, .name = "Transpose", .version = 1, .min_inputs = 1, .max_inputs = 1,
     .num_outputs = 1, .attrs = transpose_attrs, .shape = transpose_shape, .impl = transpose_impl,
     .doc = "permute dims",
     .cuda_impl = kiln__cu_transpose, .cuda_formats = cu_any,

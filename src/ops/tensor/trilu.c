@@ -2,22 +2,22 @@
  * trilu.c — Trilu: keep the upper or lower triangle of the last two dims
  * (diagonal offset k), zero the rest.
  */
-#include "ops/common/ops1.h"
+#include "ops/common/ops_util.h"
 
 static const kiln_attr_def trilu_attrs[] = {{.name = "upper", .type = KILN_ATTR_INT, .def = "1"}, {NULL}};
 static int trilu_shape(kiln_shape_ctx *c) {
     const kiln_desc *x = &c->in[0];
     if (x->ndim < 2) return kiln_set_error(KILN_ESHAPE, "Trilu: input must have rank >= 2, found %d", x->ndim);
-    int r = kiln__ops1_check_type(c, "Trilu", 0, kiln__ops1_is_any, "a numeric or bool type");
+    int r = kiln__ops_check_type(c, "Trilu", 0, kiln__ops_is_any, "a numeric or bool type");
     if (r) return r;
-    if (kiln__ops1_has_in(c, 1) && (r = kiln__ops1_check_type(c, "Trilu", 1, kiln__ops1_is_int, "int64")))
+    if (kiln__ops_has_in(c, 1) && (r = kiln__ops_check_type(c, "Trilu", 1, kiln__ops_is_int, "int64")))
         return r;
-    kiln__ops1_set_dims(&c->out[0], x->dtype, x->ndim, x->dims);
+    kiln__ops_set_dims(&c->out[0], x->dtype, x->ndim, x->dims);
     return 0;
 }
 static int trilu_impl(const kiln_call *c) {
     const kiln_tensor *x = &c->in[0];
-    int64_t k = kiln__ops1_call_has_in(c, 1) ? kiln__ops1_get_i64(c->in[1].data, c->in[1].dtype, 0) : 0;
+    int64_t k = kiln__ops_call_has_in(c, 1) ? kiln__ops_get_i64(c->in[1].data, c->in[1].dtype, 0) : 0;
     int upper = (int)kiln_attrs_int(c->attrs, "upper");
     int64_t R = x->dims[x->ndim - 2], C = x->dims[x->ndim - 1], B = 1;
     for (int i = 0; i < x->ndim - 2; i++) B *= x->dims[i];
@@ -38,7 +38,7 @@ static int trilu_impl(const kiln_call *c) {
     return 0;
 }
 static const kiln_quick_op trilu_op = {
-    .ns = OPS1_NS, .name = "Trilu", .version = 14, .min_inputs = 1, .max_inputs = 2,
+    .ns = OPS_NS, .name = "Trilu", .version = 14, .min_inputs = 1, .max_inputs = 2,
     .num_outputs = 1, .attrs = trilu_attrs, .shape = trilu_shape, .impl = trilu_impl,
     .doc = "upper/lower triangle of the last two dims (diagonal offset k)",
 };

@@ -3,7 +3,7 @@
  * or in order of first occurrence, with indices, inverse indices and counts;
  * the count U is data-dependent (a size tensor, output 4).
  */
-#include "ops/common/ops1.h"
+#include "ops/common/ops_util.h"
 
 #include <stdlib.h>
 
@@ -14,13 +14,13 @@ static const kiln_attr_def unique_attrs[] = {
 
 static int unique_shape(kiln_shape_ctx *c) {
     const kiln_desc *x = &c->in[0];
-    if (!kiln__ops1_is_any(x->dtype))
+    if (!kiln__ops_is_any(x->dtype))
         return kiln_set_error(KILN_ETYPE, "Unique: type %s is not supported", kiln_dtype_name(x->dtype));
     const kiln_attr_value *av = kiln_attrs_get(c->attrs, "axis");
     const kiln_expr *len;
     int ax = -1;
     if (av && av->present) {
-        int r = kiln__ops1_axis("Unique", "axis", av->i, x->ndim, &ax);
+        int r = kiln__ops_axis("Unique", "axis", av->i, x->ndim, &ax);
         if (r) return r;
         len = x->dims[ax];
     } else {
@@ -30,14 +30,14 @@ static int unique_shape(kiln_shape_ctx *c) {
     c->out[4].dtype = KILN_DTYPE_I64;
     c->out[4].ndim = 0;
     const kiln_expr *u = kiln_shape_size_tensor(c, 4, kiln_expr_ceildiv(c->x, len, kiln_expr_const(c->x, 2)), len);
-    if (ax < 0) kiln__ops1_set_dims(&c->out[0], x->dtype, 1, &u);
+    if (ax < 0) kiln__ops_set_dims(&c->out[0], x->dtype, 1, &u);
     else {
-        kiln__ops1_set_dims(&c->out[0], x->dtype, x->ndim, x->dims);
+        kiln__ops_set_dims(&c->out[0], x->dtype, x->ndim, x->dims);
         c->out[0].dims[ax] = u;
     }
-    kiln__ops1_set_dims(&c->out[1], KILN_DTYPE_I64, 1, &u);
-    kiln__ops1_set_dims(&c->out[2], KILN_DTYPE_I64, 1, &len);
-    kiln__ops1_set_dims(&c->out[3], KILN_DTYPE_I64, 1, &u);
+    kiln__ops_set_dims(&c->out[1], KILN_DTYPE_I64, 1, &u);
+    kiln__ops_set_dims(&c->out[2], KILN_DTYPE_I64, 1, &len);
+    kiln__ops_set_dims(&c->out[3], KILN_DTYPE_I64, 1, &u);
     return 0;
 }
 
@@ -82,7 +82,7 @@ static int unique_impl(const kiln_call *c) {
         kiln__free(v), kiln__free(ord), kiln__free(grp);
         return kiln_set_error(KILN_ENOMEM, "Unique: out of memory");
     }
-    kiln__ops1_to_f64(x->data, x->dtype, v, n);
+    kiln__ops_to_f64(x->data, x->dtype, v, n);
     q.v = v;
     for (int64_t i = 0; i < A; i++) ord[i] = i;
     uq_cur = &q;
@@ -119,7 +119,7 @@ static int unique_impl(const kiln_call *c) {
     return 0;
 }
 static const kiln_quick_op unique_op = {
-    .ns = OPS1_NS, .name = "Unique", .version = 11, .min_inputs = 1, .max_inputs = 1,
+    .ns = OPS_NS, .name = "Unique", .version = 11, .min_inputs = 1, .max_inputs = 1,
     .num_outputs = 5, .attrs = unique_attrs, .shape = unique_shape, .impl = unique_impl,
     .doc = "unique elements or slices (output 4: their count, a size tensor)",
 };

@@ -22,7 +22,7 @@
  * Case changes (StringNormalizer) are ASCII-only.
  */
 #include "kiln/plugin.h"
-#include "ops/common/ops1.h"
+#include "ops/common/ops_util.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -67,12 +67,12 @@ static int str_total(const kiln_call *c, int i, int64_t *total, const char *op) 
 
 static int fmt_number(char *b, kiln_dtype t, const void *p, int64_t i) {
     if (t == KILN_DTYPE_BOOL) return snprintf(b, STR_MAX_NUM, "%s", ((const uint8_t *)p)[i] ? "True" : "False");
-    if (kiln__ops1_is_int(t)) {
-        if (kiln__ops1_is_uint(t) && t == KILN_DTYPE_U64)
+    if (kiln__ops_is_int(t)) {
+        if (kiln__ops_is_uint(t) && t == KILN_DTYPE_U64)
             return snprintf(b, STR_MAX_NUM, "%llu", (unsigned long long)((const uint64_t *)p)[i]);
-        return snprintf(b, STR_MAX_NUM, "%lld", (long long)kiln__ops1_get_i64(p, t, i));
+        return snprintf(b, STR_MAX_NUM, "%lld", (long long)kiln__ops_get_i64(p, t, i));
     }
-    double v = kiln__ops1_get_f64(p, t, i);
+    double v = kiln__ops_get_f64(p, t, i);
     if (isnan(v)) return snprintf(b, STR_MAX_NUM, "nan");
     if (isinf(v)) return snprintf(b, STR_MAX_NUM, "%sinf", v < 0 ? "-" : "");
     int is64 = t == KILN_DTYPE_F64, n = 0;
@@ -86,7 +86,7 @@ static int fmt_number(char *b, kiln_dtype t, const void *p, int64_t i) {
 
 static int to_shape(kiln_shape_ctx *c) {
     const kiln_desc *x = &c->in[0];
-    if (!kiln__ops1_is_num(x->dtype) && x->dtype != KILN_DTYPE_BOOL)
+    if (!kiln__ops_is_num(x->dtype) && x->dtype != KILN_DTYPE_BOOL)
         return kiln_set_error(KILN_ETYPE, "Cast to string: %s is not supported", kiln_dtype_name(x->dtype));
     const kiln_expr *n = kiln_expr_const(c->x, STR_MAX_NUM);
     for (int d = 0; d < x->ndim; d++) n = kiln_expr_mul(c->x, n, x->dims[d]);
@@ -132,7 +132,7 @@ static int from_shape(kiln_shape_ctx *c) {
     int64_t to = kiln_attrs_int(c->attrs, "to");
     if (!to && c->nin > 2) to = c->in[2].dtype;
     kiln_dtype t = (kiln_dtype)to;
-    if (to <= 0 || to >= KILN_DTYPE_COUNT_ || (!kiln__ops1_is_num(t) && t != KILN_DTYPE_BOOL))
+    if (to <= 0 || to >= KILN_DTYPE_COUNT_ || (!kiln__ops_is_num(t) && t != KILN_DTYPE_BOOL))
         return kiln_set_error(KILN_ETYPE, "Cast from string: target type %lld is not supported", (long long)to);
     set_desc(&c->out[0], t, c->in[1].ndim, c->in[1].dims);
     return 0;
@@ -165,20 +165,20 @@ static int from_impl(const kiln_call *c) {
             ((uint8_t *)y->data)[i] = (uint8_t)v;
             continue;
         }
-        if (kiln__ops1_is_int(y->dtype)) {
+        if (kiln__ops_is_int(y->dtype)) {
             int64_t v = strtoll(b, &end, 10);
             while (end && isspace((unsigned char)*end)) end++;
             if (end == b || (end && *end) || errno == ERANGE)
                 return kiln_set_error(KILN_EINVAL, "Cast from string: element %lld '%s' is not an integer",
                                       (long long)i, b);
-            kiln__ops1_from_i64(&v, y->dtype, (uint8_t *)y->data + (size_t)i * kiln_dtype_size(y->dtype), 1);
+            kiln__ops_from_i64(&v, y->dtype, (uint8_t *)y->data + (size_t)i * kiln_dtype_size(y->dtype), 1);
             continue;
         }
         double v = strtod(b, &end);
         while (end && isspace((unsigned char)*end)) end++;
         if (end == b || (end && *end))
             return kiln_set_error(KILN_EINVAL, "Cast from string: element %lld '%s' is not a number", (long long)i, b);
-        kiln__ops1_from_f64(&v, y->dtype, (uint8_t *)y->data + (size_t)i * kiln_dtype_size(y->dtype), 1);
+        kiln__ops_from_f64(&v, y->dtype, (uint8_t *)y->data + (size_t)i * kiln_dtype_size(y->dtype), 1);
     }
     return 0;
 }

@@ -1,13 +1,13 @@
 /*
- * ops1_util.c — helpers shared by the ops1 operator files (see ops1.h).
+ * ops_util.c — helpers shared by the built-in operators (see ops_util.h).
  */
-#include "ops/common/ops1.h"
+#include "ops/common/ops_util.h"
 
 #include <math.h>
 
 /* ---- type checks --------------------------------------------------------- */
 
-int kiln__ops1_check_type(const kiln_shape_ctx *c, const char *op, int i,
+int kiln__ops_check_type(const kiln_shape_ctx *c, const char *op, int i,
                           int (*cls)(kiln_dtype), const char *what) {
     kiln_dtype t = c->in[i].dtype;
     if (!cls(t))
@@ -16,7 +16,7 @@ int kiln__ops1_check_type(const kiln_shape_ctx *c, const char *op, int i,
     return 0;
 }
 
-int kiln__ops1_check_same(const kiln_shape_ctx *c, const char *op, int i, int j) {
+int kiln__ops_check_same(const kiln_shape_ctx *c, const char *op, int i, int j) {
     if (c->in[i].dtype != c->in[j].dtype)
         return kiln_set_error(KILN_ETYPE,
                               "%s: inputs %d and %d must have the same type, found %s and %s",
@@ -27,45 +27,6 @@ int kiln__ops1_check_same(const kiln_shape_ctx *c, const char *op, int i, int j)
 
 /* ---- conversions ----------------------------------------------------------- */
 
-#define OPS1_CASE_TO(SUF, T, CT, LD, ST, DST)                                 \
-    case KILN_DTYPE_##SUF: {                                                  \
-        const T *s = src;                                                     \
-        for (int64_t i = 0; i < n; i++) dst[i] = (DST)LD(s[i]);               \
-        break;                                                                \
-    }
-
-void kiln__ops1_to_f64(const void *src, kiln_dtype t, double *dst, int64_t n) {
-    switch (t) {
-        OPS1_TYPES_NUM(OPS1_CASE_TO, double)
-        OPS1_TYPES_BOOL(OPS1_CASE_TO, double)
-    default: for (int64_t i = 0; i < n; i++) dst[i] = 0; break;
-    }
-}
-
-void kiln__ops1_to_i64(const void *src, kiln_dtype t, int64_t *dst, int64_t n) {
-    switch (t) {
-        OPS1_TYPES_INT(OPS1_CASE_TO, int64_t)
-        OPS1_TYPES_BOOL(OPS1_CASE_TO, int64_t)
-    case KILN_DTYPE_F32: case KILN_DTYPE_F64: case KILN_DTYPE_F16: case KILN_DTYPE_BF16: {
-        /* rare: go through double with saturation */
-        for (int64_t i = 0; i < n; i++) {
-            double d = kiln__ops1_get_f64(src, t, i);
-            dst[i] = isnan(d) ? 0 : d >= 9.2233720368547758e18 ? INT64_MAX
-                   : d <= -9.2233720368547758e18 ? INT64_MIN : (int64_t)d;
-        }
-        break;
-    }
-    default: for (int64_t i = 0; i < n; i++) dst[i] = 0; break;
-    }
-}
-
-#define OPS1_CASE_FROM(SUF, T, CT, LD, ST, SRC)                               \
-    case KILN_DTYPE_##SUF: {                                                  \
-        T *d = dst;                                                           \
-        for (int64_t i = 0; i < n; i++) d[i] = (T)ST((CT)src[i]);             \
-        break;                                                                \
-    }
-
 /* double -> integer without undefined behaviour: NaN -> 0, saturate at the
  * int64 range, then the (defined) modular conversion to the target. */
 static inline int64_t f64_to_i64_sat(double d) {
@@ -75,9 +36,44 @@ static inline int64_t f64_to_i64_sat(double d) {
     return (int64_t)d;
 }
 
-void kiln__ops1_from_f64(const double *src, kiln_dtype t, void *dst, int64_t n) {
+#define OPS_CASE_TO(SUF, T, CT, LD, ST, DST)                                 \
+    case KILN_DTYPE_##SUF: {                                                  \
+        const T *s = src;                                                     \
+        for (int64_t i = 0; i < n; i++) dst[i] = (DST)LD(s[i]);               \
+        break;                                                                \
+    }
+
+void kiln__ops_to_f64(const void *src, kiln_dtype t, double *dst, int64_t n) {
     switch (t) {
-        OPS1_TYPES_FLOAT(OPS1_CASE_FROM, double)
+        OPS_TYPES_NUM(OPS_CASE_TO, double)
+        OPS_TYPES_BOOL(OPS_CASE_TO, double)
+    default: for (int64_t i = 0; i < n; i++) dst[i] = 0; break;
+    }
+}
+
+void kiln__ops_to_i64(const void *src, kiln_dtype t, int64_t *dst, int64_t n) {
+    switch (t) {
+        OPS_TYPES_INT(OPS_CASE_TO, int64_t)
+        OPS_TYPES_BOOL(OPS_CASE_TO, int64_t)
+    case KILN_DTYPE_F32: case KILN_DTYPE_F64: case KILN_DTYPE_F16: case KILN_DTYPE_BF16: {
+        /* rare: go through double with saturation */
+        for (int64_t i = 0; i < n; i++) dst[i] = f64_to_i64_sat(kiln__ops_get_f64(src, t, i));
+        break;
+    }
+    default: for (int64_t i = 0; i < n; i++) dst[i] = 0; break;
+    }
+}
+
+#define OPS_CASE_FROM(SUF, T, CT, LD, ST, SRC)                               \
+    case KILN_DTYPE_##SUF: {                                                  \
+        T *d = dst;                                                           \
+        for (int64_t i = 0; i < n; i++) d[i] = (T)ST((CT)src[i]);             \
+        break;                                                                \
+    }
+
+void kiln__ops_from_f64(const double *src, kiln_dtype t, void *dst, int64_t n) {
+    switch (t) {
+        OPS_TYPES_FLOAT(OPS_CASE_FROM, double)
     case KILN_DTYPE_BOOL: {
         uint8_t *d = dst;
         for (int64_t i = 0; i < n; i++) d[i] = src[i] != 0;
@@ -92,22 +88,22 @@ void kiln__ops1_from_f64(const double *src, kiln_dtype t, void *dst, int64_t n) 
         break;
     }
     default:
-        if (kiln__ops1_is_int(t)) {
+        if (kiln__ops_is_int(t)) {
             int64_t tmp[256];
             for (int64_t b = 0; b < n; b += 256) {
                 int64_t m = n - b < 256 ? n - b : 256;
                 for (int64_t i = 0; i < m; i++) tmp[i] = f64_to_i64_sat(src[b + i]);
-                kiln__ops1_from_i64(tmp, t, (char *)dst + b * kiln_dtype_size(t), m);
+                kiln__ops_from_i64(tmp, t, (char *)dst + b * kiln_dtype_size(t), m);
             }
         }
         break;
     }
 }
 
-void kiln__ops1_from_i64(const int64_t *src, kiln_dtype t, void *dst, int64_t n) {
+void kiln__ops_from_i64(const int64_t *src, kiln_dtype t, void *dst, int64_t n) {
     switch (t) {
-        OPS1_TYPES_INT(OPS1_CASE_FROM, int64_t)
-        OPS1_TYPES_FLOAT(OPS1_CASE_FROM, int64_t)
+        OPS_TYPES_INT(OPS_CASE_FROM, int64_t)
+        OPS_TYPES_FLOAT(OPS_CASE_FROM, int64_t)
     case KILN_DTYPE_BOOL: {
         uint8_t *d = dst;
         for (int64_t i = 0; i < n; i++) d[i] = src[i] != 0;
@@ -117,14 +113,14 @@ void kiln__ops1_from_i64(const int64_t *src, kiln_dtype t, void *dst, int64_t n)
     }
 }
 
-void kiln__ops1_cast(const void *src, kiln_dtype st, void *dst, kiln_dtype dt, int64_t n) {
+void kiln__ops_cast(const void *src, kiln_dtype st, void *dst, kiln_dtype dt, int64_t n) {
     size_t ss = kiln_dtype_size(st), ds = kiln_dtype_size(dt);
     if (st == dt) {
         memcpy(dst, src, (size_t)n * ss);
         return;
     }
-    int src_f = kiln__ops1_is_float(st);
-    int dst_f = kiln__ops1_is_float(dt);
+    int src_f = kiln__ops_is_float(st);
+    int dst_f = kiln__ops_is_float(dt);
     if (st == KILN_DTYPE_F32 && dt == KILN_DTYPE_F16) {
         const float *s = src;
         uint16_t *d = dst;
@@ -144,30 +140,42 @@ void kiln__ops1_cast(const void *src, kiln_dtype st, void *dst, kiln_dtype dt, i
         const char *s = (const char *)src + b * ss;
         char *d = (char *)dst + b * ds;
         if (src_f || dst_f) {
-            kiln__ops1_to_f64(s, st, tmp.f, m);
-            kiln__ops1_from_f64(tmp.f, dt, d, m);
+            kiln__ops_to_f64(s, st, tmp.f, m);
+            kiln__ops_from_f64(tmp.f, dt, d, m);
         } else {
-            kiln__ops1_to_i64(s, st, tmp.i, m);
-            kiln__ops1_from_i64(tmp.i, dt, d, m);
+            kiln__ops_to_i64(s, st, tmp.i, m);
+            kiln__ops_from_i64(tmp.i, dt, d, m);
         }
     }
 }
 
-double kiln__ops1_get_f64(const void *p, kiln_dtype t, int64_t i) {
-    double d;
-    kiln__ops1_to_f64((const char *)p + i * kiln_dtype_size(t), t, &d, 1);
-    return d;
+#define OPS_CASE_GET(SUF, T, CT, LD, ST, R)                                   \
+    case KILN_DTYPE_##SUF: return (R)LD(((const T *)p)[i]);
+
+double kiln__ops_get_f64(const void *p, kiln_dtype t, int64_t i) {
+    switch (t) {
+        OPS_TYPES_NUM(OPS_CASE_GET, double)
+        OPS_TYPES_BOOL(OPS_CASE_GET, double)
+    default: return 0;
+    }
 }
 
-int64_t kiln__ops1_get_i64(const void *p, kiln_dtype t, int64_t i) {
-    int64_t v;
-    kiln__ops1_to_i64((const char *)p + i * kiln_dtype_size(t), t, &v, 1);
-    return v;
+int64_t kiln__ops_get_i64(const void *p, kiln_dtype t, int64_t i) {
+    switch (t) {
+        OPS_TYPES_INT(OPS_CASE_GET, int64_t)
+        OPS_TYPES_BOOL(OPS_CASE_GET, int64_t)
+    default: return f64_to_i64_sat(kiln__ops_get_f64(p, t, i));
+    }
+}
+
+void kiln__ops_set_f64(void *p, kiln_dtype t, int64_t i, double v) {
+    if (t == KILN_DTYPE_F32) ((float *)p)[i] = (float)v; /* the common case, inline */
+    else kiln__ops_from_f64(&v, t, (char *)p + i * (int64_t)kiln_dtype_size(t), 1);
 }
 
 /* ---- build-time values ------------------------------------------------------ */
 
-int64_t kiln__ops1_desc_numel(const kiln_desc *d) {
+int64_t kiln__ops_desc_numel(const kiln_desc *d) {
     int64_t n = 1, v;
     for (int i = 0; i < d->ndim; i++) {
         if (!d->dims[i] || !kiln_expr_is_const(d->dims[i], &v)) return -1;
@@ -176,22 +184,22 @@ int64_t kiln__ops1_desc_numel(const kiln_desc *d) {
     return n;
 }
 
-int kiln__ops1_const_dims(const kiln_desc *d, int64_t *v) {
+int kiln__ops_const_dims(const kiln_desc *d, int64_t *v) {
     for (int i = 0; i < d->ndim; i++)
         if (!d->dims[i] || !kiln_expr_is_const(d->dims[i], &v[i])) return 0;
     return 1;
 }
 
-void kiln__ops1_copy_values(kiln_shape_ctx *c, int in, int out) {
+void kiln__ops_copy_values(kiln_shape_ctx *c, int in, int out) {
     const kiln_expr *v[KILN_MAX_VALUES];
-    int n = kiln__ops1_value_exprs(c->x, &c->in[in], v);
+    int n = kiln__ops_value_exprs(c->x, &c->in[in], v);
     c->out[out].nvalues = -1;
     if (n < 0) return;
     for (int i = 0; i < n; i++) c->out[out].values[i] = v[i];
     c->out[out].nvalues = n;
 }
 
-int kiln__ops1_copy_input(const kiln_call *c) {
+int kiln__ops_copy_input(const kiln_call *c) {
     const kiln_tensor *x = &c->in[0];
     kiln_tensor *y = &c->out[0];
     if (y->data != x->data && x->data)
@@ -199,12 +207,12 @@ int kiln__ops1_copy_input(const kiln_call *c) {
     return 0;
 }
 
-int64_t kiln__ops1_const_ints(const kiln_desc *d, int64_t *v, int64_t max) {
+int64_t kiln__ops_const_ints(const kiln_desc *d, int64_t *v, int64_t max) {
     if (d->dtype == KILN_DTYPE_UNDEFINED) return -1;
-    if (d->data && (kiln__ops1_is_int(d->dtype) || d->dtype == KILN_DTYPE_BOOL)) {
-        int64_t n = kiln__ops1_desc_numel(d);
+    if (d->data && (kiln__ops_is_int(d->dtype) || d->dtype == KILN_DTYPE_BOOL)) {
+        int64_t n = kiln__ops_desc_numel(d);
         if (n < 0 || n > max) return -1;
-        kiln__ops1_to_i64(d->data, d->dtype, v, n);
+        kiln__ops_to_i64(d->data, d->dtype, v, n);
         return n;
     }
     if (d->nvalues >= 0 && d->nvalues <= max) {
@@ -215,7 +223,7 @@ int64_t kiln__ops1_const_ints(const kiln_desc *d, int64_t *v, int64_t max) {
     return -1;
 }
 
-int kiln__ops1_value_exprs(kiln_exprs *x, const kiln_desc *d, const kiln_expr **v) {
+int kiln__ops_value_exprs(kiln_exprs *x, const kiln_desc *d, const kiln_expr **v) {
     if (d->dtype == KILN_DTYPE_UNDEFINED) return -1;
     if (d->nvalues >= 0 && d->nvalues <= KILN_MAX_VALUES) {
         for (int i = 0; i < d->nvalues; i++) {
@@ -224,27 +232,27 @@ int kiln__ops1_value_exprs(kiln_exprs *x, const kiln_desc *d, const kiln_expr **
         }
         return d->nvalues;
     }
-    if (d->data && (kiln__ops1_is_int(d->dtype) || d->dtype == KILN_DTYPE_BOOL)) {
-        int64_t n = kiln__ops1_desc_numel(d);
+    if (d->data && (kiln__ops_is_int(d->dtype) || d->dtype == KILN_DTYPE_BOOL)) {
+        int64_t n = kiln__ops_desc_numel(d);
         if (n < 0 || n > KILN_MAX_VALUES) return -1;
         for (int64_t i = 0; i < n; i++)
-            v[i] = kiln_expr_const(x, kiln__ops1_get_i64(d->data, d->dtype, i));
+            v[i] = kiln_expr_const(x, kiln__ops_get_i64(d->data, d->dtype, i));
         return (int)n;
     }
     return -1;
 }
 
-int kiln__ops1_need_ints(const kiln_shape_ctx *c, const char *op, int i,
+int kiln__ops_need_ints(const kiln_shape_ctx *c, const char *op, int i,
                          const char *iname, int64_t *v, int64_t max, int64_t *n) {
-    if (!kiln__ops1_has_in(c, i))
+    if (!kiln__ops_has_in(c, i))
         return kiln_set_error(KILN_EINVAL, "%s: input %d '%s' is required", op, i, iname);
-    if (!kiln__ops1_is_int(c->in[i].dtype))
+    if (!kiln__ops_is_int(c->in[i].dtype))
         return kiln_set_error(KILN_ETYPE, "%s: input %d '%s' must be an integer tensor, found %s",
                               op, i, iname, kiln_dtype_name(c->in[i].dtype));
     if (c->in[i].ndim > 1)
         return kiln_set_error(KILN_ESHAPE, "%s: input %d '%s' must be 0-D or 1-D, found rank %d",
                               op, i, iname, c->in[i].ndim);
-    *n = kiln__ops1_const_ints(&c->in[i], v, max);
+    *n = kiln__ops_const_ints(&c->in[i], v, max);
     if (*n < 0)
         return kiln_set_error(KILN_EUNSUPPORTED,
                               "%s: input %d '%s' must be known at build time (a constant or "
@@ -253,7 +261,7 @@ int kiln__ops1_need_ints(const kiln_shape_ctx *c, const char *op, int i,
     return 0;
 }
 
-int kiln__ops1_axis(const char *op, const char *what, int64_t axis, int rank, int *out) {
+int kiln__ops_axis(const char *op, const char *what, int64_t axis, int rank, int *out) {
     if (rank <= 0)
         return kiln_set_error(KILN_ESHAPE, "%s: %s = %lld needs an input of rank >= 1, found a scalar",
                               op, what, (long long)axis);
@@ -266,7 +274,7 @@ int kiln__ops1_axis(const char *op, const char *what, int64_t axis, int rank, in
 
 /* ---- broadcasting ------------------------------------------------------------ */
 
-void kiln__ops1_bc_init(kiln__ops1_bc *b, int ndo, const int64_t *dout, int nop,
+void kiln__ops_bc_init(kiln__ops_bc *b, int ndo, const int64_t *dout, int nop,
                         const int *ndk, const int64_t *const *dk) {
     int64_t dims[KILN_MAX_DIMS], st[3][KILN_MAX_DIMS];
     for (int k = 0; k < nop; k++) {
@@ -315,7 +323,7 @@ void kiln__ops1_bc_init(kiln__ops1_bc *b, int ndo, const int64_t *dout, int nop,
     }
 }
 
-int kiln__ops1_bc_check(const char *op, int k, int ndo, const int64_t *dout, int nd, const int64_t *d) {
+int kiln__ops_bc_check(const char *op, int k, int ndo, const int64_t *dout, int nd, const int64_t *d) {
     if (nd > ndo)
         return kiln_set_error(KILN_ESHAPE, "%s: input %d has rank %d, the output only %d", op, k, nd, ndo);
     for (int i = 0; i < nd; i++) {
@@ -328,7 +336,7 @@ int kiln__ops1_bc_check(const char *op, int k, int ndo, const int64_t *dout, int
     return 0;
 }
 
-void kiln__ops1_bc_row(const kiln__ops1_bc *b, int64_t r, int64_t *off) {
+void kiln__ops_bc_row(const kiln__ops_bc *b, int64_t r, int64_t *off) {
     for (int k = 0; k < b->nop; k++) off[k] = 0;
     for (int i = b->nd - 2; i >= 0 && r > 0; i--) {
         int64_t idx = r % b->dims[i];
@@ -337,7 +345,7 @@ void kiln__ops1_bc_row(const kiln__ops1_bc *b, int64_t r, int64_t *off) {
     }
 }
 
-void kiln__ops1_par(kiln_exec *e, int64_t n, int64_t grain, kiln_range_fn fn, void *ud) {
+void kiln__ops_par(kiln_exec *e, int64_t n, int64_t grain, kiln_range_fn fn, void *ud) {
     if (n <= 0) return;
     if (!e || n <= grain || kiln_exec_threads(e) <= 1) {
         fn(ud, 0, n);
@@ -346,7 +354,7 @@ void kiln__ops1_par(kiln_exec *e, int64_t n, int64_t grain, kiln_range_fn fn, vo
     kiln_exec_parallel_for(e, n, grain, fn, ud);
 }
 
-int kiln__ops1_contig(const kiln_tensor *t) {
+int kiln__ops_contig(const kiln_tensor *t) {
     int64_t s = 1;
     for (int i = t->ndim - 1; i >= 0; i--) {
         if (t->dims[i] != 1 && t->strides[i] != s) return 0;
@@ -490,7 +498,7 @@ static void tile_items(void *ud, int64_t w0, int64_t w1) {
     }
 }
 
-void kiln__ops1_strided_copy(kiln_exec *e, void *dst, const void *src, size_t es, int nd,
+void kiln__ops_strided_copy(kiln_exec *e, void *dst, const void *src, size_t es, int nd,
                              const int64_t *dims, const int64_t *st) {
     scopy_job j;
     j.dst = dst;
@@ -539,10 +547,194 @@ void kiln__ops1_strided_copy(kiln_exec *e, void *dst, const void *src, size_t es
             t.nbands = (j.dims[k] + TB - 1) / TB;
             int64_t items = total / (j.dims[k] * inner) * t.nbands;
             if (total < 65536) tile_items(&t, 0, items);
-            else kiln__ops1_par(e, items, 1, tile_items, &t);
+            else kiln__ops_par(e, items, 1, tile_items, &t);
             return;
         }
     }
     if (total < 65536) scopy_rows(&j, 0, rows);
-    else kiln__ops1_par(e, rows, inner >= 16384 ? 1 : 16384 / inner, scopy_rows, &j);
+    else kiln__ops_par(e, rows, inner >= 16384 ? 1 : 16384 / inner, scopy_rows, &j);
+}
+
+/* ---- float kernels ------------------------------------------------------------- */
+
+static _Thread_local int g_conv_ints;
+
+static int needs_conv(kiln_dtype t) {
+    if (g_conv_ints && (t == KILN_DTYPE_I8 || t == KILN_DTYPE_U8 || t == KILN_DTYPE_I16 ||
+                        t == KILN_DTYPE_U16 || t == KILN_DTYPE_I32))
+        return 1;
+    return t == KILN_DTYPE_F16 || t == KILN_DTYPE_F64 || t == KILN_DTYPE_BF16;
+}
+
+int kiln__ops_as_f32_ints(const kiln_call *c, int (*fn)(const kiln_call *c)) {
+    g_conv_ints = 1;
+    int rc = kiln__ops_as_f32(c, fn);
+    g_conv_ints = 0;
+    return rc;
+}
+
+static void set_dense_strides(kiln_tensor *t) {
+    int64_t s = 1;
+    for (int i = t->ndim - 1; i >= 0; i--) {
+        t->strides[i] = s;
+        s *= t->dims[i];
+    }
+}
+
+int kiln__ops_as_f32(const kiln_call *c, int (*fn)(const kiln_call *c)) {
+    int any = 0;
+    for (int i = 0; i < c->nin; i++) any |= c->in[i].data && needs_conv(c->in[i].dtype);
+    for (int i = 0; i < c->nout; i++) any |= needs_conv(c->out[i].dtype);
+    if (!any) return fn(c);
+    if (c->nin > KILN_MAX_IO || c->nout > KILN_MAX_IO)
+        return kiln_set_error(KILN_EINVAL, "too many tensors (%d in, %d out)", c->nin, c->nout);
+    kiln_tensor in[KILN_MAX_IO], out[KILN_MAX_IO];
+    void *bufs[2 * KILN_MAX_IO];
+    int nbufs = 0, rc = 0;
+    for (int i = 0; i < c->nin; i++) {
+        in[i] = c->in[i];
+        if (!in[i].data || !needs_conv(in[i].dtype)) continue;
+        int64_t n = kiln_tensor_numel(&in[i]);
+        float *p = kiln__malloc((size_t)(n ? n : 1) * sizeof(float));
+        if (!p) { rc = kiln_set_error(KILN_ENOMEM, "conversion buffer"); goto done; }
+        bufs[nbufs++] = p;
+        kiln__ops_cast(in[i].data, in[i].dtype, p, KILN_DTYPE_F32, n);
+        in[i].data = p;
+        in[i].dtype = KILN_DTYPE_F32;
+        set_dense_strides(&in[i]);
+    }
+    for (int i = 0; i < c->nout; i++) {
+        out[i] = c->out[i];
+        if (!needs_conv(out[i].dtype)) continue;
+        int64_t n = kiln_tensor_numel(&out[i]);
+        float *p = kiln__malloc((size_t)(n ? n : 1) * sizeof(float));
+        if (!p) { rc = kiln_set_error(KILN_ENOMEM, "conversion buffer"); goto done; }
+        bufs[nbufs++] = p;
+        out[i].data = p;
+        out[i].dtype = KILN_DTYPE_F32;
+        set_dense_strides(&out[i]);
+    }
+    {
+        kiln_call c2 = *c;
+        c2.in = in;
+        c2.out = out;
+        rc = fn(&c2);
+        if (rc == 0) {
+            for (int i = 0; i < c->nout; i++) {
+                if (!needs_conv(c->out[i].dtype)) continue;
+                /* the f32 impl may have changed nothing about dims */
+                int64_t n = kiln_tensor_numel(&c->out[i]);
+                kiln__ops_cast(out[i].data, KILN_DTYPE_F32, c->out[i].data, c->out[i].dtype, n);
+            }
+        }
+    }
+done:
+    for (int i = 0; i < nbufs; i++) kiln__free(bufs[i]);
+    return rc;
+}
+
+const kiln_expr *kiln__ops_pool_dim(kiln_exprs *x, const kiln_expr *in, int64_t k,
+                                     int64_t stride, int64_t pad_total, int64_t dil,
+                                     int ceil_mode) {
+    const kiln_expr *num = kiln_expr_add(x, in, kiln_expr_const(x, pad_total - dil * (k - 1) - 1));
+    const kiln_expr *s = kiln_expr_const(x, stride);
+    const kiln_expr *q = ceil_mode ? kiln_expr_ceildiv(x, num, s) : kiln_expr_floordiv(x, num, s);
+    return kiln_expr_add(x, q, kiln_expr_const(x, 1));
+}
+
+#define MAX_VERSIONED 96
+static kiln_quick_op g_ops[MAX_VERSIONED];
+static int g_nops;
+
+void kiln__ops_register_versions(const kiln_quick_op *op, const int *versions, int n) {
+    for (int i = 0; i < n; i++) {
+        if (g_nops >= MAX_VERSIONED) {
+            kiln__log(KILN_LOG_ERROR, "ops: version table full registering %s::%s", op->ns,
+                      op->name);
+            return;
+        }
+        kiln_quick_op *q = &g_ops[g_nops++];
+        *q = *op;
+        q->version = versions[i];
+        kiln_register_quick_op(q);
+    }
+}
+
+void kiln__ops_epilogue_span(const kiln_call *c, float *base, int64_t plane, int64_t b,
+                              int64_t e, int64_t chan0) {
+    if (!c || !c->epilogue || e <= b || plane <= 0) return;
+    if (b % plane) {
+        int64_t end = (b / plane + 1) * plane;
+        if (end > e) end = e;
+        kiln_call_epilogue(c, 0, base + b, end - b, chan0 + b / plane, 0);
+        b = end;
+    }
+    int64_t full = (e - b) / plane;
+    if (full > 0) {
+        kiln_call_epilogue(c, 0, base + b, full * plane, chan0 + b / plane, plane);
+        b += full * plane;
+    }
+    if (b < e) kiln_call_epilogue(c, 0, base + b, e - b, chan0 + b / plane, 0);
+}
+
+void kiln__ops_epilogue_all(const kiln_call *c) {
+    if (!c->epilogue || c->nout < 1) return;
+    const kiln_tensor *y = &c->out[0];
+    float *p = y->data;
+    if (!p || y->dtype != KILN_DTYPE_F32) return;
+    if (y->ndim >= 3) {
+        int64_t inner = 1;
+        for (int i = 2; i < y->ndim; i++) inner *= y->dims[i];
+        for (int64_t n = 0; n < y->dims[0]; n++)
+            kiln__ops_epilogue_span(c, p + n * y->dims[1] * inner, inner, 0, y->dims[1] * inner, 0);
+    } else if (y->ndim == 2) {
+        for (int64_t r = 0; r < y->dims[0]; r++)
+            kiln_call_epilogue(c, 0, p + r * y->dims[1], y->dims[1], 0, 1);
+    } else {
+        kiln_call_epilogue(c, 0, p, kiln_tensor_numel(y), 0, 0);
+    }
+}
+
+/* ---- shape inference shared by op families ---------------------------------- */
+
+int kiln__ops_matmul_shape(kiln_shape_ctx *c, const char *op, int ia, int ib, kiln_dtype out_type) {
+    const kiln_desc *a = &c->in[ia], *b = &c->in[ib];
+    if (a->ndim < 1 || b->ndim < 1)
+        return kiln_set_error(KILN_ESHAPE, "%s: A and B must have rank >= 1, found %d and %d", op, a->ndim,
+                              b->ndim);
+    const kiln_expr *Ka = a->dims[a->ndim - 1];
+    const kiln_expr *Kb = b->ndim == 1 ? b->dims[0] : b->dims[b->ndim - 2];
+    int64_t v1, v2;
+    if (Ka != Kb && kiln_expr_is_const(Ka, &v1) && kiln_expr_is_const(Kb, &v2) && v1 != v2)
+        return kiln_set_error(KILN_ESHAPE, "%s: inner dims differ: A has K=%lld, B has K=%lld", op,
+                              (long long)v1, (long long)v2);
+    const kiln_expr *out[KILN_MAX_DIMS];
+    int nb = 0;
+    int ba = a->ndim > 2 ? a->ndim - 2 : 0, bb = b->ndim > 2 ? b->ndim - 2 : 0;
+    if (ba || bb) {
+        nb = kiln_shape_broadcast(c, a->dims, ba, b->dims, bb, out);
+        if (nb < 0) return nb;
+    }
+    int n = nb;
+    if (a->ndim >= 2) out[n++] = a->dims[a->ndim - 2];
+    if (b->ndim >= 2) out[n++] = b->dims[b->ndim - 1];
+    if (n > KILN_MAX_DIMS) return kiln_set_error(KILN_ESHAPE, "%s: result rank %d too large", op, n);
+    kiln__ops_set_dims(&c->out[0], out_type, n, out);
+    return 0;
+}
+
+/* ---- padding outputs ---------------------------------------------------------- */
+
+void kiln__ops_fill_unused(kiln_shape_ctx *c, int from) {
+    for (int k = from; k < c->nout; k++) {
+        memset(&c->out[k], 0, sizeof c->out[k]);
+        c->out[k].dtype = KILN_DTYPE_F32;
+        c->out[k].nvalues = -1;
+    }
+}
+
+void kiln__ops_zero_unused(const kiln_call *c, int from) {
+    for (int k = from; k < c->nout; k++)
+        if (c->out[k].data)
+            memset(c->out[k].data, 0, (size_t)kiln_tensor_numel(&c->out[k]) * kiln_dtype_size(c->out[k].dtype));
 }

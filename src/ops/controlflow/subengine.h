@@ -1,12 +1,19 @@
 /*
- * loop_body.h — the body sub-engine shared by Loop (loop.c) and Scan
- * (scan.c): build from a body network at shape time, serialize inside the
- * layer's state, run per iteration through a kiln_context.
+ * subengine.h — the body sub-engine shared by Loop (loop.c), Scan (scan.c)
+ * and SequenceMap (sequence/seqmap.c): built from a body network at shape
+ * time with the public build API, serialized inside the layer's state, run
+ * per iteration through a kiln_context of its own per outer context.
+ *
+ * Life of a body: kiln__body_build (shape) -> kiln__body_serialize (engine
+ * save) / kiln__body_deserialize (engine load) -> per outer context a
+ * kiln__subctx (attach_to_context), whose kiln_context per body is opened
+ * on first use and bound with kiln__body_bind_in/_out for every run.
+ * Errors are KILN_E* codes with the message set; `what` names the op.
  */
-#ifndef KILN_OPS_LOOP_BODY_H
-#define KILN_OPS_LOOP_BODY_H
+#ifndef KILN_OPS_SUBENGINE_H
+#define KILN_OPS_SUBENGINE_H
 
-#include "kiln_int.h"
+#include "ops/common/ops_util.h"
 
 typedef struct kiln__body_io {
     char *name;
@@ -46,10 +53,29 @@ int kiln__body_timing_id(const kiln__body *b, const char *op, char *buf, size_t 
 int kiln__body_ctx_open(const kiln__body *b, kiln_exec *exec, kiln_context **out);
 int kiln__body_bind_in(kiln_context *ctx, const kiln__body *b, int i, const void *data);
 int kiln__body_bind_out(kiln_context *ctx, const kiln__body *b, int k, void *data);
-/* 1 and dims filled when every dim of d is a constant. */
-int kiln__desc_static(const kiln_desc *d, int64_t *dims);
-/* Unused (padding) outputs from `from` on: F32 scalars, written as 0. */
-void kiln__fill_unused(kiln_shape_ctx *c, int from);
-void kiln__zero_unused(const kiln_call *c, int from);
 
-#endif
+/* The per-context side of a sub-engine op: what attach_to_context makes,
+ * one kiln_context per body (n of them), each opened on first use.  The
+ * op's instance state must start with a uint32_t tag other than
+ * KILN__SUBCTX_TAG: enqueue receives either. */
+#define KILN__SUBCTX_TAG 0x43425553u /* "SUBC" */
+typedef struct kiln__subctx {
+    uint32_t tag;
+    void *st;            /* the op's instance state */
+    int n, temp;         /* bodies; temp: made by kiln__subctx_get, closed by _put */
+    kiln_context **sub;  /* n, NULL until opened */
+} kiln__subctx;
+/* attach_to_context / detach_from_context of an op with n bodies. */
+int kiln__subctx_attach(void *state, int n, void **ctx_state, const char *what);
+void kiln__subctx_detach(void *state, void *ctx_state);
+/* In enqueue: *out = the attached kiln__subctx when `state` is one, else
+ * *tmp set up as a temporary one for instance state `state` with n bodies
+ * (a layer run without a context: the builder folding constants).  Call
+ * kiln__subctx_put(*out) when done. */
+int kiln__subctx_get(void *state, int n, kiln__subctx *tmp, kiln__subctx **out, const char *what);
+/* Body i's context (opened with kiln__body_ctx_open on first use). */
+int kiln__subctx_open(kiln__subctx *x, int i, const kiln__body *b, kiln_exec *exec, kiln_context **out);
+/* Frees the contexts of a temporary kiln__subctx; an attached one keeps them. */
+void kiln__subctx_put(kiln__subctx *x);
+
+#endif /* KILN_OPS_SUBENGINE_H */

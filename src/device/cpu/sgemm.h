@@ -1,19 +1,17 @@
 /*
- * ops2.h — shared helpers of the "ops2" built-in operator family (gemm,
- * conv, conv_transpose, norm, pool, resize, pad, softmax, rnn).
+ * sgemm.h — the CPU's single-precision GEMM (sgemm.c), used by Conv,
+ * ConvTranspose, Gemm/MatMul, RNNs and the other float kernels that reduce
+ * to matrix products, plus the per-thread scratch those kernels share.
  *
- * The ops are written against the public plugin API (plugin.h) only; this
- * header adds the packed SGEMM they share and small utilities.
- *
- * SGEMM: C[M,N] (row-major, ldc) = A[M,K] * B[K,N] (+ bias), GotoBLAS style:
- * B is packed into NR-wide column strips by a callback (a plain matrix, or
- * an implicit im2col gather for convolutions), A into MR-tall row strips,
- * and a register-tiled AVX-512/AVX2 micro-kernel does the work.  The call
+ * C[M,N] (row-major, ldc) = A[M,K] * B[K,N] (+ bias), GotoBLAS style: B is
+ * packed into NR-wide column strips by a callback (a plain matrix, or an
+ * implicit im2col gather for convolutions), A into MR-tall row strips, and
+ * a register-tiled AVX-512/AVX2 micro-kernel does the work.  The call
  * splits M or N over the thread pool itself; pack buffers are per-thread
  * scratch kept between calls (no allocation in the steady state).
  */
-#ifndef KILN_OPS2_H
-#define KILN_OPS2_H
+#ifndef KILN_DEVICE_CPU_SGEMM_H
+#define KILN_DEVICE_CPU_SGEMM_H
 
 #include "kiln/plugin.h"
 
@@ -77,16 +75,6 @@ void kiln__sgemm_pack_a(const kiln__gemm *g, float *dst);
 size_t kiln__sgemm_pack_b_floats(int64_t K, int64_t N);
 void kiln__sgemm_pack_b(const kiln__gemm *g, float *dst);
 
-/* Apply the call's fused epilogue chain (kiln_call_epilogue) to all of
- * output 0 (dense F32): whole planes of dims[2..] for rank >= 3, rows
- * (chan_len 1) for rank 2.  For ops that cannot apply it per tile. */
-void kiln__ops2_epilogue_all(const kiln_call *c);
-/* The chain over elements [b, e) of a channel-major region: channel k of
- * it (numbered chan0 + k) starts at base + k * plane.  Partial planes at
- * either end are separate calls; whole planes go in one call. */
-void kiln__ops2_epilogue_span(const kiln_call *c, float *base, int64_t plane, int64_t b,
-                              int64_t e, int64_t chan0);
-
 /* Run the GEMM, splitting the work over exec (may be NULL: serial). */
 void kiln__sgemm(const kiln__gemm *g, kiln_exec *exec);
 /* Serial GEMM on a sub-range (used inside already parallel kernels). */
@@ -95,40 +83,10 @@ void kiln__sgemm_serial(const kiln__gemm *g);
  * between calls and freed when the thread exits; NULL when out of memory.
  * Slot 0 belongs to the SGEMM; kernels use slots 1.. for their own data
  * (a kernel may call the SGEMM while holding slot 1). */
-#define KILN__OPS2_SCRATCH_SLOTS 3
-float *kiln__ops2_scratch(int slot, size_t floats);
+#define KILN__CPU_SCRATCH_SLOTS 3
+float *kiln__cpu_scratch(int slot, size_t floats);
 
 /* Micro-kernel geometry (for packers that want to know). */
 int kiln__sgemm_nr(void);
 
-/* Float tensor element as double / store double (F32, F16, F64, BF16). */
-double kiln__ops2_getf(const void *p, kiln_dtype t, int64_t i);
-void kiln__ops2_setf(void *p, kiln_dtype t, int64_t i, double v);
-/* Integer tensor element (I32/I64/...) as int64. */
-int64_t kiln__ops2_geti(const void *p, kiln_dtype t, int64_t i);
-/* 1 for F32/F16/F64/BF16. */
-int kiln__ops2_is_float(kiln_dtype t);
-
-/* Run an f32 implementation on a call whose float tensors may be F16, F64
- * or BF16: converts those inputs to f32 scratch, runs fn with f32 views
- * and converts outputs back.  Calls fn directly when nothing needs
- * conversion.  Non-float tensors pass through. */
-int kiln__ops2_as_f32(const kiln_call *c, int (*fn)(const kiln_call *c));
-
-/* Same, also converting 8/16/32-bit integer tensors (exact in f32 for
- * 8/16-bit; ops that only compare/move values, e.g. MaxPool). */
-int kiln__ops2_as_f32_ints(const kiln_call *c, int (*fn)(const kiln_call *c));
-
-/* Tensor is dense row-major (strides match dims, LINEAR)? */
-int kiln__ops2_dense(const kiln_tensor *t);
-
-/* Shape helpers. */
-/* out = (in + pads - dil*(k-1) - 1) / stride + 1 (floor or ceil). */
-const kiln_expr *kiln__ops2_pool_dim(kiln_exprs *x, const kiln_expr *in, int64_t k,
-                                     int64_t stride, int64_t pad_total, int64_t dil,
-                                     int ceil_mode);
-
-/* Register a quick op under several versions (copies into static storage). */
-void kiln__ops2_register_versions(const kiln_quick_op *op, const int *versions, int n);
-
-#endif /* KILN_OPS2_H */
+#endif /* KILN_DEVICE_CPU_SGEMM_H */

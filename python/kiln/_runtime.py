@@ -1,0 +1,215 @@
+"""Engines and execution contexts: ``Runtime.deserialize_engine``,
+``engine.create_execution_context()``, ``context.execute({name: array})``."""
+from __future__ import annotations
+
+import enum
+import threading
+from typing import Dict, List, Mapping, Optional, Tuple, Union
+
+import numpy as np
+
+from . import _kiln
+from ._dtypes import DataType, nptype
+from ._logger import Logger
+from .plugin import _plugin
+
+
+class TensorIOMode(enum.IntEnum):
+    NONE = 0
+    INPUT = 1
+    OUTPUT = 2
+
+
+class _Memory:
+    """A read-only view of memory kiln owns, for numpy to copy from."""
+
+    def __init__(self, addr: int, shape: Tuple[int, ...], dtype: DataType):
+        self.__array_interface__ = {"shape": shape, "typestr": np.dtype(nptype(dtype)).str,
+                                    "data": (addr, True), "version": 3}
+
+
+def _address(x) -> Tuple[int, Optional[int]]:
+    """(address, bytes or None) of an int, a numpy array or anything with
+    __array_interface__ / __cuda_array_interface__."""
+    if isinstance(x, int):
+        return x, None
+    for attr in ("__array_interface__", "__cuda_array_interface__"):
+        iface = getattr(x, attr, None)
+        if iface is not None:
+            if iface.get("strides") is not None and not (isinstance(x, np.ndarray) and x.flags.c_contiguous):
+                raise ValueError("tensor address: the array must be C-contiguous")
+            n = int(np.prod(iface["shape"], dtype=np.int64)) * np.dtype(iface["typestr"]).itemsize
+            return int(iface["data"][0]), n
+    raise TypeError(f"expected an address (int) or an array, got {type(x).__name__}")
+
+
+class Engine:
+    """An immutable built engine (kiln_engine); ``ICudaEngine`` in tensorrt."""
+
+    def __init__(self, handle):
+        self._handle = handle
+        self._io = _kiln.engine_io(handle)
+        self._by_name = {t[0]: t for t in self._io}
+
+    # tensorrt-style I/O queries
+    @property
+    def num_io_tensors(self) -> int:
+        return len(self._io)
+
+    def get_tensor_name(self, i: int) -> str:
+        return self._io[i][0]
+
+    def _t(self, name: str):
+        try:
+            return self._by_name[name]
+        except KeyError:
+            raise KeyError(f"engine has no input or output '{name}' (it has: {', '.join(self._by_name)})") from None
+
+    def get_tensor_mode(self, name: str) -> TensorIOMode:
+        return TensorIOMode.INPUT if self._t(name)[3] else TensorIOMode.OUTPUT
+
+    def get_tensor_dtype(self, name: str) -> DataType:
+        return DataType(self._t(name)[1])
+
+    def get_tensor_shape(self, name: str) -> Tuple[int, ...]:
+        """Dims, -1 where dynamic (or data-dependent)."""
+        return self._t(name)[2]
+
+    def get_tensor_profile_shape(self, name: str, profile_index: int = 0):
+        t = self._t(name)
+        return t[5], t[6], t[7]
+
+    def is_shape_data_dependent(self, name: str) -> bool:
+        return bool(self._t(name)[4])
+
+    @property
+    def inputs(self) -> List[str]:
+        return [t[0] for t in self._io if t[3]]
+
+    @property
+    def outputs(self) -> List[str]:
+        return [t[0] for t in self._io if not t[3]]
+
+    @property
+    def layers(self) -> List[dict]:
+        """Each layer: name, op, version, inputs, outputs, tactic, aot, time_ms."""
+        return [dict(name=n, op=f"{ns}::{op}", version=v, inputs=list(i), outputs=list(o), tactic=t, aot=bool(a),
+                     time_ms=ms) for n, (ns, op), v, i, o, t, a, ms in _kiln.engine_layers(self._handle)]
+
+    def inspect(self) -> str:
+        """What ``kiln inspect`` prints."""
+        return _kiln.engine_inspect(self._handle)
+
+    def serialize(self) -> bytes:
+        return _kiln.engine_serialize(self._handle)
+
+    def save(self, path: str) -> None:
+        _kiln.engine_save(self._handle, str(path))
+
+    def create_execution_context(self, threads: int = 0) -> "ExecutionContext":
+        """A context with its own activation memory (``threads`` = 0: the
+        build setting).  Contexts of one engine may run on several threads."""
+        return ExecutionContext(self, threads)
+
+
+class ExecutionContext:
+    """Runs an engine (kiln_context).  One thread at a time per context;
+    use one context per thread to run an engine concurrently."""
+
+    def __init__(self, engine: Engine, threads: int = 0):
+        self.engine = engine  # keeps the engine alive
+        self._handle = _kiln.context_create(engine._handle, int(threads))
+        self._lock = threading.Lock()
+        self._keep: Dict[str, object] = {}
+        self.debug = False
+
+    @property
+    def debug(self) -> bool:
+        return self._debug
+
+    @debug.setter
+    def debug(self, on: bool) -> None:
+        self._debug = bool(on)
+        _kiln.context_set_debug(self._handle, self._debug)
+
+    def set_input_shape(self, name: str, shape) -> None:
+        _kiln.context_set_input_shape(self._handle, name, tuple(int(d) for d in shape))
+
+    def get_tensor_shape(self, name: str) -> Tuple[int, ...]:
+        """Actual dims (outputs of data-dependent shape: after a run)."""
+        return _kiln.context_shape(self._handle, name)
+
+    def set_tensor_address(self, name: str, address) -> None:
+        """Bind memory (an int address or an array, kept alive here) to an
+        input or output for execute_async: zero copy."""
+        addr, n = _address(address)
+        if n is None:
+            if self.engine.get_tensor_mode(name) == TensorIOMode.INPUT:
+                dims = self.get_tensor_shape(name)
+                n = int(np.prod(dims, dtype=np.int64)) * self.engine.get_tensor_dtype(name).itemsize
+            else:
+                n = _kiln.context_output(self._handle, name)[1]
+        _kiln.context_bind(self._handle, name, addr, n)
+        self._keep[name] = address
+
+    def execute_async(self, stream: int = 0) -> bool:
+        """Run with the bound addresses.  On the CPU this returns when the
+        run is done; ``stream`` is for CUDA engines."""
+        with self._lock:
+            _kiln.context_run(self._handle)
+        return True
+
+    execute_async_v3 = execute_async
+
+    def execute(self, feed: Mapping[str, object]) -> Dict[str, np.ndarray]:
+        """Run on {input name: array} and return {output name: new array}.
+        Inputs are converted to the engine's dtype (a copy only if needed)."""
+        eng = self.engine
+        missing = [n for n in eng.inputs if n not in feed]
+        unknown = [n for n in feed if n not in eng.inputs]
+        if missing or unknown:
+            raise KeyError(f"execute: inputs {eng.inputs}; missing {missing}, unknown {unknown}")
+        with self._lock:
+            arrays = {}
+            for name in eng.inputs:
+                a = np.ascontiguousarray(feed[name], dtype=nptype(eng.get_tensor_dtype(name)))
+                arrays[name] = a
+                _kiln.context_set_input_shape(self._handle, name, a.shape)
+                _kiln.context_bind(self._handle, name, a.ctypes.data, a.nbytes)
+            out = {}
+            for name in eng.outputs:
+                if eng.is_shape_data_dependent(name):
+                    _kiln.context_bind(self._handle, name, 0, 0)
+                    continue
+                o = np.empty(_kiln.context_shape(self._handle, name), dtype=nptype(eng.get_tensor_dtype(name)))
+                _kiln.context_bind(self._handle, name, o.ctypes.data, o.nbytes)
+                out[name] = o
+            _kiln.context_run(self._handle)
+            for name in eng.outputs:
+                if name not in out:
+                    shape = _kiln.context_shape(self._handle, name)
+                    addr = _kiln.context_output(self._handle, name)[0]
+                    dt = eng.get_tensor_dtype(name)
+                    out[name] = np.array(_Memory(addr, shape, dt)) if addr else np.empty(shape, nptype(dt))
+            self._keep.clear()
+            return out
+
+
+class Runtime:
+    """Loads engines (kiln_engine_load_memory / kiln_engine_load)."""
+
+    def __init__(self, logger: Optional[Logger] = None):
+        self.logger = logger
+
+    def deserialize_engine(self, data: Union[bytes, bytearray, memoryview]) -> Engine:
+        """An engine from bytes.  Python plugins it uses must be defined
+        (their module imported) first, else KilnError names them."""
+        _plugin.sync()
+        return Engine(_kiln.engine_load(bytes(data)))
+
+    deserialize_cuda_engine = deserialize_engine
+
+    def load_engine(self, path: str) -> Engine:
+        """An engine from a file, mapped (weights used in place)."""
+        _plugin.sync()
+        return Engine(_kiln.engine_load(str(path)))

@@ -1,0 +1,34 @@
+/*
+ * alloc_error.h — the library allocator (alloc.c) and error reporting
+ * (error.c): the internal services every module may call, built-in ops
+ * included (through ops/common/ops_util.h), without the rest of
+ * kiln_int.h.
+ */
+#ifndef KILN_CORE_ALLOC_ERROR_H
+#define KILN_CORE_ALLOC_ERROR_H
+
+#include "kiln/kiln.h"
+
+#include <stddef.h>
+
+/* ---- alloc.c: through the replaceable allocator (kiln_set_allocator) */
+void *kiln__malloc(size_t n);
+void *kiln__calloc(size_t n, size_t size);
+void *kiln__realloc(void *p, size_t n);
+void kiln__free(void *p);
+char *kiln__strdup(const char *s);
+/* printf into a new string (kiln__free it), or NULL out of memory: names
+ * built from user names have no length limit but KILN__MAX_NAME's. */
+char *kiln__strfmt(const char *fmt, ...) KILN_PRINTF(1, 2);
+/* 64-byte aligned allocation (free with kiln__aligned_free). */
+void *kiln__aligned_alloc(size_t n);
+void kiln__aligned_free(void *p);
+
+/* ---- error.c */
+/* Set the thread's error message and return status (== kiln_set_error). */
+int kiln__err(int status, const char *fmt, ...) KILN_PRINTF(2, 3);
+/* Prepend "prefix: " to the current message (keeps status); returns status. */
+int kiln__err_prefix(int status, const char *fmt, ...) KILN_PRINTF(2, 3);
+void kiln__log(kiln_log_level level, const char *fmt, ...) KILN_PRINTF(2, 3);
+
+#endif /* KILN_CORE_ALLOC_ERROR_H */

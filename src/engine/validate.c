@@ -1,0 +1,234 @@
+/*
+ * validate.c — what an engine file must satisfy beyond parsing, so that no
+ * bytes of an engine without native code can make a kernel touch memory
+ * outside its tensors.
+ *
+ * Parsing (file.c) range-checks every count, index, offset and length on
+ * its own.  Here the parts are checked against each other:
+ *
+ *   at load (kiln__engine_validate)
+ *     - constants: fixed dims whose bytes fit the constant's weight range;
+ *     - layers in order: an activation is written by a layer before any
+ *       layer reads it, and every tensor's lifetime (which the memory plan
+ *       uses to share memory) covers each layer that reads or writes it;
+ *     - an alias (in-place) has the element size of its root;
+ *   at each shape change (kiln__layer_check_shapes, from the context)
+ *     - each layer's output dtypes and dims are what its op's shape
+ *       function computes from the layer's actual input dims and constant
+ *       inputs: kernels derive their loops from input dims and write
+ *       outputs sized by the shape program, and the two must agree.
+ *       Output dims the shape function cannot state without data (size
+ *       tensors, values read at run time) are bounded by the memory
+ *       reserved for them, checked after their producer ran (context.c).
+ *
+ * AOT layers are native code, trusted by the load policy (kiln.h), and
+ * are not checked here; nor are the outer dims of ops with sub-network
+ * bodies (their kernels check their inputs against the body engine).
+ */
+#include "kiln_int.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+
+static int vfail(const kiln_engine *e, const char *fmt, ...) KILN_PRINTF(2, 3);
+static int vfail(const kiln_engine *e, const char *fmt, ...) {
+    (void)e;
+    char m[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(m, sizeof m, fmt, ap);
+    va_end(ap);
+    return kiln__err(KILN_EFORMAT, "engine is inconsistent: %s", m);
+}
+
+/* Bytes of a tensor whose dims are all constants; -1 if not fixed. */
+static int64_t fixed_bytes(const kiln_engine *e, const kiln__etensor *t) {
+    uint64_t n = kiln_dtype_size((kiln_dtype)t->dtype);
+    for (int d = 0; d < t->ndim; d++) {
+        const kiln__enode *x = &e->nodes[t->dims[d]];
+        if (x->op != KILN_EXPR_CONST || x->v < 0) return -1;
+        uint64_t k = (uint64_t)x->v;
+        if (d == 1 && t->format == KILN_FORMAT_NCHW8C) k = (k + 7) / 8 * 8;
+        if (d == 1 && t->format == KILN_FORMAT_NCHW16C) k = (k + 15) / 16 * 16;
+        if (__builtin_mul_overflow(n, k, &n) || n > ((uint64_t)1 << 48)) return -1;
+    }
+    return (int64_t)n;
+}
+
+int kiln__engine_validate(const kiln_engine *e) {
+    for (int32_t i = 0; i < e->ntensors; i++) {
+        const kiln__etensor *t = &e->tensors[i];
+        if (t->kind == KILN__ET_CONST) {
+            int64_t b = fixed_bytes(e, t);
+            if (b < 0 || (uint64_t)b > t->const_bytes)
+                return vfail(e, "constant '%s' needs %lld bytes for its dims, has %llu (dims must be "
+                             "fixed and fit its weights)", t->name, (long long)b,
+                             (unsigned long long)t->const_bytes);
+            if (t->alias_of >= 0) return vfail(e, "constant '%s' aliases another tensor", t->name);
+        }
+        if (t->alias_of < 0) continue;
+        const kiln__etensor *a = &e->tensors[t->alias_of];
+        /* in place: activations only (the builder copies network inputs
+         * and constants first; their memory is the caller's / the file's) */
+        int act = t->kind == KILN__ET_ACT || t->kind == KILN__ET_OUTPUT;
+        if (!act || (a->kind != KILN__ET_ACT && a->kind != KILN__ET_OUTPUT))
+            return vfail(e, "tensor '%s' shares the buffer of '%s': only activations share buffers",
+                         t->name, a->name);
+        if (kiln_dtype_size((kiln_dtype)t->dtype) != kiln_dtype_size((kiln_dtype)a->dtype))
+            return vfail(e, "tensor '%s' aliases '%s' of another element size", t->name, a->name);
+    }
+    /* Producers before readers; lifetimes cover every use. */
+    int32_t *made = kiln__calloc((size_t)e->ntensors + 1, sizeof *made);
+    if (!made) return kiln__err(KILN_ENOMEM, "out of memory validating the engine");
+    for (int32_t i = 0; i < e->ntensors; i++) made[i] = -1;
+    int rc = 0;
+    for (int32_t l = 0; l < e->nlayers && !rc; l++) {
+        const kiln__elayer *L = &e->layers[l];
+        for (int32_t k = 0; k < L->nin + L->nout && !rc; k++) {
+            int is_in = k < L->nin;
+            int32_t ti = is_in ? L->in[k] : L->out[k - L->nin];
+            if (ti < 0) continue;
+            const kiln__etensor *t = &e->tensors[ti];
+            if (t->kind != KILN__ET_ACT && t->kind != KILN__ET_OUTPUT) continue;
+            if (is_in && made[ti] < 0 && t->alias_of < 0)
+                rc = vfail(e, "layer %d '%s' reads '%s' before any layer writes it", (int)l, L->name,
+                           t->name);
+            else if (l < t->first || l > t->last)
+                rc = vfail(e, "layer %d '%s' uses '%s', whose lifetime is layers %d..%d", (int)l,
+                           L->name, t->name, (int)t->first, (int)t->last);
+            if (!is_in && made[ti] < 0) made[ti] = l;
+        }
+    }
+    /* Network outputs are read after the last layer. */
+    for (int32_t i = 0; i < e->noutputs && !rc; i++) {
+        const kiln__etensor *t = &e->tensors[e->outputs[i]];
+        if ((t->kind == KILN__ET_ACT || t->kind == KILN__ET_OUTPUT) && made[e->outputs[i]] < 0 &&
+            t->alias_of < 0)
+            rc = vfail(e, "output '%s' is written by no layer", t->name);
+    }
+    kiln__free(made);
+    return rc;
+}
+
+/* The desc a shape function sees of a view, as the builder gave it:
+ * constant dims; a constant input's data; and the values of a small
+ * integer input (the builder knew them when they came from shapes; the
+ * layer's producers have run, so they are in memory now). */
+static void view_desc(const kiln_engine *e, kiln_exprs *x, int32_t t, const kiln_tensor *v,
+                      kiln_desc *d) {
+    memset(d, 0, sizeof *d);
+    d->nvalues = -1;
+    if (t < 0) return;
+    d->dtype = v->dtype;
+    d->ndim = v->ndim;
+    for (int i = 0; i < v->ndim; i++) d->dims[i] = kiln_expr_const(x, v->dims[i]);
+    const kiln__etensor *et = &e->tensors[t];
+    int64_t n = kiln_tensor_numel(v);
+    int linear = et->format == KILN_FORMAT_LINEAR;
+    if (et->kind == KILN__ET_CONST && linear && (uint64_t)n * kiln_dtype_size(v->dtype) == et->const_bytes)
+        d->data = e->weights + et->const_off;
+    int isint = v->dtype == KILN_DTYPE_I64 || v->dtype == KILN_DTYPE_I32;
+    if (!isint || !linear || !v->data || n > KILN_MAX_VALUES) return;
+    d->nvalues = (int)n;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t val;
+        if (v->dtype == KILN_DTYPE_I64) {
+            memcpy(&val, (const uint8_t *)v->data + 8 * i, 8);
+        } else {
+            int32_t w;
+            memcpy(&w, (const uint8_t *)v->data + 4 * i, 4);
+            val = w;
+        }
+        d->values[i] = kiln_expr_const(x, val);
+    }
+}
+
+int kiln__layer_check_shapes(const kiln_engine *e, int32_t l, void *state, const kiln_attrs *attrs,
+                             const kiln_tensor *in, const kiln_tensor *out, const uint8_t *size_dep) {
+    const kiln__elayer *L = &e->layers[l];
+    const kiln__op *op = L->op;
+    if (L->aot_kernel >= 0 || !op || !op->vt || !op->vt->shape) return 0;
+    if (L->nin > KILN_MAX_IO || L->nout > KILN_MAX_IO) return 0;
+    /* Ops with sub-network bodies (Loop, Scan, SequenceMap) keep their
+     * bodies as sub-engines (validated when they load); their shape
+     * functions need the body graph, which only the builder has. */
+    for (int i = 0; i < op->nattrs; i++)
+        if (op->attr_defs[i].type == KILN_ATTR_GRAPH) return 0;
+    kiln_exprs *x = kiln__exprs_create();
+    if (!x) return kiln__err(KILN_ENOMEM, "out of memory checking layer '%s'", L->name);
+    kiln_desc din[KILN_MAX_IO], dout[KILN_MAX_IO];
+    for (int32_t k = 0; k < L->nin; k++) view_desc(e, x, L->in[k], &in[k], &din[k]);
+    for (int32_t k = 0; k < L->nout; k++) {
+        memset(&dout[k], 0, sizeof dout[k]);
+        dout[k].nvalues = -1;
+    }
+    kiln_shape_ctx sc = {.x = x, .in = din, .nin = L->nin, .out = dout, .nout = L->nout,
+                         .attrs = attrs, .priv_ = NULL};
+    int rc = op->vt->shape(state, &sc);
+    if (rc) {
+        char m[600], d[200] = "";
+        size_t ld = 0;
+        snprintf(m, sizeof m, "%s", kiln_errmsg());
+        for (int32_t k = 0; k < L->nin && ld < sizeof d; k++) {
+            ld += (size_t)snprintf(d + ld, sizeof d - ld, "%s[", k ? ", " : "");
+            for (int i = 0; i < in[k].ndim && ld < sizeof d; i++)
+                ld += (size_t)snprintf(d + ld, sizeof d - ld, "%s%lld", i ? "x" : "", (long long)in[k].dims[i]);
+            if (ld < sizeof d) ld += (size_t)snprintf(d + ld, sizeof d - ld, "]");
+        }
+        /* A layer that reads values known only at run time (a shape input)
+         * may be refused for those values: that is the caller's input, not
+         * the engine's bytes. */
+        int runtime_values = 0;
+        for (int32_t k = 0; k < L->nin; k++)
+            if (L->in[k] >= 0 && din[k].nvalues >= 0 && e->tensors[L->in[k]].kind != KILN__ET_CONST)
+                runtime_values = 1;
+        kiln__exprs_free(x);
+        if (runtime_values)
+            return kiln__err(KILN_ESHAPE, "layer '%s' (%s::%s v%d) rejects its inputs (dims %s): %s",
+                             L->name, op->ns, op->name, op->version, d, m);
+        return kiln__err(KILN_EFORMAT, "engine is inconsistent: layer '%s' (%s::%s v%d) at input dims %s: %s",
+                         L->name, op->ns, op->name, op->version, d, m);
+    }
+    for (int32_t k = 0; k < L->nout && !rc; k++) {
+        const kiln_desc *d = &dout[k];
+        const kiln_tensor *v = &out[k];
+        if (L->out[k] < 0) continue;
+        const char *tn = e->tensors[L->out[k]].name;
+        if (d->dtype != KILN_DTYPE_UNDEFINED && d->dtype != v->dtype) {
+            rc = kiln__err(KILN_EFORMAT, "engine is inconsistent: layer '%s' (%s::%s v%d) output %d '%s' is %s, "
+                           "its op makes %s", L->name, op->ns, op->name, op->version, (int)k, tn,
+                           kiln_dtype_name(v->dtype), kiln_dtype_name(d->dtype));
+            break;
+        }
+        if (d->dtype == KILN_DTYPE_UNDEFINED) continue;
+        int bad = d->ndim != v->ndim;
+        int at = -1;
+        const kiln__etensor *et = &e->tensors[L->out[k]];
+        for (int i = 0; !bad && i < d->ndim; i++) {
+            int64_t want;
+            /* a dim the layer itself computes (size tensors) is checked
+             * after it ran, against the memory reserved (context.c) */
+            if (size_dep[et->dims[i]] & 1) continue;
+            if (!d->dims[i] || !kiln_expr_is_const(d->dims[i], &want)) continue;
+            if (want != v->dims[i]) bad = 1, at = i;
+        }
+        if (bad) {
+            char w[160] = "", h[160] = "";
+            size_t lw = 0, lh = 0;
+            for (int i = 0; i < d->ndim && lw < sizeof w; i++) {
+                char b[48] = "?";
+                if (d->dims[i]) kiln_expr_print(d->dims[i], b, sizeof b);
+                lw += (size_t)snprintf(w + lw, sizeof w - lw, "%s%s", i ? ", " : "", b);
+            }
+            for (int i = 0; i < v->ndim && lh < sizeof h; i++)
+                lh += (size_t)snprintf(h + lh, sizeof h - lh, "%s%lld", i ? ", " : "",
+                                       (long long)v->dims[i]);
+            rc = kiln__err(KILN_EFORMAT,
+                           "engine is inconsistent: layer '%s' (%s::%s v%d) output %d '%s' has dims "
+                           "[%s], its op computes [%s] from its inputs%s", L->name, op->ns, op->name,
+                           op->version, (int)k, tn, h, w, at >= 0 ? "" : " (rank differs)");
+        }
+    }
+    kiln__exprs_free(x);
+    return rc;
+}
