@@ -92,6 +92,7 @@ int kiln__cu_where(const kiln_call *c) {
     kiln_tensor *y = &c->out[0];
     const char *sz = kiln__cu_size_suffix(y->dtype);
     if (!sz || cd->dtype != KILN_DTYPE_BOOL) return kiln__cu_type_err("Where", y->dtype);
+    if (!kiln__cu_contig(y)) return kiln_set_error(KILN_EUNSUPPORTED, "Where: CUDA kernel needs a contiguous output");
     int64_t s0[KILN_MAX_DIMS], s1[KILN_MAX_DIMS], s2[KILN_MAX_DIMS];
     int rc = kiln__cu_bcast_strides("Where", y->ndim, y->dims, cd->ndim, cd->dims, cd->strides, s0);
     if (!rc) rc = kiln__cu_bcast_strides("Where", y->ndim, y->dims, x->ndim, x->dims, x->strides, s1);
