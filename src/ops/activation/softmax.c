@@ -167,5 +167,5 @@ SM_OP(softmax_1, "Softmax", 1, sm1_attrs, softmax1, kiln__cu_softmax1, cu_float,
 SM_OP(softmax_13, "Softmax", 13, sm13_attrs, softmax13, kiln__cu_softmax13, cu_float, "softmax along axis")
 SM_OP(logsoftmax_1, "LogSoftmax", 1, sm1_attrs, logsoftmax1, kiln__cu_logsoftmax1, cu_float, "log-softmax over dims >= axis")
 SM_OP(logsoftmax_13, "LogSoftmax", 13, sm13_attrs, logsoftmax13, kiln__cu_logsoftmax13, cu_float, "log-softmax along axis")
-SM_OP(hardmax_1, "Hardmax", 1, sm1_attrs, hardmax1, NULL, NULL, "one-hot of the first max over dims >= axis")
-SM_OP(hardmax_13, "Hardmax", 13, sm13_attrs, hardmax13, NULL, NULL, "one-hot of the first max along axis")
+SM_OP(hardmax_1, "Hardmax", 1, sm1_attrs, hardmax1, kiln__cu_hardmax1, cu_float, "one-hot of the first max over dims >= axis")
+SM_OP(hardmax_13, "Hardmax", 13, sm13_attrs, hardmax13, kiln__cu_hardmax13, cu_float, "one-hot of the first max along axis")

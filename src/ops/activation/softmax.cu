@@ -1,5 +1,5 @@
 /*
- * softmax.cu — Softmax and LogSoftmax over one
+ * softmax.cu — Softmax, LogSoftmax and Hardmax over one
  * axis of a tensor seen as [outer, len, inner] (softmax.c; opset < 13 is the
  * same with inner = 1 after the 2-D coercion).
  *
@@ -45,6 +45,24 @@ __device__ __forceinline__ void kc_softmax_cols(int64_t outer, int64_t len, int6
     }
 }
 
+/* Hardmax: one-hot of the first maximum of each column (NaN never wins;
+ * all NaN or -inf: index 0), as softmax.c. */
+template <typename T>
+__device__ __forceinline__ void kc_hardmax(int64_t outer, int64_t len, int64_t inner, const T *x, T *y) {
+    KC_FOR(j, outer * inner, int64_t) {
+        int64_t o = j / inner, i = j - o * inner;
+        const T *xc = x + o * len * inner + i;
+        T *yc = y + o * len * inner + i;
+        float m = -INFINITY;
+        int64_t am = 0;
+        for (int64_t k = 0; k < len; k++) {
+            float v = kc_ldf(xc[k * inner]);
+            if (v > m) m = v, am = k;
+        }
+        for (int64_t k = 0; k < len; k++) yc[k * inner] = kc_stf<T>(k == am ? 1.0f : 0.0f);
+    }
+}
+
 #define KC_SOFTMAX(S, T)                                                                      \
     extern "C" __global__ void softmax_rows_##S(int64_t len, const T *x, T *y, int log) {     \
         kc_softmax_rows<T>(len, x, y, log);                                                    \
@@ -52,5 +70,8 @@ __device__ __forceinline__ void kc_softmax_cols(int64_t outer, int64_t len, int6
     extern "C" __global__ void softmax_cols_##S(int64_t outer, int64_t len, int64_t inner, const T *x, T *y, \
                                                 int log) {                                     \
         kc_softmax_cols<T>(outer, len, inner, x, y, log);                                      \
+    }                                                                                          \
+    extern "C" __global__ void hardmax_##S(int64_t outer, int64_t len, int64_t inner, const T *x, T *y) { \
+        kc_hardmax<T>(outer, len, inner, x, y);                                                \
     }
 KC_FLOATS(KC_SOFTMAX)

@@ -23,6 +23,7 @@ int kiln__cu_binary(const kiln_call *c, const char *op); /* Add ... Xor, PRelu, 
 int kiln__cu_mod(const kiln_call *c);
 int kiln__cu_variadic(const kiln_call *c, const char *op); /* Sum Mean Max Min */
 int kiln__cu_where(const kiln_call *c);
+int kiln__cu_not(const kiln_call *c);
 
 /* activation/activation_cuda.c */
 int kiln__cu_unary(const kiln_call *c, const char *op); /* Relu ... Atanh, Gelu, Shrink, IsNaN, IsInf */
@@ -33,6 +34,8 @@ int kiln__cu_softmax1(const kiln_call *c);
 int kiln__cu_softmax13(const kiln_call *c);
 int kiln__cu_logsoftmax1(const kiln_call *c);
 int kiln__cu_logsoftmax13(const kiln_call *c);
+int kiln__cu_hardmax1(const kiln_call *c);
+int kiln__cu_hardmax13(const kiln_call *c);
 
 /* nn/norm_cuda.c */
 int kiln__cu_batchnorm(const kiln_call *c); /* inference; training_mode=1 is EUNSUPPORTED */
@@ -69,6 +72,10 @@ int kiln__cu_expand(const kiln_call *c);
 int kiln__cu_tile(const kiln_call *c);
 int kiln__cu_pad(const kiln_call *c);        /* Pad-11+: inputs 1..3 on the host */
 int kiln__cu_gather(const kiln_call *c);
+int kiln__cu_gather_elements(const kiln_call *c);
+int kiln__cu_depth_to_space(const kiln_call *c);
+int kiln__cu_space_to_depth(const kiln_call *c);
+int kiln__cu_dropout(const kiln_call *c);     /* inference: copy, mask all true */
 
 /* reduction/reduce_cuda.c (axes input 1 on the host) */
 int kiln__cu_reduce(const kiln_call *c, const char *op);

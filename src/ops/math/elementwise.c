@@ -708,6 +708,7 @@ static int not_impl(const kiln_call *c) {
 static const kiln_quick_op not_op = {
     .ns = OPS_NS, .name = "Not", .version = 1, .min_inputs = 1, .max_inputs = 1,
     .num_outputs = 1, .shape = not_shape, .impl = not_impl, .doc = "logical not",
+    .cuda_impl = kiln__cu_not, .cuda_formats = cu_bool,
 };
 KILN_OP(not_op)
 

@@ -1,6 +1,6 @@
 /*
  * elementwise.cu — broadcasting binary kernels (Add Sub Mul Div Pow Max Min
- * Mod PRelu, bitwise ops), comparisons, logical ops and Where.
+ * Mod PRelu, bitwise ops), comparisons, logical ops, Not and Where.
  *
  * One templated body per kernel kind, instantiated per dtype as
  * binary_<T>, compare_<T>, where_<bytes>; the op is a run-time argument
@@ -141,3 +141,6 @@ __device__ __forceinline__ void kc_where(const kiln_cu_iter &it, const uint8_t *
         kc_where<T>(it, c, x, y, out);                                                         \
     }
 KC_SIZES(KC_WHERE)
+
+/* Not: y = !x on bools. */
+extern "C" __global__ void not_bool(int64_t n, const uint8_t *x, uint8_t *y) { KC_FOR(i, n, int64_t) y[i] = !x[i]; }

@@ -104,3 +104,13 @@ int kiln__cu_where(const kiln_call *c) {
     void *args[] = {&it, (void *)&cd->data, (void *)&x->data, (void *)&z->data, &y->data};
     return kiln__cu_launch_n(c, "where", sz, it.numel, args);
 }
+
+int kiln__cu_not(const kiln_call *c) {
+    const kiln_tensor *x = &c->in[0];
+    if (x->dtype != KILN_DTYPE_BOOL) return kiln__cu_type_err("Not", x->dtype);
+    if (!kiln__cu_contig(x) || !kiln__cu_contig(&c->out[0]))
+        return kiln_set_error(KILN_EUNSUPPORTED, "Not: CUDA kernel needs contiguous tensors");
+    int64_t n = kiln_tensor_numel(x);
+    void *args[] = {&n, (void *)&x->data, &c->out[0].data};
+    return kiln__cu_launch_n(c, "not_bool", NULL, n, args);
+}

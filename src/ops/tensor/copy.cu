@@ -74,6 +74,18 @@ __device__ __forceinline__ void kc_gather(int64_t outer, int64_t len, int64_t in
     }
 }
 
+template <typename T, typename I>
+__device__ __forceinline__ void kc_gather_el(const kiln_cu_iter &it, int64_t len, int64_t axst, const I *idx,
+                                             const T *src, T *dst) {
+    KC_FOR(i, it.numel, int64_t) {
+        int64_t o[2];
+        kc_offsets<uint64_t, int64_t, 2>(it, (uint64_t)i, o);
+        int64_t k = (int64_t)idx[o[1]];
+        if (k < 0) k += len;
+        dst[i] = k >= 0 && k < len ? src[o[0] + k * axst] : (T)0;
+    }
+}
+
 #define KC_COPY(S, T)                                                                         \
     extern "C" __global__ void copy_##S(kiln_cu_iter it, const T *src, T *dst) { kc_copy<T>(it, src, dst); } \
     extern "C" __global__ void pad_##S(kiln_cu_pad p, const T *src, T *dst) { kc_pad<T>(p, src, dst); } \
@@ -84,5 +96,16 @@ __device__ __forceinline__ void kc_gather(int64_t outer, int64_t len, int64_t in
     extern "C" __global__ void gather_##S##_i64(int64_t outer, int64_t len, int64_t inner, int64_t nidx, \
                                                 const int64_t *idx, const T *src, T *dst) {    \
         kc_gather<T, int64_t>(outer, len, inner, nidx, idx, src, dst);                         \
+    }                                                                                          \
+    extern "C" __global__ void gather_el_##S##_i32(kiln_cu_iter it, int64_t len, int64_t axst, const int32_t *idx, \
+                                                   const T *src, T *dst) {                    \
+        kc_gather_el<T, int32_t>(it, len, axst, idx, src, dst);                                \
+    }                                                                                          \
+    extern "C" __global__ void gather_el_##S##_i64(kiln_cu_iter it, int64_t len, int64_t axst, const int64_t *idx, \
+                                                   const T *src, T *dst) {                    \
+        kc_gather_el<T, int64_t>(it, len, axst, idx, src, dst);                                \
+    }                                                                                          \
+    extern "C" __global__ void fill_##S(int64_t n, uint64_t value, T *dst) {                  \
+        KC_FOR(i, n, int64_t) dst[i] = (T)value;                                               \
     }
 KC_SIZES(KC_COPY)

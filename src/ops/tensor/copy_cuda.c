@@ -271,3 +271,76 @@ int kiln__cu_gather(const kiln_call *c) {
     void *args[] = {&outer, &len, &inner, &nidx, (void *)&ix->data, (void *)&x->data, &y->data};
     return kiln__cu_launch_n(c, base, ix->dtype == KILN_DTYPE_I32 ? "i32" : "i64", outer * nidx * inner, args);
 }
+
+int kiln__cu_gather_elements(const kiln_call *c) {
+    const kiln_tensor *x = &c->in[0], *ix = &c->in[1];
+    kiln_tensor *y = &c->out[0];
+    const char *sz = kiln__cu_size_suffix(x->dtype);
+    if (!sz) return kiln__cu_type_err("GatherElements", x->dtype);
+    if (ix->dtype != KILN_DTYPE_I32 && ix->dtype != KILN_DTYPE_I64)
+        return kiln__cu_type_err("GatherElements indices", ix->dtype);
+    int rc = need_contig("GatherElements", y);
+    if (rc) return rc;
+    int r = x->ndim, ax = (int)kiln__cu_attr_int(c, "axis", 0);
+    if (ax < 0) ax += r;
+    if (ix->ndim != r || ax < 0 || ax >= r) return kiln_set_error(KILN_ESHAPE, "GatherElements: indices rank or axis");
+    int64_t xs[KILN_MAX_DIMS];
+    for (int i = 0; i < r; i++) xs[i] = i == ax ? 0 : x->strides[i];
+    const int64_t *st[2] = {xs, ix->strides};
+    kiln_cu_iter it;
+    kiln__cu_iter_init(&it, r, ix->dims, 2, st);
+    int64_t len = x->dims[ax], axst = x->strides[ax];
+    char base[24] = "gather_el_";
+    strcat(base, sz);
+    void *args[] = {&it, &len, &axst, (void *)&ix->data, (void *)&x->data, &y->data};
+    return kiln__cu_launch_n(c, base, ix->dtype == KILN_DTYPE_I32 ? "i32" : "i64", it.numel, args);
+}
+
+/* DepthToSpace / SpaceToDepth: a transposing copy over a 6-d view of
+ * [N, C, H, W] (blocksize b):
+ *   DepthToSpace DCR: [N, b, b, C', H, W] -> [N, C', H, b, W, b]
+ *   DepthToSpace CRD: [N, C', b, b, H, W] -> [N, C', H, b, W, b]
+ *   SpaceToDepth:     [N, C, H', b, W', b] -> [N, b, b, C, H', W'] */
+static int space_depth(const kiln_call *c, int d2s) {
+    const kiln_tensor *x = &c->in[0];
+    kiln_tensor *y = &c->out[0];
+    const char *op = d2s ? "DepthToSpace" : "SpaceToDepth";
+    int rc = need_contig(op, x);
+    if (!rc) rc = need_contig(op, y);
+    if (rc) return rc;
+    if (x->ndim != 4) return kiln_set_error(KILN_ESHAPE, "%s: CUDA kernel takes rank 4, found %d", op, x->ndim);
+    int64_t b = kiln__cu_attr_int(c, "blocksize", 1), N = x->dims[0], C = x->dims[1], H = x->dims[2], W = x->dims[3];
+    int crd = !strcmp(kiln__cu_attr_str(c, "mode", "DCR"), "CRD");
+    int64_t vd[6], vst[6], perm[6], dims[6], st[6], yst[6];
+    if (d2s) {
+        int64_t Cq = C / (b * b);
+        int64_t v[6] = {N, b, b, Cq, H, W}, vc[6] = {N, Cq, b, b, H, W};
+        int64_t p[6] = {0, 3, 4, 1, 5, 2}, pc[6] = {0, 1, 4, 2, 5, 3};
+        for (int i = 0; i < 6; i++) vd[i] = crd ? vc[i] : v[i], perm[i] = crd ? pc[i] : p[i];
+    } else {
+        int64_t v[6] = {N, C, H / b, b, W / b, b}, p[6] = {0, 3, 5, 1, 2, 4};
+        for (int i = 0; i < 6; i++) vd[i] = v[i], perm[i] = p[i];
+    }
+    kiln__cu_contig_strides(6, vd, vst);
+    for (int i = 0; i < 6; i++) dims[i] = vd[perm[i]], st[i] = vst[perm[i]];
+    kiln__cu_contig_strides(6, dims, yst);
+    return kiln__cu_copy(c, y->dtype, 6, dims, x->data, st, y->data, yst);
+}
+
+int kiln__cu_depth_to_space(const kiln_call *c) { return space_depth(c, 1); }
+int kiln__cu_space_to_depth(const kiln_call *c) { return space_depth(c, 0); }
+
+/* Dropout (inference): y = x, mask all true. */
+int kiln__cu_dropout(const kiln_call *c) {
+    /* ratio and training_mode are host inputs: training is the identity only with ratio 0 */
+    if (kiln__cu_has_in(c, 2) && kiln__cu_host_i64(&c->in[2], 0) &&
+        !(kiln__cu_has_in(c, 1) && kiln__cu_host_f64(&c->in[1], 0) == 0))
+        return kiln_set_error(KILN_EUNSUPPORTED,
+                              "Dropout: training_mode = true with ratio > 0 is not supported (inference only)");
+    int rc = kiln__cu_copy_input(c);
+    if (rc || c->nout < 2 || !c->out[1].data) return rc;
+    int64_t n = kiln_tensor_numel(&c->out[1]);
+    uint64_t one = 1;
+    void *args[] = {&n, &one, &c->out[1].data};
+    return kiln__cu_launch_n(c, "fill", "1", n, args);
+}

@@ -175,6 +175,7 @@ static const kiln_quick_op gel_op = {
     .ns = OPS_NS, .name = "GatherElements", .version = 11, .min_inputs = 2, .max_inputs = 2,
     .num_outputs = 1, .attrs = axis0_attrs, .shape = gel_shape, .impl = gel_impl,
     .doc = "element-wise gather along axis",
+    .cuda_impl = kiln__cu_gather_elements, .cuda_formats = cu_gather,
 };
 KILN_OP(gel_op)
 
