@@ -26,7 +26,7 @@ if pkg-config --exists libsodium 2>/dev/null; then
 else
   SODIUM_LIB=""
 fi
-CFLAGS="-O1 -g -fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer -std=gnu11 -D_GNU_SOURCE -DKILN_BUILDING_LIB=1"
+CFLAGS="-O1 -g -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer -std=gnu11 -D_GNU_SOURCE -DKILN_BUILDING_LIB=1"
 INC="-I$ROOT/include -I$ROOT/src -I$ROOT/samples -I$OUT/gen"
 OBJS=""
 # Objects are rebuilt when their source or any header is newer (a changed
@@ -61,10 +61,10 @@ corpus() { if [ "$1" = onnx ]; then echo "$ROOT/fuzz/corpus"; else echo "$OUT/se
 case "${1:-}" in
   run)
     T=${2:?target: onnx or engine}; SEC=${3:-600}
-    ASAN_OPTIONS=${ASAN_OPTIONS:-allocator_may_return_null=1} exec nice -n 19 "$OUT/${T}_fuzz" -max_total_time="$SEC" -max_len=262144 -timeout=20 \
+    ASAN_OPTIONS=${ASAN_OPTIONS:-allocator_may_return_null=1} exec nice -n 19 "$OUT/${T}_fuzz" -max_total_time="$SEC" -max_len=262144 -timeout=60 \
       -rss_limit_mb=2048 -malloc_limit_mb=1024 -artifact_prefix="$OUT/" "$OUT/corpus_$T" "$(corpus "$T")" ;;
   runs)
     T=${2:?target: onnx or engine}; N=${3:-2000}
-    ASAN_OPTIONS=${ASAN_OPTIONS:-allocator_may_return_null=1} exec nice -n 19 "$OUT/${T}_fuzz" -runs="$N" -seed=1 -max_len=262144 -timeout=20 \
+    ASAN_OPTIONS=${ASAN_OPTIONS:-allocator_may_return_null=1} exec nice -n 19 "$OUT/${T}_fuzz" -runs="$N" -seed=1 -max_len=262144 -timeout=60 \
       -rss_limit_mb=2048 -malloc_limit_mb=1024 -artifact_prefix="$OUT/" "$(corpus "$T")" ;;
 esac

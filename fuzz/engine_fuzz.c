@@ -66,7 +66,8 @@ static void fill(uint8_t *b, size_t n, uint32_t seed) {
     }
 }
 
-#define MAX_BYTES (64u << 20)
+/* Inputs above this are not run (slow under ASan, not more interesting). */
+#define MAX_BYTES (256u << 10)
 
 /* KILN_FUZZ_VERBOSE=1: say where each input stopped (replaying crashes). */
 static int g_verbose;
@@ -106,7 +107,8 @@ static void run_once(kiln_engine *e, const uint8_t *data, size_t size, int use_m
     rc = kiln_context_run(c);
     note("run", rc);
     if (rc == 0) {
-        /* Read every output byte, so a short buffer shows up under ASan. */
+        /* Read each output's first and last bytes, so a short buffer shows
+         * up under ASan. */
         volatile uint8_t sink = 0;
         for (int k = 0; k < no; k++) {
             kiln_io_info info;
@@ -119,7 +121,8 @@ static void run_once(kiln_engine *e, const uint8_t *data, size_t size, int use_m
             const uint8_t *o = kiln_context_output(c, info.name);
             size_t bytes = kiln_dtype_size(info.dtype);
             for (int d = 0; d < nd; d++) bytes *= (size_t)dims[d];
-            for (size_t j = 0; o && j < bytes && j < cap; j++) sink ^= o[j];
+            if (bytes > cap) bytes = cap;
+            for (size_t j = 0; o && j < bytes && j < 64; j++) sink ^= o[j] ^ o[bytes - 1 - j];
         }
         (void)sink;
     }
@@ -129,11 +132,20 @@ out:
     kiln_context_free(c);
 }
 
+/* kiln's allocations above this fail (a clean KILN_ENOMEM is the expected
+ * result): a crafted engine may legitimately ask for all of this machine's
+ * memory, which is not worth exercising.  libFuzzer's -malloc_limit_mb
+ * still reports any larger allocation made around kiln's allocator. */
+#define MAX_ALLOC ((size_t)64 << 20)
+static void *cap_malloc(size_t n) { return n > MAX_ALLOC ? NULL : malloc(n); }
+static void *cap_realloc(void *p, size_t n) { return n > MAX_ALLOC ? NULL : realloc(p, n); }
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     static int once;
     if (!once) {
         once = 1;
+        kiln_set_allocator(cap_malloc, cap_realloc, free);
         kiln_log_set(KILN_LOG_ERROR, NULL, NULL);
         g_verbose = getenv("KILN_FUZZ_VERBOSE") != NULL;
     }

@@ -2,7 +2,8 @@
 # test.sh — what CI runs (.ci/run): a Release build + every test, then an
 # AddressSanitizer + UndefinedBehaviorSanitizer build + every test again
 # (the conformance suites and real models included: they exercise every op),
-# then the samples and real models under valgrind (scripts/valgrind.sh).  Exits non-zero on any failure.
+# then the samples and real models under valgrind (scripts/valgrind.sh); the
+# Python package's pytest suite after the Release tests (scripts/python_test.sh).  Exits non-zero on any failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=${KILN_JOBS:-2}
@@ -14,6 +15,9 @@ cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build -j"$jobs"
 echo "== Release tests"
 (cd build && ctest --output-on-failure -j"$jobs" --timeout 600)
+
+echo "== Python package: pip install . in build/venv, pytest tests/python"
+bash scripts/python_test.sh
 
 echo "== ASan+UBSan build (build-asan/)"
 cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DKILN_SANITIZE=ON >/dev/null

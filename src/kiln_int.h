@@ -85,21 +85,7 @@ typedef int (*kiln__sym_lookup)(void *ud, const char *name, int64_t *v);
 int kiln__expr_eval(const kiln_expr *e, kiln__sym_lookup cb, void *ud, int64_t *out);
 
 /* ------------------------------------------------------------ core/tensor_view */
-/* The one builder of kiln_tensor views (builder, engine and contexts all
- * use it).  kiln__tensor_view: v gets data, dtype, format, device and dims,
- * and strides from the format (LINEAR and blocked: row-major over the
- * logical dims; NHWC at rank >= 3: channels last); a dim < 0 (not known
- * yet) counts as 1 in the strides.  kiln__tensor_strides recomputes the
- * strides of v from its dims and format (after its dims changed). */
-void kiln__tensor_view(kiln_tensor *v, void *data, kiln_dtype dtype, kiln_format format,
-                       kiln_device_kind device, int ndim, const int64_t *dims);
-void kiln__tensor_strides(kiln_tensor *v);
-/* Bytes of a dense tensor with these logical dims; blocked layouts
- * (NCHW8C/NCHW16C, rank >= 3) pad C up to the block.  KILN_ESHAPE for a
- * negative dim or more than 2^48 bytes, the message naming the dim (the
- * caller prefixes the tensor's name). */
-int kiln__tensor_bytes(kiln_dtype dtype, kiln_format format, int ndim, const int64_t *dims,
-                       uint64_t *bytes);
+#include "core/tensor_view.h"
 
 /* ------------------------------------------------------------ device/cpu/threadpool */
 typedef struct kiln__pool kiln__pool;
@@ -205,7 +191,7 @@ int kiln__attrs_deserialize(kiln__attrset *s, const kiln__op *op, const void *bu
 int kiln__attr_parse_default(const kiln_attr_def *d, kiln_attr_value *out);
 void kiln__attr_value_free(kiln_attr_value *v);
 
-/* ------------------------------------------------------------ build/network */
+/* ------------------------------------------------------------ builder/network */
 typedef enum kiln__tkind {
     KILN__T_INPUT = 1,
     KILN__T_CONST,
@@ -245,13 +231,13 @@ struct kiln_network {
     int nlayers, cap_layers;
     int *inputs, ninputs;    /* tensor indices */
     int *outputs, noutputs;
-    /* build/network.c: name -> index hash tables (open addressing, -1 empty) */
+    /* builder/network.c: name -> index hash tables (open addressing, -1 empty) */
     int *tensor_hash, tensor_hash_cap;
     int *layer_hash, layer_hash_cap;
 };
 int kiln__network_find_tensor(const kiln_network *net, const char *name); /* -1 */
 
-/* ------------------------------------------------------------ build/memplan */
+/* ------------------------------------------------------------ builder/memplan */
 /* Offsets for n buffers of sizes[i] bytes alive from layer first[i] to
  * last[i] inclusive (alias[i] >= 0: shares buffer alias[i], which then
  * lives as long as either).  Offsets are 64-byte aligned; *total is the
@@ -262,14 +248,14 @@ int kiln__memplan(int n, const uint64_t *sizes, const int32_t *first, const int3
 
 /* ------------------------------------------------------------ engine plan */
 /* The built engine, in memory exactly as serialized (engine/file.c) and
- * as run (engine/runtime.c).  Shapes are expressions in a flat program:
+ * as run (engine/context.c).  Shapes are expressions in a flat program:
  * node i only refers to nodes < i, so one forward pass evaluates all. */
 typedef enum kiln__symkind {
     KILN__SYM_INPUT_DIM = 1, /* a = input tensor index, b = dim */
     KILN__SYM_SIZE,          /* a = size tensor index (value read after its producer ran) */
     KILN__SYM_VALUE          /* a = input tensor index, b = element (int input read at run) */
 } kiln__symkind;
-/* (engine/B2) In all three kinds `a` is an index into engine->tensors (not
+/* In all three kinds `a` is an index into engine->tensors (not
  * into engine->inputs).  kiln__etensor.upper: for a size tensor (is_size)
  * the node of the largest value it may hold; for a tensor whose dims use
  * SIZE symbols the node of its largest numel; else -1.  The loader checks
@@ -319,12 +305,12 @@ typedef struct kiln__elayer {
     /* runtime (not serialized): */
     kiln__attrset attrs;     /* quick ops */
     void *state;             /* plugin instance */
-    /* (K) Epilogue chain fused into this layer (engine file section
+    /* Epilogue chain fused into this layer (engine file section
      * FUSION), applied to output 0; nepi = 0: none. */
     int32_t nepi;
     struct kiln__eepi *epi;
     void *epi_rt;            /* runtime chain for kiln_call.epilogue (engine/epilogue.c) */
-    /* (P) Runtime, not serialized: per input, the packed form of a constant
+    /* Runtime, not serialized: per input, the packed form of a constant
      * input from kiln_quick_op.prepack (kiln__aligned_alloc'd) or NULL;
      * the array itself is NULL when no input has one.  kiln_call.prepacked. */
     void **prepacked;
@@ -332,7 +318,7 @@ typedef struct kiln__elayer {
     uint64_t prepacked_bytes; /* their total size (kiln inspect) */
 } kiln__elayer;
 
-/* (K) One fused epilogue op: identity, attributes and inputs (engine
+/* One fused epilogue op: identity, attributes and inputs (engine
  * tensor indices of constants; in[x] = -1 is the fused activation). */
 #define KILN__MAX_EPI 8       /* ops per chain */
 #define KILN__EPI_MAX_IN 8    /* inputs of an epilogue op */
@@ -419,10 +405,19 @@ int kiln__engine_prepare(kiln_engine *e);
  * constants, aliases), and per shape change of one layer's output views
  * against its op's shape function.  KILN_EFORMAT naming layer and tensor. */
 int kiln__engine_validate(const kiln_engine *e);
+/* builder/shape.c: run op's shape function outside the builder (engine
+ * validation, concrete input dims): a size tensor's symbol stands for its
+ * upper bound, and kiln_shape_numel_bound's bounds land in numel[out]. */
+typedef struct kiln__shape_bounds {
+    const kiln_expr *numel[KILN_MAX_IO];
+} kiln__shape_bounds;
+int kiln__shape_run_bounds(const kiln__op *op, void *state, kiln_shape_ctx *c,
+                           kiln__shape_bounds *bounds);
 /* engine/file.c: the engine file format version this kiln writes and reads. */
 unsigned kiln__file_version(void);
 int kiln__layer_check_shapes(const kiln_engine *e, int32_t l, void *state, const kiln_attrs *attrs,
-                             const kiln_tensor *in, const kiln_tensor *out, const uint8_t *size_dep);
+                             const kiln_tensor *in, const kiln_tensor *out, const uint8_t *size_dep,
+                             const uint64_t *capacity);
 
 
 /* ------------------------------------------------------------ plugin/so_load, compile, aot */

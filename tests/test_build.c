@@ -894,6 +894,10 @@ TEST_IMPL(broadcast_helper) {
     const kiln_expr *r[1] = {three}, *s[1] = {four};
     ASSERT_EQ(kiln_shape_broadcast(&c, r, 1, s, 1, out), KILN_ESHAPE);
     ASSERT_CONTAINS(kiln_errmsg(), "3 vs 4");
+    /* both shapes in the message, '?' for a symbolic dim */
+    const kiln_expr *u[3] = {n, three, four}, *w[2] = {three, three};
+    ASSERT_EQ(kiln_shape_broadcast(&c, u, 3, w, 2, out), KILN_ESHAPE);
+    ASSERT_CONTAINS(kiln_errmsg(), "cannot broadcast shapes [?,3,4] and [3,3]: dim 2 is 4 vs 3");
     kiln__exprs_free(x);
 }
 

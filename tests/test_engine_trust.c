@@ -133,6 +133,14 @@ TEST_IMPL(crafted_constant_dims) {
     ASSERT_CONTAINS(kiln_errmsg(), "constant 'w' needs 64 bytes for its dims, has 32");
 }
 
+/* A constant moved off its alignment (kernels load it aligned). */
+TEST_IMPL(crafted_constant_misaligned) {
+    kiln_engine *e = build_net(), *l = NULL;
+    e->tensors[find_tensor(e, "w")].const_off += 4;
+    ASSERT_EQ(reload(e, NULL, &l), KILN_EFORMAT);
+    ASSERT_CONTAINS(kiln_errmsg(), "constant 'w' at weights offset 4, expected a multiple of 64");
+}
+
 /* A lifetime that ends before a reader: the planner would give that
  * memory to another tensor while it is still read. */
 TEST_IMPL(crafted_lifetime) {
@@ -159,6 +167,36 @@ TEST_IMPL(crafted_dtype) {
     ASSERT_OK(reload(e, NULL, &l));
     ASSERT_EQ(run_net(l), KILN_EFORMAT);
     ASSERT_CONTAINS(kiln_errmsg(), "output 0 'y' is f16, its op makes f32");
+    kiln_engine_free(l);
+}
+
+/* A data-dependent output (NonZero's [rank, N]) whose size symbol is
+ * given a smaller upper bound than the op states: the kernel would write
+ * N <= 12 columns into memory reserved for 2. */
+TEST_IMPL(crafted_upper_bound) {
+    kiln_network *net = kiln_network_create();
+    int64_t xd[2] = {3, 4};
+    ASSERT_OK(kiln_network_add_input(net, "x", KILN_DTYPE_F32, 2, xd, NULL));
+    const char *in[] = {"x"}, *out[] = {"nz"};
+    ASSERT(kiln_network_add_layer(net, "ai.onnx::NonZero", 13, "nonzero", 1, in, 1, out));
+    ASSERT_OK(kiln_network_mark_output(net, "nz"));
+    kiln_engine *e = test_build_ok(net, KILN_BUILD_NO_TIMING, 1, NULL), *l = NULL;
+    kiln_network_free(net);
+    int found = 0;
+    for (int32_t t = 0; t < e->ntensors; t++)
+        if (e->tensors[t].is_size) e->tensors[t].upper = const_node(e, 2), found = 1;
+    ASSERT(found);
+    ASSERT_OK(reload(e, NULL, &l));
+    kiln_context *ctx = NULL;
+    ASSERT_OK(kiln_context_create(l, 1, &ctx));
+    float x[12];
+    uint64_t s = 5;
+    for (int i = 0; i < 12; i++) x[i] = test_randf(&s, 0.5f, 2.0f); /* all nonzero: N = 12 */
+    ASSERT_OK(kiln_context_bind(ctx, "x", x, sizeof x));
+    ASSERT_EQ(kiln_context_run(ctx), KILN_EFORMAT);
+    ASSERT_CONTAINS(kiln_errmsg(), "layer 'nonzero' (ai.onnx::NonZero v9) output 0 'nz' may need 192 bytes, "
+                                   "the engine reserves 32");
+    kiln_context_free(ctx);
     kiln_engine_free(l);
 }
 
@@ -297,5 +335,5 @@ TEST_IMPL(code_policy) {
 }
 
 TEST_LIST(TEST_ENTRY(intact_engine_runs), TEST_ENTRY(crafted_inner_dim), TEST_ENTRY(crafted_output_dims),
-          TEST_ENTRY(crafted_constant_dims), TEST_ENTRY(crafted_lifetime), TEST_ENTRY(crafted_read_before_write),
-          TEST_ENTRY(crafted_dtype), TEST_ENTRY(sign_and_verify), TEST_ENTRY(code_policy))
+          TEST_ENTRY(crafted_constant_dims), TEST_ENTRY(crafted_constant_misaligned), TEST_ENTRY(crafted_lifetime), TEST_ENTRY(crafted_read_before_write),
+          TEST_ENTRY(crafted_dtype), TEST_ENTRY(crafted_upper_bound), TEST_ENTRY(sign_and_verify), TEST_ENTRY(code_policy))

@@ -15,6 +15,7 @@ if(TARGET kiln-samples AND TARGET kiln_samples_ops)
 
   kiln_sample(sample_elemwise_add elemwise_add)
   kiln_sample(sample_elemwise_add_autotune elemwise_add --autotune -v)
+  kiln_sample(sample_inplace_add_autotune inplace_add --autotune -v)
   kiln_sample(sample_inplace_add inplace_add)
   kiln_sample(sample_non_zero non_zero)
   kiln_sample(sample_non_zero_wide non_zero --shape 3x40)
@@ -100,7 +101,7 @@ endif()
 
 if(TARGET kiln-samples)
   add_test(NAME sample_option_mismatch COMMAND bash ${CMAKE_SOURCE_DIR}/scripts/expect_fail.sh
-           "--autotune \\(elemwise_add\\) does not apply to sample 'chain100'" $<TARGET_FILE:kiln-samples> chain100 --autotune)
+           "--autotune \\(elemwise_add, inplace_add\\) does not apply to sample 'chain100'" $<TARGET_FILE:kiln-samples> chain100 --autotune)
 endif()
 
 if(TARGET kiln-samples)

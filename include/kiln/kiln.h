@@ -426,7 +426,12 @@ KILN_API int kiln_engine_serialize(const kiln_engine *e, void **buf, size_t *siz
  * checksum is verified: KILN_EFORMAT, KILN_EVERSION, KILN_ECHECKSUM with a
  * message naming the section and offset; KILN_EPLUGIN naming the missing
  * plugin's namespace, name and version; KILN_EDEVICE for an engine built for
- * another CPU/GPU. */
+ * another CPU/GPU; KILN_EVERSION naming the file's and this kiln's format
+ * versions; KILN_ETRUST for native code from another machine (the default
+ * policy, KILN_CODE_LOCAL: see kiln_load_options below).  The parts are
+ * cross-checked, so an engine without native code cannot cause an access
+ * outside its tensors (errors: KILN_EFORMAT "engine is inconsistent", at
+ * load or at the run where the shapes it claims disagree with its ops). */
 KILN_API int kiln_engine_load(const char *path, kiln_engine **out);
 /* Same from memory; `buf` is copied. */
 KILN_API int kiln_engine_load_memory(const void *buf, size_t size, kiln_engine **out);

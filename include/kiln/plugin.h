@@ -255,7 +255,10 @@ KILN_API int kiln_shape_alias(kiln_shape_ctx *c, int out, int in);
 /* Declare output `out` a size tensor: a 0-D I64 tensor whose value,
  * written by impl, is a dim of other outputs.  Returns the symbol to use in
  * those dims.  `opt` is the value assumed when timing; `upper` bounds it
- * (memory is planned for it; a kernel writing a larger value is an error). */
+ * (memory is planned for it; a kernel writing a larger value is an error).
+ * The impl of this layer sees those outputs with their dims at the upper
+ * bound (the room it may fill, as in TensorRT); later layers see the
+ * actual dims. */
 KILN_API const kiln_expr *kiln_shape_size_tensor(kiln_shape_ctx *c, int out,
                                                  const kiln_expr *opt,
                                                  const kiln_expr *upper);

@@ -41,6 +41,9 @@ from ._network import (Builder, BuilderFlag, IBuilderConfig, ILayer, INetworkDef
 from ._registry import get_plugin_registry, load_library, registered_ops  # noqa: E402
 from ._runtime import Engine, ExecutionContext, Runtime, TensorIOMode  # noqa: E402
 from . import plugin  # noqa: E402
+from ._class_plugin import (DimensionOperation, DimsExprs, DynamicPluginTensorDesc, IExprBuilder,  # noqa: E402
+                            IPluginCreatorV3One, IPluginV3, IPluginV3OneBuild, IPluginV3OneCore, IPluginV3OneRuntime,
+                            PluginField, PluginFieldCollection, PluginFieldType, PluginTensorDesc, TensorRTPhase)
 
 __version__ = _kiln.version()[0]
 ICudaEngine = Engine

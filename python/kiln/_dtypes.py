@@ -26,7 +26,7 @@ class DataType(enum.IntEnum):
 
     @property
     def itemsize(self) -> int:
-        return 2 if self is DataType.BF16 else np.dtype(nptype(self)).itemsize
+        return _ITEMSIZE[self]
 
 
 float32 = DataType.FLOAT
@@ -50,6 +50,7 @@ _TO_NP = {
     DataType.UINT64: np.uint64, DataType.BOOL: np.bool_,
 }
 _FROM_NP = {np.dtype(v): k for k, v in _TO_NP.items()}
+_ITEMSIZE = {**{k: np.dtype(v).itemsize for k, v in _TO_NP.items()}, DataType.BF16: 2}
 # Names in the autotune combination grammar (kiln_combo_expand).
 _COMBO_NAME = {
     DataType.FLOAT: "FP32", DataType.HALF: "FP16", DataType.DOUBLE: "FP64", DataType.BF16: "BF16",

@@ -112,6 +112,14 @@ class INetworkDefinition:
             _kiln.layer_set_aot(layer._handle, 1 if aot else 0)
         return layer
 
+    def add_plugin_v3(self, inputs: Sequence[Union[ITensor, str]], shape_inputs, plugin,
+                      namespace: Optional[str] = None) -> ILayer:
+        """A layer running a class plugin (kiln.IPluginV3 subclass) whose
+        creator is registered."""
+        from ._class_plugin import add_plugin_v3
+
+        return add_plugin_v3(self, inputs, shape_inputs, plugin, namespace)
+
     def mark_output(self, tensor: Union[ITensor, str]) -> None:
         _kiln.network_mark_output(self._handle, _name(tensor))
 

@@ -34,6 +34,13 @@ class PluginRegistry:
     def deregister(self, op_name: str, version: int = 1) -> None:
         _kiln.registry_unregister(op_name, version)
 
+    def register_creator(self, creator, namespace: str = "") -> bool:
+        """Register a class-plugin creator (IPluginCreatorV3One) under
+        ``namespace::creator.name``."""
+        from ._class_plugin import register_creator
+
+        return register_creator(creator, namespace)
+
 
 _registry = PluginRegistry()
 

@@ -23,8 +23,8 @@ class TensorIOMode(enum.IntEnum):
 class _Memory:
     """A read-only view of memory kiln owns, for numpy to copy from."""
 
-    def __init__(self, addr: int, shape: Tuple[int, ...], dtype: DataType):
-        self.__array_interface__ = {"shape": shape, "typestr": np.dtype(nptype(dtype)).str,
+    def __init__(self, addr: int, shape: Tuple[int, ...], npt: type):
+        self.__array_interface__ = {"shape": shape, "typestr": np.dtype(npt).str,
                                     "data": (addr, True), "version": 3}
 
 
@@ -50,6 +50,11 @@ class Engine:
         self._handle = handle
         self._io = _kiln.engine_io(handle)
         self._by_name = {t[0]: t for t in self._io}
+        self._inputs = [t[0] for t in self._io if t[3]]
+        self._outputs = [t[0] for t in self._io if not t[3]]
+        # (name, numpy type, data-dependent) for execute()
+        self._in_np = [(t[0], nptype(DataType(t[1]))) for t in self._io if t[3]]
+        self._out_np = [(t[0], nptype(DataType(t[1])), bool(t[4])) for t in self._io if not t[3]]
 
     # tensorrt-style I/O queries
     @property
@@ -84,11 +89,11 @@ class Engine:
 
     @property
     def inputs(self) -> List[str]:
-        return [t[0] for t in self._io if t[3]]
+        return list(self._inputs)
 
     @property
     def outputs(self) -> List[str]:
-        return [t[0] for t in self._io if not t[3]]
+        return list(self._outputs)
 
     @property
     def layers(self) -> List[dict]:
@@ -164,35 +169,34 @@ class ExecutionContext:
     def execute(self, feed: Mapping[str, object]) -> Dict[str, np.ndarray]:
         """Run on {input name: array} and return {output name: new array}.
         Inputs are converted to the engine's dtype (a copy only if needed)."""
-        eng = self.engine
-        missing = [n for n in eng.inputs if n not in feed]
-        unknown = [n for n in feed if n not in eng.inputs]
-        if missing or unknown:
-            raise KeyError(f"execute: inputs {eng.inputs}; missing {missing}, unknown {unknown}")
+        eng, h = self.engine, self._handle
+        if len(feed) != len(eng._inputs) or any(n not in feed for n in eng._inputs):
+            missing = [n for n in eng._inputs if n not in feed]
+            unknown = [n for n in feed if n not in eng._inputs]
+            raise KeyError(f"execute: inputs {eng._inputs}; missing {missing}, unknown {unknown}")
         with self._lock:
-            arrays = {}
-            for name in eng.inputs:
-                a = np.ascontiguousarray(feed[name], dtype=nptype(eng.get_tensor_dtype(name)))
-                arrays[name] = a
-                _kiln.context_set_input_shape(self._handle, name, a.shape)
-                _kiln.context_bind(self._handle, name, a.ctypes.data, a.nbytes)
+            arrays = []  # alive until the run is over
+            for name, npt in eng._in_np:
+                a = np.ascontiguousarray(feed[name], dtype=npt)
+                arrays.append(a)
+                _kiln.context_set_input_shape(h, name, a.shape)
+                _kiln.context_bind(h, name, a.ctypes.data, a.nbytes)
             out = {}
-            for name in eng.outputs:
-                if eng.is_shape_data_dependent(name):
-                    _kiln.context_bind(self._handle, name, 0, 0)
+            for name, npt, dep in eng._out_np:
+                if dep:
+                    _kiln.context_bind(h, name, 0, 0)
                     continue
-                o = np.empty(_kiln.context_shape(self._handle, name), dtype=nptype(eng.get_tensor_dtype(name)))
-                _kiln.context_bind(self._handle, name, o.ctypes.data, o.nbytes)
+                o = np.empty(_kiln.context_shape(h, name), dtype=npt)
+                _kiln.context_bind(h, name, o.ctypes.data, o.nbytes)
                 out[name] = o
-            _kiln.context_run(self._handle)
-            for name in eng.outputs:
-                if name not in out:
-                    shape = _kiln.context_shape(self._handle, name)
-                    addr = _kiln.context_output(self._handle, name)[0]
-                    dt = eng.get_tensor_dtype(name)
-                    out[name] = np.array(_Memory(addr, shape, dt)) if addr else np.empty(shape, nptype(dt))
+            _kiln.context_run(h)
+            for name, npt, dep in eng._out_np:
+                if dep:
+                    shape = _kiln.context_shape(h, name)
+                    addr = _kiln.context_output(h, name)[0]
+                    out[name] = np.array(_Memory(addr, shape, npt)) if addr else np.empty(shape, npt)
             self._keep.clear()
-            return out
+            return {name: out[name] for name, _, _ in eng._out_np}
 
 
 class Runtime:

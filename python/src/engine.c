@@ -220,7 +220,7 @@ static PyObject *py_context_shape(PyObject *self, PyObject *args) {
     return kilnpy_dims(dims, nd);
 }
 
-/* context_output(ctx, name) -> (address, capacity in bytes) */
+/* context_output(ctx, name) -> (address or 0 before a run, capacity in bytes) */
 static PyObject *py_context_output(PyObject *self, PyObject *args) {
     (void)self;
     PyObject *cap;
@@ -231,7 +231,6 @@ static PyObject *py_context_output(PyObject *self, PyObject *args) {
     size_t bytes = 0;
     CHECK(kiln_context_output_capacity(ctx, name, &bytes));
     const void *p = kiln_context_output(ctx, name);
-    if (!p && bytes) return kilnpy_raise(KILN_ENOTFOUND);
     return Py_BuildValue("(KK)", (unsigned long long)(uintptr_t)p, (unsigned long long)bytes);
 }
 

@@ -80,10 +80,11 @@ int kilnpy_error_from_python(const char *what) {
         PyErr_Clear();
         s = "(the exception could not be formatted)";
     }
-    /* The message buffer holds 4 KiB: keep the end, where the error is. */
+    /* The message buffer holds 4 KiB and callers prefix the layer: keep
+     * the end of the traceback, where the error is. */
     size_t n = strlen(s);
-    int rc = kiln_set_error(KILN_EPLUGIN, "%s raised a Python exception:\n%s%s", what, n > 3000 ? "...\n" : "",
-                            n > 3000 ? s + n - 3000 : s);
+    int rc = kiln_set_error(KILN_EPLUGIN, "%s raised a Python exception:\n%s%s", what, n > 1800 ? "...\n" : "",
+                            n > 1800 ? s + n - 1800 : s);
     Py_XDECREF(text);
     Py_XDECREF(type);
     Py_XDECREF(value);
@@ -169,7 +170,8 @@ PyMODINIT_FUNC PyInit__kiln(void) {
     if (!kilnpy_error || PyModule_AddObject(m, "KilnError", kilnpy_error) < 0) goto fail;
     Py_INCREF(kilnpy_error); /* the module holds one reference, the C code another */
     if (add_methods(m, module_methods) || add_methods(m, kilnpy_network_methods) ||
-        add_methods(m, kilnpy_engine_methods) || add_methods(m, kilnpy_plugin_methods))
+        add_methods(m, kilnpy_engine_methods) || add_methods(m, kilnpy_plugin_methods) ||
+        add_methods(m, kilnpy_class_plugin_methods))
         goto fail;
     return m;
 fail:

@@ -37,7 +37,7 @@ static const char *user_id(void *user) { return PyUnicode_AsUTF8AndSize(user_get
 /* -------------------------------------------------------------- conversions */
 
 /* Attribute values as a dict (arrays as (bytes, elem dtype)). */
-static PyObject *attrs_dict(const kiln_attrs *a) {
+PyObject *kilnpy_attrs_dict(const kiln_attrs *a) {
     PyObject *d = PyDict_New();
     for (int i = 0; d && a && i < a->count; i++) {
         const kiln_attr_value *v = &a->v[i];
@@ -62,7 +62,7 @@ static PyObject *attrs_dict(const kiln_attrs *a) {
 }
 
 /* (dtype, [(handle, const or None), ...]) for each of n descs. */
-static PyObject *descs_list(const kiln_desc *descs, int n, int base) {
+PyObject *kilnpy_descs_list(const kiln_desc *descs, int n, int base) {
     PyObject *list = PyList_New(n);
     for (int i = 0; list && i < n; i++) {
         const kiln_desc *d = &descs[i];
@@ -137,7 +137,7 @@ static const kiln_expr *tree_expr(const kiln_shape_ctx *c, PyObject *t, const ki
 /* What the Python layer returns: one (dtype, dims, alias, size) per output;
  * dims a list of trees (None for a size tensor), alias the input index or
  * -1, size (opt, upper) trees for a size tensor else None. */
-static int apply_outputs(kiln_shape_ctx *c, PyObject *outs, const char *id) {
+int kilnpy_apply_outputs(kiln_shape_ctx *c, PyObject *outs, const char *id) {
     if (!PyList_Check(outs) || PyList_Size(outs) != c->nout) {
         PyErr_Format(PyExc_ValueError, "%s: the register function returned %zd outputs, the op declares %d", id,
                      PyList_Check(outs) ? PyList_Size(outs) : (Py_ssize_t)-1, c->nout);
@@ -182,10 +182,10 @@ static int shape_trampoline(kiln_shape_ctx *c) {
     char what[300];
     snprintf(what, sizeof what, "the register function of %s", user_id(c->user));
     int rc = 0;
-    PyObject *ins = descs_list(c->in, c->nin, 0), *attrs = ins ? attrs_dict(c->attrs) : NULL;
+    PyObject *ins = kilnpy_descs_list(c->in, c->nin, 0), *attrs = ins ? kilnpy_attrs_dict(c->attrs) : NULL;
     PyObject *outs = attrs ? PyObject_CallFunction(user_get(c->user, U_SHAPE), "OO", ins, attrs) : NULL;
     if (!outs) rc = kilnpy_error_from_python(what);
-    else if ((rc = apply_outputs(c, outs, user_id(c->user))) < 0) rc = kilnpy_error_from_python(what);
+    else if ((rc = kilnpy_apply_outputs(c, outs, user_id(c->user))) < 0) rc = kilnpy_error_from_python(what);
     else if (rc > 0) rc = KILN_ESHAPE;
     Py_XDECREF(ins);
     Py_XDECREF(attrs);
@@ -196,7 +196,7 @@ static int shape_trampoline(kiln_shape_ctx *c) {
 
 /* -------------------------------------------------------------- impl */
 
-static PyObject *tensors_list(const kiln_tensor *t, int n) {
+PyObject *kilnpy_tensors_list(const kiln_tensor *t, int n) {
     PyObject *list = PyList_New(n);
     for (int i = 0; list && i < n; i++) {
         PyObject *o = Py_BuildValue("(KiNNi)", (unsigned long long)(uintptr_t)t[i].data, (int)t[i].dtype,
@@ -211,8 +211,8 @@ static PyObject *tensors_list(const kiln_tensor *t, int n) {
 static int impl_trampoline(const kiln_call *c) {
     PyGILState_STATE g = PyGILState_Ensure();
     int rc = 0;
-    PyObject *ins = tensors_list(c->in, c->nin), *outs = ins ? tensors_list(c->out, c->nout) : NULL;
-    PyObject *attrs = outs ? attrs_dict(c->attrs) : NULL;
+    PyObject *ins = kilnpy_tensors_list(c->in, c->nin), *outs = ins ? kilnpy_tensors_list(c->out, c->nout) : NULL;
+    PyObject *attrs = outs ? kilnpy_attrs_dict(c->attrs) : NULL;
     PyObject *r = attrs ? PyObject_CallFunction(user_get(c->user, U_IMPL), "OOOiK", ins, outs, attrs, c->tactic,
                                                 (unsigned long long)(uintptr_t)c->workspace)
                         : NULL;
@@ -242,8 +242,8 @@ static int formats_trampoline(const kiln_shape_ctx *c, kiln_combo *out, int max)
     snprintf(what, sizeof what, "the autotune function of %s", user_id(c->user));
     int n = 0;
     size_t used = 0;
-    PyObject *ins = descs_list(c->in, c->nin, 0), *outs = ins ? descs_list(c->out, c->nout, OUT_BASE) : NULL;
-    PyObject *attrs = outs ? attrs_dict(c->attrs) : NULL;
+    PyObject *ins = kilnpy_descs_list(c->in, c->nin, 0), *outs = ins ? kilnpy_descs_list(c->out, c->nout, OUT_BASE) : NULL;
+    PyObject *attrs = outs ? kilnpy_attrs_dict(c->attrs) : NULL;
     PyObject *r = attrs ? PyObject_CallFunction(user_get(c->user, U_FORMATS), "OOO", ins, outs, attrs) : NULL;
     if (!r) {
         n = kilnpy_error_from_python(what);
@@ -306,8 +306,8 @@ static int aot_trampoline(const kiln_shape_ctx *c, const kiln_io_format *io, int
     char what[300];
     snprintf(what, sizeof what, "the aot_impl function of %s", user_id(c->user));
     int rc = 0;
-    PyObject *ins = descs_list(c->in, c->nin, 0), *outs = ins ? descs_list(c->out, c->nout, OUT_BASE) : NULL;
-    PyObject *attrs = outs ? attrs_dict(c->attrs) : NULL;
+    PyObject *ins = kilnpy_descs_list(c->in, c->nin, 0), *outs = ins ? kilnpy_descs_list(c->out, c->nout, OUT_BASE) : NULL;
+    PyObject *attrs = outs ? kilnpy_attrs_dict(c->attrs) : NULL;
     PyObject *types = PyList_New(io->n);
     for (int p = 0; types && p < io->n; p++) PyList_SetItem(types, p, Py_BuildValue("(ii)", io->dtype[p], io->format[p]));
     PyObject *r = attrs && types ? PyObject_CallFunction(user_get(c->user, U_AOT), "OOOOi", ins, outs, attrs, types, tactic)
@@ -356,6 +356,34 @@ static int aot_trampoline(const kiln_shape_ctx *c, const kiln_io_format *io, int
 
 /* -------------------------------------------------------------- registration */
 
+kiln_attr_def *kilnpy_split_and_defs(const char *id, char *buf, size_t size, const char **ns, const char **name,
+                                     PyObject *attrs) {
+    const char *sep = strstr(id, "::");
+    if (!sep || sep == id || !sep[2] || strlen(id) >= size) {
+        PyErr_Format(PyExc_ValueError, "plugin identity \"%s\": expected \"namespace::name\"", id);
+        return NULL;
+    }
+    memcpy(buf, id, strlen(id) + 1);
+    buf[sep - id] = '\0';
+    *ns = buf;
+    *name = buf + (sep - id) + 2;
+    Py_ssize_t na = PyList_Size(attrs);
+    if (na < 0) return NULL;
+    kiln_attr_def *defs = PyMem_Calloc((size_t)na + 1, sizeof *defs);
+    if (!defs) return (kiln_attr_def *)PyErr_NoMemory();
+    for (Py_ssize_t i = 0; i < na; i++) {
+        int type, elem, req;
+        if (!PyArg_ParseTuple(PyList_GetItem(attrs, i), "siizp", &defs[i].name, &type, &elem, &defs[i].def, &req)) {
+            PyMem_Free(defs);
+            return NULL;
+        }
+        defs[i].type = (kiln_attr_type)type;
+        defs[i].elem = (kiln_dtype)elem;
+        defs[i].required = req;
+    }
+    return defs;
+}
+
 /* register_quick_op(identity, version, min_in, max_in, nout, attrs, shape,
  *                   impl, formats, aot, aot_signature, timing_id, doc)
  * attrs: [(name, type, elem, default text or None, required)] */
@@ -368,39 +396,23 @@ static PyObject *py_register_quick_op(PyObject *self, PyObject *args) {
                           &formats, &aot, &aot_sig, &timing_id, &doc))
         return NULL;
     char buf[512];
-    const char *sep = strstr(id, "::");
-    if (!sep || strlen(id) >= sizeof buf)
-        return PyErr_Format(PyExc_ValueError, "plugin identity \"%s\": expected \"namespace::name\"", id);
-    memcpy(buf, id, strlen(id) + 1);
-    buf[sep - id] = '\0';
-    Py_ssize_t na = PyList_Size(attrs);
-    if (na < 0) return NULL;
-    kiln_attr_def *defs = calloc((size_t)na + 1, sizeof *defs);
-    if (!defs) return PyErr_NoMemory();
-    for (Py_ssize_t i = 0; i < na; i++) {
-        int type, elem, req;
-        if (!PyArg_ParseTuple(PyList_GetItem(attrs, i), "siizp", &defs[i].name, &type, &elem, &defs[i].def, &req)) {
-            free(defs);
-            return NULL;
-        }
-        defs[i].type = (kiln_attr_type)type;
-        defs[i].elem = (kiln_dtype)elem;
-        defs[i].required = req;
-    }
+    const char *ns, *name;
+    kiln_attr_def *defs = kilnpy_split_and_defs(id, buf, sizeof buf, &ns, &name, attrs);
+    if (!defs) return NULL;
     PyObject *user = PyTuple_Pack(U_COUNT, PyTuple_GetItem(args, 0), shape, impl, formats, aot);
     if (!user) {
-        free(defs);
+        PyMem_Free(defs);
         return NULL;
     }
     kiln_quick_op q = {
-        .ns = buf, .name = buf + (sep - id) + 2, .version = version, .min_inputs = min_in, .max_inputs = max_in,
+        .ns = ns, .name = name, .version = version, .min_inputs = min_in, .max_inputs = max_in,
         .num_outputs = nout, .attrs = defs, .shape = shape_trampoline,
         .impl = impl != Py_None ? impl_trampoline : NULL, .timing_id = timing_id,
         .aot = aot != Py_None ? aot_trampoline : NULL, .aot_signature = aot_sig, .doc = doc, .user = user,
         .formats_fn = formats != Py_None ? formats_trampoline : NULL,
     };
     int rc = kiln_register_quick_op(&q); /* copies everything but `user` */
-    free(defs);
+    PyMem_Free(defs);
     if (rc) {
         Py_DECREF(user);
         return kilnpy_raise(rc);

@@ -5,7 +5,9 @@
  * builder then gives the output no memory of its own (it inserts a copy only
  * when input 0 is still needed later, or is a network input or constant).
  * impl therefore sees out[0].data == in[0].data and must be written so that
- * this is safe (here: each element is read before it is written).
+ * this is safe (here: each element is read before it is written).  While
+ * timing (version 2) the candidates run on separate buffers, which the
+ * same loop handles.  Version 2 adds the autotune part: FP32|FP16.
  */
 #include <kiln/plugin.h>
 
@@ -25,10 +27,16 @@ static int inplace_shape(kiln_shape_ctx *c) {
 }
 
 static int inplace_impl(const kiln_call *c) {
-    const float *b = c->in[1].data;
-    float *y = c->out[0].data;
-    const float *a = c->in[0].data; /* == y when the builder honoured the alias */
-    for (int64_t i = 0, n = kiln_tensor_numel(&c->out[0]); i < n; i++) y[i] = a[i] + b[i];
+    int64_t n = kiln_tensor_numel(&c->out[0]);
+    if (c->out[0].dtype == KILN_DTYPE_F16) {
+        const uint16_t *a = c->in[0].data, *b = c->in[1].data; /* a == y when aliased */
+        uint16_t *y = c->out[0].data;
+        for (int64_t i = 0; i < n; i++) y[i] = kiln_f32_to_f16(kiln_f16_to_f32(a[i]) + kiln_f16_to_f32(b[i]));
+    } else {
+        const float *a = c->in[0].data, *b = c->in[1].data; /* a == y when the builder honoured the alias */
+        float *y = c->out[0].data;
+        for (int64_t i = 0; i < n; i++) y[i] = a[i] + b[i];
+    }
 
     kiln_samples_inplace_log *log = kiln_samples_inplace_log_get();
     int k = log->n++ % KILN_SAMPLES_INPLACE_LOG;
@@ -44,3 +52,12 @@ static const kiln_quick_op inplace_add = {
     .doc = "x += y in place (output 0 aliases input 0)",
 };
 KILN_OP(inplace_add)
+
+static const kiln_combo inplace_formats[] = {{"FP32|FP16, FP32|FP16, FP32|FP16", NULL, {0}}, {NULL, NULL, {0}}};
+static const kiln_quick_op inplace_add_tuned = {
+    .ns = "sample", .name = "inplace_add", .version = 2,
+    .min_inputs = 2, .max_inputs = 2, .num_outputs = 1, .formats = inplace_formats,
+    .shape = inplace_shape, .impl = inplace_impl,
+    .doc = "x += y in place, FP32 or FP16 chosen by timing",
+};
+KILN_OP(inplace_add_tuned)

@@ -89,7 +89,8 @@ fail:
     return rc;
 }
 
-static int net_inplace_add(kiln_network *net) {
+static int net_inplace_add(kiln_network *net, const char *opts) {
+    int v = has_opt(opts, "autotune") ? 2 : 1;
     int rc;
     kiln_layer *l;
     const int64_t dims[2] = {4, 16};
@@ -97,9 +98,9 @@ static int net_inplace_add(kiln_network *net) {
     CHECK(kiln_network_add_input(net, "y", KILN_DTYPE_F32, 2, dims, NULL));
     /* The first op may not overwrite the network input x: the builder
      * copies x once; the second op then works in place on t. */
-    LAYER(l, net, "sample::inplace_add", 1, "add1", 2, (const char *[]){"x", "y"}, 1,
+    LAYER(l, net, "sample::inplace_add", v, "add1", 2, (const char *[]){"x", "y"}, 1,
           (const char *[]){"t"});
-    LAYER(l, net, "sample::inplace_add", 1, "add2", 2, (const char *[]){"t", "y"}, 1,
+    LAYER(l, net, "sample::inplace_add", v, "add2", 2, (const char *[]){"t", "y"}, 1,
           (const char *[]){"z"});
     CHECK(kiln_network_mark_output(net, "z"));
 fail:
@@ -207,7 +208,7 @@ int kiln_samples_network(const char *name, const char *opts, kiln_network **out)
     if (!net) return kiln_set_error(KILN_ENOMEM, "out of memory creating network '%s'", name);
     int rc;
     if (!strcmp(name, "elemwise_add")) rc = net_elemwise_add(net, opts);
-    else if (!strcmp(name, "inplace_add")) rc = net_inplace_add(net);
+    else if (!strcmp(name, "inplace_add")) rc = net_inplace_add(net, opts);
     else if (!strcmp(name, "non_zero")) rc = net_non_zero(net, opts);
     else if (!strcmp(name, "circ_pad")) rc = net_circ_pad(net, opts);
     else if (!strcmp(name, "chain100")) rc = net_chain(net, 100);

@@ -15,13 +15,9 @@
 /* ------------------------------------------------------------ IR helpers */
 
 int kiln__b_new_tensor(builder *b, const char *name, bt_kind kind) {
-    if (b->nt == b->capt) {
-        int nc = b->capt ? b->capt * 2 : 64;
-        bt *n = kiln__realloc(b->t, (size_t)nc * sizeof *n);
-        if (!n) return kiln__err(KILN_ENOMEM, "build: out of memory");
-        b->t = n;
-        b->capt = nc;
-    }
+    bt *n = kiln__grow(b->t, &b->capt, b->nt + 1, sizeof *b->t);
+    if (!n) return KILN_ENOMEM;
+    b->t = n;
     bt *t = &b->t[b->nt];
     memset(t, 0, sizeof *t);
     t->name = kiln__strdup(name);
@@ -36,13 +32,9 @@ int kiln__b_new_tensor(builder *b, const char *name, bt_kind kind) {
 }
 
 int kiln__b_new_layer(builder *b, const char *name, const kiln__op *op, int nin, int nout) {
-    if (b->nl == b->capl) {
-        int nc = b->capl ? b->capl * 2 : 64;
-        bl *n = kiln__realloc(b->l, (size_t)nc * sizeof *n);
-        if (!n) return kiln__err(KILN_ENOMEM, "build: out of memory");
-        b->l = n;
-        b->capl = nc;
-    }
+    bl *n = kiln__grow(b->l, &b->capl, b->nl + 1, sizeof *b->l);
+    if (!n) return KILN_ENOMEM;
+    b->l = n;
     bl *l = &b->l[b->nl];
     memset(l, 0, sizeof *l);
     l->name = kiln__strdup(name);

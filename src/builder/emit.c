@@ -32,13 +32,9 @@ typedef struct ilist {
 } ilist;
 
 static int ipush(ilist *l, int x) {
-    if (l->n == l->cap) {
-        int nc = l->cap ? l->cap * 2 : 64;
-        int *n = kiln__realloc(l->v, (size_t)nc * sizeof *n);
-        if (!n) return kiln__err(KILN_ENOMEM, "build: out of memory");
-        l->v = n;
-        l->cap = nc;
-    }
+    int *n = kiln__grow(l->v, &l->cap, l->n + 1, sizeof *l->v);
+    if (!n) return KILN_ENOMEM;
+    l->v = n;
     l->v[l->n++] = x;
     return 0;
 }
@@ -318,13 +314,9 @@ static int32_t node_of(emitter *E, const kiln_expr *x) {
         }
     }
     kiln_engine *e = E->e;
-    if (e->nnodes == E->capnodes) {
-        int nc = E->capnodes ? E->capnodes * 2 : 64;
-        kiln__enode *nn = kiln__realloc(e->nodes, (size_t)nc * sizeof *nn);
-        if (!nn) return kiln__err(KILN_ENOMEM, "build: out of memory");
-        e->nodes = nn;
-        E->capnodes = nc;
-    }
+    kiln__enode *nn = kiln__grow(e->nodes, &E->capnodes, e->nnodes + 1, sizeof *e->nodes);
+    if (!nn) return KILN_ENOMEM;
+    e->nodes = nn;
     e->nodes[e->nnodes] = n;
     E->map[x->id] = e->nnodes;
     return e->nnodes++;

@@ -78,17 +78,6 @@ static int find_layer(const kiln_network *net, const char *name) {
     return hash_find(net, net->layer_hash, net->layer_hash_cap, layer_name_at, name);
 }
 
-static int grow(void **p, int *cap, int need, size_t elem) {
-    if (need <= *cap) return 0;
-    int nc = *cap ? *cap * 2 : 16;
-    while (nc < need) nc *= 2;
-    void *q = kiln__realloc(*p, (size_t)nc * elem);
-    if (!q) return kiln__err(KILN_ENOMEM, "network: out of memory growing a table to %d entries", nc);
-    *p = q;
-    *cap = nc;
-    return 0;
-}
-
 /* Names must fit an engine file (KILN__MAX_NAME). */
 static int check_name(const char *what, const char *name) {
     size_t n = strlen(name);
@@ -104,8 +93,10 @@ static int new_tensor(kiln_network *net, const char *name, kiln__tkind kind) {
     if (rc) return rc;
     if (kiln__network_find_tensor(net, name) >= 0)
         return kiln__err(KILN_EEXISTS, "network: tensor name '%s' is already taken", name);
-    rc = grow((void **)&net->tensors, &net->cap_tensors, net->ntensors + 1, sizeof *net->tensors);
-    if (!rc) rc = hash_reserve(net, &net->tensor_hash, &net->tensor_hash_cap, net->ntensors, tensor_name);
+    kiln__ntensor *nt = kiln__grow(net->tensors, &net->cap_tensors, net->ntensors + 1, sizeof *net->tensors);
+    if (!nt) return KILN_ENOMEM;
+    net->tensors = nt;
+    rc = hash_reserve(net, &net->tensor_hash, &net->tensor_hash_cap, net->ntensors, tensor_name);
     if (rc) return rc;
     kiln__ntensor *t = &net->tensors[net->ntensors];
     memset(t, 0, sizeof *t);
@@ -325,8 +316,10 @@ kiln_layer *kiln_network_add_layer(kiln_network *net, const char *op, int versio
                 return NULL;
             }
     }
-    if (grow((void **)&net->layers, &net->cap_layers, net->nlayers + 1, sizeof *net->layers) ||
-        hash_reserve(net, &net->layer_hash, &net->layer_hash_cap, net->nlayers, layer_name_at))
+    kiln_layer **nl = kiln__grow(net->layers, &net->cap_layers, net->nlayers + 1, sizeof *net->layers);
+    if (!nl) return NULL;
+    net->layers = nl;
+    if (hash_reserve(net, &net->layer_hash, &net->layer_hash_cap, net->nlayers, layer_name_at))
         return NULL;
     kiln_layer *l = kiln__calloc(1, sizeof *l);
     if (!l) {

@@ -41,13 +41,9 @@ static int cand_add(cand_list *l, const kiln_io_format *io, int tactic) {
     for (int i = 0; i < l->n; i++)
         if (l->c[i].tactic == tactic && same_io(&l->c[i].io, io)) return 0;
     if (l->n >= MAX_CANDS) return 0;
-    if (l->n == l->cap) {
-        int nc = l->cap ? l->cap * 2 : 8;
-        cand *n = kiln__realloc(l->c, (size_t)nc * sizeof *n);
-        if (!n) return kiln__err(KILN_ENOMEM, "build: out of memory");
-        l->c = n;
-        l->cap = nc;
-    }
+    cand *n = kiln__grow(l->c, &l->cap, l->n + 1, sizeof *l->c);
+    if (!n) return KILN_ENOMEM;
+    l->c = n;
     l->c[l->n].io = *io;
     l->c[l->n].tactic = tactic;
     l->n++;

@@ -22,16 +22,9 @@
 #define FOLD_MAX_BYTES ((uint64_t)256 << 20)
 
 static bsym *add_sym(builder *b, const kiln_expr *e, bsym_kind kind, int t, int d) {
-    if (b->nsym == b->capsym) {
-        int nc = b->capsym ? b->capsym * 2 : 32;
-        bsym *n = kiln__realloc(b->sym, (size_t)nc * sizeof *n);
-        if (!n) {
-            kiln__err(KILN_ENOMEM, "build: out of memory");
-            return NULL;
-        }
-        b->sym = n;
-        b->capsym = nc;
-    }
+    bsym *n = kiln__grow(b->sym, &b->capsym, b->nsym + 1, sizeof *b->sym);
+    if (!n) return NULL;
+    b->sym = n;
     bsym *s = &b->sym[b->nsym++];
     memset(s, 0, sizeof *s);
     s->e = e;
@@ -100,7 +93,8 @@ static void const_values(builder *b, bt *t) {
 /* ------------------------------------------------------------ shape functions API */
 
 typedef struct shape_priv {
-    builder *b;
+    builder *b;                 /* NULL: bounds mode (kiln__shape_run_bounds) */
+    kiln__shape_bounds *bounds;
     int layer;
     const kiln_network *inline_net;
     int alias[KILN_MAX_IO];
@@ -127,6 +121,11 @@ const kiln_expr *kiln_shape_size_tensor(kiln_shape_ctx *c, int out, const kiln_e
     KILN__CB_ARG(c && c->x, kiln_expr_sym(NULL, NULL));
     KILN__CB_ARG(opt && upper && out >= 0 && out < c->nout, kiln_expr_sym(c->x, "<invalid size tensor>"));
     shape_priv *p = c->priv_;
+    if (p && !p->b) { /* bounds mode: the dims it sets hold at most this */
+        c->out[out].dtype = KILN_DTYPE_I64;
+        c->out[out].ndim = 0;
+        return upper;
+    }
     char *name = kiln__strfmt("%s:size%d", p ? p->b->l[p->layer].name : "?", out);
     const kiln_expr *s = name ? kiln_expr_sym(c->x, name) : kiln_expr_sym(NULL, NULL);
     kiln__free(name);
@@ -156,8 +155,36 @@ int kiln_shape_numel_bound(kiln_shape_ctx *c, int out, const kiln_expr *upper) {
     if (out < 0 || out >= c->nout)
         return kiln__err(KILN_EINVAL, "kiln_shape_numel_bound: output %d out of range (%d outputs)", out, c->nout);
     shape_priv *p = c->priv_;
-    if (p) p->b->t[p->b->l[p->layer].out[out]].numel_bound = upper;
+    if (p && !p->b) p->bounds->numel[out] = upper;
+    else if (p) p->b->t[p->b->l[p->layer].out[out]].numel_bound = upper;
     return 0;
+}
+
+int kiln__shape_run_bounds(const kiln__op *op, void *state, kiln_shape_ctx *c, kiln__shape_bounds *bounds) {
+    shape_priv sp = {.b = NULL, .bounds = bounds};
+    for (int k = 0; k < KILN_MAX_IO; k++) {
+        sp.alias[k] = -1;
+        bounds->numel[k] = NULL;
+    }
+    c->priv_ = &sp;
+    int rc = kiln__misuse_take(op->vt->shape(state, c));
+    c->priv_ = NULL;
+    if (!rc && sp.inline_net)
+        rc = kiln__err(KILN_EUNSUPPORTED, "the op replaces itself by a sub-network (only the builder inlines)");
+    return rc;
+}
+
+/* "2,?,3": dims for a message, '?' where not constant. */
+static void dims_text(const kiln_expr *const *d, int n, char *buf, size_t size) {
+    size_t len = 0;
+    buf[0] = 0;
+    for (int k = 0; k < n && len < size; k++) {
+        int64_t v;
+        if (kiln_expr_is_const(d[k], &v))
+            len += (size_t)snprintf(buf + len, size - len, "%s%lld", k ? "," : "", (long long)v);
+        else
+            len += (size_t)snprintf(buf + len, size - len, "%s?", k ? "," : "");
+    }
 }
 
 int kiln_shape_broadcast(kiln_shape_ctx *c, const kiln_expr *const *a, int na,
@@ -178,21 +205,9 @@ int kiln_shape_broadcast(kiln_shape_ctx *c, const kiln_expr *const *a, int na,
         else if (xc && xv == 1) res[i] = y;
         else if (yc && yv == 1) res[i] = x;
         else if (xc && yc) {
-            char sa[128] = "", sb[128] = "";
-            for (int k = 0; k < na; k++) {
-                char t[24];
-                int64_t v;
-                if (kiln_expr_is_const(a[k], &v)) snprintf(t, sizeof t, "%s%lld", k ? "," : "", (long long)v);
-                else snprintf(t, sizeof t, "%s?", k ? "," : "");
-                strncat(sa, t, sizeof sa - strlen(sa) - 1);
-            }
-            for (int k = 0; k < nb; k++) {
-                char t[24];
-                int64_t v;
-                if (kiln_expr_is_const(bb[k], &v)) snprintf(t, sizeof t, "%s%lld", k ? "," : "", (long long)v);
-                else snprintf(t, sizeof t, "%s?", k ? "," : "");
-                strncat(sb, t, sizeof sb - strlen(sb) - 1);
-            }
+            char sa[128], sb[128];
+            dims_text(a, na, sa, sizeof sa);
+            dims_text(bb, nb, sb, sizeof sb);
             return kiln__err(KILN_ESHAPE,
                              "cannot broadcast shapes [%s] and [%s]: dim %d is %lld vs %lld (expected equal or 1)",
                              sa, sb, i, (long long)xv, (long long)yv);
@@ -205,7 +220,7 @@ int kiln_shape_broadcast(kiln_shape_ctx *c, const kiln_expr *const *a, int na,
 int kiln_shape_inline(kiln_shape_ctx *c, const kiln_network *sub) {
     KILN__CB_ARG(c, KILN_EINVAL);
     shape_priv *p = c->priv_;
-    if (!p) return kiln__err(KILN_EUNSUPPORTED, "kiln_shape_inline: only the builder can inline");
+    if (!p || !p->b) return kiln__err(KILN_EUNSUPPORTED, "kiln_shape_inline: only the builder can inline");
     if (!sub) return kiln__err(KILN_EINVAL, "kiln_shape_inline: sub-network is NULL");
     if (sub->ninputs > c->nin)
         return kiln__err(KILN_EINVAL, "kiln_shape_inline: sub-network has %d inputs, the layer %d",

@@ -105,13 +105,9 @@ static int put(kiln__tcache *c, const char *key, double ms, int from_build) {
         int rc = rehash(c, c->nslots ? c->nslots * 2 : 64);
         if (rc) return rc;
     }
-    if (c->n == c->cap) {
-        int nc = c->cap ? c->cap * 2 : 32;
-        tc_entry *ne = kiln__realloc(c->e, (size_t)nc * sizeof *ne);
-        if (!ne) return kiln__err(KILN_ENOMEM, "timing cache: out of memory");
-        c->e = ne;
-        c->cap = nc;
-    }
+    tc_entry *ne = kiln__grow(c->e, &c->cap, c->n + 1, sizeof *c->e);
+    if (!ne) return KILN_ENOMEM;
+    c->e = ne;
     char *k = kiln__strdup(key);
     if (!k) return kiln__err(KILN_ENOMEM, "timing cache: out of memory");
     c->e[c->n] = (tc_entry){k, h, ms, from_build};

@@ -77,3 +77,20 @@ void kiln__aligned_free(void *p) {
 }
 
 void kiln_free(void *p) { kiln__free(p); }
+
+void *kiln__grow(void *p, int *cap, int need, size_t elem) {
+    if (need <= *cap) return p;
+    int64_t nc = *cap > 0 ? *cap : 16;
+    while (nc < need) nc *= 2;
+    if (nc > INT32_MAX || (uint64_t)nc > SIZE_MAX / elem) {
+        kiln__err(KILN_ENOMEM, "out of memory: a table of %d entries", need);
+        return NULL;
+    }
+    void *q = kiln__realloc(p, (size_t)nc * elem);
+    if (!q) {
+        kiln__err(KILN_ENOMEM, "out of memory growing a table to %lld entries", (long long)nc);
+        return NULL;
+    }
+    *cap = (int)nc;
+    return q;
+}

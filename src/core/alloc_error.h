@@ -23,6 +23,11 @@ char *kiln__strfmt(const char *fmt, ...) KILN_PRINTF(1, 2);
 /* 64-byte aligned allocation (free with kiln__aligned_free). */
 void *kiln__aligned_alloc(size_t n);
 void kiln__aligned_free(void *p);
+/* The array p of *cap elements of elem bytes, grown (capacity doubled,
+ * from 16) to hold at least need >= 1 elements; *cap is updated.  Returns
+ * the array, moved or not, or NULL with KILN_ENOMEM set (p is then still
+ * valid and unchanged). */
+void *kiln__grow(void *p, int *cap, int need, size_t elem);
 
 /* ---- error.c */
 /* Set the thread's error message and return status (== kiln_set_error). */

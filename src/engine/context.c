@@ -92,7 +92,7 @@ struct kiln_context {
     uint64_t *mp_sizes, *mp_offs;
     int32_t *mp_first, *mp_last, *mp_t;
     int32_t *slot;              /* per tensor: its arena buffer (roots), -1 */
-    uint8_t *tnull;             /* (K) per tensor: an output nothing reads, of an op that
+    uint8_t *tnull;             /* per tensor: an output nothing reads, of an op that
                                  * allows it (kiln_quick_op.optional_outputs): passed as NULL */
 };
 
@@ -475,7 +475,9 @@ static int tensor_capacity(const kiln_context *c, int32_t t, uint64_t *out) {
     return dims_bytes(et, dims, out);
 }
 
-static void set_view(const kiln_context *c, kiln_tensor *v, int32_t t) {
+/* upper: dims at the size symbols' upper bounds (the data-dependent
+ * outputs of the layer that writes their size tensors: what it may fill). */
+static void set_view(const kiln_context *c, kiln_tensor *v, int32_t t, int upper) {
     if (t < 0) {
         memset(v, 0, sizeof *v);
         v->dtype = KILN_DTYPE_UNDEFINED;
@@ -484,6 +486,7 @@ static void set_view(const kiln_context *c, kiln_tensor *v, int32_t t) {
     const kiln__etensor *et = &c->e->tensors[t];
     int64_t dims[KILN_MAX_DIMS];
     tensor_dims(c, et, dims);
+    for (int d = 0; upper && d < et->ndim; d++) dims[d] = c->vals_up[et->dims[d]];
     kiln__tensor_view(v, NULL, (kiln_dtype)et->dtype, (kiln_format)et->format,
                       kiln__etensor_device(c->e, t), et->ndim, dims);
 }
@@ -492,12 +495,13 @@ static void update_view_dims(kiln_context *c, int from_layer) {
     const kiln_engine *e = c->e;
     for (int32_t l = from_layer; l < e->nlayers; l++) {
         ctx_layer *cl = &c->L[l];
-        int n = cl->call.nin + cl->call.nout;
+        int n = cl->call.nin + cl->call.nout, sizes = 0;
+        for (int k = 0; k < e->layers[l].nout; k++) sizes |= e->layers[l].out[k] >= 0 && e->tensors[e->layers[l].out[k]].is_size;
         for (int k = 0; k < n; k++) {
             kiln_tensor *v = &cl->in[k]; /* in and out are contiguous */
             int32_t t = c->view_t[v - c->views];
             void *d = v->data;
-            set_view(c, v, t);
+            set_view(c, v, t, sizes && k >= cl->call.nin && t >= 0 && c->tdep[t]);
             v->data = d;
         }
     }
@@ -983,7 +987,8 @@ KILN_API int kiln_context_run(kiln_context *c) {
         double t0 = 0;
         if (debug) debug_before(c, l);
         if (cl->check) {
-            rc = kiln__layer_check_shapes(e, l, e->layers[l].state, cl->call.attrs, cl->in, cl->out, c->dep);
+            rc = kiln__layer_check_shapes(e, l, e->layers[l].state, cl->call.attrs, cl->in, cl->out, c->dep,
+                                          c->tbytes);
             if (rc) return rc;
             cl->check = 0;
         }

@@ -123,12 +123,16 @@ static void prepack_view(const kiln_engine *e, int32_t t, kiln_tensor *v) {
     const kiln__etensor *et = &e->tensors[t];
     int64_t dims[KILN_MAX_DIMS] = {0};
     int fixed = kiln__etensor_static_dims(e, et, dims) < 0;
+    uint64_t bytes = 0;
+    /* Static dims beyond 2^48 bytes (a crafted engine) would overflow the
+     * strides: such a tensor is described as of unknown dims. */
+    if (fixed && kiln__tensor_bytes((kiln_dtype)et->dtype, (kiln_format)et->format, et->ndim, dims, &bytes)) {
+        for (int d = 0; d < et->ndim; d++) dims[d] = -1;
+        fixed = 0;
+    }
     kiln__tensor_view(v, NULL, (kiln_dtype)et->dtype, (kiln_format)et->format,
                       kiln__etensor_device(e, t), et->ndim, dims);
-    uint64_t bytes;
-    if (fixed && et->kind == KILN__ET_CONST && et->format == KILN_FORMAT_LINEAR &&
-        kiln__tensor_bytes(v->dtype, v->format, v->ndim, v->dims, &bytes) == 0 &&
-        bytes == et->const_bytes)
+    if (fixed && et->kind == KILN__ET_CONST && et->format == KILN_FORMAT_LINEAR && bytes == et->const_bytes)
         v->data = e->weights + et->const_off;
 }
 

@@ -1,7 +1,7 @@
 /*
  * epilogue.c — fused epilogue chains at run time.
  *
- * The builder (build/fuse.c) folds elementwise layers into the layer that
+ * The builder (builder/fuse.c) folds elementwise layers into the layer that
  * produces their input; the engine keeps, per layer, the chain of fused ops
  * (kiln__eepi: identity, attributes, constant inputs).  Here a loaded or
  * built engine turns each chain into a ready-to-call list (op epilogue

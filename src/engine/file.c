@@ -359,7 +359,7 @@ done:
 }
 
 static int serialize_to(const kiln_engine *e, const unsigned char *sk, void **buf, size_t *size) {
-    if (!e || !buf || !size) return kiln__err(KILN_EINVAL, "kiln_engine_serialize: NULL argument");
+    KILN__ARG(e && buf && size, KILN_EINVAL);
     wbuf w = {0};
     int rc = serialize(e, sk, &w);
     if (rc) {
@@ -377,12 +377,12 @@ KILN_API int kiln_engine_serialize(const kiln_engine *e, void **buf, size_t *siz
 
 KILN_API int kiln_engine_serialize_signed(const kiln_engine *e, const unsigned char sk[64],
                                           void **buf, size_t *size) {
-    if (!sk) return kiln__err(KILN_EINVAL, "kiln_engine_serialize_signed: NULL secret key");
+    KILN__ARG(sk, KILN_EINVAL);
     return serialize_to(e, sk, buf, size);
 }
 
 static int save_to(const kiln_engine *e, const char *path, const unsigned char *sk) {
-    if (!e || !path) return kiln__err(KILN_EINVAL, "kiln_engine_save: NULL argument");
+    KILN__ARG(e && path, KILN_EINVAL);
     struct stat pst;
     if (stat(path, &pst) == 0 && S_ISDIR(pst.st_mode))
         return kiln__err(KILN_EIO, "cannot save engine to '%s': it is a directory (expected a file path)", path);
@@ -1025,6 +1025,10 @@ KILN_API int kiln_engine_has_code(const kiln_engine *e) {
     return 0;
 }
 
+/* The options of the engine being prepared on this thread, for engines it
+ * loads itself (sub-engines); NULL outside a load. */
+static __thread const kiln_load_options *t_nested;
+
 /* Native code runs only by the caller's choice (kiln_load_options). */
 static int trust_ok(const kiln_engine *e, const kiln_load_options *opt, int verified) {
     if (!kiln_engine_has_code(e) || verified) return 0;
@@ -1185,16 +1189,23 @@ static int parse_image(const uint8_t *p, size_t n, int weights_in_place, const k
     if ((rc = check_refs(e, sec))) return rc;
     if ((rc = kiln__engine_validate(e))) return rc;
     if ((rc = trust_ok(e, opt, verified))) return rc;
-    return kiln__engine_prepare(e);
+    /* Sub-engines (Loop/Scan bodies) load while their layer is prepared:
+     * they inherit this engine's decision, since its signature covers them. */
+    kiln_load_options inner = {.code = verified || opt->code == KILN_CODE_ALLOW ? KILN_CODE_ALLOW : opt->code};
+    const kiln_load_options *outer = t_nested;
+    t_nested = &inner;
+    rc = kiln__engine_prepare(e);
+    t_nested = outer;
+    return rc;
 }
 
 static const kiln_load_options default_opts;
 
 KILN_API int kiln_engine_load_memory_ex(const void *buf, size_t size, const kiln_load_options *opt,
                                         kiln_engine **out) {
-    if (!out) return kiln__err(KILN_EINVAL, "kiln_engine_load_memory: NULL output pointer");
+    KILN__ARG(out, KILN_EINVAL);
     *out = NULL;
-    if (!opt) opt = &default_opts;
+    if (!opt) opt = t_nested ? t_nested : &default_opts;
     if (!buf && size) return kiln__err(KILN_EINVAL, "engine buffer is NULL");
     kiln_engine *e = kiln__calloc(1, sizeof *e);
     if (!e) return kiln__err(KILN_ENOMEM, "out of memory");
@@ -1212,9 +1223,8 @@ KILN_API int kiln_engine_load_memory(const void *buf, size_t size, kiln_engine *
 }
 
 KILN_API int kiln_engine_load_ex(const char *path, const kiln_load_options *opt, kiln_engine **out) {
-    if (!out) return kiln__err(KILN_EINVAL, "kiln_engine_load: NULL output pointer");
+    KILN__ARG(path && out, KILN_EINVAL);
     *out = NULL;
-    if (!path) return kiln__err(KILN_EINVAL, "kiln_engine_load: NULL path");
     if (!opt) opt = &default_opts;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return kiln__err(KILN_EIO, "cannot open engine '%s': %s", path, strerror(errno));

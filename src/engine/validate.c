@@ -7,7 +7,8 @@
  * its own.  Here the parts are checked against each other:
  *
  *   at load (kiln__engine_validate)
- *     - constants: fixed dims whose bytes fit the constant's weight range;
+ *     - constants: fixed dims whose bytes fit the constant's weight range,
+ *       64-byte aligned;
  *     - layers in order: an activation is written by a layer before any
  *       layer reads it, and every tensor's lifetime (which the memory plan
  *       uses to share memory) covers each layer that reads or writes it;
@@ -43,15 +44,11 @@ static int vfail(const kiln_engine *e, const char *fmt, ...) {
 
 /* Bytes of a tensor whose dims are all constants; -1 if not fixed. */
 static int64_t fixed_bytes(const kiln_engine *e, const kiln__etensor *t) {
-    uint64_t n = kiln_dtype_size((kiln_dtype)t->dtype);
-    for (int d = 0; d < t->ndim; d++) {
-        const kiln__enode *x = &e->nodes[t->dims[d]];
-        if (x->op != KILN_EXPR_CONST || x->v < 0) return -1;
-        uint64_t k = (uint64_t)x->v;
-        if (d == 1 && t->format == KILN_FORMAT_NCHW8C) k = (k + 7) / 8 * 8;
-        if (d == 1 && t->format == KILN_FORMAT_NCHW16C) k = (k + 15) / 16 * 16;
-        if (__builtin_mul_overflow(n, k, &n) || n > ((uint64_t)1 << 48)) return -1;
-    }
+    int64_t dims[KILN_MAX_DIMS];
+    uint64_t n;
+    if (kiln__etensor_static_dims(e, t, dims) >= 0 ||
+        kiln__tensor_bytes((kiln_dtype)t->dtype, (kiln_format)t->format, t->ndim, dims, &n))
+        return -1;
     return (int64_t)n;
 }
 
@@ -60,11 +57,19 @@ int kiln__engine_validate(const kiln_engine *e) {
         const kiln__etensor *t = &e->tensors[i];
         if (t->kind == KILN__ET_CONST) {
             int64_t b = fixed_bytes(e, t);
-            if (b < 0 || (uint64_t)b > t->const_bytes)
+            if (b < 0)
+                return vfail(e, "constant '%s' has dims that are not fixed, negative or beyond 2^48 bytes",
+                             t->name);
+            if ((uint64_t)b > t->const_bytes)
                 return vfail(e, "constant '%s' needs %lld bytes for its dims, has %llu (dims must be "
                              "fixed and fit its weights)", t->name, (long long)b,
                              (unsigned long long)t->const_bytes);
             if (t->alias_of >= 0) return vfail(e, "constant '%s' aliases another tensor", t->name);
+            /* the builder places constants 64-byte aligned: kernels load
+             * their elements (and vectors) aligned */
+            if (t->const_off % 64)
+                return vfail(e, "constant '%s' at weights offset %llu, expected a multiple of 64",
+                             t->name, (unsigned long long)t->const_off);
         }
         if (t->alias_of < 0) continue;
         const kiln__etensor *a = &e->tensors[t->alias_of];
@@ -143,8 +148,35 @@ static void view_desc(const kiln_engine *e, kiln_exprs *x, int32_t t, const kiln
     }
 }
 
+/* Data-dependent output k (dims from size tensors): the memory reserved
+ * for it must hold what the op says it may write, its dims at their upper
+ * bounds (limited by a numel bound, as the context reserves). */
+static int check_capacity(const kiln_engine *e, const kiln__elayer *L, int32_t k, const kiln_desc *d,
+                          const kiln_expr *numel, uint64_t cap) {
+    const kiln__etensor *et = &e->tensors[L->out[k]];
+    int64_t dims[KILN_MAX_DIMS], nb = -1;
+    uint64_t need = 0;
+    for (int i = 0; i < d->ndim; i++)
+        if (!d->dims[i] || !kiln_expr_is_const(d->dims[i], &dims[i])) dims[i] = -1;
+    int rc = kiln__tensor_bytes(d->dtype, (kiln_format)et->format, d->ndim, dims, &need);
+    if (numel && kiln_expr_is_const(numel, &nb) && nb >= 0) {
+        uint64_t nbytes = (uint64_t)nb * kiln_dtype_size(d->dtype);
+        if (et->format == KILN_FORMAT_NCHW8C || et->format == KILN_FORMAT_NCHW16C) nbytes *= 16;
+        if (rc || nbytes < need) need = nbytes, rc = 0;
+    }
+    if (rc)
+        return kiln__err(KILN_EFORMAT, "engine is inconsistent: layer '%s' output %d '%s': its op states no "
+                         "bound for its data-dependent dims", L->name, (int)k, et->name);
+    if (need > cap)
+        return kiln__err(KILN_EFORMAT, "engine is inconsistent: layer '%s' (%s::%s v%d) output %d '%s' may need "
+                         "%llu bytes, the engine reserves %llu", L->name, L->op->ns, L->op->name, L->op->version,
+                         (int)k, et->name, (unsigned long long)need, (unsigned long long)cap);
+    return 0;
+}
+
 int kiln__layer_check_shapes(const kiln_engine *e, int32_t l, void *state, const kiln_attrs *attrs,
-                             const kiln_tensor *in, const kiln_tensor *out, const uint8_t *size_dep) {
+                             const kiln_tensor *in, const kiln_tensor *out, const uint8_t *size_dep,
+                             const uint64_t *capacity) {
     const kiln__elayer *L = &e->layers[l];
     const kiln__op *op = L->op;
     if (L->aot_kernel >= 0 || !op || !op->vt || !op->vt->shape) return 0;
@@ -162,9 +194,9 @@ int kiln__layer_check_shapes(const kiln_engine *e, int32_t l, void *state, const
         memset(&dout[k], 0, sizeof dout[k]);
         dout[k].nvalues = -1;
     }
-    kiln_shape_ctx sc = {.x = x, .in = din, .nin = L->nin, .out = dout, .nout = L->nout,
-                         .attrs = attrs, .priv_ = NULL};
-    int rc = op->vt->shape(state, &sc);
+    kiln_shape_ctx sc = {.x = x, .in = din, .nin = L->nin, .out = dout, .nout = L->nout, .attrs = attrs};
+    kiln__shape_bounds bounds;
+    int rc = kiln__shape_run_bounds(op, state, &sc, &bounds);
     if (rc) {
         char m[600], d[200] = "";
         size_t ld = 0;
@@ -202,13 +234,17 @@ int kiln__layer_check_shapes(const kiln_engine *e, int32_t l, void *state, const
         }
         if (d->dtype == KILN_DTYPE_UNDEFINED) continue;
         int bad = d->ndim != v->ndim;
-        int at = -1;
+        int at = -1, dep = 0;
         const kiln__etensor *et = &e->tensors[L->out[k]];
         for (int i = 0; !bad && i < d->ndim; i++) {
             int64_t want;
-            /* a dim the layer itself computes (size tensors) is checked
-             * after it ran, against the memory reserved (context.c) */
-            if (size_dep[et->dims[i]] & 1) continue;
+            /* a dim the layer itself computes (size tensors): the actual
+             * value is checked after it ran (context.c), the memory for
+             * its upper bound here */
+            if (size_dep[et->dims[i]] & 1) {
+                dep = 1;
+                continue;
+            }
             if (!d->dims[i] || !kiln_expr_is_const(d->dims[i], &want)) continue;
             if (want != v->dims[i]) bad = 1, at = i;
         }
@@ -227,6 +263,8 @@ int kiln__layer_check_shapes(const kiln_engine *e, int32_t l, void *state, const
                            "engine is inconsistent: layer '%s' (%s::%s v%d) output %d '%s' has dims "
                            "[%s], its op computes [%s] from its inputs%s", L->name, op->ns, op->name,
                            op->version, (int)k, tn, h, w, at >= 0 ? "" : " (rank differs)");
+        } else if (dep && !et->is_size) {
+            rc = check_capacity(e, L, k, d, bounds.numel[k], capacity[L->out[k]]);
         }
     }
     kiln__exprs_free(x);

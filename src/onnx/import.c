@@ -68,7 +68,8 @@ int kiln__imp_is_constant_node(const Onnx__NodeProto *n) {
     return n->op_type && !strcmp(n->op_type, "Constant") && !canon_domain(n->domain)[0];
 }
 
-/* Resolve the op of a node per DESIGN.md "ONNX mapping" into *op; returns
+/* Resolve the op of a node per README.md "ONNX" (plugin_namespace, then a
+ * built-in op, then the domain as a namespace) into *op; returns
  * 1, or 0 with the reason in why. */
 int kiln__imp_resolve_op(const imp *im, const Onnx__NodeProto *n, kiln_op_info *op, char *why, size_t wsz) {
     const char *op_type = n->op_type ? n->op_type : "";

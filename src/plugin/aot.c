@@ -518,8 +518,10 @@ int kiln__aot_deserialize(kiln__aot *k, const uint8_t *buf, size_t size, int32_t
     kiln__sha256(k->so, (size_t)n, got);
     if (memcmp(want, got, 32) != 0) {
         rc = kiln__r_fail_at(&r, at, KILN_ECHECKSUM,
-                             "the %s object (%llu bytes) does not match its SHA-256: corrupted or "
-                             "tampered with", k->entry, (unsigned long long)n);
+                             "the %s object (%llu bytes) does not match the SHA-256 stored beside it: "
+                             "the file is damaged (a hash in the same file catches damage, not "
+                             "deliberate changes: sign engines and load with --verify for that)",
+                             k->entry, (unsigned long long)n);
         goto fail;
     }
     if ((rc = kiln__r_end(&r))) goto fail;

@@ -108,7 +108,7 @@ static int is_main_program(const char *fname) {
 
 static const char *lib_label(const kiln__op *op) {
     if (op->library) return op->library;
-    return op->builtin ? "libkiln (built in)" : "the main program";
+    return op->builtin ? "libkiln (built in)" : "the main program (or a binding: no library file)";
 }
 
 /* ---------------------------------------------------------------- lookup */

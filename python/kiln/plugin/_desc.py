@@ -9,6 +9,9 @@ from .._dtypes import DataType, TensorFormat, dtype_of, nptype
 from ._expr import ShapeExpr, ShapeExprs, ShapeLike
 
 
+_TYPESTR = {d: np.dtype(nptype(d)).str for d in DataType if d != DataType.BF16}
+
+
 class TensorDesc:
     """What a register / autotune / aot_impl function knows about a tensor:
     ``dtype``, symbolic ``shape_expr``, ``format`` and ``ndim``."""
@@ -72,6 +75,10 @@ def size_tensor(opt: ShapeLike, upper_bound: ShapeLike) -> SizeTensorDesc:
     return SizeTensorDesc(opt, upper_bound)
 
 
+_DTYPES = {int(d): d for d in DataType}
+_FORMATS = {int(f): f for f in TensorFormat}
+
+
 class Tensor:
     """A tensor as an impl function sees it: ``data_ptr``, ``shape``,
     ``dtype``, ``strides`` (elements), ``format``.  ``numpy.asarray(t)`` is
@@ -82,11 +89,12 @@ class Tensor:
 
     def __init__(self, data_ptr: int, dtype: DataType, shape: Tuple[int, ...], strides: Tuple[int, ...],
                  format: TensorFormat = TensorFormat.LINEAR, device: str = "cpu"):
+        # called per tensor per impl call: plain stores, enum lookups by value
         self.data_ptr = data_ptr
-        self.dtype = DataType(dtype)
-        self.shape = tuple(shape)
-        self.strides = tuple(strides)
-        self.format = TensorFormat(format)
+        self.dtype = _DTYPES[dtype]
+        self.shape = shape
+        self.strides = strides
+        self.format = _FORMATS[format]
         self.device = device
 
     @property
@@ -100,7 +108,7 @@ class Tensor:
         item = self.dtype.itemsize
         return {
             "shape": self.shape,
-            "typestr": np.dtype(nptype(self.dtype)).str,
+            "typestr": _TYPESTR[self.dtype],
             "data": (self.data_ptr, False),
             "strides": tuple(s * item for s in self.strides) if self.shape else None,
             "version": 3,
@@ -117,6 +125,11 @@ class Tensor:
         if self.device != "cuda":
             raise AttributeError("a CPU tensor has no __cuda_array_interface__ (use numpy.asarray)")
         return {**self._iface(), "stream": None}
+
+    def __int__(self) -> int:  # class plugins' enqueue: tensorrt passes pointers
+        return self.data_ptr
+
+    __index__ = __int__
 
     def numpy(self) -> np.ndarray:
         """Zero-copy numpy view (CPU tensors)."""

@@ -189,16 +189,20 @@ static void pack_a(const kiln__gemm *g, int64_t i0, int64_t mc, int64_t k0, int6
 /* The whole of A packed once: K block pc (kc deep) starts at
  * pc * round_up(M, MR); in it, the strip of rows [i, i + MR) at i * kc,
  * exactly what pack_a writes for one block.  gemm_block only starts row
- * blocks at multiples of MR, so a block's panels are a slice of this. */
-static int64_t rows_padded(int64_t M) { return (M + MR - 1) / MR * MR; }
-
-size_t kiln__sgemm_pack_a_floats(int64_t M, int64_t K) {
-    size_t n = (size_t)rows_padded(M) * (size_t)K;
+ * blocks at multiples of MR, so a block's panels are a slice of this.
+ * (B likewise, with columns and NR.) */
+static int64_t round_up(int64_t n, int64_t m) { return (n + m - 1) / m * m; }
+/* Floats of a whole packed operand: `padded` rows (or columns) of K, in
+ * whole 64-byte lines. */
+static size_t whole_floats(int64_t padded, int64_t K) {
+    size_t n = (size_t)padded * (size_t)K;
     return (n + 15) / 16 * 16;
 }
 
+size_t kiln__sgemm_pack_a_floats(int64_t M, int64_t K) { return whole_floats(round_up(M, MR), K); }
+
 void kiln__sgemm_pack_a(const kiln__gemm *g, float *dst) {
-    const int64_t mp = rows_padded(g->M);
+    const int64_t mp = round_up(g->M, MR);
     for (int64_t pc = 0; pc < g->K; pc += KC) {
         int64_t kc = g->K - pc < KC ? g->K - pc : KC;
         pack_a(g, 0, g->M, pc, kc, dst + pc * mp);
@@ -236,15 +240,10 @@ static void pack_b_matrix(const kiln__gemm *g, int64_t k0, int64_t kc, int64_t n
 /* The whole of a B matrix packed once: K block pc at pc * round_up(N, NR);
  * in it, the strip of columns [j, j + NR) at j * kc (what pack_b_matrix
  * writes for one block).  Column blocks start at multiples of NR. */
-static int64_t cols_padded(int64_t N) { return (N + NR - 1) / NR * NR; }
-
-size_t kiln__sgemm_pack_b_floats(int64_t K, int64_t N) {
-    size_t n = (size_t)cols_padded(N) * (size_t)K;
-    return (n + 15) / 16 * 16;
-}
+size_t kiln__sgemm_pack_b_floats(int64_t K, int64_t N) { return whole_floats(round_up(N, NR), K); }
 
 void kiln__sgemm_pack_b(const kiln__gemm *g, float *dst) {
-    const int64_t np = cols_padded(g->N);
+    const int64_t np = round_up(g->N, NR);
     for (int64_t pc = 0; pc < g->K; pc += KC) {
         int64_t kc = g->K - pc < KC ? g->K - pc : KC;
         pack_b_matrix(g, pc, kc, 0, g->N, dst + pc * np);
@@ -750,7 +749,7 @@ static void gemm_block(const kiln__gemm *g, int64_t m0, int64_t m1, int64_t n0, 
                 ; /* the micro-kernel reads B where it lies */
             else if (g->b_packed && !g->b_shift && !g->packb) {
                 KILN__ASSERT(jc % NR == 0);
-                pb_use = g->b_packed + pc * cols_padded(g->N) + jc * kc;
+                pb_use = g->b_packed + pc * round_up(g->N, NR) + jc * kc;
             } else if (g->b_shift)
                 pack_b_shift(g, pc, kc, jc, nc, pb);
             else if (g->packb)
@@ -764,7 +763,7 @@ static void gemm_block(const kiln__gemm *g, int64_t m0, int64_t m1, int64_t n0, 
                 const float *pa_use = pa;
                 if (g->a_packed) {
                     KILN__ASSERT(ic % MR == 0);
-                    pa_use = g->a_packed + pc * rows_padded(g->M) + ic * kc;
+                    pa_use = g->a_packed + pc * round_up(g->M, MR) + ic * kc;
                 } else {
                     pack_a(g, ic, mc, pc, kc, pa);
                 }

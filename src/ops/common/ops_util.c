@@ -2,6 +2,7 @@
  * ops_util.c — helpers shared by the built-in operators (see ops_util.h).
  */
 #include "ops/common/ops_util.h"
+#include "core/tensor_view.h"
 
 #include <math.h>
 
@@ -573,14 +574,6 @@ int kiln__ops_as_f32_ints(const kiln_call *c, int (*fn)(const kiln_call *c)) {
     return rc;
 }
 
-static void set_dense_strides(kiln_tensor *t) {
-    int64_t s = 1;
-    for (int i = t->ndim - 1; i >= 0; i--) {
-        t->strides[i] = s;
-        s *= t->dims[i];
-    }
-}
-
 int kiln__ops_as_f32(const kiln_call *c, int (*fn)(const kiln_call *c)) {
     int any = 0;
     for (int i = 0; i < c->nin; i++) any |= c->in[i].data && needs_conv(c->in[i].dtype);
@@ -601,7 +594,7 @@ int kiln__ops_as_f32(const kiln_call *c, int (*fn)(const kiln_call *c)) {
         kiln__ops_cast(in[i].data, in[i].dtype, p, KILN_DTYPE_F32, n);
         in[i].data = p;
         in[i].dtype = KILN_DTYPE_F32;
-        set_dense_strides(&in[i]);
+        kiln__tensor_strides(&in[i]);
     }
     for (int i = 0; i < c->nout; i++) {
         out[i] = c->out[i];
@@ -612,7 +605,7 @@ int kiln__ops_as_f32(const kiln_call *c, int (*fn)(const kiln_call *c)) {
         bufs[nbufs++] = p;
         out[i].data = p;
         out[i].dtype = KILN_DTYPE_F32;
-        set_dense_strides(&out[i]);
+        kiln__tensor_strides(&out[i]);
     }
     {
         kiln_call c2 = *c;

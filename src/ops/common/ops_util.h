@@ -4,7 +4,8 @@
  * Ops are written against the public headers (kiln/plugin.h, kiln/kiln.h)
  * like any plugin; this one internal header adds only what many of them
  * need and the public API does not offer:
- *   - the library allocator and error helpers (core/alloc_error.h),
+ *   - the library allocator and error helpers (core/alloc_error.h) and
+ *     tensor views (core/tensor_view.h),
  *   - dtype lists as X-macros, so one kernel body generates a variant per
  *     dtype (float16/bfloat16 are loaded into float and stored back),
  *   - element and bulk conversions between any dtype and double/int64
@@ -21,6 +22,7 @@
 #define KILN_OPS_UTIL_H
 
 #include "core/alloc_error.h"
+#include "core/tensor_view.h"
 #include "kiln/kiln.h"
 #include "kiln/plugin.h"
 

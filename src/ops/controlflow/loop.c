@@ -56,8 +56,7 @@ static int loop_create(const kiln_attrs *a, void **state) {
     loop_state *s = kiln__calloc(1, sizeof *s);
     if (!s) return kiln__err(KILN_ENOMEM, "Loop: out of memory");
     s->tag = LOOP_TAG;
-    const kiln_attr_value *g = kiln_attrs_get(a, "body");
-    s->graph = g && g->present ? g->graph : NULL;
+    s->graph = kiln__body_graph(a);
     s->num_outputs = kiln_attrs_int(a, "num_outputs");
     s->num_outer = kiln_attrs_int(a, "num_outer");
     s->size_slot = -1;

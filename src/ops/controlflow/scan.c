@@ -52,8 +52,7 @@ static int scan_create_v(const kiln_attrs *a, void **state, int opset8) {
     scan_state *s = kiln__calloc(1, sizeof *s);
     if (!s) return kiln__err(KILN_ENOMEM, "Scan: out of memory");
     s->tag = SCAN_TAG;
-    const kiln_attr_value *g = kiln_attrs_get(a, "body");
-    s->graph = g && g->present ? g->graph : NULL;
+    s->graph = kiln__body_graph(a);
     s->n_in = kiln_attrs_int(a, "num_scan_inputs");
     s->num_outputs = kiln_attrs_int(a, "num_outputs");
     s->num_outer = kiln_attrs_int(a, "num_outer");

@@ -73,6 +73,11 @@ int kiln__body_check_static(const kiln__body *b, int first, int count, const cha
     return 0;
 }
 
+const kiln_network *kiln__body_graph(const kiln_attrs *a) {
+    const kiln_attr_value *g = kiln_attrs_get(a, "body");
+    return g && g->present ? g->graph : NULL;
+}
+
 int kiln__body_build(kiln__body *b, const kiln_network *body, const kiln_desc *in, int nin, const char *what) {
     memset(b, 0, sizeof *b);
     int bnin = kiln_network_num_inputs(body), bnout = kiln_network_num_outputs(body);

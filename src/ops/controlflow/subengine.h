@@ -30,6 +30,9 @@ typedef struct kiln__body {
     kiln__body_io *in, *out;  /* body network inputs/outputs, in order */
 } kiln__body;
 
+/* The op's "body" graph attribute (borrowed from the layer, valid while
+ * the network is built), NULL when absent. */
+const kiln_network *kiln__body_graph(const kiln_attrs *a);
 /* Build `body` for the fixed shapes in in[0..nin) (all dims constant, else
  * KILN_EUNSUPPORTED); `what` prefixes messages. */
 int kiln__body_build(kiln__body *b, const kiln_network *body, const kiln_desc *in, int nin, const char *what);

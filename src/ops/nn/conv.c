@@ -338,6 +338,17 @@ typedef struct padctx {
     int64_t chan0;         /* channel of the group's first output row */
 } padctx;
 
+/* The columns [*qlo, *qhi) of a phase plane PW wide that come from the
+ * input (0 <= q * sx + o < IW, o = phx - pad_left); the others are zero. */
+static void phase_cols(int64_t o, int64_t sx, int64_t IW, int64_t PW, int64_t *qlo, int64_t *qhi) {
+    int64_t lo = o >= 0 ? 0 : (-o + sx - 1) / sx;
+    int64_t hi = IW - 1 - o < 0 ? 0 : (IW - 1 - o) / sx + 1;
+    if (hi > PW) hi = PW;
+    if (lo > hi) lo = hi;
+    *qlo = lo;
+    *qhi = hi;
+}
+
 /* Phase planes [b, e) of the group: plane = (c * sy + phy) * sx + phx. */
 static void pad_channels(void *ud, int64_t b, int64_t e) {
     const padctx *p = ud;
@@ -348,12 +359,8 @@ static void pad_channels(void *ud, int64_t b, int64_t e) {
         int64_t phx = pi % sx, t = pi / sx, phy = t % sy, ch = t / sy;
         float *d = p->xp + pi * PH * PW;
         const float *src = p->x + ch * IH * IW;
-        /* columns q with 0 <= q*sx + phx - pl < IW */
-        int64_t o = phx - pl;
-        int64_t qlo = o >= 0 ? 0 : (-o + sx - 1) / sx;
-        int64_t qhi = IW - 1 - o < 0 ? 0 : (IW - 1 - o) / sx + 1;
-        if (qhi > PW) qhi = PW;
-        if (qlo > qhi) qlo = qhi;
+        int64_t o = phx - pl, qlo, qhi;
+        phase_cols(o, sx, IW, PW, &qlo, &qhi);
         for (int64_t r = 0; r < PH; r++) {
             float *dr = d + r * PW;
             int64_t iy = r * sy + phy - pt;
@@ -819,11 +826,8 @@ static void dw_fill(const geom *g, const float *x, float *xp, int64_t oy0, int64
     for (int64_t phy = 0; phy < sy; phy++)
         for (int64_t phx = 0; phx < sx; phx++) {
             float *d = xp + (phy * sx + phx) * PHb * PW;
-            int64_t o = phx - pl; /* columns q with 0 <= q*sx + o < IW */
-            int64_t qlo = o >= 0 ? 0 : (-o + sx - 1) / sx;
-            int64_t qhi = IW - 1 - o < 0 ? 0 : (IW - 1 - o) / sx + 1;
-            if (qhi > PW) qhi = PW;
-            if (qlo > qhi) qlo = qhi;
+            int64_t o = phx - pl, qlo, qhi;
+            phase_cols(o, sx, IW, PW, &qlo, &qhi);
             for (int64_t r = 0; r < PHb; r++) {
                 float *dr = d + r * PW;
                 int64_t iy = (oy0 + r) * sy + phy - pt;

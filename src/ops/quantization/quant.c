@@ -121,7 +121,8 @@ static q_geo q_geometry(const kiln_call *c) {
     return g;
 }
 
-static int q_impl(const kiln_call *c) {
+/* y = quantize(x) or dequantize(x), per tensor or per axis (q_geometry). */
+static int qdq_run(const kiln_call *c, int quantize) {
     const kiln_tensor *x = &c->in[0], *s = &c->in[1];
     const kiln_tensor *z = c->nin > 2 && c->in[2].data ? &c->in[2] : NULL;
     kiln_tensor *y = &c->out[0];
@@ -130,26 +131,19 @@ static int q_impl(const kiln_call *c) {
         int64_t k = g.nax > 1 ? (i / g.inner) % g.nax : 0;
         double sc = kiln__ops_get_f64(s->data, s->dtype, k);
         double zp = z ? kiln__ops_get_f64(z->data, z->dtype, k) : 0;
+        double xv = kiln__ops_get_f64(x->data, x->dtype, i);
+        if (!quantize) {
+            kiln__ops_set_f64(y->data, y->dtype, i, (xv - zp) * sc);
+            continue;
+        }
         /* Divide in the input's precision, as the ONNX reference does. */
-        double q = x->dtype == KILN_DTYPE_F64 ? kiln__ops_get_f64(x->data, x->dtype, i) / sc
-                                              : (double)((float)kiln__ops_get_f64(x->data, x->dtype, i) / (float)sc);
+        double q = x->dtype == KILN_DTYPE_F64 ? xv / sc : (double)((float)xv / (float)sc);
         kiln__ops_set_f64(y->data, y->dtype, i, q_sat(nearbyint(q) + zp, y->dtype));
     }
     return 0;
 }
-
-static int dq_impl(const kiln_call *c) {
-    const kiln_tensor *x = &c->in[0], *s = &c->in[1];
-    const kiln_tensor *z = c->nin > 2 && c->in[2].data ? &c->in[2] : NULL;
-    kiln_tensor *y = &c->out[0];
-    q_geo g = q_geometry(c);
-    for (int64_t i = 0, n = kiln_tensor_numel(x); i < n; i++) {
-        int64_t k = g.nax > 1 ? (i / g.inner) % g.nax : 0;
-        double zp = z ? kiln__ops_get_f64(z->data, z->dtype, k) : 0;
-        kiln__ops_set_f64(y->data, y->dtype, i, (kiln__ops_get_f64(x->data, x->dtype, i) - zp) * kiln__ops_get_f64(s->data, s->dtype, k));
-    }
-    return 0;
-}
+static int q_impl(const kiln_call *c) { return qdq_run(c, 1); }
+static int dq_impl(const kiln_call *c) { return qdq_run(c, 0); }
 
 static int dql_shape(kiln_shape_ctx *c) {
     if (c->in[0].dtype != KILN_DTYPE_F32)

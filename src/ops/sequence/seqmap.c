@@ -65,8 +65,7 @@ static int sm_create(const kiln_attrs *a, void **state) {
     sm_state *s = kiln__calloc(1, sizeof *s);
     if (!s) return kiln__err(KILN_ENOMEM, "SequenceMap: out of memory");
     s->tag = SM_TAG;
-    const kiln_attr_value *g = kiln_attrs_get(a, "body");
-    s->graph = g && g->present ? g->graph : NULL;
+    s->graph = kiln__body_graph(a);
     s->num_outer = kiln_attrs_int(a, "num_outer");
     const int64_t *p = NULL;
     int64_t np = kiln_attrs_ints(a, "input_parts", &p);

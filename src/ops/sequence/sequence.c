@@ -2,7 +2,7 @@
  * sequence.c — ONNX sequence and optional operators on kiln's packed
  * sequence form.
  *
- * kiln networks carry tensors only.  The ONNX importer (src/onnx/seq.c)
+ * kiln networks carry tensors only.  The ONNX importer (src/onnx/import_sequences.c)
  * therefore represents an ONNX sequence value `s` by two tensors:
  *
  *   s         the elements' data, concatenated, 1-D, of the element type;
@@ -53,9 +53,24 @@ typedef struct seqv {
     int64_t total;       /* elements in data */
 } seqv;
 
+/* The first element of an i32 or i64 tensor (a caller's buffer may be
+ * unaligned). */
+static int64_t ld_index(kiln_dtype dt, const void *p) {
+    if (dt == KILN_DTYPE_I32) {
+        int32_t w;
+        memcpy(&w, p, 4);
+        return w;
+    }
+    int64_t v;
+    memcpy(&v, p, 8);
+    return v;
+}
+
+/* Elements of row k; -1 if its dims overflow (shapes are run-time data). */
 static int64_t row_numel(const seqv *s, int64_t k) {
     int64_t m = 1;
-    for (int d = 0; d < s->r; d++) m *= s->shp[k * s->r + d];
+    for (int d = 0; d < s->r; d++)
+        if (__builtin_mul_overflow(m, s->shp[k * s->r + d], &m)) return -1;
     return m;
 }
 
@@ -79,7 +94,10 @@ static int seq_view(const kiln_call *c, int i, seqv *s, const char *op) {
         for (int q = 0; q < s->r; q++)
             if (s->shp[k * s->r + q] < 0)
                 return kiln_set_error(KILN_EINVAL, "%s: sequence element %lld has a negative dim", op, (long long)k);
-        sum += row_numel(s, k);
+        int64_t m = row_numel(s, k);
+        if (m < 0 || __builtin_add_overflow(sum, m, &sum))
+            return kiln_set_error(KILN_EINVAL, "%s: the sequence's shapes overflow at element %lld", op,
+                                  (long long)k);
     }
     if (sum != s->total)
         return kiln_set_error(KILN_EINVAL, "%s: the sequence's shapes describe %lld elements, its data holds %lld",
@@ -94,7 +112,7 @@ static int seq_pos(const kiln_call *c, int pi, int64_t n, int64_t extra, int64_t
     const kiln_tensor *p = &c->in[pi];
     if (kiln_tensor_numel(p) != 1)
         return kiln_set_error(KILN_ESHAPE, "%s: the position must hold one element", op);
-    int64_t v = p->dtype == KILN_DTYPE_I32 ? *(const int32_t *)p->data : *(const int64_t *)p->data;
+    int64_t v = ld_index(p->dtype, p->data);
     if (v < -n || v >= n + extra)
         return kiln_set_error(KILN_EINVAL, "%s: position %lld is out of range [%lld, %lld] for a sequence of %lld",
                               op, (long long)v, (long long)-n, (long long)(n + extra - 1), (long long)n);
@@ -177,7 +195,7 @@ static int pos_const(const kiln_shape_ctx *c, int pi, int64_t *v) {
     if (pi < 0 || pi >= c->nin || c->in[pi].dtype == KILN_DTYPE_UNDEFINED) return 0;
     const kiln_desc *p = &c->in[pi];
     if (p->data) {
-        *v = p->dtype == KILN_DTYPE_I32 ? *(const int32_t *)p->data : *(const int64_t *)p->data;
+        *v = ld_index(p->dtype, p->data);
         return 1;
     }
     if (p->nvalues == 1 && kiln_expr_is_const(p->values[0], v)) return 1;
@@ -621,8 +639,7 @@ static int split_impl(const kiln_call *c) {
     int64_t n = c->out[1].dims[0];
     int r = (int)c->out[1].dims[1];
     const kiln_tensor *sp = c->nin > 1 && c->in[1].data ? &c->in[1] : NULL;
-    int64_t scalar = sp && sp->ndim == 0 ? (sp->dtype == KILN_DTYPE_I32 ? *(const int32_t *)sp->data
-                                                                        : *(const int64_t *)sp->data) : 0;
+    int64_t scalar = sp && sp->ndim == 0 ? ld_index(sp->dtype, sp->data) : 0;
     uint8_t *y = c->out[0].data;
     int64_t *shp = c->out[1].data, start = 0;
     for (int64_t e = 0; e < n; e++) {

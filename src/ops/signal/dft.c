@@ -33,10 +33,6 @@ static const kiln_expr *dft_scalar(kiln_shape_ctx *c, int i) {
     return NULL;
 }
 
-static int64_t dft_scalar_rt(const kiln_tensor *t) {
-    return t->dtype == KILN_DTYPE_I32 ? *(const int32_t *)t->data : *(const int64_t *)t->data;
-}
-
 /* One transform: in (stride sin between samples, complex if cplx) of n
  * samples, as a length-len DFT; writes nout bins (re, im) to out with
  * stride sout (in elements of 2 doubles). */
@@ -84,6 +80,16 @@ static void dft_one(const dft_plan *p, const double *re, const double *im, int64
 }
 
 /* ------------------------------------------------------------ DFT */
+
+/* n complex values into y (float, interleaved re/im): value k at element
+ * base + k * stride (re), + 1 (im). */
+static void put_complex(kiln_tensor *y, int64_t base, int64_t stride, const double *re, const double *im,
+                        int64_t n) {
+    for (int64_t k = 0; k < n; k++) {
+        kiln__ops_set_f64(y->data, y->dtype, base + k * stride, re[k]);
+        kiln__ops_set_f64(y->data, y->dtype, base + k * stride + 1, im[k]);
+    }
+}
 
 static const kiln_attr_def dft_attrs[] = {
     {"axis", KILN_ATTR_INT, KILN_DTYPE_UNDEFINED, "1", 0, "signal axis (not the last dim)"},
@@ -136,7 +142,7 @@ static int dft_impl(const kiln_call *c) {
     if (rc) return rc;
     int inverse = kiln_attrs_int(c->attrs, "inverse") != 0;
     int64_t comp = x->dims[x->ndim - 1], n = x->dims[axis];
-    int64_t len = c->nin > 1 && c->in[1].data ? dft_scalar_rt(&c->in[1]) : n;
+    int64_t len = c->nin > 1 && c->in[1].data ? kiln__ops_get_i64(c->in[1].data, c->in[1].dtype, 0) : n;
     int64_t nout = y->dims[axis];
     if (len <= 0) return kiln_set_error(KILN_EINVAL, "DFT: dft_length %lld (expected > 0)", (long long)len);
     int64_t outer = 1, inner = 1;
@@ -158,11 +164,7 @@ static int dft_impl(const kiln_call *c) {
                 im[t] = comp == 2 ? kiln__ops_get_f64(x->data, x->dtype, base + 1) : 0;
             }
             dft_one(&p, re, comp == 2 ? im : NULL, n, ore, oim, nout, inverse);
-            for (int64_t k = 0; k < nout; k++) {
-                int64_t base = ((o * nout + k) * inner + in) * 2;
-                kiln__ops_set_f64(y->data, y->dtype, base, ore[k]);
-                kiln__ops_set_f64(y->data, y->dtype, base + 1, oim[k]);
-            }
+            put_complex(y, (o * nout * inner + in) * 2, inner * 2, ore, oim, nout);
         }
     kiln__free(buf);
     kiln__free(p.cs);
@@ -211,8 +213,8 @@ static int stft_impl(const kiln_call *c) {
     const kiln_tensor *win = c->nin > 2 && c->in[2].data ? &c->in[2] : NULL;
     kiln_tensor *y = &c->out[0];
     int64_t B = s->dims[0], L = s->dims[1], comp = s->dims[2];
-    int64_t step = dft_scalar_rt(&c->in[1]);
-    int64_t W = c->nin > 3 && c->in[3].data ? dft_scalar_rt(&c->in[3]) : win->dims[0];
+    int64_t step = kiln__ops_get_i64(c->in[1].data, c->in[1].dtype, 0);
+    int64_t W = c->nin > 3 && c->in[3].data ? kiln__ops_get_i64(c->in[3].data, c->in[3].dtype, 0) : win->dims[0];
     int64_t F = y->dims[1], nout = y->dims[2];
     if (step <= 0 || W <= 0 || W > L || (win && win->dims[0] != W))
         return kiln_set_error(KILN_EINVAL, "STFT: frame_step %lld, frame_length %lld, window %lld "
@@ -238,11 +240,7 @@ static int stft_impl(const kiln_call *c) {
                 im[t] = ok && comp == 2 ? w * kiln__ops_get_f64(s->data, s->dtype, (b * L + at) * comp + 1) : 0;
             }
             dft_one(&p, re, comp == 2 ? im : NULL, W, ore, oim, nout, 0);
-            for (int64_t k = 0; k < nout; k++) {
-                int64_t base = ((b * F + f) * nout + k) * 2;
-                kiln__ops_set_f64(y->data, y->dtype, base, ore[k]);
-                kiln__ops_set_f64(y->data, y->dtype, base + 1, oim[k]);
-            }
+            put_complex(y, (b * F + f) * nout * 2, 2, ore, oim, nout);
         }
     kiln__free(buf);
     kiln__free(p.cs);

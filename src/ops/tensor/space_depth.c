@@ -26,7 +26,8 @@ static int s2d_shape_(kiln_shape_ctx *c, int d2s) {
     if (x->ndim != 4) return kiln_set_error(KILN_ESHAPE, "%s: input must be 4-D, found rank %d", op, x->ndim);
     int64_t b = kiln_attrs_int(c->attrs, "blocksize");
     int crd;
-    if (b < 1) return kiln_set_error(KILN_EATTR, "%s: blocksize must be >= 1, found %lld", op, (long long)b);
+    if (b < 1 || b > (1 << 20)) /* b * b must not overflow */
+        return kiln_set_error(KILN_EATTR, "%s: blocksize must be in 1..%d, found %lld", op, 1 << 20, (long long)b);
     if (d2s) {
         int r = d2s_mode(c->attrs, &crd);
         if (r) return r;

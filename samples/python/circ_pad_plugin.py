@@ -1,0 +1,161 @@
+#!/usr/bin/env python3
+"""The class-plugin circ_pad (TensorRT's circ_pad_plugin sample, IPluginV3
+style) on kiln: torch CircularPad semantics, two tactics timed by the
+builder, and with --per-format-tactics tactics that depend on the chosen
+type (FP32: 1 and 2, FP16: 2 only).
+
+    python3 circ_pad_plugin.py [--precision fp32|fp16] [--per-format-tactics] [-v]
+
+Builds X[10,3,32,32] -> circ_pad -> circ_pad, runs it on random input,
+checks against numpy.pad(mode="wrap") and prints PASS or FAIL.
+"""
+import argparse
+import os
+import sys
+
+import numpy as np
+
+import kiln
+
+
+def reference(x, pads):
+    width = [(0, 0)] * x.ndim
+    for i in range(len(pads) // 2):
+        width[x.ndim - i - 1] = (int(pads[2 * i]), int(pads[2 * i + 1]))
+    return np.pad(x, width, mode="wrap")
+
+
+class CircularPaddingPlugin(kiln.IPluginV3, kiln.IPluginV3OneCore, kiln.IPluginV3OneBuild, kiln.IPluginV3OneRuntime):
+    plugin_name = "CircularPaddingPlugin"
+    plugin_namespace = "sample"
+    plugin_version = "1"
+    num_outputs = 1
+    per_format = False
+    log = []
+
+    def __init__(self, fc=None):
+        self.pads = np.array([], np.int32)
+        for f in fc or []:
+            if f.name == "pads":
+                self.pads = np.asarray(f.data, np.int32)
+        self.tactic = 0
+        self.dtype = kiln.float32
+        self.X_shape = None
+
+    def get_output_data_types(self, input_types):
+        return [input_types[0]]
+
+    def get_output_shapes(self, inputs, shape_inputs, expr_builder):
+        out = kiln.DimsExprs(inputs[0])
+        for i in range(len(self.pads) // 2):
+            d = len(out) - i - 1
+            out[d] = expr_builder.operation(kiln.DimensionOperation.SUM, inputs[0][d],
+                                            expr_builder.constant(int(self.pads[2 * i] + self.pads[2 * i + 1])))
+        return [out]
+
+    def supports_format_combination(self, pos, in_out, num_inputs):
+        desc = in_out[pos].desc
+        if desc.format != kiln.TensorFormat.LINEAR:
+            return False
+        if pos == 0:
+            return desc.type in (kiln.float32, kiln.float16)
+        return desc.type == in_out[0].desc.type
+
+    def configure_plugin(self, inp, out):
+        self.dtype = inp[0].desc.type
+
+    def get_valid_tactics(self):
+        if self.per_format and self.dtype == kiln.float16:
+            return [2]
+        return [1, 2]
+
+    def set_tactic(self, tactic):
+        self.tactic = tactic
+
+    def get_timing_cache_id(self):
+        return ",".join(str(int(p)) for p in self.pads)
+
+    def on_shape_change(self, inp, out):
+        self.X_shape = inp[0].dims
+
+    def enqueue(self, input_desc, output_desc, inputs, outputs, workspace, stream):
+        CircularPaddingPlugin.log.append((self.tactic, input_desc[0].type))
+        x, y = np.asarray(inputs[0]), np.asarray(outputs[0])
+        if self.tactic == 2:  # gather by index arithmetic
+            idx = []
+            for d in range(x.ndim):
+                i = x.ndim - 1 - d
+                before = int(self.pads[2 * i]) if 2 * i < len(self.pads) else 0
+                idx.append((np.arange(y.shape[d]) - before) % x.shape[d])
+            y[...] = x[np.ix_(*idx)]
+        else:
+            y[...] = reference(x, self.pads)
+
+    def get_fields_to_serialize(self):
+        return kiln.PluginFieldCollection([kiln.PluginField("pads", self.pads, kiln.PluginFieldType.INT32)])
+
+    def clone(self):
+        c = CircularPaddingPlugin()
+        c.__dict__.update(self.__dict__)
+        return c
+
+
+class CircularPaddingPluginCreator(kiln.IPluginCreatorV3One):
+    """circular padding (torch CircularPad), a class plugin"""
+
+    name = "CircularPaddingPlugin"
+    plugin_namespace = "sample"
+    plugin_version = "1"
+    num_inputs = 1
+    field_names = kiln.PluginFieldCollection([kiln.PluginField("pads", np.array([]), kiln.PluginFieldType.INT32)])
+
+    def create_plugin(self, name, fc, phase):
+        return CircularPaddingPlugin(fc)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--precision", choices=["fp32", "fp16"], default="fp32")
+    ap.add_argument("--per-format-tactics", "--per_format_tactics", dest="per_format", action="store_true")
+    ap.add_argument("-v", "--verbose", action="store_true")
+    args = ap.parse_args(argv)
+    CircularPaddingPlugin.per_format = args.per_format
+    logger = kiln.Logger(kiln.Logger.VERBOSE if args.verbose else kiln.Logger.WARNING)
+    kiln.get_plugin_registry().register_creator(CircularPaddingPluginCreator(), "sample")
+
+    pads = np.array([1, 1, 1, 1], np.int32)
+    builder = kiln.Builder(logger)
+    net = builder.create_network()
+    x = net.add_input("X", kiln.float32, (10, 3, 32, 32))
+    t = x
+    for _ in range(2):
+        plugin = CircularPaddingPluginCreator().create_plugin(
+            "CircularPaddingPlugin", kiln.PluginFieldCollection([kiln.PluginField("pads", pads, kiln.PluginFieldType.INT32)]),
+            kiln.TensorRTPhase.BUILD)
+        t = net.add_plugin_v3([t], [], plugin).get_output(0)
+    net.mark_output(t)
+    config = builder.create_builder_config()
+    if args.precision == "fp16":
+        config.set_flag(kiln.BuilderFlag.FP16)
+    engine = builder.build_engine(net, config)
+    timed = sorted({(tac, dt.name) for tac, dt in CircularPaddingPlugin.log})
+    print(f"built: {builder.last_stats['timed']} candidates timed {timed}, "
+          f"{builder.last_stats['cache_dedup']} deduplicated")
+    for layer in engine.layers:
+        print(f"  layer {layer['name']}: {layer['op']} tactic {layer['tactic']}")
+    if args.per_format and any(dt == kiln.float16 and tac == 1 for tac, dt in CircularPaddingPlugin.log):
+        print("FAIL: tactic 1 timed for FP16 though get_valid_tactics excludes it")
+        return 1
+    seed = int.from_bytes(os.urandom(4), "little")
+    xv = np.random.default_rng(seed).standard_normal((10, 3, 32, 32)).astype(np.float32)
+    y = engine.create_execution_context().execute({"X": xv})[engine.outputs[0]]
+    want = reference(reference(xv, pads), pads)
+    tol = 1e-2 if args.precision == "fp16" else 0
+    ok = y.shape == want.shape and np.allclose(y, want, rtol=tol, atol=tol)
+    print(f"seed {seed}: output {y.shape} {'matches' if ok else 'DIFFERS from'} numpy")
+    print("PASS" if ok else "FAIL")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

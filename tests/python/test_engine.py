@@ -1,0 +1,194 @@
+"""The engine API: networks, ONNX parser, builder config, engines,
+contexts (execute, zero-copy, threads), introspection, logging."""
+import threading
+
+import numpy as np
+import pytest
+
+import kiln
+from conftest import FIXTURES, build, load
+
+
+def op_version(ns, name):
+    vs = [o["version"] for o in kiln.registered_ops(f"{ns}::{name}") if o["name"] == name and o["ns"] == ns]
+    assert vs, f"{ns}::{name} not registered"
+    return max(vs)
+
+
+def relu_add_network(dynamic=True):
+    net = kiln.Builder().create_network()
+    x = net.add_input("x", kiln.float32, ("N", 6) if dynamic else (3, 6))
+    w = net.add_constant("w", np.linspace(-1, 1, 6, dtype=np.float32))
+    add = net.add_layer("ai.onnx::Add", [x, w], version=op_version("ai.onnx", "Add"), name="add")
+    relu = net.add_layer("ai.onnx::Relu", [add.get_output(0)], version=op_version("ai.onnx", "Relu"))
+    net.mark_output(relu.get_output(0))
+    return net
+
+
+def test_version_and_registry():
+    assert kiln.__version__.count(".") == 2
+    ops = kiln.registered_ops()
+    relu = [o for o in ops if o["ns"] == "ai.onnx" and o["name"] == "Relu"]
+    assert relu and relu[0]["builtin"] and relu[0]["quick"]
+
+
+def test_build_execute_dynamic(rng):
+    net = relu_add_network()
+    assert net.num_inputs == 1 and net.num_outputs == 1 and net.num_layers == 2
+    assert net.layers[0]["op"] == "ai.onnx::Add" and net.layers[0]["inputs"] == ["x", "w"]
+    eng = load(build(net, profiles={"x": ((1, 6), (4, 6), (16, 6))}))
+    assert eng.num_io_tensors == 2
+    assert eng.get_tensor_mode("x") == kiln.TensorIOMode.INPUT
+    out_name = eng.outputs[0]
+    assert eng.get_tensor_mode(out_name) == kiln.TensorIOMode.OUTPUT
+    assert eng.get_tensor_shape("x") == (-1, 6)
+    assert eng.get_tensor_profile_shape("x") == ((1, 6), (4, 6), (16, 6))
+    assert eng.get_tensor_dtype("x") == kiln.float32
+    ctx = eng.create_execution_context()
+    w = np.linspace(-1, 1, 6, dtype=np.float32)
+    for n in (1, 7, 16):
+        x = rng.standard_normal((n, 6)).astype(np.float32)
+        y = ctx.execute({"x": x})[out_name]
+        assert y.shape == (n, 6)
+        np.testing.assert_allclose(y, np.maximum(x + w, 0), rtol=1e-6)
+    with pytest.raises(kiln.KilnError) as e:
+        ctx.execute({"x": np.zeros((17, 6), np.float32)})
+    assert e.value.name == "KILN_EPROFILE" and "x" in str(e.value)
+    with pytest.raises(KeyError, match="missing"):
+        ctx.execute({})
+    assert "Relu" in eng.inspect()
+    assert [l["op"] for l in eng.layers][-1] == "ai.onnx::Relu"
+
+
+def test_zero_copy_execute_async(rng):
+    eng = load(build(relu_add_network(dynamic=False)))
+    ctx = eng.create_execution_context()
+    x = rng.standard_normal((3, 6)).astype(np.float32)
+    y = np.full((3, 6), np.nan, np.float32)  # poisoned
+    ctx.set_tensor_address("x", x)
+    ctx.set_tensor_address(eng.outputs[0], y.ctypes.data)
+    assert ctx.execute_async(0)
+    np.testing.assert_allclose(y, np.maximum(x + np.linspace(-1, 1, 6, dtype=np.float32), 0), rtol=1e-6)
+    x[:] = rng.standard_normal((3, 6))  # same buffers, new values
+    ctx.execute_async_v3(0)
+    np.testing.assert_allclose(y, np.maximum(x + np.linspace(-1, 1, 6, dtype=np.float32), 0), rtol=1e-6)
+
+
+def test_engine_file_roundtrip(tmp_path, rng):
+    plan = build(relu_add_network(dynamic=False))
+    eng = load(plan)
+    path = tmp_path / "m.kiln"
+    eng.save(path)
+    eng2 = kiln.Runtime().load_engine(str(path))
+    x = rng.standard_normal((3, 6)).astype(np.float32)
+    a = eng.create_execution_context().execute({"x": x})
+    b = eng2.create_execution_context().execute({"x": x})
+    np.testing.assert_array_equal(a[eng.outputs[0]], b[eng2.outputs[0]])
+    with pytest.raises(kiln.KilnError) as e:
+        kiln.Runtime().deserialize_engine(plan[:100])
+    assert e.value.code < 0 and str(e.value)
+
+
+def test_concurrent_contexts_from_threads(rng):
+    eng = load(build(relu_add_network(), profiles={"x": ((1, 6), (8, 6), (64, 6))}))
+    w = np.linspace(-1, 1, 6, dtype=np.float32)
+    errors = []
+
+    def worker(seed):
+        r = np.random.default_rng(seed)
+        ctx = eng.create_execution_context(threads=1)
+        for _ in range(30):
+            x = r.standard_normal((int(r.integers(1, 65)), 6)).astype(np.float32)
+            y = ctx.execute({"x": x})[eng.outputs[0]]
+            if not np.allclose(y, np.maximum(x + w, 0)):
+                errors.append(seed)
+
+    ts = [threading.Thread(target=worker, args=(int(rng.integers(1 << 30)),)) for _ in range(4)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert not errors
+
+
+def test_onnx_parser(rng):
+    net = kiln.Builder().create_network()
+    p = kiln.OnnxParser(net)
+    assert p.parse_from_file(str(FIXTURES / "add_relu.onnx")), p.errors
+    eng = load(build(net))
+    x = rng.standard_normal((2, 3)).astype(np.float32)
+    assert set(eng.create_execution_context().execute({"x": x})) == {"y"}
+    # from bytes, and the errors of a bad model listed
+    net2 = kiln.Builder().create_network()
+    p2 = kiln.OnnxParser(net2)
+    assert p2.parse((FIXTURES / "dynamic.onnx").read_bytes())
+    assert not p2.parse(b"\x08\x07garbage")
+    assert p2.num_errors >= 1 and p2.get_error(0)
+    p3 = kiln.OnnxParser(kiln.Builder().create_network())
+    assert not p3.parse_from_file(str(FIXTURES / "circ_pad_aot0.onnx")) or any(
+        o["ns"] == "sample" for o in kiln.registered_ops())
+    assert not p3.parse_from_file("/nonexistent.onnx")
+    assert "nonexistent" in p3.get_error(0)
+
+
+def test_builder_config_options(tmp_path, rng):
+    net = relu_add_network(dynamic=False)
+    b = kiln.Builder()
+    cfg = b.create_builder_config()
+    cfg.set_flag(kiln.BuilderFlag.FP16)
+    assert cfg.get_flag(kiln.BuilderFlag.FP16)
+    cfg.clear_flag(kiln.BuilderFlag.FP16)
+    cfg.threads, cfg.timing_reps = 2, 1
+    cfg.set_timing_cache_file(str(tmp_path / "tc.bin"))
+    b.build_serialized_network(net, cfg)
+    assert (tmp_path / "tc.bin").exists()
+    assert set(b.last_stats) >= {"layers", "timed", "cache_hits", "candidates", "build_ms"}
+    cfg.device = "gpu"
+    with pytest.raises(ValueError, match="device"):
+        b.build_serialized_network(net, cfg)
+
+
+def test_network_errors():
+    net = kiln.Builder().create_network()
+    net.add_input("x", kiln.float32, (2,))
+    with pytest.raises(kiln.KilnError) as e:
+        net.add_input("x", kiln.float32, (2,))
+    assert e.value.name == "KILN_EEXISTS"
+    with pytest.raises(kiln.KilnError, match="nope::Missing"):
+        net.add_layer("nope::Missing", ["x"])
+    with pytest.raises(kiln.KilnError, match="no tensor named 'y'"):
+        net.mark_output("y")
+    with pytest.raises(TypeError):
+        net.add_input("z", "not a dtype", (1,))
+    # a network with no profile for a dynamic input: the build names it
+    n2 = kiln.Builder().create_network()
+    n2.add_input("d", kiln.float32, ("N",))
+    r = n2.add_layer("ai.onnx::Relu", ["d"], version=op_version("ai.onnx", "Relu"))
+    n2.mark_output(r.get_output(0))
+    with pytest.raises(kiln.KilnError, match="'d'"):
+        build(n2)
+
+
+def test_logger_receives_messages():
+    got = []
+
+    class L(kiln.Logger):
+        def log(self, severity, msg):
+            got.append((severity, msg))
+
+    import kiln.plugin as kp
+
+    @kp.register("logtest::ident")
+    def desc(x: kp.TensorDesc) -> kp.TensorDesc:
+        return x.like()
+
+    @kp.impl("logtest::ident")
+    def impl(x: kp.Tensor, outputs, stream) -> None:
+        np.copyto(np.asarray(outputs[0]), np.asarray(x))
+
+    L(kiln.Logger.VERBOSE)
+    try:
+        kp.sync()  # registering logs at VERBOSE
+    finally:
+        kiln.Logger(kiln.Logger.WARNING)
+    assert any(s == kiln.Logger.VERBOSE and "logtest::ident" in m for s, m in got), got
