@@ -24,7 +24,7 @@
 
 #include <stddef.h>
 
-typedef struct kiln__device {
+struct kiln__device {
     kiln_device_kind kind;
     const char *name;                       /* "cpu", "cuda" */
     /* Device memory (64-byte aligned at least).  Out of memory is
@@ -53,7 +53,8 @@ typedef struct kiln__device {
     void (*graph_destroy)(void *exec);
     /* What the engine file and the timing cache record as "built for". */
     int (*signature)(char *buf, size_t size);
-} kiln__device;
+};
+typedef struct kiln__device kiln__device;
 
 /* The device of that kind, or NULL with KILN_EDEVICE set saying why (no
  * driver, no GPU, ...).  The CPU device always exists. */

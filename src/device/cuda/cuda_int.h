@@ -3,7 +3,7 @@
  *
  * libkiln never links CUDA: the driver API (libcuda.so.1) and cuBLASLt are
  * dlopen'ed at first use, and the few types and prototypes used are declared
- * here (no cuda.h), so the library builds and runs where the toolkit is
+ * here (not the toolkit's driver header), so the library builds and runs where the toolkit is
  * absent.  One device (CUDA device 0, or $KILN_CUDA_DEVICE) and its primary
  * context serve the whole process; every entry point makes that context
  * current on the calling thread.
@@ -19,6 +19,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+typedef struct kiln__device kiln__device;
+#include <stdint.h>
+
 /* ------------------------------------------------------------ for kernels */
 
 /* Launch kernel `name` of libkiln's embedded fatbin on the call's stream
@@ -28,6 +31,12 @@
  * and the CUDA error string. */
 int kiln__cuda_launch(const kiln_call *c, const char *name, const unsigned grid[3], const unsigned block[3],
                       unsigned smem_bytes, void **args);
+
+/* 1 when the engine was built with KILN_BUILD_TF32 (`--tf32`): a GEMM op
+ * sets kiln_cuda_gemm.allow_tf32 from it.  FP32 is exact by default. */
+static inline int kiln__cuda_allow_tf32(const kiln_call *c) {
+    return c && c->exec && c->exec->device == KILN_DEVICE_CUDA && ((const kiln__cuda_exec *)c->exec)->allow_tf32;
+}
 
 /* cuBLASLt matmul (dlopen'ed): D = alpha * op(A) @ op(B) + beta * C (+
  * epilogue), batched with strides, F32/F16/BF16 in, F32 accumulate; 'algo'
@@ -129,6 +138,13 @@ int kiln__cuda_enter(void);
 /* Turn a driver result into a kiln error: 0 for success, else KILN_EDEVICE
  * (KILN_ENOMEM for out of memory) "<call>: <CUDA error name>: <string>". */
 int kiln__cuda_check(CUresult r, const char *call);
+/* Tests without a GPU (fake.c): on = 1 makes the CUDA device a host-memory
+ * stand-in; owns = 1 when p lies in memory it allocated; fake_device is
+ * that device while on, else NULL. */
+void kiln__cuda_fake(int on);
+int kiln__cuda_fake_owns(const void *p);
+const kiln__device *kiln__cuda_fake_device(void);
+
 /* 1 if nvcc built kernels into this libkiln (the embedded fatbin). */
 int kiln__cuda_have_kernels(void);
 /* The embedded fatbin (fatbin.c); size 0 when built without nvcc. */

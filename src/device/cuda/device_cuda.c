@@ -165,4 +165,8 @@ static const kiln__device g_cuda = {
     .signature = d_signature,
 };
 
-const kiln__device *kiln__device_cuda(void) { return kiln__cuda_enter() ? NULL : &g_cuda; }
+const kiln__device *kiln__device_cuda(void) {
+    const kiln__device *fake = kiln__cuda_fake_device();
+    if (fake) return fake;
+    return kiln__cuda_enter() ? NULL : &g_cuda;
+}

@@ -2,7 +2,7 @@
  * driver.c — the CUDA driver API, loaded with dlopen at first use.
  *
  * kiln__cuda_init loads libcuda.so.1, resolves the functions of kiln__cu
- * (the versioned names cuda.h maps to: cuMemAlloc_v2 and so on), runs cuInit,
+ * (the versioned names the toolkit's header maps to: cuMemAlloc_v2 and so on), runs cuInit,
  * picks device $KILN_CUDA_DEVICE (default 0), retains its primary context
  * and reads the facts kiln needs.  The outcome (success, or the message of
  * the failure) is computed once and remembered: a machine without a driver
@@ -169,7 +169,7 @@ int kiln__cuda_enter(void) { return kiln__cuda_init(NULL, NULL); }
 int kiln__cuda_have_kernels(void) { return kiln__cuda_fatbin_size > 0; }
 
 KILN_API int kiln_devices_describe(char *buf, size_t size) {
-    KILN__ASSERT(buf || !size);
+    KILN__ARG(buf || !size, 0);
     const kiln__cuda_info *in = NULL;
     size_t n = 0;
 #define PUT(...)                                                                                   \
