@@ -11,7 +11,7 @@
  *   gather_<bytes>_<i32|i64>(outer, len, inner, nidx, idx, src, dst): Gather
  *     along one axis (negative indices count from the end; an index out of
  *     range writes zeros — the launcher cannot read device indices, see
- *     index_cuda.c).
+ *     copy_cuda.c).
  */
 #include "ops/common/cuda_common.cuh"
 
