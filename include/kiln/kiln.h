@@ -234,7 +234,11 @@ KILN_API int kiln_network_add_constant(kiln_network *net, const char *name,
                                        kiln_dtype dtype, int ndim,
                                        const int64_t *dims, const void *data);
 
-/* Add a layer running op `op` ("namespace::name") at `version`.  inputs
+/* Add a layer running op `op` ("namespace::name") at `version`.  Built-in
+ * ONNX ops (namespaces "ai.onnx...") follow the opset rule: the highest
+ * registered version <= `version` is taken (ai.onnx::Relu at 13 runs Relu
+ * v6; 0, or a version below every registered one, fails and lists them);
+ * other namespaces (plugins) need the exact version.  inputs
  * name existing tensors ("" = absent optional input); outputs name new
  * tensors.  `layer_name` may be NULL (a name is generated).  The op must be
  * registered when the layer is added.  Returns the layer (owned by the
