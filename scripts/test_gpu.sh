@@ -13,9 +13,9 @@
 #   scripts/test_gpu.sh run BUNDLE_DIR [LOG_DIR]      (on the GPU machine)
 #       runs, logging each step to LOG_DIR (default BUNDLE_DIR/logs):
 #        1. kiln devices
-#        2. the cuda tests (test_cuda: device layer, kernels, cuBLASLt,
-#           engines, CUDA graphs, 4 contexts on 4 streams bit-identical to
-#           one; test_cuda_placement)
+#        2. the cuda tests, every test_cuda* program (test_cuda: device
+#           layer, kernels, cuBLASLt, engines, CUDA graphs, 4 contexts on 4
+#           streams bit-identical to one; test_cuda_placement; test_cuda_ops)
 #        3. kiln test-onnx --device cuda over the ONNX node cases (with the
 #           skip list): passed,
 #           failed, skipped and how many ran entirely on the GPU
@@ -38,10 +38,11 @@ pack() {
     here=$(cd "$(dirname "$0")" && pwd)
     mkdir -p "$out"
     cp -L "$build/kiln" "$build/libkiln.so.0" "$out/"
-    for t in test_cuda test_cuda_placement; do cp "$build/$t" "$out/"; done
+    # the test programs each hold the kernels (static libkiln): compressed
+    (cd "$build" && tar czf "$out/tests.tgz" $(for t in test_cuda*; do [ -f "$t" ] && [ -x "$t" ] && echo "$t"; done))
     # libraries the GPU machine may lack (protobuf-c, libsodium, ...): all
     # but the C runtime's
-    ldd "$out/kiln" "$out/libkiln.so.0" "$out/test_cuda" | awk '/=> \// {print $3}' | sort -u |
+    ldd "$out/kiln" "$out/libkiln.so.0" "$build/test_cuda" | awk '/=> \// {print $3}' | sort -u |
         grep -vE '/(libc|libm|libdl|libpthread|librt|ld-linux[^/]*|libgcc_s|libstdc\+\+)\.so' |
         while read -r lib; do cp -L "$lib" "$out/"; done
     cp "$here/test_gpu.sh" "$here/../tests/onnx_skip.txt" "$out/"
@@ -76,10 +77,13 @@ run() {
         return $rc
     }
     : >"$logs/summary.txt"
+    [ -f "$dir/tests.tgz" ] && tar xzf "$dir/tests.tgz" -C "$dir"
     step devices "$kiln" devices
     cat "$logs/devices.log"
-    for t in test_cuda test_cuda_placement; do
-        step "$t" "$dir/$t"
+    for p in "$dir"/test_cuda*; do
+        local t
+        t=$(basename "$p")
+        step "$t" "$p"
         grep -q "^SKIP" "$logs/$t.log" && summary "  $(grep '^SKIP' "$logs/$t.log")"
     done
     if [ -f "$dir/node.tgz" ] && [ "${KILN_GPU_NODE:-1}" != 0 ]; then

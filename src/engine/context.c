@@ -1207,6 +1207,8 @@ static int run(kiln_context *c, int sync) {
         if (!cl->gpu && (rc = gpu_wait(c))) return layer_err(&e->layers[l], rc);
         if (debug) debug_before(c, l);
         if (cl->check) {
+            /* the check reads small host inputs, which a copy from the GPU may still be writing */
+            if (cl->gpu && (rc = gpu_wait(c))) return layer_err(&e->layers[l], rc);
             rc = kiln__layer_check_shapes(e, l, e->layers[l].state, cl->call.attrs, cl->in, cl->out, c->dep,
                                           c->tbytes);
             if (rc) return rc;

@@ -133,7 +133,8 @@ static void view_desc(const kiln_engine *e, kiln_exprs *x, int32_t t, const kiln
     if (et->kind == KILN__ET_CONST && linear && (uint64_t)n * kiln_dtype_size(v->dtype) == et->const_bytes)
         d->data = e->weights + et->const_off;
     int isint = v->dtype == KILN_DTYPE_I64 || v->dtype == KILN_DTYPE_I32;
-    if (!isint || !linear || !v->data || n > KILN_MAX_VALUES) return;
+    /* values are read on the host: not from device memory (CUDA layers) */
+    if (!isint || !linear || !v->data || v->device != KILN_DEVICE_CPU || n > KILN_MAX_VALUES) return;
     d->nvalues = (int)n;
     for (int64_t i = 0; i < n; i++) {
         int64_t val;
