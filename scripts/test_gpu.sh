@@ -5,8 +5,9 @@
 # protobuf-c) and has no libonnx-testdata:
 #
 #   scripts/test_gpu.sh pack BUILD_DIR BUNDLE_DIR   (on the build machine)
-#       copies kiln, libkiln.so.0, the cuda-labelled test programs,
-#       libprotobuf-c.so.1, this script, tests/onnx_skip.txt (the cases
+#       copies kiln, libkiln.so.0, the cuda-labelled test programs, the
+#       shared libraries they need beyond the C runtime (protobuf-c,
+#       libsodium), this script, tests/onnx_skip.txt (the cases
 #       known to fail for reasons of their own), the ONNX node cases and the shared
 #       models (as .tgz) into BUNDLE_DIR (about 25 MB);
 #   scripts/test_gpu.sh run BUNDLE_DIR [LOG_DIR]      (on the GPU machine)
@@ -24,6 +25,8 @@
 #           (ONNX Runtime CPU; rtol 1e-3, atol 1e-4), FP32
 #        5. compute-sanitizer --tool memcheck on test_cuda and on one model
 #       and prints a summary; exit status 1 if a step failed.
+#       KILN_GPU_NODE=0 leaves out step 3 (about 200 s on an H100 machine);
+#       STEP_TIMEOUT (default 300 s) bounds every other step.
 #
 # With the GPU machine of this project (the `run` tool): pack into an ignored
 # folder of the checkout that travels, e.g.
@@ -38,7 +41,11 @@ pack() {
     mkdir -p "$out"
     cp -L "$build/kiln" "$build/libkiln.so.0" "$out/"
     for t in test_cuda test_cuda_placement test_cuda_ops; do cp "$build/$t" "$out/"; done
-    cp -L /usr/lib/x86_64-linux-gnu/libprotobuf-c.so.1 "$out/"
+    # libraries the GPU machine may lack (protobuf-c, libsodium, ...): all
+    # but the C runtime's
+    ldd "$out/kiln" "$out/libkiln.so.0" "$out/test_cuda" | awk '/=> \// {print $3}' | sort -u |
+        grep -vE '/(libc|libm|libdl|libpthread|librt|ld-linux[^/]*|libgcc_s|libstdc\+\+)\.so' |
+        while read -r lib; do cp -L "$lib" "$out/"; done
     cp "$here/test_gpu.sh" "$here/../tests/onnx_skip.txt" "$out/"
     local data=${KILN_ONNX_TESTDATA:-/usr/share/libonnx-testdata/data}
     local models=${KILN_MODELS:-$here/../../shared/models}
@@ -77,7 +84,7 @@ run() {
         step "$t" "$dir/$t"
         grep -q "^SKIP" "$logs/$t.log" && summary "  $(grep '^SKIP' "$logs/$t.log")"
     done
-    if [ -f "$dir/node.tgz" ]; then
+    if [ -f "$dir/node.tgz" ] && [ "${KILN_GPU_NODE:-1}" != 0 ]; then
         tar xzf "$dir/node.tgz" -C "$work"
         # one kiln test-onnx per 16 cases, as many at once as there are CPUs
         node_cases() {

@@ -341,6 +341,8 @@ static int build_main(int argc, char **argv, cli_plugins *plugins) {
         cli_fail_kiln(verb, rc, cache);
         goto done;
     }
+    const cli_shapes *given[4] = {&shapes, &mn, &opt, &mx};
+    if (cli_default_shapes(verb, net, given, 4, &shapes)) goto done;
     if (set_profiles(verb, cfg, &shapes, &mn, &opt, &mx)) goto done;
     if ((rc = kiln_build(net, cfg, &e, &st))) {
         cli_fail_kiln(verb, rc, model ? model : network);

@@ -234,7 +234,11 @@ KILN_API int kiln_network_add_constant(kiln_network *net, const char *name,
                                        kiln_dtype dtype, int ndim,
                                        const int64_t *dims, const void *data);
 
-/* Add a layer running op `op` ("namespace::name") at `version`.  inputs
+/* Add a layer running op `op` ("namespace::name") at `version`.  Built-in
+ * ONNX ops (namespaces "ai.onnx...") follow the opset rule: the highest
+ * registered version <= `version` is taken (ai.onnx::Relu at 13 runs Relu
+ * v6; 0, or a version below every registered one, fails and lists them);
+ * other namespaces (plugins) need the exact version.  inputs
  * name existing tensors ("" = absent optional input); outputs name new
  * tensors.  `layer_name` may be NULL (a name is generated).  The op must be
  * registered when the layer is added.  Returns the layer (owned by the
@@ -379,6 +383,10 @@ KILN_API void kiln_build_config_set_flags(kiln_build_config *cfg, unsigned flags
 KILN_API unsigned kiln_build_config_get_flags(const kiln_build_config *cfg);
 KILN_API void kiln_build_config_set_threads(kiln_build_config *cfg, int n);
 KILN_API void kiln_build_config_set_timing_reps(kiln_build_config *cfg, int reps);
+/* KILN_DEVICE_CUDA: each layer whose op has a CUDA implementation for its
+ * types runs on the GPU, the rest on the CPU, with copies between them
+ * (docs/CUDA.md).  kiln_build then fails with KILN_EDEVICE "no CUDA device
+ * (<reason>)" on a machine without a usable GPU. */
 KILN_API void kiln_build_config_set_device(kiln_build_config *cfg, kiln_device_kind d);
 /* Timing cache file: read (if it exists) before the build, written after.
  * Entries with another device signature are ignored (logged).  NULL = none. */
@@ -522,7 +530,9 @@ typedef struct kiln_context kiln_context;
 
 /* A context owns activation memory and a CPU thread pool of `threads`
  * workers (0 = the engine's build setting).  Contexts of one engine are
- * independent and may run concurrently. */
+ * independent and may run concurrently.  A CUDA engine's first context
+ * uploads the weights (shared by all); KILN_EDEVICE when this machine has no
+ * GPU or another GPU model than the engine was built for. */
 KILN_API int kiln_context_create(const kiln_engine *e, int threads, kiln_context **out);
 KILN_API void kiln_context_free(kiln_context *ctx);
 

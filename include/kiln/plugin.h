@@ -196,7 +196,7 @@ KILN_API int64_t kiln_attrs_floats(const kiln_attrs *a, const char *name, const 
 /* A view of a tensor as kernels see it.  dims are logical; strides are in
  * elements and describe LINEAR and NHWC layouts (blocked layouts: see
  * `format`).  `data` is host memory on the CPU device and device memory on
- * CUDA. */
+ * CUDA (the CPU is the only device until the CUDA backend lands). */
 typedef struct kiln_tensor {
     void *data;
     kiln_dtype dtype;
@@ -699,7 +699,7 @@ typedef struct kiln_compile_options {
     int is_source;       /* path_or_source is C source text, not a file path */
     const char *cflags;  /* extra compiler flags, space-separated ("-DFOO -O3") */
     int rebuild;         /* compile even when the cache has the result */
-    int verbose;         /* log cache hits/misses at KILN_LOG_INFO (else VERBOSE) */
+    int verbose;         /* print cache hits/misses (INFO, whatever the log level; else at VERBOSE) */
 } kiln_compile_options;
 
 /* Compile a C file defining ops (it includes <kiln/plugin.h>) into a shared
@@ -715,6 +715,12 @@ KILN_API int kiln_plugin_compile(const char *path_or_source, const kiln_compile_
 /* kiln_plugin_compile then kiln_registry_load_library on the result. */
 KILN_API int kiln_plugin_compile_load(const char *path_or_source,
                                       const kiln_compile_options *opt, char **so_path_out);
+/* The compile cache directory (created if missing) into buf: compiled
+ * plugin sources (<stem>-<key>.so) and AOT kernels (aot-<entry>-<key>.bin)
+ * live there; `kiln plugins cache --list/--clean` lists or removes them.
+ * Errors: KILN_EINVAL (NULL buf), KILN_EIO (no HOME, path too long, not
+ * creatable). */
+KILN_API int kiln_compile_cache_dir(char *buf, size_t size);
 
 #ifdef __cplusplus
 }

@@ -503,7 +503,7 @@ static int emit_aot(emitter *E, int li, kiln__elayer *el) {
     if (!na) return kiln__err(KILN_ENOMEM, "build: out of memory");
     e->aot = na;
     rc = kiln__aot_from_kernel(L->op, &k, aot_node_cb, E, &e->aot[e->naot]);
-    if (rc) return kiln__err_prefix(rc, "layer '%s' (%s::%s v%d): AOT kernel", L->name, L->op->ns, L->op->name, L->op->version);
+    if (rc) return kiln__err_prefix(rc, "layer '%s' (%s::%s v%d)", L->name, L->op->ns, L->op->name, L->op->version);
     el->aot_kernel = e->naot++;
     return 0;
 }

@@ -569,20 +569,29 @@ int kiln__b_select(builder *b) {
                 int ok;
                 rc = time_candidate(b, li, &cl.c[k].io, cl.c[k].tactic, &ms, &ok, 1);
                 if (rc || !ok) continue;
-                double cost = ms;
+                double cost = ms, rf_in = 0, rf_out = 0;
                 const bl *L = &b->l[li];
                 for (int p = 0; p < L->nin && !rc; p++) {
                     if (L->in[p] < 0) continue;
                     double rms;
                     rc = reformat_cost(b, L->in[p], cl.c[k].io.dtype[p], cl.c[k].io.format[p], &rms);
-                    cost += rms;
+                    rf_in += rms;
                 }
+                cost += rf_in;
                 /* Network outputs must end in their logical type, LINEAR. */
                 for (int o = 0; o < L->nout && !rc; o++) {
                     const bt *t = &b->t[L->out[o]];
                     kiln_io_format *io = &cl.c[k].io;
                     if (t->is_output && (io->dtype[L->nin + o] != t->dtype || io->format[L->nin + o] != KILN_FORMAT_LINEAR))
-                        cost += ms * 0.05; /* a reformat follows; exact time unknown before the choice */
+                        rf_out += ms * 0.05; /* a reformat follows; exact time unknown before the choice */
+                }
+                cost += rf_out;
+                if (!rc) { /* why a candidate wins or loses: its kernel and its reformats */
+                    char iot[512];
+                    io_text(&cl.c[k].io, iot, sizeof iot);
+                    kiln__log(KILN_LOG_VERBOSE, "layer '%s': candidate %s tactic %d: kernel %.4f ms + reformat "
+                              "inputs %.4f ms + outputs %.4f ms (estimate) = cost %.4f ms", L->name, iot,
+                              cl.c[k].tactic, ms, rf_in, rf_out, cost);
                 }
                 if (best < 0 || cost < best_cost) {
                     best = k;
@@ -599,9 +608,10 @@ int kiln__b_select(builder *b) {
             }
             char iot[512];
             io_text(&cl.c[best].io, iot, sizeof iot);
-            kiln__log(KILN_LOG_VERBOSE, "layer '%s' (%s::%s v%d): chose %s tactic %d (%.4f ms, cost %.4f ms, %d candidates)",
+            kiln__log(KILN_LOG_VERBOSE, "layer '%s' (%s::%s v%d): chose %s tactic %d (kernel %.4f ms + reformats "
+                      "%.4f ms = cost %.4f ms, lowest of %d candidates)",
                       b->l[li].name, b->l[li].op->ns, b->l[li].op->name, b->l[li].op->version, iot,
-                      cl.c[best].tactic, best_ms, best_cost, cl.n);
+                      cl.c[best].tactic, best_ms, best_cost - best_ms, best_cost, cl.n);
             b->l[li].timed = 1;
         }
         bl *L = &b->l[li];

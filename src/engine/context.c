@@ -160,6 +160,7 @@ static int no_such_io(const kiln_context *c, const char *name) {
 static int evaluate(kiln_context *c);
 static void graphs_drop(kiln_context *c);
 static void graph_segments(kiln_context *c);
+static void host_free(const kiln_context *c, void *p);
 
 /* ------------------------------------------------------------ create/free */
 
@@ -374,9 +375,9 @@ KILN_API void kiln_context_free(kiln_context *c) {
     }
     if (c->pool) kiln__pool_free(c->pool);
     if (c->owned)
-        for (int32_t i = 0; i < e->noutputs; i++) kiln__aligned_free(c->owned[i]);
-    kiln__aligned_free(c->arena);
-    kiln__aligned_free(c->ws);
+        for (int32_t i = 0; i < e->noutputs; i++) host_free(c, c->owned[i]);
+    host_free(c, c->arena);
+    host_free(c, c->ws);
     void *arrs[] = {c->vals, c->vals_up,     c->dep,      c->input_of,  c->output_of, c->root,
                     c->group_out, c->tdep,    c->in_dims,   c->in_set,    c->bind,
                     c->bind_bytes, c->tptr,   c->tbytes,    c->talloc,    c->size_val,
@@ -559,7 +560,21 @@ static uint64_t phys_bytes(void) {
     return pages > 0 && size > 0 ? (uint64_t)pages * (uint64_t)size : 0;
 }
 
-static int grow(uint8_t **p, size_t *cap, size_t need) {
+/* Host memory of the context: page-locked for CUDA engines (copies to and
+ * from it are truly asynchronous), else aligned heap memory. */
+static void *host_alloc(const kiln_context *c, size_t n) {
+    void *q = NULL;
+    if (c->dev) return c->dev->host_alloc(n, &q) ? NULL : q;
+    return kiln__aligned_alloc(n);
+}
+
+static void host_free(const kiln_context *c, void *p) {
+    if (!p) return;
+    if (c->dev) c->dev->host_free(p);
+    else kiln__aligned_free(p);
+}
+
+static int grow(kiln_context *c, uint8_t **p, size_t *cap, size_t need) {
     if (need <= *cap && *p) return 0;
     /* More than the machine has (data-dependent dims reserved at loose upper
      * bounds, say): a clear error rather than an allocator's abort. */
@@ -571,9 +586,9 @@ static int grow(uint8_t **p, size_t *cap, size_t need) {
     size_t n = need > *cap * 3 / 2 ? need : *cap * 3 / 2;
     if (phys && n > phys) n = need;
     if (n < 64) n = 64;
-    void *q = kiln__aligned_alloc(n);
-    if (!q) return kiln__err(KILN_ENOMEM, "out of memory: %zu bytes of context memory", n);
-    kiln__aligned_free(*p);
+    void *q = host_alloc(c, n);
+    if (!q) return kiln__err_prefix(KILN_ENOMEM, "out of memory: %zu bytes of context memory", n);
+    host_free(c, *p);
     *p = q;
     *cap = n;
     return 0;
@@ -645,7 +660,7 @@ static int plan(kiln_context *c) {
             return kiln__err_prefix(rc, "planning %s memory", space ? "device" : "activation");
         uint8_t *base;
         if (space == KILN_DEVICE_CPU) {
-            if ((rc = grow(&c->arena, &c->arena_cap, (size_t)total))) return rc;
+            if ((rc = grow(c, &c->arena, &c->arena_cap, (size_t)total))) return rc;
             base = c->arena;
         } else {
             if ((rc = dgrow(c, &c->darena, &c->darena_cap, (size_t)total, "activations"))) return rc;
@@ -668,7 +683,7 @@ static int plan(kiln_context *c) {
     }
     if (ws) {
         uint8_t *p = c->ws;
-        if ((rc = grow(&p, &c->ws_cap, ws))) return rc;
+        if ((rc = grow(c, &p, &c->ws_cap, ws))) return rc;
         c->ws = p;
     }
     if (dws && (rc = dgrow(c, &c->dws, &c->dws_cap, dws, "workspace"))) return rc;
@@ -697,9 +712,12 @@ static int patch_pointers(kiln_context *c) {
         const kiln__etensor *et = &e->tensors[t];
         if (et->kind == KILN__ET_INPUT || et->kind == KILN__ET_CONST) continue;
         uint8_t *p = c->bind[t];
-        if (!p || c->debug) {
+        /* outputs copied from the GPU land in pinned context memory, then
+         * in the user's buffer (pinned staging) */
+        int staged = c->dev && et->first >= 0 && e->layers[et->first].device == KILN_DEVICE_CUDA;
+        if (!p || c->debug || staged) {
             size_t need = (size_t)c->talloc[c->root[t]] + CANARY;
-            int rc = grow(&c->owned[i], &c->owned_cap[i], need);
+            int rc = grow(c, &c->owned[i], &c->owned_cap[i], need);
             if (rc) return rc;
             p = c->owned[i];
         }
@@ -1215,7 +1233,11 @@ static int run(kiln_context *c, int sync) {
         tensor_dims(c, et, dims);
         if (dims_bytes(et, dims, &b)) b = c->tbytes[t];
         if (!c->tptr[t] || c->tptr[t] == c->bind[t]) continue;
-        if ((rc = gpu_wait(c))) return rc;
+        if (c->dev) { /* ordered after the GPU's writes; the buffer may be device memory */
+            if ((rc = c->dev->copy(c->bind[t], c->tptr[t], (size_t)b, c->cx.base.stream))) return rc;
+            c->gpu_pending = 1;
+            continue;
+        }
         memcpy(c->bind[t], c->tptr[t], (size_t)b);
     }
     if (sync && (rc = gpu_wait(c))) return rc;

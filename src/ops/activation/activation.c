@@ -303,7 +303,7 @@ static const kiln_combo cu_class[] = {{.types = KILN_CU_T_FLOAT ", BOOL"}, {0}};
         return OUTBOOL || a->x != 0 || !TAB[KILN_DTYPE_F32];                  \
     }                                                                         \
     static const kiln_quick_op VAR##_op = {                                   \
-        .ns = OPS_NS, .name = NAME, .version = VER,                          \
+        .ns = OPS_NS, .name = NAME, .version = VER,                           \
         .min_inputs = 1, .max_inputs = 1, .num_outputs = 1,                   \
         .attrs = ATTRS, .shape = VAR##_shape, .impl = VAR##_impl, .doc = DOC, \
         .epilogue = VAR##_epi, .epilogue_check = VAR##_epi_check,            \

@@ -62,7 +62,7 @@ typedef void (*bin_fn)(const void *a, int64_t sa, const void *b, int64_t sb, voi
 #define CMP_DEF(SUF, T, CT, LD, ST, OP)                                       \
     static void bin_##OP##_##SUF(const void *a_, int64_t sa, const void *b_,  \
                                  int64_t sb, void *y_, int64_t n) {           \
-        BIN_BODY(T, CT, LD, uint8_t, OPS_ST_ID, E_##OP)                      \
+        BIN_BODY(T, CT, LD, uint8_t, OPS_ST_ID, E_##OP)                       \
     }
 #define BIN_TAB(SUF, T, CT, LD, ST, OP) [KILN_DTYPE_##SUF] = bin_##OP##_##SUF,
 
@@ -392,7 +392,7 @@ static const kiln_combo cu_eq[] = {{.types = KILN_CU_T_NUM ", " KILN_CU_T_NUM ",
     static int VAR##_impl(const kiln_call *c) { return bin_impl(c, TAB); }   \
     static int VAR##_cuda(const kiln_call *c) { return kiln__cu_binary(c, NAME); } \
     static const kiln_quick_op VAR##_op = {                                   \
-        .ns = OPS_NS, .name = NAME, .version = VER,                          \
+        .ns = OPS_NS, .name = NAME, .version = VER,                           \
         .min_inputs = 2, .max_inputs = 2, .num_outputs = 1,                   \
         .attrs = ATTRS, .shape = VAR##_shape, .impl = VAR##_impl,             \
         .doc = DOC, .cuda_impl = VAR##_cuda, .cuda_formats = CUF,             \
@@ -436,7 +436,7 @@ static const kiln_combo cu_eq[] = {{.types = KILN_CU_T_NUM ", " KILN_CU_T_NUM ",
         return 0;                                                             \
     }                                                                         \
     static const kiln_quick_op VAR##_op = {                                   \
-        .ns = OPS_NS, .name = NAME, .version = VER,                          \
+        .ns = OPS_NS, .name = NAME, .version = VER,                           \
         .min_inputs = 2, .max_inputs = 2, .num_outputs = 1,                   \
         .shape = VAR##_shape, .impl = VAR##_impl, .doc = DOC,                 \
         .epilogue = VAR##_epi, .epilogue_check = VAR##_epi_check,            \
@@ -567,7 +567,7 @@ static int var_impl(const kiln_call *c, const bin_fn *tab, int mean) {
     static int VAR##_impl(const kiln_call *c) { return var_impl(c, TAB, MEAN); } \
     static int VAR##_cuda(const kiln_call *c) { return kiln__cu_variadic(c, NAME); } \
     static const kiln_quick_op VAR##_op = {                                   \
-        .ns = OPS_NS, .name = NAME, .version = 8,                            \
+        .ns = OPS_NS, .name = NAME, .version = 8,                             \
         .min_inputs = 1, .max_inputs = KILN_MAX_IO - 1, .num_outputs = 1,     \
         .shape = VAR##_shape, .impl = VAR##_impl, .doc = DOC,                 \
         .cuda_impl = VAR##_cuda, .cuda_formats = CUF,                         \
@@ -876,7 +876,7 @@ static const kiln_attr_def consumed_attrs[] = {
     {NULL}};
 #define VAR_LEGACY(VAR, NAME, VER, ATTRS)                                     \
     static const kiln_quick_op VAR##_l##VER = {                               \
-        .ns = OPS_NS, .name = NAME, .version = VER,                          \
+        .ns = OPS_NS, .name = NAME, .version = VER,                           \
         .min_inputs = 1, .max_inputs = KILN_MAX_IO - 1, .num_outputs = 1,     \
         .attrs = ATTRS, .shape = VAR##_shape, .impl = VAR##_impl,             \
         .doc = "legacy form (same shapes)",                                   \
