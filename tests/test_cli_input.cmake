@@ -88,3 +88,10 @@ if(COMMAND kiln_cli_test AND TARGET kiln_cli)
      ${KC} plugins cache --clean | grep -q '^removed 1 cache entry' && \
      ${KC} plugins cache | grep -q '^0 cache entries' && test -f ${KI_CACHE}/notes.txt")
 endif()
+
+# kiln inspect shows layer attributes (friction 8).
+if(COMMAND kiln_cli_test AND TARGET kiln_cli AND TARGET kiln_samples_ops)
+  kiln_cli_test(cli_input_inspect_attrs ${KC} inspect ${CMAKE_BINARY_DIR}/cli-hardening/cp.kiln --plugins ${KLIB})
+  set_tests_properties(cli_input_inspect_attrs PROPERTIES FIXTURES_REQUIRED cli_harden_cp
+                       PASS_REGULAR_EXPRESSION "'pad_a' sample::circ_pad v[0-9]+ .*\n +attrs pads=\\[[0-9, ]+\\]\n +in  'a'")
+endif()

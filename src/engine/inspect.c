@@ -171,6 +171,9 @@ KILN_API int kiln_engine_inspect(const kiln_engine *e, FILE *out) {
         if (L->aot_kernel >= 0) fprintf(out, " (kernel %d)", (int)L->aot_kernel);
         if (L->time_ms > 0) fprintf(out, "  %.4f ms", L->time_ms);
         fprintf(out, "\n");
+        char attrs[1024];
+        kiln__attrset_describe(&L->attrs, attrs, sizeof attrs);
+        if (attrs[0]) fprintf(out, "      attrs %s\n", attrs);
         for (int32_t k = 0; k < L->nin; k++)
             fprintf(out, "      in  %s\n", tensor_str(e, L->in[k], b1, sizeof b1));
         for (int32_t k = 0; k < L->nout; k++)
