@@ -341,3 +341,13 @@ int cli_engine_load(const char *verb, const char *path, kiln_engine **e) {
     }
     return named ? cli_fail(verb, "%s", m) : cli_fail_kiln(verb, rc, path);
 }
+
+int cli_device(const char *verb, const char *s, kiln_device_kind *out) {
+    if (!strcmp(s, "cpu")) *out = KILN_DEVICE_CPU;
+    else if (!strcmp(s, "cuda")) *out = KILN_DEVICE_CUDA;
+    else {
+        cli_fail(verb, "--device expects cpu or cuda, found '%s'", s);
+        return -1;
+    }
+    return 0;
+}

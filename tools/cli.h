@@ -21,6 +21,7 @@ int kiln_cli_run(int argc, char **argv);
 int kiln_cli_bench(int argc, char **argv);
 int kiln_cli_inspect(int argc, char **argv);
 int kiln_cli_plugins(int argc, char **argv);
+int kiln_cli_devices(int argc, char **argv);
 /* `kiln plugins compile FILE.c ...` (plugins.c). */
 int kiln_cli_plugins_compile(int argc, char **argv);
 /* `kiln test-onnx`: the ONNX conformance runner (tools/test_onnx.c). */
@@ -71,6 +72,8 @@ int cli_int(const char *verb, const char *opt, const char *s, long *out);
 #define CLI_MAX_THREADS 1024
 int cli_threads(const char *verb, const char *s, long *out);
 int cli_double(const char *verb, const char *opt, const char *s, double *out);
+/* --device cpu|cuda; -1 on error (message printed). */
+int cli_device(const char *verb, const char *s, kiln_device_kind *out);
 
 /* "name:1x3x224x224,other:4" (also accepts several options concatenated). */
 #define CLI_MAX_SHAPES 32

@@ -39,6 +39,7 @@ static int usage(FILE *f) {
             "                            |out - ref| <= atol + rtol * |ref|\n"
             "  --threads N               worker threads (default: the engine's build setting)\n"
             "  --debug                   poison layer outputs, check writes and canaries\n"
+            "  --no-cuda-graph           CUDA engines: launch layer by layer (no CUDA graph replay)\n"
             "  --iterations N            run N times (outputs of the last run are reported)\n"
             "  -v, --verbose             library log (engine loading, plugin lookups)\n"
             "  ENGINE may be a MODEL.onnx: built in memory first (--shapes sets its profile;\n"
@@ -227,7 +228,7 @@ int kiln_cli_run(int argc, char **argv) {
     cli_plugins plugins = {0};
     cli_shapes shapes = {0};
     binding inputs[MAX_BINDINGS], cmps[MAX_BINDINGS];
-    int ninputs = 0, ncmps = 0, debug = 0, status = 2;
+    int ninputs = 0, ncmps = 0, debug = 0, status = 2, graphs = 1;
     long threads = 0, iterations = 1;
     unsigned long long seed = 1;
     double rtol = 1e-4, atol = 1e-5;
@@ -239,6 +240,7 @@ int kiln_cli_run(int argc, char **argv) {
             goto out;
         } else if (!strcmp(a, "--debug")) debug = 1;
         else if (cli_verbose_opt(a)) continue;
+        else if (!strcmp(a, "--no-cuda-graph")) graphs = 0;
         else if ((m = cli_plugins_opt(verb, argc, argv, &i, &plugins)) > 0) continue;
         else if (m == 0 && (m = cli_trust_opt(verb, argc, argv, &i)) > 0) continue;
         else if (m == 0 && (m = cli_opt(argc, argv, &i, "--input", &v)) > 0) {
@@ -329,6 +331,7 @@ int kiln_cli_run(int argc, char **argv) {
         goto done;
     }
     kiln_context_set_debug(ctx, debug);
+    kiln_context_set_cuda_graphs(ctx, graphs);
     if (!check_bindings(verb, "--input", e, 0, inputs, ninputs) ||
         !check_bindings(verb, "--compare", e, 1, cmps, ncmps))
         goto done;

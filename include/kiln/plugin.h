@@ -538,11 +538,26 @@ typedef struct kiln_quick_op {
      * returns: they must stay valid until the next formats_fn call on this
      * thread (static or thread-local buffers do).  Checked like `formats`. */
     int (*formats_fn)(const kiln_shape_ctx *c, kiln_combo *out, int max);
+    /* CUDA implementation (NULL: CPU only).  Same identity, schema and shape
+     * function as the CPU impl; its own combinations and tactics, timed on
+     * the GPU with CUDA events.  cuda_impl gets device pointers in c->in/out
+     * (device == KILN_DEVICE_CUDA), a device workspace, and
+     * kiln_exec_stream(c->exec) (a CUstream): it only enqueues work on that
+     * stream and never synchronizes.  NULL cuda_formats: same as formats. */
+    int (*cuda_impl)(const kiln_call *c);
+    const kiln_combo *cuda_formats;
+    size_t (*cuda_workspace)(const kiln_call *c);
+    int cuda_graph_unsafe;   /* 1: the run is not captured into a CUDA graph around this layer */
+    /* Bit k set: input k of cuda_impl stays in host memory (small integer
+     * tensors the launcher reads to size its grid: pads, axes, repeats...);
+     * c->in[k].device is then KILN_DEVICE_CPU.  A host input produced on
+     * the GPU costs a device-to-host copy and a stream sync per run. */
+    unsigned cuda_host_inputs;
 } kiln_quick_op;
 
 /* ------------------------------------------------- full plugins */
 
-#define KILN_PLUGIN_VTABLE_VERSION 1
+#define KILN_PLUGIN_VTABLE_VERSION 2
 
 typedef struct kiln_plugin_vtable {
     int version;   /* KILN_PLUGIN_VTABLE_VERSION this plugin was written against */
@@ -579,6 +594,14 @@ typedef struct kiln_plugin_vtable {
      * detach_from_context(state, ctx_state) runs when the context is freed. */
     int (*attach_to_context)(void *state, void **ctx_state);
     void (*detach_from_context)(void *state, void *ctx_state);
+    /* Version 2: the CUDA implementation (NULL: CPU only).  enqueue_cuda is
+     * enqueue with device pointers, a device workspace of
+     * workspace_size_cuda bytes (NULL: none) and kiln_exec_stream(c->exec):
+     * it only enqueues work on that stream.  supports_format, configure and
+     * valid_tactics are shared with the CPU side.  Vtables of version 1 end
+     * before these fields and are CPU only. */
+    int (*enqueue_cuda)(void *state, const kiln_call *c);
+    size_t (*workspace_size_cuda)(void *state, const kiln_call *c);
 } kiln_plugin_vtable;
 
 typedef struct kiln_plugin_def {

@@ -51,6 +51,8 @@ void kiln__engine_destroy(kiln_engine *e) {
     }
     kiln__free(e->plugins);
     kiln__free(e->device_sig);
+    kiln__engine_device_free(e);
+    kiln__free(e->cuda_sig);
     if (e->weights_owned) kiln__aligned_free(e->weights);
     if (e->map) munmap(e->map, e->map_size);
     kiln__free(e);
@@ -152,7 +154,8 @@ static void prepack_view(const kiln_engine *e, int32_t t, kiln_tensor *v) {
  * own blocks. */
 static int layer_prepack(const kiln_engine *e, kiln__elayer *l) {
     const kiln__op *op = l->op;
-    if (l->prepack_done || !op->quick || !op->quick->prepack) return 0;
+    /* packed forms are host memory, for the CPU implementation only */
+    if (l->prepack_done || !op->quick || !op->quick->prepack || l->device != KILN_DEVICE_CPU) return 0;
     kiln_tensor *views = kiln__calloc((size_t)(l->nin + l->nout) + 1, sizeof *views);
     if (!views) return kiln__err(KILN_ENOMEM, "layer '%s': out of memory", l->name);
     for (int32_t k = 0; k < l->nin; k++) prepack_view(e, l->in[k], &views[k]);
