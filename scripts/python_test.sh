@@ -25,7 +25,7 @@ if [ ! -x "$venv/bin/python" ]; then
     "$py" -m venv "$venv"
 fi
 "$venv/bin/python" -m pip install -q --upgrade pip >/dev/null
-"$venv/bin/python" -m pip install -q numpy pytest "scikit-build-core>=0.8"
+"$venv/bin/python" -m pip install -q numpy pytest "scikit-build-core>=0.8" ninja
 # No build isolation: the venv already holds the build backend (and a
 # re-run reuses build/python-*/ incrementally).
 "$venv/bin/python" -m pip install -q --no-build-isolation .

@@ -100,6 +100,12 @@ struct kiln_exec {
     void *stream;           /* CUDA */
     int depth;              /* nesting guard for kiln_exec_parallel */
 };
+/* A CUDA execution handle: the kiln_exec kernels see (device CUDA, the
+ * stream) plus what the build chose for them. */
+typedef struct kiln__cuda_exec {
+    kiln_exec base;
+    int allow_tf32;         /* FP32 GEMMs may use TF32 (KILN_BUILD_TF32) */
+} kiln__cuda_exec;
 int kiln__cpu_count(void);
 
 /* ------------------------------------------------------------ plugin/registry */
@@ -154,6 +160,20 @@ const kiln_combo *kiln__op_formats(const kiln__op *op, const void *state);
 int kiln__op_prepack(const kiln__op *op, const void *state, const kiln_call *c, int input,
                      void *dst, size_t *size);
 
+/* Per-device implementations (plugin/quick_op.c).  has_device: the op has
+ * an implementation there (the CPU always).  host_inputs: bit k = input k
+ * of the device implementation stays in host memory
+ * (kiln_quick_op.cuda_host_inputs).  graph_unsafe: a CUDA graph must not
+ * capture it.  enqueue_fn / workspace_fn: the vtable entries for device d
+ * (NULL: none). */
+typedef int (*kiln__enqueue_fn)(void *state, const kiln_call *c);
+typedef size_t (*kiln__workspace_fn)(void *state, const kiln_call *c);
+int kiln__op_has_device(const kiln__op *op, kiln_device_kind d);
+unsigned kiln__op_host_inputs(const kiln__op *op, kiln_device_kind d);
+int kiln__op_graph_unsafe(const kiln__op *op);
+kiln__enqueue_fn kiln__op_enqueue_fn(const kiln__op *op, kiln_device_kind d);
+kiln__workspace_fn kiln__op_workspace_fn(const kiln__op *op, kiln_device_kind d);
+
 /* ------------------------------------------------------------ plugin/attrs */
 /* A layer's attribute values (owning): values[i] belongs to op->attr_defs[i]. */
 typedef struct kiln__attrset {
@@ -163,6 +183,9 @@ typedef struct kiln__attrset {
 } kiln__attrset;
 int kiln__attrset_init(kiln__attrset *s, const kiln__op *op); /* defaults filled */
 void kiln__attrset_free(kiln__attrset *s);
+/* The present values as text for people, "pads=[1, 2, 2, 1] mode=\"wrap\""
+ * (arrays past 16 elements end in "..."); always NUL-terminated. */
+void kiln__attrset_describe(const kiln__attrset *s, char *buf, size_t size);
 int kiln__attrset_copy(kiln__attrset *dst, const kiln__attrset *src);
 /* Set from a value (type-checked, converted losslessly); message names attr. */
 int kiln__attrset_set(kiln__attrset *s, const char *name, const kiln_attr_value *val);
@@ -273,6 +296,7 @@ typedef struct kiln__etensor {
     int32_t first, last;     /* first producing / last consuming layer index */
     int32_t is_size;         /* 1 if a size tensor (0-D I64) */
     uint64_t plan_off, plan_bytes; /* memory plan at opt shapes (for inspect) */
+    uint8_t loc;             /* memory space: kiln_device_kind (file section DEVICE) */
 } kiln__etensor;
 
 typedef struct kiln__elayer {
@@ -288,6 +312,7 @@ typedef struct kiln__elayer {
     uint8_t *blob;           /* serialized attributes / plugin state */
     uint64_t blob_size;
     double time_ms;          /* timed at opt (0 if not timed) */
+    uint8_t device;          /* kiln_device_kind it runs on (file section DEVICE) */
     /* runtime (not serialized): */
     kiln__attrset attrs;     /* quick ops */
     void *state;             /* plugin instance */
@@ -359,7 +384,14 @@ struct kiln_engine {
     kiln__plugin_ref *plugins; int32_t nplugins;
     char *device_sig;
     int32_t threads;         /* build setting */
-    kiln_device_kind device;
+    kiln_device_kind device; /* the build's device (CUDA: some layers or tensors live on the GPU) */
+    /* CUDA engines (file section DEVICE): the GPU signature built for, and
+     * KILN_BUILD_TF32; runtime: the weights uploaded once (engine/device_weights.c,
+     * shared by all contexts). */
+    char *cuda_sig;
+    int32_t allow_tf32;
+    void *dweights;
+    int dweights_state;      /* 0 not yet, 1 uploaded, < 0 the KILN_E* of a failed upload */
     uint64_t host_id;        /* build host (kiln__host_id), 0 until saved/loaded */
     int signature;           /* 0 unsigned, 1 signed (not checked), 2 signature verified */
     /* memory: */
@@ -367,13 +399,19 @@ struct kiln_engine {
     int weights_owned;       /* weights allocated (not in the map) */
 };
 
-/* Where the memory of engine tensor t lives.  Every engine tensor is host
- * memory today; giving tensors a location (the CUDA backend, issue 10)
- * changes only this function. */
+/* engine/device_weights.c: the engine's weights in GPU memory, uploaded
+ * on the first call (thread-safe; one copy shared by every context), and
+ * the check that this machine's GPU is the one the engine was built for:
+ * KILN_EDEVICE "engine built for CUDA (<sig>): no CUDA device (<why>)" or
+ * "... this GPU is <sig>: rebuild the engine here". */
+int kiln__engine_device_check(const kiln_engine *e);
+int kiln__engine_device_weights(kiln_engine *e, uint8_t **dweights);
+void kiln__engine_device_free(kiln_engine *e);
+
+/* Where the memory of engine tensor t lives (its memory space, chosen by
+ * the builder: kiln__etensor.loc). */
 static inline kiln_device_kind kiln__etensor_device(const kiln_engine *e, int32_t t) {
-    (void)e;
-    (void)t;
-    return KILN_DEVICE_CPU;
+    return (kiln_device_kind)e->tensors[t].loc;
 }
 
 /* engine/engine.c: the value of shape-program node n when it is a constant

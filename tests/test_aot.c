@@ -251,7 +251,8 @@ TEST_IMPL(aot_compile_errors) {
     ASSERT_EQ(rc, KILN_ECOMPILE);
     ASSERT(so == NULL);
     ASSERT_CONTAINS(kiln_errmsg(), "AOT kernel k: compiler failed");
-    ASSERT_CONTAINS(kiln_errmsg(), "kernel.c:3:");
+    ASSERT_CONTAINS(kiln_errmsg(), ".c:3:"); /* the kept source, line 3 */
+    ASSERT_CONTAINS(kiln_errmsg(), "(the kernel source stays in ");
     ASSERT_CONTAINS(kiln_errmsg(), "error");
 
     /* Entry missing (static). */
@@ -825,7 +826,55 @@ TEST_IMPL(aot_engine_tampered_kernel) {
     free(buf);
 }
 
+/* An AOT source that does not compile (issue 12 friction 4): the build
+ * error names the layer, the op once and the kernel; the compiler's
+ * file:line points at a kept copy of the source (it used to name a deleted
+ * temporary file), with lines counted from the source's first line. */
+static const char broken_src[] = "#include <kiln/plugin.h>\n"
+                                 "void broken_k(const kiln_aot_args *a, int ith, int nth) {\n"
+                                 "    int x = ;\n"
+                                 "}\n";
+static int broken_aot(const kiln_shape_ctx *c, const kiln_io_format *io, int tactic, kiln_aot_kernel *k) {
+    (void)io;
+    (void)tactic;
+    k->source = broken_src;
+    k->entry = "broken_k";
+    k->extent = c->in[0].dims[0];
+    return 0;
+}
+static const kiln_quick_op broken_op = {
+    .ns = "gtest", .name = "broken", .version = 1, .min_inputs = 1, .max_inputs = 1,
+    .num_outputs = 1, .attrs = affine_attrs, .shape = affine_shape, .aot = broken_aot,
+};
+
+TEST_IMPL(aot_compile_error_names_and_keeps) {
+    setup();
+    ASSERT_OK(kiln_register_quick_op(&broken_op));
+    kiln_engine *e = NULL;
+    ASSERT_EQ(build_affine("gtest::broken", -1, KILN_BUILD_PREFER_AOT, 2, &e), KILN_ECOMPILE);
+    const char *m = kiln_errmsg();
+    ASSERT_CONTAINS(m, "layer 'aff' (gtest::broken v1): AOT kernel broken_k: compiler failed");
+    const char *first = strstr(m, "gtest::broken");
+    ASSERT(first && !strstr(first + 1, "gtest::broken")); /* the op once */
+    const char *kept = strstr(m, "(the kernel source stays in ");
+    ASSERT(kept);
+    char path[600];
+    ASSERT_EQ(sscanf(kept, "(the kernel source stays in %599[^ ]", path), 1);
+    ASSERT_CONTAINS(path, "/aot-broken_k-");
+    char loc[700];
+    snprintf(loc, sizeof loc, "%s:3:", path); /* 'int x = ;' is line 3 of the source */
+    ASSERT_CONTAINS(m, loc);
+    FILE *f = fopen(path, "r");
+    ASSERT(f);
+    char text[sizeof broken_src + 8] = "";
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    text[n] = 0;
+    ASSERT_STR_EQ(text, broken_src);
+}
+
 TEST_LIST(TEST_ENTRY(aot_sha256_vectors), TEST_ENTRY(aot_compile_load_bytes), TEST_ENTRY(aot_compile_cache), TEST_ENTRY(aot_so_load_file_fallback), TEST_ENTRY(aot_tampered_bytes),
           TEST_ENTRY(aot_compile_errors), TEST_ENTRY(aot_signature_check),
           TEST_ENTRY(aot_launch_threads), TEST_ENTRY(aot_record_roundtrip),
-          TEST_ENTRY(aot_engine_end_to_end), TEST_ENTRY(aot_engine_tampered_kernel))
+          TEST_ENTRY(aot_engine_end_to_end), TEST_ENTRY(aot_engine_tampered_kernel),
+          TEST_ENTRY(aot_compile_error_names_and_keeps))

@@ -559,9 +559,46 @@ TEST_IMPL(compile_interpolate_runner) {
     ASSERT_EQ(kiln_sample_interpolate(&o), 1);
 }
 
+/* verbose = 1 alone prints the cache lookup on stderr: no log callback, log
+ * level WARN (issue 12 friction 5: it printed nothing).  verbose = 0 prints
+ * nothing at that level. */
+TEST_IMPL(compile_verbose_without_callback) {
+    setup();
+    kiln_log_set(KILN_LOG_WARN, NULL, NULL);
+    char path[FILE_MAX];
+    snprintf(path, sizeof path, "%s/stderr-XXXXXX", g_cache);
+    int fd = mkstemp(path);
+    ASSERT(fd >= 0);
+    fflush(stderr);
+    int saved = dup(2);
+    ASSERT(saved >= 0 && dup2(fd, 2) == 2);
+    static const char src[] = "int kiln_test_verbose(void) { return 7; }\n";
+    kiln_compile_options quiet = {.is_source = 1}, loud = {.is_source = 1, .verbose = 1};
+    char *p1 = NULL, *p2 = NULL;
+    int rc1 = kiln_plugin_compile(src, &quiet, &p1);
+    fflush(stderr);
+    off_t after_quiet = lseek(fd, 0, SEEK_END);
+    int rc2 = kiln_plugin_compile(src, &loud, &p2);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    ASSERT_OK(rc1);
+    ASSERT_OK(rc2);
+    ASSERT_EQ(after_quiet, 0);
+    char buf[2048] = "";
+    ASSERT(pread(fd, buf, sizeof buf - 1, 0) > 0);
+    close(fd);
+    unlink(path);
+    char expect[600];
+    snprintf(expect, sizeof expect, "kiln info: compile cache hit %.32s (%s)", strrchr(p2, '-') + 1, p2);
+    ASSERT_CONTAINS(buf, expect);
+    kiln_free(p1);
+    kiln_free(p2);
+}
+
 TEST_LIST(TEST_ENTRY(compile_cache_miss_hit), TEST_ENTRY(compile_cache_key),
           TEST_ENTRY(compile_rebuild), TEST_ENTRY(compile_errors),
           TEST_ENTRY(compile_user_files_untouched), TEST_ENTRY(compile_load_quick_op),
           TEST_ENTRY(compile_interpolate_sample),
           TEST_ENTRY(compile_interpolate_network),
-          TEST_ENTRY(compile_interpolate_runner))
+          TEST_ENTRY(compile_interpolate_runner), TEST_ENTRY(compile_verbose_without_callback))

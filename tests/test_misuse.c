@@ -287,6 +287,26 @@ TEST_IMPL(bind_null_zero_size) {
     kiln_engine_free(e);
 }
 
+/* Built-in op versions follow the opset rule (issue 12, friction 10): 13
+ * runs Relu v6, 0 fails naming the registered versions; a plugin needs its
+ * exact version. */
+TEST_IMPL(op_version_resolution) {
+    setup();
+    kiln_network *net = kiln_network_create();
+    int64_t dims[1] = {4};
+    ASSERT_OK(kiln_network_add_input(net, "x", KILN_DTYPE_F32, 1, dims, NULL));
+    const char *in[1] = {"x"}, *o1[1] = {"y1"}, *o2[1] = {"y2"};
+    ASSERT(kiln_network_add_layer(net, "ai.onnx::Relu", 13, "r13", 1, in, 1, o1));
+    kiln_layer_info li;
+    ASSERT_OK(kiln_network_layer_info(net, 0, &li));
+    ASSERT_EQ(li.op_version, 6);
+    ASSERT(!kiln_network_add_layer(net, "ai.onnx::Relu", 0, "r0", 1, in, 1, o2));
+    ASSERT_CONTAINS(kiln_errmsg(), "'ai.onnx::Relu' version 0 is not registered (registered versions: 6");
+    ASSERT(!kiln_network_add_layer(net, "misuse::roll", 2, "roll2", 1, in, 1, o2));
+    ASSERT_CONTAINS(kiln_errmsg(), "version 2 is not registered (registered versions: 1)");
+    kiln_network_free(net);
+}
+
 /* The expression pool out of memory: constructors return the invalid
  * expression (not NULL, no abort) and record the failure. */
 static _Atomic int g_fail_alloc;
@@ -325,4 +345,5 @@ TEST_IMPL(expr_pool_out_of_memory) {
 
 TEST_LIST(TEST_ENTRY(typo_in_impl), TEST_ENTRY(typo_in_shape), TEST_ENTRY(wrong_accessor_type),
           TEST_ENTRY(typo_on_worker_thread), TEST_ENTRY(null_in_callbacks), TEST_ENTRY(null_handles),
-          TEST_ENTRY(bind_null_zero_size), TEST_ENTRY(expr_pool_out_of_memory))
+          TEST_ENTRY(bind_null_zero_size), TEST_ENTRY(op_version_resolution),
+          TEST_ENTRY(expr_pool_out_of_memory))

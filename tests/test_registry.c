@@ -165,7 +165,7 @@ static int dummy_deser(const void *b, size_t n, void **s) {
 }
 
 static kiln_plugin_vtable vt_ = {1, dummy_create, dummy_clone, dummy_destroy, dummy_shape, NULL, NULL, NULL,
-                                 NULL, NULL, NULL, NULL, dummy_enqueue, dummy_ser, dummy_deser, NULL, NULL};
+                                 NULL, NULL, NULL, NULL, dummy_enqueue, dummy_ser, dummy_deser, NULL, NULL, NULL, NULL};
 
 TEST_IMPL(validation) {
     kiln_log_set(KILN_LOG_ERROR, drop_log, &(int){0});

@@ -314,18 +314,40 @@ double cli_now_ms(void) {
     return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
+int cli_verbose_opt(const char *a) {
+    if (strcmp(a, "-v") && strcmp(a, "--verbose")) return 0;
+    kiln_log_set(KILN_LOG_VERBOSE, NULL, NULL);
+    return 1;
+}
+
 int cli_engine_load(const char *verb, const char *path, kiln_engine **e) {
     int rc = kiln_engine_load_ex(path, &cli_load_opts, e);
     if (!rc) return 0;
-    size_t l = strlen(path);
     /* The loader's messages name the engine file ("engine 'x.kiln': ..."):
      * no second prefix then. */
     char quoted[4096];
     snprintf(quoted, sizeof quoted, "'%s'", path);
     const char *m = kiln_errmsg();
     int named = m && strstr(m, quoted);
-    if (rc == KILN_EFORMAT && l > 5 && !strcmp(path + l - 5, ".onnx"))
-        return cli_fail(verb, "%s%s%s (an ONNX model: build an engine from it first, kiln build %s -o ENGINE)",
-                        named ? "" : path, named ? "" : ": ", m, path);
+    /* A missing plugin: the library's hint names the C API; say the options. */
+    const char *api = rc == KILN_EPLUGIN ? strstr(m, "; load it first with kiln_registry_load_library") : NULL;
+    if (!api && rc == KILN_EPLUGIN) api = strstr(m, "; load them first with kiln_registry_load_library");
+    if (api) {
+        int src = strstr(api, "compiled from source") != NULL;
+        return cli_fail(verb, "%s%s%.*s; %s", named ? "" : path, named ? "" : ": ", (int)(api - m), m,
+                        src ? "it was compiled from source: pass its .c file with --plugin-source (or the "
+                              "library with --plugins)"
+                            : "load the library with --plugins LIB.so (--plugin-source FILE.c for a source)");
+    }
     return named ? cli_fail(verb, "%s", m) : cli_fail_kiln(verb, rc, path);
+}
+
+int cli_device(const char *verb, const char *s, kiln_device_kind *out) {
+    if (!strcmp(s, "cpu")) *out = KILN_DEVICE_CPU;
+    else if (!strcmp(s, "cuda")) *out = KILN_DEVICE_CUDA;
+    else {
+        cli_fail(verb, "--device expects cpu or cuda, found '%s'", s);
+        return -1;
+    }
+    return 0;
 }

@@ -18,7 +18,11 @@ static int usage(FILE *f) {
             "  --duration S            run for S seconds instead of --iterations\n"
             "  --threads N             worker threads (default: the engine's build setting)\n"
             "  --shapes in:1x3x224x224 shapes of dynamic inputs (default: profile opt)\n"
-            "  --per-layer             also profile each layer (separate runs)\n" CLI_TRUST_HELP);
+            "  --per-layer             also profile each layer (separate runs)\n"
+            "  --no-cuda-graph         CUDA engines: launch layer by layer (no CUDA graph replay)\n"
+            "  -v, --verbose           library log (engine loading, plugin lookups)\n"
+            "  ENGINE may be a MODEL.onnx: built in memory first (--shapes sets its profile)\n"
+            CLI_TRUST_HELP);
     return f == stdout ? 0 : 2;
 }
 
@@ -38,12 +42,14 @@ int kiln_cli_bench(int argc, char **argv) {
     cli_shapes shapes = {0};
     long warmup = 10, iterations = 200, threads = 0;
     double duration = 0;
-    int per_layer = 0;
+    int per_layer = 0, graphs = 1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int m = 0;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) return usage(stdout);
         else if (!strcmp(a, "--per-layer")) per_layer = 1;
+        else if (cli_verbose_opt(a)) continue;
+        else if (!strcmp(a, "--no-cuda-graph")) graphs = 0;
         else if ((m = cli_plugins_opt(verb, argc, argv, &i, &plugins)) > 0) continue;
         else if (m == 0 && (m = cli_trust_opt(verb, argc, argv, &i)) > 0) continue;
         else if (m == 0 && (m = cli_opt(argc, argv, &i, "--warmup", &v)) > 0) {
@@ -83,13 +89,16 @@ int kiln_cli_bench(int argc, char **argv) {
     kiln_context *ctx = NULL;
     void **bufs = NULL;
     double *lat = NULL;
-    int status = 1, rc = cli_engine_load(verb, path, &e);
+    double t_load = cli_now_ms();
+    int status = 1, rc = cli_engine_open(verb, path, &shapes, &e);
     if (rc) return 1;
+    t_load = cli_now_ms() - t_load;
     int nin = kiln_engine_num_inputs(e);
     if ((rc = kiln_context_create(e, (int)threads, &ctx))) {
         cli_fail_kiln(verb, rc, "creating a context");
         goto done;
     }
+    kiln_context_set_cuda_graphs(ctx, graphs);
     if (cli_context_random_inputs(verb, e, ctx, &shapes, 1, &bufs)) goto done;
     for (long k = 0; k < warmup; k++)
         if ((rc = kiln_context_run(ctx))) {
@@ -129,6 +138,7 @@ int kiln_cli_bench(int argc, char **argv) {
            path, n, u > 1 ? "us" : "ms", lat[0] * u, med * u, pct(lat, n, 0.9) * u,
            pct(lat, n, 0.99) * u, lat[n - 1] * u);
     printf("throughput: %.1f runs/s\n", (double)n / (total / 1e3));
+    printf("engine load: %.3f ms%s\n", t_load, cli_is_onnx(path) ? " (import and build in memory)" : "");
 
     /* Layer count (and, with --per-layer, mean times) from the profiler. */
     kiln_context_set_profiling(ctx, 1);

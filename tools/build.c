@@ -27,6 +27,11 @@ static int usage(FILE *f) {
             "  --plugins LIB.so      load a plugin library (repeatable)\n"
             "  --plugin-source F.c   compile a plugin source (cached) and load it (repeatable)\n"
             "  --fp16                allow FP16 kernels\n"
+            "  --bf16                allow BF16 kernels\n"
+            "  --device cpu|cuda     where layers run (cuda: each layer with a CUDA\n"
+            "                        implementation for its types; the rest on the CPU)\n"
+            "  --strict-device       cuda: fail (listing them) if any layer stays on the CPU\n"
+            "  --tf32                cuda: FP32 GEMMs may use TF32 (default: exact FP32)\n"
             "  --shapes in:1x3x224x224[,in2:..]   fixed shapes (min = opt = max)\n"
             "  --min-shapes/--opt-shapes/--max-shapes SPEC   optimization profile\n"
             "  --values NAME=V[,V..] ONNX: give a small graph input a build-time value\n"
@@ -184,6 +189,7 @@ static int build_main(int argc, char **argv, cli_plugins *plugins) {
     const char *value_specs[MAX_VALUES];
     int nvalue_specs = 0;
     unsigned flags = 0;
+    kiln_device_kind device = KILN_DEVICE_CPU;
     long threads = 0;
     int verbose = 0, sign = 0;
     unsigned char sk[64];
@@ -192,6 +198,12 @@ static int build_main(int argc, char **argv, cli_plugins *plugins) {
         int m = 0;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) return usage(stdout);
         else if (!strcmp(a, "--fp16")) flags |= KILN_BUILD_FP16;
+        else if (!strcmp(a, "--bf16")) flags |= KILN_BUILD_BF16;
+        else if (!strcmp(a, "--tf32")) flags |= KILN_BUILD_TF32;
+        else if (!strcmp(a, "--strict-device")) flags |= KILN_BUILD_STRICT_DEVICE;
+        else if (m == 0 && (m = cli_opt(argc, argv, &i, "--device", &v)) > 0) {
+            if (cli_device(verb, v, &device)) return 2;
+        }
         else if (!strcmp(a, "--no-timing")) flags |= KILN_BUILD_NO_TIMING;
         else if (!strcmp(a, "--prefer-aot")) flags |= KILN_BUILD_PREFER_AOT;
         else if (!strcmp(a, "--prefer-jit")) flags |= KILN_BUILD_PREFER_JIT;
@@ -319,6 +331,7 @@ static int build_main(int argc, char **argv, cli_plugins *plugins) {
         return cli_fail(verb, "out of memory");
     }
     kiln_build_config_set_flags(cfg, flags);
+    kiln_build_config_set_device(cfg, device);
     if (threads > 0) kiln_build_config_set_threads(cfg, (int)threads);
     int status = 1;
     kiln_engine *e = NULL;
@@ -328,6 +341,8 @@ static int build_main(int argc, char **argv, cli_plugins *plugins) {
         cli_fail_kiln(verb, rc, cache);
         goto done;
     }
+    const cli_shapes *given[4] = {&shapes, &mn, &opt, &mx};
+    if (cli_default_shapes(verb, net, given, 4, &shapes)) goto done;
     if (set_profiles(verb, cfg, &shapes, &mn, &opt, &mx)) goto done;
     if ((rc = kiln_build(net, cfg, &e, &st))) {
         cli_fail_kiln(verb, rc, model ? model : network);

@@ -21,6 +21,7 @@ int kiln_cli_run(int argc, char **argv);
 int kiln_cli_bench(int argc, char **argv);
 int kiln_cli_inspect(int argc, char **argv);
 int kiln_cli_plugins(int argc, char **argv);
+int kiln_cli_devices(int argc, char **argv);
 /* `kiln plugins compile FILE.c ...` (plugins.c). */
 int kiln_cli_plugins_compile(int argc, char **argv);
 /* `kiln test-onnx`: the ONNX conformance runner (tools/test_onnx.c). */
@@ -35,6 +36,10 @@ int cli_fail(const char *verb, const char *fmt, ...) __attribute__((format(print
 int cli_fail_kiln(const char *verb, int status, const char *what);
 /* kiln_engine_load_ex with cli_load_opts and the CLI's error message (1 on failure). */
 int cli_engine_load(const char *verb, const char *path, kiln_engine **e);
+
+/* -v / --verbose (every verb): the library logs at KILN_LOG_VERBOSE
+ * (engine loading, plugin lookups, the builder's timings); 1 if matched. */
+int cli_verbose_opt(const char *arg);
 
 /* ------------------------------------------------------------ sign.c */
 
@@ -67,6 +72,8 @@ int cli_int(const char *verb, const char *opt, const char *s, long *out);
 #define CLI_MAX_THREADS 1024
 int cli_threads(const char *verb, const char *s, long *out);
 int cli_double(const char *verb, const char *opt, const char *s, double *out);
+/* --device cpu|cuda; -1 on error (message printed). */
+int cli_device(const char *verb, const char *s, kiln_device_kind *out);
 
 /* "name:1x3x224x224,other:4" (also accepts several options concatenated). */
 #define CLI_MAX_SHAPES 32
@@ -85,6 +92,18 @@ int cli_shapes_parse(const char *verb, const char *spec, cli_shapes *out);
 const cli_shape *cli_shapes_find(const cli_shapes *s, const char *name);
 /* Add or replace one entry; 0 or -1 (message printed). */
 int cli_shapes_set(const char *verb, cli_shapes *out, const cli_shape *sh);
+
+/* ------------------------------------------------------------ model.c */
+
+/* kiln_engine_load, or for a path ending in .onnx: import and build in
+ * memory (profiles from `shapes` (may be NULL), dynamic dims otherwise at
+ * 1, said on stderr).  0 or 1 (message printed). */
+int cli_engine_open(const char *verb, const char *path, const cli_shapes *shapes, kiln_engine **e);
+int cli_is_onnx(const char *path); /* ends in .onnx */
+/* For every input of net with dynamic dims that no list in given[] names:
+ * an entry in `out` with those dims at 1 (said on stderr).  0 or -1. */
+int cli_default_shapes(const char *verb, const kiln_network *net, const cli_shapes *const *given,
+                       int ngiven, cli_shapes *out);
 
 /* Plugin libraries (--plugins LIB.so) and plugin sources compiled through
  * the compile cache (--plugin-source FILE.c), in command-line order. */

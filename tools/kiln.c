@@ -4,7 +4,7 @@
  *   kiln build (MODEL.onnx | --network NAME) ... -o ENGINE
  *   kiln run ENGINE ...        kiln bench ENGINE ...
  *   kiln inspect ENGINE        kiln plugins [FILTER]   kiln plugins compile F.c
- *   kiln test-onnx ...
+ *   kiln test-onnx ...         kiln devices
  */
 #include <stdio.h>
 #include <string.h>
@@ -32,6 +32,7 @@ static const struct {
     {"keygen", kiln_cli_keygen, "make an Ed25519 key pair to sign (build --sign) and verify engines"},
     {"plugins", kiln_cli_plugins, "list registered ops; `plugins compile F.c`: compile a plugin source"},
     {"test-onnx", kiln_cli_test_onnx, "run ONNX backend conformance cases"},
+    {"devices", kiln_cli_devices, "list the devices: CPU, CUDA GPUs (name, sm, memory, driver), CUDA kernels"},
 };
 
 static int usage(FILE *f) {

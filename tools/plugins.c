@@ -1,24 +1,88 @@
 /*
  * plugins.c — `kiln plugins [--plugins LIB | --plugin-source F.c]... [FILTER]`
  *             `kiln plugins compile FILE.c [--rebuild] [--cflags "..."] [-v]`
+ *             `kiln plugins cache [--list | --clean]`
  */
+#include <dirent.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <kiln/plugin.h>
 
 #include "cli.h"
 
 static int usage(FILE *f) {
-    fprintf(f, "usage: kiln plugins [--plugins LIB.so | --plugin-source F.c]... [FILTER]\n"
+    fprintf(f, "usage: kiln plugins [--plugins LIB.so | --plugin-source F.c]... [-v] [FILTER]\n"
                "  List every registered op (built-in and loaded) with its schema: attributes\n"
                "  and defaults, formats, tactics, AOT.  FILTER: a substring of \"ns::name\".\n"
+               "  -v: library log (plugin loading).\n"
                "usage: kiln plugins compile FILE.c [--rebuild] [--cflags \"...\"] [-v]\n"
                "  Compile a plugin source into the compile cache ($KILN_CACHE_DIR, else\n"
                "  $XDG_CACHE_HOME/kiln, else ~/.cache/kiln), load it to check that it\n"
-               "  registers, and print the library's path and whether it was a cache hit.\n");
+               "  registers, and print the library's path and whether it was a cache hit.\n"
+               "usage: kiln plugins cache [--list | --clean]\n"
+               "  List (default) or remove the compile cache's entries: compiled plugin\n"
+               "  sources (<stem>-<key>.so), AOT kernels (aot-<entry>-<key>.bin), AOT\n"
+               "  sources kept after a compile error (.c) and leftover temporary files;\n"
+               "  other files there are left alone.\n");
     return f == stdout ? 0 : 2;
+}
+
+/* A file the compile cache made: <stem>-<32 hex>.so, aot-...-<32 hex>.bin,
+ * or one of their temporary files (<entry>.tmp-XXXXXX). */
+static int cache_entry(const char *name) {
+    const char *t = strstr(name, ".tmp-");
+    size_t n = t ? (size_t)(t - name) : strlen(name);
+    size_t ext = n >= 4 && !strncmp(name + n - 4, ".bin", 4) ? 4
+                 : n >= 3 && !strncmp(name + n - 3, ".so", 3) ? 3
+                 : n >= 2 && !strncmp(name + n - 2, ".c", 2) ? 2 : 0;
+    if (!ext || n < ext + 33 || name[n - ext - 33] != '-') return 0;
+    for (size_t i = n - ext - 32; i < n - ext; i++)
+        if (!strchr("0123456789abcdef", name[i])) return 0;
+    return ext == 3 || !strncmp(name, "aot-", 4); /* .c: an AOT source kept after a compile error */
+}
+
+static int cache_verb(int argc, char **argv) {
+    const char *verb = "plugins cache";
+    int clean = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--list")) clean = 0;
+        else if (!strcmp(argv[i], "--clean")) clean = 1;
+        else if (cli_verbose_opt(argv[i])) continue;
+        else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) return usage(stdout);
+        else return cli_fail(verb, "unknown argument '%s' (expected --list or --clean)", argv[i]), 2;
+    }
+    char dir[4096];
+    int rc = kiln_compile_cache_dir(dir, sizeof dir);
+    if (rc) return cli_fail_kiln(verb, rc, "compile cache");
+    DIR *d = opendir(dir);
+    if (!d) return cli_fail(verb, "%s: %s", dir, strerror(errno));
+    int n = 0, failed = 0;
+    unsigned long long bytes = 0;
+    struct dirent *ent;
+    while ((ent = readdir(d))) {
+        if (!cache_entry(ent->d_name)) continue;
+        char p[4400];
+        snprintf(p, sizeof p, "%s/%s", dir, ent->d_name);
+        struct stat st;
+        if (lstat(p, &st) != 0 || !S_ISREG(st.st_mode)) continue;
+        if (clean && unlink(p) != 0) {
+            fprintf(stderr, "kiln %s: cannot remove %s: %s\n", verb, p, strerror(errno));
+            failed = 1;
+            continue;
+        }
+        if (!clean) printf("%10lld  %s\n", (long long)st.st_size, p);
+        n++;
+        bytes += (unsigned long long)st.st_size;
+    }
+    closedir(d);
+    printf("%s%d cache entr%s, %.1f KiB, in %s\n", clean ? "removed " : "", n, n == 1 ? "y" : "ies",
+           (double)bytes / 1024.0, dir);
+    return failed;
 }
 
 static int usage_compile(FILE *f) {
@@ -85,6 +149,10 @@ int kiln_cli_plugins_compile(int argc, char **argv) {
 
 int kiln_cli_plugins(int argc, char **argv) {
     const char *verb = "plugins", *filter = NULL;
+    if (argc > 1 && !strcmp(argv[1], "cache")) {
+        cli_verb_name = "plugins cache";
+        return cache_verb(argc - 1, argv + 1);
+    }
     if (argc > 1 && !strcmp(argv[1], "compile")) {
         cli_verb_name = "plugins compile";
         return kiln_cli_plugins_compile(argc - 1, argv + 1);
@@ -93,6 +161,7 @@ int kiln_cli_plugins(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         int m;
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) return usage(stdout);
+        if (cli_verbose_opt(argv[i])) continue;
         if ((m = cli_plugins_opt(verb, argc, argv, &i, &plugins))) {
             if (m < 0) return 2;
         } else if (argv[i][0] == '-') {
@@ -108,8 +177,14 @@ int kiln_cli_plugins(int argc, char **argv) {
     int prc = cli_plugins_load(verb, &plugins);
     cli_plugins_free(&plugins);
     if (prc) return 1;
+    /* how a version asked for resolves (issue 12: 13 silently ran v6) */
+    static const char note[] =
+        "note: a layer (or ONNX node) asking for an ai.onnx op at version V runs the highest version <= V\n"
+        "      listed here (the opset rule; below every listed version fails); other namespaces need the\n"
+        "      exact version.\n";
     if (!filter) {
         kiln_registry_dump(stdout, NULL);
+        fputs(note, stdout);
         return 0;
     }
     /* A filter that matches nothing is an error, not an empty listing. */
@@ -121,6 +196,7 @@ int kiln_cli_plugins(int argc, char **argv) {
     fclose(mem);
     int found = len > 0;
     if (found) fwrite(text, 1, len, stdout);
+    if (found && strstr(text, "ai.onnx")) fputs(note, stdout);
     free(text);
     if (!found)
         return cli_fail(verb, "no registered op matches '%s' (a substring of \"ns::name\"; "

@@ -39,7 +39,11 @@ static int usage(FILE *f) {
             "                            |out - ref| <= atol + rtol * |ref|\n"
             "  --threads N               worker threads (default: the engine's build setting)\n"
             "  --debug                   poison layer outputs, check writes and canaries\n"
+            "  --no-cuda-graph           CUDA engines: launch layer by layer (no CUDA graph replay)\n"
             "  --iterations N            run N times (outputs of the last run are reported)\n"
+            "  -v, --verbose             library log (engine loading, plugin lookups)\n"
+            "  ENGINE may be a MODEL.onnx: built in memory first (--shapes sets its profile;\n"
+            "  dynamic dims not given are 1)\n"
             CLI_TRUST_HELP);
     return f == stdout ? 0 : 2;
 }
@@ -224,7 +228,7 @@ int kiln_cli_run(int argc, char **argv) {
     cli_plugins plugins = {0};
     cli_shapes shapes = {0};
     binding inputs[MAX_BINDINGS], cmps[MAX_BINDINGS];
-    int ninputs = 0, ncmps = 0, debug = 0, status = 2;
+    int ninputs = 0, ncmps = 0, debug = 0, status = 2, graphs = 1;
     long threads = 0, iterations = 1;
     unsigned long long seed = 1;
     double rtol = 1e-4, atol = 1e-5;
@@ -235,6 +239,8 @@ int kiln_cli_run(int argc, char **argv) {
             status = usage(stdout);
             goto out;
         } else if (!strcmp(a, "--debug")) debug = 1;
+        else if (cli_verbose_opt(a)) continue;
+        else if (!strcmp(a, "--no-cuda-graph")) graphs = 0;
         else if ((m = cli_plugins_opt(verb, argc, argv, &i, &plugins)) > 0) continue;
         else if (m == 0 && (m = cli_trust_opt(verb, argc, argv, &i)) > 0) continue;
         else if (m == 0 && (m = cli_opt(argc, argv, &i, "--input", &v)) > 0) {
@@ -301,7 +307,23 @@ int kiln_cli_run(int argc, char **argv) {
     kiln_engine *e = NULL;
     kiln_context *ctx = NULL;
     void **bufs = NULL;
-    int rc = cli_engine_load(verb, path, &e);
+    /* A model built in memory is built for --shapes, then the shapes of the
+     * --input tensor files (a file that does not read is reported below). */
+    cli_shapes hints = shapes;
+    for (int k = 0; cli_is_onnx(path) && k < ninputs; k++) {
+        cli_tensor t;
+        char err[256];
+        if (cli_shapes_find(&hints, inputs[k].name) || cli_tensor_read(inputs[k].path, &t, err, sizeof err))
+            continue;
+        cli_shape sh;
+        memset(&sh, 0, sizeof sh);
+        snprintf(sh.name, sizeof sh.name, "%s", inputs[k].name);
+        sh.ndim = t.ndim;
+        memcpy(sh.dims, t.dims, sizeof sh.dims);
+        free(t.data);
+        if (cli_shapes_set(verb, &hints, &sh)) goto out;
+    }
+    int rc = cli_engine_open(verb, path, &hints, &e);
     if (rc) goto out;
     int nin = kiln_engine_num_inputs(e), nout = kiln_engine_num_outputs(e);
     if ((rc = kiln_context_create(e, (int)threads, &ctx))) {
@@ -309,6 +331,7 @@ int kiln_cli_run(int argc, char **argv) {
         goto done;
     }
     kiln_context_set_debug(ctx, debug);
+    kiln_context_set_cuda_graphs(ctx, graphs);
     if (!check_bindings(verb, "--input", e, 0, inputs, ninputs) ||
         !check_bindings(verb, "--compare", e, 1, cmps, ncmps))
         goto done;

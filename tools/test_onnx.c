@@ -67,6 +67,8 @@ typedef struct runner {
     skip_entry *skips;
     int nskips;
     int passed, failed, skipped;
+    kiln_device_kind device;   /* --device: where engines are built to run */
+    int on_gpu;                /* passed cases whose op layers all ran on the GPU */
 } runner;
 
 enum { R_PASS = 0, R_FAIL = 1, R_SKIP = 2 };
@@ -450,6 +452,7 @@ static int build_for(const runner *r, const char *model, const dataset *ds, int 
     kiln_build_config *cfg = kiln_build_config_create();
     kiln_build_config_set_flags(cfg, KILN_BUILD_NO_TIMING);
     kiln_build_config_set_threads(cfg, r->threads);
+    kiln_build_config_set_device(cfg, r->device);
     /* Profiles: dynamic inputs take the data set's shape. */
     for (int i = 0; i < net->ninputs; i++) {
         const kiln__ntensor *t = &net->tensors[net->inputs[i]];
@@ -689,6 +692,15 @@ static int run_case(const runner *r, const char *dir, char *why, size_t wsz) {
         }
         dataset_free(&ds);
     }
+    /* CUDA runs: a passed case says where its layers ran ("on GPU" or how
+     * many stayed on the CPU), for the summary. */
+    if (res == R_PASS && e && r->device == KILN_DEVICE_CUDA) {
+        int g = 0, c = 0;
+        kiln_engine_placement(e, &g, &c);
+        if (c) snprintf(why, wsz, "%d of %d layers on the CPU", c, g + c);
+        else if (g) snprintf(why, wsz, "on GPU");
+        else snprintf(why, wsz, "no layers: folded at build");
+    }
     if (e) kiln_engine_free(e);
     free(map);
     free(names);
@@ -706,7 +718,12 @@ static void report(runner *r, const char *name, int res, const char *why) {
         if (*p == '\n') *p = ' ';
     if (!r->verbose && strlen(flat) > 600) strcpy(flat + 596, " ...");
     switch (res) {
-    case R_PASS: printf("PASS %s\n", name); r->passed++; break;
+    case R_PASS:
+        if (flat[0]) printf("PASS %s (%s)\n", name, flat);
+        else printf("PASS %s\n", name);
+        r->passed++;
+        r->on_gpu += !strcmp(flat, "on GPU");
+        break;
     case R_SKIP: printf("SKIP %s: %s\n", name, flat); r->skipped++; break;
     default: printf("FAIL %s: %s\n", name, flat); r->failed++; break;
     }
@@ -828,6 +845,8 @@ static int test_onnx(int argc, char **argv, const char **dirs) {
             long t;
             if (m < 0 || cli_int(VERB, "--threads", v, &t)) return 2;
             r.threads = t < 1 ? 1 : (int)t;
+        } else if ((m = cli_opt(argc, argv, &i, "--device", &v))) {
+            if (m < 0 || cli_device(VERB, v, &r.device)) return 2;
         } else if ((m = cli_opt(argc, argv, &i, "--plugins", &v))) {
             if (m < 0 || cli_plugins_add(VERB, &plugins, v)) return 2;
         } else if ((m = cli_opt(argc, argv, &i, "--min-pass", &v))) {
@@ -838,7 +857,10 @@ static int test_onnx(int argc, char **argv, const char **dirs) {
             r.verbose = 1;
         } else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
             printf("usage: kiln test-onnx [--skip-list F] [--rtol R] [--atol A] [--threads N]\n"
-                   "                      [--plugins LIB] [--min-pass N] [--no-fork] [-v] DIR...\n"
+                   "                      [--plugins LIB] [--min-pass N] [--no-fork] [--device cpu|cuda]\n"
+                   "                      [-v] DIR...\n"
+                   "--device cuda builds each case for the GPU; a passed case then says whether\n"
+                   "all its layers ran on the GPU, and a last line counts those that did.\n"
                    "Runs ONNX test cases (model.onnx + test_data_set_*/) or folders of them.\n"
                    "Exits 1 when a case fails, or fewer than N pass (a case that stopped\n"
                    "passing and is now skipped as unsupported).\n");
@@ -863,6 +885,7 @@ static int test_onnx(int argc, char **argv, const char **dirs) {
         do_path(&r, dirs[i]);
     }
     printf("%d passed, %d failed, %d skipped\n", r.passed, r.failed, r.skipped);
+    if (r.device == KILN_DEVICE_CUDA) printf("%d of the %d passed ran entirely on the GPU\n", r.on_gpu, r.passed);
     int none = !r.passed && !r.failed && !r.skipped;
     if (none) /* a wrong folder is not a successful run */
         cli_fail(VERB, "no test cases (model.onnx + test_data_set_*/) found under %s%s", dirs[0],

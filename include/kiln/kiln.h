@@ -199,6 +199,15 @@ typedef enum kiln_device_kind {
     KILN_DEVICE_CUDA = 1
 } kiln_device_kind;
 
+/* Describe the devices kiln can use into buf (NUL-terminated, truncated to
+ * size), one per line: "cpu: <signature>", then "cuda 0: <name>, sm_XY,
+ * <memory> GiB, driver X.Y" or "cuda: no CUDA device (<reason>)", then
+ * whether this libkiln holds CUDA kernels ("built without CUDA kernels
+ * (nvcc not found at build)" if not).  Returns the number of usable CUDA
+ * devices (0 or 1: kiln uses device $KILN_CUDA_DEVICE, default 0).  The CUDA
+ * driver is loaded with dlopen on first use; no GPU is never an error. */
+KILN_API int kiln_devices_describe(char *buf, size_t size);
+
 /* ---------------------------------------------------------------- network */
 
 typedef struct kiln_network kiln_network;
@@ -225,7 +234,11 @@ KILN_API int kiln_network_add_constant(kiln_network *net, const char *name,
                                        kiln_dtype dtype, int ndim,
                                        const int64_t *dims, const void *data);
 
-/* Add a layer running op `op` ("namespace::name") at `version`.  inputs
+/* Add a layer running op `op` ("namespace::name") at `version`.  Built-in
+ * ONNX ops (namespaces "ai.onnx...") follow the opset rule: the highest
+ * registered version <= `version` is taken (ai.onnx::Relu at 13 runs Relu
+ * v6; 0, or a version below every registered one, fails and lists them);
+ * other namespaces (plugins) need the exact version.  inputs
  * name existing tensors ("" = absent optional input); outputs name new
  * tensors.  `layer_name` may be NULL (a name is generated).  The op must be
  * registered when the layer is added.  Returns the layer (owned by the
@@ -356,7 +369,10 @@ typedef enum kiln_build_flag {
     KILN_BUILD_NO_TIMING = 1 << 3,   /* take the first candidate, time nothing */
     KILN_BUILD_PROGRESS = 1 << 4,    /* progress line on stderr (if a tty) */
     KILN_BUILD_EMBED_PLUGINS = 1 << 5, /* store needed plugin .so files in the engine */
-    KILN_BUILD_NO_FUSION = 1 << 6    /* keep every layer: no epilogue fusion (plugin.h) */
+    KILN_BUILD_NO_FUSION = 1 << 6,   /* keep every layer: no epilogue fusion (plugin.h) */
+    KILN_BUILD_BF16 = 1 << 7,        /* allow BF16 where an op offers it */
+    KILN_BUILD_TF32 = 1 << 8,        /* CUDA: FP32 GEMMs may round inputs to TF32 (off: exact FP32) */
+    KILN_BUILD_STRICT_DEVICE = 1 << 9 /* CUDA: a layer left on the CPU is an error listing them all */
 } kiln_build_flag;
 
 /* Defaults: CPU, FP32, threads = number of CPUs, no timing cache file,
@@ -367,6 +383,10 @@ KILN_API void kiln_build_config_set_flags(kiln_build_config *cfg, unsigned flags
 KILN_API unsigned kiln_build_config_get_flags(const kiln_build_config *cfg);
 KILN_API void kiln_build_config_set_threads(kiln_build_config *cfg, int n);
 KILN_API void kiln_build_config_set_timing_reps(kiln_build_config *cfg, int reps);
+/* KILN_DEVICE_CUDA: each layer whose op has a CUDA implementation for its
+ * types runs on the GPU, the rest on the CPU, with copies between them
+ * (docs/CUDA.md).  kiln_build then fails with KILN_EDEVICE "no CUDA device
+ * (<reason>)" on a machine without a usable GPU. */
 KILN_API void kiln_build_config_set_device(kiln_build_config *cfg, kiln_device_kind d);
 /* Timing cache file: read (if it exists) before the build, written after.
  * Entries with another device signature are ignored (logged).  NULL = none. */
@@ -499,6 +519,10 @@ KILN_API int kiln_engine_layer_info(const kiln_engine *e, int i, kiln_layer_info
  * formats, tactic and timing, memory plan, weights size, AOT kernels,
  * embedded and required plugins. */
 KILN_API int kiln_engine_inspect(const kiln_engine *e, FILE *out);
+/* Where an engine's op layers run: *gpu and *cpu (each may be NULL) get the
+ * number of layers on each device, not counting the type conversions and
+ * copies the builder inserted (kiln::reformat).  A CPU engine has gpu 0. */
+KILN_API void kiln_engine_placement(const kiln_engine *e, int *gpu, int *cpu);
 
 /* ---------------------------------------------------------------- context */
 
@@ -506,7 +530,9 @@ typedef struct kiln_context kiln_context;
 
 /* A context owns activation memory and a CPU thread pool of `threads`
  * workers (0 = the engine's build setting).  Contexts of one engine are
- * independent and may run concurrently. */
+ * independent and may run concurrently.  A CUDA engine's first context
+ * uploads the weights (shared by all); KILN_EDEVICE when this machine has no
+ * GPU or another GPU model than the engine was built for. */
 KILN_API int kiln_context_create(const kiln_engine *e, int threads, kiln_context **out);
 KILN_API void kiln_context_free(kiln_context *ctx);
 
@@ -525,6 +551,30 @@ KILN_API int kiln_context_set_input_shape(kiln_context *ctx, const char *name,
 KILN_API int kiln_context_bind(kiln_context *ctx, const char *name, void *data, size_t bytes);
 /* Run the engine once.  Errors name the layer at fault. */
 KILN_API int kiln_context_run(kiln_context *ctx);
+/* CUDA engines.  kiln_context_enqueue: the run of kiln_context_run without
+ * waiting for the GPU at the end: work is queued on `stream` (a CUstream;
+ * NULL: the context's stream, see kiln_context_set_stream) and outputs are
+ * ready once the stream reaches that point (kiln_context_synchronize, or
+ * the caller's own sync on its stream).  The host still waits inside a run
+ * where it must read GPU results (size tensors, a layer left on the CPU),
+ * and at the start of the next run.  On a CPU engine it equals
+ * kiln_context_run (stream must be NULL).  Input/output buffers may be host
+ * memory (pageable, staged by the driver) or device pointers (unified
+ * addressing: the copy layers move them on the GPU). */
+KILN_API int kiln_context_enqueue(kiln_context *ctx, void *stream);
+/* Run later enqueues on `stream` (NULL: the context's own stream, created
+ * with the context).  Waits for work queued on the previous stream.
+ * KILN_EINVAL for a non-NULL stream on a CPU-only engine. */
+KILN_API int kiln_context_set_stream(kiln_context *ctx, void *stream);
+/* Wait for the context's queued GPU work; 0 or KILN_EDEVICE (naming the CUDA
+ * error).  No-op on CPU engines. */
+KILN_API int kiln_context_synchronize(kiln_context *ctx);
+/* CUDA graphs (default on): from the second run at the same input shapes and
+ * buffer pointers, each stretch of GPU layers between host steps is
+ * captured once and replayed; a shape or binding change re-captures.  Off:
+ * every layer is launched one by one.  Profiling and debug runs never use
+ * graphs. */
+KILN_API void kiln_context_set_cuda_graphs(kiln_context *ctx, int on);
 /* Shape of an input or output after set_input_shape (outputs with
  * data-dependent shape: after a run). */
 KILN_API int kiln_context_shape(const kiln_context *ctx, const char *name,

@@ -196,7 +196,7 @@ KILN_API int64_t kiln_attrs_floats(const kiln_attrs *a, const char *name, const 
 /* A view of a tensor as kernels see it.  dims are logical; strides are in
  * elements and describe LINEAR and NHWC layouts (blocked layouts: see
  * `format`).  `data` is host memory on the CPU device and device memory on
- * CUDA. */
+ * CUDA (the CPU is the only device until the CUDA backend lands). */
 typedef struct kiln_tensor {
     void *data;
     kiln_dtype dtype;
@@ -538,11 +538,26 @@ typedef struct kiln_quick_op {
      * returns: they must stay valid until the next formats_fn call on this
      * thread (static or thread-local buffers do).  Checked like `formats`. */
     int (*formats_fn)(const kiln_shape_ctx *c, kiln_combo *out, int max);
+    /* CUDA implementation (NULL: CPU only).  Same identity, schema and shape
+     * function as the CPU impl; its own combinations and tactics, timed on
+     * the GPU with CUDA events.  cuda_impl gets device pointers in c->in/out
+     * (device == KILN_DEVICE_CUDA), a device workspace, and
+     * kiln_exec_stream(c->exec) (a CUstream): it only enqueues work on that
+     * stream and never synchronizes.  NULL cuda_formats: same as formats. */
+    int (*cuda_impl)(const kiln_call *c);
+    const kiln_combo *cuda_formats;
+    size_t (*cuda_workspace)(const kiln_call *c);
+    int cuda_graph_unsafe;   /* 1: the run is not captured into a CUDA graph around this layer */
+    /* Bit k set: input k of cuda_impl stays in host memory (small integer
+     * tensors the launcher reads to size its grid: pads, axes, repeats...);
+     * c->in[k].device is then KILN_DEVICE_CPU.  A host input produced on
+     * the GPU costs a device-to-host copy and a stream sync per run. */
+    unsigned cuda_host_inputs;
 } kiln_quick_op;
 
 /* ------------------------------------------------- full plugins */
 
-#define KILN_PLUGIN_VTABLE_VERSION 1
+#define KILN_PLUGIN_VTABLE_VERSION 2
 
 typedef struct kiln_plugin_vtable {
     int version;   /* KILN_PLUGIN_VTABLE_VERSION this plugin was written against */
@@ -579,6 +594,14 @@ typedef struct kiln_plugin_vtable {
      * detach_from_context(state, ctx_state) runs when the context is freed. */
     int (*attach_to_context)(void *state, void **ctx_state);
     void (*detach_from_context)(void *state, void *ctx_state);
+    /* Version 2: the CUDA implementation (NULL: CPU only).  enqueue_cuda is
+     * enqueue with device pointers, a device workspace of
+     * workspace_size_cuda bytes (NULL: none) and kiln_exec_stream(c->exec):
+     * it only enqueues work on that stream.  supports_format, configure and
+     * valid_tactics are shared with the CPU side.  Vtables of version 1 end
+     * before these fields and are CPU only. */
+    int (*enqueue_cuda)(void *state, const kiln_call *c);
+    size_t (*workspace_size_cuda)(void *state, const kiln_call *c);
 } kiln_plugin_vtable;
 
 typedef struct kiln_plugin_def {
@@ -676,7 +699,7 @@ typedef struct kiln_compile_options {
     int is_source;       /* path_or_source is C source text, not a file path */
     const char *cflags;  /* extra compiler flags, space-separated ("-DFOO -O3") */
     int rebuild;         /* compile even when the cache has the result */
-    int verbose;         /* log cache hits/misses at KILN_LOG_INFO (else VERBOSE) */
+    int verbose;         /* print cache hits/misses (INFO, whatever the log level; else at VERBOSE) */
 } kiln_compile_options;
 
 /* Compile a C file defining ops (it includes <kiln/plugin.h>) into a shared
@@ -692,6 +715,12 @@ KILN_API int kiln_plugin_compile(const char *path_or_source, const kiln_compile_
 /* kiln_plugin_compile then kiln_registry_load_library on the result. */
 KILN_API int kiln_plugin_compile_load(const char *path_or_source,
                                       const kiln_compile_options *opt, char **so_path_out);
+/* The compile cache directory (created if missing) into buf: compiled
+ * plugin sources (<stem>-<key>.so) and AOT kernels (aot-<entry>-<key>.bin)
+ * live there; `kiln plugins cache --list/--clean` lists or removes them.
+ * Errors: KILN_EINVAL (NULL buf), KILN_EIO (no HOME, path too long, not
+ * creatable). */
+KILN_API int kiln_compile_cache_dir(char *buf, size_t size);
 
 #ifdef __cplusplus
 }

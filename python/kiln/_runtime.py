@@ -30,9 +30,12 @@ class _Memory:
 
 def _address(x) -> Tuple[int, Optional[int]]:
     """(address, bytes or None) of an int, a numpy array or anything with
-    __array_interface__ / __cuda_array_interface__."""
+    __array_interface__ / __cuda_array_interface__ / __dlpack__ (CPU)."""
     if isinstance(x, int):
         return x, None
+    if not hasattr(x, "__array_interface__") and not hasattr(x, "__cuda_array_interface__") \
+            and hasattr(x, "__dlpack__"):
+        x = np.from_dlpack(x)  # CPU tensors (torch, jax ...): a zero-copy view
     for attr in ("__array_interface__", "__cuda_array_interface__"):
         iface = getattr(x, attr, None)
         if iface is not None:

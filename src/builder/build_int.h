@@ -38,5 +38,8 @@ int kiln__tcache_save(const kiln__tcache *c, const char *path);
 int kiln__tcache_get(const kiln__tcache *c, const char *key, double *ms, int *from_build);
 int kiln__tcache_put(kiln__tcache *c, const char *key, double ms);
 int kiln__tcache_count(const kiln__tcache *c);
+/* The device signature entries are valid for (default: the CPU's); a CUDA
+ * build sets "<cpu> + cuda:<GPU name>:sm_XY:driver N". */
+int kiln__tcache_set_device(kiln__tcache *c, const char *sig);
 
 #endif

@@ -173,13 +173,31 @@ static void time_prepack(const builder *b, const bl *L, const kiln_call *call, v
     }
 }
 
+/* One sample of a CUDA candidate: iters calls between two events. */
+static int cuda_sample(builder *b, kiln__enqueue_fn enq, void *state, const kiln_call *call, int iters, double *ms) {
+    const kiln__device *d = b->cuda;
+    int rc = d->event_record(b->ev[0], b->cx.base.stream);
+    for (int k = 0; k < iters && !rc; k++) rc = enq(state, call);
+    if (!rc) rc = d->event_record(b->ev[1], b->cx.base.stream);
+    float f = 0;
+    if (!rc) rc = d->event_elapsed(b->ev[0], b->ev[1], &f);
+    *ms = (double)f / iters;
+    return rc;
+}
+
 int kiln__b_run(builder *b, int li, const kiln_io_format *io, int tactic, const kiln_tensor *in,
                 kiln_tensor *out, int reps, double *ms) {
     bl *L = &b->l[li];
     const kiln__op *op = L->op;
     const kiln_plugin_vtable *vt = op->vt;
+    const int on_gpu = L->device == KILN_DEVICE_CUDA;
+    const kiln__device *dev = on_gpu ? b->cuda : &kiln__device_cpu;
+    kiln__enqueue_fn enq = kiln__op_enqueue_fn(op, L->device);
+    kiln__workspace_fn wsf = kiln__op_workspace_fn(op, L->device);
     kiln_attrs view = kiln__attrset_view(L->attrs);
     int rc;
+    if (!enq || !dev)
+        return kiln__err(KILN_EINTERNAL, "layer '%s': no %s implementation", L->name, on_gpu ? "CUDA" : "CPU");
     if (vt->configure) {
         kiln_desc din[KILN_MAX_IO], dout[KILN_MAX_IO];
         for (int i = 0; i < L->nin; i++) kiln__b_desc(b, L->in[i], &din[i]);
@@ -192,23 +210,20 @@ int kiln__b_run(builder *b, int li, const kiln_io_format *io, int tactic, const 
         if (rc) return rc;
     }
     kiln_call call = {.in = in, .nin = L->nin, .out = out, .nout = L->nout, .attrs = &view,
-                      .tactic = tactic, .exec = &b->exec, .state = L->state, .layer = L->name,
+                      .tactic = tactic, .exec = on_gpu ? &b->cx.base : &b->exec, .state = L->state, .layer = L->name,
                       .user = op->quick ? op->quick->user : NULL};
     size_t ws = 0;
     kiln__misuse_clear();
-    if (vt->workspace_size)
-        ws = vt->workspace_size(L->state, &call);
-    else if (op->quick && op->quick->workspace)
+    if (wsf)
+        ws = wsf(L->state, &call);
+    else if (!on_gpu && op->quick && op->quick->workspace)
         ws = op->quick->workspace(&call);
     void *wsp = NULL;
-    if (ws) {
-        wsp = kiln__aligned_alloc(ws);
-        if (!wsp) return kiln__err(KILN_ENOMEM, "workspace of %zu bytes", ws);
-    }
+    if (ws && (rc = dev->alloc(ws, &wsp))) return kiln__err_prefix(rc, "layer '%s': workspace", L->name);
     call.workspace = wsp;
     call.workspace_size = ws;
     void *packed[KILN_MAX_IO] = {0};
-    if (reps > 0) {
+    if (reps > 0 && !on_gpu) {
         time_prepack(b, L, &call, packed);
         call.prepacked = (const void *const *)packed;
     }
@@ -217,21 +232,31 @@ int kiln__b_run(builder *b, int li, const kiln_io_format *io, int tactic, const 
         if (rc) goto done;
     }
     if (reps <= 0) {
-        rc = vt->enqueue(L->state, &call);
+        rc = enq(L->state, &call);
+        if (!rc && on_gpu) rc = dev->stream_sync(b->cx.base.stream);
         goto done;
     }
     double times[64];
     if (reps > 64) reps = 64;
     /* Warm-up, which also sizes the batch: a sample of very fast kernels
      * repeats the call so each sample lasts ~50 us (clock resolution and
-     * call overhead would otherwise decide the winner). */
-    double t0 = kiln__now_ms();
-    rc = vt->enqueue(L->state, &call);
-    double first = kiln__now_ms() - t0;
+     * call overhead would otherwise decide the winner).  On the GPU the
+     * clock is a pair of CUDA events around the calls on the stream. */
+    double first = 0, t0 = kiln__now_ms();
+    if (on_gpu) {
+        rc = cuda_sample(b, enq, L->state, &call, 1, &first);
+    } else {
+        rc = enq(L->state, &call);
+        first = kiln__now_ms() - t0;
+    }
     int iters = first >= 0.05 ? 1 : first <= 0.0005 ? 100 : (int)(0.05 / first) + 1;
     for (int r = 0; r < reps && !rc; r++) {
+        if (on_gpu) {
+            rc = cuda_sample(b, enq, L->state, &call, iters, &times[r]);
+            continue;
+        }
         t0 = kiln__now_ms();
-        for (int k = 0; k < iters && !rc; k++) rc = vt->enqueue(L->state, &call);
+        for (int k = 0; k < iters && !rc; k++) rc = enq(L->state, &call);
         times[r] = (kiln__now_ms() - t0) / iters;
     }
     if (!rc) {
@@ -239,13 +264,54 @@ int kiln__b_run(builder *b, int li, const kiln_io_format *io, int tactic, const 
         *ms = times[reps / 2];
     }
 done:
+    /* A failed GPU candidate may leave work queued: drain before freeing. */
+    if (on_gpu) dev->stream_sync(b->cx.base.stream);
     rc = kiln__misuse_take(rc);
     for (int i = 0; i < L->nin && i < KILN_MAX_IO; i++) kiln__aligned_free(packed[i]);
-    kiln__aligned_free(wsp);
+    if (wsp) dev->free(wsp);
     return rc;
 }
 
 /* ------------------------------------------------------------ driver */
+
+/* A CUDA build: the device (or a clear "no CUDA device (...)"), a stream
+ * and two events for timing, and the GPU in the timing cache's signature. */
+static int cuda_setup(builder *b) {
+    b->cuda = kiln__device_get(KILN_DEVICE_CUDA);
+    if (!b->cuda) return kiln__err_prefix(KILN_EDEVICE, "kiln_build for the cuda device");
+    b->cx.base.device = KILN_DEVICE_CUDA;
+    b->cx.base.pool = b->pool;
+    b->cx.allow_tf32 = (b->cfg->flags & KILN_BUILD_TF32) != 0;
+    int rc = b->cuda->stream_create(&b->cx.base.stream);
+    if (!rc) rc = b->cuda->event_create(&b->ev[0]);
+    if (!rc) rc = b->cuda->event_create(&b->ev[1]);
+    char sig[600], gpu[400];
+    if (!rc) rc = b->cuda->signature(gpu, sizeof gpu);
+    if (rc) return rc;
+    snprintf(sig, sizeof sig, "%s + %s", kiln_cpu_signature(), gpu);
+    return kiln__tcache_set_device(b->tc, sig);
+}
+
+/* KILN_BUILD_STRICT_DEVICE: every op layer on the GPU (type conversions
+ * the builder put on the host side of a copy do not count), else an error
+ * listing the layers left on the CPU. */
+static int strict_device(builder *b, const int *order, int norder) {
+    char list[1024] = "";
+    size_t n = 0;
+    int count = 0;
+    for (int k = 0; k < norder; k++) {
+        const bl *L = &b->l[order[k]];
+        if (L->device == KILN_DEVICE_CUDA || L->is_reformat) continue;
+        if (count++ < 12 && n < sizeof list)
+            n += (size_t)snprintf(list + n, sizeof list - n, "%s'%s' (%s::%s v%d%s)", count > 1 ? ", " : "", L->name,
+                                  L->op->ns, L->op->name, L->op->version,
+                                  kiln__op_has_device(L->op, KILN_DEVICE_CUDA) ? ": no CUDA combination for its types"
+                                                                              : ": no CUDA implementation");
+    }
+    if (!count) return 0;
+    return kiln__err(KILN_EUNSUPPORTED, "strict device: %d layer%s would run on the CPU: %s%s", count,
+                     count > 1 ? "s" : "", list, count > 12 ? ", ..." : "");
+}
 
 static void builder_free(builder *b) {
     for (int i = 0; i < b->nl; i++) {
@@ -266,6 +332,10 @@ static void builder_free(builder *b) {
     for (int i = 0; i < b->nowned; i++) kiln_network_free(b->owned[i]);
     kiln__free(b->owned);
     if (b->pool) kiln__pool_free(b->pool);
+    if (b->cuda) {
+        for (int i = 0; i < 2; i++) b->cuda->event_destroy(b->ev[i]);
+        b->cuda->stream_destroy(b->cx.base.stream);
+    }
     kiln__tcache_free(b->tc);
     if (b->x) kiln__exprs_free(b->x);
 }
@@ -284,9 +354,10 @@ int kiln_build(const kiln_network *net, const kiln_build_config *cfg, kiln_engin
         if (!own_cfg) return KILN_ENOMEM;
         cfg = own_cfg;
     }
-    if (cfg->device != KILN_DEVICE_CPU) {
+    if (cfg->device != KILN_DEVICE_CPU && cfg->device != KILN_DEVICE_CUDA) {
         kiln_build_config_free(own_cfg);
-        return kiln__err(KILN_EUNSUPPORTED, "kiln_build: only the CPU device is supported by this builder");
+        return kiln__err(KILN_EINVAL, "kiln_build: device %d, expected KILN_DEVICE_CPU or KILN_DEVICE_CUDA",
+                         (int)cfg->device);
     }
     if ((cfg->flags & KILN_BUILD_PREFER_AOT) && (cfg->flags & KILN_BUILD_PREFER_JIT)) {
         kiln_build_config_free(own_cfg);
@@ -314,6 +385,7 @@ int kiln_build(const kiln_network *net, const kiln_build_config *cfg, kiln_engin
     }
     b.exec.device = KILN_DEVICE_CPU;
     b.exec.pool = b.pool;
+    if (cfg->device == KILN_DEVICE_CUDA && (rc = cuda_setup(&b))) goto done;
     if (net->noutputs == 0) {
         rc = kiln__err(KILN_EINVAL, "kiln_build: the network has no outputs (kiln_network_mark_output)");
         goto done;
@@ -341,6 +413,7 @@ int kiln_build(const kiln_network *net, const kiln_build_config *cfg, kiln_engin
     if (rc) goto done;
     int *order = NULL, norder = 0;
     rc = kiln__b_finalize(&b, &order, &norder);
+    if (!rc && b.cuda && (cfg->flags & KILN_BUILD_STRICT_DEVICE)) rc = strict_device(&b, order, norder);
     if (!rc) rc = kiln__b_emit(&b, order, norder, out);
     kiln__free(order);
     if (rc) goto done;

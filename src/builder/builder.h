@@ -11,6 +11,7 @@
 #define KILN_BUILDER_H
 
 #include "build_int.h"
+#include "device/device.h"
 
 typedef enum bt_kind { BT_INPUT = 1, BT_CONST, BT_ACT } bt_kind;
 
@@ -34,6 +35,7 @@ typedef struct bt {
     int alias_in;              /* in-place: the tensor whose buffer this output shares, -1 */
     kiln_dtype pdtype;         /* physical (chosen) dtype and format */
     kiln_format pfmt;
+    kiln_device_kind loc;      /* memory space of the buffer (select/finalize) */
     int live;
     int eidx;                  /* engine tensor index, -1 */
 } bt;
@@ -51,6 +53,7 @@ typedef struct bl {
     int aot;                   /* -1 default, 0 JIT, 1 AOT */
     int is_reformat;
     kiln_io_format io;         /* chosen */
+    kiln_device_kind device;   /* where it runs (select.c; copies: CUDA) */
     int tactic;
     double ms;
     int timed;
@@ -82,6 +85,11 @@ typedef struct builder {
     bsym *sym; int nsym, capsym;
     kiln__pool *pool;
     kiln_exec exec;
+    /* CUDA builds (cfg->device == CUDA): the device, a stream for timing
+     * (cx.base.stream), events; NULL / unused otherwise. */
+    const kiln__device *cuda;
+    kiln__cuda_exec cx;
+    void *ev[2];
     kiln__tcache *tc;
     const kiln__op *reformat_op;
     uint64_t rng;
@@ -106,7 +114,7 @@ int kiln__b_eval(builder *b, const kiln_expr *e, b_eval_mode mode, int upper_lay
 void kiln__b_desc(const builder *b, int t, kiln_desc *d);
 const char *kiln__b_dtype_upper(kiln_dtype t);
 /* Run layer L once (or reps times, *ms = median) with io/tactic on the
- * given tensors. */
+ * given tensors, on L's device (CUDA: device buffers, CUDA-event timing). */
 int kiln__b_run(builder *b, int li, const kiln_io_format *io, int tactic, const kiln_tensor *in,
                 kiln_tensor *out, int reps, double *ms);
 uint64_t kiln__b_rand(builder *b);
@@ -122,6 +130,8 @@ int kiln__b_fuse(builder *b);
 
 /* select.c */
 int kiln__b_select(builder *b);
+/* Memory space of position p (inputs then outputs) of layer L. */
+kiln_device_kind kiln__b_pos_loc(const bl *L, int p);
 /* emit.c */
 int kiln__b_finalize(builder *b, int **order, int *norder);
 int kiln__b_emit(builder *b, const int *order, int norder, kiln_engine **out);

@@ -23,6 +23,7 @@ typedef struct variant {
     int base;
     kiln_dtype dt;
     kiln_format fmt;
+    kiln_device_kind loc;
     int t;
 } variant;
 
@@ -39,10 +40,29 @@ static int ipush(ilist *l, int x) {
     return 0;
 }
 
-static int find_variant(const variant *v, int n, int base, kiln_dtype dt, kiln_format fmt) {
-    for (int i = 0; i < n; i++)
-        if (v[i].base == base && v[i].dt == dt && v[i].fmt == fmt) return v[i].t;
+/* The variants made so far: tensor `base` in another type, layout or
+ * memory space. */
+typedef struct vset {
+    variant *v;
+    int n, cap;
+} vset;
+
+static int find_variant(const vset *s, int base, kiln_dtype dt, kiln_format fmt, kiln_device_kind loc) {
+    for (int i = 0; i < s->n; i++)
+        if (s->v[i].base == base && s->v[i].dt == dt && s->v[i].fmt == fmt && s->v[i].loc == loc) return s->v[i].t;
     return -1;
+}
+
+static int add_variant(vset *s, int base, const bt *t, int ti) {
+    if (s->n == s->cap) {
+        int nc = s->cap ? s->cap * 2 : 16;
+        variant *nv = kiln__realloc(s->v, (size_t)nc * sizeof *nv);
+        if (!nv) return kiln__err(KILN_ENOMEM, "build: out of memory");
+        s->v = nv;
+        s->cap = nc;
+    }
+    s->v[s->n++] = (variant){base, t->pdtype, t->pfmt, t->loc, ti};
+    return 0;
 }
 
 /* Clone tensor t as a new activation named `name` (dims, dtype, values). */
@@ -61,6 +81,8 @@ static int clone_tensor(builder *b, int t, const char *name) {
     return n;
 }
 
+/* A copy of tensor `from` in its own memory space (a device copy layer
+ * when that is the GPU's). */
 static int copy_layer(builder *b, int from, const char *name, int into, int *out_t) {
     int o = into;
     b->no_fold = 1;
@@ -69,15 +91,98 @@ static int copy_layer(builder *b, int from, const char *name, int into, int *out
     if (li < 0) return li;
     b->t[o].pdtype = b->t[from].pdtype;
     b->t[o].pfmt = b->t[from].pfmt;
+    b->t[o].loc = b->t[from].loc;
+    b->l[li].device = b->t[from].loc;
     b->t[o].live = 1;
     *out_t = o;
     return li;
 }
 
+/* One step of a conversion chain: tensor `from` as (dt, fmt, loc), written
+ * into tensor `into` (>= 0) or a new tensor named `name`.  A change of
+ * memory space is a kiln::reformat layer on the CUDA device (a copy:
+ * cuMemcpyAsync) -- for a constant no layer at all but a twin constant
+ * there, uploaded with the weights; a change of type/layout is a reformat
+ * on the device holding both sides (folded at build for constants).
+ * *layer gets the new layer (-1: none); *out_t the result. */
+static int convert_step(builder *b, int from, kiln_dtype dt, kiln_format fmt, kiln_device_kind loc, const char *name,
+                        int into, int *layer, int *out_t) {
+    *layer = -1;
+    const bt *f = &b->t[from];
+    if (f->kind == BT_CONST && into < 0 && f->pdtype == dt && f->pfmt == fmt && f->loc != loc) {
+        int n = kiln__b_new_tensor(b, name, BT_CONST);
+        if (n < 0) return n;
+        bt *src = &b->t[from], *dst = &b->t[n];
+        char *nm = dst->name;
+        *dst = *src;
+        dst->name = nm;
+        dst->data_owned = 0; /* shares the source's bytes */
+        dst->is_output = 0;
+        dst->producer = -1;
+        dst->input_index = -1;
+        dst->eidx = -1;
+        dst->loc = loc;
+        dst->live = 1;
+        *out_t = n;
+        return 0;
+    }
+    int o = into;
+    int li = kiln__b_add_reformat(b, from, name, dt, fmt, &o);
+    if (li < 0) return li;
+    b->t[o].loc = loc;
+    b->t[o].live = 1;
+    b->l[li].device = loc == KILN_DEVICE_CUDA || b->t[from].loc == KILN_DEVICE_CUDA ? KILN_DEVICE_CUDA
+                                                                                    : KILN_DEVICE_CPU;
+    if (b->st && !b->l[li].dead) b->st->reformats++;
+    *layer = b->l[li].dead ? -1 : li;
+    *out_t = o;
+    return 0;
+}
+
+/* Tensor `base` (currently as tensor `from`) converted to (dt, fmt, loc),
+ * the last step writing `into` when >= 0.  Types convert on the GPU only
+ * between two GPU tensors; otherwise on the host, so a host<->device move
+ * carries the narrower type where the host side converts.  Each result is
+ * remembered as a variant of `base`; new layers are appended to ord. */
+static int convert(builder *b, vset *vs, ilist *ord, int base, int from, kiln_dtype dt, kiln_format fmt,
+                   kiln_device_kind loc, int into, int *out_t) {
+    int cur = from, rc = 0;
+    for (int step = 0; step < 3 && !rc; step++) {
+        const bt *c = &b->t[cur];
+        if (c->pdtype == dt && c->pfmt == fmt && c->loc == loc) break;
+        kiln_dtype sdt = dt;
+        kiln_format sfmt = fmt;
+        kiln_device_kind sloc = loc;
+        int same = c->pdtype == dt && c->pfmt == fmt;
+        if (!same && !(c->loc == KILN_DEVICE_CUDA && loc == KILN_DEVICE_CUDA)) {
+            if (c->loc == KILN_DEVICE_CUDA) sdt = c->pdtype, sfmt = c->pfmt, sloc = KILN_DEVICE_CPU; /* to host first */
+            else sloc = KILN_DEVICE_CPU;                                    /* convert on the host */
+        }
+        int last = sdt == dt && sfmt == fmt && sloc == loc;
+        int V = find_variant(vs, base, sdt, sfmt, sloc);
+        if (V >= 0 && !(last && into >= 0)) {
+            cur = V;
+            continue;
+        }
+        char *name = kiln__strfmt("%s:%s:%s%s", b->t[base].name, kiln__b_dtype_upper(sdt), kiln_format_name(sfmt),
+                                  sloc == KILN_DEVICE_CUDA ? ":cuda" : "");
+        if (!name) return kiln__err(KILN_ENOMEM, "build: out of memory");
+        int li = -1;
+        rc = convert_step(b, cur, sdt, sfmt, sloc, last && into >= 0 ? b->t[into].name : name, last ? into : -1, &li,
+                          &V);
+        kiln__free(name);
+        if (!rc && li >= 0) rc = ipush(ord, li);
+        if (!rc) rc = add_variant(vs, base, &b->t[V], V);
+        cur = V;
+    }
+    *out_t = cur;
+    return rc;
+}
+
 int kiln__b_finalize(builder *b, int **order_out, int *norder) {
     ilist ord = {0}, fin = {0};
-    variant *var = NULL;
-    int nvar = 0, capvar = 0, rc = 0;
+    vset vs = {0};
+    int rc = 0;
     int *lastuse = NULL;
     char *name = NULL; /* names made from tensor/layer names (no length limit) */
     int n0 = b->nl;
@@ -120,26 +225,10 @@ int kiln__b_finalize(builder *b, int **order_out, int *norder) {
             if (T < 0) continue;
             kiln_dtype dt = b->l[li].io.dtype[p];
             kiln_format fmt = b->l[li].io.format[p];
-            if (b->t[T].pdtype == dt && b->t[T].pfmt == fmt) continue;
-            int V = find_variant(var, nvar, T, dt, fmt);
-            if (V < 0) {
-                kiln__free(name);
-                name = kiln__strfmt("%s:%s:%s", b->t[T].name, kiln__b_dtype_upper(dt), kiln_format_name(fmt));
-                if (!name) { rc = kiln__err(KILN_ENOMEM, "build: out of memory"); break; }
-                V = -1;
-                int rli = kiln__b_add_reformat(b, T, name, dt, fmt, &V);
-                if (rli < 0) { rc = rli; break; }
-                b->t[V].live = 1;
-                if (b->st) b->st->reformats += !b->l[rli].dead;
-                if (!b->l[rli].dead) rc = ipush(&ord, rli);
-                if (nvar == capvar) {
-                    capvar = capvar ? capvar * 2 : 16;
-                    variant *nv = kiln__realloc(var, (size_t)capvar * sizeof *nv);
-                    if (!nv) { rc = kiln__err(KILN_ENOMEM, "build: out of memory"); break; }
-                    var = nv;
-                }
-                var[nvar++] = (variant){T, dt, fmt, V};
-            }
+            kiln_device_kind loc = kiln__b_pos_loc(&b->l[li], p);
+            if (b->t[T].pdtype == dt && b->t[T].pfmt == fmt && b->t[T].loc == loc) continue;
+            int V = find_variant(&vs, T, dt, fmt, loc);
+            if (V < 0 && (rc = convert(b, &vs, &ord, T, T, dt, fmt, loc, -1, &V))) break;
             bl *L = &b->l[li];
             for (int o = 0; o < L->nout; o++)
                 if (b->t[L->out[o]].alias_in == T) b->t[L->out[o]].alias_in = V;
@@ -147,35 +236,31 @@ int kiln__b_finalize(builder *b, int **order_out, int *norder) {
         }
         if (rc) break;
         rc = ipush(&ord, li);
-        /* Outputs in a non-logical type/format: the layer writes a variant,
-         * a reformat writes the network output. */
+        /* Outputs in a non-logical type/format or in device memory: the
+         * layer writes a variant, reformats/copies write the network output
+         * (logical type, LINEAR, host). */
         for (int o = 0; o < b->l[li].nout && !rc; o++) {
             int T = b->l[li].out[o];
             bt *t = &b->t[T];
-            if (!t->is_output || (t->pdtype == t->dtype && t->pfmt == KILN_FORMAT_LINEAR)) continue;
+            if (!t->is_output || (t->pdtype == t->dtype && t->pfmt == KILN_FORMAT_LINEAR && t->loc == KILN_DEVICE_CPU))
+                continue;
             kiln__free(name);
-            name = kiln__strfmt("%s:%s:%s", t->name, kiln__b_dtype_upper(t->pdtype), kiln_format_name(t->pfmt));
+            name = kiln__strfmt("%s:%s:%s%s", t->name, kiln__b_dtype_upper(t->pdtype), kiln_format_name(t->pfmt),
+                                t->loc == KILN_DEVICE_CUDA ? ":cuda" : "");
             if (!name) { rc = kiln__err(KILN_ENOMEM, "build: out of memory"); break; }
             int V = clone_tensor(b, T, name);
             if (V < 0) { rc = V; break; }
+            b->t[V].loc = b->t[T].loc;
             b->t[V].producer = li;
             b->t[V].alias_in = b->t[T].alias_in;
             b->t[T].alias_in = -1;
             b->l[li].out[o] = V;
-            int into = T;
-            int rli = kiln__b_add_reformat(b, V, b->t[T].name, b->t[T].dtype, KILN_FORMAT_LINEAR, &into);
-            if (rli < 0) { rc = rli; break; }
+            if ((rc = add_variant(&vs, T, &b->t[V], V))) break;
+            int done = -1;
+            rc = convert(b, &vs, &ord, T, V, b->t[T].dtype, KILN_FORMAT_LINEAR, KILN_DEVICE_CPU, T, &done);
             b->t[T].pdtype = b->t[T].dtype;
             b->t[T].pfmt = KILN_FORMAT_LINEAR;
-            if (b->st) b->st->reformats++;
-            rc = ipush(&ord, rli);
-            if (nvar == capvar) {
-                capvar = capvar ? capvar * 2 : 16;
-                variant *nv = kiln__realloc(var, (size_t)capvar * sizeof *nv);
-                if (!nv) { rc = kiln__err(KILN_ENOMEM, "build: out of memory"); break; }
-                var = nv;
-            }
-            var[nvar++] = (variant){T, b->t[V].pdtype, b->t[V].pfmt, V};
+            b->t[T].loc = KILN_DEVICE_CPU;
         }
     }
     if (rc) goto out;
@@ -246,7 +331,7 @@ int kiln__b_finalize(builder *b, int **order_out, int *norder) {
 out:
     kiln__free(name);
     kiln__free(lastuse);
-    kiln__free(var);
+    kiln__free(vs.v);
     kiln__free(ord.v);
     if (rc) {
         kiln__free(fin.v);
@@ -418,8 +503,9 @@ static int emit_aot(emitter *E, int li, kiln__elayer *el) {
     if (!na) return kiln__err(KILN_ENOMEM, "build: out of memory");
     e->aot = na;
     rc = kiln__aot_from_kernel(L->op, &k, aot_node_cb, E, &e->aot[e->naot]);
-    if (rc) return kiln__err_prefix(rc, "layer '%s' (%s::%s v%d): AOT kernel", L->name, L->op->ns, L->op->name, L->op->version);
+    if (rc) return kiln__err_prefix(rc, "layer '%s' (%s::%s v%d)", L->name, L->op->ns, L->op->name, L->op->version);
     el->aot_kernel = e->naot++;
+    el->time_ms = 0; /* the timings were of the JIT impl: the AOT kernel is not timed (yet) */
     return 0;
 }
 
@@ -532,6 +618,7 @@ int kiln__b_emit(builder *b, const int *order, int norder, kiln_engine **out) {
         et->alias_of = -1;
         et->first = et->last = -1;
         et->is_size = t->is_size;
+        et->loc = (uint8_t)t->loc;
         if (t->kind == BT_CONST) {
             woff = (woff + 63) / 64 * 64;
             et->const_off = woff;
@@ -596,6 +683,7 @@ int kiln__b_emit(builder *b, const int *order, int norder, kiln_engine **out) {
         el->io = L->io;
         el->io.n = L->nin + L->nout;
         el->tactic = L->tactic;
+        el->device = (uint8_t)L->device;
         el->aot_kernel = -1;
         el->time_ms = L->ms;
         for (int p = 0; p < L->nin; p++) {
@@ -716,6 +804,13 @@ int kiln__b_emit(builder *b, const int *order, int norder, kiln_engine **out) {
     if (!e->device_sig) { rc = kiln__err(KILN_ENOMEM, "build: out of memory"); goto fail; }
     e->threads = b->cfg->threads;
     e->device = b->cfg->device;
+    if (b->cuda) {
+        char gpu[400];
+        rc = b->cuda->signature(gpu, sizeof gpu);
+        if (!rc && !(e->cuda_sig = kiln__strdup(gpu))) rc = kiln__err(KILN_ENOMEM, "build: out of memory");
+        if (rc) goto fail;
+        e->allow_tf32 = (b->cfg->flags & KILN_BUILD_TF32) != 0;
+    }
     if (b->st) b->st->layers = e->nlayers;
     rc = kiln__engine_prepare(e);
     if (rc) {

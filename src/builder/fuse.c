@@ -71,6 +71,8 @@ static void try_fuse(builder *b, int li, int *uses) {
     int pi = tx->producer;
     bl *P = &b->l[pi];
     const kiln_quick_op *pq = P->op->quick;
+    /* epilogues are host callbacks: the GPU path does not apply them */
+    if (P->device != KILN_DEVICE_CPU || L->device != KILN_DEVICE_CPU) return;
     if (P->dead || !pq || !pq->accepts_epilogue || pq->aot || P->aot == 1 || P->nout != 1 ||
         P->out[0] != X || P->nepi >= KILN__MAX_EPI || P->io.n != P->nin + P->nout)
         return;

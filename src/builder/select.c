@@ -54,8 +54,17 @@ static int pos_tensor(const bl *L, int p) { return p < L->nin ? L->in[p] : L->ou
 
 static int dtype_ok(const builder *b, const bt *t, kiln_dtype dt) {
     if (dt == t->dtype) return 1;
-    return dt == KILN_DTYPE_F16 && t->dtype == KILN_DTYPE_F32 && !t->is_size &&
-           (b->cfg->flags & KILN_BUILD_FP16);
+    if (t->dtype != KILN_DTYPE_F32 || t->is_size) return 0;
+    return (dt == KILN_DTYPE_F16 && (b->cfg->flags & KILN_BUILD_FP16)) ||
+           (dt == KILN_DTYPE_BF16 && (b->cfg->flags & KILN_BUILD_BF16));
+}
+
+/* Where position p of layer L lives: the layer's device, except inputs its
+ * CUDA implementation reads on the host (kiln_quick_op.cuda_host_inputs). */
+kiln_device_kind kiln__b_pos_loc(const bl *L, int p) {
+    if (L->device == KILN_DEVICE_CPU) return KILN_DEVICE_CPU;
+    if (p < L->nin && p < 32 && (kiln__op_host_inputs(L->op, L->device) >> p & 1u)) return KILN_DEVICE_CPU;
+    return L->device;
 }
 
 static int format_ok(const bt *t, kiln_format f, int min_rank) {
@@ -73,13 +82,19 @@ static void logical_io(const builder *b, const bl *L, kiln_io_format *io) {
     }
 }
 
+/* The combinations of a quick op on its layer's device. */
+static const kiln_combo *quick_formats(const bl *L) {
+    const kiln_quick_op *q = L->op->quick;
+    return L->device == KILN_DEVICE_CUDA && q->cuda_formats ? q->cuda_formats : kiln__op_formats(L->op, L->state);
+}
+
 static int quick_candidates(builder *b, int li, cand_list *cl) {
     const bl *L = &b->l[li];
     int nio = L->nin + L->nout;
     kiln_io_format *exp = kiln__malloc(MAX_CANDS * sizeof *exp);
     if (!exp) return kiln__err(KILN_ENOMEM, "build: out of memory");
     int rc = 0;
-    for (const kiln_combo *cb = kiln__op_formats(L->op, L->state); cb->types && !rc; cb++) {
+    for (const kiln_combo *cb = quick_formats(L); cb->types && !rc; cb++) {
         int n = kiln_combo_expand(cb->types, cb->layouts, nio, exp, MAX_CANDS);
         if (n < 0) {
             rc = kiln__err_prefix(n, "formats of op %s::%s v%d", L->op->ns, L->op->name, L->op->version);
@@ -100,6 +115,8 @@ static int quick_candidates(builder *b, int li, cand_list *cl) {
                     continue;
                 }
                 ok = dtype_ok(b, &b->t[t], io.dtype[p]) && format_ok(&b->t[t], io.format[p], 3);
+                /* the GPU converts types, not layouts: CUDA layers stay LINEAR */
+                if (L->device == KILN_DEVICE_CUDA && io.format[p] != KILN_FORMAT_LINEAR) ok = 0;
             }
             for (int k = 0; k < nt && ok && !rc; k++) rc = cand_add(cl, &io, tactics[k]);
         }
@@ -131,12 +148,13 @@ static void plugin_dfs(penum *e, int p) {
         return;
     }
     const bt *t = &e->b->t[ti];
-    kiln_dtype dts[2] = {t->dtype, KILN_DTYPE_F16};
-    int ndt = dtype_ok(e->b, t, KILN_DTYPE_F16) && t->dtype != KILN_DTYPE_F16 ? 2 : 1;
+    kiln_dtype dts[3] = {t->dtype, KILN_DTYPE_F16, KILN_DTYPE_BF16};
     const kiln_plugin_vtable *vt = L->op->vt;
-    for (int i = 0; i < ndt; i++)
+    for (int i = 0; i < 3; i++)
         for (int f = 0; f < KILN_FORMAT_COUNT_; f++) {
+            if (i > 0 && (dts[i] == t->dtype || !dtype_ok(e->b, t, dts[i]))) continue;
             if (!format_ok(t, (kiln_format)f, 4) || (f != KILN_FORMAT_LINEAR && t->ndim != 4)) continue;
+            if (f != KILN_FORMAT_LINEAR && L->device == KILN_DEVICE_CUDA) continue;
             e->io.dtype[p] = dts[i];
             e->io.format[p] = (kiln_format)f;
             int yes = vt->supports_format ? vt->supports_format(L->state, p, &e->io) == 1
@@ -183,7 +201,7 @@ static int enum_candidates(builder *b, int li, cand_list *cl) {
     const bl *L = &b->l[li];
     int rc;
     if (L->op->quick) {
-        if (!kiln__op_formats(L->op, L->state)) {
+        if (!quick_formats(L)) {
             kiln_io_format io;
             logical_io(b, L, &io);
             return cand_add(cl, &io, 0);
@@ -323,11 +341,30 @@ typedef struct timing_bufs {
     kiln_tensor in[KILN_MAX_IO], out[KILN_MAX_IO];
     void *mem[2 * KILN_MAX_IO];
     int nmem;
+    const kiln__device *dev;   /* CUDA layers: dmem holds the device copies */
+    void *dmem[2 * KILN_MAX_IO];
+    int ndmem;
 } timing_bufs;
 
 static void bufs_free(timing_bufs *t) {
     for (int i = 0; i < t->nmem; i++) kiln__aligned_free(t->mem[i]);
-    t->nmem = 0;
+    for (int i = 0; i < t->ndmem; i++) t->dev->free(t->dmem[i]);
+    t->nmem = t->ndmem = 0;
+}
+
+/* Move a host timing buffer to the device (CUDA layers): contents copied,
+ * kt->data repointed. */
+static int bufs_upload(builder *b, timing_bufs *tb, kiln_tensor *kt, uint64_t bytes) {
+    void *d = NULL;
+    int rc = b->cuda->alloc(bytes ? bytes : 64, &d);
+    if (rc) return kiln__err_prefix(rc, "timing buffers");
+    tb->dev = b->cuda;
+    tb->dmem[tb->ndmem++] = d;
+    rc = b->cuda->copy(d, kt->data, bytes, b->cx.base.stream);
+    if (!rc) rc = b->cuda->stream_sync(b->cx.base.stream);
+    kt->data = d;
+    kt->device = KILN_DEVICE_CUDA;
+    return rc;
 }
 
 /* Tensors for a run of layer li with `io` at opt shapes; *shape_text gets
@@ -365,12 +402,15 @@ static int bufs_make(builder *b, int li, const kiln_io_format *io, timing_bufs *
         tb->mem[tb->nmem++] = m;
         kt->data = m;
         uint64_t n = bytes / kiln_dtype_size(kt->dtype);
+        const int up = kiln__b_pos_loc(L, p) == KILN_DEVICE_CUDA;
         if (!is_in) {
             memset(m, 0, bytes);
+            if (up && (rc = bufs_upload(b, tb, kt, bytes))) return rc;
             continue;
         }
         if (t->kind == BT_CONST && t->data && kt->dtype == t->pdtype && kt->format == t->pfmt && bytes == t->bytes) {
             memcpy(m, t->data, bytes);
+            if (up && (rc = bufs_upload(b, tb, kt, bytes))) return rc;
             continue;
         }
         fill_random(b, m, kt->dtype, n);
@@ -387,6 +427,7 @@ static int bufs_make(builder *b, int li, const kiln_io_format *io, timing_bufs *
                 }
             }
         }
+        if (up && (rc = bufs_upload(b, tb, kt, bytes))) return rc;
     }
     return 0;
 }
@@ -405,8 +446,8 @@ static int time_candidate(builder *b, int li, const kiln_io_format *io, int tact
     }
     timing_id(b, L, ids, sizeof ids);
     io_text(io, iot, sizeof iot);
-    snprintf(key, sizeof key, "%s::%s v%d|%s|%s|id=%s|tactic=%d", L->op->ns, L->op->name, L->op->version, iot,
-             shapes, ids, tactic);
+    snprintf(key, sizeof key, "%s%s::%s v%d|%s|%s|id=%s|tactic=%d", L->device == KILN_DEVICE_CUDA ? "cuda|" : "",
+             L->op->ns, L->op->name, L->op->version, iot, shapes, ids, tactic);
     for (char *c = key; *c; c++)
         if (*c == '\n' || *c == '\r') *c = ' ';
     int from_build = 0;
@@ -478,6 +519,25 @@ static int reformat_cost(builder *b, int t, kiln_dtype dt, kiln_format fmt, doub
     return rc;
 }
 
+/* Placement: a CUDA build runs a layer on the GPU when its op has a CUDA
+ * implementation with a combination for the layer's types (and it is not
+ * forced to a CPU AOT kernel), else on the CPU.  Leaves the candidates of
+ * the chosen device in cl. */
+static int place(builder *b, int li, cand_list *cl) {
+    bl *L = &b->l[li];
+    L->device = KILN_DEVICE_CPU;
+    if (b->cuda && L->aot != 1 && kiln__op_has_device(L->op, KILN_DEVICE_CUDA)) {
+        L->device = KILN_DEVICE_CUDA;
+        int rc = enum_candidates(b, li, cl);
+        if (!rc && cl->n) return 0;
+        kiln__log(KILN_LOG_VERBOSE, "layer '%s' (%s::%s v%d): on the CPU: %s", L->name, L->op->ns, L->op->name,
+                  L->op->version, rc ? kiln_errmsg() : "no CUDA combination for its types");
+        L->device = KILN_DEVICE_CPU;
+        cl->n = 0;
+    }
+    return enum_candidates(b, li, cl);
+}
+
 int kiln__b_select(builder *b) {
     for (int i = 0; i < b->nt; i++) {
         bt *t = &b->t[i];
@@ -497,7 +557,7 @@ int kiln__b_select(builder *b) {
     for (int li = 0; li < b->nl && !rc; li++) {
         if (b->l[li].dead) continue;
         cl.n = 0;
-        rc = enum_candidates(b, li, &cl);
+        rc = place(b, li, &cl);
         if (rc) break;
         b->st->candidates += cl.n;
         int best = 0;
@@ -509,20 +569,29 @@ int kiln__b_select(builder *b) {
                 int ok;
                 rc = time_candidate(b, li, &cl.c[k].io, cl.c[k].tactic, &ms, &ok, 1);
                 if (rc || !ok) continue;
-                double cost = ms;
+                double cost = ms, rf_in = 0, rf_out = 0;
                 const bl *L = &b->l[li];
                 for (int p = 0; p < L->nin && !rc; p++) {
                     if (L->in[p] < 0) continue;
                     double rms;
                     rc = reformat_cost(b, L->in[p], cl.c[k].io.dtype[p], cl.c[k].io.format[p], &rms);
-                    cost += rms;
+                    rf_in += rms;
                 }
+                cost += rf_in;
                 /* Network outputs must end in their logical type, LINEAR. */
                 for (int o = 0; o < L->nout && !rc; o++) {
                     const bt *t = &b->t[L->out[o]];
                     kiln_io_format *io = &cl.c[k].io;
                     if (t->is_output && (io->dtype[L->nin + o] != t->dtype || io->format[L->nin + o] != KILN_FORMAT_LINEAR))
-                        cost += ms * 0.05; /* a reformat follows; exact time unknown before the choice */
+                        rf_out += ms * 0.05; /* a reformat follows; exact time unknown before the choice */
+                }
+                cost += rf_out;
+                if (!rc) { /* why a candidate wins or loses: its kernel and its reformats */
+                    char iot[512];
+                    io_text(&cl.c[k].io, iot, sizeof iot);
+                    kiln__log(KILN_LOG_VERBOSE, "layer '%s': candidate %s tactic %d: kernel %.4f ms + reformat "
+                              "inputs %.4f ms + outputs %.4f ms (estimate) = cost %.4f ms", L->name, iot,
+                              cl.c[k].tactic, ms, rf_in, rf_out, cost);
                 }
                 if (best < 0 || cost < best_cost) {
                     best = k;
@@ -539,9 +608,10 @@ int kiln__b_select(builder *b) {
             }
             char iot[512];
             io_text(&cl.c[best].io, iot, sizeof iot);
-            kiln__log(KILN_LOG_VERBOSE, "layer '%s' (%s::%s v%d): chose %s tactic %d (%.4f ms, cost %.4f ms, %d candidates)",
+            kiln__log(KILN_LOG_VERBOSE, "layer '%s' (%s::%s v%d): chose %s tactic %d (kernel %.4f ms + reformats "
+                      "%.4f ms = cost %.4f ms, lowest of %d candidates)",
                       b->l[li].name, b->l[li].op->ns, b->l[li].op->name, b->l[li].op->version, iot,
-                      cl.c[best].tactic, best_ms, best_cost, cl.n);
+                      cl.c[best].tactic, best_ms, best_cost - best_ms, best_cost, cl.n);
             b->l[li].timed = 1;
         }
         bl *L = &b->l[li];
@@ -552,6 +622,7 @@ int kiln__b_select(builder *b) {
             bt *t = &b->t[L->out[o]];
             t->pdtype = L->io.dtype[L->nin + o];
             t->pfmt = L->io.format[L->nin + o];
+            t->loc = kiln__b_pos_loc(L, L->nin + o);
         }
         done++;
         if (progress) fprintf(stderr, "\r[%d/%d] layers", done, total);

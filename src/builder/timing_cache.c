@@ -35,7 +35,16 @@ struct kiln__tcache {
     int n, cap;
     int *slots; /* open addressing over e[], -1 empty */
     int nslots;
+    char *sig;  /* device signature (kiln__tcache_set_device), NULL: the CPU's */
 };
+
+static const char *tc_sig(const kiln__tcache *c) { return c->sig ? c->sig : kiln_cpu_signature(); }
+
+int kiln__tcache_set_device(kiln__tcache *c, const char *sig) {
+    kiln__free(c->sig);
+    c->sig = sig ? kiln__strdup(sig) : NULL;
+    return sig && !c->sig ? kiln__err(KILN_ENOMEM, "timing cache: out of memory") : 0;
+}
 
 static uint64_t fnv(const char *s) {
     uint64_t h = 1469598103934665603ull;
@@ -54,6 +63,7 @@ void kiln__tcache_free(kiln__tcache *c) {
     for (int i = 0; i < c->n; i++) kiln__free(c->e[i].key);
     kiln__free(c->e);
     kiln__free(c->slots);
+    kiln__free(c->sig);
     kiln__free(c);
 }
 
@@ -166,10 +176,10 @@ void kiln__tcache_load(kiln__tcache *c, const char *path) {
     } else if (read_line(f, &line, &cap) <= 0 || strncmp(line, "device ", 7) != 0) {
         why = "missing 'device' line";
         lineno = 2;
-    } else if (strcmp(line + 7, kiln_cpu_signature()) != 0) {
+    } else if (strcmp(line + 7, tc_sig(c)) != 0) {
         kiln__log(KILN_LOG_WARN,
                   "timing cache '%s': made for device '%s', this is '%s'; ignored (it will be rewritten)",
-                  path, line + 7, kiln_cpu_signature());
+                  path, line + 7, tc_sig(c));
         goto done;
     } else if (read_line(f, &line, &cap) <= 0 || sscanf(line, "entries %lld", &count) != 1 || count < 0) {
         why = "missing 'entries' line";
@@ -212,7 +222,7 @@ int kiln__tcache_save(const kiln__tcache *c, const char *path) {
         return rc;
     }
     int bad = fprintf(f, "%s %d\ndevice %s\nentries %d\n", TC_MAGIC, TC_VERSION,
-                      kiln_cpu_signature(), c->n) < 0;
+                      tc_sig(c), c->n) < 0;
     for (int i = 0; i < c->n && !bad; i++)
         bad = fprintf(f, "%.17g %s\n", c->e[i].ms, c->e[i].key) < 0;
     if (fclose(f) != 0) bad = 1;

@@ -35,5 +35,8 @@ int kiln__err(int status, const char *fmt, ...) KILN_PRINTF(2, 3);
 /* Prepend "prefix: " to the current message (keeps status); returns status. */
 int kiln__err_prefix(int status, const char *fmt, ...) KILN_PRINTF(2, 3);
 void kiln__log(kiln_log_level level, const char *fmt, ...) KILN_PRINTF(2, 3);
+/* The same whatever the log level (an option the caller set asked for it,
+ * e.g. kiln_compile_options.verbose): to the log callback, else stderr. */
+void kiln__log_always(kiln_log_level level, const char *fmt, ...) KILN_PRINTF(2, 3);
 
 #endif /* KILN_CORE_ALLOC_ERROR_H */

@@ -137,13 +137,26 @@ void kiln_log_set(kiln_log_level level, kiln_log_fn fn, void *ud) {
 
 kiln_log_level kiln_log_get_level(void) { return (kiln_log_level)atomic_load(&g_log_level); }
 
+static void vlog(kiln_log_level level, const char *fmt, va_list ap);
+
 void kiln__log(kiln_log_level level, const char *fmt, ...) {
     if ((int)level > atomic_load(&g_log_level)) return;
-    char msg[2048];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    vlog(level, fmt, ap);
     va_end(ap);
+}
+
+void kiln__log_always(kiln_log_level level, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vlog(level, fmt, ap);
+    va_end(ap);
+}
+
+static void vlog(kiln_log_level level, const char *fmt, va_list ap) {
+    char msg[2048];
+    vsnprintf(msg, sizeof msg, fmt, ap);
     static const char *const names[] = {"error", "warning", "info", "verbose"};
     /* The callback runs outside the lock: it may take its own locks (a
      * binding's GIL) while another thread logs or calls kiln_log_set. */

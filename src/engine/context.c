@@ -31,7 +31,7 @@
  * user buffers are staged in context memory (with room for the canary) and
  * copied out at the end.
  */
-#include "kiln_int.h"
+#include "device/device.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -45,6 +45,12 @@ typedef struct ctx_layer {
     kiln_attrs attrs;
     kiln_tensor *in, *out;      /* views (into ctx->views) */
     const kiln_plugin_vtable *vt;
+    kiln__enqueue_fn enq;       /* vt's enqueue for the layer's device */
+    kiln__workspace_fn wsf;
+    int gpu;                    /* runs on the CUDA device */
+    int graph_ok;               /* may be captured in a CUDA graph */
+    void *graph;                /* instantiated graph of the segment starting here, NULL */
+    int32_t seg_end;            /* segment start: one past its last layer, else -1 */
     void *state;                /* engine state or per-context state */
     void *ctx_state;            /* from attach_to_context (detach on free) */
     int nsize;                  /* outputs that are size tensors */
@@ -80,6 +86,17 @@ struct kiln_context {
     void *ws;
     size_t ws_cap;
     ctx_layer *L;
+    /* CUDA engines: the device, the exec handed to GPU layers (its stream:
+     * ours or the user's), device arena and workspace, the uploaded weights,
+     * and whether GPU work may still be running (a CPU step must wait). */
+    const kiln__device *dev;
+    kiln__cuda_exec cx;
+    void *own_stream;
+    uint8_t *dweights;
+    uint8_t *darena, *dws;
+    size_t darena_cap, dws_cap;
+    int gpu_pending;
+    int graphs;                 /* CUDA graphs enabled (default 1) */
     kiln_tensor *views;
     int32_t *view_t;            /* tensor of each view, -1 absent */
     int nviews;
@@ -141,16 +158,17 @@ static int no_such_io(const kiln_context *c, const char *name) {
 }
 
 static int evaluate(kiln_context *c);
+static void graphs_drop(kiln_context *c);
+static void graph_segments(kiln_context *c);
+static void host_free(const kiln_context *c, void *p);
 
 /* ------------------------------------------------------------ create/free */
 
 KILN_API int kiln_context_create(const kiln_engine *e, int threads, kiln_context **out) {
     KILN__ARG(e && out, KILN_EINVAL);
     *out = NULL;
-    int rc = 0;
-    if (e->device != KILN_DEVICE_CPU)
-        return kiln__err(KILN_EDEVICE, "engine was built for the %s device; contexts run CPU engines only",
-                         e->device == KILN_DEVICE_CUDA ? "cuda" : "unknown");
+    int rc = kiln__engine_device_check(e);
+    if (rc) return rc;
     if (threads < 0) threads = 0;
     kiln_context *c = kiln__calloc(1, sizeof *c);
     if (!c) return kiln__err(KILN_ENOMEM, "out of memory creating a context");
@@ -265,6 +283,17 @@ KILN_API int kiln_context_create(const kiln_engine *e, int threads, kiln_context
     }
     c->exec.device = KILN_DEVICE_CPU;
     c->exec.pool = c->pool;
+    c->graphs = 1;
+    if (e->device == KILN_DEVICE_CUDA) {
+        c->dev = kiln__device_get(KILN_DEVICE_CUDA);
+        rc = c->dev ? c->dev->stream_create(&c->own_stream) : KILN_EDEVICE;
+        if (!rc) rc = kiln__engine_device_weights((kiln_engine *)e, &c->dweights);
+        if (rc) goto fail;
+        c->cx.base.device = KILN_DEVICE_CUDA;
+        c->cx.base.pool = c->pool;
+        c->cx.base.stream = c->own_stream;
+        c->cx.allow_tf32 = e->allow_tf32;
+    }
 
     /* Views and calls. */
     int v = 0;
@@ -282,14 +311,24 @@ KILN_API int kiln_context_create(const kiln_engine *e, int threads, kiln_context
         cl->call.nin = el->nin;
         cl->call.out = cl->out;
         cl->call.nout = el->nout;
+        cl->gpu = el->device == KILN_DEVICE_CUDA;
+        cl->seg_end = -1;
         cl->call.tactic = el->tactic;
-        cl->call.exec = &c->exec;
+        cl->call.exec = cl->gpu ? &c->cx.base : &c->exec;
         cl->call.layer = el->name;
-        cl->call.epilogue = el->epi_rt;
-        cl->call.prepacked = (const void *const *)el->prepacked;
+        /* epilogues and packed weights are host-side: CPU layers only */
+        cl->call.epilogue = cl->gpu ? NULL : el->epi_rt;
+        cl->call.prepacked = cl->gpu ? NULL : (const void *const *)el->prepacked;
         if (el->aot_kernel >= 0) continue;
         KILN__ASSERT(el->op && el->op->vt && el->op->vt->enqueue);
         cl->vt = el->op->vt;
+        cl->enq = kiln__op_enqueue_fn(el->op, (kiln_device_kind)el->device);
+        cl->wsf = kiln__op_workspace_fn(el->op, (kiln_device_kind)el->device);
+        if (!cl->enq || (cl->gpu && !c->dev)) {
+            rc = layer_err(el, kiln__err(KILN_EDEVICE, "placed on the %s device, where its op has no implementation",
+                                         cl->gpu ? "cuda" : "cpu"));
+            goto fail;
+        }
         cl->state = el->state;
         if (cl->vt->attach_to_context) {
             void *cs = NULL;
@@ -310,6 +349,7 @@ KILN_API int kiln_context_create(const kiln_engine *e, int threads, kiln_context
         if (el->attrs.v) c->L[l].attrs = kiln__attrset_view(&el->attrs);
         c->L[l].call.attrs = &c->L[l].attrs;
     }
+    graph_segments(c);
     c->dirty = 1;
     c->ptrs_dirty = 1;
     *out = c;
@@ -326,11 +366,18 @@ KILN_API void kiln_context_free(kiln_context *c) {
         for (int32_t l = 0; l < e->nlayers; l++)
             if (c->L[l].ctx_state && c->L[l].vt && c->L[l].vt->detach_from_context)
                 c->L[l].vt->detach_from_context(e->layers[l].state, c->L[l].ctx_state);
+    if (c->dev) {
+        if (c->gpu_pending) c->dev->stream_sync(c->cx.base.stream);
+        graphs_drop(c);
+        c->dev->free(c->darena);
+        c->dev->free(c->dws);
+        c->dev->stream_destroy(c->own_stream);
+    }
     if (c->pool) kiln__pool_free(c->pool);
     if (c->owned)
-        for (int32_t i = 0; i < e->noutputs; i++) kiln__aligned_free(c->owned[i]);
-    kiln__aligned_free(c->arena);
-    kiln__aligned_free(c->ws);
+        for (int32_t i = 0; i < e->noutputs; i++) host_free(c, c->owned[i]);
+    host_free(c, c->arena);
+    host_free(c, c->ws);
     void *arrs[] = {c->vals, c->vals_up,     c->dep,      c->input_of,  c->output_of, c->root,
                     c->group_out, c->tdep,    c->in_dims,   c->in_set,    c->bind,
                     c->bind_bytes, c->tptr,   c->tbytes,    c->talloc,    c->size_val,
@@ -521,7 +568,21 @@ static uint64_t phys_bytes(void) {
     return pages > 0 && size > 0 ? (uint64_t)pages * (uint64_t)size : 0;
 }
 
-static int grow(uint8_t **p, size_t *cap, size_t need) {
+/* Host memory of the context: page-locked for CUDA engines (copies to and
+ * from it are truly asynchronous), else aligned heap memory. */
+static void *host_alloc(const kiln_context *c, size_t n) {
+    void *q = NULL;
+    if (c->dev) return c->dev->host_alloc(n, &q) ? NULL : q;
+    return kiln__aligned_alloc(n);
+}
+
+static void host_free(const kiln_context *c, void *p) {
+    if (!p) return;
+    if (c->dev) c->dev->host_free(p);
+    else kiln__aligned_free(p);
+}
+
+static int grow(kiln_context *c, uint8_t **p, size_t *cap, size_t need) {
     if (need <= *cap && *p) return 0;
     /* More than the machine has (data-dependent dims reserved at loose upper
      * bounds, say): a clear error rather than an allocator's abort. */
@@ -533,11 +594,29 @@ static int grow(uint8_t **p, size_t *cap, size_t need) {
     size_t n = need > *cap * 3 / 2 ? need : *cap * 3 / 2;
     if (phys && n > phys) n = need;
     if (n < 64) n = 64;
-    void *q = kiln__aligned_alloc(n);
-    if (!q) return kiln__err(KILN_ENOMEM, "out of memory: %zu bytes of context memory", n);
-    kiln__aligned_free(*p);
+    void *q = host_alloc(c, n);
+    if (!q) return kiln__err_prefix(KILN_ENOMEM, "out of memory: %zu bytes of context memory", n);
+    host_free(c, *p);
     *p = q;
     *cap = n;
+    return 0;
+}
+
+/* Device memory of at least `need` bytes (the old block is freed once the
+ * GPU is done with it; captured graphs point into it, so they go too). */
+static int dgrow(kiln_context *c, uint8_t **p, size_t *cap, size_t need, const char *what) {
+    if (need <= *cap && *p) return 0;
+    int rc = c->gpu_pending ? c->dev->stream_sync(c->cx.base.stream) : 0;
+    if (rc) return rc;
+    c->gpu_pending = 0;
+    graphs_drop(c);
+    c->dev->free(*p);
+    *p = NULL;
+    *cap = 0;
+    void *q = NULL;
+    if ((rc = c->dev->alloc(need, &q))) return kiln__err_prefix(rc, "context device %s", what);
+    *p = q;
+    *cap = need;
     return 0;
 }
 
@@ -558,53 +637,66 @@ static int plan(kiln_context *c) {
         int32_t r = c->root[t];
         if (r != t && c->talloc[t] > c->talloc[r]) c->talloc[r] = c->talloc[t];
     }
-    /* Arena: roots of activation groups holding no network output. */
-    int n = 0;
-    for (int32_t t = 0; t < e->ntensors; t++) {
-        const kiln__etensor *et = &e->tensors[t];
-        if (c->root[t] != t || c->group_out[t] >= 0) continue;
-        if (et->kind != KILN__ET_ACT && et->kind != KILN__ET_OUTPUT) continue;
-        c->mp_t[n] = t;
-        c->mp_sizes[n] = c->talloc[t];
-        c->mp_first[n] = INT32_MAX;
-        c->mp_last[n] = -1;
-        n++;
+    /* One arena per memory space: roots of activation groups holding no
+     * network output, planned separately. */
+    for (int space = 0; space < (c->dev ? 2 : 1); space++) {
+        int n = 0;
+        for (int32_t t = 0; t < e->ntensors; t++) {
+            const kiln__etensor *et = &e->tensors[t];
+            c->slot[t] = -1;
+            if (c->root[t] != t || c->group_out[t] >= 0 || et->loc != space) continue;
+            if (et->kind != KILN__ET_ACT && et->kind != KILN__ET_OUTPUT) continue;
+            c->mp_t[n] = t;
+            c->mp_sizes[n] = c->talloc[t];
+            c->mp_first[n] = INT32_MAX;
+            c->mp_last[n] = -1;
+            n++;
+        }
+        /* A group lives from its first member's producer to its last reader. */
+        for (int k = 0; k < n; k++) c->slot[c->mp_t[k]] = k;
+        for (int32_t t = 0; t < e->ntensors; t++) {
+            int k = c->slot[c->root[t]];
+            if (k < 0) continue;
+            const kiln__etensor *et = &e->tensors[t];
+            int32_t f = et->first < 0 ? 0 : et->first, l = et->last;
+            if (l < f) l = f;
+            if (f < c->mp_first[k]) c->mp_first[k] = f;
+            if (l > c->mp_last[k]) c->mp_last[k] = l;
+        }
+        uint64_t total = 0;
+        if ((rc = kiln__memplan(n, c->mp_sizes, c->mp_first, c->mp_last, NULL, c->mp_offs, &total)))
+            return kiln__err_prefix(rc, "planning %s memory", space ? "device" : "activation");
+        uint8_t *base;
+        if (space == KILN_DEVICE_CPU) {
+            if ((rc = grow(c, &c->arena, &c->arena_cap, (size_t)total))) return rc;
+            base = c->arena;
+        } else {
+            if ((rc = dgrow(c, &c->darena, &c->darena_cap, (size_t)total, "activations"))) return rc;
+            base = c->darena;
+        }
+        for (int k = 0; k < n; k++) c->tptr[c->mp_t[k]] = base + c->mp_offs[k];
     }
-    /* A group lives from its first member's producer to its last reader. */
-    for (int32_t t = 0; t < e->ntensors; t++) c->slot[t] = -1;
-    for (int k = 0; k < n; k++) c->slot[c->mp_t[k]] = k;
-    for (int32_t t = 0; t < e->ntensors; t++) {
-        int k = c->slot[c->root[t]];
-        if (k < 0) continue;
-        const kiln__etensor *et = &e->tensors[t];
-        int32_t f = et->first < 0 ? 0 : et->first, l = et->last;
-        if (l < f) l = f;
-        if (f < c->mp_first[k]) c->mp_first[k] = f;
-        if (l > c->mp_last[k]) c->mp_last[k] = l;
-    }
-    uint64_t total = 0;
-    if ((rc = kiln__memplan(n, c->mp_sizes, c->mp_first, c->mp_last, NULL, c->mp_offs, &total)))
-        return kiln__err_prefix(rc, "planning activation memory");
-    if ((rc = grow(&c->arena, &c->arena_cap, (size_t)total))) return rc;
-    for (int k = 0; k < n; k++) c->tptr[c->mp_t[k]] = c->arena + c->mp_offs[k];
-    /* Workspaces (views must hold current dims). */
+    /* Workspaces (views must hold current dims): one per memory space, the
+     * largest a layer there needs. */
     if ((rc = update_view_dims(c, 0))) return rc;
-    size_t ws = 0;
+    size_t ws = 0, dws = 0;
     for (int32_t l = 0; l < e->nlayers; l++) {
         ctx_layer *cl = &c->L[l];
         cl->ws = 0;
         if (!cl->vt) continue;
-        if (cl->vt->workspace_size) cl->ws = cl->vt->workspace_size(cl->state, &cl->call);
+        if (cl->wsf) cl->ws = cl->wsf(cl->state, &cl->call);
         if ((rc = kiln__misuse_take(0))) return layer_err(&e->layers[l], rc);
-        if (cl->ws > ws) ws = cl->ws;
+        size_t *m = cl->gpu ? &dws : &ws;
+        if (cl->ws > *m) *m = cl->ws;
     }
     if (ws) {
         uint8_t *p = c->ws;
-        if ((rc = grow(&p, &c->ws_cap, ws))) return rc;
+        if ((rc = grow(c, &p, &c->ws_cap, ws))) return rc;
         c->ws = p;
     }
+    if (dws && (rc = dgrow(c, &c->dws, &c->dws_cap, dws, "workspace"))) return rc;
     for (int32_t l = 0; l < e->nlayers; l++) {
-        c->L[l].call.workspace = c->L[l].ws ? c->ws : NULL;
+        c->L[l].call.workspace = c->L[l].ws ? (c->L[l].gpu ? (void *)c->dws : c->ws) : NULL;
         c->L[l].call.workspace_size = c->L[l].ws;
     }
     c->ptrs_dirty = 1;
@@ -619,7 +711,8 @@ static int patch_pointers(kiln_context *c) {
     for (int32_t t = 0; t < e->ntensors; t++) {
         const kiln__etensor *et = &e->tensors[t];
         if (et->kind == KILN__ET_INPUT) c->tptr[t] = c->bind[t];
-        else if (et->kind == KILN__ET_CONST) c->tptr[t] = e->weights + et->const_off;
+        else if (et->kind == KILN__ET_CONST)
+            c->tptr[t] = (et->loc == KILN_DEVICE_CUDA ? c->dweights : e->weights) + et->const_off;
     }
     for (int32_t i = 0; i < e->noutputs; i++) {
         int32_t t = e->outputs[i];
@@ -627,9 +720,12 @@ static int patch_pointers(kiln_context *c) {
         const kiln__etensor *et = &e->tensors[t];
         if (et->kind == KILN__ET_INPUT || et->kind == KILN__ET_CONST) continue;
         uint8_t *p = c->bind[t];
-        if (!p || c->debug) {
+        /* outputs copied from the GPU land in pinned context memory, then
+         * in the user's buffer (pinned staging) */
+        int staged = c->dev && et->first >= 0 && e->layers[et->first].device == KILN_DEVICE_CUDA;
+        if (!p || c->debug || staged) {
             size_t need = (size_t)c->talloc[c->root[t]] + CANARY;
-            int rc = grow(&c->owned[i], &c->owned_cap[i], need);
+            int rc = grow(c, &c->owned[i], &c->owned_cap[i], need);
             if (rc) return rc;
             p = c->owned[i];
         }
@@ -642,6 +738,7 @@ static int patch_pointers(kiln_context *c) {
     for (int v = 0; v < c->nviews; v++)
         c->views[v].data = c->view_t[v] >= 0 ? c->tptr[c->view_t[v]] : NULL;
     c->ptrs_dirty = 0;
+    graphs_drop(c); /* they hold the old pointers */
     return 0;
 }
 
@@ -830,7 +927,7 @@ static void debug_before(kiln_context *c, int32_t l) {
         int32_t t = el->out[k];
         const kiln__etensor *et = &e->tensors[t];
         uint8_t *p = c->tptr[t];
-        if (!p) continue;
+        if (!p || et->loc != KILN_DEVICE_CPU) continue; /* device memory: not checked */
         uint64_t n = c->tbytes[t];
         if (et->alias_of < 0) {
             uint8_t pat[8];
@@ -849,7 +946,7 @@ static int debug_after(kiln_context *c, int32_t l) {
         int32_t t = el->out[k];
         const kiln__etensor *et = &e->tensors[t];
         const uint8_t *p = c->tptr[t];
-        if (!p) continue;
+        if (!p || et->loc != KILN_DEVICE_CPU) continue;
         uint64_t cap = c->tbytes[t];
         for (uint32_t i = 0; i < CANARY; i++)
             if (p[cap + i] != CANARY_BYTE)
@@ -921,7 +1018,14 @@ static int after_size_layer(kiln_context *c, int32_t l) {
         const kiln__etensor *et = &e->tensors[t];
         if (!et->is_size) continue;
         int64_t v;
-        memcpy(&v, c->tptr[t], 8);
+        if (et->loc == KILN_DEVICE_CUDA) { /* a sync point: the host needs the value now */
+            int rc = c->dev->copy(&v, c->tptr[t], 8, c->cx.base.stream);
+            if (!rc) rc = c->dev->stream_sync(c->cx.base.stream);
+            if (rc) return layer_err(el, rc);
+            c->gpu_pending = 0;
+        } else {
+            memcpy(&v, c->tptr[t], 8);
+        }
         int64_t up = et->upper >= 0 ? c->vals[et->upper] : INT64_MAX;
         if (v < 0 || v > up)
             return kiln__err(KILN_EKERNEL,
@@ -951,10 +1055,115 @@ static int after_size_layer(kiln_context *c, int32_t l) {
     return on_shape_change(c, l + 1);
 }
 
-KILN_API int kiln_context_run(kiln_context *c) {
-    KILN__ARG(c, KILN_EINVAL);
+/* GPU work queued and not waited for: the host must wait before it reads
+ * or writes memory the GPU may be using. */
+static int gpu_wait(kiln_context *c) {
+    if (!c->gpu_pending) return 0;
+    c->gpu_pending = 0;
+    return c->dev->stream_sync(c->cx.base.stream);
+}
+
+/* Layers [l, end) of a graph segment: replay its CUDA graph, or capture it
+ * (a run after the first at these shapes and pointers: the first one ran
+ * eagerly, so lazy initialisation -- module loads, cuBLASLt plans -- is not
+ * captured).  A capture that fails leaves the segment to run eagerly. */
+static int run_segment(kiln_context *c, int32_t l, int *done) {
+    ctx_layer *cl = &c->L[l];
+    void *stream = c->cx.base.stream;
+    *done = 0;
+    if (!cl->graph) {
+        if (!c->ran) return 0;
+        int rc = c->dev->graph_begin(stream);
+        for (int32_t k = l; k < cl->seg_end && !rc; k++) {
+            rc = c->L[k].enq(c->L[k].state, &c->L[k].call);
+            if (rc) layer_err(&c->e->layers[k], rc);
+        }
+        void *g = NULL;
+        int erc = c->dev->graph_end(stream, &g);
+        if (rc || erc) {
+            kiln__log(KILN_LOG_VERBOSE, "context: layers %d..%d run without a CUDA graph: %s", (int)l,
+                      (int)cl->seg_end - 1, kiln_errmsg());
+            if (g) c->dev->graph_destroy(g);
+            cl->seg_end = -1;
+            return 0;
+        }
+        cl->graph = g;
+    }
+    int rc = c->dev->graph_launch(cl->graph, stream);
+    if (rc) return kiln__err_prefix(rc, "CUDA graph of layers '%s'..'%s'", c->e->layers[l].name,
+                                    c->e->layers[cl->seg_end - 1].name);
+    c->gpu_pending = 1;
+    *done = 1;
+    return 0;
+}
+
+static void graphs_drop(kiln_context *c) {
+    if (!c->dev || !c->L) return;
+    int any = 0;
+    for (int32_t l = 0; l < c->e->nlayers; l++) any |= c->L[l].graph != NULL;
+    if (!any) return;
+    if (c->gpu_pending) gpu_wait(c);
+    for (int32_t l = 0; l < c->e->nlayers; l++) {
+        if (c->L[l].graph) c->dev->graph_destroy(c->L[l].graph);
+        c->L[l].graph = NULL;
+    }
+}
+
+/* Segments a CUDA graph may capture: runs of two or more GPU layers whose
+ * tensors all live in device memory (host copies stay outside: pageable
+ * memory cannot be captured), none graph-unsafe.  Engines whose shapes
+ * depend on values read during the run (size tensors, value symbols) are
+ * not captured at all. */
+static void graph_segments(kiln_context *c) {
     const kiln_engine *e = c->e;
-    int rc;
+    if (!c->dev || c->has_size || c->has_value) return;
+    for (int32_t l = 0; l < e->nlayers; l++) {
+        ctx_layer *cl = &c->L[l];
+        const kiln__elayer *el = &e->layers[l];
+        cl->graph_ok = cl->gpu && cl->vt && !kiln__op_graph_unsafe(el->op);
+        for (int32_t k = 0; k < el->nin && cl->graph_ok; k++)
+            if (el->in[k] >= 0 && e->tensors[el->in[k]].loc != KILN_DEVICE_CUDA) cl->graph_ok = 0;
+        for (int32_t k = 0; k < el->nout && cl->graph_ok; k++)
+            if (e->tensors[el->out[k]].loc != KILN_DEVICE_CUDA) cl->graph_ok = 0;
+    }
+    for (int32_t l = 0; l < e->nlayers;) {
+        int32_t end = l;
+        while (end < e->nlayers && c->L[end].graph_ok) end++;
+        if (end - l >= 2) c->L[l].seg_end = end;
+        l = end > l ? end : l + 1;
+    }
+}
+
+KILN_API void kiln_context_set_cuda_graphs(kiln_context *c, int on) {
+    KILN__ARG(c, );
+    c->graphs = !!on;
+    if (!on) graphs_drop(c);
+}
+
+KILN_API int kiln_context_set_stream(kiln_context *c, void *stream) {
+    KILN__ARG(c, KILN_EINVAL);
+    if (!c->dev) {
+        if (!stream) return 0;
+        return kiln__err(KILN_EINVAL, "kiln_context_set_stream: the engine runs on the CPU only (no stream)");
+    }
+    void *s = stream ? stream : c->own_stream;
+    if (s == c->cx.base.stream) return 0;
+    int rc = gpu_wait(c);
+    c->cx.base.stream = s;
+    return rc;
+}
+
+KILN_API int kiln_context_synchronize(kiln_context *c) {
+    KILN__ARG(c, KILN_EINVAL);
+    return c->dev ? gpu_wait(c) : 0;
+}
+
+static int run(kiln_context *c, int sync) {
+    const kiln_engine *e = c->e;
+    /* Memory the GPU may still use (the last enqueue's buffers, arenas a
+     * re-plan would free) is touched only once the GPU is done. */
+    int rc = gpu_wait(c);
+    if (rc) return rc;
     kiln__misuse_clear();
     for (int32_t i = 0; i < e->ninputs; i++) {
         int32_t t = e->inputs[i];
@@ -988,11 +1197,22 @@ KILN_API int kiln_context_run(kiln_context *c) {
     if (c->ptrs_dirty && (rc = patch_pointers(c))) return rc;
 
     const int debug = c->debug, prof = c->profiling;
+    const int graphs = c->graphs && !debug && !prof;
     const int32_t nl = e->nlayers;
     ctx_layer *L = c->L;
-    for (int32_t l = 0; l < nl; l++) {
+    for (int32_t l = 0; l < nl;) {
         ctx_layer *cl = &L[l];
         double t0 = 0;
+        if (graphs && cl->seg_end > l) {
+            int done = 0;
+            if ((rc = run_segment(c, l, &done))) return rc;
+            if (done) {
+                l = cl->seg_end;
+                continue;
+            }
+        }
+        /* A CPU layer reads what the GPU wrote: wait for it. */
+        if (!cl->gpu && (rc = gpu_wait(c))) return layer_err(&e->layers[l], rc);
         if (debug) debug_before(c, l);
         if (cl->check) {
             rc = kiln__layer_check_shapes(e, l, e->layers[l].state, cl->call.attrs, cl->in, cl->out, c->dep,
@@ -1001,12 +1221,15 @@ KILN_API int kiln_context_run(kiln_context *c) {
             cl->check = 0;
         }
         if (prof) t0 = kiln__now_ms();
-        rc = cl->vt ? cl->vt->enqueue(cl->state, &cl->call) : run_aot(c, l);
+        rc = cl->vt ? cl->enq(cl->state, &cl->call) : run_aot(c, l);
         rc = kiln__misuse_take(rc);
         if (rc) return layer_err(&e->layers[l], rc);
+        if (cl->gpu) c->gpu_pending = 1;
+        if ((prof || debug) && cl->gpu && (rc = gpu_wait(c))) return layer_err(&e->layers[l], rc);
         if (prof) c->prof_ms[l] = kiln__now_ms() - t0;
         if (cl->nsize && (rc = after_size_layer(c, l))) return rc;
         if (debug && (rc = debug_after(c, l))) return rc;
+        l++;
     }
     /* Outputs that are not produced in their buffer: copy out. */
     for (int32_t i = 0; i < e->noutputs; i++) {
@@ -1017,8 +1240,26 @@ KILN_API int kiln_context_run(kiln_context *c) {
         uint64_t b = 0;
         tensor_dims(c, et, dims);
         if (dims_bytes(et, dims, &b)) b = c->tbytes[t];
-        if (c->tptr[t] && c->tptr[t] != c->bind[t]) memcpy(c->bind[t], c->tptr[t], (size_t)b);
+        if (!c->tptr[t] || c->tptr[t] == c->bind[t]) continue;
+        if (c->dev) { /* ordered after the GPU's writes; the buffer may be device memory */
+            if ((rc = c->dev->copy(c->bind[t], c->tptr[t], (size_t)b, c->cx.base.stream))) return rc;
+            c->gpu_pending = 1;
+            continue;
+        }
+        memcpy(c->bind[t], c->tptr[t], (size_t)b);
     }
+    if (sync && (rc = gpu_wait(c))) return rc;
     c->ran = 1;
     return 0;
+}
+
+KILN_API int kiln_context_run(kiln_context *c) {
+    KILN__ARG(c, KILN_EINVAL);
+    return run(c, 1);
+}
+
+KILN_API int kiln_context_enqueue(kiln_context *c, void *stream) {
+    KILN__ARG(c, KILN_EINVAL);
+    int rc = stream ? kiln_context_set_stream(c, stream) : 0;
+    return rc ? rc : run(c, 0);
 }

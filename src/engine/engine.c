@@ -51,12 +51,24 @@ void kiln__engine_destroy(kiln_engine *e) {
     }
     kiln__free(e->plugins);
     kiln__free(e->device_sig);
+    kiln__engine_device_free(e);
+    kiln__free(e->cuda_sig);
     if (e->weights_owned) kiln__aligned_free(e->weights);
     if (e->map) munmap(e->map, e->map_size);
     kiln__free(e);
 }
 
 KILN_API void kiln_engine_free(kiln_engine *e) { kiln__engine_destroy(e); }
+
+/* A compile-cache entry (<stem>-<32 hex digits>.so, see compile.c): the
+ * plugin was built from a source file, which is what the user must load. */
+static int is_cache_entry(const char *lib) {
+    size_t n = strlen(lib);
+    if (n < 36 || strcmp(lib + n - 3, ".so") || lib[n - 36] != '-') return 0;
+    for (size_t i = n - 35; i < n - 3; i++)
+        if (!strchr("0123456789abcdef", lib[i])) return 0;
+    return 1;
+}
 
 static const kiln__plugin_ref *find_ref(const kiln_engine *e, const char *ns, const char *name,
                                         int version) {
@@ -145,7 +157,8 @@ static void prepack_view(const kiln_engine *e, int32_t t, kiln_tensor *v) {
  * own blocks. */
 static int layer_prepack(const kiln_engine *e, kiln__elayer *l) {
     const kiln__op *op = l->op;
-    if (l->prepack_done || !op->quick || !op->quick->prepack) return 0;
+    /* packed forms are host memory, for the CPU implementation only */
+    if (l->prepack_done || !op->quick || !op->quick->prepack || l->device != KILN_DEVICE_CPU) return 0;
     kiln_tensor *views = kiln__calloc((size_t)(l->nin + l->nout) + 1, sizeof *views);
     if (!views) return kiln__err(KILN_ENOMEM, "layer '%s': out of memory", l->name);
     for (int32_t k = 0; k < l->nin; k++) prepack_view(e, l->in[k], &views[k]);
@@ -196,7 +209,7 @@ int kiln__engine_prepare(kiln_engine *e) {
     /* Resolve ops first, so one message lists every missing plugin. */
     char msg[4096];
     size_t len = 0;
-    int nmissing = 0;
+    int nmissing = 0, from_source = 0;
     msg[0] = 0;
     for (int32_t i = 0; i < e->nlayers; i++) {
         kiln__elayer *l = &e->layers[i];
@@ -220,6 +233,7 @@ int kiln__engine_prepare(kiln_engine *e) {
         if (seen) continue;
         const kiln__plugin_ref *ref = find_ref(e, l->op_ns, l->op_name, l->op_version);
         const char *lib = ref && ref->library && ref->library[0] ? ref->library : NULL;
+        from_source |= lib && is_cache_entry(lib);
         char have[256];
         have[0] = 0;
         kiln__registry_versions(l->op_ns, l->op_name, have, sizeof have);
@@ -231,11 +245,11 @@ int kiln__engine_prepare(kiln_engine *e) {
         if (n > 0) len += (size_t)n < sizeof msg - len ? (size_t)n : sizeof msg - len - 1;
         nmissing++;
     }
+    /* The hint names the C API: the CLI swaps in its options (tools). */
     if (nmissing)
-        return kiln__err(KILN_EPLUGIN,
-                         "engine needs plugin%s %s; load %s with --plugins or "
-                         "kiln_registry_load_library",
-                         nmissing > 1 ? "s" : "", msg, nmissing > 1 ? "them" : "it");
+        return kiln__err(KILN_EPLUGIN, "engine needs plugin%s %s; load %s first with kiln_registry_load_library%s",
+                         nmissing > 1 ? "s" : "", msg, nmissing > 1 ? "them" : "it",
+                         from_source ? " (compiled from source: kiln_plugin_compile_load of its .c file)" : "");
 
     for (int32_t i = 0; i < e->nlayers; i++) {
         kiln__elayer *l = &e->layers[i];

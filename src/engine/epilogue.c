@@ -143,8 +143,7 @@ int kiln__epi_prepare(kiln_engine *e, kiln__elayer *el) {
         if (!p->op) p->op = kiln__registry_find(p->op_ns, p->op_name, p->op_version);
         if (!p->op) {
             rc = kiln__err(KILN_EPLUGIN, "layer '%s': fused epilogue op %s::%s version %d is not "
-                           "registered; load its library with --plugins or "
-                           "kiln_registry_load_library", el->name, p->op_ns, p->op_name,
+                           "registered; load it first with kiln_registry_load_library", el->name, p->op_ns, p->op_name,
                            (int)p->op_version);
             break;
         }

@@ -66,6 +66,7 @@ enum {
     SEC_AOT,
     SEC_PLUGINS,
     SEC_FUSION, /* optional: written only when a layer has fused epilogues */
+    SEC_DEVICE, /* optional: written only for engines built for CUDA */
     SEC_SIGNATURE, /* optional, last: written by kiln_engine_save_signed */
     SEC_COUNT_
 };
@@ -73,7 +74,7 @@ enum {
 static const char *sec_name(uint32_t id) {
     static const char *const names[] = {"?",  "META",     "NODES",   "TENSORS", "LAYERS",
                                         "IO", "PROFILES", "WEIGHTS", "AOT",     "PLUGINS",
-                                        "FUSION", "SIGNATURE"};
+                                        "FUSION", "DEVICE", "SIGNATURE"};
     return id < SEC_COUNT_ ? names[id] : "?";
 }
 
@@ -273,15 +274,25 @@ static int build_sections(const kiln_engine *e, wbuf *sec) {
             }
         }
     }
+    /* DEVICE (CUDA engines): GPU signature, TF32 flag, per tensor its memory
+     * space, per layer its device (u8 each). */
+    w = &sec[SEC_DEVICE];
+    if (e->device == KILN_DEVICE_CUDA) {
+        w_str(w, e->cuda_sig ? e->cuda_sig : "");
+        w_u32(w, (uint32_t)e->allow_tf32);
+        w_u32(w, (uint32_t)e->ntensors);
+        for (int32_t i = 0; i < e->ntensors; i++) w_u8(w, e->tensors[i].loc);
+        w_u32(w, (uint32_t)e->nlayers);
+        for (int32_t i = 0; i < e->nlayers; i++) w_u8(w, e->layers[i].device);
+    }
     for (int s = 1; s < SEC_COUNT_; s++)
         if (sec[s].oom) return kiln__err(KILN_ENOMEM, "out of memory serializing the engine");
     return 0;
 }
 
-/* Sections written: all but an empty optional FUSION or SIGNATURE. */
-static int sec_written(const wbuf *sec, int s) {
-    return (s != SEC_FUSION && s != SEC_SIGNATURE) || sec[s].n > 0;
-}
+static int sec_optional(int s) { return s == SEC_FUSION || s == SEC_DEVICE || s == SEC_SIGNATURE; }
+/* Sections written: all but empty optional ones. */
+static int sec_written(const wbuf *sec, int s) { return !sec_optional(s) || sec[s].n > 0; }
 
 static void put64(uint8_t *p, uint64_t v) {
     for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
@@ -679,6 +690,38 @@ static int parse_layers(kiln_engine *e, const secinfo *s) {
         l->blob = r_bytes(&r, l->blob_size, "attribute blob");
         l->time_ms = r_f64(&r, "time");
     }
+    r_end(&r);
+    return r.err;
+}
+
+/* A count that must be n, then n device kinds (u8 each) stored at
+ * first[i * stride]; `what` names the records ("tensor", "layer"). */
+static void r_devices(rd *r, int32_t n, uint8_t *first, size_t stride, const char *what) {
+    char m[64];
+    size_t at = r->at;
+    snprintf(m, sizeof m, "%s count", what);
+    uint32_t k = r_u32(r, m);
+    r_check(r, k, n, (int64_t)n + 1, m, at);
+    snprintf(m, sizeof m, "%s device", what);
+    for (uint32_t i = 0; i < k && !r->err; i++) {
+        at = r->at;
+        uint32_t v = r_u8(r, m);
+        if (r_check(r, v, KILN_DEVICE_CPU, KILN_DEVICE_CUDA + 1, m, at)) first[i * stride] = (uint8_t)v;
+    }
+}
+
+/* DEVICE: where each tensor lives and each layer runs (CUDA engines). */
+static int parse_device(kiln_engine *e, const secinfo *s) {
+    rd r;
+    rd_init(&r, s, SEC_DEVICE);
+    e->device = KILN_DEVICE_CUDA;
+    e->cuda_sig = r_str(&r, "GPU signature");
+    size_t at = r.at;
+    uint32_t tf = r_u32(&r, "tf32 flag");
+    r_check(&r, tf, 0, 2, "tf32 flag", at);
+    e->allow_tf32 = (int32_t)tf;
+    r_devices(&r, e->ntensors, &e->tensors[0].loc, sizeof e->tensors[0], "tensor");
+    r_devices(&r, e->nlayers, &e->layers[0].device, sizeof e->layers[0], "layer");
     r_end(&r);
     return r.err;
 }
@@ -1134,7 +1177,7 @@ static int parse_image(const uint8_t *p, size_t n, int weights_in_place, const k
         return kiln__err(KILN_EFORMAT, "engine file has %llu bytes after its last section (file is %zu bytes)",
                          (unsigned long long)(n - end), n);
     for (int s = 1; s < SEC_COUNT_; s++)
-        if (!sec[s].present && s != SEC_FUSION && s != SEC_SIGNATURE)
+        if (!sec[s].present && !sec_optional(s))
             return kiln__err(KILN_EFORMAT, "engine file lacks section %s", sec_name((uint32_t)s));
     int verified = 0;
     if (sec[SEC_SIGNATURE].present) {
@@ -1175,6 +1218,7 @@ static int parse_image(const uint8_t *p, size_t n, int weights_in_place, const k
     if ((rc = parse_aot(e, &sec[SEC_AOT]))) return rc;
     if ((rc = parse_plugins(e, &sec[SEC_PLUGINS]))) return rc;
     if (sec[SEC_FUSION].present && (rc = parse_fusion(e, &sec[SEC_FUSION]))) return rc;
+    if (sec[SEC_DEVICE].present && (rc = parse_device(e, &sec[SEC_DEVICE]))) return rc;
 
     e->weights_size = sec[SEC_WEIGHTS].size;
     if (weights_in_place) {

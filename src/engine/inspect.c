@@ -101,10 +101,20 @@ static const char *tensor_str(const kiln_engine *e, int32_t t, char *buf, size_t
     } else if (et->is_size) {
         snprintf(up, sizeof up, " (size tensor)");
     }
-    snprintf(buf, n, "'%s' %s %s %s%s", et->name, kiln_dtype_name((kiln_dtype)et->dtype),
+    snprintf(buf, n, "'%s' %s %s %s%s%s", et->name, kiln_dtype_name((kiln_dtype)et->dtype),
              kiln_format_name((kiln_format)et->format), dims_str(e, et, d, sizeof d),
-             et->alias_of >= 0 ? " (in place)" : up);
+             et->alias_of >= 0 ? " (in place)" : up, et->loc == KILN_DEVICE_CUDA ? " @cuda" : "");
     return buf;
+}
+
+/* "host->device" etc. for a kiln::reformat that moves a tensor between
+ * memory spaces, else NULL. */
+static const char *copy_kind(const kiln_engine *e, const kiln__elayer *L) {
+    if (L->nin != 1 || L->nout != 1 || L->in[0] < 0 || strcmp(L->op_ns, "kiln") || strcmp(L->op_name, "reformat"))
+        return NULL;
+    int a = e->tensors[L->in[0]].loc, b = e->tensors[L->out[0]].loc;
+    if (a == b) return a == KILN_DEVICE_CUDA ? "device->device" : NULL;
+    return a == KILN_DEVICE_CUDA ? "device->host" : "host->device";
 }
 
 static void human(uint64_t b, char *buf, size_t n) {
@@ -120,6 +130,16 @@ KILN_API int kiln_engine_inspect(const kiln_engine *e, FILE *out) {
     fprintf(out, "kiln engine (format version %u)\n", kiln__file_version());
     fprintf(out, "  device:    %s (%s)\n", e->device == KILN_DEVICE_CUDA ? "cuda" : "cpu",
             e->device_sig ? e->device_sig : kiln_cpu_signature());
+    if (e->device == KILN_DEVICE_CUDA) {
+        int ngpu = 0, ncopy = 0;
+        for (int32_t l = 0; l < e->nlayers; l++) {
+            ngpu += e->layers[l].device == KILN_DEVICE_CUDA;
+            ncopy += copy_kind(e, &e->layers[l]) != NULL;
+        }
+        fprintf(out, "  gpu:       %s%s\n", e->cuda_sig ? e->cuda_sig : "?", e->allow_tf32 ? ", TF32 allowed" : "");
+        fprintf(out, "  placement: %d layers on cuda (%d of them copies between memory spaces), %d on cpu\n", ngpu,
+                ncopy, (int)(e->nlayers - ngpu));
+    }
     fprintf(out, "  threads:   %d\n", (int)e->threads);
     fprintf(out, "  source:    %s\n", e->map ? "mmapped file" : "memory");
     int32_t nso = 0;
@@ -170,7 +190,16 @@ KILN_API int kiln_engine_inspect(const kiln_engine *e, FILE *out) {
                 (int)L->tactic);
         if (L->aot_kernel >= 0) fprintf(out, " (kernel %d)", (int)L->aot_kernel);
         if (L->time_ms > 0) fprintf(out, "  %.4f ms", L->time_ms);
+        if (e->device == KILN_DEVICE_CUDA) fprintf(out, "  [%s]", L->device == KILN_DEVICE_CUDA ? "cuda" : "cpu");
+        const char *ck = copy_kind(e, L);
+        if (ck) {
+            human(e->tensors[L->out[0]].plan_bytes, b2, sizeof b2);
+            fprintf(out, "  copy %s, %s at opt", ck, b2);
+        }
         fprintf(out, "\n");
+        char attrs[1024];
+        kiln__attrset_describe(&L->attrs, attrs, sizeof attrs);
+        if (attrs[0]) fprintf(out, "      attrs %s\n", attrs);
         for (int32_t k = 0; k < L->nin; k++)
             fprintf(out, "      in  %s\n", tensor_str(e, L->in[k], b1, sizeof b1));
         for (int32_t k = 0; k < L->nout; k++)
@@ -249,4 +278,16 @@ KILN_API int kiln_engine_inspect(const kiln_engine *e, FILE *out) {
                 p->library && p->library[0] ? " from " : "", p->library ? p->library : "");
     }
     return ferror(out) ? kiln__err(KILN_EIO, "writing the engine description failed") : 0;
+}
+
+KILN_API void kiln_engine_placement(const kiln_engine *e, int *gpu, int *cpu) {
+    int g = 0, c = 0;
+    for (int32_t l = 0; e && l < e->nlayers; l++) {
+        const kiln__elayer *L = &e->layers[l];
+        if (!strcmp(L->op_ns, "kiln") && !strcmp(L->op_name, "reformat")) continue;
+        if (L->device == KILN_DEVICE_CUDA) g++;
+        else c++;
+    }
+    if (gpu) *gpu = g;
+    if (cpu) *cpu = c;
 }

@@ -125,9 +125,13 @@ static char *join_flags(const char *const *args, int nflags) {
     return fl;
 }
 
-/* Compile in a private temporary directory; *so gets the object's bytes. */
+/* Compile in a private temporary directory; *so gets the object's bytes.
+ * keep (may be NULL): where a source that fails to compile stays for
+ * inspection (the compile cache); the compiler then reads it from there,
+ * so its file:line messages name a file that exists, lines counted from the
+ * kernel source's first line. */
 static int aot_cc(const char *source, const char *entry, const char **args, int na,
-                  uint8_t **so, size_t *n) {
+                  uint8_t **so, size_t *n, const char *keep) {
     const char *base = getenv("TMPDIR");
     if (!base || !*base) base = "/tmp";
     char dir[4096];
@@ -149,14 +153,21 @@ static int aot_cc(const char *source, const char *entry, const char **args, int 
         return kiln__err(KILN_EIO, "AOT kernel %s: cannot write %s: %s", entry, cpath,
                          strerror(e));
     }
+    int kept = keep && kiln__write_atomic(keep, source, slen) == 0;
     args[na++] = "-o";
     args[na++] = sopath;
-    args[na++] = cpath;
+    args[na++] = kept ? keep : cpath;
     args[na++] = "-lm";
     args[na] = NULL;
     char what[300];
     snprintf(what, sizeof what, "AOT kernel %s", entry);
     int rc = kiln__cc_run(what, args, NULL);
+    if (kept && !rc) unlink(keep);
+    if (kept && rc == KILN_ECOMPILE) {
+        char m[4096];
+        snprintf(m, sizeof m, "%s", kiln_errmsg());
+        kiln__err(rc, "%s\n(the kernel source stays in %s for inspection)", m, keep);
+    }
     if (!rc && read_all(sopath, so, n) != 0)
         rc = kiln__err(KILN_EIO, "AOT kernel %s: cannot read the compiled object", entry);
     rm_tree_files(dir, files, 2);
@@ -244,7 +255,9 @@ int kiln__aot_compile(const char *source, const char *entry, uint8_t **so, size_
     }
     if (!bytes) {
         if (path[0]) kiln__log(KILN_LOG_VERBOSE, "compile cache miss %s: compiling %s", key, what);
-        rc = aot_cc(source, entry, args, na, &bytes, &len);
+        char keep[4400] = "";
+        if (path[0]) snprintf(keep, sizeof keep, "%.*s.c", (int)(strlen(path) - 4), path);
+        rc = aot_cc(source, entry, args, na, &bytes, &len, keep[0] ? keep : NULL);
         if (rc) return rc;
         if (path[0]) {
             uint8_t *file = kiln__malloc(len + 32);
@@ -355,6 +368,7 @@ int kiln__aot_from_kernel(const kiln__op *op, const kiln_aot_kernel *k,
     size_t n = 0;
     char *flags = NULL;
     rc = kiln__aot_compile(k->source, k->entry, &so, &n, &flags);
+    if (rc == KILN_ECOMPILE) return rc; /* the caller names the layer and op; the message names the kernel */
     if (rc)
         return kiln__err_prefix(rc, "op %s::%s v%d", op->ns, op->name, op->version);
     kiln__log(KILN_LOG_VERBOSE, "AOT kernel %s of %s::%s v%d: %zu bytes (%s)", k->entry,

@@ -377,6 +377,11 @@ int kiln__cache_dir(char *buf, size_t size) {
     return 0;
 }
 
+int kiln_compile_cache_dir(char *buf, size_t size) {
+    KILN__ARG(buf && size, KILN_EINVAL);
+    return kiln__cache_dir(buf, size);
+}
+
 /* Short, file-name-safe stem from the source path ("interpolate"). */
 static void stem_of(const char *path, char *out, size_t size) {
     const char *b = strrchr(path, '/');
@@ -430,7 +435,9 @@ int kiln_plugin_compile(const char *path_or_source, const kiln_compile_options *
     static const kiln_compile_options defaults;
     if (!opt) opt = &defaults;
     if (so_path_out) *so_path_out = NULL;
-    kiln_log_level lvl = opt->verbose ? KILN_LOG_INFO : KILN_LOG_VERBOSE;
+    /* verbose = 1 prints (at INFO) whatever the log level: no log callback
+     * or kiln_log_set needed, as docs/AOT.md shows */
+#define CLOG(...) (opt->verbose ? kiln__log_always(KILN_LOG_INFO, __VA_ARGS__) : kiln__log(KILN_LOG_VERBOSE, __VA_ARGS__))
 
     /* The source. */
     char *src = NULL;
@@ -525,7 +532,7 @@ int kiln_plugin_compile(const char *path_or_source, const kiln_compile_options *
     snprintf(sopath, sizeof sopath, "%s/%s-%s.so", dir, stem, key);
 
     if (!opt->rebuild && is_file(sopath)) {
-        kiln__log(lvl, "compile cache hit %s (%s)", key, sopath);
+        CLOG("compile cache hit %s (%s)", key, sopath);
         kiln__free(uflags);
         kiln__free(src);
         if (so_path_out) {
@@ -566,7 +573,7 @@ int kiln_plugin_compile(const char *path_or_source, const kiln_compile_options *
     args[na++] = "-lm";
     args[na] = NULL;
 
-    kiln__log(lvl, "compile cache %s %s: compiling %s", opt->rebuild ? "rebuild" : "miss",
+    CLOG("compile cache %s %s: compiling %s", opt->rebuild ? "rebuild" : "miss",
               key, opt->is_source ? compile_src : path_or_source);
     double t0 = kiln__now_ms();
     char *log = NULL;
@@ -585,13 +592,14 @@ int kiln_plugin_compile(const char *path_or_source, const kiln_compile_options *
         return kiln__err(KILN_EIO, "cannot move the compiled plugin to %s: %s", sopath,
                          strerror(e));
     }
-    kiln__log(lvl, "compiled %s in %.0f ms (%s)", key, kiln__now_ms() - t0, sopath);
+    CLOG("compiled %s in %.0f ms (%s)", key, kiln__now_ms() - t0, sopath);
     if (so_path_out) {
         *so_path_out = kiln__strdup(sopath);
         if (!*so_path_out) return kiln__err(KILN_ENOMEM, "out of memory");
     }
     return 0;
 }
+#undef CLOG
 
 int kiln_plugin_compile_load(const char *path_or_source, const kiln_compile_options *opt,
                              char **so_path_out) {

@@ -223,15 +223,24 @@ static int q_configure(void *state, const kiln_io_format *io, const kiln_desc *i
     return 0;
 }
 
-static size_t q_workspace(void *state, const kiln_call *c) {
-    qstate *s = state;
-    if (!s->q->workspace) return 0;
+static size_t q_ws_call(const qstate *s, size_t (*fn)(const kiln_call *), const kiln_call *c) {
+    if (!fn) return 0;
     kiln_attrs view = kiln__attrset_view(&s->attrs);
     kiln_call cc = *c;
     cc.attrs = &view;
     cc.state = NULL;
     cc.user = s->q->user;
-    return s->q->workspace(&cc);
+    return fn(&cc);
+}
+
+static size_t q_workspace(void *state, const kiln_call *c) {
+    qstate *s = state;
+    return q_ws_call(s, s->q->workspace, c);
+}
+
+static size_t q_workspace_cuda(void *state, const kiln_call *c) {
+    qstate *s = state;
+    return q_ws_call(s, s->q->cuda_workspace, c);
 }
 
 static int add_tactic(int *tactics, int n, int max, int t) {
@@ -339,17 +348,29 @@ static int q_set_tactic(void *state, int tactic) {
     return 0;
 }
 
-static int q_enqueue(void *state, const kiln_call *c) {
-    qstate *s = state;
-    if (!s->q->impl)
-        return kiln__err(KILN_EUNSUPPORTED, "op %s::%s v%d has only an AOT implementation; build with AOT enabled",
-                         s->op->ns, s->op->name, s->op->version);
+static int q_call(const qstate *s, int (*fn)(const kiln_call *), const kiln_call *c) {
     kiln_attrs view = kiln__attrset_view(&s->attrs);
     kiln_call cc = *c;
     cc.attrs = &view;
     cc.state = NULL;
     cc.user = s->q->user;
-    return s->q->impl(&cc);
+    return fn(&cc);
+}
+
+static int q_enqueue(void *state, const kiln_call *c) {
+    qstate *s = state;
+    if (!s->q->impl)
+        return kiln__err(KILN_EUNSUPPORTED, "op %s::%s v%d has only an AOT implementation; build with AOT enabled",
+                         s->op->ns, s->op->name, s->op->version);
+    return q_call(s, s->q->impl, c);
+}
+
+static int q_enqueue_cuda(void *state, const kiln_call *c) {
+    qstate *s = state;
+    if (!s->q->cuda_impl)
+        return kiln__err(KILN_EUNSUPPORTED, "op %s::%s v%d has no CUDA implementation", s->op->ns, s->op->name,
+                         s->op->version);
+    return q_call(s, s->q->cuda_impl, c);
 }
 
 static int q_serialize(const void *state, void *buf, size_t *size) {
@@ -375,7 +396,34 @@ const kiln_plugin_vtable kiln__quick_vtable = {
     .deserialize = q_deserialize,
     .attach_to_context = NULL,
     .detach_from_context = NULL,
+    .enqueue_cuda = q_enqueue_cuda,
+    .workspace_size_cuda = q_workspace_cuda,
 };
+
+/* ------------------------------------------------------------ devices */
+
+int kiln__op_has_device(const kiln__op *op, kiln_device_kind d) {
+    if (d == KILN_DEVICE_CPU) return 1;
+    if (d != KILN_DEVICE_CUDA) return 0;
+    if (op->quick) return op->quick->cuda_impl != NULL;
+    return op->vt->version >= 2 && op->vt->enqueue_cuda != NULL;
+}
+
+unsigned kiln__op_host_inputs(const kiln__op *op, kiln_device_kind d) {
+    return d == KILN_DEVICE_CUDA && op->quick ? op->quick->cuda_host_inputs : 0;
+}
+
+int kiln__op_graph_unsafe(const kiln__op *op) { return op->quick ? op->quick->cuda_graph_unsafe : 0; }
+
+kiln__enqueue_fn kiln__op_enqueue_fn(const kiln__op *op, kiln_device_kind d) {
+    if (d == KILN_DEVICE_CUDA) return kiln__op_has_device(op, d) ? op->vt->enqueue_cuda : NULL;
+    return op->vt->enqueue;
+}
+
+kiln__workspace_fn kiln__op_workspace_fn(const kiln__op *op, kiln_device_kind d) {
+    if (d == KILN_DEVICE_CUDA) return kiln__op_has_device(op, d) ? op->vt->workspace_size_cuda : NULL;
+    return op->vt->workspace_size;
+}
 
 /* ---------------------------------------------------------------- instances */
 

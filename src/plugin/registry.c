@@ -239,15 +239,24 @@ static int check_quick(const kiln_quick_op *q, const kiln_attr_def *defs, int na
     if (!q->shape) return kiln__err(KILN_EINVAL, "op %s::%s: no shape function", q->ns, q->name);
     if (!q->impl && !q->aot)
         return kiln__err(KILN_EINVAL, "op %s::%s: neither impl nor aot given", q->ns, q->name);
-    for (int k = 0; q->formats && q->formats[k].types; k++) {
-        if (k == 4096) return kiln__err(KILN_EINVAL, "op %s::%s: formats not terminated by {NULL}", q->ns, q->name);
-        int rc = kiln_combo_expand(q->formats[k].types, q->formats[k].layouts, nio, NULL, 0);
-        if (rc < 0) return kiln__err_prefix(rc, "op %s::%s: formats[%d]", q->ns, q->name, k);
-        for (int t = 0; t < KILN_MAX_TACTICS && q->formats[k].tactics[t]; t++)
-            if (q->formats[k].tactics[t] < 0)
-                return kiln__err(KILN_EINVAL, "op %s::%s: formats[%d] lists tactic %d, expected > 0", q->ns, q->name,
-                                 k, q->formats[k].tactics[t]);
+    /* The CPU combinations and the CUDA ones (when given) obey one grammar. */
+    const kiln_combo *lists[2] = {q->formats, q->cuda_formats};
+    const char *lname[2] = {"formats", "cuda_formats"};
+    for (int li = 0; li < 2; li++) {
+        const kiln_combo *f = lists[li];
+        for (int k = 0; f && f[k].types; k++) {
+            if (k == 4096)
+                return kiln__err(KILN_EINVAL, "op %s::%s: %s not terminated by {NULL}", q->ns, q->name, lname[li]);
+            int rc = kiln_combo_expand(f[k].types, f[k].layouts, nio, NULL, 0);
+            if (rc < 0) return kiln__err_prefix(rc, "op %s::%s: %s[%d]", q->ns, q->name, lname[li], k);
+            for (int t = 0; t < KILN_MAX_TACTICS && f[k].tactics[t]; t++)
+                if (f[k].tactics[t] < 0)
+                    return kiln__err(KILN_EINVAL, "op %s::%s: %s[%d] lists tactic %d, expected > 0", q->ns, q->name,
+                                     lname[li], k, f[k].tactics[t]);
+        }
     }
+    if (q->cuda_formats && !q->cuda_impl)
+        return kiln__err(KILN_EINVAL, "op %s::%s: cuda_formats given without cuda_impl", q->ns, q->name);
     if (q->timing_id) {
         const char *p = q->timing_id;
         while (*p) {

@@ -192,3 +192,43 @@ def test_logger_receives_messages():
     finally:
         kiln.Logger(kiln.Logger.WARNING)
     assert any(s == kiln.Logger.VERBOSE and "logtest::ident" in m for s, m in got), got
+
+
+def test_execute_shape_mismatch_is_an_error(rng):
+    eng = load(build(relu_add_network(dynamic=False)))
+    ctx = eng.create_execution_context()
+    for bad in (np.zeros((3, 7), np.float32), np.zeros((6,), np.float32)):
+        with pytest.raises(kiln.KilnError) as e:
+            ctx.execute({"x": bad})
+        assert "'x'" in str(e.value) or "x" in str(e.value)
+    # a good run still works afterwards
+    x = rng.standard_normal((3, 6)).astype(np.float32)
+    np.testing.assert_allclose(ctx.execute({"x": x})[eng.outputs[0]],
+                               np.maximum(x + np.linspace(-1, 1, 6, dtype=np.float32), 0), rtol=1e-6)
+    # too small a buffer for set_tensor_address
+    small = np.zeros(2, np.float32)
+    ctx.set_tensor_address("x", x)
+    ctx.set_tensor_address(eng.outputs[0], small)
+    with pytest.raises(kiln.KilnError):
+        ctx.execute_async(0)
+
+
+def test_set_tensor_address_dlpack(rng):
+    class DL:  # only __dlpack__, as a torch CPU tensor offers
+        def __init__(self, a):
+            self.a = a
+
+        def __dlpack__(self, stream=None):
+            return self.a.__dlpack__()
+
+        def __dlpack_device__(self):
+            return self.a.__dlpack_device__()
+
+    eng = load(build(relu_add_network(dynamic=False)))
+    ctx = eng.create_execution_context()
+    x = rng.standard_normal((3, 6)).astype(np.float32)
+    y = np.full((3, 6), np.nan, np.float32)
+    ctx.set_tensor_address("x", DL(x))
+    ctx.set_tensor_address(eng.outputs[0], DL(y))
+    ctx.execute_async(0)
+    np.testing.assert_allclose(y, np.maximum(x + np.linspace(-1, 1, 6, dtype=np.float32), 0), rtol=1e-6)

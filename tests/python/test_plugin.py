@@ -389,3 +389,29 @@ def test_engine_with_python_plugin_needs_its_module(tmp_path, rng):
     r = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True)
     assert r.returncode != 0
     assert "KilnError" in r.stderr and "t::add" in r.stderr
+
+
+def test_python_plugin_contexts_from_threads(rng):
+    import threading
+
+    net = pair_network(lambda a, b: kp.op.t.add(a, b, scale=3.0))
+    eng = load(build(net, profiles={n: ((1, 8), (4, 8), (32, 8)) for n in "ab"}))
+    (tactic,) = [l["tactic"] for l in eng.layers if l["op"] == "t::add"]
+    bad = []
+
+    def worker(seed):
+        r = np.random.default_rng(seed)
+        ctx = eng.create_execution_context(threads=1)
+        for _ in range(25):
+            n = int(r.integers(1, 33))
+            a, b = r.standard_normal((2, n, 8)).astype(np.float32)
+            y = ctx.execute({"a": a, "b": b})[eng.outputs[0]]
+            if not np.allclose(y, a + 3 * b + tactic, rtol=1e-5, atol=1e-5):
+                bad.append(seed)
+
+    ts = [threading.Thread(target=worker, args=(int(rng.integers(1 << 30)),)) for _ in range(4)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert not bad

@@ -21,9 +21,11 @@ from ._desc import SizeTensorDesc, Tensor, TensorDesc, from_shape_expr, size_ten
 from ._expr import ShapeExpr, ShapeExprs, cdiv, max, min, select
 from ._op import PluginCall, op
 from ._plugin import PluginError, aot_impl, autotune, impl, register, sync
+from ._source import SourcePlugin
 
 __all__ = [
     "AutoTuneCombination", "KernelLaunchParams", "SymExprs", "SymFloat32", "SymInt32", "SymInt64", "SymIntExprs",
     "SizeTensorDesc", "Tensor", "TensorDesc", "from_shape_expr", "size_tensor", "ShapeExpr", "ShapeExprs", "cdiv",
     "max", "min", "select", "PluginCall", "op", "PluginError", "aot_impl", "autotune", "impl", "register", "sync",
+    "SourcePlugin",
 ]

@@ -14,6 +14,7 @@
  * exactly the dtypes present.
  */
 #include "device/cpu/fastmath.h"
+#include "ops/common/cuda_impls.h"
 #include "ops/common/ops_util.h"
 
 #include <tgmath.h>
@@ -276,12 +277,19 @@ static uparam params(const kiln_attrs *a) {
 
 /* Epilogue (plugin.h, "epilogue fusion"): a unary float op applies in
  * place to any run of f32 values; channels do not matter. */
-#define UN_OP(VAR, NAME, VER, TAB, OUTBOOL, ATTRS, DOC)                       \
+/* Types of the CUDA kernels (activation.cu): every function on the float
+ * types, the exact ones also on int32/int64. */
+static const kiln_combo cu_float[] = {{.types = KILN_CU_T_FLOAT}, {0}};
+static const kiln_combo cu_exact[] = {{.types = KILN_CU_T_NUM}, {0}};
+static const kiln_combo cu_class[] = {{.types = KILN_CU_T_FLOAT ", BOOL"}, {0}};
+
+#define UN_OP(VAR, NAME, VER, TAB, OUTBOOL, ATTRS, CUF, DOC)                  \
     static int VAR##_shape(kiln_shape_ctx *c) { return un_shape(c, NAME, TAB, OUTBOOL); } \
     static int VAR##_impl(const kiln_call *c) {                               \
         uparam p = params(c->attrs);                                          \
         return un_run(c, TAB, &p);                                            \
     }                                                                         \
+    static int VAR##_cuda(const kiln_call *c) { return kiln__cu_unary(c, NAME); } \
     static int VAR##_epi(const kiln_epilogue_args *a, float *x, int64_t n,    \
                          int64_t ch, int64_t chan_len) {                      \
         (void)ch, (void)chan_len;                                             \
@@ -295,10 +303,11 @@ static uparam params(const kiln_attrs *a) {
         return OUTBOOL || a->x != 0 || !TAB[KILN_DTYPE_F32];                  \
     }                                                                         \
     static const kiln_quick_op VAR##_op = {                                   \
-        .ns = OPS_NS, .name = NAME, .version = VER,                          \
+        .ns = OPS_NS, .name = NAME, .version = VER,                           \
         .min_inputs = 1, .max_inputs = 1, .num_outputs = 1,                   \
         .attrs = ATTRS, .shape = VAR##_shape, .impl = VAR##_impl, .doc = DOC, \
         .epilogue = VAR##_epi, .epilogue_check = VAR##_epi_check,            \
+        .cuda_impl = VAR##_cuda, .cuda_formats = CUF,                         \
     };                                                                        \
     KILN_OP(VAR##_op)
 
@@ -314,44 +323,44 @@ static const kiln_attr_def a_isinf[] = {
     {.name = "detect_positive", .type = KILN_ATTR_INT, .def = "1"},
     {NULL}};
 
-UN_OP(relu, "Relu", 6, tab_RELU, 0, NULL, "max(x, 0)")
-UN_OP(leaky, "LeakyRelu", 6, tab_LEAKY, 0, a_leaky, "x >= 0 ? x : alpha * x")
-UN_OP(sigmoid, "Sigmoid", 6, tab_SIGMOID, 0, NULL, "1 / (1 + exp(-x))")
-UN_OP(hsigmoid, "HardSigmoid", 6, tab_HSIGMOID, 0, a_hsig, "max(0, min(1, alpha * x + beta))")
-UN_OP(hswish, "HardSwish", 14, tab_HSWISH, 0, NULL, "x * max(0, min(1, x / 6 + 0.5))")
-UN_OP(tanh_, "Tanh", 6, tab_TANH, 0, NULL, "tanh(x)")
-UN_OP(erf_, "Erf", 9, tab_ERF, 0, NULL, "erf(x)")
-UN_OP(elu, "Elu", 6, tab_ELU, 0, a_alpha1, "x >= 0 ? x : alpha * (exp(x) - 1)")
-UN_OP(selu, "Selu", 6, tab_SELU, 0, a_selu, "scaled exponential linear unit")
-UN_OP(celu, "Celu", 12, tab_CELU, 0, a_alpha1, "max(0, x) + min(0, alpha * (exp(x / alpha) - 1))")
-UN_OP(softplus, "Softplus", 1, tab_SOFTPLUS, 0, NULL, "log(exp(x) + 1)")
-UN_OP(softsign, "Softsign", 1, tab_SOFTSIGN, 0, NULL, "x / (1 + |x|)")
-UN_OP(mish, "Mish", 18, tab_MISH, 0, NULL, "x * tanh(softplus(x))")
-UN_OP(threlu, "ThresholdedRelu", 10, tab_THRELU, 0, a_alpha1, "x > alpha ? x : 0")
-UN_OP(shrink, "Shrink", 9, tab_SHRINK, 0, a_shrink, "soft shrinkage")
-UN_OP(sign, "Sign", 9, tab_SIGN, 0, NULL, "-1, 0 or 1")
-UN_OP(abs_, "Abs", 6, tab_ABS, 0, NULL, "|x|")
-UN_OP(neg, "Neg", 6, tab_NEG, 0, NULL, "-x")
-UN_OP(recip, "Reciprocal", 6, tab_RECIP, 0, NULL, "1 / x")
-UN_OP(floor_, "Floor", 6, tab_FLOOR, 0, NULL, "floor(x)")
-UN_OP(ceil_, "Ceil", 6, tab_CEIL, 0, NULL, "ceil(x)")
-UN_OP(round_, "Round", 11, tab_ROUND, 0, NULL, "round half to even")
-UN_OP(sqrt_, "Sqrt", 6, tab_SQRT, 0, NULL, "sqrt(x)")
-UN_OP(exp_, "Exp", 6, tab_EXP, 0, NULL, "exp(x)")
-UN_OP(log_, "Log", 6, tab_LOG, 0, NULL, "natural logarithm")
-UN_OP(sin_, "Sin", 7, tab_SIN, 0, NULL, "sin(x)")
-UN_OP(cos_, "Cos", 7, tab_COS, 0, NULL, "cos(x)")
-UN_OP(tan_, "Tan", 7, tab_TAN, 0, NULL, "tan(x)")
-UN_OP(asin_, "Asin", 7, tab_ASIN, 0, NULL, "asin(x)")
-UN_OP(acos_, "Acos", 7, tab_ACOS, 0, NULL, "acos(x)")
-UN_OP(atan_, "Atan", 7, tab_ATAN, 0, NULL, "atan(x)")
-UN_OP(sinh_, "Sinh", 9, tab_SINH, 0, NULL, "sinh(x)")
-UN_OP(cosh_, "Cosh", 9, tab_COSH, 0, NULL, "cosh(x)")
-UN_OP(asinh_, "Asinh", 9, tab_ASINH, 0, NULL, "asinh(x)")
-UN_OP(acosh_, "Acosh", 9, tab_ACOSH, 0, NULL, "acosh(x)")
-UN_OP(atanh_, "Atanh", 9, tab_ATANH, 0, NULL, "atanh(x)")
-UN_OP(isnan_, "IsNaN", 9, tab_ISNAN, 1, NULL, "x is NaN")
-UN_OP(isinf_, "IsInf", 10, tab_ISINF, 1, a_isinf, "x is +/-infinity (per detect_*)")
+UN_OP(relu, "Relu", 6, tab_RELU, 0, NULL, cu_exact, "max(x, 0)")
+UN_OP(leaky, "LeakyRelu", 6, tab_LEAKY, 0, a_leaky, cu_float, "x >= 0 ? x : alpha * x")
+UN_OP(sigmoid, "Sigmoid", 6, tab_SIGMOID, 0, NULL, cu_float, "1 / (1 + exp(-x))")
+UN_OP(hsigmoid, "HardSigmoid", 6, tab_HSIGMOID, 0, a_hsig, cu_float, "max(0, min(1, alpha * x + beta))")
+UN_OP(hswish, "HardSwish", 14, tab_HSWISH, 0, NULL, cu_float, "x * max(0, min(1, x / 6 + 0.5))")
+UN_OP(tanh_, "Tanh", 6, tab_TANH, 0, NULL, cu_float, "tanh(x)")
+UN_OP(erf_, "Erf", 9, tab_ERF, 0, NULL, cu_float, "erf(x)")
+UN_OP(elu, "Elu", 6, tab_ELU, 0, a_alpha1, cu_float, "x >= 0 ? x : alpha * (exp(x) - 1)")
+UN_OP(selu, "Selu", 6, tab_SELU, 0, a_selu, cu_float, "scaled exponential linear unit")
+UN_OP(celu, "Celu", 12, tab_CELU, 0, a_alpha1, cu_float, "max(0, x) + min(0, alpha * (exp(x / alpha) - 1))")
+UN_OP(softplus, "Softplus", 1, tab_SOFTPLUS, 0, NULL, cu_float, "log(exp(x) + 1)")
+UN_OP(softsign, "Softsign", 1, tab_SOFTSIGN, 0, NULL, cu_float, "x / (1 + |x|)")
+UN_OP(mish, "Mish", 18, tab_MISH, 0, NULL, cu_float, "x * tanh(softplus(x))")
+UN_OP(threlu, "ThresholdedRelu", 10, tab_THRELU, 0, a_alpha1, cu_float, "x > alpha ? x : 0")
+UN_OP(shrink, "Shrink", 9, tab_SHRINK, 0, a_shrink, cu_float, "soft shrinkage")
+UN_OP(sign, "Sign", 9, tab_SIGN, 0, NULL, cu_exact, "-1, 0 or 1")
+UN_OP(abs_, "Abs", 6, tab_ABS, 0, NULL, cu_exact, "|x|")
+UN_OP(neg, "Neg", 6, tab_NEG, 0, NULL, cu_exact, "-x")
+UN_OP(recip, "Reciprocal", 6, tab_RECIP, 0, NULL, cu_float, "1 / x")
+UN_OP(floor_, "Floor", 6, tab_FLOOR, 0, NULL, cu_float, "floor(x)")
+UN_OP(ceil_, "Ceil", 6, tab_CEIL, 0, NULL, cu_float, "ceil(x)")
+UN_OP(round_, "Round", 11, tab_ROUND, 0, NULL, cu_float, "round half to even")
+UN_OP(sqrt_, "Sqrt", 6, tab_SQRT, 0, NULL, cu_float, "sqrt(x)")
+UN_OP(exp_, "Exp", 6, tab_EXP, 0, NULL, cu_float, "exp(x)")
+UN_OP(log_, "Log", 6, tab_LOG, 0, NULL, cu_float, "natural logarithm")
+UN_OP(sin_, "Sin", 7, tab_SIN, 0, NULL, cu_float, "sin(x)")
+UN_OP(cos_, "Cos", 7, tab_COS, 0, NULL, cu_float, "cos(x)")
+UN_OP(tan_, "Tan", 7, tab_TAN, 0, NULL, cu_float, "tan(x)")
+UN_OP(asin_, "Asin", 7, tab_ASIN, 0, NULL, cu_float, "asin(x)")
+UN_OP(acos_, "Acos", 7, tab_ACOS, 0, NULL, cu_float, "acos(x)")
+UN_OP(atan_, "Atan", 7, tab_ATAN, 0, NULL, cu_float, "atan(x)")
+UN_OP(sinh_, "Sinh", 9, tab_SINH, 0, NULL, cu_float, "sinh(x)")
+UN_OP(cosh_, "Cosh", 9, tab_COSH, 0, NULL, cu_float, "cosh(x)")
+UN_OP(asinh_, "Asinh", 9, tab_ASINH, 0, NULL, cu_float, "asinh(x)")
+UN_OP(acosh_, "Acosh", 9, tab_ACOSH, 0, NULL, cu_float, "acosh(x)")
+UN_OP(atanh_, "Atanh", 9, tab_ATANH, 0, NULL, cu_float, "atanh(x)")
+UN_OP(isnan_, "IsNaN", 9, tab_ISNAN, 1, NULL, cu_class, "x is NaN")
+UN_OP(isinf_, "IsInf", 10, tab_ISINF, 1, a_isinf, cu_class, "x is +/-infinity (per detect_*)")
 
 /* Gelu (opset 20): approximate = "none" (erf) or "tanh". */
 static const kiln_attr_def a_gelu[] = {
@@ -373,9 +382,11 @@ static int gelu_impl(const kiln_call *c) {
     uparam p = {0};
     return r ? r : un_run(c, t ? tab_GELUT : tab_GELU, &p);
 }
+static int gelu_cuda(const kiln_call *c) { return kiln__cu_unary(c, "Gelu"); }
 static const kiln_quick_op gelu_op = {
     .ns = OPS_NS, .name = "Gelu", .version = 20, .min_inputs = 1, .max_inputs = 1,
     .num_outputs = 1, .attrs = a_gelu, .shape = gelu_shape, .impl = gelu_impl,
+    .cuda_impl = gelu_cuda, .cuda_formats = cu_float,
     .doc = "Gaussian error linear unit (exact or tanh approximation)",
 };
 KILN_OP(gelu_op)
@@ -428,6 +439,7 @@ static const kiln_quick_op clip6_op = {
     .ns = OPS_NS, .name = "Clip", .version = 6, .min_inputs = 1, .max_inputs = 1,
     .num_outputs = 1, .attrs = a_clip6, .shape = clip6_shape, .impl = clip6_impl,
     .epilogue = clip_epi, .epilogue_check = clip6_epi_check,
+    .cuda_impl = kiln__cu_clip, .cuda_formats = cu_float,
     .doc = "clamp to [min, max] (attributes)",
 };
 KILN_OP(clip6_op)
@@ -461,6 +473,7 @@ static const kiln_quick_op clip11_op = {
     .ns = OPS_NS, .name = "Clip", .version = 11, .min_inputs = 1, .max_inputs = 3,
     .num_outputs = 1, .shape = clip11_shape, .impl = clip11_impl,
     .epilogue = clip_epi, .epilogue_check = clip_epi_check,
+    .cuda_impl = kiln__cu_clip, .cuda_formats = cu_exact, .cuda_host_inputs = 6,
     .doc = "clamp to [min, max] (optional scalar inputs)",
 };
 KILN_OP(clip11_op)

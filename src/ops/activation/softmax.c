@@ -6,6 +6,7 @@
  * the op runs along `axis` only (default -1).  Both reduce to rows of length
  * L with element stride `inner`; rows are split over the thread pool.
  */
+#include "ops/common/cuda_impls.h"
 #include "ops/common/ops_util.h"
 #include "device/cpu/fastmath.h"
 
@@ -151,17 +152,20 @@ SM_IMPL(logsoftmax13, K_LOGSOFTMAX, 0)
 SM_IMPL(hardmax1, K_HARDMAX, 1)
 SM_IMPL(hardmax13, K_HARDMAX, 0)
 
-#define SM_OP(var, nm, ver, at, fn, dc)                                        \
+static const kiln_combo cu_float[] = {{.types = KILN_CU_T_FLOAT}, {0}};
+
+#define SM_OP(var, nm, ver, at, fn, cu, cuf, dc)                               \
     static const kiln_quick_op var = {                                         \
         .ns = "ai.onnx", .name = nm, .version = ver,                           \
         .min_inputs = 1, .max_inputs = 1, .num_outputs = 1,                    \
         .attrs = at, .shape = sm_shape, .impl = fn, .doc = dc,                 \
+        .cuda_impl = cu, .cuda_formats = cuf,                                  \
     };                                                                         \
     KILN_OP(var)
 
-SM_OP(softmax_1, "Softmax", 1, sm1_attrs, softmax1, "softmax over dims >= axis (2-D coercion)")
-SM_OP(softmax_13, "Softmax", 13, sm13_attrs, softmax13, "softmax along axis")
-SM_OP(logsoftmax_1, "LogSoftmax", 1, sm1_attrs, logsoftmax1, "log-softmax over dims >= axis")
-SM_OP(logsoftmax_13, "LogSoftmax", 13, sm13_attrs, logsoftmax13, "log-softmax along axis")
-SM_OP(hardmax_1, "Hardmax", 1, sm1_attrs, hardmax1, "one-hot of the first max over dims >= axis")
-SM_OP(hardmax_13, "Hardmax", 13, sm13_attrs, hardmax13, "one-hot of the first max along axis")
+SM_OP(softmax_1, "Softmax", 1, sm1_attrs, softmax1, kiln__cu_softmax1, cu_float, "softmax over dims >= axis (2-D coercion)")
+SM_OP(softmax_13, "Softmax", 13, sm13_attrs, softmax13, kiln__cu_softmax13, cu_float, "softmax along axis")
+SM_OP(logsoftmax_1, "LogSoftmax", 1, sm1_attrs, logsoftmax1, kiln__cu_logsoftmax1, cu_float, "log-softmax over dims >= axis")
+SM_OP(logsoftmax_13, "LogSoftmax", 13, sm13_attrs, logsoftmax13, kiln__cu_logsoftmax13, cu_float, "log-softmax along axis")
+SM_OP(hardmax_1, "Hardmax", 1, sm1_attrs, hardmax1, kiln__cu_hardmax1, cu_float, "one-hot of the first max over dims >= axis")
+SM_OP(hardmax_13, "Hardmax", 13, sm13_attrs, hardmax13, kiln__cu_hardmax13, cu_float, "one-hot of the first max along axis")

@@ -37,7 +37,7 @@ static inline int64_t f64_to_i64_sat(double d) {
     return (int64_t)d;
 }
 
-#define OPS_CASE_TO(SUF, T, CT, LD, ST, DST)                                 \
+#define OPS_CASE_TO(SUF, T, CT, LD, ST, DST)                                  \
     case KILN_DTYPE_##SUF: {                                                  \
         const T *s = src;                                                     \
         for (int64_t i = 0; i < n; i++) dst[i] = (DST)LD(s[i]);               \
@@ -65,7 +65,7 @@ void kiln__ops_to_i64(const void *src, kiln_dtype t, int64_t *dst, int64_t n) {
     }
 }
 
-#define OPS_CASE_FROM(SUF, T, CT, LD, ST, SRC)                               \
+#define OPS_CASE_FROM(SUF, T, CT, LD, ST, SRC)                                \
     case KILN_DTYPE_##SUF: {                                                  \
         T *d = dst;                                                           \
         for (int64_t i = 0; i < n; i++) d[i] = (T)ST((CT)src[i]);             \

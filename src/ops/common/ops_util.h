@@ -49,17 +49,17 @@
 
 /* X(SUFFIX, storage type, compute type, load, store, A) for each dtype of a
  * class; A is passed through (the op being generated). */
-#define OPS_TYPES_FLOAT(X, A)                                                \
+#define OPS_TYPES_FLOAT(X, A)                                               \
     X(F32, float, float, OPS_LD_ID, OPS_ST_ID, A)                           \
     X(F64, double, double, OPS_LD_ID, OPS_ST_ID, A)                         \
     X(F16, uint16_t, float, OPS_LD_H, OPS_ST_H, A)                          \
     X(BF16, uint16_t, float, OPS_LD_BF, OPS_ST_BF, A)
-#define OPS_TYPES_SINT(X, A)                                                 \
+#define OPS_TYPES_SINT(X, A)                                                \
     X(I8, int8_t, int8_t, OPS_LD_ID, OPS_ST_ID, A)                          \
     X(I16, int16_t, int16_t, OPS_LD_ID, OPS_ST_ID, A)                       \
     X(I32, int32_t, int32_t, OPS_LD_ID, OPS_ST_ID, A)                       \
     X(I64, int64_t, int64_t, OPS_LD_ID, OPS_ST_ID, A)
-#define OPS_TYPES_UINT(X, A)                                                 \
+#define OPS_TYPES_UINT(X, A)                                                \
     X(U8, uint8_t, uint8_t, OPS_LD_ID, OPS_ST_ID, A)                        \
     X(U16, uint16_t, uint16_t, OPS_LD_ID, OPS_ST_ID, A)                     \
     X(U32, uint32_t, uint32_t, OPS_LD_ID, OPS_ST_ID, A)                     \

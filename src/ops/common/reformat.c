@@ -239,11 +239,15 @@ static const kiln_attr_def rf_attrs[] = {
     {NULL},
 };
 
+int kiln__reformat_cuda(const kiln_call *c); /* reformat_cuda.c */
+
 static const kiln_quick_op kiln_reformat_op = {
     .ns = "kiln", .name = "reformat", .version = 1,
     .min_inputs = 1, .max_inputs = 1, .num_outputs = 1,
     .attrs = rf_attrs, .shape = rf_shape, .impl = rf_impl,
     .timing_id = "",
     .doc = "dtype/layout conversion inserted by the builder (identity = copy)",
+    /* memory-space copies and F32/F16/BF16 casts between GPU tensors */
+    .cuda_impl = kiln__reformat_cuda,
 };
 KILN_OP(kiln_reformat_op)

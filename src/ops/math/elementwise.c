@@ -14,6 +14,7 @@
  * Shape functions propagate symbolic values of small integer tensors
  * (shape arithmetic such as Shape -> Mul -> Reshape stays static).
  */
+#include "ops/common/cuda_impls.h"
 #include "ops/common/ops_util.h"
 
 #include <math.h>
@@ -61,7 +62,7 @@ typedef void (*bin_fn)(const void *a, int64_t sa, const void *b, int64_t sb, voi
 #define CMP_DEF(SUF, T, CT, LD, ST, OP)                                       \
     static void bin_##OP##_##SUF(const void *a_, int64_t sa, const void *b_,  \
                                  int64_t sb, void *y_, int64_t n) {           \
-        BIN_BODY(T, CT, LD, uint8_t, OPS_ST_ID, E_##OP)                      \
+        BIN_BODY(T, CT, LD, uint8_t, OPS_ST_ID, E_##OP)                       \
     }
 #define BIN_TAB(SUF, T, CT, LD, ST, OP) [KILN_DTYPE_##SUF] = bin_##OP##_##SUF,
 
@@ -376,27 +377,37 @@ static int bin_impl(const kiln_call *c, const bin_fn *tab) {
     return rc;
 }
 
-#define BIN_OP(VAR, NAME, VER, TAB, OUTBOOL, VOP, SAME, ATTRS, DOC)           \
+/* Types of the CUDA kernels (elementwise.cu) per op class. */
+static const kiln_combo cu_num[] = {{.types = KILN_CU_T_NUM}, {0}};
+static const kiln_combo cu_float[] = {{.types = KILN_CU_T_FLOAT}, {0}};
+static const kiln_combo cu_int[] = {{.types = "INT32|INT64"}, {0}};
+static const kiln_combo cu_bool[] = {{.types = "BOOL"}, {0}};
+static const kiln_combo cu_cmp[] = {{.types = KILN_CU_T_NUM ", " KILN_CU_T_NUM ", BOOL"}, {0}};
+static const kiln_combo cu_eq[] = {{.types = KILN_CU_T_NUM ", " KILN_CU_T_NUM ", BOOL"}, {.types = "BOOL"}, {0}};
+
+#define BIN_OP(VAR, NAME, VER, TAB, OUTBOOL, VOP, SAME, ATTRS, CUF, DOC)           \
     static int VAR##_shape(kiln_shape_ctx *c) {                               \
         return bin_shape(c, NAME, TAB, OUTBOOL, VOP, SAME);                   \
     }                                                                         \
     static int VAR##_impl(const kiln_call *c) { return bin_impl(c, TAB); }   \
+    static int VAR##_cuda(const kiln_call *c) { return kiln__cu_binary(c, NAME); } \
     static const kiln_quick_op VAR##_op = {                                   \
-        .ns = OPS_NS, .name = NAME, .version = VER,                          \
+        .ns = OPS_NS, .name = NAME, .version = VER,                           \
         .min_inputs = 2, .max_inputs = 2, .num_outputs = 1,                   \
         .attrs = ATTRS, .shape = VAR##_shape, .impl = VAR##_impl,             \
-        .doc = DOC,                                                           \
+        .doc = DOC, .cuda_impl = VAR##_cuda, .cuda_formats = CUF,             \
     };                                                                        \
     KILN_OP(VAR##_op)
 
 /* Arithmetic ops also fuse as epilogues (plugin.h) when the other operand
  * is an f32 constant holding one value or one per channel: p[0] = 1 for a
  * scalar, p[1] = 1 when the activation is B (z OP x). */
-#define ARITH_OP(VAR, NAME, VER, TAB, VOP, E, DOC)                            \
+#define ARITH_OP(VAR, NAME, VER, TAB, VOP, E, CUF, DOC)                            \
     static int VAR##_shape(kiln_shape_ctx *c) {                               \
         return bin_shape(c, NAME, TAB, 0, VOP, 1);                            \
     }                                                                         \
     static int VAR##_impl(const kiln_call *c) { return bin_impl(c, TAB); }   \
+    static int VAR##_cuda(const kiln_call *c) { return kiln__cu_binary(c, NAME); } \
     static int VAR##_epi(const kiln_epilogue_args *a, float *x, int64_t n,    \
                          int64_t ch, int64_t chan_len) {                      \
         const float *zc = a->in[1 - a->x].data;                               \
@@ -425,29 +436,30 @@ static int bin_impl(const kiln_call *c, const bin_fn *tab) {
         return 0;                                                             \
     }                                                                         \
     static const kiln_quick_op VAR##_op = {                                   \
-        .ns = OPS_NS, .name = NAME, .version = VER,                          \
+        .ns = OPS_NS, .name = NAME, .version = VER,                           \
         .min_inputs = 2, .max_inputs = 2, .num_outputs = 1,                   \
         .shape = VAR##_shape, .impl = VAR##_impl, .doc = DOC,                 \
         .epilogue = VAR##_epi, .epilogue_check = VAR##_epi_check,            \
+        .cuda_impl = VAR##_cuda, .cuda_formats = CUF,                         \
     };                                                                        \
     KILN_OP(VAR##_op)
 
-ARITH_OP(add, "Add", 7, tab_add, V_ADD, E_ADD, "A + B (numpy broadcasting)")
-ARITH_OP(sub, "Sub", 7, tab_sub, V_SUB, E_SUB, "A - B (numpy broadcasting)")
-ARITH_OP(mul, "Mul", 7, tab_mul, V_MUL, E_MUL, "A * B (numpy broadcasting)")
-ARITH_OP(div, "Div", 7, tab_div, V_DIV, E_DIV, "A / B (integers truncate)")
-BIN_OP(pow, "Pow", 7, tab_pow, 0, V_NONE, 0, NULL, "A ^ B (numpy broadcasting)")
-BIN_OP(equal, "Equal", 7, tab_eq, 1, V_EQ, 1, NULL, "A == B")
-BIN_OP(less, "Less", 7, tab_lt, 1, V_LT, 1, NULL, "A < B")
-BIN_OP(greater, "Greater", 7, tab_gt, 1, V_GT, 1, NULL, "A > B")
-BIN_OP(lesseq, "LessOrEqual", 12, tab_le, 1, V_LE, 1, NULL, "A <= B")
-BIN_OP(greatereq, "GreaterOrEqual", 12, tab_ge, 1, V_GE, 1, NULL, "A >= B")
-BIN_OP(and, "And", 7, tab_and, 1, V_NONE, 1, NULL, "logical and")
-BIN_OP(or, "Or", 7, tab_or, 1, V_NONE, 1, NULL, "logical or")
-BIN_OP(xor, "Xor", 7, tab_xor, 1, V_NONE, 1, NULL, "logical xor")
-BIN_OP(bitand, "BitwiseAnd", 18, tab_band, 0, V_NONE, 1, NULL, "bitwise and")
-BIN_OP(bitor, "BitwiseOr", 18, tab_bor, 0, V_NONE, 1, NULL, "bitwise or")
-BIN_OP(bitxor, "BitwiseXor", 18, tab_bxor, 0, V_NONE, 1, NULL, "bitwise xor")
+ARITH_OP(add, "Add", 7, tab_add, V_ADD, E_ADD, cu_num, "A + B (numpy broadcasting)")
+ARITH_OP(sub, "Sub", 7, tab_sub, V_SUB, E_SUB, cu_num, "A - B (numpy broadcasting)")
+ARITH_OP(mul, "Mul", 7, tab_mul, V_MUL, E_MUL, cu_num, "A * B (numpy broadcasting)")
+ARITH_OP(div, "Div", 7, tab_div, V_DIV, E_DIV, cu_num, "A / B (integers truncate)")
+BIN_OP(pow, "Pow", 7, tab_pow, 0, V_NONE, 0, NULL, cu_num, "A ^ B (numpy broadcasting)")
+BIN_OP(equal, "Equal", 7, tab_eq, 1, V_EQ, 1, NULL, cu_eq, "A == B")
+BIN_OP(less, "Less", 7, tab_lt, 1, V_LT, 1, NULL, cu_cmp, "A < B")
+BIN_OP(greater, "Greater", 7, tab_gt, 1, V_GT, 1, NULL, cu_cmp, "A > B")
+BIN_OP(lesseq, "LessOrEqual", 12, tab_le, 1, V_LE, 1, NULL, cu_cmp, "A <= B")
+BIN_OP(greatereq, "GreaterOrEqual", 12, tab_ge, 1, V_GE, 1, NULL, cu_cmp, "A >= B")
+BIN_OP(and, "And", 7, tab_and, 1, V_NONE, 1, NULL, cu_bool, "logical and")
+BIN_OP(or, "Or", 7, tab_or, 1, V_NONE, 1, NULL, cu_bool, "logical or")
+BIN_OP(xor, "Xor", 7, tab_xor, 1, V_NONE, 1, NULL, cu_bool, "logical xor")
+BIN_OP(bitand, "BitwiseAnd", 18, tab_band, 0, V_NONE, 1, NULL, cu_int, "bitwise and")
+BIN_OP(bitor, "BitwiseOr", 18, tab_bor, 0, V_NONE, 1, NULL, cu_int, "bitwise or")
+BIN_OP(bitxor, "BitwiseXor", 18, tab_bxor, 0, V_NONE, 1, NULL, cu_int, "bitwise xor")
 
 /* Mod: fmod selects C fmod (1) or Python's modulo (0, integers only in ONNX). */
 static const kiln_attr_def mod_attrs[] = {
@@ -467,6 +479,7 @@ static int mod_impl(const kiln_call *c) {
 static const kiln_quick_op mod_op = {
     .ns = OPS_NS, .name = "Mod", .version = 10, .min_inputs = 2, .max_inputs = 2,
     .num_outputs = 1, .attrs = mod_attrs, .shape = mod_shape, .impl = mod_impl,
+    .cuda_impl = kiln__cu_mod, .cuda_formats = cu_num,
     .doc = "remainder (fmod attribute picks C or Python semantics)",
 };
 KILN_OP(mod_op)
@@ -549,21 +562,23 @@ static int var_impl(const kiln_call *c, const bin_fn *tab, int mean) {
     return 0;
 }
 
-#define VAR_OP(VAR, NAME, TAB, MEAN, VOP, DOC)                                \
+#define VAR_OP(VAR, NAME, TAB, MEAN, VOP, CUF, DOC)                           \
     static int VAR##_shape(kiln_shape_ctx *c) { return var_shape(c, NAME, TAB, VOP); } \
     static int VAR##_impl(const kiln_call *c) { return var_impl(c, TAB, MEAN); } \
+    static int VAR##_cuda(const kiln_call *c) { return kiln__cu_variadic(c, NAME); } \
     static const kiln_quick_op VAR##_op = {                                   \
-        .ns = OPS_NS, .name = NAME, .version = 8,                            \
+        .ns = OPS_NS, .name = NAME, .version = 8,                             \
         .min_inputs = 1, .max_inputs = KILN_MAX_IO - 1, .num_outputs = 1,     \
         .shape = VAR##_shape, .impl = VAR##_impl, .doc = DOC,                 \
+        .cuda_impl = VAR##_cuda, .cuda_formats = CUF,                         \
     };                                                                        \
     KILN_OP(VAR##_op)
 
 static const bin_fn tab_sum_f[KILN_DTYPE_COUNT_] = {OPS_TYPES_FLOAT(BIN_TAB, ADD)};
-VAR_OP(vmax, "Max", tab_max, 0, V_MAX, "elementwise maximum of the inputs (broadcast)")
-VAR_OP(vmin, "Min", tab_min, 0, V_MIN, "elementwise minimum of the inputs (broadcast)")
-VAR_OP(vsum, "Sum", tab_add, 0, V_ADD, "elementwise sum of the inputs (broadcast)")
-VAR_OP(vmean, "Mean", tab_sum_f, 1, V_NONE, "elementwise mean of the inputs (broadcast)")
+VAR_OP(vmax, "Max", tab_max, 0, V_MAX, cu_num, "elementwise maximum of the inputs (broadcast)")
+VAR_OP(vmin, "Min", tab_min, 0, V_MIN, cu_num, "elementwise minimum of the inputs (broadcast)")
+VAR_OP(vsum, "Sum", tab_add, 0, V_ADD, cu_num, "elementwise sum of the inputs (broadcast)")
+VAR_OP(vmean, "Mean", tab_sum_f, 1, V_NONE, cu_float, "elementwise mean of the inputs (broadcast)")
 
 /* ---- Where ------------------------------------------------------------------------------ */
 
@@ -664,9 +679,11 @@ static int where_impl(const kiln_call *c) {
     return 0;
 }
 
+static const kiln_combo cu_where[] = {{.types = "BOOL, " KILN_CU_T_ANY ", " KILN_CU_T_ANY ", " KILN_CU_T_ANY}, {0}};
 static const kiln_quick_op where_op = {
     .ns = OPS_NS, .name = "Where", .version = 9, .min_inputs = 3, .max_inputs = 3,
     .num_outputs = 1, .shape = where_shape, .impl = where_impl,
+    .cuda_impl = kiln__cu_where, .cuda_formats = cu_where,
     .doc = "condition ? X : Y (numpy broadcasting)",
 };
 KILN_OP(where_op)
@@ -691,6 +708,7 @@ static int not_impl(const kiln_call *c) {
 static const kiln_quick_op not_op = {
     .ns = OPS_NS, .name = "Not", .version = 1, .min_inputs = 1, .max_inputs = 1,
     .num_outputs = 1, .shape = not_shape, .impl = not_impl, .doc = "logical not",
+    .cuda_impl = kiln__cu_not, .cuda_formats = cu_bool,
 };
 KILN_OP(not_op)
 
@@ -762,11 +780,13 @@ static int prelu_epi_check(kiln_epilogue_args *a) {
     if (a->x != 0 || a->nin != 2 || a->in[1].dtype != KILN_DTYPE_F32) return 1;
     return kiln_epilogue_param_kind(a, 1) == 0;
 }
+static int prelu_cuda(const kiln_call *c) { return kiln__cu_binary(c, "PRelu"); }
 static const kiln_quick_op prelu_op = {
     .ns = OPS_NS, .name = "PRelu", .version = 7, .min_inputs = 2, .max_inputs = 2,
     .num_outputs = 1, .shape = prelu_shape, .impl = prelu_impl,
     .epilogue = prelu_epi, .epilogue_check = prelu_epi_check,
     .doc = "x < 0 ? slope * x : x (slope broadcast to x)",
+    .cuda_impl = prelu_cuda, .cuda_formats = cu_num,
 };
 KILN_OP(prelu_op)
 
@@ -856,7 +876,7 @@ static const kiln_attr_def consumed_attrs[] = {
     {NULL}};
 #define VAR_LEGACY(VAR, NAME, VER, ATTRS)                                     \
     static const kiln_quick_op VAR##_l##VER = {                               \
-        .ns = OPS_NS, .name = NAME, .version = VER,                          \
+        .ns = OPS_NS, .name = NAME, .version = VER,                           \
         .min_inputs = 1, .max_inputs = KILN_MAX_IO - 1, .num_outputs = 1,     \
         .attrs = ATTRS, .shape = VAR##_shape, .impl = VAR##_impl,             \
         .doc = "legacy form (same shapes)",                                   \

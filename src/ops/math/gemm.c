@@ -9,6 +9,7 @@
  *         A folds into M and one large GEMM runs.
  */
 #include "device/cpu/sgemm.h"
+#include "ops/common/cuda_impls.h"
 #include "ops/common/ops_util.h"
 
 
@@ -162,6 +163,9 @@ static int gemm_prepack(const kiln_call *c, int input, void *dst, size_t *size) 
                            tb ? B->strides[1] : B->strides[0], tb ? B->strides[0] : B->strides[1], dst, size);
 }
 
+/* CUDA (gemm_cuda.c): tactics 1..4 = cuBLASLt's first heuristic algorithms. */
+static const kiln_combo gemm_cuda_formats[] = {{.types = KILN_CU_T_FLOAT, .tactics = {1, 2, 3, 4}}, {0}};
+
 static const kiln_quick_op gemm_op = {
     .ns = "ai.onnx", .name = "Gemm", .version = 1,
     .min_inputs = 2, .max_inputs = 3, .num_outputs = 1,
@@ -169,6 +173,7 @@ static const kiln_quick_op gemm_op = {
     .timing_id = "transA,transB",
     .accepts_epilogue = 1, /* applied per finished tile (sgemm done hook) */
     .doc = "general matrix multiply Y = alpha*A'*B' + beta*C (packed AVX SGEMM)",
+    .cuda_impl = kiln__cu_gemm, .cuda_formats = gemm_cuda_formats, .cuda_workspace = kiln__cu_gemm_workspace,
 };
 
 /* ------------------------------------------------------------ MatMul */
@@ -330,6 +335,7 @@ static const kiln_quick_op matmul_op = {
     .shape = matmul_shape, .impl = matmul_impl, .workspace = matmul_ws, .prepack = matmul_prepack,
     .accepts_epilogue = 1, /* applied in one pass after the product */
     .doc = "numpy matmul with batch broadcasting (packed AVX SGEMM)",
+    .cuda_impl = kiln__cu_matmul, .cuda_formats = gemm_cuda_formats, .cuda_workspace = kiln__cu_gemm_workspace,
 };
 
 /* ------------------------------------------------------------ MatMulInteger */

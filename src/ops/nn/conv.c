@@ -27,6 +27,7 @@
  * Spatial dims are normalized to 3 (D, H, W) by prepending 1s.
  */
 #include "device/cpu/sgemm.h"
+#include "ops/common/cuda_impls.h"
 #include "ops/common/ops_util.h"
 
 
@@ -1080,6 +1081,9 @@ static const kiln_combo conv_formats[] = {
     {NULL, NULL, {0}},
 };
 
+/* CUDA tactics (conv_cuda.c): 1 direct, 2 im2col + cuBLASLt GEMM. */
+static const kiln_combo conv_cuda_formats[] = {{.types = KILN_CU_T_FLOAT, .tactics = {1, 2}}, {0}};
+
 static const kiln_quick_op conv_op = {
     .ns = "ai.onnx", .name = "Conv", .version = 1,
     .min_inputs = 2, .max_inputs = 3, .num_outputs = 1,
@@ -1087,5 +1091,6 @@ static const kiln_quick_op conv_op = {
     .formats = conv_formats, .workspace = conv_ws, .prepack = conv_prepack,
     .accepts_epilogue = 1, /* every tactic applies it per finished row/plane */
     .doc = "convolution: implicit-im2col packed GEMM, direct/depthwise kernel",
+    .cuda_impl = kiln__cu_conv, .cuda_formats = conv_cuda_formats, .cuda_workspace = kiln__cu_conv_workspace,
 };
 KILN_OP(conv_op)

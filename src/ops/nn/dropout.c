@@ -1,6 +1,7 @@
 /*
  * dropout.c — Dropout in inference mode: y = x, mask all true.
  */
+#include "ops/common/cuda_impls.h"
 #include "ops/common/ops_util.h"
 
 /* Inference-mode Dropout: y = x, mask all true.  (training_mode = true is
@@ -36,15 +37,19 @@ static int dropout_impl(const kiln_call *c) {
 static const kiln_attr_def dropout7_attrs[] = {
     {.name = "ratio", .type = KILN_ATTR_FLOAT, .def = "0.5"}, {NULL}};
 static const kiln_attr_def dropout12_attrs[] = {{.name = "seed", .type = KILN_ATTR_INT}, {NULL}};
+static const kiln_combo cu_dropout[] = {{.types = KILN_CU_T_FLOAT ", " KILN_CU_T_FLOAT ", BOOL"}, {0}};
+
 static const kiln_quick_op dropout7_op = {
     .ns = OPS_NS, .name = "Dropout", .version = 7, .min_inputs = 1, .max_inputs = 1,
     .num_outputs = 2, .attrs = dropout7_attrs, .shape = dropout_shape, .impl = dropout_impl,
     .doc = "inference: identity (mask all true)",
+    .cuda_impl = kiln__cu_dropout, .cuda_formats = cu_dropout,
 };
 static const kiln_quick_op dropout12_op = {
     .ns = OPS_NS, .name = "Dropout", .version = 12, .min_inputs = 1, .max_inputs = 3,
     .num_outputs = 2, .attrs = dropout12_attrs, .shape = dropout_shape, .impl = dropout_impl,
     .doc = "inference: identity (mask all true)",
+    .cuda_impl = kiln__cu_dropout, .cuda_host_inputs = 6, /* ratio training_mode */
 };
 KILN_OP(dropout7_op)
 KILN_OP(dropout12_op)

@@ -8,6 +8,7 @@
  * for accuracy, the affine is fused into one pass.
  */
 #include "device/cpu/sgemm.h"
+#include "ops/common/cuda_impls.h"
 #include "ops/common/ops_util.h"
 
 
@@ -455,12 +456,18 @@ static const kiln_quick_op lrn_1 = {
 
 /* ------------------------------------------------------------ registration */
 
+/* CUDA kernels (norm.cu) take the float types; LayerNormalization keeps
+ * the shape function's types (its optional B and f32 statistics change
+ * the slot count). */
+static const kiln_combo cu_float[] = {{.types = KILN_CU_T_FLOAT}, {0}};
+
 static const kiln_quick_op bn_1 = {
     .ns = "ai.onnx", .name = "BatchNormalization", .version = 1,
     .min_inputs = 5, .max_inputs = 5, .num_outputs = 1,
     .attrs = bn_attrs, .shape = bn_shape, .impl = bn_impl,
     .epilogue = bn_epi, .epilogue_check = bn_epi_check,
     .doc = "batch normalization with running statistics (inference)",
+    .cuda_impl = kiln__cu_batchnorm, .cuda_formats = cu_float,
 };
 static const kiln_quick_op bn_14 = {
     .ns = "ai.onnx", .name = "BatchNormalization", .version = 14,
@@ -468,30 +475,35 @@ static const kiln_quick_op bn_14 = {
     .attrs = bn_attrs, .shape = bn_shape, .impl = bn_impl,
     .epilogue = bn_epi, .epilogue_check = bn_epi_check,
     .doc = "batch normalization; training_mode=1 uses batch statistics and updates running ones",
+    .cuda_impl = kiln__cu_batchnorm, .cuda_formats = cu_float,
 };
 static const kiln_quick_op in_1 = {
     .ns = "ai.onnx", .name = "InstanceNormalization", .version = 1,
     .min_inputs = 3, .max_inputs = 3, .num_outputs = 1,
     .attrs = in_attrs, .shape = same_shape, .impl = in_impl,
     .doc = "per-instance, per-channel normalization",
+    .cuda_impl = kiln__cu_instancenorm, .cuda_formats = cu_float,
 };
 static const kiln_quick_op gn_18 = {
     .ns = "ai.onnx", .name = "GroupNormalization", .version = 18,
     .min_inputs = 3, .max_inputs = 3, .num_outputs = 1,
     .attrs = gn_attrs, .shape = same_shape, .impl = gn18_impl,
     .doc = "group normalization, scale/bias per group",
+    .cuda_impl = kiln__cu_groupnorm18, .cuda_formats = cu_float,
 };
 static const kiln_quick_op gn_21 = {
     .ns = "ai.onnx", .name = "GroupNormalization", .version = 21,
     .min_inputs = 3, .max_inputs = 3, .num_outputs = 1,
     .attrs = gn_attrs, .shape = same_shape, .impl = gn21_impl,
     .doc = "group normalization, scale/bias per channel",
+    .cuda_impl = kiln__cu_groupnorm21, .cuda_formats = cu_float,
 };
 static const kiln_quick_op ln_17 = {
     .ns = "ai.onnx", .name = "LayerNormalization", .version = 17,
     .min_inputs = 2, .max_inputs = 3, .num_outputs = 3,
     .attrs = ln_attrs, .shape = ln_shape, .impl = ln_impl,
     .doc = "layer normalization over dims >= axis (optional Mean, InvStdDev outputs)",
+    .cuda_impl = kiln__cu_layernorm, .cuda_formats = NULL,
 };
 static const kiln_quick_op lpn_1 = {
     .ns = "ai.onnx", .name = "LpNormalization", .version = 1,

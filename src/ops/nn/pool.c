@@ -7,6 +7,7 @@
  * once per output row so the inner loops carry no padding tests.
  */
 #include "device/cpu/sgemm.h"
+#include "ops/common/cuda_impls.h"
 #include "ops/common/ops_util.h"
 
 
@@ -614,24 +615,29 @@ POOL_IMPL(gmaxpool_impl, P_MAX, 1)
 POOL_IMPL(gavgpool_impl, P_AVG, 1)
 POOL_IMPL(glppool_impl, P_LP, 1)
 
-#define POOL_OP(var, nm, ver, nout, at, shp, fn, dc)                                 \
+/* CUDA (pool_cuda.c): the float types, Indices int64. */
+static const kiln_combo cu_pool[] = {{.types = KILN_CU_T_FLOAT}, {0}};
+static const kiln_combo cu_maxpool[] = {{.types = KILN_CU_T_FLOAT ", " KILN_CU_T_FLOAT ", INT64"}, {0}};
+
+#define POOL_OP(var, nm, ver, nout, at, shp, fn, cu, dc)                             \
     static const kiln_quick_op var = {                                               \
         .ns = "ai.onnx", .name = nm, .version = ver,                                 \
         .min_inputs = 1, .max_inputs = 1, .num_outputs = nout,                       \
         .attrs = at, .shape = shp, .impl = fn, .doc = dc,                            \
+        .cuda_impl = cu, .cuda_formats = nout > 1 ? cu_maxpool : cu_pool,            \
         .optional_outputs = nout > 1 ? 2u : 0u, /* MaxPool's Indices */              \
     };                                                                               \
     KILN_OP(var)
 
-POOL_OP(maxpool_1, "MaxPool", 1, 1, maxpool_attrs, pool_shape, maxpool_impl, "max pooling")
-POOL_OP(maxpool_8, "MaxPool", 8, 2, maxpool_attrs, pool_shape, maxpool_impl,
+POOL_OP(maxpool_1, "MaxPool", 1, 1, maxpool_attrs, pool_shape, maxpool_impl, kiln__cu_maxpool, "max pooling")
+POOL_OP(maxpool_8, "MaxPool", 8, 2, maxpool_attrs, pool_shape, maxpool_impl, kiln__cu_maxpool,
         "max pooling with optional Indices output")
-POOL_OP(avgpool_1, "AveragePool", 1, 1, avgpool_attrs, pool_shape, avgpool_impl,
+POOL_OP(avgpool_1, "AveragePool", 1, 1, avgpool_attrs, pool_shape, avgpool_impl, kiln__cu_avgpool,
         "average pooling (count_include_pad, ceil_mode, dilations)")
-POOL_OP(lppool_2, "LpPool", 2, 1, lppool_attrs, pool_shape, lppool_impl, "Lp-norm pooling")
-POOL_OP(gmaxpool_1, "GlobalMaxPool", 1, 1, NULL, gpool_shape, gmaxpool_impl,
+POOL_OP(lppool_2, "LpPool", 2, 1, lppool_attrs, pool_shape, lppool_impl, kiln__cu_lppool, "Lp-norm pooling")
+POOL_OP(gmaxpool_1, "GlobalMaxPool", 1, 1, NULL, gpool_shape, gmaxpool_impl, kiln__cu_gmaxpool,
         "max over all spatial positions")
-POOL_OP(gavgpool_1, "GlobalAveragePool", 1, 1, NULL, gpool_shape, gavgpool_impl,
+POOL_OP(gavgpool_1, "GlobalAveragePool", 1, 1, NULL, gpool_shape, gavgpool_impl, kiln__cu_gavgpool,
         "mean over all spatial positions")
-POOL_OP(glppool_2, "GlobalLpPool", 2, 1, glp_attrs, gpool_shape, glppool_impl,
+POOL_OP(glppool_2, "GlobalLpPool", 2, 1, glp_attrs, gpool_shape, glppool_impl, kiln__cu_glppool,
         "Lp norm over all spatial positions")

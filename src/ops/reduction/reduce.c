@@ -10,6 +10,7 @@
  * is a sum over contiguous runs and one over leading axes is a vector
  * accumulate.  Independent output slices run on the thread pool.
  */
+#include "ops/common/cuda_impls.h"
 #include "ops/common/ops_util.h"
 
 #include <math.h>
@@ -323,20 +324,27 @@ static const kiln_attr_def red_attrs_in[] = {
      .doc = "empty axes: 1 = identity, 0 = reduce all"},
     {NULL}};
 
+/* CUDA (reduce_cuda.c): float types, and int32/int64 for the exact ops. */
+static const kiln_combo cu_num[] = {{.types = KILN_CU_T_NUM}, {0}};
+static const kiln_combo cu_arg[] = {{.types = KILN_CU_T_FLOAT ", INT64"}, {0}};
+
 #define RED_OP(VAR, NAME, OP, VIN, DOC)                                       \
     static int VAR##1_shape(kiln_shape_ctx *c) { return red_shape(c, NAME, OP, 0); } \
     static int VAR##1_impl(const kiln_call *c) { return red_impl(c, NAME, OP, 0); } \
     static int VAR##N_shape(kiln_shape_ctx *c) { return red_shape(c, NAME, OP, 1); } \
     static int VAR##N_impl(const kiln_call *c) { return red_impl(c, NAME, OP, 1); } \
+    static int VAR##_cuda(const kiln_call *c) { return kiln__cu_reduce(c, NAME); } \
     static const kiln_quick_op VAR##1_op = {                                  \
         .ns = OPS_NS, .name = NAME, .version = 1, .min_inputs = 1, .max_inputs = 1, \
         .num_outputs = 1, .attrs = red_attrs_v1, .shape = VAR##1_shape,       \
         .impl = VAR##1_impl, .doc = DOC " (axes attribute)",                  \
+        .cuda_impl = VAR##_cuda, .cuda_formats = cu_num,                      \
     };                                                                        \
     static const kiln_quick_op VAR##N_op = {                                  \
         .ns = OPS_NS, .name = NAME, .version = VIN, .min_inputs = 1, .max_inputs = 2, \
         .num_outputs = 1, .attrs = red_attrs_in, .shape = VAR##N_shape,       \
         .impl = VAR##N_impl, .doc = DOC " (axes input)",                      \
+        .cuda_impl = VAR##_cuda, .cuda_host_inputs = 2, /* axes */            \
     };                                                                        \
     KILN_OP(VAR##1_op)                                                        \
     KILN_OP(VAR##N_op)
@@ -423,11 +431,13 @@ static const kiln_quick_op argmax_op = {
     .ns = OPS_NS, .name = "ArgMax", .version = 1, .min_inputs = 1, .max_inputs = 1,
     .num_outputs = 1, .attrs = arg_attrs, .shape = argmax_shape, .impl = argmax_impl,
     .doc = "index of the maximum along axis",
+    .cuda_impl = kiln__cu_argmax, .cuda_formats = cu_arg,
 };
 static const kiln_quick_op argmin_op = {
     .ns = OPS_NS, .name = "ArgMin", .version = 1, .min_inputs = 1, .max_inputs = 1,
     .num_outputs = 1, .attrs = arg_attrs, .shape = argmin_shape, .impl = argmin_impl,
     .doc = "index of the minimum along axis",
+    .cuda_impl = kiln__cu_argmin, .cuda_formats = cu_arg,
 };
 KILN_OP(argmax_op)
 KILN_OP(argmin_op)

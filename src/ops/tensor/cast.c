@@ -3,6 +3,7 @@
  * semantics: see kiln__ops_cast); constant small integer values are
  * carried through for shape computations.
  */
+#include "ops/common/cuda_impls.h"
 #include "ops/common/ops_util.h"
 
 static int cast_common(kiln_shape_ctx *c, kiln_dtype to, const char *op) {
@@ -39,15 +40,21 @@ static int cast_impl(const kiln_call *c) {
     return 0;
 }
 static int castlike_shape(kiln_shape_ctx *c) { return cast_common(c, c->in[1].dtype, "CastLike"); }
+/* CUDA (cast_cuda.c): every pair of the GPU types. */
+static const kiln_combo cu_cast[] = {
+    {.types = "FP32*FP16*BF16*INT32*INT64*INT8*UINT8*BOOL, FP32*FP16*BF16*INT32*INT64*INT8*UINT8*BOOL"}, {0}};
+
 static const kiln_quick_op cast_op = {
     .ns = OPS_NS, .name = "Cast", .version = 6, .min_inputs = 1, .max_inputs = 1,
     .num_outputs = 1, .attrs = cast_attrs, .shape = cast_shape, .impl = cast_impl,
     .doc = "convert to the type 'to'",
+    .cuda_impl = kiln__cu_cast, .cuda_formats = cu_cast,
 };
 static const kiln_quick_op castlike_op = {
     .ns = OPS_NS, .name = "CastLike", .version = 15, .min_inputs = 2, .max_inputs = 2,
     .num_outputs = 1, .attrs = cast_attrs + 1, .shape = castlike_shape, .impl = cast_impl,
     .doc = "convert to the type of input 1",
+    .cuda_impl = kiln__cu_cast,
 };
 KILN_OP(cast_op)
 KILN_OP(castlike_op)

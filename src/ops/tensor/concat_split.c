@@ -6,6 +6,7 @@
  * Reshape stays static, or symbolic in the input dims), and read the values
  * of shape-like inputs (Reshape shape, Slice starts ...) at build time.
  */
+#include "ops/common/cuda_impls.h"
 #include "ops/common/ops_util.h"
 
 static const kiln_attr_def concat_attrs[] = {
@@ -80,10 +81,13 @@ static int concat_impl(const kiln_call *c) {
     }
     return 0;
 }
+static const kiln_combo cu_any[] = {{.types = KILN_CU_T_ANY}, {0}};
+
 static const kiln_quick_op concat_op = {
     .ns = OPS_NS, .name = "Concat", .version = 4, .min_inputs = 1, .max_inputs = KILN_MAX_IO - 1,
     .num_outputs = 1, .attrs = concat_attrs, .shape = concat_shape, .impl = concat_impl,
     .doc = "join along axis",
+    .cuda_impl = kiln__cu_concat, .cuda_formats = cu_any,
 };
 KILN_OP(concat_op)
 
@@ -203,11 +207,13 @@ static const kiln_quick_op split2_op = {
     .ns = OPS_NS, .name = "Split", .version = 2, .min_inputs = 1, .max_inputs = 1,
     .num_outputs = SPLIT_MAX, .attrs = split2_attrs, .shape = split2_shape, .impl = split_impl,
     .doc = "split along axis (split attribute)",
+    .cuda_impl = kiln__cu_split, .cuda_formats = cu_any,
 };
 static const kiln_quick_op split13_op = {
     .ns = OPS_NS, .name = "Split", .version = 13, .min_inputs = 1, .max_inputs = 2,
     .num_outputs = SPLIT_MAX, .attrs = split13_attrs, .shape = split13_shape, .impl = split_impl,
     .doc = "split along axis (split input or num_outputs)",
+    .cuda_impl = kiln__cu_split,
 };
 KILN_OP(split2_op)
 KILN_OP(split13_op)

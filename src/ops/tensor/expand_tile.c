@@ -2,6 +2,7 @@
  * expand_tile.c — Expand (broadcast to a shape) and Tile (repeat along each
  * axis); element-size generic strided copies.
  */
+#include "ops/common/cuda_impls.h"
 #include "ops/common/ops_util.h"
 
 static int expand_shape(kiln_shape_ctx *c) {
@@ -57,10 +58,13 @@ static int expand_impl(const kiln_call *c) {
     bcast_copy(c->exec, &c->in[0], &c->out[0]);
     return 0;
 }
+static const kiln_combo cu_shaped[] = {{.types = KILN_CU_T_ANY ", INT64, " KILN_CU_T_ANY}, {0}};
+
 static const kiln_quick_op expand_op = {
     .ns = OPS_NS, .name = "Expand", .version = 8, .min_inputs = 2, .max_inputs = 2,
     .num_outputs = 1, .shape = expand_shape, .impl = expand_impl,
     .doc = "broadcast to a shape",
+    .cuda_impl = kiln__cu_expand, .cuda_formats = cu_shaped,
 };
 KILN_OP(expand_op)
 
@@ -132,5 +136,6 @@ static int tile_impl(const kiln_call *c) {
 static const kiln_quick_op tile_op = {
     .ns = OPS_NS, .name = "Tile", .version = 6, .min_inputs = 2, .max_inputs = 2,
     .num_outputs = 1, .shape = tile_shape, .impl = tile_impl, .doc = "repeat along each axis",
+    .cuda_impl = kiln__cu_tile, .cuda_formats = cu_shaped,
 };
 KILN_OP(tile_op)

@@ -7,6 +7,7 @@
  * Copies are element-size generic; scatter reductions go through double, or
  * int64 for integer types.
  */
+#include "ops/common/cuda_impls.h"
 #include "ops/common/ops_util.h"
 
 #include <math.h>
@@ -95,10 +96,13 @@ static int gather_impl(const kiln_call *c) {
     kiln__free(tmp);
     return rc;
 }
+static const kiln_combo cu_gather[] = {{.types = KILN_CU_T_ANY ", INT32*INT64, " KILN_CU_T_ANY}, {0}};
+
 static const kiln_quick_op gather_op = {
     .ns = OPS_NS, .name = "Gather", .version = 1, .min_inputs = 2, .max_inputs = 2,
     .num_outputs = 1, .attrs = axis0_attrs, .shape = gather_shape, .impl = gather_impl,
     .doc = "take slices along axis by index",
+    .cuda_impl = kiln__cu_gather, .cuda_formats = cu_gather,
 };
 KILN_OP(gather_op)
 
@@ -171,6 +175,7 @@ static const kiln_quick_op gel_op = {
     .ns = OPS_NS, .name = "GatherElements", .version = 11, .min_inputs = 2, .max_inputs = 2,
     .num_outputs = 1, .attrs = axis0_attrs, .shape = gel_shape, .impl = gel_impl,
     .doc = "element-wise gather along axis",
+    .cuda_impl = kiln__cu_gather_elements, .cuda_formats = cu_gather,
 };
 KILN_OP(gel_op)
 

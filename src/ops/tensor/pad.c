@@ -8,6 +8,7 @@
  * the outer indices through the mode, then the row is a memcpy of the
  * interior plus mode-mapped borders.
  */
+#include "ops/common/cuda_impls.h"
 #include "ops/common/ops_util.h"
 
 
@@ -229,23 +230,28 @@ static int pad_impl(const kiln_call *c) {
     return 0;
 }
 
+static const kiln_combo cu_any[] = {{.types = KILN_CU_T_ANY}, {0}};
+
 static const kiln_quick_op pad_2 = {
     .ns = "ai.onnx", .name = "Pad", .version = 2,
     .min_inputs = 1, .max_inputs = 1, .num_outputs = 1,
     .attrs = pad2_attrs, .shape = pad_shape, .impl = pad_impl,
     .doc = "pad with constant/reflect/edge/wrap (pads attribute)",
+    .cuda_impl = kiln__cu_pad, .cuda_formats = cu_any,
 };
 static const kiln_quick_op pad_11 = {
     .ns = "ai.onnx", .name = "Pad", .version = 11,
     .min_inputs = 2, .max_inputs = 3, .num_outputs = 1,
     .attrs = pad11_attrs, .shape = pad_shape, .impl = pad_impl,
     .doc = "pad with constant/reflect/edge/wrap (pads, constant_value inputs)",
+    .cuda_impl = kiln__cu_pad, .cuda_host_inputs = 0xe, /* pads constant_value axes */
 };
 static const kiln_quick_op pad_18 = {
     .ns = "ai.onnx", .name = "Pad", .version = 18,
     .min_inputs = 2, .max_inputs = 4, .num_outputs = 1,
     .attrs = pad11_attrs, .shape = pad_shape, .impl = pad_impl,
     .doc = "pad with constant/reflect/edge/wrap (pads, constant_value, axes inputs)",
+    .cuda_impl = kiln__cu_pad, .cuda_host_inputs = 0xe,
 };
 KILN_OP(pad_2)
 KILN_OP(pad_11)

@@ -14,6 +14,7 @@
  * axes into a list of (source row, weight); the innermost loop then sums
  * rows x innermost taps.
  */
+#include "ops/common/cuda_impls.h"
 #include "ops/common/ops_util.h"
 
 
@@ -466,11 +467,11 @@ static size_t ws_bytes(const kiln_tensor *y) {
 }
 static size_t resize_ws(const kiln_call *c) { return ws_bytes(&c->out[0]); }
 
-static int resize_run(const kiln_call *c, int flavour) {
+/* The resolved parameters of a call (both devices): attributes, then the
+ * scales/sizes/roi values, checked against the output dims. */
+static int resize_params(const kiln_call *c, int flavour, rparams *pp) {
     const kiln_tensor *X = &c->in[0];
     kiln_tensor *Y = &c->out[0];
-    if (!kiln__ops_dense(X) || !kiln__ops_dense(Y))
-        return kiln_set_error(KILN_EUNSUPPORTED, "Resize: strided tensors not supported");
     rparams p;
     int rc = read_attrs(c->attrs, flavour, &p);
     if (rc) return rc;
@@ -505,20 +506,37 @@ static int resize_run(const kiln_call *c, int flavour) {
         if (nroi > 2 * KILN_MAX_DIMS) nroi = 0;
         for (int64_t i = 0; i < nroi; i++) roi[i] = kiln__ops_get_f64(tr->data, tr->dtype, i);
     }
-    rtask t;
-    memset(&t, 0, sizeof t);
-    t.r = r;
-    for (int i = 0; i < r; i++) t.in[i] = X->dims[i];
-    rc = resolve(&p, r, t.in, c->attrs, nscales ? scales : NULL, nscales, nsizes ? sizes : NULL,
+    int64_t in[KILN_MAX_DIMS];
+    for (int i = 0; i < r; i++) in[i] = X->dims[i];
+    rc = resolve(&p, r, in, c->attrs, nscales ? scales : NULL, nscales, nsizes ? sizes : NULL,
                  nsizes, nroi ? roi : NULL, nroi);
     if (rc) return rc;
     for (int i = 0; i < r; i++) {
-        t.out[i] = Y->dims[i];
-        if (p.size[i] != t.out[i])
+        if (p.size[i] != Y->dims[i])
             return kiln_set_error(KILN_ESHAPE, "Resize: output dim %d is %lld, scales/sizes give %lld",
-                                  i, (long long)t.out[i], (long long)p.size[i]);
-        if (t.in[i] == 0 && t.out[i] > 0)
+                                  i, (long long)Y->dims[i], (long long)p.size[i]);
+        if (in[i] == 0 && Y->dims[i] > 0)
             return kiln_set_error(KILN_ESHAPE, "Resize: cannot resize empty dim %d", i);
+    }
+    *pp = p;
+    return 0;
+}
+
+static int resize_run(const kiln_call *c, int flavour) {
+    const kiln_tensor *X = &c->in[0];
+    kiln_tensor *Y = &c->out[0];
+    if (!kiln__ops_dense(X) || !kiln__ops_dense(Y))
+        return kiln_set_error(KILN_EUNSUPPORTED, "Resize: strided tensors not supported");
+    rparams p;
+    int rc = resize_params(c, flavour, &p);
+    if (rc) return rc;
+    int r = X->ndim;
+    rtask t;
+    memset(&t, 0, sizeof t);
+    t.r = r;
+    for (int i = 0; i < r; i++) {
+        t.in[i] = X->dims[i];
+        t.out[i] = Y->dims[i];
     }
     if (kiln_tensor_numel(Y) == 0) return 0;
     t.T = p.mode == R_NEAREST ? 1 : p.mode == R_LINEAR ? 2 : 4;
@@ -557,10 +575,37 @@ static int resize_run(const kiln_call *c, int flavour) {
     return 0;
 }
 
+/* CUDA: the same parameters as kernel arguments (resize.cu, launched by
+ * resize_cuda.c). */
+static int resize_cuda(const kiln_call *c, int flavour) {
+    rparams p;
+    int rc = resize_params(c, flavour, &p);
+    if (rc) return rc;
+    kiln_cu_resize a;
+    memset(&a, 0, sizeof a);
+    a.ndim = c->in[0].ndim;
+    a.mode = p.mode;
+    a.nearest = p.nm;
+    a.coord = p.ct;
+    a.have_sizes = p.have_sizes;
+    a.exclude_outside = p.exclude;
+    a.cubic_a = p.cubic_a;
+    a.extrapolation = p.extrap;
+    for (int i = 0; i < a.ndim; i++) {
+        a.in_dims[i] = c->in[0].dims[i];
+        a.out_dims[i] = c->out[0].dims[i];
+        a.scale[i] = p.scale[i];
+        a.roi_start[i] = (float)p.roi_s[i];
+        a.roi_end[i] = (float)p.roi_e[i];
+    }
+    return kiln__cu_resize(c, &a);
+}
+
 #define RZ(fname, fl)                                                                    \
     static int fname##_shape(kiln_shape_ctx *c) { return resize_shape_common(c, flavour_of(c->attrs, c->nin, fl)); } \
     static int fname##_f32(const kiln_call *c) { return resize_run(c, fl); }            \
-    static int fname##_impl(const kiln_call *c) { return kiln__ops_as_f32(c, fname##_f32); }
+    static int fname##_impl(const kiln_call *c) { return kiln__ops_as_f32(c, fname##_f32); } \
+    static int fname##_cuda(const kiln_call *c) { return resize_cuda(c, fl); }
 RZ(up7, V_UPSAMPLE7)
 RZ(up9, V_UPSAMPLE9)
 RZ(rz10, V_RESIZE10)
@@ -573,6 +618,7 @@ RZ(rz18, V_RESIZE18)
         .min_inputs = mini, .max_inputs = maxi, .num_outputs = 1,                        \
         .attrs = at, .shape = fname##_shape, .impl = fname##_impl,                       \
         .workspace = resize_ws, .doc = dc,                                               \
+        .cuda_impl = fname##_cuda, .cuda_host_inputs = 0xe, /* roi scales sizes */      \
     };                                                                                   \
     KILN_OP(var)
 

@@ -8,6 +8,7 @@
  * of shape-like inputs (Reshape shape, Slice starts ...) at build time.
  * Each declares its output in place of its input (no copy when aliased).
  */
+#include "ops/common/cuda_impls.h"
 #include "ops/common/ops_util.h"
 
 static const kiln_expr *numel_expr(kiln_exprs *x, const kiln_desc *d) {
@@ -200,10 +201,15 @@ static int reshape_impl(const kiln_call *c) {
     }
     return kiln__ops_copy_input(c);
 }
+
+/* CUDA: a device copy (copy_cuda.c) of any fixed-size type. */
+static const kiln_combo cu_any[] = {{.types = KILN_CU_T_ANY}, {0}};
+static const kiln_combo cu_shaped[] = {{.types = KILN_CU_T_ANY ", INT64, " KILN_CU_T_ANY}, {0}};
 static const kiln_quick_op reshape_op = {
     .ns = OPS_NS, .name = "Reshape", .version = 5, .min_inputs = 2, .max_inputs = 2,
     .num_outputs = 1, .attrs = reshape_attrs, .shape = reshape_shape, .impl = reshape_impl,
     .doc = "same data, new dims (0 copies, -1 infers)",
+    .cuda_impl = kiln__cu_copy_input, .cuda_formats = cu_shaped,
 };
 KILN_OP(reshape_op)
 
@@ -228,6 +234,7 @@ static const kiln_quick_op flatten_op = {
     .ns = OPS_NS, .name = "Flatten", .version = 1, .min_inputs = 1, .max_inputs = 1,
     .num_outputs = 1, .attrs = flatten_attrs, .shape = flatten_shape, .impl = kiln__ops_copy_input,
     .doc = "reshape to 2-D at axis",
+    .cuda_impl = kiln__cu_copy_input, .cuda_formats = cu_any,
 };
 KILN_OP(flatten_op)
 
@@ -314,21 +321,25 @@ static const kiln_quick_op squeeze1_op = {
     .ns = OPS_NS, .name = "Squeeze", .version = 1, .min_inputs = 1, .max_inputs = 1,
     .num_outputs = 1, .attrs = axes_attr, .shape = squeeze1_shape, .impl = kiln__ops_copy_input,
     .doc = "remove size-1 dims (axes attribute)",
+    .cuda_impl = kiln__cu_copy_input, .cuda_formats = cu_any,
 };
 static const kiln_quick_op squeeze13_op = {
     .ns = OPS_NS, .name = "Squeeze", .version = 13, .min_inputs = 1, .max_inputs = 2,
     .num_outputs = 1, .shape = squeeze13_shape, .impl = kiln__ops_copy_input,
     .doc = "remove size-1 dims (axes input)",
+    .cuda_impl = kiln__cu_copy_input,
 };
 static const kiln_quick_op unsqueeze1_op = {
     .ns = OPS_NS, .name = "Unsqueeze", .version = 1, .min_inputs = 1, .max_inputs = 1,
     .num_outputs = 1, .attrs = axes_attr, .shape = unsqueeze1_shape, .impl = kiln__ops_copy_input,
     .doc = "insert size-1 dims (axes attribute)",
+    .cuda_impl = kiln__cu_copy_input, .cuda_formats = cu_any,
 };
 static const kiln_quick_op unsqueeze13_op = {
     .ns = OPS_NS, .name = "Unsqueeze", .version = 13, .min_inputs = 2, .max_inputs = 2,
     .num_outputs = 1, .shape = unsqueeze13_shape, .impl = kiln__ops_copy_input,
     .doc = "insert size-1 dims (axes input)",
+    .cuda_impl = kiln__cu_copy_input,
 };
 KILN_OP(squeeze1_op)
 KILN_OP(squeeze13_op)
@@ -346,5 +357,6 @@ static int identity_shape(kiln_shape_ctx *c) {
 static const kiln_quick_op identity_op = {
     .ns = OPS_NS, .name = "Identity", .version = 1, .min_inputs = 1, .max_inputs = 1,
     .num_outputs = 1, .shape = identity_shape, .impl = kiln__ops_copy_input, .doc = "y = x",
+    .cuda_impl = kiln__cu_copy_input, .cuda_formats = cu_any,
 };
 KILN_OP(identity_op)

@@ -3,6 +3,7 @@
  * rules for starts/ends and negative steps; starts/ends may be symbolic
  * (e.g. computed from Shape).
  */
+#include "ops/common/cuda_impls.h"
 #include "ops/common/ops_util.h"
 
 static const kiln_attr_def slice1_attrs[] = {
@@ -222,15 +223,19 @@ static int slice1_shape(kiln_shape_ctx *c) { return slice_shape_(c, 0); }
 static int slice10_shape(kiln_shape_ctx *c) { return slice_shape_(c, 1); }
 static int slice1_impl(const kiln_call *c) { return slice_impl_(c, 0); }
 static int slice10_impl(const kiln_call *c) { return slice_impl_(c, 1); }
+static const kiln_combo cu_any[] = {{.types = KILN_CU_T_ANY}, {0}};
+
 static const kiln_quick_op slice1_op = {
     .ns = OPS_NS, .name = "Slice", .version = 1, .min_inputs = 1, .max_inputs = 1,
     .num_outputs = 1, .attrs = slice1_attrs, .shape = slice1_shape, .impl = slice1_impl,
     .doc = "sub-tensor (starts/ends/axes attributes)",
+    .cuda_impl = kiln__cu_slice, .cuda_formats = cu_any,
 };
 static const kiln_quick_op slice10_op = {
     .ns = OPS_NS, .name = "Slice", .version = 10, .min_inputs = 3, .max_inputs = 5,
     .num_outputs = 1, .shape = slice10_shape, .impl = slice10_impl,
     .doc = "sub-tensor (starts/ends/axes/steps inputs, negative steps)",
+    .cuda_impl = kiln__cu_slice, .cuda_host_inputs = 0x1e, /* starts ends axes steps */
 };
 KILN_OP(slice1_op)
 KILN_OP(slice10_op)

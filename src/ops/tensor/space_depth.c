@@ -2,6 +2,7 @@
  * space_depth.c — DepthToSpace (DCR and CRD modes) and SpaceToDepth:
  * moving blocks between the channel and spatial dims, as strided copies.
  */
+#include "ops/common/cuda_impls.h"
 #include "ops/common/ops_util.h"
 
 static const kiln_attr_def d2s1_attrs[] = {{.name = "blocksize", .type = KILN_ATTR_INT, .required = 1}, {NULL}};
@@ -85,20 +86,25 @@ static int d2s_shape(kiln_shape_ctx *c) { return s2d_shape_(c, 1); }
 static int s2d_shape(kiln_shape_ctx *c) { return s2d_shape_(c, 0); }
 static int d2s_impl(const kiln_call *c) { return s2d_impl_(c, 1); }
 static int s2d_impl(const kiln_call *c) { return s2d_impl_(c, 0); }
+static const kiln_combo cu_any[] = {{.types = KILN_CU_T_ANY}, {0}};
+
 static const kiln_quick_op d2s1_op = {
     .ns = OPS_NS, .name = "DepthToSpace", .version = 1, .min_inputs = 1, .max_inputs = 1,
     .num_outputs = 1, .attrs = d2s1_attrs, .shape = d2s_shape, .impl = d2s_impl,
     .doc = "move channel blocks into spatial blocks (DCR)",
+    .cuda_impl = kiln__cu_depth_to_space, .cuda_formats = cu_any,
 };
 static const kiln_quick_op d2s11_op = {
     .ns = OPS_NS, .name = "DepthToSpace", .version = 11, .min_inputs = 1, .max_inputs = 1,
     .num_outputs = 1, .attrs = d2s11_attrs, .shape = d2s_shape, .impl = d2s_impl,
     .doc = "move channel blocks into spatial blocks (DCR or CRD)",
+    .cuda_impl = kiln__cu_depth_to_space, .cuda_formats = cu_any,
 };
 static const kiln_quick_op s2d_op = {
     .ns = OPS_NS, .name = "SpaceToDepth", .version = 1, .min_inputs = 1, .max_inputs = 1,
     .num_outputs = 1, .attrs = d2s1_attrs, .shape = s2d_shape, .impl = s2d_impl,
     .doc = "move spatial blocks into channels",
+    .cuda_impl = kiln__cu_space_to_depth, .cuda_formats = cu_any,
 };
 KILN_OP(d2s1_op)
 KILN_OP(d2s11_op)

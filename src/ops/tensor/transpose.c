@@ -2,6 +2,7 @@
  * transpose.c — Transpose: a permutation of the axes (default: reversed),
  * as one strided copy.
  */
+#include "ops/common/cuda_impls.h"
 #include "ops/common/ops_util.h"
 
 static const kiln_attr_def transpose_attrs[] = {
@@ -52,9 +53,12 @@ static int transpose_impl(const kiln_call *c) {
                             c->out[0].dims, st);
     return 0;
 }
+static const kiln_combo cu_any[] = {{.types = KILN_CU_T_ANY}, {0}};
+
 static const kiln_quick_op transpose_op = {
     .ns = OPS_NS, .name = "Transpose", .version = 1, .min_inputs = 1, .max_inputs = 1,
     .num_outputs = 1, .attrs = transpose_attrs, .shape = transpose_shape, .impl = transpose_impl,
     .doc = "permute dims",
+    .cuda_impl = kiln__cu_transpose, .cuda_formats = cu_any,
 };
 KILN_OP(transpose_op)

@@ -1,0 +1,137 @@
+#!/usr/bin/env bash
+# test_gpu.sh — the CUDA backend's checks on a machine with an NVIDIA GPU.
+#
+# Two steps, because the GPU machine usually cannot build kiln (no
+# protobuf-c) and has no libonnx-testdata:
+#
+#   scripts/test_gpu.sh pack BUILD_DIR BUNDLE_DIR   (on the build machine)
+#       copies kiln, libkiln.so.0, the cuda-labelled test programs, the
+#       shared libraries they need beyond the C runtime (protobuf-c,
+#       libsodium), this script, tests/onnx_skip.txt (the cases
+#       known to fail for reasons of their own), the ONNX node cases and the shared
+#       models (as .tgz) into BUNDLE_DIR (about 25 MB);
+#   scripts/test_gpu.sh run BUNDLE_DIR [LOG_DIR]      (on the GPU machine)
+#       runs, logging each step to LOG_DIR (default BUNDLE_DIR/logs):
+#        1. kiln devices
+#        2. the cuda tests (test_cuda: device layer, kernels, cuBLASLt,
+#           engines, CUDA graphs, 4 contexts on 4 streams bit-identical to
+#           one; test_cuda_placement; test_cuda_ops: every op's CUDA
+#           implementation against its CPU one; the kernels alone against
+#           PyTorch: scripts/test_gpu_kernels.sh)
+#        3. kiln test-onnx --device cuda over the ONNX node cases (with the
+#           skip list): passed,
+#           failed, skipped and how many ran entirely on the GPU
+#        4. the shared models on the GPU against their reference outputs
+#           (ONNX Runtime CPU; rtol 1e-3, atol 1e-4), FP32
+#        5. compute-sanitizer --tool memcheck on test_cuda and on one model
+#       and prints a summary; exit status 1 if a step failed.
+#       KILN_GPU_NODE=0 leaves out step 3 (about 200 s on an H100 machine);
+#       STEP_TIMEOUT (default 300 s) bounds every other step.
+#
+# With the GPU machine of this project (the `run` tool): pack into an ignored
+# folder of the checkout that travels, e.g.
+#   scripts/test_gpu.sh pack build /work/main/.gpu-cuda
+# and run there `bash .gpu-cuda/test_gpu.sh run .gpu-cuda $OUT`.
+set -u
+
+pack() {
+    local build=$1 out=$2
+    local here
+    here=$(cd "$(dirname "$0")" && pwd)
+    mkdir -p "$out"
+    cp -L "$build/kiln" "$build/libkiln.so.0" "$out/"
+    for t in test_cuda test_cuda_placement test_cuda_ops; do cp "$build/$t" "$out/"; done
+    # libraries the GPU machine may lack (protobuf-c, libsodium, ...): all
+    # but the C runtime's
+    ldd "$out/kiln" "$out/libkiln.so.0" "$out/test_cuda" | awk '/=> \// {print $3}' | sort -u |
+        grep -vE '/(libc|libm|libdl|libpthread|librt|ld-linux[^/]*|libgcc_s|libstdc\+\+)\.so' |
+        while read -r lib; do cp -L "$lib" "$out/"; done
+    cp "$here/test_gpu.sh" "$here/../tests/onnx_skip.txt" "$out/"
+    local data=${KILN_ONNX_TESTDATA:-/usr/share/libonnx-testdata/data}
+    local models=${KILN_MODELS:-$here/../../shared/models}
+    [ -d "$data/node" ] && tar czf "$out/node.tgz" -C "$data" node
+    [ -d "$models" ] && tar czf "$out/models.tgz" -C "$(dirname "$models")" "$(basename "$models")"
+    du -sh "$out"
+}
+
+run() {
+    local dir logs
+    dir=$(cd "$1" && pwd)
+    logs=${2:-$dir/logs}
+    mkdir -p "$logs"
+    export LD_LIBRARY_PATH="$dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    local kiln="$dir/kiln" fails=0 work
+    work=$(mktemp -d)
+    summary() { echo "$*" | tee -a "$logs/summary.txt"; }
+    step() { # step NAME CMD...: run, log, record status
+        local name=$1
+        shift
+        local t0=$SECONDS
+        if [ "$(type -t "$1")" = function ]; then
+            "$@" >"$logs/$name.log" 2>&1
+        else
+            timeout "${STEP_TIMEOUT:-300}" "$@" >"$logs/$name.log" 2>&1
+        fi
+        local rc=$? what
+        case $rc in 0) what=ok ;; 77) what=skipped ;; *) what="FAILED rc=$rc"; fails=$((fails + 1)) ;; esac
+        summary "$(printf '%-28s %s (%ds)' "$name" "$what" $((SECONDS - t0)))"
+        return $rc
+    }
+    : >"$logs/summary.txt"
+    step devices "$kiln" devices
+    cat "$logs/devices.log"
+    for t in test_cuda test_cuda_placement test_cuda_ops; do
+        step "$t" "$dir/$t"
+        grep -q "^SKIP" "$logs/$t.log" && summary "  $(grep '^SKIP' "$logs/$t.log")"
+    done
+    if [ -f "$dir/node.tgz" ] && [ "${KILN_GPU_NODE:-1}" != 0 ]; then
+        tar xzf "$dir/node.tgz" -C "$work"
+        # one kiln test-onnx per 16 cases, as many at once as there are CPUs
+        node_cases() {
+            find "$work/node" -mindepth 1 -maxdepth 1 -type d | sort |
+                xargs -P "$(nproc)" -n 16 "$kiln" test-onnx --device cuda --threads 2 --skip-list "$dir/onnx_skip.txt" |
+                grep -E '^(PASS|FAIL|SKIP) ' | sort
+        }
+        step onnx_node_cuda node_cases
+        local p f k g
+        p=$(grep -c '^PASS' "$logs/onnx_node_cuda.log")
+        f=$(grep -c '^FAIL' "$logs/onnx_node_cuda.log")
+        k=$(grep -c '^SKIP' "$logs/onnx_node_cuda.log")
+        g=$(grep -c '^PASS .*(on GPU)$' "$logs/onnx_node_cuda.log")
+        summary "  node cases: $p passed, $f failed, $k skipped; $g of the $p passed ran entirely on the GPU"
+        [ "$f" = 0 ] || fails=$((fails + 1))
+    fi
+    if [ -f "$dir/models.tgz" ]; then
+        tar xzf "$dir/models.tgz" -C "$work"
+        for m in "$work"/models/*/; do
+            [ -f "$m/model.onnx" ] || continue
+            local n
+            n=$(basename "$m")
+            step "model_$n" "$kiln" test-onnx --device cuda --rtol 1e-3 --atol 1e-4 "$m"
+            summary "  $(grep -E '^(PASS|FAIL|SKIP)' "$logs/model_$n.log" | head -1 | cut -c1-200)"
+        done
+    fi
+    local cs=${COMPUTE_SANITIZER:-/usr/local/cuda/bin/compute-sanitizer}
+    if [ -x "$cs" ]; then
+        # API errors are not counted: test_cuda provokes two on purpose (out of
+        # memory, an unknown kernel name) to check kiln's messages
+        step memcheck_test_cuda "$cs" --tool memcheck --report-api-errors no --error-exitcode 1 "$dir/test_cuda"
+        summary "  $(grep -E 'ERROR SUMMARY' "$logs/memcheck_test_cuda.log" | tail -1)"
+        if [ -d "$work/models/ppocr_cls" ]; then
+            step memcheck_model "$cs" --tool memcheck --report-api-errors no --error-exitcode 1 "$kiln" test-onnx --no-fork --device cuda \
+                --rtol 1e-3 --atol 1e-4 "$work/models/ppocr_cls"
+            summary "  $(grep -E 'ERROR SUMMARY' "$logs/memcheck_model.log" | tail -1)"
+        fi
+    else
+        summary "compute-sanitizer not found ($cs): memcheck not run"
+    fi
+    rm -rf "$work"
+    summary "$fails step(s) failed"
+    [ $fails = 0 ]
+}
+
+case "${1:-}" in
+pack) [ $# = 3 ] || { echo "usage: $0 pack BUILD_DIR BUNDLE_DIR" >&2; exit 2; }; pack "$2" "$3" ;;
+run) [ $# -ge 2 ] || { echo "usage: $0 run BUNDLE_DIR [LOG_DIR]" >&2; exit 2; }; run "$2" "${3:-}" ;;
+*) sed -n '2,30p' "$0" >&2; exit 2 ;;
+esac

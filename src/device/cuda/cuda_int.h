@@ -1,0 +1,154 @@
+/*
+ * cuda_int.h — the CUDA backend's internal interface.
+ *
+ * libkiln never links CUDA: the driver API (libcuda.so.1) and cuBLASLt are
+ * dlopen'ed at first use, and the few types and prototypes used are declared
+ * here (not the toolkit's driver header), so the library builds and runs where the toolkit is
+ * absent.  One device (CUDA device 0, or $KILN_CUDA_DEVICE) and its primary
+ * context serve the whole process; every entry point makes that context
+ * current on the calling thread.
+ *
+ * For kernel authors (src/ops/<family>/<family>_cuda.c): kiln__cuda_launch
+ * and kiln__cuda_gemm below, and cuda_kernel_args.h.  Nothing else.
+ */
+#ifndef KILN_CUDA_INT_H
+#define KILN_CUDA_INT_H
+
+#include "kiln_int.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct kiln__device kiln__device;
+#include <stdint.h>
+
+/* ------------------------------------------------------------ for kernels */
+
+/* Launch kernel `name` of libkiln's embedded fatbin on the call's stream
+ * (module loaded once per process/device; function handles cached).  args:
+ * pointers to the argument values, as cuLaunchKernel takes them.  Returns 0,
+ * or KILN_EDEVICE with a message naming the kernel, the layer (c->layer)
+ * and the CUDA error string. */
+int kiln__cuda_launch(const kiln_call *c, const char *name, const unsigned grid[3], const unsigned block[3],
+                      unsigned smem_bytes, void **args);
+
+/* 1 when the engine was built with KILN_BUILD_TF32 (`--tf32`): a GEMM op
+ * sets kiln_cuda_gemm.allow_tf32 from it.  FP32 is exact by default. */
+static inline int kiln__cuda_allow_tf32(const kiln_call *c) {
+    return c && c->exec && c->exec->device == KILN_DEVICE_CUDA && ((const kiln__cuda_exec *)c->exec)->allow_tf32;
+}
+
+/* cuBLASLt matmul (dlopen'ed): D = alpha * op(A) @ op(B) + beta * C (+
+ * epilogue), batched with strides, F32/F16/BF16 in, F32 accumulate; 'algo'
+ * is an index into cuBLASLt's heuristic list (a tactic). Row-major
+ * arguments (the implementation maps them onto cuBLASLt's column-major).
+ * c (may be NULL when beta == 0) has D's dtype.  bias: `n` values of
+ * dtype, added to every row (epilogue BIAS), or NULL.  Errors:
+ * KILN_EUNSUPPORTED when algo is past the heuristic list's end (the builder
+ * drops that tactic), KILN_EDEVICE naming the cuBLASLt call and its status. */
+typedef struct kiln_cuda_gemm {
+    int trans_a, trans_b; int64_t m, n, k, batch; const void *a, *b, *c; void *d;
+    int64_t lda, ldb, ldc, ldd, stride_a, stride_b, stride_c, stride_d;
+    kiln_dtype dtype; float alpha, beta; const void *bias; int epilogue; /* 0 none, 1 relu, 2 gelu */
+    int algo; int allow_tf32;
+} kiln_cuda_gemm;
+int kiln__cuda_gemm(const kiln_call *c, const kiln_cuda_gemm *g);
+/* The device workspace a GEMM op should ask for (its cuda_workspace):
+ * cuBLASLt gets c->workspace as its own, and chooses algorithms for that
+ * size. */
+#define KILN_CUDA_GEMM_WORKSPACE ((size_t)4 << 20)
+/* How many heuristic algorithms (tactics) cuBLASLt offers for g with a
+ * KILN_CUDA_GEMM_WORKSPACE workspace (0..max; 0 also when CUDA is absent).
+ * g's pointers matter only through their alignment. */
+int kiln__cuda_gemm_algos(const kiln_cuda_gemm *g, int max);
+
+/* ------------------------------------------------------------ driver API */
+
+typedef int CUresult;
+typedef int CUdevice;
+typedef uint64_t CUdeviceptr;
+typedef struct CUctx_st *CUcontext;
+typedef struct CUstream_st *CUstream;
+typedef struct CUevent_st *CUevent;
+typedef struct CUmod_st *CUmodule;
+typedef struct CUfunc_st *CUfunction;
+typedef struct CUgraph_st *CUgraph;
+typedef struct CUgraphExec_st *CUgraphExec;
+
+/* The driver functions kiln uses (resolved with dlsym). */
+typedef struct kiln__cu {
+    CUresult (*Init)(unsigned);
+    CUresult (*DriverGetVersion)(int *);
+    CUresult (*DeviceGetCount)(int *);
+    CUresult (*DeviceGet)(CUdevice *, int);
+    CUresult (*DeviceGetName)(char *, int, CUdevice);
+    CUresult (*DeviceGetAttribute)(int *, int, CUdevice);
+    CUresult (*DeviceTotalMem)(size_t *, CUdevice);
+    CUresult (*DevicePrimaryCtxRetain)(CUcontext *, CUdevice);
+    CUresult (*CtxSetCurrent)(CUcontext);
+    CUresult (*CtxSynchronize)(void);
+    CUresult (*MemGetInfo)(size_t *, size_t *);
+    CUresult (*MemAlloc)(CUdeviceptr *, size_t);
+    CUresult (*MemFree)(CUdeviceptr);
+    CUresult (*MemAllocHost)(void **, size_t);
+    CUresult (*MemFreeHost)(void *);
+    CUresult (*MemcpyAsync)(CUdeviceptr, CUdeviceptr, size_t, CUstream);
+    CUresult (*MemsetD8Async)(CUdeviceptr, unsigned char, size_t, CUstream);
+    CUresult (*StreamCreate)(CUstream *, unsigned);
+    CUresult (*StreamDestroy)(CUstream);
+    CUresult (*StreamSynchronize)(CUstream);
+    CUresult (*EventCreate)(CUevent *, unsigned);
+    CUresult (*EventDestroy)(CUevent);
+    CUresult (*EventRecord)(CUevent, CUstream);
+    CUresult (*EventSynchronize)(CUevent);
+    CUresult (*EventElapsedTime)(float *, CUevent, CUevent);
+    CUresult (*ModuleLoadData)(CUmodule *, const void *);
+    CUresult (*ModuleGetFunction)(CUfunction *, CUmodule, const char *);
+    CUresult (*FuncSetAttribute)(CUfunction, int, int);
+    CUresult (*LaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                             CUstream, void **, void **);
+    CUresult (*StreamBeginCapture)(CUstream, int);
+    CUresult (*StreamEndCapture)(CUstream, CUgraph *);
+    CUresult (*GraphInstantiateWithFlags)(CUgraphExec *, CUgraph, unsigned long long);
+    CUresult (*GraphLaunch)(CUgraphExec, CUstream);
+    CUresult (*GraphExecDestroy)(CUgraphExec);
+    CUresult (*GraphDestroy)(CUgraph);
+    CUresult (*GetErrorString)(CUresult, const char **);
+    CUresult (*GetErrorName)(CUresult, const char **);
+} kiln__cu;
+
+/* Device facts read at initialisation. */
+typedef struct kiln__cuda_info {
+    int ordinal;
+    char name[256];
+    int sm_major, sm_minor;
+    size_t total_mem;
+    int driver_version;          /* e.g. 13000 */
+    int smem_optin;              /* max dynamic shared memory per block (opt-in) */
+} kiln__cuda_info;
+
+/* Load the driver, initialise it, retain the device's primary context and
+ * make it current on this thread.  *cu and *info (each may be NULL) get the
+ * table and the facts.  KILN_EDEVICE "no CUDA device (<reason>)" when
+ * unusable; the outcome of the first call is remembered. */
+int kiln__cuda_init(const kiln__cu **cu, const kiln__cuda_info **info);
+/* Make the primary context current on this thread (cheap after the first
+ * time per thread); 0 or the init error. */
+int kiln__cuda_enter(void);
+/* Turn a driver result into a kiln error: 0 for success, else KILN_EDEVICE
+ * (KILN_ENOMEM for out of memory) "<call>: <CUDA error name>: <string>". */
+int kiln__cuda_check(CUresult r, const char *call);
+/* Tests without a GPU (fake.c): on = 1 makes the CUDA device a host-memory
+ * stand-in; owns = 1 when p lies in memory it allocated; fake_device is
+ * that device while on, else NULL. */
+void kiln__cuda_fake(int on);
+int kiln__cuda_fake_owns(const void *p);
+const kiln__device *kiln__cuda_fake_device(void);
+
+/* 1 if nvcc built kernels into this libkiln (the embedded fatbin). */
+int kiln__cuda_have_kernels(void);
+/* The embedded fatbin (fatbin.c); size 0 when built without nvcc. */
+extern const unsigned char kiln__cuda_fatbin[];
+extern const unsigned long kiln__cuda_fatbin_size;
+
+#endif /* KILN_CUDA_INT_H */

@@ -1,0 +1,91 @@
+/*
+ * cuda_impls.h — the CUDA implementations of the built-in ops, as the CPU
+ * op files reference them (kiln_quick_op.cuda_impl / cuda_formats).  The
+ * launchers live in src/ops/<family>/<family>_cuda.c; this header needs
+ * only the public plugin API, so the CPU files stay free of CUDA.
+ *
+ * Launchers that serve several ops take the ONNX op name and map it to
+ * their kernel's op code.  Types the GPU kernels take are listed in the
+ * KILN_CU_T_* combination strings; FP16/BF16 compute in float.
+ */
+#ifndef KILN_CUDA_IMPLS_H
+#define KILN_CUDA_IMPLS_H
+
+#include "device/cuda/cuda_kernel_args.h"
+#include "kiln/plugin.h"
+
+#define KILN_CU_T_FLOAT "FP32|FP16|BF16"
+#define KILN_CU_T_NUM "FP32|FP16|BF16|INT32|INT64"
+#define KILN_CU_T_ANY "FP32|FP16|BF16|INT32|INT64|INT8|UINT8|BOOL"
+
+/* math/elementwise_cuda.c */
+int kiln__cu_binary(const kiln_call *c, const char *op); /* Add ... Xor, PRelu, Bitwise* */
+int kiln__cu_mod(const kiln_call *c);
+int kiln__cu_variadic(const kiln_call *c, const char *op); /* Sum Mean Max Min */
+int kiln__cu_where(const kiln_call *c);
+int kiln__cu_not(const kiln_call *c);
+
+/* activation/activation_cuda.c */
+int kiln__cu_unary(const kiln_call *c, const char *op); /* Relu ... Atanh, Gelu, Shrink, IsNaN, IsInf */
+int kiln__cu_clip(const kiln_call *c);                  /* Clip-6 and Clip-11+ (inputs 1, 2 on the host) */
+
+/* activation/softmax_cuda.c (opset 1 coerces to 2-D, 13 takes one axis) */
+int kiln__cu_softmax1(const kiln_call *c);
+int kiln__cu_softmax13(const kiln_call *c);
+int kiln__cu_logsoftmax1(const kiln_call *c);
+int kiln__cu_logsoftmax13(const kiln_call *c);
+int kiln__cu_hardmax1(const kiln_call *c);
+int kiln__cu_hardmax13(const kiln_call *c);
+
+/* nn/norm_cuda.c */
+int kiln__cu_batchnorm(const kiln_call *c); /* inference; training_mode=1 is EUNSUPPORTED */
+int kiln__cu_layernorm(const kiln_call *c);
+int kiln__cu_instancenorm(const kiln_call *c);
+int kiln__cu_groupnorm18(const kiln_call *c); /* scale/bias per group */
+int kiln__cu_groupnorm21(const kiln_call *c); /* scale/bias per channel */
+
+/* nn/conv_cuda.c: Conv tactics 0 auto, 1 direct, 2 im2col + cuBLASLt GEMM */
+int kiln__cu_conv(const kiln_call *c);
+size_t kiln__cu_conv_workspace(const kiln_call *c);
+int kiln__cu_conv_transpose(const kiln_call *c);
+
+/* math/gemm_cuda.c: tactic t > 0 = cuBLASLt heuristic algorithm t - 1 */
+int kiln__cu_matmul(const kiln_call *c);
+int kiln__cu_gemm(const kiln_call *c);
+size_t kiln__cu_gemm_workspace(const kiln_call *c);
+
+/* nn/pool_cuda.c */
+int kiln__cu_maxpool(const kiln_call *c);
+int kiln__cu_avgpool(const kiln_call *c);
+int kiln__cu_lppool(const kiln_call *c);
+int kiln__cu_gmaxpool(const kiln_call *c);
+int kiln__cu_gavgpool(const kiln_call *c);
+int kiln__cu_glppool(const kiln_call *c);
+
+/* tensor/copy_cuda.c: data movement by element size */
+int kiln__cu_copy_input(const kiln_call *c); /* Reshape Flatten Squeeze Unsqueeze Identity */
+int kiln__cu_transpose(const kiln_call *c);
+int kiln__cu_concat(const kiln_call *c);
+int kiln__cu_split(const kiln_call *c);
+int kiln__cu_slice(const kiln_call *c);      /* Slice-10+: inputs 1..4 on the host */
+int kiln__cu_expand(const kiln_call *c);
+int kiln__cu_tile(const kiln_call *c);
+int kiln__cu_pad(const kiln_call *c);        /* Pad-11+: inputs 1..3 on the host */
+int kiln__cu_gather(const kiln_call *c);
+int kiln__cu_gather_elements(const kiln_call *c);
+int kiln__cu_depth_to_space(const kiln_call *c);
+int kiln__cu_space_to_depth(const kiln_call *c);
+int kiln__cu_dropout(const kiln_call *c);     /* inference: copy, mask all true */
+
+/* reduction/reduce_cuda.c (axes input 1 on the host) */
+int kiln__cu_reduce(const kiln_call *c, const char *op);
+int kiln__cu_argmax(const kiln_call *c);
+int kiln__cu_argmin(const kiln_call *c);
+
+/* tensor/resize_cuda.c: resize.c resolves the parameters (its rparams)
+ * into a kiln_cu_resize and hands them over */
+int kiln__cu_resize(const kiln_call *c, const kiln_cu_resize *a);
+/* tensor/cast_cuda.c: Cast and CastLike */
+int kiln__cu_cast(const kiln_call *c);
+
+#endif /* KILN_CUDA_IMPLS_H */

@@ -1,0 +1,115 @@
+/*
+ * conv.cu — Conv and ConvTranspose kernels (2-D; 1-D convs come as h = 1).
+ *
+ * Tactics of the Conv launcher (conv_cuda.c):
+ *   - conv_direct_<T>: one thread per output element, the full window in
+ *     registers; every geometry (grouped, depthwise, dilated, padded,
+ *     strided).  The depthwise tactic (c / group == 1) is this kernel: its
+ *     window is kh * kw taps, memory bound, and a GEMM would only add an
+ *     im2col pass.
+ *   - im2col_<T> + kiln__cuda_gemm (cuBLASLt) + bias_act_<T>: the GEMM
+ *     tactic for the dense convs; 1x1 stride-1 unpadded convs skip im2col.
+ * Bias and the activation epilogue (kiln_cu_act) are applied in float
+ * before the single rounding store.
+ *
+ * conv_transpose_<T>: gather form (each output sums the inputs that hit
+ * it), so no atomics and a deterministic order.
+ */
+#include "ops/common/cuda_common.cuh"
+
+/* weights [k, c/group, kh, kw] */
+template <typename T>
+__device__ __forceinline__ void kc_conv_direct(const kiln_cu_conv &p, const T *x, const T *w, const T *bias, T *y) {
+    const int64_t cpg = p.c / p.group, kpg = p.k / p.group, osp = p.oh * p.ow;
+    KC_FOR(i, p.n * p.k * osp, int64_t) {
+        int64_t ox = i % p.ow, oy = (i / p.ow) % p.oh, k = (i / osp) % p.k, n = i / (osp * p.k);
+        int64_t g = k / kpg;
+        const T *xg = x + (n * p.c + g * cpg) * p.h * p.w;
+        const T *wk = w + k * cpg * p.kh * p.kw;
+        int64_t ys = oy * p.sh - p.ph, xs = ox * p.sw - p.pw;
+        float acc = bias ? kc_ldf(bias[k]) : 0.0f;
+        for (int64_t ci = 0; ci < cpg; ci++) {
+            const T *xc = xg + ci * p.h * p.w;
+            const T *wc = wk + ci * p.kh * p.kw;
+            for (int a = 0; a < p.kh; a++) {
+                int64_t iy = ys + (int64_t)a * p.dh;
+                if (iy < 0 || iy >= p.h) continue;
+                for (int b = 0; b < p.kw; b++) {
+                    int64_t ix = xs + (int64_t)b * p.dw;
+                    if (ix < 0 || ix >= p.w) continue;
+                    acc += kc_ldf(xc[iy * p.w + ix]) * kc_ldf(wc[a * p.kw + b]);
+                }
+            }
+        }
+        y[i] = kc_stf<T>(kc_act(p.act, acc, p.act_a, p.act_b));
+    }
+}
+
+/* col[c * kh * kw, oh * ow] of one image (rows ordered c, a, b: group g's
+ * rows are the contiguous block g * cpg * kh * kw ...). */
+template <typename T> __device__ __forceinline__ void kc_im2col(const kiln_cu_conv &p, const T *x, T *col) {
+    const int64_t osp = p.oh * p.ow, kk = (int64_t)p.kh * p.kw;
+    KC_FOR(i, p.c * kk * osp, int64_t) {
+        int64_t o = i % osp, r = i / osp;
+        int64_t ox = o % p.ow, oy = o / p.ow;
+        int64_t b = r % p.kw, a = (r / p.kw) % p.kh, c = r / kk;
+        int64_t iy = oy * p.sh - p.ph + a * p.dh, ix = ox * p.sw - p.pw + b * p.dw;
+        col[i] = iy >= 0 && iy < p.h && ix >= 0 && ix < p.w ? x[(c * p.h + iy) * p.w + ix] : kc_stf<T>(0.0f);
+    }
+}
+
+/* y[i] = act(y[i] + bias[(i / S) % C]) in place (bias may be NULL). */
+template <typename T>
+__device__ __forceinline__ void kc_bias_act(int64_t n, int64_t C, int64_t S, T *y, const T *bias, int act,
+                                            float a, float b) {
+    KC_FOR(i, n, int64_t) {
+        float v = kc_ldf(y[i]);
+        if (bias) v += kc_ldf(bias[(i / S) % C]);
+        y[i] = kc_stf<T>(kc_act(act, v, a, b));
+    }
+}
+
+/* ConvTranspose: x [n, c, h, w], weights [c, k / group, kh, kw], y [n, k,
+ * oh, ow]; output (oy, ox) receives x(iy, ix) when oy = iy * sh - ph + a * dh. */
+template <typename T>
+__device__ __forceinline__ void kc_conv_transpose(const kiln_cu_conv &p, const T *x, const T *w, const T *bias,
+                                                  T *y) {
+    const int64_t cpg = p.c / p.group, kpg = p.k / p.group, osp = p.oh * p.ow;
+    KC_FOR(i, p.n * p.k * osp, int64_t) {
+        int64_t ox = i % p.ow, oy = (i / p.ow) % p.oh, k = (i / osp) % p.k, n = i / (osp * p.k);
+        int64_t g = k / kpg, kk = k - g * kpg;
+        float acc = bias ? kc_ldf(bias[k]) : 0.0f;
+        for (int a = 0; a < p.kh; a++) {
+            int64_t ty = oy + p.ph - (int64_t)a * p.dh;
+            if (ty < 0 || ty % p.sh) continue;
+            int64_t iy = ty / p.sh;
+            if (iy >= p.h) continue;
+            for (int b = 0; b < p.kw; b++) {
+                int64_t tx = ox + p.pw - (int64_t)b * p.dw;
+                if (tx < 0 || tx % p.sw) continue;
+                int64_t ix = tx / p.sw;
+                if (ix >= p.w) continue;
+                for (int64_t ci = 0; ci < cpg; ci++) {
+                    int64_t c = g * cpg + ci;
+                    acc += kc_ldf(x[((n * p.c + c) * p.h + iy) * p.w + ix]) *
+                           kc_ldf(w[((c * kpg + kk) * p.kh + a) * p.kw + b]);
+                }
+            }
+        }
+        y[i] = kc_stf<T>(kc_act(p.act, acc, p.act_a, p.act_b));
+    }
+}
+
+#define KC_CONV(S, T)                                                                         \
+    extern "C" __global__ void conv_direct_##S(kiln_cu_conv p, const T *x, const T *w, const T *bias, T *y) { \
+        kc_conv_direct<T>(p, x, w, bias, y);                                                   \
+    }                                                                                          \
+    extern "C" __global__ void im2col_##S(kiln_cu_conv p, const T *x, T *col) { kc_im2col<T>(p, x, col); } \
+    extern "C" __global__ void bias_act_##S(int64_t n, int64_t C, int64_t Sp, T *y, const T *bias, int act, \
+                                            float a, float b) {                               \
+        kc_bias_act<T>(n, C, Sp, y, bias, act, a, b);                                          \
+    }                                                                                          \
+    extern "C" __global__ void conv_transpose_##S(kiln_cu_conv p, const T *x, const T *w, const T *bias, T *y) { \
+        kc_conv_transpose<T>(p, x, w, bias, y);                                                \
+    }
+KC_FLOATS(KC_CONV)

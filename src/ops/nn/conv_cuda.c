@@ -1,0 +1,179 @@
+/*
+ * conv_cuda.c — CUDA launchers of Conv and ConvTranspose (1-D and 2-D;
+ * conv.cu).
+ *
+ * Conv tactics (cuda_formats):
+ *   0 auto: direct when the window has few input channels per group
+ *     (depthwise and the like), else GEMM;
+ *   1 direct: conv_direct_<T>, one thread per output;
+ *   2 GEMM: per image, im2col_<T> into the workspace (skipped for 1x1
+ *     stride-1 unpadded convs, whose input already is the GEMM operand),
+ *     kiln__cuda_gemm batched over the groups (cuBLASLt, F32 accumulate),
+ *     then bias_act_<T> for the bias.
+ * ConvTranspose: conv_transpose_<T> (gather form, no atomics).
+ */
+#include "ops/common/cuda_impls.h"
+#include "ops/common/ops_cuda.h"
+
+#include <string.h>
+
+enum { T_AUTO = 0, T_DIRECT = 1, T_GEMM = 2 };
+
+static void attr_arr(const kiln_call *c, const char *name, int n, int64_t *v, int64_t def) {
+    const int64_t *a = NULL;
+    int64_t k = kiln__cu_attr_ints(c, name, &a);
+    for (int i = 0; i < n; i++) v[i] = a && k > i ? a[i] : def;
+}
+
+static int is_float(kiln_dtype t) {
+    return t == KILN_DTYPE_F32 || t == KILN_DTYPE_F16 || t == KILN_DTYPE_BF16;
+}
+
+/* Geometry of a 1-D/2-D Conv or ConvTranspose call (transpose: weights
+ * [C, K/g, ...]). */
+static int geometry(const kiln_call *c, const char *op, int transpose, kiln_cu_conv *p) {
+    const kiln_tensor *x = &c->in[0], *w = &c->in[1], *y = &c->out[0];
+    int nsp = x->ndim - 2;
+    if (nsp < 1 || nsp > 2) return kiln_set_error(KILN_EUNSUPPORTED, "%s: CUDA kernels take 1-D and 2-D only (%d-D)", op, nsp);
+    if (!is_float(x->dtype) || w->dtype != x->dtype || y->dtype != x->dtype) return kiln__cu_type_err(op, x->dtype);
+    if (!kiln__cu_contig(x) || !kiln__cu_contig(w) || !kiln__cu_contig(y))
+        return kiln_set_error(KILN_EUNSUPPORTED, "%s: CUDA kernels need contiguous tensors", op);
+    int64_t s[2], d[2], pads[4], op_pad[2], in[2], out[2], k[2];
+    attr_arr(c, "strides", nsp, s, 1);
+    attr_arr(c, "dilations", nsp, d, 1);
+    attr_arr(c, "pads", 2 * nsp, pads, 0);
+    attr_arr(c, "output_padding", nsp, op_pad, 0);
+    const char *ap = kiln__cu_attr_str(c, "auto_pad", "NOTSET");
+    int same = !strcmp(ap, "SAME_UPPER") || !strcmp(ap, "SAME_LOWER"), upper = !strcmp(ap, "SAME_UPPER");
+    const int64_t *os = NULL;
+    int has_os = transpose && kiln__cu_attr_ints(c, "output_shape", &os) >= 0;
+    int64_t pb[2];
+    for (int i = 0; i < nsp; i++) {
+        in[i] = x->dims[2 + i];
+        out[i] = y->dims[2 + i];
+        k[i] = w->dims[2 + i];
+        if (!strcmp(ap, "VALID")) {
+            pb[i] = 0;
+        } else if (!transpose && same) {
+            int64_t tot = (out[i] - 1) * s[i] + (k[i] - 1) * d[i] + 1 - in[i];
+            if (tot < 0) tot = 0;
+            pb[i] = upper ? tot / 2 : tot - tot / 2;
+        } else if (transpose && (same || has_os)) {
+            int64_t tot = s[i] * (in[i] - 1) + op_pad[i] + (k[i] - 1) * d[i] + 1 - out[i];
+            if (tot < 0) tot = 0;
+            pb[i] = upper || !same ? tot / 2 : tot - tot / 2;
+        } else {
+            pb[i] = pads[i];
+        }
+    }
+    memset(p, 0, sizeof *p);
+    p->n = x->dims[0];
+    p->c = x->dims[1];
+    p->k = y->dims[1];
+    p->group = (int32_t)kiln__cu_attr_int(c, "group", 1);
+    if (p->group < 1) p->group = 1;
+    int i0 = nsp == 2 ? 0 : -1; /* 1-D: h = kh = 1 */
+    p->h = i0 < 0 ? 1 : in[0];
+    p->w = in[nsp - 1];
+    p->oh = i0 < 0 ? 1 : out[0];
+    p->ow = out[nsp - 1];
+    p->kh = (int32_t)(i0 < 0 ? 1 : k[0]);
+    p->kw = (int32_t)k[nsp - 1];
+    p->sh = (int32_t)(i0 < 0 ? 1 : s[0]);
+    p->sw = (int32_t)s[nsp - 1];
+    p->dh = (int32_t)(i0 < 0 ? 1 : d[0]);
+    p->dw = (int32_t)d[nsp - 1];
+    p->ph = (int32_t)(i0 < 0 ? 0 : pb[0]);
+    p->pw = (int32_t)pb[nsp - 1];
+    p->act = KILN_CU_ACT_NONE;
+    if (p->c % p->group || p->k % p->group)
+        return kiln_set_error(KILN_EATTR, "%s: channels %lld -> %lld not divisible by group %d", op, (long long)p->c,
+                              (long long)p->k, p->group);
+    return 0;
+}
+
+/* 1x1 stride-1 unpadded: the image itself is the GEMM's B operand. */
+static int pointwise(const kiln_cu_conv *p) {
+    return p->kh == 1 && p->kw == 1 && p->sh == 1 && p->sw == 1 && p->ph == 0 && p->pw == 0 && p->oh == p->h &&
+           p->ow == p->w;
+}
+
+static size_t align_up(size_t n) { return (n + 255) & ~(size_t)255; }
+
+/* im2col buffer bytes of one image for the GEMM tactic (0 for 1x1). */
+static size_t col_bytes(const kiln_cu_conv *p, kiln_dtype t) {
+    return pointwise(p) ? 0 : align_up((size_t)(p->c * p->kh * p->kw * p->oh * p->ow) * kiln_dtype_size(t));
+}
+
+size_t kiln__cu_conv_workspace(const kiln_call *c) {
+    kiln_cu_conv p;
+    if (c->tactic == T_DIRECT || geometry(c, "Conv", 0, &p)) return 0;
+    return col_bytes(&p, c->in[0].dtype) + KILN_CUDA_GEMM_WORKSPACE;
+}
+
+static int conv_gemm(const kiln_call *c, const kiln_cu_conv *p, const char *suf) {
+    const kiln_tensor *x = &c->in[0], *w = &c->in[1];
+    kiln_tensor *y = &c->out[0];
+    size_t es = kiln_dtype_size(x->dtype), cb = col_bytes(p, x->dtype);
+    if (c->workspace_size < cb)
+        return kiln_set_error(KILN_EINTERNAL, "Conv: workspace of %zu bytes, the GEMM tactic needs %zu",
+                              c->workspace_size, cb);
+    kiln_call gc = *c; /* cuBLASLt gets the workspace after the im2col buffer */
+    gc.workspace = (char *)c->workspace + cb;
+    gc.workspace_size = c->workspace_size - cb;
+    const int64_t G = p->group, cpg = p->c / G, kpg = p->k / G, kk = (int64_t)p->kh * p->kw;
+    const int64_t osp = p->oh * p->ow, isp = p->h * p->w;
+    kiln_cuda_gemm g = {.m = kpg, .n = osp, .k = cpg * kk, .batch = G, .a = w->data, .lda = cpg * kk,
+                        .ldb = osp, .ldd = osp, .ldc = osp, .stride_a = kpg * cpg * kk, .stride_b = cpg * kk * osp,
+                        .stride_d = kpg * osp, .stride_c = kpg * osp, .dtype = x->dtype, .alpha = 1.0f,
+                        .algo = 0};
+    for (int64_t n = 0; n < p->n; n++) {
+        const char *xn = (const char *)x->data + (size_t)(n * p->c * isp) * es;
+        int rc = 0;
+        if (cb) {
+            void *col = c->workspace;
+            void *args[] = {(void *)p, &xn, &col};
+            rc = kiln__cu_launch_n(c, "im2col", suf, p->c * kk * osp, args);
+            g.b = col;
+        } else {
+            g.b = xn;
+        }
+        g.d = (char *)y->data + (size_t)(n * p->k * osp) * es;
+        if (!rc) rc = kiln__cuda_gemm(&gc, &g);
+        if (rc) return rc;
+    }
+    if (!kiln__cu_has_in(c, 2)) return 0;
+    int64_t total = kiln_tensor_numel(y), K = p->k, S = osp;
+    int act = KILN_CU_ACT_NONE;
+    float a = 0, b = 0;
+    void *args[] = {&total, &K, &S, &y->data, (void *)&c->in[2].data, &act, &a, &b};
+    return kiln__cu_launch_n(c, "bias_act", suf, total, args);
+}
+
+int kiln__cu_conv(const kiln_call *c) {
+    kiln_cu_conv p;
+    int rc = geometry(c, "Conv", 0, &p);
+    if (rc) return rc;
+    const char *suf = kiln__cu_suffix(c->in[0].dtype);
+    const void *bias = kiln__cu_has_in(c, 2) ? c->in[2].data : NULL;
+    if (bias && (c->in[2].dtype != c->in[0].dtype || kiln_tensor_numel(&c->in[2]) != p.k))
+        return kiln_set_error(KILN_ESHAPE, "Conv: bias must hold %lld values of the input type", (long long)p.k);
+    int tactic = c->tactic;
+    if (tactic == T_AUTO) tactic = p.c / p.group <= 4 ? T_DIRECT : T_GEMM;
+    if (tactic == T_GEMM) return conv_gemm(c, &p, suf);
+    void *args[] = {&p, (void *)&c->in[0].data, (void *)&c->in[1].data, (void *)&bias, &c->out[0].data};
+    return kiln__cu_launch_n(c, "conv_direct", suf, kiln_tensor_numel(&c->out[0]), args);
+}
+
+int kiln__cu_conv_transpose(const kiln_call *c) {
+    kiln_cu_conv p;
+    int rc = geometry(c, "ConvTranspose", 1, &p);
+    if (rc) return rc;
+    const void *bias = kiln__cu_has_in(c, 2) ? c->in[2].data : NULL;
+    if (bias && (c->in[2].dtype != c->in[0].dtype || kiln_tensor_numel(&c->in[2]) != p.k))
+        return kiln_set_error(KILN_ESHAPE, "ConvTranspose: bias must hold %lld values of the input type",
+                              (long long)p.k);
+    void *args[] = {&p, (void *)&c->in[0].data, (void *)&c->in[1].data, (void *)&bias, &c->out[0].data};
+    return kiln__cu_launch_n(c, "conv_transpose", kiln__cu_suffix(c->in[0].dtype), kiln_tensor_numel(&c->out[0]),
+                             args);
+}

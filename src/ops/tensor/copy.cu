@@ -1,0 +1,114 @@
+/*
+ * copy.cu — data movement by element size (the dtype does not matter):
+ *
+ *   copy_<bytes>(it, src, dst): dst at it.st[1] offsets = src at it.st[0]
+ *     offsets over it.dims.  One kernel serves Transpose (permuted source
+ *     strides), Slice (offset base, step strides, negative ones too),
+ *     Expand (0 strides), Concat/Split (one launch per part, offset base,
+ *     the whole tensor's strides), Tile (dims split into [repeat, dim]
+ *     pairs: source stride 0 on the repeat dim), Reshape/Identity copies.
+ *   pad_<bytes>(kiln_cu_pad, src, dst): Pad, modes constant/reflect/edge/wrap.
+ *   gather_<bytes>_<i32|i64>(outer, len, inner, nidx, idx, src, dst): Gather
+ *     along one axis (negative indices count from the end; an index out of
+ *     range writes zeros: the launcher cannot read device indices);
+ *   gather_el_<bytes>_<i32|i64>(it, len, axis_stride, idx, src, dst):
+ *     GatherElements (it walks the indices: st[0] the data offset without
+ *     the axis, st[1] the index offset; same out-of-range rule);
+ *   fill_<bytes>(n, value, dst): n copies of one element (Dropout's mask).
+ */
+#include "ops/common/cuda_common.cuh"
+
+template <typename T> __device__ __forceinline__ void kc_copy(const kiln_cu_iter &it, const T *src, T *dst) {
+    if (it.ndim == 1 && it.st[0][0] == 1 && it.st[1][0] == 1) {
+        KC_FOR(i, it.numel, int64_t) dst[i] = src[i];
+        return;
+    }
+    kc_iterate<2>(it, [&](const int64_t *o) { dst[o[1]] = src[o[0]]; });
+}
+
+__device__ __forceinline__ int64_t kc_pad_index(int64_t i, int64_t n, int mode) {
+    if (i >= 0 && i < n) return i;
+    switch (mode) {
+    case 1: { /* reflect (edge not repeated), period 2 (n - 1) */
+        if (n == 1) return 0;
+        int64_t per = 2 * (n - 1), r = i % per;
+        if (r < 0) r += per;
+        return r < n ? r : per - r;
+    }
+    case 2: return i < 0 ? 0 : n - 1;
+    case 3: {
+        int64_t r = i % n;
+        return r < 0 ? r + n : r;
+    }
+    default: return -1;
+    }
+}
+
+template <typename T> __device__ __forceinline__ void kc_pad(const kiln_cu_pad &p, const T *src, T *dst) {
+    int64_t numel = 1;
+    for (int d = 0; d < p.ndim; d++) numel *= p.out_dims[d];
+    const T value = (T)p.value;
+    KC_FOR(i, numel, int64_t) {
+        int64_t rem = i, off = 0, st = 1;
+        bool inside = true;
+        for (int d = p.ndim - 1; d >= 0; d--) {
+            int64_t o = rem % p.out_dims[d];
+            rem /= p.out_dims[d];
+            int64_t s = kc_pad_index(o - p.begin[d], p.in_dims[d], p.mode);
+            if (s < 0 || p.in_dims[d] == 0) {
+                inside = false;
+                break;
+            }
+            off += s * st;
+            st *= p.in_dims[d];
+        }
+        dst[i] = inside ? src[off] : value;
+    }
+}
+
+template <typename T, typename I>
+__device__ __forceinline__ void kc_gather(int64_t outer, int64_t len, int64_t inner, int64_t nidx, const I *idx,
+                                          const T *src, T *dst) {
+    KC_FOR(i, outer * nidx * inner, int64_t) {
+        int64_t in = i % inner, j = (i / inner) % nidx, o = i / (inner * nidx);
+        int64_t k = (int64_t)idx[j];
+        if (k < 0) k += len;
+        dst[i] = k >= 0 && k < len ? src[(o * len + k) * inner + in] : (T)0;
+    }
+}
+
+template <typename T, typename I>
+__device__ __forceinline__ void kc_gather_el(const kiln_cu_iter &it, int64_t len, int64_t axst, const I *idx,
+                                             const T *src, T *dst) {
+    KC_FOR(i, it.numel, int64_t) {
+        int64_t o[2];
+        kc_offsets<uint64_t, int64_t, 2>(it, (uint64_t)i, o);
+        int64_t k = (int64_t)idx[o[1]];
+        if (k < 0) k += len;
+        dst[i] = k >= 0 && k < len ? src[o[0] + k * axst] : (T)0;
+    }
+}
+
+#define KC_COPY(S, T)                                                                         \
+    extern "C" __global__ void copy_##S(kiln_cu_iter it, const T *src, T *dst) { kc_copy<T>(it, src, dst); } \
+    extern "C" __global__ void pad_##S(kiln_cu_pad p, const T *src, T *dst) { kc_pad<T>(p, src, dst); } \
+    extern "C" __global__ void gather_##S##_i32(int64_t outer, int64_t len, int64_t inner, int64_t nidx, \
+                                                const int32_t *idx, const T *src, T *dst) {    \
+        kc_gather<T, int32_t>(outer, len, inner, nidx, idx, src, dst);                         \
+    }                                                                                          \
+    extern "C" __global__ void gather_##S##_i64(int64_t outer, int64_t len, int64_t inner, int64_t nidx, \
+                                                const int64_t *idx, const T *src, T *dst) {    \
+        kc_gather<T, int64_t>(outer, len, inner, nidx, idx, src, dst);                         \
+    }                                                                                          \
+    extern "C" __global__ void gather_el_##S##_i32(kiln_cu_iter it, int64_t len, int64_t axst, const int32_t *idx, \
+                                                   const T *src, T *dst) {                    \
+        kc_gather_el<T, int32_t>(it, len, axst, idx, src, dst);                                \
+    }                                                                                          \
+    extern "C" __global__ void gather_el_##S##_i64(kiln_cu_iter it, int64_t len, int64_t axst, const int64_t *idx, \
+                                                   const T *src, T *dst) {                    \
+        kc_gather_el<T, int64_t>(it, len, axst, idx, src, dst);                                \
+    }                                                                                          \
+    extern "C" __global__ void fill_##S(int64_t n, uint64_t value, T *dst) {                  \
+        KC_FOR(i, n, int64_t) dst[i] = (T)value;                                               \
+    }
+KC_SIZES(KC_COPY)

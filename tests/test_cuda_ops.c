@@ -1,0 +1,413 @@
+/*
+ * test_cuda_ops.c — every built-in op's CUDA implementation (cuda_impl:
+ * host launcher + kernel) against the same op's CPU implementation, on
+ * the GPU (ctest label `cuda`; exits with the skip code 77, saying why,
+ * where no CUDA device or kernels are available).
+ *
+ * Each case calls the op's impl on the host and its cuda_impl on device
+ * copies of the same fresh random inputs (outputs poisoned with 0xFF
+ * bytes: a NaN for floats), once per CUDA tactic of the op, and compares:
+ * exact for integers and bools, |gpu - cpu| <= tol * (1 + |cpu|) for
+ * floats (FP16/BF16: both devices compute in float and round once; the
+ * tolerance covers float vs double accumulation and the rounding).
+ * Small integer inputs the launcher reads on the host (cuda_host_inputs)
+ * stay in host memory, as the runtime keeps them.
+ */
+#include "device/device.h"
+#include "kiln/kiln.h"
+#include "kiln/plugin.h"
+#include "kiln_int.h"
+#include "test.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+
+#define F32 KILN_DTYPE_F32
+#define F16 KILN_DTYPE_F16
+#define BF16 KILN_DTYPE_BF16
+#define I32 KILN_DTYPE_I32
+#define I64 KILN_DTYPE_I64
+#define BOOL KILN_DTYPE_BOOL
+#define NONE KILN_DTYPE_UNDEFINED
+
+typedef struct tin {
+    kiln_dtype t;
+    int nd;
+    int64_t dims[6];
+    const int64_t *ints;  /* integer data (else random) */
+    const float *fl;      /* float data (else random) */
+    float lo, hi;         /* random range (0, 0: -2..2) */
+} tin;
+
+typedef struct tout {
+    kiln_dtype t;
+    int nd;
+    int64_t dims[6];
+} tout;
+
+typedef struct akv {
+    const char *name;
+    kiln_attr_type type;
+    int64_t i;
+    double f;
+    int64_t n;
+    const int64_t *ints;
+    const char *s;
+} akv;
+
+typedef struct tcase {
+    const char *op;
+    int ver;
+    int nin, nout;
+    tin in[5];
+    tout out[3];
+    akv kv[6];
+    double tol;
+} tcase;
+
+#define A_INT(N, V) {.name = N, .type = KILN_ATTR_INT, .i = V}
+#define A_FLOAT(N, V) {.name = N, .type = KILN_ATTR_FLOAT, .f = V}
+#define A_INTS(N, ...)                                                                                  \
+    {.name = N, .type = KILN_ATTR_ARRAY, .n = sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t),     \
+     .ints = (const int64_t[]){__VA_ARGS__}}
+#define A_STR(N, V) {.name = N, .type = KILN_ATTR_STRING, .s = V}
+#define INTS(...) .ints = (const int64_t[]){__VA_ARGS__}
+#define FLS(...) .fl = (const float[]){__VA_ARGS__}
+
+static const tcase cases[] = {
+    /* elementwise, broadcasting, every type class */
+    {"Add", 14, 2, 1, {{F32, 3, {2, 3, 4}}, {F32, 2, {3, 1}}}, {{F32, 3, {2, 3, 4}}}},
+    {"Add", 14, 2, 1, {{F16, 3, {2, 3, 4}}, {F16, 1, {4}}}, {{F16, 3, {2, 3, 4}}}},
+    {"Mul", 14, 2, 1, {{BF16, 2, {4, 5}}, {BF16, 1, {5}}}, {{BF16, 2, {4, 5}}}},
+    {"Sub", 14, 2, 1, {{I32, 2, {2, 3}, INTS(1, -2, 3, 4, 5, -6)}, {I32, 2, {1, 3}, INTS(7, 8, -9)}}, {{I32, 2, {2, 3}}}},
+    {"Div", 14, 2, 1, {{I64, 1, {4}, INTS(7, -7, 9, 100)}, {I64, 1, {4}, INTS(2, 2, -4, 7)}}, {{I64, 1, {4}}}},
+    {"Pow", 15, 2, 1, {{F32, 1, {16}, .lo = 0.5f, .hi = 2}, {F32, 1, {16}}}, {{F32, 1, {16}}}},
+    {"Max", 13, 3, 1, {{F32, 2, {2, 3}}, {F32, 1, {3}}, {F32, 2, {2, 1}}}, {{F32, 2, {2, 3}}}},
+    {"Mean", 13, 2, 1, {{F32, 1, {9}}, {F32, 1, {9}}}, {{F32, 1, {9}}}},
+    {"Less", 13, 2, 1, {{F32, 2, {3, 4}}, {F32, 1, {4}}}, {{BOOL, 2, {3, 4}}}},
+    {"Equal", 13, 2, 1, {{I64, 1, {4}, INTS(1, 2, 3, 4)}, {I64, 1, {4}, INTS(1, 0, 3, 5)}}, {{BOOL, 1, {4}}}},
+    {"Where", 16, 3, 1, {{BOOL, 2, {2, 1}, INTS(1, 0)}, {F32, 2, {2, 3}}, {F32, 1, {3}}}, {{F32, 2, {2, 3}}}},
+    {"PRelu", 16, 2, 1, {{F32, 4, {1, 3, 2, 2}}, {F32, 3, {3, 1, 1}}}, {{F32, 4, {1, 3, 2, 2}}}},
+    /* activations */
+    {"Relu", 14, 1, 1, {{F32, 1, {100}}}, {{F32, 1, {100}}}},
+    {"Sigmoid", 13, 1, 1, {{F16, 1, {64}}}, {{F16, 1, {64}}}},
+    {"HardSigmoid", 6, 1, 1, {{F32, 2, {5, 7}}}, {{F32, 2, {5, 7}}}, {A_FLOAT("alpha", 0.25)}},
+    {"HardSwish", 14, 1, 1, {{F32, 1, {50}, .lo = -5, .hi = 5}}, {{F32, 1, {50}}}},
+    {"Tanh", 13, 1, 1, {{BF16, 1, {33}}}, {{BF16, 1, {33}}}},
+    {"Erf", 13, 1, 1, {{F32, 1, {40}}}, {{F32, 1, {40}}}},
+    {"Gelu", 20, 1, 1, {{F32, 1, {40}}}, {{F32, 1, {40}}}, {A_STR("approximate", "tanh")}},
+    {"LeakyRelu", 16, 1, 1, {{F32, 1, {40}}}, {{F32, 1, {40}}}, {A_FLOAT("alpha", 0.1)}},
+    {"Clip", 13, 3, 1, {{F32, 1, {50}}, {F32, 0, {0}, FLS(-0.5f)}, {F32, 0, {0}, FLS(1.25f)}}, {{F32, 1, {50}}}},
+    {"Clip", 13, 3, 1, {{I64, 1, {5}, INTS(-9, -1, 0, 4, 12)}, {I64, 0, {0}, INTS(-2)}, {I64, 0, {0}, INTS(5)}}, {{I64, 1, {5}}}},
+    {"Abs", 13, 1, 1, {{I32, 1, {4}, INTS(-3, 0, 5, -7)}}, {{I32, 1, {4}}}},
+    {"Cast", 13, 1, 1, {{F32, 1, {12}, .lo = -300, .hi = 300}}, {{I64, 1, {12}}}, {A_INT("to", 7)}},
+    {"Cast", 13, 1, 1, {{F32, 1, {12}}}, {{F16, 1, {12}}}, {A_INT("to", 10)}},
+    {"Cast", 13, 1, 1, {{I64, 1, {3}, INTS(-5, 0, 70000)}}, {{F32, 1, {3}}}, {A_INT("to", 1)}},
+    /* softmax and normalizations */
+    {"Softmax", 13, 1, 1, {{F32, 2, {3, 40}}}, {{F32, 2, {3, 40}}}, {A_INT("axis", -1)}},
+    {"Softmax", 13, 1, 1, {{F16, 3, {2, 5, 7}}}, {{F16, 3, {2, 5, 7}}}, {A_INT("axis", 1)}},
+    {"LogSoftmax", 13, 1, 1, {{F32, 2, {4, 9}}}, {{F32, 2, {4, 9}}}, {A_INT("axis", 1)}},
+    {"Softmax", 11, 1, 1, {{F32, 3, {2, 3, 4}}}, {{F32, 3, {2, 3, 4}}}, {A_INT("axis", 1)}},
+    {"LayerNormalization", 17, 3, 3, {{F32, 2, {4, 32}}, {F32, 1, {32}}, {F32, 1, {32}}},
+     {{F32, 2, {4, 32}}, {F32, 2, {4, 1}}, {F32, 2, {4, 1}}}, {A_INT("axis", -1)}},
+    {"BatchNormalization", 14, 5, 1,
+     {{F32, 4, {2, 3, 4, 5}}, {F32, 1, {3}}, {F32, 1, {3}}, {F32, 1, {3}}, {F32, 1, {3}, .lo = 0.5f, .hi = 2}},
+     {{F32, 4, {2, 3, 4, 5}}}},
+    {"InstanceNormalization", 6, 3, 1, {{F32, 4, {2, 4, 3, 3}}, {F32, 1, {4}}, {F32, 1, {4}}}, {{F32, 4, {2, 4, 3, 3}}}},
+    {"GroupNormalization", 21, 3, 1, {{F32, 4, {2, 4, 3, 3}}, {F32, 1, {4}}, {F32, 1, {4}}}, {{F32, 4, {2, 4, 3, 3}}},
+     {A_INT("num_groups", 2)}},
+    /* convolution and GEMM */
+    {"Conv", 11, 3, 1, {{F32, 4, {1, 4, 9, 9}}, {F32, 4, {8, 4, 3, 3}}, {F32, 1, {8}}}, {{F32, 4, {1, 8, 9, 9}}},
+     {A_INTS("pads", 1, 1, 1, 1)}, 1e-4},
+    {"Conv", 11, 3, 1, {{F32, 4, {2, 6, 8, 8}}, {F32, 4, {6, 1, 3, 3}}, {F32, 1, {6}}}, {{F32, 4, {2, 6, 4, 4}}},
+     {A_INT("group", 6), A_INTS("strides", 2, 2), A_INTS("pads", 1, 1, 1, 1)}, 1e-4},
+    {"Conv", 11, 2, 1, {{F32, 4, {1, 16, 5, 5}}, {F32, 4, {8, 16, 1, 1}}}, {{F32, 4, {1, 8, 5, 5}}}, {{0}}, 1e-4},
+    {"Conv", 11, 2, 1, {{F32, 4, {1, 4, 10, 10}}, {F32, 4, {6, 2, 3, 3}}}, {{F32, 4, {1, 6, 10, 10}}},
+     {A_INT("group", 2), A_INTS("dilations", 2, 2), A_INTS("pads", 2, 2, 2, 2)}, 1e-4},
+    {"Conv", 11, 2, 1, {{F32, 3, {1, 3, 20}}, {F32, 3, {4, 3, 5}}}, {{F32, 3, {1, 4, 10}}},
+     {A_INTS("pads", 2, 2), A_INTS("strides", 2)}, 1e-4},
+    {"Conv", 11, 3, 1, {{F16, 4, {1, 8, 6, 6}}, {F16, 4, {4, 8, 3, 3}, .lo = -0.5f, .hi = 0.5f}, {F16, 1, {4}}},
+     {{F16, 4, {1, 4, 6, 6}}}, {A_STR("auto_pad", "SAME_UPPER")}, 1e-2},
+    {"ConvTranspose", 11, 3, 1, {{F32, 4, {1, 4, 5, 5}}, {F32, 4, {4, 3, 3, 3}}, {F32, 1, {3}}},
+     {{F32, 4, {1, 3, 9, 9}}}, {A_INTS("strides", 2, 2), A_INTS("pads", 1, 1, 1, 1)}, 1e-4},
+    {"MatMul", 13, 2, 1, {{F32, 4, {2, 3, 8, 16}}, {F32, 2, {16, 5}}}, {{F32, 4, {2, 3, 8, 5}}}, {{0}}, 1e-4},
+    {"MatMul", 13, 2, 1, {{F32, 4, {2, 1, 4, 6}}, {F32, 3, {3, 6, 7}}}, {{F32, 4, {2, 3, 4, 7}}}, {{0}}, 1e-4},
+    {"MatMul", 13, 2, 1, {{F16, 2, {8, 32}}, {F16, 2, {32, 4}}}, {{F16, 2, {8, 4}}}, {{0}}, 1e-2},
+    {"Gemm", 13, 3, 1, {{F32, 2, {4, 6}}, {F32, 2, {5, 6}}, {F32, 1, {5}}}, {{F32, 2, {4, 5}}}, {A_INT("transB", 1)}, 1e-4},
+    {"Gemm", 13, 3, 1, {{F32, 2, {6, 4}}, {F32, 2, {6, 5}}, {F32, 2, {4, 1}}}, {{F32, 2, {4, 5}}},
+     {A_INT("transA", 1), A_FLOAT("alpha", 0.5), A_FLOAT("beta", 2.0)}, 1e-4},
+    /* pooling and reductions */
+    {"MaxPool", 12, 1, 2, {{F32, 4, {1, 2, 9, 9}}}, {{F32, 4, {1, 2, 5, 5}}, {I64, 4, {1, 2, 5, 5}}},
+     {A_INTS("kernel_shape", 3, 3), A_INTS("strides", 2, 2), A_INTS("pads", 1, 1, 1, 1)}},
+    {"AveragePool", 11, 1, 1, {{F32, 4, {1, 2, 9, 9}}}, {{F32, 4, {1, 2, 9, 9}}},
+     {A_INTS("kernel_shape", 3, 3), A_INTS("pads", 1, 1, 1, 1), A_INT("count_include_pad", 1)}},
+    {"AveragePool", 11, 1, 1, {{F16, 4, {1, 2, 8, 8}}}, {{F16, 4, {1, 2, 4, 4}}},
+     {A_INTS("kernel_shape", 2, 2), A_INTS("strides", 2, 2)}, 1e-2},
+    {"GlobalAveragePool", 1, 1, 1, {{F32, 4, {2, 3, 7, 7}}}, {{F32, 4, {2, 3, 1, 1}}}},
+    {"GlobalMaxPool", 1, 1, 1, {{F32, 4, {2, 3, 7, 7}}}, {{F32, 4, {2, 3, 1, 1}}}},
+    {"ReduceMean", 13, 1, 1, {{F32, 3, {3, 5, 7}}}, {{F32, 3, {3, 1, 7}}}, {A_INTS("axes", 1)}},
+    {"ReduceSum", 13, 2, 1, {{F32, 3, {3, 5, 7}}, {I64, 1, {1}, INTS(-1)}}, {{F32, 2, {3, 5}}}, {A_INT("keepdims", 0)}},
+    {"ReduceMax", 13, 1, 1, {{F32, 3, {3, 5, 7}}}, {{F32, 1, {5}}}, {A_INTS("axes", 0, 2), A_INT("keepdims", 0)}},
+    {"ReduceSum", 13, 2, 1, {{I64, 2, {2, 3}, INTS(1, 2, 3, 4, 5, 6)}, {I64, 1, {1}, INTS(1)}}, {{I64, 2, {2, 1}}}},
+    {"ArgMax", 13, 1, 1, {{F32, 3, {3, 5, 7}}}, {{I64, 3, {3, 1, 7}}}, {A_INT("axis", 1)}},
+    /* data movement */
+    {"Transpose", 13, 1, 1, {{F32, 4, {2, 3, 4, 5}}}, {{F32, 4, {2, 4, 5, 3}}}, {A_INTS("perm", 0, 2, 3, 1)}},
+    {"Concat", 13, 2, 1, {{F16, 3, {2, 3, 4}}, {F16, 3, {2, 2, 4}}}, {{F16, 3, {2, 5, 4}}}, {A_INT("axis", 1)}},
+    {"Split", 11, 1, 2, {{F32, 3, {2, 4, 3}}}, {{F32, 3, {2, 1, 3}}, {F32, 3, {2, 3, 3}}},
+     {A_INT("axis", 1), A_INTS("split", 1, 3)}},
+    {"Slice", 13, 5, 1,
+     {{F32, 2, {5, 6}}, {I64, 1, {2}, INTS(4, 1)}, {I64, 1, {2}, INTS(0, 5)}, {I64, 1, {2}, INTS(0, 1)},
+      {I64, 1, {2}, INTS(-2, 2)}},
+     {{F32, 2, {2, 2}}}},
+    {"Expand", 13, 2, 1, {{F32, 2, {3, 1}}, {I64, 1, {3}, INTS(2, 3, 4)}}, {{F32, 3, {2, 3, 4}}}},
+    {"Tile", 13, 2, 1, {{I64, 2, {2, 3}, INTS(1, 2, 3, 4, 5, 6)}, {I64, 1, {2}, INTS(2, 1)}}, {{I64, 2, {4, 3}}}},
+    {"Pad", 13, 2, 1, {{F32, 4, {1, 2, 4, 5}}, {I64, 1, {8}, INTS(0, 0, 1, 2, 0, 0, 2, 1)}}, {{F32, 4, {1, 2, 7, 8}}},
+     {A_STR("mode", "reflect")}},
+    {"Pad", 13, 3, 1, {{F32, 2, {3, 4}}, {I64, 1, {4}, INTS(0, 1, 0, 2)}, {F32, 0, {0}, FLS(1.5f)}},
+     {{F32, 2, {3, 7}}}},
+    {"Gather", 13, 2, 1, {{F32, 3, {3, 5, 2}}, {I64, 1, {3}, INTS(4, -1, 0)}}, {{F32, 3, {3, 3, 2}}}, {A_INT("axis", 1)}},
+    {"GatherElements", 13, 2, 1, {{F32, 2, {3, 4}}, {I64, 2, {2, 4}, INTS(0, 2, -1, 1, 2, 0, 1, 2)}}, {{F32, 2, {2, 4}}},
+     {A_INT("axis", 0)}},
+    {"DepthToSpace", 13, 1, 1, {{F32, 4, {1, 8, 2, 3}}}, {{F32, 4, {1, 2, 4, 6}}}, {A_INT("blocksize", 2), A_STR("mode", "CRD")}},
+    {"DepthToSpace", 13, 1, 1, {{F16, 4, {2, 8, 2, 2}}}, {{F16, 4, {2, 2, 4, 4}}}, {A_INT("blocksize", 2)}},
+    {"SpaceToDepth", 13, 1, 1, {{F32, 4, {1, 2, 4, 6}}}, {{F32, 4, {1, 8, 2, 3}}}, {A_INT("blocksize", 2)}},
+    {"Hardmax", 13, 1, 1, {{F32, 3, {2, 5, 3}}}, {{F32, 3, {2, 5, 3}}}, {A_INT("axis", 1)}},
+    {"Not", 1, 1, 1, {{BOOL, 1, {4}, INTS(1, 0, 0, 1)}}, {{BOOL, 1, {4}}}},
+    {"Dropout", 13, 1, 2, {{F32, 2, {3, 5}}}, {{F32, 2, {3, 5}}, {BOOL, 2, {3, 5}}}},
+    {"Reshape", 14, 2, 1, {{F32, 2, {2, 6}}, {I64, 1, {2}, INTS(3, 4)}}, {{F32, 2, {3, 4}}}},
+    {"Flatten", 13, 1, 1, {{BF16, 3, {2, 3, 4}}}, {{BF16, 2, {2, 12}}}},
+    {"Resize", 13, 3, 1, {{F32, 4, {1, 1, 4, 5}}, {NONE}, {F32, 1, {4}, FLS(1, 1, 2, 2)}}, {{F32, 4, {1, 1, 8, 10}}}},
+    {"Resize", 13, 4, 1, {{F32, 4, {1, 2, 4, 5}}, {NONE}, {NONE}, {I64, 1, {4}, INTS(1, 2, 7, 9)}},
+     {{F32, 4, {1, 2, 7, 9}}}, {A_STR("mode", "linear"), A_STR("coordinate_transformation_mode", "align_corners")}},
+    {"Resize", 13, 3, 1, {{F32, 4, {1, 1, 6, 6}}, {NONE}, {F32, 1, {4}, FLS(1, 1, 0.5f, 1.5f)}},
+     {{F32, 4, {1, 1, 3, 9}}}, {A_STR("mode", "cubic")}, 1e-4},
+};
+
+static uint64_t g_seed = 0x1234567887654321ull;
+static const kiln__device *g_dev;
+static int g_fail, g_ran;
+
+static void *xmalloc(size_t n) {
+    void *p = malloc(n ? n : 1);
+    if (!p) abort();
+    return p;
+}
+
+static void set_tensor(kiln_tensor *t, kiln_dtype dt, int nd, const int64_t *dims, void *data) {
+    memset(t, 0, sizeof *t);
+    t->dtype = dt;
+    t->ndim = nd;
+    t->data = data;
+    int64_t s = 1;
+    for (int d = nd - 1; d >= 0; d--) {
+        t->dims[d] = dims[d];
+        t->strides[d] = s;
+        s *= dims[d];
+    }
+}
+
+static double get_f64(const void *p, kiln_dtype t, int64_t i) {
+    switch (t) {
+    case F32: return ((const float *)p)[i];
+    case F16: return kiln_f16_to_f32(((const uint16_t *)p)[i]);
+    case BF16: return kiln_bf16_to_f32(((const uint16_t *)p)[i]);
+    case I32: return ((const int32_t *)p)[i];
+    case I64: return (double)((const int64_t *)p)[i];
+    default: return ((const uint8_t *)p)[i];
+    }
+}
+
+static void put(void *p, kiln_dtype t, int64_t i, double v) {
+    switch (t) {
+    case F32: ((float *)p)[i] = (float)v; break;
+    case F16: ((uint16_t *)p)[i] = kiln_f32_to_f16((float)v); break;
+    case BF16: ((uint16_t *)p)[i] = kiln_f32_to_bf16((float)v); break;
+    case I32: ((int32_t *)p)[i] = (int32_t)v; break;
+    case I64: ((int64_t *)p)[i] = (int64_t)v; break;
+    default: ((uint8_t *)p)[i] = v != 0; break;
+    }
+}
+
+static int64_t numel(int nd, const int64_t *d) {
+    int64_t n = 1;
+    for (int i = 0; i < nd; i++) n *= d[i];
+    return n;
+}
+
+/* One case, one tactic: CPU impl vs cuda_impl.  Returns 0 or 1 (failed). */
+static int run_case(const tcase *tc, const kiln__op *op, const kiln_attrs *av, int tactic) {
+    const kiln_quick_op *q = op->quick;
+    kiln_tensor hin[5], din[5], hout[3], dout[3];
+    const int nin = tc->nin, nout = tc->nout;
+    void *dbuf[8] = {0};
+    int nd = 0;
+    for (int i = 0; i < nin; i++) {
+        const tin *s = &tc->in[i];
+        if (s->t == NONE) {
+            memset(&hin[i], 0, sizeof hin[i]);
+            din[i] = hin[i];
+            continue;
+        }
+        int64_t n = numel(s->nd, s->dims);
+        size_t bytes = (size_t)n * kiln_dtype_size(s->t);
+        void *h = xmalloc(bytes);
+        float lo = s->lo != s->hi ? s->lo : -2, hi = s->lo != s->hi ? s->hi : 2;
+        for (int64_t k = 0; k < n; k++)
+            put(h, s->t, k, s->ints ? (double)s->ints[k] : s->fl ? s->fl[k] : test_randf(&g_seed, lo, hi));
+        set_tensor(&hin[i], s->t, s->nd, s->dims, h);
+        din[i] = hin[i];
+        if (q->cuda_host_inputs & (1u << i)) continue; /* the launcher reads it on the host */
+        void *d = NULL;
+        ASSERT_OK(g_dev->alloc(bytes, &d));
+        ASSERT_OK(g_dev->copy(d, h, bytes, NULL));
+        din[i].data = d;
+        din[i].device = KILN_DEVICE_CUDA;
+        dbuf[nd++] = d;
+    }
+    for (int i = 0; i < nout; i++) {
+        const tout *s = &tc->out[i];
+        size_t bytes = (size_t)numel(s->nd, s->dims) * kiln_dtype_size(s->t);
+        void *h = xmalloc(bytes), *d = NULL;
+        memset(h, 0xFF, bytes);
+        set_tensor(&hout[i], s->t, s->nd, s->dims, h);
+        ASSERT_OK(g_dev->alloc(bytes, &d));
+        ASSERT_OK(g_dev->memset(d, 0xFF, bytes, NULL));
+        set_tensor(&dout[i], s->t, s->nd, s->dims, d);
+        dout[i].device = KILN_DEVICE_CUDA;
+        dbuf[nd++] = d;
+    }
+    /* CPU reference */
+    kiln__pool *pool = kiln__pool_create(1);
+    ASSERT(pool);
+    struct kiln_exec ex = {.device = KILN_DEVICE_CPU, .pool = pool};
+    kiln_call hc = {.in = hin, .nin = tc->nin, .out = hout, .nout = tc->nout, .attrs = av, .exec = &ex,
+                    .layer = "cpu"};
+    size_t ws = q->workspace ? q->workspace(&hc) : 0;
+    hc.workspace = ws ? kiln__aligned_alloc(ws) : NULL;
+    hc.workspace_size = ws;
+    int rc = q->impl(&hc);
+    if (rc) TEST__FAIL("%s v%d on the CPU: %s", tc->op, tc->ver, kiln_errmsg());
+    kiln__aligned_free(hc.workspace);
+    kiln__pool_free(pool);
+    /* GPU */
+    kiln_call dc = {.in = din, .nin = tc->nin, .out = dout, .nout = tc->nout, .attrs = av, .tactic = tactic,
+                    .layer = "gpu"};
+    size_t dws = q->cuda_workspace ? q->cuda_workspace(&dc) : 0;
+    void *dw = NULL;
+    if (dws) ASSERT_OK(g_dev->alloc(dws, &dw));
+    dc.workspace = dw;
+    dc.workspace_size = dws;
+    rc = q->cuda_impl(&dc);
+    if (!rc) rc = g_dev->stream_sync(NULL);
+    int bad = 0, skipped = 0;
+    if (rc == KILN_EUNSUPPORTED && tactic > 1) { /* e.g. cuBLASLt offers fewer algorithms: the builder drops it */
+        fprintf(stderr, "skip %s v%d tactic %d: %s\n", tc->op, tc->ver, tactic, kiln_errmsg());
+        rc = 0;
+        skipped = 1;
+    }
+    if (rc) {
+        fprintf(stderr, "FAIL %s v%d tactic %d: %s\n", tc->op, tc->ver, tactic, kiln_errmsg());
+        bad = 1;
+    }
+    double tol = tc->tol > 0 ? tc->tol : tc->in[0].t == F32 ? 2e-5 : 8e-3;
+    for (int o = 0; o < nout && !bad && !skipped; o++) {
+        int64_t n = kiln_tensor_numel(&hout[o]);
+        size_t bytes = (size_t)n * kiln_dtype_size(hout[o].dtype);
+        void *g = xmalloc(bytes);
+        ASSERT_OK(g_dev->copy(g, dout[o].data, bytes, NULL));
+        ASSERT_OK(g_dev->stream_sync(NULL));
+        int fl = hout[o].dtype == F32 || hout[o].dtype == F16 || hout[o].dtype == BF16;
+        for (int64_t k = 0; k < n && !bad; k++) {
+            double a = get_f64(g, hout[o].dtype, k), b = get_f64(hout[o].data, hout[o].dtype, k);
+            int ok = fl ? (fabs(a - b) <= tol * (1 + fabs(b)) || (a != a && b != b)) : a == b;
+            if (!ok) {
+                fprintf(stderr, "FAIL %s v%d tactic %d output %d element %lld: gpu %.9g cpu %.9g\n", tc->op, tc->ver,
+                        tactic, o, (long long)k, a, b);
+                bad = 1;
+            }
+        }
+        free(g);
+    }
+    if (dw) g_dev->free(dw);
+    for (int i = 0; i < nd; i++) g_dev->free(dbuf[i]);
+    for (int i = 0; i < nin; i++) free(hin[i].data);
+    for (int i = 0; i < nout; i++) free(hout[i].data);
+    if (!bad && !skipped) fprintf(stderr, "ok %s v%d tactic %d\n", tc->op, tc->ver, tactic);
+    return bad;
+}
+
+static void run_all(void) {
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const tcase *tc = &cases[i];
+        const kiln__op *op = kiln__registry_resolve("ai.onnx", tc->op, tc->ver);
+        ASSERT(op && op->quick);
+        if (!op->quick->cuda_impl) TEST__FAIL("%s v%d has no cuda_impl", tc->op, tc->ver);
+        kiln__attrset s;
+        ASSERT_OK(kiln__attrset_init(&s, op));
+        for (int k = 0; k < 6 && tc->kv[k].name; k++) {
+            const akv *kv = &tc->kv[k];
+            kiln_attr_value v;
+            memset(&v, 0, sizeof v);
+            v.present = 1;
+            v.type = kv->type;
+            v.i = kv->i;
+            v.f = kv->f;
+            if (kv->type == KILN_ATTR_ARRAY) {
+                v.elem = KILN_DTYPE_I64;
+                v.count = kv->n;
+                v.data = kv->ints;
+            }
+            if (kv->type == KILN_ATTR_STRING) {
+                v.s = kv->s;
+                v.len = strlen(kv->s);
+            }
+            ASSERT_OK(kiln__attrset_set(&s, kv->name, &v));
+        }
+        kiln_attrs av = kiln__attrset_view(&s);
+        const kiln_combo *f = op->quick->cuda_formats;
+        int tactics[KILN_MAX_TACTICS + 1] = {0}, nt = 0;
+        for (int k = 0; f && f[0].types && k < KILN_MAX_TACTICS && f[0].tactics[k]; k++) tactics[nt++] = f[0].tactics[k];
+        if (!nt) nt = 1;
+        for (int t = 0; t < nt; t++) {
+            g_fail += run_case(tc, op, &av, tactics[t]);
+            g_ran++;
+        }
+        kiln__attrset_free(&s);
+    }
+}
+
+int main(void) {
+    g_dev = kiln__device_cuda();
+    if (!g_dev) {
+        printf("SKIP: %s\n", kiln_errmsg());
+        return 77;
+    }
+    /* the kernels: one probe launch says whether libkiln has them */
+    const kiln__op *relu = kiln__registry_resolve("ai.onnx", "Relu", 14);
+    float one = 1;
+    void *d = NULL;
+    ASSERT_OK(g_dev->alloc(4, &d));
+    ASSERT_OK(g_dev->copy(d, &one, 4, NULL));
+    kiln_tensor t;
+    int64_t dim = 1;
+    set_tensor(&t, F32, 1, &dim, d);
+    t.device = KILN_DEVICE_CUDA;
+    kiln_call c = {.in = &t, .nin = 1, .out = &t, .nout = 1, .layer = "probe"};
+    kiln__attrset s;
+    ASSERT_OK(kiln__attrset_init(&s, relu));
+    kiln_attrs av = kiln__attrset_view(&s);
+    c.attrs = &av;
+    if (relu->quick->cuda_impl(&c)) {
+        printf("SKIP: %s\n", kiln_errmsg());
+        return 77;
+    }
+    kiln__attrset_free(&s);
+    g_dev->free(d);
+    run_all();
+    fprintf(stderr, "test_cuda_ops: %d of %d case runs failed\n", g_fail, g_ran);
+    return g_fail ? 1 : 0;
+}

@@ -1,0 +1,308 @@
+/*
+ * test_cuda_placement.c — the CUDA backend's placement and runtime logic,
+ * on any machine: the CUDA device is replaced by the host-memory stand-in
+ * of src/device/cuda/fake.c (kiln__cuda_fake), whose allocations are
+ * recorded.  Test ops with a "CUDA" implementation check that they get only
+ * device memory, CPU ops that they get only host memory; results are
+ * checked against a naive reference on fresh random inputs.  What runs on
+ * the real GPU is test_cuda.c's job (skipped without one).
+ */
+#include "device/cuda/cuda_int.h"
+#include "device/device.h"
+#include "kiln_int.h"
+#include "test.h"
+#include "test_ops_util.h"
+
+/* ------------------------------------------------------------ test ops */
+
+static int g_gpu_calls, g_cpu_calls;
+
+/* y[i, j] = 2 x[i, j] + w[j]; the CUDA side checks its pointers are device memory. */
+static void gscale_f32(const kiln_call *c) {
+    const float *x = c->in[0].data, *w = c->in[1].data;
+    float *y = c->out[0].data;
+    int64_t n = c->in[0].dims[0], ch = c->in[0].dims[1];
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t j = 0; j < ch; j++) y[i * ch + j] = 2.0f * x[i * ch + j] + w[j];
+}
+static int gscale_cpu(const kiln_call *c) {
+    g_cpu_calls++;
+    gscale_f32(c);
+    return 0;
+}
+static int gscale_gpu(const kiln_call *c) {
+    for (int k = 0; k < 2; k++)
+        if (!kiln__cuda_fake_owns(c->in[k].data) || c->in[k].device != KILN_DEVICE_CUDA)
+            return kiln_set_error(KILN_EINTERNAL, "gscale (cuda): input %d is not in device memory", k);
+    if (!kiln__cuda_fake_owns(c->out[0].data) || c->out[0].device != KILN_DEVICE_CUDA)
+        return kiln_set_error(KILN_EINTERNAL, "gscale (cuda): output is not in device memory");
+    if (kiln_exec_device(c->exec) != KILN_DEVICE_CUDA)
+        return kiln_set_error(KILN_EINTERNAL, "gscale (cuda): exec is not the CUDA one");
+    g_gpu_calls++;
+    gscale_f32(c);
+    return 0;
+}
+static const kiln_combo gscale_cuda_formats[] = {{"FP32", NULL, {0}}, {NULL, NULL, {0}}};
+static const kiln_quick_op gscale_op = {
+    .ns = "ptest", .name = "gscale", .version = 1, .min_inputs = 2, .max_inputs = 2, .num_outputs = 1,
+    .shape = same_shape, .impl = gscale_cpu, .cuda_impl = gscale_gpu, .cuda_formats = gscale_cuda_formats};
+KILN_OP(gscale_op)
+
+/* y = x + 1, CPU only: checks it gets host memory. */
+static int addone_cpu(const kiln_call *c) {
+    if (kiln__cuda_fake_owns(c->in[0].data) || kiln__cuda_fake_owns(c->out[0].data))
+        return kiln_set_error(KILN_EINTERNAL, "addone (cpu) got device memory");
+    g_cpu_calls++;
+    const float *x = c->in[0].data;
+    float *y = c->out[0].data;
+    for (int64_t i = 0, n = kiln_tensor_numel(&c->out[0]); i < n; i++) y[i] = x[i] + 1.0f;
+    return 0;
+}
+static const kiln_quick_op addone_op = {.ns = "ptest", .name = "addone", .version = 1, .min_inputs = 1,
+                                        .max_inputs = 1, .num_outputs = 1, .shape = same_shape,
+                                        .impl = addone_cpu};
+KILN_OP(addone_op)
+
+/* y = -x; its CUDA side takes FP16 only (so it runs on the GPU only in an
+ * FP16 build), its CPU side FP32. */
+static int neg_cpu(const kiln_call *c) {
+    g_cpu_calls++;
+    const float *x = c->in[0].data;
+    float *y = c->out[0].data;
+    for (int64_t i = 0, n = kiln_tensor_numel(&c->out[0]); i < n; i++) y[i] = -x[i];
+    return 0;
+}
+static int neg_gpu(const kiln_call *c) {
+    if (c->in[0].dtype != KILN_DTYPE_F16 || !kiln__cuda_fake_owns(c->in[0].data) ||
+        !kiln__cuda_fake_owns(c->out[0].data))
+        return kiln_set_error(KILN_EINTERNAL, "neg (cuda): expected F16 device tensors");
+    g_gpu_calls++;
+    const uint16_t *x = c->in[0].data;
+    uint16_t *y = c->out[0].data;
+    for (int64_t i = 0, n = kiln_tensor_numel(&c->out[0]); i < n; i++) y[i] = x[i] ^ 0x8000u;
+    return 0;
+}
+static const kiln_combo neg_cuda_formats[] = {{"FP16", NULL, {0}}, {NULL, NULL, {0}}};
+static const kiln_quick_op neg_op = {.ns = "ptest", .name = "neg", .version = 1, .min_inputs = 1, .max_inputs = 1,
+                                     .num_outputs = 1, .shape = same_shape, .impl = neg_cpu, .cuda_impl = neg_gpu,
+                                     .cuda_formats = neg_cuda_formats};
+KILN_OP(neg_op)
+
+/* ------------------------------------------------------------ helpers */
+
+enum { N = 3, C = 5 };
+
+/* x -> gscale(w1) -> a -> addone -> b -> gscale(w2) -> y;  a is also an
+ * output.  Weights are fresh random values, returned in w1/w2. */
+static kiln_network *mixed_net(uint64_t *seed, float *w1, float *w2) {
+    kiln_network *net = kiln_network_create();
+    int64_t dims[2] = {N, C}, wd[1] = {C};
+    ASSERT_OK(kiln_network_add_input(net, "x", KILN_DTYPE_F32, 2, dims, NULL));
+    for (int j = 0; j < C; j++) w1[j] = test_randf(seed, -1, 1), w2[j] = test_randf(seed, -1, 1);
+    ASSERT_OK(kiln_network_add_constant(net, "w1", KILN_DTYPE_F32, 1, wd, w1));
+    ASSERT_OK(kiln_network_add_constant(net, "w2", KILN_DTYPE_F32, 1, wd, w2));
+    const char *i1[] = {"x", "w1"}, *o1[] = {"a"}, *i2[] = {"a"}, *o2[] = {"b"}, *i3[] = {"b", "w2"}, *o3[] = {"y"};
+    ASSERT(kiln_network_add_layer(net, "ptest::gscale", 1, "g1", 2, i1, 1, o1));
+    ASSERT(kiln_network_add_layer(net, "ptest::addone", 1, "cpu1", 1, i2, 1, o2));
+    ASSERT(kiln_network_add_layer(net, "ptest::gscale", 1, "g2", 2, i3, 1, o3));
+    ASSERT_OK(kiln_network_mark_output(net, "y"));
+    ASSERT_OK(kiln_network_mark_output(net, "a"));
+    return net;
+}
+
+static kiln_engine *build_cuda(const kiln_network *net, unsigned flags) {
+    kiln_build_config *cfg = kiln_build_config_create();
+    kiln_build_config_set_device(cfg, KILN_DEVICE_CUDA);
+    kiln_build_config_set_flags(cfg, flags);
+    kiln_engine *e = NULL;
+    int rc = kiln_build(net, cfg, &e, NULL);
+    kiln_build_config_free(cfg);
+    return rc ? NULL : e;
+}
+
+static int layer_device(const kiln_engine *e, const char *name) {
+    for (int32_t l = 0; l < e->nlayers; l++)
+        if (!strcmp(e->layers[l].name, name)) return e->layers[l].device;
+    TEST__FAIL("no layer '%s'", name);
+}
+
+/* Run e on random x; check y and a against the reference. */
+static void run_and_check(kiln_engine *e, uint64_t *seed, const float *w1, const float *w2) {
+    kiln_context *ctx = NULL;
+    ASSERT_OK(kiln_context_create(e, 1, &ctx));
+    for (int rep = 0; rep < 3; rep++) { /* later runs take the steady-state path */
+        float x[N * C], y[N * C], a[N * C];
+        for (int i = 0; i < N * C; i++) x[i] = test_randf(seed, -2, 2);
+        memset(y, 0xA5, sizeof y); /* poison */
+        memset(a, 0xA5, sizeof a);
+        ASSERT_OK(kiln_context_bind(ctx, "x", x, sizeof x));
+        ASSERT_OK(kiln_context_bind(ctx, "y", y, sizeof y));
+        ASSERT_OK(kiln_context_bind(ctx, "a", a, sizeof a));
+        g_gpu_calls = g_cpu_calls = 0;
+        ASSERT_OK(kiln_context_run(ctx));
+        ASSERT_EQ(g_gpu_calls, 2);
+        ASSERT_EQ(g_cpu_calls, 1);
+        for (int i = 0; i < N; i++)
+            for (int j = 0; j < C; j++) {
+                double ra = 2.0 * x[i * C + j] + w1[j], rb = ra + 1.0, ry = 2.0 * rb + w2[j];
+                ASSERT_NEAR(a[i * C + j], ra, 1e-5);
+                ASSERT_NEAR(y[i * C + j], ry, 1e-5);
+            }
+    }
+    kiln_context_free(ctx);
+}
+
+/* ------------------------------------------------------------ tests */
+
+TEST_IMPL(mixed_placement) {
+    kiln__cuda_fake(1);
+    uint64_t seed = 42;
+    float w1[C], w2[C];
+    kiln_network *net = mixed_net(&seed, w1, w2);
+    kiln_engine *e = build_cuda(net, KILN_BUILD_NO_TIMING);
+    ASSERT(e);
+    ASSERT_EQ(e->device, KILN_DEVICE_CUDA);
+    ASSERT_EQ(layer_device(e, "g1"), KILN_DEVICE_CUDA);
+    ASSERT_EQ(layer_device(e, "cpu1"), KILN_DEVICE_CPU);
+    ASSERT_EQ(layer_device(e, "g2"), KILN_DEVICE_CUDA);
+    /* copies: x up, a down (one copy serves addone and the output), b up, y down */
+    int up = 0, down = 0;
+    for (int32_t l = 0; l < e->nlayers; l++) {
+        const kiln__elayer *L = &e->layers[l];
+        if (strcmp(L->op_name, "reformat")) continue;
+        int from = e->tensors[L->in[0]].loc, to = e->tensors[L->out[0]].loc;
+        up += from == KILN_DEVICE_CPU && to == KILN_DEVICE_CUDA;
+        down += from == KILN_DEVICE_CUDA && to == KILN_DEVICE_CPU;
+        ASSERT_EQ(L->device, KILN_DEVICE_CUDA);
+    }
+    ASSERT_EQ(up, 2);
+    ASSERT_EQ(down, 2);
+    /* network I/O stays in host memory */
+    for (int32_t i = 0; i < e->ninputs; i++) ASSERT_EQ(e->tensors[e->inputs[i]].loc, KILN_DEVICE_CPU);
+    for (int32_t i = 0; i < e->noutputs; i++) ASSERT_EQ(e->tensors[e->outputs[i]].loc, KILN_DEVICE_CPU);
+    run_and_check(e, &seed, w1, w2);
+
+    /* the file keeps the placement; the loaded engine runs the same way */
+    void *buf = NULL;
+    size_t size = 0;
+    ASSERT_OK(kiln_engine_serialize(e, &buf, &size));
+    kiln_engine *e2 = NULL;
+    ASSERT_OK(kiln_engine_load_memory(buf, size, &e2));
+    ASSERT_EQ(e2->device, KILN_DEVICE_CUDA);
+    ASSERT_EQ(layer_device(e2, "cpu1"), KILN_DEVICE_CPU);
+    ASSERT_EQ(layer_device(e2, "g2"), KILN_DEVICE_CUDA);
+    run_and_check(e2, &seed, w1, w2);
+
+    /* inspect names devices and copies */
+    char *text = NULL;
+    size_t tlen = 0;
+    FILE *f = open_memstream(&text, &tlen);
+    ASSERT_OK(kiln_engine_inspect(e2, f));
+    fclose(f);
+    ASSERT_CONTAINS(text, "[cpu]");
+    ASSERT_CONTAINS(text, "copy host->device");
+    ASSERT_CONTAINS(text, "copy device->host");
+    ASSERT_CONTAINS(text, "@cuda");
+    free(text);
+    kiln_free(buf);
+    kiln_engine_free(e2);
+    kiln_engine_free(e);
+    kiln_network_free(net);
+    kiln__cuda_fake(0);
+}
+
+/* Two contexts share one upload of the weights, in device memory. */
+TEST_IMPL(weights_uploaded_once) {
+    kiln__cuda_fake(1);
+    uint64_t seed = 7;
+    float w1[C], w2[C];
+    kiln_network *net = mixed_net(&seed, w1, w2);
+    kiln_engine *e = build_cuda(net, KILN_BUILD_NO_TIMING);
+    ASSERT(e);
+    kiln_context *c1 = NULL, *c2 = NULL;
+    ASSERT_OK(kiln_context_create(e, 1, &c1));
+    void *first = e->dweights;
+    ASSERT(first && kiln__cuda_fake_owns(first));
+    ASSERT_OK(kiln_context_create(e, 1, &c2));
+    ASSERT(e->dweights == first);
+    kiln_context_free(c1);
+    kiln_context_free(c2);
+    kiln_engine_free(e);
+    kiln_network_free(net);
+    kiln__cuda_fake(0);
+}
+
+/* --strict-device: a layer left on the CPU is an error naming it. */
+TEST_IMPL(strict_device_lists_cpu_layers) {
+    kiln__cuda_fake(1);
+    uint64_t seed = 9;
+    float w1[C], w2[C];
+    kiln_network *net = mixed_net(&seed, w1, w2);
+    ASSERT(!build_cuda(net, KILN_BUILD_NO_TIMING | KILN_BUILD_STRICT_DEVICE));
+    ASSERT_CONTAINS(kiln_errmsg(), "cpu1");
+    ASSERT_CONTAINS(kiln_errmsg(), "ptest::addone");
+    kiln_network_free(net);
+    kiln__cuda_fake(0);
+}
+
+/* An op whose CUDA side is FP16-only: on the CPU in an FP32 build, on the
+ * GPU in an FP16 build (host converts, then copies). */
+TEST_IMPL(fp16_moves_layer_to_gpu) {
+    kiln__cuda_fake(1);
+    kiln_network *net = kiln_network_create();
+    int64_t dims[1] = {17};
+    ASSERT_OK(kiln_network_add_input(net, "x", KILN_DTYPE_F32, 1, dims, NULL));
+    const char *in[] = {"x"}, *out[] = {"y"};
+    ASSERT(kiln_network_add_layer(net, "ptest::neg", 1, "neg", 1, in, 1, out));
+    ASSERT_OK(kiln_network_mark_output(net, "y"));
+    for (int fp16 = 0; fp16 < 2; fp16++) {
+        kiln_engine *e = build_cuda(net, KILN_BUILD_NO_TIMING | (fp16 ? KILN_BUILD_FP16 : 0));
+        ASSERT(e);
+        ASSERT_EQ(layer_device(e, "neg"), fp16 ? KILN_DEVICE_CUDA : KILN_DEVICE_CPU);
+        kiln_context *ctx = NULL;
+        ASSERT_OK(kiln_context_create(e, 1, &ctx));
+        uint64_t seed = 3 + (uint64_t)fp16;
+        float x[17], y[17];
+        for (int i = 0; i < 17; i++) x[i] = test_randf(&seed, -4, 4);
+        memset(y, 0xA5, sizeof y);
+        ASSERT_OK(kiln_context_bind(ctx, "x", x, sizeof x));
+        ASSERT_OK(kiln_context_bind(ctx, "y", y, sizeof y));
+        g_gpu_calls = g_cpu_calls = 0;
+        ASSERT_OK(kiln_context_run(ctx));
+        ASSERT_EQ(g_gpu_calls, fp16);
+        for (int i = 0; i < 17; i++) ASSERT_NEAR(y[i], -x[i], fp16 ? 4e-3 : 0); /* FP16: 2^-11 relative */
+        kiln_context_free(ctx);
+        kiln_engine_free(e);
+    }
+    kiln_network_free(net);
+    kiln__cuda_fake(0);
+}
+
+/* No GPU (here: no fake, and the machine's driver absent or not): building
+ * for CUDA and running a CUDA engine fail with a message that says why. */
+TEST_IMPL(no_gpu_errors_are_clear) {
+    kiln__cuda_fake(0);
+    if (kiln__device_get(KILN_DEVICE_CUDA)) {
+        fprintf(stderr, "a real GPU is present: the no-GPU errors are not reachable here\n");
+        return;
+    }
+    uint64_t seed = 11;
+    float w1[C], w2[C];
+    kiln_network *net = mixed_net(&seed, w1, w2);
+    ASSERT(!build_cuda(net, KILN_BUILD_NO_TIMING));
+    ASSERT_CONTAINS(kiln_errmsg(), "no CUDA device");
+    /* an engine built (on the fake GPU) for CUDA, run where there is none */
+    kiln__cuda_fake(1);
+    kiln_engine *e = build_cuda(net, KILN_BUILD_NO_TIMING);
+    ASSERT(e);
+    kiln__cuda_fake(0);
+    kiln_context *ctx = NULL;
+    ASSERT_EQ(kiln_context_create(e, 1, &ctx), KILN_EDEVICE);
+    ASSERT_CONTAINS(kiln_errmsg(), "engine built for CUDA (cuda:fake GPU");
+    ASSERT_CONTAINS(kiln_errmsg(), "no CUDA device");
+    kiln_engine_free(e);
+    kiln_network_free(net);
+}
+
+TEST_LIST(TEST_ENTRY(mixed_placement), TEST_ENTRY(weights_uploaded_once), TEST_ENTRY(strict_device_lists_cpu_layers),
+          TEST_ENTRY(fp16_moves_layer_to_gpu), TEST_ENTRY(no_gpu_errors_are_clear))
