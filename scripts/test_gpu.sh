@@ -15,7 +15,9 @@
 #        1. kiln devices
 #        2. the cuda tests (test_cuda: device layer, kernels, cuBLASLt,
 #           engines, CUDA graphs, 4 contexts on 4 streams bit-identical to
-#           one; test_cuda_placement)
+#           one; test_cuda_placement; test_cuda_ops: every op's CUDA
+#           implementation against its CPU one; the kernels alone against
+#           PyTorch: scripts/test_gpu_kernels.sh)
 #        3. kiln test-onnx --device cuda over the ONNX node cases (with the
 #           skip list): passed,
 #           failed, skipped and how many ran entirely on the GPU
@@ -38,7 +40,7 @@ pack() {
     here=$(cd "$(dirname "$0")" && pwd)
     mkdir -p "$out"
     cp -L "$build/kiln" "$build/libkiln.so.0" "$out/"
-    for t in test_cuda test_cuda_placement; do cp "$build/$t" "$out/"; done
+    for t in test_cuda test_cuda_placement test_cuda_ops; do cp "$build/$t" "$out/"; done
     # libraries the GPU machine may lack (protobuf-c, libsodium, ...): all
     # but the C runtime's
     ldd "$out/kiln" "$out/libkiln.so.0" "$out/test_cuda" | awk '/=> \// {print $3}' | sort -u |
@@ -78,7 +80,7 @@ run() {
     : >"$logs/summary.txt"
     step devices "$kiln" devices
     cat "$logs/devices.log"
-    for t in test_cuda test_cuda_placement; do
+    for t in test_cuda test_cuda_placement test_cuda_ops; do
         step "$t" "$dir/$t"
         grep -q "^SKIP" "$logs/$t.log" && summary "  $(grep '^SKIP' "$logs/$t.log")"
     done

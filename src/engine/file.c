@@ -694,6 +694,22 @@ static int parse_layers(kiln_engine *e, const secinfo *s) {
     return r.err;
 }
 
+/* A count that must be n, then n device kinds (u8 each) stored at
+ * first[i * stride]; `what` names the records ("tensor", "layer"). */
+static void r_devices(rd *r, int32_t n, uint8_t *first, size_t stride, const char *what) {
+    char m[64];
+    size_t at = r->at;
+    snprintf(m, sizeof m, "%s count", what);
+    uint32_t k = r_u32(r, m);
+    r_check(r, k, n, (int64_t)n + 1, m, at);
+    snprintf(m, sizeof m, "%s device", what);
+    for (uint32_t i = 0; i < k && !r->err; i++) {
+        at = r->at;
+        uint32_t v = r_u8(r, m);
+        if (r_check(r, v, KILN_DEVICE_CPU, KILN_DEVICE_CUDA + 1, m, at)) first[i * stride] = (uint8_t)v;
+    }
+}
+
 /* DEVICE: where each tensor lives and each layer runs (CUDA engines). */
 static int parse_device(kiln_engine *e, const secinfo *s) {
     rd r;
@@ -704,22 +720,8 @@ static int parse_device(kiln_engine *e, const secinfo *s) {
     uint32_t tf = r_u32(&r, "tf32 flag");
     r_check(&r, tf, 0, 2, "tf32 flag", at);
     e->allow_tf32 = (int32_t)tf;
-    at = r.at;
-    uint32_t nt = r_u32(&r, "tensor count");
-    r_check(&r, nt, e->ntensors, (int64_t)e->ntensors + 1, "tensor count", at);
-    for (uint32_t i = 0; i < nt && !r.err; i++) {
-        at = r.at;
-        uint32_t v = r_u8(&r, "tensor memory space");
-        if (r_check(&r, v, KILN_DEVICE_CPU, KILN_DEVICE_CUDA + 1, "tensor memory space", at)) e->tensors[i].loc = (uint8_t)v;
-    }
-    at = r.at;
-    uint32_t nl = r_u32(&r, "layer count");
-    r_check(&r, nl, e->nlayers, (int64_t)e->nlayers + 1, "layer count", at);
-    for (uint32_t i = 0; i < nl && !r.err; i++) {
-        at = r.at;
-        uint32_t v = r_u8(&r, "layer device");
-        if (r_check(&r, v, KILN_DEVICE_CPU, KILN_DEVICE_CUDA + 1, "layer device", at)) e->layers[i].device = (uint8_t)v;
-    }
+    r_devices(&r, e->ntensors, &e->tensors[0].loc, sizeof e->tensors[0], "tensor");
+    r_devices(&r, e->nlayers, &e->layers[0].device, sizeof e->layers[0], "layer");
     r_end(&r);
     return r.err;
 }
