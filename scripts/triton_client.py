@@ -108,6 +108,12 @@ ok = int(s.get("success", {}).get("count", 0))
 check(ok >= 33 and int(s.get("compute_infer", {}).get("ns", 0)) > 0,
       f"cls statistics: {ok} successful requests with compute time reported")
 
+# Informational (depends on timing, so not a check): the kiln runs Triton
+# saw, by batch size; sizes > 1 are requests the backend gathered.
+sizes = {b.get("batch_size"): b.get("compute_infer", {}).get("count")
+         for b in stats.get("model_stats", [{}])[0].get("batch_stats", [])} if st == 200 else {}
+print(f"info cls runs by batch size: {sizes}")
+
 # ---- silero_vad_v5: a model.kiln built by the CLI -------------------------
 vin = {"input": pb(f"{MODELS}/silero_vad_v5/test_data_set_0/input_0.pb"),
        "state": pb(f"{MODELS}/silero_vad_v5/test_data_set_0/input_1.pb")}

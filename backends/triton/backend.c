@@ -181,69 +181,99 @@ TRITONBACKEND_ModelInstanceFinalize(TRITONBACKEND_ModelInstance *instance)
     return NULL;
 }
 
-/* Bind one engine input from the request.  A tensor that arrives in several
- * buffers is gathered into `*gathered` (freed by the caller). */
-static TRITONSERVER_Error *bind_input(kt_instance *inst, TRITONBACKEND_Request *req,
-                                      const kiln_io_info *io, void **gathered)
+/* ---- execution ----------------------------------------------------------
+ * Requests are read and checked first (read_request), then consecutive ones
+ * whose inputs agree on every dim but the batch dim are concatenated into
+ * one kiln run, up to the engine profile's largest batch: this is where
+ * Triton's dynamic batcher pays off.  If a gathered run fails, its requests
+ * are run again one by one, so every error is the request's own. */
+
+typedef struct req_info {
+    TRITONBACKEND_Input *in[KILN_MAX_IO];
+    int64_t dims[KILN_MAX_IO][KILN_MAX_DIMS];
+    int rank[KILN_MAX_IO];
+    uint64_t bytes[KILN_MAX_IO];
+    uint32_t nbuf[KILN_MAX_IO];
+} req_info;
+
+/* Check a request's inputs against the engine's (names, dtypes, ranks,
+ * byte sizes) and record them in *ri; the profile is checked by kiln when
+ * the shapes are set. */
+static TRITONSERVER_Error *read_request(const kt_instance *inst, TRITONBACKEND_Request *req,
+                                        req_info *ri)
 {
-    TRITONBACKEND_Input *in = NULL;
-    if (TRITONBACKEND_RequestInput(req, io->name, &in) || !in)
-        return errorf(TRITONSERVER_ERROR_INVALID_ARG, "request has no input '%s'", io->name);
-    TRITONSERVER_DataType dt;
-    const int64_t *shape = NULL;
-    uint32_t ndim = 0, nbuf = 0;
-    uint64_t bytes = 0;
-    TRY(TRITONBACKEND_InputProperties(in, NULL, &dt, &shape, &ndim, &bytes, &nbuf));
-    if (dt != to_triton(io->dtype))
-        return errorf(TRITONSERVER_ERROR_INVALID_ARG, "input '%s': expected %s, found %s",
-                      io->name, triton_type_name(to_triton(io->dtype)), triton_type_name(dt));
-    /* A config `reshape` may give a fixed-shape input as e.g. [1] for a scalar:
-     * accepted when the element counts agree. */
-    int64_t dims[KILN_MAX_DIMS];
-    int rank = (int)ndim, fixed = 1;
-    int64_t n = 1, want = 1;
-    for (int d = 0; d < io->ndim; d++) fixed &= io->dims[d] >= 0, want *= io->dims[d];
-    for (uint32_t d = 0; d < ndim; d++) n *= shape[d];
-    if (rank != io->ndim && fixed && n == want) {
-        rank = io->ndim;
-        memcpy(dims, io->dims, sizeof dims);
-    } else if (rank != io->ndim) {
-        return errorf(TRITONSERVER_ERROR_INVALID_ARG, "input '%s': expected rank %d, found %d",
-                      io->name, io->ndim, rank);
-    } else {
-        memcpy(dims, shape, (size_t)rank * sizeof *dims);
+    const kiln_engine *e = inst->model->engine;
+    int nin = kiln_engine_num_inputs(e);
+    uint32_t given = 0;
+    TRY(TRITONBACKEND_RequestInputCount(req, &given));
+    if ((int)given != nin)
+        return errorf(TRITONSERVER_ERROR_INVALID_ARG, "model '%s' takes %d inputs, request has %u",
+                      inst->model->name, nin, given);
+    for (int i = 0; i < nin; i++) {
+        kiln_io_info io;
+        kiln_engine_io(e, i, &io);
+        TRITONBACKEND_Input *in = NULL;
+        if (TRITONBACKEND_RequestInput(req, io.name, &in) || !in)
+            return errorf(TRITONSERVER_ERROR_INVALID_ARG, "request has no input '%s'", io.name);
+        TRITONSERVER_DataType dt;
+        const int64_t *shape = NULL;
+        uint32_t ndim = 0;
+        TRY(TRITONBACKEND_InputProperties(in, NULL, &dt, &shape, &ndim, &ri->bytes[i], &ri->nbuf[i]));
+        if (dt != to_triton(io.dtype))
+            return errorf(TRITONSERVER_ERROR_INVALID_ARG, "input '%s': expected %s, found %s",
+                          io.name, triton_type_name(to_triton(io.dtype)), triton_type_name(dt));
+        /* A config `reshape` may give a fixed-shape input as e.g. [1] for a
+         * scalar: accepted when the element counts agree. */
+        int fixed = 1;
+        int64_t n = 1, want = 1;
+        for (int d = 0; d < io.ndim; d++) fixed &= io.dims[d] >= 0, want *= io.dims[d];
+        for (uint32_t d = 0; d < ndim; d++) n *= shape[d];
+        if ((int)ndim != io.ndim && !(fixed && n == want))
+            return errorf(TRITONSERVER_ERROR_INVALID_ARG, "input '%s': expected rank %d, found %u",
+                          io.name, io.ndim, ndim);
+        ri->in[i] = in;
+        ri->rank[i] = io.ndim;
+        memcpy(ri->dims[i], (int)ndim == io.ndim ? shape : io.dims, (size_t)io.ndim * sizeof(int64_t));
+        uint64_t need = (uint64_t)n * kiln_dtype_size(io.dtype);
+        if (ri->bytes[i] != need)
+            return errorf(TRITONSERVER_ERROR_INVALID_ARG,
+                          "input '%s': its shape needs %llu bytes, the request holds %llu", io.name,
+                          (unsigned long long)need, (unsigned long long)ri->bytes[i]);
     }
-    if (kiln_context_set_input_shape(inst->ctx, io->name, rank, dims))
-        return errorf(TRITONSERVER_ERROR_INVALID_ARG, "%s", kiln_errmsg());
-    uint64_t need = (uint64_t)n * kiln_dtype_size(io->dtype);
-    if (bytes != need)
-        return errorf(TRITONSERVER_ERROR_INVALID_ARG,
-                      "input '%s': its shape needs %llu bytes, the request holds %llu", io->name,
-                      (unsigned long long)need, (unsigned long long)bytes);
-    const void *data = NULL;
-    if (nbuf > 1 && !(data = *gathered = malloc(bytes ? bytes : 1)))
-        return errorf(TRITONSERVER_ERROR_INTERNAL, "input '%s': out of memory", io->name);
+    return NULL;
+}
+
+/* Copy input i of a request (all its buffers) to dst. */
+static TRITONSERVER_Error *gather(const req_info *ri, int i, char *dst)
+{
     uint64_t at = 0;
-    for (uint32_t b = 0; b < nbuf; b++) {
+    for (uint32_t b = 0; b < ri->nbuf[i]; b++) {
         const void *buf = NULL;
         uint64_t size = 0;
         TRITONSERVER_MemoryType mt = TRITONSERVER_MEMORY_CPU;
         int64_t mid = 0;
-        TRY(TRITONBACKEND_InputBuffer(in, b, &buf, &size, &mt, &mid));
+        TRY(TRITONBACKEND_InputBuffer(ri->in[i], b, &buf, &size, &mt, &mid));
         if (mt == TRITONSERVER_MEMORY_GPU)
-            return errorf(TRITONSERVER_ERROR_UNSUPPORTED, "input '%s': GPU memory not supported",
-                          io->name);
-        if (size > bytes - at)
-            return errorf(TRITONSERVER_ERROR_INVALID_ARG, "input '%s': buffers exceed %llu bytes",
-                          io->name, (unsigned long long)bytes);
-        if (nbuf == 1) data = buf;
-        else memcpy((char *)*gathered + at, buf, size);
+            return errorf(TRITONSERVER_ERROR_UNSUPPORTED, "input %d: GPU memory not supported", i);
+        if (size > ri->bytes[i] - at)
+            return errorf(TRITONSERVER_ERROR_INVALID_ARG, "input %d: buffers exceed %llu bytes", i,
+                          (unsigned long long)ri->bytes[i]);
+        memcpy(dst + at, buf, size);
         at += size;
     }
-    /* kiln only reads inputs; the binding is not const because outputs share it. */
-    if (kiln_context_bind(inst->ctx, io->name, (void *)data, bytes))
-        return errorf(TRITONSERVER_ERROR_INTERNAL, "%s", kiln_errmsg());
+    if (at != ri->bytes[i])
+        return errorf(TRITONSERVER_ERROR_INVALID_ARG, "input %d: buffers hold %llu of %llu bytes", i,
+                      (unsigned long long)at, (unsigned long long)ri->bytes[i]);
     return NULL;
+}
+
+/* May request b join a run started by request a: same dims but dim 0. */
+static int same_inner(const req_info *a, const req_info *b, int nin)
+{
+    for (int i = 0; i < nin; i++)
+        if (a->rank[i] < 1 || memcmp(a->dims[i] + 1, b->dims[i] + 1, (size_t)(a->rank[i] - 1) * sizeof(int64_t)))
+            return 0;
+    return 1;
 }
 
 static int requested(TRITONBACKEND_Request *req, const char *name)
@@ -257,8 +287,11 @@ static int requested(TRITONBACKEND_Request *req, const char *name)
     return 0;
 }
 
+/* Rows [row, row + rows) of every requested output (dim 0; a run of one
+ * request: row 0, rows = the whole batch) into the response. */
 static TRITONSERVER_Error *write_outputs(kt_instance *inst, TRITONBACKEND_Request *req,
-                                         TRITONBACKEND_Response *resp)
+                                         TRITONBACKEND_Response *resp, int64_t row, int64_t rows,
+                                         int64_t total)
 {
     const kiln_engine *e = inst->model->engine;
     int nin = kiln_engine_num_inputs(e);
@@ -270,8 +303,19 @@ static TRITONSERVER_Error *write_outputs(kt_instance *inst, TRITONBACKEND_Reques
         int64_t dims[KILN_MAX_DIMS];
         if (kiln_context_shape(inst->ctx, io.name, &ndim, dims))
             return errorf(TRITONSERVER_ERROR_INTERNAL, "%s", kiln_errmsg());
+        if (rows != total && (ndim < 1 || dims[0] != total))
+            return errorf(TRITONSERVER_ERROR_INTERNAL,
+                          "output '%s': dim 0 is not the batch (%lld rows for batch %lld)", io.name,
+                          ndim ? (long long)dims[0] : 0LL, (long long)total);
         uint64_t bytes = kiln_dtype_size(io.dtype);
         for (int d = 0; d < ndim; d++) bytes *= (uint64_t)dims[d];
+        uint64_t offset = 0;
+        if (rows != total) {
+            bytes = bytes / (uint64_t)total;
+            offset = bytes * (uint64_t)row;
+            bytes *= (uint64_t)rows;
+            dims[0] = rows;
+        }
         TRITONBACKEND_Output *out = NULL;
         void *buf = NULL;
         TRITONSERVER_MemoryType mt = TRITONSERVER_MEMORY_CPU;
@@ -282,37 +326,86 @@ static TRITONSERVER_Error *write_outputs(kt_instance *inst, TRITONBACKEND_Reques
         if (mt == TRITONSERVER_MEMORY_GPU)
             return errorf(TRITONSERVER_ERROR_UNSUPPORTED, "output '%s': GPU memory not supported",
                           io.name);
-        if (bytes) memcpy(buf, kiln_context_output(inst->ctx, io.name), bytes);
+        if (bytes) memcpy(buf, (const char *)kiln_context_output(inst->ctx, io.name) + offset, bytes);
     }
     return NULL;
 }
 
-/* One request: bind, run, write the response's outputs. */
-static TRITONSERVER_Error *run_request(kt_instance *inst, TRITONBACKEND_Request *req,
-                                       TRITONBACKEND_Response *resp, uint64_t *compute_start,
-                                       uint64_t *compute_end)
+/* One kiln run over requests [0, n) (n > 1: concatenated along dim 0).
+ * A failure of the run itself is returned (nothing answered); otherwise
+ * errs[k] gets each request's own outcome of writing its outputs. */
+static TRITONSERVER_Error *run_group(kt_instance *inst, TRITONBACKEND_Request **reqs,
+                                     TRITONBACKEND_Response **resps, const req_info *ri, int n,
+                                     TRITONSERVER_Error **errs, uint64_t *cs, uint64_t *ce)
 {
     const kiln_engine *e = inst->model->engine;
     int nin = kiln_engine_num_inputs(e);
-    uint32_t given = 0;
-    TRY(TRITONBACKEND_RequestInputCount(req, &given));
-    if ((int)given != nin)
-        return errorf(TRITONSERVER_ERROR_INVALID_ARG, "model '%s' takes %d inputs, request has %u",
-                      inst->model->name, nin, given);
-    void *gathered[KILN_MAX_IO] = { 0 };
+    void *owned[KILN_MAX_IO] = { 0 };
+    int64_t total = n > 1 ? 0 : (ri[0].rank[0] ? ri[0].dims[0][0] : 1);
+    for (int k = 0; n > 1 && k < n; k++) total += ri[k].dims[0][0];
     TRITONSERVER_Error *err = NULL;
     for (int i = 0; i < nin && !err; i++) {
         kiln_io_info io;
         kiln_engine_io(e, i, &io);
-        err = bind_input(inst, req, &io, &gathered[i]);
+        int64_t dims[KILN_MAX_DIMS];
+        memcpy(dims, ri[0].dims[i], sizeof dims);
+        uint64_t bytes = 0;
+        for (int k = 0; k < n; k++) bytes += ri[k].bytes[i];
+        if (n > 1) dims[0] = total;
+        if (kiln_context_set_input_shape(inst->ctx, io.name, ri[0].rank[i], dims)) {
+            err = errorf(TRITONSERVER_ERROR_INVALID_ARG, "%s", kiln_errmsg());
+            break;
+        }
+        const void *data = NULL;
+        if (n == 1 && ri[0].nbuf[i] == 1) { /* bind Triton's buffer in place */
+            uint64_t size;
+            TRITONSERVER_MemoryType mt = TRITONSERVER_MEMORY_CPU;
+            int64_t mid = 0;
+            err = TRITONBACKEND_InputBuffer(ri[0].in[i], 0, &data, &size, &mt, &mid);
+            if (!err && (mt == TRITONSERVER_MEMORY_GPU || size != bytes))
+                err = errorf(TRITONSERVER_ERROR_INVALID_ARG, "input '%s': %s", io.name,
+                             mt == TRITONSERVER_MEMORY_GPU ? "GPU memory not supported"
+                                                           : "buffer size differs from the input's");
+        } else if (!(data = owned[i] = malloc(bytes ? bytes : 1))) {
+            err = errorf(TRITONSERVER_ERROR_INTERNAL, "input '%s': out of memory", io.name);
+        } else {
+            uint64_t at = 0;
+            for (int k = 0; k < n && !err; k++) {
+                err = gather(&ri[k], i, (char *)owned[i] + at);
+                at += ri[k].bytes[i];
+            }
+        }
+        /* kiln only reads inputs; the binding is not const because outputs share it. */
+        if (!err && kiln_context_bind(inst->ctx, io.name, (void *)data, bytes))
+            err = errorf(TRITONSERVER_ERROR_INTERNAL, "%s", kiln_errmsg());
     }
-    *compute_start = now_ns();
+    *cs = now_ns();
     if (!err && kiln_context_run(inst->ctx))
         err = errorf(TRITONSERVER_ERROR_INVALID_ARG, "%s", kiln_errmsg());
-    *compute_end = now_ns();
-    if (!err) err = write_outputs(inst, req, resp);
-    for (int i = 0; i < nin; i++) free(gathered[i]);
+    *ce = now_ns();
+    for (int k = 0, row = 0; !err && k < n; row += (int)(n > 1 ? ri[k].dims[0][0] : 0), k++)
+        errs[k] = write_outputs(inst, reqs[k], resps[k], row, n > 1 ? ri[k].dims[0][0] : total, total);
+    for (int i = 0; i < nin; i++) free(owned[i]);
     return err;
+}
+
+/* Send request k's response (with its error, if any), report its
+ * statistics and release it. */
+static void finish(TRITONBACKEND_ModelInstance *instance, TRITONBACKEND_Request *req,
+                   TRITONBACKEND_Response *resp, TRITONSERVER_Error *err, uint64_t exec_start,
+                   uint64_t cs, uint64_t ce)
+{
+    if (resp) {
+        TRITONSERVER_Error *se = TRITONBACKEND_ResponseSend(resp, TRITONSERVER_RESPONSE_COMPLETE_FINAL, err);
+        if (se) TRITONSERVER_ErrorDelete(se);
+    }
+    TRITONSERVER_Error *st = TRITONBACKEND_ModelInstanceReportStatistics(
+        instance, req, err == NULL, exec_start, cs < exec_start ? exec_start : cs, ce < cs ? cs : ce,
+        now_ns());
+    if (st) TRITONSERVER_ErrorDelete(st);
+    if (err) TRITONSERVER_ErrorDelete(err);
+    TRITONSERVER_Error *re = TRITONBACKEND_RequestRelease(req, TRITONSERVER_REQUEST_RELEASE_ALL);
+    if (re) TRITONSERVER_ErrorDelete(re);
 }
 
 KILN_TRITON_EXPORT TRITONSERVER_Error *
@@ -322,32 +415,59 @@ TRITONBACKEND_ModelInstanceExecute(TRITONBACKEND_ModelInstance *instance,
     void *state = NULL;
     TRY(TRITONBACKEND_ModelInstanceState(instance, &state));
     kt_instance *inst = state;
-    uint64_t exec_start = now_ns(), first_compute = 0, last_compute = 0;
-    uint64_t done = 0;
+    uint64_t exec_start = now_ns();
+    const kiln_engine *e = inst->model->engine;
+    int nin = kiln_engine_num_inputs(e);
+    req_info *ri = calloc(count ? count : 1, sizeof *ri);
+    TRITONBACKEND_Response **resps = calloc(count ? count : 1, sizeof *resps);
+    TRITONSERVER_Error **errs = calloc(count ? count : 1, sizeof *errs);
+    if (!ri || !resps || !errs) {
+        free(ri), free(resps), free(errs);
+        return errorf(TRITONSERVER_ERROR_INTERNAL, "kiln backend: out of memory for %u requests", count);
+    }
+    /* The largest batch one run may take: the engine profile's dim-0 max. */
+    int64_t max_rows = inst->model->max_batch > 0 ? INT64_MAX : 0;
+    for (int i = 0; i < nin && max_rows; i++) {
+        kiln_io_info io;
+        kiln_engine_io(e, i, &io);
+        int64_t cap = io.ndim < 1 ? 0 : io.dims[0] >= 0 ? io.dims[0] : io.max[0];
+        if (cap < max_rows) max_rows = cap;
+    }
     for (uint32_t r = 0; r < count; r++) {
-        TRITONBACKEND_Request *req = requests[r];
-        TRITONBACKEND_Response *resp = NULL;
-        uint64_t cs = now_ns(), ce = cs;
-        TRITONSERVER_Error *err = TRITONBACKEND_ResponseNew(&resp, req);
-        if (!err) err = run_request(inst, req, resp, &cs, &ce);
-        if (!first_compute) first_compute = cs;
-        last_compute = ce;
-        if (resp) {
-            TRITONSERVER_Error *se = TRITONBACKEND_ResponseSend(resp, TRITONSERVER_RESPONSE_COMPLETE_FINAL, err);
-            if (se) TRITONSERVER_ErrorDelete(se);
+        errs[r] = TRITONBACKEND_ResponseNew(&resps[r], requests[r]);
+        if (!errs[r]) errs[r] = read_request(inst, requests[r], &ri[r]);
+    }
+    for (uint32_t r = 0; r < count;) {
+        if (errs[r]) {
+            finish(instance, requests[r], resps[r], errs[r], exec_start, exec_start, exec_start);
+            r++;
+            continue;
         }
-        TRITONSERVER_Error *st = TRITONBACKEND_ModelInstanceReportStatistics(
-            instance, req, err == NULL, exec_start, cs, ce, now_ns());
-        if (st) TRITONSERVER_ErrorDelete(st);
-        done += err == NULL;
-        if (err) TRITONSERVER_ErrorDelete(err);
-        TRITONSERVER_Error *re = TRITONBACKEND_RequestRelease(req, TRITONSERVER_REQUEST_RELEASE_ALL);
-        if (re) TRITONSERVER_ErrorDelete(re);
+        uint32_t n = 1;
+        int64_t rows = max_rows ? ri[r].dims[0][0] : 0;
+        while (max_rows && r + n < count && !errs[r + n] && same_inner(&ri[r], &ri[r + n], nin) &&
+               rows + ri[r + n].dims[0][0] <= max_rows)
+            rows += ri[r + n++].dims[0][0];
+        uint64_t cs = 0, ce = 0;
+        TRITONSERVER_Error *gerr = run_group(inst, requests + r, resps + r, ri + r, (int)n, errs + r, &cs, &ce);
+        if (gerr && n > 1) { /* retry alone: each request gets its own answer */
+            TRITONSERVER_ErrorDelete(gerr);
+            for (uint32_t k = r; k < r + n; k++) {
+                TRITONSERVER_Error *one = run_group(inst, requests + k, resps + k, ri + k, 1, errs + k, &cs, &ce);
+                if (one) errs[k] = one;
+                finish(instance, requests[k], resps[k], errs[k], exec_start, cs, ce);
+            }
+        } else {
+            for (uint32_t k = r; k < r + n; k++)
+                finish(instance, requests[k], resps[k], k == r && gerr ? gerr : errs[k], exec_start, cs, ce);
+            if (!gerr) {
+                TRITONSERVER_Error *st = TRITONBACKEND_ModelInstanceReportBatchStatistics(
+                    instance, (uint64_t)(rows ? rows : 1), exec_start, cs, ce, now_ns());
+                if (st) TRITONSERVER_ErrorDelete(st);
+            }
+        }
+        r += n;
     }
-    if (done) {
-        TRITONSERVER_Error *st = TRITONBACKEND_ModelInstanceReportBatchStatistics(
-            instance, done, exec_start, first_compute, last_compute, now_ns());
-        if (st) TRITONSERVER_ErrorDelete(st);
-    }
+    free(ri), free(resps), free(errs);
     return NULL;
 }

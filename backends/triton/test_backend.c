@@ -42,7 +42,12 @@ struct TRITONBACKEND_Response {
     int sent;
     char error[2048]; /* "" = success */
 };
-struct TRITONBACKEND_ModelInstance { TRITONBACKEND_Model *model; void *state; int stats_ok, stats_fail; };
+struct TRITONBACKEND_ModelInstance {
+    TRITONBACKEND_Model *model;
+    void *state;
+    int stats_ok, stats_fail;
+    int runs, rows; /* batch statistics: kiln runs and the rows they held */
+};
 
 /* Responses of the last Execute, in request order. */
 static struct TRITONBACKEND_Response responses[16];
@@ -107,7 +112,10 @@ TRITONSERVER_Error *TRITONBACKEND_ModelInstanceReportBatchStatistics(TRITONBACKE
                                                                      const uint64_t a, const uint64_t b,
                                                                      const uint64_t c, const uint64_t d)
 {
-    (void)i, (void)n, (void)a, (void)b, (void)c, (void)d;
+    if (!(a <= b && b <= c && c <= d))
+        return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INVALID_ARG, "batch statistics out of order");
+    i->runs++;
+    i->rows += (int)n;
     return NULL;
 }
 TRITONSERVER_Error *TRITONBACKEND_RequestInput(TRITONBACKEND_Request *r, const char *name, TRITONBACKEND_Input **in)
@@ -294,7 +302,7 @@ int main(int argc, char **argv)
     snprintf(path, sizeof path, "%s/cls/1/model.kiln", argv[2]);
     CHECK(access(path, R_OK) == 0, "the built engine is cached as %s", path);
     free(err);
-    TRITONBACKEND_ModelInstance inst = { &model, NULL, 0, 0 };
+    TRITONBACKEND_ModelInstance inst = { &model, NULL, 0, 0, 0, 0 };
     CHECK(!init_error(TRITONBACKEND_ModelInstanceInitialize(&inst)), "instance initialize");
 
     /* 0: reference, 1: batch of 2 (reference + random) in 3 buffers,
@@ -338,6 +346,32 @@ int main(int argc, char **argv)
           responses[6].error);
     CHECK(inst.stats_ok == 3 && inst.stats_fail == 4, "statistics: %d ok, %d failed", inst.stats_ok,
           inst.stats_fail);
+    CHECK(inst.runs == 3 && inst.rows == 4, "3 runs of 4 rows in all (none could be gathered): %d, %d",
+          inst.runs, inst.rows);
+    float alone[2];
+    memcpy(alone, responses[2].out[0].buf, sizeof alone);
+    free_responses();
+
+    /* Gathering: the reference and the random row (batch 1 each) are
+     * concatenated into one run of 2 rows; a bad request between runs is
+     * answered alone; each response holds its own row. */
+    TRITONBACKEND_Request g[3] = { 0 };
+    g[0].in[0] = input(TRITONSERVER_TYPE_FP32, 1, x, per * 4, 1);
+    g[1].in[0] = input(TRITONSERVER_TYPE_FP32, 1, pair + per, per * 4, 2);
+    g[2].in[0] = input(TRITONSERVER_TYPE_INT32, 1, x, per * 4, 1);
+    TRITONBACKEND_Request *gp[3] = { &g[0], &g[1], &g[2] };
+    for (int i = 0; i < 3; i++) g[i].nin = 1;
+    inst.runs = inst.rows = 0;
+    CHECK(TRITONBACKEND_ModelInstanceExecute(&inst, gp, 3) == NULL, "execute");
+    CHECK(inst.runs == 1 && inst.rows == 2, "one run of 2 rows: %d runs, %d rows", inst.runs, inst.rows);
+    CHECK(nresponses == 3 && !responses[0].error[0] && !responses[1].error[0] && responses[2].error[0],
+          "gathered requests answered, the bad one refused");
+    if (nresponses == 3 && !responses[0].error[0] && !responses[1].error[0]) {
+        CHECK(responses[0].out[0].shape[0] == 1 && responses[1].out[0].shape[0] == 1,
+              "each response has its own 1 row");
+        CHECK(close_to(responses[0].out[0].buf, y, 2, "gathered row 0"), "gathered row 0 matches ONNX Runtime");
+        CHECK(close_to(responses[1].out[0].buf, alone, 2, "gathered row 1"), "gathered row 1 = run alone");
+    }
     free_responses();
     CHECK(!init_error(TRITONBACKEND_ModelInstanceFinalize(&inst)), "instance finalize");
     CHECK(!init_error(TRITONBACKEND_ModelFinalize(&model)), "model finalize");
@@ -350,7 +384,7 @@ int main(int argc, char **argv)
     CHECK(!err, "load from the cache: %s", err);
     free(err);
     if (again.state) {
-        TRITONBACKEND_ModelInstance i2 = { &again, NULL, 0, 0 };
+        TRITONBACKEND_ModelInstance i2 = { &again, NULL, 0, 0, 0, 0 };
         CHECK(!init_error(TRITONBACKEND_ModelInstanceInitialize(&i2)), "instance on the cached engine");
         TRITONBACKEND_Request r = { 0 };
         r.in[0] = input(TRITONSERVER_TYPE_FP32, 1, x, per * 4, 1);
