@@ -1,20 +1,21 @@
 #!/usr/bin/env bash
 # test_triton.sh — kiln's Triton backend in a real Triton Inference Server.
 #
-# usage: test_triton.sh <libtriton_kiln.so> <kiln CLI> <shared models folder>
+# usage: test_triton.sh <libtriton_kiln.so> <kiln CLI> <shared models folder> <sample plugin library>
 #
 # Installs `tritonserver` (the binary shipped in PyPI's nvidia-pytriton 0.7.0,
 # Triton 2.51) into a venv (KILN_TRITON_VENV, default: beside the backend),
 # writes a model repository (ppocr_cls from model.onnx, built by the backend
 # on first load with dynamic batching and 2 instances; silero_vad_v5 as a
-# model.kiln built here by the CLI; a model whose plugin library is missing),
+# model.kiln built here by the CLI; samples/circ_pad.onnx with its op from the
+# sample plugin library named in parameters; a model whose plugin is missing),
 # starts the server on 127.0.0.1 only (free ports, metrics off), waits for it,
 # runs scripts/triton_client.py (HTTP, KServe v2 protocol: outputs vs ONNX
 # Runtime's reference data, batched vs unbatched, concurrent requests,
 # malformed requests, statistics) and stops the server.  Exit 77 (ctest
 # skip) with the reason when the server cannot be installed or started.
 set -uo pipefail
-backend=$(realpath "$1") cli=$(realpath "$2") models=$(realpath "$3")
+backend=$(realpath "$1") cli=$(realpath "$2") models=$(realpath "$3") plugin=$(realpath "$4")
 here=$(cd "$(dirname "$0")" && pwd)
 work=$(dirname "$backend")/triton-test
 venv=${KILN_TRITON_VENV:-$(dirname "$backend")/triton-venv}
@@ -62,6 +63,15 @@ input [ { name: "input" data_type: TYPE_FP32 dims: [ 1, 512 ] },
         { name: "state" data_type: TYPE_FP32 dims: [ 2, 1, 128 ] } ]
 output [ { name: "output" data_type: TYPE_FP32 dims: [ 1, 1 ] },
          { name: "stateN" data_type: TYPE_FP32 dims: [ 2, 1, 128 ] } ]
+CFG
+mkdir -p "$repo/circ_pad/1"
+ln -s "$here/../samples/circ_pad.onnx" "$repo/circ_pad/1/model.onnx"
+cat >"$repo/circ_pad/config.pbtxt" <<CFG
+backend: "kiln"
+max_batch_size: 0
+input [ { name: "x" data_type: TYPE_FP32 dims: [ 1, 3, 8, 8 ] } ]
+output [ { name: "y" data_type: TYPE_FP32 dims: [ 1, 3, 11, 11 ] } ]
+parameters { key: "plugins" value: { string_value: "$plugin" } }
 CFG
 cp "$repo/vad/1/model.kiln" "$repo/broken/1/model.kiln"
 sed 's/^max_batch_size: 0/max_batch_size: 0\nparameters { key: "plugins" value: { string_value: "libnope_plugin.so" } }/' \

@@ -122,6 +122,13 @@ check(st == 200 and close(out["output"], pb(f"{MODELS}/silero_vad_v5/test_data_s
       and close(out["stateN"], pb(f"{MODELS}/silero_vad_v5/test_data_set_0/output_1.pb")),
       f"vad (model.kiln) matches ONNX Runtime's outputs ({st})")
 
+# ---- a model whose op comes from a plugin library named in parameters ----
+xc = rng.uniform(-1, 1, (1, 3, 8, 8)).astype(np.float32)
+st, out = infer("circ_pad", {"x": xc})
+# pads [1, 2, 2, 1] = (left, right) of W, then (top, bottom) of H, torch order
+want = np.pad(xc, ((0, 0), (0, 0), (2, 1), (1, 2)), mode="wrap")
+check(st == 200 and close(out["y"], want), f"circ_pad (plugin library) matches numpy's wrap pad ({st})")
+
 # ---- a model whose plugin library is missing: a clean load failure --------
 st, index = call("POST", "/v2/repository/index", {})
 broken = [m for m in index if m.get("name") == "broken"] if st == 200 else []
