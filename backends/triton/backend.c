@@ -383,6 +383,16 @@ static TRITONSERVER_Error *run_group(kt_instance *inst, TRITONBACKEND_Request **
     if (!err && kiln_context_run(inst->ctx))
         err = errorf(TRITONSERVER_ERROR_INVALID_ARG, "%s", kiln_errmsg());
     *ce = now_ns();
+    /* Rows can be handed back only if every output's dim 0 is the batch
+     * (not so for e.g. a data-dependent output): otherwise run alone. */
+    for (int i = 0; !err && n > 1 && i < kiln_engine_num_outputs(e); i++) {
+        kiln_io_info io;
+        int ndim = 0;
+        int64_t dims[KILN_MAX_DIMS];
+        kiln_engine_io(e, nin + i, &io);
+        if (kiln_context_shape(inst->ctx, io.name, &ndim, dims) || ndim < 1 || dims[0] != total)
+            err = errorf(TRITONSERVER_ERROR_INTERNAL, "output '%s': dim 0 is not the batch", io.name);
+    }
     for (int k = 0, row = 0; !err && k < n; row += (int)(n > 1 ? ri[k].dims[0][0] : 0), k++)
         errs[k] = write_outputs(inst, reqs[k], resps[k], row, n > 1 ? ri[k].dims[0][0] : total, total);
     for (int i = 0; i < nin; i++) free(owned[i]);

@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
+#include <sys/stat.h>
 
 #include "json.h"
 #include "kiln/onnx.h"
@@ -151,12 +151,16 @@ int kt_model_load(kt_model *m, const char *dir, uint64_t version, const char *co
     char kiln_path[4096], onnx[4096];
     snprintf(kiln_path, sizeof kiln_path, "%s/%llu/model.kiln", dir, (unsigned long long)version);
     snprintf(onnx, sizeof onnx, "%s/%llu/model.onnx", dir, (unsigned long long)version);
-    if (access(kiln_path, F_OK) == 0) {
+    /* The cached engine serves unless model.onnx is newer than it. */
+    struct stat ks, os;
+    int have_kiln = stat(kiln_path, &ks) == 0, have_onnx = stat(onnx, &os) == 0;
+    if (have_kiln && have_onnx && os.st_mtime > ks.st_mtime) have_kiln = 0;
+    if (have_kiln) {
         if (kiln_engine_load(kiln_path, &m->engine)) {
             failf(err, errsize, "%s: %s", kiln_path, kiln_errmsg());
             goto done;
         }
-    } else if (access(onnx, F_OK) == 0) {
+    } else if (have_onnx) {
         if (build_onnx(m, onnx, kiln_path, cfg, err, errsize)) goto done;
     } else {
         failf(err, errsize, "model '%s' version %llu: neither %s nor %s exists", m->name,

@@ -20,7 +20,8 @@ typedef struct kt_model {
  * plugin libraries named in parameters.plugins are loaded, then
  * <dir>/<version>/model.kiln is loaded, or else <dir>/<version>/model.onnx is
  * imported, built with a profile from the config's dims and max_batch_size,
- * and cached as model.kiln beside it.  0, or -1 with a message in err. */
+ * and cached as model.kiln beside it (rebuilt when model.onnx is newer than
+ * the cache).  0, or -1 with a message in err. */
 int kt_model_load(kt_model *m, const char *dir, uint64_t version, const char *config_json,
                   size_t config_size, char *err, size_t errsize);
 void kt_model_free(kt_model *m);
