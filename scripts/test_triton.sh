@@ -10,7 +10,8 @@
 # model.kiln built here by the CLI; samples/circ_pad.onnx with its op from the
 # sample plugin library named in parameters; a model whose plugin is missing),
 # starts the server on 127.0.0.1 only (free ports, metrics off), waits for it,
-# runs scripts/triton_client.py (HTTP, KServe v2 protocol: outputs vs ONNX
+# runs scripts/triton_client.py (HTTP, KServe v2 protocol, and gRPC through
+# tritonclient when pip can install it: outputs vs ONNX
 # Runtime's reference data, batched vs unbatched, concurrent requests,
 # malformed requests, statistics) and stops the server.  Exit 77 (ctest
 # skip) with the reason when the server cannot be installed or started.
@@ -35,6 +36,13 @@ if [ -z "$server" ]; then
   server=$(ls "$venv"/lib/python3*/site-packages/pytriton/tritonserver/bin/tritonserver 2>/dev/null | head -1)
 fi
 [ -x "$server" ] || skip "nvidia-pytriton has no tritonserver binary"
+# The gRPC client (optional: without it the gRPC checks are skipped).
+py=python3
+if ! "$venv/bin/python" -c 'import tritonclient.grpc, numpy, onnx' 2>/dev/null; then
+  timeout 300 "$venv/bin/pip" install -q "tritonclient[grpc]" numpy onnx >>"$work.pip.log" 2>&1 \
+    || echo "note: pip install tritonclient[grpc] failed; gRPC checks skipped"
+fi
+"$venv/bin/python" -c 'import tritonclient.grpc, numpy, onnx' 2>/dev/null && py=$venv/bin/python
 # --help prints the usage and exits 1: it proves the binary and its libraries load.
 usage=$(timeout 30 "$server" --help 2>&1)
 case $usage in "Usage: tritonserver"*) ;; *) skip "tritonserver does not run: ${usage:0:300}" ;; esac
@@ -95,7 +103,7 @@ for _ in $(seq 300); do
   sleep 0.5
 done
 curl -sf -m 2 "http://127.0.0.1:$http/v2/health/ready" >/dev/null || { tail -20 "$log"; echo "FAIL: server not ready after 150 s"; exit 1; }
-timeout 300 python3 "$here/triton_client.py" "http://127.0.0.1:$http" "$models"
+timeout 300 "$py" "$here/triton_client.py" "http://127.0.0.1:$http" "$models" "127.0.0.1:$grpc"
 rc=$?
 [ $rc -eq 0 ] || { echo "--- server log (tail)"; tail -30 "$log"; }
 kill -0 "$pid" 2>/dev/null || { echo "FAIL: the server died during the tests"; rc=1; }

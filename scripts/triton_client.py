@@ -1,7 +1,7 @@
 """triton_client.py — checks a running tritonserver that serves kiln models
 (scripts/test_triton.sh writes the repository and starts the server).
 
-usage: triton_client.py <http base url> <shared models folder>
+usage: triton_client.py <http base url> <shared models folder> [<grpc host:port>]
 
 HTTP, KServe v2 JSON protocol, standard library + numpy/onnx only (the
 reference .pb files).  Every check prints one line; exit 1 if any failed."""
@@ -15,6 +15,7 @@ import numpy as np
 from onnx import TensorProto, numpy_helper
 
 BASE, MODELS = sys.argv[1], sys.argv[2]
+GRPC = sys.argv[3] if len(sys.argv) > 3 else None
 failures = []
 
 
@@ -136,6 +137,36 @@ reason = broken[0].get("reason", "") if broken else ""
 check(bool(broken) and broken[0].get("state") != "READY" and "libnope_plugin.so" in reason,
       f"broken: load failure names the missing plugin ({reason[:120]})")
 check(call("GET", "/v2/health/live")[0] == 200, "the server is alive at the end")
+
+# ---- the same over gRPC (tritonclient, when the venv has it) --------------
+try:
+    import tritonclient.grpc as grpcclient
+    from tritonclient.utils import InferenceServerException
+except ImportError:
+    grpcclient = None
+if GRPC and grpcclient:
+    client = grpcclient.InferenceServerClient(GRPC)
+
+    def ginfer(model, inputs):
+        ins = []
+        for n, a in inputs.items():
+            t = grpcclient.InferInput(n, list(a.shape), "FP32")
+            t.set_data_from_numpy(a)
+            ins.append(t)
+        return client.infer(model, ins, client_timeout=60)
+
+    r = ginfer("cls", {"x": x})
+    check(close(r.as_numpy("softmax_0.tmp_0"), y), "gRPC: cls matches ONNX Runtime's output")
+    r = ginfer("vad", vin)
+    check(close(r.as_numpy("stateN"), pb(f"{MODELS}/silero_vad_v5/test_data_set_0/output_1.pb")),
+          "gRPC: vad matches ONNX Runtime's outputs")
+    try:
+        ginfer("cls", {"x": rand[:1, :, :, :100]})
+        check(False, "gRPC: wrong shape is an error")
+    except InferenceServerException as e:
+        check("x" in str(e), f"gRPC: wrong shape is an error ({str(e)[:80]})")
+else:
+    print("skip gRPC: " + ("no port given" if not GRPC else "tritonclient not installed"))
 
 print(f"{len(failures)} failed" if failures else "all Triton checks passed")
 sys.exit(1 if failures else 0)
