@@ -13,9 +13,11 @@
 #   scripts/test_gpu.sh run BUNDLE_DIR [LOG_DIR]      (on the GPU machine)
 #       runs, logging each step to LOG_DIR (default BUNDLE_DIR/logs):
 #        1. kiln devices
-#        2. the cuda tests, every test_cuda* program (test_cuda: device
-#           layer, kernels, cuBLASLt, engines, CUDA graphs, 4 contexts on 4
-#           streams bit-identical to one; test_cuda_placement; test_cuda_ops)
+#        2. the cuda tests (test_cuda: device layer, kernels, cuBLASLt,
+#           engines, CUDA graphs, 4 contexts on 4 streams bit-identical to
+#           one; test_cuda_placement; test_cuda_ops: every op's CUDA
+#           implementation against its CPU one; the kernels alone against
+#           PyTorch: scripts/test_gpu_kernels.sh)
 #        3. kiln test-onnx --device cuda over the ONNX node cases (with the
 #           skip list): passed,
 #           failed, skipped and how many ran entirely on the GPU
@@ -38,8 +40,7 @@ pack() {
     here=$(cd "$(dirname "$0")" && pwd)
     mkdir -p "$out"
     cp -L "$build/kiln" "$build/libkiln.so.0" "$out/"
-    # the test programs each hold the kernels (static libkiln): compressed
-    (cd "$build" && tar czf "$out/tests.tgz" $(for t in test_cuda*; do [ -f "$t" ] && [ -x "$t" ] && echo "$t"; done))
+    for t in test_cuda test_cuda_placement test_cuda_ops; do cp "$build/$t" "$out/"; done
     # libraries the GPU machine may lack (protobuf-c, libsodium, ...): all
     # but the C runtime's
     ldd "$out/kiln" "$out/libkiln.so.0" "$build/test_cuda" | awk '/=> \// {print $3}' | sort -u |

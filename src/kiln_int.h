@@ -183,6 +183,9 @@ typedef struct kiln__attrset {
 } kiln__attrset;
 int kiln__attrset_init(kiln__attrset *s, const kiln__op *op); /* defaults filled */
 void kiln__attrset_free(kiln__attrset *s);
+/* The present values as text for people, "pads=[1, 2, 2, 1] mode=\"wrap\""
+ * (arrays past 16 elements end in "..."); always NUL-terminated. */
+void kiln__attrset_describe(const kiln__attrset *s, char *buf, size_t size);
 int kiln__attrset_copy(kiln__attrset *dst, const kiln__attrset *src);
 /* Set from a value (type-checked, converted losslessly); message names attr. */
 int kiln__attrset_set(kiln__attrset *s, const char *name, const kiln_attr_value *val);

@@ -88,3 +88,20 @@ if(COMMAND kiln_cli_test AND TARGET kiln_cli)
      ${KC} plugins cache --clean | grep -q '^removed 1 cache entry' && \
      ${KC} plugins cache | grep -q '^0 cache entries' && test -f ${KI_CACHE}/notes.txt")
 endif()
+
+# kiln inspect shows layer attributes (friction 8).
+if(COMMAND kiln_cli_test AND TARGET kiln_cli AND TARGET kiln_samples_ops)
+  kiln_cli_test(cli_input_inspect_attrs ${KC} inspect ${CMAKE_BINARY_DIR}/cli-hardening/cp.kiln --plugins ${KLIB})
+  set_tests_properties(cli_input_inspect_attrs PROPERTIES FIXTURES_REQUIRED cli_harden_cp
+                       PASS_REGULAR_EXPRESSION "'pad_a' sample::circ_pad v[0-9]+ .*\n +attrs pads=\\[[0-9, ]+\\]\n +in  'a'")
+endif()
+
+# With AOT preferred, inspect printed a time the builder had measured for
+# the JIT impl as the AOT kernel's (friction 3, first part): no time now.
+if(COMMAND kiln_cli_test AND TARGET kiln_cli AND TARGET kiln_samples_ops)
+  kiln_cli_test(cli_input_aot_no_jit_time sh -c
+    "${KC} build --network circ_pad --network-opts multi-tactic --plugins ${KLIB} --prefer-aot \
+     -o ${KI_DIR}/cp_aot.kiln >/dev/null && ${KC} inspect ${KI_DIR}/cp_aot.kiln | grep \"'pad_a' \"")
+  set_tests_properties(cli_input_aot_no_jit_time PROPERTIES PASS_REGULAR_EXPRESSION
+                       "'pad_a' sample::circ_pad v[0-9]+  AOT  tactic [0-9]+ \\(kernel [0-9]+\\)\n")
+endif()

@@ -505,6 +505,7 @@ static int emit_aot(emitter *E, int li, kiln__elayer *el) {
     rc = kiln__aot_from_kernel(L->op, &k, aot_node_cb, E, &e->aot[e->naot]);
     if (rc) return kiln__err_prefix(rc, "layer '%s' (%s::%s v%d)", L->name, L->op->ns, L->op->name, L->op->version);
     el->aot_kernel = e->naot++;
+    el->time_ms = 0; /* the timings were of the JIT impl: the AOT kernel is not timed (yet) */
     return 0;
 }
 

@@ -63,13 +63,16 @@ void kiln__tensor_view(kiln_tensor *v, void *data, kiln_dtype dtype, kiln_format
 
 int kiln__tensor_bytes(kiln_dtype dtype, kiln_format format, int ndim, const int64_t *dims,
                        uint64_t *bytes) {
-    uint64_t n = kiln_dtype_size(dtype);
+    uint64_t n = kiln_dtype_size(dtype), m = n;
     int64_t blk = channel_block(format, ndim);
     for (int d = 0; d < ndim; d++) {
         int64_t k = dims[d];
         if (k < 0) return kiln__err(KILN_ESHAPE, "dim %d = %lld (negative)", d, (long long)k);
         if (d == 1) k = (k + blk - 1) / blk * blk;
-        if (__builtin_mul_overflow(n, (uint64_t)k, &n) || n > MAX_TENSOR_BYTES)
+        /* m: the same product with zero dims as 1, so the strides of an
+         * empty tensor fit too (a 0 must not hide [0, 2^60, 2^60]) */
+        if (__builtin_mul_overflow(n, (uint64_t)k, &n) || n > MAX_TENSOR_BYTES ||
+            __builtin_mul_overflow(m, (uint64_t)(k ? k : 1), &m) || m > MAX_TENSOR_BYTES)
             return kiln__err(KILN_ESHAPE, "too large (dim %d = %lld, more than %llu bytes)", d,
                              (long long)dims[d], (unsigned long long)MAX_TENSOR_BYTES);
     }

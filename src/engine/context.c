@@ -524,21 +524,27 @@ static int tensor_capacity(const kiln_context *c, int32_t t, uint64_t *out) {
 
 /* upper: dims at the size symbols' upper bounds (the data-dependent
  * outputs of the layer that writes their size tensors: what it may fill). */
-static void set_view(const kiln_context *c, kiln_tensor *v, int32_t t, int upper) {
+static int set_view(const kiln_context *c, kiln_tensor *v, int32_t t, int upper) {
     if (t < 0) {
         memset(v, 0, sizeof *v);
         v->dtype = KILN_DTYPE_UNDEFINED;
-        return;
+        return 0;
     }
     const kiln__etensor *et = &c->e->tensors[t];
-    int64_t dims[KILN_MAX_DIMS];
+    int64_t dims[KILN_MAX_DIMS], known[KILN_MAX_DIMS];
     tensor_dims(c, et, dims);
     for (int d = 0; upper && d < et->ndim; d++) dims[d] = c->vals_up[et->dims[d]];
+    /* dims a view can describe (strides fit; unknown dims count as 1) */
+    uint64_t b;
+    for (int d = 0; d < et->ndim; d++) known[d] = dims[d] < 0 ? 1 : dims[d];
+    int rc = dims_bytes(et, known, &b);
+    if (rc) return rc;
     kiln__tensor_view(v, NULL, (kiln_dtype)et->dtype, (kiln_format)et->format,
                       kiln__etensor_device(c->e, t), et->ndim, dims);
+    return 0;
 }
 
-static void update_view_dims(kiln_context *c, int from_layer) {
+static int update_view_dims(kiln_context *c, int from_layer) {
     const kiln_engine *e = c->e;
     for (int32_t l = from_layer; l < e->nlayers; l++) {
         ctx_layer *cl = &c->L[l];
@@ -548,10 +554,12 @@ static void update_view_dims(kiln_context *c, int from_layer) {
             kiln_tensor *v = &cl->in[k]; /* in and out are contiguous */
             int32_t t = c->view_t[v - c->views];
             void *d = v->data;
-            set_view(c, v, t, sizes && k >= cl->call.nin && t >= 0 && c->tdep[t]);
+            int rc = set_view(c, v, t, sizes && k >= cl->call.nin && t >= 0 && c->tdep[t]);
+            if (rc) return layer_err(&e->layers[l], rc);
             v->data = d;
         }
     }
+    return 0;
 }
 
 /* This machine's memory in bytes (0: unknown). */
@@ -670,7 +678,7 @@ static int plan(kiln_context *c) {
     }
     /* Workspaces (views must hold current dims): one per memory space, the
      * largest a layer there needs. */
-    update_view_dims(c, 0);
+    if ((rc = update_view_dims(c, 0))) return rc;
     size_t ws = 0, dws = 0;
     for (int32_t l = 0; l < e->nlayers; l++) {
         ctx_layer *cl = &c->L[l];
@@ -1043,7 +1051,7 @@ static int after_size_layer(kiln_context *c, int32_t l) {
                              el->name, layer_op_str(el, ob, sizeof ob), e->tensors[t].name,
                              (unsigned long long)b, (unsigned long long)c->tbytes[t]);
     }
-    update_view_dims(c, l + 1);
+    if ((rc = update_view_dims(c, l + 1))) return rc;
     return on_shape_change(c, l + 1);
 }
 

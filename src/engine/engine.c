@@ -137,8 +137,11 @@ static void prepack_view(const kiln_engine *e, int32_t t, kiln_tensor *v) {
     int fixed = kiln__etensor_static_dims(e, et, dims) < 0;
     uint64_t bytes = 0;
     /* Static dims beyond 2^48 bytes (a crafted engine) would overflow the
-     * strides: such a tensor is described as of unknown dims. */
-    if (fixed && kiln__tensor_bytes((kiln_dtype)et->dtype, (kiln_format)et->format, et->ndim, dims, &bytes)) {
+     * strides (unknown dims count as 1 there): such a tensor is described
+     * as of unknown dims. */
+    int64_t known[KILN_MAX_DIMS];
+    for (int d = 0; d < et->ndim; d++) known[d] = dims[d] < 0 ? 1 : dims[d];
+    if (kiln__tensor_bytes((kiln_dtype)et->dtype, (kiln_format)et->format, et->ndim, known, &bytes)) {
         for (int d = 0; d < et->ndim; d++) dims[d] = -1;
         fixed = 0;
     }

@@ -197,6 +197,9 @@ KILN_API int kiln_engine_inspect(const kiln_engine *e, FILE *out) {
             fprintf(out, "  copy %s, %s at opt", ck, b2);
         }
         fprintf(out, "\n");
+        char attrs[1024];
+        kiln__attrset_describe(&L->attrs, attrs, sizeof attrs);
+        if (attrs[0]) fprintf(out, "      attrs %s\n", attrs);
         for (int32_t k = 0; k < L->nin; k++)
             fprintf(out, "      in  %s\n", tensor_str(e, L->in[k], b1, sizeof b1));
         for (int32_t k = 0; k < L->nout; k++)

@@ -774,6 +774,46 @@ fail:
     return rc;
 }
 
+/* ---------------------------------------------------------------- for people */
+
+void kiln__attrset_describe(const kiln__attrset *s, char *buf, size_t size) {
+    size_t off = 0;
+#define PUT(...)                                                                                   \
+    do {                                                                                           \
+        if (off < size) off += (size_t)snprintf(buf + off, size - off, __VA_ARGS__);               \
+    } while (0)
+    if (size) buf[0] = 0;
+    for (int i = 0; i < s->count; i++) {
+        const kiln_attr_value *v = &s->v[i];
+        if (!v->present) continue;
+        PUT("%s%s=", off ? " " : "", s->defs[i].name);
+        switch (v->type) {
+        case KILN_ATTR_INT:
+        case KILN_ATTR_BOOL: PUT("%lld", (long long)v->i); break;
+        case KILN_ATTR_FLOAT: PUT("%g", v->f); break;
+        case KILN_ATTR_STRING: PUT("\"%.80s%s\"", v->s ? v->s : "", v->s && strlen(v->s) > 80 ? "..." : ""); break;
+        case KILN_ATTR_BYTES: PUT("<%zu bytes>", v->len); break;
+        case KILN_ATTR_ARRAY:
+            PUT("[");
+            for (int64_t k = 0; k < v->count && k < 16; k++) {
+                num n = elem_read(v->elem, v->data, k);
+                if (n.is_float) PUT("%s%g", k ? ", " : "", n.d);
+                else if (n.big) PUT("%s%llu", k ? ", " : "", (unsigned long long)n.u);
+                else PUT("%s%lld", k ? ", " : "", (long long)n.i);
+            }
+            PUT("%s]", v->count > 16 ? ", ..." : "");
+            break;
+        case KILN_ATTR_TENSOR:
+            PUT("%s[", kiln_dtype_name(v->elem));
+            for (int k = 0; k < v->ndim; k++) PUT("%s%lld", k ? "x" : "", (long long)v->dims[k]);
+            PUT("] tensor");
+            break;
+        case KILN_ATTR_GRAPH: PUT("<graph>"); break;
+        }
+    }
+#undef PUT
+}
+
 /* ---------------------------------------------------------------- accessors */
 
 /* What a misused accessor returns: absent, so the kernel's own "not set"

@@ -74,6 +74,10 @@ static int bn_shape(kiln_shape_ctx *c) {
                               c->in[0].ndim);
     if (kiln_attrs_int(c->attrs, "spatial") == 0)
         return kiln_set_error(KILN_EUNSUPPORTED, "BatchNormalization: spatial=0 is not supported");
+    for (int i = 1; i < c->nin && i < 5; i++) /* the kernel reads them as X's type */
+        if (c->in[i].dtype != c->in[0].dtype)
+            return kiln_set_error(KILN_ETYPE, "BatchNormalization: input %d is %s, X is %s", i,
+                                  kiln_dtype_name(c->in[i].dtype), kiln_dtype_name(c->in[0].dtype));
     for (int i = 1; i < c->nout; i++) {
         c->out[i].dtype = c->in[0].dtype;
         c->out[i].ndim = 1;

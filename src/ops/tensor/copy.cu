@@ -10,8 +10,11 @@
  *   pad_<bytes>(kiln_cu_pad, src, dst): Pad, modes constant/reflect/edge/wrap.
  *   gather_<bytes>_<i32|i64>(outer, len, inner, nidx, idx, src, dst): Gather
  *     along one axis (negative indices count from the end; an index out of
- *     range writes zeros — the launcher cannot read device indices, see
- *     copy_cuda.c).
+ *     range writes zeros: the launcher cannot read device indices);
+ *   gather_el_<bytes>_<i32|i64>(it, len, axis_stride, idx, src, dst):
+ *     GatherElements (it walks the indices: st[0] the data offset without
+ *     the axis, st[1] the index offset; same out-of-range rule);
+ *   fill_<bytes>(n, value, dst): n copies of one element (Dropout's mask).
  */
 #include "ops/common/cuda_common.cuh"
 

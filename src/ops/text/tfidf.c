@@ -239,6 +239,9 @@ static void tf_rows(void *ud, int64_t lo, int64_t hi) {
         int64_t first = cfg->min_n;
         for (int64_t skip = 0; skip <= cfg->max_skip; skip++) {
             const int64_t dist = skip + 1;
+            /* larger skips fit no n-gram of length >= first either (and
+             * max_skip_count may be huge: the loop ends here) */
+            if (first > 1 && dist > (C - 1) / (first - 1)) break;
             for (int64_t s = 0; s + dist * (first - 1) < C; s++) {
                 int32_t node = 0;
                 int64_t pos = s;
