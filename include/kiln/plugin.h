@@ -196,7 +196,7 @@ KILN_API int64_t kiln_attrs_floats(const kiln_attrs *a, const char *name, const 
 /* A view of a tensor as kernels see it.  dims are logical; strides are in
  * elements and describe LINEAR and NHWC layouts (blocked layouts: see
  * `format`).  `data` is host memory on the CPU device and device memory on
- * CUDA (the CPU is the only device until the CUDA backend lands). */
+ * CUDA. */
 typedef struct kiln_tensor {
     void *data;
     kiln_dtype dtype;
