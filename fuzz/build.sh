@@ -3,13 +3,15 @@
 #
 #   fuzz/build.sh                    build build-fuzz/onnx_fuzz and build-fuzz/engine_fuzz
 #   fuzz/build.sh run TARGET [SEC]   build, then fuzz TARGET (onnx or engine) for SEC
-#                                    seconds (default 600), one job, nice -n 19
+#                                    seconds (default 600), one worker (-fork=1, going
+#                                    on after a crash), nice -n 19
 #   fuzz/build.sh runs TARGET N      build, then run TARGET for N executions (CI)
 #
-# Corpora: fuzz/corpus/ (ONNX models) and fuzz/corpus_engine/ (small engine
-# files); new inputs go to build-fuzz/corpus_TARGET so the committed corpora
-# stay small, crash inputs to build-fuzz/ (keep each one as a regression
-# test: tests/engines_crafted/ for engines).
+# Corpora: fuzz/corpus/ (ONNX models) and build-fuzz/seed_engine/ (small
+# engines made here by fuzz/make_engine_corpus.sh); new inputs go to
+# build-fuzz/corpus_TARGET so the committed corpus stays small, crash inputs
+# to build-fuzz/ (keep each one as a regression test: tests/engines_crafted/
+# for engines).
 #
 # Needs clang with -fsanitize=fuzzer,address and protoc-c.  All of libkiln
 # is compiled in (the importer needs the registry and the network API), and
@@ -61,7 +63,10 @@ corpus() { if [ "$1" = onnx ]; then echo "$ROOT/fuzz/corpus"; else echo "$OUT/se
 case "${1:-}" in
   run)
     T=${2:?target: onnx or engine}; SEC=${3:-600}
+    # -fork=1: one worker process, restarted after a crash (kept in $OUT/),
+    # so a long run reports every crash site, not only the first
     ASAN_OPTIONS=${ASAN_OPTIONS:-allocator_may_return_null=1} exec nice -n 19 "$OUT/${T}_fuzz" -max_total_time="$SEC" -max_len=262144 -timeout=60 \
+      -fork=1 -ignore_crashes=1 -ignore_timeouts=1 -ignore_ooms=1 \
       -rss_limit_mb=2048 -malloc_limit_mb=1024 -artifact_prefix="$OUT/" "$OUT/corpus_$T" "$(corpus "$T")" ;;
   runs)
     T=${2:?target: onnx or engine}; N=${3:-2000}
