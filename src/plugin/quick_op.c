@@ -223,13 +223,21 @@ static int q_configure(void *state, const kiln_io_format *io, const kiln_desc *i
     return 0;
 }
 
-static size_t q_ws_call(const qstate *s, size_t (*fn)(const kiln_call *), const kiln_call *c) {
-    if (!fn) return 0;
-    kiln_attrs view = kiln__attrset_view(&s->attrs);
+/* The call a quick op's callback sees: the instance's attributes, no
+ * plugin state, the definition's user pointer. */
+static kiln_call q_view_call(const qstate *s, const kiln_call *c, kiln_attrs *view) {
+    *view = kiln__attrset_view(&s->attrs);
     kiln_call cc = *c;
-    cc.attrs = &view;
+    cc.attrs = view;
     cc.state = NULL;
     cc.user = s->q->user;
+    return cc;
+}
+
+static size_t q_ws_call(const qstate *s, size_t (*fn)(const kiln_call *), const kiln_call *c) {
+    if (!fn) return 0;
+    kiln_attrs view;
+    kiln_call cc = q_view_call(s, c, &view);
     return fn(&cc);
 }
 
@@ -349,11 +357,8 @@ static int q_set_tactic(void *state, int tactic) {
 }
 
 static int q_call(const qstate *s, int (*fn)(const kiln_call *), const kiln_call *c) {
-    kiln_attrs view = kiln__attrset_view(&s->attrs);
-    kiln_call cc = *c;
-    cc.attrs = &view;
-    cc.state = NULL;
-    cc.user = s->q->user;
+    kiln_attrs view;
+    kiln_call cc = q_view_call(s, c, &view);
     return fn(&cc);
 }
 
