@@ -120,7 +120,7 @@ int kiln__engine_validate(const kiln_engine *e) {
  * integer input (the builder knew them when they came from shapes; the
  * layer's producers have run, so they are in memory now). */
 static void view_desc(const kiln_engine *e, kiln_exprs *x, int32_t t, const kiln_tensor *v,
-                      kiln_desc *d) {
+                      kiln_desc *d, int *hidden) {
     memset(d, 0, sizeof *d);
     d->nvalues = -1;
     if (t < 0) return;
@@ -133,16 +133,24 @@ static void view_desc(const kiln_engine *e, kiln_exprs *x, int32_t t, const kiln
     if (et->kind == KILN__ET_CONST && linear && (uint64_t)n * kiln_dtype_size(v->dtype) == et->const_bytes)
         d->data = e->weights + et->const_off;
     int isint = v->dtype == KILN_DTYPE_I64 || v->dtype == KILN_DTYPE_I32;
-    /* values are read on the host: not from device memory (CUDA layers) */
-    if (!isint || !linear || !v->data || v->device != KILN_DEVICE_CPU || n > KILN_MAX_VALUES) return;
+    if (!isint || !linear || n > KILN_MAX_VALUES) return;
+    /* Values are read on the host: a constant from the weights blob (its
+     * device twin holds the same bytes), an activation only when it lives
+     * in host memory.  One in device memory (a CUDA layer's) is not read:
+     * *hidden tells the caller this layer's check lacks it. */
+    const uint8_t *src = d->data ? d->data : v->device == KILN_DEVICE_CPU ? v->data : NULL;
+    if (!src) {
+        if (v->data && v->device != KILN_DEVICE_CPU) *hidden = 1;
+        return;
+    }
     d->nvalues = (int)n;
     for (int64_t i = 0; i < n; i++) {
         int64_t val;
         if (v->dtype == KILN_DTYPE_I64) {
-            memcpy(&val, (const uint8_t *)v->data + 8 * i, 8);
+            memcpy(&val, src + 8 * i, 8);
         } else {
             int32_t w;
-            memcpy(&w, (const uint8_t *)v->data + 4 * i, 4);
+            memcpy(&w, src + 4 * i, 4);
             val = w;
         }
         d->values[i] = kiln_expr_const(x, val);
@@ -190,7 +198,8 @@ int kiln__layer_check_shapes(const kiln_engine *e, int32_t l, void *state, const
     kiln_exprs *x = kiln__exprs_create();
     if (!x) return kiln__err(KILN_ENOMEM, "out of memory checking layer '%s'", L->name);
     kiln_desc din[KILN_MAX_IO], dout[KILN_MAX_IO];
-    for (int32_t k = 0; k < L->nin; k++) view_desc(e, x, L->in[k], &in[k], &din[k]);
+    int hidden = 0;
+    for (int32_t k = 0; k < L->nin; k++) view_desc(e, x, L->in[k], &in[k], &din[k], &hidden);
     for (int32_t k = 0; k < L->nout; k++) {
         memset(&dout[k], 0, sizeof dout[k]);
         dout[k].nvalues = -1;
@@ -198,6 +207,13 @@ int kiln__layer_check_shapes(const kiln_engine *e, int32_t l, void *state, const
     kiln_shape_ctx sc = {.x = x, .in = din, .nin = L->nin, .out = dout, .nout = L->nout, .attrs = attrs};
     kiln__shape_bounds bounds;
     int rc = kiln__shape_run_bounds(op, state, &sc, &bounds);
+    if (rc && hidden) {
+        /* The shape function needed values that are in device memory
+         * (reading them would cost a sync per shape change): this layer is
+         * not checked here; its kernels get their dims from the engine. */
+        kiln__exprs_free(x);
+        return 0;
+    }
     if (rc) {
         char m[600], d[200] = "";
         size_t ld = 0;
