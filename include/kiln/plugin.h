@@ -445,6 +445,7 @@ typedef enum kiln_scalar_type {
 } kiln_scalar_type;
 
 #define KILN_MAX_SCALARS 16
+#define KILN_AOT_SIGNATURE_DERIVED "*" /* kiln_quick_op.aot_signature: see there */
 typedef struct kiln_aot_args {
     void *const *in;     /* input data pointers, in order */
     void *const *out;    /* output data pointers */
@@ -485,7 +486,10 @@ typedef struct kiln_quick_op {
     /* AOT: fill k for the chosen types/formats/tactic (shapes symbolic in
      * c->in/out descs).  `signature` lists the scalar types the kernel
      * takes, e.g. "i64,i64,f32"; the builder checks what aot returns
-     * against it (count and types) and fails naming op and argument. */
+     * against it (count and types) and fails naming op and argument.
+     * KILN_AOT_SIGNATURE_DERIVED ("*"): no fixed signature; each kernel's
+     * own scalar_types are its signature (still checked: known types, an
+     * expression for every integer scalar, at most KILN_MAX_SCALARS). */
     int (*aot)(const kiln_shape_ctx *c, const kiln_io_format *io, int tactic,
                kiln_aot_kernel *k);
     const char *aot_signature;

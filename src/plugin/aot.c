@@ -290,9 +290,12 @@ int kiln__aot_check(const kiln__op *op, const kiln_aot_kernel *k) {
     snprintf(id, sizeof id, "op %s::%s v%d", op->ns, op->name, op->version);
     const char *sig = op->quick ? op->quick->aot_signature : NULL;
     if (!sig) sig = "";
+    /* "*": no signature fixed at registration; the kernel's own scalar
+     * types are the signature (each still checked below). */
+    int derived = strcmp(sig, KILN_AOT_SIGNATURE_DERIVED) == 0;
     kiln_scalar_type want[KILN_MAX_SCALARS];
     int nwant = 0;
-    for (const char *p = sig; *p;) {
+    for (const char *p = derived ? "" : sig; *p;) {
         while (*p == ' ' || *p == '\t') p++;
         if (!*p) break;
         const char *b = p;
@@ -322,6 +325,10 @@ int kiln__aot_check(const kiln__op *op, const kiln_aot_kernel *k) {
     if (k->nscalars < 0 || k->nscalars > KILN_MAX_SCALARS)
         return kiln__err(KILN_EINVAL, "%s: aot kernel has %d scalars, at most %d allowed", id,
                          k->nscalars, KILN_MAX_SCALARS);
+    if (derived) {
+        nwant = k->nscalars;
+        for (int i = 0; i < nwant; i++) want[i] = k->scalar_types[i];
+    }
     if (k->nscalars != nwant)
         return kiln__err(KILN_EINVAL, "%s: aot kernel has %d scalar%s, signature \"%s\" says %d",
                          id, k->nscalars, k->nscalars == 1 ? "" : "s", sig, nwant);

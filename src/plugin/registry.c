@@ -272,7 +272,7 @@ static int check_quick(const kiln_quick_op *q, const kiln_attr_def *defs, int na
                                  q->name, (int)(p - b), b);
         }
     }
-    if (q->aot_signature) {
+    if (q->aot_signature && strcmp(q->aot_signature, KILN_AOT_SIGNATURE_DERIVED) != 0) {
         const char *p = q->aot_signature;
         int n = 0;
         while (*p) {

@@ -263,7 +263,8 @@ class PluginDef:
         _kiln.register_quick_op(
             self.op_name, 1, len(self.inputs), len(self.inputs), self.num_outputs, attrs, self._shape,
             self._impl if self.impl_fn else None, self._formats if self.autotune_fn else None,
-            self._aot if self.aot_fn else None, self.aot_signature, None, doc)
+            self._aot if self.aot_fn else None,
+            self.aot_signature if self.aot_signature is not None else "*", None, doc)
         self.registered = self.ever_registered = True
 
 
@@ -343,9 +344,11 @@ def aot_impl(op_name: str, signature: Optional[str] = None) -> Callable:
     code, KernelLaunchParams, SymIntExprs)``.  On the CPU ``code`` is C
     source in kiln's AOT contract (``void kernel_name(const kiln_aot_args *a,
     int ith, int nth)``, see include/kiln/plugin.h): the builder compiles it
-    into the engine, which then runs with no Python.  ``signature`` lists
-    the scalar argument types ("i32,i64,f32"); kiln checks what the function
-    returns against it."""
+    into the engine, which then runs with no Python.  The scalar argument
+    types come from what the function returns (SymInt32 -> i32, SymInt64 or
+    a plain shape expression -> i64, SymFloat32 -> f32), as in
+    tensorrt.plugin.  ``signature`` ("i32,i64,f32"), optional, fixes them:
+    kiln then checks each returned kernel's count and types against it."""
 
     def deco(fn):
         _attach(op_name, "aot_impl", "aot_fn")(fn)
