@@ -557,6 +557,16 @@ typedef struct kiln_quick_op {
      * c->in[k].device is then KILN_DEVICE_CPU.  A host input produced on
      * the GPU costs a device-to-host copy and a stream sync per run. */
     unsigned cuda_host_inputs;
+    /* Comma-separated attribute names stored in the engine ("pads,mode";
+     * "" none).  NULL: all attributes.  The others are build-time only:
+     * shape, formats_fn, aot, workspace and timing see them while the
+     * engine is built; the engine file does not hold them, so after a load
+     * impl sees their schema default (absent when required).  Set (non-NULL),
+     * loading skips this op's layers in its re-check of output shapes
+     * (the shape function may need what is not stored).  TensorRT's
+     * Python plugins store only the attributes their impl takes; the
+     * Python package sets this to those when they are not all. */
+    const char *serialize_attrs;
 } kiln_quick_op;
 
 /* ------------------------------------------------- full plugins */

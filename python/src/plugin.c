@@ -385,15 +385,17 @@ kiln_attr_def *kilnpy_split_and_defs(const char *id, char *buf, size_t size, con
 }
 
 /* register_quick_op(identity, version, min_in, max_in, nout, attrs, shape,
- *                   impl, formats, aot, aot_signature, timing_id, doc)
- * attrs: [(name, type, elem, default text or None, required)] */
+ *                   impl, formats, aot, aot_signature, timing_id, doc,
+ *                   serialize_attrs)
+ * attrs: [(name, type, elem, default text or None, required)];
+ * serialize_attrs: comma-separated names stored in the engine, None: all */
 static PyObject *py_register_quick_op(PyObject *self, PyObject *args) {
     (void)self;
-    const char *id, *aot_sig, *timing_id, *doc;
+    const char *id, *aot_sig, *timing_id, *doc, *serialize_attrs = NULL;
     int version, min_in, max_in, nout;
     PyObject *attrs, *shape, *impl, *formats, *aot;
-    if (!PyArg_ParseTuple(args, "siiiiOOOOOzzz", &id, &version, &min_in, &max_in, &nout, &attrs, &shape, &impl,
-                          &formats, &aot, &aot_sig, &timing_id, &doc))
+    if (!PyArg_ParseTuple(args, "siiiiOOOOOzzz|z", &id, &version, &min_in, &max_in, &nout, &attrs, &shape, &impl,
+                          &formats, &aot, &aot_sig, &timing_id, &doc, &serialize_attrs))
         return NULL;
     char buf[512];
     const char *ns, *name;
@@ -409,7 +411,7 @@ static PyObject *py_register_quick_op(PyObject *self, PyObject *args) {
         .num_outputs = nout, .attrs = defs, .shape = shape_trampoline,
         .impl = impl != Py_None ? impl_trampoline : NULL, .timing_id = timing_id,
         .aot = aot != Py_None ? aot_trampoline : NULL, .aot_signature = aot_sig, .doc = doc, .user = user,
-        .formats_fn = formats != Py_None ? formats_trampoline : NULL,
+        .formats_fn = formats != Py_None ? formats_trampoline : NULL, .serialize_attrs = serialize_attrs,
     };
     int rc = kiln_register_quick_op(&q); /* copies everything but `user` */
     PyMem_Free(defs);

@@ -80,6 +80,7 @@ const kiln_quick_op *kiln__quick_copy(kiln__defmem *m, const kiln_quick_op *q) {
     d->name = dm_str(m, q->name);
     d->attrs = copy_attrs(m, q->attrs);
     d->timing_id = dm_str(m, q->timing_id);
+    d->serialize_attrs = dm_str(m, q->serialize_attrs);
     d->aot_signature = dm_str(m, q->aot_signature);
     d->doc = dm_str(m, q->doc);
     if (q->formats) {

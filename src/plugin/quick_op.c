@@ -322,25 +322,26 @@ static void put_value(char *buf, size_t size, size_t *off, const kiln_attr_value
 #undef PUT
 }
 
+/* Is `name` in the comma-separated `list`?  A NULL list holds every name. */
+static int in_names(const char *list, const char *name) {
+    if (!list) return 1;
+    size_t nl = strlen(name);
+    for (const char *p = list; *p;) {
+        while (*p == ' ' || *p == ',') p++;
+        const char *b = p;
+        while (*p && *p != ',' && *p != ' ') p++;
+        if ((size_t)(p - b) == nl && strncmp(b, name, nl) == 0) return 1;
+    }
+    return 0;
+}
+
 static int q_timing_id(void *state, char *buf, size_t size) {
     qstate *s = state;
     size_t off = 0;
     if (size) buf[0] = '\0';
     for (int i = 0; i < s->attrs.count; i++) {
         const char *name = s->attrs.defs[i].name;
-        if (s->q->timing_id) {
-            /* is name in the comma-separated list? */
-            const char *p = s->q->timing_id;
-            size_t nl = strlen(name);
-            int found = 0;
-            while (*p && !found) {
-                while (*p == ' ' || *p == ',') p++;
-                const char *b = p;
-                while (*p && *p != ',' && *p != ' ') p++;
-                found = (size_t)(p - b) == nl && strncmp(b, name, nl) == 0;
-            }
-            if (!found) continue;
-        }
+        if (!in_names(s->q->timing_id, name)) continue;
         if (off < size) off += (size_t)snprintf(buf + off, size - off, "%s=", name);
         put_value(buf, size, &off, &s->attrs.v[i]);
         if (off < size) off += (size_t)snprintf(buf + off, size - off, ";");
@@ -380,7 +381,18 @@ static int q_enqueue_cuda(void *state, const kiln_call *c) {
 
 static int q_serialize(const void *state, void *buf, size_t *size) {
     const qstate *s = state;
-    return kiln__attrs_serialize(&s->attrs, buf, size);
+    if (!s->q->serialize_attrs) return kiln__attrs_serialize(&s->attrs, buf, size);
+    /* build-time-only attributes: serialize a view with them marked absent */
+    kiln_attr_value *v = kiln__malloc(sizeof *v * (size_t)(s->attrs.count ? s->attrs.count : 1));
+    if (!v) return kiln__err(KILN_ENOMEM, "op %s::%s: out of memory serializing attributes", s->op->ns, s->op->name);
+    for (int i = 0; i < s->attrs.count; i++) {
+        v[i] = s->attrs.v[i];
+        if (!in_names(s->q->serialize_attrs, s->attrs.defs[i].name)) v[i].present = 0;
+    }
+    kiln__attrset view = {.count = s->attrs.count, .defs = s->attrs.defs, .v = v};
+    int rc = kiln__attrs_serialize(&view, buf, size);
+    kiln__free(v);
+    return rc;
 }
 
 const kiln_plugin_vtable kiln__quick_vtable = {

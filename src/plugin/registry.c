@@ -257,9 +257,11 @@ static int check_quick(const kiln_quick_op *q, const kiln_attr_def *defs, int na
     }
     if (q->cuda_formats && !q->cuda_impl)
         return kiln__err(KILN_EINVAL, "op %s::%s: cuda_formats given without cuda_impl", q->ns, q->name);
-    if (q->timing_id) {
-        const char *p = q->timing_id;
-        while (*p) {
+    const char *lists_of_names[2] = {q->timing_id, q->serialize_attrs};
+    const char *list_name[2] = {"timing_id", "serialize_attrs"};
+    for (int li = 0; li < 2; li++) {
+        const char *p = lists_of_names[li];
+        while (p && *p) {
             while (*p == ' ' || *p == ',') p++;
             const char *b = p;
             while (*p && *p != ',' && *p != ' ') p++;
@@ -268,8 +270,8 @@ static int check_quick(const kiln_quick_op *q, const kiln_attr_def *defs, int na
             for (int i = 0; i < nattrs && !found; i++)
                 found = strlen(defs[i].name) == (size_t)(p - b) && strncmp(defs[i].name, b, (size_t)(p - b)) == 0;
             if (!found)
-                return kiln__err(KILN_EINVAL, "op %s::%s: timing_id names '%.*s', which is not an attribute", q->ns,
-                                 q->name, (int)(p - b), b);
+                return kiln__err(KILN_EINVAL, "op %s::%s: %s names '%.*s', which is not an attribute", q->ns,
+                                 q->name, list_name[li], (int)(p - b), b);
         }
     }
     if (q->aot_signature && strcmp(q->aot_signature, KILN_AOT_SIGNATURE_DERIVED) != 0) {

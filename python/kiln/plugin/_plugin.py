@@ -260,11 +260,21 @@ class PluginDef:
         attrs = [(a.name, a.type, a.elem, a.default_text(),
                   a.default is inspect.Parameter.empty) for a in self.attrs.values()]
         doc = (inspect.getdoc(self.register_fn) or "").split("\n")[0] or "Python plugin"
+        # As in tensorrt.plugin, the engine stores only the attributes impl
+        # (and aot_impl) take; the others reach register/autotune at build
+        # time only.
+        taken = set()
+        for fn in (self.impl_fn, self.aot_fn):
+            if fn is not None:
+                taken |= self._params(fn)
+        # None (all stored) keeps the engine's load-time re-check of shapes,
+        # which kiln skips for ops that store only some attributes
+        stored = None if taken >= set(self.attrs) else ",".join(a for a in self.attrs if a in taken)
         _kiln.register_quick_op(
             self.op_name, 1, len(self.inputs), len(self.inputs), self.num_outputs, attrs, self._shape,
             self._impl if self.impl_fn else None, self._formats if self.autotune_fn else None,
             self._aot if self.aot_fn else None,
-            self.aot_signature if self.aot_signature is not None else "*", None, doc)
+            self.aot_signature if self.aot_signature is not None else "*", None, doc, stored)
         self.registered = self.ever_registered = True
 
 
@@ -327,7 +337,9 @@ def _attach(op_name: str, what: str, field: str) -> Callable:
 def impl(op_name: str) -> Callable:
     """The computation of ``op_name``: ``fn(*inputs: Tensor, <attrs it names>,
     outputs: Tuple[Tensor], stream: int[, tactic: int])``.  Only the
-    attributes it names are passed.  ``numpy.asarray(t)`` views a Tensor
+    attributes it names are passed, and only those are stored in the
+    engine (register and autotune see the others while building only).
+    ``numpy.asarray(t)`` views a Tensor
     without a copy; write the outputs in place."""
     return _attach(op_name, "impl", "impl_fn")
 
