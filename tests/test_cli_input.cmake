@@ -50,6 +50,13 @@ if(COMMAND kiln_cli_test AND TARGET kiln_cli)
   set_tests_properties(cli_input_bench_onnx_load_time PROPERTIES
                        PASS_REGULAR_EXPRESSION "engine load: [0-9.]+ ms \\(import and build in memory\\)")
   kiln_cli_test(cli_input_inspect_onnx_v ${KC} inspect ${KI_DYN} --verbose)
+  # Friction 8: inspect shows the model's dim names (dim_param 'N'); an
+  # unnamed dynamic dim keeps the default name x.dim1.
+  kiln_cli_test(cli_input_inspect_dim_param sh -c
+    "${KC} build ${KI_DYN} --min-shapes x:1x1 --opt-shapes x:2x3 --max-shapes x:4x5 -o ${KI_DIR}/dyn_named.kiln \
+     >/dev/null && ${KC} inspect ${KI_DIR}/dyn_named.kiln")
+  set_tests_properties(cli_input_inspect_dim_param PROPERTIES PASS_REGULAR_EXPRESSION
+                       "'x' f32 LINEAR \\[N, x\\.dim1\\]\n.*'y' f32 LINEAR \\[N, x\\.dim1\\]")
   kiln_cli_test(cli_input_plugins_v ${KC} plugins -v ai.onnx::Relu)
   if(EXISTS ${KI_RELU})
     # --input by position: the model is built for the file's shape

@@ -352,6 +352,22 @@ typedef struct emitter {
     int capnodes;
 } emitter;
 
+/* An input dim the network named (ONNX dim_param, not the default
+ * "<input>.<d>"): the engine keeps the name for inspect. */
+static int add_dim_name(kiln_engine *e, int32_t node, const char *name, const char *input, int d) {
+    char dflt[KILN__MAX_NAME + 24];
+    snprintf(dflt, sizeof dflt, "%s.%d", input, d);
+    if (!name || !*name || !strcmp(name, dflt)) return 0;
+    struct kiln__edimname *nd = kiln__realloc(e->dimnames, (size_t)(e->ndimnames + 1) * sizeof *nd);
+    if (!nd) return kiln__err(KILN_ENOMEM, "build: out of memory");
+    e->dimnames = nd;
+    nd[e->ndimnames].node = node;
+    nd[e->ndimnames].name = kiln__strdup(name);
+    if (!nd[e->ndimnames].name) return kiln__err(KILN_ENOMEM, "build: out of memory");
+    e->ndimnames++;
+    return 0;
+}
+
 static int32_t node_of(emitter *E, const kiln_expr *x) {
     if (!x) return -1;
     if (x->id >= E->nmap) {
@@ -404,6 +420,10 @@ static int32_t node_of(emitter *E, const kiln_expr *x) {
     e->nodes = nn;
     e->nodes[e->nnodes] = n;
     E->map[x->id] = e->nnodes;
+    if (n.op == KILN_EXPR_SYM && n.symkind == KILN__SYM_INPUT_DIM) {
+        int rc = add_dim_name(e, e->nnodes, x->name, E->b->t[kiln__b_find_sym(E->b, x)->t].name, n.b);
+        if (rc) return rc;
+    }
     return e->nnodes++;
 }
 
