@@ -25,7 +25,7 @@ OUT_SHAPE = [1, 3, 8 + PADS[2] + PADS[3], 8 + PADS[0] + PADS[1]]
 
 def circ_pad_model(aot):
     # aot = 0 picks the plugin's JIT implementation, 1 its AOT kernel
-    # (sample::circ_pad has both; kiln asks for a choice).
+    # (sample::circ_pad has both; unforced, kiln times both).
     node = helper.make_node("circ_pad", ["x"], ["y"], name="circ_pad_0", domain="sample",
                             plugin_namespace="sample", plugin_version=1, pads=PADS, aot=aot)
     graph = helper.make_graph([node], "circ_pad",

@@ -382,6 +382,10 @@ struct kiln_engine {
     uint8_t *weights;        uint64_t weights_size; /* 64-byte aligned */
     kiln__aot *aot;          int32_t naot;
     kiln__plugin_ref *plugins; int32_t nplugins;
+    /* Names of input-dim symbol nodes given by the network (ONNX
+     * dim_param, kiln_network_add_input's dim_names): what inspect prints
+     * for them; file section DIMNAMES (optional). */
+    struct kiln__edimname { int32_t node; char *name; } *dimnames; int32_t ndimnames;
     char *device_sig;
     int32_t threads;         /* build setting */
     kiln_device_kind device; /* the build's device (CUDA: some layers or tensors live on the GPU) */

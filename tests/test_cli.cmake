@@ -147,24 +147,36 @@ if(TARGET kiln_cli AND TARGET kiln_samples_ops)
   set_tests_properties(cli_run_circ_pad_aot_no_plugins PROPERTIES
                        FIXTURES_REQUIRED "cli_cp_aot;cli_circ_pad;cli_circ_pad_run")
 
-  # JIT or AOT, as in TensorRT: an op with both and no choice is a build
-  # error that says how to choose; both flags at once are a usage error.
-  kiln_cli_test(cli_build_circ_pad_no_choice ${EXPECT_FAIL}
-                "layer 'pad_a' \\(sample::circ_pad v1\\) has both JIT and AOT implementations: pass --prefer-jit or --prefer-aot"
-                ${KC} build --network circ_pad --plugins ${KLIB} -o ${KC_DIR}/no_choice.kiln)
+  # JIT or AOT: an op with both and no flag times the AOT kernel against
+  # the JIT tactics and takes the faster; -v logs both times.  Whichever
+  # wins, the engine reproduces the JIT engine's outputs bit for bit.
+  kiln_cli_test(cli_build_circ_pad_no_choice ${KC} build --network circ_pad --network-opts multi-tactic
+                --plugins ${KLIB} -v -o ${KC_DIR}/no_choice.kiln)
+  set_tests_properties(cli_build_circ_pad_no_choice PROPERTIES FIXTURES_SETUP cli_cp_no_choice
+                       PASS_REGULAR_EXPRESSION
+                       "layer 'pad_b' \\(sample::circ_pad v2\\): JIT tactic [12] [0-9]+\\.[0-9]+ ms vs AOT kernel [0-9]+\\.[0-9]+ ms: chose (JIT|AOT)")
+  kiln_cli_test(cli_run_circ_pad_no_choice ${KC} run ${KC_DIR}/no_choice.kiln --plugins ${KLIB} --seed 7
+                --compare pa=${KC_DIR}/run1/pa.npy --compare pb=${KC_DIR}/run1/pb.npy --atol 0 --rtol 0)
+  set_tests_properties(cli_run_circ_pad_no_choice PROPERTIES
+                       FIXTURES_REQUIRED "cli_cp_no_choice;cli_circ_pad;cli_circ_pad_run")
+  # A forced choice times nothing of the other kind.
+  set_tests_properties(cli_build_circ_pad PROPERTIES FAIL_REGULAR_EXPRESSION "AOT kernel")
   kiln_cli_test(cli_build_prefer_both ${EXPECT_FAIL} "--prefer-aot and --prefer-jit exclude each other"
                 ${KC} build --network circ_pad --plugins ${KLIB} --prefer-aot --prefer-jit
                 -o ${KC_DIR}/both.kiln)
   # --prefer-aot: every circ_pad layer AOT; the engine runs with no plugin
   # library and equals the JIT engine's outputs bit for bit.
   kiln_cli_test(cli_build_circ_pad_prefer_aot ${KC} build --network circ_pad --network-opts multi-tactic
-                --plugins ${KLIB} --prefer-aot -o ${KC_DIR}/circ_pad_prefer_aot.kiln)
+                --plugins ${KLIB} --prefer-aot -v -o ${KC_DIR}/circ_pad_prefer_aot.kiln)
   kiln_cli_test(cli_inspect_circ_pad_prefer_aot ${KC} inspect ${KC_DIR}/circ_pad_prefer_aot.kiln)
   kiln_cli_test(cli_run_circ_pad_prefer_aot_no_plugins ${KC} run ${KC_DIR}/circ_pad_prefer_aot.kiln --seed 7
                 --compare pa=${KC_DIR}/run1/pa.npy --compare pb=${KC_DIR}/run1/pb.npy --atol 0 --rtol 0)
-  set_tests_properties(cli_build_circ_pad_prefer_aot PROPERTIES FIXTURES_SETUP cli_cp_prefer_aot)
+  set_tests_properties(cli_build_circ_pad_prefer_aot PROPERTIES FIXTURES_SETUP cli_cp_prefer_aot
+                       PASS_REGULAR_EXPRESSION "layer 'pad_b' \\(sample::circ_pad v2\\): AOT kernel \\(forced\\) [0-9]+\\.[0-9]+ ms"
+                       FAIL_REGULAR_EXPRESSION "vs AOT kernel")
   set_tests_properties(cli_inspect_circ_pad_prefer_aot PROPERTIES FIXTURES_REQUIRED cli_cp_prefer_aot
-                       PASS_REGULAR_EXPRESSION "'pad_b' sample::circ_pad v2 +AOT.*required plugins \\(0\\)")
+                       PASS_REGULAR_EXPRESSION
+                       "'pad_b' sample::circ_pad v2 +AOT +tactic [12] \\(kernel 1\\) +[0-9]+\\.[0-9]+ ms.*required plugins \\(0\\)")
   set_tests_properties(cli_run_circ_pad_prefer_aot_no_plugins PROPERTIES
                        FIXTURES_REQUIRED "cli_cp_prefer_aot;cli_circ_pad;cli_circ_pad_run")
 

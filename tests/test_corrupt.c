@@ -37,7 +37,8 @@ static float g_w[2 * 4];
 static kiln_engine *build_small(void) {
     kiln_network *net = kiln_network_create();
     int64_t dims[2] = {-1, 4};
-    ASSERT_OK(kiln_network_add_input(net, "x", KILN_DTYPE_F32, 2, dims, NULL));
+    const char *dn[2] = {"batch", NULL}; /* a named dim: the file has a DIMNAMES section */
+    ASSERT_OK(kiln_network_add_input(net, "x", KILN_DTYPE_F32, 2, dims, dn));
     uint64_t s = 31;
     for (int i = 0; i < 8; i++) g_w[i] = test_randf(&s, -1, 1);
     int64_t wd[2] = {2, 4};
@@ -276,6 +277,23 @@ TEST_IMPL(specific_errors) {
     fix_checksums(c, 2);
     ASSERT_EQ(kiln_engine_load_memory(c, n, &e), KILN_EFORMAT);
     ASSERT_CONTAINS(kiln_errmsg(), "section NODES");
+
+    /* DIMNAMES (id 13: u32 count, i32 node, name): a node out of range,
+     * and another node than the named one (the network has a single
+     * symbol, x's dim 0, so any other node is not an input-dim symbol) */
+    int32_t nodes[2] = {1000000, 0};
+    for (int k = 0; k < 2; k++) {
+        memcpy(c, buf, n);
+        section(c, 13, &off, &size);
+        int32_t was;
+        memcpy(&was, c + off + 4, 4);
+        if (k == 1 && was == 0) nodes[1] = 1;
+        memcpy(c + off + 4, &nodes[k], 4);
+        fix_checksums(c, 13);
+        ASSERT_EQ(kiln_engine_load_memory(c, n, &e), KILN_EFORMAT);
+        ASSERT_CONTAINS(kiln_errmsg(), "section DIMNAMES (file offset");
+        ASSERT_CONTAINS(kiln_errmsg(), k ? "not an input dim symbol" : "dim name node");
+    }
 
     /* another device: patch the signature's architecture */
     memcpy(c, buf, n);

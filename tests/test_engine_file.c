@@ -50,10 +50,12 @@ KILN_OP(squash_op)
 #define K 16
 static float g_w1[K], g_w2[K];
 
+static const char *g_dim0_name; /* build_net: the name of x's dynamic dim (NULL: none) */
 static kiln_engine *build_net(void) {
     kiln_network *net = kiln_network_create();
     int64_t dims[2] = {-1, K};
-    ASSERT_OK(kiln_network_add_input(net, "x", KILN_DTYPE_F32, 2, dims, NULL));
+    const char *dn[2] = {g_dim0_name, NULL};
+    ASSERT_OK(kiln_network_add_input(net, "x", KILN_DTYPE_F32, 2, dims, dn));
     uint64_t s = 1234;
     for (int j = 0; j < K; j++) g_w1[j] = test_randf(&s, -2, 2), g_w2[j] = test_randf(&s, -2, 2);
     int64_t wd[1] = {K};
@@ -223,14 +225,19 @@ TEST_IMPL(save_is_atomic) {
     kiln_engine_free(e);
 }
 
-TEST_IMPL(inspect) {
-    kiln_engine *e = build_net();
+static char *inspect_text(const kiln_engine *e) {
     char *text = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&text, &len);
     ASSERT(f);
     ASSERT_OK(kiln_engine_inspect(e, f));
     fclose(f);
+    return text;
+}
+
+TEST_IMPL(inspect) {
+    kiln_engine *e = build_net();
+    char *text = inspect_text(e);
     ASSERT_CONTAINS(text, "'scale1' test::scale v1");
     ASSERT_CONTAINS(text, "'squash1' test::squash v1");
     ASSERT_CONTAINS(text, "'scale2' test::scale v1");
@@ -242,6 +249,48 @@ TEST_IMPL(inspect) {
     ASSERT_CONTAINS(text, "required plugins");
     ASSERT_CONTAINS(text, kiln_cpu_signature());
     free(text);
+    kiln_engine_free(e);
+}
+
+/* A dim the network names (ONNX dim_param) is shown by that name, through
+ * the engine file too (optional section DIMNAMES); a file without the
+ * section (as written before it existed) loads and shows x.dim0. */
+TEST_IMPL(dim_names) {
+    g_dim0_name = "batch";
+    kiln_engine *e = build_net();
+    g_dim0_name = NULL;
+    char *text = inspect_text(e);
+    ASSERT_CONTAINS(text, "'x' f32 LINEAR [batch, 16]");
+    ASSERT_CONTAINS(text, "'y' f32 LINEAR [batch, 16]");
+    ASSERT(strstr(text, "x.dim0") == NULL);
+    free(text);
+    void *buf = NULL;
+    size_t size = 0;
+    ASSERT_OK(kiln_engine_serialize(e, &buf, &size));
+    kiln_engine *e2 = NULL;
+    ASSERT_OK(kiln_engine_load_memory(buf, size, &e2));
+    kiln_free(buf);
+    text = inspect_text(e2);
+    ASSERT_CONTAINS(text, "'x' f32 LINEAR [batch, 16]");
+    free(text);
+    float out[5 * K];
+    run_check(e2, 5, 99, out);
+    kiln_engine_free(e2);
+    /* No names: the engine has no DIMNAMES section, i.e. the bytes an
+     * engine of this format version had before the section existed. */
+    for (int32_t i = 0; i < e->ndimnames; i++) kiln__free(e->dimnames[i].name);
+    kiln__free(e->dimnames);
+    e->dimnames = NULL;
+    e->ndimnames = 0;
+    ASSERT_OK(kiln_engine_serialize(e, &buf, &size));
+    ASSERT(memmem(buf, size, "batch", 5) == NULL);
+    ASSERT_OK(kiln_engine_load_memory(buf, size, &e2));
+    kiln_free(buf);
+    text = inspect_text(e2);
+    ASSERT_CONTAINS(text, "'x' f32 LINEAR [x.dim0, 16]");
+    free(text);
+    run_check(e2, 3, 7, out);
+    kiln_engine_free(e2);
     kiln_engine_free(e);
 }
 
@@ -405,5 +454,5 @@ TEST_IMPL(child_load) {
 }
 
 TEST_LIST(TEST_ENTRY(save_load_roundtrip), TEST_ENTRY(memory_roundtrip), TEST_ENTRY(save_is_atomic),
-          TEST_ENTRY(inspect), TEST_ENTRY(missing_plugin),
+          TEST_ENTRY(inspect), TEST_ENTRY(dim_names), TEST_ENTRY(missing_plugin),
           TEST_ENTRY(missing_sample_plugin), TEST_ENTRY(embedded_plugin), TEST_ENTRY(child_load))

@@ -282,8 +282,9 @@ KILN_API int kiln_layer_set_graph(kiln_layer *l, const char *name,
 
 /* Per-layer choice between the op's JIT (impl) and AOT implementation:
  * -1 = the build's KILN_BUILD_PREFER_JIT/AOT flag, 0 = JIT, 1 = AOT.  A
- * layer whose op has both, with no choice here and neither flag, fails
- * kiln_build with KILN_EINVAL (as in TensorRT: the choice is explicit). */
+ * layer whose op has both, with no choice here and neither flag, gets the
+ * faster of the two as timed by kiln_build (the JIT impl under
+ * KILN_BUILD_NO_TIMING). */
 KILN_API int kiln_layer_set_aot(kiln_layer *l, int aot);
 KILN_API const char *kiln_layer_name(const kiln_layer *l);
 
@@ -421,8 +422,7 @@ typedef struct kiln_engine kiln_engine;
  * may be freed afterwards.  Errors name the layer/tensor at fault: shape
  * function failures, missing required attributes, missing profiles,
  * KILN_EUNSUPPORTED for type combinations no op implementation accepts,
- * KILN_EINVAL for a layer with JIT and AOT implementations and no choice
- * (see kiln_layer_set_aot) or for both PREFER_AOT and PREFER_JIT set. */
+ * KILN_EINVAL for both PREFER_AOT and PREFER_JIT set. */
 KILN_API int kiln_build(const kiln_network *net, const kiln_build_config *cfg,
                         kiln_engine **out, kiln_build_stats *stats);
 

@@ -606,9 +606,10 @@ static int build_engine(const opts *o, const lib *l, kiln_engine **eng, kiln_bui
     kiln_build_config *cfg = kiln_build_config_create();
     unsigned flags = 0;
     if (o->fp16 || o->autotune) flags |= KILN_BUILD_FP16;
-    /* circ_pad has both a JIT impl and an AOT kernel, and a build must
-     * choose (as TensorRT's sample passes its aot flag): --aot sets each
-     * layer's choice in the network; otherwise this sample takes JIT. */
+    /* circ_pad has both a JIT impl and an AOT kernel; unforced, a build
+     * times both and takes the faster.  This sample forces one, so its
+     * output says which ran: --aot sets each layer's choice in the
+     * network; otherwise it takes JIT. */
     if (!o->aot) flags |= KILN_BUILD_PREFER_JIT;
     kiln_build_config_set_flags(cfg, flags);
     if (o->threads > 0) kiln_build_config_set_threads(cfg, o->threads);

@@ -56,6 +56,7 @@ typedef struct bl {
     kiln_device_kind device;   /* where it runs (select.c; copies: CUDA) */
     int tactic;
     double ms;
+    double aot_ms;             /* measured time of the AOT kernel (select.c), 0: not timed */
     int timed;
     /* fuse.c: elementwise layers fused into this one (applied to out 0) */
     int nepi;
@@ -118,6 +119,9 @@ const char *kiln__b_dtype_upper(kiln_dtype t);
 int kiln__b_run(builder *b, int li, const kiln_io_format *io, int tactic, const kiln_tensor *in,
                 kiln_tensor *out, int reps, double *ms);
 uint64_t kiln__b_rand(builder *b);
+/* emit.c: ask layer li's op for its AOT kernel at its chosen io/tactic
+ * (errors name the layer and op). */
+int kiln__b_aot_kernel(builder *b, int li, kiln_aot_kernel *k);
 
 /* shape.c: passes 1-3 over a network (sub-networks: in_map/out_map bind
  * their inputs/outputs to IR tensors, names get `prefix`). */

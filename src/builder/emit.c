@@ -352,6 +352,22 @@ typedef struct emitter {
     int capnodes;
 } emitter;
 
+/* An input dim the network named (ONNX dim_param, not the default
+ * "<input>.<d>"): the engine keeps the name for inspect. */
+static int add_dim_name(kiln_engine *e, int32_t node, const char *name, const char *input, int d) {
+    char dflt[KILN__MAX_NAME + 24];
+    snprintf(dflt, sizeof dflt, "%s.%d", input, d);
+    if (!name || !*name || !strcmp(name, dflt)) return 0;
+    struct kiln__edimname *nd = kiln__realloc(e->dimnames, (size_t)(e->ndimnames + 1) * sizeof *nd);
+    if (!nd) return kiln__err(KILN_ENOMEM, "build: out of memory");
+    e->dimnames = nd;
+    nd[e->ndimnames].node = node;
+    nd[e->ndimnames].name = kiln__strdup(name);
+    if (!nd[e->ndimnames].name) return kiln__err(KILN_ENOMEM, "build: out of memory");
+    e->ndimnames++;
+    return 0;
+}
+
 static int32_t node_of(emitter *E, const kiln_expr *x) {
     if (!x) return -1;
     if (x->id >= E->nmap) {
@@ -404,6 +420,10 @@ static int32_t node_of(emitter *E, const kiln_expr *x) {
     e->nodes = nn;
     e->nodes[e->nnodes] = n;
     E->map[x->id] = e->nnodes;
+    if (n.op == KILN_EXPR_SYM && n.symkind == KILN__SYM_INPUT_DIM) {
+        int rc = add_dim_name(e, e->nnodes, x->name, E->b->t[kiln__b_find_sym(E->b, x)->t].name, n.b);
+        if (rc) return rc;
+    }
     return e->nnodes++;
 }
 
@@ -469,35 +489,36 @@ static int use_aot(builder *b, const bl *L, int *aot) {
     } else if (has_aot && !has_jit) {
         *aot = 1;
     } else if (has_aot) {
-        /* Both implementations and no per-layer choice: as in TensorRT, the
-         * build must say which one it wants; guessing would silently change
-         * what the engine needs at run time (a plugin library or nothing). */
+        /* Both implementations, no per-layer choice: select.c timed the
+         * AOT kernel against the JIT tactics and set L->aot, unless the
+         * build forces one or does no timing (then the JIT impl). */
         unsigned f = b->cfg->flags & (KILN_BUILD_PREFER_AOT | KILN_BUILD_PREFER_JIT);
-        if (!f)
-            return kiln__err(KILN_EINVAL,
-                             "layer '%s' (%s::%s v%d) has both JIT and AOT implementations: pass "
-                             "--prefer-jit or --prefer-aot (KILN_BUILD_PREFER_JIT/AOT), or set the "
-                             "layer's aot choice (kiln_layer_set_aot, ONNX node attribute 'aot')",
-                             L->name, L->op->ns, L->op->name, L->op->version);
         *aot = f == KILN_BUILD_PREFER_AOT;
     }
+    return 0;
+}
+
+int kiln__b_aot_kernel(builder *b, int li, kiln_aot_kernel *k) {
+    const bl *L = &b->l[li];
+    kiln_desc din[KILN_MAX_IO], dout[KILN_MAX_IO];
+    for (int i = 0; i < L->nin; i++) kiln__b_desc(b, L->in[i], &din[i]);
+    for (int o = 0; o < L->nout; o++) kiln__b_desc(b, L->out[o], &dout[o]);
+    kiln_attrs view = kiln__attrset_view(L->attrs);
+    kiln_shape_ctx c = {.x = b->x, .in = din, .nin = L->nin, .out = dout, .nout = L->nout, .attrs = &view,
+                        .user = L->op->quick->user};
+    memset(k, 0, sizeof *k);
+    kiln__misuse_clear();
+    int rc = kiln__misuse_take(L->op->quick->aot(&c, &L->io, L->tactic, k));
+    if (rc) return kiln__err_prefix(rc, "layer '%s' (%s::%s v%d): aot", L->name, L->op->ns, L->op->name, L->op->version);
     return 0;
 }
 
 static int emit_aot(emitter *E, int li, kiln__elayer *el) {
     builder *b = E->b;
     const bl *L = &b->l[li];
-    kiln_desc din[KILN_MAX_IO], dout[KILN_MAX_IO];
-    for (int i = 0; i < L->nin; i++) kiln__b_desc(b, L->in[i], &din[i]);
-    for (int k = 0; k < L->nout; k++) kiln__b_desc(b, L->out[k], &dout[k]);
-    kiln_attrs view = kiln__attrset_view(L->attrs);
-    kiln_shape_ctx c = {.x = b->x, .in = din, .nin = L->nin, .out = dout, .nout = L->nout, .attrs = &view,
-                        .user = L->op->quick->user};
     kiln_aot_kernel k;
-    memset(&k, 0, sizeof k);
-    kiln__misuse_clear();
-    int rc = kiln__misuse_take(L->op->quick->aot(&c, &L->io, L->tactic, &k));
-    if (rc) return kiln__err_prefix(rc, "layer '%s' (%s::%s v%d): aot", L->name, L->op->ns, L->op->name, L->op->version);
+    int rc = kiln__b_aot_kernel(b, li, &k);
+    if (rc) return rc;
     kiln_engine *e = E->e;
     kiln__aot *na = kiln__realloc(e->aot, (size_t)(e->naot + 1) * sizeof *na);
     if (!na) return kiln__err(KILN_ENOMEM, "build: out of memory");
@@ -505,7 +526,7 @@ static int emit_aot(emitter *E, int li, kiln__elayer *el) {
     rc = kiln__aot_from_kernel(L->op, &k, aot_node_cb, E, &e->aot[e->naot]);
     if (rc) return kiln__err_prefix(rc, "layer '%s' (%s::%s v%d)", L->name, L->op->ns, L->op->name, L->op->version);
     el->aot_kernel = e->naot++;
-    el->time_ms = 0; /* the timings were of the JIT impl: the AOT kernel is not timed (yet) */
+    el->time_ms = L->aot_ms; /* measured by select.c (0: a build without timing) */
     return 0;
 }
 

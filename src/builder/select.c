@@ -432,11 +432,24 @@ static int bufs_make(builder *b, int li, const kiln_io_format *io, timing_bufs *
     return 0;
 }
 
+/* The timing cache key of a candidate: device, op, types, opt shapes, the
+ * attributes that change timing, tactic; `kind` "|aot" for the AOT kernel. */
+static void timing_key(builder *b, const bl *L, const kiln_io_format *io, const char *shapes, int tactic,
+                       const char *kind, char *key, size_t size) {
+    char ids[1024], iot[512];
+    timing_id(b, L, ids, sizeof ids);
+    io_text(io, iot, sizeof iot);
+    snprintf(key, size, "%s%s::%s v%d|%s|%s|id=%s|tactic=%d%s", L->device == KILN_DEVICE_CUDA ? "cuda|" : "",
+             L->op->ns, L->op->name, L->op->version, iot, shapes, ids, tactic, kind);
+    for (char *c = key; *c; c++)
+        if (*c == '\n' || *c == '\r') *c = ' ';
+}
+
 /* Time of one candidate (cache or measurement).  *ok = 0 when it failed. */
 static int time_candidate(builder *b, int li, const kiln_io_format *io, int tactic, double *ms, int *ok,
                           int log_it) {
     const bl *L = &b->l[li];
-    char ids[1024], shapes[1024], key[3072], iot[512];
+    char shapes[1024], key[3072], iot[512];
     timing_bufs tb;
     *ok = 0;
     int rc = bufs_make(b, li, io, &tb, shapes, sizeof shapes);
@@ -444,12 +457,8 @@ static int time_candidate(builder *b, int li, const kiln_io_format *io, int tact
         bufs_free(&tb);
         return rc;
     }
-    timing_id(b, L, ids, sizeof ids);
+    timing_key(b, L, io, shapes, tactic, "", key, sizeof key);
     io_text(io, iot, sizeof iot);
-    snprintf(key, sizeof key, "%s%s::%s v%d|%s|%s|id=%s|tactic=%d", L->device == KILN_DEVICE_CUDA ? "cuda|" : "",
-             L->op->ns, L->op->name, L->op->version, iot, shapes, ids, tactic);
-    for (char *c = key; *c; c++)
-        if (*c == '\n' || *c == '\r') *c = ' ';
     int from_build = 0;
     if (kiln__tcache_get(b->tc, key, ms, &from_build)) {
         bufs_free(&tb);
@@ -477,6 +486,118 @@ static int time_candidate(builder *b, int li, const kiln_io_format *io, int tact
         kiln__log(KILN_LOG_VERBOSE, "timing layer '%s' (%s::%s v%d) %s tactic %d: %.4f ms", L->name, L->op->ns,
                   L->op->name, L->op->version, iot, tactic, *ms);
     return kiln__tcache_put(b->tc, key, *ms);
+}
+
+/* The AOT kernel's symbolic extent and scalars, evaluated at opt shapes:
+ * kiln__aot_from_kernel maps each expression to an index of vals. */
+typedef struct aot_vals {
+    builder *b;
+    int li;
+    int64_t vals[KILN_MAX_SCALARS + 1];
+    int n;
+} aot_vals;
+
+static int32_t aot_val_cb(void *ud, const kiln_expr *x) {
+    aot_vals *v = ud;
+    if (v->n > KILN_MAX_SCALARS) return kiln__err(KILN_EINTERNAL, "AOT timing: too many expressions");
+    int rc = kiln__b_eval(v->b, x, BE_OPT, v->li, &v->vals[v->n]);
+    return rc ? rc : v->n++;
+}
+
+/* Time layer li's AOT kernel for its chosen io/tactic: ask the op for the
+ * kernel, compile it (the compile cache makes the emit's compile a hit),
+ * launch it on the timing buffers; *ms = median of reps samples. */
+static int time_aot(builder *b, int li, double *ms) {
+    const bl *L = &b->l[li];
+    timing_bufs tb;
+    char shapes[1024], key[3072];
+    int rc = bufs_make(b, li, &L->io, &tb, shapes, sizeof shapes);
+    timing_key(b, L, &L->io, shapes, L->tactic, "|aot", key, sizeof key);
+    int from_build = 0;
+    if (!rc && kiln__tcache_get(b->tc, key, ms, &from_build)) {
+        bufs_free(&tb);
+        b->st->cache_hits++;
+        if (from_build) b->st->cache_dedup++;
+        if (*ms >= 0) return 0;
+        return kiln__err(KILN_EKERNEL, "the AOT kernel failed when timed (timing cache)");
+    }
+    kiln_aot_kernel k;
+    if (!rc) rc = kiln__b_aot_kernel(b, li, &k);
+    aot_vals v = {.b = b, .li = li};
+    kiln__aot ak;
+    memset(&ak, 0, sizeof ak);
+    if (!rc && (rc = kiln__aot_from_kernel(L->op, &k, aot_val_cb, &v, &ak)))
+        rc = kiln__err_prefix(rc, "layer '%s' (%s::%s v%d)", L->name, L->op->ns, L->op->name, L->op->version);
+    void *in[KILN_MAX_IO], *out[KILN_MAX_IO];
+    for (int i = 0; i < L->nin; i++) in[i] = tb.in[i].data;
+    for (int o = 0; o < L->nout; o++) out[o] = tb.out[o].data;
+    /* As kiln__b_run: a warm-up that sizes the batch, then reps samples. */
+    double t0 = kiln__now_ms(), first, times[64];
+    const int prepared = !rc;
+    if (!rc) rc = kiln__aot_launch(&ak, &b->exec, in, out, v.vals);
+    first = kiln__now_ms() - t0;
+    int iters = first >= 0.05 ? 1 : first <= 0.0005 ? 100 : (int)(0.05 / first) + 1;
+    int reps = b->cfg->reps < 1 ? 1 : b->cfg->reps > 64 ? 64 : b->cfg->reps;
+    for (int r = 0; r < reps && !rc; r++) {
+        t0 = kiln__now_ms();
+        for (int i = 0; i < iters && !rc; i++) rc = kiln__aot_launch(&ak, &b->exec, in, out, v.vals);
+        times[r] = (kiln__now_ms() - t0) / iters;
+    }
+    bufs_free(&tb);
+    kiln__aot_free(&ak);
+    b->st->timed++;
+    if (rc && prepared)
+        rc = kiln__err_prefix(rc, "layer '%s' (%s::%s v%d): AOT kernel timing run", L->name, L->op->ns, L->op->name,
+                              L->op->version);
+    if (rc) return rc;
+    for (int r = 1; r < reps; r++) /* insertion sort: reps <= 64 */
+        for (int j = r; j > 0 && times[j] < times[j - 1]; j--) {
+            double t = times[j];
+            times[j] = times[j - 1];
+            times[j - 1] = t;
+        }
+    *ms = times[reps / 2];
+    return kiln__tcache_put(b->tc, key, *ms);
+}
+
+/* A CPU layer whose op has both a JIT impl and an AOT kernel: unless the
+ * layer or the build forces one, time the AOT kernel against the chosen
+ * JIT candidate (jit_ms, < 0: not timed yet) and take the faster.  A forced
+ * AOT kernel is timed too, so the engine records what it measured. */
+static int choose_aot(builder *b, int li, double jit_ms) {
+    bl *L = &b->l[li];
+    const kiln_quick_op *q = L->op->quick;
+    if (!q || !q->aot || L->device != KILN_DEVICE_CPU || L->aot == 0 || (b->cfg->flags & KILN_BUILD_NO_TIMING))
+        return 0;
+    unsigned f = b->cfg->flags & (KILN_BUILD_PREFER_AOT | KILN_BUILD_PREFER_JIT);
+    if (L->aot < 0 && f == KILN_BUILD_PREFER_JIT) return 0;
+    int forced = L->aot == 1 || f == KILN_BUILD_PREFER_AOT || !q->impl;
+    double ms = 0;
+    int rc = time_aot(b, li, &ms);
+    if (rc) {
+        if (forced) return rc;
+        kiln__log(KILN_LOG_VERBOSE, "layer '%s' (%s::%s v%d): AOT kernel failed when timed, JIT kept: %s", L->name,
+                  L->op->ns, L->op->name, L->op->version, kiln_errmsg());
+        L->aot = 0;
+        return 0;
+    }
+    L->aot_ms = ms;
+    if (forced) {
+        kiln__log(KILN_LOG_VERBOSE, "layer '%s' (%s::%s v%d): AOT kernel (forced) %.4f ms", L->name, L->op->ns,
+                  L->op->name, L->op->version, ms);
+        return 0;
+    }
+    if (jit_ms < 0) {
+        int ok;
+        rc = time_candidate(b, li, &L->io, L->tactic, &jit_ms, &ok, 1);
+        if (rc) return rc;
+        if (!ok) jit_ms = 1e30;
+        else L->ms = jit_ms;
+    }
+    L->aot = ms < jit_ms;
+    kiln__log(KILN_LOG_VERBOSE, "layer '%s' (%s::%s v%d): JIT tactic %d %.4f ms vs AOT kernel %.4f ms: chose %s",
+              L->name, L->op->ns, L->op->name, L->op->version, L->tactic, jit_ms, ms, L->aot ? "AOT" : "JIT");
+    return 0;
 }
 
 /* A timing-only reformat layer (never emitted). */
@@ -618,6 +739,8 @@ int kiln__b_select(builder *b) {
         L->io = cl.c[best].io;
         L->tactic = cl.c[best].tactic;
         L->ms = best_ms;
+        rc = choose_aot(b, li, L->timed ? best_ms : -1);
+        if (rc) break;
         for (int o = 0; o < L->nout; o++) {
             bt *t = &b->t[L->out[o]];
             t->pdtype = L->io.dtype[L->nin + o];

@@ -41,6 +41,8 @@ void kiln__engine_destroy(kiln_engine *e) {
     kiln__free(e->outputs);
     kiln__free(e->prof);
     for (int32_t i = 0; i < e->naot && e->aot; i++) kiln__aot_free(&e->aot[i]);
+    for (int32_t i = 0; i < e->ndimnames && e->dimnames; i++) kiln__free(e->dimnames[i].name);
+    kiln__free(e->dimnames);
     kiln__free(e->aot);
     for (int32_t i = 0; i < e->nplugins && e->plugins; i++) {
         kiln__plugin_ref *p = &e->plugins[i];

@@ -68,13 +68,14 @@ enum {
     SEC_FUSION, /* optional: written only when a layer has fused epilogues */
     SEC_DEVICE, /* optional: written only for engines built for CUDA */
     SEC_SIGNATURE, /* optional, last: written by kiln_engine_save_signed */
+    SEC_DIMNAMES,  /* optional: network names of input dims; written before SIGNATURE */
     SEC_COUNT_
 };
 
 static const char *sec_name(uint32_t id) {
     static const char *const names[] = {"?",  "META",     "NODES",   "TENSORS", "LAYERS",
                                         "IO", "PROFILES", "WEIGHTS", "AOT",     "PLUGINS",
-                                        "FUSION", "DEVICE", "SIGNATURE"};
+                                        "FUSION", "DEVICE", "SIGNATURE", "DIMNAMES"};
     return id < SEC_COUNT_ ? names[id] : "?";
 }
 
@@ -285,12 +286,28 @@ static int build_sections(const kiln_engine *e, wbuf *sec) {
         w_u32(w, (uint32_t)e->nlayers);
         for (int32_t i = 0; i < e->nlayers; i++) w_u8(w, e->layers[i].device);
     }
+    /* DIMNAMES (only when the network named a dim): node index, name. */
+    w = &sec[SEC_DIMNAMES];
+    if (e->ndimnames > 0) {
+        w_u32(w, (uint32_t)e->ndimnames);
+        for (int32_t i = 0; i < e->ndimnames; i++) {
+            w_i32(w, e->dimnames[i].node);
+            w_str(w, e->dimnames[i].name);
+        }
+    }
     for (int s = 1; s < SEC_COUNT_; s++)
         if (sec[s].oom) return kiln__err(KILN_ENOMEM, "out of memory serializing the engine");
     return 0;
 }
 
-static int sec_optional(int s) { return s == SEC_FUSION || s == SEC_DEVICE || s == SEC_SIGNATURE; }
+static int sec_optional(int s) {
+    return s == SEC_FUSION || s == SEC_DEVICE || s == SEC_SIGNATURE || s == SEC_DIMNAMES;
+}
+/* Order of the sections in a file: by id, except that SIGNATURE stays last
+ * (it signs everything before it). */
+static const int sec_order[SEC_COUNT_ - 1] = {SEC_META, SEC_NODES, SEC_TENSORS, SEC_LAYERS, SEC_IO,
+                                              SEC_PROFILES, SEC_WEIGHTS, SEC_AOT, SEC_PLUGINS, SEC_FUSION,
+                                              SEC_DEVICE, SEC_DIMNAMES, SEC_SIGNATURE};
 /* Sections written: all but empty optional ones. */
 static int sec_written(const wbuf *sec, int s) { return !sec_optional(s) || sec[s].n > 0; }
 
@@ -316,11 +333,12 @@ static int serialize(const kiln_engine *e, const unsigned char *sk, wbuf *out) {
     const char *sig = e->device_sig ? e->device_sig : kiln_cpu_signature();
     uint32_t siglen = (uint32_t)strlen(sig);
     uint32_t nsec = 0;
-    for (int s = 1; s < SEC_COUNT_; s++) nsec += (uint32_t)sec_written(sec, s);
+    for (int k = 0; k < SEC_COUNT_ - 1; k++) nsec += (uint32_t)sec_written(sec, sec_order[k]);
     size_t hdr = HDR_FIXED + ((siglen + 7u) & ~7u) + (size_t)nsec * SEC_ENTRY;
     size_t off = (hdr + 63) & ~(size_t)63;
     uint64_t offs[SEC_COUNT_];
-    for (int s = 1; s < SEC_COUNT_; s++) {
+    for (int k = 0; k < SEC_COUNT_ - 1; k++) {
+        const int s = sec_order[k];
         if (!sec_written(sec, s)) continue;
         offs[s] = off;
         off = (off + sec[s].n + 63) & ~(size_t)63;
@@ -336,7 +354,8 @@ static int serialize(const kiln_engine *e, const unsigned char *sk, wbuf *out) {
     w_u64(out, 0); /* header checksum, patched below */
     w_raw(out, sig, siglen);
     w_pad(out, 8);
-    for (int s = 1; s < SEC_COUNT_; s++) {
+    for (int k = 0; k < SEC_COUNT_ - 1; k++) {
+        const int s = sec_order[k];
         if (!sec_written(sec, s)) continue;
         w_u32(out, (uint32_t)s);
         w_u32(out, 0);
@@ -344,7 +363,8 @@ static int serialize(const kiln_engine *e, const unsigned char *sk, wbuf *out) {
         w_u64(out, sec[s].n);
         w_u64(out, ck64(sec[s].p, sec[s].n));
     }
-    for (int s = 1; s < SEC_COUNT_; s++) {
+    for (int k = 0; k < SEC_COUNT_ - 1; k++) {
+        const int s = sec_order[k];
         if (!sec_written(sec, s)) continue;
         w_pad(out, 64);
         w_raw(out, sec[s].p, sec[s].n);
@@ -798,6 +818,38 @@ static int parse_fusion(kiln_engine *e, const secinfo *s) {
     return r.err;
 }
 
+/* Each entry names a distinct input-dim symbol node. */
+static int parse_dimnames(kiln_engine *e, const secinfo *s) {
+    rd r;
+    rd_init(&r, s, SEC_DIMNAMES);
+    uint32_t n = r_count(&r, 8, (uint32_t)e->nnodes, "dim name count");
+    if (!r.err && n) {
+        e->dimnames = kiln__calloc(n, sizeof *e->dimnames);
+        if (!e->dimnames) return kiln__err(KILN_ENOMEM, "out of memory reading dim names");
+    }
+    for (uint32_t i = 0; i < n && !r.err; i++) {
+        size_t at = r.at;
+        int32_t node = r_i32(&r, "dim name node");
+        if (!r_check(&r, node, 0, e->nnodes, "dim name node", at)) break;
+        const kiln__enode *x = &e->nodes[node];
+        int dup = 0;
+        for (int32_t k = 0; k < e->ndimnames; k++) dup |= e->dimnames[k].node == node;
+        if (x->op != KILN_EXPR_SYM || x->symkind != KILN__SYM_INPUT_DIM || dup) {
+            r.at = at;
+            r_fail(&r, dup ? "dim name node named twice" : "dim name node is not an input dim symbol");
+            break;
+        }
+        char *name = r_str(&r, "dim name");
+        if (r.err) break;
+        if (!name) name = kiln__strdup("");
+        if (!name) return kiln__err(KILN_ENOMEM, "out of memory reading dim names");
+        e->dimnames[e->ndimnames].node = node;
+        e->dimnames[e->ndimnames++].name = name;
+    }
+    r_end(&r);
+    return r.err;
+}
+
 static int parse_io(kiln_engine *e, const secinfo *s) {
     rd r;
     rd_init(&r, s, SEC_IO);
@@ -1219,6 +1271,7 @@ static int parse_image(const uint8_t *p, size_t n, int weights_in_place, const k
     if ((rc = parse_plugins(e, &sec[SEC_PLUGINS]))) return rc;
     if (sec[SEC_FUSION].present && (rc = parse_fusion(e, &sec[SEC_FUSION]))) return rc;
     if (sec[SEC_DEVICE].present && (rc = parse_device(e, &sec[SEC_DEVICE]))) return rc;
+    if (sec[SEC_DIMNAMES].present && (rc = parse_dimnames(e, &sec[SEC_DIMNAMES]))) return rc;
 
     e->weights_size = sec[SEC_WEIGHTS].size;
     if (weights_in_place) {

@@ -1,7 +1,8 @@
 /*
  * inspect.c — kiln_engine_inspect: a human-readable description of an
  * engine (what `kiln inspect` prints).  Symbolic dims are printed from the
- * engine's shape program: input dims as "x.dim2", size-tensor symbols as
+ * engine's shape program: input dims by the network's name for them (ONNX
+ * dim_param, e.g. "batch") or else as "x.dim2", size-tensor symbols as
  * "size(nz.count)", values read from integer inputs as "shape[1]".
  */
 #include "kiln_int.h"
@@ -38,7 +39,11 @@ static void print_node(const kiln_engine *e, int32_t i, sbuf *b, int depth) {
     case KILN_EXPR_CONST: sb_printf(b, "%" PRId64, x->v); return;
     case KILN_EXPR_SYM: {
         const char *tn = x->a >= 0 && x->a < e->ntensors ? e->tensors[x->a].name : "?";
-        if (x->symkind == KILN__SYM_INPUT_DIM) sb_printf(b, "%s.dim%d", tn, (int)x->b);
+        const char *dn = NULL; /* the network's name for the dim (ONNX dim_param) */
+        for (int32_t k = 0; x->symkind == KILN__SYM_INPUT_DIM && k < e->ndimnames; k++)
+            if (e->dimnames[k].node == i) dn = e->dimnames[k].name;
+        if (dn) sb_printf(b, "%s", dn);
+        else if (x->symkind == KILN__SYM_INPUT_DIM) sb_printf(b, "%s.dim%d", tn, (int)x->b);
         else if (x->symkind == KILN__SYM_SIZE) sb_printf(b, "size(%s)", tn);
         else sb_printf(b, "%s[%d]", tn, (int)x->b);
         return;

@@ -168,6 +168,8 @@ static int rnn_shape(kiln_shape_ctx *c, int cell) {
     const kiln_attr_value *hv = kiln_attrs_get(c->attrs, "hidden_size");
     const kiln_expr *H = hv && hv->present ? kiln_expr_const(c->x, hv->i) : r->dims[2];
     int64_t wd, gh, hh;
+    if (kiln_expr_is_const(H, &hh) && (hh <= 0 || hh > ((int64_t)1 << 40)))
+        return kiln_set_error(KILN_ESHAPE, "hidden_size %lld is out of range (expected 1 .. 2^40)", (long long)hh);
     if (kiln_expr_is_const(w->dims[0], &wd) && wd != ndir)
         return kiln_set_error(KILN_ESHAPE, "W has %lld directions, direction attribute needs %d",
                               (long long)wd, ndir);
