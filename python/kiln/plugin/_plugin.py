@@ -15,6 +15,7 @@ import typing
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
+import numpy.typing as npt
 
 from .. import _kiln
 from .._dtypes import DataType, TensorFormat, dtype_of
@@ -28,6 +29,22 @@ _A_INT, _A_FLOAT, _A_STRING, _A_BOOL, _A_BYTES, _A_ARRAY = 1, 2, 3, 4, 5, 6
 
 class PluginError(Exception):
     """A plugin definition kiln cannot accept (what, where, expected)."""
+
+
+def _is_ndarray(ann: Any, origin: Any) -> bool:
+    return ann is np.ndarray or origin is np.ndarray or (origin is not None and origin is npt.NDArray)
+
+
+def _ndarray_elem(ann: Any, origin: Any) -> Any:
+    """The element type of an array annotation, or None.
+
+    numpy.typing.NDArray[T] is ndarray[Any, dtype[T]] with older numpy; with
+    numpy >= 2.2 on Python >= 3.12, NDArray is a type alias (PEP 695) and
+    NDArray[T] keeps T as its only argument."""
+    args = typing.get_args(ann)
+    if origin is not None and origin is npt.NDArray:
+        return args[0] if args else None
+    return typing.get_args(args[1])[0] if len(args) == 2 and typing.get_args(args[1]) else None
 
 
 class _Attr:
@@ -47,10 +64,8 @@ class _Attr:
             self.type = _A_STRING
         elif ann is bytes:
             self.type = _A_BYTES
-        elif origin is np.ndarray or ann is np.ndarray:
-            # numpy.typing.NDArray[np.int32] = ndarray[Any, dtype[int32]]
-            args = typing.get_args(ann)
-            dt = typing.get_args(args[1])[0] if len(args) == 2 and typing.get_args(args[1]) else None
+        elif _is_ndarray(ann, origin):
+            dt = _ndarray_elem(ann, origin)
             if dt is None or dt is typing.Any:
                 raise PluginError(f"attribute '{name}': annotate arrays with their element type, "
                                   "e.g. numpy.typing.NDArray[numpy.int32]")
