@@ -337,7 +337,19 @@ static size_t check_inplace(const sample_run *r) {
                same ? "in place" : "NOT in place");
         if (!same) bad++;
     }
-    if (log->out[1] != log->out[0]) {
+    /* One buffer for both ops, unless the builder put a type conversion
+     * between them (timing chose FP32 for one and FP16 for the other: the
+     * second then works in place on the converted tensor). */
+    const char *t1 = NULL, *t2 = NULL;
+    for (int i = 0; i < kiln_engine_num_layers(r->eng); i++) {
+        kiln_layer_info li;
+        if (kiln_engine_layer_info(r->eng, i, &li)) continue;
+        if (!strcmp(li.name, "add1")) t1 = li.outputs[0];
+        if (!strcmp(li.name, "add2")) t2 = li.inputs[0];
+    }
+    if (t1 && t2 && strcmp(t1, t2)) {
+        printf("  a conversion between the ops ('%s' -> '%s'): each in place on its own buffer\n", t1, t2);
+    } else if (log->out[1] != log->out[0]) {
         fprintf(stderr, "  expected both ops to share one buffer\n");
         bad++;
     }

@@ -255,6 +255,13 @@ int kiln__b_finalize(builder *b, int **order_out, int *norder) {
             b->t[V].alias_in = b->t[T].alias_in;
             b->t[T].alias_in = -1;
             b->l[li].out[o] = V;
+            if (t->is_size) { /* the layer writes the size: its symbol binds to what it writes */
+                bsym *s = (bsym *)kiln__b_find_sym(b, t->size_sym);
+                if (s) s->t = V;
+                b->t[V].is_size = 1;
+                b->t[V].size_sym = t->size_sym;
+                b->t[T].is_size = 0;
+            }
             if ((rc = add_variant(&vs, T, &b->t[V], V))) break;
             int done = -1;
             rc = convert(b, &vs, &ord, T, V, b->t[T].dtype, KILN_FORMAT_LINEAR, KILN_DEVICE_CPU, T, &done);
