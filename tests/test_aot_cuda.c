@@ -232,6 +232,66 @@ TEST_IMPL(engine_file_round_trip) {
     kiln__cuda_fake(0);
 }
 
+/* The AOTCUDA section behind a valid checksum: every byte flipped, the
+ * file re-checksummed, loaded.  Never a crash (ASan build); a flip inside
+ * the PTX is caught by its SHA-256; most others by the record's checks. */
+uint64_t kiln__file_checksum(const void *p, size_t n);
+TEST_IMPL(section_bytes_flipped) {
+    if (!have_nvrtc()) return;
+    kiln__cuda_fake(1);
+    kiln_engine *e = NULL;
+    ASSERT_OK(build(M_CUDA, &e));
+    void *buf = NULL;
+    size_t n = 0;
+    ASSERT_OK(kiln_engine_serialize(e, &buf, &n));
+    uint8_t *c = malloc(n);
+    uint32_t nsec, siglen, hsize;
+    memcpy(&nsec, (uint8_t *)buf + 20, 4);
+    memcpy(&siglen, (uint8_t *)buf + 24, 4);
+    memcpy(&hsize, (uint8_t *)buf + 12, 4);
+    size_t ent = 0;
+    for (uint32_t i = 0; i < nsec && !ent; i++) {
+        uint32_t id;
+        memcpy(&id, (uint8_t *)buf + 40 + ((siglen + 7u) & ~7u) + 32 * i, 4);
+        if (id == 14) ent = 40 + ((siglen + 7u) & ~7u) + 32 * i; /* SEC_AOTCUDA */
+    }
+    ASSERT(ent);
+    uint64_t off, size;
+    memcpy(&off, (uint8_t *)buf + ent + 8, 8);
+    memcpy(&size, (uint8_t *)buf + ent + 16, 8);
+    const uint8_t *ptx = memmem((uint8_t *)buf + off, size, ".entry k_axpb", 13);
+    ASSERT(ptx);
+    kiln_load_options lo = {.code = KILN_CODE_ALLOW};
+    int refused = 0;
+    for (uint64_t at = 0; at < size; at++) {
+        memcpy(c, buf, n);
+        c[off + at] ^= 0xFF;
+        uint64_t ck = kiln__file_checksum(c + off, (size_t)size);
+        memcpy(c + ent + 24, &ck, 8);
+        memset(c + 32, 0, 8);
+        uint64_t h = kiln__file_checksum(c, hsize);
+        memcpy(c + 32, &h, 8);
+        kiln_engine *e2 = NULL;
+        int rc = kiln_engine_load_memory_ex(c, n, &lo, &e2);
+        if (rc) {
+            refused++;
+            ASSERT(!e2);
+        }
+        if ((const uint8_t *)buf + off + at == ptx + 8) {
+            ASSERT_EQ(rc, KILN_ECHECKSUM);
+            ASSERT_CONTAINS(kiln_errmsg(), "section AOTCUDA: kernel 0");
+            ASSERT_CONTAINS(kiln_errmsg(), "does not match the SHA-256");
+        }
+        kiln_engine_free(e2);
+    }
+    fprintf(stderr, "%d of %llu flipped bytes refused\n", refused, (unsigned long long)size);
+    ASSERT(refused > (int)(size * 9 / 10)); /* all but a few scalar values and the like */
+    free(c);
+    kiln_free(buf);
+    kiln_engine_free(e);
+    kiln__cuda_fake(0);
+}
+
 /* Hidden scratch pointers are part of the checked signature. */
 TEST_IMPL(hidden_scratch_declared) {
     int gpu = have_gpu();
@@ -291,5 +351,5 @@ TEST_IMPL(runs_on_gpu) {
     kiln_engine_free(e);
 }
 
-TEST_LIST(TEST_ENTRY(signature_checked_against_ptx), TEST_ENTRY(engine_file_round_trip),
+TEST_LIST(TEST_ENTRY(signature_checked_against_ptx), TEST_ENTRY(engine_file_round_trip), TEST_ENTRY(section_bytes_flipped),
           TEST_ENTRY(hidden_scratch_declared), TEST_ENTRY(runs_on_gpu))

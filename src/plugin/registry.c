@@ -658,6 +658,9 @@ void kiln_registry_dump(FILE *out, const char *filter) {
             if (q->timing_id) fprintf(out, "  timing id: %s\n", q->timing_id);
             fprintf(out, "  aot: %s%s%s\n", q->aot ? "yes" : "no", q->aot && q->aot_signature ? ", scalars " : "",
                     q->aot && q->aot_signature ? q->aot_signature : "");
+            if (q->cuda_impl || q->cuda_aot)
+                fprintf(out, "  cuda: %s%s\n", q->cuda_impl ? "cuda_impl" : "",
+                        q->cuda_aot ? (q->cuda_impl ? ", AOT kernel (cuda_aot)" : "AOT kernel (cuda_aot)") : "");
         } else {
             fprintf(out, "  formats: %s; tactics: %s\n",
                     o->vt->supports_format ? "chosen by supports_format()" : "any type, LINEAR",
