@@ -192,10 +192,18 @@ EOF_SAMPLES
     # the AOT engine from its PTX (as on a GPU of another architecture)
     step sample_cuda_circ_pad_aot_load_ptx env KILN_AOT_CUDA_PTX=1 "$ks" circ_pad --aot --load-engine --artifacts-dir "$art/aot" -v
     summary "  $(grep -E 'loaded from its|library in this process' "$logs/sample_cuda_circ_pad_aot_load_ptx.log" | tr '\n' ' ' | cut -c1-160)"
+    # the same engine under the CLI, which loads no plugin library either
+    step kiln_run_aot_engine "$dir/kiln" run "$art/aot/circ_pad.kiln"
+    step kiln_inspect_aot_engine "$dir/kiln" inspect "$art/aot/circ_pad.kiln"
+    summary "  $(grep -E 'AOT CUDA kernels|#0 entry' "$logs/kiln_inspect_aot_engine.log" | tr '\n' ' ' | cut -c1-160)"
     [ -x "$dir/test_aot_cuda" ] && step test_aot_cuda "$dir/test_aot_cuda"
     if [ -x "$cs" ]; then
         step memcheck_aot_engine "$cs" --tool memcheck --error-exitcode 1 "$ks" circ_pad --aot --load-engine --artifacts-dir "$art/aot"
         summary "  $(grep -E 'ERROR SUMMARY' "$logs/memcheck_aot_engine.log" | tail -1)"
+        if [ -x "$dir/test_aot_cuda" ]; then
+            step memcheck_test_aot_cuda "$cs" --tool memcheck --error-exitcode 1 "$dir/test_aot_cuda"
+            summary "  $(grep -E 'ERROR SUMMARY' "$logs/memcheck_test_aot_cuda.log" | tail -1)"
+        fi
     fi
 }
 

@@ -93,19 +93,22 @@ KILN_OP(axpb_op)
 
 /* ------------------------------------------------------------ helpers */
 
-static kiln_network *axpb_net(void) {
+/* x -> axpb -> y, or (chain) x -> axpb -> t -> axpb -> y: two GPU layers
+ * on device memory, which the runtime captures into a CUDA graph. */
+static kiln_network *axpb_net(int chain) {
     kiln_network *net = kiln_network_create();
     int64_t dims[2] = {10, N / 10};
     ASSERT_OK(kiln_network_add_input(net, "x", KILN_DTYPE_F32, 2, dims, NULL));
-    const char *in[] = {"x"}, *out[] = {"y"};
+    const char *in[] = {"x"}, *out[] = {chain ? "t" : "y"}, *in2[] = {"t"}, *out2[] = {"y"};
     ASSERT(kiln_network_add_layer(net, "aotcu::axpb", 1, "axpb", 1, in, 1, out));
+    if (chain) ASSERT(kiln_network_add_layer(net, "aotcu::axpb", 1, "axpb2", 1, in2, 1, out2));
     ASSERT_OK(kiln_network_mark_output(net, "y"));
     return net;
 }
 
-static int build(int mode, kiln_engine **e) {
+static int build_net(int mode, int chain, kiln_engine **e) {
     g_mode = mode;
-    kiln_network *net = axpb_net();
+    kiln_network *net = axpb_net(chain);
     kiln_build_config *cfg = kiln_build_config_create();
     kiln_build_config_set_device(cfg, KILN_DEVICE_CUDA);
     *e = NULL;
@@ -114,6 +117,7 @@ static int build(int mode, kiln_engine **e) {
     kiln_network_free(net);
     return rc;
 }
+static int build(int mode, kiln_engine **e) { return build_net(mode, 0, e); }
 
 /* A real GPU (not the stand-in)? */
 static int have_gpu(void) {
@@ -131,8 +135,9 @@ static int have_nvrtc(void) {
     return rc == 0;
 }
 
-/* Run e on fresh random x; y against the reference x * 1.5 + N. */
-static void run_check(kiln_engine *e, uint64_t seed) {
+/* Run e on fresh random x; y against the reference x * 1.5 + N (applied
+ * `layers` times). */
+static void run_check_n(kiln_engine *e, uint64_t seed, int layers) {
     kiln_context *ctx = NULL;
     ASSERT_OK(kiln_context_create(e, 1, &ctx));
     static float x[N], y[N];
@@ -142,10 +147,15 @@ static void run_check(kiln_engine *e, uint64_t seed) {
         ASSERT_OK(kiln_context_bind(ctx, "x", x, sizeof x));
         ASSERT_OK(kiln_context_bind(ctx, "y", y, sizeof y));
         ASSERT_OK(kiln_context_run(ctx));
-        for (int i = 0; i < N; i++) ASSERT_NEAR(y[i], (double)x[i] * 1.5 + N, 1e-4);
+        for (int i = 0; i < N; i++) {
+            double want = x[i];
+            for (int l = 0; l < layers; l++) want = (double)(float)want * 1.5 + N;
+            ASSERT_NEAR(y[i], want, 1e-3);
+        }
     }
     kiln_context_free(ctx);
 }
+static void run_check(kiln_engine *e, uint64_t seed) { run_check_n(e, seed, 1); }
 
 /* ------------------------------------------------------------ tests */
 
@@ -345,6 +355,11 @@ TEST_IMPL(runs_on_gpu) {
     run_check(e, 9);
     kiln_engine_free(e);
     kiln_free(ptx);
+    /* two AOT layers on device memory: captured as a CUDA graph, replayed */
+    ASSERT_OK(build_net(M_CUDA, 1, &e));
+    ASSERT_EQ(e->nacu, 2);
+    run_check_n(e, 11, 2);
+    kiln_engine_free(e);
     /* Triton's two hidden trailing pointers: a scratch buffer and NULL */
     ASSERT_OK(build(M_CUDA_SCRATCH, &e));
     run_check(e, 10);
