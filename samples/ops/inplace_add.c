@@ -16,8 +16,12 @@
 #include "samples.h"
 
 static int inplace_shape(kiln_shape_ctx *c) {
-    if (c->in[0].dtype != KILN_DTYPE_F32 || c->in[1].dtype != KILN_DTYPE_F32)
-        return kiln_set_error(KILN_ETYPE, "inplace_add: expected f32 inputs");
+    /* f16 too: version 2 offers FP16, and a loaded engine re-checks its
+     * layers' shapes with the types the build chose */
+    kiln_dtype t = c->in[0].dtype;
+    if ((t != KILN_DTYPE_F32 && t != KILN_DTYPE_F16) || c->in[1].dtype != t)
+        return kiln_set_error(KILN_ETYPE, "inplace_add: expected two f32 (or two f16) inputs, found %s and %s",
+                              kiln_dtype_name(t), kiln_dtype_name(c->in[1].dtype));
     if (c->in[0].ndim != c->in[1].ndim)
         return kiln_set_error(KILN_ESHAPE, "inplace_add: inputs differ in rank");
     for (int i = 0; i < c->in[0].ndim; i++)
