@@ -27,7 +27,7 @@ enum { N = 1000 };
  * expression; hidden scratch as the test asks.  Which kernel cuda_aot
  * returns is chosen by g_mode. */
 static int g_mode;
-enum { M_CUDA, M_CUDA_SCRATCH, M_PTX_BAD_TYPE, M_PTX_FEW, M_PTX_NO_ENTRY, M_PTX_SCRATCH, M_PTX_TEXT };
+enum { M_CUDA, M_CUDA_SCRATCH, M_PTX_BAD_TYPE, M_PTX_FEW, M_PTX_NO_ENTRY, M_PTX_SCRATCH, M_PTX_TEXT, M_CUDA_BAD };
 static const char *g_ptx; /* M_PTX_TEXT: the PTX to hand over */
 
 static const char k_cuda[] =
@@ -45,6 +45,10 @@ static const char k_cuda_scratch[] =
     "    if (i < n) mine[threadIdx.x] = x[i] * s;\n"
     "    __syncthreads();\n"
     "    if (i < n) y[i] = ps ? __int_as_float(0x7fc00000) : mine[threadIdx.x] + t;\n"
+    "}\n";
+static const char k_cuda_bad[] =
+    "extern \"C\" __global__ void k_axpb(const float *x, float *y, long long n, float s, float t) {\n"
+    "    y[0] = undeclared_name;\n"
     "}\n";
 #define PTX_HEAD ".version 8.0\n.target sm_75\n.address_size 64\n"
 static const char k_ptx_bad_type[] = PTX_HEAD
@@ -66,7 +70,8 @@ static int axpb_cuda_aot(const kiln_shape_ctx *c, const kiln_io_format *io, int 
     const kiln_expr *n = c->in[0].dims[0];
     for (int d = 1; d < c->in[0].ndim; d++) n = kiln_expr_mul(c->x, n, c->in[0].dims[d]);
     k->lang = g_mode == M_CUDA || g_mode == M_CUDA_SCRATCH ? KILN_AOT_LANG_CUDA : KILN_AOT_LANG_PTX;
-    k->source = g_mode == M_CUDA ? k_cuda : g_mode == M_CUDA_SCRATCH ? k_cuda_scratch
+    k->lang = g_mode == M_CUDA_BAD ? KILN_AOT_LANG_CUDA : k->lang;
+    k->source = g_mode == M_CUDA ? k_cuda : g_mode == M_CUDA_SCRATCH ? k_cuda_scratch : g_mode == M_CUDA_BAD ? k_cuda_bad
               : g_mode == M_PTX_BAD_TYPE ? k_ptx_bad_type : g_mode == M_PTX_FEW ? k_ptx_few
               : g_mode == M_PTX_NO_ENTRY ? k_ptx_other : g_mode == M_PTX_SCRATCH ? k_ptx_scratch : g_ptx;
     k->entry = "k_axpb";
@@ -302,6 +307,37 @@ TEST_IMPL(section_bytes_flipped) {
     kiln__cuda_fake(0);
 }
 
+/* A CUDA C source NVRTC rejects: the build fails with NVRTC's log. */
+TEST_IMPL(nvrtc_error_fails_build) {
+    if (!have_nvrtc()) return;
+    int gpu = have_gpu();
+    kiln__cuda_fake(!gpu);
+    kiln_engine *e = NULL;
+    ASSERT_EQ(build(M_CUDA_BAD, &e), KILN_ECOMPILE);
+    ASSERT_CONTAINS(kiln_errmsg(), "op aotcu::axpb v1: AOT CUDA kernel k_axpb: NVRTC (--gpu-architecture=compute_");
+    ASSERT_CONTAINS(kiln_errmsg(), "kernel.cu(2)");
+    ASSERT_CONTAINS(kiln_errmsg(), "undeclared_name");
+    kiln__cuda_fake(0);
+}
+
+/* The plugin-side API: misuse and the no-GPU case are errors, not crashes. */
+TEST_IMPL(cuda_module_api_errors) {
+    kiln_cuda_module *m = (kiln_cuda_module *)&m;
+    ASSERT_EQ(kiln_cuda_module_get(NULL, KILN_AOT_LANG_CUDA, "t", &m), KILN_EINVAL);
+    ASSERT_EQ(kiln_cuda_module_get("x", 7, "t", &m), KILN_EINVAL);
+    ASSERT_CONTAINS(kiln_errmsg(), "lang 7 is neither KILN_AOT_LANG_CUDA (1) nor KILN_AOT_LANG_PTX (2)");
+    ASSERT(!m);
+    unsigned g[3] = {1, 1, 1}, b[3] = {1, 1, 1};
+    kiln_call call = {.layer = "L"};
+    ASSERT_EQ(kiln_cuda_launch(NULL, m, "f", g, b, 0, NULL), KILN_EINVAL);
+    ASSERT_EQ(kiln_cuda_launch(&call, (kiln_cuda_module *)&call, "f", g, b, 0, NULL), KILN_EINVAL);
+    ASSERT_CONTAINS(kiln_errmsg(), "kiln_cuda_launch(f, layer 'L'): not a CUDA call");
+    if (!have_gpu()) {
+        ASSERT_EQ(kiln_cuda_module_get(k_cuda, KILN_AOT_LANG_CUDA, "test kernels", &m), KILN_EDEVICE);
+        ASSERT_CONTAINS(kiln_errmsg(), "test kernels: no CUDA device");
+    }
+}
+
 /* Hidden scratch pointers are part of the checked signature. */
 TEST_IMPL(hidden_scratch_declared) {
     int gpu = have_gpu();
@@ -322,7 +358,7 @@ TEST_IMPL(hidden_scratch_declared) {
 /* On a GPU: run from the cubin, from the PTX, and with scratch. */
 TEST_IMPL(runs_on_gpu) {
     if (!have_gpu()) {
-        fprintf(stderr, "SKIP runs_on_gpu: no CUDA device (%s)\n", kiln_errmsg());
+        fprintf(stderr, "SKIP runs_on_gpu: %s\n", kiln_errmsg());
         return;
     }
     if (!have_nvrtc()) return;
@@ -367,4 +403,5 @@ TEST_IMPL(runs_on_gpu) {
 }
 
 TEST_LIST(TEST_ENTRY(signature_checked_against_ptx), TEST_ENTRY(engine_file_round_trip), TEST_ENTRY(section_bytes_flipped),
-          TEST_ENTRY(hidden_scratch_declared), TEST_ENTRY(runs_on_gpu))
+          TEST_ENTRY(hidden_scratch_declared), TEST_ENTRY(nvrtc_error_fails_build), TEST_ENTRY(cuda_module_api_errors),
+          TEST_ENTRY(runs_on_gpu))
