@@ -291,6 +291,11 @@ int kiln__aot_cuda_launch(kiln__aot_cuda *k, const kiln_call *c, const int64_t *
         }
     }
     uint64_t blocks = (uint64_t)grid[0] * grid[1] * grid[2];
+    size_t need = 0;
+    if (k->nscratch && (rc = kiln__aot_cuda_scratch(k, vals, &need))) return rc;
+    if (need > c->workspace_size) /* e.g. a grid that grew with a size tensor after the plan */
+        return kiln__err(KILN_EKERNEL, "AOT CUDA kernel %s: scratch needs %zu bytes at grid %ux%ux%u, the layer's "
+                         "workspace has %zu", k->entry, need, grid[0], grid[1], grid[2], c->workspace_size);
     uint8_t *ws = c->workspace;
     for (int i = 0; i < k->nscratch; i++) {
         v[n++].p = k->scratch_bytes[i] ? ws : NULL;
