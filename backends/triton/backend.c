@@ -78,7 +78,7 @@ KILN_TRITON_EXPORT TRITONSERVER_Error *TRITONBACKEND_Initialize(TRITONBACKEND_Ba
                       "kiln backend needs TRITONBACKEND API %u.%u or a later %u.x, server has %u.%u",
                       KILN_TRITON_API_MAJOR, KILN_TRITON_API_MINOR, KILN_TRITON_API_MAJOR, major,
                       minor);
-    /* {"cmdline": {"default-max-batch-size": "4", ...}} */
+    /* {"cmdline": {"default-max-batch-size": "4", ...}}; the message is Triton's. */
     TRITONSERVER_Message *msg = NULL;
     const char *json = NULL;
     size_t size = 0;
@@ -90,7 +90,6 @@ KILN_TRITON_EXPORT TRITONSERVER_Error *TRITONBACKEND_Initialize(TRITONBACKEND_Ba
     if (!e && !kt_json_int(kt_json_get(kt_json_get(cfg, "cmdline"), "default-max-batch-size"), &n))
         default_max_batch = n;
     kt_json_free(cfg);
-    TRITONSERVER_MessageDelete(msg);
     return e;
 }
 

@@ -98,12 +98,13 @@ TRITONSERVER_Error *TRITONSERVER_LogMessage(TRITONSERVER_LogLevel level, const c
     snprintf(last_log, sizeof last_log, "%s", msg);
     return NULL;
 }
-/* Triton's --backend-config=kiln,default-max-batch-size=6 */
+/* Triton's --backend-config=kiln,default-max-batch-size=6; the message
+ * stays Triton's (freeing it would be a double free: ASan sees it). */
+static struct TRITONSERVER_Message backend_config = { "{\"cmdline\":{\"default-max-batch-size\":\"6\"}}", NULL };
 TRITONSERVER_Error *TRITONBACKEND_BackendConfig(TRITONBACKEND_Backend *b, TRITONSERVER_Message **out)
 {
     (void)b;
-    *out = calloc(1, sizeof **out);
-    (*out)->json = "{\"cmdline\":{\"default-max-batch-size\":\"6\"}}";
+    *out = &backend_config;
     return NULL;
 }
 TRITONSERVER_Error *TRITONBACKEND_ModelAutoCompleteConfig(TRITONBACKEND_Model *m, bool *on)
