@@ -186,8 +186,10 @@ int kt_config_complete(kt_json *cfg, const kiln_engine *e, int64_t max_batch)
         if (kt_json_set(cfg, "max_batch_size", number(max_batch))) return -1;
         changed = 1;
     }
-    if (max_batch > 1 && !kt_json_get(cfg, "dynamic_batching") && !kt_json_get(cfg, "sequence_batching") &&
-        !kt_json_get(cfg, "ensemble_scheduling")) {
+    /* Only a batch size chosen here turns the dynamic batcher on: a config
+     * that sets max_batch_size itself without a scheduler keeps it off. */
+    if (changed && max_batch > 1 && !kt_json_get(cfg, "dynamic_batching") &&
+        !kt_json_get(cfg, "sequence_batching") && !kt_json_get(cfg, "ensemble_scheduling")) {
         if (kt_json_set(cfg, "dynamic_batching", kt_json_new(KT_JSON_OBJECT, NULL))) return -1;
         changed = 1;
     }

@@ -44,8 +44,8 @@ int kt_config_dims_count(const kt_json *cfg, const char *section, const char *na
  * max_batch_size (when 0 in the config and `max_batch` > 0), an entry for
  * every input and output the config leaves out, data_type and dims where an
  * entry has none (dims without the batch dim when max_batch > 0, -1 where
- * dynamic), and dynamic_batching {} when max_batch > 1 and no scheduler is
- * set.  1 if anything changed, 0 if not, -1 when out of memory. */
+ * dynamic), and dynamic_batching {} when it set max_batch_size (> 1) and no
+ * scheduler is set.  1 if anything changed, 0 if not, -1 when out of memory. */
 int kt_config_complete(kt_json *cfg, const kiln_engine *e, int64_t max_batch);
 
 /* Every input/output entry of the config names an engine tensor of the same

@@ -399,6 +399,18 @@ static void test_config(const char *onnx, const char *scratch, const float *x, c
     free(err);
     TRITONBACKEND_ModelFinalize(&off);
 
+    /* max_batch_size set by the config, no scheduler: IO completed, the
+     * dynamic batcher stays off (how a user opts out of it). */
+    const char *mb4 = "{\"name\":\"auto\",\"max_batch_size\":4,\"input\":[],\"output\":[]}";
+    TRITONBACKEND_Model own = { "auto", dir, mb4, 1, NULL, 1, NULL };
+    err = init_error(TRITONBACKEND_ModelInitialize(&own));
+    CHECK(!err && own.set_config && strstr(own.set_config, "\"max_batch_size\":4") &&
+              strstr(own.set_config, "softmax_0.tmp_0") && !strstr(own.set_config, "dynamic_batching"),
+          "own max_batch_size kept, no dynamic batching added: %s / %s", err, own.set_config);
+    free(err);
+    free(own.set_config);
+    TRITONBACKEND_ModelFinalize(&own);
+
     /* model.onnx whose inputs have a dynamic dim 0: max_batch_size is
      * Triton's default-max-batch-size (6 here); the config gives only the
      * dims the model leaves dynamic; data_type and the output are filled. */
