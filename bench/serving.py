@@ -6,7 +6,9 @@ model repository served by the kiln backend, with Triton's dynamic batcher
 on and off where the engine batches, starts `tritonserver` on 127.0.0.1 and
 drives it with closed-loop clients at concurrency 1, 2 and 4 (HTTP, KServe
 v2 protocol, tensors as binary data, one keep-alive connection per client);
-then runs `kiln bench` on the same engine in-process, so the difference is
+then runs `kiln bench` on the same engine in-process.  Each row also shows
+how many requests each kiln run held and how long the runs took inside the
+server (Triton's statistics, as the backend reports them): p50 minus that is
 what serving costs.  Prints the machine, then one markdown table.
 
 Peers: Triton's ONNX Runtime backend is the natural one, but the
@@ -80,7 +82,7 @@ def request_body(inputs):
     head = json.dumps({"inputs": [{"name": n, "shape": list(a.shape), "datatype": "FP32",
                                    "parameters": {"binary_data_size": a.nbytes}}
                                   for n, a in inputs.items()],
-                       "outputs": []}).encode()
+                       "outputs": [], "parameters": {"binary_data_output": True}}).encode()
     return head + b"".join(np.ascontiguousarray(a).tobytes() for a in inputs.values()), len(head)
 
 
@@ -116,6 +118,16 @@ def load(port, model, body, hlen, concurrency, duration):
     for t in threads:
         t.join()
     return len(lat) / (time.perf_counter() - t0), lat, errors
+
+
+def run_stats(port, model):
+    """Triton's statistics for `model` so far: (kiln runs, ns in them), as
+    the backend reported them (TRITONBACKEND_ModelInstanceReportBatchStatistics)."""
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    c.request("GET", f"/v2/models/{model}/stats")
+    st = json.loads(c.getresponse().read())["model_stats"][0]
+    return (sum(int(b["compute_infer"]["count"]) for b in st.get("batch_stats", [])),
+            sum(int(b["compute_infer"]["ns"]) for b in st.get("batch_stats", [])))
 
 
 def kiln_bench(kiln, engine, duration):
@@ -180,12 +192,14 @@ def main():
             if server.poll() is not None:
                 sys.exit(f"tritonserver exited; log: {work}/server.log")
             time.sleep(0.2)
-        print(f"machine: {cpu_model()}; tritonserver 2.51 (nvidia-pytriton 0.7.0), kiln backend, "
-              f"1 instance per model; load: this script's HTTP clients, {a.duration:g} s per row")
+        print(f"machine: {cpu_model()}, load average {os.getloadavg()[0]:.1f} at the start; "
+              f"tritonserver 2.51 (nvidia-pytriton 0.7.0), kiln backend, 1 instance per model; "
+              f"load: this script's HTTP clients, {a.duration:g} s per row")
         print()
         print("| model | dynamic batching | concurrency | infer/s | p50 ms | p90 ms | p99 ms | "
-              "in-process kiln bench: infer/s, median ms | serving overhead at p50 |")
-        print("|---|---|---|---|---|---|---|---|---|")
+              "requests per kiln run | kiln run ms in the server (mean) | "
+              "in-process kiln bench: infer/s, median ms | p50 - kiln run (concurrency 1) |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|")
         benched = {}
         for key, folder, name, db, engine in variants:
             d = f"{a.models}/{folder}/test_data_set_0"
@@ -197,13 +211,16 @@ def main():
                 benched[key] = kiln_bench(a.kiln, engine, a.duration)
             tput_k, med_k = benched[key]
             for c in conc:
+                runs0, ns0 = run_stats(http_port, name)
                 tput, lat, errors = load(http_port, name, body, hlen, c, a.duration)
                 if errors or not lat:
                     sys.exit(f"{name}: {len(errors)} failed requests (HTTP {sorted(set(errors))})")
                 p50, p90, p99 = np.percentile(lat, [50, 90, 99])
+                runs, ns = run_stats(http_port, name)
+                runs, run_ms = runs - runs0, (ns - ns0) / max(runs - runs0, 1) / 1e6
                 print(f"| {folder} | {'on' if db else 'off'} | {c} | {tput:.1f} | {p50:.2f} | {p90:.2f} | "
-                      f"{p99:.2f} | {tput_k:.1f}, {med_k:.2f} | "
-                      f"{'+%.2f ms' % (p50 - med_k) if c == 1 else ''} |", flush=True)
+                      f"{p99:.2f} | {len(lat) / max(runs, 1):.2f} | {run_ms:.2f} | {tput_k:.1f}, {med_k:.2f} | "
+                      f"{'%+.2f ms' % (p50 - run_ms) if c == 1 else ''} |", flush=True)
     finally:
         server.terminate()
         try:

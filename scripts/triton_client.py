@@ -62,7 +62,7 @@ def infer_binary(model, inputs):
     extension): for large tensors, which JSON would make slow."""
     head = {"inputs": [{"name": n, "shape": list(a.shape), "datatype": "FP32",
                         "parameters": {"binary_data_size": a.nbytes}} for n, a in inputs.items()],
-            "outputs": []}
+            "outputs": [], "parameters": {"binary_data_output": True}}
     hb = json.dumps(head).encode()
     body = hb + b"".join(np.ascontiguousarray(a, np.float32).tobytes() for a in inputs.values())
     req = urllib.request.Request(BASE + f"/v2/models/{model}/infer", data=body, method="POST",
