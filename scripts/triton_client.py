@@ -3,8 +3,13 @@
 
 usage: triton_client.py <http base url> <shared models folder> [<grpc host:port>]
 
-HTTP, KServe v2 JSON protocol, standard library + numpy/onnx only (the
-reference .pb files).  Every check prints one line; exit 1 if any failed."""
+HTTP, KServe v2 protocol (JSON, and binary tensors for PP-OCRv4 det),
+standard library + numpy/onnx only (the reference .pb files); gRPC through
+tritonclient when it is installed.  Besides the served models it checks the
+configs the backend completed, and unloads/reloads a model under load
+(explicit model control), reading the backend's live counters from the
+server log (KILN_TRITON_LOG) and the server's RSS (KILN_TRITON_PID).
+Every check prints one line; exit 1 if any failed."""
 import concurrent.futures
 import json
 import os
