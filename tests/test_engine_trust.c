@@ -271,9 +271,61 @@ TEST_IMPL(crafted_input_type) {
     ASSERT_OK(kiln_context_bind(ctx, "y", y, sizeof y));
     ASSERT_EQ(kiln_context_run(ctx), KILN_EFORMAT);
     ASSERT_CONTAINS(kiln_errmsg(), "layer 'L' (ai.onnx::LSTM v14)");
-    ASSERT_CONTAINS(kiln_errmsg(), "W must be a float tensor, found bool");
+    ASSERT_CONTAINS(kiln_errmsg(), "LSTM: inputs 1 and 0 must have the same type, found bool and f32");
     kiln_context_free(ctx);
     kiln_engine_free(l);
+}
+
+/* Input dims the op refuses, reached through an input's dynamic dim (a
+ * model run with its dynamic dims at 1, as `kiln bench` of ppocr_cls did):
+ * the caller's shape, not the engine, and the message says which input
+ * dim to change. */
+TEST_IMPL(refused_input_dims_named) {
+    kiln_network *net = kiln_network_create();
+    int64_t xd[3] = {1, 2, -1};
+    ASSERT_OK(kiln_network_add_input(net, "x", KILN_DTYPE_F32, 3, xd, NULL));
+    const char *in[] = {"x"}, *out[] = {"y"};
+    kiln_layer *L = kiln_network_add_layer(net, "ai.onnx::MaxPool", 12, "pool", 1, in, 1, out);
+    ASSERT(L);
+    int64_t k[1] = {3};
+    ASSERT_OK(kiln_layer_set_ints(L, "kernel_shape", k, 1));
+    ASSERT_OK(kiln_network_mark_output(net, "y"));
+    kiln_build_config *cfg = kiln_build_config_create();
+    int64_t mn[3] = {1, 2, 1}, opt[3] = {1, 2, 6}, mx[3] = {1, 2, 8};
+    ASSERT_OK(kiln_build_config_set_profile(cfg, "x", 3, mn, opt, mx));
+    kiln_build_config_set_flags(cfg, KILN_BUILD_NO_TIMING);
+    kiln_engine *e = NULL;
+    ASSERT_OK(kiln_build(net, cfg, &e, NULL));
+    kiln_build_config_free(cfg);
+    kiln_network_free(net);
+    kiln_context *ctx = NULL;
+    ASSERT_OK(kiln_context_create(e, 1, &ctx));
+    for (int len = 2; len <= 5; len += 3) {
+        int64_t dims[3] = {1, 2, len};
+        float x[10], y[6];
+        uint64_t s = 21;
+        for (int i = 0; i < 2 * len; i++) x[i] = test_randf(&s, -2, 2);
+        for (int i = 0; i < 6; i++) y[i] = 1e30f; /* poison */
+        ASSERT_OK(kiln_context_set_input_shape(ctx, "x", 3, dims));
+        ASSERT_OK(kiln_context_bind(ctx, "x", x, sizeof(float) * 2 * (size_t)len));
+        if (len == 2) {
+            ASSERT_OK(kiln_context_bind(ctx, "y", y, sizeof y)); /* larger than needed: fine */
+            ASSERT_EQ(kiln_context_run(ctx), KILN_ESHAPE);
+            ASSERT_CONTAINS(kiln_errmsg(), "layer 'pool' (ai.onnx::MaxPool v");
+            ASSERT_CONTAINS(kiln_errmsg(), "rejects its input dims [1x2x2], which follow from dims 2 of input 'x'");
+            continue;
+        }
+        ASSERT_OK(kiln_context_bind(ctx, "y", y, sizeof y));
+        ASSERT_OK(kiln_context_run(ctx));
+        for (int c = 0; c < 2; c++)
+            for (int j = 0; j < 3; j++) {
+                float m = x[c * 5 + j];
+                for (int t = 1; t < 3; t++) m = x[c * 5 + j + t] > m ? x[c * 5 + j + t] : m;
+                ASSERT_NEAR(y[c * 3 + j], m, 0);
+            }
+    }
+    kiln_context_free(ctx);
+    kiln_engine_free(e);
 }
 
 /* A data-dependent output (NonZero's [rank, N]) whose size symbol is
@@ -443,4 +495,4 @@ TEST_IMPL(code_policy) {
 TEST_LIST(TEST_ENTRY(intact_engine_runs), TEST_ENTRY(crafted_inner_dim), TEST_ENTRY(crafted_output_dims),
           TEST_ENTRY(crafted_constant_dims), TEST_ENTRY(crafted_constant_misaligned), TEST_ENTRY(crafted_lifetime), TEST_ENTRY(crafted_read_before_write),
           TEST_ENTRY(crafted_dtype), TEST_ENTRY(crafted_tactic), TEST_ENTRY(crafted_combination),
-          TEST_ENTRY(crafted_input_type), TEST_ENTRY(crafted_upper_bound), TEST_ENTRY(sign_and_verify), TEST_ENTRY(code_policy))
+          TEST_ENTRY(crafted_input_type), TEST_ENTRY(refused_input_dims_named), TEST_ENTRY(crafted_upper_bound), TEST_ENTRY(sign_and_verify), TEST_ENTRY(code_policy))

@@ -197,6 +197,54 @@ static int check_capacity(const kiln_engine *e, const kiln__elayer *L, int32_t k
     return 0;
 }
 
+/* Mark the network-input dims (SYM INPUT_DIM nodes) node n depends on. */
+static void mark_input_dims(const kiln_engine *e, int32_t n, uint8_t *seen, uint8_t *dims_used) {
+    if (n < 0 || n >= e->nnodes || seen[n]) return;
+    seen[n] = 1;
+    const kiln__enode *x = &e->nodes[n];
+    if (x->op == KILN_EXPR_CONST) return;
+    if (x->op == KILN_EXPR_SYM) {
+        if (x->symkind == KILN__SYM_INPUT_DIM && x->a >= 0 && x->a < e->ntensors && x->b >= 0 &&
+            x->b < KILN_MAX_DIMS)
+            dims_used[(size_t)x->a * KILN_MAX_DIMS + (size_t)x->b] = 1;
+        return;
+    }
+    mark_input_dims(e, x->a, seen, dims_used);
+    mark_input_dims(e, x->b, seen, dims_used);
+    if (x->op == KILN_EXPR_SELECT_) mark_input_dims(e, x->c, seen, dims_used);
+}
+
+/* "dims 2, 3 of input 'x'" for the network-input dims layer L's input
+ * dims depend on; returns how many (0: none, or out of memory). */
+static int input_dims_of(const kiln_engine *e, const kiln__elayer *L, char *buf, size_t size) {
+    uint8_t *seen = kiln__calloc((size_t)e->nnodes + 1, 1);
+    uint8_t *used = kiln__calloc((size_t)e->ntensors * KILN_MAX_DIMS + 1, 1);
+    int count = 0;
+    size_t o = 0;
+    buf[0] = 0;
+    if (seen && used) {
+        for (int32_t k = 0; k < L->nin; k++) {
+            if (L->in[k] < 0) continue;
+            const kiln__etensor *t = &e->tensors[L->in[k]];
+            for (int i = 0; i < t->ndim; i++) mark_input_dims(e, t->dims[i], seen, used);
+        }
+        for (int32_t t = 0; t < e->ntensors; t++) {
+            int n = 0;
+            for (int d = 0; d < KILN_MAX_DIMS; d++) {
+                if (!used[(size_t)t * KILN_MAX_DIMS + (size_t)d]) continue;
+                if (o < size)
+                    o += (size_t)snprintf(buf + o, size - o, "%s%s%d", count ? (n ? ", " : "; ") : "",
+                                          n ? "" : "dims ", d);
+                n++, count++;
+            }
+            if (n && o < size) o += (size_t)snprintf(buf + o, size - o, " of input '%s'", e->tensors[t].name);
+        }
+    }
+    kiln__free(seen);
+    kiln__free(used);
+    return count;
+}
+
 int kiln__layer_check_shapes(const kiln_engine *e, int32_t l, void *state, const kiln_attrs *attrs,
                              const kiln_tensor *in, const kiln_tensor *out, const uint8_t *size_dep,
                              const uint64_t *capacity) {
@@ -253,6 +301,13 @@ int kiln__layer_check_shapes(const kiln_engine *e, int32_t l, void *state, const
         if (runtime_values)
             return kiln__err(KILN_ESHAPE, "layer '%s' (%s::%s v%d) rejects its inputs (dims %s): %s",
                              L->name, op->ns, op->name, op->version, d, m);
+        /* Dims that follow from the network inputs' dynamic dims: the
+         * caller's shapes are refused (e.g. dims left at 1), so say which
+         * input dims to change. */
+        char from[200];
+        if (input_dims_of(e, L, from, sizeof from) > 0)
+            return kiln__err(KILN_ESHAPE, "layer '%s' (%s::%s v%d) rejects its input dims %s, which follow from %s: %s; "
+                             "give those input dims other values", L->name, op->ns, op->name, op->version, d, from, m);
         return kiln__err(KILN_EFORMAT, "engine is inconsistent: layer '%s' (%s::%s v%d) at input dims %s: %s",
                          L->name, op->ns, op->name, op->version, d, m);
     }

@@ -155,23 +155,18 @@ static int rnn_shape(kiln_shape_ctx *c, int cell) {
     if (x->ndim != 3 || w->ndim != 3 || r->ndim != 3)
         return kiln_set_error(KILN_ESHAPE, "X, W and R must be 3-D, found ranks %d, %d, %d", x->ndim,
                               w->ndim, r->ndim);
-    /* The kernel reads every input but sequence_lens as floats (each
-     * converted to f32 on its own): the types are the op's contract, and
-     * the check also holds for an engine file whose tensor types were
-     * changed (its shape function runs again before the first run). */
-    static const char *const names[] = {"X", "W", "R", "B", "sequence_lens", "initial_h", "initial_c", "P"};
-    for (int k = 0; k < c->nin && k < 8; k++) {
-        kiln_dtype t = c->in[k].dtype;
-        int want_int = k == 4, ok = want_int ? kiln__ops_is_int(t) : kiln__ops_is_float(t);
-        if (t != KILN_DTYPE_UNDEFINED && !ok)
-            return kiln_set_error(KILN_ETYPE, "%s must be %s tensor, found %s", names[k],
-                                  want_int ? "an integer" : "a float", kiln_dtype_name(t));
-    }
     if (!kiln__ops_is_float(x->dtype))
         return kiln_set_error(KILN_ETYPE, "X must be a float tensor, found %s",
                               kiln_dtype_name(x->dtype));
+    /* ONNX: one type T for all inputs but sequence_lens (int32); the
+     * kernel reads them as floats */
+    int rc = kiln__ops_check_same_mask(c, cell == CELL_LSTM ? "LSTM" : cell == CELL_GRU ? "GRU" : "RNN", ~(1u << 4));
+    if (rc) return rc;
+    if (c->nin > 4 && c->in[4].dtype != KILN_DTYPE_UNDEFINED && !kiln__ops_is_int(c->in[4].dtype))
+        return kiln_set_error(KILN_ETYPE, "sequence_lens must be an integer tensor, found %s",
+                              kiln_dtype_name(c->in[4].dtype));
     int ndir = 1, rev = 0;
-    int rc = read_dir(c->attrs, &ndir, &rev);
+    rc = read_dir(c->attrs, &ndir, &rev);
     if (rc) return rc;
     act acts[6];
     if ((rc = read_acts(c->attrs, cell, ndir, acts))) return rc;
