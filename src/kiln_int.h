@@ -469,6 +469,12 @@ unsigned kiln__file_version(void);
 int kiln__layer_check_shapes(const kiln_engine *e, int32_t l, void *state, const kiln_attrs *attrs,
                              const kiln_tensor *in, const kiln_tensor *out, const uint8_t *size_dep,
                              const uint64_t *capacity);
+/* Layer l's tensors' dtypes/layouts and its tactic are a combination its
+ * op accepts on the layer's device (the quick op's formats, or the
+ * plugin's supports_format/valid_tactics), and its stored io record says
+ * the same.  at_load: combinations made by formats_fn are not known yet
+ * (checked again after the shape function ran). */
+int kiln__layer_check_formats(const kiln_engine *e, int32_t l, void *state, int at_load);
 
 
 /* ------------------------------------------------------------ plugin/so_load, compile, aot */

@@ -289,6 +289,8 @@ int kiln__engine_prepare(kiln_engine *e) {
                                             op->ns, op->name, op->version, (int)l->tactic);
             }
         }
+        /* before prepack: it reads the constants in the types they claim */
+        if ((rc = kiln__layer_check_formats(e, i, l->state, 1))) return rc;
         if (l->nepi && !l->epi_rt && (rc = kiln__epi_prepare(e, l))) return rc;
         if ((rc = layer_prepack(e, l))) return rc;
     }
