@@ -246,7 +246,8 @@ TEST_IMPL(strict_device_lists_cpu_layers) {
 }
 
 /* An op whose CUDA side is FP16-only: on the CPU in an FP32 build, on the
- * GPU in an FP16 build (host converts, then copies). */
+ * GPU in an FP16 build (F32 copied up, cast on the GPU; cast on the GPU,
+ * F32 copied down: the host never converts). */
 TEST_IMPL(fp16_moves_layer_to_gpu) {
     kiln__cuda_fake(1);
     kiln_network *net = kiln_network_create();
@@ -259,6 +260,23 @@ TEST_IMPL(fp16_moves_layer_to_gpu) {
         kiln_engine *e = build_cuda(net, KILN_BUILD_NO_TIMING | (fp16 ? KILN_BUILD_FP16 : 0));
         ASSERT(e);
         ASSERT_EQ(layer_device(e, "neg"), fp16 ? KILN_DEVICE_CUDA : KILN_DEVICE_CPU);
+        int casts = 0, moves = 0;
+        for (int32_t l = 0; l < e->nlayers; l++) {
+            const kiln__elayer *L = &e->layers[l];
+            if (strcmp(L->op_name, "reformat")) continue;
+            const kiln__etensor *a = &e->tensors[L->in[0]], *b = &e->tensors[L->out[0]];
+            ASSERT_EQ(L->device, KILN_DEVICE_CUDA);
+            if (a->loc != b->loc) {
+                moves++;
+                ASSERT_EQ(a->dtype, KILN_DTYPE_F32);
+                ASSERT_EQ(b->dtype, KILN_DTYPE_F32);
+            } else {
+                casts++;
+                ASSERT_EQ(a->loc, KILN_DEVICE_CUDA);
+            }
+        }
+        ASSERT_EQ(casts, fp16 ? 2 : 0);
+        ASSERT_EQ(moves, fp16 ? 2 : 0);
         kiln_context *ctx = NULL;
         ASSERT_OK(kiln_context_create(e, 1, &ctx));
         uint64_t seed = 3 + (uint64_t)fp16;
