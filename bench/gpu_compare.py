@@ -30,7 +30,7 @@ by bench/gen_torchvision.py from the same seeded modules torch runs.
         [--models resnet50,bert_encoder,ppocrv4_det] [--batches 1,32]
         [--precisions fp32,fp16] [--modes eager,graph,compile]
         [--iterations 100] [--warmup 10] [--budget SECONDS] [--work DIR]
-        [--json FILE] [--device cuda|cpu] [--dry-run]
+        [--onnx-dir DIR] [--ppocr MODEL.onnx] [--json FILE] [--device cuda|cpu] [--dry-run]
 
 --budget: rows not started by then are listed as skipped (batch 1 rows come
 first, torch.compile is left out of a row that would not fit).  --device
@@ -144,17 +144,19 @@ def ppocr_module(onnx_path):
     return onnx2torch.convert(m).eval()
 
 
-def model_set(names, work):
+def model_set(names, work, onnx_dir, ppocr):
     """name -> (onnx path, torch module (CPU, FP32), per-sample input shape, input name)"""
     out = {}
     gen = [n for n in names if n in gen_torchvision.GPU_SET]
-    paths = gen_torchvision.export_gpu_set(work, gen) if gen else {}
+    if onnx_dir:  # written in this session by gen_torchvision.py --gpu-set (same seeded modules)
+        paths = {n: os.path.join(onnx_dir, n, "model.onnx") for n in gen}
+    else:
+        paths = gen_torchvision.export_gpu_set(work, gen) if gen else {}
     for n in gen:
         ctor, shape, iname, _ = gen_torchvision.GPU_SET[n]
         out[n] = (paths[n], ctor(), shape, iname)
     if "ppocrv4_det" in names:
-        p = os.path.join(ROOT, "..", "shared", "models", "ppocrv4_det", "model.onnx")
-        out["ppocrv4_det"] = (p, ppocr_module(p), (3, 640, 640), "x")
+        out["ppocrv4_det"] = (ppocr, ppocr_module(ppocr), (3, 640, 640), "x")
     return out
 
 
@@ -203,7 +205,11 @@ def kiln_row(a, K, name, onnx_path, iname, x, ref, prec, torch, dev):
     if prec == "fp16":
         cmd.insert(2, "--fp16")
     t0 = time.perf_counter()
-    p = subprocess.run(cmd, capture_output=True, text=True)
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=a.build_timeout)
+    except subprocess.TimeoutExpired:
+        r["error"] = "kiln build: still building after %.0f s (--build-timeout)" % a.build_timeout
+        return r
     r["build_s"] = time.perf_counter() - t0
     if p.returncode:
         r["error"] = "kiln build: " + (p.stderr.strip() or p.stdout.strip()).splitlines()[-1][:300]
@@ -389,6 +395,10 @@ def main():
     ap.add_argument("--compile-reserve", type=float, default=60,
                     help="torch.compile only while this many seconds of --budget remain")
     ap.add_argument("--work", default=os.path.join(ROOT, "build-bench", "gpu"))
+    ap.add_argument("--onnx-dir", default=None,
+                    help="take DIR/<model>/model.onnx written by gen_torchvision.py --gpu-set (else export)")
+    ap.add_argument("--ppocr", default=os.path.join(ROOT, "..", "shared", "models", "ppocrv4_det", "model.onnx"))
+    ap.add_argument("--build-timeout", type=float, default=120, help="seconds for one kiln build")
     ap.add_argument("--json", default=None)
     ap.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
     ap.add_argument("--dry-run", action="store_true")
@@ -413,7 +423,7 @@ def main():
     print(head, flush=True)
     names = a.models.split(",")
     t0 = time.perf_counter()
-    models = model_set(names, a.work)
+    models = model_set(names, a.work, a.onnx_dir, a.ppocr)
     print("models ready in %.1f s" % (time.perf_counter() - t0), flush=True)
     plan = [(n, int(b), p) for b in a.batches.split(",") for n in names for p in a.precisions.split(",")]
     rows = []
