@@ -188,6 +188,11 @@ def stats(lat, batch):
             "samples_per_s": batch * 1e3 / med}
 
 
+def first_line(ex):
+    t = str(ex).strip()
+    return "%s: %s" % (type(ex).__name__, t.splitlines()[0][:160] if t else "")
+
+
 def err(out, ref):
     d = float(np.max(np.abs(out.astype(np.float64) - ref.astype(np.float64))))
     scale = float(np.max(np.abs(ref)))
@@ -218,6 +223,7 @@ def kiln_row(a, K, name, onnx_path, iname, x, ref, prec, torch, dev):
     e, c, names, placement = K.load(eng)
     r["load_ms"] = (time.perf_counter() - t0) * 1e3
     r["placement"] = {"gpu_layers": placement[0], "cpu_layers": placement[1]}
+    sync = torch.cuda.synchronize if dev == "cuda" else (lambda: None)
     try:
         if len(names) != 2:
             raise RuntimeError("expected one input and one output, the engine has %s" % names)
@@ -225,10 +231,10 @@ def kiln_row(a, K, name, onnx_path, iname, x, ref, prec, torch, dev):
         xd = torch.from_numpy(x).to(dev)
         yd = torch.empty(ref.shape, dtype=torch.float32, device=dev)
         yd.fill_(float("nan"))  # poison: a row that writes nothing fails the check
+        sync()  # torch's stream is not kiln's: the input copy and the poison land first
         K.bind(c, names[0], xd.data_ptr(), xd.numel() * 4)
         K.bind(c, names[1], yd.data_ptr(), yd.numel() * 4)
         K.run(c)
-        sync = torch.cuda.synchronize if dev == "cuda" else (lambda: None)
         sync()
         r["check"] = err(yd.cpu().numpy(), ref)
         r["kiln"] = stats(timed(lambda: K.run(c), sync, a.warmup, a.iterations, a.max_s), x.shape[0])
@@ -257,7 +263,8 @@ def torch_rows(a, torch, module, x, prec, dev, t_left):
         y = m(xt)
         sync()
         out = y.float().cpu().numpy()
-        res["eager"] = stats(timed(lambda: m(xt), sync, a.warmup, a.iterations, a.max_s), x.shape[0])
+        if "eager" in a.modes:
+            res["eager"] = stats(timed(lambda: m(xt), sync, a.warmup, a.iterations, a.max_s), x.shape[0])
         if "graph" in a.modes and dev == "cuda":
             try:
                 s = torch.cuda.Stream()
@@ -271,8 +278,11 @@ def torch_rows(a, torch, module, x, prec, dev, t_left):
                     m(xt)
                 res["graph"] = stats(timed(g.replay, sync, a.warmup, a.iterations, a.max_s), x.shape[0])
             except Exception as ex:  # e.g. a host read of a device value inside the module
-                res["graph"] = {"error": "capture failed: %s" % str(ex).splitlines()[0][:160]}
-                torch.cuda.synchronize()
+                res["graph"] = {"error": "capture failed: " + first_line(ex)}
+                try:
+                    torch.cuda.synchronize()
+                except Exception:
+                    pass
     for mode in ("compile", "max-autotune"):
         if mode not in a.modes:
             continue
@@ -293,7 +303,7 @@ def torch_rows(a, torch, module, x, prec, dev, t_left):
             st["compile_s"] = ct
             res[mode] = st
         except Exception as ex:
-            res[mode] = {"error": "%s: %s" % (type(ex).__name__, str(ex).splitlines()[0][:160])}
+            res[mode] = {"error": first_line(ex)}
     return res, out
 
 
@@ -387,7 +397,8 @@ def main():
     ap.add_argument("--models", default="resnet50,bert_encoder,ppocrv4_det")
     ap.add_argument("--batches", default="1,32")
     ap.add_argument("--precisions", default="fp32,fp16")
-    ap.add_argument("--modes", default="eager,graph,compile")
+    ap.add_argument("--modes", default="eager,graph,compile",
+                    help="torch modes to time (none: kiln only; the FP32 eager output is the reference anyway)")
     ap.add_argument("--iterations", type=int, default=100)
     ap.add_argument("--warmup", type=int, default=10)
     ap.add_argument("--max-s", type=float, default=3.0, help="stop timing a mode after this many seconds")
