@@ -14,7 +14,10 @@
  *     grouped, one image at a time, batched over the groups.  Then
  *     bias_act_<T> for the bias.
  * ConvTranspose: conv_transpose_<T> (gather form, no atomics).
+ * A fused activation (kiln__epi_cuda_act) is applied by conv_direct,
+ * conv_transpose and bias_act before their one rounding store.
  */
+#include "kiln_int.h"
 #include "ops/common/cuda_impls.h"
 #include "ops/common/ops_cuda.h"
 
@@ -166,11 +169,13 @@ static int conv_gemm(const kiln_call *c, const kiln_cu_conv *p, const char *suf)
         if (!rc) rc = kiln__cuda_gemm(&gc, &g);
         if (rc) return rc;
     }
-    if (!kiln__cu_has_in(c, 2)) return 0;
+    /* bias and the fused activation (p->act) in one pass */
+    const void *bias = kiln__cu_has_in(c, 2) ? c->in[2].data : NULL;
+    if (!bias && p->act == KILN_CU_ACT_NONE) return 0;
     int64_t total = kiln_tensor_numel(y), K = p->k, S = osp;
-    int act = KILN_CU_ACT_NONE;
-    float a = 0, b = 0;
-    void *args[] = {&total, &K, &S, &y->data, (void *)&c->in[2].data, &act, &a, &b};
+    int act = p->act;
+    float a = p->act_a, b = p->act_b;
+    void *args[] = {&total, &K, &S, &y->data, (void *)&bias, &act, &a, &b};
     return kiln__cu_launch_n(c, "bias_act", suf, total, args);
 }
 
@@ -182,6 +187,7 @@ int kiln__cu_conv(const kiln_call *c) {
     const void *bias = kiln__cu_has_in(c, 2) ? c->in[2].data : NULL;
     if (bias && (c->in[2].dtype != c->in[0].dtype || kiln_tensor_numel(&c->in[2]) != p.k))
         return kiln_set_error(KILN_ESHAPE, "Conv: bias must hold %lld values of the input type", (long long)p.k);
+    p.act = kiln__epi_cuda_act(c->epilogue, &p.act_a, &p.act_b); /* a fused activation (builder/fuse.c) */
     int tactic = c->tactic;
     if (tactic == T_AUTO) tactic = p.c / p.group <= 4 ? T_DIRECT : T_GEMM;
     if (tactic == T_GEMM) return conv_gemm(c, &p, suf);
@@ -197,6 +203,7 @@ int kiln__cu_conv_transpose(const kiln_call *c) {
     if (bias && (c->in[2].dtype != c->in[0].dtype || kiln_tensor_numel(&c->in[2]) != p.k))
         return kiln_set_error(KILN_ESHAPE, "ConvTranspose: bias must hold %lld values of the input type",
                               (long long)p.k);
+    p.act = kiln__epi_cuda_act(c->epilogue, &p.act_a, &p.act_b);
     void *args[] = {&p, (void *)&c->in[0].data, (void *)&c->in[1].data, (void *)&bias, &c->out[0].data};
     return kiln__cu_launch_n(c, "conv_transpose", kiln__cu_suffix(c->in[0].dtype), kiln_tensor_numel(&c->out[0]),
                              args);
