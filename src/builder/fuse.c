@@ -15,8 +15,8 @@
  * the constants (e.g. BatchNormalization's parameters must be per-channel)
  * and may refuse.
  *
- * On the GPU an epilogue is data, not a host callback: a producer P on the
- * CUDA device takes one ai.onnx activation without constant inputs (Relu,
+ * On the GPU an epilogue is data, not a host callback: a built-in producer
+ * P on the CUDA device takes one ai.onnx activation without constant inputs (Relu,
  * Sigmoid, HardSigmoid, HardSwish, LeakyRelu, Gelu, ...: the kiln_cu_act
  * set) and applies it in its own kernels (conv_direct, bias_act; cuBLASLt's
  * RELU/GELU epilogues) -- one kernel and one pass over the tensor fewer.
@@ -42,12 +42,14 @@ static int f32_linear(kiln_dtype t, kiln_format f) {
     return t == KILN_DTYPE_F32 && f == KILN_FORMAT_LINEAR;
 }
 
-/* GPU: both layers on the CUDA device, P's first epilogue, L a one-input
- * ai.onnx activation with a kiln_cu_act code, same type through (F32, F16
- * or BF16; CUDA layers are LINEAR). */
+/* GPU: both layers on the CUDA device, P a built-in ai.onnx op (the
+ * activation code is an internal interface its launcher reads; a plugin's
+ * cuda_impl would drop it) with no epilogue yet, L a one-input ai.onnx
+ * activation with a kiln_cu_act code, the same type through (F32, F16 or
+ * BF16; CUDA layers are LINEAR). */
 static int gpu_fusable(const bl *P, const bl *L, const bt *tx, const bt *ty) {
     if (P->device != KILN_DEVICE_CUDA || L->device != KILN_DEVICE_CUDA || P->nepi != 0 || L->nin != 1 ||
-        strcmp(L->op->ns, "ai.onnx") != 0)
+        strcmp(P->op->ns, "ai.onnx") != 0 || strcmp(L->op->ns, "ai.onnx") != 0)
         return 0;
     kiln_attrs view = kiln__attrset_view(L->attrs);
     float a, c;

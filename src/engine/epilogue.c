@@ -50,7 +50,8 @@ static int prepare_cuda(kiln__elayer *el) {
     if (!p->op) p->op = kiln__registry_find(p->op_ns, p->op_name, p->op_version);
     int act = -1;
     epi_rt *rt = NULL;
-    if (el->nepi == 1 && p->op && !strcmp(p->op->ns, "ai.onnx") && p->nin == 1 && p->x == 0 &&
+    if (el->nepi == 1 && p->op && !strcmp(p->op->ns, "ai.onnx") && !strcmp(el->op->ns, "ai.onnx") &&
+        p->nin == 1 && p->x == 0 &&
         (p->attrs.v || p->op->nattrs == 0 || !kiln__attrs_deserialize(&p->attrs, p->op, p->blob,
                                                                       (size_t)p->blob_size))) {
         kiln_attrs view = kiln__attrset_view(&p->attrs);
@@ -64,7 +65,7 @@ static int prepare_cuda(kiln__elayer *el) {
     }
     if (act <= KILN_CU_ACT_NONE)
         return kiln__err(KILN_EFORMAT, "layer '%s' runs on the GPU with %d fused ops (first %s::%s v%d); the GPU "
-                         "takes one ai.onnx activation without extra inputs", el->name, (int)el->nepi,
+                         "takes one ai.onnx activation without extra inputs on a built-in op", el->name, (int)el->nepi,
                          p->op_ns ? p->op_ns : "?", what, (int)p->op_version);
     if (!rt) return kiln__err(KILN_ENOMEM, "out of memory");
     el->epi_rt = rt;
