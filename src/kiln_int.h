@@ -348,6 +348,9 @@ typedef struct kiln__eepi {
  * el->epi_rt (errors name the layer and the op); free all of it. */
 int kiln__epi_prepare(kiln_engine *e, kiln__elayer *el);
 void kiln__epi_free(kiln__elayer *el);
+/* A GPU layer's fused activation (kiln_call.epilogue): its kiln_cu_act code
+ * (KILN_CU_ACT_NONE without one) and parameters. */
+int kiln__epi_cuda_act(const void *epilogue, float *a, float *b);
 /* Short name list " + BatchNormalization + Clip" for inspect ("" if none). */
 void kiln__epi_describe(const kiln__elayer *el, char *buf, size_t size);
 
@@ -469,6 +472,12 @@ unsigned kiln__file_version(void);
 int kiln__layer_check_shapes(const kiln_engine *e, int32_t l, void *state, const kiln_attrs *attrs,
                              const kiln_tensor *in, const kiln_tensor *out, const uint8_t *size_dep,
                              const uint64_t *capacity);
+/* Layer l's tensors' dtypes/layouts and its tactic are a combination its
+ * op accepts on the layer's device (the quick op's formats, or the
+ * plugin's supports_format/valid_tactics), and its stored io record says
+ * the same.  at_load: combinations made by formats_fn are not known yet
+ * (checked again after the shape function ran). */
+int kiln__layer_check_formats(const kiln_engine *e, int32_t l, void *state, int at_load);
 
 
 /* ------------------------------------------------------------ plugin/so_load, compile, aot */

@@ -146,10 +146,13 @@ int kiln__cuda_enter(void);
  * (KILN_ENOMEM for out of memory) "<call>: <CUDA error name>: <string>". */
 int kiln__cuda_check(CUresult r, const char *call);
 /* Tests without a GPU (fake.c): on = 1 makes the CUDA device a host-memory
- * stand-in; owns = 1 when p lies in memory it allocated; fake_device is
+ * stand-in whose blocks the host cannot read (PROT_NONE) outside the fake's
+ * own work; owns = 1 when p lies in memory it allocated; fake_kernel runs a
+ * test op's "CUDA kernel" fn(c) with the blocks readable; fake_device is
  * that device while on, else NULL. */
 void kiln__cuda_fake(int on);
 int kiln__cuda_fake_owns(const void *p);
+int kiln__cuda_fake_kernel(int (*fn)(const kiln_call *), const kiln_call *c);
 const kiln__device *kiln__cuda_fake_device(void);
 
 /* nvrtc.c: compile CUDA C `source` to PTX for compute_<sm> (sm = 10 *
