@@ -32,6 +32,7 @@
  * copied out at the end.
  */
 #include "device/device.h"
+#include "engine/validate.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -527,7 +528,14 @@ static int tensor_capacity(const kiln_context *c, int32_t t, uint64_t *out) {
     }
     int64_t dims[KILN_MAX_DIMS];
     tensor_dims(c, et, dims);
-    return dims_bytes(et, dims, out);
+    int rc = dims_bytes(et, dims, out);
+    char from[200], m[400];
+    if (rc == KILN_ESHAPE && kiln__input_dims_of(c->e, &t, 1, from, sizeof from) > 0) {
+        /* a shape the caller chose (e.g. dynamic dims left at 1): say which */
+        snprintf(m, sizeof m, "%s", kiln_errmsg());
+        return kiln__err(rc, "%s; its dims follow from %s: give those input dims other values", m, from);
+    }
+    return rc;
 }
 
 /* upper: dims at the size symbols' upper bounds (the data-dependent
