@@ -53,6 +53,11 @@ int64_t kiln__cu_attr_ints(const kiln_call *c, const char *name, const int64_t *
 const char *kiln__cu_suffix(kiln_dtype t) {
     switch (t) {
     case KILN_DTYPE_F32: return "f32";
+    case KILN_DTYPE_F64: return "f64";
+    case KILN_DTYPE_I16: return "i16";
+    case KILN_DTYPE_U16: return "u16";
+    case KILN_DTYPE_U32: return "u32";
+    case KILN_DTYPE_U64: return "u64";
     case KILN_DTYPE_F16: return "f16";
     case KILN_DTYPE_BF16: return "bf16";
     case KILN_DTYPE_I32: return "i32";
@@ -72,6 +77,12 @@ const char *kiln__cu_size_suffix(kiln_dtype t) {
     case 8: return "8";
     default: return NULL;
     }
+}
+
+kiln_cu_check kiln__cu_check(const kiln_call *c) {
+    kiln_cu_check k = {NULL, (uint64_t)(uintptr_t)(c ? c->layer : NULL)};
+    if (c && c->exec && c->exec->device == KILN_DEVICE_CUDA) k.fault = ((const kiln__cuda_exec *)c->exec)->fault;
+    return k;
 }
 
 int kiln__cu_type_err(const char *op, kiln_dtype t) {
