@@ -19,7 +19,7 @@
 
 #include <stdint.h>
 
-/* Row-major contiguous (strides as dims imply; dims of 1 ignored)? */
+/* Row-major contiguous (strides as dims imply; dims of 1 ignored) or empty? */
 int kiln__cu_contig(const kiln_tensor *t);
 /* Is input i present (not an absent optional)? */
 int kiln__cu_has_in(const kiln_call *c, int i);

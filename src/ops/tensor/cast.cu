@@ -2,8 +2,9 @@
  * cast.cu — Cast between the GPU dtypes (F32 F16 BF16 F64 I8 U8 I32 I64 BOOL),
  * one kernel per pair: cast_<from>_<to>(n, x, y) on contiguous tensors.
  *
- * ONNX/CPU semantics (reformat.c): float -> integer truncates toward zero,
- * saturates to the target range, NaN -> 0; integer -> integer wraps; any
+ * The Cast op's CPU semantics (kiln__ops_cast): float -> integer truncates
+ * toward zero, NaN -> 0, saturates to int64 and wraps to the target (out of
+ * range is undefined in ONNX); integer -> integer wraps; any
  * -> bool is "!= 0"; bool -> number is 0 or 1; float -> float rounds to
  * nearest even.
  */
@@ -39,18 +40,19 @@ template <> __device__ __forceinline__ double kc_dst<double>(float v) { return v
 template <> __device__ __forceinline__ double kc_dst<double>(int64_t v) { return (double)v; }
 template <> __device__ __forceinline__ kc_f16 kc_dst<kc_f16>(double v) { return __double2half(v); }
 template <> __device__ __forceinline__ kc_bf16 kc_dst<kc_bf16>(double v) { return __double2bfloat16(v); }
-#define KC_DST_INT(T, LO, HI)                                                                 \
-    template <> __device__ __forceinline__ T kc_dst<T>(float v) {                              \
-        return v != v ? (T)0 : v <= (float)(LO) ? (T)(LO) : v >= (float)(HI) ? (T)(HI) : (T)v; \
-    }                                                                                          \
-    template <> __device__ __forceinline__ T kc_dst<T>(double v) {                             \
-        return v != v ? (T)0 : v <= (double)(LO) ? (T)(LO) : v >= (double)(HI) ? (T)(HI) : (T)v; \
-    }                                                                                          \
+/* float -> integer as the Cast op on the CPU (kiln__ops_cast): truncate
+ * toward zero, NaN -> 0, saturate to int64, then wrap to the target type */
+__device__ __forceinline__ int64_t kc_sat64(double v) {
+    return v != v ? 0 : v >= 9.2233720368547758e18 ? INT64_MAX : v <= -9.2233720368547758e18 ? INT64_MIN : (int64_t)v;
+}
+#define KC_DST_INT(T)                                                                         \
+    template <> __device__ __forceinline__ T kc_dst<T>(float v) { return (T)kc_sat64(v); }      \
+    template <> __device__ __forceinline__ T kc_dst<T>(double v) { return (T)kc_sat64(v); }     \
     template <> __device__ __forceinline__ T kc_dst<T>(int64_t v) { return (T)v; }
-KC_DST_INT(int8_t, INT8_MIN, INT8_MAX)
-KC_DST_INT(uint8_t, 0, UINT8_MAX)
-KC_DST_INT(int32_t, INT32_MIN, INT32_MAX)
-KC_DST_INT(int64_t, INT64_MIN, INT64_MAX)
+KC_DST_INT(int8_t)
+KC_DST_INT(uint8_t)
+KC_DST_INT(int32_t)
+KC_DST_INT(int64_t)
 template <> __device__ __forceinline__ kc_bool kc_dst<kc_bool>(float v) { return kc_bool{(uint8_t)(v != 0.0f)}; }
 template <> __device__ __forceinline__ kc_bool kc_dst<kc_bool>(int64_t v) { return kc_bool{(uint8_t)(v != 0)}; }
 template <> __device__ __forceinline__ kc_bool kc_dst<kc_bool>(double v) { return kc_bool{(uint8_t)(v != 0.0)}; }
