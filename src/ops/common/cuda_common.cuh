@@ -50,6 +50,19 @@ template <> struct kc_uns<int64_t> { typedef uint64_t type; };
 template <> struct kc_uns<int8_t> { typedef uint8_t type; };
 template <> struct kc_uns<int16_t> { typedef uint16_t type; };
 
+/* Sign tests that compile without "pointless comparison" warnings for the
+ * unsigned types: x < 0, and x == -1 (false for unsigned types). */
+template <typename T, bool SIGNED = ((T)-1 < (T)0)> struct kc_sign {
+    static __device__ __forceinline__ bool neg(T x) { return x < (T)0; }
+    static __device__ __forceinline__ bool neg1(T x) { return x == (T)-1; }
+};
+template <typename T> struct kc_sign<T, false> {
+    static __device__ __forceinline__ bool neg(T) { return false; }
+    static __device__ __forceinline__ bool neg1(T) { return false; }
+};
+template <typename T> __device__ __forceinline__ bool kc_neg(T x) { return kc_sign<T>::neg(x); }
+template <typename T> __device__ __forceinline__ bool kc_neg1(T x) { return kc_sign<T>::neg1(x); }
+
 /* X(suffix, type) per dtype class, for the instantiation macros. */
 #define KC_FLOATS(X) X(f32, float) X(f16, kc_f16) X(bf16, kc_bf16)
 #define KC_INTS(X) X(i32, int32_t) X(i64, int64_t)

@@ -29,6 +29,9 @@ int kiln__cu_variadic(const kiln_call *c, const char *op); /* Sum Mean Max Min *
 int kiln__cu_where(const kiln_call *c);
 int kiln__cu_not(const kiln_call *c);
 
+/* math/topk_cuda.c: FP32 FP16 BF16 FP64 INT32 INT64 (K input on the host) */
+int kiln__cu_topk(const kiln_call *c);
+
 /* math/cumsum_cuda.c: FP32 FP16 BF16 FP64 INT32 INT64 (axis on the host) */
 int kiln__cu_cumsum(const kiln_call *c);
 

@@ -39,8 +39,6 @@ __device__ __forceinline__ double kc_bin(int op, double x, double z) { return kc
 /* ---- integer compute (wraps like the CPU op: arithmetic in unsigned) ------
  * Signed and unsigned types of 1 to 8 bytes; -1 is special only when signed
  * (x / -1 and x % -1 would trap on the minimum). */
-template <typename T> __device__ __forceinline__ bool kc_neg1(T z) { return (T)-1 < (T)0 && z == (T)-1; }
-template <typename T> __device__ __forceinline__ bool kc_neg(T z) { return (T)-1 < (T)0 && z < (T)0 && z != (T)0; }
 
 template <typename T> __device__ __forceinline__ T kc_ipow(T b, T e) {
     if (kc_neg(e)) return b == (T)1 ? (T)1 : kc_neg1(b) ? (e % 2 ? (T)-1 : (T)1) : (T)0;
