@@ -74,7 +74,7 @@ typedef struct tcase {
     const char *op;
     int ver;
     int nin, nout;
-    tin in[5];
+    tin in[8];
     tout out[3];
     akv kv[6];
     double tol;
@@ -262,6 +262,17 @@ static const tcase cases[] = {
     {"Clip", 13, 3, 1, {{I8, 1, {6}, INTS(-128, -5, 0, 3, 90, 127)}, {I8, 0, {0}, INTS(-4)}, {I8, 0, {0}, INTS(80)}},
      {{I8, 1, {6}}}},
     {"Clip", 13, 2, 1, {{U8, 1, {5}, INTS(0, 4, 9, 200, 255)}, {U8, 0, {0}, INTS(5)}}, {{U8, 1, {5}}}},
+    /* recurrent cells: bias, initial states, peepholes, both directions, both layouts, clip */
+    {"LSTM", 14, 8, 3,
+     {{F32, 3, {3, 2, 4}}, {F32, 3, {1, 20, 4}}, {F32, 3, {1, 20, 5}}, {F32, 2, {1, 40}}, {NONE},
+      {F32, 3, {1, 2, 5}}, {F32, 3, {1, 2, 5}}, {F32, 2, {1, 15}}},
+     {{F32, 4, {3, 1, 2, 5}}, {F32, 3, {1, 2, 5}}, {F32, 3, {1, 2, 5}}}, {A_INT("hidden_size", 5)}, 1e-4},
+    {"GRU", 14, 3, 2, {{F32, 3, {4, 1, 3}}, {F32, 3, {2, 12, 3}}, {F32, 3, {2, 12, 4}}},
+     {{F32, 4, {4, 2, 1, 4}}, {F32, 3, {2, 1, 4}}}, {A_STR("direction", "bidirectional")}, 1e-4},
+    {"GRU", 14, 4, 2, {{F32, 3, {2, 3, 3}}, {F32, 3, {1, 12, 3}}, {F32, 3, {1, 12, 4}}, {F32, 2, {1, 24}}},
+     {{F32, 4, {2, 3, 1, 4}}, {F32, 3, {2, 1, 4}}}, {A_INT("linear_before_reset", 1), A_INT("layout", 1)}, 1e-4},
+    {"RNN", 14, 3, 2, {{F32, 3, {3, 2, 4}}, {F32, 3, {1, 5, 4}}, {F32, 3, {1, 5, 5}}},
+     {{F32, 4, {3, 1, 2, 5}}, {F32, 3, {1, 2, 5}}}, {A_STR("direction", "reverse"), A_FLOAT("clip", 0.5)}, 1e-4},
 };
 
 static uint64_t g_seed = 0x1234567887654321ull;
@@ -333,9 +344,9 @@ static int64_t numel(int nd, const int64_t *d) {
 /* One case, one tactic: CPU impl vs cuda_impl.  Returns 0 or 1 (failed). */
 static int run_case(const tcase *tc, const kiln__op *op, const kiln_attrs *av, int tactic) {
     const kiln_quick_op *q = op->quick;
-    kiln_tensor hin[5], din[5], hout[3], dout[3];
+    kiln_tensor hin[8], din[8], hout[3], dout[3];
     const int nin = tc->nin, nout = tc->nout;
-    void *dbuf[8] = {0};
+    void *dbuf[12] = {0};
     int nd = 0;
     for (int i = 0; i < nin; i++) {
         const tin *s = &tc->in[i];

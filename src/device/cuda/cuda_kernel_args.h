@@ -201,6 +201,21 @@ typedef struct kiln_cu_pad {
     int64_t begin[KILN_CU_MAX_DIMS];
 } kiln_cu_pad;
 
+/* LSTM / GRU / RNN (rnn.c semantics, FP32): one block per (batch, direction)
+ * walks the time steps.  act/alpha/beta: the activations of each direction
+ * (rnn.c's kinds: 0 sigmoid, 1 tanh, 2 relu, 3 affine, 4 leakyrelu,
+ * 5 thresholdedrelu, 6 scaledtanh, 7 hardsigmoid, 8 elu, 9 softsign,
+ * 10 softplus), nacts per direction. */
+typedef struct kiln_cu_rnn {
+    int64_t S, B, I, H;
+    int32_t cell;        /* 0 RNN, 1 GRU, 2 LSTM */
+    int32_t ndir, rev_only, layout, lbr, input_forget;
+    int32_t nacts;
+    float clip;          /* 0: none */
+    int32_t act[6];
+    float alpha[6], beta[6];
+} kiln_cu_rnn;
+
 /* Index tuples of GatherND / ScatterND (gather_scatter.c's nd_walk): per
  * indexed dim its length and data stride (elements). */
 typedef struct kiln_cu_nd {

@@ -109,6 +109,11 @@ int kiln__cu_trilu(const kiln_call *c);
 int kiln__cu_eye_like(const kiln_call *c);
 int kiln__cu_constant_of_shape(const kiln_call *c);
 
+/* rnn/rnn_cuda.c: LSTM/GRU/RNN in FP32 without sequence_lens; rnn.c
+ * resolves the attributes into a kiln_cu_rnn (cell, directions,
+ * activations, clip, layout, ...) and hands them over */
+int kiln__cu_rnn(const kiln_call *c, const kiln_cu_rnn *p);
+
 /* tensor/resize_cuda.c: resize.c resolves the parameters (its rparams)
  * into a kiln_cu_resize and hands them over */
 int kiln__cu_resize(const kiln_call *c, const kiln_cu_resize *a);
