@@ -669,6 +669,64 @@ static void test_kernel_fault(void) {
     fprintf(stderr, "ok kernel fault names the layer, context dead\n");
 }
 
+/* The context's side of a fault report, on any machine: on the stand-in
+ * device (fake.c, host memory) an op's "kernel" writes the fault record as
+ * a GPU kernel would when its index input holds a negative value; the run
+ * fails naming the layer, the record is cleared, the next good run works. */
+static int fcheck_cpu(const kiln_call *c) {
+    memcpy(c->out[0].data, c->in[0].data, (size_t)kiln_tensor_numel(&c->in[0]) * sizeof(float));
+    return 0;
+}
+static int fcheck_body(const kiln_call *c) {
+    kiln_cu_check ck = kiln__cu_check(c);
+    const float *x = c->in[0].data;
+    if (!ck.fault) return kiln_set_error(KILN_EINTERNAL, "fcheck: no fault record in a context run");
+    for (int64_t i = 0, n = kiln_tensor_numel(&c->in[0]); i < n; i++)
+        if (x[i] < 0 && !ck.fault->code) {
+            ck.fault->tag = ck.tag;
+            ck.fault->value = (int64_t)x[i], ck.fault->lo = 0, ck.fault->hi = 100, ck.fault->pos = i;
+            ck.fault->input = 0;
+            ck.fault->code = KILN_CU_FAULT_INDEX;
+        }
+    return fcheck_cpu(c);
+}
+/* the fake device's memory is readable only inside its "kernels" */
+static int fcheck_fake_gpu(const kiln_call *c) { return kiln__cuda_fake_kernel(fcheck_body, c); }
+static const kiln_quick_op fcheck_op = {
+    .ns = "cutest", .name = "fcheck", .version = 1, .min_inputs = 1, .max_inputs = 1, .num_outputs = 1,
+    .shape = boom_shape, .impl = fcheck_cpu, .cuda_impl = fcheck_fake_gpu, .cuda_formats = boom_formats};
+KILN_OP(fcheck_op)
+
+static void test_fault_context_fake(void) {
+    kiln__cuda_fake(1);
+    kiln_network *net = kiln_network_create();
+    int64_t d = 5;
+    ASSERT_OK(kiln_network_add_input(net, "x", F32, 1, &d, NULL));
+    const char *ins[1] = {"x"}, *mid[1] = {"m"}, *outs[1] = {"y"};
+    ASSERT(kiln_network_add_layer(net, "cutest::fcheck", 1, "first", 1, ins, 1, mid));
+    ASSERT(kiln_network_add_layer(net, "cutest::fcheck", 1, "second", 1, mid, 1, outs));
+    ASSERT_OK(kiln_network_mark_output(net, "y"));
+    kiln_engine *e = build_cuda_engine(net);
+    kiln_context *ctx = NULL;
+    ASSERT_OK(kiln_context_create(e, 1, &ctx));
+    float x[5] = {1, 2, 3, 4, 5}, y[5];
+    ASSERT_OK(kiln_context_bind(ctx, "x", x, sizeof x));
+    ASSERT_OK(kiln_context_bind(ctx, "y", y, sizeof y));
+    ASSERT_OK(kiln_context_run(ctx));
+    ASSERT(y[4] == 5);
+    x[3] = -7;
+    int rc = kiln_context_run(ctx);
+    if (rc != KILN_EINVAL || !strstr(kiln_errmsg(), "layer 'first'") || !strstr(kiln_errmsg(), "element 3 is -7"))
+        TEST__FAIL("bad value: rc %d, message '%s'", rc, kiln_errmsg());
+    x[3] = 4;
+    ASSERT_OK(kiln_context_run(ctx)); /* cleared: the context is usable */
+    ASSERT(y[3] == 4);
+    kiln_context_free(ctx);
+    kiln_engine_free(e);
+    kiln__cuda_fake(0);
+    fprintf(stderr, "ok fault record turned into an error naming the layer (fake device)\n");
+}
+
 /* --tf32 reaches the GEMMs: the compute type kiln__cuda_gemm picks for an
  * FP32 GEMM of a call whose engine allows TF32 (no GPU needed). */
 static void test_tf32_compute(void) {
@@ -692,6 +750,7 @@ static void test_tf32_compute(void) {
 int main(int argc, char **argv) {
     if (argc > 1 && !strcmp(argv[1], "--fault")) return fault_child();
     test_tf32_compute();
+    test_fault_context_fake();
     g_dev = kiln__device_cuda();
     if (!g_dev) {
         printf("SKIP: %s\n", kiln_errmsg());
