@@ -45,7 +45,7 @@ static int nz_gpu_body(const kiln_call *c) {
     *(int64_t *)c->out[1].data = n;
     return 0;
 }
-/* the fake device's memory is readable only inside its "kernels" */
+/* the fake device's memory opens to host code only inside kiln__cuda_fake_kernel */
 static int nz_gpu(const kiln_call *c) { return kiln__cuda_fake_kernel(nz_gpu_body, c); }
 static int nz_cpu(const kiln_call *c) {
     (void)c;
