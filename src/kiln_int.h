@@ -105,6 +105,7 @@ struct kiln_exec {
 typedef struct kiln__cuda_exec {
     kiln_exec base;
     int allow_tf32;         /* FP32 GEMMs may use TF32 (KILN_BUILD_TF32) */
+    void *fault;            /* the context's kiln_cu_fault record (mapped host memory), NULL: none */
 } kiln__cuda_exec;
 int kiln__cpu_count(void);
 
