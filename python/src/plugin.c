@@ -3,7 +3,9 @@
  * trampolines that call them.
  *
  * One registration = one kiln_quick_op whose `user` is a tuple
- * (identity, shape_fn, impl_fn, formats_fn, aot_fn).  The tuple is kept
+ * (identity, shape_fn, impl_fn, formats_fn, aot_fn, cuda_impl_fn); the CPU
+ * and the CUDA impl share one trampoline body (impl_call), which passes the
+ * CUDA stream (kiln_exec_stream) to the CUDA one.  The tuple is kept
  * forever: kiln keeps op definitions (also unregistered ones) for the life
  * of the process, and engines may still call them.
  *
@@ -28,7 +30,7 @@
 
 #define OUT_BASE (KILN_MAX_IO * KILN_MAX_DIMS)
 
-enum { U_ID, U_SHAPE, U_IMPL, U_FORMATS, U_AOT, U_COUNT };
+enum { U_ID, U_SHAPE, U_IMPL, U_FORMATS, U_AOT, U_CUDA_IMPL, U_COUNT };
 
 static PyObject *user_get(void *user, int k) { return PyTuple_GetItem((PyObject *)user, k); }
 
@@ -199,27 +201,31 @@ static int shape_trampoline(kiln_shape_ctx *c) {
 PyObject *kilnpy_tensors_list(const kiln_tensor *t, int n) {
     PyObject *list = PyList_New(n);
     for (int i = 0; list && i < n; i++) {
-        PyObject *o = Py_BuildValue("(KiNNi)", (unsigned long long)(uintptr_t)t[i].data, (int)t[i].dtype,
+        PyObject *o = Py_BuildValue("(KiNNii)", (unsigned long long)(uintptr_t)t[i].data, (int)t[i].dtype,
                                     kilnpy_dims(t[i].dims, t[i].ndim), kilnpy_dims(t[i].strides, t[i].ndim),
-                                    (int)t[i].format);
+                                    (int)t[i].format, (int)t[i].device);
         if (!o) Py_CLEAR(list);
         else PyList_SetItem(list, i, o);
     }
     return list;
 }
 
-static int impl_trampoline(const kiln_call *c) {
+/* fn(ins, outs, attrs, tactic, workspace, stream): stream is the CUstream
+ * of a CUDA call as an int, 0 on the CPU. */
+static int impl_call(const kiln_call *c, int which) {
     PyGILState_STATE g = PyGILState_Ensure();
     int rc = 0;
+    void *stream = c->exec ? kiln_exec_stream(c->exec) : NULL;
     PyObject *ins = kilnpy_tensors_list(c->in, c->nin), *outs = ins ? kilnpy_tensors_list(c->out, c->nout) : NULL;
     PyObject *attrs = outs ? kilnpy_attrs_dict(c->attrs) : NULL;
-    PyObject *r = attrs ? PyObject_CallFunction(user_get(c->user, U_IMPL), "OOOiK", ins, outs, attrs, c->tactic,
-                                                (unsigned long long)(uintptr_t)c->workspace)
+    PyObject *r = attrs ? PyObject_CallFunction(user_get(c->user, which), "OOOiKK", ins, outs, attrs, c->tactic,
+                                                (unsigned long long)(uintptr_t)c->workspace,
+                                                (unsigned long long)(uintptr_t)stream)
                         : NULL;
     if (!r) {
         char what[300];
-        snprintf(what, sizeof what, "the impl function of %s (layer '%s')", user_id(c->user),
-                 c->layer ? c->layer : "?");
+        snprintf(what, sizeof what, "the %simpl function of %s (layer '%s')", which == U_CUDA_IMPL ? "CUDA " : "",
+                 user_id(c->user), c->layer ? c->layer : "?");
         rc = kilnpy_error_from_python(what);
     }
     Py_XDECREF(ins);
@@ -229,6 +235,9 @@ static int impl_trampoline(const kiln_call *c) {
     PyGILState_Release(g);
     return rc;
 }
+
+static int impl_trampoline(const kiln_call *c) { return impl_call(c, U_IMPL); }
+static int cuda_impl_trampoline(const kiln_call *c) { return impl_call(c, U_CUDA_IMPL); }
 
 /* -------------------------------------------------------------- autotune */
 
@@ -386,22 +395,24 @@ kiln_attr_def *kilnpy_split_and_defs(const char *id, char *buf, size_t size, con
 
 /* register_quick_op(identity, version, min_in, max_in, nout, attrs, shape,
  *                   impl, formats, aot, aot_signature, timing_id, doc,
- *                   serialize_attrs)
+ *                   serialize_attrs, cuda_impl, cuda_graph_safe)
  * attrs: [(name, type, elem, default text or None, required)];
- * serialize_attrs: comma-separated names stored in the engine, None: all */
+ * serialize_attrs: comma-separated names stored in the engine, None: all;
+ * cuda_impl: None for a CPU-only op; cuda_graph_safe: 1 lets kiln capture
+ * the CUDA impl's launches into a CUDA graph (replays do not call it). */
 static PyObject *py_register_quick_op(PyObject *self, PyObject *args) {
     (void)self;
     const char *id, *aot_sig, *timing_id, *doc, *serialize_attrs = NULL;
-    int version, min_in, max_in, nout;
-    PyObject *attrs, *shape, *impl, *formats, *aot;
-    if (!PyArg_ParseTuple(args, "siiiiOOOOOzzz|z", &id, &version, &min_in, &max_in, &nout, &attrs, &shape, &impl,
-                          &formats, &aot, &aot_sig, &timing_id, &doc, &serialize_attrs))
+    int version, min_in, max_in, nout, graph_safe = 0;
+    PyObject *attrs, *shape, *impl, *formats, *aot, *cuda_impl = Py_None;
+    if (!PyArg_ParseTuple(args, "siiiiOOOOOzzz|zOp", &id, &version, &min_in, &max_in, &nout, &attrs, &shape, &impl,
+                          &formats, &aot, &aot_sig, &timing_id, &doc, &serialize_attrs, &cuda_impl, &graph_safe))
         return NULL;
     char buf[512];
     const char *ns, *name;
     kiln_attr_def *defs = kilnpy_split_and_defs(id, buf, sizeof buf, &ns, &name, attrs);
     if (!defs) return NULL;
-    PyObject *user = PyTuple_Pack(U_COUNT, PyTuple_GetItem(args, 0), shape, impl, formats, aot);
+    PyObject *user = PyTuple_Pack(U_COUNT, PyTuple_GetItem(args, 0), shape, impl, formats, aot, cuda_impl);
     if (!user) {
         PyMem_Free(defs);
         return NULL;
@@ -412,6 +423,7 @@ static PyObject *py_register_quick_op(PyObject *self, PyObject *args) {
         .impl = impl != Py_None ? impl_trampoline : NULL, .timing_id = timing_id,
         .aot = aot != Py_None ? aot_trampoline : NULL, .aot_signature = aot_sig, .doc = doc, .user = user,
         .formats_fn = formats != Py_None ? formats_trampoline : NULL, .serialize_attrs = serialize_attrs,
+        .cuda_impl = cuda_impl != Py_None ? cuda_impl_trampoline : NULL, .cuda_graph_unsafe = !graph_safe,
     };
     int rc = kiln_register_quick_op(&q); /* copies everything but `user` */
     PyMem_Free(defs);

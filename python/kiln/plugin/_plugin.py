@@ -127,6 +127,8 @@ class PluginDef:
         self.op_name = op_name
         self.register_fn = fn
         self.impl_fn: Optional[Callable] = None
+        self.cuda_impl_fn: Optional[Callable] = None
+        self.cuda_graph_safe = False
         self.autotune_fn: Optional[Callable] = None
         self.aot_fn: Optional[Callable] = None
         self.aot_signature: Optional[str] = None
@@ -208,18 +210,28 @@ class PluginDef:
                 res.append((int(o.dtype), [resolve(e._tree, index) for e in o.shape_expr], o._alias, None))
         return res
 
-    def _impl(self, ins, outs, attrs, tactic, workspace):
-        tin = [Tensor(*t) for t in ins]
-        tout = tuple(Tensor(*t) for t in outs)
-        kw = self._attrs_for(self.impl_fn, attrs) if attrs else {}
-        params = self._params(self.impl_fn)
+    def _call_impl(self, fn, ins, outs, attrs, tactic, stream):
+        tin = [Tensor(*t, stream) for t in ins]
+        tout = tuple(Tensor(*t, stream) for t in outs)
+        kw = self._attrs_for(fn, attrs) if attrs else {}
+        params = self._params(fn)
         if "outputs" in params:
             kw["outputs"] = tout
         if "stream" in params:
-            kw["stream"] = 0
+            kw["stream"] = stream
         if "tactic" in params:
             kw["tactic"] = tactic
-        self.impl_fn(*tin, **kw)
+        fn(*tin, **kw)
+
+    def _impl(self, ins, outs, attrs, tactic, workspace, stream):
+        if self.impl_fn is None:
+            raise PluginError(f"{self.op_name}: this layer runs on the CPU, but the plugin has only a CUDA impl "
+                              "(@impl(..., device=\"cuda\")): build with config.device = \"cuda\", or add a CPU "
+                              "@impl")
+        self._call_impl(self.impl_fn, ins, outs, attrs, tactic, 0)
+
+    def _cuda_impl(self, ins, outs, attrs, tactic, workspace, stream):
+        self._call_impl(self.cuda_impl_fn, ins, outs, attrs, tactic, stream)
 
     def _formats(self, ins, outs, attrs):
         din = self._descs(ins, True)
@@ -268,7 +280,7 @@ class PluginDef:
         """Register (or re-register) this op with kiln."""
         if self.registered:
             return
-        if self.impl_fn is None and self.aot_fn is None:
+        if self.impl_fn is None and self.cuda_impl_fn is None and self.aot_fn is None:
             raise PluginError(f"{self.op_name}: no @kiln.plugin.impl nor @kiln.plugin.aot_impl defined")
         if self.ever_registered:
             _kiln.registry_unregister(self.op_name, 1)
@@ -279,7 +291,7 @@ class PluginDef:
         # (and aot_impl) take; the others reach register/autotune at build
         # time only.
         taken = set()
-        for fn in (self.impl_fn, self.aot_fn):
+        for fn in (self.impl_fn, self.cuda_impl_fn, self.aot_fn):
             if fn is not None:
                 taken |= self._params(fn)
         # None (all stored) keeps the engine's load-time re-check of shapes,
@@ -287,9 +299,12 @@ class PluginDef:
         stored = None if taken >= set(self.attrs) else ",".join(a for a in self.attrs if a in taken)
         _kiln.register_quick_op(
             self.op_name, 1, len(self.inputs), len(self.inputs), self.num_outputs, attrs, self._shape,
-            self._impl if self.impl_fn else None, self._formats if self.autotune_fn else None,
+            # a CUDA-only plugin keeps a CPU impl that says why it cannot run
+            self._impl if self.impl_fn or (self.cuda_impl_fn and not self.aot_fn) else None,
+            self._formats if self.autotune_fn else None,
             self._aot if self.aot_fn else None,
-            self.aot_signature if self.aot_signature is not None else "*", None, doc, stored)
+            self.aot_signature if self.aot_signature is not None else "*", None, doc, stored,
+            self._cuda_impl if self.cuda_impl_fn else None, self.cuda_graph_safe)
         self.registered = self.ever_registered = True
 
 
@@ -309,7 +324,7 @@ def sync() -> None:
     add_plugin, the ONNX parser, builds and engine loads)."""
     with _lock:
         for d in _defs.values():
-            if d.impl_fn is not None or d.aot_fn is not None:
+            if d.impl_fn is not None or d.cuda_impl_fn is not None or d.aot_fn is not None:
                 d.sync()
 
 
@@ -349,14 +364,46 @@ def _attach(op_name: str, what: str, field: str) -> Callable:
     return deco
 
 
-def impl(op_name: str) -> Callable:
+_IMPL_DEVICES = ("cpu", "cuda")
+
+
+def impl(op_name: str, device="cpu", graph_safe: bool = False) -> Callable:
     """The computation of ``op_name``: ``fn(*inputs: Tensor, <attrs it names>,
     outputs: Tuple[Tensor], stream: int[, tactic: int])``.  Only the
     attributes it names are passed, and only those are stored in the
     engine (register and autotune see the others while building only).
-    ``numpy.asarray(t)`` views a Tensor
-    without a copy; write the outputs in place."""
-    return _attach(op_name, "impl", "impl_fn")
+    Write the outputs in place.
+
+    ``device`` says where this function runs: "cpu" (the default: Tensors in
+    host memory, ``numpy.asarray(t)`` views one, ``stream`` is 0), "cuda"
+    (Tensors in GPU memory with ``__cuda_array_interface__`` and
+    ``__dlpack__``, ``stream`` the CUstream to launch on, as an int), or
+    both ("cpu", "cuda") for a function that handles either.  One op may
+    have one function per device; a build for ``device = "cuda"`` runs the
+    layer on the GPU when the op has a CUDA impl.  (tensorrt.plugin's
+    ``@impl`` is a GPU impl: a ported plugin adds ``device="cuda"``.)
+
+    ``graph_safe`` (CUDA): the function only enqueues kernels on ``stream``
+    whose arguments depend on the tensors' shapes and attributes alone (no
+    allocation, no host read, no sync), so kiln may capture its launches in
+    a CUDA graph and replay them without calling it again."""
+    devices = (device,) if isinstance(device, str) else tuple(device)
+    bad = [d for d in devices if d not in _IMPL_DEVICES]
+    if bad or not devices:
+        raise PluginError(f'@impl("{op_name}", device={device!r}): expected "cpu", "cuda" or both')
+
+    def deco(fn):
+        with _lock:
+            d = _get(op_name, "impl")
+            if "cpu" in devices:
+                d.impl_fn = fn
+            if "cuda" in devices:
+                d.cuda_impl_fn = fn
+                d.cuda_graph_safe = bool(graph_safe)
+            d.registered = False
+        return fn
+
+    return deco
 
 
 def autotune(op_name: str) -> Callable:
