@@ -41,6 +41,32 @@ def add_kernel(x_ptr, n_elements, y_ptr, BLOCK_SIZE: tl.constexpr):
 
 
 
+@triton.jit
+def add_aot_kernel(x_ptr, y_ptr, n_elements, block_size, BLOCK_SIZE: tl.constexpr):
+    # the AOT form: kiln passes inputs, outputs, then the scalars (the CPU
+    # kernel's two, "i64,i64": block_size is BLOCK_SIZE at run time)
+    pid = tl.program_id(0)
+    offsets = pid * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    mask = offsets < n_elements
+    tl.store(y_ptr + offsets, tl.load(x_ptr + offsets, mask=mask) + 1, mask=mask)
+
+
+def compile_ptx(kernel, signature: dict, constexprs: dict):
+    """A Triton kernel compiled ahead of time for this GPU (no launch):
+    (entry name, PTX, threads per block, shared memory bytes, [global and
+    profile scratch bytes per block])."""
+    from triton.compiler import ASTSource
+
+    c = triton.compile(ASTSource(fn=kernel, signature={**signature, **{k: "constexpr" for k in constexprs}},
+                                 constexprs=constexprs))
+    md = c.metadata
+    scratch = [int(getattr(md, "global_scratch_size", 0) or 0), int(getattr(md, "profile_scratch_size", 0) or 0)]
+    return md.name, c.asm["ptx"], md.num_warps * 32, md.shared, scratch
+
+
+TRITON_PTR = {"FLOAT": "*fp32", "HALF": "*fp16"}
+
+
 # ------------------------------------------------------------------ inplace_add: X += delta
 
 @triton.jit

@@ -280,9 +280,7 @@ def main(argv=None) -> int:
     if args.aot and args.sample not in ("add", "circ_pad"):
         ap.error("--aot applies to add and circ_pad")
     if args.device == "cuda":
-        if args.aot:
-            ap.error("--aot --device cuda: the GPU AOT path (a Triton kernel's PTX) is not in this sample yet")
-        import qdp_cuda  # noqa: F401  (registers the CUDA impls)
+        import qdp_cuda  # noqa: F401  (registers the CUDA impls and AOT kernels)
     if args.autotune:
         kp.autotune("sample::" + SAMPLES[args.sample][0])(
             add_autotune if args.sample == "add" else inplace_autotune)

@@ -350,6 +350,28 @@ def test_qdp_runner_cuda(tmp_path):
 
 
 @gpu
+def test_qdp_runner_cuda_aot(tmp_path, rng):
+    # @aot_impl(device="cuda"): Triton kernels compiled with triton.compiler,
+    # their PTX baked into the engine
+    cmds = [f"qdp_runner.py {a} --aot --device cuda" for a in ("add", "circ_pad", "add --mode onnx")]
+    cmds.append(f"qdp_runner.py add --aot --device cuda --save_engine --artifacts_dir {tmp_path}")
+
+    def aot(cmd, out):
+        return None if "(AOT)" in out else "no layer ran its AOT kernel"
+
+    _check_all(_run_all(cmds), aot)
+    # the saved engine under the C CLI: no Python, no plugin library
+    cli = os.environ.get("KILN_CLI", str(ROOT / "build" / "kiln"))
+    x = rng.standard_normal((10, 3)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    np.save(tmp_path / "ref.npy", x + 1)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+    r = subprocess.run([cli, "run", str(tmp_path / "add_aot.kiln"), "--input", f"X={tmp_path / 'x.npy'}",
+                        "--compare", f"0={tmp_path / 'ref.npy'}"], capture_output=True, text=True, env=env)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+@gpu
 def test_class_circ_pad_cuda():
     # five implementations x (V3, V2) x (FP32 both tactics, FP16 per-format tactics)
     cmds = []
@@ -365,3 +387,59 @@ def test_class_circ_pad_cuda():
         return None if "(1, 'FLOAT')" in out and "(2, 'FLOAT')" in out else "both tactics not timed"
 
     _check_all(_run_all(cmds), tactics)
+
+
+# ---------------------------------------------------------------- AOT CUDA kernels (answer checked everywhere)
+
+FAKE_PTX = """
+.version 8.7
+.target sm_90
+.visible .entry neg_k(
+	.param .u64 .ptr .global .align 1 neg_k_param_0,
+	.param .u64 .ptr .global .align 1 neg_k_param_1,
+	.param .u32 neg_k_param_2,
+	.param .u64 .ptr .global .align 1 neg_k_param_3,
+	.param .u64 .ptr .global .align 1 neg_k_param_4
+)
+{ ret; }
+"""
+
+
+@kp.register("tg::neg_aot")
+def neg_aot_desc(x: kp.TensorDesc) -> kp.TensorDesc:
+    return x.like()
+
+
+@kp.aot_impl("tg::neg_aot", device="cuda")
+def neg_aot_cuda(x: kp.TensorDesc, outputs, tactic: int):
+    n = x.shape_expr.numel()
+    launch = kp.KernelLaunchParams()
+    launch.grid_x = kp.cdiv(n, 128)
+    launch.block_x = 128
+    launch.shared_mem = 64
+    args = kp.SymIntExprs(1)
+    args[0] = kp.SymInt32(n)
+    return "neg_k", FAKE_PTX, launch, args
+
+
+def test_cuda_aot_answer():
+    from kiln.plugin._plugin import definition
+
+    kp.sync()  # registers with kiln: a CUDA AOT kernel alone is an implementation
+    d = definition("tg::neg_aot")
+    ins = [(1, [(0, 6, "6"), (1, 5, "5")])]
+    outs = [(1, [(16 * 8, None, "?"), (16 * 8 + 1, None, "?")])]
+    name, code, lang, grid, block, shmem, scalars, scratch = d._cuda_aot(ins, outs, {}, [(1, 0), (1, 0)], 0)
+    assert (name, code, lang) == ("neg_k", FAKE_PTX, 2)  # PTX
+    assert scratch == [0, 0]  # 5 PTX parameters: input, output, one scalar, two hidden scratch pointers
+    assert block == [128, 1, 1] and shmem == 64 and grid[1:] == [1, 1]
+    assert scalars and scalars[0][0] == 1  # i32
+    # CUDA C (no .entry) declares no hidden pointers
+    src = 'extern "C" __global__ void neg_k(const float *x, float *y, int n) {}'
+    neg_aot_cuda_c = lambda x, outputs, tactic: ("neg_k", src, *neg_aot_cuda(x, outputs, tactic)[2:])  # noqa: E731
+    d.cuda_aot_fn = neg_aot_cuda_c
+    assert d._cuda_aot(ins, outs, {}, [(1, 0), (1, 0)], 0)[2:3] == (1,) and \
+        d._cuda_aot(ins, outs, {}, [(1, 0), (1, 0)], 0)[-1] == []
+    d.cuda_aot_fn = neg_aot_cuda
+    with pytest.raises(kp.PluginError, match='expected "cpu" or "cuda"'):
+        kp.aot_impl("tg::neg_aot", device="gpu")
