@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import enum
 import io
+import warnings
 from typing import Any, List, Optional, Sequence
 
 import numpy as np
@@ -352,7 +353,12 @@ def _dispatch(method: str, obj, *args):
     if method == "workspace":
         return int(obj.get_workspace_size(_tdescs(args[0]), _tdescs(args[1])) or 0)
     if method == "tactics":
-        return list(obj.get_valid_tactics() or [])
+        try:
+            return list(obj.get_valid_tactics() or [])
+        except Exception as e:  # kiln then times tactic 0 alone: say why
+            warnings.warn(f"{obj.plugin_namespace}::{obj.plugin_name}: get_valid_tactics raised "
+                          f"{type(e).__name__}: {e}; only the default tactic is timed", RuntimeWarning, stacklevel=1)
+            return []
     if method == "timing_id":
         return str(obj.get_timing_cache_id() or "")
     if method == "set_tactic":

@@ -72,7 +72,10 @@ def numba_cuda():
     import numpy as np
 
     if not hasattr(np, "row_stack"):
-        np.row_stack = np.vstack
+        def row_stack(tup, *, dtype=None, casting="same_kind"):  # its own object: numba overloads it apart
+            return np.vstack(tup, dtype=dtype, casting=casting)
+
+        np.row_stack = row_stack
     from numba import cuda
 
     return cuda
