@@ -5,6 +5,8 @@ directly by its library, for
 
     C      kiln's built-in Neg (a C quick op with a CUDA impl); the direct
            peer is the same kernel source launched with cuLaunchKernel
+    AOT    that kernel source as an @aot_impl(device="cuda") baked into the
+           engine (no Python at run time); same direct peer
     torch, triton, cupy, numba, cuda-python
            a Python @impl(device="cuda", graph_safe=True) that launches the
            library's kernel on kiln's stream; the peer launches it on a
@@ -183,6 +185,31 @@ def register_python_op(name: str, lib) -> str:
     return op
 
 
+def register_aot_op():
+    """bench::neg_aot: NEG_SRC as an AOT CUDA kernel (@aot_impl(device=
+    "cuda"), CUDA C compiled by the builder); the layer adder."""
+    op = "bench::neg_aot"
+
+    @kp.register(op)
+    def desc(x: kp.TensorDesc) -> kp.TensorDesc:
+        return x.like()
+
+    @kp.aot_impl(op, device="cuda")
+    def aot(x: kp.TensorDesc, outputs: Tuple[kp.TensorDesc], tactic: int):
+        n = x.shape_expr.numel()
+        launch = kp.KernelLaunchParams()
+        launch.grid_x = kp.cdiv(n, N_ELEMS)
+        launch.block_x = N_ELEMS
+        args = kp.SymIntExprs(1)
+        args[0] = kp.SymInt64(n)
+        return "neg_f32", NEG_SRC, launch, args
+
+    def add(net, t):
+        return net.add_plugin(kp.op.bench.neg_aot(t), aot=True).get_output(0)
+
+    return add
+
+
 # ------------------------------------------------------------------ timing
 
 
@@ -249,7 +276,7 @@ def per_direct(launch, sync, reps) -> float:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--reps", type=int, default=200)
-    ap.add_argument("--only", default="", help="comma-separated: C,torch,triton,cupy,numba,cuda-python")
+    ap.add_argument("--only", default="", help="comma-separated: C,torch,triton,cupy,numba,cuda-python,aot")
     args = ap.parse_args(argv)
     import torch
 
@@ -269,12 +296,13 @@ def main(argv=None) -> int:
     rows = []
     cp = CudaPython()
     sname = "C (built-in Neg)"
+
+    def direct_c():
+        cp.launch(x, y, stream.cuda_stream)
+
     if not only or "C" in only:
         def add_neg(net, t):
             return net.add_layer("ai.onnx::Neg", [t], 1, version=13).get_output(0)
-
-        def direct_c():
-            cp.launch(x, y, stream.cuda_stream)
 
         rows.append((sname, per_direct(direct_c, stream.synchronize, args.reps),
                      per_layer(add_neg, False, args.reps, x, y, check),
@@ -286,7 +314,14 @@ def main(argv=None) -> int:
             rows.append(measure_python(name, cls, cp, stream, x, y, check, args.reps))
         except Exception as e:  # one library failing leaves the others' figures
             rows.append((f"Python {name}", f"failed: {type(e).__name__}: {e}"[:200], None, None))
-    rows.append(("AOT CUDA kernel", "n/a: the GPU AOT runtime (gpu-aot) is not in this build", None, None))
+    if not only or "aot" in only:
+        try:
+            add_aot = register_aot_op()
+            rows.append(("AOT CUDA kernel", per_direct(direct_c, stream.synchronize, args.reps),
+                         per_layer(add_aot, False, args.reps, x, y, check),
+                         per_layer(add_aot, True, args.reps, x, y, check)))
+        except Exception as e:
+            rows.append(("AOT CUDA kernel", f"failed: {type(e).__name__}: {e}"[:200], None, None))
     gpu = torch.cuda.get_device_name()
     print(f"plugin overhead on {gpu}: marginal cost per layer / per launch, {N_ELEMS} floats, y = -x, "
           f"chain of {CHAIN} layers, best of 3 x {args.reps} runs")
