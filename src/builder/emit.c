@@ -139,11 +139,18 @@ static int convert_step(builder *b, int from, kiln_dtype dt, kiln_format fmt, ki
     return 0;
 }
 
+/* F32/F16/BF16 LINEAR: types the GPU's reformat converts (reformat.cu). */
+static int gpu_castable(kiln_dtype t, kiln_format f) {
+    return f == KILN_FORMAT_LINEAR && (t == KILN_DTYPE_F32 || t == KILN_DTYPE_F16 || t == KILN_DTYPE_BF16);
+}
+
 /* Tensor `base` (currently as tensor `from`) converted to (dt, fmt, loc),
- * the last step writing `into` when >= 0.  Types convert on the GPU only
- * between two GPU tensors; otherwise on the host, so a host<->device move
- * carries the narrower type where the host side converts.  Each result is
- * remembered as a variant of `base`; new layers are appended to ord. */
+ * the last step writing `into` when >= 0.  A float cast across a
+ * host<->device move runs on the GPU (move first, or cast first): it is
+ * ~1000x faster there than on one host thread, and network I/O bound to
+ * device pointers is never read by the host.  Other type and layout changes
+ * with a host side run on the host.  Each result is remembered as a
+ * variant of `base`; new layers are appended to ord. */
 static int convert(builder *b, vset *vs, ilist *ord, int base, int from, kiln_dtype dt, kiln_format fmt,
                    kiln_device_kind loc, int into, int *out_t) {
     int cur = from, rc = 0;
@@ -155,7 +162,11 @@ static int convert(builder *b, vset *vs, ilist *ord, int base, int from, kiln_dt
         kiln_device_kind sloc = loc;
         int same = c->pdtype == dt && c->pfmt == fmt;
         if (!same && !(c->loc == KILN_DEVICE_CUDA && loc == KILN_DEVICE_CUDA)) {
-            if (c->loc == KILN_DEVICE_CUDA) sdt = c->pdtype, sfmt = c->pfmt, sloc = KILN_DEVICE_CPU; /* to host first */
+            int on_gpu = c->loc != loc && c->pfmt == fmt && gpu_castable(c->pdtype, c->pfmt) &&
+                         gpu_castable(dt, fmt);
+            if (on_gpu && c->loc == KILN_DEVICE_CPU) sdt = c->pdtype, sfmt = c->pfmt; /* to the GPU first */
+            else if (on_gpu) sloc = KILN_DEVICE_CUDA;                                 /* cast, then move */
+            else if (c->loc == KILN_DEVICE_CUDA) sdt = c->pdtype, sfmt = c->pfmt, sloc = KILN_DEVICE_CPU; /* to host first */
             else sloc = KILN_DEVICE_CPU;                                    /* convert on the host */
         }
         int last = sdt == dt && sfmt == fmt && sloc == loc;
@@ -255,6 +266,13 @@ int kiln__b_finalize(builder *b, int **order_out, int *norder) {
             b->t[V].alias_in = b->t[T].alias_in;
             b->t[T].alias_in = -1;
             b->l[li].out[o] = V;
+            if (t->is_size) { /* the layer writes the size: its symbol binds to what it writes */
+                bsym *s = (bsym *)kiln__b_find_sym(b, t->size_sym);
+                if (s) s->t = V;
+                b->t[V].is_size = 1;
+                b->t[V].size_sym = t->size_sym;
+                b->t[T].is_size = 0;
+            }
             if ((rc = add_variant(&vs, T, &b->t[V], V))) break;
             int done = -1;
             rc = convert(b, &vs, &ord, T, V, b->t[T].dtype, KILN_FORMAT_LINEAR, KILN_DEVICE_CPU, T, &done);
@@ -474,8 +492,9 @@ static int add_plugin_ref(builder *b, kiln_engine *e, const kiln__op *op) {
 
 static int use_aot(builder *b, const bl *L, int *aot) {
     const kiln_quick_op *q = L->op->quick;
-    int has_aot = q && q->aot;
-    int has_jit = !q || q->impl;
+    const int cuda = L->device == KILN_DEVICE_CUDA; /* the implementations of the layer's device */
+    int has_aot = q && (cuda ? q->cuda_aot != NULL : q->aot != NULL);
+    int has_jit = !q || (cuda ? q->cuda_impl != NULL : q->impl != NULL);
     *aot = 0;
     if (L->aot == 1) {
         if (!has_aot)
@@ -508,7 +527,8 @@ int kiln__b_aot_kernel(builder *b, int li, kiln_aot_kernel *k) {
                         .user = L->op->quick->user};
     memset(k, 0, sizeof *k);
     kiln__misuse_clear();
-    int rc = kiln__misuse_take(L->op->quick->aot(&c, &L->io, L->tactic, k));
+    const kiln_quick_op *q = L->op->quick;
+    int rc = kiln__misuse_take((L->device == KILN_DEVICE_CUDA ? q->cuda_aot : q->aot)(&c, &L->io, L->tactic, k));
     if (rc) return kiln__err_prefix(rc, "layer '%s' (%s::%s v%d): aot", L->name, L->op->ns, L->op->name, L->op->version);
     return 0;
 }
@@ -520,6 +540,15 @@ static int emit_aot(emitter *E, int li, kiln__elayer *el) {
     int rc = kiln__b_aot_kernel(b, li, &k);
     if (rc) return rc;
     kiln_engine *e = E->e;
+    if (L->device == KILN_DEVICE_CUDA) {
+        kiln__aot_cuda *nc = kiln__realloc(e->acu, (size_t)(e->nacu + 1) * sizeof *nc);
+        if (!nc) return kiln__err(KILN_ENOMEM, "build: out of memory");
+        e->acu = nc;
+        rc = kiln__aot_cuda_from_kernel(L->op, &k, L->nin + L->nout, aot_node_cb, E, &e->acu[e->nacu]);
+        if (rc) return kiln__err_prefix(rc, "layer '%s' (%s::%s v%d)", L->name, L->op->ns, L->op->name, L->op->version);
+        el->aot_kernel = e->nacu++;
+        return 0;
+    }
     kiln__aot *na = kiln__realloc(e->aot, (size_t)(e->naot + 1) * sizeof *na);
     if (!na) return kiln__err(KILN_ENOMEM, "build: out of memory");
     e->aot = na;

@@ -41,6 +41,8 @@ void kiln__engine_destroy(kiln_engine *e) {
     kiln__free(e->outputs);
     kiln__free(e->prof);
     for (int32_t i = 0; i < e->naot && e->aot; i++) kiln__aot_free(&e->aot[i]);
+    for (int32_t i = 0; i < e->nacu && e->acu; i++) kiln__aot_cuda_free(&e->acu[i]);
+    kiln__free(e->acu);
     for (int32_t i = 0; i < e->ndimnames && e->dimnames; i++) kiln__free(e->dimnames[i].name);
     kiln__free(e->dimnames);
     kiln__free(e->aot);
@@ -216,9 +218,9 @@ int kiln__engine_prepare(kiln_engine *e) {
     for (int32_t i = 0; i < e->nlayers; i++) {
         kiln__elayer *l = &e->layers[i];
         if (l->aot_kernel >= 0) {
-            if (l->aot_kernel >= e->naot)
+            if (l->aot_kernel >= kiln__layer_aot_count(e, l))
                 return kiln__err(KILN_EFORMAT, "layer '%s': AOT kernel %d, engine has %d",
-                                 l->name, (int)l->aot_kernel, (int)e->naot);
+                                 l->name, (int)l->aot_kernel, (int)kiln__layer_aot_count(e, l));
             continue;
         }
         if (l->op) continue;
@@ -255,6 +257,7 @@ int kiln__engine_prepare(kiln_engine *e) {
 
     for (int32_t i = 0; i < e->nlayers; i++) {
         kiln__elayer *l = &e->layers[i];
+        if (l->aot_kernel >= 0 && l->device == KILN_DEVICE_CUDA) continue; /* loaded by its context */
         if (l->aot_kernel >= 0) {
             rc = kiln__aot_load(&e->aot[l->aot_kernel]);
             if (rc) return kiln__err_prefix(rc, "layer '%s' (AOT kernel %d)", l->name,
@@ -286,6 +289,8 @@ int kiln__engine_prepare(kiln_engine *e) {
                                             op->ns, op->name, op->version, (int)l->tactic);
             }
         }
+        /* before prepack: it reads the constants in the types they claim */
+        if ((rc = kiln__layer_check_formats(e, i, l->state, 1))) return rc;
         if (l->nepi && !l->epi_rt && (rc = kiln__epi_prepare(e, l))) return rc;
         if ((rc = layer_prepack(e, l))) return rc;
     }
@@ -302,15 +307,22 @@ KILN_API int kiln_engine_num_outputs(const kiln_engine *e) {
     return e->noutputs;
 }
 
-/* 1 if node n depends on a size-tensor symbol. */
-static int node_has_size_sym(const kiln_engine *e, int32_t n, int depth) {
+/* 1 if node n depends on a size-tensor symbol.  Nodes are a DAG with much
+ * sharing (a transformer's reshapes nest the same products over and over):
+ * memo[n] (0 unknown, 1 no, 2 yes; NULL: none) keeps the walk linear
+ * instead of exponential. */
+static int node_has_size_sym(const kiln_engine *e, uint8_t *memo, int32_t n, int depth) {
     if (n < 0 || n >= e->nnodes || depth > 64) return 0;
+    if (memo && memo[n]) return memo[n] == 2;
     const kiln__enode *x = &e->nodes[n];
-    if (x->op == KILN_EXPR_CONST) return 0;
-    if (x->op == KILN_EXPR_SYM) return x->symkind == KILN__SYM_SIZE;
-    if (node_has_size_sym(e, x->a, depth + 1) || node_has_size_sym(e, x->b, depth + 1))
-        return 1;
-    return x->op == KILN_EXPR_SELECT_ && node_has_size_sym(e, x->c, depth + 1);
+    int r;
+    if (x->op == KILN_EXPR_CONST) r = 0;
+    else if (x->op == KILN_EXPR_SYM) r = x->symkind == KILN__SYM_SIZE;
+    else
+        r = node_has_size_sym(e, memo, x->a, depth + 1) || node_has_size_sym(e, memo, x->b, depth + 1) ||
+            (x->op == KILN_EXPR_SELECT_ && node_has_size_sym(e, memo, x->c, depth + 1));
+    if (memo) memo[n] = (uint8_t)(r ? 2 : 1);
+    return r;
 }
 
 KILN_API int kiln_engine_io(const kiln_engine *e, int i, kiln_io_info *info) {
@@ -326,10 +338,12 @@ KILN_API int kiln_engine_io(const kiln_engine *e, int i, kiln_io_info *info) {
     info->dtype = (kiln_dtype)et->dtype;
     info->ndim = et->ndim;
     info->is_input = is_in;
+    uint8_t *memo = NULL; /* for node_has_size_sym; without it, slower */
     for (int d = 0; d < et->ndim; d++) {
         const kiln__enode *n = &e->nodes[et->dims[d]];
         info->dims[d] = n->op == KILN_EXPR_CONST ? n->v : -1;
-        if (!is_in && node_has_size_sym(e, et->dims[d], 0)) info->data_dependent = 1;
+        if (!is_in && n->op != KILN_EXPR_CONST && !memo) memo = kiln__calloc((size_t)e->nnodes + 1, 1);
+        if (!is_in && node_has_size_sym(e, memo, et->dims[d], 0)) info->data_dependent = 1;
         if (is_in && e->prof) {
             info->min[d] = e->prof[i][0][d];
             info->opt[d] = e->prof[i][1][d];
@@ -340,5 +354,6 @@ KILN_API int kiln_engine_io(const kiln_engine *e, int i, kiln_io_info *info) {
             info->min[d] = info->opt[d] = info->max[d] = -1;
         }
     }
+    kiln__free(memo);
     return 0;
 }
