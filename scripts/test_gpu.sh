@@ -40,13 +40,15 @@
 #        7. the Python package's GPU tests (when the bundle has it, see
 #           below): tests/python/test_gpu_plugins.py (CUDA impls and class
 #           plugins with torch, Triton, CuPy, Numba, cuda-python; the GPU
-#           samples; Triton PTX as AOT kernels) and the CPU samples
-#           (test_samples.py) on the GPU machine's Python, then
-#           bench/plugin_overhead.py
+#           samples; Triton PTX as AOT kernels) and the CPU suite
+#           (tests/python, the samples included) on the GPU machine's
+#           Python, then bench/plugin_overhead.py
 #       and prints a summary; exit status 1 if a step failed.
 #       KILN_GPU_NODE=0 leaves out step 3 (about 200 s on an H100 machine),
 #       KILN_GPU_MEMCHECK=0 step 5; KILN_GPU_PYTHON_ONLY=1 runs steps 1 and
-#       7 only; STEP_TIMEOUT (default 300 s) bounds every other step.
+#       7 only (KILN_GPU_PY_CPU=0: without the CPU suite; KILN_BENCH_ARGS:
+#       arguments of plugin_overhead.py); STEP_TIMEOUT (default 300 s)
+#       bounds every other step.
 #
 # The Python step: KILN_PY_PACKAGE=<site-packages>/kiln (an installed kiln
 # package: `pip install .`; abi3, so a build for Python 3.11 imports on the
@@ -88,7 +90,9 @@ pack() {
     if [ -n "${KILN_PY_PACKAGE:-}" ]; then
         rm -rf "$out/pylib" && mkdir -p "$out/pylib" && cp -r "$KILN_PY_PACKAGE" "$out/pylib/"
         find "$out/pylib" -name __pycache__ -prune -exec rm -rf {} +
-        tar czf "$out/py.tgz" -C "$here/.." tests/python samples/python bench/plugin_overhead.py
+        tar czf "$out/py.tgz" -C "$here/.." tests/python samples/python bench/plugin_overhead.py \
+            tests/fixtures/add_relu.onnx tests/fixtures/circ_pad_aot0.onnx tests/fixtures/domain_ns.onnx \
+            tests/fixtures/dynamic.onnx
         [ -n "${KILN_PY_WHEELS:-}" ] && mkdir -p "$out/wheels" && cp "$KILN_PY_WHEELS"/*.whl "$out/wheels/"
     fi
     [ -d "$data/node" ] && tar czf "$out/node.tgz" -C "$data" node
@@ -130,9 +134,13 @@ run() {
         export KILN_CLI="$kiln" PYTHONUNBUFFERED=1
         STEP_TIMEOUT=${KILN_PY_GPU_TIMEOUT:-600} step python_gpu python3 -m pytest -q -rs -p no:cacheprovider "$work/py/tests/python/test_gpu_plugins.py"
         summary "  $(tail -1 "$logs/python_gpu.log")"
-        step python_samples_cpu python3 -m pytest -q -p no:cacheprovider "$work/py/tests/python/test_samples.py"
-        summary "  $(tail -1 "$logs/python_samples_cpu.log")"
-        step plugin_overhead python3 "$work/py/bench/plugin_overhead.py"
+        if [ "${KILN_GPU_PY_CPU:-1}" != 0 ]; then
+            step python_cpu_suite python3 -m pytest -q -p no:cacheprovider "$work/py/tests/python" \
+                --ignore "$work/py/tests/python/test_gpu_plugins.py"
+            summary "  $(tail -1 "$logs/python_cpu_suite.log")"
+        fi
+        # shellcheck disable=SC2086
+        step plugin_overhead python3 "$work/py/bench/plugin_overhead.py" ${KILN_BENCH_ARGS:-}
         tee -a "$logs/summary.txt" <"$logs/plugin_overhead.log"
     }
     : >"$logs/summary.txt"
