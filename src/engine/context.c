@@ -1163,7 +1163,7 @@ static int run(kiln_context *c, int sync) {
     /* Memory the GPU may still use (the last enqueue's buffers, arenas a
      * re-plan would free) is touched only once the GPU is done. */
     int rc = gpu_wait(c);
-    if (rc) return rc;
+    if (rc || (rc = kiln__engine_check_data(e))) return rc; /* deferred checksums (data_check.c) */
     kiln__misuse_clear();
     for (int32_t i = 0; i < e->ninputs; i++) {
         int32_t t = e->inputs[i];
