@@ -434,7 +434,8 @@ KILN_API int kiln_combo_expand(const char *types, const char *layouts, int nio,
 /* ------------------------------------------------- AOT kernels */
 
 /* What an op's `aot` function returns: C source compiled by the builder
- * into a shared object embedded in the engine.  The entry point has the
+ * into a shared object embedded in the engine (`cuda_aot`: a CUDA kernel,
+ * see the CUDA fields of kiln_aot_kernel).  The entry point has the
  * signature
  *   void entry(const kiln_aot_args *a, int ith, int nth);
  * and is launched over `extent` work items split by the thread pool. */
@@ -460,9 +461,71 @@ typedef struct kiln_aot_kernel {
     const kiln_expr *extent;     /* work items */
     int nscalars;
     kiln_scalar_type scalar_types[KILN_MAX_SCALARS];
-    const kiln_expr *scalars[KILN_MAX_SCALARS]; /* I32/I64 scalars */
+    const kiln_expr *scalars[KILN_MAX_SCALARS]; /* I32/I64 scalars; F32: optional (below) */
     double fscalars[KILN_MAX_SCALARS];          /* F32 scalars (constants) */
+    /* ---- CUDA kernels (what kiln_quick_op.cuda_aot returns) ----
+     * lang: KILN_AOT_LANG_CUDA (`source` is CUDA C, compiled by the builder
+     * with NVRTC for the build GPU: declare the entry extern "C"
+     * __global__) or KILN_AOT_LANG_PTX (`source` is PTX text, e.g. Triton's
+     * `compiled.asm["ptx"]`, used as is).  `entry` is the kernel's name
+     * (the PTX .entry).  The builder stores the PTX and the cubin it links
+     * for the build GPU; the runtime loads them with cuModuleLoadData (the
+     * cubin on the build GPU's architecture, else the PTX, which the driver
+     * compiles) and launches with cuLaunchKernel on the context's stream.
+     *
+     * Kernel parameters, in this order (checked at build against the
+     * kernel's PTX parameter list: count and width/type of each):
+     *   1. one pointer per input, then one per output (device memory; an
+     *      absent optional input is NULL);
+     *   2. the nscalars scalars, passed by value as their type
+     *      (i32 = int, i64 = long long, f32 = float);
+     *   3. nscratch hidden pointers (Triton's compiled kernels take two:
+     *      global and profile scratch): scratch_bytes[i] == 0 passes NULL,
+     *      else a device buffer of scratch_bytes[i] bytes per block
+     *      (times gridX*gridY*gridZ, 256-byte aligned, contents undefined),
+     *      taken from the layer's workspace.
+     * `extent` is unused: the launch is grid x block.  An F32 scalar whose
+     * scalars[i] is set is that integer expression converted to float
+     * (per run); else fscalars[i]. */
+    int lang;                        /* kiln_aot_lang; 0 (C) for kiln_quick_op.aot */
+    const kiln_expr *grid[3];        /* blocks per grid (x, y, z); NULL = 1 */
+    const kiln_expr *block[3];       /* threads per block (x, y, z); NULL = 1 */
+    const kiln_expr *shared_mem;     /* dynamic shared memory in bytes; NULL = 0 */
+    int nscratch;                    /* 0..KILN_AOT_MAX_SCRATCH hidden trailing pointers */
+    uint64_t scratch_bytes[2];       /* per block; 0 = NULL */
 } kiln_aot_kernel;
+
+typedef enum kiln_aot_lang {
+    KILN_AOT_LANG_C = 0,    /* C source for the CPU (kiln_quick_op.aot) */
+    KILN_AOT_LANG_CUDA = 1, /* CUDA C source, compiled with NVRTC at build */
+    KILN_AOT_LANG_PTX = 2   /* PTX text, used as is */
+} kiln_aot_lang;
+#define KILN_AOT_MAX_SCRATCH 2
+
+/* ------------------------------------------------- CUDA kernels for plugins
+ *
+ * A plugin's cuda_impl may launch its own kernels without linking the CUDA
+ * toolkit: kiln compiles CUDA C source with NVRTC (dlopen'ed, as the
+ * driver) or takes PTX, loads the module into kiln's CUDA context and
+ * launches on the call's stream.  Modules are compiled once per process
+ * (cached by their text) and live until the process exits. */
+typedef struct kiln_cuda_module kiln_cuda_module;
+/* Compile (lang KILN_AOT_LANG_CUDA: CUDA C, NVRTC for this GPU) or take
+ * (KILN_AOT_LANG_PTX) `source` and load it; the same text returns the same
+ * module.  `what` names it in messages (may be NULL).  Errors: KILN_EINVAL
+ * (NULL source/m, bad lang), KILN_EDEVICE (no GPU, no libnvrtc, a load
+ * failure), KILN_ECOMPILE (NVRTC's log, lines counted from the source's
+ * first line). */
+KILN_API int kiln_cuda_module_get(const char *source, int lang, const char *what,
+                                  kiln_cuda_module **m);
+/* Launch kernel `entry` of m on c's stream (kiln_exec_stream(c->exec)).
+ * args: pointers to the argument values, as cuLaunchKernel takes them.  A
+ * grid with a zero extent launches nothing.  Errors: KILN_EINVAL (NULL
+ * arguments, c not a CUDA call), KILN_EDEVICE naming the kernel, the layer
+ * and the CUDA error. */
+KILN_API int kiln_cuda_launch(const kiln_call *c, kiln_cuda_module *m, const char *entry,
+                              const unsigned grid[3], const unsigned block[3],
+                              unsigned shared_mem, void **args);
 
 /* ------------------------------------------------- quick ops */
 
@@ -567,6 +630,16 @@ typedef struct kiln_quick_op {
      * Python plugins store only the attributes their impl takes; the
      * Python package sets this to those when they are not all. */
     const char *serialize_attrs;
+    /* AOT CUDA kernel (NULL: none): as `aot`, for a layer placed on the
+     * GPU; fills k with lang KILN_AOT_LANG_CUDA or KILN_AOT_LANG_PTX, entry,
+     * grid/block/shared_mem expressions, scalars (checked against
+     * aot_signature) and hidden scratch pointers (see kiln_aot_kernel).  A
+     * CUDA build runs the layer on this kernel when it is chosen by
+     * kiln_layer_set_aot(l, 1) / ONNX `aot=1`, KILN_BUILD_PREFER_AOT, or
+     * when the op has no cuda_impl; the engine then needs no plugin
+     * library for that layer (docs/AOT.md, "AOT CUDA kernels"). */
+    int (*cuda_aot)(const kiln_shape_ctx *c, const kiln_io_format *io, int tactic,
+                    kiln_aot_kernel *k);
 } kiln_quick_op;
 
 /* ------------------------------------------------- full plugins */

@@ -237,8 +237,9 @@ static int check_attrs(const char *ns, const char *name, const kiln_attr_def *de
 static int check_quick(const kiln_quick_op *q, const kiln_attr_def *defs, int nattrs) {
     int nio = q->max_inputs + q->num_outputs;
     if (!q->shape) return kiln__err(KILN_EINVAL, "op %s::%s: no shape function", q->ns, q->name);
-    if (!q->impl && !q->aot)
-        return kiln__err(KILN_EINVAL, "op %s::%s: neither impl nor aot given", q->ns, q->name);
+    if (!q->impl && !q->aot && !q->cuda_impl && !q->cuda_aot)
+        return kiln__err(KILN_EINVAL, "op %s::%s: no implementation (impl, aot, cuda_impl or cuda_aot) given",
+                         q->ns, q->name);
     /* The CPU combinations and the CUDA ones (when given) obey one grammar. */
     const kiln_combo *lists[2] = {q->formats, q->cuda_formats};
     const char *lname[2] = {"formats", "cuda_formats"};
