@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
 """Write build-bench/models/resnet18.onnx and mobilenet_v2.onnx (not committed) with
 random weights (seeded), for bench/compare.py; with torch also
-transformer_encoder.onnx (torch.nn.TransformerEncoder, 4 layers, d_model 256).
+transformer_encoder.onnx (torch.nn.TransformerEncoder, 4 layers, d_model 256) and
+the CPU benchmark's larger models (export_cpu_bench): resnet50.onnx and
+bert_encoder.onnx (a BERT-base-like torch.nn.TransformerEncoder: 12 layers,
+d_model 768, 12 heads, feed-forward 3072, GELU, sequence 128).
 
 If torch and torchvision are importable, the models are torchvision's
 resnet18() / mobilenet_v2() (random init, eval mode) exported with
@@ -54,6 +57,47 @@ def export_torch(out):
     except TypeError:
         torch.onnx.export(m, x, path, **kw)
     print("exported transformer_encoder with torch", torch.__version__)
+    export_cpu_bench(out)
+
+
+def _export(m, x, path, inp, outp):
+    import torch
+    kw = dict(opset_version=17, input_names=[inp], output_names=[outp])
+    try:
+        torch.onnx.export(m, x, path, dynamo=False, **kw)
+    except TypeError:  # torch < 2.5: no `dynamo` argument
+        torch.onnx.export(m, x, path, **kw)
+
+
+def export_cpu_bench(out):
+    """The CPU comparison's larger models (issue 15): torchvision ResNet-50
+    (1x3x224x224) and a BERT-base-like encoder (1x128x768), random weights
+    (seeded), skipped when already written (the encoder's file is ~340 MB)."""
+    import torch
+    import torchvision
+    torch.manual_seed(50)
+    path = os.path.join(out, "resnet50.onnx")
+    if not os.path.isfile(path):
+        _export(torchvision.models.resnet50(weights=None).eval(), torch.randn(1, 3, 224, 224), path,
+                "input", "logits")
+        print("exported resnet50 with torch", torch.__version__)
+    path = os.path.join(out, "bert_encoder.onnx")
+    if not os.path.isfile(path):
+        layer = torch.nn.TransformerEncoderLayer(d_model=768, nhead=12, dim_feedforward=3072, dropout=0.0,
+                                                 activation="gelu", batch_first=True)
+        m = torch.nn.TransformerEncoder(layer, num_layers=12, enable_nested_tensor=False).eval()
+        # TransformerEncoder deep-copies one layer: re-initialize each copy,
+        # or the exporter stores one set of weights for all twelve.
+        with torch.no_grad():
+            for name, p in m.named_parameters():
+                if p.dim() > 1:
+                    torch.nn.init.xavier_uniform_(p)
+                elif name.endswith("bias"):
+                    p.uniform_(-0.05, 0.05)
+                else:  # LayerNorm scales
+                    p.uniform_(0.9, 1.1)
+        _export(m, torch.randn(1, 128, 768), path, "x", "y")
+        print("exported bert_encoder with torch", torch.__version__)
 
 
 class G:
