@@ -1081,6 +1081,39 @@ static const kiln_combo conv_formats[] = {
     {NULL, NULL, {0}},
 };
 
+/* The FP32 tactics worth timing for this layer: auto and the two GEMMs
+ * always; the direct kernel only where it can win (at most 64 products
+ * per output, or at most 4 output channels per group: the GEMM has little
+ * reuse there), the depthwise one only for depthwise convs (elsewhere
+ * pick_tactic runs the direct kernel for it).  On ResNet-50 the direct
+ * candidates ran 10-500x slower than the GEMMs and took ~90% of a cold
+ * build.  Dims not known at build: every tactic. */
+static int conv_formats_fn(const kiln_shape_ctx *c, kiln_combo *out, int max) {
+    if (max < 2) return 0;
+    out[0] = conv_formats[0];
+    out[1] = conv_formats[1];
+    const kiln_desc *x = &c->in[0], *w = &c->in[1];
+    int64_t M = 0, Cg = 0, kvol = 1, G = kiln_attrs_int(c->attrs, "group"), v = 0;
+    int known = w->ndim >= 3 && w->ndim <= 5 && kiln_expr_is_const(w->dims[0], &M) &&
+                kiln_expr_is_const(w->dims[1], &Cg) && G >= 1;
+    for (int i = 2; known && i < w->ndim; i++) {
+        known = kiln_expr_is_const(w->dims[i], &v);
+        kvol *= v;
+    }
+    if (!known) return 2;
+    int64_t depth = 1;
+    int direct_ok = w->ndim < 5 || (x->ndim == 5 && kiln_expr_is_const(x->dims[2], &depth) && depth == 1 &&
+                                    kiln_expr_is_const(w->dims[2], &v) && v == 1);
+    int n = 0;
+    out[0].tactics[n++] = T_AUTO;
+    out[0].tactics[n++] = T_GEMM;
+    out[0].tactics[n++] = T_PADGEMM;
+    if (direct_ok && (Cg * kvol <= 64 || M / G <= 4)) out[0].tactics[n++] = T_DIRECT;
+    if (direct_ok && Cg == 1) out[0].tactics[n++] = T_DW;
+    for (; n < KILN_MAX_TACTICS; n++) out[0].tactics[n] = 0;
+    return 2;
+}
+
 /* CUDA tactics (conv_cuda.c): 1 direct, 2 im2col + cuBLASLt GEMM. */
 static const kiln_combo conv_cuda_formats[] = {{.types = KILN_CU_T_FLOAT, .tactics = {1, 2}}, {0}};
 
@@ -1088,7 +1121,7 @@ static const kiln_quick_op conv_op = {
     .ns = "ai.onnx", .name = "Conv", .version = 1,
     .min_inputs = 2, .max_inputs = 3, .num_outputs = 1,
     .attrs = conv_attrs, .shape = conv_shape, .impl = conv_impl,
-    .formats = conv_formats, .workspace = conv_ws, .prepack = conv_prepack,
+    .formats = conv_formats, .formats_fn = conv_formats_fn, .workspace = conv_ws, .prepack = conv_prepack,
     .accepts_epilogue = 1, /* every tactic applies it per finished row/plane */
     .doc = "convolution: implicit-im2col packed GEMM, direct/depthwise kernel",
     .cuda_impl = kiln__cu_conv, .cuda_formats = conv_cuda_formats, .cuda_workspace = kiln__cu_conv_workspace,
