@@ -1081,35 +1081,44 @@ static const kiln_combo conv_formats[] = {
     {NULL, NULL, {0}},
 };
 
-/* The FP32 tactics worth timing for this layer: auto and the two GEMMs
- * always; the direct kernel only where it can win (at most 64 products
- * per output, or at most 4 output channels per group: the GEMM has little
- * reuse there), the depthwise one only for depthwise convs (elsewhere
- * pick_tactic runs the direct kernel for it).  On ResNet-50 the direct
- * candidates ran 10-500x slower than the GEMMs and took ~90% of a cold
- * build.  Dims not known at build: every tactic. */
+/* The FP32 tactics worth timing for this layer: auto (first: what a build
+ * without timing runs) and, of the kernels, those auto does not already
+ * run here: the two GEMMs; the direct kernel only where it can win (at
+ * most 64 products per output, or at most 4 output channels per group:
+ * the GEMM has little reuse there); the depthwise one only for depthwise
+ * convs (elsewhere pick_tactic runs the direct kernel for it).  On
+ * ResNet-50 the direct candidates ran 10-500x slower than the GEMMs and
+ * took ~90% of a cold build.  Dims not known at build: every tactic. */
 static int conv_formats_fn(const kiln_shape_ctx *c, kiln_combo *out, int max) {
     if (max < 2) return 0;
     out[0] = conv_formats[0];
     out[1] = conv_formats[1];
     const kiln_desc *x = &c->in[0], *w = &c->in[1];
-    int64_t M = 0, Cg = 0, kvol = 1, G = kiln_attrs_int(c->attrs, "group"), v = 0;
-    int known = w->ndim >= 3 && w->ndim <= 5 && kiln_expr_is_const(w->dims[0], &M) &&
-                kiln_expr_is_const(w->dims[1], &Cg) && G >= 1;
+    geom g;
+    memset(&g, 0, sizeof g);
+    int64_t kvol = 1, v = 0;
+    g.G = kiln_attrs_int(c->attrs, "group");
+    int known = w->ndim >= 3 && w->ndim <= 5 && kiln_expr_is_const(w->dims[0], &g.M) &&
+                kiln_expr_is_const(w->dims[1], &g.Cg) && g.G >= 1;
+    for (int i = 0; i < 3; i++) g.k[i] = 1;
     for (int i = 2; known && i < w->ndim; i++) {
         known = kiln_expr_is_const(w->dims[i], &v);
+        g.k[3 - (w->ndim - 2) + (i - 2)] = v;
         kvol *= v;
     }
     if (!known) return 2;
+    g.Mg = g.M / g.G;
     int64_t depth = 1;
     int direct_ok = w->ndim < 5 || (x->ndim == 5 && kiln_expr_is_const(x->dims[2], &depth) && depth == 1 &&
                                     kiln_expr_is_const(w->dims[2], &v) && v == 1);
+    const int autot = pick_tactic(T_AUTO, direct_ok, &g);
+    const int want[4] = {T_GEMM, T_PADGEMM,
+                         direct_ok && (g.Cg * kvol <= 64 || g.Mg <= 4) ? T_DIRECT : 0,
+                         direct_ok && g.Cg == 1 ? T_DW : 0};
     int n = 0;
     out[0].tactics[n++] = T_AUTO;
-    out[0].tactics[n++] = T_GEMM;
-    out[0].tactics[n++] = T_PADGEMM;
-    if (direct_ok && (Cg * kvol <= 64 || M / G <= 4)) out[0].tactics[n++] = T_DIRECT;
-    if (direct_ok && Cg == 1) out[0].tactics[n++] = T_DW;
+    for (int i = 0; i < 4; i++)
+        if (want[i] && want[i] != autot) out[0].tactics[n++] = want[i];
     for (; n < KILN_MAX_TACTICS; n++) out[0].tactics[n] = 0;
     return 2;
 }
