@@ -28,7 +28,7 @@
 #include <string.h>
 
 
-enum { SEC_WEIGHTS = 7, SEC_PACKED = 14 };
+enum { SEC_WEIGHTS = 7, SEC_PACKED = 15 };
 enum { C_ = 8, M_ = 16, H_ = 10, AR = 6, KD = 320, ND = 1024 };
 
 static uint64_t g_seed = 0x5eed0015ull;
