@@ -10,8 +10,7 @@
  * planes of 1, 2, 7 and uneven rows, strides 1-3, asymmetric pads,
  * dilations, depth multipliers, 1-D convs, 2 images, 1 and 2 threads.
  * Also pointwise (1x1) convs, whose GEMM may read X in place, and dense
- * 3x3 convs (the padded GEMM's per-block copy into Y); and which tactics
- * the builder times for a layer (Conv's formats_fn).
+ * 3x3 convs (the padded GEMM's per-block copy into Y).
  */
 #include "kiln/kiln.h"
 #include "kiln/plugin.h"
@@ -234,41 +233,5 @@ TEST_IMPL(dense3x3) {
     run_case(&a, 1);
 }
 
-/* Candidates the builder times for one Conv [1, C, 8, 8] -> M channels,
- * k x k, `group` groups. */
-static int conv_candidates(int64_t C, int64_t M, int64_t k, int64_t group) {
-    kiln_network *net = kiln_network_create();
-    const int64_t xd[4] = {1, C, 8, 8}, wd[4] = {M, C / group, k, k};
-    float *w = test_rnd_f32(&g_seed, M * (C / group) * k * k, -1, 1);
-    ASSERT_OK(kiln_network_add_input(net, "X", KILN_DTYPE_F32, 4, xd, NULL));
-    ASSERT_OK(kiln_network_add_constant(net, "W", KILN_DTYPE_F32, 4, wd, w));
-    const char *in[2] = {"X", "W"}, *out[1] = {"Y"};
-    kiln_layer *l = kiln_network_add_layer(net, "ai.onnx::Conv", 11, "conv", 2, in, 1, out);
-    ASSERT(l);
-    ASSERT_OK(kiln_layer_set_int(l, "group", group));
-    ASSERT_OK(kiln_network_mark_output(net, "Y"));
-    kiln_build_stats st;
-    kiln_engine *e = test_build_ok(net, 0, 1, &st);
-    kiln_engine_free(e);
-    kiln_network_free(net);
-    free(w);
-    return st.candidates;
-}
-
-/* The builder times the direct kernel only where it can win (at most 64
- * products per output, or few output channels per group) and the
- * depthwise kernel only on depthwise convs: one candidate more for a small
- * dense conv, two for a depthwise one, than for a wide dense conv. */
-TEST_IMPL(timed_tactics) {
-    int wide = conv_candidates(32, 32, 3, 1); /* 288 products per output */
-    int small = conv_candidates(4, 32, 3, 1); /* 36 */
-    int few = conv_candidates(32, 4, 3, 1);   /* 4 output channels */
-    int dw = conv_candidates(32, 32, 3, 32);  /* depthwise, 9 */
-    ASSERT(wide >= 2); /* auto (= the padded GEMM here) and the plain GEMM */
-    ASSERT_EQ(small, wide + 1);
-    ASSERT_EQ(few, wide + 1);
-    ASSERT_EQ(dw, wide + 2);
-}
-
 TEST_LIST(TEST_ENTRY(dw3x3), TEST_ENTRY(dw3x3_large), TEST_ENTRY(dw_general), TEST_ENTRY(pointwise),
-          TEST_ENTRY(dense3x3), TEST_ENTRY(timed_tactics))
+          TEST_ENTRY(dense3x3))

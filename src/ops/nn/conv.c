@@ -441,12 +441,15 @@ static int conv_padgemm(const kiln_call *c, const geom *g) {
     return 0;
 }
 
+static int pick_tactic(int tactic, int direct_ok, const geom *g);
+
 static size_t conv_ws(const kiln_call *c) {
     geom g;
     padgeom pg;
-    if (c->nin < 2 || c->in[0].ndim < 3 || c->in[0].ndim != c->in[1].ndim) return 0;
-    if (c->tactic == T_GEMM || c->tactic == T_DIRECT) return 0; /* only tactic 4 (or auto) uses it */
-    if (make_geom(c, &g) || !padgemm_geom(&g, &pg)) return 0;
+    if (c->nin < 2 || c->in[0].ndim < 3 || c->in[0].ndim != c->in[1].ndim || c->tactic == T_GEMM) return 0;
+    if (make_geom(c, &g)) return 0;
+    /* only the padded GEMM uses it (tactic 4, or what auto/3 run) */
+    if (pick_tactic(c->tactic, g.id[0] == 1 && g.k[0] == 1, &g) != T_PADGEMM || !padgemm_geom(&g, &pg)) return 0;
     return PADGEMM_BYTES(pg);
 }
 
@@ -945,9 +948,16 @@ static int conv_dw(const kiln_call *c, const geom *g) {
 
 /* The kernel a call runs: the chosen tactic, or (auto) direct for
  * depthwise-like convs, which have too little reuse for a GEMM.  direct_ok:
- * the conv is 1-D/2-D (no depth to convolve). */
+ * the conv is 1-D/2-D (no depth to convolve).  The direct kernel runs only
+ * where it can win (at most 64 products per output, or at most 4 output
+ * channels per group); elsewhere tactic 3 (and 5, which is 3 on a conv
+ * that is not depthwise) runs the padded GEMM: on ResNet-50's convs the
+ * direct kernel timed at 10-500x the GEMMs and its candidates took ~90% of
+ * a cold build, for a kernel that never won there. */
 static int pick_tactic(int tactic, int direct_ok, const geom *g) {
     if (tactic == T_DW && !(direct_ok && g->Cg == 1)) tactic = T_DIRECT;
+    if (tactic == T_DIRECT && direct_ok && g->Cg * g->k[0] * g->k[1] * g->k[2] > 64 && g->Mg > 4)
+        return T_PADGEMM;
     if (tactic == T_DIRECT && !direct_ok) return T_GEMM;
     if (tactic == T_GEMM || tactic == T_DIRECT || tactic == T_PADGEMM || tactic == T_DW)
         return tactic;
@@ -1081,48 +1091,6 @@ static const kiln_combo conv_formats[] = {
     {NULL, NULL, {0}},
 };
 
-/* The FP32 tactics worth timing for this layer: auto (first: what a build
- * without timing runs) and, of the kernels, those auto does not already
- * run here: the two GEMMs; the direct kernel only where it can win (at
- * most 64 products per output, or at most 4 output channels per group:
- * the GEMM has little reuse there); the depthwise one only for depthwise
- * convs (elsewhere pick_tactic runs the direct kernel for it).  On
- * ResNet-50 the direct candidates ran 10-500x slower than the GEMMs and
- * took ~90% of a cold build.  Dims not known at build: every tactic. */
-static int conv_formats_fn(const kiln_shape_ctx *c, kiln_combo *out, int max) {
-    if (max < 2) return 0;
-    out[0] = conv_formats[0];
-    out[1] = conv_formats[1];
-    const kiln_desc *x = &c->in[0], *w = &c->in[1];
-    geom g;
-    memset(&g, 0, sizeof g);
-    int64_t kvol = 1, v = 0;
-    g.G = kiln_attrs_int(c->attrs, "group");
-    int known = w->ndim >= 3 && w->ndim <= 5 && kiln_expr_is_const(w->dims[0], &g.M) &&
-                kiln_expr_is_const(w->dims[1], &g.Cg) && g.G >= 1;
-    for (int i = 0; i < 3; i++) g.k[i] = 1;
-    for (int i = 2; known && i < w->ndim; i++) {
-        known = kiln_expr_is_const(w->dims[i], &v);
-        g.k[3 - (w->ndim - 2) + (i - 2)] = v;
-        kvol *= v;
-    }
-    if (!known) return 2;
-    g.Mg = g.M / g.G;
-    int64_t depth = 1;
-    int direct_ok = w->ndim < 5 || (x->ndim == 5 && kiln_expr_is_const(x->dims[2], &depth) && depth == 1 &&
-                                    kiln_expr_is_const(w->dims[2], &v) && v == 1);
-    const int autot = pick_tactic(T_AUTO, direct_ok, &g);
-    const int want[4] = {T_GEMM, T_PADGEMM,
-                         direct_ok && (g.Cg * kvol <= 64 || g.Mg <= 4) ? T_DIRECT : 0,
-                         direct_ok && g.Cg == 1 ? T_DW : 0};
-    int n = 0;
-    out[0].tactics[n++] = T_AUTO;
-    for (int i = 0; i < 4; i++)
-        if (want[i] && want[i] != autot) out[0].tactics[n++] = want[i];
-    for (; n < KILN_MAX_TACTICS; n++) out[0].tactics[n] = 0;
-    return 2;
-}
-
 /* CUDA tactics (conv_cuda.c): 1 direct, 2 im2col + cuBLASLt GEMM. */
 static const kiln_combo conv_cuda_formats[] = {{.types = KILN_CU_T_FLOAT, .tactics = {1, 2}}, {0}};
 
@@ -1130,7 +1098,7 @@ static const kiln_quick_op conv_op = {
     .ns = "ai.onnx", .name = "Conv", .version = 1,
     .min_inputs = 2, .max_inputs = 3, .num_outputs = 1,
     .attrs = conv_attrs, .shape = conv_shape, .impl = conv_impl,
-    .formats = conv_formats, .formats_fn = conv_formats_fn, .workspace = conv_ws, .prepack = conv_prepack,
+    .formats = conv_formats, .workspace = conv_ws, .prepack = conv_prepack,
     .accepts_epilogue = 1, /* every tactic applies it per finished row/plane */
     .doc = "convolution: implicit-im2col packed GEMM, direct/depthwise kernel",
     .cuda_impl = kiln__cu_conv, .cuda_formats = conv_cuda_formats, .cuda_workspace = kiln__cu_conv_workspace,
