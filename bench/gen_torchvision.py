@@ -17,6 +17,18 @@ GlobalAveragePool, Flatten, Gemm.  Weights are random (He-style scale) and
 BatchNorm statistics are random but sane, so activations stay bounded.
 
     python3 bench/gen_torchvision.py [--out DIR] [--force-helper]
+
+The GPU benchmark's models (bench/gpu_compare.py, scripts/test_gpu.sh) need
+torch: torchvision's resnet50() and a BERT-base-like encoder
+(torch.nn.TransformerEncoder, 12 layers, d_model 768, 12 heads, feed-forward
+3072, GELU, sequence 128), batch dimension dynamic:
+
+    python3 bench/gen_torchvision.py --gpu-set [--test-data] [--out DIR]
+
+writes DIR/resnet50/model.onnx and DIR/bert_encoder/model.onnx (about 100
+and 340 MB: generate them where they are used); --test-data adds an ONNX
+test folder test_data_set_0 (a seeded random batch-1 input and ONNX Runtime's
+CPU FP32 output) beside each, so `kiln test-onnx` can check them.
 """
 import argparse
 import os
@@ -27,6 +39,22 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
+def export(m, x, path, input_name, output_name, dynamic_batch=False):
+    """torch.onnx.export of module m (eval mode) at example input x, opset 17."""
+    import torch
+    kw = dict(opset_version=17, input_names=[input_name], output_names=[output_name])
+    if dynamic_batch:
+        kw["dynamic_axes"] = {input_name: {0: "batch"}, output_name: {0: "batch"}}
+    # (not under no_grad: TransformerEncoder would take its fused fast path,
+    # aten::_transformer_encoder_layer_fwd, which has no ONNX form)
+    try:
+        # The TorchScript exporter needs no onnxscript (torch >= 2.9
+        # defaults to the torch.export one, which does).
+        torch.onnx.export(m, x, path, dynamo=False, **kw)
+    except TypeError:  # torch < 2.5: no `dynamo` argument
+        torch.onnx.export(m, x, path, **kw)
+
+
 def export_torch(out):
     import torch
     import torchvision
@@ -34,14 +62,7 @@ def export_torch(out):
     for name, ctor in (("resnet18", torchvision.models.resnet18),
                        ("mobilenet_v2", torchvision.models.mobilenet_v2)):
         m = ctor(weights=None).eval()
-        x = torch.randn(1, 3, 224, 224)
-        kw = dict(opset_version=17, input_names=["input"], output_names=["logits"])
-        try:
-            # The TorchScript exporter needs no onnxscript (torch >= 2.9
-            # defaults to the torch.export one, which does).
-            torch.onnx.export(m, x, os.path.join(out, name + ".onnx"), dynamo=False, **kw)
-        except TypeError:  # torch < 2.5: no `dynamo` argument
-            torch.onnx.export(m, x, os.path.join(out, name + ".onnx"), **kw)
+        export(m, torch.randn(1, 3, 224, 224), os.path.join(out, name + ".onnx"), "input", "logits")
         print("exported", name, "with torch", torch.__version__)
     # A transformer: torch.nn.TransformerEncoder, 4 layers, d_model 256, 4 heads,
     # feed-forward 1024 (GELU), sequence 128 (MatMul/Gemm, Softmax,
@@ -49,13 +70,7 @@ def export_torch(out):
     layer = torch.nn.TransformerEncoderLayer(d_model=256, nhead=4, dim_feedforward=1024, dropout=0.0,
                                              activation="gelu", batch_first=True)
     m = torch.nn.TransformerEncoder(layer, num_layers=4, enable_nested_tensor=False).eval()
-    x = torch.randn(1, 128, 256)
-    kw = dict(opset_version=17, input_names=["x"], output_names=["y"])
-    path = os.path.join(out, "transformer_encoder.onnx")
-    try:
-        torch.onnx.export(m, x, path, dynamo=False, **kw)
-    except TypeError:
-        torch.onnx.export(m, x, path, **kw)
+    export(m, torch.randn(1, 128, 256), os.path.join(out, "transformer_encoder.onnx"), "x", "y")
     print("exported transformer_encoder with torch", torch.__version__)
     export_cpu_bench(out)
 
@@ -98,6 +113,72 @@ def export_cpu_bench(out):
                     p.uniform_(0.9, 1.1)
         _export(m, torch.randn(1, 128, 768), path, "x", "y")
         print("exported bert_encoder with torch", torch.__version__)
+
+
+# The GPU benchmark's models: name -> (module constructor, example input
+# shape without the batch, input name, output name).  Weights are seeded, so
+# gpu_compare.py's torch module and the exported ONNX file are the same model.
+def resnet50_module():
+    import torch
+    import torchvision
+    torch.manual_seed(50)
+    return torchvision.models.resnet50(weights=None).eval()
+
+
+def bert_encoder_module():
+    import torch
+    torch.manual_seed(768)
+    layer = torch.nn.TransformerEncoderLayer(d_model=768, nhead=12, dim_feedforward=3072, dropout=0.0,
+                                             activation="gelu", batch_first=True)
+    m = torch.nn.TransformerEncoder(layer, num_layers=12, enable_nested_tensor=False).eval()
+    # the 12 layers start as copies of one: give each its own weights
+    for p in m.parameters():
+        if p.dim() > 1:
+            torch.nn.init.xavier_uniform_(p)
+    return m
+
+
+GPU_SET = {
+    "resnet50": (resnet50_module, (3, 224, 224), "input", "logits"),
+    "bert_encoder": (bert_encoder_module, (128, 768), "x", "y"),
+}
+
+
+def write_test_data(folder, input_name, x):
+    """test_data_set_0 of an ONNX test folder: input x (numpy) and ONNX
+    Runtime's CPU output for it (the reference kiln test-onnx compares to)."""
+    import onnxruntime as ort
+    from onnx import numpy_helper
+    sess = ort.InferenceSession(os.path.join(folder, "model.onnx"), providers=["CPUExecutionProvider"])
+    outs = sess.run(None, {input_name: x})
+    d = os.path.join(folder, "test_data_set_0")
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, "input_0.pb"), "wb") as f:
+        f.write(numpy_helper.from_array(x, input_name).SerializeToString())
+    for i, (o, meta) in enumerate(zip(outs, sess.get_outputs())):
+        with open(os.path.join(d, "output_%d.pb" % i), "wb") as f:
+            f.write(numpy_helper.from_array(o, meta.name).SerializeToString())
+
+
+def export_gpu_set(out, names=None, test_data=False):
+    """Write out/<name>/model.onnx (batch dynamic) for the GPU benchmark's
+    models; returns {name: path}."""
+    import torch
+    paths = {}
+    for name in names or GPU_SET:
+        ctor, shape, iname, oname = GPU_SET[name]
+        folder = os.path.join(out, name)
+        os.makedirs(folder, exist_ok=True)
+        path = os.path.join(folder, "model.onnx")
+        # always exported: a file left by an older version of the module
+        # would not hold the weights the caller's module has
+        export(ctor(), torch.randn(1, *shape), path, iname, oname, dynamic_batch=True)
+        print("exported", name, "with torch", torch.__version__)
+        if test_data:
+            x = np.random.default_rng(1).standard_normal((1,) + shape).astype(np.float32)
+            write_test_data(folder, iname, x)
+        paths[name] = path
+    return paths
 
 
 class G:
@@ -199,8 +280,13 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.path.join(HERE, "..", "build-bench", "models"))
     ap.add_argument("--force-helper", action="store_true")
+    ap.add_argument("--gpu-set", action="store_true", help="ResNet-50 and the BERT-base encoder (needs torch)")
+    ap.add_argument("--test-data", action="store_true", help="with --gpu-set: ONNX Runtime reference outputs")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
+    if a.gpu_set:
+        export_gpu_set(a.out, test_data=a.test_data)
+        return
     if not a.force_helper:
         try:
             export_torch(a.out)

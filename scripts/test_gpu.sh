@@ -22,7 +22,14 @@
 #           skip list): passed,
 #           failed, skipped and how many ran entirely on the GPU
 #        4. the shared models on the GPU against their reference outputs
-#           (ONNX Runtime CPU; rtol 1e-3, atol 1e-4), FP32
+#           (ONNX Runtime CPU FP32; rtol 1e-3, atol 1e-4), FP32; then built
+#           with --fp16 (rtol = atol = 2e-2) and --bf16 (rtol = atol = 1e-1)
+#           against the same FP32 references: FP16 rounds to 2^-11, BF16 to
+#           2^-8, relative; through ~50 layers that grows to ~1e-2 and ~1e-1
+#           of the output's scale.  KILN_GPU_MODELS="DIR ..." adds the
+#           model folders (model.onnx + test_data_set_0) under each DIR,
+#           e.g. ResNet-50 and the BERT-base encoder written there by
+#           `bench/gen_torchvision.py --gpu-set --test-data --out DIR`
 #        5. compute-sanitizer --tool memcheck on test_cuda and on one model
 #        6. the C samples with --device cuda (kiln-samples: every sample and
 #           mode on its CUDA kernels, each checked against the runner's naive
@@ -31,8 +38,9 @@
 #           from the cubin and from the PTX; compute-sanitizer on that run)
 #           and test_aot_cuda
 #       and prints a summary; exit status 1 if a step failed.
-#       KILN_GPU_NODE=0 leaves out step 3 (about 200 s on an H100 machine);
-#       STEP_TIMEOUT (default 300 s) bounds every other step.
+#       KILN_GPU_NODE=0 leaves out step 3 (about 200 s on an H100 machine),
+#       KILN_GPU_MEMCHECK=0 step 5; STEP_TIMEOUT (default 300 s) bounds every
+#       other step.
 #
 # With the GPU machine of this project (the `run` tool): pack into an ignored
 # folder of the checkout that travels, e.g.
@@ -121,19 +129,36 @@ run() {
         summary "  node cases: $p passed, $f failed, $k skipped; $g of the $p passed ran entirely on the GPU"
         [ "$f" = 0 ] || fails=$((fails + 1))
     fi
+    local mdirs=() m n
     if [ -f "$dir/models.tgz" ]; then
         tar xzf "$dir/models.tgz" -C "$work"
-        for m in "$work"/models/*/; do
-            [ -f "$m/model.onnx" ] || continue
-            local n
-            n=$(basename "$m")
-            step "model_$n" "$kiln" test-onnx --device cuda --rtol 1e-3 --atol 1e-4 "$m"
-            summary "  $(grep -E '^(PASS|FAIL|SKIP)' "$logs/model_$n.log" | head -1 | cut -c1-200)"
-        done
+        mdirs+=("$work/models")
     fi
+    for m in ${KILN_GPU_MODELS:-}; do mdirs+=("$m"); done
+    # precision, its build flag, rtol = atol (see the header)
+    local prec tag flag rtol atol d name
+    for prec in "fp32 - 1e-3 1e-4" "fp16 --fp16 2e-2 2e-2" "bf16 --bf16 1e-1 1e-1"; do
+        read -r tag flag rtol atol <<<"$prec"
+        for d in "${mdirs[@]}"; do
+            for m in "$d"/*/; do
+                [ -f "$m/model.onnx" ] || continue
+                n=$(basename "$m")
+                name="model_$n"
+                [ "$tag" = fp32 ] || name="model_${n}_$tag"
+                if [ "$flag" = - ]; then
+                    step "$name" "$kiln" test-onnx --device cuda --rtol "$rtol" --atol "$atol" "$m"
+                else
+                    step "$name" "$kiln" test-onnx --device cuda "$flag" --rtol "$rtol" --atol "$atol" "$m"
+                fi
+                summary "  $(grep -E '^(PASS|FAIL|SKIP)' "$logs/$name.log" | head -1 | cut -c1-200)"
+            done
+        done
+    done
     local cs=${COMPUTE_SANITIZER:-/usr/local/cuda/bin/compute-sanitizer}
     [ -x "$dir/kiln-samples" ] && samples_gpu "$dir" "$work" "$cs"
-    if [ -x "$cs" ] && [ -x "$dir/test_cuda" ]; then
+    if [ "${KILN_GPU_MEMCHECK:-1}" = 0 ]; then
+        summary "memcheck left out (KILN_GPU_MEMCHECK=0)"
+    elif [ -x "$cs" ] && [ -x "$dir/test_cuda" ]; then
         # API errors are not counted: test_cuda provokes two on purpose (out of
         # memory, an unknown kernel name) to check kiln's messages
         step memcheck_test_cuda "$cs" --tool memcheck --report-api-errors no --error-exitcode 1 "$dir/test_cuda"

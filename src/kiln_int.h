@@ -353,6 +353,9 @@ typedef struct kiln__eepi {
  * el->epi_rt (errors name the layer and the op); free all of it. */
 int kiln__epi_prepare(kiln_engine *e, kiln__elayer *el);
 void kiln__epi_free(kiln__elayer *el);
+/* A GPU layer's fused activation (kiln_call.epilogue): its kiln_cu_act code
+ * (KILN_CU_ACT_NONE without one) and parameters. */
+int kiln__epi_cuda_act(const void *epilogue, float *a, float *b);
 /* Short name list " + BatchNormalization + Clip" for inspect ("" if none). */
 void kiln__epi_describe(const kiln__elayer *el, char *buf, size_t size);
 

@@ -520,9 +520,8 @@ def test_conv():
             check(f"conv_direct_{dt} {N, C, K, HW, kk, s, p, d, g}", y, r.to(TD[dt]), tol=tol, dt=dt)
             # im2col + GEMM (torch matmul stands in for kiln__cuda_gemm) + bias_act
             ck = C * kk * kk
-            col = poison([N, ck, OH * OW], dt)
-            for n in range(N):
-                launch("im2col_" + dt, ck * OH * OW, [geo, x[n], col[n]])
+            col = poison([N, ck, OH * OW], dt)  # all N images in one launch
+            launch("im2col_" + dt, N * ck * OH * OW, [geo, i64(N), i64(ck * OH * OW), x, col])
             ref_col = F.unfold(x.float(), kk, d, p, s).to(TD[dt])
             check(f"im2col_{dt} {N, C, K, HW, kk, s, p, d, g}", col, ref_col, tol=0, dt=dt)
             cg = col.float().reshape(N, g, ck // g, OH * OW)

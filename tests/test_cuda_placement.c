@@ -8,6 +8,7 @@
  * the real GPU is test_cuda.c's job (skipped without one).
  */
 #include "device/cuda/cuda_int.h"
+#include "device/cuda/cuda_kernel_args.h"
 #include "device/device.h"
 #include "kiln_int.h"
 #include "test.h"
@@ -138,6 +139,17 @@ static int layer_device(const kiln_engine *e, const char *name) {
     TEST__FAIL("no layer '%s'", name);
 }
 
+/* What kiln_engine_inspect prints (free it). */
+static char *inspect_text(const kiln_engine *e) {
+    char *text = NULL;
+    size_t tlen = 0;
+    FILE *f = open_memstream(&text, &tlen);
+    ASSERT(f);
+    ASSERT_OK(kiln_engine_inspect(e, f));
+    fclose(f);
+    return text;
+}
+
 /* Run e on random x; check y and a against the reference. */
 static void run_and_check(kiln_engine *e, uint64_t *seed, const float *w1, const float *w2) {
     kiln_context *ctx = NULL;
@@ -207,11 +219,7 @@ TEST_IMPL(mixed_placement) {
     run_and_check(e2, &seed, w1, w2);
 
     /* inspect names devices and copies */
-    char *text = NULL;
-    size_t tlen = 0;
-    FILE *f = open_memstream(&text, &tlen);
-    ASSERT_OK(kiln_engine_inspect(e2, f));
-    fclose(f);
+    char *text = inspect_text(e2);
     ASSERT_CONTAINS(text, "[cpu]");
     ASSERT_CONTAINS(text, "copy host->device");
     ASSERT_CONTAINS(text, "copy device->host");
@@ -259,7 +267,8 @@ TEST_IMPL(strict_device_lists_cpu_layers) {
 }
 
 /* An op whose CUDA side is FP16-only: on the CPU in an FP32 build, on the
- * GPU in an FP16 build (host converts, then copies). */
+ * GPU in an FP16 build (F32 copied up, cast on the GPU; cast on the GPU,
+ * F32 copied down: the host never converts). */
 TEST_IMPL(fp16_moves_layer_to_gpu) {
     kiln__cuda_fake(1);
     kiln_network *net = kiln_network_create();
@@ -272,6 +281,23 @@ TEST_IMPL(fp16_moves_layer_to_gpu) {
         kiln_engine *e = build_cuda(net, KILN_BUILD_NO_TIMING | (fp16 ? KILN_BUILD_FP16 : 0));
         ASSERT(e);
         ASSERT_EQ(layer_device(e, "neg"), fp16 ? KILN_DEVICE_CUDA : KILN_DEVICE_CPU);
+        int casts = 0, moves = 0;
+        for (int32_t l = 0; l < e->nlayers; l++) {
+            const kiln__elayer *L = &e->layers[l];
+            if (strcmp(L->op_name, "reformat")) continue;
+            const kiln__etensor *a = &e->tensors[L->in[0]], *b = &e->tensors[L->out[0]];
+            ASSERT_EQ(L->device, KILN_DEVICE_CUDA);
+            if (a->loc != b->loc) {
+                moves++;
+                ASSERT_EQ(a->dtype, KILN_DTYPE_F32);
+                ASSERT_EQ(b->dtype, KILN_DTYPE_F32);
+            } else {
+                casts++;
+                ASSERT_EQ(a->loc, KILN_DEVICE_CUDA);
+            }
+        }
+        ASSERT_EQ(casts, fp16 ? 2 : 0);
+        ASSERT_EQ(moves, fp16 ? 2 : 0);
         kiln_context *ctx = NULL;
         ASSERT_OK(kiln_context_create(e, 1, &ctx));
         uint64_t seed = 3 + (uint64_t)fp16;
@@ -327,6 +353,85 @@ TEST_IMPL(host_cannot_read_device_memory) {
     kiln__cuda_fake(0);
 }
 
+/* GPU epilogue fusion: a Conv on the GPU takes the activation after it as
+ * data (its kiln_cu_act code and parameters, applied in its kernels): Relu
+ * and HardSigmoid(alpha) fuse, and survive a save and load; a Clip with
+ * constant min/max inputs stays a layer.  (Kernels are not faked: this
+ * checks the builder and the engine; test_cuda_ops and the GPU model
+ * checks run them.) */
+TEST_IMPL(gpu_activation_fusion) {
+    kiln__cuda_fake(1);
+    uint64_t seed = 11;
+    kiln_network *net = kiln_network_create();
+    int64_t xd[4] = {1, 4, 6, 6}, wd[4] = {8, 4, 3, 3}, bd[1] = {8}, sd[1] = {1};
+    float w[8 * 4 * 9], b[8], lo = 0.0f, hi = 6.0f;
+    for (size_t i = 0; i < sizeof w / sizeof w[0]; i++) w[i] = test_randf(&seed, -1, 1);
+    for (int i = 0; i < 8; i++) b[i] = test_randf(&seed, -1, 1);
+    ASSERT_OK(kiln_network_add_input(net, "x", KILN_DTYPE_F32, 4, xd, NULL));
+    ASSERT_OK(kiln_network_add_constant(net, "w", KILN_DTYPE_F32, 4, wd, w));
+    ASSERT_OK(kiln_network_add_constant(net, "b", KILN_DTYPE_F32, 1, bd, b));
+    ASSERT_OK(kiln_network_add_constant(net, "lo", KILN_DTYPE_F32, 0, sd, &lo));
+    ASSERT_OK(kiln_network_add_constant(net, "hi", KILN_DTYPE_F32, 0, sd, &hi));
+    const char *ci[] = {"x", "w", "b"}, *c1[] = {"c1"}, *c2[] = {"c2"};
+    const char *r1[] = {"y1"}, *r2[] = {"y2"}, *r3[] = {"y3"}, *k3[] = {"c3", "lo", "hi"};
+    int64_t pads[4] = {1, 1, 1, 1};
+    const char *convs_in[3][1] = {{"c1"}, {"c2"}, {"c3"}}, *cname[3] = {"conv1", "conv2", "conv3"};
+    for (int i = 0; i < 3; i++) {
+        kiln_layer *L = kiln_network_add_layer(net, "ai.onnx::Conv", 11, cname[i], 3, ci, 1, convs_in[i]);
+        ASSERT(L);
+        ASSERT_OK(kiln_layer_set_ints(L, "pads", pads, 4));
+    }
+    ASSERT(kiln_network_add_layer(net, "ai.onnx::Relu", 14, "relu", 1, c1, 1, r1));
+    ASSERT(kiln_network_add_layer(net, "ai.onnx::HardSigmoid", 6, "hsig", 1, c2, 1, r2));
+    ASSERT(kiln_network_add_layer(net, "ai.onnx::Clip", 13, "clip", 3, k3, 1, r3));
+    ASSERT_OK(kiln_network_mark_output(net, "y1"));
+    ASSERT_OK(kiln_network_mark_output(net, "y2"));
+    ASSERT_OK(kiln_network_mark_output(net, "y3"));
+    kiln_engine *e = build_cuda(net, KILN_BUILD_NO_TIMING);
+    ASSERT(e);
+    void *buf = NULL;
+    size_t size = 0;
+    ASSERT_OK(kiln_engine_serialize(e, &buf, &size));
+    kiln_engine *e2 = NULL;
+    ASSERT_OK(kiln_engine_load_memory(buf, size, &e2));
+    const kiln_engine *es[2] = {e, e2};
+    for (int k = 0; k < 2; k++) {
+        int convs = 0, clips = 0;
+        for (int32_t l = 0; l < es[k]->nlayers; l++) {
+            const kiln__elayer *el = &es[k]->layers[l];
+            ASSERT(strcmp(el->op_name, "Relu") && strcmp(el->op_name, "HardSigmoid"));
+            clips += !strcmp(el->op_name, "Clip");
+            if (strcmp(el->op_name, "Conv")) continue;
+            convs++;
+            ASSERT_EQ(el->device, KILN_DEVICE_CUDA);
+            float a = -1, bb = -1;
+            int act = kiln__epi_cuda_act(el->epi_rt, &a, &bb);
+            if (!strcmp(el->name, "conv1")) {
+                ASSERT_EQ(act, KILN_CU_ACT_RELU);
+            } else if (!strcmp(el->name, "conv2")) {
+                ASSERT_EQ(act, KILN_CU_ACT_HARDSIGMOID);
+                ASSERT_NEAR(a, 0.2, 1e-7); /* ONNX defaults alpha 0.2, beta 0.5 */
+                ASSERT_NEAR(bb, 0.5, 1e-7);
+            } else {
+                ASSERT_EQ(act, KILN_CU_ACT_NONE);
+                ASSERT_EQ(el->nepi, 0);
+            }
+        }
+        ASSERT_EQ(convs, 3);
+        ASSERT_EQ(clips, 1);
+    }
+    /* inspect names the fused op on its producer */
+    char *text = inspect_text(e2);
+    ASSERT_CONTAINS(text, "+ Relu");
+    ASSERT_CONTAINS(text, "+ HardSigmoid");
+    free(text);
+    kiln_free(buf);
+    kiln_engine_free(e2);
+    kiln_engine_free(e);
+    kiln_network_free(net);
+    kiln__cuda_fake(0);
+}
+
 /* No GPU (here: no fake, and the machine's driver absent or not): building
  * for CUDA and running a CUDA engine fail with a message that says why. */
 TEST_IMPL(no_gpu_errors_are_clear) {
@@ -355,4 +460,4 @@ TEST_IMPL(no_gpu_errors_are_clear) {
 
 TEST_LIST(TEST_ENTRY(mixed_placement), TEST_ENTRY(weights_uploaded_once), TEST_ENTRY(strict_device_lists_cpu_layers),
           TEST_ENTRY(fp16_moves_layer_to_gpu), TEST_ENTRY(host_cannot_read_device_memory),
-          TEST_ENTRY(no_gpu_errors_are_clear))
+          TEST_ENTRY(gpu_activation_fusion), TEST_ENTRY(no_gpu_errors_are_clear))

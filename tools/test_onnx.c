@@ -68,6 +68,7 @@ typedef struct runner {
     int nskips;
     int passed, failed, skipped;
     kiln_device_kind device;   /* --device: where engines are built to run */
+    unsigned flags;            /* --fp16/--bf16/--tf32: build flags added */
     int on_gpu;                /* passed cases whose op layers all ran on the GPU */
 } runner;
 
@@ -450,7 +451,7 @@ static int build_for(const runner *r, const char *model, const dataset *ds, int 
         return is_unsupported(rc) ? R_SKIP : R_FAIL;
     }
     kiln_build_config *cfg = kiln_build_config_create();
-    kiln_build_config_set_flags(cfg, KILN_BUILD_NO_TIMING);
+    kiln_build_config_set_flags(cfg, KILN_BUILD_NO_TIMING | r->flags);
     kiln_build_config_set_threads(cfg, r->threads);
     kiln_build_config_set_device(cfg, r->device);
     /* Profiles: dynamic inputs take the data set's shape. */
@@ -851,6 +852,12 @@ static int test_onnx(int argc, char **argv, const char **dirs) {
             if (m < 0 || cli_plugins_add(VERB, &plugins, v)) return 2;
         } else if ((m = cli_opt(argc, argv, &i, "--min-pass", &v))) {
             if (m < 0 || cli_int(VERB, "--min-pass", v, &min_pass)) return 2;
+        } else if (!strcmp(argv[i], "--fp16")) {
+            r.flags |= KILN_BUILD_FP16;
+        } else if (!strcmp(argv[i], "--bf16")) {
+            r.flags |= KILN_BUILD_BF16;
+        } else if (!strcmp(argv[i], "--tf32")) {
+            r.flags |= KILN_BUILD_TF32;
         } else if (!strcmp(argv[i], "--no-fork")) {
             r.fork = 0;
         } else if (!strcmp(argv[i], "-v") || !strcmp(argv[i], "--verbose")) {
@@ -858,9 +865,10 @@ static int test_onnx(int argc, char **argv, const char **dirs) {
         } else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
             printf("usage: kiln test-onnx [--skip-list F] [--rtol R] [--atol A] [--threads N]\n"
                    "                      [--plugins LIB] [--min-pass N] [--no-fork] [--device cpu|cuda]\n"
-                   "                      [-v] DIR...\n"
+                   "                      [--fp16|--bf16] [--tf32] [-v] DIR...\n"
                    "--device cuda builds each case for the GPU; a passed case then says whether\n"
                    "all its layers ran on the GPU, and a last line counts those that did.\n"
+                   "--fp16/--bf16/--tf32 build as kiln build does with them (loosen --rtol/--atol).\n"
                    "Runs ONNX test cases (model.onnx + test_data_set_*/) or folders of them.\n"
                    "Exits 1 when a case fails, or fewer than N pass (a case that stopped\n"
                    "passing and is now skipped as unsupported).\n");

@@ -14,8 +14,16 @@
  * the chosen types/formats and the graph.  The op's epilogue_check sees
  * the constants (e.g. BatchNormalization's parameters must be per-channel)
  * and may refuse.
+ *
+ * On the GPU an epilogue is data, not a host callback: a built-in producer
+ * P on the CUDA device takes one ai.onnx activation without constant inputs (Relu,
+ * Sigmoid, HardSigmoid, HardSwish, LeakyRelu, Gelu, ...: the kiln_cu_act
+ * set) and applies it in its own kernels (conv_direct, bias_act; cuBLASLt's
+ * RELU/GELU epilogues) -- one kernel and one pass over the tensor fewer.
+ * engine/epilogue.c turns the chain into that code at load.
  */
 #include "builder.h"
+#include "ops/common/ops_cuda.h"
 
 #include <string.h>
 
@@ -32,6 +40,24 @@ static void view_of(const builder *b, int t, kiln_tensor *v) {
 
 static int f32_linear(kiln_dtype t, kiln_format f) {
     return t == KILN_DTYPE_F32 && f == KILN_FORMAT_LINEAR;
+}
+
+/* GPU: both layers on the CUDA device, P a built-in ai.onnx op (the
+ * activation code is an internal interface its launcher reads; a plugin's
+ * cuda_impl would drop it) with no epilogue yet, L a one-input ai.onnx
+ * activation with a kiln_cu_act code, the same type through (F32, F16 or
+ * BF16; CUDA layers are LINEAR). */
+static int gpu_fusable(const bl *P, const bl *L, const bt *tx, const bt *ty) {
+    if (P->device != KILN_DEVICE_CUDA || L->device != KILN_DEVICE_CUDA || P->nepi != 0 || L->nin != 1 ||
+        strcmp(P->op->ns, "ai.onnx") != 0 || strcmp(L->op->ns, "ai.onnx") != 0)
+        return 0;
+    kiln_attrs view = kiln__attrset_view(L->attrs);
+    float a, c;
+    if (kiln__cu_act_of(L->op->name, &view, &a, &c) <= KILN_CU_ACT_NONE) return 0;
+    kiln_dtype t = tx->pdtype;
+    return (t == KILN_DTYPE_F32 || t == KILN_DTYPE_F16 || t == KILN_DTYPE_BF16) && ty->pdtype == t &&
+           tx->pfmt == KILN_FORMAT_LINEAR && ty->pfmt == KILN_FORMAT_LINEAR &&
+           L->io.dtype[0] == t && L->io.dtype[1] == t && P->io.dtype[P->nin] == t;
 }
 
 /* Try to fuse layer li into the producer of its activation input. */
@@ -71,19 +97,21 @@ static void try_fuse(builder *b, int li, int *uses) {
     int pi = tx->producer;
     bl *P = &b->l[pi];
     const kiln_quick_op *pq = P->op->quick;
-    /* epilogues are host callbacks: the GPU path does not apply them */
-    if (P->device != KILN_DEVICE_CPU || L->device != KILN_DEVICE_CPU) return;
     if (P->dead || !pq || !pq->accepts_epilogue || pq->aot || P->aot == 1 || P->nout != 1 ||
         P->out[0] != X || P->nepi >= KILN__MAX_EPI || P->io.n != P->nin + P->nout)
         return;
-    /* F32 LINEAR through the fused path */
-    for (int p = 0; p < P->io.n; p++)
-        if (!f32_linear(P->io.dtype[p], P->io.format[p])) return;
-    if (!f32_linear(L->io.dtype[x], L->io.format[x]) ||
-        !f32_linear(L->io.dtype[L->nin], L->io.format[L->nin]) ||
-        !f32_linear(tx->pdtype, tx->pfmt) || !f32_linear(ty->pdtype, ty->pfmt) ||
-        tx->dtype != KILN_DTYPE_F32 || ty->dtype != KILN_DTYPE_F32)
-        return;
+    if (P->device == KILN_DEVICE_CUDA || L->device == KILN_DEVICE_CUDA) {
+        if (!gpu_fusable(P, L, tx, ty)) return;
+    } else {
+        /* F32 LINEAR through the fused path */
+        for (int p = 0; p < P->io.n; p++)
+            if (!f32_linear(P->io.dtype[p], P->io.format[p])) return;
+        if (!f32_linear(L->io.dtype[x], L->io.format[x]) ||
+            !f32_linear(L->io.dtype[L->nin], L->io.format[L->nin]) ||
+            !f32_linear(tx->pdtype, tx->pfmt) || !f32_linear(ty->pdtype, ty->pfmt) ||
+            tx->dtype != KILN_DTYPE_F32 || ty->dtype != KILN_DTYPE_F32)
+            return;
+    }
     /* same dims (hash-consed expressions: pointer equality) */
     if (tx->ndim != ty->ndim || tx->ndim < 1) return;
     for (int d = 0; d < tx->ndim; d++)

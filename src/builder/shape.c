@@ -735,19 +735,55 @@ int kiln__b_add_reformat(builder *b, int from, const char *name, kiln_dtype dt, 
 
 /* ------------------------------------------------------------ dead layers */
 
-static void mark_syms(builder *b, const kiln_expr *e, int depth) {
-    if (!e || depth > 200) return;
+/* Expressions already walked.  Dims are hash-consed DAGs that share
+ * subexpressions heavily (a transformer's reshapes nest the same products
+ * again and again): walking them as trees took exponential time (minutes
+ * for a 12-layer encoder), so each node is visited once.  Open addressing
+ * on the pointer; when it cannot grow, the walk simply repeats nodes. */
+typedef struct expr_set {
+    const kiln_expr **v;
+    size_t cap, n;
+} expr_set;
+
+static int expr_set_add(expr_set *s, const kiln_expr *e) { /* 1: new */
+    if (2 * (s->n + 1) > s->cap) {
+        size_t cap = s->cap ? 2 * s->cap : 256;
+        const kiln_expr **v = kiln__calloc(cap, sizeof *v);
+        if (!v) return 1;
+        for (size_t i = 0; i < s->cap; i++) {
+            if (!s->v[i]) continue;
+            size_t h = ((uintptr_t)s->v[i] >> 4) * 0x9E3779B97F4A7C15ull % cap;
+            while (v[h]) h = (h + 1) % cap;
+            v[h] = s->v[i];
+        }
+        kiln__free(s->v);
+        s->v = v;
+        s->cap = cap;
+    }
+    size_t h = ((uintptr_t)e >> 4) * 0x9E3779B97F4A7C15ull % s->cap;
+    while (s->v[h]) {
+        if (s->v[h] == e) return 0;
+        h = (h + 1) % s->cap;
+    }
+    s->v[h] = e;
+    s->n++;
+    return 1;
+}
+
+static void mark_syms(builder *b, expr_set *seen, const kiln_expr *e, int depth) {
+    if (!e || depth > 200 || !expr_set_add(seen, e)) return;
     if (e->op == KILN_EXPR_SYM) {
         const bsym *s = kiln__b_find_sym(b, e);
         if (s && s->kind == BS_SIZE) b->t[s->t].live = 1;
         return;
     }
-    mark_syms(b, e->a, depth + 1);
-    mark_syms(b, e->b, depth + 1);
-    mark_syms(b, e->c, depth + 1);
+    mark_syms(b, seen, e->a, depth + 1);
+    mark_syms(b, seen, e->b, depth + 1);
+    mark_syms(b, seen, e->c, depth + 1);
 }
 
 void kiln__b_dead_code(builder *b) {
+    expr_set seen = {0};
     for (int i = 0; i < b->nt; i++)
         if (b->t[i].is_output) b->t[i].live = 1;
     for (int li = b->nl - 1; li >= 0; li--) {
@@ -761,14 +797,15 @@ void kiln__b_dead_code(builder *b) {
         }
         for (int k = 0; k < L->nout; k++) {
             const bt *t = &b->t[L->out[k]];
-            for (int d = 0; d < t->ndim; d++) mark_syms(b, t->dims[d], 0);
+            for (int d = 0; d < t->ndim; d++) mark_syms(b, &seen, t->dims[d], 0);
         }
         for (int i = 0; i < L->nin; i++)
             if (L->in[i] >= 0) {
                 b->t[L->in[i]].live = 1;
                 const bt *t = &b->t[L->in[i]];
-                for (int d = 0; d < t->ndim; d++) mark_syms(b, t->dims[d], 0);
+                for (int d = 0; d < t->ndim; d++) mark_syms(b, &seen, t->dims[d], 0);
             }
     }
+    kiln__free(seen.v);
 }
 

@@ -316,8 +316,9 @@ KILN_API int kiln_context_create(const kiln_engine *e, int threads, kiln_context
         cl->call.tactic = el->tactic;
         cl->call.exec = cl->gpu ? &c->cx.base : &c->exec;
         cl->call.layer = el->name;
-        /* epilogues and packed weights are host-side: CPU layers only */
-        cl->call.epilogue = cl->gpu ? NULL : el->epi_rt;
+        /* fused epilogues: host callbacks, or on the GPU an activation code
+         * (kiln__epi_cuda_act); packed weights are host-side: CPU layers only */
+        cl->call.epilogue = el->epi_rt;
         cl->call.prepacked = cl->gpu ? NULL : (const void *const *)el->prepacked;
         if (el->aot_kernel >= 0) {
             /* an AOT CUDA kernel's module is loaded here, never inside a run or a graph capture */

@@ -338,15 +338,22 @@ KILN_API int kiln_engine_num_outputs(const kiln_engine *e) {
     return e->noutputs;
 }
 
-/* 1 if node n depends on a size-tensor symbol. */
-static int node_has_size_sym(const kiln_engine *e, int32_t n, int depth) {
+/* 1 if node n depends on a size-tensor symbol.  Nodes are a DAG with much
+ * sharing (a transformer's reshapes nest the same products over and over):
+ * memo[n] (0 unknown, 1 no, 2 yes; NULL: none) keeps the walk linear
+ * instead of exponential. */
+static int node_has_size_sym(const kiln_engine *e, uint8_t *memo, int32_t n, int depth) {
     if (n < 0 || n >= e->nnodes || depth > 64) return 0;
+    if (memo && memo[n]) return memo[n] == 2;
     const kiln__enode *x = &e->nodes[n];
-    if (x->op == KILN_EXPR_CONST) return 0;
-    if (x->op == KILN_EXPR_SYM) return x->symkind == KILN__SYM_SIZE;
-    if (node_has_size_sym(e, x->a, depth + 1) || node_has_size_sym(e, x->b, depth + 1))
-        return 1;
-    return x->op == KILN_EXPR_SELECT_ && node_has_size_sym(e, x->c, depth + 1);
+    int r;
+    if (x->op == KILN_EXPR_CONST) r = 0;
+    else if (x->op == KILN_EXPR_SYM) r = x->symkind == KILN__SYM_SIZE;
+    else
+        r = node_has_size_sym(e, memo, x->a, depth + 1) || node_has_size_sym(e, memo, x->b, depth + 1) ||
+            (x->op == KILN_EXPR_SELECT_ && node_has_size_sym(e, memo, x->c, depth + 1));
+    if (memo) memo[n] = (uint8_t)(r ? 2 : 1);
+    return r;
 }
 
 KILN_API int kiln_engine_io(const kiln_engine *e, int i, kiln_io_info *info) {
@@ -362,10 +369,12 @@ KILN_API int kiln_engine_io(const kiln_engine *e, int i, kiln_io_info *info) {
     info->dtype = (kiln_dtype)et->dtype;
     info->ndim = et->ndim;
     info->is_input = is_in;
+    uint8_t *memo = NULL; /* for node_has_size_sym; without it, slower */
     for (int d = 0; d < et->ndim; d++) {
         const kiln__enode *n = &e->nodes[et->dims[d]];
         info->dims[d] = n->op == KILN_EXPR_CONST ? n->v : -1;
-        if (!is_in && node_has_size_sym(e, et->dims[d], 0)) info->data_dependent = 1;
+        if (!is_in && n->op != KILN_EXPR_CONST && !memo) memo = kiln__calloc((size_t)e->nnodes + 1, 1);
+        if (!is_in && node_has_size_sym(e, memo, et->dims[d], 0)) info->data_dependent = 1;
         if (is_in && e->prof) {
             info->min[d] = e->prof[i][0][d];
             info->opt[d] = e->prof[i][1][d];
@@ -376,5 +385,6 @@ KILN_API int kiln_engine_io(const kiln_engine *e, int i, kiln_io_info *info) {
             info->min[d] = info->opt[d] = info->max[d] = -1;
         }
     }
+    kiln__free(memo);
     return 0;
 }

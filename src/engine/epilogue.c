@@ -11,8 +11,14 @@
  * inputs are constants of static shape, and each op's epilogue_check still
  * accepts them (a crafted file cannot make an epilogue read past a
  * constant).
+ *
+ * A layer on the GPU gets data instead of callbacks: its chain must be one
+ * ai.onnx activation with a kiln_cu_act code (builder/fuse.c), which its
+ * CUDA launcher reads with kiln__epi_cuda_act and applies in its kernels;
+ * kiln_call_epilogue is a no-op there (the chain has no host entries).
  */
 #include "kiln_int.h"
+#include "ops/common/ops_cuda.h"
 
 #include <stdio.h>
 
@@ -24,9 +30,47 @@ typedef struct epi_entry {
 } epi_entry;
 
 typedef struct epi_rt {
-    int n;
+    int n;                /* host entries (0 on a GPU layer) */
+    int cu_act;           /* GPU layer: kiln_cu_act code (KILN_CU_ACT_NONE: none) */
+    float cu_a, cu_b;     /* its parameters */
     epi_entry e[KILN__MAX_EPI];
 } epi_rt;
+
+int kiln__epi_cuda_act(const void *epilogue, float *a, float *b) {
+    const epi_rt *r = epilogue;
+    *a = r ? r->cu_a : 0.0f;
+    *b = r ? r->cu_b : 0.0f;
+    return r ? r->cu_act : KILN_CU_ACT_NONE;
+}
+
+/* A GPU layer's chain: one ai.onnx activation without inputs besides x. */
+static int prepare_cuda(kiln__elayer *el) {
+    kiln__eepi *p = &el->epi[0];
+    const char *what = p->op_name ? p->op_name : "?";
+    if (!p->op) p->op = kiln__registry_find(p->op_ns, p->op_name, p->op_version);
+    int act = -1;
+    epi_rt *rt = NULL;
+    if (el->nepi == 1 && p->op && !strcmp(p->op->ns, "ai.onnx") && !strcmp(el->op->ns, "ai.onnx") &&
+        p->nin == 1 && p->x == 0 &&
+        (p->attrs.v || p->op->nattrs == 0 || !kiln__attrs_deserialize(&p->attrs, p->op, p->blob,
+                                                                      (size_t)p->blob_size))) {
+        kiln_attrs view = kiln__attrset_view(&p->attrs);
+        float a = 0, b = 0;
+        act = kiln__cu_act_of(p->op->name, &view, &a, &b);
+        if (act > KILN_CU_ACT_NONE && (rt = kiln__calloc(1, sizeof *rt))) {
+            rt->cu_act = act;
+            rt->cu_a = a;
+            rt->cu_b = b;
+        }
+    }
+    if (act <= KILN_CU_ACT_NONE)
+        return kiln__err(KILN_EFORMAT, "layer '%s' runs on the GPU with %d fused ops (first %s::%s v%d); the GPU "
+                         "takes one ai.onnx activation without extra inputs on a built-in op", el->name, (int)el->nepi,
+                         p->op_ns ? p->op_ns : "?", what, (int)p->op_version);
+    if (!rt) return kiln__err(KILN_ENOMEM, "out of memory");
+    el->epi_rt = rt;
+    return 0;
+}
 
 static int run_chain(const epi_rt *r, float *x, int64_t n, int64_t channel, int64_t chan_len) {
     for (int i = 0; i < r->n; i++) {
@@ -123,6 +167,7 @@ int kiln__epi_prepare(kiln_engine *e, kiln__elayer *el) {
                              ? "does not accept epilogues"
                              : "has no output",
                          KILN__MAX_EPI);
+    if (el->device == KILN_DEVICE_CUDA) return prepare_cuda(el);
     /* The activation: the layer's output 0 (same dims as the fused input). */
     const kiln__etensor *act = &e->tensors[el->out[0]];
     if (act->dtype != KILN_DTYPE_F32 || act->format != KILN_FORMAT_LINEAR)

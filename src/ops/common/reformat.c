@@ -187,7 +187,7 @@ static uint64_t phys_numel(const rf_layout *l, int64_t numel) {
     return (uint64_t)numel;
 }
 
-static int rf_impl(const kiln_call *c) {
+int kiln__reformat_host(const kiln_call *c) {
     const kiln_tensor *x = &c->in[0];
     kiln_tensor *y = &c->out[0];
     int64_t n = kiln_tensor_numel(x);
@@ -244,7 +244,7 @@ int kiln__reformat_cuda(const kiln_call *c); /* reformat_cuda.c */
 static const kiln_quick_op kiln_reformat_op = {
     .ns = "kiln", .name = "reformat", .version = 1,
     .min_inputs = 1, .max_inputs = 1, .num_outputs = 1,
-    .attrs = rf_attrs, .shape = rf_shape, .impl = rf_impl,
+    .attrs = rf_attrs, .shape = rf_shape, .impl = kiln__reformat_host,
     .timing_id = "",
     .doc = "dtype/layout conversion inserted by the builder (identity = copy)",
     /* memory-space copies and F32/F16/BF16 casts between GPU tensors */

@@ -7,7 +7,12 @@
  * MatMul's numpy batch broadcasting becomes one strided batched call when
  * the batch dims coalesce to one stride per operand (same batch, or one
  * side broadcast as a whole), else one call per batch element.
+ *
+ * A fused activation (kiln__epi_cuda_act, builder/fuse.c): Relu and tanh
+ * Gelu are cuBLASLt epilogues (with the bias: RELU_BIAS, GELU_BIAS); any
+ * other runs as one bias_act_<T> pass over the output.
  */
+#include "kiln_int.h"
 #include "ops/common/cuda_impls.h"
 #include "ops/common/ops_cuda.h"
 
@@ -23,6 +28,24 @@ static int gemm_types(const char *op, const kiln_call *c) {
     if (!kiln__cu_contig(&c->out[0]))
         return kiln_set_error(KILN_EUNSUPPORTED, "%s: CUDA GEMM needs a contiguous output", op);
     return 0;
+}
+
+/* The fused activation: as cuBLASLt's epilogue when it has one (g), else
+ * *post gets the code for act_pass. */
+static void fused_act(const kiln_call *c, kiln_cuda_gemm *g, int *post, float *a, float *b) {
+    int act = kiln__epi_cuda_act(c->epilogue, a, b);
+    *post = KILN_CU_ACT_NONE;
+    if (act == KILN_CU_ACT_RELU) g->epilogue = 1;
+    else if (act == KILN_CU_ACT_GELU_TANH) g->epilogue = 2;
+    else *post = act;
+}
+
+static int act_pass(const kiln_call *c, kiln_tensor *y, int act, float a, float b) {
+    if (act == KILN_CU_ACT_NONE) return 0;
+    int64_t n = kiln_tensor_numel(y), one = 1;
+    const void *none = NULL;
+    void *args[] = {&n, &one, &one, &y->data, (void *)&none, &act, &a, &b};
+    return kiln__cu_launch_n(c, "bias_act", kiln__cu_suffix(y->dtype), n, args);
 }
 
 size_t kiln__cu_gemm_workspace(const kiln_call *c) {
@@ -60,6 +83,9 @@ int kiln__cu_matmul(const kiln_call *c) {
     kiln_cuda_gemm g = {.m = M, .n = N, .k = K, .batch = 1, .lda = K, .ldb = N, .ldc = N, .ldd = N,
                         .dtype = A->dtype, .alpha = 1.0f, .algo = c->tactic > 0 ? c->tactic - 1 : 0};
     if (it.numel == 0 || M * N == 0) return 0;
+    int post;
+    float pa, pb;
+    fused_act(c, &g, &post, &pa, &pb);
     if (it.ndim == 1) { /* one strided batched call */
         g.batch = it.dims[0];
         g.stride_a = it.st[0][0];
@@ -68,7 +94,8 @@ int kiln__cu_matmul(const kiln_call *c) {
         g.a = A->data;
         g.b = B->data;
         g.d = Y->data;
-        return kiln__cuda_gemm(c, &g);
+        rc = kiln__cuda_gemm(c, &g);
+        return rc ? rc : act_pass(c, Y, post, pa, pb);
     }
     for (int64_t i = 0; i < it.numel; i++) { /* irregular broadcast: one call per batch element */
         int64_t r = i, off[3] = {0, 0, 0};
@@ -83,7 +110,7 @@ int kiln__cu_matmul(const kiln_call *c) {
         rc = kiln__cuda_gemm(c, &g);
         if (rc) return rc;
     }
-    return 0;
+    return act_pass(c, Y, post, pa, pb);
 }
 
 int kiln__cu_gemm(const kiln_call *c) {
@@ -113,5 +140,9 @@ int kiln__cu_gemm(const kiln_call *c) {
             g.beta = beta;
         }
     }
-    return kiln__cuda_gemm(c, &g);
+    int post;
+    float pa, pb;
+    fused_act(c, &g, &post, &pa, &pb);
+    rc = kiln__cuda_gemm(c, &g);
+    return rc ? rc : act_pass(c, Y, post, pa, pb);
 }

@@ -9,6 +9,8 @@
  *     im2col pass.
  *   - im2col_<T> + kiln__cuda_gemm (cuBLASLt) + bias_act_<T>: the GEMM
  *     tactic for the dense convs; 1x1 stride-1 unpadded convs skip im2col.
+ *     im2col writes several images at once, so one strided batched GEMM
+ *     (the weights shared: stride 0) covers them.
  * Bias and the activation epilogue (kiln_cu_act) are applied in float
  * before the single rounding store.
  *
@@ -45,16 +47,22 @@ __device__ __forceinline__ void kc_conv_direct(const kiln_cu_conv &p, const T *x
     }
 }
 
-/* col[c * kh * kw, oh * ow] of one image (rows ordered c, a, b: group g's
- * rows are the contiguous block g * cpg * kh * kw ...). */
-template <typename T> __device__ __forceinline__ void kc_im2col(const kiln_cu_conv &p, const T *x, T *col) {
-    const int64_t osp = p.oh * p.ow, kk = (int64_t)p.kh * p.kw;
-    KC_FOR(i, p.c * kk * osp, int64_t) {
-        int64_t o = i % osp, r = i / osp;
+/* col[c * kh * kw, oh * ow] of each of nimg images (image j's matrix at
+ * col + j * col_stride; rows ordered c, a, b: group g's rows are the
+ * contiguous block g * cpg * kh * kw ...). */
+template <typename T>
+__device__ __forceinline__ void kc_im2col(const kiln_cu_conv &p, int64_t nimg, int64_t col_stride, const T *x,
+                                          T *col) {
+    const int64_t osp = p.oh * p.ow, kk = (int64_t)p.kh * p.kw, per = p.c * kk * osp;
+    KC_FOR(i, nimg * per, int64_t) {
+        int64_t j = i / per, e = i - j * per;
+        int64_t o = e % osp, r = e / osp;
         int64_t ox = o % p.ow, oy = o / p.ow;
         int64_t b = r % p.kw, a = (r / p.kw) % p.kh, c = r / kk;
         int64_t iy = oy * p.sh - p.ph + a * p.dh, ix = ox * p.sw - p.pw + b * p.dw;
-        col[i] = iy >= 0 && iy < p.h && ix >= 0 && ix < p.w ? x[(c * p.h + iy) * p.w + ix] : kc_stf<T>(0.0f);
+        col[j * col_stride + e] = iy >= 0 && iy < p.h && ix >= 0 && ix < p.w
+                                      ? x[((j * p.c + c) * p.h + iy) * p.w + ix]
+                                      : kc_stf<T>(0.0f);
     }
 }
 
@@ -104,7 +112,9 @@ __device__ __forceinline__ void kc_conv_transpose(const kiln_cu_conv &p, const T
     extern "C" __global__ void conv_direct_##S(kiln_cu_conv p, const T *x, const T *w, const T *bias, T *y) { \
         kc_conv_direct<T>(p, x, w, bias, y);                                                   \
     }                                                                                          \
-    extern "C" __global__ void im2col_##S(kiln_cu_conv p, const T *x, T *col) { kc_im2col<T>(p, x, col); } \
+    extern "C" __global__ void im2col_##S(kiln_cu_conv p, int64_t nimg, int64_t col_stride, const T *x, T *col) { \
+        kc_im2col<T>(p, nimg, col_stride, x, col);                                             \
+    }                                                                                          \
     extern "C" __global__ void bias_act_##S(int64_t n, int64_t C, int64_t Sp, T *y, const T *bias, int act, \
                                             float a, float b) {                               \
         kc_bias_act<T>(n, C, Sp, y, bias, act, a, b);                                          \

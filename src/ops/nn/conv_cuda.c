@@ -6,12 +6,18 @@
  *   0 auto: direct when the window has few input channels per group
  *     (depthwise and the like), else GEMM;
  *   1 direct: conv_direct_<T>, one thread per output;
- *   2 GEMM: per image, im2col_<T> into the workspace (skipped for 1x1
- *     stride-1 unpadded convs, whose input already is the GEMM operand),
- *     kiln__cuda_gemm batched over the groups (cuBLASLt, F32 accumulate),
- *     then bias_act_<T> for the bias.
+ *   2 GEMM: im2col_<T> into the workspace (skipped for 1x1 stride-1
+ *     unpadded convs, whose input already is the GEMM operand), then
+ *     kiln__cuda_gemm (cuBLASLt, F32 accumulate): ungrouped, one strided
+ *     batched call over as many images as COL_CAP bytes of im2col buffer
+ *     hold (all of them for 1x1), the weights shared (batch stride 0);
+ *     grouped, one image at a time, batched over the groups.  Then
+ *     bias_act_<T> for the bias.
  * ConvTranspose: conv_transpose_<T> (gather form, no atomics).
+ * A fused activation (kiln__epi_cuda_act) is applied by conv_direct,
+ * conv_transpose and bias_act before their one rounding store.
  */
+#include "kiln_int.h"
 #include "ops/common/cuda_impls.h"
 #include "ops/common/ops_cuda.h"
 
@@ -105,35 +111,56 @@ static size_t col_bytes(const kiln_cu_conv *p, kiln_dtype t) {
     return pointwise(p) ? 0 : align_up((size_t)(p->c * p->kh * p->kw * p->oh * p->ow) * kiln_dtype_size(t));
 }
 
+/* Most im2col bytes for one batched GEMM: enough images per call that
+ * launches stop mattering, little enough to stay a modest workspace. */
+#define COL_CAP ((size_t)64 << 20)
+
+/* Images per cuBLASLt call (grouped convs: 1). */
+static int64_t images_per_call(const kiln_cu_conv *p, size_t cb) {
+    if (p->group != 1) return 1;
+    int64_t k = cb ? (int64_t)(COL_CAP / cb) : p->n;
+    return k < 1 ? 1 : k > p->n ? p->n : k;
+}
+
 size_t kiln__cu_conv_workspace(const kiln_call *c) {
     kiln_cu_conv p;
     if (c->tactic == T_DIRECT || geometry(c, "Conv", 0, &p)) return 0;
-    return col_bytes(&p, c->in[0].dtype) + KILN_CUDA_GEMM_WORKSPACE;
+    size_t cb = col_bytes(&p, c->in[0].dtype);
+    return cb * (size_t)images_per_call(&p, cb) + KILN_CUDA_GEMM_WORKSPACE;
 }
 
 static int conv_gemm(const kiln_call *c, const kiln_cu_conv *p, const char *suf) {
     const kiln_tensor *x = &c->in[0], *w = &c->in[1];
     kiln_tensor *y = &c->out[0];
     size_t es = kiln_dtype_size(x->dtype), cb = col_bytes(p, x->dtype);
-    if (c->workspace_size < cb)
+    const int64_t ipc = images_per_call(p, cb);
+    if (c->workspace_size < cb * (size_t)ipc)
         return kiln_set_error(KILN_EINTERNAL, "Conv: workspace of %zu bytes, the GEMM tactic needs %zu",
-                              c->workspace_size, cb);
-    kiln_call gc = *c; /* cuBLASLt gets the workspace after the im2col buffer */
-    gc.workspace = (char *)c->workspace + cb;
-    gc.workspace_size = c->workspace_size - cb;
+                              c->workspace_size, cb * (size_t)ipc);
+    kiln_call gc = *c; /* cuBLASLt gets the workspace after the im2col buffers */
+    gc.workspace = (char *)c->workspace + cb * (size_t)ipc;
+    gc.workspace_size = c->workspace_size - cb * (size_t)ipc;
     const int64_t G = p->group, cpg = p->c / G, kpg = p->k / G, kk = (int64_t)p->kh * p->kw;
-    const int64_t osp = p->oh * p->ow, isp = p->h * p->w;
+    const int64_t osp = p->oh * p->ow, isp = p->h * p->w, col_stride = (int64_t)(cb / es);
+    /* grouped: batched over the groups of one image; else over images */
     kiln_cuda_gemm g = {.m = kpg, .n = osp, .k = cpg * kk, .batch = G, .a = w->data, .lda = cpg * kk,
                         .ldb = osp, .ldd = osp, .ldc = osp, .stride_a = kpg * cpg * kk, .stride_b = cpg * kk * osp,
                         .stride_d = kpg * osp, .stride_c = kpg * osp, .dtype = x->dtype, .alpha = 1.0f,
                         .algo = 0};
-    for (int64_t n = 0; n < p->n; n++) {
+    for (int64_t n = 0; n < p->n; n += ipc) {
+        const int64_t nimg = p->n - n < ipc ? p->n - n : ipc;
         const char *xn = (const char *)x->data + (size_t)(n * p->c * isp) * es;
         int rc = 0;
+        if (G == 1) {
+            g.batch = nimg;
+            g.stride_a = 0;
+            g.stride_b = cb ? col_stride : p->c * isp;
+        }
         if (cb) {
             void *col = c->workspace;
-            void *args[] = {(void *)p, &xn, &col};
-            rc = kiln__cu_launch_n(c, "im2col", suf, p->c * kk * osp, args);
+            int64_t ni = nimg;
+            void *args[] = {(void *)p, &ni, (void *)&col_stride, &xn, &col};
+            rc = kiln__cu_launch_n(c, "im2col", suf, nimg * p->c * kk * osp, args);
             g.b = col;
         } else {
             g.b = xn;
@@ -142,11 +169,13 @@ static int conv_gemm(const kiln_call *c, const kiln_cu_conv *p, const char *suf)
         if (!rc) rc = kiln__cuda_gemm(&gc, &g);
         if (rc) return rc;
     }
-    if (!kiln__cu_has_in(c, 2)) return 0;
+    /* bias and the fused activation (p->act) in one pass */
+    const void *bias = kiln__cu_has_in(c, 2) ? c->in[2].data : NULL;
+    if (!bias && p->act == KILN_CU_ACT_NONE) return 0;
     int64_t total = kiln_tensor_numel(y), K = p->k, S = osp;
-    int act = KILN_CU_ACT_NONE;
-    float a = 0, b = 0;
-    void *args[] = {&total, &K, &S, &y->data, (void *)&c->in[2].data, &act, &a, &b};
+    int act = p->act;
+    float a = p->act_a, b = p->act_b;
+    void *args[] = {&total, &K, &S, &y->data, (void *)&bias, &act, &a, &b};
     return kiln__cu_launch_n(c, "bias_act", suf, total, args);
 }
 
@@ -158,6 +187,7 @@ int kiln__cu_conv(const kiln_call *c) {
     const void *bias = kiln__cu_has_in(c, 2) ? c->in[2].data : NULL;
     if (bias && (c->in[2].dtype != c->in[0].dtype || kiln_tensor_numel(&c->in[2]) != p.k))
         return kiln_set_error(KILN_ESHAPE, "Conv: bias must hold %lld values of the input type", (long long)p.k);
+    p.act = kiln__epi_cuda_act(c->epilogue, &p.act_a, &p.act_b); /* a fused activation (builder/fuse.c) */
     int tactic = c->tactic;
     if (tactic == T_AUTO) tactic = p.c / p.group <= 4 ? T_DIRECT : T_GEMM;
     if (tactic == T_GEMM) return conv_gemm(c, &p, suf);
@@ -173,6 +203,7 @@ int kiln__cu_conv_transpose(const kiln_call *c) {
     if (bias && (c->in[2].dtype != c->in[0].dtype || kiln_tensor_numel(&c->in[2]) != p.k))
         return kiln_set_error(KILN_ESHAPE, "ConvTranspose: bias must hold %lld values of the input type",
                               (long long)p.k);
+    p.act = kiln__epi_cuda_act(c->epilogue, &p.act_a, &p.act_b);
     void *args[] = {&p, (void *)&c->in[0].data, (void *)&c->in[1].data, (void *)&bias, &c->out[0].data};
     return kiln__cu_launch_n(c, "conv_transpose", kiln__cu_suffix(c->in[0].dtype), kiln_tensor_numel(&c->out[0]),
                              args);
