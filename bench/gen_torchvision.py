@@ -75,44 +75,17 @@ def export_torch(out):
     export_cpu_bench(out)
 
 
-def _export(m, x, path, inp, outp):
-    import torch
-    kw = dict(opset_version=17, input_names=[inp], output_names=[outp])
-    try:
-        torch.onnx.export(m, x, path, dynamo=False, **kw)
-    except TypeError:  # torch < 2.5: no `dynamo` argument
-        torch.onnx.export(m, x, path, **kw)
-
-
 def export_cpu_bench(out):
-    """The CPU comparison's larger models (issue 15): torchvision ResNet-50
-    (1x3x224x224) and a BERT-base-like encoder (1x128x768), random weights
-    (seeded), skipped when already written (the encoder's file is ~340 MB)."""
+    """The CPU comparison's larger models (issue 15), the GPU benchmark's
+    modules (GPU_SET below): ResNet-50 (1x3x224x224) and the BERT-base-like
+    encoder (1x128x768), skipped when already written (the encoder's file is
+    ~340 MB)."""
     import torch
-    import torchvision
-    torch.manual_seed(50)
-    path = os.path.join(out, "resnet50.onnx")
-    if not os.path.isfile(path):
-        _export(torchvision.models.resnet50(weights=None).eval(), torch.randn(1, 3, 224, 224), path,
-                "input", "logits")
-        print("exported resnet50 with torch", torch.__version__)
-    path = os.path.join(out, "bert_encoder.onnx")
-    if not os.path.isfile(path):
-        layer = torch.nn.TransformerEncoderLayer(d_model=768, nhead=12, dim_feedforward=3072, dropout=0.0,
-                                                 activation="gelu", batch_first=True)
-        m = torch.nn.TransformerEncoder(layer, num_layers=12, enable_nested_tensor=False).eval()
-        # TransformerEncoder deep-copies one layer: re-initialize each copy,
-        # or the exporter stores one set of weights for all twelve.
-        with torch.no_grad():
-            for name, p in m.named_parameters():
-                if p.dim() > 1:
-                    torch.nn.init.xavier_uniform_(p)
-                elif name.endswith("bias"):
-                    p.uniform_(-0.05, 0.05)
-                else:  # LayerNorm scales
-                    p.uniform_(0.9, 1.1)
-        _export(m, torch.randn(1, 128, 768), path, "x", "y")
-        print("exported bert_encoder with torch", torch.__version__)
+    for name, (ctor, shape, inp, outp) in GPU_SET.items():
+        path = os.path.join(out, name + ".onnx")
+        if not os.path.isfile(path):
+            export(ctor(), torch.randn(1, *shape), path, inp, outp)
+            print("exported", name, "with torch", torch.__version__)
 
 
 # The GPU benchmark's models: name -> (module constructor, example input
