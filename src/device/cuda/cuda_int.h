@@ -115,6 +115,7 @@ typedef struct kiln__cu {
     CUresult (*GraphDestroy)(CUgraph);
     CUresult (*GetErrorString)(CUresult, const char **);
     CUresult (*GetErrorName)(CUresult, const char **);
+    CUresult (*PointerGetAttribute)(void *, int, CUdeviceptr);
 } kiln__cu;
 
 /* Device facts read at initialisation. */

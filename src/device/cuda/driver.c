@@ -108,6 +108,7 @@ static void init_once(void) {
         S(GraphDestroy, "cuGraphDestroy", NULL),
         S(GetErrorString, "cuGetErrorString", NULL),
         S(GetErrorName, "cuGetErrorName", NULL),
+        S(PointerGetAttribute, "cuPointerGetAttribute", NULL),
 #undef S
     };
     for (size_t i = 0; i < sizeof need / sizeof need[0]; i++) {
