@@ -49,18 +49,25 @@ def ensure(pkgs):
         subprocess.check_call([sys.executable, "-m", "pip", "install", "-q"] + missing)
 
 
-ensure([("numpy", "numpy"), ("onnx", "onnx"), ("onnxruntime", "onnxruntime")])
-# ResNet-18 / MobileNetV2 come from torchvision (PyPI's torch brings ~3 GB of
-# CUDA libraries; --no-torch uses the helper-built equivalents instead).
-if "--no-torch" not in sys.argv:
-    ensure([("torch", "torch"), ("torchvision", "torchvision")])
-import numpy as np  # noqa: E402
-import onnx  # noqa: E402
-import onnxruntime as ort  # noqa: E402
-from onnx import numpy_helper  # noqa: E402
+np = onnx = ort = numpy_helper = None
+NP_OF = {}
 
-NP_OF = {1: np.float32, 2: np.uint8, 3: np.int8, 5: np.int16, 6: np.int32, 7: np.int64,
-         9: np.bool_, 10: np.float16, 11: np.float64}
+
+def load_deps(no_torch):
+    """Install (if missing) and import what a run needs: after argument
+    parsing, so --help and usage errors install nothing."""
+    global np, onnx, ort, numpy_helper, NP_OF
+    ensure([("numpy", "numpy"), ("onnx", "onnx"), ("onnxruntime", "onnxruntime")])
+    # ResNet-18 / MobileNetV2 come from torchvision (PyPI's torch brings ~3 GB of
+    # CUDA libraries; --no-torch uses the helper-built equivalents instead).
+    if not no_torch:
+        ensure([("torch", "torch"), ("torchvision", "torchvision")])
+    np = importlib.import_module("numpy")
+    onnx = importlib.import_module("onnx")
+    ort = importlib.import_module("onnxruntime")
+    numpy_helper = importlib.import_module("onnx.numpy_helper")
+    NP_OF = {1: np.float32, 2: np.uint8, 3: np.int8, 5: np.int16, 6: np.int32, 7: np.int64,
+             9: np.bool_, 10: np.float16, 11: np.float64}
 
 
 def find_kiln(arg):
@@ -187,6 +194,7 @@ def main():
     ap.add_argument("--no-torch", action="store_true",
                     help="do not install torch; ResNet-18/MobileNetV2 built with the onnx helper API")
     a = ap.parse_args()
+    load_deps(a.no_torch)
     kiln = find_kiln(a.kiln)
     sel = set(x for x in a.models.split(",") if x)
     rows = []

@@ -6,6 +6,11 @@
 #                                    seconds (default 600), one worker (-fork=1, going
 #                                    on after a crash), nice -n 19
 #   fuzz/build.sh runs TARGET N      build, then run TARGET for N executions (CI)
+#   fuzz/build.sh pack DIR           build, then bundle both targets, their seed corpora,
+#                                    the shared libraries another machine may lack
+#                                    (protobuf-c, libsodium) and fuzz/run.sh into DIR, to
+#                                    fuzz on a machine with more cores:
+#                                    DIR/run.sh JOBS SECONDS [TARGET] [OUT_DIR] (see run.sh)
 #
 # Corpora: fuzz/corpus/ (ONNX models) and build-fuzz/seed_engine/ (small
 # engines made here by fuzz/make_engine_corpus.sh); new inputs go to
@@ -53,8 +58,8 @@ for t in onnx engine; do
   echo "built $OUT/${t}_fuzz"
 done
 # The engine seeds are made on this machine (engines carry its CPU signature).
-if [ "${1:-}" = run ] || [ "${1:-}" = runs ]; then
-  if [ "${2:-}" = engine ] && [ ! -d "$OUT/seed_engine" ]; then
+if [ "${1:-}" = run ] || [ "${1:-}" = runs ] || [ "${1:-}" = pack ]; then
+  if { [ "${2:-}" = engine ] || [ "$1" = pack ]; } && [ ! -d "$OUT/seed_engine" ]; then
     [ -x "$ROOT/build/kiln" ] || { echo "fuzz/build.sh: build kiln first (build/kiln makes the seed engines)"; exit 1; }
     sh "$ROOT/fuzz/make_engine_corpus.sh" "$ROOT/build" "$OUT/seed_engine"
   fi
@@ -72,4 +77,20 @@ case "${1:-}" in
     T=${2:?target: onnx or engine}; N=${3:-2000}
     ASAN_OPTIONS=${ASAN_OPTIONS:-allocator_may_return_null=1} exec nice -n 19 "$OUT/${T}_fuzz" -runs="$N" -seed=1 -max_len=262144 -timeout=60 \
       -rss_limit_mb=2048 -malloc_limit_mb=1024 -artifact_prefix="$OUT/" "$(corpus "$T")" ;;
+  pack)
+    D=${2:?usage: fuzz/build.sh pack DIR}
+    mkdir -p "$D/lib" "$D/seed_engine" "$D/seed_onnx"
+    cp "$OUT/engine_fuzz" "$OUT/onnx_fuzz" "$ROOT/fuzz/run.sh" "$D/"
+    # the seeds, and what fuzzing here has added to them (engines made on
+    # another machine are re-signed by the harness, see engine_fuzz.c)
+    cp "$OUT"/seed_engine/* "$D/seed_engine/"
+    find "$OUT/corpus_engine" -type f -size -64k -exec cp {} "$D/seed_engine/" \; 2>/dev/null
+    cp "$ROOT"/fuzz/corpus/* "$D/seed_onnx/"
+    find "$OUT/corpus_onnx" -type f -size -64k -exec cp {} "$D/seed_onnx/" \; 2>/dev/null
+    # libraries beyond the C runtime's (libstdc++ and libgcc_s are everywhere)
+    ldd "$OUT/engine_fuzz" "$OUT/onnx_fuzz" | awk '/=> \// {print $3}' | sort -u |
+      grep -vE '/(libc|libm|libdl|libpthread|librt|ld-linux[^/]*|libgcc_s|libstdc\+\+)\.so' |
+      while read -r lib; do cp -L "$lib" "$D/lib/"; done
+    echo "packed $D ($(du -sh "$D" | cut -f1)): $(ls "$D/seed_engine" | wc -l) engine seeds, $(ls "$D/seed_onnx" | wc -l) ONNX seeds"
+    echo "run there: sh $D/run.sh JOBS SECONDS [engine|onnx] [OUT_DIR]" ;;
 esac

@@ -31,6 +31,12 @@
 #           e.g. ResNet-50 and the BERT-base encoder written there by
 #           `bench/gen_torchvision.py --gpu-set --test-data --out DIR`
 #        5. compute-sanitizer --tool memcheck on test_cuda and on one model
+#        6. the C samples with --device cuda (kiln-samples: every sample and
+#           mode on its CUDA kernels, each checked against the runner's naive
+#           reference; save/load bit for bit; the circ_pad AOT CUDA engine
+#           loaded in a fresh process that never loads the sample library,
+#           from the cubin and from the PTX; compute-sanitizer on that run)
+#           and test_aot_cuda
 #       and prints a summary; exit status 1 if a step failed.
 #       KILN_GPU_NODE=0 leaves out step 3 (about 200 s on an H100 machine),
 #       KILN_GPU_MEMCHECK=0 step 5; STEP_TIMEOUT (default 300 s) bounds every
@@ -48,7 +54,17 @@ pack() {
     here=$(cd "$(dirname "$0")" && pwd)
     mkdir -p "$out"
     cp -L "$build/kiln" "$build/libkiln.so.0" "$out/"
-    for t in test_cuda test_cuda_placement test_cuda_ops; do cp "$build/$t" "$out/"; done
+    for t in test_cuda test_cuda_placement test_cuda_ops test_aot_cuda kiln-samples libkiln_samples_ops.so; do
+        [ -f "$build/$t" ] && cp -L "$build/$t" "$out/"
+    done
+    # what kiln-samples reads from the source tree (KILN_SOURCE_DIR): the
+    # interpolate plugin's source (compiled there, with kiln's headers) and
+    # the circ_pad ONNX models
+    mkdir -p "$out/src/samples/interpolate" "$out/src/tests/fixtures"
+    cp -r "$here/../include" "$out/src/"
+    cp "$here/../samples/interpolate/interpolate.c" "$out/src/samples/interpolate/"
+    cp "$here/../samples/circ_pad.onnx" "$out/src/samples/"
+    cp "$here/../tests/fixtures/circ_pad_aot1.onnx" "$out/src/tests/fixtures/"
     # libraries the GPU machine may lack (protobuf-c, libsodium, ...): all
     # but the C runtime's
     ldd "$out/kiln" "$out/libkiln.so.0" "$build/test_cuda" | awk '/=> \// {print $3}' | sort -u |
@@ -90,6 +106,7 @@ run() {
     step devices "$kiln" devices
     cat "$logs/devices.log"
     for p in "$dir"/test_cuda*; do
+        [ -e "$p" ] || continue
         local t
         t=$(basename "$p")
         step "$t" "$p"
@@ -138,9 +155,10 @@ run() {
         done
     done
     local cs=${COMPUTE_SANITIZER:-/usr/local/cuda/bin/compute-sanitizer}
+    [ -x "$dir/kiln-samples" ] && samples_gpu "$dir" "$work" "$cs"
     if [ "${KILN_GPU_MEMCHECK:-1}" = 0 ]; then
         summary "memcheck left out (KILN_GPU_MEMCHECK=0)"
-    elif [ -x "$cs" ]; then
+    elif [ -x "$cs" ] && [ -x "$dir/test_cuda" ]; then
         # API errors are not counted: test_cuda provokes two on purpose (out of
         # memory, an unknown kernel name) to check kiln's messages
         step memcheck_test_cuda "$cs" --tool memcheck --report-api-errors no --error-exitcode 1 "$dir/test_cuda"
@@ -150,12 +168,68 @@ run() {
                 --rtol 1e-3 --atol 1e-4 "$work/models/ppocr_cls"
             summary "  $(grep -E 'ERROR SUMMARY' "$logs/memcheck_model.log" | tail -1)"
         fi
-    else
+    elif [ ! -x "$cs" ]; then
         summary "compute-sanitizer not found ($cs): memcheck not run"
     fi
     rm -rf "$work"
     summary "$fails step(s) failed"
     [ $fails = 0 ]
+}
+
+# Step 6: the C samples on the GPU (kiln-samples prints PASS/FAIL against
+# its reference; --device cuda builds with KILN_BUILD_STRICT_DEVICE, so a
+# sample layer left on the CPU fails the build).
+samples_gpu() {
+    local dir=$1 work=$2 cs=$3 ks="$1/kiln-samples" art="$2/artifacts"
+    export KILN_SAMPLES_LIB="$dir/libkiln_samples_ops.so" KILN_SOURCE_DIR="$dir/src" KILN_INCLUDE_DIR="$dir/src/include"
+    export KILN_CACHE_DIR="$work/kiln-cache"
+    local t
+    while read -r name args; do
+        [ -n "$name" ] || continue
+        # shellcheck disable=SC2086
+        step "sample_cuda_$name" "$ks" $args --device cuda
+        summary "  $(grep -E '^  layer .*sample::|^interpolate: layer' "$logs/sample_cuda_$name.log" | head -1 | cut -c1-120)"
+    done <<EOF_SAMPLES
+elemwise_add elemwise_add
+elemwise_add_autotune elemwise_add --autotune -v
+inplace_add inplace_add
+inplace_add_autotune inplace_add --autotune
+non_zero non_zero
+non_zero_wide non_zero --shape 37x53
+chain100 chain100
+circ_pad circ_pad
+circ_pad_multi_tactic circ_pad --multi-tactic -v
+circ_pad_per_format_tactics circ_pad --per-format-tactics
+circ_pad_fp16 circ_pad --precision fp16
+circ_pad_per_format_fp16 circ_pad --per-format-tactics --precision fp16
+circ_pad_4d circ_pad --multi-tactic --shape 2x3x4x5 --pads 1,1,2,0,1,1,0,2
+circ_pad_onnx circ_pad --mode onnx
+circ_pad_onnx_aot circ_pad --mode onnx --aot
+circ_pad_aot circ_pad --aot --multi-tactic
+circ_pad_aot_2d circ_pad --aot --shape 7x9 --pads 2,3,0,7
+circ_pad_save circ_pad --multi-tactic --save-engine --artifacts-dir $art/jit
+circ_pad_load circ_pad --multi-tactic --load-engine --artifacts-dir $art/jit
+circ_pad_aot_save circ_pad --aot --save-engine --artifacts-dir $art/aot
+circ_pad_aot_load circ_pad --aot --load-engine --artifacts-dir $art/aot
+interpolate interpolate
+interpolate_bilinear interpolate --mode bilinear --scale 1.7 --shape 2x3x11x19
+EOF_SAMPLES
+    # the AOT engine from its PTX (as on a GPU of another architecture)
+    step sample_cuda_circ_pad_aot_load_ptx env KILN_AOT_CUDA_PTX=1 "$ks" circ_pad --aot --load-engine --artifacts-dir "$art/aot" -v
+    summary "  $(grep -E 'loaded from its|library in this process' "$logs/sample_cuda_circ_pad_aot_load_ptx.log" | tr '\n' ' ' | cut -c1-160)"
+    # the same engine under the CLI, which loads no plugin library either
+    step kiln_run_aot_engine "$dir/kiln" run "$art/aot/circ_pad.kiln"
+    step kiln_inspect_aot_engine "$dir/kiln" inspect "$art/aot/circ_pad.kiln"
+    summary "  $(grep -E 'AOT CUDA kernels|#0 entry' "$logs/kiln_inspect_aot_engine.log" | tr '\n' ' ' | cut -c1-160)"
+    [ -x "$dir/test_aot_cuda" ] && step test_aot_cuda "$dir/test_aot_cuda"
+    if [ -x "$cs" ]; then
+        step memcheck_aot_engine "$cs" --tool memcheck --error-exitcode 1 "$ks" circ_pad --aot --load-engine --artifacts-dir "$art/aot"
+        summary "  $(grep -E 'ERROR SUMMARY' "$logs/memcheck_aot_engine.log" | tail -1)"
+        if [ -x "$dir/test_aot_cuda" ]; then
+            step memcheck_test_aot_cuda "$cs" --tool memcheck --error-exitcode 1 "$dir/test_aot_cuda"
+            summary "  $(grep -E 'ERROR SUMMARY' "$logs/memcheck_test_aot_cuda.log" | tail -1)"
+        fi
+    fi
 }
 
 case "${1:-}" in

@@ -367,6 +367,28 @@ typedef struct kiln__aot {
     void *handle, *fn;       /* runtime: dlopen handle and entry */
 } kiln__aot;
 
+/* An AOT CUDA kernel (plugin/aot_cuda.c; engine section AOTCUDA). */
+typedef struct kiln__aot_cuda {
+    char *entry;
+    uint8_t lang;            /* KILN_AOT_LANG_CUDA / _PTX (what the op gave) */
+    int32_t sm;              /* cubin's GPU, 10 * major + minor; 0: no cubin */
+    int32_t nptr;            /* pointer parameters: the layer's inputs + outputs */
+    int32_t grid[3], block[3], smem; /* node indices; -1: 1 (grid, block), 0 (smem) */
+    int32_t nscalars;
+    uint8_t scalar_types[KILN_MAX_SCALARS];
+    int32_t scalars[KILN_MAX_SCALARS];  /* node index; -1: F32 constant fscalars[i] */
+    double fscalars[KILN_MAX_SCALARS];
+    int32_t nscratch;
+    uint64_t scratch_bytes[KILN_AOT_MAX_SCRATCH]; /* per block */
+    char *ptx;               /* NUL-terminated; ptx_size excludes the NUL */
+    uint64_t ptx_size;
+    uint8_t *cubin;
+    uint64_t cubin_size;
+    /* runtime: the loaded module and function, and which image it came from */
+    void *module, *fn;
+    int from_ptx;
+} kiln__aot_cuda;
+
 typedef struct kiln__plugin_ref {
     char *ns, *name;
     int32_t version;
@@ -384,6 +406,7 @@ struct kiln_engine {
     int64_t (*prof)[3][KILN_MAX_DIMS];         /* per input: min/opt/max */
     uint8_t *weights;        uint64_t weights_size; /* 64-byte aligned */
     kiln__aot *aot;          int32_t naot;
+    kiln__aot_cuda *acu;     int32_t nacu;     /* AOT CUDA kernels (section AOTCUDA) */
     kiln__plugin_ref *plugins; int32_t nplugins;
     /* Names of input-dim symbol nodes given by the network (ONNX
      * dim_param, kiln_network_add_input's dim_names): what inspect prints
@@ -449,6 +472,12 @@ unsigned kiln__file_version(void);
 int kiln__layer_check_shapes(const kiln_engine *e, int32_t l, void *state, const kiln_attrs *attrs,
                              const kiln_tensor *in, const kiln_tensor *out, const uint8_t *size_dep,
                              const uint64_t *capacity);
+/* Layer l's tensors' dtypes/layouts and its tactic are a combination its
+ * op accepts on the layer's device (the quick op's formats, or the
+ * plugin's supports_format/valid_tactics), and its stored io record says
+ * the same.  at_load: combinations made by formats_fn are not known yet
+ * (checked again after the shape function ran). */
+int kiln__layer_check_formats(const kiln_engine *e, int32_t l, void *state, int at_load);
 
 
 /* ------------------------------------------------------------ plugin/so_load, compile, aot */
@@ -506,6 +535,23 @@ int kiln__aot_deserialize(kiln__aot *k, const uint8_t *buf, size_t size, int32_t
 /* Runtime: evaluate extent/scalars from node_values (one int64 per engine
  * node) and call entry(args, ith, nth) through kiln_exec_parallel.  Loads k
  * if needed. */
+/* "i32", "i64", "f32" ("?" otherwise). */
+const char *kiln__aot_scalar_name(int t);
+/* plugin/aot_cuda.c: check and compile what cuda_aot returned (nptr: the
+ * layer's inputs + outputs); *out zeroed first, freed with
+ * kiln__aot_cuda_free.  Load its module (once; thread-safe), the
+ * workspace its scratch pointers need at these node values, launch it for
+ * call c (in/out device pointers, workspace, stream). */
+int kiln__aot_cuda_from_kernel(const kiln__op *op, const kiln_aot_kernel *k, int nptr, kiln__aot_node_fn node_of,
+                               void *ud, kiln__aot_cuda *out);
+void kiln__aot_cuda_free(kiln__aot_cuda *k);
+int kiln__aot_cuda_load(kiln__aot_cuda *k);
+int kiln__aot_cuda_scratch(const kiln__aot_cuda *k, const int64_t *vals, size_t *bytes);
+int kiln__aot_cuda_launch(kiln__aot_cuda *k, const kiln_call *c, const int64_t *vals);
+/* How many AOT kernels layer l's aot_kernel may index: those of its device. */
+static inline int32_t kiln__layer_aot_count(const kiln_engine *e, const kiln__elayer *l) {
+    return l->device == KILN_DEVICE_CUDA ? e->nacu : e->naot;
+}
 int kiln__aot_launch(kiln__aot *k, kiln_exec *ex, void *const *in, void *const *out,
                      const int64_t *node_values);
 

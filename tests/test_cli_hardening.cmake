@@ -257,3 +257,12 @@ if(COMMAND kiln_cli_test AND TARGET kiln_cli AND TARGET kiln_samples_ops)
                 ${KC} build --network non_zero --plugins ${KLIB} --max-shapes x:16x16
                 -o ${CMAKE_BINARY_DIR}/cli-hardening/never.kiln)
 endif()
+
+# bench/compare.py --help used to pip-install numpy, onnx, onnxruntime and
+# torch first: with a numpy that refuses to import, --help must still work.
+find_program(KILN_PYTHON3 python3)
+if(KILN_PYTHON3)
+  add_test(NAME bench_compare_help COMMAND ${CMAKE_COMMAND} -E env PYTHONPATH=${CMAKE_SOURCE_DIR}/tests/fixtures/poisoned_deps
+           ${KILN_PYTHON3} ${CMAKE_SOURCE_DIR}/bench/compare.py --help)
+  set_tests_properties(bench_compare_help PROPERTIES PASS_REGULAR_EXPRESSION "usage: compare.py")
+endif()

@@ -14,6 +14,11 @@
 #include "test.h"
 #include "test_ops_util.h"
 
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 /* ------------------------------------------------------------ test ops */
 
 static int g_gpu_calls, g_cpu_calls;
@@ -26,10 +31,13 @@ static void gscale_f32(const kiln_call *c) {
     for (int64_t i = 0; i < n; i++)
         for (int64_t j = 0; j < ch; j++) y[i * ch + j] = 2.0f * x[i * ch + j] + w[j];
 }
-static int gscale_cpu(const kiln_call *c) {
-    g_cpu_calls++;
+static int gscale_cpu_body(const kiln_call *c) {
     gscale_f32(c);
     return 0;
+}
+static int gscale_cpu(const kiln_call *c) {
+    g_cpu_calls++;
+    return gscale_cpu_body(c);
 }
 static int gscale_gpu(const kiln_call *c) {
     for (int k = 0; k < 2; k++)
@@ -40,8 +48,7 @@ static int gscale_gpu(const kiln_call *c) {
     if (kiln_exec_device(c->exec) != KILN_DEVICE_CUDA)
         return kiln_set_error(KILN_EINTERNAL, "gscale (cuda): exec is not the CUDA one");
     g_gpu_calls++;
-    gscale_f32(c);
-    return 0;
+    return kiln__cuda_fake_kernel(gscale_cpu_body, c);
 }
 static const kiln_combo gscale_cuda_formats[] = {{"FP32", NULL, {0}}, {NULL, NULL, {0}}};
 static const kiln_quick_op gscale_op = {
@@ -73,15 +80,20 @@ static int neg_cpu(const kiln_call *c) {
     for (int64_t i = 0, n = kiln_tensor_numel(&c->out[0]); i < n; i++) y[i] = -x[i];
     return 0;
 }
+/* The "kernel": runs with the fake's device memory readable (the host
+ * cannot touch it otherwise). */
+static int neg_f16_kernel(const kiln_call *c) {
+    const uint16_t *x = c->in[0].data;
+    uint16_t *y = c->out[0].data;
+    for (int64_t i = 0, n = kiln_tensor_numel(&c->out[0]); i < n; i++) y[i] = x[i] ^ 0x8000u;
+    return 0;
+}
 static int neg_gpu(const kiln_call *c) {
     if (c->in[0].dtype != KILN_DTYPE_F16 || !kiln__cuda_fake_owns(c->in[0].data) ||
         !kiln__cuda_fake_owns(c->out[0].data))
         return kiln_set_error(KILN_EINTERNAL, "neg (cuda): expected F16 device tensors");
     g_gpu_calls++;
-    const uint16_t *x = c->in[0].data;
-    uint16_t *y = c->out[0].data;
-    for (int64_t i = 0, n = kiln_tensor_numel(&c->out[0]); i < n; i++) y[i] = x[i] ^ 0x8000u;
-    return 0;
+    return kiln__cuda_fake_kernel(neg_f16_kernel, c);
 }
 static const kiln_combo neg_cuda_formats[] = {{"FP16", NULL, {0}}, {NULL, NULL, {0}}};
 static const kiln_quick_op neg_op = {.ns = "ptest", .name = "neg", .version = 1, .min_inputs = 1, .max_inputs = 1,
@@ -142,7 +154,8 @@ static char *inspect_text(const kiln_engine *e) {
 static void run_and_check(kiln_engine *e, uint64_t *seed, const float *w1, const float *w2) {
     kiln_context *ctx = NULL;
     ASSERT_OK(kiln_context_create(e, 1, &ctx));
-    for (int rep = 0; rep < 3; rep++) { /* later runs take the steady-state path */
+    for (int rep = 0; rep < 4; rep++) { /* later runs take the steady-state path; the last one debug mode */
+        kiln_context_set_debug(ctx, rep == 3);
         float x[N * C], y[N * C], a[N * C];
         for (int i = 0; i < N * C; i++) x[i] = test_randf(seed, -2, 2);
         memset(y, 0xA5, sizeof y); /* poison */
@@ -324,19 +337,24 @@ TEST_IMPL(device_memory_bindings) {
     ASSERT_OK(d->alloc(N * C * sizeof(float), (void **)&y));
     ASSERT_OK(d->alloc(N * C * sizeof(float), (void **)&a));
     ASSERT(d->is_device_ptr(y) && !d->is_device_ptr(w1));
-    for (int rep = 0; rep < 2; rep++) {
-        for (int i = 0; i < N * C; i++) x[i] = test_randf(&seed, -2, 2);
-        memset(y, 0xA5, N * C * sizeof(float)); /* poison */
-        memset(a, 0xA5, N * C * sizeof(float));
-        ASSERT_OK(kiln_context_bind(ctx, "x", x, N * C * sizeof(float)));
-        ASSERT_OK(kiln_context_bind(ctx, "y", y, N * C * sizeof(float)));
-        ASSERT_OK(kiln_context_bind(ctx, "a", a, N * C * sizeof(float)));
+    const size_t nb = N * C * sizeof(float);
+    for (int rep = 0; rep < 2; rep++) { /* the host reaches device memory only through the device's copy */
+        float xh[N * C], yh[N * C], ah[N * C];
+        for (int i = 0; i < N * C; i++) xh[i] = test_randf(&seed, -2, 2);
+        ASSERT_OK(d->copy(x, xh, nb, NULL));
+        ASSERT_OK(d->memset(y, 0xA5, nb, NULL)); /* poison */
+        ASSERT_OK(d->memset(a, 0xA5, nb, NULL));
+        ASSERT_OK(kiln_context_bind(ctx, "x", x, nb));
+        ASSERT_OK(kiln_context_bind(ctx, "y", y, nb));
+        ASSERT_OK(kiln_context_bind(ctx, "a", a, nb));
         ASSERT_OK(kiln_context_run(ctx));
+        ASSERT_OK(d->copy(yh, y, nb, NULL));
+        ASSERT_OK(d->copy(ah, a, nb, NULL));
         for (int i = 0; i < N; i++)
             for (int j = 0; j < C; j++) {
-                double ra = 2.0 * x[i * C + j] + w1[j], ry = 2.0 * (ra + 1.0) + w2[j];
-                ASSERT_NEAR(a[i * C + j], ra, 1e-5);
-                ASSERT_NEAR(y[i * C + j], ry, 1e-5);
+                double ra = 2.0 * xh[i * C + j] + w1[j], ry = 2.0 * (ra + 1.0) + w2[j];
+                ASSERT_NEAR(ah[i * C + j], ra, 1e-5);
+                ASSERT_NEAR(yh[i * C + j], ry, 1e-5);
             }
     }
     kiln_context_free(ctx);
@@ -354,7 +372,7 @@ TEST_IMPL(device_memory_bindings) {
     ASSERT_EQ(layer_device(e, "neg"), KILN_DEVICE_CPU);
     ASSERT_OK(kiln_context_create(e, 1, &ctx));
     float yh[N * C];
-    ASSERT_OK(kiln_context_bind(ctx, "x", x, N * C * sizeof(float)));
+    ASSERT_OK(kiln_context_bind(ctx, "x", x, nb));
     ASSERT_OK(kiln_context_bind(ctx, "y", yh, sizeof yh));
     ASSERT_EQ(kiln_context_run(ctx), KILN_EINVAL);
     ASSERT_CONTAINS(kiln_errmsg(), "input 'x' is bound to device memory, but layer 'neg' reads it on the CPU");
@@ -364,6 +382,42 @@ TEST_IMPL(device_memory_bindings) {
     d->free(x);
     d->free(y);
     d->free(a);
+    kiln__cuda_fake(0);
+}
+
+/* The fake's device memory is not host memory: the fake's copy, memset and
+ * kernels reach it, plain host code faults (so CI catches host code that
+ * reads a device pointer). */
+static int read_first_byte(const kiln_call *c) { return ((const volatile uint8_t *)c->in[0].data)[0]; }
+TEST_IMPL(host_cannot_read_device_memory) {
+    kiln__cuda_fake(1);
+    const kiln__device *d = kiln__device_get(KILN_DEVICE_CUDA);
+    ASSERT(d);
+    void *p = NULL;
+    ASSERT_OK(d->alloc(100, &p));
+    ASSERT_OK(d->memset(p, 0x5A, 100, NULL));
+    uint8_t back[100];
+    memset(back, 0, sizeof back);
+    ASSERT_OK(d->copy(back, p, sizeof back, NULL));
+    for (int i = 0; i < 100; i++) ASSERT_EQ(back[i], 0x5A);
+    kiln_tensor t = {.data = p};
+    kiln_call c = {.in = &t, .nin = 1};
+    ASSERT_EQ(kiln__cuda_fake_kernel(read_first_byte, &c), 0x5A);
+    fflush(NULL);
+    pid_t pid = fork();
+    ASSERT(pid >= 0);
+    if (pid == 0) {
+        /* quiet: the fault is the expected outcome (ASan reports it and exits 1) */
+        int null = open("/dev/null", O_WRONLY);
+        if (null >= 0) dup2(null, 2);
+        signal(SIGSEGV, SIG_DFL);
+        volatile uint8_t v = *(volatile uint8_t *)p; /* must fault */
+        _exit(v == 0x5A ? 42 : 43);
+    }
+    int st = 0;
+    ASSERT_EQ(waitpid(pid, &st, 0), pid);
+    if (WIFEXITED(st)) ASSERT(WEXITSTATUS(st) != 42 && WEXITSTATUS(st) != 43); /* the read went through */
+    d->free(p);
     kiln__cuda_fake(0);
 }
 
@@ -473,5 +527,5 @@ TEST_IMPL(no_gpu_errors_are_clear) {
 }
 
 TEST_LIST(TEST_ENTRY(mixed_placement), TEST_ENTRY(weights_uploaded_once), TEST_ENTRY(strict_device_lists_cpu_layers),
-          TEST_ENTRY(fp16_moves_layer_to_gpu), TEST_ENTRY(gpu_activation_fusion), TEST_ENTRY(device_memory_bindings),
-          TEST_ENTRY(no_gpu_errors_are_clear))
+          TEST_ENTRY(fp16_moves_layer_to_gpu), TEST_ENTRY(host_cannot_read_device_memory),
+          TEST_ENTRY(gpu_activation_fusion), TEST_ENTRY(device_memory_bindings), TEST_ENTRY(no_gpu_errors_are_clear))

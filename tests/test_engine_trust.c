@@ -164,10 +164,168 @@ TEST_IMPL(crafted_read_before_write) {
 TEST_IMPL(crafted_dtype) {
     kiln_engine *e = build_net(), *l = NULL;
     e->tensors[find_tensor(e, "y")].dtype = KILN_DTYPE_F16;
+    /* the layer's record of its chosen types disagrees: refused at load */
+    ASSERT_EQ(reload(e, NULL, &l), KILN_EFORMAT);
+    ASSERT_CONTAINS(kiln_errmsg(), "layer 'mm' (ai.onnx::MatMul v1) position 2 was chosen as f32 LINEAR, its tensor "
+                                   "is f16 LINEAR");
+    /* both changed: MatMul takes f16 (so the combination is valid), but
+     * its shape function makes f32 from f32 inputs: refused before it runs */
+    e = build_net();
+    e->tensors[find_tensor(e, "y")].dtype = KILN_DTYPE_F16;
+    for (int32_t i = 0; i < e->nlayers; i++)
+        if (!strcmp(e->layers[i].name, "mm")) e->layers[i].io.dtype[2] = KILN_DTYPE_F16;
     ASSERT_OK(reload(e, NULL, &l));
     ASSERT_EQ(run_net(l), KILN_EFORMAT);
     ASSERT_CONTAINS(kiln_errmsg(), "output 0 'y' is f16, its op makes f32");
     kiln_engine_free(l);
+}
+
+/* One layer `op` (Conv or LSTM) on input x and random constants, built
+ * for this machine. */
+static kiln_engine *build_one(const char *op, int version, int nconst, const char *const *names,
+                              const int64_t (*dims)[3], int64_t xn, const int64_t *xd, const char *attr,
+                              int64_t attr_v) {
+    kiln_network *net = kiln_network_create();
+    ASSERT_OK(kiln_network_add_input(net, "x", KILN_DTYPE_F32, (int)xn, xd, NULL));
+    uint64_t s = 99;
+    const char *in[4] = {"x"};
+    for (int k = 0; k < nconst; k++) {
+        float v[64];
+        for (int i = 0; i < 64; i++) v[i] = test_randf(&s, -1, 1);
+        ASSERT(dims[k][0] * dims[k][1] * dims[k][2] <= 64);
+        ASSERT_OK(kiln_network_add_constant(net, names[k], KILN_DTYPE_F32, 3, dims[k], v));
+        in[k + 1] = names[k];
+    }
+    const char *out[] = {"y"};
+    kiln_layer *L = kiln_network_add_layer(net, op, version, "L", 1 + nconst, in, 1, out);
+    ASSERT(L);
+    if (attr) ASSERT_OK(kiln_layer_set_int(L, attr, attr_v));
+    ASSERT_OK(kiln_network_mark_output(net, "y"));
+    kiln_engine *e = test_build_ok(net, KILN_BUILD_NO_TIMING | KILN_BUILD_NO_FUSION, 1, NULL);
+    kiln_network_free(net);
+    return e;
+}
+
+static kiln__elayer *layer_named(kiln_engine *e, const char *name) {
+    for (int32_t i = 0; i < e->nlayers; i++)
+        if (!strcmp(e->layers[i].name, name)) return &e->layers[i];
+    TEST__FAIL("no layer '%s'", name);
+    return NULL;
+}
+
+/* Conv over x [1, 2, 5, 5] with a 3x2x3 "filter" (rank 3: Conv1d-like over
+ * [1, 2, 5]); types, layouts and tactics are Conv's combinations. */
+static kiln_engine *build_conv(void) {
+    static const char *const names[] = {"w"};
+    static const int64_t dims[][3] = {{3, 2, 3}};
+    int64_t xd[3] = {1, 2, 5};
+    return build_one("ai.onnx::Conv", 11, 1, names, dims, 3, xd, NULL, 0);
+}
+
+/* A tactic the op never offered for these types: the kernel would switch
+ * on a value it does not know. */
+TEST_IMPL(crafted_tactic) {
+    kiln_engine *e = build_conv(), *l = NULL;
+    layer_named(e, "L")->tactic = 99;
+    ASSERT_EQ(reload(e, NULL, &l), KILN_EFORMAT);
+    ASSERT_CONTAINS(kiln_errmsg(), "layer 'L' (ai.onnx::Conv v1) on cpu: types/layouts [f32 LINEAR, f32 LINEAR, f32 LINEAR]");
+    ASSERT_CONTAINS(kiln_errmsg(), "with tactic 99 are not a combination its op accepts");
+}
+
+/* Types no combination has (an f16 input with f32 weights and output;
+ * Conv takes all FP32 or all FP16), the layer's record changed with the
+ * tensor, so only the op's combinations can tell. */
+TEST_IMPL(crafted_combination) {
+    kiln_engine *e = build_conv(), *l = NULL;
+    e->tensors[find_tensor(e, "x")].dtype = KILN_DTYPE_F16;
+    layer_named(e, "L")->io.dtype[0] = KILN_DTYPE_F16;
+    ASSERT_EQ(reload(e, NULL, &l), KILN_EFORMAT);
+    ASSERT_CONTAINS(kiln_errmsg(), "types/layouts [f16 LINEAR, f32 LINEAR");
+    /* a layout Conv never declared (NHWC), record and tensor alike */
+    e = build_conv();
+    e->tensors[find_tensor(e, "w")].format = KILN_FORMAT_NHWC;
+    layer_named(e, "L")->io.format[1] = KILN_FORMAT_NHWC;
+    ASSERT_EQ(reload(e, NULL, &l), KILN_EFORMAT);
+    ASSERT_CONTAINS(kiln_errmsg(), "f32 NHWC");
+    ASSERT_CONTAINS(kiln_errmsg(), "are not a combination its op accepts");
+}
+
+/* LSTM reads W as floats (fuzz/open/lstm_gemm_reads_past_input.crash: a
+ * bool W, 1 byte an element, read as 4): an op without declared
+ * combinations takes the types its shape function accepts, which is run
+ * again before the first run of a loaded engine. */
+TEST_IMPL(crafted_input_type) {
+    static const char *const names[] = {"W", "R"};
+    static const int64_t dims[][3] = {{1, 12, 2}, {1, 12, 3}};
+    int64_t xd[3] = {1, 3, 2};
+    kiln_engine *e = build_one("ai.onnx::LSTM", 14, 2, names, dims, 3, xd, "hidden_size", 3), *l = NULL;
+    e->tensors[find_tensor(e, "W")].dtype = KILN_DTYPE_BOOL;
+    layer_named(e, "L")->io.dtype[1] = KILN_DTYPE_BOOL;
+    ASSERT_OK(reload(e, NULL, &l));
+    kiln_context *ctx = NULL;
+    ASSERT_OK(kiln_context_create(l, 1, &ctx));
+    float x[6], y[18];
+    uint64_t s = 5;
+    for (int i = 0; i < 6; i++) x[i] = test_randf(&s, -1, 1);
+    ASSERT_OK(kiln_context_bind(ctx, "x", x, sizeof x));
+    ASSERT_OK(kiln_context_bind(ctx, "y", y, sizeof y));
+    ASSERT_EQ(kiln_context_run(ctx), KILN_EFORMAT);
+    ASSERT_CONTAINS(kiln_errmsg(), "layer 'L' (ai.onnx::LSTM v14)");
+    ASSERT_CONTAINS(kiln_errmsg(), "LSTM: inputs 1 and 0 must have the same type, found bool and f32");
+    kiln_context_free(ctx);
+    kiln_engine_free(l);
+}
+
+/* Input dims the op refuses, reached through an input's dynamic dim (a
+ * model run with its dynamic dims at 1, as `kiln bench` of ppocr_cls did):
+ * the caller's shape, not the engine, and the message says which input
+ * dim to change. */
+TEST_IMPL(refused_input_dims_named) {
+    kiln_network *net = kiln_network_create();
+    int64_t xd[3] = {1, 2, -1};
+    ASSERT_OK(kiln_network_add_input(net, "x", KILN_DTYPE_F32, 3, xd, NULL));
+    const char *in[] = {"x"}, *out[] = {"y"};
+    kiln_layer *L = kiln_network_add_layer(net, "ai.onnx::MaxPool", 12, "pool", 1, in, 1, out);
+    ASSERT(L);
+    int64_t k[1] = {3};
+    ASSERT_OK(kiln_layer_set_ints(L, "kernel_shape", k, 1));
+    ASSERT_OK(kiln_network_mark_output(net, "y"));
+    kiln_build_config *cfg = kiln_build_config_create();
+    int64_t mn[3] = {1, 2, 1}, opt[3] = {1, 2, 6}, mx[3] = {1, 2, 8};
+    ASSERT_OK(kiln_build_config_set_profile(cfg, "x", 3, mn, opt, mx));
+    kiln_build_config_set_flags(cfg, KILN_BUILD_NO_TIMING);
+    kiln_engine *e = NULL;
+    ASSERT_OK(kiln_build(net, cfg, &e, NULL));
+    kiln_build_config_free(cfg);
+    kiln_network_free(net);
+    kiln_context *ctx = NULL;
+    ASSERT_OK(kiln_context_create(e, 1, &ctx));
+    for (int len = 2; len <= 5; len += 3) {
+        int64_t dims[3] = {1, 2, len};
+        float x[10], y[6];
+        uint64_t s = 21;
+        for (int i = 0; i < 2 * len; i++) x[i] = test_randf(&s, -2, 2);
+        for (int i = 0; i < 6; i++) y[i] = 1e30f; /* poison */
+        ASSERT_OK(kiln_context_set_input_shape(ctx, "x", 3, dims));
+        ASSERT_OK(kiln_context_bind(ctx, "x", x, sizeof(float) * 2 * (size_t)len));
+        if (len == 2) {
+            ASSERT_OK(kiln_context_bind(ctx, "y", y, sizeof y)); /* larger than needed: fine */
+            ASSERT_EQ(kiln_context_run(ctx), KILN_ESHAPE);
+            ASSERT_CONTAINS(kiln_errmsg(), "layer 'pool' (ai.onnx::MaxPool v");
+            ASSERT_CONTAINS(kiln_errmsg(), "rejects its input dims [1x2x2], which follow from dims 2 of input 'x'");
+            continue;
+        }
+        ASSERT_OK(kiln_context_bind(ctx, "y", y, sizeof y));
+        ASSERT_OK(kiln_context_run(ctx));
+        for (int c = 0; c < 2; c++)
+            for (int j = 0; j < 3; j++) {
+                float m = x[c * 5 + j];
+                for (int t = 1; t < 3; t++) m = x[c * 5 + j + t] > m ? x[c * 5 + j + t] : m;
+                ASSERT_NEAR(y[c * 3 + j], m, 0);
+            }
+    }
+    kiln_context_free(ctx);
+    kiln_engine_free(e);
 }
 
 /* A data-dependent output (NonZero's [rank, N]) whose size symbol is
@@ -336,4 +494,5 @@ TEST_IMPL(code_policy) {
 
 TEST_LIST(TEST_ENTRY(intact_engine_runs), TEST_ENTRY(crafted_inner_dim), TEST_ENTRY(crafted_output_dims),
           TEST_ENTRY(crafted_constant_dims), TEST_ENTRY(crafted_constant_misaligned), TEST_ENTRY(crafted_lifetime), TEST_ENTRY(crafted_read_before_write),
-          TEST_ENTRY(crafted_dtype), TEST_ENTRY(crafted_upper_bound), TEST_ENTRY(sign_and_verify), TEST_ENTRY(code_policy))
+          TEST_ENTRY(crafted_dtype), TEST_ENTRY(crafted_tactic), TEST_ENTRY(crafted_combination),
+          TEST_ENTRY(crafted_input_type), TEST_ENTRY(refused_input_dims_named), TEST_ENTRY(crafted_upper_bound), TEST_ENTRY(sign_and_verify), TEST_ENTRY(code_policy))

@@ -6,7 +6,8 @@
  * ONNX Runtime's where it decides otherwise: MaxPool skips NaN (a window
  * [NaN, Inf] gives Inf; only an all-NaN window gives NaN), ThresholdedRelu
  * and Shrink map NaN to 0 (their formulas compare).  Issue 12: Relu(NaN)
- * gave 0 and MaxPool over [NaN, Inf] gave NaN.
+ * gave 0 and MaxPool over [NaN, Inf] gave NaN; later Sign(NaN) gave 0 and
+ * Hardmax skipped NaN.
  *
  * Every input mixes the special values with fresh random ones; outputs are
  * poisoned before the run.
@@ -107,6 +108,7 @@ static double r_threlu(double v) { return v > 1 ? v : 0; }        /* NaN -> 0, a
 static double r_shrink(double v) { return v < -0.5 ? v : v > 0.5 ? v : 0; } /* bias 0; NaN -> 0 */
 static double r_prelu(double v) { return v < 0 ? 0.25 * v : v; }   /* slope 0.25; NaN stays */
 static double r_abs(double v) { return fabs(v); }
+static double r_sign(double v) { return isnan(v) ? v : (v > 0) - (v < 0); } /* np.sign; ORT too */
 
 TEST_IMPL(activations) {
     static const struct {
@@ -122,6 +124,7 @@ TEST_IMPL(activations) {
         {"ai.onnx::Mish", r_mish},         {"ai.onnx::ThresholdedRelu", r_threlu},
         {"ai.onnx::Shrink", r_shrink},     {"ai.onnx::Abs", r_abs},
         {"ai.onnx::PRelu", r_prelu},       {"ai.onnx::Clip", r_relu}, /* Clip(x, 0): max(x, 0) */
+        {"ai.onnx::Sign", r_sign},
     };
     float x[NX], y[NX];
     double ref[NX];
@@ -163,6 +166,32 @@ TEST_IMPL(softmax_rows) {
         }
         check(op, x, y, ref, R * L, 2e-5, 2e-6);
     }
+}
+
+/* Hardmax: the one-hot of np.argmax, as the ONNX reference computes it:
+ * the first NaN of a row wins, else the first maximum (+Inf included;
+ * an all -Inf row: index 0).  ORT 1.32 differs by accident of Eigen: a
+ * NaN in the first column gives an all-zero row, elsewhere it is skipped. */
+TEST_IMPL(hardmax_rows) {
+    enum { R = 7, L = 4 };
+    float x[R * L], y[R * L];
+    double ref[R * L];
+    int64_t dims[2] = {R, L}, yd[KILN_MAX_DIMS];
+    test_fill_f32(&g_seed, x, R * L, -4, 4);
+    x[0 * L + 2] = NAN;                             /* NaN in the middle */
+    x[1 * L + 0] = NAN;                             /* NaN first */
+    x[2 * L + 1] = INFINITY, x[2 * L + 3] = NAN;    /* +Inf, then NaN: NaN wins */
+    x[3 * L + 1] = INFINITY, x[3 * L + 2] = INFINITY; /* the first +Inf */
+    for (int j = 0; j < L; j++) x[4 * L + j] = -INFINITY;
+    x[5 * L + 3] = NAN, x[5 * L + 1] = NAN;         /* the first of two NaN */
+    for (int r = 0; r < R; r++) {
+        int am = 0;
+        for (int j = 1; j < L && !isnan(x[r * L + am]); j++)
+            if (isnan(x[r * L + j]) || x[r * L + j] > x[r * L + am]) am = j;
+        for (int j = 0; j < L; j++) ref[r * L + j] = j == am;
+    }
+    run_op("ai.onnx::Hardmax", NULL, 2, dims, x, 0, NULL, 1, y, sizeof y, yd);
+    check("ai.onnx::Hardmax", NULL, y, ref, R * L, 0, 0);
 }
 
 /* ---------------------------------------------------------------- pooling */
@@ -433,5 +462,6 @@ TEST_IMPL(comparisons_and_minmax) {
     }
 }
 
-TEST_LIST(TEST_ENTRY(activations), TEST_ENTRY(softmax_rows), TEST_ENTRY(pooling), TEST_ENTRY(global_pooling),
+TEST_LIST(TEST_ENTRY(activations), TEST_ENTRY(softmax_rows), TEST_ENTRY(hardmax_rows), TEST_ENTRY(pooling),
+          TEST_ENTRY(global_pooling),
           TEST_ENTRY(reductions), TEST_ENTRY(comparisons_and_minmax))

@@ -16,6 +16,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "config.h"
 #include "model.h"
 #include "triton_api.h"
 
@@ -50,38 +51,26 @@ static uint64_t now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-static TRITONSERVER_DataType to_triton(kiln_dtype t)
+/* Live models and instances of this process, logged at each load and
+ * unload so that a test (or an operator) can see that unloading a model
+ * releases what loading it took. */
+static _Atomic int live_models, live_instances;
+
+static void log_counts(const char *what, const char *name)
 {
-    switch (t) {
-    case KILN_DTYPE_BOOL: return TRITONSERVER_TYPE_BOOL;
-    case KILN_DTYPE_U8: return TRITONSERVER_TYPE_UINT8;
-    case KILN_DTYPE_U16: return TRITONSERVER_TYPE_UINT16;
-    case KILN_DTYPE_U32: return TRITONSERVER_TYPE_UINT32;
-    case KILN_DTYPE_U64: return TRITONSERVER_TYPE_UINT64;
-    case KILN_DTYPE_I8: return TRITONSERVER_TYPE_INT8;
-    case KILN_DTYPE_I16: return TRITONSERVER_TYPE_INT16;
-    case KILN_DTYPE_I32: return TRITONSERVER_TYPE_INT32;
-    case KILN_DTYPE_I64: return TRITONSERVER_TYPE_INT64;
-    case KILN_DTYPE_F16: return TRITONSERVER_TYPE_FP16;
-    case KILN_DTYPE_F32: return TRITONSERVER_TYPE_FP32;
-    case KILN_DTYPE_F64: return TRITONSERVER_TYPE_FP64;
-    case KILN_DTYPE_BF16: return TRITONSERVER_TYPE_BF16;
-    default: return TRITONSERVER_TYPE_INVALID; /* strings: not served yet */
-    }
+    char msg[512];
+    snprintf(msg, sizeof msg, "kiln backend: %s '%s' (live: %d models, %d instances)", what, name,
+             live_models, live_instances);
+    TRITONSERVER_Error *e = TRITONSERVER_LogMessage(TRITONSERVER_LOG_INFO, __FILE__, __LINE__, msg);
+    if (e) TRITONSERVER_ErrorDelete(e);
 }
 
-/* Triton's names for its types, for error messages. */
-static const char *triton_type_name(TRITONSERVER_DataType t)
-{
-    static const char *const names[] = { "INVALID", "BOOL",  "UINT8", "UINT16", "UINT32",
-                                         "UINT64",  "INT8",  "INT16", "INT32",  "INT64",
-                                         "FP16",    "FP32",  "FP64",  "BYTES",  "BF16" };
-    return (unsigned)t < sizeof names / sizeof *names ? names[t] : "?";
-}
+/* Triton's default-max-batch-size (--backend-config=default-max-batch-size=N,
+ * default 4): the batch auto-complete gives an ONNX model that batches. */
+static int64_t default_max_batch = 4;
 
 KILN_TRITON_EXPORT TRITONSERVER_Error *TRITONBACKEND_Initialize(TRITONBACKEND_Backend *backend)
 {
-    (void)backend;
     uint32_t major = 0, minor = 0;
     TRY(TRITONBACKEND_ApiVersion(&major, &minor));
     if (major != KILN_TRITON_API_MAJOR || minor < KILN_TRITON_API_MINOR)
@@ -89,7 +78,19 @@ KILN_TRITON_EXPORT TRITONSERVER_Error *TRITONBACKEND_Initialize(TRITONBACKEND_Ba
                       "kiln backend needs TRITONBACKEND API %u.%u or a later %u.x, server has %u.%u",
                       KILN_TRITON_API_MAJOR, KILN_TRITON_API_MINOR, KILN_TRITON_API_MAJOR, major,
                       minor);
-    return NULL;
+    /* {"cmdline": {"default-max-batch-size": "4", ...}}; the message is Triton's. */
+    TRITONSERVER_Message *msg = NULL;
+    const char *json = NULL;
+    size_t size = 0;
+    TRY(TRITONBACKEND_BackendConfig(backend, &msg));
+    TRITONSERVER_Error *e = TRITONSERVER_MessageSerializeToJson(msg, &json, &size);
+    char err[256];
+    kt_json *cfg = e ? NULL : kt_json_parse(json, size, err, sizeof err);
+    int64_t n = 0;
+    if (!e && !kt_json_int(kt_json_get(kt_json_get(cfg, "cmdline"), "default-max-batch-size"), &n))
+        default_max_batch = n;
+    kt_json_free(cfg);
+    return e;
 }
 
 KILN_TRITON_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInitialize(TRITONBACKEND_Model *model)
@@ -105,21 +106,38 @@ KILN_TRITON_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInitialize(TRITONBACKE
                       "model '%s': kiln loads models from a file system repository only", name);
     TRITONSERVER_Message *msg = NULL;
     size_t size = 0;
+    kt_load_options opt = { 0, default_max_batch };
+    bool complete = false;
+    TRY(TRITONBACKEND_ModelAutoCompleteConfig(model, &complete));
+    opt.auto_complete = complete;
     TRY(TRITONBACKEND_ModelConfig(model, 1, &msg));
     TRITONSERVER_Error *e = TRITONSERVER_MessageSerializeToJson(msg, &json, &size);
     kt_model *m = e ? NULL : calloc(1, sizeof *m);
+    char *completed = NULL;
+    size_t completed_size = 0;
     if (!e && !m) e = errorf(TRITONSERVER_ERROR_INTERNAL, "model '%s': out of memory", name);
     if (!e) {
         char err[2048];
         snprintf(m->name, sizeof m->name, "%s", name);
-        if (kt_model_load(m, dir, version, json, size, err, sizeof err))
+        if (kt_model_load(m, dir, version, json, size, &opt, &completed, &completed_size, err,
+                          sizeof err))
             e = errorf(TRITONSERVER_ERROR_INVALID_ARG, "kiln model '%s': %s", name, err);
     }
     TRITONSERVER_MessageDelete(msg);
+    if (!e && completed) { /* auto-complete filled in what config.pbtxt left out */
+        TRITONSERVER_Message *done = NULL;
+        e = TRITONSERVER_MessageNewFromSerializedJson(&done, completed, completed_size);
+        if (!e) e = TRITONBACKEND_ModelSetConfig(model, 1, done);
+        if (done) TRITONSERVER_MessageDelete(done);
+    }
+    free(completed);
     if (!e) e = TRITONBACKEND_ModelSetState(model, m);
     if (e && m) {
         kt_model_free(m);
         free(m);
+    } else if (!e) {
+        live_models++;
+        log_counts("loaded model", name);
     }
     return e;
 }
@@ -129,8 +147,11 @@ KILN_TRITON_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelFinalize(TRITONBACKEND
     void *state = NULL;
     TRY(TRITONBACKEND_ModelState(model, &state));
     if (state) {
-        kt_model_free(state);
-        free(state);
+        kt_model *m = state;
+        live_models--;
+        log_counts("unloaded model", m->name);
+        kt_model_free(m);
+        free(m);
     }
     return NULL;
 }
@@ -147,10 +168,23 @@ TRITONBACKEND_ModelInstanceInitialize(TRITONBACKEND_ModelInstance *instance)
     TRY(TRITONBACKEND_ModelInstanceModel(instance, &model));
     TRY(TRITONBACKEND_ModelState(model, &state));
     kt_model *m = state;
-    if (kind != TRITONSERVER_INSTANCEGROUPKIND_CPU)
+    /* The engine was built for the device the config's groups ask for
+     * (model.c); each instance must be of that kind, and a GPU instance on
+     * the one GPU kiln drives (its own context, hence its own stream). */
+    TRITONSERVER_InstanceGroupKind want = m->device == KILN_DEVICE_CUDA ? TRITONSERVER_INSTANCEGROUPKIND_GPU
+                                                                         : TRITONSERVER_INSTANCEGROUPKIND_CPU;
+    if (kind != want)
         return errorf(TRITONSERVER_ERROR_UNSUPPORTED,
-                      "instance '%s': the kiln backend serves instance_group kind KIND_CPU only "
-                      "(found kind %d)", iname, (int)kind);
+                      "instance '%s': kind %d, but model '%s' is built for %s", iname, (int)kind,
+                      m->name, m->device == KILN_DEVICE_CUDA ? "KIND_GPU" : "KIND_CPU");
+    if (kind == TRITONSERVER_INSTANCEGROUPKIND_GPU) {
+        int32_t id = -1;
+        TRY(TRITONBACKEND_ModelInstanceDeviceId(instance, &id));
+        if (id != kt_cuda_device_id())
+            return errorf(TRITONSERVER_ERROR_UNSUPPORTED,
+                          "instance '%s': on GPU %d, but kiln drives GPU %d ($KILN_CUDA_DEVICE)", iname,
+                          (int)id, kt_cuda_device_id());
+    }
     kt_instance *inst = calloc(1, sizeof *inst);
     if (!inst) return errorf(TRITONSERVER_ERROR_INTERNAL, "instance '%s': out of memory", iname);
     inst->model = m;
@@ -164,6 +198,9 @@ TRITONBACKEND_ModelInstanceInitialize(TRITONBACKEND_ModelInstance *instance)
     if (e) {
         kiln_context_free(inst->ctx);
         free(inst);
+    } else {
+        live_instances++;
+        log_counts("started instance", iname);
     }
     return e;
 }
@@ -175,8 +212,13 @@ TRITONBACKEND_ModelInstanceFinalize(TRITONBACKEND_ModelInstance *instance)
     TRY(TRITONBACKEND_ModelInstanceState(instance, &state));
     kt_instance *inst = state;
     if (inst) {
+        const char *iname = "?";
+        TRITONSERVER_Error *e = TRITONBACKEND_ModelInstanceName(instance, &iname);
+        if (e) TRITONSERVER_ErrorDelete(e);
         kiln_context_free(inst->ctx);
         free(inst);
+        live_instances--;
+        log_counts("stopped instance", iname);
     }
     return NULL;
 }
@@ -219,9 +261,9 @@ static TRITONSERVER_Error *read_request(const kt_instance *inst, TRITONBACKEND_R
         const int64_t *shape = NULL;
         uint32_t ndim = 0;
         TRY(TRITONBACKEND_InputProperties(in, NULL, &dt, &shape, &ndim, &ri->bytes[i], &ri->nbuf[i]));
-        if (dt != to_triton(io.dtype))
+        if (dt != kt_triton_dtype(io.dtype))
             return errorf(TRITONSERVER_ERROR_INVALID_ARG, "input '%s': expected %s, found %s",
-                          io.name, triton_type_name(to_triton(io.dtype)), triton_type_name(dt));
+                          io.name, kt_triton_type_name(kt_triton_dtype(io.dtype)), kt_triton_type_name(dt));
         /* A config `reshape` may give a fixed-shape input as e.g. [1] for a
          * scalar: accepted when the element counts agree. */
         int fixed = 1;
@@ -254,7 +296,8 @@ static TRITONSERVER_Error *gather(const req_info *ri, int i, char *dst)
         int64_t mid = 0;
         TRY(TRITONBACKEND_InputBuffer(ri->in[i], b, &buf, &size, &mt, &mid));
         if (mt == TRITONSERVER_MEMORY_GPU)
-            return errorf(TRITONSERVER_ERROR_UNSUPPORTED, "input %d: GPU memory not supported", i);
+            return errorf(TRITONSERVER_ERROR_UNSUPPORTED,
+                          "input %d: GPU memory is bound only to unbatched requests", i);
         if (size > ri->bytes[i] - at)
             return errorf(TRITONSERVER_ERROR_INVALID_ARG, "input %d: buffers exceed %llu bytes", i,
                           (unsigned long long)ri->bytes[i]);
@@ -320,7 +363,7 @@ static TRITONSERVER_Error *write_outputs(kt_instance *inst, TRITONBACKEND_Reques
         void *buf = NULL;
         TRITONSERVER_MemoryType mt = TRITONSERVER_MEMORY_CPU;
         int64_t mid = 0;
-        TRY(TRITONBACKEND_ResponseOutput(resp, &out, io.name, to_triton(io.dtype), dims,
+        TRY(TRITONBACKEND_ResponseOutput(resp, &out, io.name, kt_triton_dtype(io.dtype), dims,
                                          (uint32_t)ndim));
         TRY(TRITONBACKEND_OutputBuffer(out, &buf, bytes, &mt, &mid));
         if (mt == TRITONSERVER_MEMORY_GPU)
@@ -362,10 +405,12 @@ static TRITONSERVER_Error *run_group(kt_instance *inst, TRITONBACKEND_Request **
             TRITONSERVER_MemoryType mt = TRITONSERVER_MEMORY_CPU;
             int64_t mid = 0;
             err = TRITONBACKEND_InputBuffer(ri[0].in[i], 0, &data, &size, &mt, &mid);
-            if (!err && (mt == TRITONSERVER_MEMORY_GPU || size != bytes))
+            /* A CUDA engine takes device pointers as inputs (unified addressing). */
+            int gpu_ok = inst->model->device == KILN_DEVICE_CUDA;
+            if (!err && ((mt == TRITONSERVER_MEMORY_GPU && !gpu_ok) || size != bytes))
                 err = errorf(TRITONSERVER_ERROR_INVALID_ARG, "input '%s': %s", io.name,
-                             mt == TRITONSERVER_MEMORY_GPU ? "GPU memory not supported"
-                                                           : "buffer size differs from the input's");
+                             size != bytes ? "buffer size differs from the input's"
+                                           : "GPU memory is served by KIND_GPU models only");
         } else if (!(data = owned[i] = malloc(bytes ? bytes : 1))) {
             err = errorf(TRITONSERVER_ERROR_INTERNAL, "input '%s': out of memory", io.name);
         } else {

@@ -224,3 +224,99 @@ const char *kt_json_str(const kt_json *v)
 {
     return v && v->type == KT_JSON_STRING ? v->text : NULL;
 }
+
+kt_json *kt_json_new(kt_json_type type, const char *text)
+{
+    kt_json *v = node(type);
+    if (v && text && !(v->text = strdup(text))) {
+        free(v);
+        return NULL;
+    }
+    return v;
+}
+
+int kt_json_set(kt_json *obj, const char *key, kt_json *item)
+{
+    if (!obj || obj->type != KT_JSON_OBJECT || !item) return kt_json_free(item), -1;
+    for (int i = 0; i < obj->n; i++)
+        if (!strcmp(obj->keys[i], key)) {
+            kt_json_free(obj->items[i]);
+            obj->items[i] = item;
+            return 0;
+        }
+    char *k = strdup(key);
+    if (!k || push(obj, k, item)) return free(k), kt_json_free(item), -1;
+    return 0;
+}
+
+int kt_json_append(kt_json *arr, kt_json *item)
+{
+    if (!arr || arr->type != KT_JSON_ARRAY || !item || push(arr, NULL, item))
+        return kt_json_free(item), -1;
+    return 0;
+}
+
+/* A growing output buffer; `bad` is set once an allocation failed. */
+typedef struct {
+    char *s;
+    size_t n, cap;
+    int bad;
+} writer;
+
+static void put(writer *w, const char *s, size_t n)
+{
+    if (w->bad) return;
+    if (w->n + n + 1 > w->cap) {
+        size_t cap = (w->n + n + 1) * 2;
+        char *t = realloc(w->s, cap);
+        if (!t) {
+            w->bad = 1;
+            return;
+        }
+        w->s = t, w->cap = cap;
+    }
+    memcpy(w->s + w->n, s, n);
+    w->n += n;
+    w->s[w->n] = 0;
+}
+
+static void put_string(writer *w, const char *s)
+{
+    put(w, "\"", 1);
+    for (; *s; s++) {
+        char esc[8];
+        if (*s == '"' || *s == '\\') esc[0] = '\\', esc[1] = *s, put(w, esc, 2);
+        else if ((unsigned char)*s < 0x20) put(w, esc, (size_t)snprintf(esc, sizeof esc, "\\u%04x", *s));
+        else put(w, s, 1);
+    }
+    put(w, "\"", 1);
+}
+
+static void write_value(writer *w, const kt_json *v)
+{
+    switch (v->type) {
+    case KT_JSON_NULL: put(w, "null", 4); break;
+    case KT_JSON_BOOL:
+    case KT_JSON_NUMBER: put(w, v->text, strlen(v->text)); break;
+    case KT_JSON_STRING: put_string(w, v->text); break;
+    case KT_JSON_ARRAY:
+    case KT_JSON_OBJECT:
+        put(w, v->type == KT_JSON_ARRAY ? "[" : "{", 1);
+        for (int i = 0; i < v->n; i++) {
+            if (i) put(w, ",", 1);
+            if (v->type == KT_JSON_OBJECT) put_string(w, v->keys[i]), put(w, ":", 1);
+            write_value(w, v->items[i]);
+        }
+        put(w, v->type == KT_JSON_ARRAY ? "]" : "}", 1);
+        break;
+    }
+}
+
+char *kt_json_write(const kt_json *v, size_t *size)
+{
+    writer w = { 0 };
+    write_value(&w, v);
+    if (w.bad || !w.s) return free(w.s), NULL;
+    if (size) *size = w.n;
+    return w.s;
+}

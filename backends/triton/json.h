@@ -33,4 +33,17 @@ int kt_json_int(const kt_json *v, int64_t *out);
 /* STRING value or NULL. */
 const char *kt_json_str(const kt_json *v);
 
+/* Building and editing (the backend completes Triton's model config and
+ * hands it back as JSON).  Constructors return NULL when out of memory;
+ * `text` is copied.  kt_json_set replaces member `key` of an object or
+ * appends it, kt_json_append adds to an array: both take ownership of
+ * `item` (freed on failure) and return 0 or -1 (out of memory, or v of the
+ * wrong type). */
+kt_json *kt_json_new(kt_json_type type, const char *text);
+int kt_json_set(kt_json *obj, const char *key, kt_json *item);
+int kt_json_append(kt_json *arr, kt_json *item);
+/* The tree as compact JSON text (malloc'd, NUL-terminated; *size gets its
+ * length), or NULL when out of memory. */
+char *kt_json_write(const kt_json *v, size_t *size);
+
 #endif

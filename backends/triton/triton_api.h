@@ -71,6 +71,13 @@ typedef enum {
 
 typedef enum { TRITONBACKEND_ARTIFACT_FILESYSTEM } TRITONBACKEND_ArtifactType;
 
+typedef enum {
+    TRITONSERVER_LOG_INFO,
+    TRITONSERVER_LOG_WARN,
+    TRITONSERVER_LOG_ERROR,
+    TRITONSERVER_LOG_VERBOSE
+} TRITONSERVER_LogLevel;
+
 #define TRITONSERVER_RESPONSE_COMPLETE_FINAL 1u
 #define TRITONSERVER_REQUEST_RELEASE_ALL 1u
 
@@ -81,9 +88,22 @@ const char *TRITONSERVER_ErrorMessage(TRITONSERVER_Error *error);
 TRITONSERVER_Error *TRITONSERVER_MessageSerializeToJson(TRITONSERVER_Message *message,
                                                         const char **base, size_t *byte_size);
 TRITONSERVER_Error *TRITONSERVER_MessageDelete(TRITONSERVER_Message *message);
+TRITONSERVER_Error *TRITONSERVER_MessageNewFromSerializedJson(TRITONSERVER_Message **message,
+                                                              const char *base, size_t byte_size);
+TRITONSERVER_Error *TRITONSERVER_LogMessage(TRITONSERVER_LogLevel level, const char *filename,
+                                            const int line, const char *msg);
 
 /* tritonbackend.h */
 TRITONSERVER_Error *TRITONBACKEND_ApiVersion(uint32_t *major, uint32_t *minor);
+TRITONSERVER_Error *TRITONBACKEND_BackendConfig(TRITONBACKEND_Backend *backend,
+                                                TRITONSERVER_Message **backend_config);
+TRITONSERVER_Error *TRITONBACKEND_ModelAutoCompleteConfig(TRITONBACKEND_Model *model,
+                                                          bool *auto_complete_config);
+TRITONSERVER_Error *TRITONBACKEND_ModelSetConfig(TRITONBACKEND_Model *model,
+                                                 const uint32_t config_version,
+                                                 TRITONSERVER_Message *model_config);
+TRITONSERVER_Error *TRITONBACKEND_ModelInstanceDeviceId(TRITONBACKEND_ModelInstance *instance,
+                                                        int32_t *device_id);
 TRITONSERVER_Error *TRITONBACKEND_ModelName(TRITONBACKEND_Model *model, const char **name);
 TRITONSERVER_Error *TRITONBACKEND_ModelVersion(TRITONBACKEND_Model *model, uint64_t *version);
 TRITONSERVER_Error *TRITONBACKEND_ModelRepository(TRITONBACKEND_Model *model,

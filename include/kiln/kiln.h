@@ -353,6 +353,7 @@ typedef struct kiln_layer_info {
     int tactic;
     int aot;
     double time_ms;
+    kiln_device_kind device; /* engine layers: where it runs (network layers: CPU) */
 } kiln_layer_info;
 
 /* Layer i of the network (0 <= i < kiln_network_num_layers).  KILN_EINVAL

@@ -153,12 +153,73 @@ static int interp_impl(const kiln_call *c) {
     return 0;
 }
 
+/* ---- the GPU side: the same arithmetic (coordinates in double, weights
+ * in float) as CUDA C, one thread per output element of the contiguous
+ * NCHW tensors a CUDA layer gets.  kiln compiles it with NVRTC the first
+ * time it runs (kiln_cuda_module_get): compiling this file from source
+ * compiles its GPU part too, at first use on the GPU. */
+static const char interp_cuda_src[] =
+    "__device__ long long ks_clampi(long long v, long long lo, long long hi) {\n"
+    "    return v < lo ? lo : v > hi ? hi : v;\n"
+    "}\n"
+    "__device__ void ks_bil(long long o, double scale, long long size, long long *i0, long long *i1, float *w) {\n"
+    "    double s = ((double)o + 0.5) / scale - 0.5;\n"
+    "    if (s < 0) s = 0;\n"
+    "    if (s > (double)(size - 1)) s = (double)(size - 1);\n"
+    "    *i0 = (long long)s;\n"
+    "    *i1 = *i0 + 1 < size ? *i0 + 1 : size - 1;\n"
+    "    *w = (float)(s - (double)*i0);\n"
+    "}\n"
+    "extern \"C\" __global__ void ks_interpolate(const float *x, float *y, long long planes, long long H,\n"
+    "        long long W, long long OH, long long OW, double scale, int bilinear) {\n"
+    "    long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x;\n"
+    "    if (e >= planes * OH * OW) return;\n"
+    "    long long ox = e % OW, oy = e / OW % OH, p = e / (OW * OH);\n"
+    "    const float *xp = x + p * H * W;\n"
+    "    if (!bilinear) {\n"
+    "        long long sy = ks_clampi((long long)floor((double)oy / scale), 0, H - 1);\n"
+    "        long long sx = ks_clampi((long long)floor((double)ox / scale), 0, W - 1);\n"
+    "        y[e] = xp[sy * W + sx];\n"
+    "        return;\n"
+    "    }\n"
+    "    long long y0, y1, x0, x1;\n"
+    "    float wy, wx;\n"
+    "    ks_bil(oy, scale, H, &y0, &y1, &wy);\n"
+    "    ks_bil(ox, scale, W, &x0, &x1, &wx);\n"
+    "    const float *r0 = xp + y0 * W, *r1 = xp + y1 * W;\n"
+    "    float top = r0[x0] + (r0[x1] - r0[x0]) * wx;\n"
+    "    float bot = r1[x0] + (r1[x1] - r1[x0]) * wx;\n"
+    "    y[e] = top + (bot - top) * wy;\n"
+    "}\n";
+
+static int interp_cuda(const kiln_call *c) {
+    static kiln_cuda_module *mod;
+    double scale;
+    int bilinear;
+    int rc = interp_params(c->attrs, &scale, &bilinear);
+    if (rc) return rc;
+    long long planes = c->in[0].dims[0] * c->in[0].dims[1], H = c->in[0].dims[2], W = c->in[0].dims[3];
+    long long OH = c->out[0].dims[2], OW = c->out[0].dims[3], n = planes * OH * OW;
+    if (n == 0) return 0;
+    if (H == 0 || W == 0)
+        return kiln_set_error(KILN_ESHAPE, "sample::interpolate: empty input plane (%lldx%lld)", H, W);
+    kiln_cuda_module *m = __atomic_load_n(&mod, __ATOMIC_ACQUIRE);
+    if (!m && (rc = kiln_cuda_module_get(interp_cuda_src, KILN_AOT_LANG_CUDA, "sample::interpolate kernel", &m)))
+        return rc;
+    __atomic_store_n(&mod, m, __ATOMIC_RELEASE);
+    void *x = c->in[0].data, *y = c->out[0].data;
+    void *args[] = {&x, &y, &planes, &H, &W, &OH, &OW, &scale, &bilinear};
+    unsigned grid[3] = {(unsigned)((n + 255) / 256), 1, 1}, block[3] = {256, 1, 1};
+    return kiln_cuda_launch(c, m, "ks_interpolate", grid, block, 0, args);
+}
+
 static const kiln_quick_op interpolate_op = {
     .ns = "sample", .name = "interpolate", .version = 1,
     .min_inputs = 1, .max_inputs = 1, .num_outputs = 1,
     .attrs = interp_attrs,
     .shape = interp_shape,
     .impl = interp_impl,
+    .cuda_impl = interp_cuda,
     .timing_id = "scale,mode",
     .doc = "resize NCHW f32 by `scale` (nearest or bilinear); compiled from source at first use",
 };

@@ -91,9 +91,18 @@ int kiln_sample_interpolate(const kiln_interpolate_opts *o) {
     IR_CHECK(kiln_network_mark_output(net, "y"));
     cfg = kiln_build_config_create();
     if (o->threads > 0) kiln_build_config_set_threads(cfg, o->threads);
+    if (o->cuda) {
+        kiln_build_config_set_device(cfg, KILN_DEVICE_CUDA);
+        kiln_build_config_set_flags(cfg, KILN_BUILD_STRICT_DEVICE);
+    }
     int64_t mn[4] = {N, C, 1, 1}, opt[4] = {N, C, H, W}, mx[4] = {N, C, 4 * H, 4 * W};
     IR_CHECK(kiln_build_config_set_profile(cfg, "x", 4, mn, opt, mx));
     IR_CHECK(kiln_build(net, cfg, &e, NULL));
+    for (int i = 0; i < kiln_engine_num_layers(e); i++) {
+        kiln_layer_info li;
+        if (!kiln_engine_layer_info(e, i, &li) && !strcmp(li.name, "interpolate"))
+            printf("interpolate: layer '%s' runs on %s\n", li.name, li.device == KILN_DEVICE_CUDA ? "cuda" : "cpu");
+    }
     IR_CHECK(kiln_context_create(e, o->threads, &ctx));
     int64_t xd[4] = {N, C, H, W};
     IR_CHECK(kiln_context_set_input_shape(ctx, "x", 4, xd));

@@ -23,6 +23,7 @@ typedef struct kiln_interpolate_opts {
     uint64_t seed;           /* input seed (0: 1) */
     int verbose;             /* compile cache messages at INFO (else VERBOSE) */
     int rebuild;             /* compile even on a cache hit */
+    int cuda;                /* build for the GPU (KILN_BUILD_STRICT_DEVICE: on its CUDA kernel) */
 } kiln_interpolate_opts;
 
 /* Prints what it does and PASS or FAIL; returns 0 only on PASS. */

@@ -7,8 +7,12 @@
  * position may be FP32 or FP16, tied (all FP32 or all FP16); with
  * KILN_BUILD_FP16 the builder times both candidates and keeps the faster.
  * The two lines marked "diagnostics" let kiln-samples count the calls.
+ * Both versions also run on the GPU (cuda_impl: the kernels of
+ * sample_cuda.c, compiled with NVRTC at first use); the GPU side offers the
+ * same combinations and is timed with CUDA events.
  */
 #include <kiln/plugin.h>
+#include "sample_cuda.h"
 #include "samples.h"
 
 static int add_shape(kiln_shape_ctx *c) {
@@ -36,10 +40,16 @@ static int add_impl(const kiln_call *c) {
     return 0;
 }
 
+static int add_cuda(const kiln_call *c) {
+    kiln_samples_counters *k = kiln_samples_counters_get();             /* diagnostics */
+    *(c->out[0].dtype == KILN_DTYPE_F16 ? &k->add_f16 : &k->add_f32) += 1; /* diagnostics */
+    return ks_cuda_add(c);
+}
+
 static const kiln_quick_op elemwise_add = {
     .ns = "sample", .name = "elemwise_add", .version = 1,
     .min_inputs = 2, .max_inputs = 2, .num_outputs = 1,
-    .shape = add_shape, .impl = add_impl, .doc = "z = x + y (FP32; impl runs only at inference)",
+    .shape = add_shape, .impl = add_impl, .cuda_impl = add_cuda, .doc = "z = x + y (FP32; impl runs only at inference)",
 };
 KILN_OP(elemwise_add)
 
@@ -47,6 +57,6 @@ static const kiln_combo add_formats[] = {{"FP32|FP16, FP32|FP16, FP32|FP16", NUL
 static const kiln_quick_op elemwise_add_tuned = {
     .ns = "sample", .name = "elemwise_add", .version = 2,
     .min_inputs = 2, .max_inputs = 2, .num_outputs = 1, .formats = add_formats,
-    .shape = add_shape, .impl = add_impl, .doc = "z = x + y, FP32 or FP16 chosen by timing",
+    .shape = add_shape, .impl = add_impl, .cuda_impl = add_cuda, .doc = "z = x + y, FP32 or FP16 chosen by timing",
 };
 KILN_OP(elemwise_add_tuned)

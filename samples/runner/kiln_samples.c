@@ -4,9 +4,9 @@
  *   kiln-samples NAME [--autotune] [--multi-tactic] [--per-format-tactics]
  *                [--precision fp32|fp16] [--save-engine] [--load-engine]
  *                [--artifacts-dir DIR] [--threads N] [--seed S] [--pads a,b,..]
- *                [--shape AxBx..] [-v] [--mode network|onnx]
+ *                [--shape AxBx..] [-v] [--mode network|onnx] [--device cpu|cuda]
  *   kiln-samples interpolate [--mode nearest|bilinear] [--scale F] [--shape NxCxHxW]
- *                [--rebuild] [-v]
+ *                [--rebuild] [-v] [--device cpu|cuda]
  *
  * NAME: elemwise_add, inplace_add, non_zero, circ_pad, chain100, interpolate.
  * interpolate compiles samples/interpolate/interpolate.c through the compile
@@ -16,6 +16,10 @@
  * (kiln_samples_network, see samples.h).  Every run uses fresh random inputs
  * (the seed is printed), poisons the output buffers, and checks the outputs
  * against a naive reference written here, independently of the ops.
+ * With --device cuda the engine is built for the GPU with
+ * KILN_BUILD_STRICT_DEVICE: every sample layer runs on its CUDA kernel
+ * (cuda_impl, or the AOT CUDA kernel with --aot), never on a CPU fallback,
+ * and the runner prints where each layer runs.
  * Prints PASS or FAIL; exits 0 only on PASS.
  */
 #include <dlfcn.h>
@@ -48,9 +52,20 @@
 #define KILN_SOURCE_DIR "."
 #endif
 
+/* Where the build put them, unless $KILN_SAMPLES_LIB / $KILN_SOURCE_DIR say
+ * otherwise (a copy of the programs run on another machine: test_gpu.sh). */
+static const char *samples_lib(void) {
+    const char *v = getenv("KILN_SAMPLES_LIB");
+    return v && *v ? v : KILN_SAMPLES_LIB;
+}
+static const char *source_dir(void) {
+    const char *v = getenv("KILN_SOURCE_DIR");
+    return v && *v ? v : KILN_SOURCE_DIR;
+}
+
 typedef struct opts {
     const char *name;
-    int autotune, multi_tactic, per_format, fp16, save, load, verbose, threads, aot, rebuild;
+    int autotune, multi_tactic, per_format, fp16, save, load, verbose, threads, aot, rebuild, cuda;
     const char *artifacts, *mode, *pads, *shape;
     double scale;
     uint64_t seed;
@@ -103,6 +118,8 @@ static int usage(FILE *f) {
             "  --scale F             interpolate: factor for H and W (default 2)\n"
             "  --shape NxCxHxW       interpolate: input shape (default 2x3x13x17)\n"
             "  --rebuild             interpolate: compile the plugin even on a cache hit\n"
+            "  --device cpu|cuda     build for the CPU (default) or the GPU (every sample layer\n"
+            "                        on its CUDA kernel: KILN_BUILD_STRICT_DEVICE)\n"
             "  -v                    verbose builder log\n");
     return f == stderr ? 2 : 0;
 }
@@ -234,6 +251,17 @@ static void print_stats(const kiln_build_stats *s) {
            s->build_ms, s->layers, s->candidates, s->timed, s->cache_hits, s->cache_dedup);
 }
 
+/* Where each layer runs (the copies and conversions the builder inserted
+ * included), and with which implementation. */
+static void print_placement(const kiln_engine *e) {
+    for (int i = 0; i < kiln_engine_num_layers(e); i++) {
+        kiln_layer_info li;
+        if (kiln_engine_layer_info(e, i, &li)) continue;
+        printf("  layer %-14s %s::%s v%d on %s, %s tactic %d\n", li.name, li.op_ns, li.op_name, li.op_version,
+               li.device == KILN_DEVICE_CUDA ? "cuda" : "cpu", li.aot ? "AOT kernel" : "JIT impl", li.tactic);
+    }
+}
+
 /* ------------------------------------------------------------ checks */
 
 /* What one run produced, for the per-sample checks. */
@@ -309,7 +337,19 @@ static size_t check_inplace(const sample_run *r) {
                same ? "in place" : "NOT in place");
         if (!same) bad++;
     }
-    if (log->out[1] != log->out[0]) {
+    /* One buffer for both ops, unless the builder put a type conversion
+     * between them (timing chose FP32 for one and FP16 for the other: the
+     * second then works in place on the converted tensor). */
+    const char *t1 = NULL, *t2 = NULL;
+    for (int i = 0; i < kiln_engine_num_layers(r->eng); i++) {
+        kiln_layer_info li;
+        if (kiln_engine_layer_info(r->eng, i, &li)) continue;
+        if (!strcmp(li.name, "add1")) t1 = li.outputs[0];
+        if (!strcmp(li.name, "add2")) t2 = li.inputs[0];
+    }
+    if (t1 && t2 && strcmp(t1, t2)) {
+        printf("  a conversion between the ops ('%s' -> '%s'): each in place on its own buffer\n", t1, t2);
+    } else if (log->out[1] != log->out[0]) {
         fprintf(stderr, "  expected both ops to share one buffer\n");
         bad++;
     }
@@ -383,7 +423,8 @@ static size_t check_circ_pad(const sample_run *r) {
         const long *calls = r->build_cnt.circ_pad_calls;
         printf("  circ_pad impl calls during the build: tactic 1: %ld, tactic 2: %ld, default: %ld\n",
                calls[1], calls[2], calls[0]);
-        if ((o->multi_tactic || o->per_format) && (calls[1] == 0 || calls[2] == 0)) {
+        /* (AOT CUDA layers are not timed: their kernel is compiled once, at build) */
+        if ((o->multi_tactic || o->per_format) && !(o->aot && o->cuda) && (calls[1] == 0 || calls[2] == 0)) {
             fprintf(stderr, "  expected tactics 1 and 2 both timed\n");
             bad++;
         }
@@ -445,6 +486,14 @@ static int parse_args(int argc, char **argv, opts *o) {
             if (!strcmp(v, "fp16")) o->fp16 = 1;
             else if (strcmp(v, "fp32")) {
                 fprintf(stderr, "kiln-samples: --precision expects fp32 or fp16, found '%s'\n", v);
+                return -1;
+            }
+        } else if (!strcmp(a, "--device")) {
+            const char *v = VALUE();
+            if (!v) return -1;
+            if (!strcmp(v, "cuda")) o->cuda = 1;
+            else if (strcmp(v, "cpu")) {
+                fprintf(stderr, "kiln-samples: --device expects cpu or cuda, found '%s'\n", v);
                 return -1;
             }
         } else if (!strcmp(a, "--artifacts-dir")) {
@@ -543,18 +592,18 @@ static int parse_args(int argc, char **argv, opts *o) {
 }
 
 static int load_lib(lib *l) {
-    if (kiln_registry_load_library(KILN_SAMPLES_LIB)) return fail_kiln("loading the sample ops");
-    void *h = dlopen(KILN_SAMPLES_LIB, RTLD_NOW | RTLD_NOLOAD);
-    if (!h) h = dlopen(KILN_SAMPLES_LIB, RTLD_NOW);
+    if (kiln_registry_load_library(samples_lib())) return fail_kiln("loading the sample ops");
+    void *h = dlopen(samples_lib(), RTLD_NOW | RTLD_NOLOAD);
+    if (!h) h = dlopen(samples_lib(), RTLD_NOW);
     if (!h) {
-        fprintf(stderr, "kiln-samples: dlopen %s: %s\n", KILN_SAMPLES_LIB, dlerror());
+        fprintf(stderr, "kiln-samples: dlopen %s: %s\n", samples_lib(), dlerror());
         return 1;
     }
     *(void **)&l->network = dlsym(h, KILN_SAMPLES_NETWORK_SYMBOL);
     *(void **)&l->counters = dlsym(h, "kiln_samples_counters_get");
     *(void **)&l->inplace = dlsym(h, "kiln_samples_inplace_log_get");
     if (!l->network || !l->counters || !l->inplace) {
-        fprintf(stderr, "kiln-samples: %s lacks the samples.h functions\n", KILN_SAMPLES_LIB);
+        fprintf(stderr, "kiln-samples: %s lacks the samples.h functions\n", samples_lib());
         return 1;
     }
     return 0;
@@ -585,8 +634,9 @@ static int build_engine(const opts *o, const lib *l, kiln_engine **eng, kiln_bui
 #ifdef HAVE_ONNX
         /* --aot: the same model with the node attribute aot = 1 (made by
          * scripts/gen_circ_pad_aot_onnx.py). */
-        const char *path = o->aot ? KILN_SOURCE_DIR "/tests/fixtures/circ_pad_aot1.onnx"
-                                  : KILN_SOURCE_DIR "/samples/circ_pad.onnx";
+        char path[4096];
+        snprintf(path, sizeof path, "%s/%s", source_dir(),
+                 o->aot ? "tests/fixtures/circ_pad_aot1.onnx" : "samples/circ_pad.onnx");
         if (access(path, R_OK)) {
             fprintf(stderr, "kiln-samples: --mode onnx: %s not found (generate it with the ONNX "
                             "fixture script)\n", path);
@@ -611,6 +661,10 @@ static int build_engine(const opts *o, const lib *l, kiln_engine **eng, kiln_bui
      * output says which ran: --aot sets each layer's choice in the
      * network; otherwise it takes JIT. */
     if (!o->aot) flags |= KILN_BUILD_PREFER_JIT;
+    if (o->cuda) { /* on the GPU's kernels, or an error listing the layers left on the CPU */
+        kiln_build_config_set_device(cfg, KILN_DEVICE_CUDA);
+        flags |= KILN_BUILD_STRICT_DEVICE;
+    }
     kiln_build_config_set_flags(cfg, flags);
     if (o->threads > 0) kiln_build_config_set_threads(cfg, o->threads);
     int rc = kiln_build(net, cfg, eng, st);
@@ -625,13 +679,14 @@ static int build_engine(const opts *o, const lib *l, kiln_engine **eng, kiln_bui
 static int run_interpolate(const opts *o) {
     kiln_interpolate_opts io;
     memset(&io, 0, sizeof io);
-    io.source_dir = KILN_SOURCE_DIR;
+    io.source_dir = source_dir();
     io.mode = o->mode;
     io.scale = o->scale;
     io.threads = o->threads;
     io.seed = o->seed;
     io.verbose = o->verbose;
     io.rebuild = o->rebuild;
+    io.cuda = o->cuda;
     if (o->shape) {
         int64_t d[4];
         if (parse_ints(o->shape, d, 4, 'x') != 4 || d[0] < 1 || d[1] < 1 || d[2] < 1 || d[3] < 1) {
@@ -679,6 +734,7 @@ int main(int argc, char **argv) {
     } else if (build_engine(&o, &l, &eng, &st)) {
         return 1;
     }
+    print_placement(eng);
     kiln_samples_counters build_cnt = *cnt;
     memset(cnt, 0, sizeof *cnt);
     if (o.save) {
@@ -797,7 +853,7 @@ done:
     if (no_lib) {
         /* The proof: after loading and running the engine, the sample
          * library is still not mapped into this process. */
-        void *h = dlopen(KILN_SAMPLES_LIB, RTLD_NOW | RTLD_NOLOAD);
+        void *h = dlopen(samples_lib(), RTLD_NOW | RTLD_NOLOAD);
         printf("sample plugin library in this process after the run: %s\n", h ? "LOADED" : "absent");
         if (h) {
             dlclose(h);

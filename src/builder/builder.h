@@ -136,6 +136,10 @@ int kiln__b_fuse(builder *b);
 int kiln__b_select(builder *b);
 /* Memory space of position p (inputs then outputs) of layer L. */
 kiln_device_kind kiln__b_pos_loc(const bl *L, int p);
+/* 1 when layer L runs on its op's AOT CUDA kernel: a CUDA build, the op
+ * has cuda_aot, and the layer (aot = 1) or the build (PREFER_AOT) asks for
+ * AOT, or the op has no cuda_impl (and the build does not prefer JIT). */
+int kiln__b_cuda_aot_wanted(const builder *b, const bl *L);
 /* emit.c */
 int kiln__b_finalize(builder *b, int **order, int *norder);
 int kiln__b_emit(builder *b, const int *order, int norder, kiln_engine **out);

@@ -266,6 +266,13 @@ int kiln__b_finalize(builder *b, int **order_out, int *norder) {
             b->t[V].alias_in = b->t[T].alias_in;
             b->t[T].alias_in = -1;
             b->l[li].out[o] = V;
+            if (t->is_size) { /* the layer writes the size: its symbol binds to what it writes */
+                bsym *s = (bsym *)kiln__b_find_sym(b, t->size_sym);
+                if (s) s->t = V;
+                b->t[V].is_size = 1;
+                b->t[V].size_sym = t->size_sym;
+                b->t[T].is_size = 0;
+            }
             if ((rc = add_variant(&vs, T, &b->t[V], V))) break;
             int done = -1;
             rc = convert(b, &vs, &ord, T, V, b->t[T].dtype, KILN_FORMAT_LINEAR, KILN_DEVICE_CPU, T, &done);
@@ -485,8 +492,9 @@ static int add_plugin_ref(builder *b, kiln_engine *e, const kiln__op *op) {
 
 static int use_aot(builder *b, const bl *L, int *aot) {
     const kiln_quick_op *q = L->op->quick;
-    int has_aot = q && q->aot;
-    int has_jit = !q || q->impl;
+    const int cuda = L->device == KILN_DEVICE_CUDA; /* the implementations of the layer's device */
+    int has_aot = q && (cuda ? q->cuda_aot != NULL : q->aot != NULL);
+    int has_jit = !q || (cuda ? q->cuda_impl != NULL : q->impl != NULL);
     *aot = 0;
     if (L->aot == 1) {
         if (!has_aot)
@@ -519,7 +527,8 @@ int kiln__b_aot_kernel(builder *b, int li, kiln_aot_kernel *k) {
                         .user = L->op->quick->user};
     memset(k, 0, sizeof *k);
     kiln__misuse_clear();
-    int rc = kiln__misuse_take(L->op->quick->aot(&c, &L->io, L->tactic, k));
+    const kiln_quick_op *q = L->op->quick;
+    int rc = kiln__misuse_take((L->device == KILN_DEVICE_CUDA ? q->cuda_aot : q->aot)(&c, &L->io, L->tactic, k));
     if (rc) return kiln__err_prefix(rc, "layer '%s' (%s::%s v%d): aot", L->name, L->op->ns, L->op->name, L->op->version);
     return 0;
 }
@@ -531,6 +540,15 @@ static int emit_aot(emitter *E, int li, kiln__elayer *el) {
     int rc = kiln__b_aot_kernel(b, li, &k);
     if (rc) return rc;
     kiln_engine *e = E->e;
+    if (L->device == KILN_DEVICE_CUDA) {
+        kiln__aot_cuda *nc = kiln__realloc(e->acu, (size_t)(e->nacu + 1) * sizeof *nc);
+        if (!nc) return kiln__err(KILN_ENOMEM, "build: out of memory");
+        e->acu = nc;
+        rc = kiln__aot_cuda_from_kernel(L->op, &k, L->nin + L->nout, aot_node_cb, E, &e->acu[e->nacu]);
+        if (rc) return kiln__err_prefix(rc, "layer '%s' (%s::%s v%d)", L->name, L->op->ns, L->op->name, L->op->version);
+        el->aot_kernel = e->nacu++;
+        return 0;
+    }
     kiln__aot *na = kiln__realloc(e->aot, (size_t)(e->naot + 1) * sizeof *na);
     if (!na) return kiln__err(KILN_ENOMEM, "build: out of memory");
     e->aot = na;

@@ -63,7 +63,9 @@ static int dtype_ok(const builder *b, const bt *t, kiln_dtype dt) {
  * CUDA implementation reads on the host (kiln_quick_op.cuda_host_inputs). */
 kiln_device_kind kiln__b_pos_loc(const bl *L, int p) {
     if (L->device == KILN_DEVICE_CPU) return KILN_DEVICE_CPU;
-    if (p < L->nin && p < 32 && (kiln__op_host_inputs(L->op, L->device) >> p & 1u)) return KILN_DEVICE_CPU;
+    /* (an AOT CUDA kernel takes every input in device memory) */
+    if (p < L->nin && p < 32 && L->aot != 1 && (kiln__op_host_inputs(L->op, L->device) >> p & 1u))
+        return KILN_DEVICE_CPU;
     return L->device;
 }
 
@@ -640,6 +642,13 @@ static int reformat_cost(builder *b, int t, kiln_dtype dt, kiln_format fmt, doub
     return rc;
 }
 
+int kiln__b_cuda_aot_wanted(const builder *b, const bl *L) {
+    const kiln_quick_op *q = L->op->quick;
+    if (!b->cuda || !q || !q->cuda_aot || L->aot == 0) return 0;
+    unsigned f = b->cfg->flags & (KILN_BUILD_PREFER_AOT | KILN_BUILD_PREFER_JIT);
+    return L->aot == 1 || f == KILN_BUILD_PREFER_AOT || (!q->cuda_impl && f != KILN_BUILD_PREFER_JIT);
+}
+
 /* Placement: a CUDA build runs a layer on the GPU when its op has a CUDA
  * implementation with a combination for the layer's types (and it is not
  * forced to a CPU AOT kernel), else on the CPU.  Leaves the candidates of
@@ -647,6 +656,11 @@ static int reformat_cost(builder *b, int t, kiln_dtype dt, kiln_format fmt, doub
 static int place(builder *b, int li, cand_list *cl) {
     bl *L = &b->l[li];
     L->device = KILN_DEVICE_CPU;
+    if (kiln__b_cuda_aot_wanted(b, L)) { /* AOT CUDA kernel: always on the GPU */
+        L->device = KILN_DEVICE_CUDA;
+        L->aot = 1;
+        return enum_candidates(b, li, cl);
+    }
     if (b->cuda && L->aot != 1 && kiln__op_has_device(L->op, KILN_DEVICE_CUDA)) {
         L->device = KILN_DEVICE_CUDA;
         int rc = enum_candidates(b, li, cl);
@@ -683,7 +697,10 @@ int kiln__b_select(builder *b) {
         b->st->candidates += cl.n;
         int best = 0;
         double best_cost = 0, best_ms = 0;
-        if (cl.n > 1 && !no_timing) {
+        /* An AOT CUDA layer takes its op's first combination: its kernel is
+         * compiled once, at emit (not timed against JIT candidates). */
+        const int cuda_aot = b->l[li].device == KILN_DEVICE_CUDA && b->l[li].aot == 1;
+        if (cl.n > 1 && !no_timing && !cuda_aot) {
             best = -1;
             for (int k = 0; k < cl.n && !rc; k++) {
                 double ms;

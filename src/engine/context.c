@@ -320,7 +320,14 @@ KILN_API int kiln_context_create(const kiln_engine *e, int threads, kiln_context
          * (kiln__epi_cuda_act); packed weights are host-side: CPU layers only */
         cl->call.epilogue = el->epi_rt;
         cl->call.prepacked = cl->gpu ? NULL : (const void *const *)el->prepacked;
-        if (el->aot_kernel >= 0) continue;
+        if (el->aot_kernel >= 0) {
+            /* an AOT CUDA kernel's module is loaded here, never inside a run or a graph capture */
+            if (cl->gpu && (rc = kiln__aot_cuda_load(&e->acu[el->aot_kernel]))) {
+                rc = layer_err(el, rc);
+                goto fail;
+            }
+            continue;
+        }
         KILN__ASSERT(el->op && el->op->vt && el->op->vt->enqueue);
         cl->vt = el->op->vt;
         cl->enq = kiln__op_enqueue_fn(el->op, (kiln_device_kind)el->device);
@@ -684,8 +691,13 @@ static int plan(kiln_context *c) {
     for (int32_t l = 0; l < e->nlayers; l++) {
         ctx_layer *cl = &c->L[l];
         cl->ws = 0;
-        if (!cl->vt) continue;
-        if (cl->wsf) cl->ws = cl->wsf(cl->state, &cl->call);
+        const kiln__elayer *el = &e->layers[l];
+        if (!cl->vt && !(cl->gpu && el->aot_kernel >= 0)) continue;
+        if (!cl->vt) { /* AOT CUDA kernel: its hidden scratch pointers */
+            if ((rc = kiln__aot_cuda_scratch(&e->acu[el->aot_kernel], c->vals, &cl->ws))) return layer_err(el, rc);
+        } else if (cl->wsf) {
+            cl->ws = cl->wsf(cl->state, &cl->call);
+        }
         if ((rc = kiln__misuse_take(0))) return layer_err(&e->layers[l], rc);
         size_t *m = cl->gpu ? &dws : &ws;
         if (cl->ws > *m) *m = cl->ws;
@@ -1029,6 +1041,7 @@ static int run_aot(kiln_context *c, int32_t l) {
     void *in[KILN_MAX_IO], *out[KILN_MAX_IO];
     for (int k = 0; k < cl->call.nin; k++) in[k] = cl->in[k].data;
     for (int k = 0; k < cl->call.nout; k++) out[k] = cl->out[k].data;
+    if (cl->gpu) return kiln__aot_cuda_launch(&e->acu[el->aot_kernel], &cl->call, c->vals);
     return kiln__aot_launch(&e->aot[el->aot_kernel], &c->exec, in, out, c->vals);
 }
 
@@ -1099,7 +1112,7 @@ static int run_segment(kiln_context *c, int32_t l, int *done) {
         if (!c->ran) return 0;
         int rc = c->dev->graph_begin(stream);
         for (int32_t k = l; k < cl->seg_end && !rc; k++) {
-            rc = c->L[k].enq(c->L[k].state, &c->L[k].call);
+            rc = c->L[k].vt ? c->L[k].enq(c->L[k].state, &c->L[k].call) : run_aot(c, k);
             if (rc) layer_err(&c->e->layers[k], rc);
         }
         void *g = NULL;
@@ -1144,7 +1157,8 @@ static void graph_segments(kiln_context *c) {
     for (int32_t l = 0; l < e->nlayers; l++) {
         ctx_layer *cl = &c->L[l];
         const kiln__elayer *el = &e->layers[l];
-        cl->graph_ok = cl->gpu && cl->vt && !kiln__op_graph_unsafe(el->op);
+        /* AOT CUDA kernels are plain launches: capturable */
+        cl->graph_ok = cl->gpu && (cl->vt ? !kiln__op_graph_unsafe(el->op) : el->aot_kernel >= 0);
         for (int32_t k = 0; k < el->nin && cl->graph_ok; k++)
             if (el->in[k] >= 0 && e->tensors[el->in[k]].loc != KILN_DEVICE_CUDA) cl->graph_ok = 0;
         for (int32_t k = 0; k < el->nout && cl->graph_ok; k++)

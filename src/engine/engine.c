@@ -41,6 +41,8 @@ void kiln__engine_destroy(kiln_engine *e) {
     kiln__free(e->outputs);
     kiln__free(e->prof);
     for (int32_t i = 0; i < e->naot && e->aot; i++) kiln__aot_free(&e->aot[i]);
+    for (int32_t i = 0; i < e->nacu && e->acu; i++) kiln__aot_cuda_free(&e->acu[i]);
+    kiln__free(e->acu);
     for (int32_t i = 0; i < e->ndimnames && e->dimnames; i++) kiln__free(e->dimnames[i].name);
     kiln__free(e->dimnames);
     kiln__free(e->aot);
@@ -216,9 +218,9 @@ int kiln__engine_prepare(kiln_engine *e) {
     for (int32_t i = 0; i < e->nlayers; i++) {
         kiln__elayer *l = &e->layers[i];
         if (l->aot_kernel >= 0) {
-            if (l->aot_kernel >= e->naot)
+            if (l->aot_kernel >= kiln__layer_aot_count(e, l))
                 return kiln__err(KILN_EFORMAT, "layer '%s': AOT kernel %d, engine has %d",
-                                 l->name, (int)l->aot_kernel, (int)e->naot);
+                                 l->name, (int)l->aot_kernel, (int)kiln__layer_aot_count(e, l));
             continue;
         }
         if (l->op) continue;
@@ -255,6 +257,7 @@ int kiln__engine_prepare(kiln_engine *e) {
 
     for (int32_t i = 0; i < e->nlayers; i++) {
         kiln__elayer *l = &e->layers[i];
+        if (l->aot_kernel >= 0 && l->device == KILN_DEVICE_CUDA) continue; /* loaded by its context */
         if (l->aot_kernel >= 0) {
             rc = kiln__aot_load(&e->aot[l->aot_kernel]);
             if (rc) return kiln__err_prefix(rc, "layer '%s' (AOT kernel %d)", l->name,
@@ -286,6 +289,8 @@ int kiln__engine_prepare(kiln_engine *e) {
                                             op->ns, op->name, op->version, (int)l->tactic);
             }
         }
+        /* before prepack: it reads the constants in the types they claim */
+        if ((rc = kiln__layer_check_formats(e, i, l->state, 1))) return rc;
         if (l->nepi && !l->epi_rt && (rc = kiln__epi_prepare(e, l))) return rc;
         if ((rc = layer_prepack(e, l))) return rc;
     }

@@ -24,5 +24,6 @@ int kiln_engine_layer_info(const kiln_engine *e, int i, kiln_layer_info *info) {
     info->tactic = l->tactic;
     info->aot = l->aot_kernel >= 0;
     info->time_ms = l->time_ms;
+    info->device = (kiln_device_kind)l->device;
     return 0;
 }

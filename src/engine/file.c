@@ -24,7 +24,8 @@
  * layers: u32 count, then per fused layer i32 layer index, u32 op count,
  * per op str ns, str name, i32 version, i32 input count, i32 activation
  * slot, i32 tensor per input (-1: the activation or absent), u64 attribute
- * blob size + blob), SIGNATURE (optional, always last: the signer's
+ * blob size + blob), AOTCUDA (optional: AOT CUDA kernels, see
+ * plugin/aot_cuda.c), SIGNATURE (optional, always last: the signer's
  * Ed25519 public key and a signature of the file, see trust.c).
  * Strings are u32 length + bytes (no NUL).
  *
@@ -37,6 +38,7 @@
 #include "core/bytes.h"
 
 #include "engine/trust.h"
+#include "plugin/aot_cuda.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -69,13 +71,14 @@ enum {
     SEC_DEVICE, /* optional: written only for engines built for CUDA */
     SEC_SIGNATURE, /* optional, last: written by kiln_engine_save_signed */
     SEC_DIMNAMES,  /* optional: network names of input dims; written before SIGNATURE */
+    SEC_AOTCUDA,   /* optional: AOT CUDA kernels (plugin/aot_cuda.c); written before SIGNATURE */
     SEC_COUNT_
 };
 
 static const char *sec_name(uint32_t id) {
     static const char *const names[] = {"?",  "META",     "NODES",   "TENSORS", "LAYERS",
                                         "IO", "PROFILES", "WEIGHTS", "AOT",     "PLUGINS",
-                                        "FUSION", "DEVICE", "SIGNATURE", "DIMNAMES"};
+                                        "FUSION", "DEVICE", "SIGNATURE", "DIMNAMES", "AOTCUDA"};
     return id < SEC_COUNT_ ? names[id] : "?";
 }
 
@@ -295,19 +298,20 @@ static int build_sections(const kiln_engine *e, wbuf *sec) {
             w_str(w, e->dimnames[i].name);
         }
     }
+    kiln__aot_cuda_write_section(e, &sec[SEC_AOTCUDA]);
     for (int s = 1; s < SEC_COUNT_; s++)
         if (sec[s].oom) return kiln__err(KILN_ENOMEM, "out of memory serializing the engine");
     return 0;
 }
 
 static int sec_optional(int s) {
-    return s == SEC_FUSION || s == SEC_DEVICE || s == SEC_SIGNATURE || s == SEC_DIMNAMES;
+    return s == SEC_FUSION || s == SEC_DEVICE || s == SEC_SIGNATURE || s == SEC_DIMNAMES || s == SEC_AOTCUDA;
 }
 /* Order of the sections in a file: by id, except that SIGNATURE stays last
  * (it signs everything before it). */
 static const int sec_order[SEC_COUNT_ - 1] = {SEC_META, SEC_NODES, SEC_TENSORS, SEC_LAYERS, SEC_IO,
                                               SEC_PROFILES, SEC_WEIGHTS, SEC_AOT, SEC_PLUGINS, SEC_FUSION,
-                                              SEC_DEVICE, SEC_DIMNAMES, SEC_SIGNATURE};
+                                              SEC_DEVICE, SEC_DIMNAMES, SEC_AOTCUDA, SEC_SIGNATURE};
 /* Sections written: all but empty optional ones. */
 static int sec_written(const wbuf *sec, int s) { return !sec_optional(s) || sec[s].n > 0; }
 
@@ -1053,10 +1057,17 @@ static int check_refs(kiln_engine *e, const secinfo *sec) {
         }
     for (int32_t i = 0; i < e->nlayers; i++) {
         const kiln__elayer *l = &e->layers[i];
-        if (l->aot_kernel >= e->naot) {
-            snprintf(m, sizeof m, "layer '%s' uses AOT kernel %d, engine has %d", l->name,
-                     (int)l->aot_kernel, (int)e->naot);
+        if (l->aot_kernel >= kiln__layer_aot_count(e, l)) {
+            snprintf(m, sizeof m, "layer '%s' uses %sAOT kernel %d, engine has %d", l->name,
+                     l->device == KILN_DEVICE_CUDA ? "CUDA " : "", (int)l->aot_kernel,
+                     (int)kiln__layer_aot_count(e, l));
             return xfail("LAYERS", sec[SEC_LAYERS].off, m, "");
+        }
+        if (l->aot_kernel >= 0 && l->device == KILN_DEVICE_CUDA &&
+            e->acu[l->aot_kernel].nptr != l->nin + l->nout) {
+            snprintf(m, sizeof m, "layer '%s' has %d inputs and outputs, its AOT CUDA kernel %d takes %d pointers",
+                     l->name, (int)(l->nin + l->nout), (int)l->aot_kernel, (int)e->acu[l->aot_kernel].nptr);
+            return xfail("AOTCUDA", sec[SEC_AOTCUDA].off, m, "");
         }
         if (l->io.n != 0 && l->io.n != l->nin + l->nout) {
             snprintf(m, sizeof m, "layer '%s' has %d io formats for %d positions", l->name,
@@ -1114,7 +1125,7 @@ static int version_ok(uint32_t ver) {
 
 KILN_API int kiln_engine_has_code(const kiln_engine *e) {
     if (!e) return 0;
-    if (e->naot > 0) return 1;
+    if (e->naot > 0 || e->nacu > 0) return 1;
     for (int32_t i = 0; i < e->nplugins; i++)
         if (e->plugins[i].so_size) return 1;
     return 0;
@@ -1129,9 +1140,10 @@ static int trust_ok(const kiln_engine *e, const kiln_load_options *opt, int veri
     if (!kiln_engine_has_code(e) || verified) return 0;
     int32_t nso = 0;
     for (int32_t i = 0; i < e->nplugins; i++) nso += e->plugins[i].so_size > 0;
-    char what[96];
-    snprintf(what, sizeof what, "%d AOT kernel%s and %d embedded plugin librar%s", (int)e->naot,
-             e->naot == 1 ? "" : "s", (int)nso, nso == 1 ? "y" : "ies");
+    char what[128], cu[40] = "";
+    if (e->nacu) snprintf(cu, sizeof cu, ", %d AOT CUDA kernel%s", (int)e->nacu, e->nacu == 1 ? "" : "s");
+    snprintf(what, sizeof what, "%d AOT kernel%s%s and %d embedded plugin librar%s", (int)e->naot,
+             e->naot == 1 ? "" : "s", cu, (int)nso, nso == 1 ? "y" : "ies");
     if (opt->code == KILN_CODE_ALLOW) return 0;
     if (opt->code == KILN_CODE_LOCAL) {
         if (e->host_id == kiln__host_id()) return 0;
@@ -1272,6 +1284,11 @@ static int parse_image(const uint8_t *p, size_t n, int weights_in_place, const k
     if (sec[SEC_FUSION].present && (rc = parse_fusion(e, &sec[SEC_FUSION]))) return rc;
     if (sec[SEC_DEVICE].present && (rc = parse_device(e, &sec[SEC_DEVICE]))) return rc;
     if (sec[SEC_DIMNAMES].present && (rc = parse_dimnames(e, &sec[SEC_DIMNAMES]))) return rc;
+    if (sec[SEC_AOTCUDA].present) {
+        rd r;
+        rd_init(&r, &sec[SEC_AOTCUDA], SEC_AOTCUDA);
+        if ((rc = kiln__aot_cuda_parse_section(e, &r))) return rc;
+    }
 
     e->weights_size = sec[SEC_WEIGHTS].size;
     if (weights_in_place) {

@@ -150,9 +150,10 @@ KILN_API int kiln_engine_inspect(const kiln_engine *e, FILE *out) {
     int32_t nso = 0;
     for (int32_t i = 0; i < e->nplugins; i++) nso += e->plugins[i].so_size > 0;
     if (kiln_engine_has_code(e))
-        fprintf(out, "  native code: yes (%d AOT kernel%s, %d embedded plugin librar%s): runs in the "
+        fprintf(out, "  native code: yes (%d AOT kernel%s, %d embedded plugin librar%s%s): runs in the "
                 "loading process; load only trusted engines (docs/AOT.md, Trust)\n", (int)e->naot,
-                e->naot == 1 ? "" : "s", (int)nso, nso == 1 ? "y" : "ies");
+                e->naot == 1 ? "" : "s", (int)nso, nso == 1 ? "y" : "ies",
+                e->nacu ? ", AOT CUDA kernels: see below" : "");
     else
         fprintf(out, "  native code: none (data only: loading and running cannot run code from the file)\n");
     fprintf(out, "  signature: %s\n", e->signature == 2 ? "Ed25519, verified"
@@ -265,6 +266,14 @@ KILN_API int kiln_engine_inspect(const kiln_engine *e, FILE *out) {
         human(k->so_size, b2, sizeof b2);
         fprintf(out, "  #%d entry %s, %s, cpu %s, %d scalars\n", (int)i, k->entry ? k->entry : "?",
                 b2, k->cpu_sig ? k->cpu_sig : "?", (int)k->nscalars);
+    }
+    if (e->nacu) fprintf(out, "AOT CUDA kernels (%d):\n", (int)e->nacu);
+    for (int32_t i = 0; i < e->nacu; i++) {
+        const kiln__aot_cuda *k = &e->acu[i];
+        fprintf(out, "  #%d entry %s, %s, PTX %llu bytes, cubin %llu bytes (sm_%d), %d scalars, %d scratch\n",
+                (int)i, k->entry, k->lang == KILN_AOT_LANG_PTX ? "from PTX" : "from CUDA C",
+                (unsigned long long)k->ptx_size, (unsigned long long)k->cubin_size, (int)k->sm,
+                (int)k->nscalars, (int)k->nscratch);
     }
     int nemb = 0;
     for (int32_t i = 0; i < e->nplugins; i++) nemb += e->plugins[i].so != NULL;

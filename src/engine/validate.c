@@ -13,18 +13,32 @@
  *       layer reads it, and every tensor's lifetime (which the memory plan
  *       uses to share memory) covers each layer that reads or writes it;
  *     - an alias (in-place) has the element size of its root;
+ *   when the layers are prepared (kiln__layer_check_formats, before any
+ *   constant is prepacked)
+ *     - each layer's tensors' dtypes and layouts, with its tactic, are a
+ *       combination its op accepts on the layer's device (the quick op's
+ *       formats / cuda_formats, or the plugin's supports_format and
+ *       valid_tactics), as the builder enumerated them, and the layer's
+ *       record of its chosen io says the same; ops without combinations
+ *       take LINEAR and tactic 0, and their shape function (below) is
+ *       the judge of types;
  *   at each shape change (kiln__layer_check_shapes, from the context)
  *     - each layer's output dtypes and dims are what its op's shape
  *       function computes from the layer's actual input dims and constant
  *       inputs: kernels derive their loops from input dims and write
  *       outputs sized by the shape program, and the two must agree.
- *       Output dims the shape function cannot state without data (size
+ *       Combinations made by formats_fn from the inputs are checked
+ *       here too.  Output dims the shape function cannot state without data (size
  *       tensors, values read at run time) are bounded by the memory
  *       reserved for them, checked after their producer ran (context.c).
  *
  * AOT layers are native code, trusted by the load policy (kiln.h), and
  * are not checked here; nor are the outer dims of ops with sub-network
  * bodies (their kernels check their inputs against the body engine).
+ * Not stored in the file, so nothing to cross-check: workspace sizes and
+ * packed weights (both computed from the validated views at load/run).
+ * Attribute blobs are decoded against the op's schema (attrs.c: unknown
+ * names, types and array element types other than the schema's fail).
  */
 #include "kiln_int.h"
 
@@ -183,6 +197,54 @@ static int check_capacity(const kiln_engine *e, const kiln__elayer *L, int32_t k
     return 0;
 }
 
+/* Mark the network-input dims (SYM INPUT_DIM nodes) node n depends on. */
+static void mark_input_dims(const kiln_engine *e, int32_t n, uint8_t *seen, uint8_t *dims_used) {
+    if (n < 0 || n >= e->nnodes || seen[n]) return;
+    seen[n] = 1;
+    const kiln__enode *x = &e->nodes[n];
+    if (x->op == KILN_EXPR_CONST) return;
+    if (x->op == KILN_EXPR_SYM) {
+        if (x->symkind == KILN__SYM_INPUT_DIM && x->a >= 0 && x->a < e->ntensors && x->b >= 0 &&
+            x->b < KILN_MAX_DIMS)
+            dims_used[(size_t)x->a * KILN_MAX_DIMS + (size_t)x->b] = 1;
+        return;
+    }
+    mark_input_dims(e, x->a, seen, dims_used);
+    mark_input_dims(e, x->b, seen, dims_used);
+    if (x->op == KILN_EXPR_SELECT_) mark_input_dims(e, x->c, seen, dims_used);
+}
+
+/* "dims 2, 3 of input 'x'" for the network-input dims layer L's input
+ * dims depend on; returns how many (0: none, or out of memory). */
+static int input_dims_of(const kiln_engine *e, const kiln__elayer *L, char *buf, size_t size) {
+    uint8_t *seen = kiln__calloc((size_t)e->nnodes + 1, 1);
+    uint8_t *used = kiln__calloc((size_t)e->ntensors * KILN_MAX_DIMS + 1, 1);
+    int count = 0;
+    size_t o = 0;
+    buf[0] = 0;
+    if (seen && used) {
+        for (int32_t k = 0; k < L->nin; k++) {
+            if (L->in[k] < 0) continue;
+            const kiln__etensor *t = &e->tensors[L->in[k]];
+            for (int i = 0; i < t->ndim; i++) mark_input_dims(e, t->dims[i], seen, used);
+        }
+        for (int32_t t = 0; t < e->ntensors; t++) {
+            int n = 0;
+            for (int d = 0; d < KILN_MAX_DIMS; d++) {
+                if (!used[(size_t)t * KILN_MAX_DIMS + (size_t)d]) continue;
+                if (o < size)
+                    o += (size_t)snprintf(buf + o, size - o, "%s%s%d", count ? (n ? ", " : "; ") : "",
+                                          n ? "" : "dims ", d);
+                n++, count++;
+            }
+            if (n && o < size) o += (size_t)snprintf(buf + o, size - o, " of input '%s'", e->tensors[t].name);
+        }
+    }
+    kiln__free(seen);
+    kiln__free(used);
+    return count;
+}
+
 int kiln__layer_check_shapes(const kiln_engine *e, int32_t l, void *state, const kiln_attrs *attrs,
                              const kiln_tensor *in, const kiln_tensor *out, const uint8_t *size_dep,
                              const uint64_t *capacity) {
@@ -239,8 +301,20 @@ int kiln__layer_check_shapes(const kiln_engine *e, int32_t l, void *state, const
         if (runtime_values)
             return kiln__err(KILN_ESHAPE, "layer '%s' (%s::%s v%d) rejects its inputs (dims %s): %s",
                              L->name, op->ns, op->name, op->version, d, m);
+        /* Dims that follow from the network inputs' dynamic dims: the
+         * caller's shapes are refused (e.g. dims left at 1), so say which
+         * input dims to change. */
+        char from[200];
+        if (input_dims_of(e, L, from, sizeof from) > 0)
+            return kiln__err(KILN_ESHAPE, "layer '%s' (%s::%s v%d) rejects its input dims %s, which follow from %s: %s; "
+                             "give those input dims other values", L->name, op->ns, op->name, op->version, d, from, m);
         return kiln__err(KILN_EFORMAT, "engine is inconsistent: layer '%s' (%s::%s v%d) at input dims %s: %s",
                          L->name, op->ns, op->name, op->version, d, m);
+    }
+    /* combinations that formats_fn made from these inputs */
+    if (op->quick && op->quick->formats_fn && (rc = kiln__layer_check_formats(e, l, state, 0))) {
+        kiln__exprs_free(x);
+        return rc;
     }
     for (int32_t k = 0; k < L->nout && !rc; k++) {
         const kiln_desc *d = &dout[k];
@@ -290,4 +364,111 @@ int kiln__layer_check_shapes(const kiln_engine *e, int32_t l, void *state, const
     }
     kiln__exprs_free(x);
     return rc;
+}
+
+/* ------------------------------------------------ types, layouts, tactics */
+
+/* The dtype/layout the layer's kernels see at each position (inputs, then
+ * outputs): its tensors'; an absent optional input is UNDEFINED, LINEAR,
+ * as the builder lays out a kiln_io_format. */
+static void tensors_io(const kiln_engine *e, const kiln__elayer *L, kiln_io_format *io) {
+    memset(io, 0, sizeof *io);
+    io->n = L->nin + L->nout;
+    for (int p = 0; p < io->n; p++) {
+        int32_t t = p < L->nin ? L->in[p] : L->out[p - L->nin];
+        io->dtype[p] = t >= 0 ? (kiln_dtype)e->tensors[t].dtype : KILN_DTYPE_UNDEFINED;
+        io->format[p] = t >= 0 ? (kiln_format)e->tensors[t].format : KILN_FORMAT_LINEAR;
+    }
+}
+
+/* 1 if some expansion of one of the combinations matches io at every
+ * present position and lists the tactic (an empty list: tactic 0), as the
+ * builder's candidates are made (select.c). */
+static int combos_accept(const kiln_combo *cb, const kiln_io_format *io, int tactic, int *err) {
+    for (; cb->types; cb++) {
+        int nt = 0, has = 0;
+        for (; nt < KILN_MAX_TACTICS && cb->tactics[nt]; nt++) has |= cb->tactics[nt] == tactic;
+        if (nt ? !has : tactic != 0) continue;
+        int n = kiln_combo_expand(cb->types, cb->layouts, io->n, NULL, 0);
+        if (n <= 0) continue;
+        kiln_io_format *x = kiln__malloc(sizeof *x * (size_t)n);
+        if (!x) {
+            *err = kiln__err(KILN_ENOMEM, "out of memory checking an engine");
+            return 0;
+        }
+        n = kiln_combo_expand(cb->types, cb->layouts, io->n, x, n);
+        int yes = 0;
+        for (int i = 0; i < n && !yes; i++) {
+            yes = 1;
+            for (int p = 0; p < io->n && yes; p++)
+                if (io->dtype[p] != KILN_DTYPE_UNDEFINED)
+                    yes = x[i].dtype[p] == io->dtype[p] && x[i].format[p] == io->format[p];
+        }
+        kiln__free(x);
+        if (yes) return 1;
+    }
+    return 0;
+}
+
+/* A plugin's own answer, position by position as the builder asks it. */
+static int plugin_accepts(const kiln__op *op, void *state, const kiln_io_format *io, int tactic) {
+    const kiln_plugin_vtable *vt = op->vt;
+    for (int p = 0; p < io->n; p++) {
+        if (io->dtype[p] == KILN_DTYPE_UNDEFINED) continue;
+        int yes = vt->supports_format ? vt->supports_format(state, p, io) == 1
+                                      : io->format[p] == KILN_FORMAT_LINEAR;
+        if (!yes) return 0;
+    }
+    int tactics[KILN_MAX_TACTICS], nt = vt->valid_tactics ? vt->valid_tactics(state, tactics, KILN_MAX_TACTICS) : 0;
+    if (nt <= 0) return tactic == 0;
+    for (int i = 0; i < nt && i < KILN_MAX_TACTICS; i++)
+        if (tactics[i] == tactic) return 1;
+    return 0;
+}
+
+int kiln__layer_check_formats(const kiln_engine *e, int32_t l, void *state, int at_load) {
+    const kiln__elayer *L = &e->layers[l];
+    const kiln__op *op = L->op;
+    if (L->aot_kernel >= 0 || !op || !op->vt) return 0;
+    kiln_io_format io;
+    tensors_io(e, L, &io);
+    char have[400] = "";
+    size_t lh = 0;
+    for (int p = 0; p < io.n && lh < sizeof have; p++)
+        lh += (size_t)snprintf(have + lh, sizeof have - lh, "%s%s %s", p ? ", " : "",
+                               io.dtype[p] ? kiln_dtype_name(io.dtype[p]) : "-", kiln_format_name(io.format[p]));
+    /* the record of the choice made at build must be what the tensors are */
+    for (int p = 0; p < L->io.n && p < io.n; p++)
+        if (io.dtype[p] != KILN_DTYPE_UNDEFINED &&
+            (L->io.dtype[p] != io.dtype[p] || L->io.format[p] != io.format[p]))
+            return vfail(e, "layer '%s' (%s::%s v%d) position %d was chosen as %s %s, its tensor is %s %s",
+                         L->name, op->ns, op->name, op->version, p, kiln_dtype_name(L->io.dtype[p]),
+                         kiln_format_name(L->io.format[p]), kiln_dtype_name(io.dtype[p]),
+                         kiln_format_name(io.format[p]));
+    /* the builder's own kiln::reformat converts between any types and
+     * layouts: its kernel reads both from the tensors it is given */
+    if (op->quick && !strcmp(op->ns, "kiln") && !strcmp(op->name, "reformat")) return 0;
+    int ok, err = 0;
+    if (op->quick) {
+        const kiln_quick_op *q = op->quick;
+        const kiln_combo *cb = L->device == KILN_DEVICE_CUDA && q->cuda_formats ? q->cuda_formats
+                                                                                : kiln__op_formats(op, state);
+        /* combinations computed from the inputs (formats_fn) exist once
+         * the shape function ran: checked then (kiln__layer_check_shapes) */
+        if (!cb && q->formats_fn && at_load) return 0;
+        if (cb) {
+            ok = combos_accept(cb, &io, L->tactic, &err);
+        } else { /* no combinations: the tensors' own types, LINEAR, tactic 0 */
+            ok = L->tactic == 0;
+            for (int p = 0; p < io.n; p++) ok &= io.format[p] == KILN_FORMAT_LINEAR;
+        }
+    } else {
+        ok = plugin_accepts(op, state, &io, L->tactic);
+    }
+    if (err) return err;
+    if (!ok)
+        return vfail(e, "layer '%s' (%s::%s v%d) on %s: types/layouts [%s] with tactic %d are not a combination "
+                     "its op accepts", L->name, op->ns, op->name, op->version,
+                     L->device == KILN_DEVICE_CUDA ? "cuda" : "cpu", have, (int)L->tactic);
+    return 0;
 }

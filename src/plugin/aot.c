@@ -26,7 +26,7 @@
 
 typedef void (*aot_entry_fn)(const kiln_aot_args *a, int ith, int nth);
 
-static const char *scalar_name(int t) {
+const char *kiln__aot_scalar_name(int t) {
     switch (t) {
     case KILN_SCALAR_I32: return "i32";
     case KILN_SCALAR_I64: return "i64";
@@ -321,7 +321,8 @@ int kiln__aot_check(const kiln__op *op, const kiln_aot_kernel *k) {
     if (!valid_ident(k->entry))
         return kiln__err(KILN_EINVAL, "%s: aot kernel entry '%s' is not a C identifier", id,
                          k->entry ? k->entry : "(null)");
-    if (!k->extent) return kiln__err(KILN_EINVAL, "%s: aot kernel has no extent", id);
+    if (!k->extent && k->lang == KILN_AOT_LANG_C)
+        return kiln__err(KILN_EINVAL, "%s: aot kernel has no extent", id);
     if (k->nscalars < 0 || k->nscalars > KILN_MAX_SCALARS)
         return kiln__err(KILN_EINVAL, "%s: aot kernel has %d scalars, at most %d allowed", id,
                          k->nscalars, KILN_MAX_SCALARS);
@@ -337,13 +338,13 @@ int kiln__aot_check(const kiln__op *op, const kiln_aot_kernel *k) {
         if (t != KILN_SCALAR_I32 && t != KILN_SCALAR_I64 && t != KILN_SCALAR_F32)
             return kiln__err(KILN_EINVAL,
                              "%s: aot kernel scalar %d has type %d, not a kiln_scalar_type "
-                             "(signature says %s)", id, i, t, scalar_name(want[i]));
+                             "(signature says %s)", id, i, t, kiln__aot_scalar_name(want[i]));
         if (t != (int)want[i])
             return kiln__err(KILN_EINVAL, "%s: aot kernel scalar %d is %s, signature says %s", id,
-                             i, scalar_name(t), scalar_name(want[i]));
+                             i, kiln__aot_scalar_name(t), kiln__aot_scalar_name(want[i]));
         if (t != KILN_SCALAR_F32 && !k->scalars[i])
             return kiln__err(KILN_EINVAL, "%s: aot kernel scalar %d (%s) has no expression", id,
-                             i, scalar_name(t));
+                             i, kiln__aot_scalar_name(t));
     }
     return 0;
 }
@@ -352,6 +353,9 @@ int kiln__aot_from_kernel(const kiln__op *op, const kiln_aot_kernel *k,
                           kiln__aot_node_fn node_of, void *ud, kiln__aot *out) {
     KILN__ASSERT(op && k && node_of && out);
     memset(out, 0, sizeof *out);
+    if (k->lang != KILN_AOT_LANG_C)
+        return kiln__err(KILN_EINVAL, "op %s::%s v%d: aot returned lang %d; CUDA kernels come from cuda_aot", op->ns,
+                         op->name, op->version, k->lang);
     int rc = kiln__aot_check(op, k);
     if (rc) return rc;
     out->extent = node_of(ud, k->extent);
@@ -362,7 +366,7 @@ int kiln__aot_from_kernel(const kiln__op *op, const kiln_aot_kernel *k,
     for (int i = 0; i < k->nscalars; i++) {
         out->scalar_types[i] = (uint8_t)k->scalar_types[i];
         out->scalars[i] = -1;
-        if (k->scalar_types[i] == KILN_SCALAR_F32) {
+        if (k->scalar_types[i] == KILN_SCALAR_F32 && !k->scalars[i]) {
             out->fscalars[i] = k->fscalars[i];
         } else {
             out->scalars[i] = node_of(ud, k->scalars[i]);
@@ -519,7 +523,9 @@ int kiln__aot_deserialize(kiln__aot *k, const uint8_t *buf, size_t size, int32_t
         at = r.at;
         k->scalars[i] = kiln__r_i32(&r, "scalar node");
         if ((rc = r.err)) goto fail;
-        if (t != KILN_SCALAR_F32 && (rc = node_ok(&r, k->scalars[i], nnodes, "scalar", i, at)))
+        /* an F32 scalar is a constant (node -1) or an expression */
+        if ((t != KILN_SCALAR_F32 || k->scalars[i] != -1) &&
+            (rc = node_ok(&r, k->scalars[i], nnodes, "scalar", i, at)))
             goto fail;
         k->fscalars[i] = kiln__r_f64(&r, "scalar value");
     }
@@ -578,7 +584,7 @@ int kiln__aot_launch(kiln__aot *k, kiln_exec *ex, void *const *in, void *const *
     double f64[KILN_MAX_SCALARS] = {0};
     for (int i = 0; i < k->nscalars; i++) {
         if (k->scalar_types[i] == KILN_SCALAR_F32) {
-            f64[i] = (double)(float)k->fscalars[i];
+            f64[i] = (double)(float)(k->scalars[i] >= 0 ? (double)node_values[k->scalars[i]] : k->fscalars[i]);
         } else {
             i64[i] = node_values[k->scalars[i]];
             if (k->scalar_types[i] == KILN_SCALAR_I32 && (i64[i] < INT32_MIN || i64[i] > INT32_MAX))

@@ -256,8 +256,8 @@ static int check_quick(const kiln_quick_op *q, const kiln_attr_def *defs, int na
                                      lname[li], k, f[k].tactics[t]);
         }
     }
-    if (q->cuda_formats && !q->cuda_impl)
-        return kiln__err(KILN_EINVAL, "op %s::%s: cuda_formats given without cuda_impl", q->ns, q->name);
+    if (q->cuda_formats && !q->cuda_impl && !q->cuda_aot)
+        return kiln__err(KILN_EINVAL, "op %s::%s: cuda_formats given without cuda_impl or cuda_aot", q->ns, q->name);
     const char *lists_of_names[2] = {q->timing_id, q->serialize_attrs};
     const char *list_name[2] = {"timing_id", "serialize_attrs"};
     for (int li = 0; li < 2; li++) {
@@ -658,6 +658,9 @@ void kiln_registry_dump(FILE *out, const char *filter) {
             if (q->timing_id) fprintf(out, "  timing id: %s\n", q->timing_id);
             fprintf(out, "  aot: %s%s%s\n", q->aot ? "yes" : "no", q->aot && q->aot_signature ? ", scalars " : "",
                     q->aot && q->aot_signature ? q->aot_signature : "");
+            if (q->cuda_impl || q->cuda_aot)
+                fprintf(out, "  cuda: %s%s\n", q->cuda_impl ? "cuda_impl" : "",
+                        q->cuda_aot ? (q->cuda_impl ? ", AOT kernel (cuda_aot)" : "AOT kernel (cuda_aot)") : "");
         } else {
             fprintf(out, "  formats: %s; tactics: %s\n",
                     o->vt->supports_format ? "chosen by supports_format()" : "any type, LINEAR",

@@ -74,6 +74,7 @@ typedef struct CUmod_st *CUmodule;
 typedef struct CUfunc_st *CUfunction;
 typedef struct CUgraph_st *CUgraph;
 typedef struct CUgraphExec_st *CUgraphExec;
+typedef struct CUlinkState_st *CUlinkState;
 
 /* The driver functions kiln uses (resolved with dlsym). */
 typedef struct kiln__cu {
@@ -116,6 +117,12 @@ typedef struct kiln__cu {
     CUresult (*GetErrorString)(CUresult, const char **);
     CUresult (*GetErrorName)(CUresult, const char **);
     CUresult (*PointerGetAttribute)(void *, int, CUdeviceptr);
+    /* module.c: PTX -> cubin (the driver's JIT linker), modules freed */
+    CUresult (*LinkCreate)(unsigned, int *, void **, CUlinkState *);
+    CUresult (*LinkAddData)(CUlinkState, int, void *, size_t, const char *, unsigned, int *, void **);
+    CUresult (*LinkComplete)(CUlinkState, void **, size_t *);
+    CUresult (*LinkDestroy)(CUlinkState);
+    CUresult (*ModuleUnload)(CUmodule);
 } kiln__cu;
 
 /* Device facts read at initialisation. */
@@ -140,11 +147,27 @@ int kiln__cuda_enter(void);
  * (KILN_ENOMEM for out of memory) "<call>: <CUDA error name>: <string>". */
 int kiln__cuda_check(CUresult r, const char *call);
 /* Tests without a GPU (fake.c): on = 1 makes the CUDA device a host-memory
- * stand-in; owns = 1 when p lies in memory it allocated; fake_device is
+ * stand-in whose blocks the host cannot read (PROT_NONE) outside the fake's
+ * own work; owns = 1 when p lies in memory it allocated; fake_kernel runs a
+ * test op's "CUDA kernel" fn(c) with the blocks readable; fake_device is
  * that device while on, else NULL. */
 void kiln__cuda_fake(int on);
 int kiln__cuda_fake_owns(const void *p);
+int kiln__cuda_fake_kernel(int (*fn)(const kiln_call *), const kiln_call *c);
 const kiln__device *kiln__cuda_fake_device(void);
+
+/* nvrtc.c: compile CUDA C `source` to PTX for compute_<sm> (sm = 10 *
+ * major + minor) with NVRTC (dlopen'ed).  *ptx is NUL-terminated (kiln__free),
+ * *n its length.  KILN_EDEVICE when NVRTC cannot be loaded, KILN_ECOMPILE
+ * with NVRTC's log; `what` prefixes messages. */
+int kiln__nvrtc_ptx(const char *source, const char *what, int sm, char **ptx, size_t *n);
+/* module.c: link PTX (NUL-terminated) into a cubin for this GPU with the
+ * driver's JIT linker; *cubin is kiln__malloc'ed. */
+int kiln__cuda_ptx_cubin(const char *ptx, const char *what, uint8_t **cubin, size_t *size);
+/* module.c: launch f on `stream`, opting into more than 48 KiB of dynamic
+ * shared memory when asked; errors name `name` and `layer`. */
+int kiln__cuda_launch_func(CUfunction f, const char *name, const char *layer, void *stream,
+                           const unsigned grid[3], const unsigned block[3], unsigned smem, void **args);
 
 /* 1 if nvcc built kernels into this libkiln (the embedded fatbin). */
 int kiln__cuda_have_kernels(void);

@@ -109,6 +109,11 @@ static void init_once(void) {
         S(GetErrorString, "cuGetErrorString", NULL),
         S(GetErrorName, "cuGetErrorName", NULL),
         S(PointerGetAttribute, "cuPointerGetAttribute", NULL),
+        S(LinkCreate, "cuLinkCreate_v2", "cuLinkCreate"),
+        S(LinkAddData, "cuLinkAddData_v2", "cuLinkAddData"),
+        S(LinkComplete, "cuLinkComplete", NULL),
+        S(LinkDestroy, "cuLinkDestroy", NULL),
+        S(ModuleUnload, "cuModuleUnload", NULL),
 #undef S
     };
     for (size_t i = 0; i < sizeof need / sizeof need[0]; i++) {

@@ -8,46 +8,114 @@
  * a test op's cuda_impl asserts with kiln__cuda_fake_owns that it got
  * device memory, its CPU impl that it got host memory.  Kernels of the real
  * backend (kiln__cuda_launch, cuBLASLt) are not faked.  Never on by itself.
+ *
+ * Like real device memory, the fake's is not readable by host code: each
+ * block is its own mapping, kept PROT_NONE except while the fake device
+ * itself works on it (its copy and memset, and the "kernels": test ops'
+ * cuda_impl bodies run through kiln__cuda_fake_kernel).  Host code that
+ * dereferences a device pointer — the bug a real GPU reports as a segfault
+ * or, worse, silently on a machine with unified memory — faults in CI.
+ * The fake serializes its work under one lock (tests only); while any of
+ * it runs, all blocks are open.
  */
 #include "device/cuda/cuda_int.h"
 #include "device/device.h"
 
 #include <pthread.h>
 #include <stdio.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 enum { FAKE_MAX = 4096 };
-static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct { void *p; size_t n; } g_blocks[FAKE_MAX];
-static int g_on;
+static pthread_mutex_t g_lock;
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+static struct { void *p; size_t n, map; } g_blocks[FAKE_MAX];
+static int g_on, g_open; /* g_open: depth of fake work in progress (blocks readable) */
+
+/* Recursive: a kernel body may call the fake's copy. */
+static void lock_init(void) {
+    pthread_mutexattr_t a;
+    pthread_mutexattr_init(&a);
+    pthread_mutexattr_settype(&a, PTHREAD_MUTEX_RECURSIVE);
+    pthread_mutex_init(&g_lock, &a);
+    pthread_mutexattr_destroy(&a);
+}
+static void lock(void) {
+    pthread_once(&g_once, lock_init);
+    pthread_mutex_lock(&g_lock);
+}
+
+static void protect_all(int prot) {
+    for (int i = 0; i < FAKE_MAX; i++)
+        if (g_blocks[i].p) mprotect(g_blocks[i].p, g_blocks[i].map, prot);
+}
+
+/* Open every block for the fake's own work (nested calls keep them open). */
+static void enter(void) {
+    lock();
+    if (g_open++ == 0) protect_all(PROT_READ | PROT_WRITE);
+}
+static void leave(void) {
+    if (--g_open == 0) protect_all(PROT_NONE);
+    pthread_mutex_unlock(&g_lock);
+}
 
 static int f_alloc(size_t n, void **p) {
-    int rc = kiln__device_cpu.alloc(n, p);
-    if (rc) return rc;
-    pthread_mutex_lock(&g_lock);
+    size_t page = (size_t)sysconf(_SC_PAGESIZE), map = ((n ? n : 64) + page - 1) / page * page;
+    void *m = mmap(NULL, map, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) return kiln__err(KILN_ENOMEM, "fake CUDA device: out of memory: %zu bytes", n);
+    lock();
     int i = 0;
     while (i < FAKE_MAX && g_blocks[i].p) i++;
-    if (i < FAKE_MAX) g_blocks[i].p = *p, g_blocks[i].n = n ? n : 64;
+    if (i < FAKE_MAX) {
+        g_blocks[i].p = m, g_blocks[i].n = n ? n : 64, g_blocks[i].map = map;
+        if (g_open) mprotect(m, map, PROT_READ | PROT_WRITE);
+    }
     pthread_mutex_unlock(&g_lock);
     if (i == FAKE_MAX) {
-        kiln__device_cpu.free(*p);
+        munmap(m, map);
         return kiln__err(KILN_ENOMEM, "fake CUDA device: more than %d blocks", FAKE_MAX);
     }
+    *p = m;
     return 0;
 }
 
 static void f_free(void *p) {
     if (!p) return;
-    pthread_mutex_lock(&g_lock);
+    lock();
     for (int i = 0; i < FAKE_MAX; i++)
-        if (g_blocks[i].p == p) g_blocks[i].p = NULL;
+        if (g_blocks[i].p == p) {
+            munmap(p, g_blocks[i].map);
+            g_blocks[i].p = NULL;
+        }
     pthread_mutex_unlock(&g_lock);
-    kiln__device_cpu.free(p);
+}
+
+static int f_copy(void *dst, const void *src, size_t n, void *stream) {
+    enter();
+    int rc = kiln__device_cpu.copy(dst, src, n, stream);
+    leave();
+    return rc;
+}
+
+static int f_memset(void *dst, int byte, size_t n, void *stream) {
+    enter();
+    int rc = kiln__device_cpu.memset(dst, byte, n, stream);
+    leave();
+    return rc;
+}
+
+int kiln__cuda_fake_kernel(int (*fn)(const kiln_call *), const kiln_call *c) {
+    enter();
+    int rc = fn(c);
+    leave();
+    return rc;
 }
 
 int kiln__cuda_fake_owns(const void *p) {
     const uint8_t *q = p;
     int yes = 0;
-    pthread_mutex_lock(&g_lock);
+    lock();
     for (int i = 0; i < FAKE_MAX && !yes; i++)
         yes = g_blocks[i].p && q >= (const uint8_t *)g_blocks[i].p && q < (const uint8_t *)g_blocks[i].p + g_blocks[i].n;
     pthread_mutex_unlock(&g_lock);
@@ -70,6 +138,8 @@ void kiln__cuda_fake(int on) {
     g_fake.alloc = f_alloc;
     g_fake.free = f_free;
     g_fake.is_device_ptr = f_is_device_ptr;
+    g_fake.copy = f_copy;
+    g_fake.memset = f_memset;
     g_fake.signature = f_signature;
     g_on = on;
 }

@@ -169,7 +169,7 @@ static inline float flog_f32(float x) {
 #define U_MISH(v) ((v) * TANHF(U_SOFTPLUS(v)))
 #define U_THRELU(v) ((v) > A ? (v) : 0)
 #define U_SHRINK(v) ((v) < -A ? (v) + B : (v) > A ? (v) - B : 0)
-#define U_SIGN(v) (((v) > 0) - ((v) < 0))
+#define U_SIGN(v) ((v) != (v) ? (v) : ((v) > 0) - ((v) < 0)) /* NaN stays NaN (numpy, ORT) */
 #define U_ABS(v) ((v) < 0 ? -(v) : (v))
 #define U_NEG(v) (-(v))
 #define U_RECIP(v) (1 / (v))

@@ -99,8 +99,15 @@ static void sm_rows(void *ud, int64_t b, int64_t e) {
         float *y = t->y + o * L * in + i;
         float mx = -INFINITY;
         int64_t am = 0;
-        for (int64_t k = 0; k < L; k++)
-            if (x[k * in] > mx) { mx = x[k * in]; am = k; }
+        for (int64_t k = 0; k < L; k++) {
+            if (x[k * in] > mx) {
+                mx = x[k * in];
+                am = k;
+            } else if (t->kind == K_HARDMAX && isnan(x[k * in])) {
+                am = k; /* np.argmax, the ONNX reference: the first NaN wins */
+                break;
+            }
+        }
         if (t->kind == K_HARDMAX) {
             for (int64_t k = 0; k < L; k++) y[k * in] = k == am ? 1.0f : 0.0f;
             continue;

@@ -45,8 +45,8 @@ __device__ __forceinline__ void kc_softmax_cols(int64_t outer, int64_t len, int6
     }
 }
 
-/* Hardmax: one-hot of the first maximum of each column (NaN never wins;
- * all NaN or -inf: index 0), as softmax.c. */
+/* Hardmax: one-hot of the first NaN, else of the first maximum, of each
+ * column (np.argmax, the ONNX reference; all -inf: index 0), as softmax.c. */
 template <typename T>
 __device__ __forceinline__ void kc_hardmax(int64_t outer, int64_t len, int64_t inner, const T *x, T *y) {
     KC_FOR(j, outer * inner, int64_t) {
@@ -57,7 +57,12 @@ __device__ __forceinline__ void kc_hardmax(int64_t outer, int64_t len, int64_t i
         int64_t am = 0;
         for (int64_t k = 0; k < len; k++) {
             float v = kc_ldf(xc[k * inner]);
-            if (v > m) m = v, am = k;
+            if (v > m) {
+                m = v, am = k;
+            } else if (v != v) {
+                am = k;
+                break;
+            }
         }
         for (int64_t k = 0; k < len; k++) yc[k * inner] = kc_stf<T>(k == am ? 1.0f : 0.0f);
     }

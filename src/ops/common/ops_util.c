@@ -26,6 +26,15 @@ int kiln__ops_check_same(const kiln_shape_ctx *c, const char *op, int i, int j) 
     return 0;
 }
 
+int kiln__ops_check_same_mask(const kiln_shape_ctx *c, const char *op, unsigned mask) {
+    for (int i = 1; i < c->nin && i < 32; i++) {
+        if (!(mask >> i & 1u) || c->in[i].dtype == KILN_DTYPE_UNDEFINED) continue;
+        int rc = kiln__ops_check_same(c, op, i, 0);
+        if (rc) return rc;
+    }
+    return 0;
+}
+
 /* ---- conversions ----------------------------------------------------------- */
 
 /* double -> integer without undefined behaviour: NaN -> 0, saturate at the

@@ -99,6 +99,11 @@ int kiln__ops_check_type(const kiln_shape_ctx *c, const char *op, int i,
                           int (*cls)(kiln_dtype), const char *what);
 /* Inputs i and j must have the same dtype. */
 int kiln__ops_check_same(const kiln_shape_ctx *c, const char *op, int i, int j);
+/* ONNX's one type constraint "T" over several inputs: every present input
+ * whose bit is set in `mask` has input 0's dtype.  Kernels read those
+ * inputs as input 0's type (an engine file's types are checked by the
+ * shape function again before it runs). */
+int kiln__ops_check_same_mask(const kiln_shape_ctx *c, const char *op, unsigned mask);
 
 /* Check that input i has a fixed-size dtype (numeric or bool). */
 static inline int kiln__ops_check_any(const kiln_shape_ctx *c, const char *op, int i) {

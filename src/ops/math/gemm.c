@@ -54,6 +54,8 @@ static int gemm_shape(kiln_shape_ctx *c) {
                               "Gemm: inner dims differ: A gives K=%lld, B gives K=%lld "
                               "(transA=%d, transB=%d)",
                               (long long)v1, (long long)v2, ta, tb);
+    int rc = kiln__ops_check_same_mask(c, "Gemm", 1u << 2); /* C: read as A's type */
+    if (rc) return rc;
     if (c->nin > 2 && c->in[2].dtype != KILN_DTYPE_UNDEFINED && c->in[2].ndim > 2)
         return kiln_set_error(KILN_ESHAPE, "Gemm: C must have rank <= 2, found %d", c->in[2].ndim);
     c->out[0].dtype = a->dtype;

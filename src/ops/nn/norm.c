@@ -15,11 +15,15 @@
 #include <math.h>
 #include <string.h>
 
+/* Every op here has one type T for all its inputs (scale, bias, mean, ...:
+ * the kernels read them as X's type). */
 static int same_shape(kiln_shape_ctx *c) {
     const kiln_desc *x = &c->in[0];
     if (!kiln__ops_is_float(x->dtype))
         return kiln_set_error(KILN_ETYPE, "expected a float tensor, found %s",
                               kiln_dtype_name(x->dtype));
+    int rc = kiln__ops_check_same_mask(c, "normalization", ~0u);
+    if (rc) return rc;
     c->out[0] = *x;
     c->out[0].data = NULL;
     c->out[0].nvalues = -1;

@@ -158,8 +158,15 @@ static int rnn_shape(kiln_shape_ctx *c, int cell) {
     if (!kiln__ops_is_float(x->dtype))
         return kiln_set_error(KILN_ETYPE, "X must be a float tensor, found %s",
                               kiln_dtype_name(x->dtype));
+    /* ONNX: one type T for all inputs but sequence_lens (int32); the
+     * kernel reads them as floats */
+    int rc = kiln__ops_check_same_mask(c, cell == CELL_LSTM ? "LSTM" : cell == CELL_GRU ? "GRU" : "RNN", ~(1u << 4));
+    if (rc) return rc;
+    if (c->nin > 4 && c->in[4].dtype != KILN_DTYPE_UNDEFINED && !kiln__ops_is_int(c->in[4].dtype))
+        return kiln_set_error(KILN_ETYPE, "sequence_lens must be an integer tensor, found %s",
+                              kiln_dtype_name(c->in[4].dtype));
     int ndir = 1, rev = 0;
-    int rc = read_dir(c->attrs, &ndir, &rev);
+    rc = read_dir(c->attrs, &ndir, &rev);
     if (rc) return rc;
     act acts[6];
     if ((rc = read_acts(c->attrs, cell, ndir, acts))) return rc;
