@@ -39,10 +39,8 @@ int kiln__reformat_cuda(const kiln_call *c) {
         if (!d) return KILN_EDEVICE;
         return d->copy(y->data, x->data, (size_t)n * kiln_dtype_size(x->dtype), kiln_exec_stream(c->exec));
     }
-    /* the stand-in device of GPU-less tests (fake.c): its "kernel" is the
-     * host conversion, run with the fake's memory open */
-    if (kiln__cuda_fake_owns(x->data) && kiln__cuda_fake_owns(y->data))
-        return kiln__cuda_fake_kernel(kiln__reformat_host, c);
+    /* the stand-in device of GPU-less tests (fake.c) holds host memory */
+    if (kiln__cuda_fake_owns(x->data) && kiln__cuda_fake_owns(y->data)) return kiln__cuda_fake_kernel(kiln__reformat_host, c);
     const char *k = cast_name(x->dtype, y->dtype);
     if (!k || x->device != KILN_DEVICE_CUDA || y->device != KILN_DEVICE_CUDA)
         return kiln_set_error(KILN_EUNSUPPORTED, "reformat on the GPU: %s (%s) -> %s (%s) is not supported",
