@@ -266,6 +266,7 @@ int kiln__b_finalize(builder *b, int **order_out, int *norder) {
             b->t[V].alias_in = b->t[T].alias_in;
             b->t[T].alias_in = -1;
             b->l[li].out[o] = V;
+            t = &b->t[T]; /* clone_tensor may have moved the tensor array */
             if (t->is_size) { /* the layer writes the size: its symbol binds to what it writes */
                 bsym *s = (bsym *)kiln__b_find_sym(b, t->size_sym);
                 if (s) s->t = V;
