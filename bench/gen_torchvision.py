@@ -255,10 +255,12 @@ def main():
     ap.add_argument("--force-helper", action="store_true")
     ap.add_argument("--gpu-set", action="store_true", help="ResNet-50 and the BERT-base encoder (needs torch)")
     ap.add_argument("--test-data", action="store_true", help="with --gpu-set: ONNX Runtime reference outputs")
+    ap.add_argument("--only", default=None, help="with --gpu-set: these models (comma-separated: %s)" %
+                    ",".join(GPU_SET))
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     if a.gpu_set:
-        export_gpu_set(a.out, test_data=a.test_data)
+        export_gpu_set(a.out, a.only.split(",") if a.only else None, test_data=a.test_data)
         return
     if not a.force_helper:
         try:

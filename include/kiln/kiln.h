@@ -566,7 +566,10 @@ KILN_API int kiln_context_run(kiln_context *ctx);
  * and at the start of the next run.  On a CPU engine it equals
  * kiln_context_run (stream must be NULL).  Input/output buffers may be host
  * memory (pageable, staged by the driver) or device pointers (unified
- * addressing: the copy layers move them on the GPU). */
+ * addressing: the copy layers move them on the GPU; an output produced on
+ * the GPU and read by no CPU layer is written straight into a device
+ * buffer, zero copy).  An input bound to device memory that a CPU layer
+ * reads fails the run with KILN_EINVAL naming the input and the layer. */
 KILN_API int kiln_context_enqueue(kiln_context *ctx, void *stream);
 /* Run later enqueues on `stream` (NULL: the context's own stream, created
  * with the context).  Waits for work queued on the previous stream.

@@ -738,16 +738,38 @@ static int plan(kiln_context *c) {
     return 0;
 }
 
+/* A CPU layer that reads tensor t (or its alias root), or NULL. */
+static const kiln__elayer *cpu_reader(const kiln_context *c, int32_t t) {
+    const kiln_engine *e = c->e;
+    for (int32_t l = 0; l < e->nlayers; l++) {
+        const kiln__elayer *L = &e->layers[l];
+        if (L->device == KILN_DEVICE_CUDA) continue;
+        for (int32_t k = 0; k < L->nin; k++)
+            if (L->in[k] >= 0 && c->root[L->in[k]] == c->root[t]) return L;
+    }
+    return NULL;
+}
+
 /* Data pointers of inputs, outputs and aliases, then the views.  Outputs
  * live in context memory when unbound, and always in debug mode (staged,
- * with room for the canary). */
+ * with room for the canary).  Device memory bound to I/O (CUDA engines):
+ * inputs are read by the GPU's copy layers (a CPU layer reading one is an
+ * error), and an output the GPU produces that no CPU layer reads is written
+ * there directly (zero copy) instead of through pinned host staging. */
 static int patch_pointers(kiln_context *c) {
     const kiln_engine *e = c->e;
+    int (*is_dev)(const void *) = c->dev ? c->dev->is_device_ptr : NULL;
     for (int32_t t = 0; t < e->ntensors; t++) {
         const kiln__etensor *et = &e->tensors[t];
-        if (et->kind == KILN__ET_INPUT) c->tptr[t] = c->bind[t];
-        else if (et->kind == KILN__ET_CONST)
+        if (et->kind == KILN__ET_INPUT) {
+            c->tptr[t] = c->bind[t];
+            const kiln__elayer *L = is_dev && c->bind[t] && is_dev(c->bind[t]) ? cpu_reader(c, t) : NULL;
+            if (L)
+                return kiln__err(KILN_EINVAL, "input '%s' is bound to device memory, but layer '%s' reads it on the "
+                                 "CPU: bind host memory", et->name, L->name);
+        } else if (et->kind == KILN__ET_CONST) {
             c->tptr[t] = (et->loc == KILN_DEVICE_CUDA ? c->dweights : e->weights) + et->const_off;
+        }
     }
     for (int32_t i = 0; i < e->noutputs; i++) {
         int32_t t = e->outputs[i];
@@ -757,7 +779,8 @@ static int patch_pointers(kiln_context *c) {
         uint8_t *p = c->bind[t];
         /* outputs copied from the GPU land in pinned context memory, then
          * in the user's buffer (pinned staging) */
-        int staged = c->dev && et->first >= 0 && e->layers[et->first].device == KILN_DEVICE_CUDA;
+        int staged = c->dev && et->first >= 0 && e->layers[et->first].device == KILN_DEVICE_CUDA &&
+                     !(p && is_dev && is_dev(p) && !cpu_reader(c, t));
         if (!p || c->debug || staged) {
             size_t need = (size_t)c->talloc[c->root[t]] + CANARY;
             int rc = grow(c, &c->owned[i], &c->owned_cap[i], need);
