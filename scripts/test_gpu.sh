@@ -37,10 +37,24 @@
 #           loaded in a fresh process that never loads the sample library,
 #           from the cubin and from the PTX; compute-sanitizer on that run)
 #           and test_aot_cuda
+#        7. the Python package's GPU tests (when the bundle has it, see
+#           below): tests/python/test_gpu_plugins.py (CUDA impls and class
+#           plugins with torch, Triton, CuPy, Numba, cuda-python; the GPU
+#           samples; Triton PTX as AOT kernels) and the CPU suite
+#           (tests/python, the samples included) on the GPU machine's
+#           Python, then bench/plugin_overhead.py
 #       and prints a summary; exit status 1 if a step failed.
 #       KILN_GPU_NODE=0 leaves out step 3 (about 200 s on an H100 machine),
-#       KILN_GPU_MEMCHECK=0 step 5; STEP_TIMEOUT (default 300 s) bounds every
-#       other step.
+#       KILN_GPU_MEMCHECK=0 step 5; KILN_GPU_PYTHON_ONLY=1 runs steps 1 and
+#       7 only (KILN_GPU_PY_CPU=0: without the CPU suite; KILN_BENCH_ARGS:
+#       arguments of plugin_overhead.py); STEP_TIMEOUT (default 300 s)
+#       bounds every other step.
+#
+# The Python step: KILN_PY_PACKAGE=<site-packages>/kiln (an installed kiln
+# package: `pip install .`; abi3, so a build for Python 3.11 imports on the
+# GPU machine's 3.12) makes pack copy it, the Python tests, samples and
+# benchmark, and pytest's wheels from KILN_PY_WHEELS (the GPU machine may
+# lack pytest; it has no network).
 #
 # With the GPU machine of this project (the `run` tool): pack into an ignored
 # folder of the checkout that travels, e.g.
@@ -73,6 +87,14 @@ pack() {
     cp "$here/test_gpu.sh" "$here/../tests/onnx_skip.txt" "$out/"
     local data=${KILN_ONNX_TESTDATA:-/usr/share/libonnx-testdata/data}
     local models=${KILN_MODELS:-$here/../../shared/models}
+    if [ -n "${KILN_PY_PACKAGE:-}" ]; then
+        rm -rf "$out/pylib" && mkdir -p "$out/pylib" && cp -r "$KILN_PY_PACKAGE" "$out/pylib/"
+        find "$out/pylib" -name __pycache__ -prune -exec rm -rf {} +
+        tar czf "$out/py.tgz" -C "$here/.." tests/python samples/python bench/plugin_overhead.py \
+            tests/fixtures/add_relu.onnx tests/fixtures/circ_pad_aot0.onnx tests/fixtures/domain_ns.onnx \
+            tests/fixtures/dynamic.onnx
+        [ -n "${KILN_PY_WHEELS:-}" ] && mkdir -p "$out/wheels" && cp "$KILN_PY_WHEELS"/*.whl "$out/wheels/"
+    fi
     [ -d "$data/node" ] && tar czf "$out/node.tgz" -C "$data" node
     [ -d "$models" ] && tar czf "$out/models.tgz" -C "$(dirname "$models")" "$(basename "$models")"
     du -sh "$out"
@@ -101,10 +123,37 @@ run() {
         summary "$(printf '%-28s %s (%ds)' "$name" "$what" $((SECONDS - t0)))"
         return $rc
     }
+    python_steps() {
+        mkdir -p "$work/py" && tar xzf "$dir/py.tgz" -C "$work/py"
+        local site=$dir/pylib
+        if ! python3 -c 'import pytest' 2>/dev/null && [ -d "$dir/wheels" ]; then
+            python3 -m pip install -q --no-index --no-deps --no-compile --target "$work/site" "$dir"/wheels/*.whl
+            site=$site:$work/site
+        fi
+        export PYTHONPATH="$site:$work/py/samples/python${PYTHONPATH:+:$PYTHONPATH}"
+        export KILN_CLI="$kiln" PYTHONUNBUFFERED=1
+        STEP_TIMEOUT=${KILN_PY_GPU_TIMEOUT:-600} step python_gpu python3 -m pytest -q -rs -p no:cacheprovider "$work/py/tests/python/test_gpu_plugins.py"
+        summary "  $(tail -1 "$logs/python_gpu.log")"
+        if [ "${KILN_GPU_PY_CPU:-1}" != 0 ]; then
+            step python_cpu_suite python3 -m pytest -q -p no:cacheprovider "$work/py/tests/python" \
+                --ignore "$work/py/tests/python/test_gpu_plugins.py"
+            summary "  $(tail -1 "$logs/python_cpu_suite.log")"
+        fi
+        # shellcheck disable=SC2086
+        step plugin_overhead python3 "$work/py/bench/plugin_overhead.py" ${KILN_BENCH_ARGS:-}
+        tee -a "$logs/summary.txt" <"$logs/plugin_overhead.log"
+    }
     : >"$logs/summary.txt"
     [ -f "$dir/tests.tgz" ] && tar xzf "$dir/tests.tgz" -C "$dir"
     step devices "$kiln" devices
     cat "$logs/devices.log"
+    if [ "${KILN_GPU_PYTHON_ONLY:-0}" = 1 ]; then # the Python step alone
+        python_steps
+        rm -rf "$work"
+        summary "$fails step(s) failed"
+        [ $fails = 0 ]
+        return
+    fi
     for p in "$dir"/test_cuda*; do
         [ -e "$p" ] || continue
         local t
@@ -170,6 +219,9 @@ run() {
         fi
     elif [ ! -x "$cs" ]; then
         summary "compute-sanitizer not found ($cs): memcheck not run"
+    fi
+    if [ -d "$dir/pylib/kiln" ]; then
+        python_steps
     fi
     rm -rf "$work"
     summary "$fails step(s) failed"

@@ -705,6 +705,11 @@ typedef struct kiln_plugin_def {
     void *user;
     int (*create_user)(const kiln_attrs *attrs, void *user, void **state);
     int (*deserialize_user)(const void *buf, size_t size, void *user, void **state);
+    /* 1: enqueue_cuda is never captured into a CUDA graph (as
+     * kiln_quick_op.cuda_graph_unsafe): for plugins whose enqueue does
+     * host work per call (allocations, host reads, a Python callback that
+     * may change what it launches). */
+    int cuda_graph_unsafe;
 } kiln_plugin_def;
 
 /* Register an op.  The registry copies the definition (identity, doc,

@@ -42,7 +42,8 @@ from ._registry import get_plugin_registry, load_library, registered_ops  # noqa
 from ._runtime import Engine, ExecutionContext, Runtime, TensorIOMode  # noqa: E402
 from . import plugin  # noqa: E402
 from ._class_plugin import (DimensionOperation, DimsExprs, DynamicPluginTensorDesc, IExprBuilder,  # noqa: E402
-                            IPluginCreatorV3One, IPluginV3, IPluginV3OneBuild, IPluginV3OneCore, IPluginV3OneRuntime,
+                            IPluginCreator, IPluginCreatorV3One, IPluginV2DynamicExt, IPluginV3, IPluginV3OneBuild,
+                            IPluginV3OneCore, IPluginV3OneRuntime,
                             PluginField, PluginFieldCollection, PluginFieldType, PluginTensorDesc, TensorRTPhase)
 
 __version__ = _kiln.version()[0]

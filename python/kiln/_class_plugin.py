@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import enum
 import io
+import warnings
 from typing import Any, List, Optional, Sequence
 
 import numpy as np
@@ -172,16 +173,73 @@ class IPluginV3OneRuntime:
         return self.clone()
 
 
-class IPluginCreatorV3One:
-    """Creator: ``name``, ``plugin_namespace``, ``plugin_version``,
-    ``field_names`` (PluginFieldCollection of the fields' types),
-    ``create_plugin(name, fc, phase)``; optional ``num_inputs`` (default
-    1..8) and ``num_outputs`` (default 1)."""
+class _Creator:
+    """What both creator styles declare."""
 
     name = ""
     plugin_namespace = ""
     plugin_version = "1"
     field_names = PluginFieldCollection()
+    # kiln: where the plugins' enqueue runs: ("cpu",) host memory (numpy),
+    # ("cuda",) device memory and a CUDA stream (tensorrt's plugins; a CUDA
+    # build places the layers on the GPU), or both.  graph_safe: enqueue
+    # only launches on `stream`, always the same kernels for the same
+    # shapes, so kiln may capture it in a CUDA graph.
+    devices = ("cpu",)
+    graph_safe = False
+
+
+class IPluginCreatorV3One(_Creator):
+    """Creator: ``name``, ``plugin_namespace``, ``plugin_version``,
+    ``field_names`` (PluginFieldCollection of the fields' types),
+    ``create_plugin(name, fc, phase)``; optional ``num_inputs`` (default
+    1..8) and ``num_outputs`` (default 1); kiln's ``devices`` and
+    ``graph_safe`` (above)."""
+
+
+# The one attribute of a V2-style layer: what the plugin's serialize() wrote.
+_V2_STATE = "kiln_v2_state"
+
+
+class IPluginV2DynamicExt(IPluginV3, IPluginV3OneCore, IPluginV3OneBuild, IPluginV3OneRuntime):
+    """TensorRT's older class-plugin style, run through the same machinery
+    as IPluginV3: ``plugin_type`` (the name), ``get_output_datatype(index,
+    input_types)``, ``get_output_dimensions(index, inputs, expr_builder)``,
+    ``serialize() -> bytes`` (the creator's ``deserialize_plugin`` reads it
+    back), ``supports_format_combination``, ``configure_plugin``,
+    ``get_workspace_size``, ``enqueue``, ``clone`` as in IPluginV3.  Add
+    layers with ``network.add_plugin_v2(inputs, plugin)``."""
+
+    plugin_type = ""
+
+    @property
+    def plugin_name(self) -> str:
+        return self.plugin_type
+
+    def get_output_data_types(self, input_types):
+        return [self.get_output_datatype(i, input_types) for i in range(int(self.num_outputs))]
+
+    def get_output_shapes(self, inputs, shape_inputs, expr_builder):
+        return [self.get_output_dimensions(i, inputs, expr_builder) for i in range(int(self.num_outputs))]
+
+    def serialize(self) -> bytes:
+        return b""
+
+    def get_fields_to_serialize(self):
+        return PluginFieldCollection([PluginField(_V2_STATE, bytes(self.serialize()), PluginFieldType.UNKNOWN)])
+
+    def initialize(self) -> int:
+        return 0
+
+    def terminate(self) -> None:
+        pass
+
+
+class IPluginCreator(_Creator):
+    """Creator of V2-style plugins: ``name``, ``plugin_namespace``,
+    ``plugin_version``, ``field_names``, ``create_plugin(name, fc)`` and
+    ``deserialize_plugin(name, data)``; ``devices`` / ``graph_safe`` as in
+    IPluginCreatorV3One."""
 
 
 _KIND = {PluginFieldType.CHAR: (3, 0), PluginFieldType.UNKNOWN: (5, 0)}  # STRING, BYTES
@@ -217,10 +275,16 @@ class _Entry:
         return fc
 
     def create(self, fc, phase):
-        obj = self.creator.create_plugin(self.identity.split("::")[1], fc, phase)
+        name = self.identity.split("::")[1]
+        if isinstance(self.creator, IPluginCreator):  # V2 style: the state is serialize()'s bytes
+            state = next((f.data for f in fc if f.name == _V2_STATE), None)
+            obj = self.creator.deserialize_plugin(name, state) if state else self.creator.create_plugin(name, fc)
+        else:
+            obj = self.creator.create_plugin(name, fc, phase)
         if obj is None:
             raise ValueError(f"{self.identity}: create_plugin returned None")
         obj._kiln_nin = self.nin
+        obj._kiln_cpu = self.cpu
         return obj
 
 
@@ -258,7 +322,7 @@ def _descs(ins):
 
 
 def _tdescs(ts):
-    return [PluginTensorDesc(dt, fmt, shape) for _, dt, shape, _, fmt in ts]
+    return [PluginTensorDesc(dt, fmt, shape) for _, dt, shape, _, fmt, _ in ts]
 
 
 def _dispatch(method: str, obj, *args):
@@ -268,7 +332,7 @@ def _dispatch(method: str, obj, *args):
         return obj.create(_decode(args[0]), TensorRTPhase.RUNTIME)
     if method == "clone":
         c = obj.clone()
-        c._kiln_nin = obj._kiln_nin
+        c._kiln_nin, c._kiln_cpu = obj._kiln_nin, obj._kiln_cpu
         return c
     if method == "shape":
         ins, nout = args
@@ -289,7 +353,12 @@ def _dispatch(method: str, obj, *args):
     if method == "workspace":
         return int(obj.get_workspace_size(_tdescs(args[0]), _tdescs(args[1])) or 0)
     if method == "tactics":
-        return list(obj.get_valid_tactics() or [])
+        try:
+            return list(obj.get_valid_tactics() or [])
+        except Exception as e:  # kiln then times tactic 0 alone: say why
+            warnings.warn(f"{obj.plugin_namespace}::{obj.plugin_name}: get_valid_tactics raised "
+                          f"{type(e).__name__}: {e}; only the default tactic is timed", RuntimeWarning, stacklevel=1)
+            return []
     if method == "timing_id":
         return str(obj.get_timing_cache_id() or "")
     if method == "set_tactic":
@@ -297,15 +366,18 @@ def _dispatch(method: str, obj, *args):
     if method == "shape_change":
         return obj.on_shape_change(_tdescs(args[0]), _tdescs(args[1]))
     if method == "enqueue":
-        ins, outs, ws, _ = args
-        return obj.enqueue(_tdescs(ins), _tdescs(outs), [Tensor(*t) for t in ins], [Tensor(*t) for t in outs],
-                           ws, 0)
+        ins, outs, ws, _, stream = args
+        if not obj._kiln_cpu and not any(t[5] for t in outs):  # t[5]: kiln_device_kind
+            raise RuntimeError(f"{obj.plugin_namespace}::{obj.plugin_name}: this layer runs on the CPU, but the "
+                               "creator's devices are ('cuda',): build with config.device = \"cuda\"")
+        return obj.enqueue(_tdescs(ins), _tdescs(outs), [Tensor(*t, stream) for t in ins],
+                           [Tensor(*t, stream) for t in outs], ws, stream)
     if method == "serialize":
         return _encode(obj.get_fields_to_serialize())
     if method == "attach":
         c = obj.attach_to_context(None)
         if c is not None:
-            c._kiln_nin = obj._kiln_nin
+            c._kiln_nin, c._kiln_cpu = obj._kiln_nin, obj._kiln_cpu
         return c
     raise ValueError(f"unknown class plugin method {method}")
 
@@ -319,18 +391,30 @@ def register_creator(creator, namespace: Optional[str] = None) -> bool:
         raise ValueError(f"plugin creator {creator.name!r}: kiln needs a namespace (register_creator(c, \"ns\"))")
     identity = f"{ns}::{creator.name}"
     fields = list(getattr(creator, "field_names", []) or [])
+    if isinstance(creator, IPluginCreator):
+        fields.append(PluginField(_V2_STATE, b"", PluginFieldType.UNKNOWN))
+    _NAMESPACE[creator.name] = ns
     nin = getattr(creator, "num_inputs", None)
+    devices = getattr(creator, "devices", ("cpu",))
+    devices = (devices,) if isinstance(devices, str) else tuple(devices)
+    if not devices or any(d not in ("cpu", "cuda") for d in devices):
+        raise ValueError(f"plugin creator {creator.name!r}: devices {devices!r}, expected \"cpu\", \"cuda\" or both")
     entry = _Entry(creator, identity, fields, nin or 1)
+    entry.cpu = "cpu" in devices
     _kiln.register_plugin(identity, int(creator.plugin_version or 1), nin or 1, nin or 8,
                           int(getattr(creator, "num_outputs", 1)), _schema(fields), entry,
-                          (creator.__doc__ or "Python class plugin").strip().split("\n")[0])
+                          (creator.__doc__ or "Python class plugin").strip().split("\n")[0], "cuda" in devices,
+                          bool(getattr(creator, "graph_safe", False)))
     return True
+
+
+_NAMESPACE = {}  # plugin name -> the namespace its creator was registered with
 
 
 def add_plugin_v3(network, inputs, shape_inputs, plugin, namespace: Optional[str] = None):
     """A layer running a class plugin instance: its identity, output count
     and get_fields_to_serialize() become the layer."""
-    ns = namespace or plugin.plugin_namespace
+    ns = namespace or plugin.plugin_namespace or _NAMESPACE.get(plugin.plugin_name, "")
     layer = network.add_layer(f"{ns}::{plugin.plugin_name}", list(inputs), int(plugin.num_outputs),
                               version=int(plugin.plugin_version or 1))
     for f in plugin.get_fields_to_serialize():

@@ -120,6 +120,13 @@ class INetworkDefinition:
 
         return add_plugin_v3(self, inputs, shape_inputs, plugin, namespace)
 
+    def add_plugin_v2(self, inputs: Sequence[Union[ITensor, str]], plugin, namespace: Optional[str] = None) -> ILayer:
+        """A layer running a V2-style class plugin (kiln.IPluginV2DynamicExt
+        subclass) whose creator (kiln.IPluginCreator) is registered."""
+        from ._class_plugin import add_plugin_v3
+
+        return add_plugin_v3(self, inputs, [], plugin, namespace)
+
     def mark_output(self, tensor: Union[ITensor, str]) -> None:
         _kiln.network_mark_output(self._handle, _name(tensor))
 

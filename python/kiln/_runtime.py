@@ -28,21 +28,44 @@ class _Memory:
                                     "data": (addr, True), "version": 3}
 
 
-def _address(x) -> Tuple[int, Optional[int]]:
-    """(address, bytes or None) of an int, a numpy array or anything with
-    __array_interface__ / __cuda_array_interface__ / __dlpack__ (CPU)."""
+def _stream_int(stream) -> int:
+    """A CUDA stream as an int: an int, or torch.cuda.Stream (cuda_stream),
+    cupy.cuda.Stream (ptr), numba's stream (handle.value)."""
+    if stream is None:
+        return 0
+    if isinstance(stream, int):
+        return stream
+    for attr in ("cuda_stream", "ptr"):
+        v = getattr(stream, attr, None)
+        if isinstance(v, int):
+            return v
+    h = getattr(stream, "handle", None)
+    v = getattr(h, "value", h)
+    if isinstance(v, int):
+        return v
+    raise TypeError(f"expected a CUDA stream (int, torch/cupy/numba stream), got {type(stream).__name__}")
+
+
+def _address(x) -> Tuple[int, Optional[int], object]:
+    """(address, bytes or None, what to keep alive) of an int, a numpy array
+    or anything with __array_interface__ / __cuda_array_interface__ /
+    __dlpack__ (host or CUDA memory)."""
     if isinstance(x, int):
-        return x, None
+        return x, None, x
     if not hasattr(x, "__array_interface__") and not hasattr(x, "__cuda_array_interface__") \
             and hasattr(x, "__dlpack__"):
-        x = np.from_dlpack(x)  # CPU tensors (torch, jax ...): a zero-copy view
+        cap = x.__dlpack__()  # not consumed: kept alive with the binding, released with it
+        addr, n, _, contiguous = _kiln.dlpack_address(cap)
+        if not contiguous:
+            raise ValueError("tensor address: the DLPack tensor must be C-contiguous")
+        return addr, n, (x, cap)
     for attr in ("__array_interface__", "__cuda_array_interface__"):
         iface = getattr(x, attr, None)
         if iface is not None:
             if iface.get("strides") is not None and not (isinstance(x, np.ndarray) and x.flags.c_contiguous):
                 raise ValueError("tensor address: the array must be C-contiguous")
             n = int(np.prod(iface["shape"], dtype=np.int64)) * np.dtype(iface["typestr"]).itemsize
-            return int(iface["data"][0]), n
+            return int(iface["data"][0]), n, x
     raise TypeError(f"expected an address (int) or an array, got {type(x).__name__}")
 
 
@@ -58,6 +81,7 @@ class Engine:
         # (name, numpy type, data-dependent) for execute()
         self._in_np = [(t[0], nptype(DataType(t[1]))) for t in self._io if t[3]]
         self._out_np = [(t[0], nptype(DataType(t[1])), bool(t[4])) for t in self._io if not t[3]]
+        self._placement = _kiln.engine_placement(handle)
 
     # tensorrt-style I/O queries
     @property
@@ -103,6 +127,15 @@ class Engine:
         """Each layer: name, op, version, inputs, outputs, tactic, aot, time_ms."""
         return [dict(name=n, op=f"{ns}::{op}", version=v, inputs=list(i), outputs=list(o), tactic=t, aot=bool(a),
                      time_ms=ms) for n, (ns, op), v, i, o, t, a, ms in _kiln.engine_layers(self._handle)]
+
+    @property
+    def num_gpu_layers(self) -> int:
+        """Op layers placed on the GPU (copies and conversions not counted)."""
+        return self._placement[0]
+
+    @property
+    def num_cpu_layers(self) -> int:
+        return self._placement[1]
 
     def inspect(self) -> str:
         """What ``kiln inspect`` prints."""
@@ -150,7 +183,7 @@ class ExecutionContext:
     def set_tensor_address(self, name: str, address) -> None:
         """Bind memory (an int address or an array, kept alive here) to an
         input or output for execute_async: zero copy."""
-        addr, n = _address(address)
+        addr, n, keep = _address(address)
         if n is None:
             if self.engine.get_tensor_mode(name) == TensorIOMode.INPUT:
                 dims = self.get_tensor_shape(name)
@@ -158,14 +191,40 @@ class ExecutionContext:
             else:
                 n = _kiln.context_output(self._handle, name)[1]
         _kiln.context_bind(self._handle, name, addr, n)
-        self._keep[name] = address
+        self._keep[name] = keep
 
     def execute_async(self, stream: int = 0) -> bool:
-        """Run with the bound addresses.  On the CPU this returns when the
-        run is done; ``stream`` is for CUDA engines."""
+        """Run with the bound addresses (host or device memory: arrays with
+        ``__cuda_array_interface__``, e.g. torch or CuPy tensors, bind
+        device memory without a copy).  On the CPU this returns when the run
+        is done.  A CUDA engine's run is queued on ``stream`` (an int
+        CUstream, or an object with ``cuda_stream`` / ``ptr`` such as
+        ``torch.cuda.Stream``; 0: the context's own stream) and outputs are
+        ready when that stream reaches this point (``synchronize()``)."""
+        s = _stream_int(stream)
         with self._lock:
-            _kiln.context_run(self._handle)
+            if self.engine.num_gpu_layers:
+                _kiln.context_enqueue(self._handle, s)
+            elif s:
+                raise ValueError("execute_async: a stream was given, but the engine runs on the CPU only")
+            else:
+                _kiln.context_run(self._handle)
         return True
+
+    def synchronize(self) -> None:
+        """Wait for the runs queued by execute_async (CUDA engines)."""
+        _kiln.context_synchronize(self._handle)
+
+    @property
+    def cuda_graphs(self) -> bool:
+        return getattr(self, "_graphs", True)
+
+    @cuda_graphs.setter
+    def cuda_graphs(self, on: bool) -> None:
+        """CUDA engines: capture stretches of GPU layers into CUDA graphs
+        from the second run on (default True)."""
+        self._graphs = bool(on)
+        _kiln.context_set_cuda_graphs(self._handle, self._graphs)
 
     execute_async_v3 = execute_async
 

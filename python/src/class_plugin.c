@@ -233,14 +233,18 @@ static int cp_on_shape_change(void *state, const kiln_tensor *in, int nin, const
     return rc;
 }
 
+/* enqueue on either device: the CUDA one passes its stream (an int), the
+ * CPU one 0. */
 static int cp_enqueue(void *state, const kiln_call *c) {
     PyGILState_STATE g_ = PyGILState_Ensure();
     int rc = 0;
     {
+        void *stream = c->exec ? kiln_exec_stream(c->exec) : NULL;
         PyObject *ti = kilnpy_tensors_list(c->in, c->nin), *to = kilnpy_tensors_list(c->out, c->nout);
-        PyObject *r = ti && to ? dispatch("enqueue", c->state ? c->state : state, "(OOKK)", ti, to,
+        PyObject *r = ti && to ? dispatch("enqueue", c->state ? c->state : state, "(OOKKK)", ti, to,
                                           (unsigned long long)(uintptr_t)c->workspace,
-                                          (unsigned long long)c->workspace_size)
+                                          (unsigned long long)c->workspace_size,
+                                          (unsigned long long)(uintptr_t)stream)
                                : NULL;
         if (!r) rc = kiln_set_error(KILN_EPLUGIN, "layer '%s': %s", c->layer ? c->layer : "?", kiln_errmsg());
         Py_XDECREF(ti);
@@ -297,23 +301,27 @@ static void cp_detach(void *state, void *ctx_state) {
     PyGILState_Release(g_);
 }
 
-static const kiln_plugin_vtable class_vt = {
-    .version = KILN_PLUGIN_VTABLE_VERSION,
-    .clone = cp_clone,
-    .destroy = cp_destroy,
-    .shape = cp_shape,
-    .supports_format = cp_supports_format,
-    .configure = cp_configure,
-    .workspace_size = cp_workspace,
-    .valid_tactics = cp_valid_tactics,
-    .timing_id = cp_timing_id,
-    .set_tactic = cp_set_tactic,
-    .on_shape_change = cp_on_shape_change,
-    .enqueue = cp_enqueue,
-    .serialize = cp_serialize,
-    .attach_to_context = cp_attach,
+/* Plugins whose creator lists "cuda" in `devices` get class_vt_cuda: the
+ * same methods, and enqueue also as enqueue_cuda with device pointers. */
+#define CLASS_VT_METHODS \
+    .version = KILN_PLUGIN_VTABLE_VERSION, \
+    .clone = cp_clone, \
+    .destroy = cp_destroy, \
+    .shape = cp_shape, \
+    .supports_format = cp_supports_format, \
+    .configure = cp_configure, \
+    .workspace_size = cp_workspace, \
+    .valid_tactics = cp_valid_tactics, \
+    .timing_id = cp_timing_id, \
+    .set_tactic = cp_set_tactic, \
+    .on_shape_change = cp_on_shape_change, \
+    .enqueue = cp_enqueue, \
+    .serialize = cp_serialize, \
+    .attach_to_context = cp_attach, \
     .detach_from_context = cp_detach,
-};
+static const kiln_plugin_vtable class_vt = {CLASS_VT_METHODS};
+static const kiln_plugin_vtable class_vt_cuda = {CLASS_VT_METHODS .enqueue_cuda = cp_enqueue,
+                                                  .workspace_size_cuda = cp_workspace};
 
 static PyObject *py_set_class_dispatcher(PyObject *self, PyObject *fn) {
     (void)self;
@@ -322,13 +330,16 @@ static PyObject *py_set_class_dispatcher(PyObject *self, PyObject *fn) {
     Py_RETURN_NONE;
 }
 
-/* register_plugin(identity, version, min_in, max_in, nout, attrs, entry, doc) */
+/* register_plugin(identity, version, min_in, max_in, nout, attrs, entry, doc,
+ *                 cuda, graph_safe): cuda 1 also runs enqueue on the GPU;
+ * graph_safe 1 lets kiln capture its launches in a CUDA graph */
 static PyObject *py_register_plugin(PyObject *self, PyObject *args) {
     (void)self;
     const char *id, *doc;
-    int version, min_in, max_in, nout;
+    int version, min_in, max_in, nout, cuda = 0, graph_safe = 0;
     PyObject *attrs, *entry;
-    if (!PyArg_ParseTuple(args, "siiiiOOz", &id, &version, &min_in, &max_in, &nout, &attrs, &entry, &doc))
+    if (!PyArg_ParseTuple(args, "siiiiOOz|pp", &id, &version, &min_in, &max_in, &nout, &attrs, &entry, &doc, &cuda,
+                          &graph_safe))
         return NULL;
     char buf[512];
     const char *ns, *name;
@@ -336,8 +347,9 @@ static PyObject *py_register_plugin(PyObject *self, PyObject *args) {
     if (!defs) return NULL;
     Py_INCREF(entry); /* kept: kiln keeps the op for the process's life */
     kiln_plugin_def d = {.ns = ns, .name = name, .version = version, .min_inputs = min_in, .max_inputs = max_in,
-                         .num_outputs = nout, .attrs = defs, .vt = &class_vt, .doc = doc, .user = entry,
-                         .create_user = cp_create, .deserialize_user = cp_deserialize};
+                         .num_outputs = nout, .attrs = defs, .vt = cuda ? &class_vt_cuda : &class_vt, .doc = doc, .user = entry,
+                         .create_user = cp_create, .deserialize_user = cp_deserialize,
+                         .cuda_graph_unsafe = !graph_safe};
     int rc = kiln_register_plugin(&d);
     PyMem_Free(defs);
     if (rc) {

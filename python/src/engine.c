@@ -194,17 +194,65 @@ static PyObject *py_context_bind(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
-static PyObject *py_context_run(PyObject *self, PyObject *args) {
-    (void)self;
+/* context_run(ctx) waits for the run; context_enqueue(ctx, stream) queues
+ * a CUDA engine's run on stream (an int CUstream, 0: the context's own)
+ * and returns; context_synchronize(ctx) waits for it.  GIL released. */
+static PyObject *context_call(PyObject *args, int what) {
     PyObject *cap;
-    if (!PyArg_ParseTuple(args, "O", &cap)) return NULL;
+    unsigned long long stream = 0;
+    if (!PyArg_ParseTuple(args, what == 1 ? "OK" : "O", &cap, &stream)) return NULL;
     kiln_context *ctx = kilnpy_ptr(cap, "kiln.context");
     if (!ctx) return NULL;
     int rc;
-    Py_BEGIN_ALLOW_THREADS rc = kiln_context_run(ctx);
+    Py_BEGIN_ALLOW_THREADS rc = what == 0   ? kiln_context_run(ctx)
+                                : what == 1 ? kiln_context_enqueue(ctx, (void *)(uintptr_t)stream)
+                                            : kiln_context_synchronize(ctx);
     Py_END_ALLOW_THREADS
     CHECK(rc);
     Py_RETURN_NONE;
+}
+
+static PyObject *py_context_run(PyObject *self, PyObject *args) {
+    (void)self;
+    return context_call(args, 0);
+}
+
+static PyObject *py_context_enqueue(PyObject *self, PyObject *args) {
+    (void)self;
+    return context_call(args, 1);
+}
+
+static PyObject *py_context_synchronize(PyObject *self, PyObject *args) {
+    (void)self;
+    return context_call(args, 2);
+}
+
+/* context_set_<flag>(ctx, on) for the on/off settings of a context. */
+static PyObject *context_flag(PyObject *args, void (*set)(kiln_context *, int)) {
+    PyObject *cap;
+    int on;
+    if (!PyArg_ParseTuple(args, "Op", &cap, &on)) return NULL;
+    kiln_context *ctx = kilnpy_ptr(cap, "kiln.context");
+    if (!ctx) return NULL;
+    set(ctx, on);
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_context_set_cuda_graphs(PyObject *self, PyObject *args) {
+    (void)self;
+    return context_flag(args, kiln_context_set_cuda_graphs);
+}
+
+/* engine_placement(engine) -> (layers on the GPU, layers on the CPU) */
+static PyObject *py_engine_placement(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *cap;
+    if (!PyArg_ParseTuple(args, "O", &cap)) return NULL;
+    kiln_engine *e = kilnpy_ptr(cap, "kiln.engine");
+    if (!e) return NULL;
+    int gpu = 0, cpu = 0;
+    kiln_engine_placement(e, &gpu, &cpu);
+    return Py_BuildValue("(ii)", gpu, cpu);
 }
 
 static PyObject *py_context_shape(PyObject *self, PyObject *args) {
@@ -236,13 +284,7 @@ static PyObject *py_context_output(PyObject *self, PyObject *args) {
 
 static PyObject *py_context_set_debug(PyObject *self, PyObject *args) {
     (void)self;
-    PyObject *cap;
-    int on;
-    if (!PyArg_ParseTuple(args, "Op", &cap, &on)) return NULL;
-    kiln_context *ctx = kilnpy_ptr(cap, "kiln.context");
-    if (!ctx) return NULL;
-    kiln_context_set_debug(ctx, on);
-    Py_RETURN_NONE;
+    return context_flag(args, kiln_context_set_debug);
 }
 
 PyMethodDef kilnpy_engine_methods[] = {
@@ -257,6 +299,10 @@ PyMethodDef kilnpy_engine_methods[] = {
     {"context_set_input_shape", py_context_set_input_shape, METH_VARARGS, NULL},
     {"context_bind", py_context_bind, METH_VARARGS, NULL},
     {"context_run", py_context_run, METH_VARARGS, NULL},
+    {"context_enqueue", py_context_enqueue, METH_VARARGS, NULL},
+    {"context_synchronize", py_context_synchronize, METH_VARARGS, NULL},
+    {"context_set_cuda_graphs", py_context_set_cuda_graphs, METH_VARARGS, NULL},
+    {"engine_placement", py_engine_placement, METH_VARARGS, NULL},
     {"context_shape", py_context_shape, METH_VARARGS, NULL},
     {"context_output", py_context_output, METH_VARARGS, NULL},
     {"context_set_debug", py_context_set_debug, METH_VARARGS, NULL},

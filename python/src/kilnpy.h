@@ -41,7 +41,7 @@ PyObject *kilnpy_layer_tuple(const kiln_layer_info *li);
 
 /* plugin.c, shared with class_plugin.c: attribute values as a dict;
  * descriptors as [(dtype, [(handle, const, text)])] (handles from `base`);
- * tensors as [(address, dtype, dims, strides, format)]; a shape answer
+ * tensors as [(address, dtype, dims, strides, format, device)]; a shape answer
  * [(dtype, dims trees, alias, size)] applied to c (0, 1 with a kiln error,
  * -1 with a Python exception); an identity split into buf and an attribute
  * schema from [(name, type, elem, default, required)] (PyMem_Free it). */
@@ -52,10 +52,12 @@ int kilnpy_apply_outputs(kiln_shape_ctx *c, PyObject *outs, const char *id);
 kiln_attr_def *kilnpy_split_and_defs(const char *id, char *buf, size_t size, const char **ns, const char **name,
                                      PyObject *attrs);
 
-/* Method tables of the parts (network.c, engine.c, plugin.c). */
+/* Method tables of the parts (network.c, engine.c, plugin.c,
+ * class_plugin.c, dlpack.c). */
 extern PyMethodDef kilnpy_network_methods[];
 extern PyMethodDef kilnpy_engine_methods[];
 extern PyMethodDef kilnpy_plugin_methods[];
 extern PyMethodDef kilnpy_class_plugin_methods[];
+extern PyMethodDef kilnpy_dlpack_methods[];
 
 #endif

@@ -171,7 +171,7 @@ PyMODINIT_FUNC PyInit__kiln(void) {
     Py_INCREF(kilnpy_error); /* the module holds one reference, the C code another */
     if (add_methods(m, module_methods) || add_methods(m, kilnpy_network_methods) ||
         add_methods(m, kilnpy_engine_methods) || add_methods(m, kilnpy_plugin_methods) ||
-        add_methods(m, kilnpy_class_plugin_methods))
+        add_methods(m, kilnpy_class_plugin_methods) || add_methods(m, kilnpy_dlpack_methods))
         goto fail;
     return m;
 fail:

@@ -3,7 +3,10 @@
  * trampolines that call them.
  *
  * One registration = one kiln_quick_op whose `user` is a tuple
- * (identity, shape_fn, impl_fn, formats_fn, aot_fn).  The tuple is kept
+ * (identity, shape_fn, impl_fn, formats_fn, aot_fn, cuda_impl_fn,
+ * cuda_aot_fn); the CPU
+ * and the CUDA impl share one trampoline body (impl_call), which passes the
+ * CUDA stream (kiln_exec_stream) to the CUDA one.  The tuple is kept
  * forever: kiln keeps op definitions (also unregistered ones) for the life
  * of the process, and engines may still call them.
  *
@@ -28,7 +31,7 @@
 
 #define OUT_BASE (KILN_MAX_IO * KILN_MAX_DIMS)
 
-enum { U_ID, U_SHAPE, U_IMPL, U_FORMATS, U_AOT, U_COUNT };
+enum { U_ID, U_SHAPE, U_IMPL, U_FORMATS, U_AOT, U_CUDA_IMPL, U_CUDA_AOT, U_COUNT };
 
 static PyObject *user_get(void *user, int k) { return PyTuple_GetItem((PyObject *)user, k); }
 
@@ -199,27 +202,31 @@ static int shape_trampoline(kiln_shape_ctx *c) {
 PyObject *kilnpy_tensors_list(const kiln_tensor *t, int n) {
     PyObject *list = PyList_New(n);
     for (int i = 0; list && i < n; i++) {
-        PyObject *o = Py_BuildValue("(KiNNi)", (unsigned long long)(uintptr_t)t[i].data, (int)t[i].dtype,
+        PyObject *o = Py_BuildValue("(KiNNii)", (unsigned long long)(uintptr_t)t[i].data, (int)t[i].dtype,
                                     kilnpy_dims(t[i].dims, t[i].ndim), kilnpy_dims(t[i].strides, t[i].ndim),
-                                    (int)t[i].format);
+                                    (int)t[i].format, (int)t[i].device);
         if (!o) Py_CLEAR(list);
         else PyList_SetItem(list, i, o);
     }
     return list;
 }
 
-static int impl_trampoline(const kiln_call *c) {
+/* fn(ins, outs, attrs, tactic, workspace, stream): stream is the CUstream
+ * of a CUDA call as an int, 0 on the CPU. */
+static int impl_call(const kiln_call *c, int which) {
     PyGILState_STATE g = PyGILState_Ensure();
     int rc = 0;
+    void *stream = c->exec ? kiln_exec_stream(c->exec) : NULL;
     PyObject *ins = kilnpy_tensors_list(c->in, c->nin), *outs = ins ? kilnpy_tensors_list(c->out, c->nout) : NULL;
     PyObject *attrs = outs ? kilnpy_attrs_dict(c->attrs) : NULL;
-    PyObject *r = attrs ? PyObject_CallFunction(user_get(c->user, U_IMPL), "OOOiK", ins, outs, attrs, c->tactic,
-                                                (unsigned long long)(uintptr_t)c->workspace)
+    PyObject *r = attrs ? PyObject_CallFunction(user_get(c->user, which), "OOOiKK", ins, outs, attrs, c->tactic,
+                                                (unsigned long long)(uintptr_t)c->workspace,
+                                                (unsigned long long)(uintptr_t)stream)
                         : NULL;
     if (!r) {
         char what[300];
-        snprintf(what, sizeof what, "the impl function of %s (layer '%s')", user_id(c->user),
-                 c->layer ? c->layer : "?");
+        snprintf(what, sizeof what, "the %simpl function of %s (layer '%s')", which == U_CUDA_IMPL ? "CUDA " : "",
+                 user_id(c->user), c->layer ? c->layer : "?");
         rc = kilnpy_error_from_python(what);
     }
     Py_XDECREF(ins);
@@ -229,6 +236,9 @@ static int impl_trampoline(const kiln_call *c) {
     PyGILState_Release(g);
     return rc;
 }
+
+static int impl_trampoline(const kiln_call *c) { return impl_call(c, U_IMPL); }
+static int cuda_impl_trampoline(const kiln_call *c) { return impl_call(c, U_CUDA_IMPL); }
 
 /* -------------------------------------------------------------- autotune */
 
@@ -301,54 +311,100 @@ done:
  * right after the call. */
 static _Thread_local char *t_aot_source, *t_aot_entry;
 
-static int aot_trampoline(const kiln_shape_ctx *c, const kiln_io_format *io, int tactic, kiln_aot_kernel *k) {
-    PyGILState_STATE g = PyGILState_Ensure();
-    char what[300];
-    snprintf(what, sizeof what, "the aot_impl function of %s", user_id(c->user));
-    int rc = 0;
+/* A tree into *e; `opt`: None gives NULL (kiln's default).  0 or -1. */
+static int aot_expr(const kiln_shape_ctx *c, PyObject *t, int opt, const kiln_expr **e) {
+    static const kiln_expr *const none[KILN_MAX_IO];
+    *e = NULL;
+    if (opt && t == Py_None) return 0;
+    *e = tree_expr(c, t, none);
+    return *e ? 0 : -1;
+}
+
+/* Entry, source and scalars, common to both kinds of answer. */
+static int aot_common(const kiln_shape_ctx *c, const char *entry, const char *src, PyObject *scal,
+                      kiln_aot_kernel *k) {
+    free(t_aot_source);
+    free(t_aot_entry);
+    t_aot_source = strdup(src);
+    t_aot_entry = strdup(entry);
+    if (!t_aot_source || !t_aot_entry) return PyErr_NoMemory(), -1;
+    k->source = t_aot_source;
+    k->entry = t_aot_entry;
+    Py_ssize_t ns = PyList_Size(scal);
+    if (ns < 0) return -1;
+    if (ns > KILN_MAX_SCALARS) {
+        PyErr_Format(PyExc_ValueError, "%zd scalar arguments, at most %d", ns, KILN_MAX_SCALARS);
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < ns; i++) {
+        PyObject *s = PyList_GetItem(scal, i);
+        int ty = (int)PyLong_AsLong(PyTuple_GetItem(s, 0));
+        k->scalar_types[i] = (kiln_scalar_type)ty;
+        if (ty == KILN_SCALAR_F32) k->fscalars[i] = PyFloat_AsDouble(PyTuple_GetItem(s, 1));
+        else if (aot_expr(c, PyTuple_GetItem(s, 1), 0, &k->scalars[i])) return -1;
+    }
+    k->nscalars = (int)ns;
+    return PyErr_Occurred() ? -1 : 0;
+}
+
+/* fn(ins, outs, attrs, io types, tactic) with the GIL; NULL with an
+ * exception. */
+static PyObject *aot_call(const kiln_shape_ctx *c, const kiln_io_format *io, int tactic, int which) {
     PyObject *ins = kilnpy_descs_list(c->in, c->nin, 0), *outs = ins ? kilnpy_descs_list(c->out, c->nout, OUT_BASE) : NULL;
     PyObject *attrs = outs ? kilnpy_attrs_dict(c->attrs) : NULL;
     PyObject *types = PyList_New(io->n);
     for (int p = 0; types && p < io->n; p++) PyList_SetItem(types, p, Py_BuildValue("(ii)", io->dtype[p], io->format[p]));
-    PyObject *r = attrs && types ? PyObject_CallFunction(user_get(c->user, U_AOT), "OOOOi", ins, outs, attrs, types, tactic)
+    PyObject *r = attrs && types ? PyObject_CallFunction(user_get(c->user, which), "OOOOi", ins, outs, attrs, types, tactic)
                                  : NULL;
-    /* r: (entry, source, extent tree, [(scalar type 1..3, tree or float)]) */
-    const char *entry = NULL, *src = NULL;
-    PyObject *scal = NULL;
-    if (r && PyArg_ParseTuple(r, "ssOO", &entry, &src, &(PyObject *){NULL}, &scal)) {
-        free(t_aot_source);
-        free(t_aot_entry);
-        t_aot_source = strdup(src);
-        t_aot_entry = strdup(entry);
-        k->source = t_aot_source;
-        k->entry = t_aot_entry;
-        const kiln_expr *none[KILN_MAX_IO] = {0};
-        k->extent = tree_expr(c, PyTuple_GetItem(r, 2), none);
-        Py_ssize_t ns = k->extent ? PyList_Size(scal) : -1;
-        if (ns > KILN_MAX_SCALARS) {
-            PyErr_Format(PyExc_ValueError, "%zd scalar arguments, at most %d", ns, KILN_MAX_SCALARS);
-            ns = -1;
-        }
-        for (Py_ssize_t i = 0; i < ns; i++) {
-            PyObject *s = PyList_GetItem(scal, i);
-            int ty = (int)PyLong_AsLong(PyTuple_GetItem(s, 0));
-            k->scalar_types[i] = (kiln_scalar_type)ty;
-            if (ty == KILN_SCALAR_F32) {
-                k->fscalars[i] = PyFloat_AsDouble(PyTuple_GetItem(s, 1));
-            } else if (!(k->scalars[i] = tree_expr(c, PyTuple_GetItem(s, 1), none))) {
-                ns = -1;
-                break;
-            }
-        }
-        if (ns >= 0) k->nscalars = (int)ns;
-        if (ns < 0 || PyErr_Occurred()) rc = kilnpy_error_from_python(what);
-    } else {
-        rc = kilnpy_error_from_python(what);
-    }
     Py_XDECREF(ins);
     Py_XDECREF(outs);
     Py_XDECREF(attrs);
     Py_XDECREF(types);
+    return r;
+}
+
+/* CPU: r = (entry, C source, extent tree, [(scalar type 1..3, tree or float)]) */
+static int aot_trampoline(const kiln_shape_ctx *c, const kiln_io_format *io, int tactic, kiln_aot_kernel *k) {
+    PyGILState_STATE g = PyGILState_Ensure();
+    char what[300];
+    snprintf(what, sizeof what, "the aot_impl function of %s", user_id(c->user));
+    PyObject *r = aot_call(c, io, tactic, U_AOT), *extent = NULL, *scal = NULL;
+    const char *entry = NULL, *src = NULL;
+    int bad = !r || !PyArg_ParseTuple(r, "ssOO", &entry, &src, &extent, &scal) || aot_common(c, entry, src, scal, k) ||
+              aot_expr(c, extent, 0, &k->extent);
+    int rc = bad ? kilnpy_error_from_python(what) : 0;
+    Py_XDECREF(r);
+    PyGILState_Release(g);
+    return rc;
+}
+
+/* CUDA: r = (entry, PTX or CUDA C, lang, [grid x, y, z], [block x, y, z],
+ * shared memory, scalars as above, [scratch bytes per block]); a tree may
+ * be None (kiln's default: 1, or 0 bytes). */
+static int cuda_aot_trampoline(const kiln_shape_ctx *c, const kiln_io_format *io, int tactic, kiln_aot_kernel *k) {
+    PyGILState_STATE g = PyGILState_Ensure();
+    char what[300];
+    snprintf(what, sizeof what, "the CUDA aot_impl function of %s", user_id(c->user));
+    PyObject *r = aot_call(c, io, tactic, U_CUDA_AOT), *grid = NULL, *block = NULL, *shmem = NULL, *scal = NULL,
+             *scratch = NULL;
+    const char *entry = NULL, *src = NULL;
+    int lang = 0;
+    int bad = !r || !PyArg_ParseTuple(r, "ssiOOOOO", &entry, &src, &lang, &grid, &block, &shmem, &scal, &scratch) ||
+              aot_common(c, entry, src, scal, k) || aot_expr(c, shmem, 1, &k->shared_mem);
+    k->lang = lang;
+    for (int d = 0; d < 3 && !bad; d++)
+        bad = aot_expr(c, PyList_GetItem(grid, d), 1, &k->grid[d]) || aot_expr(c, PyList_GetItem(block, d), 1, &k->block[d]);
+    Py_ssize_t nscratch = bad ? 0 : PyList_Size(scratch);
+    if (!bad && (nscratch < 0 || nscratch > KILN_AOT_MAX_SCRATCH)) {
+        if (nscratch > 0) PyErr_Format(PyExc_ValueError, "%zd scratch pointers, at most %d", nscratch, KILN_AOT_MAX_SCRATCH);
+        bad = 1;
+    }
+    for (Py_ssize_t i = 0; !bad && i < nscratch; i++) {
+        k->scratch_bytes[i] = PyLong_AsUnsignedLongLong(PyList_GetItem(scratch, i));
+        bad = PyErr_Occurred() != NULL;
+    }
+    k->nscratch = (int)nscratch;
+    int rc = bad ? kilnpy_error_from_python(what) : 0;
     Py_XDECREF(r);
     PyGILState_Release(g);
     return rc;
@@ -386,22 +442,26 @@ kiln_attr_def *kilnpy_split_and_defs(const char *id, char *buf, size_t size, con
 
 /* register_quick_op(identity, version, min_in, max_in, nout, attrs, shape,
  *                   impl, formats, aot, aot_signature, timing_id, doc,
- *                   serialize_attrs)
+ *                   serialize_attrs, cuda_impl, cuda_graph_safe, cuda_aot)
  * attrs: [(name, type, elem, default text or None, required)];
- * serialize_attrs: comma-separated names stored in the engine, None: all */
+ * serialize_attrs: comma-separated names stored in the engine, None: all;
+ * cuda_impl: None for a CPU-only op; cuda_graph_safe: 1 lets kiln capture
+ * the CUDA impl's launches into a CUDA graph (replays do not call it);
+ * cuda_aot: None, or the function whose answer cuda_aot_trampoline reads. */
 static PyObject *py_register_quick_op(PyObject *self, PyObject *args) {
     (void)self;
     const char *id, *aot_sig, *timing_id, *doc, *serialize_attrs = NULL;
-    int version, min_in, max_in, nout;
-    PyObject *attrs, *shape, *impl, *formats, *aot;
-    if (!PyArg_ParseTuple(args, "siiiiOOOOOzzz|z", &id, &version, &min_in, &max_in, &nout, &attrs, &shape, &impl,
-                          &formats, &aot, &aot_sig, &timing_id, &doc, &serialize_attrs))
+    int version, min_in, max_in, nout, graph_safe = 0;
+    PyObject *attrs, *shape, *impl, *formats, *aot, *cuda_impl = Py_None, *cuda_aot = Py_None;
+    if (!PyArg_ParseTuple(args, "siiiiOOOOOzzz|zOpO", &id, &version, &min_in, &max_in, &nout, &attrs, &shape, &impl,
+                          &formats, &aot, &aot_sig, &timing_id, &doc, &serialize_attrs, &cuda_impl, &graph_safe,
+                          &cuda_aot))
         return NULL;
     char buf[512];
     const char *ns, *name;
     kiln_attr_def *defs = kilnpy_split_and_defs(id, buf, sizeof buf, &ns, &name, attrs);
     if (!defs) return NULL;
-    PyObject *user = PyTuple_Pack(U_COUNT, PyTuple_GetItem(args, 0), shape, impl, formats, aot);
+    PyObject *user = PyTuple_Pack(U_COUNT, PyTuple_GetItem(args, 0), shape, impl, formats, aot, cuda_impl, cuda_aot);
     if (!user) {
         PyMem_Free(defs);
         return NULL;
@@ -412,6 +472,8 @@ static PyObject *py_register_quick_op(PyObject *self, PyObject *args) {
         .impl = impl != Py_None ? impl_trampoline : NULL, .timing_id = timing_id,
         .aot = aot != Py_None ? aot_trampoline : NULL, .aot_signature = aot_sig, .doc = doc, .user = user,
         .formats_fn = formats != Py_None ? formats_trampoline : NULL, .serialize_attrs = serialize_attrs,
+        .cuda_impl = cuda_impl != Py_None ? cuda_impl_trampoline : NULL, .cuda_graph_unsafe = !graph_safe,
+        .cuda_aot = cuda_aot != Py_None ? cuda_aot_trampoline : NULL,
     };
     int rc = kiln_register_quick_op(&q); /* copies everything but `user` */
     PyMem_Free(defs);

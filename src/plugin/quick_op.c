@@ -430,7 +430,9 @@ unsigned kiln__op_host_inputs(const kiln__op *op, kiln_device_kind d) {
     return d == KILN_DEVICE_CUDA && op->quick ? op->quick->cuda_host_inputs : 0;
 }
 
-int kiln__op_graph_unsafe(const kiln__op *op) { return op->quick ? op->quick->cuda_graph_unsafe : 0; }
+int kiln__op_graph_unsafe(const kiln__op *op) {
+    return op->quick ? op->quick->cuda_graph_unsafe : op->plugin && op->plugin->cuda_graph_unsafe;
+}
 
 kiln__enqueue_fn kiln__op_enqueue_fn(const kiln__op *op, kiln_device_kind d) {
     if (d == KILN_DEVICE_CUDA) return kiln__op_has_device(op, d) ? op->vt->enqueue_cuda : NULL;

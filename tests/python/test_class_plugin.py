@@ -91,3 +91,25 @@ def test_circ_pad_plugin_sample(args):
     r = subprocess.run([sys.executable, str(ROOT / "samples" / "python" / "circ_pad_plugin.py"), *args.split()],
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0 and "PASS" in r.stdout, r.stdout + r.stderr
+
+
+def test_v2_style_plugin_and_failing_tactics_warn(rng, monkeypatch):
+    # the V2 style (serialize / deserialize_plugin) through an engine file
+    v2 = cpp.CircPadPluginV2Creator()
+    kiln.get_plugin_registry().register_creator(v2, "sample")
+    pads = np.array([1, 2, 3, 0], np.int32)
+    b = kiln.Builder()
+    net = b.create_network()
+    x = net.add_input("X", kiln.float32, (2, 3, 5, 6))
+    fc = kiln.PluginFieldCollection([kiln.PluginField("pads", pads, kiln.PluginFieldType.INT32)])
+    net.mark_output(net.add_plugin_v2([x], v2.create_plugin(v2.name, fc)).get_output(0))
+    cfg = b.create_builder_config()
+    cfg.timing_reps = 1
+    eng = kiln.Runtime().deserialize_engine(b.build_serialized_network(net, cfg))
+    xv = rng.standard_normal((2, 3, 5, 6)).astype(np.float32)
+    np.testing.assert_array_equal(eng.create_execution_context().execute({"X": xv})[eng.outputs[0]],
+                                  cpp.reference(xv, pads))
+    # a get_valid_tactics that raises is not silently ignored
+    monkeypatch.setattr(cpp.CircPadPluginV2, "get_valid_tactics", lambda self: 1 / 0)
+    with pytest.warns(RuntimeWarning, match="get_valid_tactics raised ZeroDivisionError"):
+        b.build_serialized_network(net, cfg)

@@ -66,7 +66,14 @@ class AutoTuneCombination:
 class KernelLaunchParams:
     """Launch extents of an AOT kernel as expressions.  On the CPU the kernel
     runs over ``grid_x * grid_y * grid_z`` work items split across the
-    thread pool (block and shared memory are for CUDA kernels)."""
+    thread pool (block and shared memory are for CUDA kernels).
+
+    kiln's addition for CUDA kernels: ``scratch``, the bytes per block of
+    each hidden trailing pointer parameter (Triton's compiled kernels take
+    two, global and profile scratch: ``[compiled.metadata.global_scratch_size,
+    compiled.metadata.profile_scratch_size]``; 0 passes NULL).  None (the
+    default): the pointers the kernel's PTX declares beyond inputs, outputs
+    and scalars, all NULL."""
 
     def __init__(self):
         self.grid_x: ShapeLike = 1
@@ -76,6 +83,7 @@ class KernelLaunchParams:
         self.block_y: ShapeLike = 1
         self.block_z: ShapeLike = 1
         self.shared_mem: ShapeLike = 0
+        self.scratch = None
 
     def extent(self) -> ShapeExpr:
         return ShapeExpr.of(self.grid_x) * self.grid_y * self.grid_z

@@ -1,10 +1,12 @@
 """Tensor descriptors (shape time) and tensors (run time) of kiln.plugin."""
 from __future__ import annotations
 
+import os
 from typing import Tuple
 
 import numpy as np
 
+from .. import _kiln
 from .._dtypes import DataType, TensorFormat, dtype_of, nptype
 from ._expr import ShapeExpr, ShapeExprs, ShapeLike
 
@@ -77,25 +79,56 @@ def size_tensor(opt: ShapeLike, upper_bound: ShapeLike) -> SizeTensorDesc:
 
 _DTYPES = {int(d): d for d in DataType}
 _FORMATS = {int(f): f for f in TensorFormat}
+_DEVICES = {0: "cpu", 1: "cuda", "cpu": "cpu", "cuda": "cuda"}
+# DLPack (code, bits) of each dtype: kDLInt 0, kDLUInt 1, kDLFloat 2, kDLBfloat 4, kDLBool 6
+_DL_DTYPE = {d: ({"f": 2, "i": 0, "u": 1, "b": 6}[np.dtype(nptype(d)).kind], 8 * d.itemsize)
+             for d in DataType if d != DataType.BF16}
+_DL_DTYPE[DataType.BF16] = (4, 16)
+_KDLCPU, _KDLCUDA = 1, 2
+
+
+def cuda_device_id() -> int:
+    """The GPU kiln runs on ($KILN_CUDA_DEVICE, default 0)."""
+    try:
+        return int(os.environ.get("KILN_CUDA_DEVICE", "0") or 0)
+    except ValueError:
+        return 0
 
 
 class Tensor:
     """A tensor as an impl function sees it: ``data_ptr``, ``shape``,
-    ``dtype``, ``strides`` (elements), ``format``.  ``numpy.asarray(t)`` is
-    a zero-copy view (``__array_interface__``); CUDA tensors will offer
-    ``__cuda_array_interface__`` instead."""
+    ``dtype``, ``strides`` (elements), ``format``, ``device`` ("cpu" or
+    "cuda").  Zero-copy views:
 
-    __slots__ = ("data_ptr", "dtype", "shape", "strides", "format", "device")
+    - CPU: ``numpy.asarray(t)`` (``__array_interface__``),
+      ``torch.from_dlpack(t)``;
+    - CUDA: ``__cuda_array_interface__`` (version 3; its ``stream`` is the
+      stream the data was written on, the one the impl received) for
+      ``torch.as_tensor(t, device="cuda")``, ``cupy.asarray(t)``,
+      ``numba.cuda.as_cuda_array(t)``; and ``__dlpack__`` /
+      ``__dlpack_device__`` (kDLCUDA) for ``torch.from_dlpack(t)``,
+      ``cupy.from_dlpack(t)``.  Triton kernels take the torch view.
+
+    Consumers of ``__cuda_array_interface__`` that see a stream synchronize
+    on it (CuPy, Numba): correct but a host wait per call, and not allowed
+    while kiln captures a CUDA graph.  An impl that launches on ``stream``
+    needs no wait: use ``cupy.from_dlpack(t)`` / ``torch.from_dlpack(t)``
+    inside ``with <lib>.ExternalStream(stream)`` (DLPack: the consumer names
+    its stream, kiln waits only if it is another one) or
+    ``numba.cuda.as_cuda_array(t, sync=False)``."""
+
+    __slots__ = ("data_ptr", "dtype", "shape", "strides", "format", "device", "stream")
 
     def __init__(self, data_ptr: int, dtype: DataType, shape: Tuple[int, ...], strides: Tuple[int, ...],
-                 format: TensorFormat = TensorFormat.LINEAR, device: str = "cpu"):
+                 format: TensorFormat = TensorFormat.LINEAR, device="cpu", stream: int = 0):
         # called per tensor per impl call: plain stores, enum lookups by value
         self.data_ptr = data_ptr
         self.dtype = _DTYPES[dtype]
         self.shape = shape
         self.strides = strides
         self.format = _FORMATS[format]
-        self.device = device
+        self.device = _DEVICES[device]
+        self.stream = stream if self.device == "cuda" else 0
 
     @property
     def ndim(self) -> int:
@@ -105,6 +138,8 @@ class Tensor:
         return int(np.prod(self.shape, dtype=np.int64)) if self.shape else 1
 
     def _iface(self) -> dict:
+        if self.dtype == DataType.BF16:
+            raise TypeError("a BF16 tensor has no array interface typestr: use __dlpack__ (torch.from_dlpack)")
         item = self.dtype.itemsize
         return {
             "shape": self.shape,
@@ -117,14 +152,34 @@ class Tensor:
     @property
     def __array_interface__(self) -> dict:
         if self.device != "cpu":
-            raise AttributeError("a CUDA tensor has no __array_interface__ (use __cuda_array_interface__)")
+            raise AttributeError("a CUDA tensor has no __array_interface__ (use __cuda_array_interface__ or "
+                                 "__dlpack__: torch.as_tensor(t, device='cuda'), cupy.asarray(t))")
         return self._iface()
 
     @property
     def __cuda_array_interface__(self) -> dict:
         if self.device != "cuda":
             raise AttributeError("a CPU tensor has no __cuda_array_interface__ (use numpy.asarray)")
-        return {**self._iface(), "stream": None}
+        # CAI v3: 0 is not a valid stream value (the legacy default stream is 1)
+        return {**self._iface(), "stream": self.stream or None}
+
+    def __dlpack_device__(self) -> Tuple[int, int]:
+        return (_KDLCUDA, cuda_device_id()) if self.device == "cuda" else (_KDLCPU, 0)
+
+    def __dlpack__(self, stream=None, max_version=None, dl_device=None, copy=None):
+        """A DLPack capsule viewing this tensor (valid during the impl
+        call).  ``stream``: the consumer's CUDA stream (None or -1: no
+        ordering asked); if it is not the stream kiln wrote the data on,
+        kiln waits for that stream first."""
+        if copy:
+            raise BufferError("kiln tensors are exported without a copy (copy=True asked)")
+        if dl_device is not None and tuple(dl_device) != self.__dlpack_device__():
+            raise BufferError(f"kiln tensor is on {self.__dlpack_device__()}, {tuple(dl_device)} asked")
+        if self.device == "cuda" and stream not in (None, -1) and stream != self.stream:
+            _sync_stream(self.stream)
+        code, bits = _DL_DTYPE[self.dtype]
+        dev, dev_id = self.__dlpack_device__()
+        return _kiln.dlpack(self.data_ptr, self.shape, self.strides, code, bits, dev, dev_id)
 
     def __int__(self) -> int:  # class plugins' enqueue: tensorrt passes pointers
         return self.data_ptr
@@ -136,4 +191,24 @@ class Tensor:
         return np.asarray(self)
 
     def __repr__(self) -> str:
-        return f"Tensor(shape={self.shape}, dtype={self.dtype.name}, data_ptr={self.data_ptr:#x})"
+        dev = "" if self.device == "cpu" else f", device={self.device}"
+        return f"Tensor(shape={self.shape}, dtype={self.dtype.name}, data_ptr={self.data_ptr:#x}{dev})"
+
+
+_cuda_lib = None
+
+
+def _sync_stream(stream: int) -> None:
+    """cuStreamSynchronize(stream) through the driver (libcuda), for a
+    DLPack consumer on another stream than kiln's."""
+    global _cuda_lib
+    if _cuda_lib is None:
+        import ctypes
+
+        lib = ctypes.CDLL("libcuda.so.1")
+        lib.cuStreamSynchronize.argtypes = [ctypes.c_void_p]
+        lib.cuStreamSynchronize.restype = ctypes.c_int
+        _cuda_lib = lib
+    rc = _cuda_lib.cuStreamSynchronize(stream or None)
+    if rc:
+        raise BufferError(f"__dlpack__: cuStreamSynchronize failed (CUresult {rc})")

@@ -10,6 +10,7 @@ the op: kiln keeps the old definition for engines already made with it.
 from __future__ import annotations
 
 import inspect
+import re
 import threading
 import typing
 from typing import Any, Callable, Dict, List, Optional, Tuple
@@ -25,6 +26,14 @@ from ._expr import ShapeExpr, ShapeExprs, resolve
 
 # kiln_attr_type
 _A_INT, _A_FLOAT, _A_STRING, _A_BOOL, _A_BYTES, _A_ARRAY = 1, 2, 3, 4, 5, 6
+# kiln_aot_lang
+_LANG_CUDA, _LANG_PTX = 1, 2
+
+
+def _ptx_params(ptx: str, entry: str) -> int:
+    """How many parameters the PTX .entry `entry` declares (0 if absent)."""
+    m = re.search(r"\.entry\s+" + re.escape(entry) + r"\s*\((.*?)\)", ptx, re.S)
+    return m.group(1).count(".param") if m else 0
 
 
 class PluginError(Exception):
@@ -127,8 +136,11 @@ class PluginDef:
         self.op_name = op_name
         self.register_fn = fn
         self.impl_fn: Optional[Callable] = None
+        self.cuda_impl_fn: Optional[Callable] = None
+        self.cuda_graph_safe = False
         self.autotune_fn: Optional[Callable] = None
         self.aot_fn: Optional[Callable] = None
+        self.cuda_aot_fn: Optional[Callable] = None
         self.aot_signature: Optional[str] = None
         self.registered = False  # with kiln, as currently defined
         self.ever_registered = False
@@ -208,18 +220,28 @@ class PluginDef:
                 res.append((int(o.dtype), [resolve(e._tree, index) for e in o.shape_expr], o._alias, None))
         return res
 
-    def _impl(self, ins, outs, attrs, tactic, workspace):
-        tin = [Tensor(*t) for t in ins]
-        tout = tuple(Tensor(*t) for t in outs)
-        kw = self._attrs_for(self.impl_fn, attrs) if attrs else {}
-        params = self._params(self.impl_fn)
+    def _call_impl(self, fn, ins, outs, attrs, tactic, stream):
+        tin = [Tensor(*t, stream) for t in ins]
+        tout = tuple(Tensor(*t, stream) for t in outs)
+        kw = self._attrs_for(fn, attrs) if attrs else {}
+        params = self._params(fn)
         if "outputs" in params:
             kw["outputs"] = tout
         if "stream" in params:
-            kw["stream"] = 0
+            kw["stream"] = stream
         if "tactic" in params:
             kw["tactic"] = tactic
-        self.impl_fn(*tin, **kw)
+        fn(*tin, **kw)
+
+    def _impl(self, ins, outs, attrs, tactic, workspace, stream):
+        if self.impl_fn is None:
+            raise PluginError(f"{self.op_name}: this layer runs on the CPU, but the plugin has only a CUDA impl "
+                              "(@impl(..., device=\"cuda\")): build with config.device = \"cuda\", or add a CPU "
+                              "@impl")
+        self._call_impl(self.impl_fn, ins, outs, attrs, tactic, 0)
+
+    def _cuda_impl(self, ins, outs, attrs, tactic, workspace, stream):
+        self._call_impl(self.cuda_impl_fn, ins, outs, attrs, tactic, stream)
 
     def _formats(self, ins, outs, attrs):
         din = self._descs(ins, True)
@@ -237,20 +259,22 @@ class PluginDef:
             res.append(c._strings(defaults))
         return res
 
-    def _aot(self, ins, outs, attrs, io, tactic):
+    def _aot_answer(self, fn, ins, outs, attrs, io, tactic):
+        """What fn (an aot_impl) returns, checked: (name, code, launch,
+        scalars, inputs, outputs)."""
         din = self._descs(ins, True)
         dout = tuple(self._descs(outs, False))
         for d, (dt, fmt) in zip(list(din) + list(dout), io):
             if dt:
                 d.dtype = DataType(dt)
             d.format = TensorFormat(fmt)
-        kw = self._attrs_for(self.aot_fn, attrs)
-        params = self._params(self.aot_fn)
+        kw = self._attrs_for(fn, attrs)
+        params = self._params(fn)
         if "outputs" in params:
             kw["outputs"] = dout
         if "tactic" in params:
             kw["tactic"] = tactic
-        r = self.aot_fn(*din, **kw)
+        r = fn(*din, **kw)
         if not isinstance(r, tuple) or len(r) != 4:
             raise PluginError(f"{self.op_name}: aot_impl must return (kernel_name, code, KernelLaunchParams, "
                               "SymIntExprs)")
@@ -260,7 +284,23 @@ class PluginDef:
         if not isinstance(launch, KernelLaunchParams):
             raise PluginError(f"{self.op_name}: aot_impl's third value must be a KernelLaunchParams")
         scalars = [_scalar(x, i) for i, x in enumerate(args or ())]
+        return name, code, launch, scalars, din, dout
+
+    def _aot(self, ins, outs, attrs, io, tactic):
+        name, code, launch, scalars, _, _ = self._aot_answer(self.aot_fn, ins, outs, attrs, io, tactic)
         return name, code, launch.extent()._tree, scalars
+
+    def _cuda_aot(self, ins, outs, attrs, io, tactic):
+        name, code, launch, scalars, din, dout = self._aot_answer(self.cuda_aot_fn, ins, outs, attrs, io, tactic)
+        lang = _LANG_PTX if ".entry" in code else _LANG_CUDA
+        scratch = launch.scratch
+        if scratch is None:
+            n = _ptx_params(code, name) - (len(din) + len(dout) + len(scalars)) if lang == _LANG_PTX else 0
+            scratch = [0] * max(n, 0)
+        dims = lambda *xs: [None if x is None else ShapeExpr.of(x)._tree for x in xs]  # noqa: E731
+        return (name, code, lang, dims(launch.grid_x, launch.grid_y, launch.grid_z),
+                dims(launch.block_x, launch.block_y, launch.block_z), ShapeExpr.of(launch.shared_mem)._tree, scalars,
+                [int(b) for b in scratch])
 
     # ---------------------------------------------------------- kiln
 
@@ -268,7 +308,7 @@ class PluginDef:
         """Register (or re-register) this op with kiln."""
         if self.registered:
             return
-        if self.impl_fn is None and self.aot_fn is None:
+        if self.impl_fn is None and self.cuda_impl_fn is None and self.aot_fn is None and self.cuda_aot_fn is None:
             raise PluginError(f"{self.op_name}: no @kiln.plugin.impl nor @kiln.plugin.aot_impl defined")
         if self.ever_registered:
             _kiln.registry_unregister(self.op_name, 1)
@@ -279,7 +319,7 @@ class PluginDef:
         # (and aot_impl) take; the others reach register/autotune at build
         # time only.
         taken = set()
-        for fn in (self.impl_fn, self.aot_fn):
+        for fn in (self.impl_fn, self.cuda_impl_fn, self.aot_fn, self.cuda_aot_fn):
             if fn is not None:
                 taken |= self._params(fn)
         # None (all stored) keeps the engine's load-time re-check of shapes,
@@ -287,9 +327,13 @@ class PluginDef:
         stored = None if taken >= set(self.attrs) else ",".join(a for a in self.attrs if a in taken)
         _kiln.register_quick_op(
             self.op_name, 1, len(self.inputs), len(self.inputs), self.num_outputs, attrs, self._shape,
-            self._impl if self.impl_fn else None, self._formats if self.autotune_fn else None,
+            # a CUDA-only plugin keeps a CPU impl that says why it cannot run
+            self._impl if self.impl_fn or (self.cuda_impl_fn and not self.aot_fn) else None,
+            self._formats if self.autotune_fn else None,
             self._aot if self.aot_fn else None,
-            self.aot_signature if self.aot_signature is not None else "*", None, doc, stored)
+            self.aot_signature if self.aot_signature is not None else "*", None, doc, stored,
+            self._cuda_impl if self.cuda_impl_fn else None, self.cuda_graph_safe,
+            self._cuda_aot if self.cuda_aot_fn else None)
         self.registered = self.ever_registered = True
 
 
@@ -309,7 +353,7 @@ def sync() -> None:
     add_plugin, the ONNX parser, builds and engine loads)."""
     with _lock:
         for d in _defs.values():
-            if d.impl_fn is not None or d.aot_fn is not None:
+            if any(f is not None for f in (d.impl_fn, d.cuda_impl_fn, d.aot_fn, d.cuda_aot_fn)):
                 d.sync()
 
 
@@ -349,14 +393,46 @@ def _attach(op_name: str, what: str, field: str) -> Callable:
     return deco
 
 
-def impl(op_name: str) -> Callable:
+_IMPL_DEVICES = ("cpu", "cuda")
+
+
+def impl(op_name: str, device="cpu", graph_safe: bool = False) -> Callable:
     """The computation of ``op_name``: ``fn(*inputs: Tensor, <attrs it names>,
     outputs: Tuple[Tensor], stream: int[, tactic: int])``.  Only the
     attributes it names are passed, and only those are stored in the
     engine (register and autotune see the others while building only).
-    ``numpy.asarray(t)`` views a Tensor
-    without a copy; write the outputs in place."""
-    return _attach(op_name, "impl", "impl_fn")
+    Write the outputs in place.
+
+    ``device`` says where this function runs: "cpu" (the default: Tensors in
+    host memory, ``numpy.asarray(t)`` views one, ``stream`` is 0), "cuda"
+    (Tensors in GPU memory with ``__cuda_array_interface__`` and
+    ``__dlpack__``, ``stream`` the CUstream to launch on, as an int), or
+    both ("cpu", "cuda") for a function that handles either.  One op may
+    have one function per device; a build for ``device = "cuda"`` runs the
+    layer on the GPU when the op has a CUDA impl.  (tensorrt.plugin's
+    ``@impl`` is a GPU impl: a ported plugin adds ``device="cuda"``.)
+
+    ``graph_safe`` (CUDA): the function only enqueues kernels on ``stream``
+    whose arguments depend on the tensors' shapes and attributes alone (no
+    allocation, no host read, no sync), so kiln may capture its launches in
+    a CUDA graph and replay them without calling it again."""
+    devices = (device,) if isinstance(device, str) else tuple(device)
+    bad = [d for d in devices if d not in _IMPL_DEVICES]
+    if bad or not devices:
+        raise PluginError(f'@impl("{op_name}", device={device!r}): expected "cpu", "cuda" or both')
+
+    def deco(fn):
+        with _lock:
+            d = _get(op_name, "impl")
+            if "cpu" in devices:
+                d.impl_fn = fn
+            if "cuda" in devices:
+                d.cuda_impl_fn = fn
+                d.cuda_graph_safe = bool(graph_safe)
+            d.registered = False
+        return fn
+
+    return deco
 
 
 def autotune(op_name: str) -> Callable:
@@ -366,21 +442,34 @@ def autotune(op_name: str) -> Callable:
     return _attach(op_name, "autotune", "autotune_fn")
 
 
-def aot_impl(op_name: str, signature: Optional[str] = None) -> Callable:
+def aot_impl(op_name: str, signature: Optional[str] = None, device: str = "cpu") -> Callable:
     """``fn(*inputs: TensorDesc, <attrs>, outputs, tactic) -> (kernel_name,
-    code, KernelLaunchParams, SymIntExprs)``.  On the CPU ``code`` is C
-    source in kiln's AOT contract (``void kernel_name(const kiln_aot_args *a,
-    int ith, int nth)``, see include/kiln/plugin.h): the builder compiles it
-    into the engine, which then runs with no Python.  The scalar argument
-    types come from what the function returns (SymInt32 -> i32, SymInt64 or
-    a plain shape expression -> i64, SymFloat32 -> f32), as in
-    tensorrt.plugin.  ``signature`` ("i32,i64,f32"), optional, fixes them:
-    kiln then checks each returned kernel's count and types against it."""
+    code, KernelLaunchParams, SymIntExprs)``: a kernel the builder compiles
+    into the engine, which then runs with no Python.
+
+    device "cpu" (default): ``code`` is C source in kiln's AOT contract
+    (``void kernel_name(const kiln_aot_args *a, int ith, int nth)``, see
+    include/kiln/plugin.h), launched over grid_x * grid_y * grid_z work
+    items.  device "cuda" (tensorrt.plugin's aot_impl): ``code`` is PTX
+    (e.g. Triton's ``compiled.asm["ptx"]``) or CUDA C source (compiled with
+    NVRTC), ``kernel_name`` its entry; launched with grid, block and
+    shared_mem of the KernelLaunchParams; parameters: input pointers,
+    output pointers, the scalars, then hidden scratch pointers
+    (``KernelLaunchParams.scratch``).
+
+    The scalar argument types come from what the function returns
+    (SymInt32 -> i32, SymInt64 or a plain shape expression -> i64,
+    SymFloat32 -> f32), as in tensorrt.plugin.  ``signature``
+    ("i32,i64,f32"), optional, fixes them: kiln then checks each returned
+    kernel's count and types against it."""
+    if device not in _IMPL_DEVICES:
+        raise PluginError(f'@aot_impl("{op_name}", device={device!r}): expected "cpu" or "cuda"')
 
     def deco(fn):
-        _attach(op_name, "aot_impl", "aot_fn")(fn)
-        with _lock:
-            _defs[op_name].aot_signature = signature
+        _attach(op_name, "aot_impl", "aot_fn" if device == "cpu" else "cuda_aot_fn")(fn)
+        with _lock:  # one signature per op: a CUDA kernel's None keeps the CPU one's
+            if signature is not None or device == "cpu":
+                _defs[op_name].aot_signature = signature
         return fn
 
     return deco
