@@ -75,8 +75,9 @@ case "${1:-}" in
       -rss_limit_mb=2048 -malloc_limit_mb=1024 -artifact_prefix="$OUT/" "$OUT/corpus_$T" "$(corpus "$T")" ;;
   runs)
     T=${2:?target: onnx or engine}; N=${3:-2000}
+    # new inputs go to the first folder: build-fuzz/, never the committed corpus
     ASAN_OPTIONS=${ASAN_OPTIONS:-allocator_may_return_null=1} exec nice -n 19 "$OUT/${T}_fuzz" -runs="$N" -seed=1 -max_len=262144 -timeout=60 \
-      -rss_limit_mb=2048 -malloc_limit_mb=1024 -artifact_prefix="$OUT/" "$(corpus "$T")" ;;
+      -rss_limit_mb=2048 -malloc_limit_mb=1024 -artifact_prefix="$OUT/" "$OUT/corpus_$T" "$(corpus "$T")" ;;
   pack)
     D=${2:?usage: fuzz/build.sh pack DIR}
     mkdir -p "$D/lib" "$D/seed_engine" "$D/seed_onnx"
