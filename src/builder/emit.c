@@ -261,6 +261,7 @@ int kiln__b_finalize(builder *b, int **order_out, int *norder) {
             if (!name) { rc = kiln__err(KILN_ENOMEM, "build: out of memory"); break; }
             int V = clone_tensor(b, T, name);
             if (V < 0) { rc = V; break; }
+            t = &b->t[T]; /* clone_tensor may have moved b->t */
             b->t[V].loc = b->t[T].loc;
             b->t[V].producer = li;
             b->t[V].alias_in = b->t[T].alias_in;
