@@ -1,20 +1,33 @@
 #!/usr/bin/env python3
 """Compare kiln with ONNX Runtime on real models, same thread counts.
 
-For every model -- each ../shared/models/<name> test folder and the
-ResNet-18 / MobileNetV2 made by bench/gen_torchvision.py -- and for 1 and 2
-threads: ORT (intra-op threads = N, sequential) and kiln (the `kiln` CLI:
-`kiln build` with --threads N, then `kiln bench` and `kiln run` with
+For every model -- each ../shared/models/<name> test folder and the models
+made by bench/gen_torchvision.py (ResNet-18, MobileNetV2, a small
+Transformer encoder, ResNet-50 and a BERT-base-like encoder) -- and for 1
+and 2 threads: ORT (intra-op threads = N, sequential) and kiln (the `kiln`
+CLI: `kiln build` with --threads N, then `kiln bench` and `kiln run` with
 --threads N) run the same inputs (the model's test_data_set_0 inputs, else
-seeded random ones).  Prints one table:
+seeded random ones).  The timed runs alternate in --rounds rounds (ORT, then
+kiln, then ORT...), so load from other work on the machine hits both; a
+median is the median of the rounds' medians.  Prints, under a line with the
+date, the CPU model, the ORT version and the load average, three tables:
 
-  model | threads | ORT median ms | kiln median ms | kiln/ORT | max abs diff | relative diff
+  latency: model | threads | ORT median ms | kiln median ms | ORT/kiln | max abs diff | relative diff
+  load:    model | ORT session ms | kiln engine load ms | kiln/ORT | kiln first run ms | ORT first run ms
+  profile: model | threads | GFLOP | kiln GFLOP/s | FMA peak GFLOP/s | of peak | top 5 layers
 
-The diff is between kiln's and ORT's outputs.  A model kiln cannot build
-(an op still missing, a build-time value it needs) shows the reason instead.
+ORT/kiln above 1: kiln is faster.  The diff is between kiln's and ORT's
+outputs.  Load: ORT's InferenceSession creation against kiln_engine_load of
+the saved engine (libkiln through ctypes, same process, alternating); kiln's
+first run also verifies the checksums a mapped load defers.  Profile: the
+model's GFLOP (Conv, ConvTranspose, Gemm, MatMul from the ONNX shapes), kiln's
+GFLOP/s at its median, the FMA peak `kiln bench --profile` measures with the
+same threads (the best of the run's measurements at that thread count), and
+its five slowest layers.  A model kiln cannot build (an op
+still missing, a build-time value it needs) shows the reason instead.
 
-    python3 bench/compare.py [--kiln build/kiln] [--threads 1,2] [--iterations 50]
-                             [--models name,...] [--no-torch]
+    python3 bench/compare.py [--kiln build/kiln] [--threads 1,2] [--iterations 50] [--rounds 5]
+                             [--models name,...] [--no-torch] [--no-load] [--no-profile]
 
 Installs numpy, onnx, onnxruntime, torch and torchvision with pip when they
 are missing (--no-torch: no torch; the two CNNs are then built with the onnx
@@ -23,6 +36,8 @@ Work files go to build-bench/ (not committed).  Keep runs short on shared
 machines.
 """
 import argparse
+import ctypes
+import datetime
 import glob
 import importlib
 import os
@@ -89,9 +104,14 @@ def models(selected):
             out.append((os.path.basename(d), os.path.join(d, "model.onnx"), os.path.join(d, "test_data_set_0")))
     mdir = os.path.join(WORK, "models")
     want = [os.path.join(mdir, n + ".onnx") for n in ("resnet18", "mobilenet_v2")]
-    extra = [os.path.join(mdir, "transformer_encoder.onnx")]  # only with torch
+    # only with torch: the small Transformer, ResNet-50 and the BERT-base-like encoder
+    extra = [os.path.join(mdir, n + ".onnx") for n in ("transformer_encoder", "resnet50", "bert_encoder")]
     if not all(os.path.isfile(p) for p in want):
         subprocess.check_call([sys.executable, os.path.join(HERE, "gen_torchvision.py"), "--out", mdir])
+    if "--no-torch" not in sys.argv and not all(os.path.isfile(p) for p in extra[1:]):
+        sys.path.insert(0, HERE)
+        import gen_torchvision
+        gen_torchvision.export_cpu_bench(mdir)
     for p in want + [p for p in extra if os.path.isfile(p)]:
         out.append((os.path.basename(p)[:-5], p, None))
     if selected:
@@ -123,22 +143,21 @@ def inputs_for(model_path, data_dir):
     return feeds
 
 
-def ort_time(model_path, feeds, threads, iters, warmup):
+def ort_session(model_path, threads):
     so = ort.SessionOptions()
     so.intra_op_num_threads = threads
     so.inter_op_num_threads = 1
     so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-    s = ort.InferenceSession(model_path, so, providers=["CPUExecutionProvider"])
-    outs = s.run(None, feeds)
-    for _ in range(warmup):
-        s.run(None, feeds)
+    return ort.InferenceSession(model_path, so, providers=["CPUExecutionProvider"])
+
+
+def ort_round(s, feeds, iters):
     ts = []
     for _ in range(iters):
         t0 = time.perf_counter()
         s.run(None, feeds)
         ts.append((time.perf_counter() - t0) * 1e3)
-    names = [o.name for o in s.get_outputs()]
-    return float(np.median(ts)), dict(zip(names, outs))
+    return float(np.median(ts))
 
 
 def run(cmd):
@@ -146,7 +165,8 @@ def run(cmd):
     return p.returncode, p.stdout, p.stderr
 
 
-def kiln_time(kiln, name, model_path, feeds, threads, iters, warmup):
+def kiln_prepare(kiln, name, model_path, feeds, threads):
+    """Build the engine and run it once on feeds: (engine path, outputs, error)."""
     wd = os.path.join(WORK, "%s_t%d" % (name, threads))
     os.makedirs(wd, exist_ok=True)
     eng = os.path.join(wd, "model.kiln")
@@ -175,34 +195,164 @@ def kiln_time(kiln, name, model_path, feeds, threads, iters, warmup):
     outs = {}
     for f in glob.glob(os.path.join(odir, "*.npy")):
         outs[os.path.basename(f)[:-4]] = np.load(f)
+    return eng, outs, None
+
+
+def kiln_bench(kiln, eng, threads, iters, warmup, profile=False):
+    """`kiln bench`: (median ms, its stdout, error)."""
     rc, out, err = run([kiln, "bench", eng, "--threads", str(threads), "--iterations", str(iters),
-                        "--warmup", str(warmup)] + [])
+                        "--warmup", str(warmup)] + (["--profile"] if profile else []))
     m = re.search(r"latency (ms|us|s)\b.*?median ([0-9.eE+-]+)", out)
     if rc or not m:
-        return None, outs, "bench failed: " + (err.strip().splitlines() or ["?"])[-1][:160]
+        return None, out, "bench failed: " + (err.strip().splitlines() or ["?"])[-1][:160]
     scale = {"s": 1e3, "ms": 1.0, "us": 1e-3}[m.group(1)]
-    return float(m.group(2)) * scale, outs, None
+    return float(m.group(2)) * scale, out, None
+
+
+def libkiln(kiln):
+    """libkiln beside the CLI (a build tree), else the installed one."""
+    d = os.path.dirname(os.path.realpath(kiln))
+    for c in sorted(glob.glob(os.path.join(d, "libkiln.so*"))) + ["libkiln.so.0", "libkiln.so"]:
+        try:
+            lib = ctypes.CDLL(c)
+            lib.kiln_engine_load.argtypes = [ctypes.c_char_p, ctypes.POINTER(ctypes.c_void_p)]
+            lib.kiln_engine_free.argtypes = [ctypes.c_void_p]
+            lib.kiln_errmsg.restype = ctypes.c_char_p
+            return lib
+        except OSError:
+            continue
+    return None
+
+
+def load_times(lib, eng, model_path, threads, feeds, rounds):
+    """Alternating: ORT session creation (+ its first run) and kiln_engine_load."""
+    o_ms, o_first, k_ms = [], [], []
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        s = ort_session(model_path, threads)
+        o_ms.append((time.perf_counter() - t0) * 1e3)
+        t0 = time.perf_counter()
+        s.run(None, feeds)
+        o_first.append((time.perf_counter() - t0) * 1e3)
+        del s
+        e = ctypes.c_void_p()
+        t0 = time.perf_counter()
+        rc = lib.kiln_engine_load(eng.encode(), ctypes.byref(e))
+        k_ms.append((time.perf_counter() - t0) * 1e3)
+        if rc:
+            return None, None, None, "load failed: " + lib.kiln_errmsg().decode(errors="replace")
+        lib.kiln_engine_free(e)
+    return float(np.median(o_ms)), float(np.median(o_first)), float(np.median(k_ms)), None
+
+
+# FLOPs of the matrix-product ops (multiply-adds count 2), from the ONNX shapes.
+def model_gflop(model_path, feeds):
+    from onnx import shape_inference
+    m = onnx.load(model_path)
+    # Pin the graph inputs to the shapes run, so every dim is known.
+    for vi in m.graph.input:
+        if vi.name in feeds:
+            for d, n in zip(vi.type.tensor_type.shape.dim, feeds[vi.name].shape):
+                d.ClearField("dim_param")
+                d.dim_value = int(n)
+    m = shape_inference.infer_shapes(m)
+    shp = {}
+    for vi in list(m.graph.input) + list(m.graph.value_info) + list(m.graph.output):
+        dims = [d.dim_value if d.HasField("dim_value") else None for d in vi.type.tensor_type.shape.dim]
+        shp[vi.name] = dims
+    for t in m.graph.initializer:
+        shp[t.name] = list(t.dims)
+
+    def known(n):
+        d = shp.get(n)
+        return d if d is not None and all(x is not None for x in d) else None
+
+    flops = 0
+    for nd in m.graph.node:
+        if nd.op_type in ("Conv", "ConvTranspose") and len(nd.input) > 1:
+            w, y, x = known(nd.input[1]), known(nd.output[0]), known(nd.input[0])
+            if not (w and y and x):
+                continue
+            if nd.op_type == "Conv":  # each output: Cin/group * kernel multiply-adds
+                flops += 2 * int(np.prod(y)) * int(np.prod(w[1:]))
+            else:  # each input element: Cout/group * kernel multiply-adds
+                flops += 2 * int(np.prod(x)) * int(np.prod(w[1:]))
+        elif nd.op_type in ("Gemm", "MatMul"):
+            a, y = known(nd.input[0]), known(nd.output[0])
+            if not (a and y):
+                continue
+            ta = any(at.name == "transA" and at.i for at in nd.attribute)
+            k = a[-2] if ta else a[-1]
+            flops += 2 * int(np.prod(y)) * int(k)
+    return flops / 1e9
+
+
+def short(name, op):
+    """/layer1/layer1.0/conv1/Conv -> layer1.0/conv1 (torch exporter names)."""
+    parts = name.strip("/").split("/")
+    if len(parts) > 1 and parts[-1] == op:
+        parts = parts[:-1]
+    if len(parts) > 1 and parts[1].startswith(parts[0]):
+        parts = parts[1:]
+    return "/".join(parts)
+
+
+def machine_line():
+    cpu = "?"
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    load = " ".join("%.2f" % x for x in os.getloadavg())
+    return "%s UTC | CPU: %s (%d logical CPUs) | ONNX Runtime %s | load average %s" % (
+        datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M"), cpu, os.cpu_count() or 0,
+        ort.__version__, load)
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--kiln")
     ap.add_argument("--threads", default="1,2")
-    ap.add_argument("--iterations", type=int, default=50)
+    ap.add_argument("--iterations", type=int, default=50, help="timed runs per engine, over all rounds")
+    ap.add_argument("--rounds", type=int, default=5, help="alternating ORT/kiln rounds")
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--models", default="")
     ap.add_argument("--no-torch", action="store_true",
                     help="do not install torch; ResNet-18/MobileNetV2 built with the onnx helper API")
+    ap.add_argument("--no-load", action="store_true", help="skip the load-time table")
+    ap.add_argument("--no-profile", action="store_true", help="skip the profile table")
     a = ap.parse_args()
     load_deps(a.no_torch)
     kiln = find_kiln(a.kiln)
+    lib = None if a.no_load else libkiln(kiln)
     sel = set(x for x in a.models.split(",") if x)
-    rows = []
+    rounds = max(1, a.rounds)
+    per = max(1, a.iterations // rounds)
+    rows, loads, profs = [], [], []
+    header = machine_line()
     for name, path, data in models(sel):
         feeds = inputs_for(path, data)
+        gflop = None
         for t in [int(x) for x in a.threads.split(",")]:
-            ort_ms, ref = ort_time(path, feeds, t, a.iterations, a.warmup)
-            k_ms, outs, why = kiln_time(kiln, name, path, feeds, t, a.iterations, a.warmup)
+            s = ort_session(path, t)
+            ref = dict(zip([o.name for o in s.get_outputs()], s.run(None, feeds)))
+            for _ in range(a.warmup):
+                s.run(None, feeds)
+            eng, outs, why = kiln_prepare(kiln, name, path, feeds, t)
+            o_meds, k_meds, bench_out = [], [], ""
+            for r in range(rounds):
+                o_meds.append(ort_round(s, feeds, per))
+                if eng and not why:
+                    k, bench_out, why = kiln_bench(kiln, eng, t, per, a.warmup)
+                    if k is not None:
+                        k_meds.append(k)
+            del s
+            ort_ms = float(np.median(o_meds))
+            k_ms = float(np.median(k_meds)) if k_meds and not why else None
             diff = rel = None
             if outs:
                 ks = [k for k in ref if k in outs and outs[k].shape == ref[k].shape and ref[k].size]
@@ -217,12 +367,55 @@ def main():
             print("%-16s threads %d: ORT %.3f ms, kiln %s%s" % (
                 name, t, ort_ms, "%.3f ms" % k_ms if k_ms else "-", "  (" + why + ")" if why else ""),
                 file=sys.stderr)
-    print("| model | threads | ORT median ms | kiln median ms | kiln/ORT | max abs diff | max diff / max abs ref |")
+            if k_ms and not a.no_profile:
+                _, pout, perr = kiln_bench(kiln, eng, t, per, a.warmup, profile=True)
+                peak = re.search(r"FMA peak: ([0-9.]+) GFLOP/s", pout or "")
+                top = re.findall(r"^\s+\d\. (\S+)\s+(\S*)\s+[0-9.]+ us\s+([0-9.]+)%", pout or "", re.M)
+                if gflop is None:
+                    try:
+                        gflop = model_gflop(path, feeds)
+                    except Exception as ex:  # noqa: BLE001 (a model onnx cannot infer)
+                        print("%s: no FLOP count (%s)" % (name, ex), file=sys.stderr)
+                        gflop = 0.0
+                profs.append((name, t, gflop, k_ms, float(peak.group(1)) if peak else None, top))
+            if lib and eng and k_ms and t == 1:
+                o_load, o_first, k_load, lwhy = load_times(lib, eng, path, t, feeds, rounds)
+                first = re.search(r"first run: ([0-9.]+) ms", bench_out or "")
+                loads.append((name, o_load, o_first, k_load, float(first.group(1)) if first else None, lwhy))
+    print(header)
+    print()
+    print("| model | threads | ORT median ms | kiln median ms | ORT/kiln | max abs diff | max diff / max abs ref |")
     print("|---|---|---|---|---|---|---|")
     for name, t, o, k, d, r, why in rows:
         print("| %s | %d | %.3f | %s | %s | %s | %s |" % (
-            name, t, o, "%.3f" % k if k else "n/a: " + why, "%.2f" % (k / o) if k else "-",
+            name, t, o, "%.3f" % k if k else "n/a: " + why, "%.2f" % (o / k) if k else "-",
             "%.3g" % d if d is not None else "-", "%.3g" % r if r is not None else "-"))
+    if loads:
+        print()
+        print("| model | ORT session ms | kiln engine load ms | kiln/ORT | kiln first run ms | ORT first run ms |")
+        print("|---|---|---|---|---|---|")
+        for name, o, of, k, kf, why in loads:
+            if why:
+                print("| %s | %.1f | n/a: %s | - | - | %.1f |" % (name, o or 0, why, of or 0))
+                continue
+            print("| %s | %.1f | %.2f | %.3f | %s | %.1f |" % (
+                name, o, k, k / o, "%.1f" % kf if kf is not None else "-", of))
+    if profs:
+        print()
+        print("| model | threads | GFLOP | kiln GFLOP/s | FMA peak GFLOP/s | of peak | top 5 layers (share of layer time) |")
+        print("|---|---|---|---|---|---|---|")
+        # The machine's peak: the best measurement at that thread count
+        # (a neighbour's burst lowers one measurement, never raises it).
+        best = {}
+        for _, t, _, _, peak, _ in profs:
+            best[t] = max(best.get(t, 0), peak or 0)
+        for name, t, g, k, _, top in profs:
+            gs = g / (k / 1e3) if g else None
+            peak = best.get(t)
+            print("| %s | %d | %s | %s | %s | %s | %s |" % (
+                name, t, "%.2f" % g if g else "-", "%.1f" % gs if gs else "-",
+                "%.0f" % peak if peak else "-", "%.0f%%" % (100 * gs / peak) if gs and peak else "-",
+                ", ".join("%s %s %s%%" % (short(n, op), op, sh) for n, op, sh in top)))
 
 
 if __name__ == "__main__":

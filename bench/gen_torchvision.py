@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
 """Write build-bench/models/resnet18.onnx and mobilenet_v2.onnx (not committed) with
 random weights (seeded), for bench/compare.py; with torch also
-transformer_encoder.onnx (torch.nn.TransformerEncoder, 4 layers, d_model 256).
+transformer_encoder.onnx (torch.nn.TransformerEncoder, 4 layers, d_model 256) and
+the CPU benchmark's larger models (export_cpu_bench): resnet50.onnx and
+bert_encoder.onnx (a BERT-base-like torch.nn.TransformerEncoder: 12 layers,
+d_model 768, 12 heads, feed-forward 3072, GELU, sequence 128).
 
 If torch and torchvision are importable, the models are torchvision's
 resnet18() / mobilenet_v2() (random init, eval mode) exported with
@@ -69,6 +72,20 @@ def export_torch(out):
     m = torch.nn.TransformerEncoder(layer, num_layers=4, enable_nested_tensor=False).eval()
     export(m, torch.randn(1, 128, 256), os.path.join(out, "transformer_encoder.onnx"), "x", "y")
     print("exported transformer_encoder with torch", torch.__version__)
+    export_cpu_bench(out)
+
+
+def export_cpu_bench(out):
+    """The CPU comparison's larger models (issue 15), the GPU benchmark's
+    modules (GPU_SET below): ResNet-50 (1x3x224x224) and the BERT-base-like
+    encoder (1x128x768), skipped when already written (the encoder's file is
+    ~340 MB)."""
+    import torch
+    for name, (ctor, shape, inp, outp) in GPU_SET.items():
+        path = os.path.join(out, name + ".onnx")
+        if not os.path.isfile(path):
+            export(ctor(), torch.randn(1, *shape), path, inp, outp)
+            print("exported", name, "with torch", torch.__version__)
 
 
 # The GPU benchmark's models: name -> (module constructor, example input
@@ -238,10 +255,12 @@ def main():
     ap.add_argument("--force-helper", action="store_true")
     ap.add_argument("--gpu-set", action="store_true", help="ResNet-50 and the BERT-base encoder (needs torch)")
     ap.add_argument("--test-data", action="store_true", help="with --gpu-set: ONNX Runtime reference outputs")
+    ap.add_argument("--only", default=None, help="with --gpu-set: these models (comma-separated: %s)" %
+                    ",".join(GPU_SET))
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     if a.gpu_set:
-        export_gpu_set(a.out, test_data=a.test_data)
+        export_gpu_set(a.out, a.only.split(",") if a.only else None, test_data=a.test_data)
         return
     if not a.force_helper:
         try:

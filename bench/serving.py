@@ -4,18 +4,20 @@
 For each shared model (ppocr_cls, silero_vad_v5, ppocrv4_det) this writes a
 model repository served by the kiln backend, with Triton's dynamic batcher
 on and off where the engine batches, starts `tritonserver` on 127.0.0.1 and
-drives it with closed-loop clients at concurrency 1, 2 and 4 (HTTP, KServe
-v2 protocol, tensors as binary data, one keep-alive connection per client);
+drives it with perf_analyzer at concurrency 1, 2 and 4 (HTTP, random inputs);
 then runs `kiln bench` on the same engine in-process.  Each row also shows
 how many requests each kiln run held and how long the runs took inside the
 server (Triton's statistics, as the backend reports them): p50 minus that is
 what serving costs.  Prints the machine, then one markdown table.
 
-Peers: Triton's ONNX Runtime backend is the natural one, but the
+perf_analyzer: PyPI's `perf-analyzer` is a 0.1.0 placeholder here, so the
+binary comes from the tritonclient 2.41.0 wheel (pip download, kept in
+--cache), with libb64 and libcudart from the server's wheel.  Where it finds
+no stable measurement, or with --load clients, this script's closed-loop
+HTTP clients (binary tensors, one keep-alive connection each) stand in.
+Peer: Triton's ONNX Runtime backend would be the natural one, but the
 tritonserver of PyPI's nvidia-pytriton 0.7.0 ships only the python backend,
-so there is none in the same server; and PyPI's `perf-analyzer` resolves to
-a 0.1.0 placeholder here, so the load generator is this script's own (its
-Python client costs ~0.1 ms per request, visible on the smallest model).
+so kiln is shown alone, with its in-process figure.
 
     python3 bench/serving.py --server .../tritonserver \\
         --backend build/backends/triton/libtriton_kiln.so --kiln build/kiln \\
@@ -37,6 +39,7 @@ import sys
 import tempfile
 import threading
 import time
+import zipfile
 
 import numpy as np
 from onnx import TensorProto, numpy_helper
@@ -120,13 +123,68 @@ def load(port, model, body, hlen, concurrency, duration):
     return len(lat) / (time.perf_counter() - t0), lat, errors
 
 
-def run_stats(port, model):
-    """Triton's statistics for `model` so far: (kiln runs, ns in them), as
-    the backend reported them (TRITONBACKEND_ModelInstanceReportBatchStatistics)."""
+def perf_analyzer(server, cache):
+    """(command, environment) of a perf_analyzer that runs here, or None.
+    PyPI's `perf-analyzer` is a 0.1.0 placeholder here; the tritonclient
+    2.41.0 wheel still carries the binary (bin/perf_analyzer), which needs
+    libb64 and libcudart: the server's wheel has both, under hashed names."""
+    found = shutil.which("perf_analyzer")
+    if found:
+        return [found], dict(os.environ)
+    exe, libs = f"{cache}/perf_analyzer", f"{cache}/libs"
+    if not os.path.exists(exe):
+        os.makedirs(libs, exist_ok=True)
+        got = subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "-d", cache,
+                              "tritonclient==2.41.0"], capture_output=True, text=True)
+        wheels = [f for f in os.listdir(cache) if f.startswith("tritonclient-2.41.0") and f.endswith(".whl")]
+        if got.returncode or not wheels:
+            print(f"note: no perf_analyzer (pip download tritonclient==2.41.0: {got.stderr.strip()[-200:]})")
+            return None
+        with zipfile.ZipFile(f"{cache}/{wheels[0]}") as z, open(exe, "wb") as out:
+            out.write(z.read("tritonclient-2.41.0.data/data/bin/perf_analyzer"))
+        os.chmod(exe, 0o755)
+        have = os.path.join(os.path.dirname(os.path.realpath(server)), "..", "..", "..", "nvidia_pytriton.libs")
+        for want, prefix in (("libb64.so.0d", "libb64-"), ("libcudart.so.12", "libcudart-")):
+            src = [f for f in os.listdir(have) if f.startswith(prefix)] if os.path.isdir(have) else []
+            if src and not os.path.exists(f"{libs}/{want}"):
+                os.symlink(os.path.realpath(f"{have}/{src[0]}"), f"{libs}/{want}")
+    env = dict(os.environ, LD_LIBRARY_PATH=libs + ":" + os.environ.get("LD_LIBRARY_PATH", ""))
+    ok = subprocess.run([exe, "--version"], capture_output=True, text=True, env=env)
+    if ok.returncode:
+        print(f"note: {exe} does not run: {(ok.stderr or ok.stdout).strip()[-200:]}")
+        return None
+    return [exe], env
+
+
+def pa_row(pa, port, model, concurrency, duration, work):
+    """perf_analyzer at one concurrency (HTTP, random inputs of the model's
+    shapes): (infer/s, p50, p90, p99 ms), or None when it gave no stable
+    measurement."""
+    csv = f"{work}/pa-{model}-{concurrency}.csv"
+    cmd, env = pa
+    r = subprocess.run(cmd + ["-m", model, "-u", f"127.0.0.1:{port}", "-i", "http",
+                              "--concurrency-range", f"{concurrency}:{concurrency}",
+                              "--measurement-interval", str(int(duration * 1000)),
+                              "--stability-percentage", "100", "--max-trials", "4", "-f", csv],
+                       capture_output=True, text=True, env=env)
+    if r.returncode or not os.path.exists(csv):
+        print(f"note: perf_analyzer {model} c={concurrency}: {(r.stderr or r.stdout).strip()[-200:]}")
+        return None
+    with open(csv) as f:
+        head, row = [line.strip().split(",") for line in f.readlines()[:2]]
+    v = dict(zip(head, row))
+    return (float(v["Inferences/Second"]), *(float(v[f"p{q} latency"]) / 1e3 for q in (50, 90, 99)))
+
+
+def stats(port, model):
+    """Triton's statistics for `model` so far: (successful requests, kiln
+    runs, ns in those runs), the runs as the backend reported them
+    (TRITONBACKEND_ModelInstanceReportBatchStatistics)."""
     c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
     c.request("GET", f"/v2/models/{model}/stats")
     st = json.loads(c.getresponse().read())["model_stats"][0]
-    return (sum(int(b["compute_infer"]["count"]) for b in st.get("batch_stats", [])),
+    return (int(st["inference_stats"]["success"]["count"]),
+            sum(int(b["compute_infer"]["count"]) for b in st.get("batch_stats", [])),
             sum(int(b["compute_infer"]["ns"]) for b in st.get("batch_stats", [])))
 
 
@@ -148,6 +206,11 @@ def main():
     ap.add_argument("--duration", type=float, default=4)
     ap.add_argument("--concurrency", default="1,2,4")
     ap.add_argument("--only", default=",".join(MODELS))
+    ap.add_argument("--load", choices=["perf_analyzer", "clients"], default="perf_analyzer",
+                    help="load generator (perf_analyzer when it can be set up, else this "
+                         "script's HTTP clients)")
+    ap.add_argument("--cache", default=os.path.expanduser("~/.cache/kiln-serving"),
+                    help="where perf_analyzer is kept once extracted")
     a = ap.parse_args()
     conc = [int(c) for c in a.concurrency.split(",")]
     work = tempfile.mkdtemp(prefix="kiln-serving-")
@@ -173,6 +236,7 @@ def main():
             with open(f"{repo}/{name}/config.pbtxt", "w") as f:
                 f.write(cfg)
             variants.append((key, folder, name, db, engine))
+    pa = perf_analyzer(a.server, a.cache) if a.load == "perf_analyzer" else None
     http_port, grpc_port = free_ports(2)
     log = open(f"{work}/server.log", "w")
     server = subprocess.Popen([a.server, "--model-repository", repo, "--backend-directory",
@@ -192,14 +256,17 @@ def main():
             if server.poll() is not None:
                 sys.exit(f"tritonserver exited; log: {work}/server.log")
             time.sleep(0.2)
+        gen = ("perf_analyzer 2.41 over HTTP, random inputs (rows marked 'clients': it found no "
+               "stable measurement, this script's clients stood in)" if pa else
+               "this script's HTTP clients, binary tensors, one keep-alive connection each")
         print(f"machine: {cpu_model()}, load average {os.getloadavg()[0]:.1f} at the start; "
               f"tritonserver 2.51 (nvidia-pytriton 0.7.0), kiln backend, 1 instance per model; "
-              f"load: this script's HTTP clients, {a.duration:g} s per row")
+              f"load: {gen}, {a.duration:g} s per measurement")
         print()
-        print("| model | dynamic batching | concurrency | infer/s | p50 ms | p90 ms | p99 ms | "
+        print("| model | dynamic batching | concurrency | load | infer/s | p50 ms | p90 ms | p99 ms | "
               "requests per kiln run | kiln run ms in the server (mean) | "
               "in-process kiln bench: infer/s, median ms | p50 - kiln run (concurrency 1) |")
-        print("|---|---|---|---|---|---|---|---|---|---|---|")
+        print("|---|---|---|---|---|---|---|---|---|---|---|---|")
         benched = {}
         for key, folder, name, db, engine in variants:
             d = f"{a.models}/{folder}/test_data_set_0"
@@ -211,15 +278,22 @@ def main():
                 benched[key] = kiln_bench(a.kiln, engine, a.duration)
             tput_k, med_k = benched[key]
             for c in conc:
-                runs0, ns0 = run_stats(http_port, name)
-                tput, lat, errors = load(http_port, name, body, hlen, c, a.duration)
-                if errors or not lat:
-                    sys.exit(f"{name}: {len(errors)} failed requests (HTTP {sorted(set(errors))})")
-                p50, p90, p99 = np.percentile(lat, [50, 90, 99])
-                runs, ns = run_stats(http_port, name)
+                reqs0, runs0, ns0 = stats(http_port, name)
+                got = pa_row(pa, http_port, name, c, a.duration, work) if pa else None
+                if got:
+                    tput, p50, p90, p99 = got
+                    by = "perf_analyzer"
+                else:
+                    tput, lat, errors = load(http_port, name, body, hlen, c, a.duration)
+                    if errors or not lat:
+                        sys.exit(f"{name}: {len(errors)} failed requests (HTTP {sorted(set(errors))})")
+                    p50, p90, p99 = np.percentile(lat, [50, 90, 99])
+                    by = "clients"
+                reqs, runs, ns = stats(http_port, name)
                 runs, run_ms = runs - runs0, (ns - ns0) / max(runs - runs0, 1) / 1e6
-                print(f"| {folder} | {'on' if db else 'off'} | {c} | {tput:.1f} | {p50:.2f} | {p90:.2f} | "
-                      f"{p99:.2f} | {len(lat) / max(runs, 1):.2f} | {run_ms:.2f} | {tput_k:.1f}, {med_k:.2f} | "
+                per_run = (reqs - reqs0) / max(runs, 1)
+                print(f"| {folder} | {'on' if db else 'off'} | {c} | {by} | {tput:.1f} | {p50:.2f} | {p90:.2f} | "
+                      f"{p99:.2f} | {per_run:.2f} | {run_ms:.2f} | {tput_k:.1f}, {med_k:.2f} | "
                       f"{'%+.2f ms' % (p50 - run_ms) if c == 1 else ''} |", flush=True)
     finally:
         server.terminate()

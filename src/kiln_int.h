@@ -105,6 +105,7 @@ struct kiln_exec {
 typedef struct kiln__cuda_exec {
     kiln_exec base;
     int allow_tf32;         /* FP32 GEMMs may use TF32 (KILN_BUILD_TF32) */
+    void *fault;            /* the context's kiln_cu_fault record (mapped host memory), NULL: none */
 } kiln__cuda_exec;
 int kiln__cpu_count(void);
 
@@ -321,10 +322,15 @@ typedef struct kiln__elayer {
     int32_t nepi;
     struct kiln__eepi *epi;
     void *epi_rt;            /* runtime chain for kiln_call.epilogue (engine/epilogue.c) */
-    /* Runtime, not serialized: per input, the packed form of a constant
-     * input from kiln_quick_op.prepack (kiln__aligned_alloc'd) or NULL;
-     * the array itself is NULL when no input has one.  kiln_call.prepacked. */
+    /* Per input, the packed form of a constant input from
+     * kiln_quick_op.prepack, or NULL; the array itself is NULL when no input
+     * has one.  kiln_call.prepacked.  Built-in ops' packed forms are stored
+     * in the engine file (section PACKED) and point into the engine's
+     * packed block (bit k of prepacked_stored set: not owned); the others
+     * are packed at load (kiln__aligned_alloc'd). */
     void **prepacked;
+    uint64_t *prepacked_size; /* bytes of each (allocated with prepacked) */
+    uint64_t prepacked_stored; /* bit k: prepacked[k] points into kiln_engine.packed */
     int32_t prepack_done;    /* kiln__engine_prepare computed them */
     uint64_t prepacked_bytes; /* their total size (kiln inspect) */
 } kiln__elayer;
@@ -424,10 +430,36 @@ struct kiln_engine {
     int dweights_state;      /* 0 not yet, 1 uploaded, < 0 the KILN_E* of a failed upload */
     uint64_t host_id;        /* build host (kiln__host_id), 0 until saved/loaded */
     int signature;           /* 0 unsigned, 1 signed (not checked), 2 signature verified */
+    /* Packed forms of constant inputs read from section PACKED (layers'
+     * prepacked[k] point here): in the map, or owned (packed_owned) when
+     * loaded from memory; NULL when the file has none or they were packed
+     * for another kernel layout (then packed at load). */
+    uint8_t *packed;         uint64_t packed_size;
+    int packed_owned;
+    /* Checksums of the bulk sections (WEIGHTS, PACKED) of a mapped file,
+     * checked at the first run instead of at load (engine/data_check.c);
+     * NULL when load checked them. */
+    struct kiln__data_check *data_check;
     /* memory: */
     void *map; size_t map_size;  /* mmap of the file, or NULL */
     int weights_owned;       /* weights allocated (not in the map) */
 };
+
+/* engine/data_check.c: sections whose checksums a mapped load defers to
+ * the first run (a large engine then loads without reading its weights).
+ * kiln__data_check_add records one (the checksum function, the bytes, the
+ * expected value, the section name and file offset for the message);
+ * kiln__engine_check_data verifies them once per engine (thread-safe) and
+ * returns 0 or the KILN_ECHECKSUM that every later call repeats. */
+typedef uint64_t (*kiln__ck_fn)(const uint8_t *p, size_t n);
+int kiln__data_check_add(kiln_engine *e, kiln__ck_fn fn, const uint8_t *p, uint64_t n, uint64_t ck,
+                         const char *section, uint64_t off);
+int kiln__engine_check_data(const kiln_engine *e);
+void kiln__data_check_free(kiln_engine *e);
+/* The layout of the packed forms built-in ops write (kernel geometry of
+ * this build of the CPU kernels): stored in section PACKED, whose bytes
+ * are used only by a kiln that packs the same way. */
+const char *kiln__prepack_layout(void);
 
 /* engine/device_weights.c: the engine's weights in GPU memory, uploaded
  * on the first call (thread-safe; one copy shared by every context), and

@@ -45,7 +45,8 @@ def parse_header(path):
             for var in rest.split(","):
                 var = var.strip()
                 dims = [int(consts.get(d, d)) for d in re.findall(r"\[(\w+)\]", var)]
-                t = CT[typ]
+                t = ctypes.c_void_p if var.startswith("*") else CT[typ]
+                var = var.lstrip("*")
                 for d in reversed(dims):
                     t = t * d
                 fields.append((var.split("[")[0], t))
@@ -336,17 +337,19 @@ def test_cast():
         for d in names:
             y = poison([500], d if d != "bool" else "u8")
             launch(f"cast_{s}_{d}", 500, [i64(500), x, y])
-            # reference: CPU semantics (float->int: truncate, saturate, NaN->0; int->int: wrap)
+            # reference: the Cast op's CPU semantics (kiln__ops_cast): float->int truncates, NaN->0,
+            # saturates to int64 and wraps to the target; int->int wraps
             xd = x.double().cpu()
             if d == "bool":
                 r = (xd != 0).to(torch.uint8)
             elif d in TOL:
                 r = x.float().cpu().to(TD[d]) if s != "bool" else xd.to(TD[d])
             elif s in TOL:
-                info = torch.iinfo(TD[d])
-                big, low = xd >= float(info.max), xd <= float(info.min)
-                mid = torch.where(big | low | xd.isnan(), torch.zeros_like(xd), xd).trunc().to(TD[d])
-                r = torch.where(big, torch.full_like(mid, info.max), torch.where(low, torch.full_like(mid, info.min), mid))
+                big, low = xd >= 9.2233720368547758e18, xd <= -9.2233720368547758e18
+                mid = torch.where(big | low | xd.isnan(), torch.zeros_like(xd), xd).trunc().to(torch.int64)
+                lim = torch.iinfo(torch.int64)
+                r = torch.where(big, torch.full_like(mid, lim.max), torch.where(low, torch.full_like(mid, lim.min), mid))
+                r = r.to(TD[d])
             else:
                 r = x.cpu().to(torch.int64).to(TD[d]) if s != "bool" else x.cpu().to(TD[d])
             check(f"cast_{s}_{d}", y.cpu(), r, tol=0, dt=d)
@@ -602,8 +605,20 @@ def test_copy():
         for it_name, idt in (("i32", torch.int32), ("i64", torch.int64)):
             idx = torch.randint(-10, 10, (6,), generator=gen, device="cuda").to(idt)
             y = poison([3, 6, 4], dt)
-            launch(f"gather_{sz}_{it_name}", 72, [i64(3), i64(10), i64(4), i64(6), idx, x, y])
+            launch(f"gather_{sz}_{it_name}", 72, [S["kiln_cu_check"](), i64(3), i64(10), i64(4), i64(6), idx, x, y])
             check(f"gather_{sz}_{it_name}", y, x[:, (idx.long() % 10)], tol=0)
+        # an index out of range is reported in the fault record (mapped page-locked memory), tagged
+        fault = S["kiln_cu_fault"].from_address(ok(cu.cuMemAllocHost(ctypes.sizeof(S["kiln_cu_fault"]))))
+        ctypes.memset(ctypes.addressof(fault), 0, ctypes.sizeof(fault))
+        idx = torch.tensor([1, 12, 0], dtype=torch.int64, device="cuda")
+        y = poison([3, 3, 4], dt)
+        launch(f"gather_{sz}_i64", 36, [S["kiln_cu_check"](fault=ctypes.addressof(fault), tag=77), i64(3), i64(10),
+                                         i64(4), i64(3), idx, x, y])
+        torch.cuda.synchronize()
+        COUNT[0] += 1
+        got = (fault.code, fault.tag, fault.value, fault.lo, fault.hi, fault.pos, fault.input)
+        if got != (E.get("KILN_CU_FAULT_INDEX", 1), 77, 12, -10, 10, 1, 1):
+            FAILS.append(f"gather_{sz}_i64 out of range: fault record {got}")
 
 
 def test_resize():

@@ -85,6 +85,11 @@ if(TARGET kiln_cli AND TARGET kiln_samples_ops)
   set_tests_properties(cli_build_chain100 PROPERTIES FIXTURES_SETUP cli_chain100)
   set_tests_properties(cli_bench_chain100 PROPERTIES FIXTURES_REQUIRED cli_chain100
                        PASS_REGULAR_EXPRESSION "per layer: [0-9.]+ us")
+  # --profile: the five slowest layers (op named) and the measured FMA peak.
+  kiln_cli_test(cli_bench_chain100_profile ${KC} bench ${KC_DIR}/chain100.kiln --plugins ${KLIB} --threads 1
+                --warmup 2 --iterations 20 --profile)
+  set_tests_properties(cli_bench_chain100_profile PROPERTIES FIXTURES_REQUIRED cli_chain100
+                       PASS_REGULAR_EXPRESSION "first run: [0-9.]+ ms.*top layers by time \\(mean of 20 profiled runs.*  5\\. [^ ]+ +elemwise_add .*%.*FMA peak: [0-9.]+ GFLOP/s \\(measured, 1 thread\\)")
   # Timing cache: the second build answers every candidate from the file.
   kiln_cli_test(cli_timing_cache_write ${KC} build --network circ_pad --network-opts multi-tactic
                 --plugins ${KLIB} --prefer-jit --timing-cache ${KC_DIR}/circ_pad.cache -o ${KC_DIR}/tc1.kiln)

@@ -10,11 +10,11 @@
 #include "kiln_int.h"
 #include "test.h"
 #include "test_ops_util.h"
+#include "test_engine_util.h"
 
 #include <stdlib.h>
 #include <unistd.h>
 
-uint64_t kiln__file_checksum(const void *p, size_t n);
 
 static int addc_impl(const kiln_call *c) {
     const float *x = c->in[0].data, *w = c->in[1].data;
@@ -187,36 +187,6 @@ TEST_IMPL(files_on_disk) {
     free(buf);
 }
 
-/* Section table entry of section `id`: offset, size; fix its checksum
- * (and the header's) after the caller patched the section. */
-static uint8_t *section(uint8_t *p, uint32_t want, uint64_t *off, uint64_t *size) {
-    uint32_t siglen, nsec;
-    memcpy(&nsec, p + 20, 4);
-    memcpy(&siglen, p + 24, 4);
-    size_t table = 40 + ((siglen + 7u) & ~7u);
-    for (uint32_t i = 0; i < nsec; i++) {
-        uint8_t *ent = p + table + 32 * i;
-        uint32_t id;
-        memcpy(&id, ent, 4);
-        if (id != want) continue;
-        memcpy(off, ent + 8, 8);
-        memcpy(size, ent + 16, 8);
-        return ent;
-    }
-    TEST__FAIL("no section %u", want);
-    return NULL;
-}
-static void fix_checksums(uint8_t *p, uint32_t id) {
-    uint64_t off, size;
-    uint8_t *ent = section(p, id, &off, &size);
-    uint64_t ck = kiln__file_checksum(p + off, (size_t)size);
-    memcpy(ent + 24, &ck, 8);
-    uint32_t hsize;
-    memcpy(&hsize, p + 12, 4);
-    memset(p + 32, 0, 8);
-    uint64_t h = kiln__file_checksum(p, hsize);
-    memcpy(p + 32, &h, 8);
-}
 
 TEST_IMPL(specific_errors) {
     uint8_t *buf;
@@ -233,17 +203,17 @@ TEST_IMPL(specific_errors) {
     memcpy(c, buf, n);
     c[8] = 7;
     ASSERT_EQ(kiln_engine_load_memory(c, n, &e), KILN_EVERSION);
-    ASSERT_CONTAINS(kiln_errmsg(), "engine file format version 7, this kiln reads version 2");
+    ASSERT_CONTAINS(kiln_errmsg(), "engine file format version 7, this kiln reads version 3");
     ASSERT_CONTAINS(kiln_errmsg(), "the file is newer");
-    c[8] = 1; /* the version before the build host id and signatures */
+    c[8] = 2; /* the version before stored packed weights (section PACKED) */
     ASSERT_EQ(kiln_engine_load_memory(c, n, &e), KILN_EVERSION);
-    ASSERT_CONTAINS(kiln_errmsg(), "engine file format version 1, this kiln reads version 2");
+    ASSERT_CONTAINS(kiln_errmsg(), "engine file format version 2, this kiln reads version 3");
     ASSERT_CONTAINS(kiln_errmsg(), "the file is older, rebuild the engine");
 
     /* a flipped byte inside LAYERS: checksum error naming the section */
     uint64_t off, size;
     memcpy(c, buf, n);
-    section(c, 4, &off, &size);
+    test_file_section(c, 4, &off, &size);
     c[off + size / 2] ^= 1;
     ASSERT_EQ(kiln_engine_load_memory(c, n, &e), KILN_ECHECKSUM);
     char want[128];
@@ -254,7 +224,7 @@ TEST_IMPL(specific_errors) {
     /* a valid checksum over bad structure: the first layer's first input
      * tensor index (after name, ns, op name, version, nin, nout) */
     memcpy(c, buf, n);
-    section(c, 4, &off, &size);
+    test_file_section(c, 4, &off, &size);
     size_t at = (size_t)off + 4;
     for (int k = 0; k < 3; k++) {
         uint32_t len;
@@ -264,17 +234,17 @@ TEST_IMPL(specific_errors) {
     at += 12;
     int32_t bogus = 1000000;
     memcpy(c + at, &bogus, 4);
-    fix_checksums(c, 4);
+    test_file_reseal(c, 4);
     ASSERT_EQ(kiln_engine_load_memory(c, n, &e), KILN_EFORMAT);
     ASSERT_CONTAINS(kiln_errmsg(), "section LAYERS (file offset");
     ASSERT_CONTAINS(kiln_errmsg(), "input tensor = 1000000");
 
     /* the node count, huge: rejected before allocating */
     memcpy(c, buf, n);
-    section(c, 2, &off, &size);
+    test_file_section(c, 2, &off, &size);
     uint32_t huge = 0x7FFFFFFF;
     memcpy(c + off, &huge, 4);
-    fix_checksums(c, 2);
+    test_file_reseal(c, 2);
     ASSERT_EQ(kiln_engine_load_memory(c, n, &e), KILN_EFORMAT);
     ASSERT_CONTAINS(kiln_errmsg(), "section NODES");
 
@@ -284,12 +254,12 @@ TEST_IMPL(specific_errors) {
     int32_t nodes[2] = {1000000, 0};
     for (int k = 0; k < 2; k++) {
         memcpy(c, buf, n);
-        section(c, 13, &off, &size);
+        test_file_section(c, 13, &off, &size);
         int32_t was;
         memcpy(&was, c + off + 4, 4);
         if (k == 1 && was == 0) nodes[1] = 1;
         memcpy(c + off + 4, &nodes[k], 4);
-        fix_checksums(c, 13);
+        test_file_reseal(c, 13);
         ASSERT_EQ(kiln_engine_load_memory(c, n, &e), KILN_EFORMAT);
         ASSERT_CONTAINS(kiln_errmsg(), "section DIMNAMES (file offset");
         ASSERT_CONTAINS(kiln_errmsg(), k ? "not an input dim symbol" : "dim name node");

@@ -13,7 +13,10 @@
  * Small integer inputs the launcher reads on the host (cuda_host_inputs)
  * stay in host memory, as the runtime keeps them.
  */
+#include "device/cuda/cuda_int.h"
+#include "device/cuda/cuda_kernel_args.h"
 #include "device/device.h"
+#include "ops/common/ops_cuda.h"
 #include "kiln/kiln.h"
 #include "kiln/plugin.h"
 #include "kiln_int.h"
@@ -23,6 +26,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
 
@@ -32,6 +37,12 @@
 #define I32 KILN_DTYPE_I32
 #define I64 KILN_DTYPE_I64
 #define BOOL KILN_DTYPE_BOOL
+#define F64 KILN_DTYPE_F64
+#define I8 KILN_DTYPE_I8
+#define U8 KILN_DTYPE_U8
+#define U16 KILN_DTYPE_U16
+#define U32 KILN_DTYPE_U32
+#define U64 KILN_DTYPE_U64
 #define NONE KILN_DTYPE_UNDEFINED
 
 typedef struct tin {
@@ -63,7 +74,7 @@ typedef struct tcase {
     const char *op;
     int ver;
     int nin, nout;
-    tin in[5];
+    tin in[8];
     tout out[3];
     akv kv[6];
     double tol;
@@ -193,6 +204,83 @@ static const tcase cases[] = {
      {{F32, 4, {1, 2, 7, 9}}}, {A_STR("mode", "linear"), A_STR("coordinate_transformation_mode", "align_corners")}},
     {"Resize", 13, 3, 1, {{F32, 4, {1, 1, 6, 6}}, {NONE}, {F32, 1, {4}, FLS(1, 1, 0.5f, 1.5f)}},
      {{F32, 4, {1, 1, 3, 9}}}, {A_STR("mode", "cubic")}, 1e-4},
+    /* more types of the broadcasting kernels: double, 8/16-bit and unsigned integers */
+    {"Add", 14, 2, 1, {{U8, 2, {2, 3}, INTS(250, 1, 7, 0, 128, 255)}, {U8, 1, {3}, INTS(10, 255, 3)}}, {{U8, 2, {2, 3}}}},
+    {"Max", 13, 2, 1, {{I8, 1, {5}, INTS(-128, -3, 0, 7, 127)}, {I8, 1, {5}, INTS(5, -4, -1, 9, -128)}}, {{I8, 1, {5}}}},
+    {"Mod", 13, 2, 1, {{U16, 1, {4}, INTS(7, 65535, 10, 3)}, {U16, 1, {4}, INTS(3, 7, 0, 5)}}, {{U16, 1, {4}}}},
+    {"Mod", 13, 2, 1, {{I8, 1, {4}, INTS(-7, 7, -128, 5)}, {I8, 1, {4}, INTS(3, -3, -1, -2)}}, {{I8, 1, {4}}}},
+    {"Div", 14, 2, 1, {{U32, 1, {4}, INTS(7, 4000000000, 9, 1)}, {U32, 1, {4}, INTS(2, 3, 0, 4000000000)}}, {{U32, 1, {4}}}},
+    {"Mul", 14, 2, 1, {{F64, 2, {3, 4}}, {F64, 2, {3, 1}}}, {{F64, 2, {3, 4}}}, {{0}}, 1e-12},
+    {"Less", 13, 2, 1, {{F64, 1, {8}}, {F64, 1, {8}}}, {{BOOL, 1, {8}}}},
+    {"BitShift", 11, 2, 1, {{U64, 1, {4}, INTS(1, 3, 1 << 20, 5)}, {U64, 1, {4}, INTS(0, 63, 5, 64)}}, {{U64, 1, {4}}},
+     {A_STR("direction", "LEFT")}},
+    {"BitShift", 11, 2, 1, {{U8, 1, {4}, INTS(255, 16, 1, 128)}, {U8, 1, {4}, INTS(1, 4, 8, 7)}}, {{U8, 1, {4}}},
+     {A_STR("direction", "RIGHT")}},
+    {"Cast", 13, 1, 1, {{F64, 1, {12}, .lo = -70000, .hi = 70000}}, {{F16, 1, {12}}}, {A_INT("to", 10)}},
+    {"Cast", 13, 1, 1, {{F32, 1, {12}}}, {{F64, 1, {12}}}, {A_INT("to", 11)}},
+    {"Cast", 13, 1, 1, {{F64, 1, {6}, .lo = -1e10, .hi = 1e10}}, {{I32, 1, {6}}}, {A_INT("to", 6)}},
+    /* losses (targets valid except where ignore_index takes them) */
+    {"NegativeLogLikelihoodLoss", 13, 2, 1, {{F32, 2, {4, 5}}, {I64, 1, {4}, INTS(0, 4, 2, 2)}}, {{F32, 1, {4}}},
+     {A_STR("reduction", "none")}},
+    {"NegativeLogLikelihoodLoss", 13, 3, 1,
+     {{F32, 3, {3, 5, 2}}, {I64, 2, {3, 2}, INTS(1, -1, 4, 0, -1, 3)}, {F32, 1, {5}, .lo = 0.5f, .hi = 2}},
+     {{F32, 0, {0}}}, {A_INT("ignore_index", -1)}},
+    {"NegativeLogLikelihoodLoss", 13, 2, 1, {{F16, 3, {2, 3, 4}}, {I32, 2, {2, 4}, INTS(0, 1, 2, 0, 2, 2, 1, 0)}},
+     {{F16, 0, {0}}}, {A_STR("reduction", "sum")}},
+    {"SoftmaxCrossEntropyLoss", 13, 2, 2, {{F32, 2, {4, 6}}, {I64, 1, {4}, INTS(5, 0, 3, 1)}},
+     {{F32, 0, {0}}, {F32, 2, {4, 6}}}},
+    {"SoftmaxCrossEntropyLoss", 13, 3, 2,
+     {{F32, 3, {2, 4, 3}}, {I64, 2, {2, 3}, INTS(3, 0, 2, 2, 1, 2)}, {F32, 1, {4}, .lo = 0.5f, .hi = 2}},
+     {{F32, 2, {2, 3}}, {F32, 3, {2, 4, 3}}}, {A_STR("reduction", "none"), A_INT("ignore_index", 2)}},
+    {"SoftmaxCrossEntropyLoss", 13, 2, 2, {{F64, 2, {3, 7}}, {I64, 1, {3}, INTS(6, 0, 3)}},
+     {{F64, 0, {0}}, {F64, 2, {3, 7}}}, {A_STR("reduction", "sum")}, 1e-12},
+    /* fills by position, cumulative sums */
+    {"Trilu", 14, 2, 1, {{I64, 3, {2, 3, 4}, INTS(1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21,
+                                                  22, 23, 24)}, {I64, 0, {0}, INTS(-1)}},
+     {{I64, 3, {2, 3, 4}}}, {A_INT("upper", 0)}},
+    {"Trilu", 14, 2, 1, {{F32, 2, {4, 5}}, {I64, 0, {0}, INTS(2)}}, {{F32, 2, {4, 5}}}},
+    {"EyeLike", 9, 1, 1, {{I32, 2, {3, 5}, INTS(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)}}, {{F32, 2, {3, 5}}},
+     {A_INT("k", 1), A_INT("dtype", 1)}},
+    {"CumSum", 14, 2, 1, {{F32, 3, {2, 5, 3}}, {I32, 0, {0}, INTS(1)}}, {{F32, 3, {2, 5, 3}}}},
+    {"CumSum", 14, 2, 1, {{F64, 2, {3, 6}}, {I64, 0, {0}, INTS(-1)}}, {{F64, 2, {3, 6}}},
+     {A_INT("exclusive", 1), A_INT("reverse", 1)}, 1e-12},
+    {"CumSum", 14, 2, 1, {{I64, 1, {5}, INTS(1, -2, 3, 1000000, 5)}, {I64, 0, {0}, INTS(0)}}, {{I64, 1, {5}}},
+     {A_INT("reverse", 1)}},
+    /* scatters (duplicate indices: applied in the CPU's order) and GatherND */
+    {"ScatterElements", 18, 3, 1,
+     {{F32, 2, {3, 4}}, {I64, 2, {2, 4}, INTS(0, 2, -1, 1, 2, 0, 1, 1)}, {F32, 2, {2, 4}}}, {{F32, 2, {3, 4}}},
+     {A_INT("axis", 0)}},
+    {"ScatterElements", 18, 3, 1,
+     {{F32, 2, {2, 5}}, {I64, 2, {2, 3}, INTS(1, 1, 4, 0, 0, 0)}, {F32, 2, {2, 3}}}, {{F32, 2, {2, 5}}},
+     {A_INT("axis", 1), A_STR("reduction", "add")}},
+    {"ScatterND", 18, 3, 1,
+     {{F32, 3, {4, 2, 3}}, {I64, 2, {3, 1}, INTS(3, 0, 3)}, {F32, 3, {3, 2, 3}}}, {{F32, 3, {4, 2, 3}}},
+     {A_STR("reduction", "mul")}},
+    {"ScatterND", 18, 3, 1, {{I64, 2, {2, 3}, INTS(1, 2, 3, 4, 5, 6)}, {I64, 2, {2, 2}, INTS(1, 2, 0, -3)}, {I64, 1, {2},
+      INTS(70, 80)}}, {{I64, 2, {2, 3}}}},
+    {"GatherND", 13, 2, 1, {{F32, 3, {2, 3, 4}}, {I64, 2, {3, 2}, INTS(1, 2, 0, -1, 1, 0)}}, {{F32, 2, {3, 4}}}},
+    {"GatherND", 13, 2, 1, {{F32, 3, {2, 3, 4}}, {I64, 3, {2, 1, 1}, INTS(2, 0)}}, {{F32, 3, {2, 1, 4}}},
+     {A_INT("batch_dims", 1)}},
+    /* TopK (ties by the lower index), Clip on narrow integers */
+    {"TopK", 11, 2, 2, {{F32, 2, {3, 9}}, {I64, 1, {1}, INTS(4)}}, {{F32, 2, {3, 4}}, {I64, 2, {3, 4}}}},
+    {"TopK", 11, 2, 2, {{I64, 3, {5, 2, 2}, INTS(3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8, 9, 7, 9, 3, 2, 3, 8, 4)},
+                        {I64, 1, {1}, INTS(3)}},
+     {{I64, 3, {3, 2, 2}}, {I64, 3, {3, 2, 2}}}, {A_INT("axis", 0), A_INT("largest", 0)}},
+    {"TopK", 1, 1, 2, {{F16, 2, {2, 6}}}, {{F16, 2, {2, 2}}, {I64, 2, {2, 2}}}, {A_INT("k", 2)}},
+    {"Clip", 13, 3, 1, {{I8, 1, {6}, INTS(-128, -5, 0, 3, 90, 127)}, {I8, 0, {0}, INTS(-4)}, {I8, 0, {0}, INTS(80)}},
+     {{I8, 1, {6}}}},
+    {"Clip", 13, 2, 1, {{U8, 1, {5}, INTS(0, 4, 9, 200, 255)}, {U8, 0, {0}, INTS(5)}}, {{U8, 1, {5}}}},
+    /* recurrent cells: bias, initial states, peepholes, both directions, both layouts, clip */
+    {"LSTM", 14, 8, 3,
+     {{F32, 3, {3, 2, 4}}, {F32, 3, {1, 20, 4}}, {F32, 3, {1, 20, 5}}, {F32, 2, {1, 40}}, {NONE},
+      {F32, 3, {1, 2, 5}}, {F32, 3, {1, 2, 5}}, {F32, 2, {1, 15}}},
+     {{F32, 4, {3, 1, 2, 5}}, {F32, 3, {1, 2, 5}}, {F32, 3, {1, 2, 5}}}, {A_INT("hidden_size", 5)}, 1e-4},
+    {"GRU", 14, 3, 2, {{F32, 3, {4, 1, 3}}, {F32, 3, {2, 12, 3}}, {F32, 3, {2, 12, 4}}},
+     {{F32, 4, {4, 2, 1, 4}}, {F32, 3, {2, 1, 4}}}, {A_STR("direction", "bidirectional")}, 1e-4},
+    {"GRU", 14, 4, 2, {{F32, 3, {2, 3, 3}}, {F32, 3, {1, 12, 3}}, {F32, 3, {1, 12, 4}}, {F32, 2, {1, 24}}},
+     {{F32, 4, {2, 3, 1, 4}}, {F32, 3, {2, 1, 4}}}, {A_INT("linear_before_reset", 1), A_INT("layout", 1)}, 1e-4},
+    {"RNN", 14, 3, 2, {{F32, 3, {3, 2, 4}}, {F32, 3, {1, 5, 4}}, {F32, 3, {1, 5, 5}}},
+     {{F32, 4, {3, 1, 2, 5}}, {F32, 3, {1, 2, 5}}}, {A_STR("direction", "reverse"), A_FLOAT("clip", 0.5)}, 1e-4},
 };
 
 static uint64_t g_seed = 0x1234567887654321ull;
@@ -223,19 +311,34 @@ static double get_f64(const void *p, kiln_dtype t, int64_t i) {
     case F32: return ((const float *)p)[i];
     case F16: return kiln_f16_to_f32(((const uint16_t *)p)[i]);
     case BF16: return kiln_bf16_to_f32(((const uint16_t *)p)[i]);
+    case F64: return ((const double *)p)[i];
+    case I8: return ((const int8_t *)p)[i];
+    case KILN_DTYPE_I16: return ((const int16_t *)p)[i];
     case I32: return ((const int32_t *)p)[i];
     case I64: return (double)((const int64_t *)p)[i];
+    case U16: return ((const uint16_t *)p)[i];
+    case U32: return ((const uint32_t *)p)[i];
+    case U64: return (double)((const uint64_t *)p)[i];
     default: return ((const uint8_t *)p)[i];
     }
 }
 
+/* integers through int64 (exact), floats through double */
 static void put(void *p, kiln_dtype t, int64_t i, double v) {
+    int64_t k = (int64_t)v;
     switch (t) {
     case F32: ((float *)p)[i] = (float)v; break;
     case F16: ((uint16_t *)p)[i] = kiln_f32_to_f16((float)v); break;
     case BF16: ((uint16_t *)p)[i] = kiln_f32_to_bf16((float)v); break;
-    case I32: ((int32_t *)p)[i] = (int32_t)v; break;
-    case I64: ((int64_t *)p)[i] = (int64_t)v; break;
+    case F64: ((double *)p)[i] = v; break;
+    case I8: ((int8_t *)p)[i] = (int8_t)k; break;
+    case KILN_DTYPE_I16: ((int16_t *)p)[i] = (int16_t)k; break;
+    case I32: ((int32_t *)p)[i] = (int32_t)k; break;
+    case I64: ((int64_t *)p)[i] = k; break;
+    case U8: ((uint8_t *)p)[i] = (uint8_t)k; break;
+    case U16: ((uint16_t *)p)[i] = (uint16_t)k; break;
+    case U32: ((uint32_t *)p)[i] = (uint32_t)k; break;
+    case U64: ((uint64_t *)p)[i] = (uint64_t)k; break;
     default: ((uint8_t *)p)[i] = v != 0; break;
     }
 }
@@ -249,9 +352,9 @@ static int64_t numel(int nd, const int64_t *d) {
 /* One case, one tactic: CPU impl vs cuda_impl.  Returns 0 or 1 (failed). */
 static int run_case(const tcase *tc, const kiln__op *op, const kiln_attrs *av, int tactic) {
     const kiln_quick_op *q = op->quick;
-    kiln_tensor hin[5], din[5], hout[3], dout[3];
+    kiln_tensor hin[8], din[8], hout[3], dout[3];
     const int nin = tc->nin, nout = tc->nout;
-    void *dbuf[8] = {0};
+    void *dbuf[12] = {0};
     int nd = 0;
     for (int i = 0; i < nin; i++) {
         const tin *s = &tc->in[i];
@@ -321,14 +424,14 @@ static int run_case(const tcase *tc, const kiln__op *op, const kiln_attrs *av, i
         fprintf(stderr, "FAIL %s v%d tactic %d: %s\n", tc->op, tc->ver, tactic, kiln_errmsg());
         bad = 1;
     }
-    double tol = tc->tol > 0 ? tc->tol : tc->in[0].t == F32 ? 2e-5 : 8e-3;
+    double tol = tc->tol > 0 ? tc->tol : tc->in[0].t == F32 || tc->in[0].t == F64 ? 2e-5 : 8e-3;
     for (int o = 0; o < nout && !bad && !skipped; o++) {
         int64_t n = kiln_tensor_numel(&hout[o]);
         size_t bytes = (size_t)n * kiln_dtype_size(hout[o].dtype);
         void *g = xmalloc(bytes);
         ASSERT_OK(g_dev->copy(g, dout[o].data, bytes, NULL));
         ASSERT_OK(g_dev->stream_sync(NULL));
-        int fl = hout[o].dtype == F32 || hout[o].dtype == F16 || hout[o].dtype == BF16;
+        int fl = hout[o].dtype == F32 || hout[o].dtype == F16 || hout[o].dtype == BF16 || hout[o].dtype == F64;
         for (int64_t k = 0; k < n && !bad; k++) {
             double a = get_f64(g, hout[o].dtype, k), b = get_f64(hout[o].data, hout[o].dtype, k);
             int ok = fl ? (fabs(a - b) <= tol * (1 + fabs(b)) || (a != a && b != b)) : a == b;
@@ -388,7 +491,266 @@ static void run_all(void) {
     }
 }
 
-int main(void) {
+/* ---- errors found on the GPU ------------------------------------------------ */
+
+/* A CUDA engine of net (freed), untimed. */
+static kiln_engine *build_cuda_engine(kiln_network *net) {
+    kiln_build_config *cfg = kiln_build_config_create();
+    kiln_build_config_set_device(cfg, KILN_DEVICE_CUDA);
+    kiln_build_config_set_flags(cfg, KILN_BUILD_NO_TIMING);
+    kiln_engine *e = NULL;
+    ASSERT_OK(kiln_build(net, cfg, &e, NULL));
+    kiln_build_config_free(cfg);
+    kiln_network_free(net);
+    return e;
+}
+
+/* Gather's kernel with an index out of range fills the fault record it is
+ * given: the layer's tag, the index, the range, where it was. */
+static void test_fault_record(void) {
+    kiln_cu_fault *f = NULL;
+    ASSERT_OK(g_dev->host_alloc(sizeof *f, (void **)&f));
+    memset(f, 0, sizeof *f);
+    kiln__cuda_exec cx;
+    memset(&cx, 0, sizeof cx);
+    cx.base.device = KILN_DEVICE_CUDA;
+    cx.fault = f;
+    const kiln__op *op = kiln__registry_resolve("ai.onnx", "Gather", 13);
+    ASSERT(op && op->quick && op->quick->cuda_impl);
+    kiln__attrset s;
+    ASSERT_OK(kiln__attrset_init(&s, op));
+    kiln_attr_value v = {.present = 1, .type = KILN_ATTR_INT, .i = 1};
+    ASSERT_OK(kiln__attrset_set(&s, "axis", &v));
+    kiln_attrs av = kiln__attrset_view(&s);
+    float x[15];
+    int64_t idx[3] = {1, 7, -2}, xd[2] = {3, 5}, id = 3, yd[2] = {3, 3};
+    for (int i = 0; i < 15; i++) x[i] = test_randf(&g_seed, -2, 2);
+    void *dx, *di, *dy;
+    ASSERT_OK(g_dev->alloc(sizeof x, &dx));
+    ASSERT_OK(g_dev->alloc(sizeof idx, &di));
+    ASSERT_OK(g_dev->alloc(9 * sizeof(float), &dy));
+    ASSERT_OK(g_dev->copy(dx, x, sizeof x, NULL));
+    ASSERT_OK(g_dev->copy(di, idx, sizeof idx, NULL));
+    kiln_tensor in[2], out;
+    set_tensor(&in[0], F32, 2, xd, dx);
+    set_tensor(&in[1], I64, 1, &id, di);
+    set_tensor(&out, F32, 2, yd, dy);
+    in[0].device = in[1].device = out.device = KILN_DEVICE_CUDA;
+    kiln_call c = {.in = in, .nin = 2, .out = &out, .nout = 1, .attrs = &av, .exec = &cx.base, .layer = "gbad"};
+    ASSERT_OK(op->quick->cuda_impl(&c));
+    ASSERT_OK(g_dev->stream_sync(NULL));
+    ASSERT_EQ(f->code, KILN_CU_FAULT_INDEX);
+    ASSERT_EQ(f->tag, (uint64_t)(uintptr_t)c.layer);
+    ASSERT_EQ(f->value, 7);
+    ASSERT_EQ(f->lo, -5);
+    ASSERT_EQ(f->hi, 5);
+    ASSERT_EQ(f->pos, 1);
+    ASSERT_EQ(f->input, 1);
+    /* in range: no report */
+    memset(f, 0, sizeof *f);
+    idx[1] = -5;
+    ASSERT_OK(g_dev->copy(di, idx, sizeof idx, NULL));
+    ASSERT_OK(op->quick->cuda_impl(&c));
+    ASSERT_OK(g_dev->stream_sync(NULL));
+    ASSERT_EQ(f->code, 0);
+    g_dev->free(dx);
+    g_dev->free(di);
+    g_dev->free(dy);
+    g_dev->host_free(f);
+    kiln__attrset_free(&s);
+    fprintf(stderr, "ok fault record (Gather index 7 of 5)\n");
+}
+
+/* A network whose Gather index comes from the user: a run with an index out
+ * of range fails naming the layer; the context stays usable (eager and
+ * graph-replayed runs alike). */
+static void test_gather_oob_run(void) {
+    kiln_network *net = kiln_network_create();
+    int64_t xd[2] = {4, 5}, id = 3;
+    ASSERT_OK(kiln_network_add_input(net, "x", F32, 2, xd, NULL));
+    ASSERT_OK(kiln_network_add_input(net, "i", I64, 1, &id, NULL));
+    const char *ins[2] = {"x", "i"}, *outs[1] = {"g"}, *rin[1] = {"g"}, *rout[1] = {"y"};
+    ASSERT(kiln_network_add_layer(net, "ai.onnx::Gather", 13, "pick_rows", 2, ins, 1, outs));
+    ASSERT(kiln_network_add_layer(net, "ai.onnx::Relu", 14, "relu", 1, rin, 1, rout));
+    ASSERT_OK(kiln_network_mark_output(net, "y"));
+    kiln_engine *e = build_cuda_engine(net);
+    kiln_context *ctx = NULL;
+    ASSERT_OK(kiln_context_create(e, 1, &ctx));
+    float x[20], y[15];
+    for (int i = 0; i < 20; i++) x[i] = test_randf(&g_seed, -2, 2);
+    int64_t idx[3];
+    ASSERT_OK(kiln_context_bind(ctx, "x", x, sizeof x));
+    ASSERT_OK(kiln_context_bind(ctx, "i", idx, sizeof idx));
+    ASSERT_OK(kiln_context_bind(ctx, "y", y, sizeof y));
+    for (int round = 0; round < 4; round++) {
+        int bad = round % 2 == 0;
+        idx[0] = 2, idx[1] = bad ? (round ? -5 : 4) : -1, idx[2] = 0;
+        memset(y, 0xFF, sizeof y);
+        int rc = kiln_context_run(ctx);
+        if (bad) {
+            if (rc != KILN_EINVAL || !strstr(kiln_errmsg(), "'pick_rows'") || !strstr(kiln_errmsg(), "out of range"))
+                TEST__FAIL("run %d with index %lld: rc %d, message '%s'", round, (long long)idx[1], rc, kiln_errmsg());
+            fprintf(stderr, "ok bad index: %s\n", kiln_errmsg());
+            continue;
+        }
+        ASSERT_OK(rc);
+        for (int r = 0; r < 3; r++)
+            for (int k = 0; k < 5; k++) {
+                float v = x[(idx[r] < 0 ? idx[r] + 4 : idx[r]) * 5 + k];
+                ASSERT(y[r * 5 + k] == (v > 0 ? v : 0));
+            }
+    }
+    kiln_context_free(ctx);
+    kiln_engine_free(e);
+    fprintf(stderr, "ok Gather out of range in a run names the layer, context usable\n");
+}
+
+/* An op whose CUDA kernel reads a wild address (a real kernel fault). */
+static int boom_cpu(const kiln_call *c) {
+    memcpy(c->out[0].data, c->in[0].data, (size_t)kiln_tensor_numel(&c->in[0]) * sizeof(float));
+    return 0;
+}
+static int boom_gpu(const kiln_call *c) {
+    int64_t n = kiln_tensor_numel(&c->in[0]), one = 1;
+    return kiln__cu_copy(c, F32, 1, &n, (const void *)(uintptr_t)0x10, &one, c->out[0].data, &one);
+}
+static int boom_shape(kiln_shape_ctx *c) {
+    c->out[0] = c->in[0];
+    return 0;
+}
+static const kiln_combo boom_formats[] = {{"FP32", NULL, {0}}, {NULL, NULL, {0}}};
+static const kiln_quick_op boom_op = {
+    .ns = "cutest", .name = "boom", .version = 1, .min_inputs = 1, .max_inputs = 1, .num_outputs = 1,
+    .shape = boom_shape, .impl = boom_cpu, .cuda_impl = boom_gpu, .cuda_formats = boom_formats};
+KILN_OP(boom_op)
+
+/* In a process of its own (a fault is sticky): the run fails naming the
+ * layer and saying the context is dead; the next run says so again. */
+static int fault_child(void) {
+    kiln_network *net = kiln_network_create();
+    int64_t d = 256;
+    ASSERT_OK(kiln_network_add_input(net, "x", F32, 1, &d, NULL));
+    const char *ins[1] = {"x"}, *outs[1] = {"y"};
+    ASSERT(kiln_network_add_layer(net, "cutest::boom", 1, "boom_layer", 1, ins, 1, outs));
+    ASSERT_OK(kiln_network_mark_output(net, "y"));
+    kiln_engine *e = build_cuda_engine(net);
+    kiln_context *ctx = NULL;
+    ASSERT_OK(kiln_context_create(e, 1, &ctx));
+    float x[256] = {0}, y[256];
+    ASSERT_OK(kiln_context_bind(ctx, "x", x, sizeof x));
+    ASSERT_OK(kiln_context_bind(ctx, "y", y, sizeof y));
+    int rc = kiln_context_run(ctx);
+    fprintf(stderr, "fault run: rc %d: %s\n", rc, kiln_errmsg());
+    if (!rc || !strstr(kiln_errmsg(), "'boom_layer'") || !strstr(kiln_errmsg(), "context is dead")) return 1;
+    rc = kiln_context_run(ctx);
+    fprintf(stderr, "next run: rc %d: %s\n", rc, kiln_errmsg());
+    if (rc != KILN_EDEVICE || !strstr(kiln_errmsg(), "context is dead")) return 1;
+    kiln_context_free(ctx);
+    kiln_engine_free(e);
+    return 0;
+}
+
+static void test_kernel_fault(void) {
+    char self[4096];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    ASSERT(n > 0);
+    self[n] = 0;
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    ASSERT(pid >= 0);
+    if (pid == 0) {
+        execl(self, self, "--fault", (char *)NULL);
+        _exit(127);
+    }
+    int st = 0;
+    ASSERT(waitpid(pid, &st, 0) == pid);
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) TEST__FAIL("kernel fault child: status %d", st);
+    fprintf(stderr, "ok kernel fault names the layer, context dead\n");
+}
+
+/* The context's side of a fault report, on any machine: on the stand-in
+ * device (fake.c, host memory) an op's "kernel" writes the fault record as
+ * a GPU kernel would when its index input holds a negative value; the run
+ * fails naming the layer, the record is cleared, the next good run works. */
+static int fcheck_cpu(const kiln_call *c) {
+    memcpy(c->out[0].data, c->in[0].data, (size_t)kiln_tensor_numel(&c->in[0]) * sizeof(float));
+    return 0;
+}
+static int fcheck_body(const kiln_call *c) {
+    kiln_cu_check ck = kiln__cu_check(c);
+    const float *x = c->in[0].data;
+    if (!ck.fault) return kiln_set_error(KILN_EINTERNAL, "fcheck: no fault record in a context run");
+    for (int64_t i = 0, n = kiln_tensor_numel(&c->in[0]); i < n; i++)
+        if (x[i] < 0 && !ck.fault->code) {
+            ck.fault->tag = ck.tag;
+            ck.fault->value = (int64_t)x[i], ck.fault->lo = 0, ck.fault->hi = 100, ck.fault->pos = i;
+            ck.fault->input = 0;
+            ck.fault->code = KILN_CU_FAULT_INDEX;
+        }
+    return fcheck_cpu(c);
+}
+/* the fake device's memory is readable only inside its "kernels" */
+static int fcheck_fake_gpu(const kiln_call *c) { return kiln__cuda_fake_kernel(fcheck_body, c); }
+static const kiln_quick_op fcheck_op = {
+    .ns = "cutest", .name = "fcheck", .version = 1, .min_inputs = 1, .max_inputs = 1, .num_outputs = 1,
+    .shape = boom_shape, .impl = fcheck_cpu, .cuda_impl = fcheck_fake_gpu, .cuda_formats = boom_formats};
+KILN_OP(fcheck_op)
+
+static void test_fault_context_fake(void) {
+    kiln__cuda_fake(1);
+    kiln_network *net = kiln_network_create();
+    int64_t d = 5;
+    ASSERT_OK(kiln_network_add_input(net, "x", F32, 1, &d, NULL));
+    const char *ins[1] = {"x"}, *mid[1] = {"m"}, *outs[1] = {"y"};
+    ASSERT(kiln_network_add_layer(net, "cutest::fcheck", 1, "first", 1, ins, 1, mid));
+    ASSERT(kiln_network_add_layer(net, "cutest::fcheck", 1, "second", 1, mid, 1, outs));
+    ASSERT_OK(kiln_network_mark_output(net, "y"));
+    kiln_engine *e = build_cuda_engine(net);
+    kiln_context *ctx = NULL;
+    ASSERT_OK(kiln_context_create(e, 1, &ctx));
+    float x[5] = {1, 2, 3, 4, 5}, y[5];
+    ASSERT_OK(kiln_context_bind(ctx, "x", x, sizeof x));
+    ASSERT_OK(kiln_context_bind(ctx, "y", y, sizeof y));
+    ASSERT_OK(kiln_context_run(ctx));
+    ASSERT(y[4] == 5);
+    x[3] = -7;
+    int rc = kiln_context_run(ctx);
+    if (rc != KILN_EINVAL || !strstr(kiln_errmsg(), "layer 'first'") || !strstr(kiln_errmsg(), "element 3 is -7"))
+        TEST__FAIL("bad value: rc %d, message '%s'", rc, kiln_errmsg());
+    x[3] = 4;
+    ASSERT_OK(kiln_context_run(ctx)); /* cleared: the context is usable */
+    ASSERT(y[3] == 4);
+    kiln_context_free(ctx);
+    kiln_engine_free(e);
+    kiln__cuda_fake(0);
+    fprintf(stderr, "ok fault record turned into an error naming the layer (fake device)\n");
+}
+
+/* --tf32 reaches the GEMMs: the compute type kiln__cuda_gemm picks for an
+ * FP32 GEMM of a call whose engine allows TF32 (no GPU needed). */
+static void test_tf32_compute(void) {
+    kiln__cuda_exec cx;
+    memset(&cx, 0, sizeof cx);
+    cx.base.device = KILN_DEVICE_CUDA;
+    kiln_call c = {.exec = &cx.base, .layer = "mm"};
+    kiln_cuda_gemm g = {.m = 4, .n = 4, .k = 4, .dtype = F32};
+    ASSERT_EQ(kiln__cuda_gemm_compute(&c, &g), KILN_CUDA_COMPUTE_32F);
+    ASSERT_EQ(kiln__cuda_gemm_compute(NULL, &g), KILN_CUDA_COMPUTE_32F);
+    cx.allow_tf32 = 1;
+    ASSERT_EQ(kiln__cuda_gemm_compute(&c, &g), KILN_CUDA_COMPUTE_32F_FAST_TF32);
+    g.dtype = F16; /* 16-bit GEMMs accumulate in FP32 either way */
+    ASSERT_EQ(kiln__cuda_gemm_compute(&c, &g), KILN_CUDA_COMPUTE_32F);
+    cx.base.device = KILN_DEVICE_CPU; /* not a CUDA exec: never */
+    g.dtype = F32;
+    ASSERT_EQ(kiln__cuda_gemm_compute(&c, &g), KILN_CUDA_COMPUTE_32F);
+    fprintf(stderr, "ok --tf32 selects CUBLAS_COMPUTE_32F_FAST_TF32 for FP32 GEMMs\n");
+}
+
+int main(int argc, char **argv) {
+    if (argc > 1 && !strcmp(argv[1], "--fault")) return fault_child();
+    test_tf32_compute();
+    test_fault_context_fake();
     g_dev = kiln__device_cuda();
     if (!g_dev) {
         printf("SKIP: %s\n", kiln_errmsg());
@@ -416,6 +778,9 @@ int main(void) {
     kiln__attrset_free(&s);
     g_dev->free(d);
     run_all();
+    test_fault_record();
+    test_gather_oob_run();
+    test_kernel_fault();
     fprintf(stderr, "test_cuda_ops: %d of %d case runs failed\n", g_fail, g_ran);
     return g_fail ? 1 : 0;
 }

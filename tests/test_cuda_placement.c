@@ -317,6 +317,74 @@ TEST_IMPL(fp16_moves_layer_to_gpu) {
     kiln__cuda_fake(0);
 }
 
+/* I/O bound to device memory: x is read by the GPU's copy, y (produced on
+ * the GPU, read by no CPU layer) is written in place, a (also read by the
+ * CPU layer addone) goes through host staging and is then copied there;
+ * all values right.  An input in device memory that a CPU layer reads is a
+ * clear error. */
+TEST_IMPL(device_memory_bindings) {
+    kiln__cuda_fake(1);
+    const kiln__device *d = kiln__cuda_fake_device();
+    uint64_t seed = 5;
+    float w1[C], w2[C];
+    kiln_network *net = mixed_net(&seed, w1, w2);
+    kiln_engine *e = build_cuda(net, KILN_BUILD_NO_TIMING);
+    ASSERT(e);
+    kiln_context *ctx = NULL;
+    ASSERT_OK(kiln_context_create(e, 1, &ctx));
+    float *x = NULL, *y = NULL, *a = NULL;
+    ASSERT_OK(d->alloc(N * C * sizeof(float), (void **)&x));
+    ASSERT_OK(d->alloc(N * C * sizeof(float), (void **)&y));
+    ASSERT_OK(d->alloc(N * C * sizeof(float), (void **)&a));
+    ASSERT(d->is_device_ptr(y) && !d->is_device_ptr(w1));
+    const size_t nb = N * C * sizeof(float);
+    for (int rep = 0; rep < 2; rep++) { /* the host reaches device memory only through the device's copy */
+        float xh[N * C], yh[N * C], ah[N * C];
+        for (int i = 0; i < N * C; i++) xh[i] = test_randf(&seed, -2, 2);
+        ASSERT_OK(d->copy(x, xh, nb, NULL));
+        ASSERT_OK(d->memset(y, 0xA5, nb, NULL)); /* poison */
+        ASSERT_OK(d->memset(a, 0xA5, nb, NULL));
+        ASSERT_OK(kiln_context_bind(ctx, "x", x, nb));
+        ASSERT_OK(kiln_context_bind(ctx, "y", y, nb));
+        ASSERT_OK(kiln_context_bind(ctx, "a", a, nb));
+        ASSERT_OK(kiln_context_run(ctx));
+        ASSERT_OK(d->copy(yh, y, nb, NULL));
+        ASSERT_OK(d->copy(ah, a, nb, NULL));
+        for (int i = 0; i < N; i++)
+            for (int j = 0; j < C; j++) {
+                double ra = 2.0 * xh[i * C + j] + w1[j], ry = 2.0 * (ra + 1.0) + w2[j];
+                ASSERT_NEAR(ah[i * C + j], ra, 1e-5);
+                ASSERT_NEAR(yh[i * C + j], ry, 1e-5);
+            }
+    }
+    kiln_context_free(ctx);
+    kiln_engine_free(e);
+    kiln_network_free(net);
+
+    /* ptest::neg runs on the CPU in an FP32 build: it reads x itself */
+    net = kiln_network_create();
+    int64_t dims[1] = {N * C};
+    ASSERT_OK(kiln_network_add_input(net, "x", KILN_DTYPE_F32, 1, dims, NULL));
+    const char *in[] = {"x"}, *out[] = {"y"};
+    ASSERT(kiln_network_add_layer(net, "ptest::neg", 1, "neg", 1, in, 1, out));
+    ASSERT_OK(kiln_network_mark_output(net, "y"));
+    ASSERT((e = build_cuda(net, KILN_BUILD_NO_TIMING)));
+    ASSERT_EQ(layer_device(e, "neg"), KILN_DEVICE_CPU);
+    ASSERT_OK(kiln_context_create(e, 1, &ctx));
+    float yh[N * C];
+    ASSERT_OK(kiln_context_bind(ctx, "x", x, nb));
+    ASSERT_OK(kiln_context_bind(ctx, "y", yh, sizeof yh));
+    ASSERT_EQ(kiln_context_run(ctx), KILN_EINVAL);
+    ASSERT_CONTAINS(kiln_errmsg(), "input 'x' is bound to device memory, but layer 'neg' reads it on the CPU");
+    kiln_context_free(ctx);
+    kiln_engine_free(e);
+    kiln_network_free(net);
+    d->free(x);
+    d->free(y);
+    d->free(a);
+    kiln__cuda_fake(0);
+}
+
 /* The fake's device memory is not host memory: the fake's copy, memset and
  * kernels reach it, plain host code faults (so CI catches host code that
  * reads a device pointer). */
@@ -460,4 +528,4 @@ TEST_IMPL(no_gpu_errors_are_clear) {
 
 TEST_LIST(TEST_ENTRY(mixed_placement), TEST_ENTRY(weights_uploaded_once), TEST_ENTRY(strict_device_lists_cpu_layers),
           TEST_ENTRY(fp16_moves_layer_to_gpu), TEST_ENTRY(host_cannot_read_device_memory),
-          TEST_ENTRY(gpu_activation_fusion), TEST_ENTRY(no_gpu_errors_are_clear))
+          TEST_ENTRY(gpu_activation_fusion), TEST_ENTRY(device_memory_bindings), TEST_ENTRY(no_gpu_errors_are_clear))

@@ -82,8 +82,20 @@ static int32_t const_node(const kiln_engine *e, int64_t v) {
     return -1;
 }
 
-/* Serialize e (as edited), free it, load the bytes back. */
+/* Serialize e (as edited), free it, load the bytes back.  The packed
+ * forms of constant inputs are dropped first: they were packed for the
+ * dims as built, and load refuses stored ones that disagree with the
+ * edited dims by itself (test_packed.c), before the checks these tests
+ * reach. */
 static int reload(kiln_engine *e, const kiln_load_options *opt, kiln_engine **out) {
+    for (int32_t i = 0; i < e->nlayers; i++) {
+        kiln__elayer *L = &e->layers[i];
+        for (int32_t k = 0; L->prepacked && k < L->nin; k++) kiln__aligned_free(L->prepacked[k]);
+        kiln__free(L->prepacked);
+        kiln__free(L->prepacked_size);
+        L->prepacked = NULL;
+        L->prepacked_size = NULL;
+    }
     void *b = NULL;
     size_t n = 0;
     ASSERT_OK(kiln_engine_serialize(e, &b, &n));
@@ -300,7 +312,7 @@ TEST_IMPL(refused_input_dims_named) {
     kiln_network_free(net);
     kiln_context *ctx = NULL;
     ASSERT_OK(kiln_context_create(e, 1, &ctx));
-    for (int len = 2; len <= 5; len += 3) {
+    for (int len = 1; len <= 5; len += len == 1 ? 1 : 3) {
         int64_t dims[3] = {1, 2, len};
         float x[10], y[6];
         uint64_t s = 21;
@@ -308,6 +320,13 @@ TEST_IMPL(refused_input_dims_named) {
         for (int i = 0; i < 6; i++) y[i] = 1e30f; /* poison */
         ASSERT_OK(kiln_context_set_input_shape(ctx, "x", 3, dims));
         ASSERT_OK(kiln_context_bind(ctx, "x", x, sizeof(float) * 2 * (size_t)len));
+        if (len == 1) { /* MaxPool's output length would be -1 */
+            ASSERT_OK(kiln_context_bind(ctx, "y", y, sizeof y));
+            ASSERT_EQ(kiln_context_run(ctx), KILN_ESHAPE);
+            ASSERT_CONTAINS(kiln_errmsg(), "tensor 'y': dim 2 = -1 (negative); its dims follow from dims 2 of input "
+                                           "'x': give those input dims other values");
+            continue;
+        }
         if (len == 2) {
             ASSERT_OK(kiln_context_bind(ctx, "y", y, sizeof y)); /* larger than needed: fine */
             ASSERT_EQ(kiln_context_run(ctx), KILN_ESHAPE);

@@ -110,3 +110,11 @@ if(TARGET kiln-samples)
            "layer 'pad_a' \\(sample::circ_pad v1\\).*rank <= 4, found rank 5"
            $<TARGET_FILE:kiln-samples> circ_pad --aot --shape 1x2x3x4x5 --pads 1,1)
 endif()
+
+if(TARGET kiln-samples)
+  # --device takes cpu or cuda; the GPU runs themselves are scripts/test_gpu.sh's.
+  add_test(NAME sample_device_bad COMMAND bash ${CMAKE_SOURCE_DIR}/scripts/expect_fail.sh
+           "--device expects cpu or cuda, found 'tpu'" $<TARGET_FILE:kiln-samples> circ_pad --device tpu)
+  add_test(NAME sample_device_cpu COMMAND $<TARGET_FILE:kiln-samples> circ_pad --multi-tactic --device cpu)
+  set_tests_properties(sample_device_cpu PROPERTIES PASS_REGULAR_EXPRESSION "layer pad_a +sample::circ_pad v2 on cpu.*PASS")
+endif()

@@ -1,6 +1,8 @@
 /*
  * bench.c — `kiln bench ENGINE`: latency distribution and throughput on
- * random inputs; optionally per-layer times from the context profiler.
+ * random inputs; optionally per-layer times from the context profiler, or
+ * (--profile) the layers that take the most time and the machine's
+ * measured FMA peak, to set the run against what the hardware can do.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +21,8 @@ static int usage(FILE *f) {
             "  --threads N             worker threads (default: the engine's build setting)\n"
             "  --shapes in:1x3x224x224 shapes of dynamic inputs (default: profile opt)\n"
             "  --per-layer             also profile each layer (separate runs)\n"
+            "  --profile               the 5 layers taking the most time (separate runs) and the\n"
+            "                          measured FMA peak of --threads N threads (GFLOP/s)\n"
             "  --no-cuda-graph         CUDA engines: launch layer by layer (no CUDA graph replay)\n"
             "  -v, --verbose           library log (engine loading, plugin lookups)\n"
             "  ENGINE may be a MODEL.onnx: built in memory first (--shapes sets its profile)\n"
@@ -36,18 +40,48 @@ static double pct(const double *s, size_t n, double p) {
     return s[k < n ? k : n - 1];
 }
 
+/* --profile: the 5 layers with the largest mean time (acc: summed ms of
+ * `reps` profiled runs per layer) and the measured FMA peak. */
+static void print_profile(const kiln_engine *e, const kiln_context *ctx, const double *acc, int nl, int reps,
+                          int threads) {
+    double total = 0;
+    for (int l = 0; l < nl; l++) total += acc[l];
+    printf("top layers by time (mean of %d profiled runs, %.3f ms in all layers):\n", reps, total / reps);
+    int top[5], ntop = 0;
+    for (int r = 0; r < 5 && r < nl; r++) {
+        int best = -1;
+        for (int l = 0; l < nl; l++) {
+            int taken = 0;
+            for (int k = 0; k < ntop; k++) taken |= top[k] == l;
+            if (!taken && (best < 0 || acc[l] > acc[best])) best = l;
+        }
+        top[ntop++] = best;
+        const char *name = "?";
+        double ms;
+        kiln_context_profile(ctx, best, &name, &ms);
+        kiln_layer_info li;
+        int have = !kiln_engine_layer_info(e, best, &li) && li.name && !strcmp(li.name, name);
+        printf("  %d. %-36s %-24s %10.3f us  %5.1f%%\n", r + 1, name,
+               have && li.op_name ? li.op_name : "", acc[best] * 1e3 / reps,
+               total > 0 ? 100.0 * acc[best] / total : 0.0);
+    }
+    printf("FMA peak: %.1f GFLOP/s (measured, %d thread%s)\n", cli_fma_peak_gflops(threads), threads,
+           threads == 1 ? "" : "s");
+}
+
 int kiln_cli_bench(int argc, char **argv) {
     const char *verb = "bench", *path = NULL, *v;
     cli_plugins plugins = {0};
     cli_shapes shapes = {0};
     long warmup = 10, iterations = 200, threads = 0;
     double duration = 0;
-    int per_layer = 0, graphs = 1;
+    int per_layer = 0, profile = 0, graphs = 1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int m = 0;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) return usage(stdout);
         else if (!strcmp(a, "--per-layer")) per_layer = 1;
+        else if (!strcmp(a, "--profile")) profile = 1;
         else if (cli_verbose_opt(a)) continue;
         else if (!strcmp(a, "--no-cuda-graph")) graphs = 0;
         else if ((m = cli_plugins_opt(verb, argc, argv, &i, &plugins)) > 0) continue;
@@ -100,11 +134,16 @@ int kiln_cli_bench(int argc, char **argv) {
     }
     kiln_context_set_cuda_graphs(ctx, graphs);
     if (cli_context_random_inputs(verb, e, ctx, &shapes, 1, &bufs)) goto done;
-    for (long k = 0; k < warmup; k++)
+    /* The first run also verifies the checksums a mapped load defers. */
+    double t_first = cli_now_ms();
+    for (long k = 0; k < warmup; k++) {
+        if (k == 1) t_first = cli_now_ms() - t_first;
         if ((rc = kiln_context_run(ctx))) {
             cli_fail_kiln(verb, rc, "execution failed");
             goto done;
         }
+    }
+    if (warmup == 1) t_first = cli_now_ms() - t_first;
     size_t cap = 1024, n = 0;
     lat = malloc(cap * sizeof *lat);
     if (!lat) {
@@ -139,10 +178,11 @@ int kiln_cli_bench(int argc, char **argv) {
            pct(lat, n, 0.99) * u, lat[n - 1] * u);
     printf("throughput: %.1f runs/s\n", (double)n / (total / 1e3));
     printf("engine load: %.3f ms%s\n", t_load, cli_is_onnx(path) ? " (import and build in memory)" : "");
+    if (warmup > 0) printf("first run: %.3f ms\n", t_first);
 
     /* Layer count (and, with --per-layer, mean times) from the profiler. */
     kiln_context_set_profiling(ctx, 1);
-    int reps = per_layer ? (int)(n < 50 ? n : 50) : 1, nl = 0;
+    int reps = per_layer || profile ? (int)(n < 50 ? n : 50) : 1, nl = 0;
     double *acc = NULL;
     for (int r = 0; r < reps; r++) {
         if ((rc = kiln_context_run(ctx))) {
@@ -172,6 +212,7 @@ int kiln_cli_bench(int argc, char **argv) {
             printf("%-40s %12.3f\n", name, acc[l] * 1e3 / reps);
         }
     }
+    if (profile && nl > 0) print_profile(e, ctx, acc, nl, reps, (int)(threads ? threads : 1));
     free(acc);
     status = 0;
 done:

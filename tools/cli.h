@@ -71,6 +71,9 @@ int cli_int(const char *verb, const char *opt, const char *s, long *out);
 /* --threads N: 0 (the engine's setting) to CLI_MAX_THREADS (the thread pool's limit). */
 #define CLI_MAX_THREADS 1024
 int cli_threads(const char *verb, const char *s, long *out);
+/* The measured single-precision FMA peak of `threads` threads, GFLOP/s
+ * (fma_peak.c; takes ~0.1-0.5 s). */
+double cli_fma_peak_gflops(int threads);
 int cli_double(const char *verb, const char *opt, const char *s, double *out);
 /* --device cpu|cuda; -1 on error (message printed). */
 int cli_device(const char *verb, const char *s, kiln_device_kind *out);

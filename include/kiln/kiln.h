@@ -434,9 +434,14 @@ KILN_API int kiln_build(const kiln_network *net, const kiln_build_config *cfg,
 KILN_API int kiln_engine_save(const kiln_engine *e, const char *path);
 /* Serialize into a malloc'd buffer (free with kiln_free). */
 KILN_API int kiln_engine_serialize(const kiln_engine *e, void **buf, size_t *size);
-/* Load with mmap; weights are used in place.  Every offset, size and
- * checksum is verified: KILN_EFORMAT, KILN_EVERSION, KILN_ECHECKSUM with a
- * message naming the section and offset; KILN_EPLUGIN naming the missing
+/* Load with mmap; weights and packed weights are used in place, read-only
+ * (shared by every context and every process that maps the file).  Every
+ * offset, size and checksum is verified: KILN_EFORMAT, KILN_EVERSION,
+ * KILN_ECHECKSUM with a message naming the section and offset (the
+ * checksums of the weights sections of 1 MiB and more are verified at the
+ * first kiln_context_run of the engine instead, so a load does not read
+ * them: a damaged file fails that run and every later one with
+ * KILN_ECHECKSUM); KILN_EPLUGIN naming the missing
  * plugin's namespace, name and version; KILN_EDEVICE for an engine built for
  * another CPU/GPU; KILN_EVERSION naming the file's and this kiln's format
  * versions; KILN_ETRUST for native code from another machine (the default
@@ -561,7 +566,10 @@ KILN_API int kiln_context_run(kiln_context *ctx);
  * and at the start of the next run.  On a CPU engine it equals
  * kiln_context_run (stream must be NULL).  Input/output buffers may be host
  * memory (pageable, staged by the driver) or device pointers (unified
- * addressing: the copy layers move them on the GPU). */
+ * addressing: the copy layers move them on the GPU; an output produced on
+ * the GPU and read by no CPU layer is written straight into a device
+ * buffer, zero copy).  An input bound to device memory that a CPU layer
+ * reads fails the run with KILN_EINVAL naming the input and the layer. */
 KILN_API int kiln_context_enqueue(kiln_context *ctx, void *stream);
 /* Run later enqueues on `stream` (NULL: the context's own stream, created
  * with the context).  Waits for work queued on the previous stream.

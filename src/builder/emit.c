@@ -267,11 +267,12 @@ int kiln__b_finalize(builder *b, int **order_out, int *norder) {
             b->t[V].alias_in = b->t[T].alias_in;
             b->t[T].alias_in = -1;
             b->l[li].out[o] = V;
-            if (t->is_size) { /* the layer writes the size: its symbol binds to what it writes */
-                bsym *s = (bsym *)kiln__b_find_sym(b, t->size_sym);
+            if (b->t[T].is_size) { /* the layer writes the size: its symbol binds to what it writes
+                                    * (b->t, not t: clone_tensor may have moved the array) */
+                bsym *s = (bsym *)kiln__b_find_sym(b, b->t[T].size_sym);
                 if (s) s->t = V;
                 b->t[V].is_size = 1;
-                b->t[V].size_sym = t->size_sym;
+                b->t[V].size_sym = b->t[T].size_sym;
                 b->t[T].is_size = 0;
             }
             if ((rc = add_variant(&vs, T, &b->t[V], V))) break;

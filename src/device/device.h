@@ -34,6 +34,9 @@ struct kiln__device {
     /* Page-locked host memory for staging (CPU: ordinary memory). */
     int (*host_alloc)(size_t n, void **p);
     void (*host_free)(void *p);
+    /* 1 if p is device memory of this device (a copy there stays on the
+     * device); NULL on the CPU. */
+    int (*is_device_ptr)(const void *p);
     /* Copy n bytes in any direction, ordered on `stream`. */
     int (*copy)(void *dst, const void *src, size_t n, void *stream);
     int (*memset)(void *dst, int byte, size_t n, void *stream);

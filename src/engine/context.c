@@ -31,7 +31,9 @@
  * user buffers are staged in context memory (with room for the canary) and
  * copied out at the end.
  */
+#include "device/cuda/cuda_kernel_args.h"
 #include "device/device.h"
+#include "engine/validate.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -96,6 +98,9 @@ struct kiln_context {
     uint8_t *darena, *dws;
     size_t darena_cap, dws_cap;
     int gpu_pending;
+    int32_t q_first, q_last;    /* GPU layers enqueued since the last wait (valid while gpu_pending) */
+    kiln_cu_fault *fault;       /* what kernels report (mapped page-locked memory; cx.fault) */
+    char *dead;                 /* set: a CUDA error at a wait; every later run fails with it */
     int graphs;                 /* CUDA graphs enabled (default 1) */
     kiln_tensor *views;
     int32_t *view_t;            /* tensor of each view, -1 absent */
@@ -160,7 +165,9 @@ static int no_such_io(const kiln_context *c, const char *name) {
 static int evaluate(kiln_context *c);
 static void graphs_drop(kiln_context *c);
 static void graph_segments(kiln_context *c);
+static void *host_alloc(const kiln_context *c, size_t n);
 static void host_free(const kiln_context *c, void *p);
+static int gpu_wait(kiln_context *c);
 
 /* ------------------------------------------------------------ create/free */
 
@@ -293,6 +300,13 @@ KILN_API int kiln_context_create(const kiln_engine *e, int threads, kiln_context
         c->cx.base.pool = c->pool;
         c->cx.base.stream = c->own_stream;
         c->cx.allow_tf32 = e->allow_tf32;
+        c->fault = host_alloc(c, sizeof *c->fault);
+        if (!c->fault) {
+            rc = kiln__err(KILN_ENOMEM, "context: no page-locked memory for the GPU fault record");
+            goto fail;
+        }
+        memset(c->fault, 0, sizeof *c->fault);
+        c->cx.fault = c->fault;
     }
 
     /* Views and calls. */
@@ -386,6 +400,8 @@ KILN_API void kiln_context_free(kiln_context *c) {
         for (int32_t i = 0; i < e->noutputs; i++) host_free(c, c->owned[i]);
     host_free(c, c->arena);
     host_free(c, c->ws);
+    host_free(c, c->fault);
+    kiln__free(c->dead);
     void *arrs[] = {c->vals, c->vals_up,     c->dep,      c->input_of,  c->output_of, c->root,
                     c->group_out, c->tdep,    c->in_dims,   c->in_set,    c->bind,
                     c->bind_bytes, c->tptr,   c->tbytes,    c->talloc,    c->size_val,
@@ -527,7 +543,14 @@ static int tensor_capacity(const kiln_context *c, int32_t t, uint64_t *out) {
     }
     int64_t dims[KILN_MAX_DIMS];
     tensor_dims(c, et, dims);
-    return dims_bytes(et, dims, out);
+    int rc = dims_bytes(et, dims, out);
+    char from[200], m[400];
+    if (rc == KILN_ESHAPE && kiln__input_dims_of(c->e, &t, 1, from, sizeof from) > 0) {
+        /* a shape the caller chose (e.g. dynamic dims left at 1): say which */
+        snprintf(m, sizeof m, "%s", kiln_errmsg());
+        return kiln__err(rc, "%s; its dims follow from %s: give those input dims other values", m, from);
+    }
+    return rc;
 }
 
 /* upper: dims at the size symbols' upper bounds (the data-dependent
@@ -614,9 +637,8 @@ static int grow(kiln_context *c, uint8_t **p, size_t *cap, size_t need) {
  * GPU is done with it; captured graphs point into it, so they go too). */
 static int dgrow(kiln_context *c, uint8_t **p, size_t *cap, size_t need, const char *what) {
     if (need <= *cap && *p) return 0;
-    int rc = c->gpu_pending ? c->dev->stream_sync(c->cx.base.stream) : 0;
+    int rc = gpu_wait(c);
     if (rc) return rc;
-    c->gpu_pending = 0;
     graphs_drop(c);
     c->dev->free(*p);
     *p = NULL;
@@ -716,16 +738,38 @@ static int plan(kiln_context *c) {
     return 0;
 }
 
+/* A CPU layer that reads tensor t (or its alias root), or NULL. */
+static const kiln__elayer *cpu_reader(const kiln_context *c, int32_t t) {
+    const kiln_engine *e = c->e;
+    for (int32_t l = 0; l < e->nlayers; l++) {
+        const kiln__elayer *L = &e->layers[l];
+        if (L->device == KILN_DEVICE_CUDA) continue;
+        for (int32_t k = 0; k < L->nin; k++)
+            if (L->in[k] >= 0 && c->root[L->in[k]] == c->root[t]) return L;
+    }
+    return NULL;
+}
+
 /* Data pointers of inputs, outputs and aliases, then the views.  Outputs
  * live in context memory when unbound, and always in debug mode (staged,
- * with room for the canary). */
+ * with room for the canary).  Device memory bound to I/O (CUDA engines):
+ * inputs are read by the GPU's copy layers (a CPU layer reading one is an
+ * error), and an output the GPU produces that no CPU layer reads is written
+ * there directly (zero copy) instead of through pinned host staging. */
 static int patch_pointers(kiln_context *c) {
     const kiln_engine *e = c->e;
+    int (*is_dev)(const void *) = c->dev ? c->dev->is_device_ptr : NULL;
     for (int32_t t = 0; t < e->ntensors; t++) {
         const kiln__etensor *et = &e->tensors[t];
-        if (et->kind == KILN__ET_INPUT) c->tptr[t] = c->bind[t];
-        else if (et->kind == KILN__ET_CONST)
+        if (et->kind == KILN__ET_INPUT) {
+            c->tptr[t] = c->bind[t];
+            const kiln__elayer *L = is_dev && c->bind[t] && is_dev(c->bind[t]) ? cpu_reader(c, t) : NULL;
+            if (L)
+                return kiln__err(KILN_EINVAL, "input '%s' is bound to device memory, but layer '%s' reads it on the "
+                                 "CPU: bind host memory", et->name, L->name);
+        } else if (et->kind == KILN__ET_CONST) {
             c->tptr[t] = (et->loc == KILN_DEVICE_CUDA ? c->dweights : e->weights) + et->const_off;
+        }
     }
     for (int32_t i = 0; i < e->noutputs; i++) {
         int32_t t = e->outputs[i];
@@ -735,7 +779,8 @@ static int patch_pointers(kiln_context *c) {
         uint8_t *p = c->bind[t];
         /* outputs copied from the GPU land in pinned context memory, then
          * in the user's buffer (pinned staging) */
-        int staged = c->dev && et->first >= 0 && e->layers[et->first].device == KILN_DEVICE_CUDA;
+        int staged = c->dev && et->first >= 0 && e->layers[et->first].device == KILN_DEVICE_CUDA &&
+                     !(p && is_dev && is_dev(p) && !cpu_reader(c, t));
         if (!p || c->debug || staged) {
             size_t need = (size_t)c->talloc[c->root[t]] + CANARY;
             int rc = grow(c, &c->owned[i], &c->owned_cap[i], need);
@@ -1022,6 +1067,74 @@ static int run_aot(kiln_context *c, int32_t l) {
     return kiln__aot_launch(&e->aot[el->aot_kernel], &c->exec, in, out, c->vals);
 }
 
+/* A GPU layer (or graph segment [l, last]; l = -1: a copy) was just
+ * enqueued. */
+static void gpu_queued(kiln_context *c, int32_t l, int32_t last) {
+    if (!c->gpu_pending) c->q_first = l, c->q_last = last;
+    else if (l >= 0) c->q_last = last;
+    c->gpu_pending = 1;
+}
+
+/* "layer 'a'" or "one of layers 'a', 'b', ...": the GPU layers enqueued
+ * since the last wait (which one failed is known only to a debug-mode
+ * run, which waits after every layer). */
+static void queued_layers(const kiln_context *c, char *buf, size_t size) {
+    const kiln_engine *e = c->e;
+    int32_t a = c->q_first, b = c->q_last < a ? a : c->q_last;
+    if (a < 0 || a >= e->nlayers || b >= e->nlayers) {
+        snprintf(buf, size, "a copy between host and device");
+        return;
+    }
+    int n = 0;
+    for (int32_t l = a; l <= b; l++) n += c->L[l].gpu;
+    size_t k = (size_t)snprintf(buf, size, "%s", n > 1 ? "one of layers " : "layer ");
+    for (int32_t l = a, i = 0; l <= b && k < size; l++) {
+        if (!c->L[l].gpu) continue;
+        if (k + strlen(e->layers[l].name) + 8 >= size) {
+            snprintf(buf + k, size - k, ", ...");
+            break;
+        }
+        k += (size_t)snprintf(buf + k, size - k, "%s'%s'", i++ ? ", " : "", e->layers[l].name);
+    }
+}
+
+/* GPU work queued and not waited for: the host must wait before it reads
+ * or writes memory the GPU may be using.  The wait is also where the GPU's
+ * errors surface: a CUDA error (a kernel fault) names the layers queued
+ * since the last wait and kills the context (a fault is sticky: the
+ * process's CUDA context is lost); a report in the fault record (a kernel
+ * found an index out of range) names its layer and is cleared, the
+ * context stays usable. */
+static int gpu_wait(kiln_context *c) {
+    if (!c->gpu_pending) return 0;
+    c->gpu_pending = 0;
+    const kiln_engine *e = c->e;
+    int rc = c->dev->stream_sync(c->cx.base.stream);
+    if (rc) {
+        char what[600], msg[1400];
+        queued_layers(c, what, sizeof what);
+        snprintf(msg, sizeof msg,
+                 "%s failed on the GPU: %s; this context is dead: free it and create a new one (after a "
+                 "kernel fault CUDA keeps failing in this process until it restarts)",
+                 what, kiln_errmsg());
+        kiln__free(c->dead);
+        c->dead = kiln__strdup(msg);
+        return kiln__err(rc, "%s", msg);
+    }
+    if (!c->fault || !c->fault->code) return 0;
+    kiln_cu_fault f = *c->fault;
+    memset(c->fault, 0, sizeof *c->fault);
+    const kiln__elayer *el = NULL;
+    for (int32_t l = 0; l < e->nlayers && !el; l++)
+        if ((uint64_t)(uintptr_t)e->layers[l].name == f.tag) el = &e->layers[l];
+    char ob[256], what[600];
+    if (el) snprintf(what, sizeof what, "layer '%s' (%s)", el->name, layer_op_str(el, ob, sizeof ob));
+    else queued_layers(c, what, sizeof what);
+    return kiln__err(KILN_EINVAL, "%s: input %d element %lld is %lld, out of range [%lld, %lld) (found on the GPU)",
+                     what, f.input, (long long)f.pos, (long long)f.value, (long long)f.lo, (long long)f.hi);
+}
+
+
 /* A layer produced size tensors: read, check, bind, re-evaluate. */
 static int after_size_layer(kiln_context *c, int32_t l) {
     const kiln_engine *e = c->e;
@@ -1034,9 +1147,9 @@ static int after_size_layer(kiln_context *c, int32_t l) {
         int64_t v;
         if (et->loc == KILN_DEVICE_CUDA) { /* a sync point: the host needs the value now */
             int rc = c->dev->copy(&v, c->tptr[t], 8, c->cx.base.stream);
-            if (!rc) rc = c->dev->stream_sync(c->cx.base.stream);
-            if (rc) return layer_err(el, rc);
-            c->gpu_pending = 0;
+            gpu_queued(c, -1, -1);
+            if (!rc) rc = gpu_wait(c);
+            if (rc) return rc;
         } else {
             memcpy(&v, c->tptr[t], 8);
         }
@@ -1069,13 +1182,6 @@ static int after_size_layer(kiln_context *c, int32_t l) {
     return on_shape_change(c, l + 1);
 }
 
-/* GPU work queued and not waited for: the host must wait before it reads
- * or writes memory the GPU may be using. */
-static int gpu_wait(kiln_context *c) {
-    if (!c->gpu_pending) return 0;
-    c->gpu_pending = 0;
-    return c->dev->stream_sync(c->cx.base.stream);
-}
 
 /* Layers [l, end) of a graph segment: replay its CUDA graph, or capture it
  * (a run after the first at these shapes and pointers: the first one ran
@@ -1106,7 +1212,7 @@ static int run_segment(kiln_context *c, int32_t l, int *done) {
     int rc = c->dev->graph_launch(cl->graph, stream);
     if (rc) return kiln__err_prefix(rc, "CUDA graph of layers '%s'..'%s'", c->e->layers[l].name,
                                     c->e->layers[cl->seg_end - 1].name);
-    c->gpu_pending = 1;
+    gpu_queued(c, l, cl->seg_end - 1);
     *done = 1;
     return 0;
 }
@@ -1177,8 +1283,9 @@ static int run(kiln_context *c, int sync) {
     const kiln_engine *e = c->e;
     /* Memory the GPU may still use (the last enqueue's buffers, arenas a
      * re-plan would free) is touched only once the GPU is done. */
+    if (c->dead) return kiln__err(KILN_EDEVICE, "%s", c->dead);
     int rc = gpu_wait(c);
-    if (rc) return rc;
+    if (rc || (rc = kiln__engine_check_data(e))) return rc; /* deferred checksums (data_check.c) */
     kiln__misuse_clear();
     for (int32_t i = 0; i < e->ninputs; i++) {
         int32_t t = e->inputs[i];
@@ -1227,11 +1334,11 @@ static int run(kiln_context *c, int sync) {
             }
         }
         /* A CPU layer reads what the GPU wrote: wait for it. */
-        if (!cl->gpu && (rc = gpu_wait(c))) return layer_err(&e->layers[l], rc);
+        if (!cl->gpu && (rc = gpu_wait(c))) return rc;
         if (debug) debug_before(c, l);
         if (cl->check) {
             /* the check reads small host inputs, which a copy from the GPU may still be writing */
-            if (cl->gpu && (rc = gpu_wait(c))) return layer_err(&e->layers[l], rc);
+            if (cl->gpu && (rc = gpu_wait(c))) return rc;
             rc = kiln__layer_check_shapes(e, l, e->layers[l].state, cl->call.attrs, cl->in, cl->out, c->dep,
                                           c->tbytes);
             if (rc) return rc;
@@ -1241,8 +1348,8 @@ static int run(kiln_context *c, int sync) {
         rc = cl->vt ? cl->enq(cl->state, &cl->call) : run_aot(c, l);
         rc = kiln__misuse_take(rc);
         if (rc) return layer_err(&e->layers[l], rc);
-        if (cl->gpu) c->gpu_pending = 1;
-        if ((prof || debug) && cl->gpu && (rc = gpu_wait(c))) return layer_err(&e->layers[l], rc);
+        if (cl->gpu) gpu_queued(c, l, l);
+        if ((prof || debug) && cl->gpu && (rc = gpu_wait(c))) return rc;
         if (prof) c->prof_ms[l] = kiln__now_ms() - t0;
         if (cl->nsize && (rc = after_size_layer(c, l))) return rc;
         if (debug && (rc = debug_after(c, l))) return rc;
@@ -1260,7 +1367,7 @@ static int run(kiln_context *c, int sync) {
         if (!c->tptr[t] || c->tptr[t] == c->bind[t]) continue;
         if (c->dev) { /* ordered after the GPU's writes; the buffer may be device memory */
             if ((rc = c->dev->copy(c->bind[t], c->tptr[t], (size_t)b, c->cx.base.stream))) return rc;
-            c->gpu_pending = 1;
+            gpu_queued(c, -1, -1);
             continue;
         }
         memcpy(c->bind[t], c->tptr[t], (size_t)b);

@@ -19,8 +19,10 @@ static void layer_free(kiln__elayer *l) {
     l->state = NULL;
     if (l->attrs.v) kiln__attrset_free(&l->attrs);
     kiln__epi_free(l);
-    for (int32_t k = 0; l->prepacked && k < l->nin; k++) kiln__aligned_free(l->prepacked[k]);
+    for (int32_t k = 0; l->prepacked && k < l->nin; k++)
+        if (!(l->prepacked_stored >> k & 1)) kiln__aligned_free(l->prepacked[k]);
     kiln__free(l->prepacked);
+    kiln__free(l->prepacked_size);
     l->prepacked = NULL;
     kiln__free(l->name);
     kiln__free(l->op_ns);
@@ -58,6 +60,8 @@ void kiln__engine_destroy(kiln_engine *e) {
     kiln__engine_device_free(e);
     kiln__free(e->cuda_sig);
     if (e->weights_owned) kiln__aligned_free(e->weights);
+    if (e->packed_owned) kiln__aligned_free(e->packed);
+    kiln__data_check_free(e);
     if (e->map) munmap(e->map, e->map_size);
     kiln__free(e);
 }
@@ -156,13 +160,21 @@ static void prepack_view(const kiln_engine *e, int32_t t, kiln_tensor *v) {
 }
 
 /* Packed forms of the layer's constant inputs (kiln_quick_op.prepack),
- * computed once per engine and shared read-only by its contexts.  The
- * weights themselves may be mapped from the file: packing writes to its
- * own blocks. */
+ * shared read-only by the engine's contexts: those the file stored
+ * (section PACKED, built-in ops only) are used in place once their size is
+ * what the op packs this input into for this layer's dims, attributes and
+ * tactic; the others are packed here, into blocks of their own (the
+ * weights may be mapped from the file). */
 static int layer_prepack(const kiln_engine *e, kiln__elayer *l) {
     const kiln__op *op = l->op;
+    if (l->prepack_done) return 0;
     /* packed forms are host memory, for the CPU implementation only */
-    if (l->prepack_done || !op->quick || !op->quick->prepack || l->device != KILN_DEVICE_CPU) return 0;
+    if (!op || !op->quick || !op->quick->prepack || l->device != KILN_DEVICE_CPU) {
+        if (l->prepacked_stored)
+            return kiln__err(KILN_EFORMAT, "layer '%s': section PACKED holds packed inputs for a layer "
+                             "whose op packs none on the CPU", l->name);
+        return 0;
+    }
     kiln_tensor *views = kiln__calloc((size_t)(l->nin + l->nout) + 1, sizeof *views);
     if (!views) return kiln__err(KILN_ENOMEM, "layer '%s': out of memory", l->name);
     for (int32_t k = 0; k < l->nin; k++) prepack_view(e, l->in[k], &views[k]);
@@ -176,13 +188,30 @@ static int layer_prepack(const kiln_engine *e, kiln__elayer *l) {
                    .attrs = &view, .tactic = l->tactic, .layer = l->name};
     int rc = 0;
     for (int32_t k = 0; k < l->nin && !rc; k++) {
-        if (l->in[k] < 0 || e->tensors[l->in[k]].kind != KILN__ET_CONST || !views[k].data) continue;
+        const int stored = (int)(l->prepacked_stored >> k & 1);
         size_t n = 0;
-        rc = kiln__op_prepack(op, l->state, &c, k, NULL, &n);
-        if (rc || !n) continue;
-        if (!l->prepacked && !(l->prepacked = kiln__calloc((size_t)l->nin, sizeof *l->prepacked))) {
-            rc = kiln__err(KILN_ENOMEM, "out of memory");
-            break;
+        if (l->in[k] >= 0 && e->tensors[l->in[k]].kind == KILN__ET_CONST && views[k].data)
+            rc = kiln__op_prepack(op, l->state, &c, k, NULL, &n);
+        if (rc) break;
+        if (stored) {
+            /* A crafted file must not hand the kernels fewer bytes than they read. */
+            if (!op->builtin || n != l->prepacked_size[k])
+                rc = kiln__err(KILN_EFORMAT, "section PACKED: input %d holds %llu packed bytes; %s", (int)k,
+                               (unsigned long long)l->prepacked_size[k],
+                               !op->builtin ? "only built-in ops' packed forms are stored"
+                               : n ? "the op packs this input into a different size" : "the op packs nothing for it");
+            if (rc) break;
+            l->prepacked_bytes += n;
+            continue;
+        }
+        if (!n) continue;
+        if (!l->prepacked) {
+            l->prepacked = kiln__calloc((size_t)l->nin, sizeof *l->prepacked);
+            l->prepacked_size = kiln__calloc((size_t)l->nin, sizeof *l->prepacked_size);
+            if (!l->prepacked || !l->prepacked_size) {
+                rc = kiln__err(KILN_ENOMEM, "out of memory");
+                break;
+            }
         }
         void *dst = kiln__aligned_alloc(n);
         if (!dst) {
@@ -194,6 +223,7 @@ static int layer_prepack(const kiln_engine *e, kiln__elayer *l) {
             kiln__aligned_free(dst);
         } else {
             l->prepacked[k] = dst;
+            l->prepacked_size[k] = n;
             l->prepacked_bytes += n;
         }
     }
@@ -259,6 +289,7 @@ int kiln__engine_prepare(kiln_engine *e) {
         kiln__elayer *l = &e->layers[i];
         if (l->aot_kernel >= 0 && l->device == KILN_DEVICE_CUDA) continue; /* loaded by its context */
         if (l->aot_kernel >= 0) {
+            if ((rc = layer_prepack(e, l))) return rc; /* none: refuses stored ones */
             rc = kiln__aot_load(&e->aot[l->aot_kernel]);
             if (rc) return kiln__err_prefix(rc, "layer '%s' (AOT kernel %d)", l->name,
                                             (int)l->aot_kernel);

@@ -24,15 +24,22 @@
  * layers: u32 count, then per fused layer i32 layer index, u32 op count,
  * per op str ns, str name, i32 version, i32 input count, i32 activation
  * slot, i32 tensor per input (-1: the activation or absent), u64 attribute
- * blob size + blob), AOTCUDA (optional: AOT CUDA kernels, see
- * plugin/aot_cuda.c), SIGNATURE (optional, always last: the signer's
+ * blob size + blob), DIMNAMES (optional: input-dim names), AOTCUDA
+ * (optional: AOT CUDA kernels, see plugin/aot_cuda.c), PACKED (optional:
+ * the packed forms of built-in ops' constant inputs, used in place at load
+ * instead of packing them again: str layout (kiln__prepack_layout), u32
+ * count, per packed input i32 layer, i32 input, u64 offset, u64 size, then
+ * the bytes; offsets from the section's start, 64-byte aligned, ascending,
+ * gaps zero), SIGNATURE (optional, always last: the signer's
  * Ed25519 public key and a signature of the file, see trust.c).
  * Strings are u32 length + bytes (no NUL).
  *
  * Loading trusts nothing: the header and each section are checksummed
  * (a 64-bit multiply-rotate hash over 8-byte lanes, ours), every gap must
  * be zero, and every count, index, offset and length is range-checked while
- * parsing; a failure names the section and the file offset.
+ * parsing; a failure names the section and the file offset.  A mapped
+ * file's WEIGHTS and PACKED sections of 1 MiB and more are hashed at the
+ * first run instead (data_check.c), so a load does not read them.
  */
 #include "kiln_int.h"
 #include "core/bytes.h"
@@ -50,8 +57,12 @@
 /* The one place the format is versioned: bump it with every change of the
  * layout or of a section's meaning, and say what changed.
  *   1  first release
- *   2  META carries the build host id; optional SIGNATURE section */
-#define KILN__FILE_VERSION 2u
+ *   2  META carries the build host id; optional SIGNATURE section
+ *   3  optional PACKED section (prepacked weights stored, not repacked at
+ *      load); section AOTCUDA (id 14, added while the version was 2) */
+#define KILN__FILE_VERSION 3u
+/* Bulk sections at least this large are hashed at the first run, not at load. */
+#define LAZY_CHECK_MIN (1u << 20)
 #define FILE_MAGIC "KILNENG"
 #define HDR_FIXED 40u
 #define SEC_ENTRY 32u
@@ -72,13 +83,14 @@ enum {
     SEC_SIGNATURE, /* optional, last: written by kiln_engine_save_signed */
     SEC_DIMNAMES,  /* optional: network names of input dims; written before SIGNATURE */
     SEC_AOTCUDA,   /* optional: AOT CUDA kernels (plugin/aot_cuda.c); written before SIGNATURE */
+    SEC_PACKED,    /* optional: packed constant inputs of built-in ops; written before SIGNATURE */
     SEC_COUNT_
 };
 
 static const char *sec_name(uint32_t id) {
     static const char *const names[] = {"?",  "META",     "NODES",   "TENSORS", "LAYERS",
                                         "IO", "PROFILES", "WEIGHTS", "AOT",     "PLUGINS",
-                                        "FUSION", "DEVICE", "SIGNATURE", "DIMNAMES", "AOTCUDA"};
+                                        "FUSION", "DEVICE", "SIGNATURE", "DIMNAMES", "AOTCUDA", "PACKED"};
     return id < SEC_COUNT_ ? names[id] : "?";
 }
 
@@ -136,6 +148,38 @@ typedef kiln__wbuf wbuf;
 #define w_f64 kiln__w_f64
 #define w_pad kiln__w_pad
 static void w_str(wbuf *w, const char *s) { kiln__w_str(w, s, 4); }
+
+/* A packed input the file stores: a built-in op's, on the CPU. */
+static int packed_stored(const kiln__elayer *l, int32_t k) {
+    return l->prepacked && l->prepacked[k] && l->prepacked_size[k] && l->op && l->op->builtin &&
+           l->device == KILN_DEVICE_CPU;
+}
+
+/* PACKED (only when some layer has a packed input to store). */
+static void write_packed(const kiln_engine *e, wbuf *w) {
+    uint32_t n = 0;
+    for (int32_t i = 0; i < e->nlayers; i++)
+        for (int32_t k = 0; k < e->layers[i].nin; k++) n += (uint32_t)packed_stored(&e->layers[i], k);
+    if (!n) return;
+    w_str(w, kiln__prepack_layout());
+    w_u32(w, n);
+    uint64_t off = (w->n + (uint64_t)n * 24 + 63) & ~(uint64_t)63;
+    for (int32_t i = 0; i < e->nlayers; i++)
+        for (int32_t k = 0; k < e->layers[i].nin; k++) {
+            if (!packed_stored(&e->layers[i], k)) continue;
+            w_i32(w, i);
+            w_i32(w, k);
+            w_u64(w, off);
+            w_u64(w, e->layers[i].prepacked_size[k]);
+            off = (off + e->layers[i].prepacked_size[k] + 63) & ~(uint64_t)63;
+        }
+    for (int32_t i = 0; i < e->nlayers; i++)
+        for (int32_t k = 0; k < e->layers[i].nin; k++) {
+            if (!packed_stored(&e->layers[i], k)) continue;
+            w_pad(w, 64);
+            w_raw(w, e->layers[i].prepacked[k], (size_t)e->layers[i].prepacked_size[k]);
+        }
+}
 
 static int build_sections(const kiln_engine *e, wbuf *sec) {
     /* META */
@@ -299,19 +343,21 @@ static int build_sections(const kiln_engine *e, wbuf *sec) {
         }
     }
     kiln__aot_cuda_write_section(e, &sec[SEC_AOTCUDA]);
+    write_packed(e, &sec[SEC_PACKED]);
     for (int s = 1; s < SEC_COUNT_; s++)
         if (sec[s].oom) return kiln__err(KILN_ENOMEM, "out of memory serializing the engine");
     return 0;
 }
 
 static int sec_optional(int s) {
-    return s == SEC_FUSION || s == SEC_DEVICE || s == SEC_SIGNATURE || s == SEC_DIMNAMES || s == SEC_AOTCUDA;
+    return s == SEC_FUSION || s == SEC_DEVICE || s == SEC_SIGNATURE || s == SEC_DIMNAMES || s == SEC_AOTCUDA ||
+           s == SEC_PACKED;
 }
 /* Order of the sections in a file: by id, except that SIGNATURE stays last
  * (it signs everything before it). */
 static const int sec_order[SEC_COUNT_ - 1] = {SEC_META, SEC_NODES, SEC_TENSORS, SEC_LAYERS, SEC_IO,
                                               SEC_PROFILES, SEC_WEIGHTS, SEC_AOT, SEC_PLUGINS, SEC_FUSION,
-                                              SEC_DEVICE, SEC_DIMNAMES, SEC_AOTCUDA, SEC_SIGNATURE};
+                                              SEC_DEVICE, SEC_DIMNAMES, SEC_AOTCUDA, SEC_PACKED, SEC_SIGNATURE};
 /* Sections written: all but empty optional ones. */
 static int sec_written(const wbuf *sec, int s) { return !sec_optional(s) || sec[s].n > 0; }
 
@@ -854,6 +900,94 @@ static int parse_dimnames(kiln_engine *e, const secinfo *s) {
     return r.err;
 }
 
+/* PACKED: the table is checked here (layer, input, offsets and sizes
+ * inside the section, ascending, gaps zero), each size against what the
+ * op packs for its layer in kiln__engine_prepare (engine.c).  Bytes packed
+ * for another layout are left unused: the layers pack at load.  `copy`:
+ * the image is not kept (kiln_engine_load_memory), copy the bytes. */
+static int parse_packed(kiln_engine *e, const secinfo *s, int copy) {
+    rd r;
+    rd_init(&r, s, SEC_PACKED);
+    char *layout = r_str(&r, "packed layout");
+    uint64_t maxn = 0;
+    for (int32_t i = 0; i < e->nlayers; i++) maxn += (uint64_t)e->layers[i].nin;
+    uint32_t n = r_count(&r, 24, (uint32_t)(maxn < UINT32_MAX ? maxn : UINT32_MAX), "packed input count");
+    const int same = layout && !strcmp(layout, kiln__prepack_layout());
+    if (!r.err && !same)
+        kiln__log(KILN_LOG_WARN, "engine packed its weights for \"%s\", this kiln packs as \"%s\": "
+                  "packing them at load (rebuild the engine here to load faster)",
+                  layout ? layout : "", kiln__prepack_layout());
+    kiln__free(layout);
+    if (r.err) return r.err;
+    const size_t table_end = r.at + (size_t)n * 24;
+    uint64_t prev_end = table_end;
+    int64_t prev = -1;
+    for (uint32_t i = 0; i < n && !r.err; i++) {
+        char what[160];
+        size_t at = r.at;
+        int32_t li = r_i32(&r, "packed layer");
+        if (!r_check(&r, li, 0, e->nlayers, "packed layer", at)) break;
+        kiln__elayer *l = &e->layers[li];
+        int32_t k = r_i32(&r, "packed input");
+        snprintf(what, sizeof what, "layer '%s' packed input", l->name);
+        if (!r_check(&r, k, 0, l->nin, what, at + 4)) break;
+        uint64_t off = r_u64(&r, "packed offset"), size = r_u64(&r, "packed size");
+        if (r.err) break;
+        const char *bad = (int64_t)li * (KILN_MAX_IO + 1) + k <= prev ? "not after the previous one"
+                          : size == 0                          ? "empty"
+                          : off % 64                          ? "offset not 64-byte aligned"
+                          : off < prev_end                    ? "overlaps the table or the previous one"
+                          : off > s->size || size > s->size - off ? "past the section's end"
+                          : NULL;
+        if (bad) {
+            snprintf(what, sizeof what, "layer '%s' input %d: packed bytes at %llu + %llu (section of %llu "
+                     "bytes): %s", l->name, (int)k, (unsigned long long)off, (unsigned long long)size,
+                     (unsigned long long)s->size, bad);
+            r.at = at;
+            r_fail(&r, what);
+            break;
+        }
+        for (uint64_t g = prev_end; g < off && !r.err; g++)
+            if (s->p[g]) {
+                r.at = (size_t)g;
+                r_fail(&r, "nonzero padding byte between packed inputs");
+            }
+        prev = (int64_t)li * (KILN_MAX_IO + 1) + k;
+        prev_end = off + size;
+        if (!same || r.err) continue;
+        if (!l->prepacked) {
+            l->prepacked = kiln__calloc((size_t)l->nin, sizeof *l->prepacked);
+            l->prepacked_size = kiln__calloc((size_t)l->nin, sizeof *l->prepacked_size);
+            if (!l->prepacked || !l->prepacked_size)
+                return kiln__err(KILN_ENOMEM, "out of memory reading packed inputs");
+        }
+        l->prepacked[k] = (void *)(uintptr_t)off; /* made a pointer below */
+        l->prepacked_size[k] = size;
+        l->prepacked_stored |= 1ull << k;
+    }
+    if (!r.err && prev_end != s->size) {
+        r.at = (size_t)prev_end;
+        r_fail(&r, "bytes after the last packed input");
+    }
+    if (r.err || !same || !n) return r.err;
+    if (copy) {
+        e->packed = kiln__aligned_alloc((size_t)s->size);
+        if (!e->packed)
+            return kiln__err(KILN_ENOMEM, "out of memory: %llu bytes of packed weights",
+                             (unsigned long long)s->size);
+        e->packed_owned = 1;
+        memcpy(e->packed, s->p, (size_t)s->size);
+    } else {
+        e->packed = (uint8_t *)s->p;
+    }
+    e->packed_size = s->size;
+    for (int32_t i = 0; i < e->nlayers; i++)
+        for (int32_t k = 0; k < e->layers[i].nin; k++)
+            if (e->layers[i].prepacked_stored >> k & 1)
+                e->layers[i].prepacked[k] = e->packed + (uintptr_t)e->layers[i].prepacked[k];
+    return 0;
+}
+
 static int parse_io(kiln_engine *e, const secinfo *s) {
     rd r;
     rd_init(&r, s, SEC_IO);
@@ -1228,9 +1362,12 @@ static int parse_image(const uint8_t *p, size_t n, int weights_in_place, const k
             if (p[g])
                 return kiln__err(KILN_EFORMAT, "nonzero padding byte at offset %llu",
                                  (unsigned long long)g);
-        if (ck64(p + off, (size_t)size) != ck)
+        if (weights_in_place && (id == SEC_WEIGHTS || id == SEC_PACKED) && size >= LAZY_CHECK_MIN) {
+            if ((rc = kiln__data_check_add(e, ck64, p + off, size, ck, sec_name(id), off))) return rc;
+        } else if (ck64(p + off, (size_t)size) != ck) {
             return kiln__err(KILN_ECHECKSUM, "section %s (offset %llu, %llu bytes): checksum mismatch",
                              sec_name(id), (unsigned long long)off, (unsigned long long)size);
+        }
         sec[id].p = p + off;
         sec[id].off = off;
         sec[id].size = size;
@@ -1289,6 +1426,7 @@ static int parse_image(const uint8_t *p, size_t n, int weights_in_place, const k
         rd_init(&r, &sec[SEC_AOTCUDA], SEC_AOTCUDA);
         if ((rc = kiln__aot_cuda_parse_section(e, &r))) return rc;
     }
+    if (sec[SEC_PACKED].present && (rc = parse_packed(e, &sec[SEC_PACKED], !weights_in_place))) return rc;
 
     e->weights_size = sec[SEC_WEIGHTS].size;
     if (weights_in_place) {

@@ -211,9 +211,10 @@ KILN_API int kiln_engine_inspect(const kiln_engine *e, FILE *out) {
         for (int32_t k = 0; k < L->nout; k++)
             fprintf(out, "      out %s\n", tensor_str(e, L->out[k], b1, sizeof b1));
         if (L->prepacked) {
-            fprintf(out, "      packed at load:");
+            fprintf(out, "      packed:");
             for (int32_t k = 0; k < L->nin; k++)
-                if (L->prepacked[k]) fprintf(out, " in %d", (int)k);
+                if (L->prepacked[k])
+                    fprintf(out, " in %d%s", (int)k, L->prepacked_stored >> k & 1 ? " (stored)" : "");
             human(L->prepacked_bytes, b2, sizeof b2);
             fprintf(out, " (%s)\n", b2);
         }
@@ -249,15 +250,16 @@ KILN_API int kiln_engine_inspect(const kiln_engine *e, FILE *out) {
     for (int32_t t = 0; t < e->ntensors; t++) nconst += e->tensors[t].kind == KILN__ET_CONST;
     fprintf(out, "weights: %s in %d constants\n", b2, nconst);
     uint64_t packed = 0;
-    int npacked = 0;
+    int npacked = 0, nstored = 0;
     for (int32_t l = 0; l < e->nlayers; l++) {
         packed += e->layers[l].prepacked_bytes;
         npacked += e->layers[l].prepacked != NULL;
+        nstored += e->layers[l].prepacked_stored != 0;
     }
     if (npacked) {
         human(packed, b2, sizeof b2);
-        fprintf(out, "packed weights: %s for %d layers (made when the engine was built or loaded)\n", b2,
-                npacked);
+        fprintf(out, "packed weights: %s for %d layers (%d stored in the file, used in place; the others "
+                "packed when the engine was built or loaded)\n", b2, npacked, nstored);
     }
 
     fprintf(out, "AOT kernels (%d):\n", (int)e->naot);

@@ -41,6 +41,7 @@
  * names, types and array element types other than the schema's fail).
  */
 #include "kiln_int.h"
+#include "engine/validate.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -214,18 +215,16 @@ static void mark_input_dims(const kiln_engine *e, int32_t n, uint8_t *seen, uint
     if (x->op == KILN_EXPR_SELECT_) mark_input_dims(e, x->c, seen, dims_used);
 }
 
-/* "dims 2, 3 of input 'x'" for the network-input dims layer L's input
- * dims depend on; returns how many (0: none, or out of memory). */
-static int input_dims_of(const kiln_engine *e, const kiln__elayer *L, char *buf, size_t size) {
+int kiln__input_dims_of(const kiln_engine *e, const int32_t *tensors, int n, char *buf, size_t size) {
     uint8_t *seen = kiln__calloc((size_t)e->nnodes + 1, 1);
     uint8_t *used = kiln__calloc((size_t)e->ntensors * KILN_MAX_DIMS + 1, 1);
     int count = 0;
     size_t o = 0;
     buf[0] = 0;
     if (seen && used) {
-        for (int32_t k = 0; k < L->nin; k++) {
-            if (L->in[k] < 0) continue;
-            const kiln__etensor *t = &e->tensors[L->in[k]];
+        for (int k = 0; k < n; k++) {
+            if (tensors[k] < 0 || tensors[k] >= e->ntensors) continue;
+            const kiln__etensor *t = &e->tensors[tensors[k]];
             for (int i = 0; i < t->ndim; i++) mark_input_dims(e, t->dims[i], seen, used);
         }
         for (int32_t t = 0; t < e->ntensors; t++) {
@@ -305,7 +304,7 @@ int kiln__layer_check_shapes(const kiln_engine *e, int32_t l, void *state, const
          * caller's shapes are refused (e.g. dims left at 1), so say which
          * input dims to change. */
         char from[200];
-        if (input_dims_of(e, L, from, sizeof from) > 0)
+        if (kiln__input_dims_of(e, L->in, L->nin, from, sizeof from) > 0)
             return kiln__err(KILN_ESHAPE, "layer '%s' (%s::%s v%d) rejects its input dims %s, which follow from %s: %s; "
                              "give those input dims other values", L->name, op->ns, op->name, op->version, d, from, m);
         return kiln__err(KILN_EFORMAT, "engine is inconsistent: layer '%s' (%s::%s v%d) at input dims %s: %s",

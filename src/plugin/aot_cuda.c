@@ -146,16 +146,19 @@ int kiln__aot_cuda_from_kernel(const kiln__op *op, const kiln_aot_kernel *k, int
                         &out->smem};
     static const char *const dname[7] = {"grid x", "grid y", "grid z", "block x", "block y", "block z",
                                          "shared_mem"};
+    /* -1 marks "not given" (the default); node_of's failures are errors */
     for (int i = 0; i < 7; i++) {
-        *slot[i] = dims[i] ? node_of(ud, dims[i]) : -1;
-        if (*slot[i] < -1) return kiln__err_prefix(*slot[i], "%s: AOT CUDA kernel %s: %s", id, k->entry, dname[i]);
+        *slot[i] = dims[i] ? node_of(ud, dims[i]) : 0;
+        if (*slot[i] < 0) return kiln__err_prefix(*slot[i], "%s: AOT CUDA kernel %s: %s", id, k->entry, dname[i]);
+        if (!dims[i]) *slot[i] = -1;
     }
     for (int i = 0; i < k->nscalars; i++) {
         out->scalar_types[i] = (uint8_t)k->scalar_types[i];
         out->fscalars[i] = k->fscalars[i];
-        out->scalars[i] = k->scalars[i] ? node_of(ud, k->scalars[i]) : -1;
-        if (out->scalars[i] < -1)
+        out->scalars[i] = k->scalars[i] ? node_of(ud, k->scalars[i]) : 0;
+        if (out->scalars[i] < 0)
             return kiln__err_prefix(out->scalars[i], "%s: AOT CUDA kernel %s: scalar %d", id, k->entry, i);
+        if (!k->scalars[i]) out->scalars[i] = -1;
     }
     if (!(out->entry = kiln__strdup(k->entry))) return kiln__err(KILN_ENOMEM, "out of memory");
     int gpu = 0, sm = build_sm(&gpu);

@@ -94,6 +94,17 @@ static float *scratch_get(size_t floats) { return kiln__cpu_scratch(0, floats); 
 
 int kiln__sgemm_nr(void) { return NR; }
 
+/* What the packed forms of built-in ops depend on, for engine files
+ * (kiln_int.h): this GEMM's MR, NR and KC, and the integer GEMM's layout
+ * (ops/quantization/qlinear.c, fixed; bump "qgemm1" when it changes). */
+const char *kiln__prepack_layout(void) {
+#define KILN__STR_(x) #x
+#define KILN__STR(x) KILN__STR_(x)
+    return "sgemm mr" KILN__STR(MR) " nr" KILN__STR(NR) " kc" KILN__STR(KC) "; qgemm1";
+#undef KILN__STR
+#undef KILN__STR_
+}
+
 /* ------------------------------------------------------------ packing */
 
 #if defined(__AVX512F__)

@@ -36,7 +36,7 @@ typedef void *lt_desc, *lt_layout, *lt_pref;
 
 enum {
     R_16F = 2, R_16BF = 14, R_32F = 0,                       /* cudaDataType */
-    COMPUTE_32F = 68, COMPUTE_32F_FAST_TF32 = 77,             /* cublasComputeType_t */
+    COMPUTE_32F = KILN_CUDA_COMPUTE_32F, COMPUTE_32F_FAST_TF32 = KILN_CUDA_COMPUTE_32F_FAST_TF32, /* cublasComputeType_t */
     DESC_TRANSA = 3, DESC_TRANSB = 4, DESC_EPILOGUE = 7, DESC_BIAS_POINTER = 8,
     LAYOUT_BATCH_COUNT = 5, LAYOUT_BATCH_STRIDE = 6,
     PREF_MAX_WORKSPACE = 1, PREF_ALIGN_A = 5, PREF_ALIGN_B = 6, PREF_ALIGN_C = 7, PREF_ALIGN_D = 8,
@@ -158,6 +158,11 @@ static uint32_t align_of(const void *p) {
     return a;
 }
 
+int kiln__cuda_gemm_compute(const kiln_call *c, const kiln_cuda_gemm *g) {
+    return g->dtype == KILN_DTYPE_F32 && (g->allow_tf32 || kiln__cuda_allow_tf32(c)) ? COMPUTE_32F_FAST_TF32
+                                                                                     : COMPUTE_32F;
+}
+
 static void key_of(const kiln_cuda_gemm *g, size_t ws, plan_key *k) {
     memset(k, 0, sizeof *k); /* padding too: keys are compared with memcmp */
     k->m = g->m, k->n = g->n, k->k = g->k, k->batch = g->batch < 1 ? 1 : g->batch;
@@ -166,7 +171,7 @@ static void key_of(const kiln_cuda_gemm *g, size_t ws, plan_key *k) {
     k->bias = g->bias;
     k->ws = ws;
     k->ta = !!g->trans_a, k->tb = !!g->trans_b, k->dtype = g->dtype, k->epi = g->epilogue;
-    k->tf32 = g->dtype == KILN_DTYPE_F32 && g->allow_tf32;
+    k->tf32 = g->dtype == KILN_DTYPE_F32 && g->allow_tf32; /* kiln__cuda_gemm folds in the call's --tf32 */
     k->has_c = g->beta != 0.0f && g->c != NULL;
     k->align[0] = align_of(g->a), k->align[1] = align_of(g->b);
     k->align[2] = k->has_c ? align_of(g->c) : 256, k->align[3] = align_of(g->d);
@@ -292,8 +297,12 @@ int kiln__cuda_gemm_algos(const kiln_cuda_gemm *g, int max) {
     return p->nalgo < max ? p->nalgo : max;
 }
 
-int kiln__cuda_gemm(const kiln_call *c, const kiln_cuda_gemm *g) {
+int kiln__cuda_gemm(const kiln_call *c, const kiln_cuda_gemm *g_in) {
     const char *layer = c && c->layer ? c->layer : "?";
+    /* an engine built with --tf32 lets every FP32 GEMM of its layers use TF32 */
+    kiln_cuda_gemm gt = *g_in;
+    gt.allow_tf32 = kiln__cuda_gemm_compute(c, g_in) == COMPUTE_32F_FAST_TF32;
+    const kiln_cuda_gemm *g = &gt;
     int rc = gemm_check(g);
     if (!rc) rc = lt_load();
     if (rc) return kiln__err_prefix(rc, "layer '%s'", layer);

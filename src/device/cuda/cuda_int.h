@@ -33,7 +33,9 @@ int kiln__cuda_launch(const kiln_call *c, const char *name, const unsigned grid[
                       unsigned smem_bytes, void **args);
 
 /* 1 when the engine was built with KILN_BUILD_TF32 (`--tf32`): a GEMM op
- * sets kiln_cuda_gemm.allow_tf32 from it.  FP32 is exact by default. */
+ * may set kiln_cuda_gemm.allow_tf32 from it; kiln__cuda_gemm also folds it
+ * in itself, so every GEMM of a --tf32 engine gets it.  FP32 is exact by
+ * default. */
 static inline int kiln__cuda_allow_tf32(const kiln_call *c) {
     return c && c->exec && c->exec->device == KILN_DEVICE_CUDA && ((const kiln__cuda_exec *)c->exec)->allow_tf32;
 }
@@ -53,6 +55,14 @@ typedef struct kiln_cuda_gemm {
     int algo; int allow_tf32;
 } kiln_cuda_gemm;
 int kiln__cuda_gemm(const kiln_call *c, const kiln_cuda_gemm *g);
+/* The cublasComputeType_t kiln__cuda_gemm uses for g in call c: 77
+ * (CUBLAS_COMPUTE_32F_FAST_TF32) for FP32 when g->allow_tf32 or the call's
+ * engine was built with --tf32 (kiln__cuda_allow_tf32), else 68
+ * (CUBLAS_COMPUTE_32F: exact FP32 for FP32, FP32 accumulation for
+ * FP16/BF16).  Needs no GPU. */
+#define KILN_CUDA_COMPUTE_32F 68
+#define KILN_CUDA_COMPUTE_32F_FAST_TF32 77
+int kiln__cuda_gemm_compute(const kiln_call *c, const kiln_cuda_gemm *g);
 /* The device workspace a GEMM op should ask for (its cuda_workspace):
  * cuBLASLt gets c->workspace as its own, and chooses algorithms for that
  * size. */
@@ -116,6 +126,7 @@ typedef struct kiln__cu {
     CUresult (*GraphDestroy)(CUgraph);
     CUresult (*GetErrorString)(CUresult, const char **);
     CUresult (*GetErrorName)(CUresult, const char **);
+    CUresult (*PointerGetAttribute)(void *, int, CUdeviceptr);
     /* module.c: PTX -> cubin (the driver's JIT linker), modules freed */
     CUresult (*LinkCreate)(unsigned, int *, void **, CUlinkState *);
     CUresult (*LinkAddData)(CUlinkState, int, void *, size_t, const char *, unsigned, int *, void **);

@@ -201,4 +201,50 @@ typedef struct kiln_cu_pad {
     int64_t begin[KILN_CU_MAX_DIMS];
 } kiln_cu_pad;
 
+/* LSTM / GRU / RNN (rnn.c semantics, FP32): one block per (batch, direction)
+ * walks the time steps.  act/alpha/beta: the activations of each direction
+ * (rnn.c's kinds: 0 sigmoid, 1 tanh, 2 relu, 3 affine, 4 leakyrelu,
+ * 5 thresholdedrelu, 6 scaledtanh, 7 hardsigmoid, 8 elu, 9 softsign,
+ * 10 softplus), nacts per direction. */
+typedef struct kiln_cu_rnn {
+    int64_t S, B, I, H;
+    int32_t cell;        /* 0 RNN, 1 GRU, 2 LSTM */
+    int32_t ndir, rev_only, layout, lbr, input_forget;
+    int32_t nacts;
+    float clip;          /* 0: none */
+    int32_t act[6];
+    float alpha[6], beta[6];
+} kiln_cu_rnn;
+
+/* Index tuples of GatherND / ScatterND (gather_scatter.c's nd_walk): per
+ * indexed dim its length and data stride (elements). */
+typedef struct kiln_cu_nd {
+    int64_t dd[KILN_CU_MAX_DIMS];
+    int64_t st[KILN_CU_MAX_DIMS];
+} kiln_cu_nd;
+
+/* Errors found by a kernel (an index out of range): the context's fault
+ * record lives in page-locked host memory, mapped into the device's
+ * address space; a kernel that finds bad data fills it (the first report
+ * wins, best effort under races) and the host reads it at its next sync
+ * of the run and turns it into an error naming the layer.  code 0: none. */
+typedef struct kiln_cu_fault {
+    uint64_t tag;        /* the launch's kiln_call.layer pointer (which layer) */
+    int64_t value;       /* the offending value */
+    int64_t lo, hi;      /* the valid range [lo, hi) */
+    int64_t pos;         /* flat position of the element that holds it */
+    int32_t code;        /* kiln_cu_fault_code */
+    int32_t input;       /* input number of that tensor */
+} kiln_cu_fault;
+
+enum kiln_cu_fault_code { KILN_CU_FAULT_NONE = 0, KILN_CU_FAULT_INDEX = 1 };
+
+/* What a checking kernel gets by value: where to report (NULL: no record,
+ * e.g. while the builder times tactics; the kernel then writes zeros for
+ * a bad index) and its launch's tag. */
+typedef struct kiln_cu_check {
+    kiln_cu_fault *fault;
+    uint64_t tag;
+} kiln_cu_check;
+
 #endif /* KILN_CUDA_KERNEL_ARGS_H */

@@ -56,6 +56,14 @@ static void d_host_free(void *p) {
     if (c && p) c->MemFreeHost(p);
 }
 
+static int d_is_device_ptr(const void *p) {
+    const kiln__cu *c = cu();
+    unsigned type = 0;
+    /* CU_POINTER_ATTRIBUTE_MEMORY_TYPE (2) is CU_MEMORYTYPE_DEVICE (2);
+     * pageable host memory is an error here (not a CUDA pointer) */
+    return c && p && !c->PointerGetAttribute(&type, 2, (CUdeviceptr)(uintptr_t)p) && type == 2;
+}
+
 static int d_copy(void *dst, const void *src, size_t n, void *stream) {
     if (!n || dst == src) return 0;
     CU_OR_FAIL(c);
@@ -149,6 +157,7 @@ static const kiln__device g_cuda = {
     .free = d_free,
     .host_alloc = d_host_alloc,
     .host_free = d_host_free,
+    .is_device_ptr = d_is_device_ptr,
     .copy = d_copy,
     .memset = d_memset,
     .stream_create = d_stream_create,

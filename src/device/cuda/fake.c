@@ -129,12 +129,15 @@ static int f_signature(char *buf, size_t size) {
 
 static kiln__device g_fake;
 
+static int f_is_device_ptr(const void *p) { return kiln__cuda_fake_owns(p); }
+
 void kiln__cuda_fake(int on) {
     g_fake = kiln__device_cpu;
     g_fake.kind = KILN_DEVICE_CUDA;
     g_fake.name = "cuda (fake)";
     g_fake.alloc = f_alloc;
     g_fake.free = f_free;
+    g_fake.is_device_ptr = f_is_device_ptr;
     g_fake.copy = f_copy;
     g_fake.memset = f_memset;
     g_fake.signature = f_signature;

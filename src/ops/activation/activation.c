@@ -281,6 +281,7 @@ static uparam params(const kiln_attrs *a) {
  * types, the exact ones also on int32/int64. */
 static const kiln_combo cu_float[] = {{.types = KILN_CU_T_FLOAT}, {0}};
 static const kiln_combo cu_exact[] = {{.types = KILN_CU_T_NUM}, {0}};
+static const kiln_combo cu_clip[] = {{.types = KILN_CU_T_NUM "|INT8|INT16|UINT8|UINT16|UINT32"}, {0}};
 static const kiln_combo cu_class[] = {{.types = KILN_CU_T_FLOAT ", BOOL"}, {0}};
 
 #define UN_OP(VAR, NAME, VER, TAB, OUTBOOL, ATTRS, CUF, DOC)                  \
@@ -473,7 +474,7 @@ static const kiln_quick_op clip11_op = {
     .ns = OPS_NS, .name = "Clip", .version = 11, .min_inputs = 1, .max_inputs = 3,
     .num_outputs = 1, .shape = clip11_shape, .impl = clip11_impl,
     .epilogue = clip_epi, .epilogue_check = clip_epi_check,
-    .cuda_impl = kiln__cu_clip, .cuda_formats = cu_exact, .cuda_host_inputs = 6,
+    .cuda_impl = kiln__cu_clip, .cuda_formats = cu_clip, .cuda_host_inputs = 6,
     .doc = "clamp to [min, max] (optional scalar inputs)",
 };
 KILN_OP(clip11_op)

@@ -24,10 +24,10 @@ __device__ __forceinline__ void kc_unary_int(int64_t n, const T *x, T *y, int ac
     KC_FOR(i, n, int64_t) {
         T v = x[i];
         switch (act) {
-        case KILN_CU_ACT_ABS: v = v < 0 ? (T)(0 - (U)v) : v; break;
+        case KILN_CU_ACT_ABS: v = kc_neg(v) ? (T)(0 - (U)v) : v; break;
         case KILN_CU_ACT_NEG: v = (T)(0 - (U)v); break;
         case KILN_CU_ACT_RELU: v = v > 0 ? v : 0; break;
-        case KILN_CU_ACT_SIGN: v = v > 0 ? 1 : v < 0 ? -1 : 0; break;
+        case KILN_CU_ACT_SIGN: v = v > 0 ? (T)1 : kc_neg(v) ? (T)-1 : (T)0; break;
         case KILN_CU_ACT_CLIP: v = v < (T)a ? (T)a : v > (T)b ? (T)b : v; break;
         default: break;
         }
@@ -59,3 +59,10 @@ KC_FLOATS(KC_CLASSIFY)
     }
 KC_FLOATS(KC_UNARY)
 KC_INTS(KC_UNARY_INT)
+/* the narrower and unsigned integers (Clip; the launcher clamps a and b
+ * into the type's range, so (T)a is exact) */
+KC_UNARY_INT(i8, int8_t)
+KC_UNARY_INT(i16, int16_t)
+KC_UNARY_INT(u8, uint8_t)
+KC_UNARY_INT(u16, uint16_t)
+KC_UNARY_INT(u32, uint32_t)

@@ -12,6 +12,21 @@ static int is_float(kiln_dtype t) {
     return t == KILN_DTYPE_F32 || t == KILN_DTYPE_F16 || t == KILN_DTYPE_BF16;
 }
 
+/* The range of the integer types the unary_<T> kernels take (u64 not:
+ * its range does not fit the kernel's int64 bounds); 0 for the others. */
+static int int_range(kiln_dtype t, int64_t *lo, int64_t *hi) {
+    switch (t) {
+    case KILN_DTYPE_I8: *lo = INT8_MIN, *hi = INT8_MAX; return 1;
+    case KILN_DTYPE_I16: *lo = INT16_MIN, *hi = INT16_MAX; return 1;
+    case KILN_DTYPE_I32: *lo = INT32_MIN, *hi = INT32_MAX; return 1;
+    case KILN_DTYPE_I64: *lo = INT64_MIN, *hi = INT64_MAX; return 1;
+    case KILN_DTYPE_U8: *lo = 0, *hi = UINT8_MAX; return 1;
+    case KILN_DTYPE_U16: *lo = 0, *hi = UINT16_MAX; return 1;
+    case KILN_DTYPE_U32: *lo = 0, *hi = UINT32_MAX; return 1;
+    default: return 0;
+    }
+}
+
 /* y = f(x) elementwise; float types run every function, integer types the
  * exact ones (Abs Neg Relu Sign Clip). */
 static int unary_launch(const kiln_call *c, const char *op, int act, double a, double b) {
@@ -27,9 +42,10 @@ static int unary_launch(const kiln_call *c, const char *op, int act, double a, d
     }
     int exact = act == KILN_CU_ACT_ABS || act == KILN_CU_ACT_NEG || act == KILN_CU_ACT_RELU ||
                 act == KILN_CU_ACT_SIGN || act == KILN_CU_ACT_CLIP;
-    if (!exact || (x->dtype != KILN_DTYPE_I32 && x->dtype != KILN_DTYPE_I64)) return kiln__cu_type_err(op, x->dtype);
-    /* integer bounds: clamp the float bounds into int64 (infinite = none) */
-    int64_t ia = a <= -9.2e18 ? INT64_MIN : (int64_t)ceil(a), ib = b >= 9.2e18 ? INT64_MAX : (int64_t)floor(b);
+    int64_t lo, hi;
+    if (!exact || !int_range(x->dtype, &lo, &hi)) return kiln__cu_type_err(op, x->dtype);
+    /* integer bounds: the float bounds clamped into the type's range (infinite = none) */
+    int64_t ia = a <= (double)lo ? lo : (int64_t)ceil(a), ib = b >= (double)hi ? hi : (int64_t)floor(b);
     void *args[] = {&n, (void *)&x->data, &y->data, &act, &ia, &ib};
     return kiln__cu_launch_n(c, "unary", kiln__cu_suffix(x->dtype), n, args);
 }

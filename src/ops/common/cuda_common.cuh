@@ -47,11 +47,32 @@ template <typename T> __device__ __forceinline__ T kc_stf(float v) { return kc_t
 template <typename T> struct kc_uns { typedef T type; };
 template <> struct kc_uns<int32_t> { typedef uint32_t type; };
 template <> struct kc_uns<int64_t> { typedef uint64_t type; };
+template <> struct kc_uns<int8_t> { typedef uint8_t type; };
+template <> struct kc_uns<int16_t> { typedef uint16_t type; };
+
+/* Sign tests that compile without "pointless comparison" warnings for the
+ * unsigned types: x < 0, and x == -1 (false for unsigned types). */
+template <typename T, bool SIGNED = ((T)-1 < (T)0)> struct kc_sign {
+    static __device__ __forceinline__ bool neg(T x) { return x < (T)0; }
+    static __device__ __forceinline__ bool neg1(T x) { return x == (T)-1; }
+};
+template <typename T> struct kc_sign<T, false> {
+    static __device__ __forceinline__ bool neg(T) { return false; }
+    static __device__ __forceinline__ bool neg1(T) { return false; }
+};
+template <typename T> __device__ __forceinline__ bool kc_neg(T x) { return kc_sign<T>::neg(x); }
+template <typename T> __device__ __forceinline__ bool kc_neg1(T x) { return kc_sign<T>::neg1(x); }
 
 /* X(suffix, type) per dtype class, for the instantiation macros. */
 #define KC_FLOATS(X) X(f32, float) X(f16, kc_f16) X(bf16, kc_bf16)
 #define KC_INTS(X) X(i32, int32_t) X(i64, int64_t)
 #define KC_NUMS(X) KC_FLOATS(X) KC_INTS(X)
+/* the float types with double (kernels that take every float type) */
+#define KC_FLOATS64(X) KC_FLOATS(X) X(f64, double)
+/* the numeric types beyond KC_NUMS (double, 8/16-bit and unsigned
+ * integers), for the kernels that take every numeric type */
+#define KC_MORE_NUMS(X)                                                                 \
+    X(f64, double) X(i8, int8_t) X(i16, int16_t) X(u8, uint8_t) X(u16, uint16_t) X(u32, uint32_t) X(u64, uint64_t)
 /* element sizes, for kernels that only move bytes */
 #define KC_SIZES(X) X(1, uint8_t) X(2, uint16_t) X(4, uint32_t) X(8, uint64_t)
 
@@ -187,6 +208,34 @@ template <typename R> __device__ __forceinline__ float kc_block_reduce(float v) 
     }
     __syncthreads();
     return part[32];
+}
+
+/* ---- faults -----------------------------------------------------------------
+ * Report a bad value found by a kernel (see kiln_cu_fault): plain volatile
+ * stores into mapped host memory, the code last, so the host never sees a
+ * code without its fields; the first report stays (races may mix fields of
+ * two bad elements of one launch, each a true report). */
+__device__ __noinline__ void kc_fault(const kiln_cu_check &ck, int input, int64_t value, int64_t lo, int64_t hi,
+                                      int64_t pos) {
+    volatile kiln_cu_fault *f = ck.fault;
+    if (!f || f->code) return;
+    f->tag = ck.tag;
+    f->value = value;
+    f->lo = lo;
+    f->hi = hi;
+    f->pos = pos;
+    f->input = input;
+    __threadfence_system();
+    f->code = KILN_CU_FAULT_INDEX;
+}
+
+/* An index into an axis of length len (negative counts from the end), or
+ * -1 after reporting it when out of range. */
+__device__ __forceinline__ int64_t kc_index(const kiln_cu_check &ck, int input, int64_t k, int64_t len, int64_t pos) {
+    int64_t j = k < 0 ? k + len : k;
+    if (j >= 0 && j < len) return j;
+    kc_fault(ck, input, k, -len, len, pos);
+    return -1;
 }
 
 #endif /* KILN_CUDA_COMMON_CUH */

@@ -17,13 +17,23 @@
 #define KILN_CU_T_FLOAT "FP32|FP16|BF16"
 #define KILN_CU_T_NUM "FP32|FP16|BF16|INT32|INT64"
 #define KILN_CU_T_ANY "FP32|FP16|BF16|INT32|INT64|INT8|UINT8|BOOL"
+/* every numeric type (the broadcasting binary kernels) and the integers */
+#define KILN_CU_T_NUM_ALL KILN_CU_T_NUM "|FP64|INT8|INT16|UINT8|UINT16|UINT32|UINT64"
+#define KILN_CU_T_INT_ALL "INT8|INT16|INT32|INT64|UINT8|UINT16|UINT32|UINT64"
 
 /* math/elementwise_cuda.c */
 int kiln__cu_binary(const kiln_call *c, const char *op); /* Add ... Xor, PRelu, Bitwise* */
 int kiln__cu_mod(const kiln_call *c);
+int kiln__cu_bitshift(const kiln_call *c); /* unsigned integers */
 int kiln__cu_variadic(const kiln_call *c, const char *op); /* Sum Mean Max Min */
 int kiln__cu_where(const kiln_call *c);
 int kiln__cu_not(const kiln_call *c);
+
+/* math/topk_cuda.c: FP32 FP16 BF16 FP64 INT32 INT64 (K input on the host) */
+int kiln__cu_topk(const kiln_call *c);
+
+/* math/cumsum_cuda.c: FP32 FP16 BF16 FP64 INT32 INT64 (axis on the host) */
+int kiln__cu_cumsum(const kiln_call *c);
 
 /* activation/activation_cuda.c */
 int kiln__cu_unary(const kiln_call *c, const char *op); /* Relu ... Atanh, Gelu, Shrink, IsNaN, IsInf */
@@ -43,6 +53,11 @@ int kiln__cu_layernorm(const kiln_call *c);
 int kiln__cu_instancenorm(const kiln_call *c);
 int kiln__cu_groupnorm18(const kiln_call *c); /* scale/bias per group */
 int kiln__cu_groupnorm21(const kiln_call *c); /* scale/bias per channel */
+
+/* nn/loss_cuda.c: any float type; targets out of range reported at the next sync */
+int kiln__cu_nll_loss(const kiln_call *c);
+int kiln__cu_sce_loss(const kiln_call *c);
+size_t kiln__cu_loss_workspace(const kiln_call *c);
 
 /* nn/conv_cuda.c: Conv tactics 0 auto, 1 direct, 2 im2col + cuBLASLt GEMM */
 int kiln__cu_conv(const kiln_call *c);
@@ -81,6 +96,23 @@ int kiln__cu_dropout(const kiln_call *c);     /* inference: copy, mask all true 
 int kiln__cu_reduce(const kiln_call *c, const char *op);
 int kiln__cu_argmax(const kiln_call *c);
 int kiln__cu_argmin(const kiln_call *c);
+
+/* tensor/scatter_cuda.c: int64 indices, every numeric type and bool;
+ * indices out of range reported at the next sync */
+int kiln__cu_gather_nd(const kiln_call *c);
+int kiln__cu_scatter_nd(const kiln_call *c);
+int kiln__cu_scatter_elements(const kiln_call *c);
+
+/* tensor/trilu_cuda.c: fills by position, any type (Trilu's k and
+ * ConstantOfShape's shape on the host) */
+int kiln__cu_trilu(const kiln_call *c);
+int kiln__cu_eye_like(const kiln_call *c);
+int kiln__cu_constant_of_shape(const kiln_call *c);
+
+/* rnn/rnn_cuda.c: LSTM/GRU/RNN in FP32 without sequence_lens; rnn.c
+ * resolves the attributes into a kiln_cu_rnn (cell, directions,
+ * activations, clip, layout, ...) and hands them over */
+int kiln__cu_rnn(const kiln_call *c, const kiln_cu_rnn *p);
 
 /* tensor/resize_cuda.c: resize.c resolves the parameters (its rparams)
  * into a kiln_cu_resize and hands them over */

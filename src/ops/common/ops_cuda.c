@@ -15,7 +15,8 @@
 
 /* Thin names over the CPU ops' helpers, so the launchers depend on this
  * header alone. */
-int kiln__cu_contig(const kiln_tensor *t) { return kiln__ops_contig(t); }
+/* An empty tensor counts as contiguous: no element is addressed. */
+int kiln__cu_contig(const kiln_tensor *t) { return kiln_tensor_numel(t) == 0 || kiln__ops_contig(t); }
 
 int kiln__cu_has_in(const kiln_call *c, int i) {
     return i < c->nin && c->in[i].dtype != KILN_DTYPE_UNDEFINED && c->in[i].data;
@@ -53,6 +54,11 @@ int64_t kiln__cu_attr_ints(const kiln_call *c, const char *name, const int64_t *
 const char *kiln__cu_suffix(kiln_dtype t) {
     switch (t) {
     case KILN_DTYPE_F32: return "f32";
+    case KILN_DTYPE_F64: return "f64";
+    case KILN_DTYPE_I16: return "i16";
+    case KILN_DTYPE_U16: return "u16";
+    case KILN_DTYPE_U32: return "u32";
+    case KILN_DTYPE_U64: return "u64";
     case KILN_DTYPE_F16: return "f16";
     case KILN_DTYPE_BF16: return "bf16";
     case KILN_DTYPE_I32: return "i32";
@@ -72,6 +78,12 @@ const char *kiln__cu_size_suffix(kiln_dtype t) {
     case 8: return "8";
     default: return NULL;
     }
+}
+
+kiln_cu_check kiln__cu_check(const kiln_call *c) {
+    kiln_cu_check k = {NULL, (uint64_t)(uintptr_t)(c ? c->layer : NULL)};
+    if (c && c->exec && c->exec->device == KILN_DEVICE_CUDA) k.fault = ((const kiln__cuda_exec *)c->exec)->fault;
+    return k;
 }
 
 int kiln__cu_type_err(const char *op, kiln_dtype t) {

@@ -19,7 +19,7 @@
 
 #include <stdint.h>
 
-/* Row-major contiguous (strides as dims imply; dims of 1 ignored)? */
+/* Row-major contiguous (strides as dims imply; dims of 1 ignored) or empty? */
 int kiln__cu_contig(const kiln_tensor *t);
 /* Is input i present (not an absent optional)? */
 int kiln__cu_has_in(const kiln_call *c, int i);
@@ -37,12 +37,20 @@ const char *kiln__cu_attr_str(const kiln_call *c, const char *name, const char *
 /* Integer array: its count, or -1 (and *v NULL) when absent. */
 int64_t kiln__cu_attr_ints(const kiln_call *c, const char *name, const int64_t **v);
 
-/* Kernel-name suffix of dtype t ("f32", "f16", "bf16", "i32", "i64", "i8",
- * "u8", "bool"), or NULL when the GPU kernels do not take it. */
+/* Kernel-name suffix of dtype t ("f32", "f16", "bf16", "f64", "i8", "i16",
+ * "i32", "i64", "u8", "u16", "u32", "u64", "bool"), or NULL for the types no
+ * GPU kernel takes (each launcher checks the types its kernels have). */
 const char *kiln__cu_suffix(kiln_dtype t);
 /* Element-size suffix for the byte-moving kernels ("1", "2", "4", "8") or
  * NULL. */
 const char *kiln__cu_size_suffix(kiln_dtype t);
+
+/* Where a kernel that checks its data (indices) reports what it finds:
+ * the context's fault record and this launch's tag (c->layer, the
+ * engine's name string of the layer), read back by the
+ * context at its next sync (engine/context.c).  No record outside a
+ * context run. */
+kiln_cu_check kiln__cu_check(const kiln_call *c);
 
 /* "<op>: no CUDA kernel for type <t>" as KILN_EUNSUPPORTED. */
 int kiln__cu_type_err(const char *op, kiln_dtype t);

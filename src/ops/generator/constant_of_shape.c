@@ -2,6 +2,7 @@
  * constant_of_shape.c — ConstantOfShape: a tensor of the given (build-time)
  * shape filled with one value.
  */
+#include "ops/common/cuda_impls.h"
 #include "ops/common/ops_util.h"
 
 static const kiln_attr_def cos_attrs[] = {
@@ -54,5 +55,6 @@ static const kiln_quick_op cos_op = {
     .ns = OPS_NS, .name = "ConstantOfShape", .version = 9, .min_inputs = 1, .max_inputs = 1,
     .num_outputs = 1, .attrs = cos_attrs, .shape = cos_shape, .impl = cos_impl,
     .doc = "tensor of the given shape filled with value",
+    .cuda_impl = kiln__cu_constant_of_shape, .cuda_host_inputs = 1u << 0, /* any type (tensor/trilu_cuda.c) */
 };
 KILN_OP(cos_op)

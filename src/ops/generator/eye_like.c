@@ -1,6 +1,7 @@
 /*
  * eye_like.c — EyeLike: a 2-D tensor with ones on the k-th diagonal.
  */
+#include "ops/common/cuda_impls.h"
 #include "ops/common/ops_util.h"
 
 static const kiln_attr_def eye_attrs[] = {
@@ -35,5 +36,6 @@ static const kiln_quick_op eye_op = {
     .ns = OPS_NS, .name = "EyeLike", .version = 9, .min_inputs = 1, .max_inputs = 1,
     .num_outputs = 1, .attrs = eye_attrs, .shape = eye_shape, .impl = eye_impl,
     .doc = "ones on diagonal k, zeros elsewhere",
+    .cuda_impl = kiln__cu_eye_like, /* any type (tensor/trilu_cuda.c) */
 };
 KILN_OP(eye_op)

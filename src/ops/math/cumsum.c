@@ -2,6 +2,7 @@
  * cumsum.c — CumSum: cumulative sum along an axis (exclusive and reverse
  * modes); integer types sum in int64, floats in double.
  */
+#include "ops/common/cuda_impls.h"
 #include "ops/common/ops_util.h"
 
 static const kiln_attr_def cumsum_attrs[] = {
@@ -57,9 +58,13 @@ static int cumsum_impl(const kiln_call *c) {
     kiln__free(buf);
     return 0;
 }
+/* CUDA (cumsum_cuda.c): the kernel's types; the axis stays on the host. */
+static const kiln_combo cu_cumsum[] = {
+    {.types = "FP32|FP16|BF16|FP64|INT32|INT64, INT32*INT64, FP32|FP16|BF16|FP64|INT32|INT64"}, {0}};
 static const kiln_quick_op cumsum_op = {
     .ns = OPS_NS, .name = "CumSum", .version = 11, .min_inputs = 2, .max_inputs = 2,
     .num_outputs = 1, .attrs = cumsum_attrs, .shape = cumsum_shape, .impl = cumsum_impl,
     .doc = "cumulative sum along axis (exclusive/reverse)",
+    .cuda_impl = kiln__cu_cumsum, .cuda_formats = cu_cumsum, .cuda_host_inputs = 1u << 1,
 };
 KILN_OP(cumsum_op)

@@ -378,12 +378,13 @@ static int bin_impl(const kiln_call *c, const bin_fn *tab) {
 }
 
 /* Types of the CUDA kernels (elementwise.cu) per op class. */
-static const kiln_combo cu_num[] = {{.types = KILN_CU_T_NUM}, {0}};
+static const kiln_combo cu_num[] = {{.types = KILN_CU_T_NUM_ALL}, {0}};
 static const kiln_combo cu_float[] = {{.types = KILN_CU_T_FLOAT}, {0}};
-static const kiln_combo cu_int[] = {{.types = "INT32|INT64"}, {0}};
+static const kiln_combo cu_int[] = {{.types = KILN_CU_T_INT_ALL}, {0}};
+static const kiln_combo cu_uint[] = {{.types = "UINT8|UINT16|UINT32|UINT64"}, {0}};
 static const kiln_combo cu_bool[] = {{.types = "BOOL"}, {0}};
-static const kiln_combo cu_cmp[] = {{.types = KILN_CU_T_NUM ", " KILN_CU_T_NUM ", BOOL"}, {0}};
-static const kiln_combo cu_eq[] = {{.types = KILN_CU_T_NUM ", " KILN_CU_T_NUM ", BOOL"}, {.types = "BOOL"}, {0}};
+static const kiln_combo cu_cmp[] = {{.types = KILN_CU_T_NUM_ALL ", " KILN_CU_T_NUM_ALL ", BOOL"}, {0}};
+static const kiln_combo cu_eq[] = {{.types = KILN_CU_T_NUM_ALL ", " KILN_CU_T_NUM_ALL ", BOOL"}, {.types = "BOOL"}, {0}};
 
 #define BIN_OP(VAR, NAME, VER, TAB, OUTBOOL, VOP, SAME, ATTRS, CUF, DOC)           \
     static int VAR##_shape(kiln_shape_ctx *c) {                               \
@@ -507,6 +508,7 @@ static int shift_impl(const kiln_call *c) {
 static const kiln_quick_op shift_op = {
     .ns = OPS_NS, .name = "BitShift", .version = 11, .min_inputs = 2, .max_inputs = 2,
     .num_outputs = 1, .attrs = shift_attrs, .shape = shift_shape, .impl = shift_impl,
+    .cuda_impl = kiln__cu_bitshift, .cuda_formats = cu_uint,
     .doc = "bitwise shift of unsigned integers",
 };
 KILN_OP(shift_op)

@@ -3,7 +3,8 @@
  * Mod PRelu, bitwise ops), comparisons, logical ops, Not and Where.
  *
  * One templated body per kernel kind, instantiated per dtype as
- * binary_<T>, compare_<T>, where_<bytes>; the op is a run-time argument
+ * binary_<T>, compare_<T> (T: every float type and every integer type
+ * of 1 to 8 bytes), where_<bytes>; the op is a run-time argument
  * (kiln_cu_binop), uniform across the grid.  Operands are addressed through
  * a kiln_cu_iter (the launcher coalesces the broadcast dims; strides 0
  * broadcast).  Semantics follow the CPU ops in elementwise.c: integer
@@ -12,29 +13,35 @@
  */
 #include "ops/common/cuda_common.cuh"
 
-/* ---- float compute ---------------------------------------------------------- */
-__device__ __forceinline__ float kc_bin(int op, float x, float z) {
+/* ---- float compute (float for the 32- and 16-bit floats, double for
+ * double; pow/fmod resolve to powf/fmodf for float) ------------------------- */
+template <typename F> __device__ __forceinline__ F kc_fbin(int op, F x, F z) {
     switch (op) {
     case KILN_CU_ADD: return x + z;
     case KILN_CU_SUB: return x - z;
     case KILN_CU_MUL: return x * z;
     case KILN_CU_DIV: return x / z;
-    case KILN_CU_POW: return powf(x, z);
+    case KILN_CU_POW: return pow(x, z);
     case KILN_CU_MAX: return x > z || x != x ? x : z;
     case KILN_CU_MIN: return x < z || x != x ? x : z;
-    case KILN_CU_FMOD: return fmodf(x, z);
+    case KILN_CU_FMOD: return fmod(x, z);
     case KILN_CU_MOD: {
-        float r = fmodf(x, z);
-        return r != 0.0f && ((r < 0.0f) != (z < 0.0f)) ? r + z : r;
+        F r = fmod(x, z);
+        return r != (F)0 && ((r < (F)0) != (z < (F)0)) ? r + z : r;
     }
-    case KILN_CU_PRELU: return x < 0.0f ? z * x : x;
-    default: return 0.0f;
+    case KILN_CU_PRELU: return x < (F)0 ? z * x : x;
+    default: return (F)0;
     }
 }
+__device__ __forceinline__ float kc_bin(int op, float x, float z) { return kc_fbin<float>(op, x, z); }
+__device__ __forceinline__ double kc_bin(int op, double x, double z) { return kc_fbin<double>(op, x, z); }
 
-/* ---- integer compute (wraps like the CPU op: arithmetic in unsigned) ------ */
+/* ---- integer compute (wraps like the CPU op: arithmetic in unsigned) ------
+ * Signed and unsigned types of 1 to 8 bytes; -1 is special only when signed
+ * (x / -1 and x % -1 would trap on the minimum). */
+
 template <typename T> __device__ __forceinline__ T kc_ipow(T b, T e) {
-    if (e < 0) return b == 1 ? 1 : b == -1 ? (e % 2 ? -1 : 1) : 0;
+    if (kc_neg(e)) return b == (T)1 ? (T)1 : kc_neg1(b) ? (e % 2 ? (T)-1 : (T)1) : (T)0;
     typedef typename kc_uns<T>::type U;
     U r = 1, ub = (U)b;
     while (e) {
@@ -51,20 +58,22 @@ template <typename T> __device__ __forceinline__ T kc_bin(int op, T x, T z) {
     case KILN_CU_ADD: return (T)((U)x + (U)z);
     case KILN_CU_SUB: return (T)((U)x - (U)z);
     case KILN_CU_MUL: return (T)((U)x * (U)z);
-    case KILN_CU_DIV: return z == 0 ? 0 : z == -1 ? (T)(0 - (U)x) : x / z;
+    case KILN_CU_DIV: return z == 0 ? (T)0 : kc_neg1(z) ? (T)(0 - (U)x) : (T)(x / z);
     case KILN_CU_POW: return kc_ipow<T>(x, z);
     case KILN_CU_MAX: return x > z ? x : z;
     case KILN_CU_MIN: return x < z ? x : z;
-    case KILN_CU_FMOD: return z == 0 || z == -1 ? 0 : x % z;
+    case KILN_CU_FMOD: return z == 0 || kc_neg1(z) ? (T)0 : (T)(x % z);
     case KILN_CU_MOD: {
-        if (z == 0 || z == -1) return 0;
-        T r = x % z;
-        return r != 0 && ((r < 0) != (z < 0)) ? r + z : r;
+        if (z == 0 || kc_neg1(z)) return 0;
+        T r = (T)(x % z);
+        return r != 0 && (kc_neg(r) != kc_neg(z)) ? (T)(r + z) : r;
     }
-    case KILN_CU_PRELU: return x < 0 ? (T)((U)z * (U)x) : x;
+    case KILN_CU_PRELU: return kc_neg(x) ? (T)((U)z * (U)x) : x;
     case KILN_CU_BAND: return x & z;
     case KILN_CU_BOR: return x | z;
     case KILN_CU_BXOR: return x ^ z;
+    case KILN_CU_SHL: return (uint64_t)z >= 8 * sizeof(T) ? (T)0 : (T)(x << z);
+    case KILN_CU_SHR: return (uint64_t)z >= 8 * sizeof(T) ? (T)0 : (T)(x >> z);
     default: return 0;
     }
 }
@@ -114,6 +123,8 @@ __device__ __forceinline__ void kc_compare(const kiln_cu_iter &it, const T *a, c
     }
 KC_NUMS(KC_BINARY)
 KC_NUMS(KC_COMPARE)
+KC_MORE_NUMS(KC_BINARY)
+KC_MORE_NUMS(KC_COMPARE)
 KC_COMPARE(bool, uint8_t)
 
 /* Where(cond, x, y): it has four operands' worth of addressing in two

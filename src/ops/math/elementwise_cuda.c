@@ -35,7 +35,7 @@ static const bin_entry *bin_find(const char *op) {
 static int bin_launch(const kiln_call *c, const char *opname, int code, int compare, const kiln_tensor *a,
                       const kiln_tensor *b, kiln_tensor *y) {
     const char *suf = kiln__cu_suffix(a->dtype);
-    if (!suf || a->dtype == KILN_DTYPE_I8 || a->dtype == KILN_DTYPE_U8 || (a->dtype == KILN_DTYPE_BOOL && !compare))
+    if (!suf || (a->dtype == KILN_DTYPE_BOOL && !compare))
         return kiln__cu_type_err(opname, a->dtype);
     if (b->dtype != a->dtype)
         return kiln_set_error(KILN_EUNSUPPORTED, "%s: CUDA kernels need both inputs of one type (%s and %s)",
@@ -62,6 +62,13 @@ int kiln__cu_mod(const kiln_call *c) {
     const kiln_attr_value *f = kiln_attrs_get(c->attrs, "fmod");
     int code = f && f->present && f->i ? KILN_CU_FMOD : KILN_CU_MOD;
     return bin_launch(c, "Mod", code, 0, &c->in[0], &c->in[1], &c->out[0]);
+}
+
+int kiln__cu_bitshift(const kiln_call *c) {
+    const char *d = kiln__cu_attr_str(c, "direction", "");
+    int left = !strcmp(d, "LEFT");
+    if (!left && strcmp(d, "RIGHT")) return kiln_set_error(KILN_EATTR, "BitShift: direction '%s'", d);
+    return bin_launch(c, "BitShift", left ? KILN_CU_SHL : KILN_CU_SHR, 0, &c->in[0], &c->in[1], &c->out[0]);
 }
 
 /* Sum/Mean/Max/Min of n inputs: y = in0 OP in1, then y = y OP in_k (y

@@ -2,6 +2,7 @@
  * topk.c — TopK (opsets 1 and 10+): the k largest or smallest elements
  * along an axis, with their indices.
  */
+#include "ops/common/cuda_impls.h"
 #include "ops/common/ops_util.h"
 
 #include <stdlib.h>
@@ -131,15 +132,21 @@ static int topk_impl(const kiln_call *c) {
 }
 static int topk1_shape(kiln_shape_ctx *c) { return topk_shape_(c, 0); }
 static int topk10_shape(kiln_shape_ctx *c) { return topk_shape_(c, 1); }
+/* CUDA (topk_cuda.c): the kernel's types; TopK-10's K stays on the host. */
+#define CU_TOPK_T "FP32|FP16|BF16|FP64|INT32|INT64"
+static const kiln_combo cu_topk1[] = {{.types = CU_TOPK_T ", " CU_TOPK_T ", INT64"}, {0}};
+static const kiln_combo cu_topk10[] = {{.types = CU_TOPK_T ", INT64, " CU_TOPK_T ", INT64"}, {0}};
 static const kiln_quick_op topk1_op = {
     .ns = OPS_NS, .name = "TopK", .version = 1, .min_inputs = 1, .max_inputs = 1,
     .num_outputs = 2, .attrs = topk1_attrs, .shape = topk1_shape, .impl = topk_impl,
     .doc = "k largest values and their indices (k attribute)",
+    .cuda_impl = kiln__cu_topk, .cuda_formats = cu_topk1,
 };
 static const kiln_quick_op topk10_op = {
     .ns = OPS_NS, .name = "TopK", .version = 10, .min_inputs = 2, .max_inputs = 2,
     .num_outputs = 2, .attrs = topk10_attrs, .shape = topk10_shape, .impl = topk_impl,
     .doc = "k largest/smallest values and their indices (K input)",
+    .cuda_impl = kiln__cu_topk, .cuda_formats = cu_topk10, .cuda_host_inputs = 1u << 1,
 };
 KILN_OP(topk1_op)
 KILN_OP(topk10_op)

@@ -441,12 +441,15 @@ static int conv_padgemm(const kiln_call *c, const geom *g) {
     return 0;
 }
 
+static int pick_tactic(int tactic, int direct_ok, const geom *g);
+
 static size_t conv_ws(const kiln_call *c) {
     geom g;
     padgeom pg;
-    if (c->nin < 2 || c->in[0].ndim < 3 || c->in[0].ndim != c->in[1].ndim) return 0;
-    if (c->tactic == T_GEMM || c->tactic == T_DIRECT) return 0; /* only tactic 4 (or auto) uses it */
-    if (make_geom(c, &g) || !padgemm_geom(&g, &pg)) return 0;
+    if (c->nin < 2 || c->in[0].ndim < 3 || c->in[0].ndim != c->in[1].ndim || c->tactic == T_GEMM) return 0;
+    if (make_geom(c, &g)) return 0;
+    /* only the padded GEMM uses it (tactic 4, or what auto/3 run) */
+    if (pick_tactic(c->tactic, g.id[0] == 1 && g.k[0] == 1, &g) != T_PADGEMM || !padgemm_geom(&g, &pg)) return 0;
     return PADGEMM_BYTES(pg);
 }
 
@@ -945,9 +948,16 @@ static int conv_dw(const kiln_call *c, const geom *g) {
 
 /* The kernel a call runs: the chosen tactic, or (auto) direct for
  * depthwise-like convs, which have too little reuse for a GEMM.  direct_ok:
- * the conv is 1-D/2-D (no depth to convolve). */
+ * the conv is 1-D/2-D (no depth to convolve).  The direct kernel runs only
+ * where it can win (at most 64 products per output, or at most 4 output
+ * channels per group); elsewhere tactic 3 (and 5, which is 3 on a conv
+ * that is not depthwise) runs the padded GEMM: on ResNet-50's convs the
+ * direct kernel timed at 10-500x the GEMMs and its candidates took ~90% of
+ * a cold build, for a kernel that never won there. */
 static int pick_tactic(int tactic, int direct_ok, const geom *g) {
     if (tactic == T_DW && !(direct_ok && g->Cg == 1)) tactic = T_DIRECT;
+    if (tactic == T_DIRECT && direct_ok && g->Cg * g->k[0] * g->k[1] * g->k[2] > 64 && g->Mg > 4)
+        return T_PADGEMM;
     if (tactic == T_DIRECT && !direct_ok) return T_GEMM;
     if (tactic == T_GEMM || tactic == T_DIRECT || tactic == T_PADGEMM || tactic == T_DW)
         return tactic;

@@ -12,6 +12,7 @@
  * weights).  Computed in double for every float type; targets out of range
  * are an error naming the element.
  */
+#include "ops/common/cuda_impls.h"
 #include "ops/common/ops_util.h"
 
 #include <math.h>
@@ -143,17 +144,19 @@ static int sce_impl(const kiln_call *c) {
     return ls_nll(c, "SoftmaxCrossEntropyLoss", lp, N, C, D);
 }
 
-#define LOSS_OP(var, nm, ver, nout, fn, dc)                                                 \
+/* CUDA (loss_cuda.c): every float type (no cuda_formats: the slot count
+ * varies, and the kernels take all the types the shape function lets in). */
+#define LOSS_OP(var, nm, ver, nout, fn, cu, dc)                                             \
     static const kiln_quick_op var = {                                                      \
         .ns = "ai.onnx", .name = nm, .version = ver,                                        \
         .min_inputs = 2, .max_inputs = 3, .num_outputs = nout,                              \
         .attrs = ls_attrs, .shape = ls_shape, .impl = fn, .workspace = ls_workspace,        \
-        .doc = dc,                                                                          \
+        .doc = dc, .cuda_impl = cu, .cuda_workspace = kiln__cu_loss_workspace,              \
     };                                                                                      \
     KILN_OP(var)
 
-LOSS_OP(nll_12, "NegativeLogLikelihoodLoss", 12, 1, nll_impl, "negative log likelihood loss")
-LOSS_OP(nll_13, "NegativeLogLikelihoodLoss", 13, 1, nll_impl, "negative log likelihood loss")
-LOSS_OP(nll_22, "NegativeLogLikelihoodLoss", 22, 1, nll_impl, "negative log likelihood loss")
-LOSS_OP(sce_12, "SoftmaxCrossEntropyLoss", 12, 2, sce_impl, "softmax cross-entropy loss (+ log_prob)")
-LOSS_OP(sce_13, "SoftmaxCrossEntropyLoss", 13, 2, sce_impl, "softmax cross-entropy loss (+ log_prob)")
+LOSS_OP(nll_12, "NegativeLogLikelihoodLoss", 12, 1, nll_impl, kiln__cu_nll_loss, "negative log likelihood loss")
+LOSS_OP(nll_13, "NegativeLogLikelihoodLoss", 13, 1, nll_impl, kiln__cu_nll_loss, "negative log likelihood loss")
+LOSS_OP(nll_22, "NegativeLogLikelihoodLoss", 22, 1, nll_impl, kiln__cu_nll_loss, "negative log likelihood loss")
+LOSS_OP(sce_12, "SoftmaxCrossEntropyLoss", 12, 2, sce_impl, kiln__cu_sce_loss, "softmax cross-entropy loss (+ log_prob)")
+LOSS_OP(sce_13, "SoftmaxCrossEntropyLoss", 13, 2, sce_impl, kiln__cu_sce_loss, "softmax cross-entropy loss (+ log_prob)")

@@ -41,7 +41,9 @@
  *   B: k-pairs interleaved: element (k, j) at b[((k / 2) * Np + j) * 2 +
  *      k % 2], Np = N rounded up to QG_NV (columns N..Np are 0).
  * A micro-tile is QG_MR rows x up to QG_NB columns; a task takes up to
- * QG_MT rows (several micro-tiles reusing one B panel from L2). */
+ * QG_MT rows (several micro-tiles reusing one B panel from L2).  Engine
+ * files store packed B/W (section PACKED): a change of this layout must
+ * bump the "qgemm" tag of kiln__prepack_layout (device/cpu/sgemm.c). */
 enum { QG_MR = 4, QG_NV = 16, QG_NB = 64, QG_MT = 16 };
 
 static int64_t qg_kp(int64_t K) { return (K + 1) & ~(int64_t)1; }

@@ -10,8 +10,8 @@
  * math.  Scratch lives in the workspace.
  */
 #include "device/cpu/sgemm.h"
+#include "ops/common/cuda_impls.h"
 #include "ops/common/ops_util.h"
-
 
 #include <math.h>
 #include <string.h>
@@ -381,23 +381,51 @@ static int lstm_impl(const kiln_call *c) { return kiln__ops_as_f32(c, lstm_f32);
 static int gru_impl(const kiln_call *c) { return kiln__ops_as_f32(c, gru_f32); }
 static int rnn_impl(const kiln_call *c) { return kiln__ops_as_f32(c, rnn_f32); }
 
+/* CUDA (rnn_cuda.c): the attributes resolved here, FP32 in every slot (a
+ * layer with sequence_lens, INT32, or another type stays on the CPU). */
+static int rnn_cuda(const kiln_call *c, int cell) {
+    kiln_cu_rnn p;
+    memset(&p, 0, sizeof p);
+    p.cell = cell == CELL_LSTM ? 2 : cell == CELL_GRU ? 1 : 0;
+    int ndir = 1, rev_only = 0, rc;
+    act acts[6];
+    if ((rc = read_dir(c->attrs, &ndir, &rev_only)) || (rc = read_acts(c->attrs, cell, ndir, acts))) return rc;
+    p.ndir = ndir;
+    p.rev_only = rev_only;
+    p.nacts = cell_nacts(cell);
+    for (int i = 0; i < ndir * p.nacts; i++) p.act[i] = acts[i].kind, p.alpha[i] = acts[i].alpha, p.beta[i] = acts[i].beta;
+    p.layout = kiln_attrs_int(c->attrs, "layout") != 0;
+    p.lbr = cell == CELL_GRU && kiln_attrs_int(c->attrs, "linear_before_reset") != 0;
+    p.input_forget = cell == CELL_LSTM && kiln_attrs_int(c->attrs, "input_forget") != 0;
+    const kiln_attr_value *cv = kiln_attrs_get(c->attrs, "clip");
+    p.clip = cv && cv->present ? (float)cv->f : 0.0f;
+    return kiln__cu_rnn(c, &p);
+}
+static int lstm_cuda(const kiln_call *c) { return rnn_cuda(c, CELL_LSTM); }
+static int gru_cuda(const kiln_call *c) { return rnn_cuda(c, CELL_GRU); }
+static int rnn1_cuda(const kiln_call *c) { return rnn_cuda(c, CELL_RNN); }
+static const kiln_combo cu_rnn[] = {{.types = "FP32"}, {0}};
+
 static const kiln_quick_op lstm_op = {
     .ns = "ai.onnx", .name = "LSTM", .version = 7,
     .min_inputs = 3, .max_inputs = 8, .num_outputs = 3,
     .attrs = rnn_attrs, .shape = lstm_shape, .impl = lstm_impl, .workspace = rnn_ws,
     .doc = "LSTM (peepholes, sequence_lens, bidirectional, layout)",
+    .cuda_impl = lstm_cuda, .cuda_formats = cu_rnn,
 };
 static const kiln_quick_op gru_op = {
     .ns = "ai.onnx", .name = "GRU", .version = 7,
     .min_inputs = 3, .max_inputs = 6, .num_outputs = 2,
     .attrs = rnn_attrs, .shape = gru_shape, .impl = gru_impl, .workspace = rnn_ws,
     .doc = "GRU (linear_before_reset, sequence_lens, bidirectional, layout)",
+    .cuda_impl = gru_cuda, .cuda_formats = cu_rnn,
 };
 static const kiln_quick_op rnn_op = {
     .ns = "ai.onnx", .name = "RNN", .version = 7,
     .min_inputs = 3, .max_inputs = 6, .num_outputs = 2,
     .attrs = rnn_attrs, .shape = rnn1_shape, .impl = rnn_impl, .workspace = rnn_ws,
     .doc = "simple RNN (sequence_lens, bidirectional, layout)",
+    .cuda_impl = rnn1_cuda, .cuda_formats = cu_rnn,
 };
 
 __attribute__((constructor)) static void rnn_register(void) {

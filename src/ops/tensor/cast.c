@@ -42,7 +42,7 @@ static int cast_impl(const kiln_call *c) {
 static int castlike_shape(kiln_shape_ctx *c) { return cast_common(c, c->in[1].dtype, "CastLike"); }
 /* CUDA (cast_cuda.c): every pair of the GPU types. */
 static const kiln_combo cu_cast[] = {
-    {.types = "FP32*FP16*BF16*INT32*INT64*INT8*UINT8*BOOL, FP32*FP16*BF16*INT32*INT64*INT8*UINT8*BOOL"}, {0}};
+    {.types = "FP32*FP16*BF16*FP64*INT32*INT64*INT8*UINT8*BOOL, FP32*FP16*BF16*FP64*INT32*INT64*INT8*UINT8*BOOL"}, {0}};
 
 static const kiln_quick_op cast_op = {
     .ns = OPS_NS, .name = "Cast", .version = 6, .min_inputs = 1, .max_inputs = 1,

@@ -8,13 +8,18 @@
  *     the whole tensor's strides), Tile (dims split into [repeat, dim]
  *     pairs: source stride 0 on the repeat dim), Reshape/Identity copies.
  *   pad_<bytes>(kiln_cu_pad, src, dst): Pad, modes constant/reflect/edge/wrap.
- *   gather_<bytes>_<i32|i64>(outer, len, inner, nidx, idx, src, dst): Gather
- *     along one axis (negative indices count from the end; an index out of
- *     range writes zeros: the launcher cannot read device indices);
- *   gather_el_<bytes>_<i32|i64>(it, len, axis_stride, idx, src, dst):
+ *   gather_<bytes>_<i32|i64>(ck, outer, len, inner, nidx, idx, src, dst):
+ *     Gather along one axis (negative indices count from the end; an index
+ *     out of range is reported in the fault record ck (the run fails naming
+ *     the layer) and writes a zero);
+ *   gather_el_<bytes>_<i32|i64>(ck, it, len, axis_stride, idx, src, dst):
  *     GatherElements (it walks the indices: st[0] the data offset without
  *     the axis, st[1] the index offset; same out-of-range rule);
- *   fill_<bytes>(n, value, dst): n copies of one element (Dropout's mask).
+ *   fill_<bytes>(n, value, dst): n copies of one element (Dropout's mask,
+ *     ConstantOfShape);
+ *   trilu_<bytes>(R, C, k, upper, n, src, dst): Trilu over [.., R, C]
+ *     (keep column j of row r where j >= r + k (upper) or j <= r + k);
+ *   eye_<bytes>(C, k, one, n, dst): EyeLike, `one` on the diagonal j = r + k.
  */
 #include "ops/common/cuda_common.cuh"
 
@@ -67,48 +72,51 @@ template <typename T> __device__ __forceinline__ void kc_pad(const kiln_cu_pad &
 }
 
 template <typename T, typename I>
-__device__ __forceinline__ void kc_gather(int64_t outer, int64_t len, int64_t inner, int64_t nidx, const I *idx,
-                                          const T *src, T *dst) {
+__device__ __forceinline__ void kc_gather(const kiln_cu_check &ck, int64_t outer, int64_t len, int64_t inner,
+                                          int64_t nidx, const I *idx, const T *src, T *dst) {
     KC_FOR(i, outer * nidx * inner, int64_t) {
         int64_t in = i % inner, j = (i / inner) % nidx, o = i / (inner * nidx);
-        int64_t k = (int64_t)idx[j];
-        if (k < 0) k += len;
-        dst[i] = k >= 0 && k < len ? src[(o * len + k) * inner + in] : (T)0;
+        int64_t k = kc_index(ck, 1, (int64_t)idx[j], len, j);
+        dst[i] = k >= 0 ? src[(o * len + k) * inner + in] : (T)0;
     }
 }
 
 template <typename T, typename I>
-__device__ __forceinline__ void kc_gather_el(const kiln_cu_iter &it, int64_t len, int64_t axst, const I *idx,
-                                             const T *src, T *dst) {
+__device__ __forceinline__ void kc_gather_el(const kiln_cu_check &ck, const kiln_cu_iter &it, int64_t len,
+                                             int64_t axst, const I *idx, const T *src, T *dst) {
     KC_FOR(i, it.numel, int64_t) {
         int64_t o[2];
         kc_offsets<uint64_t, int64_t, 2>(it, (uint64_t)i, o);
-        int64_t k = (int64_t)idx[o[1]];
-        if (k < 0) k += len;
-        dst[i] = k >= 0 && k < len ? src[o[0] + k * axst] : (T)0;
+        int64_t k = kc_index(ck, 1, (int64_t)idx[o[1]], len, i);
+        dst[i] = k >= 0 ? src[o[0] + k * axst] : (T)0;
     }
 }
 
+#define KC_GATHER(S, T, IS, I)                                                                \
+    extern "C" __global__ void gather_##S##_##IS(kiln_cu_check ck, int64_t outer, int64_t len, int64_t inner, \
+                                                 int64_t nidx, const I *idx, const T *src, T *dst) { \
+        kc_gather<T, I>(ck, outer, len, inner, nidx, idx, src, dst);                           \
+    }                                                                                          \
+    extern "C" __global__ void gather_el_##S##_##IS(kiln_cu_check ck, kiln_cu_iter it, int64_t len, int64_t axst, \
+                                                    const I *idx, const T *src, T *dst) {      \
+        kc_gather_el<T, I>(ck, it, len, axst, idx, src, dst);                                  \
+    }
 #define KC_COPY(S, T)                                                                         \
     extern "C" __global__ void copy_##S(kiln_cu_iter it, const T *src, T *dst) { kc_copy<T>(it, src, dst); } \
     extern "C" __global__ void pad_##S(kiln_cu_pad p, const T *src, T *dst) { kc_pad<T>(p, src, dst); } \
-    extern "C" __global__ void gather_##S##_i32(int64_t outer, int64_t len, int64_t inner, int64_t nidx, \
-                                                const int32_t *idx, const T *src, T *dst) {    \
-        kc_gather<T, int32_t>(outer, len, inner, nidx, idx, src, dst);                         \
-    }                                                                                          \
-    extern "C" __global__ void gather_##S##_i64(int64_t outer, int64_t len, int64_t inner, int64_t nidx, \
-                                                const int64_t *idx, const T *src, T *dst) {    \
-        kc_gather<T, int64_t>(outer, len, inner, nidx, idx, src, dst);                         \
-    }                                                                                          \
-    extern "C" __global__ void gather_el_##S##_i32(kiln_cu_iter it, int64_t len, int64_t axst, const int32_t *idx, \
-                                                   const T *src, T *dst) {                    \
-        kc_gather_el<T, int32_t>(it, len, axst, idx, src, dst);                                \
-    }                                                                                          \
-    extern "C" __global__ void gather_el_##S##_i64(kiln_cu_iter it, int64_t len, int64_t axst, const int64_t *idx, \
-                                                   const T *src, T *dst) {                    \
-        kc_gather_el<T, int64_t>(it, len, axst, idx, src, dst);                                \
-    }                                                                                          \
+    KC_GATHER(S, T, i32, int32_t)                                                              \
+    KC_GATHER(S, T, i64, int64_t)                                                              \
     extern "C" __global__ void fill_##S(int64_t n, uint64_t value, T *dst) {                  \
         KC_FOR(i, n, int64_t) dst[i] = (T)value;                                               \
+    }                                                                                          \
+    extern "C" __global__ void trilu_##S(int64_t R, int64_t C, int64_t k, int upper, int64_t n, const T *src, \
+                                         T *dst) {                                             \
+        KC_FOR(i, n, int64_t) {                                                                \
+            int64_t j = i % C, r = (i / C) % R;                                                \
+            dst[i] = (upper ? j >= r + k : j <= r + k) ? src[i] : (T)0;                        \
+        }                                                                                      \
+    }                                                                                          \
+    extern "C" __global__ void eye_##S(int64_t C, int64_t k, uint64_t one, int64_t n, T *dst) { \
+        KC_FOR(i, n, int64_t) dst[i] = i % C == i / C + k ? (T)one : (T)0;                     \
     }
 KC_SIZES(KC_COPY)

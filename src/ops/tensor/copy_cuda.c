@@ -5,7 +5,8 @@
  *                 view ops (Reshape, Flatten, Squeeze, Unsqueeze, Identity:
  *                 a plain copy unless the output aliases the input);
  *   pad_<size>:   Pad (constant, reflect, edge, wrap; negative pads crop);
- *   gather_<size>_<i32|i64>: Gather.
+ *   gather_<size>_<i32|i64>: Gather (indices out of range are reported
+ *                 through the context's fault record: kiln__cu_check).
  * Output dims are final when a launcher runs, so Expand/Tile/Reshape need
  * no look at their shape inputs; Slice and Pad read their small integer
  * inputs on the host (cuda_host_inputs).
@@ -268,7 +269,8 @@ int kiln__cu_gather(const kiln_call *c) {
     char base[24];
     memcpy(base, "gather_", 8);
     strcat(base, sz);
-    void *args[] = {&outer, &len, &inner, &nidx, (void *)&ix->data, (void *)&x->data, &y->data};
+    kiln_cu_check ck = kiln__cu_check(c);
+    void *args[] = {&ck, &outer, &len, &inner, &nidx, (void *)&ix->data, (void *)&x->data, &y->data};
     return kiln__cu_launch_n(c, base, ix->dtype == KILN_DTYPE_I32 ? "i32" : "i64", outer * nidx * inner, args);
 }
 
@@ -292,7 +294,8 @@ int kiln__cu_gather_elements(const kiln_call *c) {
     int64_t len = x->dims[ax], axst = x->strides[ax];
     char base[24] = "gather_el_";
     strcat(base, sz);
-    void *args[] = {&it, &len, &axst, (void *)&ix->data, (void *)&x->data, &y->data};
+    kiln_cu_check ck = kiln__cu_check(c);
+    void *args[] = {&ck, &it, &len, &axst, (void *)&ix->data, (void *)&x->data, &y->data};
     return kiln__cu_launch_n(c, base, ix->dtype == KILN_DTYPE_I32 ? "i32" : "i64", it.numel, args);
 }
 

@@ -263,15 +263,22 @@ static int scel_impl(const kiln_call *c) {
     kiln__free(tmp);
     return rc;
 }
+/* CUDA (scatter_cuda.c): int64 indices, every numeric type and bool. */
+#define CU_SC_T KILN_CU_T_NUM_ALL "|BOOL"
+static const kiln_combo cu_scatter[] = {{.types = CU_SC_T ", INT64, " CU_SC_T ", " CU_SC_T}, {0}};
+static const kiln_combo cu_gather_nd[] = {{.types = CU_SC_T ", INT64, " CU_SC_T}, {0}};
+
 static const kiln_quick_op scel_op = {
     .ns = OPS_NS, .name = "ScatterElements", .version = 11, .min_inputs = 3, .max_inputs = 3,
     .num_outputs = 1, .attrs = scel_attrs, .shape = scel_shape, .impl = scel_impl,
     .doc = "copy of data with updates written at indices along axis",
+    .cuda_impl = kiln__cu_scatter_elements, .cuda_formats = cu_scatter,
 };
 static const kiln_quick_op scatter_op = {
     .ns = OPS_NS, .name = "Scatter", .version = 9, .min_inputs = 3, .max_inputs = 3,
     .num_outputs = 1, .attrs = axis0_attrs, .shape = scel_shape, .impl = scel_impl,
     .doc = "deprecated alias of ScatterElements",
+    .cuda_impl = kiln__cu_scatter_elements, .cuda_formats = cu_scatter,
 };
 KILN_OP(scel_op)
 KILN_OP(scatter_op)
@@ -360,6 +367,7 @@ static const kiln_quick_op gnd_op = {
     .ns = OPS_NS, .name = "GatherND", .version = 11, .min_inputs = 2, .max_inputs = 2,
     .num_outputs = 1, .attrs = gnd_attrs, .shape = gnd_shape, .impl = gnd_impl,
     .doc = "gather slices by index tuples",
+    .cuda_impl = kiln__cu_gather_nd, .cuda_formats = cu_gather_nd,
 };
 KILN_OP(gnd_op)
 
@@ -408,5 +416,6 @@ static const kiln_quick_op snd_op = {
     .ns = OPS_NS, .name = "ScatterND", .version = 11, .min_inputs = 3, .max_inputs = 3,
     .num_outputs = 1, .attrs = snd_attrs, .shape = snd_shape, .impl = snd_impl,
     .doc = "copy of data with update slices written at index tuples",
+    .cuda_impl = kiln__cu_scatter_nd, .cuda_formats = cu_scatter,
 };
 KILN_OP(snd_op)

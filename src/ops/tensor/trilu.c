@@ -2,6 +2,7 @@
  * trilu.c — Trilu: keep the upper or lower triangle of the last two dims
  * (diagonal offset k), zero the rest.
  */
+#include "ops/common/cuda_impls.h"
 #include "ops/common/ops_util.h"
 
 static const kiln_attr_def trilu_attrs[] = {{.name = "upper", .type = KILN_ATTR_INT, .def = "1"}, {NULL}};
@@ -41,5 +42,6 @@ static const kiln_quick_op trilu_op = {
     .ns = OPS_NS, .name = "Trilu", .version = 14, .min_inputs = 1, .max_inputs = 2,
     .num_outputs = 1, .attrs = trilu_attrs, .shape = trilu_shape, .impl = trilu_impl,
     .doc = "upper/lower triangle of the last two dims (diagonal offset k)",
+    .cuda_impl = kiln__cu_trilu, .cuda_host_inputs = 1u << 1, /* any type (trilu_cuda.c) */
 };
 KILN_OP(trilu_op)

@@ -1,0 +1,314 @@
+/*
+ * test_packed.c — packed weights stored in the engine file (section
+ * PACKED) and the checksums a mapped load defers to the first run.
+ *
+ * A network of a Conv (W packed as the GEMM's A) and a MatMul (constant B
+ * of 1.3 MB, packed as the GEMM's B) is built, run, saved and loaded
+ * back: the loaded engine uses the packed bytes in place (inside the file
+ * mapping; no packing at load), and its outputs are bit-identical to the
+ * built engine's and close to a naive double reference, for two contexts
+ * and for a load from memory.  A crafted PACKED table (misaligned,
+ * overlapping, past the end, a layer or input out of range, a size the op
+ * would not pack into, packed bytes for an input the op does not pack) is
+ * refused with KILN_EFORMAT naming the problem; bytes packed for another
+ * kernel layout are ignored (the layers pack at load, same outputs).  A
+ * flipped byte in the weights or the packed weights of a mapped file is
+ * caught at the first run (KILN_ECHECKSUM naming the section, every run
+ * after it too), and at load when loading from memory.
+ */
+#include "kiln/kiln.h"
+#include "kiln_int.h"
+#include "test.h"
+#include "test_ops_util.h"
+#include "test_engine_util.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+
+enum { SEC_WEIGHTS = 7, SEC_PACKED = 15 };
+enum { C_ = 8, M_ = 16, H_ = 10, AR = 6, KD = 320, ND = 1024 };
+
+static uint64_t g_seed = 0x5eed0015ull;
+static float *g_x, *g_w, *g_b, *g_a, *g_m;
+static double *g_yref, *g_zref;
+
+static void make_data(void) {
+    if (g_x) return;
+    g_x = test_rnd_f32(&g_seed, C_ * H_ * H_, -1, 1);
+    g_w = test_rnd_f32(&g_seed, M_ * C_ * 9, -1, 1);
+    g_b = test_rnd_f32(&g_seed, M_, -1, 1);
+    g_a = test_rnd_f32(&g_seed, AR * KD, -1, 1);
+    g_m = test_rnd_f32(&g_seed, KD * ND, -1, 1);
+    g_yref = test_xmalloc(sizeof(double) * M_ * H_ * H_);
+    g_zref = test_xmalloc(sizeof(double) * AR * ND);
+    const int64_t in[2] = {H_, H_}, k[2] = {3, 3}, s[2] = {1, 1}, p[2] = {1, 1}, o[2] = {H_, H_};
+    test_conv_geo g = test_conv_geo_make(1, C_, M_, 1, 2, in, k, s, s, p, o);
+    test_conv_ref(&g, g_x, g_w, g_b, g_yref);
+    for (int r = 0; r < AR; r++)
+        for (int j = 0; j < ND; j++) {
+            double acc = 0;
+            for (int q = 0; q < KD; q++) acc += (double)g_a[r * KD + q] * g_m[q * ND + j];
+            g_zref[r * ND + j] = acc;
+        }
+}
+
+static kiln_engine *build(void) {
+    make_data();
+    kiln_network *net = kiln_network_create();
+    const int64_t xd[4] = {1, C_, H_, H_}, wd[4] = {M_, C_, 3, 3}, bd[1] = {M_}, ad[2] = {AR, KD},
+                  md[2] = {KD, ND};
+    ASSERT_OK(kiln_network_add_input(net, "X", KILN_DTYPE_F32, 4, xd, NULL));
+    ASSERT_OK(kiln_network_add_input(net, "A", KILN_DTYPE_F32, 2, ad, NULL));
+    ASSERT_OK(kiln_network_add_constant(net, "W", KILN_DTYPE_F32, 4, wd, g_w));
+    ASSERT_OK(kiln_network_add_constant(net, "B", KILN_DTYPE_F32, 1, bd, g_b));
+    ASSERT_OK(kiln_network_add_constant(net, "M", KILN_DTYPE_F32, 2, md, g_m));
+    const char *ci[3] = {"X", "W", "B"}, *co[1] = {"Y"}, *mi[2] = {"A", "M"}, *mo[1] = {"Z"};
+    kiln_layer *l = kiln_network_add_layer(net, "ai.onnx::Conv", 11, "conv", 3, ci, 1, co);
+    ASSERT(l);
+    const int64_t pads[4] = {1, 1, 1, 1};
+    ASSERT_OK(kiln_layer_set_ints(l, "pads", pads, 4));
+    ASSERT(kiln_network_add_layer(net, "ai.onnx::MatMul", 13, "mm", 2, mi, 1, mo));
+    ASSERT_OK(kiln_network_mark_output(net, "Y"));
+    ASSERT_OK(kiln_network_mark_output(net, "Z"));
+    kiln_engine *e = test_build_ok(net, KILN_BUILD_NO_TIMING, 1, NULL);
+    kiln_network_free(net);
+    return e;
+}
+
+/* Run e once in a fresh context (outputs poisoned first); returns the
+ * run's status. */
+static int run(const kiln_engine *e, float *y, float *z) {
+    kiln_context *c = NULL;
+    ASSERT_OK(kiln_context_create(e, 2, &c));
+    memset(y, 0xC7, sizeof(float) * M_ * H_ * H_);
+    memset(z, 0xC7, sizeof(float) * AR * ND);
+    ASSERT_OK(kiln_context_bind(c, "X", g_x, sizeof(float) * C_ * H_ * H_));
+    ASSERT_OK(kiln_context_bind(c, "A", g_a, sizeof(float) * AR * KD));
+    ASSERT_OK(kiln_context_bind(c, "Y", y, sizeof(float) * M_ * H_ * H_));
+    ASSERT_OK(kiln_context_bind(c, "Z", z, sizeof(float) * AR * ND));
+    int rc = kiln_context_run(c);
+    kiln_context_free(c);
+    return rc;
+}
+
+static float g_y0[M_ * H_ * H_], g_z0[AR * ND];
+
+/* Outputs of e equal the built engine's, bit for bit, and the reference. */
+static void check_same(const kiln_engine *e, const char *what) {
+    static float y[M_ * H_ * H_], z[AR * ND];
+    ASSERT_OK(run(e, y, z));
+    if (memcmp(y, g_y0, sizeof y) || memcmp(z, g_z0, sizeof z))
+        TEST__FAIL("%s: outputs differ from the built engine's", what);
+}
+
+static int32_t layer_of(const kiln_engine *e, const char *name) {
+    for (int32_t i = 0; i < e->nlayers; i++)
+        if (!strcmp(e->layers[i].name, name)) return i;
+    TEST__FAIL("no layer '%s'", name);
+    return -1;
+}
+
+static void path_of(char *p, size_t n, const char *stem) {
+    snprintf(p, n, "%s/test_packed_%s.kiln", KILN_BINARY_DIR, stem);
+}
+
+TEST_IMPL(stored_and_used_in_place) {
+    kiln_engine *e = build();
+    ASSERT_OK(run(e, g_y0, g_z0));
+    test_check_close("Conv", g_y0, g_yref, M_ * H_ * H_, 1e-5 * C_ * 9);
+    test_check_close("MatMul", g_z0, g_zref, AR * ND, 1e-5 * KD);
+    const int32_t lc = layer_of(e, "conv"), lm = layer_of(e, "mm");
+    ASSERT(e->layers[lc].prepacked && e->layers[lc].prepacked[1]);
+    ASSERT(e->layers[lm].prepacked && e->layers[lm].prepacked[1]);
+    char path[512];
+    path_of(path, sizeof path, "ok");
+    ASSERT_OK(kiln_engine_save(e, path));
+
+    kiln_engine *l = NULL;
+    ASSERT_OK(kiln_engine_load(path, &l));
+    ASSERT(l->packed && !l->packed_owned && l->map);
+    const uint8_t *lo = l->map, *hi = lo + l->map_size;
+    for (int32_t i = 0; i < 2; i++) {
+        const kiln__elayer *L = &l->layers[i == 0 ? lc : lm];
+        ASSERT_EQ(L->prepacked_stored, 2); /* input 1 only, from the file */
+        const uint8_t *p = L->prepacked[1];
+        ASSERT(p >= l->packed && p + L->prepacked_size[1] <= l->packed + l->packed_size);
+        ASSERT(p >= lo && p < hi && (uintptr_t)p % 64 == 0);
+        ASSERT_EQ(L->prepacked_size[1], e->layers[i == 0 ? lc : lm].prepacked_size[1]);
+        if (memcmp(p, e->layers[i == 0 ? lc : lm].prepacked[1], (size_t)L->prepacked_size[1]))
+            TEST__FAIL("layer %s: stored packed bytes differ from the built engine's", L->name);
+    }
+    /* the big sections' checksums wait for the first run */
+    ASSERT(l->data_check);
+    check_same(l, "mapped load");
+    check_same(l, "mapped load, second context");
+    kiln_engine_free(l);
+    remove(path);
+
+    void *buf = NULL;
+    size_t n = 0;
+    ASSERT_OK(kiln_engine_serialize(e, &buf, &n));
+    ASSERT_OK(kiln_engine_load_memory(buf, n, &l));
+    kiln_free(buf);
+    ASSERT(l->packed && l->packed_owned && !l->data_check);
+    ASSERT_EQ(l->layers[lc].prepacked_stored, 2);
+    check_same(l, "load from memory");
+    kiln_engine_free(l);
+    kiln_engine_free(e);
+}
+
+/* ---- crafted PACKED sections --------------------------------------------- */
+
+
+/* Record r of the PACKED table in image p: {i32 layer, i32 input, u64
+ * offset, u64 size}. */
+static uint8_t *record(uint8_t *p, int r) {
+    uint64_t off, size;
+    test_file_section(p, SEC_PACKED, &off, &size);
+    uint32_t len;
+    memcpy(&len, p + off, 4);
+    return p + off + 4 + len + 4 + 24 * r;
+}
+
+static void put_field(uint8_t *rec, int byte, uint64_t v, int width) { memcpy(rec + byte, &v, (size_t)width); }
+
+/* Load the mutated copy: must fail with `rc` and a message holding `want`. */
+static void refused(const uint8_t *img, size_t n, int rc, const char *want) {
+    kiln_engine *l = NULL;
+    ASSERT_EQ(kiln_engine_load_memory(img, n, &l), rc);
+    ASSERT(!l);
+    ASSERT_CONTAINS(kiln_errmsg(), want);
+}
+
+TEST_IMPL(crafted_table_refused) {
+    kiln_engine *e = build();
+    uint8_t *buf = NULL;
+    size_t n = 0;
+    ASSERT_OK(kiln_engine_serialize(e, (void **)&buf, &n));
+    uint8_t *c = test_xmalloc(n);
+    uint64_t off0;
+    memcpy(&off0, record(buf, 0) + 8, 8);
+    static const struct {
+        int rec, byte, width;
+        int64_t delta; /* added to the field; INT64_MIN: set to `value` */
+        uint64_t value;
+        const char *want;
+    } cases[] = {
+        {0, 8, 8, 8, 0, "offset not 64-byte aligned"},
+        {1, 8, 8, INT64_MIN, 0, "overlaps the table or the previous one"},
+        {1, 16, 8, INT64_MIN, 1ull << 62, "past the section's end"},
+        {0, 0, 4, INT64_MIN, 99, "packed layer"},
+        {0, 4, 4, INT64_MIN, 7, "packed input"},
+        {1, 0, 4, INT64_MIN, 0, "not after the previous one"},
+        {0, 16, 8, -64, 0, "nonzero padding byte between packed inputs"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        memcpy(c, buf, n);
+        uint8_t *rec = record(c, cases[i].rec);
+        uint64_t v = 0;
+        memcpy(&v, rec + cases[i].byte, (size_t)cases[i].width);
+        v = cases[i].delta == INT64_MIN ? cases[i].value : v + (uint64_t)cases[i].delta;
+        if (cases[i].rec == 1 && cases[i].byte == 8) v = off0; /* onto record 0 */
+        put_field(rec, cases[i].byte, v, cases[i].width);
+        test_file_reseal(c, SEC_PACKED);
+        refused(c, n, KILN_EFORMAT, cases[i].want);
+        ASSERT_CONTAINS(kiln_errmsg(), "section PACKED");
+    }
+    free(c);
+    kiln_free(buf);
+
+    /* A consistent table whose size is not what the op packs into. */
+    const int32_t lc = layer_of(e, "conv");
+    e->layers[lc].prepacked_size[1] -= 64;
+    ASSERT_OK(kiln_engine_serialize(e, (void **)&buf, &n));
+    e->layers[lc].prepacked_size[1] += 64;
+    refused(buf, n, KILN_EFORMAT, "section PACKED: input 1 holds");
+    ASSERT_CONTAINS(kiln_errmsg(), "layer 'conv' (ai.onnx::Conv v");
+    ASSERT_CONTAINS(kiln_errmsg(), "the op packs this input into a different size");
+    kiln_free(buf);
+
+    /* Packed bytes for an input the op does not pack (X, not a constant). */
+    e->layers[lc].prepacked[0] = kiln__aligned_alloc(64);
+    ASSERT(e->layers[lc].prepacked[0]);
+    memset(e->layers[lc].prepacked[0], 1, 64);
+    e->layers[lc].prepacked_size[0] = 64;
+    ASSERT_OK(kiln_engine_serialize(e, (void **)&buf, &n));
+    refused(buf, n, KILN_EFORMAT, "input 0 holds 64 packed bytes; the op packs nothing for it");
+    kiln_free(buf);
+    kiln_engine_free(e);
+}
+
+/* The engine, run once (g_y0, g_z0), and its serialized image. */
+static kiln_engine *built_image(uint8_t **buf, size_t *n) {
+    kiln_engine *e = build();
+    ASSERT_OK(run(e, g_y0, g_z0));
+    ASSERT_OK(kiln_engine_serialize(e, (void **)buf, n));
+    return e;
+}
+
+/* Bytes packed for another kernel layout: not used, the layers pack at
+ * load and compute the same. */
+TEST_IMPL(other_layout_repacked) {
+    uint8_t *buf = NULL;
+    size_t n = 0;
+    kiln_engine *e = built_image(&buf, &n);
+    uint64_t off, size;
+    test_file_section(buf, SEC_PACKED, &off, &size);
+    uint32_t len;
+    memcpy(&len, buf + off, 4);
+    ASSERT(len > 2 && !memcmp(buf + off + 4, kiln__prepack_layout(), len));
+    buf[off + 4] ^= 0x20; /* "sgemm ..." -> "Sgemm ..." */
+    test_file_reseal(buf, SEC_PACKED);
+    kiln_engine *l = NULL;
+    ASSERT_OK(kiln_engine_load_memory(buf, n, &l));
+    ASSERT(!l->packed);
+    for (int32_t i = 0; i < l->nlayers; i++) {
+        ASSERT_EQ(l->layers[i].prepacked_stored, 0);
+        ASSERT(l->layers[i].prepacked && l->layers[i].prepacked[1]); /* packed at load */
+    }
+    check_same(l, "other layout");
+    kiln_engine_free(l);
+    kiln_free(buf);
+    kiln_engine_free(e);
+}
+
+/* A flipped byte in a mapped file's WEIGHTS or PACKED section: load
+ * succeeds without reading them, every run fails naming the section; the
+ * same bytes loaded from memory fail at load. */
+TEST_IMPL(deferred_checksums) {
+    uint8_t *buf = NULL;
+    size_t n = 0;
+    kiln_engine_free(built_image(&buf, &n));
+    static const uint32_t ids[2] = {SEC_WEIGHTS, SEC_PACKED};
+    static const char *const names[2] = {"section WEIGHTS", "section PACKED"};
+    char path[512];
+    path_of(path, sizeof path, "flip");
+    for (int i = 0; i < 2; i++) {
+        uint64_t off, size;
+        test_file_section(buf, ids[i], &off, &size);
+        ASSERT(size >= (1u << 20));
+        buf[off + size / 2 + 3] ^= 0x10;
+        FILE *f = fopen(path, "wb");
+        ASSERT(f && fwrite(buf, 1, n, f) == n);
+        fclose(f);
+        kiln_engine *l = NULL;
+        ASSERT_OK(kiln_engine_load(path, &l));
+        static float y[M_ * H_ * H_], z[AR * ND];
+        for (int r = 0; r < 2; r++) {
+            ASSERT_EQ(run(l, y, z), KILN_ECHECKSUM);
+            ASSERT_CONTAINS(kiln_errmsg(), names[i]);
+            ASSERT_CONTAINS(kiln_errmsg(), "checksum mismatch (verified at the first run)");
+        }
+        kiln_engine_free(l);
+        refused(buf, n, KILN_ECHECKSUM, names[i]);
+        buf[off + size / 2 + 3] ^= 0x10;
+    }
+    remove(path);
+    kiln_free(buf);
+}
+
+TEST_LIST(TEST_ENTRY(stored_and_used_in_place), TEST_ENTRY(crafted_table_refused),
+          TEST_ENTRY(other_layout_repacked), TEST_ENTRY(deferred_checksums))
