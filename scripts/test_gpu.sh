@@ -200,6 +200,12 @@ run() {
                     step "$name" "$kiln" test-onnx --device cuda "$flag" --rtol "$rtol" --atol "$atol" "$m"
                 fi
                 summary "  $(grep -E '^(PASS|FAIL|SKIP)' "$logs/$name.log" | head -1 | cut -c1-200)"
+                # a model that does not run (test-onnx says SKIP for an
+                # unsupported op or a run error) is a failure here
+                if ! grep -qE '^PASS' "$logs/$name.log"; then
+                    summary "  $name: not PASS"
+                    fails=$((fails + 1))
+                fi
             done
         done
     done

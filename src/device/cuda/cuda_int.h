@@ -126,7 +126,7 @@ typedef struct kiln__cu {
     CUresult (*GraphDestroy)(CUgraph);
     CUresult (*GetErrorString)(CUresult, const char **);
     CUresult (*GetErrorName)(CUresult, const char **);
-    CUresult (*PointerGetAttribute)(void *, int, CUdeviceptr);
+    CUresult (*PointerGetAttributes)(unsigned, int *, void **, CUdeviceptr);
     /* module.c: PTX -> cubin (the driver's JIT linker), modules freed */
     CUresult (*LinkCreate)(unsigned, int *, void **, CUlinkState *);
     CUresult (*LinkAddData)(CUlinkState, int, void *, size_t, const char *, unsigned, int *, void **);

@@ -59,9 +59,12 @@ static void d_host_free(void *p) {
 static int d_is_device_ptr(const void *p) {
     const kiln__cu *c = cu();
     unsigned type = 0;
-    /* CU_POINTER_ATTRIBUTE_MEMORY_TYPE (2) is CU_MEMORYTYPE_DEVICE (2);
-     * pageable host memory is an error here (not a CUDA pointer) */
-    return c && p && !c->PointerGetAttribute(&type, 2, (CUdeviceptr)(uintptr_t)p) && type == 2;
+    int attr = 2; /* CU_POINTER_ATTRIBUTE_MEMORY_TYPE; CU_MEMORYTYPE_DEVICE is 2 */
+    void *data[1] = {&type};
+    /* the plural query: a pointer CUDA does not know (pageable host memory)
+     * gets type 0 and CUDA_SUCCESS, not an API error (which cuPointerGetAttribute
+     * returns, and compute-sanitizer reports) */
+    return c && p && !c->PointerGetAttributes(1, &attr, data, (CUdeviceptr)(uintptr_t)p) && type == 2;
 }
 
 static int d_copy(void *dst, const void *src, size_t n, void *stream) {

@@ -108,7 +108,7 @@ static void init_once(void) {
         S(GraphDestroy, "cuGraphDestroy", NULL),
         S(GetErrorString, "cuGetErrorString", NULL),
         S(GetErrorName, "cuGetErrorName", NULL),
-        S(PointerGetAttribute, "cuPointerGetAttribute", NULL),
+        S(PointerGetAttributes, "cuPointerGetAttributes", NULL),
         S(LinkCreate, "cuLinkCreate_v2", "cuLinkCreate"),
         S(LinkAddData, "cuLinkAddData_v2", "cuLinkAddData"),
         S(LinkComplete, "cuLinkComplete", NULL),

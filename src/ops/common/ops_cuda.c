@@ -120,10 +120,13 @@ static const char *intern(const char *s) {
 
 static int launch(const kiln_call *c, const char *base, const char *suffix, unsigned grid, unsigned threads,
                   void **args) {
-    /* the builder's fused chains are host callbacks on f32 runs: a GPU
-     * layer must never get one (fail loudly rather than skip it) */
-    if (c->epilogue)
-        return kiln_set_error(KILN_EUNSUPPORTED, "%s: a fused epilogue chain reached a CUDA kernel", base);
+    /* A GPU layer's epilogue is data: one activation (builder/fuse.c) that
+     * its launcher (Conv, ConvTranspose, Gemm, MatMul) passed to its
+     * kernels.  A host callback chain must never get here (fail loudly
+     * rather than skip it). */
+    float ea, eb;
+    if (c->epilogue && kiln__epi_cuda_act(c->epilogue, &ea, &eb) <= KILN_CU_ACT_NONE)
+        return kiln_set_error(KILN_EUNSUPPORTED, "%s: a host epilogue chain reached a CUDA kernel", base);
     char name[96];
     if (suffix)
         snprintf(name, sizeof name, "%s_%s", base, suffix);

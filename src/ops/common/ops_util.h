@@ -21,6 +21,12 @@
 #ifndef KILN_OPS_UTIL_H
 #define KILN_OPS_UTIL_H
 
+/* Upper bound of a window geometry attribute (kernel size, stride,
+ * dilation, pad, group): far above any real model, low enough that the
+ * shape arithmetic on dims (at most 2^62 after load checks) cannot overflow
+ * int64 whatever a crafted engine or model holds. */
+#define KILN_OPS_MAX_GEOM ((int64_t)1 << 30)
+
 #include "core/alloc_error.h"
 #include "core/tensor_view.h"
 #include "kiln/kiln.h"

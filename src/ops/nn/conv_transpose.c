@@ -12,6 +12,7 @@
 #include "ops/common/ops_util.h"
 
 
+#include <stdlib.h>
 #include <string.h>
 
 static const kiln_attr_def ct_attrs[] = {
@@ -60,8 +61,11 @@ static int ct_geom(const kiln_attrs *a, int nsp, const int64_t *in, const int64_
         if (g->k[i] != wk[i])
             return kiln_set_error(KILN_EATTR, "ConvTranspose: kernel_shape[%d] = %lld but W has %lld",
                                   i, (long long)g->k[i], (long long)wk[i]);
-        if (g->s[i] < 1 || g->d[i] < 1)
-            return kiln_set_error(KILN_EATTR, "ConvTranspose: strides and dilations must be >= 1");
+        if (g->s[i] < 1 || g->d[i] < 1 || g->s[i] > KILN_OPS_MAX_GEOM || g->d[i] > KILN_OPS_MAX_GEOM ||
+            llabs(pads[i]) > KILN_OPS_MAX_GEOM || llabs(pads[nsp + i]) > KILN_OPS_MAX_GEOM ||
+            llabs(g->op[i]) > KILN_OPS_MAX_GEOM)
+            return kiln_set_error(KILN_EATTR, "ConvTranspose: strides and dilations must be in [1, 2^30], pads "
+                                  "and output_padding within 2^30 (axis %d)", i);
         g->pb[i] = pads[i];
         g->pe[i] = pads[nsp + i];
         g->id[i] = in[i];
@@ -113,7 +117,7 @@ static int ct_shape(kiln_shape_ctx *c) {
         if (!kiln_expr_is_const(w->dims[2 + i], &wk[i]))
             return kiln_set_error(KILN_ESHAPE, "ConvTranspose: kernel dims of W must be static");
     }
-    if (G < 1) return kiln_set_error(KILN_EATTR, "ConvTranspose: group must be >= 1");
+    if (G < 1 || G > KILN_OPS_MAX_GEOM) return kiln_set_error(KILN_EATTR, "ConvTranspose: group must be in [1, 2^30]");
     ctgeom g;
     int rc = ct_geom(c->attrs, nsp, in, wk, &g);
     if (rc) return rc;
@@ -121,10 +125,15 @@ static int ct_shape(kiln_shape_ctx *c) {
     y->dtype = x->dtype;
     y->ndim = x->ndim;
     y->dims[0] = x->dims[0];
-    if (kiln_expr_is_const(w->dims[1], &wm))
-        y->dims[1] = kiln_expr_const(c->x, wm * G);
-    else
+    int64_t wmg;
+    if (kiln_expr_is_const(w->dims[1], &wm)) {
+        if (__builtin_mul_overflow(wm, G, &wmg))
+            return kiln_set_error(KILN_ESHAPE, "ConvTranspose: W dim 1 (%lld) x group (%lld) overflows",
+                                  (long long)wm, (long long)G);
+        y->dims[1] = kiln_expr_const(c->x, wmg);
+    } else {
         y->dims[1] = kiln_expr_mul(c->x, w->dims[1], kiln_expr_const(c->x, G));
+    }
     for (int i = 0; i < nsp; i++) {
         if (g.o[i] >= 0) {
             y->dims[2 + i] = kiln_expr_const(c->x, g.o[i]);

@@ -89,9 +89,11 @@ static int pool_geom(const kiln_attrs *a, int nsp, const int64_t *in, pgeom *g, 
         for (int i = 0; i < nsp; i++) { g->pb[i] = v[i]; g->pe[i] = v[nsp + i]; }
     }
     for (int i = 0; i < nsp; i++)
-        if (g->k[i] < 1 || g->s[i] < 1 || g->d[i] < 1 || g->pb[i] < 0 || g->pe[i] < 0)
-            return kiln_set_error(KILN_EATTR, "kernel, strides, dilations must be >= 1 and pads >= 0 "
-                                  "(axis %d)", i);
+        if (g->k[i] < 1 || g->s[i] < 1 || g->d[i] < 1 || g->pb[i] < 0 || g->pe[i] < 0 ||
+            g->k[i] > KILN_OPS_MAX_GEOM || g->s[i] > KILN_OPS_MAX_GEOM || g->d[i] > KILN_OPS_MAX_GEOM ||
+            g->pb[i] > KILN_OPS_MAX_GEOM || g->pe[i] > KILN_OPS_MAX_GEOM)
+            return kiln_set_error(KILN_EATTR, "kernel, strides, dilations must be in [1, 2^30] and pads in "
+                                  "[0, 2^30] (axis %d)", i);
     const char *ap = kiln_attrs_string(a, "auto_pad");
     *autopad = 0;
     if (ap && !strcmp(ap, "SAME_UPPER")) *autopad = 1;
