@@ -57,8 +57,15 @@ for t in onnx engine; do
     -o "$OUT/${t}_fuzz"
   echo "built $OUT/${t}_fuzz"
 done
-# The engine seeds are made on this machine (engines carry its CPU signature).
+# The engine seeds are made on this machine (engines carry its CPU signature),
+# again when one no longer loads (a format version change, another CPU).
 if [ "${1:-}" = run ] || [ "${1:-}" = runs ] || [ "${1:-}" = pack ]; then
+  first=$(ls "$OUT"/seed_engine/*.engine 2>/dev/null | head -1)
+  if [ -n "$first" ] && [ -x "$ROOT/build/kiln" ] && ! "$ROOT/build/kiln" inspect "$first" >/dev/null 2>&1; then
+    echo "fuzz/build.sh: $first does not load with build/kiln: remaking the seed engines"
+    rm -rf "$OUT/seed_engine" "$OUT/corpus_engine"
+    mkdir -p "$OUT/corpus_engine"
+  fi
   if { [ "${2:-}" = engine ] || [ "$1" = pack ]; } && [ ! -d "$OUT/seed_engine" ]; then
     [ -x "$ROOT/build/kiln" ] || { echo "fuzz/build.sh: build kiln first (build/kiln makes the seed engines)"; exit 1; }
     sh "$ROOT/fuzz/make_engine_corpus.sh" "$ROOT/build" "$OUT/seed_engine"
