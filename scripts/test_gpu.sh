@@ -68,7 +68,7 @@ pack() {
     here=$(cd "$(dirname "$0")" && pwd)
     mkdir -p "$out"
     cp -L "$build/kiln" "$build/libkiln.so.0" "$out/"
-    for t in test_cuda test_cuda_placement test_cuda_ops test_aot_cuda kiln-samples libkiln_samples_ops.so; do
+    for t in test_cuda test_cuda_placement test_cuda_ops test_cuda_fusion test_aot_cuda kiln-samples libkiln_samples_ops.so; do
         [ -f "$build/$t" ] && cp -L "$build/$t" "$out/"
     done
     # what kiln-samples reads from the source tree (KILN_SOURCE_DIR): the

@@ -357,6 +357,12 @@ void kiln__epi_free(kiln__elayer *el);
 /* A GPU layer's fused activation (kiln_call.epilogue): its kiln_cu_act code
  * (KILN_CU_ACT_NONE without one) and parameters. */
 int kiln__epi_cuda_act(const void *epilogue, float *a, float *b);
+/* A GPU MatMul's fused bias (builder/fuse.c): the device pointer of the
+ * constant (one value per column, the output's type) and *n its length;
+ * NULL and 0 without one. */
+const void *kiln__epi_cuda_bias(const void *epilogue, int64_t *n);
+/* 1 if the chain is GPU data (bias and/or activation), not host callbacks. */
+int kiln__epi_is_cuda(const void *epilogue);
 /* Short name list " + BatchNormalization + Clip" for inspect ("" if none). */
 void kiln__epi_describe(const kiln__elayer *el, char *buf, size_t size);
 

@@ -52,7 +52,7 @@ static kiln_engine *build_small(void) {
     ASSERT(kiln_network_add_layer(net, "test::addc", 2, "add2", 2, i2, 1, o2));
     ASSERT_OK(kiln_network_mark_output(net, "y"));
     kiln_build_config *cfg = kiln_build_config_create();
-    int64_t mn[2] = {2, 4}, op[2] = {2, 4}, mx[2] = {2, 4};
+    int64_t mn[2] = {1, 4}, op[2] = {2, 4}, mx[2] = {2, 4}; /* a range: a pinned dim would be a constant */
     ASSERT_OK(kiln_build_config_set_profile(cfg, "x", 2, mn, op, mx));
     kiln_build_config_set_flags(cfg, KILN_BUILD_NO_TIMING);
     kiln_engine *e = NULL;

@@ -13,6 +13,7 @@
 #include "kiln_int.h"
 #include "test.h"
 #include "test_ops_util.h"
+#include "ffn_net.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -526,6 +527,68 @@ TEST_IMPL(no_gpu_errors_are_clear) {
     kiln_network_free(net);
 }
 
+/* A transformer feed-forward block (ffn_net.h) on the GPU: the erf GELU's
+ * five layers become one Gelu, each MatMul takes its bias Add (converted
+ * to the layer's type) and activation as its epilogue, Shape of a dynamic
+ * input runs on the GPU (strict device passes); the chain survives a file
+ * round trip; without fusion nothing is fused. */
+static void check_ffn(const kiln_engine *e) {
+    int mm = 0;
+    for (int32_t l = 0; l < e->nlayers; l++) {
+        const kiln__elayer *el = &e->layers[l];
+        ASSERT_EQ(el->device, KILN_DEVICE_CUDA);
+        ASSERT(strcmp(el->op_name, "Erf") && strcmp(el->op_name, "Div") && strcmp(el->op_name, "Add") &&
+               strcmp(el->op_name, "Mul") && strcmp(el->op_name, "Relu") && strcmp(el->op_name, "Gelu"));
+        if (strcmp(el->op_name, "MatMul")) continue;
+        mm++;
+        char desc[128];
+        kiln__epi_describe(el, desc, sizeof desc);
+        int first = !strcmp(el->name, "linear1");
+        ASSERT(!strcmp(desc, first ? " + Add + Gelu" : " + Add + Relu"));
+        float a, b;
+        int64_t n = -1;
+        ASSERT_EQ(kiln__epi_cuda_act(el->epi_rt, &a, &b), first ? KILN_CU_ACT_GELU : KILN_CU_ACT_RELU);
+        ASSERT(!kiln__epi_cuda_bias(el->epi_rt, &n)); /* no weights uploaded: no device pointer */
+        ASSERT_EQ(n, first ? FFN_N : FFN_N2);
+        const kiln__etensor *bias = &e->tensors[el->epi[0].in[1 - el->epi[0].x]];
+        ASSERT_EQ(bias->dtype, e->tensors[el->out[0]].dtype); /* the layer's type (--fp16: F16 if chosen) */
+        ASSERT_EQ(bias->kind, KILN__ET_CONST);
+    }
+    ASSERT_EQ(mm, 2);
+}
+
+TEST_IMPL(gpu_linear_bias_gelu_fusion) {
+    kiln__cuda_fake(1);
+    ffn_w w;
+    ffn_weights(&w, 21);
+    kiln_network *net = ffn_network(&w);
+    for (int k = 0; k < 2; k++) {
+        kiln_build_config *cfg =
+            ffn_config(KILN_BUILD_NO_TIMING | KILN_BUILD_STRICT_DEVICE | (k ? KILN_BUILD_FP16 : 0));
+        kiln_engine *e = NULL;
+        ASSERT_OK(kiln_build(net, cfg, &e, NULL));
+        kiln_build_config_free(cfg);
+        check_ffn(e);
+        kiln_engine *e2 = test_roundtrip(e);
+        check_ffn(e2);
+        kiln_engine_free(e2);
+        kiln_engine_free(e);
+    }
+    kiln_build_config *cfg = ffn_config(KILN_BUILD_NO_TIMING | KILN_BUILD_NO_FUSION);
+    kiln_engine *e = NULL;
+    ASSERT_OK(kiln_build(net, cfg, &e, NULL));
+    int erf = 0;
+    for (int32_t l = 0; l < e->nlayers; l++) {
+        erf += !strcmp(e->layers[l].op_name, "Erf");
+        ASSERT_EQ(e->layers[l].nepi, 0);
+    }
+    ASSERT_EQ(erf, 1);
+    kiln_engine_free(e);
+    kiln_build_config_free(cfg);
+    kiln_network_free(net);
+    kiln__cuda_fake(0);
+}
+
 TEST_LIST(TEST_ENTRY(mixed_placement), TEST_ENTRY(weights_uploaded_once), TEST_ENTRY(strict_device_lists_cpu_layers),
           TEST_ENTRY(fp16_moves_layer_to_gpu), TEST_ENTRY(host_cannot_read_device_memory),
-          TEST_ENTRY(gpu_activation_fusion), TEST_ENTRY(device_memory_bindings), TEST_ENTRY(no_gpu_errors_are_clear))
+          TEST_ENTRY(gpu_activation_fusion), TEST_ENTRY(gpu_linear_bias_gelu_fusion), TEST_ENTRY(device_memory_bindings), TEST_ENTRY(no_gpu_errors_are_clear))

@@ -41,6 +41,17 @@ static inline kiln_engine *build_sample_add_engine(unsigned flags) {
     return e;
 }
 
+/* e serialized and loaded back from memory (a new engine: free it). */
+static inline kiln_engine *test_roundtrip(const kiln_engine *e) {
+    void *buf = NULL;
+    size_t size = 0;
+    ASSERT_OK(kiln_engine_serialize(e, &buf, &size));
+    kiln_engine *e2 = NULL;
+    ASSERT_OK(kiln_engine_load_memory(buf, size, &e2));
+    kiln_free(buf);
+    return e2;
+}
+
 /* ---- random inputs, buffers, comparison --------------------------------- */
 
 /* malloc(n) that fails the test instead of returning NULL (n = 0: 1 byte). */

@@ -20,10 +20,16 @@
  * Sigmoid, HardSigmoid, HardSwish, LeakyRelu, Gelu, ...: the kiln_cu_act
  * set) and applies it in its own kernels (conv_direct, bias_act; cuBLASLt's
  * RELU/GELU epilogues) -- one kernel and one pass over the tensor fewer.
- * engine/epilogue.c turns the chain into that code at load.
+ * engine/epilogue.c turns the chain into that code at load.  A MatMul on
+ * the GPU also takes the Add of a constant bias over its last dim before
+ * the activation (a Linear layer: cuBLASLt's BIAS / GELU_BIAS epilogues),
+ * and the erf form of GELU that exporters write as five layers
+ * (x * 0.5 * (1 + erf(x / sqrt 2))) is first rewritten into one Gelu
+ * layer, so Linear + bias + GELU runs as one GEMM and at most one pass.
  */
 #include "builder.h"
 #include "ops/common/ops_cuda.h"
+#include "ops/common/ops_util.h"
 
 #include <string.h>
 
@@ -42,29 +48,166 @@ static int f32_linear(kiln_dtype t, kiln_format f) {
     return t == KILN_DTYPE_F32 && f == KILN_FORMAT_LINEAR;
 }
 
+static int is_onnx(const bl *L, const char *name) {
+    return !strcmp(L->op->ns, "ai.onnx") && !strcmp(L->op->name, name);
+}
+
+/* GPU bias: L is an ai.onnx Add on the CUDA device of its activation input
+ * (slot x) and a constant whose dims are 1 but the last, which is the
+ * output's last dim (static); P an ai.onnx MatMul without epilogue. */
+static int gpu_bias(const builder *b, const bl *P, const bl *L, int x, const bt *ty) {
+    if (!is_onnx(L, "Add") || !is_onnx(P, "MatMul") || P->nepi != 0 || L->nin != 2 || ty->ndim < 1) return 0;
+    const bt *c = &b->t[L->in[1 - x]];
+    int64_t n, v, last;
+    if (c->kind != BT_CONST || !c->data || c->ndim > ty->ndim || c->ndim < 1 ||
+        !kiln_expr_is_const(ty->dims[ty->ndim - 1], &last) || !kiln_expr_is_const(c->dims[c->ndim - 1], &n) ||
+        n != last)
+        return 0;
+    for (int d = 0; d + 1 < c->ndim; d++)
+        if (!kiln_expr_is_const(c->dims[d], &v) || v != 1) return 0;
+    return c->dtype == KILN_DTYPE_F32 || c->dtype == KILN_DTYPE_F16 || c->dtype == KILN_DTYPE_BF16;
+}
+
 /* GPU: both layers on the CUDA device, P a built-in ai.onnx op (the
  * activation code is an internal interface its launcher reads; a plugin's
- * cuda_impl would drop it) with no epilogue yet, L a one-input ai.onnx
- * activation with a kiln_cu_act code, the same type through (F32, F16 or
- * BF16; CUDA layers are LINEAR). */
-static int gpu_fusable(const bl *P, const bl *L, const bt *tx, const bt *ty) {
-    if (P->device != KILN_DEVICE_CUDA || L->device != KILN_DEVICE_CUDA || P->nepi != 0 || L->nin != 1 ||
-        strcmp(P->op->ns, "ai.onnx") != 0 || strcmp(L->op->ns, "ai.onnx") != 0)
+ * cuda_impl would drop it), the same type through (F32, F16 or BF16; CUDA
+ * layers are LINEAR), and L either a MatMul's bias (gpu_bias) or a
+ * one-input ai.onnx activation with a kiln_cu_act code on a P whose chain
+ * is empty or that bias. */
+static int gpu_fusable(const builder *b, const bl *P, const bl *L, int x, const bt *tx, const bt *ty) {
+    if (P->device != KILN_DEVICE_CUDA || L->device != KILN_DEVICE_CUDA || strcmp(P->op->ns, "ai.onnx") != 0 ||
+        strcmp(L->op->ns, "ai.onnx") != 0)
+        return 0;
+    kiln_dtype t = tx->pdtype;
+    if (!((t == KILN_DTYPE_F32 || t == KILN_DTYPE_F16 || t == KILN_DTYPE_BF16) && ty->pdtype == t &&
+          tx->pfmt == KILN_FORMAT_LINEAR && ty->pfmt == KILN_FORMAT_LINEAR && L->io.dtype[x] == t &&
+          L->io.dtype[L->nin] == t && P->io.dtype[P->nin] == t))
+        return 0;
+    if (gpu_bias(b, P, L, x, ty)) return 1;
+    if (L->nin != 1 || !(P->nepi == 0 || (P->nepi == 1 && is_onnx(&b->l[P->epi[0].layer], "Add"))))
         return 0;
     kiln_attrs view = kiln__attrset_view(L->attrs);
     float a, c;
-    if (kiln__cu_act_of(L->op->name, &view, &a, &c) <= KILN_CU_ACT_NONE) return 0;
-    kiln_dtype t = tx->pdtype;
-    return (t == KILN_DTYPE_F32 || t == KILN_DTYPE_F16 || t == KILN_DTYPE_BF16) && ty->pdtype == t &&
-           tx->pfmt == KILN_FORMAT_LINEAR && ty->pfmt == KILN_FORMAT_LINEAR &&
-           L->io.dtype[0] == t && L->io.dtype[1] == t && P->io.dtype[P->nin] == t;
+    return kiln__cu_act_of(L->op->name, &view, &a, &c) > KILN_CU_ACT_NONE;
+}
+
+/* ---- erf GELU on the GPU: Div(x, sqrt 2) -> Erf -> Add(1) -> Mul(x) ->
+ * Mul(0.5) (torch's export of nn.GELU / F.gelu) becomes one Gelu layer. */
+
+/* Layer li is ai.onnx `name` on the GPU with inputs {T, a scalar constant
+ * near v} in either order: 1 and the slot of T, else 0. */
+static int op_with_const(const builder *b, int li, const char *name, int T, double v, int *slot) {
+    const bl *L = &b->l[li];
+    if (L->dead || L->device != KILN_DEVICE_CUDA || !is_onnx(L, name) || L->nin != 2 || L->nout != 1) return 0;
+    for (int s = 0; s < 2; s++) {
+        const bt *c = &b->t[L->in[1 - s]];
+        if (L->in[s] != T || c->kind != BT_CONST || !c->data) continue;
+        int64_t n = 1, d;
+        for (int k = 0; k < c->ndim; k++) n *= kiln_expr_is_const(c->dims[k], &d) ? d : -1;
+        if (n != 1 || (c->dtype != KILN_DTYPE_F32 && c->dtype != KILN_DTYPE_F16 && c->dtype != KILN_DTYPE_BF16 &&
+                       c->dtype != KILN_DTYPE_F64))
+            continue;
+        double got = kiln__ops_get_f64(c->data, c->dtype, 0);
+        if (got > v * (1 - 1e-3) && got < v * (1 + 1e-3)) {
+            *slot = s;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* The one live layer that reads tensor T (uses[T] == 1), or -1. */
+static int sole_reader(const builder *b, int T, const int *uses) {
+    if (uses[T] != 1 || b->t[T].is_output || b->t[T].is_size) return -1;
+    for (int li = 0; li < b->nl; li++) {
+        const bl *L = &b->l[li];
+        if (L->dead) continue;
+        for (int p = 0; p < L->nin; p++)
+            if (L->in[p] == T) return li;
+    }
+    return -1;
+}
+
+static int same_dims(const bt *a, const bt *c) {
+    if (a->ndim != c->ndim) return 0;
+    for (int d = 0; d < a->ndim; d++)
+        if (a->dims[d] != c->dims[d]) return 0;
+    return 1;
+}
+
+/* Layer ei an Erf: rewrite its chain into a Gelu layer at ei (0: done or
+ * not the pattern). */
+static int gelu_erf(builder *b, int ei, int *uses) {
+    bl *E = &b->l[ei];
+    if (E->dead || E->device != KILN_DEVICE_CUDA || !is_onnx(E, "Erf") || E->nin != 1 || E->nout != 1) return 0;
+    int D = b->t[E->in[0]].producer, s;
+    if (D < 0 || uses[E->in[0]] != 1 || b->t[E->in[0]].is_output) return 0;
+    int X = b->l[D].in[0];
+    if (!(op_with_const(b, D, "Div", X, 1.4142135623730951, &s) && s == 0)) {
+        X = b->l[D].in[1];
+        if (!op_with_const(b, D, "Mul", X, 0.7071067811865476, &s)) {
+            X = b->l[D].in[0];
+            if (!op_with_const(b, D, "Mul", X, 0.7071067811865476, &s)) return 0;
+        }
+    }
+    int A = sole_reader(b, E->out[0], uses);
+    if (A < 0 || !op_with_const(b, A, "Add", E->out[0], 1.0, &s)) return 0;
+    int M = sole_reader(b, b->l[A].out[0], uses);
+    if (M < 0 || b->l[M].dead || b->l[M].device != KILN_DEVICE_CUDA || !is_onnx(&b->l[M], "Mul") ||
+        b->l[M].nin != 2)
+        return 0;
+    const bl *m = &b->l[M];
+    int Ax = b->l[A].out[0];
+    if (!((m->in[0] == X && m->in[1] == Ax) || (m->in[1] == X && m->in[0] == Ax))) return 0;
+    int H = sole_reader(b, m->out[0], uses);
+    if (H < 0 || !op_with_const(b, H, "Mul", m->out[0], 0.5, &s)) return 0;
+    int Y = b->l[H].out[0];
+    const int chain[5] = {D, ei, A, M, H};
+    kiln_dtype t = b->t[X].pdtype;
+    if (uses[X] != 2 || b->t[X].pfmt != KILN_FORMAT_LINEAR || !same_dims(&b->t[X], &b->t[Y]) ||
+        (t != KILN_DTYPE_F32 && t != KILN_DTYPE_F16 && t != KILN_DTYPE_BF16))
+        return 0;
+    for (int k = 0; k < 5; k++) {
+        const bl *L = &b->l[chain[k]];
+        int o = L->out[0];
+        if (L->io.dtype[L->nin] != t || b->t[o].pdtype != t || b->t[o].pfmt != KILN_FORMAT_LINEAR) return 0;
+    }
+    const kiln__op *gelu = kiln__registry_find("ai.onnx", "Gelu", 20);
+    if (!gelu || !gelu->quick) return 0;
+    kiln__attrset own;
+    if (kiln__attrset_init(&own, gelu)) return 0; /* approximate = "none" */
+    if (E->has_own) kiln__attrset_free(&E->own);
+    E->own = own;
+    E->has_own = 1;
+    E->attrs = &E->own;
+    E->op = gelu;
+    for (int k = 0; k < 5; k++) {
+        bl *L = &b->l[chain[k]];
+        if (chain[k] != ei) L->dead = 1;
+        if (L->out[0] != Y) {
+            b->t[L->out[0]].live = 0;
+            uses[L->out[0]] = 0;
+        }
+    }
+    E->in[0] = X;
+    E->io.dtype[0] = t;
+    E->io.format[0] = KILN_FORMAT_LINEAR;
+    E->out[0] = Y;
+    b->t[Y].producer = ei;
+    b->t[Y].alias_in = -1;
+    uses[X] = 1;
+    if (b->st) b->st->fused += 4;
+    kiln__log(KILN_LOG_VERBOSE, "layers '%s' .. '%s' (erf GELU) rewritten into one Gelu layer '%s'",
+              b->l[D].name, b->l[H].name, E->name);
+    return 1;
 }
 
 /* Try to fuse layer li into the producer of its activation input. */
 static void try_fuse(builder *b, int li, int *uses) {
     bl *L = &b->l[li];
     const kiln_quick_op *q = L->op->quick;
-    if (L->dead || L->is_reformat || !q || !q->epilogue || L->nout < 1 ||
+    /* (the GPU's epilogues are codes, not the op's host callback) */
+    if (L->dead || L->is_reformat || !q || (!q->epilogue && L->device != KILN_DEVICE_CUDA) || L->nout < 1 ||
         L->nin > KILN__EPI_MAX_IN || L->io.n != L->nin + L->nout)
         return;
     /* optional extra outputs (BatchNormalization-14's running statistics)
@@ -100,8 +243,9 @@ static void try_fuse(builder *b, int li, int *uses) {
     if (P->dead || !pq || !pq->accepts_epilogue || pq->aot || P->aot == 1 || P->nout != 1 ||
         P->out[0] != X || P->nepi >= KILN__MAX_EPI || P->io.n != P->nin + P->nout)
         return;
-    if (P->device == KILN_DEVICE_CUDA || L->device == KILN_DEVICE_CUDA) {
-        if (!gpu_fusable(P, L, tx, ty)) return;
+    int gpu = P->device == KILN_DEVICE_CUDA || L->device == KILN_DEVICE_CUDA;
+    if (gpu) {
+        if (!gpu_fusable(b, P, L, x, tx, ty)) return;
     } else {
         /* F32 LINEAR through the fused path */
         for (int p = 0; p < P->io.n; p++)
@@ -116,8 +260,26 @@ static void try_fuse(builder *b, int li, int *uses) {
     if (tx->ndim != ty->ndim || tx->ndim < 1) return;
     for (int d = 0; d < tx->ndim; d++)
         if (tx->dims[d] != ty->dims[d]) return;
-    int64_t channels = 1;
-    if (tx->ndim >= 2 && !kiln_expr_is_const(tx->dims[1], &channels)) return;
+    int64_t channels = 1; /* host callbacks only: the GPU's epilogues do not need it */
+    if (!gpu && tx->ndim >= 2 && !kiln_expr_is_const(tx->dims[1], &channels)) return;
+    if (gpu && L->nin == 2) { /* a bias (gpu_bias): in the layer's type (folded cast) */
+        int c = L->in[1 - x];
+        if (b->t[c].dtype != tx->pdtype) {
+            int o = -1;
+            char *name = kiln__strfmt("%s:%s", b->t[c].name, kiln_dtype_name(tx->pdtype));
+            if (!name) return;
+            int r = kiln__b_add_reformat(b, c, name, tx->pdtype, KILN_FORMAT_LINEAR, &o);
+            kiln__free(name);
+            if (r < 0) return;
+            if (b->t[o].kind != BT_CONST) { /* not folded (no_fold): leave the Add alone */
+                b->l[r].dead = 1;
+                return;
+            }
+            L = &b->l[li]; /* the arrays may have moved */
+            L->in[1 - x] = o;
+        }
+        goto fuse;
+    }
     /* the op's own check on its constants */
     kiln_tensor in[KILN__EPI_MAX_IN];
     for (int p = 0; p < L->nin; p++) {
@@ -130,7 +292,11 @@ static void try_fuse(builder *b, int li, int *uses) {
     kiln_attrs view = kiln__attrset_view(L->attrs);
     kiln_epilogue_args a = {.attrs = &view, .in = in, .nin = L->nin, .x = x, .channels = channels};
     if (q->epilogue_check && q->epilogue_check(&a) != 0) return;
-
+fuse:
+    L = &b->l[li];
+    P = &b->l[pi];
+    tx = &b->t[X];
+    ty = &b->t[Y];
     P->epi[P->nepi].layer = li;
     P->epi[P->nepi].x = x;
     P->nepi++;
@@ -159,6 +325,7 @@ int kiln__b_fuse(builder *b) {
     /* A size symbol bound to a tensor reads it too. */
     for (int s = 0; s < b->nsym; s++)
         if (b->sym[s].t >= 0 && b->sym[s].t < b->nt) uses[b->sym[s].t] += 2;
+    for (int li = 0; li < b->nl; li++) gelu_erf(b, li, uses);
     for (int li = 0; li < b->nl; li++) try_fuse(b, li, uses);
     kiln__free(uses);
     return 0;

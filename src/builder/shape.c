@@ -536,6 +536,13 @@ static int setup_input(builder *b, const kiln_network *net, int ni) {
                              "input '%s' has dynamic dim %d ('%s') but the build config has no profile for it "
                              "(kiln_build_config_set_profile; kiln build: --shapes NAME:AxB.. or --min-shapes/--opt-shapes/--max-shapes)",
                              nt->name, d, nt->dim_names[d]);
+        /* A profile that pins the dim (min = max) makes it a constant: the
+         * shape arithmetic on it (Shape -> Gather -> Concat -> Reshape)
+         * then folds at build instead of running as layers. */
+        if (p->min[d] == p->max[d]) {
+            t->dims[d] = kiln_expr_const(b->x, p->min[d]);
+            continue;
+        }
         const kiln_expr *s = kiln_expr_sym(b->x, nt->dim_names[d]);
         t = &b->t[ti];
         t->dims[d] = s;

@@ -12,10 +12,12 @@
  * accepts them (a crafted file cannot make an epilogue read past a
  * constant).
  *
- * A layer on the GPU gets data instead of callbacks: its chain must be one
- * ai.onnx activation with a kiln_cu_act code (builder/fuse.c), which its
- * CUDA launcher reads with kiln__epi_cuda_act and applies in its kernels;
- * kiln_call_epilogue is a no-op there (the chain has no host entries).
+ * A layer on the GPU gets data instead of callbacks: its chain is an
+ * optional bias (a MatMul's Add of a constant over the last dim, read by
+ * the launcher with kiln__epi_cuda_bias: cuBLASLt's BIAS epilogue) and an
+ * optional ai.onnx activation with a kiln_cu_act code (builder/fuse.c),
+ * which its CUDA launcher reads with kiln__epi_cuda_act and applies in its
+ * kernels; kiln_call_epilogue is a no-op there (no host entries).
  */
 #include "kiln_int.h"
 #include "ops/common/ops_cuda.h"
@@ -33,6 +35,9 @@ typedef struct epi_rt {
     int n;                /* host entries (0 on a GPU layer) */
     int cu_act;           /* GPU layer: kiln_cu_act code (KILN_CU_ACT_NONE: none) */
     float cu_a, cu_b;     /* its parameters */
+    const kiln_engine *cu_engine; /* GPU bias: a constant of this engine, */
+    uint64_t cu_bias_off; /* at this offset of its (uploaded) weights, */
+    int64_t cu_bias_n;    /* this many elements (0: no bias) */
     epi_entry e[KILN__MAX_EPI];
 } epi_rt;
 
@@ -43,31 +48,76 @@ int kiln__epi_cuda_act(const void *epilogue, float *a, float *b) {
     return r ? r->cu_act : KILN_CU_ACT_NONE;
 }
 
-/* A GPU layer's chain: one ai.onnx activation without inputs besides x. */
-static int prepare_cuda(kiln__elayer *el) {
-    kiln__eepi *p = &el->epi[0];
-    const char *what = p->op_name ? p->op_name : "?";
-    if (!p->op) p->op = kiln__registry_find(p->op_ns, p->op_name, p->op_version);
-    int act = -1;
-    epi_rt *rt = NULL;
-    if (el->nepi == 1 && p->op && !strcmp(p->op->ns, "ai.onnx") && !strcmp(el->op->ns, "ai.onnx") &&
-        p->nin == 1 && p->x == 0 &&
-        (p->attrs.v || p->op->nattrs == 0 || !kiln__attrs_deserialize(&p->attrs, p->op, p->blob,
-                                                                      (size_t)p->blob_size))) {
-        kiln_attrs view = kiln__attrset_view(&p->attrs);
-        float a = 0, b = 0;
-        act = kiln__cu_act_of(p->op->name, &view, &a, &b);
-        if (act > KILN_CU_ACT_NONE && (rt = kiln__calloc(1, sizeof *rt))) {
-            rt->cu_act = act;
-            rt->cu_a = a;
-            rt->cu_b = b;
-        }
+const void *kiln__epi_cuda_bias(const void *epilogue, int64_t *n) {
+    const epi_rt *r = epilogue;
+    *n = r ? r->cu_bias_n : 0;
+    if (!r || !r->cu_bias_n || !r->cu_engine->dweights) return NULL;
+    return (const uint8_t *)r->cu_engine->dweights + r->cu_bias_off;
+}
+
+int kiln__epi_is_cuda(const void *epilogue) {
+    const epi_rt *r = epilogue;
+    return r && r->n == 0 && (r->cu_act > KILN_CU_ACT_NONE || r->cu_bias_n > 0);
+}
+
+/* A GPU bias: ai.onnx Add of x and a constant of the layer's output type
+ * holding one value per element of the output's last dim (static), on a
+ * MatMul.  0 and the bias in rt, or -1. */
+static int cuda_bias(const kiln_engine *e, const kiln__elayer *el, const kiln__eepi *p, epi_rt *rt) {
+    if (!p->op || strcmp(p->op->ns, "ai.onnx") || strcmp(p->op->name, "Add") || strcmp(el->op->ns, "ai.onnx") ||
+        strcmp(el->op->name, "MatMul") || p->nin != 2 || p->x < 0 || p->x > 1)
+        return -1;
+    int32_t ci = p->in[1 - p->x];
+    if (ci < 0 || ci >= e->ntensors || e->tensors[ci].kind != KILN__ET_CONST) return -1;
+    const kiln__etensor *ct = &e->tensors[ci], *y = &e->tensors[el->out[0]];
+    int64_t cd[KILN_MAX_DIMS], yd[KILN_MAX_DIMS], n = 1;
+    kiln__etensor_static_dims(e, y, yd);
+    if (kiln__etensor_static_dims(e, ct, cd) >= 0 || ct->dtype != y->dtype || y->ndim < 1 || ct->ndim > y->ndim ||
+        yd[y->ndim - 1] < 1)
+        return -1;
+    for (int d = 0; d < ct->ndim; d++) {
+        if (d + 1 < ct->ndim && cd[d] != 1) return -1;
+        n *= cd[d];
     }
-    if (act <= KILN_CU_ACT_NONE)
-        return kiln__err(KILN_EFORMAT, "layer '%s' runs on the GPU with %d fused ops (first %s::%s v%d); the GPU "
-                         "takes one ai.onnx activation without extra inputs on a built-in op", el->name, (int)el->nepi,
-                         p->op_ns ? p->op_ns : "?", what, (int)p->op_version);
+    if (n != yd[y->ndim - 1] || (uint64_t)n * kiln_dtype_size((kiln_dtype)ct->dtype) != ct->const_bytes ||
+        ct->const_off > e->weights_size || ct->const_bytes > e->weights_size - ct->const_off)
+        return -1;
+    rt->cu_engine = e;
+    rt->cu_bias_off = ct->const_off;
+    rt->cu_bias_n = n;
+    return 0;
+}
+
+/* A GPU layer's chain: [bias] [activation] (see above). */
+static int prepare_cuda(const kiln_engine *e, kiln__elayer *el) {
+    epi_rt *rt = kiln__calloc(1, sizeof *rt);
     if (!rt) return kiln__err(KILN_ENOMEM, "out of memory");
+    int k = 0, ok = el->nepi <= 2 && !strcmp(el->op->ns, "ai.onnx");
+    for (int32_t i = 0; i < el->nepi && ok; i++) {
+        kiln__eepi *p = &el->epi[i];
+        if (!p->op) p->op = kiln__registry_find(p->op_ns, p->op_name, p->op_version);
+        if (i == 0 && el->nepi == 2) { /* the bias */
+            ok = cuda_bias(e, el, p, rt) == 0;
+            continue;
+        }
+        if (i == 0 && !cuda_bias(e, el, p, rt)) continue; /* a bias alone */
+        ok = p->op && !strcmp(p->op->ns, "ai.onnx") && p->nin == 1 && p->x == 0 &&
+             (p->attrs.v || p->op->nattrs == 0 ||
+              !kiln__attrs_deserialize(&p->attrs, p->op, p->blob, (size_t)p->blob_size));
+        if (!ok) break;
+        kiln_attrs view = kiln__attrset_view(&p->attrs);
+        rt->cu_act = kiln__cu_act_of(p->op->name, &view, &rt->cu_a, &rt->cu_b);
+        ok = rt->cu_act > KILN_CU_ACT_NONE;
+        k = i;
+    }
+    if (!ok || el->nepi < 1) {
+        const kiln__eepi *p = &el->epi[k];
+        kiln__free(rt);
+        return kiln__err(KILN_EFORMAT, "layer '%s' runs on the GPU with %d fused ops (first %s::%s v%d); the GPU "
+                         "takes a bias (MatMul + Add of a constant over the last dim) and one ai.onnx activation "
+                         "without extra inputs on a built-in op", el->name, (int)el->nepi,
+                         p->op_ns ? p->op_ns : "?", p->op_name ? p->op_name : "?", (int)p->op_version);
+    }
     el->epi_rt = rt;
     return 0;
 }
@@ -167,7 +217,7 @@ int kiln__epi_prepare(kiln_engine *e, kiln__elayer *el) {
                              ? "does not accept epilogues"
                              : "has no output",
                          KILN__MAX_EPI);
-    if (el->device == KILN_DEVICE_CUDA) return prepare_cuda(el);
+    if (el->device == KILN_DEVICE_CUDA) return prepare_cuda(e, el);
     /* The activation: the layer's output 0 (same dims as the fused input). */
     const kiln__etensor *act = &e->tensors[el->out[0]];
     if (act->dtype != KILN_DTYPE_F32 || act->format != KILN_FORMAT_LINEAR)

@@ -31,6 +31,13 @@ typedef struct kiln_cu_iter {
     int64_t st[3][KILN_CU_MAX_DIMS];
 } kiln_cu_iter;
 
+/* Up to KILN_CU_MAX_DIMS int64 values by value (Shape's output: the
+ * input's dims, known on the host, written by a kernel so the layer stays
+ * on the GPU and inside a CUDA graph). */
+typedef struct kiln_cu_i64s {
+    int64_t v[KILN_CU_MAX_DIMS];
+} kiln_cu_i64s;
+
 /* Elementwise functions, shared by the unary kernels and the epilogues of
  * Conv / BatchNormalization / bias kernels (a, b: the op's float
  * parameters, e.g. Clip min/max, LeakyRelu alpha, HardSigmoid alpha/beta). */

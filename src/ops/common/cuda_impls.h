@@ -79,6 +79,7 @@ int kiln__cu_glppool(const kiln_call *c);
 
 /* tensor/copy_cuda.c: data movement by element size */
 int kiln__cu_copy_input(const kiln_call *c); /* Reshape Flatten Squeeze Unsqueeze Identity */
+int kiln__cu_shape(const kiln_call *c, int start, int end); /* Shape: dims [start, end) of input 0 */
 int kiln__cu_transpose(const kiln_call *c);
 int kiln__cu_concat(const kiln_call *c);
 int kiln__cu_split(const kiln_call *c);

@@ -124,8 +124,7 @@ static int launch(const kiln_call *c, const char *base, const char *suffix, unsi
      * its launcher (Conv, ConvTranspose, Gemm, MatMul) passed to its
      * kernels.  A host callback chain must never get here (fail loudly
      * rather than skip it). */
-    float ea, eb;
-    if (c->epilogue && kiln__epi_cuda_act(c->epilogue, &ea, &eb) <= KILN_CU_ACT_NONE)
+    if (c->epilogue && !kiln__epi_is_cuda(c->epilogue))
         return kiln_set_error(KILN_EUNSUPPORTED, "%s: a host epilogue chain reached a CUDA kernel", base);
     char name[96];
     if (suffix)

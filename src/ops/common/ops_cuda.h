@@ -92,5 +92,11 @@ int kiln__cu_act_of(const char *op, const kiln_attrs *a, float *pa, float *pb);
 /* The fused activation of a GPU layer (c->epilogue: engine/epilogue.c):
  * its kiln_cu_act code and parameters; KILN_CU_ACT_NONE when none. */
 int kiln__epi_cuda_act(const void *epilogue, float *a, float *b);
+/* A GPU MatMul's fused bias (builder/fuse.c): the device pointer of the
+ * constant (one value per column, the output's type) and *n its length;
+ * NULL and 0 without one. */
+const void *kiln__epi_cuda_bias(const void *epilogue, int64_t *n);
+/* 1 if the chain is GPU data (bias and/or activation), not host callbacks. */
+int kiln__epi_is_cuda(const void *epilogue);
 
 #endif /* KILN_OPS_CUDA_H */

@@ -10,7 +10,9 @@
  *
  * A fused activation (kiln__epi_cuda_act, builder/fuse.c): Relu and tanh
  * Gelu are cuBLASLt epilogues (with the bias: RELU_BIAS, GELU_BIAS); any
- * other runs as one bias_act_<T> pass over the output.
+ * other runs as one bias_act_<T> pass over the output.  A MatMul's fused
+ * bias (the Add of a constant over the last dim that follows it in
+ * Linear layers: kiln__epi_cuda_bias) is cuBLASLt's BIAS epilogue.
  */
 #include "kiln_int.h"
 #include "ops/common/cuda_impls.h"
@@ -86,6 +88,11 @@ int kiln__cu_matmul(const kiln_call *c) {
     int post;
     float pa, pb;
     fused_act(c, &g, &post, &pa, &pb);
+    int64_t nbias;
+    g.bias = kiln__epi_cuda_bias(c->epilogue, &nbias);
+    if (nbias && (!g.bias || nbias != N))
+        return kiln_set_error(KILN_EINVAL, "MatMul: fused bias of %lld values for %lld columns%s", (long long)nbias,
+                              (long long)N, g.bias ? "" : " (weights not on the GPU)");
     if (it.ndim == 1) { /* one strided batched call */
         g.batch = it.dims[0];
         g.stride_a = it.st[0][0];

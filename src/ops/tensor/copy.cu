@@ -20,6 +20,7 @@
  *   trilu_<bytes>(R, C, k, upper, n, src, dst): Trilu over [.., R, C]
  *     (keep column j of row r where j >= r + k (upper) or j <= r + k);
  *   eye_<bytes>(C, k, one, n, dst): EyeLike, `one` on the diagonal j = r + k.
+ *   shape_i64(n, vals, dst): the n <= 8 int64 values given (Shape).
  */
 #include "ops/common/cuda_common.cuh"
 
@@ -120,3 +121,7 @@ __device__ __forceinline__ void kc_gather_el(const kiln_cu_check &ck, const kiln
         KC_FOR(i, n, int64_t) dst[i] = i % C == i / C + k ? (T)one : (T)0;                     \
     }
 KC_SIZES(KC_COPY)
+
+extern "C" __global__ void shape_i64(int32_t n, kiln_cu_i64s v, int64_t *dst) {
+    if (threadIdx.x < (unsigned)n && threadIdx.x < KILN_CU_MAX_DIMS) dst[threadIdx.x] = v.v[threadIdx.x];
+}

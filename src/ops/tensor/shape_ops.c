@@ -53,10 +53,19 @@ static int shape_impl(const kiln_call *c) {
     for (int i = s; i < e; i++) y[i - s] = c->in[0].dims[i];
     return 0;
 }
+/* On the GPU: the dims written by a kernel (copy_cuda.c); any input type,
+ * its data never read. */
+static int shape_cuda(const kiln_call *c) {
+    int s, e;
+    shape_range(c->attrs, c->in[0].ndim, &s, &e);
+    return kiln__cu_shape(c, s, e);
+}
+static const kiln_combo cu_shape[] = {{.types = KILN_CU_T_ANY ", INT64"}, {0}};
 static const kiln_quick_op shape_op = {
     .ns = OPS_NS, .name = "Shape", .version = 1, .min_inputs = 1, .max_inputs = 1,
     .num_outputs = 1, .attrs = shape_attrs, .shape = shape_shape, .impl = shape_impl,
     .doc = "the input's dims (start/end select a range)",
+    .cuda_impl = shape_cuda, .cuda_formats = cu_shape,
 };
 KILN_OP(shape_op)
 
