@@ -1,7 +1,7 @@
 /*
  * test_cuda_fusion.c — the GPU's Linear fusions on a GPU (ctest label
  * `cuda`; exits 77, saying why, without one): a transformer feed-forward
- * block (ffn_net.h: MatMul + bias Add + erf GELU in five layers, MatMul +
+ * block (encoder_nets.h: MatMul + bias Add + erf GELU in five layers, MatMul +
  * bias + Relu, Shape) built for CUDA with fusion (one MatMul layer with a
  * cuBLASLt bias epilogue per Linear) and without, FP32 / FP16 / BF16, run
  * at a batch inside the profile on fresh random inputs with poisoned
@@ -13,7 +13,9 @@
 #include "device/device.h"
 #include "kiln_int.h"
 #include "test.h"
-#include "ffn_net.h"
+#include "encoder_nets.h"
+
+#include <math.h>
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -64,7 +66,7 @@ static void run_case(const ffn_w *w, unsigned flags, double tol) {
     kiln_engine_free(e);
 }
 
-TEST_IMPL(linear_bias_gelu_on_gpu) {
+static void need_gpu(void) {
     if (!kiln__device_get(KILN_DEVICE_CUDA)) {
         printf("SKIP: %s\n", kiln_errmsg());
         exit(77);
@@ -73,6 +75,10 @@ TEST_IMPL(linear_bias_gelu_on_gpu) {
         printf("SKIP: libkiln was built without CUDA kernels (nvcc not found at build)\n");
         exit(77);
     }
+}
+
+TEST_IMPL(linear_bias_gelu_on_gpu) {
+    need_gpu();
     ffn_w w;
     ffn_weights(&w, 77);
     run_case(&w, 0, 1e-4);
@@ -81,4 +87,70 @@ TEST_IMPL(linear_bias_gelu_on_gpu) {
     run_case(&w, KILN_BUILD_BF16, 1e-1);
 }
 
-TEST_LIST(TEST_ENTRY(linear_bias_gelu_on_gpu))
+static void run_attn(unsigned flags, double tol) {
+    kiln_network *net = attn_network();
+    kiln_build_config *cfg = attn_config(flags | KILN_BUILD_STRICT_DEVICE);
+    kiln_engine *e = NULL;
+    ASSERT_OK(kiln_build(net, cfg, &e, NULL));
+    kiln_build_config_free(cfg);
+    kiln_network_free(net);
+    int attn = 0, addnorm = 0;
+    for (int32_t l = 0; l < e->nlayers; l++) {
+        attn += !strcmp(e->layers[l].op_name, "attention");
+        addnorm += !strcmp(e->layers[l].op_name, "add_layernorm");
+    }
+    ASSERT_EQ(attn, flags & KILN_BUILD_NO_FUSION ? 0 : 2);
+    ASSERT_EQ(addnorm, flags & KILN_BUILD_NO_FUSION ? 0 : 1);
+    kiln_context *ctx = NULL;
+    ASSERT_OK(kiln_context_create(e, 1, &ctx));
+    enum { NB = 3, N = NB * ATTN_N };
+    static float q[N], k[N], v[N], kt[N], y[3][N], first[3][N];
+    static double ref[N], ref3[N];
+    int64_t d[4] = {NB, ATTN_H, ATTN_S, ATTN_D};
+    uint64_t seed = 77 + flags;
+    for (int i = 0; i < N; i++) {
+        q[i] = test_randf(&seed, -2, 2);
+        k[i] = test_randf(&seed, -2, 2);
+        v[i] = test_randf(&seed, -1, 1);
+    }
+    attn_ref(q, k, v, NB * ATTN_H, 0.125, ref);
+    attn_ln_ref(q, ref, NB * ATTN_H * ATTN_S, ref3);
+    const char *in[3] = {"q", "k", "v"};
+    float *data[3] = {q, k, v};
+    for (int i = 0; i < 3; i++) {
+        ASSERT_OK(kiln_context_set_input_shape(ctx, in[i], 4, d));
+        ASSERT_OK(kiln_context_bind(ctx, in[i], data[i], sizeof q));
+    }
+    ASSERT_OK(kiln_context_bind(ctx, "y1", y[0], sizeof y[0]));
+    ASSERT_OK(kiln_context_bind(ctx, "y2", y[1], sizeof y[1]));
+    ASSERT_OK(kiln_context_bind(ctx, "kt", kt, sizeof kt));
+    ASSERT_OK(kiln_context_bind(ctx, "y3", y[2], sizeof y[2]));
+    double worst = 0;
+    for (int run = 0; run < 3; run++) { /* eager, capture, replay */
+        memset(y, 0xFF, sizeof y);
+        ASSERT_OK(kiln_context_run(ctx));
+        for (int o = 0; o < 3; o++)
+            for (int i = 0; i < N; i++) {
+                const double *r = o == 2 ? ref3 : ref;
+                double err = fabs(y[o][i] - r[i]) / (1 + fabs(r[i]));
+                if (!(err <= worst)) worst = err;
+            }
+        if (run == 0) memcpy(first, y, sizeof y);
+        else ASSERT(!memcmp(first, y, sizeof y));
+    }
+    printf("attention flags 0x%x: %d attention + %d add_layernorm layers, max |y - ref| / (1 + |ref|) = %.3g (tolerance %.3g)\n", flags,
+           attn, addnorm, worst, tol);
+    ASSERT(worst <= tol);
+    kiln_context_free(ctx);
+    kiln_engine_free(e);
+}
+
+TEST_IMPL(attention_on_gpu) {
+    need_gpu();
+    run_attn(0, 1e-5);
+    run_attn(KILN_BUILD_NO_FUSION, 1e-5);
+    run_attn(KILN_BUILD_FP16, 1e-2);
+    run_attn(KILN_BUILD_BF16, 6e-2);
+}
+
+TEST_LIST(TEST_ENTRY(linear_bias_gelu_on_gpu), TEST_ENTRY(attention_on_gpu))

@@ -122,6 +122,21 @@ static const tcase cases[] = {
     {"Softmax", 13, 1, 1, {{F32, 2, {3, 40}}}, {{F32, 2, {3, 40}}}, {A_INT("axis", -1)}},
     {"Softmax", 13, 1, 1, {{F16, 3, {2, 5, 7}}}, {{F16, 3, {2, 5, 7}}}, {A_INT("axis", 1)}},
     {"LogSoftmax", 13, 1, 1, {{F32, 2, {4, 9}}}, {{F32, 2, {4, 9}}}, {A_INT("axis", 1)}},
+    /* the builder's fused attention (kiln::attention): partial query and key
+     * tiles, K^T and K, head dims 64 / 128 / 8 / 40, a single key */
+    {"kiln::attention", 1, 3, 1, {{F32, 4, {2, 3, 37, 64}}, {F32, 4, {2, 3, 64, 45}}, {F32, 4, {2, 3, 45, 40}}},
+     {{F32, 4, {2, 3, 37, 40}}}, {A_FLOAT("scale", 0.125), A_INT("k_trans", 1)}},
+    {"kiln::attention", 1, 3, 1, {{F16, 3, {4, 130, 128}}, {F16, 3, {4, 70, 128}}, {F16, 3, {4, 70, 96}}},
+     {{F16, 3, {4, 130, 96}}}, {A_FLOAT("scale", 0.09), A_INT("k_trans", 0)}},
+    {"kiln::attention", 1, 3, 1, {{BF16, 2, {5, 8}}, {BF16, 2, {1, 8}}, {BF16, 2, {1, 128}}},
+     {{BF16, 2, {5, 128}}}, {A_FLOAT("scale", 0.5), A_INT("k_trans", 0)}},
+    /* residual + norm (kiln::add_layernorm): rows of 768, 8192 (1024 threads x 8), 5; broadcast scale */
+    {"kiln::add_layernorm", 1, 4, 1, {{F32, 3, {2, 3, 768}}, {F32, 3, {2, 3, 768}}, {F32, 1, {768}}, {F32, 1, {768}}},
+     {{F32, 3, {2, 3, 768}}}, {A_INT("axis", -1), A_FLOAT("epsilon", 1e-5)}},
+    {"kiln::add_layernorm", 1, 4, 1, {{F16, 2, {3, 8192}}, {F16, 2, {3, 8192}}, {F16, 1, {8192}}, {F16, 1, {8192}}},
+     {{F16, 2, {3, 8192}}}, {A_INT("axis", 1)}},
+    {"kiln::add_layernorm", 1, 3, 1, {{BF16, 3, {4, 1, 5}}, {BF16, 3, {4, 1, 5}}, {BF16, 1, {1}}},
+     {{BF16, 3, {4, 1, 5}}}, {A_INT("axis", 1), A_FLOAT("epsilon", 1e-3)}},
     {"Softmax", 11, 1, 1, {{F32, 3, {2, 3, 4}}}, {{F32, 3, {2, 3, 4}}}, {A_INT("axis", 1)}},
     {"LayerNormalization", 17, 3, 3, {{F32, 2, {4, 32}}, {F32, 1, {32}}, {F32, 1, {32}}},
      {{F32, 2, {4, 32}}, {F32, 2, {4, 1}}, {F32, 2, {4, 1}}}, {A_INT("axis", -1)}},
@@ -454,7 +469,10 @@ static int run_case(const tcase *tc, const kiln__op *op, const kiln_attrs *av, i
 static void run_all(void) {
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const tcase *tc = &cases[i];
-        const kiln__op *op = kiln__registry_resolve("ai.onnx", tc->op, tc->ver);
+        const char *sep = strstr(tc->op, "::"); /* "ns::name" (kiln's own ops), else ai.onnx */
+        char ns[32] = "ai.onnx";
+        if (sep) snprintf(ns, sizeof ns, "%.*s", (int)(sep - tc->op), tc->op);
+        const kiln__op *op = kiln__registry_resolve(ns, sep ? sep + 2 : tc->op, tc->ver);
         ASSERT(op && op->quick);
         if (!op->quick->cuda_impl) TEST__FAIL("%s v%d has no cuda_impl", tc->op, tc->ver);
         kiln__attrset s;

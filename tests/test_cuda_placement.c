@@ -13,7 +13,7 @@
 #include "kiln_int.h"
 #include "test.h"
 #include "test_ops_util.h"
-#include "ffn_net.h"
+#include "encoder_nets.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -527,7 +527,7 @@ TEST_IMPL(no_gpu_errors_are_clear) {
     kiln_network_free(net);
 }
 
-/* A transformer feed-forward block (ffn_net.h) on the GPU: the erf GELU's
+/* A transformer feed-forward block (encoder_nets.h) on the GPU: the erf GELU's
  * five layers become one Gelu, each MatMul takes its bias Add (converted
  * to the layer's type) and activation as its epilogue, Shape of a dynamic
  * input runs on the GPU (strict device passes); the chain survives a file
@@ -589,6 +589,57 @@ TEST_IMPL(gpu_linear_bias_gelu_fusion) {
     kiln__cuda_fake(0);
 }
 
+/* Attention chains (encoder_nets.h) become kiln::attention layers on the
+ * GPU: y1's Transpose and both scalar Muls folded in (K, scale 1/8), y2's
+ * Div folded in with K^T kept (the transpose is also an output); the
+ * residual Add + LayerNormalization one kiln::add_layernorm; without
+ * fusion the chains stay. */
+static void check_attn(const kiln_engine *e, int fused) {
+    int attn = 0, softmax = 0;
+    for (int32_t l = 0; l < e->nlayers; l++) {
+        const kiln__elayer *el = &e->layers[l];
+        ASSERT_EQ(el->device, KILN_DEVICE_CUDA);
+        softmax += !strcmp(el->op_name, "Softmax");
+        if (strcmp(el->op_name, "attention")) continue;
+        attn++;
+        kiln_attrs a = kiln__attrset_view(&el->attrs);
+        int first = !strcmp(el->name, "pv1");
+        ASSERT(first || !strcmp(el->name, "pv2"));
+        ASSERT_NEAR(kiln_attrs_float(&a, "scale"), 0.125, 1e-6);
+        ASSERT_EQ(kiln_attrs_int(&a, "k_trans"), first ? 0 : 1);
+        const char *kn = e->tensors[el->in[1]].name; /* "k:FP32:LINEAR:cuda": the device copy of k */
+        ASSERT(!strncmp(kn, first ? "k:" : "kt:", first ? 2 : 3));
+    }
+    ASSERT_EQ(attn, fused ? 2 : 0);
+    ASSERT_EQ(softmax, fused ? 0 : 2);
+    int addnorm = 0, ln = 0;
+    for (int32_t l = 0; l < e->nlayers; l++) {
+        addnorm += !strcmp(e->layers[l].op_name, "add_layernorm");
+        ln += !strcmp(e->layers[l].op_name, "LayerNormalization");
+    }
+    ASSERT_EQ(addnorm, fused);
+    ASSERT_EQ(ln, !fused);
+}
+
+TEST_IMPL(gpu_attention_rewrite) {
+    kiln__cuda_fake(1);
+    kiln_network *net = attn_network();
+    for (int fused = 1; fused >= 0; fused--) {
+        kiln_build_config *cfg =
+            attn_config(KILN_BUILD_NO_TIMING | KILN_BUILD_STRICT_DEVICE | (fused ? 0 : KILN_BUILD_NO_FUSION));
+        kiln_engine *e = NULL;
+        ASSERT_OK(kiln_build(net, cfg, &e, NULL));
+        kiln_build_config_free(cfg);
+        check_attn(e, fused);
+        kiln_engine *e2 = test_roundtrip(e);
+        check_attn(e2, fused);
+        kiln_engine_free(e2);
+        kiln_engine_free(e);
+    }
+    kiln_network_free(net);
+    kiln__cuda_fake(0);
+}
+
 TEST_LIST(TEST_ENTRY(mixed_placement), TEST_ENTRY(weights_uploaded_once), TEST_ENTRY(strict_device_lists_cpu_layers),
           TEST_ENTRY(fp16_moves_layer_to_gpu), TEST_ENTRY(host_cannot_read_device_memory),
-          TEST_ENTRY(gpu_activation_fusion), TEST_ENTRY(gpu_linear_bias_gelu_fusion), TEST_ENTRY(device_memory_bindings), TEST_ENTRY(no_gpu_errors_are_clear))
+          TEST_ENTRY(gpu_activation_fusion), TEST_ENTRY(gpu_linear_bias_gelu_fusion), TEST_ENTRY(gpu_attention_rewrite), TEST_ENTRY(device_memory_bindings), TEST_ENTRY(no_gpu_errors_are_clear))

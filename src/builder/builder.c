@@ -406,6 +406,7 @@ int kiln_build(const kiln_network *net, const kiln_build_config *cfg, kiln_engin
     if (cfg->cache_path) kiln__tcache_load(b.tc, cfg->cache_path);
     rc = kiln__b_process_net(&b, net, NULL, NULL, "", 0);
     if (rc) goto done;
+    if (b.cuda && (rc = kiln__b_transformer(&b))) goto done;
     kiln__b_dead_code(&b);
     rc = kiln__b_select(&b);
     if (rc) goto done;

@@ -128,6 +128,13 @@ int kiln__b_aot_kernel(builder *b, int li, kiln_aot_kernel *k);
 int kiln__b_process_net(builder *b, const kiln_network *net, const int *in_map, const int *out_map,
                         const char *prefix, int depth);
 void kiln__b_dead_code(builder *b);
+/* transformer.c (CUDA builds, before dead code): MatMul -> Softmax -> MatMul
+ * chains into kiln::attention layers, Add -> LayerNormalization into
+ * kiln::add_layernorm. */
+int kiln__b_transformer(builder *b);
+/* Layer li runs op with attribute values *own (taken over: freed on
+ * error too) from now on: its op, attributes and instance state replaced. */
+int kiln__b_set_op(builder *b, int li, const kiln__op *op, kiln__attrset *own);
 
 /* fuse.c: epilogue fusion (after select, before finalize) */
 int kiln__b_fuse(builder *b);

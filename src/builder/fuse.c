@@ -175,12 +175,9 @@ static int gelu_erf(builder *b, int ei, int *uses) {
     const kiln__op *gelu = kiln__registry_find("ai.onnx", "Gelu", 20);
     if (!gelu || !gelu->quick) return 0;
     kiln__attrset own;
-    if (kiln__attrset_init(&own, gelu)) return 0; /* approximate = "none" */
-    if (E->has_own) kiln__attrset_free(&E->own);
-    E->own = own;
-    E->has_own = 1;
-    E->attrs = &E->own;
-    E->op = gelu;
+    if (kiln__attrset_init(&own, gelu) || kiln__b_set_op(b, ei, gelu, &own)) /* approximate = "none" */
+        return 0;
+    E = &b->l[ei];
     for (int k = 0; k < 5; k++) {
         bl *L = &b->l[chain[k]];
         if (chain[k] != ei) L->dead = 1;

@@ -38,6 +38,26 @@ typedef struct kiln_cu_i64s {
     int64_t v[KILN_CU_MAX_DIMS];
 } kiln_cu_i64s;
 
+/* Fused attention (kiln::attention, src/ops/nn/attention.cu): per batch-head
+ * (bh of them) Y [sq, dv] = softmax(scale Q K^T) V with Q [sq, d], V [sk,
+ * dv] and K [sk, d] (k_trans 0) or K^T [d, sk] (k_trans 1), all contiguous;
+ * d, dv <= KILN_CU_ATTN_DMAX. */
+#define KILN_CU_ATTN_DMAX 128
+typedef struct kiln_cu_attn {
+    int64_t bh, sq, sk;
+    int32_t d, dv, k_trans;
+    float scale;
+} kiln_cu_attn;
+
+/* Residual Add + LayerNormalization (kiln::add_layernorm,
+ * src/ops/nn/add_norm.cu): rows of `inner` <= KILN_CU_ADDNORM_MAX elements,
+ * y = (x - mean) * rstd * scale[i % se] + bias[i % be] with x = a + b. */
+#define KILN_CU_ADDNORM_MAX 8192
+typedef struct kiln_cu_addnorm {
+    int64_t rows, inner, se, be;
+    float eps;
+} kiln_cu_addnorm;
+
 /* Elementwise functions, shared by the unary kernels and the epilogues of
  * Conv / BatchNormalization / bias kernels (a, b: the op's float
  * parameters, e.g. Clip min/max, LeakyRelu alpha, HardSigmoid alpha/beta). */

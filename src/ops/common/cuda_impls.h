@@ -54,6 +54,11 @@ int kiln__cu_instancenorm(const kiln_call *c);
 int kiln__cu_groupnorm18(const kiln_call *c); /* scale/bias per group */
 int kiln__cu_groupnorm21(const kiln_call *c); /* scale/bias per channel */
 
+/* nn/attention_cuda.c: kiln::attention, one flash-style kernel (FP32 FP16 BF16; head dims <= 128) */
+int kiln__cu_attention(const kiln_call *c);
+/* nn/add_norm_cuda.c: kiln::add_layernorm, one pass per row (FP32 FP16 BF16; rows <= 8192) */
+int kiln__cu_add_layernorm(const kiln_call *c);
+
 /* nn/loss_cuda.c: any float type; targets out of range reported at the next sync */
 int kiln__cu_nll_loss(const kiln_call *c);
 int kiln__cu_sce_loss(const kiln_call *c);

@@ -1,0 +1,201 @@
+/*
+ * encoder_nets.h — transformer encoder pieces in the form ONNX exporters
+ * write them, for the GPU fusion tests (test_cuda_placement.c on the
+ * stand-in device, test_cuda_fusion.c on a GPU), with references in double.
+ *
+ * The feed-forward block (ffn_*):
+ *
+ *   x [batch, S, K]  (batch dynamic, profile 1..4)
+ *   a  = Add(b1, MatMul(x, W1))                      Linear 1 (bias first)
+ *   g  = Mul(Mul(a, Add(Erf(Div(a, sqrt 2)), 1)), 0.5)  erf GELU, 5 layers
+ *   y  = Relu(Add(MatMul(g, W2), b2))                Linear 2 + Relu
+ *   s  = Shape(x)                                    (int64 [3])
+ *
+ * Attention (attn_*), inputs q, k, v [batch, H, S, D] (batch dynamic):
+ *
+ *   y1 = MatMul(Softmax13(MatMul(Mul(q, c), Mul(Transpose(k), c))), v)
+ *        (torch's export: the scale sqrt(1/sqrt D) on both sides, K
+ *        transposed by a Transpose of the last two dims: folded in)
+ *   y2 = MatMul(Softmax11(Div(MatMul(q, kt), sqrt D), axis 3), v)
+ *        (kt = Transpose(k) also read by output kt: K^T stays as is)
+ *   y3 = LayerNormalization(Add(q, y1), lns, lnb)   (a residual + norm)
+ *
+ * Include after test.h.
+ */
+#ifndef KILN_TEST_ENCODER_NETS_H
+#define KILN_TEST_ENCODER_NETS_H
+
+#include <math.h>
+
+enum { FFN_S = 8, FFN_K = 32, FFN_N = 48, FFN_N2 = 24, FFN_BMAX = 4 };
+
+typedef struct ffn_w {
+    float w1[FFN_K * FFN_N], b1[FFN_N], w2[FFN_N * FFN_N2], b2[FFN_N2];
+} ffn_w;
+
+static inline void ffn_weights(ffn_w *w, uint64_t seed) {
+    for (int i = 0; i < FFN_K * FFN_N; i++) w->w1[i] = test_randf(&seed, -0.4f, 0.4f);
+    for (int i = 0; i < FFN_N; i++) w->b1[i] = test_randf(&seed, -1, 1);
+    for (int i = 0; i < FFN_N * FFN_N2; i++) w->w2[i] = test_randf(&seed, -0.3f, 0.3f);
+    for (int i = 0; i < FFN_N2; i++) w->b2[i] = test_randf(&seed, -1, 1);
+}
+
+static inline kiln_network *ffn_network(const ffn_w *w) {
+    static const float sqrt2 = 1.41421356f, one = 1.0f, half = 0.5f;
+    kiln_network *net = kiln_network_create();
+    int64_t xd[3] = {-1, FFN_S, FFN_K}, w1d[2] = {FFN_K, FFN_N}, b1d[1] = {FFN_N}, w2d[2] = {FFN_N, FFN_N2},
+            b2d[1] = {FFN_N2};
+    const char *xn[3] = {"batch", NULL, NULL};
+    ASSERT_OK(kiln_network_add_input(net, "x", KILN_DTYPE_F32, 3, xd, xn));
+    ASSERT_OK(kiln_network_add_constant(net, "W1", KILN_DTYPE_F32, 2, w1d, w->w1));
+    ASSERT_OK(kiln_network_add_constant(net, "b1", KILN_DTYPE_F32, 1, b1d, w->b1));
+    ASSERT_OK(kiln_network_add_constant(net, "W2", KILN_DTYPE_F32, 2, w2d, w->w2));
+    ASSERT_OK(kiln_network_add_constant(net, "b2", KILN_DTYPE_F32, 1, b2d, w->b2));
+    ASSERT_OK(kiln_network_add_constant(net, "sqrt2", KILN_DTYPE_F32, 0, b1d, &sqrt2));
+    ASSERT_OK(kiln_network_add_constant(net, "one", KILN_DTYPE_F32, 0, b1d, &one));
+    ASSERT_OK(kiln_network_add_constant(net, "half", KILN_DTYPE_F32, 0, b1d, &half));
+    static const struct {
+        const char *op, *name, *in[2], *out;
+    } L[] = {
+        {"MatMul", "linear1", {"x", "W1"}, "h"},  {"Add", "bias1", {"b1", "h"}, "a"},
+        {"Div", "div", {"a", "sqrt2"}, "d"},      {"Erf", "erf", {"d", NULL}, "e"},
+        {"Add", "add1", {"e", "one"}, "f"},       {"Mul", "mul", {"a", "f"}, "g0"},
+        {"Mul", "mul_half", {"g0", "half"}, "g"}, {"MatMul", "linear2", {"g", "W2"}, "h2"},
+        {"Add", "bias2", {"h2", "b2"}, "a2"},     {"Relu", "relu", {"a2", NULL}, "y"},
+        {"Shape", "shape", {"x", NULL}, "s"},
+    };
+    for (size_t i = 0; i < sizeof L / sizeof L[0]; i++) {
+        char op[64];
+        snprintf(op, sizeof op, "ai.onnx::%s", L[i].op);
+        ASSERT(kiln_network_add_layer(net, op, 17, L[i].name, L[i].in[1] ? 2 : 1, L[i].in, 1, &L[i].out));
+    }
+    ASSERT_OK(kiln_network_mark_output(net, "y"));
+    ASSERT_OK(kiln_network_mark_output(net, "s"));
+    return net;
+}
+
+/* Build config: device CUDA, flags, batch profile 1 / 2 / FFN_BMAX. */
+static inline kiln_build_config *ffn_config(unsigned flags) {
+    kiln_build_config *cfg = kiln_build_config_create();
+    kiln_build_config_set_device(cfg, KILN_DEVICE_CUDA);
+    kiln_build_config_set_flags(cfg, flags);
+    int64_t mn[3] = {1, FFN_S, FFN_K}, opt[3] = {2, FFN_S, FFN_K}, mx[3] = {FFN_BMAX, FFN_S, FFN_K};
+    ASSERT_OK(kiln_build_config_set_profile(cfg, "x", 3, mn, opt, mx));
+    return cfg;
+}
+
+/* y for x [rows = batch * S, K] in double. */
+static inline void ffn_ref(const ffn_w *w, const float *x, int64_t rows, double *y) {
+    double g[FFN_N];
+    for (int64_t r = 0; r < rows; r++) {
+        for (int j = 0; j < FFN_N; j++) {
+            double s = w->b1[j];
+            for (int q = 0; q < FFN_K; q++) s += (double)x[r * FFN_K + q] * w->w1[q * FFN_N + j];
+            g[j] = 0.5 * s * (1.0 + erf(s / sqrt(2.0)));
+        }
+        for (int j = 0; j < FFN_N2; j++) {
+            double s = w->b2[j];
+            for (int q = 0; q < FFN_N; q++) s += g[q] * w->w2[q * FFN_N2 + j];
+            y[r * FFN_N2 + j] = s > 0 ? s : 0;
+        }
+    }
+}
+
+enum { ATTN_H = 2, ATTN_S = 20, ATTN_D = 64 };
+#define ATTN_N (ATTN_H * ATTN_S * ATTN_D) /* elements per batch item */
+
+static inline kiln_network *attn_network(void) {
+    static const float c = 0.35355339f /* sqrt(1 / sqrt 64) */, sd = 8.0f;
+    kiln_network *net = kiln_network_create();
+    int64_t d[4] = {-1, ATTN_H, ATTN_S, ATTN_D}, one[1] = {1};
+    const char *dn[4] = {"batch", NULL, NULL, NULL};
+    const char *names[3] = {"q", "k", "v"};
+    for (int i = 0; i < 3; i++) ASSERT_OK(kiln_network_add_input(net, names[i], KILN_DTYPE_F32, 4, d, dn));
+    ASSERT_OK(kiln_network_add_constant(net, "c", KILN_DTYPE_F32, 0, one, &c));
+    ASSERT_OK(kiln_network_add_constant(net, "sd", KILN_DTYPE_F32, 0, one, &sd));
+    static const struct {
+        const char *op;
+        int ver;
+        const char *name, *in[3], *out;
+    } L[] = {
+        {"Transpose", 13, "kt1", {"k", NULL}, "kt1"}, {"Transpose", 13, "kt", {"k", NULL}, "kt"},
+        {"Mul", 14, "qs", {"q", "c"}, "qs"},
+        {"Mul", 14, "ks", {"kt1", "c"}, "ks"},       {"MatMul", 13, "qk1", {"qs", "ks"}, "s1"},
+        {"Softmax", 13, "sm1", {"s1", NULL}, "p1"},  {"MatMul", 13, "pv1", {"p1", "v"}, "y1"},
+        {"MatMul", 13, "qk2", {"q", "kt"}, "s2"},    {"Div", 14, "div", {"s2", "sd"}, "s2d"},
+        {"Softmax", 11, "sm2", {"s2d", NULL}, "p2"}, {"MatMul", 13, "pv2", {"p2", "v"}, "y2"},
+        {"Add", 14, "res", {"q", "y1"}, "r"},       {"LayerNormalization", 17, "ln", {"r", "lns", "lnb"}, "y3"},
+    };
+    static float lns[ATTN_D], lnb[ATTN_D];
+    uint64_t seed = 5;
+    for (int i = 0; i < ATTN_D; i++) lns[i] = test_randf(&seed, 0.5f, 1.5f), lnb[i] = test_randf(&seed, -1, 1);
+    int64_t ld[1] = {ATTN_D};
+    ASSERT_OK(kiln_network_add_constant(net, "lns", KILN_DTYPE_F32, 1, ld, lns));
+    ASSERT_OK(kiln_network_add_constant(net, "lnb", KILN_DTYPE_F32, 1, ld, lnb));
+    for (size_t i = 0; i < sizeof L / sizeof L[0]; i++) {
+        char op[64];
+        snprintf(op, sizeof op, "ai.onnx::%s", L[i].op);
+        int nin = L[i].in[2] ? 3 : L[i].in[1] ? 2 : 1;
+        kiln_layer *l = kiln_network_add_layer(net, op, L[i].ver, L[i].name, nin, L[i].in, 1, &L[i].out);
+        ASSERT(l);
+        static const int64_t perm[4] = {0, 1, 3, 2};
+        if (!strcmp(L[i].op, "Transpose")) ASSERT_OK(kiln_layer_set_ints(l, "perm", perm, 4));
+        if (!strcmp(L[i].name, "sm2")) ASSERT_OK(kiln_layer_set_int(l, "axis", 3));
+    }
+    ASSERT_OK(kiln_network_mark_output(net, "y1"));
+    ASSERT_OK(kiln_network_mark_output(net, "y2"));
+    ASSERT_OK(kiln_network_mark_output(net, "kt"));
+    ASSERT_OK(kiln_network_mark_output(net, "y3"));
+    return net;
+}
+
+/* y3 = LayerNormalization(q + y1) over the last dim (the network's lns, lnb). */
+static inline void attn_ln_ref(const float *q, const double *y1, int64_t rows, double *y3) {
+    float lns[ATTN_D], lnb[ATTN_D];
+    uint64_t seed = 5;
+    for (int i = 0; i < ATTN_D; i++) lns[i] = test_randf(&seed, 0.5f, 1.5f), lnb[i] = test_randf(&seed, -1, 1);
+    for (int64_t r = 0; r < rows; r++) {
+        double x[ATTN_D], m = 0, v = 0;
+        for (int i = 0; i < ATTN_D; i++) m += x[i] = q[r * ATTN_D + i] + y1[r * ATTN_D + i];
+        m /= ATTN_D;
+        for (int i = 0; i < ATTN_D; i++) v += (x[i] - m) * (x[i] - m);
+        double rs = 1.0 / sqrt(v / ATTN_D + 1e-5);
+        for (int i = 0; i < ATTN_D; i++) y3[r * ATTN_D + i] = (x[i] - m) * rs * lns[i] + lnb[i];
+    }
+}
+
+static inline kiln_build_config *attn_config(unsigned flags) {
+    kiln_build_config *cfg = kiln_build_config_create();
+    kiln_build_config_set_device(cfg, KILN_DEVICE_CUDA);
+    kiln_build_config_set_flags(cfg, flags);
+    int64_t mn[4] = {1, ATTN_H, ATTN_S, ATTN_D}, opt[4] = {2, ATTN_H, ATTN_S, ATTN_D},
+            mx[4] = {FFN_BMAX, ATTN_H, ATTN_S, ATTN_D};
+    const char *names[3] = {"q", "k", "v"};
+    for (int i = 0; i < 3; i++) ASSERT_OK(kiln_build_config_set_profile(cfg, names[i], 4, mn, opt, mx));
+    return cfg;
+}
+
+/* softmax(scale q k^T) v per head of `heads` [S, D] matrices. */
+static inline void attn_ref(const float *q, const float *k, const float *v, int64_t heads, double scale, double *y) {
+    double s[ATTN_S];
+    for (int64_t h = 0; h < heads; h++) {
+        const float *qh = q + h * ATTN_S * ATTN_D, *kh = k + h * ATTN_S * ATTN_D, *vh = v + h * ATTN_S * ATTN_D;
+        for (int i = 0; i < ATTN_S; i++) {
+            double m = -INFINITY, sum = 0;
+            for (int j = 0; j < ATTN_S; j++) {
+                double a = 0;
+                for (int d = 0; d < ATTN_D; d++) a += (double)qh[i * ATTN_D + d] * kh[j * ATTN_D + d];
+                s[j] = a * scale;
+                m = s[j] > m ? s[j] : m;
+            }
+            for (int j = 0; j < ATTN_S; j++) sum += s[j] = exp(s[j] - m);
+            for (int d = 0; d < ATTN_D; d++) {
+                double a = 0;
+                for (int j = 0; j < ATTN_S; j++) a += s[j] * vh[j * ATTN_D + d];
+                y[(h * ATTN_S + i) * ATTN_D + d] = a / sum;
+            }
+        }
+    }
+}
+
+#endif /* KILN_TEST_ENCODER_NETS_H */
