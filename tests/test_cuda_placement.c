@@ -574,6 +574,23 @@ TEST_IMPL(gpu_linear_bias_gelu_fusion) {
         kiln_engine_free(e2);
         kiln_engine_free(e);
     }
+    /* MatMul by a vector: the output's last dim is A's rows, not a bias axis */
+    kiln_network *nv = kiln_network_create();
+    int64_t ad[2] = {4, 6}, vd[1] = {6}, bd[1] = {4};
+    float vw[6] = {1, 2, 3, 4, 5, 6}, vb[4] = {1, 2, 3, 4};
+    ASSERT_OK(kiln_network_add_input(nv, "a", KILN_DTYPE_F32, 2, ad, NULL));
+    ASSERT_OK(kiln_network_add_constant(nv, "w", KILN_DTYPE_F32, 1, vd, vw));
+    ASSERT_OK(kiln_network_add_constant(nv, "b", KILN_DTYPE_F32, 1, bd, vb));
+    const char *mi[2] = {"a", "w"}, *mo[1] = {"h"}, *ai[2] = {"h", "b"}, *ao[1] = {"y"};
+    ASSERT(kiln_network_add_layer(nv, "ai.onnx::MatMul", 13, "mv", 2, mi, 1, mo));
+    ASSERT(kiln_network_add_layer(nv, "ai.onnx::Add", 14, "add", 2, ai, 1, ao));
+    ASSERT_OK(kiln_network_mark_output(nv, "y"));
+    kiln_engine *ev = build_cuda(nv, KILN_BUILD_NO_TIMING);
+    ASSERT(ev);
+    for (int32_t l = 0; l < ev->nlayers; l++) ASSERT_EQ(ev->layers[l].nepi, 0);
+    kiln_engine_free(ev);
+    kiln_network_free(nv);
+
     kiln_build_config *cfg = ffn_config(KILN_BUILD_NO_TIMING | KILN_BUILD_NO_FUSION);
     kiln_engine *e = NULL;
     ASSERT_OK(kiln_build(net, cfg, &e, NULL));

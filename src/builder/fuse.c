@@ -56,7 +56,10 @@ static int is_onnx(const bl *L, const char *name) {
  * (slot x) and a constant whose dims are 1 but the last, which is the
  * output's last dim (static); P an ai.onnx MatMul without epilogue. */
 static int gpu_bias(const builder *b, const bl *P, const bl *L, int x, const bt *ty) {
-    if (!is_onnx(L, "Add") || !is_onnx(P, "MatMul") || P->nepi != 0 || L->nin != 2 || ty->ndim < 1) return 0;
+    /* (a 1-D B drops the column dim: the output's last dim is then not N) */
+    if (!is_onnx(L, "Add") || !is_onnx(P, "MatMul") || P->nepi != 0 || L->nin != 2 || ty->ndim < 1 ||
+        b->t[P->in[1]].ndim < 2)
+        return 0;
     const bt *c = &b->t[L->in[1 - x]];
     int64_t n, v, last;
     if (c->kind != BT_CONST || !c->data || c->ndim > ty->ndim || c->ndim < 1 ||

@@ -70,6 +70,11 @@ static void strip_scale(const builder *b, const int *uses, int *t, double *scale
         }
 }
 
+/* The types the GPU kernels take (F64 stays off: the CPU reference is F32). */
+static int gpu_float(kiln_dtype t) {
+    return t == KILN_DTYPE_F32 || t == KILN_DTYPE_F16 || t == KILN_DTYPE_BF16;
+}
+
 static int static_dim(const bt *t, int d, int64_t *v) {
     return kiln_expr_is_const(t->dims[d < 0 ? t->ndim + d : d], v);
 }
@@ -158,7 +163,7 @@ static int try_attention(builder *b, int sm, const int *uses, const kiln__op *op
     const bt *q = &b->t[Q], *k = &b->t[K], *v = &b->t[V], *y = &b->t[Y];
     int r = q->ndim;
     int64_t D, Dv;
-    if (r < 2 || k->ndim != r || v->ndim != r || y->ndim != r || !kiln__ops_is_float(q->dtype) ||
+    if (r < 2 || k->ndim != r || v->ndim != r || y->ndim != r || !gpu_float(q->dtype) ||
         k->dtype != q->dtype || v->dtype != q->dtype || y->dtype != q->dtype || !static_dim(q, -1, &D) ||
         !static_dim(v, -1, &Dv) || D < 1 || Dv < 1 || D > KILN_CU_ATTN_DMAX || Dv > KILN_CU_ATTN_DMAX)
         return 0;
@@ -193,7 +198,7 @@ static int try_add_norm(builder *b, int li, const int *uses, const kiln__op *op)
     if (!private_tensor(b, uses, X) || !is_op(b, add, "Add") || b->l[add].nin != 2) return 0;
     int A = b->l[add].in[0], B = b->l[add].in[1];
     const bt *x = &b->t[X], *ta = &b->t[A], *tb = &b->t[B];
-    if (ta->kind == BT_CONST || tb->kind == BT_CONST || !kiln__ops_is_float(x->dtype) || ta->dtype != x->dtype ||
+    if (ta->kind == BT_CONST || tb->kind == BT_CONST || !gpu_float(x->dtype) || ta->dtype != x->dtype ||
         tb->dtype != x->dtype || ta->ndim != x->ndim || tb->ndim != x->ndim)
         return 0;
     for (int d = 0; d < x->ndim; d++)
