@@ -1,0 +1,130 @@
+/*
+ * test_transformer_ops.c — the CPU implementations of the builder's fused
+ * transformer ops (kiln::attention, kiln::add_layernorm: the references
+ * test_cuda_ops compares their GPU kernels with), as layers of CPU
+ * engines, against independent double references on fresh random inputs
+ * with poisoned outputs; and their shape errors.  Runs everywhere.
+ */
+#include "kiln_int.h"
+#include "test.h"
+#include "encoder_nets.h"
+#include "test_ops_util.h"
+
+#include <math.h>
+#include <string.h>
+
+enum { NB = 2, HEADS = NB * ATTN_H, N = HEADS * ATTN_S * ATTN_D };
+
+/* kiln::attention over q, k (K [.., S, D]; or K^T when kt) and v [NB, H, S, D]. */
+static kiln_engine *attn_engine(int kt, double scale) {
+    kiln_network *net = kiln_network_create();
+    int64_t d[4] = {NB, ATTN_H, ATTN_S, ATTN_D};
+    ASSERT_OK(kiln_network_add_input(net, "q", KILN_DTYPE_F32, 4, d, NULL));
+    ASSERT_OK(kiln_network_add_input(net, "k", KILN_DTYPE_F32, 4, d, NULL));
+    ASSERT_OK(kiln_network_add_input(net, "v", KILN_DTYPE_F32, 4, d, NULL));
+    const char *in[3] = {"q", "k", "v"}, *out[1] = {"y"};
+    if (kt) { /* K^T [.., D, S] as its own input (k then unused) */
+        int64_t t[4] = {NB, ATTN_H, ATTN_D, ATTN_S};
+        ASSERT_OK(kiln_network_add_input(net, "kt", KILN_DTYPE_F32, 4, t, NULL));
+        in[1] = "kt";
+    }
+    kiln_layer *l = kiln_network_add_layer(net, "kiln::attention", 1, "attn", 3, in, 1, out);
+    ASSERT(l);
+    ASSERT_OK(kiln_layer_set_float(l, "scale", scale));
+    ASSERT_OK(kiln_layer_set_int(l, "k_trans", kt));
+    ASSERT_OK(kiln_network_mark_output(net, "y"));
+    kiln_engine *e = test_build_ok(net, KILN_BUILD_NO_TIMING, 1, NULL);
+    kiln_network_free(net);
+    return e;
+}
+
+TEST_IMPL(attention_cpu_reference) {
+    static float q[N], k[N], v[N], kt[N], y[N];
+    static double ref[N];
+    uint64_t seed = 404;
+    for (int i = 0; i < N; i++) {
+        q[i] = test_randf(&seed, -2, 2);
+        k[i] = test_randf(&seed, -2, 2);
+        v[i] = test_randf(&seed, -1, 1);
+    }
+    for (int h = 0; h < HEADS; h++) /* K^T per head */
+        for (int s = 0; s < ATTN_S; s++)
+            for (int d = 0; d < ATTN_D; d++)
+                kt[(h * ATTN_D + d) * ATTN_S + s] = k[(h * ATTN_S + s) * ATTN_D + d];
+    attn_ref(q, k, v, HEADS, 0.3, ref);
+    for (int trans = 0; trans < 2; trans++) {
+        kiln_engine *e = attn_engine(trans, 0.3);
+        kiln_context *c = NULL;
+        ASSERT_OK(kiln_context_create(e, 1, &c));
+        ASSERT_OK(kiln_context_bind(c, "q", q, sizeof q));
+        ASSERT_OK(kiln_context_bind(c, "k", k, sizeof k));
+        if (trans) ASSERT_OK(kiln_context_bind(c, "kt", kt, sizeof kt));
+        ASSERT_OK(kiln_context_bind(c, "v", v, sizeof v));
+        ASSERT_OK(kiln_context_bind(c, "y", y, sizeof y));
+        memset(y, 0xFF, sizeof y);
+        ASSERT_OK(kiln_context_run(c));
+        test_check_close("attention", y, ref, N, 1e-5);
+        kiln_context_free(c);
+        kiln_engine_free(e);
+    }
+}
+
+TEST_IMPL(attention_shape_errors) {
+    kiln_network *net = kiln_network_create();
+    int64_t q[3] = {2, 5, 8}, k[3] = {2, 7, 9}, v[3] = {2, 7, 4};
+    ASSERT_OK(kiln_network_add_input(net, "q", KILN_DTYPE_F32, 3, q, NULL));
+    ASSERT_OK(kiln_network_add_input(net, "k", KILN_DTYPE_F32, 3, k, NULL));
+    ASSERT_OK(kiln_network_add_input(net, "v", KILN_DTYPE_F32, 3, v, NULL));
+    const char *in[3] = {"q", "k", "v"}, *out[1] = {"y"};
+    ASSERT(kiln_network_add_layer(net, "kiln::attention", 1, "attn", 3, in, 1, out));
+    ASSERT_OK(kiln_network_mark_output(net, "y"));
+    kiln_engine *e = NULL;
+    ASSERT(test_build_net(net, KILN_BUILD_NO_TIMING, 1, &e, NULL) != 0); /* K's D 9 vs Q's 8 */
+    ASSERT_CONTAINS(kiln_errmsg(), "K's dims do not match");
+    kiln_network_free(net);
+}
+
+TEST_IMPL(add_layernorm_cpu_reference) {
+    enum { R = 6, C = 40 };
+    static float a[R * C], b[R * C], s[C], bias[C], y[R * C];
+    static double ref[R * C];
+    uint64_t seed = 505;
+    for (int i = 0; i < R * C; i++) a[i] = test_randf(&seed, -3, 3), b[i] = test_randf(&seed, -1, 1);
+    for (int i = 0; i < C; i++) s[i] = test_randf(&seed, 0.5f, 2), bias[i] = test_randf(&seed, -1, 1);
+    for (int r = 0; r < R; r++) {
+        double m = 0, var = 0;
+        for (int i = 0; i < C; i++) m += (double)a[r * C + i] + b[r * C + i];
+        m /= C;
+        for (int i = 0; i < C; i++) {
+            double d = (double)a[r * C + i] + b[r * C + i] - m;
+            var += d * d;
+        }
+        double rs = 1 / sqrt(var / C + 1e-3);
+        for (int i = 0; i < C; i++) ref[r * C + i] = ((double)a[r * C + i] + b[r * C + i] - m) * rs * s[i] + bias[i];
+    }
+    kiln_network *net = kiln_network_create();
+    int64_t d[3] = {2, 3, C}, cd[1] = {C};
+    ASSERT_OK(kiln_network_add_input(net, "a", KILN_DTYPE_F32, 3, d, NULL));
+    ASSERT_OK(kiln_network_add_input(net, "b", KILN_DTYPE_F32, 3, d, NULL));
+    ASSERT_OK(kiln_network_add_constant(net, "s", KILN_DTYPE_F32, 1, cd, s));
+    ASSERT_OK(kiln_network_add_constant(net, "bias", KILN_DTYPE_F32, 1, cd, bias));
+    const char *in[4] = {"a", "b", "s", "bias"}, *out[1] = {"y"};
+    kiln_layer *l = kiln_network_add_layer(net, "kiln::add_layernorm", 1, "an", 4, in, 1, out);
+    ASSERT(l);
+    ASSERT_OK(kiln_layer_set_float(l, "epsilon", 1e-3));
+    ASSERT_OK(kiln_network_mark_output(net, "y"));
+    kiln_engine *e = test_build_ok(net, KILN_BUILD_NO_TIMING, 1, NULL);
+    kiln_network_free(net);
+    kiln_context *c = NULL;
+    ASSERT_OK(kiln_context_create(e, 1, &c));
+    ASSERT_OK(kiln_context_bind(c, "a", a, sizeof a));
+    ASSERT_OK(kiln_context_bind(c, "b", b, sizeof b));
+    ASSERT_OK(kiln_context_bind(c, "y", y, sizeof y));
+    memset(y, 0xFF, sizeof y);
+    ASSERT_OK(kiln_context_run(c));
+    test_check_close("add_layernorm", y, ref, R * C, 1e-5);
+    kiln_context_free(c);
+    kiln_engine_free(e);
+}
+
+TEST_LIST(TEST_ENTRY(attention_cpu_reference), TEST_ENTRY(attention_shape_errors), TEST_ENTRY(add_layernorm_cpu_reference))
