@@ -601,6 +601,58 @@ TEST_IMPL(fuse_refused) {
     free(x); free(w); free(b); free(slope); free(conv); free(y); free(c); free(ref);
 }
 
+/* A copy of serialized engine buf with pointers into its FUSION section's
+ * first chain entry: u32 count, i32 layer, u32 nops, str ns, str name, i32
+ * version, i32 nin, i32 x, i32 in[]. */
+typedef struct fusion_file {
+    uint8_t *q, *entry, *sec, *name, *nin, *xs;
+    uint64_t ssz;
+    uint32_t hsize;
+} fusion_file;
+
+static fusion_file fusion_copy(const void *buf, size_t size) {
+    fusion_file f = {.q = malloc(size)};
+    memcpy(f.q, buf, size);
+    uint32_t nsec, siglen;
+    memcpy(&f.hsize, f.q + 12, 4);
+    memcpy(&nsec, f.q + 20, 4);
+    memcpy(&siglen, f.q + 24, 4);
+    for (uint32_t i = 0; i < nsec; i++) {
+        uint8_t *t = f.q + 40 + ((siglen + 7) & ~7u) + 32 * i;
+        uint32_t id;
+        uint64_t off;
+        memcpy(&id, t, 4);
+        if (id != 10) continue; /* FUSION */
+        f.entry = t;
+        memcpy(&off, t + 8, 8);
+        memcpy(&f.ssz, t + 16, 8);
+        f.sec = f.q + off;
+    }
+    ASSERT(f.sec && f.entry);
+    uint32_t nslen, nmlen;
+    memcpy(&nslen, f.sec + 12, 4);
+    uint8_t *nm = f.sec + 16 + nslen;
+    memcpy(&nmlen, nm, 4);
+    f.name = nm + 4;
+    f.nin = nm + 4 + nmlen + 4;
+    f.xs = f.nin + 4;
+    return f;
+}
+
+/* Fix the checksums of a patched fusion_copy; loading it must fail with msg. */
+static void fusion_refused(fusion_file *f, size_t size, const char *msg) {
+    uint64_t ck = kiln__file_checksum(f->sec, (size_t)f->ssz);
+    memcpy(f->entry + 24, &ck, 8);
+    memset(f->q + 32, 0, 8);
+    ck = kiln__file_checksum(f->q, f->hsize);
+    memcpy(f->q + 32, &ck, 8);
+    kiln_engine *e2 = NULL;
+    int rc = kiln_engine_load_memory(f->q, size, &e2);
+    ASSERT(rc != 0 && e2 == NULL);
+    ASSERT_CONTAINS(kiln_errmsg(), msg);
+    free(f->q);
+}
+
 /* Residual Add fused into a Conv (builder/fuse.c): kind 0: Relu(Add(Conv(X),
  * X)), the network input as residual; kind 1: ResNet's downsample block,
  * Relu(Add(Conv_a(X), Conv_b(X))) with Conv_b later, so the Add goes into
@@ -667,6 +719,17 @@ static void residual_case(int kind, int swap, cgeo g, unsigned flags, int thread
     run_xy(e2, threads, 0, x, n, y, n);
     test_check_close(what, y, ref, n, tol);
     kiln_engine_free(e2);
+    if (kind == 1) { /* the extra input without its residual Add is refused at load */
+        fusion_file f = fusion_copy(buf, size);
+        ASSERT(!memcmp(f.name, "Add", 3));
+        memcpy(f.name, "Sub", 3);
+        fusion_refused(&f, size, "one more only for a residual Add");
+        f = fusion_copy(buf, size);
+        int32_t xslot, other = 0; /* the Add's other input: tensor 0, the network input */
+        memcpy(&xslot, f.xs, 4);
+        memcpy(f.xs + 4 + 4 * (1 - xslot), &other, 4);
+        fusion_refused(&f, size, "one more only for a residual Add");
+    }
     kiln_free(buf);
     kiln_engine_free(e);
     free(x); free(wa); free(wb); free(ba); free(bb); free(ref); free(rb); free(y);
@@ -746,49 +809,16 @@ TEST_IMPL(fuse_roundtrip) {
         {3, "activation slot"}, {4, "not registered"},
     };
     for (size_t b = 0; b < sizeof bad / sizeof bad[0]; b++) {
-        uint8_t *q = malloc(size);
-        memcpy(q, buf, size);
-        uint8_t *sec = NULL, *entry = NULL;
-        uint32_t nsec, siglen, hsize;
-        memcpy(&hsize, q + 12, 4);
-        memcpy(&nsec, q + 20, 4);
-        memcpy(&siglen, q + 24, 4);
-        uint64_t off = 0, ssz = 0;
-        for (uint32_t i = 0; i < nsec; i++) {
-            uint8_t *t = q + 40 + ((siglen + 7) & ~7u) + 32 * i;
-            uint32_t id;
-            memcpy(&id, t, 4);
-            if (id != 10) continue; /* FUSION */
-            entry = t;
-            memcpy(&off, t + 8, 8);
-            memcpy(&ssz, t + 16, 8);
-            sec = q + off;
-        }
-        ASSERT(sec && entry);
-        /* u32 count, i32 layer, u32 nops, str ns, str name, i32 version, i32 nin, i32 x, i32 in[] */
-        uint32_t nslen, nmlen;
-        memcpy(&nslen, sec + 12, 4);
-        uint8_t *nm = sec + 16 + nslen;
-        memcpy(&nmlen, nm, 4);
-        uint8_t *ver = nm + 4 + nmlen, *nin = ver + 4, *xs = nin + 4, *in1 = xs + 4 + 4;
+        fusion_file f = fusion_copy(buf, size);
         int32_t v;
         switch (bad[b].what) {
-        case 0: v = 999; memcpy(sec + 4, &v, 4); break;
-        case 1: v = 99; memcpy(nin, &v, 4); break;
-        case 2: v = 0; memcpy(in1, &v, 4); break; /* tensor 0 is the input X */
-        case 3: v = 7; memcpy(xs, &v, 4); break;
-        case 4: nm[4] = 'Q'; break; /* "QatchNormalization" */
+        case 0: v = 999; memcpy(f.sec + 4, &v, 4); break;
+        case 1: v = 99; memcpy(f.nin, &v, 4); break;
+        case 2: v = 0; memcpy(f.xs + 8, &v, 4); break; /* in[1]; tensor 0 is the input X */
+        case 3: v = 7; memcpy(f.xs, &v, 4); break;
+        case 4: f.name[0] = 'Q'; break; /* "QatchNormalization" */
         }
-        uint64_t ck = kiln__file_checksum(sec, (size_t)ssz);
-        memcpy(entry + 24, &ck, 8);
-        memset(q + 32, 0, 8);
-        ck = kiln__file_checksum(q, hsize);
-        memcpy(q + 32, &ck, 8);
-        e2 = NULL;
-        int rc = kiln_engine_load_memory(q, size, &e2);
-        ASSERT(rc != 0 && e2 == NULL);
-        ASSERT_CONTAINS(kiln_errmsg(), bad[b].msg);
-        free(q);
+        fusion_refused(&f, size, bad[b].msg);
     }
     kiln_free(buf);
     kiln_engine_free(e);
