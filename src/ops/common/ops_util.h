@@ -111,6 +111,17 @@ int kiln__ops_check_same(const kiln_shape_ctx *c, const char *op, int i, int j);
  * shape function again before it runs). */
 int kiln__ops_check_same_mask(const kiln_shape_ctx *c, const char *op, unsigned mask);
 
+/* A kiln_quick_op.cuda_check by type, for ops whose slots cuda_formats
+ * cannot list (variadic outputs, index and scale inputs of other types):
+ * 0 when input 0 and output 0 have types in `types` (a "FP32|FP16|..."
+ * list, the KILN_CU_T_* strings), else KILN_EUNSUPPORTED naming op,
+ * position and type. */
+int kiln__ops_cuda_types(const kiln_shape_ctx *c, const char *op, const char *types);
+/* A cuda_check by window rank (Conv, pools): 0 when input 0 has lo..hi
+ * spatial dims (rank - 2), else KILN_EUNSUPPORTED saying what the CUDA
+ * kernels take. */
+int kiln__ops_cuda_spatial(const kiln_shape_ctx *c, const char *op, int lo, int hi);
+
 /* Check that input i has a fixed-size dtype (numeric or bool). */
 static inline int kiln__ops_check_any(const kiln_shape_ctx *c, const char *op, int i) {
     return kiln__ops_check_type(c, op, i, kiln__ops_is_any, "a numeric or bool type");

@@ -1094,6 +1094,7 @@ static const kiln_combo conv_formats[] = {
 
 /* CUDA tactics (conv_cuda.c): 1 direct, 2 im2col + cuBLASLt GEMM. */
 static const kiln_combo conv_cuda_formats[] = {{.types = KILN_CU_T_FLOAT, .tactics = {1, 2}}, {0}};
+static int conv_cuda_check(const kiln_shape_ctx *c) { return kiln__ops_cuda_spatial(c, "Conv", 1, 2); }
 
 static const kiln_quick_op conv_op = {
     .ns = "ai.onnx", .name = "Conv", .version = 1,
@@ -1103,5 +1104,6 @@ static const kiln_quick_op conv_op = {
     .accepts_epilogue = 1, /* every tactic applies it per finished row/plane */
     .doc = "convolution: implicit-im2col packed GEMM, direct/depthwise kernel",
     .cuda_impl = kiln__cu_conv, .cuda_formats = conv_cuda_formats, .cuda_workspace = kiln__cu_conv_workspace,
+    .cuda_check = conv_cuda_check,
 };
 KILN_OP(conv_op)

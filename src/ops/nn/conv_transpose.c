@@ -335,11 +335,12 @@ static int ct_impl_f32(const kiln_call *c) {
 static int ct_impl(const kiln_call *c) { return kiln__ops_as_f32(c, ct_impl_f32); }
 
 static const kiln_combo ct_cuda_formats[] = {{.types = KILN_CU_T_FLOAT}, {0}};
+static int ct_cuda_check(const kiln_shape_ctx *c) { return kiln__ops_cuda_spatial(c, "ConvTranspose", 1, 2); }
 static const kiln_quick_op ct_op = {
     .ns = "ai.onnx", .name = "ConvTranspose", .version = 1,
     .min_inputs = 2, .max_inputs = 3, .num_outputs = 1,
     .attrs = ct_attrs, .shape = ct_shape, .impl = ct_impl, .workspace = ct_ws_bytes,
-    .cuda_impl = kiln__cu_conv_transpose, .cuda_formats = ct_cuda_formats,
+    .cuda_impl = kiln__cu_conv_transpose, .cuda_formats = ct_cuda_formats, .cuda_check = ct_cuda_check,
     .accepts_epilogue = 1, /* applied per finished output channel */
     .doc = "transposed convolution: packed GEMM + col2im",
 };

@@ -620,6 +620,7 @@ POOL_IMPL(glppool_impl, P_LP, 1)
 /* CUDA (pool_cuda.c): the float types, Indices int64. */
 static const kiln_combo cu_pool[] = {{.types = KILN_CU_T_FLOAT}, {0}};
 static const kiln_combo cu_maxpool[] = {{.types = KILN_CU_T_FLOAT ", " KILN_CU_T_FLOAT ", INT64"}, {0}};
+static int pool_cuda_check(const kiln_shape_ctx *c) { return kiln__ops_cuda_spatial(c, "pooling", 1, 3); }
 
 #define POOL_OP(var, nm, ver, nout, at, shp, fn, cu, dc)                             \
     static const kiln_quick_op var = {                                               \
@@ -627,6 +628,7 @@ static const kiln_combo cu_maxpool[] = {{.types = KILN_CU_T_FLOAT ", " KILN_CU_T
         .min_inputs = 1, .max_inputs = 1, .num_outputs = nout,                       \
         .attrs = at, .shape = shp, .impl = fn, .doc = dc,                            \
         .cuda_impl = cu, .cuda_formats = nout > 1 ? cu_maxpool : cu_pool,            \
+        .cuda_check = pool_cuda_check,                                               \
         .optional_outputs = nout > 1 ? 2u : 0u, /* MaxPool's Indices */              \
     };                                                                               \
     KILN_OP(var)

@@ -328,6 +328,9 @@ static const kiln_attr_def red_attrs_in[] = {
 static const kiln_combo cu_num[] = {{.types = KILN_CU_T_NUM}, {0}};
 static const kiln_combo cu_arg[] = {{.types = KILN_CU_T_FLOAT ", INT64"}, {0}};
 
+/* ... and the same types for the versions with an axes input (INT64 there) */
+static int red_cuda_check(const kiln_shape_ctx *c) { return kiln__ops_cuda_types(c, "Reduce", KILN_CU_T_NUM); }
+
 #define RED_OP(VAR, NAME, OP, VIN, DOC)                                       \
     static int VAR##1_shape(kiln_shape_ctx *c) { return red_shape(c, NAME, OP, 0); } \
     static int VAR##1_impl(const kiln_call *c) { return red_impl(c, NAME, OP, 0); } \
@@ -345,6 +348,7 @@ static const kiln_combo cu_arg[] = {{.types = KILN_CU_T_FLOAT ", INT64"}, {0}};
         .num_outputs = 1, .attrs = red_attrs_in, .shape = VAR##N_shape,       \
         .impl = VAR##N_impl, .doc = DOC " (axes input)",                      \
         .cuda_impl = VAR##_cuda, .cuda_host_inputs = 2, /* axes */            \
+        .cuda_check = red_cuda_check,                                         \
     };                                                                        \
     KILN_OP(VAR##1_op)                                                        \
     KILN_OP(VAR##N_op)
