@@ -8,8 +8,8 @@
  *   - every built-in op with a CUDA implementation states its CUDA types
  *     (cuda_formats or cuda_check): without either, the builder would place
  *     it for any type;
- *   - built-in layers the kernels do not cover (3-D ConvTranspose, FP64
- *     ReduceSum-13, BatchNormalization with training_mode=1) go to the CPU,
+ *   - built-in layers the kernels do not cover (3-D ConvTranspose, int32
+ *     ReduceL1, BatchNormalization with training_mode=1) go to the CPU,
  *     their covered siblings to the GPU; --strict-device names the layer
  *     and the reason; the 3-D ConvTranspose engine runs (on the CPU) and
  *     matches a naive reference;
@@ -127,20 +127,36 @@ TEST_IMPL(convtranspose_3d_on_cpu) {
     kiln__cuda_fake(0);
 }
 
-/* ReduceSum-13 (axes input, no cuda_formats): its kernels take float
- * types and int32/int64, so FP64 stays on the CPU; FP32 goes to the GPU. */
+/* The reductions' kernels take the float types (FP64 too) and, for the
+ * exact ops (Sum Mean Max Min Prod), int32/int64: ReduceL1 of int32 and
+ * ReduceSum of int8 stay on the CPU (for both the opset-1 op, which has
+ * cuda_formats, and the opset-13/18 ones, which state types by cuda_check);
+ * FP64 and int32 sums go to the GPU. */
 TEST_IMPL(reduce_types_by_cuda_check) {
     kiln__cuda_fake(1);
+    const struct {
+        const char *op;
+        int ver;
+        kiln_dtype t;
+        int dev;
+        const char *why;
+    } cases[] = {{"ReduceL1", 18, KILN_DTYPE_I32, KILN_DEVICE_CPU, "found i32"},
+                 {"ReduceL1", 1, KILN_DTYPE_I32, KILN_DEVICE_CPU, "found i32"},
+                 {"ReduceSum", 13, KILN_DTYPE_I8, KILN_DEVICE_CPU, "found i8"},
+                 {"ReduceL1", 18, KILN_DTYPE_F64, KILN_DEVICE_CUDA, NULL},
+                 {"ReduceSum", 13, KILN_DTYPE_I32, KILN_DEVICE_CUDA, NULL},
+                 {"ReduceSum", 1, KILN_DTYPE_F32, KILN_DEVICE_CUDA, NULL}};
     int64_t xd[2] = {3, 4};
-    kiln_layer *L;
-    kiln_network *net = one_layer("ReduceSum", 13, KILN_DTYPE_F64, 2, xd, 0, NULL, NULL, &L);
-    ASSERT_EQ(placed(net), KILN_DEVICE_CPU);
-    ASSERT(!build_cuda(net, KILN_BUILD_NO_TIMING | KILN_BUILD_STRICT_DEVICE));
-    ASSERT_CONTAINS(kiln_errmsg(), "found f64");
-    kiln_network_free(net);
-    net = one_layer("ReduceSum", 13, KILN_DTYPE_F32, 2, xd, 0, NULL, NULL, &L);
-    ASSERT_EQ(placed(net), KILN_DEVICE_CUDA);
-    kiln_network_free(net);
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        kiln_layer *L;
+        kiln_network *net = one_layer(cases[k].op, cases[k].ver, cases[k].t, 2, xd, 0, NULL, NULL, &L);
+        ASSERT_EQ(placed(net), cases[k].dev);
+        if (cases[k].why) {
+            ASSERT(!build_cuda(net, KILN_BUILD_NO_TIMING | KILN_BUILD_STRICT_DEVICE));
+            ASSERT_CONTAINS(kiln_errmsg(), cases[k].why);
+        }
+        kiln_network_free(net);
+    }
     kiln__cuda_fake(0);
 }
 
