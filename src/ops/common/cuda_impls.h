@@ -122,6 +122,11 @@ int kiln__cu_rnn(const kiln_call *c, const kiln_cu_rnn *p);
 /* tensor/resize_cuda.c: resize.c resolves the parameters (its rparams)
  * into a kiln_cu_resize and hands them over */
 int kiln__cu_resize(const kiln_call *c, const kiln_cu_resize *a);
+/* quantization/quant_cuda.c: Quantize-/DequantizeLinear (quant.c resolves
+ * the per-axis geometry: scale index (i / inner) % nax; lo..hi the integer
+ * type's range) and DynamicQuantizeLinear (FP32 -> u8) */
+int kiln__cu_qdq(const kiln_call *c, int quantize, int64_t inner, int64_t nax, double lo, double hi);
+int kiln__cu_dql(const kiln_call *c);
 /* tensor/cast_cuda.c: Cast and CastLike */
 int kiln__cu_cast(const kiln_call *c);
 
