@@ -22,6 +22,16 @@ static int type_listed(kiln_dtype t, const char *types) {
     return 0;
 }
 
+int kiln__ops_check_geom(const char *op, const char *name, const int64_t *v, int n, int64_t lo) {
+    for (int i = 0; i < n; i++)
+        if (v[i] < lo || v[i] > KILN_OPS_MAX_GEOM)
+            return lo < 0 ? kiln_set_error(KILN_EATTR, "%s: %s[%d] = %lld is out of range [-2^30, 2^30]", op, name,
+                                           i, (long long)v[i])
+                          : kiln_set_error(KILN_EATTR, "%s: %s[%d] = %lld is out of range [%lld, 2^30]", op, name, i,
+                                           (long long)v[i], (long long)lo);
+    return 0;
+}
+
 int kiln__ops_cuda_spatial(const kiln_shape_ctx *c, const char *op, int lo, int hi) {
     int nsp = c->in[0].ndim - 2;
     if (nsp >= lo && nsp <= hi) return 0;

@@ -88,12 +88,13 @@ static int pool_geom(const kiln_attrs *a, int nsp, const int64_t *in, pgeom *g, 
                                   (long long)n);
         for (int i = 0; i < nsp; i++) { g->pb[i] = v[i]; g->pe[i] = v[nsp + i]; }
     }
-    for (int i = 0; i < nsp; i++)
-        if (g->k[i] < 1 || g->s[i] < 1 || g->d[i] < 1 || g->pb[i] < 0 || g->pe[i] < 0 ||
-            g->k[i] > KILN_OPS_MAX_GEOM || g->s[i] > KILN_OPS_MAX_GEOM || g->d[i] > KILN_OPS_MAX_GEOM ||
-            g->pb[i] > KILN_OPS_MAX_GEOM || g->pe[i] > KILN_OPS_MAX_GEOM)
-            return kiln_set_error(KILN_EATTR, "kernel, strides, dilations must be in [1, 2^30] and pads in "
-                                  "[0, 2^30] (axis %d)", i);
+    int rc;
+    if ((rc = kiln__ops_check_geom("pooling", "kernel_shape", g->k, nsp, 1)) ||
+        (rc = kiln__ops_check_geom("pooling", "strides", g->s, nsp, 1)) ||
+        (rc = kiln__ops_check_geom("pooling", "dilations", g->d, nsp, 1)) ||
+        (rc = kiln__ops_check_geom("pooling", "pads (begin)", g->pb, nsp, 0)) ||
+        (rc = kiln__ops_check_geom("pooling", "pads (end)", g->pe, nsp, 0)))
+        return rc;
     const char *ap = kiln_attrs_string(a, "auto_pad");
     *autopad = 0;
     if (ap && !strcmp(ap, "SAME_UPPER")) *autopad = 1;
