@@ -364,6 +364,9 @@ void kiln__epi_free(kiln__elayer *el);
 /* A GPU layer's fused activation (kiln_call.epilogue): its kiln_cu_act code
  * (KILN_CU_ACT_NONE without one) and parameters. */
 int kiln__epi_cuda_act(const void *epilogue, float *a, float *b);
+/* ... and the index of the input to add to it first (a residual Add fused
+ * into a Conv, builder/fuse.c), -1 when none. */
+int kiln__epi_cuda_residual(const void *epilogue);
 /* Short name list " + BatchNormalization + Clip" for inspect ("" if none). */
 void kiln__epi_describe(const kiln__elayer *el, char *buf, size_t size);
 
