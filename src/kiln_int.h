@@ -548,6 +548,8 @@ int kiln__cache_dir(char *buf, size_t size);
 /* Write a file through a temporary in the same directory + rename; -1 and
  * errno on failure. */
 int kiln__write_atomic(const char *path, const void *data, size_t n);
+/* A whole file, NUL-terminated (kiln__free); -1 and errno on failure. */
+int kiln__read_file(const char *path, char **data, size_t *n);
 
 /* AOT kernels.  Compile C source into shared-object bytes (system cc,
  * -O2 -fPIC -shared, self-contained: -z defs); the entry symbol must be
