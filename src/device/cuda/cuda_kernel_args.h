@@ -223,6 +223,12 @@ typedef struct kiln_cu_nd {
     int64_t st[KILN_CU_MAX_DIMS];
 } kiln_cu_nd;
 
+/* A few int64 values passed by value (Shape's dims): v[0..n). */
+typedef struct kiln_cu_vals {
+    int64_t n;
+    int64_t v[KILN_CU_MAX_DIMS];
+} kiln_cu_vals;
+
 /* Errors found by a kernel (an index out of range): the context's fault
  * record lives in page-locked host memory, mapped into the device's
  * address space; a kernel that finds bad data fills it (the first report

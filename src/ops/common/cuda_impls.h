@@ -20,6 +20,8 @@
 /* every numeric type (the broadcasting binary kernels) and the integers */
 #define KILN_CU_T_NUM_ALL KILN_CU_T_NUM "|FP64|INT8|INT16|UINT8|UINT16|UINT32|UINT64"
 #define KILN_CU_T_INT_ALL "INT8|INT16|INT32|INT64|UINT8|UINT16|UINT32|UINT64"
+/* every type a tensor can have on the GPU (ops that read only dims: Shape, Size) */
+#define KILN_CU_T_ALL KILN_CU_T_NUM_ALL "|BOOL"
 
 /* math/elementwise_cuda.c */
 int kiln__cu_binary(const kiln_call *c, const char *op); /* Add ... Xor, PRelu, Bitwise* */
@@ -91,6 +93,9 @@ int kiln__cu_gather_elements(const kiln_call *c);
 int kiln__cu_depth_to_space(const kiln_call *c);
 int kiln__cu_space_to_depth(const kiln_call *c);
 int kiln__cu_dropout(const kiln_call *c);     /* inference: copy, mask all true */
+/* n (<= KILN_CU_MAX_DIMS) int64 values the host knows into output 0 (Shape,
+ * Size: shape_ops.c computes them; the input's data is never read) */
+int kiln__cu_put_i64(const kiln_call *c, int n, const int64_t *v);
 
 /* reduction/reduce_cuda.c (axes input 1 on the host) */
 int kiln__cu_reduce(const kiln_call *c, const char *op);
@@ -117,6 +122,11 @@ int kiln__cu_rnn(const kiln_call *c, const kiln_cu_rnn *p);
 /* tensor/resize_cuda.c: resize.c resolves the parameters (its rparams)
  * into a kiln_cu_resize and hands them over */
 int kiln__cu_resize(const kiln_call *c, const kiln_cu_resize *a);
+/* quantization/quant_cuda.c: Quantize-/DequantizeLinear (quant.c resolves
+ * the per-axis geometry: scale index (i / inner) % nax; lo..hi the integer
+ * type's range) and DynamicQuantizeLinear (FP32 -> u8) */
+int kiln__cu_qdq(const kiln_call *c, int quantize, int64_t inner, int64_t nax, double lo, double hi);
+int kiln__cu_dql(const kiln_call *c);
 /* tensor/cast_cuda.c: Cast and CastLike */
 int kiln__cu_cast(const kiln_call *c);
 

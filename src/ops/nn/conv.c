@@ -109,13 +109,12 @@ static int read_attrs(const kiln_attrs *a, int nsp, const int64_t *wk, int64_t *
                                   (long long)n);
         for (int i = 0; i < nsp; i++) { pb[i] = v[i]; pe[i] = v[nsp + i]; }
     }
-    for (int i = 0; i < nsp; i++) {
-        if (s[i] < 1 || d[i] < 1 || s[i] > KILN_OPS_MAX_GEOM || d[i] > KILN_OPS_MAX_GEOM)
-            return kiln_set_error(KILN_EATTR, "strides and dilations must be in [1, 2^30] (axis %d: %lld, %lld)",
-                                  i, (long long)s[i], (long long)d[i]);
-        if (pb[i] < 0 || pe[i] < 0 || pb[i] > KILN_OPS_MAX_GEOM || pe[i] > KILN_OPS_MAX_GEOM)
-            return kiln_set_error(KILN_EATTR, "pads must be in [0, 2^30] (axis %d)", i);
-    }
+    int rc;
+    if ((rc = kiln__ops_check_geom("Conv", "strides", s, nsp, 1)) ||
+        (rc = kiln__ops_check_geom("Conv", "dilations", d, nsp, 1)) ||
+        (rc = kiln__ops_check_geom("Conv", "pads (begin)", pb, nsp, 0)) ||
+        (rc = kiln__ops_check_geom("Conv", "pads (end)", pe, nsp, 0)))
+        return rc;
     return 0;
 }
 
@@ -156,8 +155,7 @@ static int conv_dims(kiln_shape_ctx *c, kiln_dtype out_type) {
     autopad ap;
     if ((rc = parse_autopad(c->attrs, &ap))) return rc;
     int64_t G = kiln_attrs_int(c->attrs, "group"), C, Wc, M;
-    if (G < 1 || G > KILN_OPS_MAX_GEOM)
-        return kiln_set_error(KILN_EATTR, "Conv: group must be in [1, 2^30], found %lld", (long long)G);
+    if ((rc = kiln__ops_check_geom("Conv", "group", &G, 1, 1))) return rc;
     if (kiln_expr_is_const(x->dims[1], &C) && kiln_expr_is_const(w->dims[1], &Wc) && C != Wc * G)
         return kiln_set_error(KILN_ESHAPE,
                               "Conv: X has %lld channels but W expects %lld x group %lld = %lld",
@@ -1145,6 +1143,7 @@ static const kiln_combo conv_formats[] = {
 
 /* CUDA tactics (conv_cuda.c): 1 direct, 2 im2col + cuBLASLt GEMM. */
 static const kiln_combo conv_cuda_formats[] = {{.types = KILN_CU_T_FLOAT, .tactics = {1, 2}}, {0}};
+static int conv_cuda_check(const kiln_shape_ctx *c) { return kiln__ops_cuda_spatial(c, "Conv", 1, 2); }
 
 static const kiln_quick_op conv_op = {
     .ns = "ai.onnx", .name = "Conv", .version = 1,
@@ -1154,5 +1153,6 @@ static const kiln_quick_op conv_op = {
     .accepts_epilogue = 1, /* every tactic applies it per finished row/plane */
     .doc = "convolution: implicit-im2col packed GEMM, direct/depthwise kernel",
     .cuda_impl = kiln__cu_conv, .cuda_formats = conv_cuda_formats, .cuda_workspace = kiln__cu_conv_workspace,
+    .cuda_check = conv_cuda_check,
 };
 KILN_OP(conv_op)
