@@ -211,6 +211,11 @@ static const tcase cases[] = {
     {"Dropout", 13, 1, 2, {{F32, 2, {3, 5}}}, {{F32, 2, {3, 5}}, {BOOL, 2, {3, 5}}}},
     {"Reshape", 14, 2, 1, {{F32, 2, {2, 6}}, {I64, 1, {2}, INTS(3, 4)}}, {{F32, 2, {3, 4}}}},
     {"Flatten", 13, 1, 1, {{BF16, 3, {2, 3, 4}}}, {{BF16, 2, {2, 12}}}},
+    /* GridSample: grid points beyond [-1, 1] exercise the padding modes */
+    {"GridSample", 16, 2, 1, {{F32, 4, {2, 3, 5, 6}}, {F32, 4, {2, 4, 3, 2}, .lo = -1.3f, .hi = 1.3f}},
+     {{F32, 4, {2, 3, 4, 3}}}, {A_STR("mode", "bicubic"), A_STR("padding_mode", "reflection")}, 1e-5},
+    {"GridSample", 16, 2, 1, {{F32, 4, {1, 2, 4, 4}}, {F32, 4, {1, 5, 5, 2}, .lo = -1.3f, .hi = 1.3f}},
+     {{F32, 4, {1, 2, 5, 5}}}, {A_STR("mode", "nearest"), A_INT("align_corners", 1), A_STR("padding_mode", "border")}},
     /* linear quantization: per axis, per tensor, dynamic */
     {"QuantizeLinear", 19, 3, 1,
      {{F32, 2, {3, 4}, .lo = -6, .hi = 6}, {F32, 1, {4}, FLS(0.05f, 0.5f, 0.02f, 1)}, {I8, 1, {4}, INTS(0, -3, 7, 127)}},

@@ -141,6 +141,9 @@ int kiln__cu_resize(const kiln_call *c, const kiln_cu_resize *a);
  * type's range) and DynamicQuantizeLinear (FP32 -> u8) */
 int kiln__cu_qdq(const kiln_call *c, int quantize, int64_t inner, int64_t nax, double lo, double hi);
 int kiln__cu_dql(const kiln_call *c);
+/* tensor/grid_sample_cuda.c: GridSample-16, FP32 (grid_sample.c resolves
+ * the geometry; the arithmetic is grid_sample_math.h on both devices) */
+int kiln__cu_grid_sample(const kiln_call *c, const kiln_cu_grid_sample *geo);
 /* tensor/cast_cuda.c: Cast and CastLike */
 int kiln__cu_cast(const kiln_call *c);
 
