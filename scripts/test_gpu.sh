@@ -246,7 +246,7 @@ samples_gpu() {
         [ -n "$name" ] || continue
         # shellcheck disable=SC2086
         step "sample_cuda_$name" "$ks" $args --device cuda
-        summary "  $(grep -E '^  layer .*sample::|^interpolate: layer' "$logs/sample_cuda_$name.log" | head -1 | cut -c1-120)"
+        summary "  $(grep -E '^  layer .*sample::' "$logs/sample_cuda_$name.log" | head -1 | cut -c1-120)"
     done <<EOF_SAMPLES
 elemwise_add elemwise_add
 elemwise_add_autotune elemwise_add --autotune -v

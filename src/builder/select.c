@@ -621,7 +621,12 @@ static int rf_timer(builder *b) {
     return rc ? rc : li;
 }
 
-static int reformat_cost(builder *b, int t, kiln_dtype dt, kiln_format fmt, double *ms) {
+/* Time of the reformat tensor t needs to become (dt, fmt) for a consumer
+ * on `device`.  A float cast between two LINEAR tensors for a GPU consumer
+ * runs on the GPU (reformat_cuda.c), so it is timed there: timed on the
+ * host, a cast of a large activation cost hundreds of microseconds instead
+ * of a few, and an --fp16 build kept every layer in FP32 (ResNet-50). */
+static int reformat_cost(builder *b, int t, kiln_dtype dt, kiln_format fmt, kiln_device_kind device, double *ms) {
     const bt *x = &b->t[t];
     *ms = 0;
     if (x->pdtype == dt && x->pfmt == fmt) return 0;
@@ -629,6 +634,9 @@ static int reformat_cost(builder *b, int t, kiln_dtype dt, kiln_format fmt, doub
     int li = rf_timer(b);
     if (li < 0) return li;
     bl *L = &b->l[li];
+    L->device = device == KILN_DEVICE_CUDA && b->cuda && x->pfmt == KILN_FORMAT_LINEAR && fmt == KILN_FORMAT_LINEAR
+                    ? KILN_DEVICE_CUDA
+                    : KILN_DEVICE_CPU;
     L->in[0] = t;
     L->out[0] = t;
     kiln_io_format io = {.n = 2};
@@ -724,7 +732,8 @@ int kiln__b_select(builder *b) {
                 for (int p = 0; p < L->nin && !rc; p++) {
                     if (L->in[p] < 0) continue;
                     double rms;
-                    rc = reformat_cost(b, L->in[p], cl.c[k].io.dtype[p], cl.c[k].io.format[p], &rms);
+                    rc = reformat_cost(b, L->in[p], cl.c[k].io.dtype[p], cl.c[k].io.format[p],
+                                       kiln__b_pos_loc(L, p), &rms);
                     rf_in += rms;
                 }
                 cost += rf_in;
