@@ -237,7 +237,7 @@ typedef struct kiln_cu_nd {
     int64_t st[KILN_CU_MAX_DIMS];
 } kiln_cu_nd;
 
-/* GridSample (tensor/grid_sample_math.h, shared by both devices): X planes
+/* GridSample (src/ops/tensor/grid_sample_math.h, shared by both devices): X planes
  * [H, W]; mode 0 bilinear, 1 nearest, 2 bicubic; pad 0 zeros, 1 border,
  * 2 reflection; align: align_corners. */
 typedef struct kiln_cu_grid_sample {
