@@ -171,6 +171,13 @@ typedef int (*kiln__enqueue_fn)(void *state, const kiln_call *c);
 typedef size_t (*kiln__workspace_fn)(void *state, const kiln_call *c);
 int kiln__op_has_device(const kiln__op *op, kiln_device_kind d);
 unsigned kiln__op_host_inputs(const kiln__op *op, kiln_device_kind d);
+/* Nonzero when the op's CUDA implementation does not cover this instance
+ * beyond its type combinations: its kiln_quick_op.cuda_check refused it at
+ * the last shape call (types, ranks or attributes), or it is a built-in op
+ * that states its CUDA types neither by cuda_formats nor by cuda_check;
+ * *why says which.  0 otherwise, and for full plugins (their
+ * supports_format decides). */
+int kiln__op_cuda_check(const kiln__op *op, const void *state, const char **why);
 int kiln__op_graph_unsafe(const kiln__op *op);
 kiln__enqueue_fn kiln__op_enqueue_fn(const kiln__op *op, kiln_device_kind d);
 kiln__workspace_fn kiln__op_workspace_fn(const kiln__op *op, kiln_device_kind d);
@@ -541,6 +548,8 @@ int kiln__cache_dir(char *buf, size_t size);
 /* Write a file through a temporary in the same directory + rename; -1 and
  * errno on failure. */
 int kiln__write_atomic(const char *path, const void *data, size_t n);
+/* A whole file, NUL-terminated (kiln__free); -1 and errno on failure. */
+int kiln__read_file(const char *path, char **data, size_t *n);
 
 /* AOT kernels.  Compile C source into shared-object bytes (system cc,
  * -O2 -fPIC -shared, self-contained: -z defs); the entry symbol must be

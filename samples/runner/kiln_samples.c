@@ -36,6 +36,7 @@
 #include <kiln/kiln.h>
 
 #include "interpolate/interpolate_run.h"
+#include "runner/placement.h"
 #include "samples.h"
 
 #if defined(__has_include)
@@ -249,17 +250,6 @@ static void print_stats(const kiln_build_stats *s) {
     printf("build: %.1f ms, %d layers, %d candidates, %d timed, %d cache hits "
            "(%d identical instances deduplicated)\n",
            s->build_ms, s->layers, s->candidates, s->timed, s->cache_hits, s->cache_dedup);
-}
-
-/* Where each layer runs (the copies and conversions the builder inserted
- * included), and with which implementation. */
-static void print_placement(const kiln_engine *e) {
-    for (int i = 0; i < kiln_engine_num_layers(e); i++) {
-        kiln_layer_info li;
-        if (kiln_engine_layer_info(e, i, &li)) continue;
-        printf("  layer %-14s %s::%s v%d on %s, %s tactic %d\n", li.name, li.op_ns, li.op_name, li.op_version,
-               li.device == KILN_DEVICE_CUDA ? "cuda" : "cpu", li.aot ? "AOT kernel" : "JIT impl", li.tactic);
-    }
 }
 
 /* ------------------------------------------------------------ checks */
@@ -734,7 +724,8 @@ int main(int argc, char **argv) {
     } else if (build_engine(&o, &l, &eng, &st)) {
         return 1;
     }
-    print_placement(eng);
+    /* where each layer runs; a sample layer off the device asked for fails */
+    int misplaced = kiln_samples_print_placement(eng, o.cuda ? KILN_DEVICE_CUDA : KILN_DEVICE_CPU);
     kiln_samples_counters build_cnt = *cnt;
     memset(cnt, 0, sizeof *cnt);
     if (o.save) {
@@ -846,7 +837,7 @@ int main(int argc, char **argv) {
         }
     double avg = (now_ms() - t0) / iters;
     printf("inference: first run %.3f ms, mean of %d runs %.4f ms\n", first_ms, iters, avg);
-    if (bad) failed = 1;
+    if (bad || misplaced) failed = 1;
     printf("%s\n", failed ? "FAIL" : "PASS");
 
 done:

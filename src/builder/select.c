@@ -657,10 +657,19 @@ int kiln__b_cuda_aot_wanted(const builder *b, const bl *L) {
     return L->aot == 1 || f == KILN_BUILD_PREFER_AOT || (!q->cuda_impl && f != KILN_BUILD_PREFER_JIT);
 }
 
+/* Does the op's CUDA implementation cover layer L beyond its types (its
+ * cuda_check; a built-in op must state its CUDA types, kiln__op_cuda_check)?
+ * *why says why not. */
+int kiln__b_cuda_covers(const bl *L, const char **why) {
+    *why = NULL;
+    if (!kiln__op_has_device(L->op, KILN_DEVICE_CUDA)) return 0;
+    return !kiln__op_cuda_check(L->op, L->state, why);
+}
+
 /* Placement: a CUDA build runs a layer on the GPU when its op has a CUDA
- * implementation with a combination for the layer's types (and it is not
- * forced to a CPU AOT kernel), else on the CPU.  Leaves the candidates of
- * the chosen device in cl. */
+ * implementation that covers the layer (kiln__b_cuda_covers) with a combination
+ * for its types (and it is not forced to a CPU AOT kernel), else on the
+ * CPU.  Leaves the candidates of the chosen device in cl. */
 static int place(builder *b, int li, cand_list *cl) {
     bl *L = &b->l[li];
     L->device = KILN_DEVICE_CPU;
@@ -669,15 +678,18 @@ static int place(builder *b, int li, cand_list *cl) {
         L->aot = 1;
         return enum_candidates(b, li, cl);
     }
-    if (b->cuda && L->aot != 1 && kiln__op_has_device(L->op, KILN_DEVICE_CUDA)) {
+    const char *why = NULL;
+    if (b->cuda && L->aot != 1 && kiln__b_cuda_covers(L, &why)) {
         L->device = KILN_DEVICE_CUDA;
         int rc = enum_candidates(b, li, cl);
         if (!rc && cl->n) return 0;
-        kiln__log(KILN_LOG_VERBOSE, "layer '%s' (%s::%s v%d): on the CPU: %s", L->name, L->op->ns, L->op->name,
-                  L->op->version, rc ? kiln_errmsg() : "no CUDA combination for its types");
+        why = rc ? kiln_errmsg() : "no CUDA combination for its types";
         L->device = KILN_DEVICE_CPU;
         cl->n = 0;
     }
+    if (why)
+        kiln__log(KILN_LOG_VERBOSE, "layer '%s' (%s::%s v%d): on the CPU: %s", L->name, L->op->ns, L->op->name,
+                  L->op->version, why);
     return enum_candidates(b, li, cl);
 }
 

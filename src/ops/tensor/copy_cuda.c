@@ -5,6 +5,7 @@
  *                 view ops (Reshape, Flatten, Squeeze, Unsqueeze, Identity:
  *                 a plain copy unless the output aliases the input);
  *   pad_<size>:   Pad (constant, reflect, edge, wrap; negative pads crop);
+ *   put_i64:      Shape and Size (values the host knows, into output 0);
  *   gather_<size>_<i32|i64>: Gather (indices out of range are reported
  *                 through the context's fault record: kiln__cu_check).
  * Output dims are final when a launcher runs, so Expand/Tile/Reshape need
@@ -346,4 +347,14 @@ int kiln__cu_dropout(const kiln_call *c) {
     uint64_t one = 1;
     void *args[] = {&n, &one, &c->out[1].data};
     return kiln__cu_launch_n(c, "fill", "1", n, args);
+}
+
+int kiln__cu_put_i64(const kiln_call *c, int n, const int64_t *v) {
+    kiln_cu_vals a = {.n = n};
+    if (n < 0 || n > KILN_CU_MAX_DIMS || kiln_tensor_numel(&c->out[0]) != n || c->out[0].dtype != KILN_DTYPE_I64)
+        return kiln_set_error(KILN_ESHAPE, "%d values for an output of %lld %s elements", n,
+                              (long long)kiln_tensor_numel(&c->out[0]), kiln_dtype_name(c->out[0].dtype));
+    memcpy(a.v, v, (size_t)n * sizeof *v);
+    void *args[] = {&a, &c->out[0].data};
+    return kiln__cu_launch_n(c, "put", "i64", n, args);
 }
