@@ -468,10 +468,11 @@ static size_t conv_ws(const kiln_call *c) {
  * packed layout, too narrow an output, no workspace): run another. */
 static int conv_wino(const kiln_call *c, const geom *g) {
     const float *u = c->prepacked && c->prepacked[1] ? kiln__wino_packed(c->prepacked[1], g->M, g->C) : NULL;
-    if (!u || !kiln__wino_fits(g->M, g->o[2]) || !c->workspace ||
+    const int64_t isp = g->id[1] * g->id[2], osp = g->o[1] * g->o[2];
+    /* (gathers and scatters index a plane with int32) */
+    if (!u || !kiln__wino_fits(g->M, g->o[2]) || isp > INT32_MAX || osp > INT32_MAX || !c->workspace ||
         c->workspace_size < kiln__wino_ws_bytes(g->C, g->M, g->o[1], g->o[2]))
         return 1;
-    const int64_t isp = g->id[1] * g->id[2], osp = g->o[1] * g->o[2];
     for (int64_t n = 0; n < g->N; n++) {
         kiln__wino w = {.C = g->C, .M = g->M, .H = g->id[1], .W = g->id[2], .OH = g->o[1], .OW = g->o[2],
                         .pt = g->pb[1], .pl = g->pb[2], .x = (const float *)c->in[0].data + n * g->C * isp,
