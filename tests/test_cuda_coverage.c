@@ -127,6 +127,26 @@ TEST_IMPL(reduce_types_by_cuda_check) {
     kiln__cuda_fake(0);
 }
 
+/* Tile on the GPU splits each repeated dim in two, within the CUDA copy's
+ * 8 dims: a rank-6 Tile repeating 2 dims fits, repeating 3 does not (its
+ * launcher would refuse it when run). */
+TEST_IMPL(tile_rank_by_repeats) {
+    kiln__cuda_fake(1);
+    const int64_t reps[2][6] = {{2, 1, 1, 1, 1, 2}, {2, 1, 3, 1, 1, 2}};
+    for (int k = 0; k < 2; k++) {
+        kiln_network *net = kiln_network_create();
+        int64_t xd[6] = {1, 2, 1, 2, 1, 2}, rd[1] = {6};
+        ASSERT_OK(kiln_network_add_input(net, "x", KILN_DTYPE_F32, 6, xd, NULL));
+        ASSERT_OK(kiln_network_add_constant(net, "r", KILN_DTYPE_I64, 1, rd, reps[k]));
+        const char *in[] = {"x", "r"}, *out[] = {"y"};
+        ASSERT(kiln_network_add_layer(net, "ai.onnx::Tile", 13, "L", 2, in, 1, out));
+        ASSERT_OK(kiln_network_mark_output(net, "y"));
+        ASSERT_EQ(placed(net), k ? KILN_DEVICE_CPU : KILN_DEVICE_CUDA);
+        kiln_network_free(net);
+    }
+    kiln__cuda_fake(0);
+}
+
 /* BatchNormalization's CUDA kernel is inference only. */
 TEST_IMPL(batchnorm_training_on_cpu) {
     kiln__cuda_fake(1);
@@ -239,5 +259,5 @@ TEST_IMPL(plugin_cuda_check) {
 }
 
 TEST_LIST(TEST_ENTRY(builtin_ops_state_cuda_types), TEST_ENTRY(conv_ranks_on_gpu),
-          TEST_ENTRY(reduce_types_by_cuda_check), TEST_ENTRY(batchnorm_training_on_cpu),
+          TEST_ENTRY(reduce_types_by_cuda_check), TEST_ENTRY(tile_rank_by_repeats), TEST_ENTRY(batchnorm_training_on_cpu),
           TEST_ENTRY(shape_of_dynamic_tensor_on_gpu), TEST_ENTRY(plugin_cuda_check))
