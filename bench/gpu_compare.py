@@ -31,6 +31,16 @@ by bench/gen_torchvision.py from the same seeded modules torch runs.
         [--precisions fp32,fp16] [--modes eager,graph,compile]
         [--iterations 100] [--warmup 10] [--budget SECONDS] [--work DIR]
         [--onnx-dir DIR] [--ppocr MODEL.onnx] [--json FILE] [--device cuda|cpu] [--dry-run]
+        [--profile N]
+
+--profile N: after the tables, per row, kiln's host time for
+kiln_context_enqueue alone and with the wait, and a CUPTI kernel timeline
+(torch.profiler, which records libkiln's kernels too: same process) of N
+runs of kiln and of torch's CUDA graph: kernels, copies and memsets per run,
+the host launches (a replayed CUDA graph makes none), GPU busy time against
+the span (the gaps), and the kernels by time.  A run whose enqueue is close
+to its whole time is host-bound; one whose GPU is busy through the span is
+device-bound.
 
 --budget: rows not started by then are listed as skipped (batch 1 rows come
 first, torch.compile is left out of a row that would not fit).  --device
@@ -87,6 +97,8 @@ class Kiln:
         L.kiln_context_free.argtypes = [vp]
         L.kiln_context_bind.argtypes = [vp, ctypes.c_char_p, vp, ctypes.c_size_t]
         L.kiln_context_run.argtypes = [vp]
+        L.kiln_context_enqueue.argtypes = [vp, vp]
+        L.kiln_context_synchronize.argtypes = [vp]
 
     def check(self, rc, what):
         if rc:
@@ -114,6 +126,12 @@ class Kiln:
 
     def run(self, ctx):
         self.check(self.L.kiln_context_run(ctx), "run")
+
+    def enqueue(self, ctx):
+        self.check(self.L.kiln_context_enqueue(ctx, None), "enqueue")
+
+    def synchronize(self, ctx):
+        self.check(self.L.kiln_context_synchronize(ctx), "synchronize")
 
     def free(self, e, c):
         self.L.kiln_context_free(c)
@@ -199,6 +217,95 @@ def err(out, ref):
     return {"max_abs": d, "rel": d / scale if scale else float("inf")}
 
 
+# ---------------------------------------------------------------- timeline
+
+def host_enqueue_us(fn_enqueue, fn_sync, n=50):
+    """Median host time of an enqueue alone (the run is not waited for inside
+    it), and of enqueue + wait: a replayed run whose enqueue is close to the
+    whole is host-bound."""
+    enq, tot = [], []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        fn_enqueue()
+        t1 = time.perf_counter()
+        fn_sync()
+        t2 = time.perf_counter()
+        enq.append((t1 - t0) * 1e6)
+        tot.append((t2 - t0) * 1e6)
+    return float(np.median(enq)), float(np.median(tot))
+
+
+def timeline(torch, fn, sync, runs, trace_path=None):
+    """A CUPTI kernel timeline (torch.profiler) of `runs` calls of fn() +
+    sync(), each inside its own host range: per run the GPU kernels, copies
+    and memsets, the launches the host made (cuLaunchKernel vs
+    cuGraphLaunch), the device busy time (union of kernel/copy intervals),
+    the span from the first GPU activity to the last and the host range;
+    then the kernels by total time."""
+    from torch.profiler import ProfilerActivity, profile, record_function
+    fn()
+    sync()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        for i in range(runs):
+            with record_function("run%d" % i):
+                fn()
+                sync()
+    import tempfile
+    path = trace_path or tempfile.mktemp(suffix=".json")
+    prof.export_chrome_trace(path)
+    with open(path) as f:
+        ev = json.load(f)["traceEvents"]
+    ranges = sorted((e["ts"], e["ts"] + e["dur"]) for e in ev
+                    if e.get("ph") == "X" and str(e.get("name", "")).startswith("run")
+                    and e.get("cat") == "user_annotation")
+    gpu = [e for e in ev if e.get("ph") == "X" and e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")]
+    api = [e for e in ev if e.get("ph") == "X" and e.get("cat") in ("cuda_runtime", "cuda_driver")]
+    per = []
+    for (a, b) in ranges:
+        g = sorted((e for e in gpu if a <= e["ts"] < b), key=lambda e: e["ts"])
+        busy, end = 0.0, -1e30
+        for e in g:
+            s0, s1 = e["ts"], e["ts"] + e["dur"]
+            if s1 > end:
+                busy += s1 - max(s0, end)
+                end = s1
+        calls = {}
+        for e in api:
+            if a <= e["ts"] < b:
+                calls[e["name"]] = calls.get(e["name"], 0) + 1
+        per.append({"host_us": b - a, "kernels": sum(e["cat"] == "kernel" for e in g),
+                    "memcpy": sum(e["cat"] == "gpu_memcpy" for e in g),
+                    "memset": sum(e["cat"] == "gpu_memset" for e in g),
+                    "busy_us": busy, "span_us": (g[-1]["ts"] + g[-1]["dur"] - g[0]["ts"]) if g else 0.0,
+                    "first_gpu_after_us": (g[0]["ts"] - a) if g else 0.0, "api": calls})
+    top = {}
+    for e in gpu:
+        if ranges and ranges[0][0] <= e["ts"] < ranges[-1][1]:
+            t = top.setdefault(e["name"][:90], [0, 0.0])
+            t[0] += 1
+            t[1] += e["dur"]
+    if not trace_path:
+        os.unlink(path)
+    med = (lambda k: float(np.median([p[k] for p in per])) if per else 0.0)
+    return {"runs": len(per), "host_us": med("host_us"), "busy_us": med("busy_us"), "span_us": med("span_us"),
+            "first_gpu_after_us": med("first_gpu_after_us"),
+            "kernels": med("kernels"), "memcpy": med("memcpy"), "memset": med("memset"),
+            "api": per[len(per) // 2]["api"] if per else {},
+            "top": sorted(([n, c / max(len(per), 1), t / max(len(per), 1)] for n, (c, t) in top.items()),
+                          key=lambda r: -r[2])[:25]}
+
+
+def timeline_text(label, t):
+    lines = ["%s: %d runs; per run (median): host range %.1f us, GPU span %.1f us, GPU busy %.1f us "
+             "(gaps %.1f us), first GPU activity %.1f us after the call; %g kernels, %g memcpy, %g memset; "
+             "API calls of the middle run: %s" % (
+                 label, t["runs"], t["host_us"], t["span_us"], t["busy_us"], t["span_us"] - t["busy_us"],
+                 t["first_gpu_after_us"], t["kernels"], t["memcpy"], t["memset"],
+                 ", ".join("%s x%d" % kv for kv in sorted(t["api"].items(), key=lambda kv: -kv[1])))]
+    lines += ["    %6.1f x %8.2f us  %s" % (c, us, n) for n, c, us in t["top"]]
+    return "\n".join(lines)
+
+
 # ---------------------------------------------------------------- one row
 
 def kiln_row(a, K, name, onnx_path, iname, x, ref, prec, torch, dev):
@@ -238,6 +345,10 @@ def kiln_row(a, K, name, onnx_path, iname, x, ref, prec, torch, dev):
         sync()
         r["check"] = err(yd.cpu().numpy(), ref)
         r["kiln"] = stats(timed(lambda: K.run(c), sync, a.warmup, a.iterations, a.max_s), x.shape[0])
+        if a.profile and dev == "cuda":
+            enq, tot = host_enqueue_us(lambda: K.enqueue(c), lambda: K.synchronize(c))
+            r["enqueue_us"], r["enqueue_sync_us"] = enq, tot
+            r["timeline"] = timeline(torch, lambda: K.run(c), sync, a.profile)
         # host I/O: pageable numpy arrays, the copies inside the timed run
         yh = np.full(ref.shape, np.nan, np.float32)
         K.bind(c, names[0], x.ctypes.data, x.nbytes)
@@ -277,6 +388,8 @@ def torch_rows(a, torch, module, x, prec, dev, t_left):
                 with torch.cuda.graph(g):
                     m(xt)
                 res["graph"] = stats(timed(g.replay, sync, a.warmup, a.iterations, a.max_s), x.shape[0])
+                if a.profile:
+                    res["graph"]["timeline"] = timeline(torch, g.replay, sync, a.profile)
             except Exception as ex:  # e.g. a host read of a device value inside the module
                 res["graph"] = {"error": "capture failed: " + first_line(ex)}
                 try:
@@ -411,6 +524,9 @@ def main():
     ap.add_argument("--ppocr", default=os.path.join(ROOT, "..", "shared", "models", "ppocrv4_det", "model.onnx"))
     ap.add_argument("--build-timeout", type=float, default=120, help="seconds for one kiln build")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--profile", type=int, default=0,
+                    help="N: also a kernel timeline (torch.profiler/CUPTI) of N runs of kiln and of torch's CUDA "
+                         "graph per row, and kiln's host enqueue time; printed after the tables")
     ap.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
     ap.add_argument("--dry-run", action="store_true")
     ap.add_argument("--cpu-compile", action="store_true", help=argparse.SUPPRESS)
@@ -468,6 +584,17 @@ def main():
     text = report(rows, head)
     print()
     print(text)
+    if a.profile:
+        print()
+        for r in rows:
+            k, t = r.get("kiln_res", {}), r.get("torch", {})
+            tag = "%s b%d %s" % (r["model"], r["batch"], r["prec"])
+            if "timeline" in k:
+                print("%s kiln: enqueue alone %.1f us, enqueue + wait %.1f us (median of 50)" % (
+                    tag, k["enqueue_us"], k["enqueue_sync_us"]))
+                print(timeline_text(tag + " kiln", k["timeline"]))
+            if t.get("graph") and "timeline" in t["graph"]:
+                print(timeline_text(tag + " torch CUDA graph", t["graph"]["timeline"]))
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"head": head, "rows": rows}, f, indent=1)

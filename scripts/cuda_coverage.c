@@ -5,9 +5,11 @@
  * Each case's model is built for KILN_DEVICE_CUDA on the host-memory
  * stand-in device (src/device/cuda/fake.c) without timing, so placement is
  * decided exactly as on a GPU: from the CUDA implementations and the type
- * combinations the ops register.  Nothing runs.  A model that does not
- * build as imported is rebuilt with its inputs fixed to test data set 0
- * (what `kiln test-onnx` does for shape-dependent models).
+ * combinations the ops register.  Nothing runs.  Each case is built the
+ * way `kiln test-onnx` builds it (dynamic dims profiled at test data set
+ * 0's shapes; failing that, fixed to them; failing that, small inputs made
+ * constants), so the counts compare with scripts/test_gpu.sh's.  A folder
+ * of models (../shared/models) works the same way.
  *
  * Output: one line per case ("GPU name", "CPU name: Op[types] ...",
  * "NOBUILD name: message", "SKIP name"), then the ranking: per op and
@@ -81,9 +83,71 @@ static void layer_sig(const kiln_engine *e, const kiln__elayer *L, char *buf, si
     if (n < size) snprintf(buf + n, size - n, "]");
 }
 
-static int build(const char *model, const kiln_onnx_options *opt, kiln_engine **e, char *why, size_t wsz) {
+/* Test data set 0's inputs: what `kiln test-onnx` builds a case for. */
+typedef struct dataset {
+    int n;
+    kiln_onnx_value v[KILN_MAX_IO];
+    int64_t dims[KILN_MAX_IO][KILN_MAX_DIMS];
+} dataset;
+
+static void dataset_free(dataset *ds) {
+    for (int i = 0; i < ds->n; i++) kiln_free((void *)ds->v[i].data);
+    ds->n = 0;
+}
+
+/* Reads input_<i>.pb for each of the model's inputs, named after them;
+ * stops at the first that is missing or not a tensor (sequences). */
+static void dataset_read(const char *dir, const char *model, dataset *ds) {
+    static char names[KILN_MAX_IO][256];
+    ds->n = 0;
     kiln_network *net = NULL;
-    int rc = kiln_onnx_import(model, opt, &net);
+    if (kiln_onnx_import(model, NULL, &net)) return;
+    int n = kiln_network_num_inputs(net);
+    for (int i = 0; i < n && i < KILN_MAX_IO; i++) {
+        char p[4600];
+        snprintf(p, sizeof p, "%s/test_data_set_0/input_%d.pb", dir, i);
+        kiln_dtype dt;
+        int nd;
+        void *data = NULL;
+        if (kiln_onnx_read_tensor(p, &dt, &nd, ds->dims[i], &data)) break;
+        snprintf(names[i], sizeof names[i], "%s", kiln_network_input_name(net, i));
+        ds->v[i] = (kiln_onnx_value){.name = names[i], .dtype = dt, .ndim = nd, .dims = ds->dims[i], .data = data};
+        ds->n++;
+    }
+    kiln_network_free(net);
+}
+
+/* Small inputs become constants at tier 2 (as in tools/test_onnx.c). */
+static int promotable(const kiln_onnx_value *v) {
+    int64_t n = 1;
+    for (int k = 0; k < v->ndim; k++) n *= v->dims[k];
+    int fl = v->dtype == KILN_DTYPE_F32 || v->dtype == KILN_DTYPE_F64 || v->dtype == KILN_DTYPE_F16 ||
+             v->dtype == KILN_DTYPE_BF16;
+    return n <= (fl ? 8 : 64);
+}
+
+/* The tiers of `kiln test-onnx`: 0 as the model says (dynamic dims get a
+ * min = opt = max profile of the data set's shape), 1 dynamic dims fixed to
+ * the data set's shapes, 2 also small inputs promoted to constants.  The
+ * case is placed as test-onnx builds it, so its counts compare with
+ * scripts/test_gpu.sh's. */
+static int build(const char *model, const dataset *ds, int tier, kiln_engine **e, char *why, size_t wsz) {
+    kiln_onnx_value vals[KILN_MAX_IO], shapes[KILN_MAX_IO];
+    int nv = 0, ns = 0;
+    for (int i = 0; i < ds->n && tier > 0; i++) {
+        if (tier == 2 && promotable(&ds->v[i]))
+            vals[nv++] = ds->v[i];
+        else
+            shapes[ns++] = ds->v[i];
+    }
+    kiln_onnx_options opt;
+    memset(&opt, 0, sizeof opt);
+    opt.values = vals;
+    opt.nvalues = nv;
+    opt.shapes = shapes;
+    opt.nshapes = ns;
+    kiln_network *net = NULL;
+    int rc = kiln_onnx_import(model, &opt, &net);
     if (rc) {
         snprintf(why, wsz, "import: %s", kiln_errmsg());
         return rc;
@@ -91,45 +155,20 @@ static int build(const char *model, const kiln_onnx_options *opt, kiln_engine **
     kiln_build_config *cfg = kiln_build_config_create();
     kiln_build_config_set_flags(cfg, KILN_BUILD_NO_TIMING);
     kiln_build_config_set_device(cfg, KILN_DEVICE_CUDA);
+    for (int i = 0; i < kiln_network_num_inputs(net); i++) {
+        kiln_io_info io;
+        if (kiln_network_input_info(net, i, &io)) continue;
+        int dyn = 0;
+        for (int k = 0; k < io.ndim; k++) dyn |= io.dims[k] < 0;
+        for (int k = 0; k < ds->n && dyn; k++)
+            if (!strcmp(ds->v[k].name, io.name))
+                kiln_build_config_set_profile(cfg, io.name, ds->v[k].ndim, ds->v[k].dims, ds->v[k].dims,
+                                              ds->v[k].dims);
+    }
     rc = kiln_build(net, cfg, e, NULL);
     if (rc) snprintf(why, wsz, "build: %s", kiln_errmsg());
     kiln_build_config_free(cfg);
     kiln_network_free(net);
-    return rc;
-}
-
-/* Import with every network input fixed to test_data_set_0/input_<i>.pb. */
-static int build_fixed(const char *dir, const char *model, kiln_engine **e, char *why, size_t wsz) {
-    kiln_network *net = NULL;
-    if (kiln_onnx_import(model, NULL, &net)) return -1;
-    int n = kiln_network_num_inputs(net);
-    kiln_onnx_value vals[KILN_MAX_IO];
-    int64_t dims[KILN_MAX_IO][KILN_MAX_DIMS];
-    char names[KILN_MAX_IO][256];
-    int nv = 0, rc = 0;
-    for (int i = 0; i < n && i < KILN_MAX_IO && !rc; i++) {
-        char p[4600];
-        snprintf(p, sizeof p, "%s/test_data_set_0/input_%d.pb", dir, i);
-        kiln_dtype dt;
-        int nd;
-        void *data = NULL;
-        if (kiln_onnx_read_tensor(p, &dt, &nd, dims[nv], &data)) {
-            rc = -1;
-            break;
-        }
-        snprintf(names[nv], sizeof names[nv], "%s", kiln_network_input_name(net, i));
-        vals[nv] = (kiln_onnx_value){.name = names[nv], .dtype = dt, .ndim = nd, .dims = dims[nv], .data = data};
-        nv++;
-    }
-    kiln_network_free(net);
-    if (!rc) {
-        kiln_onnx_options opt;
-        memset(&opt, 0, sizeof opt);
-        opt.values = vals;
-        opt.nvalues = nv;
-        rc = build(model, &opt, e, why, wsz);
-    }
-    for (int i = 0; i < nv; i++) kiln_free((void *)vals[i].data);
     return rc;
 }
 
@@ -158,7 +197,7 @@ int main(int argc, char **argv) {
     char **names = NULL;
     int nn = 0;
     for (struct dirent *de; (de = readdir(d));) {
-        if (de->d_name[0] == '.') continue;
+        if (de->d_name[0] == '.' || de->d_type == DT_REG) continue; /* folders only (models/README.md) */
         names = realloc(names, (size_t)(nn + 1) * sizeof *names);
         names[nn++] = strdup(de->d_name);
     }
@@ -176,7 +215,12 @@ int main(int argc, char **argv) {
         snprintf(dir, sizeof dir, "%s/%s", argv[2], name);
         snprintf(model, sizeof model, "%s/model.onnx", dir);
         kiln_engine *e = NULL;
-        if (build(model, NULL, &e, why, sizeof why) && build_fixed(dir, model, &e, why, sizeof why)) {
+        dataset ds;
+        dataset_read(dir, model, &ds);
+        int rc = build(model, &ds, 0, &e, why, sizeof why);
+        for (int tier = 1; rc && tier <= 2 && ds.n; tier++) rc = build(model, &ds, tier, &e, why, sizeof why);
+        dataset_free(&ds);
+        if (rc) {
             for (char *p = why; *p; p++)
                 if (*p == '\n') *p = ' ';
             printf("NOBUILD %s: %.300s\n", name, why);

@@ -6,7 +6,9 @@
 #   scripts/cuda_coverage.sh [BUILD_DIR] [NODE_DIR]
 #
 # BUILD_DIR (default build) must hold libkiln.a; NODE_DIR defaults to
-# $KILN_ONNX_TESTDATA/node (/usr/share/libonnx-testdata/data/node).
+# $KILN_ONNX_TESTDATA/node (/usr/share/libonnx-testdata/data/node); any
+# folder of ONNX test folders works (../shared/models: model placement).
+# Cases are built as `kiln test-onnx` builds them (test data set 0's shapes).
 # Prints one line per case, then the ranking and the counts.
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)

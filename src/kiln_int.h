@@ -171,6 +171,13 @@ typedef int (*kiln__enqueue_fn)(void *state, const kiln_call *c);
 typedef size_t (*kiln__workspace_fn)(void *state, const kiln_call *c);
 int kiln__op_has_device(const kiln__op *op, kiln_device_kind d);
 unsigned kiln__op_host_inputs(const kiln__op *op, kiln_device_kind d);
+/* Nonzero when the op's CUDA implementation does not cover this instance
+ * beyond its type combinations: its kiln_quick_op.cuda_check refused it at
+ * the last shape call (types, ranks or attributes), or it is a built-in op
+ * that states its CUDA types neither by cuda_formats nor by cuda_check;
+ * *why says which.  0 otherwise, and for full plugins (their
+ * supports_format decides). */
+int kiln__op_cuda_check(const kiln__op *op, const void *state, const char **why);
 int kiln__op_graph_unsafe(const kiln__op *op);
 kiln__enqueue_fn kiln__op_enqueue_fn(const kiln__op *op, kiln_device_kind d);
 kiln__workspace_fn kiln__op_workspace_fn(const kiln__op *op, kiln_device_kind d);
@@ -357,11 +364,14 @@ void kiln__epi_free(kiln__elayer *el);
 /* A GPU layer's fused activation (kiln_call.epilogue): its kiln_cu_act code
  * (KILN_CU_ACT_NONE without one) and parameters. */
 int kiln__epi_cuda_act(const void *epilogue, float *a, float *b);
+/* ... and the index of the input to add to it first (a residual Add fused
+ * into a Conv, builder/fuse.c), -1 when none. */
+int kiln__epi_cuda_residual(const void *epilogue);
 /* A GPU MatMul's fused bias (builder/fuse.c): the device pointer of the
  * constant (one value per column, the output's type) and *n its length;
  * NULL and 0 without one. */
 const void *kiln__epi_cuda_bias(const void *epilogue, int64_t *n);
-/* 1 if the chain is GPU data (bias and/or activation), not host callbacks. */
+/* 1 if the chain is GPU data (residual, bias, activation), not host callbacks. */
 int kiln__epi_is_cuda(const void *epilogue);
 /* Short name list " + BatchNormalization + Clip" for inspect ("" if none). */
 void kiln__epi_describe(const kiln__elayer *el, char *buf, size_t size);
@@ -544,6 +554,8 @@ int kiln__cache_dir(char *buf, size_t size);
 /* Write a file through a temporary in the same directory + rename; -1 and
  * errno on failure. */
 int kiln__write_atomic(const char *path, const void *data, size_t n);
+/* A whole file, NUL-terminated (kiln__free); -1 and errno on failure. */
+int kiln__read_file(const char *path, char **data, size_t *n);
 
 /* AOT kernels.  Compile C source into shared-object bytes (system cc,
  * -O2 -fPIC -shared, self-contained: -z defs); the entry symbol must be

@@ -17,6 +17,7 @@
 
 /* The body of `kiln-samples interpolate`, run here as a test too. */
 #include "../samples/interpolate/interpolate_run.c"
+#include "../samples/runner/placement.c"
 
 /* ------------------------------------------------------------ helpers */
 

@@ -9,12 +9,16 @@
  * Odd sizes: channel counts that are not a multiple of the vector width,
  * planes of 1, 2, 7 and uneven rows, strides 1-3, asymmetric pads,
  * dilations, depth multipliers, 1-D convs, 2 images, 1 and 2 threads.
- * Also pointwise (1x1) convs, whose GEMM may read X in place, and dense
- * 3x3 convs (the padded GEMM's per-block copy into Y).
+ * Also pointwise (1x1) convs, whose GEMM may read X in place, dense 3x3
+ * convs (the padded GEMM's per-block copy into Y) and tactic 6, Winograd
+ * F(4x4, 3x3), which packs W in a layout of its own: the layer's prepack
+ * is redone for it (as a load of an engine timed to it would), and where
+ * it applies the test checks that W was packed that way.
  */
 #include "kiln/kiln.h"
 #include "kiln/plugin.h"
 #include "kiln_int.h"
+#include "ops/nn/conv_winograd.h"
 #include "test.h"
 #include "test_ops_util.h"
 
@@ -40,8 +44,10 @@ static int64_t out_dim(int64_t in, int64_t k, int64_t s, int64_t d, int64_t p0, 
     return (in + p0 + p1 - d * (k - 1) - 1) / s + 1;
 }
 
-static void reference(const dwcase *t, const float *x, const float *w, const float *b, double *ref,
-                      int64_t OH, int64_t OW) {
+/* Returns the largest magnitude of an output before its activation. */
+static double reference(const dwcase *t, const float *x, const float *w, const float *b, double *ref,
+                        int64_t OH, int64_t OW) {
+    double big = 0;
     const int64_t M = t->dense ? t->mult : t->C * t->mult, Cg = t->dense ? t->C : 1;
     const float lo = -0.25f, hi = 0.5f;
     for (int64_t n = 0; n < t->N; n++)
@@ -59,10 +65,27 @@ static void reference(const dwcase *t, const float *x, const float *w, const flo
                             acc += (double)x[((n * t->C + c) * t->H + iy) * t->W + ix] *
                                    w[((m * Cg + ci) * t->kh + ky) * t->kw + kx];
                         }
+                    big = fabs(acc) > big ? fabs(acc) : big;
                     if (t->epi == EPI_RELU && acc < 0) acc = 0;
                     if (t->epi == EPI_CLIP) acc = acc < lo ? lo : acc > hi ? hi : acc;
                     ref[((n * M + m) * OH + oy) * OW + ox] = acc;
                 }
+    return big;
+}
+
+/* Redo layer 0's packed inputs for its (forced) tactic. */
+static void reprepack(kiln_engine *e) {
+    kiln__elayer *l = &e->layers[0];
+    for (int32_t k = 0; l->prepacked && k < l->nin; k++)
+        if (!(l->prepacked_stored >> k & 1)) kiln__aligned_free(l->prepacked[k]);
+    kiln__free(l->prepacked);
+    kiln__free(l->prepacked_size);
+    l->prepacked = NULL;
+    l->prepacked_size = NULL;
+    l->prepacked_stored = 0;
+    l->prepacked_bytes = 0;
+    l->prepack_done = 0;
+    ASSERT_OK(kiln__engine_prepare(e));
 }
 
 static void run_case(const dwcase *t, int threads) {
@@ -75,7 +98,7 @@ static void run_case(const dwcase *t, int threads) {
     float *x = test_rnd_f32(&g_seed, nx, -1.0f, 1.0f), *w = test_rnd_f32(&g_seed, nw, -1.0f, 1.0f);
     float *b = test_rnd_f32(&g_seed, M, -0.5f, 0.5f), *y = test_xmalloc((size_t)ny * sizeof(float));
     double *ref = test_xmalloc((size_t)ny * sizeof(double));
-    reference(t, x, w, t->bias ? b : NULL, ref, OH, OW);
+    const double big = reference(t, x, w, t->bias ? b : NULL, ref, OH, OW);
 
     kiln_network *net = kiln_network_create();
     ASSERT(net);
@@ -112,8 +135,15 @@ static void run_case(const dwcase *t, int threads) {
     kiln_network_free(net);
     ASSERT_EQ(st.layers, 1); /* the activation is fused */
 
-    for (int tactic = 1; tactic <= 5; tactic++) {
+    for (int tactic = 1; tactic <= 6; tactic++) {
         e->layers[0].tactic = tactic;
+        if (tactic == 6) {
+            reprepack(e);
+            int wino = (t->dense || t->C == 1) && t->nsp == 2 && t->kh == 3 && t->kw == 3 && t->sy == 1 && t->sx == 1 &&
+                       t->dy == 1 && t->dx == 1 && kiln__wino_fits(M, OW);
+            const void *pk = e->layers[0].prepacked ? e->layers[0].prepacked[1] : NULL;
+            ASSERT_EQ(kiln__wino_packed(pk, M, Cg) != NULL, wino);
+        }
         for (int debug = 0; debug <= 1; debug++) {
             kiln_context *ctx;
             ASSERT_OK(kiln_context_create(e, threads, &ctx));
@@ -132,7 +162,12 @@ static void run_case(const dwcase *t, int threads) {
                      (long long)t->sx, (long long)t->dy, (long long)t->dx, (long long)t->pt,
                      (long long)t->pl, (long long)t->pb, (long long)t->pr, t->nsp, t->epi,
                      t->dense, threads, tactic);
-            test_check_close(what, y, ref, ny, 1e-5 * (double)(t->kh * t->kw));
+            /* Winograd's transforms (gains up to 8 and 1/24) cost accuracy:
+             * its error is allowed 1e-4 of the output's scale (the scale
+             * compare.py reports a model's difference against) */
+            double atol = 1e-5 * (double)(t->kh * t->kw);
+            if (tactic == 6 && 1e-4 * big > atol) atol = 1e-4 * big;
+            test_check_close(what, y, ref, ny, atol);
         }
     }
     kiln_engine_free(e);
@@ -233,5 +268,32 @@ TEST_IMPL(dense3x3) {
     run_case(&a, 1);
 }
 
+/* Winograd F(4x4, 3x3) (tactic 6) against the reference: outputs that
+ * are not a multiple of the 4x4 tile, pads 0/1/2 and asymmetric, too narrow
+ * an output (fewer than two tiles a row: the padded GEMM runs), odd channel
+ * counts, 2 images, fused Relu/Clip, 1 and 2 threads, and an image done in
+ * several blocks of tile rows (C + M = 64 at 60 x 130). */
+TEST_IMPL(winograd) {
+    dwcase cases[] = {
+        {.N = 1, .C = 3, .mult = 2, .H = 8, .W = 8, .pt = 1, .pl = 1, .pb = 1, .pr = 1, .bias = 1},
+        {.N = 2, .C = 17, .mult = 9, .H = 11, .W = 13, .pt = 1, .pl = 1, .pb = 1, .pr = 1, .epi = EPI_RELU, .bias = 1},
+        {.N = 1, .C = 5, .mult = 33, .H = 14, .W = 14, .pt = 0, .pl = 2, .pb = 2, .pr = 0, .epi = EPI_CLIP},
+        {.N = 1, .C = 64, .mult = 16, .H = 7, .W = 7, .pt = 1, .pl = 1, .pb = 1, .pr = 1, .bias = 1},
+        {.N = 1, .C = 8, .mult = 8, .H = 9, .W = 6, .pt = 0, .pl = 0, .pb = 0, .pr = 0, .bias = 1},
+        {.N = 1, .C = 4, .mult = 6, .H = 5, .W = 4, .pt = 1, .pl = 1, .pb = 1, .pr = 1, .bias = 1},
+        {.N = 1, .C = 1, .mult = 1, .H = 12, .W = 12, .pt = 1, .pl = 1, .pb = 1, .pr = 1, .bias = 1},
+        {.N = 1, .C = 40, .mult = 24, .H = 60, .W = 130, .pt = 1, .pl = 1, .pb = 1, .pr = 1, .epi = EPI_CLIP, .bias = 1},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        dwcase *t = &cases[i];
+        t->kh = t->kw = 3;
+        t->sy = t->sx = t->dy = t->dx = 1;
+        t->nsp = 2;
+        t->dense = 1;
+        run_case(t, 1 + (int)(i % 2));
+        if (i == 1 || i == 7) run_case(t, 2 - (int)(i % 2));
+    }
+}
+
 TEST_LIST(TEST_ENTRY(dw3x3), TEST_ENTRY(dw3x3_large), TEST_ENTRY(dw_general), TEST_ENTRY(pointwise),
-          TEST_ENTRY(dense3x3))
+          TEST_ENTRY(dense3x3), TEST_ENTRY(winograd))

@@ -12,6 +12,7 @@
 #include "device/device.h"
 #include "kiln_int.h"
 #include "test.h"
+#include "test_cuda_util.h"
 #include "test_ops_util.h"
 #include "encoder_nets.h"
 
@@ -122,22 +123,6 @@ static kiln_network *mixed_net(uint64_t *seed, float *w1, float *w2) {
     ASSERT_OK(kiln_network_mark_output(net, "y"));
     ASSERT_OK(kiln_network_mark_output(net, "a"));
     return net;
-}
-
-static kiln_engine *build_cuda(const kiln_network *net, unsigned flags) {
-    kiln_build_config *cfg = kiln_build_config_create();
-    kiln_build_config_set_device(cfg, KILN_DEVICE_CUDA);
-    kiln_build_config_set_flags(cfg, flags);
-    kiln_engine *e = NULL;
-    int rc = kiln_build(net, cfg, &e, NULL);
-    kiln_build_config_free(cfg);
-    return rc ? NULL : e;
-}
-
-static int layer_device(const kiln_engine *e, const char *name) {
-    for (int32_t l = 0; l < e->nlayers; l++)
-        if (!strcmp(e->layers[l].name, name)) return e->layers[l].device;
-    TEST__FAIL("no layer '%s'", name);
 }
 
 /* What kiln_engine_inspect prints (free it). */

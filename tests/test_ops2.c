@@ -946,8 +946,57 @@ TEST_IMPL(errors) {
     kiln_network_free(net);
 }
 
+/* Window attributes beyond 2^30 (or below their minimum) are refused by the
+ * shape functions of Conv, ConvTranspose and the pools with one message
+ * form (kiln__ops_check_geom) naming op, attribute, axis and value. */
+TEST_IMPL(window_geometry_bounds) {
+    const int64_t big = ((int64_t)1 << 30) + 1;
+    const struct {
+        const char *op;
+        int ver;
+        const char *attr;
+        int64_t v[4];
+        int n;
+        const char *want;
+    } cases[] = {
+        {"ai.onnx::Conv", 11, "strides", {1, big}, 2, "Conv: strides[1] = 1073741825 is out of range [1, 2^30]"},
+        {"ai.onnx::Conv", 11, "pads", {0, -1, 0, 0}, 4, "Conv: pads (begin)[1] = -1 is out of range [0, 2^30]"},
+        {"ai.onnx::Conv", 11, "group", {0}, 1, "Conv: group[0] = 0 is out of range [1, 2^30]"},
+        {"ai.onnx::ConvTranspose", 11, "dilations", {0, 1}, 2, "ConvTranspose: dilations[0] = 0 is out of range"},
+        {"ai.onnx::ConvTranspose", 11, "pads", {0, 0, -big, 0}, 4, "pads[2] = -1073741825 is out of range [-2^30, 2^30]"},
+        {"ai.onnx::MaxPool", 12, "kernel_shape", {3, big}, 2, "pooling: kernel_shape[1] = 1073741825 is out of range"},
+        {"ai.onnx::AveragePool", 11, "pads", {0, 0, 0, big}, 4, "pooling: pads (end)[1] = 1073741825"},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        kiln_network *net = kiln_network_create();
+        int64_t xd[4] = {1, 2, 6, 6}, wd[4] = {2, 2, 3, 3};
+        float w[36] = {0};
+        ASSERT_OK(kiln_network_add_input(net, "X", KILN_DTYPE_F32, 4, xd, NULL));
+        ASSERT_OK(kiln_network_add_constant(net, "W", KILN_DTYPE_F32, 4, wd, w));
+        int pool = strstr(cases[k].op, "Pool") != NULL;
+        const char *ins[2] = {"X", "W"}, *outs[1] = {"Y"};
+        kiln_layer *L = kiln_network_add_layer(net, cases[k].op, cases[k].ver, "L", pool ? 1 : 2, ins, 1, outs);
+        ASSERT(L);
+        if (pool && strcmp(cases[k].attr, "kernel_shape")) {
+            int64_t ks[2] = {3, 3};
+            ASSERT_OK(kiln_layer_set_ints(L, "kernel_shape", ks, 2));
+        }
+        if (!strcmp(cases[k].attr, "group"))
+            ASSERT_OK(kiln_layer_set_int(L, "group", cases[k].v[0]));
+        else
+            ASSERT_OK(kiln_layer_set_ints(L, cases[k].attr, cases[k].v, cases[k].n));
+        ASSERT_OK(kiln_network_mark_output(net, "Y"));
+        kiln_build_config *cfg = kiln_build_config_create();
+        kiln_engine *e = NULL;
+        ASSERT_EQ(kiln_build(net, cfg, &e, NULL), KILN_EATTR);
+        ASSERT_CONTAINS(kiln_errmsg(), cases[k].want);
+        kiln_build_config_free(cfg);
+        kiln_network_free(net);
+    }
+}
+
 TEST_LIST(TEST_ENTRY(gemm), TEST_ENTRY(matmul), TEST_ENTRY(conv), TEST_ENTRY(conv_transpose),
           TEST_ENTRY(pool), TEST_ENTRY(softmax), TEST_ENTRY(batchnorm), TEST_ENTRY(layernorm),
           TEST_ENTRY(instancenorm), TEST_ENTRY(pad), TEST_ENTRY(resize), TEST_ENTRY(lstm),
           TEST_ENTRY(gru), TEST_ENTRY(matmul_integer), TEST_ENTRY(lrn), TEST_ENTRY(other_dtypes),
-          TEST_ENTRY(errors))
+          TEST_ENTRY(errors), TEST_ENTRY(window_geometry_bounds))

@@ -41,6 +41,12 @@ if(TARGET kiln-samples AND TARGET kiln_samples_ops)
   kiln_sample(sample_circ_pad_load circ_pad --multi-tactic --load-engine --artifacts-dir ${KS_ART})
   set_tests_properties(sample_circ_pad_save PROPERTIES FIXTURES_SETUP circ_pad_engine)
   set_tests_properties(sample_circ_pad_load PROPERTIES FIXTURES_REQUIRED circ_pad_engine)
+  # The runner lists where each layer runs and fails when a sample layer is
+  # not on the device asked for: the CPU engine loaded under --device cuda.
+  add_test(NAME sample_circ_pad_load_misplaced COMMAND bash ${CMAKE_SOURCE_DIR}/scripts/expect_fail.sh
+           "layer pad_a runs on cpu, not on cuda"
+           ${KS} circ_pad --multi-tactic --load-engine --device cuda --artifacts-dir ${KS_ART})
+  set_tests_properties(sample_circ_pad_load_misplaced PROPERTIES LABELS "samples" FIXTURES_REQUIRED circ_pad_engine)
 
   kiln_sample(sample_circ_pad_save_fp16 circ_pad --per-format-tactics --precision fp16 --save-engine
               --artifacts-dir ${KS_ART}/fp16)

@@ -640,6 +640,16 @@ typedef struct kiln_quick_op {
      * library for that layer (docs/AOT.md, "AOT CUDA kernels"). */
     int (*cuda_aot)(const kiln_shape_ctx *c, const kiln_io_format *io, int tactic,
                     kiln_aot_kernel *k);
+    /* What cuda_impl covers beyond types (NULL: every layer whose types
+     * cuda_formats accept).  Called after each successful shape call, with
+     * its context (input dtypes, ranks and dims, attribute values): returns
+     * 0 when cuda_impl runs this layer, else a KILN_E* code with a
+     * kiln_set_error message saying why (a rank or attribute value its
+     * kernels do not take).  A CUDA build places a refused layer on the CPU
+     * (the message is logged at KILN_LOG_VERBOSE; --strict-device lists the
+     * layer), so a kernel never refuses at run time what the build placed
+     * on the GPU.  Only with cuda_impl. */
+    int (*cuda_check)(const kiln_shape_ctx *c);
 } kiln_quick_op;
 
 /* ------------------------------------------------- full plugins */

@@ -124,9 +124,11 @@ class Engine:
 
     @property
     def layers(self) -> List[dict]:
-        """Each layer: name, op, version, inputs, outputs, tactic, aot, time_ms."""
+        """Each layer: name, op, version, inputs, outputs, tactic, aot, time_ms
+        and device ("cpu" or "cuda": where it runs; the copies and type
+        conversions the builder inserted are layers too)."""
         return [dict(name=n, op=f"{ns}::{op}", version=v, inputs=list(i), outputs=list(o), tactic=t, aot=bool(a),
-                     time_ms=ms) for n, (ns, op), v, i, o, t, a, ms in _kiln.engine_layers(self._handle)]
+                     time_ms=ms, device=d) for n, (ns, op), v, i, o, t, a, ms, d in _kiln.engine_layers(self._handle)]
 
     @property
     def num_gpu_layers(self) -> int:

@@ -211,7 +211,8 @@ static PyObject *py_network_mark_output(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
-/* A layer as (name, "ns::name", version, inputs, outputs, tactic, aot, ms). */
+/* A layer as (name, ("ns", "name"), version, inputs, outputs, tactic, aot, ms,
+ * device: "cpu" or "cuda"). */
 PyObject *kilnpy_layer_tuple(const kiln_layer_info *li) {
     PyObject *ins = PyTuple_New(li->nin), *outs = PyTuple_New(li->nout);
     for (int k = 0; ins && k < li->nin; k++) PyTuple_SetItem(ins, k, PyUnicode_FromString(li->inputs[k]));
@@ -221,8 +222,8 @@ PyObject *kilnpy_layer_tuple(const kiln_layer_info *li) {
         Py_XDECREF(outs);
         return NULL;
     }
-    return Py_BuildValue("(s(ss)iNNiid)", li->name, li->op_ns, li->op_name, li->op_version, ins, outs, li->tactic,
-                         li->aot, li->time_ms);
+    return Py_BuildValue("(s(ss)iNNiids)", li->name, li->op_ns, li->op_name, li->op_version, ins, outs, li->tactic,
+                         li->aot, li->time_ms, li->device == KILN_DEVICE_CUDA ? "cuda" : "cpu");
 }
 
 static PyObject *py_network_info(PyObject *self, PyObject *args) {

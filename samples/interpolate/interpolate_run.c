@@ -13,6 +13,8 @@
 #include <kiln/kiln.h>
 #include <kiln/plugin.h>
 
+#include "../runner/placement.h"
+
 static uint64_t ir_next(uint64_t *s) {
     uint64_t x = *s;
     x ^= x << 13;
@@ -98,10 +100,9 @@ int kiln_sample_interpolate(const kiln_interpolate_opts *o) {
     int64_t mn[4] = {N, C, 1, 1}, opt[4] = {N, C, H, W}, mx[4] = {N, C, 4 * H, 4 * W};
     IR_CHECK(kiln_build_config_set_profile(cfg, "x", 4, mn, opt, mx));
     IR_CHECK(kiln_build(net, cfg, &e, NULL));
-    for (int i = 0; i < kiln_engine_num_layers(e); i++) {
-        kiln_layer_info li;
-        if (!kiln_engine_layer_info(e, i, &li) && !strcmp(li.name, "interpolate"))
-            printf("interpolate: layer '%s' runs on %s\n", li.name, li.device == KILN_DEVICE_CUDA ? "cuda" : "cpu");
+    if (kiln_samples_print_placement(e, o->cuda ? KILN_DEVICE_CUDA : KILN_DEVICE_CPU)) {
+        fprintf(stderr, "interpolate: the plugin layer is not on the device asked for\n");
+        goto done;
     }
     IR_CHECK(kiln_context_create(e, o->threads, &ctx));
     int64_t xd[4] = {N, C, H, W};

@@ -13,8 +13,9 @@ CPU impls in numpy, and with --device cuda the CUDA impls of qdp_cuda.py
 
 Each builds an engine with its plugin (from the network API or an ONNX
 model), runs it on random inputs, checks the outputs against numpy and
-prints PASS or FAIL (exit 1).  With --device cuda it also prints how many
-layers ran on the GPU and fails if a plugin layer did not.  With -v the build log shows every impl call
+prints PASS or FAIL (exit 1).  It prints where each layer runs (name, op,
+device, JIT impl or AOT kernel, tactic) and fails if a plugin layer runs on
+another device than --device asks.  With -v the build log shows every impl call
 made while autotuning.
 """
 from __future__ import annotations
@@ -32,6 +33,7 @@ import kiln.plugin as kp
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import onnx_writer  # noqa: E402
+import placement  # noqa: E402
 
 VERBOSE = False
 
@@ -308,17 +310,14 @@ def main(argv=None) -> int:
         s = builder.last_stats
         print(f"built: {s['layers']} layers, {s['candidates']} candidates, {s['timed']} timed, "
               f"{s['cache_dedup']} deduplicated, {s['build_ms']:.1f} ms")
-        for layer in engine.layers:
-            print(f"  layer {layer['name']}: {layer['op']} tactic {layer['tactic']}{' (AOT)' if layer['aot'] else ''}")
         if args.save_engine:
             os.makedirs(args.artifacts_dir, exist_ok=True)
             engine.save(path)
             print(f"saved {path}")
 
-    gpu, cpu = engine.num_gpu_layers, engine.num_cpu_layers
-    print(f"placement: {gpu} layer(s) on the GPU, {cpu} on the CPU")
-    if args.device == "cuda" and (cpu or not gpu):
-        print("FAIL: --device cuda, but plugin layers ran on the CPU")
+    misplaced = placement.report(engine, args.device)
+    if misplaced:
+        print(f"FAIL: --device {args.device}, but plugin layer(s) {', '.join(misplaced)} ran elsewhere")
         return 1
     seed = args.seed if args.seed is not None else int.from_bytes(os.urandom(4), "little")
     rng = np.random.default_rng(seed)

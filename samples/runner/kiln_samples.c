@@ -36,6 +36,7 @@
 #include <kiln/kiln.h>
 
 #include "interpolate/interpolate_run.h"
+#include "runner/placement.h"
 #include "samples.h"
 
 #if defined(__has_include)
@@ -66,6 +67,7 @@ static const char *source_dir(void) {
 typedef struct opts {
     const char *name;
     int autotune, multi_tactic, per_format, fp16, save, load, verbose, threads, aot, rebuild, cuda;
+    int device_given; /* --device named: a loaded engine's layers are checked against it */
     const char *artifacts, *mode, *pads, *shape;
     double scale;
     uint64_t seed;
@@ -119,7 +121,8 @@ static int usage(FILE *f) {
             "  --shape NxCxHxW       interpolate: input shape (default 2x3x13x17)\n"
             "  --rebuild             interpolate: compile the plugin even on a cache hit\n"
             "  --device cpu|cuda     build for the CPU (default) or the GPU (every sample layer\n"
-            "                        on its CUDA kernel: KILN_BUILD_STRICT_DEVICE)\n"
+            "                        on its CUDA kernel: KILN_BUILD_STRICT_DEVICE); with\n"
+            "                        --load-engine, the device the sample layers must be on\n"
             "  -v                    verbose builder log\n");
     return f == stderr ? 2 : 0;
 }
@@ -249,17 +252,6 @@ static void print_stats(const kiln_build_stats *s) {
     printf("build: %.1f ms, %d layers, %d candidates, %d timed, %d cache hits "
            "(%d identical instances deduplicated)\n",
            s->build_ms, s->layers, s->candidates, s->timed, s->cache_hits, s->cache_dedup);
-}
-
-/* Where each layer runs (the copies and conversions the builder inserted
- * included), and with which implementation. */
-static void print_placement(const kiln_engine *e) {
-    for (int i = 0; i < kiln_engine_num_layers(e); i++) {
-        kiln_layer_info li;
-        if (kiln_engine_layer_info(e, i, &li)) continue;
-        printf("  layer %-14s %s::%s v%d on %s, %s tactic %d\n", li.name, li.op_ns, li.op_name, li.op_version,
-               li.device == KILN_DEVICE_CUDA ? "cuda" : "cpu", li.aot ? "AOT kernel" : "JIT impl", li.tactic);
-    }
 }
 
 /* ------------------------------------------------------------ checks */
@@ -491,6 +483,7 @@ static int parse_args(int argc, char **argv, opts *o) {
         } else if (!strcmp(a, "--device")) {
             const char *v = VALUE();
             if (!v) return -1;
+            o->device_given = 1;
             if (!strcmp(v, "cuda")) o->cuda = 1;
             else if (strcmp(v, "cpu")) {
                 fprintf(stderr, "kiln-samples: --device expects cpu or cuda, found '%s'\n", v);
@@ -734,7 +727,10 @@ int main(int argc, char **argv) {
     } else if (build_engine(&o, &l, &eng, &st)) {
         return 1;
     }
-    print_placement(eng);
+    /* where each layer runs; a sample layer off the device asked for fails
+     * (a loaded engine runs where it was built unless --device names one) */
+    int want = o.load && !o.device_given ? -1 : o.cuda ? KILN_DEVICE_CUDA : KILN_DEVICE_CPU;
+    int misplaced = kiln_samples_print_placement(eng, want);
     kiln_samples_counters build_cnt = *cnt;
     memset(cnt, 0, sizeof *cnt);
     if (o.save) {
@@ -846,7 +842,7 @@ int main(int argc, char **argv) {
         }
     double avg = (now_ms() - t0) / iters;
     printf("inference: first run %.3f ms, mean of %d runs %.4f ms\n", first_ms, iters, avg);
-    if (bad) failed = 1;
+    if (bad || misplaced) failed = 1;
     printf("%s\n", failed ? "FAIL" : "PASS");
 
 done:

@@ -302,11 +302,14 @@ static int strict_device(builder *b, const int *order, int norder) {
     for (int k = 0; k < norder; k++) {
         const bl *L = &b->l[order[k]];
         if (L->device == KILN_DEVICE_CUDA || L->is_reformat) continue;
+        const char *why = NULL;
+        if (kiln__b_cuda_covers(L, &why))
+            why = "no CUDA combination for its types";
+        else if (!why)
+            why = "no CUDA implementation";
         if (count++ < 12 && n < sizeof list)
-            n += (size_t)snprintf(list + n, sizeof list - n, "%s'%s' (%s::%s v%d%s)", count > 1 ? ", " : "", L->name,
-                                  L->op->ns, L->op->name, L->op->version,
-                                  kiln__op_has_device(L->op, KILN_DEVICE_CUDA) ? ": no CUDA combination for its types"
-                                                                              : ": no CUDA implementation");
+            n += (size_t)snprintf(list + n, sizeof list - n, "%s'%s' (%s::%s v%d: %s)", count > 1 ? ", " : "", L->name,
+                                  L->op->ns, L->op->name, L->op->version, why);
     }
     if (!count) return 0;
     return kiln__err(KILN_EUNSUPPORTED, "strict device: %d layer%s would run on the CPU: %s%s", count,

@@ -147,6 +147,9 @@ kiln_device_kind kiln__b_pos_loc(const bl *L, int p);
  * has cuda_aot, and the layer (aot = 1) or the build (PREFER_AOT) asks for
  * AOT, or the op has no cuda_impl (and the build does not prefer JIT). */
 int kiln__b_cuda_aot_wanted(const builder *b, const bl *L);
+/* Does the op's CUDA implementation cover layer L (beyond its types)?
+ * When not, *why says why (NULL: the op has no CUDA implementation). */
+int kiln__b_cuda_covers(const bl *L, const char **why);
 /* emit.c */
 int kiln__b_finalize(builder *b, int **order, int *norder);
 int kiln__b_emit(builder *b, const int *order, int norder, kiln_engine **out);

@@ -621,7 +621,12 @@ static int rf_timer(builder *b) {
     return rc ? rc : li;
 }
 
-static int reformat_cost(builder *b, int t, kiln_dtype dt, kiln_format fmt, double *ms) {
+/* Time of the reformat tensor t needs to become (dt, fmt) for a consumer
+ * on `device`.  A float cast between two LINEAR tensors for a GPU consumer
+ * runs on the GPU (reformat_cuda.c), so it is timed there: timed on the
+ * host, a cast of a large activation cost hundreds of microseconds instead
+ * of a few, and an --fp16 build kept every layer in FP32 (ResNet-50). */
+static int reformat_cost(builder *b, int t, kiln_dtype dt, kiln_format fmt, kiln_device_kind device, double *ms) {
     const bt *x = &b->t[t];
     *ms = 0;
     if (x->pdtype == dt && x->pfmt == fmt) return 0;
@@ -629,6 +634,9 @@ static int reformat_cost(builder *b, int t, kiln_dtype dt, kiln_format fmt, doub
     int li = rf_timer(b);
     if (li < 0) return li;
     bl *L = &b->l[li];
+    L->device = device == KILN_DEVICE_CUDA && b->cuda && x->pfmt == KILN_FORMAT_LINEAR && fmt == KILN_FORMAT_LINEAR
+                    ? KILN_DEVICE_CUDA
+                    : KILN_DEVICE_CPU;
     L->in[0] = t;
     L->out[0] = t;
     kiln_io_format io = {.n = 2};
@@ -649,10 +657,19 @@ int kiln__b_cuda_aot_wanted(const builder *b, const bl *L) {
     return L->aot == 1 || f == KILN_BUILD_PREFER_AOT || (!q->cuda_impl && f != KILN_BUILD_PREFER_JIT);
 }
 
+/* Does the op's CUDA implementation cover layer L beyond its types (its
+ * cuda_check; a built-in op must state its CUDA types, kiln__op_cuda_check)?
+ * *why says why not. */
+int kiln__b_cuda_covers(const bl *L, const char **why) {
+    *why = NULL;
+    if (!kiln__op_has_device(L->op, KILN_DEVICE_CUDA)) return 0;
+    return !kiln__op_cuda_check(L->op, L->state, why);
+}
+
 /* Placement: a CUDA build runs a layer on the GPU when its op has a CUDA
- * implementation with a combination for the layer's types (and it is not
- * forced to a CPU AOT kernel), else on the CPU.  Leaves the candidates of
- * the chosen device in cl. */
+ * implementation that covers the layer (kiln__b_cuda_covers) with a combination
+ * for its types (and it is not forced to a CPU AOT kernel), else on the
+ * CPU.  Leaves the candidates of the chosen device in cl. */
 static int place(builder *b, int li, cand_list *cl) {
     bl *L = &b->l[li];
     L->device = KILN_DEVICE_CPU;
@@ -661,15 +678,18 @@ static int place(builder *b, int li, cand_list *cl) {
         L->aot = 1;
         return enum_candidates(b, li, cl);
     }
-    if (b->cuda && L->aot != 1 && kiln__op_has_device(L->op, KILN_DEVICE_CUDA)) {
+    const char *why = NULL;
+    if (b->cuda && L->aot != 1 && kiln__b_cuda_covers(L, &why)) {
         L->device = KILN_DEVICE_CUDA;
         int rc = enum_candidates(b, li, cl);
         if (!rc && cl->n) return 0;
-        kiln__log(KILN_LOG_VERBOSE, "layer '%s' (%s::%s v%d): on the CPU: %s", L->name, L->op->ns, L->op->name,
-                  L->op->version, rc ? kiln_errmsg() : "no CUDA combination for its types");
+        why = rc ? kiln_errmsg() : "no CUDA combination for its types";
         L->device = KILN_DEVICE_CPU;
         cl->n = 0;
     }
+    if (why)
+        kiln__log(KILN_LOG_VERBOSE, "layer '%s' (%s::%s v%d): on the CPU: %s", L->name, L->op->ns, L->op->name,
+                  L->op->version, why);
     return enum_candidates(b, li, cl);
 }
 
@@ -712,7 +732,8 @@ int kiln__b_select(builder *b) {
                 for (int p = 0; p < L->nin && !rc; p++) {
                     if (L->in[p] < 0) continue;
                     double rms;
-                    rc = reformat_cost(b, L->in[p], cl.c[k].io.dtype[p], cl.c[k].io.format[p], &rms);
+                    rc = reformat_cost(b, L->in[p], cl.c[k].io.dtype[p], cl.c[k].io.format[p],
+                                       kiln__b_pos_loc(L, p), &rms);
                     rf_in += rms;
                 }
                 cost += rf_in;

@@ -26,6 +26,9 @@ typedef struct qstate {
      * NULL: the op's static formats. */
     const kiln_combo *formats;
     kiln__defmem fmem;
+    /* cuda_check's answer at the last shape call (0: covered) and its message */
+    int cuda_refused;
+    char cuda_why[256];
 } qstate;
 
 /* The combinations this instance offers: formats_fn's or the op's. */
@@ -105,6 +108,8 @@ static int q_clone(const void *state, void **out) {
     c->tactic = s->tactic;
     c->io = s->io;
     c->configured = s->configured;
+    c->cuda_refused = s->cuda_refused;
+    memcpy(c->cuda_why, s->cuda_why, sizeof c->cuda_why);
     if (s->formats && (rc = set_formats(c, s->formats, count_formats(s->formats)))) {
         q_destroy(c);
         return rc;
@@ -153,6 +158,14 @@ static int q_shape(void *state, kiln_shape_ctx *c) {
     c->user = s->q->user;
     int rc = s->q->shape(c);
     if (!rc && s->q->formats_fn) rc = call_formats_fn(s, c);
+    if (!rc && s->q->cuda_impl && s->q->cuda_check) {
+        kiln__err(KILN_OK, "%s", ""); /* the message, if any, is the check's */
+        s->cuda_refused = kiln__misuse_take(s->q->cuda_check(c)); /* misuse there: refused, saying so */
+        if (s->cuda_refused) {
+            const char *m = kiln_errmsg();
+            snprintf(s->cuda_why, sizeof s->cuda_why, "%s", m && *m ? m : "refused by the op's cuda_check");
+        }
+    }
     c->attrs = saved;
     c->user = saved_user;
     return rc;
@@ -424,6 +437,22 @@ int kiln__op_has_device(const kiln__op *op, kiln_device_kind d) {
     if (d != KILN_DEVICE_CUDA) return 0;
     if (op->quick) return op->quick->cuda_impl != NULL;
     return op->vt->version >= 2 && op->vt->enqueue_cuda != NULL;
+}
+
+int kiln__op_cuda_check(const kiln__op *op, const void *state, const char **why) {
+    *why = NULL;
+    const qstate *s = state;
+    if (!op->quick) return 0;
+    /* A plugin's NULL cuda_formats means "as formats"; a built-in launcher
+     * takes only the types it names, so a built-in op (its namespace is
+     * reserved to libkiln) that names none is not placed at all. */
+    if (op->builtin && kiln__registry_ns_reserved(op->ns) && !op->quick->cuda_formats && !op->quick->cuda_check) {
+        *why = "a built-in op that states no CUDA types (neither cuda_formats nor cuda_check)";
+        return KILN_EUNSUPPORTED;
+    }
+    if (!s || !s->cuda_refused) return 0;
+    *why = s->cuda_why;
+    return s->cuda_refused;
 }
 
 unsigned kiln__op_host_inputs(const kiln__op *op, kiln_device_kind d) {

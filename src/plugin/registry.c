@@ -258,6 +258,8 @@ static int check_quick(const kiln_quick_op *q, const kiln_attr_def *defs, int na
     }
     if (q->cuda_formats && !q->cuda_impl && !q->cuda_aot)
         return kiln__err(KILN_EINVAL, "op %s::%s: cuda_formats given without cuda_impl or cuda_aot", q->ns, q->name);
+    if (q->cuda_check && !q->cuda_impl)
+        return kiln__err(KILN_EINVAL, "op %s::%s: cuda_check given without cuda_impl", q->ns, q->name);
     const char *lists_of_names[2] = {q->timing_id, q->serialize_attrs};
     const char *list_name[2] = {"timing_id", "serialize_attrs"};
     for (int li = 0; li < 2; li++) {

@@ -1,6 +1,7 @@
 """Class plugins (IPluginV3 style): creator registration, shapes through the
 expression builder, tactics timed (per format), serialization through an
 engine file, errors in methods as kiln errors."""
+import re
 import subprocess
 import sys
 
@@ -91,6 +92,9 @@ def test_circ_pad_plugin_sample(args):
     r = subprocess.run([sys.executable, str(ROOT / "samples" / "python" / "circ_pad_plugin.py"), *args.split()],
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0 and "PASS" in r.stdout, r.stdout + r.stderr
+    # both circ_pad layers listed, on the CPU, with the tactic timing chose
+    placed = re.findall(r"^  layer \S+ +sample::CircularPaddingPlugin v1 on cpu, JIT impl tactic [12]$", r.stdout, re.M)
+    assert len(placed) == 2, r.stdout
 
 
 def test_v2_style_plugin_and_failing_tactics_warn(rng, monkeypatch):

@@ -11,6 +11,7 @@ build) run everywhere.
 """
 import ctypes
 import os
+import re
 import subprocess
 import sys
 from typing import Tuple
@@ -313,6 +314,7 @@ def test_graph_safe_impls_replay_without_python(rng, graph_safe):
 QDP_CUDA = ["add", "add --autotune -v", "add --mode onnx", "inplace_add", "inplace_add --autotune", "non_zero",
             "non_zero --mode onnx", "circ_pad", "circ_pad --multi_tactic -v", "circ_pad --mode onnx"]
 CLASS_IMPLS = ["cuda-python", "cupy", "triton", "numba", "torch"]
+PLUGIN_LAYER_ON = re.compile(r"^  layer \S+ +sample::\S+ v\d+ on cuda, (JIT impl|AOT kernel) tactic \d+$", re.M)
 
 
 def _run_all(cmds):
@@ -332,6 +334,9 @@ def _check_all(results, extra=lambda cmd, out: None):
     for cmd, (rc, out) in results.items():
         ok = rc == 0 and "PASS" in out and "on the GPU, 0 on the CPU" in out
         why = None if ok else "did not PASS on the GPU"
+        # the runner's line per layer: every plugin layer on the GPU
+        if not why and (not PLUGIN_LAYER_ON.search(out) or re.search(r"sample::\S+ v\d+ on cpu", out)):
+            why = "a plugin layer not listed on cuda"
         why = why or extra(cmd, out)
         if why:
             bad.append(f"--- {cmd}: {why}\n{out[-3000:]}")
@@ -357,7 +362,7 @@ def test_qdp_runner_cuda_aot(tmp_path, rng):
     cmds.append(f"qdp_runner.py add --aot --device cuda --save_engine --artifacts_dir {tmp_path}")
 
     def aot(cmd, out):
-        return None if "(AOT)" in out else "no layer ran its AOT kernel"
+        return None if re.search(r"sample::\S+ v\d+ on cuda, AOT kernel", out) else "no layer ran its AOT kernel"
 
     _check_all(_run_all(cmds), aot)
     # the saved engine under the C CLI: no Python, no plugin library

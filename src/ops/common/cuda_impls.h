@@ -20,6 +20,8 @@
 /* every numeric type (the broadcasting binary kernels) and the integers */
 #define KILN_CU_T_NUM_ALL KILN_CU_T_NUM "|FP64|INT8|INT16|UINT8|UINT16|UINT32|UINT64"
 #define KILN_CU_T_INT_ALL "INT8|INT16|INT32|INT64|UINT8|UINT16|UINT32|UINT64"
+/* every type a tensor can have on the GPU (ops that read only dims: Shape, Size) */
+#define KILN_CU_T_ALL KILN_CU_T_NUM_ALL "|BOOL"
 
 /* math/elementwise_cuda.c */
 int kiln__cu_binary(const kiln_call *c, const char *op); /* Add ... Xor, PRelu, Bitwise* */
@@ -68,6 +70,20 @@ size_t kiln__cu_loss_workspace(const kiln_call *c);
 int kiln__cu_conv(const kiln_call *c);
 size_t kiln__cu_conv_workspace(const kiln_call *c);
 int kiln__cu_conv_transpose(const kiln_call *c);
+/* nn/conv3d_cuda.c: 3-D Conv / ConvTranspose, direct (conv.c and
+ * conv_transpose.c resolve the geometry) */
+int kiln__cu_conv3d(const kiln_call *c, const kiln_cu_conv3d *geo);
+/* Its geometry from the CPU ops' (3 spatial dims: id, od, k, s, d, pb). */
+static inline kiln_cu_conv3d kiln__cu_conv3d_geo(int64_t n, int64_t c, int64_t m, int64_t group, const int64_t *id,
+                                                 const int64_t *od, const int64_t *k, const int64_t *s,
+                                                 const int64_t *d, const int64_t *pb, int transpose) {
+    kiln_cu_conv3d p = {.n = n, .c = c, .m = m, .group = group, .transpose = transpose};
+    for (int i = 0; i < 3; i++) {
+        p.id[i] = id[i], p.od[i] = od[i];
+        p.k[i] = (int32_t)k[i], p.s[i] = (int32_t)s[i], p.d[i] = (int32_t)d[i], p.pb[i] = (int32_t)pb[i];
+    }
+    return p;
+}
 
 /* math/gemm_cuda.c: tactic t > 0 = cuBLASLt heuristic algorithm t - 1 */
 int kiln__cu_matmul(const kiln_call *c);
@@ -84,7 +100,6 @@ int kiln__cu_glppool(const kiln_call *c);
 
 /* tensor/copy_cuda.c: data movement by element size */
 int kiln__cu_copy_input(const kiln_call *c); /* Reshape Flatten Squeeze Unsqueeze Identity */
-int kiln__cu_shape(const kiln_call *c, int start, int end); /* Shape: dims [start, end) of input 0 */
 int kiln__cu_transpose(const kiln_call *c);
 int kiln__cu_concat(const kiln_call *c);
 int kiln__cu_split(const kiln_call *c);
@@ -97,6 +112,9 @@ int kiln__cu_gather_elements(const kiln_call *c);
 int kiln__cu_depth_to_space(const kiln_call *c);
 int kiln__cu_space_to_depth(const kiln_call *c);
 int kiln__cu_dropout(const kiln_call *c);     /* inference: copy, mask all true */
+/* n (<= KILN_CU_MAX_DIMS) int64 values the host knows into output 0 (Shape,
+ * Size: shape_ops.c computes them; the input's data is never read) */
+int kiln__cu_put_i64(const kiln_call *c, int n, const int64_t *v);
 
 /* reduction/reduce_cuda.c (axes input 1 on the host) */
 int kiln__cu_reduce(const kiln_call *c, const char *op);
@@ -123,6 +141,14 @@ int kiln__cu_rnn(const kiln_call *c, const kiln_cu_rnn *p);
 /* tensor/resize_cuda.c: resize.c resolves the parameters (its rparams)
  * into a kiln_cu_resize and hands them over */
 int kiln__cu_resize(const kiln_call *c, const kiln_cu_resize *a);
+/* quantization/quant_cuda.c: Quantize-/DequantizeLinear (quant.c resolves
+ * the per-axis geometry: scale index (i / inner) % nax; lo..hi the integer
+ * type's range) and DynamicQuantizeLinear (FP32 -> u8) */
+int kiln__cu_qdq(const kiln_call *c, int quantize, int64_t inner, int64_t nax, double lo, double hi);
+int kiln__cu_dql(const kiln_call *c);
+/* tensor/grid_sample_cuda.c: GridSample-16, FP32 (grid_sample.c resolves
+ * the geometry; the arithmetic is grid_sample_math.h on both devices) */
+int kiln__cu_grid_sample(const kiln_call *c, const kiln_cu_grid_sample *geo);
 /* tensor/cast_cuda.c: Cast and CastLike */
 int kiln__cu_cast(const kiln_call *c);
 

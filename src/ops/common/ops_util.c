@@ -8,6 +8,46 @@
 
 /* ---- type checks --------------------------------------------------------- */
 
+static int type_listed(kiln_dtype t, const char *types) {
+    for (const char *p = types; *p;) {
+        size_t n = strcspn(p, "|");
+        char tok[16];
+        if (n < sizeof tok) {
+            memcpy(tok, p, n);
+            tok[n] = 0;
+            if (kiln_dtype_parse(tok) == t) return 1;
+        }
+        p += n + (p[n] == '|');
+    }
+    return 0;
+}
+
+int kiln__ops_check_geom(const char *op, const char *name, const int64_t *v, int n, int64_t lo) {
+    for (int i = 0; i < n; i++)
+        if (v[i] < lo || v[i] > KILN_OPS_MAX_GEOM)
+            return lo < 0 ? kiln_set_error(KILN_EATTR, "%s: %s[%d] = %lld is out of range [-2^30, 2^30]", op, name,
+                                           i, (long long)v[i])
+                          : kiln_set_error(KILN_EATTR, "%s: %s[%d] = %lld is out of range [%lld, 2^30]", op, name, i,
+                                           (long long)v[i], (long long)lo);
+    return 0;
+}
+
+int kiln__ops_cuda_spatial(const kiln_shape_ctx *c, const char *op, int lo, int hi) {
+    int nsp = c->in[0].ndim - 2;
+    if (nsp >= lo && nsp <= hi) return 0;
+    return kiln_set_error(KILN_EUNSUPPORTED, "%s: the CUDA kernels take %d-D to %d-D windows, this one is %d-D", op,
+                          lo, hi, nsp);
+}
+
+int kiln__ops_cuda_types(const kiln_shape_ctx *c, const char *op, const char *types) {
+    const kiln_desc *d[2] = {&c->in[0], &c->out[0]};
+    for (int k = 0; k < 2; k++)
+        if (!type_listed(d[k]->dtype, types))
+            return kiln_set_error(KILN_EUNSUPPORTED, "%s: the CUDA kernels take %s %s, found %s", op,
+                                  k ? "output 0 in" : "input 0 in", types, kiln_dtype_name(d[k]->dtype));
+    return 0;
+}
+
 int kiln__ops_check_type(const kiln_shape_ctx *c, const char *op, int i,
                           int (*cls)(kiln_dtype), const char *what) {
     kiln_dtype t = c->in[i].dtype;

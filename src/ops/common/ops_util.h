@@ -111,6 +111,24 @@ int kiln__ops_check_same(const kiln_shape_ctx *c, const char *op, int i, int j);
  * shape function again before it runs). */
 int kiln__ops_check_same_mask(const kiln_shape_ctx *c, const char *op, unsigned mask);
 
+/* Window geometry (Conv, ConvTranspose, pools): each of v[0..n) (attribute
+ * `name`, axis i) must lie in [lo, KILN_OPS_MAX_GEOM] (lo = 1 for kernel
+ * sizes, strides, dilations, group; 0 for pads; -KILN_OPS_MAX_GEOM where
+ * negative values mean cropping: ConvTranspose's pads, output_padding).
+ * Else KILN_EATTR "op: name[i] = v is out of range [lo, 2^30]". */
+int kiln__ops_check_geom(const char *op, const char *name, const int64_t *v, int n, int64_t lo);
+
+/* A kiln_quick_op.cuda_check by type, for ops whose slots cuda_formats
+ * cannot list (variadic outputs, index and scale inputs of other types):
+ * 0 when input 0 and output 0 have types in `types` (a "FP32|FP16|..."
+ * list, the KILN_CU_T_* strings), else KILN_EUNSUPPORTED naming op,
+ * position and type. */
+int kiln__ops_cuda_types(const kiln_shape_ctx *c, const char *op, const char *types);
+/* A cuda_check by window rank (Conv, pools): 0 when input 0 has lo..hi
+ * spatial dims (rank - 2), else KILN_EUNSUPPORTED saying what the CUDA
+ * kernels take. */
+int kiln__ops_cuda_spatial(const kiln_shape_ctx *c, const char *op, int lo, int hi);
+
 /* Check that input i has a fixed-size dtype (numeric or bool). */
 static inline int kiln__ops_check_any(const kiln_shape_ctx *c, const char *op, int i) {
     return kiln__ops_check_type(c, op, i, kiln__ops_is_any, "a numeric or bool type");

@@ -51,10 +51,12 @@ static int cos_impl(const kiln_call *c) {
     for (int64_t i = 0; i < n; i++) memcpy(d + i * es, v->data, es);
     return 0;
 }
+/* CUDA: any type (tensor/trilu_cuda.c fills by element size) */
+static int cos_cuda_check(const kiln_shape_ctx *c) { return kiln__ops_cuda_types(c, "ConstantOfShape", KILN_CU_T_ALL); }
 static const kiln_quick_op cos_op = {
     .ns = OPS_NS, .name = "ConstantOfShape", .version = 9, .min_inputs = 1, .max_inputs = 1,
     .num_outputs = 1, .attrs = cos_attrs, .shape = cos_shape, .impl = cos_impl,
     .doc = "tensor of the given shape filled with value",
-    .cuda_impl = kiln__cu_constant_of_shape, .cuda_host_inputs = 1u << 0, /* any type (tensor/trilu_cuda.c) */
+    .cuda_impl = kiln__cu_constant_of_shape, .cuda_host_inputs = 1u << 0, .cuda_check = cos_cuda_check,
 };
 KILN_OP(cos_op)

@@ -32,10 +32,12 @@ static int eye_impl(const kiln_call *c) {
     }
     return 0;
 }
+/* CUDA: any type (tensor/trilu_cuda.c fills by element size) */
+static int eye_cuda_check(const kiln_shape_ctx *c) { return kiln__ops_cuda_types(c, "EyeLike", KILN_CU_T_ALL); }
 static const kiln_quick_op eye_op = {
     .ns = OPS_NS, .name = "EyeLike", .version = 9, .min_inputs = 1, .max_inputs = 1,
     .num_outputs = 1, .attrs = eye_attrs, .shape = eye_shape, .impl = eye_impl,
     .doc = "ones on diagonal k, zeros elsewhere",
-    .cuda_impl = kiln__cu_eye_like, /* any type (tensor/trilu_cuda.c) */
+    .cuda_impl = kiln__cu_eye_like, .cuda_check = eye_cuda_check,
 };
 KILN_OP(eye_op)

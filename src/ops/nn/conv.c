@@ -24,11 +24,16 @@
  *             than Y (no per-row vector tails), 3x3 unrolled; rows split
  *             over threads.  Auto picks it for depthwise convs; elsewhere
  *             (grouped convs, 3-D) it falls back to direct / GEMM.
+ *   6 Winograd F(4x4, 3x3) (conv_winograd.c): 2-D 3x3 stride-1
+ *             undilated convs of one group with W prepacked in its
+ *             transformed layout; elsewhere the padded GEMM (4).  Never
+ *             picked by auto: only where the builder timed it faster.
  * Spatial dims are normalized to 3 (D, H, W) by prepending 1s.
  */
 #include "device/cpu/sgemm.h"
 #include "ops/common/cuda_impls.h"
 #include "ops/common/ops_util.h"
+#include "ops/nn/conv_winograd.h"
 
 
 #include <string.h>
@@ -37,7 +42,7 @@
 #include <immintrin.h>
 #endif
 
-enum { T_AUTO = 1, T_GEMM = 2, T_DIRECT = 3, T_PADGEMM = 4, T_DW = 5 };
+enum { T_AUTO = 1, T_GEMM = 2, T_DIRECT = 3, T_PADGEMM = 4, T_DW = 5, T_WINO = 6 };
 
 static const kiln_attr_def conv_attrs[] = {
     {"auto_pad", KILN_ATTR_STRING, 0, "NOTSET", 0, "NOTSET, SAME_UPPER, SAME_LOWER or VALID"},
@@ -104,13 +109,12 @@ static int read_attrs(const kiln_attrs *a, int nsp, const int64_t *wk, int64_t *
                                   (long long)n);
         for (int i = 0; i < nsp; i++) { pb[i] = v[i]; pe[i] = v[nsp + i]; }
     }
-    for (int i = 0; i < nsp; i++) {
-        if (s[i] < 1 || d[i] < 1 || s[i] > KILN_OPS_MAX_GEOM || d[i] > KILN_OPS_MAX_GEOM)
-            return kiln_set_error(KILN_EATTR, "strides and dilations must be in [1, 2^30] (axis %d: %lld, %lld)",
-                                  i, (long long)s[i], (long long)d[i]);
-        if (pb[i] < 0 || pe[i] < 0 || pb[i] > KILN_OPS_MAX_GEOM || pe[i] > KILN_OPS_MAX_GEOM)
-            return kiln_set_error(KILN_EATTR, "pads must be in [0, 2^30] (axis %d)", i);
-    }
+    int rc;
+    if ((rc = kiln__ops_check_geom("Conv", "strides", s, nsp, 1)) ||
+        (rc = kiln__ops_check_geom("Conv", "dilations", d, nsp, 1)) ||
+        (rc = kiln__ops_check_geom("Conv", "pads (begin)", pb, nsp, 0)) ||
+        (rc = kiln__ops_check_geom("Conv", "pads (end)", pe, nsp, 0)))
+        return rc;
     return 0;
 }
 
@@ -151,8 +155,7 @@ static int conv_dims(kiln_shape_ctx *c, kiln_dtype out_type) {
     autopad ap;
     if ((rc = parse_autopad(c->attrs, &ap))) return rc;
     int64_t G = kiln_attrs_int(c->attrs, "group"), C, Wc, M;
-    if (G < 1 || G > KILN_OPS_MAX_GEOM)
-        return kiln_set_error(KILN_EATTR, "Conv: group must be in [1, 2^30], found %lld", (long long)G);
+    if ((rc = kiln__ops_check_geom("Conv", "group", &G, 1, 1))) return rc;
     if (kiln_expr_is_const(x->dims[1], &C) && kiln_expr_is_const(w->dims[1], &Wc) && C != Wc * G)
         return kiln_set_error(KILN_ESHAPE,
                               "Conv: X has %lld channels but W expects %lld x group %lld = %lld",
@@ -233,6 +236,7 @@ static int make_geom(const kiln_call *c, geom *g) {
  * SGEMM's packed A, or NULL (not prepacked: the GEMM packs it per call). */
 static const float *packed_w(const kiln_call *c, const geom *g, int64_t gi) {
     if (!c->prepacked || c->nin < 2 || !c->prepacked[1]) return NULL;
+    if (kiln__wino_packed(c->prepacked[1], g->Mg, g->Cg)) return NULL; /* tactic 6's layout */
     int64_t K = g->Cg * g->k[0] * g->k[1] * g->k[2];
     return (const float *)c->prepacked[1] + (size_t)gi * kiln__sgemm_pack_a_floats(g->Mg, K);
 }
@@ -449,9 +453,35 @@ static size_t conv_ws(const kiln_call *c) {
     padgeom pg;
     if (c->nin < 2 || c->in[0].ndim < 3 || c->in[0].ndim != c->in[1].ndim || c->tactic == T_GEMM) return 0;
     if (make_geom(c, &g)) return 0;
-    /* only the padded GEMM uses it (tactic 4, or what auto/3 run) */
-    if (pick_tactic(c->tactic, g.id[0] == 1 && g.k[0] == 1, &g) != T_PADGEMM || !padgemm_geom(&g, &pg)) return 0;
-    return PADGEMM_BYTES(pg);
+    /* the padded GEMM (tactic 4, or what auto/3 run, or 6 falls back to)
+     * and Winograd */
+    int t = pick_tactic(c->tactic, g.id[0] == 1 && g.k[0] == 1, &g);
+    size_t ws = (t == T_PADGEMM || t == T_WINO) && padgemm_geom(&g, &pg) ? PADGEMM_BYTES(pg) : 0;
+    if (t == T_WINO && kiln__wino_fits(g.M, g.o[2])) {
+        size_t ww = kiln__wino_ws_bytes(g.C, g.M, g.o[1], g.o[2]);
+        if (ww > ws) ws = ww;
+    }
+    return ws;
+}
+
+/* Tactic 6 on every image; 1 when it does not apply here (W not in its
+ * packed layout, too narrow an output, no workspace): run another. */
+static int conv_wino(const kiln_call *c, const geom *g) {
+    const float *u = c->prepacked && c->prepacked[1] ? kiln__wino_packed(c->prepacked[1], g->M, g->C) : NULL;
+    const int64_t isp = g->id[1] * g->id[2], osp = g->o[1] * g->o[2];
+    /* (gathers and scatters index a plane with int32) */
+    if (!u || !kiln__wino_fits(g->M, g->o[2]) || isp > INT32_MAX || osp > INT32_MAX || !c->workspace ||
+        c->workspace_size < kiln__wino_ws_bytes(g->C, g->M, g->o[1], g->o[2]))
+        return 1;
+    for (int64_t n = 0; n < g->N; n++) {
+        kiln__wino w = {.C = g->C, .M = g->M, .H = g->id[1], .W = g->id[2], .OH = g->o[1], .OW = g->o[2],
+                        .pt = g->pb[1], .pl = g->pb[2], .x = (const float *)c->in[0].data + n * g->C * isp,
+                        .u = u, .bias = c->nin > 2 ? c->in[2].data : NULL,
+                        .y = (float *)c->out[0].data + n * g->M * osp, .ws = c->workspace, .call = c,
+                        .exec = c->exec};
+        kiln__wino_run(&w);
+    }
+    return 0;
 }
 
 /* sgemm `done` hook: row i of a group's GEMM is output channel chan0 + i
@@ -956,6 +986,11 @@ static int conv_dw(const kiln_call *c, const geom *g) {
  * direct kernel timed at 10-500x the GEMMs and its candidates took ~90% of
  * a cold build, for a kernel that never won there. */
 static int pick_tactic(int tactic, int direct_ok, const geom *g) {
+    if (tactic == T_WINO)
+        return direct_ok && g->nsp == 2 && g->G == 1 && g->k[1] == 3 && g->k[2] == 3 && g->s[1] == 1 && g->s[2] == 1 &&
+                       g->d[1] == 1 && g->d[2] == 1
+                   ? T_WINO
+                   : T_PADGEMM;
     if (tactic == T_DW && !(direct_ok && g->Cg == 1)) tactic = T_DIRECT;
     if (tactic == T_DIRECT && direct_ok && g->Cg * g->k[0] * g->k[1] * g->k[2] > 64 && g->Mg > 4)
         return T_PADGEMM;
@@ -979,26 +1014,39 @@ static int conv_prepack(const kiln_call *c, int input, void *dst, size_t *size) 
     int nsp = w->ndim - 2;
     geom g;
     memset(&g, 0, sizeof g);
-    for (int i = 0; i < 3; i++) g.k[i] = 1;
+    g.nsp = nsp;
+    for (int i = 0; i < 3; i++) g.k[i] = g.s[i] = g.d[i] = 1;
     for (int i = 0; i < nsp; i++) g.k[3 - nsp + i] = w->dims[2 + i];
     g.M = w->dims[0];
     g.Cg = w->dims[1];
     g.G = kiln_attrs_int(c->attrs, "group");
     if (g.G < 1 || g.M % g.G) return 0; /* impl reports it */
     g.Mg = g.M / g.G;
+    int64_t wk[3], pads[6];
+    for (int i = 0; i < nsp; i++) wk[i] = w->dims[2 + i];
+    if (read_attrs(c->attrs, nsp, wk, g.k + 3 - nsp, g.s + 3 - nsp, g.d + 3 - nsp, pads, pads + 3))
+        return 0; /* impl reports it */
     /* a 3-D conv runs direct only on a depth-1 input and kernel */
     int direct_ok = nsp < 3 || (x->ndim == 5 && x->dims[2] == 1 && g.k[0] == 1);
     int t = pick_tactic(c->tactic, direct_ok, &g);
     if (t == T_DIRECT || t == T_DW) return 0;
+    /* an output known too narrow for Winograd runs the padded GEMM */
+    if (t == T_WINO && c->nout > 0 && c->out[0].ndim == 4 && c->out[0].dims[3] >= 0 &&
+        !kiln__wino_fits(g.M, c->out[0].dims[3]))
+        t = T_PADGEMM;
     int64_t K = g.Cg * g.k[0] * g.k[1] * g.k[2];
     size_t per = kiln__sgemm_pack_a_floats(g.Mg, K);
-    size_t bytes = (size_t)g.G * per * sizeof(float);
+    size_t bytes = t == T_WINO ? kiln__wino_pack_bytes(g.M, g.Cg) : (size_t)g.G * per * sizeof(float);
     if (!dst) {
         *size = bytes;
         return 0;
     }
     if (want != bytes)
         return kiln_set_error(KILN_EINTERNAL, "Conv prepack: %zu bytes asked, %zu given", bytes, want);
+    if (t == T_WINO) {
+        *size = bytes;
+        return kiln__wino_pack(w->data, g.M, g.Cg, dst);
+    }
     for (int64_t gi = 0; gi < g.G; gi++) {
         kiln__gemm gm = {.M = g.Mg, .K = K, .a = (const float *)w->data + gi * g.Mg * K, .a_rs = K,
                          .a_cs = 1, .alpha = 1.0f};
@@ -1018,6 +1066,7 @@ static int conv_impl_f32(const kiln_call *c) {
     if (g.N * g.M * g.o[0] * g.o[1] * g.o[2] == 0) return 0;
     int tactic = pick_tactic(c->tactic, g.id[0] == 1 && g.k[0] == 1, &g);
     if (tactic == T_DW) return conv_dw(c, &g);
+    if (tactic == T_WINO && !conv_wino(c, &g)) return 0;
     if (tactic == T_DIRECT)
         conv_direct(c, &g);
     else if (tactic != T_PADGEMM || conv_padgemm(c, &g))
@@ -1087,13 +1136,24 @@ static const kiln_quick_op convint_op = {
 KILN_OP(convint_op)
 
 static const kiln_combo conv_formats[] = {
-    {"FP32", NULL, {T_AUTO, T_GEMM, T_DIRECT, T_PADGEMM, T_DW}},
+    {"FP32", NULL, {T_AUTO, T_GEMM, T_DIRECT, T_PADGEMM, T_DW, T_WINO}},
     {"FP16|FP64", NULL, {T_AUTO}},
     {NULL, NULL, {0}},
 };
 
 /* CUDA tactics (conv_cuda.c): 1 direct, 2 im2col + cuBLASLt GEMM. */
 static const kiln_combo conv_cuda_formats[] = {{.types = KILN_CU_T_FLOAT, .tactics = {1, 2}}, {0}};
+static int conv_cuda_check(const kiln_shape_ctx *c) { return kiln__ops_cuda_spatial(c, "Conv", 1, 3); }
+/* 1-D/2-D: conv_cuda.c's tactics; 3-D: direct (conv3d_cuda.c), either
+ * tactic, with this file's geometry. */
+static int conv_cuda(const kiln_call *c) {
+    if (c->in[0].ndim != 5) return kiln__cu_conv(c);
+    geom g;
+    int rc = make_geom(c, &g);
+    if (rc) return rc;
+    kiln_cu_conv3d p = kiln__cu_conv3d_geo(g.N, g.C, g.M, g.G, g.id, g.o, g.k, g.s, g.d, g.pb, 0);
+    return kiln__cu_conv3d(c, &p);
+}
 
 static const kiln_quick_op conv_op = {
     .ns = "ai.onnx", .name = "Conv", .version = 1,
@@ -1102,6 +1162,7 @@ static const kiln_quick_op conv_op = {
     .formats = conv_formats, .workspace = conv_ws, .prepack = conv_prepack,
     .accepts_epilogue = 1, /* every tactic applies it per finished row/plane */
     .doc = "convolution: implicit-im2col packed GEMM, direct/depthwise kernel",
-    .cuda_impl = kiln__cu_conv, .cuda_formats = conv_cuda_formats, .cuda_workspace = kiln__cu_conv_workspace,
+    .cuda_impl = conv_cuda, .cuda_formats = conv_cuda_formats, .cuda_workspace = kiln__cu_conv_workspace,
+    .cuda_check = conv_cuda_check,
 };
 KILN_OP(conv_op)

@@ -56,16 +56,16 @@ static int ct_geom(const kiln_attrs *a, int nsp, const int64_t *in, const int64_
     if ((rc = get_arr(a, "output_padding", nsp, g->op, 0))) return rc;
     if ((rc = get_arr(a, "pads", 2 * nsp, pads, 0))) return rc;
     if ((rc = get_arr(a, "kernel_shape", nsp, g->k, -1))) return rc;
+    if ((rc = kiln__ops_check_geom("ConvTranspose", "strides", g->s, nsp, 1)) ||
+        (rc = kiln__ops_check_geom("ConvTranspose", "dilations", g->d, nsp, 1)) ||
+        (rc = kiln__ops_check_geom("ConvTranspose", "pads", pads, 2 * nsp, -KILN_OPS_MAX_GEOM)) ||
+        (rc = kiln__ops_check_geom("ConvTranspose", "output_padding", g->op, nsp, -KILN_OPS_MAX_GEOM)))
+        return rc;
     for (int i = 0; i < nsp; i++) {
         if (g->k[i] < 0) g->k[i] = wk[i];
         if (g->k[i] != wk[i])
             return kiln_set_error(KILN_EATTR, "ConvTranspose: kernel_shape[%d] = %lld but W has %lld",
                                   i, (long long)g->k[i], (long long)wk[i]);
-        if (g->s[i] < 1 || g->d[i] < 1 || g->s[i] > KILN_OPS_MAX_GEOM || g->d[i] > KILN_OPS_MAX_GEOM ||
-            llabs(pads[i]) > KILN_OPS_MAX_GEOM || llabs(pads[nsp + i]) > KILN_OPS_MAX_GEOM ||
-            llabs(g->op[i]) > KILN_OPS_MAX_GEOM)
-            return kiln_set_error(KILN_EATTR, "ConvTranspose: strides and dilations must be in [1, 2^30], pads "
-                                  "and output_padding within 2^30 (axis %d)", i);
         g->pb[i] = pads[i];
         g->pe[i] = pads[nsp + i];
         g->id[i] = in[i];
@@ -117,10 +117,10 @@ static int ct_shape(kiln_shape_ctx *c) {
         if (!kiln_expr_is_const(w->dims[2 + i], &wk[i]))
             return kiln_set_error(KILN_ESHAPE, "ConvTranspose: kernel dims of W must be static");
     }
-    if (G < 1 || G > KILN_OPS_MAX_GEOM) return kiln_set_error(KILN_EATTR, "ConvTranspose: group must be in [1, 2^30]");
-    ctgeom g;
-    int rc = ct_geom(c->attrs, nsp, in, wk, &g);
+    int rc = kiln__ops_check_geom("ConvTranspose", "group", &G, 1, 1);
     if (rc) return rc;
+    ctgeom g;
+    if ((rc = ct_geom(c->attrs, nsp, in, wk, &g))) return rc;
     kiln_desc *y = &c->out[0];
     y->dtype = x->dtype;
     y->ndim = x->ndim;
@@ -335,11 +335,22 @@ static int ct_impl_f32(const kiln_call *c) {
 static int ct_impl(const kiln_call *c) { return kiln__ops_as_f32(c, ct_impl_f32); }
 
 static const kiln_combo ct_cuda_formats[] = {{.types = KILN_CU_T_FLOAT}, {0}};
+static int ct_cuda_check(const kiln_shape_ctx *c) { return kiln__ops_cuda_spatial(c, "ConvTranspose", 1, 3); }
+/* 1-D/2-D: conv_cuda.c; 3-D: direct (conv3d_cuda.c) with this file's
+ * geometry (output_shape, output_padding, auto_pad resolved as on the CPU). */
+static int ct_cuda(const kiln_call *c) {
+    if (c->in[0].ndim != 5) return kiln__cu_conv_transpose(c);
+    ctgeom g;
+    int rc = full_geom(c, &g);
+    if (rc) return rc;
+    kiln_cu_conv3d p = kiln__cu_conv3d_geo(g.N, g.C, g.M, g.G, g.id, g.o, g.k, g.s, g.d, g.pb, 1);
+    return kiln__cu_conv3d(c, &p);
+}
 static const kiln_quick_op ct_op = {
     .ns = "ai.onnx", .name = "ConvTranspose", .version = 1,
     .min_inputs = 2, .max_inputs = 3, .num_outputs = 1,
     .attrs = ct_attrs, .shape = ct_shape, .impl = ct_impl, .workspace = ct_ws_bytes,
-    .cuda_impl = kiln__cu_conv_transpose, .cuda_formats = ct_cuda_formats,
+    .cuda_impl = ct_cuda, .cuda_formats = ct_cuda_formats, .cuda_check = ct_cuda_check,
     .accepts_epilogue = 1, /* applied per finished output channel */
     .doc = "transposed convolution: packed GEMM + col2im",
 };

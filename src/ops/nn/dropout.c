@@ -39,6 +39,8 @@ static const kiln_attr_def dropout7_attrs[] = {
 static const kiln_attr_def dropout12_attrs[] = {{.name = "seed", .type = KILN_ATTR_INT}, {NULL}};
 static const kiln_combo cu_dropout[] = {{.types = KILN_CU_T_FLOAT ", " KILN_CU_T_FLOAT ", BOOL"}, {0}};
 
+/* Dropout-12 (ratio and training_mode inputs of other types): any type, copied by size */
+static int dropout_cuda_check(const kiln_shape_ctx *c) { return kiln__ops_cuda_types(c, "Dropout", KILN_CU_T_ALL); }
 static const kiln_quick_op dropout7_op = {
     .ns = OPS_NS, .name = "Dropout", .version = 7, .min_inputs = 1, .max_inputs = 1,
     .num_outputs = 2, .attrs = dropout7_attrs, .shape = dropout_shape, .impl = dropout_impl,
@@ -50,6 +52,7 @@ static const kiln_quick_op dropout12_op = {
     .num_outputs = 2, .attrs = dropout12_attrs, .shape = dropout_shape, .impl = dropout_impl,
     .doc = "inference: identity (mask all true)",
     .cuda_impl = kiln__cu_dropout, .cuda_host_inputs = 6, /* ratio training_mode */
+    .cuda_check = dropout_cuda_check,
 };
 KILN_OP(dropout7_op)
 KILN_OP(dropout12_op)

@@ -145,13 +145,17 @@ static int sce_impl(const kiln_call *c) {
 }
 
 /* CUDA (loss_cuda.c): every float type (no cuda_formats: the slot count
- * varies, and the kernels take all the types the shape function lets in). */
+ * varies; the check names the types the kernels take). */
+static int loss_cuda_check(const kiln_shape_ctx *c) {
+    return kiln__ops_cuda_types(c, "loss", KILN_CU_T_FLOAT "|FP64");
+}
 #define LOSS_OP(var, nm, ver, nout, fn, cu, dc)                                             \
     static const kiln_quick_op var = {                                                      \
         .ns = "ai.onnx", .name = nm, .version = ver,                                        \
         .min_inputs = 2, .max_inputs = 3, .num_outputs = nout,                              \
         .attrs = ls_attrs, .shape = ls_shape, .impl = fn, .workspace = ls_workspace,        \
         .doc = dc, .cuda_impl = cu, .cuda_workspace = kiln__cu_loss_workspace,              \
+        .cuda_check = loss_cuda_check,                                                      \
     };                                                                                      \
     KILN_OP(var)
 

@@ -464,6 +464,15 @@ static const kiln_quick_op lrn_1 = {
  * the shape function's types (its optional B and f32 statistics change
  * the slot count). */
 static const kiln_combo cu_float[] = {{.types = KILN_CU_T_FLOAT}, {0}};
+/* The CUDA kernel normalizes with the running statistics only. */
+static int bn_cuda_check(const kiln_shape_ctx *c) {
+    return kiln_attrs_int(c->attrs, "training_mode") == 0
+               ? 0
+               : kiln_set_error(KILN_EUNSUPPORTED, "BatchNormalization: training_mode=1 has no CUDA kernel");
+}
+static int ln_cuda_check(const kiln_shape_ctx *c) {
+    return kiln__ops_cuda_types(c, "LayerNormalization", KILN_CU_T_FLOAT);
+}
 
 static const kiln_quick_op bn_1 = {
     .ns = "ai.onnx", .name = "BatchNormalization", .version = 1,
@@ -471,7 +480,7 @@ static const kiln_quick_op bn_1 = {
     .attrs = bn_attrs, .shape = bn_shape, .impl = bn_impl,
     .epilogue = bn_epi, .epilogue_check = bn_epi_check,
     .doc = "batch normalization with running statistics (inference)",
-    .cuda_impl = kiln__cu_batchnorm, .cuda_formats = cu_float,
+    .cuda_impl = kiln__cu_batchnorm, .cuda_formats = cu_float, .cuda_check = bn_cuda_check,
 };
 static const kiln_quick_op bn_14 = {
     .ns = "ai.onnx", .name = "BatchNormalization", .version = 14,
@@ -479,7 +488,7 @@ static const kiln_quick_op bn_14 = {
     .attrs = bn_attrs, .shape = bn_shape, .impl = bn_impl,
     .epilogue = bn_epi, .epilogue_check = bn_epi_check,
     .doc = "batch normalization; training_mode=1 uses batch statistics and updates running ones",
-    .cuda_impl = kiln__cu_batchnorm, .cuda_formats = cu_float,
+    .cuda_impl = kiln__cu_batchnorm, .cuda_formats = cu_float, .cuda_check = bn_cuda_check,
 };
 static const kiln_quick_op in_1 = {
     .ns = "ai.onnx", .name = "InstanceNormalization", .version = 1,
@@ -507,7 +516,7 @@ static const kiln_quick_op ln_17 = {
     .min_inputs = 2, .max_inputs = 3, .num_outputs = 3,
     .attrs = ln_attrs, .shape = ln_shape, .impl = ln_impl,
     .doc = "layer normalization over dims >= axis (optional Mean, InvStdDev outputs)",
-    .cuda_impl = kiln__cu_layernorm, .cuda_formats = NULL,
+    .cuda_impl = kiln__cu_layernorm, .cuda_formats = NULL, .cuda_check = ln_cuda_check,
 };
 static const kiln_quick_op lpn_1 = {
     .ns = "ai.onnx", .name = "LpNormalization", .version = 1,

@@ -88,12 +88,13 @@ static int pool_geom(const kiln_attrs *a, int nsp, const int64_t *in, pgeom *g, 
                                   (long long)n);
         for (int i = 0; i < nsp; i++) { g->pb[i] = v[i]; g->pe[i] = v[nsp + i]; }
     }
-    for (int i = 0; i < nsp; i++)
-        if (g->k[i] < 1 || g->s[i] < 1 || g->d[i] < 1 || g->pb[i] < 0 || g->pe[i] < 0 ||
-            g->k[i] > KILN_OPS_MAX_GEOM || g->s[i] > KILN_OPS_MAX_GEOM || g->d[i] > KILN_OPS_MAX_GEOM ||
-            g->pb[i] > KILN_OPS_MAX_GEOM || g->pe[i] > KILN_OPS_MAX_GEOM)
-            return kiln_set_error(KILN_EATTR, "kernel, strides, dilations must be in [1, 2^30] and pads in "
-                                  "[0, 2^30] (axis %d)", i);
+    int rc;
+    if ((rc = kiln__ops_check_geom("pooling", "kernel_shape", g->k, nsp, 1)) ||
+        (rc = kiln__ops_check_geom("pooling", "strides", g->s, nsp, 1)) ||
+        (rc = kiln__ops_check_geom("pooling", "dilations", g->d, nsp, 1)) ||
+        (rc = kiln__ops_check_geom("pooling", "pads (begin)", g->pb, nsp, 0)) ||
+        (rc = kiln__ops_check_geom("pooling", "pads (end)", g->pe, nsp, 0)))
+        return rc;
     const char *ap = kiln_attrs_string(a, "auto_pad");
     *autopad = 0;
     if (ap && !strcmp(ap, "SAME_UPPER")) *autopad = 1;
@@ -620,6 +621,7 @@ POOL_IMPL(glppool_impl, P_LP, 1)
 /* CUDA (pool_cuda.c): the float types, Indices int64. */
 static const kiln_combo cu_pool[] = {{.types = KILN_CU_T_FLOAT}, {0}};
 static const kiln_combo cu_maxpool[] = {{.types = KILN_CU_T_FLOAT ", " KILN_CU_T_FLOAT ", INT64"}, {0}};
+static int pool_cuda_check(const kiln_shape_ctx *c) { return kiln__ops_cuda_spatial(c, "pooling", 1, 3); }
 
 #define POOL_OP(var, nm, ver, nout, at, shp, fn, cu, dc)                             \
     static const kiln_quick_op var = {                                               \
@@ -627,6 +629,7 @@ static const kiln_combo cu_maxpool[] = {{.types = KILN_CU_T_FLOAT ", " KILN_CU_T
         .min_inputs = 1, .max_inputs = 1, .num_outputs = nout,                       \
         .attrs = at, .shape = shp, .impl = fn, .doc = dc,                            \
         .cuda_impl = cu, .cuda_formats = nout > 1 ? cu_maxpool : cu_pool,            \
+        .cuda_check = pool_cuda_check,                                               \
         .optional_outputs = nout > 1 ? 2u : 0u, /* MaxPool's Indices */              \
     };                                                                               \
     KILN_OP(var)

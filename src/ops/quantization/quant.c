@@ -9,8 +9,11 @@
  * scale and zero_point are scalars (per tensor) or 1-D along `axis` (per
  * axis).  Integer types: u8, i8, u16, i16, i32 (zero point decides the
  * output type of Q; u8 when absent).  Computed in double; float8 types and
- * blocked quantization (opset 21) are not supported.
+ * blocked quantization (opset 21) are not supported.  CUDA: quant_cuda.c
+ * (the same arithmetic; this file resolves the per-axis geometry and the
+ * saturation range for both devices).
  */
+#include "ops/common/cuda_impls.h"
 #include "ops/common/ops_util.h"
 
 #include <math.h>
@@ -145,6 +148,32 @@ static int qdq_run(const kiln_call *c, int quantize) {
 static int q_impl(const kiln_call *c) { return qdq_run(c, 1); }
 static int dq_impl(const kiln_call *c) { return qdq_run(c, 0); }
 
+static int qdq_cuda(const kiln_call *c, int quantize) {
+    q_geo g = q_geometry(c);
+    double lo = 0, hi = 0;
+    q_range(quantize ? c->out[0].dtype : c->in[0].dtype, &lo, &hi);
+    return kiln__cu_qdq(c, quantize, g.inner, g.nax, lo, hi);
+}
+static int q_cuda(const kiln_call *c) { return qdq_cuda(c, 1); }
+static int dq_cuda(const kiln_call *c) { return qdq_cuda(c, 0); }
+
+/* What the CUDA kernels take (the slots' types are tied in pairs, which
+ * cuda_formats cannot state): the float side FP32/FP16/BF16/FP64 (x or y,
+ * and scale, of one type), the integer side u8 i8 u16 i16 i32 (y or x, and
+ * the zero point, of one type). */
+static int qdq_cuda_check(const kiln_shape_ctx *c, int quantize) {
+    const char *op = quantize ? "QuantizeLinear" : "DequantizeLinear";
+    kiln_dtype ft = quantize ? c->in[0].dtype : c->out[0].dtype, it = quantize ? c->out[0].dtype : c->in[0].dtype;
+    double lo, hi;
+    if (!kiln__ops_is_float(ft) || !q_range(it, &lo, &hi) || c->in[1].dtype != ft ||
+        (c->nin > 2 && c->in[2].dtype != KILN_DTYPE_UNDEFINED && c->in[2].dtype != it))
+        return kiln_set_error(KILN_EUNSUPPORTED, "%s: no CUDA kernel for %s with scale %s", op,
+                              kiln_dtype_name(c->in[0].dtype), kiln_dtype_name(c->in[1].dtype));
+    return 0;
+}
+static int q_cuda_check(const kiln_shape_ctx *c) { return qdq_cuda_check(c, 1); }
+static int dq_cuda_check(const kiln_shape_ctx *c) { return qdq_cuda_check(c, 0); }
+
 static int dql_shape(kiln_shape_ctx *c) {
     if (c->in[0].dtype != KILN_DTYPE_F32)
         return kiln_set_error(KILN_ETYPE, "DynamicQuantizeLinear: x must be f32, found %s",
@@ -180,25 +209,28 @@ static int dql_impl(const kiln_call *c) {
     return 0;
 }
 
-#define Q_OP(var, nm, ver, at, shp, fn, dc)                                                  \
+#define Q_OP(var, nm, ver, at, shp, fn, cu, dc)                                              \
     static const kiln_quick_op var = {                                                       \
         .ns = "ai.onnx", .name = nm, .version = ver,                                         \
         .min_inputs = 2, .max_inputs = 3, .num_outputs = 1,                                  \
         .attrs = at, .shape = shp, .impl = fn, .doc = dc,                                    \
+        .cuda_impl = cu, .cuda_check = cu##_check,                                           \
     };                                                                                       \
     KILN_OP(var)
 
-Q_OP(q_10, "QuantizeLinear", 10, dq_attrs, q_shape, q_impl, "linear quantization (per tensor / axis)")
-Q_OP(q_13, "QuantizeLinear", 13, dq_attrs, q_shape, q_impl, "linear quantization (per tensor / axis)")
-Q_OP(q_19, "QuantizeLinear", 19, q_attrs, q_shape, q_impl, "linear quantization (per tensor / axis)")
-Q_OP(dq_10, "DequantizeLinear", 10, dq_attrs, dq_shape, dq_impl, "linear dequantization")
-Q_OP(dq_13, "DequantizeLinear", 13, dq_attrs, dq_shape, dq_impl, "linear dequantization")
-Q_OP(dq_19, "DequantizeLinear", 19, dq_attrs, dq_shape, dq_impl, "linear dequantization")
+Q_OP(q_10, "QuantizeLinear", 10, dq_attrs, q_shape, q_impl, q_cuda, "linear quantization (per tensor / axis)")
+Q_OP(q_13, "QuantizeLinear", 13, dq_attrs, q_shape, q_impl, q_cuda, "linear quantization (per tensor / axis)")
+Q_OP(q_19, "QuantizeLinear", 19, q_attrs, q_shape, q_impl, q_cuda, "linear quantization (per tensor / axis)")
+Q_OP(dq_10, "DequantizeLinear", 10, dq_attrs, dq_shape, dq_impl, dq_cuda, "linear dequantization")
+Q_OP(dq_13, "DequantizeLinear", 13, dq_attrs, dq_shape, dq_impl, dq_cuda, "linear dequantization")
+Q_OP(dq_19, "DequantizeLinear", 19, dq_attrs, dq_shape, dq_impl, dq_cuda, "linear dequantization")
 
+static const kiln_combo dql_cuda_formats[] = {{.types = "FP32, UINT8, FP32, UINT8"}, {0}};
 static const kiln_quick_op dql_11 = {
     .ns = "ai.onnx", .name = "DynamicQuantizeLinear", .version = 11,
     .min_inputs = 1, .max_inputs = 1, .num_outputs = 3,
     .shape = dql_shape, .impl = dql_impl,
+    .cuda_impl = kiln__cu_dql, .cuda_formats = dql_cuda_formats,
     .doc = "u8 quantization with scale and zero point computed from the data",
 };
 KILN_OP(dql_11)

@@ -324,9 +324,16 @@ static const kiln_attr_def red_attrs_in[] = {
      .doc = "empty axes: 1 = identity, 0 = reduce all"},
     {NULL}};
 
-/* CUDA (reduce_cuda.c): float types, and int32/int64 for the exact ops. */
-static const kiln_combo cu_num[] = {{.types = KILN_CU_T_NUM}, {0}};
+/* CUDA (reduce_cuda.c): float types (FP64 too), and int32/int64 for the
+ * exact ops (Sum Mean Max Min Prod); the check (also for the versions with
+ * an axes input, whose slots cuda_formats cannot state) keeps the others'
+ * integer layers on the CPU. */
+static const kiln_combo cu_num[] = {{.types = KILN_CU_T_NUM "|FP64"}, {0}};
 static const kiln_combo cu_arg[] = {{.types = KILN_CU_T_FLOAT ", INT64"}, {0}};
+static int red_cuda_check(const kiln_shape_ctx *c, const char *op, rop r) {
+    int exact = r == R_SUM || r == R_MEAN || r == R_MAX || r == R_MIN || r == R_PROD;
+    return kiln__ops_cuda_types(c, op, exact ? KILN_CU_T_NUM "|FP64" : KILN_CU_T_FLOAT "|FP64");
+}
 
 #define RED_OP(VAR, NAME, OP, VIN, DOC)                                       \
     static int VAR##1_shape(kiln_shape_ctx *c) { return red_shape(c, NAME, OP, 0); } \
@@ -334,17 +341,19 @@ static const kiln_combo cu_arg[] = {{.types = KILN_CU_T_FLOAT ", INT64"}, {0}};
     static int VAR##N_shape(kiln_shape_ctx *c) { return red_shape(c, NAME, OP, 1); } \
     static int VAR##N_impl(const kiln_call *c) { return red_impl(c, NAME, OP, 1); } \
     static int VAR##_cuda(const kiln_call *c) { return kiln__cu_reduce(c, NAME); } \
+    static int VAR##_cuda_check(const kiln_shape_ctx *c) { return red_cuda_check(c, NAME, OP); } \
     static const kiln_quick_op VAR##1_op = {                                  \
         .ns = OPS_NS, .name = NAME, .version = 1, .min_inputs = 1, .max_inputs = 1, \
         .num_outputs = 1, .attrs = red_attrs_v1, .shape = VAR##1_shape,       \
         .impl = VAR##1_impl, .doc = DOC " (axes attribute)",                  \
-        .cuda_impl = VAR##_cuda, .cuda_formats = cu_num,                      \
+        .cuda_impl = VAR##_cuda, .cuda_formats = cu_num, .cuda_check = VAR##_cuda_check, \
     };                                                                        \
     static const kiln_quick_op VAR##N_op = {                                  \
         .ns = OPS_NS, .name = NAME, .version = VIN, .min_inputs = 1, .max_inputs = 2, \
         .num_outputs = 1, .attrs = red_attrs_in, .shape = VAR##N_shape,       \
         .impl = VAR##N_impl, .doc = DOC " (axes input)",                      \
         .cuda_impl = VAR##_cuda, .cuda_host_inputs = 2, /* axes */            \
+        .cuda_check = VAR##_cuda_check,                                       \
     };                                                                        \
     KILN_OP(VAR##1_op)                                                        \
     KILN_OP(VAR##N_op)

@@ -6,7 +6,8 @@
  * walks the kept axes (st[0]: input offset, st[1]: output offset), `red`
  * the reduced axes (st[0]: input strides).  Accumulation in float for the
  * float types (double for none: F32 accumulate is the documented
- * tolerance), in int64 for the integer types (Sum/Prod/Max/Min only).
+ * tolerance), in double for FP64 (reduce_f64: every op, the CPU op's
+ * precision), in int64 for the integer types (Sum/Prod/Max/Min only).
  * reduce_arg_<T>(out, red, x, y, op, last): the index of the first (last
  * = 1: last) max/min along the one reduced axis, as int64.
  */
@@ -87,6 +88,61 @@ __device__ __forceinline__ void kc_reduce_int(const kiln_cu_iter &out, const kil
         if (op == KILN_CU_RMEAN && red.numel) acc /= red.numel;
         y[o[1]] = (T)acc;
     }
+}
+
+/* FP64: one block (at most 256 threads: kiln__cu_block_for) per output
+ * element, accumulated in double; the per-thread partials (part[blockDim])
+ * are combined by thread 0 (as the integer kernel).  Max/Min propagate NaN
+ * (kc_max's rule). */
+template <typename P, typename C>
+__device__ __forceinline__ double kc_span64(double *part, const kiln_cu_iter &red, const double *x, double init,
+                                            P pre, C comb) {
+    double acc = init;
+    for (int64_t j = threadIdx.x; j < red.numel; j += blockDim.x) {
+        int64_t off[1];
+        kc_offsets<uint64_t, int64_t, 1>(red, (uint64_t)j, off);
+        acc = comb(acc, pre(x[off[0]]));
+    }
+    __syncthreads(); /* a previous span may still read part[0] */
+    part[threadIdx.x] = acc;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        for (unsigned t = 1; t < blockDim.x; t++) acc = comb(acc, part[t]);
+        part[0] = acc;
+    }
+    __syncthreads();
+    return part[0];
+}
+
+extern "C" __global__ void reduce_f64(kiln_cu_iter out, kiln_cu_iter red, const double *x, double *y, int op) {
+    int64_t o[2];
+    kc_offsets<uint64_t, int64_t, 2>(out, (uint64_t)blockIdx.x, o);
+    const double *xb = x + o[0];
+    __shared__ double part[256];
+    auto id = [](double v) { return v; };
+    auto sq = [](double v) { return v * v; };
+    auto add = [](double a, double b) { return a + b; };
+    auto mx = [](double a, double b) { return a != a ? a : b != b ? b : fmax(a, b); };
+    auto mn = [](double a, double b) { return a != a ? a : b != b ? b : fmin(a, b); };
+    double r;
+    switch (op) {
+    case KILN_CU_RMAX: r = kc_span64(part, red, xb, -INFINITY, id, mx); break;
+    case KILN_CU_RMIN: r = kc_span64(part, red, xb, INFINITY, id, mn); break;
+    case KILN_CU_RPROD: r = kc_span64(part, red, xb, 1.0, id, [](double a, double b) { return a * b; }); break;
+    case KILN_CU_RL1: r = kc_span64(part, red, xb, 0.0, [](double v) { return fabs(v); }, add); break;
+    case KILN_CU_RL2: r = sqrt(kc_span64(part, red, xb, 0.0, sq, add)); break;
+    case KILN_CU_RSUMSQUARE: r = kc_span64(part, red, xb, 0.0, sq, add); break;
+    case KILN_CU_RLOGSUM: r = log(kc_span64(part, red, xb, 0.0, id, add)); break;
+    case KILN_CU_RLOGSUMEXP: {
+        double m = kc_span64(part, red, xb, -INFINITY, id, mx);
+        double mm = isinf(m) ? 0.0 : m;
+        r = mm + log(kc_span64(part, red, xb, 0.0, [mm](double v) { return exp(v - mm); }, add));
+        break;
+    }
+    case KILN_CU_RMEAN: r = kc_span64(part, red, xb, 0.0, id, add) / (double)red.numel; break;
+    default: r = kc_span64(part, red, xb, 0.0, id, add); break;
+    }
+    if (threadIdx.x == 0) y[o[1]] = r;
 }
 
 /* ArgMax/ArgMin: (value, index) pairs reduced in shared memory (blockDim

@@ -2,9 +2,10 @@
  * reduce_cuda.c — CUDA launchers of reduce.c's ops: the Reduce* family
  * (reduce_<T> of reduce.cu, one block per output element) and
  * ArgMax/ArgMin (reduce_arg_<T>).  Axes come from the attribute (opset
- * 1..) or input 1, kept on the host (cuda_host_inputs).  Float types
+ * 1..) or input 1, kept on the host (cuda_host_inputs).  FP32/FP16/BF16
  * accumulate in float (the CPU op uses double: sums of many elements
- * differ in the last bits); integer Sum/Max/Min/Prod/Mean are exact.
+ * differ in the last bits), FP64 in double; integer Sum/Max/Min/Prod/Mean
+ * are exact.
  */
 #include "ops/common/cuda_impls.h"
 #include "ops/common/ops_cuda.h"
@@ -45,7 +46,8 @@ int kiln__cu_reduce(const kiln_call *c, const char *op) {
     if (!e) return kiln_set_error(KILN_EINTERNAL, "%s: no CUDA reduction of that name", op);
     const kiln_tensor *x = &c->in[0];
     kiln_tensor *y = &c->out[0];
-    int is_f = x->dtype == KILN_DTYPE_F32 || x->dtype == KILN_DTYPE_F16 || x->dtype == KILN_DTYPE_BF16;
+    int is_f = x->dtype == KILN_DTYPE_F32 || x->dtype == KILN_DTYPE_F16 || x->dtype == KILN_DTYPE_BF16 ||
+               x->dtype == KILN_DTYPE_F64;
     int is_i = x->dtype == KILN_DTYPE_I32 || x->dtype == KILN_DTYPE_I64;
     if (!is_f && !(is_i && !e->float_only)) return kiln__cu_type_err(op, x->dtype);
     int r = x->ndim, mask[KILN_MAX_DIMS] = {0}, nax = 0;

@@ -50,11 +50,15 @@ static const kiln_quick_op cast_op = {
     .doc = "convert to the type 'to'",
     .cuda_impl = kiln__cu_cast, .cuda_formats = cu_cast,
 };
+/* CastLike: the types of cu_cast (three slots would need 729 rows) */
+static int castlike_cuda_check(const kiln_shape_ctx *c) {
+    return kiln__ops_cuda_types(c, "CastLike", "FP32|FP16|BF16|FP64|INT32|INT64|INT8|UINT8|BOOL");
+}
 static const kiln_quick_op castlike_op = {
     .ns = OPS_NS, .name = "CastLike", .version = 15, .min_inputs = 2, .max_inputs = 2,
     .num_outputs = 1, .attrs = cast_attrs + 1, .shape = castlike_shape, .impl = cast_impl,
     .doc = "convert to the type of input 1",
-    .cuda_impl = kiln__cu_cast,
+    .cuda_impl = kiln__cu_cast, .cuda_check = castlike_cuda_check,
 };
 KILN_OP(cast_op)
 KILN_OP(castlike_op)

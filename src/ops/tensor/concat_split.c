@@ -209,11 +209,13 @@ static const kiln_quick_op split2_op = {
     .doc = "split along axis (split attribute)",
     .cuda_impl = kiln__cu_split, .cuda_formats = cu_any,
 };
+/* Split-13 (outputs variadic, a split input of another type): any type */
+static int split_cuda_check(const kiln_shape_ctx *c) { return kiln__ops_cuda_types(c, "Split", KILN_CU_T_ALL); }
 static const kiln_quick_op split13_op = {
     .ns = OPS_NS, .name = "Split", .version = 13, .min_inputs = 1, .max_inputs = 2,
     .num_outputs = SPLIT_MAX, .attrs = split13_attrs, .shape = split13_shape, .impl = split_impl,
     .doc = "split along axis (split input or num_outputs)",
-    .cuda_impl = kiln__cu_split,
+    .cuda_impl = kiln__cu_split, .cuda_check = split_cuda_check,
 };
 KILN_OP(split2_op)
 KILN_OP(split13_op)

@@ -19,8 +19,9 @@
  *     ConstantOfShape);
  *   trilu_<bytes>(R, C, k, upper, n, src, dst): Trilu over [.., R, C]
  *     (keep column j of row r where j >= r + k (upper) or j <= r + k);
- *   eye_<bytes>(C, k, one, n, dst): EyeLike, `one` on the diagonal j = r + k.
- *   shape_i64(n, vals, dst): the n <= 8 int64 values given (Shape).
+ *   eye_<bytes>(C, k, one, n, dst): EyeLike, `one` on the diagonal j = r + k;
+ *   put_i64(vals, dst): the n values of a kiln_cu_vals (Shape: dims the host
+ *     knows, written by a kernel so that a CUDA graph replays them).
  */
 #include "ops/common/cuda_common.cuh"
 
@@ -122,6 +123,6 @@ __device__ __forceinline__ void kc_gather_el(const kiln_cu_check &ck, const kiln
     }
 KC_SIZES(KC_COPY)
 
-extern "C" __global__ void shape_i64(int32_t n, kiln_cu_i64s v, int64_t *dst) {
-    if (threadIdx.x < (unsigned)n && threadIdx.x < KILN_CU_MAX_DIMS) dst[threadIdx.x] = v.v[threadIdx.x];
+extern "C" __global__ void put_i64(kiln_cu_vals v, int64_t *dst) {
+    KC_FOR(i, v.n, int64_t) dst[i] = v.v[i];
 }

@@ -5,14 +5,12 @@
  *                 view ops (Reshape, Flatten, Squeeze, Unsqueeze, Identity:
  *                 a plain copy unless the output aliases the input);
  *   pad_<size>:   Pad (constant, reflect, edge, wrap; negative pads crop);
+ *   put_i64:      Shape and Size (values the host knows, into output 0);
  *   gather_<size>_<i32|i64>: Gather (indices out of range are reported
  *                 through the context's fault record: kiln__cu_check).
  * Output dims are final when a launcher runs, so Expand/Tile/Reshape need
  * no look at their shape inputs; Slice and Pad read their small integer
- * inputs on the host (cuda_host_inputs).  Shape writes the input's dims
- * (known on the host) with one tiny kernel: its input's data is never
- * read, and the layer stays on the GPU (and in the CUDA graph) instead of
- * pulling a device tensor's consumers through a host round trip.
+ * inputs on the host (cuda_host_inputs).
  */
 #include "ops/common/cuda_impls.h"
 #include "ops/common/ops_cuda.h"
@@ -32,19 +30,6 @@ int kiln__cu_copy_input(const kiln_call *c) {
                               (long long)n);
     if (y->data == x->data || !x->data) return 0;
     return kiln__cu_copy(c, y->dtype, 1, &n, x->data, &one, y->data, &one);
-}
-
-int kiln__cu_shape(const kiln_call *c, int start, int end) {
-    kiln_tensor *y = &c->out[0];
-    int32_t n = end - start;
-    if (y->dtype != KILN_DTYPE_I64 || kiln_tensor_numel(y) != n || n > KILN_CU_MAX_DIMS)
-        return kiln_set_error(KILN_ESHAPE, "Shape: output holds %lld %s, expected %d INT64 (at most %d)",
-                              (long long)kiln_tensor_numel(y), kiln_dtype_name(y->dtype), (int)n, KILN_CU_MAX_DIMS);
-    kiln_cu_i64s v;
-    memset(&v, 0, sizeof v);
-    for (int i = 0; i < n; i++) v.v[i] = c->in[0].dims[start + i];
-    void *args[] = {&n, &v, &y->data};
-    return kiln__cu_launch_n(c, "shape_i64", NULL, n, args);
 }
 
 int kiln__cu_transpose(const kiln_call *c) {
@@ -362,4 +347,14 @@ int kiln__cu_dropout(const kiln_call *c) {
     uint64_t one = 1;
     void *args[] = {&n, &one, &c->out[1].data};
     return kiln__cu_launch_n(c, "fill", "1", n, args);
+}
+
+int kiln__cu_put_i64(const kiln_call *c, int n, const int64_t *v) {
+    kiln_cu_vals a = {.n = n};
+    if (n < 0 || n > KILN_CU_MAX_DIMS || kiln_tensor_numel(&c->out[0]) != n || c->out[0].dtype != KILN_DTYPE_I64)
+        return kiln_set_error(KILN_ESHAPE, "%d values for an output of %lld %s elements", n,
+                              (long long)kiln_tensor_numel(&c->out[0]), kiln_dtype_name(c->out[0].dtype));
+    memcpy(a.v, v, (size_t)n * sizeof *v);
+    void *args[] = {&a, &c->out[0].data};
+    return kiln__cu_launch_n(c, "put", "i64", n, args);
 }

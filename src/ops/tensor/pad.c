@@ -231,6 +231,8 @@ static int pad_impl(const kiln_call *c) {
 }
 
 static const kiln_combo cu_any[] = {{.types = KILN_CU_T_ANY}, {0}};
+/* Pad-11+ (index inputs of another type): any type, moved by size */
+static int pad_cuda_check(const kiln_shape_ctx *c) { return kiln__ops_cuda_types(c, "Pad", KILN_CU_T_ALL); }
 
 static const kiln_quick_op pad_2 = {
     .ns = "ai.onnx", .name = "Pad", .version = 2,
@@ -245,13 +247,14 @@ static const kiln_quick_op pad_11 = {
     .attrs = pad11_attrs, .shape = pad_shape, .impl = pad_impl,
     .doc = "pad with constant/reflect/edge/wrap (pads, constant_value inputs)",
     .cuda_impl = kiln__cu_pad, .cuda_host_inputs = 0xe, /* pads constant_value axes */
+    .cuda_check = pad_cuda_check,
 };
 static const kiln_quick_op pad_18 = {
     .ns = "ai.onnx", .name = "Pad", .version = 18,
     .min_inputs = 2, .max_inputs = 4, .num_outputs = 1,
     .attrs = pad11_attrs, .shape = pad_shape, .impl = pad_impl,
     .doc = "pad with constant/reflect/edge/wrap (pads, constant_value, axes inputs)",
-    .cuda_impl = kiln__cu_pad, .cuda_host_inputs = 0xe,
+    .cuda_impl = kiln__cu_pad, .cuda_host_inputs = 0xe, .cuda_check = pad_cuda_check,
 };
 KILN_OP(pad_2)
 KILN_OP(pad_11)

@@ -612,6 +612,9 @@ RZ(rz10, V_RESIZE10)
 RZ(rz11, V_RESIZE11)
 RZ(rz18, V_RESIZE18)
 
+/* CUDA (resize_cuda.c): the float types; roi/scales/sizes are host inputs */
+static int resize_cuda_check(const kiln_shape_ctx *c) { return kiln__ops_cuda_types(c, "Resize", KILN_CU_T_FLOAT); }
+
 #define RZ_OP(var, nm, ver, mini, maxi, at, fname, dc)                                   \
     static const kiln_quick_op var = {                                                   \
         .ns = "ai.onnx", .name = nm, .version = ver,                                     \
@@ -619,6 +622,7 @@ RZ(rz18, V_RESIZE18)
         .attrs = at, .shape = fname##_shape, .impl = fname##_impl,                       \
         .workspace = resize_ws, .doc = dc,                                               \
         .cuda_impl = fname##_cuda, .cuda_host_inputs = 0xe, /* roi scales sizes */      \
+        .cuda_check = resize_cuda_check,                                                 \
     };                                                                                   \
     KILN_OP(var)
 

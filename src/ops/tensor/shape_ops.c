@@ -53,19 +53,24 @@ static int shape_impl(const kiln_call *c) {
     for (int i = s; i < e; i++) y[i - s] = c->in[0].dims[i];
     return 0;
 }
-/* On the GPU: the dims written by a kernel (copy_cuda.c); any input type,
- * its data never read. */
+/* CUDA: the dims are the host's; a kernel writes them (copy_cuda.c), so a
+ * shape-only layer needs neither a copy of its input to the host nor a
+ * CPU layer between GPU layers. */
 static int shape_cuda(const kiln_call *c) {
     int s, e;
     shape_range(c->attrs, c->in[0].ndim, &s, &e);
-    return kiln__cu_shape(c, s, e);
+    return kiln__cu_put_i64(c, e - s, c->in[0].dims + s);
 }
-static const kiln_combo cu_shape[] = {{.types = KILN_CU_T_ANY ", INT64"}, {0}};
+static int size_cuda(const kiln_call *c) {
+    int64_t n = kiln_tensor_numel(&c->in[0]);
+    return kiln__cu_put_i64(c, 1, &n);
+}
+static const kiln_combo cu_dims[] = {{.types = KILN_CU_T_ALL ", INT64"}, {0}};
 static const kiln_quick_op shape_op = {
     .ns = OPS_NS, .name = "Shape", .version = 1, .min_inputs = 1, .max_inputs = 1,
     .num_outputs = 1, .attrs = shape_attrs, .shape = shape_shape, .impl = shape_impl,
     .doc = "the input's dims (start/end select a range)",
-    .cuda_impl = shape_cuda, .cuda_formats = cu_shape,
+    .cuda_impl = shape_cuda, .cuda_formats = cu_dims,
 };
 KILN_OP(shape_op)
 
@@ -83,6 +88,7 @@ static int size_impl(const kiln_call *c) {
 static const kiln_quick_op size_op = {
     .ns = OPS_NS, .name = "Size", .version = 1, .min_inputs = 1, .max_inputs = 1,
     .num_outputs = 1, .shape = size_shape, .impl = size_impl, .doc = "number of elements",
+    .cuda_impl = size_cuda, .cuda_formats = cu_dims,
 };
 KILN_OP(size_op)
 
@@ -332,11 +338,16 @@ static const kiln_quick_op squeeze1_op = {
     .doc = "remove size-1 dims (axes attribute)",
     .cuda_impl = kiln__cu_copy_input, .cuda_formats = cu_any,
 };
+/* Squeeze-13 / Unsqueeze-13 (an axes input of another type): any type */
+static int squeeze_cuda_check(const kiln_shape_ctx *c) { return kiln__ops_cuda_types(c, "Squeeze", KILN_CU_T_ALL); }
+static int unsqueeze_cuda_check(const kiln_shape_ctx *c) {
+    return kiln__ops_cuda_types(c, "Unsqueeze", KILN_CU_T_ALL);
+}
 static const kiln_quick_op squeeze13_op = {
     .ns = OPS_NS, .name = "Squeeze", .version = 13, .min_inputs = 1, .max_inputs = 2,
     .num_outputs = 1, .shape = squeeze13_shape, .impl = kiln__ops_copy_input,
     .doc = "remove size-1 dims (axes input)",
-    .cuda_impl = kiln__cu_copy_input,
+    .cuda_impl = kiln__cu_copy_input, .cuda_check = squeeze_cuda_check,
 };
 static const kiln_quick_op unsqueeze1_op = {
     .ns = OPS_NS, .name = "Unsqueeze", .version = 1, .min_inputs = 1, .max_inputs = 1,
@@ -348,7 +359,7 @@ static const kiln_quick_op unsqueeze13_op = {
     .ns = OPS_NS, .name = "Unsqueeze", .version = 13, .min_inputs = 2, .max_inputs = 2,
     .num_outputs = 1, .shape = unsqueeze13_shape, .impl = kiln__ops_copy_input,
     .doc = "insert size-1 dims (axes input)",
-    .cuda_impl = kiln__cu_copy_input,
+    .cuda_impl = kiln__cu_copy_input, .cuda_check = unsqueeze_cuda_check,
 };
 KILN_OP(squeeze1_op)
 KILN_OP(squeeze13_op)

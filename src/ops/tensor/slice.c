@@ -224,6 +224,8 @@ static int slice10_shape(kiln_shape_ctx *c) { return slice_shape_(c, 1); }
 static int slice1_impl(const kiln_call *c) { return slice_impl_(c, 0); }
 static int slice10_impl(const kiln_call *c) { return slice_impl_(c, 1); }
 static const kiln_combo cu_any[] = {{.types = KILN_CU_T_ANY}, {0}};
+/* Slice-10+ (index inputs of another type): any type, moved by size */
+static int slice_cuda_check(const kiln_shape_ctx *c) { return kiln__ops_cuda_types(c, "Slice", KILN_CU_T_ALL); }
 
 static const kiln_quick_op slice1_op = {
     .ns = OPS_NS, .name = "Slice", .version = 1, .min_inputs = 1, .max_inputs = 1,
@@ -236,6 +238,7 @@ static const kiln_quick_op slice10_op = {
     .num_outputs = 1, .shape = slice10_shape, .impl = slice10_impl,
     .doc = "sub-tensor (starts/ends/axes/steps inputs, negative steps)",
     .cuda_impl = kiln__cu_slice, .cuda_host_inputs = 0x1e, /* starts ends axes steps */
+    .cuda_check = slice_cuda_check,
 };
 KILN_OP(slice1_op)
 KILN_OP(slice10_op)

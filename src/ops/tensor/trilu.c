@@ -38,10 +38,12 @@ static int trilu_impl(const kiln_call *c) {
         }
     return 0;
 }
+/* CUDA: any type (trilu_cuda.c moves elements by size) */
+static int trilu_cuda_check(const kiln_shape_ctx *c) { return kiln__ops_cuda_types(c, "Trilu", KILN_CU_T_ALL); }
 static const kiln_quick_op trilu_op = {
     .ns = OPS_NS, .name = "Trilu", .version = 14, .min_inputs = 1, .max_inputs = 2,
     .num_outputs = 1, .attrs = trilu_attrs, .shape = trilu_shape, .impl = trilu_impl,
     .doc = "upper/lower triangle of the last two dims (diagonal offset k)",
-    .cuda_impl = kiln__cu_trilu, .cuda_host_inputs = 1u << 1, /* any type (trilu_cuda.c) */
+    .cuda_impl = kiln__cu_trilu, .cuda_host_inputs = 1u << 1, .cuda_check = trilu_cuda_check,
 };
 KILN_OP(trilu_op)

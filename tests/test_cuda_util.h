@@ -1,0 +1,33 @@
+/*
+ * test_cuda_util.h — what the CUDA placement tests share (they run on the
+ * host-memory stand-in device, kiln__cuda_fake): a CUDA build of a
+ * network and the device a layer was placed on.
+ */
+#ifndef KILN_TEST_CUDA_UTIL_H
+#define KILN_TEST_CUDA_UTIL_H
+
+#include "kiln/kiln.h"
+#include "kiln_int.h"
+#include "test.h"
+
+/* kiln_build for KILN_DEVICE_CUDA with `flags`; NULL when it fails (the
+ * message is kiln_errmsg()). */
+static inline kiln_engine *build_cuda(const kiln_network *net, unsigned flags) {
+    kiln_build_config *cfg = kiln_build_config_create();
+    kiln_build_config_set_device(cfg, KILN_DEVICE_CUDA);
+    kiln_build_config_set_flags(cfg, flags);
+    kiln_engine *e = NULL;
+    int rc = kiln_build(net, cfg, &e, NULL);
+    kiln_build_config_free(cfg);
+    return rc ? NULL : e;
+}
+
+/* The kiln_device_kind layer `name` of e runs on (fails the test if e has
+ * no such layer). */
+static inline int layer_device(const kiln_engine *e, const char *name) {
+    for (int32_t l = 0; l < e->nlayers; l++)
+        if (!strcmp(e->layers[l].name, name)) return e->layers[l].device;
+    TEST__FAIL("no layer '%s'", name);
+}
+
+#endif /* KILN_TEST_CUDA_UTIL_H */
