@@ -412,6 +412,11 @@ static int rnn_cuda_check(const kiln_shape_ctx *c) {
             return kiln_set_error(KILN_EUNSUPPORTED, "the CUDA kernel takes FP32 (sequence_lens INT32), found %s at "
                                   "position %d", kiln_dtype_name(t), i);
     }
+    /* its state (6 H floats) lives in the 48 KiB of shared memory a block
+     * gets without opting in */
+    int64_t H;
+    if (c->nin > 2 && c->in[2].ndim == 3 && kiln_expr_is_const(c->in[2].dims[2], &H) && H * 6 * 4 > 48 * 1024)
+        return kiln_set_error(KILN_EUNSUPPORTED, "hidden size %lld: the CUDA kernel holds at most 2048", (long long)H);
     return 0;
 }
 
