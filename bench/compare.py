@@ -12,7 +12,8 @@ kiln, then ORT...), so load from other work on the machine hits both; a
 median is the median of the rounds' medians.  Prints, under a line with the
 date, the CPU model, the ORT version and the load average, three tables:
 
-  latency: model | threads | ORT median ms | kiln median ms | ORT/kiln | max abs diff | relative diff
+  latency: model | threads | ORT median ms | kiln median ms | ORT/kiln | max abs diff | relative diff | load
+           (the 1-minute load average when the row was measured)
   load:    model | ORT session ms | kiln engine load ms | kiln/ORT | kiln first run ms | ORT first run ms
   profile: model | threads | GFLOP | kiln GFLOP/s | FMA peak GFLOP/s | of peak | top 5 layers
 
@@ -363,7 +364,7 @@ def main():
                 rs = [d / max(float(np.max(np.abs(ref[k].astype(np.float64)))), 1e-30) for d, k in zip(ds, ks)]
                 diff = max(ds) if ds else None
                 rel = max(rs) if rs else None
-            rows.append((name, t, ort_ms, k_ms, diff, rel, why))
+            rows.append((name, t, ort_ms, k_ms, diff, rel, why, os.getloadavg()[0]))
             print("%-16s threads %d: ORT %.3f ms, kiln %s%s" % (
                 name, t, ort_ms, "%.3f ms" % k_ms if k_ms else "-", "  (" + why + ")" if why else ""),
                 file=sys.stderr)
@@ -382,14 +383,14 @@ def main():
                 o_load, o_first, k_load, lwhy = load_times(lib, eng, path, t, feeds, rounds)
                 first = re.search(r"first run: ([0-9.]+) ms", bench_out or "")
                 loads.append((name, o_load, o_first, k_load, float(first.group(1)) if first else None, lwhy))
-    print(header)
+    print(header + " (at the start; %s at the end)" % " ".join("%.2f" % x for x in os.getloadavg()))
     print()
-    print("| model | threads | ORT median ms | kiln median ms | ORT/kiln | max abs diff | max diff / max abs ref |")
-    print("|---|---|---|---|---|---|---|")
-    for name, t, o, k, d, r, why in rows:
-        print("| %s | %d | %.3f | %s | %s | %s | %s |" % (
+    print("| model | threads | ORT median ms | kiln median ms | ORT/kiln | max abs diff | max diff / max abs ref | load (1 min) |")
+    print("|---|---|---|---|---|---|---|---|")
+    for name, t, o, k, d, r, why, ld in rows:
+        print("| %s | %d | %.3f | %s | %s | %s | %s | %.1f |" % (
             name, t, o, "%.3f" % k if k else "n/a: " + why, "%.2f" % (o / k) if k else "-",
-            "%.3g" % d if d is not None else "-", "%.3g" % r if r is not None else "-"))
+            "%.3g" % d if d is not None else "-", "%.3g" % r if r is not None else "-", ld))
     if loads:
         print()
         print("| model | ORT session ms | kiln engine load ms | kiln/ORT | kiln first run ms | ORT first run ms |")

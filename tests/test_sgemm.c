@@ -253,6 +253,9 @@ static void timing(void) {
         {64, 196, 384, B_SHIFT, 1, "mobilenet 1x1 384->64 14^2"},
         {384, 196, 64, B_SHIFT, 1, "mobilenet 1x1 64->384 14^2"},
         {960, 49, 160, B_SHIFT, 1, "mobilenet 1x1 160->960 7^2"},
+        {2048, 49, 512, B_MATRIX, 1, "resnet50 1x1 512->2048 7^2"},
+        {512, 49, 2048, B_MATRIX, 1, "resnet50 1x1 2048->512 7^2"},
+        {1024, 196, 256, B_MATRIX, 1, "resnet50 1x1 256->1024 14^2"},
     };
     uint64_t rs = 42;
     kiln__pool *pool = kiln__pool_create(2);

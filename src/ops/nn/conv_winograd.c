@@ -12,7 +12,7 @@
  * An image is done in blocks of whole tile rows, sized so that the
  * transformed input V (36 x C x tiles) and the products (36 x M x tiles)
  * stay within a few MB: (1) the input transform, channels split over the
- * threads; (2) the 36 GEMMs, split over the threads whole (each reads its
+ * threads; (2) the 36 GEMMs, claimed whole by the threads (each reads its
  * own U_xi, so the weights are streamed once whatever the thread count);
  * (3) the output transform + bias + fused epilogue, output channels split
  * over the threads.  The transforms work on 16 consecutive tiles of the
@@ -31,6 +31,7 @@
 #include "device/cpu/sgemm.h"
 #include "kiln_int.h"
 
+#include <stdatomic.h>
 #include <string.h>
 
 #if defined(__AVX512F__)
@@ -125,6 +126,7 @@ typedef struct job {
     blockgeom b;
     int64_t ty0, ty1, ntiles; /* the block's tile rows, its tiles */
     float *v, *p;             /* 36 x C x ld, 36 x M x ld */
+    _Atomic int64_t next;     /* the next GEMM to claim */
 } job;
 
 /* B^T applied to six values (a row or a column of a tile). */
@@ -289,13 +291,16 @@ static void output_range(void *ud, int64_t m0, int64_t m1) {
     }
 }
 
+/* The 36 GEMMs, claimed one at a time: a thread that starts late or is
+ * preempted (a shared machine) leaves its share to the others.  Each GEMM
+ * is computed whole by one thread, so the result does not depend on which. */
 static void gemm_task(void *ud, int ith, int nth) {
-    const job *j = ud;
+    (void)ith;
+    (void)nth;
+    job *j = ud;
     const kiln__wino *w = j->w;
     const size_t per = kiln__sgemm_pack_a_floats(w->M, w->C);
-    int64_t x0, x1;
-    kiln_split_range(36, ith, nth, &x0, &x1);
-    for (int64_t xi = x0; xi < x1; xi++) {
+    for (int64_t xi; (xi = atomic_fetch_add(&j->next, 1)) < 36;) {
         const float *a = w->u + xi * per;
         kiln__gemm gm = {.M = w->M, .N = j->ntiles, .K = w->C, .a = a, .a_rs = w->C, .a_cs = 1,
                          .alpha = 1.0f, .a_packed = a, .b = j->v + xi * w->C * j->b.ld,
@@ -312,6 +317,7 @@ void kiln__wino_run(const kiln__wino *w) {
     for (j.ty0 = 0; j.ty0 < j.b.TH; j.ty0 += j.b.rows) {
         j.ty1 = j.ty0 + j.b.rows < j.b.TH ? j.ty0 + j.b.rows : j.b.TH;
         j.ntiles = (j.ty1 - j.ty0) * j.b.TW;
+        atomic_store(&j.next, 0);
         kiln_exec_parallel_for(w->exec, w->C, 1, input_range, &j);
         kiln_exec_parallel(w->exec, threads < 36 ? threads : 36, gemm_task, &j);
         kiln_exec_parallel_for(w->exec, w->M, 1, output_range, &j);
