@@ -327,6 +327,13 @@ static const tcase cases[] = {
      {{F32, 4, {2, 3, 1, 4}}, {F32, 3, {2, 1, 4}}}, {A_INT("linear_before_reset", 1), A_INT("layout", 1)}, 1e-4},
     {"RNN", 14, 3, 2, {{F32, 3, {3, 2, 4}}, {F32, 3, {1, 5, 4}}, {F32, 3, {1, 5, 5}}},
      {{F32, 4, {3, 1, 2, 5}}, {F32, 3, {1, 2, 5}}}, {A_STR("direction", "reverse"), A_FLOAT("clip", 0.5)}, 1e-4},
+    /* sequence_lens (int32): a full, a short and an empty sequence; Y zero past each */
+    {"LSTM", 14, 5, 3,
+     {{F32, 3, {4, 3, 2}}, {F32, 3, {2, 12, 2}}, {F32, 3, {2, 12, 3}}, {F32, 2, {2, 24}}, {KILN_DTYPE_I32, 1, {3}, INTS(4, 1, 0)}},
+     {{F32, 4, {4, 2, 3, 3}}, {F32, 3, {2, 3, 3}}, {F32, 3, {2, 3, 3}}}, {A_STR("direction", "bidirectional")}, 1e-4},
+    {"GRU", 14, 5, 2,
+     {{F32, 3, {3, 4, 2}}, {F32, 3, {1, 9, 2}}, {F32, 3, {1, 9, 3}}, {NONE}, {KILN_DTYPE_I32, 1, {3}, INTS(2, 4, 3)}},
+     {{F32, 4, {3, 4, 1, 3}}, {F32, 3, {3, 1, 3}}}, {A_STR("direction", "reverse"), A_INT("layout", 1)}, 1e-4},
 };
 
 static uint64_t g_seed = 0x1234567887654321ull;

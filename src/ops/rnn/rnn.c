@@ -381,8 +381,9 @@ static int lstm_impl(const kiln_call *c) { return kiln__ops_as_f32(c, lstm_f32);
 static int gru_impl(const kiln_call *c) { return kiln__ops_as_f32(c, gru_f32); }
 static int rnn_impl(const kiln_call *c) { return kiln__ops_as_f32(c, rnn_f32); }
 
-/* CUDA (rnn_cuda.c): the attributes resolved here, FP32 in every slot (a
- * layer with sequence_lens, INT32, or another type stays on the CPU). */
+/* CUDA (rnn_cuda.c): the attributes resolved here, FP32 in every slot but
+ * sequence_lens (INT32); a layer of other types stays on the CPU (a check,
+ * not cuda_formats: the slot count varies with the optional inputs). */
 static int rnn_cuda(const kiln_call *c, int cell) {
     kiln_cu_rnn p;
     memset(&p, 0, sizeof p);
@@ -404,28 +405,41 @@ static int rnn_cuda(const kiln_call *c, int cell) {
 static int lstm_cuda(const kiln_call *c) { return rnn_cuda(c, CELL_LSTM); }
 static int gru_cuda(const kiln_call *c) { return rnn_cuda(c, CELL_GRU); }
 static int rnn1_cuda(const kiln_call *c) { return rnn_cuda(c, CELL_RNN); }
-static const kiln_combo cu_rnn[] = {{.types = "FP32"}, {0}};
+static int rnn_cuda_check(const kiln_shape_ctx *c) {
+    for (int i = 0; i < c->nin + c->nout; i++) {
+        kiln_dtype t = i < c->nin ? c->in[i].dtype : c->out[i - c->nin].dtype;
+        if (t != KILN_DTYPE_UNDEFINED && t != (i == 4 && i < c->nin ? KILN_DTYPE_I32 : KILN_DTYPE_F32))
+            return kiln_set_error(KILN_EUNSUPPORTED, "the CUDA kernel takes FP32 (sequence_lens INT32), found %s at "
+                                  "position %d", kiln_dtype_name(t), i);
+    }
+    /* its state (6 H floats) lives in the 48 KiB of shared memory a block
+     * gets without opting in */
+    int64_t H;
+    if (c->nin > 2 && c->in[2].ndim == 3 && kiln_expr_is_const(c->in[2].dims[2], &H) && H * 6 * 4 > 48 * 1024)
+        return kiln_set_error(KILN_EUNSUPPORTED, "hidden size %lld: the CUDA kernel holds at most 2048", (long long)H);
+    return 0;
+}
 
 static const kiln_quick_op lstm_op = {
     .ns = "ai.onnx", .name = "LSTM", .version = 7,
     .min_inputs = 3, .max_inputs = 8, .num_outputs = 3,
     .attrs = rnn_attrs, .shape = lstm_shape, .impl = lstm_impl, .workspace = rnn_ws,
     .doc = "LSTM (peepholes, sequence_lens, bidirectional, layout)",
-    .cuda_impl = lstm_cuda, .cuda_formats = cu_rnn,
+    .cuda_impl = lstm_cuda, .cuda_check = rnn_cuda_check,
 };
 static const kiln_quick_op gru_op = {
     .ns = "ai.onnx", .name = "GRU", .version = 7,
     .min_inputs = 3, .max_inputs = 6, .num_outputs = 2,
     .attrs = rnn_attrs, .shape = gru_shape, .impl = gru_impl, .workspace = rnn_ws,
     .doc = "GRU (linear_before_reset, sequence_lens, bidirectional, layout)",
-    .cuda_impl = gru_cuda, .cuda_formats = cu_rnn,
+    .cuda_impl = gru_cuda, .cuda_check = rnn_cuda_check,
 };
 static const kiln_quick_op rnn_op = {
     .ns = "ai.onnx", .name = "RNN", .version = 7,
     .min_inputs = 3, .max_inputs = 6, .num_outputs = 2,
     .attrs = rnn_attrs, .shape = rnn1_shape, .impl = rnn_impl, .workspace = rnn_ws,
     .doc = "simple RNN (sequence_lens, bidirectional, layout)",
-    .cuda_impl = rnn1_cuda, .cuda_formats = cu_rnn,
+    .cuda_impl = rnn1_cuda, .cuda_check = rnn_cuda_check,
 };
 
 __attribute__((constructor)) static void rnn_register(void) {

@@ -5,8 +5,10 @@
  * W's rows and of h with R's rows; h and c live in shared memory (6 H
  * floats, dynamic).  Gate order and bias folding as rnn.c: LSTM i o f c
  * (peepholes i o f), GRU z r h (linear_before_reset keeps Rb of the h gate
- * inside r * (...)).
- *   rnn_f32(p, X, W, R, B, H0, C0, P, Y, Yh, Yc)  (absent tensors NULL)
+ * inside r * (...)).  sequence_lens SL (int32 per batch, NULL: all S):
+ * a block walks its batch's first len steps (reverse: len-1 down to 0),
+ * Y is zero past them and Y_h / Y_c hold the state after the last one.
+ *   rnn_f32(p, X, W, R, B, SL, H0, C0, P, Y, Yh, Yc)  (absent tensors NULL)
  */
 #include "ops/common/cuda_common.cuh"
 
@@ -38,7 +40,8 @@ __device__ __forceinline__ float kc_dot(const float *a, const float *b, int64_t 
 }
 
 extern "C" __global__ void rnn_f32(kiln_cu_rnn p, const float *X, const float *W, const float *R, const float *Bias,
-                                   const float *H0, const float *C0, const float *P, float *Y, float *Yh, float *Yc) {
+                                   const int32_t *SL, const float *H0, const float *C0, const float *P, float *Y,
+                                   float *Yh, float *Yc) {
     extern __shared__ float sm[];
     const int64_t S = p.S, Bn = p.B, I = p.I, H = p.H, G = p.cell == 2 ? 4 : p.cell == 1 ? 3 : 1, GH = G * H;
     const int64_t b = blockIdx.x % Bn, dir = blockIdx.x / Bn;
@@ -57,8 +60,9 @@ extern "C" __global__ void rnn_f32(kiln_cu_rnn p, const float *X, const float *W
         c[k] = C0 ? C0[(dir * Bn + b) * H + k] : 0.0f;
     }
     __syncthreads();
-    for (int64_t step = 0; step < S; step++) {
-        const int64_t t = reverse ? S - 1 - step : step;
+    const int64_t len = SL ? (SL[b] < S ? (SL[b] < 0 ? 0 : (int64_t)SL[b]) : S) : S; /* one value per block */
+    for (int64_t step = 0; step < len; step++) {
+        const int64_t t = reverse ? len - 1 - step : step;
         const float *x = X + (p.layout ? b * S + t : t * Bn + b) * I;
         for (int64_t k = threadIdx.x; k < H; k += blockDim.x) {
             /* gate g of unit k: x W_g^T + bias (Rb folded in except GRU lbr's h gate) */
@@ -113,6 +117,9 @@ extern "C" __global__ void rnn_f32(kiln_cu_rnn p, const float *X, const float *W
         }
         __syncthreads();
     }
+    for (int64_t t = len; t < S && Y; t++) /* padding steps: zeros, as the CPU op */
+        for (int64_t k = threadIdx.x; k < H; k += blockDim.x)
+            Y[(p.layout ? (b * S + t) * p.ndir + dir : (t * p.ndir + dir) * Bn + b) * H + k] = 0.0f;
     for (int64_t k = threadIdx.x; k < H; k += blockDim.x) {
         int64_t o = (p.layout ? b * p.ndir + dir : dir * Bn + b) * H + k;
         if (Yh) Yh[o] = h[k];
