@@ -31,6 +31,16 @@ by bench/gen_torchvision.py from the same seeded modules torch runs.
         [--precisions fp32,fp16] [--modes eager,graph,compile]
         [--iterations 100] [--warmup 10] [--budget SECONDS] [--work DIR]
         [--onnx-dir DIR] [--ppocr MODEL.onnx] [--json FILE] [--device cuda|cpu] [--dry-run]
+        [--profile N]
+
+--profile N: after the tables, per row, kiln's host time for
+kiln_context_enqueue alone and with the wait, and a CUPTI kernel timeline
+(torch.profiler, which records libkiln's kernels too: same process) of N
+runs of kiln and of torch's CUDA graph: kernels, copies and memsets per run,
+the host launches (a replayed CUDA graph makes none), GPU busy time against
+the span (the gaps), and the kernels by time.  A run whose enqueue is close
+to its whole time is host-bound; one whose GPU is busy through the span is
+device-bound.
 
 --budget: rows not started by then are listed as skipped (batch 1 rows come
 first, torch.compile is left out of a row that would not fit).  --device

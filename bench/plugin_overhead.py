@@ -12,11 +12,20 @@ directly by its library, for
            library's kernel on kiln's stream; the peer launches it on a
            stream of its own
 
+The C and AOT rows' peer is kiln-bench-launch (bench/launch_peer.c, built
+with the project): the same kernel source compiled with NVRTC and launched
+with cuLaunchKernel from a C loop, eagerly and captured into a CUDA graph, so
+those rows compare kiln with the cheapest launch C can make (without it,
+found next to $KILN_CLI, in build/ or as $KILN_BENCH_LAUNCH, they fall back
+to cuda-python's launch and say so).
+
 Marginal cost per layer: (time of a run with 2 + N layers - time with 2) /
 N, N = 16, so the copies in and out and the final sync cancel; likewise per
 direct launch.  kiln is measured eager (CUDA graphs off: every layer calls
 its impl) and with CUDA graphs (graph-safe impls are captured once and
-replayed: Python is not called).  Prints one table with ratios and the GPU.
+replayed: Python is not called).  "graph/peer" divides by the peer's graph
+figure where it has one (the C peer), else by its eager one.  Prints one
+table with ratios and the GPU.
 
     python3 bench/plugin_overhead.py [--reps 200] [--only torch,cupy]
 """
@@ -25,7 +34,9 @@ from __future__ import annotations
 import argparse
 import ctypes
 import os
+import subprocess
 import sys
+import tempfile
 import time
 from typing import Tuple
 
@@ -273,6 +284,28 @@ def per_direct(launch, sync, reps) -> float:
     return (run(1 + CHAIN) - run(1)) / CHAIN
 
 
+def c_peer(reps: int):
+    """(eager, graph) seconds per raw cuLaunchKernel of NEG_SRC from C, or
+    None when kiln-bench-launch is not found."""
+    cands = [os.environ.get("KILN_BENCH_LAUNCH", "")]
+    if os.environ.get("KILN_CLI"):
+        cands.append(os.path.join(os.path.dirname(os.environ["KILN_CLI"]), "kiln-bench-launch"))
+    cands.append(os.path.join(HERE, "..", "build", "kiln-bench-launch"))
+    exe = next((c for c in cands if c and os.access(c, os.X_OK)), None)
+    if not exe:
+        return None
+    with tempfile.NamedTemporaryFile("w", suffix=".cu") as f:
+        f.write(NEG_SRC)
+        f.flush()
+        r = subprocess.run([exe, f.name, "neg_f32", str(N_ELEMS), str(N_ELEMS), str(CHAIN), str(reps)],
+                           capture_output=True, text=True, timeout=300)
+    if r.returncode:  # said, and the rows fall back to the Python peer
+        print(f"kiln-bench-launch failed: {r.stderr.strip()}", file=sys.stderr)
+        return None
+    words = r.stdout.split()
+    return float(words[1]) * 1e-6, float(words[3]) * 1e-6
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--reps", type=int, default=200)
@@ -293,19 +326,23 @@ def main(argv=None) -> int:
             raise SystemExit(f"wrong output after {layers} layers")
 
     stream = torch.cuda.Stream()
-    rows = []
+    rows = []  # (name, peer, peer eager, kiln eager, peer graph or None, kiln graph)
     cp = CudaPython()
-    sname = "C (built-in Neg)"
+    raw = c_peer(args.reps) if not only or only & {"C", "aot"} else None
 
-    def direct_c():
-        cp.launch(x, y, stream.cuda_stream)
+    def peer_c():
+        """The C and AOT rows' peer: the C loop, else cuda-python's launch."""
+        if raw:
+            return "C cuLaunchKernel", raw[0], raw[1]
+        return "cuda-python launch", per_direct(lambda: cp.launch(x, y, stream.cuda_stream), stream.synchronize,
+                                                args.reps), None
 
     if not only or "C" in only:
         def add_neg(net, t):
             return net.add_layer("ai.onnx::Neg", [t], 1, version=13).get_output(0)
 
-        rows.append((sname, per_direct(direct_c, stream.synchronize, args.reps),
-                     per_layer(add_neg, False, args.reps, x, y, check),
+        pname, pe, pg = peer_c()
+        rows.append(("C (built-in Neg)", pname, pe, per_layer(add_neg, False, args.reps, x, y, check), pg,
                      per_layer(add_neg, True, args.reps, x, y, check)))
     for name, cls in LIBS.items():
         if only and name not in only:
@@ -313,25 +350,27 @@ def main(argv=None) -> int:
         try:
             rows.append(measure_python(name, cls, cp, stream, x, y, check, args.reps))
         except Exception as e:  # one library failing leaves the others' figures
-            rows.append((f"Python {name}", f"failed: {type(e).__name__}: {e}"[:200], None, None))
+            rows.append((f"Python {name}", f"failed: {type(e).__name__}: {e}"[:200], None, None, None, None))
     if not only or "aot" in only:
         try:
             add_aot = register_aot_op()
-            rows.append(("AOT CUDA kernel", per_direct(direct_c, stream.synchronize, args.reps),
-                         per_layer(add_aot, False, args.reps, x, y, check),
+            pname, pe, pg = peer_c()
+            rows.append(("AOT CUDA kernel", pname, pe, per_layer(add_aot, False, args.reps, x, y, check), pg,
                          per_layer(add_aot, True, args.reps, x, y, check)))
         except Exception as e:
-            rows.append(("AOT CUDA kernel", f"failed: {type(e).__name__}: {e}"[:200], None, None))
+            rows.append(("AOT CUDA kernel", f"failed: {type(e).__name__}: {e}"[:200], None, None, None, None))
     gpu = torch.cuda.get_device_name()
     print(f"plugin overhead on {gpu}: marginal cost per layer / per launch, {N_ELEMS} floats, y = -x, "
           f"chain of {CHAIN} layers, best of 3 x {args.reps} runs")
-    print(f"{'implementation':<24}{'direct us':>11}{'kiln eager us':>15}{'eager/direct':>14}"
-          f"{'kiln graph us':>15}{'graph/direct':>14}")
-    for name, d, e, g in rows:
-        if isinstance(d, str):
-            print(f"{name:<24}{d}")
+    print(f"{'implementation':<20}{'peer':<20}{'peer us':>9}{'kiln eager us':>15}{'eager/peer':>12}"
+          f"{'peer graph us':>15}{'kiln graph us':>15}{'graph/peer':>12}")
+    for name, peer, pe, e, pg, g in rows:
+        if pe is None:
+            print(f"{name:<20}{peer}")
             continue
-        print(f"{name:<24}{d * 1e6:>11.2f}{e * 1e6:>15.2f}{e / d:>14.2f}{g * 1e6:>15.2f}{g / d:>14.2f}")
+        pgs = f"{pg * 1e6:>15.2f}" if pg is not None else f"{'-':>15}"
+        print(f"{name:<20}{peer:<20}{pe * 1e6:>9.2f}{e * 1e6:>15.2f}{e / pe:>12.2f}"
+              f"{pgs}{g * 1e6:>15.2f}{g / (pg if pg else pe):>12.2f}")
     return 0
 
 
@@ -362,8 +401,8 @@ def measure_python(name, cls, cp, stream, x, y, check, reps):
     else:
         def direct(lib=lib):
             lib.launch(x, y, stream.cuda_stream)
-    return (f"Python {name}", per_direct(direct, stream.synchronize, reps),
-            per_layer(add_py, False, reps, x, y, check), per_layer(add_py, True, reps, x, y, check))
+    return (f"Python {name}", f"{name} launch", per_direct(direct, stream.synchronize, reps),
+            per_layer(add_py, False, reps, x, y, check), None, per_layer(add_py, True, reps, x, y, check))
 
 
 if __name__ == "__main__":

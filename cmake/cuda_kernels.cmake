@@ -42,7 +42,8 @@ if(KILN_HAVE_CUDA_KERNELS)
   endforeach()
   list(GET KILN_CUDA_ARCHS -1 _last)
   list(APPEND _gencode -gencode arch=compute_${_last},code=compute_${_last})
-  file(GLOB KILN_CU_HDRS CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/ops/*/*.cuh ${CMAKE_SOURCE_DIR}/src/device/cuda/*.h
+  file(GLOB KILN_CU_HDRS CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/ops/*/*.cuh ${CMAKE_SOURCE_DIR}/src/ops/*/*_math.h
+    ${CMAKE_SOURCE_DIR}/src/device/cuda/*.h
     ${CMAKE_SOURCE_DIR}/src/device/cuda/*.cuh)
   set(KILN_FATBIN ${CMAKE_BINARY_DIR}/gen/kiln_kernels.fatbin)
   add_custom_command(

@@ -43,11 +43,26 @@
 #           samples; Triton PTX as AOT kernels) and the CPU suite
 #           (tests/python, the samples included) on the GPU machine's
 #           Python, then bench/plugin_overhead.py
+#           with, beside the pytest run, compute-sanitizer memcheck on the
+#           Python GPU samples (qdp_runner add/inplace_add/non_zero/circ_pad
+#           with Triton, --multi_tactic, --aot; class-plugin circ_pad with
+#           cuda-python, CuPy, Triton, Numba, torch), judged by
+#           scripts/sanitizer_report.py (every memory error counts, and every
+#           API error of a call kiln made; API errors of calls torch, Triton,
+#           CuPy or Numba made themselves are listed, with the library that
+#           made the call, not counted); kiln-bench-launch in the bundle gives
+#           plugin_overhead.py its C cuLaunchKernel peer
+#        8. kiln's Triton backend (when built with -DKILN_TRITON=ON):
+#           test_triton_backend (its KIND_GPU branch runs on a GPU) and, with
+#           KILN_TRITON_SERVER_TAR at pack time, a real tritonserver serving
+#           ppocr_cls with instance_group KIND_GPU and dynamic batching,
+#           checked over HTTP (scripts/triton_gpu_client.py)
 #       and prints a summary; exit status 1 if a step failed.
+#       KILN_GPU_TRITON_ONLY=1 runs step 8 only.
 #       KILN_GPU_NODE=0 leaves out step 3 (about 200 s on an H100 machine),
 #       KILN_GPU_MEMCHECK=0 step 5; KILN_GPU_PYTHON_ONLY=1 runs steps 1 and
 #       7 only (KILN_GPU_PY_CPU=0: without the CPU suite; KILN_BENCH_ARGS:
-#       arguments of plugin_overhead.py); STEP_TIMEOUT (default 300 s)
+#       arguments of plugin_overhead.py; KILN_GPU_BENCH=0: without it); STEP_TIMEOUT (default 300 s)
 #       bounds every other step.
 #
 # The Python step: KILN_PY_PACKAGE=<site-packages>/kiln (an installed kiln
@@ -68,9 +83,19 @@ pack() {
     here=$(cd "$(dirname "$0")" && pwd)
     mkdir -p "$out"
     cp -L "$build/kiln" "$build/libkiln.so.0" "$out/"
-    for t in test_cuda test_cuda_placement test_cuda_ops test_aot_cuda kiln-samples libkiln_samples_ops.so; do
+    for t in test_cuda test_cuda_placement test_cuda_ops test_aot_cuda kiln-samples libkiln_samples_ops.so \
+        kiln-bench-launch backends/triton/libtriton_kiln.so backends/triton/test_triton_backend; do
         [ -f "$build/$t" ] && cp -L "$build/$t" "$out/"
     done
+    # the Triton steps (step 8): the model they serve, the HTTP client, and
+    # the server itself when KILN_TRITON_SERVER_TAR names a tar.xz of
+    # nvidia-pytriton's pytriton/tritonserver/bin/tritonserver and the
+    # nvidia_pytriton.libs it needs (paths as in site-packages)
+    if [ -f "$out/test_triton_backend" ]; then
+        tar czf "$out/triton_models.tgz" -C "${KILN_MODELS:-$here/../../shared/models}/.." models/ppocr_cls
+        cp "$here/triton_gpu_client.py" "$here/triton_http.py" "$out/"
+        [ -n "${KILN_TRITON_SERVER_TAR:-}" ] && cp "$KILN_TRITON_SERVER_TAR" "$out/tritonserver.tar.xz"
+    fi
     # what kiln-samples reads from the source tree (KILN_SOURCE_DIR): the
     # interpolate plugin's source (compiled there, with kiln's headers) and
     # the circ_pad ONNX models
@@ -90,7 +115,7 @@ pack() {
     if [ -n "${KILN_PY_PACKAGE:-}" ]; then
         rm -rf "$out/pylib" && mkdir -p "$out/pylib" && cp -r "$KILN_PY_PACKAGE" "$out/pylib/"
         find "$out/pylib" -name __pycache__ -prune -exec rm -rf {} +
-        tar czf "$out/py.tgz" -C "$here/.." tests/python samples/python bench/plugin_overhead.py \
+        tar czf "$out/py.tgz" -C "$here/.." tests/python samples/python bench/plugin_overhead.py scripts/sanitizer_report.py \
             tests/fixtures/add_relu.onnx tests/fixtures/circ_pad_aot0.onnx tests/fixtures/domain_ns.onnx \
             tests/fixtures/dynamic.onnx
         [ -n "${KILN_PY_WHEELS:-}" ] && mkdir -p "$out/wheels" && cp "$KILN_PY_WHEELS"/*.whl "$out/wheels/"
@@ -132,21 +157,42 @@ run() {
         fi
         export PYTHONPATH="$site:$work/py/samples/python${PYTHONPATH:+:$PYTHONPATH}"
         export KILN_CLI="$kiln" PYTHONUNBUFFERED=1
+        local cs=${COMPUTE_SANITIZER:-/usr/local/cuda/bin/compute-sanitizer} mpid=""
+        if [ "${KILN_GPU_MEMCHECK:-1}" != 0 ] && [ -x "$cs" ]; then # beside pytest: both mostly wait
+            memcheck_python "$cs" "$work/py" "$logs/memcheck_python" >"$logs/memcheck_python.log" 2>&1 &
+            mpid=$!
+        fi
         STEP_TIMEOUT=${KILN_PY_GPU_TIMEOUT:-600} step python_gpu python3 -m pytest -q -rs -p no:cacheprovider "$work/py/tests/python/test_gpu_plugins.py"
         summary "  $(tail -1 "$logs/python_gpu.log")"
+        if [ -n "$mpid" ]; then
+            local mrc=0
+            wait "$mpid" || mrc=$?
+            summary "$(printf '%-28s %s' memcheck_python "$([ $mrc = 0 ] && echo ok || echo "FAILED rc=$mrc")")"
+            [ $mrc = 0 ] || fails=$((fails + 1))
+            grep -E '^(ok  |FAIL) ' "$logs/memcheck_python.log" | sed 's/^/  /' | tee -a "$logs/summary.txt"
+        fi
         if [ "${KILN_GPU_PY_CPU:-1}" != 0 ]; then
             step python_cpu_suite python3 -m pytest -q -p no:cacheprovider "$work/py/tests/python" \
                 --ignore "$work/py/tests/python/test_gpu_plugins.py"
             summary "  $(tail -1 "$logs/python_cpu_suite.log")"
         fi
-        # shellcheck disable=SC2086
-        step plugin_overhead python3 "$work/py/bench/plugin_overhead.py" ${KILN_BENCH_ARGS:-}
-        tee -a "$logs/summary.txt" <"$logs/plugin_overhead.log"
+        if [ "${KILN_GPU_BENCH:-1}" != 0 ]; then
+            # shellcheck disable=SC2086
+            step plugin_overhead python3 "$work/py/bench/plugin_overhead.py" ${KILN_BENCH_ARGS:-}
+            tee -a "$logs/summary.txt" <"$logs/plugin_overhead.log"
+        fi
     }
     : >"$logs/summary.txt"
     [ -f "$dir/tests.tgz" ] && tar xzf "$dir/tests.tgz" -C "$dir"
     step devices "$kiln" devices
     cat "$logs/devices.log"
+    if [ "${KILN_GPU_TRITON_ONLY:-0}" = 1 ]; then # the Triton step alone
+        triton_gpu "$dir" "$work"
+        rm -rf "$work"
+        summary "$fails step(s) failed"
+        [ $fails = 0 ]
+        return
+    fi
     if [ "${KILN_GPU_PYTHON_ONLY:-0}" = 1 ]; then # the Python step alone
         python_steps
         rm -rf "$work"
@@ -229,6 +275,7 @@ run() {
     if [ -d "$dir/pylib/kiln" ]; then
         python_steps
     fi
+    [ -x "$dir/test_triton_backend" ] && triton_gpu "$dir" "$work"
     rm -rf "$work"
     summary "$fails step(s) failed"
     [ $fails = 0 ]
@@ -288,6 +335,91 @@ EOF_SAMPLES
             summary "  $(grep -E 'ERROR SUMMARY' "$logs/memcheck_test_aot_cuda.log" | tail -1)"
         fi
     fi
+}
+
+# Step 7's memcheck: the Python GPU samples under compute-sanitizer, all at
+# once (each mostly waits on its imports and compiles); judged by
+# sanitizer_report.py, which counts every memory error and the API errors of
+# calls kiln made, and lists (not counts) API errors of calls made by torch,
+# Triton, CuPy or Numba themselves, with the library that made each.
+memcheck_python() {
+    local cs=$1 py=$2 out=$3 i=0 script args
+    mkdir -p "$out"
+    while read -r script args; do
+        [ -n "$script" ] || continue
+        i=$((i + 1))
+        # shellcheck disable=SC2086
+        timeout "${KILN_MEMCHECK_PY_TIMEOUT:-300}" "$cs" --tool memcheck python3 "$py/samples/python/$script" \
+            $args >"$out/$(printf %02d $i)_${script%.py}_$(echo "$args" | sed 's/--//g; s/ /_/g').log" 2>&1 &
+    done <<EOF_MEMCHECK
+qdp_runner.py add --device cuda
+qdp_runner.py inplace_add --device cuda
+qdp_runner.py non_zero --device cuda
+qdp_runner.py circ_pad --device cuda
+qdp_runner.py circ_pad --multi_tactic --device cuda
+qdp_runner.py add --aot --device cuda
+qdp_runner.py circ_pad --aot --device cuda
+circ_pad_plugin.py --device cuda --impl cuda-python
+circ_pad_plugin.py --device cuda --impl cupy --style v2
+circ_pad_plugin.py --device cuda --impl triton
+circ_pad_plugin.py --device cuda --impl numba --style v2
+circ_pad_plugin.py --device cuda --impl torch --precision fp16 --per-format-tactics
+EOF_MEMCHECK
+    wait
+    python3 "$py/scripts/sanitizer_report.py" "$out"/*.log
+}
+
+# Step 8: kiln's Triton backend on the GPU (when the bundle has it):
+# test_triton_backend (the stand-in server; its KIND_GPU branch runs only
+# where kiln finds a GPU), then, when the bundle has tritonserver.tar.xz, a
+# real tritonserver serving ppocr_cls with instance_group KIND_GPU and
+# dynamic batching, checked over HTTP by triton_gpu_client.py.
+triton_gpu() {
+    local dir=$1 work=$2
+    tar xzf "$dir/triton_models.tgz" -C "$work"
+    step triton_backend_unit "$dir/test_triton_backend" "$work/models/ppocr_cls" "$work/triton-unit"
+    summary "  $(grep -E 'KIND_GPU|all checks passed|failures' "$logs/triton_backend_unit.log" | tr '\n' ' ' | cut -c1-240)"
+    if [ -f "$dir/tritonserver.tar.xz" ]; then
+        step triton_server_gpu triton_server_gpu "$dir" "$work"
+        grep -E '^(ok  |FAIL) ' "$logs/triton_server_gpu.log" | sed 's/^/  /' | tee -a "$logs/summary.txt"
+    fi
+}
+
+triton_server_gpu() {
+    local dir=$1 work=$2 t=$2/tritonserver repo=$2/triton-repo rc=0 http grpc pid
+    mkdir -p "$t" "$repo/gpu_cls/1" "$work/triton-backends/kiln"
+    # Python's lzma: the machine may lack the xz program
+    python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' "$dir/tritonserver.tar.xz" "$t"
+    cp "$dir/libtriton_kiln.so" "$work/triton-backends/kiln/"
+    cp "$work/models/ppocr_cls/model.onnx" "$repo/gpu_cls/1/"
+    cat >"$repo/gpu_cls/config.pbtxt" <<'CFG'
+backend: "kiln"
+max_batch_size: 4
+input [ { name: "x" data_type: TYPE_FP32 dims: [ 3, 48, 192 ] } ]
+output [ { name: "softmax_0.tmp_0" data_type: TYPE_FP32 dims: [ 2 ] } ]
+dynamic_batching { max_queue_delay_microseconds: 300000 }
+instance_group [ { count: 1 kind: KIND_GPU gpus: [ 0 ] } ]
+CFG
+    read -r http grpc < <(python3 -c 'import socket
+s=[socket.socket() for _ in range(2)]
+[x.bind(("127.0.0.1",0)) for x in s]
+print(*[x.getsockname()[1] for x in s])')
+    "$t/pytriton/tritonserver/bin/tritonserver" --model-repository "$repo" --backend-directory "$work/triton-backends" \
+        --http-address 127.0.0.1 --http-port "$http" --grpc-address 127.0.0.1 --grpc-port "$grpc" \
+        --allow-metrics=false --exit-on-error=false --strict-readiness=false --log-verbose=0 \
+        >"$logs/tritonserver.log" 2>&1 &
+    pid=$!
+    for _ in $(seq 240); do
+        python3 -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=2)' \
+            "http://127.0.0.1:$http/v2/health/ready" 2>/dev/null && break
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 0.5
+    done
+    timeout 120 python3 "$dir/triton_gpu_client.py" "http://127.0.0.1:$http" "$work/models/ppocr_cls" || rc=1
+    kill "$pid" 2>/dev/null
+    wait "$pid" 2>/dev/null
+    grep -iE 'kiln|error' "$logs/tritonserver.log" | head -20
+    return $rc
 }
 
 case "${1:-}" in

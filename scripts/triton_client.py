@@ -21,33 +21,16 @@ import urllib.error
 import urllib.request
 
 import numpy as np
-from onnx import TensorProto, numpy_helper
+
+import triton_http
+from triton_http import check, failures, pb
 
 BASE, MODELS = sys.argv[1], sys.argv[2]
 GRPC = sys.argv[3] if len(sys.argv) > 3 else None
-failures = []
-
-
-def check(ok, what):
-    print(("ok   " if ok else "FAIL ") + what)
-    if not ok:
-        failures.append(what)
 
 
 def call(method, path, body=None):
-    """(status, parsed JSON body) of one request; never raises for HTTP errors."""
-    data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(BASE + path, data=data, method=method,
-                                 headers={"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(req, timeout=60) as r:
-            status, text = r.status, r.read()
-    except urllib.error.HTTPError as e:
-        status, text = e.code, e.read()
-    try:
-        return status, json.loads(text or b"{}")
-    except ValueError:
-        return status, {"raw": text.decode(errors="replace")}
+    return triton_http.call(BASE, method, path, body)
 
 
 def infer(model, inputs, dtypes=None):
@@ -88,13 +71,6 @@ def infer_binary(model, inputs):
         outs[o["name"]] = np.frombuffer(raw[at:at + size], np.float32).reshape(o["shape"])
         at += size
     return 200, outs
-
-
-def pb(path):
-    t = TensorProto()
-    with open(path, "rb") as f:
-        t.ParseFromString(f.read())
-    return numpy_helper.to_array(t)
 
 
 def close(got, want):

@@ -364,6 +364,9 @@ void kiln__epi_free(kiln__elayer *el);
 /* A GPU layer's fused activation (kiln_call.epilogue): its kiln_cu_act code
  * (KILN_CU_ACT_NONE without one) and parameters. */
 int kiln__epi_cuda_act(const void *epilogue, float *a, float *b);
+/* ... and the index of the input to add to it first (a residual Add fused
+ * into a Conv, builder/fuse.c), -1 when none. */
+int kiln__epi_cuda_residual(const void *epilogue);
 /* Short name list " + BatchNormalization + Clip" for inspect ("" if none). */
 void kiln__epi_describe(const kiln__elayer *el, char *buf, size_t size);
 
@@ -545,6 +548,8 @@ int kiln__cache_dir(char *buf, size_t size);
 /* Write a file through a temporary in the same directory + rename; -1 and
  * errno on failure. */
 int kiln__write_atomic(const char *path, const void *data, size_t n);
+/* A whole file, NUL-terminated (kiln__free); -1 and errno on failure. */
+int kiln__read_file(const char *path, char **data, size_t *n);
 
 /* AOT kernels.  Compile C source into shared-object bytes (system cc,
  * -O2 -fPIC -shared, self-contained: -z defs); the entry symbol must be

@@ -17,7 +17,9 @@
 #include "test.h"
 #include "test_ops_util.h"
 
+#include <dirent.h>
 #include <math.h>
+#include <stdlib.h>
 
 enum { N = 1000 };
 
@@ -320,6 +322,50 @@ TEST_IMPL(nvrtc_error_fails_build) {
     kiln__cuda_fake(0);
 }
 
+/* NVRTC's PTX goes through the compile cache directory: the first build
+ * writes one aot-cuda-*.ptx, the next build of the same kernel reads it
+ * back instead of compiling (proved by a marker added to the cached file,
+ * which the second engine's PTX carries). */
+TEST_IMPL(nvrtc_output_cached) {
+    if (!have_nvrtc()) return;
+    int gpu = have_gpu();
+    kiln__cuda_fake(!gpu);
+    char dir[] = "/tmp/kiln-nvrtc-cache-XXXXXX", path[256] = "", cmd[300];
+    ASSERT(mkdtemp(dir));
+    const char *old = getenv("KILN_CACHE_DIR");
+    char *saved = old ? kiln__strdup(old) : NULL;
+    setenv("KILN_CACHE_DIR", dir, 1);
+    kiln_engine *e = NULL;
+    ASSERT_OK(build(M_CUDA, &e));
+    ASSERT(!strstr(e->acu[0].ptx, "from the cache"));
+    kiln_engine_free(e);
+    DIR *d = opendir(dir);
+    ASSERT(d);
+    int files = 0;
+    for (struct dirent *de; (de = readdir(d));)
+        if (!strncmp(de->d_name, "aot-cuda-", 9)) {
+            files++;
+            snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+        }
+    closedir(d);
+    ASSERT_EQ(files, 1);
+    FILE *f = fopen(path, "a");
+    ASSERT(f);
+    fputs("\n// from the cache\n", f);
+    fclose(f);
+    ASSERT_OK(build(M_CUDA, &e));
+    ASSERT_CONTAINS(e->acu[0].ptx, "// from the cache");
+    ASSERT_CONTAINS(e->acu[0].ptx, ".entry k_axpb");
+    if (gpu) run_check(e, 7); /* the cached PTX still runs */
+    kiln_engine_free(e);
+    if (saved) setenv("KILN_CACHE_DIR", saved, 1);
+    else unsetenv("KILN_CACHE_DIR");
+    kiln__free(saved);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    ASSERT_EQ(system(cmd), 0);
+    kiln__cuda_fake(0);
+}
+
 /* The plugin-side API: misuse and the no-GPU case are errors, not crashes. */
 TEST_IMPL(cuda_module_api_errors) {
     kiln_cuda_module *m = (kiln_cuda_module *)&m;
@@ -403,5 +449,5 @@ TEST_IMPL(runs_on_gpu) {
 }
 
 TEST_LIST(TEST_ENTRY(signature_checked_against_ptx), TEST_ENTRY(engine_file_round_trip), TEST_ENTRY(section_bytes_flipped),
-          TEST_ENTRY(hidden_scratch_declared), TEST_ENTRY(nvrtc_error_fails_build), TEST_ENTRY(cuda_module_api_errors),
+          TEST_ENTRY(hidden_scratch_declared), TEST_ENTRY(nvrtc_error_fails_build), TEST_ENTRY(nvrtc_output_cached), TEST_ENTRY(cuda_module_api_errors),
           TEST_ENTRY(runs_on_gpu))

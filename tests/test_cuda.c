@@ -8,7 +8,8 @@
  * against a naive double reference (transposes, batches, bias + ReLU,
  * FP16), and whole engines: a test op over cuBLASLt placed on the GPU next
  * to a CPU-only op, timed tactics, CUDA graph replay equal to eager runs,
- * kiln_context_enqueue, and 4 contexts on 4 threads bit-identical to one.
+ * kiln_context_enqueue, 4 contexts on 4 threads bit-identical to one, and
+ * residual Add + Relu fused into GPU Convs (FP32, FP16).
  */
 #include "device/cuda/cuda_int.h"
 #include "device/device.h"
@@ -384,5 +385,116 @@ TEST_IMPL(four_contexts_four_streams) {
     kiln_engine_free(e);
 }
 
+/* ------------------------------------------------------------ residual Add */
+
+/* Two ResNet blocks on the GPU, the residual Add + Relu of each fused into
+ * a Conv (builder/fuse.c; conv_cuda.c adds the residual as cuBLASLt's C
+ * operand or in conv_direct):
+ *   r = Relu(Add(Conv_a(X), Conv_b(X)))   -> 'conv_b' Conv + Add + Relu
+ *   Y = Relu(Add(Conv_c(r), r))           -> 'conv_c' Conv + Add + Relu
+ * FP32 and FP16, untimed (first tactic) and timed, eager, captured and
+ * replayed runs, against a naive double reference. */
+enum { RN = 2, RC = 32, RH = 12, RW = 11 };
+static void res_conv_ref(const float *x, const float *w, const float *b, int k, double *y) {
+    test_conv_geo g = {.N = RN, .C = RC, .M = RC, .G = 1, .id = {1, RH, RW}, .k = {1, k, k}, .s = {1, 1, 1},
+                       .p = {0, k / 2, k / 2}, .d = {1, 1, 1}, .o = {1, RH, RW}};
+    test_conv_ref(&g, x, w, b, y);
+}
+
+static void residual_gpu(unsigned flags) {
+    const int64_t n = RN * RC * RH * RW;
+    uint64_t seed = 77 + flags;
+    float *x = malloc(n * sizeof *x), *y = malloc(n * sizeof *y), *w[3], *b[3];
+    const int ks[3] = {3, 1, 3};
+    for (int i = 0; i < n; i++) x[i] = test_randf(&seed, -1, 1);
+    kiln_network *net = kiln_network_create();
+    int64_t xd[4] = {RN, RC, RH, RW}, bd[1] = {RC};
+    ASSERT_OK(kiln_network_add_input(net, "X", KILN_DTYPE_F32, 4, xd, NULL));
+    const char *names[3] = {"conv_a", "conv_b", "conv_c"}, *wn[3] = {"Wa", "Wb", "Wc"}, *bn[3] = {"Ba", "Bb", "Bc"};
+    const char *ins[3] = {"X", "X", "r"}, *outs[3] = {"a", "b", "c"};
+    for (int i = 0; i < 3; i++) {
+        int64_t wd[4] = {RC, RC, ks[i], ks[i]}, nw = RC * RC * ks[i] * ks[i];
+        w[i] = malloc(nw * sizeof(float));
+        b[i] = malloc(RC * sizeof(float));
+        for (int64_t j = 0; j < nw; j++) w[i][j] = test_randf(&seed, -0.2f, 0.2f);
+        for (int j = 0; j < RC; j++) b[i][j] = test_randf(&seed, -0.5f, 0.5f);
+        ASSERT_OK(kiln_network_add_constant(net, wn[i], KILN_DTYPE_F32, 4, wd, w[i]));
+        ASSERT_OK(kiln_network_add_constant(net, bn[i], KILN_DTYPE_F32, 1, bd, b[i]));
+    }
+    for (int i = 0; i < 3; i++) {
+        if (i == 2) { /* block 1's Add + Relu, then block 2's Conv */
+            const char *ai[] = {"a", "b"}, *ao[] = {"s"}, *ri[] = {"s"}, *ro[] = {"r"};
+            ASSERT(kiln_network_add_layer(net, "ai.onnx::Add", 14, "add1", 2, ai, 1, ao));
+            ASSERT(kiln_network_add_layer(net, "ai.onnx::Relu", 14, "relu1", 1, ri, 1, ro));
+        }
+        const char *ci[] = {ins[i], wn[i], bn[i]}, *co[] = {outs[i]};
+        kiln_layer *l = kiln_network_add_layer(net, "ai.onnx::Conv", 11, names[i], 3, ci, 1, co);
+        ASSERT(l);
+        int64_t p = ks[i] / 2, pads[4] = {p, p, p, p};
+        ASSERT_OK(kiln_layer_set_ints(l, "pads", pads, 4));
+    }
+    const char *ai[] = {"c", "r"}, *ao[] = {"t"}, *ri[] = {"t"}, *ro[] = {"Y"};
+    ASSERT(kiln_network_add_layer(net, "ai.onnx::Add", 14, "add2", 2, ai, 1, ao));
+    ASSERT(kiln_network_add_layer(net, "ai.onnx::Relu", 14, "relu2", 1, ri, 1, ro));
+    ASSERT_OK(kiln_network_mark_output(net, "Y"));
+    kiln_build_config *cfg = kiln_build_config_create();
+    kiln_build_config_set_device(cfg, KILN_DEVICE_CUDA);
+    kiln_build_config_set_flags(cfg, flags);
+    kiln_engine *e = NULL;
+    kiln_build_stats st;
+    ASSERT_OK(kiln_build(net, cfg, &e, &st));
+    kiln_build_config_free(cfg);
+    kiln_network_free(net);
+    /* a timed FP16 build may leave a block's two inputs in different types
+     * (then that Add is not fused); untimed builds take one type throughout */
+    if (flags & KILN_BUILD_NO_TIMING) ASSERT_EQ(st.fused, 4);
+    printf("  flags %u: %d layers fused\n", flags, st.fused);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    ASSERT_OK(kiln_engine_inspect(e, f));
+    fclose(f);
+    if (st.fused == 4) {
+        ASSERT_CONTAINS(buf, "'conv_b' ai.onnx::Conv v1 + Add + Relu");
+        ASSERT_CONTAINS(buf, "'conv_c' ai.onnx::Conv v1 + Add + Relu");
+    }
+    for (char *l = strstr(buf, "ai.onnx::Conv"); l; l = strstr(l + 1, "ai.onnx::Conv"))
+        printf("  flags %u: %.*s\n", flags, (int)strcspn(l, "\n"), l);
+    free(buf);
+    /* reference */
+    double *ra = malloc(n * sizeof(double)), *rb = malloc(n * sizeof(double)), *ref = malloc(n * sizeof(double));
+    float *r = malloc(n * sizeof(float));
+    res_conv_ref(x, w[0], b[0], 3, ra);
+    res_conv_ref(x, w[1], b[1], 1, rb);
+    for (int64_t i = 0; i < n; i++) r[i] = (float)fmax(ra[i] + rb[i], 0.0);
+    res_conv_ref(r, w[2], b[2], 3, ref);
+    for (int64_t i = 0; i < n; i++) ref[i] = fmax(ref[i] + r[i], 0.0);
+    const double tol = flags & KILN_BUILD_FP16 ? 3e-2 : 1e-4;
+    kiln_context *ctx = NULL;
+    ASSERT_OK(kiln_context_create(e, 1, &ctx));
+    ASSERT_OK(kiln_context_bind(ctx, "X", x, n * sizeof(float)));
+    ASSERT_OK(kiln_context_bind(ctx, "Y", y, n * sizeof(float)));
+    for (int run = 0; run < 3; run++) { /* eager, captured, replayed */
+        memset(y, 0xA5, n * sizeof(float));
+        ASSERT_OK(kiln_context_run(ctx));
+        for (int64_t i = 0; i < n; i++)
+            if (!(fabs(y[i] - ref[i]) <= tol * (1 + fabs(ref[i]))))
+                TEST__FAIL("residual flags %u run %d: y[%lld] = %g, expected %g", flags, run, (long long)i,
+                           (double)y[i], ref[i]);
+    }
+    kiln_context_free(ctx);
+    kiln_engine_free(e);
+    for (int i = 0; i < 3; i++) free(w[i]), free(b[i]);
+    free(x); free(y); free(ra); free(rb); free(ref); free(r);
+}
+
+TEST_IMPL(residual_add_fused) {
+    need_gpu();
+    residual_gpu(KILN_BUILD_NO_TIMING);
+    residual_gpu(0);
+    residual_gpu(KILN_BUILD_FP16 | KILN_BUILD_NO_TIMING);
+    residual_gpu(KILN_BUILD_FP16);
+}
+
 TEST_LIST(TEST_ENTRY(device_memory_events), TEST_ENTRY(launch_casts), TEST_ENTRY(gemm_cublaslt),
-          TEST_ENTRY(engine_mixed_graphs), TEST_ENTRY(four_contexts_four_streams))
+          TEST_ENTRY(engine_mixed_graphs), TEST_ENTRY(four_contexts_four_streams), TEST_ENTRY(residual_add_fused))

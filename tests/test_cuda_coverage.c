@@ -8,11 +8,10 @@
  *   - every built-in op with a CUDA implementation states its CUDA types
  *     (cuda_formats or cuda_check): without either, the builder would place
  *     it for any type;
- *   - built-in layers the kernels do not cover (3-D ConvTranspose, int32
- *     ReduceL1, BatchNormalization with training_mode=1) go to the CPU,
- *     their covered siblings to the GPU; --strict-device names the layer
- *     and the reason; the 3-D ConvTranspose engine runs (on the CPU) and
- *     matches a naive reference;
+ *   - built-in layers the kernels do not cover (int32 ReduceL1,
+ *     BatchNormalization with training_mode=1) go to the CPU, their
+ *     covered siblings to the GPU; --strict-device names the layer and the
+ *     reason; Conv/ConvTranspose of every rank (3-D too) are GPU layers;
  *   - Shape of a tensor with dynamic dims is a GPU layer (ppocr_cls had
  *     one CPU layer, a Shape fed by a device->host copy of its input);
  *   - a plugin's cuda_check sees the layer (attributes, ranks) and its
@@ -71,59 +70,27 @@ TEST_IMPL(builtin_ops_state_cuda_types) {
     ASSERT(n > 100); /* the walk saw the built-in CUDA ops */
 }
 
-/* ConvTranspose's CUDA kernels take 1-D and 2-D windows: a 3-D one is a
- * CPU layer (it used to be placed on the GPU and refused by the launcher
- * when run), a 2-D one a GPU layer.  The 3-D engine runs and matches a
- * naive reference. */
-TEST_IMPL(convtranspose_3d_on_cpu) {
+/* Conv and ConvTranspose take 1-D to 3-D windows on the GPU (3-D: the
+ * direct kernel of conv3d.cu; a 3-D ConvTranspose used to be placed on the
+ * GPU and refused by the 2-D launcher when run): every rank is a GPU layer,
+ * and a strict build of each succeeds. */
+TEST_IMPL(conv_ranks_on_gpu) {
     kiln__cuda_fake(1);
     uint64_t seed = 31;
-    enum { C = 2, M = 3, D = 3, K = 2 }; /* x [1, C, D, D, D], w [C, M, K, K, K], stride 1 */
-    int64_t xd[5] = {1, C, D, D, D}, wd[5] = {C, M, K, K, K};
-    float w[C * M * K * K * K];
-    test_fill_f32(&seed, w, C * M * K * K * K, -1, 1);
-    kiln_layer *L;
-    kiln_network *net = one_layer("ConvTranspose", 11, KILN_DTYPE_F32, 5, xd, 5, wd, w, &L);
-    kiln_engine *e = build_cuda(net, KILN_BUILD_NO_TIMING);
-    ASSERT(e);
-    ASSERT_EQ(layer_device(e, "L"), KILN_DEVICE_CPU);
-    enum { O = D + K - 1 };
-    float x[C * D * D * D], y[M * O * O * O];
-    test_fill_f32(&seed, x, C * D * D * D, -2, 2);
-    memset(y, 0xA5, sizeof y);
-    kiln_context *ctx = NULL;
-    ASSERT_OK(kiln_context_create(e, 1, &ctx));
-    ASSERT_OK(kiln_context_bind(ctx, "x", x, sizeof x));
-    ASSERT_OK(kiln_context_bind(ctx, "y", y, sizeof y));
-    ASSERT_OK(kiln_context_run(ctx));
-    for (int m = 0; m < M; m++)
-        for (int a = 0; a < O; a++)
-            for (int b = 0; b < O; b++)
-                for (int d = 0; d < O; d++) {
-                    double ref = 0;
-                    for (int c = 0; c < C; c++)
-                        for (int i = 0; i < K; i++)
-                            for (int j = 0; j < K; j++)
-                                for (int k = 0; k < K; k++) {
-                                    int p = a - i, q = b - j, r = d - k;
-                                    if (p < 0 || q < 0 || r < 0 || p >= D || q >= D || r >= D) continue;
-                                    ref += (double)x[((c * D + p) * D + q) * D + r] *
-                                           w[(((c * M + m) * K + i) * K + j) * K + k];
-                                }
-                    ASSERT_NEAR(y[((m * O + a) * O + b) * O + d], ref, 1e-4);
-                }
-    kiln_context_free(ctx);
-    kiln_engine_free(e);
-    /* strict device: the error names the layer and why */
-    ASSERT(!build_cuda(net, KILN_BUILD_NO_TIMING | KILN_BUILD_STRICT_DEVICE));
-    ASSERT_CONTAINS(kiln_errmsg(), "'L' (ai.onnx::ConvTranspose");
-    ASSERT_CONTAINS(kiln_errmsg(), "this one is 3-D");
-    kiln_network_free(net);
-    /* the 2-D sibling is a GPU layer */
-    int64_t xd2[4] = {1, C, D, D}, wd2[4] = {C, M, K, K};
-    net = one_layer("ConvTranspose", 11, KILN_DTYPE_F32, 4, xd2, 4, wd2, w, &L);
-    ASSERT_EQ(placed(net), KILN_DEVICE_CUDA);
-    kiln_network_free(net);
+    float w[2 * 3 * 2 * 2 * 2];
+    test_fill_f32(&seed, w, 2 * 3 * 2 * 2 * 2, -1, 1);
+    for (int transpose = 0; transpose < 2; transpose++)
+        for (int nsp = 1; nsp <= 3; nsp++) {
+            int64_t xd[5] = {1, 2, 3, 3, 3}, wd[5] = {transpose ? 2 : 3, transpose ? 3 : 2, 2, 2, 2};
+            kiln_layer *L;
+            kiln_network *net =
+                one_layer(transpose ? "ConvTranspose" : "Conv", 11, KILN_DTYPE_F32, nsp + 2, xd, nsp + 2, wd, w, &L);
+            kiln_engine *e = build_cuda(net, KILN_BUILD_NO_TIMING | KILN_BUILD_STRICT_DEVICE);
+            ASSERT(e);
+            ASSERT_EQ(layer_device(e, "L"), KILN_DEVICE_CUDA);
+            kiln_engine_free(e);
+            kiln_network_free(net);
+        }
     kiln__cuda_fake(0);
 }
 
@@ -155,6 +122,26 @@ TEST_IMPL(reduce_types_by_cuda_check) {
             ASSERT(!build_cuda(net, KILN_BUILD_NO_TIMING | KILN_BUILD_STRICT_DEVICE));
             ASSERT_CONTAINS(kiln_errmsg(), cases[k].why);
         }
+        kiln_network_free(net);
+    }
+    kiln__cuda_fake(0);
+}
+
+/* Tile on the GPU splits each repeated dim in two, within the CUDA copy's
+ * 8 dims: a rank-6 Tile repeating 2 dims fits, repeating 3 does not (its
+ * launcher would refuse it when run). */
+TEST_IMPL(tile_rank_by_repeats) {
+    kiln__cuda_fake(1);
+    const int64_t reps[2][6] = {{2, 1, 1, 1, 1, 2}, {2, 1, 3, 1, 1, 2}};
+    for (int k = 0; k < 2; k++) {
+        kiln_network *net = kiln_network_create();
+        int64_t xd[6] = {1, 2, 1, 2, 1, 2}, rd[1] = {6};
+        ASSERT_OK(kiln_network_add_input(net, "x", KILN_DTYPE_F32, 6, xd, NULL));
+        ASSERT_OK(kiln_network_add_constant(net, "r", KILN_DTYPE_I64, 1, rd, reps[k]));
+        const char *in[] = {"x", "r"}, *out[] = {"y"};
+        ASSERT(kiln_network_add_layer(net, "ai.onnx::Tile", 13, "L", 2, in, 1, out));
+        ASSERT_OK(kiln_network_mark_output(net, "y"));
+        ASSERT_EQ(placed(net), k ? KILN_DEVICE_CPU : KILN_DEVICE_CUDA);
         kiln_network_free(net);
     }
     kiln__cuda_fake(0);
@@ -271,6 +258,6 @@ TEST_IMPL(plugin_cuda_check) {
     kiln__cuda_fake(0);
 }
 
-TEST_LIST(TEST_ENTRY(builtin_ops_state_cuda_types), TEST_ENTRY(convtranspose_3d_on_cpu),
-          TEST_ENTRY(reduce_types_by_cuda_check), TEST_ENTRY(batchnorm_training_on_cpu),
+TEST_LIST(TEST_ENTRY(builtin_ops_state_cuda_types), TEST_ENTRY(conv_ranks_on_gpu),
+          TEST_ENTRY(reduce_types_by_cuda_check), TEST_ENTRY(tile_rank_by_repeats), TEST_ENTRY(batchnorm_training_on_cpu),
           TEST_ENTRY(shape_of_dynamic_tensor_on_gpu), TEST_ENTRY(plugin_cuda_check))

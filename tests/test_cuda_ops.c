@@ -153,6 +153,13 @@ static const tcase cases[] = {
      {{F16, 4, {1, 4, 6, 6}}}, {A_STR("auto_pad", "SAME_UPPER")}, 1e-2},
     {"ConvTranspose", 11, 3, 1, {{F32, 4, {1, 4, 5, 5}}, {F32, 4, {4, 3, 3, 3}}, {F32, 1, {3}}},
      {{F32, 4, {1, 3, 9, 9}}}, {A_INTS("strides", 2, 2), A_INTS("pads", 1, 1, 1, 1)}, 1e-4},
+    /* 3-D (conv3d.cu): grouped, strided, dilated, padded; transposed with output_padding */
+    {"Conv", 11, 3, 1, {{F32, 5, {2, 4, 5, 6, 4}}, {F32, 5, {6, 2, 2, 3, 2}}, {F32, 1, {6}}}, {{F32, 5, {2, 6, 3, 2, 3}}},
+     {A_INT("group", 2), A_INTS("strides", 2, 1, 2), A_INTS("dilations", 1, 2, 1), A_INTS("pads", 1, 0, 1, 0, 0, 1)}, 1e-4},
+    {"ConvTranspose", 11, 3, 1, {{F32, 5, {1, 4, 3, 2, 3}}, {F32, 5, {4, 3, 2, 3, 2}}, {F32, 1, {3}}},
+     {{F32, 5, {1, 3, 6, 6, 7}}}, {A_INTS("strides", 2, 2, 2), A_INTS("output_padding", 0, 1, 1)}, 1e-4},
+    {"Conv", 11, 2, 1, {{F16, 5, {1, 3, 4, 4, 4}}, {F16, 5, {2, 3, 3, 3, 3}, .lo = -0.5f, .hi = 0.5f}},
+     {{F16, 5, {1, 2, 4, 4, 4}}}, {A_STR("auto_pad", "SAME_UPPER")}, 1e-2},
     {"MatMul", 13, 2, 1, {{F32, 4, {2, 3, 8, 16}}, {F32, 2, {16, 5}}}, {{F32, 4, {2, 3, 8, 5}}}, {{0}}, 1e-4},
     {"MatMul", 13, 2, 1, {{F32, 4, {2, 1, 4, 6}}, {F32, 3, {3, 6, 7}}}, {{F32, 4, {2, 3, 4, 7}}}, {{0}}, 1e-4},
     {"MatMul", 13, 2, 1, {{F16, 2, {8, 32}}, {F16, 2, {32, 4}}}, {{F16, 2, {8, 4}}}, {{0}}, 1e-2},
@@ -204,6 +211,11 @@ static const tcase cases[] = {
     {"Dropout", 13, 1, 2, {{F32, 2, {3, 5}}}, {{F32, 2, {3, 5}}, {BOOL, 2, {3, 5}}}},
     {"Reshape", 14, 2, 1, {{F32, 2, {2, 6}}, {I64, 1, {2}, INTS(3, 4)}}, {{F32, 2, {3, 4}}}},
     {"Flatten", 13, 1, 1, {{BF16, 3, {2, 3, 4}}}, {{BF16, 2, {2, 12}}}},
+    /* GridSample: grid points beyond [-1, 1] exercise the padding modes */
+    {"GridSample", 16, 2, 1, {{F32, 4, {2, 3, 5, 6}}, {F32, 4, {2, 4, 3, 2}, .lo = -1.3f, .hi = 1.3f}},
+     {{F32, 4, {2, 3, 4, 3}}}, {A_STR("mode", "bicubic"), A_STR("padding_mode", "reflection")}, 1e-5},
+    {"GridSample", 16, 2, 1, {{F32, 4, {1, 2, 4, 4}}, {F32, 4, {1, 5, 5, 2}, .lo = -1.3f, .hi = 1.3f}},
+     {{F32, 4, {1, 2, 5, 5}}}, {A_STR("mode", "nearest"), A_INT("align_corners", 1), A_STR("padding_mode", "border")}},
     /* linear quantization: per axis, per tensor, dynamic */
     {"QuantizeLinear", 19, 3, 1,
      {{F32, 2, {3, 4}, .lo = -6, .hi = 6}, {F32, 1, {4}, FLS(0.05f, 0.5f, 0.02f, 1)}, {I8, 1, {4}, INTS(0, -3, 7, 127)}},

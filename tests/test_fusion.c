@@ -601,6 +601,152 @@ TEST_IMPL(fuse_refused) {
     free(x); free(w); free(b); free(slope); free(conv); free(y); free(c); free(ref);
 }
 
+/* A copy of serialized engine buf with pointers into its FUSION section's
+ * first chain entry: u32 count, i32 layer, u32 nops, str ns, str name, i32
+ * version, i32 nin, i32 x, i32 in[]. */
+typedef struct fusion_file {
+    uint8_t *q, *entry, *sec, *name, *nin, *xs;
+    uint64_t ssz;
+    uint32_t hsize;
+} fusion_file;
+
+static fusion_file fusion_copy(const void *buf, size_t size) {
+    fusion_file f = {.q = malloc(size)};
+    memcpy(f.q, buf, size);
+    uint32_t nsec, siglen;
+    memcpy(&f.hsize, f.q + 12, 4);
+    memcpy(&nsec, f.q + 20, 4);
+    memcpy(&siglen, f.q + 24, 4);
+    for (uint32_t i = 0; i < nsec; i++) {
+        uint8_t *t = f.q + 40 + ((siglen + 7) & ~7u) + 32 * i;
+        uint32_t id;
+        uint64_t off;
+        memcpy(&id, t, 4);
+        if (id != 10) continue; /* FUSION */
+        f.entry = t;
+        memcpy(&off, t + 8, 8);
+        memcpy(&f.ssz, t + 16, 8);
+        f.sec = f.q + off;
+    }
+    ASSERT(f.sec && f.entry);
+    uint32_t nslen, nmlen;
+    memcpy(&nslen, f.sec + 12, 4);
+    uint8_t *nm = f.sec + 16 + nslen;
+    memcpy(&nmlen, nm, 4);
+    f.name = nm + 4;
+    f.nin = nm + 4 + nmlen + 4;
+    f.xs = f.nin + 4;
+    return f;
+}
+
+/* Fix the checksums of a patched fusion_copy; loading it must fail with msg. */
+static void fusion_refused(fusion_file *f, size_t size, const char *msg) {
+    uint64_t ck = kiln__file_checksum(f->sec, (size_t)f->ssz);
+    memcpy(f->entry + 24, &ck, 8);
+    memset(f->q + 32, 0, 8);
+    ck = kiln__file_checksum(f->q, f->hsize);
+    memcpy(f->q + 32, &ck, 8);
+    kiln_engine *e2 = NULL;
+    int rc = kiln_engine_load_memory(f->q, size, &e2);
+    ASSERT(rc != 0 && e2 == NULL);
+    ASSERT_CONTAINS(kiln_errmsg(), msg);
+    free(f->q);
+}
+
+/* Residual Add fused into a Conv (builder/fuse.c): kind 0: Relu(Add(Conv(X),
+ * X)), the network input as residual; kind 1: ResNet's downsample block,
+ * Relu(Add(Conv_a(X), Conv_b(X))) with Conv_b later, so the Add goes into
+ * Conv_b reading Conv_a's output (Add's inputs swapped when swap); kind 2:
+ * Add(Conv(X), X) alone (no activation), no bias.  Built with and without
+ * timing (every Conv tactic), run in normal and debug mode, against a naive
+ * double reference; the fused engine survives serialize / load. */
+static void residual_case(int kind, int swap, cgeo g, unsigned flags, int threads) {
+    g.M = g.C; /* the output has the input's shape: stride 1, "same" padding */
+    cgeo_out(&g);
+    int64_t Cg = g.C / g.G, ksz = g.k[1] * g.k[2];
+    int64_t n = g.N * g.C * g.id[1] * g.id[2];
+    ASSERT_EQ(g.N * g.M * g.o[1] * g.o[2], n);
+    float *x = rnd(n), *wa = rnd(g.M * Cg * ksz), *wb = rnd(g.M * Cg * ksz), *ba = rnd(g.M), *bb = rnd(g.M);
+    kiln_network *net = kiln_network_create();
+    int64_t xd[4] = {g.N, g.C, g.id[1], g.id[2]}, wd[4] = {g.M, Cg, g.k[1], g.k[2]}, md[1] = {g.M};
+    ASSERT_OK(kiln_network_add_input(net, "X", KILN_DTYPE_F32, 4, xd, NULL));
+    add_const(net, "Wa", 4, wd, wa);
+    add_const(net, "Wb", 4, wd, wb);
+    add_const(net, "Ba", 1, md, ba);
+    add_const(net, "Bb", 1, md, bb);
+    conv_attrs(layer(net, "ai.onnx::Conv", 11, "conv_a", kind == 2 ? 2 : 3,
+                     (const char *[]){"X", "Wa", "Ba"}, "a"), &g, 2);
+    const char *other = "X";
+    if (kind == 1) {
+        conv_attrs(layer(net, "ai.onnx::Conv", 11, "conv_b", 3, (const char *[]){"X", "Wb", "Bb"}, "b"), &g, 2);
+        other = "b";
+    }
+    layer(net, "ai.onnx::Add", 14, "add", 2, swap ? (const char *[]){other, "a"} : (const char *[]){"a", other},
+          kind == 2 ? "Y" : "s");
+    if (kind != 2) layer(net, "ai.onnx::Relu", 14, "relu", 1, (const char *[]){"s"}, "Y");
+    ASSERT_OK(kiln_network_mark_output(net, "Y"));
+    kiln_build_stats st;
+    kiln_engine *e = test_build_ok(net, flags, threads, &st);
+    kiln_network_free(net);
+    ASSERT_EQ(st.fused, kind == 2 ? 1 : 2);
+    ASSERT_EQ(st.layers, kind == 1 ? 2 : 1);
+    char *txt = inspect_text(e);
+    ASSERT_CONTAINS(txt, kind == 1 ? "'conv_b' ai.onnx::Conv v1 + Add + Relu"
+                         : kind == 0 ? "'conv_a' ai.onnx::Conv v1 + Add + Relu"
+                                     : "'conv_a' ai.onnx::Conv v1 + Add");
+    free(txt);
+    double *ref = malloc((size_t)n * sizeof(double)), *rb = malloc((size_t)n * sizeof(double));
+    test_conv_ref(&g, x, wa, kind == 2 ? NULL : ba, ref);
+    if (kind == 1) test_conv_ref(&g, x, wb, bb, rb);
+    for (int64_t i = 0; i < n; i++) {
+        ref[i] += kind == 1 ? rb[i] : x[i];
+        if (kind != 2 && ref[i] < 0) ref[i] = 0;
+    }
+    float *y = malloc((size_t)n * sizeof(float));
+    char what[160];
+    snprintf(what, sizeof what, "residual kind %d swap %d N=%lld C=%lld k=%lld flags=%u", kind, swap, (long long)g.N,
+             (long long)g.C, (long long)g.k[2], flags);
+    double tol = 1e-4 * (double)(Cg * ksz);
+    run_xy(e, threads, 0, x, n, y, n);
+    test_check_close(what, y, ref, n, tol);
+    run_xy(e, threads, 1, x, n, y, n); /* debug mode: every element written */
+    test_check_close(what, y, ref, n, tol);
+    void *buf = NULL;
+    size_t size = 0;
+    ASSERT_OK(kiln_engine_serialize(e, &buf, &size));
+    kiln_engine *e2 = NULL;
+    ASSERT_OK(kiln_engine_load_memory(buf, size, &e2));
+    run_xy(e2, threads, 0, x, n, y, n);
+    test_check_close(what, y, ref, n, tol);
+    kiln_engine_free(e2);
+    if (kind == 1) { /* the extra input without its residual Add is refused at load */
+        fusion_file f = fusion_copy(buf, size);
+        ASSERT(!memcmp(f.name, "Add", 3));
+        memcpy(f.name, "Sub", 3);
+        fusion_refused(&f, size, "one more only for a residual Add");
+        f = fusion_copy(buf, size);
+        int32_t xslot, other = 0; /* the Add's other input: tensor 0, the network input */
+        memcpy(&xslot, f.xs, 4);
+        memcpy(f.xs + 4 + 4 * (1 - xslot), &other, 4);
+        fusion_refused(&f, size, "one more only for a residual Add");
+    }
+    kiln_free(buf);
+    kiln_engine_free(e);
+    free(x); free(wa); free(wb); free(ba); free(bb); free(ref); free(rb); free(y);
+}
+
+TEST_IMPL(fuse_residual) {
+    cgeo dense = {.N = 2, .C = 8, .G = 1, .id = {1, 10, 9}, .k = {1, 3, 3}, .s = {1, 1, 1}, .p = {0, 1, 1}, .d = {1, 1, 1}};
+    cgeo pw = {.N = 1, .C = 24, .G = 1, .id = {1, 7, 6}, .k = {1, 1, 1}, .s = {1, 1, 1}, .p = {0, 0, 0}, .d = {1, 1, 1}};
+    cgeo dw = {.N = 1, .C = 16, .G = 16, .id = {1, 70, 66}, .k = {1, 3, 3}, .s = {1, 1, 1}, .p = {0, 1, 1}, .d = {1, 1, 1}};
+    for (int kind = 0; kind < 3; kind++)
+        for (int swap = 0; swap < 2; swap++) residual_case(kind, swap, dense, KILN_BUILD_NO_TIMING, 1 + swap);
+    residual_case(1, 0, pw, KILN_BUILD_NO_TIMING, 2);
+    residual_case(0, 1, dw, KILN_BUILD_NO_TIMING, 1); /* depthwise, planes longer than an epilogue chunk */
+    residual_case(1, 1, dense, 0, 2);                 /* every tactic timed */
+    residual_case(0, 0, dw, 0, 1);
+}
+
 /* A fused engine through serialize / load: same chain, same results; a
  * damaged FUSION section is refused with a message, not a crash. */
 TEST_IMPL(fuse_roundtrip) {
@@ -663,49 +809,16 @@ TEST_IMPL(fuse_roundtrip) {
         {3, "activation slot"}, {4, "not registered"},
     };
     for (size_t b = 0; b < sizeof bad / sizeof bad[0]; b++) {
-        uint8_t *q = malloc(size);
-        memcpy(q, buf, size);
-        uint8_t *sec = NULL, *entry = NULL;
-        uint32_t nsec, siglen, hsize;
-        memcpy(&hsize, q + 12, 4);
-        memcpy(&nsec, q + 20, 4);
-        memcpy(&siglen, q + 24, 4);
-        uint64_t off = 0, ssz = 0;
-        for (uint32_t i = 0; i < nsec; i++) {
-            uint8_t *t = q + 40 + ((siglen + 7) & ~7u) + 32 * i;
-            uint32_t id;
-            memcpy(&id, t, 4);
-            if (id != 10) continue; /* FUSION */
-            entry = t;
-            memcpy(&off, t + 8, 8);
-            memcpy(&ssz, t + 16, 8);
-            sec = q + off;
-        }
-        ASSERT(sec && entry);
-        /* u32 count, i32 layer, u32 nops, str ns, str name, i32 version, i32 nin, i32 x, i32 in[] */
-        uint32_t nslen, nmlen;
-        memcpy(&nslen, sec + 12, 4);
-        uint8_t *nm = sec + 16 + nslen;
-        memcpy(&nmlen, nm, 4);
-        uint8_t *ver = nm + 4 + nmlen, *nin = ver + 4, *xs = nin + 4, *in1 = xs + 4 + 4;
+        fusion_file f = fusion_copy(buf, size);
         int32_t v;
         switch (bad[b].what) {
-        case 0: v = 999; memcpy(sec + 4, &v, 4); break;
-        case 1: v = 99; memcpy(nin, &v, 4); break;
-        case 2: v = 0; memcpy(in1, &v, 4); break; /* tensor 0 is the input X */
-        case 3: v = 7; memcpy(xs, &v, 4); break;
-        case 4: nm[4] = 'Q'; break; /* "QatchNormalization" */
+        case 0: v = 999; memcpy(f.sec + 4, &v, 4); break;
+        case 1: v = 99; memcpy(f.nin, &v, 4); break;
+        case 2: v = 0; memcpy(f.xs + 8, &v, 4); break; /* in[1]; tensor 0 is the input X */
+        case 3: v = 7; memcpy(f.xs, &v, 4); break;
+        case 4: f.name[0] = 'Q'; break; /* "QatchNormalization" */
         }
-        uint64_t ck = kiln__file_checksum(sec, (size_t)ssz);
-        memcpy(entry + 24, &ck, 8);
-        memset(q + 32, 0, 8);
-        ck = kiln__file_checksum(q, hsize);
-        memcpy(q + 32, &ck, 8);
-        e2 = NULL;
-        int rc = kiln_engine_load_memory(q, size, &e2);
-        ASSERT(rc != 0 && e2 == NULL);
-        ASSERT_CONTAINS(kiln_errmsg(), bad[b].msg);
-        free(q);
+        fusion_refused(&f, size, bad[b].msg);
     }
     kiln_free(buf);
     kiln_engine_free(e);
@@ -769,4 +882,4 @@ TEST_IMPL(maxpool_unread_indices) {
 TEST_LIST(TEST_ENTRY(gemv_gemm), TEST_ENTRY(maxpool_unread_indices), TEST_ENTRY(gemv_matmul), TEST_ENTRY(fuse_conv_bn_clip),
           TEST_ENTRY(fuse_gemm), TEST_ENTRY(fuse_matmul_convtranspose), TEST_ENTRY(fuse_arith),
           TEST_ENTRY(fuse_refused),
-          TEST_ENTRY(fuse_roundtrip))
+          TEST_ENTRY(fuse_roundtrip), TEST_ENTRY(fuse_residual))

@@ -110,13 +110,19 @@ class CudaPython:
         self.driver = driver
         err, = driver.cuInit(0)
         self._check(err, "cuInit")
-        err, dev = driver.cuCtxGetDevice()
-        if err != driver.CUresult.CUDA_SUCCESS:  # no current context: take the primary one, as kiln does
+        # No current context yet: take the primary one, as kiln does.  (Asked
+        # with cuCtxGetCurrent, which answers NULL; cuCtxGetDevice would fail
+        # with CUDA_ERROR_INVALID_CONTEXT, an API error compute-sanitizer reports.)
+        err, ctx = driver.cuCtxGetCurrent()
+        self._check(err, "cuCtxGetCurrent")
+        if not int(ctx):
             err, dev = driver.cuDeviceGet(0)
             self._check(err, "cuDeviceGet")
             err, ctx = driver.cuDevicePrimaryCtxRetain(dev)
             self._check(err, "cuDevicePrimaryCtxRetain")
             self._check(driver.cuCtxSetCurrent(ctx)[0], "cuCtxSetCurrent")
+        err, dev = driver.cuCtxGetDevice()
+        self._check(err, "cuCtxGetDevice")
         A = driver.CUdevice_attribute
         err, major = driver.cuDeviceGetAttribute(A.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev)
         self._check(err, "cuDeviceGetAttribute")

@@ -67,6 +67,7 @@ static const char *source_dir(void) {
 typedef struct opts {
     const char *name;
     int autotune, multi_tactic, per_format, fp16, save, load, verbose, threads, aot, rebuild, cuda;
+    int device_given; /* --device named: a loaded engine's layers are checked against it */
     const char *artifacts, *mode, *pads, *shape;
     double scale;
     uint64_t seed;
@@ -120,7 +121,8 @@ static int usage(FILE *f) {
             "  --shape NxCxHxW       interpolate: input shape (default 2x3x13x17)\n"
             "  --rebuild             interpolate: compile the plugin even on a cache hit\n"
             "  --device cpu|cuda     build for the CPU (default) or the GPU (every sample layer\n"
-            "                        on its CUDA kernel: KILN_BUILD_STRICT_DEVICE)\n"
+            "                        on its CUDA kernel: KILN_BUILD_STRICT_DEVICE); with\n"
+            "                        --load-engine, the device the sample layers must be on\n"
             "  -v                    verbose builder log\n");
     return f == stderr ? 2 : 0;
 }
@@ -481,6 +483,7 @@ static int parse_args(int argc, char **argv, opts *o) {
         } else if (!strcmp(a, "--device")) {
             const char *v = VALUE();
             if (!v) return -1;
+            o->device_given = 1;
             if (!strcmp(v, "cuda")) o->cuda = 1;
             else if (strcmp(v, "cpu")) {
                 fprintf(stderr, "kiln-samples: --device expects cpu or cuda, found '%s'\n", v);
@@ -724,8 +727,10 @@ int main(int argc, char **argv) {
     } else if (build_engine(&o, &l, &eng, &st)) {
         return 1;
     }
-    /* where each layer runs; a sample layer off the device asked for fails */
-    int misplaced = kiln_samples_print_placement(eng, o.cuda ? KILN_DEVICE_CUDA : KILN_DEVICE_CPU);
+    /* where each layer runs; a sample layer off the device asked for fails
+     * (a loaded engine runs where it was built unless --device names one) */
+    int want = o.load && !o.device_given ? -1 : o.cuda ? KILN_DEVICE_CUDA : KILN_DEVICE_CPU;
+    int misplaced = kiln_samples_print_placement(eng, want);
     kiln_samples_counters build_cnt = *cnt;
     memset(cnt, 0, sizeof *cnt);
     if (o.save) {

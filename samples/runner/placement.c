@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
-int kiln_samples_print_placement(const kiln_engine *e, kiln_device_kind want) {
+int kiln_samples_print_placement(const kiln_engine *e, int want) {
     int seen = 0, misplaced = 0;
     for (int i = 0; i < kiln_engine_num_layers(e); i++) {
         kiln_layer_info li;
@@ -13,7 +13,7 @@ int kiln_samples_print_placement(const kiln_engine *e, kiln_device_kind want) {
                li.device == KILN_DEVICE_CUDA ? "cuda" : "cpu", li.aot ? "AOT kernel" : "JIT impl", li.tactic);
         if (!strcmp(li.op_ns, "sample")) {
             seen++;
-            if (li.device != want) {
+            if (want >= 0 && (int)li.device != want) {
                 fprintf(stderr, "  layer %s runs on %s, not on %s\n", li.name,
                         li.device == KILN_DEVICE_CUDA ? "cuda" : "cpu", want == KILN_DEVICE_CUDA ? "cuda" : "cpu");
                 misplaced++;

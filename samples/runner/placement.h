@@ -13,8 +13,9 @@
 #include <kiln/kiln.h>
 
 /* Prints every layer of `e` on stdout; returns how many layers of the
- * sample namespace ("sample::") run on another device than `want`, or 1 when
- * the engine has no such layer at all. */
-int kiln_samples_print_placement(const kiln_engine *e, kiln_device_kind want);
+ * sample namespace ("sample::") run on another device than `want` (a
+ * kiln_device_kind, or -1: any device), or 1 when the engine has no such
+ * layer at all. */
+int kiln_samples_print_placement(const kiln_engine *e, int want);
 
 #endif

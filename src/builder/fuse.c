@@ -21,6 +21,17 @@
  * set) and applies it in its own kernels (conv_direct, bias_act; cuBLASLt's
  * RELU/GELU epilogues) -- one kernel and one pass over the tensor fewer.
  * engine/epilogue.c turns the chain into that code at load.
+ *
+ * Residual Add.  An ai.onnx Add of two activations of the same shape and
+ * type, one (X) the only use of a Conv's output and the other (R) produced
+ * before that Conv, becomes the first entry of the Conv's chain: R is
+ * appended to the Conv's inputs (at index max_inputs, absent optional
+ * inputs padded with -1) so the memory plan keeps it alive and a run binds
+ * it, and the epilogue entry's other input names it.  Of ResNet's
+ * Add(conv3, downsample) the later of the two producers takes it.  An
+ * activation after the Add then fuses as usual: "Conv + Add + Relu".  CPU
+ * (F32): the chain adds R per element (engine/epilogue.c); GPU: the Conv
+ * launcher adds it in its kernels (cuBLASLt's C operand, beta 1).
  */
 #include "builder.h"
 #include "ops/common/ops_cuda.h"
@@ -47,8 +58,10 @@ static int f32_linear(kiln_dtype t, kiln_format f) {
  * cuda_impl would drop it) with no epilogue yet, L a one-input ai.onnx
  * activation with a kiln_cu_act code, the same type through (F32, F16 or
  * BF16; CUDA layers are LINEAR). */
-static int gpu_fusable(const bl *P, const bl *L, const bt *tx, const bt *ty) {
-    if (P->device != KILN_DEVICE_CUDA || L->device != KILN_DEVICE_CUDA || P->nepi != 0 || L->nin != 1 ||
+static int gpu_fusable(const builder *b, const bl *P, const bl *L, const bt *tx, const bt *ty) {
+    /* after a residual Add, one activation more */
+    int after_res = P->nepi == 1 && b->l[P->epi[0].layer].nin == 2 && P->nin > P->op->max_inputs;
+    if (P->device != KILN_DEVICE_CUDA || L->device != KILN_DEVICE_CUDA || (P->nepi != 0 && !after_res) || L->nin != 1 ||
         strcmp(P->op->ns, "ai.onnx") != 0 || strcmp(L->op->ns, "ai.onnx") != 0)
         return 0;
     kiln_attrs view = kiln__attrset_view(L->attrs);
@@ -101,11 +114,11 @@ static void try_fuse(builder *b, int li, int *uses) {
         P->out[0] != X || P->nepi >= KILN__MAX_EPI || P->io.n != P->nin + P->nout)
         return;
     if (P->device == KILN_DEVICE_CUDA || L->device == KILN_DEVICE_CUDA) {
-        if (!gpu_fusable(P, L, tx, ty)) return;
+        if (!gpu_fusable(b, P, L, tx, ty)) return;
     } else {
         /* F32 LINEAR through the fused path */
         for (int p = 0; p < P->io.n; p++)
-            if (!f32_linear(P->io.dtype[p], P->io.format[p])) return;
+            if (!(p < P->nin && P->in[p] < 0) && !f32_linear(P->io.dtype[p], P->io.format[p])) return;
         if (!f32_linear(L->io.dtype[x], L->io.format[x]) ||
             !f32_linear(L->io.dtype[L->nin], L->io.format[L->nin]) ||
             !f32_linear(tx->pdtype, tx->pfmt) || !f32_linear(ty->pdtype, ty->pfmt) ||
@@ -146,6 +159,80 @@ static void try_fuse(builder *b, int li, int *uses) {
               P->op->version);
 }
 
+/* Layer li, an ai.onnx Add of two activations: fuse it into the Conv that
+ * produces one of them as a residual epilogue (see the top). */
+static int is_op(const bl *L, const char *name) {
+    return !strcmp(L->op->ns, "ai.onnx") && !strcmp(L->op->name, name);
+}
+
+static void try_fuse_residual(builder *b, int li, int *uses) {
+    bl *L = &b->l[li];
+    if (L->dead || L->is_reformat || !is_op(L, "Add") || L->nin != 2 || L->nout != 1 || L->io.n != 3) return;
+    int Y = L->out[0];
+    bt *ty = &b->t[Y];
+    if (ty->is_size || ty->alias_in >= 0) return;
+    for (int x = 1; x >= 0; x--) { /* the later producer takes it */
+        int X = L->in[x], R = L->in[1 - x];
+        if (X < 0 || R < 0 || X == R) continue;
+        bt *tx = &b->t[X], *tr = &b->t[R];
+        if (tx->kind != BT_ACT || tx->producer < 0 || tx->is_output || tx->is_size || uses[X] != 1 ||
+            tx->alias_in >= 0 || tr->kind == BT_CONST || tr->is_size || (tr->kind == BT_ACT && tr->producer >= tx->producer))
+            continue;
+        int pi = tx->producer;
+        bl *P = &b->l[pi];
+        const int max_in = P->op->max_inputs;
+        if (P->dead || !is_op(P, "Conv") || !P->op->quick || P->aot == 1 || P->nout != 1 || P->out[0] != X ||
+            P->nepi != 0 || P->nin > max_in || P->io.n != P->nin + 1 || max_in + 2 > KILN_MAX_IO ||
+            P->device != L->device)
+            continue;
+        /* one type through, LINEAR; the CPU chain is F32 */
+        kiln_dtype t = tx->pdtype;
+        int ok = tx->pfmt == KILN_FORMAT_LINEAR && tr->pfmt == KILN_FORMAT_LINEAR && ty->pfmt == KILN_FORMAT_LINEAR &&
+                 tr->pdtype == t && ty->pdtype == t && L->io.dtype[0] == t && L->io.dtype[1] == t &&
+                 L->io.dtype[2] == t && P->io.dtype[P->nin] == t && tr->dtype == tx->dtype && ty->dtype == tx->dtype &&
+                 (P->device == KILN_DEVICE_CUDA ? t == KILN_DTYPE_F32 || t == KILN_DTYPE_F16 || t == KILN_DTYPE_BF16
+                                                : t == KILN_DTYPE_F32);
+        for (int p = 0; p < P->io.n && ok; p++) /* present positions */
+            ok = (p < P->nin && P->in[p] < 0) ||
+                 (P->io.format[p] == KILN_FORMAT_LINEAR &&
+                  (P->device == KILN_DEVICE_CUDA || P->io.dtype[p] == KILN_DTYPE_F32));
+        /* no broadcasting: the same dims (hash-consed: pointer equality) */
+        if (!ok || tx->ndim != ty->ndim || tr->ndim != ty->ndim || tx->ndim < 1) continue;
+        for (int d = 0; d < tx->ndim && ok; d++) ok = tx->dims[d] == ty->dims[d] && tr->dims[d] == ty->dims[d];
+        if (!ok) continue;
+        int *in = kiln__malloc((size_t)(max_in + 1) * sizeof *in);
+        if (!in) return; /* not fused: still correct */
+        kiln_io_format io = P->io;
+        for (int p = 0; p < max_in; p++) {
+            in[p] = p < P->nin ? P->in[p] : -1;
+            io.dtype[p] = p < P->nin ? P->io.dtype[p] : KILN_DTYPE_UNDEFINED;
+            io.format[p] = p < P->nin ? P->io.format[p] : KILN_FORMAT_LINEAR;
+        }
+        in[max_in] = R;
+        io.dtype[max_in] = t;
+        io.format[max_in] = KILN_FORMAT_LINEAR;
+        io.dtype[max_in + 1] = P->io.dtype[P->nin];
+        io.format[max_in + 1] = P->io.format[P->nin];
+        io.n = max_in + 2;
+        kiln__free(P->in);
+        P->in = in;
+        P->nin = max_in + 1;
+        P->io = io;
+        P->epi[0].layer = li;
+        P->epi[0].x = x;
+        P->nepi = 1;
+        P->out[0] = Y;
+        ty->producer = pi;
+        tx->live = 0;
+        uses[X] = 0;
+        L->dead = 1;
+        if (b->st) b->st->fused++;
+        kiln__log(KILN_LOG_VERBOSE, "layer '%s' (residual Add) fused into '%s' (%s::%s v%d), reading '%s'", L->name,
+                  P->name, P->op->ns, P->op->name, P->op->version, tr->name);
+        return;
+    }
+}
+
 int kiln__b_fuse(builder *b) {
     if (b->cfg->flags & KILN_BUILD_NO_FUSION) return 0;
     int *uses = kiln__calloc((size_t)b->nt + 1, sizeof *uses);
@@ -159,7 +246,10 @@ int kiln__b_fuse(builder *b) {
     /* A size symbol bound to a tensor reads it too. */
     for (int s = 0; s < b->nsym; s++)
         if (b->sym[s].t >= 0 && b->sym[s].t < b->nt) uses[b->sym[s].t] += 2;
-    for (int li = 0; li < b->nl; li++) try_fuse(b, li, uses);
+    for (int li = 0; li < b->nl; li++) {
+        try_fuse_residual(b, li, uses);
+        try_fuse(b, li, uses);
+    }
     kiln__free(uses);
     return 0;
 }

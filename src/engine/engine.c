@@ -296,7 +296,8 @@ int kiln__engine_prepare(kiln_engine *e) {
             continue;
         }
         const kiln__op *op = l->op;
-        if (l->nin < op->min_inputs || l->nin > op->max_inputs || l->nout != op->num_outputs)
+        /* one input more: a fused residual Add reads it (checked by kiln__epi_prepare) */
+        if (l->nin < op->min_inputs || l->nin > op->max_inputs + (l->nepi > 0) || l->nout != op->num_outputs)
             return kiln__err(KILN_EFORMAT,
                              "layer '%s' (%s::%s v%d): %d inputs and %d outputs, the op takes "
                              "%d..%d inputs and %d outputs",

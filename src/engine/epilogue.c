@@ -16,6 +16,13 @@
  * ai.onnx activation with a kiln_cu_act code (builder/fuse.c), which its
  * CUDA launcher reads with kiln__epi_cuda_act and applies in its kernels;
  * kiln_call_epilogue is a no-op there (the chain has no host entries).
+ *
+ * Residual Add (builder/fuse.c): the chain's first entry may be an
+ * ai.onnx Add whose other input is not a constant but the layer's extra
+ * input at index max_inputs of its op.  The host adds it element by element
+ * (the offset of the run handed to kiln_call_epilogue in output 0 is its
+ * offset in the residual); on the GPU, kiln__epi_cuda_residual tells the
+ * launcher which input to add.
  */
 #include "kiln_int.h"
 #include "ops/common/ops_cuda.h"
@@ -24,6 +31,7 @@
 
 typedef struct epi_entry {
     int (*fn)(const kiln_epilogue_args *a, float *x, int64_t n, int64_t channel, int64_t chan_len);
+    int residual;         /* > 0: add the call's input `residual` instead of fn */
     kiln_epilogue_args args;
     kiln_attrs attrs;
     kiln_tensor in[KILN__EPI_MAX_IN];
@@ -32,6 +40,7 @@ typedef struct epi_entry {
 typedef struct epi_rt {
     int n;                /* host entries (0 on a GPU layer) */
     int cu_act;           /* GPU layer: kiln_cu_act code (KILN_CU_ACT_NONE: none) */
+    int cu_res;           /* GPU layer: input index of a residual to add first, -1: none */
     float cu_a, cu_b;     /* its parameters */
     epi_entry e[KILN__MAX_EPI];
 } epi_rt;
@@ -43,14 +52,41 @@ int kiln__epi_cuda_act(const void *epilogue, float *a, float *b) {
     return r ? r->cu_act : KILN_CU_ACT_NONE;
 }
 
-/* A GPU layer's chain: one ai.onnx activation without inputs besides x. */
+int kiln__epi_cuda_residual(const void *epilogue) {
+    const epi_rt *r = epilogue;
+    return r ? r->cu_res : -1;
+}
+
+/* Entry i of the chain is a residual Add: an ai.onnx Add whose other input
+ * is the layer's extra input (index max_inputs of its op).  Returns that
+ * index, 0 when the entry is not one. */
+static int residual_of(const kiln__elayer *el, int i) {
+    const kiln__eepi *p = &el->epi[i];
+    int r = el->op->max_inputs;
+    if (!p->op_ns || !p->op_name || strcmp(p->op_ns, "ai.onnx") || strcmp(p->op_name, "Add") || p->nin != 2 ||
+        p->x < 0 || p->x > 1 || el->nin != r + 1 || el->in[r] < 0 || p->in[1 - p->x] != el->in[r])
+        return 0;
+    return r;
+}
+
+/* A GPU layer's chain: one ai.onnx activation without inputs besides x,
+ * optionally after a residual Add. */
 static int prepare_cuda(kiln__elayer *el) {
-    kiln__eepi *p = &el->epi[0];
+    int res = el->nepi >= 1 ? residual_of(el, 0) : 0;
+    if (res && el->nepi == 1) {
+        epi_rt *rt = kiln__calloc(1, sizeof *rt);
+        if (!rt) return kiln__err(KILN_ENOMEM, "out of memory");
+        rt->cu_act = KILN_CU_ACT_NONE;
+        rt->cu_res = res;
+        el->epi_rt = rt;
+        return 0;
+    }
+    kiln__eepi *p = &el->epi[res ? 1 : 0];
     const char *what = p->op_name ? p->op_name : "?";
     if (!p->op) p->op = kiln__registry_find(p->op_ns, p->op_name, p->op_version);
     int act = -1;
     epi_rt *rt = NULL;
-    if (el->nepi == 1 && p->op && !strcmp(p->op->ns, "ai.onnx") && !strcmp(el->op->ns, "ai.onnx") &&
+    if (el->nepi == 1 + !!res && p->op && !strcmp(p->op->ns, "ai.onnx") && !strcmp(el->op->ns, "ai.onnx") &&
         p->nin == 1 && p->x == 0 &&
         (p->attrs.v || p->op->nattrs == 0 || !kiln__attrs_deserialize(&p->attrs, p->op, p->blob,
                                                                       (size_t)p->blob_size))) {
@@ -59,22 +95,39 @@ static int prepare_cuda(kiln__elayer *el) {
         act = kiln__cu_act_of(p->op->name, &view, &a, &b);
         if (act > KILN_CU_ACT_NONE && (rt = kiln__calloc(1, sizeof *rt))) {
             rt->cu_act = act;
+            rt->cu_res = res ? res : -1;
             rt->cu_a = a;
             rt->cu_b = b;
         }
     }
     if (act <= KILN_CU_ACT_NONE)
         return kiln__err(KILN_EFORMAT, "layer '%s' runs on the GPU with %d fused ops (first %s::%s v%d); the GPU "
-                         "takes one ai.onnx activation without extra inputs on a built-in op", el->name, (int)el->nepi,
+                         "takes one ai.onnx activation without extra inputs on a built-in op (after a residual "
+                         "Add on a Conv)", el->name, (int)el->nepi,
                          p->op_ns ? p->op_ns : "?", what, (int)p->op_version);
     if (!rt) return kiln__err(KILN_ENOMEM, "out of memory");
     el->epi_rt = rt;
     return 0;
 }
 
-static int run_chain(const epi_rt *r, float *x, int64_t n, int64_t channel, int64_t chan_len) {
+/* x[0..n) += the same elements of the call's input `k` (x is a run of
+ * output 0, which has the residual's shape). */
+static int residual_add(const kiln_call *c, int k, float *x, int64_t n) {
+    const float *y0 = c->nout > 0 ? c->out[0].data : NULL, *r = c->nin > k ? c->in[k].data : NULL;
+    int64_t off = y0 ? x - y0 : -1, total = c->nout > 0 ? kiln_tensor_numel(&c->out[0]) : 0;
+    if (!r || off < 0 || off + n > total || kiln_tensor_numel(&c->in[k]) != total ||
+        c->in[k].dtype != KILN_DTYPE_F32)
+        return kiln_set_error(KILN_EINTERNAL, "residual epilogue: a run of %lld values at offset %lld of output 0 "
+                              "(%lld values), residual input %d %s", (long long)n, (long long)off, (long long)total, k,
+                              r ? "of another size or type" : "absent");
+    for (int64_t i = 0; i < n; i++) x[i] += r[off + i];
+    return 0;
+}
+
+static int run_chain(const kiln_call *c, const epi_rt *r, float *x, int64_t n, int64_t channel, int64_t chan_len) {
     for (int i = 0; i < r->n; i++) {
-        int rc = r->e[i].fn(&r->e[i].args, x, n, channel, chan_len);
+        int rc = r->e[i].residual ? residual_add(c, r->e[i].residual, x, n)
+                                  : r->e[i].fn(&r->e[i].args, x, n, channel, chan_len);
         if (rc) return rc;
     }
     return 0;
@@ -88,25 +141,25 @@ KILN_API int kiln_call_epilogue(const kiln_call *c, int out, float *x, int64_t n
                                 int64_t chan_len) {
     const epi_rt *r = c ? c->epilogue : NULL;
     if (!r || out != 0 || n <= 0) return 0;
-    if (r->n == 1 || n <= EPI_CHUNK) return run_chain(r, x, n, channel, chan_len);
+    if (r->n == 1 || n <= EPI_CHUNK) return run_chain(c, r, x, n, channel, chan_len);
     int rc = 0;
     if (chan_len == 1 || chan_len == 0) { /* any split keeps the meaning */
         for (int64_t i = 0; i < n && !rc; i += EPI_CHUNK)
-            rc = run_chain(r, x + i, n - i < EPI_CHUNK ? n - i : EPI_CHUNK,
+            rc = run_chain(c, r, x + i, n - i < EPI_CHUNK ? n - i : EPI_CHUNK,
                            chan_len ? channel + i : channel, chan_len);
         return rc;
     }
     if (chan_len <= EPI_CHUNK) { /* whole channels per chunk */
         int64_t step = EPI_CHUNK / chan_len * chan_len;
         for (int64_t i = 0; i < n && !rc; i += step)
-            rc = run_chain(r, x + i, n - i < step ? n - i : step, channel + i / chan_len, chan_len);
+            rc = run_chain(c, r, x + i, n - i < step ? n - i : step, channel + i / chan_len, chan_len);
         return rc;
     }
     /* long channels: chunks inside one channel */
     for (int64_t i = 0; i < n && !rc;) {
         int64_t in_ch = chan_len - i % chan_len, len = in_ch < EPI_CHUNK ? in_ch : EPI_CHUNK;
         if (len > n - i) len = n - i;
-        rc = run_chain(r, x + i, len, channel + i / chan_len, 0);
+        rc = run_chain(c, r, x + i, len, channel + i / chan_len, 0);
         i += len;
     }
     return rc;
@@ -167,6 +220,10 @@ int kiln__epi_prepare(kiln_engine *e, kiln__elayer *el) {
                              ? "does not accept epilogues"
                              : "has no output",
                          KILN__MAX_EPI);
+    if (el->nin > el->op->max_inputs && !residual_of(el, 0))
+        return kiln__err(KILN_EFORMAT, "layer '%s': %d inputs, its op takes at most %d (one more only for a residual "
+                         "Add first in its fused chain, reading that input)", el->name, (int)el->nin,
+                         el->op->max_inputs);
     if (el->device == KILN_DEVICE_CUDA) return prepare_cuda(el);
     /* The activation: the layer's output 0 (same dims as the fused input). */
     const kiln__etensor *act = &e->tensors[el->out[0]];
@@ -193,6 +250,10 @@ int kiln__epi_prepare(kiln_engine *e, kiln__elayer *el) {
             break;
         }
         const kiln__op *op = p->op;
+        if (i == 0 && (en->residual = residual_of(el, 0))) {
+            rt->n = 1;
+            continue;
+        }
         if (!op->quick || !op->quick->epilogue) {
             rc = kiln__err(KILN_EFORMAT, "layer '%s': fused op %s::%s v%d has no epilogue function",
                            el->name, op->ns, op->name, op->version);

@@ -120,6 +120,41 @@ static int build_sm(int *have_gpu) {
     return *have_gpu ? info->sm_major * 10 + info->sm_minor : 75;
 }
 
+/* NVRTC's PTX for CUDA C `source`, through the compile cache directory
+ * (aot-cuda-<sha256>.ptx): the key is kiln's version, the target
+ * compute_<sm> and the source — kiln__nvrtc_ptx's other options are
+ * constants of this kiln version — so a rebuild of the same kernel skips
+ * NVRTC (~0.1-1 s each).  Any cache failure (no directory, unreadable or
+ * unwritable file) just compiles; a cached file is PTX the driver checks
+ * when it loads it. */
+static int nvrtc_ptx_cached(const char *source, const char *what, int sm, char **ptx, size_t *n) {
+    char dir[4096], path[4300] = "";
+    kiln__wbuf kb = {0};
+    kiln__w_str(&kb, "kiln nvrtc ptx", 1);
+    kiln__w_u32(&kb, (KILN_VERSION_MAJOR << 16) | (KILN_VERSION_MINOR << 8) | KILN_VERSION_PATCH);
+    kiln__w_u32(&kb, (uint32_t)sm);
+    kiln__w_bytes(&kb, source, strlen(source));
+    if (!kb.oom && kiln__cache_dir(dir, sizeof dir) == 0) {
+        uint8_t key[32];
+        char hex[65];
+        kiln__sha256(kb.p, kb.n, key);
+        for (int i = 0; i < 32; i++) snprintf(hex + 2 * i, 3, "%02x", key[i]);
+        snprintf(path, sizeof path, "%s/aot-cuda-%s.ptx", dir, hex);
+        if (kiln__read_file(path, ptx, n) == 0 && *n) {
+            kiln__free(kb.p);
+            kiln__log(KILN_LOG_VERBOSE, "%s: NVRTC cache hit %s", what, path);
+            return 0;
+        }
+        kiln__free(*ptx);
+        *ptx = NULL;
+    }
+    kiln__free(kb.p);
+    int rc = kiln__nvrtc_ptx(source, what, sm, ptx, n);
+    if (!rc && path[0] && kiln__write_atomic(path, *ptx, *n) != 0)
+        kiln__log(KILN_LOG_VERBOSE, "%s: NVRTC cache: cannot write %s", what, path);
+    return rc;
+}
+
 int kiln__aot_cuda_from_kernel(const kiln__op *op, const kiln_aot_kernel *k, int nptr, kiln__aot_node_fn node_of,
                                void *ud, kiln__aot_cuda *out) {
     KILN__ASSERT(op && k && node_of && out);
@@ -166,7 +201,7 @@ int kiln__aot_cuda_from_kernel(const kiln__op *op, const kiln_aot_kernel *k, int
     snprintf(what, sizeof what, "%s: AOT CUDA kernel %s", id, k->entry);
     size_t n = 0;
     if (k->lang == KILN_AOT_LANG_CUDA) {
-        rc = kiln__nvrtc_ptx(k->source, what, sm, &out->ptx, &n);
+        rc = nvrtc_ptx_cached(k->source, what, sm, &out->ptx, &n);
     } else {
         n = strlen(k->source);
         rc = (out->ptx = kiln__strdup(k->source)) ? 0 : kiln__err(KILN_ENOMEM, "out of memory");

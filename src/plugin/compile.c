@@ -133,7 +133,7 @@ static void sha_field(sha256 *s, const void *data, size_t n) {
 
 /* ------------------------------------------------------------ files */
 
-static int read_file(const char *path, char **data, size_t *n) {
+int kiln__read_file(const char *path, char **data, size_t *n) {
     FILE *f = fopen(path, "rb");
     if (!f) return -1;
     size_t cap = 1 << 16, len = 0;
@@ -448,7 +448,7 @@ int kiln_plugin_compile(const char *path_or_source, const kiln_compile_options *
         src = kiln__malloc(srclen + 1);
         if (!src) return kiln__err(KILN_ENOMEM, "out of memory");
         memcpy(src, path_or_source, srclen + 1);
-    } else if (read_file(path_or_source, &src, &srclen) != 0) {
+    } else if (kiln__read_file(path_or_source, &src, &srclen) != 0) {
         return kiln__err(KILN_EIO, "cannot read plugin source %s: %s", path_or_source,
                          strerror(errno));
     }
@@ -515,7 +515,7 @@ int kiln_plugin_compile(const char *path_or_source, const kiln_compile_options *
         char hp[4300], *hd = NULL;
         size_t hn = 0;
         snprintf(hp, sizeof hp, "%s/%s", inc, headers[i]);
-        if (read_file(hp, &hd, &hn) == 0) {
+        if (kiln__read_file(hp, &hd, &hn) == 0) {
             sha_field(&s, hd, hn);
             kiln__free(hd);
         }

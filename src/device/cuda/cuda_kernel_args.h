@@ -122,6 +122,20 @@ typedef struct kiln_cu_conv {
     float act_a, act_b;
 } kiln_cu_conv;
 
+/* 3-D Conv / ConvTranspose (conv3d_<T>: conv.c / conv_transpose.c resolve
+ * the geometry, the same as their CPU kernels').  Input [n, c, id...],
+ * output [n, m, od...]; Conv weights [m, c/group, k...]: out z reads in
+ * z*s - pb + a*d; ConvTranspose weights [c, m/group, k...]: out z gathers
+ * in (z + pb - a*d) / s where that divides exactly. */
+typedef struct kiln_cu_conv3d {
+    int64_t n, c, m, group;
+    int64_t id[3], od[3];
+    int32_t k[3], s[3], d[3], pb[3];
+    int32_t transpose;
+    int32_t act;         /* kiln_cu_act applied after the bias */
+    float act_a, act_b;
+} kiln_cu_conv3d;
+
 /* Pooling over up to 3 spatial dims (pool.c's geometry; 1-D/2-D pools put
  * 1 in the leading dims): planes = N * C, input [planes, id[0..2]], output
  * [planes, o[0..2]]; pb/pe: pads at begin/end. */
@@ -222,6 +236,14 @@ typedef struct kiln_cu_nd {
     int64_t dd[KILN_CU_MAX_DIMS];
     int64_t st[KILN_CU_MAX_DIMS];
 } kiln_cu_nd;
+
+/* GridSample (src/ops/tensor/grid_sample_math.h, shared by both devices): X planes
+ * [H, W]; mode 0 bilinear, 1 nearest, 2 bicubic; pad 0 zeros, 1 border,
+ * 2 reflection; align: align_corners. */
+typedef struct kiln_cu_grid_sample {
+    int64_t H, W;
+    int32_t mode, pad, align;
+} kiln_cu_grid_sample;
 
 /* A few int64 values passed by value (Shape's dims): v[0..n). */
 typedef struct kiln_cu_vals {

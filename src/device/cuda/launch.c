@@ -6,14 +6,16 @@
  * the primary context once, on the first launch; the driver picks the SASS
  * for this GPU or JIT-compiles the PTX for a newer one.  Function handles are
  * cached by name in a small open-addressing table (kernels are few; a lookup
- * is a hash and a strcmp).
+ * is a hash and a strcmp).  The launch itself is module.c's
+ * kiln__cuda_launch_func, the one launch path of libkiln's kernels, plugin
+ * modules and AOT kernels alike.
  */
 #include "device/cuda/cuda_int.h"
 
 #include <pthread.h>
 #include <stdio.h>
 
-enum { CU_FUNC_ATTR_MAX_DYN_SMEM = 8, FN_CAP = 1024 };
+enum { FN_CAP = 1024 };
 
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static CUmodule g_mod;
@@ -23,7 +25,6 @@ static struct fn_slot {
     const char *name;            /* the caller's string (kernel names are literals) */
     char *own;                   /* our copy, compared when pointers differ */
     CUfunction f;
-    unsigned smem_set;           /* dynamic shared memory opted in so far */
 } g_fn[FN_CAP];
 
 static uint64_t hash_str(const char *s) {
@@ -79,34 +80,16 @@ static int function_locked(const kiln__cu *cu, const char *name, struct fn_slot 
 int kiln__cuda_launch(const kiln_call *c, const char *name, const unsigned grid[3], const unsigned block[3],
                       unsigned smem_bytes, void **args) {
     const kiln__cu *cu = NULL;
-    const kiln__cuda_info *info = NULL;
     const char *layer = c && c->layer ? c->layer : "?";
-    int rc = kiln__cuda_init(&cu, &info);
+    int rc = kiln__cuda_init(&cu, NULL);
     if (rc) return kiln__err_prefix(rc, "kernel %s (layer '%s')", name, layer);
     if (!grid[0] || !grid[1] || !grid[2]) return 0; /* empty tensor: nothing to do */
     pthread_mutex_lock(&g_lock);
     struct fn_slot *s = NULL;
     rc = function_locked(cu, name, &s);
-    /* More than 48 KiB of dynamic shared memory must be opted into. */
-    if (!rc && smem_bytes > 48 * 1024 && smem_bytes > s->smem_set) {
-        if (info->smem_optin && smem_bytes > (unsigned)info->smem_optin)
-            rc = kiln__err(KILN_EDEVICE, "%u bytes of shared memory requested, this GPU allows %d", smem_bytes,
-                           info->smem_optin);
-        else
-            rc = kiln__cuda_check(cu->FuncSetAttribute(s->f, CU_FUNC_ATTR_MAX_DYN_SMEM, (int)smem_bytes),
-                                  "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)");
-        if (!rc) s->smem_set = smem_bytes;
-    }
     CUfunction f = s ? s->f : NULL;
     pthread_mutex_unlock(&g_lock);
     if (rc) return kiln__err_prefix(rc, "kernel %s (layer '%s')", name, layer);
-    CUstream stream = c && c->exec ? (CUstream)kiln_exec_stream(c->exec) : NULL;
-    CUresult r = cu->LaunchKernel(f, grid[0], grid[1], grid[2], block[0], block[1], block[2], smem_bytes, stream,
-                                  args, NULL);
-    if (r) {
-        rc = kiln__cuda_check(r, "cuLaunchKernel");
-        return kiln__err_prefix(rc, "kernel %s (layer '%s', grid %ux%ux%u, block %ux%ux%u, %u B shared)", name, layer,
-                                grid[0], grid[1], grid[2], block[0], block[1], block[2], smem_bytes);
-    }
-    return 0;
+    void *stream = c && c->exec ? kiln_exec_stream(c->exec) : NULL;
+    return kiln__cuda_launch_func(f, name, layer, stream, grid, block, smem_bytes, args);
 }

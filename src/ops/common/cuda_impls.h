@@ -65,6 +65,20 @@ size_t kiln__cu_loss_workspace(const kiln_call *c);
 int kiln__cu_conv(const kiln_call *c);
 size_t kiln__cu_conv_workspace(const kiln_call *c);
 int kiln__cu_conv_transpose(const kiln_call *c);
+/* nn/conv3d_cuda.c: 3-D Conv / ConvTranspose, direct (conv.c and
+ * conv_transpose.c resolve the geometry) */
+int kiln__cu_conv3d(const kiln_call *c, const kiln_cu_conv3d *geo);
+/* Its geometry from the CPU ops' (3 spatial dims: id, od, k, s, d, pb). */
+static inline kiln_cu_conv3d kiln__cu_conv3d_geo(int64_t n, int64_t c, int64_t m, int64_t group, const int64_t *id,
+                                                 const int64_t *od, const int64_t *k, const int64_t *s,
+                                                 const int64_t *d, const int64_t *pb, int transpose) {
+    kiln_cu_conv3d p = {.n = n, .c = c, .m = m, .group = group, .transpose = transpose};
+    for (int i = 0; i < 3; i++) {
+        p.id[i] = id[i], p.od[i] = od[i];
+        p.k[i] = (int32_t)k[i], p.s[i] = (int32_t)s[i], p.d[i] = (int32_t)d[i], p.pb[i] = (int32_t)pb[i];
+    }
+    return p;
+}
 
 /* math/gemm_cuda.c: tactic t > 0 = cuBLASLt heuristic algorithm t - 1 */
 int kiln__cu_matmul(const kiln_call *c);
@@ -127,6 +141,9 @@ int kiln__cu_resize(const kiln_call *c, const kiln_cu_resize *a);
  * type's range) and DynamicQuantizeLinear (FP32 -> u8) */
 int kiln__cu_qdq(const kiln_call *c, int quantize, int64_t inner, int64_t nax, double lo, double hi);
 int kiln__cu_dql(const kiln_call *c);
+/* tensor/grid_sample_cuda.c: GridSample-16, FP32 (grid_sample.c resolves
+ * the geometry; the arithmetic is grid_sample_math.h on both devices) */
+int kiln__cu_grid_sample(const kiln_call *c, const kiln_cu_grid_sample *geo);
 /* tensor/cast_cuda.c: Cast and CastLike */
 int kiln__cu_cast(const kiln_call *c);
 

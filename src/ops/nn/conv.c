@@ -1143,7 +1143,17 @@ static const kiln_combo conv_formats[] = {
 
 /* CUDA tactics (conv_cuda.c): 1 direct, 2 im2col + cuBLASLt GEMM. */
 static const kiln_combo conv_cuda_formats[] = {{.types = KILN_CU_T_FLOAT, .tactics = {1, 2}}, {0}};
-static int conv_cuda_check(const kiln_shape_ctx *c) { return kiln__ops_cuda_spatial(c, "Conv", 1, 2); }
+static int conv_cuda_check(const kiln_shape_ctx *c) { return kiln__ops_cuda_spatial(c, "Conv", 1, 3); }
+/* 1-D/2-D: conv_cuda.c's tactics; 3-D: direct (conv3d_cuda.c), either
+ * tactic, with this file's geometry. */
+static int conv_cuda(const kiln_call *c) {
+    if (c->in[0].ndim != 5) return kiln__cu_conv(c);
+    geom g;
+    int rc = make_geom(c, &g);
+    if (rc) return rc;
+    kiln_cu_conv3d p = kiln__cu_conv3d_geo(g.N, g.C, g.M, g.G, g.id, g.o, g.k, g.s, g.d, g.pb, 0);
+    return kiln__cu_conv3d(c, &p);
+}
 
 static const kiln_quick_op conv_op = {
     .ns = "ai.onnx", .name = "Conv", .version = 1,
@@ -1152,7 +1162,7 @@ static const kiln_quick_op conv_op = {
     .formats = conv_formats, .workspace = conv_ws, .prepack = conv_prepack,
     .accepts_epilogue = 1, /* every tactic applies it per finished row/plane */
     .doc = "convolution: implicit-im2col packed GEMM, direct/depthwise kernel",
-    .cuda_impl = kiln__cu_conv, .cuda_formats = conv_cuda_formats, .cuda_workspace = kiln__cu_conv_workspace,
+    .cuda_impl = conv_cuda, .cuda_formats = conv_cuda_formats, .cuda_workspace = kiln__cu_conv_workspace,
     .cuda_check = conv_cuda_check,
 };
 KILN_OP(conv_op)

@@ -11,8 +11,9 @@
  *     tactic for the dense convs; 1x1 stride-1 unpadded convs skip im2col.
  *     im2col writes several images at once, so one strided batched GEMM
  *     (the weights shared: stride 0) covers them.
- * Bias and the activation epilogue (kiln_cu_act) are applied in float
- * before the single rounding store.
+ * Bias, a fused residual (conv_direct; the GEMM tactic adds it as
+ * cuBLASLt's C operand) and the activation epilogue (kiln_cu_act) are
+ * applied in float before the single rounding store.
  *
  * conv_transpose_<T>: gather form (each output sums the inputs that hit
  * it), so no atomics and a deterministic order.
@@ -21,7 +22,8 @@
 
 /* weights [k, c/group, kh, kw] */
 template <typename T>
-__device__ __forceinline__ void kc_conv_direct(const kiln_cu_conv &p, const T *x, const T *w, const T *bias, T *y) {
+__device__ __forceinline__ void kc_conv_direct(const kiln_cu_conv &p, const T *x, const T *w, const T *bias,
+                                               const T *res, T *y) {
     const int64_t cpg = p.c / p.group, kpg = p.k / p.group, osp = p.oh * p.ow;
     KC_FOR(i, p.n * p.k * osp, int64_t) {
         int64_t ox = i % p.ow, oy = (i / p.ow) % p.oh, k = (i / osp) % p.k, n = i / (osp * p.k);
@@ -43,6 +45,7 @@ __device__ __forceinline__ void kc_conv_direct(const kiln_cu_conv &p, const T *x
                 }
             }
         }
+        if (res) acc += kc_ldf(res[i]); /* a fused residual Add, before the activation */
         y[i] = kc_stf<T>(kc_act(p.act, acc, p.act_a, p.act_b));
     }
 }
@@ -109,8 +112,9 @@ __device__ __forceinline__ void kc_conv_transpose(const kiln_cu_conv &p, const T
 }
 
 #define KC_CONV(S, T)                                                                         \
-    extern "C" __global__ void conv_direct_##S(kiln_cu_conv p, const T *x, const T *w, const T *bias, T *y) { \
-        kc_conv_direct<T>(p, x, w, bias, y);                                                   \
+    extern "C" __global__ void conv_direct_##S(kiln_cu_conv p, const T *x, const T *w, const T *bias, const T *res, \
+                                               T *y) {                                         \
+        kc_conv_direct<T>(p, x, w, bias, res, y);                                              \
     }                                                                                          \
     extern "C" __global__ void im2col_##S(kiln_cu_conv p, int64_t nimg, int64_t col_stride, const T *x, T *col) { \
         kc_im2col<T>(p, nimg, col_stride, x, col);                                             \

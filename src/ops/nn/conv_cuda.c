@@ -15,7 +15,10 @@
  *     bias_act_<T> for the bias.
  * ConvTranspose: conv_transpose_<T> (gather form, no atomics).
  * A fused activation (kiln__epi_cuda_act) is applied by conv_direct,
- * conv_transpose and bias_act before their one rounding store.
+ * conv_transpose and bias_act before their one rounding store.  A fused
+ * residual Add (kiln__epi_cuda_residual: an extra input of the output's
+ * shape) is added before it: by conv_direct, or as the GEMM's C operand
+ * (beta 1, so cuBLASLt reads it while it writes the output).
  */
 #include "kiln_int.h"
 #include "ops/common/cuda_impls.h"
@@ -129,7 +132,7 @@ size_t kiln__cu_conv_workspace(const kiln_call *c) {
     return cb * (size_t)images_per_call(&p, cb) + KILN_CUDA_GEMM_WORKSPACE;
 }
 
-static int conv_gemm(const kiln_call *c, const kiln_cu_conv *p, const char *suf) {
+static int conv_gemm(const kiln_call *c, const kiln_cu_conv *p, const void *res, const char *suf) {
     const kiln_tensor *x = &c->in[0], *w = &c->in[1];
     kiln_tensor *y = &c->out[0];
     size_t es = kiln_dtype_size(x->dtype), cb = col_bytes(p, x->dtype);
@@ -166,6 +169,10 @@ static int conv_gemm(const kiln_call *c, const kiln_cu_conv *p, const char *suf)
             g.b = xn;
         }
         g.d = (char *)y->data + (size_t)(n * p->k * osp) * es;
+        if (res) { /* D = W x col + residual */
+            g.c = (const char *)res + (size_t)(n * p->k * osp) * es;
+            g.beta = 1.0f;
+        }
         if (!rc) rc = kiln__cuda_gemm(&gc, &g);
         if (rc) return rc;
     }
@@ -188,10 +195,20 @@ int kiln__cu_conv(const kiln_call *c) {
     if (bias && (c->in[2].dtype != c->in[0].dtype || kiln_tensor_numel(&c->in[2]) != p.k))
         return kiln_set_error(KILN_ESHAPE, "Conv: bias must hold %lld values of the input type", (long long)p.k);
     p.act = kiln__epi_cuda_act(c->epilogue, &p.act_a, &p.act_b); /* a fused activation (builder/fuse.c) */
+    const int ri = kiln__epi_cuda_residual(c->epilogue);
+    const void *res = NULL;
+    if (ri >= 0) { /* a fused residual Add: an input of the output's type and shape */
+        if (ri >= c->nin || !c->in[ri].data || c->in[ri].dtype != c->out[0].dtype ||
+            kiln_tensor_numel(&c->in[ri]) != kiln_tensor_numel(&c->out[0]) || !kiln__cu_contig(&c->in[ri]))
+            return kiln_set_error(KILN_EINTERNAL, "Conv: the fused residual (input %d) must be a present contiguous "
+                                  "tensor of the output's type and size", ri);
+        res = c->in[ri].data;
+    }
     int tactic = c->tactic;
     if (tactic == T_AUTO) tactic = p.c / p.group <= 4 ? T_DIRECT : T_GEMM;
-    if (tactic == T_GEMM) return conv_gemm(c, &p, suf);
-    void *args[] = {&p, (void *)&c->in[0].data, (void *)&c->in[1].data, (void *)&bias, &c->out[0].data};
+    if (tactic == T_GEMM) return conv_gemm(c, &p, res, suf);
+    void *args[] = {&p, (void *)&c->in[0].data, (void *)&c->in[1].data, (void *)&bias, (void *)&res,
+                    &c->out[0].data};
     return kiln__cu_launch_n(c, "conv_direct", suf, kiln_tensor_numel(&c->out[0]), args);
 }
 

@@ -335,12 +335,22 @@ static int ct_impl_f32(const kiln_call *c) {
 static int ct_impl(const kiln_call *c) { return kiln__ops_as_f32(c, ct_impl_f32); }
 
 static const kiln_combo ct_cuda_formats[] = {{.types = KILN_CU_T_FLOAT}, {0}};
-static int ct_cuda_check(const kiln_shape_ctx *c) { return kiln__ops_cuda_spatial(c, "ConvTranspose", 1, 2); }
+static int ct_cuda_check(const kiln_shape_ctx *c) { return kiln__ops_cuda_spatial(c, "ConvTranspose", 1, 3); }
+/* 1-D/2-D: conv_cuda.c; 3-D: direct (conv3d_cuda.c) with this file's
+ * geometry (output_shape, output_padding, auto_pad resolved as on the CPU). */
+static int ct_cuda(const kiln_call *c) {
+    if (c->in[0].ndim != 5) return kiln__cu_conv_transpose(c);
+    ctgeom g;
+    int rc = full_geom(c, &g);
+    if (rc) return rc;
+    kiln_cu_conv3d p = kiln__cu_conv3d_geo(g.N, g.C, g.M, g.G, g.id, g.o, g.k, g.s, g.d, g.pb, 1);
+    return kiln__cu_conv3d(c, &p);
+}
 static const kiln_quick_op ct_op = {
     .ns = "ai.onnx", .name = "ConvTranspose", .version = 1,
     .min_inputs = 2, .max_inputs = 3, .num_outputs = 1,
     .attrs = ct_attrs, .shape = ct_shape, .impl = ct_impl, .workspace = ct_ws_bytes,
-    .cuda_impl = kiln__cu_conv_transpose, .cuda_formats = ct_cuda_formats, .cuda_check = ct_cuda_check,
+    .cuda_impl = ct_cuda, .cuda_formats = ct_cuda_formats, .cuda_check = ct_cuda_check,
     .accepts_epilogue = 1, /* applied per finished output channel */
     .doc = "transposed convolution: packed GEMM + col2im",
 };

@@ -133,9 +133,23 @@ static int tile_impl(const kiln_call *c) {
     kiln__ops_strided_copy(c->exec, y->data, x->data, kiln_dtype_size(x->dtype), nd, dims, st);
     return 0;
 }
+/* The CUDA copy walks at most KILN_CU_MAX_DIMS dims and Tile splits each
+ * repeated dim in two: rank + (repeats != 1) must fit (repeats unknown at
+ * build: only ranks that fit whatever they are). */
+static int tile_cuda_check(const kiln_shape_ctx *c) {
+    int r = c->in[0].ndim, n = r;
+    int64_t rep[KILN_MAX_DIMS];
+    if (kiln__ops_const_ints(&c->in[1], rep, KILN_MAX_DIMS) == r)
+        for (int i = 0; i < r; i++) n += rep[i] != 1;
+    else
+        n = 2 * r;
+    return n <= KILN_CU_MAX_DIMS ? 0
+                                 : kiln_set_error(KILN_EUNSUPPORTED, "Tile: rank %d with these repeats exceeds the CUDA "
+                                                  "copy's %d dims", r, KILN_CU_MAX_DIMS);
+}
 static const kiln_quick_op tile_op = {
     .ns = OPS_NS, .name = "Tile", .version = 6, .min_inputs = 2, .max_inputs = 2,
     .num_outputs = 1, .shape = tile_shape, .impl = tile_impl, .doc = "repeat along each axis",
-    .cuda_impl = kiln__cu_tile, .cuda_formats = cu_shaped,
+    .cuda_impl = kiln__cu_tile, .cuda_formats = cu_shaped, .cuda_check = tile_cuda_check,
 };
 KILN_OP(tile_op)
