@@ -986,11 +986,11 @@ static int conv_dw(const kiln_call *c, const geom *g) {
  * direct kernel timed at 10-500x the GEMMs and its candidates took ~90% of
  * a cold build, for a kernel that never won there. */
 static int pick_tactic(int tactic, int direct_ok, const geom *g) {
-    if (tactic == T_WINO)
-        return direct_ok && g->nsp == 2 && g->G == 1 && g->k[1] == 3 && g->k[2] == 3 && g->s[1] == 1 && g->s[2] == 1 &&
-                       g->d[1] == 1 && g->d[2] == 1
-                   ? T_WINO
-                   : T_PADGEMM;
+    if (tactic == T_WINO) {
+        int wino = direct_ok && g->nsp == 2 && g->G == 1 && g->k[1] == 3 && g->k[2] == 3 &&
+                   g->s[1] == 1 && g->s[2] == 1 && g->d[1] == 1 && g->d[2] == 1;
+        return wino ? T_WINO : T_PADGEMM;
+    }
     if (tactic == T_DW && !(direct_ok && g->Cg == 1)) tactic = T_DIRECT;
     if (tactic == T_DIRECT && direct_ok && g->Cg * g->k[0] * g->k[1] * g->k[2] > 64 && g->Mg > 4)
         return T_PADGEMM;

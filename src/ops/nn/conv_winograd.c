@@ -210,8 +210,9 @@ static void scatter(const kiln__wino *w, float *ym, const lanes *ln, const vlane
     }
 }
 
-static vlane load_n(const float *p, int n) {
-    return (vlane)_mm512_maskz_loadu_ps((__mmask16)((1u << n) - 1), p);
+/* The first n floats at p into *v, zeros after (never reads past them). */
+static void load_n(vlane *v, const float *p, int n) {
+    *v = (vlane)_mm512_maskz_loadu_ps((__mmask16)((1u << n) - 1), p);
 }
 #else
 static void gather(const kiln__wino *w, const float *xc, const lanes *ln, vlane d[36]) {
@@ -233,10 +234,9 @@ static void scatter(const kiln__wino *w, float *ym, const lanes *ln, const vlane
                 ym[(ln->row[l] + r) * w->OW + ln->col[l] + q] = s[r * 4 + q][l] + bias;
 }
 
-static vlane load_n(const float *p, int n) {
-    vlane v = {0};
-    memcpy(&v, p, (size_t)n * sizeof(float));
-    return v;
+static void load_n(vlane *v, const float *p, int n) {
+    *v = (vlane){0};
+    memcpy(v, p, (size_t)n * sizeof(float));
 }
 #endif
 
@@ -275,7 +275,7 @@ static void output_range(void *ud, int64_t m0, int64_t m1) {
             lanes ln;
             lanes_of(j, t0, &ln);
             vlane p[36], t[24], o[16];
-            for (int xi = 0; xi < 36; xi++) p[xi] = load_n(j->p + ((int64_t)xi * M + m) * ld + t0, ln.n);
+            for (int xi = 0; xi < 36; xi++) load_n(&p[xi], j->p + ((int64_t)xi * M + m) * ld + t0, ln.n);
             for (int k = 0; k < 6; k++) /* columns: A^T p */
                 AT6(p[k], p[6 + k], p[12 + k], p[18 + k], p[24 + k], p[30 + k], t[k], t[6 + k],
                     t[12 + k], t[18 + k]);
