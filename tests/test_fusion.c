@@ -882,7 +882,89 @@ TEST_IMPL(maxpool_unread_indices) {
     free(x); free(y); free(ind);
 }
 
+/* ---- Linear: MatMul + bias Add (+ GELU) as one CPU layer ------------------
+ * X [B, T, K] x W -> Add(bias) -> [GELU] -> Y, against a naive double
+ * reference.  bias: 0 = [N] (last dim: fuses), 1 = [1, 1, N] (fuses),
+ * 2 = [T, N] (not a broadcast over the last dim: the Add must stay a layer),
+ * 3 = W 1-D [K] and bias [T] (the output [B, T] has no column dim: not
+ * a linear bias; Add's own per-channel epilogue may take it, dim 1 being
+ * T, so only the values are checked, with the channel of each row).  gelu: 0 none, 1 a Gelu layer (tanh if 2),
+ * 3 the five-layer erf form torch exports. */
+static void linear_case(int64_t B, int64_t T, int64_t K, int64_t N, int bias, int gelu, int threads) {
+    int w1 = bias == 3;
+    int64_t cols = w1 ? 1 : N, ny = B * T * cols, nb = bias == 2 ? T * N : w1 ? T : N;
+    float *x = rnd(B * T * K), *w = rnd(K * cols), *bv = rnd(nb);
+    kiln_network *net = kiln_network_create();
+    ASSERT_OK(kiln_network_add_input(net, "X", KILN_DTYPE_F32, 3, (int64_t[]){B, T, K}, NULL));
+    add_const(net, "W", w1 ? 1 : 2, (int64_t[]){K, N}, w);
+    if (bias == 1) add_const(net, "bias", 3, (int64_t[]){1, 1, N}, bv);
+    else if (bias == 2) add_const(net, "bias", 2, (int64_t[]){T, N}, bv);
+    else add_const(net, "bias", 1, (int64_t[]){nb}, bv);
+    layer(net, "ai.onnx::MatMul", 13, "mm", 2, (const char *[]){"X", "W"}, "m");
+    layer(net, "ai.onnx::Add", 14, "add", 2, (const char *[]){"m", "bias"}, gelu ? "h" : "Y");
+    if (gelu == 1 || gelu == 2) {
+        kiln_layer *l = layer(net, "ai.onnx::Gelu", 20, "gelu", 1, (const char *[]){"h"}, "Y");
+        if (gelu == 2) ASSERT_OK(kiln_layer_set_string(l, "approximate", "tanh"));
+    } else if (gelu == 3) {
+        const float r2 = 1.4142135623730951f, one = 1.0f, half = 0.5f;
+        add_const(net, "r2", 0, NULL, &r2);
+        add_const(net, "one", 0, NULL, &one);
+        add_const(net, "half", 0, NULL, &half);
+        layer(net, "ai.onnx::Div", 14, "div", 2, (const char *[]){"h", "r2"}, "d");
+        layer(net, "ai.onnx::Erf", 13, "erf", 1, (const char *[]){"d"}, "e");
+        layer(net, "ai.onnx::Add", 14, "add1", 2, (const char *[]){"e", "one"}, "a1");
+        layer(net, "ai.onnx::Mul", 14, "mulx", 2, (const char *[]){"h", "a1"}, "mx");
+        layer(net, "ai.onnx::Mul", 14, "mulh", 2, (const char *[]){"mx", "half"}, "Y");
+    }
+    ASSERT_OK(kiln_network_mark_output(net, "Y"));
+    kiln_build_stats st;
+    kiln_engine *e = test_build_ok(net, KILN_BUILD_NO_TIMING, threads, &st);
+    kiln_network_free(net);
+    char what[160];
+    snprintf(what, sizeof what, "MatMul [%lld,%lld,%lld]x[%lld] + bias %d, gelu %d, %d threads", (long long)B,
+             (long long)T, (long long)K, (long long)cols, bias, gelu, threads);
+    char *txt = inspect_text(e);
+    if (bias <= 1) {
+        /* Add (+ the erf form's Div, Erf, Add, Mul, Mul rewritten into one Gelu) */
+        ASSERT_EQ(st.fused, gelu == 0 ? 1 : gelu == 3 ? 6 : 2);
+        ASSERT_CONTAINS(txt, gelu ? "ai.onnx::MatMul v1 + Add + Gelu" : "ai.onnx::MatMul v1 + Add");
+    } else if (bias == 2 && strstr(txt, "MatMul v1 + Add")) {
+        TEST__FAIL("%s: the Add fused as a bias:\n%s", what, txt);
+    }
+    free(txt);
+    double *ref = malloc((size_t)ny * sizeof(double));
+    for (int64_t r = 0; r < B * T; r++)
+        for (int64_t j = 0; j < cols; j++) {
+            double acc = 0;
+            for (int64_t k = 0; k < K; k++) acc += (double)x[r * K + k] * w[k * cols + j];
+            acc += bias == 2 ? bv[r % T * N + j] : w1 ? bv[r % T] : bv[j];
+            if (gelu == 2)
+                acc = 0.5 * acc * (1 + tanh(0.7978845608028654 * (acc + 0.044715 * acc * acc * acc)));
+            else if (gelu)
+                acc = 0.5 * acc * (1 + erf(acc / sqrt(2.0)));
+            ref[r * cols + j] = acc;
+        }
+    float *y = malloc((size_t)ny * sizeof(float));
+    run_xy(e, threads, 0, x, B * T * K, y, ny);
+    test_check_close(what, y, ref, ny, 1e-5 * (double)K);
+    kiln_engine *e2 = test_roundtrip(e); /* the chain survives serialize/load */
+    run_xy(e2, threads, 1, x, B * T * K, y, ny);
+    test_check_close(what, y, ref, ny, 1e-5 * (double)K);
+    kiln_engine_free(e2);
+    kiln_engine_free(e);
+    free(x); free(w); free(bv); free(ref); free(y);
+}
+
+TEST_IMPL(fuse_linear) {
+    for (int gelu = 0; gelu <= 3; gelu++) linear_case(2, 7, 33, 45, 0, gelu, 1);
+    linear_case(1, 128, 96, 300, 1, 3, 2);  /* several tiles, 2 threads */
+    linear_case(3, 5, 70, 2600, 0, 1, 2);   /* rows longer than an epilogue chunk */
+    linear_case(1, 1, 40, 50, 0, 3, 1);     /* one row: the matrix-vector path */
+    linear_case(2, 6, 20, 9, 2, 1, 1);      /* [T, N] bias: not a last-dim bias */
+    linear_case(2, 6, 20, 9, 3, 0, 1);      /* 1-D B: no column bias */
+}
+
 TEST_LIST(TEST_ENTRY(gemv_gemm), TEST_ENTRY(maxpool_unread_indices), TEST_ENTRY(gemv_matmul), TEST_ENTRY(fuse_conv_bn_clip),
           TEST_ENTRY(fuse_gemm), TEST_ENTRY(fuse_matmul_convtranspose), TEST_ENTRY(fuse_arith),
           TEST_ENTRY(fuse_refused),
-          TEST_ENTRY(fuse_roundtrip), TEST_ENTRY(fuse_residual))
+          TEST_ENTRY(fuse_roundtrip), TEST_ENTRY(fuse_residual), TEST_ENTRY(fuse_linear))

@@ -33,9 +33,11 @@
  * (F32): the chain adds R per element (engine/epilogue.c); GPU: the Conv
  * launcher adds it in its kernels (cuBLASLt's C operand, beta 1).
  *
- * Linear bias (GPU).  A MatMul on the GPU takes the Add of a constant bias
- * over its last dim before the activation (cuBLASLt's BIAS / GELU_BIAS
- * epilogues), and the erf form of GELU that exporters write as five layers
+ * Linear bias (both devices).  A MatMul takes the Add of a constant bias
+ * over its last dim before the activation (GPU: cuBLASLt's BIAS / GELU_BIAS
+ * epilogues; CPU: engine/epilogue.c adds it by column in each finished
+ * SGEMM tile, then the activation's epilogue runs on the tile), and the
+ * erf form of GELU that exporters write as five layers
  * (x * 0.5 * (1 + erf(x / sqrt 2))) is first rewritten into one Gelu
  * layer, so Linear + bias + GELU runs as one GEMM and at most one pass.
  */
@@ -64,10 +66,11 @@ static int is_onnx(const bl *L, const char *name) {
     return !strcmp(L->op->ns, "ai.onnx") && !strcmp(L->op->name, name);
 }
 
-/* GPU bias: L is an ai.onnx Add on the CUDA device of its activation input
+/* Linear bias (both devices): L is an ai.onnx Add of its activation input
  * (slot x) and a constant whose dims are 1 but the last, which is the
- * output's last dim (static); P an ai.onnx MatMul without epilogue. */
-static int gpu_bias(const builder *b, const bl *P, const bl *L, int x, const bt *ty) {
+ * output's last dim (static); P an ai.onnx MatMul with a B of rank >= 2
+ * and no epilogue yet. */
+static int linear_bias(const builder *b, const bl *P, const bl *L, int x, const bt *ty) {
     /* (a 1-D B drops the column dim: the output's last dim is then not N) */
     if (!is_onnx(L, "Add") || !is_onnx(P, "MatMul") || P->nepi != 0 || L->nin != 2 || ty->ndim < 1 ||
         b->t[P->in[1]].ndim < 2)
@@ -86,7 +89,7 @@ static int gpu_bias(const builder *b, const bl *P, const bl *L, int x, const bt 
 /* GPU: both layers on the CUDA device, P a built-in ai.onnx op (the
  * activation code is an internal interface its launcher reads; a plugin's
  * cuda_impl would drop it), the same type through (F32, F16 or BF16; CUDA
- * layers are LINEAR), and L either a MatMul's bias (gpu_bias) or a
+ * layers are LINEAR), and L either a MatMul's bias (linear_bias) or a
  * one-input ai.onnx activation with a kiln_cu_act code on a P whose chain
  * is empty, a residual Add or a MatMul's bias. */
 static int gpu_fusable(const builder *b, const bl *P, const bl *L, int x, const bt *tx, const bt *ty) {
@@ -98,7 +101,7 @@ static int gpu_fusable(const builder *b, const bl *P, const bl *L, int x, const 
           tx->pfmt == KILN_FORMAT_LINEAR && ty->pfmt == KILN_FORMAT_LINEAR && L->io.dtype[x] == t &&
           L->io.dtype[L->nin] == t && P->io.dtype[P->nin] == t))
         return 0;
-    if (gpu_bias(b, P, L, x, ty)) return 1;
+    if (linear_bias(b, P, L, x, ty)) return 1;
     /* after a residual Add or a bias, one activation more */
     const bl *F = P->nepi == 1 ? &b->l[P->epi[0].layer] : NULL;
     int after_res = F && F->nin == 2 && P->nin > P->op->max_inputs;
@@ -110,14 +113,16 @@ static int gpu_fusable(const builder *b, const bl *P, const bl *L, int x, const 
     return kiln__cu_act_of(L->op->name, &view, &a, &c) > KILN_CU_ACT_NONE;
 }
 
-/* ---- erf GELU on the GPU: Div(x, sqrt 2) -> Erf -> Add(1) -> Mul(x) ->
- * Mul(0.5) (torch's export of nn.GELU / F.gelu) becomes one Gelu layer. */
+/* ---- erf GELU: Div(x, sqrt 2) -> Erf -> Add(1) -> Mul(x) -> Mul(0.5)
+ * (torch's export of nn.GELU / F.gelu) becomes one Gelu layer, on either
+ * device (all five layers on the Erf's), so that it can fuse as one
+ * activation after a MatMul's bias. */
 
-/* Layer li is ai.onnx `name` on the GPU with inputs {T, a scalar constant
- * near v} in either order: 1 and the slot of T, else 0. */
-static int op_with_const(const builder *b, int li, const char *name, int T, double v, int *slot) {
+/* Layer li is ai.onnx `name` on device dev with inputs {T, a scalar
+ * constant near v} in either order: 1 and the slot of T, else 0. */
+static int op_with_const(const builder *b, int li, kiln_device_kind dev, const char *name, int T, double v, int *slot) {
     const bl *L = &b->l[li];
-    if (L->dead || L->device != KILN_DEVICE_CUDA || !is_onnx(L, name) || L->nin != 2 || L->nout != 1) return 0;
+    if (L->dead || L->device != dev || !is_onnx(L, name) || L->nin != 2 || L->nout != 1) return 0;
     for (int s = 0; s < 2; s++) {
         const bt *c = &b->t[L->in[1 - s]];
         if (L->in[s] != T || c->kind != BT_CONST || !c->data) continue;
@@ -158,33 +163,34 @@ static int same_dims(const bt *a, const bt *c) {
  * not the pattern). */
 static int gelu_erf(builder *b, int ei, int *uses) {
     bl *E = &b->l[ei];
-    if (E->dead || E->device != KILN_DEVICE_CUDA || !is_onnx(E, "Erf") || E->nin != 1 || E->nout != 1) return 0;
+    if (E->dead || !is_onnx(E, "Erf") || E->nin != 1 || E->nout != 1) return 0;
+    kiln_device_kind dev = E->device;
     int D = b->t[E->in[0]].producer, s;
     if (D < 0 || uses[E->in[0]] != 1 || b->t[E->in[0]].is_output) return 0;
     int X = b->l[D].in[0];
-    if (!(op_with_const(b, D, "Div", X, 1.4142135623730951, &s) && s == 0)) {
+    if (!(op_with_const(b, D, dev, "Div", X, 1.4142135623730951, &s) && s == 0)) {
         X = b->l[D].in[1];
-        if (!op_with_const(b, D, "Mul", X, 0.7071067811865476, &s)) {
+        if (!op_with_const(b, D, dev, "Mul", X, 0.7071067811865476, &s)) {
             X = b->l[D].in[0];
-            if (!op_with_const(b, D, "Mul", X, 0.7071067811865476, &s)) return 0;
+            if (!op_with_const(b, D, dev, "Mul", X, 0.7071067811865476, &s)) return 0;
         }
     }
     int A = sole_reader(b, E->out[0], uses);
-    if (A < 0 || !op_with_const(b, A, "Add", E->out[0], 1.0, &s)) return 0;
+    if (A < 0 || !op_with_const(b, A, dev, "Add", E->out[0], 1.0, &s)) return 0;
     int M = sole_reader(b, b->l[A].out[0], uses);
-    if (M < 0 || b->l[M].dead || b->l[M].device != KILN_DEVICE_CUDA || !is_onnx(&b->l[M], "Mul") ||
+    if (M < 0 || b->l[M].dead || b->l[M].device != dev || !is_onnx(&b->l[M], "Mul") ||
         b->l[M].nin != 2)
         return 0;
     const bl *m = &b->l[M];
     int Ax = b->l[A].out[0];
     if (!((m->in[0] == X && m->in[1] == Ax) || (m->in[1] == X && m->in[0] == Ax))) return 0;
     int H = sole_reader(b, m->out[0], uses);
-    if (H < 0 || !op_with_const(b, H, "Mul", m->out[0], 0.5, &s)) return 0;
+    if (H < 0 || !op_with_const(b, H, dev, "Mul", m->out[0], 0.5, &s)) return 0;
     int Y = b->l[H].out[0];
     const int chain[5] = {D, ei, A, M, H};
     kiln_dtype t = b->t[X].pdtype;
     if (uses[X] != 2 || b->t[X].pfmt != KILN_FORMAT_LINEAR || !same_dims(&b->t[X], &b->t[Y]) ||
-        (t != KILN_DTYPE_F32 && t != KILN_DTYPE_F16 && t != KILN_DTYPE_BF16))
+        (t != KILN_DTYPE_F32 && (dev != KILN_DEVICE_CUDA || (t != KILN_DTYPE_F16 && t != KILN_DTYPE_BF16))))
         return 0;
     for (int k = 0; k < 5; k++) {
         const bl *L = &b->l[chain[k]];
@@ -278,7 +284,10 @@ static void try_fuse(builder *b, int li, int *uses) {
         if (tx->dims[d] != ty->dims[d]) return;
     int64_t channels = 1; /* host callbacks only: the GPU's epilogues do not need it */
     if (!gpu && tx->ndim >= 2 && !kiln_expr_is_const(tx->dims[1], &channels)) return;
-    if (gpu && L->nin == 2) { /* a bias (gpu_bias): in the layer's type (folded cast) */
+    /* CPU: a MatMul's bias is applied by engine/epilogue.c, not by Add's
+     * per-channel epilogue (its check would refuse a last-dim constant) */
+    if (!gpu && linear_bias(b, P, L, x, ty) && b->t[L->in[1 - x]].dtype == KILN_DTYPE_F32) goto fuse;
+    if (gpu && L->nin == 2) { /* a bias (linear_bias): in the layer's type (folded cast) */
         int c = L->in[1 - x];
         if (b->t[c].dtype != tx->pdtype) {
             int o = -1;

@@ -20,6 +20,12 @@
  * kiln__epi_cuda_act and applies in its kernels; kiln_call_epilogue is a
  * no-op there (no host entries).
  *
+ * Linear bias on the CPU: the first entry of a MatMul's chain may be the
+ * same bias (an ai.onnx Add of a constant over the output's last dim,
+ * which Add's per-channel host epilogue cannot express); the host adds it
+ * by column (the run's offset in output 0 gives the column).  Old engine
+ * files never hold such a chain on the CPU: the format is unchanged.
+ *
  * Residual Add (builder/fuse.c): the chain's first entry may be an
  * ai.onnx Add whose other input is not a constant but the layer's extra
  * input at index max_inputs of its op.  The host adds it element by element
@@ -35,6 +41,7 @@
 typedef struct epi_entry {
     int (*fn)(const kiln_epilogue_args *a, float *x, int64_t n, int64_t channel, int64_t chan_len);
     int residual;         /* > 0: add the call's input `residual` instead of fn */
+    int bias;             /* 1: add the layer's linear bias (epi_rt) instead of fn */
     kiln_epilogue_args args;
     kiln_attrs attrs;
     kiln_tensor in[KILN__EPI_MAX_IN];
@@ -45,8 +52,8 @@ typedef struct epi_rt {
     int cu_act;           /* GPU layer: kiln_cu_act code (KILN_CU_ACT_NONE: none) */
     int cu_res;           /* GPU layer: input index of a residual to add first, -1: none */
     float cu_a, cu_b;     /* its parameters */
-    const kiln_engine *cu_engine; /* GPU bias: a constant of this engine, */
-    uint64_t cu_bias_off; /* at this offset of its (uploaded) weights, */
+    const kiln_engine *cu_engine; /* linear bias: a constant of this engine, */
+    uint64_t cu_bias_off; /* at this offset of its weights (GPU: uploaded), */
     int64_t cu_bias_n;    /* this many elements (0: no bias) */
     epi_entry e[KILN__MAX_EPI];
 } epi_rt;
@@ -70,9 +77,9 @@ int kiln__epi_is_cuda(const void *epilogue) {
     return r && r->n == 0 && (r->cu_act > KILN_CU_ACT_NONE || r->cu_bias_n > 0 || r->cu_res >= 0);
 }
 
-/* A GPU bias: ai.onnx Add of x and a constant of the layer's output type
- * holding one value per element of the output's last dim (static), on a
- * MatMul.  0 and the bias in rt, or -1. */
+/* A linear bias (both devices): ai.onnx Add of x and a constant of the
+ * layer's output type holding one value per element of the output's last
+ * dim (static), on a MatMul.  0 and the bias in rt, or -1. */
 static int cuda_bias(const kiln_engine *e, const kiln__elayer *el, const kiln__eepi *p, epi_rt *rt) {
     if (!p->op || strcmp(p->op->ns, "ai.onnx") || strcmp(p->op->name, "Add") || strcmp(el->op->ns, "ai.onnx") ||
         strcmp(el->op->name, "MatMul") || p->nin != 2 || p->x < 0 || p->x > 1)
@@ -173,9 +180,29 @@ static int residual_add(const kiln_call *c, int k, float *x, int64_t n) {
     return 0;
 }
 
+/* x[0..n) += the linear bias (epi_rt), by column: x is a run of output 0,
+ * whose last dim is the bias's length. */
+static int bias_add(const kiln_call *c, const epi_rt *r, float *x, int64_t n) {
+    const float *y0 = c->nout > 0 ? c->out[0].data : NULL;
+    const float *bias = (const float *)(r->cu_engine->weights + r->cu_bias_off);
+    int64_t N = r->cu_bias_n, off = y0 ? x - y0 : -1, total = c->nout > 0 ? kiln_tensor_numel(&c->out[0]) : 0;
+    if (off < 0 || off + n > total || c->out[0].ndim < 1 || c->out[0].dims[c->out[0].ndim - 1] != N)
+        return kiln_set_error(KILN_EINTERNAL, "bias epilogue: a run of %lld values at offset %lld of output 0 "
+                              "(%lld values), bias of %lld", (long long)n, (long long)off, (long long)total,
+                              (long long)N);
+    for (int64_t i = 0, j = off % N; i < n;) {
+        int64_t len = N - j < n - i ? N - j : n - i;
+        for (int64_t k = 0; k < len; k++) x[i + k] += bias[j + k];
+        i += len;
+        j = 0;
+    }
+    return 0;
+}
+
 static int run_chain(const kiln_call *c, const epi_rt *r, float *x, int64_t n, int64_t channel, int64_t chan_len) {
     for (int i = 0; i < r->n; i++) {
         int rc = r->e[i].residual ? residual_add(c, r->e[i].residual, x, n)
+                 : r->e[i].bias   ? bias_add(c, r, x, n)
                                   : r->e[i].fn(&r->e[i].args, x, n, channel, chan_len);
         if (rc) return rc;
     }
@@ -300,6 +327,11 @@ int kiln__epi_prepare(kiln_engine *e, kiln__elayer *el) {
         }
         const kiln__op *op = p->op;
         if (i == 0 && (en->residual = residual_of(el, 0))) {
+            rt->n = 1;
+            continue;
+        }
+        if (i == 0 && act->dtype == KILN_DTYPE_F32 && !cuda_bias(e, el, p, rt)) {
+            en->bias = 1;
             rt->n = 1;
             continue;
         }

@@ -384,9 +384,23 @@ static int gelu_impl(const kiln_call *c) {
     return r ? r : un_run(c, t ? tab_GELUT : tab_GELU, &p);
 }
 static int gelu_cuda(const kiln_call *c) { return kiln__cu_unary(c, "Gelu"); }
+/* Epilogue (e.g. after a MatMul's bias): p[0] is 1 for the tanh form. */
+static int gelu_epi(const kiln_epilogue_args *a, float *x, int64_t n, int64_t ch, int64_t chan_len) {
+    (void)ch, (void)chan_len;
+    uparam p = {0};
+    (a->p[0] != 0.0f ? tab_GELUT : tab_GELU)[KILN_DTYPE_F32](x, x, n, &p);
+    return 0;
+}
+static int gelu_epi_check(kiln_epilogue_args *a) {
+    int t = 0;
+    if (a->x != 0 || gelu_tanh(a->attrs, &t)) return 1;
+    a->p[0] = (float)t;
+    return 0;
+}
 static const kiln_quick_op gelu_op = {
     .ns = OPS_NS, .name = "Gelu", .version = 20, .min_inputs = 1, .max_inputs = 1,
     .num_outputs = 1, .attrs = a_gelu, .shape = gelu_shape, .impl = gelu_impl,
+    .epilogue = gelu_epi, .epilogue_check = gelu_epi_check,
     .cuda_impl = gelu_cuda, .cuda_formats = cu_float,
     .doc = "Gaussian error linear unit (exact or tanh approximation)",
 };

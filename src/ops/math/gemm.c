@@ -219,7 +219,28 @@ static void mm_batches(void *ud, int ith, int nth) {
     }
 }
 
-static int matmul_impl_f32(const kiln_call *c) {
+/* sgemm `done` hook for a MatMul whose batch is folded into M (or absent):
+ * a block of rows [i0, i1) x columns [j0, j0 + n) of Y viewed as [rows, N].
+ * The epilogue's channel is Y's dim 1: the column for a 2-D Y, else the
+ * row's index along dim 1 (each run then lies in one channel). */
+typedef struct mm_epi {
+    const kiln_call *c;
+    float *y;
+    int64_t N, rows_per_ch, C;
+    int rank;
+} mm_epi;
+static void mm_done(void *ud, int64_t i0, int64_t i1, int64_t j0, int64_t n) {
+    const mm_epi *me = ud;
+    for (int64_t i = i0; i < i1; i++) {
+        float *x = me->y + i * me->N + j0;
+        if (me->rank == 2) kiln_call_epilogue(me->c, 0, x, n, j0, 1);
+        else if (me->rank < 2) kiln_call_epilogue(me->c, 0, x, n, 0, 0);
+        else kiln_call_epilogue(me->c, 0, x, n, i / me->rows_per_ch % me->C, 0);
+    }
+}
+
+/* *tiled: 1 when a fused epilogue was applied per finished tile. */
+static int matmul_run(const kiln_call *c, int *tiled) {
     const kiln_tensor *A = &c->in[0], *B = &c->in[1];
     kiln_tensor *Y = &c->out[0];
     if (!kiln__ops_dense(A) || !kiln__ops_dense(B) || !kiln__ops_dense(Y))
@@ -252,6 +273,13 @@ static int matmul_impl_f32(const kiln_call *c) {
     kiln__gemm g = {.M = M, .N = N, .K = K, .alpha = 1.0f, .a = A->data, .a_rs = K, .a_cs = 1,
                     .b = B->data, .b_rs = N, .b_cs = 1, .c = Y->data, .ldc = N};
     if (c->prepacked && B->ndim == 2) g.b_packed = c->prepacked[1]; /* one B for every batch */
+    kiln__gemm gt = g; /* the non-batched paths: with the epilogue per tile */
+    mm_epi me = {c, Y->data, N, 1, Y->ndim >= 2 ? Y->dims[1] : 1, Y->ndim};
+    for (int i = 2; i + 1 < Y->ndim; i++) me.rows_per_ch *= Y->dims[i];
+    if (c->epilogue && c->nout == 1 && A->ndim >= 2 && B->ndim >= 2) { /* Y is [..., M, N] */
+        gt.done = mm_done;
+        gt.done_ud = &me;
+    }
     int b_has_batch = 0;
     for (int i = 0; i < nb; i++) b_has_batch |= bs[i] != 0;
     if (!b_has_batch) {
@@ -259,13 +287,15 @@ static int matmul_impl_f32(const kiln_call *c) {
         int a_full = 1;
         for (int i = 0; i < nb; i++) a_full &= as[i] != 0 || bd[i] == 1;
         if (a_full) {
-            g.M = M * nbatch;
-            kiln__sgemm(&g, c->exec);
+            gt.M = M * nbatch;
+            kiln__sgemm(&gt, c->exec);
+            *tiled = gt.done != NULL;
             return 0;
         }
     }
     if (nbatch == 1) {
-        kiln__sgemm(&g, c->exec);
+        kiln__sgemm(&gt, c->exec);
+        *tiled = gt.done != NULL;
         return 0;
     }
     int64_t *offs = c->workspace;
@@ -310,11 +340,11 @@ static size_t matmul_ws(const kiln_call *c) {
     return (size_t)(n > 0 ? n : 1) * 3 * sizeof(int64_t);
 }
 
-/* The batched paths split work in several ways; a fused epilogue runs as
- * one pass over the result. */
+/* The batched paths split work in several ways; a fused epilogue runs
+ * there as one pass over the result (elsewhere per tile, mm_done). */
 static int matmul_impl_epi(const kiln_call *c) {
-    int rc = matmul_impl_f32(c);
-    if (!rc) kiln__ops_epilogue_all(c);
+    int tiled = 0, rc = matmul_run(c, &tiled);
+    if (!rc && !tiled) kiln__ops_epilogue_all(c);
     return rc;
 }
 
@@ -335,7 +365,7 @@ static const kiln_quick_op matmul_op = {
     .ns = "ai.onnx", .name = "MatMul", .version = 1,
     .min_inputs = 2, .max_inputs = 2, .num_outputs = 1,
     .shape = matmul_shape, .impl = matmul_impl, .workspace = matmul_ws, .prepack = matmul_prepack,
-    .accepts_epilogue = 1, /* applied in one pass after the product */
+    .accepts_epilogue = 1, /* per finished tile; one pass after a batched product */
     .doc = "numpy matmul with batch broadcasting (packed AVX SGEMM)",
     .cuda_impl = kiln__cu_matmul, .cuda_formats = gemm_cuda_formats, .cuda_workspace = kiln__cu_gemm_workspace,
 };
