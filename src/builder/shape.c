@@ -731,6 +731,11 @@ int kiln__b_add_reformat(builder *b, int from, const char *name, kiln_dtype dt, 
     bt *t = &b->t[ti];
     t->pdtype = t->dtype;
     t->pfmt = fmt;
+    /* Same elements as its source: a bound on a data-dependent source's
+     * element count bounds the copy too (without it the copy of a tensor
+     * with data-dependent dims is sized at every dim's upper bound at once:
+     * 329 GB for a [<=4350]^3 SequenceAt output copied to the GPU). */
+    if (!t->numel_bound) t->numel_bound = src->numel_bound;
     L->io.n = 2;
     L->io.dtype[0] = src->pdtype;
     L->io.format[0] = src->pfmt;
