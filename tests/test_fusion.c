@@ -745,6 +745,9 @@ TEST_IMPL(fuse_residual) {
     residual_case(0, 1, dw, KILN_BUILD_NO_TIMING, 1); /* depthwise, planes longer than an epilogue chunk */
     residual_case(1, 1, dense, 0, 2);                 /* every tactic timed */
     residual_case(0, 0, dw, 0, 1);
+    /* a wider 3x3 conv, timed: the Winograd and padded-GEMM tactics compete */
+    cgeo wide = {.N = 2, .C = 32, .G = 1, .id = {1, 24, 20}, .k = {1, 3, 3}, .s = {1, 1, 1}, .p = {0, 1, 1}, .d = {1, 1, 1}};
+    residual_case(0, 1, wide, 0, 2);
 }
 
 /* A fused engine through serialize / load: same chain, same results; a
