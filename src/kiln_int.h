@@ -75,8 +75,14 @@ struct kiln_expr {
     const char *name;       /* SYM name (owned by the pool) */
     const kiln_expr *a, *b, *c;
     uint64_t hash;
+    int64_t lo;             /* a lower bound of its value (INT64_MIN: none known) */
 };
 kiln_exprs *kiln__exprs_create(void);
+/* Declare symbol `sym` >= lo (an input dim: its profile's min; a size: 0).
+ * Expressions built on it then fold what the bound decides, e.g. Reshape's
+ * (dim == -1) ? inferred : dim, (dim == 0) ? copied : dim and
+ * (dim * k) // max(dim * k', 1).  Call before building on the symbol. */
+void kiln__expr_assume_min(const kiln_expr *sym, int64_t lo);
 void kiln__exprs_free(kiln_exprs *x);
 uint32_t kiln__exprs_count(const kiln_exprs *x);
 const kiln_expr *kiln__exprs_at(const kiln_exprs *x, uint32_t id);

@@ -439,6 +439,63 @@ TEST_IMPL(errors_prefix) {
     kiln__aligned_free(p);
 }
 
-TEST_LIST(TEST_ENTRY(expr_fold), TEST_ENTRY(expr_hash_cons), TEST_ENTRY(expr_simplify), TEST_ENTRY(expr_print),
+/* Counts symbol lookups. */
+static int counting_lookup(void *ud, const char *name, int64_t *v) {
+    (void)name;
+    int64_t *calls = ud;
+    (*calls)++;
+    *v = 3;
+    return 0;
+}
+
+/* Reshape's dims through 60 layers, as its shape function builds them from
+ * a symbol with no known bound: d' = (d == 0) ? (d * 8) // max(d, 1) : d,
+ * each layer using the previous d three times.  The tree form has ~3^60
+ * nodes; evaluation must visit each node once (symbol lookups counted) and
+ * printing must stop at its bound. */
+TEST_IMPL(expr_dag_chain) {
+    kiln_exprs *x = kiln__exprs_create();
+    const kiln_expr *d = kiln_expr_sym(x, "N"), *k0 = kiln_expr_const(x, 0), *k1 = kiln_expr_const(x, 1),
+                    *k8 = kiln_expr_const(x, 8);
+    int64_t ref = 3; /* N = 3: the same recurrence in plain integers */
+    for (int l = 0; l < 60; l++) {
+        const kiln_expr *inf = kiln_expr_floordiv(x, kiln_expr_mul(x, d, k8), kiln_expr_max(x, d, k1));
+        d = kiln_expr_add(x, kiln_expr_select(x, kiln_expr_eq(x, d, k0), inf, d), kiln_expr_lt(x, k0, d));
+        ref = (ref == 0 ? ref * 8 / (ref > 1 ? ref : 1) : ref) + (0 < ref);
+    }
+    ASSERT(kiln__exprs_count(x) < 60 * 8);
+    int64_t v = 0, calls = 0;
+    ASSERT_OK(kiln__expr_eval(d, counting_lookup, &calls, &v));
+    ASSERT_EQ(v, ref);
+    ASSERT(calls <= 4);
+    char buf[64];
+    int len = kiln_expr_print(d, buf, sizeof buf);
+    ASSERT(len > 63 && len < 4096 * 24);
+    ASSERT_EQ(strlen(buf), sizeof buf - 1);
+    /* a known lower bound folds the same chain to N + 60 */
+    kiln_exprs *y = kiln__exprs_create();
+    const kiln_expr *n = kiln_expr_sym(y, "N");
+    kiln__expr_assume_min(n, 1);
+    const kiln_expr *e = n, *z0 = kiln_expr_const(y, 0), *z1 = kiln_expr_const(y, 1), *z8 = kiln_expr_const(y, 8);
+    for (int l = 0; l < 60; l++) {
+        const kiln_expr *inf = kiln_expr_floordiv(y, kiln_expr_mul(y, e, z8), kiln_expr_max(y, e, z1));
+        e = kiln_expr_add(y, kiln_expr_select(y, kiln_expr_eq(y, e, z0), inf, e), kiln_expr_lt(y, z0, e));
+    }
+    ASSERT(e == kiln_expr_add(y, n, kiln_expr_const(y, 60)));
+    /* and the folds themselves: below the bound, max at the bound, cancellation */
+    ASSERT(kiln_expr_eq(y, n, kiln_expr_const(y, -1)) == z0);
+    ASSERT(kiln_expr_eq(y, n, z0) == z0);
+    ASSERT(kiln_expr_eq(y, n, z1) != z0); /* N may be 1 */
+    ASSERT(kiln_expr_max(y, kiln_expr_mul(y, n, z8), z1) == kiln_expr_mul(y, n, z8));
+    const kiln_expr *m = kiln_expr_sym(y, "M");
+    ASSERT(kiln_expr_floordiv(y, kiln_expr_mul(y, kiln_expr_mul(y, n, m), kiln_expr_const(y, 24)),
+                              kiln_expr_mul(y, n, z8)) == kiln_expr_mul(y, m, kiln_expr_const(y, 3)));
+    /* M has no bound: M // M stays (M may be 0) */
+    ASSERT(kiln_expr_floordiv(y, m, m) != z1);
+    kiln__exprs_free(y);
+    kiln__exprs_free(x);
+}
+
+TEST_LIST(TEST_ENTRY(expr_fold), TEST_ENTRY(expr_dag_chain), TEST_ENTRY(expr_hash_cons), TEST_ENTRY(expr_simplify), TEST_ENTRY(expr_print),
           TEST_ENTRY(expr_eval), TEST_ENTRY(dtype_names), TEST_ENTRY(fp16_exhaustive), TEST_ENTRY(fp16_soft_matches), TEST_ENTRY(bf16),
           TEST_ENTRY(errors_prefix))

@@ -114,7 +114,9 @@ KILN_API const kiln_expr *kiln_expr_select(kiln_exprs *x, const kiln_expr *cond,
                                            const kiln_expr *a, const kiln_expr *b);
 /* 1 and *v set if e is a constant, else 0. */
 KILN_API int kiln_expr_is_const(const kiln_expr *e, int64_t *v);
-/* Text form, e.g. "max(N, 1) * 3", into buf (always NUL-terminated). */
+/* Text form, e.g. "max(N, 1) * 3", into buf (always NUL-terminated).
+ * Returns the length of the full text (as snprintf); an expression whose
+ * tree form has more than 4096 nodes prints as its first ones and "...". */
 KILN_API int kiln_expr_print(const kiln_expr *e, char *buf, size_t size);
 
 /* ------------------------------------------------- attributes */

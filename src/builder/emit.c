@@ -77,6 +77,7 @@ static int clone_tensor(builder *b, int t, const char *name) {
     memcpy(dst->values, src->values, sizeof dst->values);
     dst->pdtype = src->pdtype;
     dst->pfmt = src->pfmt;
+    dst->numel_bound = src->numel_bound;
     dst->live = 1;
     return n;
 }

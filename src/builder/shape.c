@@ -129,6 +129,7 @@ const kiln_expr *kiln_shape_size_tensor(kiln_shape_ctx *c, int out, const kiln_e
     char *name = kiln__strfmt("%s:size%d", p ? p->b->l[p->layer].name : "?", out);
     const kiln_expr *s = name ? kiln_expr_sym(c->x, name) : kiln_expr_sym(NULL, NULL);
     kiln__free(name);
+    kiln__expr_assume_min(s, 0); /* a count */
     kiln_desc *d = &c->out[out];
     d->dtype = KILN_DTYPE_I64;
     d->ndim = 0;
@@ -544,6 +545,7 @@ static int setup_input(builder *b, const kiln_network *net, int ni) {
             continue;
         }
         const kiln_expr *s = kiln_expr_sym(b->x, nt->dim_names[d]);
+        kiln__expr_assume_min(s, p->min[d]); /* the context enforces the profile */
         t = &b->t[ti];
         t->dims[d] = s;
         const bsym *old = kiln__b_find_sym(b, s);
@@ -731,6 +733,11 @@ int kiln__b_add_reformat(builder *b, int from, const char *name, kiln_dtype dt, 
     bt *t = &b->t[ti];
     t->pdtype = t->dtype;
     t->pfmt = fmt;
+    /* Same elements as its source: a bound on a data-dependent source's
+     * element count bounds the copy too (without it the copy of a tensor
+     * with data-dependent dims is sized at every dim's upper bound at once:
+     * 329 GB for a [<=4350]^3 SequenceAt output copied to the GPU). */
+    if (!t->numel_bound) t->numel_bound = src->numel_bound;
     L->io.n = 2;
     L->io.dtype[0] = src->pdtype;
     L->io.format[0] = src->pfmt;

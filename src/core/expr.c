@@ -33,7 +33,8 @@ struct kiln_exprs {
  * a NULL argument): a symbol no evaluation can resolve, never NULL, so shape
  * functions need no checks; every expression built from it is it again.  The
  * failure is recorded as misuse and fails the callback (kiln__misuse_take). */
-static const kiln_expr k_invalid = {.op = KILN_EXPR_SYM, .id = UINT32_MAX, .name = "<invalid expression>"};
+static const kiln_expr k_invalid = {.op = KILN_EXPR_SYM, .id = UINT32_MAX, .name = "<invalid expression>",
+                                    .lo = INT64_MIN};
 
 static const kiln_expr *invalid(const char *fn, const char *why) {
     kiln__misuse("%s: %s", fn, why);
@@ -118,6 +119,47 @@ static int table_grow(kiln_exprs *x) {
     return 0;
 }
 
+/* Lower bounds (INT64_MIN = unknown), from the children's: what lets
+ * comparisons and divisions on dims fold.  Saturating: a bound that would
+ * overflow is dropped, never wrong. */
+#define NO_LO INT64_MIN
+
+static int64_t lo_add(int64_t a, int64_t b) {
+    int64_t r;
+    if (a == NO_LO || b == NO_LO || __builtin_add_overflow(a, b, &r)) return NO_LO;
+    return r;
+}
+
+static int64_t lo_mul(int64_t a, int64_t b) { /* both >= 0 */
+    int64_t r;
+    if (a < 0 || b < 0 || __builtin_mul_overflow(a, b, &r)) return a >= 0 && b >= 0 ? 0 : NO_LO;
+    return r;
+}
+
+static int64_t lower_bound(kiln_expr_op op, int64_t v, const kiln_expr *a, const kiln_expr *b,
+                           const kiln_expr *c) {
+    switch (op) {
+    case KILN_EXPR_CONST: return v;
+    case KILN_EXPR_EQ:
+    case KILN_EXPR_LT: return 0;
+    case KILN_EXPR_ADD: return lo_add(a->lo, b->lo);
+    case KILN_EXPR_MUL: return lo_mul(a->lo, b->lo);
+    case KILN_EXPR_MIN: return a->lo < b->lo ? a->lo : b->lo;
+    case KILN_EXPR_MAX: return a->lo > b->lo ? a->lo : b->lo;
+    case KILN_EXPR_FLOORDIV: /* a >= 0 over b >= 0 (b == 0 fails evaluation) */
+    case KILN_EXPR_CEILDIV: return a->lo >= 0 && b->lo >= 0 ? 0 : NO_LO;
+    case KILN_EXPR_MOD: return b->lo >= 0 ? 0 : NO_LO; /* floor mod takes the divisor's sign */
+    case KILN_EXPR_SELECT_: return b->lo < c->lo ? b->lo : c->lo;
+    default: return NO_LO;
+    }
+}
+
+void kiln__expr_assume_min(const kiln_expr *sym, int64_t lo) {
+    /* the pool owns its nodes (mutable chunks); the bound is not part of a
+     * node's identity, so hash-consing is unaffected */
+    if (sym && sym->op == KILN_EXPR_SYM && sym->id != UINT32_MAX && lo > sym->lo) ((kiln_expr *)sym)->lo = lo;
+}
+
 static const kiln_expr *intern(kiln_exprs *x, kiln_expr_op op, int64_t v, const char *name,
                                const kiln_expr *a, const kiln_expr *b, const kiln_expr *c) {
     uint64_t h = node_hash(op, v, name, a, b, c);
@@ -161,6 +203,7 @@ static const kiln_expr *intern(kiln_exprs *x, kiln_expr_op op, int64_t v, const 
     e->b = b;
     e->c = c;
     e->hash = h;
+    e->lo = lower_bound(op, v, a, b, c);
     x->count++;
     x->table[j] = id + 1;
     return e;
@@ -245,6 +288,44 @@ static const kiln_expr *make_offset(kiln_exprs *x, const kiln_expr *base, int64_
     return intern(x, KILN_EXPR_ADD, 0, NULL, base, kiln_expr_const(x, k), NULL);
 }
 
+/* A product as its factors and constant: what division cancels. */
+#define MAX_FACTORS 16
+typedef struct product {
+    const kiln_expr *f[MAX_FACTORS];
+    int n;
+    int64_t k;
+} product;
+
+static int factor(const kiln_expr *e, product *p) {
+    if (e->op == KILN_EXPR_MUL) return factor(e->a, p) && factor(e->b, p);
+    if (is_k(e)) {
+        int64_t r;
+        if (__builtin_mul_overflow(p->k, e->v, &r)) return 0;
+        p->k = r;
+        return 1;
+    }
+    if (p->n == MAX_FACTORS) return 0;
+    p->f[p->n++] = e;
+    return 1;
+}
+
+/* a / b when every factor of b is one of a's and b's constant divides a's
+ * (the quotient is then exact: floor and ceil agree); NULL otherwise.  The
+ * caller knows b >= 1. */
+static const kiln_expr *cancel_factors(kiln_exprs *x, const kiln_expr *a, const kiln_expr *b) {
+    product pa = {.k = 1}, pb = {.k = 1};
+    if (!factor(a, &pa) || !factor(b, &pb) || pb.k <= 0 || pa.k % pb.k != 0) return NULL;
+    for (int i = 0; i < pb.n; i++) {
+        int j = 0;
+        while (j < pa.n && pa.f[j] != pb.f[i]) j++;
+        if (j == pa.n) return NULL;
+        pa.f[j] = pa.f[--pa.n];
+    }
+    const kiln_expr *r = kiln_expr_const(x, pa.k / pb.k);
+    for (int i = 0; i < pa.n; i++) r = kiln_expr_mul(x, r, pa.f[i]);
+    return r;
+}
+
 const kiln_expr *kiln_expr_bin(kiln_exprs *x, kiln_expr_op op, const kiln_expr *a,
                                const kiln_expr *b) {
     if (!x || !a || !b)
@@ -300,6 +381,11 @@ const kiln_expr *kiln_expr_bin(kiln_exprs *x, kiln_expr_op op, const kiln_expr *
         if (is_c(b, 1)) return a;
         /* (y * c) / c -> y for c != 0 */
         if (is_k(b) && b->v != 0 && a->op == KILN_EXPR_MUL && a->b == b) return a->a;
+        /* (p * q * k) / (p * k') -> q * (k / k') for p >= 1, k' | k */
+        if (b->lo >= 1) {
+            const kiln_expr *r = cancel_factors(x, a, b);
+            if (r) return r;
+        }
         break;
     case KILN_EXPR_MOD:
         if (is_c(b, 1) || is_c(b, -1)) return kiln_expr_const(x, 0);
@@ -307,12 +393,18 @@ const kiln_expr *kiln_expr_bin(kiln_exprs *x, kiln_expr_op op, const kiln_expr *
     case KILN_EXPR_MIN:
     case KILN_EXPR_MAX:
         if (a == b) return a;
+        /* max(dim * k, 1) is dim * k when dim >= 1 */
+        if (is_k(b) && a->lo >= b->v) return op == KILN_EXPR_MAX ? a : b;
         break;
     case KILN_EXPR_EQ:
         if (a == b) return kiln_expr_const(x, 1);
+        /* below a's bound: Reshape's (dim == -1) and (dim == 0) tests */
+        if (is_k(b) && b->v < a->lo) return kiln_expr_const(x, 0);
         break;
     case KILN_EXPR_LT:
         if (a == b) return kiln_expr_const(x, 0);
+        if (is_k(b) && b->v <= a->lo) return kiln_expr_const(x, 0);
+        if (is_k(a) && b->lo != NO_LO && a->v < b->lo) return kiln_expr_const(x, 1);
         break;
     default: break;
     }
@@ -368,7 +460,11 @@ int kiln_expr_is_const(const kiln_expr *e, int64_t *v) {
 typedef struct out_buf {
     char *buf;
     size_t size, pos;
+    uint32_t budget; /* nodes left to print (the tree form of a DAG can be exponential) */
 } out_buf;
+
+/* Nodes printed at most: beyond, the text ends in "...". */
+#define PRINT_MAX_NODES 4096u
 
 static void put(out_buf *o, const char *fmt, ...) KILN_PRINTF(2, 3);
 static void put(out_buf *o, const char *fmt, ...) {
@@ -406,6 +502,11 @@ static void print_operand(out_buf *o, const kiln_expr *e, int min_prec) {
 }
 
 static void print_rec(out_buf *o, const kiln_expr *e) {
+    if (o->budget == 0) return;
+    if (--o->budget == 0) {
+        put(o, "...");
+        return;
+    }
     static const char *const infix[KILN_EXPR_OP_COUNT_] = {
         [KILN_EXPR_ADD] = " + ", [KILN_EXPR_SUB] = " - ", [KILN_EXPR_MUL] = " * ",
         [KILN_EXPR_FLOORDIV] = " // ", [KILN_EXPR_MOD] = " % ", [KILN_EXPR_EQ] = " == ",
@@ -443,7 +544,7 @@ static void print_rec(out_buf *o, const kiln_expr *e) {
 }
 
 int kiln_expr_print(const kiln_expr *e, char *buf, size_t size) {
-    out_buf o = {buf, size, 0};
+    out_buf o = {buf, size, 0, PRINT_MAX_NODES};
     if (size) buf[0] = '\0';
     if (!e) {
         put(&o, "(null)");
@@ -456,8 +557,56 @@ int kiln_expr_print(const kiln_expr *e, char *buf, size_t size) {
 
 /* ---------------------------------------------------------------- evaluation */
 
-int kiln__expr_eval(const kiln_expr *e, kiln__sym_lookup cb, void *ud, int64_t *out) {
-    KILN__ASSERT(e && out);
+/* Expressions are DAGs: a dim built through many layers reaches the same
+ * subexpression along exponentially many paths (torch's Shape -> Gather ->
+ * Concat -> Reshape chains), so evaluation memoizes every operator node's
+ * value by id and visits each node once.  Selects stay lazy: the branch not
+ * taken is not evaluated (its division by zero is no error). */
+typedef struct eval_memo {
+    uint32_t *keys; /* id + 1; 0 = empty */
+    int64_t *vals;
+    uint32_t cap, n;
+    uint32_t k0[64];
+    int64_t v0[64];
+} eval_memo;
+
+static int64_t *memo_slot(eval_memo *m, uint32_t id, int insert) {
+    uint32_t j = (id * 2654435761u) & (m->cap - 1);
+    while (m->keys[j] && m->keys[j] != id + 1) j = (j + 1) & (m->cap - 1);
+    if (m->keys[j]) return &m->vals[j];
+    if (!insert) return NULL;
+    if ((m->n + 1) * 2 > m->cap) { /* grow; on failure stay as is, just slower */
+        uint32_t nc = m->cap * 2;
+        uint32_t *nk = kiln__calloc(nc, sizeof *nk);
+        int64_t *nv = kiln__malloc(nc * sizeof *nv);
+        if (!nk || !nv) {
+            kiln__free(nk);
+            kiln__free(nv);
+            return NULL;
+        }
+        for (uint32_t i = 0; i < m->cap; i++) {
+            if (!m->keys[i]) continue;
+            uint32_t q = ((m->keys[i] - 1) * 2654435761u) & (nc - 1);
+            while (nk[q]) q = (q + 1) & (nc - 1);
+            nk[q] = m->keys[i];
+            nv[q] = m->vals[i];
+        }
+        if (m->keys != m->k0) {
+            kiln__free(m->keys);
+            kiln__free(m->vals);
+        }
+        m->keys = nk;
+        m->vals = nv;
+        m->cap = nc;
+        j = (id * 2654435761u) & (nc - 1);
+        while (m->keys[j]) j = (j + 1) & (nc - 1);
+    }
+    m->keys[j] = id + 1;
+    m->n++;
+    return &m->vals[j];
+}
+
+static int eval_rec(const kiln_expr *e, kiln__sym_lookup cb, void *ud, eval_memo *m, int64_t *out) {
     switch (e->op) {
     case KILN_EXPR_CONST: *out = e->v; return 0;
     case KILN_EXPR_SYM: {
@@ -467,23 +616,45 @@ int kiln__expr_eval(const kiln_expr *e, kiln__sym_lookup cb, void *ud, int64_t *
             return kiln__err(rc < 0 ? rc : KILN_EINVAL, "symbol '%s' has no value", e->name);
         return 0;
     }
-    case KILN_EXPR_SELECT_: {
-        int64_t c;
-        int rc = kiln__expr_eval(e->a, cb, ud, &c);
-        if (rc) return rc;
-        return kiln__expr_eval(c ? e->b : e->c, cb, ud, out);
+    default: break;
     }
-    default: {
+    const int64_t *known = memo_slot(m, e->id, 0);
+    if (known) {
+        *out = *known;
+        return 0;
+    }
+    int rc;
+    if (e->op == KILN_EXPR_SELECT_) {
+        int64_t c;
+        if ((rc = eval_rec(e->a, cb, ud, m, &c))) return rc;
+        if ((rc = eval_rec(c ? e->b : e->c, cb, ud, m, out))) return rc;
+    } else {
         int64_t a, b;
-        int rc = kiln__expr_eval(e->a, cb, ud, &a);
-        if (rc) return rc;
-        if ((rc = kiln__expr_eval(e->b, cb, ud, &b))) return rc;
+        if ((rc = eval_rec(e->a, cb, ud, m, &a))) return rc;
+        if ((rc = eval_rec(e->b, cb, ud, m, &b))) return rc;
         if (arith(e->op, a, b, out) != 0) {
             char txt[256];
             kiln_expr_print(e, txt, sizeof txt);
             return kiln__err(KILN_EINVAL, "division by zero evaluating '%s' (divisor evaluated to 0)", txt);
         }
-        return 0;
     }
+    int64_t *slot = memo_slot(m, e->id, 1);
+    if (slot) *slot = *out;
+    return 0;
+}
+
+int kiln__expr_eval(const kiln_expr *e, kiln__sym_lookup cb, void *ud, int64_t *out) {
+    KILN__ASSERT(e && out);
+    eval_memo m;
+    memset(m.k0, 0, sizeof m.k0);
+    m.keys = m.k0;
+    m.vals = m.v0;
+    m.cap = 64;
+    m.n = 0;
+    int rc = eval_rec(e, cb, ud, &m, out);
+    if (m.keys != m.k0) {
+        kiln__free(m.keys);
+        kiln__free(m.vals);
     }
+    return rc;
 }

@@ -25,12 +25,63 @@ static void sb_printf(sbuf *b, const char *fmt, ...) {
     if (k > 0) b->n = b->n + (size_t)k < b->cap ? b->n + (size_t)k : b->cap - 1;
 }
 
-static void print_node(const kiln_engine *e, int32_t i, sbuf *b, int depth) {
-    if (i < 0 || i >= e->nnodes || depth > 32) {
+/* Expressions are DAGs (a node may be reached along many paths): printed
+ * as trees, a dim built through a dozen transformer layers of Shape ->
+ * Gather -> Concat -> Reshape is exponentially long.  So a subexpression
+ * whose tree form exceeds INLINE_MAX nodes is printed by name, "e<node>",
+ * and defined once in the "shape expressions" list at the end: the output
+ * stays linear in the engine's node count. */
+#define INLINE_MAX 16u
+
+typedef struct iprint {
+    const kiln_engine *e;
+    uint32_t *tsz;  /* tree size of each node, saturating; NULL: out of memory */
+    uint8_t *named; /* printed by name: define it in the list */
+} iprint;
+
+static int node_ok(const kiln_engine *e, int32_t i, int32_t parent) { return i >= 0 && i < parent && i < e->nnodes; }
+
+static int has_children(uint8_t op) { return op != KILN_EXPR_CONST && op != KILN_EXPR_SYM; }
+
+static int iprint_init(iprint *P, const kiln_engine *e) {
+    P->e = e;
+    P->tsz = kiln__calloc((size_t)e->nnodes + 1, sizeof *P->tsz);
+    P->named = kiln__calloc((size_t)e->nnodes + 1, 1);
+    if (!P->tsz || !P->named) return kiln__err(KILN_ENOMEM, "inspect: out of memory");
+    /* children precede their parents (the loader checks it) */
+    for (int32_t i = 0; i < e->nnodes; i++) {
+        const kiln__enode *x = &e->nodes[i];
+        uint64_t n = 1;
+        if (has_children(x->op)) {
+            int32_t ch[3] = {x->a, x->b, x->op == KILN_EXPR_SELECT_ ? x->c : -1};
+            for (int k = 0; k < 3; k++) n += node_ok(e, ch[k], i) ? P->tsz[ch[k]] : 0;
+        }
+        P->tsz[i] = n > (1u << 30) ? (1u << 30) : (uint32_t)n;
+    }
+    return 0;
+}
+
+static void iprint_free(iprint *P) {
+    kiln__free(P->tsz);
+    kiln__free(P->named);
+}
+
+static void print_node(iprint *P, int32_t i, int32_t parent, sbuf *b, int top);
+
+static void print_child(iprint *P, int32_t i, int32_t parent, sbuf *b) { print_node(P, i, parent, b, 0); }
+
+static void print_node(iprint *P, int32_t i, int32_t parent, sbuf *b, int top) {
+    const kiln_engine *e = P->e;
+    if (!node_ok(e, i, parent)) {
         sb_printf(b, "?");
         return;
     }
     const kiln__enode *x = &e->nodes[i];
+    if (!top && has_children(x->op) && P->tsz[i] > INLINE_MAX) {
+        P->named[i] = 1;
+        sb_printf(b, "e%d", (int)i);
+        return;
+    }
     static const char *const infix[] = {[KILN_EXPR_ADD] = " + ", [KILN_EXPR_SUB] = " - ",
                                         [KILN_EXPR_MUL] = " * ", [KILN_EXPR_FLOORDIV] = " // ",
                                         [KILN_EXPR_MOD] = " % ", [KILN_EXPR_EQ] = " == ",
@@ -52,26 +103,26 @@ static void print_node(const kiln_engine *e, int32_t i, sbuf *b, int depth) {
     case KILN_EXPR_MIN:
     case KILN_EXPR_MAX:
         sb_printf(b, "%s(", x->op == KILN_EXPR_CEILDIV ? "ceildiv" : x->op == KILN_EXPR_MIN ? "min" : "max");
-        print_node(e, x->a, b, depth + 1);
+        print_child(P, x->a, i, b);
         sb_printf(b, ", ");
-        print_node(e, x->b, b, depth + 1);
+        print_child(P, x->b, i, b);
         sb_printf(b, ")");
         return;
     case KILN_EXPR_SELECT_:
         sb_printf(b, "(");
-        print_node(e, x->a, b, depth + 1);
+        print_child(P, x->a, i, b);
         sb_printf(b, " ? ");
-        print_node(e, x->b, b, depth + 1);
+        print_child(P, x->b, i, b);
         sb_printf(b, " : ");
-        print_node(e, x->c, b, depth + 1);
+        print_child(P, x->c, i, b);
         sb_printf(b, ")");
         return;
     default:
         if (x->op < sizeof infix / sizeof infix[0] && infix[x->op]) {
             sb_printf(b, "(");
-            print_node(e, x->a, b, depth + 1);
+            print_child(P, x->a, i, b);
             sb_printf(b, "%s", infix[x->op]);
-            print_node(e, x->b, b, depth + 1);
+            print_child(P, x->b, i, b);
             sb_printf(b, ")");
         } else {
             sb_printf(b, "?");
@@ -79,19 +130,44 @@ static void print_node(const kiln_engine *e, int32_t i, sbuf *b, int depth) {
     }
 }
 
-static const char *dims_str(const kiln_engine *e, const kiln__etensor *t, char *buf, size_t n) {
+/* The definitions of the subexpressions printed by name, in node order
+ * (each uses only earlier ones). */
+static void print_named(iprint *P, FILE *out) {
+    const kiln_engine *e = P->e;
+    char buf[1024];
+    int n = 0;
+    /* a definition may name further (earlier) nodes: mark them first */
+    for (int32_t i = e->nnodes - 1; i >= 0; i--) {
+        if (!P->named[i]) continue;
+        sbuf b = {buf, 0, sizeof buf};
+        print_node(P, i, e->nnodes, &b, 1);
+        n++;
+    }
+    if (!n) return;
+    fprintf(out, "shape expressions (%d, named where printed above):\n", n);
+    for (int32_t i = 0; i < e->nnodes; i++) {
+        if (!P->named[i]) continue;
+        sbuf b = {buf, 0, sizeof buf};
+        buf[0] = 0;
+        print_node(P, i, e->nnodes, &b, 1);
+        fprintf(out, "  e%d = %s\n", (int)i, buf);
+    }
+}
+
+static const char *dims_str(iprint *P, const kiln__etensor *t, char *buf, size_t n) {
     sbuf b = {buf, 0, n};
     buf[0] = 0;
     sb_printf(&b, "[");
     for (int d = 0; d < t->ndim; d++) {
         if (d) sb_printf(&b, ", ");
-        print_node(e, t->dims[d], &b, 0);
+        print_node(P, t->dims[d], P->e->nnodes, &b, 1);
     }
     sb_printf(&b, "]");
     return buf;
 }
 
-static const char *tensor_str(const kiln_engine *e, int32_t t, char *buf, size_t n) {
+static const char *tensor_str(iprint *P, int32_t t, char *buf, size_t n) {
+    const kiln_engine *e = P->e;
     if (t < 0) {
         snprintf(buf, n, "(absent)");
         return buf;
@@ -101,13 +177,13 @@ static const char *tensor_str(const kiln_engine *e, int32_t t, char *buf, size_t
     if (et->is_size && et->upper >= 0) {
         sbuf b = {up, 0, sizeof up};
         sb_printf(&b, " (size tensor, at most ");
-        print_node(e, et->upper, &b, 0);
+        print_node(P, et->upper, e->nnodes, &b, 1);
         sb_printf(&b, ")");
     } else if (et->is_size) {
         snprintf(up, sizeof up, " (size tensor)");
     }
     snprintf(buf, n, "'%s' %s %s %s%s%s", et->name, kiln_dtype_name((kiln_dtype)et->dtype),
-             kiln_format_name((kiln_format)et->format), dims_str(e, et, d, sizeof d),
+             kiln_format_name((kiln_format)et->format), dims_str(P, et, d, sizeof d),
              et->alias_of >= 0 ? " (in place)" : up, et->loc == KILN_DEVICE_CUDA ? " @cuda" : "");
     return buf;
 }
@@ -131,6 +207,12 @@ static void human(uint64_t b, char *buf, size_t n) {
 
 KILN_API int kiln_engine_inspect(const kiln_engine *e, FILE *out) {
     KILN__ARG(e && out, KILN_EINVAL);
+    iprint P;
+    int rc = iprint_init(&P, e);
+    if (rc) {
+        iprint_free(&P);
+        return rc;
+    }
     char b1[1024], b2[64];
     fprintf(out, "kiln engine (format version %u)\n", kiln__file_version());
     fprintf(out, "  device:    %s (%s)\n", e->device == KILN_DEVICE_CUDA ? "cuda" : "cpu",
@@ -163,7 +245,7 @@ KILN_API int kiln_engine_inspect(const kiln_engine *e, FILE *out) {
     fprintf(out, "inputs (%d):\n", (int)e->ninputs);
     for (int32_t i = 0; i < e->ninputs; i++) {
         const kiln__etensor *t = &e->tensors[e->inputs[i]];
-        fprintf(out, "  %s\n", tensor_str(e, e->inputs[i], b1, sizeof b1));
+        fprintf(out, "  %s\n", tensor_str(&P, e->inputs[i], b1, sizeof b1));
         if (!e->prof) continue;
         int dyn = 0;
         for (int d = 0; d < t->ndim; d++)
@@ -182,7 +264,7 @@ KILN_API int kiln_engine_inspect(const kiln_engine *e, FILE *out) {
     for (int32_t i = 0; i < e->noutputs; i++) {
         kiln_io_info info;
         kiln_engine_io(e, (int)(e->ninputs + i), &info);
-        fprintf(out, "  %s%s\n", tensor_str(e, e->outputs[i], b1, sizeof b1),
+        fprintf(out, "  %s%s\n", tensor_str(&P, e->outputs[i], b1, sizeof b1),
                 info.data_dependent ? " (data-dependent shape)" : "");
     }
 
@@ -207,9 +289,9 @@ KILN_API int kiln_engine_inspect(const kiln_engine *e, FILE *out) {
         kiln__attrset_describe(&L->attrs, attrs, sizeof attrs);
         if (attrs[0]) fprintf(out, "      attrs %s\n", attrs);
         for (int32_t k = 0; k < L->nin; k++)
-            fprintf(out, "      in  %s\n", tensor_str(e, L->in[k], b1, sizeof b1));
+            fprintf(out, "      in  %s\n", tensor_str(&P, L->in[k], b1, sizeof b1));
         for (int32_t k = 0; k < L->nout; k++)
-            fprintf(out, "      out %s\n", tensor_str(e, L->out[k], b1, sizeof b1));
+            fprintf(out, "      out %s\n", tensor_str(&P, L->out[k], b1, sizeof b1));
         if (L->prepacked) {
             fprintf(out, "      packed:");
             for (int32_t k = 0; k < L->nin; k++)
@@ -224,7 +306,7 @@ KILN_API int kiln_engine_inspect(const kiln_engine *e, FILE *out) {
                     (int)p->op_version);
             for (int32_t j = 0; j < p->nin; j++)
                 if (p->in[j] >= 0)
-                    fprintf(out, "        in %s\n", tensor_str(e, p->in[j], b1, sizeof b1));
+                    fprintf(out, "        in %s\n", tensor_str(&P, p->in[j], b1, sizeof b1));
         }
     }
 
@@ -293,6 +375,8 @@ KILN_API int kiln_engine_inspect(const kiln_engine *e, FILE *out) {
         fprintf(out, "  %s::%s v%d%s%s\n", p->ns, p->name, (int)p->version,
                 p->library && p->library[0] ? " from " : "", p->library ? p->library : "");
     }
+    print_named(&P, out);
+    iprint_free(&P);
     return ferror(out) ? kiln__err(KILN_EIO, "writing the engine description failed") : 0;
 }
 

@@ -165,6 +165,10 @@ void kiln__cuda_fake(int on);
 int kiln__cuda_fake_owns(const void *p);
 int kiln__cuda_fake_kernel(int (*fn)(const kiln_call *), const kiln_call *c);
 const kiln__device *kiln__cuda_fake_device(void);
+/* The largest block the fake was asked for (whether or not it could map
+ * it) since the last reset: what a real GPU would have had to find, so
+ * tests can bound a plan's device memory.  reset = 1 starts over. */
+size_t kiln__cuda_fake_largest(int reset);
 
 /* nvrtc.c: compile CUDA C `source` to PTX for compute_<sm> (sm = 10 *
  * major + minor) with NVRTC (dlopen'ed).  *ptx is NUL-terminated (kiln__free),

@@ -16,7 +16,8 @@
  * dereferences a device pointer — the bug a real GPU reports as a segfault
  * or, worse, silently on a machine with unified memory — faults in CI.
  * The fake serializes its work under one lock (tests only); while any of
- * it runs, all blocks are open.
+ * it runs, all blocks are open.  It holds what an H100 holds (80 GiB) and
+ * records the largest block asked for, so tests can bound device plans.
  */
 #include "device/cuda/cuda_int.h"
 #include "device/device.h"
@@ -27,10 +28,12 @@
 #include <unistd.h>
 
 enum { FAKE_MAX = 4096 };
+#define FAKE_CAPACITY ((size_t)80 << 30) /* bytes: an H100's */
 static pthread_mutex_t g_lock;
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 static struct { void *p; size_t n, map; } g_blocks[FAKE_MAX];
 static int g_on, g_open; /* g_open: depth of fake work in progress (blocks readable) */
+static size_t g_largest; /* the largest block asked for (kiln__cuda_fake_largest) */
 
 /* Recursive: a kernel body may call the fake's copy. */
 static void lock_init(void) {
@@ -61,6 +64,15 @@ static void leave(void) {
 }
 
 static int f_alloc(size_t n, void **p) {
+    lock();
+    if (n > g_largest) g_largest = n;
+    pthread_mutex_unlock(&g_lock);
+    /* A GPU's memory, not the host's overcommit: a block no H100 holds is
+     * refused as cuMemAlloc would (mapping it would "succeed", and fail
+     * only when opened). */
+    if (n > FAKE_CAPACITY)
+        return kiln__err(KILN_ENOMEM, "fake CUDA device: out of memory: %zu bytes requested, more than its %zu", n,
+                         FAKE_CAPACITY);
     size_t page = (size_t)sysconf(_SC_PAGESIZE), map = ((n ? n : 64) + page - 1) / page * page;
     void *m = mmap(NULL, map, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (m == MAP_FAILED) return kiln__err(KILN_ENOMEM, "fake CUDA device: out of memory: %zu bytes", n);
@@ -145,3 +157,11 @@ void kiln__cuda_fake(int on) {
 }
 
 const kiln__device *kiln__cuda_fake_device(void) { return g_on ? &g_fake : NULL; }
+
+size_t kiln__cuda_fake_largest(int reset) {
+    lock();
+    size_t n = g_largest;
+    if (reset) g_largest = 0;
+    pthread_mutex_unlock(&g_lock);
+    return n;
+}
