@@ -41,7 +41,7 @@ enum {
     LAYOUT_BATCH_COUNT = 5, LAYOUT_BATCH_STRIDE = 6,
     PREF_MAX_WORKSPACE = 1, PREF_ALIGN_A = 5, PREF_ALIGN_B = 6, PREF_ALIGN_C = 7, PREF_ALIGN_D = 8,
     EPI_DEFAULT = 1, EPI_RELU = 2, EPI_BIAS = 4, EPI_GELU = 32,
-    MAX_ALGOS = 16, PLAN_CAP = 512,
+    MAX_ALGOS = 16, PLAN_CAP = 512, PLAN_PROBES = 32,
 };
 
 static struct {
@@ -253,15 +253,21 @@ static int plan_make(const plan_key *k, plan *p) {
     return 0;
 }
 
-/* The cached plan for g (made on a miss); a stable pointer while cached. */
-static int plan_get(const kiln_cuda_gemm *g, size_t ws, const plan **out) {
+/* The plan for g: the cached one (made on a miss; a stable pointer while
+ * cached), or, when g's probe neighbourhood of the table is full, one made
+ * into *tmp for this call only (the caller frees it with plan_done).  A
+ * cached plan is never evicted: another thread may be using it.  The key
+ * holds the bias pointer, so every engine's fused-bias GEMMs add entries;
+ * a process that loads many models (a server) must keep running when the
+ * table fills, at the price of one heuristic query per such call. */
+static int plan_get(const kiln_cuda_gemm *g, size_t ws, plan *tmp, const plan **out) {
     plan_key k;
     key_of(g, ws, &k);
     uint64_t h = key_hash(&k);
     pthread_mutex_lock(&g_lock);
     size_t i = (size_t)(h % PLAN_CAP);
     int rc = 0;
-    for (size_t probe = 0; probe < 8; probe++, i = (i + 1) % PLAN_CAP) {
+    for (size_t probe = 0; probe < PLAN_PROBES; probe++, i = (i + 1) % PLAN_CAP) {
         if (g_plans[i].used && !memcmp(&g_plans[i].key, &k, sizeof k)) {
             *out = &g_plans[i];
             pthread_mutex_unlock(&g_lock);
@@ -269,17 +275,22 @@ static int plan_get(const kiln_cuda_gemm *g, size_t ws, const plan **out) {
         }
         if (!g_plans[i].used) break;
     }
-    /* Miss: take the free slot, or (full neighbourhood) a new one replaces
-     * nothing in use: plans are small, the table large; refuse instead of
-     * evicting a plan another thread may be using. */
-    if (g_plans[i].used) {
+    if (g_plans[i].used) { /* full neighbourhood: an uncached plan */
         pthread_mutex_unlock(&g_lock);
-        return kiln__err(KILN_ENOMEM, "cuBLASLt plan cache full (%d distinct GEMM shapes)", PLAN_CAP);
+        rc = plan_make(&k, tmp);
+        if (!rc) *out = tmp;
+        return rc;
     }
     rc = plan_make(&k, &g_plans[i]);
     if (!rc) *out = &g_plans[i];
     pthread_mutex_unlock(&g_lock);
     return rc;
+}
+
+/* Frees p if plan_get made it for one call (cuBLASLt reads descriptors
+ * when the call is enqueued, so they may go right after it). */
+static void plan_done(const plan *p, plan *tmp) {
+    if (p == tmp) plan_free(tmp);
 }
 
 static int gemm_check(const kiln_cuda_gemm *g) {
@@ -293,8 +304,11 @@ static int gemm_check(const kiln_cuda_gemm *g) {
 
 int kiln__cuda_gemm_algos(const kiln_cuda_gemm *g, int max) {
     const plan *p = NULL;
-    if (gemm_check(g) || lt_load() || plan_get(g, KILN_CUDA_GEMM_WORKSPACE, &p)) return 0;
-    return p->nalgo < max ? p->nalgo : max;
+    plan tmp;
+    if (gemm_check(g) || lt_load() || plan_get(g, KILN_CUDA_GEMM_WORKSPACE, &tmp, &p)) return 0;
+    int n = p->nalgo < max ? p->nalgo : max;
+    plan_done(p, &tmp);
+    return n;
 }
 
 int kiln__cuda_gemm(const kiln_call *c, const kiln_cuda_gemm *g_in) {
@@ -309,20 +323,28 @@ int kiln__cuda_gemm(const kiln_call *c, const kiln_cuda_gemm *g_in) {
     if (!g->m || !g->n || g->batch == 0) return 0;
     size_t ws = c ? c->workspace_size : 0;
     const plan *p = NULL;
-    if ((rc = plan_get(g, ws, &p))) return kiln__err_prefix(rc, "layer '%s'", layer);
-    if (g->algo >= p->nalgo)
-        return kiln__err(KILN_EUNSUPPORTED, "layer '%s': cuBLASLt algorithm %d of %d for %lldx%lldx%lld (batch %lld)",
-                         layer, g->algo, p->nalgo, (long long)g->m, (long long)g->n, (long long)g->k,
-                         (long long)g->batch);
+    plan tmp;
+    if ((rc = plan_get(g, ws, &tmp, &p))) return kiln__err_prefix(rc, "layer '%s'", layer);
+    if (g->algo >= p->nalgo) {
+        rc = kiln__err(KILN_EUNSUPPORTED, "layer '%s': cuBLASLt algorithm %d of %d for %lldx%lldx%lld (batch %lld)",
+                       layer, g->algo, p->nalgo, (long long)g->m, (long long)g->n, (long long)g->k,
+                       (long long)g->batch);
+        plan_done(p, &tmp);
+        return rc;
+    }
     const lt_heur *a = &p->algos[g->algo];
-    if (a->workspaceSize > ws)
-        return kiln__err(KILN_EINTERNAL, "layer '%s': cuBLASLt algorithm needs %zu workspace bytes, %zu given", layer,
-                         a->workspaceSize, ws);
+    if (a->workspaceSize > ws) {
+        rc = kiln__err(KILN_EINTERNAL, "layer '%s': cuBLASLt algorithm needs %zu workspace bytes, %zu given", layer,
+                       a->workspaceSize, ws);
+        plan_done(p, &tmp);
+        return rc;
+    }
     CUstream stream = c && c->exec ? (CUstream)kiln_exec_stream(c->exec) : NULL;
     const void *cm = p->key.has_c ? g->c : g->d;
     rc = lt_check(lt.Matmul(g_handle, p->desc, &g->alpha, g->b, p->la, g->a, p->lb, &g->beta, cm, p->lc, g->d, p->ld,
                             &a->algo, c ? c->workspace : NULL, ws, stream),
                   "cublasLtMatmul");
+    plan_done(p, &tmp);
     return rc ? kiln__err_prefix(rc, "layer '%s' (%lldx%lldx%lld, batch %lld, algo %d)", layer, (long long)g->m,
                                  (long long)g->n, (long long)g->k, (long long)g->batch, g->algo)
               : 0;
