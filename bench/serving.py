@@ -15,9 +15,24 @@ binary comes from the tritonclient 2.41.0 wheel (pip download, kept in
 --cache), with libb64 and libcudart from the server's wheel.  Where it finds
 no stable measurement, or with --load clients, this script's closed-loop
 HTTP clients (binary tensors, one keep-alive connection each) stand in.
-Peer: Triton's ONNX Runtime backend would be the natural one, but the
-tritonserver of PyPI's nvidia-pytriton 0.7.0 ships only the python backend,
-so kiln is shown alone, with its in-process figure.
+Peer: Triton's ONNX Runtime backend is not in the tritonserver of PyPI's
+nvidia-pytriton 0.7.0 (it ships only the python backend), so each kiln model
+`<name>` gets a peer `<name>_ort` in the same repository and server: the
+python backend running bench/serving_ort_model.py, an onnxruntime
+InferenceSession on the same model.onnx with the same intra-op thread count
+(--threads, also set on the kiln model) and the same batching config.  Its
+stub is the server's python_backend_stubs/<this Python's X.Y> (with
+LD_LIBRARY_PATH at the wheel's libraries), and model.py is written with
+--ort-site (default: this Python's site-packages) first on sys.path (the
+stub does not take PYTHONPATH); that folder needs onnxruntime and numpy<2
+(with numpy 2.4 every response of the 2.51 stub failed: "output tensor
+shape does not match size of output").  If onnxruntime is not
+importable here or there, numpy there is 2.x, or the stub or the python
+backend is missing, the peer is skipped with the reason and kiln is shown
+alone.  Both
+models get the reference input once (max abs diff of their outputs printed),
+then perf_analyzer at each concurrency, kiln then ORT, and a second table
+puts them side by side.
 
     python3 bench/serving.py --server .../tritonserver \\
         --backend build/backends/triton/libtriton_kiln.so --kiln build/kiln \\
@@ -188,6 +203,125 @@ def stats(port, model):
             sum(int(b["compute_infer"]["ns"]) for b in st.get("batch_stats", [])))
 
 
+def measure(pa, port, name, body, hlen, c, duration, work):
+    """(infer/s, p50, p90, p99, generator) for `name` at concurrency c."""
+    got = pa_row(pa, port, name, c, duration, work) if pa else None
+    if got:
+        return (*got, "perf_analyzer")
+    tput, lat, errors = load(port, name, body, hlen, c, duration)
+    if errors or not lat:
+        sys.exit(f"{name}: {len(errors)} failed requests (HTTP {sorted(set(errors))})")
+    return (tput, *np.percentile(lat, [50, 90, 99]), "clients")
+
+
+def threads_param(n):
+    return 'parameters { key: "threads" value { string_value: "%d" } }\n' % n
+
+
+def ort_peer(server, work, ort_site):
+    """(None, server environment, sys.path for the stub, versions) when the
+    python backend can run the ORT peer, else (why not, ...).  The python
+    backend and the stub for this Python's version go into
+    work/backends/python."""
+    import importlib.util
+    import site
+    no = lambda why: (why, {}, [], "")
+    if importlib.util.find_spec("onnxruntime") is None:
+        return no(f"onnxruntime is not importable by {sys.executable} (pip install onnxruntime)")
+    paths = [os.path.abspath(ort_site)] if ort_site else site.getsitepackages()
+    probe = subprocess.run([sys.executable, "-c", "import numpy, onnxruntime; "
+                            "print(numpy.__version__, onnxruntime.__version__)"],
+                           capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=":".join(paths)))
+    if probe.returncode:
+        return no(f"numpy/onnxruntime not importable from {paths}: {probe.stderr.strip()[-200:]}")
+    np_ver, ort_ver = probe.stdout.split()
+    if int(np_ver.split(".")[0]) >= 2:
+        # seen with numpy 2.4: every output tensor of the 2.51 stub got a
+        # wrong byte size ("output tensor shape does not match size of
+        # output"), presumably its pybind11 predating numpy 2's dtype layout
+        return no(f"numpy {np_ver} (imported with {paths} first): the 2.51 python backend stub needs numpy<2 "
+                  f"(pip install --target DIR 'numpy<2' onnxruntime; --ort-site DIR)")
+    root = os.path.join(os.path.dirname(os.path.realpath(server)), "..")
+    ver = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    stub = os.path.join(root, "python_backend_stubs", ver, "triton_python_backend_stub")
+    pyb = os.path.join(root, "backends", "python")
+    for need in (stub, f"{pyb}/libtriton_python.so", f"{pyb}/triton_python_backend_utils.py"):
+        if not os.path.exists(need):
+            return f"{os.path.normpath(need)} is missing (python backend for Python {ver})", {}
+    os.makedirs(f"{work}/backends/python")
+    for f in (stub, f"{pyb}/libtriton_python.so", f"{pyb}/triton_python_backend_utils.py"):
+        shutil.copy(f, f"{work}/backends/python/")
+    # the stub's RPATH ($ORIGIN/../../../../nvidia_pytriton.libs, its libcudart)
+    # does not hold from the copy
+    libs = [os.path.normpath(os.path.join(root, "..", "..", "nvidia_pytriton.libs")),
+            os.environ.get("LD_LIBRARY_PATH", "")]
+    return (None, {"LD_LIBRARY_PATH": ":".join(p for p in libs if p)}, paths,
+            f"onnxruntime {ort_ver}, numpy {np_ver}")
+
+
+def write_ort_model(folder, src, key, flags, batches, db, threads, paths):
+    """<name>_ort: python backend, serving_ort_model.py on the same
+    model.onnx; inputs and output dims from the reference test case run
+    through onnxruntime here."""
+    import onnxruntime as ort
+    os.makedirs(f"{folder}/1")
+    shutil.copy(f"{src}/model.onnx", f"{folder}/1/model.onnx")
+    # The stub's embedded interpreter (the system's libpython of the same
+    # X.Y) does not take PYTHONPATH; model.py starts with this Python's
+    # site-packages (or --ort-site), where numpy and onnxruntime are.
+    with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "serving_ort_model.py")) as f:
+        code = f.read()
+    with open(f"{folder}/1/model.py", "w") as f:
+        f.write(f"import sys\nsys.path[:0] = {paths!r}  # written by bench/serving.py\n")
+        f.write(code)
+    sess = ort.InferenceSession(f"{src}/model.onnx", providers=["CPUExecutionProvider"])
+    d = f"{src}/test_data_set_0"
+    feeds = {i.name: pb(f"{d}/input_{k}.pb") for k, i in enumerate(sess.get_inputs())}
+    outs = sess.run(None, feeds)
+    names = {"cls": ["x"], "det": ["x"], "vad": ["input", "state"]}[key]
+    cut = 1 if batches else 0
+    dims = lambda shape: ", ".join(str(x) for x in shape[cut:])
+    cfg = 'backend: "python"\n' + threads_param(threads)
+    if batches:
+        cfg += "max_batch_size: %s\n" % flags[-1].split(":")[1].split("x")[0]
+        if db:
+            cfg += "dynamic_batching { max_queue_delay_microseconds: 500 }\n"
+    for n in feeds:
+        if n not in names:
+            cfg += 'parameters { key: "const_%s" value { string_value: "%s" } }\n' % (n, feeds[n].item())
+    cfg += "input [\n" + ",\n".join('  { name: "%s" data_type: TYPE_FP32 dims: [ %s ] }' % (n, dims(feeds[n].shape))
+                                     for n in names) + "\n]\n"
+    cfg += "output [\n" + ",\n".join('  { name: "%s" data_type: TYPE_FP32 dims: [ %s ] }' % (o.name, dims(v.shape))
+                                      for o, v in zip(sess.get_outputs(), outs)) + "\n]\n"
+    with open(f"{folder}/config.pbtxt", "w") as f:
+        f.write(cfg)
+
+
+def infer_json(port, model, inputs):
+    """{output name: array} of one request with JSON outputs."""
+    body, hlen = request_body(inputs)
+    head = json.loads(body[:hlen])
+    head["parameters"]["binary_data_output"] = False
+    h = json.dumps(head).encode()
+    body = h + body[hlen:]
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+    c.request("POST", f"/v2/models/{model}/infer", body,
+              {"Content-Type": "application/octet-stream", "Inference-Header-Content-Length": str(len(h))})
+    r = c.getresponse()
+    data = r.read()
+    if r.status != 200:
+        sys.exit(f"{model}: HTTP {r.status}: {data[:300]!r}")
+    return {o["name"]: np.array(o["data"], dtype=np.float32).reshape(o["shape"])
+            for o in json.loads(data)["outputs"]}
+
+
+def max_abs_diff(port, a, b, inputs):
+    x, y = infer_json(port, a, inputs), infer_json(port, b, inputs)
+    if set(x) != set(y):
+        sys.exit(f"{a} and {b} answer different outputs: {sorted(x)} vs {sorted(y)}")
+    return max(float(np.max(np.abs(x[n] - y[n]))) for n in x)
+
+
 def kiln_bench(kiln, engine, duration):
     out = subprocess.run([kiln, "bench", engine, "--duration", str(duration)], capture_output=True,
                          text=True, check=True).stdout
@@ -209,6 +343,13 @@ def main():
     ap.add_argument("--load", choices=["perf_analyzer", "clients"], default="perf_analyzer",
                     help="load generator (perf_analyzer when it can be set up, else this "
                          "script's HTTP clients)")
+    ap.add_argument("--threads", type=int, default=os.cpu_count(),
+                    help="intra-op threads of each kiln instance and of the ORT peer")
+    ap.add_argument("--ort-site", default=None,
+                    help="folder with numpy<2 and onnxruntime for the python backend's stub "
+                         "(pip install --target DIR 'numpy<2' onnxruntime); default: this "
+                         "Python's site-packages")
+    ap.add_argument("--no-ort", action="store_true", help="skip the ONNX Runtime peer")
     ap.add_argument("--cache", default=os.path.expanduser("~/.cache/kiln-serving"),
                     help="where perf_analyzer is kept once extracted")
     a = ap.parse_args()
@@ -217,6 +358,12 @@ def main():
     os.makedirs(f"{work}/backends/kiln")
     shutil.copy(a.backend, f"{work}/backends/kiln/libtriton_kiln.so")
     repo, variants = f"{work}/models", []
+    ort_why = None if not a.no_ort else "--no-ort"
+    ort_env = {}
+    if not ort_why:
+        ort_why, ort_env, ort_paths, ort_ver = ort_peer(a.server, work, a.ort_site)
+    if ort_why:
+        print(f"note: ONNX Runtime peer skipped: {ort_why}")
     for key in a.only.split(","):
         folder, flags, batches = MODELS[key]
         engine = f"{work}/{key}.kiln"
@@ -228,13 +375,16 @@ def main():
             name = f"{key}_{'db' if db else 'nodb'}"
             os.makedirs(f"{repo}/{name}/1")
             shutil.copy(engine, f"{repo}/{name}/1/model.kiln")
-            cfg = 'backend: "kiln"\n'
+            cfg = 'backend: "kiln"\n' + threads_param(a.threads)
             if db:
                 cfg += "dynamic_batching { max_queue_delay_microseconds: 500 }\n"
             elif batches:
                 cfg += "max_batch_size: %s\n" % flags[-1].split(":")[1].split("x")[0]
             with open(f"{repo}/{name}/config.pbtxt", "w") as f:
                 f.write(cfg)
+            if not ort_why:
+                write_ort_model(f"{repo}/{name}_ort", f"{a.models}/{folder}", key, flags, batches, db,
+                                a.threads, ort_paths)
             variants.append((key, folder, name, db, engine))
     pa = perf_analyzer(a.server, a.cache) if a.load == "perf_analyzer" else None
     http_port, grpc_port = free_ports(2)
@@ -243,7 +393,7 @@ def main():
                                f"{work}/backends", "--http-address", "127.0.0.1", "--http-port",
                                str(http_port), "--grpc-address", "127.0.0.1", "--grpc-port",
                                str(grpc_port), "--allow-metrics=false", "--log-verbose=0"],
-                              stdout=log, stderr=subprocess.STDOUT)
+                              stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ, **ort_env))
     try:
         for _ in range(600):
             try:
@@ -254,47 +404,62 @@ def main():
             except OSError:
                 pass
             if server.poll() is not None:
-                sys.exit(f"tritonserver exited; log: {work}/server.log")
+                with open(f"{work}/server.log") as f:
+                    tail = f.read()[-1500:]
+                sys.exit(f"tritonserver exited; log: {work}/server.log\n{tail}")
             time.sleep(0.2)
+        else:
+            sys.exit(f"tritonserver not ready after 120 s; log: {work}/server.log")
         gen = ("perf_analyzer 2.41 over HTTP, random inputs (rows marked 'clients': it found no "
                "stable measurement, this script's clients stood in)" if pa else
                "this script's HTTP clients, binary tensors, one keep-alive connection each")
         print(f"machine: {cpu_model()}, load average {os.getloadavg()[0]:.1f} at the start; "
-              f"tritonserver 2.51 (nvidia-pytriton 0.7.0), kiln backend, 1 instance per model; "
+              f"tritonserver 2.51 (nvidia-pytriton 0.7.0), kiln backend, 1 instance per model, "
+              f"{a.threads} intra-op threads; "
+              f"{'ORT peer: python backend, ' + ort_ver if not ort_why else 'no ORT peer'}; "
               f"load: {gen}, {a.duration:g} s per measurement")
         print()
         print("| model | dynamic batching | concurrency | load | infer/s | p50 ms | p90 ms | p99 ms | "
               "requests per kiln run | kiln run ms in the server (mean) | "
               "in-process kiln bench: infer/s, median ms | p50 - kiln run (concurrency 1) |")
         print("|---|---|---|---|---|---|---|---|---|---|---|---|")
-        benched = {}
+        benched, side = {}, []
         for key, folder, name, db, engine in variants:
             d = f"{a.models}/{folder}/test_data_set_0"
             names = {"cls": ["x"], "det": ["x"], "vad": ["input", "state"]}[key]
             inputs = {n: pb(f"{d}/input_{i}.pb") for i, n in enumerate(names)}
             body, hlen = request_body(inputs)
             load(http_port, name, body, hlen, 1, min(1.0, a.duration))  # warm up
+            if not ort_why:
+                load(http_port, f"{name}_ort", body, hlen, 1, min(1.0, a.duration))
+                diff = max_abs_diff(http_port, name, f"{name}_ort", inputs)
+                print(f"{name} vs {name}_ort on the reference input: max abs diff {diff:.3g}", flush=True)
             if key not in benched:
                 benched[key] = kiln_bench(a.kiln, engine, a.duration)
             tput_k, med_k = benched[key]
             for c in conc:
                 reqs0, runs0, ns0 = stats(http_port, name)
-                got = pa_row(pa, http_port, name, c, a.duration, work) if pa else None
-                if got:
-                    tput, p50, p90, p99 = got
-                    by = "perf_analyzer"
-                else:
-                    tput, lat, errors = load(http_port, name, body, hlen, c, a.duration)
-                    if errors or not lat:
-                        sys.exit(f"{name}: {len(errors)} failed requests (HTTP {sorted(set(errors))})")
-                    p50, p90, p99 = np.percentile(lat, [50, 90, 99])
-                    by = "clients"
+                tput, p50, p90, p99, by = measure(pa, http_port, name, body, hlen, c, a.duration, work)
                 reqs, runs, ns = stats(http_port, name)
+                if not ort_why:
+                    o = measure(pa, http_port, f"{name}_ort", body, hlen, c, a.duration, work)
+                    side.append((folder, db, c, (tput, p50, p99, by), (o[0], o[1], o[3], o[4])))
                 runs, run_ms = runs - runs0, (ns - ns0) / max(runs - runs0, 1) / 1e6
                 per_run = (reqs - reqs0) / max(runs, 1)
                 print(f"| {folder} | {'on' if db else 'off'} | {c} | {by} | {tput:.1f} | {p50:.2f} | {p90:.2f} | "
                       f"{p99:.2f} | {per_run:.2f} | {run_ms:.2f} | {tput_k:.1f}, {med_k:.2f} | "
                       f"{'%+.2f ms' % (p50 - run_ms) if c == 1 else ''} |", flush=True)
+        if side:
+            print()
+            print("| model | dynamic batching | concurrency | kiln infer/s | ORT infer/s | kiln/ORT | "
+                  "kiln p50 ms | ORT p50 ms | ORT/kiln | kiln p99 ms | ORT p99 ms | ORT/kiln | load |")
+            print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+            for folder, db, c, k, o in side:
+                by = k[3] if k[3] == o[3] else f"{k[3]} / {o[3]}"
+                print(f"| {folder} | {'on' if db else 'off'} | {c} | {k[0]:.1f} | {o[0]:.1f} | "
+                      f"{k[0] / o[0]:.2f} | {k[1]:.2f} | {o[1]:.2f} | {o[1] / k[1]:.2f} | {k[2]:.2f} | "
+                      f"{o[2]:.2f} | {o[2] / k[2]:.2f} | {by} |")
+        print(f"\nload average at the end: {' '.join('%.1f' % x for x in os.getloadavg())}")
     finally:
         server.terminate()
         try:
