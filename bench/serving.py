@@ -338,7 +338,7 @@ def main():
     ap.add_argument("--kiln", required=True)
     ap.add_argument("--models", required=True)
     ap.add_argument("--duration", type=float, default=4)
-    ap.add_argument("--concurrency", default="1,2,4")
+    ap.add_argument("--concurrency", default="1,4,16")
     ap.add_argument("--only", default=",".join(MODELS))
     ap.add_argument("--load", choices=["perf_analyzer", "clients"], default="perf_analyzer",
                     help="load generator (perf_analyzer when it can be set up, else this "
