@@ -20,10 +20,14 @@
  *        (kt = Transpose(k) also read by output kt: K^T stays as is)
  *   y3 = LayerNormalization(Add(q, y1), lns, lnb)   (a residual + norm)
  *
+ * mha_engine: tests/fixtures/mha_encoder.onnx, a torch export (packed QKV).
+ *
  * Include after test.h.
  */
 #ifndef KILN_TEST_ENCODER_NETS_H
 #define KILN_TEST_ENCODER_NETS_H
+
+#include "kiln/onnx.h"
 
 #include <math.h>
 
@@ -173,6 +177,26 @@ static inline kiln_build_config *attn_config(unsigned flags) {
     const char *names[3] = {"q", "k", "v"};
     for (int i = 0; i < 3; i++) ASSERT_OK(kiln_build_config_set_profile(cfg, names[i], 4, mn, opt, mx));
     return cfg;
+}
+
+/* tests/fixtures/mha_encoder.onnx (gen_mha_encoder.py): a 2-layer torch
+ * TransformerEncoder, x [batch, 10, 32] (4 heads of 8), batch 1..8, built
+ * for the device with these flags. */
+#define MHA_S 10
+#define MHA_E 32
+static inline kiln_engine *mha_engine(kiln_device_kind dev, unsigned flags) {
+    kiln_network *net = NULL;
+    ASSERT_OK(kiln_onnx_import(KILN_SOURCE_DIR "/tests/fixtures/mha_encoder.onnx", NULL, &net));
+    kiln_build_config *cfg = kiln_build_config_create();
+    kiln_build_config_set_device(cfg, dev);
+    kiln_build_config_set_flags(cfg, flags);
+    int64_t mn[3] = {1, MHA_S, MHA_E}, opt[3] = {3, MHA_S, MHA_E}, mx[3] = {8, MHA_S, MHA_E};
+    ASSERT_OK(kiln_build_config_set_profile(cfg, "x", 3, mn, opt, mx));
+    kiln_engine *e = NULL;
+    ASSERT_OK(kiln_build(net, cfg, &e, NULL));
+    kiln_build_config_free(cfg);
+    kiln_network_free(net);
+    return e;
 }
 
 /* softmax(scale q k^T) v per head of `heads` [S, D] matrices. */

@@ -153,4 +153,59 @@ TEST_IMPL(attention_on_gpu) {
     run_attn(KILN_BUILD_BF16, 6e-2);
 }
 
-TEST_LIST(TEST_ENTRY(linear_bias_gelu_on_gpu), TEST_ENTRY(attention_on_gpu))
+/* y of mha_encoder.onnx (torch's export: Q, K, V out of a packed projection
+ * through Reshape/Transpose/Gather chains) for x [nb, 10, 32] on engine e. */
+static void mha_run(kiln_engine *e, const float *x, int64_t nb, float *y) {
+    kiln_context *ctx = NULL;
+    ASSERT_OK(kiln_context_create(e, 1, &ctx));
+    int64_t d[3] = {nb, MHA_S, MHA_E};
+    size_t bytes = (size_t)(nb * MHA_S * MHA_E) * sizeof *x;
+    ASSERT_OK(kiln_context_set_input_shape(ctx, "x", 3, d));
+    ASSERT_OK(kiln_context_bind(ctx, "x", (void *)x, bytes));
+    ASSERT_OK(kiln_context_bind(ctx, "y", y, bytes));
+    memset(y, 0xFF, bytes); /* NaN: a value not written shows */
+    ASSERT_OK(kiln_context_run(ctx));
+    kiln_context_free(ctx);
+}
+
+/* The encoder on the GPU, its attention reading the projection through
+ * views (test_cuda_placement checks the rewrite), against kiln's CPU engine
+ * of the same file (no fusion: the ONNX ops one by one), batches 1, 3, 8. */
+TEST_IMPL(attention_views_on_gpu) {
+    need_gpu();
+    enum { NMAX = 8 * MHA_S * MHA_E };
+    static float x[NMAX], ref[NMAX], y[NMAX];
+    kiln_engine *cpu = mha_engine(KILN_DEVICE_CPU, 0);
+    const unsigned flags[3] = {0, KILN_BUILD_FP16, KILN_BUILD_BF16};
+    const double tols[3] = {1e-4, 2e-2, 1e-1};
+    for (int f = 0; f < 3; f++) {
+        kiln_engine *e = mha_engine(KILN_DEVICE_CUDA, flags[f] | KILN_BUILD_STRICT_DEVICE);
+        int views = 0;
+        for (int32_t l = 0; l < e->nlayers; l++) {
+            if (strcmp(e->layers[l].op_name, "attention")) continue;
+            kiln_attrs a = kiln__attrset_view(&e->layers[l].attrs);
+            views += kiln_attrs_ints(&a, "views", NULL) > 0;
+        }
+        ASSERT_EQ(views, 2);
+        const int64_t nbs[3] = {1, 3, 8};
+        double worst = 0;
+        for (int bi = 0; bi < 3; bi++) {
+            int64_t n = nbs[bi] * MHA_S * MHA_E;
+            uint64_t seed = 500 + 7 * (uint64_t)bi + (uint64_t)f;
+            for (int64_t i = 0; i < n; i++) x[i] = test_randf(&seed, -2, 2);
+            mha_run(cpu, x, nbs[bi], ref);
+            mha_run(e, x, nbs[bi], y);
+            for (int64_t i = 0; i < n; i++) {
+                double err = fabs(y[i] - ref[i]) / (1 + fabs(ref[i]));
+                if (!(err <= worst)) worst = err;
+            }
+        }
+        printf("mha_encoder flags 0x%x: %d layers, %d attention with views, max |y - cpu| / (1 + |cpu|) = %.3g "
+               "(tolerance %.3g)\n", flags[f], (int)e->nlayers, views, worst, tols[f]);
+        ASSERT(worst <= tols[f]);
+        kiln_engine_free(e);
+    }
+    kiln_engine_free(cpu);
+}
+
+TEST_LIST(TEST_ENTRY(linear_bias_gelu_on_gpu), TEST_ENTRY(attention_on_gpu), TEST_ENTRY(attention_views_on_gpu))

@@ -149,6 +149,13 @@ static const tcase cases[] = {
      {{F32, 4, {2, 4, 100, 64}}}, {A_FLOAT("scale", 0.125), A_INT("k_trans", 0)}},
     {"kiln::attention", 1, 3, 1, {{F32, 3, {3, 65, 17}}, {F32, 3, {3, 17, 66}}, {F32, 3, {3, 66, 33}}},
      {{F32, 3, {3, 65, 33}}}, {A_FLOAT("scale", 0.3), A_INT("k_trans", 1)}},
+    /* views (attention.h): Q, K, V of each input [S 37, B 2, 3E], E = 3 heads x 64 (torch's packed
+     * projection), y [S, B, H, D] (y_perm); tactic 2 takes no views (skipped) */
+#define ATTN_VIEWS A_INTS("views", 2, 0, 1, 1, 1, -4, 2, 64, 0, 0, 1, -65, 2, 1, 2, 192, 1, 1, 1, -4, 2, 64, 0, 0, 1, -65, 2, 1, 2, 384, 1, 1, 1, -4, 2, 64, 0, 0, 1, -65, 2, 1)
+    {"kiln::attention", 1, 3, 1, {{F16, 3, {37, 2, 576}}, {F16, 3, {37, 2, 576}}, {F16, 3, {37, 2, 576}}},
+     {{F16, 4, {37, 2, 3, 64}}}, {A_FLOAT("scale", 0.125), ATTN_VIEWS, A_INTS("y_perm", 2, 0, 1, 3)}},
+    {"kiln::attention", 1, 3, 1, {{F32, 3, {37, 2, 576}}, {F32, 3, {37, 2, 576}}, {F32, 3, {37, 2, 576}}},
+     {{F32, 4, {37, 2, 3, 64}}}, {A_FLOAT("scale", 0.125), ATTN_VIEWS, A_INTS("y_perm", 2, 0, 1, 3)}},
     /* residual + norm (kiln::add_layernorm): rows of 768, 8192 (1024 threads x 8), 5; broadcast scale */
     {"kiln::add_layernorm", 1, 4, 1, {{F32, 3, {2, 3, 768}}, {F32, 3, {2, 3, 768}}, {F32, 1, {768}}, {F32, 1, {768}}},
      {{F32, 3, {2, 3, 768}}}, {A_INT("axis", -1), A_FLOAT("epsilon", 1e-5)}},

@@ -69,6 +69,82 @@ TEST_IMPL(attention_cpu_reference) {
     }
 }
 
+/* The views of a packed projection p [S, NB, 3E] (torch's layout; E = H D):
+ * Q, K, V of batch b, head h at p[s, b, {0, E, 2E} + h D + d].  K's offset
+ * `koff` in units of E (1; 3 reaches past p). */
+static void packed_views(int64_t *vw, int koff) {
+    const int64_t E = ATTN_H * ATTN_D;
+    for (int o = 0; o < 3; o++) {
+        int64_t w[14] = {2, (o == 1 ? koff : o) * E,   /* offset along axis 2 */
+                         1, 1, 1,                      /* B: p's dim 1, stride of axis 1 */
+                         -1 - ATTN_H, 2, ATTN_D,       /* H: constant, D elements apart */
+                         0, 0, 1,                      /* S: p's dim 0, stride of axis 0 */
+                         -1 - ATTN_D, 2, 1};           /* D: constant, contiguous */
+        memcpy(vw + 14 * o, w, sizeof w);
+    }
+}
+
+static kiln_engine *views_engine(int koff) {
+    kiln_network *net = kiln_network_create();
+    int64_t d[3] = {ATTN_S, NB, 3 * ATTN_H * ATTN_D}, vw[42], perm[4] = {2, 0, 1, 3};
+    ASSERT_OK(kiln_network_add_input(net, "p", KILN_DTYPE_F32, 3, d, NULL));
+    const char *in[3] = {"p", "p", "p"}, *out[1] = {"y"};
+    kiln_layer *l = kiln_network_add_layer(net, "kiln::attention", 1, "attn", 3, in, 1, out);
+    ASSERT(l);
+    packed_views(vw, koff);
+    ASSERT_OK(kiln_layer_set_float(l, "scale", 0.3));
+    ASSERT_OK(kiln_layer_set_ints(l, "views", vw, 42));
+    ASSERT_OK(kiln_layer_set_ints(l, "y_perm", perm, 4));
+    ASSERT_OK(kiln_network_mark_output(net, "y"));
+    kiln_engine *e = test_build_ok(net, KILN_BUILD_NO_TIMING, 1, NULL);
+    kiln_network_free(net);
+    return e;
+}
+
+/* Views: y [S, NB, H, D] against the naive reference on Q, K, V copied out
+ * of p by hand; a view reaching past its input is an error naming it. */
+TEST_IMPL(attention_views_cpu) {
+    enum { E = ATTN_H * ATTN_D, P = ATTN_S * NB * 3 * E };
+    static float p[P], q[N], k[N], v[N], y[N];
+    static double ref[N];
+    uint64_t seed = 505;
+    for (int i = 0; i < P; i++) p[i] = test_randf(&seed, -2, 2);
+    for (int b = 0; b < NB; b++)
+        for (int h = 0; h < ATTN_H; h++)
+            for (int s = 0; s < ATTN_S; s++)
+                for (int d = 0; d < ATTN_D; d++) {
+                    int dst = ((b * ATTN_H + h) * ATTN_S + s) * ATTN_D + d, src = (s * NB + b) * 3 * E + h * ATTN_D + d;
+                    q[dst] = p[src];
+                    k[dst] = p[src + E];
+                    v[dst] = p[src + 2 * E];
+                }
+    attn_ref(q, k, v, HEADS, 0.3, ref);
+    static double reft[N]; /* [NB, H, S, D] -> [S, NB, H, D] */
+    for (int b = 0; b < NB; b++)
+        for (int h = 0; h < ATTN_H; h++)
+            for (int s = 0; s < ATTN_S; s++)
+                for (int d = 0; d < ATTN_D; d++)
+                    reft[((s * NB + b) * ATTN_H + h) * ATTN_D + d] = ref[((b * ATTN_H + h) * ATTN_S + s) * ATTN_D + d];
+    for (int koff = 1; koff <= 3; koff += 2) {
+        kiln_engine *e = views_engine(koff);
+        kiln_context *c = NULL;
+        ASSERT_OK(kiln_context_create(e, 1, &c));
+        ASSERT_OK(kiln_context_bind(c, "p", p, sizeof p));
+        ASSERT_OK(kiln_context_bind(c, "y", y, sizeof y));
+        memset(y, 0xFF, sizeof y);
+        int rc = kiln_context_run(c);
+        if (koff == 1) {
+            ASSERT_OK(rc);
+            test_check_close("attention views", y, reft, N, 1e-5);
+        } else {
+            ASSERT_EQ(rc, KILN_ESHAPE);
+            ASSERT(strstr(kiln_errmsg(), "K's view reaches element"));
+        }
+        kiln_context_free(c);
+        kiln_engine_free(e);
+    }
+}
+
 TEST_IMPL(attention_shape_errors) {
     kiln_network *net = kiln_network_create();
     int64_t q[3] = {2, 5, 8}, k[3] = {2, 7, 9}, v[3] = {2, 7, 4};
@@ -127,4 +203,4 @@ TEST_IMPL(add_layernorm_cpu_reference) {
     kiln_engine_free(e);
 }
 
-TEST_LIST(TEST_ENTRY(attention_cpu_reference), TEST_ENTRY(attention_shape_errors), TEST_ENTRY(add_layernorm_cpu_reference))
+TEST_LIST(TEST_ENTRY(attention_cpu_reference), TEST_ENTRY(attention_views_cpu), TEST_ENTRY(attention_shape_errors), TEST_ENTRY(add_layernorm_cpu_reference))
