@@ -208,4 +208,66 @@ TEST_IMPL(attention_views_on_gpu) {
     kiln_engine_free(cpu);
 }
 
-TEST_LIST(TEST_ENTRY(linear_bias_gelu_on_gpu), TEST_ENTRY(attention_on_gpu), TEST_ENTRY(attention_views_on_gpu))
+/* y of mask_network on engine e for q, k, v [3, H, S, D] and mask [3, 1, 1, S]. */
+static void mask_run(kiln_engine *e, float *const io[5]) {
+    kiln_context *ctx = NULL;
+    ASSERT_OK(kiln_context_create(e, 1, &ctx));
+    int64_t d[4] = {3, ATTN_H, ATTN_S, ATTN_D}, md[4] = {3, 1, 1, ATTN_S};
+    const char *names[5] = {"q", "k", "v", "mask", "y"};
+    for (int i = 0; i < 5; i++) {
+        size_t n = i == 3 ? 3 * ATTN_S : 3 * ATTN_N;
+        if (i < 4) ASSERT_OK(kiln_context_set_input_shape(ctx, names[i], 4, i == 3 ? md : d));
+        ASSERT_OK(kiln_context_bind(ctx, names[i], io[i], n * sizeof(float)));
+    }
+    memset(io[4], 0xFF, 3 * ATTN_N * sizeof(float));
+    ASSERT_OK(kiln_context_run(ctx));
+    kiln_context_free(ctx);
+}
+
+/* The masked chain (Add(scores, mask) folded into the attention: its
+ * mask input) on the GPU against kiln's CPU engine of the same network;
+ * the mask random in [-3, 0] with the last 5 keys of batch item 1 at -inf
+ * (padding). */
+TEST_IMPL(attention_mask_on_gpu) {
+    need_gpu();
+    static float q[3 * ATTN_N], k[3 * ATTN_N], v[3 * ATTN_N], mask[3 * ATTN_S], y[3 * ATTN_N], ref[3 * ATTN_N];
+    uint64_t seed = 9090;
+    for (int i = 0; i < 3 * ATTN_N; i++) {
+        q[i] = test_randf(&seed, -2, 2);
+        k[i] = test_randf(&seed, -2, 2);
+        v[i] = test_randf(&seed, -1, 1);
+    }
+    for (int i = 0; i < 3 * ATTN_S; i++) mask[i] = i >= 2 * ATTN_S - 5 && i < 2 * ATTN_S ? -INFINITY : test_randf(&seed, -3, 0);
+    kiln_network *net = mask_network();
+    kiln_build_config *cfg = mask_config(KILN_DEVICE_CPU, 0);
+    kiln_engine *cpu = NULL;
+    ASSERT_OK(kiln_build(net, cfg, &cpu, NULL));
+    kiln_build_config_free(cfg);
+    mask_run(cpu, (float *const[5]){q, k, v, mask, ref});
+    const unsigned flags[3] = {0, KILN_BUILD_FP16, KILN_BUILD_BF16};
+    const double tols[3] = {1e-5, 1e-2, 6e-2};
+    for (int f = 0; f < 3; f++) {
+        cfg = mask_config(KILN_DEVICE_CUDA, flags[f] | KILN_BUILD_STRICT_DEVICE);
+        kiln_engine *e = NULL;
+        ASSERT_OK(kiln_build(net, cfg, &e, NULL));
+        kiln_build_config_free(cfg);
+        int attn = 0;
+        for (int32_t l = 0; l < e->nlayers; l++) attn += !strcmp(e->layers[l].op_name, "attention") && e->layers[l].nin == 4;
+        ASSERT_EQ(attn, 1);
+        mask_run(e, (float *const[5]){q, k, v, mask, y});
+        double worst = 0;
+        for (int i = 0; i < 3 * ATTN_N; i++) {
+            double err = fabs(y[i] - ref[i]) / (1 + fabs(ref[i]));
+            if (!(err <= worst)) worst = err;
+        }
+        printf("masked attention flags 0x%x: max |y - cpu| / (1 + |cpu|) = %.3g (tolerance %.3g)\n", flags[f], worst,
+               tols[f]);
+        ASSERT(worst <= tols[f]);
+        kiln_engine_free(e);
+    }
+    kiln_engine_free(cpu);
+    kiln_network_free(net);
+}
+
+TEST_LIST(TEST_ENTRY(linear_bias_gelu_on_gpu), TEST_ENTRY(attention_on_gpu), TEST_ENTRY(attention_views_on_gpu),
+          TEST_ENTRY(attention_mask_on_gpu))

@@ -149,6 +149,16 @@ static const tcase cases[] = {
      {{F32, 4, {2, 4, 100, 64}}}, {A_FLOAT("scale", 0.125), A_INT("k_trans", 0)}},
     {"kiln::attention", 1, 3, 1, {{F32, 3, {3, 65, 17}}, {F32, 3, {3, 17, 66}}, {F32, 3, {3, 66, 33}}},
      {{F32, 3, {3, 65, 33}}}, {A_FLOAT("scale", 0.3), A_INT("k_trans", 1)}},
+    /* an additive mask (input 3): padding-style [B, 1, 1, Sk], full [B, H, Sq, Sk], [Sq, Sk] */
+    {"kiln::attention", 1, 4, 1, {{F16, 4, {2, 3, 70, 64}}, {F16, 4, {2, 3, 100, 64}}, {F16, 4, {2, 3, 100, 64}},
+                                  {F16, 4, {2, 1, 1, 100}, .lo = -4, .hi = 0}},
+     {{F16, 4, {2, 3, 70, 64}}}, {A_FLOAT("scale", 0.125)}},
+    {"kiln::attention", 1, 4, 1, {{F32, 4, {2, 3, 70, 40}}, {F32, 4, {2, 3, 100, 40}}, {F32, 4, {2, 3, 100, 40}},
+                                  {F32, 4, {2, 3, 70, 100}, .lo = -4, .hi = 2}},
+     {{F32, 4, {2, 3, 70, 40}}}, {A_FLOAT("scale", 0.15)}},
+    {"kiln::attention", 1, 4, 1, {{BF16, 3, {3, 65, 32}}, {BF16, 3, {3, 65, 32}}, {BF16, 3, {3, 65, 32}},
+                                  {BF16, 2, {65, 65}, .lo = -4, .hi = 0}},
+     {{BF16, 3, {3, 65, 32}}}, {A_FLOAT("scale", 0.2)}},
     /* views (attention.h): Q, K, V of each input [S 37, B 2, 3E], E = 3 heads x 64 (torch's packed
      * projection), y [S, B, H, D] (y_perm); tactic 2 takes no views (skipped) */
 #define ATTN_VIEWS A_INTS("views", 2, 0, 1, 1, 1, -4, 2, 64, 0, 0, 1, -65, 2, 1, 2, 192, 1, 1, 1, -4, 2, 64, 0, 0, 1, -65, 2, 1, 2, 384, 1, 1, 1, -4, 2, 64, 0, 0, 1, -65, 2, 1)

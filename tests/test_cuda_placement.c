@@ -690,6 +690,34 @@ TEST_IMPL(gpu_attention_views) {
     kiln__cuda_fake(0);
 }
 
+/* Add(scores, mask) before the Softmax becomes the attention's mask input. */
+TEST_IMPL(gpu_attention_mask_rewrite) {
+    kiln__cuda_fake(1);
+    kiln_network *net = mask_network();
+    kiln_build_config *cfg = mask_config(KILN_DEVICE_CUDA, KILN_BUILD_NO_TIMING | KILN_BUILD_STRICT_DEVICE);
+    kiln_engine *e = NULL;
+    ASSERT_OK(kiln_build(net, cfg, &e, NULL));
+    int attn = 0, other = 0;
+    for (int32_t l = 0; l < e->nlayers; l++) {
+        const kiln__elayer *el = &e->layers[l];
+        if (!strcmp(el->op_name, "attention")) {
+            attn++;
+            ASSERT_EQ(el->nin, 4);
+            ASSERT(!strncmp(e->tensors[el->in[3]].name, "mask", 4));
+            kiln_attrs a = kiln__attrset_view(&el->attrs);
+            ASSERT_NEAR(kiln_attrs_float(&a, "scale"), 0.125, 1e-6);
+        } else {
+            other += !strcmp(el->op_name, "Softmax") || !strcmp(el->op_name, "Add");
+        }
+    }
+    ASSERT_EQ(attn, 1);
+    ASSERT_EQ(other, 0);
+    kiln_engine_free(e);
+    kiln_build_config_free(cfg);
+    kiln_network_free(net);
+    kiln__cuda_fake(0);
+}
+
 TEST_LIST(TEST_ENTRY(mixed_placement), TEST_ENTRY(weights_uploaded_once), TEST_ENTRY(strict_device_lists_cpu_layers),
           TEST_ENTRY(fp16_moves_layer_to_gpu), TEST_ENTRY(host_cannot_read_device_memory),
-          TEST_ENTRY(gpu_activation_fusion), TEST_ENTRY(gpu_linear_bias_gelu_fusion), TEST_ENTRY(gpu_attention_rewrite), TEST_ENTRY(gpu_attention_views), TEST_ENTRY(device_memory_bindings), TEST_ENTRY(no_gpu_errors_are_clear))
+          TEST_ENTRY(gpu_activation_fusion), TEST_ENTRY(gpu_linear_bias_gelu_fusion), TEST_ENTRY(gpu_attention_rewrite), TEST_ENTRY(gpu_attention_views), TEST_ENTRY(gpu_attention_mask_rewrite), TEST_ENTRY(device_memory_bindings), TEST_ENTRY(no_gpu_errors_are_clear))

@@ -38,15 +38,19 @@ static kiln_engine *attn_engine(int kt, double scale) {
     return e;
 }
 
-TEST_IMPL(attention_cpu_reference) {
-    static float q[N], k[N], v[N], kt[N], y[N];
-    static double ref[N];
-    uint64_t seed = 404;
+/* Fresh random q, k in [-2, 2], v in [-1, 1] (N each). */
+static void fill_qkv(float *q, float *k, float *v, uint64_t seed) {
     for (int i = 0; i < N; i++) {
         q[i] = test_randf(&seed, -2, 2);
         k[i] = test_randf(&seed, -2, 2);
         v[i] = test_randf(&seed, -1, 1);
     }
+}
+
+TEST_IMPL(attention_cpu_reference) {
+    static float q[N], k[N], v[N], kt[N], y[N];
+    static double ref[N];
+    fill_qkv(q, k, v, 404);
     for (int h = 0; h < HEADS; h++) /* K^T per head */
         for (int s = 0; s < ATTN_S; s++)
             for (int d = 0; d < ATTN_D; d++)
@@ -145,6 +149,60 @@ TEST_IMPL(attention_views_cpu) {
     }
 }
 
+/* A mask of -inf on the odd keys and c on the even ones is attention over
+ * the even keys alone (the softmax is shift-invariant): the reference takes
+ * them out of K and V by hand. */
+TEST_IMPL(attention_mask_cpu) {
+    enum { HALF = ATTN_S / 2 };
+    static float q[N], k[N], v[N], mask[ATTN_S], y[N], ke[N / 2], ve[N / 2];
+    static double ref[N];
+    fill_qkv(q, k, v, 606);
+    for (int j = 0; j < ATTN_S; j++) mask[j] = j % 2 ? -INFINITY : 1.75f;
+    for (int h = 0; h < HEADS; h++)
+        for (int j = 0; j < HALF; j++)
+            for (int d = 0; d < ATTN_D; d++) {
+                ke[(h * HALF + j) * ATTN_D + d] = k[(h * ATTN_S + 2 * j) * ATTN_D + d];
+                ve[(h * HALF + j) * ATTN_D + d] = v[(h * ATTN_S + 2 * j) * ATTN_D + d];
+            }
+    for (int h = 0; h < HEADS; h++) /* naive, double, over the HALF even keys */
+        for (int i = 0; i < ATTN_S; i++) {
+            double s[HALF], m = -INFINITY, sum = 0;
+            for (int j = 0; j < HALF; j++) {
+                s[j] = 0;
+                for (int d = 0; d < ATTN_D; d++)
+                    s[j] += (double)q[(h * ATTN_S + i) * ATTN_D + d] * ke[(h * HALF + j) * ATTN_D + d];
+                s[j] *= 0.3;
+                m = s[j] > m ? s[j] : m;
+            }
+            for (int j = 0; j < HALF; j++) sum += s[j] = exp(s[j] - m);
+            for (int d = 0; d < ATTN_D; d++) {
+                double a = 0;
+                for (int j = 0; j < HALF; j++) a += s[j] * ve[(h * HALF + j) * ATTN_D + d];
+                ref[(h * ATTN_S + i) * ATTN_D + d] = a / sum;
+            }
+        }
+    kiln_network *net = kiln_network_create();
+    int64_t d[4] = {NB, ATTN_H, ATTN_S, ATTN_D}, md[1] = {ATTN_S};
+    const char *in[4] = {"q", "k", "v", "mask"}, *out[1] = {"y"};
+    for (int i = 0; i < 4; i++) ASSERT_OK(kiln_network_add_input(net, in[i], KILN_DTYPE_F32, i == 3 ? 1 : 4, i == 3 ? md : d, NULL));
+    kiln_layer *l = kiln_network_add_layer(net, "kiln::attention", 1, "attn", 4, in, 1, out);
+    ASSERT(l);
+    ASSERT_OK(kiln_layer_set_float(l, "scale", 0.3));
+    ASSERT_OK(kiln_network_mark_output(net, "y"));
+    kiln_engine *e = test_build_ok(net, KILN_BUILD_NO_TIMING, 1, NULL);
+    kiln_network_free(net);
+    kiln_context *c = NULL;
+    ASSERT_OK(kiln_context_create(e, 1, &c));
+    float *data[4] = {q, k, v, mask};
+    for (int i = 0; i < 4; i++) ASSERT_OK(kiln_context_bind(c, in[i], data[i], i == 3 ? sizeof mask : sizeof q));
+    ASSERT_OK(kiln_context_bind(c, "y", y, sizeof y));
+    memset(y, 0xFF, sizeof y);
+    ASSERT_OK(kiln_context_run(c));
+    test_check_close("attention mask", y, ref, N, 1e-5);
+    kiln_context_free(c);
+    kiln_engine_free(e);
+}
+
 TEST_IMPL(attention_shape_errors) {
     kiln_network *net = kiln_network_create();
     int64_t q[3] = {2, 5, 8}, k[3] = {2, 7, 9}, v[3] = {2, 7, 4};
@@ -157,6 +215,19 @@ TEST_IMPL(attention_shape_errors) {
     kiln_engine *e = NULL;
     ASSERT(test_build_net(net, KILN_BUILD_NO_TIMING, 1, &e, NULL) != 0); /* K's D 9 vs Q's 8 */
     ASSERT_CONTAINS(kiln_errmsg(), "K's dims do not match");
+    kiln_network_free(net);
+    /* a mask that does not broadcast to the scores [2, 5, 7] */
+    net = kiln_network_create();
+    int64_t k2[3] = {2, 7, 8}, m[2] = {5, 6};
+    ASSERT_OK(kiln_network_add_input(net, "q", KILN_DTYPE_F32, 3, q, NULL));
+    ASSERT_OK(kiln_network_add_input(net, "k", KILN_DTYPE_F32, 3, k2, NULL));
+    ASSERT_OK(kiln_network_add_input(net, "v", KILN_DTYPE_F32, 3, v, NULL));
+    ASSERT_OK(kiln_network_add_input(net, "mask", KILN_DTYPE_F32, 2, m, NULL));
+    const char *in4[4] = {"q", "k", "v", "mask"};
+    ASSERT(kiln_network_add_layer(net, "kiln::attention", 1, "attn", 4, in4, 1, out));
+    ASSERT_OK(kiln_network_mark_output(net, "y"));
+    ASSERT(test_build_net(net, KILN_BUILD_NO_TIMING, 1, &e, NULL) != 0);
+    ASSERT_CONTAINS(kiln_errmsg(), "mask dim 1 neither 1 nor the scores' dim 2");
     kiln_network_free(net);
 }
 
@@ -203,4 +274,4 @@ TEST_IMPL(add_layernorm_cpu_reference) {
     kiln_engine_free(e);
 }
 
-TEST_LIST(TEST_ENTRY(attention_cpu_reference), TEST_ENTRY(attention_views_cpu), TEST_ENTRY(attention_shape_errors), TEST_ENTRY(add_layernorm_cpu_reference))
+TEST_LIST(TEST_ENTRY(attention_cpu_reference), TEST_ENTRY(attention_views_cpu), TEST_ENTRY(attention_mask_cpu), TEST_ENTRY(attention_shape_errors), TEST_ENTRY(add_layernorm_cpu_reference))

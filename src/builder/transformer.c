@@ -9,7 +9,8 @@
  *   S = MatMul(Q', Kt')   Q' = Q or Mul(Q, c), Kt' = K^T or Mul(K^T, c),
  *                         K^T = Transpose(K) of the last two dims or any tensor
  *   S' = S or Mul/Div(S, c)                       (c: scalar constants)
- *   P = Softmax(S') over the last axis
+ *   S'' = S' or Add(S', mask)                     (mask broadcast to S, rank <= 4)
+ *   P = Softmax(S'') over the last axis
  *   Y = MatMul(P, V)
  *
  * becomes one kiln::attention layer (ops/nn/attention.c) reading Q, K (or
@@ -138,6 +139,34 @@ static int rewrite(builder *b, int li, const kiln__op *op, const char *const *na
     return 0;
 }
 
+/* If the softmax input *t is Add(scores, mask) of a private tensor, where
+ * scores come from a MatMul (possibly scaled) and the mask is a float
+ * tensor of the scores' type broadcast to them (rank <= 4): step *t back
+ * to the scores and return the mask, else -1. */
+static int strip_mask(const builder *b, const int *uses, int *t) {
+    int li = b->t[*t].producer;
+    if (!private_tensor(b, uses, *t) || !is_op(b, li, "Add") || b->l[li].nin != 2) return -1;
+    const bt *st = &b->t[*t];
+    for (int s = 0; s < 2; s++) {
+        int x = b->l[li].in[s], m = b->l[li].in[1 - s], y = x;
+        double unused = 1;
+        strip_scale(b, uses, &y, &unused, 1);
+        if (x < 0 || m < 0 || !is_op(b, b->t[y].producer, "MatMul")) continue;
+        const bt *mt = &b->t[m];
+        if (mt->dtype != st->dtype || mt->ndim > 4 || mt->ndim > st->ndim || b->t[x].ndim != st->ndim) return -1;
+        for (int d = 0; d < st->ndim; d++)
+            if (b->t[x].dims[d] != st->dims[d]) return -1; /* the mask does not broadcast the scores */
+        for (int d = 0; d < mt->ndim; d++) {
+            int64_t one;
+            if (mt->dims[d] != st->dims[st->ndim - mt->ndim + d] && !(kiln_expr_is_const(mt->dims[d], &one) && one == 1))
+                return -1;
+        }
+        *t = x;
+        return m;
+    }
+    return -1;
+}
+
 /* Q, K, V (in) as views of the tensors their layout chains start from
  * (builder/attn_views.c): replaces in with those, fills vw.  When the
  * output Y [B, H, S, Dv] is read only by a Transpose, that layer (*at) is
@@ -181,6 +210,7 @@ static int try_attention(builder *b, int sm, const int *uses, const kiln__op *op
     for (int li = 0; li < b->nl && mm2 < 0; li++)
         if (is_op(b, li, "MatMul") && b->l[li].in[0] == P) mm2 = li;
     double scale = 1.0;
+    int mask = strip_mask(b, uses, &S);
     strip_scale(b, uses, &S, &scale, 1);
     int mm1 = b->t[S].producer;
     if (mm2 < 0 || !private_tensor(b, uses, S) || !is_op(b, mm1, "MatMul")) return 0;
@@ -212,7 +242,7 @@ static int try_attention(builder *b, int sm, const int *uses, const kiln__op *op
         y->dims[r - 2] != q->dims[r - 2] || y->dims[r - 1] != v->dims[r - 1])
         return 0;
     /* MatMul 2 (or the Transpose after it, see attention_out) becomes the attention layer */
-    int in[3] = {Q, K, V}, at = mm2, nav = 2;
+    int in[4] = {Q, K, V, mask}, at = mm2, nav = 2;
     int64_t vw[3 * KILN_ATTN_VIEW_INTS], perm[4];
     if (!k_trans && r == 4 && attention_views(b, uses, in, vw, Y, &at, perm)) nav = at == mm2 ? 3 : 4;
     const kiln_attr_value av[4] = {
@@ -221,13 +251,13 @@ static int try_attention(builder *b, int sm, const int *uses, const kiln__op *op
         {.present = 1, .type = KILN_ATTR_ARRAY, .elem = KILN_DTYPE_I64, .count = 3 * KILN_ATTN_VIEW_INTS, .data = vw},
         {.present = 1, .type = KILN_ATTR_ARRAY, .elem = KILN_DTYPE_I64, .count = 4, .data = perm}};
     const char *an[4] = {"scale", "k_trans", "views", "y_perm"};
-    int rc = rewrite(b, at, op, an, av, nav, in, 3);
+    int rc = rewrite(b, at, op, an, av, nav, in, mask >= 0 ? 4 : 3);
     if (rc) return rc;
     if (at != mm2) b->l[mm2].dead = 1; /* its output is read by nobody now */
     const bl *L = &b->l[at];
-    kiln__log(KILN_LOG_VERBOSE, "attention: '%s' .. '%s' run as one kiln::attention layer (scale %g, %s%s%s)",
-              b->l[mm1].name, L->name, scale, k_trans ? "K^T" : "K", nav > 2 ? ", Q K V as views" : "",
-              nav > 3 ? ", output transposed" : "");
+    kiln__log(KILN_LOG_VERBOSE, "attention: '%s' .. '%s' run as one kiln::attention layer (scale %g, %s%s%s%s)",
+              b->l[mm1].name, L->name, scale, k_trans ? "K^T" : "K", mask >= 0 ? ", a mask" : "",
+              nav > 2 ? ", Q K V as views" : "", nav > 3 ? ", output transposed" : "");
     if (b->st) b->st->fused++;
     return 1;
 }

@@ -14,6 +14,9 @@
  * never leave the chip; FP32 accumulation, FP16/BF16 I/O).  The CPU
  * implementation here is the naive reference (double accumulation).
  *
+ * Input 3, optional: an additive mask broadcast to the scores [.., Sq, Sk]
+ * (rank <= 4), added after the scale.
+ *
  * With `views` (attention.h) Q, K and V are strided views of the inputs
  * (heads of a packed QKV projection: no Gather / Transpose / Reshape copies
  * in front) and `y_perm` transposes the output into the layout its reader
@@ -62,6 +65,25 @@ static const kiln_expr *view_dim_expr(kiln_shape_ctx *c, int o, const int64_t *v
     return e < c->in[o].ndim ? c->in[o].dims[e] : NULL;
 }
 
+/* The mask (input 3, if any) against the scores' dims sd[sr]. */
+static int mask_shape(const kiln_shape_ctx *c, const kiln_expr *const *sd, int sr) {
+    if (c->nin < 4 || c->in[3].dtype == KILN_DTYPE_UNDEFINED) return 0;
+    const kiln_desc *m = &c->in[3];
+    if (m->dtype != c->in[0].dtype)
+        return kiln_set_error(KILN_ETYPE, "attention: the mask is %s, expected %s like Q", kiln_dtype_name(m->dtype),
+                              kiln_dtype_name(c->in[0].dtype));
+    if (m->ndim > sr || m->ndim > 4)
+        return kiln_set_error(KILN_ESHAPE, "attention: the mask has rank %d, the scores %d (at most 4)", m->ndim, sr);
+    for (int i = 0; i < m->ndim; i++) {
+        int64_t one;
+        const kiln_expr *e = m->dims[i];
+        if (e != sd[sr - m->ndim + i] && !(kiln_expr_is_const(e, &one) && one == 1))
+            return kiln_set_error(KILN_ESHAPE, "attention: mask dim %d neither 1 nor the scores' dim %d", i,
+                                  sr - m->ndim + i);
+    }
+    return 0;
+}
+
 static int views_shape(kiln_shape_ctx *c, const int64_t *vw, const int64_t *perm) {
     static const char *const names[3] = {"Q", "K", "V"};
     const kiln_expr *d[3][4];
@@ -75,6 +97,9 @@ static int views_shape(kiln_shape_ctx *c, const int64_t *vw, const int64_t *perm
             return kiln_set_error(KILN_ESHAPE, "attention: %s's view differs from Q's in batch or heads", names[o]);
     if (d[1][3] != d[0][3] || d[2][2] != d[1][2])
         return kiln_set_error(KILN_ESHAPE, "attention: K's view does not match Q's head dim and V's key count");
+    const kiln_expr *sd[4] = {d[0][0], d[0][1], d[0][2], d[1][2]};
+    int rc = mask_shape(c, sd, 4);
+    if (rc) return rc;
     const kiln_expr *y[4] = {d[0][0], d[0][1], d[0][2], d[2][3]}, *out[4];
     for (int j = 0; j < 4; j++) out[j] = y[perm ? perm[j] : j];
     kiln__ops_set_dims(&c->out[0], c->in[0].dtype, 4, out);
@@ -104,6 +129,8 @@ static int attn_shape(kiln_shape_ctx *c) {
         return kiln_set_error(KILN_ESHAPE, "attention: K's dims do not match Q's last dim and V's key dim");
     const kiln_expr *d[KILN_MAX_DIMS];
     for (int i = 0; i < r - 1; i++) d[i] = q->dims[i];
+    d[r - 1] = ks; /* the scores' dims */
+    if ((rc = mask_shape(c, d, r))) return rc;
     d[r - 1] = v->dims[r - 1];
     kiln__ops_set_dims(&c->out[0], q->dtype, r, d);
     return 0;
@@ -229,13 +256,32 @@ static int views_geometry(const kiln_call *c, const int64_t *vw, const int64_t *
     return 0;
 }
 
+/* The mask's strides over the scores [nb, nh, sq, sk] (0: broadcast). */
+static int mask_geometry(const kiln_call *c, kiln_cu_flash *p) {
+    if (c->nin < 4 || c->in[3].dtype == KILN_DTYPE_UNDEFINED || !c->in[3].data) return 0;
+    const kiln_tensor *m = &c->in[3];
+    const int64_t sd[4] = {p->nb, p->nh, p->sq, p->sk};
+    if (m->ndim > 4 || (kiln_attrs_ints(c->attrs, "views", NULL) <= 0 && c->in[0].ndim > 4))
+        return kiln_set_error(KILN_EUNSUPPORTED, "attention: a mask needs scores of rank <= 4 (mask rank %d)", m->ndim);
+    p->has_mask = 1;
+    for (int i = 0; i < m->ndim; i++) {
+        int a = 4 - m->ndim + i;
+        if (m->dims[i] != 1 && m->dims[i] != sd[a])
+            return kiln_set_error(KILN_ESHAPE, "attention: mask dim %d is %lld, the scores' is %lld (or 1)", i,
+                                  (long long)m->dims[i], (long long)sd[a]);
+        p->ms[a] = m->dims[i] == 1 ? 0 : m->strides[i];
+    }
+    return 0;
+}
+
 int kiln__attn_geometry(const kiln_call *c, kiln_cu_flash *p, int64_t off[3]) {
     memset(p, 0, sizeof *p);
     off[0] = off[1] = off[2] = 0;
     const int64_t *vw, *perm;
     int rc = view_attrs(c->attrs, &vw, &perm);
     if (rc) return rc;
-    return vw ? views_geometry(c, vw, perm, p, off) : plain_geometry(c, p);
+    rc = vw ? views_geometry(c, vw, perm, p, off) : plain_geometry(c, p);
+    return rc ? rc : mask_geometry(c, p);
 }
 
 static int attn_cpu(const kiln_call *c) {
@@ -246,6 +292,7 @@ static int attn_cpu(const kiln_call *c) {
     const double scale = kiln_attrs_float(c->attrs, "scale");
     const float *q = (const float *)c->in[0].data + off[0], *k = (const float *)c->in[1].data + off[1],
                 *v = (const float *)c->in[2].data + off[2];
+    const float *mask = p.has_mask ? c->in[3].data : NULL;
     float *y = c->out[0].data;
     double *s = malloc((size_t)(p.sk ? p.sk : 1) * sizeof *s);
     if (!s) return kiln_set_error(KILN_ENOMEM, "attention: out of memory");
@@ -259,7 +306,7 @@ static int attn_cpu(const kiln_call *c) {
                 for (int64_t j = 0; j < p.sk; j++) {
                     double a = 0;
                     for (int d = 0; d < p.d; d++) a += (double)qb[i * p.qs[2] + d] * kb[j * p.ks[2] + d * p.kd];
-                    s[j] = a * scale;
+                    s[j] = a * scale + (mask ? mask[b * p.ms[0] + h * p.ms[1] + i * p.ms[2] + j * p.ms[3]] : 0);
                     m = s[j] > m ? s[j] : m;
                 }
                 for (int64_t j = 0; j < p.sk; j++) sum += s[j] = exp(s[j] - m);
@@ -278,7 +325,7 @@ static int attn_impl(const kiln_call *c) { return kiln__ops_as_f32(c, attn_cpu);
 static const kiln_combo attn_formats[] = {{.types = "FP32"}, {0}};
 static const kiln_combo attn_cuda_formats[] = {{.types = "FP32|FP16|BF16", .tactics = {1, 2}}, {0}};
 static const kiln_quick_op attention_op = {
-    .ns = "kiln", .name = "attention", .version = 1, .min_inputs = 3, .max_inputs = 3, .num_outputs = 1,
+    .ns = "kiln", .name = "attention", .version = 1, .min_inputs = 3, .max_inputs = 4, .num_outputs = 1,
     .attrs = attn_attrs, .shape = attn_shape, .impl = attn_impl, .formats = attn_formats,
     .doc = "softmax(scale Q K^T) V over the last two dims (the builder's fused attention)",
     .cuda_impl = kiln__cu_attention, .cuda_formats = attn_cuda_formats,

@@ -15,6 +15,9 @@
  * 1).  `y_perm` (4 ints, with views): the output is [B, H, Sq, Dv]
  * transposed by it (ONNX Transpose's perm), so the op writes the layout
  * the next layer reads.
+ *
+ * Input 3 (optional): an additive mask, rank <= 4, broadcast (aligned
+ * right) to the scores [B, H, Sq, Sk], added after the scale.
  */
 #ifndef KILN_OPS_ATTENTION_H
 #define KILN_OPS_ATTENTION_H

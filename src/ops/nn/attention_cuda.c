@@ -9,7 +9,7 @@
  *     their strides and views (kiln__attn_geometry), so the heads of a
  *     packed projection need no copy.
  *   2 (T_ROWS): the first kernel (attention.cu: a warp per 4 query rows,
- *     float math, contiguous tensors, no views), kept as a tactic for
+ *     float math, contiguous tensors, no views, no mask), kept as a tactic for
  *     shapes where it may still win (very short sequences).
  */
 #include "ops/common/cuda_impls.h"
@@ -30,7 +30,8 @@ static int launch_tiled(const kiln_call *c, kiln_cu_flash *p, const int64_t off[
     p->scale_log2 = (float)(kiln__cu_attr_float(c, "scale", 1.0) * 1.4426950408889634);
     p->vec = p->d % 8 == 0 && p->dv % 8 == 0 && p->kd == 1 && aligned16(k) && aligned16(v);
     for (int i = 0; i < 3; i++) p->vec = p->vec && p->ks[i] % 8 == 0 && p->vs[i] % 8 == 0;
-    void *args[] = {p, &q, &k, &v, (void *)&c->out[0].data};
+    const void *mask = p->has_mask ? c->in[3].data : NULL;
+    void *args[] = {p, &q, &k, &v, &mask, (void *)&c->out[0].data};
     const int64_t blocks = p->nb * p->nh * ((p->sq + 63) / 64);
     if (c->in[0].dtype == KILN_DTYPE_F32) {
         if (blocks <= 0) return 0;
@@ -47,7 +48,8 @@ int kiln__cu_attention(const kiln_call *c) {
     const kiln_tensor *q = &c->in[0], *k = &c->in[1], *v = &c->in[2];
     kiln_tensor *y = &c->out[0];
     const char *suf = kiln__cu_suffix(q->dtype);
-    if (!suf || k->dtype != q->dtype || v->dtype != q->dtype || y->dtype != q->dtype)
+    if (!suf || k->dtype != q->dtype || v->dtype != q->dtype || y->dtype != q->dtype ||
+        (kiln__cu_has_in(c, 3) && c->in[3].dtype != q->dtype))
         return kiln__cu_type_err("attention", q->dtype);
     kiln_cu_flash p;
     int64_t off[3];
@@ -60,13 +62,13 @@ int kiln__cu_attention(const kiln_call *c) {
     int views = kiln__cu_attr_ints(c, "views", &vw) > 0;
     /* FP32 head dims past 64: the tiled FP32 kernel does not hold them */
     int f32_wide = q->dtype == KILN_DTYPE_F32 && (p.d > 64 || p.dv > 64);
-    if (c->tactic != T_ROWS && (!f32_wide || views)) {
+    if (c->tactic != T_ROWS && (!f32_wide || views || p.has_mask)) {
         if (f32_wide)
-            return kiln_set_error(KILN_EUNSUPPORTED, "attention: FP32 views with head dims %d, %d (at most 64)", p.d,
-                                  p.dv);
+            return kiln_set_error(KILN_EUNSUPPORTED, "attention: FP32 views or mask with head dims %d, %d (at most 64)",
+                                  p.d, p.dv);
         return launch_tiled(c, &p, off, suf);
     }
-    if (views) return kiln_set_error(KILN_EUNSUPPORTED, "attention: tactic 2 takes no views");
+    if (views || p.has_mask) return kiln_set_error(KILN_EUNSUPPORTED, "attention: tactic 2 takes no views or mask");
     for (int i = 0; i < 3; i++)
         if (!kiln__cu_contig(&c->in[i]))
             return kiln_set_error(KILN_EUNSUPPORTED, "attention: tactic 2 needs contiguous inputs");

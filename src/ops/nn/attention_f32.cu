@@ -2,7 +2,7 @@
  * attention_f32.cu — kiln::attention (attention.c) in FP32, tiled and
  * register-blocked (CUDA cores; exact FP32, no TF32):
  *
- *   flash_f32(p, q, k, v, y): per batch-head, Y = softmax(scale Q K^T) V,
+ *   flash_f32(p, q, k, v, mask, y): per batch-head, Y = softmax(scale Q K^T + mask) V,
  *   head dims D, Dv <= 64 (attention_cuda.c takes the older kernel above).
  *
  * A block of 256 threads (16 x 16) owns F_BQ = 64 query rows of one
@@ -23,9 +23,10 @@
 #define F_BK 64
 #define F_DK 64
 #define F_LD 68
+#define F_LOG2E 1.4426950408889634f
 
 extern "C" __global__ void __launch_bounds__(256) flash_f32(kiln_cu_flash p, const float *q, const float *k,
-                                                            const float *v, float *y) {
+                                                            const float *v, const float *mask, float *y) {
     extern __shared__ __align__(16) float f_smem[];
     float(*QsT)[F_LD] = reinterpret_cast<float(*)[F_LD]>(f_smem);            /* [F_DK][F_LD] */
     float(*KsT)[F_LD] = reinterpret_cast<float(*)[F_LD]>(f_smem + F_DK * F_LD); /* [F_DK][F_LD], then P^T */
@@ -35,6 +36,7 @@ extern "C" __global__ void __launch_bounds__(256) flash_f32(kiln_cu_flash p, con
     const int64_t bb = bh / p.nh, hh = bh - bb * p.nh;
     const float *qb = q + bb * p.qs[0] + hh * p.qs[1], *kb = k + bb * p.ks[0] + hh * p.ks[1],
                 *vb = v + bb * p.vs[0] + hh * p.vs[1];
+    const float *mb = mask + bb * p.ms[0] + hh * p.ms[1]; /* used only with has_mask */
     float *yb = y + bb * p.ys[0] + hh * p.ys[1];
     const int tid = threadIdx.x, tx = tid & 15, ty = tid >> 4, D = p.d, Dv = p.dv;
 
@@ -90,17 +92,20 @@ extern "C" __global__ void __launch_bounds__(256) flash_f32(kiln_cu_flash p, con
             float mx = -INFINITY;
 #pragma unroll
             for (int j = 0; j < 4; j++) {
-                s[i][j] = 4 * tx + j < nk ? s[i][j] * p.scale_log2 : -INFINITY;
+                const int64_t r = q0 + 4 * ty + i, key = j0 + 4 * tx + j;
+                const bool in = 4 * tx + j < nk;
+                s[i][j] = in ? s[i][j] * p.scale_log2 : -INFINITY;
+                if (p.has_mask && in && r < p.sq) s[i][j] += F_LOG2E * mb[r * p.ms[2] + key * p.ms[3]];
                 mx = fmaxf(mx, s[i][j]);
             }
 #pragma unroll
             for (int sh = 1; sh < 16; sh <<= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, sh));
-            const float mn = fmaxf(m[i], mx); /* key j0 is valid: finite */
-            alpha[i] = exp2f(m[i] - mn);
+            const float mn = fmaxf(m[i], mx), z = mn == -INFINITY ? 0.0f : mn; /* masked out so far: terms 0 */
+            alpha[i] = exp2f(m[i] - z);
             m[i] = mn;
             float sum = 0.0f;
 #pragma unroll
-            for (int j = 0; j < 4; j++) sum += s[i][j] = exp2f(s[i][j] - mn);
+            for (int j = 0; j < 4; j++) sum += s[i][j] = exp2f(s[i][j] - z);
 #pragma unroll
             for (int sh = 1; sh < 16; sh <<= 1) sum += __shfl_xor_sync(0xffffffffu, sum, sh);
             l[i] = l[i] * alpha[i] + sum;

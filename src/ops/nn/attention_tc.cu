@@ -2,7 +2,7 @@
  * attention_tc.cu — kiln::attention (attention.c) for FP16/BF16 on tensor
  * cores, flash-attention-2 style:
  *
- *   flash<DK>_<T>(p, q, k, v, y): per batch-head, Y = softmax(scale Q K^T) V
+ *   flash<DK>_<T>(p, q, k, v, mask, y): per batch-head, Y = softmax(scale Q K^T + mask) V
  *
  * A block of 4 warps owns TC_BQ = 64 query rows of one batch-head (16 per
  * warp, kept in registers as mma A fragments) and walks the keys in tiles
@@ -31,6 +31,7 @@
 #define TC_BQ 64
 #define TC_BK 64
 #define TC_PAD 8
+#define KC_LOG2E 1.4426950408889634f
 
 /* pack: two floats as the .b32 of an element pair (lo in the low half);
  * mma: c += a b, m16n8k16, FP32 accumulators. */
@@ -79,7 +80,8 @@ __device__ __forceinline__ void tc_stage(T (*S)[DK + TC_PAD], const T *src, int6
 }
 
 template <typename T, int DK>
-__device__ __forceinline__ void kc_flash_tc(const kiln_cu_flash &p, const T *q, const T *k, const T *v, T *y) {
+__device__ __forceinline__ void kc_flash_tc(const kiln_cu_flash &p, const T *q, const T *k, const T *v, const T *mask,
+                                            T *y) {
     typedef tc_ops<T> O;
     __shared__ __align__(16) T Ks[TC_BK][DK + TC_PAD];
     __shared__ __align__(16) T Vs[TC_BK][DK + TC_PAD];
@@ -88,6 +90,7 @@ __device__ __forceinline__ void kc_flash_tc(const kiln_cu_flash &p, const T *q, 
     const int64_t bb = bh / p.nh, hh = bh - bb * p.nh;
     const T *qb = q + bb * p.qs[0] + hh * p.qs[1], *kb = k + bb * p.ks[0] + hh * p.ks[1],
             *vb = v + bb * p.vs[0] + hh * p.vs[1];
+    const T *mb = mask + bb * p.ms[0] + hh * p.ms[1]; /* used only with has_mask */
     T *yb = y + bb * p.ys[0] + hh * p.ys[1];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
     const int64_t r0 = q0 + warp * 16 + g, r1 = r0 + 8; /* this thread's two query rows */
@@ -132,36 +135,44 @@ __device__ __forceinline__ void kc_flash_tc(const kiln_cu_flash &p, const T *q, 
                        *reinterpret_cast<const uint32_t *>(kr + 8));
             }
         }
-        /* online softmax (base 2); keys past Sk are -inf */
+        /* online softmax (base 2); keys past Sk are -inf, the mask is added */
         float mx0 = -INFINITY, mx1 = -INFINITY;
 #pragma unroll
         for (int n = 0; n < TC_BK / 8; n++)
 #pragma unroll
             for (int e = 0; e < 2; e++) {
-                const bool in = n * 8 + 2 * t + e < nk;
-                s[n][e] = in ? s[n][e] * p.scale_log2 : -INFINITY;
-                s[n][2 + e] = in ? s[n][2 + e] * p.scale_log2 : -INFINITY;
-                mx0 = fmaxf(mx0, s[n][e]);
-                mx1 = fmaxf(mx1, s[n][2 + e]);
+                const int j = n * 8 + 2 * t + e;
+                const bool in = j < nk;
+                float x0 = in ? s[n][e] * p.scale_log2 : -INFINITY, x1 = in ? s[n][2 + e] * p.scale_log2 : -INFINITY;
+                if (p.has_mask && in) {
+                    const T *mc = mb + (j0 + j) * p.ms[3];
+                    if (r0 < p.sq) x0 += KC_LOG2E * kc_ldf(mc[r0 * p.ms[2]]);
+                    if (r1 < p.sq) x1 += KC_LOG2E * kc_ldf(mc[r1 * p.ms[2]]);
+                }
+                s[n][e] = x0;
+                s[n][2 + e] = x1;
+                mx0 = fmaxf(mx0, x0);
+                mx1 = fmaxf(mx1, x1);
             }
 #pragma unroll
         for (int sh = 1; sh < 4; sh <<= 1) { /* the 4 threads of a row */
             mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, sh));
             mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, sh));
         }
-        /* key j0 is valid, so the new max is finite (for finite scores) */
+        /* a row masked out so far (max -inf) subtracts 0: its terms stay 0 */
         const float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
-        const float a0 = exp2f(m0 - mn0), a1 = exp2f(m1 - mn1); /* 0 on the first tile */
+        const float z0 = mn0 == -INFINITY ? 0.0f : mn0, z1 = mn1 == -INFINITY ? 0.0f : mn1;
+        const float a0 = exp2f(m0 - z0), a1 = exp2f(m1 - z1); /* 0 on the first tile */
         m0 = mn0;
         m1 = mn1;
         l0 *= a0;
         l1 *= a1;
 #pragma unroll
         for (int n = 0; n < TC_BK / 8; n++) {
-            s[n][0] = exp2f(s[n][0] - mn0);
-            s[n][1] = exp2f(s[n][1] - mn0);
-            s[n][2] = exp2f(s[n][2] - mn1);
-            s[n][3] = exp2f(s[n][3] - mn1);
+            s[n][0] = exp2f(s[n][0] - z0);
+            s[n][1] = exp2f(s[n][1] - z0);
+            s[n][2] = exp2f(s[n][2] - z1);
+            s[n][3] = exp2f(s[n][3] - z1);
             l0 += s[n][0] + s[n][1];
             l1 += s[n][2] + s[n][3];
         }
@@ -214,8 +225,8 @@ __device__ __forceinline__ void kc_flash_tc(const kiln_cu_flash &p, const T *q, 
 
 #define KC_FLASH_TC(S, T, DK)                                                                              \
     extern "C" __global__ void __launch_bounds__(128)                                                    \
-        flash##DK##_##S(kiln_cu_flash p, const T *q, const T *k, const T *v, T *y) {                    \
-        kc_flash_tc<T, DK>(p, q, k, v, y);                                                               \
+        flash##DK##_##S(kiln_cu_flash p, const T *q, const T *k, const T *v, const T *mask, T *y) {     \
+        kc_flash_tc<T, DK>(p, q, k, v, mask, y);                                                         \
     }
 #define KC_FLASH_TC_ALL(S, T) KC_FLASH_TC(S, T, 32) KC_FLASH_TC(S, T, 64) KC_FLASH_TC(S, T, 128)
 KC_FLASH_TC_ALL(f16, kc_f16)
