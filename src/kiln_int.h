@@ -164,6 +164,9 @@ int kiln__op_serialize(const kiln__op *op, const void *state, uint8_t **blob, si
  * layer at shape time.  NULL: the default (shape's types, LINEAR, tactic 0);
  * always NULL for full plugins. */
 const kiln_combo *kiln__op_formats(const kiln__op *op, const void *state);
+/* Run a quick op's formats_fn on c alone (no shape call; engine
+ * validation) and keep its answer for kiln__op_formats.  0 for ops without. */
+int kiln__op_formats_fn(const kiln__op *op, void *state, kiln_shape_ctx *c);
 int kiln__op_prepack(const kiln__op *op, const void *state, const kiln_call *c, int input,
                      void *dst, size_t *size);
 

@@ -24,10 +24,12 @@
  *             than Y (no per-row vector tails), 3x3 unrolled; rows split
  *             over threads.  Auto picks it for depthwise convs; elsewhere
  *             (grouped convs, 3-D) it falls back to direct / GEMM.
- *   6 Winograd F(4x4, 3x3) (conv_winograd.c): 2-D 3x3 stride-1
- *             undilated convs of one group with W prepacked in its
- *             transformed layout; elsewhere the padded GEMM (4).  Never
- *             picked by auto: only where the builder timed it faster.
+ *   6 Winograd F(4x4, 3x3) (conv_winograd.c): offered only on 2-D 3x3
+ *             stride-1 undilated convs of one group with a constant W
+ *             (prepacked in its transformed layout; conv_formats_fn); an
+ *             engine naming it elsewhere fails to load.  Outputs under 5
+ *             columns wide (known per call) run the padded GEMM (4).
+ *             Never picked by auto: only where the builder timed it faster.
  * Spatial dims are normalized to 3 (D, H, W) by prepending 1s.
  */
 #include "device/cpu/sgemm.h"
@@ -977,6 +979,17 @@ static int conv_dw(const kiln_call *c, const geom *g) {
 
 /* ------------------------------------------------------------ impl */
 
+/* Tactic 6's static conditions (2-D, one group, at least 2 output
+ * channels, 3x3 taps, stride 1, undilated; k, s, d: the 2 spatial axes).
+ * The one dynamic condition, an output at least 5 columns wide
+ * (kiln__wino_fits), is checked per call: narrower outputs run the padded
+ * GEMM. */
+static int wino_applies(int nsp, int64_t G, int64_t M, const int64_t *k, const int64_t *s, const int64_t *d) {
+    return nsp == 2 && G == 1 && M >= 2 && k[0] == 3 && k[1] == 3 && s[0] == 1 && s[1] == 1 && d[0] == 1 &&
+           d[1] == 1;
+}
+
+
 /* The kernel a call runs: the chosen tactic, or (auto) direct for
  * depthwise-like convs, which have too little reuse for a GEMM.  direct_ok:
  * the conv is 1-D/2-D (no depth to convolve).  The direct kernel runs only
@@ -986,11 +999,8 @@ static int conv_dw(const kiln_call *c, const geom *g) {
  * direct kernel timed at 10-500x the GEMMs and its candidates took ~90% of
  * a cold build, for a kernel that never won there. */
 static int pick_tactic(int tactic, int direct_ok, const geom *g) {
-    if (tactic == T_WINO) {
-        int wino = direct_ok && g->nsp == 2 && g->G == 1 && g->k[1] == 3 && g->k[2] == 3 &&
-                   g->s[1] == 1 && g->s[2] == 1 && g->d[1] == 1 && g->d[2] == 1;
-        return wino ? T_WINO : T_PADGEMM;
-    }
+    if (tactic == T_WINO) /* where conv_formats_fn did not offer it: a forced tactic */
+        return wino_applies(g->nsp, g->G, g->M, g->k + 1, g->s + 1, g->d + 1) ? T_WINO : T_PADGEMM;
     if (tactic == T_DW && !(direct_ok && g->Cg == 1)) tactic = T_DIRECT;
     if (tactic == T_DIRECT && direct_ok && g->Cg * g->k[0] * g->k[1] * g->k[2] > 64 && g->Mg > 4)
         return T_PADGEMM;
@@ -1136,10 +1146,27 @@ static const kiln_quick_op convint_op = {
 KILN_OP(convint_op)
 
 static const kiln_combo conv_formats[] = {
-    {"FP32", NULL, {T_AUTO, T_GEMM, T_DIRECT, T_PADGEMM, T_DW, T_WINO}},
+    {"FP32", NULL, {T_AUTO, T_GEMM, T_DIRECT, T_PADGEMM, T_DW}},
     {"FP16|FP64", NULL, {T_AUTO}},
-    {NULL, NULL, {0}},
 };
+
+/* kiln_quick_op.formats_fn: conv_formats, plus Winograd (6) where it runs:
+ * a constant W (its transformed packing) and wino_applies.  It reads only
+ * what is static in every engine (ranks, W, attributes), so the engine's
+ * check of the stored tactic at load and per shape agrees with the build. */
+static int conv_formats_fn(const kiln_shape_ctx *c, kiln_combo *out, int max) {
+    int n = (int)(sizeof conv_formats / sizeof conv_formats[0]);
+    if (max < n) return kiln_set_error(KILN_EINTERNAL, "Conv formats_fn: room for %d combinations, needs %d", max, n);
+    memcpy(out, conv_formats, sizeof conv_formats);
+    const kiln_desc *x = &c->in[0], *w = &c->in[1];
+    int64_t wk[2], M, k[2], s[2], d[2], pb[2], pe[2];
+    if (x->ndim != 4 || w->ndim != 4 || !w->data || !kiln_expr_is_const(w->dims[0], &M) ||
+        !kiln_expr_is_const(w->dims[2], &wk[0]) || !kiln_expr_is_const(w->dims[3], &wk[1]) ||
+        read_attrs(c->attrs, 2, wk, k, s, d, pb, pe))
+        return n;
+    if (wino_applies(2, kiln_attrs_int(c->attrs, "group"), M, k, s, d)) out[0].tactics[T_WINO - 1] = T_WINO;
+    return n;
+}
 
 /* CUDA tactics (conv_cuda.c): 1 direct, 2 im2col + cuBLASLt GEMM. */
 static const kiln_combo conv_cuda_formats[] = {{.types = KILN_CU_T_FLOAT, .tactics = {1, 2}}, {0}};
@@ -1159,7 +1186,7 @@ static const kiln_quick_op conv_op = {
     .ns = "ai.onnx", .name = "Conv", .version = 1,
     .min_inputs = 2, .max_inputs = 3, .num_outputs = 1,
     .attrs = conv_attrs, .shape = conv_shape, .impl = conv_impl,
-    .formats = conv_formats, .workspace = conv_ws, .prepack = conv_prepack,
+    .formats_fn = conv_formats_fn, .workspace = conv_ws, .prepack = conv_prepack,
     .accepts_epilogue = 1, /* every tactic applies it per finished row/plane */
     .doc = "convolution: implicit-im2col packed GEMM, direct/depthwise kernel",
     .cuda_impl = conv_cuda, .cuda_formats = conv_cuda_formats, .cuda_workspace = kiln__cu_conv_workspace,
