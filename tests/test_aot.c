@@ -413,7 +413,7 @@ TEST_IMPL(aot_launch_threads) {
     int64_t nodes[8] = {N, 0, 0, 0, 0, 0, 5, 0};
     void *ins[1] = {in}, *outs[1] = {out};
     for (int threads = 1; threads <= 4; threads += 3) {
-        kiln_exec ex = {KILN_DEVICE_CPU, kiln__pool_create(threads), NULL, 0};
+        kiln_exec ex = {.device = KILN_DEVICE_CPU, .pool = kiln__pool_create(threads)};
         memset(out, 0xff, N * sizeof *out); /* NaN poison */
         ASSERT_OK(kiln__aot_launch(&a, &ex, ins, outs, nodes));
         for (int i = 0; i < N; i++) ASSERT_NEAR(out[i], in[i] * -0.5f + 5.0f, 1e-5);

@@ -73,22 +73,6 @@ static double reference(const dwcase *t, const float *x, const float *w, const f
     return big;
 }
 
-/* Redo layer 0's packed inputs for its (forced) tactic; returns what
- * preparing the engine (as a load does) returned. */
-static int reprepack(kiln_engine *e) {
-    kiln__elayer *l = &e->layers[0];
-    for (int32_t k = 0; l->prepacked && k < l->nin; k++)
-        if (!(l->prepacked_stored >> k & 1)) kiln__aligned_free(l->prepacked[k]);
-    kiln__free(l->prepacked);
-    kiln__free(l->prepacked_size);
-    l->prepacked = NULL;
-    l->prepacked_size = NULL;
-    l->prepacked_stored = 0;
-    l->prepacked_bytes = 0;
-    l->prepack_done = 0;
-    return kiln__engine_prepare(e);
-}
-
 static void run_case(const dwcase *t, int threads) {
     const int64_t M = t->dense ? t->mult : t->C * t->mult, Cg = t->dense ? t->C : 1;
     const int64_t OH = out_dim(t->H, t->kh, t->sy, t->dy, t->pt, t->pb);
@@ -144,7 +128,7 @@ static void run_case(const dwcase *t, int threads) {
              * runs the padded GEMM */
             int offered = (t->dense || t->C == 1) && t->nsp == 2 && t->kh == 3 && t->kw == 3 && t->sy == 1 &&
                           t->sx == 1 && t->dy == 1 && t->dx == 1 && M >= 2;
-            int rc = reprepack(e);
+            int rc = test_force_tactic(e, 0, 6);
             if (!offered) {
                 ASSERT_EQ(rc, KILN_EFORMAT);
                 ASSERT(strstr(kiln_errmsg(), "with tactic 6 are not a combination its op accepts"));

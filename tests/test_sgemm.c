@@ -108,7 +108,7 @@ static void run(const problem *p, int threads, float *c, done_log *dl, float *pa
     } else {
         kiln__pool *pool = kiln__pool_create(threads);
         ASSERT(pool);
-        kiln_exec e = {KILN_DEVICE_CPU, pool, NULL, 0};
+        kiln_exec e = {.device = KILN_DEVICE_CPU, .pool = pool};
         kiln__sgemm(&g, &e);
         kiln__pool_free(pool);
     }
@@ -259,7 +259,7 @@ static void timing(void) {
     };
     uint64_t rs = 42;
     kiln__pool *pool = kiln__pool_create(2);
-    kiln_exec e = {KILN_DEVICE_CPU, pool, NULL, 0};
+    kiln_exec e = {.device = KILN_DEVICE_CPU, .pool = pool};
     for (size_t i = 0; i < sizeof s / sizeof s[0]; i++) {
         problem p = {.M = s[i].M, .N = s[i].N, .K = s[i].K, .b_kind = s[i].b_kind,
                      .alpha = 1, .pack_a = s[i].pack_a};

@@ -391,7 +391,9 @@ typedef struct kiln_epilogue_args {
 /* Apply output `out`'s epilogue chain (if any) in place to n f32 values
  * at x, the first in `channel`, chan_len values per channel (see above).
  * Returns 0 or the first error of an epilogue.  Cheap when c->epilogue is
- * NULL. */
+ * NULL.  An error also fails the layer's run in a context (with the
+ * epilogue's message, from whichever thread called this), even where the
+ * kernel does not pass the code on. */
 KILN_API int kiln_call_epilogue(const kiln_call *c, int out, float *x, int64_t n,
                                 int64_t channel, int64_t chan_len);
 /* For epilogue_check: 1 if constant input `i` is a scalar (one element), 2

@@ -1347,6 +1347,7 @@ static int run(kiln_context *c, int sync) {
         if (prof) t0 = kiln__now_ms();
         rc = cl->vt ? cl->enq(cl->state, &cl->call) : run_aot(c, l);
         rc = kiln__misuse_take(rc);
+        if (cl->call.epilogue && !cl->gpu) rc = kiln__epi_failure(&c->exec, rc);
         if (rc) return layer_err(&e->layers[l], rc);
         if (cl->gpu) gpu_queued(c, l, l);
         if ((prof || debug) && cl->gpu && (rc = gpu_wait(c))) return rc;
