@@ -536,7 +536,7 @@ TEST_IMPL(aot_compile_cache) {
     struct dirent *e;
     char path[1024] = "";
     while ((e = readdir(d)))
-        if (!strncmp(e->d_name, "aot-cached_k-", 13))
+        if (!strncmp(e->d_name, "aot-cached_k-", 13) && strstr(e->d_name, ".bin")) /* not the kept .c */
             snprintf(path, sizeof path, "%s/%s", g_cache, e->d_name);
     closedir(d);
     ASSERT(path[0] != 0);
