@@ -806,29 +806,34 @@ static int keeps_f32(const builder *b, const bl *L, const kiln_io_format *io) {
 /* A reduced-precision build, a GPU layer: when every activation input that
  * is FP32 by its logical type already arrives in the reduced type, the
  * precision is decided -- FP32 candidates would pay a cast per input to
- * undo it -- so they are not timed (half the candidates of such layers).
- * Kept when no candidate would remain. */
-static void drop_decided(builder *b, int li, cand_list *cl) {
+ * undo it.  They are moved behind the others; the count of the others is
+ * returned (cl->n when nothing moved): only they are timed, the FP32 ones
+ * only if every one of them fails. */
+static int drop_decided(builder *b, int li, cand_list *cl) {
     const bl *L = &b->l[li];
     kiln_dtype rt = reduced_type(b);
-    if (rt == KILN_DTYPE_UNDEFINED || L->device != KILN_DEVICE_CUDA) return;
+    if (rt == KILN_DTYPE_UNDEFINED || L->device != KILN_DEVICE_CUDA) return cl->n;
     int nact = 0;
     for (int p = 0; p < L->nin; p++) {
         if (L->in[p] < 0) continue;
         const bt *t = &b->t[L->in[p]];
         if (t->kind == BT_CONST || t->dtype != KILN_DTYPE_F32 || t->is_size) continue;
-        if (t->pdtype != rt) return;
+        if (t->pdtype != rt) return cl->n;
         nact++;
     }
-    if (!nact) return;
-    int n = 0;
+    if (!nact) return cl->n;
+    cand *tmp = kiln__malloc((size_t)cl->n * sizeof *tmp);
+    if (!tmp) return cl->n; /* (nothing moved: all are timed) */
+    int n = 0, m = 0;
     for (int k = 0; k < cl->n; k++)
         if (!keeps_f32(b, L, &cl->c[k].io)) cl->c[n++] = cl->c[k];
-    if (n == 0) return;
-    if (n < cl->n)
-        kiln__log(KILN_LOG_VERBOSE, "layer '%s': inputs already %s: %d FP32 candidates not timed", L->name,
-                  kiln__b_dtype_upper(rt), cl->n - n);
-    cl->n = n;
+        else tmp[m++] = cl->c[k];
+    memcpy(cl->c + n, tmp, (size_t)m * sizeof *tmp);
+    kiln__free(tmp);
+    if (n == 0 || m == 0) return cl->n;
+    kiln__log(KILN_LOG_VERBOSE, "layer '%s': inputs already %s: %d FP32 candidates not timed", L->name,
+              kiln__b_dtype_upper(rt), m);
+    return n;
 }
 
 /* Bit o set: output o of GPU layer li is an FP32 activation a later GPU
@@ -888,8 +893,8 @@ int kiln__b_select(builder *b) {
         cl.n = 0;
         rc = place(b, li, &cl);
         if (rc) break;
-        drop_decided(b, li, &cl);
-        b->st->candidates += cl.n;
+        const int ndecided = drop_decided(b, li, &cl);
+        b->st->candidates += ndecided;
         int best = 0;
         double best_cost = 0, best_ms = 0, best_rank = 0;
         /* An AOT CUDA layer takes its op's first combination: its kernel is
@@ -900,6 +905,7 @@ int kiln__b_select(builder *b) {
             const unsigned ahead = lookahead_outputs(b, li);
             double fastest = 0; /* the fastest kernel so far: slower ones are cut short */
             for (int k = 0; k < cl.n && !rc; k++) {
+                if (k == ndecided && best >= 0) break; /* the FP32 rest: only when the others all failed */
                 double ms;
                 int ok;
                 b->cut_ms = fastest;
