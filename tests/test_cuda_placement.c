@@ -256,8 +256,9 @@ TEST_IMPL(strict_device_lists_cpu_layers) {
  * (stand-in device, no timing): its input arrives in FP16, so it stays
  * FP16 -- its FP32 candidates are not even considered -- and the engine
  * casts only at the network's input and output.  Unsqueeze-13 and
- * Squeeze-13 (axes as an input) took only their logical types before, so
- * each put a cast before and after itself (BERT's QKV split). */
+ * Squeeze-13 (axes as an input, and Squeeze-13 without one) took only their
+ * logical types before, so each put a cast before and after itself (BERT's
+ * QKV split). */
 TEST_IMPL(fp16_chain_through_axes_ops) {
     kiln__cuda_fake(1);
     kiln_network *net = kiln_network_create();
@@ -269,10 +270,12 @@ TEST_IMPL(fp16_chain_through_axes_ops) {
     } L[] = {{"ptest::neg", "neg1", {"x", NULL}, "a"},
              {"ai.onnx::Unsqueeze", "unsq", {"a", "axes"}, "b"},
              {"ai.onnx::Squeeze", "sq", {"b", "axes"}, "c"},
-             {"ptest::neg", "neg2", {"c", NULL}, "y"}};
+             {"ai.onnx::Unsqueeze", "unsq2", {"c", "axes"}, "d"},
+             {"ai.onnx::Squeeze", "sq_all", {"d", NULL}, "e"}, /* no axes: the one-slot row */
+             {"ptest::neg", "neg2", {"e", NULL}, "y"}};
     for (size_t i = 0; i < sizeof L / sizeof L[0]; i++)
-        ASSERT(kiln_network_add_layer(net, L[i].op, L[i].in[1] ? 13 : 1, L[i].name, L[i].in[1] ? 2 : 1, L[i].in, 1,
-                                      &L[i].out));
+        ASSERT(kiln_network_add_layer(net, L[i].op, L[i].op[0] == 'a' ? 13 : 1, L[i].name, L[i].in[1] ? 2 : 1, L[i].in,
+                                      1, &L[i].out));
     ASSERT_OK(kiln_network_mark_output(net, "y"));
     kiln_engine *e = build_cuda(net, KILN_BUILD_NO_TIMING | KILN_BUILD_FP16);
     ASSERT(e);
@@ -286,7 +289,7 @@ TEST_IMPL(fp16_chain_through_axes_ops) {
             f16 += a->dtype == KILN_DTYPE_F16 && b->dtype == KILN_DTYPE_F16;
         }
     }
-    ASSERT_EQ(f16, 2);
+    ASSERT_EQ(f16, 4);
     ASSERT_EQ(casts, 2); /* x in, y out */
     kiln_context *ctx = NULL;
     ASSERT_OK(kiln_context_create(e, 1, &ctx));
