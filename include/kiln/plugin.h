@@ -414,7 +414,11 @@ KILN_API int kiln_epilogue_param_kind(const kiln_epilogue_args *a, int i);
  *   layouts: same grammar over LINEAR, NHWC, NCHW8C, NCHW16C; NULL = LINEAR.
  *   tactics: the tactics valid for these combinations (0-terminated; an
  *            empty list means the single default tactic 0).
- * Example: {"FP32|FP16, FP32|FP16, FP32|FP16", NULL, {1, 2}} */
+ * Example: {"FP32|FP16, FP32|FP16, FP32|FP16", NULL, {1, 2}}
+ * An op with optional inputs may list rows for several input counts: a row
+ * whose slot count is neither 1 nor the layer's inputs + outputs is
+ * skipped when another row fits (when none fits, the builder reports the
+ * mismatch). */
 #define KILN_MAX_TACTICS 16
 typedef struct kiln_combo {
     const char *types;
