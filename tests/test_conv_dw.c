@@ -1,8 +1,8 @@
 /*
  * test_conv_dw.c — depthwise convolutions (one input channel per group)
  * against a naive double reference written here, on every Conv tactic:
- * 5 (the depthwise kernel), 3 (direct), 2 and 4 (GEMM, padded GEMM) and 1
- * (auto).  The network Conv (-> Relu or Clip, fused into the conv as its
+ * 5 and 7 (the depthwise kernels: phase planes, masked row loads), 3
+ * (direct), 2 and 4 (GEMM, padded GEMM) and 1 (auto).  The network Conv (-> Relu or Clip, fused into the conv as its
  * epilogue) is built once without timing; each tactic is then forced on
  * the engine's layer (kiln__elayer.tactic) before a context runs it, with
  * the output poisoned and debug mode on (every element must be written).
@@ -135,7 +135,7 @@ static void run_case(const dwcase *t, int threads) {
     kiln_network_free(net);
     ASSERT_EQ(st.layers, 1); /* the activation is fused */
 
-    for (int tactic = 1; tactic <= 6; tactic++) {
+    for (int tactic = 1; tactic <= 7; tactic++) {
         e->layers[0].tactic = tactic;
         if (tactic == 6) {
             reprepack(e);
@@ -207,7 +207,7 @@ TEST_IMPL(dw3x3_large) {
     run_case(&a, 1);
 }
 
-/* Everything else tactic 5 accepts: other kernel sizes (the generic tap
+/* Everything else tactics 5 and 7 accept (7: column strides 1 and 2): other kernel sizes (the generic tap
  * loop), no or asymmetric pads, larger pads than the kernel reach,
  * dilations, strides 3 and mixed, depth multipliers, 1-D. */
 TEST_IMPL(dw_general) {

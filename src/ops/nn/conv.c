@@ -28,11 +28,16 @@
  *             undilated convs of one group with W prepacked in its
  *             transformed layout; elsewhere the padded GEMM (4).  Never
  *             picked by auto: only where the builder timed it faster.
+ *   7 depthwise rows (conv_dwrows.c, AVX-512): depthwise 2-D convs of
+ *             column stride 1 or 2, read straight from X's rows with
+ *             masked loads (no padded copy); elsewhere what 5 runs.
+ *             Never picked by auto either.
  * Spatial dims are normalized to 3 (D, H, W) by prepending 1s.
  */
 #include "device/cpu/sgemm.h"
 #include "ops/common/cuda_impls.h"
 #include "ops/common/ops_util.h"
+#include "ops/nn/conv_dwrows.h"
 #include "ops/nn/conv_winograd.h"
 
 
@@ -42,7 +47,7 @@
 #include <immintrin.h>
 #endif
 
-enum { T_AUTO = 1, T_GEMM = 2, T_DIRECT = 3, T_PADGEMM = 4, T_DW = 5, T_WINO = 6 };
+enum { T_AUTO = 1, T_GEMM = 2, T_DIRECT = 3, T_PADGEMM = 4, T_DW = 5, T_WINO = 6, T_DWROWS = 7 };
 
 static const kiln_attr_def conv_attrs[] = {
     {"auto_pad", KILN_ATTR_STRING, 0, "NOTSET", 0, "NOTSET, SAME_UPPER, SAME_LOWER or VALID"},
@@ -941,29 +946,49 @@ static void dw_range(void *ud, int64_t b, int64_t e) {
     }
 }
 
+/* The work units of the depthwise tactics: blocks of *rb output rows
+ * (*nrb per plane) of *cb output channels (*ncb per image), for rows PW
+ * floats wide.  Row blocks of about DW_GRID outputs, and enough units for
+ * every thread; whole small planes take channels per unit up to about
+ * DW_GRID outputs, keeping 4 units per thread. */
+static void dw_split(const kiln_call *c, const geom *g, int64_t PW, int64_t *rb, int64_t *nrb, int64_t *cb,
+                     int64_t *ncb) {
+    const int64_t OH = g->o[1];
+    int64_t n = (OH * PW + DW_GRID - 1) / DW_GRID;
+    int threads = c->exec ? kiln_exec_threads(c->exec) : 1;
+    while (n < OH && g->N * g->M * n < 4 * threads) n++;
+    *rb = (OH + n - 1) / n;
+    *nrb = (OH + *rb - 1) / *rb;
+    *cb = 1;
+    if (*nrb == 1) {
+        int64_t k = DW_GRID / (OH * PW);
+        while (k > 1 && g->N * ((g->M + k - 1) / k) < 4 * threads) k--;
+        *cb = k > 1 ? k : 1;
+    }
+    *ncb = (g->M + *cb - 1) / *cb;
+}
+
+/* Tactic 7 (conv_dwrows.c); 1 when it does not apply here. */
+static int conv_dwrows(const kiln_call *c, const geom *g) {
+    if (!kiln__dwrows_fits(g->s[2], g->k[2])) return 1;
+    kiln__dwrows p = {.N = g->N, .C = g->C, .mult = g->Mg, .H = g->id[1], .W = g->id[2], .OH = g->o[1],
+                      .OW = g->o[2], .KH = g->k[1], .KW = g->k[2], .sy = g->s[1], .sx = g->s[2],
+                      .dy = g->d[1], .dx = g->d[2], .pt = g->pb[1], .pl = g->pb[2], .x = c->in[0].data,
+                      .w = c->in[1].data, .bias = c->nin > 2 && c->in[2].data ? c->in[2].data : NULL,
+                      .y = c->out[0].data, .call = c, .exec = c->exec};
+    dw_split(c, g, g->o[2], &p.rb, &p.nrb, &p.cb, &p.ncb);
+    kiln__dwrows_run(&p);
+    return 0;
+}
+
 /* 0, or an error when a thread could not get its scratch memory. */
 static int conv_dw(const kiln_call *c, const geom *g) {
     dwctx dc = {.g = g, .x = c->in[0].data, .w = c->in[1].data,
                 .bias = c->nin > 2 && c->in[2].data ? c->in[2].data : NULL, .y = c->out[0].data,
                 .call = c};
-    const int64_t OH = g->o[1], sy = g->s[1], sx = g->s[2];
+    const int64_t sy = g->s[1], sx = g->s[2];
     dc.PW = g->o[2] + ((g->k[2] - 1) * g->d[2]) / sx;
-    /* row blocks: a grid of about DW_GRID floats, and enough units for
-     * every thread */
-    int64_t nrb = (OH * dc.PW + DW_GRID - 1) / DW_GRID;
-    int threads = c->exec ? kiln_exec_threads(c->exec) : 1;
-    while (nrb < OH && g->N * g->M * nrb < 4 * threads) nrb++;
-    dc.rb = (OH + nrb - 1) / nrb;
-    dc.nrb = (OH + dc.rb - 1) / dc.rb;
-    /* whole small planes: channels per unit up to about DW_GRID outputs,
-     * keeping 4 units per thread */
-    dc.cb = 1;
-    if (dc.nrb == 1) {
-        int64_t cb = DW_GRID / (OH * dc.PW);
-        while (cb > 1 && g->N * ((g->M + cb - 1) / cb) < 4 * threads) cb--;
-        dc.cb = cb > 1 ? cb : 1;
-    }
-    dc.ncb = (g->M + dc.cb - 1) / dc.cb;
+    dw_split(c, g, dc.PW, &dc.rb, &dc.nrb, &dc.cb, &dc.ncb);
     int64_t PHb = dc.rb + ((g->k[1] - 1) * g->d[1]) / sy;
     int64_t grid = (dc.rb * dc.PW + DW_CH * VW - 1) / (DW_CH * VW) * (DW_CH * VW);
     dc.t_floats = (grid + 15) / 16 * 16;
@@ -991,11 +1016,13 @@ static int pick_tactic(int tactic, int direct_ok, const geom *g) {
                    g->s[1] == 1 && g->s[2] == 1 && g->d[1] == 1 && g->d[2] == 1;
         return wino ? T_WINO : T_PADGEMM;
     }
+    if (tactic == T_DWROWS)
+        tactic = direct_ok && g->Cg == 1 && kiln__dwrows_fits(g->s[2], g->k[2]) ? T_DWROWS : T_DW;
     if (tactic == T_DW && !(direct_ok && g->Cg == 1)) tactic = T_DIRECT;
     if (tactic == T_DIRECT && direct_ok && g->Cg * g->k[0] * g->k[1] * g->k[2] > 64 && g->Mg > 4)
         return T_PADGEMM;
     if (tactic == T_DIRECT && !direct_ok) return T_GEMM;
-    if (tactic == T_GEMM || tactic == T_DIRECT || tactic == T_PADGEMM || tactic == T_DW)
+    if (tactic == T_GEMM || tactic == T_DIRECT || tactic == T_PADGEMM || tactic == T_DW || tactic == T_DWROWS)
         return tactic;
     if (direct_ok && g->Cg == 1) return T_DW;
     return direct_ok && (g->Cg * g->k[1] * g->k[2] <= 16 || g->Mg == 1) ? T_DIRECT : T_PADGEMM;
@@ -1029,7 +1056,7 @@ static int conv_prepack(const kiln_call *c, int input, void *dst, size_t *size) 
     /* a 3-D conv runs direct only on a depth-1 input and kernel */
     int direct_ok = nsp < 3 || (x->ndim == 5 && x->dims[2] == 1 && g.k[0] == 1);
     int t = pick_tactic(c->tactic, direct_ok, &g);
-    if (t == T_DIRECT || t == T_DW) return 0;
+    if (t == T_DIRECT || t == T_DW || t == T_DWROWS) return 0;
     /* an output known too narrow for Winograd runs the padded GEMM */
     if (t == T_WINO && c->nout > 0 && c->out[0].ndim == 4 && c->out[0].dims[3] >= 0 &&
         !kiln__wino_fits(g.M, c->out[0].dims[3]))
@@ -1065,7 +1092,8 @@ static int conv_impl_f32(const kiln_call *c) {
     if (rc) return rc;
     if (g.N * g.M * g.o[0] * g.o[1] * g.o[2] == 0) return 0;
     int tactic = pick_tactic(c->tactic, g.id[0] == 1 && g.k[0] == 1, &g);
-    if (tactic == T_DW) return conv_dw(c, &g);
+    if (tactic == T_DWROWS && !conv_dwrows(c, &g)) return 0;
+    if (tactic == T_DW || tactic == T_DWROWS) return conv_dw(c, &g);
     if (tactic == T_WINO && !conv_wino(c, &g)) return 0;
     if (tactic == T_DIRECT)
         conv_direct(c, &g);
@@ -1136,7 +1164,7 @@ static const kiln_quick_op convint_op = {
 KILN_OP(convint_op)
 
 static const kiln_combo conv_formats[] = {
-    {"FP32", NULL, {T_AUTO, T_GEMM, T_DIRECT, T_PADGEMM, T_DW, T_WINO}},
+    {"FP32", NULL, {T_AUTO, T_GEMM, T_DIRECT, T_PADGEMM, T_DW, T_WINO, T_DWROWS}},
     {"FP16|FP64", NULL, {T_AUTO}},
     {NULL, NULL, {0}},
 };
