@@ -53,12 +53,16 @@ static inline __attribute__((always_inline)) void rows(const int R, const int64_
     __m512 acc[RB];
     for (int r = 0; r < R; r++) acc[r] = _mm512_set1_ps(bias);
     const int64_t T = (R - 1) * SY + (KH - 1) * DY + 1;
+    /* unrolled in full where the sizes are constants: the tests fold */
+#pragma GCC unroll 16
     for (int64_t t = 0; t < T; t++) {
         int64_t iy = oy * SY + t - p->pt;
         if (iy < 0 || iy >= p->H) continue;
         const float *row = xc + iy * p->W;
+#pragma GCC unroll 4
         for (int64_t kx = 0; kx < KW; kx++) {
             __m512 v = tap(row, ck, kx, s2);
+#pragma GCC unroll 4
             for (int r = 0; r < R; r++) {
                 int64_t d = t - r * SY;
                 if (d < 0 || d % DY || d / DY >= KH) continue;
