@@ -8,7 +8,9 @@
  *   2 GEMM:   Y[g] = W[g] * im2col(X[g]) + bias on the packed SGEMM.  The
  *             im2col matrix is never materialized: the GEMM's B-packing
  *             callback gathers the patches straight into packed panels
- *             (a 1x1/stride-1/unpadded conv packs X as a plain matrix).
+ *             (a 1x1/stride-1/unpadded conv packs X as a plain matrix,
+ *             never reads it in place: tactic 4 does, auto up to 64
+ *             output channels).
  *   3 direct: per output row, axpy of shifted input rows (vectorizes over
  *             the output width); the dedicated path for depthwise convs.
  *             2-D (and 1-D) only; 3-D convs run the GEMM.
@@ -518,9 +520,13 @@ static void conv_gemm(const kiln_call *c, const geom *g) {
      * channel k) in place: packing B costs more than it saves when only a
      * few A strips reuse each packed panel (MobileNetV2's 1x1 projections
      * to 24..64 channels: 8-20% faster; from 96 rows on, packing wins).
-     * b_off NULL: B is packed as a matrix (also when out of memory). */
+     * b_off NULL: B is packed as a matrix (also when out of memory).
+     * Where it matters the builder decides: tactic 2 always packs X, 4
+     * always reads it in place (ResNet-50's 256->64 1x1 convs at 56x56 sit
+     * between the two), the others follow the 64-row rule. */
     int64_t *b_off = NULL;
-    if (pointwise && g->Mg > 1 && g->Mg <= 64 && osp >= 2 * kiln__sgemm_nr())
+    int in_place = c->tactic == T_PADGEMM ? 1 : c->tactic == T_GEMM ? 0 : g->Mg <= 64;
+    if (pointwise && in_place && g->Mg > 1 && osp >= 2 * kiln__sgemm_nr())
         b_off = (int64_t *)kiln__cpu_scratch(1, (size_t)K * 2 + 16);
     for (int64_t k = 0; b_off && k < K; k++) b_off[k] = k * isp;
     for (int64_t n = 0; n < g->N; n++) {
