@@ -361,6 +361,8 @@ static void phase_cols(int64_t o, int64_t sx, int64_t IW, int64_t PW, int64_t *q
     *qhi = hi;
 }
 
+static void deinterleave2(float *pr, const float *sp, int64_t jlo, int64_t jhi, int64_t avail);
+
 /* Phase planes [b, e) of the group: plane = (c * sy + phy) * sx + phx. */
 static void pad_channels(void *ud, int64_t b, int64_t e) {
     const padctx *p = ud;
@@ -384,8 +386,8 @@ static void pad_channels(void *ud, int64_t b, int64_t e) {
             memset(dr, 0, (size_t)qlo * sizeof(float));
             if (sx == 1)
                 memcpy(dr + qlo, sr + qlo, (size_t)(qhi - qlo) * sizeof(float));
-            else if (sx == 2)
-                for (int64_t q = qlo; q < qhi; q++) dr[q] = sr[2 * q];
+            else if (sx == 2) /* (scalar, ~15% of ResNet-50's stride-2 3x3 convs) */
+                deinterleave2(dr, sr, qlo, qhi, IW - o);
             else
                 for (int64_t q = qlo; q < qhi; q++) dr[q] = sr[q * sx];
             memset(dr + qhi, 0, (size_t)(PW - qhi) * sizeof(float));
@@ -1011,11 +1013,13 @@ static int conv_dw(const kiln_call *c, const geom *g) {
 /* The kernel a call runs: the chosen tactic, or (auto) direct for
  * depthwise-like convs, which have too little reuse for a GEMM.  direct_ok:
  * the conv is 1-D/2-D (no depth to convolve).  The direct kernel runs only
- * where it can win (at most 64 products per output, or at most 4 output
- * channels per group); elsewhere tactic 3 (and 5, which is 3 on a conv
- * that is not depthwise) runs the padded GEMM: on ResNet-50's convs the
- * direct kernel timed at 10-500x the GEMMs and its candidates took ~90% of
- * a cold build, for a kernel that never won there. */
+ * where it can win (at most 16 products per output, or at most 4 output
+ * channels per group, as auto picks it); elsewhere tactic 3 (and 5 and 7,
+ * which are 3 on a conv that is not depthwise) runs the padded GEMM: on
+ * ResNet-50's convs the direct kernel timed at 10-500x the GEMMs and its
+ * candidates took ~90% of a cold build, for a kernel that never won there;
+ * with up to 64 products (MobileNetV2's first conv and its 1x1 convs from
+ * 16..64 channels, ResNet-50's from 64) it timed at 3-20x the GEMM. */
 static int pick_tactic(int tactic, int direct_ok, const geom *g) {
     if (tactic == T_WINO) {
         int wino = direct_ok && g->nsp == 2 && g->G == 1 && g->k[1] == 3 && g->k[2] == 3 &&
@@ -1025,7 +1029,7 @@ static int pick_tactic(int tactic, int direct_ok, const geom *g) {
     if (tactic == T_DWROWS)
         tactic = direct_ok && g->Cg == 1 && kiln__dwrows_fits(g->s[2], g->k[2]) ? T_DWROWS : T_DW;
     if (tactic == T_DW && !(direct_ok && g->Cg == 1)) tactic = T_DIRECT;
-    if (tactic == T_DIRECT && direct_ok && g->Cg * g->k[0] * g->k[1] * g->k[2] > 64 && g->Mg > 4)
+    if (tactic == T_DIRECT && direct_ok && g->Cg * g->k[0] * g->k[1] * g->k[2] > 16 && g->Mg > 4)
         return T_PADGEMM;
     if (tactic == T_DIRECT && !direct_ok) return T_GEMM;
     if (tactic == T_GEMM || tactic == T_DIRECT || tactic == T_PADGEMM || tactic == T_DW || tactic == T_DWROWS)
