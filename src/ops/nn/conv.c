@@ -318,9 +318,12 @@ static void im2col_pack(const void *ud, int64_t k0, int64_t kc, int64_t n0, int6
  * plane (phy, phx) row r, column q holds X[r*sy + phy - pt][q*sx + phx - pl]
  * (zero outside), PH x PW each.  Tap (ky, kx) of output (oy, ox) is then
  * plane ((ky*dy) % sy, (kx*dx) % sx) at row oy + ky*dy/sy, column
- * ox + kx*dx/sx: linear in j = oy*PW + ox for every stride. */
+ * ox + kx*dx/sx: linear in j = oy*PW + ox for every stride.  Where every
+ * tap lands in phase (0, 0) (a strided 1x1 conv: ResNet's downsamples)
+ * only that plane is made (nph 1; a quarter of the copying at stride 2). */
 typedef struct padgeom {
     int64_t PH, PW, xp_floats, y_floats, off_count;
+    int64_t nph; /* phase planes per channel: sy * sx, or 1 */
 } padgeom;
 #define PADGEMM_BYTES(pg) ((size_t)((pg).xp_floats + (pg).y_floats) * sizeof(float) + \
                            (size_t)(pg).off_count * sizeof(int64_t) + 64)
@@ -332,7 +335,8 @@ static int padgemm_geom(const geom *g, padgeom *pg) {
     const int64_t sy = g->s[1], sx = g->s[2];
     pg->PH = g->o[1] + ((g->k[1] - 1) * g->d[1]) / sy;
     pg->PW = g->o[2] + ((g->k[2] - 1) * g->d[2]) / sx;
-    pg->xp_floats = g->Cg * sy * sx * pg->PH * pg->PW + (g->k[2] - 1) * g->d[2] + 64;
+    pg->nph = (g->k[1] == 1 || g->d[1] % sy == 0) && (g->k[2] == 1 || g->d[2] % sx == 0) ? 1 : sy * sx;
+    pg->xp_floats = g->Cg * pg->nph * pg->PH * pg->PW + (g->k[2] - 1) * g->d[2] + 64;
     pg->xp_floats = (pg->xp_floats + 15) / 16 * 16;
     pg->y_floats = (g->Mg * g->o[1] * pg->PW + 15) / 16 * 16;
     pg->off_count = g->Cg * g->k[1] * g->k[2];
@@ -363,7 +367,8 @@ static void phase_cols(int64_t o, int64_t sx, int64_t IW, int64_t PW, int64_t *q
 
 static void deinterleave2(float *pr, const float *sp, int64_t jlo, int64_t jhi, int64_t avail);
 
-/* Phase planes [b, e) of the group: plane = (c * sy + phy) * sx + phx. */
+/* Phase planes [b, e) of the group: plane = (c * sy + phy) * sx + phx
+ * (nph 1: plane = c, phase (0, 0)). */
 static void pad_channels(void *ud, int64_t b, int64_t e) {
     const padctx *p = ud;
     const geom *g = p->g;
@@ -371,6 +376,7 @@ static void pad_channels(void *ud, int64_t b, int64_t e) {
     const int64_t pt = g->pb[1], pl = g->pb[2], sy = g->s[1], sx = g->s[2];
     for (int64_t pi = b; pi < e; pi++) {
         int64_t phx = pi % sx, t = pi / sx, phy = t % sy, ch = t / sy;
+        if (p->pg->nph == 1) phx = phy = 0, ch = pi;
         float *d = p->xp + pi * PH * PW;
         const float *src = p->x + ch * IH * IW;
         int64_t o = phx - pl, qlo, qhi;
@@ -430,12 +436,12 @@ static int conv_padgemm(const kiln_call *c, const geom *g) {
     int64_t *off = (int64_t *)(yt + pg.y_floats);
     int64_t isp = g->id[1] * g->id[2], osp = g->o[1] * g->o[2];
     int64_t K = g->Cg * g->k[1] * g->k[2];
-    const int64_t sy = g->s[1], sx = g->s[2], planes = g->Cg * sy * sx;
+    const int64_t sy = g->s[1], sx = g->s[2], planes = g->Cg * pg.nph;
     for (int64_t ci = 0, k = 0; ci < g->Cg; ci++)
         for (int64_t ky = 0; ky < g->k[1]; ky++)
             for (int64_t kx = 0; kx < g->k[2]; kx++) {
                 int64_t oy = ky * g->d[1], ox = kx * g->d[2];
-                int64_t plane = (ci * sy + oy % sy) * sx + ox % sx;
+                int64_t plane = pg.nph == 1 ? ci : (ci * sy + oy % sy) * sx + ox % sx;
                 off[k++] = plane * pg.PH * pg.PW + (oy / sy) * pg.PW + ox / sx;
             }
     memset(xp + planes * pg.PH * pg.PW, 0, (size_t)(pg.xp_floats - planes * pg.PH * pg.PW) * sizeof(float));
