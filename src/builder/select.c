@@ -434,6 +434,8 @@ static int bufs_make(builder *b, int li, const kiln_io_format *io, timing_bufs *
     return 0;
 }
 
+_Thread_local int kiln__b_timing;
+
 /* The timing cache key of a candidate: device, op, types, opt shapes, the
  * attributes that change timing, tactic; `kind` "|aot" for the AOT kernel. */
 static void timing_key(builder *b, const bl *L, const kiln_io_format *io, const char *shapes, int tactic,
@@ -473,7 +475,9 @@ static int time_candidate(builder *b, int li, const kiln_io_format *io, int tact
                       from_build ? "identical instance already timed" : "timing cache");
         return 0;
     }
+    kiln__b_timing = 1;
     rc = kiln__b_run(b, li, io, tactic, tb.in, tb.out, b->cfg->reps, ms);
+    kiln__b_timing = 0;
     bufs_free(&tb);
     b->st->timed++;
     if (rc) {
