@@ -33,7 +33,13 @@ by bench/gen_torchvision.py from the same seeded modules torch runs.
         [--onnx-dir DIR] [--ppocr MODEL.onnx] [--json FILE] [--device cuda|cpu] [--dry-run]
         [--profile N]
 
---profile N: after the tables, per row, kiln's host time for
+Each row's lines of both tables are printed ("row: | ... |") as soon as the
+row is measured, and --json FILE is rewritten then with the rows so far
+("complete": false until the last), so a run that is cut short (a timeout's
+SIGTERM, Ctrl-C) keeps what it measured; the full tables follow at the end,
+or when the run is stopped, over the rows finished by then.
+
+--profile N: after each row's lines, kiln's host time for
 kiln_context_enqueue alone and with the wait, and a CUPTI kernel timeline
 (torch.profiler, which records libkiln's kernels too: same process) of N
 runs of kiln and of torch's CUDA graph: kernels, copies and memsets per run,
@@ -56,6 +62,7 @@ import ctypes
 import json
 import os
 import platform
+import signal
 import subprocess
 import sys
 import time
@@ -430,58 +437,93 @@ def ms(s):
     return "%.3f" % s["median_ms"]
 
 
-def report(rows, head):
-    lines = [head, "",
-             "| model | batch | prec | kiln ms | kiln host-I/O ms | eager ms | CUDA graph ms | compile ms | "
-             "kiln/eager | kiln/best torch |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+HEAD1 = ["| model | batch | prec | kiln ms | kiln host-I/O ms | eager ms | CUDA graph ms | compile ms | "
+         "kiln/eager | kiln/best torch |",
+         "|---|---|---|---|---|---|---|---|---|---|"]
+HEAD2 = ["| model | batch | prec | kiln p90 ms | eager p90 ms | kiln samples/s | best torch samples/s | "
+         "kiln build s | kiln load ms | torch.compile s | kiln vs torch FP32: max abs / rel | "
+         "torch FP16 vs FP32: max abs / rel | GPU / CPU layers |",
+         "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+
+
+def row_lines(r):
+    """A finished row's line of each table (the second None for a skipped
+    row) and its notes (errors)."""
+    k = r.get("kiln_res", {})
+    t = r.get("torch", {})
+    if "skipped" in r:
+        return ("| %s | %d | %s | %s |  |  |  |  |  |  |" % (LABEL[r["model"]], r["batch"], r["prec"], r["skipped"]),
+                None, [])
+    best = [v["median_ms"] for v in t.values() if v and "median_ms" in v]
+    kmed = k.get("kiln", {}).get("median_ms") if k.get("kiln") else None
+    ratio_e = "%.2f" % (kmed / t["eager"]["median_ms"]) if kmed and t.get("eager") else "-"
+    ratio_b = "%.2f" % (kmed / min(best)) if kmed and best else "-"
+    cols = [ms(k.get("kiln")) if "error" not in k else "failed", ms(k.get("kiln_host")), ms(t.get("eager")),
+            ms(t.get("graph")), ms(t.get("compile"))]
+    if "max-autotune" in t:
+        cols[-1] += " / " + ms(t.get("max-autotune"))
+    line1 = "| %s | %d | %s | %s | %s | %s |" % (LABEL[r["model"]], r["batch"], r["prec"], " | ".join(cols),
+                                                ratio_e, ratio_b)
     notes = []
+    for mode, v in list(t.items()) + [("kiln", {"error": k["error"]} if "error" in k else None)]:
+        if v and "error" in v:
+            notes.append("%s b%d %s %s: %s" % (r["model"], r["batch"], r["prec"], mode, v["error"]))
+    good = [v for v in t.values() if v and "median_ms" in v]
+    bt = max((v["samples_per_s"] for v in good), default=None)
+    kc, tc = k.get("check"), r.get("torch16_check")
+    f = (lambda c: "%.2e / %.2e" % (c["max_abs"], c["rel"]) if c else "-")
+    cs = t.get("compile", {}).get("compile_s") if t.get("compile") else None
+    line2 = "| %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+        LABEL[r["model"]], r["batch"], r["prec"],
+        "%.3f" % k["kiln"]["p90_ms"] if k.get("kiln") else "-",
+        "%.3f" % t["eager"]["p90_ms"] if t.get("eager") and "p90_ms" in t["eager"] else "-",
+        "%.1f" % k["kiln"]["samples_per_s"] if k.get("kiln") else "-",
+        "%.1f" % bt if bt else "-",
+        "%.1f" % k["build_s"] if "build_s" in k else "-",
+        "%.1f" % k["load_ms"] if "load_ms" in k else "-",
+        "%.1f" % cs if cs else "-", f(kc), f(tc),
+        "%d / %d" % (k["placement"]["gpu_layers"], k["placement"]["cpu_layers"]) if "placement" in k else "-")
+    return line1, line2, notes
+
+
+def report(rows, head):
+    lines, lines2, notes = [head, ""] + HEAD1, [""] + HEAD2, []
     for r in rows:
-        k = r.get("kiln_res", {})
-        t = r.get("torch", {})
-        if "skipped" in r:
-            lines.append("| %s | %d | %s | %s |  |  |  |  |  |  |" % (LABEL[r["model"]], r["batch"], r["prec"],
-                                                                    r["skipped"]))
-            continue
-        best = [v["median_ms"] for v in t.values() if v and "median_ms" in v]
-        kmed = k.get("kiln", {}).get("median_ms") if k.get("kiln") else None
-        ratio_e = "%.2f" % (kmed / t["eager"]["median_ms"]) if kmed and t.get("eager") else "-"
-        ratio_b = "%.2f" % (kmed / min(best)) if kmed and best else "-"
-        cols = [ms(k.get("kiln")) if "error" not in k else "failed", ms(k.get("kiln_host")), ms(t.get("eager")),
-                ms(t.get("graph")), ms(t.get("compile"))]
-        if "max-autotune" in t:
-            cols[-1] += " / " + ms(t.get("max-autotune"))
-        lines.append("| %s | %d | %s | %s | %s | %s |" % (LABEL[r["model"]], r["batch"], r["prec"],
-                                                        " | ".join(cols), ratio_e, ratio_b))
-        for mode, v in list(t.items()) + [("kiln", {"error": k["error"]} if "error" in k else None)]:
-            if v and "error" in v:
-                notes.append("%s b%d %s %s: %s" % (r["model"], r["batch"], r["prec"], mode, v["error"]))
-    lines += ["", "| model | batch | prec | kiln p90 ms | eager p90 ms | kiln samples/s | best torch samples/s | "
-              "kiln build s | kiln load ms | torch.compile s | kiln vs torch FP32: max abs / rel | "
-              "torch FP16 vs FP32: max abs / rel | GPU / CPU layers |",
-              "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    for r in rows:
-        if "skipped" in r:
-            continue
-        k, t = r.get("kiln_res", {}), r.get("torch", {})
-        good = [v for v in t.values() if v and "median_ms" in v]
-        bt = max((v["samples_per_s"] for v in good), default=None)
-        kc, tc = k.get("check"), r.get("torch16_check")
-        f = (lambda c: "%.2e / %.2e" % (c["max_abs"], c["rel"]) if c else "-")
-        cs = t.get("compile", {}).get("compile_s") if t.get("compile") else None
-        lines.append("| %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
-            LABEL[r["model"]], r["batch"], r["prec"],
-            "%.3f" % k["kiln"]["p90_ms"] if k.get("kiln") else "-",
-            "%.3f" % t["eager"]["p90_ms"] if t.get("eager") and "p90_ms" in t["eager"] else "-",
-            "%.1f" % k["kiln"]["samples_per_s"] if k.get("kiln") else "-",
-            "%.1f" % bt if bt else "-",
-            "%.1f" % k["build_s"] if "build_s" in k else "-",
-            "%.1f" % k["load_ms"] if "load_ms" in k else "-",
-            "%.1f" % cs if cs else "-", f(kc), f(tc),
-            "%d / %d" % (k["placement"]["gpu_layers"], k["placement"]["cpu_layers"]) if "placement" in k else "-"))
+        l1, l2, n = row_lines(r)
+        lines.append(l1)
+        if l2:
+            lines2.append(l2)
+        notes += n
+    lines += lines2
     if notes:
         lines += ["", "Notes:"] + ["- " + n for n in notes]
     return "\n".join(lines)
+
+
+def profile_text(r):
+    """--profile's text of a finished row ("" without timelines)."""
+    k, t = r.get("kiln_res", {}), r.get("torch", {})
+    tag = "%s b%d %s" % (r["model"], r["batch"], r["prec"])
+    out = []
+    if "timeline" in k:
+        out.append("%s kiln: enqueue alone %.1f us, enqueue + wait %.1f us (median of 50)" % (
+            tag, k["enqueue_us"], k["enqueue_sync_us"]))
+        out.append(timeline_text(tag + " kiln", k["timeline"]))
+    if t.get("graph") and "timeline" in t["graph"]:
+        out.append(timeline_text(tag + " torch CUDA graph", t["graph"]["timeline"]))
+    return "\n".join(out)
+
+
+def write_json(path, head, rows, done):
+    """--json with the rows finished so far (rewritten after each row, via a
+    temporary file, so a killed run leaves a complete file)."""
+    if not path:
+        return
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump({"head": head, "complete": done,
+                   "rows": [{k: v for k, v in r.items() if k != "ref"} for r in rows]}, f, indent=1)
+    os.replace(tmp, path)
 
 
 def machine(torch, dev):
@@ -536,6 +578,7 @@ def main():
     a.modes = a.modes.split(",")
     t_start = time.perf_counter()
     t_left = (lambda: a.budget - (time.perf_counter() - t_start)) if a.budget else (lambda: float("inf"))
+    a.t_left = t_left
     os.makedirs(a.work, exist_ok=True)
     import torch
     if a.device == "cuda" and not torch.cuda.is_available():
@@ -553,52 +596,61 @@ def main():
     models = model_set(names, a.work, a.onnx_dir, a.ppocr)
     print("models ready in %.1f s" % (time.perf_counter() - t0), flush=True)
     plan = [(n, int(b), p) for b in a.batches.split(",") for n in names for p in a.precisions.split(",")]
-    rows = []
-    for name, batch, prec in plan:
-        row = {"model": name, "batch": batch, "prec": prec}
-        rows.append(row)
-        if t_left() < 15:
-            row["skipped"] = "skipped: time budget"
-            continue
-        onnx_path, module, shape, iname = models[name]
-        x = np.random.default_rng(batch).standard_normal((batch,) + shape).astype(np.float32)
-        t0 = time.perf_counter()
-        # the reference: torch FP32 eager (its timings are this row's eager column in FP32 rows)
-        if prec == "fp32":
-            row["torch"], ref = torch_rows(a, torch, module, x, prec, a.device, t_left)
-            row["ref"] = ref
-        else:
-            ref = next((r["ref"] for r in rows if r["model"] == name and r["batch"] == batch and "ref" in r), None)
-            if ref is None:
-                _, ref = torch_rows(argparse.Namespace(**{**vars(a), "modes": ["eager"], "iterations": 1}),
-                                    torch, module, x, "fp32", a.device, t_left)
-            row["torch"], out16 = torch_rows(a, torch, module, x, prec, a.device, t_left)
-            row["torch16_check"] = err(out16, ref)
-        row["kiln_res"] = kiln_row(a, K, name, onnx_path, iname, x, ref, prec, torch, a.device)
-        print("%-13s b%-3d %s: %.1f s  kiln %s  eager %s  graph %s  compile %s  %s" % (
-            name, batch, prec, time.perf_counter() - t0, ms(row["kiln_res"].get("kiln")),
-            ms(row["torch"].get("eager")), ms(row["torch"].get("graph")), ms(row["torch"].get("compile")),
-            row["kiln_res"].get("error", "")), flush=True)
-    for r in rows:
-        r.pop("ref", None)
-    text = report(rows, head)
-    print()
-    print(text)
-    if a.profile:
-        print()
+    rows, done = [], []  # done: the finished rows (a row is in rows while it runs)
+    # killed (timeout sends SIGTERM): the finally below still prints the table of the finished rows
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+    try:
+        for name, batch, prec in plan:
+            row = {"model": name, "batch": batch, "prec": prec}
+            rows.append(row)
+            if t_left() < 15:
+                row["skipped"] = "skipped: time budget"
+            else:
+                run_row(a, K, torch, models, rows, row)
+            done.append(row)
+            # the row's lines now, so a run cut short keeps what it measured
+            l1, l2, notes = row_lines(row)
+            print("row: " + l1, flush=True)
+            if l2:
+                print("row: " + l2, flush=True)
+            for n in notes:
+                print("row note: " + n, flush=True)
+            if a.profile and profile_text(row):
+                print(profile_text(row), flush=True)
+            write_json(a.json, head, done, False)
+    finally:
         for r in rows:
-            k, t = r.get("kiln_res", {}), r.get("torch", {})
-            tag = "%s b%d %s" % (r["model"], r["batch"], r["prec"])
-            if "timeline" in k:
-                print("%s kiln: enqueue alone %.1f us, enqueue + wait %.1f us (median of 50)" % (
-                    tag, k["enqueue_us"], k["enqueue_sync_us"]))
-                print(timeline_text(tag + " kiln", k["timeline"]))
-            if t.get("graph") and "timeline" in t["graph"]:
-                print(timeline_text(tag + " torch CUDA graph", t["graph"]["timeline"]))
-    if a.json:
-        with open(a.json, "w") as f:
-            json.dump({"head": head, "rows": rows}, f, indent=1)
+            r.pop("ref", None)
+        print()
+        if len(done) < len(plan):
+            print("(stopped after %d of %d rows)" % (len(done), len(plan)))
+        print(report(done, head), flush=True)
+        write_json(a.json, head, done, len(done) == len(plan))
 
+
+def run_row(a, K, torch, models, rows, row):
+    """Measure one row (model, batch, precision) into `row`."""
+    name, batch, prec = row["model"], row["batch"], row["prec"]
+    onnx_path, module, shape, iname = models[name]
+    x = np.random.default_rng(batch).standard_normal((batch,) + shape).astype(np.float32)
+    t0 = time.perf_counter()
+    t_left = a.t_left
+    # the reference: torch FP32 eager (its timings are this row's eager column in FP32 rows)
+    if prec == "fp32":
+        row["torch"], ref = torch_rows(a, torch, module, x, prec, a.device, t_left)
+        row["ref"] = ref
+    else:
+        ref = next((r["ref"] for r in rows if r["model"] == name and r["batch"] == batch and "ref" in r), None)
+        if ref is None:
+            _, ref = torch_rows(argparse.Namespace(**{**vars(a), "modes": ["eager"], "iterations": 1}),
+                                torch, module, x, "fp32", a.device, t_left)
+        row["torch"], out16 = torch_rows(a, torch, module, x, prec, a.device, t_left)
+        row["torch16_check"] = err(out16, ref)
+    row["kiln_res"] = kiln_row(a, K, name, onnx_path, iname, x, ref, prec, torch, a.device)
+    print("%-13s b%-3d %s: %.1f s  kiln %s  eager %s  graph %s  compile %s  %s" % (
+        name, batch, prec, time.perf_counter() - t0, ms(row["kiln_res"].get("kiln")),
+        ms(row["torch"].get("eager")), ms(row["torch"].get("graph")), ms(row["torch"].get("compile")),
+        row["kiln_res"].get("error", "")), flush=True)
 
 if __name__ == "__main__":
     main()

@@ -105,6 +105,12 @@ struct kiln_exec {
     kiln__pool *pool;
     void *stream;           /* CUDA */
     int depth;              /* nesting guard for kiln_exec_parallel */
+    /* The first failure of a fused epilogue (kiln_call_epilogue) in the
+     * layer running on this handle, from any of its threads (0: none), and
+     * that thread's message: the context fails the layer with it even when
+     * the kernel drops the return code (engine/epilogue.c). */
+    int epi_rc;
+    char epi_msg[256];
 };
 /* A CUDA execution handle: the kiln_exec kernels see (device CUDA, the
  * stream) plus what the build chose for them. */
@@ -168,6 +174,9 @@ int kiln__op_serialize(const kiln__op *op, const void *state, uint8_t **blob, si
  * layer at shape time.  NULL: the default (shape's types, LINEAR, tactic 0);
  * always NULL for full plugins. */
 const kiln_combo *kiln__op_formats(const kiln__op *op, const void *state);
+/* Run a quick op's formats_fn on c alone (no shape call; engine
+ * validation) and keep its answer for kiln__op_formats.  0 for ops without. */
+int kiln__op_formats_fn(const kiln__op *op, void *state, kiln_shape_ctx *c);
 int kiln__op_prepack(const kiln__op *op, const void *state, const kiln_call *c, int input,
                      void *dst, size_t *size);
 
@@ -370,6 +379,9 @@ typedef struct kiln__eepi {
 /* engine/epilogue.c: resolve the chain's ops, decode attributes, build
  * el->epi_rt (errors name the layer and the op); free all of it. */
 int kiln__epi_prepare(kiln_engine *e, kiln__elayer *el);
+/* After a layer's kernel returned rc on x: rc if nonzero, else the first
+ * failure of its fused epilogue (an error naming it), else 0; clears it. */
+int kiln__epi_failure(kiln_exec *x, int rc);
 void kiln__epi_free(kiln__elayer *el);
 /* A GPU layer's fused activation (kiln_call.epilogue): its kiln_cu_act code
  * (KILN_CU_ACT_NONE without one) and parameters. */

@@ -198,4 +198,90 @@ static inline void attn_ref(const float *q, const float *k, const float *v, int6
     }
 }
 
+/* Two residual + LayerNorm blocks as torch exports an encoder on
+ * [seq, batch, dim] activations (res_*): x [RES_S, batch, RES_K] (batch
+ * dynamic, profile 1 / 2 / FFN_BMAX):
+ *
+ *   n1 = LayerNormalization(Add(x,  Add(MatMul(x,  W1), b1)), g1, c1)
+ *   y  = LayerNormalization(Add(n1, Add(MatMul(n1, W2), b2)), g2, c2)
+ *
+ * Each MatMul is RES_S batches of `batch` rows sharing W (one GEMM of
+ * RES_S * batch rows on the GPU); each Add -> LayerNormalization one
+ * kiln::add_layernorm. */
+enum { RES_S = 64, RES_K = 256 };
+
+typedef struct res_w {
+    float w[2][RES_K * RES_K], b[2][RES_K], g[2][RES_K], c[2][RES_K];
+} res_w;
+
+static inline void res_weights(res_w *w, uint64_t seed) {
+    for (int j = 0; j < 2; j++) {
+        for (int i = 0; i < RES_K * RES_K; i++) w->w[j][i] = test_randf(&seed, -0.1f, 0.1f);
+        for (int i = 0; i < RES_K; i++) {
+            w->b[j][i] = test_randf(&seed, -0.5f, 0.5f);
+            w->g[j][i] = test_randf(&seed, 0.5f, 1.5f);
+            w->c[j][i] = test_randf(&seed, -0.5f, 0.5f);
+        }
+    }
+}
+
+static inline kiln_network *res_network(const res_w *w) {
+    kiln_network *net = kiln_network_create();
+    int64_t xd[3] = {RES_S, -1, RES_K}, wd[2] = {RES_K, RES_K}, vd[1] = {RES_K};
+    const char *xn[3] = {NULL, "batch", NULL};
+    ASSERT_OK(kiln_network_add_input(net, "x", KILN_DTYPE_F32, 3, xd, xn));
+    static const char *cn[2][4] = {{"W1", "b1", "g1", "c1"}, {"W2", "b2", "g2", "c2"}};
+    for (int j = 0; j < 2; j++) {
+        ASSERT_OK(kiln_network_add_constant(net, cn[j][0], KILN_DTYPE_F32, 2, wd, w->w[j]));
+        ASSERT_OK(kiln_network_add_constant(net, cn[j][1], KILN_DTYPE_F32, 1, vd, w->b[j]));
+        ASSERT_OK(kiln_network_add_constant(net, cn[j][2], KILN_DTYPE_F32, 1, vd, w->g[j]));
+        ASSERT_OK(kiln_network_add_constant(net, cn[j][3], KILN_DTYPE_F32, 1, vd, w->c[j]));
+    }
+    static const struct {
+        const char *op, *name, *in[3], *out;
+    } L[] = {
+        {"MatMul", "lin1", {"x", "W1", NULL}, "h1"},   {"Add", "bias1", {"h1", "b1", NULL}, "a1"},
+        {"Add", "res1", {"x", "a1", NULL}, "r1"},      {"LayerNormalization", "ln1", {"r1", "g1", "c1"}, "n1"},
+        {"MatMul", "lin2", {"n1", "W2", NULL}, "h2"},  {"Add", "bias2", {"h2", "b2", NULL}, "a2"},
+        {"Add", "res2", {"n1", "a2", NULL}, "r2"},     {"LayerNormalization", "ln2", {"r2", "g2", "c2"}, "y"},
+    };
+    for (size_t i = 0; i < sizeof L / sizeof L[0]; i++) {
+        char op[64];
+        snprintf(op, sizeof op, "ai.onnx::%s", L[i].op);
+        int nin = L[i].in[2] ? 3 : 2;
+        ASSERT(kiln_network_add_layer(net, op, 17, L[i].name, nin, L[i].in, 1, &L[i].out));
+    }
+    ASSERT_OK(kiln_network_mark_output(net, "y"));
+    return net;
+}
+
+/* Build config: device CUDA, flags, batch (dim 1) profile 1 / 2 / FFN_BMAX. */
+static inline kiln_build_config *res_config(unsigned flags) {
+    kiln_build_config *cfg = ffn_config(flags); /* (its profile of x replaced) */
+    int64_t mn[3] = {RES_S, 1, RES_K}, opt[3] = {RES_S, 2, RES_K}, mx[3] = {RES_S, FFN_BMAX, RES_K};
+    ASSERT_OK(kiln_build_config_set_profile(cfg, "x", 3, mn, opt, mx));
+    return cfg;
+}
+
+/* y for x [rows = RES_S * batch, RES_K] in double. */
+static inline void res_ref(const res_w *w, const float *x, int64_t rows, double *y) {
+    double in[RES_K], r[RES_K];
+    for (int64_t row = 0; row < rows; row++) {
+        for (int i = 0; i < RES_K; i++) in[i] = x[row * RES_K + i];
+        for (int j = 0; j < 2; j++) {
+            double m = 0, v = 0;
+            for (int n = 0; n < RES_K; n++) {
+                double s = w->b[j][n];
+                for (int k = 0; k < RES_K; k++) s += in[k] * w->w[j][k * RES_K + n];
+                m += r[n] = in[n] + s;
+            }
+            m /= RES_K;
+            for (int n = 0; n < RES_K; n++) v += (r[n] - m) * (r[n] - m);
+            double rs = 1.0 / sqrt(v / RES_K + 1e-5);
+            for (int n = 0; n < RES_K; n++) in[n] = (r[n] - m) * rs * w->g[j][n] + w->c[j][n];
+        }
+        for (int i = 0; i < RES_K; i++) y[row * RES_K + i] = in[i];
+    }
+}
+
 #endif /* KILN_TEST_ENCODER_NETS_H */

@@ -413,7 +413,7 @@ TEST_IMPL(aot_launch_threads) {
     int64_t nodes[8] = {N, 0, 0, 0, 0, 0, 5, 0};
     void *ins[1] = {in}, *outs[1] = {out};
     for (int threads = 1; threads <= 4; threads += 3) {
-        kiln_exec ex = {KILN_DEVICE_CPU, kiln__pool_create(threads), NULL, 0};
+        kiln_exec ex = {.device = KILN_DEVICE_CPU, .pool = kiln__pool_create(threads)};
         memset(out, 0xff, N * sizeof *out); /* NaN poison */
         ASSERT_OK(kiln__aot_launch(&a, &ex, ins, outs, nodes));
         for (int i = 0; i < N; i++) ASSERT_NEAR(out[i], in[i] * -0.5f + 5.0f, 1e-5);
@@ -536,7 +536,7 @@ TEST_IMPL(aot_compile_cache) {
     struct dirent *e;
     char path[1024] = "";
     while ((e = readdir(d)))
-        if (!strncmp(e->d_name, "aot-cached_k-", 13))
+        if (!strncmp(e->d_name, "aot-cached_k-", 13) && strstr(e->d_name, ".bin")) /* not the kept .c */
             snprintf(path, sizeof path, "%s/%s", g_cache, e->d_name);
     closedir(d);
     ASSERT(path[0] != 0);

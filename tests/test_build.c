@@ -429,6 +429,26 @@ TEST_IMPL(symbolic_shapes_profile) {
     ASSERT_EQ(kiln_build(net, cfg, &e, NULL), KILN_EPROFILE); /* N disagrees */
     ASSERT_CONTAINS(kiln_errmsg(), "'N'");
     ASSERT_OK(kiln_build_config_set_profile(cfg, "b", 2, mn, opt, mx));
+    {
+        /* N pinned (min = max: made a constant) in one input and not, or
+         * pinned elsewhere, in the other: still one dim, so an error naming
+         * both inputs (both were built with N taking two sizes before) */
+        kiln_build_config *cp = quiet_cfg();
+        int64_t pin4[2] = {4, 4}, pin5[2] = {5, 4};
+        ASSERT_OK(kiln_build_config_set_profile(cp, "a", 2, pin4, pin4, pin4));
+        ASSERT_OK(kiln_build_config_set_profile(cp, "b", 2, mn, opt, mx));
+        ASSERT_EQ(kiln_build(net, cp, &e, NULL), KILN_EPROFILE);
+        ASSERT_CONTAINS(kiln_errmsg(), "dim 'N' appears in inputs 'a' (dim 0) and 'b' (dim 0) with different profiles");
+        ASSERT_CONTAINS(kiln_errmsg(), "4/4/4 vs 1/3/8");
+        ASSERT_OK(kiln_build_config_set_profile(cp, "b", 2, pin5, pin5, pin5));
+        ASSERT_EQ(kiln_build(net, cp, &e, NULL), KILN_EPROFILE);
+        ASSERT_CONTAINS(kiln_errmsg(), "4/4/4 vs 5/5/5");
+        ASSERT_OK(kiln_build_config_set_profile(cp, "b", 2, pin4, pin4, pin4)); /* agreeing pins build */
+        ASSERT_OK(kiln_build(net, cp, &e, NULL));
+        kiln_engine_free(e);
+        e = NULL;
+        kiln_build_config_free(cp);
+    }
     /* a profile for something that is not an input is a typo: an error */
     kiln_build_config *cfg2 = quiet_cfg();
     ASSERT_OK(kiln_build_config_set_profile(cfg2, "a", 2, mn, opt, mx));

@@ -298,7 +298,7 @@ static const char triple_src[] =
     "KILN_OP(triple)\n";
 
 static kiln_exec make_exec(int threads) {
-    kiln_exec ex = {KILN_DEVICE_CPU, kiln__pool_create(threads), NULL, 0};
+    kiln_exec ex = {.device = KILN_DEVICE_CPU, .pool = kiln__pool_create(threads)};
     return ex;
 }
 

@@ -1,8 +1,8 @@
 /*
  * test_conv_dw.c — depthwise convolutions (one input channel per group)
  * against a naive double reference written here, on every Conv tactic:
- * 5 (the depthwise kernel), 3 (direct), 2 and 4 (GEMM, padded GEMM) and 1
- * (auto).  The network Conv (-> Relu or Clip, fused into the conv as its
+ * 5 and 7 (the depthwise kernels: phase planes, masked row loads), 3
+ * (direct), 2 and 4 (GEMM, padded GEMM) and 1 (auto).  The network Conv (-> Relu or Clip, fused into the conv as its
  * epilogue) is built once without timing; each tactic is then forced on
  * the engine's layer (kiln__elayer.tactic) before a context runs it, with
  * the output poisoned and debug mode on (every element must be written).
@@ -73,21 +73,6 @@ static double reference(const dwcase *t, const float *x, const float *w, const f
     return big;
 }
 
-/* Redo layer 0's packed inputs for its (forced) tactic. */
-static void reprepack(kiln_engine *e) {
-    kiln__elayer *l = &e->layers[0];
-    for (int32_t k = 0; l->prepacked && k < l->nin; k++)
-        if (!(l->prepacked_stored >> k & 1)) kiln__aligned_free(l->prepacked[k]);
-    kiln__free(l->prepacked);
-    kiln__free(l->prepacked_size);
-    l->prepacked = NULL;
-    l->prepacked_size = NULL;
-    l->prepacked_stored = 0;
-    l->prepacked_bytes = 0;
-    l->prepack_done = 0;
-    ASSERT_OK(kiln__engine_prepare(e));
-}
-
 static void run_case(const dwcase *t, int threads) {
     const int64_t M = t->dense ? t->mult : t->C * t->mult, Cg = t->dense ? t->C : 1;
     const int64_t OH = out_dim(t->H, t->kh, t->sy, t->dy, t->pt, t->pb);
@@ -135,12 +120,22 @@ static void run_case(const dwcase *t, int threads) {
     kiln_network_free(net);
     ASSERT_EQ(st.layers, 1); /* the activation is fused */
 
-    for (int tactic = 1; tactic <= 6; tactic++) {
+    for (int tactic = 1; tactic <= 7; tactic++) {
         e->layers[0].tactic = tactic;
         if (tactic == 6) {
-            reprepack(e);
-            int wino = (t->dense || t->C == 1) && t->nsp == 2 && t->kh == 3 && t->kw == 3 && t->sy == 1 && t->sx == 1 &&
-                       t->dy == 1 && t->dx == 1 && kiln__wino_fits(M, OW);
+            /* offered (and loadable) only on 3x3 stride-1 undilated 2-D convs
+             * of one group with 2+ output channels; an output under 5 columns
+             * runs the padded GEMM */
+            int offered = (t->dense || t->C == 1) && t->nsp == 2 && t->kh == 3 && t->kw == 3 && t->sy == 1 &&
+                          t->sx == 1 && t->dy == 1 && t->dx == 1 && M >= 2;
+            int rc = test_force_tactic(e, 0, 6);
+            if (!offered) {
+                ASSERT_EQ(rc, KILN_EFORMAT);
+                ASSERT(strstr(kiln_errmsg(), "with tactic 6 are not a combination its op accepts"));
+                continue;
+            }
+            ASSERT_OK(rc);
+            int wino = offered && kiln__wino_fits(M, OW);
             const void *pk = e->layers[0].prepacked ? e->layers[0].prepacked[1] : NULL;
             ASSERT_EQ(kiln__wino_packed(pk, M, Cg) != NULL, wino);
         }
@@ -207,7 +202,7 @@ TEST_IMPL(dw3x3_large) {
     run_case(&a, 1);
 }
 
-/* Everything else tactic 5 accepts: other kernel sizes (the generic tap
+/* Everything else tactics 5 and 7 accept (7: column strides 1 and 2): other kernel sizes (the generic tap
  * loop), no or asymmetric pads, larger pads than the kernel reach,
  * dilations, strides 3 and mixed, depth multipliers, 1-D. */
 TEST_IMPL(dw_general) {
@@ -268,6 +263,24 @@ TEST_IMPL(dense3x3) {
     run_case(&a, 1);
 }
 
+/* Convs whose taps all land in phase (0, 0) of the padded GEMM's
+ * space-to-depth (strided 1x1 convs, ResNet's downsamples; dilation a
+ * multiple of the stride): it makes that one phase plane per channel.
+ * Odd sizes, pads (also one-sided), strides 2-3, fused Relu/Clip. */
+TEST_IMPL(strided_pointwise) {
+    dwcase cases[] = {
+        {.N = 1, .C = 5, .mult = 12, .H = 15, .W = 14, .kh = 1, .kw = 1, .sy = 2, .sx = 2, .dy = 1, .dx = 1, .nsp = 2, .bias = 1, .dense = 1},
+        {.N = 2, .C = 17, .mult = 70, .H = 28, .W = 28, .kh = 1, .kw = 1, .sy = 2, .sx = 2, .dy = 1, .dx = 1, .nsp = 2, .epi = EPI_RELU, .bias = 1, .dense = 1},
+        {.N = 1, .C = 3, .mult = 9, .H = 11, .W = 13, .kh = 1, .kw = 1, .sy = 3, .sx = 2, .dy = 1, .dx = 1, .pt = 1, .pl = 1, .pb = 0, .pr = 2, .nsp = 2, .epi = EPI_CLIP, .dense = 1},
+        {.N = 1, .C = 4, .mult = 6, .H = 17, .W = 16, .kh = 3, .kw = 3, .sy = 2, .sx = 2, .dy = 2, .dx = 2, .pt = 2, .pl = 2, .pb = 2, .pr = 2, .nsp = 2, .bias = 1, .dense = 1},
+        {.N = 1, .C = 6, .mult = 5, .H = 12, .W = 19, .kh = 3, .kw = 1, .sy = 2, .sx = 3, .dy = 2, .dx = 1, .pt = 1, .pl = 0, .pb = 2, .pr = 0, .nsp = 2, .epi = EPI_RELU, .bias = 1, .dense = 1},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        run_case(&cases[i], 1);
+        run_case(&cases[i], 2);
+    }
+}
+
 /* Winograd F(4x4, 3x3) (tactic 6) against the reference: outputs that
  * are not a multiple of the 4x4 tile, pads 0/1/2 and asymmetric, too narrow
  * an output (fewer than two tiles a row: the padded GEMM runs), odd channel
@@ -296,4 +309,4 @@ TEST_IMPL(winograd) {
 }
 
 TEST_LIST(TEST_ENTRY(dw3x3), TEST_ENTRY(dw3x3_large), TEST_ENTRY(dw_general), TEST_ENTRY(pointwise),
-          TEST_ENTRY(dense3x3), TEST_ENTRY(winograd))
+          TEST_ENTRY(dense3x3), TEST_ENTRY(strided_pointwise), TEST_ENTRY(winograd))

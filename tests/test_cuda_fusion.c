@@ -23,13 +23,17 @@
 
 enum { B = 3, ROWS = B * FFN_S };
 
-static void run_case(const ffn_w *w, unsigned flags, double tol) {
-    kiln_network *net = ffn_network(w);
-    kiln_build_config *cfg = ffn_config(flags | KILN_BUILD_STRICT_DEVICE);
+/* Build net with cfg (both freed). */
+static kiln_engine *build_free(kiln_network *net, kiln_build_config *cfg) {
     kiln_engine *e = NULL;
     ASSERT_OK(kiln_build(net, cfg, &e, NULL));
     kiln_build_config_free(cfg);
     kiln_network_free(net);
+    return e;
+}
+
+static void run_case(const ffn_w *w, unsigned flags, double tol) {
+    kiln_engine *e = build_free(ffn_network(w), ffn_config(flags | KILN_BUILD_STRICT_DEVICE));
     int fused = 0;
     for (int32_t l = 0; l < e->nlayers; l++) fused += e->layers[l].nepi;
     printf("flags 0x%x: %d layers, %d fused ops\n", flags, (int)e->nlayers, fused);
@@ -88,12 +92,7 @@ TEST_IMPL(linear_bias_gelu_on_gpu) {
 }
 
 static void run_attn(unsigned flags, double tol) {
-    kiln_network *net = attn_network();
-    kiln_build_config *cfg = attn_config(flags | KILN_BUILD_STRICT_DEVICE);
-    kiln_engine *e = NULL;
-    ASSERT_OK(kiln_build(net, cfg, &e, NULL));
-    kiln_build_config_free(cfg);
-    kiln_network_free(net);
+    kiln_engine *e = build_free(attn_network(), attn_config(flags | KILN_BUILD_STRICT_DEVICE));
     int attn = 0, addnorm = 0;
     for (int32_t l = 0; l < e->nlayers; l++) {
         attn += !strcmp(e->layers[l].op_name, "attention");
@@ -153,4 +152,60 @@ TEST_IMPL(attention_on_gpu) {
     run_attn(KILN_BUILD_BF16, 6e-2);
 }
 
-TEST_LIST(TEST_ENTRY(linear_bias_gelu_on_gpu), TEST_ENTRY(attention_on_gpu))
+/* Residual + LayerNorm blocks (encoder_nets.h, res_*) built with timing:
+ * FP32 and FP16 against the double reference; the FP16 engine runs both
+ * add_layernorm layers in FP16 and casts only at the network's input and
+ * output (no FP32 LayerNorm between casts, BERT's 96 casts per run). */
+static void run_res(const res_w *w, unsigned flags, double tol) {
+    kiln_engine *e = build_free(res_network(w), res_config(flags | KILN_BUILD_STRICT_DEVICE));
+    int addnorm = 0, casts = 0, f16norm = 0;
+    for (int32_t l = 0; l < e->nlayers; l++) {
+        const kiln__elayer *L = &e->layers[l];
+        if (!strcmp(L->op_name, "add_layernorm")) {
+            addnorm++;
+            f16norm += e->tensors[L->in[0]].dtype == KILN_DTYPE_F16 && e->tensors[L->in[1]].dtype == KILN_DTYPE_F16 &&
+                       e->tensors[L->out[0]].dtype == KILN_DTYPE_F16;
+        }
+        if (!strcmp(L->op_name, "reformat"))
+            casts += e->tensors[L->in[0]].dtype != e->tensors[L->out[0]].dtype;
+    }
+    printf("residual blocks flags 0x%x: %d add_layernorm (%d in FP16), %d casts\n", flags, addnorm, f16norm, casts);
+    if (flags & KILN_BUILD_FP16) kiln_engine_inspect(e, stdout);
+    ASSERT_EQ(addnorm, 2);
+    ASSERT_EQ(f16norm, flags & KILN_BUILD_FP16 ? 2 : 0);
+    ASSERT_EQ(casts, flags & KILN_BUILD_FP16 ? 2 : 0);
+    kiln_context *ctx = NULL;
+    ASSERT_OK(kiln_context_create(e, 1, &ctx));
+    enum { NB = 3, N = RES_S * NB * RES_K };
+    static float x[N], y[N];
+    static double ref[N];
+    int64_t xd[3] = {RES_S, NB, RES_K};
+    uint64_t seed = 31 + flags;
+    for (int i = 0; i < N; i++) x[i] = test_randf(&seed, -1, 1);
+    res_ref(w, x, RES_S * NB, ref);
+    ASSERT_OK(kiln_context_set_input_shape(ctx, "x", 3, xd));
+    ASSERT_OK(kiln_context_bind(ctx, "x", x, sizeof x));
+    ASSERT_OK(kiln_context_bind(ctx, "y", y, sizeof y));
+    memset(y, 0xFF, sizeof y);
+    ASSERT_OK(kiln_context_run(ctx));
+    double worst = 0;
+    for (int i = 0; i < N; i++) {
+        double err = fabs(y[i] - ref[i]) / (1 + fabs(ref[i]));
+        if (!(err <= worst)) worst = err;
+    }
+    printf("  max |y - ref| / (1 + |ref|) = %.3g (tolerance %.3g)\n", worst, tol);
+    ASSERT(worst <= tol);
+    kiln_context_free(ctx);
+    kiln_engine_free(e);
+}
+
+TEST_IMPL(residual_layernorm_fp16_without_casts) {
+    need_gpu();
+    static res_w w;
+    res_weights(&w, 99);
+    run_res(&w, 0, 1e-4);
+    run_res(&w, KILN_BUILD_FP16, 3e-2);
+}
+
+TEST_LIST(TEST_ENTRY(linear_bias_gelu_on_gpu), TEST_ENTRY(attention_on_gpu),
+          TEST_ENTRY(residual_layernorm_fp16_without_casts))

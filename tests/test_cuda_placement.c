@@ -252,6 +252,61 @@ TEST_IMPL(strict_device_lists_cpu_layers) {
     kiln__cuda_fake(0);
 }
 
+/* A type-agnostic layer between two FP16-only GPU layers in an FP16 build
+ * (stand-in device, no timing): its input arrives in FP16, so it stays
+ * FP16 -- its FP32 candidates are not even considered -- and the engine
+ * casts only at the network's input and output.  Unsqueeze-13 and
+ * Squeeze-13 (axes as an input, and Squeeze-13 without one) took only their
+ * logical types before, so each put a cast before and after itself (BERT's
+ * QKV split). */
+TEST_IMPL(fp16_chain_through_axes_ops) {
+    kiln__cuda_fake(1);
+    kiln_network *net = kiln_network_create();
+    int64_t dims[2] = {3, 17}, one[1] = {1}, ax0 = 0;
+    ASSERT_OK(kiln_network_add_input(net, "x", KILN_DTYPE_F32, 2, dims, NULL));
+    ASSERT_OK(kiln_network_add_constant(net, "axes", KILN_DTYPE_I64, 1, one, &ax0));
+    static const struct {
+        const char *op, *name, *in[2], *out;
+    } L[] = {{"ptest::neg", "neg1", {"x", NULL}, "a"},
+             {"ai.onnx::Unsqueeze", "unsq", {"a", "axes"}, "b"},
+             {"ai.onnx::Squeeze", "sq", {"b", "axes"}, "c"},
+             {"ai.onnx::Unsqueeze", "unsq2", {"c", "axes"}, "d"},
+             {"ai.onnx::Squeeze", "sq_all", {"d", NULL}, "e"}, /* no axes: the one-slot row */
+             {"ptest::neg", "neg2", {"e", NULL}, "y"}};
+    for (size_t i = 0; i < sizeof L / sizeof L[0]; i++)
+        ASSERT(kiln_network_add_layer(net, L[i].op, L[i].op[0] == 'a' ? 13 : 1, L[i].name, L[i].in[1] ? 2 : 1, L[i].in,
+                                      1, &L[i].out));
+    ASSERT_OK(kiln_network_mark_output(net, "y"));
+    kiln_engine *e = build_cuda(net, KILN_BUILD_NO_TIMING | KILN_BUILD_FP16);
+    ASSERT(e);
+    int casts = 0, f16 = 0;
+    for (int32_t l = 0; l < e->nlayers; l++) {
+        const kiln__elayer *el = &e->layers[l];
+        const kiln__etensor *a = &e->tensors[el->in[0]], *b = &e->tensors[el->out[0]];
+        if (!strcmp(el->op_name, "reformat")) casts += a->dtype != b->dtype;
+        if (!strcmp(el->op_name, "Unsqueeze") || !strcmp(el->op_name, "Squeeze")) {
+            ASSERT_EQ(el->device, KILN_DEVICE_CUDA);
+            f16 += a->dtype == KILN_DTYPE_F16 && b->dtype == KILN_DTYPE_F16;
+        }
+    }
+    ASSERT_EQ(f16, 4);
+    ASSERT_EQ(casts, 2); /* x in, y out */
+    kiln_context *ctx = NULL;
+    ASSERT_OK(kiln_context_create(e, 1, &ctx));
+    uint64_t seed = 11;
+    float x[3 * 17], y[3 * 17];
+    for (int i = 0; i < 3 * 17; i++) x[i] = test_randf(&seed, -4, 4);
+    memset(y, 0xA5, sizeof y);
+    ASSERT_OK(kiln_context_bind(ctx, "x", x, sizeof x));
+    ASSERT_OK(kiln_context_bind(ctx, "y", y, sizeof y));
+    ASSERT_OK(kiln_context_run(ctx));
+    for (int i = 0; i < 3 * 17; i++) ASSERT_NEAR(y[i], x[i], fabs(x[i]) * 1e-3); /* -(-x), through FP16 */
+    kiln_context_free(ctx);
+    kiln_engine_free(e);
+    kiln_network_free(net);
+    kiln__cuda_fake(0);
+}
+
 /* An op whose CUDA side is FP16-only: on the CPU in an FP32 build, on the
  * GPU in an FP16 build (F32 copied up, cast on the GPU; cast on the GPU,
  * F32 copied down: the host never converts). */
@@ -643,5 +698,5 @@ TEST_IMPL(gpu_attention_rewrite) {
 }
 
 TEST_LIST(TEST_ENTRY(mixed_placement), TEST_ENTRY(weights_uploaded_once), TEST_ENTRY(strict_device_lists_cpu_layers),
-          TEST_ENTRY(fp16_moves_layer_to_gpu), TEST_ENTRY(host_cannot_read_device_memory),
+          TEST_ENTRY(fp16_moves_layer_to_gpu), TEST_ENTRY(fp16_chain_through_axes_ops), TEST_ENTRY(host_cannot_read_device_memory),
           TEST_ENTRY(gpu_activation_fusion), TEST_ENTRY(gpu_linear_bias_gelu_fusion), TEST_ENTRY(gpu_attention_rewrite), TEST_ENTRY(device_memory_bindings), TEST_ENTRY(no_gpu_errors_are_clear))

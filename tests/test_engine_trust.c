@@ -244,6 +244,66 @@ TEST_IMPL(crafted_tactic) {
     ASSERT_CONTAINS(kiln_errmsg(), "with tactic 99 are not a combination its op accepts");
 }
 
+/* A 2-D Conv x[1, 4, H, W] * w[4, 4, 3, 3] with strides s; H and W
+ * dynamic (profile 6..12, timed at 9) or 9.  st: the build's counters. */
+static kiln_engine *build_conv3x3(int64_t s, int dynamic, kiln_build_stats *st) {
+    kiln_network *net = kiln_network_create();
+    int64_t xd[4] = {1, 4, dynamic ? -1 : 9, dynamic ? -1 : 9}, wd[4] = {4, 4, 3, 3}, st2[2] = {s, s};
+    const char *dn[4] = {NULL, NULL, "h", "w"};
+    ASSERT_OK(kiln_network_add_input(net, "x", KILN_DTYPE_F32, 4, xd, dn));
+    float w[144];
+    uint64_t seed = 5;
+    for (int i = 0; i < 144; i++) w[i] = test_randf(&seed, -1, 1);
+    ASSERT_OK(kiln_network_add_constant(net, "w", KILN_DTYPE_F32, 4, wd, w));
+    const char *in[] = {"x", "w"}, *out[] = {"y"};
+    kiln_layer *L = kiln_network_add_layer(net, "ai.onnx::Conv", 11, "L", 2, in, 1, out);
+    ASSERT(L);
+    ASSERT_OK(kiln_layer_set_ints(L, "strides", st2, 2));
+    ASSERT_OK(kiln_network_mark_output(net, "y"));
+    kiln_build_config *cfg = test_build_config(KILN_BUILD_NO_FUSION, 1);
+    int64_t lo[4] = {1, 4, 6, 6}, opt[4] = {1, 4, 9, 9}, hi[4] = {1, 4, 12, 12};
+    if (dynamic) ASSERT_OK(kiln_build_config_set_profile(cfg, "x", 4, lo, opt, hi));
+    kiln_engine *e = NULL;
+    if (kiln_build(net, cfg, &e, st)) TEST__FAIL("build: %s", kiln_errmsg());
+    kiln_build_config_free(cfg);
+    kiln_network_free(net);
+    return e;
+}
+
+/* Conv's Winograd tactic (6) runs only 3x3 stride-1 undilated 2-D convs of
+ * one group: the builder offers it only there (one candidate more than
+ * the same conv at stride 2), and an engine naming it elsewhere fails to
+ * load instead of running another kernel under its name. */
+TEST_IMPL(crafted_winograd_tactic) {
+    for (int dynamic = 0; dynamic <= 1; dynamic++) {
+        kiln_build_stats s1, s2;
+        kiln_engine *e = build_conv3x3(2, dynamic, &s2), *l = NULL;
+        layer_named(e, "L")->tactic = 6;
+        ASSERT_EQ(reload(e, NULL, &l), KILN_EFORMAT);
+        ASSERT_CONTAINS(kiln_errmsg(), "layer 'L' (ai.onnx::Conv v1) on cpu");
+        ASSERT_CONTAINS(kiln_errmsg(), "with tactic 6 are not a combination its op accepts");
+        e = build_conv3x3(1, dynamic, &s1);
+        ASSERT_EQ(s1.candidates, s2.candidates + 1);
+        layer_named(e, "L")->tactic = 6;
+        ASSERT_OK(reload(e, NULL, &l));
+        ASSERT_EQ(layer_named(l, "L")->tactic, 6);
+        kiln_context *ctx = NULL;
+        ASSERT_OK(kiln_context_create(l, 1, &ctx));
+        float x[4 * 81], y[4 * 81];
+        uint64_t seed = 11;
+        for (int i = 0; i < 4 * 81; i++) x[i] = test_randf(&seed, -1, 1);
+        if (dynamic) {
+            int64_t xd[4] = {1, 4, 9, 9};
+            ASSERT_OK(kiln_context_set_input_shape(ctx, "x", 4, xd));
+        }
+        ASSERT_OK(kiln_context_bind(ctx, "x", x, sizeof x));
+        ASSERT_OK(kiln_context_bind(ctx, "y", y, 4 * 49 * sizeof(float)));
+        ASSERT_OK(kiln_context_run(ctx));
+        kiln_context_free(ctx);
+        kiln_engine_free(l);
+    }
+}
+
 /* Types no combination has (an f16 input with f32 weights and output;
  * Conv takes all FP32 or all FP16), the layer's record changed with the
  * tensor, so only the op's combinations can tell. */
@@ -513,5 +573,5 @@ TEST_IMPL(code_policy) {
 
 TEST_LIST(TEST_ENTRY(intact_engine_runs), TEST_ENTRY(crafted_inner_dim), TEST_ENTRY(crafted_output_dims),
           TEST_ENTRY(crafted_constant_dims), TEST_ENTRY(crafted_constant_misaligned), TEST_ENTRY(crafted_lifetime), TEST_ENTRY(crafted_read_before_write),
-          TEST_ENTRY(crafted_dtype), TEST_ENTRY(crafted_tactic), TEST_ENTRY(crafted_combination),
+          TEST_ENTRY(crafted_dtype), TEST_ENTRY(crafted_tactic), TEST_ENTRY(crafted_winograd_tactic), TEST_ENTRY(crafted_combination),
           TEST_ENTRY(crafted_input_type), TEST_ENTRY(refused_input_dims_named), TEST_ENTRY(crafted_upper_bound), TEST_ENTRY(sign_and_verify), TEST_ENTRY(code_policy))

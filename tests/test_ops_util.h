@@ -319,4 +319,25 @@ static inline int test_net_try(const test_net_opts *o, const char *op, int ver, 
     return rc;
 }
 
+#ifdef KILN_INT_H
+/* For tests that include kiln_int.h: force `tactic` on layer l of a built
+ * engine and redo its packed inputs for it, as a load of an engine built
+ * with that tactic would; returns what preparing the engine returned
+ * (its validation may refuse the tactic). */
+static inline int test_force_tactic(kiln_engine *e, int32_t l, int tactic) {
+    kiln__elayer *L = &e->layers[l];
+    L->tactic = tactic;
+    for (int32_t k = 0; L->prepacked && k < L->nin; k++)
+        if (!(L->prepacked_stored >> k & 1)) kiln__aligned_free(L->prepacked[k]);
+    kiln__free(L->prepacked);
+    kiln__free(L->prepacked_size);
+    L->prepacked = NULL;
+    L->prepacked_size = NULL;
+    L->prepacked_stored = 0;
+    L->prepacked_bytes = 0;
+    L->prepack_done = 0;
+    return kiln__engine_prepare(e);
+}
+#endif
+
 #endif

@@ -108,7 +108,7 @@ static void run(const problem *p, int threads, float *c, done_log *dl, float *pa
     } else {
         kiln__pool *pool = kiln__pool_create(threads);
         ASSERT(pool);
-        kiln_exec e = {KILN_DEVICE_CPU, pool, NULL, 0};
+        kiln_exec e = {.device = KILN_DEVICE_CPU, .pool = pool};
         kiln__sgemm(&g, &e);
         kiln__pool_free(pool);
     }
@@ -241,30 +241,37 @@ static double now_s(void) {
 
 /* By hand: GFLOP/s of model shapes (not a pass/fail test). */
 static void timing(void) {
-    static const struct { int64_t M, N, K; int b_kind, pack_a; const char *what; } s[] = {
-        {128, 768, 256, B_PREPACKED, 0, "transformer QKV"},
-        {128, 256, 256, B_PREPACKED, 0, "transformer out-proj"},
-        {128, 1024, 256, B_PREPACKED, 0, "transformer FFN1"},
-        {128, 256, 1024, B_PREPACKED, 0, "transformer FFN2"},
-        {64, 3136, 576, B_SHIFT, 1, "resnet 3x3 64ch 56^2"},
-        {128, 784, 1152, B_SHIFT, 1, "resnet 3x3 128ch 28^2"},
-        {256, 196, 2304, B_SHIFT, 1, "resnet 3x3 256ch 14^2"},
-        {512, 49, 4608, B_CALLBACK, 1, "resnet 3x3 512ch 7^2"},
-        {64, 196, 384, B_SHIFT, 1, "mobilenet 1x1 384->64 14^2"},
-        {384, 196, 64, B_SHIFT, 1, "mobilenet 1x1 64->384 14^2"},
-        {960, 49, 160, B_SHIFT, 1, "mobilenet 1x1 160->960 7^2"},
-        {2048, 49, 512, B_MATRIX, 1, "resnet50 1x1 512->2048 7^2"},
-        {512, 49, 2048, B_MATRIX, 1, "resnet50 1x1 2048->512 7^2"},
-        {1024, 196, 256, B_MATRIX, 1, "resnet50 1x1 256->1024 14^2"},
+    /* pw: B is a pointwise conv's input read in place (row k at k * N) */
+    static const struct { int64_t M, N, K; int b_kind, pack_a; const char *what; int pw; } s[] = {
+        {128, 768, 256, B_PREPACKED, 0, "transformer QKV", 0},
+        {128, 256, 256, B_PREPACKED, 0, "transformer out-proj", 0},
+        {128, 1024, 256, B_PREPACKED, 0, "transformer FFN1", 0},
+        {128, 256, 1024, B_PREPACKED, 0, "transformer FFN2", 0},
+        {64, 3136, 576, B_SHIFT, 1, "resnet 3x3 64ch 56^2", 0},
+        {128, 784, 1152, B_SHIFT, 1, "resnet 3x3 128ch 28^2", 0},
+        {256, 196, 2304, B_SHIFT, 1, "resnet 3x3 256ch 14^2", 0},
+        {512, 49, 4608, B_CALLBACK, 1, "resnet 3x3 512ch 7^2", 0},
+        {64, 196, 384, B_SHIFT, 1, "mobilenet 1x1 384->64 14^2", 0},
+        {384, 196, 64, B_SHIFT, 1, "mobilenet 1x1 64->384 14^2", 0},
+        {960, 49, 160, B_SHIFT, 1, "mobilenet 1x1 160->960 7^2", 0},
+        {2048, 49, 512, B_MATRIX, 1, "resnet50 1x1 512->2048 7^2", 0},
+        {512, 49, 2048, B_MATRIX, 1, "resnet50 1x1 2048->512 7^2", 0},
+        {1024, 196, 256, B_MATRIX, 1, "resnet50 1x1 256->1024 14^2", 0},
+        {64, 3136, 256, B_SHIFT, 1, "resnet50 1x1 256->64 56^2", 1},
+        {64, 3136, 256, B_MATRIX, 1, "resnet50 1x1 256->64 56^2 packed", 0},
+        {64, 3136, 64, B_SHIFT, 1, "resnet50 1x1 64->64 56^2", 1},
+        {256, 3136, 64, B_MATRIX, 1, "resnet50 1x1 64->256 56^2", 0},
+        {128, 3136, 256, B_MATRIX, 1, "resnet50 1x1 256->128 56^2", 0},
+        {64, 12880, 147, B_SHIFT, 1, "resnet50 conv1 7x7 s2", 0},
     };
     uint64_t rs = 42;
     kiln__pool *pool = kiln__pool_create(2);
-    kiln_exec e = {KILN_DEVICE_CPU, pool, NULL, 0};
+    kiln_exec e = {.device = KILN_DEVICE_CPU, .pool = pool};
     for (size_t i = 0; i < sizeof s / sizeof s[0]; i++) {
         problem p = {.M = s[i].M, .N = s[i].N, .K = s[i].K, .b_kind = s[i].b_kind,
                      .alpha = 1, .pack_a = s[i].pack_a};
         int64_t M = p.M, N = p.N, K = p.K;
-        p.ldb = p.b_kind == B_SHIFT ? N + 2 : N;
+        p.ldb = p.b_kind == B_SHIFT && !s[i].pw ? N + 2 : N;
         size_t bsz = (size_t)(K * p.ldb + 64);
         p.a = malloc((size_t)(M * K) * sizeof(float));
         p.b = malloc(bsz * sizeof(float));
@@ -273,7 +280,7 @@ static void timing(void) {
         float *packed = kiln__aligned_alloc(kiln__sgemm_pack_b_floats(K, N) * sizeof(float));
         for (int64_t j = 0; j < M * K; j++) p.a[j] = test_randf(&rs, -1, 1);
         for (size_t j = 0; j < bsz; j++) p.b[j] = test_randf(&rs, -1, 1);
-        for (int64_t k = 0; k < K; k++) p.b_off[k] = (k % 9) * 2 + (k / 9) * p.ldb / 4;
+        for (int64_t k = 0; k < K; k++) p.b_off[k] = s[i].pw ? k * N : (k % 9) * 2 + (k / 9) * p.ldb / 4;
         kiln__gemm g;
         memset(&g, 0, sizeof g);
         g.M = M, g.N = N, g.K = K, g.a = p.a, g.a_rs = K, g.a_cs = 1, g.alpha = 1;

@@ -28,7 +28,7 @@ TEST_IMPL(parallel_for_cover) {
         kiln__pool *p = kiln__pool_create(threads_list[ti]);
         ASSERT(p);
         ASSERT_EQ(kiln__pool_threads(p), threads_list[ti]);
-        kiln_exec e = {KILN_DEVICE_CPU, p, NULL, 0};
+        kiln_exec e = {.device = KILN_DEVICE_CPU, .pool = p};
         ASSERT_EQ(kiln_exec_threads(&e), threads_list[ti]);
         ASSERT_EQ(kiln_exec_device(&e), KILN_DEVICE_CPU);
         ASSERT(kiln_exec_stream(&e) == NULL);
@@ -63,7 +63,7 @@ static void task_fn(void *ud, int ith, int nth) {
 
 TEST_IMPL(parallel_tasks) {
     kiln__pool *p = kiln__pool_create(4);
-    kiln_exec e = {KILN_DEVICE_CPU, p, NULL, 0};
+    kiln_exec e = {.device = KILN_DEVICE_CPU, .pool = p};
     for (int rep = 0; rep < 2000; rep++) {
         int n_tasks = 1 + rep % 7;
         tasks t;
@@ -109,7 +109,7 @@ static void outer_task(void *ud, int ith, int nth) {
 
 TEST_IMPL(nested_serial) {
     kiln__pool *p = kiln__pool_create(3);
-    kiln_exec e = {KILN_DEVICE_CPU, p, NULL, 0};
+    kiln_exec e = {.device = KILN_DEVICE_CPU, .pool = p};
     for (int rep = 0; rep < 200; rep++) {
         nested n;
         memset(&n, 0, sizeof n);
@@ -135,14 +135,14 @@ static void record_range(void *ud, int64_t b, int64_t e) {
 TEST_IMPL(single_thread_inline) {
     /* threads == 1 (or no pool): everything runs on the caller's thread */
     kiln__pool *p = kiln__pool_create(1);
-    kiln_exec e = {KILN_DEVICE_CPU, p, NULL, 0};
+    kiln_exec e = {.device = KILN_DEVICE_CPU, .pool = p};
     pthread_t who;
     kiln_exec_parallel(&e, 8, record_thread, &who);
     ASSERT(pthread_equal(who, pthread_self()));
     kiln_exec_parallel_for(&e, 1000, 1, record_range, &who);
     ASSERT(pthread_equal(who, pthread_self()));
     kiln__pool_free(p);
-    kiln_exec none = {KILN_DEVICE_CPU, NULL, NULL, 0};
+    kiln_exec none = {.device = KILN_DEVICE_CPU, .pool = NULL};
     ASSERT_EQ(kiln_exec_threads(&none), 1);
     kiln_exec_parallel(&none, 4, record_thread, &who);
     ASSERT(pthread_equal(who, pthread_self()));

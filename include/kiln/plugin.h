@@ -391,7 +391,9 @@ typedef struct kiln_epilogue_args {
 /* Apply output `out`'s epilogue chain (if any) in place to n f32 values
  * at x, the first in `channel`, chan_len values per channel (see above).
  * Returns 0 or the first error of an epilogue.  Cheap when c->epilogue is
- * NULL. */
+ * NULL.  An error also fails the layer's run in a context (with the
+ * epilogue's message, from whichever thread called this), even where the
+ * kernel does not pass the code on. */
 KILN_API int kiln_call_epilogue(const kiln_call *c, int out, float *x, int64_t n,
                                 int64_t channel, int64_t chan_len);
 /* For epilogue_check: 1 if constant input `i` is a scalar (one element), 2
@@ -412,7 +414,11 @@ KILN_API int kiln_epilogue_param_kind(const kiln_epilogue_args *a, int i);
  *   layouts: same grammar over LINEAR, NHWC, NCHW8C, NCHW16C; NULL = LINEAR.
  *   tactics: the tactics valid for these combinations (0-terminated; an
  *            empty list means the single default tactic 0).
- * Example: {"FP32|FP16, FP32|FP16, FP32|FP16", NULL, {1, 2}} */
+ * Example: {"FP32|FP16, FP32|FP16, FP32|FP16", NULL, {1, 2}}
+ * An op with optional inputs may list rows for several input counts: a row
+ * whose slot count is neither 1 nor the layer's inputs + outputs is
+ * skipped when another row fits (when none fits, the builder reports the
+ * mismatch). */
 #define KILN_MAX_TACTICS 16
 typedef struct kiln_combo {
     const char *types;

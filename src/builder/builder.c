@@ -253,11 +253,18 @@ int kiln__b_run(builder *b, int li, const kiln_io_format *io, int tactic, const 
     for (int r = 0; r < reps && !rc; r++) {
         if (on_gpu) {
             rc = cuda_sample(b, enq, L->state, &call, iters, &times[r]);
-            continue;
+        } else {
+            t0 = kiln__now_ms();
+            for (int k = 0; k < iters && !rc; k++) rc = enq(L->state, &call);
+            times[r] = (kiln__now_ms() - t0) / iters;
         }
-        t0 = kiln__now_ms();
-        for (int k = 0; k < iters && !rc; k++) rc = enq(L->state, &call);
-        times[r] = (kiln__now_ms() - t0) / iters;
+        /* Clearly slower than the best candidate so far after a full
+         * sample (the warm-up is not one): no more samples.  Repetition
+         * noise is a few percent; a factor of 2 cannot flip the choice. */
+        if (!rc && r == 0 && b->cut_ms > 0 && times[0] > BUILD_CUT_FACTOR * b->cut_ms) {
+            reps = 1;
+            b->ncut++;
+        }
     }
     if (!rc) {
         qsort(times, (size_t)reps, sizeof times[0], cmp_double);

@@ -13,6 +13,8 @@
 #include "build_int.h"
 #include "device/device.h"
 
+#define BUILD_CUT_FACTOR 2.0
+
 typedef enum bt_kind { BT_INPUT = 1, BT_CONST, BT_ACT } bt_kind;
 
 typedef struct bt {
@@ -36,6 +38,8 @@ typedef struct bt {
     kiln_dtype pdtype;         /* physical (chosen) dtype and format */
     kiln_format pfmt;
     kiln_device_kind loc;      /* memory space of the buffer (select/finalize) */
+    uint32_t cast_to;          /* select: bit dt set when a chosen consumer reads it cast to dt, LINEAR
+                                * (finalize makes that cast once for all such consumers) */
     int live;
     int eidx;                  /* engine tensor index, -1 */
 } bt;
@@ -94,6 +98,11 @@ typedef struct builder {
     kiln__tcache *tc;
     const kiln__op *reformat_op;
     uint64_t rng;
+    /* select.c: candidates slower than cut_ms (> 0) by BUILD_CUT_FACTOR after one
+     * sample are not sampled further (kiln__b_run); time spent making timing
+     * buffers and running candidates, and candidates cut short (verbose log) */
+    double cut_ms, prep_ms, run_ms;
+    int ncut;
     int no_fold;               /* finalize: copies of constants stay layers */
     kiln_network **owned; int nowned; /* kiln_shape_inline_owned networks */
 } builder;

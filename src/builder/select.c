@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #define MAX_CANDS 256
+#define FP32_TIE_MARGIN 1.1 /* see kiln__b_select */
 
 typedef struct cand {
     kiln_io_format io;
@@ -90,13 +91,33 @@ static const kiln_combo *quick_formats(const bl *L) {
     return L->device == KILN_DEVICE_CUDA && q->cuda_formats ? q->cuda_formats : kiln__op_formats(L->op, L->state);
 }
 
+/* Slots of a combination string: top-level commas + 1. */
+static int combo_slots(const char *types) {
+    int n = 1;
+    for (const char *s = types; *s; s++) n += *s == ',';
+    return n;
+}
+
+/* An op with optional inputs may list combinations for each input count:
+ * a row whose slot count fits neither 1 nor nio is skipped when another
+ * row fits (else kiln_combo_expand reports the mismatch). */
+static int combo_fits(const kiln_combo *list, const kiln_combo *cb, int nio) {
+    int s = combo_slots(cb->types);
+    if (s == 1 || s == nio) return 1;
+    for (const kiln_combo *o = list; o->types; o++)
+        if (combo_slots(o->types) == 1 || combo_slots(o->types) == nio) return 0;
+    return 1;
+}
+
 static int quick_candidates(builder *b, int li, cand_list *cl) {
     const bl *L = &b->l[li];
     int nio = L->nin + L->nout;
     kiln_io_format *exp = kiln__malloc(MAX_CANDS * sizeof *exp);
     if (!exp) return kiln__err(KILN_ENOMEM, "build: out of memory");
     int rc = 0;
-    for (const kiln_combo *cb = quick_formats(L); cb->types && !rc; cb++) {
+    const kiln_combo *list = quick_formats(L);
+    for (const kiln_combo *cb = list; cb->types && !rc; cb++) {
+        if (!combo_fits(list, cb, nio)) continue;
         int n = kiln_combo_expand(cb->types, cb->layouts, nio, exp, MAX_CANDS);
         if (n < 0) {
             rc = kiln__err_prefix(n, "formats of op %s::%s v%d", L->op->ns, L->op->name, L->op->version);
@@ -319,7 +340,7 @@ static void timing_id(builder *b, const bl *L, char *buf, size_t size) {
     }
 }
 
-static void fill_random(builder *b, void *data, kiln_dtype dt, uint64_t n) {
+static void fill_block(builder *b, void *data, kiln_dtype dt, uint64_t n) {
     for (uint64_t i = 0; i < n; i++) {
         uint64_t r = kiln__b_rand(b);
         double f = (double)(r >> 11) / (double)(1ull << 53) * 2.0 - 1.0;
@@ -336,6 +357,22 @@ static void fill_random(builder *b, void *data, kiln_dtype dt, uint64_t n) {
         case KILN_DTYPE_I16: case KILN_DTYPE_U16: ((int16_t *)data)[i] = (int16_t)iv; break;
         default: ((uint8_t *)data)[i] = (uint8_t)iv; break;
         }
+    }
+}
+
+/* Random timing data: the first FILL_BLOCK elements drawn, the rest copies
+ * of them (drawing and converting every element of BERT's activations at
+ * batch 32 took seconds per build; a kernel's speed does not depend on the
+ * data repeating every 4096 elements). */
+#define FILL_BLOCK 4096
+static void fill_random(builder *b, void *data, kiln_dtype dt, uint64_t n) {
+    uint64_t drawn = n < FILL_BLOCK ? n : FILL_BLOCK;
+    size_t es = kiln_dtype_size(dt);
+    fill_block(b, data, dt, drawn);
+    for (uint64_t done = drawn; done < n;) { /* doubling copies */
+        uint64_t k = done < n - done ? done : n - done;
+        memcpy((char *)data + done * es, data, k * es);
+        done += k;
     }
 }
 
@@ -370,9 +407,10 @@ static int bufs_upload(builder *b, timing_bufs *tb, kiln_tensor *kt, uint64_t by
 }
 
 /* Tensors for a run of layer li with `io` at opt shapes; *shape_text gets
- * the dims for the cache key. */
+ * the dims for the cache key.  alloc 0: the text only (a cache hit needs
+ * no buffers). */
 static int bufs_make(builder *b, int li, const kiln_io_format *io, timing_bufs *tb, char *shape_text,
-                     size_t size) {
+                     size_t size, int alloc) {
     const bl *L = &b->l[li];
     memset(tb, 0, sizeof *tb);
     size_t sn = 0;
@@ -395,19 +433,29 @@ static int bufs_make(builder *b, int li, const kiln_io_format *io, timing_bufs *
                                    (long long)dims[d]);
         }
         sn += (size_t)snprintf(shape_text + sn, size > sn ? size - sn : 0, "]");
+        if (!alloc) continue;
         kiln__tensor_view(kt, NULL, io->dtype[p], io->format[p], b->exec.device, t->ndim, dims);
         uint64_t bytes;
         int rc = kiln__tensor_bytes(kt->dtype, kt->format, kt->ndim, kt->dims, &bytes);
         if (rc) return kiln__err_prefix(rc, "timing: tensor '%s' at opt shapes", t->name);
+        const int up = kiln__b_pos_loc(L, p) == KILN_DEVICE_CUDA;
+        if (!is_in && up) { /* a zeroed device buffer, no host twin */
+            void *d = NULL;
+            if ((rc = b->cuda->alloc(bytes ? bytes : 64, &d))) return kiln__err_prefix(rc, "timing buffers");
+            tb->dev = b->cuda;
+            tb->dmem[tb->ndmem++] = d;
+            kt->data = d;
+            kt->device = KILN_DEVICE_CUDA;
+            if ((rc = b->cuda->memset(d, 0, bytes, b->cx.base.stream))) return rc;
+            continue;
+        }
         void *m = kiln__aligned_alloc(bytes ? bytes : 64);
         if (!m) return kiln__err(KILN_ENOMEM, "timing: out of memory for %llu bytes", (unsigned long long)bytes);
         tb->mem[tb->nmem++] = m;
         kt->data = m;
         uint64_t n = bytes / kiln_dtype_size(kt->dtype);
-        const int up = kiln__b_pos_loc(L, p) == KILN_DEVICE_CUDA;
         if (!is_in) {
             memset(m, 0, bytes);
-            if (up && (rc = bufs_upload(b, tb, kt, bytes))) return rc;
             continue;
         }
         if (t->kind == BT_CONST && t->data && kt->dtype == t->pdtype && kt->format == t->pfmt && bytes == t->bytes) {
@@ -456,16 +504,12 @@ static int time_candidate(builder *b, int li, const kiln_io_format *io, int tact
     char shapes[1024], key[3072], iot[512];
     timing_bufs tb;
     *ok = 0;
-    int rc = bufs_make(b, li, io, &tb, shapes, sizeof shapes);
-    if (rc) {
-        bufs_free(&tb);
-        return rc;
-    }
+    int rc = bufs_make(b, li, io, &tb, shapes, sizeof shapes, 0);
+    if (rc) return rc;
     timing_key(b, L, io, shapes, tactic, "", key, sizeof key);
     io_text(io, iot, sizeof iot);
     int from_build = 0;
     if (kiln__tcache_get(b->tc, key, ms, &from_build)) {
-        bufs_free(&tb);
         b->st->cache_hits++;
         if (from_build) b->st->cache_dedup++;
         *ok = *ms >= 0;
@@ -475,10 +519,19 @@ static int time_candidate(builder *b, int li, const kiln_io_format *io, int tact
                       from_build ? "identical instance already timed" : "timing cache");
         return 0;
     }
+    double t0 = kiln__now_ms();
+    rc = bufs_make(b, li, io, &tb, shapes, sizeof shapes, 1);
+    double t1 = kiln__now_ms();
+    b->prep_ms += t1 - t0;
+    if (rc) {
+        bufs_free(&tb);
+        return rc;
+    }
     kiln__b_timing = 1;
     rc = kiln__b_run(b, li, io, tactic, tb.in, tb.out, b->cfg->reps, ms);
     kiln__b_timing = 0;
     bufs_free(&tb);
+    b->run_ms += kiln__now_ms() - t1;
     b->st->timed++;
     if (rc) {
         kiln__log(KILN_LOG_VERBOSE, "timing layer '%s' (%s::%s v%d) %s tactic %d: failed: %s", L->name, L->op->ns,
@@ -517,7 +570,7 @@ static int time_aot(builder *b, int li, double *ms) {
     const bl *L = &b->l[li];
     timing_bufs tb;
     char shapes[1024], key[3072];
-    int rc = bufs_make(b, li, &L->io, &tb, shapes, sizeof shapes);
+    int rc = bufs_make(b, li, &L->io, &tb, shapes, sizeof shapes, 1);
     timing_key(b, L, &L->io, shapes, L->tactic, "|aot", key, sizeof key);
     int from_build = 0;
     if (!rc && kiln__tcache_get(b->tc, key, ms, &from_build)) {
@@ -625,33 +678,43 @@ static int rf_timer(builder *b) {
     return rc ? rc : li;
 }
 
-/* Time of the reformat tensor t needs to become (dt, fmt) for a consumer
- * on `device`.  A float cast between two LINEAR tensors for a GPU consumer
+/* Time of the reformat tensor t needs to go from (from, ffmt) to (dt, fmt)
+ * for a consumer on `device` (reformat_cost: from the type and format its
+ * producer chose).  A float cast between two LINEAR tensors for a GPU consumer
  * runs on the GPU (reformat_cuda.c), so it is timed there: timed on the
  * host, a cast of a large activation cost hundreds of microseconds instead
  * of a few, and an --fp16 build kept every layer in FP32 (ResNet-50). */
-static int reformat_cost(builder *b, int t, kiln_dtype dt, kiln_format fmt, kiln_device_kind device, double *ms) {
+static int cast_cost(builder *b, int t, kiln_dtype from, kiln_format ffmt, kiln_dtype dt, kiln_format fmt,
+                     kiln_device_kind device, double *ms) {
     const bt *x = &b->t[t];
     *ms = 0;
-    if (x->pdtype == dt && x->pfmt == fmt) return 0;
+    if (from == dt && ffmt == fmt) return 0;
     if (x->kind == BT_CONST) return 0; /* converted once, at build time */
     int li = rf_timer(b);
     if (li < 0) return li;
     bl *L = &b->l[li];
-    L->device = device == KILN_DEVICE_CUDA && b->cuda && x->pfmt == KILN_FORMAT_LINEAR && fmt == KILN_FORMAT_LINEAR
+    L->device = device == KILN_DEVICE_CUDA && b->cuda && ffmt == KILN_FORMAT_LINEAR && fmt == KILN_FORMAT_LINEAR
                     ? KILN_DEVICE_CUDA
                     : KILN_DEVICE_CPU;
     L->in[0] = t;
     L->out[0] = t;
     kiln_io_format io = {.n = 2};
-    io.dtype[0] = x->pdtype;
-    io.format[0] = x->pfmt;
+    io.dtype[0] = from;
+    io.format[0] = ffmt;
     io.dtype[1] = dt;
     io.format[1] = fmt;
     int ok;
     int rc = time_candidate(b, li, &io, 0, ms, &ok, 0);
     if (!rc && !ok) *ms = 1e9;
     return rc;
+}
+
+static int reformat_cost(builder *b, int t, kiln_dtype dt, kiln_format fmt, kiln_device_kind device, double *ms) {
+    const bt *x = &b->t[t];
+    *ms = 0;
+    if (fmt == KILN_FORMAT_LINEAR && x->pfmt == KILN_FORMAT_LINEAR && dt < 32 && (x->cast_to >> dt & 1u))
+        return 0; /* an earlier consumer's cast serves this one too */
+    return cast_cost(b, t, x->pdtype, x->pfmt, dt, fmt, device, ms);
 }
 
 int kiln__b_cuda_aot_wanted(const builder *b, const bl *L) {
@@ -697,6 +760,122 @@ static int place(builder *b, int li, cand_list *cl) {
     return enum_candidates(b, li, cl);
 }
 
+/* The 16-bit type a reduced-precision build prefers (FP16 over BF16 when
+ * both are allowed), KILN_DTYPE_UNDEFINED in an FP32 build. */
+static kiln_dtype reduced_type(const builder *b) {
+    return (b->cfg->flags & KILN_BUILD_FP16)   ? KILN_DTYPE_F16
+           : (b->cfg->flags & KILN_BUILD_BF16) ? KILN_DTYPE_BF16
+                                               : KILN_DTYPE_UNDEFINED;
+}
+
+/* Would layer ci read its input p in type dt on the GPU (the device place()
+ * will give it, a combination with dt there)?  Asked before ci's own turn:
+ * its device is restored afterwards. */
+static int gpu_takes(builder *b, int ci, int p, kiln_dtype dt) {
+    bl *C = &b->l[ci];
+    const char *why;
+    if (!C->op->quick || !b->cuda || C->aot == 1) return 0;
+    if (!kiln__b_cuda_aot_wanted(b, C) && !kiln__b_cuda_covers(C, &why)) return 0;
+    kiln_device_kind saved = C->device;
+    C->device = KILN_DEVICE_CUDA;
+    cand_list cl = {0};
+    int yes = 0;
+    if (!enum_candidates(b, ci, &cl))
+        for (int k = 0; k < cl.n && !yes; k++) yes = cl.c[k].io.dtype[p] == dt;
+    kiln__free(cl.c);
+    C->device = saved;
+    return yes;
+}
+
+/* Does a later GPU layer read tensor t and take it in type dt? */
+static int consumer_takes(builder *b, int li, int t, kiln_dtype dt) {
+    for (int ci = li + 1; ci < b->nl; ci++) {
+        const bl *C = &b->l[ci];
+        if (C->dead) continue;
+        for (int p = 0; p < C->nin; p++)
+            if (C->in[p] == t && gpu_takes(b, ci, p, dt)) return 1;
+    }
+    return 0;
+}
+
+/* Does io keep a tensor that is FP32 by its logical type in FP32? */
+static int keeps_f32(const builder *b, const bl *L, const kiln_io_format *io) {
+    for (int p = 0; p < io->n; p++) {
+        int t = pos_tensor(L, p);
+        if (t >= 0 && b->t[t].dtype == KILN_DTYPE_F32 && !b->t[t].is_size && io->dtype[p] == KILN_DTYPE_F32) return 1;
+    }
+    return 0;
+}
+
+/* A reduced-precision build, a GPU layer: when every activation input that
+ * is FP32 by its logical type already arrives in the reduced type, the
+ * precision is decided -- FP32 candidates would pay a cast per input to
+ * undo it.  They are moved behind the others; the count of the others is
+ * returned (cl->n when nothing moved): only they are timed, the FP32 ones
+ * only if every one of them fails. */
+static int drop_decided(builder *b, int li, cand_list *cl) {
+    const bl *L = &b->l[li];
+    kiln_dtype rt = reduced_type(b);
+    if (rt == KILN_DTYPE_UNDEFINED || L->device != KILN_DEVICE_CUDA) return cl->n;
+    int nact = 0;
+    for (int p = 0; p < L->nin; p++) {
+        if (L->in[p] < 0) continue;
+        const bt *t = &b->t[L->in[p]];
+        if (t->kind == BT_CONST || t->dtype != KILN_DTYPE_F32 || t->is_size) continue;
+        if (t->pdtype != rt) return cl->n;
+        nact++;
+    }
+    if (!nact) return cl->n;
+    cand *tmp = kiln__malloc((size_t)cl->n * sizeof *tmp);
+    if (!tmp) return cl->n; /* (nothing moved: all are timed) */
+    int n = 0, m = 0;
+    for (int k = 0; k < cl->n; k++)
+        if (!keeps_f32(b, L, &cl->c[k].io)) cl->c[n++] = cl->c[k];
+        else tmp[m++] = cl->c[k];
+    memcpy(cl->c + n, tmp, (size_t)m * sizeof *tmp);
+    kiln__free(tmp);
+    if (n == 0 || m == 0) return cl->n;
+    kiln__log(KILN_LOG_VERBOSE, "layer '%s': inputs already %s: %d FP32 candidates not timed", L->name,
+              kiln__b_dtype_upper(rt), m);
+    return n;
+}
+
+/* Bit o set: output o of GPU layer li is an FP32 activation a later GPU
+ * layer could read in the build's 16-bit type (lookahead_cost). */
+static unsigned lookahead_outputs(builder *b, int li) {
+    const bl *L = &b->l[li];
+    kiln_dtype rt = reduced_type(b);
+    unsigned m = 0;
+    if (rt == KILN_DTYPE_UNDEFINED || L->device != KILN_DEVICE_CUDA) return 0;
+    for (int o = 0; o < L->nout && o < 32; o++) {
+        const bt *x = &b->t[L->out[o]];
+        if (x->dtype == KILN_DTYPE_F32 && !x->is_size && consumer_takes(b, li, L->out[o], rt)) m |= 1u << o;
+    }
+    return m;
+}
+
+/* Look-ahead for the greedy choice: a GPU candidate that leaves an FP32
+ * output in FP32 while a later GPU layer could read it in the build's
+ * 16-bit type is charged the cast that layer would otherwise need.
+ * Without it, FP32 spread from the network input through the residual
+ * stream: each layer found its FP32 candidate cheapest given FP32 inputs
+ * (no cast on its side), and BERT's --fp16 engine ran LayerNorm, the
+ * attention and the QKV copies in FP32 between 96 casts per run. */
+static int lookahead_cost(builder *b, int li, unsigned outs, const kiln_io_format *io, double *ms) {
+    const bl *L = &b->l[li];
+    kiln_dtype rt = reduced_type(b);
+    *ms = 0;
+    for (int o = 0; o < L->nout && o < 32; o++) {
+        kiln_dtype dt = io->dtype[L->nin + o];
+        if (!(outs >> o & 1u) || dt == rt) continue;
+        double c;
+        int rc = cast_cost(b, L->out[o], dt, io->format[L->nin + o], rt, KILN_FORMAT_LINEAR, KILN_DEVICE_CUDA, &c);
+        if (rc) return rc;
+        *ms += c;
+    }
+    return 0;
+}
+
 int kiln__b_select(builder *b) {
     for (int i = 0; i < b->nt; i++) {
         bt *t = &b->t[i];
@@ -718,19 +897,26 @@ int kiln__b_select(builder *b) {
         cl.n = 0;
         rc = place(b, li, &cl);
         if (rc) break;
-        b->st->candidates += cl.n;
+        const int ndecided = drop_decided(b, li, &cl);
+        b->st->candidates += ndecided;
         int best = 0;
-        double best_cost = 0, best_ms = 0;
+        double best_cost = 0, best_ms = 0, best_rank = 0;
         /* An AOT CUDA layer takes its op's first combination: its kernel is
          * compiled once, at emit (not timed against JIT candidates). */
         const int cuda_aot = b->l[li].device == KILN_DEVICE_CUDA && b->l[li].aot == 1;
         if (cl.n > 1 && !no_timing && !cuda_aot) {
             best = -1;
+            const unsigned ahead = lookahead_outputs(b, li);
+            double fastest = 0; /* the fastest kernel so far: slower ones are cut short */
             for (int k = 0; k < cl.n && !rc; k++) {
+                if (k == ndecided && best >= 0) break; /* the FP32 rest: only when the others all failed */
                 double ms;
                 int ok;
+                b->cut_ms = fastest;
                 rc = time_candidate(b, li, &cl.c[k].io, cl.c[k].tactic, &ms, &ok, 1);
+                b->cut_ms = 0;
                 if (rc || !ok) continue;
+                if (fastest <= 0 || ms < fastest) fastest = ms;
                 double cost = ms, rf_in = 0, rf_out = 0;
                 const bl *L = &b->l[li];
                 for (int p = 0; p < L->nin && !rc; p++) {
@@ -748,6 +934,9 @@ int kiln__b_select(builder *b) {
                     if (t->is_output && (io->dtype[L->nin + o] != t->dtype || io->format[L->nin + o] != KILN_FORMAT_LINEAR))
                         rf_out += ms * 0.05; /* a reformat follows; exact time unknown before the choice */
                 }
+                double ra = 0;
+                if (!rc && ahead) rc = lookahead_cost(b, li, ahead, &cl.c[k].io, &ra);
+                rf_out += ra;
                 cost += rf_out;
                 if (!rc) { /* why a candidate wins or loses: its kernel and its reformats */
                     char iot[512];
@@ -756,9 +945,18 @@ int kiln__b_select(builder *b) {
                               "inputs %.4f ms + outputs %.4f ms (estimate) = cost %.4f ms", L->name, iot,
                               cl.c[k].tactic, ms, rf_in, rf_out, cost);
                 }
-                if (best < 0 || cost < best_cost) {
+                /* In a 16-bit build an FP32 candidate of a GPU layer must win
+                 * by more than timing noise: a tie goes to the precision
+                 * the build asked for (a narrow FP32 win at the network
+                 * input kept a whole residual stream in FP32 before). */
+                double rank = cost * (reduced_type(b) != KILN_DTYPE_UNDEFINED && L->device == KILN_DEVICE_CUDA &&
+                                              keeps_f32(b, L, &cl.c[k].io)
+                                          ? FP32_TIE_MARGIN
+                                          : 1.0);
+                if (best < 0 || rank < best_rank) {
                     best = k;
                     best_cost = cost;
+                    best_rank = rank;
                     best_ms = ms;
                 }
             }
@@ -780,6 +978,13 @@ int kiln__b_select(builder *b) {
         bl *L = &b->l[li];
         L->io = cl.c[best].io;
         L->tactic = cl.c[best].tactic;
+        for (int p = 0; p < L->nin; p++) {
+            bt *t = L->in[p] >= 0 ? &b->t[L->in[p]] : NULL;
+            kiln_dtype dt = L->io.dtype[p];
+            if (t && t->kind != BT_CONST && dt != t->pdtype && dt < 32 && L->io.format[p] == KILN_FORMAT_LINEAR &&
+                t->pfmt == KILN_FORMAT_LINEAR)
+                t->cast_to |= 1u << dt;
+        }
         L->ms = best_ms;
         rc = choose_aot(b, li, L->timed ? best_ms : -1);
         if (rc) break;
@@ -794,5 +999,9 @@ int kiln__b_select(builder *b) {
     }
     if (progress) fprintf(stderr, "\n");
     kiln__free(cl.c);
+    kiln__log(KILN_LOG_VERBOSE, "selection: %d candidates, %d timed (%d cut short after one sample), %d from the "
+              "timing cache (%d identical instances); %.2f s making timing buffers, %.2f s timing",
+              b->st->candidates, b->st->timed, b->ncut, b->st->cache_hits, b->st->cache_dedup, b->prep_ms / 1000,
+              b->run_ms / 1000);
     return rc;
 }

@@ -510,6 +510,32 @@ static int topo_order(const kiln_network *net, int *order) {
     return rc;
 }
 
+/* A dynamic dim name is one symbol across the inputs: every input that
+ * names it must give it the same min/opt/max, pinned (min = max, made a
+ * constant below) or not.  Checks input ni's dims against its earlier
+ * dims and inputs < ni (whose profiles setup_input has accepted). */
+static int check_shared_dims(const builder *b, const kiln_network *net, int ni, const kiln__profile *p) {
+    const kiln__ntensor *nt = &net->tensors[net->inputs[ni]];
+    for (int d = 0; d < nt->ndim; d++) {
+        if (nt->dims[d] >= 0 || !nt->dim_names[d]) continue;
+        for (int j = 0; j <= ni; j++) {
+            const kiln__ntensor *ot = &net->tensors[net->inputs[j]];
+            const kiln__profile *q = j == ni ? p : kiln__config_profile(b->cfg, ot->name);
+            for (int e = 0; q && e < (j == ni ? d : ot->ndim) && e < q->ndim; e++) {
+                if (ot->dims[e] >= 0 || !ot->dim_names[e] || strcmp(ot->dim_names[e], nt->dim_names[d])) continue;
+                if (q->min[e] != p->min[d] || q->opt[e] != p->opt[d] || q->max[e] != p->max[d])
+                    return kiln__err(KILN_EPROFILE,
+                                     "dim '%s' appears in inputs '%s' (dim %d) and '%s' (dim %d) with different "
+                                     "profiles (min/opt/max %lld/%lld/%lld vs %lld/%lld/%lld): a dim name is one "
+                                     "size across the inputs", nt->dim_names[d], ot->name, e, nt->name, d,
+                                     (long long)q->min[e], (long long)q->opt[e], (long long)q->max[e],
+                                     (long long)p->min[d], (long long)p->opt[d], (long long)p->max[d]);
+            }
+        }
+    }
+    return 0;
+}
+
 static int setup_input(builder *b, const kiln_network *net, int ni) {
     const kiln__ntensor *nt = &net->tensors[net->inputs[ni]];
     int ti = kiln__b_new_tensor(b, nt->name, BT_INPUT);
@@ -522,6 +548,8 @@ static int setup_input(builder *b, const kiln_network *net, int ni) {
     if (p && p->ndim != nt->ndim)
         return kiln__err(KILN_EPROFILE, "profile for input '%s' has %d dims, the input has %d", nt->name,
                          p->ndim, nt->ndim);
+    int rc = p ? check_shared_dims(b, net, ni, p) : 0;
+    if (rc) return rc;
     for (int d = 0; d < nt->ndim; d++) {
         if (nt->dims[d] >= 0) {
             if (p && (p->min[d] != nt->dims[d] || p->opt[d] != nt->dims[d] || p->max[d] != nt->dims[d]))
@@ -548,17 +576,7 @@ static int setup_input(builder *b, const kiln_network *net, int ni) {
         kiln__expr_assume_min(s, p->min[d]); /* the context enforces the profile */
         t = &b->t[ti];
         t->dims[d] = s;
-        const bsym *old = kiln__b_find_sym(b, s);
-        if (old) {
-            if (old->vmin != p->min[d] || old->vopt != p->opt[d] || old->vmax != p->max[d])
-                return kiln__err(KILN_EPROFILE,
-                                 "dim '%s' appears in inputs '%s' and '%s' with different profiles "
-                                 "(min/opt/max %lld/%lld/%lld vs %lld/%lld/%lld)",
-                                 nt->dim_names[d], b->t[old->t].name, nt->name, (long long)old->vmin,
-                                 (long long)old->vopt, (long long)old->vmax, (long long)p->min[d],
-                                 (long long)p->opt[d], (long long)p->max[d]);
-            continue;
-        }
+        if (kiln__b_find_sym(b, s)) continue; /* an earlier input's, with the same profile (check_shared_dims) */
         bsym *bs = add_sym(b, s, BS_INPUT_DIM, ti, d);
         if (!bs) return KILN_ENOMEM;
         bs->vmin = p->min[d];

@@ -102,6 +102,7 @@ struct kiln_context {
     kiln_cu_fault *fault;       /* what kernels report (mapped page-locked memory; cx.fault) */
     char *dead;                 /* set: a CUDA error at a wait; every later run fails with it */
     int graphs;                 /* CUDA graphs enabled (default 1) */
+    int graph_warned;           /* a failed capture was logged at KILN_LOG_WARN (once) */
     kiln_tensor *views;
     int32_t *view_t;            /* tensor of each view, -1 absent */
     int nviews;
@@ -1193,16 +1194,31 @@ static int run_segment(kiln_context *c, int32_t l, int *done) {
     *done = 0;
     if (!cl->graph) {
         if (!c->ran) return 0;
-        int rc = c->dev->graph_begin(stream);
+        int rc = c->dev->graph_begin(stream), began = !rc;
+        int32_t broke = -1; /* the layer whose enqueue failed inside the capture */
+        char why[512] = "";
         for (int32_t k = l; k < cl->seg_end && !rc; k++) {
             rc = c->L[k].vt ? c->L[k].enq(c->L[k].state, &c->L[k].call) : run_aot(c, k);
-            if (rc) layer_err(&c->e->layers[k], rc);
+            if (rc) layer_err(&c->e->layers[k], rc), broke = k;
         }
+        if (rc) snprintf(why, sizeof why, "%s", kiln_errmsg()); /* ending the capture sets its own */
         void *g = NULL;
-        int erc = c->dev->graph_end(stream, &g);
+        int erc = began ? c->dev->graph_end(stream, &g) : 0;
+        if (!rc && erc) snprintf(why, sizeof why, "%s", kiln_errmsg());
         if (rc || erc) {
-            kiln__log(KILN_LOG_VERBOSE, "context: layers %d..%d run without a CUDA graph: %s", (int)l,
-                      (int)cl->seg_end - 1, kiln_errmsg());
+            /* A device that cannot capture is no news; a capture that a
+             * layer broke costs every run of the segment its graph: said
+             * once per context at the default level, naming the layer. */
+            const kiln__elayer *L0 = &c->e->layers[l], *L1 = &c->e->layers[cl->seg_end - 1];
+            int warn = began && !c->graph_warned;
+            c->graph_warned |= warn;
+            if (broke >= 0)
+                kiln__log(warn ? KILN_LOG_WARN : KILN_LOG_VERBOSE, "context: CUDA graph capture broken by layer '%s' "
+                          "(layers '%s'..'%s' run without a CUDA graph): %s", c->e->layers[broke].name, L0->name,
+                          L1->name, why);
+            else
+                kiln__log(warn ? KILN_LOG_WARN : KILN_LOG_VERBOSE, "context: CUDA graph capture of layers '%s'..'%s' "
+                          "failed (they run without a CUDA graph): %s", L0->name, L1->name, why);
             if (g) c->dev->graph_destroy(g);
             cl->seg_end = -1;
             return 0;
@@ -1347,6 +1363,7 @@ static int run(kiln_context *c, int sync) {
         if (prof) t0 = kiln__now_ms();
         rc = cl->vt ? cl->enq(cl->state, &cl->call) : run_aot(c, l);
         rc = kiln__misuse_take(rc);
+        if (cl->call.epilogue && !cl->gpu) rc = kiln__epi_failure(&c->exec, rc);
         if (rc) return layer_err(&e->layers[l], rc);
         if (cl->gpu) gpu_queued(c, l, l);
         if ((prof || debug) && cl->gpu && (rc = gpu_wait(c))) return rc;

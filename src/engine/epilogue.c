@@ -213,10 +213,30 @@ static int run_chain(const kiln_call *c, const epi_rt *r, float *x, int64_t n, i
  * what the previous one wrote from L1. */
 #define EPI_CHUNK 2048
 
+static int apply(const kiln_call *c, float *x, int64_t n, int64_t channel, int64_t chan_len);
+
 KILN_API int kiln_call_epilogue(const kiln_call *c, int out, float *x, int64_t n, int64_t channel,
                                 int64_t chan_len) {
-    const epi_rt *r = c ? c->epilogue : NULL;
-    if (!r || out != 0 || n <= 0) return 0;
+    if (!c || !c->epilogue || out != 0 || n <= 0) return 0;
+    int rc = apply(c, x, n, channel, chan_len);
+    int none = 0;
+    /* kernels call this from their worker threads and may drop rc: the
+     * first failure waits on the exec handle for the context (messages are
+     * per thread, so it keeps this one's) */
+    if (rc && c->exec &&
+        __atomic_compare_exchange_n(&c->exec->epi_rc, &none, rc, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+        snprintf(c->exec->epi_msg, sizeof c->exec->epi_msg, "%s", kiln_errmsg());
+    return rc;
+}
+
+int kiln__epi_failure(kiln_exec *x, int rc) {
+    int erc = __atomic_exchange_n(&x->epi_rc, 0, __ATOMIC_ACQ_REL);
+    if (rc || !erc) return rc;
+    return kiln__err(erc, "fused epilogue: %s", x->epi_msg);
+}
+
+static int apply(const kiln_call *c, float *x, int64_t n, int64_t channel, int64_t chan_len) {
+    const epi_rt *r = c->epilogue;
     if (r->n == 1 || n <= EPI_CHUNK) return run_chain(c, r, x, n, channel, chan_len);
     int rc = 0;
     if (chan_len == 1 || chan_len == 0) { /* any split keeps the meaning */

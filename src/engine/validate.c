@@ -17,7 +17,8 @@
  *   constant is prepacked)
  *     - each layer's tensors' dtypes and layouts, with its tactic, are a
  *       combination its op accepts on the layer's device (the quick op's
- *       formats / cuda_formats, or the plugin's supports_format and
+ *       formats / cuda_formats, a built-in op's formats_fn on the static
+ *       view of its inputs, or the plugin's supports_format and
  *       valid_tactics), as the builder enumerated them, and the layer's
  *       record of its chosen io says the same; ops without combinations
  *       take LINEAR and tactic 0, and their shape function (below) is
@@ -425,6 +426,45 @@ static int plugin_accepts(const kiln__op *op, void *state, const kiln_io_format 
     return 0;
 }
 
+/* At load, a built-in op's formats_fn combinations from the engine's
+ * static view of the layer's inputs: dtypes, ranks, dims where static (a
+ * symbol of their own elsewhere, as the builder saw dynamic dims) and the
+ * constants' data; the shape function is not run (the combinations judge
+ * the types here).  Built-in formats_fn read only what is static in every
+ * engine (Conv's: conv.c), so a stored tactic they never offer fails the
+ * load.  Returns 0 when the combinations were computed (kept in state),
+ * else 1: checked at the first shape (kiln__layer_check_shapes). */
+static int static_formats(const kiln_engine *e, const kiln__elayer *L, void *state) {
+    if (L->nin > KILN_MAX_IO || L->nout > KILN_MAX_IO) return 1;
+    kiln_exprs *x = kiln__exprs_create();
+    if (!x) return 1;
+    kiln_desc din[KILN_MAX_IO], dout[KILN_MAX_IO];
+    for (int32_t k = 0; k < L->nin + L->nout; k++) {
+        kiln_desc *d = k < L->nin ? &din[k] : &dout[k - L->nin];
+        memset(d, 0, sizeof *d);
+        d->nvalues = -1;
+        if (k >= L->nin || L->in[k] < 0) continue;
+        const kiln__etensor *t = &e->tensors[L->in[k]];
+        int64_t dims[KILN_MAX_DIMS];
+        kiln__etensor_static_dims(e, t, dims);
+        d->dtype = (kiln_dtype)t->dtype;
+        d->ndim = t->ndim;
+        for (int i = 0; i < t->ndim; i++) {
+            char sym[48];
+            snprintf(sym, sizeof sym, "%d.%d", (int)L->in[k], i);
+            d->dims[i] = dims[i] >= 0 ? kiln_expr_const(x, dims[i]) : kiln_expr_sym(x, sym);
+        }
+        int64_t b = fixed_bytes(e, t);
+        if (t->kind == KILN__ET_CONST && t->format == KILN_FORMAT_LINEAR && b >= 0 && (uint64_t)b == t->const_bytes)
+            d->data = e->weights + t->const_off;
+    }
+    kiln_shape_ctx sc = {.x = x, .in = din, .nin = L->nin, .out = dout, .nout = L->nout};
+    int rc = kiln__op_formats_fn(L->op, state, &sc);
+    kiln__exprs_free(x);
+    if (rc) kiln__err(KILN_OK, "%s", ""); /* not an error of the file (yet): the shape check will say */
+    return rc != 0;
+}
+
 int kiln__layer_check_formats(const kiln_engine *e, int32_t l, void *state, int at_load) {
     const kiln__elayer *L = &e->layers[l];
     const kiln__op *op = L->op;
@@ -453,8 +493,12 @@ int kiln__layer_check_formats(const kiln_engine *e, int32_t l, void *state, int 
         const kiln_combo *cb = L->device == KILN_DEVICE_CUDA && q->cuda_formats ? q->cuda_formats
                                                                                 : kiln__op_formats(op, state);
         /* combinations computed from the inputs (formats_fn) exist once
-         * the shape function ran: checked then (kiln__layer_check_shapes) */
-        if (!cb && q->formats_fn && at_load) return 0;
+         * the shape function ran: a built-in op's now, from the static view
+         * of its inputs, others' at the first shape (kiln__layer_check_shapes) */
+        if (!cb && q->formats_fn && at_load) {
+            if (!op->builtin || static_formats(e, L, state)) return 0;
+            cb = kiln__op_formats(op, state);
+        }
         if (cb) {
             ok = combos_accept(cb, &io, L->tactic, &err);
         } else { /* no combinations: the tensors' own types, LINEAR, tactic 0 */

@@ -126,8 +126,8 @@ static char *join_flags(const char *const *args, int nflags) {
 }
 
 /* Compile in a private temporary directory; *so gets the object's bytes.
- * keep (may be NULL): where a source that fails to compile stays for
- * inspection (the compile cache); the compiler then reads it from there,
+ * keep (may be NULL): where the source stays, for inspection when it fails
+ * to compile (the compile cache); the compiler then reads it from there,
  * so its file:line messages name a file that exists, lines counted from the
  * kernel source's first line. */
 static int aot_cc(const char *source, const char *entry, const char **args, int na,
@@ -161,8 +161,13 @@ static int aot_cc(const char *source, const char *entry, const char **args, int 
     args[na] = NULL;
     char what[300];
     snprintf(what, sizeof what, "AOT kernel %s", entry);
+    /* The kept source stays after a success too: every compile of this key
+     * writes the same bytes there (renamed into place), so a concurrent
+     * compile of the same kernel (ctest -j, processes sharing a cache) may
+     * be about to read it; unlinking it here failed that one with "No such
+     * file or directory".  The name stays the same for every compile, so
+     * the object (whose symbols name its source file) is the same too. */
     int rc = kiln__cc_run(what, args, NULL);
-    if (kept && !rc) unlink(keep);
     if (kept && rc == KILN_ECOMPILE) {
         char m[4096];
         snprintf(m, sizeof m, "%s", kiln_errmsg());

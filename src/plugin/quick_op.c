@@ -171,6 +171,16 @@ static int q_shape(void *state, kiln_shape_ctx *c) {
     return rc;
 }
 
+int kiln__op_formats_fn(const kiln__op *op, void *state, kiln_shape_ctx *c) {
+    if (!op->quick || !op->quick->formats_fn || !state) return 0;
+    qstate *s = state;
+    kiln_attrs view = kiln__attrset_view(&s->attrs);
+    kiln_shape_ctx sc = *c;
+    if (!sc.attrs) sc.attrs = &view;
+    sc.user = s->q->user;
+    return call_formats_fn(s, &sc);
+}
+
 static int expand_combos(qstate *s) {
     if (s->ncombos >= 0) return 0;
     const kiln_quick_op *q = s->q;

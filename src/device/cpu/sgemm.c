@@ -708,6 +708,34 @@ static int gemv_block(const kiln__gemm *g, int64_t m0, int64_t m1, int64_t n0, i
     return 0;
 }
 
+/* Columns [n0, n0 + nc) x rows [k0, k0 + kc) of B (not prepacked) packed
+ * into dst, whatever form B has. */
+static void pack_b(const kiln__gemm *g, int64_t k0, int64_t kc, int64_t n0, int64_t nc, float *dst) {
+    if (g->b_shift)
+        pack_b_shift(g, k0, kc, n0, nc, dst);
+    else if (g->packb)
+        g->packb(g->packb_ud, k0, kc, n0, nc, NR, dst);
+    else
+        pack_b_matrix(g, k0, kc, n0, nc, dst);
+}
+
+/* Asks for part [k0, k1) of the rows of the NR-column strip of B at
+ * column n0 (B in place or a plain row-major matrix), into L2: its rows lie
+ * one row pitch apart, which the hardware prefetchers do not follow (a
+ * 1x1 conv's 256 input channels, 12.5 KB apart at 56x56). */
+static void prefetch_b_strip(const kiln__gemm *g, int64_t k0, int64_t k1, int64_t n0) {
+    if (g->b_shift)
+        for (int64_t k = k0; k < k1; k++) {
+            const float *r = g->b_shift + g->b_off[k] + n0;
+            for (int q = 0; q < NR; q += 16) __builtin_prefetch(r + q, 0, 2);
+        }
+    else if (!g->packb && g->b_cs == 1)
+        for (int64_t k = k0; k < k1; k++) {
+            const float *r = g->b + k * g->b_rs + n0;
+            for (int q = 0; q < NR; q += 16) __builtin_prefetch(r + q, 0, 2);
+        }
+}
+
 /* The GEMM restricted to rows [m0, m1) and columns [n0, n1). */
 static void gemm_block(const kiln__gemm *g, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
     int64_t K = g->K;
@@ -756,17 +784,18 @@ static void gemm_block(const kiln__gemm *g, int64_t m0, int64_t m1, int64_t n0, 
             const int in_place = 0;
 #endif
             const float *pb_use = pb;
-            if (in_place)
-                ; /* the micro-kernel reads B where it lies */
+            /* With one block of rows, B is packed a strip at a time just
+             * before its tiles use it (from L1), not the whole column
+             * block first (2 MB at kc 256: written out and read back from
+             * L3; ResNet-50's 1x1 convs at 56x56) */
+            const int by_strip = !in_place && !g->b_packed && m1 - m0 <= MC;
+            if (in_place || by_strip)
+                ; /* the micro-kernel reads B where it lies / packed below */
             else if (g->b_packed && !g->b_shift && !g->packb) {
                 KILN__ASSERT(jc % NR == 0);
                 pb_use = g->b_packed + pc * round_up(g->N, NR) + jc * kc;
-            } else if (g->b_shift)
-                pack_b_shift(g, pc, kc, jc, nc, pb);
-            else if (g->packb)
-                g->packb(g->packb_ud, pc, kc, jc, nc, NR, pb);
-            else
-                pack_b_matrix(g, pc, kc, jc, nc, pb);
+            } else
+                pack_b(g, pc, kc, jc, nc, pb);
             store_info si = {.load = pc > 0 || g->accumulate, .bias = NULL,
                              .relu = g->relu && pc + kc >= K};
             for (int64_t ic = m0; ic < m1; ic += MC) {
@@ -778,10 +807,17 @@ static void gemm_block(const kiln__gemm *g, int64_t m0, int64_t m1, int64_t n0, 
                 } else {
                     pack_a(g, ic, mc, pc, kc, pa);
                 }
+                const int64_t ntiles = (mc + MR - 1) / MR;
                 for (int64_t jr = 0; jr < nc; jr += NR) {
                     int nr = (int)(nc - jr < NR ? nc - jr : NR);
+                    const float *pbs = by_strip ? pb : pb_use + jr * kc; /* the strip, packed */
+                    if (by_strip) pack_b(g, pc, kc, jc + jr, nr, pb);
                     for (int64_t ir = 0; ir < mc; ir += MR) {
                         int mr = (int)(mc - ir < MR ? mc - ir : MR);
+                        /* the next strip's rows, a share per tile */
+                        if ((in_place || by_strip) && jr + 2 * NR <= nc)
+                            prefetch_b_strip(g, pc + kc * (ir / MR) / ntiles, pc + kc * (ir / MR + 1) / ntiles,
+                                             jc + jr + NR);
                         si.bias = (pc == 0 && g->bias_row) ? g->bias_row + ic + ir : NULL;
                         float *ct = g->c + (ic + ir) * g->ldc + jc + jr;
                         /* C rows of the tile one strip to the right, which this
@@ -806,10 +842,10 @@ static void gemm_block(const kiln__gemm *g, int64_t m0, int64_t m1, int64_t n0, 
                         }
 #endif
 #ifdef HAVE_SHIFT_KERNEL
-                        micro_rows(kc, pa_use + ir * kc, pb_use + jr * kc, NULL, NULL, ct, g->ldc, mr,
+                        micro_rows(kc, pa_use + ir * kc, pbs, NULL, NULL, ct, g->ldc, mr,
                                    nr, &si);
 #else
-                        micro(kc, pa_use + ir * kc, pb_use + jr * kc, ct, g->ldc, mr, nr, &si);
+                        micro(kc, pa_use + ir * kc, pbs, ct, g->ldc, mr, nr, &si);
 #endif
                     }
                 }

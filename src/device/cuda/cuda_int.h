@@ -165,6 +165,12 @@ void kiln__cuda_fake(int on);
 int kiln__cuda_fake_owns(const void *p);
 int kiln__cuda_fake_kernel(int (*fn)(const kiln_call *), const kiln_call *c);
 const kiln__device *kiln__cuda_fake_device(void);
+/* After kiln__cuda_fake(1): on = 1 lets the fake begin graph captures
+ * (ending one always fails: nothing it ran can be replayed); capturing = 1
+ * while one is open (a test op refuses work then, as a CUDA call that is
+ * illegal in a capture does). */
+void kiln__cuda_fake_graphs(int on);
+int kiln__cuda_fake_capturing(void);
 /* The largest block the fake was asked for (whether or not it could map
  * it) since the last reset: what a real GPU would have had to find, so
  * tests can bound a plan's device memory.  reset = 1 starts over. */

@@ -103,7 +103,13 @@ static void f_free(void *p) {
     pthread_mutex_unlock(&g_lock);
 }
 
+/* Inside a graph capture (kiln__cuda_fake_graphs) work is recorded, not
+ * run, as on a GPU: copies, memsets and kernels do nothing then (the fake's
+ * captures never instantiate, so the context runs them again eagerly). */
+static int g_capturing;
+
 static int f_copy(void *dst, const void *src, size_t n, void *stream) {
+    if (g_capturing) return 0;
     enter();
     int rc = kiln__device_cpu.copy(dst, src, n, stream);
     leave();
@@ -111,6 +117,7 @@ static int f_copy(void *dst, const void *src, size_t n, void *stream) {
 }
 
 static int f_memset(void *dst, int byte, size_t n, void *stream) {
+    if (g_capturing) return 0;
     enter();
     int rc = kiln__device_cpu.memset(dst, byte, n, stream);
     leave();
@@ -118,6 +125,7 @@ static int f_memset(void *dst, int byte, size_t n, void *stream) {
 }
 
 int kiln__cuda_fake_kernel(int (*fn)(const kiln_call *), const kiln_call *c) {
+    if (g_capturing) return 0;
     enter();
     int rc = fn(c);
     leave();
@@ -155,6 +163,28 @@ void kiln__cuda_fake(int on) {
     g_fake.signature = f_signature;
     g_on = on;
 }
+
+/* Graph capture (kiln__cuda_fake_graphs): a capture begins and ends, and
+ * ending it fails, like a capture the driver refused to instantiate (the
+ * fake cannot replay its work). */
+static int f_graph_begin(void *stream) {
+    (void)stream;
+    g_capturing = 1;
+    return 0;
+}
+static int f_graph_end(void *stream, void **exec) {
+    (void)stream;
+    *exec = NULL;
+    g_capturing = 0;
+    return kiln__err(KILN_EDEVICE, "fake CUDA device: a captured graph cannot be replayed");
+}
+
+void kiln__cuda_fake_graphs(int on) {
+    g_fake.graph_begin = on ? f_graph_begin : kiln__device_cpu.graph_begin;
+    g_fake.graph_end = on ? f_graph_end : kiln__device_cpu.graph_end;
+}
+
+int kiln__cuda_fake_capturing(void) { return g_capturing; }
 
 const kiln__device *kiln__cuda_fake_device(void) { return g_on ? &g_fake : NULL; }
 

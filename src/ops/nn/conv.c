@@ -8,7 +8,9 @@
  *   2 GEMM:   Y[g] = W[g] * im2col(X[g]) + bias on the packed SGEMM.  The
  *             im2col matrix is never materialized: the GEMM's B-packing
  *             callback gathers the patches straight into packed panels
- *             (a 1x1/stride-1/unpadded conv packs X as a plain matrix).
+ *             (a 1x1/stride-1/unpadded conv packs X as a plain matrix,
+ *             never reads it in place: tactic 4 does, auto up to 64
+ *             output channels).
  *   3 direct: per output row, axpy of shifted input rows (vectorizes over
  *             the output width); the dedicated path for depthwise convs.
  *             2-D (and 1-D) only; 3-D convs run the GEMM.
@@ -24,15 +26,23 @@
  *             than Y (no per-row vector tails), 3x3 unrolled; rows split
  *             over threads.  Auto picks it for depthwise convs; elsewhere
  *             (grouped convs, 3-D) it falls back to direct / GEMM.
- *   6 Winograd F(4x4, 3x3) (conv_winograd.c): 2-D 3x3 stride-1
- *             undilated convs of one group with W prepacked in its
- *             transformed layout; elsewhere the padded GEMM (4).  Never
- *             picked by auto: only where the builder timed it faster.
+ *   6 Winograd F(4x4, 3x3) (conv_winograd.c): offered only on 2-D 3x3
+ *             stride-1 undilated convs of one group with a constant W
+ *             (prepacked in its transformed layout; conv_formats_fn); an
+ *             engine naming it elsewhere fails to load.  Outputs under 5
+ *             columns wide (known per call) run the padded GEMM (4).
+ *             Never picked by auto: only where the builder timed it faster.
+ *   7 depthwise rows (conv_dwrows.c, AVX-512): depthwise 2-D convs of
+ *             column stride 1 or 2, read straight from X's rows with
+ *             masked loads (no padded copy); elsewhere what 5 runs.
+ *             Offered only on the depthwise convs it fits; never picked
+ *             by auto either.
  * Spatial dims are normalized to 3 (D, H, W) by prepending 1s.
  */
 #include "device/cpu/sgemm.h"
 #include "ops/common/cuda_impls.h"
 #include "ops/common/ops_util.h"
+#include "ops/nn/conv_dwrows.h"
 #include "ops/nn/conv_winograd.h"
 
 
@@ -42,7 +52,7 @@
 #include <immintrin.h>
 #endif
 
-enum { T_AUTO = 1, T_GEMM = 2, T_DIRECT = 3, T_PADGEMM = 4, T_DW = 5, T_WINO = 6 };
+enum { T_AUTO = 1, T_GEMM = 2, T_DIRECT = 3, T_PADGEMM = 4, T_DW = 5, T_WINO = 6, T_DWROWS = 7 };
 
 static const kiln_attr_def conv_attrs[] = {
     {"auto_pad", KILN_ATTR_STRING, 0, "NOTSET", 0, "NOTSET, SAME_UPPER, SAME_LOWER or VALID"},
@@ -311,9 +321,12 @@ static void im2col_pack(const void *ud, int64_t k0, int64_t kc, int64_t n0, int6
  * plane (phy, phx) row r, column q holds X[r*sy + phy - pt][q*sx + phx - pl]
  * (zero outside), PH x PW each.  Tap (ky, kx) of output (oy, ox) is then
  * plane ((ky*dy) % sy, (kx*dx) % sx) at row oy + ky*dy/sy, column
- * ox + kx*dx/sx: linear in j = oy*PW + ox for every stride. */
+ * ox + kx*dx/sx: linear in j = oy*PW + ox for every stride.  Where every
+ * tap lands in phase (0, 0) (a strided 1x1 conv: ResNet's downsamples)
+ * only that plane is made (nph 1; a quarter of the copying at stride 2). */
 typedef struct padgeom {
     int64_t PH, PW, xp_floats, y_floats, off_count;
+    int64_t nph; /* phase planes per channel: sy * sx, or 1 */
 } padgeom;
 #define PADGEMM_BYTES(pg) ((size_t)((pg).xp_floats + (pg).y_floats) * sizeof(float) + \
                            (size_t)(pg).off_count * sizeof(int64_t) + 64)
@@ -325,7 +338,8 @@ static int padgemm_geom(const geom *g, padgeom *pg) {
     const int64_t sy = g->s[1], sx = g->s[2];
     pg->PH = g->o[1] + ((g->k[1] - 1) * g->d[1]) / sy;
     pg->PW = g->o[2] + ((g->k[2] - 1) * g->d[2]) / sx;
-    pg->xp_floats = g->Cg * sy * sx * pg->PH * pg->PW + (g->k[2] - 1) * g->d[2] + 64;
+    pg->nph = (g->k[1] == 1 || g->d[1] % sy == 0) && (g->k[2] == 1 || g->d[2] % sx == 0) ? 1 : sy * sx;
+    pg->xp_floats = g->Cg * pg->nph * pg->PH * pg->PW + (g->k[2] - 1) * g->d[2] + 64;
     pg->xp_floats = (pg->xp_floats + 15) / 16 * 16;
     pg->y_floats = (g->Mg * g->o[1] * pg->PW + 15) / 16 * 16;
     pg->off_count = g->Cg * g->k[1] * g->k[2];
@@ -354,7 +368,10 @@ static void phase_cols(int64_t o, int64_t sx, int64_t IW, int64_t PW, int64_t *q
     *qhi = hi;
 }
 
-/* Phase planes [b, e) of the group: plane = (c * sy + phy) * sx + phx. */
+static void deinterleave2(float *pr, const float *sp, int64_t jlo, int64_t jhi, int64_t avail);
+
+/* Phase planes [b, e) of the group: plane = (c * sy + phy) * sx + phx
+ * (nph 1: plane = c, phase (0, 0)). */
 static void pad_channels(void *ud, int64_t b, int64_t e) {
     const padctx *p = ud;
     const geom *g = p->g;
@@ -362,6 +379,7 @@ static void pad_channels(void *ud, int64_t b, int64_t e) {
     const int64_t pt = g->pb[1], pl = g->pb[2], sy = g->s[1], sx = g->s[2];
     for (int64_t pi = b; pi < e; pi++) {
         int64_t phx = pi % sx, t = pi / sx, phy = t % sy, ch = t / sy;
+        if (p->pg->nph == 1) phx = phy = 0, ch = pi;
         float *d = p->xp + pi * PH * PW;
         const float *src = p->x + ch * IH * IW;
         int64_t o = phx - pl, qlo, qhi;
@@ -377,8 +395,8 @@ static void pad_channels(void *ud, int64_t b, int64_t e) {
             memset(dr, 0, (size_t)qlo * sizeof(float));
             if (sx == 1)
                 memcpy(dr + qlo, sr + qlo, (size_t)(qhi - qlo) * sizeof(float));
-            else if (sx == 2)
-                for (int64_t q = qlo; q < qhi; q++) dr[q] = sr[2 * q];
+            else if (sx == 2) /* (scalar, ~15% of ResNet-50's stride-2 3x3 convs) */
+                deinterleave2(dr, sr, qlo, qhi, IW - o);
             else
                 for (int64_t q = qlo; q < qhi; q++) dr[q] = sr[q * sx];
             memset(dr + qhi, 0, (size_t)(PW - qhi) * sizeof(float));
@@ -421,12 +439,12 @@ static int conv_padgemm(const kiln_call *c, const geom *g) {
     int64_t *off = (int64_t *)(yt + pg.y_floats);
     int64_t isp = g->id[1] * g->id[2], osp = g->o[1] * g->o[2];
     int64_t K = g->Cg * g->k[1] * g->k[2];
-    const int64_t sy = g->s[1], sx = g->s[2], planes = g->Cg * sy * sx;
+    const int64_t sy = g->s[1], sx = g->s[2], planes = g->Cg * pg.nph;
     for (int64_t ci = 0, k = 0; ci < g->Cg; ci++)
         for (int64_t ky = 0; ky < g->k[1]; ky++)
             for (int64_t kx = 0; kx < g->k[2]; kx++) {
                 int64_t oy = ky * g->d[1], ox = kx * g->d[2];
-                int64_t plane = (ci * sy + oy % sy) * sx + ox % sx;
+                int64_t plane = pg.nph == 1 ? ci : (ci * sy + oy % sy) * sx + ox % sx;
                 off[k++] = plane * pg.PH * pg.PW + (oy / sy) * pg.PW + ox / sx;
             }
     memset(xp + planes * pg.PH * pg.PW, 0, (size_t)(pg.xp_floats - planes * pg.PH * pg.PW) * sizeof(float));
@@ -513,9 +531,13 @@ static void conv_gemm(const kiln_call *c, const geom *g) {
      * channel k) in place: packing B costs more than it saves when only a
      * few A strips reuse each packed panel (MobileNetV2's 1x1 projections
      * to 24..64 channels: 8-20% faster; from 96 rows on, packing wins).
-     * b_off NULL: B is packed as a matrix (also when out of memory). */
+     * b_off NULL: B is packed as a matrix (also when out of memory).
+     * Where it matters the builder decides: tactic 2 always packs X, 4
+     * always reads it in place (ResNet-50's 256->64 1x1 convs at 56x56 sit
+     * between the two), the others follow the 64-row rule. */
     int64_t *b_off = NULL;
-    if (pointwise && g->Mg > 1 && g->Mg <= 64 && osp >= 2 * kiln__sgemm_nr())
+    int in_place = c->tactic == T_PADGEMM ? 1 : c->tactic == T_GEMM ? 0 : g->Mg <= 64;
+    if (pointwise && in_place && g->Mg > 1 && osp >= 2 * kiln__sgemm_nr())
         b_off = (int64_t *)kiln__cpu_scratch(1, (size_t)K * 2 + 16);
     for (int64_t k = 0; b_off && k < K; k++) b_off[k] = k * isp;
     for (int64_t n = 0; n < g->N; n++) {
@@ -941,29 +963,49 @@ static void dw_range(void *ud, int64_t b, int64_t e) {
     }
 }
 
+/* The work units of the depthwise tactics: blocks of *rb output rows
+ * (*nrb per plane) of *cb output channels (*ncb per image), for rows PW
+ * floats wide.  Row blocks of about DW_GRID outputs, and enough units for
+ * every thread; whole small planes take channels per unit up to about
+ * DW_GRID outputs, keeping 4 units per thread. */
+static void dw_split(const kiln_call *c, const geom *g, int64_t PW, int64_t *rb, int64_t *nrb, int64_t *cb,
+                     int64_t *ncb) {
+    const int64_t OH = g->o[1];
+    int64_t n = (OH * PW + DW_GRID - 1) / DW_GRID;
+    int threads = c->exec ? kiln_exec_threads(c->exec) : 1;
+    while (n < OH && g->N * g->M * n < 4 * threads) n++;
+    *rb = (OH + n - 1) / n;
+    *nrb = (OH + *rb - 1) / *rb;
+    *cb = 1;
+    if (*nrb == 1) {
+        int64_t k = DW_GRID / (OH * PW);
+        while (k > 1 && g->N * ((g->M + k - 1) / k) < 4 * threads) k--;
+        *cb = k > 1 ? k : 1;
+    }
+    *ncb = (g->M + *cb - 1) / *cb;
+}
+
+/* Tactic 7 (conv_dwrows.c); 1 when it does not apply here. */
+static int conv_dwrows(const kiln_call *c, const geom *g) {
+    if (!kiln__dwrows_fits(g->s[2], g->k[2])) return 1;
+    kiln__dwrows p = {.N = g->N, .C = g->C, .mult = g->Mg, .H = g->id[1], .W = g->id[2], .OH = g->o[1],
+                      .OW = g->o[2], .KH = g->k[1], .KW = g->k[2], .sy = g->s[1], .sx = g->s[2],
+                      .dy = g->d[1], .dx = g->d[2], .pt = g->pb[1], .pl = g->pb[2], .x = c->in[0].data,
+                      .w = c->in[1].data, .bias = c->nin > 2 && c->in[2].data ? c->in[2].data : NULL,
+                      .y = c->out[0].data, .call = c, .exec = c->exec};
+    dw_split(c, g, g->o[2], &p.rb, &p.nrb, &p.cb, &p.ncb);
+    kiln__dwrows_run(&p);
+    return 0;
+}
+
 /* 0, or an error when a thread could not get its scratch memory. */
 static int conv_dw(const kiln_call *c, const geom *g) {
     dwctx dc = {.g = g, .x = c->in[0].data, .w = c->in[1].data,
                 .bias = c->nin > 2 && c->in[2].data ? c->in[2].data : NULL, .y = c->out[0].data,
                 .call = c};
-    const int64_t OH = g->o[1], sy = g->s[1], sx = g->s[2];
+    const int64_t sy = g->s[1], sx = g->s[2];
     dc.PW = g->o[2] + ((g->k[2] - 1) * g->d[2]) / sx;
-    /* row blocks: a grid of about DW_GRID floats, and enough units for
-     * every thread */
-    int64_t nrb = (OH * dc.PW + DW_GRID - 1) / DW_GRID;
-    int threads = c->exec ? kiln_exec_threads(c->exec) : 1;
-    while (nrb < OH && g->N * g->M * nrb < 4 * threads) nrb++;
-    dc.rb = (OH + nrb - 1) / nrb;
-    dc.nrb = (OH + dc.rb - 1) / dc.rb;
-    /* whole small planes: channels per unit up to about DW_GRID outputs,
-     * keeping 4 units per thread */
-    dc.cb = 1;
-    if (dc.nrb == 1) {
-        int64_t cb = DW_GRID / (OH * dc.PW);
-        while (cb > 1 && g->N * ((g->M + cb - 1) / cb) < 4 * threads) cb--;
-        dc.cb = cb > 1 ? cb : 1;
-    }
-    dc.ncb = (g->M + dc.cb - 1) / dc.cb;
+    dw_split(c, g, dc.PW, &dc.rb, &dc.nrb, &dc.cb, &dc.ncb);
     int64_t PHb = dc.rb + ((g->k[1] - 1) * g->d[1]) / sy;
     int64_t grid = (dc.rb * dc.PW + DW_CH * VW - 1) / (DW_CH * VW) * (DW_CH * VW);
     dc.t_floats = (grid + 15) / 16 * 16;
@@ -977,25 +1019,37 @@ static int conv_dw(const kiln_call *c, const geom *g) {
 
 /* ------------------------------------------------------------ impl */
 
+/* Tactic 6's static conditions (2-D, one group, at least 2 output
+ * channels, 3x3 taps, stride 1, undilated; k, s, d: the 2 spatial axes).
+ * The one dynamic condition, an output at least 5 columns wide
+ * (kiln__wino_fits), is checked per call: narrower outputs run the padded
+ * GEMM. */
+static int wino_applies(int nsp, int64_t G, int64_t M, const int64_t *k, const int64_t *s, const int64_t *d) {
+    return nsp == 2 && G == 1 && M >= 2 && k[0] == 3 && k[1] == 3 && s[0] == 1 && s[1] == 1 && d[0] == 1 &&
+           d[1] == 1;
+}
+
+
 /* The kernel a call runs: the chosen tactic, or (auto) direct for
  * depthwise-like convs, which have too little reuse for a GEMM.  direct_ok:
  * the conv is 1-D/2-D (no depth to convolve).  The direct kernel runs only
- * where it can win (at most 64 products per output, or at most 4 output
- * channels per group); elsewhere tactic 3 (and 5, which is 3 on a conv
- * that is not depthwise) runs the padded GEMM: on ResNet-50's convs the
- * direct kernel timed at 10-500x the GEMMs and its candidates took ~90% of
- * a cold build, for a kernel that never won there. */
+ * where it can win (at most 16 products per output, or at most 4 output
+ * channels per group, as auto picks it); elsewhere tactic 3 (and 5 and 7,
+ * which are 3 on a conv that is not depthwise) runs the padded GEMM: on
+ * ResNet-50's convs the direct kernel timed at 10-500x the GEMMs and its
+ * candidates took ~90% of a cold build, for a kernel that never won there;
+ * with up to 64 products (MobileNetV2's first conv and its 1x1 convs from
+ * 16..64 channels, ResNet-50's from 64) it timed at 3-20x the GEMM. */
 static int pick_tactic(int tactic, int direct_ok, const geom *g) {
-    if (tactic == T_WINO) {
-        int wino = direct_ok && g->nsp == 2 && g->G == 1 && g->k[1] == 3 && g->k[2] == 3 &&
-                   g->s[1] == 1 && g->s[2] == 1 && g->d[1] == 1 && g->d[2] == 1;
-        return wino ? T_WINO : T_PADGEMM;
-    }
+    if (tactic == T_WINO) /* where conv_formats_fn did not offer it: a forced tactic */
+        return wino_applies(g->nsp, g->G, g->M, g->k + 1, g->s + 1, g->d + 1) ? T_WINO : T_PADGEMM;
+    if (tactic == T_DWROWS)
+        tactic = direct_ok && g->Cg == 1 && kiln__dwrows_fits(g->s[2], g->k[2]) ? T_DWROWS : T_DW;
     if (tactic == T_DW && !(direct_ok && g->Cg == 1)) tactic = T_DIRECT;
-    if (tactic == T_DIRECT && direct_ok && g->Cg * g->k[0] * g->k[1] * g->k[2] > 64 && g->Mg > 4)
+    if (tactic == T_DIRECT && direct_ok && g->Cg * g->k[0] * g->k[1] * g->k[2] > 16 && g->Mg > 4)
         return T_PADGEMM;
     if (tactic == T_DIRECT && !direct_ok) return T_GEMM;
-    if (tactic == T_GEMM || tactic == T_DIRECT || tactic == T_PADGEMM || tactic == T_DW)
+    if (tactic == T_GEMM || tactic == T_DIRECT || tactic == T_PADGEMM || tactic == T_DW || tactic == T_DWROWS)
         return tactic;
     if (direct_ok && g->Cg == 1) return T_DW;
     return direct_ok && (g->Cg * g->k[1] * g->k[2] <= 16 || g->Mg == 1) ? T_DIRECT : T_PADGEMM;
@@ -1029,7 +1083,7 @@ static int conv_prepack(const kiln_call *c, int input, void *dst, size_t *size) 
     /* a 3-D conv runs direct only on a depth-1 input and kernel */
     int direct_ok = nsp < 3 || (x->ndim == 5 && x->dims[2] == 1 && g.k[0] == 1);
     int t = pick_tactic(c->tactic, direct_ok, &g);
-    if (t == T_DIRECT || t == T_DW) return 0;
+    if (t == T_DIRECT || t == T_DW || t == T_DWROWS) return 0;
     /* an output known too narrow for Winograd runs the padded GEMM */
     if (t == T_WINO && c->nout > 0 && c->out[0].ndim == 4 && c->out[0].dims[3] >= 0 &&
         !kiln__wino_fits(g.M, c->out[0].dims[3]))
@@ -1065,7 +1119,8 @@ static int conv_impl_f32(const kiln_call *c) {
     if (rc) return rc;
     if (g.N * g.M * g.o[0] * g.o[1] * g.o[2] == 0) return 0;
     int tactic = pick_tactic(c->tactic, g.id[0] == 1 && g.k[0] == 1, &g);
-    if (tactic == T_DW) return conv_dw(c, &g);
+    if (tactic == T_DWROWS && !conv_dwrows(c, &g)) return 0;
+    if (tactic == T_DW || tactic == T_DWROWS) return conv_dw(c, &g);
     if (tactic == T_WINO && !conv_wino(c, &g)) return 0;
     if (tactic == T_DIRECT)
         conv_direct(c, &g);
@@ -1136,10 +1191,32 @@ static const kiln_quick_op convint_op = {
 KILN_OP(convint_op)
 
 static const kiln_combo conv_formats[] = {
-    {"FP32", NULL, {T_AUTO, T_GEMM, T_DIRECT, T_PADGEMM, T_DW, T_WINO}},
+    {"FP32", NULL, {T_AUTO, T_GEMM, T_DIRECT, T_PADGEMM, T_DW}},
     {"FP16|FP64", NULL, {T_AUTO}},
-    {NULL, NULL, {0}},
 };
+
+/* kiln_quick_op.formats_fn: conv_formats, plus Winograd (6) where it runs
+ * (a constant W for its transformed packing, and wino_applies) and depthwise
+ * rows (7) on depthwise convs it fits.  It reads only
+ * what is static in every engine (ranks, W, attributes), so the engine's
+ * check of the stored tactic at load and per shape agrees with the build. */
+static int conv_formats_fn(const kiln_shape_ctx *c, kiln_combo *out, int max) {
+    int n = (int)(sizeof conv_formats / sizeof conv_formats[0]);
+    if (max < n) return kiln_set_error(KILN_EINTERNAL, "Conv formats_fn: room for %d combinations, needs %d", max, n);
+    memcpy(out, conv_formats, sizeof conv_formats);
+    const kiln_desc *x = &c->in[0], *w = &c->in[1];
+    int64_t wk[2], M, k[2], s[2], d[2], pb[2], pe[2];
+    if (x->ndim != 4 || w->ndim != 4 || !w->data || !kiln_expr_is_const(w->dims[0], &M) ||
+        !kiln_expr_is_const(w->dims[2], &wk[0]) || !kiln_expr_is_const(w->dims[3], &wk[1]) ||
+        read_attrs(c->attrs, 2, wk, k, s, d, pb, pe))
+        return n;
+    int64_t G = kiln_attrs_int(c->attrs, "group"), Cg;
+    int t = 0;
+    while (out[0].tactics[t]) t++;
+    if (wino_applies(2, G, M, k, s, d)) out[0].tactics[t++] = T_WINO;
+    if (kiln_expr_is_const(w->dims[1], &Cg) && Cg == 1 && kiln__dwrows_fits(s[1], k[1])) out[0].tactics[t++] = T_DWROWS;
+    return n;
+}
 
 /* CUDA tactics (conv_cuda.c): 1 direct, 2 im2col + cuBLASLt GEMM, 10..17
  * cuDNN's algorithms 0..7 (when cuDNN is found). */
@@ -1161,7 +1238,7 @@ static const kiln_quick_op conv_op = {
     .ns = "ai.onnx", .name = "Conv", .version = 1,
     .min_inputs = 2, .max_inputs = 3, .num_outputs = 1,
     .attrs = conv_attrs, .shape = conv_shape, .impl = conv_impl,
-    .formats = conv_formats, .workspace = conv_ws, .prepack = conv_prepack,
+    .formats_fn = conv_formats_fn, .workspace = conv_ws, .prepack = conv_prepack,
     .accepts_epilogue = 1, /* every tactic applies it per finished row/plane */
     .doc = "convolution: implicit-im2col packed GEMM, direct/depthwise kernel",
     .cuda_impl = conv_cuda, .cuda_formats = conv_cuda_formats, .cuda_workspace = kiln__cu_conv_workspace,

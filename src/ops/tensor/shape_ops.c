@@ -338,16 +338,21 @@ static const kiln_quick_op squeeze1_op = {
     .doc = "remove size-1 dims (axes attribute)",
     .cuda_impl = kiln__cu_copy_input, .cuda_formats = cu_any,
 };
-/* Squeeze-13 / Unsqueeze-13 (an axes input of another type): any type */
+/* Squeeze-13 / Unsqueeze-13 (an axes input of another type): any type.
+ * Their formats let an --fp16 build keep the data in FP16 (the logical
+ * types alone put a cast before and after each one: BERT's QKV split);
+ * the one-slot row serves Squeeze-13 without axes. */
 static int squeeze_cuda_check(const kiln_shape_ctx *c) { return kiln__ops_cuda_types(c, "Squeeze", KILN_CU_T_ALL); }
 static int unsqueeze_cuda_check(const kiln_shape_ctx *c) {
     return kiln__ops_cuda_types(c, "Unsqueeze", KILN_CU_T_ALL);
 }
+static const kiln_combo cu_axes_any[] = {{.types = KILN_CU_T_ALL ", INT64, " KILN_CU_T_ALL}, {.types = KILN_CU_T_ALL},
+                                         {0}};
 static const kiln_quick_op squeeze13_op = {
     .ns = OPS_NS, .name = "Squeeze", .version = 13, .min_inputs = 1, .max_inputs = 2,
     .num_outputs = 1, .shape = squeeze13_shape, .impl = kiln__ops_copy_input,
     .doc = "remove size-1 dims (axes input)",
-    .cuda_impl = kiln__cu_copy_input, .cuda_check = squeeze_cuda_check,
+    .cuda_impl = kiln__cu_copy_input, .cuda_check = squeeze_cuda_check, .cuda_formats = cu_axes_any,
 };
 static const kiln_quick_op unsqueeze1_op = {
     .ns = OPS_NS, .name = "Unsqueeze", .version = 1, .min_inputs = 1, .max_inputs = 1,
@@ -359,7 +364,7 @@ static const kiln_quick_op unsqueeze13_op = {
     .ns = OPS_NS, .name = "Unsqueeze", .version = 13, .min_inputs = 2, .max_inputs = 2,
     .num_outputs = 1, .shape = unsqueeze13_shape, .impl = kiln__ops_copy_input,
     .doc = "insert size-1 dims (axes input)",
-    .cuda_impl = kiln__cu_copy_input, .cuda_check = unsqueeze_cuda_check,
+    .cuda_impl = kiln__cu_copy_input, .cuda_check = unsqueeze_cuda_check, .cuda_formats = cu_axes_any,
 };
 KILN_OP(squeeze1_op)
 KILN_OP(squeeze13_op)

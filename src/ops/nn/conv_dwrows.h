@@ -1,0 +1,39 @@
+/*
+ * conv_dwrows.h — depthwise 2-D convs read straight from the input rows
+ * (Conv tactic 7, conv_dwrows.c).
+ *
+ * Each output row is computed in vectors of 16 outputs: for every tap
+ * (ky, kx) one masked load of the input row (stride 1) or two masked
+ * loads and a permute that picks the even lanes (stride 2) give the 16
+ * inputs that tap multiplies, with the lanes that fall into the padding
+ * masked to zero.  No padded copy of the input (tactic 5's phase planes)
+ * and no grid to compact: one pass over X and one over Y, four output rows
+ * at a time as independent accumulators.  The builder times it against
+ * tactic 5 (on 7x7 and 14x14 planes the copies were most of tactic 5's
+ * time).
+ */
+#ifndef KILN_OPS_NN_CONV_DWROWS_H
+#define KILN_OPS_NN_CONV_DWROWS_H
+
+#include "kiln/plugin.h"
+
+#include <stdint.h>
+
+/* A depthwise conv: input channel m / mult feeds output channel m. */
+typedef struct kiln__dwrows {
+    int64_t N, C, mult, H, W, OH, OW, KH, KW, sy, sx, dy, dx, pt, pl;
+    const float *x, *w, *bias; /* w: C * mult x KH x KW; bias: NULL or C * mult */
+    float *y;
+    const kiln_call *call;     /* fused epilogue (channel = output channel) */
+    kiln_exec *exec;
+    /* the work split: units of cb output channels x rb output rows */
+    int64_t rb, nrb, cb, ncb;
+} kiln__dwrows;
+
+/* 1 if the tactic runs a conv of this column stride and kernel width
+ * (an AVX-512 build, sx 1 or 2, KW <= 32), else 0. */
+int kiln__dwrows_fits(int64_t sx, int64_t KW);
+/* Runs it over exec (kiln__dwrows_fits must hold). */
+void kiln__dwrows_run(const kiln__dwrows *p);
+
+#endif /* KILN_OPS_NN_CONV_DWROWS_H */

@@ -1,0 +1,7 @@
+# fuzz/run.sh stopped by SIGTERM or SIGINT still prints its summary over
+# what ran (a stand-in fuzzer: no libFuzzer build needed).
+find_program(KILN_PYTHON3_FUZZ python3)
+if(KILN_PYTHON3_FUZZ)
+  add_test(NAME fuzz_run_stopped COMMAND ${KILN_PYTHON3_FUZZ} ${CMAKE_SOURCE_DIR}/tests/fuzz_run_stop.py
+           ${CMAKE_SOURCE_DIR})
+endif()
