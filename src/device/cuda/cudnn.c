@@ -122,6 +122,11 @@ static void load_once(void) {
     const char *env = getenv("KILN_CUDNN");
     void *h = NULL;
     char tried[600];
+    if (env && (!strcmp(env, "0") || !strcmp(env, "off"))) {
+        snprintf(g_why, sizeof g_why, "cuDNN disabled by KILN_CUDNN=%s", env);
+        g_status = KILN_EDEVICE;
+        return;
+    }
     if (env && *env) {
         h = open_path(env);
         if (!h) {

@@ -5,7 +5,8 @@
  * $KILN_CUDNN (a file, or a folder holding libcudnn.so.9), then the
  * loader's path, then the pip wheel layout
  * (<site-packages>/nvidia/cudnn/lib/libcudnn.so.9 under $VIRTUAL_ENV,
- * $CONDA_PREFIX, /usr/local/lib and /usr/lib python3.* trees).  Only the
+ * $CONDA_PREFIX, /usr/local/lib and /usr/lib python3.* trees);
+ * KILN_CUDNN=0 (or off) leaves it unloaded.  Only the
  * v7-style convolution API of cuDNN 9 is used; its few types and enum
  * values are declared in cudnn.c, not taken from cudnn.h.
  *
