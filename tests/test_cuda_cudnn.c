@@ -37,6 +37,10 @@ static void need_cudnn(void) {
         exit(77);
     }
     printf("cuDNN found: version %d\n", kiln__cudnn_version());
+    char buf[4096]; /* and `kiln devices` says so */
+    ASSERT_EQ(kiln_devices_describe(buf, sizeof buf), 1);
+    ASSERT_CONTAINS(buf, "cudnn: 9.");
+    ASSERT_CONTAINS(buf, "libcudnn.so.9");
 }
 
 typedef struct ccase {

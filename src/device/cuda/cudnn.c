@@ -200,6 +200,17 @@ int kiln__cudnn_load(void) {
 
 int kiln__cudnn_version(void) { return kiln__cudnn_load() ? 0 : (int)dnn.GetVersion(); }
 
+void kiln__cudnn_describe(char *buf, size_t size) {
+    if (kiln__cudnn_load()) {
+        snprintf(buf, size, "cudnn: %s\n", kiln_errmsg());
+        return;
+    }
+    Dl_info di;
+    int v = (int)dnn.GetVersion();
+    snprintf(buf, size, "cudnn: %d.%d.%d, %s (Conv tactics 10..17)\n", v / 10000, v / 100 % 100, v % 100,
+             dladdr((void *)dnn.Create, &di) && di.dli_fname ? di.dli_fname : "?");
+}
+
 static int dnn_check(dnn_status s, const char *call) {
     if (!s) return 0;
     return kiln__err(KILN_EDEVICE, "%s: %s (status %d)", call, dnn.GetErrorString(s), s);

@@ -49,6 +49,9 @@ typedef struct kiln_cudnn_conv {
 int kiln__cudnn_load(void);
 /* cuDNN's version (e.g. 90800), 0 when not loaded. */
 int kiln__cudnn_version(void);
+/* One line for `kiln devices`: "cudnn: 9.8.0, <file> (...)" or "cudnn:
+ * <why not>". */
+void kiln__cudnn_describe(char *buf, size_t size);
 /* Workspace bytes of p's algorithm; KILN_EUNSUPPORTED when cuDNN does not
  * implement it for p (or wants more than KILN_CUDNN_MAX_WORKSPACE). */
 int kiln__cudnn_conv_workspace(const kiln_cudnn_conv *p, size_t *bytes);
