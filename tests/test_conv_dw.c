@@ -18,6 +18,7 @@
 #include "kiln/kiln.h"
 #include "kiln/plugin.h"
 #include "kiln_int.h"
+#include "ops/nn/conv_dwrows.h"
 #include "ops/nn/conv_winograd.h"
 #include "test.h"
 #include "test_ops_util.h"
@@ -138,6 +139,18 @@ static void run_case(const dwcase *t, int threads) {
             int wino = offered && kiln__wino_fits(M, OW);
             const void *pk = e->layers[0].prepacked ? e->layers[0].prepacked[1] : NULL;
             ASSERT_EQ(kiln__wino_packed(pk, M, Cg) != NULL, wino);
+        }
+        if (tactic == 7) {
+            /* offered (and loadable) only on 2-D depthwise convs it fits:
+             * column stride 1 or 2, an AVX-512 build */
+            int offered = Cg == 1 && t->nsp == 2 && kiln__dwrows_fits(t->sx, t->kw);
+            int rc = test_force_tactic(e, 0, 7);
+            if (!offered) {
+                ASSERT_EQ(rc, KILN_EFORMAT);
+                ASSERT(strstr(kiln_errmsg(), "with tactic 7 are not a combination its op accepts"));
+                continue;
+            }
+            ASSERT_OK(rc);
         }
         for (int debug = 0; debug <= 1; debug++) {
             kiln_context *ctx;
