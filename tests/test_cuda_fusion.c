@@ -7,13 +7,19 @@
  * at a batch inside the profile on fresh random inputs with poisoned
  * outputs, against a naive double reference; eager run, graph capture and
  * replay agree bit for bit.  The stand-in device checks the structure
- * (test_cuda_placement.c, gpu_linear_bias_gelu_fusion).
+ * (test_cuda_placement.c, gpu_linear_bias_gelu_fusion).  PP-LCNet blocks
+ * (lcnet_nets.h: Conv + scale/shift + four-layer hardswish + scale/shift)
+ * run as three Conv layers with HardSwish (+ a y + b) epilogues, against the
+ * same double reference, with and without fusion, FP32 and FP16, on the
+ * Conv tactics the builder picks (test_pointwise_fold.c checks the structure).
  */
 #include "device/cuda/cuda_int.h"
 #include "device/device.h"
 #include "kiln_int.h"
+#include "ops/common/ops_cuda.h"
 #include "test.h"
 #include "encoder_nets.h"
+#include "lcnet_nets.h"
 
 #include <math.h>
 
@@ -328,5 +334,59 @@ TEST_IMPL(residual_layernorm_fp16_without_casts) {
     run_res(&w, KILN_BUILD_FP16, 3e-2);
 }
 
+static void run_lcnet(const lc_w *w, unsigned flags, double tol) {
+    kiln_build_config *cfg = kiln_build_config_create();
+    kiln_build_config_set_device(cfg, KILN_DEVICE_CUDA);
+    kiln_build_config_set_flags(cfg, flags);
+    kiln_engine *e = build_free(lc_network(w), cfg);
+    int convs = 0, fused = 0;
+    for (int32_t l = 0; l < e->nlayers; l++) {
+        const kiln__elayer *el = &e->layers[l];
+        if (strcmp(el->op_name, "Conv")) continue;
+        convs++;
+        fused += el->nepi;
+        ASSERT_EQ(el->device, KILN_DEVICE_CUDA);
+        float a, b;
+        int act = kiln__epi_cuda_act(el->epi_rt, &a, &b);
+        if (!(flags & (KILN_BUILD_NO_FUSION | KILN_BUILD_FP16)))
+            ASSERT(act == KILN_CU_ACT_HARDSWISH || act == KILN_CU_ACT_HARDSWISH + KILN_CU_ACT_THEN_AFFINE);
+        printf("  %s: tactic %d, act %d (a %g, b %g)\n", el->name, (int)el->tactic, act, a, b);
+    }
+    printf("lcnet flags 0x%x: %d layers, %d Conv, %d fused ops\n", flags, (int)e->nlayers, convs, fused);
+    ASSERT_EQ(convs, 3);
+    if (!(flags & (KILN_BUILD_NO_FUSION | KILN_BUILD_FP16))) ASSERT_EQ(fused, 6); /* 16-bit: per the timed types */
+    kiln_context *ctx = NULL;
+    ASSERT_OK(kiln_context_create(e, 1, &ctx));
+    enum { NX = LC_N * LC_C * LC_HW, NY = LC_N * LC_M * LC_HW };
+    static float x[NX], y[NY], first[NY];
+    static double ref[NY];
+    uint64_t seed = 300 + flags;
+    for (int i = 0; i < NX; i++) x[i] = test_randf(&seed, -3, 3);
+    lc_ref(w, x, ref);
+    ASSERT_OK(kiln_context_bind(ctx, "x", x, sizeof x));
+    ASSERT_OK(kiln_context_bind(ctx, "y", y, sizeof y));
+    double worst = 0;
+    for (int run = 0; run < 3; run++) { /* eager, capture, replay */
+        memset(y, 0xFF, sizeof y);
+        ASSERT_OK(kiln_context_run(ctx));
+        worst = lc_worst(y, ref, NY, worst);
+        if (run == 0) memcpy(first, y, sizeof y);
+        else ASSERT(!memcmp(first, y, sizeof y));
+    }
+    printf("  max |y - ref| / (1 + |ref|) = %.3g (tolerance %.3g)\n", worst, tol);
+    ASSERT(worst <= tol);
+    kiln_context_free(ctx);
+    kiln_engine_free(e);
+}
+
+TEST_IMPL(lcnet_hswish_on_gpu) {
+    need_gpu();
+    lc_w w;
+    lc_weights(&w, 41);
+    run_lcnet(&w, 0, 1e-5);
+    run_lcnet(&w, KILN_BUILD_NO_FUSION, 1e-5);
+    run_lcnet(&w, KILN_BUILD_FP16, 2e-2);
+}
+
 TEST_LIST(TEST_ENTRY(linear_bias_gelu_on_gpu), TEST_ENTRY(attention_on_gpu), TEST_ENTRY(attention_views_on_gpu),
-          TEST_ENTRY(attention_mask_on_gpu), TEST_ENTRY(residual_layernorm_fp16_without_casts))
+          TEST_ENTRY(attention_mask_on_gpu), TEST_ENTRY(residual_layernorm_fp16_without_casts), TEST_ENTRY(lcnet_hswish_on_gpu))

@@ -3,7 +3,9 @@
  *
  * Passes, in order:
  *   1-3. shape.c: symbols for dynamic input dims (profiles), shape
- *      inference with constant folding and sub-network inlining, dead layers.
+ *      inference with constant folding and sub-network inlining, dead layers;
+ *      pointwise_fold.c (HardSwish chains, a Conv's scale/shift) and, for
+ *      CUDA, transformer.c rewrite patterns before the dead-layer pass.
  *   4. select.c: type/format/tactic per layer, by timing (timing cache).
  *   5. emit.c: reformat and in-place copy layers, memory plan, engine.
  */
@@ -416,6 +418,7 @@ int kiln_build(const kiln_network *net, const kiln_build_config *cfg, kiln_engin
     if (cfg->cache_path) kiln__tcache_load(b.tc, cfg->cache_path);
     rc = kiln__b_process_net(&b, net, NULL, NULL, "", 0);
     if (rc) goto done;
+    if ((rc = kiln__b_pointwise_fold(&b))) goto done;
     if (b.cuda && (rc = kiln__b_transformer(&b))) goto done;
     kiln__b_dead_code(&b);
     rc = kiln__b_select(&b);

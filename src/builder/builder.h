@@ -141,6 +141,8 @@ void kiln__b_dead_code(builder *b);
  * chains into kiln::attention layers, Add -> LayerNormalization into
  * kiln::add_layernorm. */
 int kiln__b_transformer(builder *b);
+/* pointwise_fold.c: x * clip(x + 3, 0, 6) / 6 into HardSwish, Conv's scale/shift into its weights (any device) */
+int kiln__b_pointwise_fold(builder *b);
 /* attn_views.c: Q, K, V (qkv) of an attention layer as views of base[3]
  * (kiln::attention's `views`, 3 x KILN_ATTN_VIEW_INTS ints in vw); 1 if
  * found, 0 if not. */

@@ -20,7 +20,10 @@
  * Sigmoid, HardSigmoid, HardSwish, LeakyRelu, Gelu, ...: the kiln_cu_act
  * set) and applies it in its own kernels (conv_direct, bias_act; cuBLASLt's
  * RELU/GELU epilogues) -- one kernel and one pass over the tensor fewer.
- * engine/epilogue.c turns the chain into that code at load.
+ * engine/epilogue.c turns the chain into that code at load.  After an
+ * activation without parameters (HardSwish, Relu, Sigmoid, ...) scalar
+ * Mul/Div/Add/Sub layers fuse too: PP-LCNet's x * s + b after each
+ * HardSwish becomes the a y + b of the same code (KILN_CU_ACT_THEN_AFFINE).
  *
  * Residual Add.  An ai.onnx Add of two activations of the same shape and
  * type, one (X) the only use of a Conv's output and the other (R) produced
@@ -45,6 +48,7 @@
 #include "ops/common/ops_cuda.h"
 #include "ops/common/ops_util.h"
 
+#include <math.h>
 #include <string.h>
 
 /* kiln_tensor view of builder tensor t for epilogue_check: constants with
@@ -86,6 +90,34 @@ static int linear_bias(const builder *b, const bl *P, const bl *L, int x, const 
     return c->dtype == KILN_DTYPE_F32 || c->dtype == KILN_DTYPE_F16 || c->dtype == KILN_DTYPE_BF16;
 }
 
+/* L a Mul/Add (or Div/Sub of x) by a scalar float constant (nonzero for
+ * Div), its activation input in slot x. */
+static int scalar_step(const builder *b, const bl *L, int x) {
+    if (L->nin != 2 || L->nout != 1 || x < 0 || x > 1 ||
+        !(is_onnx(L, "Mul") || is_onnx(L, "Add") || (x == 0 && (is_onnx(L, "Sub") || is_onnx(L, "Div")))))
+        return 0;
+    const bt *c = &b->t[L->in[1 - x]];
+    int64_t n = 1, d;
+    for (int k = 0; k < c->ndim; k++) n *= kiln_expr_is_const(c->dims[k], &d) ? d : -1;
+    if (c->kind != BT_CONST || !c->data || n != 1 || !kiln__ops_is_float(c->dtype)) return 0;
+    double v = kiln__ops_get_f64(c->data, c->dtype, 0);
+    return isfinite(v) && (v != 0 || !is_onnx(L, "Div"));
+}
+
+/* GPU: L a scalar step (scalar_step) after P's chain, which ends in an
+ * activation without parameters and such steps: engine/epilogue.c makes
+ * them one y * a + b after the activation (KILN_CU_ACT_THEN_AFFINE). */
+static int gpu_affine_after_act(const builder *b, const bl *P, const bl *L, int x) {
+    int k = P->nepi - 1;
+    if (k < 0 || k + 1 >= KILN__MAX_EPI || !scalar_step(b, L, x)) return 0;
+    while (k >= 0 && scalar_step(b, &b->l[P->epi[k].layer], P->epi[k].x)) k--;
+    if (k < 0) return 0;
+    const bl *A = &b->l[P->epi[k].layer];
+    kiln_attrs view = kiln__attrset_view(A->attrs);
+    float a, c;
+    return A->nin == 1 && kiln__cu_act_plain(kiln__cu_act_of(A->op->name, &view, &a, &c));
+}
+
 /* GPU: both layers on the CUDA device, P a built-in ai.onnx op (the
  * activation code is an internal interface its launcher reads; a plugin's
  * cuda_impl would drop it), the same type through (F32, F16 or BF16; CUDA
@@ -101,7 +133,7 @@ static int gpu_fusable(const builder *b, const bl *P, const bl *L, int x, const 
           tx->pfmt == KILN_FORMAT_LINEAR && ty->pfmt == KILN_FORMAT_LINEAR && L->io.dtype[x] == t &&
           L->io.dtype[L->nin] == t && P->io.dtype[P->nin] == t))
         return 0;
-    if (linear_bias(b, P, L, x, ty)) return 1;
+    if (linear_bias(b, P, L, x, ty) || gpu_affine_after_act(b, P, L, x)) return 1;
     /* after a residual Add or a bias, one activation more */
     const bl *F = P->nepi == 1 ? &b->l[P->epi[0].layer] : NULL;
     int after_res = F && F->nin == 2 && P->nin > P->op->max_inputs;
@@ -287,9 +319,9 @@ static void try_fuse(builder *b, int li, int *uses) {
     /* CPU: a MatMul's bias is applied by engine/epilogue.c, not by Add's
      * per-channel epilogue (its check would refuse a last-dim constant) */
     if (!gpu && linear_bias(b, P, L, x, ty) && b->t[L->in[1 - x]].dtype == KILN_DTYPE_F32) goto fuse;
-    if (gpu && L->nin == 2) { /* a bias (linear_bias): in the layer's type (folded cast) */
+    if (gpu && L->nin == 2) { /* a bias (linear_bias): in the layer's type (folded cast); a scalar as it is */
         int c = L->in[1 - x];
-        if (b->t[c].dtype != tx->pdtype) {
+        if (b->t[c].dtype != tx->pdtype && !scalar_step(b, L, x)) {
             int o = -1;
             char *name = kiln__strfmt("%s:%s", b->t[c].name, kiln_dtype_name(tx->pdtype));
             if (!name) return;

@@ -18,7 +18,9 @@
  * cuBLASLt's BIAS epilogue) and an optional ai.onnx activation with a
  * kiln_cu_act code (builder/fuse.c), which its CUDA launcher reads with
  * kiln__epi_cuda_act and applies in its kernels; kiln_call_epilogue is a
- * no-op there (no host entries).
+ * no-op there (no host entries).  Scalar Mul/Div/Add/Sub after an
+ * activation without parameters become a y + b after it, in the same code
+ * (KILN_CU_ACT_THEN_AFFINE).
  *
  * Linear bias on the CPU: the first entry of a MatMul's chain may be the
  * same bias (an ai.onnx Add of a constant over the output's last dim,
@@ -35,7 +37,9 @@
  */
 #include "kiln_int.h"
 #include "ops/common/ops_cuda.h"
+#include "ops/common/ops_util.h"
 
+#include <math.h>
 #include <stdio.h>
 
 typedef struct epi_entry {
@@ -122,14 +126,53 @@ static int residual_of(const kiln__elayer *el, int i) {
     return r;
 }
 
-/* A GPU layer's chain: [residual Add (Conv) | bias (MatMul)] [activation]
- * (see above). */
+/* Constant tensor ci of e: one float element, its value in *v. */
+static int scalar_const(const kiln_engine *e, int32_t ci, double *v) {
+    if (ci < 0 || ci >= e->ntensors || e->tensors[ci].kind != KILN__ET_CONST) return 0;
+    const kiln__etensor *ct = &e->tensors[ci];
+    int64_t cd[KILN_MAX_DIMS], n = 1;
+    if (kiln__etensor_static_dims(e, ct, cd) >= 0 || !kiln__ops_is_float((kiln_dtype)ct->dtype)) return 0;
+    for (int d = 0; d < ct->ndim; d++) n *= cd[d];
+    if (n != 1 || ct->const_bytes != kiln_dtype_size((kiln_dtype)ct->dtype) || ct->const_off > e->weights_size ||
+        ct->const_bytes > e->weights_size - ct->const_off)
+        return 0;
+    *v = kiln__ops_get_f64(e->weights + ct->const_off, (kiln_dtype)ct->dtype, 0);
+    return 1;
+}
+
+/* Entries j.. of the chain after a parameterless activation: ai.onnx Mul,
+ * Add, or Div/Sub of x by a scalar constant, folded into y * a + b after
+ * the activation (KILN_CU_ACT_THEN_AFFINE).  1 if so. */
+static int cuda_affine(const kiln_engine *e, kiln__elayer *el, int j, epi_rt *rt) {
+    double a = 1, b = 0, v;
+    if (!kiln__cu_act_plain(rt->cu_act)) return 0;
+    for (; j < el->nepi; j++) {
+        kiln__eepi *p = &el->epi[j];
+        if (!p->op) p->op = kiln__registry_find(p->op_ns, p->op_name, p->op_version);
+        if (!p->op || strcmp(p->op->ns, "ai.onnx") || p->nin != 2 || p->x < 0 || p->x > 1 ||
+            !scalar_const(e, p->in[1 - p->x], &v))
+            return 0;
+        const char *n = p->op->name;
+        if (!strcmp(n, "Mul")) a *= v, b *= v;
+        else if (!strcmp(n, "Add")) b += v;
+        else if (!strcmp(n, "Sub") && p->x == 0) b -= v;
+        else if (!strcmp(n, "Div") && p->x == 0 && v != 0) a /= v, b /= v;
+        else return 0;
+    }
+    rt->cu_act += KILN_CU_ACT_THEN_AFFINE;
+    rt->cu_a = (float)a;
+    rt->cu_b = (float)b;
+    return isfinite(rt->cu_a) && isfinite(rt->cu_b);
+}
+
+/* A GPU layer's chain: [residual Add (Conv) | bias (MatMul)] [activation
+ * [scalar Mul/Div/Add/Sub ...]] (see above). */
 static int prepare_cuda(const kiln_engine *e, kiln__elayer *el) {
     epi_rt *rt = kiln__calloc(1, sizeof *rt);
     if (!rt) return kiln__err(KILN_ENOMEM, "out of memory");
     rt->cu_act = KILN_CU_ACT_NONE;
     rt->cu_res = -1;
-    int i = 0, ok = el->nepi >= 1 && el->nepi <= 2 && !strcmp(el->op->ns, "ai.onnx");
+    int i = 0, ok = el->nepi >= 1 && el->nepi <= KILN__MAX_EPI && !strcmp(el->op->ns, "ai.onnx");
     if (ok) {
         kiln__eepi *p = &el->epi[0];
         if (!p->op) p->op = kiln__registry_find(p->op_ns, p->op_name, p->op_version);
@@ -141,10 +184,10 @@ static int prepare_cuda(const kiln_engine *e, kiln__elayer *el) {
             i = 1;
         }
     }
-    if (ok && i < el->nepi) { /* the activation, last */
+    if (ok && i < el->nepi) { /* the activation, then scalar steps */
         kiln__eepi *p = &el->epi[i];
         if (!p->op) p->op = kiln__registry_find(p->op_ns, p->op_name, p->op_version);
-        ok = i == el->nepi - 1 && p->op && !strcmp(p->op->ns, "ai.onnx") && p->nin == 1 && p->x == 0 &&
+        ok = p->op && !strcmp(p->op->ns, "ai.onnx") && p->nin == 1 && p->x == 0 &&
              (p->attrs.v || p->op->nattrs == 0 ||
               !kiln__attrs_deserialize(&p->attrs, p->op, p->blob, (size_t)p->blob_size));
         if (ok) {
@@ -152,13 +195,15 @@ static int prepare_cuda(const kiln_engine *e, kiln__elayer *el) {
             rt->cu_act = kiln__cu_act_of(p->op->name, &view, &rt->cu_a, &rt->cu_b);
             ok = rt->cu_act > KILN_CU_ACT_NONE;
         }
+        if (ok && i + 1 < el->nepi) ok = cuda_affine(e, el, i + 1, rt);
     }
     if (!ok) {
         const kiln__eepi *p = &el->epi[i < el->nepi ? i : 0];
         kiln__free(rt);
         return kiln__err(KILN_EFORMAT, "layer '%s' runs on the GPU with %d fused ops (first %s::%s v%d); the GPU "
                          "takes a residual Add (Conv) or a bias (MatMul + Add of a constant over the last dim), "
-                         "then one ai.onnx activation without extra inputs, on a built-in op", el->name,
+                         "then one ai.onnx activation without extra inputs (one without parameters may have scalar "
+                         "Mul/Div/Add/Sub after it), on a built-in op", el->name,
                          (int)el->nepi, p->op_ns ? p->op_ns : "?", p->op_name ? p->op_name : "?",
                          (int)p->op_version);
     }

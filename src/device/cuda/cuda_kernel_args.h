@@ -117,6 +117,10 @@ typedef enum kiln_cu_act {
     KILN_CU_ACT_SHRINK,     /* x < -a ? x + b : x > a ? x - b : 0 (a = lambd, b = bias) */
     KILN_CU_ACT_COUNT_
 } kiln_cu_act;
+/* code + KILN_CU_ACT_THEN_AFFINE: the parameterless activation `code`, then
+ * a y + b (a fused chain "HardSwish + Mul + Add": PP-LCNet's learnable
+ * affine after each activation; engine/epilogue.c). */
+#define KILN_CU_ACT_THEN_AFFINE 256
 
 /* Binary ops of the broadcasting kernels (binary_<T>, compare_<T>). */
 typedef enum kiln_cu_binop {

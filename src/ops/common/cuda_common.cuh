@@ -122,7 +122,7 @@ template <int NOP, typename F> __device__ __forceinline__ void kc_iterate(const 
 /* ---- elementwise functions ------------------------------------------------ */
 __device__ __forceinline__ float kc_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 
-__device__ __forceinline__ float kc_act(int act, float x, float a, float b) {
+__device__ __forceinline__ float kc_act1(int act, float x, float a, float b) {
     switch (act) {
     case KILN_CU_ACT_NONE: return x;
     case KILN_CU_ACT_RELU: return x > 0.0f ? x : (x != x ? x : 0.0f);
@@ -170,6 +170,12 @@ __device__ __forceinline__ float kc_act(int act, float x, float a, float b) {
     case KILN_CU_ACT_SHRINK: return x < -a ? x + b : x > a ? x - b : 0.0f;
     default: return x;
     }
+}
+
+/* act as in kiln_cu_act (cuda_kernel_args.h), with KILN_CU_ACT_THEN_AFFINE. */
+__device__ __forceinline__ float kc_act(int act, float x, float a, float b) {
+    if (act >= KILN_CU_ACT_THEN_AFFINE) return kc_act1(act - KILN_CU_ACT_THEN_AFFINE, x, 0.0f, 0.0f) * a + b;
+    return kc_act1(act, x, a, b);
 }
 
 /* ---- reductions ------------------------------------------------------------ */

@@ -284,6 +284,13 @@ static const act_entry acts[] = {
     {"Shrink", KILN_CU_ACT_SHRINK, "lambd", "bias", 0.5f, 0.0f},
 };
 
+int kiln__cu_act_plain(int act) {
+    if (act == KILN_CU_ACT_GELU_TANH) return 1;
+    for (size_t i = 0; i < sizeof acts / sizeof acts[0]; i++)
+        if (acts[i].act == act) return !acts[i].pa && !acts[i].pb && act != KILN_CU_ACT_NONE;
+    return 0;
+}
+
 int kiln__cu_act_of(const char *op, const kiln_attrs *a, float *pa, float *pb) {
     for (size_t i = 0; i < sizeof acts / sizeof acts[0]; i++) {
         const act_entry *e = &acts[i];

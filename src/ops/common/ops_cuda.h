@@ -89,6 +89,9 @@ int kiln__cu_copy(const kiln_call *c, kiln_dtype t, int nd, const int64_t *dims,
  * kiln_cu_act code for an ONNX op name, with its float parameters from
  * attributes a (defaults as ONNX); -1 if the op is no unary activation. */
 int kiln__cu_act_of(const char *op, const kiln_attrs *a, float *pa, float *pb);
+/* 1 if kiln_cu_act code act takes no parameters (a, b unused): such an
+ * activation may carry a scale and shift after it (KILN_CU_ACT_THEN_AFFINE). */
+int kiln__cu_act_plain(int act);
 /* The fused activation of a GPU layer (c->epilogue: engine/epilogue.c):
  * its kiln_cu_act code and parameters; KILN_CU_ACT_NONE when none. */
 int kiln__epi_cuda_act(const void *epilogue, float *a, float *b);
