@@ -20,10 +20,14 @@
  *        (kt = Transpose(k) also read by output kt: K^T stays as is)
  *   y3 = LayerNormalization(Add(q, y1), lns, lnb)   (a residual + norm)
  *
+ * mha_engine: tests/fixtures/mha_encoder.onnx, a torch export (packed QKV).
+ *
  * Include after test.h.
  */
 #ifndef KILN_TEST_ENCODER_NETS_H
 #define KILN_TEST_ENCODER_NETS_H
+
+#include "kiln/onnx.h"
 
 #include <math.h>
 
@@ -173,6 +177,75 @@ static inline kiln_build_config *attn_config(unsigned flags) {
     const char *names[3] = {"q", "k", "v"};
     for (int i = 0; i < 3; i++) ASSERT_OK(kiln_build_config_set_profile(cfg, names[i], 4, mn, opt, mx));
     return cfg;
+}
+
+/* Masked attention (HF BERT's export): y = MatMul(Softmax(Add(Div(MatMul(q,
+ * Transpose(k)), 8), mask)), v), q, k, v [batch, H, S, D], mask [batch, 1,
+ * 1, S] (additive, padding-style). */
+static inline kiln_network *mask_network(void) {
+    static const float sd = 8.0f;
+    kiln_network *net = kiln_network_create();
+    int64_t d[4] = {-1, ATTN_H, ATTN_S, ATTN_D}, md[4] = {-1, 1, 1, ATTN_S}, one[1] = {1};
+    const char *dn[4] = {"batch", NULL, NULL, NULL};
+    const char *names[3] = {"q", "k", "v"};
+    for (int i = 0; i < 3; i++) ASSERT_OK(kiln_network_add_input(net, names[i], KILN_DTYPE_F32, 4, d, dn));
+    ASSERT_OK(kiln_network_add_input(net, "mask", KILN_DTYPE_F32, 4, md, dn));
+    ASSERT_OK(kiln_network_add_constant(net, "sd", KILN_DTYPE_F32, 0, one, &sd));
+    static const struct {
+        const char *op;
+        int ver;
+        const char *name, *in[2], *out;
+    } L[] = {
+        {"Transpose", 13, "kt", {"k", NULL}, "kt"}, {"MatMul", 13, "qk", {"q", "kt"}, "s"},
+        {"Div", 14, "div", {"s", "sd"}, "sdiv"},    {"Add", 14, "addmask", {"sdiv", "mask"}, "sm"},
+        {"Softmax", 13, "softmax", {"sm", NULL}, "p"}, {"MatMul", 13, "pv", {"p", "v"}, "y"},
+    };
+    for (size_t i = 0; i < sizeof L / sizeof *L; i++) {
+        const char *out[1] = {L[i].out};
+        char op[64];
+        snprintf(op, sizeof op, "ai.onnx::%s", L[i].op);
+        kiln_layer *l = kiln_network_add_layer(net, op, L[i].ver, L[i].name, L[i].in[1] ? 2 : 1, L[i].in, 1, out);
+        ASSERT(l);
+        if (!strcmp(L[i].op, "Transpose")) {
+            const int64_t perm[4] = {0, 1, 3, 2};
+            ASSERT_OK(kiln_layer_set_ints(l, "perm", perm, 4));
+        }
+    }
+    ASSERT_OK(kiln_network_mark_output(net, "y"));
+    return net;
+}
+
+/* mask_network's build config: device dev, flags, batch 1..4. */
+static inline kiln_build_config *mask_config(kiln_device_kind dev, unsigned flags) {
+    kiln_build_config *cfg = kiln_build_config_create();
+    kiln_build_config_set_device(cfg, dev);
+    kiln_build_config_set_flags(cfg, flags);
+    int64_t mn[4] = {1, ATTN_H, ATTN_S, ATTN_D}, mx[4] = {4, ATTN_H, ATTN_S, ATTN_D}, mmn[4] = {1, 1, 1, ATTN_S},
+            mmx[4] = {4, 1, 1, ATTN_S};
+    const char *names[3] = {"q", "k", "v"};
+    for (int i = 0; i < 3; i++) ASSERT_OK(kiln_build_config_set_profile(cfg, names[i], 4, mn, mn, mx));
+    ASSERT_OK(kiln_build_config_set_profile(cfg, "mask", 4, mmn, mmn, mmx));
+    return cfg;
+}
+
+/* tests/fixtures/mha_encoder.onnx (gen_mha_encoder.py): a 2-layer torch
+ * TransformerEncoder, x [batch, 10, 32] (4 heads of 8), batch 1..8, built
+ * for the device with these flags. */
+#define MHA_S 10
+#define MHA_E 32
+static inline kiln_engine *mha_engine(kiln_device_kind dev, unsigned flags) {
+    kiln_network *net = NULL;
+    ASSERT_OK(kiln_onnx_import(KILN_SOURCE_DIR "/tests/fixtures/mha_encoder.onnx", NULL, &net));
+    kiln_build_config *cfg = kiln_build_config_create();
+    kiln_build_config_set_device(cfg, dev);
+    kiln_build_config_set_flags(cfg, flags);
+    int64_t mn[3] = {1, MHA_S, MHA_E}, opt[3] = {3, MHA_S, MHA_E}, mx[3] = {8, MHA_S, MHA_E};
+    ASSERT_OK(kiln_build_config_set_profile(cfg, "x", 3, mn, opt, mx));
+    kiln_engine *e = NULL;
+    ASSERT_OK(kiln_build(net, cfg, &e, NULL));
+    kiln_build_config_free(cfg);
+    kiln_network_free(net);
+    return e;
 }
 
 /* softmax(scale q k^T) v per head of `heads` [S, D] matrices. */

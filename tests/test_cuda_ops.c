@@ -130,6 +130,42 @@ static const tcase cases[] = {
      {{F16, 3, {4, 130, 96}}}, {A_FLOAT("scale", 0.09), A_INT("k_trans", 0)}},
     {"kiln::attention", 1, 3, 1, {{BF16, 2, {5, 8}}, {BF16, 2, {1, 8}}, {BF16, 2, {1, 128}}},
      {{BF16, 2, {5, 128}}}, {A_FLOAT("scale", 0.5), A_INT("k_trans", 0)}},
+    /* the tiled kernels (tactic 1: tensor cores for FP16/BF16, 64 x 64 tiles):
+     * BERT-base's heads (2 key tiles), K^T with a partial tile, head dim 24
+     * (not a multiple of 8: no 16-byte moves, zero padding to 32) with Sk >
+     * Sq, scores of a large range over 5 key tiles (the online softmax
+     * rescales), FP32 with partial tiles and Dv != D */
+    {"kiln::attention", 1, 3, 1, {{F16, 4, {2, 12, 128, 64}}, {F16, 4, {2, 12, 128, 64}}, {F16, 4, {2, 12, 128, 64}}},
+     {{F16, 4, {2, 12, 128, 64}}}, {A_FLOAT("scale", 0.125), A_INT("k_trans", 0)}},
+    {"kiln::attention", 1, 3, 1, {{BF16, 4, {3, 2, 77, 64}}, {BF16, 4, {3, 2, 64, 77}}, {BF16, 4, {3, 2, 77, 64}}},
+     {{BF16, 4, {3, 2, 77, 64}}}, {A_FLOAT("scale", 0.125), A_INT("k_trans", 1)}},
+    {"kiln::attention", 1, 3, 1, {{F16, 4, {1, 4, 200, 24}}, {F16, 4, {1, 4, 250, 24}}, {F16, 4, {1, 4, 250, 24}}},
+     {{F16, 4, {1, 4, 200, 24}}}, {A_FLOAT("scale", 0.2), A_INT("k_trans", 0)}},
+    {"kiln::attention", 1, 3, 1, {{F16, 3, {2, 70, 64}}, {F16, 3, {2, 300, 64}}, {F16, 3, {2, 300, 64}}},
+     {{F16, 3, {2, 70, 64}}}, {A_FLOAT("scale", 1.0), A_INT("k_trans", 0)}},
+    {"kiln::attention", 1, 3, 1, {{BF16, 4, {1, 3, 65, 128}}, {BF16, 4, {1, 3, 129, 128}}, {BF16, 4, {1, 3, 129, 128}}},
+     {{BF16, 4, {1, 3, 65, 128}}}, {A_FLOAT("scale", 0.088), A_INT("k_trans", 0)}},
+    {"kiln::attention", 1, 3, 1, {{F32, 4, {2, 4, 100, 64}}, {F32, 4, {2, 4, 130, 64}}, {F32, 4, {2, 4, 130, 64}}},
+     {{F32, 4, {2, 4, 100, 64}}}, {A_FLOAT("scale", 0.125), A_INT("k_trans", 0)}},
+    {"kiln::attention", 1, 3, 1, {{F32, 3, {3, 65, 17}}, {F32, 3, {3, 17, 66}}, {F32, 3, {3, 66, 33}}},
+     {{F32, 3, {3, 65, 33}}}, {A_FLOAT("scale", 0.3), A_INT("k_trans", 1)}},
+    /* an additive mask (input 3): padding-style [B, 1, 1, Sk], full [B, H, Sq, Sk], [Sq, Sk] */
+    {"kiln::attention", 1, 4, 1, {{F16, 4, {2, 3, 70, 64}}, {F16, 4, {2, 3, 100, 64}}, {F16, 4, {2, 3, 100, 64}},
+                                  {F16, 4, {2, 1, 1, 100}, .lo = -4, .hi = 0}},
+     {{F16, 4, {2, 3, 70, 64}}}, {A_FLOAT("scale", 0.125)}},
+    {"kiln::attention", 1, 4, 1, {{F32, 4, {2, 3, 70, 40}}, {F32, 4, {2, 3, 100, 40}}, {F32, 4, {2, 3, 100, 40}},
+                                  {F32, 4, {2, 3, 70, 100}, .lo = -4, .hi = 2}},
+     {{F32, 4, {2, 3, 70, 40}}}, {A_FLOAT("scale", 0.15)}},
+    {"kiln::attention", 1, 4, 1, {{BF16, 3, {3, 65, 32}}, {BF16, 3, {3, 65, 32}}, {BF16, 3, {3, 65, 32}},
+                                  {BF16, 2, {65, 65}, .lo = -4, .hi = 0}},
+     {{BF16, 3, {3, 65, 32}}}, {A_FLOAT("scale", 0.2)}},
+    /* views (attention.h): Q, K, V of each input [S 37, B 2, 3E], E = 3 heads x 64 (torch's packed
+     * projection), y [S, B, H, D] (y_perm); tactic 2 takes no views (skipped) */
+#define ATTN_VIEWS A_INTS("views", 2, 0, 1, 1, 1, -4, 2, 64, 0, 0, 1, -65, 2, 1, 2, 192, 1, 1, 1, -4, 2, 64, 0, 0, 1, -65, 2, 1, 2, 384, 1, 1, 1, -4, 2, 64, 0, 0, 1, -65, 2, 1)
+    {"kiln::attention", 1, 3, 1, {{F16, 3, {37, 2, 576}}, {F16, 3, {37, 2, 576}}, {F16, 3, {37, 2, 576}}},
+     {{F16, 4, {37, 2, 3, 64}}}, {A_FLOAT("scale", 0.125), ATTN_VIEWS, A_INTS("y_perm", 2, 0, 1, 3)}},
+    {"kiln::attention", 1, 3, 1, {{F32, 3, {37, 2, 576}}, {F32, 3, {37, 2, 576}}, {F32, 3, {37, 2, 576}}},
+     {{F32, 4, {37, 2, 3, 64}}}, {A_FLOAT("scale", 0.125), ATTN_VIEWS, A_INTS("y_perm", 2, 0, 1, 3)}},
     /* residual + norm (kiln::add_layernorm): rows of 768, 8192 (1024 threads x 8), 5; broadcast scale */
     {"kiln::add_layernorm", 1, 4, 1, {{F32, 3, {2, 3, 768}}, {F32, 3, {2, 3, 768}}, {F32, 1, {768}}, {F32, 1, {768}}},
      {{F32, 3, {2, 3, 768}}}, {A_INT("axis", -1), A_FLOAT("epsilon", 1e-5)}},

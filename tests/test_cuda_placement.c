@@ -697,6 +697,82 @@ TEST_IMPL(gpu_attention_rewrite) {
     kiln__cuda_fake(0);
 }
 
+/* The torch MultiheadAttention export (mha_encoder.onnx): each attention
+ * reads the packed QKV projection through views and writes the layout the
+ * out-projection reads (y_perm), so the 5 Transposes, 3 Gathers and the
+ * Reshape/Squeeze chain around it go; only the two Transposes of x and of
+ * the out-projection's result (batch_first) stay per layer. */
+static void mha_count(const kiln_engine *e, int *attn, int *views, int *tr, int *gather) {
+    *attn = *views = *tr = *gather = 0;
+    for (int32_t l = 0; l < e->nlayers; l++) {
+        const kiln__elayer *el = &e->layers[l];
+        *tr += !strcmp(el->op_name, "Transpose");
+        *gather += !strcmp(el->op_name, "Gather") && e->tensors[el->out[0]].dtype != KILN_DTYPE_I64; /* not shapes */
+        if (strcmp(el->op_name, "attention")) continue;
+        (*attn)++;
+        kiln_attrs a = kiln__attrset_view(&el->attrs);
+        const int64_t *vw = NULL, *perm = NULL;
+        if (kiln_attrs_ints(&a, "views", &vw) == 42 && kiln_attrs_ints(&a, "y_perm", &perm) == 4) {
+            (*views)++;
+            ASSERT(perm[0] == 2 && perm[1] == 0 && perm[2] == 1 && perm[3] == 3); /* [S, B, H, D] */
+            ASSERT_EQ(el->in[0], el->in[1]); /* all three views of one packed tensor */
+            ASSERT_EQ(el->in[1], el->in[2]);
+        }
+    }
+}
+
+TEST_IMPL(gpu_attention_views) {
+    kiln__cuda_fake(1);
+    int n[2], attn[2], views[2], tr[2], gather[2];
+    for (int fused = 0; fused < 2; fused++) {
+        kiln_engine *e = mha_engine(KILN_DEVICE_CUDA, KILN_BUILD_NO_TIMING | KILN_BUILD_STRICT_DEVICE |
+                                                          (fused ? 0 : KILN_BUILD_NO_FUSION));
+        n[fused] = e->nlayers;
+        mha_count(e, &attn[fused], &views[fused], &tr[fused], &gather[fused]);
+        kiln_engine *e2 = test_roundtrip(e);
+        int a2, v2, t2, g2;
+        mha_count(e2, &a2, &v2, &t2, &g2);
+        ASSERT_EQ(v2, views[fused]);
+        kiln_engine_free(e2);
+        kiln_engine_free(e);
+    }
+    printf("mha_encoder: %d layers unfused (%d Transpose, %d data Gather), %d fused (%d attention, %d with views; %d "
+           "Transpose, %d data Gather)\n", n[0], tr[0], gather[0], n[1], attn[1], views[1], tr[1], gather[1]);
+    ASSERT_EQ(attn[1], 2);
+    ASSERT_EQ(views[1], 2);
+    ASSERT_EQ(tr[1], 2 * 2);
+    ASSERT_EQ(gather[1], 0);
+    kiln__cuda_fake(0);
+}
+
+/* Add(scores, mask) before the Softmax becomes the attention's mask input. */
+TEST_IMPL(gpu_attention_mask_rewrite) {
+    kiln__cuda_fake(1);
+    kiln_network *net = mask_network();
+    kiln_build_config *cfg = mask_config(KILN_DEVICE_CUDA, KILN_BUILD_NO_TIMING | KILN_BUILD_STRICT_DEVICE);
+    kiln_engine *e = NULL;
+    ASSERT_OK(kiln_build(net, cfg, &e, NULL));
+    int attn = 0, other = 0;
+    for (int32_t l = 0; l < e->nlayers; l++) {
+        const kiln__elayer *el = &e->layers[l];
+        if (!strcmp(el->op_name, "attention")) {
+            attn++;
+            ASSERT_EQ(el->nin, 4);
+            ASSERT(!strncmp(e->tensors[el->in[3]].name, "mask", 4));
+            kiln_attrs a = kiln__attrset_view(&el->attrs);
+            ASSERT_NEAR(kiln_attrs_float(&a, "scale"), 0.125, 1e-6);
+        } else {
+            other += !strcmp(el->op_name, "Softmax") || !strcmp(el->op_name, "Add");
+        }
+    }
+    ASSERT_EQ(attn, 1);
+    ASSERT_EQ(other, 0);
+    kiln_engine_free(e);
+    kiln_build_config_free(cfg);
+    kiln_network_free(net);
+    kiln__cuda_fake(0);
+}
+
 TEST_LIST(TEST_ENTRY(mixed_placement), TEST_ENTRY(weights_uploaded_once), TEST_ENTRY(strict_device_lists_cpu_layers),
           TEST_ENTRY(fp16_moves_layer_to_gpu), TEST_ENTRY(fp16_chain_through_axes_ops), TEST_ENTRY(host_cannot_read_device_memory),
-          TEST_ENTRY(gpu_activation_fusion), TEST_ENTRY(gpu_linear_bias_gelu_fusion), TEST_ENTRY(gpu_attention_rewrite), TEST_ENTRY(device_memory_bindings), TEST_ENTRY(no_gpu_errors_are_clear))
+          TEST_ENTRY(gpu_activation_fusion), TEST_ENTRY(gpu_linear_bias_gelu_fusion), TEST_ENTRY(gpu_attention_rewrite), TEST_ENTRY(gpu_attention_views), TEST_ENTRY(gpu_attention_mask_rewrite), TEST_ENTRY(device_memory_bindings), TEST_ENTRY(no_gpu_errors_are_clear))

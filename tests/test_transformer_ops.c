@@ -38,15 +38,19 @@ static kiln_engine *attn_engine(int kt, double scale) {
     return e;
 }
 
-TEST_IMPL(attention_cpu_reference) {
-    static float q[N], k[N], v[N], kt[N], y[N];
-    static double ref[N];
-    uint64_t seed = 404;
+/* Fresh random q, k in [-2, 2], v in [-1, 1] (N each). */
+static void fill_qkv(float *q, float *k, float *v, uint64_t seed) {
     for (int i = 0; i < N; i++) {
         q[i] = test_randf(&seed, -2, 2);
         k[i] = test_randf(&seed, -2, 2);
         v[i] = test_randf(&seed, -1, 1);
     }
+}
+
+TEST_IMPL(attention_cpu_reference) {
+    static float q[N], k[N], v[N], kt[N], y[N];
+    static double ref[N];
+    fill_qkv(q, k, v, 404);
     for (int h = 0; h < HEADS; h++) /* K^T per head */
         for (int s = 0; s < ATTN_S; s++)
             for (int d = 0; d < ATTN_D; d++)
@@ -69,6 +73,136 @@ TEST_IMPL(attention_cpu_reference) {
     }
 }
 
+/* The views of a packed projection p [S, NB, 3E] (torch's layout; E = H D):
+ * Q, K, V of batch b, head h at p[s, b, {0, E, 2E} + h D + d].  K's offset
+ * `koff` in units of E (1; 3 reaches past p). */
+static void packed_views(int64_t *vw, int koff) {
+    const int64_t E = ATTN_H * ATTN_D;
+    for (int o = 0; o < 3; o++) {
+        int64_t w[14] = {2, (o == 1 ? koff : o) * E,   /* offset along axis 2 */
+                         1, 1, 1,                      /* B: p's dim 1, stride of axis 1 */
+                         -1 - ATTN_H, 2, ATTN_D,       /* H: constant, D elements apart */
+                         0, 0, 1,                      /* S: p's dim 0, stride of axis 0 */
+                         -1 - ATTN_D, 2, 1};           /* D: constant, contiguous */
+        memcpy(vw + 14 * o, w, sizeof w);
+    }
+}
+
+static kiln_engine *views_engine(int koff) {
+    kiln_network *net = kiln_network_create();
+    int64_t d[3] = {ATTN_S, NB, 3 * ATTN_H * ATTN_D}, vw[42], perm[4] = {2, 0, 1, 3};
+    ASSERT_OK(kiln_network_add_input(net, "p", KILN_DTYPE_F32, 3, d, NULL));
+    const char *in[3] = {"p", "p", "p"}, *out[1] = {"y"};
+    kiln_layer *l = kiln_network_add_layer(net, "kiln::attention", 1, "attn", 3, in, 1, out);
+    ASSERT(l);
+    packed_views(vw, koff);
+    ASSERT_OK(kiln_layer_set_float(l, "scale", 0.3));
+    ASSERT_OK(kiln_layer_set_ints(l, "views", vw, 42));
+    ASSERT_OK(kiln_layer_set_ints(l, "y_perm", perm, 4));
+    ASSERT_OK(kiln_network_mark_output(net, "y"));
+    kiln_engine *e = test_build_ok(net, KILN_BUILD_NO_TIMING, 1, NULL);
+    kiln_network_free(net);
+    return e;
+}
+
+/* Views: y [S, NB, H, D] against the naive reference on Q, K, V copied out
+ * of p by hand; a view reaching past its input is an error naming it. */
+TEST_IMPL(attention_views_cpu) {
+    enum { E = ATTN_H * ATTN_D, P = ATTN_S * NB * 3 * E };
+    static float p[P], q[N], k[N], v[N], y[N];
+    static double ref[N];
+    uint64_t seed = 505;
+    for (int i = 0; i < P; i++) p[i] = test_randf(&seed, -2, 2);
+    for (int b = 0; b < NB; b++)
+        for (int h = 0; h < ATTN_H; h++)
+            for (int s = 0; s < ATTN_S; s++)
+                for (int d = 0; d < ATTN_D; d++) {
+                    int dst = ((b * ATTN_H + h) * ATTN_S + s) * ATTN_D + d, src = (s * NB + b) * 3 * E + h * ATTN_D + d;
+                    q[dst] = p[src];
+                    k[dst] = p[src + E];
+                    v[dst] = p[src + 2 * E];
+                }
+    attn_ref(q, k, v, HEADS, 0.3, ref);
+    static double reft[N]; /* [NB, H, S, D] -> [S, NB, H, D] */
+    for (int b = 0; b < NB; b++)
+        for (int h = 0; h < ATTN_H; h++)
+            for (int s = 0; s < ATTN_S; s++)
+                for (int d = 0; d < ATTN_D; d++)
+                    reft[((s * NB + b) * ATTN_H + h) * ATTN_D + d] = ref[((b * ATTN_H + h) * ATTN_S + s) * ATTN_D + d];
+    for (int koff = 1; koff <= 3; koff += 2) {
+        kiln_engine *e = views_engine(koff);
+        kiln_context *c = NULL;
+        ASSERT_OK(kiln_context_create(e, 1, &c));
+        ASSERT_OK(kiln_context_bind(c, "p", p, sizeof p));
+        ASSERT_OK(kiln_context_bind(c, "y", y, sizeof y));
+        memset(y, 0xFF, sizeof y);
+        int rc = kiln_context_run(c);
+        if (koff == 1) {
+            ASSERT_OK(rc);
+            test_check_close("attention views", y, reft, N, 1e-5);
+        } else {
+            ASSERT_EQ(rc, KILN_ESHAPE);
+            ASSERT(strstr(kiln_errmsg(), "K's view reaches element"));
+        }
+        kiln_context_free(c);
+        kiln_engine_free(e);
+    }
+}
+
+/* A mask of -inf on the odd keys and c on the even ones is attention over
+ * the even keys alone (the softmax is shift-invariant): the reference takes
+ * them out of K and V by hand. */
+TEST_IMPL(attention_mask_cpu) {
+    enum { HALF = ATTN_S / 2 };
+    static float q[N], k[N], v[N], mask[ATTN_S], y[N], ke[N / 2], ve[N / 2];
+    static double ref[N];
+    fill_qkv(q, k, v, 606);
+    for (int j = 0; j < ATTN_S; j++) mask[j] = j % 2 ? -INFINITY : 1.75f;
+    for (int h = 0; h < HEADS; h++)
+        for (int j = 0; j < HALF; j++)
+            for (int d = 0; d < ATTN_D; d++) {
+                ke[(h * HALF + j) * ATTN_D + d] = k[(h * ATTN_S + 2 * j) * ATTN_D + d];
+                ve[(h * HALF + j) * ATTN_D + d] = v[(h * ATTN_S + 2 * j) * ATTN_D + d];
+            }
+    for (int h = 0; h < HEADS; h++) /* naive, double, over the HALF even keys */
+        for (int i = 0; i < ATTN_S; i++) {
+            double s[HALF], m = -INFINITY, sum = 0;
+            for (int j = 0; j < HALF; j++) {
+                s[j] = 0;
+                for (int d = 0; d < ATTN_D; d++)
+                    s[j] += (double)q[(h * ATTN_S + i) * ATTN_D + d] * ke[(h * HALF + j) * ATTN_D + d];
+                s[j] *= 0.3;
+                m = s[j] > m ? s[j] : m;
+            }
+            for (int j = 0; j < HALF; j++) sum += s[j] = exp(s[j] - m);
+            for (int d = 0; d < ATTN_D; d++) {
+                double a = 0;
+                for (int j = 0; j < HALF; j++) a += s[j] * ve[(h * HALF + j) * ATTN_D + d];
+                ref[(h * ATTN_S + i) * ATTN_D + d] = a / sum;
+            }
+        }
+    kiln_network *net = kiln_network_create();
+    int64_t d[4] = {NB, ATTN_H, ATTN_S, ATTN_D}, md[1] = {ATTN_S};
+    const char *in[4] = {"q", "k", "v", "mask"}, *out[1] = {"y"};
+    for (int i = 0; i < 4; i++) ASSERT_OK(kiln_network_add_input(net, in[i], KILN_DTYPE_F32, i == 3 ? 1 : 4, i == 3 ? md : d, NULL));
+    kiln_layer *l = kiln_network_add_layer(net, "kiln::attention", 1, "attn", 4, in, 1, out);
+    ASSERT(l);
+    ASSERT_OK(kiln_layer_set_float(l, "scale", 0.3));
+    ASSERT_OK(kiln_network_mark_output(net, "y"));
+    kiln_engine *e = test_build_ok(net, KILN_BUILD_NO_TIMING, 1, NULL);
+    kiln_network_free(net);
+    kiln_context *c = NULL;
+    ASSERT_OK(kiln_context_create(e, 1, &c));
+    float *data[4] = {q, k, v, mask};
+    for (int i = 0; i < 4; i++) ASSERT_OK(kiln_context_bind(c, in[i], data[i], i == 3 ? sizeof mask : sizeof q));
+    ASSERT_OK(kiln_context_bind(c, "y", y, sizeof y));
+    memset(y, 0xFF, sizeof y);
+    ASSERT_OK(kiln_context_run(c));
+    test_check_close("attention mask", y, ref, N, 1e-5);
+    kiln_context_free(c);
+    kiln_engine_free(e);
+}
+
 TEST_IMPL(attention_shape_errors) {
     kiln_network *net = kiln_network_create();
     int64_t q[3] = {2, 5, 8}, k[3] = {2, 7, 9}, v[3] = {2, 7, 4};
@@ -81,6 +215,19 @@ TEST_IMPL(attention_shape_errors) {
     kiln_engine *e = NULL;
     ASSERT(test_build_net(net, KILN_BUILD_NO_TIMING, 1, &e, NULL) != 0); /* K's D 9 vs Q's 8 */
     ASSERT_CONTAINS(kiln_errmsg(), "K's dims do not match");
+    kiln_network_free(net);
+    /* a mask that does not broadcast to the scores [2, 5, 7] */
+    net = kiln_network_create();
+    int64_t k2[3] = {2, 7, 8}, m[2] = {5, 6};
+    ASSERT_OK(kiln_network_add_input(net, "q", KILN_DTYPE_F32, 3, q, NULL));
+    ASSERT_OK(kiln_network_add_input(net, "k", KILN_DTYPE_F32, 3, k2, NULL));
+    ASSERT_OK(kiln_network_add_input(net, "v", KILN_DTYPE_F32, 3, v, NULL));
+    ASSERT_OK(kiln_network_add_input(net, "mask", KILN_DTYPE_F32, 2, m, NULL));
+    const char *in4[4] = {"q", "k", "v", "mask"};
+    ASSERT(kiln_network_add_layer(net, "kiln::attention", 1, "attn", 4, in4, 1, out));
+    ASSERT_OK(kiln_network_mark_output(net, "y"));
+    ASSERT(test_build_net(net, KILN_BUILD_NO_TIMING, 1, &e, NULL) != 0);
+    ASSERT_CONTAINS(kiln_errmsg(), "mask dim 1 neither 1 nor the scores' dim 2");
     kiln_network_free(net);
 }
 
@@ -127,4 +274,4 @@ TEST_IMPL(add_layernorm_cpu_reference) {
     kiln_engine_free(e);
 }
 
-TEST_LIST(TEST_ENTRY(attention_cpu_reference), TEST_ENTRY(attention_shape_errors), TEST_ENTRY(add_layernorm_cpu_reference))
+TEST_LIST(TEST_ENTRY(attention_cpu_reference), TEST_ENTRY(attention_views_cpu), TEST_ENTRY(attention_mask_cpu), TEST_ENTRY(attention_shape_errors), TEST_ENTRY(add_layernorm_cpu_reference))

@@ -141,6 +141,10 @@ void kiln__b_dead_code(builder *b);
  * chains into kiln::attention layers, Add -> LayerNormalization into
  * kiln::add_layernorm. */
 int kiln__b_transformer(builder *b);
+/* attn_views.c: Q, K, V (qkv) of an attention layer as views of base[3]
+ * (kiln::attention's `views`, 3 x KILN_ATTN_VIEW_INTS ints in vw); 1 if
+ * found, 0 if not. */
+int kiln__b_attn_views(const builder *b, const int qkv[3], int base[3], int64_t *vw);
 /* Layer li runs op with attribute values *own (taken over: freed on
  * error too) from now on: its op, attributes and instance state replaced. */
 int kiln__b_set_op(builder *b, int li, const kiln__op *op, kiln__attrset *own);

@@ -9,11 +9,16 @@
  *   S = MatMul(Q', Kt')   Q' = Q or Mul(Q, c), Kt' = K^T or Mul(K^T, c),
  *                         K^T = Transpose(K) of the last two dims or any tensor
  *   S' = S or Mul/Div(S, c)                       (c: scalar constants)
- *   P = Softmax(S') over the last axis
+ *   S'' = S' or Add(S', mask)                     (mask broadcast to S, rank <= 4)
+ *   P = Softmax(S'') over the last axis
  *   Y = MatMul(P, V)
  *
  * becomes one kiln::attention layer (ops/nn/attention.c) reading Q, K (or
- * K^T) and V, with the scalars folded into its `scale`.  The leading
+ * K^T) and V, with the scalars folded into its `scale`.  Where Q, K, V come
+ * out of layout-only chains (a packed QKV projection split into heads),
+ * the layer reads them as strided views of the chains' first tensors
+ * (attn_views.c) and, when a Transpose alone reads Y, writes that
+ * Transpose's output itself: the copies go.  The leading
  * (batch, head) dims of Q, K, V must be the same expressions and the head
  * dims static and <= KILN_CU_ATTN_DMAX (the GPU kernel's bound).
  *
@@ -27,6 +32,7 @@
 #include "builder.h"
 #include "device/cuda/cuda_kernel_args.h"
 #include "ops/common/ops_util.h"
+#include "ops/nn/attention.h"
 
 #include <math.h>
 #include <string.h>
@@ -133,6 +139,68 @@ static int rewrite(builder *b, int li, const kiln__op *op, const char *const *na
     return 0;
 }
 
+/* If the softmax input *t is Add(scores, mask) of a private tensor, where
+ * scores come from a MatMul (possibly scaled) and the mask is a float
+ * tensor of the scores' type broadcast to them (rank <= 4): step *t back
+ * to the scores and return the mask, else -1. */
+static int strip_mask(const builder *b, const int *uses, int *t) {
+    int li = b->t[*t].producer;
+    if (!private_tensor(b, uses, *t) || !is_op(b, li, "Add") || b->l[li].nin != 2) return -1;
+    const bt *st = &b->t[*t];
+    for (int s = 0; s < 2; s++) {
+        int x = b->l[li].in[s], m = b->l[li].in[1 - s], y = x;
+        double unused = 1;
+        strip_scale(b, uses, &y, &unused, 1);
+        if (x < 0 || m < 0 || !is_op(b, b->t[y].producer, "MatMul")) continue;
+        const bt *mt = &b->t[m];
+        if (mt->dtype != st->dtype || mt->ndim > 4 || mt->ndim > st->ndim || b->t[x].ndim != st->ndim) return -1;
+        for (int d = 0; d < st->ndim; d++)
+            if (b->t[x].dims[d] != st->dims[d]) return -1; /* the mask does not broadcast the scores */
+        for (int d = 0; d < mt->ndim; d++) {
+            int64_t one;
+            if (mt->dims[d] != st->dims[st->ndim - mt->ndim + d] && !(kiln_expr_is_const(mt->dims[d], &one) && one == 1))
+                return -1;
+        }
+        *t = x;
+        return m;
+    }
+    return -1;
+}
+
+/* Q, K, V (in) as views of the tensors their layout chains start from
+ * (builder/attn_views.c): replaces in with those, fills vw.  When the
+ * output Y [B, H, S, Dv] is read only by a Transpose, that layer (*at) is
+ * to become the attention layer writing its output (perm).  0 when no
+ * operand has a chain to skip or the op's shape function would not give
+ * the dims the output tensor has. */
+static int attention_views(builder *b, const int *uses, int *in, int64_t *vw, int Y, int *at, int64_t *perm) {
+    int base[3];
+    if (!kiln__b_attn_views(b, in, base, vw) || (base[0] == in[0] && base[1] == in[1] && base[2] == in[2])) return 0;
+    int T = -1;
+    for (int li = 0; li < b->nl && private_tensor(b, uses, Y) && T < 0; li++)
+        if (is_op(b, li, "Transpose") && b->l[li].nin == 1 && b->l[li].in[0] == Y) T = li;
+    const int64_t *p = NULL;
+    if (T >= 0) {
+        kiln_attrs a = kiln__attrset_view(b->l[T].attrs);
+        if (kiln_attrs_ints(&a, "perm", &p) != 4 || !p) T = -1;
+    }
+    /* the output dims the shape function will give: [B, H, Sq] of Q's view, Dv of V's */
+    const kiln_expr *yd[4];
+    for (int a = 0; a < 4; a++) {
+        int o = a == 3 ? 2 : 0;
+        int64_t e = vw[o * KILN_ATTN_VIEW_INTS + 2 + 3 * a];
+        yd[a] = e < 0 ? kiln_expr_const(b->x, -1 - e) : b->t[base[o]].dims[e];
+    }
+    const bt *out = &b->t[T >= 0 ? b->l[T].out[0] : Y];
+    for (int j = 0; j < 4; j++) {
+        perm[j] = T >= 0 ? p[j] : j;
+        if (perm[j] < 0 || perm[j] > 3 || out->dims[j] != yd[perm[j]]) return 0;
+    }
+    if (T >= 0) *at = T;
+    memcpy(in, base, sizeof base);
+    return 1;
+}
+
 static int try_attention(builder *b, int sm, const int *uses, const kiln__op *op) {
     if (!last_axis_softmax(b, sm)) return 0;
     const bl *Sm = &b->l[sm];
@@ -142,6 +210,7 @@ static int try_attention(builder *b, int sm, const int *uses, const kiln__op *op
     for (int li = 0; li < b->nl && mm2 < 0; li++)
         if (is_op(b, li, "MatMul") && b->l[li].in[0] == P) mm2 = li;
     double scale = 1.0;
+    int mask = strip_mask(b, uses, &S);
     strip_scale(b, uses, &S, &scale, 1);
     int mm1 = b->t[S].producer;
     if (mm2 < 0 || !private_tensor(b, uses, S) || !is_op(b, mm1, "MatMul")) return 0;
@@ -172,16 +241,23 @@ static int try_attention(builder *b, int sm, const int *uses, const kiln__op *op
     if (k->dims[k_trans ? r - 2 : r - 1] != q->dims[r - 1] || k->dims[k_trans ? r - 1 : r - 2] != v->dims[r - 2] ||
         y->dims[r - 2] != q->dims[r - 2] || y->dims[r - 1] != v->dims[r - 1])
         return 0;
-    /* MatMul 2 becomes the attention layer */
-    const kiln_attr_value av[2] = {{.present = 1, .type = KILN_ATTR_FLOAT, .f = scale},
-                                   {.present = 1, .type = KILN_ATTR_INT, .i = k_trans}};
-    const char *an[2] = {"scale", "k_trans"};
-    const int in[3] = {Q, K, V};
-    int rc = rewrite(b, mm2, op, an, av, 2, in, 3);
+    /* MatMul 2 (or the Transpose after it, see attention_out) becomes the attention layer */
+    int in[4] = {Q, K, V, mask}, at = mm2, nav = 2;
+    int64_t vw[3 * KILN_ATTN_VIEW_INTS], perm[4];
+    if (!k_trans && r == 4 && attention_views(b, uses, in, vw, Y, &at, perm)) nav = at == mm2 ? 3 : 4;
+    const kiln_attr_value av[4] = {
+        {.present = 1, .type = KILN_ATTR_FLOAT, .f = scale},
+        {.present = 1, .type = KILN_ATTR_INT, .i = k_trans},
+        {.present = 1, .type = KILN_ATTR_ARRAY, .elem = KILN_DTYPE_I64, .count = 3 * KILN_ATTN_VIEW_INTS, .data = vw},
+        {.present = 1, .type = KILN_ATTR_ARRAY, .elem = KILN_DTYPE_I64, .count = 4, .data = perm}};
+    const char *an[4] = {"scale", "k_trans", "views", "y_perm"};
+    int rc = rewrite(b, at, op, an, av, nav, in, mask >= 0 ? 4 : 3);
     if (rc) return rc;
-    const bl *L = &b->l[mm2];
-    kiln__log(KILN_LOG_VERBOSE, "attention: '%s' .. '%s' run as one kiln::attention layer (scale %g, %s)",
-              b->l[mm1].name, L->name, scale, k_trans ? "K^T" : "K");
+    if (at != mm2) b->l[mm2].dead = 1; /* its output is read by nobody now */
+    const bl *L = &b->l[at];
+    kiln__log(KILN_LOG_VERBOSE, "attention: '%s' .. '%s' run as one kiln::attention layer (scale %g, %s%s%s%s)",
+              b->l[mm1].name, L->name, scale, k_trans ? "K^T" : "K", mask >= 0 ? ", a mask" : "",
+              nav > 2 ? ", Q K V as views" : "", nav > 3 ? ", output transposed" : "");
     if (b->st) b->st->fused++;
     return 1;
 }

@@ -42,6 +42,23 @@ typedef struct kiln_cu_attn {
     float scale;
 } kiln_cu_attn;
 
+/* The tiled attention kernels (attention_tc.cu: FP16/BF16 on tensor cores;
+ * attention_f32.cu: FP32): the same Y = softmax(scale Q K^T) V over nb x nh
+ * batch-heads, any element strides: q/k/v/ys[0..2] step one batch, one
+ * head, one row (query or key); the head dim is contiguous (stride 1)
+ * except K's, which steps kd (1, or Sk for K^T).  scale_log2 = scale *
+ * log2(e).  vec: every row stride a multiple of 8 elements, d and dv too,
+ * pointers 16-byte aligned (the kernels then move 16 bytes at a time).
+ * has_mask: an additive mask (added to the scaled scores) with element
+ * strides ms[0..3] per batch, head, query, key (0 where it broadcasts). */
+typedef struct kiln_cu_flash {
+    int64_t nb, nh, sq, sk;
+    int64_t qs[3], ks[3], vs[3], ys[3], ms[4];
+    int64_t kd;
+    int32_t d, dv, vec, has_mask;
+    float scale_log2;
+} kiln_cu_flash;
+
 /* Residual Add + LayerNormalization (kiln::add_layernorm,
  * src/ops/nn/add_norm.cu): rows of `inner` <= KILN_CU_ADDNORM_MAX elements,
  * y = (x - mean) * rstd * scale[i % se] + bias[i % be] with x = a + b. */

@@ -13,29 +13,114 @@
  * builds: the GPU runs it as one flash-style kernel (attention.cu: scores
  * never leave the chip; FP32 accumulation, FP16/BF16 I/O).  The CPU
  * implementation here is the naive reference (double accumulation).
+ *
+ * Input 3, optional: an additive mask broadcast to the scores [.., Sq, Sk]
+ * (rank <= 4), added after the scale.
+ *
+ * With `views` (attention.h) Q, K and V are strided views of the inputs
+ * (heads of a packed QKV projection: no Gather / Transpose / Reshape copies
+ * in front) and `y_perm` transposes the output into the layout its reader
+ * wants (builder/attn_views.c sets both).
  */
 #include "ops/common/cuda_impls.h"
 #include "ops/common/ops_util.h"
+#include "ops/nn/attention.h"
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 static const kiln_attr_def attn_attrs[] = {
     {"scale", KILN_ATTR_FLOAT, 0, "1", 0, "multiplies Q K^T before the softmax"},
     {"k_trans", KILN_ATTR_INT, 0, "0", 0, "1: input 1 is K^T [..., D, Sk]; 0: K [..., Sk, D]"},
+    {"views", KILN_ATTR_ARRAY, KILN_DTYPE_I64, NULL, 0, "Q, K, V as 4-D strided views of the inputs (attention.h)"},
+    {"y_perm", KILN_ATTR_ARRAY, KILN_DTYPE_I64, NULL, 0, "with views: output [B, H, Sq, Dv] transposed by this perm"},
     {NULL, 0, 0, NULL, 0, NULL},
 };
+
+/* `views` (3 x KILN_ATTN_VIEW_INTS) and `y_perm` (4, a permutation), or
+ * NULL where absent; an error for a malformed one. */
+static int view_attrs(const kiln_attrs *a, const int64_t **vw, const int64_t **perm) {
+    int64_t n = kiln_attrs_ints(a, "views", vw), np = kiln_attrs_ints(a, "y_perm", perm);
+    if (n <= 0 || !*vw) *vw = NULL;
+    if (np <= 0 || !*perm) *perm = NULL;
+    if (*vw && n != 3 * KILN_ATTN_VIEW_INTS)
+        return kiln_set_error(KILN_EINVAL, "attention: views has %lld ints, expected %d", (long long)n,
+                              3 * KILN_ATTN_VIEW_INTS);
+    if (*perm && (np != 4 || !*vw))
+        return kiln_set_error(KILN_EINVAL, "attention: y_perm needs views and 4 ints (found %lld)", (long long)np);
+    for (int j = 0, seen = 0; *perm && j < 4; j++) {
+        int64_t e = (*perm)[j];
+        if (e < 0 || e > 3 || (seen >> e & 1))
+            return kiln_set_error(KILN_EINVAL, "attention: y_perm is not a permutation of 0..3");
+        seen |= 1 << e;
+    }
+    return 0;
+}
+
+/* Dim a of input o's view as an expression, or NULL (an axis past its rank). */
+static const kiln_expr *view_dim_expr(kiln_shape_ctx *c, int o, const int64_t *vw, int a) {
+    int64_t e = vw[o * KILN_ATTN_VIEW_INTS + 2 + 3 * a];
+    if (e < 0) return kiln_expr_const(c->x, -1 - e);
+    return e < c->in[o].ndim ? c->in[o].dims[e] : NULL;
+}
+
+/* The mask (input 3, if any) against the scores' dims sd[sr]. */
+static int mask_shape(const kiln_shape_ctx *c, const kiln_expr *const *sd, int sr) {
+    if (c->nin < 4 || c->in[3].dtype == KILN_DTYPE_UNDEFINED) return 0;
+    const kiln_desc *m = &c->in[3];
+    if (m->dtype != c->in[0].dtype)
+        return kiln_set_error(KILN_ETYPE, "attention: the mask is %s, expected %s like Q", kiln_dtype_name(m->dtype),
+                              kiln_dtype_name(c->in[0].dtype));
+    if (m->ndim > sr || m->ndim > 4)
+        return kiln_set_error(KILN_ESHAPE, "attention: the mask has rank %d, the scores %d (at most 4)", m->ndim, sr);
+    for (int i = 0; i < m->ndim; i++) {
+        int64_t one;
+        const kiln_expr *e = m->dims[i];
+        if (e != sd[sr - m->ndim + i] && !(kiln_expr_is_const(e, &one) && one == 1))
+            return kiln_set_error(KILN_ESHAPE, "attention: mask dim %d neither 1 nor the scores' dim %d", i,
+                                  sr - m->ndim + i);
+    }
+    return 0;
+}
+
+static int views_shape(kiln_shape_ctx *c, const int64_t *vw, const int64_t *perm) {
+    static const char *const names[3] = {"Q", "K", "V"};
+    const kiln_expr *d[3][4];
+    for (int o = 0; o < 3; o++)
+        for (int a = 0; a < 4; a++)
+            if (!(d[o][a] = view_dim_expr(c, o, vw, a)))
+                return kiln_set_error(KILN_ESHAPE, "attention: %s's view names an axis past its input's rank %d",
+                                      names[o], c->in[o].ndim);
+    for (int o = 1; o < 3; o++)
+        if (d[o][0] != d[0][0] || d[o][1] != d[0][1])
+            return kiln_set_error(KILN_ESHAPE, "attention: %s's view differs from Q's in batch or heads", names[o]);
+    if (d[1][3] != d[0][3] || d[2][2] != d[1][2])
+        return kiln_set_error(KILN_ESHAPE, "attention: K's view does not match Q's head dim and V's key count");
+    const kiln_expr *sd[4] = {d[0][0], d[0][1], d[0][2], d[1][2]};
+    int rc = mask_shape(c, sd, 4);
+    if (rc) return rc;
+    const kiln_expr *y[4] = {d[0][0], d[0][1], d[0][2], d[2][3]}, *out[4];
+    for (int j = 0; j < 4; j++) out[j] = y[perm ? perm[j] : j];
+    kiln__ops_set_dims(&c->out[0], c->in[0].dtype, 4, out);
+    return 0;
+}
 
 static int attn_shape(kiln_shape_ctx *c) {
     const kiln_desc *q = &c->in[0], *k = &c->in[1], *v = &c->in[2];
     int r = q->ndim, kt = kiln_attrs_int(c->attrs, "k_trans") != 0;
-    if (r < 2 || k->ndim != r || v->ndim != r)
-        return kiln_set_error(KILN_ESHAPE, "attention: Q, K, V must have the same rank >= 2 (found %d, %d, %d)", r,
-                              k->ndim, v->ndim);
     for (int i = 0; i < 3; i++)
         if (!kiln__ops_is_float(c->in[i].dtype) || c->in[i].dtype != q->dtype)
             return kiln_set_error(KILN_ETYPE, "attention: input %d is %s, expected float like Q (%s)", i,
                                   kiln_dtype_name(c->in[i].dtype), kiln_dtype_name(q->dtype));
+    const int64_t *vw, *perm;
+    int rc = view_attrs(c->attrs, &vw, &perm);
+    if (rc) return rc;
+    if (vw) return kt ? kiln_set_error(KILN_EINVAL, "attention: views take K, not K^T (k_trans 0)") :
+                        views_shape(c, vw, perm);
+    if (r < 2 || k->ndim != r || v->ndim != r)
+        return kiln_set_error(KILN_ESHAPE, "attention: Q, K, V must have the same rank >= 2 (found %d, %d, %d)", r,
+                              k->ndim, v->ndim);
     for (int d = 0; d + 2 < r; d++)
         if (q->dims[d] != k->dims[d] || q->dims[d] != v->dims[d]) /* hash-consed */
             return kiln_set_error(KILN_ESHAPE, "attention: Q, K, V differ in leading dim %d", d);
@@ -44,64 +129,203 @@ static int attn_shape(kiln_shape_ctx *c) {
         return kiln_set_error(KILN_ESHAPE, "attention: K's dims do not match Q's last dim and V's key dim");
     const kiln_expr *d[KILN_MAX_DIMS];
     for (int i = 0; i < r - 1; i++) d[i] = q->dims[i];
+    d[r - 1] = ks; /* the scores' dims */
+    if ((rc = mask_shape(c, d, r))) return rc;
     d[r - 1] = v->dims[r - 1];
     kiln__ops_set_dims(&c->out[0], q->dtype, r, d);
     return 0;
 }
 
-/* Geometry of a call: batch-heads and the matrix dims. */
-static int attn_geo(const kiln_call *c, kiln_cu_attn *p) {
-    const kiln_tensor *q = &c->in[0], *k = &c->in[1], *v = &c->in[2];
-    int r = q->ndim;
-    p->k_trans = kiln_attrs_int(c->attrs, "k_trans") != 0;
-    p->scale = (float)kiln_attrs_float(c->attrs, "scale");
-    p->sq = q->dims[r - 2];
-    p->sk = v->dims[r - 2];
-    p->d = (int32_t)q->dims[r - 1];
-    p->dv = (int32_t)v->dims[r - 1];
-    p->bh = 1;
-    for (int i = 0; i + 2 < r; i++) p->bh *= q->dims[i];
-    if (k->dims[p->k_trans ? r - 2 : r - 1] != p->d || k->dims[p->k_trans ? r - 1 : r - 2] != p->sk)
-        return kiln_set_error(KILN_ESHAPE, "attention: K's dims do not match Q's last dim and V's key dim");
+/* Strides of tensor t [lead..., rows, cols]: st[0] one batch (the leading
+ * dims but the last, which must collapse into one), st[1] one head (the
+ * last leading dim), st[2] one row; *cs one column; *nb, *nh the counts. */
+static int lead_strides(const char *what, const kiln_tensor *t, int64_t *st, int64_t *cs, int64_t *nb,
+                        int64_t *nh) {
+    int r = t->ndim;
+    st[2] = t->strides[r - 2];
+    *cs = t->strides[r - 1];
+    *nh = r >= 3 ? t->dims[r - 3] : 1;
+    st[1] = r >= 3 ? t->strides[r - 3] : 0;
+    *nb = 1;
+    st[0] = 0;
+    for (int i = r - 4; i >= 0; i--) {
+        if (t->dims[i] == 1) continue;
+        if (*nb > 1 && t->strides[i] != st[0] * *nb)
+            return kiln_set_error(KILN_EUNSUPPORTED,
+                                  "attention: %s's leading dims do not collapse into one batch dim (dim %d: stride "
+                                  "%lld, expected %lld)",
+                                  what, i, (long long)t->strides[i], (long long)(st[0] * *nb));
+        if (*nb == 1) st[0] = t->strides[i];
+        *nb *= t->dims[i];
+    }
     return 0;
 }
 
-static int attn_cpu(const kiln_call *c) {
-    kiln_cu_attn p;
-    int rc = attn_geo(c, &p);
+static int plain_geometry(const kiln_call *c, kiln_cu_flash *p) {
+    const kiln_tensor *q = &c->in[0], *k = &c->in[1], *v = &c->in[2], *y = &c->out[0];
+    int r = q->ndim, kt = kiln_attrs_int(c->attrs, "k_trans") != 0;
+    if (r < 2 || k->ndim != r || v->ndim != r || y->ndim != r)
+        return kiln_set_error(KILN_ESHAPE, "attention: Q, K, V, Y must have the same rank >= 2");
+    for (int i = 0; i + 2 < r; i++)
+        if (k->dims[i] != q->dims[i] || v->dims[i] != q->dims[i] || y->dims[i] != q->dims[i])
+            return kiln_set_error(KILN_ESHAPE, "attention: Q, K, V, Y differ in leading dim %d", i);
+    p->sq = q->dims[r - 2];
+    p->sk = v->dims[r - 2];
+    int64_t d = q->dims[r - 1], dv = v->dims[r - 1];
+    if (k->dims[kt ? r - 2 : r - 1] != d || k->dims[kt ? r - 1 : r - 2] != p->sk || y->dims[r - 2] != p->sq ||
+        y->dims[r - 1] != dv || d > INT32_MAX || dv > INT32_MAX)
+        return kiln_set_error(KILN_ESHAPE, "attention: K or Y dims do not match Q [.., %lld, %lld] and V [.., %lld, %lld]",
+                              (long long)p->sq, (long long)d, (long long)p->sk, (long long)dv);
+    p->d = (int32_t)d;
+    p->dv = (int32_t)dv;
+    static const char *const names[4] = {"Q", "K", "V", "Y"};
+    const kiln_tensor *ts[4] = {q, k, v, y};
+    int64_t kst[3], cs[4], nb, nh;
+    int64_t *st[4] = {p->qs, kst, p->vs, p->ys};
+    for (int i = 0; i < 4; i++) {
+        int rc = lead_strides(names[i], ts[i], st[i], &cs[i], &nb, &nh);
+        if (rc) return rc;
+    }
+    p->nb = nb;
+    p->nh = nh;
+    p->ks[0] = kst[0];
+    p->ks[1] = kst[1];
+    p->ks[2] = kt ? cs[1] : kst[2]; /* K^T [.., D, Sk]: a key is a column */
+    p->kd = kt ? kst[2] : cs[1];
+    if ((d > 1 && cs[0] != 1) || (dv > 1 && (cs[2] != 1 || cs[3] != 1)))
+        return kiln_set_error(KILN_EUNSUPPORTED, "attention: the head dim of Q, V and Y must be contiguous");
+    return 0;
+}
+
+static int views_geometry(const kiln_call *c, const int64_t *vw, const int64_t *perm, kiln_cu_flash *p,
+                          int64_t off[3]) {
+    static const char *const names[3] = {"Q", "K", "V"};
+    int64_t dim[3][4], st[3][4];
+    for (int o = 0; o < 3; o++) {
+        const kiln_tensor *t = &c->in[o];
+        const int64_t *w = vw + o * KILN_ATTN_VIEW_INTS;
+        if (!kiln__ops_contig(t))
+            return kiln_set_error(KILN_EUNSUPPORTED, "attention: input %d (%s's view) must be contiguous", o, names[o]);
+        for (int a = -1; a < 4; a++) {
+            int64_t e = a < 0 ? 0 : w[2 + 3 * a], ax = a < 0 ? w[0] : w[3 + 3 * a], mul = a < 0 ? w[1] : w[4 + 3 * a];
+            if (e >= t->ndim || ax < 0 || ax >= t->ndim || mul < 0)
+                return kiln_set_error(KILN_EINVAL, "attention: %s's view names axis %lld or %lld of a rank-%d input",
+                                      names[o], (long long)e, (long long)ax, t->ndim);
+            if (a < 0) {
+                off[o] = mul * t->strides[ax];
+                continue;
+            }
+            dim[o][a] = e >= 0 ? t->dims[e] : -1 - e;
+            st[o][a] = mul * t->strides[ax];
+        }
+        int64_t last = off[o], n = kiln_tensor_numel(t); /* the view must stay inside the input */
+        for (int a = 0; a < 4; a++) last += dim[o][a] > 0 ? (dim[o][a] - 1) * st[o][a] : 0;
+        if (n > 0 && last >= n)
+            return kiln_set_error(KILN_ESHAPE, "attention: %s's view reaches element %lld of a %lld-element input",
+                                  names[o], (long long)last, (long long)n);
+    }
+    for (int o = 1; o < 3; o++)
+        if (dim[o][0] != dim[0][0] || dim[o][1] != dim[0][1])
+            return kiln_set_error(KILN_ESHAPE, "attention: %s's view differs from Q's in batch or heads", names[o]);
+    if (dim[1][3] != dim[0][3] || dim[2][2] != dim[1][2] || dim[0][3] > INT32_MAX || dim[2][3] > INT32_MAX)
+        return kiln_set_error(KILN_ESHAPE, "attention: K's view does not match Q's head dim and V's key count");
+    if ((dim[0][3] > 1 && st[0][3] != 1) || (dim[2][3] > 1 && st[2][3] != 1))
+        return kiln_set_error(KILN_EUNSUPPORTED, "attention: the head dim of Q's and V's views must be contiguous");
+    p->nb = dim[0][0];
+    p->nh = dim[0][1];
+    p->sq = dim[0][2];
+    p->sk = dim[1][2];
+    p->d = (int32_t)dim[0][3];
+    p->dv = (int32_t)dim[2][3];
+    p->kd = st[1][3];
+    memcpy(p->qs, st[0], sizeof p->qs);
+    memcpy(p->ks, st[1], sizeof p->ks);
+    memcpy(p->vs, st[2], sizeof p->vs);
+    const kiln_tensor *y = &c->out[0];
+    const int64_t yd[4] = {p->nb, p->nh, p->sq, p->dv};
+    if (y->ndim != 4) return kiln_set_error(KILN_ESHAPE, "attention: output has rank %d, expected 4", y->ndim);
+    for (int j = 0; j < 4; j++) {
+        int a = perm ? (int)perm[j] : j;
+        if (y->dims[j] != yd[a])
+            return kiln_set_error(KILN_ESHAPE, "attention: output dim %d is %lld, expected %lld", j,
+                                  (long long)y->dims[j], (long long)yd[a]);
+        if (a < 3) p->ys[a] = y->strides[j];
+        else if (yd[3] > 1 && y->strides[j] != 1)
+            return kiln_set_error(KILN_EUNSUPPORTED, "attention: the output's head dim must be contiguous");
+    }
+    return 0;
+}
+
+/* The mask's strides over the scores [nb, nh, sq, sk] (0: broadcast). */
+static int mask_geometry(const kiln_call *c, kiln_cu_flash *p) {
+    if (c->nin < 4 || c->in[3].dtype == KILN_DTYPE_UNDEFINED || !c->in[3].data) return 0;
+    const kiln_tensor *m = &c->in[3];
+    const int64_t sd[4] = {p->nb, p->nh, p->sq, p->sk};
+    if (m->ndim > 4 || (kiln_attrs_ints(c->attrs, "views", NULL) <= 0 && c->in[0].ndim > 4))
+        return kiln_set_error(KILN_EUNSUPPORTED, "attention: a mask needs scores of rank <= 4 (mask rank %d)", m->ndim);
+    p->has_mask = 1;
+    for (int i = 0; i < m->ndim; i++) {
+        int a = 4 - m->ndim + i;
+        if (m->dims[i] != 1 && m->dims[i] != sd[a])
+            return kiln_set_error(KILN_ESHAPE, "attention: mask dim %d is %lld, the scores' is %lld (or 1)", i,
+                                  (long long)m->dims[i], (long long)sd[a]);
+        p->ms[a] = m->dims[i] == 1 ? 0 : m->strides[i];
+    }
+    return 0;
+}
+
+int kiln__attn_geometry(const kiln_call *c, kiln_cu_flash *p, int64_t off[3]) {
+    memset(p, 0, sizeof *p);
+    off[0] = off[1] = off[2] = 0;
+    const int64_t *vw, *perm;
+    int rc = view_attrs(c->attrs, &vw, &perm);
     if (rc) return rc;
-    const float *q = c->in[0].data, *k = c->in[1].data, *v = c->in[2].data;
+    rc = vw ? views_geometry(c, vw, perm, p, off) : plain_geometry(c, p);
+    return rc ? rc : mask_geometry(c, p);
+}
+
+static int attn_cpu(const kiln_call *c) {
+    kiln_cu_flash p;
+    int64_t off[3];
+    int rc = kiln__attn_geometry(c, &p, off);
+    if (rc) return rc;
+    const double scale = kiln_attrs_float(c->attrs, "scale");
+    const float *q = (const float *)c->in[0].data + off[0], *k = (const float *)c->in[1].data + off[1],
+                *v = (const float *)c->in[2].data + off[2];
+    const float *mask = p.has_mask ? c->in[3].data : NULL;
     float *y = c->out[0].data;
     double *s = malloc((size_t)(p.sk ? p.sk : 1) * sizeof *s);
     if (!s) return kiln_set_error(KILN_ENOMEM, "attention: out of memory");
-    for (int64_t b = 0; b < p.bh; b++) {
-        const float *qb = q + b * p.sq * p.d, *kb = k + b * p.sk * p.d, *vb = v + b * p.sk * p.dv;
-        for (int64_t i = 0; i < p.sq; i++) {
-            double m = -INFINITY, sum = 0;
-            for (int64_t j = 0; j < p.sk; j++) {
-                double a = 0;
-                for (int d = 0; d < p.d; d++)
-                    a += (double)qb[i * p.d + d] * kb[p.k_trans ? d * p.sk + j : j * p.d + d];
-                s[j] = a * p.scale;
-                m = s[j] > m ? s[j] : m;
-            }
-            for (int64_t j = 0; j < p.sk; j++) sum += s[j] = exp(s[j] - m);
-            for (int e = 0; e < p.dv; e++) {
-                double a = 0;
-                for (int64_t j = 0; j < p.sk; j++) a += s[j] * vb[j * p.dv + e];
-                y[(b * p.sq + i) * p.dv + e] = (float)(sum > 0 ? a / sum : 0);
+    for (int64_t b = 0; b < p.nb; b++)
+        for (int64_t h = 0; h < p.nh; h++) {
+            const float *qb = q + b * p.qs[0] + h * p.qs[1], *kb = k + b * p.ks[0] + h * p.ks[1],
+                        *vb = v + b * p.vs[0] + h * p.vs[1];
+            float *yb = y + b * p.ys[0] + h * p.ys[1];
+            for (int64_t i = 0; i < p.sq; i++) {
+                double m = -INFINITY, sum = 0;
+                for (int64_t j = 0; j < p.sk; j++) {
+                    double a = 0;
+                    for (int d = 0; d < p.d; d++) a += (double)qb[i * p.qs[2] + d] * kb[j * p.ks[2] + d * p.kd];
+                    s[j] = a * scale + (mask ? mask[b * p.ms[0] + h * p.ms[1] + i * p.ms[2] + j * p.ms[3]] : 0);
+                    m = s[j] > m ? s[j] : m;
+                }
+                for (int64_t j = 0; j < p.sk; j++) sum += s[j] = exp(s[j] - m);
+                for (int e = 0; e < p.dv; e++) {
+                    double a = 0;
+                    for (int64_t j = 0; j < p.sk; j++) a += s[j] * vb[j * p.vs[2] + e];
+                    yb[i * p.ys[2] + e] = (float)(sum > 0 ? a / sum : 0);
+                }
             }
         }
-    }
     free(s);
     return 0;
 }
 static int attn_impl(const kiln_call *c) { return kiln__ops_as_f32(c, attn_cpu); }
 
 static const kiln_combo attn_formats[] = {{.types = "FP32"}, {0}};
-static const kiln_combo attn_cuda_formats[] = {{.types = "FP32|FP16|BF16"}, {0}};
+static const kiln_combo attn_cuda_formats[] = {{.types = "FP32|FP16|BF16", .tactics = {1, 2}}, {0}};
 static const kiln_quick_op attention_op = {
-    .ns = "kiln", .name = "attention", .version = 1, .min_inputs = 3, .max_inputs = 3, .num_outputs = 1,
+    .ns = "kiln", .name = "attention", .version = 1, .min_inputs = 3, .max_inputs = 4, .num_outputs = 1,
     .attrs = attn_attrs, .shape = attn_shape, .impl = attn_impl, .formats = attn_formats,
     .doc = "softmax(scale Q K^T) V over the last two dims (the builder's fused attention)",
     .cuda_impl = kiln__cu_attention, .cuda_formats = attn_cuda_formats,
