@@ -146,18 +146,6 @@ static void run_case(const dwcase *t, int threads) {
             const void *pk = e->layers[0].prepacked ? e->layers[0].prepacked[1] : NULL;
             ASSERT_EQ(kiln__wino_packed(pk, M, Cg) != NULL, wino);
         }
-        if (tactic == 7) {
-            /* offered (and loadable) only on 2-D depthwise convs it fits:
-             * column stride 1 or 2, an AVX-512 build */
-            int offered = Cg == 1 && t->nsp == 2 && kiln__dwrows_fits(t->sx, t->kw);
-            int rc = test_force_tactic(e, 0, 7);
-            if (!offered) {
-                ASSERT_EQ(rc, KILN_EFORMAT);
-                ASSERT(strstr(kiln_errmsg(), "with tactic 7 are not a combination its op accepts"));
-                continue;
-            }
-            ASSERT_OK(rc);
-        }
         for (int debug = 0; debug <= 1; debug++) {
             kiln_context *ctx;
             ASSERT_OK(kiln_context_create(e, threads, &ctx));
