@@ -12,12 +12,18 @@ kiln, then ORT...), so load from other work on the machine hits both; a
 median is the median of the rounds' medians.  Prints, under a line with the
 date, the CPU model, the ORT version and the load average, three tables:
 
-  latency: model | threads | ORT median ms | kiln median ms | ORT/kiln | max abs diff | relative diff | load
-           (the 1-minute load average when the row was measured)
+  latency: model | threads | ORT median ms | kiln median ms | ORT/kiln | CPU ms/run ORT, kiln | ORT/kiln by CPU
+           | max abs diff | relative diff | load (the 1-minute load average when the row was measured)
   load:    model | ORT session ms | kiln engine load ms | kiln/ORT | kiln first run ms | ORT first run ms
   profile: model | threads | GFLOP | kiln GFLOP/s | FMA peak GFLOP/s | of peak | top 5 layers
 
-ORT/kiln above 1: kiln is faster.  The diff is between kiln's and ORT's
+ORT/kiln above 1: kiln is faster.  CPU ms/run: the user + system time each
+engine used per run (ORT: this process's, around its timed runs; kiln: the
+`kiln bench` child's, less that of a one-run `kiln bench`, which removes its
+start, engine load and checksums).  Time slicing by other processes does not
+count in it, so on a shared machine the 1-thread CPU ratio is the steadier
+figure (their cache traffic still counts); with 2 threads it also counts
+both engines' spinning, so it is not a latency.  The diff is between kiln's and ORT's
 outputs.  Load: ORT's InferenceSession creation against kiln_engine_load of
 the saved engine (libkiln through ctypes, same process, alternating); kiln's
 first run also verifies the checksums a mapped load defers.  Profile: the
@@ -43,6 +49,7 @@ import glob
 import importlib
 import os
 import re
+import resource
 import shutil
 import subprocess
 import sys
@@ -153,17 +160,26 @@ def ort_session(model_path, threads):
 
 
 def ort_round(s, feeds, iters):
+    """(median ms, CPU ms per run) of iters runs."""
     ts = []
+    c0 = time.process_time()
     for _ in range(iters):
         t0 = time.perf_counter()
         s.run(None, feeds)
         ts.append((time.perf_counter() - t0) * 1e3)
-    return float(np.median(ts))
+    return float(np.median(ts)), (time.process_time() - c0) * 1e3 / iters
+
+
+def children_cpu():
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
 
 
 def run(cmd):
+    """(exit status, stdout, stderr, CPU seconds the command used)."""
+    c0 = children_cpu()
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    return p.returncode, p.stdout, p.stderr
+    return p.returncode, p.stdout, p.stderr, children_cpu() - c0
 
 
 def kiln_prepare(kiln, name, model_path, feeds, threads):
@@ -180,7 +196,7 @@ def kiln_prepare(kiln, name, model_path, feeds, threads):
     cmd = [kiln, "build", model_path, "-o", eng, "--threads", str(threads), "--shapes", shapes]
     for k, v in values.items():
         cmd += ["--values", "%s=%s" % (k, ",".join(str(int(x)) for x in v.ravel()))]
-    rc, out, err = run(cmd)
+    rc, out, err, _ = run(cmd)
     if rc:
         return None, None, "build failed: " + (err.strip().splitlines() or ["?"])[-1][:160]
     args = []
@@ -190,7 +206,7 @@ def kiln_prepare(kiln, name, model_path, feeds, threads):
         args += ["--input", "%s=%s" % (k, p)]
     odir = os.path.join(wd, "out")
     os.makedirs(odir, exist_ok=True)
-    rc, out, err = run([kiln, "run", eng, "--threads", str(threads), "--output-dir", odir] + args)
+    rc, out, err, _ = run([kiln, "run", eng, "--threads", str(threads), "--output-dir", odir] + args)
     if rc:
         return None, None, "run failed: " + (err.strip().splitlines() or ["?"])[-1][:160]
     outs = {}
@@ -200,14 +216,14 @@ def kiln_prepare(kiln, name, model_path, feeds, threads):
 
 
 def kiln_bench(kiln, eng, threads, iters, warmup, profile=False):
-    """`kiln bench`: (median ms, its stdout, error)."""
-    rc, out, err = run([kiln, "bench", eng, "--threads", str(threads), "--iterations", str(iters),
-                        "--warmup", str(warmup)] + (["--profile"] if profile else []))
+    """`kiln bench`: (median ms, its stdout, error, CPU seconds it used)."""
+    rc, out, err, cpu = run([kiln, "bench", eng, "--threads", str(threads), "--iterations", str(iters),
+                             "--warmup", str(warmup)] + (["--profile"] if profile else []))
     m = re.search(r"latency (ms|us|s)\b.*?median ([0-9.eE+-]+)", out)
     if rc or not m:
-        return None, out, "bench failed: " + (err.strip().splitlines() or ["?"])[-1][:160]
+        return None, out, "bench failed: " + (err.strip().splitlines() or ["?"])[-1][:160], cpu
     scale = {"s": 1e3, "ms": 1.0, "us": 1e-3}[m.group(1)]
-    return float(m.group(2)) * scale, out, None
+    return float(m.group(2)) * scale, out, None, cpu
 
 
 def libkiln(kiln):
@@ -344,16 +360,23 @@ def main():
             for _ in range(a.warmup):
                 s.run(None, feeds)
             eng, outs, why = kiln_prepare(kiln, name, path, feeds, t)
-            o_meds, k_meds, bench_out = [], [], ""
+            o_meds, k_meds, o_cpu, k_cpu, bench_out = [], [], [], [], ""
+            # a one-run bench: the CPU time of start, load and checksums
+            k_base = kiln_bench(kiln, eng, t, 1, 0)[3] if eng and not why else None
             for r in range(rounds):
-                o_meds.append(ort_round(s, feeds, per))
+                om, oc = ort_round(s, feeds, per)
+                o_meds.append(om)
+                o_cpu.append(oc)
                 if eng and not why:
-                    k, bench_out, why = kiln_bench(kiln, eng, t, per, a.warmup)
+                    k, bench_out, why, kc = kiln_bench(kiln, eng, t, per, a.warmup)
                     if k is not None:
                         k_meds.append(k)
+                        k_cpu.append(max(kc - k_base, 0.0) * 1e3 / max(per + a.warmup - 1, 1))
             del s
             ort_ms = float(np.median(o_meds))
             k_ms = float(np.median(k_meds)) if k_meds and not why else None
+            ort_c = float(np.median(o_cpu))
+            k_c = float(np.median(k_cpu)) if k_cpu and not why else None
             diff = rel = None
             if outs:
                 ks = [k for k in ref if k in outs and outs[k].shape == ref[k].shape and ref[k].size]
@@ -364,12 +387,12 @@ def main():
                 rs = [d / max(float(np.max(np.abs(ref[k].astype(np.float64)))), 1e-30) for d, k in zip(ds, ks)]
                 diff = max(ds) if ds else None
                 rel = max(rs) if rs else None
-            rows.append((name, t, ort_ms, k_ms, diff, rel, why, os.getloadavg()[0]))
+            rows.append((name, t, ort_ms, k_ms, diff, rel, why, os.getloadavg()[0], ort_c, k_c))
             print("%-16s threads %d: ORT %.3f ms, kiln %s%s" % (
                 name, t, ort_ms, "%.3f ms" % k_ms if k_ms else "-", "  (" + why + ")" if why else ""),
                 file=sys.stderr)
             if k_ms and not a.no_profile:
-                _, pout, perr = kiln_bench(kiln, eng, t, per, a.warmup, profile=True)
+                _, pout, perr, _ = kiln_bench(kiln, eng, t, per, a.warmup, profile=True)
                 peak = re.search(r"FMA peak: ([0-9.]+) GFLOP/s", pout or "")
                 top = re.findall(r"^\s+\d\. (\S+)\s+(\S*)\s+[0-9.]+ us\s+([0-9.]+)%", pout or "", re.M)
                 if gflop is None:
@@ -385,11 +408,13 @@ def main():
                 loads.append((name, o_load, o_first, k_load, float(first.group(1)) if first else None, lwhy))
     print(header + " (at the start; %s at the end)" % " ".join("%.2f" % x for x in os.getloadavg()))
     print()
-    print("| model | threads | ORT median ms | kiln median ms | ORT/kiln | max abs diff | max diff / max abs ref | load (1 min) |")
-    print("|---|---|---|---|---|---|---|---|")
-    for name, t, o, k, d, r, why, ld in rows:
-        print("| %s | %d | %.3f | %s | %s | %s | %s | %.1f |" % (
+    print("| model | threads | ORT median ms | kiln median ms | ORT/kiln | CPU ms/run ORT, kiln | ORT/kiln by CPU "
+          "| max abs diff | max diff / max abs ref | load (1 min) |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for name, t, o, k, d, r, why, ld, oc, kc in rows:
+        print("| %s | %d | %.3f | %s | %s | %s | %s | %s | %s | %.1f |" % (
             name, t, o, "%.3f" % k if k else "n/a: " + why, "%.2f" % (o / k) if k else "-",
+            "%.3f, %s" % (oc, "%.3f" % kc if kc else "-"), "%.2f" % (oc / kc) if kc else "-",
             "%.3g" % d if d is not None else "-", "%.3g" % r if r is not None else "-", ld))
     if loads:
         print()

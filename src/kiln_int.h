@@ -120,6 +120,10 @@ typedef struct kiln__cuda_exec {
     void *fault;            /* the context's kiln_cu_fault record (mapped host memory), NULL: none */
 } kiln__cuda_exec;
 int kiln__cpu_count(void);
+/* 1 on a thread while the builder times a candidate (builder/select.c):
+ * an op may refuse tactics it deems not worth timing there
+ * (KILN_EUNSUPPORTED) that it still runs when an engine names them. */
+extern _Thread_local int kiln__b_timing;
 
 /* ------------------------------------------------------------ plugin/registry */
 typedef struct kiln__op {

@@ -123,34 +123,28 @@ static void run_case(const dwcase *t, int threads) {
 
     for (int tactic = 1; tactic <= 7; tactic++) {
         e->layers[0].tactic = tactic;
-        if (tactic == 6) {
-            /* offered (and loadable) only on 3x3 stride-1 undilated 2-D convs
-             * of one group with 2+ output channels; an output under 5 columns
-             * runs the padded GEMM */
-            int offered = (t->dense || t->C == 1) && t->nsp == 2 && t->kh == 3 && t->kw == 3 && t->sy == 1 &&
-                          t->sx == 1 && t->dy == 1 && t->dx == 1 && M >= 2;
-            int rc = test_force_tactic(e, 0, 6);
+        if (tactic >= 6) {
+            /* Conv offers (and loads) 6 only on 3x3 stride-1 undilated 2-D
+             * convs of one group with 2+ output channels (an output under 5
+             * columns runs the padded GEMM), 7 only on 2-D depthwise convs
+             * whose stride and kernel width it takes */
+            int offered = tactic == 6 ? (t->dense || t->C == 1) && t->nsp == 2 && t->kh == 3 && t->kw == 3 &&
+                                            t->sy == 1 && t->sx == 1 && t->dy == 1 && t->dx == 1 && M >= 2
+                                      : Cg == 1 && t->nsp == 2 && kiln__dwrows_fits(t->sx, t->kw);
+            int rc = test_force_tactic(e, 0, tactic);
             if (!offered) {
+                char want[80];
+                snprintf(want, sizeof want, "with tactic %d are not a combination its op accepts", tactic);
                 ASSERT_EQ(rc, KILN_EFORMAT);
-                ASSERT(strstr(kiln_errmsg(), "with tactic 6 are not a combination its op accepts"));
+                ASSERT_CONTAINS(kiln_errmsg(), want);
                 continue;
             }
             ASSERT_OK(rc);
-            int wino = offered && kiln__wino_fits(M, OW);
+        }
+        if (tactic == 6) {
+            int wino = kiln__wino_fits(M, OW);
             const void *pk = e->layers[0].prepacked ? e->layers[0].prepacked[1] : NULL;
             ASSERT_EQ(kiln__wino_packed(pk, M, Cg) != NULL, wino);
-        }
-        if (tactic == 7) {
-            /* offered (and loadable) only on 2-D convs of one input channel
-             * per group that the row kernel fits */
-            int offered = (!t->dense || t->C == 1) && t->nsp == 2 && kiln__dwrows_fits(t->sx, t->kw);
-            int rc = test_force_tactic(e, 0, 7);
-            if (!offered) {
-                ASSERT_EQ(rc, KILN_EFORMAT);
-                ASSERT(strstr(kiln_errmsg(), "with tactic 7 are not a combination its op accepts"));
-                continue;
-            }
-            ASSERT_OK(rc);
         }
         for (int debug = 0; debug <= 1; debug++) {
             kiln_context *ctx;

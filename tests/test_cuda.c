@@ -16,22 +16,13 @@
 #include "kiln_int.h"
 #include "test.h"
 #include "test_ops_util.h"
+#include "test_cuda_util.h"
 
 #include <pthread.h>
 
 static const kiln__device *D;
 
-static void need_gpu(void) {
-    D = kiln__device_get(KILN_DEVICE_CUDA);
-    if (!D) {
-        printf("SKIP: %s\n", kiln_errmsg());
-        exit(77);
-    }
-    if (!kiln__cuda_have_kernels()) {
-        printf("SKIP: libkiln was built without CUDA kernels (nvcc not found at build)\n");
-        exit(77);
-    }
-}
+static void need_gpu(void) { D = test_need_gpu(); }
 
 static void *dev_upload(const void *h, size_t n) {
     void *d = NULL;

@@ -1,14 +1,32 @@
 /*
  * test_cuda_util.h — what the CUDA placement tests share (they run on the
  * host-memory stand-in device, kiln__cuda_fake): a CUDA build of a
- * network and the device a layer was placed on.
+ * network and the device a layer was placed on; and, for the tests that
+ * need a real GPU, test_need_gpu.
  */
 #ifndef KILN_TEST_CUDA_UTIL_H
 #define KILN_TEST_CUDA_UTIL_H
 
+#include "device/cuda/cuda_int.h"
+#include "device/device.h"
 #include "kiln/kiln.h"
 #include "kiln_int.h"
 #include "test.h"
+
+/* The real GPU, or exit with the skip code 77 saying why (no device, or a
+ * libkiln built without CUDA kernels). */
+static inline const kiln__device *test_need_gpu(void) {
+    const kiln__device *d = kiln__device_get(KILN_DEVICE_CUDA);
+    if (!d) {
+        printf("SKIP: %s\n", kiln_errmsg());
+        exit(77);
+    }
+    if (!kiln__cuda_have_kernels()) {
+        printf("SKIP: libkiln was built without CUDA kernels (nvcc not found at build)\n");
+        exit(77);
+    }
+    return d;
+}
 
 /* kiln_build for KILN_DEVICE_CUDA with `flags`; NULL when it fails (the
  * message is kiln_errmsg()). */

@@ -423,7 +423,8 @@ static void conv_direct_call(const conv_case *cc, int tactic, kiln_exec *ex) {
     test_check_close(what, y1, io.ref, yn, 1e-5 * (double)(io.wn / cc->M));
     /* direct (tactic 3) on a 1-D/2-D conv does not use a GEMM (no blob)
      * where the direct kernel runs: at most 16 products per output or at
-     * most 4 output channels per group; elsewhere it runs the padded GEMM */
+     * most 4 output channels per group (conv.c pick_tactic, dad955f);
+     * elsewhere it runs the padded GEMM */
     int64_t kvol = cc->k[0] * (cc->nsp > 1 ? cc->k[1] : 1) * (cc->nsp > 2 ? cc->k[2] : 1);
     if (tactic == 3 && cc->nsp < 3) ASSERT_EQ(n > 0, (cc->C / cc->G) * kvol > 16 && cc->M / cc->G > 4);
     if (tactic == 2 || tactic == 4) ASSERT(n > 0);

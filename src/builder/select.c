@@ -482,6 +482,8 @@ static int bufs_make(builder *b, int li, const kiln_io_format *io, timing_bufs *
     return 0;
 }
 
+_Thread_local int kiln__b_timing;
+
 /* The timing cache key of a candidate: device, op, types, opt shapes, the
  * attributes that change timing, tactic; `kind` "|aot" for the AOT kernel. */
 static void timing_key(builder *b, const bl *L, const kiln_io_format *io, const char *shapes, int tactic,
@@ -525,7 +527,9 @@ static int time_candidate(builder *b, int li, const kiln_io_format *io, int tact
         bufs_free(&tb);
         return rc;
     }
+    kiln__b_timing = 1;
     rc = kiln__b_run(b, li, io, tactic, tb.in, tb.out, b->cfg->reps, ms);
+    kiln__b_timing = 0;
     bufs_free(&tb);
     b->run_ms += kiln__now_ms() - t1;
     b->st->timed++;

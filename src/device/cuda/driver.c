@@ -9,6 +9,7 @@
  * answers every later call with the same clear "no CUDA device (...)".
  */
 #include "device/cuda/cuda_int.h"
+#include "device/cuda/cudnn.h"
 
 #include <dlfcn.h>
 #include <pthread.h>
@@ -196,6 +197,11 @@ KILN_API int kiln_devices_describe(char *buf, size_t size) {
         PUT("cuda kernels: embedded fatbin, %lu bytes\n", kiln__cuda_fatbin_size);
     else
         PUT("cuda kernels: built without CUDA kernels (nvcc not found at build)\n");
+    if (!rc) { /* optional: Conv tactics when found */
+        char line[1200];
+        kiln__cudnn_describe(line, sizeof line);
+        PUT("%s", line);
+    }
 #undef PUT
     return rc ? 0 : 1;
 }

@@ -13,6 +13,14 @@
  *     hold (all of them for 1x1), the weights shared (batch stride 0);
  *     grouped, one image at a time, batched over the groups.  Then
  *     bias_act_<T> for the bias.
+ *   10 + a (a = cudnnConvolutionFwdAlgo_t 0..7): cuDNN's algorithm a
+ *     (device/cuda/cudnn.h), bias + residual + ReLU fused into it where
+ *     cuDNN takes them, bias_act_<T> after it otherwise.  While the
+ *     builder times tactics (kiln__b_timing) only the algorithms cuDNN's
+ *     heuristic ranks in its first KILN_CUDNN_TOPK run (the others answer
+ *     KILN_EUNSUPPORTED), and none without cuDNN.  An engine whose layer
+ *     names a cuDNN tactic, loaded where cuDNN is missing, runs that layer
+ *     with the GEMM tactic instead (one warning per process).
  * ConvTranspose: conv_transpose_<T> (gather form, no atomics).
  * A fused activation (kiln__epi_cuda_act) is applied by conv_direct,
  * conv_transpose and bias_act before their one rounding store.  A fused
@@ -23,10 +31,14 @@
 #include "kiln_int.h"
 #include "ops/common/cuda_impls.h"
 #include "ops/common/ops_cuda.h"
+#include "device/cuda/cudnn.h"
 
+#include <stdio.h>
 #include <string.h>
 
-enum { T_AUTO = 0, T_DIRECT = 1, T_GEMM = 2 };
+enum { T_AUTO = 0, T_DIRECT = 1, T_GEMM = 2, T_CUDNN = KILN_CUDNN_TACTIC0 };
+
+static int is_cudnn(int tactic) { return tactic >= T_CUDNN && tactic < T_CUDNN + KILN_CUDNN_ALGOS; }
 
 static void attr_arr(const kiln_call *c, const char *name, int n, int64_t *v, int64_t def) {
     const int64_t *a = NULL;
@@ -128,9 +140,17 @@ static int64_t images_per_call(const kiln_cu_conv *p, size_t cb) {
 size_t kiln__cu_conv_workspace(const kiln_call *c) {
     kiln_cu_conv p;
     if (c->tactic == T_DIRECT || geometry(c, "Conv", 0, &p)) return 0;
+    if (is_cudnn(c->tactic) && !kiln__cudnn_load()) { /* without cuDNN: the GEMM tactic's (see above) */
+        kiln_cudnn_conv q = {.geo = p, .dtype = c->in[0].dtype, .algo = c->tactic - T_CUDNN,
+                             .tf32 = kiln__cuda_allow_tf32(c)};
+        size_t n = 0;
+        return kiln__cudnn_conv_workspace(&q, &n) ? 0 : n;
+    }
     size_t cb = col_bytes(&p, c->in[0].dtype);
     return cb * (size_t)images_per_call(&p, cb) + KILN_CUDA_GEMM_WORKSPACE;
 }
+
+static int bias_act(const kiln_call *c, const kiln_cu_conv *p, const char *suf);
 
 static int conv_gemm(const kiln_call *c, const kiln_cu_conv *p, const void *res, const char *suf) {
     const kiln_tensor *x = &c->in[0], *w = &c->in[1];
@@ -176,14 +196,47 @@ static int conv_gemm(const kiln_call *c, const kiln_cu_conv *p, const void *res,
         if (!rc) rc = kiln__cuda_gemm(&gc, &g);
         if (rc) return rc;
     }
-    /* bias and the fused activation (p->act) in one pass */
+    return bias_act(c, p, suf);
+}
+
+/* The bias and the fused activation (p->act) in one pass over y. */
+static int bias_act(const kiln_call *c, const kiln_cu_conv *p, const char *suf) {
+    kiln_tensor *y = &c->out[0];
     const void *bias = kiln__cu_has_in(c, 2) ? c->in[2].data : NULL;
     if (!bias && p->act == KILN_CU_ACT_NONE) return 0;
-    int64_t total = kiln_tensor_numel(y), K = p->k, S = osp;
+    int64_t osp = p->oh * p->ow, total = kiln_tensor_numel(y), K = p->k, S = osp;
     int act = p->act;
     float a = p->act_a, b = p->act_b;
     void *args[] = {&total, &K, &S, &y->data, (void *)&bias, &act, &a, &b};
     return kiln__cu_launch_n(c, "bias_act", suf, total, args);
+}
+
+/* cuDNN tactic; KILN_ENOTFOUND (after one warning) when cuDNN is missing
+ * outside the builder, so the caller runs the GEMM tactic. */
+static int conv_cudnn(const kiln_call *c, const kiln_cu_conv *p, const void *res, const char *suf) {
+    if (kiln__cudnn_load()) {
+        if (kiln__b_timing) {
+            char why[512];
+            snprintf(why, sizeof why, "%s", kiln_errmsg());
+            return kiln__err(KILN_EUNSUPPORTED, "Conv: no cuDNN tactic: %s", why);
+        }
+        static int warned;
+        if (!__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
+            kiln__log(KILN_LOG_WARN, "layer '%s': the engine chose a cuDNN tactic, but %s; running the "
+                      "im2col + GEMM tactic instead", c->layer ? c->layer : "?", kiln_errmsg());
+        return KILN_ENOTFOUND;
+    }
+    const int relu = p->act == KILN_CU_ACT_RELU, fusable = relu || p->act == KILN_CU_ACT_NONE;
+    kiln_cudnn_conv q = {.geo = *p, .dtype = c->in[0].dtype, .algo = c->tactic - T_CUDNN,
+                         .tf32 = kiln__cuda_allow_tf32(c), .relu = relu,
+                         .x = c->in[0].data, .w = c->in[1].data, .z = res, .y = c->out[0].data,
+                         /* cuDNN fuses ReLU or nothing: another activation comes after, with the bias */
+                         .bias = fusable && kiln__cu_has_in(c, 2) ? c->in[2].data : NULL};
+    if (kiln__b_timing && !kiln__cudnn_conv_ranked(&q))
+        return kiln__err(KILN_EUNSUPPORTED, "Conv: cuDNN algorithm %d is not among its heuristic's first %d "
+                         "for this shape (not timed)", q.algo, KILN_CUDNN_TOPK);
+    int fused = 0, rc = kiln__cudnn_conv(c, &q, &fused);
+    return rc || fused ? rc : bias_act(c, p, suf);
 }
 
 int kiln__cu_conv(const kiln_call *c) {
@@ -205,6 +258,11 @@ int kiln__cu_conv(const kiln_call *c) {
         res = c->in[ri].data;
     }
     int tactic = c->tactic;
+    if (is_cudnn(tactic)) {
+        rc = conv_cudnn(c, &p, res, suf);
+        if (rc != KILN_ENOTFOUND) return rc;
+        tactic = T_GEMM; /* no cuDNN here: conv_cudnn warned */
+    }
     if (tactic == T_AUTO) tactic = p.c / p.group <= 4 ? T_DIRECT : T_GEMM;
     if (tactic == T_GEMM) return conv_gemm(c, &p, res, suf);
     void *args[] = {&p, (void *)&c->in[0].data, (void *)&c->in[1].data, (void *)&bias, (void *)&res,
