@@ -526,6 +526,20 @@ def write_json(path, head, rows, done):
     os.replace(tmp, path)
 
 
+def torch_cudnn_dir():
+    """Point kiln (its `kiln build` subprocesses too) at the cuDNN torch's wheels bring, unless KILN_CUDNN
+    is set: cuDNN is an optional conv tactic of kiln's (docs/CUDA.md, "Convolutions")."""
+    if "KILN_CUDNN" not in os.environ:
+        try:
+            import nvidia.cudnn
+            d = os.path.join(list(nvidia.cudnn.__path__)[0], "lib")
+            if os.path.exists(os.path.join(d, "libcudnn.so.9")):
+                os.environ["KILN_CUDNN"] = d
+        except ImportError:
+            pass
+    return os.environ.get("KILN_CUDNN")
+
+
 def machine(torch, dev):
     if dev == "cuda":
         p = torch.cuda.get_device_properties(0)
@@ -586,10 +600,14 @@ def main():
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     torch.set_float32_matmul_precision("highest")
+    if a.device == "cuda":
+        torch_cudnn_dir()
     K = Kiln(a.lib or os.path.join(os.path.dirname(os.path.abspath(a.kiln)), "libkiln.so.0"))
     head = "%s UTC; %s; torch %s; kiln %s; Python %s; TF32 off; median of up to %d runs after %d warm-up" % (
         time.strftime("%Y-%m-%d %H:%M", time.gmtime()), machine(torch, a.device), torch.__version__, K.version(),
         platform.python_version(), a.iterations, a.warmup)
+    if a.device == "cuda":
+        head += "; kiln's cuDNN (conv tactics): %s" % (os.environ.get("KILN_CUDNN") or "loader path only")
     print(head, flush=True)
     names = a.models.split(",")
     t0 = time.perf_counter()

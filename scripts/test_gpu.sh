@@ -15,7 +15,8 @@
 #        1. kiln devices
 #        2. the cuda tests (test_cuda: device layer, kernels, cuBLASLt,
 #           engines, CUDA graphs, 4 contexts on 4 streams bit-identical to
-#           one; test_cuda_placement; test_cuda_ops: every op's CUDA
+#           one; test_cuda_placement; test_cuda_cudnn: the cuDNN conv tactic,
+#           with torch's cuDNN as KILN_CUDNN; test_cuda_ops: every op's CUDA
 #           implementation against its CPU one; the kernels alone against
 #           PyTorch: scripts/test_gpu_kernels.sh)
 #        3. kiln test-onnx --device cuda over the ONNX node cases (with the
@@ -83,7 +84,7 @@ pack() {
     here=$(cd "$(dirname "$0")" && pwd)
     mkdir -p "$out"
     cp -L "$build/kiln" "$build/libkiln.so.0" "$out/"
-    for t in test_cuda test_cuda_placement test_cuda_ops test_cuda_fusion test_aot_cuda kiln-samples libkiln_samples_ops.so \
+    for t in test_cuda test_cuda_placement test_cuda_ops test_cuda_fusion test_cuda_cudnn test_aot_cuda kiln-samples libkiln_samples_ops.so \
         kiln-bench-launch backends/triton/libtriton_kiln.so backends/triton/test_triton_backend; do
         [ -f "$build/$t" ] && cp -L "$build/$t" "$out/"
     done
@@ -131,6 +132,11 @@ run() {
     logs=${2:-$dir/logs}
     mkdir -p "$logs"
     export LD_LIBRARY_PATH="$dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    # kiln's optional cuDNN conv tactics (docs/CUDA.md): the cuDNN torch's wheels bring, unless KILN_CUDNN is set
+    if [ -z "${KILN_CUDNN:-}" ]; then
+        KILN_CUDNN=$(python3 -c 'import nvidia.cudnn, os; print(os.path.join(list(nvidia.cudnn.__path__)[0], "lib"))' \
+            2>/dev/null) && export KILN_CUDNN || unset KILN_CUDNN
+    fi
     local kiln="$dir/kiln" fails=0 work
     work=$(mktemp -d)
     summary() { echo "$*" | tee -a "$logs/summary.txt"; }
