@@ -127,7 +127,7 @@ static void run_case(const dwcase *t, int threads) {
             /* Conv offers (and loads) 6 only on 3x3 stride-1 undilated 2-D
              * convs of one group with 2+ output channels (an output under 5
              * columns runs the padded GEMM), 7 only on 2-D depthwise convs
-             * whose stride and kernel width it takes */
+             * it fits (column stride 1 or 2, an AVX-512 build) */
             int offered = tactic == 6 ? (t->dense || t->C == 1) && t->nsp == 2 && t->kh == 3 && t->kw == 3 &&
                                             t->sy == 1 && t->sx == 1 && t->dy == 1 && t->dx == 1 && M >= 2
                                       : Cg == 1 && t->nsp == 2 && kiln__dwrows_fits(t->sx, t->kw);

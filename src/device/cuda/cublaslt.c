@@ -325,20 +325,22 @@ int kiln__cuda_gemm(const kiln_call *c, const kiln_cuda_gemm *g_in) {
     const plan *p = NULL;
     plan tmp;
     if ((rc = plan_get(g, ws, &tmp, &p))) return kiln__err_prefix(rc, "layer '%s'", layer);
-    if (g->algo >= p->nalgo) {
-        rc = kiln__err(KILN_EUNSUPPORTED, "layer '%s': cuBLASLt algorithm %d of %d for %lldx%lldx%lld (batch %lld)",
-                       layer, g->algo, p->nalgo, (long long)g->m, (long long)g->n, (long long)g->k,
-                       (long long)g->batch);
+    /* The tactic is a position in the heuristic's list for the shape the
+     * builder timed.  At another shape (a dynamic batch) the list differs:
+     * where the position is missing or its algorithm needs more workspace
+     * than the layer planned, run the heuristic's first one that fits. */
+    int ai = g->algo < p->nalgo && p->algos[g->algo].workspaceSize <= ws ? g->algo : -1;
+    for (int i = 0; ai < 0 && i < p->nalgo; i++)
+        if (p->algos[i].workspaceSize <= ws) ai = i;
+    if (ai < 0) {
+        rc = kiln__err(KILN_EUNSUPPORTED,
+                       "layer '%s': no cuBLASLt algorithm for %lldx%lldx%lld (batch %lld) fits its %zu workspace bytes "
+                       "(%d offered)",
+                       layer, (long long)g->m, (long long)g->n, (long long)g->k, (long long)g->batch, ws, p->nalgo);
         plan_done(p, &tmp);
         return rc;
     }
-    const lt_heur *a = &p->algos[g->algo];
-    if (a->workspaceSize > ws) {
-        rc = kiln__err(KILN_EINTERNAL, "layer '%s': cuBLASLt algorithm needs %zu workspace bytes, %zu given", layer,
-                       a->workspaceSize, ws);
-        plan_done(p, &tmp);
-        return rc;
-    }
+    const lt_heur *a = &p->algos[ai];
     CUstream stream = c && c->exec ? (CUstream)kiln_exec_stream(c->exec) : NULL;
     const void *cm = p->key.has_c ? g->c : g->d;
     rc = lt_check(lt.Matmul(g_handle, p->desc, &g->alpha, g->b, p->la, g->a, p->lb, &g->beta, cm, p->lc, g->d, p->ld,
