@@ -455,8 +455,10 @@ TEST_IMPL(fuse_matmul_convtranspose) {
 }
 
 /* Conv -> Mul (scalar) -> Add ([C, 1, 1]) -> Sub (scalar - x) -> Div (x /
- * [1, C, 1, 1]), and Gemm -> Add ([N], per column): arithmetic with a
- * constant operand fuses, either operand order. */
+ * [1, C, 1, 1]): folded into the Conv's weights and bias before selection
+ * (builder/pointwise_fold.c); the same chain after a Gemm (constants per
+ * column) and Gemm -> Add ([N], per column): arithmetic with a constant
+ * operand fuses as epilogues, either operand order. */
 TEST_IMPL(fuse_arith) {
     cgeo g = {.N = 2, .C = 4, .M = 6, .G = 1, .id = {1, 7, 9}, .k = {1, 3, 3}, .s = {1, 1, 1}, .p = {0, 1, 1}, .d = {1, 1, 1}};
     cgeo_out(&g);
@@ -483,8 +485,10 @@ TEST_IMPL(fuse_arith) {
     kiln_engine *e = test_build_ok(net, KILN_BUILD_NO_TIMING, 2, &st);
     kiln_network_free(net);
     ASSERT_EQ(st.fused, 4);
+    ASSERT_EQ(kiln_engine_num_layers(e), 1);
     char *txt = inspect_text(e);
-    ASSERT_CONTAINS(txt, "ai.onnx::Conv v1 + Mul + Add + Sub + Div");
+    ASSERT_CONTAINS(txt, "'conv' ai.onnx::Conv v1  ");
+    ASSERT_CONTAINS(txt, "'W:scaled' f32");
     free(txt);
     double *ref = malloc((size_t)ny * sizeof(double));
     test_conv_ref(&g, x, w, NULL, ref);
@@ -499,7 +503,40 @@ TEST_IMPL(fuse_arith) {
     free(ref); free(y);
 
     int64_t M = 3, N = 50, K = 20;
-    float *a = rnd(M * K), *b = rnd(K * N), *bias = rnd(N);
+    float *a = rnd(M * K), *b = rnd(K * N), *bias = rnd(N), *dn = rnd(N);
+    for (int i = 0; i < N; i++) dn[i] = 0.5f + dn[i] * dn[i];
+    net = kiln_network_create();
+    ASSERT_OK(kiln_network_add_input(net, "X", KILN_DTYPE_F32, 2, (int64_t[]){M, K}, NULL));
+    add_const(net, "B", 2, (int64_t[]){K, N}, b);
+    add_const(net, "ms", 0, NULL, &ms);
+    add_const(net, "bias", 1, (int64_t[]){N}, bias);
+    add_const(net, "ss", 0, NULL, &ss);
+    add_const(net, "dn", 2, (int64_t[]){1, N}, dn);
+    layer(net, "ai.onnx::Gemm", 11, "fc", 2, (const char *[]){"X", "B"}, "g");
+    layer(net, "ai.onnx::Mul", 14, "mul", 2, (const char *[]){"ms", "g"}, "m");
+    layer(net, "ai.onnx::Add", 14, "add", 2, (const char *[]){"m", "bias"}, "a");
+    layer(net, "ai.onnx::Sub", 14, "sub", 2, (const char *[]){"ss", "a"}, "s");
+    layer(net, "ai.onnx::Div", 14, "div", 2, (const char *[]){"s", "dn"}, "Y");
+    ASSERT_OK(kiln_network_mark_output(net, "Y"));
+    e = test_build_ok(net, KILN_BUILD_NO_TIMING, 1, &st);
+    kiln_network_free(net);
+    ASSERT_EQ(st.fused, 4);
+    txt = inspect_text(e);
+    ASSERT_CONTAINS(txt, "ai.onnx::Gemm v11 + Mul + Add + Sub + Div");
+    free(txt);
+    ref = malloc((size_t)(M * N) * sizeof(double));
+    for (int64_t i = 0; i < M; i++)
+        for (int64_t j = 0; j < N; j++) {
+            double acc = 0;
+            for (int64_t k = 0; k < K; k++) acc += (double)a[i * K + k] * b[k * N + j];
+            ref[i * N + j] = ((double)ss - (acc * ms + bias[j])) / dn[j];
+        }
+    y = malloc((size_t)(M * N) * sizeof(float));
+    run_xy(e, 1, 1, a, M * K, y, M * N);
+    test_check_close("Gemm -> Mul -> Add -> Sub -> Div", y, ref, M * N, 1e-4 * (double)K);
+    kiln_engine_free(e);
+    free(ref); free(y);
+
     net = kiln_network_create();
     ASSERT_OK(kiln_network_add_input(net, "X", KILN_DTYPE_F32, 2, (int64_t[]){M, K}, NULL));
     add_const(net, "B", 2, (int64_t[]){K, N}, b);
@@ -521,7 +558,7 @@ TEST_IMPL(fuse_arith) {
     run_xy(e, 1, 1, a, M * K, y, M * N);
     test_check_close("Gemm -> Add", y, ref, M * N, 1e-4 * (double)K);
     kiln_engine_free(e);
-    free(x); free(w); free(ad); free(dv); free(a); free(b); free(bias); free(ref); free(y);
+    free(x); free(w); free(ad); free(dv); free(a); free(b); free(bias); free(dn); free(ref); free(y);
 }
 
 /* Graphs that must not fuse, still correct:

@@ -90,11 +90,11 @@ static int linear_bias(const builder *b, const bl *P, const bl *L, int x, const 
     return c->dtype == KILN_DTYPE_F32 || c->dtype == KILN_DTYPE_F16 || c->dtype == KILN_DTYPE_BF16;
 }
 
-/* L a Mul/Add (or Div/Sub of x) by a scalar float constant (nonzero for
- * Div), its activation input in slot x. */
+/* L a Mul/Add/Sub of x and a scalar float constant (either order) or a
+ * Div of x by one (nonzero), its activation input in slot x. */
 static int scalar_step(const builder *b, const bl *L, int x) {
     if (L->nin != 2 || L->nout != 1 || x < 0 || x > 1 ||
-        !(is_onnx(L, "Mul") || is_onnx(L, "Add") || (x == 0 && (is_onnx(L, "Sub") || is_onnx(L, "Div")))))
+        !(is_onnx(L, "Mul") || is_onnx(L, "Add") || is_onnx(L, "Sub") || (x == 0 && is_onnx(L, "Div"))))
         return 0;
     const bt *c = &b->t[L->in[1 - x]];
     int64_t n = 1, d;

@@ -11,8 +11,8 @@
  * kiln_cu_act code), on the CPU its epilogue callback.  Four passes over
  * the tensor become none.
  *
- * Affine after a Conv.  Conv(X, W, B) followed by Mul, Div, Add or Sub with
- * constants that are scalars or per output channel (PP-LCNet's "learnable
+ * Affine after a Conv.  Conv(X, W, B) followed by Mul, Add or Sub (either
+ * order) or Div by constants that are scalars or per output channel (PP-LCNet's "learnable
  * affine block": a scalar scale and bias after each conv) becomes
  * Conv(X, W * s, B * s + c) with new constants computed here in double:
  * the layers go, their passes with them.  Only an F32 Conv with constant W
@@ -181,8 +181,9 @@ static int chan_const(const builder *b, int t, int r, int64_t m, int *per) {
     return 1;
 }
 
-/* One step of the affine chain after tensor t: layer li = Mul/Div/Add/Sub
- * of t and a channel constant; folds it into s, c (m channels). */
+/* One step of the affine chain after tensor t: layer li = Mul/Add/Sub of t
+ * and a channel constant (either order), or Div of t by one; folds it into
+ * s, c (m channels). */
 static int affine_step(const builder *b, int li, int t, int r, int64_t m, double *s, double *c) {
     static const char *const ops[4] = {"Mul", "Div", "Add", "Sub"};
     int op = -1;
@@ -191,7 +192,7 @@ static int affine_step(const builder *b, int li, int t, int r, int64_t m, double
     const bl *L = &b->l[li];
     if (op < 0 || L->nin != 2 || L->nout != 1) return 0;
     int slot = L->in[0] == t ? 0 : 1, per;
-    if (L->in[slot] != t || L->in[1 - slot] == t || (slot == 1 && op % 2) || !chan_const(b, L->in[1 - slot], r, m, &per))
+    if (L->in[slot] != t || L->in[1 - slot] == t || (slot == 1 && op == 1) || !chan_const(b, L->in[1 - slot], r, m, &per))
         return 0;
     const bt *k = &b->t[L->in[1 - slot]];
     for (int64_t i = 0; i < m; i++) {
@@ -200,6 +201,9 @@ static int affine_step(const builder *b, int li, int t, int r, int64_t m, double
         if (op == 0 || op == 1) {
             s[i] = op ? s[i] / v : s[i] * v;
             c[i] = op ? c[i] / v : c[i] * v;
+        } else if (op == 3 && slot == 1) { /* v - x */
+            s[i] = -s[i];
+            c[i] = v - c[i];
         } else {
             c[i] += op == 2 ? v : -v;
         }

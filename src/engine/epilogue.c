@@ -141,7 +141,7 @@ static int scalar_const(const kiln_engine *e, int32_t ci, double *v) {
 }
 
 /* Entries j.. of the chain after a parameterless activation: ai.onnx Mul,
- * Add, or Div/Sub of x by a scalar constant, folded into y * a + b after
+ * Add or Sub of x and a scalar constant (either order), or Div of x by one, folded into y * a + b after
  * the activation (KILN_CU_ACT_THEN_AFFINE).  1 if so. */
 static int cuda_affine(const kiln_engine *e, kiln__elayer *el, int j, epi_rt *rt) {
     double a = 1, b = 0, v;
@@ -156,6 +156,7 @@ static int cuda_affine(const kiln_engine *e, kiln__elayer *el, int j, epi_rt *rt
         if (!strcmp(n, "Mul")) a *= v, b *= v;
         else if (!strcmp(n, "Add")) b += v;
         else if (!strcmp(n, "Sub") && p->x == 0) b -= v;
+        else if (!strcmp(n, "Sub")) a = -a, b = v - b; /* v - y */
         else if (!strcmp(n, "Div") && p->x == 0 && v != 0) a /= v, b /= v;
         else return 0;
     }
