@@ -12,13 +12,14 @@
  * the tensor become none.
  *
  * Affine after a Conv.  Conv(X, W, B) followed by Mul, Add or Sub (either
- * order) or Div by constants that are scalars or per output channel (PP-LCNet's "learnable
- * affine block": a scalar scale and bias after each conv) becomes
+ * order) or Div with constants that are scalars or per output channel
+ * (PP-LCNet's "learnable affine block": a scalar scale and bias after each
+ * conv), or by an inference-mode BatchNormalization, becomes
  * Conv(X, W * s, B * s + c) with new constants computed here in double:
  * the layers go, their passes with them.  Only an F32 Conv with constant W
  * (and B) folds; the conv's output and each intermediate must have no
  * other reader.
- *
+
  * Each intermediate of a chain must be read by the chain alone and be no
  * network output.  KILN_BUILD_NO_FUSION turns both off.
  */
@@ -181,23 +182,47 @@ static int chan_const(const builder *b, int t, int r, int64_t m, int *per) {
     return 1;
 }
 
+/* BatchNormalization L of t in inference mode, its constants per channel
+ * (m): (x - mean) * scale / sqrt(var + epsilon) + bias folded into s, c. */
+static int bn_step(const builder *b, const int *uses, const bl *L, int t, int64_t m, double *s, double *c) {
+    kiln_attrs a = kiln__attrset_view(L->attrs);
+    const kiln_attr_value *tm = kiln_attrs_get(&a, "training_mode");
+    if (L->nin != 5 || L->in[0] != t || (tm && tm->present && tm->i)) return 0;
+    for (int o = 1; o < L->nout; o++) /* BatchNormalization-14's running statistics: unread */
+        if (L->out[o] >= 0 && (uses[L->out[o]] || b->t[L->out[o]].is_output || b->t[L->out[o]].is_size)) return 0;
+    for (int k = 1; k < 5; k++)
+        if (const_numel(b, L->in[k]) != m || b->t[L->in[k]].ndim != 1) return 0;
+    double eps = kiln_attrs_float(&a, "epsilon");
+    const bt *g = &b->t[L->in[1]], *be = &b->t[L->in[2]], *mu = &b->t[L->in[3]], *var = &b->t[L->in[4]];
+    for (int64_t i = 0; i < m; i++)
+        if (!(kiln__ops_get_f64(var->data, var->dtype, i) + eps > 0)) return 0;
+    for (int64_t i = 0; i < m; i++) {
+        double k = kiln__ops_get_f64(g->data, g->dtype, i) / sqrt(kiln__ops_get_f64(var->data, var->dtype, i) + eps);
+        s[i] *= k;
+        c[i] = (c[i] - kiln__ops_get_f64(mu->data, mu->dtype, i)) * k + kiln__ops_get_f64(be->data, be->dtype, i);
+    }
+    return 1;
+}
+
 /* One step of the affine chain after tensor t: layer li = Mul/Add/Sub of t
- * and a channel constant (either order), or Div of t by one; folds it into
- * s, c (m channels). */
-static int affine_step(const builder *b, int li, int t, int r, int64_t m, double *s, double *c) {
+ * and a channel constant (either order), Div of t by one, or an inference
+ * BatchNormalization; folds it into s, c (m channels). */
+static int affine_step(const builder *b, const int *uses, int li, int t, int r, int64_t m, double *s, double *c) {
     static const char *const ops[4] = {"Mul", "Div", "Add", "Sub"};
     int op = -1;
     for (int k = 0; k < 4 && op < 0; k++)
         if (is_onnx(b, li, ops[k])) op = k;
     const bl *L = &b->l[li];
+    if (is_onnx(b, li, "BatchNormalization")) return bn_step(b, uses, L, t, m, s, c);
     if (op < 0 || L->nin != 2 || L->nout != 1) return 0;
     int slot = L->in[0] == t ? 0 : 1, per;
     if (L->in[slot] != t || L->in[1 - slot] == t || (slot == 1 && op == 1) || !chan_const(b, L->in[1 - slot], r, m, &per))
         return 0;
     const bt *k = &b->t[L->in[1 - slot]];
+    for (int64_t i = 0; i < m && op == 1; i++) /* nothing changes unless the step folds */
+        if (kiln__ops_get_f64(k->data, k->dtype, per ? i : 0) == 0) return 0;
     for (int64_t i = 0; i < m; i++) {
         double v = kiln__ops_get_f64(k->data, k->dtype, per ? i : 0);
-        if (op == 1 && v == 0) return 0;
         if (op == 0 || op == 1) {
             s[i] = op ? s[i] / v : s[i] * v;
             c[i] = op ? c[i] / v : c[i] * v;
@@ -253,7 +278,7 @@ static int try_conv_affine(builder *b, const int *uses, int li) {
         const bt *to = &b->t[b->l[r].out[0]];
         int same = to->dtype == KILN_DTYPE_F32 && to->ndim == ty->ndim;
         for (int d = 0; d < ty->ndim && same; d++) same = to->dims[d] == ty->dims[d];
-        if (!same || !affine_step(b, r, t, ty->ndim, m, s, c)) break;
+        if (!same || !affine_step(b, uses, r, t, ty->ndim, m, s, c)) break;
         chain[steps] = r;
     }
     float *nwd = NULL, *nbd = NULL;
