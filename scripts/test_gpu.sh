@@ -111,6 +111,8 @@ pack() {
         grep -vE '/(libc|libm|libdl|libpthread|librt|ld-linux[^/]*|libgcc_s|libstdc\+\+)\.so' |
         while read -r lib; do cp -L "$lib" "$out/"; done
     cp "$here/test_gpu.sh" "$here/../tests/onnx_skip.txt" "$out/"
+    # ONNX fixtures the cuda tests import (found through KILN_TEST_FIXTURES)
+    mkdir -p "$out/fixtures" && cp "$here/../tests/fixtures/mha_encoder.onnx" "$out/fixtures/"
     local data=${KILN_ONNX_TESTDATA:-/usr/share/libonnx-testdata/data}
     local models=${KILN_MODELS:-$here/../../shared/models}
     if [ -n "${KILN_PY_PACKAGE:-}" ]; then
@@ -137,6 +139,7 @@ run() {
         KILN_CUDNN=$(python3 -c 'import nvidia.cudnn, os; print(os.path.join(list(nvidia.cudnn.__path__)[0], "lib"))' \
             2>/dev/null) && export KILN_CUDNN || unset KILN_CUDNN
     fi
+    [ -d "$dir/fixtures" ] && export KILN_TEST_FIXTURES="$dir/fixtures"
     local kiln="$dir/kiln" fails=0 work
     work=$(mktemp -d)
     summary() { echo "$*" | tee -a "$logs/summary.txt"; }

@@ -30,6 +30,8 @@
 #include "kiln/onnx.h"
 
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 
 enum { FFN_S = 8, FFN_K = 32, FFN_N = 48, FFN_N2 = 24, FFN_BMAX = 4 };
 
@@ -235,7 +237,12 @@ static inline kiln_build_config *mask_config(kiln_device_kind dev, unsigned flag
 #define MHA_E 32
 static inline kiln_engine *mha_engine(kiln_device_kind dev, unsigned flags) {
     kiln_network *net = NULL;
-    ASSERT_OK(kiln_onnx_import(KILN_SOURCE_DIR "/tests/fixtures/mha_encoder.onnx", NULL, &net));
+    /* KILN_TEST_FIXTURES: the fixtures folder where the test binary runs
+     * away from its source tree (scripts/test_gpu.sh on the GPU machine) */
+    const char *fx = getenv("KILN_TEST_FIXTURES");
+    char path[4096];
+    snprintf(path, sizeof path, "%s/mha_encoder.onnx", fx && *fx ? fx : KILN_SOURCE_DIR "/tests/fixtures");
+    ASSERT_OK(kiln_onnx_import(path, NULL, &net));
     kiln_build_config *cfg = kiln_build_config_create();
     kiln_build_config_set_device(cfg, dev);
     kiln_build_config_set_flags(cfg, flags);

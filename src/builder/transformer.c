@@ -18,9 +18,7 @@
  * out of layout-only chains (a packed QKV projection split into heads),
  * the layer reads them as strided views of the chains' first tensors
  * (attn_views.c) and, when a Transpose alone reads Y, writes that
- * Transpose's output itself: the copies go (and a projection read only
- * through views that multiplies a Transpose of its input then computes on
- * the input itself: sink_projection_transposes).  The leading
+ * Transpose's output itself: the copies go.  The leading
  * (batch, head) dims of Q, K, V must be the same expressions and the head
  * dims static and <= KILN_CU_ATTN_DMAX (the GPU kernel's bound).
  *
@@ -306,156 +304,6 @@ static int try_add_norm(builder *b, int li, const int *uses, const kiln__op *op)
     return 1;
 }
 
-/* Readers of tensors, as uses[t] (layers not dead; size symbols count 2). */
-static void count_uses(const builder *b, int *uses) {
-    memset(uses, 0, ((size_t)b->nt + 1) * sizeof *uses);
-    for (int li = 0; li < b->nl; li++)
-        for (int p = 0; p < b->l[li].nin && !b->l[li].dead; p++)
-            if (b->l[li].in[p] >= 0) uses[b->l[li].in[p]]++;
-    for (int s = 0; s < b->nsym; s++)
-        if (b->sym[s].t >= 0 && b->sym[s].t < b->nt) uses[b->sym[s].t] += 2;
-}
-
-/* Is every live reader of tensor t a kiln::attention layer with views
- * reading it among Q, K, V only?  (At least one.) */
-static int read_by_views_only(const builder *b, int t) {
-    int n = 0;
-    for (int li = 0; li < b->nl; li++) {
-        const bl *L = &b->l[li];
-        for (int i = 0; i < L->nin && !L->dead; i++) {
-            if (L->in[i] != t) continue;
-            kiln_attrs a = kiln__attrset_view(L->attrs);
-            if (strcmp(L->op->ns, "kiln") || strcmp(L->op->name, "attention") || i > 2 ||
-                kiln_attrs_ints(&a, "views", NULL) != 3 * KILN_ATTN_VIEW_INTS)
-                return 0;
-            n++;
-        }
-    }
-    return n > 0;
-}
-
-/* The readers of X = Transpose_p(x) other than layer `keep`: Shape layers
- * (whole shape) read only by Gather(., scalar constant i) on axis 0.  With
- * apply, each Shape reads x and each Gather takes p[i] instead (a new
- * constant): the same values without X.  Returns 1 if all are so. */
-static int reroute_shapes(builder *b, int X, int x, int keep, const int64_t *p, int r, int apply) {
-    for (int li = 0; li < b->nl; li++) {
-        bl *S = &b->l[li];
-        if (li == keep || S->dead || S->nin < 1 || S->in[0] != X) continue;
-        kiln_attrs sa = kiln__attrset_view(S->attrs);
-        const kiln_attr_value *st = kiln_attrs_get(&sa, "start"), *en = kiln_attrs_get(&sa, "end");
-        if (!is_op(b, li, "Shape") || (st && st->present && st->i != 0) || (en && en->present)) return 0;
-        int sh = S->out[0];
-        for (int g = 0; g < b->nl; g++) {
-            bl *G = &b->l[g];
-            for (int i = 0; i < G->nin && !G->dead; i++) {
-                if (G->in[i] != sh) continue;
-                kiln_attrs ga = kiln__attrset_view(G->attrs);
-                int ti = G->nin == 2 ? G->in[1] : -1;
-                if (!is_op(b, g, "Gather") || i != 0 || kiln_attrs_int(&ga, "axis") != 0 || ti < 0 ||
-                    b->t[ti].kind != BT_CONST || !b->t[ti].data || b->t[ti].ndim != 0 || kiln__ops_is_float(b->t[ti].dtype))
-                    return 0;
-                int64_t idx = kiln__ops_get_i64(b->t[ti].data, b->t[ti].dtype, 0);
-                if (idx < 0) idx += r;
-                if (idx < 0 || idx >= r) return 0;
-                if (!apply) continue;
-                int64_t *v = kiln__aligned_alloc(sizeof *v);
-                int t = v ? kiln__b_new_tensor(b, "transposed_shape_index", BT_CONST) : KILN_ENOMEM;
-                if (t < 0) {
-                    kiln__aligned_free(v);
-                    return t;
-                }
-                *v = p[idx];
-                bt *c = &b->t[t];
-                c->dtype = KILN_DTYPE_I64;
-                c->data = v;
-                c->bytes = sizeof *v;
-                c->data_owned = 1;
-                c->nvalues = 1;
-                c->values[0] = kiln_expr_const(b->x, *v);
-                G->in[1] = t;
-            }
-        }
-        if (apply) S->in[0] = x;
-    }
-    return 1;
-}
-
-/* After the rewrites: a projection A = Add(MatMul(Transpose_p(x), W), c)
- * (W 2-D constant, c constant varying along the last axis at most, p
- * keeping the last axis) read only through attention views computes on x
- * itself — the product is row by row, so A becomes x's order and each
- * view's axis j becomes p[j] (torch's MultiheadAttention transposes x
- * into [S, B, E] first: that copy goes).  A dead-code pass first drops the
- * Shape readers of Transpose_p(x) that only the folded chains needed. */
-static int sink_projection_transposes(builder *b, int *uses) {
-    for (int i = 0; i < b->nt; i++) b->t[i].live = 0;
-    kiln__b_dead_code(b);
-    count_uses(b, uses);
-    for (int li = 0; li < b->nl; li++) {
-        if (!is_op(b, li, "Add") || b->l[li].nin != 2) continue;
-        int A = b->l[li].out[0], s = -1;
-        for (int k = 0; k < 2 && s < 0; k++)
-            if (is_op(b, b->t[b->l[li].in[k]].producer, "MatMul")) s = k;
-        if (s < 0 || b->t[A].is_output || !read_by_views_only(b, A)) continue;
-        int M = b->l[li].in[s], c = b->l[li].in[1 - s], mm = b->t[M].producer;
-        int X = b->l[mm].in[0], W = b->l[mm].in[1], tr = b->t[X].producer;
-        if (!private_tensor(b, uses, M) || !is_op(b, tr, "Transpose") || b->l[mm].nin != 2 ||
-            b->t[W].kind != BT_CONST || b->t[W].ndim != 2 || b->t[c].kind != BT_CONST || b->t[X].is_output)
-            continue;
-        int x = b->l[tr].in[0], r = b->t[x].ndim, ok = b->t[c].ndim <= r && b->t[A].ndim == r && b->t[M].ndim == r;
-        kiln_attrs ta = kiln__attrset_view(b->l[tr].attrs);
-        const int64_t *p = NULL;
-        ok = ok && kiln_attrs_ints(&ta, "perm", &p) == r && p && p[r - 1] == r - 1;
-        for (int d = 0; ok && d + 1 < b->t[c].ndim; d++) {
-            int64_t one;
-            ok = kiln_expr_is_const(b->t[c].dims[d], &one) && one == 1;
-        }
-        if (!ok) continue;
-        int64_t perm[KILN_MAX_DIMS];
-        memcpy(perm, p, (size_t)r * sizeof *perm);
-        /* X's other readers: Shapes whose entries Gathers pick (the batch for a later Reshape) */
-        if (!reroute_shapes(b, X, x, mm, perm, r, 0)) continue;
-        int rc = reroute_shapes(b, X, x, mm, perm, r, 1);
-        if (rc < 0) return rc;
-        /* the views first (the attrs are rewritten; on failure nothing changed) */
-        for (int a = 0; a < b->nl; a++) {
-            bl *L = &b->l[a];
-            int reads = 0;
-            for (int i = 0; i < 3 && i < L->nin && !L->dead; i++) reads |= (L->in[i] == A) << i;
-            if (!reads) continue;
-            kiln_attrs la = kiln__attrset_view(L->attrs);
-            const int64_t *vw0 = NULL;
-            kiln_attrs_ints(&la, "views", &vw0);
-            int64_t vw[3 * KILN_ATTN_VIEW_INTS];
-            memcpy(vw, vw0, sizeof vw);
-            for (int o = 0; o < 3; o++) {
-                if (!(reads >> o & 1)) continue;
-                int64_t *w = vw + o * KILN_ATTN_VIEW_INTS;
-                w[0] = perm[w[0]];
-                for (int k = 0; k < 4; k++) {
-                    if (w[2 + 3 * k] >= 0) w[2 + 3 * k] = perm[w[2 + 3 * k]];
-                    w[3 + 3 * k] = perm[w[3 + 3 * k]];
-                }
-            }
-            const kiln_attr_value v = {.present = 1, .type = KILN_ATTR_ARRAY, .elem = KILN_DTYPE_I64,
-                                       .count = 3 * KILN_ATTN_VIEW_INTS, .data = vw};
-            rc = kiln__attrset_set(&L->own, "views", &v);
-            if (rc) return rc;
-        }
-        for (int t = 0; t < 2; t++) { /* M and A in x's order */
-            bt *o = &b->t[t ? A : M];
-            for (int d = 0; d < r; d++) o->dims[d] = d + 1 < r ? b->t[x].dims[d] : b->t[W].dims[1];
-        }
-        b->l[mm].in[0] = x;
-        b->l[tr].dead = 1;
-        kiln__log(KILN_LOG_VERBOSE, "transpose: '%s' moved into the views of '%s' + '%s'", b->l[tr].name,
-                  b->l[mm].name, b->l[li].name);
-        if (b->st) b->st->fused++;
-    }
-    return 0;
-}
-
 int kiln__b_transformer(builder *b) {
     if (b->cfg->flags & KILN_BUILD_NO_FUSION) return 0;
     const kiln__op *op = kiln__registry_find("kiln", "attention", 1),
@@ -465,14 +313,18 @@ int kiln__b_transformer(builder *b) {
     if (!uses) return kiln__err(KILN_ENOMEM, "build: out of memory");
     int rc = 1;
     while (rc > 0) { /* one rewrite per walk: it changes who reads what, so recount */
-        count_uses(b, uses);
+        memset(uses, 0, ((size_t)b->nt + 1) * sizeof *uses);
+        for (int li = 0; li < b->nl; li++)
+            for (int p = 0; p < b->l[li].nin && !b->l[li].dead; p++)
+                if (b->l[li].in[p] >= 0) uses[b->l[li].in[p]]++;
+        for (int s = 0; s < b->nsym; s++)
+            if (b->sym[s].t >= 0 && b->sym[s].t < b->nt) uses[b->sym[s].t] += 2;
         rc = 0;
         for (int li = 0; li < b->nl && !rc; li++) {
             rc = try_attention(b, li, uses, op);
             if (!rc) rc = try_add_norm(b, li, uses, norm);
         }
     }
-    if (!rc) rc = sink_projection_transposes(b, uses);
     kiln__free(uses);
     return rc;
 }

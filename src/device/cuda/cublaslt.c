@@ -326,10 +326,18 @@ int kiln__cuda_gemm(const kiln_call *c, const kiln_cuda_gemm *g_in) {
     plan tmp;
     if ((rc = plan_get(g, ws, &tmp, &p))) return kiln__err_prefix(rc, "layer '%s'", layer);
     /* The tactic is a position in the heuristic's list for the shape the
-     * builder timed.  At another shape (a dynamic batch) the list differs:
-     * where the position is missing or its algorithm needs more workspace
-     * than the layer planned, run the heuristic's first one that fits. */
+     * builder timed.  While the builder times (kiln__b_timing) a position
+     * past the list is refused, which drops the tactic.  At run time, at
+     * another shape (a dynamic batch) the list differs: where the position
+     * is missing or its algorithm needs more workspace than the layer
+     * planned, the heuristic's first one that fits runs. */
     int ai = g->algo < p->nalgo && p->algos[g->algo].workspaceSize <= ws ? g->algo : -1;
+    if (ai < 0 && kiln__b_timing) {
+        plan_done(p, &tmp);
+        return kiln__err(KILN_EUNSUPPORTED, "layer '%s': cuBLASLt algorithm %d of %d for %lldx%lldx%lld (batch %lld)",
+                         layer, g->algo, p->nalgo, (long long)g->m, (long long)g->n, (long long)g->k,
+                         (long long)g->batch);
+    }
     for (int i = 0; ai < 0 && i < p->nalgo; i++)
         if (p->algos[i].workspaceSize <= ws) ai = i;
     if (ai < 0) {
