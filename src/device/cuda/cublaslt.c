@@ -86,30 +86,27 @@ static void load_once(void) {
         g_status = KILN_EDEVICE;
         return;
     }
-    struct {
-        void **slot;
-        const char *name;
-    } need[] = {
-        {(void **)&lt.Create, "cublasLtCreate"},
-        {(void **)&lt.StatusString, "cublasLtGetStatusString"},
-        {(void **)&lt.DescCreate, "cublasLtMatmulDescCreate"},
-        {(void **)&lt.DescDestroy, "cublasLtMatmulDescDestroy"},
-        {(void **)&lt.DescSet, "cublasLtMatmulDescSetAttribute"},
-        {(void **)&lt.LayoutCreate, "cublasLtMatrixLayoutCreate"},
-        {(void **)&lt.LayoutDestroy, "cublasLtMatrixLayoutDestroy"},
-        {(void **)&lt.LayoutSet, "cublasLtMatrixLayoutSetAttribute"},
-        {(void **)&lt.PrefCreate, "cublasLtMatmulPreferenceCreate"},
-        {(void **)&lt.PrefDestroy, "cublasLtMatmulPreferenceDestroy"},
-        {(void **)&lt.PrefSet, "cublasLtMatmulPreferenceSetAttribute"},
-        {(void **)&lt.Heuristic, "cublasLtMatmulAlgoGetHeuristic"},
-        {(void **)&lt.Matmul, "cublasLtMatmul"},
+    const kiln__dl_sym need[] = {
+        {(void **)&lt.Create, "cublasLtCreate", NULL},
+        {(void **)&lt.StatusString, "cublasLtGetStatusString", NULL},
+        {(void **)&lt.DescCreate, "cublasLtMatmulDescCreate", NULL},
+        {(void **)&lt.DescDestroy, "cublasLtMatmulDescDestroy", NULL},
+        {(void **)&lt.DescSet, "cublasLtMatmulDescSetAttribute", NULL},
+        {(void **)&lt.LayoutCreate, "cublasLtMatrixLayoutCreate", NULL},
+        {(void **)&lt.LayoutDestroy, "cublasLtMatrixLayoutDestroy", NULL},
+        {(void **)&lt.LayoutSet, "cublasLtMatrixLayoutSetAttribute", NULL},
+        {(void **)&lt.PrefCreate, "cublasLtMatmulPreferenceCreate", NULL},
+        {(void **)&lt.PrefDestroy, "cublasLtMatmulPreferenceDestroy", NULL},
+        {(void **)&lt.PrefSet, "cublasLtMatmulPreferenceSetAttribute", NULL},
+        {(void **)&lt.Heuristic, "cublasLtMatmulAlgoGetHeuristic", NULL},
+        {(void **)&lt.Matmul, "cublasLtMatmul", NULL},
     };
-    for (size_t i = 0; i < sizeof need / sizeof need[0]; i++)
-        if (!(*need[i].slot = dlsym(h, need[i].name))) {
-            snprintf(g_why, sizeof g_why, "cuBLASLt lacks %s", need[i].name);
-            g_status = KILN_EDEVICE;
-            return;
-        }
+    const char *miss = kiln__dl_resolve(h, need, sizeof need / sizeof need[0]);
+    if (miss) {
+        snprintf(g_why, sizeof g_why, "cuBLASLt lacks %s", miss);
+        g_status = KILN_EDEVICE;
+        return;
+    }
     cublasStatus_t s = lt.Create(&g_handle);
     if (s) {
         snprintf(g_why, sizeof g_why, "cublasLtCreate: %s (status %d)", lt.StatusString(s), s);

@@ -189,6 +189,17 @@ int kiln__cuda_ptx_cubin(const char *ptx, const char *what, uint8_t **cubin, siz
 int kiln__cuda_launch_func(CUfunction f, const char *name, const char *layer, void *stream,
                            const unsigned grid[3], const unsigned block[3], unsigned smem, void **args);
 
+/* One entry of a dlopen'ed library's table (driver.c, cublaslt.c,
+ * cudnn.c, nvrtc.c): where the address goes, its name and, if not NULL,
+ * an older name to try when the first is missing. */
+typedef struct kiln__dl_sym {
+    void **slot;
+    const char *name, *alt;
+} kiln__dl_sym;
+/* driver.c: dlsym every entry of syms[0..n) from h; NULL when all were
+ * found, else the (first) name of the first entry h lacks. */
+const char *kiln__dl_resolve(void *h, const kiln__dl_sym *syms, size_t n);
+
 /* 1 if nvcc built kernels into this libkiln (the embedded fatbin). */
 int kiln__cuda_have_kernels(void);
 /* The embedded fatbin (fatbin.c); size 0 when built without nvcc. */

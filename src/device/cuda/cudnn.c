@@ -149,36 +149,33 @@ static void load_once(void) {
         g_status = KILN_EDEVICE;
         return;
     }
-    struct {
-        void **slot;
-        const char *name;
-    } need[] = {
-        {(void **)&dnn.GetVersion, "cudnnGetVersion"},
-        {(void **)&dnn.GetErrorString, "cudnnGetErrorString"},
-        {(void **)&dnn.Create, "cudnnCreate"},
-        {(void **)&dnn.SetStream, "cudnnSetStream"},
-        {(void **)&dnn.CreateTensor, "cudnnCreateTensorDescriptor"},
-        {(void **)&dnn.SetTensor4d, "cudnnSetTensor4dDescriptor"},
-        {(void **)&dnn.CreateFilter, "cudnnCreateFilterDescriptor"},
-        {(void **)&dnn.SetFilter4d, "cudnnSetFilter4dDescriptor"},
-        {(void **)&dnn.CreateConv, "cudnnCreateConvolutionDescriptor"},
-        {(void **)&dnn.SetConv2d, "cudnnSetConvolution2dDescriptor"},
-        {(void **)&dnn.SetGroupCount, "cudnnSetConvolutionGroupCount"},
-        {(void **)&dnn.SetMathType, "cudnnSetConvolutionMathType"},
-        {(void **)&dnn.GetConv2dOutDim, "cudnnGetConvolution2dForwardOutputDim"},
-        {(void **)&dnn.CreateAct, "cudnnCreateActivationDescriptor"},
-        {(void **)&dnn.SetAct, "cudnnSetActivationDescriptor"},
-        {(void **)&dnn.GetAlgoV7, "cudnnGetConvolutionForwardAlgorithm_v7"},
-        {(void **)&dnn.GetWorkspace, "cudnnGetConvolutionForwardWorkspaceSize"},
-        {(void **)&dnn.Forward, "cudnnConvolutionForward"},
-        {(void **)&dnn.BiasActForward, "cudnnConvolutionBiasActivationForward"},
+    const kiln__dl_sym need[] = {
+        {(void **)&dnn.GetVersion, "cudnnGetVersion", NULL},
+        {(void **)&dnn.GetErrorString, "cudnnGetErrorString", NULL},
+        {(void **)&dnn.Create, "cudnnCreate", NULL},
+        {(void **)&dnn.SetStream, "cudnnSetStream", NULL},
+        {(void **)&dnn.CreateTensor, "cudnnCreateTensorDescriptor", NULL},
+        {(void **)&dnn.SetTensor4d, "cudnnSetTensor4dDescriptor", NULL},
+        {(void **)&dnn.CreateFilter, "cudnnCreateFilterDescriptor", NULL},
+        {(void **)&dnn.SetFilter4d, "cudnnSetFilter4dDescriptor", NULL},
+        {(void **)&dnn.CreateConv, "cudnnCreateConvolutionDescriptor", NULL},
+        {(void **)&dnn.SetConv2d, "cudnnSetConvolution2dDescriptor", NULL},
+        {(void **)&dnn.SetGroupCount, "cudnnSetConvolutionGroupCount", NULL},
+        {(void **)&dnn.SetMathType, "cudnnSetConvolutionMathType", NULL},
+        {(void **)&dnn.GetConv2dOutDim, "cudnnGetConvolution2dForwardOutputDim", NULL},
+        {(void **)&dnn.CreateAct, "cudnnCreateActivationDescriptor", NULL},
+        {(void **)&dnn.SetAct, "cudnnSetActivationDescriptor", NULL},
+        {(void **)&dnn.GetAlgoV7, "cudnnGetConvolutionForwardAlgorithm_v7", NULL},
+        {(void **)&dnn.GetWorkspace, "cudnnGetConvolutionForwardWorkspaceSize", NULL},
+        {(void **)&dnn.Forward, "cudnnConvolutionForward", NULL},
+        {(void **)&dnn.BiasActForward, "cudnnConvolutionBiasActivationForward", NULL},
     };
-    for (size_t i = 0; i < sizeof need / sizeof need[0]; i++)
-        if (!(*need[i].slot = dlsym(h, need[i].name))) {
-            snprintf(g_why, sizeof g_why, "cuDNN lacks %s (kiln needs cuDNN 9)", need[i].name);
-            g_status = KILN_EDEVICE;
-            return;
-        }
+    const char *miss = kiln__dl_resolve(h, need, sizeof need / sizeof need[0]);
+    if (miss) {
+        snprintf(g_why, sizeof g_why, "cuDNN lacks %s (kiln needs cuDNN 9)", miss);
+        g_status = KILN_EDEVICE;
+        return;
+    }
     if (dnn.GetVersion() < 90000) {
         snprintf(g_why, sizeof g_why, "cuDNN %zu found, kiln needs 9.x", dnn.GetVersion());
         g_status = KILN_EDEVICE;

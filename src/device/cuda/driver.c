@@ -53,11 +53,13 @@ static void fail(const char *fmt, const char *a, const char *b) {
     g_status = KILN_EDEVICE;
 }
 
-/* dlsym of the first name that exists (versioned names first). */
-static void *sym(void *h, const char *a, const char *b) {
-    void *p = dlsym(h, a);
-    if (!p && b) p = dlsym(h, b);
-    return p;
+const char *kiln__dl_resolve(void *h, const kiln__dl_sym *syms, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        *syms[i].slot = dlsym(h, syms[i].name);
+        if (!*syms[i].slot && syms[i].alt) *syms[i].slot = dlsym(h, syms[i].alt);
+        if (!*syms[i].slot) return syms[i].name;
+    }
+    return NULL;
 }
 
 static void init_once(void) {
@@ -67,10 +69,7 @@ static void init_once(void) {
         fail("cannot load the driver library libcuda.so.1: %s%s", e ? e : "not found", "");
         return;
     }
-    struct {
-        void **slot;
-        const char *name, *alt;
-    } need[] = {
+    const kiln__dl_sym need[] = {
 #define S(field, a, b) {(void **)&g_cu.field, a, b}
         S(Init, "cuInit", NULL),
         S(DriverGetVersion, "cuDriverGetVersion", NULL),
@@ -117,12 +116,10 @@ static void init_once(void) {
         S(ModuleUnload, "cuModuleUnload", NULL),
 #undef S
     };
-    for (size_t i = 0; i < sizeof need / sizeof need[0]; i++) {
-        *need[i].slot = sym(h, need[i].name, need[i].alt);
-        if (!*need[i].slot) {
-            fail("libcuda.so.1 lacks %s%s (driver too old?)", need[i].name, "");
-            return;
-        }
+    const char *miss = kiln__dl_resolve(h, need, sizeof need / sizeof need[0]);
+    if (miss) {
+        fail("libcuda.so.1 lacks %s%s (driver too old?)", miss, "");
+        return;
     }
     char b[256];
     CUresult r = g_cu.Init(0);

@@ -42,18 +42,18 @@ static void load_once(void) {
                  "set KILN_NVRTC to its path", err);
         return;
     }
-    struct { void **slot; const char *name; } need[] = {
-        {(void **)&g_nv.Create, "nvrtcCreateProgram"},   {(void **)&g_nv.Compile, "nvrtcCompileProgram"},
-        {(void **)&g_nv.PTXSize, "nvrtcGetPTXSize"},     {(void **)&g_nv.PTX, "nvrtcGetPTX"},
-        {(void **)&g_nv.LogSize, "nvrtcGetProgramLogSize"}, {(void **)&g_nv.Log, "nvrtcGetProgramLog"},
-        {(void **)&g_nv.Destroy, "nvrtcDestroyProgram"}, {(void **)&g_nv.ErrorString, "nvrtcGetErrorString"},
+    const kiln__dl_sym need[] = {
+        {(void **)&g_nv.Create, "nvrtcCreateProgram", NULL},   {(void **)&g_nv.Compile, "nvrtcCompileProgram", NULL},
+        {(void **)&g_nv.PTXSize, "nvrtcGetPTXSize", NULL},     {(void **)&g_nv.PTX, "nvrtcGetPTX", NULL},
+        {(void **)&g_nv.LogSize, "nvrtcGetProgramLogSize", NULL}, {(void **)&g_nv.Log, "nvrtcGetProgramLog", NULL},
+        {(void **)&g_nv.Destroy, "nvrtcDestroyProgram", NULL}, {(void **)&g_nv.ErrorString, "nvrtcGetErrorString", NULL},
     };
-    for (size_t i = 0; i < sizeof need / sizeof need[0]; i++)
-        if (!(*need[i].slot = dlsym(h, need[i].name))) {
-            snprintf(g_why, sizeof g_why, "NVRTC library lacks %s", need[i].name);
-            g_nv.Create = NULL;
-            return;
-        }
+    const char *miss = kiln__dl_resolve(h, need, sizeof need / sizeof need[0]);
+    if (miss) {
+        snprintf(g_why, sizeof g_why, "NVRTC library lacks %s", miss);
+        g_nv.Create = NULL;
+        return;
+    }
 }
 
 int kiln__nvrtc_ptx(const char *source, const char *what, int sm, char **ptx, size_t *n) {
