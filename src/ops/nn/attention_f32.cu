@@ -17,7 +17,7 @@
  * aligned).  Strides from kiln_cu_flash: Q, K, V, Y may be strided views.
  * Dynamic shared memory: F_SMEM bytes (more than 48 KiB: opted into).
  */
-#include "ops/common/cuda_common.cuh"
+#include "ops/nn/attention_flash.cuh"
 
 #define F_BQ 64
 #define F_BK 64
@@ -31,13 +31,10 @@ extern "C" __global__ void __launch_bounds__(256) flash_f32(kiln_cu_flash p, con
     float(*QsT)[F_LD] = reinterpret_cast<float(*)[F_LD]>(f_smem);            /* [F_DK][F_LD] */
     float(*KsT)[F_LD] = reinterpret_cast<float(*)[F_LD]>(f_smem + F_DK * F_LD); /* [F_DK][F_LD], then P^T */
     float(*Vs)[F_LD] = reinterpret_cast<float(*)[F_LD]>(f_smem + 2 * F_DK * F_LD); /* [F_BK][F_LD] */
-    const int64_t qtiles = (p.sq + F_BQ - 1) / F_BQ;
-    const int64_t bh = blockIdx.x / qtiles, q0 = (blockIdx.x - bh * qtiles) * F_BQ;
-    const int64_t bb = bh / p.nh, hh = bh - bb * p.nh;
-    const float *qb = q + bb * p.qs[0] + hh * p.qs[1], *kb = k + bb * p.ks[0] + hh * p.ks[1],
-                *vb = v + bb * p.vs[0] + hh * p.vs[1];
-    const float *mb = mask + bb * p.ms[0] + hh * p.ms[1]; /* used only with has_mask */
-    float *yb = y + bb * p.ys[0] + hh * p.ys[1];
+    const kc_flash_bases<float> cta = kc_flash_cta(p, F_BQ, q, k, v, mask, y);
+    const int64_t q0 = cta.q0;
+    const float *qb = cta.q, *kb = cta.k, *vb = cta.v, *mb = cta.m;
+    float *yb = cta.y;
     const int tid = threadIdx.x, tx = tid & 15, ty = tid >> 4, D = p.d, Dv = p.dv;
 
     for (int i = tid; i < F_BQ * F_DK; i += 256) {

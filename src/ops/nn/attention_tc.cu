@@ -26,7 +26,7 @@
  *   B (16 x 8, col):  b0 = (k 2t..2t+1, n g), b1 = (k 2t + 8.., n g)
  *   C (16 x 8 f32):   c0, c1 = (g, 2t), (g, 2t + 1); c2, c3 = (g + 8, 2t), (g + 8, 2t + 1)
  */
-#include "ops/common/cuda_common.cuh"
+#include "ops/nn/attention_flash.cuh"
 
 #define TC_BQ 64
 #define TC_BK 64
@@ -85,13 +85,10 @@ __device__ __forceinline__ void kc_flash_tc(const kiln_cu_flash &p, const T *q, 
     typedef tc_ops<T> O;
     __shared__ __align__(16) T Ks[TC_BK][DK + TC_PAD];
     __shared__ __align__(16) T Vs[TC_BK][DK + TC_PAD];
-    const int64_t qtiles = (p.sq + TC_BQ - 1) / TC_BQ;
-    const int64_t bh = blockIdx.x / qtiles, q0 = (blockIdx.x - bh * qtiles) * TC_BQ;
-    const int64_t bb = bh / p.nh, hh = bh - bb * p.nh;
-    const T *qb = q + bb * p.qs[0] + hh * p.qs[1], *kb = k + bb * p.ks[0] + hh * p.ks[1],
-            *vb = v + bb * p.vs[0] + hh * p.vs[1];
-    const T *mb = mask + bb * p.ms[0] + hh * p.ms[1]; /* used only with has_mask */
-    T *yb = y + bb * p.ys[0] + hh * p.ys[1];
+    const kc_flash_bases<T> cta = kc_flash_cta(p, TC_BQ, q, k, v, mask, y);
+    const int64_t q0 = cta.q0;
+    const T *qb = cta.q, *kb = cta.k, *vb = cta.v, *mb = cta.m;
+    T *yb = cta.y;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
     const int64_t r0 = q0 + warp * 16 + g, r1 = r0 + 8; /* this thread's two query rows */
     const int D = p.d, Dv = p.dv, kd_used = (D + 15) / 16, nv_used = (Dv + 7) / 8;
