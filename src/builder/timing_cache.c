@@ -7,7 +7,8 @@
  *   kiln-timing-cache 1
  *   device <cpu signature>
  *   entries <n>
- *   <ms as %.17g> <key>          (n lines; keys never hold newlines)
+ *   <ms as %.17g> <key>          (n lines; keys never hold newlines;
+ *                                 ms -1: the candidate failed there)
  * A file with another version or device signature, or one that does not
  * parse, is ignored with a WARN: timing is only ever slower, never wrong.
  * Writes go to "<path>.tmp.<pid>.<n>" then rename(), so a crash never leaves a
@@ -191,7 +192,7 @@ void kiln__tcache_load(kiln__tcache *c, const char *path) {
             if (read_line(f, &line, &cap) <= 0) { why = "fewer entries than announced"; break; }
             char *end;
             double ms = strtod(line, &end);
-            if (end == line || *end != ' ' || !(ms >= 0) || !end[1]) { why = "malformed entry"; break; }
+            if (end == line || *end != ' ' || !(ms >= 0 || ms == -1) || !end[1]) { why = "malformed entry"; break; }
             if (put(tmp, end + 1, ms, 0)) { why = "out of memory"; break; }
         }
         if (!why && read_line(f, &line, &cap) > 0) { why = "trailing data after the entries"; lineno++; }

@@ -197,6 +197,13 @@ int kiln__cudnn_load(void) {
 
 int kiln__cudnn_version(void) { return kiln__cudnn_load() ? 0 : (int)dnn.GetVersion(); }
 
+void kiln__cudnn_signature(int version, char *buf, size_t size) {
+    if (version > 0)
+        snprintf(buf, size, "cudnn %d.%d.%d", version / 10000, version / 100 % 100, version % 100);
+    else
+        snprintf(buf, size, "cudnn none");
+}
+
 void kiln__cudnn_describe(char *buf, size_t size) {
     if (kiln__cudnn_load()) {
         snprintf(buf, size, "cudnn: %s\n", kiln_errmsg());

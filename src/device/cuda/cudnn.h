@@ -49,6 +49,11 @@ typedef struct kiln_cudnn_conv {
 int kiln__cudnn_load(void);
 /* cuDNN's version (e.g. 90800), 0 when not loaded. */
 int kiln__cudnn_version(void);
+/* The timing cache's word on cuDNN, for a version as kiln__cudnn_version
+ * gives it: "cudnn 9.8.0", or "cudnn none" for 0.  A cache made where
+ * cuDNN was missing holds its tactics as failed, and another cuDNN times
+ * them differently: either way its entries must not be reused. */
+void kiln__cudnn_signature(int version, char *buf, size_t size);
 /* One line for `kiln devices`: "cudnn: 9.8.0, <file> (...)" or "cudnn:
  * <why not>". */
 void kiln__cudnn_describe(char *buf, size_t size);
