@@ -276,7 +276,7 @@ static void plan_free(plan *p) {
 
 static int plan_make(plan *p, const plan_key *k, uint64_t h) {
     memset(p, 0, sizeof *p);
-    p->key = *k;
+    memcpy(&p->key, k, sizeof *k); /* with its zeroed padding: keys are compared with memcmp */
     p->hash = h;
     const kiln_cu_conv *g = &k->geo;
     int t = dtype_of((kiln_dtype)k->dtype), rc;
