@@ -89,6 +89,23 @@ static kiln_network *make_net_op(const char *op, int64_t n, int k, const char *n
 }
 static kiln_network *make_net(int64_t n, int k, const char *note) { return make_net_op("test::tc_add", n, k, note); }
 
+/* y = a + b whose tactic 2 refuses the case (KILN_EUNSUPPORTED: holds
+ * wherever the key does) and tactic 3 runs out of memory while g_oom is
+ * set (may pass next time); counts tactic 3's calls. */
+static int g_oom, g_t3_calls;
+static int flaky_impl(const kiln_call *c) {
+    if (c->tactic == 2) return kiln_set_error(KILN_EUNSUPPORTED, "tc_flaky: tactic 2 never takes this");
+    if (c->tactic == 3) {
+        g_t3_calls++;
+        if (g_oom) return kiln_set_error(KILN_ENOMEM, "tc_flaky: out of memory (this time)");
+    }
+    return add_impl(c);
+}
+static const kiln_quick_op flaky_op = {.ns = "test", .name = "tc_flaky", .version = 1, .min_inputs = 2,
+                                       .max_inputs = 2, .num_outputs = 1, .shape = add_shape,
+                                       .impl = flaky_impl, .formats = formats};
+KILN_OP(flaky_op)
+
 /* The device build_check builds for (the CUDA tests set it). */
 static kiln_device_kind g_device = KILN_DEVICE_CPU;
 
@@ -291,6 +308,45 @@ TEST_IMPL(concurrent_builds_share_a_file) {
     remove(g_path);
 }
 
+/* The count of lines of the cache file that contain `s`. */
+static int file_lines_with(const char *s) {
+    FILE *f = fopen(g_path, "rb");
+    ASSERT(f);
+    char line[4096];
+    int n = 0;
+    while (fgets(line, sizeof line, f)) n += strstr(line, s) != NULL;
+    fclose(f);
+    return n;
+}
+
+/* A failed candidate is saved as -1 when it refuses the case, and not at
+ * all when it ran out of memory: the next build times that one again. */
+TEST_IMPL(transient_failures_not_saved) {
+    make_path("flaky");
+    kiln_network *net = make_net_op("test::tc_flaky", 32, 0, "");
+    kiln_build_stats st;
+    g_oom = 1, g_t3_calls = 0;
+    kiln_log_set(KILN_LOG_ERROR, NULL, NULL);
+    build_check(net, g_path, 32, &st);
+    ASSERT_EQ(st.timed, 3);
+    ASSERT_EQ(g_t3_calls, 1); /* failed at its first call */
+    ASSERT_EQ(file_lines_with("tactic=1"), 1);
+    ASSERT_EQ(file_lines_with("-1 test::tc_flaky"), 1);
+    ASSERT_EQ(file_lines_with("tactic=2"), 1);
+    ASSERT_EQ(file_lines_with("tactic=3"), 0);
+    ASSERT_EQ(file_lines_with("entries 2"), 1);
+    /* memory again: tactic 3 is timed, the refusal is not retried */
+    g_oom = 0, g_t3_calls = 0;
+    build_check(net, g_path, 32, &st);
+    kiln_log_set(KILN_LOG_WARN, NULL, NULL);
+    ASSERT_EQ(st.timed, 1);
+    ASSERT_EQ(st.cache_hits, 2);
+    ASSERT(g_t3_calls >= 2); /* warm-up + samples */
+    ASSERT_EQ(file_lines_with("tactic=3"), 1);
+    kiln_network_free(net);
+    remove(g_path);
+}
+
 /* The file's device line (line 2), for the assertions below. */
 static void device_line(char *buf, size_t size) {
     FILE *f = fopen(g_path, "rb");
@@ -352,4 +408,5 @@ TEST_IMPL(cudnn_version_in_signature) {
 }
 
 TEST_LIST(TEST_ENTRY(memory_cache), TEST_ENTRY(build_round_trip), TEST_ENTRY(corrupt_and_foreign_files),
-          TEST_ENTRY(concurrent_builds_share_a_file), TEST_ENTRY(cudnn_version_in_signature))
+          TEST_ENTRY(concurrent_builds_share_a_file), TEST_ENTRY(transient_failures_not_saved),
+          TEST_ENTRY(cudnn_version_in_signature))
