@@ -187,6 +187,10 @@ static const tcase cases[] = {
      {{F16, 3, {3, 1, 32}}}, {A_FLOAT("scale", 0.18)}},
     {"kiln::attention", 1, 3, 1, {{BF16, 3, {150, 2, 576}}, {BF16, 3, {150, 2, 576}}, {BF16, 3, {150, 2, 576}}},
      {{BF16, 4, {150, 2, 3, 64}}}, {A_FLOAT("scale", 0.125), ATTN_VIEWS, A_INTS("y_perm", 2, 0, 1, 3)}},
+    /* the layout builder/transformer.c picks when the out-projection's Transpose back to batch-first
+     * follows: y [B, S, H, D] */
+    {"kiln::attention", 1, 3, 1, {{F16, 3, {150, 2, 576}}, {F16, 3, {150, 2, 576}}, {F16, 3, {150, 2, 576}}},
+     {{F16, 4, {2, 150, 3, 64}}}, {A_FLOAT("scale", 0.125), ATTN_VIEWS, A_INTS("y_perm", 0, 2, 1, 3)}},
     /* residual + norm (kiln::add_layernorm): rows of 768, 8192 (1024 threads x 8), 5; broadcast scale */
     {"kiln::add_layernorm", 1, 4, 1, {{F32, 3, {2, 3, 768}}, {F32, 3, {2, 3, 768}}, {F32, 1, {768}}, {F32, 1, {768}}},
      {{F32, 3, {2, 3, 768}}}, {A_INT("axis", -1), A_FLOAT("epsilon", 1e-5)}},
