@@ -420,6 +420,7 @@ int kiln_build(const kiln_network *net, const kiln_build_config *cfg, kiln_engin
     if (rc) goto done;
     if ((rc = kiln__b_pointwise_fold(&b))) goto done;
     if (b.cuda && (rc = kiln__b_transformer(&b))) goto done;
+    if ((rc = kiln__b_mbconv(&b))) goto done;
     kiln__b_dead_code(&b);
     rc = kiln__b_select(&b);
     if (rc) goto done;

@@ -391,7 +391,8 @@ static void try_fuse_residual(builder *b, int li, int *uses) {
         int pi = tx->producer;
         bl *P = &b->l[pi];
         const int max_in = P->op->max_inputs;
-        if (P->dead || !is_op(P, "Conv") || !P->op->quick || P->aot == 1 || P->nout != 1 || P->out[0] != X ||
+        if (P->dead || !(is_op(P, "Conv") || (!strcmp(P->op->ns, "kiln") && !strcmp(P->op->name, "mbconv"))) ||
+            !P->op->quick || P->aot == 1 || P->nout != 1 || P->out[0] != X ||
             P->nepi != 0 || P->nin > max_in || P->io.n != P->nin + 1 || max_in + 2 > KILN_MAX_IO ||
             P->device != L->device)
             continue;
