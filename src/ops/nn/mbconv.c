@@ -323,12 +323,17 @@ static size_t band_floats(const mb *g, int64_t rows) {
     return (size_t)(e_floats(g, in_rows * g->W) + offsets_at(g->Ce * rows * g->OW) + 2 * g->Ce);
 }
 
-/* Output rows per band: E and D of a band within ~1 MB (the L2 of one
- * core holds it beside the weights), at least 1 row. */
-static int64_t band_rows(const mb *g) {
-    int64_t r = g->OH;
-    while (r > 1 && band_floats(g, r) * sizeof(float) > ((size_t)1 << 20)) r = (r + 1) / 2;
-    return r;
+/* Output rows per band: the fewest bands whose E and D fit in ~1 MB (one
+ * core's L2 holds them beside the weights), in a multiple of the thread
+ * count when there is more than one image row to share (the threads then
+ * get equal work: 3 bands on 2 threads leave one idle a third of the time). */
+static int64_t band_rows(const mb *g, int threads) {
+    int64_t step = g->N % threads == 0 ? 1 : threads, nb = step, r = g->OH;
+    for (; nb < g->OH; nb += step) {
+        r = (g->OH + nb - 1) / nb;
+        if (band_floats(g, r) * sizeof(float) <= ((size_t)1 << 20)) break;
+    }
+    return nb < g->OH ? r : 1;
 }
 
 static void bands(void *ud, int64_t b, int64_t e) {
@@ -365,8 +370,9 @@ static void bands(void *ud, int64_t b, int64_t e) {
  * least two per thread, else whole tensors. */
 static int pick(const kiln_call *c, const mb *g) {
     if (c->tactic == T_WHOLE || c->tactic == T_ROWS) return c->tactic;
-    int64_t nb = g->N * ((g->OH + band_rows(g) - 1) / band_rows(g));
-    return nb >= 2 * (int64_t)kiln_exec_threads(c->exec) ? T_ROWS : T_WHOLE;
+    int threads = kiln_exec_threads(c->exec);
+    int64_t r = band_rows(g, threads);
+    return g->N * ((g->OH + r - 1) / r) >= 2 * (int64_t)threads ? T_ROWS : T_WHOLE;
 }
 
 /* Tactic 1's workspace (auto may take it at run time: the thread count is
@@ -387,7 +393,7 @@ static int mbconv_impl(const kiln_call *c) {
                                   c->workspace_size, whole_floats(&g) * sizeof(float));
         return run_whole(&g, c->workspace);
     }
-    g.rows = band_rows(&g);
+    g.rows = band_rows(&g, kiln_exec_threads(c->exec));
     kiln_exec_parallel_for(c->exec, g.N * ((g.OH + g.rows - 1) / g.rows), 1, bands, &g);
     return 0;
 }
