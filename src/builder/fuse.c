@@ -26,7 +26,8 @@
  * HardSwish becomes the a y + b of the same code (KILN_CU_ACT_THEN_AFFINE).
  *
  * Residual Add.  An ai.onnx Add of two activations of the same shape and
- * type, one (X) the only use of a Conv's output and the other (R) produced
+ * type, one (X) the only use of a Conv's output (or a kiln::mbconv's,
+ * mbconv_fuse.c) and the other (R) produced
  * before that Conv, becomes the first entry of the Conv's chain: R is
  * appended to the Conv's inputs (at index max_inputs, absent optional
  * inputs padded with -1) so the memory plan keeps it alive and a run binds
