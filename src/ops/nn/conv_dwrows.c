@@ -71,9 +71,9 @@ static inline __attribute__((always_inline)) void rows(const int R, const int64_
             }
         }
     }
-    if (p->clamp)
+    if (p->clamp) /* max/min return their second operand for a NaN: it stays NaN, as Clip keeps it */
         for (int r = 0; r < R; r++)
-            acc[r] = _mm512_min_ps(_mm512_max_ps(acc[r], _mm512_set1_ps(p->lo)), _mm512_set1_ps(p->hi));
+            acc[r] = _mm512_min_ps(_mm512_set1_ps(p->hi), _mm512_max_ps(_mm512_set1_ps(p->lo), acc[r]));
     for (int r = 0; r < R; r++)
         _mm512_mask_storeu_ps(yc + (oy + r - p->oy_base) * p->OW + ox0, ck->store, acc[r]);
 }
