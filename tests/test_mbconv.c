@@ -10,7 +10,8 @@
  * vector width, planes of 1 to 57 rows (one band and many), strides 1 and
  * 2, asymmetric pads, a 5x5 kernel, dilation, 2 images, with and without
  * the expand conv, ReLU6 / Relu / no activation.  Chains the block cannot
- * take (an intermediate read elsewhere) stay separate layers.
+ * take (an intermediate read elsewhere) stay separate layers; a block
+ * written by hand with inconsistent operands fails with a clear message.
  */
 #include "kiln/kiln.h"
 #include "kiln/plugin.h"
@@ -240,4 +241,39 @@ TEST_IMPL(mbconv_not_fused) {
     free(we); free(be); free(wd); free(bd); free(wp); free(bp);
 }
 
-TEST_LIST(TEST_ENTRY(mobilenet_blocks), TEST_ENTRY(mbconv_general), TEST_ENTRY(mbconv_not_fused))
+/* A kiln::mbconv layer written by hand with inconsistent operands fails
+ * to build with a message naming the operand, expected and found. */
+static void bad_block(int64_t wp_in, int64_t kh, int nstrides, const char *want) {
+    kiln_network *net = kiln_network_create();
+    ASSERT(net);
+    static float w[4096];
+    int64_t xd[4] = {1, 8, 5, 5}, wdd[4] = {8, 1, kh, 3}, wpd[4] = {4, wp_in, 1, 1}, cd[1] = {8}, md[1] = {4};
+    ASSERT_OK(kiln_network_add_input(net, "X", KILN_DTYPE_F32, 4, xd, NULL));
+    ASSERT_OK(kiln_network_add_constant(net, "Wd", KILN_DTYPE_F32, 4, wdd, w));
+    ASSERT_OK(kiln_network_add_constant(net, "Bd", KILN_DTYPE_F32, 1, cd, w));
+    ASSERT_OK(kiln_network_add_constant(net, "Wp", KILN_DTYPE_F32, 4, wpd, w));
+    ASSERT_OK(kiln_network_add_constant(net, "Bp", KILN_DTYPE_F32, 1, md, w));
+    const char *in[5] = {"X", "Wd", "Bd", "Wp", "Bp"}, *out[1] = {"Y"};
+    kiln_layer *l = kiln_network_add_layer(net, "kiln::mbconv", 1, "block", 5, in, 1, out);
+    int rc = l ? 0 : -1;
+    const int64_t s[3] = {1, 1, 1};
+    if (l) ASSERT_OK(kiln_layer_set_ints(l, "strides", s, nstrides));
+    if (l && (rc = kiln_network_mark_output(net, "Y")) == 0) {
+        kiln_engine *e = NULL;
+        kiln_build_stats st;
+        rc = test_build_net(net, KILN_BUILD_NO_TIMING, 1, &e, &st);
+        kiln_engine_free(e);
+    }
+    ASSERT(rc != 0);
+    ASSERT_CONTAINS(kiln_errmsg(), want);
+    kiln_network_free(net);
+}
+
+TEST_IMPL(mbconv_bad_input) {
+    bad_block(7, 3, 2, "kiln::mbconv: Wp dim 1: expected 8, found 7");
+    bad_block(8, 0, 2, "depthwise kernel 0 x 3, expected 1..64");
+    bad_block(8, 3, 3, "kiln::mbconv: strides: expected 2 values, found 3");
+}
+
+TEST_LIST(TEST_ENTRY(mobilenet_blocks), TEST_ENTRY(mbconv_general), TEST_ENTRY(mbconv_not_fused),
+          TEST_ENTRY(mbconv_bad_input))

@@ -107,6 +107,9 @@ static int mbconv_shape(kiln_shape_ctx *c) {
         return rc;
     kiln_expr_is_const(c->in[IN_WD].dims[2], &KH);
     kiln_expr_is_const(c->in[IN_WD].dims[3], &KW);
+    if (KH < 1 || KW < 1 || KH > 64 || KW > 64)
+        return kiln_set_error(KILN_ESHAPE, "kiln::mbconv: depthwise kernel %lld x %lld, expected 1..64 each",
+                              (long long)KH, (long long)KW);
     kiln_expr_is_const(c->in[IN_WP].dims[0], &M);
     if ((rc = check_dim(c, IN_BP, 0, M, "Bp"))) return rc;
     if (nin == 7) {
@@ -170,6 +173,9 @@ static int make_mb(const kiln_call *c, mb *g) {
         return kiln_set_error(KILN_ESHAPE, "kiln::mbconv: X has %lld channels, Wd %lld, Wp %lld x %lld, Y %lld",
                               (long long)g->C, (long long)g->Ce, (long long)g->M,
                               (long long)c->in[IN_WP].dims[1], (long long)y->dims[1]);
+    if (g->KH < 1 || g->KH > 64 || g->N < 0 || g->H < 0 || g->W < 0 || g->OH < 1 || g->OW < 1)
+        return kiln_set_error(KILN_ESHAPE, "kiln::mbconv: kernel height %lld, input %lld x %lld, output %lld x %lld",
+                              (long long)g->KH, (long long)g->H, (long long)g->W, (long long)g->OH, (long long)g->OW);
     if (!kiln__dwrows_fits(g->s[1], g->KW))
         return kiln_set_error(KILN_EUNSUPPORTED, "kiln::mbconv: the depthwise rows kernel does not run here "
                               "(an AVX-512 build, x stride 1 or 2 and a kernel up to 32 wide)");
@@ -385,6 +391,7 @@ static size_t mbconv_ws(const kiln_call *c) {
 
 static int mbconv_impl(const kiln_call *c) {
     mb g;
+    if (kiln_tensor_numel(&c->out[0]) == 0) return 0;
     int rc = make_mb(c, &g);
     if (rc) return rc;
     if (pick(c, &g) == T_WHOLE) {
