@@ -4,8 +4,9 @@
  * Passes, in order:
  *   1-3. shape.c: symbols for dynamic input dims (profiles), shape
  *      inference with constant folding and sub-network inlining, dead layers;
- *      pointwise_fold.c (HardSwish chains, a Conv's scale/shift) and, for
- *      CUDA, transformer.c rewrite patterns before the dead-layer pass.
+ *      pointwise_fold.c (HardSwish chains, a Conv's scale/shift) and
+ *      rewrite patterns before the dead-layer pass: for CUDA
+ *      transformer.c, for the CPU mbconv_fuse.c (MobileNet blocks).
  *   4. select.c: type/format/tactic per layer, by timing (timing cache).
  *   5. emit.c: reformat and in-place copy layers, memory plan, engine.
  */
