@@ -9,7 +9,8 @@
  * written) and not, at 1 and 2 threads.  Odd sizes: channel counts off the
  * vector width, planes of 1 to 57 rows (one band and many), strides 1 and
  * 2, asymmetric pads, a 5x5 kernel, dilation, 2 images, with and without
- * the expand conv, ReLU6 / Relu / no activation.  Chains the block cannot
+ * the expand conv, ReLU6 / Relu / no activation, dynamic height and width
+ * (one engine run at several sizes).  Chains the block cannot
  * take (an intermediate read elsewhere) stay separate layers; a block
  * written by hand with inconsistent operands fails with a clear message.
  */
@@ -105,15 +106,19 @@ static void add_act(kiln_network *net, int a, const char *name, const char *in, 
 }
 
 /* Builds the chain; `leak`: also mark the depthwise conv's output as a
- * network output (then it must not fuse).  Returns the engine. */
-static kiln_engine *build(const mbcase *t, int threads, int leak, const float *we, const float *be, const float *wd,
-                          const float *bd, const float *wp, const float *bp, kiln_build_stats *st) {
+ * network output (then it must not fuse); `hw` (or NULL): X's height and
+ * width are dynamic, profile min/opt/max hw[0..2] x hw[3..5].  Returns the
+ * engine. */
+static kiln_engine *build(const mbcase *t, int threads, int leak, const int64_t *hw, const float *we,
+                          const float *be, const float *wd, const float *bd, const float *wp, const float *bp,
+                          kiln_build_stats *st) {
     kiln_network *net = kiln_network_create();
     ASSERT(net);
-    int64_t xd[4] = {t->N, t->C, t->H, t->W}, wed[4] = {t->Ce, t->C, 1, 1}, wdd[4] = {t->Ce, 1, t->k, t->k};
-    int64_t wpd[4] = {t->M, t->Ce, 1, 1}, ced[1] = {t->Ce}, md[1] = {t->M};
+    int64_t xd[4] = {t->N, t->C, hw ? -1 : t->H, hw ? -1 : t->W}, wed[4] = {t->Ce, t->C, 1, 1};
+    int64_t wdd[4] = {t->Ce, 1, t->k, t->k}, wpd[4] = {t->M, t->Ce, 1, 1}, ced[1] = {t->Ce}, md[1] = {t->M};
+    const char *names[4] = {NULL, NULL, "H", "W"};
     float zero = 0.0f, six = 6.0f;
-    ASSERT_OK(kiln_network_add_input(net, "X", KILN_DTYPE_F32, 4, xd, NULL));
+    ASSERT_OK(kiln_network_add_input(net, "X", KILN_DTYPE_F32, 4, xd, hw ? names : NULL));
     ASSERT_OK(kiln_network_add_constant(net, "zero", KILN_DTYPE_F32, 0, NULL, &zero));
     ASSERT_OK(kiln_network_add_constant(net, "six", KILN_DTYPE_F32, 0, NULL, &six));
     ASSERT_OK(kiln_network_add_constant(net, "Wd", KILN_DTYPE_F32, 4, wdd, wd));
@@ -138,7 +143,14 @@ static kiln_engine *build(const mbcase *t, int threads, int leak, const float *w
     }
     ASSERT_OK(kiln_network_mark_output(net, "Y"));
     if (leak) ASSERT_OK(kiln_network_mark_output(net, "D"));
-    kiln_engine *eng = test_build_ok(net, KILN_BUILD_NO_TIMING, threads, st);
+    kiln_build_config *cfg = test_build_config(KILN_BUILD_NO_TIMING, threads);
+    if (hw) {
+        int64_t mn[4] = {t->N, t->C, hw[0], hw[3]}, opt[4] = {t->N, t->C, hw[1], hw[4]}, mx[4] = {t->N, t->C, hw[2], hw[5]};
+        ASSERT_OK(kiln_build_config_set_profile(cfg, "X", 4, mn, opt, mx));
+    }
+    kiln_engine *eng = NULL;
+    if (kiln_build(net, cfg, &eng, st)) TEST__FAIL("build: %s", kiln_errmsg());
+    kiln_build_config_free(cfg);
     kiln_network_free(net);
     return eng;
 }
@@ -166,7 +178,7 @@ static void run_case(const mbcase *t, int threads) {
     reference(t, OH, OW, x, we, be, wd, bd, wp, bp, ref);
 
     kiln_build_stats st;
-    kiln_engine *e = build(t, threads, 0, we, be, wd, bd, wp, bp, &st);
+    kiln_engine *e = build(t, threads, 0, NULL, we, be, wd, bd, wp, bp, &st);
     ASSERT_EQ(st.layers, 1);
     ASSERT_STR_EQ(e->layers[0].op_name, "mbconv");
     char what[240];
@@ -234,10 +246,56 @@ TEST_IMPL(mbconv_not_fused) {
     float *wd = test_rnd_f32(&g_seed, 108, -1, 1), *bd = test_rnd_f32(&g_seed, 12, -1, 1);
     float *wp = test_rnd_f32(&g_seed, 60, -1, 1), *bp = test_rnd_f32(&g_seed, 5, -1, 1);
     kiln_build_stats st;
-    kiln_engine *e = build(&t, 1, 1, we, be, wd, bd, wp, bp, &st);
+    kiln_engine *e = build(&t, 1, 1, NULL, we, be, wd, bd, wp, bp, &st);
     ASSERT_EQ(st.layers, 3); /* expand + act, dw + act, project */
     for (int32_t l = 0; l < e->nlayers; l++) ASSERT_STR_EQ(e->layers[l].op_name, "Conv");
     kiln_engine_free(e);
+    free(we); free(be); free(wd); free(bd); free(wp); free(bp);
+}
+
+/* Dynamic height and width (a profile from 3x4 to 41x40): one engine run
+ * at several sizes, each tactic, 1 and 2 threads; the workspace (tactic 1)
+ * and the bands (2) follow the actual dims. */
+TEST_IMPL(mbconv_dynamic) {
+    if (skip()) return;
+    mbcase t = {.N = 1, .C = 8, .Ce = 48, .M = 8, .k = 3, .sy = 1, .sx = 1, .d = 1, .pt = 1, .pl = 1, .pb = 1, .pr = 1,
+                .expand = 1, .act = ACT_RELU6, .residual = 1};
+    const int64_t hw[6] = {3, 20, 41, 4, 20, 40}, sizes[][2] = {{20, 20}, {3, 4}, {41, 40}, {17, 9}};
+    float *we = test_rnd_f32(&g_seed, t.Ce * t.C, -3, 3), *be = test_rnd_f32(&g_seed, t.Ce, -0.5f, 0.5f);
+    float *wd = test_rnd_f32(&g_seed, t.Ce * 9, -1, 1), *bd = test_rnd_f32(&g_seed, t.Ce, -0.5f, 0.5f);
+    float *wp = test_rnd_f32(&g_seed, t.M * t.Ce, -0.5f, 0.5f), *bp = test_rnd_f32(&g_seed, t.M, -0.5f, 0.5f);
+    for (int threads = 1; threads <= 2; threads++) {
+        kiln_build_stats st;
+        kiln_engine *e = build(&t, threads, 0, hw, we, be, wd, bd, wp, bp, &st);
+        ASSERT_EQ(st.layers, 1);
+        for (int tactic = 1; tactic <= 2; tactic++) {
+            ASSERT_OK(test_force_tactic(e, 0, tactic));
+            kiln_context *ctx;
+            ASSERT_OK(kiln_context_create(e, threads, &ctx));
+            kiln_context_set_debug(ctx, 1);
+            for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
+                t.H = sizes[si][0];
+                t.W = sizes[si][1];
+                const int64_t n = t.C * t.H * t.W, dims[4] = {1, t.C, t.H, t.W};
+                float *x = test_rnd_f32(&g_seed, n, -1, 1), *y = test_xmalloc((size_t)n * sizeof(float));
+                double *ref = test_xmalloc((size_t)n * sizeof(double));
+                reference(&t, t.H, t.W, x, we, be, wd, bd, wp, bp, ref);
+                ASSERT_OK(kiln_context_set_input_shape(ctx, "X", 4, dims));
+                ASSERT_OK(kiln_context_bind(ctx, "X", x, (size_t)n * sizeof(float)));
+                memset(y, 0xA5, (size_t)n * sizeof(float));
+                ASSERT_OK(kiln_context_bind(ctx, "Y", y, (size_t)n * sizeof(float)));
+                if (kiln_context_run(ctx)) TEST__FAIL("run %lldx%lld (tactic %d): %s", (long long)t.H, (long long)t.W,
+                                                      tactic, kiln_errmsg());
+                char what[120];
+                snprintf(what, sizeof what, "mbconv dynamic %lldx%lld threads=%d tactic %d", (long long)t.H,
+                         (long long)t.W, threads, tactic);
+                test_check_close(what, y, ref, n, 2e-4 * (double)(t.C + t.Ce));
+                free(x); free(y); free(ref);
+            }
+            kiln_context_free(ctx);
+        }
+        kiln_engine_free(e);
+    }
     free(we); free(be); free(wd); free(bd); free(wp); free(bp);
 }
 
@@ -275,5 +333,5 @@ TEST_IMPL(mbconv_bad_input) {
     bad_block(8, 3, 3, "kiln::mbconv: strides: expected 2 values, found 3");
 }
 
-TEST_LIST(TEST_ENTRY(mobilenet_blocks), TEST_ENTRY(mbconv_general), TEST_ENTRY(mbconv_not_fused),
-          TEST_ENTRY(mbconv_bad_input))
+TEST_LIST(TEST_ENTRY(mobilenet_blocks), TEST_ENTRY(mbconv_general), TEST_ENTRY(mbconv_dynamic),
+          TEST_ENTRY(mbconv_not_fused), TEST_ENTRY(mbconv_bad_input))
