@@ -25,7 +25,8 @@
  *     KILN_EUNSUPPORTED), and none without cuDNN.  An engine whose layer
  *     names a cuDNN tactic, loaded where cuDNN is missing, runs that layer
  *     with the GEMM tactic instead (one warning per process).
- * ConvTranspose: conv_transpose_<T> (gather form, no atomics).
+ * ConvTranspose: conv_transpose_<T> (gather form, no atomics), or
+ * conv_transpose1_<T> where the kernel equals the stride (one tap).
  * A fused activation (kiln__epi_cuda_act) is applied by conv_direct,
  * conv_transpose and bias_act before their one rounding store.  A fused
  * residual Add (kiln__epi_cuda_residual: an extra input of the output's
@@ -317,6 +318,10 @@ int kiln__cu_conv_transpose(const kiln_call *c) {
                               (long long)p.k);
     p.act = kiln__epi_cuda_act(c->epilogue, &p.act_a, &p.act_b);
     void *args[] = {&p, (void *)&c->in[0].data, (void *)&c->in[1].data, (void *)&bias, &c->out[0].data};
-    return kiln__cu_launch_n(c, "conv_transpose", kiln__cu_suffix(c->in[0].dtype), kiln_tensor_numel(&c->out[0]),
-                             args);
+    /* kernel == stride, undilated: one tap per output (32-bit indices) */
+    const int one_tap = p.kh == p.sh && p.kw == p.sw && p.dh == 1 && p.dw == 1 && p.ph >= 0 && p.pw >= 0 &&
+                        kiln_tensor_numel(&c->in[0]) < INT32_MAX && kiln_tensor_numel(&c->in[1]) < INT32_MAX &&
+                        kiln_tensor_numel(&c->out[0]) < INT32_MAX;
+    return kiln__cu_launch_n(c, one_tap ? "conv_transpose1" : "conv_transpose", kiln__cu_suffix(c->in[0].dtype),
+                             kiln_tensor_numel(&c->out[0]), args);
 }
