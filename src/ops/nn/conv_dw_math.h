@@ -1,8 +1,8 @@
 /*
  * conv_dw_math.h — the tile of the depthwise Conv kernels (conv_dw.cu), shared
  * with their launcher (conv_cuda.c), which checks that a layer's window
- * fits before it runs tactic 3 (named *_math.h: cmake/cuda_kernels.cmake
- * rebuilds the fatbin when one changes).
+ * fits before it runs tactic 3.  (Headers named like this one are
+ * dependencies of the fatbin in cmake/cuda_kernels.cmake.)
  */
 #ifndef KILN_OPS_CONV_DW_MATH_H
 #define KILN_OPS_CONV_DW_MATH_H
