@@ -254,19 +254,23 @@ static int dw_fits(const kiln_cu_conv *p) {
            p->h * p->w < INT32_MAX && p->oh * p->ow < INT32_MAX && p->ph < DW_SMEM && p->pw < DW_SMEM;
 }
 
-/* Tactic 3: conv_dw<K>_<T>, one CTA per output tile of a plane. */
+/* Tactic 3: conv_dw<K>s<S>_<T> or conv_dw0_<T>, one CTA per output tile of a plane. */
 static int conv_dw(const kiln_call *c, const kiln_cu_conv *p, const void *bias, const void *res) {
     if (!dw_fits(p))
         return kiln_set_error(KILN_EUNSUPPORTED, "Conv: the depthwise tactic takes one input channel per group "
                               "and a window of at most %d inputs per %d x %d tile (group %d, %lld channels, "
                               "kernel %dx%d, strides %d,%d)", DW_SMEM, DW_TH, DW_TW, p->group, (long long)p->c,
                               p->kh, p->kw, p->sh, p->sw);
-    static const char *const names[3][3] = {{"conv_dw3_f32", "conv_dw3_f16", "conv_dw3_bf16"},
-                                            {"conv_dw5_f32", "conv_dw5_f16", "conv_dw5_bf16"},
+    static const char *const names[5][3] = {{"conv_dw3s1_f32", "conv_dw3s1_f16", "conv_dw3s1_bf16"},
+                                            {"conv_dw3s2_f32", "conv_dw3s2_f16", "conv_dw3s2_bf16"},
+                                            {"conv_dw5s1_f32", "conv_dw5s1_f16", "conv_dw5s1_bf16"},
+                                            {"conv_dw5s2_f32", "conv_dw5s2_f16", "conv_dw5s2_bf16"},
                                             {"conv_dw0_f32", "conv_dw0_f16", "conv_dw0_bf16"}};
     const kiln_dtype t = c->in[0].dtype;
-    const int ti = t == KILN_DTYPE_F16 ? 1 : t == KILN_DTYPE_BF16 ? 2 : 0, undilated = p->dh == 1 && p->dw == 1;
-    const int ki = undilated && p->kh == 3 && p->kw == 3 ? 0 : undilated && p->kh == 5 && p->kw == 5 ? 1 : 2;
+    const int ti = t == KILN_DTYPE_F16 ? 1 : t == KILN_DTYPE_BF16 ? 2 : 0;
+    const int unrolled = p->dh == 1 && p->dw == 1 && p->kh == p->kw && (p->kh == 3 || p->kh == 5) &&
+                         p->sh == p->sw && (p->sh == 1 || p->sh == 2);
+    const int ki = unrolled ? (p->kh == 5) * 2 + (p->sh == 2) : 4;
     const int64_t tiles = ((p->oh + DW_TH - 1) / DW_TH) * ((p->ow + DW_TW - 1) / DW_TW), blocks = p->n * p->k * tiles;
     if (blocks > INT32_MAX)
         return kiln_set_error(KILN_EUNSUPPORTED, "Conv: %lld depthwise tiles exceed the CUDA grid", (long long)blocks);

@@ -7,83 +7,138 @@
  * (image n, output channel k): it stages the input window the tile reads
  * (rows (DW_TH - 1) * sh + (kh - 1) * dh + 1, likewise columns; zeros where
  * the padding is) and the plane's weights in shared memory as float, then
- * each thread computes DW_R outputs of one column, DW_TH / DW_R rows apart,
- * from shared memory; bias, a fused residual and the activation epilogue
- * (kc_act) are applied in float before the one rounding store.  conv_direct
+ * each thread computes DW_R consecutive outputs of one column from shared
+ * memory; bias, a fused residual and the activation epilogue (kc_act) are
+ * applied in float before the one rounding store.  conv_direct
  * recomputes every index with 64-bit divisions and reads each input
  * kh * kw times from global memory (L1 permitting); here a plane's inputs
  * are read about once.  Index arithmetic is 32-bit within a plane (the
  * launcher checks that a plane has fewer than 2^31 elements).
  *
- * Kernels conv_dw<K>_<T>: K = 3 or 5 unrolls a K x K undilated window
- * with the weights in registers; K = 0 takes any kh x kw (dilated too)
- * whose window fits DW_SMEM (conv_dw_math.h; the launcher checks: dw_fits in
- * conv_cuda.c).
+ * Kernels conv_dw<K>s<S>_<T> (K = 3 or 5, stride S = 1 or 2, undilated)
+ * unroll the window with the weights in registers and read each staged
+ * input row once for the DW_R outputs that use it; conv_dw0_<T> takes any
+ * kh x kw, stride and dilation whose window fits DW_SMEM (conv_dw_math.h;
+ * the launcher checks: dw_fits in conv_cuda.c).
  */
 #include "ops/common/cuda_common.cuh"
 #include "ops/nn/conv_dw_math.h"
 
-template <typename T, int K>
+/* The plane and tile of CTA blk: output plane (n * k + oc), its input
+ * plane, the tile's first output row and column. */
+struct kc_dw_tile {
+    int64_t plane, oc, in_plane;
+    int oy0, ox0, in_h, in_w;
+};
+
+__device__ __forceinline__ kc_dw_tile kc_dw_locate(const kiln_cu_conv &p, int64_t blk) {
+    kc_dw_tile t;
+    const int tiles_w = (int)((p.ow + DW_TW - 1) / DW_TW), tiles = tiles_w * (int)((p.oh + DW_TH - 1) / DW_TH);
+    t.plane = blk / tiles;
+    const int tile = (int)(blk - t.plane * tiles);
+    t.oc = t.plane % p.k;
+    t.in_plane = t.plane / p.k * p.c + t.oc / (p.k / p.c); /* the group's one input channel */
+    t.oy0 = tile / tiles_w * DW_TH;
+    t.ox0 = tile % tiles_w * DW_TW;
+    t.in_h = (DW_TH - 1) * p.sh + (p.kh - 1) * p.dh + 1;
+    t.in_w = (DW_TW - 1) * p.sw + (p.kw - 1) * p.dw + 1;
+    return t;
+}
+
+/* Thread tid's share of staging: the plane's weights into ws, the tile's
+ * input window into xs (in_h x in_w floats, zeros outside the image), rows
+ * split over the 8 warps, columns over the lanes (coalesced, no division). */
+template <typename T>
+__device__ __forceinline__ void kc_dw_stage(const kiln_cu_conv &p, const kc_dw_tile &t, const T *__restrict__ x,
+                                            const T *__restrict__ w, float *xs, float *ws, int tid) {
+    const int kk = p.kh * p.kw, h = (int)p.h, wd = (int)p.w;
+    for (int i = tid; i < kk; i += DW_THREADS) ws[i] = kc_ldf(w[t.oc * kk + i]);
+    const T *xp = x + t.in_plane * (int64_t)h * wd;
+    const int iy0 = t.oy0 * p.sh - p.ph, ix0 = t.ox0 * p.sw - p.pw;
+    for (int r = tid / DW_TW; r < t.in_h; r += DW_THREADS / DW_TW) {
+        const int iy = iy0 + r;
+        const bool row = iy >= 0 && iy < h;
+        for (int q = tid % DW_TW; q < t.in_w; q += DW_TW) {
+            const int ix = ix0 + q;
+            xs[r * t.in_w + q] = row && ix >= 0 && ix < wd ? kc_ldf(xp[iy * wd + ix]) : 0.0f;
+        }
+    }
+}
+
+/* Thread tid's outputs: DW_R consecutive rows (ty * DW_R ...) of column tx.
+ * K, S > 0 (undilated K x K window, stride S): each staged input row is
+ * read once into registers and added to every output whose window holds
+ * it (the branches fold away when unrolled); K = 0: any window, output by
+ * output.  Per output the sum runs bias, then rows, then columns, as
+ * conv_direct's. */
+template <typename T, int K, int S>
+__device__ __forceinline__ void kc_dw_compute(const kiln_cu_conv &p, const kc_dw_tile &t, const T *__restrict__ bias,
+                                              const T *__restrict__ res, T *__restrict__ y, const float *xs,
+                                              const float *ws, int tid) {
+    const int tx = tid % DW_TW, ly0 = tid / DW_TW * DW_R, ox = t.ox0 + tx;
+    if (ox >= (int)p.ow) return;
+    const float b = bias ? kc_ldf(bias[t.oc]) : 0.0f;
+    float acc[DW_R];
+#pragma unroll
+    for (int j = 0; j < DW_R; j++) acc[j] = b;
+    if (K > 0) {
+        float wr[K > 0 ? K * K : 1];
+#pragma unroll
+        for (int i = 0; i < K * K; i++) wr[i] = ws[i];
+        const float *xc = xs + ly0 * S * t.in_w + tx * S;
+#pragma unroll
+        for (int r = 0; r < (DW_R - 1) * S + K; r++) {
+            float v[K > 0 ? K : 1];
+#pragma unroll
+            for (int c = 0; c < K; c++) v[c] = xc[r * t.in_w + c];
+#pragma unroll
+            for (int j = 0; j < DW_R; j++) {
+                const int a = r - j * S;
+                if (a >= 0 && a < K)
+#pragma unroll
+                    for (int c = 0; c < K; c++) acc[j] += v[c] * wr[a * K + c];
+            }
+        }
+    } else {
+#pragma unroll
+        for (int j = 0; j < DW_R; j++) {
+            const float *xr = xs + (ly0 + j) * p.sh * t.in_w + tx * p.sw;
+            for (int a = 0; a < p.kh; a++)
+                for (int c = 0; c < p.kw; c++) acc[j] += xr[a * p.dh * t.in_w + c * p.dw] * ws[a * p.kw + c];
+        }
+    }
+    const int64_t ybase = t.plane * p.oh * p.ow;
+#pragma unroll
+    for (int j = 0; j < DW_R; j++) {
+        const int oy = t.oy0 + ly0 + j;
+        if (oy >= (int)p.oh) break;
+        const int64_t o = ybase + (int64_t)oy * p.ow + ox;
+        float v = acc[j];
+        if (res) v += kc_ldf(res[o]); /* a fused residual Add, before the activation */
+        y[o] = kc_stf<T>(kc_act(p.act, v, p.act_a, p.act_b));
+    }
+}
+
+template <typename T, int K, int S>
 __device__ __forceinline__ void kc_conv_dw(const kiln_cu_conv &p, const T *__restrict__ x, const T *__restrict__ w,
                                            const T *__restrict__ bias, const T *__restrict__ res, T *__restrict__ y) {
     __shared__ float xs[DW_SMEM];
     __shared__ float ws[DW_KMAX];
-    const int kh = K ? K : p.kh, kw = K ? K : p.kw, dh = K ? 1 : p.dh, dw = K ? 1 : p.dw;
-    const int oh = (int)p.oh, ow = (int)p.ow, h = (int)p.h, wd = (int)p.w;
-    const int tiles_w = (ow + DW_TW - 1) / DW_TW, tiles = tiles_w * ((oh + DW_TH - 1) / DW_TH);
-    const int64_t plane = blockIdx.x / tiles; /* n * k + output channel */
-    const int tile = (int)(blockIdx.x - plane * tiles);
-    const int64_t oc = plane % p.k, n = plane / p.k;
-    const int64_t ic = oc / (p.k / p.c); /* the group's one input channel */
-    const int oy0 = tile / tiles_w * DW_TH, ox0 = tile % tiles_w * DW_TW;
-    const int iy0 = oy0 * p.sh - p.ph, ix0 = ox0 * p.sw - p.pw;
-    const int in_w = (DW_TW - 1) * p.sw + (kw - 1) * dw + 1, in_h = (DW_TH - 1) * p.sh + (kh - 1) * dh + 1;
-    const T *xp = x + (n * p.c + ic) * (int64_t)h * wd;
-    for (int i = threadIdx.x; i < kh * kw; i += blockDim.x) ws[i] = kc_ldf(w[oc * kh * kw + i]);
-    for (int i = threadIdx.x; i < in_h * in_w; i += blockDim.x) {
-        int r = i / in_w, q = i - r * in_w, iy = iy0 + r, ix = ix0 + q;
-        xs[i] = iy >= 0 && iy < h && ix >= 0 && ix < wd ? kc_ldf(xp[iy * wd + ix]) : 0.0f;
-    }
+    const kc_dw_tile t = kc_dw_locate(p, blockIdx.x);
+    kc_dw_stage<T>(p, t, x, w, xs, ws, threadIdx.x);
     __syncthreads();
-    const int tx = threadIdx.x % DW_TW, ty = threadIdx.x / DW_TW, ox = ox0 + tx;
-    if (ox >= ow) return;
-    const float b = bias ? kc_ldf(bias[oc]) : 0.0f;
-    float wr[K ? K * K : 1];
-#pragma unroll
-    for (int i = 0; i < (K ? K * K : 0); i++) wr[i] = ws[i];
-    const int64_t ybase = plane * (int64_t)oh * ow;
-#pragma unroll
-    for (int r = 0; r < DW_R; r++) {
-        const int ly = ty + r * (DW_TH / DW_R), oy = oy0 + ly;
-        if (oy >= oh) break;
-        const float *xr = xs + ly * p.sh * in_w + tx * p.sw;
-        float acc = b;
-        if (K) {
-#pragma unroll
-            for (int a = 0; a < K; a++)
-#pragma unroll
-                for (int c = 0; c < K; c++) acc += xr[a * in_w + c] * wr[a * K + c];
-        } else {
-            for (int a = 0; a < kh; a++)
-                for (int c = 0; c < kw; c++) acc += xr[a * dh * in_w + c * dw] * ws[a * kw + c];
-        }
-        const int64_t o = ybase + (int64_t)oy * ow + ox;
-        if (res) acc += kc_ldf(res[o]); /* a fused residual Add, before the activation */
-        y[o] = kc_stf<T>(kc_act(p.act, acc, p.act_a, p.act_b));
-    }
+    kc_dw_compute<T, K, S>(p, t, bias, res, y, xs, ws, threadIdx.x);
 }
 
-#define KC_CONV_DW(S, T)                                                                                    \
-    extern "C" __global__ void __launch_bounds__(DW_THREADS) conv_dw3_##S(kiln_cu_conv p, const T *x, const T *w,  \
-                                                                   const T *bias, const T *res, T *y) {    \
-        kc_conv_dw<T, 3>(p, x, w, bias, res, y);                                                            \
-    }                                                                                                       \
-    extern "C" __global__ void __launch_bounds__(DW_THREADS) conv_dw5_##S(kiln_cu_conv p, const T *x, const T *w,  \
-                                                                   const T *bias, const T *res, T *y) {    \
-        kc_conv_dw<T, 5>(p, x, w, bias, res, y);                                                            \
-    }                                                                                                       \
-    extern "C" __global__ void __launch_bounds__(DW_THREADS) conv_dw0_##S(kiln_cu_conv p, const T *x, const T *w,  \
-                                                                   const T *bias, const T *res, T *y) {    \
-        kc_conv_dw<T, 0>(p, x, w, bias, res, y);                                                            \
+#define KC_DW_KERNEL(NAME, S, T, K, ST)                                                                    \
+    extern "C" __global__ void __launch_bounds__(DW_THREADS) NAME##_##S(kiln_cu_conv p, const T *x, const T *w, \
+                                                                       const T *bias, const T *res, T *y) { \
+        kc_conv_dw<T, K, ST>(p, x, w, bias, res, y);                                                       \
     }
+#define KC_CONV_DW(S, T)                                                                                   \
+    KC_DW_KERNEL(conv_dw3s1, S, T, 3, 1)                                                                   \
+    KC_DW_KERNEL(conv_dw3s2, S, T, 3, 2)                                                                   \
+    KC_DW_KERNEL(conv_dw5s1, S, T, 5, 1)                                                                   \
+    KC_DW_KERNEL(conv_dw5s2, S, T, 5, 2)                                                                   \
+    KC_DW_KERNEL(conv_dw0, S, T, 0, 0)
 KC_FLOATS(KC_CONV_DW)
