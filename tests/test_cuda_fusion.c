@@ -12,6 +12,10 @@
  * run as three Conv layers with HardSwish (+ a y + b) epilogues, against the
  * same double reference, with and without fusion, FP32 and FP16, on the
  * Conv tactics the builder picks (test_pointwise_fold.c checks the structure).
+ * PP-OCR's head step (dbhead_nets.h: Resize -> grouped ConvTranspose -> Add
+ * -> BatchNormalization -> Relu) runs as Resize + ConvTranspose with a Relu
+ * epilogue in FP32 and FP16; the FP16 engine runs the Resize in FP16 and
+ * casts only at the network's input and output.
  */
 #include "device/cuda/cuda_int.h"
 #include "device/device.h"
@@ -20,6 +24,7 @@
 #include "test.h"
 #include "encoder_nets.h"
 #include "lcnet_nets.h"
+#include "dbhead_nets.h"
 
 #include <math.h>
 
@@ -334,6 +339,23 @@ TEST_IMPL(residual_layernorm_fp16_without_casts) {
     run_res(&w, KILN_BUILD_FP16, 3e-2);
 }
 
+/* Three runs of ctx (eager, capture, replay) into bound output y of n
+ * floats, poisoned before each: bit-identical, within tol of ref (relative
+ * to 1 + |ref|); frees ctx. */
+static void runs_agree(kiln_context *ctx, float *y, float *first, const double *ref, int64_t n, double tol) {
+    double worst = 0;
+    for (int run = 0; run < 3; run++) {
+        memset(y, 0xFF, (size_t)n * sizeof *y);
+        ASSERT_OK(kiln_context_run(ctx));
+        worst = lc_worst(y, ref, n, worst);
+        if (run == 0) memcpy(first, y, (size_t)n * sizeof *y);
+        else ASSERT(!memcmp(first, y, (size_t)n * sizeof *y));
+    }
+    printf("  max |y - ref| / (1 + |ref|) = %.3g (tolerance %.3g)\n", worst, tol);
+    ASSERT(worst <= tol);
+    kiln_context_free(ctx);
+}
+
 static void run_lcnet(const lc_w *w, unsigned flags, double tol) {
     kiln_build_config *cfg = kiln_build_config_create();
     kiln_build_config_set_device(cfg, KILN_DEVICE_CUDA);
@@ -365,17 +387,7 @@ static void run_lcnet(const lc_w *w, unsigned flags, double tol) {
     lc_ref(w, x, ref);
     ASSERT_OK(kiln_context_bind(ctx, "x", x, sizeof x));
     ASSERT_OK(kiln_context_bind(ctx, "y", y, sizeof y));
-    double worst = 0;
-    for (int run = 0; run < 3; run++) { /* eager, capture, replay */
-        memset(y, 0xFF, sizeof y);
-        ASSERT_OK(kiln_context_run(ctx));
-        worst = lc_worst(y, ref, NY, worst);
-        if (run == 0) memcpy(first, y, sizeof y);
-        else ASSERT(!memcmp(first, y, sizeof y));
-    }
-    printf("  max |y - ref| / (1 + |ref|) = %.3g (tolerance %.3g)\n", worst, tol);
-    ASSERT(worst <= tol);
-    kiln_context_free(ctx);
+    runs_agree(ctx, y, first, ref, NY, tol);
     kiln_engine_free(e);
 }
 
@@ -388,5 +400,49 @@ TEST_IMPL(lcnet_hswish_on_gpu) {
     run_lcnet(&w, KILN_BUILD_FP16, 2e-2);
 }
 
+static void run_db(const db_w *w, unsigned flags, double tol) {
+    kiln_build_config *cfg = kiln_build_config_create();
+    kiln_build_config_set_device(cfg, KILN_DEVICE_CUDA);
+    kiln_build_config_set_flags(cfg, flags | KILN_BUILD_STRICT_DEVICE);
+    kiln_engine *e = build_free(db_network(w), cfg);
+    int casts = 0, f16resize = 0, convt_relu = 0, ops = 0;
+    for (int32_t l = 0; l < e->nlayers; l++) {
+        const kiln__elayer *L = &e->layers[l];
+        float a, b;
+        ops += strcmp(L->op_name, "reformat") != 0;
+        if (!strcmp(L->op_name, "Resize"))
+            f16resize = e->tensors[L->in[0]].dtype == KILN_DTYPE_F16 && e->tensors[L->out[0]].dtype == KILN_DTYPE_F16;
+        if (!strcmp(L->op_name, "ConvTranspose")) convt_relu = kiln__epi_cuda_act(L->epi_rt, &a, &b) == KILN_CU_ACT_RELU;
+        if (!strcmp(L->op_name, "reformat")) casts += e->tensors[L->in[0]].dtype != e->tensors[L->out[0]].dtype;
+    }
+    printf("db head flags 0x%x: %d layers, Resize in FP16 %d, ConvTranspose + Relu %d, %d casts\n", flags,
+           (int)e->nlayers, f16resize, convt_relu, casts);
+    kiln_engine_inspect(e, stdout);
+    ASSERT_EQ(ops, 2); /* Resize, ConvTranspose (+ the copies and casts) */
+    ASSERT(convt_relu);
+    ASSERT_EQ(f16resize, flags & KILN_BUILD_FP16 ? 1 : 0);
+    ASSERT_EQ(casts, flags & KILN_BUILD_FP16 ? 2 : 0);
+    kiln_context *ctx = NULL;
+    ASSERT_OK(kiln_context_create(e, 1, &ctx));
+    static float x[DB_NX], y[DB_NY], first[DB_NY];
+    static double ref[DB_NY];
+    uint64_t seed = 500 + flags;
+    for (int i = 0; i < DB_NX; i++) x[i] = test_randf(&seed, -2, 2);
+    db_ref(w, x, ref);
+    ASSERT_OK(kiln_context_bind(ctx, "x", x, sizeof x));
+    ASSERT_OK(kiln_context_bind(ctx, "y", y, sizeof y));
+    runs_agree(ctx, y, first, ref, DB_NY, tol);
+    kiln_engine_free(e);
+}
+
+TEST_IMPL(dbhead_convtranspose_resize_on_gpu) {
+    need_gpu();
+    db_w w;
+    db_weights(&w, 61);
+    run_db(&w, 0, 1e-5);
+    run_db(&w, KILN_BUILD_FP16, 2e-2);
+}
+
 TEST_LIST(TEST_ENTRY(linear_bias_gelu_on_gpu), TEST_ENTRY(attention_on_gpu), TEST_ENTRY(attention_views_on_gpu),
-          TEST_ENTRY(attention_mask_on_gpu), TEST_ENTRY(residual_layernorm_fp16_without_casts), TEST_ENTRY(lcnet_hswish_on_gpu))
+          TEST_ENTRY(attention_mask_on_gpu), TEST_ENTRY(residual_layernorm_fp16_without_casts), TEST_ENTRY(lcnet_hswish_on_gpu),
+          TEST_ENTRY(dbhead_convtranspose_resize_on_gpu))

@@ -229,6 +229,11 @@ static const tcase cases[] = {
      {{F16, 4, {1, 4, 6, 6}}}, {A_STR("auto_pad", "SAME_UPPER")}, 1e-2},
     {"ConvTranspose", 11, 3, 1, {{F32, 4, {1, 4, 5, 5}}, {F32, 4, {4, 3, 3, 3}}, {F32, 1, {3}}},
      {{F32, 4, {1, 3, 9, 9}}}, {A_INTS("strides", 2, 2), A_INTS("pads", 1, 1, 1, 1)}, 1e-4},
+    /* kernel == stride (PP-OCR's 2x2/2): the one-tap kernel; grouped, FP16; then padded with output_padding */
+    {"ConvTranspose", 11, 3, 1, {{F16, 4, {2, 4, 5, 3}}, {F16, 4, {4, 3, 2, 2}, .lo = -0.5f, .hi = 0.5f}, {F16, 1, {6}}},
+     {{F16, 4, {2, 6, 10, 6}}}, {A_INT("group", 2), A_INTS("strides", 2, 2)}, 1e-2},
+    {"ConvTranspose", 11, 2, 1, {{F32, 4, {1, 3, 4, 5}}, {F32, 4, {3, 2, 3, 2}}}, {{F32, 4, {1, 2, 13, 10}}},
+     {A_INTS("strides", 3, 2), A_INTS("pads", 1, 0, 0, 1), A_INTS("output_padding", 2, 1)}, 1e-4},
     /* 3-D (conv3d.cu): grouped, strided, dilated, padded; transposed with output_padding */
     {"Conv", 11, 3, 1, {{F32, 5, {2, 4, 5, 6, 4}}, {F32, 5, {6, 2, 2, 3, 2}}, {F32, 1, {6}}}, {{F32, 5, {2, 6, 3, 2, 3}}},
      {A_INT("group", 2), A_INTS("strides", 2, 1, 2), A_INTS("dilations", 1, 2, 1), A_INTS("pads", 1, 0, 1, 0, 0, 1)}, 1e-4},
@@ -307,6 +312,8 @@ static const tcase cases[] = {
     {"Shape", 15, 1, 1, {{F64, 5, {2, 3, 4, 5, 1}}}, {{I64, 1, {3}}}, {A_INT("start", 1), A_INT("end", -1)}},
     {"Size", 13, 1, 1, {{BOOL, 2, {3, 5}, INTS(1, 0, 1, 1, 0, 0, 1, 0, 1, 1, 0, 1, 0, 0, 1)}}, {{I64, 0, {0}}}},
     {"Resize", 13, 3, 1, {{F32, 4, {1, 1, 4, 5}}, {NONE}, {F32, 1, {4}, FLS(1, 1, 2, 2)}}, {{F32, 4, {1, 1, 8, 10}}}},
+    {"Resize", 13, 3, 1, {{F16, 4, {2, 3, 5, 7}}, {NONE}, {F32, 1, {4}, FLS(1, 1, 2, 2)}}, {{F16, 4, {2, 3, 10, 14}}},
+     {A_STR("coordinate_transformation_mode", "asymmetric"), A_STR("nearest_mode", "floor")}},
     {"Resize", 13, 4, 1, {{F32, 4, {1, 2, 4, 5}}, {NONE}, {NONE}, {I64, 1, {4}, INTS(1, 2, 7, 9)}},
      {{F32, 4, {1, 2, 7, 9}}}, {A_STR("mode", "linear"), A_STR("coordinate_transformation_mode", "align_corners")}},
     {"Resize", 13, 3, 1, {{F32, 4, {1, 1, 6, 6}}, {NONE}, {F32, 1, {4}, FLS(1, 1, 0.5f, 1.5f)}},

@@ -15,7 +15,12 @@
  *   checked against the network's constants), the activations are
  *   HardSwish codes, with a y + b after them where scalar steps followed
  *   (KILN_CU_ACT_THEN_AFFINE), also after a save and load.
- * test_cuda_fusion.c runs the network on a GPU.
+ * - PP-OCR's head step (dbhead_nets.h: Resize, grouped ConvTranspose,
+ *   bias Add, BatchNormalization, Relu): on the CPU the ConvTranspose takes
+ *   the Add and BN into its weights and the Relu as its epilogue (2 layers
+ *   left), both engines match a double reference; on the stand-in GPU the
+ *   folded weights and bias are checked against the network's constants.
+ * test_cuda_fusion.c runs both networks on a GPU.
  */
 #include "device/cuda/cuda_int.h"
 #include "kiln_int.h"
@@ -25,6 +30,7 @@
 #include "test_ops_util.h"
 #include "kiln/onnx.h"
 #include "lcnet_nets.h"
+#include "dbhead_nets.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -39,22 +45,29 @@ static const kiln__elayer *find_layer(const kiln_engine *e, const char *name) {
     return NULL;
 }
 
-/* Run e on fresh x; y against lc_ref within tol (relative to 1 + |ref|). */
+/* Run e on x (xbytes) into y (n floats, poisoned first); y against ref
+ * within tol (relative to 1 + |ref|). */
+static void run_xy(const kiln_engine *e, const float *x, size_t xbytes, float *y, const double *ref, int64_t n,
+                   double tol) {
+    kiln_context *ctx = NULL;
+    ASSERT_OK(kiln_context_create(e, 1, &ctx));
+    ASSERT_OK(kiln_context_bind(ctx, "x", (void *)x, xbytes));
+    ASSERT_OK(kiln_context_bind(ctx, "y", y, (size_t)n * sizeof *y));
+    memset(y, 0xFF, (size_t)n * sizeof *y); /* NaN: a value not written shows */
+    ASSERT_OK(kiln_context_run(ctx));
+    double worst = lc_worst(y, ref, n, 0);
+    printf("  %d layers: max |y - ref| / (1 + |ref|) = %.3g (tolerance %.3g)\n", (int)e->nlayers, worst, tol);
+    ASSERT(worst <= tol);
+    kiln_context_free(ctx);
+}
+
+/* Run e on fresh x; y against lc_ref within tol. */
 static void run_check(const kiln_engine *e, const lc_w *w, uint64_t seed, double tol) {
     static float x[NX], y[NY];
     static double ref[NY];
     for (int i = 0; i < NX; i++) x[i] = test_randf(&seed, -3, 3);
     lc_ref(w, x, ref);
-    kiln_context *ctx = NULL;
-    ASSERT_OK(kiln_context_create(e, 1, &ctx));
-    ASSERT_OK(kiln_context_bind(ctx, "x", x, sizeof x));
-    ASSERT_OK(kiln_context_bind(ctx, "y", y, sizeof y));
-    memset(y, 0xFF, sizeof y); /* NaN: a value not written shows */
-    ASSERT_OK(kiln_context_run(ctx));
-    double worst = lc_worst(y, ref, NY, 0);
-    printf("  %d layers: max |y - ref| / (1 + |ref|) = %.3g (tolerance %.3g)\n", (int)e->nlayers, worst, tol);
-    ASSERT(worst <= tol);
-    kiln_context_free(ctx);
+    run_xy(e, x, sizeof x, y, ref, NY, tol);
 }
 
 /* Fused op k of layer el is ns::name. */
@@ -225,4 +238,52 @@ TEST_IMPL(ppocr_det_gpu_layers) {
     kiln__cuda_fake(0);
 }
 
-TEST_LIST(TEST_ENTRY(cpu_fold), TEST_ENTRY(gpu_fold_structure), TEST_ENTRY(ppocr_det_gpu_layers))
+/* Run e on fresh x; y against db_ref within tol. */
+static void db_check(const kiln_engine *e, const db_w *w, uint64_t seed, double tol) {
+    static float x[DB_NX], y[DB_NY];
+    static double ref[DB_NY];
+    for (int i = 0; i < DB_NX; i++) x[i] = test_randf(&seed, -2, 2);
+    db_ref(w, x, ref);
+    run_xy(e, x, sizeof x, y, ref, DB_NY, tol);
+}
+
+TEST_IMPL(convtranspose_fold) {
+    db_w w;
+    db_weights(&w, 57);
+    for (int fuse = 1; fuse >= 0; fuse--) {
+        kiln_network *net = db_network(&w);
+        kiln_engine *e = test_build_ok(net, KILN_BUILD_NO_TIMING | (fuse ? 0 : KILN_BUILD_NO_FUSION), 1, NULL);
+        kiln_network_free(net);
+        ASSERT_EQ(e->nlayers, fuse ? 2 : 5);
+        if (fuse) {
+            const kiln__elayer *ct = find_layer(e, "convt");
+            ASSERT(ct && ct->nin == 3 && ct->nepi == 1 && epi_is(ct, 0, "Relu"));
+        }
+        db_check(e, &w, 200 + (uint64_t)fuse, 1e-5);
+        kiln_engine_free(e);
+    }
+    kiln__cuda_fake(1);
+    kiln_network *net = db_network(&w);
+    kiln_engine *e = build_cuda(net, KILN_BUILD_NO_TIMING | KILN_BUILD_STRICT_DEVICE);
+    if (!e) TEST__FAIL("build: %s", kiln_errmsg());
+    kiln_network_free(net);
+    const kiln__elayer *ct = find_layer(e, "convt");
+    ASSERT(ct && ct->device == KILN_DEVICE_CUDA && ct->nin == 3);
+    ASSERT(!find_layer(e, "add") && !find_layer(e, "bn") && !find_layer(e, "relu"));
+    float a, b;
+    ASSERT_EQ(kiln__epi_cuda_act(ct->epi_rt, &a, &b), KILN_CU_ACT_RELU);
+    const float *wf = const_in(e, ct, 1), *bf = const_in(e, ct, 2);
+    const int mpg = DB_M / DB_G, cpg = DB_C / DB_G;
+    double k[DB_M];
+    for (int m = 0; m < DB_M; m++) {
+        k[m] = w.scale[m] / sqrt((double)w.var[m] + DB_EPS);
+        ASSERT_NEAR(bf[m], (w.b[m] - (double)w.mean[m]) * k[m] + w.shift[m], 1e-5);
+    }
+    for (int i = 0; i < DB_C * mpg * 9; i++) /* W [C, M/G, 3, 3]: channel c of group c / cpg */
+        ASSERT_NEAR(wf[i], w.w[i] * k[i / (mpg * 9) / cpg * mpg + i / 9 % mpg], 1e-5);
+    kiln_engine_free(e);
+    kiln__cuda_fake(0);
+}
+
+TEST_LIST(TEST_ENTRY(cpu_fold), TEST_ENTRY(gpu_fold_structure), TEST_ENTRY(ppocr_det_gpu_layers),
+          TEST_ENTRY(convtranspose_fold))

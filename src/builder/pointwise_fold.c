@@ -16,9 +16,12 @@
  * (PP-LCNet's "learnable affine block": a scalar scale and bias after each
  * conv), or by an inference-mode BatchNormalization, becomes
  * Conv(X, W * s, B * s + c) with new constants computed here in double:
- * the layers go, their passes with them.  Only an F32 Conv with constant W
- * (and B) folds; the conv's output and each intermediate must have no
- * other reader.
+ * the layers go, their passes with them.  ConvTranspose folds the same way
+ * (its W is [C, M/group, k...]: the scale goes along dim 1 within each
+ * group): PP-OCR's DB head, ConvTranspose + bias Add + BatchNormalization,
+ * becomes one ConvTranspose whose Relu / Sigmoid then fuses too (fuse.c).
+ * Only an F32 conv with constant W (and B) folds; the conv's output and
+ * each intermediate must have no other reader.
 
  * Each intermediate of a chain must be read by the chain alone and be no
  * network output.  KILN_BUILD_NO_FUSION turns both off.
@@ -256,15 +259,35 @@ static int new_const(builder *b, int like, int nd, const char *suffix, float *da
     return t;
 }
 
-/* Fold the scale/shift chain after Conv layer li into its W and B (1: done). */
+/* Output channels of Conv / ConvTranspose layer P with weights w (nw
+ * elements): Conv's W is [m, C/g, k...]; ConvTranspose's [C, m/g, k...].
+ * *tr set for ConvTranspose, *g its group count, *d0 W's dim 0; 0 when
+ * not constant. */
+static int64_t out_channels(const builder *b, const bl *P, int w, int64_t nw, int *tr, int64_t *g, int64_t *d0) {
+    int64_t d1;
+    *tr = !strcmp(P->op->name, "ConvTranspose");
+    *g = 1;
+    if (!kiln_expr_is_const(b->t[w].dims[0], d0) || *d0 <= 0 || nw % *d0) return 0;
+    if (!*tr) return *d0;
+    kiln_attrs a = kiln__attrset_view(P->attrs);
+    *g = kiln_attrs_int(&a, "group");
+    if (b->t[w].ndim < 3 || !kiln_expr_is_const(b->t[w].dims[1], &d1) || d1 <= 0 || *g < 1 || *d0 % *g ||
+        nw % (*d0 * d1))
+        return 0;
+    return d1 * *g;
+}
+
+/* Fold the scale/shift chain after Conv or ConvTranspose layer li into its
+ * W and B (1: done). */
 static int try_conv_affine(builder *b, const int *uses, int li) {
-    if (!is_onnx(b, li, "Conv") || b->l[li].nout != 1 || b->l[li].nin < 2) return 0;
+    if ((!is_onnx(b, li, "Conv") && !is_onnx(b, li, "ConvTranspose")) || b->l[li].nout != 1 || b->l[li].nin < 2)
+        return 0;
     const bl *P = &b->l[li];
-    int w = P->in[1], bias = P->nin > 2 ? P->in[2] : -1, y = P->out[0];
+    int w = P->in[1], bias = P->nin > 2 ? P->in[2] : -1, y = P->out[0], tr = 0;
     const bt *ty = &b->t[y];
-    int64_t nw = const_numel(b, w), m;
-    if (nw <= 0 || b->t[w].dtype != KILN_DTYPE_F32 || ty->dtype != KILN_DTYPE_F32 || ty->ndim < 3 ||
-        !kiln_expr_is_const(b->t[w].dims[0], &m) || m <= 0 ||
+    int64_t nw = const_numel(b, w), m = 0, groups = 1, wc = 1;
+    if (nw > 0) m = out_channels(b, P, w, nw, &tr, &groups, &wc);
+    if (nw <= 0 || b->t[w].dtype != KILN_DTYPE_F32 || ty->dtype != KILN_DTYPE_F32 || ty->ndim < 3 || m <= 0 ||
         (bias >= 0 && (const_numel(b, bias) != m || b->t[bias].dtype != KILN_DTYPE_F32)))
         return 0;
     double *s = kiln__malloc((size_t)m * 2 * sizeof *s), *c = s + m;
@@ -295,7 +318,11 @@ static int try_conv_affine(builder *b, const int *uses, int li) {
         return steps ? kiln__err(KILN_ENOMEM, "build: out of memory") : 0;
     }
     const float *wd = b->t[w].data;
-    for (int64_t i = 0, per = nw / m; i < nw; i++) nwd[i] = (float)(wd[i] * s[i / per]);
+    /* element i of W belongs to output channel i / per (Conv); ConvTranspose:
+     * [C, m/g, k...] with input channel ci in group ci / (C/g) */
+    const int64_t mpg = m / groups, cpg = wc / groups, area = nw / (wc * (tr ? mpg : 1));
+    for (int64_t i = 0; i < nw; i++)
+        nwd[i] = (float)(wd[i] * s[tr ? i / (mpg * area) / cpg * mpg + i / area % mpg : i / (nw / m)]);
     for (int64_t i = 0; i < m; i++) nbd[i] = (float)c[i];
     kiln__free(s);
     int last = chain[steps - 1], yo = b->l[last].out[0];
@@ -304,8 +331,9 @@ static int try_conv_affine(builder *b, const int *uses, int li) {
         kiln__aligned_free(nbd);
         return nt;
     }
-    int nb = new_const(b, nt, 1, ":bias", nbd, (size_t)m * sizeof *nbd); /* dims[0] of W is m */
+    int nb = new_const(b, nt, 1, ":bias", nbd, (size_t)m * sizeof *nbd); /* Conv: dims[0] of W is m */
     if (nb < 0) return nb;
+    if (tr && !(b->t[nb].dims[0] = kiln_expr_const(b->x, m))) return kiln__err(KILN_ENOMEM, "build: out of memory");
     bl *C = &b->l[li];
     if (C->nin < 3) {
         int *in = kiln__malloc(3 * sizeof *in);

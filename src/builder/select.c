@@ -100,10 +100,13 @@ static int combo_slots(const char *types) {
 
 /* An op with optional inputs may list combinations for each input count:
  * a row whose slot count fits neither 1 nor nio is skipped when another
- * row fits (else kiln_combo_expand reports the mismatch). */
-static int combo_fits(const kiln_combo *list, const kiln_combo *cb, int nio) {
+ * row fits (else kiln_combo_expand reports the mismatch).  A row of the
+ * op's full slot count (max_inputs + outputs: `full`) fits a layer whose
+ * trailing optional inputs are absent: it is expanded at full and its
+ * output slots taken for the layer's (quick_candidates). */
+static int combo_fits(const kiln_combo *list, const kiln_combo *cb, int nio, int full) {
     int s = combo_slots(cb->types);
-    if (s == 1 || s == nio) return 1;
+    if (s == 1 || s == nio || s == full) return 1;
     for (const kiln_combo *o = list; o->types; o++)
         if (combo_slots(o->types) == 1 || combo_slots(o->types) == nio) return 0;
     return 1;
@@ -116,9 +119,11 @@ static int quick_candidates(builder *b, int li, cand_list *cl) {
     if (!exp) return kiln__err(KILN_ENOMEM, "build: out of memory");
     int rc = 0;
     const kiln_combo *list = quick_formats(L);
+    const int max_in = L->op->quick->max_inputs, full = max_in + L->nout;
     for (const kiln_combo *cb = list; cb->types && !rc; cb++) {
-        if (!combo_fits(list, cb, nio)) continue;
-        int n = kiln_combo_expand(cb->types, cb->layouts, nio, exp, MAX_CANDS);
+        if (!combo_fits(list, cb, nio, full)) continue;
+        const int wide = nio < full && combo_slots(cb->types) == full; /* trailing inputs absent */
+        int n = kiln_combo_expand(cb->types, cb->layouts, wide ? full : nio, exp, MAX_CANDS);
         if (n < 0) {
             rc = kiln__err_prefix(n, "formats of op %s::%s v%d", L->op->ns, L->op->name, L->op->version);
             break;
@@ -128,6 +133,10 @@ static int quick_candidates(builder *b, int li, cand_list *cl) {
         if (!nt) tactics[nt++] = 0;
         for (int e = 0; e < n && !rc; e++) {
             kiln_io_format io = exp[e];
+            for (int o = 0; o < L->nout && wide; o++) {
+                io.dtype[L->nin + o] = exp[e].dtype[max_in + o];
+                io.format[L->nin + o] = exp[e].format[max_in + o];
+            }
             io.n = nio;
             int ok = 1;
             for (int p = 0; p < nio && ok; p++) {
@@ -220,6 +229,30 @@ static int plugin_candidates(builder *b, int li, cand_list *cl) {
     return rc;
 }
 
+/* Inputs a GPU layer reads on the host (roi, scales, pads, ...) keep their
+ * own type where the op also takes them so: a combination that would cast
+ * one (Resize's roi in an --fp16 build) is dropped when its twin with the
+ * host input's logical type is a candidate too.  The cast would change
+ * values the host code computes with, at no gain. */
+static void keep_host_types(const builder *b, const bl *L, cand_list *cl) {
+    unsigned host = L->device == KILN_DEVICE_CUDA ? kiln__op_host_inputs(L->op, KILN_DEVICE_CUDA) : 0;
+    int n = 0;
+    for (int k = 0; k < cl->n; k++) {
+        kiln_io_format want = cl->c[k].io;
+        int cast = 0;
+        for (int p = 0; p < L->nin && p < 32; p++)
+            if ((host >> p & 1u) && L->in[p] >= 0 && want.dtype[p] != b->t[L->in[p]].dtype) {
+                want.dtype[p] = b->t[L->in[p]].dtype;
+                cast = 1;
+            }
+        int twin = 0; /* (entries before k moved, but never the twin: it has no cast to drop it) */
+        for (int j = 0; j < cl->n && cast && !twin; j++)
+            twin = cl->c[j].tactic == cl->c[k].tactic && same_io(&cl->c[j].io, &want);
+        if (!twin) cl->c[n++] = cl->c[k];
+    }
+    cl->n = n;
+}
+
 static int enum_candidates(builder *b, int li, cand_list *cl) {
     const bl *L = &b->l[li];
     int rc;
@@ -230,6 +263,7 @@ static int enum_candidates(builder *b, int li, cand_list *cl) {
             return cand_add(cl, &io, 0);
         }
         rc = quick_candidates(b, li, cl);
+        if (!rc) keep_host_types(b, L, cl);
     } else {
         rc = plugin_candidates(b, li, cl);
     }

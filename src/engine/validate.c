@@ -383,26 +383,33 @@ static void tensors_io(const kiln_engine *e, const kiln__elayer *L, kiln_io_form
 
 /* 1 if some expansion of one of the combinations matches io at every
  * present position and lists the tactic (an empty list: tactic 0), as the
- * builder's candidates are made (select.c). */
-static int combos_accept(const kiln_combo *cb, const kiln_io_format *io, int tactic, int *err) {
+ * builder's candidates are made (select.c; a row of the op's full slot
+ * count, max_in inputs + nout outputs, also fits a layer with fewer inputs:
+ * its output slots are the layer's). */
+static int combos_accept(const kiln_combo *cb, const kiln_io_format *io, int tactic, int max_in, int nout,
+                         int *err) {
+    const int nin = io->n - nout;
     for (; cb->types; cb++) {
         int nt = 0, has = 0;
         for (; nt < KILN_MAX_TACTICS && cb->tactics[nt]; nt++) has |= cb->tactics[nt] == tactic;
         if (nt ? !has : tactic != 0) continue;
-        int n = kiln_combo_expand(cb->types, cb->layouts, io->n, NULL, 0);
+        int at = io->n, n = kiln_combo_expand(cb->types, cb->layouts, at, NULL, 0);
+        if (n < 0 && io->n < max_in + nout) n = kiln_combo_expand(cb->types, cb->layouts, at = max_in + nout, NULL, 0);
         if (n <= 0) continue;
         kiln_io_format *x = kiln__malloc(sizeof *x * (size_t)n);
         if (!x) {
             *err = kiln__err(KILN_ENOMEM, "out of memory checking an engine");
             return 0;
         }
-        n = kiln_combo_expand(cb->types, cb->layouts, io->n, x, n);
+        n = kiln_combo_expand(cb->types, cb->layouts, at, x, n);
         int yes = 0;
         for (int i = 0; i < n && !yes; i++) {
             yes = 1;
-            for (int p = 0; p < io->n && yes; p++)
+            for (int p = 0; p < io->n && yes; p++) {
+                int f = p < nin || at == io->n ? p : max_in + (p - nin);
                 if (io->dtype[p] != KILN_DTYPE_UNDEFINED)
-                    yes = x[i].dtype[p] == io->dtype[p] && x[i].format[p] == io->format[p];
+                    yes = x[i].dtype[f] == io->dtype[p] && x[i].format[f] == io->format[p];
+            }
         }
         kiln__free(x);
         if (yes) return 1;
@@ -500,7 +507,7 @@ int kiln__layer_check_formats(const kiln_engine *e, int32_t l, void *state, int 
             cb = kiln__op_formats(op, state);
         }
         if (cb) {
-            ok = combos_accept(cb, &io, L->tactic, &err);
+            ok = combos_accept(cb, &io, L->tactic, q->max_inputs, q->num_outputs, &err);
         } else { /* no combinations: the tensors' own types, LINEAR, tactic 0 */
             ok = L->tactic == 0;
             for (int p = 0; p < io.n; p++) ok &= io.format[p] == KILN_FORMAT_LINEAR;

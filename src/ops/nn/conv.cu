@@ -16,7 +16,8 @@
  * applied in float before the single rounding store.
  *
  * conv_transpose_<T>: gather form (each output sums the inputs that hit
- * it), so no atomics and a deterministic order.
+ * it), so no atomics and a deterministic order; conv_transpose1_<T> where
+ * the kernel equals the stride (one tap per output).
  */
 #include "ops/common/cuda_common.cuh"
 
@@ -111,6 +112,34 @@ __device__ __forceinline__ void kc_conv_transpose(const kiln_cu_conv &p, const T
     }
 }
 
+/* ConvTranspose whose kernel equals its stride (kh == sh, kw == sw,
+ * undilated: PP-OCR's 2x2 stride-2 upsampling), 32-bit indices (the
+ * launcher checks): each output reads one tap, a = (oy + ph) % sh, so the
+ * tap loops and their 64-bit divisions go; the sum over the group's input
+ * channels is the gather kernel's, in the same order. */
+template <typename T>
+__device__ __forceinline__ void kc_conv_transpose1(const kiln_cu_conv &p, const T *x, const T *w, const T *bias,
+                                                   T *y) {
+    const uint32_t C = (uint32_t)p.c, K = (uint32_t)p.k, cpg = C / p.group, kpg = K / p.group;
+    const uint32_t h = (uint32_t)p.h, wd = (uint32_t)p.w, oh = (uint32_t)p.oh, ow = (uint32_t)p.ow;
+    const uint32_t kk = (uint32_t)(p.kh * p.kw), hw = h * wd, wstep = kpg * kk;
+    KC_FOR(i, (uint32_t)(p.n * p.k * p.oh * p.ow), uint32_t) {
+        uint32_t ox = i % ow, t = i / ow, oy = t % oh;
+        t /= oh;
+        const uint32_t k = t % K, n = t / K, g = k / kpg, kg = k - g * kpg;
+        const uint32_t ty = oy + (uint32_t)p.ph, tx = ox + (uint32_t)p.pw;
+        const uint32_t iy = ty / (uint32_t)p.sh, ix = tx / (uint32_t)p.sw;
+        float acc = bias ? kc_ldf(bias[k]) : 0.0f;
+        if (iy < h && ix < wd) {
+            const uint32_t a = ty - iy * (uint32_t)p.sh, b = tx - ix * (uint32_t)p.sw;
+            const T *xp = x + ((n * C + g * cpg) * h + iy) * wd + ix;
+            const T *wp = w + (g * cpg * kpg + kg) * kk + a * (uint32_t)p.kw + b;
+            for (uint32_t ci = 0; ci < cpg; ci++) acc += kc_ldf(xp[ci * hw]) * kc_ldf(wp[ci * wstep]);
+        }
+        y[i] = kc_stf<T>(kc_act(p.act, acc, p.act_a, p.act_b));
+    }
+}
+
 #define KC_CONV(S, T)                                                                         \
     extern "C" __global__ void conv_direct_##S(kiln_cu_conv p, const T *x, const T *w, const T *bias, const T *res, \
                                                T *y) {                                         \
@@ -125,5 +154,8 @@ __device__ __forceinline__ void kc_conv_transpose(const kiln_cu_conv &p, const T
     }                                                                                          \
     extern "C" __global__ void conv_transpose_##S(kiln_cu_conv p, const T *x, const T *w, const T *bias, T *y) { \
         kc_conv_transpose<T>(p, x, w, bias, y);                                                \
+    }                                                                                          \
+    extern "C" __global__ void conv_transpose1_##S(kiln_cu_conv p, const T *x, const T *w, const T *bias, T *y) { \
+        kc_conv_transpose1<T>(p, x, w, bias, y);                                               \
     }
 KC_FLOATS(KC_CONV)

@@ -6,6 +6,10 @@
  *   0 auto: direct when the window has few input channels per group
  *     (depthwise and the like), else GEMM;
  *   1 direct: conv_direct_<T>, one thread per output;
+ *   3 depthwise: conv_dw<K>_<T> (conv_dw.cu), a 32 x 32 output tile per
+ *     CTA from the input window staged in shared memory; only where each
+ *     group has one input channel and the window fits (dw_fits), else
+ *     KILN_EUNSUPPORTED (the builder drops the candidate);
  *   2 GEMM: im2col_<T> into the workspace (skipped for 1x1 stride-1
  *     unpadded convs, whose input already is the GEMM operand), then
  *     kiln__cuda_gemm (cuBLASLt, F32 accumulate): ungrouped, one strided
@@ -21,7 +25,8 @@
  *     KILN_EUNSUPPORTED), and none without cuDNN.  An engine whose layer
  *     names a cuDNN tactic, loaded where cuDNN is missing, runs that layer
  *     with the GEMM tactic instead (one warning per process).
- * ConvTranspose: conv_transpose_<T> (gather form, no atomics).
+ * ConvTranspose: conv_transpose_<T> (gather form, no atomics), or
+ * conv_transpose1_<T> where the kernel equals the stride (one tap).
  * A fused activation (kiln__epi_cuda_act) is applied by conv_direct,
  * conv_transpose and bias_act before their one rounding store.  A fused
  * residual Add (kiln__epi_cuda_residual: an extra input of the output's
@@ -32,11 +37,12 @@
 #include "ops/common/cuda_impls.h"
 #include "ops/common/ops_cuda.h"
 #include "device/cuda/cudnn.h"
+#include "ops/nn/conv_dw_math.h"
 
 #include <stdio.h>
 #include <string.h>
 
-enum { T_AUTO = 0, T_DIRECT = 1, T_GEMM = 2, T_CUDNN = KILN_CUDNN_TACTIC0 };
+enum { T_AUTO = 0, T_DIRECT = 1, T_GEMM = 2, T_DW = 3, T_CUDNN = KILN_CUDNN_TACTIC0 };
 
 static int is_cudnn(int tactic) { return tactic >= T_CUDNN && tactic < T_CUDNN + KILN_CUDNN_ALGOS; }
 
@@ -139,7 +145,7 @@ static int64_t images_per_call(const kiln_cu_conv *p, size_t cb) {
 
 size_t kiln__cu_conv_workspace(const kiln_call *c) {
     kiln_cu_conv p;
-    if (c->tactic == T_DIRECT || geometry(c, "Conv", 0, &p)) return 0;
+    if (c->tactic == T_DIRECT || c->tactic == T_DW || geometry(c, "Conv", 0, &p)) return 0;
     if (is_cudnn(c->tactic) && !kiln__cudnn_load()) { /* without cuDNN: the GEMM tactic's (see above) */
         kiln_cudnn_conv q = {.geo = p, .dtype = c->in[0].dtype, .algo = c->tactic - T_CUDNN,
                              .tf32 = kiln__cuda_allow_tf32(c)};
@@ -239,6 +245,41 @@ static int conv_cudnn(const kiln_call *c, const kiln_cu_conv *p, const void *res
     return rc || fused ? rc : bias_act(c, p, suf);
 }
 
+/* Does conv_dw take p: one input channel per group, the tile's input
+ * window and the weights within its shared memory, 32-bit plane indices? */
+static int dw_fits(const kiln_cu_conv *p) {
+    int64_t in_h = (int64_t)(DW_TH - 1) * p->sh + (int64_t)(p->kh - 1) * p->dh + 1,
+            in_w = (int64_t)(DW_TW - 1) * p->sw + (int64_t)(p->kw - 1) * p->dw + 1;
+    return p->c == p->group && p->k % p->c == 0 && (int64_t)p->kh * p->kw <= DW_KMAX && in_h * in_w <= DW_SMEM &&
+           p->h * p->w < INT32_MAX && p->oh * p->ow < INT32_MAX && p->ph < DW_SMEM && p->pw < DW_SMEM;
+}
+
+/* Tactic 3: conv_dw<K>s<S>_<T> or conv_dw0_<T>, one CTA per output tile of a plane. */
+static int conv_dw(const kiln_call *c, const kiln_cu_conv *p, const void *bias, const void *res) {
+    if (!dw_fits(p))
+        return kiln_set_error(KILN_EUNSUPPORTED, "Conv: the depthwise tactic takes one input channel per group "
+                              "and a window of at most %d inputs per %d x %d tile (group %d, %lld channels, "
+                              "kernel %dx%d, strides %d,%d)", DW_SMEM, DW_TH, DW_TW, p->group, (long long)p->c,
+                              p->kh, p->kw, p->sh, p->sw);
+    static const char *const names[5][3] = {{"conv_dw3s1_f32", "conv_dw3s1_f16", "conv_dw3s1_bf16"},
+                                            {"conv_dw3s2_f32", "conv_dw3s2_f16", "conv_dw3s2_bf16"},
+                                            {"conv_dw5s1_f32", "conv_dw5s1_f16", "conv_dw5s1_bf16"},
+                                            {"conv_dw5s2_f32", "conv_dw5s2_f16", "conv_dw5s2_bf16"},
+                                            {"conv_dw0_f32", "conv_dw0_f16", "conv_dw0_bf16"}};
+    const kiln_dtype t = c->in[0].dtype;
+    const int ti = t == KILN_DTYPE_F16 ? 1 : t == KILN_DTYPE_BF16 ? 2 : 0;
+    const int unrolled = p->dh == 1 && p->dw == 1 && p->kh == p->kw && (p->kh == 3 || p->kh == 5) &&
+                         p->sh == p->sw && (p->sh == 1 || p->sh == 2);
+    const int ki = unrolled ? (p->kh == 5) * 2 + (p->sh == 2) : 4;
+    const int64_t tiles = ((p->oh + DW_TH - 1) / DW_TH) * ((p->ow + DW_TW - 1) / DW_TW), blocks = p->n * p->k * tiles;
+    if (blocks > INT32_MAX)
+        return kiln_set_error(KILN_EUNSUPPORTED, "Conv: %lld depthwise tiles exceed the CUDA grid", (long long)blocks);
+    const unsigned grid[3] = {(unsigned)blocks, 1, 1}, block[3] = {DW_THREADS, 1, 1};
+    void *args[] = {(void *)p, (void *)&c->in[0].data, (void *)&c->in[1].data, (void *)&bias, (void *)&res,
+                    (void *)&c->out[0].data};
+    return kiln__cuda_launch(c, names[ki][ti], grid, block, 0, args);
+}
+
 int kiln__cu_conv(const kiln_call *c) {
     kiln_cu_conv p;
     int rc = geometry(c, "Conv", 0, &p);
@@ -265,6 +306,7 @@ int kiln__cu_conv(const kiln_call *c) {
     }
     if (tactic == T_AUTO) tactic = p.c / p.group <= 4 ? T_DIRECT : T_GEMM;
     if (tactic == T_GEMM) return conv_gemm(c, &p, res, suf);
+    if (tactic == T_DW) return conv_dw(c, &p, bias, res);
     void *args[] = {&p, (void *)&c->in[0].data, (void *)&c->in[1].data, (void *)&bias, (void *)&res,
                     &c->out[0].data};
     return kiln__cu_launch_n(c, "conv_direct", suf, kiln_tensor_numel(&c->out[0]), args);
@@ -280,6 +322,10 @@ int kiln__cu_conv_transpose(const kiln_call *c) {
                               (long long)p.k);
     p.act = kiln__epi_cuda_act(c->epilogue, &p.act_a, &p.act_b);
     void *args[] = {&p, (void *)&c->in[0].data, (void *)&c->in[1].data, (void *)&bias, &c->out[0].data};
-    return kiln__cu_launch_n(c, "conv_transpose", kiln__cu_suffix(c->in[0].dtype), kiln_tensor_numel(&c->out[0]),
-                             args);
+    /* kernel == stride, undilated: one tap per output (32-bit indices) */
+    const int one_tap = p.kh == p.sh && p.kw == p.sw && p.dh == 1 && p.dw == 1 && p.ph >= 0 && p.pw >= 0 &&
+                        kiln_tensor_numel(&c->in[0]) < INT32_MAX && kiln_tensor_numel(&c->in[1]) < INT32_MAX &&
+                        kiln_tensor_numel(&c->out[0]) < INT32_MAX;
+    return kiln__cu_launch_n(c, one_tap ? "conv_transpose1" : "conv_transpose", kiln__cu_suffix(c->in[0].dtype),
+                             kiln_tensor_numel(&c->out[0]), args);
 }

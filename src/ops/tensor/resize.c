@@ -614,22 +614,32 @@ RZ(rz18, V_RESIZE18)
 
 /* CUDA (resize_cuda.c): the float types; roi/scales/sizes are host inputs */
 static int resize_cuda_check(const kiln_shape_ctx *c) { return kiln__ops_cuda_types(c, "Resize", KILN_CU_T_FLOAT); }
+/* X and Y in one float type, so an --fp16 engine's Resize runs in FP16
+ * between FP16 layers (with no cuda_formats only the logical FP32 was a
+ * candidate: PP-OCRv4's FPN had 12 casts around its 6 Resizes); roi in its
+ * own type (T2; builder/select.c keeps host inputs in their logical type),
+ * scales FP32, sizes INT64.  A layer with fewer inputs takes the row's
+ * first slots and its output slot (select.c). */
+#define RZ_T KILN_CU_T_FLOAT
+static const kiln_combo rz_cuda_t[] = {{.types = RZ_T}, {0}};                 /* Upsample-7 */
+static const kiln_combo rz_cuda_ts[] = {{.types = RZ_T ", FP32, " RZ_T}, {0}}; /* x, scales */
+static const kiln_combo rz_cuda_full[] = {{.types = RZ_T ", FP32*FP16*FP64, FP32, INT64, " RZ_T}, {0}};
 
-#define RZ_OP(var, nm, ver, mini, maxi, at, fname, dc)                                   \
+#define RZ_OP(var, nm, ver, mini, maxi, at, fname, cf, dc)                               \
     static const kiln_quick_op var = {                                                   \
         .ns = "ai.onnx", .name = nm, .version = ver,                                     \
         .min_inputs = mini, .max_inputs = maxi, .num_outputs = 1,                        \
         .attrs = at, .shape = fname##_shape, .impl = fname##_impl,                       \
         .workspace = resize_ws, .doc = dc,                                               \
         .cuda_impl = fname##_cuda, .cuda_host_inputs = 0xe, /* roi scales sizes */      \
-        .cuda_check = resize_cuda_check,                                                 \
+        .cuda_check = resize_cuda_check, .cuda_formats = cf,                             \
     };                                                                                   \
     KILN_OP(var)
 
-RZ_OP(upsample_7, "Upsample", 7, 1, 1, upsample7_attrs, up7, "nearest/linear upsampling (scales attribute)")
-RZ_OP(upsample_9, "Upsample", 9, 2, 2, resize10_attrs, up9, "nearest/linear upsampling (scales input)")
-RZ_OP(resize_10, "Resize", 10, 2, 2, resize10_attrs, rz10, "nearest/linear resize, asymmetric coordinates")
-RZ_OP(resize_11, "Resize", 11, 1, 4, resize11_attrs, rz11,
+RZ_OP(upsample_7, "Upsample", 7, 1, 1, upsample7_attrs, up7, rz_cuda_t, "nearest/linear upsampling (scales attribute)")
+RZ_OP(upsample_9, "Upsample", 9, 2, 2, resize10_attrs, up9, rz_cuda_ts, "nearest/linear upsampling (scales input)")
+RZ_OP(resize_10, "Resize", 10, 2, 2, resize10_attrs, rz10, rz_cuda_ts, "nearest/linear resize, asymmetric coordinates")
+RZ_OP(resize_11, "Resize", 11, 1, 4, resize11_attrs, rz11, rz_cuda_full,
       "nearest/linear/cubic resize with roi, scales or sizes")
-RZ_OP(resize_18, "Resize", 18, 1, 4, resize18_attrs, rz18,
+RZ_OP(resize_18, "Resize", 18, 1, 4, resize18_attrs, rz18, rz_cuda_full,
       "resize with axes and keep_aspect_ratio_policy")
