@@ -779,7 +779,7 @@ static void gemm_block(const kiln__gemm *g, int64_t m0, int64_t m1, int64_t n0, 
         for (int64_t pc = 0; pc < K; pc += KC) {
             int64_t kc = K - pc < KC ? K - pc : KC;
 #ifdef HAVE_SHIFT_KERNEL
-            const int in_place = g->b_shift != NULL;
+            const int in_place = g->b_shift != NULL && !g->b_shift_pack;
 #else
             const int in_place = 0;
 #endif
@@ -927,7 +927,7 @@ void kiln__sgemm(const kiln__gemm *g, kiln_exec *exec) {
      * columns, and the other way round (a MatMul's activations against
      * prepacked weights) rows.  Otherwise the side with more tiles. */
 #ifdef HAVE_SHIFT_KERNEL
-    int b_free = g->b_packed != NULL || g->b_shift != NULL;
+    int b_free = g->b_packed != NULL || (g->b_shift != NULL && !g->b_shift_pack);
 #else
     int b_free = g->b_packed != NULL;
 #endif

@@ -37,6 +37,12 @@
  *             masked loads (no padded copy); elsewhere what 5 runs.
  *             Offered only on the depthwise convs it fits; never picked
  *             by auto either.
+ *   8 padded GEMM, B packed: tactic 4's phase planes, but each strip of
+ *             the grid's columns is copied (NR floats per row) into a
+ *             packed panel before its row tiles use it, instead of read in
+ *             place.  Offered only on 2-D convs of one group where 4 runs
+ *             the padded GEMM (not a plain 1x1 stride-1 conv); never
+ *             picked by auto.
  * Spatial dims are normalized to 3 (D, H, W) by prepending 1s.
  */
 #include "device/cpu/sgemm.h"
@@ -52,7 +58,7 @@
 #include <immintrin.h>
 #endif
 
-enum { T_AUTO = 1, T_GEMM = 2, T_DIRECT = 3, T_PADGEMM = 4, T_DW = 5, T_WINO = 6, T_DWROWS = 7 };
+enum { T_AUTO = 1, T_GEMM = 2, T_DIRECT = 3, T_PADGEMM = 4, T_DW = 5, T_WINO = 6, T_DWROWS = 7, T_PADPACK = 8 };
 
 static const kiln_attr_def conv_attrs[] = {
     {"auto_pad", KILN_ATTR_STRING, 0, "NOTSET", 0, "NOTSET, SAME_UPPER, SAME_LOWER or VALID"},
@@ -428,8 +434,9 @@ static void padgemm_done(void *ud, int64_t i0, int64_t i1, int64_t j0, int64_t n
     }
 }
 
-/* Returns 0, or 1 when the tactic does not apply / has no workspace. */
-static int conv_padgemm(const kiln_call *c, const geom *g) {
+/* Returns 0, or 1 when the tactic does not apply / has no workspace.
+ * pack: B packed a strip at a time (tactic 8), else read in place. */
+static int conv_padgemm(const kiln_call *c, const geom *g, int pack) {
     padgeom pg;
     if (!padgemm_geom(g, &pg)) return 1;
     if (!c->workspace || c->workspace_size < PADGEMM_BYTES(pg)) return 1;
@@ -458,7 +465,7 @@ static int conv_padgemm(const kiln_call *c, const geom *g) {
                              .a_rs = K, .a_cs = 1, .alpha = 1.0f, .c = yt, .ldc = g->o[1] * pg.PW,
                              .bias_row = bias ? bias + gi * g->Mg : NULL, .b_shift = xp,
                              .b_off = off, .a_packed = packed_w(c, g, gi),
-                             .done = padgemm_done, .done_ud = &p};
+                             .done = padgemm_done, .done_ud = &p, .b_shift_pack = pack};
             kiln__sgemm(&gm, c->exec);
         }
     return 0;
@@ -474,7 +481,7 @@ static size_t conv_ws(const kiln_call *c) {
     /* the padded GEMM (tactic 4, or what auto/3 run, or 6 falls back to)
      * and Winograd */
     int t = pick_tactic(c->tactic, g.id[0] == 1 && g.k[0] == 1, &g);
-    size_t ws = (t == T_PADGEMM || t == T_WINO) && padgemm_geom(&g, &pg) ? PADGEMM_BYTES(pg) : 0;
+    size_t ws = (t == T_PADGEMM || t == T_PADPACK || t == T_WINO) && padgemm_geom(&g, &pg) ? PADGEMM_BYTES(pg) : 0;
     if (t == T_WINO && kiln__wino_fits(g.M, g.o[2])) {
         size_t ww = kiln__wino_ws_bytes(g.C, g.M, g.o[1], g.o[2]);
         if (ww > ws) ws = ww;
@@ -1049,7 +1056,8 @@ static int pick_tactic(int tactic, int direct_ok, const geom *g) {
     if (tactic == T_DIRECT && direct_ok && g->Cg * g->k[0] * g->k[1] * g->k[2] > 16 && g->Mg > 4)
         return T_PADGEMM;
     if (tactic == T_DIRECT && !direct_ok) return T_GEMM;
-    if (tactic == T_GEMM || tactic == T_DIRECT || tactic == T_PADGEMM || tactic == T_DW || tactic == T_DWROWS)
+    if (tactic == T_GEMM || tactic == T_DIRECT || tactic == T_PADGEMM || tactic == T_DW || tactic == T_DWROWS ||
+        tactic == T_PADPACK)
         return tactic;
     if (direct_ok && g->Cg == 1) return T_DW;
     return direct_ok && (g->Cg * g->k[1] * g->k[2] <= 16 || g->Mg == 1) ? T_DIRECT : T_PADGEMM;
@@ -1124,7 +1132,7 @@ static int conv_impl_f32(const kiln_call *c) {
     if (tactic == T_WINO && !conv_wino(c, &g)) return 0;
     if (tactic == T_DIRECT)
         conv_direct(c, &g);
-    else if (tactic != T_PADGEMM || conv_padgemm(c, &g))
+    else if ((tactic != T_PADGEMM && tactic != T_PADPACK) || conv_padgemm(c, &g, tactic == T_PADPACK))
         conv_gemm(c, &g);
     return 0;
 }
@@ -1215,6 +1223,8 @@ static int conv_formats_fn(const kiln_shape_ctx *c, kiln_combo *out, int max) {
     while (out[0].tactics[t]) t++;
     if (wino_applies(2, G, M, k, s, d)) out[0].tactics[t++] = T_WINO;
     if (kiln_expr_is_const(w->dims[1], &Cg) && Cg == 1 && kiln__dwrows_fits(s[1], k[1])) out[0].tactics[t++] = T_DWROWS;
+    if (G == 1 && k[0] * k[1] * s[0] * s[1] > 1 && s[0] <= 4 && s[1] <= 4) /* padgemm_geom applies */
+        out[0].tactics[t++] = T_PADPACK;
     return n;
 }
 
