@@ -293,6 +293,17 @@ TEST_IMPL(dense3x3) {
     b.pt = b.pl = b.pb = b.pr = 0;
     b.C = 33;
     run_case(&b, 1);
+    /* grids of several GEMM column blocks (~64K floats of results each, the
+     * padded GEMM's reused grid buffer): 100 channels at 40x40 (3 blocks),
+     * a 7x7 stride-2 stem-like conv to 64 channels (3 blocks) */
+    dwcase m = {.N = 1, .C = 4, .mult = 100, .H = 40, .W = 40, .kh = 3, .kw = 3, .sy = 1, .sx = 1,
+                .dy = 1, .dx = 1, .pt = 1, .pl = 1, .pb = 1, .pr = 1, .nsp = 2, .epi = EPI_RELU,
+                .bias = 1, .dense = 1};
+    run_case(&m, 2);
+    dwcase st = {.N = 1, .C = 3, .mult = 64, .H = 96, .W = 90, .kh = 7, .kw = 7, .sy = 2, .sx = 2,
+                 .dy = 1, .dx = 1, .pt = 3, .pl = 3, .pb = 3, .pr = 3, .nsp = 2, .epi = EPI_RELU,
+                 .bias = 1, .dense = 1};
+    run_case(&st, 1);
 }
 
 /* Convs whose taps all land in phase (0, 0) of the padded GEMM's

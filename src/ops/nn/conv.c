@@ -333,6 +333,7 @@ static void im2col_pack(const void *ud, int64_t k0, int64_t kc, int64_t n0, int6
 typedef struct padgeom {
     int64_t PH, PW, xp_floats, y_floats, off_count;
     int64_t nph; /* phase planes per channel: sy * sx, or 1 */
+    int64_t nb;  /* grid columns per GEMM (the grid block in y_floats) */
 } padgeom;
 #define PADGEMM_BYTES(pg) ((size_t)((pg).xp_floats + (pg).y_floats) * sizeof(float) + \
                            (size_t)(pg).off_count * sizeof(int64_t) + 64)
@@ -347,7 +348,15 @@ static int padgemm_geom(const geom *g, padgeom *pg) {
     pg->nph = (g->k[1] == 1 || g->d[1] % sy == 0) && (g->k[2] == 1 || g->d[2] % sx == 0) ? 1 : sy * sx;
     pg->xp_floats = g->Cg * pg->nph * pg->PH * pg->PW + (g->k[2] - 1) * g->d[2] + 64;
     pg->xp_floats = (pg->xp_floats + 15) / 16 * 16;
-    pg->y_floats = (g->Mg * g->o[1] * pg->PW + 15) / 16 * 16;
+    /* The grid is computed in blocks of nb columns (~256 KB of results,
+     * a multiple of the GEMM's strip width) into one reused buffer: copied
+     * into Y from L2, instead of a grid the size of Y written out to
+     * memory first (ResNet's stem: 3.3 MB). */
+    const int64_t ng = g->o[1] * pg->PW, nr = kiln__sgemm_nr();
+    pg->nb = (65536 / g->Mg) / nr * nr;
+    if (pg->nb < 4 * nr) pg->nb = 4 * nr;
+    if (2 * pg->nb > ng) pg->nb = ng;
+    pg->y_floats = (g->Mg * pg->nb + 15) / 16 * 16;
     pg->off_count = g->Cg * g->k[1] * g->k[2];
     return 1;
 }
@@ -357,7 +366,8 @@ typedef struct padctx {
     const padgeom *pg;
     const float *x; /* the group's first channel */
     float *xp;
-    const float *yt; /* grid result */
+    const float *yt; /* grid block result: grid column jbase + j at yt[i * nb + j] */
+    int64_t jbase;
     float *y;
     const kiln_call *call; /* fused epilogue (kiln_call_epilogue) */
     int64_t chan0;         /* channel of the group's first output row */
@@ -417,8 +427,8 @@ static void pad_channels(void *ud, int64_t b, int64_t e) {
  * grid row's column range are contiguous: one epilogue call per row. */
 static void padgemm_done(void *ud, int64_t i0, int64_t i1, int64_t j0, int64_t n) {
     const padctx *p = ud;
-    const int64_t OW = p->g->o[2], PW = p->pg->PW, osp = p->g->o[1] * OW, ldc = p->g->o[1] * PW;
-    const int64_t ja = j0, jb = j0 + n;
+    const int64_t OW = p->g->o[2], PW = p->pg->PW, osp = p->g->o[1] * OW, ldc = p->pg->nb;
+    const int64_t ja = p->jbase + j0, jb = ja + n; /* grid columns */
     const int64_t ya = ja / PW * OW + (ja % PW < OW ? ja % PW : OW);
     const int64_t yb = jb / PW * OW + (jb % PW < OW ? jb % PW : OW);
     if (yb <= ya) return;
@@ -428,7 +438,8 @@ static void padgemm_done(void *ud, int64_t i0, int64_t i1, int64_t j0, int64_t n
         for (int64_t oy = ja / PW; oy * PW < jb; oy++) {
             int64_t c0 = ja - oy * PW > 0 ? ja - oy * PW : 0;
             int64_t c1 = jb - oy * PW < OW ? jb - oy * PW : OW;
-            if (c1 > c0) memcpy(dst + oy * OW + c0, src + oy * PW + c0, (size_t)(c1 - c0) * sizeof(float));
+            if (c1 > c0)
+                memcpy(dst + oy * OW + c0, src + (oy * PW + c0 - p->jbase), (size_t)(c1 - c0) * sizeof(float));
         }
         kiln_call_epilogue(p->call, 0, dst + ya, yb - ya, p->chan0 + i, 0);
     }
@@ -461,12 +472,15 @@ static int conv_padgemm(const kiln_call *c, const geom *g, int pack) {
                         .yt = yt, .y = c->out[0].data, .call = c, .chan0 = gi * g->Mg};
             p.y = (float *)c->out[0].data + (n * g->M + gi * g->Mg) * osp;
             kiln_exec_parallel_for(c->exec, planes, 1, pad_channels, &p);
-            kiln__gemm gm = {.M = g->Mg, .N = g->o[1] * pg.PW, .K = K, .a = w + gi * g->Mg * K,
-                             .a_rs = K, .a_cs = 1, .alpha = 1.0f, .c = yt, .ldc = g->o[1] * pg.PW,
-                             .bias_row = bias ? bias + gi * g->Mg : NULL, .b_shift = xp,
-                             .b_off = off, .a_packed = packed_w(c, g, gi),
-                             .done = padgemm_done, .done_ud = &p, .b_shift_pack = pack};
-            kiln__sgemm(&gm, c->exec);
+            for (p.jbase = 0; p.jbase < g->o[1] * pg.PW; p.jbase += pg.nb) {
+                int64_t nb = g->o[1] * pg.PW - p.jbase < pg.nb ? g->o[1] * pg.PW - p.jbase : pg.nb;
+                kiln__gemm gm = {.M = g->Mg, .N = nb, .K = K, .a = w + gi * g->Mg * K,
+                                 .a_rs = K, .a_cs = 1, .alpha = 1.0f, .c = yt, .ldc = pg.nb,
+                                 .bias_row = bias ? bias + gi * g->Mg : NULL, .b_shift = xp + p.jbase,
+                                 .b_off = off, .a_packed = packed_w(c, g, gi),
+                                 .done = padgemm_done, .done_ud = &p, .b_shift_pack = pack};
+                kiln__sgemm(&gm, c->exec);
+            }
         }
     return 0;
 }
