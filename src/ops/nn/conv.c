@@ -333,7 +333,7 @@ static void im2col_pack(const void *ud, int64_t k0, int64_t kc, int64_t n0, int6
 typedef struct padgeom {
     int64_t PH, PW, xp_floats, y_floats, off_count;
     int64_t nph; /* phase planes per channel: sy * sx, or 1 */
-    int64_t nb;  /* grid columns per GEMM (the grid block in y_floats) */
+    int64_t nb;  /* grid columns per block (all of them: one block) */
 } padgeom;
 #define PADGEMM_BYTES(pg) ((size_t)((pg).xp_floats + (pg).y_floats) * sizeof(float) + \
                            (size_t)(pg).off_count * sizeof(int64_t) + 64)
@@ -348,15 +348,17 @@ static int padgemm_geom(const geom *g, padgeom *pg) {
     pg->nph = (g->k[1] == 1 || g->d[1] % sy == 0) && (g->k[2] == 1 || g->d[2] % sx == 0) ? 1 : sy * sx;
     pg->xp_floats = g->Cg * pg->nph * pg->PH * pg->PW + (g->k[2] - 1) * g->d[2] + 64;
     pg->xp_floats = (pg->xp_floats + 15) / 16 * 16;
-    /* The grid is computed in blocks of nb columns (~256 KB of results,
-     * a multiple of the GEMM's strip width) into one reused buffer: copied
-     * into Y from L2, instead of a grid the size of Y written out to
-     * memory first (ResNet's stem: 3.3 MB). */
+    /* A large grid is computed in blocks of nb columns (~128 KB of
+     * results, a multiple of the GEMM's strip width), the blocks spread
+     * over the threads, each into a per-thread buffer copied into Y from
+     * L2, instead of a grid the size of Y written out to memory first
+     * (ResNet's stem: 3.3 MB); a small one (up to two blocks) is one GEMM
+     * the threads share, into the workspace. */
     const int64_t ng = g->o[1] * pg->PW, nr = kiln__sgemm_nr();
-    pg->nb = (65536 / g->Mg) / nr * nr;
+    pg->nb = (32768 / g->Mg) / nr * nr;
     if (pg->nb < 4 * nr) pg->nb = 4 * nr;
-    if (2 * pg->nb > ng) pg->nb = ng;
-    pg->y_floats = (g->Mg * pg->nb + 15) / 16 * 16;
+    if (2 * pg->nb >= ng) pg->nb = ng;
+    pg->y_floats = pg->nb == ng ? (g->Mg * ng + 15) / 16 * 16 : 0;
     pg->off_count = g->Cg * g->k[1] * g->k[2];
     return 1;
 }
@@ -368,6 +370,7 @@ typedef struct padctx {
     float *xp;
     const float *yt; /* grid block result: grid column jbase + j at yt[i * nb + j] */
     int64_t jbase;
+    const kiln__gemm *gm; /* the group's GEMM over the whole grid (blocks: a copy per block) */
     float *y;
     const kiln_call *call; /* fused epilogue (kiln_call_epilogue) */
     int64_t chan0;         /* channel of the group's first output row */
@@ -445,6 +448,27 @@ static void padgemm_done(void *ud, int64_t i0, int64_t i1, int64_t j0, int64_t n
     }
 }
 
+/* Column blocks [b, e) of the grid (parallel_for over blocks), each a
+ * serial GEMM into this thread's buffer, copied into Y by its done hook. */
+static void padgemm_blocks(void *ud, int64_t b, int64_t e) {
+    const padctx *p0 = ud;
+    const int64_t ng = p0->g->o[1] * p0->pg->PW, nb = p0->pg->nb;
+    float *buf = kiln__cpu_scratch(1, (size_t)(p0->g->Mg * nb) + 16);
+    if (!buf) return; /* out of memory: nothing sensible to do in a kernel */
+    for (int64_t blk = b; blk < e; blk++) {
+        padctx p = *p0;
+        p.jbase = blk * nb;
+        p.yt = buf;
+        kiln__gemm gm = *p0->gm;
+        gm.N = ng - p.jbase < nb ? ng - p.jbase : nb;
+        gm.b_shift += p.jbase;
+        gm.c = buf;
+        gm.ldc = nb;
+        gm.done_ud = &p;
+        kiln__sgemm_serial(&gm);
+    }
+}
+
 /* Returns 0, or 1 when the tactic does not apply / has no workspace.
  * pack: B packed a strip at a time (tactic 8), else read in place. */
 static int conv_padgemm(const kiln_call *c, const geom *g, int pack) {
@@ -457,7 +481,7 @@ static int conv_padgemm(const kiln_call *c, const geom *g, int pack) {
     int64_t *off = (int64_t *)(yt + pg.y_floats);
     int64_t isp = g->id[1] * g->id[2], osp = g->o[1] * g->o[2];
     int64_t K = g->Cg * g->k[1] * g->k[2];
-    const int64_t sy = g->s[1], sx = g->s[2], planes = g->Cg * pg.nph;
+    const int64_t sy = g->s[1], sx = g->s[2], planes = g->Cg * pg.nph, ng = g->o[1] * pg.PW;
     for (int64_t ci = 0, k = 0; ci < g->Cg; ci++)
         for (int64_t ky = 0; ky < g->k[1]; ky++)
             for (int64_t kx = 0; kx < g->k[2]; kx++) {
@@ -472,15 +496,16 @@ static int conv_padgemm(const kiln_call *c, const geom *g, int pack) {
                         .yt = yt, .y = c->out[0].data, .call = c, .chan0 = gi * g->Mg};
             p.y = (float *)c->out[0].data + (n * g->M + gi * g->Mg) * osp;
             kiln_exec_parallel_for(c->exec, planes, 1, pad_channels, &p);
-            for (p.jbase = 0; p.jbase < g->o[1] * pg.PW; p.jbase += pg.nb) {
-                int64_t nb = g->o[1] * pg.PW - p.jbase < pg.nb ? g->o[1] * pg.PW - p.jbase : pg.nb;
-                kiln__gemm gm = {.M = g->Mg, .N = nb, .K = K, .a = w + gi * g->Mg * K,
-                                 .a_rs = K, .a_cs = 1, .alpha = 1.0f, .c = yt, .ldc = pg.nb,
-                                 .bias_row = bias ? bias + gi * g->Mg : NULL, .b_shift = xp + p.jbase,
-                                 .b_off = off, .a_packed = packed_w(c, g, gi),
-                                 .done = padgemm_done, .done_ud = &p, .b_shift_pack = pack};
+            kiln__gemm gm = {.M = g->Mg, .N = ng, .K = K, .a = w + gi * g->Mg * K,
+                             .a_rs = K, .a_cs = 1, .alpha = 1.0f, .c = yt, .ldc = ng,
+                             .bias_row = bias ? bias + gi * g->Mg : NULL, .b_shift = xp,
+                             .b_off = off, .a_packed = packed_w(c, g, gi),
+                             .done = padgemm_done, .done_ud = &p, .b_shift_pack = pack};
+            p.gm = &gm;
+            if (pg.nb == ng)
                 kiln__sgemm(&gm, c->exec);
-            }
+            else
+                kiln_exec_parallel_for(c->exec, (ng + pg.nb - 1) / pg.nb, 1, padgemm_blocks, &p);
         }
     return 0;
 }
