@@ -262,6 +262,9 @@ typedef struct im2col {
     const float *x; /* the group's first input channel */
 } im2col;
 
+/* pr[j] = sp[2j] for j in [jlo, jhi), reading at most `avail` floats of sp. */
+static void deinterleave2(float *pr, const float *sp, int64_t jlo, int64_t jhi, int64_t avail);
+
 /* Gather patches into packed B strips (see kiln__packb_fn). Rows are
  * (ci, kz, ky, kx), columns (oz, oy, ox). */
 static void im2col_pack(const void *ud, int64_t k0, int64_t kc, int64_t n0, int64_t nc, int nr,
@@ -303,6 +306,14 @@ static void im2col_pack(const void *ud, int64_t k0, int64_t kc, int64_t n0, int6
                 int64_t sx = g->s[2], ix0 = run_x0[r] * sx - g->pb[2] + kx * g->d[2];
                 if (sx == 1 && ix0 >= 0 && ix0 + len <= IW) {
                     memcpy(o, src + ix0, (size_t)len * sizeof(float));
+                } else if (sx == 2) { /* zeros, the even columns from ix0 (AVX-512 where it can), zeros */
+                    int64_t qlo = ix0 >= 0 ? 0 : (1 - ix0) / 2;
+                    int64_t qhi = IW - 1 - ix0 < 0 ? 0 : (IW - 1 - ix0) / 2 + 1;
+                    if (qhi > len) qhi = len;
+                    if (qlo > qhi) qlo = qhi;
+                    memset(o, 0, (size_t)qlo * sizeof(float));
+                    deinterleave2(o, src + ix0, qlo, qhi, IW - ix0);
+                    memset(o + qhi, 0, (size_t)(len - qhi) * sizeof(float));
                 } else {
                     for (int64_t q = 0; q < len; q++) {
                         int64_t ix = ix0 + q * sx;
@@ -386,8 +397,6 @@ static void phase_cols(int64_t o, int64_t sx, int64_t IW, int64_t PW, int64_t *q
     *qlo = lo;
     *qhi = hi;
 }
-
-static void deinterleave2(float *pr, const float *sp, int64_t jlo, int64_t jhi, int64_t avail);
 
 /* Phase planes [b, e) of the group: plane = (c * sy + phy) * sx + phx
  * (nph 1: plane = c, phase (0, 0)). */
