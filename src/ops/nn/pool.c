@@ -295,9 +295,9 @@ static void pool_planes_2d(const ptask *t, int64_t b, int64_t e) {
         float *rm = kiln__cpu_scratch(2, 2 * (size_t)IW + 32);
         if (!rm) return;
         float *hm = rm + IW + 16; /* dx == 1: max of the KW columns from each start */
+#if defined(__AVX512F__)
         /* outputs [oxa, oxb) have their whole window inside the row */
         int64_t oxa = 0, oxb = 0;
-#if defined(__AVX512F__)
         if (dx == 1 && (sx == 1 || sx == 2) && KW <= IW) {
             oxa = (g->pb[2] + sx - 1) / sx;
             oxb = (IW - KW + g->pb[2]) / sx + 1;
