@@ -20,37 +20,15 @@
  * K, V may be strided views (heads of a packed QKV projection).
  *
  * mma.sync m16n8k16 (FP16 and BF16) and ldmatrix need sm_80 or newer, the
- * oldest GPU kiln's fatbin targets.  Fragment layouts (PTX ISA, "Matrix
- * fragments for mma.m16n8k16"), g = lane / 4, t = lane % 4:
- *   A (16 x 16, row): a0 = (g, 2t..2t+1), a1 = (g + 8, 2t..), a2 = (g, 2t + 8..), a3 = (g + 8, 2t + 8..)
- *   B (16 x 8, col):  b0 = (k 2t..2t+1, n g), b1 = (k 2t + 8.., n g)
- *   C (16 x 8 f32):   c0, c1 = (g, 2t), (g, 2t + 1); c2, c3 = (g + 8, 2t), (g + 8, 2t + 1)
+ * oldest GPU kiln's fatbin targets; fragment layouts and the softmax step
+ * are in attention_mma.cuh (shared with attention_tc_async.cu: tactics 3
+ * to 5, which take over where Q, K, V, Y allow 16-byte copies).
  */
-#include "ops/nn/attention_flash.cuh"
+#include "ops/nn/attention_mma.cuh"
 
 #define TC_BQ 64
 #define TC_BK 64
 #define TC_PAD 8
-#define KC_LOG2E 1.4426950408889634f
-
-/* pack: two floats as the .b32 of an element pair (lo in the low half);
- * mma: c += a b, m16n8k16, FP32 accumulators. */
-template <typename T> struct tc_ops;
-#define TC_OPS(T, T2, CVT, PTXT)                                                                          \
-    template <> struct tc_ops<T> {                                                                      \
-        static __device__ __forceinline__ uint32_t pack(float lo, float hi) {                           \
-            T2 h = CVT(lo, hi);                                                                         \
-            return *reinterpret_cast<uint32_t *>(&h);                                                   \
-        }                                                                                               \
-        static __device__ __forceinline__ void mma(float *c, const uint32_t *a, uint32_t b0, uint32_t b1) { \
-            asm("mma.sync.aligned.m16n8k16.row.col.f32." PTXT "." PTXT                                   \
-                ".f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"                          \
-                : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])                                        \
-                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));                        \
-        }                                                                                               \
-    };
-TC_OPS(kc_f16, __half2, __floats2half2_rn, "f16")
-TC_OPS(kc_bf16, __nv_bfloat162, __floats2bfloat162_rn, "bf16")
 
 /* Rows j0 .. j0 + TC_BK of a [rows, cols] operand (row stride rs, column
  * stride cs) into S[TC_BK][DK + TC_PAD], zeros outside rows < nrows and
@@ -109,7 +87,7 @@ __device__ __forceinline__ void kc_flash_tc(const kiln_cu_flash &p, const T *q, 
     float o[DK / 8][4];
 #pragma unroll
     for (int n = 0; n < DK / 8; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
-    float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f; /* per row: max, this thread's part of the sum */
+    tc_rows rs = {-INFINITY, -INFINITY, 0.0f, 0.0f};
 
     for (int64_t j0 = 0; j0 < p.sk; j0 += TC_BK) {
         __syncthreads(); /* the previous tile consumed */
@@ -132,60 +110,12 @@ __device__ __forceinline__ void kc_flash_tc(const kiln_cu_flash &p, const T *q, 
                        *reinterpret_cast<const uint32_t *>(kr + 8));
             }
         }
-        /* online softmax (base 2); keys past Sk are -inf, the mask is added */
-        float mx0 = -INFINITY, mx1 = -INFINITY;
-#pragma unroll
-        for (int n = 0; n < TC_BK / 8; n++)
-#pragma unroll
-            for (int e = 0; e < 2; e++) {
-                const int j = n * 8 + 2 * t + e;
-                const bool in = j < nk;
-                float x0 = in ? s[n][e] * p.scale_log2 : -INFINITY, x1 = in ? s[n][2 + e] * p.scale_log2 : -INFINITY;
-                if (p.has_mask && in) {
-                    const T *mc = mb + (j0 + j) * p.ms[3];
-                    if (r0 < p.sq) x0 += KC_LOG2E * kc_ldf(mc[r0 * p.ms[2]]);
-                    if (r1 < p.sq) x1 += KC_LOG2E * kc_ldf(mc[r1 * p.ms[2]]);
-                }
-                s[n][e] = x0;
-                s[n][2 + e] = x1;
-                mx0 = fmaxf(mx0, x0);
-                mx1 = fmaxf(mx1, x1);
-            }
-#pragma unroll
-        for (int sh = 1; sh < 4; sh <<= 1) { /* the 4 threads of a row */
-            mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, sh));
-            mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, sh));
-        }
-        /* a row masked out so far (max -inf) subtracts 0: its terms stay 0 */
-        const float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
-        const float z0 = mn0 == -INFINITY ? 0.0f : mn0, z1 = mn1 == -INFINITY ? 0.0f : mn1;
-        const float a0 = exp2f(m0 - z0), a1 = exp2f(m1 - z1); /* 0 on the first tile */
-        m0 = mn0;
-        m1 = mn1;
-        l0 *= a0;
-        l1 *= a1;
-#pragma unroll
-        for (int n = 0; n < TC_BK / 8; n++) {
-            s[n][0] = exp2f(s[n][0] - z0);
-            s[n][1] = exp2f(s[n][1] - z0);
-            s[n][2] = exp2f(s[n][2] - z1);
-            s[n][3] = exp2f(s[n][3] - z1);
-            l0 += s[n][0] + s[n][1];
-            l1 += s[n][2] + s[n][3];
-        }
-#pragma unroll
-        for (int n = 0; n < DK / 8; n++) {
-            o[n][0] *= a0;
-            o[n][1] *= a0;
-            o[n][2] *= a1;
-            o[n][3] *= a1;
-        }
+        tc_softmax_tile<T, TC_BK, DK / 8>(p, s, o, rs, nk, j0, r0, mb);
         /* O += P V: key groups 2kk, 2kk + 1 of S are the A fragment of keys 16kk.. */
 #pragma unroll
         for (int kk = 0; kk < TC_BK / 16; kk++) {
-            const uint32_t pa[4] = {O::pack(s[2 * kk][0], s[2 * kk][1]), O::pack(s[2 * kk][2], s[2 * kk][3]),
-                                    O::pack(s[2 * kk + 1][0], s[2 * kk + 1][1]),
-                                    O::pack(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+            uint32_t pa[4];
+            tc_pfrag<T>(pa, s, kk);
 #pragma unroll
             for (int n = 0; n < DK / 8; n++) {
                 if (n >= nv_used) break;
@@ -200,13 +130,8 @@ __device__ __forceinline__ void kc_flash_tc(const kiln_cu_flash &p, const T *q, 
             }
         }
     }
-    /* the row sums: the 4 threads of a row hold parts */
-#pragma unroll
-    for (int sh = 1; sh < 4; sh <<= 1) {
-        l0 += __shfl_xor_sync(0xffffffffu, l0, sh);
-        l1 += __shfl_xor_sync(0xffffffffu, l1, sh);
-    }
-    const float inv0 = l0 > 0.0f ? 1.0f / l0 : 0.0f, inv1 = l1 > 0.0f ? 1.0f / l1 : 0.0f; /* Sk = 0: zeros */
+    float inv0, inv1;
+    tc_row_inv(rs, inv0, inv1);
 #pragma unroll
     for (int n = 0; n < DK / 8; n++) {
         const int c = n * 8 + 2 * t;
