@@ -20,37 +20,16 @@
  * K, V may be strided views (heads of a packed QKV projection).
  *
  * mma.sync m16n8k16 (FP16 and BF16) and ldmatrix need sm_80 or newer, the
- * oldest GPU kiln's fatbin targets.  Fragment layouts (PTX ISA, "Matrix
- * fragments for mma.m16n8k16"), g = lane / 4, t = lane % 4:
- *   A (16 x 16, row): a0 = (g, 2t..2t+1), a1 = (g + 8, 2t..), a2 = (g, 2t + 8..), a3 = (g + 8, 2t + 8..)
- *   B (16 x 8, col):  b0 = (k 2t..2t+1, n g), b1 = (k 2t + 8.., n g)
- *   C (16 x 8 f32):   c0, c1 = (g, 2t), (g, 2t + 1); c2, c3 = (g + 8, 2t), (g + 8, 2t + 1)
+ * oldest GPU kiln's fatbin targets; the fragment layouts are in
+ * ops/common/cuda_mma.cuh.
  */
+#include "ops/common/cuda_mma.cuh" /* tc_ops: pack, mma */
 #include "ops/nn/attention_flash.cuh"
 
 #define TC_BQ 64
 #define TC_BK 64
 #define TC_PAD 8
 #define KC_LOG2E 1.4426950408889634f
-
-/* pack: two floats as the .b32 of an element pair (lo in the low half);
- * mma: c += a b, m16n8k16, FP32 accumulators. */
-template <typename T> struct tc_ops;
-#define TC_OPS(T, T2, CVT, PTXT)                                                                          \
-    template <> struct tc_ops<T> {                                                                      \
-        static __device__ __forceinline__ uint32_t pack(float lo, float hi) {                           \
-            T2 h = CVT(lo, hi);                                                                         \
-            return *reinterpret_cast<uint32_t *>(&h);                                                   \
-        }                                                                                               \
-        static __device__ __forceinline__ void mma(float *c, const uint32_t *a, uint32_t b0, uint32_t b1) { \
-            asm("mma.sync.aligned.m16n8k16.row.col.f32." PTXT "." PTXT                                   \
-                ".f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"                          \
-                : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])                                        \
-                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));                        \
-        }                                                                                               \
-    };
-TC_OPS(kc_f16, __half2, __floats2half2_rn, "f16")
-TC_OPS(kc_bf16, __nv_bfloat162, __floats2bfloat162_rn, "bf16")
 
 /* Rows j0 .. j0 + TC_BK of a [rows, cols] operand (row stride rs, column
  * stride cs) into S[TC_BK][DK + TC_PAD], zeros outside rows < nrows and
