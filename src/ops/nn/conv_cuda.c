@@ -17,7 +17,8 @@
  *     conv_igemm64_<T> / conv_igemm32_<T> (64 x 64 / 64 x 32 output
  *     tiles), bias + residual + activation applied before the one store,
  *     no workspace.  Other types answer KILN_EUNSUPPORTED (the builder
- *     drops the tactic).  $KILN_CONV_IGEMM=0 turns them off: the builder
+ *     drops the tactic), and so do pointwise convs while the builder
+ *     times (see conv_igemm).  $KILN_CONV_IGEMM=0 turns them off: the builder
  *     does not time them and an engine that names one runs the GEMM
  *     tactic.
  *   10 + a (a = cudnnConvolutionFwdAlgo_t 0..7): cuDNN's algorithm a
@@ -273,6 +274,16 @@ static int conv_igemm(const kiln_call *c, const kiln_cu_conv *p, const void *bia
         return kiln_set_error(KILN_EUNSUPPORTED, "Conv: the implicit-GEMM tactic takes FP16 and BF16 (not %s)",
                               kiln_dtype_name(t));
     const int64_t cols = p->n * p->oh * p->ow, mt = (p->k / p->group + 63) / 64, nt = (cols + bn - 1) / bn;
+    /* A pointwise conv's input already is the GEMM operand (tactic 2 runs
+     * no im2col), so this kernel can only save the bias_act pass, while
+     * its GEMM is much slower than cuBLASLt's.  In ResNet-50 b1 FP16
+     * (H200) the builder picked it for 9 such convs, one launch timed
+     * alone beating two, but in the CUDA graph it took 10-14 us each where
+     * the CUPTI timeline without it suggests ~5-8 us for GEMM + bias_act.
+     * So it is not timed there; an engine that names it still runs it. */
+    if (kiln__b_timing && pointwise(p))
+        return kiln_set_error(KILN_EUNSUPPORTED, "Conv: the implicit-GEMM tactic is not timed on 1x1 stride-1 "
+                              "unpadded convs (tactic 2 runs no im2col there)");
     if (nt > INT32_MAX || mt > 65535 || p->group > 65535)
         return kiln_set_error(KILN_EUNSUPPORTED, "Conv: %lld x %lld tiles in %d groups exceed the CUDA grid",
                               (long long)nt, (long long)mt, p->group);
