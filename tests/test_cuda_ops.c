@@ -12,6 +12,10 @@
  * tolerance covers float vs double accumulation and the rounding).
  * Small integer inputs the launcher reads on the host (cuda_host_inputs)
  * stay in host memory, as the runtime keeps them.
+ *
+ * `test_cuda_ops --only OP [--small]` runs OP's cases alone (e.g.
+ * kiln::attention), --small those with at most 2^20 output elements: quick
+ * enough for compute-sanitizer's racecheck or ncu.
  */
 #include "device/cuda/cuda_int.h"
 #include "device/cuda/cuda_kernel_args.h"
@@ -166,6 +170,27 @@ static const tcase cases[] = {
      {{F16, 4, {37, 2, 3, 64}}}, {A_FLOAT("scale", 0.125), ATTN_VIEWS, A_INTS("y_perm", 2, 0, 1, 3)}},
     {"kiln::attention", 1, 3, 1, {{F32, 3, {37, 2, 576}}, {F32, 3, {37, 2, 576}}, {F32, 3, {37, 2, 576}}},
      {{F32, 4, {37, 2, 3, 64}}}, {A_FLOAT("scale", 0.125), ATTN_VIEWS, A_INTS("y_perm", 2, 0, 1, 3)}},
+    /* tactics 3 and 4 (attention_tc_async.cu: 128 / 64 query rows a block, cp.async K/V tiles) where
+     * they differ from the cases above: BERT-base at batch 32 (384 batch-heads, 3 blocks of 128 rows
+     * on an SM's worth of work each), a head dim of 40 padded to 64 with Dv % 16 == 8 and S = 200
+     * (partial tiles of 128, 64 and the keys), head dim 96 padded to 128 with a full mask and Sk = 190,
+     * a single query row against 300 keys (head dim 32), views with S = 150 (BF16), and K^T / head dim
+     * 24 above, where tactic 1's kernel must take over */
+    {"kiln::attention", 1, 3, 1, {{F16, 4, {32, 12, 128, 64}}, {F16, 4, {32, 12, 128, 64}}, {F16, 4, {32, 12, 128, 64}}},
+     {{F16, 4, {32, 12, 128, 64}}}, {A_FLOAT("scale", 0.125)}},
+    {"kiln::attention", 1, 3, 1, {{BF16, 4, {2, 5, 200, 40}}, {BF16, 4, {2, 5, 200, 40}}, {BF16, 4, {2, 5, 200, 40}}},
+     {{BF16, 4, {2, 5, 200, 40}}}, {A_FLOAT("scale", 0.16)}},
+    {"kiln::attention", 1, 4, 1, {{F16, 4, {2, 3, 150, 96}}, {F16, 4, {2, 3, 190, 96}}, {F16, 4, {2, 3, 190, 96}},
+                                  {F16, 4, {2, 3, 150, 190}, .lo = -4, .hi = 2}},
+     {{F16, 4, {2, 3, 150, 96}}}, {A_FLOAT("scale", 0.1)}},
+    {"kiln::attention", 1, 3, 1, {{F16, 3, {3, 1, 32}}, {F16, 3, {3, 300, 32}}, {F16, 3, {3, 300, 32}}},
+     {{F16, 3, {3, 1, 32}}}, {A_FLOAT("scale", 0.18)}},
+    {"kiln::attention", 1, 3, 1, {{BF16, 3, {150, 2, 576}}, {BF16, 3, {150, 2, 576}}, {BF16, 3, {150, 2, 576}}},
+     {{BF16, 4, {150, 2, 3, 64}}}, {A_FLOAT("scale", 0.125), ATTN_VIEWS, A_INTS("y_perm", 2, 0, 1, 3)}},
+    /* the layout builder/transformer.c picks when the out-projection's Transpose back to batch-first
+     * follows: y [B, S, H, D] */
+    {"kiln::attention", 1, 3, 1, {{F16, 3, {150, 2, 576}}, {F16, 3, {150, 2, 576}}, {F16, 3, {150, 2, 576}}},
+     {{F16, 4, {2, 150, 3, 64}}}, {A_FLOAT("scale", 0.125), ATTN_VIEWS, A_INTS("y_perm", 0, 2, 1, 3)}},
     /* residual + norm (kiln::add_layernorm): rows of 768, 8192 (1024 threads x 8), 5; broadcast scale */
     {"kiln::add_layernorm", 1, 4, 1, {{F32, 3, {2, 3, 768}}, {F32, 3, {2, 3, 768}}, {F32, 1, {768}}, {F32, 1, {768}}},
      {{F32, 3, {2, 3, 768}}}, {A_INT("axis", -1), A_FLOAT("epsilon", 1e-5)}},
@@ -543,9 +568,14 @@ static int run_case(const tcase *tc, const kiln__op *op, const kiln_attrs *av, i
     return bad;
 }
 
+static const char *g_only; /* --only OP: that op's cases alone (e.g. under compute-sanitizer) */
+static int g_small;         /* --small: cases of at most 2^20 output elements */
+
 static void run_all(void) {
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const tcase *tc = &cases[i];
+        if ((g_only && strcmp(tc->op, g_only)) || (g_small && numel(tc->out[0].nd, tc->out[0].dims) > (1 << 20)))
+            continue;
         const char *sep = strstr(tc->op, "::"); /* "ns::name" (kiln's own ops), else ai.onnx */
         char ns[32] = "ai.onnx";
         if (sep) snprintf(ns, sizeof ns, "%.*s", (int)(sep - tc->op), tc->op);
@@ -844,8 +874,12 @@ static void test_tf32_compute(void) {
 
 int main(int argc, char **argv) {
     if (argc > 1 && !strcmp(argv[1], "--fault")) return fault_child();
-    test_tf32_compute();
-    test_fault_context_fake();
+    if (argc > 2 && !strcmp(argv[1], "--only")) g_only = argv[2];
+    g_small = g_only && argc > 3 && !strcmp(argv[3], "--small");
+    if (!g_only) {
+        test_tf32_compute();
+        test_fault_context_fake();
+    }
     g_dev = kiln__device_cuda();
     if (!g_dev) {
         printf("SKIP: %s\n", kiln_errmsg());
@@ -873,9 +907,11 @@ int main(int argc, char **argv) {
     kiln__attrset_free(&s);
     g_dev->free(d);
     run_all();
-    test_fault_record();
-    test_gather_oob_run();
-    test_kernel_fault();
+    if (!g_only) {
+        test_fault_record();
+        test_gather_oob_run();
+        test_kernel_fault();
+    }
     fprintf(stderr, "test_cuda_ops: %d of %d case runs failed\n", g_fail, g_ran);
     return g_fail ? 1 : 0;
 }

@@ -18,7 +18,9 @@
  * out of layout-only chains (a packed QKV projection split into heads),
  * the layer reads them as strided views of the chains' first tensors
  * (attn_views.c) and, when a Transpose alone reads Y, writes that
- * Transpose's output itself: the copies go.  The leading
+ * Transpose's output itself: the copies go; when the out-projection's
+ * Transpose back to batch-first follows, in the layout that makes it a
+ * Reshape (out_projection_transpose).  The leading
  * (batch, head) dims of Q, K, V must be the same expressions and the head
  * dims static and <= KILN_CU_ATTN_DMAX (the GPU kernel's bound).
  *
@@ -139,6 +141,11 @@ static int rewrite(builder *b, int li, const kiln__op *op, const char *const *na
     return 0;
 }
 
+int kiln__b_rewrite(builder *b, int li, const kiln__op *op, const char *const *names, const kiln_attr_value *vals,
+                    int nv, const int *in, int nin) {
+    return rewrite(b, li, op, names, vals, nv, in, nin);
+}
+
 /* If the softmax input *t is Add(scores, mask) of a private tensor, where
  * scores come from a MatMul (possibly scaled) and the mask is a float
  * tensor of the scores' type broadcast to them (rank <= 4): step *t back
@@ -167,13 +174,119 @@ static int strip_mask(const builder *b, const int *uses, int *t) {
     return -1;
 }
 
+/* The layer reading activation t as its data: a live ai.onnx `op` reading
+ * it as input 0, every other reader a Shape (only the dims, which the
+ * rewrite below keeps, unless shape_too: then none); else -1. */
+static int data_reader(const builder *b, int t, const char *op, int shape_too) {
+    if (t < 0 || b->t[t].is_output || b->t[t].is_size || b->t[t].kind != BT_ACT) return -1;
+    int found = -1;
+    for (int li = 0; li < b->nl; li++) {
+        const bl *L = &b->l[li];
+        int reads = 0;
+        for (int p = 0; p < L->nin && !L->dead; p++) reads += L->in[p] == t;
+        if (!reads) continue;
+        if (is_op(b, li, op) && reads == 1 && L->in[0] == t && found < 0) found = li;
+        else if (shape_too || !is_op(b, li, "Shape")) return -1;
+    }
+    return found;
+}
+
+/* torch's MultiheadAttention (batch_first) after the attention output Y
+ * [S, B, H, D] (y_perm {2, 0, 1, 3}):
+ *   Reshape [S*B, E] -> Gemm (the out-projection, row by row) -> Reshape
+ *   [S, B, E'] -> Transpose {1, 0, 2} [B, S, E']
+ * The Transpose is a copy.  Written [B, S, H, D] instead (y_perm {0, 2, 1,
+ * 3}), Y's rows come in (b, s) order, the Gemm keeps them, and the
+ * Transpose's output is the Gemm's output as it lies: the Transpose becomes
+ * a Reshape to [-1, S, E'] (or [B, -1, E']) aliasing its input.  The
+ * Reshapes in between only regroup rows; their shape inputs still hold S*B
+ * and [S, B, E'], the same element counts, and Shape layers reading them
+ * or the Gemm's output see the dims they saw before.  Needs S or B static
+ * (the new shape is a constant) and E' static; returns the Transpose layer
+ * to turn into that Reshape (its shape values in *shape), else -1. */
+static int out_projection_transpose(const builder *b, int Y, const int64_t *perm, int64_t shape[3]) {
+    static const int64_t torch_perm[4] = {2, 0, 1, 3};
+    if (memcmp(perm, torch_perm, sizeof torch_perm) || !kiln__registry_resolve("ai.onnx", "Reshape", 21)) return -1;
+    const bt *y = &b->t[Y];
+    int r9 = data_reader(b, Y, "Reshape", 1); /* Y's dims change */
+    if (r9 < 0 || b->t[b->l[r9].out[0]].ndim != 2) return -1;
+    int g = data_reader(b, b->l[r9].out[0], "Gemm", 0);
+    if (g < 0) return -1;
+    kiln_attrs ga = kiln__attrset_view(b->l[g].attrs);
+    if (kiln_attrs_int(&ga, "transA") != 0) return -1; /* rows of A in, rows of the product out */
+    if (b->l[g].nin > 2 && b->l[g].in[2] >= 0) { /* C broadcast over the rows only */
+        const bt *c = &b->t[b->l[g].in[2]];
+        int64_t one;
+        if (c->ndim > 2 || (c->ndim == 2 && !(kiln_expr_is_const(c->dims[0], &one) && one == 1))) return -1;
+    }
+    int r10 = data_reader(b, b->l[g].out[0], "Reshape", 0);
+    if (r10 < 0) return -1;
+    const bt *r = &b->t[b->l[r10].out[0]];
+    if (r->ndim != 3 || r->dims[0] != y->dims[0] || r->dims[1] != y->dims[1]) return -1;
+    int tr = data_reader(b, b->l[r10].out[0], "Transpose", 0);
+    if (tr < 0 || b->l[tr].nin != 1) return -1;
+    kiln_attrs ta = kiln__attrset_view(b->l[tr].attrs);
+    const int64_t *tp = NULL;
+    if (kiln_attrs_ints(&ta, "perm", &tp) != 3 || !tp || tp[0] != 1 || tp[1] != 0 || tp[2] != 2) return -1;
+    int64_t s, bb, e;
+    if (!kiln_expr_is_const(r->dims[2], &e)) return -1;
+    shape[2] = e;
+    if (kiln_expr_is_const(r->dims[0], &s)) {
+        shape[0] = -1;
+        shape[1] = s;
+    } else if (kiln_expr_is_const(r->dims[1], &bb)) {
+        shape[0] = bb;
+        shape[1] = -1;
+    } else {
+        return -1;
+    }
+    return tr;
+}
+
+/* A new INT64 constant of n values (n == 0: the scalar v[0]); its index. */
+static int i64_const(builder *b, const char *name, const int64_t *v, int n) {
+    int64_t *data = kiln__aligned_alloc((n ? (size_t)n : 1) * sizeof *data);
+    int t = data ? kiln__b_new_tensor(b, name, BT_CONST) : kiln__err(KILN_ENOMEM, "build: out of memory");
+    if (t < 0) {
+        kiln__aligned_free(data);
+        return t;
+    }
+    bt *c = &b->t[t];
+    memcpy(data, v, (n ? (size_t)n : 1) * sizeof *data);
+    c->dtype = KILN_DTYPE_I64;
+    c->ndim = n ? 1 : 0;
+    if (n) c->dims[0] = kiln_expr_const(b->x, n);
+    c->data = data;
+    c->bytes = (n ? (size_t)n : 1) * sizeof *data;
+    c->data_owned = 1;
+    c->nvalues = n ? n : 1;
+    for (int i = 0; i < c->nvalues; i++) c->values[i] = kiln_expr_const(b->x, v[i]);
+    return t;
+}
+
+/* Transpose layer tr becomes Reshape(its input, shape) with its output an
+ * alias of the input (see out_projection_transpose). */
+static int transpose_to_reshape(builder *b, int tr, const int64_t shape[3]) {
+    const kiln__op *op = kiln__registry_resolve("ai.onnx", "Reshape", 21); /* found: out_projection_transpose */
+    char *nm = kiln__strfmt("%s:shape", b->l[tr].name);
+    int t = nm ? i64_const(b, nm, shape, 3) : kiln__err(KILN_ENOMEM, "build: out of memory");
+    kiln__free(nm);
+    if (t < 0) return t;
+    const int in[2] = {b->l[tr].in[0], t};
+    int rc = rewrite(b, tr, op, NULL, NULL, 0, in, 2);
+    if (rc) return rc;
+    b->t[b->l[tr].out[0]].alias_in = in[0];
+    return 0;
+}
+
 /* Q, K, V (in) as views of the tensors their layout chains start from
  * (builder/attn_views.c): replaces in with those, fills vw.  When the
  * output Y [B, H, S, Dv] is read only by a Transpose, that layer (*at) is
  * to become the attention layer writing its output (perm).  0 when no
  * operand has a chain to skip or the op's shape function would not give
  * the dims the output tensor has. */
-static int attention_views(builder *b, const int *uses, int *in, int64_t *vw, int Y, int *at, int64_t *perm) {
+static int attention_views(builder *b, const int *uses, int *in, int64_t *vw, int Y, int *at, int64_t *perm,
+                           int *out_tr, int64_t *out_shape) {
     int base[3];
     if (!kiln__b_attn_views(b, in, base, vw) || (base[0] == in[0] && base[1] == in[1] && base[2] == in[2])) return 0;
     int T = -1;
@@ -196,7 +309,10 @@ static int attention_views(builder *b, const int *uses, int *in, int64_t *vw, in
         perm[j] = T >= 0 ? p[j] : j;
         if (perm[j] < 0 || perm[j] > 3 || out->dims[j] != yd[perm[j]]) return 0;
     }
-    if (T >= 0) *at = T;
+    if (T >= 0) {
+        *at = T;
+        *out_tr = out_projection_transpose(b, b->l[T].out[0], perm, out_shape);
+    }
     memcpy(in, base, sizeof base);
     return 1;
 }
@@ -242,9 +358,19 @@ static int try_attention(builder *b, int sm, const int *uses, const kiln__op *op
         y->dims[r - 2] != q->dims[r - 2] || y->dims[r - 1] != v->dims[r - 1])
         return 0;
     /* MatMul 2 (or the Transpose after it, see attention_out) becomes the attention layer */
-    int in[4] = {Q, K, V, mask}, at = mm2, nav = 2;
-    int64_t vw[3 * KILN_ATTN_VIEW_INTS], perm[4];
-    if (!k_trans && r == 4 && attention_views(b, uses, in, vw, Y, &at, perm)) nav = at == mm2 ? 3 : 4;
+    int in[4] = {Q, K, V, mask}, at = mm2, nav = 2, out_tr = -1;
+    int64_t vw[3 * KILN_ATTN_VIEW_INTS], perm[4], out_shape[3];
+    if (!k_trans && r == 4 && attention_views(b, uses, in, vw, Y, &at, perm, &out_tr, out_shape))
+        nav = at == mm2 ? 3 : 4;
+    if (out_tr >= 0) { /* write [B, S, H, D]: the out-projection's Transpose back goes */
+        int64_t p0 = perm[0];
+        perm[0] = perm[1];
+        perm[1] = p0;
+        bt *yt = &b->t[b->l[at].out[0]];
+        const kiln_expr *d0 = yt->dims[0];
+        yt->dims[0] = yt->dims[1];
+        yt->dims[1] = d0;
+    }
     const kiln_attr_value av[4] = {
         {.present = 1, .type = KILN_ATTR_FLOAT, .f = scale},
         {.present = 1, .type = KILN_ATTR_INT, .i = k_trans},
@@ -254,11 +380,155 @@ static int try_attention(builder *b, int sm, const int *uses, const kiln__op *op
     int rc = rewrite(b, at, op, an, av, nav, in, mask >= 0 ? 4 : 3);
     if (rc) return rc;
     if (at != mm2) b->l[mm2].dead = 1; /* its output is read by nobody now */
+    if (out_tr >= 0 && (rc = transpose_to_reshape(b, out_tr, out_shape))) return rc;
     const bl *L = &b->l[at];
-    kiln__log(KILN_LOG_VERBOSE, "attention: '%s' .. '%s' run as one kiln::attention layer (scale %g, %s%s%s%s)",
+    kiln__log(KILN_LOG_VERBOSE, "attention: '%s' .. '%s' run as one kiln::attention layer (scale %g, %s%s%s%s%s)",
               b->l[mm1].name, L->name, scale, k_trans ? "K^T" : "K", mask >= 0 ? ", a mask" : "",
-              nav > 2 ? ", Q K V as views" : "", nav > 3 ? ", output transposed" : "");
+              nav > 2 ? ", Q K V as views" : "", nav > 3 ? ", output transposed" : "",
+              out_tr >= 0 ? ", the out-projection's Transpose back a Reshape" : "");
     if (b->st) b->st->fused++;
+    return 1;
+}
+
+/* The live layers reading tensor t as data (every other reader a Shape):
+ * 1 when that is layer `only` alone. */
+static int only_data_reader(const builder *b, int t, int only) {
+    for (int li = 0; li < b->nl; li++) {
+        const bl *L = &b->l[li];
+        for (int p = 0; p < L->nin && !L->dead; p++)
+            if (L->in[p] == t && li != only && !is_op(b, li, "Shape")) return 0;
+    }
+    return 1;
+}
+
+/* The Shape layers reading T1 (all its readers but layer mm) each read the
+ * whole shape, and every reader of their outputs is a Gather (axis 0) of a
+ * constant scalar index: then they can read x = Transpose(T1's perm
+ * {1, 0, 2}) instead, with indices 0 and 1 swapped. */
+static int shape_readers_ok(const builder *b, int T1, int mm) {
+    for (int li = 0; li < b->nl; li++) {
+        const bl *L = &b->l[li];
+        if (L->dead || li == mm || L->nin < 1 || L->in[0] != T1) continue;
+        kiln_attrs sa = kiln__attrset_view(L->attrs);
+        const kiln_attr_value *end = kiln_attrs_get(&sa, "end");
+        if (!is_op(b, li, "Shape") || kiln_attrs_int(&sa, "start") != 0 || (end && end->present) ||
+            b->t[L->out[0]].is_output)
+            return 0;
+        for (int g = 0; g < b->nl; g++) {
+            const bl *G = &b->l[g];
+            for (int p = 0; p < G->nin && !G->dead; p++) {
+                if (G->in[p] != L->out[0]) continue;
+                kiln_attrs ga = kiln__attrset_view(G->attrs);
+                int ix = G->nin == 2 ? G->in[1] : -1;
+                if (!is_op(b, g, "Gather") || p != 0 || kiln_attrs_int(&ga, "axis") != 0 || ix < 0 ||
+                    b->t[ix].kind != BT_CONST || !b->t[ix].data || b->t[ix].ndim != 0 ||
+                    kiln__ops_is_float(b->t[ix].dtype))
+                    return 0;
+            }
+        }
+    }
+    return 1;
+}
+
+/* What shape_readers_ok allowed: each Shape reads x (the Transpose's input),
+ * its values swapped in 0 and 1, and each Gather of it takes index 1 for 0
+ * and 0 for 1 (a new constant). */
+static int shape_readers_to_x(builder *b, int T1, int mm) {
+    int X = b->l[b->t[T1].producer].in[0];
+    for (int li = 0; li < b->nl; li++) {
+        if (b->l[li].dead || li == mm || b->l[li].nin < 1 || b->l[li].in[0] != T1) continue;
+        int O = b->l[li].out[0];
+        b->l[li].in[0] = X;
+        if (b->t[O].nvalues == 3) {
+            const kiln_expr *v0 = b->t[O].values[0];
+            b->t[O].values[0] = b->t[O].values[1];
+            b->t[O].values[1] = v0;
+        }
+        for (int g = 0; g < b->nl; g++) {
+            if (b->l[g].dead || b->l[g].nin != 2 || b->l[g].in[0] != O) continue;
+            const bt *it = &b->t[b->l[g].in[1]];
+            int64_t ix = kiln__ops_get_i64(it->data, it->dtype, 0);
+            if (ix < 0) ix += 3;
+            if (ix != 0 && ix != 1) continue;
+            ix = 1 - ix;
+            char *nm = kiln__strfmt("%s:index", b->l[g].name);
+            int t = nm ? i64_const(b, nm, &ix, 0) : kiln__err(KILN_ENOMEM, "build: out of memory");
+            kiln__free(nm);
+            if (t < 0) return t;
+            b->l[g].in[1] = t;
+        }
+    }
+    return 0;
+}
+
+/* torch's MultiheadAttention (batch_first) before attention layer li,
+ * which reads Q, K, V as views of one packed projection P:
+ *   x [B, S, E] -> Transpose {1, 0, 2} [S, B, E] -> MatMul(., W) -> Add(., b) = P [S, B, 3E]
+ * The projection is row by row, so on x itself it gives P with its rows in
+ * (b, s) order, [B, S, 3E]: the views take P's axes 0 and 1 swapped (a
+ * view stride or dim that stepped along S now steps along P's axis 1, B's
+ * along axis 0), the MatMul reads x, and the Shape layers that read the
+ * Transpose (the exporter's shape arithmetic) read x with their Gather
+ * indices 0 and 1 swapped: the Transpose goes.  Runs after a dead-code
+ * pass, so P's other readers (the layout chain the views replace) are
+ * gone.  1 when rewritten. */
+static int try_qkv_input(builder *b, int li, const kiln__op *attn) {
+    const bl *L = &b->l[li];
+    if (L->dead || L->op != attn || L->nin != 3 || L->in[0] != L->in[1] || L->in[1] != L->in[2]) return 0;
+    kiln_attrs a = kiln__attrset_view(L->attrs);
+    const int64_t *vw = NULL, *yp = NULL;
+    if (kiln_attrs_ints(&a, "views", &vw) != 3 * KILN_ATTN_VIEW_INTS || !vw) return 0;
+    int np = (int)kiln_attrs_ints(&a, "y_perm", &yp);
+    int P = L->in[0], add = b->t[P].producer;
+    if (b->t[P].ndim != 3 || !is_op(b, add, "Add") || b->l[add].nin != 2 || !only_data_reader(b, P, li)) return 0;
+    int M = -1, bias = -1;
+    for (int k = 0; k < 2; k++)
+        if (is_op(b, b->t[b->l[add].in[k]].producer, "MatMul")) {
+            M = b->l[add].in[k];
+            bias = b->l[add].in[1 - k];
+        }
+    if (M < 0 || b->t[bias].kind != BT_CONST || b->t[M].ndim != 3 || !only_data_reader(b, M, add)) return 0;
+    for (int d = 0; d + 1 < b->t[bias].ndim; d++) { /* the bias broadcasts over the rows */
+        int64_t one;
+        if (!kiln_expr_is_const(b->t[bias].dims[d], &one) || one != 1) return 0;
+    }
+    int mm = b->t[M].producer, T1 = b->l[mm].in[0], tr = b->t[T1].producer;
+    if (b->l[mm].nin != 2 || b->t[b->l[mm].in[1]].ndim != 2 || !is_op(b, tr, "Transpose") || b->l[tr].nin != 1 ||
+        !only_data_reader(b, T1, mm))
+        return 0;
+    kiln_attrs ta = kiln__attrset_view(b->l[tr].attrs);
+    const int64_t *tp = NULL;
+    if (kiln_attrs_ints(&ta, "perm", &tp) != 3 || !tp || tp[0] != 1 || tp[1] != 0 || tp[2] != 2) return 0;
+    if (!shape_readers_ok(b, T1, mm)) return 0;
+    int64_t nv[3 * KILN_ATTN_VIEW_INTS];
+    memcpy(nv, vw, sizeof nv);
+    for (int o = 0; o < 3; o++) {
+        int64_t *w = nv + o * KILN_ATTN_VIEW_INTS;
+        for (int k = 0; k < KILN_ATTN_VIEW_INTS; k++) {
+            int axis_field = k == 0 || (k >= 2 && (k - 2) % 3 != 2); /* [0]; per dim, its input dim and stride axis */
+            if (axis_field && (w[k] == 0 || w[k] == 1)) w[k] = 1 - w[k];
+        }
+    }
+    const kiln_attr_value av[4] = {
+        {.present = 1, .type = KILN_ATTR_FLOAT, .f = kiln_attrs_float(&a, "scale")},
+        {.present = 1, .type = KILN_ATTR_INT, .i = kiln_attrs_int(&a, "k_trans")},
+        {.present = 1, .type = KILN_ATTR_ARRAY, .elem = KILN_DTYPE_I64, .count = 3 * KILN_ATTN_VIEW_INTS, .data = nv},
+        {.present = 1, .type = KILN_ATTR_ARRAY, .elem = KILN_DTYPE_I64, .count = 4, .data = yp}};
+    const char *an[4] = {"scale", "k_trans", "views", "y_perm"};
+    int in[3] = {P, P, P};
+    int rc = rewrite(b, li, attn, an, av, np == 4 && yp ? 4 : 3, in, 3);
+    if (rc) return rc;
+    b->l[mm].in[0] = b->l[tr].in[0];
+    for (int t = 0; t < 2; t++) { /* M and P: [B, S, 3E] now */
+        bt *x = &b->t[t ? P : M];
+        const kiln_expr *d0 = x->dims[0];
+        x->dims[0] = x->dims[1];
+        x->dims[1] = d0;
+    }
+    if ((rc = shape_readers_to_x(b, T1, mm))) return rc;
+    b->l[tr].dead = 1; /* read by nobody now */
+    kiln__log(KILN_LOG_VERBOSE, "attention '%s': the projection '%s' reads x, its Transpose '%s' goes",
+              b->l[li].name, b->l[mm].name, b->l[tr].name);
     return 1;
 }
 
@@ -309,11 +579,11 @@ int kiln__b_transformer(builder *b) {
     const kiln__op *op = kiln__registry_find("kiln", "attention", 1),
                    *norm = kiln__registry_find("kiln", "add_layernorm", 1);
     if (!op || !norm) return 0;
-    int *uses = kiln__malloc(((size_t)b->nt + 1) * sizeof *uses);
-    if (!uses) return kiln__err(KILN_ENOMEM, "build: out of memory");
-    int rc = 1;
-    while (rc > 0) { /* one rewrite per walk: it changes who reads what, so recount */
-        memset(uses, 0, ((size_t)b->nt + 1) * sizeof *uses);
+    int *uses = NULL, rc = 1;
+    while (rc > 0) { /* one rewrite per walk: it changes who reads what (and may add a tensor), so recount */
+        kiln__free(uses);
+        uses = kiln__calloc((size_t)b->nt + 1, sizeof *uses);
+        if (!uses) return kiln__err(KILN_ENOMEM, "build: out of memory");
         for (int li = 0; li < b->nl; li++)
             for (int p = 0; p < b->l[li].nin && !b->l[li].dead; p++)
                 if (b->l[li].in[p] >= 0) uses[b->l[li].in[p]]++;
@@ -326,5 +596,8 @@ int kiln__b_transformer(builder *b) {
         }
     }
     kiln__free(uses);
-    return rc;
+    if (rc < 0) return rc;
+    kiln__b_dead_code(b); /* the layout chains the views replaced go before the next rewrite */
+    for (int li = 0; li < b->nl && rc >= 0; li++) rc = try_qkv_input(b, li, op);
+    return rc < 0 ? rc : 0;
 }

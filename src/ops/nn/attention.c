@@ -323,7 +323,7 @@ static int attn_cpu(const kiln_call *c) {
 static int attn_impl(const kiln_call *c) { return kiln__ops_as_f32(c, attn_cpu); }
 
 static const kiln_combo attn_formats[] = {{.types = "FP32"}, {0}};
-static const kiln_combo attn_cuda_formats[] = {{.types = "FP32|FP16|BF16", .tactics = {1, 2}}, {0}};
+static const kiln_combo attn_cuda_formats[] = {{.types = "FP32|FP16|BF16", .tactics = {1, 2, 3, 4, 5}}, {0}};
 static const kiln_quick_op attention_op = {
     .ns = "kiln", .name = "attention", .version = 1, .min_inputs = 3, .max_inputs = 4, .num_outputs = 1,
     .attrs = attn_attrs, .shape = attn_shape, .impl = attn_impl, .formats = attn_formats,

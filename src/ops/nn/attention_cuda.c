@@ -11,17 +11,60 @@
  *   2 (T_ROWS): the first kernel (attention.cu: a warp per 4 query rows,
  *     float math, contiguous tensors, no views, no mask), kept as a tactic for
  *     shapes where it may still win (very short sequences).
+ *   3, 4, 5 (T_ASYNC8, T_ASYNC4, T_ASYNC2): FP16/BF16 only, the
+ *     tensor-core kernels with cp.async double-buffered K/V tiles and
+ *     ldmatrix fragments (attention_tc_async.cu), 128 (8 warps), 64 (4) or
+ *     32 (2) query rows per block: the first for many batch-heads, the
+ *     others where few blocks would leave SMs idle (batch 1).  Where an operand does not allow
+ *     16-byte copies (head dims not multiples of 8, K^T, odd strides or
+ *     offsets) tactic 1's kernel runs instead, so the result never depends
+ *     on the tactic the builder timed.
  */
 #include "ops/common/cuda_impls.h"
 #include "ops/common/ops_cuda.h"
 #include "ops/common/ops_util.h"
 #include "ops/nn/attention.h"
 
-enum { T_TILED = 1, T_ROWS = 2 };
+enum { T_TILED = 1, T_ROWS = 2, T_ASYNC8 = 3, T_ASYNC4 = 4, T_ASYNC2 = 5 };
 
 #define F32_SMEM (3 * 64 * 68 * 4) /* attention_f32.cu: Q^T, K^T (then P^T) and V tiles */
 
 static int aligned16(const void *p) { return ((uintptr_t)p & 15) == 0; }
+
+/* attention_tc_async.cu's kernels: [dk 32/64/128][warps 2/4/8][FP16/BF16] */
+#define ASYNC_NAMES(DK)                                                                                     \
+    {{"flasha" #DK "_w2_f16", "flasha" #DK "_w2_bf16"}, {"flasha" #DK "_w4_f16", "flasha" #DK "_w4_bf16"}, \
+     {"flasha" #DK "_w8_f16", "flasha" #DK "_w8_bf16"}}
+static const char *const async_names[3][3][2] = {
+    ASYNC_NAMES(32), ASYNC_NAMES(64),
+    {{"flasha128_w2_f16", "flasha128_w2_bf16"}, {"flasha128_w4_f16", "flasha128_w4_bf16"}, {NULL, NULL}}};
+
+/* Tactics 3, 4, 5 where every operand allows 16-byte copies (p->vec covers K
+ * and V); returns 1 when it launched (*rc its result), 0 to fall back. */
+static int launch_async(const kiln_call *c, kiln_cu_flash *p, const void *qkv[3], const void *mask, int *rc) {
+    const void *y = c->out[0].data;
+    int ok = p->vec && aligned16(qkv[0]) && aligned16(y);
+    for (int i = 0; i < 3; i++) ok = ok && p->qs[i] % 8 == 0 && p->ys[i] % 8 == 0;
+    if (!ok) return 0;
+    const int nwi = c->tactic == T_ASYNC8 ? 2 : c->tactic == T_ASYNC4 ? 1 : 0, nw = 2 << nwi;
+    const int dk = p->d > p->dv ? p->d : p->dv;
+    const int di = dk <= 32 ? 0 : dk <= 64 ? 1 : 2, ld = (32 << di) + 8;
+    const int64_t bq = 16 * nw, blocks = p->nb * p->nh * ((p->sq + bq - 1) / bq);
+    *rc = 0;
+    if (blocks <= 0) return 1;
+    if (blocks > INT32_MAX) {
+        *rc = kiln_set_error(KILN_EUNSUPPORTED, "attention: %lld blocks exceed the CUDA grid", (long long)blocks);
+        return 1;
+    }
+    const char *name = async_names[di][nwi][c->in[0].dtype == KILN_DTYPE_BF16];
+    if (!name) return 0; /* head dim 128 with 8 warps: more shared memory than sm_86/89 have */
+    /* Q tile + two K and two V tiles of 64 rows, padded rows (attention_tc_async.cu) */
+    const unsigned smem = (unsigned)((16 * nw + 4 * 64) * ld * 2);
+    const unsigned grid[3] = {(unsigned)blocks, 1, 1}, block[3] = {32u * nw, 1, 1};
+    void *args[] = {p, &qkv[0], &qkv[1], &qkv[2], &mask, &y};
+    *rc = kiln__cuda_launch(c, name, grid, block, smem, args);
+    return 1;
+}
 
 static int launch_tiled(const kiln_call *c, kiln_cu_flash *p, const int64_t off[3], const char *suf) {
     const size_t es = kiln_dtype_size(c->in[0].dtype);
@@ -31,6 +74,9 @@ static int launch_tiled(const kiln_call *c, kiln_cu_flash *p, const int64_t off[
     p->vec = p->d % 8 == 0 && p->dv % 8 == 0 && p->kd == 1 && aligned16(k) && aligned16(v);
     for (int i = 0; i < 3; i++) p->vec = p->vec && p->ks[i] % 8 == 0 && p->vs[i] % 8 == 0;
     const void *mask = p->has_mask ? c->in[3].data : NULL;
+    int rc;
+    const void *qkv[3] = {q, k, v};
+    if (c->tactic >= T_ASYNC8 && launch_async(c, p, qkv, mask, &rc)) return rc;
     void *args[] = {p, &q, &k, &v, &mask, (void *)&c->out[0].data};
     const int64_t blocks = p->nb * p->nh * ((p->sq + 63) / 64);
     if (c->in[0].dtype == KILN_DTYPE_F32) {
@@ -60,6 +106,8 @@ int kiln__cu_attention(const kiln_call *c) {
                               p.dv, KILN_CU_ATTN_DMAX);
     const int64_t *vw = NULL;
     int views = kiln__cu_attr_ints(c, "views", &vw) > 0;
+    if (c->tactic >= T_ASYNC8 && q->dtype == KILN_DTYPE_F32)
+        return kiln_set_error(KILN_EUNSUPPORTED, "attention: tactic %d is for FP16/BF16 (tensor cores)", c->tactic);
     /* FP32 head dims past 64: the tiled FP32 kernel does not hold them */
     int f32_wide = q->dtype == KILN_DTYPE_F32 && (p.d > 64 || p.dv > 64);
     if (c->tactic != T_ROWS && (!f32_wide || views || p.has_mask)) {

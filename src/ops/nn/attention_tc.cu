@@ -20,16 +20,15 @@
  * K, V may be strided views (heads of a packed QKV projection).
  *
  * mma.sync m16n8k16 (FP16 and BF16) and ldmatrix need sm_80 or newer, the
- * oldest GPU kiln's fatbin targets; the fragment layouts are in
- * ops/common/cuda_mma.cuh.
+ * oldest GPU kiln's fatbin targets; fragment layouts and the softmax step
+ * are in attention_mma.cuh (shared with attention_tc_async.cu: tactics 3
+ * to 5, which take over where Q, K, V, Y allow 16-byte copies).
  */
-#include "ops/common/cuda_mma.cuh" /* tc_ops: pack, mma */
-#include "ops/nn/attention_flash.cuh"
+#include "ops/nn/attention_mma.cuh"
 
 #define TC_BQ 64
 #define TC_BK 64
 #define TC_PAD 8
-#define KC_LOG2E 1.4426950408889634f
 
 /* Rows j0 .. j0 + TC_BK of a [rows, cols] operand (row stride rs, column
  * stride cs) into S[TC_BK][DK + TC_PAD], zeros outside rows < nrows and
@@ -88,7 +87,7 @@ __device__ __forceinline__ void kc_flash_tc(const kiln_cu_flash &p, const T *q, 
     float o[DK / 8][4];
 #pragma unroll
     for (int n = 0; n < DK / 8; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
-    float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f; /* per row: max, this thread's part of the sum */
+    tc_rows rs = {-INFINITY, -INFINITY, 0.0f, 0.0f};
 
     for (int64_t j0 = 0; j0 < p.sk; j0 += TC_BK) {
         __syncthreads(); /* the previous tile consumed */
@@ -111,60 +110,12 @@ __device__ __forceinline__ void kc_flash_tc(const kiln_cu_flash &p, const T *q, 
                        *reinterpret_cast<const uint32_t *>(kr + 8));
             }
         }
-        /* online softmax (base 2); keys past Sk are -inf, the mask is added */
-        float mx0 = -INFINITY, mx1 = -INFINITY;
-#pragma unroll
-        for (int n = 0; n < TC_BK / 8; n++)
-#pragma unroll
-            for (int e = 0; e < 2; e++) {
-                const int j = n * 8 + 2 * t + e;
-                const bool in = j < nk;
-                float x0 = in ? s[n][e] * p.scale_log2 : -INFINITY, x1 = in ? s[n][2 + e] * p.scale_log2 : -INFINITY;
-                if (p.has_mask && in) {
-                    const T *mc = mb + (j0 + j) * p.ms[3];
-                    if (r0 < p.sq) x0 += KC_LOG2E * kc_ldf(mc[r0 * p.ms[2]]);
-                    if (r1 < p.sq) x1 += KC_LOG2E * kc_ldf(mc[r1 * p.ms[2]]);
-                }
-                s[n][e] = x0;
-                s[n][2 + e] = x1;
-                mx0 = fmaxf(mx0, x0);
-                mx1 = fmaxf(mx1, x1);
-            }
-#pragma unroll
-        for (int sh = 1; sh < 4; sh <<= 1) { /* the 4 threads of a row */
-            mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, sh));
-            mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, sh));
-        }
-        /* a row masked out so far (max -inf) subtracts 0: its terms stay 0 */
-        const float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
-        const float z0 = mn0 == -INFINITY ? 0.0f : mn0, z1 = mn1 == -INFINITY ? 0.0f : mn1;
-        const float a0 = exp2f(m0 - z0), a1 = exp2f(m1 - z1); /* 0 on the first tile */
-        m0 = mn0;
-        m1 = mn1;
-        l0 *= a0;
-        l1 *= a1;
-#pragma unroll
-        for (int n = 0; n < TC_BK / 8; n++) {
-            s[n][0] = exp2f(s[n][0] - z0);
-            s[n][1] = exp2f(s[n][1] - z0);
-            s[n][2] = exp2f(s[n][2] - z1);
-            s[n][3] = exp2f(s[n][3] - z1);
-            l0 += s[n][0] + s[n][1];
-            l1 += s[n][2] + s[n][3];
-        }
-#pragma unroll
-        for (int n = 0; n < DK / 8; n++) {
-            o[n][0] *= a0;
-            o[n][1] *= a0;
-            o[n][2] *= a1;
-            o[n][3] *= a1;
-        }
+        tc_softmax_tile<T, TC_BK, DK / 8>(p, s, o, rs, nk, j0, r0, mb);
         /* O += P V: key groups 2kk, 2kk + 1 of S are the A fragment of keys 16kk.. */
 #pragma unroll
         for (int kk = 0; kk < TC_BK / 16; kk++) {
-            const uint32_t pa[4] = {O::pack(s[2 * kk][0], s[2 * kk][1]), O::pack(s[2 * kk][2], s[2 * kk][3]),
-                                    O::pack(s[2 * kk + 1][0], s[2 * kk + 1][1]),
-                                    O::pack(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+            uint32_t pa[4];
+            tc_pfrag<T>(pa, s, kk);
 #pragma unroll
             for (int n = 0; n < DK / 8; n++) {
                 if (n >= nv_used) break;
@@ -179,13 +130,8 @@ __device__ __forceinline__ void kc_flash_tc(const kiln_cu_flash &p, const T *q, 
             }
         }
     }
-    /* the row sums: the 4 threads of a row hold parts */
-#pragma unroll
-    for (int sh = 1; sh < 4; sh <<= 1) {
-        l0 += __shfl_xor_sync(0xffffffffu, l0, sh);
-        l1 += __shfl_xor_sync(0xffffffffu, l1, sh);
-    }
-    const float inv0 = l0 > 0.0f ? 1.0f / l0 : 0.0f, inv1 = l1 > 0.0f ? 1.0f / l1 : 0.0f; /* Sk = 0: zeros */
+    float inv0, inv1;
+    tc_row_inv(rs, inv0, inv1);
 #pragma unroll
     for (int n = 0; n < DK / 8; n++) {
         const int c = n * 8 + 2 * t;

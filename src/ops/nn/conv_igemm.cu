@@ -17,13 +17,14 @@
  * step of 32 it stages W's 64 x 32 slice and X''s 32 x BN slice in shared
  * memory, both k-contiguous with rows padded by 8 elements (the fragment
  * loads hit 32 distinct banks), and each warp runs 2 x BN/16 mma.sync
- * m16n8k16 per 16 of K (cuda_mma.cuh), FP32 accumulators.  The next step's
+ * m16n8k16 per 16 of K (tc_ops of attention_mma.cuh, the tensor-core step the
+ * attention kernels use), FP32 accumulators.  The next step's
  * elements are loaded into registers while the tensor cores work on this
  * one.  A thread gathers a run of consecutive k rows of one column, so the
  * (c, r, s) of its rows are decoded once per step and then stepped; the
  * threads of a warp read neighbouring output pixels.
  */
-#include "ops/common/cuda_mma.cuh"
+#include "ops/nn/attention_mma.cuh" /* tc_ops: the mma.sync m16n8k16 step */
 
 #define IG_BM 64
 #define IG_BK 32
