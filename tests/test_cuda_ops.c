@@ -227,6 +227,9 @@ static const tcase cases[] = {
      {A_INTS("pads", 2, 2), A_INTS("strides", 2)}, 1e-4},
     {"Conv", 11, 3, 1, {{F16, 4, {1, 8, 6, 6}}, {F16, 4, {4, 8, 3, 3}, .lo = -0.5f, .hi = 0.5f}, {F16, 1, {4}}},
      {{F16, 4, {1, 4, 6, 6}}}, {A_STR("auto_pad", "SAME_UPPER")}, 1e-2},
+    /* BF16, grouped, strided, 2 images, Cout per group 9: the implicit-GEMM tactics' edges (and the others') */
+    {"Conv", 11, 3, 1, {{BF16, 4, {2, 6, 9, 7}}, {BF16, 4, {18, 3, 3, 3}, .lo = -0.5f, .hi = 0.5f}, {BF16, 1, {18}}},
+     {{BF16, 4, {2, 18, 5, 4}}}, {A_INT("group", 2), A_INTS("strides", 2, 2), A_INTS("pads", 1, 1, 1, 1)}, 3e-2},
     {"ConvTranspose", 11, 3, 1, {{F32, 4, {1, 4, 5, 5}}, {F32, 4, {4, 3, 3, 3}}, {F32, 1, {3}}},
      {{F32, 4, {1, 3, 9, 9}}}, {A_INTS("strides", 2, 2), A_INTS("pads", 1, 1, 1, 1)}, 1e-4},
     /* kernel == stride (PP-OCR's 2x2/2): the one-tap kernel; grouped, FP16; then padded with output_padding */
