@@ -173,12 +173,12 @@ TEST_IMPL(copy_plan_random) {
         int64_t sn = 1, yn = 1, n = 1;
         for (int d = 0; d < nd; d++) sn *= SD[d], yn *= DD[d], n *= D[d];
         size_t pad = (size_t)rnd(3) * es; /* base alignment varies */
-        unsigned char *sbuf = aligned_alloc(64, (size_t)sn * es + 64), *ref = aligned_alloc(64, (size_t)yn * es + 64),
-                      *got = aligned_alloc(64, (size_t)yn * es + 64);
+        size_t sbytes = ((size_t)sn * es + 127) / 64 * 64, ybytes = ((size_t)yn * es + 127) / 64 * 64;
+        unsigned char *sbuf = aligned_alloc(64, sbytes), *ref = aligned_alloc(64, ybytes), *got = aligned_alloc(64, ybytes);
         ASSERT(sbuf && ref && got);
         for (size_t k = 0; k < (size_t)sn * es + pad; k++) sbuf[k] = (unsigned char)test_rand_u64(&g_seed);
-        memset(ref, 0xA5, (size_t)yn * es + 64);
-        memset(got, 0xA5, (size_t)yn * es + 64);
+        memset(ref, 0xA5, ybytes);
+        memset(got, 0xA5, ybytes);
         const unsigned char *src = sbuf + pad + (size_t)start * es;
         unsigned char *rdst = ref + pad + (size_t)ystart * es, *gdst = got + pad + (size_t)ystart * es;
         for (int64_t e = 0; e < n; e++) { /* naive reference */
@@ -196,7 +196,7 @@ TEST_IMPL(copy_plan_random) {
         if (p.unit > (int)es)
             ASSERT((uintptr_t)src % (uintptr_t)p.unit == 0 && (uintptr_t)gdst % (uintptr_t)p.unit == 0);
         run_plan(&p, src, gdst);
-        if (memcmp(ref, got, (size_t)yn * es + 64)) {
+        if (memcmp(ref, got, ybytes)) {
             fprintf(stderr, "case %d: nd %d es %zu dims", iter, nd, es);
             for (int d = 0; d < nd; d++) fprintf(stderr, " %lld/%lld/%lld", (long long)D[d], (long long)ss[d], (long long)ys[d]);
             TEST__FAIL("plan (unit %d, transpose %d) differs from the naive copy", p.unit, p.transpose);
