@@ -45,4 +45,5 @@ for f in "$ROOT"/tests/fixtures/*.onnx; do
 done
 one fx_dynamic "$ROOT/tests/fixtures/dynamic.onnx" --min-shapes x:1x3 --opt-shapes x:2x3 --max-shapes x:8x3
 one circ_pad "$ROOT/samples/circ_pad.onnx" --plugins "$LIB"
+one fx_mbconv_block "$ROOT/tests/fixtures/mbconv_block_case/model.onnx"
 echo "$n engines in $OUT ($(du -sh "$OUT" | cut -f1))"

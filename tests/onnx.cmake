@@ -27,6 +27,14 @@ if(TARGET kiln_cli AND TARGET kiln_samples_ops)
 endif()
 
 if(TARGET kiln_cli)
+  # A MobileNetV2 block (1x1 expand, ReLU6, 3x3 depthwise, ReLU6, 1x1 project,
+  # residual Add; one kiln::mbconv layer on AVX-512 CPUs) against outputs
+  # ONNX Runtime computed for it.
+  add_test(NAME onnx_mbconv_block_case
+    COMMAND kiln_cli test-onnx ${CMAKE_SOURCE_DIR}/tests/fixtures/mbconv_block_case)
+endif()
+
+if(TARGET kiln_cli)
   set(KILN_ONNX_TESTDATA /usr/share/libonnx-testdata/data)
   # How many cases of each suite pass today (tests/onnx_failures.md): fewer
   # is a regression even when nothing FAILs (a case turned into a SKIP).

@@ -147,14 +147,7 @@ static void run_case(const dwcase *t, int threads) {
             ASSERT_EQ(kiln__wino_packed(pk, M, Cg) != NULL, wino);
         }
         for (int debug = 0; debug <= 1; debug++) {
-            kiln_context *ctx;
-            ASSERT_OK(kiln_context_create(e, threads, &ctx));
-            kiln_context_set_debug(ctx, debug);
-            ASSERT_OK(kiln_context_bind(ctx, "X", x, (size_t)nx * sizeof(float)));
-            memset(y, 0xA5, (size_t)ny * sizeof(float));
-            ASSERT_OK(kiln_context_bind(ctx, "Y", y, (size_t)ny * sizeof(float)));
-            if (kiln_context_run(ctx)) TEST__FAIL("run (tactic %d): %s", tactic, kiln_errmsg());
-            kiln_context_free(ctx);
+            test_run_xy(e, threads, debug, x, nx, y, ny, tactic);
             char what[200];
             snprintf(what, sizeof what,
                      "dw N=%lld C=%lld x%lld %lldx%lld k=%lldx%lld s=%lld,%lld d=%lld,%lld "

@@ -319,6 +319,21 @@ static inline int test_net_try(const test_net_opts *o, const char *op, int ver, 
     return rc;
 }
 
+/* Run engine e once on a new context (threads, debug mode on or off) with
+ * input "X" and output "Y", the output poisoned first; a failed run fails
+ * the test, naming the tactic. */
+static inline void test_run_xy(kiln_engine *e, int threads, int debug, float *x, int64_t nx, float *y,
+                               int64_t ny, int tactic) {
+    kiln_context *ctx;
+    ASSERT_OK(kiln_context_create(e, threads, &ctx));
+    kiln_context_set_debug(ctx, debug);
+    ASSERT_OK(kiln_context_bind(ctx, "X", x, (size_t)nx * sizeof(float)));
+    memset(y, 0xA5, (size_t)ny * sizeof(float));
+    ASSERT_OK(kiln_context_bind(ctx, "Y", y, (size_t)ny * sizeof(float)));
+    if (kiln_context_run(ctx)) TEST__FAIL("run (tactic %d): %s", tactic, kiln_errmsg());
+    kiln_context_free(ctx);
+}
+
 #ifdef KILN_INT_H
 /* For tests that include kiln_int.h: force `tactic` on layer l of a built
  * engine and redo its packed inputs for it, as a load of an engine built
@@ -338,6 +353,7 @@ static inline int test_force_tactic(kiln_engine *e, int32_t l, int tactic) {
     L->prepack_done = 0;
     return kiln__engine_prepare(e);
 }
+
 #endif
 
 #endif

@@ -4,8 +4,9 @@
  * Passes, in order:
  *   1-3. shape.c: symbols for dynamic input dims (profiles), shape
  *      inference with constant folding and sub-network inlining, dead layers;
- *      pointwise_fold.c (HardSwish chains, a Conv's scale/shift) and, for
- *      CUDA, transformer.c rewrite patterns before the dead-layer pass.
+ *      pointwise_fold.c (HardSwish chains, a Conv's scale/shift) and
+ *      rewrite patterns before the dead-layer pass: for CUDA
+ *      transformer.c, for the CPU mbconv_fuse.c (MobileNet blocks).
  *   4. select.c: type/format/tactic per layer, by timing (timing cache).
  *   5. emit.c: reformat and in-place copy layers, memory plan, engine.
  */
@@ -420,6 +421,7 @@ int kiln_build(const kiln_network *net, const kiln_build_config *cfg, kiln_engin
     if (rc) goto done;
     if ((rc = kiln__b_pointwise_fold(&b))) goto done;
     if (b.cuda && (rc = kiln__b_transformer(&b))) goto done;
+    if ((rc = kiln__b_mbconv(&b))) goto done;
     kiln__b_dead_code(&b);
     rc = kiln__b_select(&b);
     if (rc) goto done;

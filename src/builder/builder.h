@@ -150,6 +150,13 @@ int kiln__b_attn_views(const builder *b, const int qkv[3], int base[3], int64_t 
 /* Layer li runs op with attribute values *own (taken over: freed on
  * error too) from now on: its op, attributes and instance state replaced. */
 int kiln__b_set_op(builder *b, int li, const kiln__op *op, kiln__attrset *own);
+/* transformer.c: layer li runs op with attributes names[i] = vals[i] (nv)
+ * and inputs in[0..nin) from now on. */
+int kiln__b_rewrite(builder *b, int li, const kiln__op *op, const char *const *names, const kiln_attr_value *vals,
+                    int nv, const int *in, int nin);
+/* mbconv_fuse.c (CPU builds, before dead code): MobileNet inverted-residual
+ * blocks (1x1 expand, depthwise, 1x1 project) into kiln::mbconv layers. */
+int kiln__b_mbconv(builder *b);
 
 /* fuse.c: epilogue fusion (after select, before finalize) */
 int kiln__b_fuse(builder *b);

@@ -26,7 +26,8 @@
  * HardSwish becomes the a y + b of the same code (KILN_CU_ACT_THEN_AFFINE).
  *
  * Residual Add.  An ai.onnx Add of two activations of the same shape and
- * type, one (X) the only use of a Conv's output and the other (R) produced
+ * type, one (X) the only use of a Conv's output (or a kiln::mbconv's,
+ * mbconv_fuse.c) and the other (R) produced
  * before that Conv, becomes the first entry of the Conv's chain: R is
  * appended to the Conv's inputs (at index max_inputs, absent optional
  * inputs padded with -1) so the memory plan keeps it alive and a run binds
@@ -391,7 +392,8 @@ static void try_fuse_residual(builder *b, int li, int *uses) {
         int pi = tx->producer;
         bl *P = &b->l[pi];
         const int max_in = P->op->max_inputs;
-        if (P->dead || !is_op(P, "Conv") || !P->op->quick || P->aot == 1 || P->nout != 1 || P->out[0] != X ||
+        if (P->dead || !(is_op(P, "Conv") || (!strcmp(P->op->ns, "kiln") && !strcmp(P->op->name, "mbconv"))) ||
+            !P->op->quick || P->aot == 1 || P->nout != 1 || P->out[0] != X ||
             P->nepi != 0 || P->nin > max_in || P->io.n != P->nin + 1 || max_in + 2 > KILN_MAX_IO ||
             P->device != L->device)
             continue;

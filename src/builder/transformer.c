@@ -141,6 +141,11 @@ static int rewrite(builder *b, int li, const kiln__op *op, const char *const *na
     return 0;
 }
 
+int kiln__b_rewrite(builder *b, int li, const kiln__op *op, const char *const *names, const kiln_attr_value *vals,
+                    int nv, const int *in, int nin) {
+    return rewrite(b, li, op, names, vals, nv, in, nin);
+}
+
 /* If the softmax input *t is Add(scores, mask) of a private tensor, where
  * scores come from a MatMul (possibly scaled) and the mask is a float
  * tensor of the scores' type broadcast to them (rank <= 4): step *t back

@@ -71,7 +71,11 @@ static inline __attribute__((always_inline)) void rows(const int R, const int64_
             }
         }
     }
-    for (int r = 0; r < R; r++) _mm512_mask_storeu_ps(yc + (oy + r) * p->OW + ox0, ck->store, acc[r]);
+    if (p->clamp) /* max/min return their second operand for a NaN: it stays NaN, as Clip keeps it */
+        for (int r = 0; r < R; r++)
+            acc[r] = _mm512_min_ps(_mm512_set1_ps(p->hi), _mm512_max_ps(_mm512_set1_ps(p->lo), acc[r]));
+    for (int r = 0; r < R; r++)
+        _mm512_mask_storeu_ps(yc + (oy + r - p->oy_base) * p->OW + ox0, ck->store, acc[r]);
 }
 
 /* Output rows [oy0, oy1) of output channel m of image n. */
@@ -79,9 +83,10 @@ static inline __attribute__((always_inline)) void plane_rows(const int64_t KH, c
                                                              const int64_t DY, const int s2, const int hoist,
                                                              const kiln__dwrows *p, int64_t n, int64_t m,
                                                              int64_t oy0, int64_t oy1) {
-    const float *xc = p->x + (n * p->C + m / p->mult) * p->H * p->W;
+    const int64_t xs = p->xs ? p->xs : p->H * p->W, ys = p->ys ? p->ys : p->OH * p->OW;
+    const float *xc = p->x + (n * p->C + m / p->mult) * xs;
     const float *wm = p->w + m * KH * KW;
-    float *yc = p->y + (n * p->C * p->mult + m) * p->OH * p->OW;
+    float *yc = p->y + (n * p->C * p->mult + m) * ys;
     const float bias = p->bias ? p->bias[m] : 0.0f;
     __m512 w9[9];
     if (hoist)
@@ -120,8 +125,21 @@ static void plane_any(const kiln__dwrows *p, int64_t n, int64_t m, int64_t oy0, 
     plane_rows(p->KH, p->KW, p->sy, p->dy, p->sx == 2, 0, p, n, m, oy0, oy1);
 }
 
+void kiln__dwrows_band(const kiln__dwrows *p, int64_t n, int64_t m0, int64_t m1, int64_t oy0, int64_t oy1) {
+    const int is3x3 = p->KH == 3 && p->KW == 3 && p->dy == 1 && p->dx == 1 && p->sy == p->sx;
+    for (int64_t m = m0; m < m1; m++) {
+        if (is3x3 && p->sx == 1)
+            plane_3x3_s1(p, n, m, oy0, oy1);
+        else if (is3x3)
+            plane_3x3_s2(p, n, m, oy0, oy1);
+        else
+            plane_any(p, n, m, oy0, oy1);
+    }
+}
+
 /* Work units [b, e): (image, block of cb channels, block of rb rows); the
- * fused epilogue runs on each unit's outputs while they are in cache. */
+ * fused epilogue runs on each unit's outputs while they are in cache
+ * (dense NCHW y only: xs, ys, oy_base 0). */
 static void units(void *ud, int64_t b, int64_t e) {
     const kiln__dwrows *p = ud;
     const int64_t M = p->C * p->mult, plane = p->OH * p->OW;
@@ -129,15 +147,8 @@ static void units(void *ud, int64_t b, int64_t e) {
         int64_t rbk = u % p->nrb, q = u / p->nrb, mb = q % p->ncb, n = q / p->ncb;
         int64_t oy0 = rbk * p->rb, oy1 = oy0 + p->rb < p->OH ? oy0 + p->rb : p->OH;
         int64_t m0 = mb * p->cb, m1 = m0 + p->cb < M ? m0 + p->cb : M;
-        const int is3x3 = p->KH == 3 && p->KW == 3 && p->dy == 1 && p->dx == 1 && p->sy == p->sx;
-        for (int64_t m = m0; m < m1; m++) {
-            if (is3x3 && p->sx == 1)
-                plane_3x3_s1(p, n, m, oy0, oy1);
-            else if (is3x3)
-                plane_3x3_s2(p, n, m, oy0, oy1);
-            else
-                plane_any(p, n, m, oy0, oy1);
-        }
+        kiln__dwrows_band(p, n, m0, m1, oy0, oy1);
+        if (!p->call) continue;
         float *yn = p->y + n * M * plane;
         if (oy1 - oy0 == p->OH) /* whole planes: one call */
             kiln__ops_epilogue_span(p->call, yn, plane, m0 * plane, m1 * plane, 0);
@@ -163,5 +174,14 @@ int kiln__dwrows_fits(int64_t sx, int64_t KW) {
 }
 
 void kiln__dwrows_run(const kiln__dwrows *p) { (void)p; }
+
+void kiln__dwrows_band(const kiln__dwrows *p, int64_t n, int64_t m0, int64_t m1, int64_t oy0, int64_t oy1) {
+    (void)p;
+    (void)n;
+    (void)m0;
+    (void)m1;
+    (void)oy0;
+    (void)oy1;
+}
 
 #endif

@@ -28,6 +28,15 @@ typedef struct kiln__dwrows {
     kiln_exec *exec;
     /* the work split: units of cb output channels x rb output rows */
     int64_t rb, nrb, cb, ncb;
+    /* Optional (0: a dense NCHW tensor): the distance between channel
+     * planes of x and of y in floats, and the output row that y's planes
+     * start with -- a band of rows [oy_base, ...) of each output plane, as
+     * kiln::mbconv's row tiles hold them (ops/nn/mbconv.c). */
+    int64_t xs, ys, oy_base;
+    /* clamp != 0: every output is clamped to [lo, hi] before it is stored
+     * (a ReLU / ReLU6 that runs before anything else reads the rows). */
+    int clamp;
+    float lo, hi;
 } kiln__dwrows;
 
 /* 1 if the tactic runs a conv of this column stride and kernel width
@@ -35,5 +44,8 @@ typedef struct kiln__dwrows {
 int kiln__dwrows_fits(int64_t sx, int64_t KW);
 /* Runs it over exec (kiln__dwrows_fits must hold). */
 void kiln__dwrows_run(const kiln__dwrows *p);
+/* Output channels [m0, m1) and rows [oy0, oy1) of image n on this thread,
+ * without the epilogue (p->call is not read). */
+void kiln__dwrows_band(const kiln__dwrows *p, int64_t n, int64_t m0, int64_t m1, int64_t oy0, int64_t oy1);
 
 #endif /* KILN_OPS_NN_CONV_DWROWS_H */

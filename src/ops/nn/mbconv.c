@@ -1,0 +1,438 @@
+/*
+ * mbconv.c — kiln::mbconv: a MobileNetV2 inverted-residual block (without
+ * its residual Add, which the builder fuses as an epilogue) as one layer,
+ *
+ *   E = clamp(Conv1x1(X, We, Be), e_lo, e_hi)      (with inputs 5, 6; else E = X)
+ *   D = clamp(DepthwiseConv(E, Wd, Bd), d_lo, d_hi)
+ *   Y = Conv1x1(D, Wp, Bp)                         (then the fused epilogue chain)
+ *
+ * inputs X [N, C, H, W], Wd [Ce, 1, KH, KW], Bd [Ce], Wp [M, Ce, 1, 1],
+ * Bp [M], optionally We [Ce, C, 1, 1] and Be [Ce]; attributes strides,
+ * pads (top, left, bottom, right) and dilations of the depthwise conv and
+ * the two clamps (ReLU: [0, inf), ReLU6: [0, 6]).  The builder makes it
+ * from Conv -> Clip/Relu -> depthwise Conv -> Clip/Relu -> 1x1 Conv chains
+ * on CPU builds (builder/mbconv_fuse.c).
+ *
+ * Why: the expanded tensor E (MobileNetV2's 96 x 112 x 112 is 4.8 MB) and
+ * D are written to memory and read back by the next layer; beyond the L2
+ * cache that traffic, not the arithmetic, is what the three convs cost.
+ *
+ * Tactics (the builder times both; `kiln inspect` shows the choice):
+ *   1 whole tensors: the same three steps as the separate layers (E and D
+ *     in the workspace, each step split over the threads);
+ *   2 row tiles: a band of output rows at a time, on one thread each: the
+ *     expand GEMM of the input rows the band needs, the depthwise rows
+ *     (conv_dwrows.c), then the project GEMM into Y; E and D stay in the
+ *     thread's cache.  Bands overlap by KH - stride input rows, which are
+ *     expanded twice.
+ * Results are the same in both up to the GEMM's summation order, which
+ * does not depend on the band (each output element sums over the same K).
+ */
+#include "kiln_int.h"
+#include "device/cpu/sgemm.h"
+#include "ops/common/ops_util.h"
+#include "ops/nn/conv_dwrows.h"
+
+#include <float.h>
+#include <math.h>
+#include <string.h>
+
+enum { T_WHOLE = 1, T_ROWS = 2 };
+enum { IN_X, IN_WD, IN_BD, IN_WP, IN_BP, IN_WE, IN_BE };
+
+static const kiln_attr_def mbconv_attrs[] = {
+    {"strides", KILN_ATTR_ARRAY, KILN_DTYPE_I64, "[1, 1]", 0, "depthwise conv strides (y, x)"},
+    {"pads", KILN_ATTR_ARRAY, KILN_DTYPE_I64, "[0, 0, 0, 0]", 0, "depthwise conv pads (top, left, bottom, right)"},
+    {"dilations", KILN_ATTR_ARRAY, KILN_DTYPE_I64, "[1, 1]", 0, "depthwise conv dilations (y, x)"},
+    {"e_lo", KILN_ATTR_FLOAT, 0, "-3.4028235e38", 0, "expand output clamped below"},
+    {"e_hi", KILN_ATTR_FLOAT, 0, "3.4028235e38", 0, "expand output clamped above"},
+    {"d_lo", KILN_ATTR_FLOAT, 0, "-3.4028235e38", 0, "depthwise output clamped below"},
+    {"d_hi", KILN_ATTR_FLOAT, 0, "3.4028235e38", 0, "depthwise output clamped above"},
+    {NULL, 0, 0, NULL, 0, NULL},
+};
+
+/* strides, pads, dilations into s[2], p[4], d[2], checked. */
+static int read_geo(const kiln_attrs *a, int64_t *s, int64_t *p, int64_t *d) {
+    const int64_t *v;
+    struct { const char *name; int64_t *dst; int n, min; } f[3] = {
+        {"strides", s, 2, 1}, {"pads", p, 4, 0}, {"dilations", d, 2, 1}};
+    for (int k = 0; k < 3; k++) {
+        int64_t n = kiln_attrs_ints(a, f[k].name, &v);
+        if (n != f[k].n)
+            return kiln_set_error(KILN_EATTR, "kiln::mbconv: %s: expected %d values, found %lld", f[k].name,
+                                  f[k].n, (long long)n);
+        for (int i = 0; i < f[k].n; i++) {
+            if (v[i] < f[k].min)
+                return kiln_set_error(KILN_EATTR, "kiln::mbconv: %s[%d] = %lld, expected >= %d", f[k].name, i,
+                                      (long long)v[i], f[k].min);
+            f[k].dst[i] = v[i];
+        }
+    }
+    return 0;
+}
+
+/* Dim d of input i must be the constant want (want < 0: any). */
+static int check_dim(const kiln_shape_ctx *c, int i, int d, int64_t want, const char *what) {
+    int64_t v;
+    if (!kiln_expr_is_const(c->in[i].dims[d], &v) || (want >= 0 && v != want))
+        return kiln_set_error(KILN_ESHAPE, "kiln::mbconv: %s dim %d: expected %lld, found %s%lld", what, d,
+                              (long long)want, kiln_expr_is_const(c->in[i].dims[d], &v) ? "" : "a dynamic dim ",
+                              (long long)(kiln_expr_is_const(c->in[i].dims[d], &v) ? v : -1));
+    return 0;
+}
+
+static int mbconv_shape(kiln_shape_ctx *c) {
+    static const char *const names[] = {"X", "Wd", "Bd", "Wp", "Bp", "We", "Be"};
+    static const int ranks[] = {4, 4, 1, 4, 1, 4, 1};
+    /* 5 inputs, 7 with the expand conv; a fused residual may follow them */
+    const int nin = c->nin >= 7 && c->in[IN_WE].dtype != KILN_DTYPE_UNDEFINED ? 7 : 5;
+    if (c->nin < 5)
+        return kiln_set_error(KILN_EINVAL, "kiln::mbconv: expected 5 or 7 inputs, found %d", c->nin);
+    for (int i = 0; i < nin; i++) {
+        if (c->in[i].dtype != KILN_DTYPE_F32 || c->in[i].ndim != ranks[i])
+            return kiln_set_error(KILN_ETYPE, "kiln::mbconv: %s must be a rank-%d float32 tensor, found rank %d %s",
+                                  names[i], ranks[i], c->in[i].ndim, kiln_dtype_name(c->in[i].dtype));
+    }
+    int64_t s[2], p[4], d[2], Ce, M, KH, KW, C = -1;
+    int rc = read_geo(c->attrs, s, p, d);
+    if (rc) return rc;
+    if ((rc = check_dim(c, IN_WD, 0, -1, "Wd"))) return rc;
+    kiln_expr_is_const(c->in[IN_WD].dims[0], &Ce);
+    kiln_expr_is_const(c->in[IN_WD].dims[2], &KH);
+    kiln_expr_is_const(c->in[IN_WD].dims[3], &KW);
+    if ((rc = check_dim(c, IN_WD, 1, 1, "Wd")) || (rc = check_dim(c, IN_WD, 2, -1, "Wd")) ||
+        (rc = check_dim(c, IN_WD, 3, -1, "Wd")) || (rc = check_dim(c, IN_BD, 0, Ce, "Bd")) ||
+        (rc = check_dim(c, IN_WP, 0, -1, "Wp")) || (rc = check_dim(c, IN_WP, 1, Ce, "Wp")) ||
+        (rc = check_dim(c, IN_WP, 2, 1, "Wp")) || (rc = check_dim(c, IN_WP, 3, 1, "Wp")))
+        return rc;
+    kiln_expr_is_const(c->in[IN_WD].dims[2], &KH);
+    kiln_expr_is_const(c->in[IN_WD].dims[3], &KW);
+    if (KH < 1 || KW < 1 || KH > 64 || KW > 64)
+        return kiln_set_error(KILN_ESHAPE, "kiln::mbconv: depthwise kernel %lld x %lld, expected 1..64 each",
+                              (long long)KH, (long long)KW);
+    kiln_expr_is_const(c->in[IN_WP].dims[0], &M);
+    if ((rc = check_dim(c, IN_BP, 0, M, "Bp"))) return rc;
+    if (nin == 7) {
+        if ((rc = check_dim(c, IN_WE, 0, Ce, "We")) || (rc = check_dim(c, IN_WE, 1, -1, "We")) ||
+            (rc = check_dim(c, IN_WE, 2, 1, "We")) || (rc = check_dim(c, IN_WE, 3, 1, "We")) ||
+            (rc = check_dim(c, IN_BE, 0, Ce, "Be")))
+            return rc;
+        kiln_expr_is_const(c->in[IN_WE].dims[1], &C);
+    } else {
+        C = Ce;
+    }
+    int64_t xc;
+    if (kiln_expr_is_const(c->in[IN_X].dims[1], &xc) && xc != C)
+        return kiln_set_error(KILN_ESHAPE, "kiln::mbconv: X has %lld channels, the %s expects %lld", (long long)xc,
+                              nin == 7 ? "expand conv (We)" : "depthwise conv (Wd)", (long long)C);
+    kiln_desc *y = &c->out[0];
+    y->dtype = KILN_DTYPE_F32;
+    y->ndim = 4;
+    y->dims[0] = c->in[IN_X].dims[0];
+    y->dims[1] = c->in[IN_WP].dims[0];
+    y->dims[2] = kiln__ops_pool_dim(c->x, c->in[IN_X].dims[2], KH, s[0], p[0] + p[2], d[0], 0);
+    y->dims[3] = kiln__ops_pool_dim(c->x, c->in[IN_X].dims[3], KW, s[1], p[1] + p[3], d[1], 0);
+    return 0;
+}
+
+/* One call's geometry and operands. */
+typedef struct mb {
+    int64_t N, C, Ce, M, H, W, OH, OW, KH, KW, s[2], p[4], d[2];
+    int expand;
+    float e_lo, e_hi, d_lo, d_hi;
+    const float *x, *we, *be, *wd, *bd, *wp, *bp;
+    const float *we_packed, *wp_packed;
+    float *y;
+    const kiln_call *c;
+    int64_t rows; /* tactic 2: output rows per band */
+} mb;
+
+static const float *prepacked(const kiln_call *c, int i) {
+    return c->prepacked && c->nin > i ? c->prepacked[i] : NULL;
+}
+
+static int make_mb(const kiln_call *c, mb *g) {
+    memset(g, 0, sizeof *g);
+    if (c->nin < 5) return kiln_set_error(KILN_EINVAL, "kiln::mbconv: %d inputs, expected 5 or 7", c->nin);
+    int rc = read_geo(c->attrs, g->s, g->p, g->d);
+    if (rc) return rc;
+    const kiln_tensor *x = &c->in[IN_X], *wd = &c->in[IN_WD], *y = &c->out[0];
+    g->expand = c->nin >= 7 && c->in[IN_WE].dtype != KILN_DTYPE_UNDEFINED;
+    g->N = x->dims[0];
+    g->C = x->dims[1];
+    g->H = x->dims[2];
+    g->W = x->dims[3];
+    g->Ce = wd->dims[0];
+    g->KH = wd->dims[2];
+    g->KW = wd->dims[3];
+    g->M = c->in[IN_WP].dims[0];
+    g->OH = y->dims[2];
+    g->OW = y->dims[3];
+    if (g->Ce != (g->expand ? c->in[IN_WE].dims[0] : g->C) || (g->expand && c->in[IN_WE].dims[1] != g->C) ||
+        c->in[IN_WP].dims[1] != g->Ce || y->dims[1] != g->M)
+        return kiln_set_error(KILN_ESHAPE, "kiln::mbconv: X has %lld channels, Wd %lld, Wp %lld x %lld, Y %lld",
+                              (long long)g->C, (long long)g->Ce, (long long)g->M,
+                              (long long)c->in[IN_WP].dims[1], (long long)y->dims[1]);
+    if (g->KH < 1 || g->KH > 64 || g->N < 0 || g->H < 0 || g->W < 0 || g->OH < 1 || g->OW < 1)
+        return kiln_set_error(KILN_ESHAPE, "kiln::mbconv: kernel height %lld, input %lld x %lld, output %lld x %lld",
+                              (long long)g->KH, (long long)g->H, (long long)g->W, (long long)g->OH, (long long)g->OW);
+    if (!kiln__dwrows_fits(g->s[1], g->KW))
+        return kiln_set_error(KILN_EUNSUPPORTED, "kiln::mbconv: the depthwise rows kernel does not run here "
+                              "(an AVX-512 build, x stride 1 or 2 and a kernel up to 32 wide)");
+    g->e_lo = (float)kiln_attrs_float(c->attrs, "e_lo");
+    g->e_hi = (float)kiln_attrs_float(c->attrs, "e_hi");
+    g->d_lo = (float)kiln_attrs_float(c->attrs, "d_lo");
+    g->d_hi = (float)kiln_attrs_float(c->attrs, "d_hi");
+    g->x = x->data;
+    g->wd = wd->data;
+    g->bd = c->in[IN_BD].data;
+    g->wp = c->in[IN_WP].data;
+    g->bp = c->in[IN_BP].data;
+    g->we = g->expand ? c->in[IN_WE].data : NULL;
+    g->be = g->expand ? c->in[IN_BE].data : NULL;
+    g->wp_packed = prepacked(c, IN_WP);
+    g->we_packed = g->expand ? prepacked(c, IN_WE) : NULL;
+    g->y = y->data;
+    g->c = c;
+    return 0;
+}
+
+/* sgemm `done` hook of the expand GEMM: clamp a finished block of E. */
+typedef struct clamp_ud {
+    float *e;
+    int64_t ld;
+    float lo, hi;
+} clamp_ud;
+static void clamp_done(void *ud, int64_t i0, int64_t i1, int64_t j0, int64_t n) {
+    const clamp_ud *u = ud;
+    for (int64_t i = i0; i < i1; i++) {
+        float *r = u->e + i * u->ld + j0;
+        for (int64_t j = 0; j < n; j++) { /* compares, not fminf: they vectorize */
+            float v = r[j] < u->lo ? u->lo : r[j];
+            r[j] = v > u->hi ? u->hi : v;
+        }
+    }
+}
+
+/* sgemm `done` hook of the project GEMM: row i is output channel i, whose
+ * columns start at y + i * plane. */
+typedef struct epi_ud {
+    const kiln_call *c;
+    float *y;
+    int64_t plane;
+} epi_ud;
+static void epi_done(void *ud, int64_t i0, int64_t i1, int64_t j0, int64_t n) {
+    const epi_ud *u = ud;
+    for (int64_t i = i0; i < i1; i++) kiln_call_epilogue(u->c, 0, u->y + i * u->plane + j0, n, i, 0);
+}
+
+/* E rows [0, K) x n columns at e (row pitch ld) = clamp(We X + Be) for the
+ * X columns at x (row pitch xld); serial or over exec. */
+static void expand_gemm(const mb *g, const float *x, int64_t xld, int64_t n, float *e, int64_t ld, kiln_exec *exec) {
+    clamp_ud cu = {e, ld, g->e_lo, g->e_hi};
+    kiln__gemm gm = {.M = g->Ce, .N = n, .K = g->C, .a = g->we, .a_rs = g->C, .a_cs = 1, .alpha = 1.0f,
+                     .b = x, .b_rs = xld, .b_cs = 1, .c = e, .ldc = ld, .bias_row = g->be,
+                     .a_packed = g->we_packed};
+    if (g->e_lo > -FLT_MAX || g->e_hi < FLT_MAX) {
+        gm.done = clamp_done;
+        gm.done_ud = &cu;
+    }
+    if (exec)
+        kiln__sgemm(&gm, exec);
+    else
+        kiln__sgemm_serial(&gm);
+}
+
+/* Y columns [0, n) at y (channel pitch plane) = Wp D + Bp, D's rows at d
+ * (pitch ld; readable NR floats past its end), then the epilogue.  Few
+ * output rows read D in place (b_off: K offsets, or NULL), as Conv does. */
+static void project_gemm(const mb *g, const float *d, int64_t ld, int64_t n, float *y, int64_t plane,
+                         int64_t *b_off, kiln_exec *exec) {
+    epi_ud eu = {g->c, y, plane};
+    kiln__gemm gm = {.M = g->M, .N = n, .K = g->Ce, .a = g->wp, .a_rs = g->Ce, .a_cs = 1, .alpha = 1.0f,
+                     .c = y, .ldc = plane, .bias_row = g->bp, .a_packed = g->wp_packed};
+    if (b_off && g->M <= 64 && n >= 2 * kiln__sgemm_nr()) {
+        for (int64_t k = 0; k < g->Ce; k++) b_off[k] = k * ld;
+        gm.b_shift = d;
+        gm.b_off = b_off;
+    } else {
+        gm.b = d;
+        gm.b_rs = ld;
+        gm.b_cs = 1;
+    }
+    if (g->c->epilogue) {
+        gm.done = epi_done;
+        gm.done_ud = &eu;
+    }
+    if (exec)
+        kiln__sgemm(&gm, exec);
+    else
+        kiln__sgemm_serial(&gm);
+}
+
+/* The depthwise step reading planes of H rows at x (pitch xs; the rows'
+ * first is input row iy0) into output rows [oy0, oy1) at y (pitch ys). */
+static kiln__dwrows dw_params(const mb *g, const float *x, int64_t H, int64_t xs, int64_t iy0, float *y,
+                              int64_t ys, int64_t oy0) {
+    kiln__dwrows p = {.N = 1, .C = g->Ce, .mult = 1, .H = H, .W = g->W, .OH = g->OH, .OW = g->OW,
+                      .KH = g->KH, .KW = g->KW, .sy = g->s[0], .sx = g->s[1], .dy = g->d[0], .dx = g->d[1],
+                      .pt = g->p[0] + iy0, .pl = g->p[1], .x = x, .w = g->wd, .bias = g->bd, .y = y,
+                      .xs = xs, .ys = ys, .oy_base = oy0, .clamp = g->d_lo > -FLT_MAX || g->d_hi < FLT_MAX,
+                      .lo = g->d_lo, .hi = g->d_hi};
+    return p;
+}
+
+/* ------------------------------------------------------------ tactic 1 */
+
+/* Floats from the start of D to the project GEMM's offsets (D, the NR
+ * floats the in-place GEMM may read past it, rounded up to int64_t). */
+static int64_t offsets_at(int64_t d_floats) { return (d_floats + kiln__sgemm_nr() + 1) & ~(int64_t)1; }
+
+/* Floats E takes before D (D starts 64-byte aligned like the scratch). */
+static int64_t e_floats(const mb *g, int64_t cols) { return g->expand ? (g->Ce * cols + 15) & ~(int64_t)15 : 0; }
+
+static size_t whole_floats(const mb *g) {
+    return (size_t)(e_floats(g, g->H * g->W) + offsets_at(g->Ce * g->OH * g->OW) + 2 * g->Ce);
+}
+
+static void dw_planes(void *ud, int64_t b, int64_t e) {
+    const kiln__dwrows *p = ud;
+    kiln__dwrows_band(p, 0, b, e, 0, p->OH);
+}
+
+static int run_whole(const mb *g, float *ws) {
+    float *e = ws, *d = ws + e_floats(g, g->H * g->W);
+    int64_t *b_off = (int64_t *)(d + offsets_at(g->Ce * g->OH * g->OW));
+    int64_t isp = g->H * g->W, osp = g->OH * g->OW;
+    for (int64_t n = 0; n < g->N; n++) {
+        const float *xn = g->x + n * g->C * isp;
+        if (g->expand) expand_gemm(g, xn, isp, isp, e, isp, g->c->exec);
+        kiln__dwrows p = dw_params(g, g->expand ? e : xn, g->H, isp, 0, d, osp, 0);
+        kiln_exec_parallel_for(g->c->exec, g->Ce, 1, dw_planes, &p);
+        project_gemm(g, d, osp, osp, g->y + n * g->M * osp, osp, b_off, g->c->exec);
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------ tactic 2 */
+
+/* Input rows [*iy0, *iy1) that output rows [oy0, oy1) read. */
+static void band_inputs(const mb *g, int64_t oy0, int64_t oy1, int64_t *iy0, int64_t *iy1) {
+    int64_t a = oy0 * g->s[0] - g->p[0], b = (oy1 - 1) * g->s[0] - g->p[0] + (g->KH - 1) * g->d[0] + 1;
+    *iy0 = a < 0 ? 0 : a > g->H ? g->H : a;
+    *iy1 = b > g->H ? g->H : b < *iy0 ? *iy0 : b;
+}
+
+/* Floats of one band's scratch: E rows, D rows, slack and the offsets. */
+static size_t band_floats(const mb *g, int64_t rows) {
+    int64_t in_rows = (rows - 1) * g->s[0] + (g->KH - 1) * g->d[0] + 1;
+    return (size_t)(e_floats(g, in_rows * g->W) + offsets_at(g->Ce * rows * g->OW) + 2 * g->Ce);
+}
+
+/* Output rows per band: the fewest bands whose E and D fit in ~1 MB (one
+ * core's L2 holds them beside the weights), in a multiple of the thread
+ * count when there is more than one image row to share (the threads then
+ * get equal work: 3 bands on 2 threads leave one idle a third of the time). */
+static int64_t band_rows(const mb *g, int threads) {
+    int64_t step = g->N % threads == 0 ? 1 : threads, nb = step, r = g->OH;
+    for (; nb < g->OH; nb += step) {
+        r = (g->OH + nb - 1) / nb;
+        if (band_floats(g, r) * sizeof(float) <= ((size_t)1 << 20)) break;
+    }
+    return nb < g->OH ? r : 1;
+}
+
+static void bands(void *ud, int64_t b, int64_t e) {
+    const mb *g = ud;
+    int64_t nb = (g->OH + g->rows - 1) / g->rows, osp = g->OH * g->OW;
+    float *ws = kiln__cpu_scratch(1, band_floats(g, g->rows));
+    if (!ws) {
+        kiln__misuse("kiln::mbconv: out of memory for a band's scratch (%zu floats)", band_floats(g, g->rows));
+        return;
+    }
+    for (int64_t u = b; u < e; u++) {
+        int64_t n = u / nb, oy0 = u % nb * g->rows, oy1 = oy0 + g->rows < g->OH ? oy0 + g->rows : g->OH;
+        int64_t iy0, iy1;
+        band_inputs(g, oy0, oy1, &iy0, &iy1);
+        const float *xn = g->x + n * g->C * g->H * g->W;
+        int64_t in = (iy1 - iy0) * g->W, out = (oy1 - oy0) * g->OW;
+        float *eb = ws, *d = ws + e_floats(g, in);
+        int64_t *b_off = (int64_t *)(d + offsets_at(g->Ce * out));
+        kiln__dwrows p;
+        if (g->expand) {
+            if (in > 0) expand_gemm(g, xn + iy0 * g->W, g->H * g->W, in, eb, in, NULL);
+            p = dw_params(g, eb, iy1 - iy0, in, iy0, d, out, oy0);
+        } else {
+            p = dw_params(g, xn, g->H, g->H * g->W, 0, d, out, oy0);
+        }
+        kiln__dwrows_band(&p, 0, 0, g->Ce, oy0, oy1);
+        project_gemm(g, d, out, out, g->y + n * g->M * osp + oy0 * g->OW, osp, b_off, NULL);
+    }
+}
+
+/* ------------------------------------------------------------ the op */
+
+/* The tactic a call runs: auto (0) takes row bands where there are at
+ * least two per thread, else whole tensors. */
+static int pick(const kiln_call *c, const mb *g) {
+    if (c->tactic == T_WHOLE || c->tactic == T_ROWS) return c->tactic;
+    int threads = kiln_exec_threads(c->exec);
+    int64_t r = band_rows(g, threads);
+    return g->N * ((g->OH + r - 1) / r) >= 2 * (int64_t)threads ? T_ROWS : T_WHOLE;
+}
+
+/* Tactic 1's workspace (auto may take it at run time: the thread count is
+ * not known here). */
+static size_t mbconv_ws(const kiln_call *c) {
+    mb g;
+    if (c->tactic == T_ROWS || make_mb(c, &g)) return 0;
+    return whole_floats(&g) * sizeof(float);
+}
+
+static int mbconv_impl(const kiln_call *c) {
+    mb g;
+    if (kiln_tensor_numel(&c->out[0]) == 0) return 0;
+    int rc = make_mb(c, &g);
+    if (rc) return rc;
+    if (pick(c, &g) == T_WHOLE) {
+        if (!c->workspace || c->workspace_size < whole_floats(&g) * sizeof(float))
+            return kiln_set_error(KILN_EINTERNAL, "kiln::mbconv: workspace of %zu bytes, expected %zu",
+                                  c->workspace_size, whole_floats(&g) * sizeof(float));
+        return run_whole(&g, c->workspace);
+    }
+    g.rows = band_rows(&g, kiln_exec_threads(c->exec));
+    kiln_exec_parallel_for(c->exec, g.N * ((g.OH + g.rows - 1) / g.rows), 1, bands, &g);
+    return 0;
+}
+
+/* kiln_quick_op.prepack: We and Wp as the SGEMM's packed A operand. */
+static int mbconv_prepack(const kiln_call *c, int input, void *dst, size_t *size) {
+    size_t want = *size;
+    *size = 0;
+    if ((input != IN_WP && input != IN_WE) || input >= c->nin || !c->in[input].data ||
+        c->in[input].dtype != KILN_DTYPE_F32 || c->in[input].ndim != 4 || !kiln__ops_dense(&c->in[input]))
+        return 0;
+    const kiln_tensor *w = &c->in[input];
+    size_t bytes = kiln__sgemm_pack_a_floats(w->dims[0], w->dims[1]) * sizeof(float);
+    if (!dst) {
+        *size = bytes;
+        return 0;
+    }
+    if (want != bytes)
+        return kiln_set_error(KILN_EINTERNAL, "kiln::mbconv prepack: %zu bytes asked, %zu given", bytes, want);
+    kiln__gemm gm = {.M = w->dims[0], .K = w->dims[1], .a = w->data, .a_rs = w->dims[1], .a_cs = 1, .alpha = 1.0f};
+    kiln__sgemm_pack_a(&gm, dst);
+    *size = bytes;
+    return 0;
+}
+
+static const kiln_combo mbconv_formats[] = {{"FP32", NULL, {T_WHOLE, T_ROWS}}, {0}};
+
+static const kiln_quick_op mbconv_op = {
+    .ns = "kiln", .name = "mbconv", .version = 1, .min_inputs = 5, .max_inputs = 7, .num_outputs = 1,
+    .attrs = mbconv_attrs, .shape = mbconv_shape, .impl = mbconv_impl, .formats = mbconv_formats,
+    .workspace = mbconv_ws, .prepack = mbconv_prepack,
+    .accepts_epilogue = 1, /* the project GEMM applies it per finished tile */
+    .doc = "MobileNetV2 block: 1x1 expand + clamp, depthwise + clamp, 1x1 project (row bands in cache)",
+};
+KILN_OP(mbconv_op)

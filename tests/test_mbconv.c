@@ -1,0 +1,337 @@
+/*
+ * test_mbconv.c — kiln::mbconv, the inverted-residual block the builder
+ * makes of [1x1 Conv -> Clip/Relu ->] depthwise Conv -> Clip/Relu -> 1x1
+ * Conv [-> Add X] (builder/mbconv_fuse.c, ops/nn/mbconv.c), against a
+ * naive double reference written here.  The network is built once without
+ * timing; it must come out as one kiln::mbconv layer (with the residual
+ * Add fused); tactics 1 (whole tensors) and 2 (row bands) are then forced
+ * on it and run with the output poisoned, in debug mode (every element
+ * written) and not, at 1 and 2 threads.  Odd sizes: channel counts off the
+ * vector width, planes of 1 to 57 rows (one band and many), strides 1 and
+ * 2, asymmetric pads, a 5x5 kernel, dilation, 2 images, with and without
+ * the expand conv, ReLU6 / Relu / no activation, dynamic height and width
+ * (one engine run at several sizes).  Chains the block cannot
+ * take (an intermediate read elsewhere) stay separate layers; a block
+ * written by hand with inconsistent operands fails with a clear message.
+ */
+#include "kiln/kiln.h"
+#include "kiln/plugin.h"
+#include "kiln_int.h"
+#include "ops/nn/conv_dwrows.h"
+#include "test.h"
+#include "test_ops_util.h"
+
+#include <math.h>
+#include <stdint.h>
+
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+
+static uint64_t g_seed = 0x3B0C0A7E5EED0015ull;
+
+enum { ACT_NONE, ACT_RELU, ACT_RELU6 };
+
+typedef struct mbcase {
+    int64_t N, C, Ce, M, H, W, k, sy, sx, d, pt, pl, pb, pr;
+    int expand, act, residual;
+} mbcase;
+
+static double act(int a, double v) {
+    if (a != ACT_NONE && v < 0) v = 0;
+    if (a == ACT_RELU6 && v > 6) v = 6;
+    return v;
+}
+
+/* The block in double, channel-major like the tensors. */
+static void reference(const mbcase *t, int64_t OH, int64_t OW, const float *x, const float *we, const float *be,
+                      const float *wd, const float *bd, const float *wp, const float *bp, double *y) {
+    const int64_t isp = t->H * t->W, osp = OH * OW;
+    double *e = test_xmalloc((size_t)(t->Ce * isp) * sizeof *e), *dd = test_xmalloc((size_t)(t->Ce * osp) * sizeof *dd);
+    for (int64_t n = 0; n < t->N; n++) {
+        const float *xn = x + n * t->C * isp;
+        for (int64_t c = 0; c < t->Ce; c++)
+            for (int64_t i = 0; i < isp; i++) {
+                if (!t->expand) {
+                    e[c * isp + i] = xn[c * isp + i];
+                    continue;
+                }
+                double s = be[c];
+                for (int64_t k = 0; k < t->C; k++) s += (double)we[c * t->C + k] * xn[k * isp + i];
+                e[c * isp + i] = act(t->act, s);
+            }
+        for (int64_t c = 0; c < t->Ce; c++)
+            for (int64_t oy = 0; oy < OH; oy++)
+                for (int64_t ox = 0; ox < OW; ox++) {
+                    double s = bd[c];
+                    for (int64_t ky = 0; ky < t->k; ky++)
+                        for (int64_t kx = 0; kx < t->k; kx++) {
+                            int64_t iy = oy * t->sy - t->pt + ky * t->d, ix = ox * t->sx - t->pl + kx * t->d;
+                            if (iy >= 0 && iy < t->H && ix >= 0 && ix < t->W)
+                                s += e[c * isp + iy * t->W + ix] * wd[(c * t->k + ky) * t->k + kx];
+                        }
+                    dd[c * osp + oy * OW + ox] = act(t->act, s);
+                }
+        for (int64_t m = 0; m < t->M; m++)
+            for (int64_t i = 0; i < osp; i++) {
+                double s = bp[m];
+                for (int64_t c = 0; c < t->Ce; c++) s += (double)wp[m * t->Ce + c] * dd[c * osp + i];
+                if (t->residual) s += xn[m * isp + i];
+                y[(n * t->M + m) * osp + i] = s;
+            }
+    }
+    free(e);
+    free(dd);
+}
+
+/* A 1x1 conv or the depthwise one: layer `name` from `in` to `out`. */
+static void add_conv(kiln_network *net, const char *name, const char *in, const char *w, const char *b,
+                     const char *out, int64_t group, const int64_t *s, const int64_t *p, int64_t d) {
+    const char *ci[3] = {in, w, b}, *co[1] = {out};
+    kiln_layer *l = kiln_network_add_layer(net, "ai.onnx::Conv", 11, name, 3, ci, 1, co);
+    if (!l) TEST__FAIL("add_layer Conv: %s", kiln_errmsg());
+    int64_t one[2] = {1, 1}, zero[4] = {0, 0, 0, 0}, dil[2] = {d, d};
+    ASSERT_OK(kiln_layer_set_ints(l, "strides", s ? s : one, 2));
+    ASSERT_OK(kiln_layer_set_ints(l, "pads", p ? p : zero, 4));
+    ASSERT_OK(kiln_layer_set_ints(l, "dilations", s ? dil : one, 2));
+    ASSERT_OK(kiln_layer_set_int(l, "group", group));
+}
+
+static void add_act(kiln_network *net, int a, const char *name, const char *in, const char *out) {
+    if (a == ACT_RELU) {
+        const char *ri[1] = {in}, *ro[1] = {out};
+        ASSERT(kiln_network_add_layer(net, "ai.onnx::Relu", 14, name, 1, ri, 1, ro));
+    } else {
+        const char *ci[3] = {in, "zero", "six"}, *co[1] = {out};
+        ASSERT(kiln_network_add_layer(net, "ai.onnx::Clip", 13, name, a == ACT_RELU6 ? 3 : 1, ci, 1, co));
+    }
+}
+
+/* Builds the chain; `leak`: also mark the depthwise conv's output as a
+ * network output (then it must not fuse); `hw` (or NULL): X's height and
+ * width are dynamic, profile min/opt/max hw[0..2] x hw[3..5].  Returns the
+ * engine. */
+static kiln_engine *build(const mbcase *t, int threads, int leak, const int64_t *hw, const float *we,
+                          const float *be, const float *wd, const float *bd, const float *wp, const float *bp,
+                          kiln_build_stats *st) {
+    kiln_network *net = kiln_network_create();
+    ASSERT(net);
+    int64_t xd[4] = {t->N, t->C, hw ? -1 : t->H, hw ? -1 : t->W}, wed[4] = {t->Ce, t->C, 1, 1};
+    int64_t wdd[4] = {t->Ce, 1, t->k, t->k}, wpd[4] = {t->M, t->Ce, 1, 1}, ced[1] = {t->Ce}, md[1] = {t->M};
+    const char *names[4] = {NULL, NULL, "H", "W"};
+    float zero = 0.0f, six = 6.0f;
+    ASSERT_OK(kiln_network_add_input(net, "X", KILN_DTYPE_F32, 4, xd, hw ? names : NULL));
+    ASSERT_OK(kiln_network_add_constant(net, "zero", KILN_DTYPE_F32, 0, NULL, &zero));
+    ASSERT_OK(kiln_network_add_constant(net, "six", KILN_DTYPE_F32, 0, NULL, &six));
+    ASSERT_OK(kiln_network_add_constant(net, "Wd", KILN_DTYPE_F32, 4, wdd, wd));
+    ASSERT_OK(kiln_network_add_constant(net, "Bd", KILN_DTYPE_F32, 1, ced, bd));
+    ASSERT_OK(kiln_network_add_constant(net, "Wp", KILN_DTYPE_F32, 4, wpd, wp));
+    ASSERT_OK(kiln_network_add_constant(net, "Bp", KILN_DTYPE_F32, 1, md, bp));
+    const char *e = "X";
+    if (t->expand) {
+        ASSERT_OK(kiln_network_add_constant(net, "We", KILN_DTYPE_F32, 4, wed, we));
+        ASSERT_OK(kiln_network_add_constant(net, "Be", KILN_DTYPE_F32, 1, ced, be));
+        add_conv(net, "expand", "X", "We", "Be", t->act == ACT_NONE ? "E" : "e", 1, NULL, NULL, 1);
+        if (t->act != ACT_NONE) add_act(net, t->act, "act_e", "e", "E");
+        e = "E";
+    }
+    int64_t s[2] = {t->sy, t->sx}, p[4] = {t->pt, t->pl, t->pb, t->pr};
+    add_conv(net, "dw", e, "Wd", "Bd", t->act == ACT_NONE ? "D" : "d", t->Ce, s, p, t->d);
+    if (t->act != ACT_NONE) add_act(net, t->act, "act_d", "d", "D");
+    add_conv(net, "project", "D", "Wp", "Bp", t->residual ? "P" : "Y", 1, NULL, NULL, 1);
+    if (t->residual) {
+        const char *ai[2] = {"P", "X"}, *ao[1] = {"Y"};
+        ASSERT(kiln_network_add_layer(net, "ai.onnx::Add", 14, "add", 2, ai, 1, ao));
+    }
+    ASSERT_OK(kiln_network_mark_output(net, "Y"));
+    if (leak) ASSERT_OK(kiln_network_mark_output(net, "D"));
+    kiln_build_config *cfg = test_build_config(KILN_BUILD_NO_TIMING, threads);
+    if (hw) {
+        int64_t mn[4] = {t->N, t->C, hw[0], hw[3]}, opt[4] = {t->N, t->C, hw[1], hw[4]}, mx[4] = {t->N, t->C, hw[2], hw[5]};
+        ASSERT_OK(kiln_build_config_set_profile(cfg, "X", 4, mn, opt, mx));
+    }
+    kiln_engine *eng = NULL;
+    if (kiln_build(net, cfg, &eng, st)) TEST__FAIL("build: %s", kiln_errmsg());
+    kiln_build_config_free(cfg);
+    kiln_network_free(net);
+    return eng;
+}
+
+/* The block needs the depthwise rows kernel (an AVX-512 build). */
+static int skip(void) {
+    if (kiln__dwrows_fits(1, 3)) return 0;
+    printf("  skipped: no AVX-512 in this build, the builder makes no kiln::mbconv\n");
+    return 1;
+}
+
+static void run_case(const mbcase *t, int threads) {
+    const int64_t OH = (t->H + t->pt + t->pb - t->d * (t->k - 1) - 1) / t->sy + 1;
+    const int64_t OW = (t->W + t->pl + t->pr - t->d * (t->k - 1) - 1) / t->sx + 1;
+    ASSERT(OH >= 1 && OW >= 1 && (t->expand || t->C == t->Ce) && (!t->residual || (t->M == t->C && OH == t->H && OW == t->W)));
+    const int64_t nx = t->N * t->C * t->H * t->W, ny = t->N * t->M * OH * OW;
+    float *x = test_rnd_f32(&g_seed, nx, -1.0f, 1.0f);
+    float *we = test_rnd_f32(&g_seed, t->Ce * t->C, -0.8f, 0.8f), *be = test_rnd_f32(&g_seed, t->Ce, -0.5f, 0.5f);
+    float *wd = test_rnd_f32(&g_seed, t->Ce * t->k * t->k, -1.0f, 1.0f), *bd = test_rnd_f32(&g_seed, t->Ce, -0.5f, 0.5f);
+    float *wp = test_rnd_f32(&g_seed, t->M * t->Ce, -0.5f, 0.5f), *bp = test_rnd_f32(&g_seed, t->M, -0.5f, 0.5f);
+    /* scale the expand weights so ReLU6 clamps some values above 6 too */
+    for (int64_t i = 0; i < t->Ce * t->C; i++) we[i] *= 6.0f;
+    float *y = test_xmalloc((size_t)ny * sizeof(float));
+    double *ref = test_xmalloc((size_t)ny * sizeof(double));
+    reference(t, OH, OW, x, we, be, wd, bd, wp, bp, ref);
+
+    kiln_build_stats st;
+    kiln_engine *e = build(t, threads, 0, NULL, we, be, wd, bd, wp, bp, &st);
+    ASSERT_EQ(st.layers, 1);
+    ASSERT_STR_EQ(e->layers[0].op_name, "mbconv");
+    char what[240];
+    for (int tactic = 0; tactic <= 2; tactic++) {
+        if (tactic) ASSERT_OK(test_force_tactic(e, 0, tactic));
+        for (int debug = 0; debug <= 1; debug++) {
+            test_run_xy(e, threads, debug, x, nx, y, ny, tactic);
+            snprintf(what, sizeof what,
+                     "mbconv N=%lld C=%lld Ce=%lld M=%lld %lldx%lld k=%lld s=%lld,%lld d=%lld p=%lld,%lld,%lld,%lld "
+                     "expand=%d act=%d residual=%d threads=%d tactic %d debug %d",
+                     (long long)t->N, (long long)t->C, (long long)t->Ce, (long long)t->M, (long long)t->H,
+                     (long long)t->W, (long long)t->k, (long long)t->sy, (long long)t->sx, (long long)t->d,
+                     (long long)t->pt, (long long)t->pl, (long long)t->pb, (long long)t->pr, t->expand, t->act,
+                     t->residual, threads, tactic, debug);
+            test_check_close(what, y, ref, ny, 2e-4 * (double)(t->C + t->Ce));
+        }
+    }
+    kiln_engine_free(e);
+    free(x); free(we); free(be); free(wd); free(bd); free(wp); free(bp); free(y); free(ref);
+}
+
+/* MobileNetV2's shapes, scaled down: expand 6x, 3x3 depthwise at strides 1
+ * and 2, ReLU6, residual where the block keeps its shape. */
+TEST_IMPL(mobilenet_blocks) {
+    if (skip()) return;
+    static const int64_t sizes[][2] = {{1, 1}, {2, 3}, {7, 7}, {14, 14}, {29, 31}, {57, 56}};
+    int i = 0;
+    for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++)
+        for (int64_t st = 1; st <= 2; st++, i++) {
+            int64_t C = 3 + 5 * (i % 4);
+            mbcase t = {.N = 1 + (i % 3 == 1), .C = C, .Ce = 6 * C, .M = st == 1 && i % 2 ? C : 7 + i, .H = sizes[si][0],
+                        .W = sizes[si][1], .k = 3, .sy = st, .sx = st, .d = 1, .pt = 1, .pl = 1, .pb = 1, .pr = 1,
+                        .expand = 1, .act = ACT_RELU6};
+            t.residual = st == 1 && t.M == C;
+            run_case(&t, 1);
+            run_case(&t, 2);
+        }
+}
+
+/* No expand conv (MobileNetV2's first block), Relu and no activation,
+ * asymmetric pads, a 5x5 kernel, dilation 2, mixed strides, wide planes
+ * (several bands at the 1 MB band budget). */
+TEST_IMPL(mbconv_general) {
+    if (skip()) return;
+    mbcase cases[] = {
+        {.N = 1, .C = 32, .Ce = 32, .M = 16, .H = 40, .W = 41, .k = 3, .sy = 1, .sx = 1, .d = 1, .pt = 1, .pl = 1, .pb = 1, .pr = 1, .act = ACT_RELU6},
+        {.N = 2, .C = 5, .Ce = 17, .M = 5, .H = 9, .W = 12, .k = 3, .sy = 1, .sx = 1, .d = 1, .pt = 1, .pl = 1, .pb = 1, .pr = 1, .expand = 1, .act = ACT_RELU, .residual = 1},
+        {.N = 1, .C = 4, .Ce = 9, .M = 6, .H = 13, .W = 10, .k = 5, .sy = 2, .sx = 2, .d = 1, .pt = 2, .pl = 1, .pb = 0, .pr = 2, .expand = 1, .act = ACT_NONE},
+        {.N = 1, .C = 6, .Ce = 20, .M = 70, .H = 16, .W = 15, .k = 3, .sy = 2, .sx = 1, .d = 2, .pt = 2, .pl = 2, .pb = 2, .pr = 2, .expand = 1, .act = ACT_RELU6},
+        {.N = 1, .C = 24, .Ce = 144, .M = 24, .H = 56, .W = 56, .k = 3, .sy = 1, .sx = 1, .d = 1, .pt = 1, .pl = 1, .pb = 1, .pr = 1, .expand = 1, .act = ACT_RELU6, .residual = 1},
+        {.N = 1, .C = 16, .Ce = 96, .M = 24, .H = 112, .W = 112, .k = 3, .sy = 2, .sx = 2, .d = 1, .pt = 0, .pl = 0, .pb = 1, .pr = 1, .expand = 1, .act = ACT_RELU6},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        run_case(&cases[i], 1);
+        run_case(&cases[i], 2);
+    }
+}
+
+/* An intermediate the chain does not own (here a network output) keeps
+ * the convs as separate layers, and their results are still right. */
+TEST_IMPL(mbconv_not_fused) {
+    mbcase t = {.N = 1, .C = 4, .Ce = 12, .M = 5, .H = 6, .W = 7, .k = 3, .sy = 1, .sx = 1, .d = 1, .pt = 1, .pl = 1,
+                .pb = 1, .pr = 1, .expand = 1, .act = ACT_RELU6};
+    float *we = test_rnd_f32(&g_seed, 48, -1, 1), *be = test_rnd_f32(&g_seed, 12, -1, 1);
+    float *wd = test_rnd_f32(&g_seed, 108, -1, 1), *bd = test_rnd_f32(&g_seed, 12, -1, 1);
+    float *wp = test_rnd_f32(&g_seed, 60, -1, 1), *bp = test_rnd_f32(&g_seed, 5, -1, 1);
+    kiln_build_stats st;
+    kiln_engine *e = build(&t, 1, 1, NULL, we, be, wd, bd, wp, bp, &st);
+    ASSERT_EQ(st.layers, 3); /* expand + act, dw + act, project */
+    for (int32_t l = 0; l < e->nlayers; l++) ASSERT_STR_EQ(e->layers[l].op_name, "Conv");
+    kiln_engine_free(e);
+    free(we); free(be); free(wd); free(bd); free(wp); free(bp);
+}
+
+/* Dynamic height and width (a profile from 3x4 to 41x40): one engine run
+ * at several sizes, each tactic, 1 and 2 threads; the workspace (tactic 1)
+ * and the bands (2) follow the actual dims. */
+TEST_IMPL(mbconv_dynamic) {
+    if (skip()) return;
+    mbcase t = {.N = 1, .C = 8, .Ce = 48, .M = 8, .k = 3, .sy = 1, .sx = 1, .d = 1, .pt = 1, .pl = 1, .pb = 1, .pr = 1,
+                .expand = 1, .act = ACT_RELU6, .residual = 1};
+    const int64_t hw[6] = {3, 20, 41, 4, 20, 40}, sizes[][2] = {{20, 20}, {3, 4}, {41, 40}, {17, 9}};
+    float *we = test_rnd_f32(&g_seed, t.Ce * t.C, -3, 3), *be = test_rnd_f32(&g_seed, t.Ce, -0.5f, 0.5f);
+    float *wd = test_rnd_f32(&g_seed, t.Ce * 9, -1, 1), *bd = test_rnd_f32(&g_seed, t.Ce, -0.5f, 0.5f);
+    float *wp = test_rnd_f32(&g_seed, t.M * t.Ce, -0.5f, 0.5f), *bp = test_rnd_f32(&g_seed, t.M, -0.5f, 0.5f);
+    for (int threads = 1; threads <= 2; threads++) {
+        kiln_build_stats st;
+        kiln_engine *e = build(&t, threads, 0, hw, we, be, wd, bd, wp, bp, &st);
+        ASSERT_EQ(st.layers, 1);
+        for (int tactic = 1; tactic <= 2; tactic++) {
+            ASSERT_OK(test_force_tactic(e, 0, tactic));
+            kiln_context *ctx;
+            ASSERT_OK(kiln_context_create(e, threads, &ctx));
+            kiln_context_set_debug(ctx, 1);
+            for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
+                t.H = sizes[si][0];
+                t.W = sizes[si][1];
+                const int64_t n = t.C * t.H * t.W, dims[4] = {1, t.C, t.H, t.W};
+                float *x = test_rnd_f32(&g_seed, n, -1, 1), *y = test_xmalloc((size_t)n * sizeof(float));
+                double *ref = test_xmalloc((size_t)n * sizeof(double));
+                reference(&t, t.H, t.W, x, we, be, wd, bd, wp, bp, ref);
+                ASSERT_OK(kiln_context_set_input_shape(ctx, "X", 4, dims));
+                ASSERT_OK(kiln_context_bind(ctx, "X", x, (size_t)n * sizeof(float)));
+                memset(y, 0xA5, (size_t)n * sizeof(float));
+                ASSERT_OK(kiln_context_bind(ctx, "Y", y, (size_t)n * sizeof(float)));
+                if (kiln_context_run(ctx)) TEST__FAIL("run %lldx%lld (tactic %d): %s", (long long)t.H, (long long)t.W,
+                                                      tactic, kiln_errmsg());
+                char what[120];
+                snprintf(what, sizeof what, "mbconv dynamic %lldx%lld threads=%d tactic %d", (long long)t.H,
+                         (long long)t.W, threads, tactic);
+                test_check_close(what, y, ref, n, 2e-4 * (double)(t.C + t.Ce));
+                free(x); free(y); free(ref);
+            }
+            kiln_context_free(ctx);
+        }
+        kiln_engine_free(e);
+    }
+    free(we); free(be); free(wd); free(bd); free(wp); free(bp);
+}
+
+/* A kiln::mbconv layer written by hand with inconsistent operands fails
+ * to build with a message naming the operand, expected and found. */
+static void bad_block(int64_t wp_in, int64_t kh, int nstrides, const char *want) {
+    kiln_network *net = kiln_network_create();
+    ASSERT(net);
+    static float w[4096];
+    int64_t xd[4] = {1, 8, 5, 5}, wdd[4] = {8, 1, kh, 3}, wpd[4] = {4, wp_in, 1, 1}, cd[1] = {8}, md[1] = {4};
+    ASSERT_OK(kiln_network_add_input(net, "X", KILN_DTYPE_F32, 4, xd, NULL));
+    ASSERT_OK(kiln_network_add_constant(net, "Wd", KILN_DTYPE_F32, 4, wdd, w));
+    ASSERT_OK(kiln_network_add_constant(net, "Bd", KILN_DTYPE_F32, 1, cd, w));
+    ASSERT_OK(kiln_network_add_constant(net, "Wp", KILN_DTYPE_F32, 4, wpd, w));
+    ASSERT_OK(kiln_network_add_constant(net, "Bp", KILN_DTYPE_F32, 1, md, w));
+    const char *in[5] = {"X", "Wd", "Bd", "Wp", "Bp"}, *out[1] = {"Y"};
+    kiln_layer *l = kiln_network_add_layer(net, "kiln::mbconv", 1, "block", 5, in, 1, out);
+    int rc = l ? 0 : -1;
+    const int64_t s[3] = {1, 1, 1};
+    if (l) ASSERT_OK(kiln_layer_set_ints(l, "strides", s, nstrides));
+    if (l && (rc = kiln_network_mark_output(net, "Y")) == 0) {
+        kiln_engine *e = NULL;
+        kiln_build_stats st;
+        rc = test_build_net(net, KILN_BUILD_NO_TIMING, 1, &e, &st);
+        kiln_engine_free(e);
+    }
+    ASSERT(rc != 0);
+    ASSERT_CONTAINS(kiln_errmsg(), want);
+    kiln_network_free(net);
+}
+
+TEST_IMPL(mbconv_bad_input) {
+    bad_block(7, 3, 2, "kiln::mbconv: Wp dim 1: expected 8, found 7");
+    bad_block(8, 0, 2, "depthwise kernel 0 x 3, expected 1..64");
+    bad_block(8, 3, 3, "kiln::mbconv: strides: expected 2 values, found 3");
+}
+
+TEST_LIST(TEST_ENTRY(mobilenet_blocks), TEST_ENTRY(mbconv_general), TEST_ENTRY(mbconv_dynamic),
+          TEST_ENTRY(mbconv_not_fused), TEST_ENTRY(mbconv_bad_input))
