@@ -230,27 +230,31 @@ if(TARGET kiln_cli AND TARGET kiln_samples_ops)
   set_tests_properties(cli_run_circ_pad_embed_no_plugins PROPERTIES
                        FIXTURES_REQUIRED "cli_cp_embed;cli_circ_pad;cli_circ_pad_run")
 
-  # Plugins compiled from source through the compile cache (a private cache
-  # dir, emptied by the first test): miss, then hit, then --rebuild.
+  # Plugins compiled from source through the compile cache: miss; miss then
+  # hit; then --rebuild; other flags (another key: compiled, not a hit).
+  # Each test empties a cache dir of its own and makes the state it checks
+  # itself, so it passes alone, repeated (ctest --repeat) or beside any
+  # other test (a shared dir emptied by one test and expected warm by
+  # another was order- and rerun-dependent).
   set(KC_CCACHE ${CMAKE_BINARY_DIR}/cli-compile-cache)
   set(INTERP_SRC ${CMAKE_SOURCE_DIR}/samples/interpolate/interpolate.c)
-  kiln_cli_test(cli_compile_miss ${CMAKE_COMMAND} -E env KILN_CACHE_DIR=${KC_CCACHE}
-                bash -c "rm -rf '${KC_CCACHE}' && exec \"$0\" plugins compile -v \"$1\"" ${KC} ${INTERP_SRC})
-  kiln_cli_test(cli_compile_hit ${CMAKE_COMMAND} -E env KILN_CACHE_DIR=${KC_CCACHE}
-                ${KC} plugins compile -v ${INTERP_SRC})
-  kiln_cli_test(cli_compile_rebuild ${CMAKE_COMMAND} -E env KILN_CACHE_DIR=${KC_CCACHE}
-                ${KC} plugins compile --rebuild -v ${INTERP_SRC})
-  kiln_cli_test(cli_compile_cflags ${CMAKE_COMMAND} -E env KILN_CACHE_DIR=${KC_CCACHE}
-                ${KC} plugins compile --cflags "-O1 -DKILN_TEST_FLAG=1" ${INTERP_SRC})
-  set_tests_properties(cli_compile_miss PROPERTIES FIXTURES_SETUP cli_compile_miss
-                       PASS_REGULAR_EXPRESSION "compile cache miss [0-9a-f]+.*interpolate-[0-9a-f]+\\.so \\(compiled\\)")
-  set_tests_properties(cli_compile_hit PROPERTIES FIXTURES_REQUIRED cli_compile_miss FIXTURES_SETUP cli_compile_hit
-                       PASS_REGULAR_EXPRESSION "compile cache hit [0-9a-f]+.*interpolate-[0-9a-f]+\\.so \\(cache hit\\)")
-  set_tests_properties(cli_compile_rebuild PROPERTIES FIXTURES_REQUIRED "cli_compile_miss;cli_compile_hit"
-                       PASS_REGULAR_EXPRESSION "compile cache rebuild [0-9a-f]+.*interpolate-[0-9a-f]+\\.so \\(compiled\\)")
-  # Other flags are another cache key: compiled, not a hit.
-  set_tests_properties(cli_compile_cflags PROPERTIES FIXTURES_REQUIRED "cli_compile_miss;cli_compile_hit"
-                       PASS_REGULAR_EXPRESSION "interpolate-[0-9a-f]+\\.so \\(compiled\\)")
+  # kiln_compile_test(name "commands" regex): bash runs the commands with
+  # $0 = kiln, $1 = the plugin source, KILN_CACHE_DIR emptied first.
+  function(kiln_compile_test name cmds regex)
+    kiln_cli_test(${name} ${CMAKE_COMMAND} -E env KILN_CACHE_DIR=${KC_CCACHE}/${name}
+                  bash -c "rm -rf \"$KILN_CACHE_DIR\" && ${cmds}" ${KC} ${INTERP_SRC})
+    set_tests_properties(${name} PROPERTIES PASS_REGULAR_EXPRESSION "${regex}")
+  endfunction()
+  kiln_compile_test(cli_compile_miss "exec \"$0\" plugins compile -v \"$1\""
+                    "compile cache miss [0-9a-f]+.*interpolate-[0-9a-f]+\\.so \\(compiled\\)")
+  kiln_compile_test(cli_compile_hit "\"$0\" plugins compile \"$1\" && exec \"$0\" plugins compile -v \"$1\""
+                    "\\(compiled\\).*compile cache hit [0-9a-f]+.*interpolate-[0-9a-f]+\\.so \\(cache hit\\)")
+  kiln_compile_test(cli_compile_rebuild
+                    "\"$0\" plugins compile \"$1\" && exec \"$0\" plugins compile --rebuild -v \"$1\""
+                    "compile cache rebuild [0-9a-f]+.*interpolate-[0-9a-f]+\\.so \\(compiled\\)")
+  kiln_compile_test(cli_compile_cflags
+                    "\"$0\" plugins compile \"$1\" && exec \"$0\" plugins compile --cflags '-O1 -DKILN_TEST_FLAG=1' \"$1\""
+                    "\\(compiled\\).*interpolate-[0-9a-f]+\\.so \\(compiled\\)")
   # A broken source: the compiler's file:line messages, exit 1, and one
   # summary line naming the file and its first error.
   file(WRITE ${KC_DIR}/broken_plugin.c

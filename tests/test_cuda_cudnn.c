@@ -17,7 +17,9 @@
  * for FP16 and 6e-2 for BF16 (inputs rounded for the reference too; the
  * output's one rounding and FP32 accumulation).  Every algorithm cuDNN's
  * heuristic ranks in its first KILN_CUDNN_TOPK must run, and each case must
- * have run with at least one algorithm.
+ * have run with at least one algorithm.  More conv shapes than the
+ * descriptor cache holds pass through it (test_cudnn_plans checks its LRU
+ * bookkeeping host-side), then a case runs again on a remade plan.
  */
 #include "device/cuda/cudnn.h"
 #include "device/device.h"
@@ -203,4 +205,32 @@ TEST_IMPL(cudnn_conv_bad_algo) {
     ASSERT_CONTAINS(kiln_errmsg(), "algorithm 8");
 }
 
-TEST_LIST(TEST_ENTRY(cudnn_conv_vs_reference), TEST_ENTRY(cudnn_conv_bad_algo))
+/* Past the cache's capacity the least recently used plan is destroyed
+ * (cuDNN's own descriptor calls here), and a shape whose plan went is
+ * made again and computes right. */
+TEST_IMPL(cudnn_plan_eviction) {
+    need_cudnn();
+    uint64_t seed = 0x0e71c7;
+    ASSERT(run_case(&cases[0], KILN_DTYPE_F32, 1, 1, 1, &seed) > 0);
+    kiln_cudnn_plan_stats st;
+    kiln__cudnn_plan_stats(&st);
+    const long made0 = st.made;
+    for (int i = 0; i < st.capacity + 100; i++) { /* 1x1 convs of heights 8.. */
+        kiln_cudnn_conv q = {.geo = {.n = 1, .c = 4, .h = 8 + i, .w = 5, .k = 4, .oh = 8 + i, .ow = 5, .kh = 1,
+                                     .kw = 1, .sh = 1, .sw = 1, .dh = 1, .dw = 1, .group = 1},
+                             .dtype = KILN_DTYPE_F32, .algo = 0};
+        size_t ws;
+        int rc = kiln__cudnn_conv_workspace(&q, &ws);
+        if (rc && rc != KILN_EUNSUPPORTED) printf("FAIL shape %d: %s\n", i, kiln_errmsg());
+        ASSERT(rc == 0 || rc == KILN_EUNSUPPORTED);
+    }
+    kiln__cudnn_plan_stats(&st);
+    printf("  plans %d of %d, made %ld, evicted %ld\n", st.plans, st.capacity, st.made, st.evicted);
+    ASSERT_EQ(st.plans, st.capacity);
+    ASSERT_EQ(st.indexed, st.plans);
+    ASSERT(st.made >= made0 + st.capacity + 100);
+    ASSERT_EQ(st.evicted, st.made - st.capacity);
+    ASSERT(run_case(&cases[0], KILN_DTYPE_F32, 1, 1, 1, &seed) > 0); /* its plans were evicted: made again */
+}
+
+TEST_LIST(TEST_ENTRY(cudnn_conv_vs_reference), TEST_ENTRY(cudnn_conv_bad_algo), TEST_ENTRY(cudnn_plan_eviction))

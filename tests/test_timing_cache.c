@@ -2,9 +2,11 @@
  * test_timing_cache.c — the timing cache: in-memory put/get, file round
  * trip, builds that reuse a cache file time nothing (counted by the op's own
  * call counter, not only by the stats), corrupt files and files of another
- * device are ignored with a warning, never a crash.
+ * device are ignored with a warning, never a crash; on the stand-in GPU, a
+ * cache made without cuDNN is not reused where cuDNN is.
  */
 #include "builder/build_int.h"
+#include "device/cuda/cuda_int.h"
 #include "test.h"
 
 #include <pthread.h>
@@ -34,6 +36,24 @@ static const kiln_quick_op add_op = {.ns = "test", .name = "tc_add", .version = 
                                      .impl = add_impl, .formats = formats, .timing_id = "k"};
 KILN_OP(add_op)
 
+/* The same op with a (stand-in) CUDA side whose tactic 2 needs a library
+ * that is optional at run time, as the Conv's cuDNN tactics need cuDNN:
+ * without it (g_have_lib = 0) tactic 2 fails, as a cuDNN tactic fails its
+ * timing where cuDNN is missing. */
+static int g_have_lib, g_lib_calls;
+static int add_cuda(const kiln_call *c) {
+    if (c->tactic == 2 && !g_have_lib) return kiln_set_error(KILN_EUNSUPPORTED, "tc_add_gpu: no library here");
+    g_lib_calls += c->tactic == 2;
+    return kiln__cuda_fake_kernel(add_impl, c);
+}
+static const kiln_combo cuda_formats[] = {{"FP32", NULL, {1, 2}}, {NULL, NULL, {0}}};
+static const kiln_combo cpu_formats[] = {{"FP32", NULL, {1}}, {NULL, NULL, {0}}};
+static const kiln_quick_op add_gpu_op = {.ns = "test", .name = "tc_add_gpu", .version = 1, .min_inputs = 2,
+                                         .max_inputs = 2, .num_outputs = 1, .shape = add_shape, .impl = add_impl,
+                                         .formats = cpu_formats, .cuda_impl = add_cuda,
+                                         .cuda_formats = cuda_formats};
+KILN_OP(add_gpu_op)
+
 static char g_path[512];
 static uint64_t g_seed = 0xBEEF;
 
@@ -51,24 +71,49 @@ static void log_fn(void *ud, kiln_log_level level, const char *msg) {
     }
 }
 
-static kiln_network *make_net(int64_t n, int k, const char *note) {
+/* y = a + b of n floats by op (test::tc_add: k and note set). */
+static kiln_network *make_net_op(const char *op, int64_t n, int k, const char *note) {
     kiln_network *net = kiln_network_create();
     int64_t d[1] = {n};
     ASSERT_OK(kiln_network_add_input(net, "a", KILN_DTYPE_F32, 1, d, NULL));
     ASSERT_OK(kiln_network_add_input(net, "b", KILN_DTYPE_F32, 1, d, NULL));
     const char *in[] = {"a", "b"}, *out[] = {"y"};
-    kiln_layer *l = kiln_network_add_layer(net, "test::tc_add", 1, "add", 2, in, 1, out);
+    kiln_layer *l = kiln_network_add_layer(net, op, 1, "add", 2, in, 1, out);
     ASSERT(l);
-    ASSERT_OK(kiln_layer_set_int(l, "k", k));
-    ASSERT_OK(kiln_layer_set_string(l, "note", note));
+    if (!strcmp(op, "test::tc_add")) {
+        ASSERT_OK(kiln_layer_set_int(l, "k", k));
+        ASSERT_OK(kiln_layer_set_string(l, "note", note));
+    }
     ASSERT_OK(kiln_network_mark_output(net, "y"));
     return net;
 }
+static kiln_network *make_net(int64_t n, int k, const char *note) { return make_net_op("test::tc_add", n, k, note); }
+
+/* y = a + b whose tactic 2 refuses the case (KILN_EUNSUPPORTED: holds
+ * wherever the key does) and tactic 3 runs out of memory while g_oom is
+ * set (may pass next time); counts tactic 3's calls. */
+static int g_oom, g_t3_calls;
+static int flaky_impl(const kiln_call *c) {
+    if (c->tactic == 2) return kiln_set_error(KILN_EUNSUPPORTED, "tc_flaky: tactic 2 never takes this");
+    if (c->tactic == 3) {
+        g_t3_calls++;
+        if (g_oom) return kiln_set_error(KILN_ENOMEM, "tc_flaky: out of memory (this time)");
+    }
+    return add_impl(c);
+}
+static const kiln_quick_op flaky_op = {.ns = "test", .name = "tc_flaky", .version = 1, .min_inputs = 2,
+                                       .max_inputs = 2, .num_outputs = 1, .shape = add_shape,
+                                       .impl = flaky_impl, .formats = formats};
+KILN_OP(flaky_op)
+
+/* The device build_check builds for (the CUDA tests set it). */
+static kiln_device_kind g_device = KILN_DEVICE_CPU;
 
 static void build_check(kiln_network *net, const char *cache, int64_t n, kiln_build_stats *st) {
     kiln_build_config *cfg = kiln_build_config_create();
     kiln_build_config_set_threads(cfg, 1);
     kiln_build_config_set_timing_reps(cfg, 2);
+    kiln_build_config_set_device(cfg, g_device);
     ASSERT_OK(kiln_build_config_set_timing_cache(cfg, cache));
     kiln_engine *e = NULL;
     ASSERT_OK(kiln_build(net, cfg, &e, st));
@@ -263,5 +308,105 @@ TEST_IMPL(concurrent_builds_share_a_file) {
     remove(g_path);
 }
 
+/* The count of lines of the cache file that contain `s`. */
+static int file_lines_with(const char *s) {
+    FILE *f = fopen(g_path, "rb");
+    ASSERT(f);
+    char line[4096];
+    int n = 0;
+    while (fgets(line, sizeof line, f)) n += strstr(line, s) != NULL;
+    fclose(f);
+    return n;
+}
+
+/* A failed candidate is saved as -1 when it refuses the case, and not at
+ * all when it ran out of memory: the next build times that one again. */
+TEST_IMPL(transient_failures_not_saved) {
+    make_path("flaky");
+    kiln_network *net = make_net_op("test::tc_flaky", 32, 0, "");
+    kiln_build_stats st;
+    g_oom = 1, g_t3_calls = 0;
+    kiln_log_set(KILN_LOG_ERROR, NULL, NULL);
+    build_check(net, g_path, 32, &st);
+    ASSERT_EQ(st.timed, 3);
+    ASSERT_EQ(g_t3_calls, 1); /* failed at its first call */
+    ASSERT_EQ(file_lines_with("tactic=1"), 1);
+    ASSERT_EQ(file_lines_with("-1 test::tc_flaky"), 1);
+    ASSERT_EQ(file_lines_with("tactic=2"), 1);
+    ASSERT_EQ(file_lines_with("tactic=3"), 0);
+    ASSERT_EQ(file_lines_with("entries 2"), 1);
+    /* memory again: tactic 3 is timed, the refusal is not retried */
+    g_oom = 0, g_t3_calls = 0;
+    build_check(net, g_path, 32, &st);
+    kiln_log_set(KILN_LOG_WARN, NULL, NULL);
+    ASSERT_EQ(st.timed, 1);
+    ASSERT_EQ(st.cache_hits, 2);
+    ASSERT(g_t3_calls >= 2); /* warm-up + samples */
+    ASSERT_EQ(file_lines_with("tactic=3"), 1);
+    kiln_network_free(net);
+    remove(g_path);
+}
+
+/* The file's device line (line 2), for the assertions below. */
+static void device_line(char *buf, size_t size) {
+    FILE *f = fopen(g_path, "rb");
+    ASSERT(f);
+    ASSERT(fgets(buf, (int)size, f) && fgets(buf, (int)size, f));
+    fclose(f);
+}
+
+/* A cache made on a GPU machine without cuDNN holds cuDNN's tactics as
+ * failed; reused where cuDNN exists, they would never be tried.  The
+ * cuDNN version is part of the CUDA signature: such a file is ignored
+ * there (with a warning) and the library's tactic is timed. */
+TEST_IMPL(cudnn_version_in_signature) {
+    kiln__cuda_fake(1);
+    g_device = KILN_DEVICE_CUDA;
+    make_path("cudnn");
+    kiln_network *net = make_net_op("test::tc_add_gpu", 64, 0, "");
+    kiln_build_stats st;
+    char line[512];
+    /* no cuDNN: tactic 2 fails its timing, and the file says so */
+    kiln__cuda_fake_cudnn(0);
+    g_have_lib = 0, g_lib_calls = 0;
+    build_check(net, g_path, 64, &st);
+    ASSERT_EQ(g_lib_calls, 0);
+    ASSERT(st.timed >= 2);
+    device_line(line, sizeof line);
+    ASSERT_CONTAINS(line, "cuda:fake GPU");
+    ASSERT_CONTAINS(line, "cudnn none");
+    /* the same machine reuses the file, its failed entry too: nothing timed */
+    build_check(net, g_path, 64, &st);
+    ASSERT_EQ(st.timed, 0);
+    ASSERT(st.cache_hits >= 2);
+    /* cuDNN 9.19.0 here: the file is ignored and tactic 2 timed */
+    kiln__cuda_fake_cudnn(91900);
+    g_have_lib = 1;
+    g_log[0] = 0;
+    kiln_log_set(KILN_LOG_WARN, log_fn, NULL);
+    build_check(net, g_path, 64, &st);
+    kiln_log_set(KILN_LOG_WARN, NULL, NULL);
+    ASSERT_CONTAINS(g_log, "cudnn none");
+    ASSERT_CONTAINS(g_log, "cudnn 9.19.0");
+    ASSERT_EQ(st.cache_hits, 0);
+    ASSERT(g_lib_calls > 0);
+    device_line(line, sizeof line);
+    ASSERT_CONTAINS(line, "cudnn 9.19.0");
+    /* and another cuDNN version is another signature again */
+    kiln__cuda_fake_cudnn(90800);
+    g_log[0] = 0;
+    kiln_log_set(KILN_LOG_WARN, log_fn, NULL);
+    build_check(net, g_path, 64, &st);
+    kiln_log_set(KILN_LOG_WARN, NULL, NULL);
+    ASSERT_CONTAINS(g_log, "this is '");
+    ASSERT_EQ(st.cache_hits, 0);
+    kiln_network_free(net);
+    remove(g_path);
+    g_device = KILN_DEVICE_CPU;
+    kiln__cuda_fake_cudnn(0);
+    kiln__cuda_fake(0);
+}
+
 TEST_LIST(TEST_ENTRY(memory_cache), TEST_ENTRY(build_round_trip), TEST_ENTRY(corrupt_and_foreign_files),
-          TEST_ENTRY(concurrent_builds_share_a_file))
+          TEST_ENTRY(concurrent_builds_share_a_file), TEST_ENTRY(transient_failures_not_saved),
+          TEST_ENTRY(cudnn_version_in_signature))

@@ -46,27 +46,71 @@ def _stream_int(stream) -> int:
     raise TypeError(f"expected a CUDA stream (int, torch/cupy/numba stream), got {type(stream).__name__}")
 
 
-def _address(x) -> Tuple[int, Optional[int], object]:
-    """(address, bytes or None, what to keep alive) of an int, a numpy array
-    or anything with __array_interface__ / __cuda_array_interface__ /
-    __dlpack__ (host or CUDA memory)."""
+# DLPack's type codes (DLDataTypeCode) by numpy kind; bfloat16 is code 4.
+_DL_CODE = {"i": 0, "u": 1, "f": 2, "b": 6}
+_DL_NAME = {0: "int{}", 1: "uint{}", 2: "float{}", 4: "bfloat{}", 6: "bool"}
+
+
+def _dl_type(t: DataType) -> Tuple[int, int]:
+    """(DLPack type code, bits) of a kiln data type."""
+    if t == DataType.BF16:
+        return 4, 16
+    d = np.dtype(nptype(t))
+    return _DL_CODE[d.kind], d.itemsize * 8
+
+
+def _np_dl_type(typestr: str) -> Tuple[int, int]:
+    """(DLPack type code, bits) of an array interface's typestr; code -1 for
+    kinds kiln has no type of (bfloat16 arrays of ml_dtypes say "V2")."""
+    d = np.dtype(typestr)
+    return _DL_CODE.get(d.kind, 4 if (d.kind, d.itemsize) == ("V", 2) else -1), d.itemsize * 8
+
+
+def _address(x) -> Tuple[int, Optional[int], object, Optional[Tuple[int, int]]]:
+    """(address, bytes or None, what to keep alive, (DLPack type code, bits)
+    or None) of an int, a numpy array or anything with __array_interface__ /
+    __cuda_array_interface__ / __dlpack__ (host or CUDA memory)."""
     if isinstance(x, int):
-        return x, None, x
+        return x, None, x, None
     if not hasattr(x, "__array_interface__") and not hasattr(x, "__cuda_array_interface__") \
             and hasattr(x, "__dlpack__"):
         cap = x.__dlpack__()  # not consumed: kept alive with the binding, released with it
-        addr, n, _, contiguous = _kiln.dlpack_address(cap)
+        addr, n, _, contiguous, code, bits = _kiln.dlpack_address(cap)
         if not contiguous:
             raise ValueError("tensor address: the DLPack tensor must be C-contiguous")
-        return addr, n, (x, cap)
+        return addr, n, (x, cap), (code, bits)
     for attr in ("__array_interface__", "__cuda_array_interface__"):
         iface = getattr(x, attr, None)
         if iface is not None:
             if iface.get("strides") is not None and not (isinstance(x, np.ndarray) and x.flags.c_contiguous):
                 raise ValueError("tensor address: the array must be C-contiguous")
             n = int(np.prod(iface["shape"], dtype=np.int64)) * np.dtype(iface["typestr"]).itemsize
-            return int(iface["data"][0]), n, x
+            return int(iface["data"][0]), n, x, _np_dl_type(iface["typestr"])
     raise TypeError(f"expected an address (int) or an array, got {type(x).__name__}")
+
+
+def _check_bound_type(name: str, want: DataType, got: Tuple[int, int]) -> None:
+    """An array bound without a copy must hold the engine's type: kiln would
+    read its bytes as that type.  BF16 tensors also take 16-bit integers
+    (raw bfloat16 bits)."""
+    w = _dl_type(want)
+    if got == w or (want == DataType.BF16 and got in ((0, 16), (1, 16))):
+        return
+    name_of = lambda t: _DL_NAME.get(t[0], "an unsupported {}-bit type").format(t[1])  # noqa: E731
+    raise TypeError(f"set_tensor_address: '{name}' is {name_of(w)} in the engine, the array holds {name_of(got)}: "
+                    f"pass an array of the engine's type (kiln would read its bytes as {name_of(w)})")
+
+
+def _input_array(name: str, value, npt: type) -> np.ndarray:
+    """value as a C-contiguous array of npt, converted where numpy casts
+    without changing the kind of values (float64 -> float32, int -> float);
+    a lossy conversion (float -> int, anything -> bool, strings, objects)
+    must be the caller's explicit choice."""
+    a = np.asarray(value)
+    if a.dtype != npt and not np.can_cast(a.dtype, npt, casting="same_kind"):
+        raise TypeError(f"execute: input '{name}' is {a.dtype}, the engine takes {np.dtype(npt)}; numpy would "
+                        f"not convert it without changing its values: convert it explicitly (.astype)")
+    return np.ascontiguousarray(a, dtype=npt)
 
 
 class Engine:
@@ -185,7 +229,9 @@ class ExecutionContext:
     def set_tensor_address(self, name: str, address) -> None:
         """Bind memory (an int address or an array, kept alive here) to an
         input or output for execute_async: zero copy."""
-        addr, n, keep = _address(address)
+        addr, n, keep, dl = _address(address)
+        if dl is not None:
+            _check_bound_type(name, self.engine.get_tensor_dtype(name), dl)
         if n is None:
             if self.engine.get_tensor_mode(name) == TensorIOMode.INPUT:
                 dims = self.get_tensor_shape(name)
@@ -232,7 +278,9 @@ class ExecutionContext:
 
     def execute(self, feed: Mapping[str, object]) -> Dict[str, np.ndarray]:
         """Run on {input name: array} and return {output name: new array}.
-        Inputs are converted to the engine's dtype (a copy only if needed)."""
+        Inputs are converted to the engine's dtype (a copy only if needed)
+        where numpy does so within a kind (float64 -> float32, int ->
+        float); others (float -> int, strings) are a TypeError."""
         eng, h = self.engine, self._handle
         if len(feed) != len(eng._inputs) or any(n not in feed for n in eng._inputs):
             missing = [n for n in eng._inputs if n not in feed]
@@ -241,7 +289,7 @@ class ExecutionContext:
         with self._lock:
             arrays = []  # alive until the run is over
             for name, npt in eng._in_np:
-                a = np.ascontiguousarray(feed[name], dtype=npt)
+                a = _input_array(name, feed[name], npt)
                 arrays.append(a)
                 _kiln.context_set_input_shape(h, name, a.shape)
                 _kiln.context_bind(h, name, a.ctypes.data, a.nbytes)

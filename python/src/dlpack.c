@@ -79,10 +79,10 @@ static PyObject *py_dlpack(PyObject *self, PyObject *args) {
     return cap;
 }
 
-/* dlpack_address(capsule) -> (address, bytes, device_type, contiguous) of a
- * producer's unversioned "dltensor" capsule, without consuming it: the
- * caller keeps the capsule alive while it uses the memory, and its
- * destructor releases the producer's tensor. */
+/* dlpack_address(capsule) -> (address, bytes, device_type, contiguous,
+ * type code, bits) of a producer's unversioned "dltensor" capsule, without
+ * consuming it: the caller keeps the capsule alive while it uses the
+ * memory, and its destructor releases the producer's tensor. */
 static PyObject *py_dlpack_address(PyObject *self, PyObject *cap) {
     (void)self;
     if (!PyCapsule_IsValid(cap, "dltensor"))
@@ -101,12 +101,12 @@ static PyObject *py_dlpack_address(PyObject *self, PyObject *cap) {
         expect *= (unsigned long long)t->shape[d];
         n *= (unsigned long long)t->shape[d];
     }
-    return Py_BuildValue("(KKii)", (unsigned long long)(uintptr_t)((const char *)t->data + t->byte_offset), n,
-                         (int)t->device.device_type, contiguous);
+    return Py_BuildValue("(KKiiii)", (unsigned long long)(uintptr_t)((const char *)t->data + t->byte_offset), n,
+                         (int)t->device.device_type, contiguous, (int)t->dtype.code, (int)t->dtype.bits);
 }
 
 PyMethodDef kilnpy_dlpack_methods[] = {
     {"dlpack", py_dlpack, METH_VARARGS, "dlpack(address, shape, strides, code, bits, device_type, device_id)"},
-    {"dlpack_address", py_dlpack_address, METH_O, "dlpack_address(capsule) -> (address, bytes, device, contiguous)"},
+    {"dlpack_address", py_dlpack_address, METH_O, "dlpack_address(capsule) -> (address, bytes, device, contiguous, type code, bits)"},
     {NULL, NULL, 0, NULL},
 };

@@ -285,7 +285,8 @@ done:
 /* ------------------------------------------------------------ driver */
 
 /* A CUDA build: the device (or a clear "no CUDA device (...)"), a stream
- * and two events for timing, and the GPU in the timing cache's signature. */
+ * and two events for timing, and the GPU and its tactic libraries (cuDNN's
+ * version) in the timing cache's signature. */
 static int cuda_setup(builder *b) {
     b->cuda = kiln__device_get(KILN_DEVICE_CUDA);
     if (!b->cuda) return kiln__err_prefix(KILN_EDEVICE, "kiln_build for the cuda device");
@@ -295,10 +296,11 @@ static int cuda_setup(builder *b) {
     int rc = b->cuda->stream_create(&b->cx.base.stream);
     if (!rc) rc = b->cuda->event_create(&b->ev[0]);
     if (!rc) rc = b->cuda->event_create(&b->ev[1]);
-    char sig[600], gpu[400];
+    char sig[800], gpu[400], libs[128] = "";
     if (!rc) rc = b->cuda->signature(gpu, sizeof gpu);
+    if (!rc && b->cuda->libraries) rc = b->cuda->libraries(libs, sizeof libs);
     if (rc) return rc;
-    snprintf(sig, sizeof sig, "%s + %s", kiln_cpu_signature(), gpu);
+    snprintf(sig, sizeof sig, "%s + %s%s%s", kiln_cpu_signature(), gpu, *libs ? " + " : "", libs);
     return kiln__tcache_set_device(b->tc, sig);
 }
 

@@ -537,7 +537,8 @@ static int time_candidate(builder *b, int li, const kiln_io_format *io, int tact
         kiln__log(KILN_LOG_VERBOSE, "timing layer '%s' (%s::%s v%d) %s tactic %d: failed: %s", L->name, L->op->ns,
                   L->op->name, L->op->version, iot, tactic, kiln_errmsg());
         *ms = -1;
-        kiln__tcache_put(b->tc, key, -1.0);
+        /* a refusal holds wherever the key does; these may pass next time */
+        kiln__tcache_put_failed(b->tc, key, rc == KILN_ENOMEM || rc == KILN_EDEVICE || rc == KILN_EIO);
         return 0;
     }
     *ok = 1;

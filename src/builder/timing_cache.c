@@ -7,11 +7,13 @@
  *   kiln-timing-cache 1
  *   device <cpu signature>
  *   entries <n>
- *   <ms as %.17g> <key>          (n lines; keys never hold newlines)
+ *   <ms as %.17g> <key>          (n lines; keys never hold newlines;
+ *                                 ms -1: the candidate failed there)
  * A file with another version or device signature, or one that does not
  * parse, is ignored with a WARN: timing is only ever slower, never wrong.
  * Writes go to "<path>.tmp.<pid>.<n>" then rename(), so a crash never leaves a
- * truncated cache behind.
+ * truncated cache behind.  A failure that may pass another time (out of
+ * memory, a device or I/O error) is not written: only refusals are.
  */
 #include "build_int.h"
 
@@ -28,6 +30,7 @@ typedef struct tc_entry {
     uint64_t hash;
     double ms;
     int from_build;
+    int transient; /* a failure the file does not keep */
 } tc_entry;
 
 struct kiln__tcache {
@@ -102,13 +105,14 @@ int kiln__tcache_get(const kiln__tcache *c, const char *key, double *ms, int *fr
     return 1;
 }
 
-static int put(kiln__tcache *c, const char *key, double ms, int from_build) {
+static int put(kiln__tcache *c, const char *key, double ms, int from_build, int transient) {
     if (strchr(key, '\n')) return kiln__err(KILN_EINVAL, "timing cache: key holds a newline");
     uint64_t h = fnv(key);
     int i = find_slot(c, key, h);
     if (i >= 0) {
         c->e[c->slots[i]].ms = ms;
         c->e[c->slots[i]].from_build = from_build;
+        c->e[c->slots[i]].transient = transient;
         return 0;
     }
     if ((c->n + 1) * 2 > c->nslots) {
@@ -120,13 +124,17 @@ static int put(kiln__tcache *c, const char *key, double ms, int from_build) {
     c->e = ne;
     char *k = kiln__strdup(key);
     if (!k) return kiln__err(KILN_ENOMEM, "timing cache: out of memory");
-    c->e[c->n] = (tc_entry){k, h, ms, from_build};
+    c->e[c->n] = (tc_entry){k, h, ms, from_build, transient};
     i = find_slot(c, key, h);
     c->slots[-1 - i] = c->n++;
     return 0;
 }
 
-int kiln__tcache_put(kiln__tcache *c, const char *key, double ms) { return put(c, key, ms, 1); }
+int kiln__tcache_put(kiln__tcache *c, const char *key, double ms) { return put(c, key, ms, 1, 0); }
+
+int kiln__tcache_put_failed(kiln__tcache *c, const char *key, int transient) {
+    return put(c, key, -1.0, 1, transient);
+}
 
 /* Reads a whole line into a growing buffer; 0 at EOF. */
 static int read_line(FILE *f, char **buf, size_t *cap) {
@@ -191,8 +199,8 @@ void kiln__tcache_load(kiln__tcache *c, const char *path) {
             if (read_line(f, &line, &cap) <= 0) { why = "fewer entries than announced"; break; }
             char *end;
             double ms = strtod(line, &end);
-            if (end == line || *end != ' ' || !(ms >= 0) || !end[1]) { why = "malformed entry"; break; }
-            if (put(tmp, end + 1, ms, 0)) { why = "out of memory"; break; }
+            if (end == line || *end != ' ' || !(ms >= 0 || ms == -1) || !end[1]) { why = "malformed entry"; break; }
+            if (put(tmp, end + 1, ms, 0, 0)) { why = "out of memory"; break; }
         }
         if (!why && read_line(f, &line, &cap) > 0) { why = "trailing data after the entries"; lineno++; }
     }
@@ -200,7 +208,7 @@ void kiln__tcache_load(kiln__tcache *c, const char *path) {
         kiln__log(KILN_LOG_WARN, "timing cache '%s' line %ld: %s; the file is ignored", path, lineno, why);
         goto done;
     }
-    for (int i = 0; i < tmp->n; i++) put(c, tmp->e[i].key, tmp->e[i].ms, 0);
+    for (int i = 0; i < tmp->n; i++) put(c, tmp->e[i].key, tmp->e[i].ms, 0, 0);
     kiln__log(KILN_LOG_INFO, "timing cache '%s': %d entries loaded", path, tmp->n);
 done:
     kiln__tcache_free(tmp);
@@ -221,10 +229,12 @@ int kiln__tcache_save(const kiln__tcache *c, const char *path) {
         kiln__free(tmp);
         return rc;
     }
+    int kept = 0;
+    for (int i = 0; i < c->n; i++) kept += !c->e[i].transient;
     int bad = fprintf(f, "%s %d\ndevice %s\nentries %d\n", TC_MAGIC, TC_VERSION,
-                      tc_sig(c), c->n) < 0;
+                      tc_sig(c), kept) < 0;
     for (int i = 0; i < c->n && !bad; i++)
-        bad = fprintf(f, "%.17g %s\n", c->e[i].ms, c->e[i].key) < 0;
+        if (!c->e[i].transient) bad = fprintf(f, "%.17g %s\n", c->e[i].ms, c->e[i].key) < 0;
     if (fclose(f) != 0) bad = 1;
     if (bad || rename(tmp, path) != 0) {
         int rc = kiln__err(KILN_EIO, "timing cache: cannot write '%s': %s", path, strerror(errno));

@@ -56,6 +56,12 @@ struct kiln__device {
     void (*graph_destroy)(void *exec);
     /* What the engine file and the timing cache record as "built for". */
     int (*signature)(char *buf, size_t size);
+    /* What tactic timings depend on besides the device: the versions of
+     * the optional libraries whose tactics the builder times (CUDA:
+     * "cudnn 9.19.0" or "cudnn none").  Part of the timing cache's
+     * signature only, not of engines (an engine runs where the library is
+     * missing: such a layer falls back).  NULL: nothing. */
+    int (*libraries)(char *buf, size_t size);
 };
 typedef struct kiln__device kiln__device;
 

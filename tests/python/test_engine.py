@@ -15,6 +15,19 @@ def op_version(ns, name):
     return max(vs)
 
 
+class DL:
+    """Only __dlpack__, as a torch CPU tensor offers (no array interface)."""
+
+    def __init__(self, a):
+        self.a = a
+
+    def __dlpack__(self, stream=None):
+        return self.a.__dlpack__()
+
+    def __dlpack_device__(self):
+        return self.a.__dlpack_device__()
+
+
 def relu_add_network(dynamic=True):
     net = kiln.Builder().create_network()
     x = net.add_input("x", kiln.float32, ("N", 6) if dynamic else (3, 6))
@@ -214,21 +227,69 @@ def test_execute_shape_mismatch_is_an_error(rng):
 
 
 def test_set_tensor_address_dlpack(rng):
-    class DL:  # only __dlpack__, as a torch CPU tensor offers
-        def __init__(self, a):
-            self.a = a
-
-        def __dlpack__(self, stream=None):
-            return self.a.__dlpack__()
-
-        def __dlpack_device__(self):
-            return self.a.__dlpack_device__()
-
     eng = load(build(relu_add_network(dynamic=False)))
     ctx = eng.create_execution_context()
     x = rng.standard_normal((3, 6)).astype(np.float32)
     y = np.full((3, 6), np.nan, np.float32)
     ctx.set_tensor_address("x", DL(x))
     ctx.set_tensor_address(eng.outputs[0], DL(y))
+    ctx.execute_async(0)
+    np.testing.assert_allclose(y, np.maximum(x + np.linspace(-1, 1, 6, dtype=np.float32), 0), rtol=1e-6)
+
+
+def int_add_network():
+    net = kiln.Builder().create_network()
+    i = net.add_input("i", kiln.int64, (4,))
+    w = net.add_constant("w", np.array([10, -20, 30, -40], np.int64))
+    add = net.add_layer("ai.onnx::Add", [i, w], version=op_version("ai.onnx", "Add"))
+    net.mark_output(add.get_output(0))
+    return net
+
+
+def test_execute_converts_only_within_a_kind(rng):
+    """execute converts inputs where numpy casts within a kind of value
+    (float64 -> float32, int32 -> int64, a list of ints -> int64); float ->
+    int would truncate, strings and objects have no value: those are a
+    TypeError naming the input, never a silently different input."""
+    eng = load(build(relu_add_network(dynamic=False)))
+    ctx = eng.create_execution_context()
+    w = np.linspace(-1, 1, 6, dtype=np.float32)
+    x = rng.standard_normal((3, 6))  # float64
+    np.testing.assert_allclose(ctx.execute({"x": x})[eng.outputs[0]], np.maximum(x.astype(np.float32) + w, 0),
+                               rtol=1e-6)
+    for bad, found in ((np.full((3, 6), "a"), "<U1"), (np.full((3, 6), None), "object")):
+        with pytest.raises(TypeError, match=f"input 'x' is {found}, the engine takes float32"):
+            ctx.execute({"x": bad})
+
+    ieng = load(build(int_add_network()))
+    ictx = ieng.create_execution_context()
+    out = ieng.outputs[0]
+    ref = np.array([1, 2, 3, 4]) + np.array([10, -20, 30, -40])
+    np.testing.assert_array_equal(ictx.execute({"i": [1, 2, 3, 4]})[out], ref)
+    np.testing.assert_array_equal(ictx.execute({"i": np.array([1, 2, 3, 4], np.int32)})[out], ref)
+    with pytest.raises(TypeError, match="input 'i' is float64, the engine takes int64.*explicitly"):
+        ictx.execute({"i": np.array([1.7, 2.2, 3.9, 4.5])})
+
+
+def test_set_tensor_address_checks_the_type(rng):
+    """An array bound without a copy must hold the engine's type (kiln
+    would read a float64 array's bytes as float32 values): TypeError, for
+    numpy arrays and DLPack producers alike; an int address is taken as is."""
+    eng = load(build(relu_add_network(dynamic=False)))
+    ctx = eng.create_execution_context()
+    out = eng.outputs[0]
+    x64 = rng.standard_normal((3, 6))
+    for bad in (x64, DL(x64)):
+        with pytest.raises(TypeError, match="'x' is float32 in the engine, the array holds float64"):
+            ctx.set_tensor_address("x", bad)
+    with pytest.raises(TypeError, match=f"'{out}' is float32 in the engine, the array holds int32"):
+        ctx.set_tensor_address(out, np.zeros((3, 6), np.int32))
+    with pytest.raises(KeyError, match="no input or output 'nope'"):
+        ctx.set_tensor_address("nope", np.zeros((3, 6), np.float32))
+    # the right types (and a raw address) still bind and run
+    x = x64.astype(np.float32)
+    y = np.full((3, 6), np.nan, np.float32)
+    ctx.set_tensor_address("x", DL(x))
+    ctx.set_tensor_address(out, y.ctypes.data)
     ctx.execute_async(0)
     np.testing.assert_allclose(y, np.maximum(x + np.linspace(-1, 1, 6, dtype=np.float32), 0), rtol=1e-6)

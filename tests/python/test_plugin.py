@@ -415,3 +415,23 @@ def test_python_plugin_contexts_from_threads(rng):
     for t in ts:
         t.join()
     assert not bad
+
+
+def test_impl_returning_a_value_is_an_error(rng):
+    """An impl writes into `outputs`; one that returns its result instead
+    (torch-style) would leave the output unwritten: a KilnError that says
+    so, not a silently wrong answer."""
+    @kp.register("t::impl_returns")
+    def desc(x: kp.TensorDesc) -> kp.TensorDesc:
+        return x.like()
+
+    @kp.impl("t::impl_returns")
+    def impl(x: kp.Tensor, outputs, stream) -> None:
+        return np.asarray(x) * 2
+
+    eng = load(build(one_input_net(kp.op.t.impl_returns)))
+    ctx = eng.create_execution_context()
+    with pytest.raises(kiln.KilnError) as e:
+        ctx.execute({"x": rng.standard_normal(3).astype(np.float32)})
+    assert "t::impl_returns: impl returned ndarray, expected None" in str(e.value)
+    assert "outputs" in str(e.value) and e.value.name == "KILN_EPLUGIN"

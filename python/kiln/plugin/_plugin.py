@@ -231,7 +231,10 @@ class PluginDef:
             kw["stream"] = stream
         if "tactic" in params:
             kw["tactic"] = tactic
-        fn(*tin, **kw)
+        r = fn(*tin, **kw)
+        if r is not None:  # the outputs would stay unwritten: a silently wrong result
+            raise PluginError(f"{self.op_name}: impl returned {type(r).__name__}, expected None: an impl writes "
+                              "its results into `outputs` (e.g. np.copyto(np.asarray(outputs[0]), result))")
 
     def _impl(self, ins, outs, attrs, tactic, workspace, stream):
         if self.impl_fn is None:

@@ -171,6 +171,9 @@ const kiln__device *kiln__cuda_fake_device(void);
  * illegal in a capture does). */
 void kiln__cuda_fake_graphs(int on);
 int kiln__cuda_fake_capturing(void);
+/* The cuDNN version the fake's `libraries` names (0, the default: none),
+ * as a machine with that cuDNN would: timing-cache tests. */
+void kiln__cuda_fake_cudnn(int version);
 /* The largest block the fake was asked for (whether or not it could map
  * it) since the last reset: what a real GPU would have had to find, so
  * tests can bound a plan's device memory.  reset = 1 starts over. */

@@ -5,7 +5,12 @@
  * context: kiln's one primary context), so a call takes g_lock around
  * cudnnSetStream + the convolution; both only enqueue.  Plans (the
  * descriptors of one geometry/type/math) are made once and never change
- * afterwards except their lazily filled facts, also under g_lock.
+ * afterwards except their lazily filled facts, also under g_lock.  At most
+ * PLAN_CAP plans live at once: past that the least recently used one is
+ * destroyed to make room (its descriptors are host objects that cuDNN
+ * reads while it enqueues, so nothing in flight needs them afterwards).
+ * kiln__cudnn_stand_in swaps cuDNN's descriptor calls for counting
+ * stand-ins, so tests check that bookkeeping on machines without a GPU.
  */
 #include "device/cuda/cudnn.h"
 
@@ -39,6 +44,7 @@ enum {
     DNN_DEFAULT_MATH = 0, DNN_TENSOR_OP_MATH = 1, DNN_FMA_MATH = 3, /* cudnnMathType_t */
     DNN_ALGO_PRECOMP = 1, /* the one algorithm that fuses an identity activation */
     PLAN_CAP = 512,
+    PLAN_INDEX = 2 * PLAN_CAP, /* hash index slots (a power of two) */
 };
 
 static struct {
@@ -57,6 +63,10 @@ static struct {
     dnn_status (*GetConv2dOutDim)(dnn_conv, dnn_tensor, dnn_filter, int *, int *, int *, int *);
     dnn_status (*CreateAct)(dnn_act *);
     dnn_status (*SetAct)(dnn_act, int, int, double);
+    dnn_status (*DestroyTensor)(dnn_tensor);
+    dnn_status (*DestroyFilter)(dnn_filter);
+    dnn_status (*DestroyConv)(dnn_conv);
+    dnn_status (*DestroyAct)(dnn_act);
     dnn_status (*GetAlgoV7)(dnn_handle, dnn_tensor, dnn_filter, dnn_conv, dnn_tensor, int, int *, dnn_perf *);
     dnn_status (*GetWorkspace)(dnn_handle, dnn_tensor, dnn_filter, dnn_conv, dnn_tensor, int, size_t *);
     dnn_status (*Forward)(dnn_handle, const void *, dnn_tensor, const void *, dnn_filter, const void *, dnn_conv,
@@ -165,6 +175,10 @@ static void load_once(void) {
         {(void **)&dnn.GetConv2dOutDim, "cudnnGetConvolution2dForwardOutputDim", NULL},
         {(void **)&dnn.CreateAct, "cudnnCreateActivationDescriptor", NULL},
         {(void **)&dnn.SetAct, "cudnnSetActivationDescriptor", NULL},
+        {(void **)&dnn.DestroyTensor, "cudnnDestroyTensorDescriptor", NULL},
+        {(void **)&dnn.DestroyFilter, "cudnnDestroyFilterDescriptor", NULL},
+        {(void **)&dnn.DestroyConv, "cudnnDestroyConvolutionDescriptor", NULL},
+        {(void **)&dnn.DestroyAct, "cudnnDestroyActivationDescriptor", NULL},
         {(void **)&dnn.GetAlgoV7, "cudnnGetConvolutionForwardAlgorithm_v7", NULL},
         {(void **)&dnn.GetWorkspace, "cudnnGetConvolutionForwardWorkspaceSize", NULL},
         {(void **)&dnn.Forward, "cudnnConvolutionForward", NULL},
@@ -197,6 +211,13 @@ int kiln__cudnn_load(void) {
 
 int kiln__cudnn_version(void) { return kiln__cudnn_load() ? 0 : (int)dnn.GetVersion(); }
 
+void kiln__cudnn_signature(int version, char *buf, size_t size) {
+    if (version > 0)
+        snprintf(buf, size, "cudnn %d.%d.%d", version / 10000, version / 100 % 100, version % 100);
+    else
+        snprintf(buf, size, "cudnn none");
+}
+
 void kiln__cudnn_describe(char *buf, size_t size) {
     if (kiln__cudnn_load()) {
         snprintf(buf, size, "cudnn: %s\n", kiln_errmsg());
@@ -215,6 +236,8 @@ static int dnn_check(dnn_status s, const char *call) {
 
 /* ------------------------------------------------------------ plans */
 
+static int g_stand_in; /* kiln__cudnn_stand_in */
+
 typedef struct plan_key {
     kiln_cu_conv geo; /* act fields zeroed */
     int32_t dtype, tf32, relu;
@@ -222,6 +245,7 @@ typedef struct plan_key {
 
 typedef struct plan {
     int used;
+    uint64_t hash, last_use; /* last_use: g_clock at its latest plan_get */
     plan_key key;
     dnn_tensor x, y, bias;
     dnn_filter w;
@@ -232,12 +256,28 @@ typedef struct plan {
     int fused[KILN_CUDNN_ALGOS];  /* -1 untried, 0 BiasActivationForward refused, 1 works */
 } plan;
 static plan g_plans[PLAN_CAP];
+/* Open addressing over g_plans: plan number + 1, 0 empty. */
+static int g_index[PLAN_INDEX];
+static uint64_t g_clock;
+static long g_made, g_evicted; /* kiln__cudnn_plan_stats */
 
 static int dtype_of(kiln_dtype t) { return t == KILN_DTYPE_F16 ? DNN_HALF : t == KILN_DTYPE_BF16 ? DNN_BFLOAT16 : DNN_FLOAT; }
 
-static int plan_make(plan *p, const plan_key *k) {
+/* Destroys what plan_make made (also after a failure half-way). */
+static void plan_free(plan *p) {
+    if (p->x) dnn.DestroyTensor(p->x);
+    if (p->y) dnn.DestroyTensor(p->y);
+    if (p->bias) dnn.DestroyTensor(p->bias);
+    if (p->w) dnn.DestroyFilter(p->w);
+    if (p->conv) dnn.DestroyConv(p->conv);
+    if (p->act) dnn.DestroyAct(p->act);
     memset(p, 0, sizeof *p);
-    p->key = *k;
+}
+
+static int plan_make(plan *p, const plan_key *k, uint64_t h) {
+    memset(p, 0, sizeof *p);
+    memcpy(&p->key, k, sizeof *k); /* with its zeroed padding: keys are compared with memcmp */
+    p->hash = h;
     const kiln_cu_conv *g = &k->geo;
     int t = dtype_of((kiln_dtype)k->dtype), rc;
     int cpg = (int)(g->c / g->group);
@@ -277,8 +317,37 @@ static int plan_make(plan *p, const plan_key *k) {
                            oh, ow, (long long)g->oh, (long long)g->ow);
     }
     for (int a = 0; a < KILN_CUDNN_ALGOS; a++) p->ranked[a] = -1, p->ws[a] = -2, p->fused[a] = -1;
-    p->used = rc ? 0 : 1; /* a failed plan is made again next time (and fails the same way) */
+    if (rc) plan_free(p); /* a failed plan is made again next time (and fails the same way) */
+    else p->used = 1, g_made++;
     return rc;
+}
+
+/* Index slot of key k (hash h): >= 0 where it is, else -1 - the empty slot
+ * that ends its probe run. */
+static int index_find(const plan_key *k, uint64_t h) {
+    for (int i = (int)(h & (PLAN_INDEX - 1));; i = (i + 1) & (PLAN_INDEX - 1)) {
+        if (!g_index[i]) return -1 - i;
+        const plan *p = &g_plans[g_index[i] - 1];
+        if (p->hash == h && !memcmp(&p->key, k, sizeof *k)) return i;
+    }
+}
+
+/* Empties index slot i, moving later entries of its probe run back so
+ * every key stays reachable from its home slot (linear probing deletion). */
+static void index_remove(int i) {
+    for (int j = i;;) {
+        g_index[i] = 0;
+        for (;;) {
+            j = (j + 1) & (PLAN_INDEX - 1);
+            if (!g_index[j]) return;
+            int home = (int)(g_plans[g_index[j] - 1].hash & (PLAN_INDEX - 1));
+            /* j's entry stays when its home lies cyclically in (i, j] */
+            if (i <= j ? (i < home && home <= j) : (i < home || home <= j)) continue;
+            break;
+        }
+        g_index[i] = g_index[j];
+        i = j;
+    }
 }
 
 /* The plan of p (g_lock held). */
@@ -290,24 +359,35 @@ static int plan_get(const kiln_cudnn_conv *q, plan **out) {
     k.dtype = q->dtype, k.tf32 = q->dtype == KILN_DTYPE_F32 && q->tf32, k.relu = !!q->relu;
     uint64_t h = 1469598103934665603ull;
     for (size_t i = 0; i < sizeof k; i++) h = (h ^ ((const uint8_t *)&k)[i]) * 1099511628211ull;
-    plan *free_slot = NULL;
+    int at = index_find(&k, h);
+    if (at >= 0) {
+        *out = &g_plans[g_index[at] - 1];
+        (*out)->last_use = ++g_clock;
+        return 0;
+    }
+    /* A miss (rare: descriptors are made once per shape): a free plan, else
+     * the least recently used one, destroyed and dropped from the index. */
+    int victim = 0;
     for (int i = 0; i < PLAN_CAP; i++) {
-        plan *p = &g_plans[(h + (uint64_t)i) % PLAN_CAP];
-        if (p->used && !memcmp(&p->key, &k, sizeof k)) {
-            *out = p;
-            return 0;
-        }
-        if (!p->used) {
-            free_slot = p;
+        if (!g_plans[i].used) {
+            victim = i;
             break;
         }
+        if (g_plans[i].last_use < g_plans[victim].last_use) victim = i;
     }
-    /* table full (more than PLAN_CAP conv shapes in the process): the
-     * home slot is made again; its old descriptors are not destroyed */
-    plan *p = free_slot ? free_slot : &g_plans[h % PLAN_CAP];
-    int rc = plan_make(p, &k);
-    if (!rc) *out = p;
-    return rc;
+    plan *p = &g_plans[victim];
+    if (p->used) {
+        index_remove(index_find(&p->key, p->hash));
+        plan_free(p);
+        g_evicted++;
+        at = index_find(&k, h); /* the removal may have moved k's empty slot */
+    }
+    int rc = plan_make(p, &k, h);
+    if (rc) return rc;
+    g_index[-1 - at] = victim + 1;
+    p->last_use = ++g_clock;
+    *out = p;
+    return 0;
 }
 
 static int64_t plan_ws(plan *p, int algo) {
@@ -323,7 +403,7 @@ static int prepare(const kiln_cudnn_conv *q, plan **p) {
     if (q->algo < 0 || q->algo >= KILN_CUDNN_ALGOS)
         return kiln__err(KILN_EUNSUPPORTED, "cuDNN conv: algorithm %d is not one of cuDNN's 0..%d", q->algo,
                          KILN_CUDNN_ALGOS - 1);
-    int rc = kiln__cudnn_load();
+    int rc = g_stand_in ? 0 : kiln__cudnn_load();
     if (rc) return rc;
     return plan_get(q, p);
 }
@@ -410,4 +490,113 @@ int kiln__cudnn_conv(const kiln_call *c, const kiln_cudnn_conv *q, int *fused) {
     }
     pthread_mutex_unlock(&g_lock);
     return rc;
+}
+
+/* ------------------------------------------------------------ statistics, stand-in */
+
+/* Stand-in descriptors hold what their Set call stored; g_live counts the
+ * ones not destroyed yet (under g_lock, as every plan operation). */
+static int g_live;
+static dnn_status si_create(void **d) {
+    *d = calloc(8, sizeof(int64_t));
+    if (!*d) return 4; /* CUDNN_STATUS_ALLOC_FAILED */
+    g_live++;
+    return 0;
+}
+static dnn_status si_destroy(void *d) {
+    free(d);
+    g_live--;
+    return 0;
+}
+static dnn_status si_set4(void *d, int64_t a, int64_t b, int64_t c, int64_t e) {
+    int64_t *v = d;
+    v[0] = a, v[1] = b, v[2] = c, v[3] = e;
+    return 0;
+}
+static dnn_status si_tensor(dnn_tensor t, int fmt, int type, int n, int c, int h, int w) {
+    (void)fmt, (void)type;
+    return si_set4(t, n, c, h, w);
+}
+static dnn_status si_filter(dnn_filter f, int type, int fmt, int k, int c, int h, int w) {
+    (void)fmt, (void)type;
+    return si_set4(f, k, c, h, w);
+}
+static dnn_status si_conv(dnn_conv d, int ph, int pw, int sh, int sw, int dh, int dw, int mode, int type) {
+    (void)mode, (void)type;
+    int64_t *v = d;
+    v[0] = ph, v[1] = pw, v[2] = sh, v[3] = sw, v[4] = dh, v[5] = dw;
+    return 0;
+}
+static dnn_status si_conv_int(dnn_conv d, int v) { return (void)d, (void)v, 0; }
+static dnn_status si_act(dnn_act a, int mode, int nan, double coef) { return (void)a, (void)mode, (void)nan, (void)coef, 0; }
+static dnn_status si_out_dim(dnn_conv d, dnn_tensor x, dnn_filter w, int *n, int *c, int *h, int *wo) {
+    const int64_t *cv = d, *xv = x, *fv = w;
+    *n = (int)xv[0], *c = (int)fv[0];
+    *h = (int)((xv[2] + 2 * cv[0] - cv[4] * (fv[2] - 1) - 1) / cv[2] + 1);
+    *wo = (int)((xv[3] + 2 * cv[1] - cv[5] * (fv[3] - 1) - 1) / cv[3] + 1);
+    return 0;
+}
+/* Workspace: 1 KiB per algorithm number (algorithm 0 needs none). */
+static dnn_status si_workspace(dnn_handle hd, dnn_tensor x, dnn_filter w, dnn_conv c, dnn_tensor y, int algo,
+                               size_t *n) {
+    (void)hd, (void)x, (void)w, (void)c, (void)y;
+    *n = (size_t)algo << 10;
+    return 0;
+}
+static dnn_status si_algos(dnn_handle hd, dnn_tensor x, dnn_filter w, dnn_conv c, dnn_tensor y, int max, int *n,
+                           dnn_perf *perf) {
+    (void)hd, (void)x, (void)w, (void)c, (void)y, (void)max, (void)perf;
+    *n = 0;
+    return 0;
+}
+static const char *si_error(dnn_status s) { return (void)s, "cuDNN stand-in error"; }
+
+/* Destroys every plan with the current entry points (g_lock held). */
+static void plans_clear(void) {
+    for (int i = 0; i < PLAN_CAP; i++)
+        if (g_plans[i].used) plan_free(&g_plans[i]);
+    memset(g_index, 0, sizeof g_index);
+}
+
+void kiln__cudnn_stand_in(int on) {
+    static __typeof__(dnn) real;
+    pthread_mutex_lock(&g_lock);
+    if (on != g_stand_in) {
+        plans_clear(); /* no plan outlives the entry points that made it */
+        if (on) {
+            real = dnn;
+            memset(&dnn, 0, sizeof dnn);
+            dnn.GetErrorString = si_error;
+            dnn.CreateTensor = si_create;
+            dnn.CreateFilter = si_create;
+            dnn.CreateConv = si_create;
+            dnn.CreateAct = si_create;
+            dnn.DestroyTensor = dnn.DestroyFilter = dnn.DestroyConv = dnn.DestroyAct = si_destroy;
+            dnn.SetTensor4d = si_tensor;
+            dnn.SetFilter4d = si_filter;
+            dnn.SetConv2d = si_conv;
+            dnn.SetGroupCount = dnn.SetMathType = si_conv_int;
+            dnn.SetAct = si_act;
+            dnn.GetConv2dOutDim = si_out_dim;
+            dnn.GetWorkspace = si_workspace;
+            dnn.GetAlgoV7 = si_algos;
+        } else {
+            dnn = real;
+        }
+        g_stand_in = on;
+        g_made = g_evicted = 0;
+    }
+    pthread_mutex_unlock(&g_lock);
+}
+
+void kiln__cudnn_plan_stats(kiln_cudnn_plan_stats *st) {
+    pthread_mutex_lock(&g_lock);
+    memset(st, 0, sizeof *st);
+    for (int i = 0; i < PLAN_CAP; i++) st->plans += g_plans[i].used;
+    for (int i = 0; i < PLAN_INDEX; i++) st->indexed += g_index[i] != 0;
+    st->capacity = PLAN_CAP;
+    st->made = g_made;
+    st->evicted = g_evicted;
+    st->descriptors = g_stand_in ? g_live : -1;
+    pthread_mutex_unlock(&g_lock);
 }

@@ -14,8 +14,9 @@
  * residual z + ReLU/identity) where cuDNN takes it, else
  * cudnnConvolutionForward (the residual as beta = 1 over a copy of it in
  * y) and the caller applies bias and activation itself.  Descriptors are
- * made once per geometry and cached for the process; the workspace is
- * the caller's (the layer's planned workspace: no allocation per run).
+ * made once per geometry and cached for the process (the least recently
+ * used destroyed past 512 shapes); the workspace is the caller's (the
+ * layer's planned workspace: no allocation per run).
  */
 #ifndef KILN_CUDNN_H
 #define KILN_CUDNN_H
@@ -49,6 +50,11 @@ typedef struct kiln_cudnn_conv {
 int kiln__cudnn_load(void);
 /* cuDNN's version (e.g. 90800), 0 when not loaded. */
 int kiln__cudnn_version(void);
+/* The timing cache's word on cuDNN, for a version as kiln__cudnn_version
+ * gives it: "cudnn 9.8.0", or "cudnn none" for 0.  A cache made where
+ * cuDNN was missing holds its tactics as failed, and another cuDNN times
+ * them differently: either way its entries must not be reused. */
+void kiln__cudnn_signature(int version, char *buf, size_t size);
 /* One line for `kiln devices`: "cudnn: 9.8.0, <file> (...)" or "cudnn:
  * <why not>". */
 void kiln__cudnn_describe(char *buf, size_t size);
@@ -64,5 +70,22 @@ int kiln__cudnn_conv_ranked(const kiln_cudnn_conv *p);
  * cuDNN refuses the algorithm for p; KILN_EDEVICE naming the cuDNN call and
  * its status otherwise. */
 int kiln__cudnn_conv(const kiln_call *c, const kiln_cudnn_conv *p, int *fused);
+
+/* The descriptor cache ("plans", one per geometry/type/math): how many
+ * live (at most `capacity`; past it the least recently used is destroyed),
+ * how many the index reaches (= plans), made and evicted since the process
+ * began (or the last kiln__cudnn_stand_in switch), and with the stand-in
+ * the descriptors alive (6 per plan; -1 with the real cuDNN). */
+typedef struct kiln_cudnn_plan_stats {
+    int plans, indexed, capacity, descriptors;
+    long made, evicted;
+} kiln_cudnn_plan_stats;
+void kiln__cudnn_plan_stats(kiln_cudnn_plan_stats *st);
+/* Tests on machines without cuDNN: on = 1 replaces cuDNN's descriptor and
+ * workspace calls by host stand-ins that count live descriptors (the
+ * workspace of algorithm a is a KiB; no algorithm is ranked; nothing can
+ * run), so kiln__cudnn_conv_workspace exercises the plan cache.  Switching
+ * destroys every plan first. */
+void kiln__cudnn_stand_in(int on);
 
 #endif /* KILN_CUDNN_H */

@@ -10,6 +10,7 @@
  * other threads do not invalidate a capture.
  */
 #include "device/cuda/cuda_int.h"
+#include "device/cuda/cudnn.h"
 #include "device/device.h"
 
 #include <stdio.h>
@@ -153,6 +154,12 @@ static int d_signature(char *buf, size_t size) {
     return 0;
 }
 
+/* Loads cuDNN (once per process) to learn its version. */
+static int d_libraries(char *buf, size_t size) {
+    kiln__cudnn_signature(kiln__cudnn_version(), buf, size);
+    return 0;
+}
+
 static const kiln__device g_cuda = {
     .kind = KILN_DEVICE_CUDA,
     .name = "cuda",
@@ -175,6 +182,7 @@ static const kiln__device g_cuda = {
     .graph_launch = d_graph_launch,
     .graph_destroy = d_graph_destroy,
     .signature = d_signature,
+    .libraries = d_libraries,
 };
 
 const kiln__device *kiln__device_cuda(void) {

@@ -20,6 +20,7 @@
  * records the largest block asked for, so tests can bound device plans.
  */
 #include "device/cuda/cuda_int.h"
+#include "device/cuda/cudnn.h"
 #include "device/device.h"
 
 #include <pthread.h>
@@ -147,6 +148,14 @@ static int f_signature(char *buf, size_t size) {
     return 0;
 }
 
+/* The cuDNN version the fake claims (kiln__cuda_fake_cudnn; 0: none). */
+static int g_cudnn;
+static int f_libraries(char *buf, size_t size) {
+    kiln__cudnn_signature(g_cudnn, buf, size);
+    return 0;
+}
+void kiln__cuda_fake_cudnn(int version) { g_cudnn = version; }
+
 static kiln__device g_fake;
 
 static int f_is_device_ptr(const void *p) { return kiln__cuda_fake_owns(p); }
@@ -161,6 +170,7 @@ void kiln__cuda_fake(int on) {
     g_fake.copy = f_copy;
     g_fake.memset = f_memset;
     g_fake.signature = f_signature;
+    g_fake.libraries = f_libraries;
     g_on = on;
 }
 
