@@ -13,7 +13,8 @@
  * convs (the padded GEMM's per-block copy into Y) and tactic 6, Winograd
  * F(4x4, 3x3), which packs W in a layout of its own: the layer's prepack
  * is redone for it (as a load of an engine timed to it would), and where
- * it applies the test checks that W was packed that way.
+ * it applies the test checks that W was packed that way.  Tactic 8, the
+ * padded GEMM with B packed a strip at a time, runs wherever it is offered.
  */
 #include "kiln/kiln.h"
 #include "kiln/plugin.h"
@@ -121,9 +122,22 @@ static void run_case(const dwcase *t, int threads) {
     kiln_network_free(net);
     ASSERT_EQ(st.layers, 1); /* the activation is fused */
 
-    for (int tactic = 1; tactic <= 7; tactic++) {
+    for (int tactic = 1; tactic <= 8; tactic++) {
         e->layers[0].tactic = tactic;
-        if (tactic >= 6) {
+        if (tactic == 8) {
+            /* the padded GEMM with B packed: offered on 2-D convs of one
+             * group that are not a plain 1x1 stride-1 one (where the padded
+             * GEMM runs) */
+            int offered = (t->dense || t->C == 1) && t->nsp == 2 && t->kh * t->kw * t->sy * t->sx > 1 &&
+                          t->sy <= 4 && t->sx <= 4;
+            int rc = test_force_tactic(e, 0, tactic);
+            if (!offered) {
+                ASSERT_EQ(rc, KILN_EFORMAT);
+                ASSERT_CONTAINS(kiln_errmsg(), "with tactic 8 are not a combination its op accepts");
+                continue;
+            }
+            ASSERT_OK(rc);
+        } else if (tactic >= 6) {
             /* Conv offers (and loads) 6 only on 3x3 stride-1 undilated 2-D
              * convs of one group with 2+ output channels (an output under 5
              * columns runs the padded GEMM), 7 only on 2-D depthwise convs
@@ -261,6 +275,28 @@ TEST_IMPL(dense3x3) {
     a.pl = 0;
     a.epi = EPI_NONE;
     run_case(&a, 1);
+    /* more output channels than one GEMM row block (144): tactic 8 packs
+     * whole column blocks of B there, strips below it; a stride-2 3x3 and
+     * a stride-2 1x1 (one phase plane) */
+    dwcase b = {.N = 1, .C = 7, .mult = 150, .H = 17, .W = 23, .kh = 3, .kw = 3, .sy = 2, .sx = 2,
+                .dy = 1, .dx = 1, .pt = 1, .pl = 1, .pb = 1, .pr = 1, .nsp = 2, .epi = EPI_RELU,
+                .bias = 1, .dense = 1};
+    run_case(&b, 2);
+    b.kh = b.kw = 1;
+    b.pt = b.pl = b.pb = b.pr = 0;
+    b.C = 33;
+    run_case(&b, 1);
+    /* grids of several GEMM column blocks (~64K floats of results each, the
+     * padded GEMM's reused grid buffer): 100 channels at 40x40 (3 blocks),
+     * a 7x7 stride-2 stem-like conv to 64 channels (3 blocks) */
+    dwcase m = {.N = 1, .C = 4, .mult = 100, .H = 40, .W = 40, .kh = 3, .kw = 3, .sy = 1, .sx = 1,
+                .dy = 1, .dx = 1, .pt = 1, .pl = 1, .pb = 1, .pr = 1, .nsp = 2, .epi = EPI_RELU,
+                .bias = 1, .dense = 1};
+    run_case(&m, 2);
+    dwcase st = {.N = 1, .C = 3, .mult = 64, .H = 96, .W = 90, .kh = 7, .kw = 7, .sy = 2, .sx = 2,
+                 .dy = 1, .dx = 1, .pt = 3, .pl = 3, .pb = 3, .pr = 3, .nsp = 2, .epi = EPI_RELU,
+                 .bias = 1, .dense = 1};
+    run_case(&st, 1);
 }
 
 /* Convs whose taps all land in phase (0, 0) of the padded GEMM's

@@ -196,7 +196,9 @@ TEST_IMPL(sgemm_edges) {
     uint64_t rs = 0x5EED1234u;
     int64_t nr = kiln__sgemm_nr();
     const int64_t Ms[] = {1, 2, 3, 4, 5, 6, 7, 8, 11, 12, 13, 25, 150};
-    const int64_t Ns[] = {1, nr - 1, nr, nr + 1, 2 * nr + 3, 97};
+    /* 49 and 52: a last strip of 17 and 20 columns (the AVX-512 build's
+     * 16-wide kernel + narrow columns), 97 and 67 of 1 and 3 (narrow only) */
+    const int64_t Ns[] = {1, nr - 1, nr, nr + 1, 2 * nr + 3, 97, 49, 52};
     const int64_t Ks[] = {1, 3, 17, 255, 257};
     int n = 0;
     for (size_t mi = 0; mi < sizeof Ms / sizeof Ms[0]; mi++)

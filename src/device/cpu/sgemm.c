@@ -6,9 +6,12 @@
  * strips, alpha folded in), then micro-tiles MR x NR computed by a
  * register-resident micro-kernel.  AVX-512: 12 x 32 (24 zmm accumulators),
  * AVX2+FMA: 6 x 16, otherwise a portable 4 x 8 kernel the compiler
- * vectorizes; tiles of at most 4 or 8 rows get kernels of their own.
+ * vectorizes; tiles of at most 4 or 8 rows get kernels of their own, and
+ * (AVX-512) strips of 16 columns or fewer a one-vector kernel, of 1..4 or
+ * 17..20 columns narrow ones for the last 1..4 (micro_narrow).
  * Threads share C's micro-tiles, a contiguous run each (par_task), split
- * along the side whose operand is not packed already; each thread packs
+ * along the side whose operand is not packed already (rows where a
+ * column split would leave few, unequal strips); each thread packs
  * its own panels into thread-local scratch that is kept between calls and
  * freed when the thread exits.  A constant operand
  * (Conv's W as A, a Gemm/MatMul weight as B) may come packed once per
@@ -435,11 +438,80 @@ MICRO_SHORT(micro_r8_w1, 8, 1)
 MICRO_SHORT(micro_r12_w1, 12, 1)
 #undef MICRO_SHORT
 
+/* Columns [j0, j0 + w) of a strip, w <= NARROW, for all MR rows: one
+ * accumulator per column holds the MR rows of it (the A panel's k-th MR
+ * floats, one load), times B(k, j) broadcast.  A strip of 17..20 columns
+ * (N = 49: a 7x7 plane; ResNet-50's layer4 1x1 convs, its 28x28 Winograd
+ * GEMMs) is then 16 + w columns of work instead of the full kernel's 32,
+ * and a last strip of 1..4 (N = 196) w instead of 16.  k is unrolled by
+ * four with separate accumulators so the FMA chains overlap. */
+#define NARROW 4
+static inline __attribute__((always_inline)) void
+narrow_w(const int w, const int shifted, int64_t kc, const float *a, const float *b, const float *base,
+         const int64_t *off, int j0, float *c, int64_t ldc, int mr, const store_info *si) {
+    const __mmask16 rows = (__mmask16)((1u << MR) - 1u);
+    __m512 x[4][NARROW]; /* [k % 4][column] */
+    for (int u = 0; u < 4; u++)
+        for (int q = 0; q < NARROW; q++) x[u][q] = _mm512_setzero_ps();
+#define NARROW_B(kk, q) (shifted ? base[off[kk] + j0 + (q)] : b[(kk) * NR + j0 + (q)])
+    int64_t k = 0;
+    for (; k + 4 <= kc; k += 4) {
+        _mm_prefetch((const char *)(a + A_PF), _MM_HINT_T0);
+        for (int u = 0; u < 4; u++) {
+            __m512 av = _mm512_maskz_loadu_ps(rows, a + u * MR);
+            for (int q = 0; q < w; q++) x[u][q] = _mm512_fmadd_ps(av, _mm512_set1_ps(NARROW_B(k + u, q)), x[u][q]);
+        }
+        a += 4 * MR;
+    }
+    for (; k < kc; k++, a += MR) {
+        __m512 av = _mm512_maskz_loadu_ps(rows, a);
+        for (int q = 0; q < w; q++) x[0][q] = _mm512_fmadd_ps(av, _mm512_set1_ps(NARROW_B(k, q)), x[0][q]);
+    }
+#undef NARROW_B
+    float acc[NARROW][16] __attribute__((aligned(64)));
+    for (int q = 0; q < w; q++)
+        _mm512_store_ps(acc[q], _mm512_add_ps(_mm512_add_ps(x[0][q], x[1][q]), _mm512_add_ps(x[2][q], x[3][q])));
+    for (int i = 0; i < mr; i++) {
+        float *cr = c + i * ldc + j0;
+        float bi = si->bias ? si->bias[i] : 0.0f;
+        for (int q = 0; q < w; q++) {
+            float v = acc[q][i] + bi + (si->load ? cr[q] : 0.0f);
+            if (si->relu && v < 0.0f) v = 0.0f;
+            cr[q] = v;
+        }
+    }
+}
+
+/* narrow_w with w and the B form as constants (the accumulators stay in
+ * registers). */
+static void micro_narrow(int64_t kc, const float *a, const float *b, const float *base,
+                         const int64_t *off, int j0, int w, float *c, int64_t ldc, int mr,
+                         const store_info *si) {
+#define NARROW_CASE(W)                                                              \
+    case W:                                                                         \
+        if (off) narrow_w(W, 1, kc, a, b, base, off, j0, c, ldc, mr, si);          \
+        else narrow_w(W, 0, kc, a, b, base, off, j0, c, ldc, mr, si);              \
+        return;
+    switch (w) {
+        NARROW_CASE(1)
+        NARROW_CASE(2)
+        NARROW_CASE(3)
+        NARROW_CASE(4)
+    }
+#undef NARROW_CASE
+}
+
 /* The kernel for a tile of mr rows and nr columns: B packed (off == NULL:
  * b) or shifted rows (base + off[k]). */
 static inline void micro_rows(int64_t kc, const float *a, const float *b, const float *base,
                               const int64_t *off, float *c, int64_t ldc, int mr, int nr,
                               const store_info *si) {
+    if (mr > 8 && (nr <= NARROW || (nr > 16 && nr <= 16 + NARROW))) {
+        /* 16 columns on the one-vector kernel (if as many), the rest narrow */
+        if (nr > 16) micro_r12_w1(kc, a, b, base, off, c, ldc, mr, 16, si);
+        micro_narrow(kc, a, b, base, off, nr > 16 ? 16 : 0, nr > 16 ? nr - 16 : nr, c, ldc, mr, si);
+        return;
+    }
     if (nr <= 16) {
         if (mr <= 4)
             micro_r4_w1(kc, a, b, base, off, c, ldc, mr, nr, si);
@@ -779,7 +851,7 @@ static void gemm_block(const kiln__gemm *g, int64_t m0, int64_t m1, int64_t n0, 
         for (int64_t pc = 0; pc < K; pc += KC) {
             int64_t kc = K - pc < KC ? K - pc : KC;
 #ifdef HAVE_SHIFT_KERNEL
-            const int in_place = g->b_shift != NULL;
+            const int in_place = g->b_shift != NULL && !g->b_shift_pack;
 #else
             const int in_place = 0;
 #endif
@@ -927,7 +999,7 @@ void kiln__sgemm(const kiln__gemm *g, kiln_exec *exec) {
      * columns, and the other way round (a MatMul's activations against
      * prepacked weights) rows.  Otherwise the side with more tiles. */
 #ifdef HAVE_SHIFT_KERNEL
-    int b_free = g->b_packed != NULL || g->b_shift != NULL;
+    int b_free = g->b_packed != NULL || (g->b_shift != NULL && !g->b_shift_pack);
 #else
     int b_free = g->b_packed != NULL;
 #endif
@@ -938,6 +1010,12 @@ void kiln__sgemm(const kiln__gemm *g, kiln_exec *exec) {
         p.by_rows = !(p.nt_n >= p.nt_m || p.nt_n >= 4 * threads);
     if ((p.by_rows ? p.nt_m : p.nt_n) < threads && (p.by_rows ? p.nt_n : p.nt_m) >= threads)
         p.by_rows = !p.by_rows;
+    /* A few column strips, the last one partial (N = 49: 32 + 17 columns,
+     * the 17 computed as 16 + 1 at about 7/12 of a full strip's cost): a
+     * column split gives one thread the cheap strip, and each thread
+     * streams all of A (a conv's weights); split rows instead, each thread
+     * packing B (small: N columns). */
+    if (!p.by_rows && p.nt_n < 2 * threads && g->N % NR != 0 && p.nt_m >= 2 * threads) p.by_rows = 1;
     int64_t tiles = p.nt_m * p.nt_n;
     int tasks = tiles < threads ? (int)tiles : threads;
     kiln_exec_parallel(exec, tasks, par_task, &p);

@@ -42,6 +42,11 @@ typedef struct kiln__gemm {
      * the last element. */
     const float *b_shift;
     const int64_t *b_off;
+    /* 1: pack the shifted rows into NR-wide strips before use (a memcpy of
+     * NR floats per row) instead of reading them in place: where many row
+     * tiles reuse a strip, aligned loads from a packed strip in L1 beat
+     * unaligned ones spread over three lines per row. */
+    int b_shift_pack;
     /* C: element (i, j) at c[i * ldc + j]. */
     float *c;
     int64_t ldc;

@@ -31,6 +31,18 @@ typedef struct kiln_cu_iter {
     int64_t st[3][KILN_CU_MAX_DIMS];
 } kiln_cu_iter;
 
+/* The tiled transpose of copy.cu (transpose_<size>): per point of `batch`
+ * (st[0]: source offsets, st[1]: destination offsets), a P x Q block where
+ * P is contiguous in the source (destination stride dp) and Q contiguous in
+ * the destination (source stride sq), moved through 32 x 32 shared-memory
+ * tiles (tp x tq of them per batch point, nblocks in all) so that reads
+ * and writes are both coalesced.  Filled by kiln__cu_copy_plan. */
+typedef struct kiln_cu_transpose {
+    kiln_cu_iter batch;
+    int64_t P, Q, sq, dp;
+    int64_t tp, tq, nblocks;
+} kiln_cu_transpose;
+
 /* Fused attention (kiln::attention, src/ops/nn/attention.cu): per batch-head
  * (bh of them) Y [sq, dv] = softmax(scale Q K^T) V with Q [sq, d], V [sk,
  * dv] and K [sk, d] (k_trans 0) or K^T [d, sk] (k_trans 1), all contiguous;

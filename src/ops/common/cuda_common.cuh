@@ -82,20 +82,23 @@ template <typename T> __device__ __forceinline__ bool kc_neg1(T x) { return kc_s
          i += (I)gridDim.x * blockDim.x)
 
 /* ---- n-d iterator ---------------------------------------------------------
- * Offsets of element i of the iteration space in the first nop operands.
- * U: unsigned index type (uint32_t when it.small, else uint64_t); S: the
- * signed offset type. */
+ * Offsets of element i (< it.numel) of the iteration space in the first nop
+ * operands.  U: unsigned index type (uint32_t when it.small, else
+ * uint64_t); S: the signed offset type.  The outermost index is what is
+ * left of i after the inner dims (no division: i < numel). */
 template <typename U, typename S, int NOP>
 __device__ __forceinline__ void kc_offsets(const kiln_cu_iter &it, U i, S off[NOP]) {
 #pragma unroll
     for (int k = 0; k < NOP; k++) off[k] = 0;
-    for (int d = it.ndim - 1; d >= 0; d--) {
+    for (int d = it.ndim - 1; d > 0; d--) {
         U dim = (U)it.dims[d];
         U q = i / dim, r = i - q * dim;
 #pragma unroll
         for (int k = 0; k < NOP; k++) off[k] += (S)r * (S)it.st[k][d];
         i = q;
     }
+#pragma unroll
+    for (int k = 0; k < NOP; k++) off[k] += (S)i * (S)it.st[k][0];
 }
 
 /* Call f(off[]) for every element of the space, indexing in 32 bits when

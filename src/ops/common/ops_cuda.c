@@ -218,17 +218,6 @@ void kiln__cu_iter_init(kiln_cu_iter *it, int ndo, const int64_t *dout, int nop,
     it->small = small;
 }
 
-int kiln__cu_copy(const kiln_call *c, kiln_dtype t, int nd, const int64_t *dims, const void *src,
-                  const int64_t *src_st, void *dst, const int64_t *dst_st) {
-    const char *sz = kiln__cu_size_suffix(t);
-    if (!sz) return kiln__cu_type_err("copy", t);
-    kiln_cu_iter it;
-    const int64_t *st[2] = {src_st, dst_st};
-    kiln__cu_iter_init(&it, nd, dims, 2, st);
-    void *args[] = {&it, &src, &dst};
-    return kiln__cu_launch_n(c, "copy", sz, it.numel, args);
-}
-
 /* ---- activations ------------------------------------------------------------ */
 
 static float attr_f(const kiln_attrs *a, const char *name, float def) {

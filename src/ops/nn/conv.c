@@ -37,6 +37,12 @@
  *             masked loads (no padded copy); elsewhere what 5 runs.
  *             Offered only on the depthwise convs it fits; never picked
  *             by auto either.
+ *   8 padded GEMM, B packed: tactic 4's phase planes, but each strip of
+ *             the grid's columns is copied (NR floats per row) into a
+ *             packed panel before its row tiles use it, instead of read in
+ *             place.  Offered only on 2-D convs of one group where 4 runs
+ *             the padded GEMM (not a plain 1x1 stride-1 conv); never
+ *             picked by auto.
  * Spatial dims are normalized to 3 (D, H, W) by prepending 1s.
  */
 #include "device/cpu/sgemm.h"
@@ -52,7 +58,7 @@
 #include <immintrin.h>
 #endif
 
-enum { T_AUTO = 1, T_GEMM = 2, T_DIRECT = 3, T_PADGEMM = 4, T_DW = 5, T_WINO = 6, T_DWROWS = 7 };
+enum { T_AUTO = 1, T_GEMM = 2, T_DIRECT = 3, T_PADGEMM = 4, T_DW = 5, T_WINO = 6, T_DWROWS = 7, T_PADPACK = 8 };
 
 static const kiln_attr_def conv_attrs[] = {
     {"auto_pad", KILN_ATTR_STRING, 0, "NOTSET", 0, "NOTSET, SAME_UPPER, SAME_LOWER or VALID"},
@@ -256,6 +262,9 @@ typedef struct im2col {
     const float *x; /* the group's first input channel */
 } im2col;
 
+/* pr[j] = sp[2j] for j in [jlo, jhi), reading at most `avail` floats of sp. */
+static void deinterleave2(float *pr, const float *sp, int64_t jlo, int64_t jhi, int64_t avail);
+
 /* Gather patches into packed B strips (see kiln__packb_fn). Rows are
  * (ci, kz, ky, kx), columns (oz, oy, ox). */
 static void im2col_pack(const void *ud, int64_t k0, int64_t kc, int64_t n0, int64_t nc, int nr,
@@ -297,6 +306,14 @@ static void im2col_pack(const void *ud, int64_t k0, int64_t kc, int64_t n0, int6
                 int64_t sx = g->s[2], ix0 = run_x0[r] * sx - g->pb[2] + kx * g->d[2];
                 if (sx == 1 && ix0 >= 0 && ix0 + len <= IW) {
                     memcpy(o, src + ix0, (size_t)len * sizeof(float));
+                } else if (sx == 2) { /* zeros, the even columns from ix0 (AVX-512 where it can), zeros */
+                    int64_t qlo = ix0 >= 0 ? 0 : (1 - ix0) / 2;
+                    int64_t qhi = IW - 1 - ix0 < 0 ? 0 : (IW - 1 - ix0) / 2 + 1;
+                    if (qhi > len) qhi = len;
+                    if (qlo > qhi) qlo = qhi;
+                    memset(o, 0, (size_t)qlo * sizeof(float));
+                    deinterleave2(o, src + ix0, qlo, qhi, IW - ix0);
+                    memset(o + qhi, 0, (size_t)(len - qhi) * sizeof(float));
                 } else {
                     for (int64_t q = 0; q < len; q++) {
                         int64_t ix = ix0 + q * sx;
@@ -327,6 +344,7 @@ static void im2col_pack(const void *ud, int64_t k0, int64_t kc, int64_t n0, int6
 typedef struct padgeom {
     int64_t PH, PW, xp_floats, y_floats, off_count;
     int64_t nph; /* phase planes per channel: sy * sx, or 1 */
+    int64_t nb;  /* grid columns per block (all of them: one block) */
 } padgeom;
 #define PADGEMM_BYTES(pg) ((size_t)((pg).xp_floats + (pg).y_floats) * sizeof(float) + \
                            (size_t)(pg).off_count * sizeof(int64_t) + 64)
@@ -341,7 +359,17 @@ static int padgemm_geom(const geom *g, padgeom *pg) {
     pg->nph = (g->k[1] == 1 || g->d[1] % sy == 0) && (g->k[2] == 1 || g->d[2] % sx == 0) ? 1 : sy * sx;
     pg->xp_floats = g->Cg * pg->nph * pg->PH * pg->PW + (g->k[2] - 1) * g->d[2] + 64;
     pg->xp_floats = (pg->xp_floats + 15) / 16 * 16;
-    pg->y_floats = (g->Mg * g->o[1] * pg->PW + 15) / 16 * 16;
+    /* A large grid is computed in blocks of nb columns (~128 KB of
+     * results, a multiple of the GEMM's strip width), the blocks spread
+     * over the threads, each into a per-thread buffer copied into Y from
+     * L2, instead of a grid the size of Y written out to memory first
+     * (ResNet's stem: 3.3 MB); a small one (up to two blocks) is one GEMM
+     * the threads share, into the workspace. */
+    const int64_t ng = g->o[1] * pg->PW, nr = kiln__sgemm_nr();
+    pg->nb = (32768 / g->Mg) / nr * nr;
+    if (pg->nb < 4 * nr) pg->nb = 4 * nr;
+    if (2 * pg->nb >= ng) pg->nb = ng;
+    pg->y_floats = pg->nb == ng ? (g->Mg * ng + 15) / 16 * 16 : 0;
     pg->off_count = g->Cg * g->k[1] * g->k[2];
     return 1;
 }
@@ -351,7 +379,9 @@ typedef struct padctx {
     const padgeom *pg;
     const float *x; /* the group's first channel */
     float *xp;
-    const float *yt; /* grid result */
+    const float *yt; /* grid block result: grid column jbase + j at yt[i * nb + j] */
+    int64_t jbase;
+    const kiln__gemm *gm; /* the group's GEMM over the whole grid (blocks: a copy per block) */
     float *y;
     const kiln_call *call; /* fused epilogue (kiln_call_epilogue) */
     int64_t chan0;         /* channel of the group's first output row */
@@ -367,8 +397,6 @@ static void phase_cols(int64_t o, int64_t sx, int64_t IW, int64_t PW, int64_t *q
     *qlo = lo;
     *qhi = hi;
 }
-
-static void deinterleave2(float *pr, const float *sp, int64_t jlo, int64_t jhi, int64_t avail);
 
 /* Phase planes [b, e) of the group: plane = (c * sy + phy) * sx + phx
  * (nph 1: plane = c, phase (0, 0)). */
@@ -411,8 +439,8 @@ static void pad_channels(void *ud, int64_t b, int64_t e) {
  * grid row's column range are contiguous: one epilogue call per row. */
 static void padgemm_done(void *ud, int64_t i0, int64_t i1, int64_t j0, int64_t n) {
     const padctx *p = ud;
-    const int64_t OW = p->g->o[2], PW = p->pg->PW, osp = p->g->o[1] * OW, ldc = p->g->o[1] * PW;
-    const int64_t ja = j0, jb = j0 + n;
+    const int64_t OW = p->g->o[2], PW = p->pg->PW, osp = p->g->o[1] * OW, ldc = p->pg->nb;
+    const int64_t ja = p->jbase + j0, jb = ja + n; /* grid columns */
     const int64_t ya = ja / PW * OW + (ja % PW < OW ? ja % PW : OW);
     const int64_t yb = jb / PW * OW + (jb % PW < OW ? jb % PW : OW);
     if (yb <= ya) return;
@@ -422,14 +450,37 @@ static void padgemm_done(void *ud, int64_t i0, int64_t i1, int64_t j0, int64_t n
         for (int64_t oy = ja / PW; oy * PW < jb; oy++) {
             int64_t c0 = ja - oy * PW > 0 ? ja - oy * PW : 0;
             int64_t c1 = jb - oy * PW < OW ? jb - oy * PW : OW;
-            if (c1 > c0) memcpy(dst + oy * OW + c0, src + oy * PW + c0, (size_t)(c1 - c0) * sizeof(float));
+            if (c1 > c0)
+                memcpy(dst + oy * OW + c0, src + (oy * PW + c0 - p->jbase), (size_t)(c1 - c0) * sizeof(float));
         }
         kiln_call_epilogue(p->call, 0, dst + ya, yb - ya, p->chan0 + i, 0);
     }
 }
 
-/* Returns 0, or 1 when the tactic does not apply / has no workspace. */
-static int conv_padgemm(const kiln_call *c, const geom *g) {
+/* Column blocks [b, e) of the grid (parallel_for over blocks), each a
+ * serial GEMM into this thread's buffer, copied into Y by its done hook. */
+static void padgemm_blocks(void *ud, int64_t b, int64_t e) {
+    const padctx *p0 = ud;
+    const int64_t ng = p0->g->o[1] * p0->pg->PW, nb = p0->pg->nb;
+    float *buf = kiln__cpu_scratch(1, (size_t)(p0->g->Mg * nb) + 16);
+    if (!buf) return; /* out of memory: nothing sensible to do in a kernel */
+    for (int64_t blk = b; blk < e; blk++) {
+        padctx p = *p0;
+        p.jbase = blk * nb;
+        p.yt = buf;
+        kiln__gemm gm = *p0->gm;
+        gm.N = ng - p.jbase < nb ? ng - p.jbase : nb;
+        gm.b_shift += p.jbase;
+        gm.c = buf;
+        gm.ldc = nb;
+        gm.done_ud = &p;
+        kiln__sgemm_serial(&gm);
+    }
+}
+
+/* Returns 0, or 1 when the tactic does not apply / has no workspace.
+ * pack: B packed a strip at a time (tactic 8), else read in place. */
+static int conv_padgemm(const kiln_call *c, const geom *g, int pack) {
     padgeom pg;
     if (!padgemm_geom(g, &pg)) return 1;
     if (!c->workspace || c->workspace_size < PADGEMM_BYTES(pg)) return 1;
@@ -439,7 +490,7 @@ static int conv_padgemm(const kiln_call *c, const geom *g) {
     int64_t *off = (int64_t *)(yt + pg.y_floats);
     int64_t isp = g->id[1] * g->id[2], osp = g->o[1] * g->o[2];
     int64_t K = g->Cg * g->k[1] * g->k[2];
-    const int64_t sy = g->s[1], sx = g->s[2], planes = g->Cg * pg.nph;
+    const int64_t sy = g->s[1], sx = g->s[2], planes = g->Cg * pg.nph, ng = g->o[1] * pg.PW;
     for (int64_t ci = 0, k = 0; ci < g->Cg; ci++)
         for (int64_t ky = 0; ky < g->k[1]; ky++)
             for (int64_t kx = 0; kx < g->k[2]; kx++) {
@@ -454,12 +505,16 @@ static int conv_padgemm(const kiln_call *c, const geom *g) {
                         .yt = yt, .y = c->out[0].data, .call = c, .chan0 = gi * g->Mg};
             p.y = (float *)c->out[0].data + (n * g->M + gi * g->Mg) * osp;
             kiln_exec_parallel_for(c->exec, planes, 1, pad_channels, &p);
-            kiln__gemm gm = {.M = g->Mg, .N = g->o[1] * pg.PW, .K = K, .a = w + gi * g->Mg * K,
-                             .a_rs = K, .a_cs = 1, .alpha = 1.0f, .c = yt, .ldc = g->o[1] * pg.PW,
+            kiln__gemm gm = {.M = g->Mg, .N = ng, .K = K, .a = w + gi * g->Mg * K,
+                             .a_rs = K, .a_cs = 1, .alpha = 1.0f, .c = yt, .ldc = ng,
                              .bias_row = bias ? bias + gi * g->Mg : NULL, .b_shift = xp,
                              .b_off = off, .a_packed = packed_w(c, g, gi),
-                             .done = padgemm_done, .done_ud = &p};
-            kiln__sgemm(&gm, c->exec);
+                             .done = padgemm_done, .done_ud = &p, .b_shift_pack = pack};
+            p.gm = &gm;
+            if (pg.nb == ng)
+                kiln__sgemm(&gm, c->exec);
+            else
+                kiln_exec_parallel_for(c->exec, (ng + pg.nb - 1) / pg.nb, 1, padgemm_blocks, &p);
         }
     return 0;
 }
@@ -474,7 +529,7 @@ static size_t conv_ws(const kiln_call *c) {
     /* the padded GEMM (tactic 4, or what auto/3 run, or 6 falls back to)
      * and Winograd */
     int t = pick_tactic(c->tactic, g.id[0] == 1 && g.k[0] == 1, &g);
-    size_t ws = (t == T_PADGEMM || t == T_WINO) && padgemm_geom(&g, &pg) ? PADGEMM_BYTES(pg) : 0;
+    size_t ws = (t == T_PADGEMM || t == T_PADPACK || t == T_WINO) && padgemm_geom(&g, &pg) ? PADGEMM_BYTES(pg) : 0;
     if (t == T_WINO && kiln__wino_fits(g.M, g.o[2])) {
         size_t ww = kiln__wino_ws_bytes(g.C, g.M, g.o[1], g.o[2]);
         if (ww > ws) ws = ww;
@@ -1049,7 +1104,8 @@ static int pick_tactic(int tactic, int direct_ok, const geom *g) {
     if (tactic == T_DIRECT && direct_ok && g->Cg * g->k[0] * g->k[1] * g->k[2] > 16 && g->Mg > 4)
         return T_PADGEMM;
     if (tactic == T_DIRECT && !direct_ok) return T_GEMM;
-    if (tactic == T_GEMM || tactic == T_DIRECT || tactic == T_PADGEMM || tactic == T_DW || tactic == T_DWROWS)
+    if (tactic == T_GEMM || tactic == T_DIRECT || tactic == T_PADGEMM || tactic == T_DW || tactic == T_DWROWS ||
+        tactic == T_PADPACK)
         return tactic;
     if (direct_ok && g->Cg == 1) return T_DW;
     return direct_ok && (g->Cg * g->k[1] * g->k[2] <= 16 || g->Mg == 1) ? T_DIRECT : T_PADGEMM;
@@ -1124,7 +1180,7 @@ static int conv_impl_f32(const kiln_call *c) {
     if (tactic == T_WINO && !conv_wino(c, &g)) return 0;
     if (tactic == T_DIRECT)
         conv_direct(c, &g);
-    else if (tactic != T_PADGEMM || conv_padgemm(c, &g))
+    else if ((tactic != T_PADGEMM && tactic != T_PADPACK) || conv_padgemm(c, &g, tactic == T_PADPACK))
         conv_gemm(c, &g);
     return 0;
 }
@@ -1215,14 +1271,16 @@ static int conv_formats_fn(const kiln_shape_ctx *c, kiln_combo *out, int max) {
     while (out[0].tactics[t]) t++;
     if (wino_applies(2, G, M, k, s, d)) out[0].tactics[t++] = T_WINO;
     if (kiln_expr_is_const(w->dims[1], &Cg) && Cg == 1 && kiln__dwrows_fits(s[1], k[1])) out[0].tactics[t++] = T_DWROWS;
+    if (G == 1 && k[0] * k[1] * s[0] * s[1] > 1 && s[0] <= 4 && s[1] <= 4) /* padgemm_geom applies */
+        out[0].tactics[t++] = T_PADPACK;
     return n;
 }
 
 /* CUDA tactics (conv_cuda.c): 1 direct, 2 im2col + cuBLASLt GEMM, 3
- * depthwise tiles (where they apply), 10..17 cuDNN's algorithms 0..7 (when
- * cuDNN is found). */
+ * depthwise tiles (where they apply), 5 and 6 implicit GEMM on tensor cores
+ * (FP16/BF16), 10..17 cuDNN's algorithms 0..7 (when cuDNN is found). */
 static const kiln_combo conv_cuda_formats[] = {
-    {.types = KILN_CU_T_FLOAT, .tactics = {1, 3, 2, 10, 11, 12, 13, 14, 15, 16, 17}}, {0}};
+    {.types = KILN_CU_T_FLOAT, .tactics = {1, 3, 2, 5, 6, 10, 11, 12, 13, 14, 15, 16, 17}}, {0}};
 static int conv_cuda_check(const kiln_shape_ctx *c) { return kiln__ops_cuda_spatial(c, "Conv", 1, 3); }
 /* 1-D/2-D: conv_cuda.c's tactics; 3-D: direct (conv3d_cuda.c), either
  * tactic, with this file's geometry. */

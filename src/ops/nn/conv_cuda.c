@@ -17,6 +17,14 @@
  *     hold (all of them for 1x1), the weights shared (batch stride 0);
  *     grouped, one image at a time, batched over the groups.  Then
  *     bias_act_<T> for the bias.
+ *   5, 6 implicit GEMM on tensor cores (FP16/BF16; conv_igemm.cu):
+ *     conv_igemm64_<T> / conv_igemm32_<T> (64 x 64 / 64 x 32 output
+ *     tiles), bias + residual + activation applied before the one store,
+ *     no workspace.  Other types answer KILN_EUNSUPPORTED (the builder
+ *     drops the tactic), and so do pointwise convs while the builder
+ *     times (see conv_igemm).  $KILN_CONV_IGEMM=0 turns them off: the builder
+ *     does not time them and an engine that names one runs the GEMM
+ *     tactic.
  *   10 + a (a = cudnnConvolutionFwdAlgo_t 0..7): cuDNN's algorithm a
  *     (device/cuda/cudnn.h), bias + residual + ReLU fused into it where
  *     cuDNN takes them, bias_act_<T> after it otherwise.  While the
@@ -40,11 +48,29 @@
 #include "ops/nn/conv_dw_math.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
-enum { T_AUTO = 0, T_DIRECT = 1, T_GEMM = 2, T_DW = 3, T_CUDNN = KILN_CUDNN_TACTIC0 };
+enum { T_AUTO = 0, T_DIRECT = 1, T_GEMM = 2, T_DW = 3, T_IGEMM64 = 5, T_IGEMM32 = 6, T_CUDNN = KILN_CUDNN_TACTIC0 };
 
 static int is_cudnn(int tactic) { return tactic >= T_CUDNN && tactic < T_CUDNN + KILN_CUDNN_ALGOS; }
+
+/* Tactics 5 and 6, unless $KILN_CONV_IGEMM is "0" or "off" (read once). */
+static int igemm_on(void) {
+    static int on = -1;
+    int v = __atomic_load_n(&on, __ATOMIC_RELAXED);
+    if (v < 0) {
+        const char *e = getenv("KILN_CONV_IGEMM");
+        v = !(e && (!strcmp(e, "0") || !strcmp(e, "off")));
+        __atomic_store_n(&on, v, __ATOMIC_RELAXED);
+    }
+    return v;
+}
+
+/* The tactic a call runs: an implicit-GEMM one turned off runs as GEMM. */
+static int run_tactic(int tactic) {
+    return (tactic == T_IGEMM64 || tactic == T_IGEMM32) && !igemm_on() ? T_GEMM : tactic;
+}
 
 static void attr_arr(const kiln_call *c, const char *name, int n, int64_t *v, int64_t def) {
     const int64_t *a = NULL;
@@ -145,9 +171,10 @@ static int64_t images_per_call(const kiln_cu_conv *p, size_t cb) {
 
 size_t kiln__cu_conv_workspace(const kiln_call *c) {
     kiln_cu_conv p;
-    if (c->tactic == T_DIRECT || c->tactic == T_DW || geometry(c, "Conv", 0, &p)) return 0;
-    if (is_cudnn(c->tactic) && !kiln__cudnn_load()) { /* without cuDNN: the GEMM tactic's (see above) */
-        kiln_cudnn_conv q = {.geo = p, .dtype = c->in[0].dtype, .algo = c->tactic - T_CUDNN,
+    const int tactic = run_tactic(c->tactic);
+    if (tactic == T_DIRECT || tactic == T_DW || tactic == T_IGEMM64 || tactic == T_IGEMM32 || geometry(c, "Conv", 0, &p)) return 0;
+    if (is_cudnn(tactic) && !kiln__cudnn_load()) { /* without cuDNN: the GEMM tactic's (see above) */
+        kiln_cudnn_conv q = {.geo = p, .dtype = c->in[0].dtype, .algo = tactic - T_CUDNN,
                              .tf32 = kiln__cuda_allow_tf32(c)};
         size_t n = 0;
         return kiln__cudnn_conv_workspace(&q, &n) ? 0 : n;
@@ -280,6 +307,36 @@ static int conv_dw(const kiln_call *c, const kiln_cu_conv *p, const void *bias, 
     return kiln__cuda_launch(c, names[ki][ti], grid, block, 0, args);
 }
 
+/* Tactics 5 and 6 (conv_igemm.cu): one kernel, the epilogue included. */
+static int conv_igemm(const kiln_call *c, const kiln_cu_conv *p, const void *bias, const void *res, const char *suf,
+                      int bn) {
+    kiln_dtype t = c->in[0].dtype;
+    if (t != KILN_DTYPE_F16 && t != KILN_DTYPE_BF16)
+        return kiln_set_error(KILN_EUNSUPPORTED, "Conv: the implicit-GEMM tactic takes FP16 and BF16 (not %s)",
+                              kiln_dtype_name(t));
+    const int64_t cols = p->n * p->oh * p->ow, mt = (p->k / p->group + 63) / 64, nt = (cols + bn - 1) / bn;
+    /* A pointwise conv's input already is the GEMM operand (tactic 2 runs
+     * no im2col), so this kernel can only save the bias_act pass, while
+     * its GEMM is much slower than cuBLASLt's.  In ResNet-50 b1 FP16
+     * (H200) the builder picked it for 9 such convs, one launch timed
+     * alone beating two, but in the CUDA graph it took 10-14 us each where
+     * the CUPTI timeline without it suggests ~5-8 us for GEMM + bias_act.
+     * So it is not timed there; an engine that names it still runs it. */
+    if (kiln__b_timing && pointwise(p))
+        return kiln_set_error(KILN_EUNSUPPORTED, "Conv: the implicit-GEMM tactic is not timed on 1x1 stride-1 "
+                              "unpadded convs (tactic 2 runs no im2col there)");
+    if (nt > INT32_MAX || mt > 65535 || p->group > 65535)
+        return kiln_set_error(KILN_EUNSUPPORTED, "Conv: %lld x %lld tiles in %d groups exceed the CUDA grid",
+                              (long long)nt, (long long)mt, p->group);
+    if (!cols || !p->k) return 0;
+    char name[32];
+    snprintf(name, sizeof name, "conv_igemm%d_%s", bn, suf);
+    const unsigned grid[3] = {(unsigned)nt, (unsigned)mt, (unsigned)p->group}, block[3] = {128, 1, 1};
+    void *args[] = {(void *)p, (void *)&c->in[0].data, (void *)&c->in[1].data, (void *)&bias, (void *)&res,
+                    (void *)&c->out[0].data};
+    return kiln__cuda_launch(c, name, grid, block, 0, args);
+}
+
 int kiln__cu_conv(const kiln_call *c) {
     kiln_cu_conv p;
     int rc = geometry(c, "Conv", 0, &p);
@@ -298,7 +355,11 @@ int kiln__cu_conv(const kiln_call *c) {
                                   "tensor of the output's type and size", ri);
         res = c->in[ri].data;
     }
-    int tactic = c->tactic;
+    int tactic = run_tactic(c->tactic);
+    if (tactic != c->tactic && kiln__b_timing)
+        return kiln_set_error(KILN_EUNSUPPORTED, "Conv: implicit-GEMM tactics off ($KILN_CONV_IGEMM)");
+    if (tactic == T_IGEMM64 || tactic == T_IGEMM32)
+        return conv_igemm(c, &p, bias, res, suf, tactic == T_IGEMM64 ? 64 : 32);
     if (is_cudnn(tactic)) {
         rc = conv_cudnn(c, &p, res, suf);
         if (rc != KILN_ENOTFOUND) return rc;

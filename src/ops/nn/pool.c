@@ -15,6 +15,10 @@
 #include <math.h>
 #include <string.h>
 
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
 enum { P_MAX, P_AVG, P_LP };
 
 /* Max over a window as ONNX Runtime gives it: NaN inputs are skipped (max
@@ -199,6 +203,72 @@ static inline void tap_range(int64_t start, int64_t k, int64_t d, int64_t n, int
     *cnt_pad = hp < k ? hp : k;
 }
 
+#if defined(__AVX512F__)
+/* PMAX on 16 lanes: v where it is greater or m is NaN, else m. */
+static inline __m512 pmax16(__m512 v, __m512 m) {
+    __m512 t = _mm512_max_ps(v, m); /* v > m ? v : m, so NaN only where m is */
+    return _mm512_mask_mov_ps(t, _mm512_cmp_ps_mask(t, t, _CMP_UNORD_Q), v);
+}
+
+/* Max over a window that lies wholly inside the plane (no padding taps),
+ * column stride sx 1 or 2, no dilation: 16 outputs of row r0 (the first of
+ * the window's kh rows, row pitch IW) at a time, output i's window
+ * starting at column xs + i * sx.  Tap kx of the 16 outputs is one vector:
+ * sx 1 a load at xs + kx; sx 2 the even (kx even) or odd lanes of the 32
+ * floats from xs + kx - kx % 2.  Each column is reduced over the rows,
+ * then the columns in kx order, PMAX as the scalar path: the same order
+ * of comparisons, so NaNs and signed zeros come out the same.  n <= 16
+ * outputs; loads are masked to the row's IW - xs columns. */
+static inline __attribute__((always_inline)) void
+max_row16(const float *r0, int64_t IW, int64_t kh, int64_t kw, int64_t sx, int64_t xs, int64_t n, float *y) {
+    const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
+    __m512 best = _mm512_setzero_ps();
+    for (int64_t kx = 0; kx < kw; kx++) {
+        int64_t base = xs + (sx == 2 ? kx - kx % 2 : kx), avail = IW - base;
+        __mmask16 m0 = avail >= 16 ? 0xFFFF : (__mmask16)((1u << avail) - 1u);
+        __mmask16 m1 = avail >= 32 ? 0xFFFF : avail <= 16 ? 0 : (__mmask16)((1u << (avail - 16)) - 1u);
+        __m512 col = _mm512_setzero_ps();
+        for (int64_t ky = 0; ky < kh; ky++) {
+            const float *p = r0 + ky * IW + base;
+            __m512 v = _mm512_maskz_loadu_ps(m0, p);
+            if (sx == 2) {
+                __m512 hi = _mm512_maskz_loadu_ps(m1, p + 16);
+                v = _mm512_permutex2var_ps(v, kx % 2 ? odd : even, hi);
+            }
+            col = ky ? pmax16(v, col) : v;
+        }
+        best = kx ? pmax16(col, best) : col;
+    }
+    _mm512_mask_storeu_ps(y, (__mmask16)((1u << n) - 1u), best);
+}
+
+/* max_row16 for 3 taps at column stride 2, each of the 33 input columns
+ * reduced over the rows once (not once per tap): tap 0 and 1 are the even
+ * and odd lanes of columns 0..31, tap 2 the even lanes moved down one,
+ * column 32 in the last. */
+static void max3_s2_row16(const float *r0, int64_t IW, int64_t kh, int64_t xs, int64_t n, float *y) {
+    const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
+    int64_t avail = IW - xs;
+    __mmask16 m0 = avail >= 16 ? 0xFFFF : (__mmask16)((1u << avail) - 1u);
+    __mmask16 m1 = avail >= 32 ? 0xFFFF : avail <= 16 ? 0 : (__mmask16)((1u << (avail - 16)) - 1u);
+    __mmask16 m2 = avail > 32 ? 1 : 0;
+    const float *p = r0 + xs;
+    __m512 a = _mm512_maskz_loadu_ps(m0, p), b = _mm512_maskz_loadu_ps(m1, p + 16);
+    __m512 c = _mm512_maskz_loadu_ps(m2, p + 32);
+    for (int64_t ky = 1; ky < kh; ky++) {
+        p += IW;
+        a = pmax16(_mm512_maskz_loadu_ps(m0, p), a);
+        b = pmax16(_mm512_maskz_loadu_ps(m1, p + 16), b);
+        c = pmax16(_mm512_maskz_loadu_ps(m2, p + 32), c);
+    }
+    __m512 e = _mm512_permutex2var_ps(a, even, b), o = _mm512_permutex2var_ps(a, odd, b);
+    __m512 e2 = _mm512_castsi512_ps(_mm512_alignr_epi32(_mm512_castps_si512(c), _mm512_castps_si512(e), 1));
+    _mm512_mask_storeu_ps(y, (__mmask16)((1u << n) - 1u), pmax16(e2, pmax16(o, e)));
+}
+#endif
+
 /* 2-D planes: the window is clipped once per output, the inner loops carry
  * no bounds tests. */
 static void pool_planes_2d(const ptask *t, int64_t b, int64_t e) {
@@ -225,6 +295,16 @@ static void pool_planes_2d(const ptask *t, int64_t b, int64_t e) {
         float *rm = kiln__cpu_scratch(2, 2 * (size_t)IW + 32);
         if (!rm) return;
         float *hm = rm + IW + 16; /* dx == 1: max of the KW columns from each start */
+#if defined(__AVX512F__)
+        /* outputs [oxa, oxb) have their whole window inside the row */
+        int64_t oxa = 0, oxb = 0;
+        if (dx == 1 && (sx == 1 || sx == 2) && KW <= IW) {
+            oxa = (g->pb[2] + sx - 1) / sx;
+            oxb = (IW - KW + g->pb[2]) / sx + 1;
+            if (oxb > OW) oxb = OW;
+            if (oxa > oxb) oxa = oxb;
+        }
+#endif
         for (int64_t pl = b; pl < e; pl++) {
             const float *x = t->x + pl * isp;
             float *y = t->y + pl * osp;
@@ -235,6 +315,33 @@ static void pool_planes_2d(const ptask *t, int64_t b, int64_t e) {
                     for (int64_t ox = 0; ox < OW; ox++) yr[ox] = -INFINITY;
                     continue;
                 }
+#if defined(__AVX512F__)
+                if (oxb - oxa >= 16 && dy == 1) {
+                    /* AVX-512: the inside columns straight from X's rows,
+                     * the edge ones (padding taps) as below */
+                    const float *r0 = x + (ys + ylo) * IW;
+                    for (int64_t ox = oxa; ox < oxb; ox += 16) {
+                        int64_t xs = ox * sx - g->pb[2], n = oxb - ox < 16 ? oxb - ox : 16;
+                        if (KW == 3 && sx == 2) /* ResNet's stem */
+                            max3_s2_row16(r0, IW, yhi - ylo, xs, n, yr + ox);
+                        else
+                            max_row16(r0, IW, yhi - ylo, KW, sx, xs, n, yr + ox);
+                    }
+                    for (int64_t ox = 0; ox < OW; ox++) {
+                        if (ox == oxa) ox = oxb;
+                        if (ox >= OW) break;
+                        int64_t xs = ox * sx - g->pb[2], xlo = txl[ox], xhi = txh[ox];
+                        float best = -INFINITY; /* columns reduced over the rows first, as below */
+                        for (int64_t kx = xlo; kx < xhi; kx++) {
+                            float col = r0[xs + kx];
+                            for (int64_t ky = 1; ky < yhi - ylo; ky++) col = PMAX(r0[ky * IW + xs + kx], col);
+                            best = kx == xlo ? col : PMAX(col, best);
+                        }
+                        yr[ox] = best;
+                    }
+                    continue;
+                }
+#endif
                 const float *r0 = x + (ys + ylo * dy) * IW;
                 for (int64_t i = 0; i < IW; i++) rm[i] = r0[i];
                 for (int64_t ky = ylo + 1; ky < yhi; ky++) {

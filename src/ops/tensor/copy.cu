@@ -7,6 +7,13 @@
  *     Expand (0 strides), Concat/Split (one launch per part, offset base,
  *     the whole tensor's strides), Tile (dims split into [repeat, dim]
  *     pairs: source stride 0 on the repeat dim), Reshape/Identity copies.
+ *     bytes is the moved unit, not the dtype's size: the launcher
+ *     (kiln__cu_copy, copy_plan.h) moves rows contiguous on both sides in
+ *     units of up to 16 bytes (copy_16 over uint4);
+ *   transpose_<bytes>(t, src, dst): the same copy when the destination's
+ *     innermost dim is strided in the source and another dim is contiguous
+ *     there: 32 x 32 tiles through shared memory (kiln_cu_transpose), so
+ *     both the reads and the writes are coalesced;
  *   pad_<bytes>(kiln_cu_pad, src, dst): Pad, modes constant/reflect/edge/wrap.
  *   gather_<bytes>_<i32|i64>(ck, outer, len, inner, nidx, idx, src, dst):
  *     Gather along one axis (negative indices count from the end; an index
@@ -31,6 +38,35 @@ template <typename T> __device__ __forceinline__ void kc_copy(const kiln_cu_iter
         return;
     }
     kc_iterate<2>(it, [&](const int64_t *o) { dst[o[1]] = src[o[0]]; });
+}
+
+/* One 32 x 32 tile per block iteration (256 threads: 32 lanes x 8 rows,
+ * 4 elements each): read along P (contiguous in src) into tile[q][p],
+ * write along Q (contiguous in dst) from tile[q][p]; the row of 33
+ * elements puts a tile column in 32 different banks (4-byte types). */
+template <typename T> __device__ __forceinline__ void kc_transpose(const kiln_cu_transpose &t, const T *src, T *dst) {
+    __shared__ T tile[32][33];
+    const int tx = threadIdx.x & 31, ty = threadIdx.x >> 5;
+    const int64_t per = t.tp * t.tq;
+    for (int64_t b = blockIdx.x; b < t.nblocks; b += gridDim.x) {
+        int64_t ti = b % per, p0 = (ti % t.tp) * 32, q0 = (ti / t.tp) * 32;
+        int64_t o[2];
+        kc_offsets<uint64_t, int64_t, 2>(t.batch, (uint64_t)(b / per), o);
+        const T *s = src + o[0];
+        T *d = dst + o[1];
+#pragma unroll
+        for (int k = 0; k < 32; k += 8) {
+            int64_t p = p0 + tx, q = q0 + ty + k;
+            if (p < t.P && q < t.Q) tile[ty + k][tx] = s[p + q * t.sq];
+        }
+        __syncthreads();
+#pragma unroll
+        for (int k = 0; k < 32; k += 8) {
+            int64_t q = q0 + tx, p = p0 + ty + k;
+            if (p < t.P && q < t.Q) d[q + p * t.dp] = tile[tx][ty + k];
+        }
+        __syncthreads();
+    }
 }
 
 __device__ __forceinline__ int64_t kc_pad_index(int64_t i, int64_t n, int mode) {
@@ -105,6 +141,9 @@ __device__ __forceinline__ void kc_gather_el(const kiln_cu_check &ck, const kiln
     }
 #define KC_COPY(S, T)                                                                         \
     extern "C" __global__ void copy_##S(kiln_cu_iter it, const T *src, T *dst) { kc_copy<T>(it, src, dst); } \
+    extern "C" __global__ void __launch_bounds__(256) transpose_##S(kiln_cu_transpose t, const T *src, T *dst) { \
+        kc_transpose<T>(t, src, dst);                                                          \
+    }                                                                                          \
     extern "C" __global__ void pad_##S(kiln_cu_pad p, const T *src, T *dst) { kc_pad<T>(p, src, dst); } \
     KC_GATHER(S, T, i32, int32_t)                                                              \
     KC_GATHER(S, T, i64, int64_t)                                                              \
@@ -122,6 +161,8 @@ __device__ __forceinline__ void kc_gather_el(const kiln_cu_check &ck, const kiln
         KC_FOR(i, n, int64_t) dst[i] = i % C == i / C + k ? (T)one : (T)0;                     \
     }
 KC_SIZES(KC_COPY)
+/* 16-byte units: rows contiguous on both sides, 16-byte aligned */
+extern "C" __global__ void copy_16(kiln_cu_iter it, const uint4 *src, uint4 *dst) { kc_copy<uint4>(it, src, dst); }
 
 extern "C" __global__ void put_i64(kiln_cu_vals v, int64_t *dst) {
     KC_FOR(i, v.n, int64_t) dst[i] = v.v[i];

@@ -1,7 +1,8 @@
 /*
  * copy_cuda.c — CUDA launchers of the data-movement ops, all on copy.cu's
  * kernels (the dtype only matters by its size):
- *   copy_<size>:  Transpose, Concat, Split, Slice, Expand, Tile, and the
+ *   copy_<unit>, transpose_<size> (kiln__cu_copy, planned by copy_plan.c):
+ *                 Transpose, Concat, Split, Slice, Expand, Tile, and the
  *                 view ops (Reshape, Flatten, Squeeze, Unsqueeze, Identity:
  *                 a plain copy unless the output aliases the input);
  *   pad_<size>:   Pad (constant, reflect, edge, wrap; negative pads crop);
@@ -14,8 +15,29 @@
  */
 #include "ops/common/cuda_impls.h"
 #include "ops/common/ops_cuda.h"
+#include "ops/tensor/copy_plan.h"
 
+#include <stdio.h>
 #include <string.h>
+
+/* The strided copy behind every op here: planned on the host (unit width,
+ * plain or tiled transpose: copy_plan.h), then one launch. */
+int kiln__cu_copy(const kiln_call *c, kiln_dtype t, int nd, const int64_t *dims, const void *src,
+                  const int64_t *src_st, void *dst, const int64_t *dst_st) {
+    if (!kiln__cu_size_suffix(t)) return kiln__cu_type_err("copy", t);
+    if (nd > KILN_CU_MAX_DIMS)
+        return kiln_set_error(KILN_EUNSUPPORTED, "copy: rank %d exceeds the CUDA copy's %d dims", nd, KILN_CU_MAX_DIMS);
+    kiln__cu_copy_plan p;
+    kiln__cu_copy_plan_make(nd, dims, kiln_dtype_size(t), (uintptr_t)src, src_st, (uintptr_t)dst, dst_st, &p);
+    char sz[4];
+    snprintf(sz, sizeof sz, "%d", p.unit);
+    if (p.transpose) {
+        void *args[] = {&p.tr, &src, &dst};
+        return kiln__cu_launch_blocks(c, "transpose", sz, p.tr.nblocks < 65536 ? p.tr.nblocks : 65536, 256, args);
+    }
+    void *args[] = {&p.it, &src, &dst};
+    return kiln__cu_launch_n(c, "copy", sz, p.it.numel, args);
+}
 
 static int need_contig(const char *op, const kiln_tensor *t) {
     return kiln__cu_contig(t) ? 0 : kiln_set_error(KILN_EUNSUPPORTED, "%s: CUDA kernels need contiguous tensors", op);
