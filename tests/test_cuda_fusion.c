@@ -25,6 +25,7 @@
 #include "encoder_nets.h"
 #include "lcnet_nets.h"
 #include "dbhead_nets.h"
+#include "resid_nets.h"
 
 #include <math.h>
 
@@ -443,6 +444,35 @@ TEST_IMPL(dbhead_convtranspose_resize_on_gpu) {
     run_db(&w, KILN_BUILD_FP16, 2e-2);
 }
 
-TEST_LIST(TEST_ENTRY(linear_bias_gelu_on_gpu), TEST_ENTRY(attention_on_gpu), TEST_ENTRY(attention_views_on_gpu),
+/* An epilogue Add whose other operand is a network input (resid_nets.h):
+ * the GPU engine (the Conv's residual epilogue reads the input's copy in
+ * device memory), FP32 and FP16, against the CPU engine and a double
+ * reference on the same fresh inputs (rs_run: same seed, same inputs). */
+TEST_IMPL(input_residual_on_gpu) {
+    need_gpu();
+    rs_w w;
+    rs_weights(&w, 81);
+    for (int mode = 0; mode < RS_NMODES; mode++) {
+        kiln_network *net = rs_network(&w, (rs_mode)mode);
+        kiln_engine *cpu = test_build_ok(net, KILN_BUILD_NO_TIMING, 1, NULL);
+        kiln_network_free(net);
+        double cpu_err = rs_run(cpu, &w, (rs_mode)mode, 300 + (uint64_t)mode);
+        kiln_engine_free(cpu);
+        ASSERT(cpu_err <= 1e-5);
+        for (int h = 0; h < 2; h++) {
+            kiln_build_config *cfg = kiln_build_config_create();
+            kiln_build_config_set_device(cfg, KILN_DEVICE_CUDA);
+            kiln_build_config_set_flags(cfg, KILN_BUILD_STRICT_DEVICE | (h ? KILN_BUILD_FP16 : 0));
+            kiln_engine *e = build_free(rs_network(&w, (rs_mode)mode), cfg);
+            double err = rs_run(e, &w, (rs_mode)mode, 300 + (uint64_t)mode), tol = h ? 2e-2 : 1e-5;
+            printf("mode %d %s: %d layers, max |y - ref| / (1 + |ref|) GPU %.3g, CPU %.3g (tolerance %.3g)\n", mode,
+                   h ? "FP16" : "FP32", (int)e->nlayers, err, cpu_err, tol);
+            kiln_engine_free(e);
+            ASSERT(err <= tol);
+        }
+    }
+}
+
+TEST_LIST(TEST_ENTRY(input_residual_on_gpu), TEST_ENTRY(linear_bias_gelu_on_gpu), TEST_ENTRY(attention_on_gpu), TEST_ENTRY(attention_views_on_gpu),
           TEST_ENTRY(attention_mask_on_gpu), TEST_ENTRY(residual_layernorm_fp16_without_casts), TEST_ENTRY(lcnet_hswish_on_gpu),
           TEST_ENTRY(dbhead_convtranspose_resize_on_gpu))

@@ -31,6 +31,7 @@
 #include "kiln/onnx.h"
 #include "lcnet_nets.h"
 #include "dbhead_nets.h"
+#include "resid_nets.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -285,5 +286,46 @@ TEST_IMPL(convtranspose_fold) {
     kiln__cuda_fake(0);
 }
 
+/* An epilogue Add whose other operand is a network input (resid_nets.h):
+ * the CPU engines, fused or not, match a double reference; on the stand-in
+ * GPU, FP32 and FP16, the Conv takes the Add as a residual epilogue that
+ * reads the input's host-to-device copy, and the engine prepares (build)
+ * and loads (the residual Add once named the host tensor while the Conv
+ * read the copy: "4 inputs, its op takes at most 3"). */
+TEST_IMPL(input_residual) {
+    rs_w w;
+    rs_weights(&w, 71);
+    for (int mode = 0; mode < RS_NMODES; mode++) {
+        for (int fuse = 1; fuse >= 0; fuse--) {
+            kiln_network *net = rs_network(&w, (rs_mode)mode);
+            kiln_engine *e = test_build_ok(net, KILN_BUILD_NO_TIMING | (fuse ? 0 : KILN_BUILD_NO_FUSION), 1, NULL);
+            kiln_network_free(net);
+            double worst = rs_run(e, &w, (rs_mode)mode, 200 + (uint64_t)(mode * 2 + fuse));
+            printf("  CPU mode %d fusion %d: %d layers, max |y - ref| / (1 + |ref|) = %.3g\n", mode, fuse,
+                   (int)e->nlayers, worst);
+            ASSERT(worst <= 1e-5);
+            kiln_engine_free(e);
+        }
+    }
+    kiln__cuda_fake(1);
+    for (int mode = 0; mode < RS_NMODES; mode++) {
+        for (int h = 0; h < 2; h++) {
+            kiln_network *net = rs_network(&w, (rs_mode)mode);
+            kiln_engine *e = build_cuda(net, KILN_BUILD_NO_TIMING | KILN_BUILD_STRICT_DEVICE | (h ? KILN_BUILD_FP16 : 0));
+            kiln_network_free(net);
+            if (!e) TEST__FAIL("mode %d %s: build: %s", mode, h ? "FP16" : "FP32", kiln_errmsg());
+            const kiln__elayer *conv = find_layer(e, "conv");
+            if (mode != RS_MATMUL_X2) { /* the Conv reads the copy, and so does its residual Add */
+                ASSERT(conv && conv->nin == 4 && epi_is(conv, 0, "Add") && conv->nepi == 2);
+                ASSERT_EQ(conv->epi[0].in[1 - conv->epi[0].x], conv->in[3]);
+                ASSERT_EQ(e->tensors[conv->in[3]].loc, KILN_DEVICE_CUDA);
+            }
+            kiln_engine_free(test_roundtrip(e)); /* loads (prepares) again */
+            kiln_engine_free(e);
+        }
+    }
+    kiln__cuda_fake(0);
+}
+
 TEST_LIST(TEST_ENTRY(cpu_fold), TEST_ENTRY(gpu_fold_structure), TEST_ENTRY(ppocr_det_gpu_layers),
-          TEST_ENTRY(convtranspose_fold))
+          TEST_ENTRY(convtranspose_fold), TEST_ENTRY(input_residual))

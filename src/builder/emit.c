@@ -245,6 +245,14 @@ int kiln__b_finalize(builder *b, int **order_out, int *norder) {
             for (int o = 0; o < L->nout; o++)
                 if (b->t[L->out[o]].alias_in == T) b->t[L->out[o]].alias_in = V;
             L->in[p] = V;
+            /* A residual Add fused first in L's chain (fuse.c) names the
+             * input at max_inputs; it must name the copy L reads too
+             * (engine/epilogue.c residual_of compares the two). */
+            if (p == L->op->max_inputs && L->nepi > 0) {
+                bl *F = &b->l[L->epi[0].layer];
+                int r = 1 - L->epi[0].x;
+                if (F->nin == 2 && r >= 0 && r <= 1 && F->in[r] == T) F->in[r] = V;
+            }
         }
         if (rc) break;
         rc = ipush(&ord, li);
