@@ -131,41 +131,6 @@ template <typename T> __device__ __forceinline__ void kc_resize(const kiln_cu_re
     }
 }
 
-/* Nearest mode with 32-bit indices (the launcher checks both tensors hold
- * fewer than 2^31 elements): one source element per output, its index per
- * dim from the same formulas, the dims unrolled so nothing lands in local
- * memory (kc_resize's tap arrays made PP-OCRv4's six 2x upsamplings take
- * 4.7 ms per batch-32 run on an H200), the value copied as is. */
-template <typename T>
-__device__ __forceinline__ void kc_resize_nearest(const kiln_cu_resize &p, const T *x, T *y) {
-    uint32_t numel = 1;
-#pragma unroll
-    for (int d = 0; d < KILN_CU_MAX_DIMS; d++)
-        if (d < p.ndim) numel *= (uint32_t)p.out_dims[d];
-    KC_FOR(i, numel, uint32_t) {
-        uint32_t rem = i, s = 1, off = 0;
-        bool outside = false;
-#pragma unroll
-        for (int d = KILN_CU_MAX_DIMS - 1; d >= 0; d--) {
-            if (d >= p.ndim) continue;
-            const uint32_t out = (uint32_t)p.out_dims[d], in = (uint32_t)p.in_dims[d], o = rem % out;
-            rem /= out;
-            uint32_t src = o;
-            if (in != out || p.scale[d] != 1.0 || p.coord == 5) {
-                const double xs = kc_rz_source(p, d, o);
-                if (p.coord == 5 && (xs < 0 || xs > (double)(in - 1))) outside = true;
-                src = (uint32_t)kc_clamp(kc_rz_nearest(p.nearest, xs, p.scale[d]), 0, (int64_t)in - 1);
-            }
-            off += src * s;
-            s *= in;
-        }
-        y[i] = outside ? kc_stf<T>((float)p.extrapolation) : x[off];
-    }
-}
-
 #define KC_RESIZE(S, T)                                                                       \
-    extern "C" __global__ void resize_##S(kiln_cu_resize p, const T *x, T *y) { kc_resize<T>(p, x, y); } \
-    extern "C" __global__ void resize_nearest_##S(kiln_cu_resize p, const T *x, T *y) {       \
-        kc_resize_nearest<T>(p, x, y);                                                        \
-    }
+    extern "C" __global__ void resize_##S(kiln_cu_resize p, const T *x, T *y) { kc_resize<T>(p, x, y); }
 KC_FLOATS(KC_RESIZE)
