@@ -445,19 +445,20 @@ static void try_fuse_residual(builder *b, int li, int *uses) {
     }
 }
 
+void kiln__b_count_uses(const builder *b, int *uses) {
+    memset(uses, 0, ((size_t)b->nt + 1) * sizeof *uses);
+    for (int li = 0; li < b->nl; li++)
+        for (int p = 0; p < b->l[li].nin && !b->l[li].dead; p++)
+            if (b->l[li].in[p] >= 0) uses[b->l[li].in[p]]++;
+    for (int s = 0; s < b->nsym; s++) /* a size symbol bound to a tensor reads it too */
+        if (b->sym[s].t >= 0 && b->sym[s].t < b->nt) uses[b->sym[s].t] += 2;
+}
+
 int kiln__b_fuse(builder *b) {
     if (b->cfg->flags & KILN_BUILD_NO_FUSION) return 0;
-    int *uses = kiln__calloc((size_t)b->nt + 1, sizeof *uses);
+    int *uses = kiln__malloc(((size_t)b->nt + 1) * sizeof *uses);
     if (!uses) return kiln__err(KILN_ENOMEM, "build: out of memory");
-    for (int li = 0; li < b->nl; li++) {
-        const bl *L = &b->l[li];
-        if (L->dead) continue;
-        for (int p = 0; p < L->nin; p++)
-            if (L->in[p] >= 0) uses[L->in[p]]++;
-    }
-    /* A size symbol bound to a tensor reads it too. */
-    for (int s = 0; s < b->nsym; s++)
-        if (b->sym[s].t >= 0 && b->sym[s].t < b->nt) uses[b->sym[s].t] += 2;
+    kiln__b_count_uses(b, uses);
     for (int li = 0; li < b->nl; li++) gelu_erf(b, li, uses);
     for (int li = 0; li < b->nl; li++) {
         try_fuse_residual(b, li, uses);
