@@ -22,6 +22,8 @@
 
 #define MAX_CANDS 256
 #define FP32_TIE_MARGIN 1.1 /* see kiln__b_select */
+#define RECHECK_FACTOR 1.5  /* see recheck_cpu */
+#define RECHECK_REPS 1      /* samples after the warm-up in recheck_cpu */
 
 typedef struct cand {
     kiln_io_format io;
@@ -569,7 +571,8 @@ static int time_candidate_x(builder *b, int li, const kiln_io_format *io, int ta
         return rc;
     }
     kiln__b_timing = 1;
-    rc = kiln__b_run(b, li, io, tactic, tb.in, tb.out, b->cfg->reps, ms);
+    rc = kiln__b_run(b, li, io, tactic, tb.in, tb.out, retime && b->cfg->reps > RECHECK_REPS ? RECHECK_REPS : b->cfg->reps,
+                     ms);
     kiln__b_timing = 0;
     bufs_free(&tb);
     b->run_ms += kiln__now_ms() - t1;
@@ -934,8 +937,6 @@ typedef struct cand_time {
     char ok, measured, cut;
 } cand_time;
 
-#define RECHECK_FACTOR 1.5 /* see recheck_cpu */
-
 static int recheck_wanted(const cand_time *t, double best_ms) {
     return t->ok && (t->cut || t->ms <= RECHECK_FACTOR * best_ms);
 }
@@ -955,15 +956,17 @@ static int recheck_cpu(builder *b, int li, const cand_list *cl, cand_time *ct, i
         nmeasured += ct[k].measured;
     }
     if (L->device != KILN_DEVICE_CPU || nre < 2 || !nmeasured) return 0;
-    const double first_ms = ct[*best].ms;
+    const double first_ms = ct[*best].ms, t0 = kiln__now_ms();
     double fastest = first_ms;
     for (int k = 0; k < cl->n; k++) {
         if (!recheck_wanted(&ct[k], first_ms)) continue;
         double ms;
         int ok;
         b->cut_ms = fastest;
+        b->recheck = 1;
         int rc = time_candidate_x(b, li, &cl->c[k].io, cl->c[k].tactic, &ms, &ok, 1, 1, NULL);
         b->cut_ms = 0;
+        b->recheck = 0;
         if (rc) return rc;
         if (ok && ms < ct[k].ms) ct[k].ms = ms;
         if (ct[k].ms < fastest) fastest = ct[k].ms;
@@ -973,6 +976,7 @@ static int recheck_cpu(builder *b, int li, const cand_list *cl, cand_time *ct, i
         if (ct[k].ok && (ct[k].ms + ct[k].extra) * ct[k].mult < (ct[*best].ms + ct[*best].extra) * ct[*best].mult)
             *best = k;
     b->nrecheck += nre;
+    b->recheck_ms += kiln__now_ms() - t0;
     if (*best != was) {
         b->nrechosen++;
         kiln__log(KILN_LOG_VERBOSE, "layer '%s': recheck of %d candidates: tactic %d (%.4f ms) replaces tactic %d "
@@ -1121,8 +1125,8 @@ int kiln__b_select(builder *b) {
     kiln__free(cl.c);
     kiln__log(KILN_LOG_VERBOSE, "selection: %d candidates, %d timed (%d cut short after one sample, %d rechecks "
               "that changed %d choices), %d from the timing cache (%d identical instances); %.2f s making timing "
-              "buffers, %.2f s timing",
+              "buffers, %.2f s timing (%.2f s of it rechecking)",
               b->st->candidates, b->st->timed, b->ncut, b->nrecheck, b->nrechosen, b->st->cache_hits,
-              b->st->cache_dedup, b->prep_ms / 1000, b->run_ms / 1000);
+              b->st->cache_dedup, b->prep_ms / 1000, b->run_ms / 1000, b->recheck_ms / 1000);
     return rc;
 }
