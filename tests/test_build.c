@@ -691,16 +691,16 @@ TEST_IMPL(identical_layers_timed_once) {
     kiln_network_free(net);
 }
 
-/* y = a + b; tactic 1 spends 1 ms more per call, tactic 2 spends 6 ms more
+/* y = a + b; tactic g_slow spends 1 ms more per call, the other 6 ms more
  * on its first g_burst calls: another process's burst of work on a busy
  * machine, landing on all first-pass samples of the faster tactic. */
-static int g_burst;
+static int g_burst, g_slow;
 static void spin_ms(double ms) {
     for (double t0 = kiln__now_ms(); kiln__now_ms() - t0 < ms;) {
     }
 }
 static int burst_impl(const kiln_call *c) {
-    if (c->tactic == 1) spin_ms(1.0);
+    if (c->tactic == g_slow) spin_ms(1.0);
     else if (g_burst > 0 && g_burst--) spin_ms(6.0);
     return add_impl(c);
 }
@@ -709,10 +709,11 @@ static const kiln_quick_op burst_op = {.ns = "test", .name = "add_burst", .versi
                                        .impl = burst_impl, .formats = addt_formats};
 KILN_OP(burst_op)
 
-/* The CPU choice survives a burst of load over one tactic's first samples:
- * the cut-short candidate runs once more after the others (recheck_cpu)
- * and its fastest sample wins.  A median over one pass took tactic 1. */
-TEST_IMPL(cpu_timing_recheck) {
+/* The CPU choice survives a burst of load over all first-pass samples of
+ * the faster tactic: each candidate runs once more after the others
+ * (recheck_cpu) and its fastest sample counts.  A median over one pass took
+ * the slower tactic in both cases. */
+static void recheck_case(int fast, int burst_calls, const char *why) {
     kiln_network *net = kiln_network_create();
     int64_t d[2] = {8, 8};
     ASSERT_OK(kiln_network_add_input(net, "a", KILN_DTYPE_F32, 2, d, NULL));
@@ -724,19 +725,29 @@ TEST_IMPL(cpu_timing_recheck) {
     kiln_build_stats st;
     kiln_engine *e = NULL;
     log_capture(KILN_LOG_VERBOSE);
-    g_burst = 2; /* tactic 2's warm-up and first sample: 6 ms each, > 2x tactic 1: cut short */
+    g_slow = 3 - fast;
+    g_burst = burst_calls;
     int rc = kiln_build(net, cfg, &e, &st);
     log_restore();
+    printf("  %s\n", why);
     ASSERT_OK(rc);
     ASSERT_EQ(g_burst, 0);
     ASSERT_EQ(st.timed, 2); /* the recheck's runs are not counted as candidates */
-    ASSERT_EQ(e->layers[0].tactic, 2);
-    ASSERT_CONTAINS(g_log.text, "recheck of 2 candidates: tactic 2");
-    ASSERT_CONTAINS(g_log.text, "replaces tactic 1");
+    ASSERT_EQ(e->layers[0].tactic, fast);
+    char want[64];
+    snprintf(want, sizeof want, "recheck of 2 candidates: tactic %d", fast);
+    ASSERT_CONTAINS(g_log.text, want);
+    snprintf(want, sizeof want, "replaces tactic %d", 3 - fast);
+    ASSERT_CONTAINS(g_log.text, want);
     run_add(e, 64, 1.0f, 1e-6);
     kiln_engine_free(e);
     kiln_build_config_free(cfg);
     kiln_network_free(net);
+}
+
+TEST_IMPL(cpu_timing_recheck) {
+    recheck_case(2, 2, "tactic 2 timed second: its warm-up and first sample, 6 ms each, cut it short");
+    recheck_case(1, 3, "tactic 1 timed first: its warm-up and both samples 6 ms, 6x tactic 2");
 }
 
 static void layout_case(const char *op, int expect_second_is_c1) {

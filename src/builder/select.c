@@ -6,7 +6,7 @@
  * tensor when the config allows FP16).  A layer with one candidate is not
  * timed.  Otherwise each candidate runs at the profile's opt shapes on random
  * inputs (warm-up + reps; on the GPU the median, on the CPU the fastest
- * sample, and the CPU's close candidates run once more at the end of the
+ * sample, and the CPU's candidates run once more at the end of the
  * layer: recheck_cpu), and the cost of a candidate is its time
  * plus the time of the reformats its inputs would need from the formats the
  * producers already chose (greedy, in topological order).
@@ -22,7 +22,6 @@
 
 #define MAX_CANDS 256
 #define FP32_TIE_MARGIN 1.1 /* see kiln__b_select */
-#define RECHECK_FACTOR 1.5  /* see recheck_cpu */
 #define RECHECK_REPS 1      /* samples after the warm-up in recheck_cpu */
 
 typedef struct cand {
@@ -930,36 +929,35 @@ static int lookahead_cost(builder *b, int li, unsigned outs, const kiln_io_forma
 }
 
 /* First-pass result of one candidate: kernel time, reformat cost on top,
- * rank factor (FP32_TIE_MARGIN), whether it has a time, whether it ran now
- * and whether it was cut short after one sample. */
+ * rank factor (FP32_TIE_MARGIN), whether it has a time and whether it ran
+ * now (not from the timing cache). */
 typedef struct cand_time {
     double ms, extra, mult;
-    char ok, measured, cut;
+    char ok, measured;
 } cand_time;
 
-static int recheck_wanted(const cand_time *t, double best_ms) {
-    return t->ok && (t->cut || t->ms <= RECHECK_FACTOR * best_ms);
-}
-
-/* A CPU layer whose candidates ran now: the ones that could still win (a
- * time within RECHECK_FACTOR of the best, or cut short after one sample)
- * run once more after all of them ran, each keeping its fastest sample, and
- * the choice is made again.  Another process's burst of work (a compiler on
- * a 2-core machine) then has to hit every sample of both passes of the
- * right tactic to lose it; a single pass picked a 5.7 ms tactic over a
- * 0.94 ms one.  *best: in, the first pass's choice; out, the final one. */
+/* A CPU layer whose candidates ran now: each one with a time runs once
+ * more after all of them ran (kiln__b_run's second look: the warm-up and
+ * one sample, or the warm-up alone where it is already over
+ * BUILD_CUT_FACTOR times the fastest), keeping its fastest sample, and the
+ * choice is made again.  Another process's burst of work (a compiler on a
+ * 2-core machine) then has to hit every sample of both passes of the right
+ * tactic to lose it; a single pass picked a 5.7 ms tactic over a 0.94 ms
+ * one.  Every candidate, not only the close ones: the right one may have
+ * run first, under the burst, and been measured many times too slow.
+ * *best: in, the first pass's choice; out, the final one. */
 static int recheck_cpu(builder *b, int li, const cand_list *cl, cand_time *ct, int *best) {
     const bl *L = &b->l[li];
     int nre = 0, nmeasured = 0;
     for (int k = 0; k < cl->n; k++) {
-        nre += recheck_wanted(&ct[k], ct[*best].ms);
+        nre += ct[k].ok;
         nmeasured += ct[k].measured;
     }
     if (L->device != KILN_DEVICE_CPU || nre < 2 || !nmeasured) return 0;
     const double first_ms = ct[*best].ms, t0 = kiln__now_ms();
     double fastest = first_ms;
     for (int k = 0; k < cl->n; k++) {
-        if (!recheck_wanted(&ct[k], first_ms)) continue;
+        if (!ct[k].ok) continue;
         double ms;
         int ok;
         b->cut_ms = fastest;
@@ -1024,13 +1022,11 @@ int kiln__b_select(builder *b) {
                 if (k == ndecided && best >= 0) break; /* the FP32 rest: only when the others all failed */
                 double ms;
                 int ok, measured;
-                const int ncut = b->ncut;
                 b->cut_ms = fastest;
                 rc = time_candidate_x(b, li, &cl.c[k].io, cl.c[k].tactic, &ms, &ok, 1, 0, &measured);
                 b->cut_ms = 0;
                 ct[k].measured = (char)measured;
                 if (rc || !ok) continue;
-                ct[k].cut = b->ncut != ncut;
                 if (fastest <= 0 || ms < fastest) fastest = ms;
                 double cost = ms, rf_in = 0, rf_out = 0;
                 const bl *L = &b->l[li];
@@ -1071,7 +1067,7 @@ int kiln__b_select(builder *b) {
                 const double rank = cost * mult;
                 if (!rc)
                     ct[k] = (cand_time){.ms = ms, .extra = cost - ms, .mult = mult, .ok = 1,
-                                        .measured = ct[k].measured, .cut = ct[k].cut};
+                                        .measured = ct[k].measured};
                 if (best < 0 || rank < best_rank) {
                     best = k;
                     best_cost = cost;
