@@ -22,7 +22,9 @@
 
 #define MAX_CANDS 256
 #define FP32_TIE_MARGIN 1.1 /* see kiln__b_select */
-#define RECHECK_REPS 1      /* samples after the warm-up in recheck_cpu */
+/* recheck_cpu's second look: the warm-up and RECHECK_REPS samples, which a
+ * CPU layer's first pass leaves out of the config's reps (TIME_FIRST) */
+#define RECHECK_REPS 1
 
 typedef struct cand {
     kiln_io_format io;
@@ -534,11 +536,17 @@ static void timing_key(builder *b, const bl *L, const kiln_io_format *io, const 
         if (*c == '\n' || *c == '\r') *c = ' ';
 }
 
+/* How time_candidate_x runs a candidate: all the config's samples; a CPU
+ * layer's first pass, which recheck_cpu follows (RECHECK_REPS + 1 fewer, at
+ * least one); recheck_cpu's second look (run even when the cache holds a
+ * time, the lower of the two kept). */
+enum { TIME_FULL, TIME_FIRST, TIME_RECHECK };
+
 /* Time of one candidate (cache or measurement).  *ok = 0 when it failed.
- * *measured (may be NULL): 1 when it ran now.  retime: run it even when the
- * cache holds a time and keep the lower of the two (recheck_cpu). */
+ * *measured (may be NULL): 1 when it ran now; how: TIME_*. */
 static int time_candidate_x(builder *b, int li, const kiln_io_format *io, int tactic, double *ms, int *ok,
-                            int log_it, int retime, int *measured) {
+                            int log_it, int how, int *measured) {
+    const int retime = how == TIME_RECHECK;
     const bl *L = &b->l[li];
     char shapes[1024], key[3072], iot[512];
     timing_bufs tb;
@@ -570,8 +578,10 @@ static int time_candidate_x(builder *b, int li, const kiln_io_format *io, int ta
         return rc;
     }
     kiln__b_timing = 1;
-    rc = kiln__b_run(b, li, io, tactic, tb.in, tb.out, retime && b->cfg->reps > RECHECK_REPS ? RECHECK_REPS : b->cfg->reps,
-                     ms);
+    int reps = b->cfg->reps;
+    if (how == TIME_RECHECK) reps = reps > RECHECK_REPS ? RECHECK_REPS : reps;
+    if (how == TIME_FIRST) reps = reps - RECHECK_REPS - 1 > 1 ? reps - RECHECK_REPS - 1 : 1;
+    rc = kiln__b_run(b, li, io, tactic, tb.in, tb.out, reps, ms);
     kiln__b_timing = 0;
     bufs_free(&tb);
     b->run_ms += kiln__now_ms() - t1;
@@ -600,7 +610,7 @@ static int time_candidate_x(builder *b, int li, const kiln_io_format *io, int ta
 
 static int time_candidate(builder *b, int li, const kiln_io_format *io, int tactic, double *ms, int *ok,
                           int log_it) {
-    return time_candidate_x(b, li, io, tactic, ms, ok, log_it, 0, NULL);
+    return time_candidate_x(b, li, io, tactic, ms, ok, log_it, TIME_FULL, NULL);
 }
 
 /* The AOT kernel's symbolic extent and scalars, evaluated at opt shapes:
@@ -962,7 +972,7 @@ static int recheck_cpu(builder *b, int li, const cand_list *cl, cand_time *ct, i
         int ok;
         b->cut_ms = fastest;
         b->recheck = 1;
-        int rc = time_candidate_x(b, li, &cl->c[k].io, cl->c[k].tactic, &ms, &ok, 1, 1, NULL);
+        int rc = time_candidate_x(b, li, &cl->c[k].io, cl->c[k].tactic, &ms, &ok, 1, TIME_RECHECK, NULL);
         b->cut_ms = 0;
         b->recheck = 0;
         if (rc) return rc;
@@ -1023,7 +1033,8 @@ int kiln__b_select(builder *b) {
                 double ms;
                 int ok, measured;
                 b->cut_ms = fastest;
-                rc = time_candidate_x(b, li, &cl.c[k].io, cl.c[k].tactic, &ms, &ok, 1, 0, &measured);
+                rc = time_candidate_x(b, li, &cl.c[k].io, cl.c[k].tactic, &ms, &ok, 1,
+                                      b->l[li].device == KILN_DEVICE_CPU ? TIME_FIRST : TIME_FULL, &measured);
                 b->cut_ms = 0;
                 ct[k].measured = (char)measured;
                 if (rc || !ok) continue;
