@@ -15,7 +15,8 @@
  *     1x1 strided / the 7x7 stem, FP16 and BF16 (skipped, saying so,
  *     without cuDNN).
  *   engine_nhwc_chain: Conv(3x3/2) + Relu, MaxPool, 1x1 Conv + Relu, 3x3
- *     Conv + residual Add + Relu, strided 1x1 Conv, 1x1 Conv + residual Add,
+ *     Conv + residual Add + Relu (then a Mul of its output by itself, a
+ *     binary op on its own), strided 1x1 Conv, 1x1 Conv + residual Add,
  *     GlobalAveragePool, built FP16 and BF16 for CUDA with
  *     KILN_CUDA_NHWC=force (NHWC wherever a candidate runs), =0 (all
  *     LINEAR) and the default (timed): the forced engine must hold NHWC
@@ -401,11 +402,14 @@ static kiln_network *chain_net(void) {
     conv_layer(net, "conv2", "a", "c2", &W[2], &seed);
     add2(net, "add2", "c2", "p", "s2");
     op1(net, "ai.onnx::Relu", 6, "relu2", "s2", "r");
+    const char *mi[2] = {"r", "r"}, *mo[1] = {"m"}; /* a binary op on its own (not fusable) */
+    ASSERT(kiln_network_add_layer(net, "ai.onnx::Mul", 7, "mul", 2, mi, 1, mo));
     conv_layer(net, "conv3", "r", "c3", &W[3], &seed);
     conv_layer(net, "conv4", "c3", "c4", &W[4], &seed);
     add2(net, "add4", "c4", "c3", "e");
     op1(net, "ai.onnx::GlobalAveragePool", 1, "gap", "e", "y");
     ASSERT_OK(kiln_network_mark_output(net, "r"));
+    ASSERT_OK(kiln_network_mark_output(net, "m"));
     ASSERT_OK(kiln_network_mark_output(net, "y"));
     return net;
 }
@@ -497,21 +501,26 @@ static void run_engine(unsigned flags, const char *mode, double tol) {
     if (!strcmp(mode, "force")) ASSERT(nhwc > 0);
     kiln_context *ctx = NULL;
     ASSERT_OK(kiln_context_create(e, 1, &ctx));
-    static float x[EN * EC * EH * EW], r[EN * 12 * 16], y[EN * 9], r1[EN * 12 * 16], y1[EN * 9];
+    static float x[EN * EC * EH * EW], r[EN * 12 * 16], m[EN * 12 * 16], y[EN * 9], r1[EN * 12 * 16],
+        m1[EN * 12 * 16], y1[EN * 9];
     static double rr[EN * 12 * 16], ry[EN * 9];
     uint64_t seed = 77 + flags;
     for (int i = 0; i < EN * EC * EH * EW; i++) x[i] = test_randf(&seed, -1, 1);
     chain_ref(x, rr, ry);
     ASSERT_OK(kiln_context_bind(ctx, "x", x, sizeof x));
     ASSERT_OK(kiln_context_bind(ctx, "r", r, sizeof r));
+    ASSERT_OK(kiln_context_bind(ctx, "m", m, sizeof m));
     ASSERT_OK(kiln_context_bind(ctx, "y", y, sizeof y));
     for (int run = 0; run < 2; run++) { /* eager (capture), then graph replay */
         memset(r, 0xFF, sizeof r);
+        memset(m, 0xFF, sizeof m);
         memset(y, 0xFF, sizeof y);
         ASSERT_OK(kiln_context_run(ctx));
         double worst = 0;
         for (int i = 0; i < EN * 12 * 16; i++) {
             double err = fabs(r[i] - rr[i]) / (1 + fabs(rr[i]));
+            if (!(err <= worst)) worst = isnan(err) ? INFINITY : err;
+            err = fabs(m[i] - rr[i] * rr[i]) / (1 + rr[i] * rr[i]);
             if (!(err <= worst)) worst = isnan(err) ? INFINITY : err;
         }
         for (int i = 0; i < EN * 9; i++) {
@@ -522,9 +531,10 @@ static void run_engine(unsigned flags, const char *mode, double tol) {
         ASSERT(worst <= tol);
         if (run == 0) {
             memcpy(r1, r, sizeof r);
+            memcpy(m1, m, sizeof m);
             memcpy(y1, y, sizeof y);
         } else {
-            ASSERT(!memcmp(r1, r, sizeof r) && !memcmp(y1, y, sizeof y));
+            ASSERT(!memcmp(r1, r, sizeof r) && !memcmp(m1, m, sizeof m) && !memcmp(y1, y, sizeof y));
         }
     }
     kiln_context_free(ctx);
