@@ -4,8 +4,8 @@
  * tactics, and an engine that keeps a ResNet-like chain in NHWC.
  *
  *   reformat_nhwc_round_trip: kiln::reformat on CUDA, F32 LINEAR -> F16 NHWC
- *     -> F32 LINEAR and F32 LINEAR -> F32 NHWC -> BF16 LINEAR on a tensor of
- *     odd dims, each step against a host transposition (exact: the
+ *     -> F32 LINEAR, F32 LINEAR -> F32 NHWC -> BF16 LINEAR and INT64 LINEAR
+ *     -> NHWC -> LINEAR on a tensor of odd dims, each step against a host transposition (exact: the
  *     reference rounds the same way), outputs poisoned first.
  *   conv_nhwc_gemm: Conv tactic 2 on NHWC 1x1 convs (one cuBLASLt GEMM with
  *     the bias in its epilogue), odd channel counts, FP16 and BF16, against
@@ -14,7 +14,8 @@
  *     ReLU, every algorithm that takes the case, 3x3 / grouped + strided /
  *     1x1 strided / the 7x7 stem, FP16 and BF16 (skipped, saying so,
  *     without cuDNN).
- *   engine_nhwc_chain: Conv(3x3/2) + Relu, MaxPool, 1x1 Conv + Relu, 3x3
+ *   engine_nhwc_chain: Conv(3x3/2) + Relu, MaxPool (its Indices a network
+ *     output too: checked to point at the window's maximum), 1x1 Conv + Relu, 3x3
  *     Conv + residual Add + Relu (then a Mul of its output by itself, a
  *     binary op on its own), strided 1x1 Conv, 1x1 Conv + residual Add,
  *     GlobalAveragePool, built FP16 and BF16 for CUDA with
@@ -135,6 +136,22 @@ TEST_IMPL(reformat_nhwc_round_trip) {
     download(h, dbf, n * 2);
     for (size_t i = 0; i < n; i++)
         ASSERT_EQ(test_from_dtype(h, i, KILN_DTYPE_BF16), kiln_bf16_to_f32(kiln_f32_to_bf16(x[i])));
+    /* INT64 LINEAR -> NHWC -> LINEAR: the bits moved as they are */
+    int64_t *iv = malloc(n * 8), *ih = malloc(n * 8);
+    for (size_t i = 0; i < n; i++) iv[i] = (int64_t)(test_rand_u64(&seed) >> 1) * (i % 2 ? -1 : 1);
+    void *di = upload(iv, n * 8), *dn = NULL, *dl = NULL;
+    ASSERT_OK(D->alloc(n * 8, &dn));
+    ASSERT_OK(D->alloc(n * 8, &dl));
+    ASSERT_OK(D->memset(dn, 0xFF, n * 8, NULL));
+    ASSERT_OK(D->memset(dl, 0xFF, n * 8, NULL));
+    reformat(di, KILN_DTYPE_I64, KILN_FORMAT_LINEAR, dn, KILN_DTYPE_I64, KILN_FORMAT_NHWC, dims);
+    download(ih, dn, n * 8);
+    for (size_t i = 0; i < n; i++) ASSERT_EQ(ih[i], iv[nchw_of(i, C, HW)]);
+    reformat(dn, KILN_DTYPE_I64, KILN_FORMAT_NHWC, dl, KILN_DTYPE_I64, KILN_FORMAT_LINEAR, dims);
+    download(ih, dl, n * 8);
+    ASSERT(!memcmp(ih, iv, n * 8));
+    D->free(di), D->free(dn), D->free(dl);
+    free(iv), free(ih);
     /* what the GPU does not convert is refused, saying so */
     const int64_t d3[4] = {2, 3, 4, 1};
     kiln_tensor in, out;
@@ -143,7 +160,7 @@ TEST_IMPL(reformat_nhwc_round_trip) {
     kiln_call c = {.in = &in, .nin = 1, .out = &out, .nout = 1, .layer = "r"};
     ASSERT_EQ(kiln__reformat_cuda(&c), KILN_EUNSUPPORTED);
     ASSERT_CONTAINS(kiln_errmsg(), "LINEAR <-> NHWC");
-    printf("LINEAR <-> NHWC round trips of [3, 5, 7, 9] exact (F32, F16, BF16)\n");
+    printf("LINEAR <-> NHWC round trips of [3, 5, 7, 9] exact (F32, F16, BF16, INT64)\n");
     D->free(dx), D->free(d16), D->free(d32), D->free(dbf);
     free(x), free(h);
 }
@@ -390,8 +407,8 @@ static kiln_network *chain_net(void) {
     ASSERT_OK(kiln_network_add_input(net, "x", KILN_DTYPE_F32, 4, xd, NULL));
     conv_layer(net, "conv0", "x", "c0", &W[0], &seed);
     op1(net, "ai.onnx::Relu", 6, "relu0", "c0", "t0");
-    const char *pi[1] = {"t0"}, *po[1] = {"p"};
-    kiln_layer *P = kiln_network_add_layer(net, "ai.onnx::MaxPool", 12, "pool", 1, pi, 1, po);
+    const char *pi[1] = {"t0"}, *po[2] = {"p", "pidx"};
+    kiln_layer *P = kiln_network_add_layer(net, "ai.onnx::MaxPool", 12, "pool", 1, pi, 2, po);
     ASSERT(P);
     int64_t k[2] = {3, 3}, s[2] = {2, 2}, pads[4] = {1, 1, 1, 1};
     ASSERT_OK(kiln_layer_set_ints(P, "kernel_shape", k, 2));
@@ -410,6 +427,7 @@ static kiln_network *chain_net(void) {
     op1(net, "ai.onnx::GlobalAveragePool", 1, "gap", "e", "y");
     ASSERT_OK(kiln_network_mark_output(net, "r"));
     ASSERT_OK(kiln_network_mark_output(net, "m"));
+    ASSERT_OK(kiln_network_mark_output(net, "pidx"));
     ASSERT_OK(kiln_network_mark_output(net, "y"));
     return net;
 }
@@ -438,10 +456,12 @@ static void relu(double *v, size_t n) {
     for (size_t i = 0; i < n; i++) v[i] = v[i] > 0 ? v[i] : 0;
 }
 
-/* r [EN, 12, 4, 4] and y [EN, 9] of chain_net for x. */
-static void chain_ref(const float *x, double *r, double *y) {
-    static double xd[EN * EC * EH * EW], c0[EN * 12 * 8 * 8], p[EN * 12 * 4 * 4], a[EN * 7 * 16], c2[EN * 12 * 16],
-        c3[EN * 9 * 4], c4[EN * 9 * 4];
+static double c0[EN * 12 * 8 * 8]; /* chain_ref's Relu(conv0): what pool's Indices point into */
+
+/* r [EN, 12, 4, 4] and y [EN, 9] of chain_net for x; pmax: the pool's maxima. */
+static void chain_ref(const float *x, double *r, double *y, double *pmax) {
+    static double xd[EN * EC * EH * EW], p[EN * 12 * 4 * 4], a[EN * 7 * 16], c2[EN * 12 * 16], c3[EN * 9 * 4],
+        c4[EN * 9 * 4];
     int oh, ow;
     for (int i = 0; i < EN * EC * EH * EW; i++) xd[i] = x[i];
     ref_conv(&W[0], xd, EH, EW, c0, &oh, &ow);
@@ -456,7 +476,7 @@ static void chain_ref(const float *x, double *r, double *y) {
                         if (iy >= 0 && iy < 8 && ix >= 0 && ix < 8 && c0[(n * 8 + iy) * 8 + ix] > m)
                             m = c0[(n * 8 + iy) * 8 + ix];
                     }
-                p[(n * 4 + i) * 4 + j] = m;
+                p[(n * 4 + i) * 4 + j] = pmax[(n * 4 + i) * 4 + j] = m;
             }
     ref_conv(&W[1], p, 4, 4, a, &oh, &ow);
     relu(a, sizeof a / sizeof a[0]);
@@ -503,17 +523,20 @@ static void run_engine(unsigned flags, const char *mode, double tol) {
     ASSERT_OK(kiln_context_create(e, 1, &ctx));
     static float x[EN * EC * EH * EW], r[EN * 12 * 16], m[EN * 12 * 16], y[EN * 9], r1[EN * 12 * 16],
         m1[EN * 12 * 16], y1[EN * 9];
-    static double rr[EN * 12 * 16], ry[EN * 9];
+    static double rr[EN * 12 * 16], ry[EN * 9], pmax[EN * 12 * 16];
+    static int64_t pidx[EN * 12 * 16], pidx1[EN * 12 * 16];
     uint64_t seed = 77 + flags;
     for (int i = 0; i < EN * EC * EH * EW; i++) x[i] = test_randf(&seed, -1, 1);
-    chain_ref(x, rr, ry);
+    chain_ref(x, rr, ry, pmax);
     ASSERT_OK(kiln_context_bind(ctx, "x", x, sizeof x));
     ASSERT_OK(kiln_context_bind(ctx, "r", r, sizeof r));
     ASSERT_OK(kiln_context_bind(ctx, "m", m, sizeof m));
+    ASSERT_OK(kiln_context_bind(ctx, "pidx", pidx, sizeof pidx));
     ASSERT_OK(kiln_context_bind(ctx, "y", y, sizeof y));
     for (int run = 0; run < 2; run++) { /* eager (capture), then graph replay */
         memset(r, 0xFF, sizeof r);
         memset(m, 0xFF, sizeof m);
+        memset(pidx, 0xFF, sizeof pidx);
         memset(y, 0xFF, sizeof y);
         ASSERT_OK(kiln_context_run(ctx));
         double worst = 0;
@@ -527,14 +550,25 @@ static void run_engine(unsigned flags, const char *mode, double tol) {
             double err = fabs(y[i] - ry[i]) / (1 + fabs(ry[i]));
             if (!(err <= worst)) worst = isnan(err) ? INFINITY : err;
         }
-        printf("  run %d: max |out - ref| / (1 + |ref|) = %.3g (tolerance %.3g)\n", run, worst, tol);
+        /* Indices: ONNX's NCHW numbering, inside the window, at a maximum
+         * (to the tolerance: 16-bit rounding may tie or reorder near-equal values) */
+        for (int i = 0; i < EN * 12 * 16; i++) {
+            const int64_t k = pidx[i], plane = i / 16, oy = i / 4 % 4, ox = i % 4, iy = k % 64 / 8, ix = k % 8;
+            if (k < plane * 64 || k >= (plane + 1) * 64 || iy < 2 * oy - 1 || iy > 2 * oy + 1 || ix < 2 * ox - 1 ||
+                ix > 2 * ox + 1 || !(fabs(c0[k] - pmax[i]) <= tol * (1 + fabs(pmax[i]))))
+                TEST__FAIL("pool Indices[%d] = %lld: not the window's maximum (%g there, max %g)", i, (long long)k,
+                           k >= 0 && k < EN * 12 * 64 ? c0[k] : NAN, pmax[i]);
+        }
+        printf("  run %d: max |out - ref| / (1 + |ref|) = %.3g (tolerance %.3g); Indices ok\n", run, worst, tol);
         ASSERT(worst <= tol);
         if (run == 0) {
             memcpy(r1, r, sizeof r);
             memcpy(m1, m, sizeof m);
+            memcpy(pidx1, pidx, sizeof pidx);
             memcpy(y1, y, sizeof y);
         } else {
-            ASSERT(!memcmp(r1, r, sizeof r) && !memcmp(m1, m, sizeof m) && !memcmp(y1, y, sizeof y));
+            ASSERT(!memcmp(r1, r, sizeof r) && !memcmp(m1, m, sizeof m) && !memcmp(y1, y, sizeof y) &&
+                   !memcmp(pidx1, pidx, sizeof pidx));
         }
     }
     kiln_context_free(ctx);

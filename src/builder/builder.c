@@ -207,9 +207,11 @@ static int cuda_sample(builder *b, kiln__enqueue_fn enq, void *state, const kiln
 
 /* The spin before a sample of iters calls that take host_ms each on the
  * host: their enqueue time and a margin, when the host's time is a good
- * part of the measured one (else the GPU is the bottleneck already). */
+ * part of the measured one (else the GPU is the bottleneck already);
+ * none with $KILN_TIMING_SPIN=0. */
 static double spin_for(double host_ms, double gpu_ms, int iters) {
-    if (host_ms < 0.5 * gpu_ms) return 0;
+    const char *e = getenv("KILN_TIMING_SPIN"); /* "0": plain samples (an A/B switch) */
+    if (host_ms < 0.5 * gpu_ms || (e && !strcmp(e, "0"))) return 0;
     double s = 1.5 * host_ms * iters + 0.01;
     return s > 5.0 ? 5.0 : s;
 }

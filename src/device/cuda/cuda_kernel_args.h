@@ -191,8 +191,8 @@ typedef struct kiln_cu_conv3d {
 
 /* Pooling over up to 3 spatial dims (pool.c's geometry; 1-D/2-D pools put
  * 1 in the leading dims): planes = N * C, input [planes, id[0..2]], output
- * [planes, o[0..2]]; pb/pe: pads at begin/end.  chans > 0: x and y are
- * NHWC with that many channels (innermost); Indices stay LINEAR. */
+ * [planes, o[0..2]]; pb/pe: pads at begin/end.  chans > 0: x, y and
+ * Indices are NHWC with that many channels (innermost). */
 typedef struct kiln_cu_pool {
     int64_t planes;
     int64_t id[3], o[3];

@@ -3,8 +3,9 @@
  * reformat on the GPU for three jobs: a copy between memory spaces (host
  * <-> device, or device <-> device for in-place safety), a dtype
  * conversion between two GPU tensors (F32/F16/BF16, LINEAR), and a LINEAR
- * <-> NHWC change of a 4-D float tensor with or without a type change
- * (kiln_relayout_<S>_<D> of reformat.cu).  A conversion across a move is
+ * <-> NHWC change of a 4-D tensor, of any one type or with a change between
+ * float types (kiln_relayout_b<bits> / kiln_relayout_<S>_<D> of
+ * reformat.cu).  A conversion across a move is
  * split by the builder into a copy and a GPU step.  Other conversions with
  * a host side are done on the CPU by the builder's choice, so anything else
  * here is an internal error, said clearly.
@@ -14,19 +15,18 @@
 
 int kiln__reformat_host(const kiln_call *c); /* reformat.c */
 
+static int type_index(kiln_dtype t) {
+    return t == KILN_DTYPE_F32 ? 0 : t == KILN_DTYPE_F16 ? 1 : t == KILN_DTYPE_BF16 ? 2 : -1;
+}
+
 static const char *cast_name(kiln_dtype s, kiln_dtype d) {
     static const char *names[3][3] = {
         {NULL, "kiln_cast_f32_f16", "kiln_cast_f32_bf16"},
         {"kiln_cast_f16_f32", NULL, "kiln_cast_f16_bf16"},
         {"kiln_cast_bf16_f32", "kiln_cast_bf16_f16", NULL},
     };
-    int a = s == KILN_DTYPE_F32 ? 0 : s == KILN_DTYPE_F16 ? 1 : s == KILN_DTYPE_BF16 ? 2 : -1;
-    int b = d == KILN_DTYPE_F32 ? 0 : d == KILN_DTYPE_F16 ? 1 : d == KILN_DTYPE_BF16 ? 2 : -1;
+    int a = type_index(s), b = type_index(d);
     return a < 0 || b < 0 ? NULL : names[a][b];
-}
-
-static int type_index(kiln_dtype t) {
-    return t == KILN_DTYPE_F32 ? 0 : t == KILN_DTYPE_F16 ? 1 : t == KILN_DTYPE_BF16 ? 2 : -1;
 }
 
 static unsigned grid_for(uint64_t n) {
@@ -34,20 +34,29 @@ static unsigned grid_for(uint64_t n) {
     return (unsigned)(blocks < 65535 * 8 ? blocks : 65535 * 8);
 }
 
-/* LINEAR <-> NHWC (4-D, float types, both sides on the GPU). */
+/* LINEAR <-> NHWC (4-D, both sides on the GPU): any one type (its bits
+ * moved), or a conversion between float types. */
 static int relayout(const kiln_call *c, const kiln_tensor *x, kiln_tensor *y) {
     static const char *names[3][3] = {
-        {"kiln_relayout_f32_f32", "kiln_relayout_f32_f16", "kiln_relayout_f32_bf16"},
-        {"kiln_relayout_f16_f32", "kiln_relayout_f16_f16", "kiln_relayout_f16_bf16"},
-        {"kiln_relayout_bf16_f32", "kiln_relayout_bf16_f16", "kiln_relayout_bf16_bf16"},
+        {NULL, "kiln_relayout_f32_f16", "kiln_relayout_f32_bf16"},
+        {"kiln_relayout_f16_f32", NULL, "kiln_relayout_f16_bf16"},
+        {"kiln_relayout_bf16_f32", "kiln_relayout_bf16_f16", NULL},
     };
     const int a = type_index(x->dtype), b = type_index(y->dtype);
+    const size_t es = kiln_dtype_size(x->dtype);
+    const char *k = x->dtype == y->dtype ? (es == 1   ? "kiln_relayout_b8"
+                                            : es == 2 ? "kiln_relayout_b16"
+                                            : es == 4 ? "kiln_relayout_b32"
+                                            : es == 8 ? "kiln_relayout_b64"
+                                                      : NULL)
+                    : a >= 0 && b >= 0 ? names[a][b]
+                                       : NULL;
     const int to_nhwc = y->format == KILN_FORMAT_NHWC;
     const kiln_format other = to_nhwc ? x->format : y->format;
-    if (a < 0 || b < 0 || x->ndim != 4 || y->ndim != 4 || other != KILN_FORMAT_LINEAR ||
-        x->device != KILN_DEVICE_CUDA || y->device != KILN_DEVICE_CUDA)
+    if (!k || x->ndim != 4 || y->ndim != 4 || other != KILN_FORMAT_LINEAR || x->device != KILN_DEVICE_CUDA ||
+        y->device != KILN_DEVICE_CUDA)
         return kiln_set_error(KILN_EUNSUPPORTED, "reformat on the GPU: %s %s %dD (%s) -> %s %s (%s): the GPU converts "
-                              "LINEAR <-> NHWC of 4-D F32/F16/BF16 tensors in device memory",
+                              "LINEAR <-> NHWC of 4-D tensors in device memory (one type, or between F32/F16/BF16)",
                               kiln_dtype_name(x->dtype), kiln_format_name(x->format), x->ndim,
                               x->device ? "device" : "host", kiln_dtype_name(y->dtype), kiln_format_name(y->format),
                               y->device ? "device" : "host");
@@ -62,7 +71,7 @@ static int relayout(const kiln_call *c, const kiln_tensor *x, kiln_tensor *y) {
     int dir = to_nhwc;
     void *args[] = {&xp, &yp, &ch, &hw, &total, &dir};
     unsigned grid[3] = {grid_for(total), 1, 1}, block[3] = {256, 1, 1};
-    return kiln__cuda_launch(c, names[a][b], grid, block, 0, args);
+    return kiln__cuda_launch(c, k, grid, block, 0, args);
 }
 
 int kiln__reformat_cuda(const kiln_call *c) {

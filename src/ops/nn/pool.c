@@ -726,12 +726,13 @@ POOL_IMPL(gavgpool_impl, P_AVG, 1)
 POOL_IMPL(glppool_impl, P_LP, 1)
 
 /* CUDA (pool_cuda.c): the float types, Indices int64; also NHWC in and
- * out (4-D; Indices LINEAR), and for the global pools NHWC in with either
- * output layout (one position per plane: the same memory). */
+ * out (4-D; MaxPool's Indices NHWC too, so their writes are coalesced; the
+ * values keep ONNX's NCHW numbering), and for the global pools NHWC in
+ * with either output layout (one position per plane: the same memory). */
 static const kiln_combo cu_pool[] = {{.types = KILN_CU_T_FLOAT}, {.types = KILN_CU_T_NHWC, .layouts = "NHWC"}, {0}};
 static const kiln_combo cu_maxpool[] = {
     {.types = KILN_CU_T_FLOAT ", " KILN_CU_T_FLOAT ", INT64"},
-    {.types = KILN_CU_T_NHWC ", " KILN_CU_T_NHWC ", INT64", .layouts = "NHWC, NHWC, LINEAR"}, {0}};
+    {.types = KILN_CU_T_NHWC ", " KILN_CU_T_NHWC ", INT64", .layouts = "NHWC"}, {0}};
 static const kiln_combo cu_gpool[] = {
     {.types = KILN_CU_T_FLOAT}, {.types = KILN_CU_T_NHWC, .layouts = "NHWC, NHWC*LINEAR"}, {0}};
 static int pool_cuda_check(const kiln_shape_ctx *c) { return kiln__ops_cuda_spatial(c, "pooling", 1, 3); }

@@ -61,7 +61,7 @@ __device__ __forceinline__ void kc_pool(const kiln_cu_pool &g, const T *x, T *y,
         float r;
         if (g.kind == 0) {
             r = best;
-            if (ind) ind[pl * osp + oi] = bi < 0 ? -1 : pl * isp + bi; // LINEAR Indices
+            if (ind) ind[i] = bi < 0 ? -1 : pl * isp + bi; // in y's layout; the NCHW numbering
         } else if (g.kind == 1) {
             int64_t dv = g.count_pad ? cnt_pad : cnt;
             r = dv ? sum / (float)dv : 0.0f;

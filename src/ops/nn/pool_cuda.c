@@ -83,6 +83,9 @@ static int pool(const kiln_call *c, const char *op, int kind, int global) {
         if (kind == P_MAX) g.order = (int)kiln__cu_attr_int(c, "storage_order", 0);
     }
     void *ind = kind == P_MAX && c->nout > 1 ? c->out[1].data : NULL;
+    if (ind && c->out[1].format != y->format)
+        return kiln_set_error(KILN_EUNSUPPORTED, "%s: Indices in %s with y in %s (the kernel writes both alike)", op,
+                              kiln_format_name(c->out[1].format), kiln_format_name(y->format));
     void *args[] = {&g, (void *)&x->data, &y->data, &ind};
     return kiln__cu_launch_n(c, "pool", suf, kiln_tensor_numel(y), args);
 }
