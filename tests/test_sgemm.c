@@ -230,12 +230,12 @@ TEST_IMPL(sgemm_large) {
     check_case(&rs, 300, 2100, 70, B_MATRIX, 16 | 32);
     check_case(&rs, 520, 49, 300, B_CALLBACK, 8 | 16 | 32);
     check_case(&rs, 128, 768, 256, B_PREPACKED, 16);
-    /* a prepacked B wider than A is tall (2 threads split its columns),
+    /* a prepacked B wider than A is tall, over 1 MiB (2 threads split its columns),
      * with its next strip prefetched across K blocks and column blocks
      * (N > NC), a partial last strip, A transposed in one */
     check_case(&rs, 37, 2085, 600, B_PREPACKED, 1 | 4 | 16 | 32 | 64);
-    check_case(&rs, 128, 300, 520, B_PREPACKED, 2 | 32);
-    check_case(&rs, 13, 97, 300, B_PREPACKED, 0);
+    check_case(&rs, 128, 600, 520, B_PREPACKED, 2 | 32);
+    check_case(&rs, 13, 97, 3000, B_PREPACKED, 0);
     check_case(&rs, 64, 3000, 27, B_SHIFT, 2 | 16 | 32);
     check_case(&rs, 200, 1, 513, B_MATRIX, 4);
     check_case(&rs, 1, 1000, 513, B_TRANS, 4 | 16);

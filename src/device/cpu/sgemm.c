@@ -1022,15 +1022,20 @@ void kiln__sgemm(const kiln__gemm *g, kiln_exec *exec) {
     int b_free = g->b_packed != NULL;
 #endif
     int a_free = g->a_packed != NULL;
-    if (g->b_packed && !a_free && g->N >= 2 * g->M && p.nt_n >= 2 * threads)
-        /* Except a prepacked B (a weight) wider than A is tall: a row
-         * split has every thread stream all of B from memory (cold: used
-         * once per inference) with half the row tiles to reuse each strip,
-         * and a partial row of tiles that streams half of it again; a
-         * column split packs A (M rows, small) in every thread instead.
-         * BERT's MatMuls (M = 128, N = 768..3072), the slower thread's CPU
-         * time at 2 threads: QKV 1539 -> 1273 us, FFN1 2110 -> 1731, FFN2
-         * 2007 -> 1790 (1 thread: 2600, 3500, 3500). */
+    if (g->b_packed && !a_free && g->N >= 2 * g->M && p.nt_n >= 2 * threads &&
+        (double)g->K * (double)g->N > (double)(1 << 18))
+        /* Except a prepacked B (a weight) wider than A is tall and larger
+         * than 1 MiB (it comes from memory at every inference, not from a
+         * core's L2): a row split has every thread stream all of B with
+         * half the row tiles to reuse each strip, and a partial row of
+         * tiles that streams half of it again; a column split packs A
+         * (M rows, small) in every thread instead.  BERT's MatMuls (M =
+         * 128, N = 768..3072), the slower thread's CPU time at 2 threads:
+         * QKV 1539 -> 1273 us, FFN1 2110 -> 1731, FFN2 2007 -> 1790 (1
+         * thread: 2600, 3500, 3500).  Smaller weights stay split by rows:
+         * each thread then reads the activation rows it wrote in the layer
+         * before from its own L2 (the 256-wide Transformer encoder, whose
+         * weights are <= 1 MiB, measured slower with columns). */
         p.by_rows = 0;
     else if (a_free != b_free)
         p.by_rows = b_free;
