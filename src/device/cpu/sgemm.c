@@ -11,7 +11,8 @@
  * 17..20 columns narrow ones for the last 1..4 (micro_narrow).
  * Threads share C's micro-tiles, a contiguous run each (par_task), split
  * along the side whose operand is not packed already (rows where a
- * column split would leave few, unequal strips); each thread packs
+ * column split would leave few, unequal strips; columns for a prepacked
+ * weight over 1 MiB that is wider than A is tall); each thread packs
  * its own panels into thread-local scratch that is kept between calls and
  * freed when the thread exits.  A constant operand
  * (Conv's W as A, a Gemm/MatMul weight as B) may come packed once per
