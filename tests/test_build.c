@@ -329,6 +329,24 @@ static void run1(kiln_engine *e, const char *in, const float *x, int ndim, const
     kiln_context_free(ctx);
 }
 
+/* Runs e (inputs "a", "b", output "y", n f32 each) on random inputs and
+ * checks y = scale * (a + b) within tol. */
+static void run_add(kiln_engine *e, int n, float scale, double tol) {
+    float a[512], b[512], y[512];
+    ASSERT(n <= 512);
+    rand_fill(a, n);
+    rand_fill(b, n);
+    kiln_context *ctx;
+    ASSERT_OK(kiln_context_create(e, 1, &ctx));
+    ASSERT_OK(kiln_context_bind(ctx, "a", a, (size_t)n * 4));
+    ASSERT_OK(kiln_context_bind(ctx, "b", b, (size_t)n * 4));
+    poison(y, sizeof y);
+    ASSERT_OK(kiln_context_bind(ctx, "y", y, (size_t)n * 4));
+    ASSERT_OK(kiln_context_run(ctx));
+    for (int i = 0; i < n; i++) ASSERT_NEAR(y[i], scale * (a[i] + b[i]), tol);
+    kiln_context_free(ctx);
+}
+
 /* ------------------------------------------------------------ tests */
 
 TEST_IMPL(attr_errors) {
@@ -631,18 +649,7 @@ TEST_IMPL(fp16_candidates) {
     ASSERT_CONTAINS(g_log.text, "timing layer 'add1' (test::add16 v1) [FP16,FP16,FP16] LINEAR tactic 0: ");
     ASSERT_CONTAINS(g_log.text, "layer 'add1' (test::add16 v1): chose ");
     /* Whatever won, the result is right (FP16 tolerance). */
-    float a[512], b[512], y[512];
-    rand_fill(a, 512);
-    rand_fill(b, 512);
-    kiln_context *ctx;
-    ASSERT_OK(kiln_context_create(e, 1, &ctx));
-    ASSERT_OK(kiln_context_bind(ctx, "a", a, sizeof a));
-    ASSERT_OK(kiln_context_bind(ctx, "b", b, sizeof b));
-    poison(y, sizeof y);
-    ASSERT_OK(kiln_context_bind(ctx, "y", y, sizeof y));
-    ASSERT_OK(kiln_context_run(ctx));
-    for (int i = 0; i < 512; i++) ASSERT_NEAR(y[i], a[i] + b[i], 4e-3);
-    kiln_context_free(ctx);
+    run_add(e, 512, 1.0f, 4e-3);
     /* Output keeps its logical type. */
     kiln_io_info info;
     ASSERT_OK(kiln_engine_io(e, 2, &info));
@@ -672,18 +679,7 @@ TEST_IMPL(identical_layers_timed_once) {
     ASSERT_EQ(st.timed, 2);      /* one layer's two tactics */
     ASSERT_EQ(st.cache_hits, 4);
     ASSERT_EQ(st.cache_dedup, 4);
-    float a[64], b[64], y[64];
-    rand_fill(a, 64);
-    rand_fill(b, 64);
-    kiln_context *ctx;
-    ASSERT_OK(kiln_context_create(e, 1, &ctx));
-    ASSERT_OK(kiln_context_bind(ctx, "a", a, sizeof a));
-    ASSERT_OK(kiln_context_bind(ctx, "b", b, sizeof b));
-    poison(y, sizeof y);
-    ASSERT_OK(kiln_context_bind(ctx, "y", y, sizeof y));
-    ASSERT_OK(kiln_context_run(ctx));
-    for (int i = 0; i < 64; i++) ASSERT_NEAR(y[i], 2 * (a[i] + b[i]), 1e-6);
-    kiln_context_free(ctx);
+    run_add(e, 64, 2.0f, 1e-6);
     kiln_engine_free(e);
     /* NO_TIMING: nothing timed, first tactic taken. */
     kiln_build_config_set_flags(cfg, KILN_BUILD_NO_TIMING);
@@ -693,6 +689,66 @@ TEST_IMPL(identical_layers_timed_once) {
     kiln_engine_free(e);
     kiln_build_config_free(cfg);
     kiln_network_free(net);
+}
+
+/* y = a + b; tactic g_slow spends 1 ms more per call, the other 6 ms more
+ * on its first g_burst calls: another process's burst of work on a busy
+ * machine, landing on all first-pass samples of the faster tactic. */
+static int g_burst, g_slow;
+static void spin_ms(double ms) {
+    for (double t0 = kiln__now_ms(); kiln__now_ms() - t0 < ms;) {
+    }
+}
+static int burst_impl(const kiln_call *c) {
+    if (c->tactic == g_slow) spin_ms(1.0);
+    else if (g_burst > 0 && g_burst--) spin_ms(6.0);
+    return add_impl(c);
+}
+static const kiln_quick_op burst_op = {.ns = "test", .name = "add_burst", .version = 1, .min_inputs = 2,
+                                       .max_inputs = 2, .num_outputs = 1, .shape = add_shape,
+                                       .impl = burst_impl, .formats = addt_formats};
+KILN_OP(burst_op)
+
+/* The CPU choice survives a burst of load over all first-pass samples of
+ * the faster tactic: each candidate runs once more after the others
+ * (recheck_cpu) and its fastest sample counts.  A median over one pass took
+ * the slower tactic in both cases. */
+static void recheck_case(int fast, int burst_calls, const char *why) {
+    kiln_network *net = kiln_network_create();
+    int64_t d[2] = {8, 8};
+    ASSERT_OK(kiln_network_add_input(net, "a", KILN_DTYPE_F32, 2, d, NULL));
+    ASSERT_OK(kiln_network_add_input(net, "b", KILN_DTYPE_F32, 2, d, NULL));
+    const char *in[] = {"a", "b"}, *out[] = {"y"};
+    ASSERT(kiln_network_add_layer(net, "test::add_burst", 1, "l", 2, in, 1, out));
+    ASSERT_OK(kiln_network_mark_output(net, "y"));
+    kiln_build_config *cfg = quiet_cfg(); /* 2 samples after a warm-up */
+    kiln_build_stats st;
+    kiln_engine *e = NULL;
+    log_capture(KILN_LOG_VERBOSE);
+    g_slow = 3 - fast;
+    g_burst = burst_calls;
+    int rc = kiln_build(net, cfg, &e, &st);
+    log_restore();
+    printf("  %s\n", why);
+    ASSERT_OK(rc);
+    ASSERT_EQ(g_burst, 0);
+    ASSERT_EQ(st.timed, 2); /* the recheck's runs are not counted as candidates */
+    ASSERT_EQ(e->layers[0].tactic, fast);
+    char want[64];
+    snprintf(want, sizeof want, "recheck of 2 candidates: tactic %d", fast);
+    ASSERT_CONTAINS(g_log.text, want);
+    snprintf(want, sizeof want, "replaces tactic %d", 3 - fast);
+    ASSERT_CONTAINS(g_log.text, want);
+    run_add(e, 64, 1.0f, 1e-6);
+    kiln_engine_free(e);
+    kiln_build_config_free(cfg);
+    kiln_network_free(net);
+}
+
+TEST_IMPL(cpu_timing_recheck) {
+    /* reps 2: the first pass runs a warm-up and one sample (select.c TIME_FIRST) */
+    recheck_case(2, 2, "tactic 2 timed second: its warm-up and sample, 6 ms each, cut it short");
+    recheck_case(1, 2, "tactic 1 timed first: its warm-up and sample 6 ms, 6x tactic 2");
 }
 
 static void layout_case(const char *op, int expect_second_is_c1) {
@@ -1139,6 +1195,7 @@ TEST_IMPL(network_tensor_info) {
 
 TEST_LIST(TEST_ENTRY(network_tensor_info), TEST_ENTRY(attr_errors), TEST_ENTRY(layer_errors), TEST_ENTRY(symbolic_shapes_profile),
           TEST_ENTRY(folding_shape_chain), TEST_ENTRY(fp16_candidates), TEST_ENTRY(identical_layers_timed_once),
+          TEST_ENTRY(cpu_timing_recheck),
           TEST_ENTRY(reformat_layouts), TEST_ENTRY(reformat_dtypes), TEST_ENTRY(inplace_copies),
           TEST_ENTRY(inline_subnetwork), TEST_ENTRY(broadcast_helper), TEST_ENTRY(full_plugin_candidates), TEST_ENTRY(long_chain),
           TEST_ENTRY(topo_order_and_cycles), TEST_ENTRY(reformat_kernel_direct))

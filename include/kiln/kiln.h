@@ -378,7 +378,9 @@ typedef enum kiln_build_flag {
 } kiln_build_flag;
 
 /* Defaults: CPU, FP32, threads = number of CPUs, no timing cache file,
- * 5 timing repetitions (median taken). */
+ * 5 timing repetitions (on the GPU the median is taken; on the CPU the
+ * fastest, and each candidate of a layer gets a second look once all of
+ * them ran, so load from other processes does not decide the choice). */
 KILN_API kiln_build_config *kiln_build_config_create(void);
 KILN_API void kiln_build_config_free(kiln_build_config *cfg);
 KILN_API void kiln_build_config_set_flags(kiln_build_config *cfg, unsigned flags);

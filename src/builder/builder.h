@@ -103,6 +103,10 @@ typedef struct builder {
      * buffers and running candidates, and candidates cut short (verbose log) */
     double cut_ms, prep_ms, run_ms;
     int ncut;
+    /* recheck_cpu: a second look (kiln__b_run counts the warm-up),
+     * candidates rechecked, choices changed, time spent */
+    int recheck, nrecheck, nrechosen;
+    double recheck_ms;
     int no_fold;               /* finalize: copies of constants stay layers */
     kiln_network **owned; int nowned; /* kiln_shape_inline_owned networks */
 } builder;
