@@ -18,7 +18,8 @@
 #           one; test_cuda_placement; test_cuda_cudnn: the cuDNN conv tactic,
 #           with torch's cuDNN as KILN_CUDNN; test_cuda_conv_dw: the depthwise
 #           conv tactic; test_cuda_conv_igemm: the implicit-GEMM conv
-#           kernels; test_cuda_ops: every op's CUDA
+#           kernels; test_cuda_nhwc: the LINEAR <-> NHWC reformat, the NHWC
+#           conv tactics and an NHWC engine chain; test_cuda_ops: every op's CUDA
 #           implementation against its CPU one; the kernels alone against
 #           PyTorch: scripts/test_gpu_kernels.sh)
 #        3. kiln test-onnx --device cuda over the ONNX node cases (with the
@@ -86,7 +87,7 @@ pack() {
     here=$(cd "$(dirname "$0")" && pwd)
     mkdir -p "$out"
     cp -L "$build/kiln" "$build/libkiln.so.0" "$out/"
-    for t in test_cuda test_cuda_placement test_cuda_ops test_cuda_fusion test_cuda_conv_dw test_cuda_cudnn test_cuda_conv_igemm test_aot_cuda kiln-samples libkiln_samples_ops.so \
+    for t in test_cuda test_cuda_placement test_cuda_ops test_cuda_fusion test_cuda_conv_dw test_cuda_cudnn test_cuda_conv_igemm test_cuda_nhwc test_aot_cuda kiln-samples libkiln_samples_ops.so \
         kiln-bench-launch backends/triton/libtriton_kiln.so backends/triton/test_triton_backend; do
         [ -f "$build/$t" ] && cp -L "$build/$t" "$out/"
     done

@@ -86,17 +86,6 @@ static void *to_dtype(float *v, size_t n, kiln_dtype dt) {
     return b;
 }
 
-static float from_dtype(const void *b, size_t i, kiln_dtype dt) {
-    uint16_t h;
-    float f;
-    if (dt == KILN_DTYPE_F32) {
-        memcpy(&f, (const uint8_t *)b + i * 4, 4);
-        return f;
-    }
-    memcpy(&h, (const uint8_t *)b + i * 2, 2);
-    return dt == KILN_DTYPE_F16 ? kiln_f16_to_f32(h) : kiln_bf16_to_f32(h);
-}
-
 static float *rnd(size_t n, uint64_t *seed) {
     float *v = malloc(n * sizeof *v);
     for (size_t i = 0; i < n; i++) v[i] = (float)(test_rand_u64(seed) % 20001) / 10000.0f - 1.0f;
@@ -158,7 +147,7 @@ static int run_case(const ccase *cc, kiln_dtype dt, int with_bias, int with_z, i
             int m = (int)(i / ((size_t)oh * ow) % (size_t)cc->k);
             double want = ref[i] + (with_bias ? b[m] : 0) + (with_z ? z[i] : 0);
             if (relu && want < 0) want = 0;
-            double got = from_dtype(out, i, dt);
+            double got = test_from_dtype(out, i, dt);
             if (!fused) { /* the launcher's bias_act: bias, then the activation */
                 got += with_bias ? b[m] : 0;
                 if (relu && got < 0) got = 0;

@@ -48,4 +48,16 @@ static inline int layer_device(const kiln_engine *e, const char *name) {
     TEST__FAIL("no layer '%s'", name);
 }
 
+/* Element i of b, which holds F32, F16 or BF16 values, as a float. */
+static inline float test_from_dtype(const void *b, size_t i, kiln_dtype dt) {
+    uint16_t h;
+    float f;
+    if (dt == KILN_DTYPE_F32) {
+        memcpy(&f, (const uint8_t *)b + i * 4, 4);
+        return f;
+    }
+    memcpy(&h, (const uint8_t *)b + i * 2, 2);
+    return dt == KILN_DTYPE_F16 ? kiln_f16_to_f32(h) : kiln_bf16_to_f32(h);
+}
+
 #endif /* KILN_TEST_CUDA_UTIL_H */

@@ -124,10 +124,15 @@ static int gpu_affine_after_act(const builder *b, const bl *P, const bl *L, int 
     return A->nin == 1 && kiln__cu_act_plain(kiln__cu_act_of(A->op->name, &view, &a, &c));
 }
 
+/* GPU layouts a fused chain keeps: all LINEAR or all NHWC. */
+static int same_layout(kiln_format a, kiln_format b, kiln_format c, kiln_format d, kiln_format e) {
+    return (a == KILN_FORMAT_LINEAR || a == KILN_FORMAT_NHWC) && a == b && a == c && a == d && a == e;
+}
+
 /* GPU: both layers on the CUDA device, P a built-in ai.onnx op (the
  * activation code is an internal interface its launcher reads; a plugin's
- * cuda_impl would drop it), the same type through (F32, F16 or BF16; CUDA
- * layers are LINEAR), and L either a MatMul's bias (linear_bias) or a
+ * cuda_impl would drop it), the same type and layout through (F32, F16 or
+ * BF16; LINEAR, or NHWC on both sides), and L either a MatMul's bias (linear_bias) or a
  * one-input ai.onnx activation with a kiln_cu_act code on a P whose chain
  * is empty, a residual Add or a MatMul's bias. */
 static int gpu_fusable(const builder *b, const bl *P, const bl *L, int x, const bt *tx, const bt *ty) {
@@ -136,8 +141,8 @@ static int gpu_fusable(const builder *b, const bl *P, const bl *L, int x, const 
         return 0;
     kiln_dtype t = tx->pdtype;
     if (!((t == KILN_DTYPE_F32 || t == KILN_DTYPE_F16 || t == KILN_DTYPE_BF16) && ty->pdtype == t &&
-          tx->pfmt == KILN_FORMAT_LINEAR && ty->pfmt == KILN_FORMAT_LINEAR && L->io.dtype[x] == t &&
-          L->io.dtype[L->nin] == t && P->io.dtype[P->nin] == t))
+          same_layout(tx->pfmt, ty->pfmt, L->io.format[x], L->io.format[L->nin], P->io.format[P->nin]) &&
+          L->io.dtype[x] == t && L->io.dtype[L->nin] == t && P->io.dtype[P->nin] == t))
         return 0;
     if (linear_bias(b, P, L, x, ty) || gpu_affine_after_act(b, P, L, x)) return 1;
     /* after a residual Add or a bias, one activation more */
@@ -415,17 +420,19 @@ static void try_fuse_residual(builder *b, int li, int *uses) {
             P->nepi != 0 || P->nin > max_in || P->io.n != P->nin + 1 || max_in + 2 > KILN_MAX_IO ||
             P->device != L->device)
             continue;
-        /* one type through, LINEAR; the CPU chain is F32 */
+        /* one type through, LINEAR (or NHWC throughout on the GPU); the CPU
+         * chain is F32 */
         kiln_dtype t = tx->pdtype;
-        int ok = tx->pfmt == KILN_FORMAT_LINEAR && tr->pfmt == KILN_FORMAT_LINEAR && ty->pfmt == KILN_FORMAT_LINEAR &&
-                 tr->pdtype == t && ty->pdtype == t && L->io.dtype[0] == t && L->io.dtype[1] == t &&
+        const kiln_format f = tx->pfmt;
+        int ok = (f == KILN_FORMAT_LINEAR || P->device == KILN_DEVICE_CUDA) &&
+                 same_layout(f, tr->pfmt, ty->pfmt, L->io.format[0], L->io.format[1]) && L->io.format[2] == f &&
+                 P->io.format[P->nin] == f && tr->pdtype == t && ty->pdtype == t && L->io.dtype[0] == t && L->io.dtype[1] == t &&
                  L->io.dtype[2] == t && P->io.dtype[P->nin] == t && tr->dtype == tx->dtype && ty->dtype == tx->dtype &&
                  (P->device == KILN_DEVICE_CUDA ? t == KILN_DTYPE_F32 || t == KILN_DTYPE_F16 || t == KILN_DTYPE_BF16
                                                 : t == KILN_DTYPE_F32);
-        for (int p = 0; p < P->io.n && ok; p++) /* present positions */
-            ok = (p < P->nin && P->in[p] < 0) ||
-                 (P->io.format[p] == KILN_FORMAT_LINEAR &&
-                  (P->device == KILN_DEVICE_CUDA || P->io.dtype[p] == KILN_DTYPE_F32));
+        for (int p = 0; p < P->io.n && ok; p++) /* present positions (a CUDA op's own layouts) */
+            ok = (p < P->nin && P->in[p] < 0) || P->device == KILN_DEVICE_CUDA ||
+                 (P->io.format[p] == KILN_FORMAT_LINEAR && P->io.dtype[p] == KILN_DTYPE_F32);
         /* the same dims (hash-consed: pointer equality), or on a CPU MatMul
          * a vector over the last dim */
         if (!ok || tx->ndim != ty->ndim || tx->ndim < 1) continue;
@@ -443,7 +450,7 @@ static void try_fuse_residual(builder *b, int li, int *uses) {
         }
         in[max_in] = R;
         io.dtype[max_in] = t;
-        io.format[max_in] = KILN_FORMAT_LINEAR;
+        io.format[max_in] = f;
         io.dtype[max_in + 1] = P->io.dtype[P->nin];
         io.format[max_in + 1] = P->io.format[P->nin];
         io.n = max_in + 2;

@@ -80,6 +80,28 @@ static int format_ok(const bt *t, kiln_format f, int min_rank) {
     return f < KILN_FORMAT_COUNT_ && t->ndim >= min_rank && !t->is_size;
 }
 
+/* $KILN_CUDA_NHWC: "0"/"off" keeps CUDA layers LINEAR (the A/B baseline),
+ * "force" ranks a GPU layer's NHWC candidates first wherever one runs
+ * (tests); anything else (the default) times them like the others. */
+enum { NHWC_OFF = 0, NHWC_ON = 1, NHWC_FORCE = 2 };
+static int nhwc_mode(void) { /* read per call: a process may build both ways */
+    const char *e = getenv("KILN_CUDA_NHWC");
+    return e && (!strcmp(e, "0") || !strcmp(e, "off")) ? NHWC_OFF : e && !strcmp(e, "force") ? NHWC_FORCE : NHWC_ON;
+}
+
+/* The layouts of CUDA layers: LINEAR, or NHWC on a 4-D tensor (blocked
+ * layouts are CPU-only). */
+static int cuda_format_ok(const bt *t, kiln_format f) {
+    return f == KILN_FORMAT_LINEAR || (f == KILN_FORMAT_NHWC && t->ndim == 4 && !t->is_size && nhwc_mode() != NHWC_OFF);
+}
+
+/* Does io put any position in NHWC? */
+static int has_nhwc(const kiln_io_format *io) {
+    for (int p = 0; p < io->n; p++)
+        if (io->format[p] == KILN_FORMAT_NHWC) return 1;
+    return 0;
+}
+
 static void logical_io(const builder *b, const bl *L, kiln_io_format *io) {
     memset(io, 0, sizeof *io);
     io->n = L->nin + L->nout;
@@ -152,8 +174,9 @@ static int quick_candidates(builder *b, int li, cand_list *cl) {
                     continue;
                 }
                 ok = dtype_ok(b, &b->t[t], io.dtype[p]) && format_ok(&b->t[t], io.format[p], 3);
-                /* the GPU converts types, not layouts: CUDA layers stay LINEAR */
-                if (L->device == KILN_DEVICE_CUDA && io.format[p] != KILN_FORMAT_LINEAR) ok = 0;
+                /* the GPU converts LINEAR <-> NHWC (reformat_cuda.c): CUDA
+                 * layers take NHWC on 4-D tensors where their op lists it */
+                if (L->device == KILN_DEVICE_CUDA && !cuda_format_ok(&b->t[t], io.format[p])) ok = 0;
             }
             for (int k = 0; k < nt && ok && !rc; k++) rc = cand_add(cl, &io, tactics[k]);
         }
@@ -191,7 +214,7 @@ static void plugin_dfs(penum *e, int p) {
         for (int f = 0; f < KILN_FORMAT_COUNT_; f++) {
             if (i > 0 && (dts[i] == t->dtype || !dtype_ok(e->b, t, dts[i]))) continue;
             if (!format_ok(t, (kiln_format)f, 4) || (f != KILN_FORMAT_LINEAR && t->ndim != 4)) continue;
-            if (f != KILN_FORMAT_LINEAR && L->device == KILN_DEVICE_CUDA) continue;
+            if (L->device == KILN_DEVICE_CUDA && !cuda_format_ok(t, (kiln_format)f)) continue;
             e->io.dtype[p] = dts[i];
             e->io.format[p] = (kiln_format)f;
             int yes = vt->supports_format ? vt->supports_format(L->state, p, &e->io) == 1
@@ -758,7 +781,7 @@ static int cast_cost(builder *b, int t, kiln_dtype from, kiln_format ffmt, kiln_
     int li = rf_timer(b);
     if (li < 0) return li;
     bl *L = &b->l[li];
-    L->device = device == KILN_DEVICE_CUDA && b->cuda && ffmt == KILN_FORMAT_LINEAR && fmt == KILN_FORMAT_LINEAR
+    L->device = device == KILN_DEVICE_CUDA && b->cuda && cuda_format_ok(&b->t[t], ffmt) && cuda_format_ok(&b->t[t], fmt)
                     ? KILN_DEVICE_CUDA
                     : KILN_DEVICE_CPU;
     L->in[0] = t;
@@ -836,7 +859,7 @@ static kiln_dtype reduced_type(const builder *b) {
 /* Would layer ci read its input p in type dt on the GPU (the device place()
  * will give it, a combination with dt there)?  Asked before ci's own turn:
  * its device is restored afterwards. */
-static int gpu_takes(builder *b, int ci, int p, kiln_dtype dt) {
+static int gpu_takes(builder *b, int ci, int p, kiln_dtype dt, int fmt) {
     bl *C = &b->l[ci];
     const char *why;
     if (!C->op->quick || !b->cuda || C->aot == 1) return 0;
@@ -846,19 +869,21 @@ static int gpu_takes(builder *b, int ci, int p, kiln_dtype dt) {
     cand_list cl = {0};
     int yes = 0;
     if (!enum_candidates(b, ci, &cl))
-        for (int k = 0; k < cl.n && !yes; k++) yes = cl.c[k].io.dtype[p] == dt;
+        for (int k = 0; k < cl.n && !yes; k++)
+            yes = (dt == KILN_DTYPE_UNDEFINED || cl.c[k].io.dtype[p] == dt) && (fmt < 0 || (int)cl.c[k].io.format[p] == fmt);
     kiln__free(cl.c);
     C->device = saved;
     return yes;
 }
 
-/* Does a later GPU layer read tensor t and take it in type dt? */
-static int consumer_takes(builder *b, int li, int t, kiln_dtype dt) {
+/* Does a later GPU layer read tensor t and take it in type dt (UNDEFINED:
+ * any) and layout fmt (-1: any)? */
+static int consumer_takes(builder *b, int li, int t, kiln_dtype dt, int fmt) {
     for (int ci = li + 1; ci < b->nl; ci++) {
         const bl *C = &b->l[ci];
         if (C->dead) continue;
         for (int p = 0; p < C->nin; p++)
-            if (C->in[p] == t && gpu_takes(b, ci, p, dt)) return 1;
+            if (C->in[p] == t && gpu_takes(b, ci, p, dt, fmt)) return 1;
     }
     return 0;
 }
@@ -914,9 +939,42 @@ static unsigned lookahead_outputs(builder *b, int li) {
     if (rt == KILN_DTYPE_UNDEFINED || L->device != KILN_DEVICE_CUDA) return 0;
     for (int o = 0; o < L->nout && o < 32; o++) {
         const bt *x = &b->t[L->out[o]];
-        if (x->dtype == KILN_DTYPE_F32 && !x->is_size && consumer_takes(b, li, L->out[o], rt)) m |= 1u << o;
+        if (x->dtype == KILN_DTYPE_F32 && !x->is_size && consumer_takes(b, li, L->out[o], rt, -1)) m |= 1u << o;
     }
     return m;
+}
+
+/* The same look-ahead for layouts: bit o set when output o of GPU layer li
+ * is a 4-D activation a later GPU layer could read in NHWC.  A candidate
+ * writing it LINEAR is charged the LINEAR -> NHWC reformat that layer
+ * would otherwise pay: without it the greedy choice never leaves LINEAR
+ * (each layer, given LINEAR inputs, finds its NHWC candidate dearer by the
+ * reformat of its input), so a chain of NHWC convs could not start. */
+static unsigned nhwc_outputs(builder *b, int li) {
+    const bl *L = &b->l[li];
+    unsigned m = 0;
+    if (L->device != KILN_DEVICE_CUDA || nhwc_mode() == NHWC_OFF) return 0;
+    for (int o = 0; o < L->nout && o < 32; o++) {
+        const bt *x = &b->t[L->out[o]];
+        if (cuda_format_ok(x, KILN_FORMAT_NHWC) && x->kind == BT_ACT && !x->is_output &&
+            consumer_takes(b, li, L->out[o], KILN_DTYPE_UNDEFINED, KILN_FORMAT_NHWC))
+            m |= 1u << o;
+    }
+    return m;
+}
+
+static int nhwc_lookahead_cost(builder *b, int li, unsigned outs, const kiln_io_format *io, double *ms) {
+    const bl *L = &b->l[li];
+    *ms = 0;
+    for (int o = 0; o < L->nout && o < 32; o++) {
+        kiln_dtype dt = io->dtype[L->nin + o];
+        if (!(outs >> o & 1u) || io->format[L->nin + o] != KILN_FORMAT_LINEAR) continue;
+        double c;
+        int rc = cast_cost(b, L->out[o], dt, KILN_FORMAT_LINEAR, dt, KILN_FORMAT_NHWC, KILN_DEVICE_CUDA, &c);
+        if (rc) return rc;
+        *ms += c;
+    }
+    return 0;
 }
 
 /* Look-ahead for the greedy choice: a GPU candidate that leaves an FP32
@@ -1030,7 +1088,9 @@ int kiln__b_select(builder *b) {
         const int cuda_aot = b->l[li].device == KILN_DEVICE_CUDA && b->l[li].aot == 1;
         if (cl.n > 1 && !no_timing && !cuda_aot) {
             best = -1;
-            const unsigned ahead = lookahead_outputs(b, li);
+            const unsigned ahead = lookahead_outputs(b, li), ahead_nhwc = nhwc_outputs(b, li);
+            int any_nhwc = 0; /* KILN_CUDA_NHWC=force: only where an NHWC candidate exists */
+            for (int k = 0; k < cl.n && nhwc_mode() == NHWC_FORCE; k++) any_nhwc |= has_nhwc(&cl.c[k].io);
             double fastest = 0; /* the fastest kernel so far: slower ones are cut short */
             memset(ct, 0, (size_t)cl.n * sizeof ct[0]);
             for (int k = 0; k < cl.n && !rc; k++) {
@@ -1064,6 +1124,9 @@ int kiln__b_select(builder *b) {
                 double ra = 0;
                 if (!rc && ahead) rc = lookahead_cost(b, li, ahead, &cl.c[k].io, &ra);
                 rf_out += ra;
+                ra = 0;
+                if (!rc && ahead_nhwc) rc = nhwc_lookahead_cost(b, li, ahead_nhwc, &cl.c[k].io, &ra);
+                rf_out += ra;
                 cost += rf_out;
                 if (!rc) { /* why a candidate wins or loses: its kernel and its reformats */
                     char iot[512];
@@ -1076,10 +1139,11 @@ int kiln__b_select(builder *b) {
                  * by more than timing noise: a tie goes to the precision
                  * the build asked for (a narrow FP32 win at the network
                  * input kept a whole residual stream in FP32 before). */
-                const double mult = reduced_type(b) != KILN_DTYPE_UNDEFINED && L->device == KILN_DEVICE_CUDA &&
-                                            keeps_f32(b, L, &cl.c[k].io)
-                                        ? FP32_TIE_MARGIN
-                                        : 1.0;
+                const double mult = (reduced_type(b) != KILN_DTYPE_UNDEFINED && L->device == KILN_DEVICE_CUDA &&
+                                             keeps_f32(b, L, &cl.c[k].io)
+                                         ? FP32_TIE_MARGIN
+                                         : 1.0) *
+                                    (any_nhwc && !has_nhwc(&cl.c[k].io) ? 1e6 : 1.0);
                 const double rank = cost * mult;
                 if (!rc)
                     ct[k] = (cand_time){.ms = ms, .extra = cost - ms, .mult = mult, .ok = 1,

@@ -385,7 +385,9 @@ static void tensors_io(const kiln_engine *e, const kiln__elayer *L, kiln_io_form
  * present position and lists the tactic (an empty list: tactic 0), as the
  * builder's candidates are made (select.c; a row of the op's full slot
  * count, max_in inputs + nout outputs, also fits a layer with fewer inputs:
- * its output slots are the layer's). */
+ * its output slots are the layer's; and one with more, a fused residual
+ * Add's extra input (builder/fuse.c), which has the output's type and
+ * shape: it is held to the first output slot). */
 static int combos_accept(const kiln_combo *cb, const kiln_io_format *io, int tactic, int max_in, int nout,
                          int *err) {
     const int nin = io->n - nout;
@@ -394,7 +396,7 @@ static int combos_accept(const kiln_combo *cb, const kiln_io_format *io, int tac
         for (; nt < KILN_MAX_TACTICS && cb->tactics[nt]; nt++) has |= cb->tactics[nt] == tactic;
         if (nt ? !has : tactic != 0) continue;
         int at = io->n, n = kiln_combo_expand(cb->types, cb->layouts, at, NULL, 0);
-        if (n < 0 && io->n < max_in + nout) n = kiln_combo_expand(cb->types, cb->layouts, at = max_in + nout, NULL, 0);
+        if (n < 0 && io->n != max_in + nout) n = kiln_combo_expand(cb->types, cb->layouts, at = max_in + nout, NULL, 0);
         if (n <= 0) continue;
         kiln_io_format *x = kiln__malloc(sizeof *x * (size_t)n);
         if (!x) {
@@ -406,7 +408,7 @@ static int combos_accept(const kiln_combo *cb, const kiln_io_format *io, int tac
         for (int i = 0; i < n && !yes; i++) {
             yes = 1;
             for (int p = 0; p < io->n && yes; p++) {
-                int f = p < nin || at == io->n ? p : max_in + (p - nin);
+                int f = at == io->n ? p : p < nin && p < max_in ? p : p < nin ? max_in : max_in + (p - nin);
                 if (io->dtype[p] != KILN_DTYPE_UNDEFINED)
                     yes = x[i].dtype[f] == io->dtype[p] && x[i].format[f] == io->format[p];
             }

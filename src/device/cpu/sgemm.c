@@ -11,12 +11,15 @@
  * 17..20 columns narrow ones for the last 1..4 (micro_narrow).
  * Threads share C's micro-tiles, a contiguous run each (par_task), split
  * along the side whose operand is not packed already (rows where a
- * column split would leave few, unequal strips); each thread packs
+ * column split would leave few, unequal strips; columns for a prepacked
+ * weight over 1 MiB that is wider than A is tall); each thread packs
  * its own panels into thread-local scratch that is kept between calls and
  * freed when the thread exits.  A constant operand
  * (Conv's W as A, a Gemm/MatMul weight as B) may come packed once per
  * engine (kiln__sgemm_pack_a/_b, through kiln_quick_op.prepack): the
- * blocks then read their panels from it and skip that packing.
+ * blocks then read their panels from it and skip that packing; a
+ * prepacked B (weights, cold in cache at every inference) is prefetched
+ * into L2 a strip ahead by the tiles of the strip before.
  */
 #pragma GCC optimize("O3")
 #include "device/cpu/sgemm.h"
@@ -291,6 +294,9 @@ typedef struct store_info {
     int load;          /* add existing C */
     const float *bias; /* per row, already offset to the tile, or NULL */
     int relu;
+    /* A prepacked B's next strip, from memory into L2 while this tile
+     * computes: a line every 4 k (micro), or NULL. */
+    const float *pf;
 } store_info;
 
 static inline void store_tile(float *acc, float *c, int64_t ldc, int mr, int nr,
@@ -375,9 +381,11 @@ static inline void store_rows(__m512 rows[MR][2], float *c, int64_t ldc, int mr,
  * panel's first tile reads it from memory; transformer encoder -3%). */
 static void micro(int64_t kc, const float *a, const float *b, float *c, int64_t ldc, int mr,
                   int nr, const store_info *si) {
+    const float *pf = si->pf ? si->pf : b;
     MICRO_BODY(_mm512_load_ps(b), _mm512_load_ps(b + 16),
                _mm_prefetch((const char *)(b + 16 * NR), _MM_HINT_T0);
-               _mm_prefetch((const char *)(b + 16 * NR + 16), _MM_HINT_T0); b += NR)
+               _mm_prefetch((const char *)(b + 16 * NR + 16), _MM_HINT_T0);
+               _mm_prefetch((const char *)(pf + (k >> 2) * 16), _MM_HINT_T1); b += NR)
 }
 
 /* B row k at base + off[k] (unaligned, in place). */
@@ -890,6 +898,17 @@ static void gemm_block(const kiln__gemm *g, int64_t m0, int64_t m1, int64_t n0, 
                         if ((in_place || by_strip) && jr + 2 * NR <= nc)
                             prefetch_b_strip(g, pc + kc * (ir / MR) / ntiles, pc + kc * (ir / MR + 1) / ntiles,
                                              jc + jr + NR);
+                        /* A prepacked B (a weight: read from memory once
+                         * per inference) has its next strip brought into L2
+                         * by this strip's tiles, kc / 4 lines each (the
+                         * first NR / 4 tiles cover it), where it is
+                         * contiguous: the same K block's next strip, or the
+                         * next K block's first.  Otherwise the next strip's
+                         * first tile waits on memory (128 B per k at
+                         * 3.5 ns): cold weights 140 -> 165-177 GFLOP/s on
+                         * BERT's MatMuls (M = 128, 11 tiles a strip). */
+                        si.pf = pb_use != pb && ir / MR < NR / 4 ? pbs + kc * NR + (ir / MR) * (kc / 4) * 16
+                                                                   : NULL;
                         si.bias = (pc == 0 && g->bias_row) ? g->bias_row + ic + ir : NULL;
                         float *ct = g->c + (ic + ir) * g->ldc + jc + jr;
                         /* C rows of the tile one strip to the right, which this
@@ -1004,7 +1023,22 @@ void kiln__sgemm(const kiln__gemm *g, kiln_exec *exec) {
     int b_free = g->b_packed != NULL;
 #endif
     int a_free = g->a_packed != NULL;
-    if (a_free != b_free)
+    if (g->b_packed && !a_free && g->N >= 2 * g->M && p.nt_n >= 2 * threads &&
+        (double)g->K * (double)g->N > (double)(1 << 18))
+        /* Except a prepacked B (a weight) wider than A is tall and larger
+         * than 1 MiB (it comes from memory at every inference, not from a
+         * core's L2): a row split has every thread stream all of B with
+         * half the row tiles to reuse each strip, and a partial row of
+         * tiles that streams half of it again; a column split packs A
+         * (M rows, small) in every thread instead.  BERT's MatMuls (M =
+         * 128, N = 768..3072), the slower thread's CPU time at 2 threads:
+         * QKV 1539 -> 1273 us, FFN1 2110 -> 1731, FFN2 2007 -> 1790 (1
+         * thread: 2600, 3500, 3500).  Smaller weights stay split by rows:
+         * each thread then reads the activation rows it wrote in the layer
+         * before from its own L2 (the 256-wide Transformer encoder, whose
+         * weights are <= 1 MiB, measured slower with columns). */
+        p.by_rows = 0;
+    else if (a_free != b_free)
         p.by_rows = b_free;
     else
         p.by_rows = !(p.nt_n >= p.nt_m || p.nt_n >= 4 * threads);

@@ -191,7 +191,8 @@ typedef struct kiln_cu_conv3d {
 
 /* Pooling over up to 3 spatial dims (pool.c's geometry; 1-D/2-D pools put
  * 1 in the leading dims): planes = N * C, input [planes, id[0..2]], output
- * [planes, o[0..2]]; pb/pe: pads at begin/end. */
+ * [planes, o[0..2]]; pb/pe: pads at begin/end.  chans > 0: x, y and
+ * Indices are NHWC with that many channels (innermost). */
 typedef struct kiln_cu_pool {
     int64_t planes;
     int64_t id[3], o[3];
@@ -200,6 +201,7 @@ typedef struct kiln_cu_pool {
     int32_t count_pad;   /* AveragePool count_include_pad */
     int32_t order;       /* MaxPool storage_order (indices column-major) */
     float p;             /* LpPool p */
+    int64_t chans;       /* NHWC: channels; 0: NCHW planes */
 } kiln_cu_pool;
 
 /* Resize (resize.c semantics): per dim, output index o maps to a source

@@ -37,7 +37,7 @@ typedef struct { /* cudnnConvolutionFwdAlgoPerf_t */
 
 enum {
     DNN_FLOAT = 0, DNN_HALF = 2, DNN_BFLOAT16 = 9,          /* cudnnDataType_t */
-    DNN_NCHW = 0,                                           /* cudnnTensorFormat_t */
+    DNN_NCHW = 0, DNN_NHWC = 1,                             /* cudnnTensorFormat_t */
     DNN_CROSS_CORRELATION = 1,                              /* cudnnConvolutionMode_t */
     DNN_ACT_RELU = 1, DNN_ACT_IDENTITY = 5,                 /* cudnnActivationMode_t */
     DNN_NOT_PROPAGATE_NAN = 0,
@@ -245,7 +245,7 @@ static int g_stand_in; /* kiln__cudnn_stand_in */
 
 typedef struct plan_key {
     kiln_cu_conv geo; /* act fields zeroed */
-    int32_t dtype, tf32, relu;
+    int32_t dtype, tf32, relu, nhwc;
 } plan_key;
 
 typedef struct plan {
@@ -285,6 +285,7 @@ static int plan_make(plan *p, const plan_key *k, uint64_t h) {
     p->hash = h;
     const kiln_cu_conv *g = &k->geo;
     int t = dtype_of((kiln_dtype)k->dtype), rc;
+    const int fmt = k->nhwc ? DNN_NHWC : DNN_NCHW; /* x, y and the filter (KRSC) alike */
     int cpg = (int)(g->c / g->group);
     rc = dnn_check(dnn.CreateTensor(&p->x), "cudnnCreateTensorDescriptor");
     if (!rc) rc = dnn_check(dnn.CreateTensor(&p->y), "cudnnCreateTensorDescriptor");
@@ -293,14 +294,14 @@ static int plan_make(plan *p, const plan_key *k, uint64_t h) {
     if (!rc) rc = dnn_check(dnn.CreateConv(&p->conv), "cudnnCreateConvolutionDescriptor");
     if (!rc) rc = dnn_check(dnn.CreateAct(&p->act), "cudnnCreateActivationDescriptor");
     if (!rc)
-        rc = dnn_check(dnn.SetTensor4d(p->x, DNN_NCHW, t, (int)g->n, (int)g->c, (int)g->h, (int)g->w),
+        rc = dnn_check(dnn.SetTensor4d(p->x, fmt, t, (int)g->n, (int)g->c, (int)g->h, (int)g->w),
                        "cudnnSetTensor4dDescriptor(x)");
     if (!rc)
-        rc = dnn_check(dnn.SetTensor4d(p->y, DNN_NCHW, t, (int)g->n, (int)g->k, (int)g->oh, (int)g->ow),
+        rc = dnn_check(dnn.SetTensor4d(p->y, fmt, t, (int)g->n, (int)g->k, (int)g->oh, (int)g->ow),
                        "cudnnSetTensor4dDescriptor(y)");
     if (!rc) rc = dnn_check(dnn.SetTensor4d(p->bias, DNN_NCHW, t, 1, (int)g->k, 1, 1), "cudnnSetTensor4dDescriptor(bias)");
     if (!rc)
-        rc = dnn_check(dnn.SetFilter4d(p->w, t, DNN_NCHW, (int)g->k, cpg, g->kh, g->kw), "cudnnSetFilter4dDescriptor");
+        rc = dnn_check(dnn.SetFilter4d(p->w, t, fmt, (int)g->k, cpg, g->kh, g->kw), "cudnnSetFilter4dDescriptor");
     /* FP16/BF16 accumulate in FP32; FP32 stays FP32 (FMA math: no TF32)
      * unless --tf32 */
     if (!rc)
@@ -361,7 +362,7 @@ static int plan_get(const kiln_cudnn_conv *q, plan **out) {
     memset(&k, 0, sizeof k);
     k.geo = q->geo;
     k.geo.act = 0, k.geo.act_a = 0, k.geo.act_b = 0;
-    k.dtype = q->dtype, k.tf32 = q->dtype == KILN_DTYPE_F32 && q->tf32, k.relu = !!q->relu;
+    k.dtype = q->dtype, k.tf32 = q->dtype == KILN_DTYPE_F32 && q->tf32, k.relu = !!q->relu, k.nhwc = !!q->nhwc;
     uint64_t h = 1469598103934665603ull;
     for (size_t i = 0; i < sizeof k; i++) h = (h ^ ((const uint8_t *)&k)[i]) * 1099511628211ull;
     int at = index_find(&k, h);

@@ -34,13 +34,15 @@
 #define KILN_CUDNN_TOPK 3
 #define KILN_CUDNN_MAX_WORKSPACE ((size_t)256 << 20)
 
-/* One NCHW convolution (geometry as the im2col kernels take it). */
+/* One convolution (geometry as the im2col kernels take it), NCHW, or NHWC
+ * with the filter in KRSC (the weights' NHWC layout) when nhwc is 1. */
 typedef struct kiln_cudnn_conv {
     kiln_cu_conv geo;
     kiln_dtype dtype;   /* F32, F16, BF16 (x, w, y, z and bias alike) */
     int algo;           /* 0..KILN_CUDNN_ALGOS-1 */
     int tf32;           /* FP32 may use TF32 tensor cores (--tf32) */
     int relu;           /* fuse ReLU (else identity) */
+    int nhwc;           /* x, y, z NHWC and w KRSC (else all NCHW) */
     const void *x, *w, *bias, *z; /* bias, z (residual, y's shape): may be NULL */
     void *y;
 } kiln_cudnn_conv;

@@ -279,8 +279,10 @@ static uparam params(const kiln_attrs *a) {
  * place to any run of f32 values; channels do not matter. */
 /* Types of the CUDA kernels (activation.cu): every function on the float
  * types, the exact ones also on int32/int64. */
-static const kiln_combo cu_float[] = {{.types = KILN_CU_T_FLOAT}, {0}};
-static const kiln_combo cu_exact[] = {{.types = KILN_CU_T_NUM}, {0}};
+/* The elementwise kernels also take NHWC in and out (4-D float tensors:
+ * the same layout on both sides is the same element order). */
+static const kiln_combo cu_float[] = {{.types = KILN_CU_T_FLOAT}, {.types = KILN_CU_T_NHWC, .layouts = "NHWC"}, {0}};
+static const kiln_combo cu_exact[] = {{.types = KILN_CU_T_NUM}, {.types = KILN_CU_T_NHWC, .layouts = "NHWC"}, {0}};
 static const kiln_combo cu_clip[] = {{.types = KILN_CU_T_NUM "|INT8|INT16|UINT8|UINT16|UINT32"}, {0}};
 static const kiln_combo cu_class[] = {{.types = KILN_CU_T_FLOAT ", BOOL"}, {0}};
 

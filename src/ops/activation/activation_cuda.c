@@ -33,8 +33,9 @@ static int unary_launch(const kiln_call *c, const char *op, int act, double a, d
     const kiln_tensor *x = &c->in[0];
     kiln_tensor *y = &c->out[0];
     int64_t n = kiln_tensor_numel(y);
-    if (!kiln__cu_contig(x) || !kiln__cu_contig(y))
-        return kiln_set_error(KILN_EUNSUPPORTED, "%s: CUDA kernel needs contiguous tensors", op);
+    /* one element order on both sides: both contiguous, or both NHWC (dense) */
+    if (x->format != y->format || (x->format != KILN_FORMAT_NHWC && (!kiln__cu_contig(x) || !kiln__cu_contig(y))))
+        return kiln_set_error(KILN_EUNSUPPORTED, "%s: CUDA kernel needs contiguous tensors of one layout", op);
     if (is_float(x->dtype)) {
         float fa = (float)a, fb = (float)b;
         void *args[] = {&n, (void *)&x->data, &y->data, &act, &fa, &fb};

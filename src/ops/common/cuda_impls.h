@@ -15,6 +15,9 @@
 #include "kiln/plugin.h"
 
 #define KILN_CU_T_FLOAT "FP32|FP16|BF16"
+/* The types of the NHWC rows (docs/CUDA.md "NHWC"): the 16-bit floats,
+ * where the convs' NHWC tactics are; FP32 networks stay LINEAR. */
+#define KILN_CU_T_NHWC "FP16|BF16"
 #define KILN_CU_T_NUM "FP32|FP16|BF16|INT32|INT64"
 #define KILN_CU_T_ANY "FP32|FP16|BF16|INT32|INT64|INT8|UINT8|BOOL"
 /* every numeric type (the broadcasting binary kernels) and the integers */

@@ -377,8 +377,12 @@ static int bin_impl(const kiln_call *c, const bin_fn *tab) {
     return rc;
 }
 
-/* Types of the CUDA kernels (elementwise.cu) per op class. */
-static const kiln_combo cu_num[] = {{.types = KILN_CU_T_NUM_ALL}, {0}};
+/* Types of the CUDA kernels (elementwise.cu) per op class.  The
+ * arithmetic ops also take NHWC on every position (4-D float tensors): the
+ * binary kernels walk each operand by its own strides, so any layout of
+ * any broadcast is exact; a chain of NHWC convs keeps its layout through
+ * them. */
+static const kiln_combo cu_num[] = {{.types = KILN_CU_T_NUM_ALL}, {.types = KILN_CU_T_NHWC, .layouts = "NHWC"}, {0}};
 static const kiln_combo cu_float[] = {{.types = KILN_CU_T_FLOAT}, {0}};
 static const kiln_combo cu_int[] = {{.types = KILN_CU_T_INT_ALL}, {0}};
 static const kiln_combo cu_uint[] = {{.types = "UINT8|UINT16|UINT32|UINT64"}, {0}};

@@ -31,7 +31,8 @@ static const bin_entry *bin_find(const char *op) {
     return NULL;
 }
 
-/* y = a OP b with numpy broadcasting into y's dims. */
+/* y = a OP b with numpy broadcasting into y's dims, each operand walked by
+ * its own strides (any layout); the walk follows y's memory order. */
 static int bin_launch(const kiln_call *c, const char *opname, int code, int compare, const kiln_tensor *a,
                       const kiln_tensor *b, kiln_tensor *y) {
     const char *suf = kiln__cu_suffix(a->dtype);
@@ -45,9 +46,20 @@ static int bin_launch(const kiln_call *c, const char *opname, int code, int comp
     if (!rc) rc = kiln__cu_bcast_strides(opname, y->ndim, y->dims, b->ndim, b->dims, b->strides, sb);
     if (!rc) rc = kiln__cu_bcast_strides(opname, y->ndim, y->dims, y->ndim, y->dims, y->strides, sy);
     if (rc) return rc;
+    int64_t dims[KILN_MAX_DIMS];
+    memcpy(dims, y->dims, sizeof(int64_t) * (size_t)y->ndim);
+    if (y->format == KILN_FORMAT_NHWC && y->ndim == 4) { /* walk y's memory order (N, H, W, C): coalesced */
+        static const int perm[4] = {0, 2, 3, 1};
+        int64_t *v[4] = {dims, sa, sb, sy};
+        for (int k = 0; k < 4; k++) {
+            int64_t t[4];
+            for (int i = 0; i < 4; i++) t[i] = v[k][perm[i]];
+            memcpy(v[k], t, sizeof t);
+        }
+    }
     const int64_t *st[3] = {sa, sb, sy};
     kiln_cu_iter it;
-    kiln__cu_iter_init(&it, y->ndim, y->dims, 3, st);
+    kiln__cu_iter_init(&it, y->ndim, dims, 3, st);
     void *args[] = {&it, (void *)&a->data, (void *)&b->data, &y->data, &code};
     return kiln__cu_launch_n(c, compare ? "compare" : "binary", suf, it.numel, args);
 }

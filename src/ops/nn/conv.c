@@ -1262,9 +1262,15 @@ static int conv_formats_fn(const kiln_shape_ctx *c, kiln_combo *out, int max) {
 
 /* CUDA tactics (conv_cuda.c): 1 direct, 2 im2col + cuBLASLt GEMM, 3
  * depthwise tiles (where they apply), 5 and 6 implicit GEMM on tensor cores
- * (FP16/BF16), 10..17 cuDNN's algorithms 0..7 (when cuDNN is found). */
+ * (FP16/BF16), 10..17 cuDNN's algorithms 0..7 (when cuDNN is found).
+ * FP16/BF16 also in NHWC: x and y NHWC, W NHWC (= KRSC, converted once at
+ * build), the bias LINEAR (a fused residual Add's input takes y's layout);
+ * tactics 2 (1x1 convs as one GEMM) and cuDNN's. */
 static const kiln_combo conv_cuda_formats[] = {
-    {.types = KILN_CU_T_FLOAT, .tactics = {1, 3, 2, 5, 6, 10, 11, 12, 13, 14, 15, 16, 17}}, {0}};
+    {.types = KILN_CU_T_FLOAT, .tactics = {1, 3, 2, 5, 6, 10, 11, 12, 13, 14, 15, 16, 17}},
+    {KILN_CU_T_NHWC ", " KILN_CU_T_NHWC ", " KILN_CU_T_NHWC ", " KILN_CU_T_NHWC, "NHWC, NHWC, LINEAR, NHWC",
+     {2, 10, 11, 12, 13, 14, 15, 16, 17}},
+    {0}};
 static int conv_cuda_check(const kiln_shape_ctx *c) { return kiln__ops_cuda_spatial(c, "Conv", 1, 3); }
 /* 1-D/2-D: conv_cuda.c's tactics; 3-D: direct (conv3d_cuda.c), either
  * tactic, with this file's geometry. */

@@ -33,6 +33,15 @@
  *     KILN_EUNSUPPORTED), and none without cuDNN.  An engine whose layer
  *     names a cuDNN tactic, loaded where cuDNN is missing, runs that layer
  *     with the GEMM tactic instead (one warning per process).
+ * NHWC (x, y and the fused residual NHWC, the weights NHWC = KRSC, the
+ * bias LINEAR; 2-D only; conv.c's NHWC rows, FP16/BF16): tactic 2 is one
+ * cuBLASLt GEMM Y[NHW x K] = X[NHW x C] W^T for a 1x1 stride-1 unpadded
+ * ungrouped conv, the bias and a ReLU in its epilogue and the residual as
+ * its C (beta 1): no bias_act pass; tactics 10 + a are cuDNN's algorithm a
+ * in NHWC (bias + residual + ReLU fused where cuDNN takes them).  Other
+ * activations, and whatever cuDNN does not fuse, run bias_act over the
+ * channel-innermost output after it.  The other tactics refuse NHWC
+ * (KILN_EUNSUPPORTED: the builder drops them).
  * ConvTranspose: conv_transpose_<T> (gather form, no atomics), or
  * conv_transpose1_<T> where the kernel equals the stride (one tap).
  * A fused activation (kiln__epi_cuda_act) is applied by conv_direct,
@@ -52,6 +61,9 @@
 #include <string.h>
 
 enum { T_AUTO = 0, T_DIRECT = 1, T_GEMM = 2, T_DW = 3, T_IGEMM64 = 5, T_IGEMM32 = 6, T_CUDNN = KILN_CUDNN_TACTIC0 };
+
+/* An NHWC call (conv.c's NHWC rows): x's layout decides. */
+static int is_nhwc(const kiln_call *c) { return c->in[0].format == KILN_FORMAT_NHWC; }
 
 static int is_cudnn(int tactic) { return tactic >= T_CUDNN && tactic < T_CUDNN + KILN_CUDNN_ALGOS; }
 
@@ -89,8 +101,14 @@ static int geometry(const kiln_call *c, const char *op, int transpose, kiln_cu_c
     int nsp = x->ndim - 2;
     if (nsp < 1 || nsp > 2) return kiln_set_error(KILN_EUNSUPPORTED, "%s: CUDA kernels take 1-D and 2-D only (%d-D)", op, nsp);
     if (!is_float(x->dtype) || w->dtype != x->dtype || y->dtype != x->dtype) return kiln__cu_type_err(op, x->dtype);
-    if (!kiln__cu_contig(x) || !kiln__cu_contig(w) || !kiln__cu_contig(y))
+    if (is_nhwc(c)) {
+        if (transpose || nsp != 2 || w->format != KILN_FORMAT_NHWC || y->format != KILN_FORMAT_NHWC)
+            return kiln_set_error(KILN_EUNSUPPORTED, "%s: NHWC on CUDA takes 2-D convs with x, W and y all NHWC "
+                                  "(%d-D, W %s, y %s)", op, nsp, kiln_format_name(w->format),
+                                  kiln_format_name(y->format));
+    } else if (!kiln__cu_contig(x) || !kiln__cu_contig(w) || !kiln__cu_contig(y)) {
         return kiln_set_error(KILN_EUNSUPPORTED, "%s: CUDA kernels need contiguous tensors", op);
+    }
     int64_t s[2], d[2], pads[4], op_pad[2], in[2], out[2], k[2];
     attr_arr(c, "strides", nsp, s, 1);
     attr_arr(c, "dilations", nsp, d, 1);
@@ -173,9 +191,10 @@ size_t kiln__cu_conv_workspace(const kiln_call *c) {
     kiln_cu_conv p;
     const int tactic = run_tactic(c->tactic);
     if (tactic == T_DIRECT || tactic == T_DW || tactic == T_IGEMM64 || tactic == T_IGEMM32 || geometry(c, "Conv", 0, &p)) return 0;
+    if (is_nhwc(c) && !is_cudnn(tactic)) return KILN_CUDA_GEMM_WORKSPACE; /* the NHWC GEMM */
     if (is_cudnn(tactic) && !kiln__cudnn_load()) { /* without cuDNN: the GEMM tactic's (see above) */
         kiln_cudnn_conv q = {.geo = p, .dtype = c->in[0].dtype, .algo = tactic - T_CUDNN,
-                             .tf32 = kiln__cuda_allow_tf32(c)};
+                             .tf32 = kiln__cuda_allow_tf32(c), .nhwc = is_nhwc(c)};
         size_t n = 0;
         return kiln__cudnn_conv_workspace(&q, &n) ? 0 : n;
     }
@@ -237,7 +256,8 @@ static int bias_act(const kiln_call *c, const kiln_cu_conv *p, const char *suf) 
     kiln_tensor *y = &c->out[0];
     const void *bias = kiln__cu_has_in(c, 2) ? c->in[2].data : NULL;
     if (!bias && p->act == KILN_CU_ACT_NONE) return 0;
-    int64_t osp = p->oh * p->ow, total = kiln_tensor_numel(y), K = p->k, S = osp;
+    /* the channel of y[i]: (i / S) % K, S = 1 when channels are innermost (NHWC) */
+    int64_t total = kiln_tensor_numel(y), K = p->k, S = is_nhwc(c) ? 1 : p->oh * p->ow;
     int act = p->act;
     float a = p->act_a, b = p->act_b;
     void *args[] = {&total, &K, &S, &y->data, (void *)&bias, &act, &a, &b};
@@ -261,7 +281,7 @@ static int conv_cudnn(const kiln_call *c, const kiln_cu_conv *p, const void *res
     }
     const int relu = p->act == KILN_CU_ACT_RELU, fusable = relu || p->act == KILN_CU_ACT_NONE;
     kiln_cudnn_conv q = {.geo = *p, .dtype = c->in[0].dtype, .algo = c->tactic - T_CUDNN,
-                         .tf32 = kiln__cuda_allow_tf32(c), .relu = relu,
+                         .tf32 = kiln__cuda_allow_tf32(c), .relu = relu, .nhwc = is_nhwc(c),
                          .x = c->in[0].data, .w = c->in[1].data, .z = res, .y = c->out[0].data,
                          /* cuDNN fuses ReLU or nothing: another activation comes after, with the bias */
                          .bias = fusable && kiln__cu_has_in(c, 2) ? c->in[2].data : NULL};
@@ -337,6 +357,24 @@ static int conv_igemm(const kiln_call *c, const kiln_cu_conv *p, const void *bia
     return kiln__cuda_launch(c, name, grid, block, 0, args);
 }
 
+/* NHWC tactic 2: Y[NHW x K] = X[NHW x C] W^T (W [K x C] row-major is
+ * KRSC of a 1x1 filter) in one cuBLASLt GEMM; bias and ReLU in its
+ * epilogue (another activation: bias_act after), the residual as C. */
+static int conv_gemm_nhwc(const kiln_call *c, const kiln_cu_conv *p, const void *bias, const void *res,
+                          const char *suf) {
+    if (!pointwise(p) || p->group != 1)
+        return kiln_set_error(KILN_EUNSUPPORTED, "Conv: the NHWC GEMM tactic takes 1x1 stride-1 unpadded ungrouped "
+                              "convs (kernel %dx%d, strides %d,%d, group %d)", p->kh, p->kw, p->sh, p->sw, p->group);
+    const int relu = p->act == KILN_CU_ACT_RELU, fused = relu || p->act == KILN_CU_ACT_NONE;
+    kiln_cuda_gemm g = {.m = p->n * p->h * p->w, .n = p->k, .k = p->c, .batch = 1, .trans_b = 1,
+                        .a = c->in[0].data, .b = c->in[1].data, .d = c->out[0].data, .lda = p->c, .ldb = p->c,
+                        .ldd = p->k, .ldc = p->k, .dtype = c->in[0].dtype, .alpha = 1.0f,
+                        .c = res, .beta = res ? 1.0f : 0.0f, .bias = fused ? bias : NULL, .epilogue = relu};
+    int rc = kiln__cuda_gemm(c, &g);
+    if (rc || fused) return rc;
+    return bias_act(c, p, suf);
+}
+
 int kiln__cu_conv(const kiln_call *c) {
     kiln_cu_conv p;
     int rc = geometry(c, "Conv", 0, &p);
@@ -350,7 +388,8 @@ int kiln__cu_conv(const kiln_call *c) {
     const void *res = NULL;
     if (ri >= 0) { /* a fused residual Add: an input of the output's type and shape */
         if (ri >= c->nin || !c->in[ri].data || c->in[ri].dtype != c->out[0].dtype ||
-            kiln_tensor_numel(&c->in[ri]) != kiln_tensor_numel(&c->out[0]) || !kiln__cu_contig(&c->in[ri]))
+            kiln_tensor_numel(&c->in[ri]) != kiln_tensor_numel(&c->out[0]) ||
+            (!is_nhwc(c) && !kiln__cu_contig(&c->in[ri])))
             return kiln_set_error(KILN_EINTERNAL, "Conv: the fused residual (input %d) must be a present contiguous "
                                   "tensor of the output's type and size", ri);
         res = c->in[ri].data;
@@ -358,6 +397,18 @@ int kiln__cu_conv(const kiln_call *c) {
     int tactic = run_tactic(c->tactic);
     if (tactic != c->tactic && kiln__b_timing)
         return kiln_set_error(KILN_EUNSUPPORTED, "Conv: implicit-GEMM tactics off ($KILN_CONV_IGEMM)");
+    if (is_nhwc(c)) {
+        if (res && c->in[ri].format != KILN_FORMAT_NHWC)
+            return kiln_set_error(KILN_EINTERNAL, "Conv: the fused residual of an NHWC conv is %s",
+                                  kiln_format_name(c->in[ri].format));
+        if (is_cudnn(tactic)) {
+            rc = conv_cudnn(c, &p, res, suf);
+            if (rc != KILN_ENOTFOUND) return rc;
+            tactic = T_GEMM; /* no cuDNN here: conv_cudnn warned; pointwise convs run the GEMM */
+        }
+        if (tactic == T_GEMM) return conv_gemm_nhwc(c, &p, bias, res, suf);
+        return kiln_set_error(KILN_EUNSUPPORTED, "Conv: tactic %d does not take NHWC (2 and cuDNN's do)", tactic);
+    }
     if (tactic == T_IGEMM64 || tactic == T_IGEMM32)
         return conv_igemm(c, &p, bias, res, suf, tactic == T_IGEMM64 ? 64 : 32);
     if (is_cudnn(tactic)) {

@@ -725,31 +725,39 @@ POOL_IMPL(gmaxpool_impl, P_MAX, 1)
 POOL_IMPL(gavgpool_impl, P_AVG, 1)
 POOL_IMPL(glppool_impl, P_LP, 1)
 
-/* CUDA (pool_cuda.c): the float types, Indices int64. */
-static const kiln_combo cu_pool[] = {{.types = KILN_CU_T_FLOAT}, {0}};
-static const kiln_combo cu_maxpool[] = {{.types = KILN_CU_T_FLOAT ", " KILN_CU_T_FLOAT ", INT64"}, {0}};
+/* CUDA (pool_cuda.c): the float types, Indices int64; also NHWC in and
+ * out (4-D; MaxPool's Indices NHWC too, so their writes are coalesced; the
+ * values keep ONNX's NCHW numbering), and for the global pools NHWC in
+ * with either output layout (one position per plane: the same memory). */
+static const kiln_combo cu_pool[] = {{.types = KILN_CU_T_FLOAT}, {.types = KILN_CU_T_NHWC, .layouts = "NHWC"}, {0}};
+static const kiln_combo cu_maxpool[] = {
+    {.types = KILN_CU_T_FLOAT ", " KILN_CU_T_FLOAT ", INT64"},
+    {.types = KILN_CU_T_NHWC ", " KILN_CU_T_NHWC ", INT64", .layouts = "NHWC"}, {0}};
+static const kiln_combo cu_gpool[] = {
+    {.types = KILN_CU_T_FLOAT}, {.types = KILN_CU_T_NHWC, .layouts = "NHWC, NHWC*LINEAR"}, {0}};
 static int pool_cuda_check(const kiln_shape_ctx *c) { return kiln__ops_cuda_spatial(c, "pooling", 1, 3); }
 
-#define POOL_OP(var, nm, ver, nout, at, shp, fn, cu, dc)                             \
+#define POOL_OP(var, nm, ver, nout, at, shp, fn, cu, cuf, dc)                        \
     static const kiln_quick_op var = {                                               \
         .ns = "ai.onnx", .name = nm, .version = ver,                                 \
         .min_inputs = 1, .max_inputs = 1, .num_outputs = nout,                       \
         .attrs = at, .shape = shp, .impl = fn, .doc = dc,                            \
-        .cuda_impl = cu, .cuda_formats = nout > 1 ? cu_maxpool : cu_pool,            \
+        .cuda_impl = cu,                                                             \
+        .cuda_formats = cuf,                                                         \
         .cuda_check = pool_cuda_check,                                               \
         .optional_outputs = nout > 1 ? 2u : 0u, /* MaxPool's Indices */              \
     };                                                                               \
     KILN_OP(var)
 
-POOL_OP(maxpool_1, "MaxPool", 1, 1, maxpool_attrs, pool_shape, maxpool_impl, kiln__cu_maxpool, "max pooling")
-POOL_OP(maxpool_8, "MaxPool", 8, 2, maxpool_attrs, pool_shape, maxpool_impl, kiln__cu_maxpool,
+POOL_OP(maxpool_1, "MaxPool", 1, 1, maxpool_attrs, pool_shape, maxpool_impl, kiln__cu_maxpool, cu_pool, "max pooling")
+POOL_OP(maxpool_8, "MaxPool", 8, 2, maxpool_attrs, pool_shape, maxpool_impl, kiln__cu_maxpool, cu_maxpool,
         "max pooling with optional Indices output")
-POOL_OP(avgpool_1, "AveragePool", 1, 1, avgpool_attrs, pool_shape, avgpool_impl, kiln__cu_avgpool,
+POOL_OP(avgpool_1, "AveragePool", 1, 1, avgpool_attrs, pool_shape, avgpool_impl, kiln__cu_avgpool, cu_pool,
         "average pooling (count_include_pad, ceil_mode, dilations)")
-POOL_OP(lppool_2, "LpPool", 2, 1, lppool_attrs, pool_shape, lppool_impl, kiln__cu_lppool, "Lp-norm pooling")
-POOL_OP(gmaxpool_1, "GlobalMaxPool", 1, 1, NULL, gpool_shape, gmaxpool_impl, kiln__cu_gmaxpool,
+POOL_OP(lppool_2, "LpPool", 2, 1, lppool_attrs, pool_shape, lppool_impl, kiln__cu_lppool, cu_pool, "Lp-norm pooling")
+POOL_OP(gmaxpool_1, "GlobalMaxPool", 1, 1, NULL, gpool_shape, gmaxpool_impl, kiln__cu_gmaxpool, cu_gpool,
         "max over all spatial positions")
-POOL_OP(gavgpool_1, "GlobalAveragePool", 1, 1, NULL, gpool_shape, gavgpool_impl, kiln__cu_gavgpool,
+POOL_OP(gavgpool_1, "GlobalAveragePool", 1, 1, NULL, gpool_shape, gavgpool_impl, kiln__cu_gavgpool, cu_gpool,
         "mean over all spatial positions")
-POOL_OP(glppool_2, "GlobalLpPool", 2, 1, glp_attrs, gpool_shape, glppool_impl, kiln__cu_glppool,
+POOL_OP(glppool_2, "GlobalLpPool", 2, 1, glp_attrs, gpool_shape, glppool_impl, kiln__cu_glppool, cu_gpool,
         "Lp norm over all spatial positions")

@@ -4,7 +4,8 @@
  * geometry of pool.c: the output dims are given, pads come from the
  * attributes or auto_pad), and the global pools (GlobalAveragePool and
  * GlobalMaxPool as one block-reduction per plane, reduce_<T>; GlobalLpPool
- * as a window over the whole plane).
+ * as a window over the whole plane).  NHWC (4-D, pool.c's rows): pool_<T>
+ * with kiln_cu_pool.chans, the global pools as a window over the plane.
  */
 #include "ops/common/cuda_impls.h"
 #include "ops/common/ops_cuda.h"
@@ -18,8 +19,12 @@ static int pool(const kiln_call *c, const char *op, int kind, int global) {
     kiln_tensor *y = &c->out[0];
     if (x->dtype != KILN_DTYPE_F32 && x->dtype != KILN_DTYPE_F16 && x->dtype != KILN_DTYPE_BF16)
         return kiln__cu_type_err(op, x->dtype);
-    if (!kiln__cu_contig(x) || !kiln__cu_contig(y))
-        return kiln_set_error(KILN_EUNSUPPORTED, "%s: CUDA kernels need contiguous tensors", op);
+    /* NHWC x (pool.c's NHWC rows): y NHWC, or LINEAR where it has one
+     * position per plane (global pools: the same memory) */
+    const int nhwc = x->format == KILN_FORMAT_NHWC;
+    if (nhwc ? x->ndim != 4 || (y->format != KILN_FORMAT_NHWC && !global)
+             : !kiln__cu_contig(x) || !kiln__cu_contig(y))
+        return kiln_set_error(KILN_EUNSUPPORTED, "%s: CUDA kernels need contiguous tensors (or 4-D NHWC)", op);
     int nsp = x->ndim - 2;
     if (nsp < 1 || nsp > 3) return kiln_set_error(KILN_EUNSUPPORTED, "%s: %d spatial dims on CUDA", op, nsp);
     const char *suf = kiln__cu_suffix(x->dtype);
@@ -38,7 +43,8 @@ static int pool(const kiln_call *c, const char *op, int kind, int global) {
         g.o[off + i] = y->dims[2 + i];
         sp *= x->dims[2 + i];
     }
-    if (global && kind != P_LP) { /* a reduction per plane */
+    g.chans = nhwc ? x->dims[1] : 0;
+    if (global && kind != P_LP && !nhwc) { /* a reduction per plane */
         kiln_cu_iter out, red;
         int64_t pst[1] = {sp}, ost[1] = {1}, one[1] = {1};
         const int64_t *so[2] = {pst, ost}, *sr[1] = {one};
@@ -49,7 +55,7 @@ static int pool(const kiln_call *c, const char *op, int kind, int global) {
         return kiln__cu_launch_blocks(c, "reduce", suf, g.planes, kiln__cu_block_for(sp), args);
     }
     g.p = (float)kiln__cu_attr_int(c, "p", 2);
-    if (global) {
+    if (global) { /* (NHWC: one thread per channel walks the plane, coalesced across threads) */
         for (int i = 0; i < nsp; i++) g.k[off + i] = (int32_t)x->dims[2 + i];
     } else {
         const int64_t *k = NULL, *s = NULL, *d = NULL, *pads = NULL;
@@ -77,6 +83,9 @@ static int pool(const kiln_call *c, const char *op, int kind, int global) {
         if (kind == P_MAX) g.order = (int)kiln__cu_attr_int(c, "storage_order", 0);
     }
     void *ind = kind == P_MAX && c->nout > 1 ? c->out[1].data : NULL;
+    if (ind && c->out[1].format != y->format)
+        return kiln_set_error(KILN_EUNSUPPORTED, "%s: Indices in %s with y in %s (the kernel writes both alike)", op,
+                              kiln_format_name(c->out[1].format), kiln_format_name(y->format));
     void *args[] = {&g, (void *)&x->data, &y->data, &ind};
     return kiln__cu_launch_n(c, "pool", suf, kiln_tensor_numel(y), args);
 }
