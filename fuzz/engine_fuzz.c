@@ -8,7 +8,10 @@
  * loaded with KILN_CODE_DENY (an engine with native code is trusted by
  * definition; see docs/AOT.md), then inspected and run once per input with
  * every input bound to deterministic data of its size (dynamic dims at the
- * profile's min and at a value taken from the input, within the profile).
+ * profile's min and at a value taken from the input, within the profile);
+ * an engine with CUDA layers is also loaded and run once on the stand-in
+ * GPU (device/cuda/fake.c), so its device paths are reached on machines
+ * without one.
  * Any crash, leak or sanitizer report is a bug; errors are the expected
  * result for most inputs.  Build and run with fuzz/build.sh.
  *
@@ -24,6 +27,7 @@
 #include "kiln/kiln.h"
 
 uint64_t kiln__file_checksum(const void *p, size_t n);
+void kiln__cuda_fake(int on);
 
 static uint32_t ld32(const uint8_t *p) {
     uint32_t v;
@@ -190,6 +194,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (!img) return 0;
     memcpy(img, data, size);
     fix_checksums(img, size);
+    size_t isz = size; /* the image's (resign may grow it) */
     kiln_load_options opt = {.code = KILN_CODE_DENY};
     kiln_engine *e = NULL;
     int rc = kiln_engine_load_memory_ex(img, size, &opt, &e);
@@ -201,11 +206,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (img2) {
             rc = kiln_engine_load_memory_ex(img2, n2, &opt, &e);
             note("load (with this machine's signature)", rc);
-            free(img2);
+            free(img);
+            img = img2;
+            isz = n2;
         }
     }
-    free(img);
-    if (rc) return 0;
+    if (rc) {
+        free(img);
+        return 0;
+    }
     /* KILN_FUZZ_VERBOSE=2 shows the engine (replaying a crash) */
     FILE *null = g_verbose > 1 ? stderr : fopen("/dev/null", "w");
     if (null) {
@@ -214,7 +223,23 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
     run_once(e, data, size, 1);
     run_once(e, data, size, 0);
+    int gpu = 0;
+    kiln_engine_placement(e, &gpu, NULL);
     kiln_engine_free(e);
+    if (gpu) {
+        /* CUDA layers: without a GPU the context stops at "no CUDA device";
+         * on the stand-in GPU (host memory; built-in launchers fail
+         * cleanly) loading, planning, copies and epilogue preparation run. */
+        kiln__cuda_fake(1);
+        rc = kiln_engine_load_memory_ex(img, isz, &opt, &e);
+        note("load (stand-in GPU)", rc);
+        if (!rc) {
+            run_once(e, data, size, 1);
+            kiln_engine_free(e);
+        }
+        kiln__cuda_fake(0);
+    }
+    free(img);
     return 0;
 }
 

@@ -1,10 +1,10 @@
 #!/bin/sh
 # fuzz/make_engine_corpus.sh — (re)build the engine fuzzer's seed corpus:
-# small engines of ONNX node tests (libonnx-testdata), of tests/fixtures and
-# of the samples.  Engines are build outputs tied to this machine's CPU
-# (device signature) and to the format version, so the corpus is made here,
-# not committed; fuzz/build.sh calls this when build-fuzz/seed_engine/ is
-# missing.  Rerun it after a format version change.
+# small engines of ONNX node tests (libonnx-testdata), of tests/fixtures,
+# of the samples, and CUDA engines made on the stand-in GPU.  Engines are
+# build outputs tied to this machine's CPU (device signature) and to the
+# format version, so the corpus is made here, not committed; fuzz/build.sh
+# calls this when build-fuzz/seed_engine/ is missing.  Rerun it after a format version change.
 #   fuzz/make_engine_corpus.sh [BUILD_DIR [OUT_DIR]]   (default: build, build-fuzz/seed_engine)
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -46,4 +46,8 @@ done
 one fx_dynamic "$ROOT/tests/fixtures/dynamic.onnx" --min-shapes x:1x3 --opt-shapes x:2x3 --max-shapes x:8x3
 one circ_pad "$ROOT/samples/circ_pad.onnx" --plugins "$LIB"
 one fx_mbconv_block "$ROOT/tests/fixtures/mbconv_block_case/model.onnx"
+# engines with CUDA layers, built on the stand-in GPU (the fuzzer runs them on it too)
+if [ -x "$B/test_engine_cuda_crafted" ] && "$B/test_engine_cuda_crafted" --write "$OUT" >/dev/null 2>&1; then
+  n=$((n + 6))
+fi
 echo "$n engines in $OUT ($(du -sh "$OUT" | cut -f1))"

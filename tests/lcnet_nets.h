@@ -139,13 +139,4 @@ static inline void lc_ref(const lc_w *w, const float *x, double *y) {
     for (int i = 0; i < n; i++) y[i] = lc_hswish(t[i]);
 }
 
-/* The largest |y - ref| / (1 + |ref|) of n values, at least worst (NaN: infinity). */
-static inline double lc_worst(const float *y, const double *ref, int64_t n, double worst) {
-    for (int64_t i = 0; i < n; i++) {
-        double err = fabs(y[i] - ref[i]) / (1 + fabs(ref[i]));
-        if (!(err <= worst)) worst = err == err ? err : INFINITY;
-    }
-    return worst;
-}
-
 #endif

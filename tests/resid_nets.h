@@ -104,12 +104,7 @@ static inline double rs_run(const kiln_engine *e, const rs_w *w, rs_mode mode, u
     memset(y, 0xFF, sizeof y); /* NaN: a value not written shows */
     ASSERT_OK(kiln_context_run(ctx));
     kiln_context_free(ctx);
-    double worst = 0;
-    for (int i = 0; i < RS_NX; i++) {
-        double err = fabs(y[i] - ref[i]) / (1 + fabs(ref[i]));
-        if (!(err <= worst)) worst = isnan(err) ? INFINITY : err;
-    }
-    return worst;
+    return test_worst_rel(y, ref, RS_NX, 0);
 }
 
 #endif

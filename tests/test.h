@@ -86,6 +86,20 @@ static inline float test_randf(uint64_t *s, float lo, float hi) {
     return lo + (hi - lo) * (float)((test_rand_u64(s) >> 40) / (double)(1ull << 24));
 }
 
+/* test_worst_rel(y, ref, n, worst): the largest |y - ref| / (1 + |ref|) of
+ * n values, at least `worst`, for a float or double ref; a NaN (an output
+ * left poisoned) makes it infinity for good, wherever it is. */
+static inline double test__worst_rel(const float *y, const void *ref, int ref_f32, int64_t n, double worst) {
+    for (int64_t i = 0; i < n; i++) {
+        double r = ref_f32 ? ((const float *)ref)[i] : ((const double *)ref)[i];
+        double err = fabs(y[i] - r) / (1 + fabs(r));
+        if (!(err <= worst)) worst = err == err ? err : INFINITY;
+    }
+    return worst;
+}
+#define test_worst_rel(y, ref, n, worst) \
+    test__worst_rel(y, ref, _Generic((ref), float *: 1, const float *: 1, default: 0), n, worst)
+
 #define TEST_LIST(...)                                                         \
     int main(int argc, char **argv) {                                          \
         static const test_entry tests_[] = {__VA_ARGS__};                      \

@@ -111,11 +111,7 @@ static int run_dw(const dw_case *g, kiln_dtype dt, int bias, uint64_t seed, doub
                       pp[2] = {g->p, g->p}, oo[2] = {oh, ow};
         test_conv_geo geo = test_conv_geo_make(g->n, g->c, m, g->c, 2, hw, kk, ss, dd, pp, oo);
         test_conv_ref(&geo, x, w, bias ? b : NULL, ref);
-        *worst = 0;
-        for (int64_t i = 0; i < ny; i++) {
-            double e = fabs(y[i] - ref[i]) / (1 + fabs(ref[i]));
-            if (!(e <= *worst)) *worst = e == e ? e : INFINITY; /* NaN: an output not written */
-        }
+        *worst = test_worst_rel(y, ref, ny, 0); /* NaN: an output not written */
     }
     kiln__attrset_free(&s);
     for (int i = 0; i < 3; i++) g_dev->free(in[i].data);
@@ -223,11 +219,7 @@ TEST_IMPL(depthwise_epilogue) {
     ASSERT_OK(kiln_context_bind(ctx, "y", y, sizeof y));
     memset(y, 0xFF, sizeof y);
     ASSERT_OK(kiln_context_run(ctx));
-    double worst = 0;
-    for (int i = 0; i < ENX; i++) {
-        double err = fabs(y[i] - ref[i]) / (1 + fabs(ref[i]));
-        if (!(err <= worst)) worst = err == err ? err : INFINITY;
-    }
+    double worst = test_worst_rel(y, ref, ENX, 0);
     printf("Conv, Conv + Add + HardSwish at tactic 3: max |y - ref| / (1 + |ref|) = %.3g\n", worst);
     ASSERT(worst <= 1e-5);
     kiln_context_free(ctx);

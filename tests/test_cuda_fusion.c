@@ -69,10 +69,7 @@ static void run_case(const ffn_w *w, unsigned flags, double tol) {
         memset(s, 0xFF, sizeof s);
         ASSERT_OK(kiln_context_run(ctx));
         for (int d = 0; d < 3; d++) ASSERT_EQ(s[d], xd[d]);
-        for (int i = 0; i < ROWS * FFN_N2; i++) {
-            double err = fabs(y[i] - ref[i]) / (1 + fabs(ref[i]));
-            if (!(err <= worst)) worst = err; /* NaN too */
-        }
+        worst = test_worst_rel(y, ref, ROWS * FFN_N2, worst);
         if (run == 0) memcpy(first, y, sizeof y);
         else ASSERT(!memcmp(first, y, sizeof y));
     }
@@ -140,12 +137,7 @@ static void run_attn(unsigned flags, double tol) {
     for (int run = 0; run < 3; run++) { /* eager, capture, replay */
         memset(y, 0xFF, sizeof y);
         ASSERT_OK(kiln_context_run(ctx));
-        for (int o = 0; o < 3; o++)
-            for (int i = 0; i < N; i++) {
-                const double *r = o == 2 ? ref3 : ref;
-                double err = fabs(y[o][i] - r[i]) / (1 + fabs(r[i]));
-                if (!(err <= worst)) worst = err;
-            }
+        for (int o = 0; o < 3; o++) worst = test_worst_rel(y[o], o == 2 ? ref3 : ref, N, worst);
         if (run == 0) memcpy(first, y, sizeof y);
         else ASSERT(!memcmp(first, y, sizeof y));
     }
@@ -211,10 +203,7 @@ TEST_IMPL(attention_views_on_gpu) {
             for (int64_t i = 0; i < n; i++) x[i] = test_randf(&seed, -2, 2);
             mha_run(cpu, x, nbs[bi], ref);
             mha_run(e, x, nbs[bi], y);
-            for (int64_t i = 0; i < n; i++) {
-                double err = fabs(y[i] - ref[i]) / (1 + fabs(ref[i]));
-                if (!(err <= worst)) worst = err;
-            }
+            worst = test_worst_rel(y, ref, n, worst);
         }
         printf("mha_encoder flags 0x%x: %d layers, %d attention with views, max |y - cpu| / (1 + |cpu|) = %.3g "
                "(tolerance %.3g)\n", flags[f], (int)e->nlayers, views, worst, tols[f]);
@@ -271,11 +260,7 @@ TEST_IMPL(attention_mask_on_gpu) {
         for (int32_t l = 0; l < e->nlayers; l++) attn += !strcmp(e->layers[l].op_name, "attention") && e->layers[l].nin == 4;
         ASSERT_EQ(attn, 1);
         mask_run(e, (float *const[5]){q, k, v, mask, y});
-        double worst = 0;
-        for (int i = 0; i < 3 * ATTN_N; i++) {
-            double err = fabs(y[i] - ref[i]) / (1 + fabs(ref[i]));
-            if (!(err <= worst)) worst = err;
-        }
+        double worst = test_worst_rel(y, ref, 3 * ATTN_N, 0);
         printf("masked attention flags 0x%x: max |y - cpu| / (1 + |cpu|) = %.3g (tolerance %.3g)\n", flags[f], worst,
                tols[f]);
         ASSERT(worst <= tols[f]);
@@ -321,11 +306,7 @@ static void run_res(const res_w *w, unsigned flags, double tol) {
     ASSERT_OK(kiln_context_bind(ctx, "y", y, sizeof y));
     memset(y, 0xFF, sizeof y);
     ASSERT_OK(kiln_context_run(ctx));
-    double worst = 0;
-    for (int i = 0; i < N; i++) {
-        double err = fabs(y[i] - ref[i]) / (1 + fabs(ref[i]));
-        if (!(err <= worst)) worst = err;
-    }
+    double worst = test_worst_rel(y, ref, N, 0);
     printf("  max |y - ref| / (1 + |ref|) = %.3g (tolerance %.3g)\n", worst, tol);
     ASSERT(worst <= tol);
     kiln_context_free(ctx);
@@ -343,12 +324,17 @@ TEST_IMPL(residual_layernorm_fp16_without_casts) {
 /* Three runs of ctx (eager, capture, replay) into bound output y of n
  * floats, poisoned before each: bit-identical, within tol of ref (relative
  * to 1 + |ref|); frees ctx. */
-static void runs_agree(kiln_context *ctx, float *y, float *first, const double *ref, int64_t n, double tol) {
+static void runs_agree(kiln_engine *e, float *x, int64_t nx, float *y, float *first, const double *ref,
+                       int64_t n, double tol) {
+    kiln_context *ctx = NULL;
+    ASSERT_OK(kiln_context_create(e, 1, &ctx));
+    ASSERT_OK(kiln_context_bind(ctx, "x", x, (size_t)nx * sizeof *x));
+    ASSERT_OK(kiln_context_bind(ctx, "y", y, (size_t)n * sizeof *y));
     double worst = 0;
     for (int run = 0; run < 3; run++) {
         memset(y, 0xFF, (size_t)n * sizeof *y);
         ASSERT_OK(kiln_context_run(ctx));
-        worst = lc_worst(y, ref, n, worst);
+        worst = test_worst_rel(y, ref, n, worst);
         if (run == 0) memcpy(first, y, (size_t)n * sizeof *y);
         else ASSERT(!memcmp(first, y, (size_t)n * sizeof *y));
     }
@@ -378,17 +364,13 @@ static void run_lcnet(const lc_w *w, unsigned flags, double tol) {
     printf("lcnet flags 0x%x: %d layers, %d Conv, %d fused ops\n", flags, (int)e->nlayers, convs, fused);
     ASSERT_EQ(convs, 3);
     if (!(flags & (KILN_BUILD_NO_FUSION | KILN_BUILD_FP16))) ASSERT_EQ(fused, 6); /* 16-bit: per the timed types */
-    kiln_context *ctx = NULL;
-    ASSERT_OK(kiln_context_create(e, 1, &ctx));
     enum { NX = LC_N * LC_C * LC_HW, NY = LC_N * LC_M * LC_HW };
     static float x[NX], y[NY], first[NY];
     static double ref[NY];
     uint64_t seed = 300 + flags;
     for (int i = 0; i < NX; i++) x[i] = test_randf(&seed, -3, 3);
     lc_ref(w, x, ref);
-    ASSERT_OK(kiln_context_bind(ctx, "x", x, sizeof x));
-    ASSERT_OK(kiln_context_bind(ctx, "y", y, sizeof y));
-    runs_agree(ctx, y, first, ref, NY, tol);
+    runs_agree(e, x, NX, y, first, ref, NY, tol);
     kiln_engine_free(e);
 }
 
@@ -431,16 +413,12 @@ static void run_db(const db_w *w, unsigned flags, double tol) {
     } else {
         ASSERT(casts == 0 || casts == 2); /* all FP32, or one cast in and one out */
     }
-    kiln_context *ctx = NULL;
-    ASSERT_OK(kiln_context_create(e, 1, &ctx));
     static float x[DB_NX], y[DB_NY], first[DB_NY];
     static double ref[DB_NY];
     uint64_t seed = 500 + flags;
     for (int i = 0; i < DB_NX; i++) x[i] = test_randf(&seed, -2, 2);
     db_ref(w, x, ref);
-    ASSERT_OK(kiln_context_bind(ctx, "x", x, sizeof x));
-    ASSERT_OK(kiln_context_bind(ctx, "y", y, sizeof y));
-    runs_agree(ctx, y, first, ref, DB_NY, tol);
+    runs_agree(e, x, DB_NX, y, first, ref, DB_NY, tol);
     kiln_engine_free(e);
 }
 

@@ -1002,7 +1002,87 @@ TEST_IMPL(fuse_linear) {
     linear_case(2, 6, 20, 9, 3, 0, 1);      /* 1-D B: no column bias */
 }
 
+/* ---- MatMul + Add of a tensor that is not a constant (CPU) -----------------
+ * X [B, T, K] x W ([K, N], or batched [B, K, N]) -> Add(R) -> [Relu] -> Y,
+ * R a network input (or, r = 4, Relu of one, computed before the MatMul):
+ * r 0 = [B, T, N] (a residual: fuses), 1 = [N] and 2 = [1, 1, N] (a bias
+ * that is not a constant, added by column: fuses), 3 = [T, 1] (broadcast
+ * over another dim: the Add stays a layer), 4 = Relu(Rin) [B, T, N]
+ * (fuses).  Against a naive double reference and the unfused engine, after
+ * a serialize/load too. */
+static void input_add_case(int64_t B, int64_t T, int64_t K, int64_t N, int r, int relu, int wbatch, int threads) {
+    static const int64_t rank[5] = {3, 1, 3, 2, 3};
+    const int64_t rdims[5][3] = {{B, T, N}, {N}, {1, 1, N}, {T, 1}, {B, T, N}};
+    const int64_t nr = r == 1 || r == 2 ? N : r == 3 ? T : B * T * N, ny = B * T * N, nx = B * T * K;
+    float *x = rnd(nx), *w = rnd((wbatch ? B : 1) * K * N), *rv = rnd(nr), *y = malloc((size_t)ny * sizeof *y),
+          *y2 = malloc((size_t)ny * sizeof *y2);
+    kiln_network *net = kiln_network_create();
+    ASSERT_OK(kiln_network_add_input(net, "X", KILN_DTYPE_F32, 3, (int64_t[]){B, T, K}, NULL));
+    ASSERT_OK(kiln_network_add_input(net, r == 4 ? "Rin" : "R", KILN_DTYPE_F32, (int)rank[r], rdims[r], NULL));
+    if (r == 4) layer(net, "ai.onnx::Relu", 14, "rrelu", 1, (const char *[]){"Rin"}, "R");
+    if (wbatch) add_const(net, "W", 3, (int64_t[]){B, K, N}, w);
+    else add_const(net, "W", 2, (int64_t[]){K, N}, w);
+    layer(net, "ai.onnx::MatMul", 13, "mm", 2, (const char *[]){"X", "W"}, "m");
+    layer(net, "ai.onnx::Add", 14, "add", 2, (const char *[]){r == 2 ? "R" : "m", r == 2 ? "m" : "R"}, relu ? "h" : "Y");
+    if (relu) layer(net, "ai.onnx::Relu", 14, "relu", 1, (const char *[]){"h"}, "Y");
+    ASSERT_OK(kiln_network_mark_output(net, "Y"));
+    kiln_engine *e = test_build_ok(net, KILN_BUILD_NO_TIMING, threads, NULL);
+    kiln_engine *u = test_build_ok(net, KILN_BUILD_NO_TIMING | KILN_BUILD_NO_FUSION, threads, NULL);
+    kiln_network_free(net);
+    char what[160];
+    snprintf(what, sizeof what, "MatMul [%lld,%lld,%lld]x[%lld,%lld]%s + R case %d, relu %d, %d threads",
+             (long long)B, (long long)T, (long long)K, (long long)K, (long long)N, wbatch ? " batched" : "", r, relu,
+             threads);
+    char *txt = inspect_text(e);
+    const char *chain = relu ? "ai.onnx::MatMul v1 + Add + Relu" : "ai.onnx::MatMul v1 + Add";
+    if (r != 3 && !strstr(txt, chain)) TEST__FAIL("%s: the Add did not fuse:\n%s", what, txt);
+    if (r == 3 && strstr(txt, "MatMul v1 + Add")) TEST__FAIL("%s: a [T, 1] Add fused:\n%s", what, txt);
+    free(txt);
+    double *ref = malloc((size_t)ny * sizeof *ref);
+    for (int64_t i = 0; i < ny; i++) {
+        int64_t b = i / (T * N), t = i / N % T, j = i % N;
+        double acc = 0;
+        for (int64_t k = 0; k < K; k++) acc += (double)x[(b * T + t) * K + k] * w[((wbatch ? b : 0) * K + k) * N + j];
+        double rr = r == 1 || r == 2 ? rv[j] : r == 3 ? rv[t] : rv[i];
+        acc += r == 4 && rr < 0 ? 0 : rr;
+        ref[i] = relu && acc < 0 ? 0 : acc;
+    }
+    kiln_engine *e2 = test_roundtrip(e); /* the chain survives serialize/load */
+    const kiln_engine *engines[3] = {e, e2, u};
+    for (int k = 0; k < 3; k++) {
+        kiln_context *ctx;
+        ASSERT_OK(kiln_context_create(engines[k], threads, &ctx));
+        ASSERT_OK(kiln_context_bind(ctx, "X", x, (size_t)nx * sizeof *x));
+        ASSERT_OK(kiln_context_bind(ctx, r == 4 ? "Rin" : "R", rv, (size_t)nr * sizeof *rv));
+        memset(y, 0xA5, (size_t)ny * sizeof *y);
+        ASSERT_OK(kiln_context_bind(ctx, "Y", y, (size_t)ny * sizeof *y));
+        if (kiln_context_run(ctx)) TEST__FAIL("%s: run: %s", what, kiln_errmsg());
+        kiln_context_free(ctx);
+        test_check_close(what, y, ref, ny, 1e-5 * (double)K);
+        if (k == 0) memcpy(y2, y, (size_t)ny * sizeof *y);
+    }
+    /* fused and unfused: the same sums, in the same order */
+    for (int64_t i = 0; i < ny; i++)
+        if (fabsf(y[i] - y2[i]) > 1e-6f * (1 + fabsf(y[i])))
+            TEST__FAIL("%s: y[%lld] fused %g, unfused %g", what, (long long)i, (double)y2[i], (double)y[i]);
+    kiln_engine_free(e2);
+    kiln_engine_free(e);
+    kiln_engine_free(u);
+    free(x); free(w); free(rv); free(y); free(y2); free(ref);
+}
+
+TEST_IMPL(fuse_matmul_input_add) {
+    for (int r = 0; r <= 4; r++) input_add_case(2, 7, 33, 45, r, r & 1, 0, 1);
+    input_add_case(1, 128, 96, 300, 1, 1, 0, 2);  /* several tiles, 2 threads */
+    input_add_case(3, 5, 70, 2600, 0, 0, 0, 2);   /* rows longer than an epilogue chunk */
+    input_add_case(3, 5, 70, 2600, 1, 1, 0, 2);
+    input_add_case(1, 1, 40, 50, 2, 1, 0, 1);     /* one row: the matrix-vector path */
+    input_add_case(2, 6, 20, 9, 1, 0, 1, 2);      /* batched W: one pass after the product */
+    input_add_case(2, 6, 20, 9, 0, 1, 1, 1);
+}
+
 TEST_LIST(TEST_ENTRY(gemv_gemm), TEST_ENTRY(maxpool_unread_indices), TEST_ENTRY(gemv_matmul), TEST_ENTRY(fuse_conv_bn_clip),
           TEST_ENTRY(fuse_gemm), TEST_ENTRY(fuse_matmul_convtranspose), TEST_ENTRY(fuse_arith),
           TEST_ENTRY(fuse_refused),
-          TEST_ENTRY(fuse_roundtrip), TEST_ENTRY(fuse_residual), TEST_ENTRY(fuse_linear))
+          TEST_ENTRY(fuse_roundtrip), TEST_ENTRY(fuse_residual), TEST_ENTRY(fuse_linear),
+          TEST_ENTRY(fuse_matmul_input_add))

@@ -56,7 +56,7 @@ static void run_xy(const kiln_engine *e, const float *x, size_t xbytes, float *y
     ASSERT_OK(kiln_context_bind(ctx, "y", y, (size_t)n * sizeof *y));
     memset(y, 0xFF, (size_t)n * sizeof *y); /* NaN: a value not written shows */
     ASSERT_OK(kiln_context_run(ctx));
-    double worst = lc_worst(y, ref, n, 0);
+    double worst = test_worst_rel(y, ref, n, 0);
     printf("  %d layers: max |y - ref| / (1 + |ref|) = %.3g (tolerance %.3g)\n", (int)e->nlayers, worst, tol);
     ASSERT(worst <= tol);
     kiln_context_free(ctx);
@@ -120,8 +120,8 @@ TEST_IMPL(cpu_fold) {
     memset(v1, 0xFF, sizeof v1);
     ASSERT_OK(kiln_context_run(ctx));
     lc_conv_ref(x, LC_C, w.w1, w.b1, 3, 1, vref);
-    ASSERT(lc_worst(v1, vref, NY, 0) <= 1e-5);
-    ASSERT(lc_worst(y, ref, NY, 0) <= 1e-5);
+    ASSERT(test_worst_rel(v1, vref, NY, 0) <= 1e-5);
+    ASSERT(test_worst_rel(y, ref, NY, 0) <= 1e-5);
     kiln_context_free(ctx);
     kiln_engine_free(e);
 }
@@ -304,6 +304,10 @@ TEST_IMPL(input_residual) {
             printf("  CPU mode %d fusion %d: %d layers, max |y - ref| / (1 + |ref|) = %.3g\n", mode, fuse,
                    (int)e->nlayers, worst);
             ASSERT(worst <= 1e-5);
+            if (fuse && mode == RS_MATMUL_X2) { /* the CPU MatMul takes the Add, then the Relu */
+                const kiln__elayer *mm = find_layer(e, "matmul");
+                ASSERT(mm && mm->nin == 3 && mm->nepi == 2 && epi_is(mm, 0, "Add") && epi_is(mm, 1, "Relu"));
+            }
             kiln_engine_free(e);
         }
     }
@@ -327,5 +331,37 @@ TEST_IMPL(input_residual) {
     kiln__cuda_fake(0);
 }
 
+/* Only the GPU Conv launcher reads a fused residual (kiln__epi_cuda_residual):
+ * an engine (a crafted file) whose GPU layer of another op carries one is
+ * refused at load, not run with the Add silently dropped.  The Conv of a
+ * built engine is relabelled ConvTranspose (same inputs, also accepts
+ * epilogues) and its chain prepared again. */
+TEST_IMPL(gpu_residual_only_on_conv) {
+    rs_w w;
+    rs_weights(&w, 73);
+    kiln__cuda_fake(1);
+    kiln_network *net = rs_network(&w, RS_HSWISH_X2);
+    kiln_engine *e = build_cuda(net, KILN_BUILD_NO_TIMING | KILN_BUILD_STRICT_DEVICE);
+    kiln_network_free(net);
+    if (!e) TEST__FAIL("build: %s", kiln_errmsg());
+    kiln__elayer *conv = (kiln__elayer *)find_layer(e, "conv");
+    ASSERT(conv && conv->nin == 4 && conv->device == KILN_DEVICE_CUDA);
+    ASSERT_EQ(kiln__epi_cuda_residual(conv->epi_rt), 3);
+    const kiln__op *own = conv->op;
+    void *rt = conv->epi_rt;
+    conv->op = kiln__registry_find("ai.onnx", "ConvTranspose", 1);
+    ASSERT(conv->op);
+    conv->epi_rt = NULL;
+    ASSERT_EQ(kiln__epi_prepare(e, conv), KILN_EFORMAT);
+    ASSERT_CONTAINS(kiln_errmsg(), "layer 'conv' runs on the GPU with 2 fused ops (first ai.onnx::Add");
+    ASSERT_CONTAINS(kiln_errmsg(), "residual Add (Conv)");
+    ASSERT(!conv->epi_rt);
+    conv->op = own;
+    conv->epi_rt = rt;
+    kiln_engine_free(e);
+    kiln__cuda_fake(0);
+}
+
 TEST_LIST(TEST_ENTRY(cpu_fold), TEST_ENTRY(gpu_fold_structure), TEST_ENTRY(ppocr_det_gpu_layers),
-          TEST_ENTRY(convtranspose_fold), TEST_ENTRY(input_residual))
+          TEST_ENTRY(convtranspose_fold), TEST_ENTRY(input_residual),
+          TEST_ENTRY(gpu_residual_only_on_conv))

@@ -67,14 +67,7 @@ static void run_case(const pcase *t, int threads) {
     kiln_engine *e = test_build_ok(net, KILN_BUILD_NO_TIMING, threads, NULL);
     kiln_network_free(net);
     for (int debug = 0; debug <= 1; debug++) {
-        kiln_context *ctx;
-        ASSERT_OK(kiln_context_create(e, threads, &ctx));
-        kiln_context_set_debug(ctx, debug);
-        ASSERT_OK(kiln_context_bind(ctx, "X", x, (size_t)nx * sizeof(float)));
-        memset(y, 0xA5, (size_t)ny * sizeof(float));
-        ASSERT_OK(kiln_context_bind(ctx, "Y", y, (size_t)ny * sizeof(float)));
-        ASSERT_OK(kiln_context_run(ctx));
-        kiln_context_free(ctx);
+        test_run_xy(e, threads, debug, x, nx, y, ny, 0);
         for (int64_t i = 0; i < ny; i++) {
             int same = isnan(ref[i]) ? isnan(y[i]) : y[i] == ref[i];
             if (!same)

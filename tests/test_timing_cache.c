@@ -3,10 +3,12 @@
  * trip, builds that reuse a cache file time nothing (counted by the op's own
  * call counter, not only by the stats), corrupt files and files of another
  * device are ignored with a warning, never a crash; on the stand-in GPU, a
- * cache made without cuDNN is not reused where cuDNN is.
+ * cache's cuDNN entries made without cuDNN are not reused where cuDNN is,
+ * and a build without a cuDNN tactic never asks for cuDNN.
  */
 #include "builder/build_int.h"
 #include "device/cuda/cuda_int.h"
+#include "device/cuda/cudnn.h"
 #include "test.h"
 
 #include <pthread.h>
@@ -36,23 +38,30 @@ static const kiln_quick_op add_op = {.ns = "test", .name = "tc_add", .version = 
                                      .impl = add_impl, .formats = formats, .timing_id = "k"};
 KILN_OP(add_op)
 
-/* The same op with a (stand-in) CUDA side whose tactic 2 needs a library
- * that is optional at run time, as the Conv's cuDNN tactics need cuDNN:
- * without it (g_have_lib = 0) tactic 2 fails, as a cuDNN tactic fails its
- * timing where cuDNN is missing. */
+/* The same op with a (stand-in) CUDA side whose tactic 10 needs a library
+ * that is optional at run time, as the Conv's cuDNN tactics need cuDNN (the
+ * stand-in GPU takes tactics 10..17 of any op for cuDNN's): without it
+ * (g_have_lib = 0) tactic 10 fails, as a cuDNN tactic fails its timing
+ * where cuDNN is missing.  test::tc_add_gpu_plain has no such tactic. */
 static int g_have_lib, g_lib_calls;
 static int add_cuda(const kiln_call *c) {
-    if (c->tactic == 2 && !g_have_lib) return kiln_set_error(KILN_EUNSUPPORTED, "tc_add_gpu: no library here");
-    g_lib_calls += c->tactic == 2;
+    if (c->tactic == 10 && !g_have_lib) return kiln_set_error(KILN_EUNSUPPORTED, "tc_add_gpu: no library here");
+    g_lib_calls += c->tactic == 10;
     return kiln__cuda_fake_kernel(add_impl, c);
 }
-static const kiln_combo cuda_formats[] = {{"FP32", NULL, {1, 2}}, {NULL, NULL, {0}}};
+static const kiln_combo cuda_formats[] = {{"FP32", NULL, {1, 10}}, {NULL, NULL, {0}}};
+static const kiln_combo plain_formats[] = {{"FP32", NULL, {1, 2, 3}}, {NULL, NULL, {0}}};
 static const kiln_combo cpu_formats[] = {{"FP32", NULL, {1}}, {NULL, NULL, {0}}};
 static const kiln_quick_op add_gpu_op = {.ns = "test", .name = "tc_add_gpu", .version = 1, .min_inputs = 2,
                                          .max_inputs = 2, .num_outputs = 1, .shape = add_shape, .impl = add_impl,
                                          .formats = cpu_formats, .cuda_impl = add_cuda,
                                          .cuda_formats = cuda_formats};
 KILN_OP(add_gpu_op)
+static const kiln_quick_op add_plain_op = {.ns = "test", .name = "tc_add_gpu_plain", .version = 1,
+                                           .min_inputs = 2, .max_inputs = 2, .num_outputs = 1,
+                                           .shape = add_shape, .impl = add_impl, .formats = cpu_formats,
+                                           .cuda_impl = add_cuda, .cuda_formats = plain_formats};
+KILN_OP(add_plain_op)
 
 static char g_path[512];
 static uint64_t g_seed = 0xBEEF;
@@ -357,56 +366,90 @@ static void device_line(char *buf, size_t size) {
 
 /* A cache made on a GPU machine without cuDNN holds cuDNN's tactics as
  * failed; reused where cuDNN exists, they would never be tried.  The
- * cuDNN version is part of the CUDA signature: such a file is ignored
- * there (with a warning) and the library's tactic is timed. */
-TEST_IMPL(cudnn_version_in_signature) {
-    kiln__cuda_fake(1);
-    g_device = KILN_DEVICE_CUDA;
+ * cuDNN version keys the entries of cuDNN's tactics (not the file's device
+ * line): there they are timed again, while the other tactics' entries are
+ * reused. */
+/* Builds on the stand-in GPU (on = 1) with that cuDNN version, or back to the CPU. */
+static void fake_gpu(int on, int cudnn) {
+    kiln__cuda_fake(on);
+    kiln__cuda_fake_cudnn(cudnn);
+    g_device = on ? KILN_DEVICE_CUDA : KILN_DEVICE_CPU;
+}
+
+TEST_IMPL(cudnn_version_in_key) {
+    fake_gpu(1, 0);
     make_path("cudnn");
     kiln_network *net = make_net_op("test::tc_add_gpu", 64, 0, "");
     kiln_build_stats st;
     char line[512];
-    /* no cuDNN: tactic 2 fails its timing, and the file says so */
-    kiln__cuda_fake_cudnn(0);
+    /* no cuDNN: tactic 10 fails its timing, and the file says so */
     g_have_lib = 0, g_lib_calls = 0;
     build_check(net, g_path, 64, &st);
     ASSERT_EQ(g_lib_calls, 0);
-    ASSERT(st.timed >= 2);
+    ASSERT_EQ(st.timed, 2);
     device_line(line, sizeof line);
     ASSERT_CONTAINS(line, "cuda:fake GPU");
-    ASSERT_CONTAINS(line, "cudnn none");
+    ASSERT(!strstr(line, "cudnn"));
+    ASSERT_EQ(file_lines_with("tactic=10|cudnn none"), 1);
+    ASSERT_EQ(file_lines_with("-1 cuda|test::tc_add_gpu"), 1);
     /* the same machine reuses the file, its failed entry too: nothing timed */
     build_check(net, g_path, 64, &st);
     ASSERT_EQ(st.timed, 0);
-    ASSERT(st.cache_hits >= 2);
-    /* cuDNN 9.19.0 here: the file is ignored and tactic 2 timed */
+    ASSERT_EQ(st.cache_hits, 2);
+    /* cuDNN 9.19.0 here: tactic 10 is timed again, tactic 1 reused */
     kiln__cuda_fake_cudnn(91900);
     g_have_lib = 1;
     g_log[0] = 0;
     kiln_log_set(KILN_LOG_WARN, log_fn, NULL);
     build_check(net, g_path, 64, &st);
     kiln_log_set(KILN_LOG_WARN, NULL, NULL);
-    ASSERT_CONTAINS(g_log, "cudnn none");
-    ASSERT_CONTAINS(g_log, "cudnn 9.19.0");
-    ASSERT_EQ(st.cache_hits, 0);
+    ASSERT_EQ(g_log[0], 0); /* the file itself is still this machine's */
+    ASSERT_EQ(st.timed, 1);
+    ASSERT_EQ(st.cache_hits, 1);
     ASSERT(g_lib_calls > 0);
-    device_line(line, sizeof line);
-    ASSERT_CONTAINS(line, "cudnn 9.19.0");
-    /* and another cuDNN version is another signature again */
+    ASSERT_EQ(file_lines_with("tactic=10|cudnn 9.19.0"), 1);
+    /* and another cuDNN version is another key again */
     kiln__cuda_fake_cudnn(90800);
-    g_log[0] = 0;
-    kiln_log_set(KILN_LOG_WARN, log_fn, NULL);
     build_check(net, g_path, 64, &st);
-    kiln_log_set(KILN_LOG_WARN, NULL, NULL);
-    ASSERT_CONTAINS(g_log, "this is '");
-    ASSERT_EQ(st.cache_hits, 0);
+    ASSERT_EQ(st.timed, 1);
+    ASSERT_EQ(st.cache_hits, 1);
+    ASSERT_EQ(file_lines_with("tactic=10|cudnn 9.8.0"), 1);
     kiln_network_free(net);
     remove(g_path);
-    g_device = KILN_DEVICE_CPU;
-    kiln__cuda_fake_cudnn(0);
-    kiln__cuda_fake(0);
+    fake_gpu(0, 0);
+}
+
+/* cuDNN is loaded lazily: a CUDA build of a network none of whose tactics
+ * runs cuDNN never asks for its version (where a real GPU would load it),
+ * one with such a tactic does; and only Conv's tactics 10..17 are cuDNN's. */
+TEST_IMPL(cudnn_loaded_only_when_needed) {
+    ASSERT_EQ(kiln__cudnn_tactic("ai.onnx", "Conv", KILN_CUDNN_TACTIC0), 1);
+    ASSERT_EQ(kiln__cudnn_tactic("ai.onnx", "Conv", KILN_CUDNN_TACTIC0 + KILN_CUDNN_ALGOS - 1), 1);
+    ASSERT_EQ(kiln__cudnn_tactic("ai.onnx", "Conv", KILN_CUDNN_TACTIC0 + KILN_CUDNN_ALGOS), 0);
+    ASSERT_EQ(kiln__cudnn_tactic("ai.onnx", "Conv", 2), 0);
+    ASSERT_EQ(kiln__cudnn_tactic("ai.onnx", "ConvTranspose", KILN_CUDNN_TACTIC0), 0);
+    ASSERT_EQ(kiln__cudnn_tactic("test", "Conv", KILN_CUDNN_TACTIC0), 0);
+    fake_gpu(1, 91900);
+    make_path("lazy");
+    kiln__cuda_fake_cudnn_asked(1);
+    kiln_network *net = make_net_op("test::tc_add_gpu_plain", 64, 0, "");
+    kiln_build_stats st;
+    build_check(net, g_path, 64, &st);
+    ASSERT_EQ(st.timed, 3);
+    ASSERT_EQ(kiln__cuda_fake_cudnn_asked(1), 0);
+    ASSERT_EQ(file_lines_with("cudnn"), 0);
+    kiln_network_free(net);
+    net = make_net_op("test::tc_add_gpu", 64, 0, "");
+    g_have_lib = 1;
+    build_check(net, g_path, 64, &st);
+    ASSERT(kiln__cuda_fake_cudnn_asked(1) > 0);
+    ASSERT_EQ(file_lines_with("tactic=10|cudnn 9.19.0"), 1);
+    kiln_network_free(net);
+    remove(g_path);
+    fake_gpu(0, 0);
 }
 
 TEST_LIST(TEST_ENTRY(memory_cache), TEST_ENTRY(build_round_trip), TEST_ENTRY(corrupt_and_foreign_files),
           TEST_ENTRY(concurrent_builds_share_a_file), TEST_ENTRY(transient_failures_not_saved),
-          TEST_ENTRY(cudnn_version_in_signature))
+          TEST_ENTRY(cudnn_version_in_key),
+          TEST_ENTRY(cudnn_loaded_only_when_needed))

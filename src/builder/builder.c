@@ -328,8 +328,9 @@ done:
 /* ------------------------------------------------------------ driver */
 
 /* A CUDA build: the device (or a clear "no CUDA device (...)"), a stream
- * and two events for timing, and the GPU and its tactic libraries (cuDNN's
- * version) in the timing cache's signature. */
+ * and two events for timing, and the GPU in the timing cache's signature
+ * (a tactic library's version keys only that library's tactics: see
+ * timing_key, so cuDNN is not loaded for a network without a Conv). */
 static int cuda_setup(builder *b) {
     b->cuda = kiln__device_get(KILN_DEVICE_CUDA);
     if (!b->cuda) return kiln__err_prefix(KILN_EDEVICE, "kiln_build for the cuda device");
@@ -339,11 +340,10 @@ static int cuda_setup(builder *b) {
     int rc = b->cuda->stream_create(&b->cx.base.stream);
     if (!rc) rc = b->cuda->event_create(&b->ev[0]);
     if (!rc) rc = b->cuda->event_create(&b->ev[1]);
-    char sig[800], gpu[400], libs[128] = "";
+    char sig[800], gpu[400];
     if (!rc) rc = b->cuda->signature(gpu, sizeof gpu);
-    if (!rc && b->cuda->libraries) rc = b->cuda->libraries(libs, sizeof libs);
     if (rc) return rc;
-    snprintf(sig, sizeof sig, "%s + %s%s%s", kiln_cpu_signature(), gpu, *libs ? " + " : "", libs);
+    snprintf(sig, sizeof sig, "%s + %s", kiln_cpu_signature(), gpu);
     return kiln__tcache_set_device(b->tc, sig);
 }
 

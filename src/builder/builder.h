@@ -164,6 +164,10 @@ int kiln__b_mbconv(builder *b);
 
 /* fuse.c: epilogue fusion (after select, before finalize) */
 int kiln__b_fuse(builder *b);
+/* fuse.c: uses[t] (b->nt + 1 ints) = how many live layer inputs read
+ * tensor t, plus 2 for each size symbol bound to it (so a fusion that
+ * wants a single reader leaves it alone): the rewrites' reader counts. */
+void kiln__b_count_uses(const builder *b, int *uses);
 
 /* select.c */
 int kiln__b_select(builder *b);

@@ -35,7 +35,12 @@
  * Add(conv3, downsample) the later of the two producers takes it.  An
  * activation after the Add then fuses as usual: "Conv + Add + Relu".  CPU
  * (F32): the chain adds R per element (engine/epilogue.c); GPU: the Conv
- * launcher adds it in its kernels (cuBLASLt's C operand, beta 1).
+ * launcher adds it in its kernels (cuBLASLt's C operand, beta 1).  A CPU
+ * MatMul takes it too, and there R may also be a vector over the output's
+ * last dim (dims 1 but the last): a bias that is not a constant (a network
+ * input, or computed), added by column like the linear bias below.  (The
+ * GPU MatMul launcher does not read a residual yet: it would be cuBLASLt's
+ * C operand with beta 1, as for Conv, for the same-shape case.)
  *
  * Linear bias (both devices).  A MatMul takes the Add of a constant bias
  * over its last dim before the activation (GPU: cuBLASLt's BIAS / GELU_BIAS
@@ -381,6 +386,17 @@ static int is_op(const bl *L, const char *name) {
     return !strcmp(L->op->ns, "ai.onnx") && !strcmp(L->op->name, name);
 }
 
+/* R (tr) a vector over y's last dim: every dim 1 but the last, which is
+ * y's (hash-consed: pointer equality). */
+static int last_dim_vector(const bt *tr, const bt *ty) {
+    if (tr->ndim < 1 || tr->ndim > ty->ndim || tr->dims[tr->ndim - 1] != ty->dims[ty->ndim - 1]) return 0;
+    for (int d = 0; d + 1 < tr->ndim; d++) {
+        int64_t v;
+        if (!kiln_expr_is_const(tr->dims[d], &v) || v != 1) return 0;
+    }
+    return 1;
+}
+
 static void try_fuse_residual(builder *b, int li, int *uses) {
     bl *L = &b->l[li];
     if (L->dead || L->is_reformat || !is_op(L, "Add") || L->nin != 2 || L->nout != 1 || L->io.n != 3) return;
@@ -397,7 +413,9 @@ static void try_fuse_residual(builder *b, int li, int *uses) {
         int pi = tx->producer;
         bl *P = &b->l[pi];
         const int max_in = P->op->max_inputs;
-        if (P->dead || !(is_op(P, "Conv") || (!strcmp(P->op->ns, "kiln") && !strcmp(P->op->name, "mbconv"))) ||
+        const int cpu_matmul = is_op(P, "MatMul") && P->device == KILN_DEVICE_CPU;
+        if (P->dead ||
+            !(is_op(P, "Conv") || cpu_matmul || (!strcmp(P->op->ns, "kiln") && !strcmp(P->op->name, "mbconv"))) ||
             !P->op->quick || P->aot == 1 || P->nout != 1 || P->out[0] != X ||
             P->nepi != 0 || P->nin > max_in || P->io.n != P->nin + 1 || max_in + 2 > KILN_MAX_IO ||
             P->device != L->device)
@@ -415,10 +433,13 @@ static void try_fuse_residual(builder *b, int li, int *uses) {
         for (int p = 0; p < P->io.n && ok; p++) /* present positions (a CUDA op's own layouts) */
             ok = (p < P->nin && P->in[p] < 0) || P->device == KILN_DEVICE_CUDA ||
                  (P->io.format[p] == KILN_FORMAT_LINEAR && P->io.dtype[p] == KILN_DTYPE_F32);
-        /* no broadcasting: the same dims (hash-consed: pointer equality) */
-        if (!ok || tx->ndim != ty->ndim || tr->ndim != ty->ndim || tx->ndim < 1) continue;
-        for (int d = 0; d < tx->ndim && ok; d++) ok = tx->dims[d] == ty->dims[d] && tr->dims[d] == ty->dims[d];
-        if (!ok) continue;
+        /* the same dims (hash-consed: pointer equality), or on a CPU MatMul
+         * a vector over the last dim */
+        if (!ok || tx->ndim != ty->ndim || tx->ndim < 1) continue;
+        for (int d = 0; d < tx->ndim && ok; d++) ok = tx->dims[d] == ty->dims[d];
+        int same = tr->ndim == ty->ndim;
+        for (int d = 0; d < tr->ndim && same; d++) same = tr->dims[d] == ty->dims[d];
+        if (!ok || !(same || (cpu_matmul && last_dim_vector(tr, ty)))) continue;
         int *in = kiln__malloc((size_t)(max_in + 1) * sizeof *in);
         if (!in) return; /* not fused: still correct */
         kiln_io_format io = P->io;
@@ -452,19 +473,20 @@ static void try_fuse_residual(builder *b, int li, int *uses) {
     }
 }
 
+void kiln__b_count_uses(const builder *b, int *uses) {
+    memset(uses, 0, ((size_t)b->nt + 1) * sizeof *uses);
+    for (int li = 0; li < b->nl; li++)
+        for (int p = 0; p < b->l[li].nin && !b->l[li].dead; p++)
+            if (b->l[li].in[p] >= 0) uses[b->l[li].in[p]]++;
+    for (int s = 0; s < b->nsym; s++) /* a size symbol bound to a tensor reads it too */
+        if (b->sym[s].t >= 0 && b->sym[s].t < b->nt) uses[b->sym[s].t] += 2;
+}
+
 int kiln__b_fuse(builder *b) {
     if (b->cfg->flags & KILN_BUILD_NO_FUSION) return 0;
-    int *uses = kiln__calloc((size_t)b->nt + 1, sizeof *uses);
+    int *uses = kiln__malloc(((size_t)b->nt + 1) * sizeof *uses);
     if (!uses) return kiln__err(KILN_ENOMEM, "build: out of memory");
-    for (int li = 0; li < b->nl; li++) {
-        const bl *L = &b->l[li];
-        if (L->dead) continue;
-        for (int p = 0; p < L->nin; p++)
-            if (L->in[p] >= 0) uses[L->in[p]]++;
-    }
-    /* A size symbol bound to a tensor reads it too. */
-    for (int s = 0; s < b->nsym; s++)
-        if (b->sym[s].t >= 0 && b->sym[s].t < b->nt) uses[b->sym[s].t] += 2;
+    kiln__b_count_uses(b, uses);
     for (int li = 0; li < b->nl; li++) gelu_erf(b, li, uses);
     for (int li = 0; li < b->nl; li++) {
         try_fuse_residual(b, li, uses);

@@ -167,12 +167,7 @@ int kiln__b_mbconv(builder *b) {
     if (!uses) return kiln__err(KILN_ENOMEM, "build: out of memory");
     int rc = 0;
     for (;;) { /* a rewrite changes who reads what: recount, go on after it */
-        memset(uses, 0, ((size_t)b->nt + 1) * sizeof *uses);
-        for (int li = 0; li < b->nl; li++)
-            for (int k = 0; k < b->l[li].nin && !b->l[li].dead; k++)
-                if (b->l[li].in[k] >= 0) uses[b->l[li].in[k]]++;
-        for (int k = 0; k < b->nsym; k++)
-            if (b->sym[k].t >= 0 && b->sym[k].t < b->nt) uses[b->sym[k].t] += 2;
+        kiln__b_count_uses(b, uses);
         rc = 0;
         for (int li = 0; li < b->nl && !rc; li++) rc = try_block(b, li, uses, op);
         if (rc <= 0) break;

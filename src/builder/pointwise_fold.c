@@ -355,28 +355,19 @@ static int try_conv_affine(builder *b, const int *uses, int li) {
     return 1;
 }
 
-static void count_uses(const builder *b, int *uses) {
-    memset(uses, 0, ((size_t)b->nt + 1) * sizeof *uses);
-    for (int li = 0; li < b->nl; li++)
-        for (int p = 0; p < b->l[li].nin && !b->l[li].dead; p++)
-            if (b->l[li].in[p] >= 0) uses[b->l[li].in[p]]++;
-    for (int s = 0; s < b->nsym; s++) /* a size symbol bound to a tensor reads it too */
-        if (b->sym[s].t >= 0 && b->sym[s].t < b->nt) uses[b->sym[s].t] += 2;
-}
-
 int kiln__b_pointwise_fold(builder *b) {
     if (b->cfg->flags & KILN_BUILD_NO_FUSION) return 0;
     const kiln__op *hswish = kiln__registry_find("ai.onnx", "HardSwish", 14);
     int *uses = kiln__malloc(((size_t)b->nt + 1) * sizeof *uses), rc = 0;
     if (!uses) return kiln__err(KILN_ENOMEM, "build: out of memory");
-    count_uses(b, uses);
+    kiln__b_count_uses(b, uses);
     for (int li = 0; li < b->nl && rc >= 0; li++) {
         rc = hswish ? try_hswish(b, uses, li, hswish) : 0;
         if (!rc) rc = try_conv_affine(b, uses, li);
         if (rc > 0) { /* who reads what changed (and b->t may have grown) */
             int *u = kiln__realloc(uses, ((size_t)b->nt + 1) * sizeof *uses);
             if (!u) rc = kiln__err(KILN_ENOMEM, "build: out of memory");
-            else count_uses(b, uses = u);
+            else kiln__b_count_uses(b, uses = u);
         }
     }
     kiln__free(uses);

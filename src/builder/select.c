@@ -547,14 +547,17 @@ static int bufs_make(builder *b, int li, const kiln_io_format *io, timing_bufs *
 _Thread_local int kiln__b_timing;
 
 /* The timing cache key of a candidate: device, op, types, opt shapes, the
- * attributes that change timing, tactic; `kind` "|aot" for the AOT kernel. */
+ * attributes that change timing, tactic, the version of the library the
+ * tactic runs if any ("|cudnn 9.19.0"); `kind` "|aot" for the AOT kernel. */
 static void timing_key(builder *b, const bl *L, const kiln_io_format *io, const char *shapes, int tactic,
                        const char *kind, char *key, size_t size) {
-    char ids[1024], iot[512];
+    char ids[1024], iot[512], lib[128] = "";
     timing_id(b, L, ids, sizeof ids);
     io_text(io, iot, sizeof iot);
-    snprintf(key, size, "%s%s::%s v%d|%s|%s|id=%s|tactic=%d%s", L->device == KILN_DEVICE_CUDA ? "cuda|" : "",
-             L->op->ns, L->op->name, L->op->version, iot, shapes, ids, tactic, kind);
+    if (L->device == KILN_DEVICE_CUDA && b->cuda->tactic_library)
+        b->cuda->tactic_library(L->op->ns, L->op->name, tactic, lib, sizeof lib);
+    snprintf(key, size, "%s%s::%s v%d|%s|%s|id=%s|tactic=%d%s%s%s", L->device == KILN_DEVICE_CUDA ? "cuda|" : "",
+             L->op->ns, L->op->name, L->op->version, iot, shapes, ids, tactic, *lib ? "|" : "", lib, kind);
     for (char *c = key; *c; c++)
         if (*c == '\n' || *c == '\r') *c = ' ';
 }

@@ -582,13 +582,9 @@ int kiln__b_transformer(builder *b) {
     int *uses = NULL, rc = 1;
     while (rc > 0) { /* one rewrite per walk: it changes who reads what (and may add a tensor), so recount */
         kiln__free(uses);
-        uses = kiln__calloc((size_t)b->nt + 1, sizeof *uses);
+        uses = kiln__malloc(((size_t)b->nt + 1) * sizeof *uses);
         if (!uses) return kiln__err(KILN_ENOMEM, "build: out of memory");
-        for (int li = 0; li < b->nl; li++)
-            for (int p = 0; p < b->l[li].nin && !b->l[li].dead; p++)
-                if (b->l[li].in[p] >= 0) uses[b->l[li].in[p]]++;
-        for (int s = 0; s < b->nsym; s++)
-            if (b->sym[s].t >= 0 && b->sym[s].t < b->nt) uses[b->sym[s].t] += 2;
+        kiln__b_count_uses(b, uses);
         rc = 0;
         for (int li = 0; li < b->nl && !rc; li++) {
             rc = try_attention(b, li, uses, op);

@@ -56,12 +56,15 @@ struct kiln__device {
     void (*graph_destroy)(void *exec);
     /* What the engine file and the timing cache record as "built for". */
     int (*signature)(char *buf, size_t size);
-    /* What tactic timings depend on besides the device: the versions of
-     * the optional libraries whose tactics the builder times (CUDA:
-     * "cudnn 9.19.0" or "cudnn none").  Part of the timing cache's
-     * signature only, not of engines (an engine runs where the library is
-     * missing: such a layer falls back).  NULL: nothing. */
-    int (*libraries)(char *buf, size_t size);
+    /* What one tactic's timing depends on besides the device: the version
+     * of the optional library that tactic runs (CUDA: "cudnn 9.19.0", or
+     * "cudnn none" where cuDNN is missing, for Conv's cuDNN tactics), or ""
+     * when it runs none.  The library is loaded the first time one of its
+     * tactics is asked about, and never for a network that has none.  Part
+     * of that tactic's timing cache key only, not of engines (an engine runs
+     * where the library is missing: such a layer falls back).  NULL:
+     * nothing. */
+    int (*tactic_library)(const char *ns, const char *op, int tactic, char *buf, size_t size);
 };
 typedef struct kiln__device kiln__device;
 

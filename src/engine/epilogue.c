@@ -32,8 +32,9 @@
  * ai.onnx Add whose other input is not a constant but the layer's extra
  * input at index max_inputs of its op.  The host adds it element by element
  * (the offset of the run handed to kiln_call_epilogue in output 0 is its
- * offset in the residual); on the GPU, kiln__epi_cuda_residual tells the
- * launcher which input to add.
+ * offset in the residual), or by column when it is a vector over output
+ * 0's last dim (a MatMul's bias that is not a constant); on the GPU,
+ * kiln__epi_cuda_residual tells the launcher which input to add.
  */
 #include "kiln_int.h"
 #include "ops/common/ops_cuda.h"
@@ -178,9 +179,10 @@ static int prepare_cuda(const kiln_engine *e, kiln__elayer *el) {
         kiln__eepi *p = &el->epi[0];
         if (!p->op) p->op = kiln__registry_find(p->op_ns, p->op_name, p->op_version);
         int res = residual_of(el, 0);
-        if (res) {
+        if (res) { /* only Conv's launcher reads one (a crafted file may name another op) */
             rt->cu_res = res;
-            i = 1;
+            ok = !strcmp(el->op->name, "Conv");
+            i = ok; /* else the message names the residual Add */
         } else if (!cuda_bias(e, el, p, rt)) {
             i = 1;
         }
@@ -212,17 +214,38 @@ static int prepare_cuda(const kiln_engine *e, kiln__elayer *el) {
     return 0;
 }
 
+/* x[0..n) += v by column: x is the run at offset off of a tensor whose
+ * last dim is N, v a vector of N values. */
+static void add_by_column(float *x, int64_t n, int64_t off, const float *v, int64_t N) {
+    for (int64_t i = 0, j = off % N; i < n;) {
+        int64_t len = N - j < n - i ? N - j : n - i;
+        for (int64_t k = 0; k < len; k++) x[i + k] += v[j + k];
+        i += len;
+        j = 0;
+    }
+}
+
+/* The last dim of output 0 (0 when it has none). */
+static int64_t out_last_dim(const kiln_call *c) {
+    return c->nout > 0 && c->out[0].ndim >= 1 ? c->out[0].dims[c->out[0].ndim - 1] : 0;
+}
+
 /* x[0..n) += the same elements of the call's input `k` (x is a run of
- * output 0, which has the residual's shape). */
+ * output 0, which has the residual's shape), or its elements by column when
+ * it is a vector over output 0's last dim (its own last dim that long). */
 static int residual_add(const kiln_call *c, int k, float *x, int64_t n) {
     const float *y0 = c->nout > 0 ? c->out[0].data : NULL, *r = c->nin > k ? c->in[k].data : NULL;
     int64_t off = y0 ? x - y0 : -1, total = c->nout > 0 ? kiln_tensor_numel(&c->out[0]) : 0;
-    if (!r || off < 0 || off + n > total || kiln_tensor_numel(&c->in[k]) != total ||
-        c->in[k].dtype != KILN_DTYPE_F32)
+    int64_t rn = r ? kiln_tensor_numel(&c->in[k]) : -1, N = out_last_dim(c);
+    int by_column = r && rn != total && N > 0 && rn == N && c->in[k].ndim >= 1 && c->in[k].dims[c->in[k].ndim - 1] == N;
+    if (!r || off < 0 || off + n > total || (rn != total && !by_column) || c->in[k].dtype != KILN_DTYPE_F32)
         return kiln_set_error(KILN_EINTERNAL, "residual epilogue: a run of %lld values at offset %lld of output 0 "
                               "(%lld values), residual input %d %s", (long long)n, (long long)off, (long long)total, k,
                               r ? "of another size or type" : "absent");
-    for (int64_t i = 0; i < n; i++) x[i] += r[off + i];
+    if (by_column)
+        add_by_column(x, n, off, r, N);
+    else
+        for (int64_t i = 0; i < n; i++) x[i] += r[off + i];
     return 0;
 }
 
@@ -232,16 +255,11 @@ static int bias_add(const kiln_call *c, const epi_rt *r, float *x, int64_t n) {
     const float *y0 = c->nout > 0 ? c->out[0].data : NULL;
     const float *bias = (const float *)(r->cu_engine->weights + r->cu_bias_off);
     int64_t N = r->cu_bias_n, off = y0 ? x - y0 : -1, total = c->nout > 0 ? kiln_tensor_numel(&c->out[0]) : 0;
-    if (off < 0 || off + n > total || c->out[0].ndim < 1 || c->out[0].dims[c->out[0].ndim - 1] != N)
+    if (off < 0 || off + n > total || N <= 0 || out_last_dim(c) != N)
         return kiln_set_error(KILN_EINTERNAL, "bias epilogue: a run of %lld values at offset %lld of output 0 "
                               "(%lld values), bias of %lld", (long long)n, (long long)off, (long long)total,
                               (long long)N);
-    for (int64_t i = 0, j = off % N; i < n;) {
-        int64_t len = N - j < n - i ? N - j : n - i;
-        for (int64_t k = 0; k < len; k++) x[i + k] += bias[j + k];
-        i += len;
-        j = 0;
-    }
+    add_by_column(x, n, off, bias, N);
     return 0;
 }
 

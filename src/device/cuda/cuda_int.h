@@ -171,9 +171,13 @@ const kiln__device *kiln__cuda_fake_device(void);
  * illegal in a capture does). */
 void kiln__cuda_fake_graphs(int on);
 int kiln__cuda_fake_capturing(void);
-/* The cuDNN version the fake's `libraries` names (0, the default: none),
- * as a machine with that cuDNN would: timing-cache tests. */
+/* The cuDNN version the fake's `tactic_library` names (0, the default:
+ * none), as a machine with that cuDNN would: timing-cache tests.  The fake
+ * takes tactics 10..17 of every op for cuDNN's (a test op stands in for
+ * Conv), and counts how often it was asked about one: where a real device
+ * would have loaded cuDNN (reset = 1 returns the count and zeroes it). */
 void kiln__cuda_fake_cudnn(int version);
+int kiln__cuda_fake_cudnn_asked(int reset);
 /* The largest block the fake was asked for (whether or not it could map
  * it) since the last reset: what a real GPU would have had to find, so
  * tests can bound a plan's device memory.  reset = 1 starts over. */

@@ -211,6 +211,11 @@ int kiln__cudnn_load(void) {
 
 int kiln__cudnn_version(void) { return kiln__cudnn_load() ? 0 : (int)dnn.GetVersion(); }
 
+int kiln__cudnn_tactic(const char *ns, const char *op, int tactic) {
+    return tactic >= KILN_CUDNN_TACTIC0 && tactic < KILN_CUDNN_TACTIC0 + KILN_CUDNN_ALGOS && !strcmp(ns, "ai.onnx") &&
+           !strcmp(op, "Conv");
+}
+
 void kiln__cudnn_signature(int version, char *buf, size_t size) {
     if (version > 0)
         snprintf(buf, size, "cudnn %d.%d.%d", version / 10000, version / 100 % 100, version % 100);

@@ -50,12 +50,16 @@ typedef struct kiln_cudnn_conv {
 /* 0 when cuDNN is loaded and its handle made, else KILN_EDEVICE with a
  * message naming what was tried ("cuDNN not found: ..."); remembered. */
 int kiln__cudnn_load(void);
-/* cuDNN's version (e.g. 90800), 0 when not loaded. */
+/* cuDNN's version (e.g. 90800), 0 when not loaded; loads it first. */
 int kiln__cudnn_version(void);
+/* 1 when `tactic` of op ns::op runs cuDNN (ai.onnx::Conv's tactics
+ * KILN_CUDNN_TACTIC0 ..), else 0; loads nothing. */
+int kiln__cudnn_tactic(const char *ns, const char *op, int tactic);
 /* The timing cache's word on cuDNN, for a version as kiln__cudnn_version
- * gives it: "cudnn 9.8.0", or "cudnn none" for 0.  A cache made where
- * cuDNN was missing holds its tactics as failed, and another cuDNN times
- * them differently: either way its entries must not be reused. */
+ * gives it: "cudnn 9.8.0", or "cudnn none" for 0.  It keys the entries of
+ * cuDNN's tactics only (kiln__device.tactic_library): a cache made where
+ * cuDNN was missing holds them as failed, and another cuDNN times them
+ * differently; either way they must not be reused there. */
 void kiln__cudnn_signature(int version, char *buf, size_t size);
 /* One line for `kiln devices`: "cudnn: 9.8.0, <file> (...)" or "cudnn:
  * <why not>". */

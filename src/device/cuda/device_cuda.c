@@ -154,9 +154,12 @@ static int d_signature(char *buf, size_t size) {
     return 0;
 }
 
-/* Loads cuDNN (once per process) to learn its version. */
-static int d_libraries(char *buf, size_t size) {
-    kiln__cudnn_signature(kiln__cudnn_version(), buf, size);
+/* Loads cuDNN (once per process) to learn its version, for its tactics only. */
+static int d_tactic_library(const char *ns, const char *op, int tactic, char *buf, size_t size) {
+    if (kiln__cudnn_tactic(ns, op, tactic))
+        kiln__cudnn_signature(kiln__cudnn_version(), buf, size);
+    else if (size)
+        buf[0] = 0;
     return 0;
 }
 
@@ -182,7 +185,7 @@ static const kiln__device g_cuda = {
     .graph_launch = d_graph_launch,
     .graph_destroy = d_graph_destroy,
     .signature = d_signature,
-    .libraries = d_libraries,
+    .tactic_library = d_tactic_library,
 };
 
 const kiln__device *kiln__device_cuda(void) {

@@ -148,13 +148,24 @@ static int f_signature(char *buf, size_t size) {
     return 0;
 }
 
-/* The cuDNN version the fake claims (kiln__cuda_fake_cudnn; 0: none). */
-static int g_cudnn;
-static int f_libraries(char *buf, size_t size) {
+/* The cuDNN version the fake claims (kiln__cuda_fake_cudnn; 0: none), and
+ * how often a real device would have loaded cuDNN to learn it. */
+static int g_cudnn, g_cudnn_asked;
+static int f_tactic_library(const char *ns, const char *op, int tactic, char *buf, size_t size) {
+    (void)ns, (void)op; /* any op's tactics 10..17 stand for Conv's */
+    if (!kiln__cudnn_tactic("ai.onnx", "Conv", tactic)) {
+        if (size) buf[0] = 0;
+        return 0;
+    }
+    __atomic_fetch_add(&g_cudnn_asked, 1, __ATOMIC_RELAXED);
     kiln__cudnn_signature(g_cudnn, buf, size);
     return 0;
 }
 void kiln__cuda_fake_cudnn(int version) { g_cudnn = version; }
+int kiln__cuda_fake_cudnn_asked(int reset) {
+    return reset ? __atomic_exchange_n(&g_cudnn_asked, 0, __ATOMIC_RELAXED)
+                 : __atomic_load_n(&g_cudnn_asked, __ATOMIC_RELAXED);
+}
 
 static kiln__device g_fake;
 
@@ -170,7 +181,7 @@ void kiln__cuda_fake(int on) {
     g_fake.copy = f_copy;
     g_fake.memset = f_memset;
     g_fake.signature = f_signature;
-    g_fake.libraries = f_libraries;
+    g_fake.tactic_library = f_tactic_library;
     g_on = on;
 }
 

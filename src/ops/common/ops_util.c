@@ -719,6 +719,15 @@ void kiln__ops_epilogue_span(const kiln_call *c, float *base, int64_t plane, int
     if (b < e) kiln_call_epilogue(c, 0, base + b, e - b, chan0 + b / plane, 0);
 }
 
+void kiln__ops_epi_rows_done(void *ud, int64_t i0, int64_t i1, int64_t j0, int64_t n) {
+    const kiln__ops_epi_rows *r = ud;
+    if (j0 == 0 && n == r->plane) {
+        kiln__ops_epilogue_span(r->c, r->y, r->plane, i0 * r->plane, i1 * r->plane, r->chan0);
+        return;
+    }
+    for (int64_t i = i0; i < i1; i++) kiln_call_epilogue(r->c, 0, r->y + i * r->plane + j0, n, r->chan0 + i, 0);
+}
+
 void kiln__ops_epilogue_all(const kiln_call *c) {
     if (!c->epilogue || c->nout < 1) return;
     const kiln_tensor *y = &c->out[0];

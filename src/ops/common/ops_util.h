@@ -254,6 +254,16 @@ void kiln__ops_epilogue_all(const kiln_call *c);
  * either end are separate calls; whole planes go in one call. */
 void kiln__ops_epilogue_span(const kiln_call *c, float *base, int64_t plane, int64_t b,
                              int64_t e, int64_t chan0);
+/* The sgemm `done` hook (device/cpu/sgemm.h; done_ud: a kiln__ops_epi_rows)
+ * of a GEMM whose row i is output channel chan0 + i, a plane of `plane`
+ * values at y + i * plane (Conv, kiln::mbconv): the epilogue per finished
+ * tile, whole planes in one call. */
+typedef struct kiln__ops_epi_rows {
+    const kiln_call *c;
+    float *y;
+    int64_t plane, chan0;
+} kiln__ops_epi_rows;
+void kiln__ops_epi_rows_done(void *ud, int64_t i0, int64_t i1, int64_t j0, int64_t n);
 
 /* out = (in + pads - dil*(k-1) - 1) / stride + 1 (floor or ceil). */
 const kiln_expr *kiln__ops_pool_dim(kiln_exprs *x, const kiln_expr *in, int64_t k,

@@ -557,23 +557,6 @@ static int conv_wino(const kiln_call *c, const geom *g) {
     return 0;
 }
 
-/* sgemm `done` hook: row i of a group's GEMM is output channel chan0 + i
- * (a plane of osp values at y + i * osp). */
-typedef struct gemm_epi {
-    const kiln_call *c;
-    float *y;
-    int64_t osp, chan0;
-} gemm_epi;
-static void gemm_rows_done(void *ud, int64_t i0, int64_t i1, int64_t j0, int64_t n) {
-    const gemm_epi *ge = ud;
-    if (j0 == 0 && n == ge->osp) {
-        kiln__ops_epilogue_span(ge->c, ge->y, ge->osp, i0 * ge->osp, i1 * ge->osp, ge->chan0);
-        return;
-    }
-    for (int64_t i = i0; i < i1; i++)
-        kiln_call_epilogue(ge->c, 0, ge->y + i * ge->osp + j0, n, ge->chan0 + i, 0);
-}
-
 static void conv_gemm(const kiln_call *c, const geom *g) {
     const float *x = c->in[0].data, *w = c->in[1].data;
     const float *bias = c->nin > 2 && c->in[2].data ? c->in[2].data : NULL;
@@ -603,9 +586,10 @@ static void conv_gemm(const kiln_call *c, const geom *g) {
                              .a_cs = 1, .alpha = 1.0f, .c = y + (n * g->M + gi * g->Mg) * osp,
                              .ldc = osp, .bias_row = bias ? bias + gi * g->Mg : NULL,
                              .a_packed = packed_w(c, g, gi)};
-            gemm_epi ge = {c, gm.c, osp, gi * g->Mg};
+            /* row i of a group's GEMM is output channel gi * Mg + i */
+            kiln__ops_epi_rows ge = {c, gm.c, osp, gi * g->Mg};
             if (c->epilogue) {
-                gm.done = gemm_rows_done;
+                gm.done = kiln__ops_epi_rows_done;
                 gm.done_ud = &ge;
             }
             if (pointwise && b_off) {

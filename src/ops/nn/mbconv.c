@@ -214,18 +214,6 @@ static void clamp_done(void *ud, int64_t i0, int64_t i1, int64_t j0, int64_t n) 
     }
 }
 
-/* sgemm `done` hook of the project GEMM: row i is output channel i, whose
- * columns start at y + i * plane. */
-typedef struct epi_ud {
-    const kiln_call *c;
-    float *y;
-    int64_t plane;
-} epi_ud;
-static void epi_done(void *ud, int64_t i0, int64_t i1, int64_t j0, int64_t n) {
-    const epi_ud *u = ud;
-    for (int64_t i = i0; i < i1; i++) kiln_call_epilogue(u->c, 0, u->y + i * u->plane + j0, n, i, 0);
-}
-
 /* E rows [0, K) x n columns at e (row pitch ld) = clamp(We X + Be) for the
  * X columns at x (row pitch xld); serial or over exec. */
 static void expand_gemm(const mb *g, const float *x, int64_t xld, int64_t n, float *e, int64_t ld, kiln_exec *exec) {
@@ -248,7 +236,7 @@ static void expand_gemm(const mb *g, const float *x, int64_t xld, int64_t n, flo
  * output rows read D in place (b_off: K offsets, or NULL), as Conv does. */
 static void project_gemm(const mb *g, const float *d, int64_t ld, int64_t n, float *y, int64_t plane,
                          int64_t *b_off, kiln_exec *exec) {
-    epi_ud eu = {g->c, y, plane};
+    kiln__ops_epi_rows eu = {g->c, y, plane, 0}; /* row i: output channel i */
     kiln__gemm gm = {.M = g->M, .N = n, .K = g->Ce, .a = g->wp, .a_rs = g->Ce, .a_cs = 1, .alpha = 1.0f,
                      .c = y, .ldc = plane, .bias_row = g->bp, .a_packed = g->wp_packed};
     if (b_off && g->M <= 64 && n >= 2 * kiln__sgemm_nr()) {
@@ -261,7 +249,7 @@ static void project_gemm(const mb *g, const float *d, int64_t ld, int64_t n, flo
         gm.b_cs = 1;
     }
     if (g->c->epilogue) {
-        gm.done = epi_done;
+        gm.done = kiln__ops_epi_rows_done;
         gm.done_ud = &eu;
     }
     if (exec)
