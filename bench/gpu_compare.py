@@ -331,7 +331,10 @@ def kiln_row(a, K, name, onnx_path, iname, x, ref, prec, torch, dev):
         return r
     r["build_s"] = time.perf_counter() - t0
     if p.returncode:
-        r["error"] = "kiln build: " + (p.stderr.strip() or p.stdout.strip()).splitlines()[-1][:300]
+        said = (p.stderr.strip() or p.stdout.strip()).splitlines()
+        # a build killed by a signal (negative code: a crash) may say nothing
+        how = "killed by signal %d" % -p.returncode if p.returncode < 0 else "exit code %d" % p.returncode
+        r["error"] = "kiln build (%s): %s" % (how, said[-1][:300] if said else "no output: " + " ".join(cmd))
         return r
     t0 = time.perf_counter()
     e, c, names, placement = K.load(eng)
