@@ -4,7 +4,9 @@
  * Conv [-> Add X] (builder/mbconv_fuse.c, ops/nn/mbconv.c), against a
  * naive double reference written here.  The network is built once without
  * timing; it must come out as one kiln::mbconv layer (with the residual
- * Add fused); tactics 1 (whole tensors) and 2 (row bands) are then forced
+ * Add fused); tactics 1 (whole tensors), 2 (row bands) and 3 (row bands,
+ * the expand conv by conv_fewc.c's pointwise kernel: offered where its
+ * input has at most 64 channels, refused elsewhere) are then forced
  * on it and run with the output poisoned, in debug mode (every element
  * written) and not, at 1 and 2 threads.  Odd sizes: channel counts off the
  * vector width, planes of 1 to 57 rows (one band and many), strides 1 and
@@ -208,7 +210,11 @@ static void run_case(const mbcase *t, int threads) {
     ASSERT_EQ(st.layers, 1);
     ASSERT_STR_EQ(e->layers[0].op_name, "mbconv");
     char what[240];
-    for (int tactic = 0; tactic <= 2; tactic++) {
+    for (int tactic = 0; tactic <= 3; tactic++) {
+        if (tactic == 3 && (!t->expand || t->ek || t->C > 64)) { /* not offered: an engine with it is refused */
+            ASSERT(test_force_tactic(e, 0, tactic) != 0);
+            break;
+        }
         if (tactic) ASSERT_OK(test_force_tactic(e, 0, tactic));
         for (int debug = 0; debug <= 1; debug++) {
             test_run_xy(e, threads, debug, x, nx, y, ny, tactic);
@@ -301,7 +307,7 @@ TEST_IMPL(mbconv_not_fused) {
 
 /* Dynamic height and width (a profile from 3x4 to 41x40): one engine run
  * at several sizes, each tactic, 1 and 2 threads; the workspace (tactic 1)
- * and the bands (2) follow the actual dims. */
+ * and the bands (2, 3) follow the actual dims. */
 TEST_IMPL(mbconv_dynamic) {
     if (skip()) return;
     mbcase t = {.N = 1, .C = 8, .Ce = 48, .M = 8, .k = 3, .sy = 1, .sx = 1, .d = 1, .pt = 1, .pl = 1, .pb = 1, .pr = 1,
@@ -314,7 +320,7 @@ TEST_IMPL(mbconv_dynamic) {
         kiln_build_stats st;
         kiln_engine *e = build(&t, threads, 0, hw, we, be, wd, bd, wp, bp, &st);
         ASSERT_EQ(st.layers, 1);
-        for (int tactic = 1; tactic <= 2; tactic++) {
+        for (int tactic = 1; tactic <= 3; tactic++) {
             ASSERT_OK(test_force_tactic(e, 0, tactic));
             kiln_context *ctx;
             ASSERT_OK(kiln_context_create(e, threads, &ctx));

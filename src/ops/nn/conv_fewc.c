@@ -20,6 +20,18 @@ static int64_t phase_len(const kiln__fewc *p) { return p->OW + (p->KW - 1) / p->
  * past M) per tap, blocks of 16 channels one after the other. */
 static int64_t packed_w(const kiln__fewc *p) { return (p->M + 15) / 16 * 16 * p->C * p->KH * p->KW; }
 
+/* Output channels per block of the pointwise kernel: 12 x 32 outputs, 24
+ * accumulators, each weight broadcast feeding two FMAs. */
+#define PW_MB 12
+
+int64_t kiln__fewc_pointwise_packed(int64_t M, int64_t C) { return (M + PW_MB - 1) / PW_MB * PW_MB * C; }
+
+void kiln__fewc_pointwise_pack(const float *w, int64_t M, int64_t C, float *dst) {
+    for (int64_t m0 = 0; m0 < M; m0 += PW_MB) /* [m / PW_MB][c][m % PW_MB], zero past M */
+        for (int64_t c = 0; c < C; c++)
+            for (int64_t m = m0; m < m0 + PW_MB; m++) *dst++ = m < M ? w[m * C + c] : 0.0f;
+}
+
 #define CHUNK 8 /* output rows whose input rows are split at a time */
 #define CMAX KILN__FEWC_CMAX
 #define KMAX KILN__FEWC_KMAX
@@ -82,17 +94,25 @@ static void row_block(const kiln__fewc *p, const float *const *rows, const int64
                 for (int m = 0; m < 16; m++) acc[m] = _mm512_fmadd_ps(_mm512_set1_ps(w[m]), v, acc[m]);
             }
         __mmask16 k = p->OW - ox >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (p->OW - ox)) - 1u);
-        for (int64_t m = 0; m < mc; m++)
+        for (int m = 0; m < 16; m++) { /* constant indices: the accumulators stay in registers */
+            if (m >= mc) break;
             _mm512_mask_storeu_ps(y + m * ys + ox, k, _mm512_min_ps(_mm512_max_ps(acc[m], lo), hi));
+        }
     }
+}
+
+/* The weights into wp (packed_w floats). */
+static void pack_w(const kiln__fewc *p, float *wp) {
+    const int64_t taps = p->C * p->KH * p->KW;
+    for (int64_t m = 0; m < (p->M + 15) / 16 * 16; m++)
+        for (int64_t t = 0; t < taps; t++)
+            wp[(m / 16 * taps + t) * 16 + m % 16] = m < p->M ? p->w[m * taps + t] : 0.0f;
 }
 
 void kiln__fewc_rows(const kiln__fewc *p, int64_t oy0, int64_t oy1, float *y, int64_t ys, float *scratch) {
     const int64_t taps = p->C * p->KH * p->KW, L = phase_len(p);
     float *wp = scratch, *zero = scratch + packed_w(p), *ph = zero + p->sx * L; /* zero: a padding row */
-    for (int64_t m = 0; m < (p->M + 15) / 16 * 16; m++)
-        for (int64_t t = 0; t < taps; t++)
-            wp[(m / 16 * taps + t) * 16 + m % 16] = m < p->M ? p->w[m * taps + t] : 0.0f;
+    pack_w(p, wp);
     memset(zero, 0, (size_t)(p->sx * L) * sizeof(float));
     int64_t off[KMAX];
     for (int64_t kx = 0; kx < p->KW; kx++) off[kx] = kx % p->sx * L + kx / p->sx;
@@ -117,7 +137,58 @@ void kiln__fewc_rows(const kiln__fewc *p, int64_t oy0, int64_t oy1, float *y, in
     }
 }
 
+static inline __mmask16 tail(int64_t r) { return r >= 16 ? (__mmask16)0xFFFF : r <= 0 ? 0 : (__mmask16)((1u << r) - 1u); }
+
+/* Inputs per column chunk of the pointwise kernel (C of its rows stay in
+ * L1 while every block of output channels reads them). */
+#define PW_CHUNK 256
+
+void kiln__fewc_pointwise(const kiln__fewc *p, const float *wpk, const float *x, int64_t xs, int64_t n, float *y,
+                          int64_t ys) {
+    const int64_t C = p->C;
+    for (int64_t j0 = 0; j0 < n; j0 += PW_CHUNK) {
+        const int64_t j1 = j0 + PW_CHUNK < n ? j0 + PW_CHUNK : n;
+        for (int64_t m0 = 0; m0 < p->M; m0 += PW_MB) {
+            const int64_t mc = p->M - m0 < PW_MB ? p->M - m0 : PW_MB;
+            const float *wb = wpk + m0 * C;
+            for (int64_t j = j0; j < j1; j += 32) {
+                const __mmask16 k0 = tail(j1 - j), k1 = tail(j1 - j - 16);
+                __m512 a0[PW_MB], a1[PW_MB];
+                for (int m = 0; m < PW_MB; m++) a0[m] = a1[m] = _mm512_set1_ps(m < mc ? p->bias[m0 + m] : 0.0f);
+                const float *w = wb;
+                for (int64_t c = 0; c < C; c++, w += PW_MB) {
+                    const __m512 v0 = _mm512_maskz_loadu_ps(k0, x + c * xs + j);
+                    const __m512 v1 = _mm512_maskz_loadu_ps(k1, x + c * xs + j + 16);
+                    for (int m = 0; m < PW_MB; m++) {
+                        const __m512 wm = _mm512_set1_ps(w[m]);
+                        a0[m] = _mm512_fmadd_ps(wm, v0, a0[m]);
+                        a1[m] = _mm512_fmadd_ps(wm, v1, a1[m]);
+                    }
+                }
+                const __m512 lo = _mm512_set1_ps(p->lo), hi = _mm512_set1_ps(p->hi);
+                for (int m = 0; m < PW_MB; m++) { /* constant indices: the accumulators stay in registers */
+                    if (m >= mc) break;
+                    float *o = y + (m0 + m) * ys + j;
+                    _mm512_mask_storeu_ps(o, k0, _mm512_min_ps(_mm512_max_ps(a0[m], lo), hi));
+                    _mm512_mask_storeu_ps(o + 16, k1, _mm512_min_ps(_mm512_max_ps(a1[m], lo), hi));
+                }
+            }
+        }
+    }
+}
+
 #else
+
+void kiln__fewc_pointwise(const kiln__fewc *p, const float *wpk, const float *x, int64_t xs, int64_t n, float *y,
+                          int64_t ys) {
+    (void)p;
+    (void)wpk;
+    (void)x;
+    (void)xs;
+    (void)n;
+    (void)y;
+    (void)ys;
+}
 
 void kiln__fewc_rows(const kiln__fewc *p, int64_t oy0, int64_t oy1, float *y, int64_t ys, float *scratch) {
     (void)p;

@@ -35,4 +35,15 @@ int64_t kiln__fewc_scratch(const kiln__fewc *p);
  * AVX-512 builds only (kiln__dwrows_fits); elsewhere it does nothing. */
 void kiln__fewc_rows(const kiln__fewc *p, int64_t oy0, int64_t oy1, float *y, int64_t ys, float *scratch);
 
+/* The same for a 1x1 conv at stride 1 (p: C, M, bias, lo, hi; the other
+ * fields unread), its weights packed once by kiln__fewc_pointwise_pack
+ * (kiln__fewc_pointwise_packed floats): outputs [0, n) of every channel
+ * from the inputs at x (channel c at x + c * xs) into y (channel m at
+ * y + m * ys).  Each weight feeds 32 outputs; the clamp is applied before
+ * the one store (a GEMM with a separate clamp pass writes twice). */
+int64_t kiln__fewc_pointwise_packed(int64_t M, int64_t C);
+void kiln__fewc_pointwise_pack(const float *w, int64_t M, int64_t C, float *dst);
+void kiln__fewc_pointwise(const kiln__fewc *p, const float *wpk, const float *x, int64_t xs, int64_t n, float *y,
+                          int64_t ys);
+
 #endif /* KILN_OPS_NN_CONV_FEWC_H */

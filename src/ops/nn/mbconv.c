@@ -29,8 +29,14 @@
  *     expand GEMM of the input rows the band needs, the depthwise rows
  *     (conv_dwrows.c), then the project GEMM into Y; E and D stay in the
  *     thread's cache.  Bands overlap by KH - stride input rows, which are
- *     expanded twice.
- * Results are the same in both up to the GEMM's summation order, which
+ *     expanded twice;
+ *   3 row bands as tactic 2, the 1x1 expand conv computed by conv_fewc.c's
+ *     pointwise kernel (offered for up to DIRECT_MAX_C input channels):
+ *     E is clamped before its one store, where the GEMM stores a block of
+ *     E and its `done` hook reads and writes it again to clamp it (for
+ *     MobileNetV2's K = 16..32 expands that pass costs a quarter of the
+ *     GEMM), and X is read in place, unpacked.
+ * Results are the same in all up to the GEMM's summation order, which
  * does not depend on the band (each output element sums over the same K).
  */
 #include "kiln_int.h"
@@ -43,7 +49,12 @@
 #include <math.h>
 #include <string.h>
 
-enum { T_WHOLE = 1, T_ROWS = 2 };
+enum { T_WHOLE = 1, T_ROWS = 2, T_DIRECT = 3 };
+
+/* Tactic 3 is offered where the 1x1 expand conv has at most this many input
+ * channels: in MobileNetV2 (1 thread, builder timings) it wins at 16..32,
+ * ties at 64, loses at 160 (the GEMM's register tile reuses more). */
+#define DIRECT_MAX_C 64
 enum { IN_X, IN_WD, IN_BD, IN_WP, IN_BP, IN_WE, IN_BE };
 
 static const kiln_attr_def mbconv_attrs[] = {
@@ -182,6 +193,7 @@ typedef struct mb {
     int64_t XH, XW;
     int fewc;
     kiln__fewc fc;
+    int direct; /* tactic 3: the 1x1 expand conv by kiln__fewc_pointwise */
 } mb;
 
 static const float *prepacked(const kiln_call *c, int i) {
@@ -310,6 +322,11 @@ static void fewc_part(void *ud, int64_t b, int64_t e) {
 static void expand_rows(const mb *g, const float *xn, int64_t iy0, int64_t iy1, float *e, int64_t ld,
                         kiln_exec *exec) {
     if (iy1 <= iy0) return;
+    if (g->direct) { /* bands only: serial */
+        kiln__fewc fc = {.C = g->C, .M = g->Ce, .bias = g->be, .lo = g->e_lo, .hi = g->e_hi};
+        kiln__fewc_pointwise(&fc, g->we_packed, xn + iy0 * g->W, g->XH * g->XW, (iy1 - iy0) * g->W, e, ld);
+        return;
+    }
     if (!g->fewc) {
         expand_gemm(g, xn + iy0 * g->W, g->H * g->W, (iy1 - iy0) * g->W, e, ld, exec);
         return;
@@ -455,7 +472,7 @@ static void bands(void *ud, int64_t b, int64_t e) {
 /* The tactic a call runs: auto (0) takes row bands where there are at
  * least two per thread, else whole tensors. */
 static int pick(const kiln_call *c, const mb *g) {
-    if (c->tactic == T_WHOLE || c->tactic == T_ROWS) return c->tactic;
+    if (c->tactic == T_WHOLE || c->tactic == T_ROWS || c->tactic == T_DIRECT) return c->tactic;
     int threads = kiln_exec_threads(c->exec);
     int64_t r = band_rows(g, threads);
     return g->N * ((g->OH + r - 1) / r) >= 2 * (int64_t)threads ? T_ROWS : T_WHOLE;
@@ -465,7 +482,7 @@ static int pick(const kiln_call *c, const mb *g) {
  * not known here). */
 static size_t mbconv_ws(const kiln_call *c) {
     mb g;
-    if (c->tactic == T_ROWS || make_mb(c, &g)) return 0;
+    if (c->tactic == T_ROWS || c->tactic == T_DIRECT || make_mb(c, &g)) return 0;
     return whole_floats(&g) * sizeof(float);
 }
 
@@ -474,18 +491,22 @@ static int mbconv_impl(const kiln_call *c) {
     if (kiln_tensor_numel(&c->out[0]) == 0) return 0;
     int rc = make_mb(c, &g);
     if (rc) return rc;
-    if (pick(c, &g) == T_WHOLE) {
+    int t = pick(c, &g);
+    if (t == T_WHOLE) {
         if (!c->workspace || c->workspace_size < whole_floats(&g) * sizeof(float))
             return kiln_set_error(KILN_EINTERNAL, "kiln::mbconv: workspace of %zu bytes, expected %zu",
                                   c->workspace_size, whole_floats(&g) * sizeof(float));
         return run_whole(&g, c->workspace);
     }
+    /* tactic 3 where formats_fn offers it; elsewhere it runs as tactic 2 */
+    g.direct = t == T_DIRECT && g.expand && !g.fewc && g.C <= DIRECT_MAX_C && g.we_packed;
     g.rows = band_rows(&g, kiln_exec_threads(c->exec));
     kiln_exec_parallel_for(c->exec, g.N * ((g.OH + g.rows - 1) / g.rows), 1, bands, &g);
     return 0;
 }
 
-/* kiln_quick_op.prepack: We and Wp as the SGEMM's packed A operand. */
+/* kiln_quick_op.prepack: We and Wp as the SGEMM's packed A operand; We
+ * for tactic 3 in kiln__fewc_pointwise's layout instead. */
 static int mbconv_prepack(const kiln_call *c, int input, void *dst, size_t *size) {
     size_t want = *size;
     *size = 0;
@@ -494,7 +515,9 @@ static int mbconv_prepack(const kiln_call *c, int input, void *dst, size_t *size
         c->in[input].dims[2] * c->in[input].dims[3] != 1) /* a KxK expand conv runs conv_fewc.c */
         return 0;
     const kiln_tensor *w = &c->in[input];
-    size_t bytes = kiln__sgemm_pack_a_floats(w->dims[0], w->dims[1]) * sizeof(float);
+    const int direct = input == IN_WE && c->tactic == T_DIRECT;
+    size_t bytes = (size_t)(direct ? kiln__fewc_pointwise_packed(w->dims[0], w->dims[1])
+                                   : (int64_t)kiln__sgemm_pack_a_floats(w->dims[0], w->dims[1])) * sizeof(float);
     if (!dst) {
         *size = bytes;
         return 0;
@@ -502,16 +525,32 @@ static int mbconv_prepack(const kiln_call *c, int input, void *dst, size_t *size
     if (want != bytes)
         return kiln_set_error(KILN_EINTERNAL, "kiln::mbconv prepack: %zu bytes asked, %zu given", bytes, want);
     kiln__gemm gm = {.M = w->dims[0], .K = w->dims[1], .a = w->data, .a_rs = w->dims[1], .a_cs = 1, .alpha = 1.0f};
-    kiln__sgemm_pack_a(&gm, dst);
+    if (direct)
+        kiln__fewc_pointwise_pack(w->data, w->dims[0], w->dims[1], dst);
+    else
+        kiln__sgemm_pack_a(&gm, dst);
     *size = bytes;
     return 0;
 }
 
-static const kiln_combo mbconv_formats[] = {{"FP32", NULL, {T_WHOLE, T_ROWS}}, {0}};
+/* kiln_quick_op.formats_fn: tactics 1 and 2, and 3 where the block has a
+ * 1x1 expand conv of at most DIRECT_MAX_C input channels. */
+static int mbconv_formats_fn(const kiln_shape_ctx *c, kiln_combo *out, int max) {
+    int64_t s[2], p[4], d[2], es[2], ep[4], C = -1, kh = -1, kw = -1;
+    if (max < 1) return 0;
+    kiln_combo k = {"FP32", NULL, {T_WHOLE, T_ROWS}};
+    if (c->nin >= 7 && c->in[IN_WE].dtype == KILN_DTYPE_F32 && c->in[IN_WE].ndim == 4 &&
+        !read_geo(c->attrs, s, p, d, es, ep) && kiln_expr_is_const(c->in[IN_WE].dims[1], &C) &&
+        kiln_expr_is_const(c->in[IN_WE].dims[2], &kh) && kiln_expr_is_const(c->in[IN_WE].dims[3], &kw) &&
+        kh == 1 && kw == 1 && es[0] == 1 && es[1] == 1 && !(ep[0] | ep[1] | ep[2] | ep[3]) && C <= DIRECT_MAX_C)
+        k.tactics[2] = T_DIRECT;
+    out[0] = k;
+    return 1;
+}
 
 static const kiln_quick_op mbconv_op = {
     .ns = "kiln", .name = "mbconv", .version = 1, .min_inputs = 5, .max_inputs = 7, .num_outputs = 1,
-    .attrs = mbconv_attrs, .shape = mbconv_shape, .impl = mbconv_impl, .formats = mbconv_formats,
+    .attrs = mbconv_attrs, .shape = mbconv_shape, .impl = mbconv_impl, .formats_fn = mbconv_formats_fn,
     .workspace = mbconv_ws, .prepack = mbconv_prepack,
     .accepts_epilogue = 1, /* the project GEMM applies it per finished tile */
     .doc = "MobileNetV2 block: 1x1 expand + clamp, depthwise + clamp, 1x1 project (row bands in cache)",
