@@ -515,7 +515,7 @@ static int mbconv_prepack(const kiln_call *c, int input, void *dst, size_t *size
         c->in[input].dims[2] * c->in[input].dims[3] != 1) /* a KxK expand conv runs conv_fewc.c */
         return 0;
     const kiln_tensor *w = &c->in[input];
-    const int direct = input == IN_WE && c->tactic == T_DIRECT;
+    const int direct = input == IN_WE && c->tactic == T_DIRECT && w->dims[1] <= DIRECT_MAX_C; /* as impl's */
     size_t bytes = (size_t)(direct ? kiln__fewc_pointwise_packed(w->dims[0], w->dims[1])
                                    : (int64_t)kiln__sgemm_pack_a_floats(w->dims[0], w->dims[1])) * sizeof(float);
     if (!dst) {
