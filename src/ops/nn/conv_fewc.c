@@ -21,7 +21,10 @@ static int64_t phase_len(const kiln__fewc *p) { return p->OW + (p->KW - 1) / p->
 static int64_t packed_w(const kiln__fewc *p) { return (p->M + 15) / 16 * 16 * p->C * p->KH * p->KW; }
 
 /* Output channels per block of the pointwise kernel: 12 x 32 outputs, 24
- * accumulators, each weight broadcast feeding two FMAs. */
+ * accumulators, each weight broadcast feeding two FMAs.  Engine files
+ * store We packed in this layout (kiln::mbconv tactic 3's prepack): a
+ * change of PW_MB must change kiln__prepack_layout()'s string
+ * (device/cpu/sgemm.c), which makes older files repack at load. */
 #define PW_MB 12
 
 int64_t kiln__fewc_pointwise_packed(int64_t M, int64_t C) { return (M + PW_MB - 1) / PW_MB * PW_MB * C; }
