@@ -537,6 +537,11 @@ typedef struct kiln__shape_bounds {
 } kiln__shape_bounds;
 int kiln__shape_run_bounds(const kiln__op *op, void *state, kiln_shape_ctx *c,
                            kiln__shape_bounds *bounds);
+/* 1 when the builder runs this shape call (its formats_fn answer lists the
+ * candidates it times), 0 at engine load and run (the answer judges a
+ * stored tactic): a built-in formats_fn may leave out, only when 1, a
+ * tactic that runs the same kernel as another it lists. */
+int kiln__shape_ctx_building(const kiln_shape_ctx *c);
 /* engine/file.c: the engine file format version this kiln writes and reads. */
 unsigned kiln__file_version(void);
 int kiln__layer_check_shapes(const kiln_engine *e, int32_t l, void *state, const kiln_attrs *attrs,

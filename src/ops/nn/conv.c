@@ -46,6 +46,7 @@
  * Spatial dims are normalized to 3 (D, H, W) by prepending 1s.
  */
 #include "device/cpu/sgemm.h"
+#include "kiln_int.h"
 #include "ops/common/cuda_impls.h"
 #include "ops/common/ops_util.h"
 #include "ops/nn/conv_dwrows.h"
@@ -349,10 +350,15 @@ typedef struct padgeom {
 #define PADGEMM_BYTES(pg) ((size_t)((pg).xp_floats + (pg).y_floats) * sizeof(float) + \
                            (size_t)(pg).off_count * sizeof(int64_t) + 64)
 
-static int padgemm_geom(const geom *g, padgeom *pg) {
+/* The padded GEMM runs on this conv (static: ranks, kernel, strides). */
+static int padgemm_applies(const geom *g) {
     if (g->id[0] != 1 || g->k[0] != 1) return 0;
     if (g->k[1] * g->k[2] == 1 && g->s[1] * g->s[2] == 1) return 0; /* already a plain GEMM */
-    if (g->s[1] > 4 || g->s[2] > 4) return 0;
+    return g->s[1] <= 4 && g->s[2] <= 4;
+}
+
+static int padgemm_geom(const geom *g, padgeom *pg) {
+    if (!padgemm_applies(g)) return 0;
     const int64_t sy = g->s[1], sx = g->s[2];
     pg->PH = g->o[1] + ((g->k[1] - 1) * g->d[1]) / sy;
     pg->PW = g->o[2] + ((g->k[2] - 1) * g->d[2]) / sx;
@@ -557,14 +563,26 @@ static int conv_wino(const kiln_call *c, const geom *g) {
     return 0;
 }
 
+/* A 1x1, stride-1, unpadded conv: Y = W * X, X read as a plain matrix. */
+static int is_pointwise(const geom *g) {
+    int pointwise = g->k[0] * g->k[1] * g->k[2] == 1 && g->s[0] * g->s[1] * g->s[2] == 1;
+    for (int i = 0; i < 3; i++) pointwise &= g->pb[i] == 0 && g->pe[i] == 0;
+    return pointwise;
+}
+
+/* conv_gemm on a pointwise conv: X read in place (1) or packed (0), by
+ * the tactic asked for (see conv_gemm). */
+static int pointwise_in_place(int tactic, int64_t Mg) {
+    return tactic == T_PADGEMM ? 1 : tactic == T_GEMM ? 0 : Mg <= 64;
+}
+
 static void conv_gemm(const kiln_call *c, const geom *g) {
     const float *x = c->in[0].data, *w = c->in[1].data;
     const float *bias = c->nin > 2 && c->in[2].data ? c->in[2].data : NULL;
     float *y = c->out[0].data;
     int64_t isp = g->id[0] * g->id[1] * g->id[2], osp = g->o[0] * g->o[1] * g->o[2];
     int64_t K = g->Cg * g->k[0] * g->k[1] * g->k[2];
-    int pointwise = g->k[0] * g->k[1] * g->k[2] == 1 && g->s[0] * g->s[1] * g->s[2] == 1;
-    for (int i = 0; i < 3; i++) pointwise &= g->pb[i] == 0 && g->pe[i] == 0;
+    int pointwise = is_pointwise(g);
     /* A pointwise conv with few output channels reads X (B, row k = input
      * channel k) in place: packing B costs more than it saves when only a
      * few A strips reuse each packed panel (MobileNetV2's 1x1 projections
@@ -574,7 +592,7 @@ static void conv_gemm(const kiln_call *c, const geom *g) {
      * always reads it in place (ResNet-50's 256->64 1x1 convs at 56x56 sit
      * between the two), the others follow the 64-row rule. */
     int64_t *b_off = NULL;
-    int in_place = c->tactic == T_PADGEMM ? 1 : c->tactic == T_GEMM ? 0 : g->Mg <= 64;
+    int in_place = pointwise_in_place(c->tactic, g->Mg);
     if (pointwise && in_place && g->Mg > 1 && osp >= 2 * kiln__sgemm_nr())
         b_off = (int64_t *)kiln__cpu_scratch(1, (size_t)K * 2 + 16);
     for (int64_t k = 0; b_off && k < K; k++) b_off[k] = k * isp;
@@ -1095,6 +1113,19 @@ static int pick_tactic(int tactic, int direct_ok, const geom *g) {
     return direct_ok && (g->Cg * g->k[1] * g->k[2] <= 16 || g->Mg == 1) ? T_DIRECT : T_PADGEMM;
 }
 
+/* The code tactic `tactic` runs on this conv, from what is static in every
+ * engine (kernel, strides, pads, groups): tactics with equal keys run the
+ * same kernel.  The padded GEMM (4) is what auto, direct and depthwise
+ * (1/3/5) run on a dense conv (ResNet's), and on a pointwise conv it is
+ * conv_gemm with X read in place or packed (2) by the same 64-row rule. */
+static int kernel_key(int tactic, const geom *g) {
+    int t = pick_tactic(tactic, g->id[0] == 1 && g->k[0] == 1, g);
+    if ((t == T_PADGEMM || t == T_PADPACK) && padgemm_applies(g)) return t;
+    if (t != T_GEMM && t != T_PADGEMM && t != T_PADPACK) return t; /* direct, depthwise, Winograd */
+    if (!is_pointwise(g)) return T_GEMM;                          /* im2col packing */
+    return pointwise_in_place(tactic, g->Mg) ? T_PADGEMM : T_GEMM;
+}
+
 /* kiln_quick_op.prepack: a constant F32 W packed once, per group, as the
  * SGEMM's A operand, for the tactics that run a GEMM (all but direct).
  * Everything it depends on is static: W's dims, group, the tactic. */
@@ -1251,12 +1282,38 @@ static int conv_formats_fn(const kiln_shape_ctx *c, kiln_combo *out, int max) {
         read_attrs(c->attrs, 2, wk, k, s, d, pb, pe))
         return n;
     int64_t G = kiln_attrs_int(c->attrs, "group"), Cg;
-    int t = 0;
+    int t = 0, have_cg = kiln_expr_is_const(w->dims[1], &Cg);
     while (out[0].tactics[t]) t++;
     if (wino_applies(2, G, M, k, s, d)) out[0].tactics[t++] = T_WINO;
-    if (kiln_expr_is_const(w->dims[1], &Cg) && Cg == 1 && kiln__dwrows_fits(s[1], k[1])) out[0].tactics[t++] = T_DWROWS;
+    if (have_cg && Cg == 1 && kiln__dwrows_fits(s[1], k[1])) out[0].tactics[t++] = T_DWROWS;
     if (G == 1 && k[0] * k[1] * s[0] * s[1] > 1 && s[0] <= 4 && s[1] <= 4) /* padgemm_geom applies */
         out[0].tactics[t++] = T_PADPACK;
+    autopad ap;
+    if (!kiln__shape_ctx_building(c) || !have_cg || G < 1 || M % G || parse_autopad(c->attrs, &ap)) return n;
+    /* The builder times each kernel once: a tactic that runs the same code
+     * as another is left out (at load and run it stays valid, so engines
+     * that chose it still load).  Of equal ones auto is kept (the first
+     * candidate: what a build without timing runs), then the named kernel
+     * over a fallback to it. */
+    geom g = {.G = G, .M = M, .Cg = Cg, .Mg = M / G, .nsp = 2, .id = {1, 1, 1}, .k = {1, k[0], k[1]},
+              .s = {1, s[0], s[1]}, .d = {1, d[0], d[1]}, .pb = {0, pb[0], pb[1]}, .pe = {0, pe[0], pe[1]}};
+    if (ap != AP_NOTSET) /* (read only by is_pointwise, where SAME/VALID pad nothing) */
+        memset(g.pb, 0, sizeof g.pb), memset(g.pe, 0, sizeof g.pe);
+    static const int pref[] = {T_AUTO, T_GEMM, T_PADGEMM, T_PADPACK, T_WINO, T_DWROWS, T_DW, T_DIRECT};
+    int keep[KILN_MAX_TACTICS] = {0}, key[KILN_MAX_TACTICS];
+    for (int i = 0; i < t; i++) key[i] = kernel_key(out[0].tactics[i], &g);
+    for (size_t r = 0; r < sizeof pref / sizeof pref[0]; r++)
+        for (int i = 0; i < t; i++) {
+            if (out[0].tactics[i] != pref[r]) continue;
+            keep[i] = 1;
+            for (size_t q = 0; q < r && keep[i]; q++) /* a preferred tactic with the same kernel */
+                for (int j = 0; j < t; j++)
+                    if (out[0].tactics[j] == pref[q] && key[j] == key[i]) keep[i] = 0;
+        }
+    int m = 0;
+    for (int i = 0; i < t; i++)
+        if (keep[i]) out[0].tactics[m++] = out[0].tactics[i];
+    while (m < t) out[0].tactics[m++] = 0;
     return n;
 }
 
