@@ -389,6 +389,13 @@ int kiln__epi_cuda_act(const void *epilogue, float *a, float *b);
 /* ... and the index of the input to add to it first (a residual Add fused
  * into a Conv, builder/fuse.c), -1 when none. */
 int kiln__epi_cuda_residual(const void *epilogue);
+/* A host chain that is only a residual Add and/or a Relu after it: 1,
+ * with *res the input index of the residual (-1: none; the kernel checks
+ * it has output 0's shape, not a vector added by column) and *relu; else
+ * 0.  A CPU kernel that adds the
+ * residual and clamps itself (the SGEMM's store) then skips
+ * kiln_call_epilogue. */
+int kiln__epi_residual_relu(const void *epilogue, int *res, int *relu);
 /* A GPU MatMul's fused bias (builder/fuse.c): the device pointer of the
  * constant (one value per column, the output's type) and *n its length;
  * NULL and 0 without one. */

@@ -380,6 +380,22 @@ static int padgemm_geom(const geom *g, padgeom *pg) {
     return 1;
 }
 
+/* A fused chain the SGEMM applies on store (kiln__gemm.res, .relu): a
+ * residual of Y's shape and/or a Relu.  Returns 1 (and sets them) when
+ * the chain is that; `with_res` 0: only a lone Relu qualifies (a grid
+ * wider than Y has no residual to add in step). */
+static int gemm_epilogue(const kiln_call *c, int with_res, const float **res, int *relu) {
+    int ri;
+    *res = NULL;
+    if (!c->epilogue || !kiln__epi_residual_relu(c->epilogue, &ri, relu)) return *relu = 0;
+    if (ri < 0) return 1;
+    if (!with_res || ri >= c->nin || !c->in[ri].data || c->in[ri].dtype != KILN_DTYPE_F32 ||
+        !kiln__ops_dense(&c->in[ri]) || kiln_tensor_numel(&c->in[ri]) != kiln_tensor_numel(&c->out[0]))
+        return *relu = 0;
+    *res = c->in[ri].data;
+    return 1;
+}
+
 typedef struct padctx {
     const geom *g;
     const padgeom *pg;
@@ -389,7 +405,7 @@ typedef struct padctx {
     int64_t jbase;
     const kiln__gemm *gm; /* the group's GEMM over the whole grid (blocks: a copy per block) */
     float *y;
-    const kiln_call *call; /* fused epilogue (kiln_call_epilogue) */
+    const kiln_call *call; /* fused epilogue (kiln_call_epilogue); NULL: the GEMM applied it */
     int64_t chan0;         /* channel of the group's first output row */
 } padctx;
 
@@ -505,17 +521,21 @@ static int conv_padgemm(const kiln_call *c, const geom *g, int pack) {
                 off[k++] = plane * pg.PH * pg.PW + (oy / sy) * pg.PW + ox / sx;
             }
     memset(xp + planes * pg.PH * pg.PW, 0, (size_t)(pg.xp_floats - planes * pg.PH * pg.PW) * sizeof(float));
+    /* a lone fused Relu in the GEMM's store (the grid's junk columns too,
+     * never read); other chains run on the rows copied into Y */
+    const float *res;
+    int relu = 0, in_gemm = gemm_epilogue(c, 0, &res, &relu);
     for (int64_t n = 0; n < g->N; n++)
         for (int64_t gi = 0; gi < g->G; gi++) {
             padctx p = {.g = g, .pg = &pg, .x = x + (n * g->C + gi * g->Cg) * isp, .xp = xp,
-                        .yt = yt, .y = c->out[0].data, .call = c, .chan0 = gi * g->Mg};
+                        .yt = yt, .y = c->out[0].data, .call = in_gemm ? NULL : c, .chan0 = gi * g->Mg};
             p.y = (float *)c->out[0].data + (n * g->M + gi * g->Mg) * osp;
             kiln_exec_parallel_for(c->exec, planes, 1, pad_channels, &p);
             kiln__gemm gm = {.M = g->Mg, .N = ng, .K = K, .a = w + gi * g->Mg * K,
                              .a_rs = K, .a_cs = 1, .alpha = 1.0f, .c = yt, .ldc = ng,
                              .bias_row = bias ? bias + gi * g->Mg : NULL, .b_shift = xp,
                              .b_off = off, .a_packed = packed_w(c, g, gi),
-                             .done = padgemm_done, .done_ud = &p, .b_shift_pack = pack};
+                             .done = padgemm_done, .done_ud = &p, .b_shift_pack = pack, .relu = relu};
             p.gm = &gm;
             if (pg.nb == ng)
                 kiln__sgemm(&gm, c->exec);
@@ -596,6 +616,10 @@ static void conv_gemm(const kiln_call *c, const geom *g) {
     if (pointwise && in_place && g->Mg > 1 && osp >= 2 * kiln__sgemm_nr())
         b_off = (int64_t *)kiln__cpu_scratch(1, (size_t)K * 2 + 16);
     for (int64_t k = 0; b_off && k < K; k++) b_off[k] = k * isp;
+    /* the residual Add and Relu in the GEMM's store, from registers (a
+     * separate pass read Y back and the residual without prefetch) */
+    const float *res;
+    int relu, in_gemm = gemm_epilogue(c, 1, &res, &relu);
     for (int64_t n = 0; n < g->N; n++) {
         for (int64_t gi = 0; gi < g->G; gi++) {
             const float *xg = x + (n * g->C + gi * g->Cg) * isp;
@@ -606,7 +630,11 @@ static void conv_gemm(const kiln_call *c, const geom *g) {
                              .a_packed = packed_w(c, g, gi)};
             /* row i of a group's GEMM is output channel gi * Mg + i */
             kiln__ops_epi_rows ge = {c, gm.c, osp, gi * g->Mg};
-            if (c->epilogue) {
+            if (in_gemm) {
+                gm.relu = relu;
+                gm.res = res ? res + (n * g->M + gi * g->Mg) * osp : NULL;
+                gm.ldr = osp;
+            } else if (c->epilogue) {
                 gm.done = kiln__ops_epi_rows_done;
                 gm.done_ud = &ge;
             }
