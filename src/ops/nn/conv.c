@@ -43,6 +43,10 @@
  *             place.  Offered only on 2-D convs of one group where 4 runs
  *             the padded GEMM (not a plain 1x1 stride-1 conv); never
  *             picked by auto.
+ * Where several tactics run the same kernel on a conv (kernel_key), the
+ * builder is offered one of them (conv_formats_fn); the others stay valid
+ * in engine files.  A fused residual Add and/or Relu is applied in the
+ * SGEMM's store where the GEMM writes Y directly (gemm_epilogue).
  * Spatial dims are normalized to 3 (D, H, W) by prepending 1s.
  */
 #include "device/cpu/sgemm.h"
