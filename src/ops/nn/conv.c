@@ -1326,7 +1326,10 @@ static int conv_impl_f32(const kiln_call *c) {
     int tactic = pick_tactic(c->tactic, g.id[0] == 1 && g.k[0] == 1, &g);
     if (tactic == T_DWROWS && !conv_dwrows(c, &g)) return 0;
     if (tactic == T_DW || tactic == T_DWROWS) return conv_dw(c, &g);
-    if (tactic == T_WINO && !conv_wino(c, &g)) return 0;
+    if (tactic == T_WINO) {
+        if (!conv_wino(c, &g)) return 0;
+        tactic = T_PADGEMM; /* an output too narrow for it (documented above; it ran im2col) */
+    }
     if (tactic == T_PADCOMPACT && !conv_padcompact(c, &g)) return 0;
     if (tactic == T_DIRECT)
         conv_direct(c, &g);
