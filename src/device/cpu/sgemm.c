@@ -101,12 +101,15 @@ static float *scratch_get(size_t floats) { return kiln__cpu_scratch(0, floats); 
 int kiln__sgemm_nr(void) { return NR; }
 
 /* What the packed forms of built-in ops depend on, for engine files
- * (kiln_int.h): this GEMM's MR, NR and KC, and the integer GEMM's layout
- * (ops/quantization/qlinear.c, fixed; bump "qgemm1" when it changes). */
+ * (kiln_int.h): this GEMM's MR, NR and KC, the integer GEMM's layout
+ * (ops/quantization/qlinear.c, fixed; bump "qgemm1" when it changes) and
+ * the few-channel direct kernels' blocks (ops/nn/conv_fewc.c: 16 output
+ * channels for the stem, PW_MB = 12 for mbconv tactic 3's expand conv;
+ * a static assertion there keeps "fewc16x12" true). */
 const char *kiln__prepack_layout(void) {
 #define KILN__STR_(x) #x
 #define KILN__STR(x) KILN__STR_(x)
-    return "sgemm mr" KILN__STR(MR) " nr" KILN__STR(NR) " kc" KILN__STR(KC) "; qgemm1";
+    return "sgemm mr" KILN__STR(MR) " nr" KILN__STR(NR) " kc" KILN__STR(KC) "; qgemm1; fewc16x12";
 #undef KILN__STR
 #undef KILN__STR_
 }

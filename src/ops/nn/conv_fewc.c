@@ -18,6 +18,7 @@ static int64_t phase_len(const kiln__fewc *p) { return p->OW + (p->KW - 1) / p->
 
 /* Floats of the weights regrouped for row_block: 16 output channels (zero
  * past M) per tap, blocks of 16 channels one after the other. */
+/* (16: the "16" of kiln__prepack_layout()'s "fewc16x12") */
 static int64_t packed_w(const kiln__fewc *p) { return (p->M + 15) / 16 * 16 * p->C * p->KH * p->KW; }
 
 /* Output channels per block of the pointwise kernel: 12 x 32 outputs, 24
@@ -26,6 +27,7 @@ static int64_t packed_w(const kiln__fewc *p) { return (p->M + 15) / 16 * 16 * p-
  * change of PW_MB must change kiln__prepack_layout()'s string
  * (device/cpu/sgemm.c), which makes older files repack at load. */
 #define PW_MB 12
+_Static_assert(PW_MB == 12, "PW_MB changed: change \"fewc16x12\" in kiln__prepack_layout() (device/cpu/sgemm.c)");
 
 int64_t kiln__fewc_pointwise_packed(int64_t M, int64_t C) { return (M + PW_MB - 1) / PW_MB * PW_MB * C; }
 
