@@ -320,6 +320,27 @@ TEST_IMPL(encoder_rewrites_cpu) {
     kiln_engine_free(plain);
 }
 
+/* Gelu (exact, F32: the AVX-512 rational-erf kernel and its scalar tail)
+ * on 3 x 1001 values in [-7, 7] (past erf's clamp at |x| / sqrt 2 = 4) at
+ * 1 and 2 threads, against 0.5 x (1 + erf(x / sqrt 2)) in double. */
+TEST_IMPL(gelu_f32_reference) {
+    enum { GN = 3 * 1001 };
+    static float x[GN], y[GN];
+    static double ref[GN];
+    uint64_t seed = 808;
+    for (int i = 0; i < GN; i++) {
+        x[i] = test_randf(&seed, -7, 7);
+        ref[i] = 0.5 * x[i] * (1 + erf(x[i] / sqrt(2.0)));
+    }
+    for (int threads = 1; threads <= 2; threads++) {
+        const test_net_opts o = {.threads = threads};
+        tio in = {.name = "x", .t = KILN_DTYPE_F32, .nd = 2, .dims = {3, 1001}, .data = x};
+        tio out = {.name = "y", .t = KILN_DTYPE_F32, .nd = 2, .dims = {3, 1001}, .data = y};
+        ASSERT_OK(test_net_try(&o, "ai.onnx::Gelu", 20, 1, &in, 1, &out, NULL, NULL));
+        test_check_close("gelu", y, ref, GN, 2e-6);
+    }
+}
+
 TEST_IMPL(attention_shape_errors) {
     kiln_network *net = kiln_network_create();
     int64_t q[3] = {2, 5, 8}, k[3] = {2, 7, 9}, v[3] = {2, 7, 4};
@@ -400,4 +421,4 @@ TEST_IMPL(add_layernorm_cpu_reference) {
     add_layernorm_case(300, 37, 2, 508);
 }
 
-TEST_LIST(TEST_ENTRY(attention_cpu_reference), TEST_ENTRY(attention_views_cpu), TEST_ENTRY(attention_mask_cpu), TEST_ENTRY(attention_cpu_tactics), TEST_ENTRY(encoder_rewrites_cpu), TEST_ENTRY(attention_shape_errors), TEST_ENTRY(add_layernorm_cpu_reference))
+TEST_LIST(TEST_ENTRY(attention_cpu_reference), TEST_ENTRY(attention_views_cpu), TEST_ENTRY(attention_mask_cpu), TEST_ENTRY(attention_cpu_tactics), TEST_ENTRY(encoder_rewrites_cpu), TEST_ENTRY(gelu_f32_reference), TEST_ENTRY(attention_shape_errors), TEST_ENTRY(add_layernorm_cpu_reference))

@@ -303,56 +303,6 @@ typedef struct attn_task {
     int err;
 } attn_task;
 
-#if defined(__AVX512F__)
-#include <immintrin.h>
-/* exp(x) for x <= 0 (scores less their max), fexp_f32's reduction and
- * polynomial, 2^n by scalef; NaN stays NaN, x < -87.4 gives ~1e-38. */
-static inline __m512 attn_exp512(__m512 x) {
-    x = _mm512_max_ps(_mm512_set1_ps(-87.4f), x);
-    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
-    r = _mm512_fmadd_ps(n, _mm512_set1_ps(2.12194440e-4f), r);
-    __m512 p = _mm512_set1_ps(1.9875691500E-4f);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507E-3f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073E-3f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894E-2f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459E-1f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201E-1f));
-    __m512 y = _mm512_fmadd_ps(_mm512_mul_ps(p, r), r, _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
-    return _mm512_scalef_ps(y, n);
-}
-#endif
-
-/* Softmax of row s[0..n) in place, as probabilities. */
-static void attn_softmax_row(float *s, int64_t n) {
-    float mx = -INFINITY, sum = 0;
-    int64_t k = 0;
-#if defined(__AVX512F__)
-    __m512 vm = _mm512_set1_ps(-INFINITY);
-    for (; k + 16 <= n; k += 16) vm = _mm512_max_ps(vm, _mm512_loadu_ps(s + k));
-    mx = _mm512_reduce_max_ps(vm);
-#endif
-    for (; k < n; k++) mx = s[k] > mx ? s[k] : mx;
-    if (mx == -INFINITY) { /* every key masked out */
-        memset(s, 0, (size_t)n * sizeof *s);
-        return;
-    }
-    k = 0;
-#if defined(__AVX512F__)
-    __m512 vs = _mm512_setzero_ps(), vmx = _mm512_set1_ps(mx);
-    for (; k + 16 <= n; k += 16) {
-        __m512 e = attn_exp512(_mm512_sub_ps(_mm512_loadu_ps(s + k), vmx));
-        _mm512_storeu_ps(s + k, e);
-        vs = _mm512_add_ps(vs, e);
-    }
-    sum = _mm512_reduce_add_ps(vs);
-#endif
-    for (; k < n; k++) sum += s[k] = fexp_f32(s[k] - mx);
-    const float inv = 1.0f / sum;
-    for (k = 0; k < n; k++) s[k] *= inv;
-}
-
 static void attn_heads(void *ud, int64_t begin, int64_t end) {
     attn_task *t = ud;
     const kiln_cu_flash *p = &t->p;
@@ -386,7 +336,7 @@ static void attn_heads(void *ud, int64_t begin, int64_t end) {
                     const float *mi = t->mask + b * p->ms[0] + h * p->ms[1] + (i0 + i) * p->ms[2];
                     for (int64_t j = 0; j < p->sk; j++) si[j] += mi[j * p->ms[3]];
                 }
-                attn_softmax_row(si, p->sk);
+                fsoftmax_row_f32(si, si, p->sk, 1);
             }
             g2.c = t->y + b * p->ys[0] + h * p->ys[1] + i0 * p->ys[2];
             kiln__sgemm_serial(&g2);
