@@ -18,8 +18,30 @@
 
 /* ------------------------------------------------------------ IR helpers */
 
+/* Room for one more entry of a builder table (b->l, b->t).  A pointer
+ * into the table does not survive this: `bl *L = &b->l[li]` held across
+ * kiln__b_new_layer reads freed memory after a growth.  In sanitizer builds
+ * every call moves the table, so such a pointer is a use-after-free that
+ * ASan reports in CI, not a crash on the rare build whose growth happens
+ * at the wrong moment (an NHWC FP16 PP-OCR build did, on the GPU only). */
+static void *grow_table(void *p, int *cap, int n, size_t elem) {
+#if defined(__SANITIZE_ADDRESS__)
+    if (n < *cap) {
+        void *q = kiln__malloc((size_t)*cap * elem);
+        if (!q) {
+            kiln__err(KILN_ENOMEM, "build: out of memory");
+            return NULL;
+        }
+        memcpy(q, p, (size_t)n * elem);
+        kiln__free(p);
+        return q;
+    }
+#endif
+    return kiln__grow(p, cap, n + 1, elem);
+}
+
 int kiln__b_new_tensor(builder *b, const char *name, bt_kind kind) {
-    bt *n = kiln__grow(b->t, &b->capt, b->nt + 1, sizeof *b->t);
+    bt *n = grow_table(b->t, &b->capt, b->nt, sizeof *b->t);
     if (!n) return KILN_ENOMEM;
     b->t = n;
     bt *t = &b->t[b->nt];
@@ -36,9 +58,13 @@ int kiln__b_new_tensor(builder *b, const char *name, bt_kind kind) {
 }
 
 int kiln__b_new_layer(builder *b, const char *name, const kiln__op *op, int nin, int nout) {
-    bl *n = kiln__grow(b->l, &b->capl, b->nl + 1, sizeof *b->l);
+    bl *n = grow_table(b->l, &b->capl, b->nl, sizeof *b->l);
     if (!n) return KILN_ENOMEM;
     b->l = n;
+    /* A layer's own attributes (reformats, rewritten layers) are pointed
+     * at from inside the layer: they moved with the table. */
+    for (int i = 0; i < b->nl; i++)
+        if (b->l[i].has_own) b->l[i].attrs = &b->l[i].own;
     bl *l = &b->l[b->nl];
     memset(l, 0, sizeof *l);
     l->name = kiln__strdup(name);

@@ -44,6 +44,8 @@ typedef struct bt {
     int eidx;                  /* engine tensor index, -1 */
 } bt;
 
+#define KILN__B_TBUF_MAX 12 /* timing buffers kept between candidates */
+
 typedef struct bl {
     char *name;
     const kiln__op *op;
@@ -103,6 +105,18 @@ typedef struct builder {
      * buffers and running candidates, and candidates cut short (verbose log) */
     double cut_ms, prep_ms, run_ms;
     int ncut;
+    int nhwc;                  /* select.c: $KILN_CUDA_NHWC, read once */
+    /* select.c: timing buffers kept between candidates (tbuf_keep) */
+    struct tbuf {
+        int t, out;            /* tensor, 1: an output buffer (0: input data) */
+        kiln_dtype dt;
+        kiln_format fmt;
+        kiln_device_kind loc;
+        uint64_t bytes, stamp; /* stamp: the bufs_make that last used it */
+        void *p;
+    } tbuf[KILN__B_TBUF_MAX];
+    int ntbuf;
+    uint64_t tbuf_stamp, tbuf_bytes;
     /* recheck_cpu: a second look (kiln__b_run counts the warm-up),
      * candidates rechecked, choices changed, time spent */
     int recheck, nrecheck, nrechosen;

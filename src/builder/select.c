@@ -80,23 +80,21 @@ static int format_ok(const bt *t, kiln_format f, int min_rank) {
     return f < KILN_FORMAT_COUNT_ && t->ndim >= min_rank && !t->is_size;
 }
 
-/* $KILN_CUDA_NHWC: "1"/"on" times a GPU layer's NHWC candidates like the
- * others, "force" ranks them first wherever one runs (tests); unset,
- * "0"/"off" or anything else keeps CUDA layers LINEAR.  Opt-in for now:
- * on the last GPU run (H200, 2026-11-26 07:00 UTC) a PP-OCR det batch-32
- * FP16 build with NHWC on exited with no message (cause not yet found;
- * docs/CUDA.md "NHWC"), while ResNet-50 FP16 ran 2.4x faster with it. */
+/* $KILN_CUDA_NHWC: unset, "1" or "on" times a GPU layer's NHWC candidates
+ * like the others (the default); "0"/"off" keeps CUDA layers LINEAR (the
+ * A/B baseline); "force" ranks them first wherever one runs (tests).  Read
+ * once per selection (b->nhwc). */
 enum { NHWC_OFF = 0, NHWC_ON = 1, NHWC_FORCE = 2 };
-static int nhwc_mode(void) { /* read per call: a process may build both ways */
+static int nhwc_mode(void) {
     const char *e = getenv("KILN_CUDA_NHWC");
-    if (!e) return NHWC_OFF;
-    return !strcmp(e, "force") ? NHWC_FORCE : !strcmp(e, "1") || !strcmp(e, "on") ? NHWC_ON : NHWC_OFF;
+    if (!e) return NHWC_ON;
+    return !strcmp(e, "force") ? NHWC_FORCE : !strcmp(e, "0") || !strcmp(e, "off") ? NHWC_OFF : NHWC_ON;
 }
 
 /* The layouts of CUDA layers: LINEAR, or NHWC on a 4-D tensor (blocked
  * layouts are CPU-only). */
-static int cuda_format_ok(const bt *t, kiln_format f) {
-    return f == KILN_FORMAT_LINEAR || (f == KILN_FORMAT_NHWC && t->ndim == 4 && !t->is_size && nhwc_mode() != NHWC_OFF);
+static int cuda_format_ok(const builder *b, const bt *t, kiln_format f) {
+    return f == KILN_FORMAT_LINEAR || (f == KILN_FORMAT_NHWC && t->ndim == 4 && !t->is_size && b->nhwc != NHWC_OFF);
 }
 
 /* Does io put any position in NHWC? */
@@ -180,7 +178,7 @@ static int quick_candidates(builder *b, int li, cand_list *cl) {
                 ok = dtype_ok(b, &b->t[t], io.dtype[p]) && format_ok(&b->t[t], io.format[p], 3);
                 /* the GPU converts LINEAR <-> NHWC (reformat_cuda.c): CUDA
                  * layers take NHWC on 4-D tensors where their op lists it */
-                if (L->device == KILN_DEVICE_CUDA && !cuda_format_ok(&b->t[t], io.format[p])) ok = 0;
+                if (L->device == KILN_DEVICE_CUDA && !cuda_format_ok(b, &b->t[t], io.format[p])) ok = 0;
             }
             for (int k = 0; k < nt && ok && !rc; k++) rc = cand_add(cl, &io, tactics[k]);
         }
@@ -218,7 +216,7 @@ static void plugin_dfs(penum *e, int p) {
         for (int f = 0; f < KILN_FORMAT_COUNT_; f++) {
             if (i > 0 && (dts[i] == t->dtype || !dtype_ok(e->b, t, dts[i]))) continue;
             if (!format_ok(t, (kiln_format)f, 4) || (f != KILN_FORMAT_LINEAR && t->ndim != 4)) continue;
-            if (L->device == KILN_DEVICE_CUDA && !cuda_format_ok(t, (kiln_format)f)) continue;
+            if (L->device == KILN_DEVICE_CUDA && !cuda_format_ok(e->b, t, (kiln_format)f)) continue;
             e->io.dtype[p] = dts[i];
             e->io.format[p] = (kiln_format)f;
             int yes = vt->supports_format ? vt->supports_format(L->state, p, &e->io) == 1
@@ -457,17 +455,125 @@ static void bufs_free(timing_bufs *t) {
     t->nmem = t->ndmem = 0;
 }
 
-/* Move a host timing buffer to the device (CUDA layers): contents copied,
- * kt->data repointed. */
-static int bufs_upload(builder *b, timing_bufs *tb, kiln_tensor *kt, uint64_t bytes) {
-    void *d = NULL;
-    int rc = b->cuda->alloc(bytes ? bytes : 64, &d);
-    if (rc) return kiln__err_prefix(rc, "timing buffers");
-    tb->dev = b->cuda;
-    tb->dmem[tb->ndmem++] = d;
-    rc = b->cuda->copy(d, kt->data, bytes, b->cx.base.stream);
+/* Timing buffers kept between candidates.  The candidates of a layer (and
+ * the reformat timings between them) read the same tensors in a few
+ * (type, layout) pairs, and making a buffer -- allocate, fill, upload, free
+ * -- cost more than timing the kernels: 26 of the 31 s of PP-OCR det's
+ * batch-32 FP32 build on an H100.  Up to KILN__B_TBUF_MAX buffers and
+ * TBUF_BYTES are kept, the least recently used evicted first but never one
+ * the candidate being set up uses; selection frees them all at its end
+ * (tbuf_clear).  Inputs keep their data (kernels do not write their
+ * inputs); an output buffer is handed over with what it last held. */
+#define TBUF_BYTES ((uint64_t)3 << 30)
+
+static void tbuf_drop(builder *b, int i) {
+    struct tbuf *e = &b->tbuf[i];
+    if (e->loc == KILN_DEVICE_CUDA) b->cuda->free(e->p);
+    else kiln__aligned_free(e->p);
+    b->tbuf_bytes -= e->bytes;
+    b->tbuf[i] = b->tbuf[--b->ntbuf];
+}
+
+/* Frees the kept buffers the current candidate does not use (all = 1: every one). */
+static void tbuf_clear(builder *b, int all) {
+    for (int i = b->ntbuf - 1; i >= 0; i--)
+        if (all || b->tbuf[i].stamp != b->tbuf_stamp) tbuf_drop(b, i);
+}
+
+static void *tbuf_find(builder *b, const struct tbuf *k) {
+    for (int i = 0; i < b->ntbuf; i++) {
+        struct tbuf *e = &b->tbuf[i];
+        if (e->t == k->t && e->out == k->out && e->dt == k->dt && e->fmt == k->fmt && e->loc == k->loc &&
+            e->bytes == k->bytes) {
+            e->stamp = b->tbuf_stamp;
+            return e->p;
+        }
+    }
+    return NULL;
+}
+
+/* Keep buffer k->p, just made for the current candidate: 1 when the cache
+ * took it, 0 when the caller still owns it (too big, or every kept buffer
+ * is in use). */
+static int tbuf_keep(builder *b, const struct tbuf *k) {
+    if (k->bytes > TBUF_BYTES / 2) return 0;
+    while (b->ntbuf == KILN__B_TBUF_MAX || b->tbuf_bytes + k->bytes > TBUF_BYTES) {
+        int v = -1;
+        for (int i = 0; i < b->ntbuf; i++)
+            if (b->tbuf[i].stamp != b->tbuf_stamp && (v < 0 || b->tbuf[i].stamp < b->tbuf[v].stamp)) v = i;
+        if (v < 0) return 0;
+        tbuf_drop(b, v);
+    }
+    b->tbuf[b->ntbuf] = *k;
+    b->tbuf[b->ntbuf++].stamp = b->tbuf_stamp;
+    b->tbuf_bytes += k->bytes;
+    return 1;
+}
+
+/* A new buffer of `bytes` in memory space k->loc for the current
+ * candidate, kept (tbuf_keep) or else listed in tb to be freed after it.
+ * Out of memory: the kept buffers it does not use are freed, then once more. */
+static int tbuf_alloc(builder *b, timing_bufs *tb, struct tbuf *k) {
+    const uint64_t n = k->bytes ? k->bytes : 64;
+    const int dev = k->loc == KILN_DEVICE_CUDA;
+    for (int again = 0;; again++) {
+        int rc = 0;
+        k->p = NULL;
+        if (dev) rc = b->cuda->alloc(n, &k->p);
+        else if (!(k->p = kiln__aligned_alloc(n))) rc = KILN_ENOMEM;
+        if (!rc) break;
+        if (again || !b->ntbuf) {
+            if (dev) return kiln__err_prefix(rc, "timing buffers");
+            return kiln__err(KILN_ENOMEM, "timing: out of memory for %llu bytes", (unsigned long long)n);
+        }
+        tbuf_clear(b, 0);
+    }
+    if (tbuf_keep(b, k)) return 0;
+    if (dev) {
+        tb->dev = b->cuda;
+        tb->dmem[tb->ndmem++] = k->p;
+    } else {
+        tb->mem[tb->nmem++] = k->p;
+    }
+    return 0;
+}
+
+/* Move a host timing buffer (tb's) to the device (CUDA layers): contents
+ * copied into a buffer of tensor k->t's, kt->data repointed. */
+static int bufs_upload(builder *b, timing_bufs *tb, kiln_tensor *kt, struct tbuf *k) {
+    const void *host = kt->data;
+    k->loc = KILN_DEVICE_CUDA;
+    int rc = tbuf_alloc(b, tb, k);
+    if (rc) return rc;
+    rc = b->cuda->copy(k->p, host, k->bytes, b->cx.base.stream);
     if (!rc) rc = b->cuda->stream_sync(b->cx.base.stream);
-    kt->data = d;
+    kt->data = k->p;
+    kt->device = KILN_DEVICE_CUDA;
+    return rc;
+}
+
+/* fill_random straight into a new device buffer of k's: one block drawn
+ * on the host and uploaded, the doubling copies made on the device (drawn,
+ * copied and uploaded on the host, PP-OCR det's batch-32 activations of
+ * 200-800 MB took 0.1-0.3 s each). */
+static int fill_random_device(builder *b, timing_bufs *tb, kiln_tensor *kt, struct tbuf *k) {
+    const size_t es = kiln_dtype_size(kt->dtype);
+    const uint64_t n = k->bytes / es;
+    void *h = kiln__aligned_alloc(FILL_BLOCK * es);
+    if (!h) return kiln__err(KILN_ENOMEM, "timing: out of memory for %zu bytes", FILL_BLOCK * es);
+    tb->mem[tb->nmem++] = h;
+    fill_block(b, h, kt->dtype, FILL_BLOCK);
+    int rc = tbuf_alloc(b, tb, k);
+    if (rc) return rc;
+    void *s = b->cx.base.stream;
+    rc = b->cuda->copy(k->p, h, FILL_BLOCK * es, s);
+    for (uint64_t done = FILL_BLOCK; done < n && !rc;) {
+        uint64_t c = done < n - done ? done : n - done;
+        rc = b->cuda->copy((char *)k->p + done * es, k->p, c * es, s);
+        done += c;
+    }
+    if (!rc) rc = b->cuda->stream_sync(s);
+    kt->data = k->p;
     kt->device = KILN_DEVICE_CUDA;
     return rc;
 }
@@ -479,6 +585,7 @@ static int bufs_make(builder *b, int li, const kiln_io_format *io, timing_bufs *
                      size_t size, int alloc) {
     const bl *L = &b->l[li];
     memset(tb, 0, sizeof *tb);
+    b->tbuf_stamp += alloc != 0; /* a new candidate: what it finds kept is in use */
     size_t sn = 0;
     shape_text[0] = 0;
     for (int p = 0; p < L->nin + L->nout; p++) {
@@ -505,28 +612,47 @@ static int bufs_make(builder *b, int li, const kiln_io_format *io, timing_bufs *
         int rc = kiln__tensor_bytes(kt->dtype, kt->format, kt->ndim, kt->dims, &bytes);
         if (rc) return kiln__err_prefix(rc, "timing: tensor '%s' at opt shapes", t->name);
         const int up = kiln__b_pos_loc(L, p) == KILN_DEVICE_CUDA;
-        if (!is_in && up) { /* a zeroed device buffer, no host twin */
-            void *d = NULL;
-            if ((rc = b->cuda->alloc(bytes ? bytes : 64, &d))) return kiln__err_prefix(rc, "timing buffers");
-            tb->dev = b->cuda;
-            tb->dmem[tb->ndmem++] = d;
-            kt->data = d;
+        struct tbuf k = {.t = ti, .out = !is_in, .dt = kt->dtype, .fmt = kt->format,
+                         .loc = up ? KILN_DEVICE_CUDA : KILN_DEVICE_CPU, .bytes = bytes};
+        if ((kt->data = tbuf_find(b, &k))) { /* made for an earlier candidate */
+            if (up) kt->device = KILN_DEVICE_CUDA;
+            continue;
+        }
+        if (!is_in) { /* a zeroed buffer; on the device, no host twin */
+            if ((rc = tbuf_alloc(b, tb, &k))) return rc;
+            kt->data = k.p;
+            if (!up) {
+                memset(k.p, 0, bytes);
+                continue;
+            }
             kt->device = KILN_DEVICE_CUDA;
-            if ((rc = b->cuda->memset(d, 0, bytes, b->cx.base.stream))) return rc;
+            if ((rc = b->cuda->memset(k.p, 0, bytes, b->cx.base.stream))) return rc;
             continue;
         }
-        void *m = kiln__aligned_alloc(bytes ? bytes : 64);
-        if (!m) return kiln__err(KILN_ENOMEM, "timing: out of memory for %llu bytes", (unsigned long long)bytes);
-        tb->mem[tb->nmem++] = m;
+        const size_t es = kiln_dtype_size(kt->dtype);
+        const int from_data = t->kind == BT_CONST && t->data && kt->dtype == t->pdtype && kt->format == t->pfmt &&
+                              bytes == t->bytes;
+        if (up && !from_data && es && bytes % es == 0 && bytes / es > FILL_BLOCK && t->nvalues < 0) {
+            if ((rc = fill_random_device(b, tb, kt, &k))) return rc;
+            continue;
+        }
+        /* the data on the host first (a device input: a staging buffer, freed after the candidate) */
+        struct tbuf h = k;
+        h.loc = KILN_DEVICE_CPU;
+        h.t = up ? -1 : ti;
+        if (up) {
+            if (!(h.p = kiln__aligned_alloc(bytes ? bytes : 64)))
+                return kiln__err(KILN_ENOMEM, "timing: out of memory for %llu bytes", (unsigned long long)bytes);
+            tb->mem[tb->nmem++] = h.p;
+        } else if ((rc = tbuf_alloc(b, tb, &h))) {
+            return rc;
+        }
+        void *m = h.p;
         kt->data = m;
-        uint64_t n = bytes / kiln_dtype_size(kt->dtype);
-        if (!is_in) {
-            memset(m, 0, bytes);
-            continue;
-        }
-        if (t->kind == BT_CONST && t->data && kt->dtype == t->pdtype && kt->format == t->pfmt && bytes == t->bytes) {
+        uint64_t n = bytes / es;
+        if (from_data) {
             memcpy(m, t->data, bytes);
-            if (up && (rc = bufs_upload(b, tb, kt, bytes))) return rc;
+            if (up && (rc = bufs_upload(b, tb, kt, &k))) return rc;
             continue;
         }
         fill_random(b, m, kt->dtype, n);
@@ -543,7 +669,7 @@ static int bufs_make(builder *b, int li, const kiln_io_format *io, timing_bufs *
                 }
             }
         }
-        if (up && (rc = bufs_upload(b, tb, kt, bytes))) return rc;
+        if (up && (rc = bufs_upload(b, tb, kt, &k))) return rc;
     }
     return 0;
 }
@@ -785,7 +911,7 @@ static int cast_cost(builder *b, int t, kiln_dtype from, kiln_format ffmt, kiln_
     int li = rf_timer(b);
     if (li < 0) return li;
     bl *L = &b->l[li];
-    L->device = device == KILN_DEVICE_CUDA && b->cuda && cuda_format_ok(&b->t[t], ffmt) && cuda_format_ok(&b->t[t], fmt)
+    L->device = device == KILN_DEVICE_CUDA && b->cuda && cuda_format_ok(b, &b->t[t], ffmt) && cuda_format_ok(b, &b->t[t], fmt)
                     ? KILN_DEVICE_CUDA
                     : KILN_DEVICE_CPU;
     L->in[0] = t;
@@ -957,10 +1083,10 @@ static unsigned lookahead_outputs(builder *b, int li) {
 static unsigned nhwc_outputs(builder *b, int li) {
     const bl *L = &b->l[li];
     unsigned m = 0;
-    if (L->device != KILN_DEVICE_CUDA || nhwc_mode() == NHWC_OFF) return 0;
+    if (L->device != KILN_DEVICE_CUDA || b->nhwc == NHWC_OFF) return 0;
     for (int o = 0; o < L->nout && o < 32; o++) {
         const bt *x = &b->t[L->out[o]];
-        if (cuda_format_ok(x, KILN_FORMAT_NHWC) && x->kind == BT_ACT && !x->is_output &&
+        if (cuda_format_ok(b, x, KILN_FORMAT_NHWC) && x->kind == BT_ACT && !x->is_output &&
             consumer_takes(b, li, L->out[o], KILN_DTYPE_UNDEFINED, KILN_FORMAT_NHWC))
             m |= 1u << o;
     }
@@ -1062,6 +1188,7 @@ static int recheck_cpu(builder *b, int li, const cand_list *cl, cand_time *ct, i
 }
 
 int kiln__b_select(builder *b) {
+    b->nhwc = nhwc_mode();
     for (int i = 0; i < b->nt; i++) {
         bt *t = &b->t[i];
         if (t->pdtype == KILN_DTYPE_UNDEFINED) {
@@ -1094,7 +1221,7 @@ int kiln__b_select(builder *b) {
             best = -1;
             const unsigned ahead = lookahead_outputs(b, li), ahead_nhwc = nhwc_outputs(b, li);
             int any_nhwc = 0; /* KILN_CUDA_NHWC=force: only where an NHWC candidate exists */
-            for (int k = 0; k < cl.n && nhwc_mode() == NHWC_FORCE; k++) any_nhwc |= has_nhwc(&cl.c[k].io);
+            for (int k = 0; k < cl.n && b->nhwc == NHWC_FORCE; k++) any_nhwc |= has_nhwc(&cl.c[k].io);
             double fastest = 0; /* the fastest kernel so far: slower ones are cut short */
             memset(ct, 0, (size_t)cl.n * sizeof ct[0]);
             for (int k = 0; k < cl.n && !rc; k++) {
@@ -1203,6 +1330,7 @@ int kiln__b_select(builder *b) {
     }
     if (progress) fprintf(stderr, "\n");
     kiln__free(cl.c);
+    tbuf_clear(b, 1);
     kiln__log(KILN_LOG_VERBOSE, "selection: %d candidates, %d timed (%d cut short after one sample, %d rechecks "
               "that changed %d choices), %d from the timing cache (%d identical instances); %.2f s making timing "
               "buffers, %.2f s timing (%.2f s of it rechecking)",
