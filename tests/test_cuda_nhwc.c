@@ -20,8 +20,10 @@
  *     binary op on its own), strided 1x1 Conv, 1x1 Conv + residual Add,
  *     GlobalAveragePool, built FP16 and BF16 for CUDA with
  *     KILN_CUDA_NHWC=force (NHWC wherever a candidate runs), =0 (all
- *     LINEAR) and the default (timed): the forced engine must hold NHWC
- *     tensors, the LINEAR one none, and all must match a double reference
+ *     LINEAR), =1 (timed) and unset (the default: the timed NHWC engine
+ *     raced against the LINEAR one, the faster kept): the forced engine
+ *     must hold NHWC tensors, the LINEAR one none, the raced one the
+ *     layout its log line names, and all must match a double reference
  *     (the layout of each conv and its tactic are printed); a second run
  *     (CUDA graph replay) must repeat the first bit for bit.
  * Tolerances: |gpu - ref| <= eps * (1 + sum |x w| (+ |b| + |z|)) for one
@@ -498,11 +500,27 @@ static int count_nhwc(const kiln_engine *e) {
     return n;
 }
 
+/* The verbose log of an "auto" build (nhwc_race's verdict). */
+static char g_race[512];
+static void race_log(void *ud, kiln_log_level lvl, const char *msg) {
+    (void)ud;
+    (void)lvl;
+    if (strstr(msg, "CUDA layouts:")) snprintf(g_race, sizeof g_race, "%s", msg);
+}
+
+/* mode: $KILN_CUDA_NHWC, or "auto" (unset: the NHWC engine raced against
+ * the LINEAR one, the faster kept). */
 static void run_engine(unsigned flags, const char *mode, double tol) {
-    setenv("KILN_CUDA_NHWC", mode, 1);
+    const int race = !strcmp(mode, "auto");
+    if (race) unsetenv("KILN_CUDA_NHWC");
+    else setenv("KILN_CUDA_NHWC", mode, 1);
+    g_race[0] = 0;
+    if (race) kiln_log_set(KILN_LOG_VERBOSE, race_log, NULL);
     kiln_network *net = chain_net();
     kiln_engine *e = build_cuda(net, flags | KILN_BUILD_STRICT_DEVICE);
+    kiln_log_set(KILN_LOG_WARN, NULL, NULL);
     unsetenv("KILN_CUDA_NHWC");
+    if (race) printf("  auto: %s\n", g_race[0] ? g_race : "no NHWC tensor in the first pass: no race");
     if (!e) TEST__FAIL("build (KILN_CUDA_NHWC=%s): %s", mode, kiln_errmsg());
     kiln_network_free(net);
     const int nhwc = count_nhwc(e);
@@ -519,6 +537,8 @@ static void run_engine(unsigned flags, const char *mode, double tol) {
     printf("\n");
     if (!strcmp(mode, "0")) ASSERT_EQ(nhwc, 0);
     if (!strcmp(mode, "force")) ASSERT(nhwc > 0);
+    /* a race keeps the engine it names */
+    if (race && g_race[0]) ASSERT((nhwc > 0) == (strstr(g_race, "NHWC kept") != NULL));
     kiln_context *ctx = NULL;
     ASSERT_OK(kiln_context_create(e, 1, &ctx));
     static float x[EN * EC * EH * EW], r[EN * 12 * 16], m[EN * 12 * 16], y[EN * 9], r1[EN * 12 * 16],
@@ -580,6 +600,7 @@ TEST_IMPL(engine_nhwc_chain) {
     run_engine(KILN_BUILD_FP16, "force", 2e-2);
     run_engine(KILN_BUILD_FP16, "0", 2e-2);
     run_engine(KILN_BUILD_FP16, "1", 2e-2);
+    run_engine(KILN_BUILD_FP16, "auto", 2e-2);
     run_engine(KILN_BUILD_BF16, "force", 1e-1);
     run_engine(KILN_BUILD_BF16, "0", 1e-1);
     for (int i = 0; i < 5; i++) free(W[i].w), free(W[i].b);

@@ -44,6 +44,11 @@ typedef struct bt {
     int eidx;                  /* engine tensor index, -1 */
 } bt;
 
+/* b->nhwc: CUDA layers LINEAR; NHWC candidates timed like the others;
+ * NHWC candidates ranked first wherever one runs (tests).  AUTO: kiln_build
+ * builds ON and OFF and keeps the faster engine. */
+enum { NHWC_OFF = 0, NHWC_ON = 1, NHWC_FORCE = 2, NHWC_AUTO = 3 };
+
 #define KILN__B_TBUF_MAX 12 /* timing buffers kept between candidates */
 
 typedef struct bl {
@@ -105,7 +110,7 @@ typedef struct builder {
      * buffers and running candidates, and candidates cut short (verbose log) */
     double cut_ms, prep_ms, run_ms;
     int ncut;
-    int nhwc;                  /* select.c: $KILN_CUDA_NHWC, read once */
+    int nhwc;                  /* CUDA layouts selection may choose: NHWC_OFF/ON/FORCE (kiln_build) */
     /* select.c: timing buffers kept between candidates (tbuf_keep) */
     struct tbuf {
         int t, out;            /* tensor, 1: an output buffer (0: input data) */

@@ -80,17 +80,6 @@ static int format_ok(const bt *t, kiln_format f, int min_rank) {
     return f < KILN_FORMAT_COUNT_ && t->ndim >= min_rank && !t->is_size;
 }
 
-/* $KILN_CUDA_NHWC: unset, "1" or "on" times a GPU layer's NHWC candidates
- * like the others (the default); "0"/"off" keeps CUDA layers LINEAR (the
- * A/B baseline); "force" ranks them first wherever one runs (tests).  Read
- * once per selection (b->nhwc). */
-enum { NHWC_OFF = 0, NHWC_ON = 1, NHWC_FORCE = 2 };
-static int nhwc_mode(void) {
-    const char *e = getenv("KILN_CUDA_NHWC");
-    if (!e) return NHWC_ON;
-    return !strcmp(e, "force") ? NHWC_FORCE : !strcmp(e, "0") || !strcmp(e, "off") ? NHWC_OFF : NHWC_ON;
-}
-
 /* The layouts of CUDA layers: LINEAR, or NHWC on a 4-D tensor (blocked
  * layouts are CPU-only). */
 static int cuda_format_ok(const builder *b, const bt *t, kiln_format f) {
@@ -1188,7 +1177,6 @@ static int recheck_cpu(builder *b, int li, const cand_list *cl, cand_time *ct, i
 }
 
 int kiln__b_select(builder *b) {
-    b->nhwc = nhwc_mode();
     for (int i = 0; i < b->nt; i++) {
         bt *t = &b->t[i];
         if (t->pdtype == KILN_DTYPE_UNDEFINED) {
