@@ -493,6 +493,13 @@ typedef uint64_t (*kiln__ck_fn)(const uint8_t *p, size_t n);
 int kiln__data_check_add(kiln_engine *e, kiln__ck_fn fn, const uint8_t *p, uint64_t n, uint64_t ck,
                          const char *section, uint64_t off);
 int kiln__engine_check_data(const kiln_engine *e);
+/* engine/file.c, for tests and the fuzzer, which patch engine images on
+ * purpose: the checksum of a section, and kiln__file_reseal, which
+ * recomputes every section checksum the table lets it reach and then the
+ * header's (as a deliberate tamperer would; what a broken header or table
+ * hides is left as it is). */
+uint64_t kiln__file_checksum(const void *p, size_t n);
+void kiln__file_reseal(uint8_t *p, size_t n);
 void kiln__data_check_free(kiln_engine *e);
 /* The layout of the packed forms built-in ops write (kernel geometry of
  * this build of the CPU kernels): stored in section PACKED, whose bytes

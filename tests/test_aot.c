@@ -769,33 +769,6 @@ TEST_IMPL(aot_engine_end_to_end) {
                                    "signature says i64");
 }
 
-/* Engine file layout, for patching a section and re-sealing its checksums
- * the way a deliberate tamperer would (src/engine/file.c: header, section
- * table of 32-byte entries id/_/offset/size/checksum). */
-uint64_t kiln__file_checksum(const void *p, size_t n);
-enum { SEC_AOT_ID = 8 };
-static void reseal(uint8_t *p, uint32_t want) {
-    uint32_t siglen, nsec, hsize;
-    memcpy(&nsec, p + 20, 4);
-    memcpy(&siglen, p + 24, 4);
-    size_t table = 40 + ((siglen + 7u) & ~7u);
-    for (uint32_t i = 0; i < nsec; i++) {
-        uint8_t *ent = p + table + 32 * i;
-        uint32_t id;
-        uint64_t off, size;
-        memcpy(&id, ent, 4);
-        if (id != want) continue;
-        memcpy(&off, ent + 8, 8);
-        memcpy(&size, ent + 16, 8);
-        uint64_t ck = kiln__file_checksum(p + off, (size_t)size);
-        memcpy(ent + 24, &ck, 8);
-    }
-    memcpy(&hsize, p + 12, 4);
-    memset(p + 32, 0, 8);
-    uint64_t h = kiln__file_checksum(p, hsize);
-    memcpy(p + 32, &h, 8);
-}
-
 /* A byte of an embedded kernel changed in an engine file: loading fails
  * with a checksum error (the section's; with the section re-sealed, the
  * kernel's SHA-256), before the bytes reach the dynamic loader. */
@@ -837,7 +810,7 @@ TEST_IMPL(aot_engine_tampered_kernel) {
         ASSERT(t == NULL);
         ASSERT_CONTAINS(kiln_errmsg(), "section AOT");
         ASSERT_CONTAINS(kiln_errmsg(), "checksum mismatch");
-        reseal(c, SEC_AOT_ID);
+        kiln__file_reseal(c, size); /* as a deliberate tamperer would */
         ASSERT_EQ(kiln_engine_load_memory(c, size, &t), KILN_ECHECKSUM);
         ASSERT(t == NULL);
         ASSERT_CONTAINS(kiln_errmsg(), "axpb object");

@@ -691,9 +691,11 @@ TEST_IMPL(identical_layers_timed_once) {
     kiln_network_free(net);
 }
 
-/* y = a + b; tactic g_slow spends 1 ms more per call, the other 6 ms more
+/* y = a + b; tactic g_slow spends 1 ms more per call, the other 40 ms more
  * on its first g_burst calls: another process's burst of work on a busy
- * machine, landing on all first-pass samples of the faster tactic. */
+ * machine, landing on all first-pass samples of the faster tactic.  (With
+ * 6 ms the test failed under load 7: the slow tactic's 1 ms sample was
+ * itself descheduled to 9 ms, so the first pass already chose right.) */
 static int g_burst, g_slow;
 static void spin_ms(double ms) {
     for (double t0 = kiln__now_ms(); kiln__now_ms() - t0 < ms;) {
@@ -701,7 +703,7 @@ static void spin_ms(double ms) {
 }
 static int burst_impl(const kiln_call *c) {
     if (c->tactic == g_slow) spin_ms(1.0);
-    else if (g_burst > 0 && g_burst--) spin_ms(6.0);
+    else if (g_burst > 0 && g_burst--) spin_ms(40.0);
     return add_impl(c);
 }
 static const kiln_quick_op burst_op = {.ns = "test", .name = "add_burst", .version = 1, .min_inputs = 2,
@@ -747,8 +749,8 @@ static void recheck_case(int fast, int burst_calls, const char *why) {
 
 TEST_IMPL(cpu_timing_recheck) {
     /* reps 2: the first pass runs a warm-up and one sample (select.c TIME_FIRST) */
-    recheck_case(2, 2, "tactic 2 timed second: its warm-up and sample, 6 ms each, cut it short");
-    recheck_case(1, 2, "tactic 1 timed first: its warm-up and sample 6 ms, 6x tactic 2");
+    recheck_case(2, 2, "tactic 2 timed second: its warm-up and sample, 40 ms each, cut it short");
+    recheck_case(1, 2, "tactic 1 timed first: its warm-up and sample 40 ms, 40x tactic 2");
 }
 
 static void layout_case(const char *op, int expect_second_is_c1) {

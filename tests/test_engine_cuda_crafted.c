@@ -69,30 +69,6 @@ static void build_images(void) {
     kiln__cuda_fake(0);
 }
 
-/* Recompute every section's checksum the table allows, then the header's. */
-static void reseal_all(uint8_t *p, size_t n) {
-    if (n < 40) return;
-    uint32_t hsize, nsec, siglen;
-    memcpy(&hsize, p + 12, 4);
-    memcpy(&nsec, p + 20, 4);
-    memcpy(&siglen, p + 24, 4);
-    if (siglen > 4096 || nsec > 64) return;
-    size_t table = 40 + ((siglen + 7u) & ~7u);
-    for (uint32_t i = 0; i < nsec && table + 32 * (size_t)(i + 1) <= n; i++) {
-        uint8_t *ent = p + table + 32 * (size_t)i;
-        uint64_t off, size;
-        memcpy(&off, ent + 8, 8);
-        memcpy(&size, ent + 16, 8);
-        if (off > n || size > n - off) continue;
-        uint64_t ck = kiln__file_checksum(p + off, (size_t)size);
-        memcpy(ent + 24, &ck, 8);
-    }
-    if (hsize < 40 || hsize > n) return;
-    memset(p + 32, 0, 8);
-    uint64_t h = kiln__file_checksum(p, hsize);
-    memcpy(p + 32, &h, 8);
-}
-
 /* A failed call must leave a message saying what went wrong. */
 static void check_failure(const char *what, int rc) {
     if (rc && !*kiln_errmsg()) TEST__FAIL("%s failed (%d: %s) without a message", what, rc, kiln_err_name(rc));
@@ -175,7 +151,7 @@ TEST_IMPL(cuda_engines_mutated) {
             }
             default: len = at; break;
             }
-            reseal_all(m, len);
+            kiln__file_reseal(m, len);
             for (int fake = 0; fake <= 1; fake++) {
                 kiln__cuda_fake(fake);
                 int rc = exercise(m, len, seed + (uint64_t)t);

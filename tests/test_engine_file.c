@@ -11,7 +11,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-uint64_t kiln__file_checksum(const void *p, size_t n);
 
 /* ------------------------------------------------------------ test ops */
 
@@ -316,15 +315,9 @@ static void rename_op(uint8_t *p, size_t n, const char *from, const char *to) {
                 memcpy(p + k, to, strlen(to));
                 done++;
             }
-        uint64_t ck = kiln__file_checksum(p + off, (size_t)size);
-        memcpy(ent + 24, &ck, 8);
     }
     ASSERT(done > 0);
-    uint32_t hsize;
-    memcpy(&hsize, p + 12, 4);
-    memset(p + 32, 0, 8);
-    uint64_t hck = kiln__file_checksum(p, hsize);
-    memcpy(p + 32, &hck, 8);
+    kiln__file_reseal(p, n);
 }
 
 TEST_IMPL(missing_plugin) {

@@ -1519,9 +1519,30 @@ KILN_API int kiln_engine_load_ex(const char *path, const kiln_load_options *opt,
     return 0;
 }
 
-/* The section checksum, for tests that patch engine files on purpose. */
-uint64_t kiln__file_checksum(const void *p, size_t n);
 uint64_t kiln__file_checksum(const void *p, size_t n) { return ck64(p, n); }
+
+void kiln__file_reseal(uint8_t *p, size_t n) {
+    if (n < HDR_FIXED) return;
+    uint32_t hsize, nsec, siglen;
+    memcpy(&hsize, p + 12, 4);
+    memcpy(&nsec, p + 20, 4);
+    memcpy(&siglen, p + 24, 4);
+    if (siglen > 4096 || nsec > 64) return;
+    const size_t table = HDR_FIXED + ((siglen + 7u) & ~7u);
+    for (uint32_t i = 0; i < nsec && table + SEC_ENTRY * (size_t)(i + 1) <= n; i++) {
+        uint8_t *ent = p + table + SEC_ENTRY * (size_t)i;
+        uint64_t off, size;
+        memcpy(&off, ent + 8, 8);
+        memcpy(&size, ent + 16, 8);
+        if (off > n || size > n - off) continue;
+        const uint64_t ck = ck64(p + off, (size_t)size);
+        memcpy(ent + 24, &ck, 8);
+    }
+    if (hsize < HDR_FIXED || hsize > n) return;
+    memset(p + 32, 0, 8);
+    const uint64_t h = ck64(p, hsize);
+    memcpy(p + 32, &h, 8);
+}
 
 KILN_API int kiln_engine_load(const char *path, kiln_engine **out) {
     return kiln_engine_load_ex(path, NULL, out);

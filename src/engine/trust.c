@@ -21,7 +21,6 @@
 #include <sodium.h>
 #endif
 
-uint64_t kiln__file_checksum(const void *p, size_t n);
 
 uint64_t kiln__host_id(void) {
     static uint64_t id;
