@@ -389,6 +389,13 @@ int kiln__epi_cuda_act(const void *epilogue, float *a, float *b);
 /* ... and the index of the input to add to it first (a residual Add fused
  * into a Conv, builder/fuse.c), -1 when none. */
 int kiln__epi_cuda_residual(const void *epilogue);
+/* A host chain that is only a residual Add and/or a Relu after it: 1,
+ * with *res the input index of the residual (-1: none; the kernel checks
+ * it has output 0's shape, not a vector added by column) and *relu; else
+ * 0.  A CPU kernel that adds the
+ * residual and clamps itself (the SGEMM's store) then skips
+ * kiln_call_epilogue. */
+int kiln__epi_residual_relu(const void *epilogue, int *res, int *relu);
 /* A GPU MatMul's fused bias (builder/fuse.c): the device pointer of the
  * constant (one value per column, the output's type) and *n its length;
  * NULL and 0 without one. */
@@ -544,6 +551,11 @@ typedef struct kiln__shape_bounds {
 } kiln__shape_bounds;
 int kiln__shape_run_bounds(const kiln__op *op, void *state, kiln_shape_ctx *c,
                            kiln__shape_bounds *bounds);
+/* 1 when the builder runs this shape call (its formats_fn answer lists the
+ * candidates it times), 0 at engine load and run (the answer judges a
+ * stored tactic): a built-in formats_fn may leave out, only when 1, a
+ * tactic that runs the same kernel as another it lists. */
+int kiln__shape_ctx_building(const kiln_shape_ctx *c);
 /* engine/file.c: the engine file format version this kiln writes and reads. */
 unsigned kiln__file_version(void);
 int kiln__layer_check_shapes(const kiln_engine *e, int32_t l, void *state, const kiln_attrs *attrs,

@@ -14,7 +14,8 @@
  * F(4x4, 3x3), which packs W in a layout of its own: the layer's prepack
  * is redone for it (as a load of an engine timed to it would), and where
  * it applies the test checks that W was packed that way.  Tactic 8, the
- * padded GEMM with B packed a strip at a time, runs wherever it is offered.
+ * padded GEMM with B packed a strip at a time, and 9, with B packed from
+ * the output's own columns, run wherever they are offered.
  */
 #include "kiln/kiln.h"
 #include "kiln/plugin.h"
@@ -122,9 +123,9 @@ static void run_case(const dwcase *t, int threads) {
     kiln_network_free(net);
     ASSERT_EQ(st.layers, 1); /* the activation is fused */
 
-    for (int tactic = 1; tactic <= 8; tactic++) {
+    for (int tactic = 1; tactic <= 9; tactic++) {
         e->layers[0].tactic = tactic;
-        if (tactic == 8) {
+        if (tactic >= 8) {
             /* the padded GEMM with B packed: offered on 2-D convs of one
              * group that are not a plain 1x1 stride-1 one (where the padded
              * GEMM runs) */
@@ -133,7 +134,8 @@ static void run_case(const dwcase *t, int threads) {
             int rc = test_force_tactic(e, 0, tactic);
             if (!offered) {
                 ASSERT_EQ(rc, KILN_EFORMAT);
-                ASSERT_CONTAINS(kiln_errmsg(), "with tactic 8 are not a combination its op accepts");
+                ASSERT_CONTAINS(kiln_errmsg(), tactic == 8 ? "with tactic 8 are not a combination its op accepts"
+                                                           : "with tactic 9 are not a combination its op accepts");
                 continue;
             }
             ASSERT_OK(rc);

@@ -22,6 +22,7 @@
  */
 #include "kiln/kiln.h"
 #include "kiln/plugin.h"
+#include "kiln_int.h"
 #include "test.h"
 #include "test_ops_util.h"
 
@@ -753,6 +754,17 @@ static void residual_case(int kind, int swap, cgeo g, unsigned flags, int thread
     run_xy(e2, threads, 0, x, n, y, n);
     test_check_close(what, y, ref, n, tol);
     kiln_engine_free(e2);
+    /* the GEMM tactics (im2col 2, padded or in place 4), whose SGEMM adds
+     * the residual and clamps on store where it can, at 1 and 2 threads */
+    for (int tactic = 2; tactic <= 4; tactic += 2) {
+        ASSERT_OK(test_force_tactic(e, st.layers - 1, tactic));
+        for (int t = 1; t <= 2; t++) {
+            run_xy(e, t, 1, x, n, y, n);
+            char wt[200];
+            snprintf(wt, sizeof wt, "%s tactic %d threads %d", what, tactic, t);
+            test_check_close(wt, y, ref, n, tol);
+        }
+    }
     if (kind == 1) { /* the extra input without its residual Add is refused at load */
         fusion_file f = fusion_copy(buf, size);
         ASSERT(!memcmp(f.name, "Add", 3));
@@ -776,6 +788,15 @@ TEST_IMPL(fuse_residual) {
     for (int kind = 0; kind < 3; kind++)
         for (int swap = 0; swap < 2; swap++) residual_case(kind, swap, dense, KILN_BUILD_NO_TIMING, 1 + swap);
     residual_case(1, 0, pw, KILN_BUILD_NO_TIMING, 2);
+    /* 1x1 convs, the residual added in the SGEMM's store: tiles of 12 + 4
+     * rows and 32 + 32 + 26 columns, N = 2; 12 + 1 rows and 32 + 17
+     * columns (the narrow kernel); 72 rows, where X is packed */
+    cgeo pw40 = {.N = 2, .C = 40, .G = 1, .id = {1, 9, 10}, .k = {1, 1, 1}, .s = {1, 1, 1}, .p = {0, 0, 0}, .d = {1, 1, 1}};
+    cgeo pw13 = {.N = 1, .C = 13, .G = 1, .id = {1, 7, 7}, .k = {1, 1, 1}, .s = {1, 1, 1}, .p = {0, 0, 0}, .d = {1, 1, 1}};
+    cgeo pw72 = {.N = 1, .C = 72, .G = 1, .id = {1, 5, 5}, .k = {1, 1, 1}, .s = {1, 1, 1}, .p = {0, 0, 0}, .d = {1, 1, 1}};
+    residual_case(0, 0, pw40, KILN_BUILD_NO_TIMING, 1);
+    residual_case(1, 1, pw13, KILN_BUILD_NO_TIMING, 2);
+    residual_case(0, 1, pw72, KILN_BUILD_NO_TIMING, 2);
     residual_case(0, 1, dw, KILN_BUILD_NO_TIMING, 1); /* depthwise, planes longer than an epilogue chunk */
     residual_case(1, 1, dense, 0, 2);                 /* every tactic timed */
     residual_case(0, 0, dw, 0, 1);

@@ -4,7 +4,9 @@
  * Conv [-> Add X] (builder/mbconv_fuse.c, ops/nn/mbconv.c), against a
  * naive double reference written here.  The network is built once without
  * timing; it must come out as one kiln::mbconv layer (with the residual
- * Add fused); tactics 1 (whole tensors) and 2 (row bands) are then forced
+ * Add fused); tactics 1 (whole tensors), 2 (row bands) and 3 (row bands,
+ * the expand conv by conv_fewc.c's pointwise kernel: offered where its
+ * input has at most 64 channels, refused elsewhere) are then forced
  * on it and run with the output poisoned, in debug mode (every element
  * written) and not, at 1 and 2 threads.  Odd sizes: channel counts off the
  * vector width, planes of 1 to 57 rows (one band and many), strides 1 and
@@ -33,7 +35,16 @@ enum { ACT_NONE, ACT_RELU, ACT_RELU6 };
 typedef struct mbcase {
     int64_t N, C, Ce, M, H, W, k, sy, sx, d, pt, pl, pb, pr;
     int expand, act, residual;
+    /* a dense expand conv (a stem): kernel ek x ek (0: the 1x1 one),
+     * strides, pads (top, left, bottom, right) */
+    int64_t ek, esy, esx, ep[4];
 } mbcase;
+
+/* E's height and width. */
+static void e_dims(const mbcase *t, int64_t *EH, int64_t *EW) {
+    *EH = t->ek ? (t->H + t->ep[0] + t->ep[2] - t->ek) / t->esy + 1 : t->H;
+    *EW = t->ek ? (t->W + t->ep[1] + t->ep[3] - t->ek) / t->esx + 1 : t->W;
+}
 
 static double act(int a, double v) {
     if (a != ACT_NONE && v < 0) v = 0;
@@ -44,10 +55,12 @@ static double act(int a, double v) {
 /* The block in double, channel-major like the tensors. */
 static void reference(const mbcase *t, int64_t OH, int64_t OW, const float *x, const float *we, const float *be,
                       const float *wd, const float *bd, const float *wp, const float *bp, double *y) {
-    const int64_t isp = t->H * t->W, osp = OH * OW;
+    int64_t EH, EW;
+    e_dims(t, &EH, &EW);
+    const int64_t xsp = t->H * t->W, isp = EH * EW, osp = OH * OW, ek = t->ek ? t->ek : 1;
     double *e = test_xmalloc((size_t)(t->Ce * isp) * sizeof *e), *dd = test_xmalloc((size_t)(t->Ce * osp) * sizeof *dd);
     for (int64_t n = 0; n < t->N; n++) {
-        const float *xn = x + n * t->C * isp;
+        const float *xn = x + n * t->C * xsp;
         for (int64_t c = 0; c < t->Ce; c++)
             for (int64_t i = 0; i < isp; i++) {
                 if (!t->expand) {
@@ -55,7 +68,17 @@ static void reference(const mbcase *t, int64_t OH, int64_t OW, const float *x, c
                     continue;
                 }
                 double s = be[c];
-                for (int64_t k = 0; k < t->C; k++) s += (double)we[c * t->C + k] * xn[k * isp + i];
+                for (int64_t k = 0; k < t->C; k++)
+                    for (int64_t ky = 0; ky < ek; ky++)
+                        for (int64_t kx = 0; kx < ek; kx++) {
+                            int64_t iy = i / EW, ix = i % EW;
+                            if (t->ek) {
+                                iy = iy * t->esy - t->ep[0] + ky;
+                                ix = ix * t->esx - t->ep[1] + kx;
+                            }
+                            if (iy >= 0 && iy < t->H && ix >= 0 && ix < t->W)
+                                s += (double)we[((c * t->C + k) * ek + ky) * ek + kx] * xn[k * xsp + iy * t->W + ix];
+                        }
                 e[c * isp + i] = act(t->act, s);
             }
         for (int64_t c = 0; c < t->Ce; c++)
@@ -65,8 +88,8 @@ static void reference(const mbcase *t, int64_t OH, int64_t OW, const float *x, c
                     for (int64_t ky = 0; ky < t->k; ky++)
                         for (int64_t kx = 0; kx < t->k; kx++) {
                             int64_t iy = oy * t->sy - t->pt + ky * t->d, ix = ox * t->sx - t->pl + kx * t->d;
-                            if (iy >= 0 && iy < t->H && ix >= 0 && ix < t->W)
-                                s += e[c * isp + iy * t->W + ix] * wd[(c * t->k + ky) * t->k + kx];
+                            if (iy >= 0 && iy < EH && ix >= 0 && ix < EW)
+                                s += e[c * isp + iy * EW + ix] * wd[(c * t->k + ky) * t->k + kx];
                         }
                     dd[c * osp + oy * OW + ox] = act(t->act, s);
                 }
@@ -114,7 +137,7 @@ static kiln_engine *build(const mbcase *t, int threads, int leak, const int64_t 
                           kiln_build_stats *st) {
     kiln_network *net = kiln_network_create();
     ASSERT(net);
-    int64_t xd[4] = {t->N, t->C, hw ? -1 : t->H, hw ? -1 : t->W}, wed[4] = {t->Ce, t->C, 1, 1};
+    int64_t ek = t->ek ? t->ek : 1, xd[4] = {t->N, t->C, hw ? -1 : t->H, hw ? -1 : t->W}, wed[4] = {t->Ce, t->C, ek, ek};
     int64_t wdd[4] = {t->Ce, 1, t->k, t->k}, wpd[4] = {t->M, t->Ce, 1, 1}, ced[1] = {t->Ce}, md[1] = {t->M};
     const char *names[4] = {NULL, NULL, "H", "W"};
     float zero = 0.0f, six = 6.0f;
@@ -129,7 +152,9 @@ static kiln_engine *build(const mbcase *t, int threads, int leak, const int64_t 
     if (t->expand) {
         ASSERT_OK(kiln_network_add_constant(net, "We", KILN_DTYPE_F32, 4, wed, we));
         ASSERT_OK(kiln_network_add_constant(net, "Be", KILN_DTYPE_F32, 1, ced, be));
-        add_conv(net, "expand", "X", "We", "Be", t->act == ACT_NONE ? "E" : "e", 1, NULL, NULL, 1);
+        int64_t es[2] = {t->esy, t->esx};
+        add_conv(net, "expand", "X", "We", "Be", t->act == ACT_NONE ? "E" : "e", 1, t->ek ? es : NULL,
+                 t->ek ? t->ep : NULL, 1);
         if (t->act != ACT_NONE) add_act(net, t->act, "act_e", "e", "E");
         e = "E";
     }
@@ -163,16 +188,19 @@ static int skip(void) {
 }
 
 static void run_case(const mbcase *t, int threads) {
-    const int64_t OH = (t->H + t->pt + t->pb - t->d * (t->k - 1) - 1) / t->sy + 1;
-    const int64_t OW = (t->W + t->pl + t->pr - t->d * (t->k - 1) - 1) / t->sx + 1;
+    int64_t EH, EW;
+    e_dims(t, &EH, &EW);
+    const int64_t OH = (EH + t->pt + t->pb - t->d * (t->k - 1) - 1) / t->sy + 1;
+    const int64_t OW = (EW + t->pl + t->pr - t->d * (t->k - 1) - 1) / t->sx + 1;
     ASSERT(OH >= 1 && OW >= 1 && (t->expand || t->C == t->Ce) && (!t->residual || (t->M == t->C && OH == t->H && OW == t->W)));
     const int64_t nx = t->N * t->C * t->H * t->W, ny = t->N * t->M * OH * OW;
     float *x = test_rnd_f32(&g_seed, nx, -1.0f, 1.0f);
-    float *we = test_rnd_f32(&g_seed, t->Ce * t->C, -0.8f, 0.8f), *be = test_rnd_f32(&g_seed, t->Ce, -0.5f, 0.5f);
+    const int64_t nwe = t->Ce * t->C * (t->ek ? t->ek * t->ek : 1);
+    float *we = test_rnd_f32(&g_seed, nwe, -0.8f, 0.8f), *be = test_rnd_f32(&g_seed, t->Ce, -0.5f, 0.5f);
     float *wd = test_rnd_f32(&g_seed, t->Ce * t->k * t->k, -1.0f, 1.0f), *bd = test_rnd_f32(&g_seed, t->Ce, -0.5f, 0.5f);
     float *wp = test_rnd_f32(&g_seed, t->M * t->Ce, -0.5f, 0.5f), *bp = test_rnd_f32(&g_seed, t->M, -0.5f, 0.5f);
     /* scale the expand weights so ReLU6 clamps some values above 6 too */
-    for (int64_t i = 0; i < t->Ce * t->C; i++) we[i] *= 6.0f;
+    for (int64_t i = 0; i < nwe; i++) we[i] *= 6.0f;
     float *y = test_xmalloc((size_t)ny * sizeof(float));
     double *ref = test_xmalloc((size_t)ny * sizeof(double));
     reference(t, OH, OW, x, we, be, wd, bd, wp, bp, ref);
@@ -182,7 +210,11 @@ static void run_case(const mbcase *t, int threads) {
     ASSERT_EQ(st.layers, 1);
     ASSERT_STR_EQ(e->layers[0].op_name, "mbconv");
     char what[240];
-    for (int tactic = 0; tactic <= 2; tactic++) {
+    for (int tactic = 0; tactic <= 3; tactic++) {
+        if (tactic == 3 && (!t->expand || t->ek || t->C > 64)) { /* not offered: an engine with it is refused */
+            ASSERT(test_force_tactic(e, 0, tactic) != 0);
+            break;
+        }
         if (tactic) ASSERT_OK(test_force_tactic(e, 0, tactic));
         for (int debug = 0; debug <= 1; debug++) {
             test_run_xy(e, threads, debug, x, nx, y, ny, tactic);
@@ -237,6 +269,26 @@ TEST_IMPL(mbconv_general) {
     }
 }
 
+/* A stem conv (a dense conv of at most 4 input channels) -> act in front
+ * of a block without expand conv: MobileNetV2's first two layers scaled
+ * down, and odd ones: 1 to 4 input channels, expanded channels off the
+ * 16-channel blocks, kernels 2 to 7, strides 1 to 3 and mixed, asymmetric
+ * pads, planes down to 3 x 3. */
+TEST_IMPL(mbconv_stem) {
+    if (skip()) return;
+    mbcase cases[] = {
+        {.N = 1, .C = 3, .Ce = 32, .M = 16, .H = 45, .W = 46, .k = 3, .sy = 1, .sx = 1, .d = 1, .pt = 1, .pl = 1, .pb = 1, .pr = 1, .expand = 1, .act = ACT_RELU6, .ek = 3, .esy = 2, .esx = 2, .ep = {1, 1, 1, 1}},
+        {.N = 2, .C = 1, .Ce = 20, .M = 7, .H = 17, .W = 33, .k = 3, .sy = 2, .sx = 2, .d = 1, .pt = 1, .pl = 0, .pb = 1, .pr = 1, .expand = 1, .act = ACT_RELU, .ek = 5, .esy = 1, .esx = 2, .ep = {2, 1, 0, 2}},
+        {.N = 1, .C = 4, .Ce = 16, .M = 5, .H = 30, .W = 29, .k = 5, .sy = 1, .sx = 1, .d = 1, .pt = 2, .pl = 2, .pb = 2, .pr = 2, .expand = 1, .act = ACT_NONE, .ek = 7, .esy = 3, .esx = 3, .ep = {3, 3, 3, 3}},
+        {.N = 1, .C = 2, .Ce = 33, .M = 12, .H = 8, .W = 40, .k = 3, .sy = 1, .sx = 2, .d = 2, .pt = 2, .pl = 2, .pb = 2, .pr = 2, .expand = 1, .act = ACT_RELU6, .ek = 2, .esy = 2, .esx = 1},
+        {.N = 1, .C = 3, .Ce = 8, .M = 4, .H = 3, .W = 3, .k = 3, .sy = 1, .sx = 1, .d = 1, .pt = 1, .pl = 1, .pb = 1, .pr = 1, .expand = 1, .act = ACT_RELU6, .ek = 3, .esy = 2, .esx = 2, .ep = {1, 1, 1, 1}},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        run_case(&cases[i], 1);
+        run_case(&cases[i], 2);
+    }
+}
+
 /* An intermediate the chain does not own (here a network output) keeps
  * the convs as separate layers, and their results are still right. */
 TEST_IMPL(mbconv_not_fused) {
@@ -255,7 +307,7 @@ TEST_IMPL(mbconv_not_fused) {
 
 /* Dynamic height and width (a profile from 3x4 to 41x40): one engine run
  * at several sizes, each tactic, 1 and 2 threads; the workspace (tactic 1)
- * and the bands (2) follow the actual dims. */
+ * and the bands (2, 3) follow the actual dims. */
 TEST_IMPL(mbconv_dynamic) {
     if (skip()) return;
     mbcase t = {.N = 1, .C = 8, .Ce = 48, .M = 8, .k = 3, .sy = 1, .sx = 1, .d = 1, .pt = 1, .pl = 1, .pb = 1, .pr = 1,
@@ -268,7 +320,7 @@ TEST_IMPL(mbconv_dynamic) {
         kiln_build_stats st;
         kiln_engine *e = build(&t, threads, 0, hw, we, be, wd, bd, wp, bp, &st);
         ASSERT_EQ(st.layers, 1);
-        for (int tactic = 1; tactic <= 2; tactic++) {
+        for (int tactic = 1; tactic <= 3; tactic++) {
             ASSERT_OK(test_force_tactic(e, 0, tactic));
             kiln_context *ctx;
             ASSERT_OK(kiln_context_create(e, threads, &ctx));
@@ -300,19 +352,23 @@ TEST_IMPL(mbconv_dynamic) {
 }
 
 /* A kiln::mbconv layer written by hand with inconsistent operands fails
- * to build with a message naming the operand, expected and found. */
-static void bad_block(int64_t wp_in, int64_t kh, int nstrides, const char *want) {
+ * to build with a message naming the operand, expected and found: Wp
+ * taking wp_in channels, a kh x 3 depthwise kernel, nstrides strides;
+ * ek > 0: with an ek x ek expand conv (We) of 8 input channels. */
+static void bad_block(int64_t wp_in, int64_t kh, int nstrides, int64_t ek, const char *want) {
     kiln_network *net = kiln_network_create();
     ASSERT(net);
     static float w[4096];
     int64_t xd[4] = {1, 8, 5, 5}, wdd[4] = {8, 1, kh, 3}, wpd[4] = {4, wp_in, 1, 1}, cd[1] = {8}, md[1] = {4};
+    int64_t wed[4] = {8, 8, ek, ek};
     ASSERT_OK(kiln_network_add_input(net, "X", KILN_DTYPE_F32, 4, xd, NULL));
     ASSERT_OK(kiln_network_add_constant(net, "Wd", KILN_DTYPE_F32, 4, wdd, w));
     ASSERT_OK(kiln_network_add_constant(net, "Bd", KILN_DTYPE_F32, 1, cd, w));
     ASSERT_OK(kiln_network_add_constant(net, "Wp", KILN_DTYPE_F32, 4, wpd, w));
     ASSERT_OK(kiln_network_add_constant(net, "Bp", KILN_DTYPE_F32, 1, md, w));
-    const char *in[5] = {"X", "Wd", "Bd", "Wp", "Bp"}, *out[1] = {"Y"};
-    kiln_layer *l = kiln_network_add_layer(net, "kiln::mbconv", 1, "block", 5, in, 1, out);
+    if (ek) ASSERT_OK(kiln_network_add_constant(net, "We", KILN_DTYPE_F32, 4, wed, w));
+    const char *in[7] = {"X", "Wd", "Bd", "Wp", "Bp", "We", "Bd"}, *out[1] = {"Y"};
+    kiln_layer *l = kiln_network_add_layer(net, "kiln::mbconv", 1, "block", ek ? 7 : 5, in, 1, out);
     int rc = l ? 0 : -1;
     const int64_t s[3] = {1, 1, 1};
     if (l) ASSERT_OK(kiln_layer_set_ints(l, "strides", s, nstrides));
@@ -328,10 +384,11 @@ static void bad_block(int64_t wp_in, int64_t kh, int nstrides, const char *want)
 }
 
 TEST_IMPL(mbconv_bad_input) {
-    bad_block(7, 3, 2, "kiln::mbconv: Wp dim 1: expected 8, found 7");
-    bad_block(8, 0, 2, "depthwise kernel 0 x 3, expected 1..64");
-    bad_block(8, 3, 3, "kiln::mbconv: strides: expected 2 values, found 3");
+    bad_block(7, 3, 2, 0, "kiln::mbconv: Wp dim 1: expected 8, found 7");
+    bad_block(8, 0, 2, 0, "depthwise kernel 0 x 3, expected 1..64");
+    bad_block(8, 3, 3, 0, "kiln::mbconv: strides: expected 2 values, found 3");
+    bad_block(8, 3, 2, 3, "kiln::mbconv: a 3 x 3 expand conv of 8 input channels; one other than 1x1");
 }
 
-TEST_LIST(TEST_ENTRY(mobilenet_blocks), TEST_ENTRY(mbconv_general), TEST_ENTRY(mbconv_dynamic),
+TEST_LIST(TEST_ENTRY(mobilenet_blocks), TEST_ENTRY(mbconv_general), TEST_ENTRY(mbconv_stem), TEST_ENTRY(mbconv_dynamic),
           TEST_ENTRY(mbconv_not_fused), TEST_ENTRY(mbconv_bad_input))

@@ -6,6 +6,12 @@
  *
  *   [E = act(Conv1x1(X, We, Be))]  D = act(Conv_dw(E, Wd, Bd))  Y = Conv1x1(D, Wp, Bp)
  *
+ * or, where the block has no 1x1 expand conv and E comes from a dense conv
+ * of at most 4 input channels (a network's stem: 3x3 at stride 2 on the
+ * image), that conv as the block's expand step (conv_fewc.h):
+ *
+ *   E = act(Conv_KxK(X, We, Be))  D = ...                    (e_strides, e_pads)
+ *
  * act: Relu, Clip with constant (or absent) min/max, or none.  Every Conv
  * is 2-D F32 with constant weights and bias; the depthwise one has group =
  * channels, one input channel per group, explicit pads (auto_pad NOTSET)
@@ -20,6 +26,7 @@
 #include "builder.h"
 #include "ops/common/ops_util.h"
 #include "ops/nn/conv_dwrows.h"
+#include "ops/nn/conv_fewc.h"
 
 #include <float.h>
 #include <string.h>
@@ -77,6 +84,21 @@ static int pointwise(const builder *b, int li) {
            dim(b, b->l[li].in[1], 2) == 1 && dim(b, b->l[li].in[1], 3) == 1;
 }
 
+/* A dense conv of at most 4 input channels and Ce outputs with a kernel
+ * up to 7 x 7 (a stem), dilation 1; its strides and pads into es, ep. */
+static int stem_conv(const builder *b, int li, int64_t Ce, int64_t *es, int64_t *ep) {
+    int64_t s[2], p[4], d[2], g;
+    if (!conv_geo(b, li, s, p, d, &g) || g != 1 || d[0] != 1 || d[1] != 1) return 0;
+    int w = b->l[li].in[1];
+    int64_t C = dim(b, w, 1), kh = dim(b, w, 2), kw = dim(b, w, 3);
+    if (dim(b, w, 0) != Ce || C < 1 || C > KILN__FEWC_CMAX || kh < 1 || kh > KILN__FEWC_KMAX || kw < 1 ||
+        kw > KILN__FEWC_KMAX || s[0] > 4 || s[1] > 4)
+        return 0;
+    memcpy(es, s, 2 * sizeof *s);
+    memcpy(ep, p, 4 * sizeof *p);
+    return 1;
+}
+
 /* Scalar F32 constant t (or t < 0: keep *v). */
 static int scalar(const builder *b, int t, float *v) {
     if (t < 0) return 1;
@@ -126,8 +148,9 @@ static int try_block(builder *b, int li, const int *uses, const kiln__op *op) {
         return 0;
     int ex = -1, X = E;
     int e = X;
+    int64_t es[2] = {1, 1}, ep[4] = {0, 0, 0, 0};
     if (private4(b, uses, E) && strip_act(b, uses, &e, &e_lo, &e_hi) >= 0 && private4(b, uses, e) &&
-        pointwise(b, b->t[e].producer)) {
+        (pointwise(b, b->t[e].producer) || stem_conv(b, b->t[e].producer, Ce, es, ep))) {
         ex = b->t[e].producer;
         X = b->l[ex].in[0];
     } else {
@@ -135,26 +158,36 @@ static int try_block(builder *b, int li, const int *uses, const kiln__op *op) {
         e_hi = FLT_MAX;
     }
     if (b->t[X].dtype != KILN_DTYPE_F32 || b->t[X].ndim != 4) return 0;
-    const kiln_attr_value av[7] = {
+    const kiln_attr_value av[9] = {
         {.present = 1, .type = KILN_ATTR_ARRAY, .elem = KILN_DTYPE_I64, .count = 2, .data = s},
         {.present = 1, .type = KILN_ATTR_ARRAY, .elem = KILN_DTYPE_I64, .count = 4, .data = p},
         {.present = 1, .type = KILN_ATTR_ARRAY, .elem = KILN_DTYPE_I64, .count = 2, .data = d},
         {.present = 1, .type = KILN_ATTR_FLOAT, .f = e_lo},
         {.present = 1, .type = KILN_ATTR_FLOAT, .f = e_hi},
         {.present = 1, .type = KILN_ATTR_FLOAT, .f = d_lo},
-        {.present = 1, .type = KILN_ATTR_FLOAT, .f = d_hi}};
-    const char *an[7] = {"strides", "pads", "dilations", "e_lo", "e_hi", "d_lo", "d_hi"};
+        {.present = 1, .type = KILN_ATTR_FLOAT, .f = d_hi},
+        {.present = 1, .type = KILN_ATTR_ARRAY, .elem = KILN_DTYPE_I64, .count = 2, .data = es},
+        {.present = 1, .type = KILN_ATTR_ARRAY, .elem = KILN_DTYPE_I64, .count = 4, .data = ep}};
+    const char *an[9] = {"strides", "pads", "dilations", "e_lo", "e_hi", "d_lo", "d_hi", "e_strides", "e_pads"};
     int in[7] = {X, wd, W->in[2], P->in[1], P->in[2], ex >= 0 ? b->l[ex].in[1] : -1, ex >= 0 ? b->l[ex].in[2] : -1};
     /* the chain's layers: nothing reads their outputs after the rewrite */
     const int chain[4] = {b->t[P->in[0]].producer, dw, ex >= 0 ? b->t[E].producer : -1, ex};
     char first[256];
     snprintf(first, sizeof first, "%s", b->l[ex >= 0 ? ex : dw].name);
-    int rc = kiln__b_rewrite(b, li, op, an, av, 7, in, ex >= 0 ? 7 : 5);
+    int rc = kiln__b_rewrite(b, li, op, an, av, 9, in, ex >= 0 ? 7 : 5);
     if (rc) return rc;
+    /* the new layer's tactics (its formats_fn), as its shape call makes them */
+    const bl *L = &b->l[li];
+    kiln_desc din[7], dout[1];
+    for (int i = 0; i < L->nin; i++) kiln__b_desc(b, L->in[i], &din[i]);
+    kiln__b_desc(b, L->out[0], &dout[0]);
+    kiln_shape_ctx sc = {.x = b->x, .in = din, .nin = L->nin, .out = dout, .nout = 1};
+    if ((rc = kiln__op_formats_fn(op, L->state, &sc))) return rc;
     for (int k = 0; k < 4; k++)
         if (chain[k] >= 0) b->l[chain[k]].dead = 1;
     kiln__log(KILN_LOG_VERBOSE, "mbconv: '%s' .. '%s' run as one kiln::mbconv layer (%s)", first, b->l[li].name,
-              ex >= 0 ? "expand, depthwise, project" : "depthwise, project");
+              ex < 0 ? "depthwise, project" : es[0] * es[1] > 1 || dim(b, b->l[ex].in[1], 2) > 1
+                                                ? "stem conv, depthwise, project" : "expand, depthwise, project");
     if (b->st) b->st->fused++;
     return 1;
 }

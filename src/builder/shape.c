@@ -161,6 +161,11 @@ int kiln_shape_numel_bound(kiln_shape_ctx *c, int out, const kiln_expr *upper) {
     return 0;
 }
 
+int kiln__shape_ctx_building(const kiln_shape_ctx *c) {
+    const shape_priv *p = c ? c->priv_ : NULL;
+    return p && p->b;
+}
+
 int kiln__shape_run_bounds(const kiln__op *op, void *state, kiln_shape_ctx *c, kiln__shape_bounds *bounds) {
     shape_priv sp = {.b = NULL, .bounds = bounds};
     for (int k = 0; k < KILN_MAX_IO; k++) {

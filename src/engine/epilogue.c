@@ -46,6 +46,7 @@
 typedef struct epi_entry {
     int (*fn)(const kiln_epilogue_args *a, float *x, int64_t n, int64_t channel, int64_t chan_len);
     int residual;         /* > 0: add the call's input `residual` instead of fn */
+    int relu;             /* 1: ai.onnx Relu (kiln__epi_residual_relu) */
     int bias;             /* 1: add the layer's linear bias (epi_rt) instead of fn */
     kiln_epilogue_args args;
     kiln_attrs attrs;
@@ -113,6 +114,17 @@ static int cuda_bias(const kiln_engine *e, const kiln__elayer *el, const kiln__e
 int kiln__epi_cuda_residual(const void *epilogue) {
     const epi_rt *r = epilogue;
     return r ? r->cu_res : -1;
+}
+
+int kiln__epi_residual_relu(const void *epilogue, int *res, int *relu) {
+    const epi_rt *r = epilogue;
+    int i = 0;
+    *res = -1;
+    *relu = 0;
+    if (!r || r->n < 1) return 0;
+    if (r->e[0].residual) *res = r->e[i++].residual;
+    if (i < r->n && r->e[i].relu) *relu = r->e[i++].relu;
+    return i == r->n;
 }
 
 /* Entry i of the chain is a residual Add: an ai.onnx Add whose other input
@@ -439,6 +451,7 @@ int kiln__epi_prepare(kiln_engine *e, kiln__elayer *el) {
             }
         }
         en->attrs = kiln__attrset_view(&p->attrs);
+        en->relu = op->builtin && !strcmp(op->ns, "ai.onnx") && !strcmp(op->name, "Relu");
         for (int32_t k = 0; k < p->nin && !rc; k++) {
             kiln_tensor *t = &en->in[k];
             int64_t dims[KILN_MAX_DIMS];

@@ -293,6 +293,8 @@ static void pack_b_shift(const kiln__gemm *g, int64_t k0, int64_t kc, int64_t n0
 typedef struct store_info {
     int load;          /* add existing C */
     const float *bias; /* per row, already offset to the tile, or NULL */
+    const float *res;  /* the residual (kiln__gemm.res) at the tile, or NULL */
+    int64_t ldr;
     int relu;
     /* A prepacked B's next strip, from memory into L2 while this tile
      * computes: a line every 4 k (micro), or NULL. */
@@ -307,6 +309,7 @@ static inline void store_tile(float *acc, float *c, int64_t ldc, int mr, int nr,
         float bi = si->bias ? si->bias[i] : 0.0f;
         for (int j = 0; j < nr; j++) {
             float v = ar[j] + bi + (si->load ? cr[j] : 0.0f);
+            if (si->res) v += si->res[i * si->ldr + j];
             if (si->relu && v < 0.0f) v = 0.0f;
             cr[j] = v;
         }
@@ -359,6 +362,10 @@ static inline void store_rows(__m512 rows[MR][2], float *c, int64_t ldc, int mr,
             if (si->load) {
                 v0 = _mm512_add_ps(v0, _mm512_loadu_ps(cr));
                 v1 = _mm512_add_ps(v1, _mm512_loadu_ps(cr + 16));
+            }
+            if (si->res) {
+                v0 = _mm512_add_ps(v0, _mm512_loadu_ps(si->res + i * si->ldr));
+                v1 = _mm512_add_ps(v1, _mm512_loadu_ps(si->res + i * si->ldr + 16));
             }
             if (si->relu) { /* max(0, v): maxps returns its second operand for NaN, so NaN stays */
                 v0 = _mm512_max_ps(zero, v0);
@@ -484,6 +491,7 @@ narrow_w(const int w, const int shifted, int64_t kc, const float *a, const float
         float bi = si->bias ? si->bias[i] : 0.0f;
         for (int q = 0; q < w; q++) {
             float v = acc[q][i] + bi + (si->load ? cr[q] : 0.0f);
+            if (si->res) v += si->res[i * si->ldr + j0 + q];
             if (si->relu && v < 0.0f) v = 0.0f;
             cr[q] = v;
         }
@@ -820,12 +828,13 @@ static void prefetch_b_strip(const kiln__gemm *g, int64_t k0, int64_t k1, int64_
 static void gemm_block(const kiln__gemm *g, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
     int64_t K = g->K;
     if (m1 <= m0 || n1 <= n0) return;
-    if (K > 0 && gemv_block(g, m0, m1, n0, n1)) return;
+    if (K > 0 && !g->res && gemv_block(g, m0, m1, n0, n1)) return;
     if (K == 0) {
         for (int64_t i = m0; i < m1; i++) {
             float bi = g->bias_row ? g->bias_row[i] : 0.0f;
             for (int64_t j = n0; j < n1; j++) {
                 float v = (g->accumulate ? g->c[i * g->ldc + j] : 0.0f) + bi;
+                if (g->res) v += g->res[i * g->ldr + j];
                 if (g->relu && v < 0.0f) v = 0.0f;
                 g->c[i * g->ldc + j] = v;
             }
@@ -910,6 +919,8 @@ static void gemm_block(const kiln__gemm *g, int64_t m0, int64_t m1, int64_t n0, 
                         si.pf = pb_use != pb && ir / MR < NR / 4 ? pbs + kc * NR + (ir / MR) * (kc / 4) * 16
                                                                    : NULL;
                         si.bias = (pc == 0 && g->bias_row) ? g->bias_row + ic + ir : NULL;
+                        si.res = g->res && pc + kc >= K ? g->res + (ic + ir) * g->ldr + jc + jr : NULL;
+                        si.ldr = g->ldr;
                         float *ct = g->c + (ic + ir) * g->ldc + jc + jr;
                         /* C rows of the tile one strip to the right, which this
                          * thread writes next time round: ask for those lines
@@ -918,8 +929,10 @@ static void gemm_block(const kiln__gemm *g, int64_t m0, int64_t m1, int64_t n0, 
                          * ownership: 16->96 1x1 conv at 112x112 890 -> 465 us) */
                         if (jr + NR < nc)
                             for (int i = 0; i < mr; i++)
-                                for (int q = NR; q < 2 * NR; q += 16) /* 64-byte lines */
+                                for (int q = NR; q < 2 * NR; q += 16) { /* 64-byte lines */
                                     __builtin_prefetch(ct + i * g->ldc + q, 1, 3);
+                                    if (si.res) __builtin_prefetch(si.res + i * g->ldr + q, 0, 3);
+                                }
 #ifdef HAVE_SHIFT_KERNEL
                         if (in_place && nr == NR) {
                             micro_rows(kc, pa_use + ir * kc, NULL, g->b_shift + jc + jr, g->b_off + pc,

@@ -52,7 +52,11 @@ typedef struct kiln__gemm {
     int64_t ldc;
     int accumulate;           /* 1: C += A*B (C holds beta*C already) */
     const float *bias_row;    /* per-row (M) bias added on store, or NULL */
-    int relu;                 /* clamp at 0 after bias (fusion hook) */
+    int relu;                 /* clamp at 0 after bias (and res) (fusion hook) */
+    /* A residual of C's shape added on store, before relu: element (i, j)
+     * at res[i * ldr + j] (a Conv's fused residual Add), or NULL. */
+    const float *res;
+    int64_t ldr;
     /* Called once for every finished block of C (rows [i0, i1), columns
      * [j0, j0 + n)), while it is still in cache: epilogue fusion.  NULL:
      * none. */

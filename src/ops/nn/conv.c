@@ -43,9 +43,18 @@
  *             place.  Offered only on 2-D convs of one group where 4 runs
  *             the padded GEMM (not a plain 1x1 stride-1 conv); never
  *             picked by auto.
+ *   9 padded GEMM, compact: tactic 4's phase planes, B packed with only
+ *             the output's own columns (no junk grid columns: 49 of 63 on
+ *             a 7x7 output), so the GEMM writes Y in place; offered where
+ *             8 is, never picked by auto.
+ * Where several tactics run the same kernel on a conv (kernel_key), the
+ * builder is offered one of them (conv_formats_fn); the others stay valid
+ * in engine files.  A fused residual Add and/or Relu is applied in the
+ * SGEMM's store where the GEMM writes Y directly (gemm_epilogue).
  * Spatial dims are normalized to 3 (D, H, W) by prepending 1s.
  */
 #include "device/cpu/sgemm.h"
+#include "kiln_int.h"
 #include "ops/common/cuda_impls.h"
 #include "ops/common/ops_util.h"
 #include "ops/nn/conv_dwrows.h"
@@ -58,7 +67,8 @@
 #include <immintrin.h>
 #endif
 
-enum { T_AUTO = 1, T_GEMM = 2, T_DIRECT = 3, T_PADGEMM = 4, T_DW = 5, T_WINO = 6, T_DWROWS = 7, T_PADPACK = 8 };
+enum { T_AUTO = 1, T_GEMM = 2, T_DIRECT = 3, T_PADGEMM = 4, T_DW = 5, T_WINO = 6, T_DWROWS = 7, T_PADPACK = 8,
+       T_PADCOMPACT = 9 };
 
 static const kiln_attr_def conv_attrs[] = {
     {"auto_pad", KILN_ATTR_STRING, 0, "NOTSET", 0, "NOTSET, SAME_UPPER, SAME_LOWER or VALID"},
@@ -265,6 +275,26 @@ typedef struct im2col {
 /* pr[j] = sp[2j] for j in [jlo, jhi), reading at most `avail` floats of sp. */
 static void deinterleave2(float *pr, const float *sp, int64_t jlo, int64_t jhi, int64_t avail);
 
+/* Columns [j, j + cols) of an output (oz, oy, ox; cols <= 64) as runs
+ * inside one output row: run r is output row (z[r], y[r]) from column
+ * x0[r], len[r] long, at offset off[r] of the strip.  Returns the count. */
+typedef struct col_runs {
+    int64_t z[64], y[64], x0[64], len[64], off[64];
+} col_runs;
+static int col_runs_of(col_runs *r, int64_t j, int64_t cols, int64_t OH, int64_t OW) {
+    int n = 0;
+    for (int64_t left = cols, off = 0; left > 0; n++) {
+        int64_t ox = j % OW, t = j / OW, len = OW - ox < left ? OW - ox : left;
+        r->z[n] = t / OH;
+        r->y[n] = t % OH;
+        r->x0[n] = ox;
+        r->len[n] = len;
+        r->off[n] = off;
+        j += len, left -= len, off += len;
+    }
+    return n;
+}
+
 /* Gather patches into packed B strips (see kiln__packb_fn). Rows are
  * (ci, kz, ky, kx), columns (oz, oy, ox). */
 static void im2col_pack(const void *ud, int64_t k0, int64_t kc, int64_t n0, int64_t nc, int nr,
@@ -275,21 +305,12 @@ static void im2col_pack(const void *ud, int64_t k0, int64_t kc, int64_t n0, int6
     const int64_t ID = g->id[0], IH = g->id[1], IW = g->id[2];
     const int64_t KD = g->k[0], KH = g->k[1], KW = g->k[2];
     (void)OD;
-    /* runs of columns inside one output row */
-    int64_t run_z[64], run_y[64], run_x0[64], run_len[64], run_off[64];
+    col_runs cr;
     for (int64_t s0 = 0; s0 < nc; s0 += nr) {
         int64_t cols = nc - s0 < nr ? nc - s0 : nr;
         float *d = dst + s0 * kc;
-        int nrun = 0;
-        int64_t j = n0 + s0, left = cols, off = 0;
-        while (left > 0) {
-            int64_t ox = j % OW, t = j / OW, oy = t % OH, oz = t / OH;
-            int64_t len = OW - ox < left ? OW - ox : left;
-            run_z[nrun] = oz; run_y[nrun] = oy; run_x0[nrun] = ox;
-            run_len[nrun] = len; run_off[nrun] = off;
-            nrun++;
-            j += len; left -= len; off += len;
-        }
+        int nrun = col_runs_of(&cr, n0 + s0, cols, OH, OW);
+        const int64_t *run_z = cr.z, *run_y = cr.y, *run_x0 = cr.x0, *run_len = cr.len, *run_off = cr.off;
         int64_t kx = k0 % KW, t = k0 / KW, ky = t % KH, t2 = t / KH, kz = t2 % KD, ci = t2 / KD;
         for (int64_t kk = 0; kk < kc; kk++) {
             float *row = d + kk * nr;
@@ -348,11 +369,18 @@ typedef struct padgeom {
 } padgeom;
 #define PADGEMM_BYTES(pg) ((size_t)((pg).xp_floats + (pg).y_floats) * sizeof(float) + \
                            (size_t)(pg).off_count * sizeof(int64_t) + 64)
+/* tactic 9: the planes and offsets, no grid */
+#define PADCOMPACT_BYTES(pg) ((size_t)(pg).xp_floats * sizeof(float) + (size_t)(pg).off_count * sizeof(int64_t) + 64)
 
-static int padgemm_geom(const geom *g, padgeom *pg) {
+/* The padded GEMM runs on this conv (static: ranks, kernel, strides). */
+static int padgemm_applies(const geom *g) {
     if (g->id[0] != 1 || g->k[0] != 1) return 0;
     if (g->k[1] * g->k[2] == 1 && g->s[1] * g->s[2] == 1) return 0; /* already a plain GEMM */
-    if (g->s[1] > 4 || g->s[2] > 4) return 0;
+    return g->s[1] <= 4 && g->s[2] <= 4;
+}
+
+static int padgemm_geom(const geom *g, padgeom *pg) {
+    if (!padgemm_applies(g)) return 0;
     const int64_t sy = g->s[1], sx = g->s[2];
     pg->PH = g->o[1] + ((g->k[1] - 1) * g->d[1]) / sy;
     pg->PW = g->o[2] + ((g->k[2] - 1) * g->d[2]) / sx;
@@ -374,6 +402,22 @@ static int padgemm_geom(const geom *g, padgeom *pg) {
     return 1;
 }
 
+/* A fused chain the SGEMM applies on store (kiln__gemm.res, .relu): a
+ * residual of Y's shape and/or a Relu.  Returns 1 (and sets them) when
+ * the chain is that; `with_res` 0: only a lone Relu qualifies (a grid
+ * wider than Y has no residual to add in step). */
+static int gemm_epilogue(const kiln_call *c, int with_res, const float **res, int *relu) {
+    int ri;
+    *res = NULL;
+    if (!c->epilogue || !kiln__epi_residual_relu(c->epilogue, &ri, relu)) return *relu = 0;
+    if (ri < 0) return 1;
+    if (!with_res || ri >= c->nin || !c->in[ri].data || c->in[ri].dtype != KILN_DTYPE_F32 ||
+        !kiln__ops_dense(&c->in[ri]) || kiln_tensor_numel(&c->in[ri]) != kiln_tensor_numel(&c->out[0]))
+        return *relu = 0;
+    *res = c->in[ri].data;
+    return 1;
+}
+
 typedef struct padctx {
     const geom *g;
     const padgeom *pg;
@@ -383,7 +427,7 @@ typedef struct padctx {
     int64_t jbase;
     const kiln__gemm *gm; /* the group's GEMM over the whole grid (blocks: a copy per block) */
     float *y;
-    const kiln_call *call; /* fused epilogue (kiln_call_epilogue) */
+    const kiln_call *call; /* fused epilogue (kiln_call_epilogue); NULL: the GEMM applied it */
     int64_t chan0;         /* channel of the group's first output row */
 } padctx;
 
@@ -478,6 +522,20 @@ static void padgemm_blocks(void *ud, int64_t b, int64_t e) {
     }
 }
 
+/* B(k, grid column j) = xp[off[k] + j]: tap k's phase plane, row and
+ * column; and the zeros past the planes that the last taps read. */
+static void padgemm_offsets(const geom *g, const padgeom *pg, float *xp, int64_t *off) {
+    const int64_t sy = g->s[1], sx = g->s[2], planes = g->Cg * pg->nph;
+    for (int64_t ci = 0, k = 0; ci < g->Cg; ci++)
+        for (int64_t ky = 0; ky < g->k[1]; ky++)
+            for (int64_t kx = 0; kx < g->k[2]; kx++) {
+                int64_t oy = ky * g->d[1], ox = kx * g->d[2];
+                int64_t plane = pg->nph == 1 ? ci : (ci * sy + oy % sy) * sx + ox % sx;
+                off[k++] = plane * pg->PH * pg->PW + (oy / sy) * pg->PW + ox / sx;
+            }
+    memset(xp + planes * pg->PH * pg->PW, 0, (size_t)(pg->xp_floats - planes * pg->PH * pg->PW) * sizeof(float));
+}
+
 /* Returns 0, or 1 when the tactic does not apply / has no workspace.
  * pack: B packed a strip at a time (tactic 8), else read in place. */
 static int conv_padgemm(const kiln_call *c, const geom *g, int pack) {
@@ -490,26 +548,34 @@ static int conv_padgemm(const kiln_call *c, const geom *g, int pack) {
     int64_t *off = (int64_t *)(yt + pg.y_floats);
     int64_t isp = g->id[1] * g->id[2], osp = g->o[1] * g->o[2];
     int64_t K = g->Cg * g->k[1] * g->k[2];
-    const int64_t sy = g->s[1], sx = g->s[2], planes = g->Cg * pg.nph, ng = g->o[1] * pg.PW;
-    for (int64_t ci = 0, k = 0; ci < g->Cg; ci++)
-        for (int64_t ky = 0; ky < g->k[1]; ky++)
-            for (int64_t kx = 0; kx < g->k[2]; kx++) {
-                int64_t oy = ky * g->d[1], ox = kx * g->d[2];
-                int64_t plane = pg.nph == 1 ? ci : (ci * sy + oy % sy) * sx + ox % sx;
-                off[k++] = plane * pg.PH * pg.PW + (oy / sy) * pg.PW + ox / sx;
-            }
-    memset(xp + planes * pg.PH * pg.PW, 0, (size_t)(pg.xp_floats - planes * pg.PH * pg.PW) * sizeof(float));
+    const int64_t planes = g->Cg * pg.nph, ng = g->o[1] * pg.PW;
+    /* Blocks of whole strips, as many for each thread (parallel_for hands
+     * each a contiguous run): 256 + 256 + 256 + 44 columns (ResNet-50's
+     * layer2.0/conv2) gave one thread 512 of the 812, 1.5x at 2 threads.
+     * Smaller blocks only: the per-thread buffers are sized per call. */
+    const int threads = c->exec ? kiln_exec_threads(c->exec) : 1;
+    if (pg.nb < ng && threads > 1) {
+        const int64_t nr = kiln__sgemm_nr(), strips = (ng + nr - 1) / nr;
+        int64_t nblk = (ng + pg.nb - 1) / pg.nb;
+        nblk = (nblk + threads - 1) / threads * threads;
+        pg.nb = (strips + nblk - 1) / nblk * nr;
+    }
+    padgemm_offsets(g, &pg, xp, off);
+    /* a lone fused Relu in the GEMM's store (the grid's junk columns too,
+     * never read); other chains run on the rows copied into Y */
+    const float *res;
+    int relu = 0, in_gemm = gemm_epilogue(c, 0, &res, &relu);
     for (int64_t n = 0; n < g->N; n++)
         for (int64_t gi = 0; gi < g->G; gi++) {
             padctx p = {.g = g, .pg = &pg, .x = x + (n * g->C + gi * g->Cg) * isp, .xp = xp,
-                        .yt = yt, .y = c->out[0].data, .call = c, .chan0 = gi * g->Mg};
+                        .yt = yt, .y = c->out[0].data, .call = in_gemm ? NULL : c, .chan0 = gi * g->Mg};
             p.y = (float *)c->out[0].data + (n * g->M + gi * g->Mg) * osp;
             kiln_exec_parallel_for(c->exec, planes, 1, pad_channels, &p);
             kiln__gemm gm = {.M = g->Mg, .N = ng, .K = K, .a = w + gi * g->Mg * K,
                              .a_rs = K, .a_cs = 1, .alpha = 1.0f, .c = yt, .ldc = ng,
                              .bias_row = bias ? bias + gi * g->Mg : NULL, .b_shift = xp,
                              .b_off = off, .a_packed = packed_w(c, g, gi),
-                             .done = padgemm_done, .done_ud = &p, .b_shift_pack = pack};
+                             .done = padgemm_done, .done_ud = &p, .b_shift_pack = pack, .relu = relu};
             p.gm = &gm;
             if (pg.nb == ng)
                 kiln__sgemm(&gm, c->exec);
@@ -530,6 +596,7 @@ static size_t conv_ws(const kiln_call *c) {
      * and Winograd */
     int t = pick_tactic(c->tactic, g.id[0] == 1 && g.k[0] == 1, &g);
     size_t ws = (t == T_PADGEMM || t == T_PADPACK || t == T_WINO) && padgemm_geom(&g, &pg) ? PADGEMM_BYTES(pg) : 0;
+    if (t == T_PADCOMPACT && padgemm_geom(&g, &pg)) ws = PADCOMPACT_BYTES(pg);
     if (t == T_WINO && kiln__wino_fits(g.M, g.o[2])) {
         size_t ww = kiln__wino_ws_bytes(g.C, g.M, g.o[1], g.o[2]);
         if (ww > ws) ws = ww;
@@ -557,14 +624,43 @@ static int conv_wino(const kiln_call *c, const geom *g) {
     return 0;
 }
 
+/* gm (group gi of image n) writes Y directly: the fused epilogue in its
+ * store (res: gemm_epilogue's answer, NULL when it declined) or by the hook
+ * on finished rows (ge, which must live as long as gm). */
+static void gemm_y_epilogue(const kiln_call *c, const geom *g, kiln__gemm *gm, kiln__ops_epi_rows *ge, int64_t n,
+                            int64_t gi, const float *const *res, int relu) {
+    const int64_t osp = g->o[0] * g->o[1] * g->o[2];
+    *ge = (kiln__ops_epi_rows){c, gm->c, osp, gi * g->Mg}; /* row i is output channel gi * Mg + i */
+    if (res) {
+        gm->relu = relu;
+        gm->res = *res ? *res + (n * g->M + gi * g->Mg) * osp : NULL;
+        gm->ldr = osp;
+    } else if (c->epilogue) {
+        gm->done = kiln__ops_epi_rows_done;
+        gm->done_ud = ge;
+    }
+}
+
+/* A 1x1, stride-1, unpadded conv: Y = W * X, X read as a plain matrix. */
+static int is_pointwise(const geom *g) {
+    int pointwise = g->k[0] * g->k[1] * g->k[2] == 1 && g->s[0] * g->s[1] * g->s[2] == 1;
+    for (int i = 0; i < 3; i++) pointwise &= g->pb[i] == 0 && g->pe[i] == 0;
+    return pointwise;
+}
+
+/* conv_gemm on a pointwise conv: X read in place (1) or packed (0), by
+ * the tactic asked for (see conv_gemm). */
+static int pointwise_in_place(int tactic, int64_t Mg) {
+    return tactic == T_PADGEMM ? 1 : tactic == T_GEMM ? 0 : Mg <= 64;
+}
+
 static void conv_gemm(const kiln_call *c, const geom *g) {
     const float *x = c->in[0].data, *w = c->in[1].data;
     const float *bias = c->nin > 2 && c->in[2].data ? c->in[2].data : NULL;
     float *y = c->out[0].data;
     int64_t isp = g->id[0] * g->id[1] * g->id[2], osp = g->o[0] * g->o[1] * g->o[2];
     int64_t K = g->Cg * g->k[0] * g->k[1] * g->k[2];
-    int pointwise = g->k[0] * g->k[1] * g->k[2] == 1 && g->s[0] * g->s[1] * g->s[2] == 1;
-    for (int i = 0; i < 3; i++) pointwise &= g->pb[i] == 0 && g->pe[i] == 0;
+    int pointwise = is_pointwise(g);
     /* A pointwise conv with few output channels reads X (B, row k = input
      * channel k) in place: packing B costs more than it saves when only a
      * few A strips reuse each packed panel (MobileNetV2's 1x1 projections
@@ -574,10 +670,14 @@ static void conv_gemm(const kiln_call *c, const geom *g) {
      * always reads it in place (ResNet-50's 256->64 1x1 convs at 56x56 sit
      * between the two), the others follow the 64-row rule. */
     int64_t *b_off = NULL;
-    int in_place = c->tactic == T_PADGEMM ? 1 : c->tactic == T_GEMM ? 0 : g->Mg <= 64;
+    int in_place = pointwise_in_place(c->tactic, g->Mg);
     if (pointwise && in_place && g->Mg > 1 && osp >= 2 * kiln__sgemm_nr())
         b_off = (int64_t *)kiln__cpu_scratch(1, (size_t)K * 2 + 16);
     for (int64_t k = 0; b_off && k < K; k++) b_off[k] = k * isp;
+    /* the residual Add and Relu in the GEMM's store, from registers (a
+     * separate pass read Y back and the residual without prefetch) */
+    const float *res;
+    int relu, in_gemm = gemm_epilogue(c, 1, &res, &relu);
     for (int64_t n = 0; n < g->N; n++) {
         for (int64_t gi = 0; gi < g->G; gi++) {
             const float *xg = x + (n * g->C + gi * g->Cg) * isp;
@@ -586,12 +686,8 @@ static void conv_gemm(const kiln_call *c, const geom *g) {
                              .a_cs = 1, .alpha = 1.0f, .c = y + (n * g->M + gi * g->Mg) * osp,
                              .ldc = osp, .bias_row = bias ? bias + gi * g->Mg : NULL,
                              .a_packed = packed_w(c, g, gi)};
-            /* row i of a group's GEMM is output channel gi * Mg + i */
-            kiln__ops_epi_rows ge = {c, gm.c, osp, gi * g->Mg};
-            if (c->epilogue) {
-                gm.done = kiln__ops_epi_rows_done;
-                gm.done_ud = &ge;
-            }
+            kiln__ops_epi_rows ge;
+            gemm_y_epilogue(c, g, &gm, &ge, n, gi, in_gemm ? &res : NULL, relu);
             if (pointwise && b_off) {
                 /* row k of B is input channel k: the micro-kernel reads it in place */
                 gm.b_shift = xg;
@@ -1058,6 +1154,62 @@ static int conv_dw(const kiln_call *c, const geom *g) {
 
 /* ------------------------------------------------------------ impl */
 
+/* ------------------------------------------------------------ compact padded GEMM */
+
+/* Tactic 9: the padded GEMM's phase planes, B packed with the output's
+ * own columns only: column j = (oy, ox) of tap k is xp[off[k] + oy * PW +
+ * ox], copied a run of one output row at a time. */
+typedef struct compact {
+    const float *xp;
+    const int64_t *off;
+    int64_t OH, OW, PW;
+} compact;
+
+static void compact_pack(const void *ud, int64_t k0, int64_t kc, int64_t n0, int64_t nc, int nr, float *dst) {
+    const compact *cp = ud;
+    col_runs cr;
+    for (int64_t s0 = 0; s0 < nc; s0 += nr) {
+        int64_t cols = nc - s0 < nr ? nc - s0 : nr;
+        float *d = dst + s0 * kc;
+        int nrun = col_runs_of(&cr, n0 + s0, cols, cp->OH, cp->OW);
+        for (int r = 0; r < nrun; r++) cr.x0[r] += cr.y[r] * cp->PW; /* grid column of the run */
+        for (int64_t kk = 0; kk < kc; kk++) {
+            float *row = d + kk * nr;
+            const float *src = cp->xp + cp->off[k0 + kk];
+            for (int r = 0; r < nrun; r++) copy_floats(row + cr.off[r], src + cr.x0[r], cr.len[r]);
+            if (cols < nr) memset(row + cols, 0, (size_t)(nr - cols) * sizeof(float));
+        }
+    }
+}
+
+/* Returns 0, or 1 when the tactic does not apply / has no workspace. */
+static int conv_padcompact(const kiln_call *c, const geom *g) {
+    padgeom pg;
+    if (!padgemm_geom(g, &pg) || !c->workspace || c->workspace_size < PADCOMPACT_BYTES(pg)) return 1;
+    const float *x = c->in[0].data, *w = c->in[1].data;
+    const float *bias = c->nin > 2 && c->in[2].data ? c->in[2].data : NULL;
+    float *xp = c->workspace, *y = c->out[0].data;
+    int64_t *off = (int64_t *)(xp + pg.xp_floats);
+    const int64_t isp = g->id[1] * g->id[2], osp = g->o[1] * g->o[2], K = g->Cg * g->k[1] * g->k[2];
+    padgemm_offsets(g, &pg, xp, off);
+    const float *res;
+    int relu, in_gemm = gemm_epilogue(c, 1, &res, &relu);
+    compact cp = {.xp = xp, .off = off, .OH = g->o[1], .OW = g->o[2], .PW = pg.PW};
+    for (int64_t n = 0; n < g->N; n++)
+        for (int64_t gi = 0; gi < g->G; gi++) {
+            padctx p = {.g = g, .pg = &pg, .x = x + (n * g->C + gi * g->Cg) * isp, .xp = xp};
+            kiln_exec_parallel_for(c->exec, g->Cg * pg.nph, 1, pad_channels, &p);
+            kiln__gemm gm = {.M = g->Mg, .N = osp, .K = K, .a = w + gi * g->Mg * K, .a_rs = K, .a_cs = 1,
+                             .alpha = 1.0f, .c = y + (n * g->M + gi * g->Mg) * osp, .ldc = osp,
+                             .bias_row = bias ? bias + gi * g->Mg : NULL, .a_packed = packed_w(c, g, gi),
+                             .packb = compact_pack, .packb_ud = &cp};
+            kiln__ops_epi_rows ge;
+            gemm_y_epilogue(c, g, &gm, &ge, n, gi, in_gemm ? &res : NULL, relu);
+            kiln__sgemm(&gm, c->exec);
+        }
+    return 0;
+}
+
 /* Tactic 6's static conditions (2-D, one group, at least 2 output
  * channels, 3x3 taps, stride 1, undilated; k, s, d: the 2 spatial axes).
  * The one dynamic condition, an output at least 5 columns wide
@@ -1089,10 +1241,23 @@ static int pick_tactic(int tactic, int direct_ok, const geom *g) {
         return T_PADGEMM;
     if (tactic == T_DIRECT && !direct_ok) return T_GEMM;
     if (tactic == T_GEMM || tactic == T_DIRECT || tactic == T_PADGEMM || tactic == T_DW || tactic == T_DWROWS ||
-        tactic == T_PADPACK)
+        tactic == T_PADPACK || tactic == T_PADCOMPACT)
         return tactic;
     if (direct_ok && g->Cg == 1) return T_DW;
     return direct_ok && (g->Cg * g->k[1] * g->k[2] <= 16 || g->Mg == 1) ? T_DIRECT : T_PADGEMM;
+}
+
+/* The code tactic `tactic` runs on this conv, from what is static in every
+ * engine (kernel, strides, pads, groups): tactics with equal keys run the
+ * same kernel.  The padded GEMM (4) is what auto, direct and depthwise
+ * (1/3/5) run on a dense conv (ResNet's), and on a pointwise conv it is
+ * conv_gemm with X read in place or packed (2) by the same 64-row rule. */
+static int kernel_key(int tactic, const geom *g) {
+    int t = pick_tactic(tactic, g->id[0] == 1 && g->k[0] == 1, g);
+    if ((t == T_PADGEMM || t == T_PADPACK || t == T_PADCOMPACT) && padgemm_applies(g)) return t;
+    if (t != T_GEMM && t != T_PADGEMM && t != T_PADPACK && t != T_PADCOMPACT) return t; /* direct, depthwise, Winograd */
+    if (!is_pointwise(g)) return T_GEMM;                          /* im2col packing */
+    return pointwise_in_place(tactic, g->Mg) ? T_PADGEMM : T_GEMM;
 }
 
 /* kiln_quick_op.prepack: a constant F32 W packed once, per group, as the
@@ -1161,7 +1326,11 @@ static int conv_impl_f32(const kiln_call *c) {
     int tactic = pick_tactic(c->tactic, g.id[0] == 1 && g.k[0] == 1, &g);
     if (tactic == T_DWROWS && !conv_dwrows(c, &g)) return 0;
     if (tactic == T_DW || tactic == T_DWROWS) return conv_dw(c, &g);
-    if (tactic == T_WINO && !conv_wino(c, &g)) return 0;
+    if (tactic == T_WINO) {
+        if (!conv_wino(c, &g)) return 0;
+        tactic = T_PADGEMM; /* an output too narrow for it (documented above; it ran im2col) */
+    }
+    if (tactic == T_PADCOMPACT && !conv_padcompact(c, &g)) return 0;
     if (tactic == T_DIRECT)
         conv_direct(c, &g);
     else if ((tactic != T_PADGEMM && tactic != T_PADPACK) || conv_padgemm(c, &g, tactic == T_PADPACK))
@@ -1251,12 +1420,40 @@ static int conv_formats_fn(const kiln_shape_ctx *c, kiln_combo *out, int max) {
         read_attrs(c->attrs, 2, wk, k, s, d, pb, pe))
         return n;
     int64_t G = kiln_attrs_int(c->attrs, "group"), Cg;
-    int t = 0;
+    int t = 0, have_cg = kiln_expr_is_const(w->dims[1], &Cg);
     while (out[0].tactics[t]) t++;
     if (wino_applies(2, G, M, k, s, d)) out[0].tactics[t++] = T_WINO;
-    if (kiln_expr_is_const(w->dims[1], &Cg) && Cg == 1 && kiln__dwrows_fits(s[1], k[1])) out[0].tactics[t++] = T_DWROWS;
-    if (G == 1 && k[0] * k[1] * s[0] * s[1] > 1 && s[0] <= 4 && s[1] <= 4) /* padgemm_geom applies */
+    if (have_cg && Cg == 1 && kiln__dwrows_fits(s[1], k[1])) out[0].tactics[t++] = T_DWROWS;
+    if (G == 1 && k[0] * k[1] * s[0] * s[1] > 1 && s[0] <= 4 && s[1] <= 4) { /* padgemm_geom applies */
         out[0].tactics[t++] = T_PADPACK;
+        out[0].tactics[t++] = T_PADCOMPACT;
+    }
+    autopad ap;
+    if (!kiln__shape_ctx_building(c) || !have_cg || G < 1 || M % G || parse_autopad(c->attrs, &ap)) return n;
+    /* The builder times each kernel once: a tactic that runs the same code
+     * as another is left out (at load and run it stays valid, so engines
+     * that chose it still load).  Of equal ones auto is kept (the first
+     * candidate: what a build without timing runs), then the named kernel
+     * over a fallback to it. */
+    geom g = {.G = G, .M = M, .Cg = Cg, .Mg = M / G, .nsp = 2, .id = {1, 1, 1}, .k = {1, k[0], k[1]},
+              .s = {1, s[0], s[1]}, .d = {1, d[0], d[1]}, .pb = {0, pb[0], pb[1]}, .pe = {0, pe[0], pe[1]}};
+    if (ap != AP_NOTSET) /* (read only by is_pointwise, where SAME/VALID pad nothing) */
+        memset(g.pb, 0, sizeof g.pb), memset(g.pe, 0, sizeof g.pe);
+    static const int pref[] = {T_AUTO, T_GEMM, T_PADGEMM, T_PADPACK, T_PADCOMPACT, T_WINO, T_DWROWS, T_DW, T_DIRECT};
+    int keep[KILN_MAX_TACTICS] = {0}, key[KILN_MAX_TACTICS];
+    for (int i = 0; i < t; i++) key[i] = kernel_key(out[0].tactics[i], &g);
+    for (size_t r = 0; r < sizeof pref / sizeof pref[0]; r++)
+        for (int i = 0; i < t; i++) {
+            if (out[0].tactics[i] != pref[r]) continue;
+            keep[i] = 1;
+            for (size_t q = 0; q < r && keep[i]; q++) /* a preferred tactic with the same kernel */
+                for (int j = 0; j < t; j++)
+                    if (out[0].tactics[j] == pref[q] && key[j] == key[i]) keep[i] = 0;
+        }
+    int m = 0;
+    for (int i = 0; i < t; i++)
+        if (keep[i]) out[0].tactics[m++] = out[0].tactics[i];
+    while (m < t) out[0].tactics[m++] = 0;
     return n;
 }
 

@@ -3,6 +3,8 @@
  * its residual Add, which the builder fuses as an epilogue) as one layer,
  *
  *   E = clamp(Conv1x1(X, We, Be), e_lo, e_hi)      (with inputs 5, 6; else E = X)
+ *       or clamp(Conv(X, We, Be), e_lo, e_hi): a dense KxK conv of few input
+ *       channels (e_strides, e_pads; the network's stem, conv_fewc.c)
  *   D = clamp(DepthwiseConv(E, Wd, Bd), d_lo, d_hi)
  *   Y = Conv1x1(D, Wp, Bp)                         (then the fused epilogue chain)
  *
@@ -11,7 +13,10 @@
  * pads (top, left, bottom, right) and dilations of the depthwise conv and
  * the two clamps (ReLU: [0, inf), ReLU6: [0, 6]).  The builder makes it
  * from Conv -> Clip/Relu -> depthwise Conv -> Clip/Relu -> 1x1 Conv chains
- * on CPU builds (builder/mbconv_fuse.c).
+ * on CPU builds (builder/mbconv_fuse.c), and from a stem conv (3 colour
+ * channels) -> Clip/Relu followed by a depthwise block without expand conv
+ * (MobileNetV2's features.0 and .1): the stem's output, 32 x 112 x 112 in
+ * MobileNetV2, then never leaves the cache either.
  *
  * Why: the expanded tensor E (MobileNetV2's 96 x 112 x 112 is 4.8 MB) and
  * D are written to memory and read back by the next layer; beyond the L2
@@ -24,20 +29,32 @@
  *     expand GEMM of the input rows the band needs, the depthwise rows
  *     (conv_dwrows.c), then the project GEMM into Y; E and D stay in the
  *     thread's cache.  Bands overlap by KH - stride input rows, which are
- *     expanded twice.
- * Results are the same in both up to the GEMM's summation order, which
+ *     expanded twice;
+ *   3 row bands as tactic 2, the 1x1 expand conv computed by conv_fewc.c's
+ *     pointwise kernel (offered for up to DIRECT_MAX_C input channels):
+ *     E is clamped before its one store, where the GEMM stores a block of
+ *     E and its `done` hook reads and writes it again to clamp it (for
+ *     MobileNetV2's K = 16..32 expands that pass costs a quarter of the
+ *     GEMM), and X is read in place, unpacked.
+ * Results are the same in all up to the GEMM's summation order, which
  * does not depend on the band (each output element sums over the same K).
  */
 #include "kiln_int.h"
 #include "device/cpu/sgemm.h"
 #include "ops/common/ops_util.h"
 #include "ops/nn/conv_dwrows.h"
+#include "ops/nn/conv_fewc.h"
 
 #include <float.h>
 #include <math.h>
 #include <string.h>
 
-enum { T_WHOLE = 1, T_ROWS = 2 };
+enum { T_WHOLE = 1, T_ROWS = 2, T_DIRECT = 3 };
+
+/* Tactic 3 is offered where the 1x1 expand conv has at most this many input
+ * channels: in MobileNetV2 (1 thread, builder timings) it wins at 16..32,
+ * ties at 64, loses at 160 (the GEMM's register tile reuses more). */
+#define DIRECT_MAX_C 64
 enum { IN_X, IN_WD, IN_BD, IN_WP, IN_BP, IN_WE, IN_BE };
 
 static const kiln_attr_def mbconv_attrs[] = {
@@ -48,15 +65,18 @@ static const kiln_attr_def mbconv_attrs[] = {
     {"e_hi", KILN_ATTR_FLOAT, 0, "3.4028235e38", 0, "expand output clamped above"},
     {"d_lo", KILN_ATTR_FLOAT, 0, "-3.4028235e38", 0, "depthwise output clamped below"},
     {"d_hi", KILN_ATTR_FLOAT, 0, "3.4028235e38", 0, "depthwise output clamped above"},
+    {"e_strides", KILN_ATTR_ARRAY, KILN_DTYPE_I64, "[1, 1]", 0, "expand conv strides (y, x)"},
+    {"e_pads", KILN_ATTR_ARRAY, KILN_DTYPE_I64, "[0, 0, 0, 0]", 0, "expand conv pads (top, left, bottom, right)"},
     {NULL, 0, 0, NULL, 0, NULL},
 };
 
-/* strides, pads, dilations into s[2], p[4], d[2], checked. */
-static int read_geo(const kiln_attrs *a, int64_t *s, int64_t *p, int64_t *d) {
+/* strides, pads, dilations into s[2], p[4], d[2], the expand conv's
+ * strides and pads into es[2], ep[4], checked. */
+static int read_geo(const kiln_attrs *a, int64_t *s, int64_t *p, int64_t *d, int64_t *es, int64_t *ep) {
     const int64_t *v;
-    struct { const char *name; int64_t *dst; int n, min; } f[3] = {
-        {"strides", s, 2, 1}, {"pads", p, 4, 0}, {"dilations", d, 2, 1}};
-    for (int k = 0; k < 3; k++) {
+    struct { const char *name; int64_t *dst; int n, min; } f[5] = {
+        {"strides", s, 2, 1}, {"pads", p, 4, 0}, {"dilations", d, 2, 1}, {"e_strides", es, 2, 1}, {"e_pads", ep, 4, 0}};
+    for (int k = 0; k < 5; k++) {
         int64_t n = kiln_attrs_ints(a, f[k].name, &v);
         if (n != f[k].n)
             return kiln_set_error(KILN_EATTR, "kiln::mbconv: %s: expected %d values, found %lld", f[k].name,
@@ -69,6 +89,16 @@ static int read_geo(const kiln_attrs *a, int64_t *s, int64_t *p, int64_t *d) {
         }
     }
     return 0;
+}
+
+/* A dense expand conv (not 1x1 at stride 1 without pads) runs conv_fewc.c:
+ * few input channels, a small kernel. */
+static int fewc_fits(int64_t C, int64_t kh, int64_t kw) {
+    if (C <= KILN__FEWC_CMAX && kh <= KILN__FEWC_KMAX && kw <= KILN__FEWC_KMAX) return 0;
+    return kiln_set_error(KILN_EUNSUPPORTED, "kiln::mbconv: a %lld x %lld expand conv of %lld input channels; one "
+                          "other than 1x1 at stride 1 without pads takes at most %d channels and a kernel up to "
+                          "%d x %d", (long long)kh, (long long)kw, (long long)C, KILN__FEWC_CMAX, KILN__FEWC_KMAX,
+                          KILN__FEWC_KMAX);
 }
 
 /* Dim d of input i must be the constant want (want < 0: any). */
@@ -93,8 +123,8 @@ static int mbconv_shape(kiln_shape_ctx *c) {
             return kiln_set_error(KILN_ETYPE, "kiln::mbconv: %s must be a rank-%d float32 tensor, found rank %d %s",
                                   names[i], ranks[i], c->in[i].ndim, kiln_dtype_name(c->in[i].dtype));
     }
-    int64_t s[2], p[4], d[2], Ce, M, KH, KW, C = -1;
-    int rc = read_geo(c->attrs, s, p, d);
+    int64_t s[2], p[4], d[2], es[2], ep[4], Ce, M, KH, KW, C = -1;
+    int rc = read_geo(c->attrs, s, p, d, es, ep);
     if (rc) return rc;
     if ((rc = check_dim(c, IN_WD, 0, -1, "Wd"))) return rc;
     kiln_expr_is_const(c->in[IN_WD].dims[0], &Ce);
@@ -114,12 +144,14 @@ static int mbconv_shape(kiln_shape_ctx *c) {
     if ((rc = check_dim(c, IN_BP, 0, M, "Bp"))) return rc;
     if (nin == 7) {
         if ((rc = check_dim(c, IN_WE, 0, Ce, "We")) || (rc = check_dim(c, IN_WE, 1, -1, "We")) ||
-            (rc = check_dim(c, IN_WE, 2, 1, "We")) || (rc = check_dim(c, IN_WE, 3, 1, "We")) ||
+            (rc = check_dim(c, IN_WE, 2, -1, "We")) || (rc = check_dim(c, IN_WE, 3, -1, "We")) ||
             (rc = check_dim(c, IN_BE, 0, Ce, "Be")))
             return rc;
         kiln_expr_is_const(c->in[IN_WE].dims[1], &C);
     } else {
         C = Ce;
+        if (es[0] != 1 || es[1] != 1 || ep[0] | ep[1] | ep[2] | ep[3])
+            return kiln_set_error(KILN_EATTR, "kiln::mbconv: e_strides / e_pads given without an expand conv (We)");
     }
     int64_t xc;
     if (kiln_expr_is_const(c->in[IN_X].dims[1], &xc) && xc != C)
@@ -130,8 +162,19 @@ static int mbconv_shape(kiln_shape_ctx *c) {
     y->ndim = 4;
     y->dims[0] = c->in[IN_X].dims[0];
     y->dims[1] = c->in[IN_WP].dims[0];
-    y->dims[2] = kiln__ops_pool_dim(c->x, c->in[IN_X].dims[2], KH, s[0], p[0] + p[2], d[0], 0);
-    y->dims[3] = kiln__ops_pool_dim(c->x, c->in[IN_X].dims[3], KW, s[1], p[1] + p[3], d[1], 0);
+    const kiln_expr *eh = c->in[IN_X].dims[2], *ew = c->in[IN_X].dims[3]; /* E's height and width */
+    if (nin == 7) {
+        int64_t kh, kw;
+        kiln_expr_is_const(c->in[IN_WE].dims[2], &kh);
+        kiln_expr_is_const(c->in[IN_WE].dims[3], &kw);
+        if ((kh != 1 || kw != 1 || es[0] != 1 || es[1] != 1 || (ep[0] | ep[1] | ep[2] | ep[3]) != 0) &&
+            (rc = fewc_fits(C, kh, kw)))
+            return rc;
+        eh = kiln__ops_pool_dim(c->x, eh, kh, es[0], ep[0] + ep[2], 1, 0);
+        ew = kiln__ops_pool_dim(c->x, ew, kw, es[1], ep[1] + ep[3], 1, 0);
+    }
+    y->dims[2] = kiln__ops_pool_dim(c->x, eh, KH, s[0], p[0] + p[2], d[0], 0);
+    y->dims[3] = kiln__ops_pool_dim(c->x, ew, KW, s[1], p[1] + p[3], d[1], 0);
     return 0;
 }
 
@@ -145,6 +188,12 @@ typedef struct mb {
     float *y;
     const kiln_call *c;
     int64_t rows; /* tactic 2: output rows per band */
+    /* X's height and width (H, W are E's); fewc: the expand conv is a
+     * dense KxK one (conv_fewc.h; fc.x is set per image) */
+    int64_t XH, XW;
+    int fewc;
+    kiln__fewc fc;
+    int direct; /* tactic 3: the 1x1 expand conv by kiln__fewc_pointwise */
 } mb;
 
 static const float *prepacked(const kiln_call *c, int i) {
@@ -154,14 +203,28 @@ static const float *prepacked(const kiln_call *c, int i) {
 static int make_mb(const kiln_call *c, mb *g) {
     memset(g, 0, sizeof *g);
     if (c->nin < 5) return kiln_set_error(KILN_EINVAL, "kiln::mbconv: %d inputs, expected 5 or 7", c->nin);
-    int rc = read_geo(c->attrs, g->s, g->p, g->d);
+    int64_t es[2], ep[4];
+    int rc = read_geo(c->attrs, g->s, g->p, g->d, es, ep);
     if (rc) return rc;
     const kiln_tensor *x = &c->in[IN_X], *wd = &c->in[IN_WD], *y = &c->out[0];
     g->expand = c->nin >= 7 && c->in[IN_WE].dtype != KILN_DTYPE_UNDEFINED;
     g->N = x->dims[0];
     g->C = x->dims[1];
-    g->H = x->dims[2];
-    g->W = x->dims[3];
+    g->H = g->XH = x->dims[2];
+    g->W = g->XW = x->dims[3];
+    if (g->expand && c->in[IN_WE].ndim == 4) {
+        const int64_t *k = c->in[IN_WE].dims + 2;
+        g->fewc = k[0] != 1 || k[1] != 1 || es[0] != 1 || es[1] != 1 || (ep[0] | ep[1] | ep[2] | ep[3]) != 0;
+        if (g->fewc && (rc = fewc_fits(g->C, k[0], k[1]))) return rc;
+        if (g->fewc) {
+            g->H = (g->XH + ep[0] + ep[2] - k[0]) / es[0] + 1;
+            g->W = (g->XW + ep[1] + ep[3] - k[1]) / es[1] + 1;
+            if (g->XH + ep[0] + ep[2] < k[0] || g->XW + ep[1] + ep[3] < k[1])
+                return kiln_set_error(KILN_ESHAPE, "kiln::mbconv: input %lld x %lld is smaller than the expand "
+                                      "kernel %lld x %lld with its pads", (long long)g->XH, (long long)g->XW,
+                                      (long long)k[0], (long long)k[1]);
+        }
+    }
     g->Ce = wd->dims[0];
     g->KH = wd->dims[2];
     g->KW = wd->dims[3];
@@ -194,6 +257,13 @@ static int make_mb(const kiln_call *c, mb *g) {
     g->we_packed = g->expand ? prepacked(c, IN_WE) : NULL;
     g->y = y->data;
     g->c = c;
+    if (g->fewc) {
+        const int64_t *k = c->in[IN_WE].dims + 2;
+        kiln__fewc fc = {.C = g->C, .H = g->XH, .W = g->XW, .M = g->Ce, .OH = g->H, .OW = g->W, .KH = k[0],
+                         .KW = k[1], .sy = es[0], .sx = es[1], .pt = ep[0], .pl = ep[1], .w = g->we, .bias = g->be,
+                         .lo = g->e_lo, .hi = g->e_hi};
+        g->fc = fc;
+    }
     return 0;
 }
 
@@ -229,6 +299,45 @@ static void expand_gemm(const mb *g, const float *x, int64_t xld, int64_t n, flo
         kiln__sgemm(&gm, exec);
     else
         kiln__sgemm_serial(&gm);
+}
+
+/* The dense conv's rows: a row range of E at a time, per-thread scratch. */
+typedef struct fewc_job {
+    const kiln__fewc *fc;
+    float *e;         /* E row iy0 */
+    int64_t ld, iy0;
+} fewc_job;
+static void fewc_part(void *ud, int64_t b, int64_t e) {
+    const fewc_job *j = ud;
+    float *scratch = kiln__cpu_scratch(2, (size_t)kiln__fewc_scratch(j->fc));
+    if (!scratch) {
+        kiln__misuse("kiln::mbconv: out of memory for the expand conv's scratch");
+        return;
+    }
+    kiln__fewc_rows(j->fc, j->iy0 + b, j->iy0 + e, j->e + b * j->fc->OW, j->ld, scratch);
+}
+
+/* E rows [iy0, iy1) of image xn into e (channel pitch ld): the 1x1 expand
+ * GEMM or the dense conv; serial or over exec. */
+static void expand_rows(const mb *g, const float *xn, int64_t iy0, int64_t iy1, float *e, int64_t ld,
+                        kiln_exec *exec) {
+    if (iy1 <= iy0) return;
+    if (g->direct) { /* bands only: serial */
+        kiln__fewc fc = {.C = g->C, .M = g->Ce, .bias = g->be, .lo = g->e_lo, .hi = g->e_hi};
+        kiln__fewc_pointwise(&fc, g->we_packed, xn + iy0 * g->W, g->XH * g->XW, (iy1 - iy0) * g->W, e, ld);
+        return;
+    }
+    if (!g->fewc) {
+        expand_gemm(g, xn + iy0 * g->W, g->H * g->W, (iy1 - iy0) * g->W, e, ld, exec);
+        return;
+    }
+    kiln__fewc fc = g->fc;
+    fc.x = xn;
+    fewc_job j = {&fc, e, ld, iy0};
+    if (exec)
+        kiln_exec_parallel_for(exec, iy1 - iy0, 1, fewc_part, &j);
+    else
+        fewc_part(&j, 0, iy1 - iy0);
 }
 
 /* Y columns [0, n) at y (channel pitch plane) = Wp D + Bp, D's rows at d
@@ -293,8 +402,8 @@ static int run_whole(const mb *g, float *ws) {
     int64_t *b_off = (int64_t *)(d + offsets_at(g->Ce * g->OH * g->OW));
     int64_t isp = g->H * g->W, osp = g->OH * g->OW;
     for (int64_t n = 0; n < g->N; n++) {
-        const float *xn = g->x + n * g->C * isp;
-        if (g->expand) expand_gemm(g, xn, isp, isp, e, isp, g->c->exec);
+        const float *xn = g->x + n * g->C * g->XH * g->XW;
+        if (g->expand) expand_rows(g, xn, 0, g->H, e, isp, g->c->exec);
         kiln__dwrows p = dw_params(g, g->expand ? e : xn, g->H, isp, 0, d, osp, 0);
         kiln_exec_parallel_for(g->c->exec, g->Ce, 1, dw_planes, &p);
         project_gemm(g, d, osp, osp, g->y + n * g->M * osp, osp, b_off, g->c->exec);
@@ -342,13 +451,13 @@ static void bands(void *ud, int64_t b, int64_t e) {
         int64_t n = u / nb, oy0 = u % nb * g->rows, oy1 = oy0 + g->rows < g->OH ? oy0 + g->rows : g->OH;
         int64_t iy0, iy1;
         band_inputs(g, oy0, oy1, &iy0, &iy1);
-        const float *xn = g->x + n * g->C * g->H * g->W;
+        const float *xn = g->x + n * g->C * g->XH * g->XW;
         int64_t in = (iy1 - iy0) * g->W, out = (oy1 - oy0) * g->OW;
         float *eb = ws, *d = ws + e_floats(g, in);
         int64_t *b_off = (int64_t *)(d + offsets_at(g->Ce * out));
         kiln__dwrows p;
         if (g->expand) {
-            if (in > 0) expand_gemm(g, xn + iy0 * g->W, g->H * g->W, in, eb, in, NULL);
+            expand_rows(g, xn, iy0, iy1, eb, in, NULL);
             p = dw_params(g, eb, iy1 - iy0, in, iy0, d, out, oy0);
         } else {
             p = dw_params(g, xn, g->H, g->H * g->W, 0, d, out, oy0);
@@ -363,7 +472,7 @@ static void bands(void *ud, int64_t b, int64_t e) {
 /* The tactic a call runs: auto (0) takes row bands where there are at
  * least two per thread, else whole tensors. */
 static int pick(const kiln_call *c, const mb *g) {
-    if (c->tactic == T_WHOLE || c->tactic == T_ROWS) return c->tactic;
+    if (c->tactic == T_WHOLE || c->tactic == T_ROWS || c->tactic == T_DIRECT) return c->tactic;
     int threads = kiln_exec_threads(c->exec);
     int64_t r = band_rows(g, threads);
     return g->N * ((g->OH + r - 1) / r) >= 2 * (int64_t)threads ? T_ROWS : T_WHOLE;
@@ -373,7 +482,7 @@ static int pick(const kiln_call *c, const mb *g) {
  * not known here). */
 static size_t mbconv_ws(const kiln_call *c) {
     mb g;
-    if (c->tactic == T_ROWS || make_mb(c, &g)) return 0;
+    if (c->tactic == T_ROWS || c->tactic == T_DIRECT || make_mb(c, &g)) return 0;
     return whole_floats(&g) * sizeof(float);
 }
 
@@ -382,26 +491,33 @@ static int mbconv_impl(const kiln_call *c) {
     if (kiln_tensor_numel(&c->out[0]) == 0) return 0;
     int rc = make_mb(c, &g);
     if (rc) return rc;
-    if (pick(c, &g) == T_WHOLE) {
+    int t = pick(c, &g);
+    if (t == T_WHOLE) {
         if (!c->workspace || c->workspace_size < whole_floats(&g) * sizeof(float))
             return kiln_set_error(KILN_EINTERNAL, "kiln::mbconv: workspace of %zu bytes, expected %zu",
                                   c->workspace_size, whole_floats(&g) * sizeof(float));
         return run_whole(&g, c->workspace);
     }
+    /* tactic 3 where formats_fn offers it; elsewhere it runs as tactic 2 */
+    g.direct = t == T_DIRECT && g.expand && !g.fewc && g.C <= DIRECT_MAX_C && g.we_packed;
     g.rows = band_rows(&g, kiln_exec_threads(c->exec));
     kiln_exec_parallel_for(c->exec, g.N * ((g.OH + g.rows - 1) / g.rows), 1, bands, &g);
     return 0;
 }
 
-/* kiln_quick_op.prepack: We and Wp as the SGEMM's packed A operand. */
+/* kiln_quick_op.prepack: We and Wp as the SGEMM's packed A operand; We
+ * for tactic 3 in kiln__fewc_pointwise's layout instead. */
 static int mbconv_prepack(const kiln_call *c, int input, void *dst, size_t *size) {
     size_t want = *size;
     *size = 0;
     if ((input != IN_WP && input != IN_WE) || input >= c->nin || !c->in[input].data ||
-        c->in[input].dtype != KILN_DTYPE_F32 || c->in[input].ndim != 4 || !kiln__ops_dense(&c->in[input]))
+        c->in[input].dtype != KILN_DTYPE_F32 || c->in[input].ndim != 4 || !kiln__ops_dense(&c->in[input]) ||
+        c->in[input].dims[2] * c->in[input].dims[3] != 1) /* a KxK expand conv runs conv_fewc.c */
         return 0;
     const kiln_tensor *w = &c->in[input];
-    size_t bytes = kiln__sgemm_pack_a_floats(w->dims[0], w->dims[1]) * sizeof(float);
+    const int direct = input == IN_WE && c->tactic == T_DIRECT && w->dims[1] <= DIRECT_MAX_C; /* as impl's */
+    size_t bytes = (size_t)(direct ? kiln__fewc_pointwise_packed(w->dims[0], w->dims[1])
+                                   : (int64_t)kiln__sgemm_pack_a_floats(w->dims[0], w->dims[1])) * sizeof(float);
     if (!dst) {
         *size = bytes;
         return 0;
@@ -409,16 +525,32 @@ static int mbconv_prepack(const kiln_call *c, int input, void *dst, size_t *size
     if (want != bytes)
         return kiln_set_error(KILN_EINTERNAL, "kiln::mbconv prepack: %zu bytes asked, %zu given", bytes, want);
     kiln__gemm gm = {.M = w->dims[0], .K = w->dims[1], .a = w->data, .a_rs = w->dims[1], .a_cs = 1, .alpha = 1.0f};
-    kiln__sgemm_pack_a(&gm, dst);
+    if (direct)
+        kiln__fewc_pointwise_pack(w->data, w->dims[0], w->dims[1], dst);
+    else
+        kiln__sgemm_pack_a(&gm, dst);
     *size = bytes;
     return 0;
 }
 
-static const kiln_combo mbconv_formats[] = {{"FP32", NULL, {T_WHOLE, T_ROWS}}, {0}};
+/* kiln_quick_op.formats_fn: tactics 1 and 2, and 3 where the block has a
+ * 1x1 expand conv of at most DIRECT_MAX_C input channels. */
+static int mbconv_formats_fn(const kiln_shape_ctx *c, kiln_combo *out, int max) {
+    int64_t s[2], p[4], d[2], es[2], ep[4], C = -1, kh = -1, kw = -1;
+    if (max < 1) return 0;
+    kiln_combo k = {"FP32", NULL, {T_WHOLE, T_ROWS}};
+    if (c->nin >= 7 && c->in[IN_WE].dtype == KILN_DTYPE_F32 && c->in[IN_WE].ndim == 4 &&
+        !read_geo(c->attrs, s, p, d, es, ep) && kiln_expr_is_const(c->in[IN_WE].dims[1], &C) &&
+        kiln_expr_is_const(c->in[IN_WE].dims[2], &kh) && kiln_expr_is_const(c->in[IN_WE].dims[3], &kw) &&
+        kh == 1 && kw == 1 && es[0] == 1 && es[1] == 1 && !(ep[0] | ep[1] | ep[2] | ep[3]) && C <= DIRECT_MAX_C)
+        k.tactics[2] = T_DIRECT;
+    out[0] = k;
+    return 1;
+}
 
 static const kiln_quick_op mbconv_op = {
     .ns = "kiln", .name = "mbconv", .version = 1, .min_inputs = 5, .max_inputs = 7, .num_outputs = 1,
-    .attrs = mbconv_attrs, .shape = mbconv_shape, .impl = mbconv_impl, .formats = mbconv_formats,
+    .attrs = mbconv_attrs, .shape = mbconv_shape, .impl = mbconv_impl, .formats_fn = mbconv_formats_fn,
     .workspace = mbconv_ws, .prepack = mbconv_prepack,
     .accepts_epilogue = 1, /* the project GEMM applies it per finished tile */
     .doc = "MobileNetV2 block: 1x1 expand + clamp, depthwise + clamp, 1x1 project (row bands in cache)",

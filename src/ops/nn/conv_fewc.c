@@ -1,0 +1,205 @@
+/*
+ * conv_fewc.c — dense convs of few input channels from phase-split rows
+ * (see conv_fewc.h).
+ *
+ * For an output row, every input row a tap row reads (C x KH of them) is
+ * copied once into sx phase rows: phase q holds input columns q - pl,
+ * q - pl + sx, ..., zero where they fall into the padding, so output
+ * column ox's tap kx is element ox + kx / sx of phase kx % sx: 16 output
+ * columns per unaligned load.  Each load then feeds 16 output channels
+ * (16 accumulators), the weights broadcast from memory.
+ */
+#include "ops/nn/conv_fewc.h"
+
+#include <string.h>
+
+/* Phase row length: OW + KW / sx columns plus a vector of slack. */
+static int64_t phase_len(const kiln__fewc *p) { return p->OW + (p->KW - 1) / p->sx + 1 + 16; }
+
+/* Floats of the weights regrouped for row_block: 16 output channels (zero
+ * past M) per tap, blocks of 16 channels one after the other. */
+static int64_t packed_w(const kiln__fewc *p) { return (p->M + 15) / 16 * 16 * p->C * p->KH * p->KW; }
+
+/* Output channels per block of the pointwise kernel: 12 x 32 outputs, 24
+ * accumulators, each weight broadcast feeding two FMAs.  Engine files
+ * store We packed in this layout (kiln::mbconv tactic 3's prepack): a
+ * change of PW_MB must change kiln__prepack_layout()'s string
+ * (device/cpu/sgemm.c), which makes older files repack at load. */
+#define PW_MB 12
+
+int64_t kiln__fewc_pointwise_packed(int64_t M, int64_t C) { return (M + PW_MB - 1) / PW_MB * PW_MB * C; }
+
+void kiln__fewc_pointwise_pack(const float *w, int64_t M, int64_t C, float *dst) {
+    for (int64_t m0 = 0; m0 < M; m0 += PW_MB) /* [m / PW_MB][c][m % PW_MB], zero past M */
+        for (int64_t c = 0; c < C; c++)
+            for (int64_t m = m0; m < m0 + PW_MB; m++) *dst++ = m < M ? w[m * C + c] : 0.0f;
+}
+
+#define CHUNK 8 /* output rows whose input rows are split at a time */
+#define CMAX KILN__FEWC_CMAX
+#define KMAX KILN__FEWC_KMAX
+
+int64_t kiln__fewc_scratch(const kiln__fewc *p) {
+    return packed_w(p) + (1 + p->C * ((CHUNK - 1) * p->sy + p->KH)) * p->sx * phase_len(p);
+}
+
+#if defined(__AVX512F__)
+#include <immintrin.h>
+
+/* Phase rows of input rows [iy0, iy1) of every channel into ph: row iy of
+ * channel c, phase q at ph + ((c * (iy1 - iy0) + iy - iy0) * sx + q) * L;
+ * the padding columns are zeros. */
+static void split_rows(const kiln__fewc *p, int64_t iy0, int64_t iy1, float *ph) {
+    const int64_t L = phase_len(p), s = p->sx, nr = iy1 - iy0;
+    const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    for (int64_t c = 0; c < p->C; c++)
+        for (int64_t iy = iy0; iy < iy1; iy++) {
+            const float *row = p->x + (c * p->H + iy) * p->W;
+            for (int64_t q = 0; q < s; q++) {
+                float *d = ph + ((c * nr + iy - iy0) * s + q) * L;
+                /* columns j * s + q - pl inside [0, W): j in [j0, j1) */
+                int64_t j0 = p->pl - q > 0 ? (p->pl - q + s - 1) / s : 0;
+                int64_t j1 = p->W + p->pl - q > 0 ? (p->W + p->pl - q + s - 1) / s : 0;
+                if (j1 > L) j1 = L;
+                if (j0 > j1) j0 = j1;
+                int64_t j = j0;
+                for (int64_t k = 0; k < j0; k++) d[k] = 0.0f;
+                if (s == 1) {
+                    memcpy(d + j0, row + j0 + q - p->pl, (size_t)(j1 - j0) * sizeof(float));
+                    j = j1;
+                } else if (s == 2) { /* 16 even columns of 32 (the last odd one is not read) */
+                    for (; j + 16 <= j1; j += 16) {
+                        const float *r = row + 2 * j + q - p->pl;
+                        _mm512_storeu_ps(d + j, _mm512_permutex2var_ps(_mm512_loadu_ps(r), even,
+                                                                       _mm512_maskz_loadu_ps(0x7FFF, r + 16)));
+                    }
+                }
+                for (; j < j1; j++) d[j] = row[j * s + q - p->pl];
+                for (int64_t k = j1; k < L; k++) d[k] = 0.0f;
+            }
+        }
+}
+
+/* Output channels [m0, m0 + mc) (mc <= 16) of one output row from the
+ * phase rows of its tap rows (rows[c * KH + ky]: phase 0; tap kx reads
+ * off[kx] floats on) and this block's packed weights wp. */
+static void row_block(const kiln__fewc *p, const float *const *rows, const int64_t *off, const float *wp,
+                      int64_t m0, int64_t mc, float *y, int64_t ys) {
+    const int64_t CK = p->C * p->KH;
+    const __m512 lo = _mm512_set1_ps(p->lo), hi = _mm512_set1_ps(p->hi);
+    for (int64_t ox = 0; ox < p->OW; ox += 16) {
+        __m512 acc[16];
+        for (int64_t m = 0; m < 16; m++) acc[m] = _mm512_set1_ps(m < mc ? p->bias[m0 + m] : 0.0f);
+        const float *w = wp;
+        for (int64_t cky = 0; cky < CK; cky++) /* channel and tap row */
+            for (int64_t kx = 0; kx < p->KW; kx++, w += 16) {
+                __m512 v = _mm512_loadu_ps(rows[cky] + off[kx] + ox);
+                for (int m = 0; m < 16; m++) acc[m] = _mm512_fmadd_ps(_mm512_set1_ps(w[m]), v, acc[m]);
+            }
+        __mmask16 k = p->OW - ox >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (p->OW - ox)) - 1u);
+        for (int m = 0; m < 16; m++) { /* constant indices: the accumulators stay in registers */
+            if (m >= mc) break;
+            _mm512_mask_storeu_ps(y + m * ys + ox, k, _mm512_min_ps(_mm512_max_ps(acc[m], lo), hi));
+        }
+    }
+}
+
+/* The weights into wp (packed_w floats). */
+static void pack_w(const kiln__fewc *p, float *wp) {
+    const int64_t taps = p->C * p->KH * p->KW;
+    for (int64_t m = 0; m < (p->M + 15) / 16 * 16; m++)
+        for (int64_t t = 0; t < taps; t++)
+            wp[(m / 16 * taps + t) * 16 + m % 16] = m < p->M ? p->w[m * taps + t] : 0.0f;
+}
+
+void kiln__fewc_rows(const kiln__fewc *p, int64_t oy0, int64_t oy1, float *y, int64_t ys, float *scratch) {
+    const int64_t taps = p->C * p->KH * p->KW, L = phase_len(p);
+    float *wp = scratch, *zero = scratch + packed_w(p), *ph = zero + p->sx * L; /* zero: a padding row */
+    pack_w(p, wp);
+    memset(zero, 0, (size_t)(p->sx * L) * sizeof(float));
+    int64_t off[KMAX];
+    for (int64_t kx = 0; kx < p->KW; kx++) off[kx] = kx % p->sx * L + kx / p->sx;
+    for (int64_t b0 = oy0; b0 < oy1; b0 += CHUNK) { /* split the chunk's input rows once */
+        int64_t b1 = b0 + CHUNK < oy1 ? b0 + CHUNK : oy1;
+        int64_t iy0 = b0 * p->sy - p->pt, iy1 = (b1 - 1) * p->sy - p->pt + p->KH;
+        iy0 = iy0 < 0 ? 0 : iy0 > p->H ? p->H : iy0;
+        iy1 = iy1 > p->H ? p->H : iy1 < iy0 ? iy0 : iy1;
+        split_rows(p, iy0, iy1, ph);
+        for (int64_t oy = b0; oy < b1; oy++) {
+            const float *rows[CMAX * KMAX];
+            for (int64_t c = 0; c < p->C; c++)
+                for (int64_t ky = 0; ky < p->KH; ky++) {
+                    int64_t iy = oy * p->sy - p->pt + ky;
+                    rows[c * p->KH + ky] =
+                        iy >= iy0 && iy < iy1 ? ph + (c * (iy1 - iy0) + iy - iy0) * p->sx * L : zero;
+                }
+            float *yr = y + (oy - oy0) * p->OW;
+            for (int64_t m0 = 0; m0 < p->M; m0 += 16)
+                row_block(p, rows, off, wp + m0 * taps, m0, p->M - m0 < 16 ? p->M - m0 : 16, yr + m0 * ys, ys);
+        }
+    }
+}
+
+static inline __mmask16 tail(int64_t r) { return r >= 16 ? (__mmask16)0xFFFF : r <= 0 ? 0 : (__mmask16)((1u << r) - 1u); }
+
+/* Inputs per column chunk of the pointwise kernel (C of its rows stay in
+ * L1 while every block of output channels reads them). */
+#define PW_CHUNK 256
+
+void kiln__fewc_pointwise(const kiln__fewc *p, const float *wpk, const float *x, int64_t xs, int64_t n, float *y,
+                          int64_t ys) {
+    const int64_t C = p->C;
+    for (int64_t j0 = 0; j0 < n; j0 += PW_CHUNK) {
+        const int64_t j1 = j0 + PW_CHUNK < n ? j0 + PW_CHUNK : n;
+        for (int64_t m0 = 0; m0 < p->M; m0 += PW_MB) {
+            const int64_t mc = p->M - m0 < PW_MB ? p->M - m0 : PW_MB;
+            const float *wb = wpk + m0 * C;
+            for (int64_t j = j0; j < j1; j += 32) {
+                const __mmask16 k0 = tail(j1 - j), k1 = tail(j1 - j - 16);
+                __m512 a0[PW_MB], a1[PW_MB];
+                for (int m = 0; m < PW_MB; m++) a0[m] = a1[m] = _mm512_set1_ps(m < mc ? p->bias[m0 + m] : 0.0f);
+                const float *w = wb;
+                for (int64_t c = 0; c < C; c++, w += PW_MB) {
+                    const __m512 v0 = _mm512_maskz_loadu_ps(k0, x + c * xs + j);
+                    const __m512 v1 = _mm512_maskz_loadu_ps(k1, x + c * xs + j + 16);
+                    for (int m = 0; m < PW_MB; m++) {
+                        const __m512 wm = _mm512_set1_ps(w[m]);
+                        a0[m] = _mm512_fmadd_ps(wm, v0, a0[m]);
+                        a1[m] = _mm512_fmadd_ps(wm, v1, a1[m]);
+                    }
+                }
+                const __m512 lo = _mm512_set1_ps(p->lo), hi = _mm512_set1_ps(p->hi);
+                for (int m = 0; m < PW_MB; m++) { /* constant indices: the accumulators stay in registers */
+                    if (m >= mc) break;
+                    float *o = y + (m0 + m) * ys + j;
+                    _mm512_mask_storeu_ps(o, k0, _mm512_min_ps(_mm512_max_ps(a0[m], lo), hi));
+                    _mm512_mask_storeu_ps(o + 16, k1, _mm512_min_ps(_mm512_max_ps(a1[m], lo), hi));
+                }
+            }
+        }
+    }
+}
+
+#else
+
+void kiln__fewc_pointwise(const kiln__fewc *p, const float *wpk, const float *x, int64_t xs, int64_t n, float *y,
+                          int64_t ys) {
+    (void)p;
+    (void)wpk;
+    (void)x;
+    (void)xs;
+    (void)n;
+    (void)y;
+    (void)ys;
+}
+
+void kiln__fewc_rows(const kiln__fewc *p, int64_t oy0, int64_t oy1, float *y, int64_t ys, float *scratch) {
+    (void)p;
+    (void)oy0;
+    (void)oy1;
+    (void)y;
+    (void)ys;
+    (void)scratch;
+}
+
+#endif

@@ -1,0 +1,49 @@
+/*
+ * conv_fewc.h — a dense 2-D conv of few input channels (a network's stem:
+ * 3 colour channels, 3x3 at stride 2) computed directly from the input
+ * rows, for kiln::mbconv's expand step when the block starts at the image
+ * (ops/nn/mbconv.c, builder/mbconv_fuse.c).
+ *
+ * Why: as a GEMM such a conv has K = C * KH * KW = 27, and building its
+ * B operand (an im2col of strided, padded columns) costs about as much as
+ * the product.  Here each input row is split once into its stride phases
+ * (zero-padded), after which every tap of 16 output columns is one plain
+ * vector load that feeds 16 output channels' FMAs.
+ */
+#ifndef KILN_OPS_NN_CONV_FEWC_H
+#define KILN_OPS_NN_CONV_FEWC_H
+
+#include <stdint.h>
+
+/* The largest input channel count and kernel size it takes. */
+enum { KILN__FEWC_CMAX = 4, KILN__FEWC_KMAX = 7 };
+
+typedef struct kiln__fewc {
+    int64_t C, H, W;      /* input channels, rows, columns (one image) */
+    int64_t M, OH, OW;    /* output channels, rows, columns */
+    int64_t KH, KW, sy, sx, pt, pl;
+    const float *x;       /* C x H x W */
+    const float *w, *bias; /* M x C x KH x KW; bias: M */
+    float lo, hi;         /* every output clamped to [lo, hi] */
+} kiln__fewc;
+
+/* Floats of per-thread scratch kiln__fewc_rows needs (C <= FEWC_CMAX,
+ * KH and KW <= FEWC_KMAX). */
+int64_t kiln__fewc_scratch(const kiln__fewc *p);
+/* Output rows [oy0, oy1) of every channel into y (channel m, row oy at
+ * y[m * ys + (oy - oy0) * OW]), using scratch (kiln__fewc_scratch floats).
+ * AVX-512 builds only (kiln__dwrows_fits); elsewhere it does nothing. */
+void kiln__fewc_rows(const kiln__fewc *p, int64_t oy0, int64_t oy1, float *y, int64_t ys, float *scratch);
+
+/* The same for a 1x1 conv at stride 1 (p: C, M, bias, lo, hi; the other
+ * fields unread), its weights packed once by kiln__fewc_pointwise_pack
+ * (kiln__fewc_pointwise_packed floats): outputs [0, n) of every channel
+ * from the inputs at x (channel c at x + c * xs) into y (channel m at
+ * y + m * ys).  Each weight feeds 32 outputs; the clamp is applied before
+ * the one store (a GEMM with a separate clamp pass writes twice). */
+int64_t kiln__fewc_pointwise_packed(int64_t M, int64_t C);
+void kiln__fewc_pointwise_pack(const float *w, int64_t M, int64_t C, float *dst);
+void kiln__fewc_pointwise(const kiln__fewc *p, const float *wpk, const float *x, int64_t xs, int64_t n, float *y,
+                          int64_t ys);
+
+#endif /* KILN_OPS_NN_CONV_FEWC_H */

@@ -1,0 +1,153 @@
+/*
+ * test_conv_tactics.c — the Conv tactics the builder times: each kernel
+ * once.  On many convs several CPU tactics run the same code (auto, direct
+ * and depthwise fall back to the padded GEMM on a dense conv; on a 1x1
+ * conv auto, direct, depthwise and the padded GEMM all run the GEMM that
+ * reads X in place or packs it); of those the builder keeps auto, its
+ * first candidate (what a build without timing runs).  The builder's verbose log lists each
+ * candidate it weighed; the sets expected here are worked out by hand from
+ * the kernels conv.c documents, not from its code.  A tactic left out of
+ * the timed set stays valid in an engine file (engines written before
+ * chose them): forced on the built engine, serialized and loaded back, it
+ * (and every timed one: 9, the compact padded GEMM, among them) runs and matches a naive reference at 1, 2 and 3 threads, output
+ * poisoned; a dense conv's with the same bits at every thread count (the
+ * padded GEMM's column blocks depend on it; every element's sum must not).
+ */
+#include "kiln/kiln.h"
+#include "kiln/plugin.h"
+#include "kiln_int.h"
+#include "ops/nn/conv_dwrows.h"
+#include "test.h"
+#include "test_ops_util.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+static uint64_t g_seed = 0x7AC71C5C0417E5EDull;
+
+/* One conv: X 1 x C x H x W, W M x C/G x k x k, stride s, pads p. */
+typedef struct tcase {
+    const char *what;
+    int64_t C, M, G, H, W, k, s, p;
+    unsigned timed;   /* bit t: tactic t is a candidate the builder weighs */
+    unsigned dropped; /* tactics left out of that set, checked to load and run */
+} tcase;
+
+#define B(t) (1u << (t))
+static const tcase g_cases[] = {
+    /* dense 3x3 stride 1: auto (the padded GEMM, which 3/4/5 run too),
+     * im2col GEMM 2, the padded GEMM with packed B 8 or compact B 9,
+     * Winograd 6 */
+    {"dense 3x3", 16, 24, 1, 13, 11, 3, 1, 1, B(1) | B(2) | B(6) | B(8) | B(9), B(3) | B(4) | B(5)},
+    /* dense 3x3 stride 2: no Winograd */
+    {"dense 3x3 stride 2", 16, 20, 1, 15, 12, 3, 2, 1, B(1) | B(2) | B(8) | B(9), B(3) | B(4) | B(5)},
+    /* a 7x7 output (ResNet's layer4): 49 of the grid's 63 columns */
+    {"dense 3x3 7x7", 40, 52, 1, 7, 7, 3, 1, 1, B(1) | B(2) | B(6) | B(8) | B(9), B(3) | B(4) | B(5)},
+    /* a grid of 40 x 46 columns for 64 rows: the padded GEMM in column
+     * blocks, as many for each thread */
+    {"dense 3x3 stride 2, blocks", 8, 64, 1, 80, 90, 3, 2, 1, B(1) | B(2) | B(8) | B(9), B(3) | B(4) | B(5)},
+    /* 1x1 up to 64 output channels: auto reads X in place (as 3/4/5 do), 2 packs it */
+    {"pointwise 40", 32, 40, 1, 9, 10, 1, 1, 0, B(1) | B(2), B(3) | B(4) | B(5)},
+    /* above 64 output channels auto (and 3/5) packs X, as 2 does; 4 reads it in place */
+    {"pointwise 80", 24, 80, 1, 7, 9, 1, 1, 0, B(1) | B(4), B(2) | B(3) | B(5)},
+    /* depthwise: auto is 5; direct, GEMM, padded GEMM, rows (7) differ */
+    {"depthwise 3x3", 8, 8, 8, 12, 12, 3, 1, 1, B(1) | B(2) | B(3) | B(4) | B(7), B(5)},
+};
+
+typedef struct seen {
+    unsigned tactics;
+} seen;
+
+/* "layer 'conv': candidate [..] LINEAR tactic N: ..." */
+static void log_fn(void *ud, kiln_log_level level, const char *msg) {
+    (void)level;
+    seen *s = ud;
+    const char *c = strstr(msg, "layer 'conv': candidate ");
+    const char *t = c ? strstr(c, " tactic ") : NULL;
+    int n;
+    if (t && sscanf(t, " tactic %d", &n) == 1 && n >= 0 && n < 32) s->tactics |= 1u << n;
+}
+
+static void tactics_text(unsigned m, char *buf, size_t size) {
+    size_t at = 0;
+    buf[0] = 0;
+    for (int t = 0; t < 32 && at < size; t++)
+        if (m >> t & 1) at += (size_t)snprintf(buf + at, size - at, "%s%d", at ? "," : "", t);
+}
+
+static void run_case(const tcase *t) {
+    const int64_t Cg = t->C / t->G, OH = (t->H + 2 * t->p - t->k) / t->s + 1, OW = (t->W + 2 * t->p - t->k) / t->s + 1;
+    const int64_t nx = t->C * t->H * t->W, nw = t->M * Cg * t->k * t->k, ny = t->M * OH * OW;
+    float *x = test_rnd_f32(&g_seed, nx, -1.0f, 1.0f), *w = test_rnd_f32(&g_seed, nw, -1.0f, 1.0f);
+    float *b = test_rnd_f32(&g_seed, t->M, -0.5f, 0.5f), *y = test_xmalloc((size_t)ny * sizeof(float));
+    float *y1 = test_xmalloc((size_t)ny * sizeof(float));
+    double *ref = test_xmalloc((size_t)ny * sizeof(double));
+    int64_t in[2] = {t->H, t->W}, k[2] = {t->k, t->k}, s[2] = {t->s, t->s}, d[2] = {1, 1}, pb[2] = {t->p, t->p};
+    int64_t o[2] = {OH, OW};
+    test_conv_geo geo = test_conv_geo_make(1, t->C, t->M, t->G, 2, in, k, s, d, pb, o);
+    test_conv_ref(&geo, x, w, b, ref);
+
+    kiln_network *net = kiln_network_create();
+    ASSERT(net);
+    int64_t xd[4] = {1, t->C, t->H, t->W}, wd[4] = {t->M, Cg, t->k, t->k}, bd[1] = {t->M};
+    ASSERT_OK(kiln_network_add_input(net, "X", KILN_DTYPE_F32, 4, xd, NULL));
+    ASSERT_OK(kiln_network_add_constant(net, "W", KILN_DTYPE_F32, 4, wd, w));
+    ASSERT_OK(kiln_network_add_constant(net, "B", KILN_DTYPE_F32, 1, bd, b));
+    const char *cin[3] = {"X", "W", "B"}, *cout[1] = {"Y"};
+    kiln_layer *l = kiln_network_add_layer(net, "ai.onnx::Conv", 11, "conv", 3, cin, 1, cout);
+    if (!l) TEST__FAIL("add_layer Conv: %s", kiln_errmsg());
+    int64_t p[4] = {t->p, t->p, t->p, t->p};
+    ASSERT_OK(kiln_layer_set_ints(l, "strides", s, 2));
+    ASSERT_OK(kiln_layer_set_ints(l, "pads", p, 4));
+    ASSERT_OK(kiln_layer_set_int(l, "group", t->G));
+    ASSERT_OK(kiln_network_mark_output(net, "Y"));
+
+    /* timed build: the candidates it weighs */
+    seen sn = {0};
+    kiln_log_set(KILN_LOG_VERBOSE, log_fn, &sn);
+    kiln_engine *e = test_build_ok(net, 0, 2, NULL);
+    kiln_log_set(KILN_LOG_WARN, NULL, NULL);
+    kiln_network_free(net);
+    unsigned want = t->timed;
+    if (!kiln__dwrows_fits(t->s, t->k)) want &= ~B(7); /* (an AVX-512 kernel) */
+    if (sn.tactics != want) {
+        char got[64], exp[64];
+        tactics_text(sn.tactics, got, sizeof got);
+        tactics_text(want, exp, sizeof exp);
+        TEST__FAIL("%s: the builder weighed tactics {%s}, expected {%s}", t->what, got, exp);
+    }
+    ASSERT(want >> e->layers[0].tactic & 1);
+
+    /* the chosen tactic, then every other, through a saved engine */
+    for (int tac = 0; tac < 32; tac++) {
+        if (tac && !((t->dropped | want) >> tac & 1)) continue;
+        if (tac) ASSERT_OK(test_force_tactic(e, 0, tac));
+        kiln_engine *e2 = test_roundtrip(e);
+        ASSERT_EQ(e2->layers[0].tactic, tac ? tac : e->layers[0].tactic);
+        for (int threads = 1; threads <= 3; threads++) {
+            test_run_xy(e2, threads, 1, x, nx, y, ny, tac);
+            char what[96];
+            snprintf(what, sizeof what, "%s, tactic %d, %d thread(s)", t->what, e2->layers[0].tactic, threads);
+            test_check_close(what, y, ref, ny, 1e-5 * (double)(Cg * t->k * t->k));
+            if (threads == 1) memcpy(y1, y, (size_t)ny * sizeof(float));
+            else if (t->G == 1 && memcmp(y1, y, (size_t)ny * sizeof(float)))
+                TEST__FAIL("%s: not the bits of 1 thread", what);
+        }
+        kiln_engine_free(e2);
+    }
+    kiln_engine_free(e);
+    free(x);
+    free(w);
+    free(b);
+    free(y);
+    free(y1);
+    free(ref);
+}
+
+TEST_IMPL(conv_tactics_each_kernel_once) {
+    for (size_t i = 0; i < sizeof g_cases / sizeof g_cases[0]; i++) run_case(&g_cases[i]);
+}
+
+TEST_LIST(TEST_ENTRY(conv_tactics_each_kernel_once))
