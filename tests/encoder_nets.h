@@ -255,6 +255,22 @@ static inline kiln_engine *mha_engine(kiln_device_kind dev, unsigned flags) {
     return e;
 }
 
+/* y of mha_encoder.onnx (torch's export: Q, K, V out of a packed projection
+ * through Reshape/Transpose/Gather chains) for x [nb, 10, 32] on engine e,
+ * `threads` threads. */
+static inline void mha_run(kiln_engine *e, const float *x, int64_t nb, float *y, int threads) {
+    kiln_context *ctx = NULL;
+    ASSERT_OK(kiln_context_create(e, threads, &ctx));
+    int64_t d[3] = {nb, MHA_S, MHA_E};
+    size_t bytes = (size_t)(nb * MHA_S * MHA_E) * sizeof *x;
+    ASSERT_OK(kiln_context_set_input_shape(ctx, "x", 3, d));
+    ASSERT_OK(kiln_context_bind(ctx, "x", (void *)x, bytes));
+    ASSERT_OK(kiln_context_bind(ctx, "y", y, bytes));
+    memset(y, 0xFF, bytes); /* NaN: a value not written shows */
+    ASSERT_OK(kiln_context_run(ctx));
+    kiln_context_free(ctx);
+}
+
 /* softmax(scale q k^T) v per head of `heads` [S, D] matrices. */
 static inline void attn_ref(const float *q, const float *k, const float *v, int64_t heads, double scale, double *y) {
     double s[ATTN_S];

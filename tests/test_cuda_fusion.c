@@ -156,21 +156,6 @@ TEST_IMPL(attention_on_gpu) {
     run_attn(KILN_BUILD_BF16, 6e-2);
 }
 
-/* y of mha_encoder.onnx (torch's export: Q, K, V out of a packed projection
- * through Reshape/Transpose/Gather chains) for x [nb, 10, 32] on engine e. */
-static void mha_run(kiln_engine *e, const float *x, int64_t nb, float *y) {
-    kiln_context *ctx = NULL;
-    ASSERT_OK(kiln_context_create(e, 1, &ctx));
-    int64_t d[3] = {nb, MHA_S, MHA_E};
-    size_t bytes = (size_t)(nb * MHA_S * MHA_E) * sizeof *x;
-    ASSERT_OK(kiln_context_set_input_shape(ctx, "x", 3, d));
-    ASSERT_OK(kiln_context_bind(ctx, "x", (void *)x, bytes));
-    ASSERT_OK(kiln_context_bind(ctx, "y", y, bytes));
-    memset(y, 0xFF, bytes); /* NaN: a value not written shows */
-    ASSERT_OK(kiln_context_run(ctx));
-    kiln_context_free(ctx);
-}
-
 /* The encoder on the GPU, its attention reading the projection through
  * views (test_cuda_placement checks the rewrite), against kiln's CPU engine
  * of the same file (no fusion: the ONNX ops one by one), FP32 at batches 1,
@@ -183,7 +168,7 @@ TEST_IMPL(attention_views_on_gpu) {
     need_gpu();
     enum { NMAX = 8 * MHA_S * MHA_E };
     static float x[NMAX], ref[NMAX], y[NMAX];
-    kiln_engine *cpu = mha_engine(KILN_DEVICE_CPU, 0);
+    kiln_engine *cpu = mha_engine(KILN_DEVICE_CPU, KILN_BUILD_NO_FUSION);
     const unsigned flags[3] = {0, KILN_BUILD_FP16, KILN_BUILD_BF16};
     const double tols[3] = {1e-4, 2e-2, 1e-1};
     for (int f = 0; f < 3; f++) {
@@ -201,8 +186,8 @@ TEST_IMPL(attention_views_on_gpu) {
             int64_t n = nbs[bi] * MHA_S * MHA_E;
             uint64_t seed = 500 + 7 * (uint64_t)bi + (uint64_t)f;
             for (int64_t i = 0; i < n; i++) x[i] = test_randf(&seed, -2, 2);
-            mha_run(cpu, x, nbs[bi], ref);
-            mha_run(e, x, nbs[bi], y);
+            mha_run(cpu, x, nbs[bi], ref, 1);
+            mha_run(e, x, nbs[bi], y, 1);
             worst = test_worst_rel(y, ref, n, worst);
         }
         printf("mha_encoder flags 0x%x: %d layers, %d attention with views, max |y - cpu| / (1 + |cpu|) = %.3g "
@@ -244,7 +229,7 @@ TEST_IMPL(attention_mask_on_gpu) {
     }
     for (int i = 0; i < 3 * ATTN_S; i++) mask[i] = i >= 2 * ATTN_S - 5 && i < 2 * ATTN_S ? -INFINITY : test_randf(&seed, -3, 0);
     kiln_network *net = mask_network();
-    kiln_build_config *cfg = mask_config(KILN_DEVICE_CPU, 0);
+    kiln_build_config *cfg = mask_config(KILN_DEVICE_CPU, KILN_BUILD_NO_FUSION);
     kiln_engine *cpu = NULL;
     ASSERT_OK(kiln_build(net, cfg, &cpu, NULL));
     kiln_build_config_free(cfg);

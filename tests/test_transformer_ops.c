@@ -11,6 +11,8 @@
 #include "test_ops_util.h"
 
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 enum { NB = 2, HEADS = NB * ATTN_H, N = HEADS * ATTN_S * ATTN_D };
@@ -203,6 +205,142 @@ TEST_IMPL(attention_mask_cpu) {
     kiln_engine_free(e);
 }
 
+/* The CPU kernel's tactics (1: 32-row score blocks, 2: 128) at 1 and 2
+ * threads, on odd sizes against a naive double reference: Q [B, H, Sq, D],
+ * K^T [B, H, D, Sk] (k_trans 1), V [B, H, Sk, Dv] and a [B, 1, Sq, Sk]
+ * mask (broadcast over the heads) of random values with -inf on some keys
+ * and on every key of query row 3 (its output: zeros).  Sizes: several
+ * row blocks with a partial last one; one head (fewer heads than threads:
+ * row ranges of a head split over the threads); no keys (zeros). */
+static void attn_odd_ref(const float *q, const float *kt, const float *v, const float *mask, int64_t bh, int64_t nh,
+                         int64_t sq, int64_t sk, int64_t d, int64_t dv, double scale, double *y) {
+    double *s = malloc((size_t)(sk ? sk : 1) * sizeof *s);
+    for (int64_t g = 0; g < bh; g++)
+        for (int64_t i = 0; i < sq; i++) {
+            double m = -INFINITY, sum = 0;
+            for (int64_t j = 0; j < sk; j++) {
+                double a = 0;
+                for (int64_t e = 0; e < d; e++) a += (double)q[(g * sq + i) * d + e] * kt[(g * d + e) * sk + j];
+                s[j] = a * scale + mask[(g / nh * sq + i) * sk + j];
+                m = s[j] > m ? s[j] : m;
+            }
+            for (int64_t j = 0; j < sk; j++) sum += s[j] = m == -INFINITY ? 0 : exp(s[j] - m);
+            for (int64_t e = 0; e < dv; e++) {
+                double a = 0;
+                for (int64_t j = 0; j < sk; j++) a += s[j] * v[(g * sk + j) * dv + e];
+                y[(g * sq + i) * dv + e] = sum > 0 ? a / sum : 0;
+            }
+        }
+    free(s);
+}
+
+TEST_IMPL(attention_cpu_tactics) {
+    static const int64_t sizes[][6] = {/* B, H, Sq, Sk, D, Dv */
+                                       {2, 3, 150, 45, 40, 24}, {1, 1, 67, 130, 17, 33}, {2, 2, 9, 0, 8, 5}};
+    for (size_t z = 0; z < sizeof sizes / sizeof *sizes; z++) {
+        const int64_t B = sizes[z][0], H = sizes[z][1], SQ = sizes[z][2], SK = sizes[z][3], D = sizes[z][4],
+                      DV = sizes[z][5], nq = B * H * SQ * D, nk = B * H * D * SK, nv = B * H * SK * DV,
+                      nm = B * SQ * SK, ny = B * H * SQ * DV;
+        float *q = malloc((size_t)nq * 4), *kt = malloc((size_t)(nk ? nk : 1) * 4), *v = malloc((size_t)(nv ? nv : 1) * 4),
+              *mask = malloc((size_t)(nm ? nm : 1) * 4), *y = malloc((size_t)ny * 4);
+        double *ref = malloc((size_t)ny * sizeof *ref);
+        uint64_t seed = 707 + z;
+        for (int64_t i = 0; i < nq; i++) q[i] = test_randf(&seed, -2, 2);
+        for (int64_t i = 0; i < nk; i++) kt[i] = test_randf(&seed, -2, 2);
+        for (int64_t i = 0; i < nv; i++) v[i] = test_randf(&seed, -1, 1);
+        for (int64_t i = 0; i < nm; i++) {
+            int64_t row = i / SK % SQ, key = i % SK;
+            mask[i] = row == 3 || key % 7 == 5 ? -INFINITY : test_randf(&seed, -3, 1);
+        }
+        attn_odd_ref(q, kt, v, mask, B * H, H, SQ, SK, D, DV, 0.37, ref);
+        kiln_network *net = kiln_network_create();
+        const int64_t dq[4] = {B, H, SQ, D}, dk[4] = {B, H, D, SK}, dvv[4] = {B, H, SK, DV}, dm[4] = {B, 1, SQ, SK};
+        const int64_t *dims[4] = {dq, dk, dvv, dm};
+        const char *in[4] = {"q", "kt", "v", "mask"}, *out[1] = {"y"};
+        for (int i = 0; i < 4; i++) ASSERT_OK(kiln_network_add_input(net, in[i], KILN_DTYPE_F32, 4, dims[i], NULL));
+        kiln_layer *l = kiln_network_add_layer(net, "kiln::attention", 1, "attn", 4, in, 1, out);
+        ASSERT(l);
+        ASSERT_OK(kiln_layer_set_float(l, "scale", 0.37));
+        ASSERT_OK(kiln_layer_set_int(l, "k_trans", 1));
+        ASSERT_OK(kiln_network_mark_output(net, "y"));
+        kiln_engine *e = test_build_ok(net, KILN_BUILD_NO_TIMING, 2, NULL);
+        kiln_network_free(net);
+        for (int tactic = 1; tactic <= 2; tactic++)
+            for (int threads = 1; threads <= 2; threads++) {
+                ASSERT_OK(test_force_tactic(e, 0, tactic));
+                kiln_context *c = NULL;
+                ASSERT_OK(kiln_context_create(e, threads, &c));
+                float *data[4] = {q, kt, v, mask};
+                const int64_t n[4] = {nq, nk, nv, nm};
+                for (int i = 0; i < 4; i++) ASSERT_OK(kiln_context_bind(c, in[i], data[i], (size_t)n[i] * 4));
+                ASSERT_OK(kiln_context_bind(c, "y", y, (size_t)ny * 4));
+                memset(y, 0xFF, (size_t)ny * 4);
+                ASSERT_OK(kiln_context_run(c));
+                char what[96];
+                snprintf(what, sizeof what, "attention %lldx%lldx%lld tactic %d threads %d", (long long)SQ,
+                         (long long)SK, (long long)D, tactic, threads);
+                test_check_close(what, y, ref, ny, 1e-5);
+                kiln_context_free(c);
+            }
+        kiln_engine_free(e);
+        free(q), free(kt), free(v), free(mask), free(y), free(ref);
+    }
+}
+
+/* The builder's rewrites on a CPU build of tests/fixtures/mha_encoder.onnx
+ * (torch's export, 2 layers, 4 heads of 8): two kiln::attention layers
+ * reading the packed projection through views and four
+ * kiln::add_layernorm, against the same file built without fusion (the
+ * ONNX ops one by one), at batches 1, 3, 8 and 1 and 2 threads. */
+TEST_IMPL(encoder_rewrites_cpu) {
+    enum { NMAX = 8 * MHA_S * MHA_E };
+    static float x[NMAX], ref[NMAX], y[NMAX];
+    kiln_engine *plain = mha_engine(KILN_DEVICE_CPU, KILN_BUILD_NO_FUSION), *e = mha_engine(KILN_DEVICE_CPU, 0);
+    int views = 0, addnorm = 0;
+    for (int32_t l = 0; l < e->nlayers; l++) {
+        kiln_attrs a = kiln__attrset_view(&e->layers[l].attrs);
+        views += !strcmp(e->layers[l].op_name, "attention") && kiln_attrs_ints(&a, "views", NULL) > 0;
+        addnorm += !strcmp(e->layers[l].op_name, "add_layernorm");
+    }
+    ASSERT_EQ(views, 2);
+    ASSERT_EQ(addnorm, 4);
+    const int64_t nbs[3] = {1, 3, 8};
+    for (int bi = 0; bi < 3; bi++)
+        for (int threads = 1; threads <= 2; threads++) {
+            int64_t n = nbs[bi] * MHA_S * MHA_E;
+            uint64_t seed = 900 + 7 * (uint64_t)bi + (uint64_t)threads;
+            for (int64_t i = 0; i < n; i++) x[i] = test_randf(&seed, -2, 2);
+            mha_run(plain, x, nbs[bi], ref, threads);
+            mha_run(e, x, nbs[bi], y, threads);
+            double worst = test_worst_rel(y, ref, n, 0);
+            if (!(worst <= 1e-5)) TEST__FAIL("batch %lld threads %d: max |y - ref| / (1 + |ref|) = %.3g",
+                                             (long long)nbs[bi], threads, worst);
+        }
+    kiln_engine_free(e);
+    kiln_engine_free(plain);
+}
+
+/* Gelu (exact, F32: the AVX-512 rational-erf kernel and its scalar tail)
+ * on 3 x 1001 values in [-7, 7] (past erf's clamp at |x| / sqrt 2 = 4) at
+ * 1 and 2 threads, against 0.5 x (1 + erf(x / sqrt 2)) in double. */
+TEST_IMPL(gelu_f32_reference) {
+    enum { GN = 3 * 1001 };
+    static float x[GN], y[GN];
+    static double ref[GN];
+    uint64_t seed = 808;
+    for (int i = 0; i < GN; i++) {
+        x[i] = test_randf(&seed, -7, 7);
+        ref[i] = 0.5 * x[i] * (1 + erf(x[i] / sqrt(2.0)));
+    }
+    for (int threads = 1; threads <= 2; threads++) {
+        const test_net_opts o = {.threads = threads};
+        tio in = {.name = "x", .t = KILN_DTYPE_F32, .nd = 2, .dims = {3, 1001}, .data = x};
+        tio out = {.name = "y", .t = KILN_DTYPE_F32, .nd = 2, .dims = {3, 1001}, .data = y};
+        ASSERT_OK(test_net_try(&o, "ai.onnx::Gelu", 20, 1, &in, 1, &out, NULL, NULL));
+        test_check_close("gelu", y, ref, GN, 2e-6);
+    }
+}
+
 TEST_IMPL(attention_shape_errors) {
     kiln_network *net = kiln_network_create();
     int64_t q[3] = {2, 5, 8}, k[3] = {2, 7, 9}, v[3] = {2, 7, 4};
@@ -231,26 +369,27 @@ TEST_IMPL(attention_shape_errors) {
     kiln_network_free(net);
 }
 
-TEST_IMPL(add_layernorm_cpu_reference) {
-    enum { R = 6, C = 40 };
-    static float a[R * C], b[R * C], s[C], bias[C], y[R * C];
-    static double ref[R * C];
-    uint64_t seed = 505;
-    for (int i = 0; i < R * C; i++) a[i] = test_randf(&seed, -3, 3), b[i] = test_randf(&seed, -1, 1);
-    for (int i = 0; i < C; i++) s[i] = test_randf(&seed, 0.5f, 2), bias[i] = test_randf(&seed, -1, 1);
-    for (int r = 0; r < R; r++) {
+/* Rows [2, R/2, C] at 1 and 2 threads: a few rows of 40, and many rows of
+ * an odd 37 (a tail past the 16-float lanes; rows split over threads). */
+static void add_layernorm_case(int64_t R, int64_t C, int threads, uint64_t seed) {
+    float *a = malloc((size_t)(R * C) * 4), *b = malloc((size_t)(R * C) * 4), *s = malloc((size_t)C * 4),
+          *bias = malloc((size_t)C * 4), *y = malloc((size_t)(R * C) * 4);
+    double *ref = malloc((size_t)(R * C) * sizeof *ref);
+    for (int64_t i = 0; i < R * C; i++) a[i] = test_randf(&seed, -3, 3), b[i] = test_randf(&seed, -1, 1) + 5;
+    for (int64_t i = 0; i < C; i++) s[i] = test_randf(&seed, 0.5f, 2), bias[i] = test_randf(&seed, -1, 1);
+    for (int64_t r = 0; r < R; r++) {
         double m = 0, var = 0;
-        for (int i = 0; i < C; i++) m += (double)a[r * C + i] + b[r * C + i];
-        m /= C;
-        for (int i = 0; i < C; i++) {
+        for (int64_t i = 0; i < C; i++) m += (double)a[r * C + i] + b[r * C + i];
+        m /= (double)C;
+        for (int64_t i = 0; i < C; i++) {
             double d = (double)a[r * C + i] + b[r * C + i] - m;
             var += d * d;
         }
-        double rs = 1 / sqrt(var / C + 1e-3);
-        for (int i = 0; i < C; i++) ref[r * C + i] = ((double)a[r * C + i] + b[r * C + i] - m) * rs * s[i] + bias[i];
+        double rs = 1 / sqrt(var / (double)C + 1e-3);
+        for (int64_t i = 0; i < C; i++) ref[r * C + i] = ((double)a[r * C + i] + b[r * C + i] - m) * rs * s[i] + bias[i];
     }
     kiln_network *net = kiln_network_create();
-    int64_t d[3] = {2, 3, C}, cd[1] = {C};
+    int64_t d[3] = {2, R / 2, C}, cd[1] = {C};
     ASSERT_OK(kiln_network_add_input(net, "a", KILN_DTYPE_F32, 3, d, NULL));
     ASSERT_OK(kiln_network_add_input(net, "b", KILN_DTYPE_F32, 3, d, NULL));
     ASSERT_OK(kiln_network_add_constant(net, "s", KILN_DTYPE_F32, 1, cd, s));
@@ -260,18 +399,26 @@ TEST_IMPL(add_layernorm_cpu_reference) {
     ASSERT(l);
     ASSERT_OK(kiln_layer_set_float(l, "epsilon", 1e-3));
     ASSERT_OK(kiln_network_mark_output(net, "y"));
-    kiln_engine *e = test_build_ok(net, KILN_BUILD_NO_TIMING, 1, NULL);
+    kiln_engine *e = test_build_ok(net, KILN_BUILD_NO_TIMING, threads, NULL);
     kiln_network_free(net);
     kiln_context *c = NULL;
-    ASSERT_OK(kiln_context_create(e, 1, &c));
-    ASSERT_OK(kiln_context_bind(c, "a", a, sizeof a));
-    ASSERT_OK(kiln_context_bind(c, "b", b, sizeof b));
-    ASSERT_OK(kiln_context_bind(c, "y", y, sizeof y));
-    memset(y, 0xFF, sizeof y);
+    ASSERT_OK(kiln_context_create(e, threads, &c));
+    ASSERT_OK(kiln_context_bind(c, "a", a, (size_t)(R * C) * 4));
+    ASSERT_OK(kiln_context_bind(c, "b", b, (size_t)(R * C) * 4));
+    ASSERT_OK(kiln_context_bind(c, "y", y, (size_t)(R * C) * 4));
+    memset(y, 0xFF, (size_t)(R * C) * 4);
     ASSERT_OK(kiln_context_run(c));
     test_check_close("add_layernorm", y, ref, R * C, 1e-5);
     kiln_context_free(c);
     kiln_engine_free(e);
+    free(a), free(b), free(s), free(bias), free(y), free(ref);
 }
 
-TEST_LIST(TEST_ENTRY(attention_cpu_reference), TEST_ENTRY(attention_views_cpu), TEST_ENTRY(attention_mask_cpu), TEST_ENTRY(attention_shape_errors), TEST_ENTRY(add_layernorm_cpu_reference))
+TEST_IMPL(add_layernorm_cpu_reference) {
+    add_layernorm_case(6, 40, 1, 505);
+    add_layernorm_case(6, 40, 2, 506);
+    add_layernorm_case(300, 37, 1, 507);
+    add_layernorm_case(300, 37, 2, 508);
+}
+
+TEST_LIST(TEST_ENTRY(attention_cpu_reference), TEST_ENTRY(attention_views_cpu), TEST_ENTRY(attention_mask_cpu), TEST_ENTRY(attention_cpu_tactics), TEST_ENTRY(encoder_rewrites_cpu), TEST_ENTRY(gelu_f32_reference), TEST_ENTRY(attention_shape_errors), TEST_ENTRY(add_layernorm_cpu_reference))

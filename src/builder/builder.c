@@ -5,8 +5,8 @@
  *   1-3. shape.c: symbols for dynamic input dims (profiles), shape
  *      inference with constant folding and sub-network inlining, dead layers;
  *      pointwise_fold.c (HardSwish chains, a Conv's scale/shift) and
- *      rewrite patterns before the dead-layer pass: for CUDA
- *      transformer.c, for the CPU mbconv_fuse.c (MobileNet blocks).
+ *      rewrite patterns before the dead-layer pass: transformer.c
+ *      (both devices), for the CPU mbconv_fuse.c (MobileNet blocks).
  *   4. select.c: type/format/tactic per layer, by timing (timing cache).
  *   5. emit.c: reformat and in-place copy layers, memory plan, engine.
  */
@@ -466,7 +466,7 @@ static int build_pass(const kiln_network *net, const kiln_build_config *cfg, kil
     rc = kiln__b_process_net(&b, net, NULL, NULL, "", 0);
     if (rc) goto done;
     if ((rc = kiln__b_pointwise_fold(&b))) goto done;
-    if (b.cuda && (rc = kiln__b_transformer(&b))) goto done;
+    if ((rc = kiln__b_transformer(&b))) goto done;
     if ((rc = kiln__b_mbconv(&b))) goto done;
     kiln__b_dead_code(&b);
     rc = kiln__b_select(&b);

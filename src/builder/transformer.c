@@ -1,7 +1,8 @@
 /*
- * transformer.c — the builder's transformer rewrites (CUDA builds, before
- * selection, so each new layer is placed, typed and timed like any other;
- * the dead chains are removed by the dead-code pass after them).
+ * transformer.c — the builder's transformer rewrites (CPU and CUDA builds,
+ * before selection, so each new layer is placed, typed and timed like any
+ * other; the dead chains are removed by the dead-code pass after them).
+ * CPU builds fuse F32 only (the CPU kernels' type) and take any head dim.
  *
  * Attention: the ONNX chain exporters write for scaled dot-product
  * attention
@@ -22,7 +23,7 @@
  * Transpose back to batch-first follows, in the layout that makes it a
  * Reshape (out_projection_transpose).  The leading
  * (batch, head) dims of Q, K, V must be the same expressions and the head
- * dims static and <= KILN_CU_ATTN_DMAX (the GPU kernel's bound).
+ * dims static (on CUDA builds <= KILN_CU_ATTN_DMAX, the GPU kernel's bound).
  *
  * Residual + norm: LayerNormalization(Add(a, b), scale, bias) with a and b
  * of the same dims (post-norm transformers' "x + sublayer(x)") becomes one
@@ -78,9 +79,10 @@ static void strip_scale(const builder *b, const int *uses, int *t, double *scale
         }
 }
 
-/* The types the GPU kernels take (F64 stays off: the CPU reference is F32). */
-static int gpu_float(kiln_dtype t) {
-    return t == KILN_DTYPE_F32 || t == KILN_DTYPE_F16 || t == KILN_DTYPE_BF16;
+/* The types the kernels take: the GPU's F32/F16/BF16, the CPU's F32 (F64
+ * stays off on both). */
+static int kernel_float(const builder *b, kiln_dtype t) {
+    return t == KILN_DTYPE_F32 || (b->cuda && (t == KILN_DTYPE_F16 || t == KILN_DTYPE_BF16));
 }
 
 static int static_dim(const bt *t, int d, int64_t *v) {
@@ -348,9 +350,9 @@ static int try_attention(builder *b, int sm, const int *uses, const kiln__op *op
     const bt *q = &b->t[Q], *k = &b->t[K], *v = &b->t[V], *y = &b->t[Y];
     int r = q->ndim;
     int64_t D, Dv;
-    if (r < 2 || k->ndim != r || v->ndim != r || y->ndim != r || !gpu_float(q->dtype) ||
+    if (r < 2 || k->ndim != r || v->ndim != r || y->ndim != r || !kernel_float(b, q->dtype) ||
         k->dtype != q->dtype || v->dtype != q->dtype || y->dtype != q->dtype || !static_dim(q, -1, &D) ||
-        !static_dim(v, -1, &Dv) || D < 1 || Dv < 1 || D > KILN_CU_ATTN_DMAX || Dv > KILN_CU_ATTN_DMAX)
+        !static_dim(v, -1, &Dv) || D < 1 || Dv < 1 || (b->cuda && (D > KILN_CU_ATTN_DMAX || Dv > KILN_CU_ATTN_DMAX)))
         return 0;
     for (int d = 0; d + 2 < r; d++)
         if (k->dims[d] != q->dims[d] || v->dims[d] != q->dims[d] || y->dims[d] != q->dims[d]) return 0;
@@ -544,7 +546,7 @@ static int try_add_norm(builder *b, int li, const int *uses, const kiln__op *op)
     if (!private_tensor(b, uses, X) || !is_op(b, add, "Add") || b->l[add].nin != 2) return 0;
     int A = b->l[add].in[0], B = b->l[add].in[1];
     const bt *x = &b->t[X], *ta = &b->t[A], *tb = &b->t[B];
-    if (ta->kind == BT_CONST || tb->kind == BT_CONST || !gpu_float(x->dtype) || ta->dtype != x->dtype ||
+    if (ta->kind == BT_CONST || tb->kind == BT_CONST || !kernel_float(b, x->dtype) || ta->dtype != x->dtype ||
         tb->dtype != x->dtype || ta->ndim != x->ndim || tb->ndim != x->ndim)
         return 0;
     for (int d = 0; d < x->ndim; d++)

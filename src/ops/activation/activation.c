@@ -366,6 +366,41 @@ UN_OP(isnan_, "IsNaN", 9, tab_ISNAN, 1, NULL, cu_class, "x is NaN")
 UN_OP(isinf_, "IsInf", 10, tab_ISINF, 1, a_isinf, cu_class, "x is +/-infinity (per detect_*)")
 
 /* Gelu (opset 20): approximate = "none" (erf) or "tanh". */
+/* Exact (erf) GELU of F32 on AVX-512, erf as the odd/even rational
+ * minimax form Eigen uses for float (p(x)/q(x) on x clamped to [-4, 4],
+ * abs error < 5e-7, like ferf_f32's), the division by rcp14 and one Newton
+ * step: ~25 instructions per 16 lanes where GCC's vectorization of the
+ * scalar form kept a division and the exp (~0.9 ns/element before, ~0.4
+ * now).  Other targets and the tail take the scalar form. */
+static void gelu_f32(const void *x_, void *y_, int64_t n, const uparam *p) {
+    const float *x = x_;
+    float *y = y_;
+    int64_t i = 0;
+#if defined(__AVX512F__)
+    static const float num[7] = {-2.72614225801306e-10f, 2.77068142495902e-08f, -2.10102402082508e-06f,
+                                 -5.69250639462346e-05f, -7.34990630326855e-04f, -2.95459980854025e-03f,
+                                 -1.60960333262415e-02f},
+                       den[5] = {-1.45660718464996e-05f, -2.13374055278905e-04f, -1.68282697438203e-03f,
+                                 -7.37332916720468e-03f, -1.42647390514189e-02f};
+    for (; i + 16 <= n; i += 16) {
+        __m512 v = _mm512_loadu_ps(x + i), u = _mm512_mul_ps(v, _mm512_set1_ps(0.70710678118654752440f));
+        u = _mm512_min_ps(_mm512_set1_ps(4.0f), _mm512_max_ps(_mm512_set1_ps(-4.0f), u)); /* NaN kept */
+        __m512 z = _mm512_mul_ps(u, u), pn = _mm512_set1_ps(num[0]), qd = _mm512_set1_ps(den[0]);
+        for (int k = 1; k < 7; k++) pn = _mm512_fmadd_ps(pn, z, _mm512_set1_ps(num[k]));
+        for (int k = 1; k < 5; k++) qd = _mm512_fmadd_ps(qd, z, _mm512_set1_ps(den[k]));
+        __m512 t = _mm512_rcp14_ps(qd);
+        t = _mm512_mul_ps(t, _mm512_fnmadd_ps(qd, t, _mm512_set1_ps(2.0f))); /* 1/q: t (2 - q t) */
+        __m512 erf = _mm512_mul_ps(_mm512_mul_ps(pn, u), t);
+        /* |u| = 4: erf is +-1 in float; exactly, so GELU(-inf) = -inf * 0 = NaN as the formula gives */
+        erf = _mm512_mask_mov_ps(erf, _mm512_cmp_ps_mask(_mm512_abs_ps(u), _mm512_set1_ps(4.0f), _CMP_EQ_OQ),
+                                 _mm512_mul_ps(u, _mm512_set1_ps(0.25f)));
+        _mm512_storeu_ps(y + i, _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(0.5f), v),
+                                              _mm512_add_ps(_mm512_set1_ps(1.0f), erf)));
+    }
+#endif
+    tab_GELU[KILN_DTYPE_F32](x + i, y + i, n - i, p);
+}
+
 static const kiln_attr_def a_gelu[] = {
     {.name = "approximate", .type = KILN_ATTR_STRING, .def = "none", .doc = "none or tanh"},
     {NULL}};
@@ -383,6 +418,8 @@ static int gelu_shape(kiln_shape_ctx *c) {
 static int gelu_impl(const kiln_call *c) {
     int t = 0, r = gelu_tanh(c->attrs, &t);
     uparam p = {0};
+    static const un_fn tab_gelu_fast[KILN_DTYPE_COUNT_] = {[KILN_DTYPE_F32] = gelu_f32};
+    if (!r && !t && c->in[0].dtype == KILN_DTYPE_F32) return un_run(c, tab_gelu_fast, &p);
     return r ? r : un_run(c, t ? tab_GELUT : tab_GELU, &p);
 }
 static int gelu_cuda(const kiln_call *c) { return kiln__cu_unary(c, "Gelu"); }
@@ -390,7 +427,7 @@ static int gelu_cuda(const kiln_call *c) { return kiln__cu_unary(c, "Gelu"); }
 static int gelu_epi(const kiln_epilogue_args *a, float *x, int64_t n, int64_t ch, int64_t chan_len) {
     (void)ch, (void)chan_len;
     uparam p = {0};
-    (a->p[0] != 0.0f ? tab_GELUT : tab_GELU)[KILN_DTYPE_F32](x, x, n, &p);
+    (a->p[0] != 0.0f ? tab_GELUT[KILN_DTYPE_F32] : gelu_f32)(x, x, n, &p);
     return 0;
 }
 static int gelu_epi_check(kiln_epilogue_args *a) {

@@ -46,10 +46,15 @@ typedef struct sm_task {
     int64_t L, inner;
 } sm_task;
 
-/* One contiguous row (the common last-axis case): lane arrays the compiler
+/* One contiguous row (the common last-axis case): Softmax by
+ * fsoftmax_row_f32 (fastmath.h), LogSoftmax in lane arrays the compiler
  * maps to vector registers (max, then exp with the sum), fexp_f32. */
 enum { SM_LANES = 16 };
 static void sm_row_contig(const float *x, float *y, int64_t L, int kind) {
+    if (kind == K_SOFTMAX) {
+        fsoftmax_row_f32(x, y, L, 0);
+        return;
+    }
     float m[SM_LANES];
     for (int j = 0; j < SM_LANES; j++) m[j] = -INFINITY;
     int64_t k = 0;
@@ -59,31 +64,13 @@ static void sm_row_contig(const float *x, float *y, int64_t L, int kind) {
     for (int j = 0; j < SM_LANES; j++) mx = m[j] > mx ? m[j] : mx;
     for (; k < L; k++) mx = x[k] > mx ? x[k] : mx;
     float acc[SM_LANES] = {0};
-    k = 0;
-    if (kind == K_SOFTMAX) {
-        for (; k + SM_LANES <= L; k += SM_LANES)
-            for (int j = 0; j < SM_LANES; j++) {
-                float v = fexp_f32(x[k + j] - mx);
-                y[k + j] = v;
-                acc[j] += v;
-            }
-        double sum = 0;
-        for (; k < L; k++) {
-            y[k] = fexp_f32(x[k] - mx);
-            sum += y[k];
-        }
-        for (int j = 0; j < SM_LANES; j++) sum += acc[j];
-        float inv = (float)(1.0 / sum);
-        for (k = 0; k < L; k++) y[k] *= inv;
-    } else {
-        for (; k + SM_LANES <= L; k += SM_LANES)
-            for (int j = 0; j < SM_LANES; j++) acc[j] += fexp_f32(x[k + j] - mx);
-        double sum = 0;
-        for (; k < L; k++) sum += fexp_f32(x[k] - mx);
-        for (int j = 0; j < SM_LANES; j++) sum += acc[j];
-        float ls = (float)log(sum);
-        for (k = 0; k < L; k++) y[k] = x[k] - mx - ls;
-    }
+    for (k = 0; k + SM_LANES <= L; k += SM_LANES)
+        for (int j = 0; j < SM_LANES; j++) acc[j] += fexp_f32(x[k + j] - mx);
+    double sum = 0;
+    for (; k < L; k++) sum += fexp_f32(x[k] - mx);
+    for (int j = 0; j < SM_LANES; j++) sum += acc[j];
+    float ls = (float)log(sum);
+    for (k = 0; k < L; k++) y[k] = x[k] - mx - ls;
 }
 
 static void sm_rows(void *ud, int64_t b, int64_t e) {

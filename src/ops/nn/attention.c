@@ -9,10 +9,10 @@
  *
  * The builder makes it from the ONNX chain MatMul(Q, K^T) [-> Mul/Div by a
  * scalar] -> Softmax(last axis) -> MatMul(., V), with scalar Muls on Q or
- * K^T and a Transpose of K folded in (builder/transformer.c), on CUDA
- * builds: the GPU runs it as one flash-style kernel (attention.cu: scores
- * never leave the chip; FP32 accumulation, FP16/BF16 I/O).  The CPU
- * implementation here is the naive reference (double accumulation).
+ * K^T and a Transpose of K folded in (builder/transformer.c).  The GPU
+ * runs it as one flash-style kernel (attention.cu: scores never leave the
+ * chip; FP32 accumulation, FP16/BF16 I/O); the CPU as blocks of query rows
+ * whose scores stay in cache (attn_cpu below).
  *
  * Input 3, optional: an additive mask broadcast to the scores [.., Sq, Sk]
  * (rank <= 4), added after the scale.
@@ -25,9 +25,10 @@
 #include "ops/common/cuda_impls.h"
 #include "ops/common/ops_util.h"
 #include "ops/nn/attention.h"
+#include "device/cpu/fastmath.h"
+#include "device/cpu/sgemm.h"
 
 #include <math.h>
-#include <stdlib.h>
 #include <string.h>
 
 static const kiln_attr_def attn_attrs[] = {
@@ -284,45 +285,95 @@ int kiln__attn_geometry(const kiln_call *c, kiln_cu_flash *p, int64_t off[3]) {
     return rc ? rc : mask_geometry(c, p);
 }
 
-static int attn_cpu(const kiln_call *c) {
+/* The CPU kernel: per (batch, head), K^T and V packed once into the
+ * SGEMM's panel layout (per-thread scratch), then per block of `rows`
+ * query rows the scores S = scale Q K^T (+ mask) [rows, Sk] (scratch, in
+ * cache), softmax over each row in place (a row with every score -inf
+ * gives zeros), and Y rows = P V written through Y's strides.  The SGEMM
+ * runs serially: heads (or, with fewer heads than threads, row ranges of
+ * one head) are what is split over the threads.  Tactic = rows per
+ * block: 1 -> 32 (S in L1 for Sk <= 128), 2 -> 128 (fewer calls); the
+ * builder times both. */
+typedef struct attn_task {
     kiln_cu_flash p;
-    int64_t off[3];
-    int rc = kiln__attn_geometry(c, &p, off);
-    if (rc) return rc;
-    const double scale = kiln_attrs_float(c->attrs, "scale");
-    const float *q = (const float *)c->in[0].data + off[0], *k = (const float *)c->in[1].data + off[1],
-                *v = (const float *)c->in[2].data + off[2];
-    const float *mask = p.has_mask ? c->in[3].data : NULL;
-    float *y = c->out[0].data;
-    double *s = malloc((size_t)(p.sk ? p.sk : 1) * sizeof *s);
-    if (!s) return kiln_set_error(KILN_ENOMEM, "attention: out of memory");
-    for (int64_t b = 0; b < p.nb; b++)
-        for (int64_t h = 0; h < p.nh; h++) {
-            const float *qb = q + b * p.qs[0] + h * p.qs[1], *kb = k + b * p.ks[0] + h * p.ks[1],
-                        *vb = v + b * p.vs[0] + h * p.vs[1];
-            float *yb = y + b * p.ys[0] + h * p.ys[1];
-            for (int64_t i = 0; i < p.sq; i++) {
-                double m = -INFINITY, sum = 0;
-                for (int64_t j = 0; j < p.sk; j++) {
-                    double a = 0;
-                    for (int d = 0; d < p.d; d++) a += (double)qb[i * p.qs[2] + d] * kb[j * p.ks[2] + d * p.kd];
-                    s[j] = a * scale + (mask ? mask[b * p.ms[0] + h * p.ms[1] + i * p.ms[2] + j * p.ms[3]] : 0);
-                    m = s[j] > m ? s[j] : m;
+    const float *q, *k, *v, *mask;
+    float *y;
+    float scale;
+    int64_t rows, parts; /* rows per block; parts per head */
+    int err;
+} attn_task;
+
+static void attn_heads(void *ud, int64_t begin, int64_t end) {
+    attn_task *t = ud;
+    const kiln_cu_flash *p = &t->p;
+    const size_t kf = kiln__sgemm_pack_b_floats(p->d, p->sk), vf = kiln__sgemm_pack_b_floats(p->sk, p->dv);
+    float *s = kiln__cpu_scratch(1, (size_t)(t->rows * p->sk)), *pk = kiln__cpu_scratch(2, kf + vf);
+    if (!s || !pk) {
+        t->err = 1;
+        return;
+    }
+    const int64_t nblk = (p->sq + t->rows - 1) / t->rows;
+    for (int64_t it = begin; it < end; it++) {
+        int64_t bh = it / t->parts, b = bh / p->nh, h = bh % p->nh, blk0, blk1;
+        kiln_split_range(nblk, (int)(it % t->parts), (int)t->parts, &blk0, &blk1);
+        kiln__gemm g1 = {.N = p->sk, .K = p->d, .alpha = t->scale, .b = t->k + b * p->ks[0] + h * p->ks[1],
+                         .b_rs = p->kd, .b_cs = p->ks[2], .b_packed = pk, .c = s, .ldc = p->sk, .a_cs = 1,
+                         .a_rs = p->qs[2]};
+        kiln__gemm g2 = {.N = p->dv, .K = p->sk, .alpha = 1, .b = t->v + b * p->vs[0] + h * p->vs[1],
+                         .b_rs = p->vs[2], .b_cs = 1, .b_packed = pk + kf, .a = s, .a_rs = p->sk, .a_cs = 1,
+                         .ldc = p->ys[2]};
+        if (p->d > 0) kiln__sgemm_pack_b(&g1, pk);
+        kiln__sgemm_pack_b(&g2, pk + kf);
+        for (int64_t i0 = blk0 * t->rows; i0 < blk1 * t->rows && i0 < p->sq; i0 += t->rows) {
+            int64_t m = p->sq - i0 < t->rows ? p->sq - i0 : t->rows;
+            g1.M = g2.M = m;
+            g1.a = t->q + b * p->qs[0] + h * p->qs[1] + i0 * p->qs[2];
+            if (p->d > 0) kiln__sgemm_serial(&g1);
+            else memset(s, 0, (size_t)(m * p->sk) * sizeof *s); /* Q K^T of empty rows */
+            for (int64_t i = 0; i < m; i++) {
+                float *si = s + i * p->sk;
+                if (t->mask) {
+                    const float *mi = t->mask + b * p->ms[0] + h * p->ms[1] + (i0 + i) * p->ms[2];
+                    for (int64_t j = 0; j < p->sk; j++) si[j] += mi[j * p->ms[3]];
                 }
-                for (int64_t j = 0; j < p.sk; j++) sum += s[j] = exp(s[j] - m);
-                for (int e = 0; e < p.dv; e++) {
-                    double a = 0;
-                    for (int64_t j = 0; j < p.sk; j++) a += s[j] * vb[j * p.vs[2] + e];
-                    yb[i * p.ys[2] + e] = (float)(sum > 0 ? a / sum : 0);
-                }
+                fsoftmax_row_f32(si, si, p->sk, 1);
             }
+            g2.c = t->y + b * p->ys[0] + h * p->ys[1] + i0 * p->ys[2];
+            kiln__sgemm_serial(&g2);
         }
-    free(s);
-    return 0;
+    }
+}
+
+static int attn_cpu(const kiln_call *c) {
+    attn_task t = {.rows = c->tactic == 2 ? 128 : 32};
+    int64_t off[3];
+    int rc = kiln__attn_geometry(c, &t.p, off);
+    if (rc) return rc;
+    const kiln_cu_flash *p = &t.p;
+    t.q = (const float *)c->in[0].data + off[0];
+    t.k = (const float *)c->in[1].data + off[1];
+    t.v = (const float *)c->in[2].data + off[2];
+    t.mask = p->has_mask ? c->in[3].data : NULL;
+    t.y = c->out[0].data;
+    t.scale = (float)kiln_attrs_float(c->attrs, "scale");
+    if (p->sk == 0) { /* no keys: zeros, as an empty softmax */
+        for (int64_t bh = 0; bh < p->nb * p->nh; bh++)
+            for (int64_t i = 0; i < p->sq; i++)
+                memset(t.y + bh / p->nh * p->ys[0] + bh % p->nh * p->ys[1] + i * p->ys[2], 0,
+                       (size_t)p->dv * sizeof *t.y);
+        return 0;
+    }
+    const int64_t heads = p->nb * p->nh, nth = kiln_exec_threads(c->exec), nblk = (p->sq + t.rows - 1) / t.rows;
+    t.parts = heads >= nth ? 1 : (nth + heads - 1) / heads < nblk ? (nth + heads - 1) / heads : nblk;
+    if (t.parts < 1) t.parts = 1;
+    kiln_exec_parallel_for(c->exec, heads * t.parts, 1, attn_heads, &t);
+    return t.err ? kiln_set_error(KILN_ENOMEM, "attention: out of memory (%lld x %lld scores)", (long long)t.rows,
+                                  (long long)p->sk)
+                 : 0;
 }
 static int attn_impl(const kiln_call *c) { return kiln__ops_as_f32(c, attn_cpu); }
 
-static const kiln_combo attn_formats[] = {{.types = "FP32"}, {0}};
+static const kiln_combo attn_formats[] = {{.types = "FP32", .tactics = {1, 2}}, {0}};
 static const kiln_combo attn_cuda_formats[] = {{.types = "FP32|FP16|BF16", .tactics = {1, 2, 3, 4, 5}}, {0}};
 static const kiln_quick_op attention_op = {
     .ns = "kiln", .name = "attention", .version = 1, .min_inputs = 3, .max_inputs = 4, .num_outputs = 1,
