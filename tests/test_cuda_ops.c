@@ -346,6 +346,16 @@ static const tcase cases[] = {
     {"Resize", 13, 3, 1, {{F32, 4, {1, 1, 4, 5}}, {NONE}, {F32, 1, {4}, FLS(1, 1, 2, 2)}}, {{F32, 4, {1, 1, 8, 10}}}},
     {"Resize", 13, 3, 1, {{F16, 4, {2, 3, 5, 7}}, {NONE}, {F32, 1, {4}, FLS(1, 1, 2, 2)}}, {{F16, 4, {2, 3, 10, 14}}},
      {A_STR("coordinate_transformation_mode", "asymmetric"), A_STR("nearest_mode", "floor")}},
+    /* nearest over H and W only runs resize_rows_<T>: downscale and odd
+     * scales, rows wider than a block (300 > 256 columns), 3-D; a channel
+     * resize takes the general kernel */
+    {"Resize", 13, 3, 1, {{F32, 4, {2, 3, 10, 9}}, {NONE}, {F32, 1, {4}, FLS(1, 1, 0.6f, 1.7f)}},
+     {{F32, 4, {2, 3, 6, 15}}}, {A_STR("coordinate_transformation_mode", "align_corners"),
+                                 A_STR("nearest_mode", "round_prefer_ceil")}},
+    {"Resize", 13, 3, 1, {{F16, 4, {1, 2, 3, 150}}, {NONE}, {F32, 1, {4}, FLS(1, 1, 2, 2)}}, {{F16, 4, {1, 2, 6, 300}}}},
+    {"Resize", 13, 4, 1, {{F32, 3, {2, 5, 7}}, {NONE}, {NONE}, {I64, 1, {3}, INTS(2, 9, 4)}}, {{F32, 3, {2, 9, 4}}},
+     {A_STR("nearest_mode", "ceil")}},
+    {"Resize", 13, 3, 1, {{F32, 4, {1, 3, 4, 5}}, {NONE}, {F32, 1, {4}, FLS(1, 2, 1, 1)}}, {{F32, 4, {1, 6, 4, 5}}}},
     {"Resize", 13, 4, 1, {{F32, 4, {1, 2, 4, 5}}, {NONE}, {NONE}, {I64, 1, {4}, INTS(1, 2, 7, 9)}},
      {{F32, 4, {1, 2, 7, 9}}}, {A_STR("mode", "linear"), A_STR("coordinate_transformation_mode", "align_corners")}},
     {"Resize", 13, 3, 1, {{F32, 4, {1, 1, 6, 6}}, {NONE}, {F32, 1, {4}, FLS(1, 1, 0.5f, 1.5f)}},

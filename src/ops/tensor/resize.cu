@@ -6,6 +6,8 @@
  * then to 1 (nearest), 2 (linear) or 4 (cubic) taps; the output is the
  * weighted sum over the product of the dims' taps (identity dims take one
  * tap).  tf_crop_and_resize writes the extrapolation value outside.
+ * resize_rows_<T>: nearest mode resizing H and W only (the common
+ * upsampling of detection necks), by rows with the taps in shared memory.
  */
 #include "ops/common/cuda_common.cuh"
 
@@ -134,3 +136,41 @@ template <typename T> __device__ __forceinline__ void kc_resize(const kiln_cu_re
 #define KC_RESIZE(S, T)                                                                       \
     extern "C" __global__ void resize_##S(kiln_cu_resize p, const T *x, T *y) { kc_resize<T>(p, x, y); }
 KC_FLOATS(KC_RESIZE)
+
+/* Nearest mode where only the last two dims (H, W) resize: the source
+ * row of every output row and the source column of every output column
+ * come from kc_rz_taps once per block into shared memory (sy[out_h],
+ * sx[out_w]), and each thread of a (blockDim.x columns, blockDim.y rows)
+ * block copies one element per step: a gather from one source row to
+ * one coalesced output row.  resize_<T> does the same arithmetic per
+ * element and per dim (64-bit divisions, double coordinates): PP-OCRv4
+ * det's 2x upsampling of [32, 96, 80, 80] FP16 took 2.1 ms there. */
+template <typename T> __device__ __forceinline__ void kc_resize_rows(const kiln_cu_resize &p, const T *x, T *y) {
+    extern __shared__ int32_t kc_rz_sh[];
+    const int h = p.ndim - 2, w = p.ndim - 1;
+    const int32_t oh = (int32_t)p.out_dims[h], ow = (int32_t)p.out_dims[w];
+    const int64_t ih = p.in_dims[h], iw = p.in_dims[w];
+    int32_t *sy = kc_rz_sh, *sx = kc_rz_sh + oh;
+    const int tid = threadIdx.y * blockDim.x + threadIdx.x, nt = blockDim.x * blockDim.y;
+    int64_t ii[4];
+    float ww[4];
+    for (int32_t o = tid; o < oh + ow; o += nt) {
+        const int ax = o < oh ? h : w;
+        kc_rz_taps(p, ax, o < oh ? o : o - oh, ii, ww);
+        kc_rz_sh[o] = (int32_t)ii[0];
+    }
+    __syncthreads();
+    int64_t planes = 1;
+    for (int d = 0; d < h; d++) planes *= p.out_dims[d];
+    const uint32_t rows = (uint32_t)(planes * oh);
+    for (uint32_t r = blockIdx.x * blockDim.y + threadIdx.y; r < rows; r += gridDim.x * blockDim.y) {
+        const uint32_t plane = r / (uint32_t)oh, oy = r - plane * (uint32_t)oh;
+        const T *src = x + ((int64_t)plane * ih + sy[oy]) * iw;
+        T *dst = y + (int64_t)r * ow;
+        for (int32_t ox = threadIdx.x; ox < ow; ox += blockDim.x) dst[ox] = src[sx[ox]];
+    }
+}
+
+#define KC_RESIZE_ROWS(S, T)                                                                  \
+    extern "C" __global__ void resize_rows_##S(kiln_cu_resize p, const T *x, T *y) { kc_resize_rows<T>(p, x, y); }
+KC_FLOATS(KC_RESIZE_ROWS)
