@@ -235,6 +235,11 @@ static const tcase cases[] = {
     /* kernel == stride (PP-OCR's 2x2/2): the one-tap kernel; grouped, FP16; then padded with output_padding */
     {"ConvTranspose", 11, 3, 1, {{F16, 4, {2, 4, 5, 3}}, {F16, 4, {4, 3, 2, 2}, .lo = -0.5f, .hi = 0.5f}, {F16, 1, {6}}},
      {{F16, 4, {2, 6, 10, 6}}}, {A_INT("group", 2), A_INTS("strides", 2, 2)}, 1e-2},
+    /* one tap, 24 input channels (conv_transpose1c, PP-OCR's head); 40 (more than it keeps in registers) */
+    {"ConvTranspose", 11, 3, 1, {{F32, 4, {2, 24, 5, 6}}, {F32, 4, {24, 5, 2, 2}, .lo = -0.5f, .hi = 0.5f}, {F32, 1, {5}}},
+     {{F32, 4, {2, 5, 10, 12}}}, {A_INTS("strides", 2, 2)}, 1e-4},
+    {"ConvTranspose", 11, 2, 1, {{F16, 4, {1, 40, 3, 4}}, {F16, 4, {40, 3, 2, 2}, .lo = -0.5f, .hi = 0.5f}},
+     {{F16, 4, {1, 3, 6, 8}}}, {A_INTS("strides", 2, 2)}, 1e-2},
     {"ConvTranspose", 11, 2, 1, {{F32, 4, {1, 3, 4, 5}}, {F32, 4, {3, 2, 3, 2}}}, {{F32, 4, {1, 2, 13, 10}}},
      {A_INTS("strides", 3, 2), A_INTS("pads", 1, 0, 0, 1), A_INTS("output_padding", 2, 1)}, 1e-4},
     /* 3-D (conv3d.cu): grouped, strided, dilated, padded; transposed with output_padding */

@@ -43,7 +43,8 @@
  * channel-innermost output after it.  The other tactics refuse NHWC
  * (KILN_EUNSUPPORTED: the builder drops them).
  * ConvTranspose: conv_transpose_<T> (gather form, no atomics), or
- * conv_transpose1_<T> where the kernel equals the stride (one tap).
+ * conv_transpose1_<T> where the kernel equals the stride (one tap), or
+ * conv_transpose1c_<T> there with at most 32 input channels a group.
  * A fused activation (kiln__epi_cuda_act) is applied by conv_direct,
  * conv_transpose and bias_act before their one rounding store.  A fused
  * residual Add (kiln__epi_cuda_residual: an extra input of the output's
@@ -438,6 +439,10 @@ int kiln__cu_conv_transpose(const kiln_call *c) {
     const int one_tap = p.kh == p.sh && p.kw == p.sw && p.dh == 1 && p.dw == 1 && p.ph >= 0 && p.pw >= 0 &&
                         kiln_tensor_numel(&c->in[0]) < INT32_MAX && kiln_tensor_numel(&c->in[1]) < INT32_MAX &&
                         kiln_tensor_numel(&c->out[0]) < INT32_MAX;
+    /* one tap and at most 32 input channels a group: a thread per output
+     * position, the group's inputs in registers (conv_transpose1c) */
+    if (one_tap && p.c / p.group <= 32)
+        return kiln__cu_launch_n(c, "conv_transpose1c", kiln__cu_suffix(c->in[0].dtype), p.n * p.oh * p.ow, args);
     return kiln__cu_launch_n(c, one_tap ? "conv_transpose1" : "conv_transpose", kiln__cu_suffix(c->in[0].dtype),
                              kiln_tensor_numel(&c->out[0]), args);
 }
