@@ -58,13 +58,15 @@ int kiln__b_new_tensor(builder *b, const char *name, bt_kind kind) {
 }
 
 int kiln__b_new_layer(builder *b, const char *name, const kiln__op *op, int nin, int nout) {
+    const uintptr_t was = (uintptr_t)b->l; /* (an integer: the old pointer may be freed) */
     bl *n = grow_table(b->l, &b->capl, b->nl, sizeof *b->l);
     if (!n) return KILN_ENOMEM;
-    b->l = n;
     /* A layer's own attributes (reformats, rewritten layers) are pointed
-     * at from inside the layer: they moved with the table. */
-    for (int i = 0; i < b->nl; i++)
-        if (b->l[i].has_own) b->l[i].attrs = &b->l[i].own;
+     * at from inside the layer: when the table moved, they moved with it. */
+    if ((uintptr_t)n != was)
+        for (int i = 0; i < b->nl; i++)
+            if (n[i].has_own) n[i].attrs = &n[i].own;
+    b->l = n;
     bl *l = &b->l[b->nl];
     memset(l, 0, sizeof *l);
     l->name = kiln__strdup(name);
