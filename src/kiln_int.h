@@ -324,7 +324,13 @@ typedef struct kiln__etensor {
     int32_t is_size;         /* 1 if a size tensor (0-D I64) */
     uint64_t plan_off, plan_bytes; /* memory plan at opt shapes (for inspect) */
     uint8_t loc;             /* memory space: kiln_device_kind (file section DEVICE) */
+    /* A constant read only through its layers' stored packed forms
+     * (engine/packed_only.c): the file keeps no raw copy.  Loaded from a
+     * file, const_off is KILN__CONST_PACKED_ONLY and its data is
+     * kiln_engine.unread. */
+    uint8_t packed_only;
 } kiln__etensor;
+#define KILN__CONST_PACKED_ONLY UINT64_MAX
 
 typedef struct kiln__elayer {
     char *name;
@@ -481,6 +487,10 @@ struct kiln_engine {
      * for another kernel layout (then packed at load). */
     uint8_t *packed;         uint64_t packed_size;
     int packed_owned;
+    /* What a packed-only constant's data points at (kiln__etensor_const):
+     * a read-only mapping of zero pages (no memory behind it), so the code
+     * that asks "is it a constant" still sees one; NULL when none. */
+    uint8_t *unread;         size_t unread_size;
     /* Checksums of the bulk sections (WEIGHTS, PACKED) of a mapped file,
      * checked at the first run instead of at load (engine/data_check.c);
      * NULL when load checked them. */
@@ -489,6 +499,28 @@ struct kiln_engine {
     void *map; size_t map_size;  /* mmap of the file, or NULL */
     int weights_owned;       /* weights allocated (not in the map) */
 };
+
+/* engine/packed_only.c: constants stored only in packed form.
+ * kiln__engine_packed_only_refs (ops resolved): cand[t] = 1 for each host constant read
+ * by layers only as packed inputs that the file stores (CPU, built-in op,
+ * all dims static), else 0; returns how many.
+ * kiln__etensor_const: the bytes of constant t (kiln_engine.unread for a
+ * packed-only one loaded from a file).
+ * kiln__engine_map_unread: maps kiln_engine.unread for the largest
+ * packed-only constant (0 or KILN_ENOMEM).
+ * kiln__engine_mark_packed_only (called by kiln_build): marks the candidates of a built CPU
+ * engine packed_only once a run with their raw bytes unread gives the
+ * same outputs as with them (else none; logged). */
+int kiln__engine_packed_only_refs(const kiln_engine *e, uint8_t *cand);
+const uint8_t *kiln__etensor_const(const kiln_engine *e, const kiln__etensor *t);
+int kiln__engine_map_unread(kiln_engine *e);
+/* After kiln__engine_prepare of a loaded engine: every packed-only
+ * constant is still read only through stored packed forms (else KILN_EFORMAT). */
+int kiln__engine_check_packed_only(const kiln_engine *e);
+/* Sets input i of c's engine to its fixed dims, its profile's opt for
+ * dynamic ones; *io describes it, *bytes its size (0 or a KILN_E*). */
+int kiln__context_opt_input(kiln_context *c, const kiln_engine *e, int i, kiln_io_info *io, size_t *bytes);
+void kiln__engine_mark_packed_only(kiln_engine *e);
 
 /* engine/data_check.c: sections whose checksums a mapped load defers to
  * the first run (a large engine then loads without reading its weights).

@@ -10,8 +10,12 @@
  * and for a load from memory.  A crafted PACKED table (misaligned,
  * overlapping, past the end, a layer or input out of range, a size the op
  * would not pack into, packed bytes for an input the op does not pack) is
- * refused with KILN_EFORMAT naming the problem; bytes packed for another
- * kernel layout are ignored (the layers pack at load, same outputs).  A
+ * refused with KILN_EFORMAT naming the problem.  W and M are read only
+ * through their packed forms, so the file stores no raw copy of them
+ * (format version 4): WEIGHTS holds B alone, and an engine whose packed
+ * forms are for another kernel layout is refused with "rebuild"; one that
+ * keeps its raw weights (a reader of the raw bytes) ignores bytes packed
+ * for another layout (the layers pack at load, same outputs).  A
  * flipped byte in the weights or the packed weights of a mapped file is
  * caught at the first run (KILN_ECHECKSUM naming the section, every run
  * after it too), and at load when loading from memory.
@@ -141,7 +145,19 @@ TEST_IMPL(stored_and_used_in_place) {
         if (memcmp(p, e->layers[i == 0 ? lc : lm].prepacked[1], (size_t)L->prepacked_size[1]))
             TEST__FAIL("layer %s: stored packed bytes differ from the built engine's", L->name);
     }
-    /* the big sections' checksums wait for the first run */
+    /* W and M only packed: WEIGHTS holds B alone (64 bytes); each W/M has
+     * the packed-only offset and points at the unread zero pages */
+    const char *only[2] = {"W", "M"};
+    for (int i = 0; i < 2; i++) {
+        int32_t t = -1;
+        for (int32_t k = 0; k < l->ntensors; k++)
+            if (!strcmp(l->tensors[k].name, only[i])) t = k;
+        ASSERT(t >= 0 && e->tensors[t].packed_only && l->tensors[t].packed_only);
+        ASSERT_EQ(l->tensors[t].const_off, KILN__CONST_PACKED_ONLY);
+        ASSERT(kiln__etensor_const(l, &l->tensors[t]) == l->unread && l->unread_size >= l->tensors[t].const_bytes);
+    }
+    ASSERT_EQ(l->weights_size, 64);
+    /* the big section's checksum waits for the first run */
     ASSERT(l->data_check);
     check_same(l, "mapped load");
     check_same(l, "mapped load, second context");
@@ -156,6 +172,20 @@ TEST_IMPL(stored_and_used_in_place) {
     ASSERT(l->packed && l->packed_owned && !l->data_check);
     ASSERT_EQ(l->layers[lc].prepacked_stored, 2);
     check_same(l, "load from memory");
+
+    /* A packed-only constant whose layer did not get its packed form from
+     * the file (it would have packed the zero pages): refused by the
+     * load's check.  One that a layer no longer reads packed: refused by
+     * serialize (its raw bytes are gone). */
+    l->layers[lc].prepacked_stored = 0;
+    ASSERT_EQ(kiln__engine_check_packed_only(l), KILN_EFORMAT);
+    ASSERT_CONTAINS(kiln_errmsg(), "constant 'W' is stored only in packed form, but layer 'conv' reads it otherwise");
+    l->layers[lc].prepacked_stored = 2;
+    void *keep = l->layers[lc].prepacked[1];
+    l->layers[lc].prepacked[1] = NULL;
+    ASSERT_EQ(kiln_engine_serialize(l, &buf, &n), KILN_EINVAL);
+    ASSERT_CONTAINS(kiln_errmsg(), "constant 'W' is stored only in packed form and is no longer read only through it");
+    l->layers[lc].prepacked[1] = keep;
     kiln_engine_free(l);
     kiln_engine_free(e);
 }
@@ -241,20 +271,19 @@ TEST_IMPL(crafted_table_refused) {
     kiln_engine_free(e);
 }
 
-/* The engine, run once (g_y0, g_z0), and its serialized image. */
-static kiln_engine *built_image(uint8_t **buf, size_t *n) {
+/* The engine, run once (g_y0, g_z0), and its serialized image; raw: as
+ * if the builder had found a kernel reading W and M raw (both stored raw
+ * as well as packed). */
+static kiln_engine *built_image(uint8_t **buf, size_t *n, int raw) {
     kiln_engine *e = build();
     ASSERT_OK(run(e, g_y0, g_z0));
+    for (int32_t t = 0; t < e->ntensors && raw; t++) e->tensors[t].packed_only = 0;
     ASSERT_OK(kiln_engine_serialize(e, (void **)buf, n));
     return e;
 }
 
-/* Bytes packed for another kernel layout: not used, the layers pack at
- * load and compute the same. */
-TEST_IMPL(other_layout_repacked) {
-    uint8_t *buf = NULL;
-    size_t n = 0;
-    kiln_engine *e = built_image(&buf, &n);
+/* Marks the PACKED section of image buf as packed for another layout. */
+static void other_layout(uint8_t *buf) {
     uint64_t off, size;
     test_file_section(buf, SEC_PACKED, &off, &size);
     uint32_t len;
@@ -262,6 +291,22 @@ TEST_IMPL(other_layout_repacked) {
     ASSERT(len > 2 && !memcmp(buf + off + 4, kiln__prepack_layout(), len));
     buf[off + 4] ^= 0x20; /* "sgemm ..." -> "Sgemm ..." */
     test_file_reseal(buf, SEC_PACKED);
+}
+
+/* Bytes packed for another kernel layout: with raw weights, not used (the
+ * layers pack at load and compute the same); without, refused. */
+TEST_IMPL(other_layout_repacked) {
+    uint8_t *buf = NULL;
+    size_t n = 0;
+    kiln_engine *e = built_image(&buf, &n, 0);
+    other_layout(buf);
+    refused(buf, n, KILN_EFORMAT, "engine stores 2 constants only packed for the kernel layout \"Sgemm");
+    ASSERT_CONTAINS(kiln_errmsg(), "rebuild the engine with this kiln");
+    kiln_free(buf);
+    kiln_engine_free(e);
+
+    e = built_image(&buf, &n, 1);
+    other_layout(buf);
     kiln_engine *l = NULL;
     ASSERT_OK(kiln_engine_load_memory(buf, n, &l));
     ASSERT(!l->packed);
@@ -281,7 +326,7 @@ TEST_IMPL(other_layout_repacked) {
 TEST_IMPL(deferred_checksums) {
     uint8_t *buf = NULL;
     size_t n = 0;
-    kiln_engine_free(built_image(&buf, &n));
+    kiln_engine_free(built_image(&buf, &n, 1)); /* WEIGHTS >= 1 MiB */
     static const uint32_t ids[2] = {SEC_WEIGHTS, SEC_PACKED};
     static const char *const names[2] = {"section WEIGHTS", "section PACKED"};
     char path[512];

@@ -279,6 +279,8 @@ static int build_main(int argc, char **argv, cli_plugins *plugins) {
 
     kiln_network *net = NULL;
     int rc;
+    /* phase times (ms) for -v: import, build, save, free */
+    double t_phase = cli_now_ms(), t_import = 0, t_build = 0, t_save = 0;
     if (network) {
         network_fn fn = find_network_fn(plugins);
         if (!fn)
@@ -326,6 +328,7 @@ static int build_main(int argc, char **argv, cli_plugins *plugins) {
         }
     }
 
+    t_import = cli_now_ms() - t_phase;
     kiln_build_config *cfg = kiln_build_config_create();
     if (!cfg) {
         kiln_network_free(net);
@@ -345,25 +348,33 @@ static int build_main(int argc, char **argv, cli_plugins *plugins) {
     const cli_shapes *given[4] = {&shapes, &mn, &opt, &mx};
     if (cli_default_shapes(verb, net, given, 4, &shapes)) goto done;
     if (set_profiles(verb, cfg, &shapes, &mn, &opt, &mx)) goto done;
+    t_phase = cli_now_ms();
     if ((rc = kiln_build(net, cfg, &e, &st))) {
         cli_fail_kiln(verb, rc, model ? model : network);
         goto done;
     }
+    t_build = cli_now_ms() - t_phase;
+    t_phase = cli_now_ms();
     rc = sign ? kiln_engine_save_signed(e, out, sk) : kiln_engine_save(e, out);
     memset(sk, 0, sizeof sk);
     if (rc) {
         cli_fail_kiln(verb, rc, out);
         goto done;
     }
+    t_save = cli_now_ms() - t_phase;
     printf("built %s in %.1f ms: %d layers (%d folded, %d reformats), %d candidates, %d timed, "
            "%d timing-cache hits (%d identical instances)\n",
            out, st.build_ms, st.layers, st.folded, st.reformats, st.candidates, st.timed,
            st.cache_hits, st.cache_dedup);
     status = 0;
 done:
+    t_phase = cli_now_ms();
     kiln_engine_free(e);
     kiln_build_config_free(cfg);
     kiln_network_free(net);
+    if (verbose && !status)
+        fprintf(stderr, "kiln build: phases: %s %.1f ms, build %.1f ms, save %.1f ms, free %.1f ms\n",
+                network ? "network" : "import", t_import, t_build, t_save, cli_now_ms() - t_phase);
     return status;
 }
 

@@ -498,12 +498,8 @@ static int engine_run_ms(const kiln_engine *e, int threads, double *ms) {
     int rc = !d || !buf ? KILN_ENOMEM : kiln_context_create(e, threads, &c);
     for (int i = 0; i < nin && !rc; i++) {
         kiln_io_info io;
-        int64_t dims[KILN_MAX_DIMS];
-        uint64_t n = 1;
-        rc = kiln_engine_io(e, i, &io);
-        for (int k = 0; k < io.ndim && !rc; k++) n *= (uint64_t)(dims[k] = io.dims[k] >= 0 ? io.dims[k] : io.opt[k]);
-        size_t bytes = (size_t)(n * kiln_dtype_size(io.dtype));
-        if (!rc) rc = kiln_context_set_input_shape(c, io.name, io.ndim, dims);
+        size_t bytes = 0;
+        rc = kiln__context_opt_input(c, e, i, &io, &bytes);
         if (!rc) rc = d->alloc(bytes ? bytes : 64, &buf[i]);
         if (!rc) rc = d->memset(buf[i], 0, bytes, NULL);
         if (!rc) rc = d->stream_sync(NULL);
@@ -626,6 +622,8 @@ int kiln_build(const kiln_network *net, const kiln_build_config *cfg, kiln_engin
     if (rc) goto done;
     if (nhwc == NHWC_AUTO && cfg->device == KILN_DEVICE_CUDA && !(cfg->flags & KILN_BUILD_NO_TIMING))
         nhwc_race(net, cfg, tc, st, out);
+    /* before the timing cache is saved: its runs are not timings */
+    kiln__engine_mark_packed_only(*out);
     if (cfg->cache_path) {
         int src = kiln__tcache_save(tc, cfg->cache_path);
         if (src) kiln__log(KILN_LOG_WARN, "%s", kiln_errmsg());

@@ -769,7 +769,8 @@ static int patch_pointers(kiln_context *c) {
                 return kiln__err(KILN_EINVAL, "input '%s' is bound to device memory, but layer '%s' reads it on the "
                                  "CPU: bind host memory", et->name, L->name);
         } else if (et->kind == KILN__ET_CONST) {
-            c->tptr[t] = (et->loc == KILN_DEVICE_CUDA ? c->dweights : e->weights) + et->const_off;
+            c->tptr[t] = et->loc == KILN_DEVICE_CUDA ? (uint8_t *)c->dweights + et->const_off
+                                                     : (uint8_t *)kiln__etensor_const(e, et);
         }
     }
     for (int32_t i = 0; i < e->noutputs; i++) {

@@ -61,6 +61,7 @@ void kiln__engine_destroy(kiln_engine *e) {
     kiln__free(e->cuda_sig);
     if (e->weights_owned) kiln__aligned_free(e->weights);
     if (e->packed_owned) kiln__aligned_free(e->packed);
+    if (e->unread) munmap(e->unread, e->unread_size);
     kiln__data_check_free(e);
     if (e->map) munmap(e->map, e->map_size);
     kiln__free(e);
@@ -156,7 +157,7 @@ static void prepack_view(const kiln_engine *e, int32_t t, kiln_tensor *v) {
     kiln__tensor_view(v, NULL, (kiln_dtype)et->dtype, (kiln_format)et->format,
                       kiln__etensor_device(e, t), et->ndim, dims);
     if (fixed && et->kind == KILN__ET_CONST && et->format == KILN_FORMAT_LINEAR && bytes == et->const_bytes)
-        v->data = e->weights + et->const_off;
+        v->data = (void *)kiln__etensor_const(e, et);
 }
 
 /* Packed forms of the layer's constant inputs (kiln_quick_op.prepack),

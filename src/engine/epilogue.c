@@ -475,7 +475,7 @@ int kiln__epi_prepare(kiln_engine *e, kiln__elayer *el) {
                                "non-static dim %d", el->name, what, ct->name, d);
                 break;
             }
-            kiln__tensor_view(t, e->weights + ct->const_off, (kiln_dtype)ct->dtype,
+            kiln__tensor_view(t, (void *)kiln__etensor_const(e, ct), (kiln_dtype)ct->dtype,
                               KILN_FORMAT_LINEAR, kiln__etensor_device(e, p->in[k]), ct->ndim,
                               dims);
             uint64_t bytes = 0;

@@ -59,8 +59,12 @@
  *   1  first release
  *   2  META carries the build host id; optional SIGNATURE section
  *   3  optional PACKED section (prepacked weights stored, not repacked at
- *      load); section AOTCUDA (id 14, added while the version was 2) */
-#define KILN__FILE_VERSION 3u
+ *      load); section AOTCUDA (id 14, added while the version was 2)
+ *   4  a constant read only through stored packed forms has no raw copy in
+ *      WEIGHTS: TENSORS gives it const offset KILN__CONST_PACKED_ONLY
+ *      (all bits set; engine/packed_only.c); WEIGHTS holds the other
+ *      constants in tensor order, each 64-byte aligned */
+#define KILN__FILE_VERSION 4u
 /* Bulk sections at least this large are hashed at the first run, not at load. */
 #define LAZY_CHECK_MIN (1u << 20)
 #define FILE_MAGIC "KILNENG"
@@ -181,7 +185,52 @@ static void write_packed(const kiln_engine *e, wbuf *w) {
         }
 }
 
+/* Where each constant goes in section WEIGHTS: off[t], or
+ * KILN__CONST_PACKED_ONLY for one stored only packed (packed_only.c: marked
+ * by the builder, or loaded so, and still read only through stored packed
+ * forms); the section's size in *size.  Constants are stored in tensor
+ * order, each 64-byte aligned.  With none packed-only, *size is
+ * UINT64_MAX: the engine's weights are written as they are (the offsets
+ * the builder gave, or the loaded file's). */
+static int weights_layout(const kiln_engine *e, uint64_t *off, uint64_t *size) {
+    uint8_t *cand = kiln__malloc((size_t)e->ntensors + 1);
+    if (!cand) return kiln__err(KILN_ENOMEM, "out of memory serializing the engine");
+    kiln__engine_packed_only_refs(e, cand);
+    uint64_t at = 0;
+    int rc = 0, dropped = 0;
+    for (int32_t t = 0; t < e->ntensors; t++) {
+        const kiln__etensor *et = &e->tensors[t];
+        off[t] = et->const_off;
+        if (et->kind != KILN__ET_CONST) continue;
+        const int loaded_packed = et->const_off == KILN__CONST_PACKED_ONLY;
+        if ((et->packed_only || loaded_packed) && cand[t]) {
+            off[t] = KILN__CONST_PACKED_ONLY;
+            dropped++;
+            continue;
+        }
+        if (loaded_packed) { /* its raw bytes are gone and a layer now needs them */
+            rc = kiln__err(KILN_EINVAL, "cannot serialize: constant '%s' is stored only in packed form and is "
+                           "no longer read only through it", et->name);
+            break;
+        }
+        off[t] = at;
+        at = (at + et->const_bytes + 63) & ~(uint64_t)63;
+    }
+    if (!dropped)
+        for (int32_t t = 0; t < e->ntensors; t++) off[t] = e->tensors[t].const_off;
+    *size = dropped ? at : UINT64_MAX;
+    kiln__free(cand);
+    return rc;
+}
+
 static int build_sections(const kiln_engine *e, wbuf *sec) {
+    uint64_t *woff = kiln__calloc((size_t)e->ntensors + 1, sizeof *woff), wsize = 0;
+    if (!woff) return kiln__err(KILN_ENOMEM, "out of memory serializing the engine");
+    int wrc = weights_layout(e, woff, &wsize);
+    if (wrc) {
+        kiln__free(woff);
+        return wrc;
+    }
     /* META */
     w_u32(&sec[SEC_META], (uint32_t)e->threads);
     w_u32(&sec[SEC_META], (uint32_t)e->device);
@@ -213,7 +262,7 @@ static int build_sections(const kiln_engine *e, wbuf *sec) {
         w_u8(w, t->ndim);
         for (int d = 0; d < t->ndim; d++) w_i32(w, t->dims[d]);
         w_i32(w, t->upper);
-        w_u64(w, t->const_off);
+        w_u64(w, woff[i]);
         w_u64(w, t->const_bytes);
         w_i32(w, t->alias_of);
         w_i32(w, t->first);
@@ -265,7 +314,17 @@ static int build_sections(const kiln_engine *e, wbuf *sec) {
             for (int d = 0; d < KILN_MAX_DIMS; d++) w_i64(w, e->prof[i][k][d]);
 
     /* WEIGHTS */
-    w_raw(&sec[SEC_WEIGHTS], e->weights, (size_t)e->weights_size);
+    w = &sec[SEC_WEIGHTS];
+    if (wsize == UINT64_MAX) w_raw(w, e->weights, (size_t)e->weights_size);
+    for (int32_t i = 0; i < e->ntensors && wsize != UINT64_MAX; i++) {
+        const kiln__etensor *t = &e->tensors[i];
+        if (t->kind != KILN__ET_CONST || woff[i] == KILN__CONST_PACKED_ONLY) continue;
+        w_pad(w, 64);
+        w_raw(w, e->weights + t->const_off, (size_t)t->const_bytes);
+    }
+    if (wsize != UINT64_MAX) w_pad(w, 64);
+    KILN__ASSERT(w->oom || wsize == UINT64_MAX || w->n == wsize);
+    kiln__free(woff);
 
     /* AOT */
     w = &sec[SEC_AOT];
@@ -913,6 +972,15 @@ static int parse_packed(kiln_engine *e, const secinfo *s, int copy) {
     for (int32_t i = 0; i < e->nlayers; i++) maxn += (uint64_t)e->layers[i].nin;
     uint32_t n = r_count(&r, 24, (uint32_t)(maxn < UINT32_MAX ? maxn : UINT32_MAX), "packed input count");
     const int same = layout && !strcmp(layout, kiln__prepack_layout());
+    int packed_only = 0;
+    for (int32_t t = 0; t < e->ntensors; t++) packed_only += e->tensors[t].const_off == KILN__CONST_PACKED_ONLY;
+    if (!r.err && !same && packed_only) {
+        r.err = kiln__err(KILN_EFORMAT, "engine stores %d constant%s only packed for the kernel layout \"%s\"; "
+                          "this kiln packs as \"%s\": rebuild the engine with this kiln", packed_only,
+                          packed_only == 1 ? "" : "s", layout ? layout : "", kiln__prepack_layout());
+        kiln__free(layout);
+        return r.err;
+    }
     if (!r.err && !same)
         kiln__log(KILN_LOG_WARN, "engine packed its weights for \"%s\", this kiln packs as \"%s\": "
                   "packing them at load (rebuild the engine here to load faster)",
@@ -1149,7 +1217,7 @@ static int check_refs(kiln_engine *e, const secinfo *sec) {
     }
     for (int32_t i = 0; i < e->ntensors; i++) {
         const kiln__etensor *t = &e->tensors[i];
-        if (t->kind == KILN__ET_CONST &&
+        if (t->kind == KILN__ET_CONST && t->const_off != KILN__CONST_PACKED_ONLY &&
             (t->const_off > e->weights_size || t->const_bytes > e->weights_size - t->const_off)) {
             snprintf(m, sizeof m, "constant '%s' at weights offset %llu + %llu bytes, weights are %llu bytes",
                      t->name, (unsigned long long)t->const_off, (unsigned long long)t->const_bytes,
@@ -1438,6 +1506,9 @@ static int parse_image(const uint8_t *p, size_t n, int weights_in_place, const k
         e->weights_owned = 1;
         memcpy(e->weights, sec[SEC_WEIGHTS].p, (size_t)e->weights_size);
     }
+    for (int32_t t = 0; t < e->ntensors; t++)
+        e->tensors[t].packed_only = e->tensors[t].const_off == KILN__CONST_PACKED_ONLY;
+    if ((rc = kiln__engine_map_unread(e))) return rc;
     if ((rc = check_refs(e, sec))) return rc;
     if ((rc = kiln__engine_validate(e))) return rc;
     if ((rc = trust_ok(e, opt, verified))) return rc;
@@ -1448,7 +1519,7 @@ static int parse_image(const uint8_t *p, size_t n, int weights_in_place, const k
     t_nested = &inner;
     rc = kiln__engine_prepare(e);
     t_nested = outer;
-    return rc;
+    return rc ? rc : kiln__engine_check_packed_only(e);
 }
 
 static const kiln_load_options default_opts;

@@ -327,10 +327,23 @@ KILN_API int kiln_engine_inspect(const kiln_engine *e, FILE *out) {
     }
     human(arena, b2, sizeof b2);
     fprintf(out, "  arena total: %s\n", b2);
-    human(e->weights_size, b2, sizeof b2);
-    int nconst = 0;
-    for (int32_t t = 0; t < e->ntensors; t++) nconst += e->tensors[t].kind == KILN__ET_CONST;
-    fprintf(out, "weights: %s in %d constants\n", b2, nconst);
+    int nconst = 0, nonly = 0;
+    uint64_t raw = 0, only = 0;
+    for (int32_t t = 0; t < e->ntensors; t++) {
+        const kiln__etensor *et = &e->tensors[t];
+        if (et->kind != KILN__ET_CONST) continue;
+        nconst++;
+        raw += et->const_bytes;
+        nonly += et->packed_only;
+        only += et->packed_only ? et->const_bytes : 0;
+    }
+    human(raw, b2, sizeof b2);
+    fprintf(out, "weights: %s in %d constants", b2, nconst);
+    if (nonly) {
+        human(only, b2, sizeof b2);
+        fprintf(out, "; %d of them (%s) read only in packed form, which the file stores instead", nonly, b2);
+    }
+    fprintf(out, "\n");
     uint64_t packed = 0;
     int npacked = 0, nstored = 0;
     for (int32_t l = 0; l < e->nlayers; l++) {

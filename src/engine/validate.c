@@ -83,7 +83,7 @@ int kiln__engine_validate(const kiln_engine *e) {
             if (t->alias_of >= 0) return vfail(e, "constant '%s' aliases another tensor", t->name);
             /* the builder places constants 64-byte aligned: kernels load
              * their elements (and vectors) aligned */
-            if (t->const_off % 64)
+            if (t->const_off % 64 && t->const_off != KILN__CONST_PACKED_ONLY)
                 return vfail(e, "constant '%s' at weights offset %llu, expected a multiple of 64",
                              t->name, (unsigned long long)t->const_off);
         }
@@ -147,7 +147,7 @@ static void view_desc(const kiln_engine *e, kiln_exprs *x, int32_t t, const kiln
     int64_t n = kiln_tensor_numel(v);
     int linear = et->format == KILN_FORMAT_LINEAR;
     if (et->kind == KILN__ET_CONST && linear && (uint64_t)n * kiln_dtype_size(v->dtype) == et->const_bytes)
-        d->data = e->weights + et->const_off;
+        d->data = kiln__etensor_const(e, et);
     int isint = v->dtype == KILN_DTYPE_I64 || v->dtype == KILN_DTYPE_I32;
     if (!isint || !linear || n > KILN_MAX_VALUES) return;
     /* Values are read on the host: a constant from the weights blob (its
@@ -465,7 +465,7 @@ static int static_formats(const kiln_engine *e, const kiln__elayer *L, void *sta
         }
         int64_t b = fixed_bytes(e, t);
         if (t->kind == KILN__ET_CONST && t->format == KILN_FORMAT_LINEAR && b >= 0 && (uint64_t)b == t->const_bytes)
-            d->data = e->weights + t->const_off;
+            d->data = kiln__etensor_const(e, t);
     }
     kiln_shape_ctx sc = {.x = x, .in = din, .nin = L->nin, .out = dout, .nout = L->nout};
     int rc = kiln__op_formats_fn(L->op, state, &sc);
