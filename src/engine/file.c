@@ -115,26 +115,70 @@ static inline uint64_t rotl64(uint64_t x, int r) { return (x << r) | (x >> (64 -
 #define CK_P3 0x165667B19E3779F9ull
 
 /* Four independent lanes over 32-byte stripes keep the multiplier busy
- * (several GB/s), then a fold and a final avalanche. */
-static uint64_t ck64(const uint8_t *p, size_t n) {
-    uint64_t l0 = CK_P1 + CK_P2, l1 = CK_P2, l2 = 0, l3 = (uint64_t)0 - CK_P1;
-    size_t i = 0;
-    for (; i + 32 <= n; i += 32) {
+ * (several GB/s), then a fold and a final avalanche.  Streamed (ck_add
+ * any number of times, then ck_end), so a section is checksummed from
+ * its pieces without being copied together first. */
+typedef struct ckstate {
+    uint64_t l[4], total;
+    uint8_t tail[32]; /* bytes of an incomplete stripe */
+    size_t ntail;
+} ckstate;
+
+static void ck_begin(ckstate *c) {
+    memset(c, 0, sizeof *c);
+    c->l[0] = CK_P1 + CK_P2;
+    c->l[1] = CK_P2;
+    c->l[3] = (uint64_t)0 - CK_P1;
+}
+
+static void ck_stripes(ckstate *c, const uint8_t *p, size_t n) {
+    uint64_t l0 = c->l[0], l1 = c->l[1], l2 = c->l[2], l3 = c->l[3];
+    for (size_t i = 0; i + 32 <= n; i += 32) {
         l0 = rotl64(l0 + rd64le(p + i) * CK_P2, 31) * CK_P1;
         l1 = rotl64(l1 + rd64le(p + i + 8) * CK_P2, 31) * CK_P1;
         l2 = rotl64(l2 + rd64le(p + i + 16) * CK_P2, 31) * CK_P1;
         l3 = rotl64(l3 + rd64le(p + i + 24) * CK_P2, 31) * CK_P1;
     }
-    uint64_t h = rotl64(l0, 1) + rotl64(l1, 7) + rotl64(l2, 12) + rotl64(l3, 18);
-    h ^= (uint64_t)n * CK_P3;
-    for (; i + 8 <= n; i += 8) h = rotl64(h ^ (rd64le(p + i) * CK_P2), 27) * CK_P1 + CK_P3;
-    for (; i < n; i++) h = rotl64(h ^ (p[i] * CK_P1), 11) * CK_P2;
+    c->l[0] = l0, c->l[1] = l1, c->l[2] = l2, c->l[3] = l3;
+}
+
+static void ck_add(ckstate *c, const uint8_t *p, size_t n) {
+    c->total += n;
+    if (c->ntail) {
+        size_t k = 32 - c->ntail < n ? 32 - c->ntail : n;
+        memcpy(c->tail + c->ntail, p, k);
+        c->ntail += k;
+        p += k;
+        n -= k;
+        if (c->ntail < 32) return;
+        ck_stripes(c, c->tail, 32);
+        c->ntail = 0;
+    }
+    const size_t whole = n & ~(size_t)31;
+    ck_stripes(c, p, whole);
+    if (n > whole) memcpy(c->tail, p + whole, n - whole);
+    c->ntail = n - whole;
+}
+
+static uint64_t ck_end(const ckstate *c) {
+    uint64_t h = rotl64(c->l[0], 1) + rotl64(c->l[1], 7) + rotl64(c->l[2], 12) + rotl64(c->l[3], 18);
+    h ^= c->total * CK_P3;
+    size_t i = 0;
+    for (; i + 8 <= c->ntail; i += 8) h = rotl64(h ^ (rd64le(c->tail + i) * CK_P2), 27) * CK_P1 + CK_P3;
+    for (; i < c->ntail; i++) h = rotl64(h ^ (c->tail[i] * CK_P1), 11) * CK_P2;
     h ^= h >> 33;
     h *= CK_P2;
     h ^= h >> 29;
     h *= CK_P3;
     h ^= h >> 32;
     return h;
+}
+
+static uint64_t ck64(const uint8_t *p, size_t n) {
+    ckstate c;
+    ck_begin(&c);
+    ck_add(&c, p, n);
+    return ck_end(&c);
 }
 
 /* ------------------------------------------------------------ writer */
@@ -159,8 +203,42 @@ static int packed_stored(const kiln__elayer *l, int32_t k) {
            l->device == KILN_DEVICE_CPU;
 }
 
+/* The bulk bytes of a section (WEIGHTS, PACKED's packed inputs) are not
+ * copied into its buffer: they are referenced where they lie and streamed
+ * after it, each after `pad` zero bytes (64-byte alignment in the file),
+ * to the checksum and then to the file. */
+typedef struct bref {
+    uint64_t pad;
+    const uint8_t *p;
+    uint64_t n;
+} bref;
+typedef struct brefs {
+    bref *v;
+    int n, cap, oom;
+    uint64_t tail; /* bytes after the section's buffer */
+} brefs;
+
+/* Appends n bytes at p (n may be 0: padding only) at the next multiple of
+ * 64 of the section, whose buffer holds head bytes. */
+static void bulk_add(brefs *b, size_t head, const void *p, uint64_t n) {
+    if (b->oom) return;
+    if (b->n == b->cap) {
+        int cap = b->cap ? 2 * b->cap : 64;
+        bref *v = kiln__realloc(b->v, (size_t)cap * sizeof *v);
+        if (!v) {
+            b->oom = 1;
+            return;
+        }
+        b->v = v;
+        b->cap = cap;
+    }
+    const uint64_t at = head + b->tail, pad = (64 - at % 64) % 64;
+    b->v[b->n++] = (bref){pad, p, n};
+    b->tail += pad + n;
+}
+
 /* PACKED (only when some layer has a packed input to store). */
-static void write_packed(const kiln_engine *e, wbuf *w) {
+static void write_packed(const kiln_engine *e, wbuf *w, brefs *b) {
     uint32_t n = 0;
     for (int32_t i = 0; i < e->nlayers; i++)
         for (int32_t k = 0; k < e->layers[i].nin; k++) n += (uint32_t)packed_stored(&e->layers[i], k);
@@ -178,11 +256,9 @@ static void write_packed(const kiln_engine *e, wbuf *w) {
             off = (off + e->layers[i].prepacked_size[k] + 63) & ~(uint64_t)63;
         }
     for (int32_t i = 0; i < e->nlayers; i++)
-        for (int32_t k = 0; k < e->layers[i].nin; k++) {
-            if (!packed_stored(&e->layers[i], k)) continue;
-            w_pad(w, 64);
-            w_raw(w, e->layers[i].prepacked[k], (size_t)e->layers[i].prepacked_size[k]);
-        }
+        for (int32_t k = 0; k < e->layers[i].nin; k++)
+            if (packed_stored(&e->layers[i], k))
+                bulk_add(b, w->n, e->layers[i].prepacked[k], e->layers[i].prepacked_size[k]);
 }
 
 /* Where each constant goes in section WEIGHTS: off[t], or
@@ -223,7 +299,7 @@ static int weights_layout(const kiln_engine *e, uint64_t *off, uint64_t *size) {
     return rc;
 }
 
-static int build_sections(const kiln_engine *e, wbuf *sec) {
+static int build_sections(const kiln_engine *e, wbuf *sec, brefs *bulk) {
     uint64_t *woff = kiln__calloc((size_t)e->ntensors + 1, sizeof *woff), wsize = 0;
     if (!woff) return kiln__err(KILN_ENOMEM, "out of memory serializing the engine");
     int wrc = weights_layout(e, woff, &wsize);
@@ -314,16 +390,15 @@ static int build_sections(const kiln_engine *e, wbuf *sec) {
             for (int d = 0; d < KILN_MAX_DIMS; d++) w_i64(w, e->prof[i][k][d]);
 
     /* WEIGHTS */
-    w = &sec[SEC_WEIGHTS];
-    if (wsize == UINT64_MAX) w_raw(w, e->weights, (size_t)e->weights_size);
+    brefs *b = &bulk[SEC_WEIGHTS];
+    if (wsize == UINT64_MAX) bulk_add(b, 0, e->weights, e->weights_size);
     for (int32_t i = 0; i < e->ntensors && wsize != UINT64_MAX; i++) {
         const kiln__etensor *t = &e->tensors[i];
         if (t->kind != KILN__ET_CONST || woff[i] == KILN__CONST_PACKED_ONLY) continue;
-        w_pad(w, 64);
-        w_raw(w, e->weights + t->const_off, (size_t)t->const_bytes);
+        bulk_add(b, 0, e->weights + t->const_off, t->const_bytes);
     }
-    if (wsize != UINT64_MAX) w_pad(w, 64);
-    KILN__ASSERT(w->oom || wsize == UINT64_MAX || w->n == wsize);
+    if (wsize != UINT64_MAX) bulk_add(b, 0, NULL, 0);
+    KILN__ASSERT(b->oom || wsize == UINT64_MAX || b->tail == wsize);
     kiln__free(woff);
 
     /* AOT */
@@ -402,9 +477,9 @@ static int build_sections(const kiln_engine *e, wbuf *sec) {
         }
     }
     kiln__aot_cuda_write_section(e, &sec[SEC_AOTCUDA]);
-    write_packed(e, &sec[SEC_PACKED]);
+    write_packed(e, &sec[SEC_PACKED], &bulk[SEC_PACKED]);
     for (int s = 1; s < SEC_COUNT_; s++)
-        if (sec[s].oom) return kiln__err(KILN_ENOMEM, "out of memory serializing the engine");
+        if (sec[s].oom || bulk[s].oom) return kiln__err(KILN_ENOMEM, "out of memory serializing the engine");
     return 0;
 }
 
@@ -417,23 +492,65 @@ static int sec_optional(int s) {
 static const int sec_order[SEC_COUNT_ - 1] = {SEC_META, SEC_NODES, SEC_TENSORS, SEC_LAYERS, SEC_IO,
                                               SEC_PROFILES, SEC_WEIGHTS, SEC_AOT, SEC_PLUGINS, SEC_FUSION,
                                               SEC_DEVICE, SEC_DIMNAMES, SEC_AOTCUDA, SEC_PACKED, SEC_SIGNATURE};
+typedef struct sections {
+    wbuf w[SEC_COUNT_];
+    brefs bulk[SEC_COUNT_];
+} sections;
+
+static uint64_t sec_size(const sections *x, int s) { return x->w[s].n + x->bulk[s].tail; }
 /* Sections written: all but empty optional ones. */
-static int sec_written(const wbuf *sec, int s) { return !sec_optional(s) || sec[s].n > 0; }
+static int sec_written(const sections *x, int s) { return !sec_optional(s) || sec_size(x, s) > 0; }
 
 static void put64(uint8_t *p, uint64_t v) {
     for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
 }
 
-/* `sk` (64 bytes) or NULL: sign the image (SIGNATURE section, last). */
-static int serialize(const kiln_engine *e, const unsigned char *sk, wbuf *out) {
-    wbuf sec[SEC_COUNT_];
-    memset(sec, 0, sizeof sec);
-    int rc = build_sections(e, sec);
+/* Where an image's bytes go, in order: 0 or a KILN_E* code. */
+typedef int (*sink_fn)(void *ud, const uint8_t *p, size_t n);
+
+static int sink_ck(void *ud, const uint8_t *p, size_t n) {
+    ck_add(ud, p, n);
+    return 0;
+}
+
+static int sink_buf(void *ud, const uint8_t *p, size_t n) {
+    wbuf *w = ud;
+    w_raw(w, p, n);
+    return w->oom ? kiln__err(KILN_ENOMEM, "out of memory serializing the engine") : 0;
+}
+
+static int emit_zeros(sink_fn fn, void *ud, uint64_t n) {
+    static const uint8_t z[64];
+    int rc = 0;
+    for (; n && !rc; n -= n < sizeof z ? n : sizeof z) rc = fn(ud, z, n < sizeof z ? (size_t)n : sizeof z);
+    return rc;
+}
+
+/* Section s: its buffer, then its bulk bytes. */
+static int emit_section(const sections *x, int s, sink_fn fn, void *ud) {
+    int rc = x->w[s].n ? fn(ud, x->w[s].p, x->w[s].n) : 0;
+    for (int i = 0; i < x->bulk[s].n && !rc; i++) {
+        const bref *r = &x->bulk[s].v[i];
+        rc = emit_zeros(fn, ud, r->pad);
+        if (!rc && r->n) rc = fn(ud, r->p, (size_t)r->n);
+    }
+    return rc;
+}
+
+/* Lays the engine's image out and hands its bytes to fn, header first.
+ * with_sig: the image ends with a zeroed SIGNATURE section (the caller
+ * signs it); *hdr_size: the header's size; *sig_off: where the SIGNATURE
+ * section starts. */
+static int emit_image(const kiln_engine *e, int with_sig, sink_fn fn, void *ud, size_t *hdr_size, size_t *sig_off) {
+    sections *x = kiln__calloc(1, sizeof *x);
+    wbuf out = {0};
+    if (!x) return kiln__err(KILN_ENOMEM, "out of memory serializing the engine");
+    int rc = build_sections(e, x->w, x->bulk);
     if (rc) goto done;
-    if (sk) {
+    if (with_sig) {
         static const uint8_t z[KILN__SIG_SECTION];
-        w_raw(&sec[SEC_SIGNATURE], z, sizeof z);
-        if (sec[SEC_SIGNATURE].oom) {
+        w_raw(&x->w[SEC_SIGNATURE], z, sizeof z);
+        if (x->w[SEC_SIGNATURE].oom) {
             rc = kiln__err(KILN_ENOMEM, "out of memory serializing the engine");
             goto done;
         }
@@ -442,60 +559,82 @@ static int serialize(const kiln_engine *e, const unsigned char *sk, wbuf *out) {
     const char *sig = e->device_sig ? e->device_sig : kiln_cpu_signature();
     uint32_t siglen = (uint32_t)strlen(sig);
     uint32_t nsec = 0;
-    for (int k = 0; k < SEC_COUNT_ - 1; k++) nsec += (uint32_t)sec_written(sec, sec_order[k]);
+    for (int k = 0; k < SEC_COUNT_ - 1; k++) nsec += (uint32_t)sec_written(x, sec_order[k]);
     size_t hdr = HDR_FIXED + ((siglen + 7u) & ~7u) + (size_t)nsec * SEC_ENTRY;
-    size_t off = (hdr + 63) & ~(size_t)63;
+    uint64_t off = (hdr + 63) & ~(size_t)63;
     uint64_t offs[SEC_COUNT_];
     for (int k = 0; k < SEC_COUNT_ - 1; k++) {
         const int s = sec_order[k];
-        if (!sec_written(sec, s)) continue;
+        if (!sec_written(x, s)) continue;
         offs[s] = off;
-        off = (off + sec[s].n + 63) & ~(size_t)63;
+        off = (off + sec_size(x, s) + 63) & ~(uint64_t)63;
     }
 
-    w_raw(out, FILE_MAGIC "", 8);
-    w_u32(out, KILN__FILE_VERSION);
-    w_u32(out, (uint32_t)hdr);
-    w_u32(out, 0);
-    w_u32(out, nsec);
-    w_u32(out, siglen);
-    w_u32(out, 0);
-    w_u64(out, 0); /* header checksum, patched below */
-    w_raw(out, sig, siglen);
-    w_pad(out, 8);
+    w_raw(&out, FILE_MAGIC "", 8);
+    w_u32(&out, KILN__FILE_VERSION);
+    w_u32(&out, (uint32_t)hdr);
+    w_u32(&out, 0);
+    w_u32(&out, nsec);
+    w_u32(&out, siglen);
+    w_u32(&out, 0);
+    w_u64(&out, 0); /* header checksum, patched below */
+    w_raw(&out, sig, siglen);
+    w_pad(&out, 8);
     for (int k = 0; k < SEC_COUNT_ - 1; k++) {
         const int s = sec_order[k];
-        if (!sec_written(sec, s)) continue;
-        w_u32(out, (uint32_t)s);
-        w_u32(out, 0);
-        w_u64(out, offs[s]);
-        w_u64(out, sec[s].n);
-        w_u64(out, ck64(sec[s].p, sec[s].n));
+        if (!sec_written(x, s)) continue;
+        ckstate ck;
+        ck_begin(&ck);
+        emit_section(x, s, sink_ck, &ck);
+        w_u32(&out, (uint32_t)s);
+        w_u32(&out, 0);
+        w_u64(&out, offs[s]);
+        w_u64(&out, sec_size(x, s));
+        w_u64(&out, ck_end(&ck));
     }
-    for (int k = 0; k < SEC_COUNT_ - 1; k++) {
-        const int s = sec_order[k];
-        if (!sec_written(sec, s)) continue;
-        w_pad(out, 64);
-        w_raw(out, sec[s].p, sec[s].n);
-    }
-    if (out->oom) {
+    if (out.oom) {
         rc = kiln__err(KILN_ENOMEM, "out of memory serializing the engine");
         goto done;
     }
+    put64(out.p + 32, ck64(out.p, hdr));
     /* The file ends where the last section ends; trailing padding would be
      * bytes no checksum covers. */
-    if (sk) {
-        /* SIGNATURE is the last section and the last table entry. */
-        size_t ent = hdr - SEC_ENTRY, so = (size_t)offs[SEC_SIGNATURE];
-        kiln__sig_skip skip = {{32, ent + 24, so}, {8, 8, KILN__SIG_SECTION}};
-        rc = kiln__sig_create(out->p, out->n, &skip, sk, out->p + so);
-        if (rc) goto done;
-        put64(out->p + ent + 24, ck64(out->p + so, KILN__SIG_SECTION));
+    rc = fn(ud, out.p, out.n);
+    uint64_t at = out.n;
+    for (int k = 0; k < SEC_COUNT_ - 1 && !rc; k++) {
+        const int s = sec_order[k];
+        if (!sec_written(x, s)) continue;
+        rc = emit_zeros(fn, ud, offs[s] - at);
+        if (!rc) rc = emit_section(x, s, fn, ud);
+        at = offs[s] + sec_size(x, s);
     }
-    put64(out->p + 32, ck64(out->p, hdr));
+    *hdr_size = hdr;
+    *sig_off = with_sig ? (size_t)offs[SEC_SIGNATURE] : 0;
 done:
-    for (int s = 1; s < SEC_COUNT_; s++) kiln__free(sec[s].p);
+    for (int s = 1; s < SEC_COUNT_; s++) {
+        kiln__free(x->w[s].p);
+        kiln__free(x->bulk[s].v);
+    }
+    kiln__free(x);
+    kiln__free(out.p);
     return rc;
+}
+
+/* The image in one buffer; `sk` (64 bytes) or NULL: sign it (SIGNATURE
+ * section, last). */
+static int serialize(const kiln_engine *e, const unsigned char *sk, wbuf *out) {
+    size_t hdr = 0, so = 0;
+    int rc = emit_image(e, sk != NULL, sink_buf, out, &hdr, &so);
+    if (rc || !sk) return rc;
+    /* SIGNATURE is the last section and the last table entry. */
+    size_t ent = hdr - SEC_ENTRY;
+    kiln__sig_skip skip = {{32, ent + 24, so}, {8, 8, KILN__SIG_SECTION}};
+    rc = kiln__sig_create(out->p, out->n, &skip, sk, out->p + so);
+    if (rc) return rc;
+    put64(out->p + ent + 24, ck64(out->p + so, KILN__SIG_SECTION));
+    put64(out->p + 32, 0); /* the header's checksum covers it as 0 */
+    put64(out->p + 32, ck64(out->p, hdr));
+    return 0;
 }
 
 static int serialize_to(const kiln_engine *e, const unsigned char *sk, void **buf, size_t *size) {
@@ -521,13 +660,36 @@ KILN_API int kiln_engine_serialize_signed(const kiln_engine *e, const unsigned c
     return serialize_to(e, sk, buf, size);
 }
 
+typedef struct sink_file {
+    int fd;
+    const char *path;
+    uint64_t done;
+} sink_file;
+
+static int sink_fd(void *ud, const uint8_t *p, size_t n) {
+    sink_file *f = ud;
+    while (n) {
+        ssize_t k = write(f->fd, p, n);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0)
+            return kiln__err(KILN_EIO, "writing '%s' (%llu bytes written): %s", f->path,
+                             (unsigned long long)f->done, k < 0 ? strerror(errno) : "short write");
+        f->done += (uint64_t)k;
+        p += k;
+        n -= (size_t)k;
+    }
+    return 0;
+}
+
 static int save_to(const kiln_engine *e, const char *path, const unsigned char *sk) {
     KILN__ARG(e && path, KILN_EINVAL);
     struct stat pst;
     if (stat(path, &pst) == 0 && S_ISDIR(pst.st_mode))
         return kiln__err(KILN_EIO, "cannot save engine to '%s': it is a directory (expected a file path)", path);
+    /* A signed image is signed in memory; an unsigned one goes to the
+     * file as it is laid out, its bulk bytes from where they lie. */
     wbuf w = {0};
-    int rc = serialize(e, sk, &w);
+    int rc = sk ? serialize(e, sk, &w) : 0;
     if (rc) {
         kiln__free(w.p);
         return rc;
@@ -544,17 +706,9 @@ static int save_to(const kiln_engine *e, const char *path, const unsigned char *
         rc = kiln__err(KILN_EIO, "cannot save engine to '%s': creating '%s': %s", path, tmp, strerror(errno));
         goto out;
     }
-    size_t done = 0;
-    while (done < w.n) {
-        ssize_t k = write(fd, w.p + done, w.n - done);
-        if (k < 0 && errno == EINTR) continue;
-        if (k <= 0) {
-            rc = kiln__err(KILN_EIO, "writing '%s' (%zu of %zu bytes written): %s", tmp, done,
-                           w.n, k < 0 ? strerror(errno) : "short write");
-            break;
-        }
-        done += (size_t)k;
-    }
+    sink_file f = {fd, tmp, 0};
+    size_t hdr, so;
+    rc = sk ? sink_fd(&f, w.p, w.n) : emit_image(e, 0, sink_fd, &f, &hdr, &so);
     if (!rc && fsync(fd) != 0)
         rc = kiln__err(KILN_EIO, "fsync '%s': %s", tmp, strerror(errno));
     if (close(fd) != 0 && !rc) rc = kiln__err(KILN_EIO, "close '%s': %s", tmp, strerror(errno));
