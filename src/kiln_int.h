@@ -272,6 +272,10 @@ struct kiln_network {
     int *layer_hash, layer_hash_cap;
 };
 int kiln__network_find_tensor(const kiln_network *net, const char *name); /* -1 */
+/* kiln_network_add_constant without the copy: on success the network owns
+ * data (kiln__malloc'd, bytes > 0); on failure the caller still does. */
+int kiln__network_add_constant_take(kiln_network *net, const char *name, kiln_dtype dtype, int ndim,
+                                    const int64_t *dims, void *data);
 
 /* ------------------------------------------------------------ builder/memplan */
 /* Offsets for n buffers of sizes[i] bytes alive from layer first[i] to

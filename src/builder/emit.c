@@ -721,11 +721,18 @@ int kiln__b_emit(builder *b, const int *order, int norder, kiln_engine **out) {
     if (!e->weights) { kiln__free(tidx); rc = kiln__err(KILN_ENOMEM, "build: out of memory for %llu bytes of weights",
                                                         (unsigned long long)e->weights_size); goto fail; }
     e->weights_owned = 1;
-    memset(e->weights, 0, e->weights_size ? e->weights_size : 64);
+    /* constants in ascending offsets: zero only the gaps (writing the
+     * whole block twice cost 10-20 ms for ResNet-50's 100 MB) */
+    uint64_t wend = 0;
     for (int ei = 0; ei < e->ntensors; ei++) {
         const bt *t = &b->t[tidx[ei]];
-        if (t->kind == BT_CONST && t->bytes) memcpy(e->weights + e->tensors[ei].const_off, t->data, t->bytes);
+        if (t->kind != BT_CONST) continue;
+        const uint64_t at = e->tensors[ei].const_off;
+        memset(e->weights + wend, 0, (size_t)(at - wend));
+        if (t->bytes) memcpy(e->weights + at, t->data, t->bytes);
+        wend = at + t->bytes;
     }
+    memset(e->weights + wend, 0, (size_t)((e->weights_size ? e->weights_size : 64) - wend));
 
     /* Layers. */
     for (int k = 0; k < norder && !rc; k++) {

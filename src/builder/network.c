@@ -201,8 +201,10 @@ int kiln_network_add_input(kiln_network *net, const char *name, kiln_dtype dtype
     return rc;
 }
 
-int kiln_network_add_constant(kiln_network *net, const char *name, kiln_dtype dtype, int ndim,
-                              const int64_t *dims, const void *data) {
+/* take: data was kiln__malloc'd and the network takes it (no copy) on
+ * success; else data is copied. */
+static int add_constant(kiln_network *net, const char *name, kiln_dtype dtype, int ndim, const int64_t *dims,
+                        const void *data, int take) {
     KILN__ARG(net, KILN_EINVAL);
     if (!name || !*name) return kiln__err(KILN_EINVAL, "kiln_network_add_constant: empty name");
     int rc = check_dtype(dtype, "constant", name);
@@ -229,15 +231,25 @@ int kiln_network_add_constant(kiln_network *net, const char *name, kiln_dtype dt
     t->ndim = ndim;
     for (int d = 0; d < ndim; d++) t->dims[d] = dims[d];
     t->bytes = bytes;
-    t->data = kiln__malloc(bytes ? bytes : 1);
+    t->data = take && bytes ? (void *)data : kiln__malloc(bytes ? bytes : 1);
     if (!t->data) {
         free_tensor(t);
         net->ntensors--;
         tensor_hash_rebuild(net);
         return kiln__err(KILN_ENOMEM, "constant '%s': out of memory for %zu bytes", name, bytes);
     }
-    if (bytes) memcpy(t->data, data, bytes);
+    if (bytes && t->data != data) memcpy(t->data, data, bytes);
     return 0;
+}
+
+int kiln_network_add_constant(kiln_network *net, const char *name, kiln_dtype dtype, int ndim,
+                              const int64_t *dims, const void *data) {
+    return add_constant(net, name, dtype, ndim, dims, data, 0);
+}
+
+int kiln__network_add_constant_take(kiln_network *net, const char *name, kiln_dtype dtype, int ndim,
+                                    const int64_t *dims, void *data) {
+    return add_constant(net, name, dtype, ndim, dims, data, 1);
 }
 
 kiln_layer *kiln_network_add_layer(kiln_network *net, const char *op, int version,

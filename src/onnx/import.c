@@ -216,9 +216,9 @@ KILN_API int kiln_onnx_import_memory(const void *buf, size_t size, const kiln_on
 KILN_API int kiln_onnx_import(const char *path, const kiln_onnx_options *opt, kiln_network **out) {
     KILN__ARG(path && out, KILN_EINVAL);
     *out = NULL;
-    uint8_t *buf;
+    const uint8_t *buf;
     size_t size;
-    int rc = kiln__onnx_read_file(path, &buf, &size);
+    int rc = kiln__onnx_map_file(path, &buf, &size);
     if (rc) return rc;
     char dir[PATH_MAX];
     if (opt && opt->base_dir) {
@@ -231,7 +231,7 @@ KILN_API int kiln_onnx_import(const char *path, const kiln_onnx_options *opt, ki
         else snprintf(dir, sizeof dir, ".");
     }
     rc = import_model(buf, size, dir, opt, out);
-    kiln__free(buf);
+    kiln__onnx_unmap_file(buf, size);
     if (rc) return kiln__err_prefix(rc, "%s", path);
     return 0;
 }

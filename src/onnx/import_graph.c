@@ -348,7 +348,21 @@ int kiln__imp_import_graph(imp *im, const Onnx__GraphProto *g, const scope *pare
         kiln__onnx_tensor t;
         rc = kiln__onnx_tensor_decode(tp, im->base_dir, where, &t);
         if (rc) break;
-        rc = kiln__imp_add_tensor_const(net, tp->name, &t);
+        if (depth == 0 && t.borrowed && t.data == tp->raw_data.data) {
+            /* raw_data (protobuf-c's copy of the bytes) becomes the
+             * network's constant: one copy of the weights less.  The
+             * proto no longer holds it: the main graph is imported once
+             * (a subgraph may be imported twice; it keeps the copy). */
+            rc = kiln__network_add_constant_take(net, tp->name, t.dtype, t.ndim, t.dims, t.data);
+            if (!rc) {
+                Onnx__TensorProto *own = g->initializer[i];
+                own->raw_data.data = NULL;
+                own->raw_data.len = 0;
+                own->has_raw_data = 0;
+            }
+        } else {
+            rc = kiln__imp_add_tensor_const(net, tp->name, &t);
+        }
         kiln__onnx_tensor_free(&t);
         if (rc) { rc = kiln__err_prefix(rc, "%s", where); break; }
         if (kiln__imp_strset_add(&inits, tp->name) < 0) rc = KILN_ENOMEM;

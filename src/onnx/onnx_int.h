@@ -34,6 +34,11 @@ typedef struct kiln__onnx_tensor {
 
 /* Read a whole file (kiln__malloc'd; at least 1 byte allocated). */
 int kiln__onnx_read_file(const char *path, uint8_t **buf, size_t *size);
+/* Map a whole model file read-only (kiln__onnx_unmap_file when done; an
+ * empty file gives a non-NULL empty buffer).  Like a mapped engine file,
+ * the file must not be truncated while it is mapped (SIGBUS). */
+int kiln__onnx_map_file(const char *path, const uint8_t **buf, size_t *size);
+void kiln__onnx_unmap_file(const uint8_t *buf, size_t size);
 /* Check the protobuf wire format nests at most KILN__ONNX_MAX_DEPTH deep
  * (guards protobuf-c's recursion).  KILN_EFORMAT with the offset. */
 int kiln__onnx_check_depth(const uint8_t *buf, size_t size);

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -46,20 +47,29 @@ static int open_regular(const char *path, int flags, FILE **f, struct stat *st) 
     return 0;
 }
 
+/* Open a whole-file read: a regular file within KILN__ONNX_MAX_FILE;
+ * *n its size. */
+static int open_whole(const char *path, FILE **f, size_t *n) {
+    struct stat st;
+    int e = open_regular(path, 0, f, &st);
+    if (e > 0) return kiln__err(KILN_EIO, "cannot open '%s': %s", path, strerror(e));
+    if (e) return kiln__err(KILN_EIO, "'%s' is not a regular file", path);
+    if ((uint64_t)st.st_size > KILN__ONNX_MAX_FILE) {
+        fclose(*f);
+        return kiln__err(KILN_EIO, "'%s' is too large (%lld bytes, limit %llu)", path,
+                         (long long)st.st_size, (unsigned long long)KILN__ONNX_MAX_FILE);
+    }
+    *n = (size_t)st.st_size;
+    return 0;
+}
+
 int kiln__onnx_read_file(const char *path, uint8_t **buf, size_t *size) {
     *buf = NULL;
     *size = 0;
     FILE *f;
-    struct stat st;
-    int e = open_regular(path, 0, &f, &st);
-    if (e > 0) return kiln__err(KILN_EIO, "cannot open '%s': %s", path, strerror(e));
-    if (e) return kiln__err(KILN_EIO, "'%s' is not a regular file", path);
-    if ((uint64_t)st.st_size > KILN__ONNX_MAX_FILE) {
-        fclose(f);
-        return kiln__err(KILN_EIO, "'%s' is too large (%lld bytes, limit %llu)", path,
-                         (long long)st.st_size, (unsigned long long)KILN__ONNX_MAX_FILE);
-    }
-    size_t n = (size_t)st.st_size;
+    size_t n;
+    int e = open_whole(path, &f, &n);
+    if (e) return e;
     uint8_t *b = kiln__malloc(n ? n : 1);
     if (!b) {
         fclose(f);
@@ -74,6 +84,28 @@ int kiln__onnx_read_file(const char *path, uint8_t **buf, size_t *size) {
     *buf = b;
     *size = n;
     return 0;
+}
+
+int kiln__onnx_map_file(const char *path, const uint8_t **buf, size_t *size) {
+    *buf = NULL;
+    *size = 0;
+    FILE *f;
+    size_t n;
+    int e = open_whole(path, &f, &n);
+    if (e) return e;
+    /* populated at once: one pass over the page cache instead of a fault
+     * per page while protobuf-c copies the fields out */
+    void *p = n ? mmap(NULL, n, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fileno(f), 0) : NULL;
+    e = errno;
+    fclose(f);
+    if (p == MAP_FAILED) return kiln__err(KILN_EIO, "cannot map '%s' (%zu bytes): %s", path, n, strerror(e));
+    *buf = p ? p : (const uint8_t *)"";
+    *size = n;
+    return 0;
+}
+
+void kiln__onnx_unmap_file(const uint8_t *buf, size_t size) {
+    if (size) munmap((void *)(uintptr_t)buf, size);
 }
 
 /* ------------------------------------------------------------ depth guard */
