@@ -10,7 +10,9 @@
 #include "test.h"
 #include "test_ops_util.h"
 
+#include <math.h>
 #include <stdint.h>
+#include <string.h>
 
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
 
@@ -100,6 +102,37 @@ TEST_IMPL(div_int_and_compare) {
     tio out2 = {"y", KILN_DTYPE_BOOL, 2, {4, 6}, L};
     ASSERT_OK(run1("ai.onnx::Less", 7, 2, in2, 1, &out2, NULL, 1));
     for (int i = 0; i < 24; i++) ASSERT_EQ(L[i], F[i] < G[i % 6]);
+}
+
+/* Pow: by 2 (any exponent type, an exponent of higher rank) bit for bit
+ * what pow() gives; another exponent still pow(). */
+TEST_IMPL(pow_square_and_general) {
+    enum { N = 105 };
+    float A[N], Y[4 * N];
+    fill_f32(A, N, -3, 3);
+    A[0] = 0.0f, A[1] = -0.0f, A[2] = 1e-30f, A[3] = 3e30f; /* signed zero, underflow, overflow */
+    const float two = 2.0f, e25 = 2.5f;
+    const int64_t two_i = 2;
+    struct {
+        kiln_dtype t;
+        int nd;
+        const void *b;
+        double e;
+    } cases[] = {{KILN_DTYPE_F32, 0, &two, 2}, {KILN_DTYPE_I64, 0, &two_i, 2}, {KILN_DTYPE_F32, 4, &two, 2},
+                 {KILN_DTYPE_F32, 0, &e25, 2.5}};
+    for (int k = 0; k < 4; k++) {
+        tio in[2] = {{"a", KILN_DTYPE_F32, 3, {3, 5, 7}, A}, {"b", cases[k].t, cases[k].nd, {1, 1, 1, 1}, (void *)cases[k].b}};
+        tio out = {"y", KILN_DTYPE_F32, cases[k].nd == 4 ? 4 : 3, {3, 5, 7}, Y};
+        if (cases[k].nd == 4) {
+            out.dims[0] = 1, out.dims[1] = 3, out.dims[2] = 5, out.dims[3] = 7;
+        }
+        ASSERT_OK(run1("ai.onnx::Pow", 15, 2, in, 1, &out, NULL, 1));
+        for (int i = 0; i < N; i++) {
+            float want = (float)pow((double)A[i], cases[k].e);
+            if (memcmp(&Y[i], &want, 4) && !(isnan(want) && isnan(Y[i])))
+                TEST__FAIL("case %d: %g ^ %g = %.9g, pow() gives %.9g", k, A[i], cases[k].e, Y[i], want);
+        }
+    }
 }
 
 TEST_IMPL(where_and_sum_variadic) {
@@ -825,7 +858,7 @@ TEST_IMPL(reshape_runtime_shape) {
     kiln_engine_free(e);
 }
 
-TEST_LIST(TEST_ENTRY(add_broadcast), TEST_ENTRY(mul_large_threaded), TEST_ENTRY(div_int_and_compare),
+TEST_LIST(TEST_ENTRY(add_broadcast), TEST_ENTRY(mul_large_threaded), TEST_ENTRY(div_int_and_compare), TEST_ENTRY(pow_square_and_general),
           TEST_ENTRY(where_and_sum_variadic), TEST_ENTRY(unary_float_and_f16),
           TEST_ENTRY(reduce_sum_max_mean), TEST_ENTRY(argmax), TEST_ENTRY(transpose),
           TEST_ENTRY(slice_negative_steps), TEST_ENTRY(gather_negative_indices),
