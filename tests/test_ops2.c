@@ -679,66 +679,85 @@ TEST_IMPL(resize) {
 
 /* ---- LSTM ------------------------------------------------------------------------------------------- */
 
+typedef struct lstm_case {
+    int64_t H, D;
+    float clip; /* 0: none */
+    int input_forget;
+} lstm_case;
+
 static void lstm_attrs(kiln_layer *l, const void *ud) {
-    (void)ud;
-    ASSERT_OK(kiln_layer_set_string(l, "direction", "bidirectional"));
-    ASSERT_OK(kiln_layer_set_int(l, "hidden_size", 5));
+    const lstm_case *lc = ud;
+    ASSERT_OK(kiln_layer_set_string(l, "direction", lc->D == 2 ? "bidirectional" : "forward"));
+    ASSERT_OK(kiln_layer_set_int(l, "hidden_size", lc->H));
+    if (lc->clip > 0) ASSERT_OK(kiln_layer_set_float(l, "clip", lc->clip));
+    if (lc->input_forget) ASSERT_OK(kiln_layer_set_int(l, "input_forget", 1));
 }
 
 static double sigm(double x) { return 1 / (1 + exp(-x)); }
 
+/* Bidirectional with peepholes and sequence lengths (H = 5: the scalar
+ * tails of the vectorized gates); forward with H = 37 (16-wide vectors and
+ * a tail), clip and input_forget. */
 TEST_IMPL(lstm) {
-    const int64_t S = 4, B = 2, I = 3, H = 5, D = 2;
-    tio in[8] = {{"X", KILN_DTYPE_F32, 3, {S, B, I}},
-                 {"W", KILN_DTYPE_F32, 3, {D, 4 * H, I}, NULL, 1},
-                 {"R", KILN_DTYPE_F32, 3, {D, 4 * H, H}, NULL, 1},
-                 {"Bi", KILN_DTYPE_F32, 2, {D, 8 * H}, NULL, 1},
-                 {"L", KILN_DTYPE_I32, 1, {B}, NULL, 1},
-                 {"h0", KILN_DTYPE_F32, 3, {D, B, H}},
-                 {"c0", KILN_DTYPE_F32, 3, {D, B, H}},
-                 {"P", KILN_DTYPE_F32, 2, {D, 3 * H}, NULL, 1}};
-    int32_t lens[2] = {4, 3};
-    for (int i = 0; i < 8; i++) in[i].data = i == 4 ? (void *)lens : rnd(tio_numel(&in[i]), -0.8f, 0.8f);
-    float y[80], yh[20], yc[20], ref[80] = {0}, rh[20], rc[20];
-    tio out[3] = {{"Y", KILN_DTYPE_F32, 4, {S, D, B, H}, y}, {"Yh", KILN_DTYPE_F32, 3, {D, B, H}, yh},
-                  {"Yc", KILN_DTYPE_F32, 3, {D, B, H}, yc}};
-    run_net("ai.onnx::LSTM", 14, 8, in, 3, out, lstm_attrs, NULL, 0);
-    const float *x = in[0].data, *w = in[1].data, *r = in[2].data, *bi = in[3].data;
-    const float *h0 = in[5].data, *c0 = in[6].data, *p = in[7].data;
-    for (int64_t d = 0; d < D; d++)
-        for (int64_t b = 0; b < B; b++) {
-            double h[5], c[5];
-            for (int k = 0; k < H; k++) { h[k] = h0[(d * B + b) * H + k]; c[k] = c0[(d * B + b) * H + k]; }
-            for (int64_t step = 0; step < lens[b]; step++) {
-                int64_t t = d ? lens[b] - 1 - step : step;
-                double g[20];
-                for (int64_t j = 0; j < 4 * H; j++) {
-                    double s = bi[d * 8 * H + j] + bi[d * 8 * H + 4 * H + j];
-                    for (int64_t q = 0; q < I; q++) s += x[(t * B + b) * I + q] * w[(d * 4 * H + j) * I + q];
-                    for (int64_t q = 0; q < H; q++) s += h[q] * r[(d * 4 * H + j) * H + q];
-                    g[j] = s;
+    static const lstm_case cases[] = {{5, 2, 0, 0}, {37, 1, 0.9f, 1}};
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+        const lstm_case *lc = &cases[ci];
+        const int64_t S = 4, B = 2, I = 3, H = lc->H, D = lc->D;
+        tio in[8] = {{"X", KILN_DTYPE_F32, 3, {S, B, I}},
+                     {"W", KILN_DTYPE_F32, 3, {D, 4 * H, I}, NULL, 1},
+                     {"R", KILN_DTYPE_F32, 3, {D, 4 * H, H}, NULL, 1},
+                     {"Bi", KILN_DTYPE_F32, 2, {D, 8 * H}, NULL, 1},
+                     {"L", KILN_DTYPE_I32, 1, {B}, NULL, 1},
+                     {"h0", KILN_DTYPE_F32, 3, {D, B, H}},
+                     {"c0", KILN_DTYPE_F32, 3, {D, B, H}},
+                     {"P", KILN_DTYPE_F32, 2, {D, 3 * H}, NULL, 1}};
+        int32_t lens[2] = {4, 3};
+        for (int i = 0; i < 8; i++) in[i].data = i == 4 ? (void *)lens : rnd(tio_numel(&in[i]), -0.8f, 0.8f);
+        const int64_t ny = S * D * B * H, nh = D * B * H;
+        float *y = malloc(sizeof(float) * ny), *yh = malloc(sizeof(float) * nh), *yc = malloc(sizeof(float) * nh);
+        float *ref = calloc((size_t)ny, sizeof(float)), *rh = malloc(sizeof(float) * nh), *rc = malloc(sizeof(float) * nh);
+        double *h = malloc(sizeof(double) * H), *c = malloc(sizeof(double) * H), *hn = malloc(sizeof(double) * H);
+        double *g = malloc(sizeof(double) * 4 * H);
+        tio out[3] = {{"Y", KILN_DTYPE_F32, 4, {S, D, B, H}, y}, {"Yh", KILN_DTYPE_F32, 3, {D, B, H}, yh},
+                      {"Yc", KILN_DTYPE_F32, 3, {D, B, H}, yc}};
+        run_net("ai.onnx::LSTM", 14, 8, in, 3, out, lstm_attrs, lc, 0);
+        const float *x = in[0].data, *w = in[1].data, *r = in[2].data, *bi = in[3].data;
+        const float *h0 = in[5].data, *c0 = in[6].data, *p = in[7].data;
+#define CLIPD(v) (lc->clip > 0 ? fmin(fmax((v), -lc->clip), lc->clip) : (v))
+        for (int64_t d = 0; d < D; d++)
+            for (int64_t b = 0; b < B; b++) {
+                for (int k = 0; k < H; k++) { h[k] = h0[(d * B + b) * H + k]; c[k] = c0[(d * B + b) * H + k]; }
+                for (int64_t step = 0; step < lens[b]; step++) {
+                    int64_t t = d ? lens[b] - 1 - step : step;
+                    for (int64_t j = 0; j < 4 * H; j++) {
+                        double s = bi[d * 8 * H + j] + bi[d * 8 * H + 4 * H + j];
+                        for (int64_t q = 0; q < I; q++) s += x[(t * B + b) * I + q] * w[(d * 4 * H + j) * I + q];
+                        for (int64_t q = 0; q < H; q++) s += h[q] * r[(d * 4 * H + j) * H + q];
+                        g[j] = s;
+                    }
+                    for (int k = 0; k < H; k++) {
+                        const float *pp = p + d * 3 * H;
+                        double iv = sigm(CLIPD(g[k] + pp[k] * c[k]));
+                        double fv = lc->input_forget ? 1 - iv : sigm(CLIPD(g[2 * H + k] + pp[2 * H + k] * c[k]));
+                        double cn = fv * c[k] + iv * tanh(CLIPD(g[3 * H + k]));
+                        double ov = sigm(CLIPD(g[H + k] + pp[H + k] * cn));
+                        c[k] = cn;
+                        hn[k] = ov * tanh(cn);
+                    }
+                    for (int k = 0; k < H; k++) {
+                        h[k] = hn[k];
+                        ref[((t * D + d) * B + b) * H + k] = (float)hn[k];
+                    }
                 }
-                double hn[5];
-                for (int k = 0; k < H; k++) {
-                    const float *pp = p + d * 3 * H;
-                    double iv = sigm(g[k] + pp[k] * c[k]);
-                    double fv = sigm(g[2 * H + k] + pp[2 * H + k] * c[k]);
-                    double cn = fv * c[k] + iv * tanh(g[3 * H + k]);
-                    double ov = sigm(g[H + k] + pp[H + k] * cn);
-                    c[k] = cn;
-                    hn[k] = ov * tanh(cn);
-                }
-                for (int k = 0; k < H; k++) {
-                    h[k] = hn[k];
-                    ref[((t * D + d) * B + b) * H + k] = (float)hn[k];
-                }
+                for (int k = 0; k < H; k++) { rh[(d * B + b) * H + k] = (float)h[k]; rc[(d * B + b) * H + k] = (float)c[k]; }
             }
-            for (int k = 0; k < H; k++) { rh[(d * B + b) * H + k] = (float)h[k]; rc[(d * B + b) * H + k] = (float)c[k]; }
-        }
-    check_close("LSTM Y", y, ref, 80, 1e-5, 1e-4);
-    check_close("LSTM Y_h", yh, rh, 20, 1e-5, 1e-4);
-    check_close("LSTM Y_c", yc, rc, 20, 1e-5, 1e-4);
-    for (int i = 0; i < 8; i++) if (i != 4) free(in[i].data);
+#undef CLIPD
+        check_close("LSTM Y", y, ref, ny, 1e-5, 1e-4);
+        check_close("LSTM Y_h", yh, rh, nh, 1e-5, 1e-4);
+        check_close("LSTM Y_c", yc, rc, nh, 1e-5, 1e-4);
+        for (int i = 0; i < 8; i++) if (i != 4) free(in[i].data);
+        free(y), free(yh), free(yc), free(ref), free(rh), free(rc), free(h), free(c), free(hn), free(g);
+    }
 }
 
 /* ---- GRU ---------------------------------------------------------------------------------------------- */

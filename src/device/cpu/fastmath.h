@@ -3,7 +3,8 @@
  * that use it vectorize (shared by activation.c, softmax.c and the CPU
  * attention); on AVX-512 targets the same exp written with intrinsics
  * (GCC's vectorization of fexp_f32 reaches ~0.4 ns/element, these ~0.05)
- * and the softmax of a contiguous row built on it.
+ * and the softmax of a contiguous row built on it; tanh as a rational
+ * function, and array forms of sigmoid and tanh (activation.c, rnn.c).
  */
 #ifndef KILN_OPS_FASTMATH_H
 #define KILN_OPS_FASTMATH_H
@@ -38,6 +39,29 @@ static inline float fexp_f32(float x0) {
     return x0 > 88.7228f ? INFINITY : x0 < -87.33f ? 0.0f : y;
 }
 
+/* tanh without libm calls (libm's tanhf is a scalar call, ~12 ns/element):
+ * a rational approximation, error < 4e-7; fexp_f32 is in fastmath.h. */
+static inline float ftanh_f32(float x) {
+    /* rational minimax approximation on [-7.9, 7.9] (the coefficients Eigen
+     * uses for float), saturated outside; no exp, one division */
+    const float c = 7.90531110763549805f;
+    float xc = x > c ? c : x < -c ? -c : x;
+    float x2 = xc * xc;
+    float p = -2.76076847742355e-16f;
+    p = p * x2 + 2.00018790482477e-13f;
+    p = p * x2 - 8.60467152213735e-11f;
+    p = p * x2 + 5.12229709037114e-08f;
+    p = p * x2 + 1.48572235717979e-05f;
+    p = p * x2 + 6.37261928875436e-04f;
+    p = p * x2 + 4.89352455891786e-03f;
+    p = p * xc;
+    float q = 1.19825839466702e-06f;
+    q = q * x2 + 1.18534705686654e-04f;
+    q = q * x2 + 2.26843463243900e-03f;
+    q = q * x2 + 4.89352518554385e-03f;
+    float r = p / q;
+    return fabsf(x) < 0.0004f ? x : r;
+}
 #if defined(__AVX512F__)
 #include <immintrin.h>
 /* fexp_f32 on 16 lanes: the same reduction and polynomial, 2^n by scalef;
@@ -59,6 +83,24 @@ static inline __m512 fexp_f32x16(__m512 x0) {
     return _mm512_mask_mov_ps(y, _mm512_cmp_ps_mask(x0, _mm512_set1_ps(-87.33f), _CMP_LT_OQ), _mm512_setzero_ps());
 }
 #endif
+
+/* x[i] = 1 / (1 + exp(-x[i])) over an array, in place (the RNN gates). */
+static inline void fsigmoid_f32_n(float *x, int64_t n) {
+    int64_t k = 0;
+#if defined(__AVX512F__)
+    const __m512 one = _mm512_set1_ps(1.0f);
+    for (; k + 16 <= n; k += 16) {
+        __m512 e = fexp_f32x16(_mm512_sub_ps(_mm512_setzero_ps(), _mm512_loadu_ps(x + k)));
+        _mm512_storeu_ps(x + k, _mm512_div_ps(one, _mm512_add_ps(one, e)));
+    }
+#endif
+    for (; k < n; k++) x[k] = 1.0f / (1.0f + fexp_f32(-x[k]));
+}
+
+/* x[i] = tanh(x[i]) over an array, in place (vectorizes: no libm call). */
+static inline void ftanh_f32_n(float *x, int64_t n) {
+    for (int64_t k = 0; k < n; k++) x[k] = ftanh_f32(x[k]);
+}
 
 /* Softmax of the contiguous row x[0..n) into y (may be x): max, exp with
  * the sum, scale; a NaN makes the row NaN.  A row of -inf (every entry

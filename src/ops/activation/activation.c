@@ -76,29 +76,6 @@ typedef void (*un_fn)(const void *x, void *y, int64_t n, const uparam *p);
     }
 #define UN_TAB(SUF, T, CT, LD, ST, OP) [KILN_DTYPE_##SUF] = un_##OP##_##SUF,
 
-/* tanh without libm calls (libm's tanhf is a scalar call, ~12 ns/element):
- * a rational approximation, error < 4e-7; fexp_f32 is in fastmath.h. */
-static inline float ftanh_f32(float x) {
-    /* rational minimax approximation on [-7.9, 7.9] (the coefficients Eigen
-     * uses for float), saturated outside; no exp, one division */
-    const float c = 7.90531110763549805f;
-    float xc = x > c ? c : x < -c ? -c : x;
-    float x2 = xc * xc;
-    float p = -2.76076847742355e-16f;
-    p = p * x2 + 2.00018790482477e-13f;
-    p = p * x2 - 8.60467152213735e-11f;
-    p = p * x2 + 5.12229709037114e-08f;
-    p = p * x2 + 1.48572235717979e-05f;
-    p = p * x2 + 6.37261928875436e-04f;
-    p = p * x2 + 4.89352455891786e-03f;
-    p = p * xc;
-    float q = 1.19825839466702e-06f;
-    q = q * x2 + 1.18534705686654e-04f;
-    q = q * x2 + 2.26843463243900e-03f;
-    q = q * x2 + 4.89352518554385e-03f;
-    float r = p / q;
-    return fabsf(x) < 0.0004f ? x : r;
-}
 /* erf: Taylor series below 0.5, else Abramowitz & Stegun 7.1.26 (abs error
  * < 3e-7) */
 static inline float ferf_f32(float x) {

@@ -9,6 +9,7 @@
  * H_{t-1} * R^T (a matrix-vector product for batch 1) and applies the gate
  * math.  Scratch lives in the workspace.
  */
+#include "device/cpu/fastmath.h"
 #include "device/cpu/sgemm.h"
 #include "ops/common/cuda_impls.h"
 #include "ops/common/ops_util.h"
@@ -56,8 +57,8 @@ static const struct {
 
 static inline float act_apply(const act *a, float x) {
     switch (a->kind) {
-    case A_SIGMOID: return 1.0f / (1.0f + expf(-x));
-    case A_TANH: return tanhf(x);
+    case A_SIGMOID: return 1.0f / (1.0f + fexp_f32(-x));
+    case A_TANH: return ftanh_f32(x);
     case A_RELU: return x < 0 ? 0 : x; /* NaN stays NaN */
     case A_AFFINE: return a->alpha * x + a->beta;
     case A_LEAKYRELU: return x >= 0 ? x : a->alpha * x;
@@ -72,6 +73,49 @@ static inline float act_apply(const act *a, float x) {
     case A_SOFTPLUS: return x > 20 ? x : log1pf(expf(x));
     default: return x;
     }
+}
+
+/* a applied to x[0..n) in place: sigmoid and tanh vectorized (fastmath.h;
+ * libm's expf and tanhf are scalar calls, 640 of them per step made half
+ * of silero's LSTM layer), the rest element by element. */
+static void act_n(const act *a, float *x, int64_t n) {
+    if (a->kind == A_SIGMOID) fsigmoid_f32_n(x, n);
+    else if (a->kind == A_TANH) ftanh_f32_n(x, n);
+    else
+        for (int64_t k = 0; k < n; k++) x[k] = act_apply(a, x[k]);
+}
+
+static void clip_n(float *x, int64_t n, float clip) {
+    for (int64_t k = 0; clip > 0 && k < n; k++) x[k] = x[k] < -clip ? -clip : x[k] > clip ? clip : x[k];
+}
+
+/* One LSTM step of one batch row, a gate at a time over arrays: g (4H,
+ * gates i, o, f, c as ONNX orders them) holds h * R^T and becomes the
+ * pre-activations (+ x W^T + biases from xr, peepholes p, clip), then the
+ * activations; c and h are updated in place. */
+static void lstm_step(const float *xr, float *g, float *h, float *c, int64_t H, const float *p, const act *fa,
+                      float clip, int input_forget) {
+    float *gi = g, *go = g + H, *gf = g + 2 * H, *gc = g + 3 * H;
+    for (int64_t j = 0; j < 4 * H; j++) g[j] += xr[j];
+    for (int64_t k = 0; p && k < H; k++) {
+        gi[k] += p[k] * c[k];
+        gf[k] += p[2 * H + k] * c[k];
+    }
+    clip_n(gi, H, clip);
+    act_n(&fa[0], gi, H);
+    if (!input_forget) {
+        clip_n(gf, H, clip);
+        act_n(&fa[0], gf, H);
+    }
+    clip_n(gc, H, clip);
+    act_n(&fa[1], gc, H);
+    for (int64_t k = 0; k < H; k++) c[k] = (input_forget ? 1 - gi[k] : gf[k]) * c[k] + gi[k] * gc[k];
+    for (int64_t k = 0; p && k < H; k++) go[k] += p[H + k] * c[k];
+    clip_n(go, H, clip);
+    act_n(&fa[0], go, H);
+    memcpy(gf, c, (size_t)H * sizeof *gf); /* the forget gate is spent: scratch for act(c) */
+    act_n(&fa[2], gf, H);
+    for (int64_t k = 0; k < H; k++) h[k] = go[k] * gf[k];
 }
 
 static int cell_nacts(int cell) { return cell == CELL_LSTM ? 3 : cell == CELL_GRU ? 2 : 1; }
@@ -302,7 +346,8 @@ static int rnn_run(const kiln_call *c, int cell) {
                 const float *xr = xw + (layout ? b * S + t : t * Bn + b) * GH;
                 const float *hrb = hr + b * GH;
                 float *hb = h + b * H, *cb = cs + b * H;
-                for (int64_t k = 0; k < H; k++) {
+                if (cell == CELL_LSTM) lstm_step(xr, hr + b * GH, hb, cb, H, p, fa, clip, input_forget);
+                for (int64_t k = 0; k < H && cell != CELL_LSTM; k++) {
 #define CLIP(v) (clip > 0 ? ((v) < -clip ? -clip : (v) > clip ? clip : (v)) : (v))
                     if (cell == CELL_RNN) {
                         float v = xr[k] + hrb[k];
@@ -322,19 +367,6 @@ static int rnn_run(const kiln_call *c, int cell) {
                         } else {
                             bsum[k] = z; /* stash z: bsum is not needed after the projection */
                         }
-                    } else {
-                        float ig = xr[k] + hrb[k], og = xr[H + k] + hrb[H + k];
-                        float fg = xr[2 * H + k] + hrb[2 * H + k], cg = xr[3 * H + k] + hrb[3 * H + k];
-                        float cp = cb[k];
-                        if (p) { ig += p[k] * cp; fg += p[2 * H + k] * cp; }
-                        float iv = act_apply(&fa[0], CLIP(ig));
-                        float fv = input_forget ? 1 - iv : act_apply(&fa[0], CLIP(fg));
-                        float gv = act_apply(&fa[1], CLIP(cg));
-                        float cn = fv * cp + iv * gv;
-                        if (p) og += p[H + k] * cn;
-                        float ov = act_apply(&fa[0], CLIP(og));
-                        cb[k] = cn;
-                        hb[k] = ov * act_apply(&fa[2], cn);
                     }
                 }
                 if (cell == CELL_GRU && !lbr) {
