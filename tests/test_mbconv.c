@@ -6,7 +6,9 @@
  * timing; it must come out as one kiln::mbconv layer (with the residual
  * Add fused); tactics 1 (whole tensors), 2 (row bands) and 3 (row bands,
  * the expand conv by conv_fewc.c's pointwise kernel: offered where its
- * input has at most 64 channels, refused elsewhere) are then forced
+ * input has at most 64 channels, refused elsewhere) and 4 (whole tensors
+ * channels-last: offered where the 1x1 expand conv's input has at most 1024
+ * pixels, refused elsewhere) are then forced
  * on it and run with the output poisoned, in debug mode (every element
  * written) and not, at 1 and 2 threads.  Odd sizes: channel counts off the
  * vector width, planes of 1 to 57 rows (one band and many), strides 1 and
@@ -210,10 +212,12 @@ static void run_case(const mbcase *t, int threads) {
     ASSERT_EQ(st.layers, 1);
     ASSERT_STR_EQ(e->layers[0].op_name, "mbconv");
     char what[240];
-    for (int tactic = 0; tactic <= 3; tactic++) {
-        if (tactic == 3 && (!t->expand || t->ek || t->C > 64)) { /* not offered: an engine with it is refused */
+    for (int tactic = 0; tactic <= 4; tactic++) {
+        /* 3: a 1x1 expand conv of at most 64 channels; 4: one over at most 1024 pixels */
+        int offered = tactic < 3 || (t->expand && !t->ek && (tactic == 3 ? t->C <= 64 : t->H * t->W <= 1024));
+        if (!offered) { /* an engine with it is refused */
             ASSERT(test_force_tactic(e, 0, tactic) != 0);
-            break;
+            continue;
         }
         if (tactic) ASSERT_OK(test_force_tactic(e, 0, tactic));
         for (int debug = 0; debug <= 1; debug++) {

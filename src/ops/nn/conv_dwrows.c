@@ -10,7 +10,7 @@
 #include <immintrin.h>
 
 #define KW_MAX 32
-#define RB 4 /* output rows computed together (independent FMA chains) */
+#define RB 8 /* output rows computed together (independent FMA chains) */
 
 /* Lanes i of a 16-float load at column b with 0 <= b + i < W. */
 static inline __mmask16 lane_mask(int64_t b, int64_t W) {
@@ -54,7 +54,7 @@ static inline __attribute__((always_inline)) void rows(const int R, const int64_
     for (int r = 0; r < R; r++) acc[r] = _mm512_set1_ps(bias);
     const int64_t T = (R - 1) * SY + (KH - 1) * DY + 1;
     /* unrolled in full where the sizes are constants: the tests fold */
-#pragma GCC unroll 16
+#pragma GCC unroll 24
     for (int64_t t = 0; t < T; t++) {
         int64_t iy = oy * SY + t - p->pt;
         if (iy < 0 || iy >= p->H) continue;
@@ -62,7 +62,7 @@ static inline __attribute__((always_inline)) void rows(const int R, const int64_
 #pragma GCC unroll 4
         for (int64_t kx = 0; kx < KW; kx++) {
             __m512 v = tap(row, ck, kx, s2);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
             for (int r = 0; r < R; r++) {
                 int64_t d = t - r * SY;
                 if (d < 0 || d % DY || d / DY >= KH) continue;
@@ -105,6 +105,10 @@ static inline __attribute__((always_inline)) void plane_rows(const int64_t KH, c
         int64_t oy = oy0;
         for (; oy + RB <= oy1; oy += RB) rows(RB, KH, KW, SY, DY, p, s2, xc, wv, wm, bias, &ck, yc, oy, ox0);
         switch (oy1 - oy) {
+        case 7: rows(7, KH, KW, SY, DY, p, s2, xc, wv, wm, bias, &ck, yc, oy, ox0); break;
+        case 6: rows(6, KH, KW, SY, DY, p, s2, xc, wv, wm, bias, &ck, yc, oy, ox0); break;
+        case 5: rows(5, KH, KW, SY, DY, p, s2, xc, wv, wm, bias, &ck, yc, oy, ox0); break;
+        case 4: rows(4, KH, KW, SY, DY, p, s2, xc, wv, wm, bias, &ck, yc, oy, ox0); break;
         case 3: rows(3, KH, KW, SY, DY, p, s2, xc, wv, wm, bias, &ck, yc, oy, ox0); break;
         case 2: rows(2, KH, KW, SY, DY, p, s2, xc, wv, wm, bias, &ck, yc, oy, ox0); break;
         case 1: rows(1, KH, KW, SY, DY, p, s2, xc, wv, wm, bias, &ck, yc, oy, ox0); break;
