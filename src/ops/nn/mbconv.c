@@ -35,7 +35,10 @@
  *     E is clamped before its one store, where the GEMM stores a block of
  *     E and its `done` hook reads and writes it again to clamp it (for
  *     MobileNetV2's K = 16..32 expands that pass costs a quarter of the
- *     GEMM), and X is read in place, unpacked;
+ *     GEMM), and X is read in place, unpacked.  Before a depthwise conv
+ *     of x stride 2 over rows of even width it stores E's rows split by
+ *     column parity (two permutes per 32 outputs), so that every tap of
+ *     the depthwise rows is one load (conv_dwrows.h `phase`);
  *   4 whole tensors channels-last (offered for a 1x1 expand conv over
  *     planes of at most CL_MAX_HW pixels): E^T = X^T We^T and Y^T = D^T
  *     Wp^T are GEMMs whose rows are the pixels and whose columns are the
@@ -211,6 +214,7 @@ typedef struct mb {
     int fewc;
     kiln__fewc fc;
     int direct; /* tactic 3: the 1x1 expand conv by kiln__fewc_pointwise */
+    int split;  /* tactic 3 at x stride 2 over E rows of even width: E stored by column parity */
     /* tactic 4's packed weights (We, Wp as the GEMMs' B; Wd tap-major) */
     const float *we_b, *wp_b, *wd_cl;
 } mb;
@@ -346,7 +350,8 @@ static void expand_rows(const mb *g, const float *xn, int64_t iy0, int64_t iy1, 
                         kiln_exec *exec) {
     if (iy1 <= iy0) return;
     if (g->direct) { /* bands only: serial */
-        kiln__fewc fc = {.C = g->C, .M = g->Ce, .bias = g->be, .lo = g->e_lo, .hi = g->e_hi};
+        kiln__fewc fc = {.C = g->C, .M = g->Ce, .bias = g->be, .lo = g->e_lo, .hi = g->e_hi,
+                         .split = g->split ? (iy1 - iy0) * g->W / 2 : 0};
         kiln__fewc_pointwise(&fc, g->we_packed, xn + iy0 * g->W, g->XH * g->XW, (iy1 - iy0) * g->W, e, ld);
         return;
     }
@@ -539,6 +544,7 @@ static void bands(void *ud, int64_t b, int64_t e) {
         if (g->expand) {
             expand_rows(g, xn, iy0, iy1, eb, in, NULL);
             p = dw_params(g, eb, iy1 - iy0, in, iy0, d, out, oy0);
+            p.phase = g->split ? in / 2 : 0;
         } else {
             p = dw_params(g, xn, g->H, g->H * g->W, 0, d, out, oy0);
         }
@@ -596,6 +602,7 @@ static int mbconv_impl(const kiln_call *c) {
     }
     /* tactic 3 where formats_fn offers it; elsewhere it runs as tactic 2 */
     g.direct = t == T_DIRECT && g.expand && !g.fewc && g.C <= DIRECT_MAX_C && g.we_packed;
+    g.split = g.direct && g.s[1] == 2 && g.W % 2 == 0;
     g.rows = band_rows(&g, kiln_exec_threads(c->exec));
     kiln_exec_parallel_for(c->exec, g.N * ((g.OH + g.rows - 1) / g.rows), 1, bands, &g);
     return 0;
