@@ -40,7 +40,7 @@
  *     column parity (two permutes per 32 outputs), so that every tap of
  *     the depthwise rows is one load (conv_dwrows.h `phase`);
  *   4 whole tensors channels-last (offered for a 1x1 expand conv over
- *     planes of at most CL_MAX_HW pixels): E^T = X^T We^T and Y^T = D^T
+ *     small planes: CL_MAX_HW, CL_MAX_OHW): E^T = X^T We^T and Y^T = D^T
  *     Wp^T are GEMMs whose rows are the pixels and whose columns are the
  *     channels, and the depthwise step runs over channels-last E^T
  *     (conv_dwcl.c).  On 14x14 and 7x7 planes the GEMMs' columns are then
@@ -66,10 +66,13 @@
 
 enum { T_WHOLE = 1, T_ROWS = 2, T_DIRECT = 3, T_CL = 4 };
 
-/* Tactic 4 is offered where E's plane has at most this many pixels
- * (MobileNetV2's 28x28 to 7x7 blocks; on larger planes the row bands keep
- * E in cache and the whole-tensor copies of tactic 4 would not fit). */
+/* Tactic 4 is offered where E's plane has at most CL_MAX_HW pixels and
+ * Y's at most CL_MAX_OHW: MobileNetV2's 7x7 blocks (and the 14x14 -> 7x7
+ * one).  On 14x14 outputs it measured no faster than tactics 1-3 at 1
+ * thread and slower at 2, so it is not a candidate there (one noisy
+ * timing fewer); on larger planes the row bands keep E in cache. */
 #define CL_MAX_HW 1024
+#define CL_MAX_OHW 64
 
 /* Tactic 3 is offered where the 1x1 expand conv has at most this many input
  * channels: in MobileNetV2 (1 thread, builder timings) it wins at 16..32,
@@ -666,7 +669,8 @@ static int mbconv_prepack(const kiln_call *c, int input, void *dst, size_t *size
 
 /* kiln_quick_op.formats_fn: tactics 1 and 2, 3 where the block has a
  * 1x1 expand conv of at most DIRECT_MAX_C input channels, 4 where it has
- * one over a constant plane of at most CL_MAX_HW pixels. */
+ * one over a constant plane of at most CL_MAX_HW pixels whose output
+ * plane has at most CL_MAX_OHW. */
 static int mbconv_formats_fn(const kiln_shape_ctx *c, kiln_combo *out, int max) {
     int64_t s[2], p[4], d[2], es[2] = {0, 0}, ep[4] = {0, 0, 0, 0}, C = -1, kh = -1, kw = -1;
     if (max < 1) return 0;
@@ -681,8 +685,11 @@ static int mbconv_formats_fn(const kiln_shape_ctx *c, kiln_combo *out, int max) 
         !(ep[0] | ep[1] | ep[2] | ep[3]) && kiln_expr_is_const(c->in[IN_X].dims[2], &h) &&
         kiln_expr_is_const(c->in[IN_X].dims[3], &w) && h * w <= CL_MAX_HW &&
         kiln_expr_is_const(c->in[IN_WD].dims[2], &KH) && kiln_expr_is_const(c->in[IN_WD].dims[3], &KW) &&
-        KH * KW <= KILN__DWCL_TAPS)
-        k.tactics[k.tactics[2] ? 3 : 2] = T_CL;
+        KH * KW <= KILN__DWCL_TAPS) {
+        int64_t oh = h + p[0] + p[2] - d[0] * (KH - 1) - 1, ow = w + p[1] + p[3] - d[1] * (KW - 1) - 1;
+        if (oh >= 0 && ow >= 0 && (oh / s[0] + 1) * (ow / s[1] + 1) <= CL_MAX_OHW)
+            k.tactics[k.tactics[2] ? 3 : 2] = T_CL;
+    }
     out[0] = k;
     return 1;
 }
