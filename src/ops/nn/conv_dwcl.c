@@ -13,22 +13,22 @@
 
 typedef float v16 __attribute__((vector_size(64)));
 typedef int32_t vi16 __attribute__((vector_size(64)));
+/* 16 floats at any address (vector types alias their element type).  A
+ * macro and pointer arguments, not vector values: a function taking or
+ * returning one changes the ABI in builds without AVX-512 (-Wpsabi). */
+typedef float v16u __attribute__((vector_size(64), aligned(4)));
+#define LD16(p) (*(const v16u *)(const void *)(p))
 
-static inline v16 ld16(const float *p) {
-    v16 v;
-    memcpy(&v, p, sizeof v);
-    return v;
-}
-
-/* Compares, not fminf: a NaN fails both and stays (Clip keeps it). */
-static inline v16 clamp16(v16 v, float lo, float hi) {
+/* *v clamped to [lo, hi]; compares, not fminf: a NaN fails both and stays
+ * (Clip keeps it). */
+static inline void clamp16(v16 *v, float lo, float hi) {
     v16 l = {0}, h = {0};
     l += lo;
     h += hi;
-    vi16 m = v < l; /* lanes all ones where true */
-    v = (v16)(((vi16)l & m) | ((vi16)v & ~m));
-    m = v > h;
-    return (v16)(((vi16)h & m) | ((vi16)v & ~m));
+    vi16 m = *v < l; /* lanes all ones where true */
+    *v = (v16)(((vi16)l & m) | ((vi16)*v & ~m));
+    m = *v > h;
+    *v = (v16)(((vi16)h & m) | ((vi16)*v & ~m));
 }
 
 void kiln__dwcl_pack(const float *w, int64_t C, int64_t KH, int64_t KW, float *dst) {
@@ -70,8 +70,8 @@ static int64_t rows_3x3(const kiln__dwcl *p, int64_t oy0, int64_t oy1) {
         }
         for (int64_t c = 0; c < C16; c += 16) {
             v16 w[9], b = {0};
-            for (int t = 0; t < 9; t++) w[t] = ld16(p->w + t * p->C + c);
-            if (p->bias) b = ld16(p->bias + c);
+            for (int t = 0; t < 9; t++) w[t] = LD16(p->w + t * p->C + c);
+            if (p->bias) b = LD16(p->bias + c);
             for (int64_t ox = 0; ox < p->OW; ox += 4) {
                 const int n = p->OW - ox < 4 ? (int)(p->OW - ox) : 4;
                 v16 a[4] = {b, b, b, b};
@@ -84,14 +84,15 @@ static int64_t rows_3x3(const kiln__dwcl *p, int64_t oy0, int64_t oy1) {
 #pragma GCC unroll 4
                         for (int q = 0; q < 4; q++) {
                             int64_t ix = (ox + q) * p->sx - p->pl + kx * p->dx;
-                            if (q < n && ix >= 0 && ix < p->W) a[q] += w[ky * 3 + kx] * ld16(row + ix * p->ldx);
+                            if (q < n && ix >= 0 && ix < p->W) a[q] += w[ky * 3 + kx] * LD16(row + ix * p->ldx);
                         }
                 }
                 float *y = p->y + (oy * p->OW + ox) * p->ldy + c;
 #pragma GCC unroll 4
                 for (int q = 0; q < 4; q++)
                     if (q < n) {
-                        v16 v = clamp16(a[q], p->lo, p->hi);
+                        v16 v = a[q];
+                        clamp16(&v, p->lo, p->hi);
                         memcpy(y + q * p->ldy, &v, sizeof v);
                     }
             }
@@ -117,22 +118,22 @@ static void rows_any(const kiln__dwcl *p, int64_t oy0, int64_t oy1, int64_t c_fr
             for (; c + 64 <= C; c += 64) {
                 v16 a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};
                 if (p->bias) {
-                    a0 = ld16(p->bias + c);
-                    a1 = ld16(p->bias + c + 16);
-                    a2 = ld16(p->bias + c + 32);
-                    a3 = ld16(p->bias + c + 48);
+                    a0 = LD16(p->bias + c);
+                    a1 = LD16(p->bias + c + 16);
+                    a2 = LD16(p->bias + c + 32);
+                    a3 = LD16(p->bias + c + 48);
                 }
                 for (int t = 0; t < n; t++) {
                     const float *x = p->x + xo[t] + c, *w = p->w + wo[t] + c;
-                    a0 += ld16(w) * ld16(x);
-                    a1 += ld16(w + 16) * ld16(x + 16);
-                    a2 += ld16(w + 32) * ld16(x + 32);
-                    a3 += ld16(w + 48) * ld16(x + 48);
+                    a0 += LD16(w) * LD16(x);
+                    a1 += LD16(w + 16) * LD16(x + 16);
+                    a2 += LD16(w + 32) * LD16(x + 32);
+                    a3 += LD16(w + 48) * LD16(x + 48);
                 }
-                a0 = clamp16(a0, p->lo, p->hi);
-                a1 = clamp16(a1, p->lo, p->hi);
-                a2 = clamp16(a2, p->lo, p->hi);
-                a3 = clamp16(a3, p->lo, p->hi);
+                clamp16(&a0, p->lo, p->hi);
+                clamp16(&a1, p->lo, p->hi);
+                clamp16(&a2, p->lo, p->hi);
+                clamp16(&a3, p->lo, p->hi);
                 memcpy(y + c, &a0, sizeof a0);
                 memcpy(y + c + 16, &a1, sizeof a1);
                 memcpy(y + c + 32, &a2, sizeof a2);
@@ -140,9 +141,9 @@ static void rows_any(const kiln__dwcl *p, int64_t oy0, int64_t oy1, int64_t c_fr
             }
             for (; c + 16 <= C; c += 16) {
                 v16 a = {0};
-                if (p->bias) a = ld16(p->bias + c);
-                for (int t = 0; t < n; t++) a += ld16(p->w + wo[t] + c) * ld16(p->x + xo[t] + c);
-                a = clamp16(a, p->lo, p->hi);
+                if (p->bias) a = LD16(p->bias + c);
+                for (int t = 0; t < n; t++) a += LD16(p->w + wo[t] + c) * LD16(p->x + xo[t] + c);
+                clamp16(&a, p->lo, p->hi);
                 memcpy(y + c, &a, sizeof a);
             }
             for (; c < C; c++) {
