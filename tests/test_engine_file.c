@@ -5,6 +5,7 @@
  */
 #include "kiln_int.h"
 #include "test.h"
+#include "test_engine_util.h"
 #include "test_ops_util.h"
 
 #include <stdlib.h>
@@ -224,19 +225,10 @@ TEST_IMPL(save_is_atomic) {
     kiln_engine_free(e);
 }
 
-static char *inspect_text(const kiln_engine *e) {
-    char *text = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&text, &len);
-    ASSERT(f);
-    ASSERT_OK(kiln_engine_inspect(e, f));
-    fclose(f);
-    return text;
-}
 
 TEST_IMPL(inspect) {
     kiln_engine *e = build_net();
-    char *text = inspect_text(e);
+    char *text = test_inspect_text(e);
     ASSERT_CONTAINS(text, "'scale1' test::scale v1");
     ASSERT_CONTAINS(text, "'squash1' test::squash v1");
     ASSERT_CONTAINS(text, "'scale2' test::scale v1");
@@ -258,7 +250,7 @@ TEST_IMPL(dim_names) {
     g_dim0_name = "batch";
     kiln_engine *e = build_net();
     g_dim0_name = NULL;
-    char *text = inspect_text(e);
+    char *text = test_inspect_text(e);
     ASSERT_CONTAINS(text, "'x' f32 LINEAR [batch, 16]");
     ASSERT_CONTAINS(text, "'y' f32 LINEAR [batch, 16]");
     ASSERT(strstr(text, "x.dim0") == NULL);
@@ -269,7 +261,7 @@ TEST_IMPL(dim_names) {
     kiln_engine *e2 = NULL;
     ASSERT_OK(kiln_engine_load_memory(buf, size, &e2));
     kiln_free(buf);
-    text = inspect_text(e2);
+    text = test_inspect_text(e2);
     ASSERT_CONTAINS(text, "'x' f32 LINEAR [batch, 16]");
     free(text);
     float out[5 * K];
@@ -285,7 +277,7 @@ TEST_IMPL(dim_names) {
     ASSERT(memmem(buf, size, "batch", 5) == NULL);
     ASSERT_OK(kiln_engine_load_memory(buf, size, &e2));
     kiln_free(buf);
-    text = inspect_text(e2);
+    text = test_inspect_text(e2);
     ASSERT_CONTAINS(text, "'x' f32 LINEAR [x.dim0, 16]");
     free(text);
     run_check(e2, 3, 7, out);

@@ -2,7 +2,8 @@
  * test_engine_util.h — patching engine files in tests: find a section in
  * the table and re-seal the checksums after a deliberate edit, as a
  * tamperer would (layout: src/engine/file.c; header, then a table of
- * 32-byte entries {u32 id, u32 0, u64 offset, u64 size, u64 checksum}).
+ * 32-byte entries {u32 id, u32 0, u64 offset, u64 size, u64 checksum});
+ * what kiln inspect prints for an engine.
  */
 #ifndef KILN_TEST_ENGINE_UTIL_H
 #define KILN_TEST_ENGINE_UTIL_H
@@ -10,6 +11,7 @@
 #include "test.h"
 
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 uint64_t kiln__file_checksum(const void *p, size_t n);
@@ -44,6 +46,17 @@ static inline void test_file_reseal(uint8_t *p, uint32_t id) {
     memset(p + 32, 0, 8);
     uint64_t h = kiln__file_checksum(p, hsize);
     memcpy(p + 32, &h, 8);
+}
+
+/* What kiln_engine_inspect prints for e (malloc'd). */
+static inline char *test_inspect_text(const kiln_engine *e) {
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    ASSERT(f);
+    ASSERT_OK(kiln_engine_inspect(e, f));
+    fclose(f);
+    return text;
 }
 
 #endif /* KILN_TEST_ENGINE_UTIL_H */

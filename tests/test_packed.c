@@ -157,12 +157,7 @@ TEST_IMPL(stored_and_used_in_place) {
         ASSERT(kiln__etensor_const(l, &l->tensors[t]) == l->unread && l->unread_size >= l->tensors[t].const_bytes);
     }
     ASSERT_EQ(l->weights_size, 64);
-    char *text = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&text, &len);
-    ASSERT(f);
-    ASSERT_OK(kiln_engine_inspect(l, f));
-    fclose(f);
+    char *text = test_inspect_text(l);
     ASSERT_CONTAINS(text, "in 3 constants; 2 of them (");
     ASSERT_CONTAINS(text, ") read only in packed form, which the file stores instead");
     free(text);
