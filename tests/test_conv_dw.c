@@ -340,6 +340,8 @@ TEST_IMPL(winograd) {
         {.N = 2, .C = 5, .mult = 4, .H = 3, .W = 3, .pt = 1, .pl = 1, .pb = 1, .pr = 1, .epi = EPI_RELU, .bias = 1},
         /* a ResNet layer4 plane with channel counts off the vector width */
         {.N = 1, .C = 37, .mult = 50, .H = 7, .W = 7, .pt = 1, .pl = 1, .pb = 1, .pr = 1, .epi = EPI_RELU, .bias = 1},
+        /* more input channels than the SGEMM's K block (V packed in two) */
+        {.N = 1, .C = 300, .mult = 20, .H = 6, .W = 9, .pt = 1, .pl = 1, .pb = 1, .pr = 1, .bias = 1},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         dwcase *t = &cases[i];
