@@ -340,8 +340,12 @@ TEST_IMPL(winograd) {
         {.N = 2, .C = 5, .mult = 4, .H = 3, .W = 3, .pt = 1, .pl = 1, .pb = 1, .pr = 1, .epi = EPI_RELU, .bias = 1},
         /* a ResNet layer4 plane with channel counts off the vector width */
         {.N = 1, .C = 37, .mult = 50, .H = 7, .W = 7, .pt = 1, .pl = 1, .pb = 1, .pr = 1, .epi = EPI_RELU, .bias = 1},
-        /* more input channels than the SGEMM's K block (V packed in two) */
+        /* more input channels than the SGEMM's K block */
         {.N = 1, .C = 300, .mult = 20, .H = 6, .W = 9, .pt = 1, .pl = 1, .pb = 1, .pr = 1, .bias = 1},
+        /* dozens of tiles a thread at 2 threads (72 of 4x4, 255 of 2x2),
+         * fused Relu or no epilogue */
+        {.N = 2, .C = 19, .mult = 21, .H = 30, .W = 33, .pt = 1, .pl = 1, .pb = 1, .pr = 1, .epi = EPI_RELU, .bias = 1},
+        {.N = 1, .C = 16, .mult = 35, .H = 29, .W = 30, .pt = 1, .pl = 1, .pb = 1, .pr = 1, .bias = 1},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         dwcase *t = &cases[i];
@@ -350,7 +354,7 @@ TEST_IMPL(winograd) {
         t->nsp = 2;
         t->dense = 1;
         run_case(t, 1 + (int)(i % 2));
-        if (i == 1 || i == 7) run_case(t, 2 - (int)(i % 2));
+        if (i == 1 || i == 7 || i >= 11) run_case(t, 2 - (int)(i % 2));
     }
 }
 
