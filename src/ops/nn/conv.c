@@ -1174,6 +1174,35 @@ typedef struct compact {
     int64_t OH, OW, PW;
 } compact;
 
+#if defined(__AVX512F__)
+/* A strip of 32 columns in runs, k rows [k0, k0 + kc): each row is put
+ * together in two registers by one masked load per run and half (lane i
+ * of run r reads xp + off[k] + src[r] + i, the lanes outside the run
+ * masked off and left zero), then stored whole: 2-4 loads a row instead
+ * of a copy call per run (ResNet-50's stride-2 3x3 conv at 28x28 spent
+ * 14% of its time in those calls). */
+static void compact_strip32(const compact *cp, const col_runs *cr, int nrun, int64_t k0, int64_t kc, float *d) {
+    int64_t src[64];
+    __mmask16 lo[64], hi[64];
+    for (int r = 0; r < nrun; r++) {
+        uint32_t m = (uint32_t)(((1ull << cr->len[r]) - 1) << cr->off[r]);
+        lo[r] = (__mmask16)m;
+        hi[r] = (__mmask16)(m >> 16);
+        src[r] = cr->x0[r] - cr->off[r]; /* lane i reads src + i */
+    }
+    for (int64_t kk = 0; kk < kc; kk++) {
+        const float *row = cp->xp + cp->off[k0 + kk];
+        __m512 v0 = _mm512_setzero_ps(), v1 = _mm512_setzero_ps();
+        for (int r = 0; r < nrun; r++) {
+            v0 = _mm512_mask_loadu_ps(v0, lo[r], row + src[r]);
+            v1 = _mm512_mask_loadu_ps(v1, hi[r], row + src[r] + 16);
+        }
+        _mm512_store_ps(d + kk * 32, v0);
+        _mm512_store_ps(d + kk * 32 + 16, v1);
+    }
+}
+#endif
+
 static void compact_pack(const void *ud, int64_t k0, int64_t kc, int64_t n0, int64_t nc, int nr, float *dst) {
     const compact *cp = ud;
     col_runs cr;
@@ -1182,6 +1211,12 @@ static void compact_pack(const void *ud, int64_t k0, int64_t kc, int64_t n0, int
         float *d = dst + s0 * kc;
         int nrun = col_runs_of(&cr, n0 + s0, cols, cp->OH, cp->OW);
         for (int r = 0; r < nrun; r++) cr.x0[r] += cr.y[r] * cp->PW; /* grid column of the run */
+#if defined(__AVX512F__)
+        if (nr == 32) {
+            compact_strip32(cp, &cr, nrun, k0, kc, d);
+            continue;
+        }
+#endif
         for (int64_t kk = 0; kk < kc; kk++) {
             float *row = d + kk * nr;
             const float *src = cp->xp + cp->off[k0 + kk];
