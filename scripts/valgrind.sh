@@ -10,7 +10,8 @@ if ! command -v valgrind >/dev/null; then
     echo "valgrind.sh: valgrind not installed, skipped"
     exit 0
 fi
-cmake -S . -B build-valgrind -DCMAKE_BUILD_TYPE=Release -DKILN_NATIVE=OFF >/dev/null
+cmake -S . -B build-valgrind -DCMAKE_BUILD_TYPE=Release -DKILN_NATIVE=OFF \
+  ${KILN_PREBUILT_FATBIN:+-DKILN_CUDA_FATBIN=$KILN_PREBUILT_FATBIN} >/dev/null
 cmake --build build-valgrind -j"$jobs" --target kiln-samples kiln_samples_ops kiln_cli >/dev/null
 b=build-valgrind
 art=$b/valgrind-artifacts
