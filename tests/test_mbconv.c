@@ -6,7 +6,9 @@
  * timing; it must come out as one kiln::mbconv layer (with the residual
  * Add fused); tactics 1 (whole tensors), 2 (row bands) and 3 (row bands,
  * the expand conv by conv_fewc.c's pointwise kernel: offered where its
- * input has at most 64 channels, refused elsewhere) are then forced
+ * input has at most 64 channels, refused elsewhere) and 4 (whole tensors
+ * channels-last: offered where the 1x1 expand conv's input has at most 1024
+ * pixels and the output at most 64, refused elsewhere) are then forced
  * on it and run with the output poisoned, in debug mode (every element
  * written) and not, at 1 and 2 threads.  Odd sizes: channel counts off the
  * vector width, planes of 1 to 57 rows (one band and many), strides 1 and
@@ -210,10 +212,12 @@ static void run_case(const mbcase *t, int threads) {
     ASSERT_EQ(st.layers, 1);
     ASSERT_STR_EQ(e->layers[0].op_name, "mbconv");
     char what[240];
-    for (int tactic = 0; tactic <= 3; tactic++) {
-        if (tactic == 3 && (!t->expand || t->ek || t->C > 64)) { /* not offered: an engine with it is refused */
+    for (int tactic = 0; tactic <= 4; tactic++) {
+        /* 3: a 1x1 expand conv of at most 64 channels; 4: one over at most 1024 pixels, 64 out */
+        int offered = tactic < 3 || (t->expand && !t->ek && (tactic == 3 ? t->C <= 64 : t->H * t->W <= 1024 && OH * OW <= 64));
+        if (!offered) { /* an engine with it is refused */
             ASSERT(test_force_tactic(e, 0, tactic) != 0);
-            break;
+            continue;
         }
         if (tactic) ASSERT_OK(test_force_tactic(e, 0, tactic));
         for (int debug = 0; debug <= 1; debug++) {
@@ -260,6 +264,8 @@ TEST_IMPL(mbconv_general) {
         {.N = 2, .C = 5, .Ce = 17, .M = 5, .H = 9, .W = 12, .k = 3, .sy = 1, .sx = 1, .d = 1, .pt = 1, .pl = 1, .pb = 1, .pr = 1, .expand = 1, .act = ACT_RELU, .residual = 1},
         {.N = 1, .C = 4, .Ce = 9, .M = 6, .H = 13, .W = 10, .k = 5, .sy = 2, .sx = 2, .d = 1, .pt = 2, .pl = 1, .pb = 0, .pr = 2, .expand = 1, .act = ACT_NONE},
         {.N = 1, .C = 6, .Ce = 20, .M = 70, .H = 16, .W = 15, .k = 3, .sy = 2, .sx = 1, .d = 2, .pt = 2, .pl = 2, .pb = 2, .pr = 2, .expand = 1, .act = ACT_RELU6},
+        {.N = 2, .C = 8, .Ce = 40, .M = 8, .H = 6, .W = 7, .k = 3, .sy = 1, .sx = 1, .d = 2, .pt = 2, .pl = 2, .pb = 2, .pr = 2, .expand = 1, .act = ACT_RELU6, .residual = 1},
+        {.N = 1, .C = 20, .Ce = 100, .M = 30, .H = 14, .W = 13, .k = 3, .sy = 2, .sx = 2, .d = 1, .pt = 1, .pl = 0, .pb = 1, .pr = 1, .expand = 1, .act = ACT_RELU},
         {.N = 1, .C = 24, .Ce = 144, .M = 24, .H = 56, .W = 56, .k = 3, .sy = 1, .sx = 1, .d = 1, .pt = 1, .pl = 1, .pb = 1, .pr = 1, .expand = 1, .act = ACT_RELU6, .residual = 1},
         {.N = 1, .C = 16, .Ce = 96, .M = 24, .H = 112, .W = 112, .k = 3, .sy = 2, .sx = 2, .d = 1, .pt = 0, .pl = 0, .pb = 1, .pr = 1, .expand = 1, .act = ACT_RELU6},
     };

@@ -10,7 +10,7 @@
 #include <immintrin.h>
 
 #define KW_MAX 32
-#define RB 4 /* output rows computed together (independent FMA chains) */
+#define RB 8 /* output rows computed together (independent FMA chains) */
 
 /* Lanes i of a 16-float load at column b with 0 <= b + i < W. */
 static inline __mmask16 lane_mask(int64_t b, int64_t W) {
@@ -52,17 +52,17 @@ static inline __attribute__((always_inline)) void rows(const int R, const int64_
                                                        const chunk *ck, float *yc, int64_t oy, int64_t ox0) {
     __m512 acc[RB];
     for (int r = 0; r < R; r++) acc[r] = _mm512_set1_ps(bias);
-    const int64_t T = (R - 1) * SY + (KH - 1) * DY + 1;
+    const int64_t T = (R - 1) * SY + (KH - 1) * DY + 1, pitch = p->phase ? p->W >> 1 : p->W;
     /* unrolled in full where the sizes are constants: the tests fold */
-#pragma GCC unroll 16
+#pragma GCC unroll 24
     for (int64_t t = 0; t < T; t++) {
         int64_t iy = oy * SY + t - p->pt;
         if (iy < 0 || iy >= p->H) continue;
-        const float *row = xc + iy * p->W;
+        const float *row = xc + iy * pitch;
 #pragma GCC unroll 4
         for (int64_t kx = 0; kx < KW; kx++) {
             __m512 v = tap(row, ck, kx, s2);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
             for (int r = 0; r < R; r++) {
                 int64_t d = t - r * SY;
                 if (d < 0 || d % DY || d / DY >= KH) continue;
@@ -98,6 +98,14 @@ static inline __attribute__((always_inline)) void plane_rows(const int64_t KH, c
         ck.store = (__mmask16)((1u << nv) - 1u);
         for (int64_t kx = 0; kx < KW; kx++) {
             int64_t b = ox0 * p->sx + kx * p->dx - p->pl;
+            if (p->phase) { /* column 2 ox + off: phase off & 1, index ox + floor(off / 2) */
+                int64_t off = kx * p->dx - p->pl;
+                b = ox0 + (off - (off & 1)) / 2;
+                ck.base[kx] = b + (off & 1) * p->phase;
+                ck.lo[kx] = lane_mask(b, p->W >> 1);
+                ck.hi[kx] = 0;
+                continue;
+            }
             ck.base[kx] = b;
             ck.lo[kx] = lane_mask(b, p->W);
             ck.hi[kx] = s2 ? lane_mask(b + 16, p->W) : 0;
@@ -105,6 +113,10 @@ static inline __attribute__((always_inline)) void plane_rows(const int64_t KH, c
         int64_t oy = oy0;
         for (; oy + RB <= oy1; oy += RB) rows(RB, KH, KW, SY, DY, p, s2, xc, wv, wm, bias, &ck, yc, oy, ox0);
         switch (oy1 - oy) {
+        case 7: rows(7, KH, KW, SY, DY, p, s2, xc, wv, wm, bias, &ck, yc, oy, ox0); break;
+        case 6: rows(6, KH, KW, SY, DY, p, s2, xc, wv, wm, bias, &ck, yc, oy, ox0); break;
+        case 5: rows(5, KH, KW, SY, DY, p, s2, xc, wv, wm, bias, &ck, yc, oy, ox0); break;
+        case 4: rows(4, KH, KW, SY, DY, p, s2, xc, wv, wm, bias, &ck, yc, oy, ox0); break;
         case 3: rows(3, KH, KW, SY, DY, p, s2, xc, wv, wm, bias, &ck, yc, oy, ox0); break;
         case 2: rows(2, KH, KW, SY, DY, p, s2, xc, wv, wm, bias, &ck, yc, oy, ox0); break;
         case 1: rows(1, KH, KW, SY, DY, p, s2, xc, wv, wm, bias, &ck, yc, oy, ox0); break;
@@ -121,14 +133,20 @@ static void plane_3x3_s2(const kiln__dwrows *p, int64_t n, int64_t m, int64_t oy
     plane_rows(3, 3, 2, 1, 1, 1, p, n, m, oy0, oy1);
 }
 
+static void plane_3x3_phase(const kiln__dwrows *p, int64_t n, int64_t m, int64_t oy0, int64_t oy1) {
+    plane_rows(3, 3, 2, 1, 0, 1, p, n, m, oy0, oy1);
+}
+
 static void plane_any(const kiln__dwrows *p, int64_t n, int64_t m, int64_t oy0, int64_t oy1) {
-    plane_rows(p->KH, p->KW, p->sy, p->dy, p->sx == 2, 0, p, n, m, oy0, oy1);
+    plane_rows(p->KH, p->KW, p->sy, p->dy, p->sx == 2 && !p->phase, 0, p, n, m, oy0, oy1);
 }
 
 void kiln__dwrows_band(const kiln__dwrows *p, int64_t n, int64_t m0, int64_t m1, int64_t oy0, int64_t oy1) {
     const int is3x3 = p->KH == 3 && p->KW == 3 && p->dy == 1 && p->dx == 1 && p->sy == p->sx;
     for (int64_t m = m0; m < m1; m++) {
-        if (is3x3 && p->sx == 1)
+        if (is3x3 && p->phase)
+            plane_3x3_phase(p, n, m, oy0, oy1);
+        else if (is3x3 && p->sx == 1)
             plane_3x3_s1(p, n, m, oy0, oy1);
         else if (is3x3)
             plane_3x3_s2(p, n, m, oy0, oy1);

@@ -37,6 +37,12 @@ typedef struct kiln__dwrows {
      * (a ReLU / ReLU6 that runs before anything else reads the rows). */
     int clamp;
     float lo, hi;
+    /* Optional (0: off): x holds each row split by column parity (x
+     * stride 2, W even): the even columns of row iy at x + iy * W / 2 of
+     * the channel's plane, the odd ones `phase` floats further (kiln::mbconv
+     * tactic 3 stores them so; conv_fewc.h's split).  Every tap is then one
+     * plain load, where the interleaved rows take two and a permute. */
+    int64_t phase;
 } kiln__dwrows;
 
 /* 1 if the tactic runs a conv of this column stride and kernel width

@@ -151,6 +151,8 @@ static inline __mmask16 tail(int64_t r) { return r >= 16 ? (__mmask16)0xFFFF : r
 void kiln__fewc_pointwise(const kiln__fewc *p, const float *wpk, const float *x, int64_t xs, int64_t n, float *y,
                           int64_t ys) {
     const int64_t C = p->C;
+    const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
     for (int64_t j0 = 0; j0 < n; j0 += PW_CHUNK) {
         const int64_t j1 = j0 + PW_CHUNK < n ? j0 + PW_CHUNK : n;
         for (int64_t m0 = 0; m0 < p->M; m0 += PW_MB) {
@@ -171,6 +173,19 @@ void kiln__fewc_pointwise(const kiln__fewc *p, const float *wpk, const float *x,
                     }
                 }
                 const __m512 lo = _mm512_set1_ps(p->lo), hi = _mm512_set1_ps(p->hi);
+                if (p->split) { /* j is even: the even outputs of 32, then the odd ones */
+                    const int64_t r = j1 - j;
+                    const __mmask16 ke = tail((r + 1) / 2), ko = tail(r / 2);
+                    for (int m = 0; m < PW_MB; m++) {
+                        if (m >= mc) break;
+                        __m512 v0 = _mm512_min_ps(_mm512_max_ps(a0[m], lo), hi);
+                        __m512 v1 = _mm512_min_ps(_mm512_max_ps(a1[m], lo), hi);
+                        float *o = y + (m0 + m) * ys + j / 2;
+                        _mm512_mask_storeu_ps(o, ke, _mm512_permutex2var_ps(v0, even, v1));
+                        _mm512_mask_storeu_ps(o + p->split, ko, _mm512_permutex2var_ps(v0, odd, v1));
+                    }
+                    continue;
+                }
                 for (int m = 0; m < PW_MB; m++) { /* constant indices: the accumulators stay in registers */
                     if (m >= mc) break;
                     float *o = y + (m0 + m) * ys + j;

@@ -25,6 +25,11 @@ typedef struct kiln__fewc {
     const float *x;       /* C x H x W */
     const float *w, *bias; /* M x C x KH x KW; bias: M */
     float lo, hi;         /* every output clamped to [lo, hi] */
+    /* kiln__fewc_pointwise only: 0, or the outputs split by the parity of
+     * their index: output i of channel m at y + m * ys + i / 2, plus
+     * `split` floats for odd i (the stride-2 phases of rows of even width,
+     * which a stride-2 depthwise conv then reads without shuffles). */
+    int64_t split;
 } kiln__fewc;
 
 /* Floats of per-thread scratch kiln__fewc_rows needs (C <= FEWC_CMAX,

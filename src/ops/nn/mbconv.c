@@ -22,7 +22,7 @@
  * D are written to memory and read back by the next layer; beyond the L2
  * cache that traffic, not the arithmetic, is what the three convs cost.
  *
- * Tactics (the builder times both; `kiln inspect` shows the choice):
+ * Tactics (the builder times them; `kiln inspect` shows the choice):
  *   1 whole tensors: the same three steps as the separate layers (E and D
  *     in the workspace, each step split over the threads);
  *   2 row tiles: a band of output rows at a time, on one thread each: the
@@ -35,13 +35,28 @@
  *     E is clamped before its one store, where the GEMM stores a block of
  *     E and its `done` hook reads and writes it again to clamp it (for
  *     MobileNetV2's K = 16..32 expands that pass costs a quarter of the
- *     GEMM), and X is read in place, unpacked.
+ *     GEMM), and X is read in place, unpacked.  Before a depthwise conv
+ *     of x stride 2 over rows of even width it stores E's rows split by
+ *     column parity (two permutes per 32 outputs), so that every tap of
+ *     the depthwise rows is one load (conv_dwrows.h `phase`);
+ *   4 whole tensors channels-last (offered for a 1x1 expand conv over
+ *     small planes: CL_MAX_HW, CL_MAX_OHW): E^T = X^T We^T and Y^T = D^T
+ *     Wp^T are GEMMs whose rows are the pixels and whose columns are the
+ *     channels, and the depthwise step runs over channels-last E^T
+ *     (conv_dwcl.c).  On 14x14 and 7x7 planes the GEMMs' columns are then
+ *     whole vectors (channel counts in multiples of 16, where 49 or 196
+ *     pixels as columns leave 1- and 4-wide tails) and the depthwise lanes
+ *     are all used; the transposition back to Y's planes is folded into
+ *     the project GEMM's `done` hook, tile by tile while it is in cache,
+ *     with Bp and the epilogue.  Its We, Wp are packed as the GEMMs' B
+ *     and Wd tap-major (kiln__dwcl_pack).
  * Results are the same in all up to the GEMM's summation order, which
  * does not depend on the band (each output element sums over the same K).
  */
 #include "kiln_int.h"
 #include "device/cpu/sgemm.h"
 #include "ops/common/ops_util.h"
+#include "ops/nn/conv_dwcl.h"
 #include "ops/nn/conv_dwrows.h"
 #include "ops/nn/conv_fewc.h"
 
@@ -49,7 +64,15 @@
 #include <math.h>
 #include <string.h>
 
-enum { T_WHOLE = 1, T_ROWS = 2, T_DIRECT = 3 };
+enum { T_WHOLE = 1, T_ROWS = 2, T_DIRECT = 3, T_CL = 4 };
+
+/* Tactic 4 is offered where E's plane has at most CL_MAX_HW pixels and
+ * Y's at most CL_MAX_OHW: MobileNetV2's 7x7 blocks (and the 14x14 -> 7x7
+ * one).  On 14x14 outputs it measured no faster than tactics 1-3 at 1
+ * thread and slower at 2, so it is not a candidate there (one noisy
+ * timing fewer); on larger planes the row bands keep E in cache. */
+#define CL_MAX_HW 1024
+#define CL_MAX_OHW 64
 
 /* Tactic 3 is offered where the 1x1 expand conv has at most this many input
  * channels: in MobileNetV2 (1 thread, builder timings) it wins at 16..32,
@@ -194,6 +217,9 @@ typedef struct mb {
     int fewc;
     kiln__fewc fc;
     int direct; /* tactic 3: the 1x1 expand conv by kiln__fewc_pointwise */
+    int split;  /* tactic 3 at x stride 2 over E rows of even width: E stored by column parity */
+    /* tactic 4's packed weights (We, Wp as the GEMMs' B; Wd tap-major) */
+    const float *we_b, *wp_b, *wd_cl;
 } mb;
 
 static const float *prepacked(const kiln_call *c, int i) {
@@ -267,18 +293,22 @@ static int make_mb(const kiln_call *c, mb *g) {
     return 0;
 }
 
-/* sgemm `done` hook of the expand GEMM: clamp a finished block of E. */
+/* sgemm `done` hook of the expand GEMM: clamp a finished block of E
+ * (tactic 4: of E^T, adding Be by column first). */
 typedef struct clamp_ud {
     float *e;
     int64_t ld;
     float lo, hi;
+    const float *col_bias; /* NULL, or Be (tactic 4: the columns are channels) */
 } clamp_ud;
 static void clamp_done(void *ud, int64_t i0, int64_t i1, int64_t j0, int64_t n) {
     const clamp_ud *u = ud;
+    const float *b = u->col_bias ? u->col_bias + j0 : NULL;
     for (int64_t i = i0; i < i1; i++) {
         float *r = u->e + i * u->ld + j0;
         for (int64_t j = 0; j < n; j++) { /* compares, not fminf: they vectorize */
-            float v = r[j] < u->lo ? u->lo : r[j];
+            float v = b ? r[j] + b[j] : r[j];
+            v = v < u->lo ? u->lo : v;
             r[j] = v > u->hi ? u->hi : v;
         }
     }
@@ -287,7 +317,7 @@ static void clamp_done(void *ud, int64_t i0, int64_t i1, int64_t j0, int64_t n) 
 /* E rows [0, K) x n columns at e (row pitch ld) = clamp(We X + Be) for the
  * X columns at x (row pitch xld); serial or over exec. */
 static void expand_gemm(const mb *g, const float *x, int64_t xld, int64_t n, float *e, int64_t ld, kiln_exec *exec) {
-    clamp_ud cu = {e, ld, g->e_lo, g->e_hi};
+    clamp_ud cu = {e, ld, g->e_lo, g->e_hi, NULL};
     kiln__gemm gm = {.M = g->Ce, .N = n, .K = g->C, .a = g->we, .a_rs = g->C, .a_cs = 1, .alpha = 1.0f,
                      .b = x, .b_rs = xld, .b_cs = 1, .c = e, .ldc = ld, .bias_row = g->be,
                      .a_packed = g->we_packed};
@@ -323,7 +353,8 @@ static void expand_rows(const mb *g, const float *xn, int64_t iy0, int64_t iy1, 
                         kiln_exec *exec) {
     if (iy1 <= iy0) return;
     if (g->direct) { /* bands only: serial */
-        kiln__fewc fc = {.C = g->C, .M = g->Ce, .bias = g->be, .lo = g->e_lo, .hi = g->e_hi};
+        kiln__fewc fc = {.C = g->C, .M = g->Ce, .bias = g->be, .lo = g->e_lo, .hi = g->e_hi,
+                         .split = g->split ? (iy1 - iy0) * g->W / 2 : 0};
         kiln__fewc_pointwise(&fc, g->we_packed, xn + iy0 * g->W, g->XH * g->XW, (iy1 - iy0) * g->W, e, ld);
         return;
     }
@@ -411,6 +442,63 @@ static int run_whole(const mb *g, float *ws) {
     return 0;
 }
 
+/* ------------------------------------------------------------ tactic 4 */
+
+/* E^T, D^T and Y^T, each 64-byte aligned. */
+static size_t cl_floats(const mb *g) {
+    return (size_t)(((g->H * g->W * g->Ce + 15) & ~(int64_t)15) + ((g->OH * g->OW * g->Ce + 15) & ~(int64_t)15) +
+                    g->OH * g->OW * g->M);
+}
+
+/* The project GEMM's `done` hook: a finished block of Y^T (rows: pixels,
+ * columns: output channels) into Y's planes with Bp, then the epilogue on
+ * those channels' pixels. */
+typedef struct cl_y_ud {
+    const float *yt, *bias;
+    int64_t ld;
+    kiln__ops_epi_rows eu; /* y, plane */
+} cl_y_ud;
+static void cl_y_done(void *ud, int64_t i0, int64_t i1, int64_t j0, int64_t n) {
+    const cl_y_ud *u = ud;
+    for (int64_t j = j0; j < j0 + n; j++) {
+        float *yr = u->eu.y + j * u->eu.plane;
+        const float *t = u->yt + j, b = u->bias[j];
+        for (int64_t i = i0; i < i1; i++) yr[i] = t[i * u->ld] + b;
+    }
+    if (u->eu.c->epilogue) kiln__ops_epi_rows_done((void *)&u->eu, j0, j0 + n, i0, i1 - i0);
+}
+
+typedef struct cl_dw_job {
+    const kiln__dwcl *p;
+} cl_dw_job;
+static void cl_dw_rows(void *ud, int64_t b, int64_t e) { kiln__dwcl_rows(((const cl_dw_job *)ud)->p, b, e); }
+
+static int run_cl(const mb *g, float *ws) {
+    const int64_t isp = g->H * g->W, osp = g->OH * g->OW;
+    float *et = ws, *dt = et + ((isp * g->Ce + 15) & ~(int64_t)15), *yt = dt + ((osp * g->Ce + 15) & ~(int64_t)15);
+    kiln_exec *exec = g->c->exec;
+    for (int64_t n = 0; n < g->N; n++) {
+        const float *xn = g->x + n * g->C * isp;
+        clamp_ud eu = {et, g->Ce, g->e_lo, g->e_hi, g->be};
+        kiln__gemm ge = {.M = isp, .N = g->Ce, .K = g->C, .a = xn, .a_rs = 1, .a_cs = isp, .alpha = 1.0f,
+                         .b = g->we, .b_rs = 1, .b_cs = g->C, .b_packed = g->we_b, .c = et, .ldc = g->Ce,
+                         .done = clamp_done, .done_ud = &eu};
+        kiln__sgemm(&ge, exec);
+        kiln__dwcl p = {.C = g->Ce, .H = g->H, .W = g->W, .OH = g->OH, .OW = g->OW, .KH = g->KH, .KW = g->KW,
+                        .sy = g->s[0], .sx = g->s[1], .dy = g->d[0], .dx = g->d[1], .pt = g->p[0], .pl = g->p[1],
+                        .x = et, .w = g->wd_cl, .bias = g->bd, .y = dt, .ldx = g->Ce, .ldy = g->Ce, .lo = g->d_lo,
+                        .hi = g->d_hi};
+        cl_dw_job j = {&p};
+        kiln_exec_parallel_for(exec, g->OH, 1, cl_dw_rows, &j);
+        cl_y_ud yu = {yt, g->bp, g->M, {g->c, g->y + n * g->M * osp, osp, 0}};
+        kiln__gemm gp = {.M = osp, .N = g->M, .K = g->Ce, .a = dt, .a_rs = g->Ce, .a_cs = 1, .alpha = 1.0f,
+                         .b = g->wp, .b_rs = 1, .b_cs = g->Ce, .b_packed = g->wp_b, .c = yt, .ldc = g->M,
+                         .done = cl_y_done, .done_ud = &yu};
+        kiln__sgemm(&gp, exec);
+    }
+    return 0;
+}
+
 /* ------------------------------------------------------------ tactic 2 */
 
 /* Input rows [*iy0, *iy1) that output rows [oy0, oy1) read. */
@@ -459,6 +547,7 @@ static void bands(void *ud, int64_t b, int64_t e) {
         if (g->expand) {
             expand_rows(g, xn, iy0, iy1, eb, in, NULL);
             p = dw_params(g, eb, iy1 - iy0, in, iy0, d, out, oy0);
+            p.phase = g->split ? in / 2 : 0;
         } else {
             p = dw_params(g, xn, g->H, g->H * g->W, 0, d, out, oy0);
         }
@@ -472,7 +561,7 @@ static void bands(void *ud, int64_t b, int64_t e) {
 /* The tactic a call runs: auto (0) takes row bands where there are at
  * least two per thread, else whole tensors. */
 static int pick(const kiln_call *c, const mb *g) {
-    if (c->tactic == T_WHOLE || c->tactic == T_ROWS || c->tactic == T_DIRECT) return c->tactic;
+    if (c->tactic == T_WHOLE || c->tactic == T_ROWS || c->tactic == T_DIRECT || c->tactic == T_CL) return c->tactic;
     int threads = kiln_exec_threads(c->exec);
     int64_t r = band_rows(g, threads);
     return g->N * ((g->OH + r - 1) / r) >= 2 * (int64_t)threads ? T_ROWS : T_WHOLE;
@@ -483,7 +572,9 @@ static int pick(const kiln_call *c, const mb *g) {
 static size_t mbconv_ws(const kiln_call *c) {
     mb g;
     if (c->tactic == T_ROWS || c->tactic == T_DIRECT || make_mb(c, &g)) return 0;
-    return whole_floats(&g) * sizeof(float);
+    size_t f = whole_floats(&g);
+    if (c->tactic == T_CL && cl_floats(&g) > f) f = cl_floats(&g); /* tactic 1 runs where 4 cannot */
+    return f * sizeof(float);
 }
 
 static int mbconv_impl(const kiln_call *c) {
@@ -492,6 +583,20 @@ static int mbconv_impl(const kiln_call *c) {
     int rc = make_mb(c, &g);
     if (rc) return rc;
     int t = pick(c, &g);
+    if (t == T_CL) {
+        /* its packed weights are B panels, not the A panels the others read */
+        g.we_b = g.we_packed;
+        g.wp_b = g.wp_packed;
+        g.wd_cl = prepacked(c, IN_WD);
+        g.we_packed = g.wp_packed = NULL;
+        if (g.expand && !g.fewc && g.we_b && g.wp_b && g.wd_cl && g.KH * g.KW <= KILN__DWCL_TAPS) {
+            if (!c->workspace || c->workspace_size < cl_floats(&g) * sizeof(float))
+                return kiln_set_error(KILN_EINTERNAL, "kiln::mbconv: workspace of %zu bytes, expected %zu",
+                                      c->workspace_size, cl_floats(&g) * sizeof(float));
+            return run_cl(&g, c->workspace);
+        }
+        t = T_WHOLE; /* weights not packed (not constant): tactic 1, packing as it goes */
+    }
     if (t == T_WHOLE) {
         if (!c->workspace || c->workspace_size < whole_floats(&g) * sizeof(float))
             return kiln_set_error(KILN_EINTERNAL, "kiln::mbconv: workspace of %zu bytes, expected %zu",
@@ -500,8 +605,36 @@ static int mbconv_impl(const kiln_call *c) {
     }
     /* tactic 3 where formats_fn offers it; elsewhere it runs as tactic 2 */
     g.direct = t == T_DIRECT && g.expand && !g.fewc && g.C <= DIRECT_MAX_C && g.we_packed;
+    g.split = g.direct && g.s[1] == 2 && g.W % 2 == 0;
     g.rows = band_rows(&g, kiln_exec_threads(c->exec));
     kiln_exec_parallel_for(c->exec, g.N * ((g.OH + g.rows - 1) / g.rows), 1, bands, &g);
+    return 0;
+}
+
+/* Tactic 4's packed weights: We (Ce x C) and Wp (M x Ce) transposed, as
+ * the GEMMs' B operands, and Wd tap-major. */
+static int prepack_cl(const kiln_call *c, int input, void *dst, size_t want, size_t *size) {
+    if ((input != IN_WP && input != IN_WE && input != IN_WD) || input >= c->nin || !c->in[input].data ||
+        c->in[input].dtype != KILN_DTYPE_F32 || c->in[input].ndim != 4 || !kiln__ops_dense(&c->in[input]))
+        return 0;
+    const kiln_tensor *w = &c->in[input];
+    const int64_t rows = w->dims[0], cols = w->dims[1] * w->dims[2] * w->dims[3];
+    if (input != IN_WD && cols != w->dims[1]) return 0; /* a KxK expand conv runs conv_fewc.c */
+    size_t bytes = (size_t)(input == IN_WD ? rows * cols : (int64_t)kiln__sgemm_pack_b_floats(cols, rows)) *
+                   sizeof(float);
+    if (!dst) {
+        *size = bytes;
+        return 0;
+    }
+    if (want != bytes)
+        return kiln_set_error(KILN_EINTERNAL, "kiln::mbconv prepack: %zu bytes asked, %zu given", bytes, want);
+    if (input == IN_WD) {
+        kiln__dwcl_pack(w->data, rows, w->dims[2], w->dims[3], dst);
+    } else { /* B (k, j) = W[j][k]: K = W's columns, N = its rows */
+        kiln__gemm gm = {.K = cols, .N = rows, .b = w->data, .b_rs = 1, .b_cs = cols, .alpha = 1.0f};
+        kiln__sgemm_pack_b(&gm, dst);
+    }
+    *size = bytes;
     return 0;
 }
 
@@ -510,6 +643,7 @@ static int mbconv_impl(const kiln_call *c) {
 static int mbconv_prepack(const kiln_call *c, int input, void *dst, size_t *size) {
     size_t want = *size;
     *size = 0;
+    if (c->tactic == T_CL) return prepack_cl(c, input, dst, want, size);
     if ((input != IN_WP && input != IN_WE) || input >= c->nin || !c->in[input].data ||
         c->in[input].dtype != KILN_DTYPE_F32 || c->in[input].ndim != 4 || !kiln__ops_dense(&c->in[input]) ||
         c->in[input].dims[2] * c->in[input].dims[3] != 1) /* a KxK expand conv runs conv_fewc.c */
@@ -533,10 +667,12 @@ static int mbconv_prepack(const kiln_call *c, int input, void *dst, size_t *size
     return 0;
 }
 
-/* kiln_quick_op.formats_fn: tactics 1 and 2, and 3 where the block has a
- * 1x1 expand conv of at most DIRECT_MAX_C input channels. */
+/* kiln_quick_op.formats_fn: tactics 1 and 2, 3 where the block has a
+ * 1x1 expand conv of at most DIRECT_MAX_C input channels, 4 where it has
+ * one over a constant plane of at most CL_MAX_HW pixels whose output
+ * plane has at most CL_MAX_OHW. */
 static int mbconv_formats_fn(const kiln_shape_ctx *c, kiln_combo *out, int max) {
-    int64_t s[2], p[4], d[2], es[2], ep[4], C = -1, kh = -1, kw = -1;
+    int64_t s[2], p[4], d[2], es[2] = {0, 0}, ep[4] = {0, 0, 0, 0}, C = -1, kh = -1, kw = -1;
     if (max < 1) return 0;
     kiln_combo k = {"FP32", NULL, {T_WHOLE, T_ROWS}};
     if (c->nin >= 7 && c->in[IN_WE].dtype == KILN_DTYPE_F32 && c->in[IN_WE].ndim == 4 &&
@@ -544,6 +680,16 @@ static int mbconv_formats_fn(const kiln_shape_ctx *c, kiln_combo *out, int max) 
         kiln_expr_is_const(c->in[IN_WE].dims[2], &kh) && kiln_expr_is_const(c->in[IN_WE].dims[3], &kw) &&
         kh == 1 && kw == 1 && es[0] == 1 && es[1] == 1 && !(ep[0] | ep[1] | ep[2] | ep[3]) && C <= DIRECT_MAX_C)
         k.tactics[2] = T_DIRECT;
+    int64_t h, w, KH, KW;
+    if (c->nin >= 7 && c->in[IN_WE].dtype == KILN_DTYPE_F32 && kh == 1 && kw == 1 && es[0] == 1 && es[1] == 1 &&
+        !(ep[0] | ep[1] | ep[2] | ep[3]) && kiln_expr_is_const(c->in[IN_X].dims[2], &h) &&
+        kiln_expr_is_const(c->in[IN_X].dims[3], &w) && h * w <= CL_MAX_HW &&
+        kiln_expr_is_const(c->in[IN_WD].dims[2], &KH) && kiln_expr_is_const(c->in[IN_WD].dims[3], &KW) &&
+        KH * KW <= KILN__DWCL_TAPS) {
+        int64_t oh = h + p[0] + p[2] - d[0] * (KH - 1) - 1, ow = w + p[1] + p[3] - d[1] * (KW - 1) - 1;
+        if (oh >= 0 && ow >= 0 && (oh / s[0] + 1) * (ow / s[1] + 1) <= CL_MAX_OHW)
+            k.tactics[k.tactics[2] ? 3 : 2] = T_CL;
+    }
     out[0] = k;
     return 1;
 }
