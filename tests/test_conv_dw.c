@@ -10,8 +10,8 @@
  * planes of 1, 2, 7 and uneven rows, strides 1-3, asymmetric pads,
  * dilations, depth multipliers, 1-D convs, 2 images, 1 and 2 threads.
  * Also pointwise (1x1) convs, whose GEMM may read X in place, dense 3x3
- * convs (the padded GEMM's per-block copy into Y) and tactic 6, Winograd
- * F(4x4, 3x3), which packs W in a layout of its own: the layer's prepack
+ * convs (the padded GEMM's per-block copy into Y) and tactics 6 and 10,
+ * Winograd F(4x4, 3x3) and F(2x2, 3x3), which pack W in layouts of their own: the layer's prepack
  * is redone for it (as a load of an engine timed to it would), and where
  * it applies the test checks that W was packed that way.  Tactic 8, the
  * padded GEMM with B packed a strip at a time, and 9, with B packed from
@@ -123,9 +123,10 @@ static void run_case(const dwcase *t, int threads) {
     kiln_network_free(net);
     ASSERT_EQ(st.layers, 1); /* the activation is fused */
 
-    for (int tactic = 1; tactic <= 9; tactic++) {
+    for (int tactic = 1; tactic <= 10; tactic++) {
         e->layers[0].tactic = tactic;
-        if (tactic >= 8) {
+        const int wm = tactic == 6 ? 4 : tactic == 10 ? 2 : 0; /* Winograd's tile size */
+        if (tactic == 8 || tactic == 9) {
             /* the padded GEMM with B packed: offered on 2-D convs of one
              * group that are not a plain 1x1 stride-1 one (where the padded
              * GEMM runs) */
@@ -144,7 +145,7 @@ static void run_case(const dwcase *t, int threads) {
              * convs of one group with 2+ output channels (an output under 5
              * columns runs the padded GEMM), 7 only on 2-D depthwise convs
              * it fits (column stride 1 or 2, an AVX-512 build) */
-            int offered = tactic == 6 ? (t->dense || t->C == 1) && t->nsp == 2 && t->kh == 3 && t->kw == 3 &&
+            int offered = wm ? (t->dense || t->C == 1) && t->nsp == 2 && t->kh == 3 && t->kw == 3 &&
                                             t->sy == 1 && t->sx == 1 && t->dy == 1 && t->dx == 1 && M >= 2
                                       : Cg == 1 && t->nsp == 2 && kiln__dwrows_fits(t->sx, t->kw);
             int rc = test_force_tactic(e, 0, tactic);
@@ -157,10 +158,11 @@ static void run_case(const dwcase *t, int threads) {
             }
             ASSERT_OK(rc);
         }
-        if (tactic == 6) {
-            int wino = kiln__wino_fits(M, OW);
+        if (wm) {
+            int wino = kiln__wino_fits(wm, M, OW);
             const void *pk = e->layers[0].prepacked ? e->layers[0].prepacked[1] : NULL;
-            ASSERT_EQ(kiln__wino_packed(pk, M, Cg) != NULL, wino);
+            ASSERT_EQ(kiln__wino_packed(pk, wm, M, Cg) != NULL, wino);
+            ASSERT(!kiln__wino_packed(pk, 6 - wm, M, Cg)); /* the other tile size's layout is not taken */
         }
         for (int debug = 0; debug <= 1; debug++) {
             test_run_xy(e, threads, debug, x, nx, y, ny, tactic);
@@ -177,7 +179,7 @@ static void run_case(const dwcase *t, int threads) {
              * its error is allowed 1e-4 of the output's scale (the scale
              * compare.py reports a model's difference against) */
             double atol = 1e-5 * (double)(t->kh * t->kw);
-            if (tactic == 6 && 1e-4 * big > atol) atol = 1e-4 * big;
+            if (wm && 1e-4 * big > atol) atol = 1e-4 * big;
             test_check_close(what, y, ref, ny, atol);
         }
     }
@@ -319,8 +321,8 @@ TEST_IMPL(strided_pointwise) {
     }
 }
 
-/* Winograd F(4x4, 3x3) (tactic 6) against the reference: outputs that
- * are not a multiple of the 4x4 tile, pads 0/1/2 and asymmetric, too narrow
+/* Winograd F(4x4, 3x3) and F(2x2, 3x3) (tactics 6 and 10) against the
+ * reference: outputs that are not a multiple of the tile, pads 0/1/2 and asymmetric, too narrow
  * an output (fewer than two tiles a row: the padded GEMM runs), odd channel
  * counts, 2 images, fused Relu/Clip, 1 and 2 threads, and an image done in
  * several blocks of tile rows (C + M = 64 at 60 x 130). */
@@ -334,6 +336,16 @@ TEST_IMPL(winograd) {
         {.N = 1, .C = 4, .mult = 6, .H = 5, .W = 4, .pt = 1, .pl = 1, .pb = 1, .pr = 1, .bias = 1},
         {.N = 1, .C = 1, .mult = 1, .H = 12, .W = 12, .pt = 1, .pl = 1, .pb = 1, .pr = 1, .bias = 1},
         {.N = 1, .C = 40, .mult = 24, .H = 60, .W = 130, .pt = 1, .pl = 1, .pb = 1, .pr = 1, .epi = EPI_CLIP, .bias = 1},
+        /* 3 columns: two 2x2 tiles a row, one 4x4 (tactic 6 runs the padded GEMM) */
+        {.N = 2, .C = 5, .mult = 4, .H = 3, .W = 3, .pt = 1, .pl = 1, .pb = 1, .pr = 1, .epi = EPI_RELU, .bias = 1},
+        /* a ResNet layer4 plane with channel counts off the vector width */
+        {.N = 1, .C = 37, .mult = 50, .H = 7, .W = 7, .pt = 1, .pl = 1, .pb = 1, .pr = 1, .epi = EPI_RELU, .bias = 1},
+        /* more input channels than the SGEMM's K block */
+        {.N = 1, .C = 300, .mult = 20, .H = 6, .W = 9, .pt = 1, .pl = 1, .pb = 1, .pr = 1, .bias = 1},
+        /* dozens of tiles a thread at 2 threads (72 of 4x4, 255 of 2x2),
+         * fused Relu or no epilogue */
+        {.N = 2, .C = 19, .mult = 21, .H = 30, .W = 33, .pt = 1, .pl = 1, .pb = 1, .pr = 1, .epi = EPI_RELU, .bias = 1},
+        {.N = 1, .C = 16, .mult = 35, .H = 29, .W = 30, .pt = 1, .pl = 1, .pb = 1, .pr = 1, .bias = 1},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         dwcase *t = &cases[i];
@@ -342,7 +354,7 @@ TEST_IMPL(winograd) {
         t->nsp = 2;
         t->dense = 1;
         run_case(t, 1 + (int)(i % 2));
-        if (i == 1 || i == 7) run_case(t, 2 - (int)(i % 2));
+        if (i == 1 || i == 7 || i >= 11) run_case(t, 2 - (int)(i % 2));
     }
 }
 

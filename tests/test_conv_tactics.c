@@ -39,12 +39,12 @@ typedef struct tcase {
 static const tcase g_cases[] = {
     /* dense 3x3 stride 1: auto (the padded GEMM, which 3/4/5 run too),
      * im2col GEMM 2, the padded GEMM with packed B 8 or compact B 9,
-     * Winograd 6 */
-    {"dense 3x3", 16, 24, 1, 13, 11, 3, 1, 1, B(1) | B(2) | B(6) | B(8) | B(9), B(3) | B(4) | B(5)},
+     * Winograd 6 (4x4 tiles) and 10 (2x2 tiles) */
+    {"dense 3x3", 16, 24, 1, 13, 11, 3, 1, 1, B(1) | B(2) | B(6) | B(8) | B(9) | B(10), B(3) | B(4) | B(5)},
     /* dense 3x3 stride 2: no Winograd */
     {"dense 3x3 stride 2", 16, 20, 1, 15, 12, 3, 2, 1, B(1) | B(2) | B(8) | B(9), B(3) | B(4) | B(5)},
     /* a 7x7 output (ResNet's layer4): 49 of the grid's 63 columns */
-    {"dense 3x3 7x7", 40, 52, 1, 7, 7, 3, 1, 1, B(1) | B(2) | B(6) | B(8) | B(9), B(3) | B(4) | B(5)},
+    {"dense 3x3 7x7", 40, 52, 1, 7, 7, 3, 1, 1, B(1) | B(2) | B(6) | B(8) | B(9) | B(10), B(3) | B(4) | B(5)},
     /* a grid of 40 x 46 columns for 64 rows: the padded GEMM in column
      * blocks, as many for each thread */
     {"dense 3x3 stride 2, blocks", 8, 64, 1, 80, 90, 3, 2, 1, B(1) | B(2) | B(8) | B(9), B(3) | B(4) | B(5)},

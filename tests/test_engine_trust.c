@@ -269,38 +269,42 @@ static kiln_engine *build_conv3x3(int64_t s, int dynamic, kiln_build_stats *st) 
     return e;
 }
 
-/* Conv's Winograd tactic (6) runs only 3x3 stride-1 undilated 2-D convs of
- * one group: the builder offers it only there (one candidate more than
- * the same conv at stride 2), and an engine naming it elsewhere fails to
- * load instead of running another kernel under its name. */
+/* Conv's Winograd tactics (6: 4x4 tiles, 10: 2x2) run only 3x3 stride-1
+ * undilated 2-D convs of one group: the builder offers them only there
+ * (two candidates more than the same conv at stride 2), and an engine
+ * naming one elsewhere fails to load instead of running another kernel
+ * under its name. */
 TEST_IMPL(crafted_winograd_tactic) {
-    for (int dynamic = 0; dynamic <= 1; dynamic++) {
-        kiln_build_stats s1, s2;
-        kiln_engine *e = build_conv3x3(2, dynamic, &s2), *l = NULL;
-        layer_named(e, "L")->tactic = 6;
-        ASSERT_EQ(reload(e, NULL, &l), KILN_EFORMAT);
-        ASSERT_CONTAINS(kiln_errmsg(), "layer 'L' (ai.onnx::Conv v1) on cpu");
-        ASSERT_CONTAINS(kiln_errmsg(), "with tactic 6 are not a combination its op accepts");
-        e = build_conv3x3(1, dynamic, &s1);
-        ASSERT_EQ(s1.candidates, s2.candidates + 1);
-        layer_named(e, "L")->tactic = 6;
-        ASSERT_OK(reload(e, NULL, &l));
-        ASSERT_EQ(layer_named(l, "L")->tactic, 6);
-        kiln_context *ctx = NULL;
-        ASSERT_OK(kiln_context_create(l, 1, &ctx));
-        float x[4 * 81], y[4 * 81];
-        uint64_t seed = 11;
-        for (int i = 0; i < 4 * 81; i++) x[i] = test_randf(&seed, -1, 1);
-        if (dynamic) {
-            int64_t xd[4] = {1, 4, 9, 9};
-            ASSERT_OK(kiln_context_set_input_shape(ctx, "x", 4, xd));
+    for (int dynamic = 0; dynamic <= 1; dynamic++)
+        for (int tac = 6; tac <= 10; tac += 4) {
+            kiln_build_stats s1, s2;
+            kiln_engine *e = build_conv3x3(2, dynamic, &s2), *l = NULL;
+            layer_named(e, "L")->tactic = tac;
+            ASSERT_EQ(reload(e, NULL, &l), KILN_EFORMAT);
+            ASSERT_CONTAINS(kiln_errmsg(), "layer 'L' (ai.onnx::Conv v1) on cpu");
+            char want[64];
+            snprintf(want, sizeof want, "with tactic %d are not a combination its op accepts", tac);
+            ASSERT_CONTAINS(kiln_errmsg(), want);
+            e = build_conv3x3(1, dynamic, &s1);
+            ASSERT_EQ(s1.candidates, s2.candidates + 2);
+            layer_named(e, "L")->tactic = tac;
+            ASSERT_OK(reload(e, NULL, &l));
+            ASSERT_EQ(layer_named(l, "L")->tactic, tac);
+            kiln_context *ctx = NULL;
+            ASSERT_OK(kiln_context_create(l, 1, &ctx));
+            float x[4 * 81], y[4 * 81];
+            uint64_t seed = 11;
+            for (int i = 0; i < 4 * 81; i++) x[i] = test_randf(&seed, -1, 1);
+            if (dynamic) {
+                int64_t xd[4] = {1, 4, 9, 9};
+                ASSERT_OK(kiln_context_set_input_shape(ctx, "x", 4, xd));
+            }
+            ASSERT_OK(kiln_context_bind(ctx, "x", x, sizeof x));
+            ASSERT_OK(kiln_context_bind(ctx, "y", y, 4 * 49 * sizeof(float)));
+            ASSERT_OK(kiln_context_run(ctx));
+            kiln_context_free(ctx);
+            kiln_engine_free(l);
         }
-        ASSERT_OK(kiln_context_bind(ctx, "x", x, sizeof x));
-        ASSERT_OK(kiln_context_bind(ctx, "y", y, 4 * 49 * sizeof(float)));
-        ASSERT_OK(kiln_context_run(ctx));
-        kiln_context_free(ctx);
-        kiln_engine_free(l);
-    }
 }
 
 /* Types no combination has (an f16 input with f32 weights and output;

@@ -755,8 +755,14 @@ static void residual_case(int kind, int swap, cgeo g, unsigned flags, int thread
     test_check_close(what, y, ref, n, tol);
     kiln_engine_free(e2);
     /* the GEMM tactics (im2col 2, padded or in place 4), whose SGEMM adds
-     * the residual and clamps on store where it can, at 1 and 2 threads */
-    for (int tactic = 2; tactic <= 4; tactic += 2) {
+     * the residual and clamps on store where it can, and on 3x3 stride-1
+     * convs Winograd (6, 10), which applies them to each finished block of
+     * tile rows, at 1 and 2 threads */
+    const int wino = g.G == 1 && g.k[1] == 3 && g.k[2] == 3 && g.s[1] == 1 && g.s[2] == 1 && g.d[1] == 1 &&
+                     g.d[2] == 1;
+    static const int tactics[] = {2, 4, 6, 10};
+    for (int ti = 0; ti < (wino ? 4 : 2); ti++) {
+        const int tactic = tactics[ti];
         ASSERT_OK(test_force_tactic(e, st.layers - 1, tactic));
         for (int t = 1; t <= 2; t++) {
             run_xy(e, t, 1, x, n, y, n);
@@ -803,6 +809,11 @@ TEST_IMPL(fuse_residual) {
     /* a wider 3x3 conv, timed: the Winograd and padded-GEMM tactics compete */
     cgeo wide = {.N = 2, .C = 32, .G = 1, .id = {1, 24, 20}, .k = {1, 3, 3}, .s = {1, 1, 1}, .p = {0, 1, 1}, .d = {1, 1, 1}};
     residual_case(0, 1, wide, 0, 2);
+    /* Winograd with dozens of tiles a thread at 2 threads (110 of 4x4, 420
+     * of 2x2), 19 channels */
+    cgeo tiles = {.N = 1, .C = 19, .G = 1, .id = {1, 40, 41}, .k = {1, 3, 3}, .s = {1, 1, 1}, .p = {0, 1, 1}, .d = {1, 1, 1}};
+    residual_case(1, 0, tiles, KILN_BUILD_NO_TIMING, 2);
+    residual_case(0, 1, tiles, KILN_BUILD_NO_TIMING, 1);
 }
 
 /* A fused engine through serialize / load: same chain, same results; a

@@ -324,6 +324,7 @@ static inline void store_tile(float *acc, float *c, int64_t ldc, int mr, int nr,
 #ifndef A_PF
 #define A_PF (MR * 48)
 #endif
+#define A_PF_FAR (MR * 256)
 /* B rows come from `bload(k)`: packed panel or shifted rows in place. */
 #define MICRO_BODY(BLOAD0, BLOAD1, BSTEP)                                      \
     __m512 c00 = _mm512_setzero_ps(), c01 = _mm512_setzero_ps();               \
@@ -417,6 +418,11 @@ micro_short(const int R, const int W, int64_t kc, const float *a, const float *b
     for (int i = 0; i < R; i++) x0[i] = x1[i] = _mm512_setzero_ps();
     for (int64_t k = 0; k < kc; k++) {
         _mm_prefetch((const char *)(a + A_PF), _MM_HINT_T0);
+        /* and ~256 k ahead into L2: a tile of 16 or fewer columns does too
+         * little work per A panel for the hardware prefetch to keep up
+         * with weights streamed from memory (Winograd's GEMMs on 7x7 and
+         * 14x14 planes: 9-17 MB of transformed weights a layer) */
+        _mm_prefetch((const char *)(a + A_PF_FAR), _MM_HINT_T1);
         __m512 b0, b1 = _mm512_setzero_ps();
         if (off) {
             b0 = _mm512_loadu_ps(base + off[k]);

@@ -32,6 +32,10 @@
  *             engine naming it elsewhere fails to load.  Outputs under 5
  *             columns wide (known per call) run the padded GEMM (4).
  *             Never picked by auto: only where the builder timed it faster.
+ *  10 Winograd F(2x2, 3x3): tactic 6 with 2x2 output tiles (16 GEMMs,
+ *             transformed weights 16/9 of W instead of 4x): offered and
+ *             packed where 6 is; outputs under 3 columns run the padded
+ *             GEMM.  Wins where 6 has too few tiles (7x7 outputs).
  *   7 depthwise rows (conv_dwrows.c, AVX-512): depthwise 2-D convs of
  *             column stride 1 or 2, read straight from X's rows with
  *             masked loads (no padded copy); elsewhere what 5 runs.
@@ -68,7 +72,10 @@
 #endif
 
 enum { T_AUTO = 1, T_GEMM = 2, T_DIRECT = 3, T_PADGEMM = 4, T_DW = 5, T_WINO = 6, T_DWROWS = 7, T_PADPACK = 8,
-       T_PADCOMPACT = 9 };
+       T_PADCOMPACT = 9, T_WINO2 = 10 };
+
+/* The Winograd output tile size of a tactic (6: 4x4, 10: 2x2), else 0. */
+static int wino_m(int t) { return t == T_WINO ? 4 : t == T_WINO2 ? 2 : 0; }
 
 static const kiln_attr_def conv_attrs[] = {
     {"auto_pad", KILN_ATTR_STRING, 0, "NOTSET", 0, "NOTSET, SAME_UPPER, SAME_LOWER or VALID"},
@@ -262,7 +269,7 @@ static int make_geom(const kiln_call *c, geom *g) {
  * SGEMM's packed A, or NULL (not prepacked: the GEMM packs it per call). */
 static const float *packed_w(const kiln_call *c, const geom *g, int64_t gi) {
     if (!c->prepacked || c->nin < 2 || !c->prepacked[1]) return NULL;
-    if (kiln__wino_packed(c->prepacked[1], g->Mg, g->Cg)) return NULL; /* tactic 6's layout */
+    if (kiln__wino_packed(c->prepacked[1], 0, g->Mg, g->Cg)) return NULL; /* tactic 6's or 10's layout */
     int64_t K = g->Cg * g->k[0] * g->k[1] * g->k[2];
     return (const float *)c->prepacked[1] + (size_t)gi * kiln__sgemm_pack_a_floats(g->Mg, K);
 }
@@ -595,26 +602,28 @@ static size_t conv_ws(const kiln_call *c) {
     /* the padded GEMM (tactic 4, or what auto/3 run, or 6 falls back to)
      * and Winograd */
     int t = pick_tactic(c->tactic, g.id[0] == 1 && g.k[0] == 1, &g);
-    size_t ws = (t == T_PADGEMM || t == T_PADPACK || t == T_WINO) && padgemm_geom(&g, &pg) ? PADGEMM_BYTES(pg) : 0;
+    const int wm = wino_m(t);
+    size_t ws = (t == T_PADGEMM || t == T_PADPACK || wm) && padgemm_geom(&g, &pg) ? PADGEMM_BYTES(pg) : 0;
     if (t == T_PADCOMPACT && padgemm_geom(&g, &pg)) ws = PADCOMPACT_BYTES(pg);
-    if (t == T_WINO && kiln__wino_fits(g.M, g.o[2])) {
-        size_t ww = kiln__wino_ws_bytes(g.C, g.M, g.o[1], g.o[2]);
+    if (wm && kiln__wino_fits(wm, g.M, g.o[2])) {
+        size_t ww = kiln__wino_ws_bytes(wm, g.C, g.M, g.o[1], g.o[2]);
         if (ww > ws) ws = ww;
     }
     return ws;
 }
 
-/* Tactic 6 on every image; 1 when it does not apply here (W not in its
- * packed layout, too narrow an output, no workspace): run another. */
-static int conv_wino(const kiln_call *c, const geom *g) {
-    const float *u = c->prepacked && c->prepacked[1] ? kiln__wino_packed(c->prepacked[1], g->M, g->C) : NULL;
+/* Tactic 6 (m = 4) or 10 (m = 2) on every image; 1 when it does not
+ * apply here (W not in its packed layout, too narrow an output, no
+ * workspace): run another. */
+static int conv_wino(const kiln_call *c, const geom *g, int m) {
+    const float *u = c->prepacked && c->prepacked[1] ? kiln__wino_packed(c->prepacked[1], m, g->M, g->C) : NULL;
     const int64_t isp = g->id[1] * g->id[2], osp = g->o[1] * g->o[2];
     /* (gathers and scatters index a plane with int32) */
-    if (!u || !kiln__wino_fits(g->M, g->o[2]) || isp > INT32_MAX || osp > INT32_MAX || !c->workspace ||
-        c->workspace_size < kiln__wino_ws_bytes(g->C, g->M, g->o[1], g->o[2]))
+    if (!u || !kiln__wino_fits(m, g->M, g->o[2]) || isp > INT32_MAX || osp > INT32_MAX || !c->workspace ||
+        c->workspace_size < kiln__wino_ws_bytes(m, g->C, g->M, g->o[1], g->o[2]))
         return 1;
     for (int64_t n = 0; n < g->N; n++) {
-        kiln__wino w = {.C = g->C, .M = g->M, .H = g->id[1], .W = g->id[2], .OH = g->o[1], .OW = g->o[2],
+        kiln__wino w = {.m = m, .C = g->C, .M = g->M, .H = g->id[1], .W = g->id[2], .OH = g->o[1], .OW = g->o[2],
                         .pt = g->pb[1], .pl = g->pb[2], .x = (const float *)c->in[0].data + n * g->C * isp,
                         .u = u, .bias = c->nin > 2 ? c->in[2].data : NULL,
                         .y = (float *)c->out[0].data + n * g->M * osp, .ws = c->workspace, .call = c,
@@ -1165,6 +1174,35 @@ typedef struct compact {
     int64_t OH, OW, PW;
 } compact;
 
+#if defined(__AVX512F__)
+/* A strip of 32 columns in runs, k rows [k0, k0 + kc): each row is put
+ * together in two registers by one masked load per run and half (lane i
+ * of run r reads xp + off[k] + src[r] + i, the lanes outside the run
+ * masked off and left zero), then stored whole: 2-4 loads a row instead
+ * of a copy call per run (ResNet-50's stride-2 3x3 conv at 28x28 spent
+ * 14% of its time in those calls). */
+static void compact_strip32(const compact *cp, const col_runs *cr, int nrun, int64_t k0, int64_t kc, float *d) {
+    int64_t src[64];
+    __mmask16 lo[64], hi[64];
+    for (int r = 0; r < nrun; r++) {
+        uint32_t m = (uint32_t)(((1ull << cr->len[r]) - 1) << cr->off[r]);
+        lo[r] = (__mmask16)m;
+        hi[r] = (__mmask16)(m >> 16);
+        src[r] = cr->x0[r] - cr->off[r]; /* lane i reads src + i */
+    }
+    for (int64_t kk = 0; kk < kc; kk++) {
+        const float *row = cp->xp + cp->off[k0 + kk];
+        __m512 v0 = _mm512_setzero_ps(), v1 = _mm512_setzero_ps();
+        for (int r = 0; r < nrun; r++) {
+            v0 = _mm512_mask_loadu_ps(v0, lo[r], row + src[r]);
+            v1 = _mm512_mask_loadu_ps(v1, hi[r], row + src[r] + 16);
+        }
+        _mm512_store_ps(d + kk * 32, v0);
+        _mm512_store_ps(d + kk * 32 + 16, v1);
+    }
+}
+#endif
+
 static void compact_pack(const void *ud, int64_t k0, int64_t kc, int64_t n0, int64_t nc, int nr, float *dst) {
     const compact *cp = ud;
     col_runs cr;
@@ -1173,6 +1211,12 @@ static void compact_pack(const void *ud, int64_t k0, int64_t kc, int64_t n0, int
         float *d = dst + s0 * kc;
         int nrun = col_runs_of(&cr, n0 + s0, cols, cp->OH, cp->OW);
         for (int r = 0; r < nrun; r++) cr.x0[r] += cr.y[r] * cp->PW; /* grid column of the run */
+#if defined(__AVX512F__)
+        if (nr == 32) {
+            compact_strip32(cp, &cr, nrun, k0, kc, d);
+            continue;
+        }
+#endif
         for (int64_t kk = 0; kk < kc; kk++) {
             float *row = d + kk * nr;
             const float *src = cp->xp + cp->off[k0 + kk];
@@ -1232,8 +1276,8 @@ static int wino_applies(int nsp, int64_t G, int64_t M, const int64_t *k, const i
  * with up to 64 products (MobileNetV2's first conv and its 1x1 convs from
  * 16..64 channels, ResNet-50's from 64) it timed at 3-20x the GEMM. */
 static int pick_tactic(int tactic, int direct_ok, const geom *g) {
-    if (tactic == T_WINO) /* where conv_formats_fn did not offer it: a forced tactic */
-        return wino_applies(g->nsp, g->G, g->M, g->k + 1, g->s + 1, g->d + 1) ? T_WINO : T_PADGEMM;
+    if (wino_m(tactic)) /* where conv_formats_fn did not offer it: a forced tactic */
+        return wino_applies(g->nsp, g->G, g->M, g->k + 1, g->s + 1, g->d + 1) ? tactic : T_PADGEMM;
     if (tactic == T_DWROWS)
         tactic = direct_ok && g->Cg == 1 && kiln__dwrows_fits(g->s[2], g->k[2]) ? T_DWROWS : T_DW;
     if (tactic == T_DW && !(direct_ok && g->Cg == 1)) tactic = T_DIRECT;
@@ -1290,21 +1334,22 @@ static int conv_prepack(const kiln_call *c, int input, void *dst, size_t *size) 
     int t = pick_tactic(c->tactic, direct_ok, &g);
     if (t == T_DIRECT || t == T_DW || t == T_DWROWS) return 0;
     /* an output known too narrow for Winograd runs the padded GEMM */
-    if (t == T_WINO && c->nout > 0 && c->out[0].ndim == 4 && c->out[0].dims[3] >= 0 &&
-        !kiln__wino_fits(g.M, c->out[0].dims[3]))
+    const int wm = wino_m(t);
+    if (wm && c->nout > 0 && c->out[0].ndim == 4 && c->out[0].dims[3] >= 0 &&
+        !kiln__wino_fits(wm, g.M, c->out[0].dims[3]))
         t = T_PADGEMM;
     int64_t K = g.Cg * g.k[0] * g.k[1] * g.k[2];
     size_t per = kiln__sgemm_pack_a_floats(g.Mg, K);
-    size_t bytes = t == T_WINO ? kiln__wino_pack_bytes(g.M, g.Cg) : (size_t)g.G * per * sizeof(float);
+    size_t bytes = wino_m(t) ? kiln__wino_pack_bytes(wm, g.M, g.Cg) : (size_t)g.G * per * sizeof(float);
     if (!dst) {
         *size = bytes;
         return 0;
     }
     if (want != bytes)
         return kiln_set_error(KILN_EINTERNAL, "Conv prepack: %zu bytes asked, %zu given", bytes, want);
-    if (t == T_WINO) {
+    if (wino_m(t)) {
         *size = bytes;
-        return kiln__wino_pack(w->data, g.M, g.Cg, dst);
+        return kiln__wino_pack(wm, w->data, g.M, g.Cg, dst);
     }
     for (int64_t gi = 0; gi < g.G; gi++) {
         kiln__gemm gm = {.M = g.Mg, .K = K, .a = (const float *)w->data + gi * g.Mg * K, .a_rs = K,
@@ -1326,8 +1371,8 @@ static int conv_impl_f32(const kiln_call *c) {
     int tactic = pick_tactic(c->tactic, g.id[0] == 1 && g.k[0] == 1, &g);
     if (tactic == T_DWROWS && !conv_dwrows(c, &g)) return 0;
     if (tactic == T_DW || tactic == T_DWROWS) return conv_dw(c, &g);
-    if (tactic == T_WINO) {
-        if (!conv_wino(c, &g)) return 0;
+    if (wino_m(tactic)) {
+        if (!conv_wino(c, &g, wino_m(tactic))) return 0;
         tactic = T_PADGEMM; /* an output too narrow for it (documented above; it ran im2col) */
     }
     if (tactic == T_PADCOMPACT && !conv_padcompact(c, &g)) return 0;
@@ -1404,7 +1449,7 @@ static const kiln_combo conv_formats[] = {
     {"FP16|FP64", NULL, {T_AUTO}},
 };
 
-/* kiln_quick_op.formats_fn: conv_formats, plus Winograd (6) where it runs
+/* kiln_quick_op.formats_fn: conv_formats, plus Winograd (6, 10) where it runs
  * (a constant W for its transformed packing, and wino_applies) and depthwise
  * rows (7) on depthwise convs it fits.  It reads only
  * what is static in every engine (ranks, W, attributes), so the engine's
@@ -1422,7 +1467,10 @@ static int conv_formats_fn(const kiln_shape_ctx *c, kiln_combo *out, int max) {
     int64_t G = kiln_attrs_int(c->attrs, "group"), Cg;
     int t = 0, have_cg = kiln_expr_is_const(w->dims[1], &Cg);
     while (out[0].tactics[t]) t++;
-    if (wino_applies(2, G, M, k, s, d)) out[0].tactics[t++] = T_WINO;
+    if (wino_applies(2, G, M, k, s, d)) {
+        out[0].tactics[t++] = T_WINO;
+        out[0].tactics[t++] = T_WINO2;
+    }
     if (have_cg && Cg == 1 && kiln__dwrows_fits(s[1], k[1])) out[0].tactics[t++] = T_DWROWS;
     if (G == 1 && k[0] * k[1] * s[0] * s[1] > 1 && s[0] <= 4 && s[1] <= 4) { /* padgemm_geom applies */
         out[0].tactics[t++] = T_PADPACK;
@@ -1439,7 +1487,7 @@ static int conv_formats_fn(const kiln_shape_ctx *c, kiln_combo *out, int max) {
               .s = {1, s[0], s[1]}, .d = {1, d[0], d[1]}, .pb = {0, pb[0], pb[1]}, .pe = {0, pe[0], pe[1]}};
     if (ap != AP_NOTSET) /* (read only by is_pointwise, where SAME/VALID pad nothing) */
         memset(g.pb, 0, sizeof g.pb), memset(g.pe, 0, sizeof g.pe);
-    static const int pref[] = {T_AUTO, T_GEMM, T_PADGEMM, T_PADPACK, T_PADCOMPACT, T_WINO, T_DWROWS, T_DW, T_DIRECT};
+    static const int pref[] = {T_AUTO, T_GEMM, T_PADGEMM, T_PADPACK, T_PADCOMPACT, T_WINO, T_WINO2, T_DWROWS, T_DW, T_DIRECT};
     int keep[KILN_MAX_TACTICS] = {0}, key[KILN_MAX_TACTICS];
     for (int i = 0; i < t; i++) key[i] = kernel_key(out[0].tactics[i], &g);
     for (size_t r = 0; r < sizeof pref / sizeof pref[0]; r++)

@@ -1,7 +1,8 @@
 /*
- * conv_winograd.c — Winograd F(4x4, 3x3) convolution (conv_winograd.h).
+ * conv_winograd.c — Winograd F(mxm, 3x3) convolution, m = 4 or 2
+ * (conv_winograd.h).
  *
- * Transforms (Lavin & Gray, points 0, +-1, +-2, inf):
+ * F(4x4, 3x3) transforms (Lavin & Gray, points 0, +-1, +-2, inf):
  *   B^T = [4  0 -5  0 1 0]   G = [ 1/4     0    0 ]   A^T = [1 1  1 1  1 0]
  *         [0 -4 -4  1 1 0]       [-1/6 -1/6 -1/6]         [0 1 -1 2 -2 0]
  *         [0  4 -4 -1 1 0]       [-1/6  1/6 -1/6]         [0 1  1 4  4 0]
@@ -9,10 +10,21 @@
  *         [0  2 -1 -2 1 0]       [1/24 -1/12 1/6]
  *         [0  4  0 -5 0 1]       [   0    0    1]
  *
+ * F(2x2, 3x3) (points 0, +-1, inf):
+ *   B^T = [1  0 -1  0]   G = [  1    0   0 ]   A^T = [1 1  1  0]
+ *         [0  1  1  0]       [1/2  1/2 1/2]         [0 1 -1 -1]
+ *         [0 -1  1  0]       [1/2 -1/2 1/2]
+ *         [0  1  0 -1]       [  0    0   1]
+ * F(2x2) does 4 multiplications per output against F(4x4)'s 2.25 (the
+ * direct sum's 9), but with NX = 16 GEMMs instead of 36 its transformed
+ * weights are 16/9 of W, not 4x, and a 7x7 output is 16 tiles of 2x2, not
+ * 4 of 4x4: where the GEMMs have few columns and stream large weights
+ * (ResNet's 7x7 layers, 512 channels) it is the one that pays.
+ *
  * An image is done in blocks of whole tile rows, sized so that the
  * transformed input V (36 x C x tiles) and the products (36 x M x tiles)
  * stay within a few MB: (1) the input transform, channels split over the
- * threads; (2) the 36 GEMMs, claimed whole by the threads (each reads its
+ * threads; (2) the NX GEMMs, claimed whole by the threads (each reads its
  * own U_xi, so the weights are streamed once whatever the thread count);
  * (3) the output transform + bias + fused epilogue, output channels split
  * over the threads.  The transforms work on 16 consecutive tiles of the
@@ -47,35 +59,42 @@ typedef float vlane __attribute__((vector_size(LANES * sizeof(float))));
 
 /* ------------------------------------------------------------ weights */
 
-size_t kiln__wino_pack_bytes(int64_t M, int64_t C) {
-    return (HEAD_FLOATS + 36 * kiln__sgemm_pack_a_floats(M, C)) * sizeof(float);
+/* The tile's input side (m + 2) and its point count, NX. */
+#define SIDE(m) ((m) + 2)
+#define NX(m) (SIDE(m) * SIDE(m))
+
+size_t kiln__wino_pack_bytes(int m, int64_t M, int64_t C) {
+    return (HEAD_FLOATS + (size_t)NX(m) * kiln__sgemm_pack_a_floats(M, C)) * sizeof(float);
 }
 
-int kiln__wino_pack(const float *w, int64_t M, int64_t C, void *dst) {
-    static const double G[6][3] = {{0.25, 0, 0},
-                                   {-1.0 / 6, -1.0 / 6, -1.0 / 6},
-                                   {-1.0 / 6, 1.0 / 6, -1.0 / 6},
-                                   {1.0 / 24, 1.0 / 12, 1.0 / 6},
-                                   {1.0 / 24, -1.0 / 12, 1.0 / 6},
-                                   {0, 0, 1}};
-    float *u = kiln__malloc((size_t)(36 * M * C) * sizeof(float));
+int kiln__wino_pack(int m, const float *w, int64_t M, int64_t C, void *dst) {
+    static const double G4[6][3] = {{0.25, 0, 0},
+                                    {-1.0 / 6, -1.0 / 6, -1.0 / 6},
+                                    {-1.0 / 6, 1.0 / 6, -1.0 / 6},
+                                    {1.0 / 24, 1.0 / 12, 1.0 / 6},
+                                    {1.0 / 24, -1.0 / 12, 1.0 / 6},
+                                    {0, 0, 1}};
+    static const double G2[4][3] = {{1, 0, 0}, {0.5, 0.5, 0.5}, {0.5, -0.5, 0.5}, {0, 0, 1}};
+    const double (*G)[3] = m == 4 ? G4 : G2;
+    const int a = SIDE(m), nx = NX(m);
+    float *u = kiln__malloc((size_t)(nx * M * C) * sizeof(float));
     if (!u) return kiln_set_error(KILN_ENOMEM, "Conv (Winograd): out of memory transforming W");
-    for (int64_t m = 0; m < M; m++)
+    for (int64_t o = 0; o < M; o++)
         for (int64_t c = 0; c < C; c++) {
-            const float *g = w + (m * C + c) * 9;
+            const float *g = w + (o * C + c) * 9;
             double t[6][3]; /* G g */
-            for (int i = 0; i < 6; i++)
+            for (int i = 0; i < a; i++)
                 for (int j = 0; j < 3; j++)
                     t[i][j] = G[i][0] * g[j] + G[i][1] * g[3 + j] + G[i][2] * g[6 + j];
-            for (int i = 0; i < 6; i++)
-                for (int k = 0; k < 6; k++) /* (G g) G^T */
-                    u[((i * 6 + k) * M + m) * C + c] =
+            for (int i = 0; i < a; i++)
+                for (int k = 0; k < a; k++) /* (G g) G^T */
+                    u[((i * a + k) * M + o) * C + c] =
                         (float)(t[i][0] * G[k][0] + t[i][1] * G[k][1] + t[i][2] * G[k][2]);
         }
-    uint32_t head[HEAD_FLOATS] = {WINO_MAGIC, (uint32_t)M, (uint32_t)C, 36};
+    uint32_t head[HEAD_FLOATS] = {WINO_MAGIC, (uint32_t)M, (uint32_t)C, (uint32_t)nx};
     memcpy(dst, head, sizeof head);
     size_t per = kiln__sgemm_pack_a_floats(M, C);
-    for (int xi = 0; xi < 36; xi++) {
+    for (int xi = 0; xi < nx; xi++) {
         kiln__gemm gm = {.M = M, .K = C, .a = u + (size_t)xi * M * C, .a_rs = C, .a_cs = 1, .alpha = 1.0f};
         kiln__sgemm_pack_a(&gm, (float *)dst + HEAD_FLOATS + xi * per);
     }
@@ -83,11 +102,12 @@ int kiln__wino_pack(const float *w, int64_t M, int64_t C, void *dst) {
     return 0;
 }
 
-const float *kiln__wino_packed(const void *prepacked, int64_t M, int64_t C) {
+const float *kiln__wino_packed(const void *prepacked, int m, int64_t M, int64_t C) {
     if (!prepacked) return NULL;
     uint32_t head[4];
     memcpy(head, prepacked, sizeof head);
-    if (head[0] != WINO_MAGIC || head[1] != (uint32_t)M || head[2] != (uint32_t)C || head[3] != 36)
+    if (head[0] != WINO_MAGIC || head[1] != (uint32_t)M || head[2] != (uint32_t)C ||
+        (m ? head[3] != (uint32_t)NX(m) : head[3] != NX(2) && head[3] != NX(4)))
         return NULL;
     return (const float *)prepacked + HEAD_FLOATS;
 }
@@ -98,25 +118,25 @@ typedef struct blockgeom {
     int64_t TH, TW, rows, ld; /* tile rows and columns; tile rows per block; V/product row stride */
 } blockgeom;
 
-static blockgeom block_geom(int64_t C, int64_t M, int64_t OH, int64_t OW) {
+static blockgeom block_geom(int m, int64_t C, int64_t M, int64_t OH, int64_t OW) {
     blockgeom b;
-    b.TH = (OH + 3) / 4;
-    b.TW = (OW + 3) / 4;
-    b.rows = BLOCK_FLOATS / (36 * (C + M) * b.TW);
+    b.TH = (OH + m - 1) / m;
+    b.TW = (OW + m - 1) / m;
+    b.rows = BLOCK_FLOATS / (NX(m) * (C + M) * b.TW);
     if (b.rows < 1) b.rows = 1;
     if (b.rows > b.TH) b.rows = b.TH;
     b.ld = (b.rows * b.TW + LANES - 1) / LANES * LANES;
     return b;
 }
 
-int kiln__wino_fits(int64_t M, int64_t OW) {
+int kiln__wino_fits(int m, int64_t M, int64_t OW) {
     /* the GEMMs' matrix-vector paths (one row or column) read A unpacked */
-    return M >= 2 && (OW + 3) / 4 >= 2;
+    return M >= 2 && (OW + m - 1) / m >= 2;
 }
 
-size_t kiln__wino_ws_bytes(int64_t C, int64_t M, int64_t OH, int64_t OW) {
-    blockgeom b = block_geom(C, M, OH, OW);
-    return (size_t)(36 * (C + M) * b.ld) * sizeof(float) + 64;
+size_t kiln__wino_ws_bytes(int m, int64_t C, int64_t M, int64_t OH, int64_t OW) {
+    blockgeom b = block_geom(m, C, M, OH, OW);
+    return (size_t)(NX(m) * (C + M) * b.ld) * sizeof(float) + 64;
 }
 
 /* ------------------------------------------------------------ transforms */
@@ -125,8 +145,10 @@ typedef struct job {
     const kiln__wino *w;
     blockgeom b;
     int64_t ty0, ty1, ntiles; /* the block's tile rows, its tiles */
-    float *v, *p;             /* 36 x C x ld, 36 x M x ld */
+    float *v, *p;             /* NX x C x ld, NX x M x ld */
     _Atomic int64_t next;     /* the next GEMM to claim */
+    /* the first lane group's tile corners (lanes_of), written once per block */
+    int32_t row0[LANES] __attribute__((aligned(64))), col0[LANES] __attribute__((aligned(64)));
 } job;
 
 /* B^T applied to six values (a row or a column of a tile). */
@@ -140,6 +162,22 @@ typedef struct job {
         o5 = 4 * (d1) - 5 * (d3) + (d5);                    \
     } while (0)
 
+/* B^T of F(2x2) applied to four values. */
+#define BT4(d0, d1, d2, d3, o0, o1, o2, o3) \
+    do {                                    \
+        o0 = (d0) - (d2);                   \
+        o1 = (d1) + (d2);                   \
+        o2 = (d2) - (d1);                   \
+        o3 = (d1) - (d3);                   \
+    } while (0)
+
+/* A^T of F(2x2) applied to four values. */
+#define AT4(m0, m1, m2, m3, o0, o1) \
+    do {                            \
+        o0 = (m0) + (m1) + (m2);    \
+        o1 = (m1) - (m2) - (m3);    \
+    } while (0)
+
 /* A^T applied to six values. */
 #define AT6(m0, m1, m2, m3, m4, m5, o0, o1, o2, o3)        \
     do {                                                   \
@@ -149,63 +187,98 @@ typedef struct job {
         o3 = ((m1) - (m2)) + 8 * ((m3) - (m4)) + (m5);     \
     } while (0)
 
-/* The tiles of one lane group: tiles [t0, t0 + n) of the block (row-major
- * over its tile rows), lane l holding tile t0 + l.  row[l], col[l]: the
- * top-left input (and output, without the pads) element of its tile. */
+/* Tile t of the block (row-major over its tile rows): the top-left input
+ * (and output, without the pads) element of its tile. */
+static void tile_corner(const job *j, int64_t t, int32_t *row, int32_t *col) {
+    *row = (int32_t)((j->ty0 + t / j->b.TW) * j->w->m);
+    *col = (int32_t)(t % j->b.TW * j->w->m);
+}
+
+static void block_lanes(job *j) {
+    for (int l = 0; l < LANES; l++) tile_corner(j, l < j->ntiles ? l : 0, &j->row0[l], &j->col0[l]);
+}
+
+/* The tiles of one lane group: tiles [t0, t0 + n) of the block, lane l
+ * holding tile t0 + l (lanes past n hold anything: masked off). */
+#if defined(__AVX512F__)
+/* The corners as vectors: advanced from the previous group's (lanes_of is
+ * called for t0 = 0, LANES, 2 LANES, ... in turn), never stored as 16
+ * ints and read back as one vector, which stalls on the store forwarding
+ * (22% of the input transform's time when it did). */
+typedef struct lanes {
+    int n;
+    __m512i row, col;
+} lanes;
+
+static void lanes_of(const job *j, int64_t t0, lanes *ln) {
+    ln->n = (int)(j->ntiles - t0 < LANES ? j->ntiles - t0 : LANES);
+    if (t0 == 0) {
+        ln->row = _mm512_load_si512(j->row0);
+        ln->col = _mm512_load_si512(j->col0);
+        return;
+    }
+    const __m512i span = _mm512_set1_epi32((int)(j->b.TW * j->w->m)), m = _mm512_set1_epi32(j->w->m);
+    ln->col = _mm512_add_epi32(ln->col, _mm512_set1_epi32(LANES * j->w->m));
+    for (__mmask16 k; (k = _mm512_cmpge_epi32_mask(ln->col, span));) { /* wrap to the next tile row */
+        ln->col = _mm512_mask_sub_epi32(ln->col, k, ln->col, span);
+        ln->row = _mm512_mask_add_epi32(ln->row, k, ln->row, m);
+    }
+}
+#else
 typedef struct lanes {
     int n;
     int32_t row[LANES], col[LANES];
 } lanes;
 
 static void lanes_of(const job *j, int64_t t0, lanes *ln) {
-    const int64_t TW = j->b.TW;
     ln->n = (int)(j->ntiles - t0 < LANES ? j->ntiles - t0 : LANES);
-    for (int l = 0; l < LANES; l++) {
-        int64_t t = t0 + (l < ln->n ? l : 0);
-        ln->row[l] = (int32_t)((j->ty0 + t / TW) * 4);
-        ln->col[l] = (int32_t)(t % TW * 4);
-    }
+    for (int l = 0; l < ln->n; l++) tile_corner(j, t0 + l, &ln->row[l], &ln->col[l]);
 }
+#endif
+
+/* The kernels below take the tile size as a constant argument (always
+ * inlined into one copy per size): a = m + 2 input points a side. */
+#define INLINE static inline __attribute__((always_inline))
 
 #if defined(__AVX512F__)
 
-/* 6x6 input tiles (zero outside the image), one per lane. */
-static void gather(const kiln__wino *w, const float *xc, const lanes *ln, vlane d[36]) {
-    const __m512i vr = _mm512_loadu_si512(ln->row), vc = _mm512_loadu_si512(ln->col);
+/* a x a input tiles (zero outside the image), one per lane. */
+INLINE void gather(const int a, const kiln__wino *w, const float *xc, const lanes *ln, vlane d[36]) {
+    const __m512i vr = ln->row, vc = ln->col;
     const __m512i H = _mm512_set1_epi32((int)w->H), W = _mm512_set1_epi32((int)w->W);
     const __mmask16 live = (__mmask16)((1u << ln->n) - 1);
     __mmask16 cm[6];
     __m512i cx[6];
-    for (int k = 0; k < 6; k++) {
+    for (int k = 0; k < a; k++) {
         cx[k] = _mm512_add_epi32(vc, _mm512_set1_epi32(k - (int)w->pl));
         cm[k] = _mm512_cmpge_epi32_mask(cx[k], _mm512_setzero_si512()) & _mm512_cmplt_epi32_mask(cx[k], W);
     }
-    for (int i = 0; i < 6; i++) {
+    for (int i = 0; i < a; i++) {
         __m512i iy = _mm512_add_epi32(vr, _mm512_set1_epi32(i - (int)w->pt));
         __mmask16 rm = live & _mm512_cmpge_epi32_mask(iy, _mm512_setzero_si512()) &
                        _mm512_cmplt_epi32_mask(iy, H);
         __m512i base = _mm512_mullo_epi32(iy, W);
-        for (int k = 0; k < 6; k++)
-            d[i * 6 + k] = (vlane)_mm512_mask_i32gather_ps(_mm512_setzero_ps(), rm & cm[k],
+        for (int k = 0; k < a; k++)
+            d[i * a + k] = (vlane)_mm512_mask_i32gather_ps(_mm512_setzero_ps(), rm & cm[k],
                                                            _mm512_add_epi32(base, cx[k]), xc, 4);
     }
 }
 
-/* o[r * 4 + q] + bias into output (row + r, col + q) of each lane's tile,
+/* o[r * m + q] + bias into output (row + r, col + q) of each lane's tile,
  * inside the image. */
-static void scatter(const kiln__wino *w, float *ym, const lanes *ln, const vlane o[16], float bias) {
-    const __m512i vr = _mm512_loadu_si512(ln->row), vc = _mm512_loadu_si512(ln->col);
+INLINE void scatter(const int m, const kiln__wino *w, float *ym, const lanes *ln, const vlane o[16], float bias) {
+    const __m512i vr = ln->row, vc = ln->col;
     const __m512i OH = _mm512_set1_epi32((int)w->OH), OW = _mm512_set1_epi32((int)w->OW);
     const __mmask16 live = (__mmask16)((1u << ln->n) - 1);
-    for (int r = 0; r < 4; r++) {
+    for (int r = 0; r < m; r++) {
         __m512i oy = _mm512_add_epi32(vr, _mm512_set1_epi32(r));
         __mmask16 rm = live & _mm512_cmplt_epi32_mask(oy, OH);
         __m512i base = _mm512_mullo_epi32(oy, OW);
-        for (int q = 0; q < 4; q++) {
+        for (int q = 0; q < m; q++) {
             __m512i ox = _mm512_add_epi32(vc, _mm512_set1_epi32(q));
-            __mmask16 m = rm & _mm512_cmplt_epi32_mask(ox, OW);
-            _mm512_mask_i32scatter_ps(ym, m, _mm512_add_epi32(base, ox),
-                                      _mm512_add_ps((__m512)o[r * 4 + q], _mm512_set1_ps(bias)), 4);
+            __mmask16 k = rm & _mm512_cmplt_epi32_mask(ox, OW);
+            _mm512_mask_i32scatter_ps(ym, k, _mm512_add_epi32(base, ox),
+                                      _mm512_add_ps((__m512)o[r * m + q], _mm512_set1_ps(bias)), 4);
         }
     }
 }
@@ -215,23 +288,23 @@ static void load_n(vlane *v, const float *p, int n) {
     *v = (vlane)_mm512_maskz_loadu_ps((__mmask16)((1u << n) - 1), p);
 }
 #else
-static void gather(const kiln__wino *w, const float *xc, const lanes *ln, vlane d[36]) {
+INLINE void gather(const int a, const kiln__wino *w, const float *xc, const lanes *ln, vlane d[36]) {
     float (*s)[LANES] = (float (*)[LANES])d;
-    for (int i = 0; i < 6; i++)
-        for (int k = 0; k < 6; k++)
+    for (int i = 0; i < a; i++)
+        for (int k = 0; k < a; k++)
             for (int l = 0; l < LANES; l++) {
                 int64_t iy = ln->row[l] + i - w->pt, ix = ln->col[l] + k - w->pl;
-                s[i * 6 + k][l] = l < ln->n && iy >= 0 && iy < w->H && ix >= 0 && ix < w->W
+                s[i * a + k][l] = l < ln->n && iy >= 0 && iy < w->H && ix >= 0 && ix < w->W
                                       ? xc[iy * w->W + ix] : 0.0f;
             }
 }
 
-static void scatter(const kiln__wino *w, float *ym, const lanes *ln, const vlane o[16], float bias) {
+INLINE void scatter(const int m, const kiln__wino *w, float *ym, const lanes *ln, const vlane o[16], float bias) {
     const float (*s)[LANES] = (const float (*)[LANES])o;
     for (int l = 0; l < ln->n; l++)
-        for (int r = 0; r < 4 && ln->row[l] + r < w->OH; r++)
-            for (int q = 0; q < 4 && ln->col[l] + q < w->OW; q++)
-                ym[(ln->row[l] + r) * w->OW + ln->col[l] + q] = s[r * 4 + q][l] + bias;
+        for (int r = 0; r < m && ln->row[l] + r < w->OH; r++)
+            for (int q = 0; q < m && ln->col[l] + q < w->OW; q++)
+                ym[(ln->row[l] + r) * w->OW + ln->col[l] + q] = s[r * m + q][l] + bias;
 }
 
 static void load_n(vlane *v, const float *p, int n) {
@@ -240,58 +313,78 @@ static void load_n(vlane *v, const float *p, int n) {
 }
 #endif
 
-static void input_range(void *ud, int64_t c0, int64_t c1) {
-    const job *j = ud;
+/* B^T applied to the a values x[0], x[s], ... into y[0], y[s], ... */
+INLINE void bt(const int a, const vlane *x, int s, vlane *y) {
+    if (a == 6)
+        BT6(x[0], x[s], x[2 * s], x[3 * s], x[4 * s], x[5 * s], y[0], y[s], y[2 * s], y[3 * s], y[4 * s],
+            y[5 * s]);
+    else
+        BT4(x[0], x[s], x[2 * s], x[3 * s], y[0], y[s], y[2 * s], y[3 * s]);
+}
+
+/* A^T applied to the a values x[0], x[s], ... into the m values y[0],
+ * y[ys], ... */
+INLINE void at(const int a, const vlane *x, int s, vlane *y, int ys) {
+    if (a == 6)
+        AT6(x[0], x[s], x[2 * s], x[3 * s], x[4 * s], x[5 * s], y[0], y[ys], y[2 * ys], y[3 * ys]);
+    else
+        AT4(x[0], x[s], x[2 * s], x[3 * s], y[0], y[ys]);
+}
+
+INLINE void input_tiles(const int m, const job *j, int64_t c0, int64_t c1) {
+    const int a = SIDE(m);
     const kiln__wino *w = j->w;
     const int64_t ld = j->b.ld, C = w->C;
     for (int64_t c = c0; c < c1; c++) {
         const float *xc = w->x + c * w->H * w->W;
+        lanes ln;
         for (int64_t t0 = 0; t0 < j->ntiles; t0 += LANES) {
-            lanes ln;
-            vlane d[36], t[36];
+            vlane d[36], t[36], o[6];
             lanes_of(j, t0, &ln);
-            gather(w, xc, &ln, d);
-            for (int k = 0; k < 6; k++) /* columns: B^T d */
-                BT6(d[k], d[6 + k], d[12 + k], d[18 + k], d[24 + k], d[30 + k], t[k], t[6 + k],
-                    t[12 + k], t[18 + k], t[24 + k], t[30 + k]);
-            for (int i = 0; i < 6; i++) { /* rows: (B^T d) B; t0 + LANES <= ld */
-                vlane o[6];
-                const vlane *r = t + i * 6;
-                BT6(r[0], r[1], r[2], r[3], r[4], r[5], o[0], o[1], o[2], o[3], o[4], o[5]);
-                for (int k = 0; k < 6; k++)
-                    memcpy(j->v + ((int64_t)(i * 6 + k) * C + c) * ld + t0, &o[k], sizeof o[k]);
+            gather(a, w, xc, &ln, d);
+            for (int k = 0; k < a; k++) bt(a, d + k, a, t + k); /* columns: B^T d */
+            for (int i = 0; i < a; i++) {                        /* rows: (B^T d) B; t0 + LANES <= ld */
+                bt(a, t + i * a, 1, o);
+                for (int k = 0; k < a; k++)
+                    memcpy(j->v + ((int64_t)(i * a + k) * C + c) * ld + t0, &o[k], sizeof o[k]);
             }
         }
     }
+}
+
+INLINE void output_tiles(const int m, const job *j, int64_t m0, int64_t m1) {
+    const int a = SIDE(m);
+    const kiln__wino *w = j->w;
+    const int64_t ld = j->b.ld, M = w->M, OH = w->OH, OW = w->OW;
+    for (int64_t oc = m0; oc < m1; oc++) {
+        float *ym = w->y + oc * OH * OW;
+        lanes ln;
+        for (int64_t t0 = 0; t0 < j->ntiles; t0 += LANES) {
+            lanes_of(j, t0, &ln);
+            vlane p[36], t[24], o[16];
+            for (int xi = 0; xi < a * a; xi++) load_n(&p[xi], j->p + ((int64_t)xi * M + oc) * ld + t0, ln.n);
+            for (int k = 0; k < a; k++) at(a, p + k, a, t + k, a); /* columns: A^T p */
+            for (int r = 0; r < m; r++) at(a, t + r * a, 1, o + r * m, 1); /* rows: (A^T p) A */
+            scatter(m, w, ym, &ln, o, w->bias ? w->bias[oc] : 0.0f);
+        }
+        int64_t r0 = j->ty0 * m, r1 = j->ty1 * m < OH ? j->ty1 * m : OH;
+        kiln_call_epilogue(w->call, 0, ym + r0 * OW, (r1 - r0) * OW, oc, 0);
+    }
+}
+
+static void input_range(void *ud, int64_t c0, int64_t c1) {
+    const job *j = ud;
+    if (j->w->m == 4) input_tiles(4, j, c0, c1);
+    else input_tiles(2, j, c0, c1);
 }
 
 static void output_range(void *ud, int64_t m0, int64_t m1) {
     const job *j = ud;
-    const kiln__wino *w = j->w;
-    const int64_t ld = j->b.ld, M = w->M, OH = w->OH, OW = w->OW;
-    for (int64_t m = m0; m < m1; m++) {
-        float *ym = w->y + m * OH * OW;
-        for (int64_t t0 = 0; t0 < j->ntiles; t0 += LANES) {
-            lanes ln;
-            lanes_of(j, t0, &ln);
-            vlane p[36], t[24], o[16];
-            for (int xi = 0; xi < 36; xi++) load_n(&p[xi], j->p + ((int64_t)xi * M + m) * ld + t0, ln.n);
-            for (int k = 0; k < 6; k++) /* columns: A^T p */
-                AT6(p[k], p[6 + k], p[12 + k], p[18 + k], p[24 + k], p[30 + k], t[k], t[6 + k],
-                    t[12 + k], t[18 + k]);
-            for (int r = 0; r < 4; r++) { /* rows: (A^T p) A */
-                const vlane *s = t + r * 6;
-                AT6(s[0], s[1], s[2], s[3], s[4], s[5], o[r * 4], o[r * 4 + 1], o[r * 4 + 2],
-                    o[r * 4 + 3]);
-            }
-            scatter(w, ym, &ln, o, w->bias ? w->bias[m] : 0.0f);
-        }
-        int64_t r0 = j->ty0 * 4, r1 = j->ty1 * 4 < OH ? j->ty1 * 4 : OH;
-        kiln_call_epilogue(w->call, 0, ym + r0 * OW, (r1 - r0) * OW, m, 0);
-    }
+    if (j->w->m == 4) output_tiles(4, j, m0, m1);
+    else output_tiles(2, j, m0, m1);
 }
 
-/* The 36 GEMMs, claimed one at a time: a thread that starts late or is
+/* The NX GEMMs, claimed one at a time: a thread that starts late or is
  * preempted (a shared machine) leaves its share to the others.  Each GEMM
  * is computed whole by one thread, so the result does not depend on which. */
 static void gemm_task(void *ud, int ith, int nth) {
@@ -300,7 +393,7 @@ static void gemm_task(void *ud, int ith, int nth) {
     job *j = ud;
     const kiln__wino *w = j->w;
     const size_t per = kiln__sgemm_pack_a_floats(w->M, w->C);
-    for (int64_t xi; (xi = atomic_fetch_add(&j->next, 1)) < 36;) {
+    for (int64_t xi; (xi = atomic_fetch_add(&j->next, 1)) < NX(w->m);) {
         const float *a = w->u + xi * per;
         kiln__gemm gm = {.M = w->M, .N = j->ntiles, .K = w->C, .a = a, .a_rs = w->C, .a_cs = 1,
                          .alpha = 1.0f, .a_packed = a, .b = j->v + xi * w->C * j->b.ld,
@@ -310,16 +403,18 @@ static void gemm_task(void *ud, int ith, int nth) {
 }
 
 void kiln__wino_run(const kiln__wino *w) {
-    job j = {.w = w, .b = block_geom(w->C, w->M, w->OH, w->OW)};
+    const int nx = NX(w->m);
+    job j = {.w = w, .b = block_geom(w->m, w->C, w->M, w->OH, w->OW)};
     j.v = w->ws;
-    j.p = w->ws + 36 * w->C * j.b.ld;
+    j.p = w->ws + nx * w->C * j.b.ld;
     int threads = kiln_exec_threads(w->exec);
     for (j.ty0 = 0; j.ty0 < j.b.TH; j.ty0 += j.b.rows) {
         j.ty1 = j.ty0 + j.b.rows < j.b.TH ? j.ty0 + j.b.rows : j.b.TH;
         j.ntiles = (j.ty1 - j.ty0) * j.b.TW;
+        block_lanes(&j);
         atomic_store(&j.next, 0);
         kiln_exec_parallel_for(w->exec, w->C, 1, input_range, &j);
-        kiln_exec_parallel(w->exec, threads < 36 ? threads : 36, gemm_task, &j);
+        kiln_exec_parallel(w->exec, threads < nx ? threads : nx, gemm_task, &j);
         kiln_exec_parallel_for(w->exec, w->M, 1, output_range, &j);
     }
 }

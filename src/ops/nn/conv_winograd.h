@@ -1,13 +1,14 @@
 /*
- * conv_winograd.h — Winograd F(4x4, 3x3) for 2-D 3x3 stride-1 convs of one
- * group (Conv tactic 6, conv_winograd.c).
+ * conv_winograd.h — Winograd F(mxm, 3x3), m = 4 or 2, for 2-D 3x3 stride-1
+ * convs of one group (Conv tactics 6 and 10, conv_winograd.c).
  *
- * Y = A^T [ U (.) V ] A per 4x4 output tile: V = B^T d B is the 6x6 input
- * tile d transformed, U = G g G^T the 3x3 filter g transformed (once, at
- * prepack), and the 36 element-wise products summed over input channels
- * are 36 GEMMs U_xi[M x C] * V_xi[C x tiles].  2.25x fewer multiplications
- * than the direct GEMM, at the cost of the two transforms; the builder
- * times it against the other Conv tactics.
+ * Y = A^T [ U (.) V ] A per m x m output tile: V = B^T d B is the
+ * (m+2)x(m+2) input tile d transformed, U = G g G^T the 3x3 filter g
+ * transformed (once, at prepack), and the NX = (m+2)^2 element-wise
+ * products summed over input channels are NX GEMMs U_xi[M x C] *
+ * V_xi[C x tiles].  The direct sum's 9 multiplications per output become
+ * 2.25 (m = 4) or 4 (m = 2), at the cost of the two transforms; the
+ * builder times both against the other Conv tactics.
  */
 #ifndef KILN_OPS_NN_CONV_WINOGRAD_H
 #define KILN_OPS_NN_CONV_WINOGRAD_H
@@ -17,18 +18,20 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Bytes of the packed transformed weights of an M x C x 3 x 3 W (a
- * 64-byte header naming the layout, then 36 packed SGEMM A operands). */
-size_t kiln__wino_pack_bytes(int64_t M, int64_t C);
-/* Transform and pack W (M x C x 3 x 3, dense) into dst
+/* Bytes of the packed transformed weights of an M x C x 3 x 3 W for tile
+ * size m (a 64-byte header naming the layout, then NX packed SGEMM A
+ * operands). */
+size_t kiln__wino_pack_bytes(int m, int64_t M, int64_t C);
+/* Transform and pack W (M x C x 3 x 3, dense) for tile size m into dst
  * (kiln__wino_pack_bytes bytes, 64-byte aligned).  0, or KILN_ENOMEM. */
-int kiln__wino_pack(const float *w, int64_t M, int64_t C, void *dst);
-/* The packed operands in a prepacked buffer if it holds this layout for
- * M x C, else NULL (e.g. the GEMM tactics' packed W). */
-const float *kiln__wino_packed(const void *prepacked, int64_t M, int64_t C);
+int kiln__wino_pack(int m, const float *w, int64_t M, int64_t C, void *dst);
+/* The packed operands in a prepacked buffer if it holds the layout of tile
+ * size m (0: either) for M x C, else NULL (e.g. the GEMM tactics' packed W). */
+const float *kiln__wino_packed(const void *prepacked, int m, int64_t M, int64_t C);
 
 /* One image of a conv the tactic runs. */
 typedef struct kiln__wino {
+    int m;                              /* output tile size: 4 or 2 */
     int64_t C, M, H, W, OH, OW, pt, pl; /* pt, pl: top and left pads */
     const float *x;                     /* C x H x W */
     const float *u;                     /* kiln__wino_packed */
@@ -39,10 +42,10 @@ typedef struct kiln__wino {
     kiln_exec *exec;
 } kiln__wino;
 
-/* 1 if the tactic can run this output size (at least two tiles a row). */
-int kiln__wino_fits(int64_t M, int64_t OW);
-/* Workspace bytes for C -> M channels at OH x OW. */
-size_t kiln__wino_ws_bytes(int64_t C, int64_t M, int64_t OH, int64_t OW);
+/* 1 if tile size m can run this output size (at least two tiles a row). */
+int kiln__wino_fits(int m, int64_t M, int64_t OW);
+/* Workspace bytes for tile size m, C -> M channels at OH x OW. */
+size_t kiln__wino_ws_bytes(int m, int64_t C, int64_t M, int64_t OH, int64_t OW);
 void kiln__wino_run(const kiln__wino *w);
 
 #endif /* KILN_OPS_NN_CONV_WINOGRAD_H */
