@@ -588,8 +588,9 @@ typedef struct kiln_quick_op {
      * form, 0 for "nothing to prepack"; else *size holds that answer: write
      * that many bytes into dst (64-byte aligned) and leave *size as is.
      * The runtime calls it once per layer and constant input when an
-     * engine is built or loaded (never per run; packed forms are not
-     * stored in the engine file) and hands the result to impl as
+     * engine is built, and again when it is loaded for plugin ops
+     * (built-in ops' packed forms are stored in the engine file, a
+     * plugin's are not; never per run), and hands the result to impl as
      * c->prepacked[input]; the builder also packs for each candidate it
      * times, so timing measures the packed path.  What prepack sees:
      * attrs, the chosen tactic, every input's dtype/format/ndim/dims (-1
