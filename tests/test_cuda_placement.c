@@ -12,6 +12,7 @@
 #include "device/device.h"
 #include "kiln_int.h"
 #include "test.h"
+#include "test_engine_util.h"
 #include "test_cuda_util.h"
 #include "test_ops_util.h"
 #include "encoder_nets.h"
@@ -125,17 +126,6 @@ static kiln_network *mixed_net(uint64_t *seed, float *w1, float *w2) {
     return net;
 }
 
-/* What kiln_engine_inspect prints (free it). */
-static char *inspect_text(const kiln_engine *e) {
-    char *text = NULL;
-    size_t tlen = 0;
-    FILE *f = open_memstream(&text, &tlen);
-    ASSERT(f);
-    ASSERT_OK(kiln_engine_inspect(e, f));
-    fclose(f);
-    return text;
-}
-
 /* Run e on random x; check y and a against the reference. */
 static void run_and_check(kiln_engine *e, uint64_t *seed, const float *w1, const float *w2) {
     kiln_context *ctx = NULL;
@@ -205,7 +195,7 @@ TEST_IMPL(mixed_placement) {
     run_and_check(e2, &seed, w1, w2);
 
     /* inspect names devices and copies */
-    char *text = inspect_text(e2);
+    char *text = test_inspect_text(e2);
     ASSERT_CONTAINS(text, "[cpu]");
     ASSERT_CONTAINS(text, "copy host->device");
     ASSERT_CONTAINS(text, "copy device->host");
@@ -530,7 +520,7 @@ TEST_IMPL(gpu_activation_fusion) {
         ASSERT_EQ(clips, 1);
     }
     /* inspect names the fused op on its producer */
-    char *text = inspect_text(e2);
+    char *text = test_inspect_text(e2);
     ASSERT_CONTAINS(text, "+ Relu");
     ASSERT_CONTAINS(text, "+ HardSigmoid");
     free(text);

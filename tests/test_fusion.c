@@ -24,6 +24,7 @@
 #include "kiln/plugin.h"
 #include "kiln_int.h"
 #include "test.h"
+#include "test_engine_util.h"
 #include "test_ops_util.h"
 
 #include <math.h>
@@ -209,16 +210,6 @@ static void run_xy(const kiln_engine *e, int threads, int debug, const float *x,
     kiln_context_free(ctx);
 }
 
-static char *inspect_text(const kiln_engine *e) {
-    char *buf = NULL;
-    size_t n = 0;
-    FILE *f = open_memstream(&buf, &n);
-    ASSERT(f);
-    ASSERT_OK(kiln_engine_inspect(e, f));
-    fclose(f);
-    return buf;
-}
-
 /* Convolution geometry (test_ops_util.h; naive reference test_conv_ref). */
 typedef test_conv_geo cgeo;
 
@@ -271,7 +262,7 @@ static void conv_chain(cgeo g, int nsp, int prelu, unsigned flags, int threads) 
     kiln_network_free(net);
     ASSERT_EQ(st.fused, 2 + prelu);
     ASSERT_EQ(st.layers, 1);
-    char *txt = inspect_text(e);
+    char *txt = test_inspect_text(e);
     /* the BatchNormalization is folded into W and B (builder/pointwise_fold.c) */
     ASSERT_CONTAINS(txt, prelu ? "ai.onnx::Conv v1 + Clip + PRelu" : "ai.onnx::Conv v1 + Clip");
     ASSERT_CONTAINS(txt, "'W:scaled' f32");
@@ -347,7 +338,7 @@ static void gemm_chain(int64_t M, int64_t N, int64_t K, int tb, int threads) {
     kiln_engine *e = test_build_ok(net, KILN_BUILD_NO_TIMING, threads, &st);
     kiln_network_free(net);
     ASSERT_EQ(st.fused, 3);
-    char *txt = inspect_text(e);
+    char *txt = test_inspect_text(e);
     ASSERT_CONTAINS(txt, "ai.onnx::Gemm v11 + BatchNormalization + PRelu + Relu");
     free(txt);
     double *ref = malloc((size_t)(M * N) * sizeof(double));
@@ -488,7 +479,7 @@ TEST_IMPL(fuse_arith) {
     kiln_network_free(net);
     ASSERT_EQ(st.fused, 4);
     ASSERT_EQ(kiln_engine_num_layers(e), 1);
-    char *txt = inspect_text(e);
+    char *txt = test_inspect_text(e);
     ASSERT_CONTAINS(txt, "'conv' ai.onnx::Conv v1  ");
     ASSERT_CONTAINS(txt, "'W:scaled' f32");
     free(txt);
@@ -523,7 +514,7 @@ TEST_IMPL(fuse_arith) {
     e = test_build_ok(net, KILN_BUILD_NO_TIMING, 1, &st);
     kiln_network_free(net);
     ASSERT_EQ(st.fused, 4);
-    txt = inspect_text(e);
+    txt = test_inspect_text(e);
     ASSERT_CONTAINS(txt, "ai.onnx::Gemm v11 + Mul + Add + Sub + Div");
     free(txt);
     ref = malloc((size_t)(M * N) * sizeof(double));
@@ -594,7 +585,7 @@ TEST_IMPL(fuse_refused) {
         kiln_engine *e = test_build_ok(net, KILN_BUILD_NO_TIMING, 1, &st);
         kiln_network_free(net);
         ASSERT_EQ(st.fused, 0);
-        char *txt = inspect_text(e);
+        char *txt = test_inspect_text(e);
         ASSERT(strstr(txt, "+ PRelu") == NULL);
         free(txt);
         for (int64_t i = 0; i < n; i++) {
@@ -725,7 +716,7 @@ static void residual_case(int kind, int swap, cgeo g, unsigned flags, int thread
     kiln_network_free(net);
     ASSERT_EQ(st.fused, kind == 2 ? 1 : 2);
     ASSERT_EQ(st.layers, kind == 1 ? 2 : 1);
-    char *txt = inspect_text(e);
+    char *txt = test_inspect_text(e);
     ASSERT_CONTAINS(txt, kind == 1 ? "'conv_b' ai.onnx::Conv v1 + Add + Relu"
                          : kind == 0 ? "'conv_a' ai.onnx::Conv v1 + Add + Relu"
                                      : "'conv_a' ai.onnx::Conv v1 + Add");
@@ -845,7 +836,7 @@ TEST_IMPL(fuse_roundtrip) {
     ASSERT_OK(kiln_engine_serialize(e, &buf, &size));
     kiln_engine *e2 = NULL;
     ASSERT_OK(kiln_engine_load_memory(buf, size, &e2));
-    char *txt = inspect_text(e2);
+    char *txt = test_inspect_text(e2);
     ASSERT_CONTAINS(txt, "'conv_2' ai.onnx::Conv v1 + Clip"); /* the BatchNormalization in W and B */
     free(txt);
     run_xy(e2, 2, 1, x, nx, y1, ny);
@@ -989,7 +980,7 @@ static void linear_case(int64_t B, int64_t T, int64_t K, int64_t N, int bias, in
     char what[160];
     snprintf(what, sizeof what, "MatMul [%lld,%lld,%lld]x[%lld] + bias %d, gelu %d, %d threads", (long long)B,
              (long long)T, (long long)K, (long long)cols, bias, gelu, threads);
-    char *txt = inspect_text(e);
+    char *txt = test_inspect_text(e);
     if (bias <= 1) {
         /* Add (+ the erf form's Div, Erf, Add, Mul, Mul rewritten into one Gelu) */
         ASSERT_EQ(st.fused, gelu == 0 ? 1 : gelu == 3 ? 6 : 2);
@@ -1061,7 +1052,7 @@ static void input_add_case(int64_t B, int64_t T, int64_t K, int64_t N, int r, in
     snprintf(what, sizeof what, "MatMul [%lld,%lld,%lld]x[%lld,%lld]%s + R case %d, relu %d, %d threads",
              (long long)B, (long long)T, (long long)K, (long long)K, (long long)N, wbatch ? " batched" : "", r, relu,
              threads);
-    char *txt = inspect_text(e);
+    char *txt = test_inspect_text(e);
     const char *chain = relu ? "ai.onnx::MatMul v1 + Add + Relu" : "ai.onnx::MatMul v1 + Add";
     if (r != 3 && !strstr(txt, chain)) TEST__FAIL("%s: the Add did not fuse:\n%s", what, txt);
     if (r == 3 && strstr(txt, "MatMul v1 + Add")) TEST__FAIL("%s: a [T, 1] Add fused:\n%s", what, txt);
