@@ -40,7 +40,7 @@ static inline float fexp_f32(float x0) {
 }
 
 /* tanh without libm calls (libm's tanhf is a scalar call, ~12 ns/element):
- * a rational approximation, error < 4e-7; fexp_f32 is in fastmath.h. */
+ * a rational approximation, error < 4e-7. */
 static inline float ftanh_f32(float x) {
     /* rational minimax approximation on [-7.9, 7.9] (the coefficients Eigen
      * uses for float), saturated outside; no exp, one division */
