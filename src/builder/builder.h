@@ -160,6 +160,10 @@ int kiln__b_aot_kernel(builder *b, int li, kiln_aot_kernel *k);
 int kiln__b_process_net(builder *b, const kiln_network *net, const int *in_map, const int *out_map,
                         const char *prefix, int depth);
 void kiln__b_dead_code(builder *b);
+/* shape.c: layer li's formats_fn (its tactic list) run again as its shape
+ * call runs it, kiln__shape_ctx_building true: for passes that give a
+ * layer a new op after shape inference (mbconv_fuse.c). */
+int kiln__b_formats(builder *b, int li);
 /* transformer.c (CUDA builds, before dead code): MatMul -> Softmax -> MatMul
  * chains into kiln::attention layers, Add -> LayerNormalization into
  * kiln::add_layernorm. */

@@ -177,12 +177,7 @@ static int try_block(builder *b, int li, const int *uses, const kiln__op *op) {
     int rc = kiln__b_rewrite(b, li, op, an, av, 9, in, ex >= 0 ? 7 : 5);
     if (rc) return rc;
     /* the new layer's tactics (its formats_fn), as its shape call makes them */
-    const bl *L = &b->l[li];
-    kiln_desc din[7], dout[1];
-    for (int i = 0; i < L->nin; i++) kiln__b_desc(b, L->in[i], &din[i]);
-    kiln__b_desc(b, L->out[0], &dout[0]);
-    kiln_shape_ctx sc = {.x = b->x, .in = din, .nin = L->nin, .out = dout, .nout = 1};
-    if ((rc = kiln__op_formats_fn(op, L->state, &sc))) return rc;
+    if ((rc = kiln__b_formats(b, li))) return rc;
     for (int k = 0; k < 4; k++)
         if (chain[k] >= 0) b->l[chain[k]].dead = 1;
     kiln__log(KILN_LOG_VERBOSE, "mbconv: '%s' .. '%s' run as one kiln::mbconv layer (%s)", first, b->l[li].name,

@@ -166,6 +166,17 @@ int kiln__shape_ctx_building(const kiln_shape_ctx *c) {
     return p && p->b;
 }
 
+int kiln__b_formats(builder *b, int li) {
+    const bl *L = &b->l[li];
+    kiln_desc din[KILN_MAX_IO], dout[KILN_MAX_IO];
+    for (int i = 0; i < L->nin; i++) kiln__b_desc(b, L->in[i], &din[i]);
+    for (int k = 0; k < L->nout; k++) kiln__b_desc(b, L->out[k], &dout[k]);
+    shape_priv sp = {.b = b, .layer = li};
+    for (int k = 0; k < KILN_MAX_IO; k++) sp.alias[k] = -1;
+    kiln_shape_ctx c = {.x = b->x, .in = din, .nin = L->nin, .out = dout, .nout = L->nout, .priv_ = &sp};
+    return kiln__op_formats_fn(L->op, L->state, &c);
+}
+
 int kiln__shape_run_bounds(const kiln__op *op, void *state, kiln_shape_ctx *c, kiln__shape_bounds *bounds) {
     shape_priv sp = {.b = NULL, .bounds = bounds};
     for (int k = 0; k < KILN_MAX_IO; k++) {
