@@ -5,7 +5,9 @@
  * Per image and group: col[Mg*k, HWin] = W_g^T * X_g on the packed SGEMM
  * (the transposition is a stride choice, no copy), then col2im scatters
  * the columns into the output, split over output channels so threads never
- * write the same element.  The col buffer lives in the workspace.
+ * write the same element (where kernel = stride, e.g. 2x2 upsampling, over
+ * output rows: each has one contribution).  The col buffer lives in the
+ * workspace.
  */
 #include "device/cpu/sgemm.h"
 #include "ops/common/cuda_impls.h"
@@ -223,29 +225,36 @@ static int tiling(const ctgeom *g) {
     return g->id[0] == 1;
 }
 
-static void col2im_tiled(const col2im *t, int64_t b, int64_t e) {
+/* Tiled col2im over units [b, e) of (channel m, input row iy), m * IH +
+ * iy: a unit writes its channel's output rows iy * KH .. iy * KH + KH - 1
+ * and nothing else, so a unit's output is the flat span [u, u + 1) times
+ * KH * OW, and threads can split a single channel (PP-OCR det's last
+ * ConvTranspose has one: split by channel, it ran on one thread). */
+static void col2im_tiled(void *ud, int64_t b, int64_t e) {
+    const col2im *t = ud;
     const ctgeom *g = t->g;
     const int64_t IH = g->id[1], IW = g->id[2], OW = g->o[2], KH = g->k[1], KW = g->k[2];
-    const int64_t isp = IH * IW, osp = g->o[1] * OW;
-    for (int64_t m = b; m < e; m++) {
+    const int64_t isp = IH * IW;
+    for (int64_t u = b; u < e; u++) {
+        const int64_t m = u / IH, iy = u % IH;
         float bv = t->bias ? t->bias[m] : 0.0f;
-        float *y = t->y + m * osp;
-        for (int64_t iy = 0; iy < IH; iy++)
-            for (int64_t ky = 0; ky < KH; ky++) {
-                float *yr = y + (iy * KH + ky) * OW;
-                const float *c0 = t->col + ((m * KH + ky) * KW) * isp + iy * IW;
-                if (KW == 2) {
-                    const float *c1 = c0 + isp;
-                    for (int64_t ix = 0; ix < IW; ix++) {
-                        yr[2 * ix] = c0[ix] + bv;
-                        yr[2 * ix + 1] = c1[ix] + bv;
-                    }
-                } else {
-                    for (int64_t kx = 0; kx < KW; kx++)
-                        for (int64_t ix = 0; ix < IW; ix++) yr[ix * KW + kx] = c0[kx * isp + ix] + bv;
+        for (int64_t ky = 0; ky < KH; ky++) {
+            float *yr = t->y + (u * KH + ky) * OW;
+            const float *c0 = t->col + ((m * KH + ky) * KW) * isp + iy * IW;
+            if (KW == 2) {
+                const float *c1 = c0 + isp;
+                for (int64_t ix = 0; ix < IW; ix++) {
+                    yr[2 * ix] = c0[ix] + bv;
+                    yr[2 * ix + 1] = c1[ix] + bv;
                 }
+            } else {
+                for (int64_t kx = 0; kx < KW; kx++)
+                    for (int64_t ix = 0; ix < IW; ix++) yr[ix * KW + kx] = c0[kx * isp + ix] + bv;
             }
+        }
     }
+    if (t->call && t->call->epilogue) /* the units' rows, while hot */
+        kiln__ops_epilogue_span(t->call, t->y, g->o[1] * OW, b * KH * OW, e * KH * OW, t->chan0);
 }
 
 static void col2im_range_raw(void *ud, int64_t b, int64_t e);
@@ -266,10 +275,6 @@ static void col2im_range_raw(void *ud, int64_t b, int64_t e) {
     const int64_t OD = g->o[0], OH = g->o[1], OW = g->o[2];
     const int64_t KD = g->k[0], KH = g->k[1], KW = g->k[2];
     const int64_t isp = ID * IH * IW, osp = OD * OH * OW;
-    if (tiling(g)) {
-        col2im_tiled(t, b, e);
-        return;
-    }
     for (int64_t m = b; m < e; m++) {
         float *y = t->y + m * osp;
         float bv = t->bias ? t->bias[m] : 0.0f;
@@ -327,7 +332,10 @@ static int ct_impl_f32(const kiln_call *c) {
             kiln__sgemm(&gm, c->exec);
             col2im t = {.g = &g, .col = col, .y = y + (n * g.M + gi * g.Mg) * osp,
                         .bias = bias ? bias + gi * g.Mg : NULL, .call = c, .chan0 = gi * g.Mg};
-            kiln_exec_parallel_for(c->exec, g.Mg, 1, col2im_range, &t);
+            if (tiling(&g))
+                kiln_exec_parallel_for(c->exec, g.Mg * g.id[1], 1, col2im_tiled, &t);
+            else
+                kiln_exec_parallel_for(c->exec, g.Mg, 1, col2im_range, &t);
         }
     return 0;
 }
