@@ -215,10 +215,11 @@ static void run_case(const mbcase *t, int threads) {
     /* 3: a 1x1 expand conv of at most 64 channels; 4: one over at most 1024 pixels, 64 out */
     const int t3 = t->expand && !t->ek && t->C <= 64, t4 = t->expand && !t->ek && t->H * t->W <= 1024 && OH * OW <= 64;
     /* a build without timing takes the first candidate: where the block
-     * has an expand conv of at most 64 input channels (1x1 or a stem)
-     * builds leave tactic 1 out, so that is tactic 2 (and below, an engine
-     * with tactic 1 still loads and runs) */
-    const int first = t->expand && t->C <= 64 ? 2 : 1;
+     * has an expand conv (1x1 or a stem) builds leave tactic 1 out, but
+     * where tactic 4 competes with it (expand of more than 64 channels),
+     * so that is tactic 2 (and below, an engine with tactic 1 still loads
+     * and runs) */
+    const int first = t->expand && !(t4 && t->C > 64) ? 2 : 1;
     ASSERT_EQ(e->layers[0].tactic, first);
     for (int tactic = 0; tactic <= 4; tactic++) {
         int offered = tactic < 3 || (tactic == 3 ? t3 : t4);
@@ -275,7 +276,9 @@ TEST_IMPL(mbconv_general) {
         {.N = 1, .C = 20, .Ce = 100, .M = 30, .H = 14, .W = 13, .k = 3, .sy = 2, .sx = 2, .d = 1, .pt = 1, .pl = 0, .pb = 1, .pr = 1, .expand = 1, .act = ACT_RELU},
         {.N = 1, .C = 24, .Ce = 144, .M = 24, .H = 56, .W = 56, .k = 3, .sy = 1, .sx = 1, .d = 1, .pt = 1, .pl = 1, .pb = 1, .pr = 1, .expand = 1, .act = ACT_RELU6, .residual = 1},
         {.N = 1, .C = 16, .Ce = 96, .M = 24, .H = 112, .W = 112, .k = 3, .sy = 2, .sx = 2, .d = 1, .pt = 0, .pl = 0, .pb = 1, .pr = 1, .expand = 1, .act = ACT_RELU6},
-        /* an expand of more than 64 input channels: tactic 1 stays the first candidate */
+        /* expands of more than 64 input channels: over a small plane (tactic 4 offered) tactic 1 stays the
+         * first candidate, over a larger one it does not */
+        {.N = 1, .C = 67, .Ce = 130, .M = 67, .H = 7, .W = 6, .k = 3, .sy = 1, .sx = 1, .d = 1, .pt = 1, .pl = 1, .pb = 1, .pr = 1, .expand = 1, .act = ACT_RELU6, .residual = 1},
         {.N = 1, .C = 67, .Ce = 130, .M = 67, .H = 11, .W = 9, .k = 3, .sy = 1, .sx = 1, .d = 1, .pt = 1, .pl = 1, .pb = 1, .pr = 1, .expand = 1, .act = ACT_RELU6, .residual = 1},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {

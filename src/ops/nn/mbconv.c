@@ -672,38 +672,41 @@ static int mbconv_prepack(const kiln_call *c, int input, void *dst, size_t *size
  * one over a constant plane of at most CL_MAX_HW pixels whose output
  * plane has at most CL_MAX_OHW.
  *
- * Where the block has an expand conv of at most DIRECT_MAX_C input
- * channels (tactic 3 offered, or a stem conv), builds leave tactic 1 out
- * (engines that chose it still load and run it).  It lost to tactic 3 in
- * every block of MobileNetV2 and ppocr_cls that has both, at 1 thread by
- * 1-45% and at 2 threads by 25-100%, and to tactic 2 on MobileNetV2's stem
- * block by 20% / 40% (per-tactic minima of repeated builds), but a 2-thread
- * build on a loaded machine times each candidate with about one core, where
- * the whole-tensor steps come within noise of the bands, and picked it for
- * the stem block and most of the 28x28 and 14x14 blocks.  Elsewhere it
- * stays a candidate: it won PP-OCR det's first block (no expand conv) at 1
- * thread and ties or wins on MobileNetV2's 96- and 160-channel blocks. */
+ * Where the block has an expand conv, builds leave tactic 1 out (engines
+ * that chose it still load and run it), except where tactic 4 competes
+ * with it (small planes, more than DIRECT_MAX_C input channels).  Per-
+ * tactic minima of repeated MobileNetV2 builds: tactic 1 lost to tactic 3
+ * in every block that has both (and in ppocr_cls), at 1 thread by 1-45%
+ * and at 2 threads by 25-100%; to tactic 2 on the stem block by 20% / 40%
+ * and on the 96-channel 14x14 blocks by 0% / 13%; against tactic 4 on the
+ * 7x7 blocks it lost by 4-8% at 1 thread and came within 1.5% (either
+ * way) at 2.  Yet a 2-thread build on a loaded machine times each
+ * candidate with about one core, where the whole-tensor steps come within
+ * noise of the bands: main's builds at load 1.5-2.5 picked it for the stem
+ * block, features.5-6, 8-11 or 12-13 in most runs.  Without an expand conv
+ * it stays a candidate: it won PP-OCR det's first block at 1 thread. */
 static int mbconv_formats_fn(const kiln_shape_ctx *c, kiln_combo *out, int max) {
     int64_t s[2], p[4], d[2], es[2] = {0, 0}, ep[4] = {0, 0, 0, 0}, C = -1, kh = -1, kw = -1;
     if (max < 1) return 0;
     kiln_combo k = {"FP32", NULL, {T_WHOLE, T_ROWS}};
-    const int small = c->nin >= 7 && c->in[IN_WE].dtype == KILN_DTYPE_F32 && c->in[IN_WE].ndim == 4 &&
-                      !read_geo(c->attrs, s, p, d, es, ep) && kiln_expr_is_const(c->in[IN_WE].dims[1], &C) &&
-                      kiln_expr_is_const(c->in[IN_WE].dims[2], &kh) &&
-                      kiln_expr_is_const(c->in[IN_WE].dims[3], &kw) && C <= DIRECT_MAX_C;
-    if (small && kh == 1 && kw == 1 && es[0] == 1 && es[1] == 1 && !(ep[0] | ep[1] | ep[2] | ep[3]))
+    const int expand = c->nin >= 7 && c->in[IN_WE].dtype == KILN_DTYPE_F32 && c->in[IN_WE].ndim == 4 &&
+                       !read_geo(c->attrs, s, p, d, es, ep) && kiln_expr_is_const(c->in[IN_WE].dims[1], &C) &&
+                       kiln_expr_is_const(c->in[IN_WE].dims[2], &kh) && kiln_expr_is_const(c->in[IN_WE].dims[3], &kw);
+    if (expand && C <= DIRECT_MAX_C && kh == 1 && kw == 1 && es[0] == 1 && es[1] == 1 &&
+        !(ep[0] | ep[1] | ep[2] | ep[3]))
         k.tactics[2] = T_DIRECT;
     int64_t h, w, KH, KW;
-    if (c->nin >= 7 && c->in[IN_WE].dtype == KILN_DTYPE_F32 && kh == 1 && kw == 1 && es[0] == 1 && es[1] == 1 &&
+    int cl = 0;
+    if (expand && kh == 1 && kw == 1 && es[0] == 1 && es[1] == 1 &&
         !(ep[0] | ep[1] | ep[2] | ep[3]) && kiln_expr_is_const(c->in[IN_X].dims[2], &h) &&
         kiln_expr_is_const(c->in[IN_X].dims[3], &w) && h * w <= CL_MAX_HW &&
         kiln_expr_is_const(c->in[IN_WD].dims[2], &KH) && kiln_expr_is_const(c->in[IN_WD].dims[3], &KW) &&
         KH * KW <= KILN__DWCL_TAPS) {
         int64_t oh = h + p[0] + p[2] - d[0] * (KH - 1) - 1, ow = w + p[1] + p[3] - d[1] * (KW - 1) - 1;
-        if (oh >= 0 && ow >= 0 && (oh / s[0] + 1) * (ow / s[1] + 1) <= CL_MAX_OHW)
+        if ((cl = oh >= 0 && ow >= 0 && (oh / s[0] + 1) * (ow / s[1] + 1) <= CL_MAX_OHW))
             k.tactics[k.tactics[2] ? 3 : 2] = T_CL;
     }
-    if (small && kiln__shape_ctx_building(c)) /* tactic 1 out: see above */
+    if (expand && !(cl && C > DIRECT_MAX_C) && kiln__shape_ctx_building(c)) /* tactic 1 out: see above */
         memmove(k.tactics, k.tactics + 1, sizeof k.tactics - sizeof k.tactics[0]);
     out[0] = k;
     return 1;
