@@ -663,8 +663,16 @@ KILN_API int kiln_engine_serialize_signed(const kiln_engine *e, const unsigned c
 typedef struct sink_file {
     int fd;
     const char *path;
-    uint64_t done;
+    uint64_t done, flushed; /* bytes written; bytes whose writeback was started */
 } sink_file;
+
+/* The file is fsync'd before it replaces the old one (durable when save
+ * returns).  Left to the end, that fsync waited for the whole image to go
+ * to disk: 65-140 ms of ResNet-50's 161 MB rebuild.  Starting the
+ * writeback of every finished 8 MiB while the rest is still being
+ * written lets the disk work alongside; the final fsync still waits for
+ * all of it (sync_file_range alone guarantees nothing). */
+#define KILN__WRITEBACK_STEP ((uint64_t)8 << 20)
 
 static int sink_fd(void *ud, const uint8_t *p, size_t n) {
     sink_file *f = ud;
@@ -678,6 +686,13 @@ static int sink_fd(void *ud, const uint8_t *p, size_t n) {
         p += k;
         n -= (size_t)k;
     }
+#ifdef SYNC_FILE_RANGE_WRITE
+    if (f->done - f->flushed >= KILN__WRITEBACK_STEP) {
+        /* advice only: an error here shows again at fsync */
+        (void)sync_file_range(f->fd, (off_t)f->flushed, (off_t)(f->done - f->flushed), SYNC_FILE_RANGE_WRITE);
+        f->flushed = f->done;
+    }
+#endif
     return 0;
 }
 
@@ -706,7 +721,7 @@ static int save_to(const kiln_engine *e, const char *path, const unsigned char *
         rc = kiln__err(KILN_EIO, "cannot save engine to '%s': creating '%s': %s", path, tmp, strerror(errno));
         goto out;
     }
-    sink_file f = {fd, tmp, 0};
+    sink_file f = {fd, tmp, 0, 0};
     size_t hdr, so;
     rc = sk ? sink_fd(&f, w.p, w.n) : emit_image(e, 0, sink_fd, &f, &hdr, &so);
     if (!rc && fsync(fd) != 0)
