@@ -524,7 +524,16 @@ int kiln__engine_check_packed_only(const kiln_engine *e);
 /* Sets input i of c's engine to its fixed dims, its profile's opt for
  * dynamic ones; *io describes it, *bytes its size (0 or a KILN_E*). */
 int kiln__context_opt_input(kiln_context *c, const kiln_engine *e, int i, kiln_io_info *io, size_t *bytes);
-void kiln__engine_mark_packed_only(kiln_engine *e);
+/* known_good: the verdict of an earlier check of the same plan by the same
+ * binary (the builder keeps it in the timing cache): mark without the two
+ * check runs.  Returns 1 when the candidates were marked, else 0. */
+int kiln__engine_mark_packed_only(kiln_engine *e, int known_good);
+/* engine/file.c: a digest of everything the engine's file would say except
+ * the contents of its bulk pieces (weights, packed weights: only their
+ * sizes count): the plan, which decides the kernels' paths. */
+int kiln__engine_plan_digest(const kiln_engine *e, uint64_t *digest);
+/* core/build_id.c: the running libkiln's GNU build id in hex, or NULL. */
+const char *kiln__build_id(void);
 
 /* engine/data_check.c: sections whose checksums a mapped load defers to
  * the first run (a large engine then loads without reading its weights).

@@ -620,6 +620,31 @@ done:
     return rc;
 }
 
+int kiln__engine_plan_digest(const kiln_engine *e, uint64_t *digest) {
+    sections *x = kiln__calloc(1, sizeof *x);
+    if (!x) return kiln__err(KILN_ENOMEM, "out of memory digesting the engine's plan");
+    int rc = build_sections(e, x->w, x->bulk);
+    ckstate ck;
+    ck_begin(&ck);
+    for (int s = 1; s < SEC_COUNT_ && !rc; s++) {
+        if (x->w[s].oom || x->bulk[s].oom) rc = kiln__err(KILN_ENOMEM, "out of memory digesting the engine's plan");
+        const uint64_t head[3] = {(uint64_t)s, x->w[s].n, (uint64_t)x->bulk[s].n};
+        ck_add(&ck, (const uint8_t *)head, sizeof head);
+        ck_add(&ck, x->w[s].p ? x->w[s].p : (const uint8_t *)"", x->w[s].n);
+        for (int i = 0; i < x->bulk[s].n; i++) {
+            const uint64_t piece[2] = {x->bulk[s].v[i].pad, x->bulk[s].v[i].n};
+            ck_add(&ck, (const uint8_t *)piece, sizeof piece);
+        }
+    }
+    *digest = ck_end(&ck);
+    for (int s = 1; s < SEC_COUNT_; s++) {
+        kiln__free(x->w[s].p);
+        kiln__free(x->bulk[s].v);
+    }
+    kiln__free(x);
+    return rc;
+}
+
 /* The image in one buffer; `sk` (64 bytes) or NULL: sign it (SIGNATURE
  * section, last). */
 static int serialize(const kiln_engine *e, const unsigned char *sk, wbuf *out) {

@@ -136,25 +136,33 @@ static int run_once(const kiln_engine *e, uint8_t **out, size_t *size) {
     return rc;
 }
 
-void kiln__engine_mark_packed_only(kiln_engine *e) {
-    if (!e || e->device != KILN_DEVICE_CPU || !e->ntensors) return;
+int kiln__engine_mark_packed_only(kiln_engine *e, int known_good) {
+    if (!e || e->device != KILN_DEVICE_CPU || !e->ntensors) return 0;
     uint8_t *cand = kiln__malloc((size_t)e->ntensors);
     uint64_t *off = kiln__calloc((size_t)e->ntensors, sizeof *off);
     uint8_t *ref = NULL, *got = NULL;
     size_t nref = 0, ngot = 0;
-    int n = cand && off ? kiln__engine_packed_only_refs(e, cand) : 0, rc = 0;
+    int n = cand && off ? kiln__engine_packed_only_refs(e, cand) : 0, rc = 0, same = 0;
     if (!n) goto done;
-    if ((rc = run_once(e, &ref, &nref))) goto done;
-    for (int32_t t = 0; t < e->ntensors; t++)
-        if (cand[t]) {
-            off[t] = e->tensors[t].const_off;
-            e->tensors[t].const_off = KILN__CONST_PACKED_ONLY;
-        }
-    rc = kiln__engine_map_unread(e);
-    if (!rc) rc = run_once(e, &got, &ngot);
-    for (int32_t t = 0; t < e->ntensors; t++)
-        if (cand[t]) e->tensors[t].const_off = off[t];
-    const int same = !rc && nref == ngot && !memcmp(ref, got, nref);
+    if (known_good) {
+        for (int32_t t = 0; t < e->ntensors; t++) e->tensors[t].packed_only = cand[t];
+        kiln__log(KILN_LOG_VERBOSE, "engine file: %d constant%s read only in packed form: stored packed only "
+                  "(the timing cache's verdict for this plan and this libkiln)", n, n == 1 ? "" : "s");
+        same = 1;
+        goto done;
+    }
+    if (!(rc = run_once(e, &ref, &nref))) {
+        for (int32_t t = 0; t < e->ntensors; t++)
+            if (cand[t]) {
+                off[t] = e->tensors[t].const_off;
+                e->tensors[t].const_off = KILN__CONST_PACKED_ONLY;
+            }
+        rc = kiln__engine_map_unread(e);
+        if (!rc) rc = run_once(e, &got, &ngot);
+        for (int32_t t = 0; t < e->ntensors; t++)
+            if (cand[t]) e->tensors[t].const_off = off[t];
+    }
+    same = !rc && nref == ngot && !memcmp(ref, got, nref);
     for (int32_t t = 0; t < e->ntensors && same; t++) e->tensors[t].packed_only = cand[t];
     kiln__log(KILN_LOG_VERBOSE, "engine file: %d constant%s read only in packed form: %s", n, n == 1 ? "" : "s",
               rc ? "check run failed, raw copies kept" : same ? "stored packed only"
@@ -165,6 +173,7 @@ done:
     kiln__free(off);
     kiln__free(ref);
     kiln__free(got);
+    return same;
 }
 
 int kiln__context_opt_input(kiln_context *c, const kiln_engine *e, int i, kiln_io_info *io, size_t *bytes) {
