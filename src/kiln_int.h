@@ -537,14 +537,14 @@ const char *kiln__build_id(void);
 
 /* engine/data_check.c: sections whose checksums a mapped load defers to
  * the first run (a large engine then loads without reading its weights).
- * kiln__data_check_add records one (the checksum function, the bytes, the
- * expected value, the section name and file offset for the message);
- * kiln__engine_check_data verifies them once per engine (thread-safe) and
- * returns 0 or the KILN_ECHECKSUM that every later call repeats. */
-typedef uint64_t (*kiln__ck_fn)(const uint8_t *p, size_t n);
-int kiln__data_check_add(kiln_engine *e, kiln__ck_fn fn, const uint8_t *p, uint64_t n, uint64_t ck,
-                         const char *section, uint64_t off);
-int kiln__engine_check_data(const kiln_engine *e);
+ * kiln__data_check_add records one (the bytes, the expected checksum, the
+ * section name and file offset for the message); kiln__engine_check_data
+ * verifies them once per engine (thread-safe; the chunks on exec's threads,
+ * exec may be NULL) and returns 0 or the KILN_ECHECKSUM that every later
+ * call repeats. */
+int kiln__data_check_add(kiln_engine *e, const uint8_t *p, uint64_t n, uint64_t ck, const char *section,
+                         uint64_t off);
+int kiln__engine_check_data(const kiln_engine *e, kiln_exec *exec);
 /* engine/file.c, for tests and the fuzzer, which patch engine images on
  * purpose: the checksum of a section, and kiln__file_reseal, which
  * recomputes every section checksum the table lets it reach and then the
