@@ -4,7 +4,8 @@
  * attention); on AVX-512 targets the same exp written with intrinsics
  * (GCC's vectorization of fexp_f32 reaches ~0.4 ns/element, these ~0.05)
  * and the softmax of a contiguous row built on it; tanh as a rational
- * function, and array forms of sigmoid and tanh (activation.c, rnn.c).
+ * function, and array forms of sigmoid and tanh (activation.c, rnn.c);
+ * 16-lane erf (activation.c's F32 kernels).
  */
 #ifndef KILN_OPS_FASTMATH_H
 #define KILN_OPS_FASTMATH_H
@@ -40,7 +41,7 @@ static inline float fexp_f32(float x0) {
 }
 
 /* tanh without libm calls (libm's tanhf is a scalar call, ~12 ns/element):
- * a rational approximation, error < 4e-7. */
+ * a rational approximation, error < 4e-7, +-1 from |x| >= 7.9053 on. */
 static inline float ftanh_f32(float x) {
     /* rational minimax approximation on [-7.9, 7.9] (the coefficients Eigen
      * uses for float), saturated outside; no exp, one division */
@@ -60,6 +61,10 @@ static inline float ftanh_f32(float x) {
     q = q * x2 + 2.26843463243900e-03f;
     q = q * x2 + 4.89352518554385e-03f;
     float r = p / q;
+    /* saturated: the rational function is 0.99999976 at the clamp where it
+     * is fused (tanh in float is 1 from 9.01 on; GELU's tanh form of -80
+     * was -1e-5 instead of 0) */
+    r = fabsf(x) >= c ? copysignf(1.0f, x) : r;
     return fabsf(x) < 0.0004f ? x : r;
 }
 #if defined(__AVX512F__)
@@ -81,6 +86,28 @@ static inline __m512 fexp_f32x16(__m512 x0) {
     __m512 y = _mm512_scalef_ps(_mm512_fmadd_ps(_mm512_mul_ps(p, r), r, _mm512_add_ps(r, _mm512_set1_ps(1.0f))), n);
     y = _mm512_mask_mov_ps(y, _mm512_cmp_ps_mask(x0, _mm512_set1_ps(88.7228f), _CMP_GT_OQ), _mm512_set1_ps(INFINITY));
     return _mm512_mask_mov_ps(y, _mm512_cmp_ps_mask(x0, _mm512_set1_ps(-87.33f), _CMP_LT_OQ), _mm512_setzero_ps());
+}
+
+/* erf on 16 lanes: the odd/even rational minimax form Eigen uses for float,
+ * p(x)/q(x) on x clamped to [-4, 4] (abs error < 5e-7, like ferf_f32's
+ * series and Abramowitz-Stegun form), the division by rcp14 and one
+ * Newton step; +-1 exactly at and beyond +-4 (so GELU(-inf) is NaN as the
+ * formula gives), NaN stays NaN. */
+static inline __m512 ferf_f32x16(__m512 x) {
+    static const float num[7] = {-2.72614225801306e-10f, 2.77068142495902e-08f, -2.10102402082508e-06f,
+                                 -5.69250639462346e-05f, -7.34990630326855e-04f, -2.95459980854025e-03f,
+                                 -1.60960333262415e-02f},
+                       den[5] = {-1.45660718464996e-05f, -2.13374055278905e-04f, -1.68282697438203e-03f,
+                                 -7.37332916720468e-03f, -1.42647390514189e-02f};
+    __m512 u = _mm512_min_ps(_mm512_set1_ps(4.0f), _mm512_max_ps(_mm512_set1_ps(-4.0f), x)); /* NaN kept */
+    __m512 z = _mm512_mul_ps(u, u), pn = _mm512_set1_ps(num[0]), qd = _mm512_set1_ps(den[0]);
+    for (int k = 1; k < 7; k++) pn = _mm512_fmadd_ps(pn, z, _mm512_set1_ps(num[k]));
+    for (int k = 1; k < 5; k++) qd = _mm512_fmadd_ps(qd, z, _mm512_set1_ps(den[k]));
+    __m512 t = _mm512_rcp14_ps(qd);
+    t = _mm512_mul_ps(t, _mm512_fnmadd_ps(qd, t, _mm512_set1_ps(2.0f))); /* 1/q: t (2 - q t) */
+    __m512 e = _mm512_mul_ps(_mm512_mul_ps(pn, u), t);
+    return _mm512_mask_mov_ps(e, _mm512_cmp_ps_mask(_mm512_abs_ps(u), _mm512_set1_ps(4.0f), _CMP_EQ_OQ),
+                              _mm512_mul_ps(u, _mm512_set1_ps(0.25f)));
 }
 #endif
 
