@@ -495,6 +495,9 @@ struct kiln_engine {
      * a read-only mapping of zero pages (no memory behind it), so the code
      * that asks "is it a constant" still sees one; NULL when none. */
     uint8_t *unread;         size_t unread_size;
+    /* During the builder's check only: packed-only constant t reads at
+     * unread + unread_at[t] (each on its own pages; packed_only.c). */
+    const uint64_t *unread_at;
     /* Checksums of the bulk sections (WEIGHTS, PACKED) of a mapped file,
      * checked at the first run instead of at load (engine/data_check.c);
      * NULL when load checked them. */
@@ -512,9 +515,8 @@ struct kiln_engine {
  * packed-only one loaded from a file).
  * kiln__engine_map_unread: maps kiln_engine.unread for the largest
  * packed-only constant (0 or KILN_ENOMEM).
- * kiln__engine_mark_packed_only (called by kiln_build): marks the candidates of a built CPU
- * engine packed_only once a run with their raw bytes unread gives the
- * same outputs as with them (else none; logged). */
+ * kiln__engine_mark_packed_only (called by kiln_build): marks packed_only each candidate
+ * of a built CPU engine whose raw bytes a run leaves untouched (logged). */
 int kiln__engine_packed_only_refs(const kiln_engine *e, uint8_t *cand);
 const uint8_t *kiln__etensor_const(const kiln_engine *e, const kiln__etensor *t);
 int kiln__engine_map_unread(kiln_engine *e);
