@@ -570,9 +570,11 @@ static void nhwc_race(const kiln_network *net, const kiln_build_config *cfg, kil
     }
 }
 
-/* The packed-only check (packed_only.c) runs the engine twice: ~80 ms of
- * a ResNet-50 rebuild that the timing cache otherwise makes cheap.  Its
- * passing verdict depends on which paths the built-in kernels take, so it
+/* The packed-only check (packed_only.c) runs the engine once more: ~50 ms
+ * of a ResNet-50 rebuild that the timing cache otherwise makes cheap (two
+ * runs, ~100-150 ms, before it became per constant).  Its passing verdict
+ * (every candidate unread) depends on which paths the built-in kernels
+ * take, so it
  * is kept in the timing cache under this libkiln's build id and a digest
  * of the plan (ops, tactics, shapes, attributes, packed sizes, threads,
  * host; not the weights' values, which no kernel path depends on): a

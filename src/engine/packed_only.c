@@ -15,9 +15,10 @@
  * candidate none of whose pages was read keeps no raw copy, one that was
  * read keeps its own (kiln__engine_mark_packed_only).  Session 8's check
  * compared the outputs of two runs (raw bytes, then zero pages) and kept
- * every raw copy when one constant was read: under load a build can pick
- * a tactic whose kernel reads its weights raw, and a 161 MB ResNet-50
- * engine came out at 258 MB.  Only layers whose dims are all static
+ * every raw copy when one constant was read: a build under load that
+ * picks a tactic whose kernel reads its weights raw would turn a 161 MB
+ * ResNet-50 engine into ~258 MB (likely what session 8 saw a few times,
+ * not reproduced).  Only layers whose dims are all static
  * qualify: their kernel path cannot change with the input shape.
  *
  * In a loaded engine such a constant has const_off KILN__CONST_PACKED_ONLY
