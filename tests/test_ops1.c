@@ -658,7 +658,8 @@ TEST_IMPL(activation_vector_forms) {
         {"ai.onnx::Erf", 9, NULL, 2},     {"ai.onnx::Gelu", 20, NULL, 3},
         {"ai.onnx::Gelu", 20, gelu_tanh_attr, 4}, {"ai.onnx::Elu", 6, NULL, 5},
         {"ai.onnx::Selu", 6, selu_attrs, 6}, {"ai.onnx::Celu", 12, celu_attrs, 7},
-        {"ai.onnx::Exp", 6, NULL, 8},
+        {"ai.onnx::Exp", 6, NULL, 8},     {"ai.onnx::Softplus", 1, NULL, 9},
+        {"ai.onnx::Mish", 18, NULL, 10},
     };
     for (int len = 257; len <= NMAX; len += 7) {
         for (int i = 0; i < len; i++) { /* sign * 10^[-40, 38.5] */
@@ -688,7 +689,10 @@ TEST_IMPL(activation_vector_forms) {
                 case 5: r = x >= 0 ? x : exp(x) - 1; break;
                 case 6: r = x > 0 ? 1.25 * x : 1.25 * (1.5 * exp(x) - 1.5); break;
                 case 7: r = (x > 0 ? x : 0) + (x > 0 ? 0 : 0.75 * (exp(x / 0.75) - 1)); break;
-                default: r = exp(x); break;
+                case 8: r = exp(x); break;
+                case 9: r = x > 30 ? x + log1p(exp(-x)) : log1p(exp(x)); break;
+                /* -inf: -inf * tanh(0), NaN (the formula, as the scalar form) */
+                default: r = isinf(x) && x < 0 ? NAN : x * tanh(x > 30 ? x : log1p(exp(x))); break;
                 }
                 const double y = Y[i];
                 int ok;
@@ -699,6 +703,16 @@ TEST_IMPL(activation_vector_forms) {
                 if (!ok) TEST__FAIL("%s (len %d, element %d): f(%.9g) = %.9g, expected %.9g", cases[k].op, len, i, x, y, r);
             }
         }
+    }
+    /* Softplus relative to its value where that is tiny (log1p of a tiny
+     * exp: 1 + t rounds, the t / (u - 1) factor gives it back) */
+    for (int i = 0; i < NMAX; i++) X[i] = test_randf(&g_seed, -80, 20);
+    tio in = {"x", KILN_DTYPE_F32, 1, {NMAX}, X}, out = {"y", KILN_DTYPE_F32, 1, {NMAX}, Y};
+    ASSERT_OK(run1("ai.onnx::Softplus", 1, 1, &in, 1, &out, NULL, 1));
+    for (int i = 0; i < NMAX; i++) {
+        const double x = X[i], r = x > 30 ? x + log1p(exp(-x)) : log1p(exp(x));
+        if (!(fabs(Y[i] - r) <= 4e-6 * r))
+            TEST__FAIL("Softplus(%.9g) = %.9g, expected %.9g (relative %.2g)", x, Y[i], r, fabs(Y[i] - r) / r);
     }
 }
 

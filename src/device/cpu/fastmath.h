@@ -5,7 +5,7 @@
  * (GCC's vectorization of fexp_f32 reaches ~0.4 ns/element, these ~0.05)
  * and the softmax of a contiguous row built on it; tanh as a rational
  * function, and array forms of sigmoid and tanh (activation.c, rnn.c);
- * 16-lane erf (activation.c's F32 kernels).
+ * 16-lane erf and log1p on [0, 1] (activation.c's F32 kernels).
  */
 #ifndef KILN_OPS_FASTMATH_H
 #define KILN_OPS_FASTMATH_H
@@ -86,6 +86,28 @@ static inline __m512 fexp_f32x16(__m512 x0) {
     __m512 y = _mm512_scalef_ps(_mm512_fmadd_ps(_mm512_mul_ps(p, r), r, _mm512_add_ps(r, _mm512_set1_ps(1.0f))), n);
     y = _mm512_mask_mov_ps(y, _mm512_cmp_ps_mask(x0, _mm512_set1_ps(88.7228f), _CMP_GT_OQ), _mm512_set1_ps(INFINITY));
     return _mm512_mask_mov_ps(y, _mm512_cmp_ps_mask(x0, _mm512_set1_ps(-87.33f), _CMP_LT_OQ), _mm512_setzero_ps());
+}
+
+/* log(1 + t) on 16 lanes for t in [0, 1] (Softplus): u = 1 + t, log u by
+ * flog_f32's Cephes polynomial on u or u / 2 (within [sqrt(1/2),
+ * sqrt(2)]), then times t / (u - 1) -- u - 1 is exact -- which gives back
+ * what rounding 1 + t lost (log1p(t) ~ t for tiny t); NaN stays NaN. */
+static inline __m512 flog1p01_f32x16(__m512 t) {
+    const __m512 one = _mm512_set1_ps(1.0f), u = _mm512_add_ps(one, t);
+    const __mmask16 big = _mm512_cmp_ps_mask(u, _mm512_set1_ps(1.41421356237309505f), _CMP_GT_OQ);
+    const __m512 e = _mm512_maskz_mov_ps(big, one);
+    const __m512 z = _mm512_sub_ps(_mm512_mask_mul_ps(u, big, u, _mm512_set1_ps(0.5f)), one), z2 = _mm512_mul_ps(z, z);
+    static const float c[9] = {7.0376836292E-2f, -1.1514610310E-1f, 1.1676998740E-1f, -1.2420140846E-1f,
+                               1.4249322787E-1f, -1.6668057665E-1f, 2.0000714765E-1f, -2.4999993993E-1f,
+                               3.3333331174E-1f};
+    __m512 p = _mm512_set1_ps(c[0]);
+    for (int k = 1; k < 9; k++) p = _mm512_fmadd_ps(p, z, _mm512_set1_ps(c[k]));
+    __m512 y = _mm512_mul_ps(_mm512_mul_ps(z, z2), p);
+    y = _mm512_fmadd_ps(e, _mm512_set1_ps(-2.12194440e-4f), y);
+    y = _mm512_fnmadd_ps(_mm512_set1_ps(0.5f), z2, y);
+    const __m512 lg = _mm512_fmadd_ps(e, _mm512_set1_ps(0.693359375f), _mm512_add_ps(z, y)); /* log u */
+    const __m512 r = _mm512_mul_ps(lg, _mm512_div_ps(t, _mm512_sub_ps(u, one)));
+    return _mm512_mask_mov_ps(r, _mm512_cmp_ps_mask(u, one, _CMP_EQ_OQ), t);
 }
 
 /* erf on 16 lanes: the odd/even rational minimax form Eigen uses for float,
