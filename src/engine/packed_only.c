@@ -173,7 +173,9 @@ int kiln__engine_mark_packed_only(kiln_engine *e, int known_good) {
     e->unread = map;
     e->unread_size = total;
     e->unread_at = at;
+    const double t0 = kiln__now_ms();
     rc = run_once(e);
+    const double run_ms = kiln__now_ms() - t0;
     e->unread = unread;
     e->unread_size = unread_size;
     e->unread_at = NULL;
@@ -187,10 +189,14 @@ int kiln__engine_mark_packed_only(kiln_engine *e, int known_good) {
                 kiln__log(KILN_LOG_VERBOSE, "engine file: a kernel reads constant '%s' raw: its raw copy is kept",
                           e->tensors[t].name);
         }
+    kiln__log(KILN_LOG_VERBOSE, "engine file: %d constant%s read only in packed form: %s%s (check run %.1f ms)", n,
+              n == 1 ? "" : "s", rc ? "check run failed, raw copies kept" : kept ? "some read raw by a kernel, " : "stored packed only",
+              rc ? "" : kept ? "the others stored packed only" : "", run_ms);
+    if (rc) kiln__log(KILN_LOG_VERBOSE, "  (%s)", kiln_errmsg());
+    goto done;
 report:
-    kiln__log(KILN_LOG_VERBOSE, "engine file: %d constant%s read only in packed form: %s%s", n, n == 1 ? "" : "s",
-              rc ? "check run failed, raw copies kept" : kept ? "some read raw by a kernel, " : "stored packed only",
-              rc ? "" : kept ? "the others stored packed only" : "");
+    kiln__log(KILN_LOG_VERBOSE, "engine file: %d constant%s read only in packed form: check not run, raw copies kept",
+              n, n == 1 ? "" : "s");
     if (rc) kiln__log(KILN_LOG_VERBOSE, "  (%s)", kiln_errmsg());
 done:
     if (map != MAP_FAILED) munmap(map, total);
