@@ -495,6 +495,9 @@ struct kiln_engine {
      * a read-only mapping of zero pages (no memory behind it), so the code
      * that asks "is it a constant" still sees one; NULL when none. */
     uint8_t *unread;         size_t unread_size;
+    /* During the builder's check only: packed-only constant t reads at
+     * unread + unread_at[t] (each on its own pages; packed_only.c). */
+    const uint64_t *unread_at;
     /* Checksums of the bulk sections (WEIGHTS, PACKED) of a mapped file,
      * checked at the first run instead of at load (engine/data_check.c);
      * NULL when load checked them. */
@@ -512,9 +515,8 @@ struct kiln_engine {
  * packed-only one loaded from a file).
  * kiln__engine_map_unread: maps kiln_engine.unread for the largest
  * packed-only constant (0 or KILN_ENOMEM).
- * kiln__engine_mark_packed_only (called by kiln_build): marks the candidates of a built CPU
- * engine packed_only once a run with their raw bytes unread gives the
- * same outputs as with them (else none; logged). */
+ * kiln__engine_mark_packed_only (called by kiln_build): marks packed_only each candidate
+ * of a built CPU engine whose raw bytes a run leaves untouched (logged). */
 int kiln__engine_packed_only_refs(const kiln_engine *e, uint8_t *cand);
 const uint8_t *kiln__etensor_const(const kiln_engine *e, const kiln__etensor *t);
 int kiln__engine_map_unread(kiln_engine *e);
@@ -524,18 +526,27 @@ int kiln__engine_check_packed_only(const kiln_engine *e);
 /* Sets input i of c's engine to its fixed dims, its profile's opt for
  * dynamic ones; *io describes it, *bytes its size (0 or a KILN_E*). */
 int kiln__context_opt_input(kiln_context *c, const kiln_engine *e, int i, kiln_io_info *io, size_t *bytes);
-void kiln__engine_mark_packed_only(kiln_engine *e);
+/* known_good: the verdict of an earlier check of the same plan by the same
+ * binary (the builder keeps it in the timing cache): mark without the two
+ * check runs.  Returns 1 when the candidates were marked, else 0. */
+int kiln__engine_mark_packed_only(kiln_engine *e, int known_good);
+/* engine/file.c: a digest of everything the engine's file would say except
+ * the contents of its bulk pieces (weights, packed weights: only their
+ * sizes count): the plan, which decides the kernels' paths. */
+int kiln__engine_plan_digest(const kiln_engine *e, uint64_t *digest);
+/* core/build_id.c: the running libkiln's GNU build id in hex, or NULL. */
+const char *kiln__build_id(void);
 
 /* engine/data_check.c: sections whose checksums a mapped load defers to
  * the first run (a large engine then loads without reading its weights).
- * kiln__data_check_add records one (the checksum function, the bytes, the
- * expected value, the section name and file offset for the message);
- * kiln__engine_check_data verifies them once per engine (thread-safe) and
- * returns 0 or the KILN_ECHECKSUM that every later call repeats. */
-typedef uint64_t (*kiln__ck_fn)(const uint8_t *p, size_t n);
-int kiln__data_check_add(kiln_engine *e, kiln__ck_fn fn, const uint8_t *p, uint64_t n, uint64_t ck,
-                         const char *section, uint64_t off);
-int kiln__engine_check_data(const kiln_engine *e);
+ * kiln__data_check_add records one (the bytes, the expected checksum, the
+ * section name and file offset for the message); kiln__engine_check_data
+ * verifies them once per engine (thread-safe; the chunks on exec's threads,
+ * exec may be NULL) and returns 0 or the KILN_ECHECKSUM that every later
+ * call repeats. */
+int kiln__data_check_add(kiln_engine *e, const uint8_t *p, uint64_t n, uint64_t ck, const char *section,
+                         uint64_t off);
+int kiln__engine_check_data(const kiln_engine *e, kiln_exec *exec);
 /* engine/file.c, for tests and the fuzzer, which patch engine images on
  * purpose: the checksum of a section, and kiln__file_reseal, which
  * recomputes every section checksum the table lets it reach and then the

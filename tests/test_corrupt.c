@@ -203,11 +203,11 @@ TEST_IMPL(specific_errors) {
     memcpy(c, buf, n);
     c[8] = 7;
     ASSERT_EQ(kiln_engine_load_memory(c, n, &e), KILN_EVERSION);
-    ASSERT_CONTAINS(kiln_errmsg(), "engine file format version 7, this kiln reads version 4");
+    ASSERT_CONTAINS(kiln_errmsg(), "engine file format version 7, this kiln reads version 5");
     ASSERT_CONTAINS(kiln_errmsg(), "the file is newer");
-    c[8] = 3; /* the version before packed-only constants (a raw copy of every constant) */
+    c[8] = 4; /* the version before the chunked checksum (and 3: a raw copy of every constant) */
     ASSERT_EQ(kiln_engine_load_memory(c, n, &e), KILN_EVERSION);
-    ASSERT_CONTAINS(kiln_errmsg(), "engine file format version 3, this kiln reads version 4");
+    ASSERT_CONTAINS(kiln_errmsg(), "engine file format version 4, this kiln reads version 5");
     ASSERT_CONTAINS(kiln_errmsg(), "the file is older, rebuild the engine");
 
     /* a flipped byte inside LAYERS: checksum error naming the section */

@@ -638,6 +638,84 @@ TEST_IMPL(activation_accuracy) {
     for (int i = 0; i < N; i++) ASSERT_NEAR(Y[i], log((double)X[i]), 2e-6 * fabs(log((double)X[i])) + 1e-6);
 }
 
+static void selu_attrs(kiln_layer *l) {
+    ASSERT_OK(kiln_layer_set_float(l, "alpha", 1.5f));
+    ASSERT_OK(kiln_layer_set_float(l, "gamma", 1.25f));
+}
+static void celu_attrs(kiln_layer *l) { ASSERT_OK(kiln_layer_set_float(l, "alpha", 0.75f)); }
+
+/* The float32 ops with a 16-lane form (activation.c VEC_OPS) over
+ * magnitudes from denormals to 3e38 with both signs, the specials, and
+ * every length of a partial last vector (1..15 elements after 256), with
+ * threads splitting the array: each output against a double reference
+ * of the float input (relative 3e-6 plus 1e-6 absolute; Exp relative
+ * only, where it is finite and normal), and the output past n untouched. */
+TEST_IMPL(activation_vector_forms) {
+    enum { NMAX = 256 + 15 };
+    static float X[NMAX], Y[NMAX + 16];
+    struct { const char *op; int ver; attr1_fn attrs; int kind; } cases[] = {
+        {"ai.onnx::Sigmoid", 6, NULL, 0}, {"ai.onnx::Tanh", 6, NULL, 1},
+        {"ai.onnx::Erf", 9, NULL, 2},     {"ai.onnx::Gelu", 20, NULL, 3},
+        {"ai.onnx::Gelu", 20, gelu_tanh_attr, 4}, {"ai.onnx::Elu", 6, NULL, 5},
+        {"ai.onnx::Selu", 6, selu_attrs, 6}, {"ai.onnx::Celu", 12, celu_attrs, 7},
+        {"ai.onnx::Exp", 6, NULL, 8},     {"ai.onnx::Softplus", 1, NULL, 9},
+        {"ai.onnx::Mish", 18, NULL, 10},
+    };
+    for (int len = 257; len <= NMAX; len += 7) {
+        for (int i = 0; i < len; i++) { /* sign * 10^[-40, 38.5] */
+            double e = -40 + 78.5 * test_randf(&g_seed, 0, 1);
+            X[i] = (float)((test_rand_u64(&g_seed) & 1 ? -1 : 1) * pow(10.0, e));
+        }
+        for (int i = 0; i < 40; i++) X[16 + i] = test_randf(&g_seed, -9, 9); /* where the functions bend */
+        const float spec[] = {NAN, INFINITY, -INFINITY, 0.0f, -0.0f, 1e-45f, -1e-45f, 88.7f, -87.3f, 89, -104};
+        for (size_t i = 0; i < sizeof spec / sizeof *spec; i++) X[100 + 3 * i] = spec[i];
+        tio in = {"x", KILN_DTYPE_F32, 1, {len}, X}, out = {"y", KILN_DTYPE_F32, 1, {len}, Y};
+        for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+            memset(Y + len, 0x5A, 16 * sizeof *Y);
+            ASSERT_OK(run1(cases[k].op, cases[k].ver, 1, &in, 1, &out, cases[k].attrs, 2));
+            for (int i = len; i < len + 16; i++) ASSERT_EQ(((uint32_t *)Y)[i], 0x5A5A5A5Au);
+            for (int i = 0; i < len; i++) {
+                const double x = X[i];
+                double r;
+                switch (cases[k].kind) {
+                case 0: r = 1 / (1 + exp(-x)); break;
+                case 1: r = tanh(x); break;
+                case 2: r = erf(x); break;
+                case 3: r = 0.5 * x * (1 + erf(x / sqrt(2.0))); break;
+                /* the tanh form's limits where x^3 overflows float: x, or 0 (as computed in float); at
+                 * -inf the formula's -inf * 0, NaN (so the erf form, and numpy) */
+                case 4: r = isinf(x) ? (x > 0 ? x : NAN) : fabs(x) > 1e12 ? (x > 0 ? x : 0)
+                                     : 0.5 * x * (1 + tanh(sqrt(2 / M_PI) * (x + 0.044715 * x * x * x))); break;
+                case 5: r = x >= 0 ? x : exp(x) - 1; break;
+                case 6: r = x > 0 ? 1.25 * x : 1.25 * (1.5 * exp(x) - 1.5); break;
+                case 7: r = (x > 0 ? x : 0) + (x > 0 ? 0 : 0.75 * (exp(x / 0.75) - 1)); break;
+                case 8: r = exp(x); break;
+                case 9: r = x > 30 ? x + log1p(exp(-x)) : log1p(exp(x)); break;
+                /* -inf: -inf * tanh(0), NaN (the formula, as the scalar form) */
+                default: r = isinf(x) && x < 0 ? NAN : x * tanh(x > 30 ? x : log1p(exp(x))); break;
+                }
+                const double y = Y[i];
+                int ok;
+                if (isnan(r) || isnan(x)) ok = isnan(y);
+                else if (isinf(r) || fabs(r) > 3.4028234663852886e38) ok = y == (r > 0 ? INFINITY : -INFINITY);
+                else if (cases[k].kind == 8) ok = fabs(r) < 1.1754944e-38 ? fabs(y - r) <= 1.5e-38 : fabs(y - r) <= 3e-6 * r;
+                else ok = fabs(y - r) <= 3e-6 * fabs(r) + 1e-6;
+                if (!ok) TEST__FAIL("%s (len %d, element %d): f(%.9g) = %.9g, expected %.9g", cases[k].op, len, i, x, y, r);
+            }
+        }
+    }
+    /* Softplus relative to its value where that is tiny (log1p of a tiny
+     * exp: 1 + t rounds, the t / (u - 1) factor gives it back) */
+    for (int i = 0; i < NMAX; i++) X[i] = test_randf(&g_seed, -80, 20);
+    tio in = {"x", KILN_DTYPE_F32, 1, {NMAX}, X}, out = {"y", KILN_DTYPE_F32, 1, {NMAX}, Y};
+    ASSERT_OK(run1("ai.onnx::Softplus", 1, 1, &in, 1, &out, NULL, 1));
+    for (int i = 0; i < NMAX; i++) {
+        const double x = X[i], r = x > 30 ? x + log1p(exp(-x)) : log1p(exp(x));
+        if (!(fabs(Y[i] - r) <= 4e-6 * r))
+            TEST__FAIL("Softplus(%.9g) = %.9g, expected %.9g (relative %.2g)", x, Y[i], r, fabs(Y[i] - r) / r);
+    }
+}
+
 static void legacy_bc_axis1(kiln_layer *l) {
     ASSERT_OK(kiln_layer_set_int(l, "broadcast", 1));
     ASSERT_OK(kiln_layer_set_int(l, "axis", 1));
@@ -866,6 +944,6 @@ TEST_LIST(TEST_ENTRY(add_broadcast), TEST_ENTRY(mul_large_threaded), TEST_ENTRY(
           TEST_ENTRY(nonzero_dds), TEST_ENTRY(cast_and_expand), TEST_ENTRY(einsum_batch_matmul),
           TEST_ENTRY(split_uneven), TEST_ENTRY(dynamic_shape_chain),
           TEST_ENTRY(topk_ties), TEST_ENTRY(errors_are_clear),
-          TEST_ENTRY(dynamic_range), TEST_ENTRY(activation_accuracy),
+          TEST_ENTRY(dynamic_range), TEST_ENTRY(activation_accuracy), TEST_ENTRY(activation_vector_forms),
           TEST_ENTRY(legacy_broadcast_axis), TEST_ENTRY(runtime_broadcast_mismatch),
           TEST_ENTRY(random_shapes), TEST_ENTRY(reshape_runtime_shape))

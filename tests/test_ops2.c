@@ -490,6 +490,46 @@ TEST_IMPL(softmax) {
             }
 }
 
+/* Softmax and LogSoftmax along axis 1 of [3, 7, 300] on 2 threads: the
+ * strided path takes rows 128 at a time (blocks of 128, 128, 44 per outer
+ * index; the threads' ranges cut through them), 16 per vector with a
+ * partial last one; rows holding NaN, +inf or only -inf give NaN rows, as
+ * numpy's exp(x - max) / sum does.  Against double references. */
+TEST_IMPL(softmax_strided_blocks) {
+    enum { O = 3, L = 7, I = 300 };
+    for (int lg = 0; lg < 2; lg++) {
+        tio in = {"X", KILN_DTYPE_F32, 3, {O, L, I}};
+        float *x = in.data = rnd(O * L * I, -6, 6);
+        x[(0 * L + 2) * I + 5] = NAN;
+        x[(1 * L + 0) * I + 130] = INFINITY;
+        for (int k = 0; k < L; k++) x[(2 * L + k) * I + 299] = -INFINITY;
+        static float y[O * L * I], ref[O * L * I];
+        tio out = {"Y", KILN_DTYPE_F32, 3, {O, L, I}, y};
+        const int64_t axis = 1;
+        const char *op = lg ? "ai.onnx::LogSoftmax" : "ai.onnx::Softmax";
+        run_net(op, 13, 1, &in, 1, &out, axis_attr, &axis, 1);
+        for (int o = 0; o < O; o++)
+            for (int i = 0; i < I; i++) {
+                double m = -INFINITY, sum = 0;
+                for (int k = 0; k < L; k++) {
+                    double v = x[(o * L + k) * I + i];
+                    m = isnan(v) || v > m ? v : m;
+                }
+                for (int k = 0; k < L; k++) sum += exp(x[(o * L + k) * I + i] - m);
+                for (int k = 0; k < L; k++) {
+                    double v = x[(o * L + k) * I + i];
+                    ref[(o * L + k) * I + i] = (float)(lg ? v - m - log(sum) : exp(v - m) / sum);
+                }
+            }
+        for (int n = 0; n < O * L * I; n++) {
+            const int nan_ref = isnan(ref[n]);
+            if (nan_ref != !!isnan(y[n]) || (!nan_ref && !(fabs((double)y[n] - ref[n]) <= 1e-6 + 2e-6 * fabs(ref[n]))))
+                TEST__FAIL("%s: element %d: got %.9g, expected %.9g", op, n, y[n], ref[n]);
+        }
+        free(in.data);
+    }
+}
+
 /* ---- normalization -------------------------------------------------------------------------- */
 
 TEST_IMPL(batchnorm) {
@@ -1015,7 +1055,7 @@ TEST_IMPL(window_geometry_bounds) {
 }
 
 TEST_LIST(TEST_ENTRY(gemm), TEST_ENTRY(matmul), TEST_ENTRY(conv), TEST_ENTRY(conv_transpose),
-          TEST_ENTRY(pool), TEST_ENTRY(softmax), TEST_ENTRY(batchnorm), TEST_ENTRY(layernorm),
+          TEST_ENTRY(pool), TEST_ENTRY(softmax), TEST_ENTRY(softmax_strided_blocks), TEST_ENTRY(batchnorm), TEST_ENTRY(layernorm),
           TEST_ENTRY(instancenorm), TEST_ENTRY(pad), TEST_ENTRY(resize), TEST_ENTRY(lstm),
           TEST_ENTRY(gru), TEST_ENTRY(matmul_integer), TEST_ENTRY(lrn), TEST_ENTRY(other_dtypes),
           TEST_ENTRY(errors), TEST_ENTRY(window_geometry_bounds))

@@ -570,6 +570,28 @@ static void nhwc_race(const kiln_network *net, const kiln_build_config *cfg, kil
     }
 }
 
+/* The packed-only check (packed_only.c) runs the engine once more: ~50 ms
+ * of a ResNet-50 rebuild that the timing cache otherwise makes cheap (two
+ * runs, ~100-150 ms, before it became per constant).  Its passing verdict
+ * (every candidate unread) depends on which paths the built-in kernels
+ * take, so it
+ * is kept in the timing cache under this libkiln's build id and a digest
+ * of the plan (ops, tactics, shapes, attributes, packed sizes, threads,
+ * host; not the weights' values, which no kernel path depends on): a
+ * rebuild of the same plan by the same binary reuses it.  A failed check
+ * is not kept, so it runs again next time. */
+static void mark_packed_only(kiln_engine *e, kiln__tcache *tc) {
+    const char *bid = e->device == KILN_DEVICE_CPU ? kiln__build_id() : NULL;
+    char key[192] = "";
+    uint64_t digest;
+    double v;
+    if (bid && kiln__engine_plan_digest(e, &digest) == 0)
+        snprintf(key, sizeof key, "packed-only-check %s %016llx", bid, (unsigned long long)digest);
+    const int known = key[0] && kiln__tcache_get(tc, key, &v, NULL) && v == 0;
+    if (kiln__engine_mark_packed_only(e, known) && key[0] && !known && kiln__tcache_put(tc, key, 0))
+        kiln__log(KILN_LOG_WARN, "%s", kiln_errmsg());
+}
+
 int kiln_build(const kiln_network *net, const kiln_build_config *cfg, kiln_engine **out,
                kiln_build_stats *stats) {
     KILN__ARG(net && out, KILN_EINVAL);
@@ -623,7 +645,7 @@ int kiln_build(const kiln_network *net, const kiln_build_config *cfg, kiln_engin
     if (nhwc == NHWC_AUTO && cfg->device == KILN_DEVICE_CUDA && !(cfg->flags & KILN_BUILD_NO_TIMING))
         nhwc_race(net, cfg, tc, st, out);
     /* before the timing cache is saved: its runs are not timings */
-    kiln__engine_mark_packed_only(*out);
+    mark_packed_only(*out, tc);
     if (cfg->cache_path) {
         int src = kiln__tcache_save(tc, cfg->cache_path);
         if (src) kiln__log(KILN_LOG_WARN, "%s", kiln_errmsg());

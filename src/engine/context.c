@@ -1302,7 +1302,7 @@ static int run(kiln_context *c, int sync) {
      * re-plan would free) is touched only once the GPU is done. */
     if (c->dead) return kiln__err(KILN_EDEVICE, "%s", c->dead);
     int rc = gpu_wait(c);
-    if (rc || (rc = kiln__engine_check_data(e))) return rc; /* deferred checksums (data_check.c) */
+    if (rc || (rc = kiln__engine_check_data(e, &c->exec))) return rc; /* deferred checksums (data_check.c) */
     kiln__misuse_clear();
     for (int32_t i = 0; i < e->ninputs; i++) {
         int32_t t = e->inputs[i];

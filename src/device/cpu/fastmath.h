@@ -4,7 +4,8 @@
  * attention); on AVX-512 targets the same exp written with intrinsics
  * (GCC's vectorization of fexp_f32 reaches ~0.4 ns/element, these ~0.05)
  * and the softmax of a contiguous row built on it; tanh as a rational
- * function, and array forms of sigmoid and tanh (activation.c, rnn.c).
+ * function, and array forms of sigmoid and tanh (activation.c, rnn.c);
+ * 16-lane erf and log1p on [0, 1] (activation.c's F32 kernels).
  */
 #ifndef KILN_OPS_FASTMATH_H
 #define KILN_OPS_FASTMATH_H
@@ -40,7 +41,7 @@ static inline float fexp_f32(float x0) {
 }
 
 /* tanh without libm calls (libm's tanhf is a scalar call, ~12 ns/element):
- * a rational approximation, error < 4e-7. */
+ * a rational approximation, error < 4e-7, +-1 from |x| >= 7.9053 on. */
 static inline float ftanh_f32(float x) {
     /* rational minimax approximation on [-7.9, 7.9] (the coefficients Eigen
      * uses for float), saturated outside; no exp, one division */
@@ -60,6 +61,10 @@ static inline float ftanh_f32(float x) {
     q = q * x2 + 2.26843463243900e-03f;
     q = q * x2 + 4.89352518554385e-03f;
     float r = p / q;
+    /* saturated: the rational function is 0.99999976 at the clamp where it
+     * is fused (tanh in float is 1 from 9.01 on; GELU's tanh form of -80
+     * was -1e-5 instead of 0) */
+    r = fabsf(x) >= c ? copysignf(1.0f, x) : r;
     return fabsf(x) < 0.0004f ? x : r;
 }
 #if defined(__AVX512F__)
@@ -81,6 +86,50 @@ static inline __m512 fexp_f32x16(__m512 x0) {
     __m512 y = _mm512_scalef_ps(_mm512_fmadd_ps(_mm512_mul_ps(p, r), r, _mm512_add_ps(r, _mm512_set1_ps(1.0f))), n);
     y = _mm512_mask_mov_ps(y, _mm512_cmp_ps_mask(x0, _mm512_set1_ps(88.7228f), _CMP_GT_OQ), _mm512_set1_ps(INFINITY));
     return _mm512_mask_mov_ps(y, _mm512_cmp_ps_mask(x0, _mm512_set1_ps(-87.33f), _CMP_LT_OQ), _mm512_setzero_ps());
+}
+
+/* log(1 + t) on 16 lanes for t in [0, 1] (Softplus): u = 1 + t, log u by
+ * flog_f32's Cephes polynomial on u or u / 2 (within [sqrt(1/2),
+ * sqrt(2)]), then times t / (u - 1) -- u - 1 is exact -- which gives back
+ * what rounding 1 + t lost (log1p(t) ~ t for tiny t); NaN stays NaN. */
+static inline __m512 flog1p01_f32x16(__m512 t) {
+    const __m512 one = _mm512_set1_ps(1.0f), u = _mm512_add_ps(one, t);
+    const __mmask16 big = _mm512_cmp_ps_mask(u, _mm512_set1_ps(1.41421356237309505f), _CMP_GT_OQ);
+    const __m512 e = _mm512_maskz_mov_ps(big, one);
+    const __m512 z = _mm512_sub_ps(_mm512_mask_mul_ps(u, big, u, _mm512_set1_ps(0.5f)), one), z2 = _mm512_mul_ps(z, z);
+    static const float c[9] = {7.0376836292E-2f, -1.1514610310E-1f, 1.1676998740E-1f, -1.2420140846E-1f,
+                               1.4249322787E-1f, -1.6668057665E-1f, 2.0000714765E-1f, -2.4999993993E-1f,
+                               3.3333331174E-1f};
+    __m512 p = _mm512_set1_ps(c[0]);
+    for (int k = 1; k < 9; k++) p = _mm512_fmadd_ps(p, z, _mm512_set1_ps(c[k]));
+    __m512 y = _mm512_mul_ps(_mm512_mul_ps(z, z2), p);
+    y = _mm512_fmadd_ps(e, _mm512_set1_ps(-2.12194440e-4f), y);
+    y = _mm512_fnmadd_ps(_mm512_set1_ps(0.5f), z2, y);
+    const __m512 lg = _mm512_fmadd_ps(e, _mm512_set1_ps(0.693359375f), _mm512_add_ps(z, y)); /* log u */
+    const __m512 r = _mm512_mul_ps(lg, _mm512_div_ps(t, _mm512_sub_ps(u, one)));
+    return _mm512_mask_mov_ps(r, _mm512_cmp_ps_mask(u, one, _CMP_EQ_OQ), t);
+}
+
+/* erf on 16 lanes: the odd/even rational minimax form Eigen uses for float,
+ * p(x)/q(x) on x clamped to [-4, 4] (abs error < 5e-7, like ferf_f32's
+ * series and Abramowitz-Stegun form), the division by rcp14 and one
+ * Newton step; +-1 exactly at and beyond +-4 (so GELU(-inf) is NaN as the
+ * formula gives), NaN stays NaN. */
+static inline __m512 ferf_f32x16(__m512 x) {
+    static const float num[7] = {-2.72614225801306e-10f, 2.77068142495902e-08f, -2.10102402082508e-06f,
+                                 -5.69250639462346e-05f, -7.34990630326855e-04f, -2.95459980854025e-03f,
+                                 -1.60960333262415e-02f},
+                       den[5] = {-1.45660718464996e-05f, -2.13374055278905e-04f, -1.68282697438203e-03f,
+                                 -7.37332916720468e-03f, -1.42647390514189e-02f};
+    __m512 u = _mm512_min_ps(_mm512_set1_ps(4.0f), _mm512_max_ps(_mm512_set1_ps(-4.0f), x)); /* NaN kept */
+    __m512 z = _mm512_mul_ps(u, u), pn = _mm512_set1_ps(num[0]), qd = _mm512_set1_ps(den[0]);
+    for (int k = 1; k < 7; k++) pn = _mm512_fmadd_ps(pn, z, _mm512_set1_ps(num[k]));
+    for (int k = 1; k < 5; k++) qd = _mm512_fmadd_ps(qd, z, _mm512_set1_ps(den[k]));
+    __m512 t = _mm512_rcp14_ps(qd);
+    t = _mm512_mul_ps(t, _mm512_fnmadd_ps(qd, t, _mm512_set1_ps(2.0f))); /* 1/q: t (2 - q t) */
+    __m512 e = _mm512_mul_ps(_mm512_mul_ps(pn, u), t);
+    return _mm512_mask_mov_ps(e, _mm512_cmp_ps_mask(_mm512_abs_ps(u), _mm512_set1_ps(4.0f), _CMP_EQ_OQ),
+                              _mm512_mul_ps(u, _mm512_set1_ps(0.25f)));
 }
 #endif
 

@@ -48,7 +48,8 @@ typedef struct sm_task {
 
 /* One contiguous row (the common last-axis case): Softmax by
  * fsoftmax_row_f32 (fastmath.h), LogSoftmax in lane arrays the compiler
- * maps to vector registers (max, then exp with the sum), fexp_f32. */
+ * maps to vector registers (max, then exp with the sum: fexp_f32x16 on
+ * AVX-512, else fexp_f32). */
 enum { SM_LANES = 16 };
 static void sm_row_contig(const float *x, float *y, int64_t L, int kind) {
     if (kind == K_SOFTMAX) {
@@ -64,8 +65,17 @@ static void sm_row_contig(const float *x, float *y, int64_t L, int kind) {
     for (int j = 0; j < SM_LANES; j++) mx = m[j] > mx ? m[j] : mx;
     for (; k < L; k++) mx = x[k] > mx ? x[k] : mx;
     float acc[SM_LANES] = {0};
+#if defined(__AVX512F__)
+    /* the same lanes with the 16-lane exp (GCC's vectorization of fexp_f32
+     * costs ~2x) */
+    __m512 va = _mm512_setzero_ps(), vm = _mm512_set1_ps(mx);
+    for (k = 0; k + SM_LANES <= L; k += SM_LANES)
+        va = _mm512_add_ps(va, fexp_f32x16(_mm512_sub_ps(_mm512_loadu_ps(x + k), vm)));
+    _mm512_storeu_ps(acc, va);
+#else
     for (k = 0; k + SM_LANES <= L; k += SM_LANES)
         for (int j = 0; j < SM_LANES; j++) acc[j] += fexp_f32(x[k + j] - mx);
+#endif
     double sum = 0;
     for (; k < L; k++) sum += fexp_f32(x[k] - mx);
     for (int j = 0; j < SM_LANES; j++) sum += acc[j];
@@ -73,11 +83,73 @@ static void sm_row_contig(const float *x, float *y, int64_t L, int kind) {
     for (k = 0; k < L; k++) y[k] = x[k] - mx - ls;
 }
 
+/* Rows along a strided axis (inner > 1), SM_BLOCK of them side by side:
+ * for rows (o, i0 .. i0 + n) each pass over k reads n contiguous floats,
+ * so the loops over j vectorize (the row-at-a-time form read one float
+ * per cache line: ~6.9 ns/element for a [1, 21, 64, 64] channel softmax).
+ * Same arithmetic per row: max ignoring NaN, fexp_f32, a double sum. */
+enum { SM_BLOCK = 128 };
+static void sm_block(const sm_task *t, int64_t o, int64_t i0, int64_t n) {
+    const int64_t L = t->L, in = t->inner;
+    const float *x = t->x + o * L * in + i0;
+    float *y = t->y + o * L * in + i0;
+    float mx[SM_BLOCK];
+    double sum[SM_BLOCK];
+    for (int64_t j = 0; j < n; j++) mx[j] = -INFINITY, sum[j] = 0;
+    for (int64_t k = 0; k < L; k++)
+        for (int64_t j = 0; j < n; j++) mx[j] = x[k * in + j] > mx[j] ? x[k * in + j] : mx[j];
+    const int store = t->kind == K_SOFTMAX; /* Softmax keeps the exps in y */
+#if defined(__AVX512F__)
+    /* GCC leaves fexp_f32 scalar in these loops (its branches): 16 rows at
+     * a time with fexp_f32x16, each row's double sum in the same order */
+    for (int64_t j0 = 0; j0 < n; j0 += 16) {
+        const __mmask16 m = n - j0 >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - j0)) - 1);
+        const __m512 vm = _mm512_maskz_loadu_ps(m, mx + j0);
+        __m512d lo = _mm512_setzero_pd(), hi = _mm512_setzero_pd();
+        for (int64_t k = 0; k < L; k++) {
+            const __m512 v = fexp_f32x16(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + k * in + j0), vm));
+            if (store) _mm512_mask_storeu_ps(y + k * in + j0, m, v);
+            lo = _mm512_add_pd(lo, _mm512_cvtps_pd(_mm512_castps512_ps256(v)));
+            hi = _mm512_add_pd(hi, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1))));
+        }
+        double s16[16];
+        _mm512_storeu_pd(s16, lo);
+        _mm512_storeu_pd(s16 + 8, hi);
+        for (int64_t j = j0; j < n && j < j0 + 16; j++) sum[j] = s16[j - j0];
+    }
+#else
+    for (int64_t k = 0; k < L; k++)
+        for (int64_t j = 0; j < n; j++) {
+            float v = fexp_f32(x[k * in + j] - mx[j]);
+            if (store) y[k * in + j] = v;
+            sum[j] += v;
+        }
+#endif
+    if (t->kind == K_SOFTMAX) {
+        for (int64_t j = 0; j < n; j++) mx[j] = (float)(1.0 / sum[j]); /* mx now holds 1 / sum */
+        for (int64_t k = 0; k < L; k++)
+            for (int64_t j = 0; j < n; j++) y[k * in + j] *= mx[j];
+    } else {
+        for (int64_t j = 0; j < n; j++) mx[j] += (float)log(sum[j]); /* max + log sum */
+        for (int64_t k = 0; k < L; k++)
+            for (int64_t j = 0; j < n; j++) y[k * in + j] = x[k * in + j] - mx[j];
+    }
+}
+
 static void sm_rows(void *ud, int64_t b, int64_t e) {
     const sm_task *t = ud;
     const int64_t L = t->L, in = t->inner;
     if (in == 1 && t->kind != K_HARDMAX && L > 0) {
         for (int64_t r = b; r < e; r++) sm_row_contig(t->x + r * L, t->y + r * L, L, t->kind);
+        return;
+    }
+    if (t->kind != K_HARDMAX && L > 0) {
+        for (int64_t r = b; r < e;) {
+            const int64_t o = r / in, i0 = r % in, left = in - i0 < e - r ? in - i0 : e - r;
+            const int64_t n = left < SM_BLOCK ? left : SM_BLOCK;
+            sm_block(t, o, i0, n);
+            r += n;
+        }
         return;
     }
     for (int64_t r = b; r < e; r++) {
