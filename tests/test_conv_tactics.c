@@ -43,6 +43,9 @@ static const tcase g_cases[] = {
     {"dense 3x3", 16, 24, 1, 13, 11, 3, 1, 1, B(1) | B(2) | B(6) | B(8) | B(9) | B(10), B(3) | B(4) | B(5)},
     /* dense 3x3 stride 2: no Winograd */
     {"dense 3x3 stride 2", 16, 20, 1, 15, 12, 3, 2, 1, B(1) | B(2) | B(8) | B(9), B(3) | B(4) | B(5)},
+    /* odd input width: the phase rows' even and odd columns end one
+     * apart, every row in the deinterleave's masked tail (19 and 18) */
+    {"dense 3x3 stride 2, odd width", 8, 12, 1, 9, 37, 3, 2, 1, B(1) | B(2) | B(8) | B(9), B(3) | B(4) | B(5)},
     /* a 7x7 output (ResNet's layer4): 49 of the grid's 63 columns */
     {"dense 3x3 7x7", 40, 52, 1, 7, 7, 3, 1, 1, B(1) | B(2) | B(6) | B(8) | B(9) | B(10), B(3) | B(4) | B(5)},
     /* a grid of 40 x 46 columns for 64 rows: the padded GEMM in column

@@ -935,13 +935,16 @@ static void gemm_block(const kiln__gemm *g, int64_t m0, int64_t m1, int64_t n0, 
                          * thread writes next time round: ask for those lines
                          * now (an output larger than the caches otherwise
                          * stalls every store of a short-K tile on a read for
-                         * ownership: 16->96 1x1 conv at 112x112 890 -> 465 us) */
-                        if (jr + NR < nc)
-                            for (int i = 0; i < mr; i++)
-                                for (int q = NR; q < 2 * NR; q += 16) { /* 64-byte lines */
-                                    __builtin_prefetch(ct + i * g->ldc + q, 1, 3);
-                                    if (si.res) __builtin_prefetch(si.res + i * g->ldr + q, 0, 3);
-                                }
+                         * ownership: 16->96 1x1 conv at 112x112 890 -> 465 us).
+                         * The residual's rows two strips ahead, into L2: one
+                         * strip ahead into L1 left the prefetches waiting on
+                         * memory behind C's (ResNet-50's layer1 conv3, 64 ->
+                         * 256 at 56x56 + residual + Relu: -0.06 ms of ~1.0). */
+                        for (int i = 0; jr + NR < nc && i < mr; i++)
+                            for (int q = NR; q < 2 * NR; q += 16) /* 64-byte lines */
+                                __builtin_prefetch(ct + i * g->ldc + q, 1, 3);
+                        for (int i = 0; si.res && jr + 2 * NR < nc && i < mr; i++)
+                            for (int q = 2 * NR; q < 3 * NR; q += 16) __builtin_prefetch(si.res + i * g->ldr + q, 0, 2);
 #ifdef HAVE_SHIFT_KERNEL
                         if (in_place && nr == NR) {
                             micro_rows(kc, pa_use + ir * kc, NULL, g->b_shift + jc + jr, g->b_off + pc,

@@ -769,7 +769,9 @@ static inline void copy_floats(float *d, const float *s, int64_t n) {
 /* pr[j] = sp[2 * j] for j in [jlo, jhi); sp[k] is readable for k < avail
  * (the rest of the input row).  The scalar strided loop was most of the
  * time of stride-2 depthwise convs; AVX-512 picks the even lanes of two
- * loads with one permute. */
+ * loads with one permute, and the last 1..15 outputs the same way from
+ * loads masked to the row's end (rows of 14..56 floats, ResNet's stride-2
+ * convs' phase planes, were half or wholly that tail). */
 static void deinterleave2(float *pr, const float *sp, int64_t jlo, int64_t jhi, int64_t avail) {
     int64_t j = jlo;
 #if defined(__AVX512F__)
@@ -778,10 +780,17 @@ static void deinterleave2(float *pr, const float *sp, int64_t jlo, int64_t jhi, 
         __m512 a = _mm512_loadu_ps(sp + 2 * j), b = _mm512_loadu_ps(sp + 2 * j + 16);
         _mm512_storeu_ps(pr + j, _mm512_permutex2var_ps(a, even, b));
     }
+    for (; j < jhi; j += 16) {
+        int64_t n = jhi - j < 16 ? jhi - j : 16, left = avail - 2 * j; /* left >= 2n - 1 */
+        __mmask16 ma = left >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << left) - 1u);
+        __mmask16 mb = left >= 32 ? (__mmask16)0xFFFF : left <= 16 ? 0 : (__mmask16)((1u << (left - 16)) - 1u);
+        __m512 a = _mm512_maskz_loadu_ps(ma, sp + 2 * j), b = _mm512_maskz_loadu_ps(mb, sp + 2 * j + 16);
+        _mm512_mask_storeu_ps(pr + j, (__mmask16)((1u << n) - 1u), _mm512_permutex2var_ps(a, even, b));
+    }
 #else
     (void)avail;
-#endif
     for (; j < jhi; j++) pr[j] = sp[2 * j];
+#endif
 }
 
 /* Fill the padded, phase-split copy of one input channel.  interior_only:
