@@ -544,6 +544,15 @@ TEST_IMPL(code_policy) {
         kiln_engine_free(l);
         kiln_free(sb);
     }
+    /* A policy outside the enum is the caller's error, from memory and from a file. */
+    kiln_load_options bad = {.code = (kiln_code_policy)3};
+    l = (kiln_engine *)&bad; /* poisoned: must come back NULL */
+    ASSERT_EQ(kiln_engine_load_memory_ex(b, n, &bad, &l), KILN_EINVAL);
+    ASSERT_EQ(l == NULL, 1);
+    ASSERT_CONTAINS(kiln_errmsg(), "kiln_load_options.code is 3; expected KILN_CODE_LOCAL (0)");
+    bad.code = (kiln_code_policy)-1;
+    ASSERT_EQ(kiln_engine_load_ex("/nonexistent/engine.kiln", &bad, &l), KILN_EINVAL);
+    ASSERT_CONTAINS(kiln_errmsg(), "kiln_load_options.code is -1");
     /* Engines without code load under DENY. */
     kiln_engine *d = build_net();
     ASSERT_OK(reload(d, &deny, &l));

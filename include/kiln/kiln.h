@@ -485,7 +485,8 @@ typedef struct kiln_load_options {
     const unsigned char *verify_key; /* 32 bytes, or NULL: no signature required */
 } kiln_load_options;
 
-/* kiln_engine_load / _load_memory with options (NULL: the defaults). */
+/* kiln_engine_load / _load_memory with options (NULL: the defaults; a `code`
+ * outside kiln_code_policy: KILN_EINVAL, nothing read). */
 KILN_API int kiln_engine_load_ex(const char *path, const kiln_load_options *opt, kiln_engine **out);
 KILN_API int kiln_engine_load_memory_ex(const void *buf, size_t size, const kiln_load_options *opt,
                                         kiln_engine **out);

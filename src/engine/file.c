@@ -1651,11 +1651,21 @@ static int parse_image(const uint8_t *p, size_t n, int weights_in_place, const k
 
 static const kiln_load_options default_opts;
 
+/* The caller's options, checked before any byte of the engine is read: an
+ * unknown code policy is a caller's mistake, not a stricter DENY. */
+static int options_ok(const kiln_load_options *opt) {
+    if ((unsigned)opt->code > (unsigned)KILN_CODE_ALLOW)
+        return kiln__err(KILN_EINVAL, "kiln_load_options.code is %d; expected KILN_CODE_LOCAL (0), "
+                                      "KILN_CODE_DENY (1) or KILN_CODE_ALLOW (2)", (int)opt->code);
+    return 0;
+}
+
 KILN_API int kiln_engine_load_memory_ex(const void *buf, size_t size, const kiln_load_options *opt,
                                         kiln_engine **out) {
     KILN__ARG(out, KILN_EINVAL);
     *out = NULL;
     if (!opt) opt = t_nested ? t_nested : &default_opts;
+    if (options_ok(opt)) return KILN_EINVAL;
     if (!buf && size) return kiln__err(KILN_EINVAL, "engine buffer is NULL");
     kiln_engine *e = kiln__calloc(1, sizeof *e);
     if (!e) return kiln__err(KILN_ENOMEM, "out of memory");
@@ -1676,6 +1686,7 @@ KILN_API int kiln_engine_load_ex(const char *path, const kiln_load_options *opt,
     KILN__ARG(path && out, KILN_EINVAL);
     *out = NULL;
     if (!opt) opt = &default_opts;
+    if (options_ok(opt)) return KILN_EINVAL;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return kiln__err(KILN_EIO, "cannot open engine '%s': %s", path, strerror(errno));
     struct stat st;
