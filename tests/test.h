@@ -75,6 +75,18 @@ typedef struct test_entry {
         if (rc_ != 0) TEST__FAIL("%s -> %d: %s", #call, rc_, kiln_errmsg());   \
     } while (0)
 
+/* How many lines of the text file at `path` contain `s` (a test fails if
+ * the file cannot be opened). */
+static inline int test_file_lines_with(const char *path, const char *s) {
+    FILE *f = fopen(path, "rb");
+    ASSERT(f);
+    char line[4096];
+    int n = 0;
+    while (fgets(line, sizeof line, f)) n += strstr(line, s) != NULL;
+    fclose(f);
+    return n;
+}
+
 /* Deterministic xorshift random numbers for test inputs. */
 static inline uint64_t test_rand_u64(uint64_t *s) {
     uint64_t x = *s ? *s : 0x9E3779B97F4A7C15ull;

@@ -379,16 +379,6 @@ static void capture(void *ud, kiln_log_level level, const char *msg) {
     snprintf(g_log + n, sizeof g_log - n, "%s\n", msg);
 }
 
-static int count_in_file(const char *path, const char *s) {
-    FILE *f = fopen(path, "r");
-    ASSERT(f);
-    char line[1024];
-    int n = 0;
-    while (fgets(line, sizeof line, f)) n += strstr(line, s) != NULL;
-    fclose(f);
-    return n;
-}
-
 /* The first build with a timing cache runs the check and keeps its
  * passing verdict; a rebuild of the same plan reuses it without the two
  * check runs and writes the same file.  Other weights keep the plan's
@@ -404,11 +394,11 @@ TEST_IMPL(check_verdict_cached) {
     g_log[0] = 0;
     kiln_engine *e1 = build_with(g_w, g_m, cache);
     ASSERT_CONTAINS(g_log, "2 constants read only in packed form: stored packed only (check run ");
-    ASSERT_EQ(count_in_file(cache, "packed-only-check "), 1);
+    ASSERT_EQ(test_file_lines_with(cache, "packed-only-check "), 1);
     g_log[0] = 0;
     kiln_engine *e2 = build_with(g_w, g_m, cache);
     ASSERT_CONTAINS(g_log, "stored packed only (the timing cache's verdict for this plan and this libkiln)");
-    ASSERT_EQ(count_in_file(cache, "packed-only-check "), 1);
+    ASSERT_EQ(test_file_lines_with(cache, "packed-only-check "), 1);
     for (int32_t t = 0; t < e1->ntensors; t++) ASSERT_EQ(e2->tensors[t].packed_only, e1->tensors[t].packed_only);
     void *b1 = NULL, *b2 = NULL;
     size_t n1 = 0, n2 = 0;

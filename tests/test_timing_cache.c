@@ -318,15 +318,7 @@ TEST_IMPL(concurrent_builds_share_a_file) {
 }
 
 /* The count of lines of the cache file that contain `s`. */
-static int file_lines_with(const char *s) {
-    FILE *f = fopen(g_path, "rb");
-    ASSERT(f);
-    char line[4096];
-    int n = 0;
-    while (fgets(line, sizeof line, f)) n += strstr(line, s) != NULL;
-    fclose(f);
-    return n;
-}
+static int file_lines_with(const char *s) { return test_file_lines_with(g_path, s); }
 
 /* A failed candidate is saved as -1 when it refuses the case, and not at
  * all when it ran out of memory: the next build times that one again. */
