@@ -497,6 +497,11 @@ micro_short(const int R, const int W, int64_t kc, const float *a, const float *b
         }
         a += MR;
     }
+    if (W == 2 && nr == NR) { /* from the registers, as ACC_STORE */
+        for (int i = 0; i < R; i++)
+            if (i < mr) store_row(c + i * ldc, x0[i], x1[i], si, i);
+        return;
+    }
     __m512 rows[MR][2];
     for (int i = 0; i < MR; i++) {
         rows[i][0] = i < R ? x0[i] : _mm512_setzero_ps();
