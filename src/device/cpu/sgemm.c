@@ -325,6 +325,13 @@ static inline void store_tile(float *acc, float *c, int64_t ldc, int mr, int nr,
 #define A_PF (MR * 48)
 #endif
 #define A_PF_FAR (MR * 256)
+/* B read in place (shifted rows): row k + SHIFT_PF into L1 at step k.  Its
+ * rows lie a row pitch apart, which the hardware prefetchers do not follow,
+ * and a strip's rows (kc x 2-3 lines: 48 KB at kc 256) do not stay in L1
+ * from one row tile to the next, so every tile waited on L2 for each k
+ * (ResNet-50's in-place 1x1 convs, 512 -> 128 at 28x28: 1.3-1.6x hot,
+ * 256 -> 64 at 56x56 1.2-1.4x).  The index stops at the panel's last row. */
+#define SHIFT_PF 8
 /* The 12 x 32 tile's 24 accumulators, one k step into them (B's two
  * vectors B0, B1 times the 12 floats of A at ak, each broadcast), and
  * their store into C: a full tile's rows straight from the registers
@@ -458,7 +465,12 @@ static void micro(int64_t kc, const float *a, const float *b, float *c, int64_t 
 /* B row k at base + off[k] (unaligned, in place). */
 static void micro_shift(int64_t kc, const float *a, const float *base, const int64_t *off, float *c,
                         int64_t ldc, int mr, int nr, const store_info *si) {
-    MICRO_BODY(_mm512_loadu_ps(base + off[k]), _mm512_loadu_ps(base + off[k] + 16), (void)0)
+    const int64_t kl = kc - 1;
+    MICRO_BODY(_mm512_loadu_ps(base + off[k]), _mm512_loadu_ps(base + off[k] + 16),
+               const float *pr = base + off[k + SHIFT_PF < kl ? k + SHIFT_PF : kl];
+               _mm_prefetch((const char *)pr, _MM_HINT_T0); /* the 2-3 lines of 32 floats */
+               _mm_prefetch((const char *)(pr + 16), _MM_HINT_T0);
+               _mm_prefetch((const char *)(pr + 31), _MM_HINT_T0))
 }
 #undef ROW
 
@@ -483,6 +495,10 @@ micro_short(const int R, const int W, int64_t kc, const float *a, const float *b
         if (off) {
             b0 = _mm512_loadu_ps(base + off[k]);
             if (W == 2) b1 = _mm512_loadu_ps(base + off[k] + 16);
+            const float *pr = base + off[k + SHIFT_PF < kc - 1 ? k + SHIFT_PF : kc - 1];
+            _mm_prefetch((const char *)pr, _MM_HINT_T0);
+            _mm_prefetch((const char *)(pr + 16 * W - 1), _MM_HINT_T0);
+            if (W == 2) _mm_prefetch((const char *)(pr + 16), _MM_HINT_T0);
         } else {
             b0 = _mm512_load_ps(b);
             if (W == 2) b1 = _mm512_load_ps(b + 16);
