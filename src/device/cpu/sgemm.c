@@ -426,32 +426,6 @@ static inline void store_rows(__m512 rows[MR][2], float *c, int64_t ldc, int mr,
 
 /* Packed B: its two lines 16 k-steps ahead are prefetched too (a weight
  * panel's first tile reads it from memory; transformer encoder -3%). */
-#ifdef MICRO_UNROLL4
-/* k unrolled by 4, each prefetch once per 64-byte line: A's 4 k steps are
- * 48 floats (3 lines), si->pf's line covers 4 k; B's rows are 2 lines each. */
-static void micro(int64_t kc, const float *a, const float *b, float *c, int64_t ldc, int mr,
-                  int nr, const store_info *si) {
-    const float *pf = si->pf ? si->pf : b;
-    ACC_DECL
-    int64_t k = 0;
-    for (; k + 4 <= kc; k += 4) {
-        _mm_prefetch((const char *)(a + A_PF), _MM_HINT_T0);
-        _mm_prefetch((const char *)(a + A_PF + 16), _MM_HINT_T0);
-        _mm_prefetch((const char *)(a + A_PF + 32), _MM_HINT_T0);
-        _mm_prefetch((const char *)pf, _MM_HINT_T1);
-        pf += 16;
-        for (int u = 0; u < 4; u++) {
-            _mm_prefetch((const char *)(b + 16 * NR + u * NR), _MM_HINT_T0);
-            _mm_prefetch((const char *)(b + 16 * NR + u * NR + 16), _MM_HINT_T0);
-            K_STEP(_mm512_load_ps(b + u * NR), _mm512_load_ps(b + u * NR + 16), a + u * MR)
-        }
-        a += 4 * MR;
-        b += 4 * NR;
-    }
-    for (; k < kc; k++, a += MR, b += NR) K_STEP(_mm512_load_ps(b), _mm512_load_ps(b + 16), a)
-    ACC_STORE
-}
-#else
 static void micro(int64_t kc, const float *a, const float *b, float *c, int64_t ldc, int mr,
                   int nr, const store_info *si) {
     const float *pf = si->pf ? si->pf : b;
@@ -460,7 +434,6 @@ static void micro(int64_t kc, const float *a, const float *b, float *c, int64_t 
                _mm_prefetch((const char *)(b + 16 * NR + 16), _MM_HINT_T0);
                _mm_prefetch((const char *)(pf + (k >> 2) * 16), _MM_HINT_T1); b += NR)
 }
-#endif
 
 /* B row k at base + off[k] (unaligned, in place). */
 static void micro_shift(int64_t kc, const float *a, const float *base, const int64_t *off, float *c,
