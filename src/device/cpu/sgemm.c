@@ -332,12 +332,12 @@ static inline void store_tile(float *acc, float *c, int64_t ldc, int mr, int nr,
  * (ResNet-50's in-place 1x1 convs, 512 -> 128 at 28x28: 1.3-1.6x hot,
  * 256 -> 64 at 56x56 1.2-1.4x).  The index stops at the panel's last row. */
 #define SHIFT_PF 8
-/* The 12 x 32 tile's 24 accumulators, one k step into them (B's two
- * vectors B0, B1 times the 12 floats of A at ak, each broadcast), and
- * their store into C: a full tile's rows straight from the registers
- * (store_row); through the rows[] array GCC spilled all 24 to the stack
- * and loaded them back, 48 memory operations per tile, 3-7% of a K = 64
- * GEMM (ResNet-50's 64 -> 256 1x1 convs). */
+/* The 12 x 32 tile's 24 accumulators (ACC_DECL), one k step into them
+ * (K_STEP: B's two vectors B0, B1 times the 12 floats of A at ak, each
+ * broadcast), and their store into C (ACC_STORE): a full tile's rows
+ * straight from the registers (store_row); through the rows[] array GCC
+ * spilled all 24 to the stack and loaded them back, 48 memory operations
+ * per tile, 3-7% of a K = 64 GEMM (ResNet-50's 64 -> 256 1x1 convs). */
 #define ACC_DECL                                                               \
     __m512 c00 = _mm512_setzero_ps(), c01 = _mm512_setzero_ps();               \
     __m512 c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00, c31 = c00;   \
@@ -358,7 +358,8 @@ static inline void store_tile(float *acc, float *c, int64_t ldc, int mr, int nr,
     }
 #define ACC_STORE                                                              \
     if (mr == MR && nr == NR) {                                                \
-        store_row(c, c00, c01, si, 0); store_row(c + ldc, c10, c11, si, 1);    \
+        store_row(c, c00, c01, si, 0);                                         \
+        store_row(c + ldc, c10, c11, si, 1);                                   \
         store_row(c + 2 * ldc, c20, c21, si, 2);                               \
         store_row(c + 3 * ldc, c30, c31, si, 3);                               \
         store_row(c + 4 * ldc, c40, c41, si, 4);                               \
