@@ -331,7 +331,9 @@ static inline void store_tile(float *acc, float *c, int64_t ldc, int mr, int nr,
  * from one row tile to the next, so every tile waited on L2 for each k
  * (ResNet-50's in-place 1x1 convs, 512 -> 128 at 28x28: 1.3-1.6x hot,
  * 256 -> 64 at 56x56 1.2-1.4x).  The index stops at the panel's last row. */
+#ifndef SHIFT_PF
 #define SHIFT_PF 8
+#endif
 /* The 12 x 32 tile's 24 accumulators (ACC_DECL), one k step into them
  * (K_STEP: B's two vectors B0, B1 times the 12 floats of A at ak, each
  * broadcast), and their store into C (ACC_STORE): a full tile's rows
