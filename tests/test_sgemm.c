@@ -212,6 +212,22 @@ TEST_IMPL(sgemm_edges) {
     fprintf(stderr, "%d shapes\n", n);
 }
 
+/* B read in place (shifted rows) on every row-tile form (12 rows, the 4-
+ * and 8-row tails, several tiles) and full 32-column strips (their rows
+ * stored from registers), K shorter than the micro-kernels' prefetch
+ * distance (8 rows ahead, clamped to the panel's last row) and K across a
+ * K block; every store option. */
+TEST_IMPL(sgemm_shift_tiles) {
+    uint64_t rs = 0x5817F7u;
+    const int64_t Ms[] = {4, 8, 12, 16, 20, 64};
+    const int64_t Ks[] = {1, 5, 8, 9, 300};
+    int64_t nr = kiln__sgemm_nr();
+    for (size_t mi = 0; mi < sizeof Ms / sizeof Ms[0]; mi++)
+        for (size_t ki = 0; ki < sizeof Ks / sizeof Ks[0]; ki++)
+            for (int flags = 0; flags < 64; flags += 2 + (int)(test_rand_u64(&rs) % 9))
+                check_case(&rs, Ms[mi], 2 * nr, Ks[ki], B_SHIFT, flags);
+}
+
 /* Random shapes, every B kind with every option. */
 TEST_IMPL(sgemm_random) {
     uint64_t rs = 0xC0FFEEu;
@@ -354,5 +370,5 @@ TEST_IMPL(sgemm_timing_is_by_hand) {
     if (getenv("KILN_SGEMM_TIMING")) timing();
 }
 
-TEST_LIST(TEST_ENTRY(sgemm_edges), TEST_ENTRY(sgemm_random), TEST_ENTRY(sgemm_large),
+TEST_LIST(TEST_ENTRY(sgemm_edges), TEST_ENTRY(sgemm_shift_tiles), TEST_ENTRY(sgemm_random), TEST_ENTRY(sgemm_large),
           TEST_ENTRY(sgemm_timing_is_by_hand))

@@ -325,59 +325,98 @@ static inline void store_tile(float *acc, float *c, int64_t ldc, int mr, int nr,
 #define A_PF (MR * 48)
 #endif
 #define A_PF_FAR (MR * 256)
-/* B rows come from `bload(k)`: packed panel or shifted rows in place. */
-#define MICRO_BODY(BLOAD0, BLOAD1, BSTEP)                                      \
+/* B read in place (shifted rows): row k + SHIFT_PF into L1 at step k.  Its
+ * rows lie a row pitch apart, which the hardware prefetchers do not follow,
+ * and a strip's rows (kc x 2-3 lines: 48 KB at kc 256) do not stay in L1
+ * from one row tile to the next, so every tile waited on L2 for each k
+ * (ResNet-50's in-place 1x1 convs, 512 -> 128 at 28x28: 1.3-1.6x hot,
+ * 256 -> 64 at 56x56 1.2-1.4x).  The index stops at the panel's last row. */
+#ifndef SHIFT_PF
+#define SHIFT_PF 8
+#endif
+/* The 12 x 32 tile's 24 accumulators (ACC_DECL), one k step into them
+ * (K_STEP: B's two vectors B0, B1 times the 12 floats of A at ak, each
+ * broadcast), and their store into C (ACC_STORE): a full tile's rows
+ * straight from the registers (store_row); through the rows[] array GCC
+ * spilled all 24 to the stack and loaded them back, 48 memory operations
+ * per tile, 3-7% of a K = 64 GEMM (ResNet-50's 64 -> 256 1x1 convs). */
+#define ACC_DECL                                                               \
     __m512 c00 = _mm512_setzero_ps(), c01 = _mm512_setzero_ps();               \
     __m512 c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00, c31 = c00;   \
     __m512 c40 = c00, c41 = c00, c50 = c00, c51 = c00, c60 = c00, c61 = c00;   \
     __m512 c70 = c00, c71 = c00, c80 = c00, c81 = c00, c90 = c00, c91 = c00;   \
-    __m512 ca0 = c00, ca1 = c00, cb0 = c00, cb1 = c00;                         \
-    for (int64_t k = 0; k < kc; k++) {                                         \
-        _mm_prefetch((const char *)(a + A_PF), _MM_HINT_T0);                   \
-        __m512 b0 = BLOAD0, b1 = BLOAD1;                                       \
-        __m512 av;                                                             \
+    __m512 ca0 = c00, ca1 = c00, cb0 = c00, cb1 = c00;
+#define ROW(r, x0, x1)                                                         \
+    av = _mm512_set1_ps(ak[r]);                                                \
+    x0 = _mm512_fmadd_ps(av, b0, x0);                                          \
+    x1 = _mm512_fmadd_ps(av, b1, x1);
+#define K_STEP(B0, B1, AK)                                                     \
+    {                                                                          \
+        const float *ak = (AK);                                                \
+        __m512 b0 = B0, b1 = B1, av;                                           \
         ROW(0, c00, c01) ROW(1, c10, c11) ROW(2, c20, c21) ROW(3, c30, c31)    \
         ROW(4, c40, c41) ROW(5, c50, c51) ROW(6, c60, c61) ROW(7, c70, c71)    \
         ROW(8, c80, c81) ROW(9, c90, c91) ROW(10, ca0, ca1) ROW(11, cb0, cb1)  \
+    }
+#define ACC_STORE                                                              \
+    if (mr == MR && nr == NR) {                                                \
+        store_row(c, c00, c01, si, 0);                                         \
+        store_row(c + ldc, c10, c11, si, 1);                                   \
+        store_row(c + 2 * ldc, c20, c21, si, 2);                               \
+        store_row(c + 3 * ldc, c30, c31, si, 3);                               \
+        store_row(c + 4 * ldc, c40, c41, si, 4);                               \
+        store_row(c + 5 * ldc, c50, c51, si, 5);                               \
+        store_row(c + 6 * ldc, c60, c61, si, 6);                               \
+        store_row(c + 7 * ldc, c70, c71, si, 7);                               \
+        store_row(c + 8 * ldc, c80, c81, si, 8);                               \
+        store_row(c + 9 * ldc, c90, c91, si, 9);                               \
+        store_row(c + 10 * ldc, ca0, ca1, si, 10);                             \
+        store_row(c + 11 * ldc, cb0, cb1, si, 11);                             \
+    } else {                                                                   \
+        __m512 rows[MR][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31},  \
+                              {c40, c41}, {c50, c51}, {c60, c61}, {c70, c71},  \
+                              {c80, c81}, {c90, c91}, {ca0, ca1}, {cb0, cb1}}; \
+        store_rows(rows, c, ldc, mr, nr, si);                                  \
+    }
+/* B rows come from `bload(k)`: packed panel or shifted rows in place. */
+#define MICRO_BODY(BLOAD0, BLOAD1, BSTEP)                                      \
+    ACC_DECL                                                                   \
+    for (int64_t k = 0; k < kc; k++) {                                         \
+        _mm_prefetch((const char *)(a + A_PF), _MM_HINT_T0);                   \
+        K_STEP(BLOAD0, BLOAD1, a)                                              \
         a += MR;                                                               \
         BSTEP;                                                                 \
     }                                                                          \
-    __m512 rows[MR][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31},      \
-                          {c40, c41}, {c50, c51}, {c60, c61}, {c70, c71},      \
-                          {c80, c81}, {c90, c91}, {ca0, ca1}, {cb0, cb1}};     \
-    store_rows(rows, c, ldc, mr, nr, si);
-#define ROW(r, x0, x1)                                                         \
-    av = _mm512_set1_ps(a[r]);                                                 \
-    x0 = _mm512_fmadd_ps(av, b0, x0);                                          \
-    x1 = _mm512_fmadd_ps(av, b1, x1);
+    ACC_STORE
+
+/* Row i of a full tile: v0, v1 plus bias, C, residual; relu; stored. */
+static inline __attribute__((always_inline)) void store_row(float *cr, __m512 v0, __m512 v1,
+                                                            const store_info *si, int i) {
+    if (si->bias) {
+        __m512 bb = _mm512_set1_ps(si->bias[i]);
+        v0 = _mm512_add_ps(v0, bb);
+        v1 = _mm512_add_ps(v1, bb);
+    }
+    if (si->load) {
+        v0 = _mm512_add_ps(v0, _mm512_loadu_ps(cr));
+        v1 = _mm512_add_ps(v1, _mm512_loadu_ps(cr + 16));
+    }
+    if (si->res) {
+        v0 = _mm512_add_ps(v0, _mm512_loadu_ps(si->res + i * si->ldr));
+        v1 = _mm512_add_ps(v1, _mm512_loadu_ps(si->res + i * si->ldr + 16));
+    }
+    if (si->relu) { /* max(0, v): maxps returns its second operand for NaN, so NaN stays */
+        v0 = _mm512_max_ps(_mm512_setzero_ps(), v0);
+        v1 = _mm512_max_ps(_mm512_setzero_ps(), v1);
+    }
+    _mm512_storeu_ps(cr, v0);
+    _mm512_storeu_ps(cr + 16, v1);
+}
 
 static inline void store_rows(__m512 rows[MR][2], float *c, int64_t ldc, int mr, int nr,
                               const store_info *si) {
     if (nr == NR) {
-        const __m512 zero = _mm512_setzero_ps();
-        for (int i = 0; i < mr; i++) {
-            float *cr = c + i * ldc;
-            __m512 v0 = rows[i][0], v1 = rows[i][1];
-            if (si->bias) {
-                __m512 bb = _mm512_set1_ps(si->bias[i]);
-                v0 = _mm512_add_ps(v0, bb);
-                v1 = _mm512_add_ps(v1, bb);
-            }
-            if (si->load) {
-                v0 = _mm512_add_ps(v0, _mm512_loadu_ps(cr));
-                v1 = _mm512_add_ps(v1, _mm512_loadu_ps(cr + 16));
-            }
-            if (si->res) {
-                v0 = _mm512_add_ps(v0, _mm512_loadu_ps(si->res + i * si->ldr));
-                v1 = _mm512_add_ps(v1, _mm512_loadu_ps(si->res + i * si->ldr + 16));
-            }
-            if (si->relu) { /* max(0, v): maxps returns its second operand for NaN, so NaN stays */
-                v0 = _mm512_max_ps(zero, v0);
-                v1 = _mm512_max_ps(zero, v1);
-            }
-            _mm512_storeu_ps(cr, v0);
-            _mm512_storeu_ps(cr + 16, v1);
-        }
+        for (int i = 0; i < mr; i++) store_row(c + i * ldc, rows[i][0], rows[i][1], si, i);
         return;
     }
     float acc[MR * NR] __attribute__((aligned(64)));
@@ -402,7 +441,12 @@ static void micro(int64_t kc, const float *a, const float *b, float *c, int64_t 
 /* B row k at base + off[k] (unaligned, in place). */
 static void micro_shift(int64_t kc, const float *a, const float *base, const int64_t *off, float *c,
                         int64_t ldc, int mr, int nr, const store_info *si) {
-    MICRO_BODY(_mm512_loadu_ps(base + off[k]), _mm512_loadu_ps(base + off[k] + 16), (void)0)
+    const int64_t kl = kc - 1;
+    MICRO_BODY(_mm512_loadu_ps(base + off[k]), _mm512_loadu_ps(base + off[k] + 16),
+               const float *pr = base + off[k + SHIFT_PF < kl ? k + SHIFT_PF : kl];
+               _mm_prefetch((const char *)pr, _MM_HINT_T0); /* the 2-3 lines of 32 floats */
+               _mm_prefetch((const char *)(pr + 16), _MM_HINT_T0);
+               _mm_prefetch((const char *)(pr + 31), _MM_HINT_T0))
 }
 #undef ROW
 
@@ -427,6 +471,10 @@ micro_short(const int R, const int W, int64_t kc, const float *a, const float *b
         if (off) {
             b0 = _mm512_loadu_ps(base + off[k]);
             if (W == 2) b1 = _mm512_loadu_ps(base + off[k] + 16);
+            const float *pr = base + off[k + SHIFT_PF < kc - 1 ? k + SHIFT_PF : kc - 1];
+            _mm_prefetch((const char *)pr, _MM_HINT_T0);
+            _mm_prefetch((const char *)(pr + 16 * W - 1), _MM_HINT_T0);
+            if (W == 2) _mm_prefetch((const char *)(pr + 16), _MM_HINT_T0);
         } else {
             b0 = _mm512_load_ps(b);
             if (W == 2) b1 = _mm512_load_ps(b + 16);
@@ -440,6 +488,11 @@ micro_short(const int R, const int W, int64_t kc, const float *a, const float *b
             if (W == 2) x1[i] = _mm512_fmadd_ps(av, b1, x1[i]);
         }
         a += MR;
+    }
+    if (W == 2 && nr == NR) { /* from the registers, as ACC_STORE */
+        for (int i = 0; i < R; i++)
+            if (i < mr) store_row(c + i * ldc, x0[i], x1[i], si, i);
+        return;
     }
     __m512 rows[MR][2];
     for (int i = 0; i < MR; i++) {
