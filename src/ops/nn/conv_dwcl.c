@@ -47,7 +47,7 @@ static int taps(const kiln__dwcl *p, int64_t oy, int64_t ox, int64_t *xo, int64_
             int64_t ix = ox * p->sx - p->pl + kx * p->dx;
             if (ix < 0 || ix >= p->W) continue;
             xo[n] = (iy * p->W + ix) * p->ldx;
-            wo[n++] = (ky * p->KW + kx) * p->C;
+            wo[n++] = (ky * p->KW + kx) * (p->ldw ? p->ldw : p->C);
         }
     }
     return n;
@@ -60,7 +60,7 @@ static void rows_any(const kiln__dwcl *p, int64_t oy0, int64_t oy1, int64_t c_fr
  * output pixels at a time (four FMA chains; one load per FMA).  Channels
  * past the last full 16 are left to the generic loop ([c_end, C)). */
 static int64_t rows_3x3(const kiln__dwcl *p, int64_t oy0, int64_t oy1) {
-    const int64_t C16 = p->C / 16 * 16;
+    const int64_t C16 = p->C / 16 * 16, ldw = p->ldw ? p->ldw : p->C;
     for (int64_t oy = oy0; oy < oy1; oy++) {
         const int64_t iy0 = oy * p->sy - p->pt;
         const float *xr[3] = {NULL, NULL, NULL}; /* the tap rows inside the input, else NULL */
@@ -70,7 +70,7 @@ static int64_t rows_3x3(const kiln__dwcl *p, int64_t oy0, int64_t oy1) {
         }
         for (int64_t c = 0; c < C16; c += 16) {
             v16 w[9], b = {0};
-            for (int t = 0; t < 9; t++) w[t] = LD16(p->w + t * p->C + c);
+            for (int t = 0; t < 9; t++) w[t] = LD16(p->w + t * ldw + c);
             if (p->bias) b = LD16(p->bias + c);
             for (int64_t ox = 0; ox < p->OW; ox += 4) {
                 const int n = p->OW - ox < 4 ? (int)(p->OW - ox) : 4;
