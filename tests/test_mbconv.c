@@ -8,10 +8,7 @@
  * the expand conv by conv_fewc.c's pointwise kernel: offered where its
  * input has at most 64 channels, refused elsewhere) and 4 (whole tensors
  * channels-last: offered where the 1x1 expand conv's input has at most 1024
- * pixels and the output at most 64, refused elsewhere) and 5 (tactic 4
- * split over the threads by expanded channels, then by output pixels:
- * offered where 4 is and the expand has at most 256 input channels, the
- * SGEMM's kc) are then forced
+ * pixels and the output at most 64, refused elsewhere) are then forced
  * on it and run with the output poisoned, in debug mode (every element
  * written) and not, at 1 and 2 threads.  Odd sizes: channel counts off the
  * vector width, planes of 1 to 57 rows (one band and many), strides 1 and
@@ -217,7 +214,6 @@ static void run_case(const mbcase *t, int threads) {
     char what[240];
     /* 3: a 1x1 expand conv of at most 64 channels; 4: one over at most 1024 pixels, 64 out */
     const int t3 = t->expand && !t->ek && t->C <= 64, t4 = t->expand && !t->ek && t->H * t->W <= 1024 && OH * OW <= 64;
-    const int t5 = t4 && t->C <= 256;
     /* a build without timing takes the first candidate: where the block
      * has an expand conv (1x1 or a stem) builds leave tactic 1 out, but
      * where tactic 4 competes with it (expand of more than 64 channels),
@@ -225,8 +221,8 @@ static void run_case(const mbcase *t, int threads) {
      * and runs) */
     const int first = t->expand && !(t4 && t->C > 64) ? 2 : 1;
     ASSERT_EQ(e->layers[0].tactic, first);
-    for (int tactic = 0; tactic <= 5; tactic++) {
-        int offered = tactic < 3 || (tactic == 3 ? t3 : tactic == 4 ? t4 : t5);
+    for (int tactic = 0; tactic <= 4; tactic++) {
+        int offered = tactic < 3 || (tactic == 3 ? t3 : t4);
         if (!offered) { /* an engine with it is refused */
             ASSERT(test_force_tactic(e, 0, tactic) != 0);
             continue;
@@ -284,8 +280,8 @@ TEST_IMPL(mbconv_general) {
          * first candidate, over a larger one it does not */
         {.N = 1, .C = 67, .Ce = 130, .M = 67, .H = 7, .W = 6, .k = 3, .sy = 1, .sx = 1, .d = 1, .pt = 1, .pl = 1, .pb = 1, .pr = 1, .expand = 1, .act = ACT_RELU6, .residual = 1},
         {.N = 1, .C = 67, .Ce = 130, .M = 67, .H = 11, .W = 9, .k = 3, .sy = 1, .sx = 1, .d = 1, .pt = 1, .pl = 1, .pb = 1, .pr = 1, .expand = 1, .act = ACT_RELU6, .residual = 1},
-        /* tactic 5: expanded channels in 3 strips and a partial one (2 images), fewer than the threads' strips
-         * (one thread idle in the first step), a 5x5 kernel; past 256 input channels tactic 4 only */
+        /* tactic 4 (channels-last): expanded channels off the vector width over 2 images, a 5x5 kernel,
+         * 260 input channels (more than the SGEMM's K block) */
         {.N = 2, .C = 40, .Ce = 111, .M = 37, .H = 7, .W = 8, .k = 3, .sy = 1, .sx = 1, .d = 1, .pt = 1, .pl = 1, .pb = 1, .pr = 1, .expand = 1, .act = ACT_RELU6},
         {.N = 1, .C = 9, .Ce = 24, .M = 9, .H = 5, .W = 5, .k = 5, .sy = 1, .sx = 1, .d = 1, .pt = 2, .pl = 2, .pb = 2, .pr = 2, .expand = 1, .act = ACT_RELU, .residual = 1},
         {.N = 1, .C = 260, .Ce = 70, .M = 33, .H = 4, .W = 6, .k = 3, .sy = 2, .sx = 2, .d = 1, .pt = 1, .pl = 1, .pb = 1, .pr = 1, .expand = 1, .act = ACT_RELU6},

@@ -99,7 +99,6 @@ float *kiln__cpu_scratch(int slot, size_t floats) {
 static float *scratch_get(size_t floats) { return kiln__cpu_scratch(0, floats); }
 
 int kiln__sgemm_nr(void) { return NR; }
-int kiln__sgemm_kc(void) { return KC; }
 
 /* What the packed forms of built-in ops depend on, for engine files
  * (kiln_int.h): this GEMM's MR, NR and KC, the integer GEMM's layout

@@ -95,10 +95,7 @@ void kiln__sgemm_serial(const kiln__gemm *g);
 #define KILN__CPU_SCRATCH_SLOTS 3
 float *kiln__cpu_scratch(int slot, size_t floats);
 
-/* Micro-kernel geometry (for packers that want to know).  A prepacked B
- * of K <= kc rows is one K block: its columns from a multiple j of nr on
- * are a packed B themselves, at b_packed + j * K. */
+/* Micro-kernel geometry (for packers that want to know). */
 int kiln__sgemm_nr(void);
-int kiln__sgemm_kc(void);
 
 #endif /* KILN_DEVICE_CPU_SGEMM_H */

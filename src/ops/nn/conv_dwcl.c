@@ -47,7 +47,7 @@ static int taps(const kiln__dwcl *p, int64_t oy, int64_t ox, int64_t *xo, int64_
             int64_t ix = ox * p->sx - p->pl + kx * p->dx;
             if (ix < 0 || ix >= p->W) continue;
             xo[n] = (iy * p->W + ix) * p->ldx;
-            wo[n++] = (ky * p->KW + kx) * (p->ldw ? p->ldw : p->C);
+            wo[n++] = (ky * p->KW + kx) * p->C;
         }
     }
     return n;
@@ -91,7 +91,7 @@ static inline __attribute__((always_inline)) void px_3x3(const kiln__dwcl *p, co
  * columns between in fours without.  Channels past the last full 16 are
  * left to the generic loop ([c_end, C)). */
 static int64_t rows_3x3(const kiln__dwcl *p, int64_t oy0, int64_t oy1) {
-    const int64_t C16 = p->C / 16 * 16, ldw = p->ldw ? p->ldw : p->C;
+    const int64_t C16 = p->C / 16 * 16;
     /* interior columns [lo, hi): ox * sx - pl >= 0 and ox * sx - pl + 2 dx < W */
     int64_t lo = (p->pl + p->sx - 1) / p->sx, hi = p->W - 1 - 2 * p->dx + p->pl;
     hi = hi < 0 ? 0 : hi / p->sx + 1;
@@ -107,7 +107,7 @@ static int64_t rows_3x3(const kiln__dwcl *p, int64_t oy0, int64_t oy1) {
         float *yr = p->y + oy * p->OW * p->ldy;
         for (int64_t c = 0; c < C16; c += 16) {
             v16 w[9], b = {0};
-            for (int t = 0; t < 9; t++) w[t] = LD16(p->w + t * ldw + c);
+            for (int t = 0; t < 9; t++) w[t] = LD16(p->w + t * p->C + c);
             if (p->bias) b = LD16(p->bias + c);
             int64_t ox = 0;
             for (; ox < lo; ox++) px_3x3(p, xr, w, b, ox, c, 1, 1, yr + ox * p->ldy + c);

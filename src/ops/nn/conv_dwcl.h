@@ -20,11 +20,10 @@ enum { KILN__DWCL_TAPS = 64 };
 typedef struct kiln__dwcl {
     int64_t C, H, W, OH, OW, KH, KW, sy, sx, dy, dx, pt, pl;
     const float *x;     /* pixel (iy, ix), channel c at x[(iy * W + ix) * ldx + c] */
-    const float *w;     /* tap (ky, kx), channel c at w[(ky * KW + kx) * ldw + c] (kiln__dwcl_pack) */
+    const float *w;     /* tap (ky, kx), channel c at w[(ky * KW + kx) * C + c] (kiln__dwcl_pack) */
     const float *bias;  /* C floats, or NULL */
     float *y;           /* output pixel (oy, ox), channel c at y[(oy * OW + ox) * ldy + c] */
     int64_t ldx, ldy;   /* floats between pixels (>= C) */
-    int64_t ldw;        /* floats between taps of w (>= C; 0: C): a slice of a wider layer's channels */
     float lo, hi;       /* every output clamped to [lo, hi] (NaN stays NaN) */
 } kiln__dwcl;
 

@@ -49,13 +49,7 @@
  *     are all used; the transposition back to Y's planes is folded into
  *     the project GEMM's `done` hook, tile by tile while it is in cache,
  *     with Bp and the epilogue.  Its We, Wp are packed as the GEMMs' B
- *     and Wd tap-major (kiln__dwcl_pack);
- *   5 tactic 4 over the threads in two dispatches, not three: each thread
- *     first takes a slice of E's channels (whole NR-wide strips of We^T's
- *     packed columns) and runs the expand GEMM and the depthwise step for
- *     them over the whole plane (no row of E crosses threads, no 7 rows
- *     shared out 4 / 3, half of We streamed per thread), then a range of
- *     Y's pixels for the project GEMM.  At 1 thread it is tactic 4.
+ *     and Wd tap-major (kiln__dwcl_pack).
  * Results are the same in all up to the GEMM's summation order, which
  * does not depend on the band (each output element sums over the same K).
  */
@@ -70,7 +64,7 @@
 #include <math.h>
 #include <string.h>
 
-enum { T_WHOLE = 1, T_ROWS = 2, T_DIRECT = 3, T_CL = 4, T_CLS = 5 };
+enum { T_WHOLE = 1, T_ROWS = 2, T_DIRECT = 3, T_CL = 4 };
 
 /* Tactic 4 is offered where E's plane has at most CL_MAX_HW pixels and
  * Y's at most CL_MAX_OHW: MobileNetV2's 7x7 blocks (and the 14x14 -> 7x7
@@ -79,12 +73,6 @@ enum { T_WHOLE = 1, T_ROWS = 2, T_DIRECT = 3, T_CL = 4, T_CLS = 5 };
  * timing fewer); on larger planes the row bands keep E in cache. */
 #define CL_MAX_HW 1024
 #define CL_MAX_OHW 64
-
-/* Tactic 5 (tactic 4 split over the threads by E's channels, then by Y's
- * pixels) is offered where tactic 4 is and the expand conv has at most kc
- * input channels (kiln__sgemm_kc: We^T's packed columns then slice into
- * packed B's).  On MobileNetV2's 14x14 outputs it lost to the row bands
- * at 1 and 2 threads (features.7-13, +0.03..+0.1 ms a block). */
 
 /* Tactic 3 is offered where the 1x1 expand conv has at most this many input
  * channels: in MobileNetV2 (1 thread, builder timings) it wins at 16..32,
@@ -480,103 +468,32 @@ static void cl_y_done(void *ud, int64_t i0, int64_t i1, int64_t j0, int64_t n) {
     if (u->eu.c->epilogue) kiln__ops_epi_rows_done((void *)&u->eu, j0, j0 + n, i0, i1 - i0);
 }
 
-/* One image's operands: X's plane and the workspace's E^T, D^T, Y^T. */
-typedef struct cl_job {
-    const mb *g;
-    const float *x;
-    float *et, *dt, *yt, *y;
-} cl_job;
+typedef struct cl_dw_job {
+    const kiln__dwcl *p;
+} cl_dw_job;
+static void cl_dw_rows(void *ud, int64_t b, int64_t e) { kiln__dwcl_rows(((const cl_dw_job *)ud)->p, b, e); }
 
-/* The expand GEMM for E's channels [c0, c1): the columns of We^T's packed
- * B from c0 (a multiple of NR; whole where c1 = Ce) when C <= kc. */
-static kiln__gemm cl_expand(const cl_job *j, int64_t c0, int64_t c1, clamp_ud *eu) {
-    const mb *g = j->g;
-    const int64_t isp = g->H * g->W;
-    *eu = (clamp_ud){j->et + c0, g->Ce, g->e_lo, g->e_hi, g->be + c0};
-    kiln__gemm ge = {.M = isp, .N = c1 - c0, .K = g->C, .a = j->x, .a_rs = 1, .a_cs = isp, .alpha = 1.0f,
-                     .b = g->we + c0 * g->C, .b_rs = 1, .b_cs = g->C, .b_packed = g->we_b + c0 * g->C,
-                     .c = j->et + c0, .ldc = g->Ce, .done = clamp_done, .done_ud = eu};
-    return ge;
-}
-
-/* The depthwise step for channels [c0, c1). */
-static kiln__dwcl cl_dw(const cl_job *j, int64_t c0, int64_t c1) {
-    const mb *g = j->g;
-    kiln__dwcl p = {.C = c1 - c0, .H = g->H, .W = g->W, .OH = g->OH, .OW = g->OW, .KH = g->KH, .KW = g->KW,
-                    .sy = g->s[0], .sx = g->s[1], .dy = g->d[0], .dx = g->d[1], .pt = g->p[0], .pl = g->p[1],
-                    .x = j->et + c0, .w = g->wd_cl + c0, .ldw = g->Ce, .bias = g->bd + c0, .y = j->dt + c0,
-                    .ldx = g->Ce, .ldy = g->Ce, .lo = g->d_lo, .hi = g->d_hi};
-    return p;
-}
-
-/* The project GEMM for Y's pixels [r0, r1) (rows of Y^T). */
-static kiln__gemm cl_project(const cl_job *j, int64_t r0, int64_t r1, cl_y_ud *yu) {
-    const mb *g = j->g;
-    const int64_t osp = g->OH * g->OW;
-    *yu = (cl_y_ud){j->yt + r0 * g->M, g->bp, g->M, {g->c, j->y + r0, osp, 0}};
-    kiln__gemm gp = {.M = r1 - r0, .N = g->M, .K = g->Ce, .a = j->dt + r0 * g->Ce, .a_rs = g->Ce, .a_cs = 1,
-                     .alpha = 1.0f, .b = g->wp, .b_rs = 1, .b_cs = g->Ce, .b_packed = g->wp_b,
-                     .c = j->yt + r0 * g->M, .ldc = g->M, .done = cl_y_done, .done_ud = yu};
-    return gp;
-}
-
-static void cl_dw_rows(void *ud, int64_t b, int64_t e) {
-    const cl_job *j = ud;
-    kiln__dwcl p = cl_dw(j, 0, j->g->Ce);
-    kiln__dwcl_rows(&p, b, e);
-}
-
-/* Tactic 5's first step on thread ith: a slice of E's channels (whole
- * NR-wide strips), the expand GEMM and the depthwise step for them over
- * the whole plane: no row of E is read by another thread, and no 7
- * depthwise rows or 49 pixels (4 row tiles and a 1-row one) are shared
- * out unevenly. */
-static void cl_expand_dw_part(void *ud, int ith, int nth) {
-    const cl_job *j = ud;
-    const int64_t nr = kiln__sgemm_nr(), Ce = j->g->Ce;
-    int64_t s0, s1;
-    kiln_split_range((Ce + nr - 1) / nr, ith, nth, &s0, &s1);
-    const int64_t c0 = s0 * nr, c1 = s1 * nr < Ce ? s1 * nr : Ce;
-    if (c1 <= c0) return;
-    clamp_ud eu;
-    kiln__gemm ge = cl_expand(j, c0, c1, &eu);
-    kiln__sgemm_serial(&ge);
-    kiln__dwcl p = cl_dw(j, c0, c1);
-    kiln__dwcl_rows(&p, 0, j->g->OH);
-}
-
-/* Tactic 5's second step on thread ith: a range of Y's pixels.  (A
- * split over Y's channels would halve the Wp each thread streams, but a
- * column slice of a packed B of K > kc rows is no packed B.) */
-static void cl_project_part(void *ud, int ith, int nth) {
-    const cl_job *j = ud;
-    int64_t r0, r1;
-    kiln_split_range(j->g->OH * j->g->OW, ith, nth, &r0, &r1);
-    if (r1 <= r0) return;
-    cl_y_ud yu;
-    kiln__gemm gp = cl_project(j, r0, r1, &yu);
-    kiln__sgemm_serial(&gp);
-}
-
-/* Tactics 4 and 5 (split: the two dispatches above, else each step split
- * over the threads on its own, the GEMMs as kiln__sgemm splits them). */
-static int run_cl(const mb *g, float *ws, int split) {
+static int run_cl(const mb *g, float *ws) {
     const int64_t isp = g->H * g->W, osp = g->OH * g->OW;
     float *et = ws, *dt = et + ((isp * g->Ce + 15) & ~(int64_t)15), *yt = dt + ((osp * g->Ce + 15) & ~(int64_t)15);
     kiln_exec *exec = g->c->exec;
-    const int nth = kiln_exec_threads(exec);
     for (int64_t n = 0; n < g->N; n++) {
-        cl_job j = {g, g->x + n * g->C * isp, et, dt, yt, g->y + n * g->M * osp};
-        if (split) {
-            kiln_exec_parallel(exec, nth, cl_expand_dw_part, &j);
-            kiln_exec_parallel(exec, nth, cl_project_part, &j);
-            continue;
-        }
-        clamp_ud eu;
-        cl_y_ud yu;
-        kiln__gemm ge = cl_expand(&j, 0, g->Ce, &eu), gp = cl_project(&j, 0, osp, &yu);
+        const float *xn = g->x + n * g->C * isp;
+        clamp_ud eu = {et, g->Ce, g->e_lo, g->e_hi, g->be};
+        kiln__gemm ge = {.M = isp, .N = g->Ce, .K = g->C, .a = xn, .a_rs = 1, .a_cs = isp, .alpha = 1.0f,
+                         .b = g->we, .b_rs = 1, .b_cs = g->C, .b_packed = g->we_b, .c = et, .ldc = g->Ce,
+                         .done = clamp_done, .done_ud = &eu};
         kiln__sgemm(&ge, exec);
+        kiln__dwcl p = {.C = g->Ce, .H = g->H, .W = g->W, .OH = g->OH, .OW = g->OW, .KH = g->KH, .KW = g->KW,
+                        .sy = g->s[0], .sx = g->s[1], .dy = g->d[0], .dx = g->d[1], .pt = g->p[0], .pl = g->p[1],
+                        .x = et, .w = g->wd_cl, .bias = g->bd, .y = dt, .ldx = g->Ce, .ldy = g->Ce, .lo = g->d_lo,
+                        .hi = g->d_hi};
+        cl_dw_job j = {&p};
         kiln_exec_parallel_for(exec, g->OH, 1, cl_dw_rows, &j);
+        cl_y_ud yu = {yt, g->bp, g->M, {g->c, g->y + n * g->M * osp, osp, 0}};
+        kiln__gemm gp = {.M = osp, .N = g->M, .K = g->Ce, .a = dt, .a_rs = g->Ce, .a_cs = 1, .alpha = 1.0f,
+                         .b = g->wp, .b_rs = 1, .b_cs = g->Ce, .b_packed = g->wp_b, .c = yt, .ldc = g->M,
+                         .done = cl_y_done, .done_ud = &yu};
         kiln__sgemm(&gp, exec);
     }
     return 0;
@@ -644,7 +561,7 @@ static void bands(void *ud, int64_t b, int64_t e) {
 /* The tactic a call runs: auto (0) takes row bands where there are at
  * least two per thread, else whole tensors. */
 static int pick(const kiln_call *c, const mb *g) {
-    if (c->tactic >= T_WHOLE && c->tactic <= T_CLS) return c->tactic;
+    if (c->tactic == T_WHOLE || c->tactic == T_ROWS || c->tactic == T_DIRECT || c->tactic == T_CL) return c->tactic;
     int threads = kiln_exec_threads(c->exec);
     int64_t r = band_rows(g, threads);
     return g->N * ((g->OH + r - 1) / r) >= 2 * (int64_t)threads ? T_ROWS : T_WHOLE;
@@ -656,8 +573,7 @@ static size_t mbconv_ws(const kiln_call *c) {
     mb g;
     if (c->tactic == T_ROWS || c->tactic == T_DIRECT || make_mb(c, &g)) return 0;
     size_t f = whole_floats(&g);
-    if ((c->tactic == T_CL || c->tactic == T_CLS) && cl_floats(&g) > f)
-        f = cl_floats(&g); /* tactic 1 runs where 4 and 5 cannot */
+    if (c->tactic == T_CL && cl_floats(&g) > f) f = cl_floats(&g); /* tactic 1 runs where 4 cannot */
     return f * sizeof(float);
 }
 
@@ -667,18 +583,17 @@ static int mbconv_impl(const kiln_call *c) {
     int rc = make_mb(c, &g);
     if (rc) return rc;
     int t = pick(c, &g);
-    if (t == T_CL || t == T_CLS) {
+    if (t == T_CL) {
         /* its packed weights are B panels, not the A panels the others read */
         g.we_b = g.we_packed;
         g.wp_b = g.wp_packed;
         g.wd_cl = prepacked(c, IN_WD);
         g.we_packed = g.wp_packed = NULL;
-        if (g.expand && !g.fewc && g.we_b && g.wp_b && g.wd_cl && g.KH * g.KW <= KILN__DWCL_TAPS &&
-            (t == T_CL || g.C <= kiln__sgemm_kc())) {
+        if (g.expand && !g.fewc && g.we_b && g.wp_b && g.wd_cl && g.KH * g.KW <= KILN__DWCL_TAPS) {
             if (!c->workspace || c->workspace_size < cl_floats(&g) * sizeof(float))
                 return kiln_set_error(KILN_EINTERNAL, "kiln::mbconv: workspace of %zu bytes, expected %zu",
                                       c->workspace_size, cl_floats(&g) * sizeof(float));
-            return run_cl(&g, c->workspace, t == T_CLS);
+            return run_cl(&g, c->workspace);
         }
         t = T_WHOLE; /* weights not packed (not constant): tactic 1, packing as it goes */
     }
@@ -728,7 +643,7 @@ static int prepack_cl(const kiln_call *c, int input, void *dst, size_t want, siz
 static int mbconv_prepack(const kiln_call *c, int input, void *dst, size_t *size) {
     size_t want = *size;
     *size = 0;
-    if (c->tactic == T_CL || c->tactic == T_CLS) return prepack_cl(c, input, dst, want, size);
+    if (c->tactic == T_CL) return prepack_cl(c, input, dst, want, size);
     if ((input != IN_WP && input != IN_WE) || input >= c->nin || !c->in[input].data ||
         c->in[input].dtype != KILN_DTYPE_F32 || c->in[input].ndim != 4 || !kiln__ops_dense(&c->in[input]) ||
         c->in[input].dims[2] * c->in[input].dims[3] != 1) /* a KxK expand conv runs conv_fewc.c */
@@ -755,8 +670,7 @@ static int mbconv_prepack(const kiln_call *c, int input, void *dst, size_t *size
 /* kiln_quick_op.formats_fn: tactics 1 and 2, 3 where the block has a
  * 1x1 expand conv of at most DIRECT_MAX_C input channels, 4 where it has
  * one over a constant plane of at most CL_MAX_HW pixels whose output
- * plane has at most CL_MAX_OHW, 5 where 4 is and the expand conv has at
- * most kc input channels.
+ * plane has at most CL_MAX_OHW.
  *
  * Where the block has an expand conv, builds leave tactic 1 out (engines
  * that chose it still load and run it), except where tactic 4 competes
@@ -764,9 +678,10 @@ static int mbconv_prepack(const kiln_call *c, int input, void *dst, size_t *size
  * tactic minima of repeated MobileNetV2 builds: tactic 1 lost to tactic 3
  * in every block that has both (and in ppocr_cls), at 1 thread by 1-45%
  * and at 2 threads by 25-100%; to tactic 2 on the stem block by 20% / 40%
- * and on the 96-channel 14x14 blocks by 0% / 13%; against tactic 4 on the
- * 7x7 blocks it lost by 4-8% at 1 thread and came within 1.5% (either
- * way) at 2.  Yet a 2-thread build on a loaded machine times each
+ * and on the 96-channel 14x14 blocks by 0% / 13%.  Against tactic 4 on
+ * the 7x7 blocks (features.15-17) it now wins, by 0.02-0.04 ms a block at 1
+ * and 2 threads (session 10, forced-tactic A/B both ways round), and ties
+ * on the 14x14 -> 7x7 one.  Yet a 2-thread build on a loaded machine times each
  * candidate with about one core, where the whole-tensor steps come within
  * noise of the bands: main's builds at load 1.5-2.5 picked it for the stem
  * block, features.5-6, 8-11 or 12-13 in most runs.  Without an expand conv
@@ -789,11 +704,8 @@ static int mbconv_formats_fn(const kiln_shape_ctx *c, kiln_combo *out, int max) 
         kiln_expr_is_const(c->in[IN_WD].dims[2], &KH) && kiln_expr_is_const(c->in[IN_WD].dims[3], &KW) &&
         KH * KW <= KILN__DWCL_TAPS) {
         int64_t oh = h + p[0] + p[2] - d[0] * (KH - 1) - 1, ow = w + p[1] + p[3] - d[1] * (KW - 1) - 1;
-        int n = k.tactics[2] ? 3 : 2;
-        if ((cl = oh >= 0 && ow >= 0 && (oh / s[0] + 1) * (ow / s[1] + 1) <= CL_MAX_OHW)) {
-            k.tactics[n] = T_CL;
-            if (C <= kiln__sgemm_kc()) k.tactics[n + 1] = T_CLS;
-        }
+        if ((cl = oh >= 0 && ow >= 0 && (oh / s[0] + 1) * (ow / s[1] + 1) <= CL_MAX_OHW))
+            k.tactics[k.tactics[2] ? 3 : 2] = T_CL;
     }
     if (expand && !(cl && C > DIRECT_MAX_C) && kiln__shape_ctx_building(c)) /* tactic 1 out: see above */
         memmove(k.tactics, k.tactics + 1, sizeof k.tactics - sizeof k.tactics[0]);
