@@ -2,7 +2,7 @@
 """A/B of two libkiln builds on a shared machine: both in one process.
 
     python3 bench/ab_libs.py LIB_A ENGINE_A LIB_B ENGINE_B [--threads N] [--iterations N]
-                             [--input NAME=SHAPE]... [--per-layer]
+                             [--input NAME=SHAPE]... [--per-layer] [--gap-ms MS]
 
 LIB_A and LIB_B are two builds of libkiln.so (say main's and a branch's),
 each loaded with RTLD_LOCAL beside the other; ENGINE_A and ENGINE_B are the
@@ -72,6 +72,9 @@ def main():
     ap.add_argument("--input", action="append", default=[], help="NAME=1x3x224x224 (float32)")
     ap.add_argument("--output", action="append", default=[], help="NAME=1x1000 (float32), compared A vs B")
     ap.add_argument("--per-layer", action="store_true")
+    ap.add_argument("--gap-ms", type=float, default=0.0,
+                    help="sleep between inferences: the other build's pool workers, which spin for 0.2 ms after "
+                         "a task, are then asleep and leave the cores to this one (at --threads 2 and more)")
     a = ap.parse_args()
     inputs = dict(shape_of(s) for s in a.input) or {"input": (1, 3, 224, 224)}
     outputs = dict(shape_of(s) for s in a.output) or {"logits": (1, 1000)}
@@ -82,6 +85,8 @@ def main():
     lat, mins, order = [[], []], [{}, {}], []
     for i in range(a.iterations + 2):
         for s in ((0, 1) if i % 2 == 0 else (1, 0)):
+            if a.gap_ms:
+                time.sleep(a.gap_ms / 1e3)
             t = time.perf_counter()
             ks[s].run()
             t = time.perf_counter() - t

@@ -280,6 +280,11 @@ TEST_IMPL(mbconv_general) {
          * first candidate, over a larger one it does not */
         {.N = 1, .C = 67, .Ce = 130, .M = 67, .H = 7, .W = 6, .k = 3, .sy = 1, .sx = 1, .d = 1, .pt = 1, .pl = 1, .pb = 1, .pr = 1, .expand = 1, .act = ACT_RELU6, .residual = 1},
         {.N = 1, .C = 67, .Ce = 130, .M = 67, .H = 11, .W = 9, .k = 3, .sy = 1, .sx = 1, .d = 1, .pt = 1, .pl = 1, .pb = 1, .pr = 1, .expand = 1, .act = ACT_RELU6, .residual = 1},
+        /* tactic 4 (channels-last): expanded channels off the vector width over 2 images, a 5x5 kernel,
+         * 260 input channels (more than the SGEMM's K block) */
+        {.N = 2, .C = 40, .Ce = 111, .M = 37, .H = 7, .W = 8, .k = 3, .sy = 1, .sx = 1, .d = 1, .pt = 1, .pl = 1, .pb = 1, .pr = 1, .expand = 1, .act = ACT_RELU6},
+        {.N = 1, .C = 9, .Ce = 24, .M = 9, .H = 5, .W = 5, .k = 5, .sy = 1, .sx = 1, .d = 1, .pt = 2, .pl = 2, .pb = 2, .pr = 2, .expand = 1, .act = ACT_RELU, .residual = 1},
+        {.N = 1, .C = 260, .Ce = 70, .M = 33, .H = 4, .W = 6, .k = 3, .sy = 2, .sx = 2, .d = 1, .pt = 1, .pl = 1, .pb = 1, .pr = 1, .expand = 1, .act = ACT_RELU6},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         run_case(&cases[i], 1);

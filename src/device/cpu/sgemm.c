@@ -173,6 +173,19 @@ static void pack_a(const kiln__gemm *g, int64_t i0, int64_t mc, int64_t k0, int6
             pack_a_strip12(a, g->a_rs, kc, alpha, d);
             continue;
         }
+        if (g->a_rs == 1) {
+            /* A^T row-major (kiln::mbconv's X^T, an NCHW plane's pixels as
+             * rows): a column's mr rows are contiguous, one masked load (the
+             * generic loop below gathers them one float at a time: 10% of a
+             * 14x14 -> 7x7 block's time, 5% after this) */
+            const __m512 va = _mm512_set1_ps(alpha);
+            const __mmask16 lm = (__mmask16)((1u << mr) - 1u);
+            for (int64_t k = 0; k < kc; k++) {
+                __m512 v = _mm512_maskz_loadu_ps(lm, a + k * g->a_cs);
+                _mm512_mask_storeu_ps(d + k * MR, 0x0FFF, _mm512_mul_ps(v, va)); /* rows mr.. zero */
+            }
+            continue;
+        }
 #endif
         if (g->a_cs == 1 && mr == MR) {
             /* 8 columns at a time: 8 contiguous reads per row, then MR-wide

@@ -55,12 +55,48 @@ static int taps(const kiln__dwcl *p, int64_t oy, int64_t ox, int64_t *xo, int64_
 
 static void rows_any(const kiln__dwcl *p, int64_t oy0, int64_t oy1, int64_t c_from);
 
+/* Output pixels [ox, ox + N) of a row, 16 channels at c: N FMA chains
+ * over the taps of the rows xr (NULL: outside the input), weights w.
+ * Inlined with N and `checked` constant: interior pixels (every column tap
+ * inside the input) run without a test per tap, which on 7- and 14-wide
+ * rows cost more than the FMAs (index arithmetic and compares per load). */
+static inline __attribute__((always_inline)) void px_3x3(const kiln__dwcl *p, const float *const *xr,
+                                                         const v16 *w, v16 b, int64_t ox, int64_t c, const int N,
+                                                         const int checked, float *y) {
+    v16 a[4] = {b, b, b, b};
+#pragma GCC unroll 3
+    for (int ky = 0; ky < 3; ky++) {
+        if (!xr[ky]) continue;
+        const float *row = xr[ky] + c;
+#pragma GCC unroll 3
+        for (int kx = 0; kx < 3; kx++)
+#pragma GCC unroll 4
+            for (int q = 0; q < N; q++) {
+                int64_t ix = (ox + q) * p->sx - p->pl + kx * p->dx;
+                if (!checked || (ix >= 0 && ix < p->W)) a[q] += w[ky * 3 + kx] * LD16(row + ix * p->ldx);
+            }
+    }
+#pragma GCC unroll 4
+    for (int q = 0; q < N; q++) {
+        v16 v = a[q];
+        clamp16(&v, p->lo, p->hi);
+        memcpy(y + q * p->ldy, &v, sizeof v);
+    }
+}
+
 /* 3x3 kernels (any stride, dilation and pads): 16 channels at a time,
- * their nine weights held in registers across a row of outputs, four
- * output pixels at a time (four FMA chains; one load per FMA).  Channels
- * past the last full 16 are left to the generic loop ([c_end, C)). */
+ * their nine weights held in registers across a row of outputs, up to four
+ * output pixels at a time (four FMA chains; one load per FMA): the edge
+ * columns whose taps fall outside the input one by one with tests, the
+ * columns between in fours without.  Channels past the last full 16 are
+ * left to the generic loop ([c_end, C)). */
 static int64_t rows_3x3(const kiln__dwcl *p, int64_t oy0, int64_t oy1) {
     const int64_t C16 = p->C / 16 * 16;
+    /* interior columns [lo, hi): ox * sx - pl >= 0 and ox * sx - pl + 2 dx < W */
+    int64_t lo = (p->pl + p->sx - 1) / p->sx, hi = p->W - 1 - 2 * p->dx + p->pl;
+    hi = hi < 0 ? 0 : hi / p->sx + 1;
+    lo = lo > p->OW ? p->OW : lo;
+    hi = hi > p->OW ? p->OW : hi < lo ? lo : hi;
     for (int64_t oy = oy0; oy < oy1; oy++) {
         const int64_t iy0 = oy * p->sy - p->pt;
         const float *xr[3] = {NULL, NULL, NULL}; /* the tap rows inside the input, else NULL */
@@ -68,34 +104,21 @@ static int64_t rows_3x3(const kiln__dwcl *p, int64_t oy0, int64_t oy1) {
             int64_t iy = iy0 + ky * p->dy;
             if (iy >= 0 && iy < p->H) xr[ky] = p->x + iy * p->W * p->ldx;
         }
+        float *yr = p->y + oy * p->OW * p->ldy;
         for (int64_t c = 0; c < C16; c += 16) {
             v16 w[9], b = {0};
             for (int t = 0; t < 9; t++) w[t] = LD16(p->w + t * p->C + c);
             if (p->bias) b = LD16(p->bias + c);
-            for (int64_t ox = 0; ox < p->OW; ox += 4) {
-                const int n = p->OW - ox < 4 ? (int)(p->OW - ox) : 4;
-                v16 a[4] = {b, b, b, b};
-#pragma GCC unroll 3
-                for (int ky = 0; ky < 3; ky++) {
-                    if (!xr[ky]) continue;
-                    const float *row = xr[ky] + c;
-#pragma GCC unroll 3
-                    for (int kx = 0; kx < 3; kx++)
-#pragma GCC unroll 4
-                        for (int q = 0; q < 4; q++) {
-                            int64_t ix = (ox + q) * p->sx - p->pl + kx * p->dx;
-                            if (q < n && ix >= 0 && ix < p->W) a[q] += w[ky * 3 + kx] * LD16(row + ix * p->ldx);
-                        }
-                }
-                float *y = p->y + (oy * p->OW + ox) * p->ldy + c;
-#pragma GCC unroll 4
-                for (int q = 0; q < 4; q++)
-                    if (q < n) {
-                        v16 v = a[q];
-                        clamp16(&v, p->lo, p->hi);
-                        memcpy(y + q * p->ldy, &v, sizeof v);
-                    }
+            int64_t ox = 0;
+            for (; ox < lo; ox++) px_3x3(p, xr, w, b, ox, c, 1, 1, yr + ox * p->ldy + c);
+            for (; ox + 4 <= hi; ox += 4) px_3x3(p, xr, w, b, ox, c, 4, 0, yr + ox * p->ldy + c);
+            switch (hi - ox) {
+            case 3: px_3x3(p, xr, w, b, ox, c, 3, 0, yr + ox * p->ldy + c); ox += 3; break;
+            case 2: px_3x3(p, xr, w, b, ox, c, 2, 0, yr + ox * p->ldy + c); ox += 2; break;
+            case 1: px_3x3(p, xr, w, b, ox, c, 1, 0, yr + ox * p->ldy + c); ox += 1; break;
+            default: break;
             }
+            for (; ox < p->OW; ox++) px_3x3(p, xr, w, b, ox, c, 1, 1, yr + ox * p->ldy + c);
         }
     }
     return C16;

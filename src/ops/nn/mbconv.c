@@ -678,9 +678,10 @@ static int mbconv_prepack(const kiln_call *c, int input, void *dst, size_t *size
  * tactic minima of repeated MobileNetV2 builds: tactic 1 lost to tactic 3
  * in every block that has both (and in ppocr_cls), at 1 thread by 1-45%
  * and at 2 threads by 25-100%; to tactic 2 on the stem block by 20% / 40%
- * and on the 96-channel 14x14 blocks by 0% / 13%; against tactic 4 on the
- * 7x7 blocks it lost by 4-8% at 1 thread and came within 1.5% (either
- * way) at 2.  Yet a 2-thread build on a loaded machine times each
+ * and on the 96-channel 14x14 blocks by 0% / 13%.  Against tactic 4 on
+ * the 7x7 blocks (features.15-17) it now wins, by 0.02-0.04 ms a block at 1
+ * and 2 threads (session 10, forced-tactic A/B both ways round), and ties
+ * on the 14x14 -> 7x7 one.  Yet a 2-thread build on a loaded machine times each
  * candidate with about one core, where the whole-tensor steps come within
  * noise of the bands: main's builds at load 1.5-2.5 picked it for the stem
  * block, features.5-6, 8-11 or 12-13 in most runs.  Without an expand conv
