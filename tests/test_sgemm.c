@@ -3,8 +3,9 @@
  * register tile (1 .. MR+1 rows, NR-1 .. NR+1 columns, K = 1, around the K
  * block), every way of handing it B (matrix, transposed, packing callback,
  * shifted rows, prepacked), prepacked or strided A, alpha, bias, ReLU,
- * accumulate, the done hook, with 1 and 2 threads; results must be the same
- * bit for bit from run to run at a given thread count.
+ * accumulate, a residual, the done hook, with 1 and 2 threads (and 3 for
+ * the split over K); results must be the same bit for bit from run to run
+ * at a given thread count.
  *
  * `test_sgemm timing` (run by hand, not by ctest) prints GFLOP/s of the
  * shapes of a transformer encoder and of ResNet-18's convolutions. */
@@ -34,9 +35,12 @@ typedef struct problem {
     int64_t *b_off;
     float *bias;
     float alpha;
-    int relu, accumulate, pack_a;
-    float *c0; /* C before the call (accumulate) */
+    int relu, accumulate, pack_a, split_k;
+    float *c0;  /* C before the call (accumulate) */
+    float *res; /* M x N residual added before relu, or NULL */
 } problem;
+
+static int g_max_threads = 2; /* check_case runs 1 .. this many */
 
 static void packb_cb(const void *ud, int64_t k0, int64_t kc, int64_t n0, int64_t nc, int nr,
                      float *dst) {
@@ -83,6 +87,8 @@ static void run(const problem *p, int threads, float *c, done_log *dl, float *pa
     g.accumulate = p->accumulate;
     g.bias_row = p->bias;
     g.relu = p->relu;
+    g.res = p->res, g.ldr = p->N;
+    g.split_k = p->split_k;
     switch (p->b_kind) {
     case B_MATRIX: case B_PREPACKED: g.b = p->b, g.b_rs = p->ldb, g.b_cs = 1; break;
     case B_TRANS: g.b = p->b, g.b_rs = 1, g.b_cs = p->K; break;
@@ -123,6 +129,8 @@ static void check_case(uint64_t *rs, int64_t M, int64_t N, int64_t K, int b_kind
     p.pack_a = (flags >> 3) & 1;
     int with_bias = (flags >> 4) & 1, with_done = (flags >> 5) & 1;
     p.alpha = (flags >> 6) & 1 ? 0.75f : 1.0f;
+    p.split_k = (flags >> 7) & 1;
+    int with_res = (flags >> 8) & 1;
     int64_t nr = kiln__sgemm_nr();
     p.a = malloc((size_t)(M * K) * sizeof(float));
     p.ldb = b_kind == B_SHIFT ? N + 3 : N;
@@ -131,6 +139,7 @@ static void check_case(uint64_t *rs, int64_t M, int64_t N, int64_t K, int b_kind
     p.b_off = malloc((size_t)K * sizeof(int64_t));
     p.bias = with_bias ? malloc((size_t)M * sizeof(float)) : NULL;
     p.c0 = malloc((size_t)(M * N) * sizeof(float));
+    p.res = with_res ? malloc((size_t)(M * N) * sizeof(float)) : NULL;
     ASSERT(p.a && p.b && p.b_off && p.c0);
     for (int64_t i = 0; i < M * K; i++) p.a[i] = test_randf(rs, -1, 1);
     for (size_t i = 0; i < bsz; i++) p.b[i] = test_randf(rs, -1, 1);
@@ -140,13 +149,14 @@ static void check_case(uint64_t *rs, int64_t M, int64_t N, int64_t K, int b_kind
         p.b_off[k] = (int64_t)(test_rand_u64(rs) % (uint64_t)((K - 1) * p.ldb + 1));
     for (int64_t i = 0; with_bias && i < M; i++) p.bias[i] = test_randf(rs, -1, 1);
     for (int64_t i = 0; i < M * N; i++) p.c0[i] = test_randf(rs, -1, 1);
+    for (int64_t i = 0; with_res && i < M * N; i++) p.res[i] = test_randf(rs, -1, 1);
 
     size_t cn = (size_t)(M * N);
     float *c1 = malloc(cn * sizeof(float)), *c2 = malloc(cn * sizeof(float));
     float *packed = kiln__aligned_alloc(kiln__sgemm_pack_b_floats(K, N) * sizeof(float) + 64);
     unsigned char *seen = calloc(cn, 1);
     ASSERT(c1 && c2 && packed && seen);
-    for (int threads = 1; threads <= 2; threads++) {
+    for (int threads = 1; threads <= g_max_threads; threads++) {
         float *first = NULL;
         for (int rep = 0; rep < 2; rep++) {
             float *c = rep ? c2 : c1;
@@ -170,6 +180,7 @@ static void check_case(uint64_t *rs, int64_t M, int64_t N, int64_t K, int b_kind
                     s *= p.alpha;
                     if (p.bias) s += p.bias[i];
                     if (p.accumulate) s += p.c0[i * N + j];
+                    if (p.res) s += p.res[i * N + j];
                     if (p.relu && s < 0) s = 0;
                     double got = c[i * N + j];
                     double tol = 2e-6 * (mag + 2.0) + 1e-6;
@@ -186,7 +197,7 @@ static void check_case(uint64_t *rs, int64_t M, int64_t N, int64_t K, int b_kind
                 }
         }
     }
-    free(p.a), free(p.b), free(p.b_off), free(p.bias), free(p.c0);
+    free(p.a), free(p.b), free(p.b_off), free(p.bias), free(p.c0), free(p.res);
     free(c1), free(c2), free(seen);
     kiln__aligned_free(packed);
 }
@@ -255,6 +266,33 @@ TEST_IMPL(sgemm_large) {
     check_case(&rs, 64, 3000, 27, B_SHIFT, 2 | 16 | 32);
     check_case(&rs, 200, 1, 513, B_MATRIX, 4);
     check_case(&rs, 1, 1000, 513, B_TRANS, 4 | 16);
+}
+
+/* The split over K (kiln__gemm.split_k, Conv tactic 11): whole K blocks
+ * per thread (2 and 3 threads over 2..9 blocks, a partial last one), the
+ * partials summed with bias, residual, relu and the done hook; odd M and
+ * N, B as a matrix and as shifted rows (where it splits), prepacked or
+ * plain A; and where it does not apply (one K block, accumulate, B by
+ * callback or prepacked) the usual split. */
+TEST_IMPL(sgemm_split_k) {
+    uint64_t rs = 0x5B117Cu;
+    const int64_t kc = kiln__sgemm_kc();
+    g_max_threads = 3;
+    const struct { int64_t M, N, K; int b_kind, flags; } cs[] = {
+        {37, 61, 2 * kc + 1, B_MATRIX, 8 | 16 | 2},
+        {256, 196, 4 * kc, B_SHIFT, 8 | 16 | 2 | 32},
+        {61, 49, 8 * kc + 7, B_MATRIX, 8 | 16 | 2 | 256},
+        {13, 97, 3 * kc - 5, B_SHIFT, 16 | 2 | 256 | 32},
+        {150, 33, 2 * kc, B_MATRIX, 8 | 1 | 64 | 32},
+        {5, 3, 2 * kc + 9, B_SHIFT, 8 | 16}, /* one tile: not split */
+        {40, 70, kc - 3, B_MATRIX, 8 | 16 | 2 | 256},         /* one K block */
+        {40, 70, 2 * kc + 3, B_MATRIX, 8 | 16 | 4 | 256},     /* accumulate */
+        {40, 70, 2 * kc + 3, B_CALLBACK, 8 | 16 | 2 | 32},    /* B by callback */
+        {40, 70, 2 * kc + 3, B_PREPACKED, 16 | 2 | 256 | 32}, /* B prepacked */
+    };
+    for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++)
+        check_case(&rs, cs[i].M, cs[i].N, cs[i].K, cs[i].b_kind, cs[i].flags | 128);
+    g_max_threads = 2;
 }
 
 static double now_s(void) {
@@ -371,4 +409,5 @@ TEST_IMPL(sgemm_timing_is_by_hand) {
 }
 
 TEST_LIST(TEST_ENTRY(sgemm_edges), TEST_ENTRY(sgemm_shift_tiles), TEST_ENTRY(sgemm_random), TEST_ENTRY(sgemm_large),
+          TEST_ENTRY(sgemm_split_k),
           TEST_ENTRY(sgemm_timing_is_by_hand))

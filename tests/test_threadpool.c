@@ -61,21 +61,27 @@ static void task_fn(void *ud, int ith, int nth) {
     atomic_fetch_add(&t->calls, 1);
 }
 
+/* Every task once, on pools claiming by mask (up to 16 tasks: each thread
+ * its own first) and by counter (more). */
 TEST_IMPL(parallel_tasks) {
-    kiln__pool *p = kiln__pool_create(4);
-    kiln_exec e = {.device = KILN_DEVICE_CPU, .pool = p};
-    for (int rep = 0; rep < 2000; rep++) {
-        int n_tasks = 1 + rep % 7;
-        tasks t;
-        memset(&t, 0, sizeof t);
-        kiln_exec_parallel(&e, n_tasks, task_fn, &t);
-        int nth = n_tasks < 4 ? n_tasks : 4;
-        ASSERT_EQ(atomic_load(&t.calls), nth);
-        ASSERT_EQ(atomic_load(&t.nth_seen), nth);
-        for (int i = 0; i < nth; i++) ASSERT_EQ(atomic_load(&t.seen[i]), 1);
+    const int pools[] = {4, 16, 17, 20};
+    for (size_t pi = 0; pi < sizeof pools / sizeof pools[0]; pi++) {
+        const int threads = pools[pi];
+        kiln__pool *p = kiln__pool_create(threads);
+        kiln_exec e = {.device = KILN_DEVICE_CPU, .pool = p};
+        for (int rep = 0; rep < (threads > 4 ? 300 : 2000); rep++) {
+            int n_tasks = 1 + rep % (threads + 3);
+            tasks t;
+            memset(&t, 0, sizeof t);
+            kiln_exec_parallel(&e, n_tasks, task_fn, &t);
+            int nth = n_tasks < threads ? n_tasks : threads;
+            ASSERT_EQ(atomic_load(&t.calls), nth);
+            ASSERT_EQ(atomic_load(&t.nth_seen), nth);
+            for (int i = 0; i < nth; i++) ASSERT_EQ(atomic_load(&t.seen[i]), 1);
+        }
+        kiln_exec_parallel(&e, 0, task_fn, NULL); /* nothing to do */
+        kiln__pool_free(p);
     }
-    kiln_exec_parallel(&e, 0, task_fn, NULL); /* nothing to do */
-    kiln__pool_free(p);
 }
 
 typedef struct nested {

@@ -70,6 +70,16 @@ typedef struct kiln__gemm {
      * panels instead of packing B.  b, b_rs, b_cs still describe it (the
      * matrix-vector paths read B in place).  NULL: pack as usual. */
     const float *b_packed;
+    /* 1: with several threads, split K (whole KC blocks) instead of C's
+     * rows (where the GEMM would split rows): each thread multiplies its own range of K (the first thread
+     * the first, as a row-split producer wrote those rows of B) into a
+     * partial C of its own, then the threads sum the partials by rows and
+     * apply bias, residual, relu and `done` there.  Each thread reads only
+     * its share of B (from its own L2 when the layer before split its
+     * output rows the same way) and of A; the sums' order then depends on
+     * the thread count.  Taken only with B a matrix or shifted rows, not
+     * prepacked, and no accumulate; otherwise the usual split. */
+    int split_k;
 } kiln__gemm;
 
 /* Packed A for M x K (floats; a multiple of 16), and the packing itself:
@@ -91,11 +101,13 @@ void kiln__sgemm_serial(const kiln__gemm *g);
 /* Per-thread scratch of at least `floats` floats (64-byte aligned), kept
  * between calls and freed when the thread exits; NULL when out of memory.
  * Slot 0 belongs to the SGEMM; kernels use slots 1.. for their own data
- * (a kernel may call the SGEMM while holding slot 1). */
-#define KILN__CPU_SCRATCH_SLOTS 3
+ * (a kernel may call the SGEMM while holding slot 1); slot 3 holds the
+ * SGEMM's K-split partials (split_k). */
+#define KILN__CPU_SCRATCH_SLOTS 4
 float *kiln__cpu_scratch(int slot, size_t floats);
 
 /* Micro-kernel geometry (for packers that want to know). */
 int kiln__sgemm_nr(void);
+int kiln__sgemm_kc(void); /* depth of a K block (split_k splits whole ones) */
 
 #endif /* KILN_DEVICE_CPU_SGEMM_H */

@@ -51,6 +51,13 @@
  *             the output's own columns (no junk grid columns: 49 of 63 on
  *             a 7x7 output), so the GEMM writes Y in place; offered where
  *             8 is, never picked by auto.
+ *  11 pointwise GEMM split over K: a 1x1 stride-1 unpadded conv of one
+ *             group with at least two of the SGEMM's K blocks, run as auto
+ *             runs it but with the threads splitting the input channels
+ *             (kiln__gemm.split_k): each reads the channels it wrote in a
+ *             row-split layer before, from its own L2, instead of all of
+ *             them.  Elsewhere (and at 1 thread) what auto runs; offered
+ *             only where it applies.
  * Where several tactics run the same kernel on a conv (kernel_key), the
  * builder is offered one of them (conv_formats_fn); the others stay valid
  * in engine files.  A fused residual Add and/or Relu is applied in the
@@ -72,7 +79,7 @@
 #endif
 
 enum { T_AUTO = 1, T_GEMM = 2, T_DIRECT = 3, T_PADGEMM = 4, T_DW = 5, T_WINO = 6, T_DWROWS = 7, T_PADPACK = 8,
-       T_PADCOMPACT = 9, T_WINO2 = 10 };
+       T_PADCOMPACT = 9, T_WINO2 = 10, T_KSPLIT = 11 };
 
 /* The Winograd output tile size of a tactic (6: 4x4, 10: 2x2), else 0. */
 static int wino_m(int t) { return t == T_WINO ? 4 : t == T_WINO2 ? 2 : 0; }
@@ -694,7 +701,7 @@ static void conv_gemm(const kiln_call *c, const geom *g) {
             kiln__gemm gm = {.M = g->Mg, .N = osp, .K = K, .a = w + gi * g->Mg * K, .a_rs = K,
                              .a_cs = 1, .alpha = 1.0f, .c = y + (n * g->M + gi * g->Mg) * osp,
                              .ldc = osp, .bias_row = bias ? bias + gi * g->Mg : NULL,
-                             .a_packed = packed_w(c, g, gi)};
+                             .a_packed = packed_w(c, g, gi), .split_k = c->tactic == T_KSPLIT};
             kiln__ops_epi_rows ge;
             gemm_y_epilogue(c, g, &gm, &ge, n, gi, in_gemm ? &res : NULL, relu);
             if (pointwise && b_off) {
@@ -1293,6 +1300,7 @@ static int pick_tactic(int tactic, int direct_ok, const geom *g) {
     if (tactic == T_DIRECT && direct_ok && g->Cg * g->k[0] * g->k[1] * g->k[2] > 16 && g->Mg > 4)
         return T_PADGEMM;
     if (tactic == T_DIRECT && !direct_ok) return T_GEMM;
+    if (tactic == T_KSPLIT) return is_pointwise(g) && g->G == 1 ? T_KSPLIT : T_GEMM;
     if (tactic == T_GEMM || tactic == T_DIRECT || tactic == T_PADGEMM || tactic == T_DW || tactic == T_DWROWS ||
         tactic == T_PADPACK || tactic == T_PADCOMPACT)
         return tactic;
@@ -1485,6 +1493,9 @@ static int conv_formats_fn(const kiln_shape_ctx *c, kiln_combo *out, int max) {
         out[0].tactics[t++] = T_PADPACK;
         out[0].tactics[t++] = T_PADCOMPACT;
     }
+    if (G == 1 && have_cg && Cg >= 2 * kiln__sgemm_kc() && k[0] * k[1] * s[0] * s[1] == 1 &&
+        pb[0] + pb[1] + pe[0] + pe[1] == 0)
+        out[0].tactics[t++] = T_KSPLIT;
     autopad ap;
     if (!kiln__shape_ctx_building(c) || !have_cg || G < 1 || M % G || parse_autopad(c->attrs, &ap)) return n;
     /* The builder times each kernel once: a tactic that runs the same code
@@ -1496,7 +1507,8 @@ static int conv_formats_fn(const kiln_shape_ctx *c, kiln_combo *out, int max) {
               .s = {1, s[0], s[1]}, .d = {1, d[0], d[1]}, .pb = {0, pb[0], pb[1]}, .pe = {0, pe[0], pe[1]}};
     if (ap != AP_NOTSET) /* (read only by is_pointwise, where SAME/VALID pad nothing) */
         memset(g.pb, 0, sizeof g.pb), memset(g.pe, 0, sizeof g.pe);
-    static const int pref[] = {T_AUTO, T_GEMM, T_PADGEMM, T_PADPACK, T_PADCOMPACT, T_WINO, T_WINO2, T_DWROWS, T_DW, T_DIRECT};
+    static const int pref[] = {T_AUTO,  T_GEMM,  T_PADGEMM, T_PADPACK, T_PADCOMPACT, T_WINO,
+                               T_WINO2, T_KSPLIT, T_DWROWS,  T_DW,      T_DIRECT};
     int keep[KILN_MAX_TACTICS] = {0}, key[KILN_MAX_TACTICS];
     for (int i = 0; i < t; i++) key[i] = kernel_key(out[0].tactics[i], &g);
     for (size_t r = 0; r < sizeof pref / sizeof pref[0]; r++)
