@@ -252,7 +252,7 @@ static double spin_for(double host_ms, double gpu_ms, int iters) {
  * and a kernel whose threads read all of X (a GEMM split by output rows)
  * timed as fast as one whose threads read only their own band (split over
  * K: Conv tactic 11).  So before each sample, pool task t writes back one
- * float of every line of band t of each non-constant input (the same
+ * byte of every line of band t of each non-constant input (the same
  * values: only the lines' owner changes).  ResNet-50's layer3 and
  * layer4 at 2 threads: tactic 11 chosen on 8 of their 8 row-split
  * 1x1 convs over two builds, 2 of 8 without (load ~2). */
@@ -268,8 +268,8 @@ static void own_bands_task(void *ud, int ith, int nth) {
         if (o->L->in[i] < 0 || o->b->t[o->L->in[i]].kind == BT_CONST || !o->in[i].data) continue;
         int64_t lines = kiln_tensor_numel(&o->in[i]) * (int64_t)kiln_dtype_size(o->in[i].dtype) / 64, l0, l1;
         kiln_split_range(lines, ith, nth, &l0, &l1);
-        volatile float *p = o->in[i].data;
-        for (int64_t l = l0; l < l1; l++) p[l * 16] = p[l * 16];
+        volatile unsigned char *p = o->in[i].data; /* bytes: any dtype, bits unchanged */
+        for (int64_t l = l0; l < l1; l++) p[l * 64] = p[l * 64];
     }
 }
 
