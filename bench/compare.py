@@ -13,7 +13,8 @@ median is the median of the rounds' medians.  Prints, under a line with the
 date, the CPU model, the ORT version and the load average, three tables:
 
   latency: model | threads | ORT median ms | kiln median ms | ORT/kiln | CPU ms/run ORT, kiln | ORT/kiln by CPU
-           | max abs diff | relative diff | load (the 1-minute load average when the row was measured)
+           | min ms ORT, kiln | ORT/kiln by min | max abs diff | relative diff
+           | load (the 1-minute load average when the row was measured)
   load:    model | ORT session ms | kiln engine load ms | kiln/ORT | kiln first run ms | ORT first run ms
   profile: model | threads | GFLOP | kiln GFLOP/s | FMA peak GFLOP/s | of peak | top 5 layers
 
@@ -23,7 +24,10 @@ engine used per run (ORT: this process's, around its timed runs; kiln: the
 start, engine load and checksums).  Time slicing by other processes does not
 count in it, so on a shared machine the 1-thread CPU ratio is the steadier
 figure (their cache traffic still counts); with 2 threads it also counts
-both engines' spinning, so it is not a latency.  The diff is between kiln's and ORT's
+both engines' spinning, so it is not a latency.  min: the fastest single run
+of all rounds (each engine's best case; when a slow or busy VM puts the medians
+far above the minima, as on 2026-11-26 evening, the min ratio is the steadier
+latency figure).  The diff is between kiln's and ORT's
 outputs.  Load: ORT's InferenceSession creation against kiln_engine_load of
 the saved engine (libkiln through ctypes, same process, alternating); kiln's
 first run also verifies the checksums a mapped load defers.  Profile: the
@@ -160,9 +164,9 @@ def ort_session(model_path, threads):
 
 
 def ort_round(s, feeds, iters):
-    """(median ms, CPU ms per run) of iters runs, after one untimed run (the
-    first after the other engine's round finds the caches cold; kiln's CPU
-    figure leaves its first run out too)."""
+    """(median ms, CPU ms per run, min ms) of iters runs, after one untimed run
+    (the first after the other engine's round finds the caches cold; kiln's
+    CPU figure leaves its first run out too)."""
     s.run(None, feeds)
     ts = []
     c0 = time.process_time()
@@ -170,7 +174,7 @@ def ort_round(s, feeds, iters):
         t0 = time.perf_counter()
         s.run(None, feeds)
         ts.append((time.perf_counter() - t0) * 1e3)
-    return float(np.median(ts)), (time.process_time() - c0) * 1e3 / iters
+    return float(np.median(ts)), (time.process_time() - c0) * 1e3 / iters, float(np.min(ts))
 
 
 def children_cpu():
@@ -227,6 +231,12 @@ def kiln_bench(kiln, eng, threads, iters, warmup, profile=False):
         return None, out, "bench failed: " + (err.strip().splitlines() or ["?"])[-1][:160], cpu
     scale = {"s": 1e3, "ms": 1.0, "us": 1e-3}[m.group(1)]
     return float(m.group(2)) * scale, out, None, cpu
+
+
+def bench_min(out):
+    """The fastest run `kiln bench` printed, in ms (None if absent)."""
+    m = re.search(r"latency (ms|us|s)\b.*?min ([0-9.eE+-]+)", out or "")
+    return float(m.group(2)) * {"s": 1e3, "ms": 1.0, "us": 1e-3}[m.group(1)] if m else None
 
 
 def libkiln(kiln):
@@ -363,17 +373,20 @@ def main():
             for _ in range(a.warmup):
                 s.run(None, feeds)
             eng, outs, why = kiln_prepare(kiln, name, path, feeds, t)
-            o_meds, k_meds, o_cpu, k_cpu, bench_out = [], [], [], [], ""
+            o_meds, k_meds, o_cpu, k_cpu, o_mins, k_mins, bench_out = [], [], [], [], [], [], ""
             # a one-run bench: the CPU time of start, load and checksums
             k_base = kiln_bench(kiln, eng, t, 1, 0)[3] if eng and not why else None
             for r in range(rounds):
-                om, oc = ort_round(s, feeds, per)
+                om, oc, omin = ort_round(s, feeds, per)
                 o_meds.append(om)
+                o_mins.append(omin)
                 o_cpu.append(oc)
                 if eng and not why:
                     k, bench_out, why, kc = kiln_bench(kiln, eng, t, per, a.warmup)
                     if k is not None:
                         k_meds.append(k)
+                        if bench_min(bench_out) is not None:
+                            k_mins.append(bench_min(bench_out))
                         k_cpu.append(max(kc - k_base, 0.0) * 1e3 / max(per + a.warmup - 1, 1))
             del s
             ort_ms = float(np.median(o_meds))
@@ -390,7 +403,8 @@ def main():
                 rs = [d / max(float(np.max(np.abs(ref[k].astype(np.float64)))), 1e-30) for d, k in zip(ds, ks)]
                 diff = max(ds) if ds else None
                 rel = max(rs) if rs else None
-            rows.append((name, t, ort_ms, k_ms, diff, rel, why, os.getloadavg()[0], ort_c, k_c))
+            mins = (min(o_mins), min(k_mins)) if k_mins and not why else None
+            rows.append((name, t, ort_ms, k_ms, diff, rel, why, os.getloadavg()[0], ort_c, k_c, mins))
             print("%-16s threads %d: ORT %.3f ms, kiln %s%s" % (
                 name, t, ort_ms, "%.3f ms" % k_ms if k_ms else "-", "  (" + why + ")" if why else ""),
                 file=sys.stderr)
@@ -412,12 +426,13 @@ def main():
     print(header + " (at the start; %s at the end)" % " ".join("%.2f" % x for x in os.getloadavg()))
     print()
     print("| model | threads | ORT median ms | kiln median ms | ORT/kiln | CPU ms/run ORT, kiln | ORT/kiln by CPU "
-          "| max abs diff | max diff / max abs ref | load (1 min) |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
-    for name, t, o, k, d, r, why, ld, oc, kc in rows:
-        print("| %s | %d | %.3f | %s | %s | %s | %s | %s | %s | %.1f |" % (
+          "| min ms ORT, kiln | ORT/kiln by min | max abs diff | max diff / max abs ref | load (1 min) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for name, t, o, k, d, r, why, ld, oc, kc, mins in rows:
+        print("| %s | %d | %.3f | %s | %s | %s | %s | %s | %s | %s | %s | %.1f |" % (
             name, t, o, "%.3f" % k if k else "n/a: " + why, "%.2f" % (o / k) if k else "-",
             "%.3f, %s" % (oc, "%.3f" % kc if kc else "-"), "%.2f" % (oc / kc) if kc else "-",
+            "%.3f, %.3f" % mins if mins else "-", "%.2f" % (mins[0] / mins[1]) if mins else "-",
             "%.3g" % d if d is not None else "-", "%.3g" % r if r is not None else "-", ld))
     if loads:
         print()
