@@ -2,7 +2,8 @@
  * conv_fewc.h — a dense 2-D conv of few input channels (a network's stem:
  * 3 colour channels, 3x3 at stride 2) computed directly from the input
  * rows, for kiln::mbconv's expand step when the block starts at the image
- * (ops/nn/mbconv.c, builder/mbconv_fuse.c).
+ * (ops/nn/mbconv.c, builder/mbconv_fuse.c) and for Conv tactic 12 (a plain
+ * stem conv: ResNet's 7x7/2, PP-OCR det's 3x3/2; ops/nn/conv.c).
  *
  * Why: as a GEMM such a conv has K = C * KH * KW = 27, and building its
  * B operand (an im2col of strided, padded columns) costs about as much as
