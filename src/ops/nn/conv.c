@@ -989,7 +989,7 @@ static int fewc_applies(const geom *g) {
 typedef struct fewcctx {
     const kiln_call *c;
     const geom *g;
-    const float *bias;
+    const float *bias, *wp; /* wp: the weights packed by kiln__fewc_pack_w */
     float lo;  /* the kernel's clamp: 0 for a fused lone Relu */
     int fused; /* the epilogue is that clamp (or none) */
 } fewcctx;
@@ -1001,7 +1001,7 @@ static void fewc_range(void *ud, int64_t b, int64_t e) {
     const int64_t OH = g->o[1], OW = g->o[2], osp = OH * OW, nb = (OH + FEWC_ROWS - 1) / FEWC_ROWS;
     kiln__fewc p = {.C = g->C, .H = g->id[1], .W = g->id[2], .M = g->M, .OH = OH, .OW = OW, .KH = g->k[1],
                     .KW = g->k[2], .sy = g->s[1], .sx = g->s[2], .pt = g->pb[1], .pl = g->pb[2],
-                    .w = f->c->in[1].data, .bias = f->bias, .lo = f->lo, .hi = INFINITY};
+                    .w = f->c->in[1].data, .bias = f->bias, .lo = f->lo, .hi = INFINITY, .wp = f->wp};
     float *scratch = kiln__cpu_scratch(1, (size_t)kiln__fewc_scratch(&p));
     if (!scratch) return;
     for (int64_t u = b; u < e; u++) {
@@ -1014,18 +1014,23 @@ static void fewc_range(void *ud, int64_t b, int64_t e) {
     }
 }
 
-/* Returns 0, or 1 when it cannot run (no scratch for a zero bias). */
+/* Returns 0, or 1 when it cannot run (no scratch for the packed weights). */
 static int conv_fewc(const kiln_call *c, const geom *g) {
     const float *bias = c->nin > 2 && c->in[2].data ? c->in[2].data : NULL;
-    if (!bias) { /* the kernel reads a bias */
-        float *z = kiln__cpu_scratch(2, (size_t)g->M);
-        if (!z) return 1;
-        memset(z, 0, (size_t)g->M * sizeof(float));
-        bias = z;
+    kiln__fewc p = {.C = g->C, .M = g->M, .KH = g->k[1], .KW = g->k[2], .w = c->in[1].data};
+    const int64_t nw = kiln__fewc_packed_w(&p);
+    /* the weights packed once for every band (and thread), then a zero bias
+     * where there is none (the kernel reads one) */
+    float *wp = kiln__cpu_scratch(2, (size_t)(nw + g->M));
+    if (!wp) return 1;
+    kiln__fewc_pack_w(&p, wp);
+    if (!bias) {
+        memset(wp + nw, 0, (size_t)g->M * sizeof(float));
+        bias = wp + nw;
     }
     const float *res;
     int relu, fused = gemm_epilogue(c, 0, &res, &relu); /* a Relu in the kernel's store, not a second pass */
-    fewcctx f = {.c = c, .g = g, .bias = bias, .lo = fused && relu ? 0.0f : -INFINITY, .fused = fused};
+    fewcctx f = {.c = c, .g = g, .bias = bias, .wp = wp, .lo = fused && relu ? 0.0f : -INFINITY, .fused = fused};
     kiln_exec_parallel_for(c->exec, g->N * ((g->o[1] + FEWC_ROWS - 1) / FEWC_ROWS), 1, fewc_range, &f);
     return 0;
 }

@@ -31,11 +31,19 @@ typedef struct kiln__fewc {
      * `split` floats for odd i (the stride-2 phases of rows of even width,
      * which a stride-2 depthwise conv then reads without shuffles). */
     int64_t split;
+    /* kiln__fewc_rows only: the weights packed by kiln__fewc_pack_w, or
+     * NULL: it packs them into its scratch on every call (a caller that
+     * runs many bands of one conv packs them once: 64 x 147 floats for
+     * ResNet's stem, scattered 16 apart, cost ~8% of a band). */
+    const float *wp;
 } kiln__fewc;
 
 /* Floats of per-thread scratch kiln__fewc_rows needs (C <= FEWC_CMAX,
  * KH and KW <= FEWC_KMAX). */
 int64_t kiln__fewc_scratch(const kiln__fewc *p);
+/* Floats of p's weights packed for kiln__fewc_rows, and the packing. */
+int64_t kiln__fewc_packed_w(const kiln__fewc *p);
+void kiln__fewc_pack_w(const kiln__fewc *p, float *wp);
 /* Output rows [oy0, oy1) of every channel into y (channel m, row oy at
  * y[m * ys + (oy - oy0) * OW]), using scratch (kiln__fewc_scratch floats).
  * AVX-512 builds only (kiln__dwrows_fits); elsewhere it does nothing. */
