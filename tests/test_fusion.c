@@ -748,12 +748,16 @@ static void residual_case(int kind, int swap, cgeo g, unsigned flags, int thread
     /* the GEMM tactics (im2col 2, padded or in place 4), whose SGEMM adds
      * the residual and clamps on store where it can, and on 3x3 stride-1
      * convs Winograd (6, 10), which applies them to each finished block of
-     * tile rows, at 1 and 2 threads */
+     * tile rows; on convs of at most 4 input channels the few-channel
+     * kernel (12), which applies them to each band of output rows; at 1
+     * and 2 threads */
     const int wino = g.G == 1 && g.k[1] == 3 && g.k[2] == 3 && g.s[1] == 1 && g.s[2] == 1 && g.d[1] == 1 &&
                      g.d[2] == 1;
-    static const int tactics[] = {2, 4, 6, 10};
-    for (int ti = 0; ti < (wino ? 4 : 2); ti++) {
+    const int fewc = g.G == 1 && g.C <= 4 && g.k[1] <= 7 && g.k[2] <= 7 && g.d[1] == 1 && g.d[2] == 1;
+    static const int tactics[] = {2, 4, 12, 6, 10};
+    for (int ti = 0; ti < (wino ? 5 : 3); ti++) {
         const int tactic = tactics[ti];
+        if (tactic == 12 && !fewc) continue; /* (elsewhere it runs 4) */
         ASSERT_OK(test_force_tactic(e, st.layers - 1, tactic));
         for (int t = 1; t <= 2; t++) {
             run_xy(e, t, 1, x, n, y, n);
@@ -805,6 +809,11 @@ TEST_IMPL(fuse_residual) {
     cgeo tiles = {.N = 1, .C = 19, .G = 1, .id = {1, 40, 41}, .k = {1, 3, 3}, .s = {1, 1, 1}, .p = {0, 1, 1}, .d = {1, 1, 1}};
     residual_case(1, 0, tiles, KILN_BUILD_NO_TIMING, 2);
     residual_case(0, 1, tiles, KILN_BUILD_NO_TIMING, 1);
+    /* 3 channels, 7x7 (tactic 12, the stems' kernel): 11 rows (bands of 8
+     * and 3), 37 columns; with and without a bias */
+    cgeo few = {.N = 2, .C = 3, .G = 1, .id = {1, 11, 37}, .k = {1, 7, 7}, .s = {1, 1, 1}, .p = {0, 3, 3}, .d = {1, 1, 1}};
+    for (int kind = 0; kind < 3; kind++) residual_case(kind, kind == 1, few, KILN_BUILD_NO_TIMING, 2);
+    residual_case(0, 0, few, 0, 1); /* timed */
 }
 
 /* A fused engine through serialize / load: same chain, same results; a

@@ -58,6 +58,13 @@
  *             row-split layer before, from its own L2, instead of all of
  *             them.  Elsewhere (and at 1 thread) what auto runs; offered
  *             only where it applies.
+ *  12 few channels (conv_fewc.c, AVX-512): a 2-D undilated conv of one
+ *             group with at most 4 input channels and kernels up to 7x7
+ *             (a network's stem: ResNet's 7x7/2 from 3 channels), computed
+ *             from phase-split input rows, 16 output channels x 16
+ *             columns per tap load, no im2col; bands of output rows split
+ *             over threads.  Offered only where it applies; never picked
+ *             by auto.
  * Where several tactics run the same kernel on a conv (kernel_key), the
  * builder is offered one of them (conv_formats_fn); the others stay valid
  * in engine files.  A fused residual Add and/or Relu is applied in the
@@ -69,9 +76,11 @@
 #include "ops/common/cuda_impls.h"
 #include "ops/common/ops_util.h"
 #include "ops/nn/conv_dwrows.h"
+#include "ops/nn/conv_fewc.h"
 #include "ops/nn/conv_winograd.h"
 
 
+#include <math.h>
 #include <string.h>
 
 #if defined(__AVX512F__)
@@ -79,7 +88,7 @@
 #endif
 
 enum { T_AUTO = 1, T_GEMM = 2, T_DIRECT = 3, T_PADGEMM = 4, T_DW = 5, T_WINO = 6, T_DWROWS = 7, T_PADPACK = 8,
-       T_PADCOMPACT = 9, T_WINO2 = 10, T_KSPLIT = 11 };
+       T_PADCOMPACT = 9, T_WINO2 = 10, T_KSPLIT = 11, T_FEWC = 12 };
 
 /* The Winograd output tile size of a tactic (6: 4x4, 10: 2x2), else 0. */
 static int wino_m(int t) { return t == T_WINO ? 4 : t == T_WINO2 ? 2 : 0; }
@@ -959,6 +968,73 @@ static void conv_direct(const kiln_call *c, const geom *g) {
     kiln_exec_parallel_for(c->exec, units, 1, direct_range, &dc);
 }
 
+/* ------------------------------------------------------------ few-channel tactic */
+
+/* Tactic 12's static conditions (conv_fewc.h's limits; AVX-512 builds). */
+static int fewc_applies(const geom *g) {
+#if defined(__AVX512F__)
+    return g->nsp == 2 && g->G == 1 && g->Cg <= KILN__FEWC_CMAX && g->k[1] <= KILN__FEWC_KMAX &&
+           g->k[2] <= KILN__FEWC_KMAX && g->d[1] == 1 && g->d[2] == 1;
+#else
+    (void)g;
+    return 0;
+#endif
+}
+
+/* Output rows per work unit: conv_fewc.c splits them in one chunk, and
+ * the band's 64 channels (229 KB on ResNet's stem) are still in L2 when
+ * the epilogue runs over them. */
+#define FEWC_ROWS 8
+
+typedef struct fewcctx {
+    const kiln_call *c;
+    const geom *g;
+    const float *bias, *wp; /* wp: the weights packed by kiln__fewc_pack_w */
+    float lo;  /* the kernel's clamp: 0 for a fused lone Relu */
+    int fused; /* the epilogue is that clamp (or none) */
+} fewcctx;
+
+/* Work units [b, e): (image, band of FEWC_ROWS output rows). */
+static void fewc_range(void *ud, int64_t b, int64_t e) {
+    const fewcctx *f = ud;
+    const geom *g = f->g;
+    const int64_t OH = g->o[1], OW = g->o[2], osp = OH * OW, nb = (OH + FEWC_ROWS - 1) / FEWC_ROWS;
+    kiln__fewc p = {.C = g->C, .H = g->id[1], .W = g->id[2], .M = g->M, .OH = OH, .OW = OW, .KH = g->k[1],
+                    .KW = g->k[2], .sy = g->s[1], .sx = g->s[2], .pt = g->pb[1], .pl = g->pb[2],
+                    .w = f->c->in[1].data, .bias = f->bias, .lo = f->lo, .hi = INFINITY, .wp = f->wp};
+    float *scratch = kiln__cpu_scratch(1, (size_t)kiln__fewc_scratch(&p));
+    if (!scratch) return;
+    for (int64_t u = b; u < e; u++) {
+        const int64_t n = u / nb, oy0 = u % nb * FEWC_ROWS, oy1 = oy0 + FEWC_ROWS < OH ? oy0 + FEWC_ROWS : OH;
+        float *y = (float *)f->c->out[0].data + n * g->M * osp;
+        p.x = (const float *)f->c->in[0].data + n * g->C * g->id[1] * g->id[2];
+        kiln__fewc_rows(&p, oy0, oy1, y + oy0 * OW, osp, scratch);
+        for (int64_t m = 0; m < g->M && !f->fused; m++)
+            kiln__ops_epilogue_span(f->c, y, osp, m * osp + oy0 * OW, m * osp + oy1 * OW, 0);
+    }
+}
+
+/* Returns 0, or 1 when it cannot run (no scratch for the packed weights). */
+static int conv_fewc(const kiln_call *c, const geom *g) {
+    const float *bias = c->nin > 2 && c->in[2].data ? c->in[2].data : NULL;
+    kiln__fewc p = {.C = g->C, .M = g->M, .KH = g->k[1], .KW = g->k[2], .w = c->in[1].data};
+    const int64_t nw = kiln__fewc_packed_w(&p);
+    /* the weights packed once for every band (and thread), then a zero bias
+     * where there is none (the kernel reads one) */
+    float *wp = kiln__cpu_scratch(2, (size_t)(nw + g->M));
+    if (!wp) return 1;
+    kiln__fewc_pack_w(&p, wp);
+    if (!bias) {
+        memset(wp + nw, 0, (size_t)g->M * sizeof(float));
+        bias = wp + nw;
+    }
+    const float *res;
+    int relu, fused = gemm_epilogue(c, 0, &res, &relu); /* a Relu in the kernel's store, not a second pass */
+    fewcctx f = {.c = c, .g = g, .bias = bias, .wp = wp, .lo = fused && relu ? 0.0f : -INFINITY, .fused = fused};
+    kiln_exec_parallel_for(c->exec, g->N * ((g->o[1] + FEWC_ROWS - 1) / FEWC_ROWS), 1, fewc_range, &f);
+    return 0;
+}
+
 /* ------------------------------------------------------------ depthwise tactic */
 
 /* Tactic 5, for depthwise convs (one input channel per group, Cg == 1):
@@ -1301,6 +1377,7 @@ static int pick_tactic(int tactic, int direct_ok, const geom *g) {
         return T_PADGEMM;
     if (tactic == T_DIRECT && !direct_ok) return T_GEMM;
     if (tactic == T_KSPLIT) return is_pointwise(g) && g->G == 1 ? T_KSPLIT : T_GEMM;
+    if (tactic == T_FEWC) return fewc_applies(g) ? T_FEWC : T_PADGEMM;
     if (tactic == T_GEMM || tactic == T_DIRECT || tactic == T_PADGEMM || tactic == T_DW || tactic == T_DWROWS ||
         tactic == T_PADPACK || tactic == T_PADCOMPACT)
         return tactic;
@@ -1349,7 +1426,7 @@ static int conv_prepack(const kiln_call *c, int input, void *dst, size_t *size) 
     /* a 3-D conv runs direct only on a depth-1 input and kernel */
     int direct_ok = nsp < 3 || (x->ndim == 5 && x->dims[2] == 1 && g.k[0] == 1);
     int t = pick_tactic(c->tactic, direct_ok, &g);
-    if (t == T_DIRECT || t == T_DW || t == T_DWROWS) return 0;
+    if (t == T_DIRECT || t == T_DW || t == T_DWROWS || t == T_FEWC) return 0;
     /* an output known too narrow for Winograd runs the padded GEMM */
     const int wm = wino_m(t);
     if (wm && c->nout > 0 && c->out[0].ndim == 4 && c->out[0].dims[3] >= 0 &&
@@ -1393,6 +1470,7 @@ static int conv_impl_f32(const kiln_call *c) {
         tactic = T_PADGEMM; /* an output too narrow for it (documented above; it ran im2col) */
     }
     if (tactic == T_PADCOMPACT && !conv_padcompact(c, &g)) return 0;
+    if (tactic == T_FEWC && !conv_fewc(c, &g)) return 0;
     if (tactic == T_DIRECT)
         conv_direct(c, &g);
     else if ((tactic != T_PADGEMM && tactic != T_PADPACK) || conv_padgemm(c, &g, tactic == T_PADPACK))
@@ -1496,6 +1574,8 @@ static int conv_formats_fn(const kiln_shape_ctx *c, kiln_combo *out, int max) {
     if (G == 1 && have_cg && Cg >= 2 * kiln__sgemm_kc() && k[0] * k[1] * s[0] * s[1] == 1 &&
         pb[0] + pb[1] + pe[0] + pe[1] == 0)
         out[0].tactics[t++] = T_KSPLIT;
+    if (have_cg && fewc_applies(&(geom){.nsp = 2, .G = G, .Cg = Cg, .k = {1, k[0], k[1]}, .d = {1, d[0], d[1]}}))
+        out[0].tactics[t++] = T_FEWC;
     autopad ap;
     if (!kiln__shape_ctx_building(c) || !have_cg || G < 1 || M % G || parse_autopad(c->attrs, &ap)) return n;
     /* The builder times each kernel once: a tactic that runs the same code
@@ -1508,7 +1588,7 @@ static int conv_formats_fn(const kiln_shape_ctx *c, kiln_combo *out, int max) {
     if (ap != AP_NOTSET) /* (read only by is_pointwise, where SAME/VALID pad nothing) */
         memset(g.pb, 0, sizeof g.pb), memset(g.pe, 0, sizeof g.pe);
     static const int pref[] = {T_AUTO,  T_GEMM,  T_PADGEMM, T_PADPACK, T_PADCOMPACT, T_WINO,
-                               T_WINO2, T_KSPLIT, T_DWROWS,  T_DW,      T_DIRECT};
+                               T_WINO2, T_KSPLIT, T_DWROWS,  T_DW,      T_DIRECT, T_FEWC};
     int keep[KILN_MAX_TACTICS] = {0}, key[KILN_MAX_TACTICS];
     for (int i = 0; i < t; i++) key[i] = kernel_key(out[0].tactics[i], &g);
     for (size_t r = 0; r < sizeof pref / sizeof pref[0]; r++)

@@ -21,6 +21,15 @@ static int64_t phase_len(const kiln__fewc *p) { return p->OW + (p->KW - 1) / p->
 /* (16: the "16" of kiln__prepack_layout()'s "fewc16x12") */
 static int64_t packed_w(const kiln__fewc *p) { return (p->M + 15) / 16 * 16 * p->C * p->KH * p->KW; }
 
+int64_t kiln__fewc_packed_w(const kiln__fewc *p) { return packed_w(p); }
+
+void kiln__fewc_pack_w(const kiln__fewc *p, float *wp) {
+    const int64_t taps = p->C * p->KH * p->KW;
+    for (int64_t m = 0; m < (p->M + 15) / 16 * 16; m++)
+        for (int64_t t = 0; t < taps; t++)
+            wp[(m / 16 * taps + t) * 16 + m % 16] = m < p->M ? p->w[m * taps + t] : 0.0f;
+}
+
 /* Output channels per block of the pointwise kernel: 12 x 32 outputs, 24
  * accumulators, each weight broadcast feeding two FMAs.  Engine files
  * store We packed in this layout (kiln::mbconv tactic 3's prepack): a
@@ -106,18 +115,11 @@ static void row_block(const kiln__fewc *p, const float *const *rows, const int64
     }
 }
 
-/* The weights into wp (packed_w floats). */
-static void pack_w(const kiln__fewc *p, float *wp) {
-    const int64_t taps = p->C * p->KH * p->KW;
-    for (int64_t m = 0; m < (p->M + 15) / 16 * 16; m++)
-        for (int64_t t = 0; t < taps; t++)
-            wp[(m / 16 * taps + t) * 16 + m % 16] = m < p->M ? p->w[m * taps + t] : 0.0f;
-}
-
 void kiln__fewc_rows(const kiln__fewc *p, int64_t oy0, int64_t oy1, float *y, int64_t ys, float *scratch) {
     const int64_t taps = p->C * p->KH * p->KW, L = phase_len(p);
-    float *wp = scratch, *zero = scratch + packed_w(p), *ph = zero + p->sx * L; /* zero: a padding row */
-    pack_w(p, wp);
+    float *zero = scratch + packed_w(p), *ph = zero + p->sx * L; /* zero: a padding row */
+    const float *wp = p->wp ? p->wp : scratch;
+    if (!p->wp) kiln__fewc_pack_w(p, scratch);
     memset(zero, 0, (size_t)(p->sx * L) * sizeof(float));
     int64_t off[KMAX];
     for (int64_t kx = 0; kx < p->KW; kx++) off[kx] = kx % p->sx * L + kx / p->sx;

@@ -2,7 +2,8 @@
  * conv_fewc.h — a dense 2-D conv of few input channels (a network's stem:
  * 3 colour channels, 3x3 at stride 2) computed directly from the input
  * rows, for kiln::mbconv's expand step when the block starts at the image
- * (ops/nn/mbconv.c, builder/mbconv_fuse.c).
+ * (ops/nn/mbconv.c, builder/mbconv_fuse.c) and for Conv tactic 12 (a plain
+ * stem conv: ResNet's 7x7/2, PP-OCR det's 3x3/2; ops/nn/conv.c).
  *
  * Why: as a GEMM such a conv has K = C * KH * KW = 27, and building its
  * B operand (an im2col of strided, padded columns) costs about as much as
@@ -30,11 +31,19 @@ typedef struct kiln__fewc {
      * `split` floats for odd i (the stride-2 phases of rows of even width,
      * which a stride-2 depthwise conv then reads without shuffles). */
     int64_t split;
+    /* kiln__fewc_rows only: the weights packed by kiln__fewc_pack_w, or
+     * NULL: it packs them into its scratch on every call (a caller that
+     * runs many bands of one conv packs them once: 64 x 147 floats for
+     * ResNet's stem, scattered 16 apart, cost ~8% of a band). */
+    const float *wp;
 } kiln__fewc;
 
 /* Floats of per-thread scratch kiln__fewc_rows needs (C <= FEWC_CMAX,
  * KH and KW <= FEWC_KMAX). */
 int64_t kiln__fewc_scratch(const kiln__fewc *p);
+/* Floats of p's weights packed for kiln__fewc_rows, and the packing. */
+int64_t kiln__fewc_packed_w(const kiln__fewc *p);
+void kiln__fewc_pack_w(const kiln__fewc *p, float *wp);
 /* Output rows [oy0, oy1) of every channel into y (channel m, row oy at
  * y[m * ys + (oy - oy0) * OW]), using scratch (kiln__fewc_scratch floats).
  * AVX-512 builds only (kiln__dwrows_fits); elsewhere it does nothing. */
