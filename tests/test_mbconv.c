@@ -130,6 +130,10 @@ static void add_act(kiln_network *net, int a, const char *name, const char *in, 
     }
 }
 
+/* build()'s flags: timed builds only where a test checks the builder's
+ * candidates (mbconv_candidates). */
+static unsigned g_build_flags = KILN_BUILD_NO_TIMING;
+
 /* Builds the chain; `leak`: also mark the depthwise conv's output as a
  * network output (then it must not fuse); `hw` (or NULL): X's height and
  * width are dynamic, profile min/opt/max hw[0..2] x hw[3..5].  Returns the
@@ -170,7 +174,7 @@ static kiln_engine *build(const mbcase *t, int threads, int leak, const int64_t 
     }
     ASSERT_OK(kiln_network_mark_output(net, "Y"));
     if (leak) ASSERT_OK(kiln_network_mark_output(net, "D"));
-    kiln_build_config *cfg = test_build_config(KILN_BUILD_NO_TIMING, threads);
+    kiln_build_config *cfg = test_build_config(g_build_flags, threads);
     if (hw) {
         int64_t mn[4] = {t->N, t->C, hw[0], hw[3]}, opt[4] = {t->N, t->C, hw[1], hw[4]}, mx[4] = {t->N, t->C, hw[2], hw[5]};
         ASSERT_OK(kiln_build_config_set_profile(cfg, "X", 4, mn, opt, mx));
@@ -215,11 +219,11 @@ static void run_case(const mbcase *t, int threads) {
     /* 3: a 1x1 expand conv of at most 64 channels; 4: one over at most 1024 pixels, 64 out */
     const int t3 = t->expand && !t->ek && t->C <= 64, t4 = t->expand && !t->ek && t->H * t->W <= 1024 && OH * OW <= 64;
     /* a build without timing takes the first candidate: where the block
-     * has an expand conv (1x1 or a stem) builds leave tactic 1 out, but
-     * where tactic 4 competes with it (expand of more than 64 channels),
-     * so that is tactic 2 (and below, an engine with tactic 1 still loads
-     * and runs) */
-    const int first = t->expand && !(t4 && t->C > 64) ? 2 : 1;
+     * has an expand conv (1x1 or a stem) builds leave tactic 1 out, so that
+     * is tactic 2, but where tactic 4 would compete with it (expand of more
+     * than 64 channels) they offer one, tactic 1 at stride 1, 2 at stride 2
+     * (and below, an engine with any offered tactic still loads and runs) */
+    const int first = t->expand && !(t4 && t->C > 64 && t->sy == 1 && t->sx == 1) ? 2 : 1;
     ASSERT_EQ(e->layers[0].tactic, first);
     for (int tactic = 0; tactic <= 4; tactic++) {
         int offered = tactic < 3 || (tactic == 3 ? t3 : t4);
@@ -413,5 +417,43 @@ TEST_IMPL(mbconv_bad_input) {
     bad_block(8, 3, 2, 3, "kiln::mbconv: a 3 x 3 expand conv of 8 input channels; one other than 1x1");
 }
 
-TEST_LIST(TEST_ENTRY(mobilenet_blocks), TEST_ENTRY(mbconv_general), TEST_ENTRY(mbconv_stem), TEST_ENTRY(mbconv_dynamic),
+/* Timed builds of a block over a small plane with a wide expand: the
+ * builder has one candidate, whatever its timings say (bench/README.md
+ * session 11: tactic 4 lost in the network where its timings chose it),
+ * tactic 1 at stride 1 (MobileNetV2's 7x7 blocks), tactic 2 at stride 2
+ * (its 14x14 -> 7x7 one). */
+TEST_IMPL(mbconv_candidates) {
+    if (skip()) return;
+    mbcase cases[] = {
+        {.N = 1, .C = 80, .Ce = 160, .M = 40, .H = 7, .W = 7, .k = 3, .sy = 1, .sx = 1, .d = 1, .pt = 1, .pl = 1, .pb = 1, .pr = 1, .expand = 1, .act = ACT_RELU6},
+        {.N = 1, .C = 80, .Ce = 160, .M = 40, .H = 14, .W = 14, .k = 3, .sy = 2, .sx = 2, .d = 1, .pt = 1, .pl = 1, .pb = 1, .pr = 1, .expand = 1, .act = ACT_RELU6},
+    };
+    int one[2] = {0, 0};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const mbcase *t = &cases[i];
+        float *we = test_rnd_f32(&g_seed, t->Ce * t->C, -1, 1), *be = test_rnd_f32(&g_seed, t->Ce, -1, 1);
+        float *wd = test_rnd_f32(&g_seed, t->Ce * 9, -1, 1), *bd = test_rnd_f32(&g_seed, t->Ce, -1, 1);
+        float *wp = test_rnd_f32(&g_seed, t->M * t->Ce, -1, 1), *bp = test_rnd_f32(&g_seed, t->M, -1, 1);
+        for (int threads = 1; threads <= 2; threads++) {
+            kiln_build_stats st;
+            g_build_flags = 0;
+            kiln_engine *e = build(t, threads, 0, NULL, we, be, wd, bd, wp, bp, &st);
+            g_build_flags = KILN_BUILD_NO_TIMING;
+            ASSERT_EQ(st.layers, 1);
+            ASSERT_STR_EQ(e->layers[0].op_name, "mbconv");
+            int tac = e->layers[0].tactic;
+            if (t->sy == 1) {
+                one[threads - 1] = st.candidates; /* the block's one tactic (as the same build elsewhere) */
+                ASSERT_EQ(tac, 1);
+            } else {
+                ASSERT_EQ(st.candidates, one[threads - 1]);
+                ASSERT_EQ(tac, 2);
+            }
+            kiln_engine_free(e);
+        }
+        free(we); free(be); free(wd); free(bd); free(wp); free(bp);
+    }
+}
+
+TEST_LIST(TEST_ENTRY(mobilenet_blocks), TEST_ENTRY(mbconv_candidates), TEST_ENTRY(mbconv_general), TEST_ENTRY(mbconv_stem), TEST_ENTRY(mbconv_dynamic),
           TEST_ENTRY(mbconv_not_fused), TEST_ENTRY(mbconv_bad_input))

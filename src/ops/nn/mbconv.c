@@ -681,9 +681,21 @@ static int mbconv_prepack(const kiln_call *c, int input, void *dst, size_t *size
  * and on the 96-channel 14x14 blocks by 0% / 13%.  Against tactic 4 on
  * the 7x7 blocks (features.15-17) it now wins, by 0.02-0.04 ms a block at 1
  * and 2 threads (session 10, forced-tactic A/B both ways round), and ties
- * on the 14x14 -> 7x7 one.  Yet a 2-thread build on a loaded machine times each
- * candidate with about one core, where the whole-tensor steps come within
- * noise of the bands: main's builds at load 1.5-2.5 picked it for the stem
+ * on the 14x14 -> 7x7 one.  So where tactic 4 competes with tactic 1
+ * (small planes, a wide expand) builds offer one candidate: at stride 1
+ * (7x7 in, 7x7 out) tactic 1, which in the network beat tactic 4 there by
+ * 0.00-0.04 ms a block at 1 and 2 threads and tactic 2 (one band at 1
+ * thread: the same steps) by 0.02-0.04 at 2 threads, tied at 1; at stride 2
+ * (14x14 -> 7x7) tactic 2, ahead of tactic 4 by 0.01-0.02 ms at 1 thread
+ * in six runs of six and level or ahead at 2, and of tactic 1 by 0.01-0.03
+ * (session 11, forced-tactic A/B both ways round).  The builder's isolated
+ * timings put tactic 4 ahead of both by 5-12% at 1 thread (at load 2-4;
+ * perhaps because its samples find the block's 1-2 MB of packed weights in
+ * L2, where the network's layers do not: not verified), so it picked
+ * tactic 4 there in most builds.  Elsewhere tactic 1 stays out because a
+ * 2-thread build on a loaded machine times each candidate with about one
+ * core, where the whole-tensor steps come within noise of the bands:
+ * main's builds at load 1.5-2.5 picked tactic 1 for the stem
  * block, features.5-6, 8-11 or 12-13 in most runs.  Without an expand conv
  * it stays a candidate: it won PP-OCR det's first block at 1 thread. */
 static int mbconv_formats_fn(const kiln_shape_ctx *c, kiln_combo *out, int max) {
@@ -709,6 +721,10 @@ static int mbconv_formats_fn(const kiln_shape_ctx *c, kiln_combo *out, int max) 
     }
     if (expand && !(cl && C > DIRECT_MAX_C) && kiln__shape_ctx_building(c)) /* tactic 1 out: see above */
         memmove(k.tactics, k.tactics + 1, sizeof k.tactics - sizeof k.tactics[0]);
+    if (cl && C > DIRECT_MAX_C && kiln__shape_ctx_building(c)) { /* one candidate: see above */
+        memset(k.tactics, 0, sizeof k.tactics);
+        k.tactics[0] = s[0] == 1 && s[1] == 1 ? T_WHOLE : T_ROWS;
+    }
     out[0] = k;
     return 1;
 }
