@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A/B of two libkiln builds on a shared machine: both in one process.
 
-    python3 bench/ab_libs.py LIB_A ENGINE_A LIB_B ENGINE_B [--threads N] [--iterations N]
+    python3 bench/ab_libs.py LIB_A ENGINE_A LIB_B ENGINE_B [--threads N] [--threads-b N] [--iterations N]
                              [--input NAME=SHAPE]... [--per-layer] [--gap-ms MS]
 
 LIB_A and LIB_B are two builds of libkiln.so (say main's and a branch's),
@@ -16,7 +16,9 @@ NAME=SHAPE (repeatable; default input=1x3x224x224, the torchvision models
 of compare.py); outputs: --output NAME=SHAPE (default logits=1x1000), bound
 to NaN-filled buffers and compared between A and B (largest difference over
 the largest magnitude).  --per-layer prints each layer's minimum for A and
-B and the difference.
+B and the difference.  --threads-b runs B at another thread count (the
+same library and a 1- and a 2-thread engine: each layer's scaling and the
+time it loses to perfect scaling, in one process).
 """
 import argparse
 import ctypes as C
