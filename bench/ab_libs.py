@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A/B of two libkiln builds on a shared machine: both in one process.
 
-    python3 bench/ab_libs.py LIB_A ENGINE_A LIB_B ENGINE_B [--threads N] [--iterations N]
+    python3 bench/ab_libs.py LIB_A ENGINE_A LIB_B ENGINE_B [--threads N] [--threads-b N] [--iterations N]
                              [--input NAME=SHAPE]... [--per-layer] [--gap-ms MS]
 
 LIB_A and LIB_B are two builds of libkiln.so (say main's and a branch's),
@@ -16,7 +16,9 @@ NAME=SHAPE (repeatable; default input=1x3x224x224, the torchvision models
 of compare.py); outputs: --output NAME=SHAPE (default logits=1x1000), bound
 to NaN-filled buffers and compared between A and B (largest difference over
 the largest magnitude).  --per-layer prints each layer's minimum for A and
-B and the difference.
+B and the difference.  --threads-b runs B at another thread count (the
+same library and a 1- and a 2-thread engine: each layer's scaling and the
+time it loses to perfect scaling, in one process).
 """
 import argparse
 import ctypes as C
@@ -68,6 +70,9 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("lib_a"), ap.add_argument("engine_a"), ap.add_argument("lib_b"), ap.add_argument("engine_b")
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--threads-b", type=int, default=0,
+                    help="B's threads when they differ from A's (say A at 1, B at 2: per layer, the scaling and the "
+                         "time lost to perfect scaling, B - A * threads / threads-b)")
     ap.add_argument("--iterations", type=int, default=30)
     ap.add_argument("--input", action="append", default=[], help="NAME=1x3x224x224 (float32)")
     ap.add_argument("--output", action="append", default=[], help="NAME=1x1000 (float32), compared A vs B")
@@ -78,7 +83,7 @@ def main():
     a = ap.parse_args()
     inputs = dict(shape_of(s) for s in a.input) or {"input": (1, 3, 224, 224)}
     outputs = dict(shape_of(s) for s in a.output) or {"logits": (1, 1000)}
-    ks = [Kiln(a.lib_a, a.engine_a, a.threads, inputs), Kiln(a.lib_b, a.engine_b, a.threads, inputs)]
+    ks = [Kiln(a.lib_a, a.engine_a, a.threads, inputs), Kiln(a.lib_b, a.engine_b, a.threads_b or a.threads, inputs)]
     for k in ks:
         for name, shape in outputs.items():
             k.bind(name, np.full(shape, np.nan, np.float32))
@@ -97,11 +102,13 @@ def main():
                 if s == 0 and n not in mins[0]:
                     order.append(n)
                 mins[s][n] = min(mins[s].get(n, 1e30), ms)
+    scale = a.threads / a.threads_b if a.threads_b and a.threads_b != a.threads else 0
     if a.per_layer:
         for n in order:
             b = mins[1].get(n)
             print("%-48s %9.3f %9.3f %+8.3f" % (n, mins[0][n], b if b is not None else float("nan"),
-                                                 (b - mins[0][n]) if b is not None else float("nan")))
+                                                 (b - mins[0][n]) if b is not None else float("nan")) +
+                  ("  scaling %5.2fx lost %+7.3f" % (mins[0][n] / b, b - mins[0][n] * scale) if scale and b else ""))
     for s in (0, 1):
         v = sorted(lat[s])
         print("%s: run min %.3f ms, median %.3f ms; sum of per-layer minima %.3f ms" %

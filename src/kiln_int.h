@@ -99,6 +99,8 @@ kiln__pool *kiln__pool_create(int threads);   /* threads >= 1; 1 = no workers */
 void kiln__pool_free(kiln__pool *p);
 int kiln__pool_threads(const kiln__pool *p);
 void kiln__pool_run(kiln__pool *p, int n_tasks, kiln_task_fn fn, void *ud);
+/* on = 1 while an inference runs: idle workers yield instead of sleeping */
+void kiln__pool_hold(kiln__pool *p, int on);
 /* The CPU execution handle used by ops (wraps a pool). */
 struct kiln_exec {
     kiln_device_kind device;

@@ -4,6 +4,10 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
 
 typedef struct cover {
     _Atomic int *hits;
@@ -196,5 +200,79 @@ TEST_IMPL(concurrent_dispatch) {
     kiln__pool_free(p);
 }
 
+/* kiln__pool_hold: between dispatches 5 ms apart (past the 200 us spin)
+ * a held pool's worker yields instead of sleeping on the condition
+ * variable, a pool not held sleeps; every task runs once either way, and a
+ * pool freed while held does not hang. */
+typedef struct worker_tid {
+    _Atomic long tid; /* the thread that ran task 1 */
+    _Atomic int runs[2];
+} worker_tid;
+
+static void tid_task(void *ud, int ith, int nth) {
+    (void)nth;
+    worker_tid *w = ud;
+    if (ith == 1) atomic_store(&w->tid, (long)syscall(SYS_gettid));
+    const int was = atomic_fetch_add(&w->runs[ith], 1);
+    if (ith == 0) { /* leave task 1 to the worker: wait up to 20 ms for it */
+        struct timespec t0, t;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        do clock_gettime(CLOCK_MONOTONIC, &t);
+        while (atomic_load(&w->runs[1]) <= was &&
+               (t.tv_sec - t0.tv_sec) * 1000000000L + (t.tv_nsec - t0.tv_nsec) < 20000000L);
+    }
+}
+
+/* Voluntary context switches of thread tid of this process (-1: unknown). */
+static long voluntary_switches(long tid) {
+    char path[64], line[256];
+    snprintf(path, sizeof path, "/proc/self/task/%ld/status", tid);
+    FILE *f = fopen(path, "r");
+    long v = -1;
+    if (!f) return -1;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "voluntary_ctxt_switches: %ld", &v) == 1) break;
+    fclose(f);
+    return v;
+}
+
+static long switches_over_pauses(int hold, int pauses, worker_tid *w) {
+    kiln__pool *p = kiln__pool_create(2);
+    kiln_exec e = {.device = KILN_DEVICE_CPU, .pool = p};
+    kiln__pool_hold(p, hold);
+    long before = -1, after = -1, tid = -1;
+    const struct timespec pause = {0, 5000000};
+    for (int i = 0; i <= pauses; i++) {
+        kiln_exec_parallel(&e, 2, tid_task, w);
+        const long who = atomic_load(&w->tid);
+        if (tid < 0 && who != (long)syscall(SYS_gettid)) { /* the worker ran task 1: count from here */
+            tid = who;
+            before = voluntary_switches(tid);
+        }
+        nanosleep(&pause, NULL);
+    }
+    if (tid > 0) after = voluntary_switches(tid);
+    kiln__pool_free(p); /* held: the worker leaves its yield loop on stop */
+    return before >= 0 && after >= 0 ? after - before : -1;
+}
+
+TEST_IMPL(hold_yields) {
+    worker_tid held, free_;
+    memset(&held, 0, sizeof held);
+    memset(&free_, 0, sizeof free_);
+    const int pauses = 20;
+    long sw_held = switches_over_pauses(1, pauses, &held);
+    long sw_free = switches_over_pauses(0, pauses, &free_);
+    for (int t = 0; t < 2; t++) {
+        ASSERT_EQ(atomic_load(&held.runs[t]), pauses + 1);
+        ASSERT_EQ(atomic_load(&free_.runs[t]), pauses + 1);
+    }
+    /* -1: the caller ran task 1 every time (a loaded machine) or no /proc */
+    if (sw_held >= 0 && sw_free >= 0) {
+        if (sw_held >= 5) TEST__FAIL("held pool: the worker slept %ld times over %d pauses", sw_held, pauses);
+        if (sw_free < 5) TEST__FAIL("pool not held: the worker slept only %ld times over %d pauses", sw_free, pauses);
+    }
+}
+
 TEST_LIST(TEST_ENTRY(parallel_for_cover), TEST_ENTRY(parallel_tasks), TEST_ENTRY(nested_serial),
-          TEST_ENTRY(single_thread_inline), TEST_ENTRY(concurrent_dispatch))
+          TEST_ENTRY(single_thread_inline), TEST_ENTRY(concurrent_dispatch), TEST_ENTRY(hold_yields))

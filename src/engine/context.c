@@ -1397,7 +1397,10 @@ static int run(kiln_context *c, int sync) {
 
 KILN_API int kiln_context_run(kiln_context *c) {
     KILN__ARG(c, KILN_EINVAL);
-    return run(c, 1);
+    kiln__pool_hold(c->pool, 1); /* idle workers yield between layers, not sleep */
+    int rc = run(c, 1);
+    kiln__pool_hold(c->pool, 0);
+    return rc;
 }
 
 KILN_API int kiln_context_enqueue(kiln_context *c, void *stream) {
