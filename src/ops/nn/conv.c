@@ -50,7 +50,8 @@
  *   9 padded GEMM, compact: tactic 4's phase planes, B packed with only
  *             the output's own columns (no junk grid columns: 49 of 63 on
  *             a 7x7 output), so the GEMM writes Y in place; offered where
- *             8 is, never picked by auto.
+ *             8 is, never picked by auto; a strided 1x1 conv's builds offer
+ *             it alone (conv_formats_fn).
  *  11 pointwise GEMM split over K: a 1x1 stride-1 unpadded conv of one
  *             group with at least two of the SGEMM's K blocks, run as auto
  *             runs it but with the threads splitting the input channels
