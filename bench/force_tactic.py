@@ -10,7 +10,7 @@ test.  The timing cache (`kiln build --timing-cache FILE`) is text, one
 `ms key|tactic=N` a line; this rewrites the times so that a build reading it
 takes the tactic each RULE names:
 
-    OP=TACTIC[@MAXPIX]
+    OP=TACTIC[@MAXPIX][~SUBSTR]
 
 For every layer of op OP (as the cache spells it: kiln::mbconv, ai.onnx::Conv)
 that has an entry for TACTIC, and whose output (the key's last shape) has at
@@ -32,10 +32,10 @@ def main():
         sys.exit(__doc__)
     src, dst, rules = sys.argv[1], sys.argv[2], []
     for r in sys.argv[3:]:
-        m = re.fullmatch(r"([^=]+)=(\d+)(?:@(\d+))?", r)
+        m = re.fullmatch(r"([^=]+)=(\d+)(?:@(\d+))?(?:~(.+))?", r)
         if not m:
-            sys.exit("bad rule %r: expected OP=TACTIC[@MAXPIX]" % r)
-        rules.append((m.group(1), int(m.group(2)), int(m.group(3)) if m.group(3) else None))
+            sys.exit("bad rule %r: expected OP=TACTIC[@MAXPIX][~SUBSTR]" % r)
+        rules.append((m.group(1), int(m.group(2)), int(m.group(3)) if m.group(3) else None, m.group(4)))
     lines = open(src).read().splitlines()
     entries = {}  # layer key -> {tactic: line index}
     for i, line in enumerate(lines):
@@ -48,8 +48,9 @@ def main():
         dims = re.findall(r"\[(\d+(?:x\d+)*)\]", key)
         out = [int(d) for d in dims[-1].split("x")] if dims else []
         pix = out[-1] * out[-2] if len(out) >= 2 else None
-        for op, t, maxpix in rules:
-            if key.startswith(op + " ") and t in tactics and (maxpix is None or (pix is not None and pix <= maxpix)):
+        for op, t, maxpix, sub in rules:
+            if key.startswith(op + " ") and t in tactics and (maxpix is None or (pix is not None and pix <= maxpix)) \
+                    and (sub is None or sub in key):
                 want = t
         if want is None:
             continue

@@ -50,7 +50,8 @@
  *   9 padded GEMM, compact: tactic 4's phase planes, B packed with only
  *             the output's own columns (no junk grid columns: 49 of 63 on
  *             a 7x7 output), so the GEMM writes Y in place; offered where
- *             8 is, never picked by auto.
+ *             8 is, never picked by auto; a strided 1x1 conv's builds offer
+ *             it alone (conv_formats_fn).
  *  11 pointwise GEMM split over K: a 1x1 stride-1 unpadded conv of one
  *             group with at least two of the SGEMM's K blocks, run as auto
  *             runs it but with the threads splitting the input channels
@@ -1603,6 +1604,19 @@ static int conv_formats_fn(const kiln_shape_ctx *c, kiln_combo *out, int max) {
     for (int i = 0; i < t; i++)
         if (keep[i]) out[0].tactics[m++] = out[0].tactics[i];
     while (m < t) out[0].tactics[m++] = 0;
+    /* A strided 1x1 conv (ResNet's downsamples) is offered tactic 9 alone.
+     * Its phase plane is then the output's grid itself (PW = OW, no junk
+     * columns), so 4 and 8 are 9 plus a grid buffer copied into Y, and 2
+     * packs the same B by a slower gather.  In ResNet-50 (forced tactics,
+     * per-layer minima in one process, session 11) 9 beat 1 (= 4) on all
+     * three by 0.11-0.33 ms at 1 thread and 0.16-0.27 at 2, 8 by 0.07-0.19,
+     * 2 by 0.01-0.16 at 1 thread and 0.21-0.47 at 2; the builder's samples
+     * on a loaded VM put them within noise and took 1 or 8 in 3 of 12
+     * picks (4 cold builds). */
+    if (G == 1 && k[0] * k[1] == 1 && s[0] * s[1] > 1 && s[0] <= 4 && s[1] <= 4) {
+        memset(out[0].tactics, 0, sizeof out[0].tactics);
+        out[0].tactics[0] = T_PADCOMPACT;
+    }
     return n;
 }
 
