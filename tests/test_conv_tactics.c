@@ -22,6 +22,7 @@
 #include "test_ops_util.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -170,4 +171,74 @@ TEST_IMPL(conv_tactics_each_kernel_once) {
     for (size_t i = 0; i < sizeof g_cases / sizeof g_cases[0]; i++) run_case(&g_cases[i]);
 }
 
-TEST_LIST(TEST_ENTRY(conv_tactics_each_kernel_once))
+/* A kernel's per-thread scratch out of memory fails the run with a message
+ * naming it; it never returns success with Y unwritten.  The run is on a
+ * fresh thread (no scratch yet) after a warm-up run on this one (the
+ * context's own allocations done), with every allocation failing. */
+static _Atomic int g_fail_alloc;
+static void *fail_malloc(size_t n) { return g_fail_alloc ? NULL : malloc(n); }
+static void *fail_realloc(void *p, size_t n) { return g_fail_alloc ? NULL : realloc(p, n); }
+
+typedef struct oom_run {
+    kiln_context *ctx;
+    int rc;
+    char msg[512];
+} oom_run;
+
+static void *oom_thread(void *arg) {
+    oom_run *r = arg;
+    g_fail_alloc = 1;
+    r->rc = kiln_context_run(r->ctx);
+    g_fail_alloc = 0;
+    snprintf(r->msg, sizeof r->msg, "%s", kiln_errmsg());
+    return NULL;
+}
+
+TEST_IMPL(conv_scratch_out_of_memory) {
+    /* a stem-like conv: 3 -> 20 channels, 7x7 stride 2, 31 x 37 input */
+    const int64_t C = 3, M = 20, H = 31, W = 37, K = 7, OH = (H + 6 - K) / 2 + 1, OW = (W + 6 - K) / 2 + 1;
+    const int64_t nx = C * H * W, ny = M * OH * OW;
+    float *x = test_rnd_f32(&g_seed, nx, -1.0f, 1.0f), *w = test_rnd_f32(&g_seed, M * C * K * K, -1.0f, 1.0f);
+    float *y = test_xmalloc((size_t)ny * sizeof(float));
+    kiln_network *net = kiln_network_create();
+    ASSERT(net);
+    int64_t xd[4] = {1, C, H, W}, wd[4] = {M, C, K, K}, s[2] = {2, 2}, p[4] = {3, 3, 3, 3};
+    ASSERT_OK(kiln_network_add_input(net, "X", KILN_DTYPE_F32, 4, xd, NULL));
+    ASSERT_OK(kiln_network_add_constant(net, "W", KILN_DTYPE_F32, 4, wd, w));
+    const char *cin[2] = {"X", "W"}, *cout[1] = {"Y"};
+    kiln_layer *l = kiln_network_add_layer(net, "ai.onnx::Conv", 11, "conv", 2, cin, 1, cout);
+    if (!l) TEST__FAIL("add_layer Conv: %s", kiln_errmsg());
+    ASSERT_OK(kiln_layer_set_ints(l, "strides", s, 2));
+    ASSERT_OK(kiln_layer_set_ints(l, "pads", p, 4));
+    ASSERT_OK(kiln_network_mark_output(net, "Y"));
+    kiln_engine *e = test_build_ok(net, 0, 1, NULL);
+    kiln_network_free(net);
+    /* the padded GEMM (SGEMM scratch), direct, compact, few channels */
+    static const int tactics[] = {4, 3, 9, 12};
+    kiln_set_allocator(fail_malloc, fail_realloc, free);
+    for (size_t i = 0; i < sizeof tactics / sizeof tactics[0]; i++) {
+        if (tactics[i] == 12 && !kiln__dwrows_fits(1, 3)) continue; /* (an AVX-512 kernel) */
+        ASSERT_OK(test_force_tactic(e, 0, tactics[i]));
+        oom_run r = {0};
+        ASSERT_OK(kiln_context_create(e, 1, &r.ctx));
+        ASSERT_OK(kiln_context_bind(r.ctx, "X", x, (size_t)nx * sizeof(float)));
+        ASSERT_OK(kiln_context_bind(r.ctx, "Y", y, (size_t)ny * sizeof(float)));
+        ASSERT_OK(kiln_context_run(r.ctx)); /* warm-up: memory is there */
+        memset(y, 0xA5, (size_t)ny * sizeof(float));
+        pthread_t th;
+        ASSERT_EQ(pthread_create(&th, NULL, oom_thread, &r), 0);
+        ASSERT_EQ(pthread_join(th, NULL), 0);
+        if (r.rc == 0) TEST__FAIL("tactic %d: a run out of scratch memory returned success", tactics[i]);
+        if (!strstr(r.msg, "out of memory"))
+            TEST__FAIL("tactic %d: the error does not say out of memory: %s", tactics[i], r.msg);
+        ASSERT_OK(kiln_context_run(r.ctx)); /* memory back: runs again */
+        kiln_context_free(r.ctx);
+    }
+    kiln_set_allocator(malloc, realloc, free);
+    kiln_engine_free(e);
+    free(x);
+    free(w);
+    free(y);
+}
+
+TEST_LIST(TEST_ENTRY(conv_tactics_each_kernel_once), TEST_ENTRY(conv_scratch_out_of_memory))

@@ -96,7 +96,11 @@ float *kiln__cpu_scratch(int slot, size_t floats) {
     return s->buf[slot];
 }
 
-static float *scratch_get(size_t floats) { return kiln__cpu_scratch(0, floats); }
+float *kiln__cpu_scratch_or_fail(int slot, size_t floats, const char *what) {
+    float *p = kiln__cpu_scratch(slot, floats);
+    if (!p) kiln__misuse("%s: out of memory for %zu bytes of per-thread scratch", what, floats * sizeof(float));
+    return p;
+}
 
 int kiln__sgemm_nr(void) { return NR; }
 int kiln__sgemm_kc(void) { return KC; }
@@ -936,8 +940,8 @@ static void gemm_block(const kiln__gemm *g, int64_t m0, int64_t m1, int64_t n0, 
     ncmax = (ncmax + NR - 1) / NR * NR;
     int64_t mcmax = (m1 - m0) < MC ? (m1 - m0) : MC;
     mcmax = (mcmax + MR - 1) / MR * MR;
-    float *buf = scratch_get((size_t)(kcmax * ncmax + kcmax * mcmax) + 64);
-    if (!buf) return; /* out of memory: nothing sensible to do in a kernel */
+    float *buf = kiln__cpu_scratch_or_fail(0, (size_t)(kcmax * ncmax + kcmax * mcmax) + 64, "SGEMM");
+    if (!buf) return;
     float *pb = buf, *pa = buf + kcmax * ncmax;
     for (int64_t jc = n0; jc < n1; jc += ncb) {
         int64_t nc = n1 - jc < ncb ? n1 - jc : ncb;

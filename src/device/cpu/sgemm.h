@@ -105,6 +105,12 @@ void kiln__sgemm_serial(const kiln__gemm *g);
  * SGEMM's K-split partials (split_k). */
 #define KILN__CPU_SCRATCH_SLOTS 4
 float *kiln__cpu_scratch(int slot, size_t floats);
+/* kiln__cpu_scratch for a kernel that cannot run without it: out of
+ * memory it also records the failure (naming `what`) for the running
+ * layer, which then fails with it (kiln__misuse; a worker's reaches the
+ * caller through the pool), so the output is never left unwritten with a
+ * success status.  A kernel with a fallback calls kiln__cpu_scratch. */
+float *kiln__cpu_scratch_or_fail(int slot, size_t floats, const char *what);
 
 /* Micro-kernel geometry (for packers that want to know). */
 int kiln__sgemm_nr(void);

@@ -530,8 +530,8 @@ static void padgemm_done(void *ud, int64_t i0, int64_t i1, int64_t j0, int64_t n
 static void padgemm_blocks(void *ud, int64_t b, int64_t e) {
     const padctx *p0 = ud;
     const int64_t ng = p0->g->o[1] * p0->pg->PW, nb = p0->pg->nb;
-    float *buf = kiln__cpu_scratch(1, (size_t)(p0->g->Mg * nb) + 16);
-    if (!buf) return; /* out of memory: nothing sensible to do in a kernel */
+    float *buf = kiln__cpu_scratch_or_fail(1, (size_t)(p0->g->Mg * nb) + 16, "Conv (padded GEMM)");
+    if (!buf) return;
     for (int64_t blk = b; blk < e; blk++) {
         padctx p = *p0;
         p.jbase = blk * nb;
@@ -932,8 +932,8 @@ static void direct_range(void *ud, int64_t b, int64_t e) {
     const int64_t dy = g->d[1], dx = g->d[2];
     padded pp = {.PH = (OH - 1) * sy + (KH - 1) * dy + 1 + 3 * sy, .sx = sx};
     pp.PWs = OW + ((KW - 1) * dx) / sx + VW + 1;
-    float *xp = kiln__cpu_scratch(1, (size_t)(pp.PH * sx * pp.PWs) + VW);
-    int64_t *toff = (int64_t *)kiln__cpu_scratch(2, (size_t)KW * 2 + 16);
+    float *xp = kiln__cpu_scratch_or_fail(1, (size_t)(pp.PH * sx * pp.PWs) + VW, "Conv (direct)");
+    int64_t *toff = xp ? (int64_t *)kiln__cpu_scratch_or_fail(2, (size_t)KW * 2 + 16, "Conv (direct)") : NULL;
     if (!xp || !toff) return;
     for (int64_t kx = 0; kx < KW; kx++) {
         int64_t off = kx * dx;
@@ -1003,7 +1003,7 @@ static void fewc_range(void *ud, int64_t b, int64_t e) {
     kiln__fewc p = {.C = g->C, .H = g->id[1], .W = g->id[2], .M = g->M, .OH = OH, .OW = OW, .KH = g->k[1],
                     .KW = g->k[2], .sy = g->s[1], .sx = g->s[2], .pt = g->pb[1], .pl = g->pb[2],
                     .w = f->c->in[1].data, .bias = f->bias, .lo = f->lo, .hi = INFINITY, .wp = f->wp};
-    float *scratch = kiln__cpu_scratch(1, (size_t)kiln__fewc_scratch(&p));
+    float *scratch = kiln__cpu_scratch_or_fail(1, (size_t)kiln__fewc_scratch(&p), "Conv (few channels)");
     if (!scratch) return;
     for (int64_t u = b; u < e; u++) {
         const int64_t n = u / nb, oy0 = u % nb * FEWC_ROWS, oy1 = oy0 + FEWC_ROWS < OH ? oy0 + FEWC_ROWS : OH;

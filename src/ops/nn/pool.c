@@ -279,7 +279,7 @@ static void pool_planes_2d(const ptask *t, int64_t b, int64_t e) {
     const int64_t isp = IH * IW, osp = OH * OW;
     /* tap ranges per output column/row, computed once (64-bit divisions
      * are slow enough to dominate small windows) */
-    int64_t *tab = (int64_t *)kiln__cpu_scratch(1, (size_t)(3 * (OW + OH)) * 2 + 16);
+    int64_t *tab = (int64_t *)kiln__cpu_scratch_or_fail(1, (size_t)(3 * (OW + OH)) * 2 + 16, "pooling");
     if (!tab) return;
     int64_t *txl = tab, *txh = tab + OW, *txp = tab + 2 * OW;
     int64_t *tyl = tab + 3 * OW, *tyh = tyl + OH, *typ = tyh + OH;
@@ -292,7 +292,7 @@ static void pool_planes_2d(const ptask *t, int64_t b, int64_t e) {
          * first (unit stride, vectorized), then each output takes the max
          * of its columns of that row.  The first tap starts the max and
          * comparisons are PMAX, as below, so NaNs behave the same. */
-        float *rm = kiln__cpu_scratch(2, 2 * (size_t)IW + 32);
+        float *rm = kiln__cpu_scratch_or_fail(2, 2 * (size_t)IW + 32, "MaxPool");
         if (!rm) return;
         float *hm = rm + IW + 16; /* dx == 1: max of the KW columns from each start */
 #if defined(__AVX512F__)
