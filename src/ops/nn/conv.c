@@ -1579,6 +1579,20 @@ static int conv_formats_fn(const kiln_shape_ctx *c, kiln_combo *out, int max) {
         out[0].tactics[t++] = T_FEWC;
     autopad ap;
     if (!kiln__shape_ctx_building(c) || !have_cg || G < 1 || M % G || parse_autopad(c->attrs, &ap)) return n;
+    /* A strided 1x1 conv (ResNet's downsamples) is offered tactic 9 alone.
+     * Its phase plane is then the output's grid itself (PW = OW, no junk
+     * columns), so 4 and 8 are 9 plus a grid buffer copied into Y, and 2
+     * packs the same B by a slower gather.  In ResNet-50 (forced tactics,
+     * per-layer minima in one process, session 11) 9 beat 1 (= 4) on all
+     * three by 0.11-0.33 ms at 1 thread and 0.16-0.27 at 2, 8 by 0.07-0.19,
+     * 2 by 0.01-0.16 at 1 thread and 0.21-0.47 at 2; the builder's samples
+     * on a loaded VM put them within noise and took 1 or 8 in 3 of 12
+     * picks (4 cold builds). */
+    if (G == 1 && k[0] * k[1] == 1 && s[0] * s[1] > 1 && s[0] <= 4 && s[1] <= 4) {
+        memset(out[0].tactics, 0, sizeof out[0].tactics);
+        out[0].tactics[0] = T_PADCOMPACT;
+        return n;
+    }
     /* The builder times each kernel once: a tactic that runs the same code
      * as another is left out (at load and run it stays valid, so engines
      * that chose it still load).  Of equal ones auto is kept (the first
@@ -1604,19 +1618,6 @@ static int conv_formats_fn(const kiln_shape_ctx *c, kiln_combo *out, int max) {
     for (int i = 0; i < t; i++)
         if (keep[i]) out[0].tactics[m++] = out[0].tactics[i];
     while (m < t) out[0].tactics[m++] = 0;
-    /* A strided 1x1 conv (ResNet's downsamples) is offered tactic 9 alone.
-     * Its phase plane is then the output's grid itself (PW = OW, no junk
-     * columns), so 4 and 8 are 9 plus a grid buffer copied into Y, and 2
-     * packs the same B by a slower gather.  In ResNet-50 (forced tactics,
-     * per-layer minima in one process, session 11) 9 beat 1 (= 4) on all
-     * three by 0.11-0.33 ms at 1 thread and 0.16-0.27 at 2, 8 by 0.07-0.19,
-     * 2 by 0.01-0.16 at 1 thread and 0.21-0.47 at 2; the builder's samples
-     * on a loaded VM put them within noise and took 1 or 8 in 3 of 12
-     * picks (4 cold builds). */
-    if (G == 1 && k[0] * k[1] == 1 && s[0] * s[1] > 1 && s[0] <= 4 && s[1] <= 4) {
-        memset(out[0].tactics, 0, sizeof out[0].tactics);
-        out[0].tactics[0] = T_PADCOMPACT;
-    }
     return n;
 }
 
