@@ -43,8 +43,15 @@ static const tcase g_cases[] = {
      * im2col GEMM 2, the padded GEMM with packed B 8 or compact B 9,
      * Winograd 6 (4x4 tiles) and 10 (2x2 tiles) */
     {"dense 3x3", 16, 24, 1, 13, 11, 3, 1, 1, B(1) | B(2) | B(6) | B(8) | B(9) | B(10), B(3) | B(4) | B(5)},
-    /* dense 3x3 stride 2: no Winograd */
-    {"dense 3x3 stride 2", 16, 20, 1, 15, 12, 3, 2, 1, B(1) | B(2) | B(8) | B(9), B(3) | B(4) | B(5)},
+    /* dense 3x3 stride 2: no Winograd (a 9 x 8 output: above 64 pixels) */
+    {"dense 3x3 stride 2", 16, 20, 1, 17, 16, 3, 2, 1, B(1) | B(2) | B(8) | B(9), B(3) | B(4) | B(5)},
+    /* strided, 64 output pixels or fewer (ResNet's layer4.0 3x3/2): tactic
+     * 9 alone is weighed; the others still load and run.  7 x 7 outputs
+     * (49 columns: a strip of 32 and one of 17) from 13 x 14 and (pads 0)
+     * 15 x 16 inputs, odd channel counts, 8 x 8 (64) from 16 x 15 */
+    {"3x3 stride 2 to 7x7", 37, 53, 1, 13, 14, 3, 2, 1, B(9), B(1) | B(2) | B(3) | B(4) | B(5) | B(8)},
+    {"3x3 stride 2 to 7x7, no pads", 19, 29, 1, 15, 16, 3, 2, 0, B(9), B(1) | B(2) | B(3) | B(4) | B(5) | B(8)},
+    {"3x3 stride 2 to 8x8", 9, 14, 1, 16, 15, 3, 2, 1, B(9), B(1) | B(2) | B(3) | B(4) | B(5) | B(8)},
     /* odd input width: the phase rows' even and odd columns end one
      * apart, every row in the deinterleave's masked tail (19 and 18) */
     {"dense 3x3 stride 2, odd width", 8, 12, 1, 9, 37, 3, 2, 1, B(1) | B(2) | B(8) | B(9), B(3) | B(4) | B(5)},

@@ -1545,6 +1545,25 @@ static const kiln_combo conv_formats[] = {
     {"FP16|FP64", NULL, {T_AUTO}},
 };
 
+/* Output pixels of a 2-D conv whose input has constant spatial dims (a
+ * fixed-shape build), else -1. */
+static int64_t out_pixels(const kiln_desc *x, const int64_t *k, const int64_t *s, const int64_t *d,
+                          const int64_t *pb, const int64_t *pe, autopad ap) {
+    int64_t pix = 1;
+    for (int i = 0; i < 2; i++) {
+        int64_t n, o;
+        if (!kiln_expr_is_const(x->dims[2 + i], &n) || s[i] < 1) return -1;
+        if (ap == AP_SAME_UPPER || ap == AP_SAME_LOWER)
+            o = (n + s[i] - 1) / s[i];
+        else {
+            int64_t span = n + (ap == AP_VALID ? 0 : pb[i] + pe[i]) - d[i] * (k[i] - 1) - 1;
+            o = span < 0 ? 0 : span / s[i] + 1;
+        }
+        pix *= o;
+    }
+    return pix;
+}
+
 /* kiln_quick_op.formats_fn: conv_formats, plus Winograd (6, 10) where it runs
  * (a constant W for its transformed packing, and wino_applies) and depthwise
  * rows (7) on depthwise convs it fits.  It reads only
@@ -1588,7 +1607,18 @@ static int conv_formats_fn(const kiln_shape_ctx *c, kiln_combo *out, int max) {
      * 2 by 0.01-0.16 at 1 thread and 0.21-0.47 at 2; the builder's samples
      * on a loaded VM put them within noise and took 1 or 8 in 3 of 12
      * picks (4 cold builds). */
-    if (G == 1 && k[0] * k[1] == 1 && s[0] * s[1] > 1 && s[0] <= 4 && s[1] <= 4) {
+    /* So is a strided conv of a larger kernel whose output is at most 64
+     * pixels (a fixed input shape): ResNet's layer4.0 3x3/2 convs, 7x7
+     * outputs, where 9's 49 columns beat the grid tactics' 63 (7 rows of 9)
+     * and 2's gather.  ResNet-50's layer4.0/conv2 in the network (forced
+     * tactics, per-layer minima in one process): 9 ahead of 1, 8 and 2 by
+     * 0.26-0.31 ms at 1 thread and of 8 by 0.11-0.34 at 2 (sessions 11-12);
+     * ResNet-18's layer4.0/conv1 9 ahead of 1 and 8 by 0.13 at 1 thread
+     * and 0.03-0.05 at 2.  Builds on a loaded VM still took 8 (2 threads,
+     * session 12) or 1.  At 14x14 and 28x28 outputs the grid tactics tie
+     * with 9 or win by ~5%: those stay timed. */
+    int64_t opix = out_pixels(x, k, s, d, pb, pe, ap);
+    if (G == 1 && s[0] * s[1] > 1 && s[0] <= 4 && s[1] <= 4 && (k[0] * k[1] == 1 || (opix > 0 && opix <= 64))) {
         memset(out[0].tactics, 0, sizeof out[0].tactics);
         out[0].tactics[0] = T_PADCOMPACT;
         return n;
