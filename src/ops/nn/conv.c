@@ -1332,6 +1332,15 @@ static int conv_padcompact(const kiln_call *c, const geom *g) {
     const float *res;
     int relu, in_gemm = gemm_epilogue(c, 1, &res, &relu);
     compact cp = {.xp = xp, .off = off, .OH = g->o[1], .OW = g->o[2], .PW = pg.PW};
+    /* A small output over a long K (ResNet-50's layer4.0/conv2: 49 columns,
+     * K 4608) is split over K at >= 2 threads: split by rows (the strips
+     * of 32 + 17 columns leave nothing else) every thread packed all of B
+     * and the 2 threads scaled 1.4-1.6x.  In the network at 2 threads
+     * (5 runs, both orders, session 12) -0.08..-0.19 ms of 1.1-1.3; on its
+     * downsample (K 1024, a partial sum of 2048 x 49) +0.03..+0.06 in 4 of
+     * 5: hence K of 8 blocks or more.  The sums' order then depends on
+     * the thread count (as tactic 11's). */
+    const int ksplit = osp <= 64 && K >= 8 * kiln__sgemm_kc();
     for (int64_t n = 0; n < g->N; n++)
         for (int64_t gi = 0; gi < g->G; gi++) {
             padctx p = {.g = g, .pg = &pg, .x = x + (n * g->C + gi * g->Cg) * isp, .xp = xp};
@@ -1339,7 +1348,7 @@ static int conv_padcompact(const kiln_call *c, const geom *g) {
             kiln__gemm gm = {.M = g->Mg, .N = osp, .K = K, .a = w + gi * g->Mg * K, .a_rs = K, .a_cs = 1,
                              .alpha = 1.0f, .c = y + (n * g->M + gi * g->Mg) * osp, .ldc = osp,
                              .bias_row = bias ? bias + gi * g->Mg : NULL, .a_packed = packed_w(c, g, gi),
-                             .packb = compact_pack, .packb_ud = &cp};
+                             .packb = compact_pack, .packb_ud = &cp, .split_k = ksplit};
             kiln__ops_epi_rows ge;
             gemm_y_epilogue(c, g, &gm, &ge, n, gi, in_gemm ? &res : NULL, relu);
             kiln__sgemm(&gm, c->exec);
