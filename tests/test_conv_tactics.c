@@ -49,10 +49,12 @@ static const tcase g_cases[] = {
     /* strided, 64 output pixels or fewer (ResNet's layer4.0 3x3/2): tactic
      * 9 alone is weighed; the others still load and run.  7 x 7 outputs
      * (49 columns: a strip of 32 and one of 17) from 13 x 14 and (pads 0)
-     * 15 x 16 inputs, odd channel counts, 8 x 8 (64) from 16 x 15 */
+     * 15 x 16 inputs, odd channel counts (K of 256 or more: smaller convs
+     * keep every candidate), 8 x 8 (64) from 16 x 15 */
     {"3x3 stride 2 to 7x7", 37, 53, 1, 13, 14, 3, 2, 1, B(9), B(1) | B(2) | B(3) | B(4) | B(5) | B(8)},
-    {"3x3 stride 2 to 7x7, no pads", 19, 29, 1, 15, 16, 3, 2, 0, B(9), B(1) | B(2) | B(3) | B(4) | B(5) | B(8)},
-    {"3x3 stride 2 to 8x8", 9, 14, 1, 16, 15, 3, 2, 1, B(9), B(1) | B(2) | B(3) | B(4) | B(5) | B(8)},
+    {"3x3 stride 2 to 7x7, no pads", 31, 29, 1, 15, 16, 3, 2, 0, B(9), B(1) | B(2) | B(3) | B(4) | B(5) | B(8)},
+    {"3x3 stride 2 to 8x8", 29, 14, 1, 16, 15, 3, 2, 1, B(9), B(1) | B(2) | B(3) | B(4) | B(5) | B(8)},
+    {"3x3 stride 2 to 7x7, K 252", 28, 14, 1, 13, 13, 3, 2, 1, B(1) | B(2) | B(8) | B(9), B(3) | B(4) | B(5)},
     /* and K of 9 blocks (229 x 9 = 2061): tactic 9 splits K at 2 and 3 threads */
     {"3x3 stride 2 to 7x7, split over K", 229, 37, 1, 13, 13, 3, 2, 1, B(9), B(1) | B(2) | B(3) | B(4) | B(5) | B(8)},
     /* odd input width: the phase rows' even and odd columns end one

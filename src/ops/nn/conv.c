@@ -1625,9 +1625,11 @@ static int conv_formats_fn(const kiln_shape_ctx *c, kiln_combo *out, int max) {
      * ResNet-18's layer4.0/conv1 9 ahead of 1 and 8 by 0.13 at 1 thread
      * and 0.03-0.05 at 2.  Builds on a loaded VM still took 8 (2 threads,
      * session 12) or 1.  At 14x14 and 28x28 outputs the grid tactics tie
-     * with 9 or win by ~5%: those stay timed. */
+     * with 9 or win by ~5%: those stay timed, as do small convs (K under
+     * 256), where nothing was measured. */
     int64_t opix = out_pixels(x, k, s, d, pb, pe, ap);
-    if (G == 1 && s[0] * s[1] > 1 && s[0] <= 4 && s[1] <= 4 && (k[0] * k[1] == 1 || (opix > 0 && opix <= 64))) {
+    int small_out = opix > 0 && opix <= 64 && Cg * k[0] * k[1] >= 256;
+    if (G == 1 && s[0] * s[1] > 1 && s[0] <= 4 && s[1] <= 4 && (k[0] * k[1] == 1 || small_out)) {
         memset(out[0].tactics, 0, sizeof out[0].tactics);
         out[0].tactics[0] = T_PADCOMPACT;
         return n;
