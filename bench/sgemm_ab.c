@@ -76,6 +76,8 @@ static const struct {
     {49, 2048, 512, B_PACKED, "r50 1x1 512->2048 7^2 T"},
     {49, 512, 2048, B_PACKED, "r50 1x1 2048->512 7^2 T"},
     {49, 512, 4608, B_PACKED, "r50 3x3 512 7^2 T"},
+    {512, 16, 512, A_PACKED_B_MATRIX, "r50 wino2 7^2 one of 16"},
+    {256, 16, 256, A_PACKED_B_MATRIX, "r50 wino4 14^2 one of 36"},
     {144, 512, 256, A_PACKED_B_MATRIX, "in L2, 12 | M 144x512x256"},
     {128, 768, 768, B_PACKED, "bert 768x768"},
     {128, 3072, 768, B_PACKED, "bert FFN1 3072x768"},

@@ -51,7 +51,10 @@
  *             the output's own columns (no junk grid columns: 49 of 63 on
  *             a 7x7 output), so the GEMM writes Y in place; offered where
  *             8 is, never picked by auto; a strided 1x1 conv's builds offer
- *             it alone (conv_formats_fn).
+ *             it alone, and so do those of a strided conv with K >= 256
+ *             and a fixed output of <= 64 pixels (conv_formats_fn).  On
+ *             such an output with K of >= 8 SGEMM blocks the threads split
+ *             K (kiln__gemm.split_k) instead of C's rows.
  *  11 pointwise GEMM split over K: a 1x1 stride-1 unpadded conv of one
  *             group with at least two of the SGEMM's K blocks, run as auto
  *             runs it but with the threads splitting the input channels
