@@ -9,7 +9,7 @@
  * Rounds alternate base, new, new, base, ... and each variant's figure is
  * its fastest call (a neighbour's burst on a shared machine slows a call,
  * never speeds one up); operands are hot except with COLD=n in the
- * environment (n copies of a prepacked B used in turn, as a weight read once
+ * environment (n copies of the prepacked operand, A or B, used in turn, as a weight read once
  * per inference).  Printed: GFLOP/s, % of the FMA peak measured just after
  * (tools/fma_peak.c), new/base and the largest difference of the outputs
  * (0 where the summation order is the same).  ONLY = 0 or 1 times that
@@ -71,6 +71,13 @@ static const struct {
     {256, 196, 1024, A_PACKED_B_MATRIX, "r50 1x1 1024->256 14^2"},
     {1024, 196, 256, A_PACKED_B_MATRIX, "r50 1x1 256->1024 14^2"},
     {2048, 49, 512, A_PACKED_B_MATRIX, "r50 1x1 512->2048 7^2"},
+    {512, 49, 2048, A_PACKED_B_MATRIX, "r50 1x1 2048->512 7^2"},
+    {512, 49, 4608, A_PACKED_B_MATRIX, "r50 3x3 512 7^2"},
+    {49, 2048, 512, B_PACKED, "r50 1x1 512->2048 7^2 T"},
+    {49, 512, 2048, B_PACKED, "r50 1x1 2048->512 7^2 T"},
+    {49, 512, 4608, B_PACKED, "r50 3x3 512 7^2 T"},
+    {512, 16, 512, A_PACKED_B_MATRIX, "r50 wino2 7^2 one of 16"},
+    {256, 16, 256, A_PACKED_B_MATRIX, "r50 wino4 14^2 one of 36"},
     {144, 512, 256, A_PACKED_B_MATRIX, "in L2, 12 | M 144x512x256"},
     {128, 768, 768, B_PACKED, "bert 768x768"},
     {128, 3072, 768, B_PACKED, "bert FFN1 3072x768"},
@@ -87,7 +94,7 @@ int main(int argc, char **argv) {
     int copies = getenv("COLD") ? atoi(getenv("COLD")) : 1;
     if (copies < 1) copies = 1;
     printf("FMA peak %.1f GFLOP/s (1 thread); %d thread(s), %d round(s)%s\n", cli_fma_peak_gflops(1), threads,
-           rounds, copies > 1 ? ", cold prepacked B" : "");
+           rounds, copies > 1 ? ", cold prepacked weights" : "");
     srand(1);
     for (size_t s = 0; s < sizeof S / sizeof S[0]; s++) {
         if (only && !strstr(S[s].what, only)) continue;
@@ -100,7 +107,7 @@ int main(int argc, char **argv) {
         kiln__gemm g[2];
         float *c[2], *packed[2];
         size_t pfloats[2];
-        int ncopies = S[s].kind == B_PACKED ? copies : 1;
+        int ncopies = copies;
         for (int v = 0; v < 2; v++) {
             c[v] = malloc(sizeof(float) * (size_t)(M * N));
             memset(&g[v], 0, sizeof g[v]);
@@ -122,7 +129,11 @@ int main(int argc, char **argv) {
                 int v = r & 1 ? 1 - i : i;
                 if (alone >= 0 && v != alone) continue;
                 for (int q = 0; q < reps; q++) {
-                    if (ncopies > 1) g[v].b_packed = packed[v] + pfloats[v] * (size_t)((r * reps + q) % ncopies);
+                    if (ncopies > 1) {
+                        float *pk = packed[v] + pfloats[v] * (size_t)((r * reps + q) % ncopies);
+                        if (S[s].kind == B_PACKED) g[v].b_packed = pk;
+                        else g[v].a_packed = pk;
+                    }
                     double t0 = now_s();
                     V[v].gemm(&g[v], pool ? &e : NULL);
                     double t = now_s() - t0;

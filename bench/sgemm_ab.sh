@@ -12,7 +12,7 @@ F="-O3 -DNDEBUG -Wall -Wextra -Werror -D_GNU_SOURCE -march=native -std=gnu11 -Ii
 # every name sgemm.c exports, prefixed, so that both copies link beside libkiln.a's
 ren() {
     for n in sgemm sgemm_serial sgemm_pack_a sgemm_pack_a_floats sgemm_pack_b sgemm_pack_b_floats \
-             cpu_scratch sgemm_nr prepack_layout; do printf ' -Dkiln__%s=%s_%s' $n "$1" $n; done
+             cpu_scratch cpu_scratch_or_fail sgemm_nr sgemm_kc prepack_layout; do printf ' -Dkiln__%s=%s_%s' $n "$1" $n; done
 }
 git show "$rev":src/device/cpu/sgemm.c > $out/sgemm_base.c
 cc $F $(ren base) -Isrc/device/cpu -c $out/sgemm_base.c -o $out/base.o

@@ -1114,6 +1114,18 @@ typedef struct ksplit {
     float *part[KSPLIT_MAX];
 } ksplit;
 
+/* A packing callback over K rows [k0, ...) of the whole GEMM's B. */
+typedef struct ksplit_b {
+    kiln__packb_fn packb;
+    const void *ud;
+    int64_t k0;
+} ksplit_b;
+
+static void ksplit_packb(const void *ud, int64_t k0, int64_t kc, int64_t n0, int64_t nc, int nr, float *dst) {
+    const ksplit_b *kb = ud;
+    kb->packb(kb->ud, kb->k0 + k0, kc, n0, nc, nr, dst);
+}
+
 static void ksplit_mul(void *ud, int ith, int nth) {
     ksplit *s = ud;
     const kiln__gemm *g = s->g;
@@ -1129,7 +1141,10 @@ static void ksplit_mul(void *ud, int ith, int nth) {
     sub.K = k1 - k0;
     sub.a = g->a + k0 * g->a_cs;
     if (g->a_packed) sub.a_packed = g->a_packed + k0 * round_up(g->M, MR); /* K block b0's panels */
-    if (g->b_shift)
+    ksplit_b kb = {g->packb, g->packb_ud, k0};
+    if (g->packb)
+        sub.packb = ksplit_packb, sub.packb_ud = &kb;
+    else if (g->b_shift)
         sub.b_off = g->b_off + k0;
     else
         sub.b = g->b + k0 * g->b_rs;
@@ -1170,8 +1185,8 @@ static void ksplit_sum(void *ud, int ith, int nth) {
  * only where it would split C's rows). */
 static int sgemm_ksplit(const kiln__gemm *g, kiln_exec *exec, int threads) {
     const int64_t nkb = (g->K + KC - 1) / KC;
-    if (!g->split_k || nkb < 2 || g->accumulate || g->b_packed || g->packb || g->N < 2 ||
-        (g->b_shift ? !g->b_off : !g->b))
+    if (!g->split_k || nkb < 2 || g->accumulate || g->b_packed || g->N < 2 ||
+        (!g->packb && (g->b_shift ? !g->b_off : !g->b)))
         return 0;
     ksplit s = {.g = g, .nkb = nkb, .ldp = round_up(g->N, 16)};
     int tasks = threads < nkb ? threads : (int)nkb;

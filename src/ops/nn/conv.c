@@ -51,7 +51,10 @@
  *             the output's own columns (no junk grid columns: 49 of 63 on
  *             a 7x7 output), so the GEMM writes Y in place; offered where
  *             8 is, never picked by auto; a strided 1x1 conv's builds offer
- *             it alone (conv_formats_fn).
+ *             it alone, and so do those of a strided conv with K >= 256
+ *             and a fixed output of <= 64 pixels (conv_formats_fn).  On
+ *             such an output with K of >= 8 SGEMM blocks the threads split
+ *             K (kiln__gemm.split_k) instead of C's rows.
  *  11 pointwise GEMM split over K: a 1x1 stride-1 unpadded conv of one
  *             group with at least two of the SGEMM's K blocks, run as auto
  *             runs it but with the threads splitting the input channels
@@ -1332,6 +1335,15 @@ static int conv_padcompact(const kiln_call *c, const geom *g) {
     const float *res;
     int relu, in_gemm = gemm_epilogue(c, 1, &res, &relu);
     compact cp = {.xp = xp, .off = off, .OH = g->o[1], .OW = g->o[2], .PW = pg.PW};
+    /* A small output over a long K (ResNet-50's layer4.0/conv2: 49 columns,
+     * K 4608) is split over K at >= 2 threads: split by rows (the strips
+     * of 32 + 17 columns leave nothing else) every thread packed all of B
+     * and the 2 threads scaled 1.4-1.6x.  In the network at 2 threads
+     * (5 runs, both orders, session 12) -0.08..-0.19 ms of 1.1-1.3; on its
+     * downsample (K 1024, a partial sum of 2048 x 49) +0.03..+0.06 in 4 of
+     * 5: hence K of 8 blocks or more.  The sums' order then depends on
+     * the thread count (as tactic 11's). */
+    const int ksplit = osp <= 64 && K >= 8 * kiln__sgemm_kc();
     for (int64_t n = 0; n < g->N; n++)
         for (int64_t gi = 0; gi < g->G; gi++) {
             padctx p = {.g = g, .pg = &pg, .x = x + (n * g->C + gi * g->Cg) * isp, .xp = xp};
@@ -1339,7 +1351,7 @@ static int conv_padcompact(const kiln_call *c, const geom *g) {
             kiln__gemm gm = {.M = g->Mg, .N = osp, .K = K, .a = w + gi * g->Mg * K, .a_rs = K, .a_cs = 1,
                              .alpha = 1.0f, .c = y + (n * g->M + gi * g->Mg) * osp, .ldc = osp,
                              .bias_row = bias ? bias + gi * g->Mg : NULL, .a_packed = packed_w(c, g, gi),
-                             .packb = compact_pack, .packb_ud = &cp};
+                             .packb = compact_pack, .packb_ud = &cp, .split_k = ksplit};
             kiln__ops_epi_rows ge;
             gemm_y_epilogue(c, g, &gm, &ge, n, gi, in_gemm ? &res : NULL, relu);
             kiln__sgemm(&gm, c->exec);
@@ -1545,6 +1557,25 @@ static const kiln_combo conv_formats[] = {
     {"FP16|FP64", NULL, {T_AUTO}},
 };
 
+/* Output pixels of a 2-D conv whose input has constant spatial dims (a
+ * fixed-shape build), else -1. */
+static int64_t out_pixels(const kiln_desc *x, const int64_t *k, const int64_t *s, const int64_t *d,
+                          const int64_t *pb, const int64_t *pe, autopad ap) {
+    int64_t pix = 1;
+    for (int i = 0; i < 2; i++) {
+        int64_t n, o;
+        if (!kiln_expr_is_const(x->dims[2 + i], &n) || s[i] < 1) return -1;
+        if (ap == AP_SAME_UPPER || ap == AP_SAME_LOWER)
+            o = (n + s[i] - 1) / s[i];
+        else {
+            int64_t span = n + (ap == AP_VALID ? 0 : pb[i] + pe[i]) - d[i] * (k[i] - 1) - 1;
+            o = span < 0 ? 0 : span / s[i] + 1;
+        }
+        pix *= o;
+    }
+    return pix;
+}
+
 /* kiln_quick_op.formats_fn: conv_formats, plus Winograd (6, 10) where it runs
  * (a constant W for its transformed packing, and wino_applies) and depthwise
  * rows (7) on depthwise convs it fits.  It reads only
@@ -1588,7 +1619,20 @@ static int conv_formats_fn(const kiln_shape_ctx *c, kiln_combo *out, int max) {
      * 2 by 0.01-0.16 at 1 thread and 0.21-0.47 at 2; the builder's samples
      * on a loaded VM put them within noise and took 1 or 8 in 3 of 12
      * picks (4 cold builds). */
-    if (G == 1 && k[0] * k[1] == 1 && s[0] * s[1] > 1 && s[0] <= 4 && s[1] <= 4) {
+    /* So is a strided conv of a larger kernel whose output is at most 64
+     * pixels (a fixed input shape): ResNet's layer4.0 3x3/2 convs, 7x7
+     * outputs, where 9's 49 columns beat the grid tactics' 63 (7 rows of 9)
+     * and 2's gather.  ResNet-50's layer4.0/conv2 in the network (forced
+     * tactics, per-layer minima in one process): 9 ahead of 1, 8 and 2 by
+     * 0.26-0.31 ms at 1 thread and of 8 by 0.11-0.34 at 2 (sessions 11-12);
+     * ResNet-18's layer4.0/conv1 9 ahead of 1 and 8 by 0.13 at 1 thread
+     * and 0.03-0.05 at 2.  Builds on a loaded VM still took 8 (2 threads,
+     * session 12) or 1.  At 14x14 and 28x28 outputs the grid tactics tie
+     * with 9 or win by ~5%: those stay timed, as do small convs (K under
+     * 256), where nothing was measured. */
+    int64_t opix = out_pixels(x, k, s, d, pb, pe, ap);
+    int small_out = opix > 0 && opix <= 64 && Cg * k[0] * k[1] >= 256;
+    if (G == 1 && s[0] * s[1] > 1 && s[0] <= 4 && s[1] <= 4 && (k[0] * k[1] == 1 || small_out)) {
         memset(out[0].tactics, 0, sizeof out[0].tactics);
         out[0].tactics[0] = T_PADCOMPACT;
         return n;
