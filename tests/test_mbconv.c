@@ -316,6 +316,20 @@ TEST_IMPL(mbconv_stem) {
     }
 }
 
+/* 3 threads: the row bands are split into one contiguous share per thread
+ * (bands_task in mbconv.c), so band counts that 3 does not divide (a band
+ * per output row, 2 images, one band) leave threads uneven or idle. */
+TEST_IMPL(mbconv_three_threads) {
+    if (skip()) return;
+    mbcase cases[] = {
+        {.N = 1, .C = 16, .Ce = 96, .M = 24, .H = 112, .W = 112, .k = 3, .sy = 2, .sx = 2, .d = 1, .pt = 0, .pl = 0, .pb = 1, .pr = 1, .expand = 1, .act = ACT_RELU6},
+        {.N = 2, .C = 5, .Ce = 17, .M = 5, .H = 9, .W = 12, .k = 3, .sy = 1, .sx = 1, .d = 1, .pt = 1, .pl = 1, .pb = 1, .pr = 1, .expand = 1, .act = ACT_RELU, .residual = 1},
+        {.N = 1, .C = 32, .Ce = 32, .M = 16, .H = 40, .W = 41, .k = 3, .sy = 1, .sx = 1, .d = 1, .pt = 1, .pl = 1, .pb = 1, .pr = 1, .act = ACT_RELU6},
+        {.N = 1, .C = 3, .Ce = 18, .M = 7, .H = 2, .W = 3, .k = 3, .sy = 1, .sx = 1, .d = 1, .pt = 1, .pl = 1, .pb = 1, .pr = 1, .expand = 1, .act = ACT_RELU6},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(&cases[i], 3);
+}
+
 /* An intermediate the chain does not own (here a network output) keeps
  * the convs as separate layers, and their results are still right. */
 TEST_IMPL(mbconv_not_fused) {
@@ -455,5 +469,5 @@ TEST_IMPL(mbconv_candidates) {
     }
 }
 
-TEST_LIST(TEST_ENTRY(mobilenet_blocks), TEST_ENTRY(mbconv_candidates), TEST_ENTRY(mbconv_general), TEST_ENTRY(mbconv_stem), TEST_ENTRY(mbconv_dynamic),
+TEST_LIST(TEST_ENTRY(mobilenet_blocks), TEST_ENTRY(mbconv_candidates), TEST_ENTRY(mbconv_general), TEST_ENTRY(mbconv_stem), TEST_ENTRY(mbconv_three_threads), TEST_ENTRY(mbconv_dynamic),
           TEST_ENTRY(mbconv_not_fused), TEST_ENTRY(mbconv_bad_input))

@@ -556,6 +556,18 @@ static void bands(void *ud, int64_t b, int64_t e) {
     }
 }
 
+/* Thread ith runs the ith contiguous share of the bands (kiln_exec_parallel
+ * binds task i to thread i), not bands claimed in turn: a thread then
+ * reads the rows of X that it wrote as the previous row-band layer's same
+ * share of the image, in its own L2, where bands claimed in turn
+ * alternate cores and read X's rows from the other core's cache. */
+static void bands_task(void *ud, int ith, int nth) {
+    const mb *g = ud;
+    int64_t b, e;
+    kiln_split_range(g->N * ((g->OH + g->rows - 1) / g->rows), ith, nth, &b, &e);
+    if (e > b) bands(ud, b, e);
+}
+
 /* ------------------------------------------------------------ the op */
 
 /* The tactic a call runs: auto (0) takes row bands where there are at
@@ -606,8 +618,9 @@ static int mbconv_impl(const kiln_call *c) {
     /* tactic 3 where formats_fn offers it; elsewhere it runs as tactic 2 */
     g.direct = t == T_DIRECT && g.expand && !g.fewc && g.C <= DIRECT_MAX_C && g.we_packed;
     g.split = g.direct && g.s[1] == 2 && g.W % 2 == 0;
-    g.rows = band_rows(&g, kiln_exec_threads(c->exec));
-    kiln_exec_parallel_for(c->exec, g.N * ((g.OH + g.rows - 1) / g.rows), 1, bands, &g);
+    const int threads = kiln_exec_threads(c->exec);
+    g.rows = band_rows(&g, threads);
+    kiln_exec_parallel(c->exec, threads, bands_task, &g);
     return 0;
 }
 
