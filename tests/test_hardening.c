@@ -4,6 +4,7 @@
  * Regressions for defects found by acceptance testing.
  */
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -16,7 +17,7 @@
 #include "test.h"
 
 /* x[2,3] -> Relu -> y */
-static kiln_engine *relu_engine(void) {
+static kiln_network *relu_net(void) {
     kiln_network *net = kiln_network_create();
     ASSERT(net);
     int64_t dims[2] = {2, 3};
@@ -24,6 +25,11 @@ static kiln_engine *relu_engine(void) {
     const char *in[1] = {"x"}, *out[1] = {"y"};
     ASSERT(kiln_network_add_layer(net, "ai.onnx::Relu", 14, "relu", 1, in, 1, out));
     ASSERT_OK(kiln_network_mark_output(net, "y"));
+    return net;
+}
+
+static kiln_engine *relu_engine(void) {
+    kiln_network *net = relu_net();
     kiln_build_config *cfg = kiln_build_config_create();
     ASSERT(cfg);
     kiln_engine *e = NULL;
@@ -212,6 +218,110 @@ TEST_IMPL(range_fold_too_large) {
     kiln_network_free(net);
 }
 
-TEST_LIST(TEST_ENTRY(save_to_directory), TEST_ENTRY(library_without_ops),
+/* Saving to something that is not a regular file.  A temporary file renamed
+ * over the path replaced it: as root, `kiln build -o /dev/null` (and a
+ * timing cache at /dev/null) turned /dev/null into a regular file for the
+ * whole machine, and a symlink became a file.  A FIFO stands in for the
+ * device here: it must stay a FIFO and its read end get the engine's bytes;
+ * a symlink must stay a link, its target replaced. */
+static void *hx_malloc(size_t n) {
+    void *p = malloc(n);
+    ASSERT(p);
+    return p;
+}
+
+static unsigned char *slurp(const char *path, size_t *n) {
+    FILE *f = fopen(path, "rb");
+    ASSERT(f);
+    ASSERT_EQ(fseek(f, 0, SEEK_END), 0);
+    long len = ftell(f);
+    ASSERT(len > 0);
+    rewind(f);
+    unsigned char *b = hx_malloc((size_t)len);
+    ASSERT_EQ(fread(b, 1, (size_t)len, f), (size_t)len);
+    fclose(f);
+    *n = (size_t)len;
+    return b;
+}
+
+TEST_IMPL(save_to_fifo_and_symlink) {
+    kiln_engine *e = relu_engine();
+    char dir[] = "/tmp/kiln_hardening_XXXXXX";
+    ASSERT(mkdtemp(dir));
+    char ref[512], pipe[512], link[512], cache[512], clink[512];
+    snprintf(ref, sizeof ref, "%s/ref.kiln", dir);
+    snprintf(pipe, sizeof pipe, "%s/pipe", dir);
+    snprintf(link, sizeof link, "%s/link.kiln", dir);
+    snprintf(cache, sizeof cache, "%s/cache.txt", dir);
+    snprintf(clink, sizeof clink, "%s/cache-link", dir);
+    ASSERT_OK(kiln_engine_save(e, ref));
+    size_t nref;
+    unsigned char *want = slurp(ref, &nref);
+
+    /* The read end is held open (non-blocking) so that the save's open
+     * does not wait for a reader; the engine fits the pipe's buffer. */
+    ASSERT(nref < 65536);
+    ASSERT_EQ(mkfifo(pipe, 0600), 0);
+    int rfd = open(pipe, O_RDONLY | O_NONBLOCK);
+    ASSERT(rfd >= 0);
+    ASSERT_OK(kiln_engine_save(e, pipe));
+    struct stat st;
+    ASSERT_EQ(lstat(pipe, &st), 0);
+    ASSERT(S_ISFIFO(st.st_mode));
+    unsigned char *fifo_got = hx_malloc(nref + 1);
+    size_t nfifo = 0;
+    ssize_t k;
+    while (nfifo <= nref && (k = read(rfd, fifo_got + nfifo, nref + 1 - nfifo)) > 0) nfifo += (size_t)k;
+    close(rfd);
+    ASSERT_EQ(nfifo, nref);
+    ASSERT(memcmp(fifo_got, want, nref) == 0);
+    free(fifo_got);
+
+    /* a link to a regular file: the file is replaced, the link stays */
+    FILE *f = fopen(ref, "wb");
+    ASSERT(f);
+    fputs("old contents", f);
+    fclose(f);
+    ASSERT_EQ(symlink(ref, link), 0);
+    ASSERT_OK(kiln_engine_save(e, link));
+    ASSERT_EQ(lstat(link, &st), 0);
+    ASSERT(S_ISLNK(st.st_mode));
+    size_t nnew;
+    unsigned char *got = slurp(ref, &nnew);
+    ASSERT_EQ(nnew, nref);
+    ASSERT(memcmp(got, want, nref) == 0);
+
+    /* the timing cache: written through a link the same way */
+    f = fopen(cache, "wb");
+    ASSERT(f);
+    fclose(f);
+    ASSERT_EQ(symlink(cache, clink), 0);
+    kiln_network *net = relu_net();
+    kiln_build_config *cfg = kiln_build_config_create();
+    ASSERT_OK(kiln_build_config_set_timing_cache(cfg, clink));
+    kiln_engine *e2 = NULL;
+    ASSERT_OK(kiln_build(net, cfg, &e2, NULL));
+    ASSERT_EQ(lstat(clink, &st), 0);
+    ASSERT(S_ISLNK(st.st_mode));
+    size_t nc;
+    unsigned char *c = slurp(cache, &nc);
+    ASSERT(nc > 17 && memcmp(c, "kiln-timing-cache", 17) == 0);
+
+    free(c);
+    free(got);
+    free(want);
+    kiln_engine_free(e2);
+    kiln_build_config_free(cfg);
+    kiln_network_free(net);
+    kiln_engine_free(e);
+    ASSERT_EQ(unlink(ref), 0);
+    ASSERT_EQ(unlink(pipe), 0);
+    ASSERT_EQ(unlink(link), 0);
+    ASSERT_EQ(unlink(cache), 0);
+    ASSERT_EQ(unlink(clink), 0);
+    ASSERT_EQ(rmdir(dir), 0);
+}
+
+TEST_LIST(TEST_ENTRY(save_to_directory), TEST_ENTRY(save_to_fifo_and_symlink), TEST_ENTRY(library_without_ops),
           TEST_ENTRY(plugin_error_without_message), TEST_ENTRY(name_length_limit),
           TEST_ENTRY(range_fold_too_large))

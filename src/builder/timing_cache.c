@@ -11,15 +11,18 @@
  *                                 ms -1: the candidate failed there)
  * A file with another version or device signature, or one that does not
  * parse, is ignored with a WARN: timing is only ever slower, never wrong.
- * Writes go to "<path>.tmp.<pid>.<n>" then rename(), so a crash never leaves a
+ * Writes go to "<path>.tmp.<pid>.<n>" then rename() (core/out_file.h: a
+ * device such as /dev/null is written in place), so a crash never leaves a
  * truncated cache behind.  A failure that may pass another time (out of
  * memory, a device or I/O error) is not written: only refusals are.
  */
 #include "build_int.h"
+#include "core/out_file.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define TC_MAGIC "kiln-timing-cache"
@@ -157,6 +160,13 @@ static int read_line(FILE *f, char **buf, size_t *cap) {
 }
 
 void kiln__tcache_load(kiln__tcache *c, const char *path) {
+    /* A device or FIFO (/dev/null) holds no cache, and opening a FIFO
+     * would wait for a writer: the build starts empty and writes to it. */
+    struct stat st;
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+        kiln__log(KILN_LOG_INFO, "timing cache '%s': not a regular file; starting empty", path);
+        return;
+    }
     FILE *f = fopen(path, "rb");
     if (!f) {
         if (errno != ENOENT)
@@ -217,31 +227,14 @@ done:
 }
 
 int kiln__tcache_save(const kiln__tcache *c, const char *path) {
-    size_t n = strlen(path) + 48;
-    char *tmp = kiln__malloc(n);
-    if (!tmp) return kiln__err(KILN_ENOMEM, "timing cache: out of memory");
-    /* pid + a process-wide counter: concurrent builds never share a temp file */
-    static _Atomic unsigned seq;
-    snprintf(tmp, n, "%s.tmp.%ld.%u", path, (long)getpid(), seq++);
-    FILE *f = fopen(tmp, "wb");
-    if (!f) {
-        int rc = kiln__err(KILN_EIO, "timing cache: cannot create '%s': %s", tmp, strerror(errno));
-        kiln__free(tmp);
-        return rc;
-    }
+    kiln__out_file o;
+    int rc = kiln__out_open(&o, path, "timing cache");
+    if (rc) return rc;
     int kept = 0;
     for (int i = 0; i < c->n; i++) kept += !c->e[i].transient;
-    int bad = fprintf(f, "%s %d\ndevice %s\nentries %d\n", TC_MAGIC, TC_VERSION,
-                      tc_sig(c), kept) < 0;
+    int bad = dprintf(o.fd, "%s %d\ndevice %s\nentries %d\n", TC_MAGIC, TC_VERSION, tc_sig(c), kept) < 0;
     for (int i = 0; i < c->n && !bad; i++)
-        if (!c->e[i].transient) bad = fprintf(f, "%.17g %s\n", c->e[i].ms, c->e[i].key) < 0;
-    if (fclose(f) != 0) bad = 1;
-    if (bad || rename(tmp, path) != 0) {
-        int rc = kiln__err(KILN_EIO, "timing cache: cannot write '%s': %s", path, strerror(errno));
-        remove(tmp);
-        kiln__free(tmp);
-        return rc;
-    }
-    kiln__free(tmp);
-    return 0;
+        if (!c->e[i].transient) bad = dprintf(o.fd, "%.17g %s\n", c->e[i].ms, c->e[i].key) < 0;
+    if (bad) rc = kiln__err(KILN_EIO, "timing cache: cannot write '%s': %s", o.write_path, strerror(errno));
+    return kiln__out_close(&o, rc);
 }

@@ -44,6 +44,7 @@
  */
 #include "kiln_int.h"
 #include "core/bytes.h"
+#include "core/out_file.h"
 
 #include "engine/checksum.h"
 #include "engine/trust.h"
@@ -656,51 +657,18 @@ static int sink_fd(void *ud, const uint8_t *p, size_t n) {
 
 static int save_to(const kiln_engine *e, const char *path, const unsigned char *sk) {
     KILN__ARG(e && path, KILN_EINVAL);
-    struct stat pst;
-    if (stat(path, &pst) == 0 && S_ISDIR(pst.st_mode))
-        return kiln__err(KILN_EIO, "cannot save engine to '%s': it is a directory (expected a file path)", path);
     /* A signed image is signed in memory; an unsigned one goes to the
      * file as it is laid out, its bulk bytes from where they lie. */
     wbuf w = {0};
     int rc = sk ? serialize(e, sk, &w) : 0;
-    if (rc) {
-        kiln__free(w.p);
-        return rc;
+    kiln__out_file o;
+    if (!rc) rc = kiln__out_open(&o, path, "engine");
+    if (!rc) {
+        sink_file f = {o.fd, o.write_path, 0, 0};
+        size_t hdr, so;
+        rc = sk ? sink_fd(&f, w.p, w.n) : emit_image(e, 0, sink_fd, &f, &hdr, &so);
+        rc = kiln__out_close(&o, rc);
     }
-    size_t plen = strlen(path) + 32;
-    char *tmp = kiln__malloc(plen);
-    if (!tmp) {
-        kiln__free(w.p);
-        return kiln__err(KILN_ENOMEM, "out of memory saving '%s'", path);
-    }
-    snprintf(tmp, plen, "%s.tmp.%ld", path, (long)getpid());
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) {
-        rc = kiln__err(KILN_EIO, "cannot save engine to '%s': creating '%s': %s", path, tmp, strerror(errno));
-        goto out;
-    }
-    sink_file f = {fd, tmp, 0, 0};
-    size_t hdr, so;
-    rc = sk ? sink_fd(&f, w.p, w.n) : emit_image(e, 0, sink_fd, &f, &hdr, &so);
-    if (!rc && fsync(fd) != 0)
-        rc = kiln__err(KILN_EIO, "fsync '%s': %s", tmp, strerror(errno));
-    if (close(fd) != 0 && !rc) rc = kiln__err(KILN_EIO, "close '%s': %s", tmp, strerror(errno));
-    if (!rc && rename(tmp, path) != 0)
-        rc = kiln__err(KILN_EIO, "rename '%s' -> '%s': %s", tmp, path, strerror(errno));
-    if (rc) {
-        unlink(tmp);
-    } else {
-        /* make the rename itself durable (best effort) */
-        char *slash = strrchr(tmp, '/');
-        if (slash) *slash = 0;
-        int dfd = open(slash ? (slash == tmp ? "/" : tmp) : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (dfd >= 0) {
-            (void)fsync(dfd);
-            close(dfd);
-        }
-    }
-out:
-    kiln__free(tmp);
     kiln__free(w.p);
     return rc;
 }
