@@ -386,8 +386,8 @@ typedef enum kiln_build_flag {
  * (same types and formats) came within 10% of the chosen one in isolation
  * then run inside the whole engine, chosen and runner-up tactics in
  * alternate engines at the config's threads, and each keeps the tactic
- * whose stretch of the network (the layer and its next two) has the lower
- * sum of per-layer minima; the timing cache keeps those choices, read back
+ * whose stretch of the network (the layer and its next two) has a sum of
+ * per-layer minima lower by over 3%; the timing cache keeps those choices, read back
  * only by builds with the flag.  Off by default: it costs a ResNet-50 cold
  * build 6-8 s (bench/README.md, session 12). */
 KILN_API kiln_build_config *kiln_build_config_create(void);
