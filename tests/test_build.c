@@ -284,26 +284,11 @@ static void rand_fill(float *x, int64_t n) {
 
 static void poison(void *p, size_t n) { memset(p, 0xA5, n); }
 
-typedef struct logbuf {
-    char text[1 << 16];
-    size_t n;
-} logbuf;
-static logbuf g_log;
-static void log_fn(void *ud, kiln_log_level level, const char *msg) {
-    (void)level;
-    logbuf *b = ud;
-    size_t len = strlen(msg);
-    if (b->n + len + 2 < sizeof b->text) {
-        memcpy(b->text + b->n, msg, len);
-        b->n += len;
-        b->text[b->n++] = '\n';
-        b->text[b->n] = 0;
-    }
-}
+static test_logbuf g_log;
 static void log_capture(kiln_log_level lvl) {
     g_log.n = 0;
     g_log.text[0] = 0;
-    kiln_log_set(lvl, log_fn, &g_log);
+    kiln_log_set(lvl, test_log_fn, &g_log);
 }
 static void log_restore(void) { kiln_log_set(KILN_LOG_WARN, NULL, NULL); }
 

@@ -13,6 +13,23 @@
 #include "kiln/plugin.h"
 #include "test.h"
 
+/* Log messages collected one a line (kiln_log_set(level, test_log_fn, &buf)). */
+typedef struct test_logbuf {
+    char text[1 << 16];
+    size_t n;
+} test_logbuf;
+static inline void test_log_fn(void *ud, kiln_log_level level, const char *msg) {
+    (void)level;
+    test_logbuf *b = ud;
+    size_t len = strlen(msg);
+    if (b->n + len + 2 < sizeof b->text) {
+        memcpy(b->text + b->n, msg, len);
+        b->n += len;
+        b->text[b->n++] = '\n';
+        b->text[b->n] = 0;
+    }
+}
+
 /* out[0] = in[0]: same dtype and dims, no known contents. */
 static inline int same_shape(kiln_shape_ctx *c) {
     c->out[0] = c->in[0];

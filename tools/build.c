@@ -40,6 +40,8 @@ static int usage(FILE *f) {
             "  --timing-cache FILE   read before the build, written after\n"
             "  --threads N           build threads (default: all CPUs)\n"
             "  --no-timing           take the first candidate, time nothing\n"
+            "  --refine              CPU: tactics within 10%% of the chosen one in isolation run\n"
+            "                        again in the whole engine; the faster there is kept\n"
             "  --prefer-aot | --prefer-jit   ops with both implementations: force one\n"
             "                        (default: time both, take the faster)\n"
             "  --embed-plugins       store the needed plugin .so files in the engine\n"
@@ -206,6 +208,7 @@ static int build_main(int argc, char **argv, cli_plugins *plugins) {
             if (cli_device(verb, v, &device)) return 2;
         }
         else if (!strcmp(a, "--no-timing")) flags |= KILN_BUILD_NO_TIMING;
+        else if (!strcmp(a, "--refine")) flags |= KILN_BUILD_REFINE;
         else if (!strcmp(a, "--prefer-aot")) flags |= KILN_BUILD_PREFER_AOT;
         else if (!strcmp(a, "--prefer-jit")) flags |= KILN_BUILD_PREFER_JIT;
         else if (!strcmp(a, "--embed-plugins")) flags |= KILN_BUILD_EMBED_PLUGINS;

@@ -374,13 +374,22 @@ typedef enum kiln_build_flag {
     KILN_BUILD_NO_FUSION = 1 << 6,   /* keep every layer: no epilogue fusion (plugin.h) */
     KILN_BUILD_BF16 = 1 << 7,        /* allow BF16 where an op offers it */
     KILN_BUILD_TF32 = 1 << 8,        /* CUDA: FP32 GEMMs may round inputs to TF32 (off: exact FP32) */
-    KILN_BUILD_STRICT_DEVICE = 1 << 9 /* CUDA: a layer left on the CPU is an error listing them all */
+    KILN_BUILD_STRICT_DEVICE = 1 << 9, /* CUDA: a layer left on the CPU is an error listing them all */
+    KILN_BUILD_REFINE = 1 << 10      /* CPU: close tactics rerun in the network (see below) */
 } kiln_build_flag;
 
 /* Defaults: CPU, FP32, threads = number of CPUs, no timing cache file,
  * 5 timing repetitions (on the GPU the median is taken; on the CPU the
  * fastest, and each candidate of a layer gets a second look once all of
- * them ran, so load from other processes does not decide the choice). */
+ * them ran, so load from other processes does not decide the choice).
+ * KILN_BUILD_REFINE (CPU builds that time): layers whose runner-up tactics
+ * (same types and formats) came within 10% of the chosen one in isolation
+ * then run inside the whole engine, chosen and runner-up tactics in
+ * alternate engines at the config's threads, and each keeps the tactic
+ * whose stretch of the network (the layer and its next two) has a sum of
+ * per-layer minima lower by over 3%; the timing cache keeps those choices, read back
+ * only by builds with the flag.  Off by default: it costs a ResNet-50 cold
+ * build 6-8 s (bench/README.md, session 12). */
 KILN_API kiln_build_config *kiln_build_config_create(void);
 KILN_API void kiln_build_config_free(kiln_build_config *cfg);
 KILN_API void kiln_build_config_set_flags(kiln_build_config *cfg, unsigned flags);
@@ -417,6 +426,8 @@ typedef struct kiln_build_stats {
     int cache_dedup;        /* of which: identical instances within this build */
     double build_ms;        /* wall time of the build */
     int fused;              /* layers fused into their producer as epilogues */
+    int refined;            /* layers whose close tactics ran in the network (refinement) */
+    int refine_changed;     /* of which: took a runner-up tactic */
 } kiln_build_stats;
 
 typedef struct kiln_engine kiln_engine;

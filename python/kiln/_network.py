@@ -202,6 +202,7 @@ class BuilderFlag(enum.IntFlag):
     NO_TIMING = 1 << 3
     EMBED_PLUGINS = 1 << 5
     NO_FUSION = 1 << 6
+    REFINE = 1 << 10
 
 
 class OptimizationProfile:

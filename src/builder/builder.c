@@ -479,8 +479,8 @@ static int nhwc_env(void) {
  * CUDA layouts `nhwc`, fusion, finalize, emit.  tc is the caller's; the
  * first pass loads the config's cache file into it (after the device is
  * known: its entries are for one device signature). */
-static int build_pass(const kiln_network *net, const kiln_build_config *cfg, kiln__tcache *tc, int first,
-                      int nhwc, kiln_build_stats *st, kiln_engine **out) {
+int kiln__b_build_pass(const kiln_network *net, const kiln_build_config *cfg, kiln__tcache *tc, int first,
+                       int nhwc, b_refine *rf, kiln_build_stats *st, kiln_engine **out) {
     builder b;
     memset(&b, 0, sizeof b);
     b.net = net;
@@ -489,6 +489,7 @@ static int build_pass(const kiln_network *net, const kiln_build_config *cfg, kil
     b.tc = tc;
     b.nhwc = nhwc;
     b.rng = 0x2545F4914F6CDD1Dull;
+    b.rf = rf;
     int rc = 0;
     b.reformat_op = kiln__registry_find("kiln", "reformat", 1);
     if (!b.reformat_op) {
@@ -586,7 +587,7 @@ static void nhwc_race(const kiln_network *net, const kiln_build_config *cfg, kil
     memset(&st2, 0, sizeof st2);
     kiln_engine *lin = NULL;
     double a = 0, l = 0;
-    int rc = build_pass(net, cfg, tc, 0, NHWC_OFF, &st2, &lin);
+    int rc = kiln__b_build_pass(net, cfg, tc, 0, NHWC_OFF, NULL, &st2, &lin);
     if (!rc) rc = engine_run_ms(*out, cfg->threads, &a);
     if (!rc) rc = engine_run_ms(lin, cfg->threads, &l);
     if (rc) {
@@ -680,7 +681,16 @@ int kiln_build(const kiln_network *net, const kiln_build_config *cfg, kiln_engin
         goto done;
     }
     const int nhwc = nhwc_env();
-    rc = build_pass(net, cfg, tc, 1, nhwc == NHWC_AUTO ? NHWC_ON : nhwc, st, out);
+    /* refine.c: a CPU build that times its candidates collects the close ones */
+    b_refine rf = {.collect = 1};
+    const int refine = cfg->device == KILN_DEVICE_CPU && (cfg->flags & KILN_BUILD_REFINE) &&
+                       !(cfg->flags & KILN_BUILD_NO_TIMING);
+    if ((cfg->flags & KILN_BUILD_REFINE) && !refine)
+        kiln__log(KILN_LOG_VERBOSE, "refine: skipped (%s)", cfg->device != KILN_DEVICE_CPU ? "CUDA build: CPU builds only"
+                                                                                          : "KILN_BUILD_NO_TIMING");
+    rc = kiln__b_build_pass(net, cfg, tc, 1, nhwc == NHWC_AUTO ? NHWC_ON : nhwc, refine ? &rf : NULL, st, out);
+    if (!rc && rf.n) kiln__b_refine(net, cfg, tc, &rf, st, out);
+    kiln__b_refine_free(&rf);
     if (rc) goto done;
     if (nhwc == NHWC_AUTO && cfg->device == KILN_DEVICE_CUDA && !(cfg->flags & KILN_BUILD_NO_TIMING))
         nhwc_race(net, cfg, tc, st, out);

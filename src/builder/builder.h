@@ -87,6 +87,28 @@ typedef struct bsym {
     int64_t vmin, vopt, vmax;  /* BS_INPUT_DIM, BS_VALUE */
 } bsym;
 
+/* refine.c: CPU layers whose isolated ranking is close (runner-up tactics
+ * within REFINE_MARGIN of the chosen one, same types and formats) are
+ * timed again inside the network.  select.c fills `l` (kiln_build's first
+ * pass, `collect`), and takes `force` (li, tactic pairs) in the passes that
+ * build the variant engines; a decided layer's tactic is kept in the
+ * timing cache under `key` (select.c reads it back in every pass). */
+#define REFINE_MARGIN 0.10
+#define REFINE_MAX_ALT 2
+typedef struct b_refine_layer {
+    int li;                    /* builder layer index before fusion (the same in every pass) */
+    char *name;
+    int tactic, alt[REFINE_MAX_ALT], nalt;
+    double ms, alt_ms[REFINE_MAX_ALT]; /* isolated times */
+    char *key;
+} b_refine_layer;
+
+typedef struct b_refine {
+    int collect;
+    b_refine_layer *l; int n, cap;
+    const int *force; int nforce; /* pairs: li, tactic */
+} b_refine;
+
 typedef struct builder {
     const kiln_network *net;
     const kiln_build_config *cfg;
@@ -127,6 +149,8 @@ typedef struct builder {
     int recheck, nrecheck, nrechosen;
     double recheck_ms;
     int no_fold;               /* finalize: copies of constants stay layers */
+    b_refine *rf;              /* refine.c's pass over close choices, or NULL */
+    uint64_t net_digest;       /* select.c: the live layers before selection (refine keys) */
     kiln_network **owned; int nowned; /* kiln_shape_inline_owned networks */
 } builder;
 
@@ -203,6 +227,14 @@ int kiln__b_cuda_aot_wanted(const builder *b, const bl *L);
 /* Does the op's CUDA implementation cover layer L (beyond its types)?
  * When not, *why says why (NULL: the op has no CUDA implementation). */
 int kiln__b_cuda_covers(const bl *L, const char **why);
+/* builder.c: one pass over the network into *out (rf: refine.c's, or NULL) */
+int kiln__b_build_pass(const kiln_network *net, const kiln_build_config *cfg, kiln__tcache *tc, int first,
+                       int nhwc, b_refine *rf, kiln_build_stats *st, kiln_engine **out);
+/* refine.c: after the first pass, the close choices of rf timed in the
+ * network; *out replaced when a choice changed.  Never fails the build. */
+void kiln__b_refine(const kiln_network *net, const kiln_build_config *cfg, kiln__tcache *tc, b_refine *rf,
+                    kiln_build_stats *st, kiln_engine **out);
+void kiln__b_refine_free(b_refine *rf);
 /* emit.c */
 int kiln__b_finalize(builder *b, int **order, int *norder);
 int kiln__b_emit(builder *b, const int *order, int norder, kiln_engine **out);

@@ -13,6 +13,8 @@
  *
  * Measured times go through the timing cache: identical instances within a
  * build are timed once, and a cache file makes a rebuild time nothing.
+ * With KILN_BUILD_REFINE, refine_choice lists the close choices for
+ * refine.c, which runs them in the whole engine, and applies its verdicts.
  */
 #include "builder.h"
 
@@ -1176,6 +1178,93 @@ static int recheck_cpu(builder *b, int li, const cand_list *cl, cand_time *ct, i
     return 0;
 }
 
+/* A hash of the live layers (names, ops, tensors), the network part of
+ * a refined choice's cache key: its layer key covers the op, types,
+ * shapes and attributes, this the network around it. */
+static uint64_t net_digest(const builder *b) {
+    uint64_t h = 1469598103934665603ull;
+    for (int li = 0; li < b->nl; li++) {
+        const bl *L = &b->l[li];
+        if (L->dead) continue;
+        h = fnv_bytes(h, L->name, strlen(L->name) + 1);
+        h = fnv_bytes(h, L->op->name, strlen(L->op->name) + 1);
+        for (int p = 0; p < L->nin + L->nout; p++) {
+            const int t = pos_tensor(L, p);
+            if (t >= 0) h = fnv_bytes(h, b->t[t].name, strlen(b->t[t].name) + 1);
+        }
+    }
+    return h;
+}
+
+/* The candidate of cl with best's types and formats and `tactic`, or -1. */
+static int same_io_tactic(const cand_list *cl, const cand_time *ct, int best, int tactic) {
+    for (int k = 0; k < cl->n; k++)
+        if (ct[k].ok && cl->c[k].tactic == tactic && same_io(&cl->c[k].io, &cl->c[best].io)) return k;
+    return -1;
+}
+
+/* refine.c's part of a timed CPU layer's choice (b->rf set): a tactic the
+ * variant pass forces; else the refined tactic the timing cache holds for
+ * this network; else (first pass) the runner-ups within REFINE_MARGIN of
+ * the chosen kernel time, same types and formats, listed for refine.c. */
+static int refine_choice(builder *b, int li, const cand_list *cl, const cand_time *ct, int *best) {
+    const bl *L = &b->l[li];
+    b_refine *rf = b->rf;
+    if (!rf || L->device != KILN_DEVICE_CPU) return 0;
+    for (int i = 0; i < rf->nforce; i++)
+        if (rf->force[2 * i] == li) {
+            const int k = same_io_tactic(cl, ct, *best, rf->force[2 * i + 1]);
+            if (k >= 0) *best = k;
+            return 0;
+        }
+    char shapes[1024], lkey[3072], key[3300];
+    timing_bufs tb;
+    int rc = bufs_make(b, li, &cl->c[*best].io, &tb, shapes, sizeof shapes, 0);
+    if (rc) return rc;
+    timing_key(b, L, &cl->c[*best].io, shapes, cl->c[*best].tactic, "", lkey, sizeof lkey);
+    snprintf(key, sizeof key, "refine|net=%016llx|threads=%d|layer=%s|%s", (unsigned long long)b->net_digest,
+             b->cfg->threads, L->name, lkey);
+    double v;
+    if (kiln__tcache_get(b->tc, key, &v, NULL)) {
+        const int k = same_io_tactic(cl, ct, *best, (int)v);
+        if (k >= 0 && k != *best)
+            kiln__log(KILN_LOG_VERBOSE, "layer '%s': tactic %d (refined in the network, timing cache) replaces "
+                      "tactic %d", L->name, cl->c[k].tactic, cl->c[*best].tactic);
+        if (k >= 0) *best = k;
+        return 0;
+    }
+    if (!rf->collect) return 0;
+    b_refine_layer r = {.li = li, .tactic = cl->c[*best].tactic, .ms = ct[*best].ms};
+    for (int k = 0; k < cl->n; k++) { /* the closest REFINE_MAX_ALT, in order of time */
+        if (k == *best || !ct[k].ok || !same_io(&cl->c[k].io, &cl->c[*best].io) ||
+            cl->c[k].tactic == cl->c[*best].tactic || ct[k].ms > ct[*best].ms * (1 + REFINE_MARGIN))
+            continue;
+        int at = r.nalt;
+        while (at > 0 && r.alt_ms[at - 1] > ct[k].ms) at--;
+        if (at >= REFINE_MAX_ALT) continue;
+        for (int j = r.nalt < REFINE_MAX_ALT ? r.nalt : REFINE_MAX_ALT - 1; j > at; j--) {
+            r.alt[j] = r.alt[j - 1];
+            r.alt_ms[j] = r.alt_ms[j - 1];
+        }
+        r.alt[at] = cl->c[k].tactic;
+        r.alt_ms[at] = ct[k].ms;
+        if (r.nalt < REFINE_MAX_ALT) r.nalt++;
+    }
+    if (!r.nalt) return 0;
+    b_refine_layer *n = kiln__grow(rf->l, &rf->cap, rf->n + 1, sizeof *rf->l);
+    if (!n) return kiln__err(KILN_ENOMEM, "build: out of memory");
+    rf->l = n;
+    r.name = kiln__strdup(L->name);
+    r.key = kiln__strdup(key);
+    if (!r.name || !r.key) {
+        kiln__free(r.name);
+        kiln__free(r.key);
+        return kiln__err(KILN_ENOMEM, "build: out of memory");
+    }
+    rf->l[rf->n++] = r;
+    return 0;
+}
+
 int kiln__b_select(builder *b) {
     for (int i = 0; i < b->nt; i++) {
         bt *t = &b->t[i];
@@ -1186,6 +1275,7 @@ int kiln__b_select(builder *b) {
     }
     int rc = rf_timer(b); /* created up front: adding a layer may move b->l */
     if (rc < 0) return rc;
+    b->net_digest = net_digest(b);
     rc = 0;
     int total = 0, done = 0;
     for (int li = 0; li < b->nl; li++) total += !b->l[li].dead;
@@ -1276,6 +1366,7 @@ int kiln__b_select(builder *b) {
             }
             if (!rc && best >= 0) {
                 rc = recheck_cpu(b, li, &cl, ct, &best);
+                if (!rc) rc = refine_choice(b, li, &cl, ct, &best);
                 best_ms = ct[best].ms;
                 best_cost = ct[best].ms + ct[best].extra;
             }
