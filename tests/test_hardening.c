@@ -291,6 +291,22 @@ TEST_IMPL(save_to_fifo_and_symlink) {
     ASSERT_EQ(nnew, nref);
     ASSERT(memcmp(got, want, nref) == 0);
 
+    /* a dangling link (relative): its target is created, the link kept */
+    char dang[512], made[512];
+    snprintf(dang, sizeof dang, "%s/dangling.kiln", dir);
+    snprintf(made, sizeof made, "%s/made.kiln", dir);
+    ASSERT_EQ(symlink("made.kiln", dang), 0);
+    ASSERT_OK(kiln_engine_save(e, dang));
+    ASSERT_EQ(lstat(dang, &st), 0);
+    ASSERT(S_ISLNK(st.st_mode));
+    size_t nmade;
+    unsigned char *m = slurp(made, &nmade);
+    ASSERT_EQ(nmade, nref);
+    ASSERT(memcmp(m, want, nref) == 0);
+    free(m);
+    ASSERT_EQ(unlink(dang), 0);
+    ASSERT_EQ(unlink(made), 0);
+
     /* the timing cache: written through a link the same way */
     f = fopen(cache, "wb");
     ASSERT(f);

@@ -41,13 +41,25 @@ int kiln__out_open(kiln__out_file *o, const char *path, const char *what) {
         }
         return 0;
     }
-    /* A symlink to a regular file: its target is replaced, the link kept. */
+    /* A symlink: the file it names is replaced (or created, where the link
+     * dangles, as a shell's `>` would), the link kept. */
     char *target = NULL;
-    if (exists && lstat(path, &lst) == 0 && S_ISLNK(lst.st_mode)) {
-        char *real = realpath(path, NULL);
-        if (!real) return kiln__err(KILN_EIO, "cannot save %s to '%s': resolving the link: %s", what, path, strerror(errno));
-        target = kiln__strdup(real);
-        free(real);
+    if (lstat(path, &lst) == 0 && S_ISLNK(lst.st_mode)) {
+        char *real = exists ? realpath(path, NULL) : NULL;
+        char link[PATH_MAX];
+        ssize_t k = exists ? 0 : readlink(path, link, sizeof link - 1);
+        if (real) {
+            target = kiln__strdup(real);
+            free(real);
+        } else if (k > 0) { /* dangling: its target as the link names it, relative to the link's folder */
+            link[k] = 0;
+            const char *slash = strrchr(path, '/');
+            target = link[0] == '/' || !slash ? kiln__strdup(link)
+                                              : kiln__strfmt("%.*s/%s", (int)(slash - path), path, link);
+        } else {
+            return kiln__err(KILN_EIO, "cannot save %s to '%s': resolving the link: %s", what, path,
+                             strerror(errno));
+        }
     } else {
         target = kiln__strdup(path);
     }

@@ -6,7 +6,8 @@
  * "<path>.tmp.<pid>.<n>" beside it and renamed over it when complete and
  * synced, so a crash or a failed write never leaves a truncated file and
  * never destroys the file that was there.  A symbolic link is followed: the
- * file it points to is replaced the same way, the link stays a link.
+ * file it points to is replaced (or created, where the link dangles) the
+ * same way, the link stays a link.
  * Anything else that exists (a character device such as /dev/null, a FIFO,
  * a socket) is opened and written in place: renaming over it would replace
  * a device node with a regular file (as root, `kiln build -o /dev/null`
