@@ -605,6 +605,10 @@ int kiln__shape_run_bounds(const kiln__op *op, void *state, kiln_shape_ctx *c,
  * stored tactic): a built-in formats_fn may leave out, only when 1, a
  * tactic that runs the same kernel as another it lists. */
 int kiln__shape_ctx_building(const kiln_shape_ctx *c);
+/* The threads the builder times with (its config's), when building; 0 at
+ * engine load and run.  A tactic that only differs from another at >= 2
+ * threads may be left out of a 1-thread build's candidates. */
+int kiln__shape_ctx_build_threads(const kiln_shape_ctx *c);
 /* engine/file.c: the engine file format version this kiln writes and reads. */
 unsigned kiln__file_version(void);
 int kiln__layer_check_shapes(const kiln_engine *e, int32_t l, void *state, const kiln_attrs *attrs,

@@ -140,6 +140,12 @@ static void run_case(const tcase *t) {
     seen sn = {0};
     kiln_log_set(KILN_LOG_VERBOSE, log_fn, &sn);
     kiln_engine *e = test_build_ok(net, 0, 2, NULL);
+    /* a 1-thread build leaves out 11 (auto's kernel at 1 thread) */
+    seen sn1 = {0};
+    if (t->timed >> 11 & 1) {
+        kiln_log_set(KILN_LOG_VERBOSE, log_fn, &sn1);
+        kiln_engine_free(test_build_ok(net, 0, 1, NULL));
+    }
     kiln_log_set(KILN_LOG_WARN, NULL, NULL);
     kiln_network_free(net);
     unsigned want = t->timed;
@@ -152,6 +158,14 @@ static void run_case(const tcase *t) {
         TEST__FAIL("%s: the builder weighed tactics {%s}, expected {%s}", t->what, got, exp);
     }
     ASSERT(want >> e->layers[0].tactic & 1);
+    if (t->timed >> 11 & 1) {
+        const unsigned want1 = want & ~B(11);
+        if (sn1.tactics != (want1 & (want1 - 1) ? want1 : 0)) {
+            char got[64];
+            tactics_text(sn1.tactics, got, sizeof got);
+            TEST__FAIL("%s: a 1-thread build weighed tactics {%s}, with 11", t->what, got);
+        }
+    }
 
     /* tactic 9 on an output of <= 64 pixels and K of >= 8 blocks splits K
      * at >= 2 threads (conv_padcompact): its sums' order then differs */

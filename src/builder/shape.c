@@ -166,6 +166,11 @@ int kiln__shape_ctx_building(const kiln_shape_ctx *c) {
     return p && p->b;
 }
 
+int kiln__shape_ctx_build_threads(const kiln_shape_ctx *c) {
+    const shape_priv *p = c ? c->priv_ : NULL;
+    return p && p->b ? (p->b->cfg->threads > 0 ? p->b->cfg->threads : 1) : 0;
+}
+
 int kiln__b_formats(builder *b, int li) {
     const bl *L = &b->l[li];
     kiln_desc din[KILN_MAX_IO], dout[KILN_MAX_IO];

@@ -61,7 +61,7 @@
  *             (kiln__gemm.split_k): each reads the channels it wrote in a
  *             row-split layer before, from its own L2, instead of all of
  *             them.  Elsewhere (and at 1 thread) what auto runs; offered
- *             only where it applies.
+ *             only where it applies, and not to a 1-thread build.
  *  12 few channels (conv_fewc.c, AVX-512): a 2-D undilated conv of one
  *             group with at most 4 input channels and kernels up to 7x7
  *             (a network's stem: ResNet's 7x7/2 from 3 channels), computed
@@ -1603,8 +1603,11 @@ static int conv_formats_fn(const kiln_shape_ctx *c, kiln_combo *out, int max) {
         out[0].tactics[t++] = T_PADPACK;
         out[0].tactics[t++] = T_PADCOMPACT;
     }
+    /* 11 runs what auto runs at 1 thread: a 1-thread build timed the same
+     * kernel twice and took either on noise (its in-network refinement
+     * "chose" between them by up to 0.2 ms of noise on ResNet-50) */
     if (G == 1 && have_cg && Cg >= 2 * kiln__sgemm_kc() && k[0] * k[1] * s[0] * s[1] == 1 &&
-        pb[0] + pb[1] + pe[0] + pe[1] == 0)
+        pb[0] + pb[1] + pe[0] + pe[1] == 0 && kiln__shape_ctx_build_threads(c) != 1)
         out[0].tactics[t++] = T_KSPLIT;
     if (have_cg && fewc_applies(&(geom){.nsp = 2, .G = G, .Cg = Cg, .k = {1, k[0], k[1]}, .d = {1, d[0], d[1]}}))
         out[0].tactics[t++] = T_FEWC;
