@@ -38,9 +38,10 @@ static PyObject *py_build(PyObject *self, PyObject *args) {
     CHECK(rc);
     PyObject *cap = wrap_engine(e);
     if (!cap) return NULL;
-    return Py_BuildValue("(N{sisisisisisisisisd})", cap, "layers", st.layers, "folded", st.folded, "reformats",
+    return Py_BuildValue("(N{sisisisisisisisisisisd})", cap, "layers", st.layers, "folded", st.folded, "reformats",
                          st.reformats, "candidates", st.candidates, "timed", st.timed, "cache_hits", st.cache_hits,
-                         "cache_dedup", st.cache_dedup, "fused", st.fused, "build_ms", st.build_ms);
+                         "cache_dedup", st.cache_dedup, "fused", st.fused, "refined", st.refined, "refine_changed",
+                         st.refine_changed, "build_ms", st.build_ms);
 }
 
 static PyObject *py_engine_serialize(PyObject *self, PyObject *args) {

@@ -161,6 +161,31 @@ def test_builder_config_options(tmp_path, rng):
         b.build_serialized_network(net, cfg)
 
 
+def test_refine_flag(rng):
+    """BuilderFlag.REFINE: the close tactic choices rerun inside the whole
+    engine (last_stats counts them); the refined engine computes what the
+    unrefined one does."""
+    x = rng.standard_normal((1, 10, 32)).astype(np.float32)
+    ys, stats = [], []
+    for flags in (0, kiln.BuilderFlag.REFINE):
+        net = kiln.Builder().create_network()
+        assert kiln.OnnxParser(net).parse_from_file(str(FIXTURES / "mha_encoder.onnx"))
+        b = kiln.Builder()
+        cfg = b.create_builder_config()
+        cfg.flags = kiln.BuilderFlag(flags)
+        assert cfg.get_flag(kiln.BuilderFlag.REFINE) == bool(flags)
+        cfg.threads, cfg.timing_reps = 2, 1
+        prof = b.create_optimization_profile()
+        prof.set_shape("x", x.shape, x.shape, x.shape)
+        cfg.add_optimization_profile(prof)
+        eng = load(b.build_serialized_network(net, cfg))
+        stats.append(b.last_stats)
+        ys.append(eng.create_execution_context().execute({"x": x})["y"])
+    assert stats[0]["refined"] == 0 and stats[0]["refine_changed"] == 0
+    assert 0 <= stats[1]["refine_changed"] <= stats[1]["refined"], stats[1]
+    np.testing.assert_allclose(ys[1], ys[0], rtol=1e-5, atol=1e-5)
+
+
 def test_network_errors():
     net = kiln.Builder().create_network()
     net.add_input("x", kiln.float32, (2,))
