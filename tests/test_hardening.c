@@ -15,9 +15,10 @@
 
 #include "kiln_int.h"
 #include "test.h"
+#include "test_ops_util.h"
 
-/* x[2,3] -> Relu -> y */
-static kiln_network *relu_net(void) {
+/* x[2,3] -> Relu -> y, built (timing_cache: the config's cache file, or NULL) */
+static kiln_engine *relu_engine_cached(const char *timing_cache) {
     kiln_network *net = kiln_network_create();
     ASSERT(net);
     int64_t dims[2] = {2, 3};
@@ -25,19 +26,17 @@ static kiln_network *relu_net(void) {
     const char *in[1] = {"x"}, *out[1] = {"y"};
     ASSERT(kiln_network_add_layer(net, "ai.onnx::Relu", 14, "relu", 1, in, 1, out));
     ASSERT_OK(kiln_network_mark_output(net, "y"));
-    return net;
-}
-
-static kiln_engine *relu_engine(void) {
-    kiln_network *net = relu_net();
     kiln_build_config *cfg = kiln_build_config_create();
     ASSERT(cfg);
+    if (timing_cache) ASSERT_OK(kiln_build_config_set_timing_cache(cfg, timing_cache));
     kiln_engine *e = NULL;
     ASSERT_OK(kiln_build(net, cfg, &e, NULL));
     kiln_build_config_free(cfg);
     kiln_network_free(net);
     return e;
 }
+
+static kiln_engine *relu_engine(void) { return relu_engine_cached(NULL); }
 
 /* Saving over a directory used to fail only at the final rename with a
  * message naming the temporary file. */
@@ -224,12 +223,6 @@ TEST_IMPL(range_fold_too_large) {
  * whole machine, and a symlink became a file.  A FIFO stands in for the
  * device here: it must stay a FIFO and its read end get the engine's bytes;
  * a symlink must stay a link, its target replaced. */
-static void *hx_malloc(size_t n) {
-    void *p = malloc(n);
-    ASSERT(p);
-    return p;
-}
-
 static unsigned char *slurp(const char *path, size_t *n) {
     FILE *f = fopen(path, "rb");
     ASSERT(f);
@@ -237,11 +230,23 @@ static unsigned char *slurp(const char *path, size_t *n) {
     long len = ftell(f);
     ASSERT(len > 0);
     rewind(f);
-    unsigned char *b = hx_malloc((size_t)len);
+    unsigned char *b = test_xmalloc((size_t)len);
     ASSERT_EQ(fread(b, 1, (size_t)len, f), (size_t)len);
     fclose(f);
     *n = (size_t)len;
     return b;
+}
+
+/* link is still a symlink and file holds the n bytes of want */
+static void check_link_wrote(const char *link, const char *file, const unsigned char *want, size_t n) {
+    struct stat st;
+    ASSERT_EQ(lstat(link, &st), 0);
+    ASSERT(S_ISLNK(st.st_mode));
+    size_t got_n;
+    unsigned char *got = slurp(file, &got_n);
+    ASSERT_EQ(got_n, n);
+    ASSERT(memcmp(got, want, n) == 0);
+    free(got);
 }
 
 TEST_IMPL(save_to_fifo_and_symlink) {
@@ -268,7 +273,7 @@ TEST_IMPL(save_to_fifo_and_symlink) {
     struct stat st;
     ASSERT_EQ(lstat(pipe, &st), 0);
     ASSERT(S_ISFIFO(st.st_mode));
-    unsigned char *fifo_got = hx_malloc(nref + 1);
+    unsigned char *fifo_got = test_xmalloc(nref + 1);
     size_t nfifo = 0;
     ssize_t k;
     while (nfifo <= nref && (k = read(rfd, fifo_got + nfifo, nref + 1 - nfifo)) > 0) nfifo += (size_t)k;
@@ -284,12 +289,7 @@ TEST_IMPL(save_to_fifo_and_symlink) {
     fclose(f);
     ASSERT_EQ(symlink(ref, link), 0);
     ASSERT_OK(kiln_engine_save(e, link));
-    ASSERT_EQ(lstat(link, &st), 0);
-    ASSERT(S_ISLNK(st.st_mode));
-    size_t nnew;
-    unsigned char *got = slurp(ref, &nnew);
-    ASSERT_EQ(nnew, nref);
-    ASSERT(memcmp(got, want, nref) == 0);
+    check_link_wrote(link, ref, want, nref);
 
     /* a dangling link (relative): its target is created, the link kept */
     char dang[512], made[512];
@@ -297,13 +297,7 @@ TEST_IMPL(save_to_fifo_and_symlink) {
     snprintf(made, sizeof made, "%s/made.kiln", dir);
     ASSERT_EQ(symlink("made.kiln", dang), 0);
     ASSERT_OK(kiln_engine_save(e, dang));
-    ASSERT_EQ(lstat(dang, &st), 0);
-    ASSERT(S_ISLNK(st.st_mode));
-    size_t nmade;
-    unsigned char *m = slurp(made, &nmade);
-    ASSERT_EQ(nmade, nref);
-    ASSERT(memcmp(m, want, nref) == 0);
-    free(m);
+    check_link_wrote(dang, made, want, nref);
     ASSERT_EQ(unlink(dang), 0);
     ASSERT_EQ(unlink(made), 0);
 
@@ -312,11 +306,7 @@ TEST_IMPL(save_to_fifo_and_symlink) {
     ASSERT(f);
     fclose(f);
     ASSERT_EQ(symlink(cache, clink), 0);
-    kiln_network *net = relu_net();
-    kiln_build_config *cfg = kiln_build_config_create();
-    ASSERT_OK(kiln_build_config_set_timing_cache(cfg, clink));
-    kiln_engine *e2 = NULL;
-    ASSERT_OK(kiln_build(net, cfg, &e2, NULL));
+    kiln_engine *e2 = relu_engine_cached(clink);
     ASSERT_EQ(lstat(clink, &st), 0);
     ASSERT(S_ISLNK(st.st_mode));
     size_t nc;
@@ -324,11 +314,8 @@ TEST_IMPL(save_to_fifo_and_symlink) {
     ASSERT(nc > 17 && memcmp(c, "kiln-timing-cache", 17) == 0);
 
     free(c);
-    free(got);
     free(want);
     kiln_engine_free(e2);
-    kiln_build_config_free(cfg);
-    kiln_network_free(net);
     kiln_engine_free(e);
     ASSERT_EQ(unlink(ref), 0);
     ASSERT_EQ(unlink(pipe), 0);

@@ -1275,7 +1275,7 @@ int kiln__b_select(builder *b) {
     }
     int rc = rf_timer(b); /* created up front: adding a layer may move b->l */
     if (rc < 0) return rc;
-    b->net_digest = net_digest(b);
+    if (b->rf) b->net_digest = net_digest(b); /* refine_choice's keys only */
     rc = 0;
     int total = 0, done = 0;
     for (int li = 0; li < b->nl; li++) total += !b->l[li].dead;
