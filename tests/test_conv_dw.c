@@ -358,5 +358,82 @@ TEST_IMPL(winograd) {
     }
 }
 
+/* kiln__dwrows_band on its own, as kiln::mbconv's row bands call it: a
+ * band [oy0, oy1) of a 3x3 pads-1 depthwise conv's output rows from a
+ * buffer that holds only the input rows the band reads (pt shifted by
+ * the first), interleaved or split by column parity (`phase`, stride 2),
+ * into planes with slack after each band (ys) that must stay poisoned.
+ * Widths around the 16-lane chunks and the pairs of chunks (1-2, 8-9,
+ * 15-17, 31-33, 47-49, 112), input heights 1-3 and taller, every band
+ * split, depth multipliers, clamp or not, bias or not (AVX-512 builds: the
+ * tactic's kernels exist only there). */
+static void band_case(int64_t C, int64_t mult, int64_t IH, int64_t W, int64_t s, int phase, int64_t oy0,
+                      int64_t oy1, int clamp, int bias) {
+    const int64_t OH = (IH - 1) / s + 1, OW = (W - 1) / s + 1, M = C * mult;
+    int64_t iy0 = oy0 * s - 1, iy1 = (oy1 - 1) * s + 2;
+    iy0 = iy0 < 0 ? 0 : iy0;
+    iy1 = iy1 > IH ? IH : iy1;
+    const int64_t rows = iy1 - iy0, xs = rows * W + 3, ys = (oy1 - oy0) * OW + 5;
+    float *xf = test_rnd_f32(&g_seed, C * IH * W, -1.0f, 1.0f), *w = test_rnd_f32(&g_seed, M * 9, -1.0f, 1.0f);
+    float *b = test_rnd_f32(&g_seed, M, -0.5f, 0.5f), *x = test_xmalloc((size_t)(C * xs) * sizeof(float));
+    float *y = test_xmalloc((size_t)(M * ys) * sizeof(float));
+    double *ref = test_xmalloc((size_t)(M * ys) * sizeof(double));
+    for (int64_t c = 0; c < C; c++) /* the band's rows, split: even columns, then the odd ones */
+        for (int64_t r = 0; r < rows; r++)
+            for (int64_t col = 0; col < W; col++)
+                x[c * xs + (phase ? r * (W / 2) + col / 2 + (col & 1) * (rows * W / 2) : r * W + col)] =
+                    xf[(c * IH + iy0 + r) * W + col];
+    for (int64_t i = 0; i < M * ys; i++) y[i] = NAN;
+    const float lo = -0.25f, hi = 0.5f;
+    for (int64_t m = 0; m < M; m++)
+        for (int64_t i = 0; i < ys; i++) {
+            int64_t oy = oy0 + i / OW, ox = i % OW;
+            if (i >= (oy1 - oy0) * OW) {
+                ref[m * ys + i] = NAN;
+                continue;
+            }
+            double acc = bias ? b[m] : 0.0;
+            for (int64_t ky = 0; ky < 3; ky++)
+                for (int64_t kx = 0; kx < 3; kx++) {
+                    int64_t iy = oy * s + ky - 1, ix = ox * s + kx - 1;
+                    if (iy >= 0 && iy < IH && ix >= 0 && ix < W)
+                        acc += (double)w[m * 9 + ky * 3 + kx] * xf[(m / mult * IH + iy) * W + ix];
+                }
+            ref[m * ys + i] = clamp ? (acc < lo ? lo : acc > hi ? hi : acc) : acc;
+        }
+    kiln__dwrows p = {.N = 1, .C = C, .mult = mult, .H = rows, .W = W, .OH = OH, .OW = OW, .KH = 3, .KW = 3,
+                      .sy = s, .sx = s, .dy = 1, .dx = 1, .pt = 1 + iy0, .pl = 1, .x = x, .w = w,
+                      .bias = bias ? b : NULL, .y = y, .xs = xs, .ys = ys, .oy_base = oy0, .clamp = clamp,
+                      .lo = lo, .hi = hi, .phase = phase ? rows * W / 2 : 0};
+    kiln__dwrows_band(&p, 0, 0, M, oy0, oy1);
+    char what[160];
+    snprintf(what, sizeof what, "band C %lld x%lld, %lldx%lld s%lld%s rows [%lld, %lld)%s%s", (long long)C,
+             (long long)mult, (long long)IH, (long long)W, (long long)s, phase ? " phase" : "", (long long)oy0,
+             (long long)oy1, clamp ? " clamp" : "", bias ? " bias" : "");
+    for (int64_t i = 0; i < M * ys; i++) {
+        if (isnan(ref[i]) && !isnan(y[i])) TEST__FAIL("%s: element %lld written past the band", what, (long long)i);
+        if (isnan(ref[i])) y[i] = 0.0f, ref[i] = 0.0;
+    }
+    test_check_close(what, y, ref, M * ys, 2e-5);
+    free(xf); free(w); free(b); free(x); free(y); free(ref);
+}
+
+TEST_IMPL(dw_rows_band) {
+    if (!kiln__dwrows_fits(1, 3)) return;
+    static const int64_t widths[] = {1, 2, 7, 8, 9, 10, 15, 16, 17, 18, 26, 31, 32, 33, 34, 47, 48, 49, 64, 66, 112};
+    static const int64_t heights[] = {1, 2, 3, 4, 7, 14, 19};
+    int i = 0;
+    for (size_t wi = 0; wi < sizeof widths / sizeof widths[0]; wi++)
+        for (size_t hi = 0; hi < sizeof heights / sizeof heights[0]; hi++)
+            for (int mode = 0; mode < 3; mode++, i++) { /* stride 1, stride 2, stride 2 split */
+                int64_t s = mode ? 2 : 1, IH = heights[hi], W = widths[wi];
+                if (mode == 2 && W % 2) W++;
+                int64_t OH = (IH - 1) / s + 1, oy0 = test_rnd_int(&g_seed, 0, OH - 1);
+                int64_t oy1 = test_rnd_int(&g_seed, oy0 + 1, OH);
+                if (i % 4 == 0) oy0 = 0, oy1 = OH; /* whole planes too */
+                band_case(1 + i % 3, 1 + (i % 5 == 0), IH, W, s, mode == 2, oy0, oy1, i % 2, i % 3 != 1);
+            }
+}
+
 TEST_LIST(TEST_ENTRY(dw3x3), TEST_ENTRY(dw3x3_large), TEST_ENTRY(dw_general), TEST_ENTRY(pointwise),
-          TEST_ENTRY(dense3x3), TEST_ENTRY(strided_pointwise), TEST_ENTRY(winograd))
+          TEST_ENTRY(dense3x3), TEST_ENTRY(strided_pointwise), TEST_ENTRY(winograd), TEST_ENTRY(dw_rows_band))

@@ -7,10 +7,13 @@
  * loads and a permute that picks the even lanes (stride 2) give the 16
  * inputs that tap multiplies, with the lanes that fall into the padding
  * masked to zero.  No padded copy of the input (tactic 5's phase planes)
- * and no grid to compact: one pass over X and one over Y, four output rows
- * at a time as independent accumulators.  The builder times it against
- * tactic 5 (on 7x7 and 14x14 planes the copies were most of tactic 5's
- * time).
+ * and no grid to compact: one pass over X and one over Y, eight output rows
+ * at a time as independent accumulators.  MobileNet's 3x3 pads-1 convs
+ * (stride 1, and stride 2 on phase-split rows) instead walk each pair of
+ * column chunks down the whole band, every input row loaded once for the
+ * up to three output rows it feeds (conv_dwrows.c, "rolling rows").  The
+ * builder times it against tactic 5 (on 7x7 and 14x14 planes the copies
+ * were most of tactic 5's time).
  */
 #ifndef KILN_OPS_NN_CONV_DWROWS_H
 #define KILN_OPS_NN_CONV_DWROWS_H
