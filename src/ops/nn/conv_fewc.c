@@ -150,6 +150,25 @@ static inline __mmask16 tail(int64_t r) { return r >= 16 ? (__mmask16)0xFFFF : r
  * L1 while every block of output channels reads them). */
 #define PW_CHUNK 256
 
+/* The 12 x 32 tile of block wb at column j: acc[0..12) the outputs
+ * j .. j + 15, acc[12..24) j + 16 .. j + 31.  full: all 32 inside, plain
+ * loads (a masked load takes a vector ALU slot beside the FMAs'). */
+static inline __attribute__((always_inline)) void pw_tile(const int full, const float *x, int64_t xs, int64_t C,
+                                                          const float *wb, __mmask16 k0, __mmask16 k1,
+                                                          __m512 *a0, __m512 *a1) {
+    const float *w = wb;
+    for (int64_t c = 0; c < C; c++, w += PW_MB) {
+        const float *xc = x + c * xs;
+        const __m512 v0 = full ? _mm512_loadu_ps(xc) : _mm512_maskz_loadu_ps(k0, xc);
+        const __m512 v1 = full ? _mm512_loadu_ps(xc + 16) : _mm512_maskz_loadu_ps(k1, xc + 16);
+        for (int m = 0; m < PW_MB; m++) {
+            const __m512 wm = _mm512_set1_ps(w[m]);
+            a0[m] = _mm512_fmadd_ps(wm, v0, a0[m]);
+            a1[m] = _mm512_fmadd_ps(wm, v1, a1[m]);
+        }
+    }
+}
+
 void kiln__fewc_pointwise(const kiln__fewc *p, const float *wpk, const float *x, int64_t xs, int64_t n, float *y,
                           int64_t ys) {
     const int64_t C = p->C;
@@ -164,16 +183,10 @@ void kiln__fewc_pointwise(const kiln__fewc *p, const float *wpk, const float *x,
                 const __mmask16 k0 = tail(j1 - j), k1 = tail(j1 - j - 16);
                 __m512 a0[PW_MB], a1[PW_MB];
                 for (int m = 0; m < PW_MB; m++) a0[m] = a1[m] = _mm512_set1_ps(m < mc ? p->bias[m0 + m] : 0.0f);
-                const float *w = wb;
-                for (int64_t c = 0; c < C; c++, w += PW_MB) {
-                    const __m512 v0 = _mm512_maskz_loadu_ps(k0, x + c * xs + j);
-                    const __m512 v1 = _mm512_maskz_loadu_ps(k1, x + c * xs + j + 16);
-                    for (int m = 0; m < PW_MB; m++) {
-                        const __m512 wm = _mm512_set1_ps(w[m]);
-                        a0[m] = _mm512_fmadd_ps(wm, v0, a0[m]);
-                        a1[m] = _mm512_fmadd_ps(wm, v1, a1[m]);
-                    }
-                }
+                if (j + 32 <= j1)
+                    pw_tile(1, x + j, xs, C, wb, k0, k1, a0, a1);
+                else
+                    pw_tile(0, x + j, xs, C, wb, k0, k1, a0, a1);
                 const __m512 lo = _mm512_set1_ps(p->lo), hi = _mm512_set1_ps(p->hi);
                 if (p->split) { /* j is even: the even outputs of 32, then the odd ones */
                     const int64_t r = j1 - j;
