@@ -140,26 +140,30 @@ static inline __attribute__((always_inline)) void plane_rows(const int64_t KH, c
  * stored.  Two column chunks go side by side (two independent sets of
  * chains).  The same sums in the same order as rows() (bias, then ky,
  * then kx; a pad row adds zeros where rows() skips it, as the pad
- * columns' masked lanes do in both).  Planes of at most 8 columns stay on
- * rows(): one chunk per row, where its 7 rows a pass are as fast. */
+ * columns' masked lanes do in both).  Planes up to 16 wide (one chunk)
+ * go two channels a pass instead: one chunk's chains alone are too short
+ * to keep the FMAs busy. */
 
 #define RC 2      /* column chunks walked together */
 #define ZROW 1088 /* floats of the zero row: planes up to ZROW - 64 wide */
 
 static const float zero_row[ZROW] __attribute__((aligned(64)));
 
+/* Chunk j of a pass reads plane x[q] with weights w[q], q = ch ? j : 0:
+ * ch 0, nc chunks of one plane side by side; ch 1, the one chunk of nc
+ * planes (planes up to 16 wide, whose one chunk alone is a short chain). */
 typedef struct roll {
-    const float *x; /* the channel's input plane */
-    float *y;       /* its output plane (row oy_base first) */
+    const float *x[RC]; /* the channels' input planes */
+    float *y[RC];       /* their output planes (row oy_base first) */
     int64_t pitch, H, pt, OW, oy0, oy1, oy_base, odd;
     int clamp;
-    __m512 w[9], bias, lo, hi;
+    __m512 w[RC][9], bias[RC], lo, hi;
 } roll;
 
 /* Where input row iy's even (stride 1: all) columns start, and its odd
  * ones (phase); the zero row where iy is a pad row. */
-static inline __attribute__((always_inline)) const float *roll_row(const roll *c, int64_t iy, int odd) {
-    const float *r = c->x + iy * c->pitch + (odd ? c->odd : 0);
+static inline __attribute__((always_inline)) const float *roll_row(const roll *c, int q, int64_t iy, int odd) {
+    const float *r = c->x[q] + iy * c->pitch + (odd ? c->odd : 0);
     return (uint64_t)iy < (uint64_t)c->H ? r : zero_row + 32;
 }
 
@@ -173,11 +177,11 @@ static inline __attribute__((always_inline)) __m512 roll_tap(const float *p, __m
 
 /* The three taps of chunks ox[0..nc) of input row iy (chunk j's masks:
  * bits 3 j .. 3 j + 2 of mk). */
-static inline __attribute__((always_inline)) void roll_load(const roll *c, const int nc, const int s2, const int mk,
-                                                            int64_t iy, const int64_t *ox, const __mmask16 (*m)[3],
-                                                            __m512 (*v)[3]) {
-    const float *re = roll_row(c, iy, 0), *ro = s2 ? roll_row(c, iy, 1) : re;
+static inline __attribute__((always_inline)) void roll_load(const roll *c, const int nc, const int s2, const int ch,
+                                                            const int mk, int64_t iy, const int64_t *ox,
+                                                            const __mmask16 (*m)[3], __m512 (*v)[3]) {
     for (int j = 0; j < nc; j++) { /* lane 0 of the left tap at column -1 is masked off */
+        const float *re = roll_row(c, ch ? j : 0, iy, 0), *ro = s2 ? roll_row(c, ch ? j : 0, iy, 1) : re;
         v[j][0] = roll_tap((const float *)((uintptr_t)(ro + ox[j]) - 4), m[j][0], mk >> 3 * j, 0);
         v[j][1] = roll_tap(re + ox[j], m[j][1], mk >> 3 * j, 1);
         v[j][2] = roll_tap((s2 ? ro : re + 1) + ox[j], m[j][2], mk >> 3 * j, 2);
@@ -185,23 +189,22 @@ static inline __attribute__((always_inline)) void roll_load(const roll *c, const
 }
 
 /* acc[j] (or bias, first) += tap row ky of v[j] (weights 3 ky .. 3 ky + 2). */
-static inline __attribute__((always_inline)) void roll_fma(const roll *c, const int nc, int ky, int first,
-                                                           __m512 (*v)[3], __m512 *acc) {
+static inline __attribute__((always_inline)) void roll_fma(const roll *c, const int nc, const int ch, int ky,
+                                                           int first, __m512 (*v)[3], __m512 *acc) {
     for (int j = 0; j < nc; j++) {
-        __m512 a = first ? c->bias : acc[j];
-        for (int kx = 0; kx < 3; kx++) a = _mm512_fmadd_ps(c->w[3 * ky + kx], v[j][kx], a);
+        __m512 a = first ? c->bias[ch ? j : 0] : acc[j];
+        for (int kx = 0; kx < 3; kx++) a = _mm512_fmadd_ps(c->w[ch ? j : 0][3 * ky + kx], v[j][kx], a);
         acc[j] = a;
     }
 }
 
-static inline __attribute__((always_inline)) void roll_store(const roll *c, const int nc, int64_t oy,
+static inline __attribute__((always_inline)) void roll_store(const roll *c, const int nc, const int ch, int64_t oy,
                                                              const int64_t *ox, const __mmask16 (*m)[3],
                                                              __m512 *acc) {
-    float *yr = c->y + (oy - c->oy_base) * c->OW;
     for (int j = 0; j < nc; j++) {
         __m512 a = acc[j];
         if (c->clamp) a = _mm512_min_ps(c->hi, _mm512_max_ps(c->lo, a)); /* NaN stays NaN, as in rows() */
-        _mm512_mask_storeu_ps(yr + ox[j], m[j][1], a);
+        _mm512_mask_storeu_ps(c->y[ch ? j : 0] + (oy - c->oy_base) * c->OW + ox[j], m[j][1], a);
     }
 }
 
@@ -210,30 +213,30 @@ static inline __attribute__((always_inline)) void roll_store(const roll *c, cons
  * input row 2 s - pt is tap row 2 of output row s - 1 (od, stored) and 0
  * of s (nw), the next input row tap row 1 of s.  The first steps of a
  * chunk leave out od (first) and md (first > 1). */
-static inline __attribute__((always_inline)) void roll_step(const roll *c, const int nc, const int s2, const int mk,
-                                                            const int first, int64_t s, const int64_t *ox,
+static inline __attribute__((always_inline)) void roll_step(const roll *c, const int nc, const int s2, const int ch,
+                                                            const int mk, const int first, int64_t s, const int64_t *ox,
                                                             const __mmask16 (*m)[3], __m512 *nw, __m512 *md,
                                                             __m512 *od) {
     __m512 v[RC][3];
-    roll_load(c, nc, s2, mk, s2 ? 2 * s - c->pt : s - c->pt, ox, m, v);
-    if (!first) roll_fma(c, nc, 2, 0, v, od);
-    if (!s2 && first != 1) roll_fma(c, nc, 1, 0, v, md);
-    roll_fma(c, nc, 0, 1, v, nw);
-    if (!first) roll_store(c, nc, s - (s2 ? 1 : 2), ox, m, od);
+    roll_load(c, nc, s2, ch, mk, s2 ? 2 * s - c->pt : s - c->pt, ox, m, v);
+    if (!first) roll_fma(c, nc, ch, 2, 0, v, od);
+    if (!s2 && first != 1) roll_fma(c, nc, ch, 1, 0, v, md);
+    roll_fma(c, nc, ch, 0, 1, v, nw);
+    if (!first) roll_store(c, nc, ch, s - (s2 ? 1 : 2), ox, m, od);
     if (s2) {
-        roll_load(c, nc, 1, mk, 2 * s - c->pt + 1, ox, m, v);
-        roll_fma(c, nc, 1, 0, v, nw);
+        roll_load(c, nc, 1, ch, mk, 2 * s - c->pt + 1, ox, m, v);
+        roll_fma(c, nc, ch, 1, 0, v, nw);
     }
 }
 
 /* Column chunks ox0, ox0 + 16, ... (nc of them) down rows [oy0, oy1),
  * the taps of mk's bits masked (roll_load). */
-static inline __attribute__((always_inline)) void roll_chunks(const roll *c, const int nc, const int s2, const int mk,
-                                                              int64_t ox0, int64_t W) {
+static inline __attribute__((always_inline)) void roll_chunks(const roll *c, const int nc, const int s2, const int ch,
+                                                              const int mk, int64_t ox0, int64_t W) {
     int64_t ox[RC];
     __mmask16 m[RC][3];
     for (int j = 0; j < nc; j++) {
-        ox[j] = ox0 + 16 * j;
+        ox[j] = ox0 + (ch ? 0 : 16 * j);
         int64_t n = c->OW - ox[j] < 16 ? c->OW - ox[j] : 16;
         m[j][1] = (__mmask16)((1u << n) - 1u);
         m[j][0] = ox[j] == 0 ? m[j][1] & (__mmask16)~1u : m[j][1]; /* column -1: the left pad */
@@ -243,34 +246,34 @@ static inline __attribute__((always_inline)) void roll_chunks(const roll *c, con
     __m512 a0[RC], a1[RC], a2[RC];
     int64_t s = c->oy0, n = c->oy1 - c->oy0; /* steps after the first ones: one per output row */
     if (s2) {
-        roll_step(c, nc, 1, mk, 1, s++, ox, m, a0, NULL, NULL);
+        roll_step(c, nc, 1, ch, mk, 1, s++, ox, m, a0, NULL, NULL);
         for (; n >= 2; n -= 2, s += 2) {
-            roll_step(c, nc, 1, mk, 0, s, ox, m, a1, NULL, a0);
-            roll_step(c, nc, 1, mk, 0, s + 1, ox, m, a0, NULL, a1);
+            roll_step(c, nc, 1, ch, mk, 0, s, ox, m, a1, NULL, a0);
+            roll_step(c, nc, 1, ch, mk, 0, s + 1, ox, m, a0, NULL, a1);
         }
-        if (n) roll_step(c, nc, 1, mk, 0, s, ox, m, a1, NULL, a0);
+        if (n) roll_step(c, nc, 1, ch, mk, 0, s, ox, m, a1, NULL, a0);
         return;
     }
-    roll_step(c, nc, 0, mk, 1, s++, ox, m, a0, NULL, NULL);
-    roll_step(c, nc, 0, mk, 2, s++, ox, m, a1, a0, NULL);
+    roll_step(c, nc, 0, ch, mk, 1, s++, ox, m, a0, NULL, NULL);
+    roll_step(c, nc, 0, ch, mk, 2, s++, ox, m, a1, a0, NULL);
     for (; n >= 3; n -= 3, s += 3) {
-        roll_step(c, nc, 0, mk, 0, s, ox, m, a2, a1, a0);
-        roll_step(c, nc, 0, mk, 0, s + 1, ox, m, a0, a2, a1);
-        roll_step(c, nc, 0, mk, 0, s + 2, ox, m, a1, a0, a2);
+        roll_step(c, nc, 0, ch, mk, 0, s, ox, m, a2, a1, a0);
+        roll_step(c, nc, 0, ch, mk, 0, s + 1, ox, m, a0, a2, a1);
+        roll_step(c, nc, 0, ch, mk, 0, s + 2, ox, m, a1, a0, a2);
     }
-    if (n) roll_step(c, nc, 0, mk, 0, s, ox, m, a2, a1, a0);
-    if (n > 1) roll_step(c, nc, 0, mk, 0, s + 1, ox, m, a0, a2, a1);
+    if (n) roll_step(c, nc, 0, ch, mk, 0, s, ox, m, a2, a1, a0);
+    if (n > 1) roll_step(c, nc, 0, ch, mk, 0, s + 1, ox, m, a0, a2, a1);
 }
 
 /* roll_chunks with the taps that need a mask masked: the left tap of
  * column 0, the right tap that reads column W (stride 1), every tap of a
  * chunk that ends past OW (it may read past the tensor).  The cases listed
  * are the edges of MobileNet's planes; any other runs all masked. */
-static inline __attribute__((always_inline)) void roll_cols(const roll *c, const int nc, const int s2, int64_t ox0,
-                                                            int64_t W) {
+static inline __attribute__((always_inline)) void roll_cols(const roll *c, const int nc, const int s2, const int ch,
+                                                            int64_t ox0, int64_t W) {
     int mk = 0;
     for (int j = 0; j < nc; j++) {
-        int64_t ox = ox0 + 16 * j;
+        int64_t ox = ox0 + (ch ? 0 : 16 * j);
         if (ox == 0) mk |= 1 << 3 * j;
         if (ox + 16 > c->OW)
             mk |= 7 << 3 * j;
@@ -278,41 +281,52 @@ static inline __attribute__((always_inline)) void roll_cols(const roll *c, const
             mk |= 4 << 3 * j;
     }
     switch (mk) {
-    case 0: roll_chunks(c, nc, s2, 0, ox0, W); break;
-    case 1: roll_chunks(c, nc, s2, 1, ox0, W); break;
-    case 4: roll_chunks(c, nc, s2, 4, ox0, W); break;
-    case 040: roll_chunks(c, nc, s2, 040, ox0, W); break;
-    case 041: roll_chunks(c, nc, s2, 041, ox0, W); break;
-    case 070: roll_chunks(c, nc, s2, 070, ox0, W); break;
-    case 071: roll_chunks(c, nc, s2, 071, ox0, W); break;
-    default: roll_chunks(c, nc, s2, 077, ox0, W); break;
+    case 0: roll_chunks(c, nc, s2, ch, 0, ox0, W); break;
+    case 1: roll_chunks(c, nc, s2, ch, 1, ox0, W); break;
+    case 4: roll_chunks(c, nc, s2, ch, 4, ox0, W); break;
+    case 040: roll_chunks(c, nc, s2, ch, 040, ox0, W); break;
+    case 041: roll_chunks(c, nc, s2, ch, 041, ox0, W); break;
+    case 070: roll_chunks(c, nc, s2, ch, 070, ox0, W); break;
+    case 071: roll_chunks(c, nc, s2, ch, 071, ox0, W); break;
+    default: roll_chunks(c, nc, s2, ch, 077, ox0, W); break;
     }
 }
 
-/* Output rows [oy0, oy1) of output channel m of image n (3x3, dilation 1,
- * left pad 1, OW = W at stride 1 or p->phase with OW = W / 2). */
+/* Output rows [oy0, oy1) of output channels [m0, m1) of image n (3x3,
+ * dilation 1, left pad 1, OW = W at stride 1 or p->phase with OW = W / 2). */
 static inline __attribute__((always_inline)) void plane_roll(const int s2, const kiln__dwrows *p, int64_t n,
-                                                             int64_t mch, int64_t oy0, int64_t oy1) {
+                                                             int64_t m0, int64_t m1, int64_t oy0, int64_t oy1) {
     const int64_t xs = p->xs ? p->xs : p->H * p->W, ys = p->ys ? p->ys : p->OH * p->OW;
-    const float *wm = p->w + mch * 9;
-    roll c = {.x = p->x + (n * p->C + mch / p->mult) * xs, .y = p->y + (n * p->C * p->mult + mch) * ys,
-              .pitch = s2 ? p->W >> 1 : p->W, .H = p->H, .pt = p->pt, .OW = p->OW, .oy0 = oy0, .oy1 = oy1,
+    roll c = {.pitch = s2 ? p->W >> 1 : p->W, .H = p->H, .pt = p->pt, .OW = p->OW, .oy0 = oy0, .oy1 = oy1,
               .oy_base = p->oy_base, .odd = p->phase, .clamp = p->clamp};
-    for (int k = 0; k < 9; k++) c.w[k] = _mm512_set1_ps(wm[k]);
-    c.bias = _mm512_set1_ps(p->bias ? p->bias[mch] : 0.0f);
     c.lo = _mm512_set1_ps(p->lo);
     c.hi = _mm512_set1_ps(p->hi);
-    int64_t ox0 = 0;
-    for (; ox0 + 16 * (RC - 1) < p->OW; ox0 += 16 * RC) roll_cols(&c, RC, s2, ox0, p->W);
-    for (; ox0 < p->OW; ox0 += 16) roll_cols(&c, 1, s2, ox0, p->W);
+    const int pairs = p->OW <= 16; /* one chunk a plane: RC planes a pass */
+    for (int64_t m = m0; m < m1;) {
+        const int nc = pairs && m1 - m >= RC ? RC : 1;
+        for (int q = 0; q < nc; q++, m++) {
+            const float *wm = p->w + m * 9;
+            c.x[q] = p->x + (n * p->C + m / p->mult) * xs;
+            c.y[q] = p->y + (n * p->C * p->mult + m) * ys;
+            for (int k = 0; k < 9; k++) c.w[q][k] = _mm512_set1_ps(wm[k]);
+            c.bias[q] = _mm512_set1_ps(p->bias ? p->bias[m] : 0.0f);
+        }
+        if (nc == RC) {
+            roll_cols(&c, RC, s2, 1, 0, p->W);
+            continue;
+        }
+        int64_t ox0 = 0;
+        for (; ox0 + 16 * (RC - 1) < p->OW; ox0 += 16 * RC) roll_cols(&c, RC, s2, 0, ox0, p->W);
+        for (; ox0 < p->OW; ox0 += 16) roll_cols(&c, 1, s2, 0, ox0, p->W);
+    }
 }
 
-static void plane_roll_s1(const kiln__dwrows *p, int64_t n, int64_t m, int64_t oy0, int64_t oy1) {
-    plane_roll(0, p, n, m, oy0, oy1);
+static void plane_roll_s1(const kiln__dwrows *p, int64_t n, int64_t m0, int64_t m1, int64_t oy0, int64_t oy1) {
+    plane_roll(0, p, n, m0, m1, oy0, oy1);
 }
 
-static void plane_roll_phase(const kiln__dwrows *p, int64_t n, int64_t m, int64_t oy0, int64_t oy1) {
-    plane_roll(1, p, n, m, oy0, oy1);
+static void plane_roll_phase(const kiln__dwrows *p, int64_t n, int64_t m0, int64_t m1, int64_t oy0, int64_t oy1) {
+    plane_roll(1, p, n, m0, m1, oy0, oy1);
 }
 
 static void plane_3x3_s1(const kiln__dwrows *p, int64_t n, int64_t m, int64_t oy0, int64_t oy1) {
@@ -333,14 +347,18 @@ static void plane_any(const kiln__dwrows *p, int64_t n, int64_t m, int64_t oy0, 
 
 void kiln__dwrows_band(const kiln__dwrows *p, int64_t n, int64_t m0, int64_t m1, int64_t oy0, int64_t oy1) {
     const int is3x3 = p->KH == 3 && p->KW == 3 && p->dy == 1 && p->dx == 1 && p->sy == p->sx;
-    const int roll1 = is3x3 && p->pl == 1 && !p->phase && p->sx == 1 && p->OW == p->W && p->OW > 8 && p->W <= ZROW - 64,
-              roll2 = is3x3 && p->pl == 1 && p->phase && p->OW == p->W / 2 && p->OW > 8 && p->W / 2 <= ZROW - 64;
+    const int roll1 = is3x3 && p->pl == 1 && !p->phase && p->sx == 1 && p->OW == p->W && p->W <= ZROW - 64,
+              roll2 = is3x3 && p->pl == 1 && p->phase && p->OW == p->W / 2 && p->W / 2 <= ZROW - 64;
+    if (roll1) {
+        plane_roll_s1(p, n, m0, m1, oy0, oy1);
+        return;
+    }
+    if (roll2) {
+        plane_roll_phase(p, n, m0, m1, oy0, oy1);
+        return;
+    }
     for (int64_t m = m0; m < m1; m++) {
-        if (roll1)
-            plane_roll_s1(p, n, m, oy0, oy1);
-        else if (roll2)
-            plane_roll_phase(p, n, m, oy0, oy1);
-        else if (is3x3 && p->phase)
+        if (is3x3 && p->phase)
             plane_3x3_phase(p, n, m, oy0, oy1);
         else if (is3x3 && p->sx == 1)
             plane_3x3_s1(p, n, m, oy0, oy1);
