@@ -6,10 +6,13 @@
 Runs kiln (LIB, ENGINE, through ab_libs.py's Kiln) and ORT (MODEL.onnx, as
 compare.py configures it, with enable_profiling) alternately, so the VM's
 drift hits both alike.  Per node / layer the minimum over the runs, summed
-per block: the first match of --block-re (default `features\\.(\\d+)`,
-torchvision's block names) in the node's / layer's name, "other" without
-one.  ORT's node events include its profiler's own cost (a few us a node);
-kiln's fused layers take the name of their first node.
+per block: the first match of --block-re (default `(features\\.\\d+)`,
+torchvision's block names; ResNets: `(layer\\d\\.\\d|conv1|maxpool|fc)`, or
+per conv `(layer\\d\\.\\d/\\w+|conv1|maxpool|fc)`) in the node's / layer's
+name, "other" without one; blocks in kiln's layer order.  ORT's node events
+include its profiler's own cost (a few us a node); kiln's fused layers take
+the name of their first node.  --json FILE keeps the per-node / per-layer
+minima and the run latencies, to group them another way without a rerun.
 """
 import argparse
 import collections
@@ -29,7 +32,8 @@ def main():
     ap.add_argument("lib"), ap.add_argument("engine"), ap.add_argument("model")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--iterations", type=int, default=200)
-    ap.add_argument("--block-re", default=r"features\.(\d+)")
+    ap.add_argument("--block-re", default=r"(features\.\d+)")
+    ap.add_argument("--json", help="write {kiln: {layer: ms}, ort: {node: ms}, latency: {kiln, ort}} here")
     ap.add_argument("--profile-dir", default="build-scratch")
     ap.add_argument("--gap-ms", type=float, default=2.0,
                     help="sleep between inferences: ORT's pool threads spin after a run (and kiln's "
@@ -76,22 +80,28 @@ def main():
                 n = ev["name"][:-len("_kernel_time")]
                 omin[n] = min(omin.get(n, 1e30), ev["dur"] / 1e3)
     os.remove(prof)
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"kiln": kmin, "ort": omin, "latency": {"kiln": lat[0], "ort": lat[1]}}, f, indent=0)
     rx = re.compile(a.block_re)
 
     def block(n):
         m = rx.search(n)
-        return int(m.group(1)) if m else 1 << 30
+        return m.group(1) if m else None
 
     ks, os_ = collections.defaultdict(float), collections.defaultdict(float)
     for n, ms in kmin.items():
         ks[block(n)] += ms
     for n, ms in omin.items():
         os_[block(n)] += ms
-    print("%-12s %9s %9s %9s %6s" % ("block", "ORT ms", "kiln ms", "k - O", "O/k"))
-    for b in sorted(set(ks) | set(os_)):
-        nm = "other" if b == 1 << 30 else "features.%d" % b
-        print("%-12s %9.3f %9.3f %+9.3f %6.2f" % (nm, os_[b], ks[b], ks[b] - os_[b], os_[b] / ks[b] if ks[b] else 0))
-    print("%-12s %9.3f %9.3f %+9.3f %6.2f" % ("sum", sum(os_.values()), sum(ks.values()),
+    order = list(dict.fromkeys([block(n) for n in kmin] + [block(n) for n in omin]))
+    order = [b for b in order if b is not None] + [None]
+    w = max([12] + [len(b) for b in order if b])
+    print("%-*s %9s %9s %9s %6s" % (w, "block", "ORT ms", "kiln ms", "k - O", "O/k"))
+    for b in order:
+        nm = "other" if b is None else b
+        print("%-*s %9.3f %9.3f %+9.3f %6.2f" % (w, nm, os_[b], ks[b], ks[b] - os_[b], os_[b] / ks[b] if ks[b] else 0))
+    print("%-*s %9.3f %9.3f %+9.3f %6.2f" % (w, "sum", sum(os_.values()), sum(ks.values()),
                                              sum(ks.values()) - sum(os_.values()),
                                              sum(os_.values()) / sum(ks.values())))
     for s, nm in ((0, "kiln"), (1, "ORT")):

@@ -324,7 +324,7 @@ TEST_IMPL(strided_pointwise) {
 /* Winograd F(4x4, 3x3) and F(2x2, 3x3) (tactics 6 and 10) against the
  * reference: outputs that are not a multiple of the tile, pads 0/1/2 and asymmetric, too narrow
  * an output (fewer than two tiles a row: the padded GEMM runs), odd channel
- * counts, 2 images, fused Relu/Clip, 1 and 2 threads, and an image done in
+ * counts, 2 images, fused Relu/Clip, 1-3 threads, and an image done in
  * several blocks of tile rows (C + M = 64 at 60 x 130). */
 TEST_IMPL(winograd) {
     dwcase cases[] = {
@@ -355,6 +355,10 @@ TEST_IMPL(winograd) {
         t->dense = 1;
         run_case(t, 1 + (int)(i % 2));
         if (i == 1 || i == 7 || i >= 11) run_case(t, 2 - (int)(i % 2));
+        /* output channels in bands of whole 12-row tiles per thread (a
+         * short last band, a thread with none), C over the K block */
+        if (i == 1 || i >= 9) run_case(t, 3);
+        if (i == 10) run_case(t, 2);
     }
 }
 

@@ -266,6 +266,16 @@ TEST_IMPL(sgemm_large) {
     check_case(&rs, 64, 3000, 27, B_SHIFT, 2 | 16 | 32);
     check_case(&rs, 200, 1, 513, B_MATRIX, 4);
     check_case(&rs, 1, 1000, 513, B_TRANS, 4 | 16);
+    /* a prepacked A larger than B (threads split its rows), a partial
+     * last row tile and strip, B as a matrix, shifted rows and by
+     * callback, 1-3 threads; and at M = N (columns) */
+    g_max_threads = 3;
+    check_case(&rs, 1021, 197, 259, B_MATRIX, 8 | 16 | 32 | 256 | 2);
+    check_case(&rs, 517, 61, 300, B_SHIFT, 8 | 16 | 32 | 256);
+    check_case(&rs, 400, 70, 513, B_CALLBACK, 8 | 2 | 32);
+    check_case(&rs, 196, 196, 64, B_MATRIX, 8 | 16 | 32 | 256);
+    check_case(&rs, 257, 196, 1030, B_MATRIX, 8 | 2);
+    g_max_threads = 2;
 }
 
 /* The split over K (kiln__gemm.split_k, Conv tactic 11): whole K blocks
