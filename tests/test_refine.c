@@ -1,9 +1,11 @@
 /*
  * test_refine.c — the builder's in-network refinement (src/builder/refine.c,
- * KILN_BUILD_REFINE): a tactic that wins in isolation and loses in the
- * network is replaced, the timing cache replays the refined choice without
- * running anything, and a build without the flag keeps the isolated choice
- * (a cache that holds refined choices included).
+ * KILN_BUILD_REFINE; off by default): a tactic
+ * that wins in isolation and loses in the network is replaced, identical
+ * layers get one decision, the time budget holds, an engine that runs too
+ * fast is left alone, the timing cache replays the refined choice without
+ * running anything, and a build with refinement off keeps the isolated
+ * choice (a cache that holds refined choices included).
  *
  * The hook is honest and does not depend on timer noise: test::evict marks
  * that it ran, as a producer leaves the cache cold for its consumer;
@@ -20,6 +22,8 @@
 #include <unistd.h>
 
 static int g_evicted, g_evicts;
+/* pick's times: tactic 1 alone, its extra after an evict, tactic 2 */
+static double g_t1 = 3.0, g_t1_evicted = 8.0, g_t2 = 3.2;
 
 static void spin_ms(double ms) {
     for (double t0 = kiln__now_ms(); kiln__now_ms() - t0 < ms;) {
@@ -36,7 +40,7 @@ static int evict_impl(const kiln_call *c) {
     return copy_impl(c);
 }
 static int pick_impl(const kiln_call *c) {
-    spin_ms(c->tactic == 1 ? 3.0 + (g_evicted ? 8.0 : 0) : 3.2);
+    spin_ms(c->tactic == 1 ? g_t1 + (g_evicted ? g_t1_evicted : 0) : g_t2);
     g_evicted = 0;
     return copy_impl(c);
 }
@@ -53,16 +57,28 @@ KILN_OP(pick_op)
 
 static test_logbuf g_log;
 
-static kiln_network *evict_pick_net(void) {
+/* n x (evict -> pick): the picks identical layers (one candidate key) */
+static kiln_network *evict_pick_net_n(int n) {
     kiln_network *net = kiln_network_create();
     int64_t d[2] = {4, 8};
     ASSERT_OK(kiln_network_add_input(net, "x", KILN_DTYPE_F32, 2, d, NULL));
-    const char *x[] = {"x"}, *h[] = {"h"}, *y[] = {"y"};
-    ASSERT(kiln_network_add_layer(net, "test::evict", 1, "evict", 1, x, 1, h));
-    ASSERT(kiln_network_add_layer(net, "test::pick", 1, "pick", 1, h, 1, y));
+    char prev[16] = "x";
+    for (int i = 0; i < n; i++) {
+        char h[16], y[16], ev[16], pk[16];
+        snprintf(h, sizeof h, "h%d", i);
+        snprintf(y, sizeof y, i == n - 1 ? "y" : "y%d", i);
+        snprintf(ev, sizeof ev, i ? "evict%d" : "evict", i);
+        snprintf(pk, sizeof pk, i ? "pick%d" : "pick", i);
+        const char *in[] = {prev}, *hh[] = {h}, *yy[] = {y};
+        ASSERT(kiln_network_add_layer(net, "test::evict", 1, ev, 1, in, 1, hh));
+        ASSERT(kiln_network_add_layer(net, "test::pick", 1, pk, 1, hh, 1, yy));
+        snprintf(prev, sizeof prev, "%s", y);
+    }
     ASSERT_OK(kiln_network_mark_output(net, "y"));
     return net;
 }
+
+static kiln_network *evict_pick_net(void) { return evict_pick_net_n(1); }
 
 /* pick's tactic in an engine built with `flags` (and the timing cache
  * `cache`, or none); *st the build's counters, the verbose log in g_log. */
@@ -80,9 +96,10 @@ static int build_pick(kiln_network *net, unsigned flags, const char *cache, kiln
     int rc = kiln_build(net, cfg, &e, st);
     kiln_log_set(KILN_LOG_WARN, NULL, NULL);
     ASSERT_OK(rc);
-    int tactic = -1;
+    /* pick's tactic; -1 if the picks differ */
+    int tactic = 0;
     for (int32_t l = 0; l < e->nlayers; l++)
-        if (!strcmp(e->layers[l].name, "pick")) tactic = e->layers[l].tactic;
+        if (!strncmp(e->layers[l].name, "pick", 4)) tactic = !tactic || tactic == e->layers[l].tactic ? e->layers[l].tactic : -1;
     /* the engine computes the same whichever tactic */
     kiln_context *c = NULL;
     float xv[32], yv[32];
@@ -98,8 +115,8 @@ static int build_pick(kiln_network *net, unsigned flags, const char *cache, kiln
     return tactic;
 }
 
-/* Without the flag the isolated timing's choice stands; with it the
- * network run replaces it. */
+/* Without the flag (the default) the isolated timing's choice stands;
+ * with it the network run replaces it. */
 TEST_IMPL(refine_replaces_isolated_choice) {
     kiln_network *net = evict_pick_net();
     kiln_build_stats st;
@@ -109,12 +126,56 @@ TEST_IMPL(refine_replaces_isolated_choice) {
     ASSERT_EQ(build_pick(net, KILN_BUILD_REFINE, NULL, &st), 2);
     ASSERT_EQ(st.refined, 1);
     ASSERT_EQ(st.refine_changed, 1);
-    ASSERT_CONTAINS(g_log.text, "refine: layer 'pick' in the network (minima): tactic 1 ");
+    ASSERT_CONTAINS(g_log.text, "refine: layer 'pick' in the network (paired rounds): tactic 1 ");
     ASSERT_CONTAINS(g_log.text, "takes tactic 2");
     /* no timing: nothing to refine */
     ASSERT_EQ(build_pick(net, KILN_BUILD_REFINE | KILN_BUILD_NO_TIMING, NULL, &st), 1);
     ASSERT_EQ(st.refined, 0);
     ASSERT_CONTAINS(g_log.text, "refine: skipped (KILN_BUILD_NO_TIMING)");
+    kiln_network_free(net);
+}
+
+/* Identical layers (same candidate key) get one decision from their
+ * spans summed per round: three picks, one group, all switched. */
+TEST_IMPL(refine_pooled_decision) {
+    kiln_network *net = evict_pick_net_n(3);
+    kiln_build_stats st;
+    ASSERT_EQ(build_pick(net, 0, NULL, &st), 1);
+    ASSERT_EQ(build_pick(net, KILN_BUILD_REFINE, NULL, &st), 2);
+    ASSERT_EQ(st.refined, 3);
+    ASSERT_EQ(st.refine_changed, 3);
+    ASSERT_CONTAINS(g_log.text, "refine: layer 'pick' and 2 identical in the network (paired rounds)");
+    ASSERT_CONTAINS(g_log.text, "3 layers with close tactics in 1 groups");
+    kiln_network_free(net);
+}
+
+/* A runner-up 2% slower in isolation and as fast in the network: not
+ * taken, and on a quiet machine rarely dropped before the time budget (40
+ * base runs) ends refinement.  Either way refinement stays within its
+ * budget and the isolated choice stays.  An engine that runs in under a
+ * millisecond is not refined at all (and nothing goes into the timing
+ * cache). */
+TEST_IMPL(refine_budget) {
+    kiln_network *net = evict_pick_net_n(2);
+    kiln_build_stats st;
+    g_t1 = 3.0, g_t1_evicted = 0.06, g_t2 = 3.06;
+    ASSERT_EQ(build_pick(net, KILN_BUILD_REFINE, NULL, &st), 1);
+    ASSERT_EQ(st.refined, 2);
+    ASSERT_EQ(st.refine_changed, 0);
+    ASSERT_CONTAINS(g_log.text, ": keeps tactic 1");
+    const char *sum = strstr(g_log.text, " s in all (budget ");
+    ASSERT(sum);
+    while (sum > g_log.text && sum[-1] != ' ') sum--;
+    double all = 0, budget = 0;
+    ASSERT_EQ(sscanf(sum, "%lf s in all (budget %lf s)", &all, &budget), 2);
+    ASSERT(budget >= 0.2 && budget <= 2.0); /* 40 runs of 6 ms or more (load), at most 2 s */
+    ASSERT(all <= budget + 0.02);
+    /* too fast to refine (whichever of the two close tactics isolation took) */
+    g_t1 = 0.1, g_t1_evicted = 0.2, g_t2 = 0.105;
+    ASSERT(build_pick(net, KILN_BUILD_REFINE, NULL, &st) > 0);
+    ASSERT_EQ(st.refined, 0);
+    ASSERT_CONTAINS(g_log.text, "keep their isolated choice: the engine runs in");
+    g_t1 = 3.0, g_t1_evicted = 8.0, g_t2 = 3.2;
     kiln_network_free(net);
 }
 
@@ -124,20 +185,22 @@ TEST_IMPL(refine_timing_cache) {
     char path[512];
     snprintf(path, sizeof path, "%s/refine_tc_%ld.txt", KILN_BINARY_DIR, (long)getpid());
     remove(path);
-    kiln_network *net = evict_pick_net();
+    kiln_network *net = evict_pick_net_n(2);
     kiln_build_stats st;
     ASSERT_EQ(build_pick(net, KILN_BUILD_REFINE, path, &st), 2);
-    ASSERT_EQ(st.refined, 1);
+    ASSERT_EQ(st.refined, 2);
     g_evicts = 0;
     ASSERT_EQ(build_pick(net, KILN_BUILD_REFINE, path, &st), 2);
     ASSERT_EQ(st.timed, 0);
     ASSERT_EQ(st.refined, 0);
     ASSERT_CONTAINS(g_log.text, "layer 'pick': tactic 2 (refined in the network, timing cache) replaces tactic 1");
-    ASSERT(g_evicts <= 2); /* the packed-only check's run and the test's own, no refinement rounds */
+    ASSERT_CONTAINS(g_log.text, "layer 'pick1': tactic 2 (refined in the network, timing cache) replaces tactic 1");
+    ASSERT(g_evicts <= 4); /* the packed-only check's run and the test's own, no refinement rounds */
     ASSERT_EQ(build_pick(net, 0, path, &st), 1);
     ASSERT_EQ(st.timed, 0);
     remove(path);
     kiln_network_free(net);
 }
 
-TEST_LIST(TEST_ENTRY(refine_replaces_isolated_choice), TEST_ENTRY(refine_timing_cache))
+TEST_LIST(TEST_ENTRY(refine_replaces_isolated_choice), TEST_ENTRY(refine_pooled_decision), TEST_ENTRY(refine_budget),
+          TEST_ENTRY(refine_timing_cache))

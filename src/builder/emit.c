@@ -884,6 +884,8 @@ int kiln__b_emit(builder *b, const int *order, int norder, kiln_engine **out) {
         e->allow_tf32 = (b->cfg->flags & KILN_BUILD_TF32) != 0;
     }
     if (b->st) b->st->layers = e->nlayers;
+    /* refine.c's passes: the layers that pack as the base engine's did take its packed forms */
+    if (b->rf && b->rf->donor && (rc = kiln__b_share_packed(b->rf->donor, b->rf->take, e)) < 0) goto fail;
     rc = kiln__engine_prepare(e);
     if (rc) {
         kiln__err_prefix(rc, "build: preparing the engine");
