@@ -108,9 +108,10 @@ typedef struct b_refine {
     int collect;
     b_refine_layer *l; int n, cap;
     const int *force; int nforce; /* pairs: li, tactic */
-    /* a pass's engine takes the packed weights of donor's layers that pack
-     * alike (kiln__b_share_packed): shared (take 0: donor outlives it) or taken */
-    kiln_engine *donor; int take;
+    /* a pass's engine shares donor's weights block and the packed forms of
+     * its layers that pack alike (emit.c, kiln__b_share_packed): donor must
+     * outlive it, or hand them over (kiln__b_hand_over) */
+    kiln_engine *donor;
 } b_refine;
 
 typedef struct builder {
@@ -241,10 +242,12 @@ void kiln__b_refine(const kiln_network *net, const kiln_build_config *cfg, kiln_
 void kiln__b_refine_free(b_refine *rf);
 /* refine.c: each layer of e (emitted, not yet prepared) that packs its
  * constants as donor's layer of the same name did (op, attributes, tactic,
- * types, dims, constant bytes) gets donor's packed forms instead of packing
- * them again: shared (marked not owned; donor must outlive e) or, with
- * take, moved to e.  Returns how many layers, or a KILN_E* (< 0). */
-int kiln__b_share_packed(kiln_engine *donor, int take, kiln_engine *e);
+ * types, dims, constant bytes) gets donor's packed forms, marked not owned,
+ * instead of packing them again.  Returns how many layers, or a KILN_E*
+ * (< 0).  kiln__b_hand_over: what e shares of donor (packed forms, the
+ * weights block) becomes e's, so donor can be freed. */
+int kiln__b_share_packed(const kiln_engine *donor, kiln_engine *e);
+void kiln__b_hand_over(kiln_engine *donor, kiln_engine *e);
 /* emit.c */
 int kiln__b_finalize(builder *b, int **order, int *norder);
 int kiln__b_emit(builder *b, const int *order, int norder, kiln_engine **out);

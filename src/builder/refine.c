@@ -115,19 +115,20 @@ static int packs_alike(const kiln_engine *ea, const kiln__elayer *a, const kiln_
             kiln__etensor_static_dims(ea, x, dx) != kiln__etensor_static_dims(eb, y, dy) ||
             memcmp(dx, dy, sizeof dx))
             return 0;
-        if (x->kind == KILN__ET_CONST &&
-            (x->const_bytes != y->const_bytes || x->packed_only || y->packed_only ||
-             memcmp(kiln__etensor_const(ea, x), kiln__etensor_const(eb, y), x->const_bytes)))
+        if (x->kind != KILN__ET_CONST) continue;
+        const uint8_t *cx = kiln__etensor_const(ea, x), *cy = kiln__etensor_const(eb, y);
+        if (x->const_bytes != y->const_bytes || x->packed_only || y->packed_only ||
+            (cx != cy && memcmp(cx, cy, x->const_bytes)))
             return 0;
     }
     return 1;
 }
 
-int kiln__b_share_packed(kiln_engine *donor, int take, kiln_engine *e) {
+int kiln__b_share_packed(const kiln_engine *donor, kiln_engine *e) {
     int n = 0;
     for (int32_t i = 0; i < e->nlayers; i++) {
         kiln__elayer *l = &e->layers[i];
-        kiln__elayer *a = NULL;
+        const kiln__elayer *a = NULL;
         if (i < donor->nlayers && !strcmp(donor->layers[i].name, l->name)) a = &donor->layers[i];
         for (int32_t j = 0; !a && j < donor->nlayers; j++)
             if (!strcmp(donor->layers[j].name, l->name)) a = &donor->layers[j];
@@ -145,15 +146,37 @@ int kiln__b_share_packed(kiln_engine *donor, int take, kiln_engine *e) {
             for (int32_t k = 0; k < l->nin; k++) {
                 l->prepacked[k] = a->prepacked[k];
                 l->prepacked_size[k] = a->prepacked_size[k];
-                if (take) a->prepacked[k] = NULL; /* e owns it now */
-                else if (a->prepacked[k]) l->prepacked_stored |= 1ull << k; /* the donor's: not freed with e */
+                if (a->prepacked[k]) l->prepacked_stored |= 1ull << k; /* the donor's: not freed with e */
             }
         }
         l->prepacked_bytes = a->prepacked_bytes;
         l->prepack_done = 1;
         n++;
     }
+    kiln__log(KILN_LOG_VERBOSE, "refine: %d of %d layers pack as the base engine's did: its packed forms shared%s", n,
+              (int)e->nlayers, e->weights == donor->weights ? ", and its weights" : "");
     return n;
+}
+
+void kiln__b_hand_over(kiln_engine *donor, kiln_engine *e) {
+    for (int32_t i = 0; i < e->nlayers; i++) {
+        kiln__elayer *l = &e->layers[i];
+        for (int32_t k = 0; l->prepacked_stored && k < l->nin; k++) {
+            if (!(l->prepacked_stored >> k & 1)) continue;
+            for (int32_t j = 0; j < donor->nlayers; j++) {
+                kiln__elayer *a = &donor->layers[j];
+                for (int32_t m = 0; a->prepacked && m < a->nin; m++)
+                    if (a->prepacked[m] == l->prepacked[k] && !(a->prepacked_stored >> m & 1)) {
+                        a->prepacked[m] = NULL; /* e's now */
+                        l->prepacked_stored &= ~(1ull << k);
+                    }
+            }
+        }
+    }
+    if (e->weights == donor->weights && donor->weights_owned && !e->weights_owned) {
+        e->weights_owned = 1;
+        donor->weights_owned = 0;
+    }
 }
 
 /* ---- variant engines ---- */
@@ -488,8 +511,9 @@ void kiln__b_refine(const kiln_network *net, const kiln_build_config *cfg, kiln_
         kiln_build_stats st2;
         memset(&st2, 0, sizeof st2);
         kiln_engine *fin = NULL;
-        b_refine frf = {.donor = *out, .take = 1};
+        b_refine frf = {.donor = *out};
         rc = kiln__b_build_pass(net, cfg, tc, 0, NHWC_ON, &frf, &st2, &fin);
+        if (!rc) kiln__b_hand_over(*out, fin);
         if (rc) {
             kiln__log(KILN_LOG_VERBOSE, "refine: the refined engine could not be built (%s): isolated choices kept",
                       kiln_errmsg());
