@@ -1,17 +1,20 @@
 /*
  * test_refine.c — the builder's in-network refinement (src/builder/refine.c,
- * KILN_BUILD_REFINE): a tactic that wins in isolation and loses in the
- * network is replaced, the timing cache replays the refined choice without
- * running anything, and a build without the flag keeps the isolated choice
- * (a cache that holds refined choices included).
+ * KILN_BUILD_REFINE; off by default): a tactic
+ * that wins in isolation and loses in the network is replaced, identical
+ * layers get one decision, the time budget holds, an engine that runs too
+ * fast is left alone, the timing cache replays the refined choice without
+ * running anything, and a build with refinement off keeps the isolated
+ * choice (a cache that holds refined choices included).
  *
  * The hook is honest and does not depend on timer noise: test::evict marks
  * that it ran, as a producer leaves the cache cold for its consumer;
- * test::pick's tactic 1 pays 8 ms when it runs right after an evict, which
+ * test::pick's tactic 1 pays 20 ms when it runs right after an evict, which
  * happens only in a whole-engine run, never in the builder's isolated
  * timing of pick.  In isolation tactic 1 takes 3.0 ms and tactic 2 3.2 ms
- * (2 within REFINE_MARGIN's 10%, 1 chosen); in the network 11 ms against
- * 3.2 ms.
+ * (2 within REFINE_MARGIN's 10%, 1 chosen); in the network 23 ms against
+ * 3.2 ms: more than the time slices other processes take from a run of
+ * the variant under ctest -j2 (an 8 ms penalty lost 1 round in 4 there).
  */
 #include "kiln_int.h"
 #include "test.h"
@@ -20,6 +23,8 @@
 #include <unistd.h>
 
 static int g_evicted, g_evicts;
+/* pick's times: tactic 1 alone, its extra after an evict, tactic 2 */
+static double g_t1 = 3.0, g_t1_evicted = 20.0, g_t2 = 3.2;
 
 static void spin_ms(double ms) {
     for (double t0 = kiln__now_ms(); kiln__now_ms() - t0 < ms;) {
@@ -35,10 +40,32 @@ static int evict_impl(const kiln_call *c) {
     g_evicts++;
     return copy_impl(c);
 }
+/* pick's optional constant input w (WN floats, w[k] = k % 7): a packed
+ * copy (prepack), so that the refined engine reads packed forms and
+ * weights that refine.c shared and handed over (y = x + w[i] + 2 w[WN-1]) */
+#define WN (1 << 18)
+static int add_w(const kiln_call *c) {
+    int rc = copy_impl(c);
+    if (c->nin < 2) return rc;
+    const float *p = c->prepacked ? (const float *)c->prepacked[1] : NULL, *w = c->in[1].data;
+    if (!p) return kiln_set_error(KILN_EINTERNAL, "no packed w");
+    float *y = c->out[0].data;
+    for (int64_t i = 0; i < kiln_tensor_numel(&c->out[0]); i++) y[i] += p[i] + p[WN - 1] + w[WN - 1];
+    return rc;
+}
 static int pick_impl(const kiln_call *c) {
-    spin_ms(c->tactic == 1 ? 3.0 + (g_evicted ? 8.0 : 0) : 3.2);
+    spin_ms(c->tactic == 1 ? g_t1 + (g_evicted ? g_t1_evicted : 0) : g_t2);
     g_evicted = 0;
-    return copy_impl(c);
+    return add_w(c);
+}
+static int pick_prepack(const kiln_call *c, int input, void *dst, size_t *size) {
+    if (input != 1) {
+        *size = 0;
+        return 0;
+    }
+    if (dst) memcpy(dst, c->in[1].data, WN * sizeof(float));
+    else *size = WN * sizeof(float);
+    return 0;
 }
 static const kiln_combo evict_formats[] = {{"FP32", NULL, {0}}, {NULL, NULL, {0}}};
 static const kiln_quick_op evict_op = {.ns = "test", .name = "evict", .version = 1, .min_inputs = 1,
@@ -47,22 +74,65 @@ static const kiln_quick_op evict_op = {.ns = "test", .name = "evict", .version =
 KILN_OP(evict_op)
 static const kiln_combo pick_formats[] = {{"FP32", NULL, {1, 2}}, {NULL, NULL, {0}}};
 static const kiln_quick_op pick_op = {.ns = "test", .name = "pick", .version = 1, .min_inputs = 1,
-                                      .max_inputs = 1, .num_outputs = 1, .shape = same_shape,
-                                      .impl = pick_impl, .formats = pick_formats};
+                                      .max_inputs = 2, .num_outputs = 1, .shape = same_shape,
+                                      .impl = pick_impl, .formats = pick_formats, .prepack = pick_prepack};
 KILN_OP(pick_op)
+/* test::hold: one tactic, w packed as pick's: a layer refinement leaves alone */
+static const kiln_quick_op hold_op = {.ns = "test", .name = "hold", .version = 1, .min_inputs = 2,
+                                      .max_inputs = 2, .num_outputs = 1, .shape = same_shape,
+                                      .impl = add_w, .formats = evict_formats, .prepack = pick_prepack};
+KILN_OP(hold_op)
 
 static test_logbuf g_log;
 
-static kiln_network *evict_pick_net(void) {
+/* n x (evict -> pick): the picks identical layers (one candidate key) */
+static kiln_network *evict_pick_net_n(int n) {
     kiln_network *net = kiln_network_create();
     int64_t d[2] = {4, 8};
     ASSERT_OK(kiln_network_add_input(net, "x", KILN_DTYPE_F32, 2, d, NULL));
-    const char *x[] = {"x"}, *h[] = {"h"}, *y[] = {"y"};
-    ASSERT(kiln_network_add_layer(net, "test::evict", 1, "evict", 1, x, 1, h));
-    ASSERT(kiln_network_add_layer(net, "test::pick", 1, "pick", 1, h, 1, y));
+    char prev[16] = "x";
+    for (int i = 0; i < n; i++) {
+        char h[16], y[16], ev[16], pk[16];
+        snprintf(h, sizeof h, "h%d", i);
+        snprintf(y, sizeof y, i == n - 1 ? "y" : "y%d", i);
+        snprintf(ev, sizeof ev, i ? "evict%d" : "evict", i);
+        snprintf(pk, sizeof pk, i ? "pick%d" : "pick", i);
+        const char *in[] = {prev}, *hh[] = {h}, *yy[] = {y};
+        ASSERT(kiln_network_add_layer(net, "test::evict", 1, ev, 1, in, 1, hh));
+        ASSERT(kiln_network_add_layer(net, "test::pick", 1, pk, 1, hh, 1, yy));
+        snprintf(prev, sizeof prev, "%s", y);
+    }
     ASSERT_OK(kiln_network_mark_output(net, "y"));
     return net;
 }
+
+static kiln_network *evict_pick_net(void) { return evict_pick_net_n(1); }
+
+static float g_w[WN];
+static int g_with_w; /* build_pick: the network's pick reads w */
+
+/* evict -> pick(h, w) -> hold(., w) */
+static kiln_network *evict_pick_w_net(void) {
+    kiln_network *net = kiln_network_create();
+    int64_t d[2] = {4, 8}, dw[1] = {WN};
+    for (int k = 0; k < WN; k++) g_w[k] = (float)(k % 7);
+    ASSERT_OK(kiln_network_add_input(net, "x", KILN_DTYPE_F32, 2, d, NULL));
+    ASSERT_OK(kiln_network_add_constant(net, "w", KILN_DTYPE_F32, 1, dw, g_w));
+    const char *x[] = {"x"}, *h[] = {"h"}, *hw[] = {"h", "w"}, *p[] = {"p"}, *pw[] = {"p", "w"}, *y[] = {"y"};
+    ASSERT(kiln_network_add_layer(net, "test::evict", 1, "evict", 1, x, 1, h));
+    ASSERT(kiln_network_add_layer(net, "test::pick", 1, "pick", 2, hw, 1, p));
+    ASSERT(kiln_network_add_layer(net, "test::hold", 1, "hold", 2, pw, 1, y));
+    ASSERT_OK(kiln_network_mark_output(net, "y"));
+    return net;
+}
+
+/* a != b: the builder's log of the last build_pick, then the assertion */
+#define ASSERT_PICK(a, b)                                        \
+    do {                                                         \
+        const int pick_ = (a);                                   \
+        if (pick_ != (b)) fprintf(stderr, "%s\n", g_log.text);   \
+        ASSERT_EQ(pick_, (b));                                   \
+    } while (0)
 
 /* pick's tactic in an engine built with `flags` (and the timing cache
  * `cache`, or none); *st the build's counters, the verbose log in g_log. */
@@ -80,9 +150,10 @@ static int build_pick(kiln_network *net, unsigned flags, const char *cache, kiln
     int rc = kiln_build(net, cfg, &e, st);
     kiln_log_set(KILN_LOG_WARN, NULL, NULL);
     ASSERT_OK(rc);
-    int tactic = -1;
+    /* pick's tactic; -1 if the picks differ */
+    int tactic = 0;
     for (int32_t l = 0; l < e->nlayers; l++)
-        if (!strcmp(e->layers[l].name, "pick")) tactic = e->layers[l].tactic;
+        if (!strncmp(e->layers[l].name, "pick", 4)) tactic = !tactic || tactic == e->layers[l].tactic ? e->layers[l].tactic : -1;
     /* the engine computes the same whichever tactic */
     kiln_context *c = NULL;
     float xv[32], yv[32];
@@ -91,30 +162,104 @@ static int build_pick(kiln_network *net, unsigned flags, const char *cache, kiln
     ASSERT_OK(kiln_context_bind(c, "x", xv, sizeof xv));
     ASSERT_OK(kiln_context_bind(c, "y", yv, sizeof yv));
     ASSERT_OK(kiln_context_run(c));
-    for (int i = 0; i < 32; i++) ASSERT_EQ(yv[i], xv[i]);
+    for (int i = 0; i < 32; i++) ASSERT_EQ(yv[i], xv[i] + (g_with_w ? 2 * (g_w[i] + 2 * g_w[WN - 1]) : 0));
     kiln_context_free(c);
     kiln_engine_free(e);
     kiln_build_config_free(cfg);
     return tactic;
 }
 
-/* Without the flag the isolated timing's choice stands; with it the
- * network run replaces it. */
+/* build_pick from no timing cache (cache: the file it writes, removed
+ * first), up to 3 times while isolated timing's noise decided: under
+ * ctest -j2 a neighbour's time slices can put tactic 1's every sample
+ * above tactic 2's, or make the builder cut tactic 2 short after one slow
+ * sample (> 2x tactic 1) so that it is not within 10% and refinement has
+ * nothing to do.  Neither is what these tests check; a real fault fails
+ * three times. */
+static int fresh_pick(kiln_network *net, unsigned flags, const char *cache, kiln_build_stats *st) {
+    int tactic = -1;
+    for (int try = 0; try < 3; try++) {
+        if (cache) remove(cache);
+        tactic = build_pick(net, flags, cache, st);
+        if (flags & KILN_BUILD_REFINE ? st->refined > 0 : tactic == 1) break;
+    }
+    return tactic;
+}
+
+/* Without the flag (the default) the isolated timing's choice stands;
+ * with it the network run replaces it. */
 TEST_IMPL(refine_replaces_isolated_choice) {
     kiln_network *net = evict_pick_net();
     kiln_build_stats st;
-    ASSERT_EQ(build_pick(net, 0, NULL, &st), 1);
+    ASSERT_PICK(fresh_pick(net, 0, NULL, &st), 1);
     ASSERT_EQ(st.refined, 0);
     ASSERT_CONTAINS(g_log.text, "layer 'pick' (test::pick v1): chose [FP32,FP32] LINEAR tactic 1");
-    ASSERT_EQ(build_pick(net, KILN_BUILD_REFINE, NULL, &st), 2);
+    ASSERT_PICK(fresh_pick(net, KILN_BUILD_REFINE, NULL, &st), 2);
     ASSERT_EQ(st.refined, 1);
     ASSERT_EQ(st.refine_changed, 1);
-    ASSERT_CONTAINS(g_log.text, "refine: layer 'pick' in the network (minima): tactic 1 ");
+    ASSERT_CONTAINS(g_log.text, "refine: layer 'pick' in the network (paired rounds): tactic 1 ");
     ASSERT_CONTAINS(g_log.text, "takes tactic 2");
     /* no timing: nothing to refine */
-    ASSERT_EQ(build_pick(net, KILN_BUILD_REFINE | KILN_BUILD_NO_TIMING, NULL, &st), 1);
+    ASSERT_PICK(build_pick(net, KILN_BUILD_REFINE | KILN_BUILD_NO_TIMING, NULL, &st), 1);
     ASSERT_EQ(st.refined, 0);
     ASSERT_CONTAINS(g_log.text, "refine: skipped (KILN_BUILD_NO_TIMING)");
+    kiln_network_free(net);
+}
+
+/* The refined engine (the final pass) shares the base engine's weights
+ * block and the packed forms of its unchanged layers (hold's), then takes
+ * them over before the base is freed: pick, switched, packs w again; the
+ * engine runs right (build_pick checks y) after the base is gone. */
+TEST_IMPL(refine_hands_over_weights) {
+    kiln_network *net = evict_pick_w_net();
+    kiln_build_stats st;
+    g_with_w = 1;
+    ASSERT_PICK(fresh_pick(net, 0, NULL, &st), 1);
+    ASSERT_PICK(fresh_pick(net, KILN_BUILD_REFINE, NULL, &st), 2);
+    ASSERT_EQ(st.refine_changed, 1);
+    ASSERT_CONTAINS(g_log.text, "refine: 1 of 3 layers pack as the base engine's did: its packed forms shared, and its weights");
+    g_with_w = 0;
+    kiln_network_free(net);
+}
+
+/* Identical layers (same candidate key) get one decision from their
+ * spans summed per round: three picks, one group, all switched. */
+TEST_IMPL(refine_pooled_decision) {
+    kiln_network *net = evict_pick_net_n(3);
+    kiln_build_stats st;
+    ASSERT_PICK(fresh_pick(net, 0, NULL, &st), 1);
+    ASSERT_PICK(fresh_pick(net, KILN_BUILD_REFINE, NULL, &st), 2);
+    ASSERT_EQ(st.refined, 3);
+    ASSERT_EQ(st.refine_changed, 3);
+    ASSERT_CONTAINS(g_log.text, "refine: layer 'pick' and 2 identical in the network (paired rounds)");
+    ASSERT_CONTAINS(g_log.text, "3 layers with close tactics in 1 groups");
+    kiln_network_free(net);
+}
+
+/* A runner-up 5% slower in isolation and as fast in the network: on a
+ * quiet machine neither taken nor dropped before the time budget (40 base
+ * runs) ends refinement; under load a neighbour's time slices may decide
+ * it either way.  Refinement's time stays within its budget.  An engine
+ * that runs in under a millisecond is not refined at all. */
+TEST_IMPL(refine_budget) {
+    kiln_network *net = evict_pick_net_n(2);
+    kiln_build_stats st;
+    g_t1 = 3.0, g_t1_evicted = 0.15, g_t2 = 3.15;
+    ASSERT(fresh_pick(net, KILN_BUILD_REFINE, NULL, &st) > 0);
+    ASSERT_EQ(st.refined, 2);
+    const char *sum = strstr(g_log.text, " s in all (budget ");
+    ASSERT(sum);
+    while (sum > g_log.text && sum[-1] != ' ') sum--;
+    double all = 0, budget = 0;
+    ASSERT_EQ(sscanf(sum, "%lf s in all (budget %lf s)", &all, &budget), 2);
+    ASSERT(budget >= 0.2 && budget <= 2.0); /* 40 runs of 6 ms or more (load), at most 2 s */
+    ASSERT(all <= budget + 0.02);
+    /* too fast to refine (whichever of the two close tactics isolation took) */
+    g_t1 = 0.01, g_t1_evicted = 0.02, g_t2 = 0.0105;
+    ASSERT(build_pick(net, KILN_BUILD_REFINE, NULL, &st) > 0);
+    ASSERT_EQ(st.refined, 0); /* logged "the engine runs in ..." when listed */
+    ASSERT(!strstr(g_log.text, "(paired rounds)"));
+    g_t1 = 3.0, g_t1_evicted = 20.0, g_t2 = 3.2;
     kiln_network_free(net);
 }
 
@@ -124,20 +269,22 @@ TEST_IMPL(refine_timing_cache) {
     char path[512];
     snprintf(path, sizeof path, "%s/refine_tc_%ld.txt", KILN_BINARY_DIR, (long)getpid());
     remove(path);
-    kiln_network *net = evict_pick_net();
+    kiln_network *net = evict_pick_net_n(2);
     kiln_build_stats st;
-    ASSERT_EQ(build_pick(net, KILN_BUILD_REFINE, path, &st), 2);
-    ASSERT_EQ(st.refined, 1);
+    ASSERT_PICK(fresh_pick(net, KILN_BUILD_REFINE, path, &st), 2);
+    ASSERT_EQ(st.refined, 2);
     g_evicts = 0;
-    ASSERT_EQ(build_pick(net, KILN_BUILD_REFINE, path, &st), 2);
+    ASSERT_PICK(build_pick(net, KILN_BUILD_REFINE, path, &st), 2);
     ASSERT_EQ(st.timed, 0);
     ASSERT_EQ(st.refined, 0);
     ASSERT_CONTAINS(g_log.text, "layer 'pick': tactic 2 (refined in the network, timing cache) replaces tactic 1");
-    ASSERT(g_evicts <= 2); /* the packed-only check's run and the test's own, no refinement rounds */
-    ASSERT_EQ(build_pick(net, 0, path, &st), 1);
+    ASSERT_CONTAINS(g_log.text, "layer 'pick1': tactic 2 (refined in the network, timing cache) replaces tactic 1");
+    ASSERT(g_evicts <= 4); /* the packed-only check's run and the test's own, no refinement rounds */
+    ASSERT_PICK(build_pick(net, 0, path, &st), 1);
     ASSERT_EQ(st.timed, 0);
     remove(path);
     kiln_network_free(net);
 }
 
-TEST_LIST(TEST_ENTRY(refine_replaces_isolated_choice), TEST_ENTRY(refine_timing_cache))
+TEST_LIST(TEST_ENTRY(refine_replaces_isolated_choice), TEST_ENTRY(refine_hands_over_weights), TEST_ENTRY(refine_pooled_decision), TEST_ENTRY(refine_budget),
+          TEST_ENTRY(refine_timing_cache))

@@ -382,14 +382,18 @@ typedef enum kiln_build_flag {
  * 5 timing repetitions (on the GPU the median is taken; on the CPU the
  * fastest, and each candidate of a layer gets a second look once all of
  * them ran, so load from other processes does not decide the choice).
- * KILN_BUILD_REFINE (CPU builds that time): layers whose runner-up tactics
+ * KILN_BUILD_REFINE (CPU builds that time): layers whose runner-up tactic
  * (same types and formats) came within 10% of the chosen one in isolation
  * then run inside the whole engine, chosen and runner-up tactics in
- * alternate engines at the config's threads, and each keeps the tactic
- * whose stretch of the network (the layer and its next two) has a sum of
- * per-layer minima lower by over 3%; the timing cache keeps those choices, read back
- * only by builds with the flag.  Off by default: it costs a ResNet-50 cold
- * build 6-8 s (bench/README.md, session 12). */
+ * alternate engines at the config's threads, and take the runner-up when
+ * their stretch of the network (the layer and its next two; identical
+ * layers together) is faster in most paired rounds (a sign test) and by
+ * over 3% in the median; within a time budget (40 runs of the engine, at
+ * most 2 s; an engine that runs in under 1 ms is not refined) what it
+ * leaves undecided keeps the isolated choice.  The timing cache keeps the
+ * verdicts, read back only by builds with the flag.  Off by default: on a
+ * shared 2-core VM it changed almost no choice of the benchmark models
+ * (bench/README.md, sessions 12-13). */
 KILN_API kiln_build_config *kiln_build_config_create(void);
 KILN_API void kiln_build_config_free(kiln_build_config *cfg);
 KILN_API void kiln_build_config_set_flags(kiln_build_config *cfg, unsigned flags);

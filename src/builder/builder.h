@@ -94,19 +94,24 @@ typedef struct bsym {
  * build the variant engines; a decided layer's tactic is kept in the
  * timing cache under `key` (select.c reads it back in every pass). */
 #define REFINE_MARGIN 0.10
-#define REFINE_MAX_ALT 2
+#define REFINE_MAX_ALT 1
 typedef struct b_refine_layer {
     int li;                    /* builder layer index before fusion (the same in every pass) */
     char *name;
     int tactic, alt[REFINE_MAX_ALT], nalt;
     double ms, alt_ms[REFINE_MAX_ALT]; /* isolated times */
     char *key;
+    char *pool;                /* its candidate key: identical layers share one decision */
 } b_refine_layer;
 
 typedef struct b_refine {
     int collect;
     b_refine_layer *l; int n, cap;
     const int *force; int nforce; /* pairs: li, tactic */
+    /* a pass's engine shares donor's weights block and the packed forms of
+     * its layers that pack alike (emit.c, kiln__b_share_packed): donor must
+     * outlive it, or hand them over (kiln__b_hand_over) */
+    kiln_engine *donor;
 } b_refine;
 
 typedef struct builder {
@@ -235,6 +240,14 @@ int kiln__b_build_pass(const kiln_network *net, const kiln_build_config *cfg, ki
 void kiln__b_refine(const kiln_network *net, const kiln_build_config *cfg, kiln__tcache *tc, b_refine *rf,
                     kiln_build_stats *st, kiln_engine **out);
 void kiln__b_refine_free(b_refine *rf);
+/* refine.c: each layer of e (emitted, not yet prepared) that packs its
+ * constants as donor's layer of the same name did (op, attributes, tactic,
+ * types, dims, constant bytes) gets donor's packed forms, marked not owned,
+ * instead of packing them again.  Returns how many layers, or a KILN_E*
+ * (< 0).  kiln__b_hand_over: what e shares of donor (packed forms, the
+ * weights block) becomes e's, so donor can be freed. */
+int kiln__b_share_packed(const kiln_engine *donor, kiln_engine *e);
+void kiln__b_hand_over(kiln_engine *donor, kiln_engine *e);
 /* emit.c */
 int kiln__b_finalize(builder *b, int **order, int *norder);
 int kiln__b_emit(builder *b, const int *order, int norder, kiln_engine **out);

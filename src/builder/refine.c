@@ -15,27 +15,47 @@
  * REFINE_MARGIN of the chosen one are run in the whole engine: variant
  * engines, each with every other such layer (in execution order) switched
  * to its first (then second) runner-up, so a switched layer runs between
- * neighbours at their chosen tactics; the base engine and the variants run
- * alternately at the build's threads, and a layer takes a runner-up when
- * the sum of per-layer minima over its span (segment_delta: the layer and
- * the consumers it leaves cache to) is lower by more than REFINE_TIE; a
- * layer's own time alone took tactics that cost their consumers more than
- * they saved (ResNet-50, bench/README.md, session 12).  The choices go into
- * the timing cache, which select.c reads in every pass: the
- * final engine is one more pass, and a rebuild with the cache replays them
- * without running anything.  Refinement never fails the build: a variant
- * that cannot be built or run leaves the isolated choices (logged).
+ * neighbours at their chosen tactics.  A variant engine is one more build
+ * pass from the timing cache with those tactics forced, but it shares the
+ * base engine's packed weights for every layer that packs the same way
+ * (kiln__b_share_packed): only the switched layers are packed again.
+ *
+ * Base and variants run in rounds (each engine once a round, the base
+ * first in even rounds, last in odd ones) and a decision rests on paired
+ * per-round differences: in a round, a runner-up wins when the sum of
+ * its span's layer times (segment_delta: the layer and the consumers it
+ * leaves cache to) in the variant is lower than in the base by more than
+ * REFINE_TIE.  Identical layers (same candidate key: op, types, shapes,
+ * attributes, tactic) form one group whose spans are summed per round, so
+ * they get one decision.  A runner-up is taken when its wins pass a
+ * one-sided sign test (need_wins), and dropped as soon as its losses make
+ * that impossible within REFINE_ROUNDS_MAX; an engine whose layers are all
+ * decided stops running.  The whole refinement stays within a time budget
+ * (REFINE_BUDGET_RUNS base runs, at most REFINE_BUDGET_MS): what it leaves
+ * undecided keeps its isolated choice (logged).  A layer's own time alone
+ * took tactics that cost their consumers more than they saved, and minima
+ * over rounds decided within the noise (ResNet-50, PP-OCR det: session 12).
+ *
+ * Every listed layer's verdict goes into the timing cache (undecided ones
+ * too, as their isolated choice), which select.c reads in every pass: the
+ * final engine is one more pass (taking the base's packed weights), and a
+ * rebuild with the cache replays the verdicts without running anything.
+ * Refinement never fails the build: a variant that cannot be built or run
+ * leaves the isolated choices (logged).
  */
 #include "builder.h"
 
 #include <stdio.h>
+#include <math.h>
 #include <stdlib.h>
 
-#define REFINE_SPAN 3         /* a switched layer and its next two: the consumers it leaves cache to */
+#define REFINE_SPAN 3          /* a switched layer and its next two: the consumers it leaves cache to */
 #define REFINE_TIE 0.03        /* by 3% of the span's time: at 1% PP-OCR det lost 0.2-0.3 ms (noise picks) */
-#define REFINE_BUDGET_MS 2500  /* engine runs of all variants together, about */
-#define REFINE_ROUNDS_MIN 8
-#define REFINE_ROUNDS_MAX 30
+#define REFINE_BUDGET_MS 2000  /* all of refinement, at most */
+#define REFINE_BUDGET_RUNS 40  /* ... and at most this many runs of the base engine */
+#define REFINE_MIN_RUN_MS 1.0  /* an engine that runs faster is not refined: its spans are noise */
+#define REFINE_ROUNDS_MAX 20
+#define REFINE_ALPHA 0.05      /* the sign test's one-sided level */
 
 typedef struct variant {
     kiln_engine *e;
@@ -45,25 +65,130 @@ typedef struct variant {
     int alt, parity;           /* runner-up index switched in, and which layers; alt -1: the base engine */
     int *lmap;                 /* per refined layer: engine layer index, -1 */
     int nl;                    /* engine layers: the same list in every variant (checked) */
-    double *min;               /* per engine layer: lowest in-network time */
+    int ok;                    /* built, set up, and its layers are the base's */
+    double *cur;               /* per engine layer: its time in this round */
+    double run_ms;             /* its warm-up run */
 } variant;
+
+/* Identical refined layers (same candidate key) and, per runner-up, the
+ * paired per-round record of their spans. */
+typedef struct group {
+    int first;                 /* rf->l index of its first member */
+    int n;                     /* members */
+    struct gtest {
+        int rounds, wins, losses;
+        int verdict;           /* 0 undecided, 1 taken, -1 dropped */
+        double d[REFINE_ROUNDS_MAX], seg[REFINE_ROUNDS_MAX];
+    } t[REFINE_MAX_ALT];
+    int nalt;
+} group;
 
 void kiln__b_refine_free(b_refine *rf) {
     for (int i = 0; i < rf->n; i++) {
         kiln__free(rf->l[i].name);
         kiln__free(rf->l[i].key);
+        kiln__free(rf->l[i].pool);
     }
     kiln__free(rf->l);
     memset(rf, 0, sizeof *rf);
 }
 
+/* ---- packed weights shared between passes ---- */
+
+/* Does engine layer b pack its constants the way donor layer a did: same
+ * op, attributes, tactic, tensor types, formats and static dims, and the
+ * same constant bytes? */
+static int packs_alike(const kiln_engine *ea, const kiln__elayer *a, const kiln_engine *eb, const kiln__elayer *b) {
+    if (!a->prepack_done || a->prepacked_stored || a->op != b->op || a->tactic != b->tactic || a->nin != b->nin ||
+        a->nout != b->nout || a->device != b->device || a->aot_kernel >= 0 || b->aot_kernel >= 0 ||
+        a->blob_size != b->blob_size || (a->blob_size && memcmp(a->blob, b->blob, a->blob_size)) ||
+        strcmp(a->name, b->name))
+        return 0;
+    for (int32_t k = 0; k < a->nin + a->nout; k++) {
+        const int32_t ta = k < a->nin ? a->in[k] : a->out[k - a->nin];
+        const int32_t tb = k < b->nin ? b->in[k] : b->out[k - b->nin];
+        if ((ta < 0) != (tb < 0)) return 0;
+        if (ta < 0) continue;
+        const kiln__etensor *x = &ea->tensors[ta], *y = &eb->tensors[tb];
+        int64_t dx[KILN_MAX_DIMS] = {0}, dy[KILN_MAX_DIMS] = {0};
+        if (x->kind != y->kind || x->dtype != y->dtype || x->format != y->format || x->ndim != y->ndim ||
+            kiln__etensor_static_dims(ea, x, dx) != kiln__etensor_static_dims(eb, y, dy) ||
+            memcmp(dx, dy, sizeof dx))
+            return 0;
+        if (x->kind != KILN__ET_CONST) continue;
+        const uint8_t *cx = kiln__etensor_const(ea, x), *cy = kiln__etensor_const(eb, y);
+        if (x->const_bytes != y->const_bytes || x->packed_only || y->packed_only ||
+            (cx != cy && memcmp(cx, cy, x->const_bytes)))
+            return 0;
+    }
+    return 1;
+}
+
+int kiln__b_share_packed(const kiln_engine *donor, kiln_engine *e) {
+    int n = 0;
+    for (int32_t i = 0; i < e->nlayers; i++) {
+        kiln__elayer *l = &e->layers[i];
+        const kiln__elayer *a = NULL;
+        if (i < donor->nlayers && !strcmp(donor->layers[i].name, l->name)) a = &donor->layers[i];
+        for (int32_t j = 0; !a && j < donor->nlayers; j++)
+            if (!strcmp(donor->layers[j].name, l->name)) a = &donor->layers[j];
+        if (!a || !packs_alike(donor, a, e, l)) continue;
+        if (a->prepacked) {
+            l->prepacked = kiln__calloc((size_t)l->nin, sizeof *l->prepacked);
+            l->prepacked_size = kiln__calloc((size_t)l->nin, sizeof *l->prepacked_size);
+            if (!l->prepacked || !l->prepacked_size) {
+                kiln__free(l->prepacked);
+                kiln__free(l->prepacked_size);
+                l->prepacked = NULL;
+                l->prepacked_size = NULL;
+                return kiln__err(KILN_ENOMEM, "build: out of memory");
+            }
+            for (int32_t k = 0; k < l->nin; k++) {
+                l->prepacked[k] = a->prepacked[k];
+                l->prepacked_size[k] = a->prepacked_size[k];
+                if (a->prepacked[k]) l->prepacked_stored |= 1ull << k; /* the donor's: not freed with e */
+            }
+        }
+        l->prepacked_bytes = a->prepacked_bytes;
+        l->prepack_done = 1;
+        n++;
+    }
+    kiln__log(KILN_LOG_VERBOSE, "refine: %d of %d layers pack as the base engine's did: its packed forms shared%s", n,
+              (int)e->nlayers, e->weights == donor->weights ? ", and its weights" : "");
+    return n;
+}
+
+void kiln__b_hand_over(kiln_engine *donor, kiln_engine *e) {
+    for (int32_t i = 0; i < e->nlayers; i++) {
+        kiln__elayer *l = &e->layers[i];
+        for (int32_t k = 0; l->prepacked_stored && k < l->nin; k++) {
+            if (!(l->prepacked_stored >> k & 1)) continue;
+            for (int32_t j = 0; j < donor->nlayers; j++) {
+                kiln__elayer *a = &donor->layers[j];
+                for (int32_t m = 0; a->prepacked && m < a->nin; m++)
+                    if (a->prepacked[m] == l->prepacked[k] && !(a->prepacked_stored >> m & 1)) {
+                        a->prepacked[m] = NULL; /* e's now */
+                        l->prepacked_stored &= ~(1ull << k);
+                    }
+            }
+        }
+    }
+    if (e->weights == donor->weights && donor->weights_owned && !e->weights_owned) {
+        e->weights_owned = 1;
+        donor->weights_owned = 0;
+    }
+}
+
+/* ---- variant engines ---- */
+
 static int switched(const b_refine *rf, const variant *v, int j) {
     return v->alt >= 0 && j % 2 == v->parity && rf->l[j].nalt > v->alt;
 }
 
-/* Variant v's engine (the base is *out, not built here). */
+/* Variant v's engine (the base is *out, not built here), sharing the
+ * base's packed weights. */
 static int variant_build(const kiln_network *net, const kiln_build_config *cfg, kiln__tcache *tc,
-                         const b_refine *rf, variant *v) {
+                         const b_refine *rf, kiln_engine *base, variant *v) {
     int *force = kiln__malloc((size_t)(2 * rf->n) * sizeof *force), nforce = 0;
     if (!force) return kiln__err(KILN_ENOMEM, "build: out of memory");
     for (int j = 0; j < rf->n; j++)
@@ -72,7 +197,7 @@ static int variant_build(const kiln_network *net, const kiln_build_config *cfg, 
             force[2 * nforce + 1] = rf->l[j].alt[v->alt];
             nforce++;
         }
-    b_refine vrf = {.force = force, .nforce = nforce};
+    b_refine vrf = {.force = force, .nforce = nforce, .donor = base};
     kiln_build_stats st;
     memset(&st, 0, sizeof st);
     int rc = kiln__b_build_pass(net, cfg, tc, 0, NHWC_ON, &vrf, &st, &v->e);
@@ -88,8 +213,8 @@ static int variant_setup(const b_refine *rf, int threads, variant *v, uint32_t s
     v->buf = kiln__calloc((size_t)(v->nin > 0 ? v->nin : 1), sizeof *v->buf);
     v->nl = kiln_engine_num_layers(e);
     v->lmap = kiln__malloc((size_t)rf->n * sizeof *v->lmap);
-    v->min = kiln__malloc((size_t)(v->nl > 0 ? v->nl : 1) * sizeof *v->min);
-    if (!v->buf || !v->lmap || !v->min) return kiln__err(KILN_ENOMEM, "build: out of memory");
+    v->cur = kiln__calloc((size_t)(v->nl > 0 ? v->nl : 1), sizeof *v->cur);
+    if (!v->buf || !v->lmap || !v->cur) return kiln__err(KILN_ENOMEM, "build: out of memory");
     int rc = kiln_context_create(e, threads, &v->c);
     for (int i = 0; i < v->nin && !rc; i++) {
         kiln_io_info io;
@@ -104,17 +229,25 @@ static int variant_setup(const b_refine *rf, int threads, variant *v, uint32_t s
     }
     if (rc) return rc;
     kiln_context_set_profiling(v->c, 1);
-    const int nl = v->nl;
-    for (int l = 0; l < nl; l++) v->min[l] = 1e30;
     for (int j = 0; j < rf->n; j++) {
         v->lmap[j] = -1;
         kiln_layer_info li;
-        for (int l = 0; l < nl && v->lmap[j] < 0; l++)
+        for (int l = 0; l < v->nl && v->lmap[j] < 0; l++)
             if (!kiln_engine_layer_info(e, l, &li) && !strcmp(li.name, rf->l[j].name) &&
                 li.tactic == (switched(rf, v, j) ? rf->l[j].alt[v->alt] : rf->l[j].tactic))
                 v->lmap[j] = l;
     }
-    return 0;
+    /* a warm-up run (the first touches the activations' memory), and a
+     * second where that is cheap: a neighbour's time slice in one run
+     * would make a 0.1 ms engine look worth refining */
+    v->run_ms = 1e30;
+    for (int r = 0; r < 2 && !rc && (!r || v->run_ms < 10 * REFINE_MIN_RUN_MS); r++) {
+        const double t0 = kiln__now_ms();
+        rc = kiln_context_run(v->c);
+        const double ms = kiln__now_ms() - t0;
+        v->run_ms = ms < v->run_ms ? ms : v->run_ms;
+    }
+    return rc;
 }
 
 static void variant_free(variant *v) {
@@ -122,7 +255,7 @@ static void variant_free(variant *v) {
     for (int i = 0; i < v->nin && v->buf; i++) kiln__free(v->buf[i]);
     kiln__free(v->buf);
     kiln__free(v->lmap);
-    kiln__free(v->min);
+    kiln__free(v->cur);
     kiln_engine_free(v->e);
 }
 
@@ -130,7 +263,7 @@ static int variant_run(variant *v) {
     int rc = kiln_context_run(v->c);
     for (int l = 0; l < v->nl && !rc; l++) {
         double ms;
-        if (!kiln_context_profile(v->c, l, NULL, &ms) && ms < v->min[l]) v->min[l] = ms;
+        v->cur[l] = kiln_context_profile(v->c, l, NULL, &ms) ? 0 : ms;
     }
     return rc;
 }
@@ -146,65 +279,163 @@ static int same_layers(const variant *base, const variant *w) {
     return 1;
 }
 
-/* Layer j's switch in variant w, in the network: the change of the sum of
- * layer minima from j's engine layer up to the next layer w switched (the
+/* Layer j's switch in variant w, this round: the change of the sum of
+ * layer times from j's engine layer up to the next layer w switched (the
  * layers between run the same tactics in both engines, so they move with
  * what j left in cache: a tactic that saves 0.02 ms and costs its consumer
  * 0.05 loses), at most REFINE_SPAN layers: further ones add noise.
- * *seg: the base's time over that span, *nseg its layers. */
-static double segment_delta(const b_refine *rf, const variant *base, const variant *w, int j, double *seg,
-                            int *nseg) {
+ * *seg: the base's time over that span. */
+static double segment_delta(const b_refine *rf, const variant *base, const variant *w, int j, double *seg) {
     int end = base->lmap[j] + REFINE_SPAN < base->nl ? base->lmap[j] + REFINE_SPAN : base->nl;
     for (int k = j + 1; k < rf->n; k++)
         if (switched(rf, w, k) && base->lmap[k] > base->lmap[j] && base->lmap[k] < end) end = base->lmap[k];
     double d = 0;
     *seg = 0;
-    *nseg = end - base->lmap[j];
     for (int l = base->lmap[j]; l < end; l++) {
-        d += w->min[l] - base->min[l];
-        *seg += base->min[l];
+        d += w->cur[l] - base->cur[l];
+        *seg += base->cur[l];
     }
     return d;
 }
 
-/* Per refined layer: the tactic whose span of the network ran fastest,
- * into the timing cache.  Returns how many changed. */
-static int decide(const b_refine *rf, const variant *v, int nv, kiln__tcache *tc) {
-    int changed = 0;
-    for (int j = 0; j < rf->n; j++) {
-        const b_refine_layer *r = &rf->l[j];
-        if (v[0].lmap[j] < 0) {
-            kiln__log(KILN_LOG_VERBOSE, "refine: layer '%s' not found in the engine: tactic %d kept", r->name,
-                      r->tactic);
-            continue;
+/* The fewest wins in n paired rounds that a fair coin reaches with
+ * probability <= REFINE_ALPHA (n + 1: none). */
+static int need_wins(int n) {
+    double tail = 0, c = 1; /* c: n choose k, from k = n down */
+    for (int k = n; k >= 0; k--) {
+        tail += c * ldexp(1.0, -n);
+        if (tail > REFINE_ALPHA) return k + 1;
+        c = c * k / (n - k + 1);
+    }
+    return 0;
+}
+
+/* The variant that switches layer j to runner-up a, or -1. */
+static int variant_of(const b_refine *rf, const variant *v, int nv, int j, int a) {
+    for (int k = 1; k < nv; k++)
+        if (v[k].ok && v[k].alt == a && switched(rf, &v[k], j) && v[k].lmap[j] >= 0 && v[k].lmap[j] == v[0].lmap[j])
+            return k;
+    return -1;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    const double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median(const double *x, int n) {
+    double s[REFINE_ROUNDS_MAX];
+    if (n <= 0 || n > REFINE_ROUNDS_MAX) return 0;
+    memcpy(s, x, (size_t)n * sizeof *s);
+    qsort(s, (size_t)n, sizeof *s, cmp_double);
+    return (s[(n - 1) / 2] + s[n / 2]) / 2;
+}
+
+/* This round's paired differences, into each undecided test; returns how
+ * many tests remain undecided. */
+static int record_round(const b_refine *rf, const int *gof, group *g, int ng, const variant *v, int nv) {
+    const int need = need_wins(REFINE_ROUNDS_MAX);
+    int open = 0;
+    for (int q = 0; q < ng; q++)
+        for (int a = 0; a < g[q].nalt; a++) {
+            struct gtest *t = &g[q].t[a];
+            if (t->verdict) continue;
+            double d = 0, seg = 0;
+            int any = 0;
+            for (int j = g[q].first; j < rf->n; j++) {
+                const int k = gof[j] == q ? variant_of(rf, v, nv, j, a) : -1;
+                if (k < 0) continue;
+                double s;
+                d += segment_delta(rf, &v[0], &v[k], j, &s);
+                seg += s;
+                any = 1;
+            }
+            if (!any) {
+                t->verdict = -1;
+                continue;
+            }
+            t->d[t->rounds] = d;
+            t->seg[t->rounds] = seg;
+            t->rounds++;
+            if (d < 0) t->wins++;
+            else t->losses++;
+            if (t->wins >= need_wins(t->rounds) &&
+                median(t->d, t->rounds) < -REFINE_TIE * median(t->seg, t->rounds))
+                t->verdict = 1;
+            else if (t->losses > REFINE_ROUNDS_MAX - need || t->rounds == REFINE_ROUNDS_MAX)
+                t->verdict = -1;
+            else
+                open++;
         }
-        int best = r->tactic, measured = 0;
+    return open;
+}
+
+/* Does variant k switch a layer whose test is undecided? */
+static int needed(const b_refine *rf, const int *gof, const group *g, const variant *v, int nv, int k) {
+    for (int j = 0; j < rf->n; j++)
+        if (switched(rf, &v[k], j) && variant_of(rf, v, nv, j, v[k].alt) == k && !g[gof[j]].t[v[k].alt].verdict)
+            return 1;
+    return 0;
+}
+
+/* Per group: the runner-up taken (lowest median difference among those
+ * taken) or the isolated choice, logged and put in the timing cache for
+ * every member.  Returns how many layers changed. */
+static int decide(const b_refine *rf, const int *gof, const group *g, int ng, kiln__tcache *tc) {
+    int changed = 0;
+    for (int q = 0; q < ng; q++) {
+        const b_refine_layer *r = &rf->l[g[q].first];
+        int best = r->tactic, open = 0;
         double best_d = 0;
-        char text[512];
-        size_t n = (size_t)snprintf(text, sizeof text, "tactic %d %.4f ms (isolated %.4f)", r->tactic,
-                                    v[0].min[v[0].lmap[j]], r->ms);
-        for (int k = 1; k < nv; k++) {
-            if (!switched(rf, &v[k], j) || v[k].lmap[j] != v[0].lmap[j] || !same_layers(&v[0], &v[k])) continue;
-            const int a = v[k].alt;
-            double seg;
-            int nseg;
-            const double d = segment_delta(rf, &v[0], &v[k], j, &seg, &nseg);
-            measured++;
+        char text[600];
+        size_t n = (size_t)snprintf(text, sizeof text, "tactic %d (isolated %.4f ms)", r->tactic, r->ms);
+        for (int a = 0; a < g[q].nalt; a++) {
+            const struct gtest *t = &g[q].t[a];
+            const double md = median(t->d, t->rounds), ms = median(t->seg, t->rounds);
+            open += !t->verdict;
             if (n < sizeof text)
-                n += (size_t)snprintf(text + n, sizeof text - n, ", tactic %d %.4f ms (isolated %.4f; %+.4f ms over "
-                                      "%d layers from here)", r->alt[a], v[k].min[v[k].lmap[j]], r->alt_ms[a], d, nseg);
-            if (d < best_d && d < -REFINE_TIE * seg) {
+                n += (size_t)snprintf(text + n, sizeof text - n, ", tactic %d (isolated %.4f): %+.4f ms of %.4f "
+                                      "(median over %d rounds), %d wins %d losses: %s", r->alt[a], r->alt_ms[a],
+                                      md, ms, t->rounds, t->wins, t->losses,
+                                      t->verdict > 0 ? "taken" : t->verdict < 0 ? "dropped" : "undecided");
+            if (t->verdict > 0 && md < best_d) {
                 best = r->alt[a];
-                best_d = d;
+                best_d = md;
             }
         }
-        if (!measured) continue;
-        changed += best != r->tactic;
-        kiln__log(KILN_LOG_VERBOSE, "refine: layer '%s' in the network (minima): %s: %s tactic %d", r->name, text,
-                  best != r->tactic ? "takes" : "keeps", best);
-        if (kiln__tcache_put(tc, r->key, best)) kiln__log(KILN_LOG_WARN, "%s", kiln_errmsg());
+        kiln__log(KILN_LOG_VERBOSE, "refine: layer '%s'%s%.0d%s in the network (paired rounds): %s: %s tactic %d%s",
+                  r->name, g[q].n > 1 ? " and " : "", g[q].n - 1, g[q].n > 1 ? " identical" : "", text,
+                  best != r->tactic ? "takes" : "keeps", best,
+                  open && best == r->tactic ? " (undecided within the budget: the isolated choice)" : "");
+        for (int j = g[q].first; j < rf->n; j++) {
+            if (gof[j] != q) continue;
+            changed += best != rf->l[j].tactic;
+            if (kiln__tcache_put(tc, rf->l[j].key, best)) kiln__log(KILN_LOG_WARN, "%s", kiln_errmsg());
+        }
     }
     return changed;
+}
+
+/* Identical layers into groups: gof[j] = j's group. */
+static int make_groups(const b_refine *rf, int *gof, group *g) {
+    int ng = 0;
+    for (int j = 0; j < rf->n; j++) {
+        gof[j] = -1;
+        for (int q = 0; q < ng && gof[j] < 0; q++) {
+            const b_refine_layer *f = &rf->l[g[q].first];
+            if (!strcmp(f->pool, rf->l[j].pool) && f->nalt == rf->l[j].nalt &&
+                !memcmp(f->alt, rf->l[j].alt, (size_t)f->nalt * sizeof *f->alt))
+                gof[j] = q;
+        }
+        if (gof[j] < 0) {
+            memset(&g[ng], 0, sizeof g[ng]);
+            g[ng].first = j;
+            g[ng].nalt = rf->l[j].nalt;
+            gof[j] = ng++;
+        }
+        g[gof[j]].n++;
+    }
+    return ng;
 }
 
 void kiln__b_refine(const kiln_network *net, const kiln_build_config *cfg, kiln__tcache *tc, b_refine *rf,
@@ -213,46 +444,82 @@ void kiln__b_refine(const kiln_network *net, const kiln_build_config *cfg, kiln_
     const int threads = cfg->threads > 0 ? cfg->threads : 1;
     variant v[1 + 2 * REFINE_MAX_ALT];
     memset(v, 0, sizeof v);
-    int nv = 0, rc = 0;
-    v[nv++] = (variant){.e = *out, .alt = -1};
-    for (int a = 0; a < REFINE_MAX_ALT && !rc; a++)
-        for (int p = 0; p < 2 && !rc; p++) {
+    int *gof = kiln__malloc((size_t)rf->n * sizeof *gof);
+    group *g = kiln__malloc((size_t)rf->n * sizeof *g);
+    int nv = 1, rc = gof && g ? 0 : kiln__err(KILN_ENOMEM, "build: out of memory"), ng = 0, rounds = 0, open = 0;
+    v[0] = (variant){.e = *out, .alt = -1, .ok = 1};
+    if (!rc) ng = make_groups(rf, gof, g);
+    if (!rc) rc = variant_setup(rf, threads, &v[0], 0x9E3779B9u);
+    double budget = REFINE_BUDGET_RUNS * v[0].run_ms, build_ms = 0;
+    if (budget > REFINE_BUDGET_MS) budget = REFINE_BUDGET_MS;
+    const char *stop = NULL;
+    if (!rc && v[0].run_ms < REFINE_MIN_RUN_MS) {
+        /* nothing decided, nothing kept: a rebuild looks again (one run) */
+        kiln__log(KILN_LOG_VERBOSE, "refine: %d layers with close tactics keep their isolated choice: the engine "
+                  "runs in %.3f ms (under %.1f ms, spans of noise)", rf->n, v[0].run_ms, REFINE_MIN_RUN_MS);
+        v[0].e = NULL;
+        variant_free(&v[0]);
+        kiln__free(gof);
+        kiln__free(g);
+        return;
+    }
+    for (int a = 0; a < REFINE_MAX_ALT && !rc && !stop; a++)
+        for (int p = 0; p < 2 && !rc && !stop; p++) {
             variant *w = &v[nv];
             *w = (variant){.alt = a, .parity = p};
             int any = 0;
             for (int j = 0; j < rf->n; j++) any |= switched(rf, w, j);
             if (!any) continue;
+            /* room for this build, one round of the engines so far and the final pass */
+            const double b0 = kiln__now_ms();
+            if (b0 - t0 + 2 * build_ms + v[0].run_ms * (nv + 1) > budget) {
+                stop = "no time left for more variant engines";
+                break;
+            }
             nv++;
-            rc = variant_build(net, cfg, tc, rf, w);
+            rc = variant_build(net, cfg, tc, rf, v[0].e, w);
+            if (!rc) rc = variant_setup(rf, threads, w, 0x9E3779B9u);
+            if (!rc) w->ok = same_layers(&v[0], w);
+            const double bt = kiln__now_ms() - b0;
+            build_ms = bt > build_ms ? bt : build_ms;
         }
     const double t1 = kiln__now_ms();
-    for (int k = 0; k < nv && !rc; k++) rc = variant_setup(rf, threads, &v[k], 0x9E3779B9u);
-    /* a warm-up run each; the base's time sets the rounds */
-    double run_ms = 0;
-    for (int k = 0; k < nv && !rc; k++) {
-        const double r0 = kiln__now_ms();
-        rc = kiln_context_run(v[k].c);
-        if (!k) run_ms = kiln__now_ms() - r0;
+    int active[1 + 2 * REFINE_MAX_ALT];
+    for (int r = 0; r < REFINE_ROUNDS_MAX && !rc && nv > 1; r++) {
+        int na = 0;
+        double est = v[0].run_ms;
+        for (int k = 1; k < nv; k++)
+            if (v[k].ok && needed(rf, gof, g, v, nv, k)) {
+                active[na++] = k;
+                est += v[k].run_ms;
+            }
+        if (!na) break;
+        if (kiln__now_ms() - t0 + est + build_ms > budget) {
+            stop = stop ? stop : "the time budget ran out";
+            break;
+        }
+        rc = r % 2 ? 0 : variant_run(&v[0]);
+        for (int i = 0; i < na && !rc; i++) rc = variant_run(&v[active[i]]);
+        if (!rc && r % 2) rc = variant_run(&v[0]);
+        if (!rc) open = record_round(rf, gof, g, ng, v, nv);
+        rounds++;
     }
-    int rounds = run_ms > 0 ? (int)(REFINE_BUDGET_MS / (run_ms * nv)) : REFINE_ROUNDS_MAX;
-    rounds = rounds < REFINE_ROUNDS_MIN ? REFINE_ROUNDS_MIN : rounds > REFINE_ROUNDS_MAX ? REFINE_ROUNDS_MAX : rounds;
-    for (int r = 0; r < rounds && !rc; r++)
-        for (int i = 0; i < nv && !rc; i++) rc = variant_run(&v[(r + i) % nv]);
     const double t2 = kiln__now_ms();
     int changed = 0;
     if (rc)
         kiln__log(KILN_LOG_VERBOSE, "refine: %d layers with close tactics keep their isolated choice: %s", rf->n,
                   kiln_errmsg());
     else
-        changed = decide(rf, v, nv, tc);
+        changed = decide(rf, gof, g, ng, tc);
     v[0].e = NULL; /* *out, the caller's */
     for (int k = 0; k < nv; k++) variant_free(&v[k]);
     if (changed) {
         kiln_build_stats st2;
         memset(&st2, 0, sizeof st2);
         kiln_engine *fin = NULL;
-        b_refine frf = {0};
+        b_refine frf = {.donor = *out};
         rc = kiln__b_build_pass(net, cfg, tc, 0, NHWC_ON, &frf, &st2, &fin);
+        if (!rc) kiln__b_hand_over(*out, fin);
         if (rc) {
             kiln__log(KILN_LOG_VERBOSE, "refine: the refined engine could not be built (%s): isolated choices kept",
                       kiln_errmsg());
@@ -267,8 +534,11 @@ void kiln__b_refine(const kiln_network *net, const kiln_build_config *cfg, kiln_
     }
     st->refined += rf->n;
     st->refine_changed += rc ? 0 : changed;
-    kiln__log(KILN_LOG_VERBOSE, "refine: %d layers with close tactics, %d engines x %d rounds at %d threads "
-              "(%.0f ms a run): %d choices changed; %.2f s building variants, %.2f s running, %.2f s in all",
-              rf->n, nv, rounds, threads, run_ms, rc ? 0 : changed, (t1 - t0) / 1000, (t2 - t1) / 1000,
-              (kiln__now_ms() - t0) / 1000);
+    kiln__log(KILN_LOG_VERBOSE, "refine: %d layers with close tactics in %d groups, %d engines, %d rounds at %d "
+              "threads (%.1f ms a run): %d choices changed, %d tests undecided%s%s; %.2f s building variants, "
+              "%.2f s running, %.2f s in all (budget %.2f s)", rf->n, ng, nv, rounds, threads, v[0].run_ms,
+              rc ? 0 : changed, open, stop ? ": " : "", stop ? stop : "", (t1 - t0) / 1000, (t2 - t1) / 1000,
+              (kiln__now_ms() - t0) / 1000, budget / 1000);
+    kiln__free(gof);
+    kiln__free(g);
 }

@@ -1256,9 +1256,11 @@ static int refine_choice(builder *b, int li, const cand_list *cl, const cand_tim
     rf->l = n;
     r.name = kiln__strdup(L->name);
     r.key = kiln__strdup(key);
-    if (!r.name || !r.key) {
+    r.pool = kiln__strdup(lkey);
+    if (!r.name || !r.key || !r.pool) {
         kiln__free(r.name);
         kiln__free(r.key);
+        kiln__free(r.pool);
         return kiln__err(KILN_ENOMEM, "build: out of memory");
     }
     rf->l[rf->n++] = r;
