@@ -241,12 +241,21 @@ static size_t whole_floats(int64_t padded, int64_t K) {
 
 size_t kiln__sgemm_pack_a_floats(int64_t M, int64_t K) { return whole_floats(round_up(M, MR), K); }
 
+/* The floats after the panels, up to whole_floats, are zeroed: a packed
+ * operand goes into engine files, which must hold no leftover heap bytes
+ * (and must come out the same from the same weights). */
+static void zero_tail(float *dst, int64_t padded, int64_t K) {
+    size_t used = (size_t)padded * (size_t)K;
+    memset(dst + used, 0, (whole_floats(padded, K) - used) * sizeof(float));
+}
+
 void kiln__sgemm_pack_a(const kiln__gemm *g, float *dst) {
     const int64_t mp = round_up(g->M, MR);
     for (int64_t pc = 0; pc < g->K; pc += KC) {
         int64_t kc = g->K - pc < KC ? g->K - pc : KC;
         pack_a(g, 0, g->M, pc, kc, dst + pc * mp);
     }
+    zero_tail(dst, mp, g->K);
 }
 
 static void pack_b_matrix(const kiln__gemm *g, int64_t k0, int64_t kc, int64_t n0, int64_t nc,
@@ -288,6 +297,7 @@ void kiln__sgemm_pack_b(const kiln__gemm *g, float *dst) {
         int64_t kc = g->K - pc < KC ? g->K - pc : KC;
         pack_b_matrix(g, pc, kc, 0, g->N, dst + pc * np);
     }
+    zero_tail(dst, np, g->K);
 }
 
 static void pack_b_shift(const kiln__gemm *g, int64_t k0, int64_t kc, int64_t n0, int64_t nc,
