@@ -60,6 +60,10 @@ static const tcase g_cases[] = {
     /* odd input width: the phase rows' even and odd columns end one
      * apart, every row in the deinterleave's masked tail (19 and 18) */
     {"dense 3x3 stride 2, odd width", 8, 12, 1, 9, 37, 3, 2, 1, B(1) | B(2) | B(8) | B(9), B(3) | B(4) | B(5)},
+    /* both column phases of a row in one pass (pad_channels): pads of 2
+     * (lanes before the row masked), an odd height and width, three
+     * 16-column steps a plane row (37 wide: the last one 5 columns) */
+    {"5x5 stride 2, pads 2, odd sizes", 7, 13, 1, 23, 71, 5, 2, 2, B(1) | B(2) | B(8) | B(9), B(3) | B(4) | B(5)},
     /* a 7x7 output (ResNet's layer4): 49 of the grid's 63 columns */
     {"dense 3x3 7x7", 40, 52, 1, 7, 7, 3, 1, 1, B(1) | B(2) | B(6) | B(8) | B(9) | B(10), B(3) | B(4) | B(5)},
     /* a grid of 40 x 46 columns for 64 rows: the padded GEMM in column
