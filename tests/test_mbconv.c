@@ -264,6 +264,12 @@ TEST_IMPL(mobilenet_blocks) {
             run_case(&t, 1);
             run_case(&t, 2);
         }
+    /* MobileNetV2's features.5: E and D of the whole 28x28 plane take 1.25 MB,
+     * one band at 1 thread (WHOLE_BAND, mbconv.c), two at 2 */
+    mbcase t = {.N = 1, .C = 32, .Ce = 192, .M = 32, .H = 28, .W = 28, .k = 3, .sy = 1, .sx = 1, .d = 1, .pt = 1,
+                .pl = 1, .pb = 1, .pr = 1, .expand = 1, .act = ACT_RELU6, .residual = 1};
+    run_case(&t, 1);
+    run_case(&t, 2);
 }
 
 /* No expand conv (MobileNetV2's first block), Relu and no activation,
