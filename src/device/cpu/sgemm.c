@@ -958,9 +958,10 @@ static void gemm_block(const kiln__gemm *g, int64_t m0, int64_t m1, int64_t n0, 
      * tile's 768 FMA cycles waited on its rows.  One row tile keeps 12 +
      * 12 streams and reads B's packed block (<= 512 KB) from L2 once per
      * row tile.  ResNet-50's 64 -> 256 1x1 convs at 56x56 (+ residual +
-     * relu) 1.04-1.15x in sgemm_ab, its K = 64 convs -0.27..-0.37 ms at
-     * 1 thread in the network; K = 128 (128 -> 512 at 28x28) no change,
-     * so not there. */
+     * relu) 1.04-1.15x in sgemm_ab, its K = 64 convs -0.27..-0.51 ms at
+     * 1 thread in the network (-0.2 ms at 2 threads, where their
+     * readers lose about as much); K = 128 (128 -> 512 at 28x28) no
+     * change, so not there. */
     const int64_t mcb = K <= 64 ? MR : MC;
     int64_t mcmax = (m1 - m0) < mcb ? (m1 - m0) : mcb;
     mcmax = (mcmax + MR - 1) / MR * MR;
