@@ -10,7 +10,8 @@
  * its fastest call (a neighbour's burst on a shared machine slows a call,
  * never speeds one up); operands are hot except with COLD=n in the
  * environment (n copies of the prepacked operand, A or B, used in turn, as a weight read once
- * per inference).  Printed: GFLOP/s, % of the FMA peak measured just after
+ * per inference) and RES=1 adds a residual of C's shape and a relu, as a conv's
+ * fused Add + Relu.  Printed: GFLOP/s, % of the FMA peak measured just after
  * (tools/fma_peak.c), new/base and the largest difference of the outputs
  * (0 where the summation order is the same).  ONLY = 0 or 1 times that
  * variant alone (for perf record).
@@ -92,6 +93,7 @@ int main(int argc, char **argv) {
     kiln__pool *pool = threads > 1 ? kiln__pool_create(threads) : NULL;
     kiln_exec e = {.device = KILN_DEVICE_CPU, .pool = pool};
     int copies = getenv("COLD") ? atoi(getenv("COLD")) : 1;
+    int res = getenv("RES") && atoi(getenv("RES")); /* a residual of C's shape + relu, as a conv's fused Add */
     if (copies < 1) copies = 1;
     printf("FMA peak %.1f GFLOP/s (1 thread); %d thread(s), %d round(s)%s\n", cli_fma_peak_gflops(1), threads,
            rounds, copies > 1 ? ", cold prepacked weights" : "");
@@ -105,14 +107,18 @@ int main(int argc, char **argv) {
         for (int64_t i = 0; i < K * N + 64; i++) b[i] = (float)rand() / (float)RAND_MAX - 0.5f;
         for (int64_t k = 0; k < K; k++) off[k] = k * N;
         kiln__gemm g[2];
-        float *c[2], *packed[2];
+        float *c[2], *packed[2], *r = NULL;
+        if (res) {
+            r = malloc(sizeof(float) * (size_t)(M * N));
+            for (int64_t i = 0; i < M * N; i++) r[i] = (float)rand() / (float)RAND_MAX - 0.5f;
+        }
         size_t pfloats[2];
         int ncopies = copies;
         for (int v = 0; v < 2; v++) {
             c[v] = malloc(sizeof(float) * (size_t)(M * N));
             memset(&g[v], 0, sizeof g[v]);
             g[v] = (kiln__gemm){.M = M, .N = N, .K = K, .a = a, .a_rs = K, .a_cs = 1, .alpha = 1, .b = b,
-                                .b_rs = N, .b_cs = 1, .c = c[v], .ldc = N};
+                                .b_rs = N, .b_cs = 1, .c = c[v], .ldc = N, .res = r, .ldr = N, .relu = res};
             int pb = S[s].kind == B_PACKED;
             pfloats[v] = pb ? V[v].pb_floats(K, N) : V[v].pa_floats(M, K);
             packed[v] = kiln__aligned_alloc(pfloats[v] * (size_t)ncopies * sizeof(float));
@@ -152,7 +158,7 @@ int main(int argc, char **argv) {
                best[0] / best[1], diff, pk);
         fflush(stdout);
         for (int v = 0; v < 2; v++) kiln__aligned_free(packed[v]), free(c[v]);
-        free(a), free(b), free(off);
+        free(a), free(b), free(off), free(r);
     }
     if (pool) kiln__pool_free(pool);
     return 0;

@@ -305,6 +305,28 @@ TEST_IMPL(sgemm_split_k) {
     g_max_threads = 2;
 }
 
+/* K <= 64 (one short K block) runs one row tile a block over all the
+ * strips of a column block: M past MC (144) in odd counts, N past a column
+ * block (NC = 2048), K at the edges of the rule (64 in, 65 not), B as a
+ * matrix, shifted rows or by callback, with residual, relu, bias, the done
+ * hook and accumulate, at 1-3 threads. */
+TEST_IMPL(sgemm_short_k) {
+    uint64_t rs = 0x5407Cu;
+    g_max_threads = 3;
+    const struct { int64_t M, N, K; int b_kind, flags; } cs[] = {
+        {157, 97, 64, B_MATRIX, 8 | 16 | 2 | 256},
+        {157, 2100, 63, B_MATRIX, 8 | 2 | 256 | 32},
+        {300, 197, 65, B_MATRIX, 8 | 16 | 2 | 256},
+        {150, 61, 17, B_SHIFT, 8 | 16 | 2 | 32},
+        {150, 61, 64, B_CALLBACK, 16 | 4},
+        {13, 2051, 1, B_SHIFT, 8 | 2 | 256},
+        {25, 33, 64, B_PREPACKED, 16 | 2 | 32},
+    };
+    for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++)
+        check_case(&rs, cs[i].M, cs[i].N, cs[i].K, cs[i].b_kind, cs[i].flags);
+    g_max_threads = 2;
+}
+
 static double now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -460,5 +482,5 @@ TEST_IMPL(sgemm_timing_is_by_hand) {
 }
 
 TEST_LIST(TEST_ENTRY(sgemm_edges), TEST_ENTRY(sgemm_shift_tiles), TEST_ENTRY(sgemm_random), TEST_ENTRY(sgemm_large),
-          TEST_ENTRY(sgemm_split_k), TEST_ENTRY(sgemm_packed_whole),
+          TEST_ENTRY(sgemm_split_k), TEST_ENTRY(sgemm_short_k), TEST_ENTRY(sgemm_packed_whole),
           TEST_ENTRY(sgemm_timing_is_by_hand))

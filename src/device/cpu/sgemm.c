@@ -950,7 +950,20 @@ static void gemm_block(const kiln__gemm *g, int64_t m0, int64_t m1, int64_t n0, 
     }
     int64_t ncmax = (n1 - n0) < ncb ? (n1 - n0) : ncb;
     ncmax = (ncmax + NR - 1) / NR * NR;
-    int64_t mcmax = (m1 - m0) < MC ? (m1 - m0) : MC;
+    /* K <= 64 (one short K block): a block of one row tile, swept over
+     * all strips, not MC rows.  Every row of C (and of a residual) is a
+     * separate stream a plane apart; MC rows kept 144 C rows and 144
+     * residual rows in flight, more pages than the L2 streamer follows
+     * (the likely cause: this VM has no PMU counters to show it), and a
+     * tile's 768 FMA cycles waited on its rows.  One row tile keeps 12 +
+     * 12 streams and reads B's packed block (<= 512 KB) from L2 once per
+     * row tile.  ResNet-50's 64 -> 256 1x1 convs at 56x56 (+ residual +
+     * relu) 1.04-1.15x in sgemm_ab, its K = 64 convs -0.27..-0.51 ms at
+     * 1 thread in the network (-0.2 ms at 2 threads, where their
+     * readers lose about as much); K = 128 (128 -> 512 at 28x28) no
+     * change, so not there. */
+    const int64_t mcb = K <= 64 ? MR : MC;
+    int64_t mcmax = (m1 - m0) < mcb ? (m1 - m0) : mcb;
     mcmax = (mcmax + MR - 1) / MR * MR;
     float *buf = kiln__cpu_scratch_or_fail(0, (size_t)(kcmax * ncmax + kcmax * mcmax) + 64, "SGEMM");
     if (!buf) return;
@@ -969,7 +982,7 @@ static void gemm_block(const kiln__gemm *g, int64_t m0, int64_t m1, int64_t n0, 
              * before its tiles use it (from L1), not the whole column
              * block first (2 MB at kc 256: written out and read back from
              * L3; ResNet-50's 1x1 convs at 56x56) */
-            const int by_strip = !in_place && !g->b_packed && m1 - m0 <= MC;
+            const int by_strip = !in_place && !g->b_packed && m1 - m0 <= mcb;
             if (in_place || by_strip)
                 ; /* the micro-kernel reads B where it lies / packed below */
             else if (g->b_packed && !g->b_shift && !g->packb) {
@@ -979,8 +992,8 @@ static void gemm_block(const kiln__gemm *g, int64_t m0, int64_t m1, int64_t n0, 
                 pack_b(g, pc, kc, jc, nc, pb);
             store_info si = {.load = pc > 0 || g->accumulate, .bias = NULL,
                              .relu = g->relu && pc + kc >= K};
-            for (int64_t ic = m0; ic < m1; ic += MC) {
-                int64_t mc = m1 - ic < MC ? m1 - ic : MC;
+            for (int64_t ic = m0; ic < m1; ic += mcb) {
+                int64_t mc = m1 - ic < mcb ? m1 - ic : mcb;
                 const float *pa_use = pa;
                 if (g->a_packed) {
                     KILN__ASSERT(ic % MR == 0);
