@@ -22,6 +22,7 @@ static uint64_t g_seed = 0x9001BEEF5EEDull;
 
 typedef struct pcase {
     int64_t N, C, H, W, kh, kw, sy, sx, dy, dx, pt, pl, pb, pr;
+    int64_t nan_step; /* a NaN every nan_step inputs (0: 101) */
 } pcase;
 
 static int64_t out_dim(int64_t in, int64_t k, int64_t s, int64_t d, int64_t p0, int64_t p1) {
@@ -35,7 +36,7 @@ static void run_case(const pcase *t, int threads) {
     const int64_t planes = t->N * t->C, nx = planes * t->H * t->W, ny = planes * OH * OW;
     float *x = test_rnd_f32(&g_seed, nx, -2.0f, 2.0f), *y = test_xmalloc((size_t)ny * sizeof(float));
     float *ref = test_xmalloc((size_t)ny * sizeof(float));
-    for (int64_t i = 7; i < nx; i += 101) x[i] = NAN; /* some windows hold a NaN */
+    for (int64_t i = 7; i < nx; i += t->nan_step ? t->nan_step : 101) x[i] = NAN; /* some windows hold a NaN */
     for (int64_t pl = 0; pl < planes; pl++)
         for (int64_t oy = 0; oy < OH; oy++)
             for (int64_t ox = 0; ox < OW; ox++) {
@@ -100,6 +101,19 @@ TEST_IMPL(maxpool_3x3_s2) {
     run_case(&r, 2);
 }
 
+/* The stem pool's vector blocks take max_ps and redo a block with PMAX
+ * only where its result holds a NaN: every width 1..40 (blocks cut at
+ * each lane, the last column's plain load present or not), NaNs dense
+ * (every 5th input: most blocks redone, NaN in the first row of a
+ * reduction) or sparse (every 173rd: most blocks plain), 1-3 threads. */
+TEST_IMPL(maxpool_3x3_s2_nan_blocks) {
+    for (int64_t w = 1; w <= 40; w++) {
+        pcase t = {.N = 1, .C = 2 + w % 2, .H = 6 + w % 3, .W = w, .kh = 3, .kw = 3, .sy = 2, .sx = 2, .dy = 1,
+                   .dx = 1, .pt = 1, .pl = 1, .pb = 1, .pr = 1, .nan_step = w % 2 ? 5 : 173};
+        run_case(&t, 1 + (int)(w % 3));
+    }
+}
+
 /* Other windows and strides on the generic vector path, and two that stay
  * scalar (stride 3, dilation 2). */
 TEST_IMPL(maxpool_windows) {
@@ -123,4 +137,4 @@ TEST_IMPL(maxpool_windows) {
     run_case(&d2, 1);
 }
 
-TEST_LIST(TEST_ENTRY(maxpool_3x3_s2), TEST_ENTRY(maxpool_windows))
+TEST_LIST(TEST_ENTRY(maxpool_3x3_s2), TEST_ENTRY(maxpool_3x3_s2_nan_blocks), TEST_ENTRY(maxpool_windows))

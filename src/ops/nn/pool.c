@@ -246,26 +246,50 @@ max_row16(const float *r0, int64_t IW, int64_t kh, int64_t kw, int64_t sx, int64
 /* max_row16 for 3 taps at column stride 2, each of the 33 input columns
  * reduced over the rows once (not once per tap): tap 0 and 1 are the even
  * and odd lanes of columns 0..31, tap 2 the even lanes moved down one,
- * column 32 in the last. */
-static void max3_s2_row16(const float *r0, int64_t IW, int64_t kh, int64_t xs, int64_t n, float *y) {
+ * column 32 in the last.  MAX is pmax16 or a plain max_ps: max_ps(v, m)
+ * is PMAX(v, m) wherever neither is NaN, and a NaN input leaves a NaN in
+ * a column's reduction only where it stays (a NaN m sticks; a NaN v is
+ * dropped, as PMAX drops it), so a block whose column reductions hold no
+ * NaN (one compare over their sum, which an inf - inf only sends to the
+ * slow path) is exactly PMAX's; one with a NaN is redone with pmax16.
+ * Checking the result instead is not enough: a column reduced to NaN is
+ * dropped as v by the taps' max. */
+static inline __attribute__((always_inline)) __m512 max16(__m512 v, __m512 m, int plain) {
+    return plain ? _mm512_max_ps(v, m) : pmax16(v, m);
+}
+
+/* the 16 outputs of a block from row r0 + xs; plain: max_ps for MAX */
+static inline __attribute__((always_inline)) __m512 max3_s2_block(const float *p, int64_t IW, int64_t kh,
+                                                                 int64_t avail, int plain, __mmask16 *nan) {
     const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
     const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
-    int64_t avail = IW - xs;
     __mmask16 m0 = avail >= 16 ? 0xFFFF : (__mmask16)((1u << avail) - 1u);
     __mmask16 m1 = avail >= 32 ? 0xFFFF : avail <= 16 ? 0 : (__mmask16)((1u << (avail - 16)) - 1u);
-    __mmask16 m2 = avail > 32 ? 1 : 0;
-    const float *p = r0 + xs;
-    __m512 a = _mm512_maskz_loadu_ps(m0, p), b = _mm512_maskz_loadu_ps(m1, p + 16);
-    __m512 c = _mm512_maskz_loadu_ps(m2, p + 32);
-    for (int64_t ky = 1; ky < kh; ky++) {
-        p += IW;
-        a = pmax16(_mm512_maskz_loadu_ps(m0, p), a);
-        b = pmax16(_mm512_maskz_loadu_ps(m1, p + 16), b);
-        c = pmax16(_mm512_maskz_loadu_ps(m2, p + 32), c);
+    int full = avail > 32; /* plain loads: a masked one costs a vector ALU slot on this CPU */
+    __m512 a = _mm512_setzero_ps(), b = a, c = a;
+    for (int64_t ky = 0; ky < kh; ky++, p += IW) {
+        __m512 va = full ? _mm512_loadu_ps(p) : _mm512_maskz_loadu_ps(m0, p);
+        __m512 vb = full ? _mm512_loadu_ps(p + 16) : _mm512_maskz_loadu_ps(m1, p + 16);
+        __m512 vc = full ? _mm512_zextps128_ps512(_mm_load_ss(p + 32)) : _mm512_setzero_ps();
+        a = ky ? max16(va, a, plain) : va;
+        b = ky ? max16(vb, b, plain) : vb;
+        c = ky ? max16(vc, c, plain) : vc;
+    }
+    if (plain) {
+        __m512 sum = _mm512_add_ps(_mm512_add_ps(a, b), c);
+        *nan = _mm512_cmp_ps_mask(sum, sum, _CMP_UNORD_Q);
     }
     __m512 e = _mm512_permutex2var_ps(a, even, b), o = _mm512_permutex2var_ps(a, odd, b);
     __m512 e2 = _mm512_castsi512_ps(_mm512_alignr_epi32(_mm512_castps_si512(c), _mm512_castps_si512(e), 1));
-    _mm512_mask_storeu_ps(y, (__mmask16)((1u << n) - 1u), pmax16(e2, pmax16(o, e)));
+    return max16(e2, max16(o, e, plain), plain);
+}
+
+static void max3_s2_row16(const float *r0, int64_t IW, int64_t kh, int64_t xs, int64_t n, float *y) {
+    __mmask16 out = (__mmask16)((1u << n) - 1u);
+    __mmask16 nan = 0;
+    __m512 r = max3_s2_block(r0 + xs, IW, kh, IW - xs, 1, &nan);
+    if (nan) r = max3_s2_block(r0 + xs, IW, kh, IW - xs, 0, &nan);
+    _mm512_mask_storeu_ps(y, out, r);
 }
 #endif
 
