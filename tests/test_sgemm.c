@@ -340,7 +340,34 @@ static double cpu_s(void) {
 }
 
 /* By hand: GFLOP/s of model shapes (not a pass/fail test). */
-static void timing(void) {
+/* 260 sampled entries of c (its corners among them) against the double
+ * reference: the timing shapes' operands are laid out as the timing sets
+ * them up (shifted rows at conv-like offsets, prepacked copies), so the
+ * configurations it times are checked to compute the right thing. */
+static void check_sampled(const problem *p, const float *c, const char *what, int th, uint64_t *rs) {
+    const int64_t M = p->M, N = p->N, K = p->K;
+    for (int q = 0; q < 260; q++) {
+        int64_t i = q < 4 ? (q & 1) * (M - 1) : (int64_t)(test_rand_u64(rs) % (uint64_t)M);
+        int64_t j = q < 4 ? (q >> 1) * (N - 1) : (int64_t)(test_rand_u64(rs) % (uint64_t)N);
+        double s = 0, mag = 0;
+        for (int64_t k = 0; k < K; k++) {
+            double t = a_at(p, i, k) * b_at(p, k, j);
+            s += t;
+            mag += fabs(t);
+        }
+        double got = c[i * N + j];
+        if (!(fabs(got - s) <= 2e-6 * (mag + 2.0) + 1e-6))
+            TEST__FAIL("%s %lldx%lldx%lld, %d threads: C[%lld,%lld] = %.9g, expected %.9g", what, (long long)M,
+                       (long long)N, (long long)K, th, (long long)i, (long long)j, got, s);
+    }
+}
+
+/* The GEMM shapes of the models bench/README.md follows, each run at 1 and
+ * 2 threads into a NaN-poisoned C and checked (check_sampled).  With
+ * KILN_SGEMM_TIMING set ("1": all, else a name prefix) they are also timed
+ * and their GFLOP/s printed: a benchmark by hand, never a pass/fail on
+ * time. */
+static void timing_shapes(void) {
     /* pw: B is a pointwise conv's input read in place (row k at k * N) */
     static const struct { int64_t M, N, K; int b_kind, pack_a; const char *what; int pw; } s[] = {
         {128, 2304, 768, B_PREPACKED, 0, "bert QKV", 0},
@@ -371,9 +398,9 @@ static void timing(void) {
     uint64_t rs = 42;
     kiln__pool *pool = kiln__pool_create(2);
     kiln_exec e = {.device = KILN_DEVICE_CPU, .pool = pool};
-    const char *only = getenv("KILN_SGEMM_TIMING"); /* a name prefix, or "1": all */
+    const char *only = getenv("KILN_SGEMM_TIMING"); /* a name prefix, or "1": all; unset: checks only */
     for (size_t i = 0; i < sizeof s / sizeof s[0]; i++) {
-        if (strcmp(only, "1") && strncmp(s[i].what, only, strlen(only))) continue;
+        if (only && strcmp(only, "1") && strncmp(s[i].what, only, strlen(only))) continue;
         problem p = {.M = s[i].M, .N = s[i].N, .K = s[i].K, .b_kind = s[i].b_kind,
                      .alpha = 1, .pack_a = s[i].pack_a};
         int64_t M = p.M, N = p.N, K = p.K;
@@ -383,6 +410,7 @@ static void timing(void) {
         p.b = malloc(bsz * sizeof(float));
         p.b_off = malloc((size_t)K * sizeof(int64_t));
         float *c = malloc((size_t)(M * N) * sizeof(float));
+        ASSERT(p.a && p.b && p.b_off && c);
         /* KILN_SGEMM_COLD=n: n copies of a prepacked B used in turn, so
          * that (n large enough) each call finds its weights out of cache, as
          * a model's layer does (each weight is used once per inference) */
@@ -415,8 +443,9 @@ static void timing(void) {
         for (int th = 1; th <= 2; th++) {
             /* the best single call: on a machine shared with other work a
              * call that was not preempted shows what the kernel does */
-            int reps = (int)(1e10 / flop) + 5;
+            int reps = only ? (int)(1e10 / flop) + 5 : 1;
             double best = 1e9, best_cpu = 1e9; /* wall, and CPU time of all threads */
+            for (int64_t j = 0; j < M * N; j++) c[j] = NAN; /* poison */
             for (int r = 0; r < reps; r++) {
                 if (g.b_packed) g.b_packed = packed + pbf * (size_t)(r % copies);
                 double t0 = now_s(), c0 = cpu_s();
@@ -425,9 +454,11 @@ static void timing(void) {
                 if (t < best) best = t;
                 if (tc < best_cpu) best_cpu = tc;
             }
-            printf("%-24s %4lldx%4lldx%4lld  %d thr  %8.1f us  %6.1f GFLOP/s  (CPU %8.1f us: %6.1f per thread)\n",
-                   s[i].what, (long long)M, (long long)N, (long long)K, th, best * 1e6, flop / best * 1e-9,
-                   best_cpu * 1e6, flop / best_cpu * th * 1e-9);
+            check_sampled(&p, c, s[i].what, th, &rs);
+            if (only)
+                printf("%-24s %4lldx%4lldx%4lld  %d thr  %8.1f us  %6.1f GFLOP/s  (CPU %8.1f us: %6.1f per "
+                       "thread)\n", s[i].what, (long long)M, (long long)N, (long long)K, th, best * 1e6,
+                       flop / best * 1e-9, best_cpu * 1e6, flop / best_cpu * th * 1e-9);
         }
         kiln__aligned_free(pa);
         kiln__aligned_free(packed);
@@ -477,10 +508,8 @@ TEST_IMPL(sgemm_packed_whole) {
         }
 }
 
-TEST_IMPL(sgemm_timing_is_by_hand) {
-    if (getenv("KILN_SGEMM_TIMING")) timing();
-}
+TEST_IMPL(sgemm_timing_shapes) { timing_shapes(); }
 
 TEST_LIST(TEST_ENTRY(sgemm_edges), TEST_ENTRY(sgemm_shift_tiles), TEST_ENTRY(sgemm_random), TEST_ENTRY(sgemm_large),
           TEST_ENTRY(sgemm_split_k), TEST_ENTRY(sgemm_short_k), TEST_ENTRY(sgemm_packed_whole),
-          TEST_ENTRY(sgemm_timing_is_by_hand))
+          TEST_ENTRY(sgemm_timing_shapes))
