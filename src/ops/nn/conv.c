@@ -67,8 +67,9 @@
  *             (a network's stem: ResNet's 7x7/2 from 3 channels), computed
  *             from phase-split input rows, 16 output channels x 16
  *             columns per tap load, no im2col; bands of output rows split
- *             over threads.  Offered only where it applies; never picked
- *             by auto.
+ *             over threads; W prepacked in 16-channel blocks (stored in
+ *             the engine file).  Offered only where it applies; never
+ *             picked by auto.
  * Where several tactics run the same kernel on a conv (kernel_key), the
  * builder is offered one of them (conv_formats_fn); the others stay valid
  * in engine files.  A fused residual Add and/or Relu is applied in the
@@ -1077,16 +1078,19 @@ static void fewc_range(void *ud, int64_t b, int64_t e) {
 static int conv_fewc(const kiln_call *c, const geom *g) {
     const float *bias = c->nin > 2 && c->in[2].data ? c->in[2].data : NULL;
     kiln__fewc p = {.C = g->C, .M = g->M, .KH = g->k[1], .KW = g->k[2], .w = c->in[1].data};
-    const int64_t nw = kiln__fewc_packed_w(&p);
-    /* the weights packed once for every band (and thread), then a zero bias
-     * where there is none (the kernel reads one) */
-    float *wp = kiln__cpu_scratch(2, (size_t)(nw + g->M));
-    if (!wp) return 1;
-    kiln__fewc_pack_w(&p, wp);
+    const float *pre = c->prepacked && c->prepacked[1] ? c->prepacked[1] : NULL; /* conv_prepack's */
+    const int64_t nw = pre ? 0 : kiln__fewc_packed_w(&p);
+    /* the weights packed for every band (and thread) where the engine
+     * holds no packed form (W not constant), then a zero bias where there
+     * is none (the kernel reads one) */
+    float *wp = nw || !bias ? kiln__cpu_scratch(2, (size_t)(nw + g->M)) : NULL;
+    if ((nw || !bias) && !wp) return 1;
+    if (nw) kiln__fewc_pack_w(&p, wp);
     if (!bias) {
         memset(wp + nw, 0, (size_t)g->M * sizeof(float));
         bias = wp + nw;
     }
+    if (pre) wp = (float *)pre;
     const float *res;
     int relu, fused = gemm_epilogue(c, 0, &res, &relu); /* a Relu in the kernel's store, not a second pass */
     fewcctx f = {.c = c, .g = g, .bias = bias, .wp = wp, .lo = fused && relu ? 0.0f : -INFINITY, .fused = fused};
@@ -1467,8 +1471,10 @@ static int kernel_key(int tactic, const geom *g) {
 }
 
 /* kiln_quick_op.prepack: a constant F32 W packed once, per group, as the
- * SGEMM's A operand, for the tactics that run a GEMM (all but direct).
- * Everything it depends on is static: W's dims, group, the tactic. */
+ * SGEMM's A operand, for the tactics that run a GEMM (all but direct and
+ * the depthwise ones); for Winograd transformed, for tactic 12 in
+ * conv_fewc.c's 16-channel blocks.  Everything it depends on is static:
+ * W's dims, group, the tactic. */
 static int conv_prepack(const kiln_call *c, int input, void *dst, size_t *size) {
     const kiln_tensor *x = &c->in[0], *w = &c->in[1];
     size_t want = *size;
@@ -1494,7 +1500,16 @@ static int conv_prepack(const kiln_call *c, int input, void *dst, size_t *size) 
     /* a 3-D conv runs direct only on a depth-1 input and kernel */
     int direct_ok = nsp < 3 || (x->ndim == 5 && x->dims[2] == 1 && g.k[0] == 1);
     int t = pick_tactic(c->tactic, direct_ok, &g);
-    if (t == T_DIRECT || t == T_DW || t == T_DWROWS || t == T_FEWC) return 0;
+    if (t == T_DIRECT || t == T_DW || t == T_DWROWS) return 0;
+    if (t == T_FEWC) {
+        kiln__fewc p = {.C = g.Cg, .M = g.M, .KH = g.k[1], .KW = g.k[2], .w = w->data};
+        const size_t fb = (size_t)kiln__fewc_packed_w(&p) * sizeof(float);
+        if (dst && want != fb)
+            return kiln_set_error(KILN_EINTERNAL, "Conv prepack: %zu bytes asked, %zu given", fb, want);
+        if (dst) kiln__fewc_pack_w(&p, dst);
+        *size = fb;
+        return 0;
+    }
     /* an output known too narrow for Winograd runs the padded GEMM */
     const int wm = wino_m(t);
     if (wm && c->nout > 0 && c->out[0].ndim == 4 && c->out[0].dims[3] >= 0 &&
