@@ -112,11 +112,12 @@ int kiln__sgemm_kc(void) { return KC; }
  * (ops/quantization/qlinear.c, fixed; bump "qgemm1" when it changes) and
  * the few-channel direct kernels' blocks (ops/nn/conv_fewc.c: 16 output
  * channels for the stem, PW_MB = 12 for mbconv tactic 3's expand conv;
- * a static assertion there keeps "fewc16x12" true). */
+ * a static assertion there keeps "fewc16x12" true; "fewcw16": tactic
+ * 12's W is stored packed). */
 const char *kiln__prepack_layout(void) {
 #define KILN__STR_(x) #x
 #define KILN__STR(x) KILN__STR_(x)
-    return "sgemm mr" KILN__STR(MR) " nr" KILN__STR(NR) " kc" KILN__STR(KC) "; qgemm1; fewc16x12";
+    return "sgemm mr" KILN__STR(MR) " nr" KILN__STR(NR) " kc" KILN__STR(KC) "; qgemm1; fewc16x12; fewcw16";
 #undef KILN__STR
 #undef KILN__STR_
 }

@@ -18,7 +18,10 @@ static int64_t phase_len(const kiln__fewc *p) { return p->OW + (p->KW - 1) / p->
 
 /* Floats of the weights regrouped for row_block: 16 output channels (zero
  * past M) per tap, blocks of 16 channels one after the other. */
-/* (16: the "16" of kiln__prepack_layout()'s "fewc16x12") */
+/* (16: the "16" of kiln__prepack_layout()'s "fewc16x12"; engine files
+ * store it for tactic 12 since "fewcw16": an older kiln, which reads W
+ * raw, refuses them instead of reading the zero pages a packed-only W
+ * leaves) */
 static int64_t packed_w(const kiln__fewc *p) { return (p->M + 15) / 16 * 16 * p->C * p->KH * p->KW; }
 
 int64_t kiln__fewc_packed_w(const kiln__fewc *p) { return packed_w(p); }
