@@ -1074,7 +1074,7 @@ static void fewc_range(void *ud, int64_t b, int64_t e) {
     }
 }
 
-/* Returns 0, or 1 when it cannot run (no scratch for the packed weights). */
+/* Returns 0 (out of scratch memory: the run fails with a message). */
 static int conv_fewc(const kiln_call *c, const geom *g) {
     const float *bias = c->nin > 2 && c->in[2].data ? c->in[2].data : NULL;
     kiln__fewc p = {.C = g->C, .M = g->M, .KH = g->k[1], .KW = g->k[2], .w = c->in[1].data};
@@ -1083,8 +1083,8 @@ static int conv_fewc(const kiln_call *c, const geom *g) {
     /* the weights packed for every band (and thread) where the engine
      * holds no packed form (W not constant), then a zero bias where there
      * is none (the kernel reads one) */
-    float *wp = nw || !bias ? kiln__cpu_scratch(2, (size_t)(nw + g->M)) : NULL;
-    if ((nw || !bias) && !wp) return 1;
+    float *wp = nw || !bias ? kiln__cpu_scratch_or_fail(2, (size_t)(nw + g->M), "Conv (few channels)") : NULL;
+    if ((nw || !bias) && !wp) return 0; /* the run fails (no fallback: a GEMM would misread W's packing) */
     if (nw) kiln__fewc_pack_w(&p, wp);
     if (!bias) {
         memset(wp + nw, 0, (size_t)g->M * sizeof(float));
