@@ -1142,6 +1142,113 @@ TEST_IMPL(reformat_kernel_direct) {
 
 /* kiln_network_tensor_info: what the ONNX importer reads of a network
  * through the public API. */
+/* y = 2x + 1 in LINEAR or NCHW16C (elementwise over the whole buffer: the
+ * padding of a blocked layout too). */
+static int blk_impl(const kiln_call *c) {
+    const kiln_tensor *x = &c->in[0];
+    if (x->format != c->out[0].format) return kiln_set_error(KILN_EINVAL, "blk: formats differ");
+    int64_t n = 1;
+    for (int d = 0; d < x->ndim; d++) n *= d == 1 && x->format == KILN_FORMAT_NCHW16C ? (x->dims[1] + 15) / 16 * 16 : x->dims[d];
+    for (int64_t i = 0; i < n; i++) ((float *)c->out[0].data)[i] = 2.0f * ((const float *)x->data)[i] + 1.0f;
+    return 0;
+}
+static const kiln_combo blk_formats[] = {{"FP32", NULL, {0}}, {"FP32", "NCHW16C", {0}}, {NULL, NULL, {0}}};
+static const kiln_quick_op blk_op = {.ns = "test", .name = "blk", .version = 1, .min_inputs = 1, .max_inputs = 1,
+                                     .num_outputs = 1, .shape = same_shape, .impl = blk_impl, .formats = blk_formats};
+KILN_OP(blk_op)
+
+/* The timing cache file at path with every time of a key holding `op`
+ * replaced: ms_16c where the key also holds "NCHW16C", else ms_linear. */
+static void cache_set(const char *path, const char *op, double ms_linear, double ms_16c) {
+    FILE *f = fopen(path, "rb");
+    ASSERT(f);
+    static char text[1 << 16], out[1 << 16];
+    size_t n = fread(text, 1, sizeof text - 1, f), o = 0;
+    fclose(f);
+    text[n] = 0;
+    int hit = 0;
+    for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
+        char *key = strchr(line, ' ');
+        if (key && strstr(key, op) && strtod(line, NULL) >= 0) {
+            o += (size_t)snprintf(out + o, sizeof out - o, "%.17g%s\n", strstr(key, "NCHW16C") ? ms_16c : ms_linear, key);
+            hit++;
+        } else {
+            o += (size_t)snprintf(out + o, sizeof out - o, "%s\n", line);
+        }
+        ASSERT(o < sizeof out);
+    }
+    ASSERT(hit > 0);
+    f = fopen(path, "wb");
+    ASSERT(f);
+    ASSERT_EQ(fwrite(out, 1, o, f), o);
+    fclose(f);
+}
+
+/* A chain of 4 layers that are 3 ms in LINEAR and 1 ms in NCHW16C, with
+ * reformats of 2.5 ms (times set in the timing cache, so the choice does
+ * not depend on this machine's timing): the greedy pass keeps each in
+ * LINEAR (1 + 2.5 > 3 for the first; the others then see LINEAR inputs),
+ * the region pass (select.c, region.c) switches all four, 12 -> 9 ms: one
+ * reformat in, one out.  Outputs checked against the reference. */
+TEST_IMPL(region_chain) {
+    kiln_network *net = kiln_network_create();
+    int64_t d[4] = {1, 32, 5, 7};
+    ASSERT_OK(kiln_network_add_input(net, "x", KILN_DTYPE_F32, 4, d, NULL));
+    const char *names[] = {"x", "t1", "t2", "t3", "y"};
+    for (int i = 0; i < 4; i++) {
+        char nm[8];
+        snprintf(nm, sizeof nm, "l%d", i + 1);
+        ASSERT(kiln_network_add_layer(net, "test::blk", 1, nm, 1, &names[i], 1, &names[i + 1]));
+    }
+    ASSERT_OK(kiln_network_mark_output(net, "y"));
+    const char *cache = KILN_BINARY_DIR "/test_build_region.cache";
+    remove(cache);
+    kiln_build_config *cfg = quiet_cfg();
+    ASSERT_OK(kiln_build_config_set_timing_cache(cfg, cache));
+    kiln_build_stats st;
+    kiln_engine *e = NULL;
+    ASSERT_OK(kiln_build(net, cfg, &e, &st)); /* fills the cache: every key the second build reads */
+    kiln_engine_free(e);
+    cache_set(cache, "test::blk", 3, 1);
+    cache_set(cache, "kiln::reformat", 0, 2.5); /* LINEAR -> LINEAR: none */
+    log_capture(KILN_LOG_VERBOSE);
+    int rc = kiln_build(net, cfg, &e, &st);
+    log_restore();
+    ASSERT_OK(rc);
+    ASSERT_EQ(st.timed, 0);
+    for (int i = 1; i <= 4; i++) {
+        char want[128];
+        snprintf(want, sizeof want, "layer 'l%d' (test::blk v1): chose [FP32,FP32] LINEAR", i);
+        ASSERT_CONTAINS(g_log.text, want);
+    }
+    ASSERT_CONTAINS(g_log.text, "region 0: 4 layers from 'l1' switched to NCHW16C: cost 12.0000 ms -> 9.0000 ms");
+    ASSERT_EQ(st.reformats, 2);
+    int nblk = 0;
+    for (int i = 0; i < e->nlayers; i++) {
+        const kiln__elayer *L = &e->layers[i];
+        if (strcmp(L->name, "l1") && strcmp(L->name, "l2") && strcmp(L->name, "l3") && strcmp(L->name, "l4")) continue;
+        ASSERT_EQ(L->io.format[0], KILN_FORMAT_NCHW16C);
+        ASSERT_EQ(L->io.format[1], KILN_FORMAT_NCHW16C);
+        nblk++;
+    }
+    ASSERT_EQ(nblk, 4);
+    float x[1120], y[1120];
+    rand_fill(x, 1120);
+    run1(e, "x", x, 4, d, "y", y, sizeof y);
+    for (int i = 0; i < 1120; i++) ASSERT_NEAR(y[i], 16.0f * x[i] + 15.0f, 1e-5);
+    kiln_engine_free(e);
+    /* reformats of 4 ms: the region would cost 4 + 8 = 12, no win: all stay LINEAR */
+    cache_set(cache, "kiln::reformat", 0, 4);
+    ASSERT_OK(kiln_build(net, cfg, &e, &st));
+    ASSERT_EQ(st.reformats, 0);
+    run1(e, "x", x, 4, d, "y", y, sizeof y);
+    for (int i = 0; i < 1120; i++) ASSERT_NEAR(y[i], 16.0f * x[i] + 15.0f, 1e-5);
+    kiln_engine_free(e);
+    remove(cache);
+    kiln_build_config_free(cfg);
+    kiln_network_free(net);
+}
+
 TEST_IMPL(network_tensor_info) {
     kiln_network *net = kiln_network_create();
     int64_t xd[2] = {-1, 3}, wd[1] = {3};
@@ -1185,4 +1292,4 @@ TEST_LIST(TEST_ENTRY(network_tensor_info), TEST_ENTRY(attr_errors), TEST_ENTRY(l
           TEST_ENTRY(cpu_timing_recheck),
           TEST_ENTRY(reformat_layouts), TEST_ENTRY(reformat_dtypes), TEST_ENTRY(inplace_copies),
           TEST_ENTRY(inline_subnetwork), TEST_ENTRY(broadcast_helper), TEST_ENTRY(full_plugin_candidates), TEST_ENTRY(long_chain),
-          TEST_ENTRY(topo_order_and_cycles), TEST_ENTRY(reformat_kernel_direct))
+          TEST_ENTRY(topo_order_and_cycles), TEST_ENTRY(reformat_kernel_direct), TEST_ENTRY(region_chain))
