@@ -36,8 +36,11 @@
 #define MAX_CANDS 256
 #define FP32_TIE_MARGIN 1.1 /* see kiln__b_select */
 /* A region (region.h) is switched when its cost times this is below its
- * greedy cost: a region that wins by timing noise is left alone. */
-#define REGION_MARGIN 1.05
+ * greedy cost.  Its costs are isolated timings: in ResNet-50 with Conv
+ * tactic 13 (pw16c) regions that won by 5-8% there ran 0.4-1.2 ms slower in
+ * the network (layer4's 16c convs slower there, the reformats dearer), so
+ * it must win by as much as an FP32 candidate of a 16-bit build. */
+#define REGION_MARGIN FP32_TIE_MARGIN
 /* recheck_cpu's second look: the warm-up and RECHECK_REPS samples, which a
  * CPU layer's first pass leaves out of the config's reps (TIME_FIRST) */
 #define RECHECK_REPS 1
@@ -1332,11 +1335,43 @@ static void refine_forget(b_refine *rf, int li) {
 
 static int switchable(const region_in *ri, int li) { return li >= 0 && ri->alt[li].nlabels > 0; }
 
+/* Does layer C's input t tie it to t's producer: will fuse.c (after
+ * selection) fold C into that producer only where both run in one layout?
+ * C is an epilogue of one activation input t, the only use of its
+ * producer's output; or a residual Add, where both inputs tie it (X, the
+ * later producer's output, read once, must be in C's layout, and R must
+ * arrive in it too: fuse.c leaves the Add alone where R needs a reformat).
+ * The region pass then moves C's time onto the edge: nothing in the tied
+ * layout (fused), its kernel plus the reformat in another.  Without it the
+ * cut put the border between a 16c Conv and its Relu as often as after it
+ * (the same reformat), and the Relu ran unfused (ResNet-50, Conv tactic
+ * 13); and a block whose downsample stayed LINEAR ran its Add and Relu
+ * unfused in NCHW16C, 0.15 ms in layer3.0 and layer4.0. */
+static int fuses_into(const builder *b, const int *uses, int C, int t) {
+    const bl *L = &b->l[C];
+    const int P = b->t[t].producer;
+    if (P < 0 || b->l[P].dead || !L->op->quick || L->nout != 1 || b->t[t].is_output) return 0;
+    int nact = 0, X = -1;
+    for (int p = 0; p < L->nin; p++) {
+        const int x = L->in[p];
+        if (x < 0 || b->t[x].kind == BT_CONST) continue;
+        nact++;
+        if (X < 0 || b->t[x].producer > b->t[X].producer) X = x;
+    }
+    const bl *PX = X >= 0 && b->t[X].producer >= 0 ? &b->l[b->t[X].producer] : NULL;
+    if (!PX || PX->dead || !PX->op->quick || !PX->op->quick->accepts_epilogue || PX->nout != 1 || uses[X] != 1)
+        return 0;
+    if (nact == 1) return L->op->quick->epilogue != NULL;
+    return nact == 2 && !strcmp(L->op->ns, "ai.onnx") && !strcmp(L->op->name, "Add");
+}
+
 /* The region pass (region.h): after the greedy choice, connected layers
  * that are cheaper together in another layout, the reformats at their
  * border counted, are switched to it.  Nothing to do (and nothing timed)
  * unless some CPU layer offered two layouts. */
 static int select_regions(builder *b, region_in *ri) {
+    const char *env = getenv("KILN_REGIONS"); /* "off": the greedy choice alone (A/B) */
+    if (env && !strcmp(env, "off")) return 0;
     int nsw = 0;
     for (int li = 0; li < b->nl; li++) nsw += !b->l[li].dead && switchable(ri, li);
     if (!nsw) return 0;
@@ -1346,6 +1381,9 @@ static int select_regions(builder *b, region_in *ri) {
     int *region = kiln__malloc((size_t)b->nl * sizeof *region);
     kiln__rg_edge *edges = NULL;
     int rc = nid && nodes && region ? 0 : kiln__err(KILN_ENOMEM, "build: out of memory");
+    int *uses = kiln__malloc(((size_t)b->nt + 1) * sizeof *uses);
+    if (!rc && !uses) rc = kiln__err(KILN_ENOMEM, "build: out of memory");
+    if (!rc) kiln__b_count_uses(b, uses);
     for (int li = 0; li < b->nl && !rc; li++) {
         nid[li] = -1;
         if (b->l[li].dead) continue;
@@ -1371,6 +1409,15 @@ static int select_regions(builder *b, region_in *ri) {
             }
             edges = grown;
             rc = out ? region_edge(b, ri, nid, t, -1, -1, &edges[ne]) : region_edge(b, ri, nid, t, C, q, &edges[ne]);
+            if (!rc && !out && fuses_into(b, uses, C, t)) { /* C's time moves onto the edge: paid where unfused */
+                kiln__rg_node *n = &nodes[nid[C]];
+                for (int c = 0; c < KILN__RG_LABELS; c++) {
+                    if (n->ms[c] < 0) continue;
+                    const double own = switchable(ri, C) ? ri->alt[C].ms[c] : L->ms; /* (n->ms: 0 after a first tie) */
+                    for (int a = 0; a < KILN__RG_LABELS; a++) edges[ne].rf[a][c] += a != c ? own : 0;
+                    n->ms[c] = 0;
+                }
+            }
             ne += !rc;
         }
     }
@@ -1407,6 +1454,7 @@ static int select_regions(builder *b, region_in *ri) {
     kiln__log(KILN_LOG_VERBOSE, "regions: %d of %d layers offered another layout, %d edges costed, %d regions "
               "switched (%.2f s)", nsw, nn, ne, nreg, (kiln__now_ms() - t0) / 1000);
     kiln__free(nid);
+    kiln__free(uses);
     kiln__free(nodes);
     kiln__free(region);
     kiln__free(edges);
