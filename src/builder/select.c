@@ -1335,22 +1335,22 @@ static void refine_forget(b_refine *rf, int li) {
 
 static int switchable(const region_in *ri, int li) { return li >= 0 && ri->alt[li].nlabels > 0; }
 
-/* Does layer C's input t tie it to t's producer: will fuse.c (after
- * selection) fold C into that producer only where both run in one layout?
- * C is an epilogue of one activation input t, the only use of its
- * producer's output; or a residual Add, where both inputs tie it (X, the
- * later producer's output, read once, must be in C's layout, and R must
- * arrive in it too: fuse.c leaves the Add alone where R needs a reformat).
- * The region pass then moves C's time onto the edge: nothing in the tied
+/* Will fuse.c (after selection) fold layer C into the layer that produces
+ * its inputs, but only where both run in one layout?  C is an epilogue of
+ * one activation input X, the only use of a producer that takes epilogues
+ * or is itself folded into one (a chain: Conv <- Add <- Relu); or a
+ * residual Add of X, the later producer's output, read once, by a producer
+ * that takes epilogues, where both inputs tie it (R must arrive in C's
+ * layout too: fuse.c leaves the Add alone where R needs a reformat).  The
+ * region pass then moves C's time onto those edges: nothing in the tied
  * layout (fused), its kernel plus the reformat in another.  Without it the
  * cut put the border between a 16c Conv and its Relu as often as after it
- * (the same reformat), and the Relu ran unfused (ResNet-50, Conv tactic
- * 13); and a block whose downsample stayed LINEAR ran its Add and Relu
- * unfused in NCHW16C, 0.15 ms in layer3.0 and layer4.0. */
-static int fuses_into(const builder *b, const int *uses, int C, int t) {
+ * (the same reformat) and the Relu ran unfused (ResNet-50, Conv tactic
+ * 13), and a block whose downsample stayed LINEAR ran its Add and Relu
+ * unfused in NCHW16C. */
+static int fuses_into(const builder *b, const int *uses, int C, int depth) {
     const bl *L = &b->l[C];
-    const int P = b->t[t].producer;
-    if (P < 0 || b->l[P].dead || !L->op->quick || L->nout != 1 || b->t[t].is_output) return 0;
+    if (!L->op->quick || L->nout != 1 || depth > KILN__MAX_EPI) return 0;
     int nact = 0, X = -1;
     for (int p = 0; p < L->nin; p++) {
         const int x = L->in[p];
@@ -1358,11 +1358,12 @@ static int fuses_into(const builder *b, const int *uses, int C, int t) {
         nact++;
         if (X < 0 || b->t[x].producer > b->t[X].producer) X = x;
     }
-    const bl *PX = X >= 0 && b->t[X].producer >= 0 ? &b->l[b->t[X].producer] : NULL;
-    if (!PX || PX->dead || !PX->op->quick || !PX->op->quick->accepts_epilogue || PX->nout != 1 || uses[X] != 1)
+    const int P = X >= 0 ? b->t[X].producer : -1;
+    if (P < 0 || b->l[P].dead || !b->l[P].op->quick || b->l[P].nout != 1 || uses[X] != 1 || b->t[X].is_output)
         return 0;
-    if (nact == 1) return L->op->quick->epilogue != NULL;
-    return nact == 2 && !strcmp(L->op->ns, "ai.onnx") && !strcmp(L->op->name, "Add");
+    const int takes = b->l[P].op->quick->accepts_epilogue;
+    if (nact == 1) return L->op->quick->epilogue && (takes || fuses_into(b, uses, P, depth + 1));
+    return nact == 2 && takes && !strcmp(L->op->ns, "ai.onnx") && !strcmp(L->op->name, "Add");
 }
 
 /* The region pass (region.h): after the greedy choice, connected layers
@@ -1409,7 +1410,7 @@ static int select_regions(builder *b, region_in *ri) {
             }
             edges = grown;
             rc = out ? region_edge(b, ri, nid, t, -1, -1, &edges[ne]) : region_edge(b, ri, nid, t, C, q, &edges[ne]);
-            if (!rc && !out && fuses_into(b, uses, C, t)) { /* C's time moves onto the edge: paid where unfused */
+            if (!rc && !out && fuses_into(b, uses, C, 0)) { /* C's time moves onto the edge: paid where unfused */
                 kiln__rg_node *n = &nodes[nid[C]];
                 for (int c = 0; c < KILN__RG_LABELS; c++) {
                     if (n->ms[c] < 0) continue;
