@@ -1373,6 +1373,12 @@ static int fuses_into(const builder *b, const int *uses, int C, int depth) {
 static int select_regions(builder *b, region_in *ri) {
     const char *env = getenv("KILN_REGIONS"); /* "off": the greedy choice alone (A/B) */
     if (env && !strcmp(env, "off")) return 0;
+    /* a build that forces blocked CPU candidates (the 16c tests' switches)
+     * keeps them: the pass would switch a slower forced layer back */
+    for (int i = 0; i < 2; i++) {
+        env = getenv(i ? "KILN_CPU_16C" : "KILN_CPU_BLOCKED");
+        if (env && !strcmp(env, "force")) return 0;
+    }
     int nsw = 0;
     for (int li = 0; li < b->nl; li++) nsw += !b->l[li].dead && switchable(ri, li);
     if (!nsw) return 0;
