@@ -1400,6 +1400,11 @@ static int select_regions(builder *b, region_in *ri) {
         if (!switchable(ri, li)) n->ms[n->label] = 0; /* fixed: a constant of every split */
         nid[li] = nn++;
     }
+    struct fixed_reader {
+        int t;
+        uint32_t target; /* dtype << 8 | layout */
+    } *fixed = NULL;
+    int nfixed = 0, capfixed = 0;
     /* edges touching a switchable layer: its inputs, the readers of its outputs */
     for (int C = 0; C < b->nl && !rc; C++) {
         const bl *L = &b->l[C];
@@ -1409,14 +1414,29 @@ static int select_regions(builder *b, region_in *ri) {
             if (t < 0 || b->t[t].kind == BT_CONST) continue;
             const int P = b->t[t].producer;
             if (out ? !(b->t[t].is_output && switchable(ri, C)) : !(switchable(ri, C) || switchable(ri, P))) continue;
+            /* Readers of one layout that cannot switch (the network output:
+             * LINEAR) share one reformat of t (emit makes one per layout):
+             * one edge for them all.  Counted per reader, a 16c Relu whose
+             * output two stride-2 convs read paid two reformats, and the
+             * cut put the border before it, unfused (ResNet-18). */
+            const int fused = !out && fuses_into(b, uses, C, 0);
+            const uint32_t target = out ? (uint32_t)b->t[t].dtype << 8
+                                        : (uint32_t)L->io.dtype[q] << 8 | (uint32_t)L->io.format[q];
+            int dup = 0;
+            if (!fused && (out || !switchable(ri, C)))
+                for (int k = 0; k < nfixed && !dup; k++) dup = fixed[k].t == t && fixed[k].target == target;
+            if (dup) continue;
             kiln__rg_edge *grown = kiln__grow(edges, &cap, ne + 1, sizeof *edges);
-            if (!grown) {
+            struct fixed_reader *fg = kiln__grow(fixed, &capfixed, nfixed + 1, sizeof *fixed);
+            if (grown) edges = grown;
+            if (fg) fixed = fg;
+            if (!grown || !fg) {
                 rc = kiln__err(KILN_ENOMEM, "build: out of memory");
                 break;
             }
-            edges = grown;
+            if (!fused && (out || !switchable(ri, C))) fixed[nfixed++] = (struct fixed_reader){.t = t, .target = target};
             rc = out ? region_edge(b, ri, nid, t, -1, -1, &edges[ne]) : region_edge(b, ri, nid, t, C, q, &edges[ne]);
-            if (!rc && !out && fuses_into(b, uses, C, 0)) { /* C's time moves onto the edge: paid where unfused */
+            if (!rc && fused) { /* C's time moves onto the edge: paid where unfused */
                 kiln__rg_node *n = &nodes[nid[C]];
                 for (int c = 0; c < KILN__RG_LABELS; c++) {
                     if (n->ms[c] < 0) continue;
@@ -1461,6 +1481,7 @@ static int select_regions(builder *b, region_in *ri) {
     kiln__log(KILN_LOG_VERBOSE, "regions: %d of %d layers offered another layout, %d edges costed, %d regions "
               "switched (%.2f s)", nsw, nn, ne, nreg, (kiln__now_ms() - t0) / 1000);
     kiln__free(nid);
+    kiln__free(fixed);
     kiln__free(uses);
     kiln__free(nodes);
     kiln__free(region);
