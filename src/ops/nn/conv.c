@@ -69,6 +69,11 @@
  *             columns per tap load, no im2col; bands of output rows split
  *             over threads.  Offered only where it applies; never picked
  *             by auto.
+ *  13 pointwise in NCHW16C (conv_pw16c.c): a 1x1 stride-1 unpadded conv
+ *             of one group, C and M multiples of 16, a constant W (packed
+ *             at build), X, Y and a fused residual NCHW16C: its own
+ *             combination rows (conv_formats_fn), on AVX-512 builds.
+ *             Relu and a residual in its store, other chains per pixel.
  * Where several tactics run the same kernel on a conv (kernel_key), the
  * builder is offered one of them (conv_formats_fn); the others stay valid
  * in engine files.  A fused residual Add and/or Relu is applied in the
@@ -81,10 +86,12 @@
 #include "ops/common/ops_util.h"
 #include "ops/nn/conv_dwrows.h"
 #include "ops/nn/conv_fewc.h"
+#include "ops/nn/conv_pw16c.h"
 #include "ops/nn/conv_winograd.h"
 
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #if defined(__AVX512F__)
@@ -92,7 +99,7 @@
 #endif
 
 enum { T_AUTO = 1, T_GEMM = 2, T_DIRECT = 3, T_PADGEMM = 4, T_DW = 5, T_WINO = 6, T_DWROWS = 7, T_PADPACK = 8,
-       T_PADCOMPACT = 9, T_WINO2 = 10, T_KSPLIT = 11, T_FEWC = 12 };
+       T_PADCOMPACT = 9, T_WINO2 = 10, T_KSPLIT = 11, T_FEWC = 12, T_PW16C = 13 };
 
 /* The Winograd output tile size of a tactic (6: 4x4, 10: 2x2), else 0. */
 static int wino_m(int t) { return t == T_WINO ? 4 : t == T_WINO2 ? 2 : 0; }
@@ -1094,6 +1101,80 @@ static int conv_fewc(const kiln_call *c, const geom *g) {
     return 0;
 }
 
+/* ------------------------------------------------------------ NCHW16C pointwise tactic */
+
+/* Tactic 13's static conditions (conv_pw16c.h's layouts). */
+static int pw16c_applies(const geom *g) {
+    return g->nsp == 2 && g->G == 1 && g->C % 16 == 0 && g->M % 16 == 0 && is_pointwise(g);
+}
+
+typedef struct pw16cctx {
+    const kiln_call *c;
+    kiln__pw16c p; /* image 0's pointers */
+    int64_t units, xs, ys; /* units and floats per image */
+    int fused;             /* the chain (if any) is in the kernel's store */
+} pw16cctx;
+
+/* Work units [b, e) over the images. */
+static void pw16c_range(void *ud, int64_t b, int64_t e) {
+    const pw16cctx *f = ud;
+    while (b < e) {
+        const int64_t n = b / f->units, u0 = b % f->units, u1 = e - n * f->units < f->units ? e - n * f->units : f->units;
+        kiln__pw16c p = f->p;
+        p.x += n * f->xs;
+        p.y += n * f->ys;
+        if (p.res) p.res += n * f->ys;
+        kiln__pw16c_run(&p, u0, u1);
+        for (int64_t u = u0; u < u1 && !f->fused; u++) { /* a chain of 16 channels per pixel */
+            int64_t p0, p1, m0, m1;
+            kiln__pw16c_unit(&p, u, &p0, &p1, &m0, &m1);
+            for (int64_t m = m0; m < m1; m += 16)
+                for (int64_t q = p0; q < p1; q++) kiln_call_epilogue(f->c, 0, p.y + (m * p.P + q * 16), 16, m, 1);
+        }
+        b = (n + 1) * f->units < e ? (n + 1) * f->units : e;
+    }
+}
+
+/* Unit order: pixel tiles outer keeps W in L2 and re-reads it per tile;
+ * output blocks outer re-reads X once per 32 channels instead.  W is
+ * re-read from L2 while it fits half of it (ResNet-50's layer1-3 1x1
+ * convs: 16-1024 KB), else the order that moves fewer bytes. */
+static int pw16c_wmajor(int64_t C, int64_t M, int64_t P) {
+    const int64_t wbytes = M * C * 4, xbytes = P * C * 4;
+    return wbytes > (1 << 20) && (M + 31) / 32 * xbytes < (P + 11) / 12 * wbytes;
+}
+
+static int conv_pw16c(const kiln_call *c) {
+    geom g;
+    int rc = make_geom(c, &g);
+    if (rc) return rc;
+    const kiln_tensor *x = &c->in[0], *y = &c->out[0];
+    if (!pw16c_applies(&g) || x->dtype != KILN_DTYPE_F32 || y->dtype != KILN_DTYPE_F32 ||
+        y->format != KILN_FORMAT_NCHW16C || !c->prepacked || !c->prepacked[1] ||
+        (c->nin > 2 && c->in[2].data && !kiln__ops_dense(&c->in[2])))
+        return kiln_set_error(KILN_EUNSUPPORTED, "Conv tactic 13: needs a 1x1 conv of one group, C and M "
+                              "multiples of 16, F32 NCHW16C X and Y, W packed at build");
+    if (g.N * g.M * g.o[1] * g.o[2] == 0) return 0;
+    const int64_t P = g.o[1] * g.o[2];
+    pw16cctx f = {.c = c, .xs = g.C * P, .ys = g.M * P};
+    f.p = (kiln__pw16c){.C = g.C, .M = g.M, .P = P, .x = x->data, .wp = c->prepacked[1], .y = y->data,
+                        .bias = c->nin > 2 && c->in[2].data ? c->in[2].data : NULL,
+                        .wmajor = pw16c_wmajor(g.C, g.M, P)};
+    int ri = -1;
+    f.fused = !c->epilogue || kiln__epi_residual_relu(c->epilogue, &ri, &f.p.relu);
+    if (f.fused && ri >= 0) { /* a residual of Y's layout and size */
+        const kiln_tensor *r = ri < c->nin ? &c->in[ri] : NULL;
+        if (r && r->data && r->dtype == KILN_DTYPE_F32 && r->format == KILN_FORMAT_NCHW16C &&
+            kiln_tensor_numel(r) == kiln_tensor_numel(y))
+            f.p.res = r->data;
+        else
+            f.fused = f.p.relu = 0;
+    }
+    f.units = kiln__pw16c_units(&f.p);
+    kiln_exec_parallel_for(c->exec, g.N * f.units, 1, pw16c_range, &f);
+    return 0;
+}
+
 /* ------------------------------------------------------------ depthwise tactic */
 
 /* Tactic 5, for depthwise convs (one input channel per group, Cg == 1):
@@ -1446,6 +1527,7 @@ static int pick_tactic(int tactic, int direct_ok, const geom *g) {
     if (tactic == T_DIRECT && !direct_ok) return T_GEMM;
     if (tactic == T_KSPLIT) return is_pointwise(g) && g->G == 1 ? T_KSPLIT : T_GEMM;
     if (tactic == T_FEWC) return fewc_applies(g) ? T_FEWC : T_PADGEMM;
+    if (tactic == T_PW16C) return pw16c_applies(g) ? T_PW16C : T_GEMM; /* (LINEAR: conv_formats_fn never offers it) */
     if (tactic == T_GEMM || tactic == T_DIRECT || tactic == T_PADGEMM || tactic == T_DW || tactic == T_DWROWS ||
         tactic == T_PADPACK || tactic == T_PADCOMPACT)
         return tactic;
@@ -1495,6 +1577,16 @@ static int conv_prepack(const kiln_call *c, int input, void *dst, size_t *size) 
     int direct_ok = nsp < 3 || (x->ndim == 5 && x->dims[2] == 1 && g.k[0] == 1);
     int t = pick_tactic(c->tactic, direct_ok, &g);
     if (t == T_DIRECT || t == T_DW || t == T_DWROWS || t == T_FEWC) return 0;
+    g.C = g.Cg * g.G;
+    for (int i = 0; i < nsp; i++) g.pb[3 - nsp + i] = pads[i], g.pe[3 - nsp + i] = pads[3 + i];
+    if (t == T_PW16C && x->format == KILN_FORMAT_NCHW16C && pw16c_applies(&g)) {
+        const size_t b16 = (size_t)kiln__pw16c_packed(g.M, g.C) * sizeof(float);
+        *size = b16;
+        if (dst && want != b16)
+            return kiln_set_error(KILN_EINTERNAL, "Conv prepack: %zu bytes asked, %zu given", b16, want);
+        if (dst) kiln__pw16c_pack(w->data, g.M, g.C, dst);
+        return 0;
+    }
     /* an output known too narrow for Winograd runs the padded GEMM */
     const int wm = wino_m(t);
     if (wm && c->nout > 0 && c->out[0].ndim == 4 && c->out[0].dims[3] >= 0 &&
@@ -1546,7 +1638,10 @@ static int conv_impl_f32(const kiln_call *c) {
     return 0;
 }
 
-static int conv_impl(const kiln_call *c) { return kiln__ops_as_f32(c, conv_impl_f32); }
+static int conv_impl(const kiln_call *c) {
+    if (c->tactic == T_PW16C && c->in[0].format == KILN_FORMAT_NCHW16C) return conv_pw16c(c);
+    return kiln__ops_as_f32(c, conv_impl_f32);
+}
 
 /* ------------------------------------------------------------ ConvInteger */
 
@@ -1666,6 +1761,21 @@ static int conv_formats_fn(const kiln_shape_ctx *c, kiln_combo *out, int max) {
         out[0].tactics[t++] = T_KSPLIT;
     if (have_cg && fewc_applies(&(geom){.nsp = 2, .G = G, .Cg = Cg, .k = {1, k[0], k[1]}, .d = {1, d[0], d[1]}}))
         out[0].tactics[t++] = T_FEWC;
+    if (have_cg && G == 1 && Cg % 16 == 0 && M % 16 == 0 && k[0] * k[1] * s[0] * s[1] == 1 &&
+        pb[0] + pb[1] + pe[0] + pe[1] == 0 && kiln__dwrows_fits(1, 3) && max > n) {
+        /* tactic 13's own row (its 4 slots fit 2 inputs too), NCHW16C
+         * through; an AVX-512 kernel (the portable one runs an engine that
+         * names it elsewhere).  $KILN_CONV_16C=force offers it alone
+         * (tests: a greedy selection rarely enters a 16c layer from
+         * LINEAR neighbours) */
+        static const kiln_combo row = {"FP32, FP32, FP32, FP32", "NCHW16C, LINEAR, LINEAR, NCHW16C", {T_PW16C}};
+        const char *force = getenv("KILN_CONV_16C");
+        if (force && !strcmp(force, "force")) {
+            out[0] = row;
+            return 1;
+        }
+        out[n++] = row;
+    }
     autopad ap;
     if (!kiln__shape_ctx_building(c) || !have_cg || G < 1 || M % G || parse_autopad(c->attrs, &ap)) return n;
     /* A strided 1x1 conv (ResNet's downsamples) is offered tactic 9 alone.

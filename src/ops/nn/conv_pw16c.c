@@ -1,0 +1,134 @@
+/*
+ * conv_pw16c.c — 1x1 convs in NCHW16C (conv_pw16c.h says why).
+ *
+ * A unit is a tile of up to PT pixels x one block of 32 output channels
+ * (16 for M's last block when M % 32 == 16): 2 x PT accumulators, each
+ * input channel one broadcast per pixel from X's 16-channel line and two
+ * weight vectors, 2 x PT FMAs.  The sum over C runs whole in registers
+ * (no split of C: the bits do not depend on the threads), then bias,
+ * residual and Relu are applied before the one store of each pixel.
+ */
+#include "ops/nn/conv_pw16c.h"
+
+#include <string.h>
+
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
+/* Pixels per tile: 2 x 12 accumulators + 2 weight vectors + a broadcast
+ * fit AVX-512's 32 registers (session 9's harness measured this tile). */
+#define PT 12
+#define OB 32 /* output channels per block */
+
+int64_t kiln__pw16c_packed(int64_t M, int64_t C) { return M * C; }
+
+void kiln__pw16c_pack(const float *w, int64_t M, int64_t C, float *dst) {
+    for (int64_t m0 = 0; m0 < M; m0 += OB) {
+        const int64_t wb = M - m0 < OB ? M - m0 : OB;
+        float *d = dst + m0 * C;
+        for (int64_t c = 0; c < C; c++)
+            for (int64_t j = 0; j < wb; j++) d[c * wb + j] = w[(m0 + j) * C + c];
+    }
+}
+
+static int64_t tiles(const kiln__pw16c *p) { return (p->P + PT - 1) / PT; }
+static int64_t oblocks(const kiln__pw16c *p) { return (p->M + OB - 1) / OB; }
+
+int64_t kiln__pw16c_units(const kiln__pw16c *p) { return tiles(p) * oblocks(p); }
+
+void kiln__pw16c_unit(const kiln__pw16c *p, int64_t u, int64_t *p0, int64_t *p1, int64_t *m0, int64_t *m1) {
+    const int64_t nt = tiles(p), nb = oblocks(p);
+    const int64_t t = p->wmajor ? u % nt : u / nb, b = p->wmajor ? u / nt : u % nb;
+    *p0 = t * PT;
+    *p1 = *p0 + PT < p->P ? *p0 + PT : p->P;
+    *m0 = b * OB;
+    *m1 = *m0 + OB < p->M ? *m0 + OB : p->M;
+}
+
+#if defined(__AVX512F__)
+/* Column j of the accumulators (channels m0..m0+15 of np pixels from p0):
+ * residual, Relu, store (j a constant: no accumulator goes to memory). */
+static inline __attribute__((always_inline)) void store(const kiln__pw16c *p, int64_t p0, int np, int64_t m0,
+                                                        __m512 acc[][2], int j) {
+    const int64_t off = (m0 / 16 * p->P + p0) * 16;
+    float *y = p->y + off;
+    const float *r = p->res ? p->res + off : NULL;
+#pragma GCC unroll 12
+    for (int i = 0; i < np; i++) {
+        __m512 v = acc[i][j];
+        if (r) v = _mm512_add_ps(v, _mm512_loadu_ps(r + i * 16));
+        if (p->relu) v = _mm512_max_ps(_mm512_setzero_ps(), v); /* NaN stays (maxps: 2nd operand) */
+        _mm512_storeu_ps(y + i * 16, v);
+    }
+}
+
+/* np pixels from p0 x nv vectors of 16 output channels from m0 (both
+ * constants where it is inlined: the accumulators stay in registers). */
+static inline __attribute__((always_inline)) void tile(const kiln__pw16c *p, int64_t p0, int np, int64_t m0,
+                                                       int nv) {
+    const int64_t P = p->P, CB = p->C / 16, ws = 16 * nv;
+    const float *wb = p->wp + m0 * p->C;
+    __m512 acc[PT][2];
+    __m512 b0 = p->bias ? _mm512_loadu_ps(p->bias + m0) : _mm512_setzero_ps();
+    __m512 b1 = nv == 2 && p->bias ? _mm512_loadu_ps(p->bias + m0 + 16) : _mm512_setzero_ps();
+#pragma GCC unroll 12
+    for (int i = 0; i < np; i++) acc[i][0] = b0, acc[i][1] = b1;
+    for (int64_t cb = 0; cb < CB; cb++) {
+        const float *xb = p->x + (cb * P + p0) * 16, *wc = wb + cb * 16 * ws;
+        for (int ci = 0; ci < 16; ci++) {
+            const __m512 w0 = _mm512_loadu_ps(wc + ci * ws);
+            const __m512 w1 = nv == 2 ? _mm512_loadu_ps(wc + ci * ws + 16) : _mm512_setzero_ps();
+#pragma GCC unroll 12
+            for (int i = 0; i < np; i++) {
+                const __m512 a = _mm512_set1_ps(xb[i * 16 + ci]);
+                acc[i][0] = _mm512_fmadd_ps(a, w0, acc[i][0]);
+                if (nv == 2) acc[i][1] = _mm512_fmadd_ps(a, w1, acc[i][1]);
+            }
+        }
+    }
+    store(p, p0, np, m0, acc, 0);
+    if (nv == 2) store(p, p0, np, m0 + 16, acc, 1);
+}
+
+#define TILE_CASE(n)                                                                                                   \
+    case n:                                                                                                            \
+        if (nv == 2)                                                                                                   \
+            tile(p, p0, n, m0, 2);                                                                                     \
+        else                                                                                                           \
+            tile(p, p0, n, m0, 1);                                                                                     \
+        break;
+
+static void unit(const kiln__pw16c *p, int64_t p0, int np, int64_t m0, int nv) {
+    switch (np) {
+        TILE_CASE(12) TILE_CASE(11) TILE_CASE(10) TILE_CASE(9) TILE_CASE(8) TILE_CASE(7)
+        TILE_CASE(6) TILE_CASE(5) TILE_CASE(4) TILE_CASE(3) TILE_CASE(2) TILE_CASE(1)
+    default: break;
+    }
+}
+#else
+/* Portable: the same sums in the same order per output (C ascending from
+ * the bias), one output channel at a time. */
+static void unit(const kiln__pw16c *p, int64_t p0, int np, int64_t m0, int nv) {
+    const int64_t P = p->P, CB = p->C / 16, ws = 16 * nv;
+    const float *wb = p->wp + m0 * p->C;
+    for (int i = 0; i < np; i++)
+        for (int j = 0; j < ws; j++) {
+            float s = p->bias ? p->bias[m0 + j] : 0.0f;
+            for (int64_t c = 0; c < p->C; c++) s += p->x[((c / 16) * P + p0 + i) * 16 + c % 16] * wb[c * ws + j];
+            const int64_t off = (((m0 + j) / 16) * P + p0 + i) * 16 + j % 16;
+            if (p->res) s += p->res[off];
+            if (p->relu && s < 0.0f) s = 0.0f;
+            p->y[off] = s;
+        }
+    (void)CB;
+}
+#endif
+
+void kiln__pw16c_run(const kiln__pw16c *p, int64_t u0, int64_t u1) {
+    for (int64_t u = u0; u < u1; u++) {
+        int64_t p0, p1, m0, m1;
+        kiln__pw16c_unit(p, u, &p0, &p1, &m0, &m1);
+        unit(p, p0, (int)(p1 - p0), m0, (int)((m1 - m0) / 16));
+    }
+}
