@@ -1767,14 +1767,14 @@ static int conv_formats_fn(const kiln_shape_ctx *c, kiln_combo *out, int max) {
          * through; an AVX-512 kernel (the portable one runs an engine that
          * names it elsewhere).  $KILN_CONV_16C=force offers it alone
          * (tests: a greedy selection rarely enters a 16c layer from
-         * LINEAR neighbours) */
+         * LINEAR neighbours), =off not at all (A/B) */
         static const kiln_combo row = {"FP32, FP32, FP32, FP32", "NCHW16C, LINEAR, LINEAR, NCHW16C", {T_PW16C}};
-        const char *force = getenv("KILN_CONV_16C");
-        if (force && !strcmp(force, "force")) {
+        const char *e16 = kiln__shape_ctx_building(c) ? getenv("KILN_CONV_16C") : NULL; /* (a load checks all) */
+        if (e16 && !strcmp(e16, "force")) {
             out[0] = row;
             return 1;
         }
-        out[n++] = row;
+        if (!e16 || strcmp(e16, "off")) out[n++] = row;
     }
     autopad ap;
     if (!kiln__shape_ctx_building(c) || !have_cg || G < 1 || M % G || parse_autopad(c->attrs, &ap)) return n;
