@@ -1331,6 +1331,18 @@ int kiln__b_select(builder *b) {
                     kiln_io_format *io = &cl.c[k].io;
                     if (t->is_output && (io->dtype[L->nin + o] != t->dtype || io->format[L->nin + o] != KILN_FORMAT_LINEAR))
                         rf_out += ms * 0.05; /* a reformat follows; exact time unknown before the choice */
+                    /* A CPU activation in a blocked layout (Conv's NCHW16C
+                     * tactic 13) is charged its reformat back to LINEAR:
+                     * most CPU consumers read only LINEAR, and without it
+                     * a conv took 16c where its kernel won by less than
+                     * the reformat its consumer then paid. */
+                    else if (L->device == KILN_DEVICE_CPU && t->kind == BT_ACT &&
+                             io->format[L->nin + o] != KILN_FORMAT_LINEAR) {
+                        double back;
+                        rc = cast_cost(b, L->out[o], io->dtype[L->nin + o], io->format[L->nin + o],
+                                       io->dtype[L->nin + o], KILN_FORMAT_LINEAR, KILN_DEVICE_CPU, &back);
+                        rf_out += back;
+                    }
                 }
                 double ra = 0;
                 if (!rc && ahead) rc = lookahead_cost(b, li, ahead, &cl.c[k].io, &ra);
