@@ -95,6 +95,24 @@ static int has_nhwc(const kiln_io_format *io) {
     return 0;
 }
 
+/* A CPU candidate that reads an activation in a blocked layout (NCHW8C,
+ * NCHW16C) its producer did not choose: the greedy choice does not enter a
+ * blocked chain (it is ranked after every other candidate), it only goes on
+ * with one.  Alone such a layer pays a reformat in and one out and loses
+ * the epilogue fusion of a residual Add / Relu that read it in LINEAR
+ * (fusion runs after selection); ResNet-50's 7x7 1x1 convs took Conv
+ * tactic 13 that way on timing noise. */
+static int cpu_enters_blocked(const builder *b, const bl *L, const kiln_io_format *io) {
+    if (L->device != KILN_DEVICE_CPU) return 0;
+    for (int p = 0; p < L->nin && p < io->n; p++) {
+        const int t = L->in[p];
+        if (t < 0 || b->t[t].kind == BT_CONST) continue;
+        if ((io->format[p] == KILN_FORMAT_NCHW8C || io->format[p] == KILN_FORMAT_NCHW16C) && b->t[t].pfmt != io->format[p])
+            return 1;
+    }
+    return 0;
+}
+
 static void logical_io(const builder *b, const bl *L, kiln_io_format *io) {
     memset(io, 0, sizeof *io);
     io->n = L->nin + L->nout;
@@ -1366,7 +1384,8 @@ int kiln__b_select(builder *b) {
                                              keeps_f32(b, L, &cl.c[k].io)
                                          ? FP32_TIE_MARGIN
                                          : 1.0) *
-                                    (any_nhwc && !has_nhwc(&cl.c[k].io) ? 1e6 : 1.0);
+                                    (any_nhwc && !has_nhwc(&cl.c[k].io) ? 1e6 : 1.0) *
+                                    (cpu_enters_blocked(b, L, &cl.c[k].io) ? 1e6 : 1.0);
                 const double rank = cost * mult;
                 if (!rc)
                     ct[k] = (cand_time){.ms = ms, .extra = cost - ms, .mult = mult, .ok = 1,
