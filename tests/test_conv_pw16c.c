@@ -11,11 +11,14 @@
  * lane it does not write fails.  The units split as 1, 2 or 3 threads
  * would split them give the same bits (no sum depends on the split).
  *
- * Through the engine ($KILN_CONV_16C=force offers tactic 13 alone): a 1x1
- * conv with and without bias built with tactic 13 and its reformats
- * inserted gives the reference at 1-3 threads, the same bits at each, and
- * the same bits after the engine is saved and loaded, its packed W read
- * from the file (not packed again at load).
+ * Through the engine ($KILN_CPU_BLOCKED=force: blocked candidates first): a
+ * 1x1 conv with and without bias, and one whose residual Add and Relu
+ * (NCHW16C too: Add and Relu offer it on 4-D F32 activations of C % 16 ==
+ * 0) fuse into it, built with tactic 13 and its reformats inserted, gives
+ * the reference at 1-3 threads, the same bits at each, and the same bits
+ * after the engine is saved and loaded, its packed W read from the file
+ * (not packed again at load).  Without the switch a lone conv stays
+ * LINEAR (the greedy choice does not enter NCHW16C).
  */
 #include "kiln/kiln.h"
 #include "kiln/plugin.h"
@@ -113,40 +116,58 @@ TEST_IMPL(conv_pw16c_kernel) {
 
 /* ---- through the engine --------------------------------------------------- */
 
-static void engine_case(int64_t C, int64_t M, int64_t H, int64_t W, int with_bias) {
+/* Y = conv(X) (+ bias), or with `res` Y = Relu(conv(X) + bias + Relu(R0)):
+ * the residual's Relu runs before the conv, so the residual Add and the
+ * last Relu fuse into it (NCHW16C throughout). */
+static void engine_case(int64_t C, int64_t M, int64_t H, int64_t W, int with_bias, int res) {
     const int64_t P = H * W, nx = C * P, ny = M * P;
     float *x = test_rnd_f32(&g_seed, nx, -1.0f, 1.0f), *w = test_rnd_f32(&g_seed, M * C, -1.0f, 1.0f);
     float *b = test_rnd_f32(&g_seed, M, -0.5f, 0.5f), *y = test_xmalloc((size_t)ny * sizeof(float));
+    float *r0 = test_rnd_f32(&g_seed, ny, -1.0f, 1.0f), *r = test_xmalloc((size_t)ny * sizeof(float));
     float *y1 = test_xmalloc((size_t)ny * sizeof(float));
     double *ref = test_xmalloc((size_t)ny * sizeof(double));
-    reference(x, w, with_bias ? b : NULL, NULL, 0, C, M, P, ref);
+    for (int64_t i = 0; i < ny; i++) r[i] = r0[i] > 0 ? r0[i] : 0.0f;
+    reference(x, w, with_bias ? b : NULL, res ? r : NULL, res, C, M, P, ref);
 
     kiln_network *net = kiln_network_create();
     ASSERT(net);
-    int64_t xd[4] = {1, C, H, W}, wd[4] = {M, C, 1, 1}, bd[1] = {M};
+    int64_t xd[4] = {1, C, H, W}, yd[4] = {1, M, H, W}, wd[4] = {M, C, 1, 1}, bd[1] = {M};
     ASSERT_OK(kiln_network_add_input(net, "X", KILN_DTYPE_F32, 4, xd, NULL));
+    if (res) {
+        ASSERT_OK(kiln_network_add_input(net, "R0", KILN_DTYPE_F32, 4, yd, NULL));
+        const char *ri[1] = {"R0"}, *ro[1] = {"R"};
+        ASSERT(kiln_network_add_layer(net, "ai.onnx::Relu", 14, "relu0", 1, ri, 1, ro));
+    }
     ASSERT_OK(kiln_network_add_constant(net, "W", KILN_DTYPE_F32, 4, wd, w));
     ASSERT_OK(kiln_network_add_constant(net, "B", KILN_DTYPE_F32, 1, bd, b));
-    const char *cin[3] = {"X", "W", "B"}, *cout[1] = {"Y"};
+    const char *cin[3] = {"X", "W", "B"}, *cout[1] = {res ? "c" : "Y"};
     ASSERT(kiln_network_add_layer(net, "ai.onnx::Conv", 11, "conv", with_bias ? 3 : 2, cin, 1, cout));
+    if (res) {
+        const char *ai[2] = {"c", "R"}, *ao[1] = {"a"}, *ri[1] = {"a"}, *ro[1] = {"Y"};
+        ASSERT(kiln_network_add_layer(net, "ai.onnx::Add", 14, "add", 2, ai, 1, ao));
+        ASSERT(kiln_network_add_layer(net, "ai.onnx::Relu", 14, "relu", 1, ri, 1, ro));
+    }
     ASSERT_OK(kiln_network_mark_output(net, "Y"));
-    setenv("KILN_CONV_16C", "force", 1);
+    setenv("KILN_CPU_BLOCKED", "force", 1);
     kiln_engine *e = test_build_ok(net, 0, 2, NULL);
-    unsetenv("KILN_CONV_16C");
+    unsetenv("KILN_CPU_BLOCKED");
     kiln_network_free(net);
 
-    /* reformat X to NCHW16C, the conv, reformat Y back to LINEAR */
+    /* reformats of X (and R0) to NCHW16C and of Y back to LINEAR; the
+     * residual Add and the Relu fused into the conv */
     int conv = -1, reformats = 0;
     for (int32_t l = 0; l < e->nlayers; l++) {
         if (!strcmp(e->layers[l].op->name, "reformat")) reformats++;
         if (!strcmp(e->layers[l].op->name, "Conv")) conv = l;
     }
     ASSERT(conv >= 0);
-    ASSERT_EQ(reformats, 2);
+    ASSERT_EQ(reformats, (res ? 3 : 2));
+    ASSERT_EQ(e->nlayers, (res ? 5 : 3));
+    ASSERT_EQ(e->layers[conv].nepi, (res ? 2 : 0));
     ASSERT_EQ(e->layers[conv].tactic, 13);
     ASSERT(e->layers[conv].prepacked && e->layers[conv].prepacked[1]);
     ASSERT_EQ(e->layers[conv].prepacked_size[1], (uint64_t)(M * C) * sizeof(float));
-    char what[96];
+    char what[128];
     for (int round = 0; round < 2; round++) {
         kiln_engine *e2 = round ? test_roundtrip(e) : e;
         if (round) { /* the packed W comes from the file */
@@ -154,9 +175,17 @@ static void engine_case(int64_t C, int64_t M, int64_t H, int64_t W, int with_bia
             ASSERT(e2->layers[conv].prepacked_stored >> 1 & 1);
         }
         for (int threads = 1; threads <= 3; threads++) {
-            test_run_xy(e2, threads, 1, x, nx, y, ny, 13);
-            snprintf(what, sizeof what, "engine C %lld M %lld %lldx%lld bias %d, %d thread(s)%s", (long long)C,
-                     (long long)M, (long long)H, (long long)W, with_bias, threads, round ? ", loaded" : "");
+            kiln_context *ctx;
+            ASSERT_OK(kiln_context_create(e2, threads, &ctx));
+            kiln_context_set_debug(ctx, 1);
+            ASSERT_OK(kiln_context_bind(ctx, "X", x, (size_t)nx * sizeof(float)));
+            if (res) ASSERT_OK(kiln_context_bind(ctx, "R0", r0, (size_t)ny * sizeof(float)));
+            for (int64_t i = 0; i < ny; i++) y[i] = NAN;
+            ASSERT_OK(kiln_context_bind(ctx, "Y", y, (size_t)ny * sizeof(float)));
+            if (kiln_context_run(ctx)) TEST__FAIL("run: %s", kiln_errmsg());
+            kiln_context_free(ctx);
+            snprintf(what, sizeof what, "engine C %lld M %lld %lldx%lld bias %d res %d, %d thread(s)%s", (long long)C,
+                     (long long)M, (long long)H, (long long)W, with_bias, res, threads, round ? ", loaded" : "");
             test_check_close(what, y, ref, ny, 1e-5 * (double)C);
             if (threads == 1 && !round) memcpy(y1, y, (size_t)ny * sizeof(float));
             else if (memcmp(y1, y, (size_t)ny * sizeof(float))) TEST__FAIL("%s: not the bits of 1 thread", what);
@@ -164,12 +193,36 @@ static void engine_case(int64_t C, int64_t M, int64_t H, int64_t W, int with_bia
         if (round) kiln_engine_free(e2);
     }
     kiln_engine_free(e);
-    free(x), free(w), free(b), free(y), free(y1), free(ref);
+    free(x), free(w), free(b), free(y), free(r0), free(r), free(y1), free(ref);
 }
 
 TEST_IMPL(conv_pw16c_engine) {
-    engine_case(64, 256, 13, 11, 1);
-    engine_case(144, 48, 7, 7, 0);
-    engine_case(32, 16, 1, 1, 1);
+    engine_case(64, 256, 13, 11, 1, 0);
+    engine_case(144, 48, 7, 7, 0, 0);
+    engine_case(32, 16, 1, 1, 1, 0);
+    engine_case(64, 256, 13, 11, 1, 1);
+    engine_case(48, 32, 3, 5, 0, 1);
 }
-TEST_LIST(TEST_ENTRY(conv_pw16c_kernel), TEST_ENTRY(conv_pw16c_engine))
+
+/* The greedy choice never enters NCHW16C on its own (builder/select.c):
+ * a lone 1x1 conv stays LINEAR whatever tactic 13 timed, with no
+ * reformat. */
+TEST_IMPL(conv_pw16c_not_entered_alone) {
+    float *w = test_rnd_f32(&g_seed, 64 * 64, -1.0f, 1.0f);
+    kiln_network *net = kiln_network_create();
+    int64_t xd[4] = {1, 64, 28, 28}, wd[4] = {64, 64, 1, 1};
+    ASSERT_OK(kiln_network_add_input(net, "X", KILN_DTYPE_F32, 4, xd, NULL));
+    ASSERT_OK(kiln_network_add_constant(net, "W", KILN_DTYPE_F32, 4, wd, w));
+    const char *cin[2] = {"X", "W"}, *c1[1] = {"c"}, *ri[1] = {"c"}, *ro[1] = {"Y"};
+    ASSERT(kiln_network_add_layer(net, "ai.onnx::Conv", 11, "conv", 2, cin, 1, c1));
+    ASSERT(kiln_network_add_layer(net, "ai.onnx::Relu", 14, "relu", 1, ri, 1, ro));
+    ASSERT_OK(kiln_network_mark_output(net, "Y"));
+    kiln_engine *e = test_build_ok(net, 0, 1, NULL);
+    ASSERT_EQ(e->nlayers, 1); /* Conv + Relu, LINEAR */
+    ASSERT(e->layers[0].tactic != 13);
+    kiln_engine_free(e);
+    kiln_network_free(net);
+    free(w);
+}
+
+TEST_LIST(TEST_ENTRY(conv_pw16c_kernel), TEST_ENTRY(conv_pw16c_engine), TEST_ENTRY(conv_pw16c_not_entered_alone))

@@ -437,8 +437,11 @@ static void try_fuse_residual(builder *b, int li, int *uses) {
          * chain is F32 */
         kiln_dtype t = tx->pdtype;
         const kiln_format f = tx->pfmt;
+        const int cpu16c = P->device == KILN_DEVICE_CPU && f == KILN_FORMAT_NCHW16C && f == cpu_chain_format(P);
         int ok = (f == cpu_chain_format(P) || P->device == KILN_DEVICE_CUDA) &&
-                 same_layout(f, tr->pfmt, ty->pfmt, L->io.format[0], L->io.format[1]) && L->io.format[2] == f &&
+                 (same_layout(f, tr->pfmt, ty->pfmt, L->io.format[0], L->io.format[1]) ||
+                  (cpu16c && tr->pfmt == f && ty->pfmt == f && L->io.format[0] == f && L->io.format[1] == f)) &&
+                 L->io.format[2] == f &&
                  P->io.format[P->nin] == f && tr->pdtype == t && ty->pdtype == t && L->io.dtype[0] == t && L->io.dtype[1] == t &&
                  L->io.dtype[2] == t && P->io.dtype[P->nin] == t && tr->dtype == tx->dtype && ty->dtype == tx->dtype &&
                  (P->device == KILN_DEVICE_CUDA ? t == KILN_DTYPE_F32 || t == KILN_DTYPE_F16 || t == KILN_DTYPE_BF16

@@ -113,6 +113,28 @@ static int cpu_enters_blocked(const builder *b, const bl *L, const kiln_io_forma
     return 0;
 }
 
+/* Does io put any position in a blocked layout (NCHW8C, NCHW16C)? */
+static int blocked_io(const kiln_io_format *io) {
+    for (int p = 0; p < io->n; p++)
+        if (io->format[p] == KILN_FORMAT_NCHW8C || io->format[p] == KILN_FORMAT_NCHW16C) return 1;
+    return 0;
+}
+
+/* $KILN_CPU_BLOCKED=force (tests, as KILN_CUDA_NHWC=force): a CPU layer
+ * with a blocked candidate takes one (entering and leaving chains). */
+static int blocked_force(void) {
+    const char *e = getenv("KILN_CPU_BLOCKED");
+    return e && !strcmp(e, "force");
+}
+
+/* Candidate io of layer L ranks after the others: it enters a blocked
+ * layout (cpu_enters_blocked), or, forced, it is not blocked where
+ * another candidate is (any_blocked). */
+static int blocked_rank(const builder *b, const bl *L, const kiln_io_format *io, int any_blocked) {
+    if (L->device != KILN_DEVICE_CPU) return 0;
+    return any_blocked ? !blocked_io(io) : cpu_enters_blocked(b, L, io);
+}
+
 static void logical_io(const builder *b, const bl *L, kiln_io_format *io) {
     memset(io, 0, sizeof *io);
     io->n = L->nin + L->nout;
@@ -1320,6 +1342,8 @@ int kiln__b_select(builder *b) {
             const unsigned ahead = lookahead_outputs(b, li), ahead_nhwc = nhwc_outputs(b, li);
             int any_nhwc = 0; /* KILN_CUDA_NHWC=force: only where an NHWC candidate exists */
             for (int k = 0; k < cl.n && b->nhwc == NHWC_FORCE; k++) any_nhwc |= has_nhwc(&cl.c[k].io);
+            int any_blocked = 0; /* KILN_CPU_BLOCKED=force: likewise for blocked CPU candidates */
+            for (int k = 0; k < cl.n && blocked_force(); k++) any_blocked |= blocked_io(&cl.c[k].io);
             double fastest = 0; /* the fastest kernel so far: slower ones are cut short */
             memset(ct, 0, (size_t)cl.n * sizeof ct[0]);
             for (int k = 0; k < cl.n && !rc; k++) {
@@ -1385,7 +1409,7 @@ int kiln__b_select(builder *b) {
                                          ? FP32_TIE_MARGIN
                                          : 1.0) *
                                     (any_nhwc && !has_nhwc(&cl.c[k].io) ? 1e6 : 1.0) *
-                                    (cpu_enters_blocked(b, L, &cl.c[k].io) ? 1e6 : 1.0);
+                                    (blocked_rank(b, L, &cl.c[k].io, any_blocked) ? 1e6 : 1.0);
                 const double rank = cost * mult;
                 if (!rc)
                     ct[k] = (cand_time){.ms = ms, .extra = cost - ms, .mult = mult, .ok = 1,

@@ -1765,15 +1765,11 @@ static int conv_formats_fn(const kiln_shape_ctx *c, kiln_combo *out, int max) {
         pb[0] + pb[1] + pe[0] + pe[1] == 0 && kiln__dwrows_fits(1, 3) && max > n) {
         /* tactic 13's own row (its 4 slots fit 2 inputs too), NCHW16C
          * through; an AVX-512 kernel (the portable one runs an engine that
-         * names it elsewhere).  $KILN_CONV_16C=force offers it alone
-         * (tests: a greedy selection rarely enters a 16c layer from
-         * LINEAR neighbours), =off not at all (A/B) */
+         * names it elsewhere).  $KILN_CONV_16C=off leaves it out of a
+         * build (A/B; a load checks every row); tests force blocked
+         * candidates with $KILN_CPU_BLOCKED=force (builder/select.c) */
         static const kiln_combo row = {"FP32, FP32, FP32, FP32", "NCHW16C, LINEAR, LINEAR, NCHW16C", {T_PW16C}};
-        const char *e16 = kiln__shape_ctx_building(c) ? getenv("KILN_CONV_16C") : NULL; /* (a load checks all) */
-        if (e16 && !strcmp(e16, "force")) {
-            out[0] = row;
-            return 1;
-        }
+        const char *e16 = kiln__shape_ctx_building(c) ? getenv("KILN_CONV_16C") : NULL;
         if (!e16 || strcmp(e16, "off")) out[n++] = row;
     }
     autopad ap;
