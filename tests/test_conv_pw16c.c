@@ -17,7 +17,9 @@
  * 0) fuse into it, built with tactic 13 and its reformats inserted, gives
  * the reference at 1-3 threads, the same bits at each, and the same bits
  * after the engine is saved and loaded, its packed W read from the file
- * (not packed again at load).  Without the switch a lone conv stays
+ * (not packed again at load); and with two Relus fused (a chain the kernel
+ * does not apply in its store: kiln_call_epilogue per pixel).  Without
+ * the switch a lone conv stays
  * LINEAR (the greedy choice does not enter NCHW16C).
  */
 #include "kiln/kiln.h"
@@ -116,9 +118,9 @@ TEST_IMPL(conv_pw16c_kernel) {
 
 /* ---- through the engine --------------------------------------------------- */
 
-/* Y = conv(X) (+ bias), or with `res` Y = Relu(conv(X) + bias + Relu(R0)):
- * the residual's Relu runs before the conv, so the residual Add and the
- * last Relu fuse into it (NCHW16C throughout). */
+/* Y = conv(X) (+ bias); res 1: Y = Relu(conv(X) + bias + Relu(R0)), the
+ * residual's Relu before the conv, so the residual Add and the last Relu
+ * fuse into it (NCHW16C throughout); res 2: Y = Relu(Relu(conv(X))). */
 static void engine_case(int64_t C, int64_t M, int64_t H, int64_t W, int with_bias, int res) {
     const int64_t P = H * W, nx = C * P, ny = M * P;
     float *x = test_rnd_f32(&g_seed, nx, -1.0f, 1.0f), *w = test_rnd_f32(&g_seed, M * C, -1.0f, 1.0f);
@@ -127,13 +129,13 @@ static void engine_case(int64_t C, int64_t M, int64_t H, int64_t W, int with_bia
     float *y1 = test_xmalloc((size_t)ny * sizeof(float));
     double *ref = test_xmalloc((size_t)ny * sizeof(double));
     for (int64_t i = 0; i < ny; i++) r[i] = r0[i] > 0 ? r0[i] : 0.0f;
-    reference(x, w, with_bias ? b : NULL, res ? r : NULL, res, C, M, P, ref);
+    reference(x, w, with_bias ? b : NULL, res == 1 ? r : NULL, res != 0, C, M, P, ref);
 
     kiln_network *net = kiln_network_create();
     ASSERT(net);
     int64_t xd[4] = {1, C, H, W}, yd[4] = {1, M, H, W}, wd[4] = {M, C, 1, 1}, bd[1] = {M};
     ASSERT_OK(kiln_network_add_input(net, "X", KILN_DTYPE_F32, 4, xd, NULL));
-    if (res) {
+    if (res == 1) {
         ASSERT_OK(kiln_network_add_input(net, "R0", KILN_DTYPE_F32, 4, yd, NULL));
         const char *ri[1] = {"R0"}, *ro[1] = {"R"};
         ASSERT(kiln_network_add_layer(net, "ai.onnx::Relu", 14, "relu0", 1, ri, 1, ro));
@@ -142,9 +144,10 @@ static void engine_case(int64_t C, int64_t M, int64_t H, int64_t W, int with_bia
     ASSERT_OK(kiln_network_add_constant(net, "B", KILN_DTYPE_F32, 1, bd, b));
     const char *cin[3] = {"X", "W", "B"}, *cout[1] = {res ? "c" : "Y"};
     ASSERT(kiln_network_add_layer(net, "ai.onnx::Conv", 11, "conv", with_bias ? 3 : 2, cin, 1, cout));
-    if (res) {
+    if (res) { /* 1: + R, Relu; 2: Relu, Relu (a chain the kernel leaves to kiln_call_epilogue) */
         const char *ai[2] = {"c", "R"}, *ao[1] = {"a"}, *ri[1] = {"a"}, *ro[1] = {"Y"};
-        ASSERT(kiln_network_add_layer(net, "ai.onnx::Add", 14, "add", 2, ai, 1, ao));
+        if (res == 1) ASSERT(kiln_network_add_layer(net, "ai.onnx::Add", 14, "add", 2, ai, 1, ao));
+        else ASSERT(kiln_network_add_layer(net, "ai.onnx::Relu", 14, "relu1", 1, (const char *[1]){"c"}, 1, ao));
         ASSERT(kiln_network_add_layer(net, "ai.onnx::Relu", 14, "relu", 1, ri, 1, ro));
     }
     ASSERT_OK(kiln_network_mark_output(net, "Y"));
@@ -161,8 +164,8 @@ static void engine_case(int64_t C, int64_t M, int64_t H, int64_t W, int with_bia
         if (!strcmp(e->layers[l].op->name, "Conv")) conv = l;
     }
     ASSERT(conv >= 0);
-    ASSERT_EQ(reformats, (res ? 3 : 2));
-    ASSERT_EQ(e->nlayers, (res ? 5 : 3));
+    ASSERT_EQ(reformats, (res == 1 ? 3 : 2));
+    ASSERT_EQ(e->nlayers, (res == 1 ? 5 : 3));
     ASSERT_EQ(e->layers[conv].nepi, (res ? 2 : 0));
     ASSERT_EQ(e->layers[conv].tactic, 13);
     ASSERT(e->layers[conv].prepacked && e->layers[conv].prepacked[1]);
@@ -179,7 +182,7 @@ static void engine_case(int64_t C, int64_t M, int64_t H, int64_t W, int with_bia
             ASSERT_OK(kiln_context_create(e2, threads, &ctx));
             kiln_context_set_debug(ctx, 1);
             ASSERT_OK(kiln_context_bind(ctx, "X", x, (size_t)nx * sizeof(float)));
-            if (res) ASSERT_OK(kiln_context_bind(ctx, "R0", r0, (size_t)ny * sizeof(float)));
+            if (res == 1) ASSERT_OK(kiln_context_bind(ctx, "R0", r0, (size_t)ny * sizeof(float)));
             for (int64_t i = 0; i < ny; i++) y[i] = NAN;
             ASSERT_OK(kiln_context_bind(ctx, "Y", y, (size_t)ny * sizeof(float)));
             if (kiln_context_run(ctx)) TEST__FAIL("run: %s", kiln_errmsg());
@@ -202,6 +205,7 @@ TEST_IMPL(conv_pw16c_engine) {
     engine_case(32, 16, 1, 1, 1, 0);
     engine_case(64, 256, 13, 11, 1, 1);
     engine_case(48, 32, 3, 5, 0, 1);
+    engine_case(64, 48, 9, 7, 1, 2);
 }
 
 /* The greedy choice never enters NCHW16C on its own (builder/select.c):
