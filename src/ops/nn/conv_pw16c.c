@@ -20,6 +20,9 @@
  * fit AVX-512's 32 registers (session 9's harness measured this tile). */
 #define PT 12
 #define OB 32 /* output channels per block */
+#ifndef PF_W
+#define PF_W 2048
+#endif
 
 int64_t kiln__pw16c_packed(int64_t M, int64_t C) { return M * C; }
 
@@ -40,8 +43,8 @@ int64_t kiln__pw16c_units(const kiln__pw16c *p) { return tiles(p) * oblocks(p); 
 void kiln__pw16c_unit(const kiln__pw16c *p, int64_t u, int64_t *p0, int64_t *p1, int64_t *m0, int64_t *m1) {
     const int64_t nt = tiles(p), nb = oblocks(p);
     const int64_t t = p->wmajor ? u % nt : u / nb, b = p->wmajor ? u / nt : u % nb;
-    *p0 = t * PT;
-    *p1 = *p0 + PT < p->P ? *p0 + PT : p->P;
+    *p0 = t * p->P / nt; /* balanced: 49 pixels are 10 + 10 + 10 + 10 + 9, not 4 x 12 + 1 */
+    *p1 = (t + 1) * p->P / nt;
     *m0 = b * OB;
     *m1 = *m0 + OB < p->M ? *m0 + OB : p->M;
 }
@@ -77,6 +80,8 @@ static inline __attribute__((always_inline)) void tile(const kiln__pw16c *p, int
     for (int64_t cb = 0; cb < CB; cb++) {
         const float *xb = p->x + (cb * P + p0) * 16, *wc = wb + cb * 16 * ws;
         for (int ci = 0; ci < 16; ci++) {
+            _mm_prefetch((const char *)(wc + ci * ws) + PF_W, _MM_HINT_T0);
+            if (nv == 2) _mm_prefetch((const char *)(wc + ci * ws) + PF_W + 64, _MM_HINT_T0);
             const __m512 w0 = _mm512_loadu_ps(wc + ci * ws);
             const __m512 w1 = nv == 2 ? _mm512_loadu_ps(wc + ci * ws + 16) : _mm512_setzero_ps();
 #pragma GCC unroll 12
