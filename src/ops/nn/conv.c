@@ -1108,71 +1108,14 @@ static int pw16c_applies(const geom *g) {
     return g->nsp == 2 && g->G == 1 && g->C % 16 == 0 && g->M % 16 == 0 && is_pointwise(g);
 }
 
-typedef struct pw16cctx {
-    const kiln_call *c;
-    kiln__pw16c p; /* image 0's pointers */
-    int64_t units, xs, ys; /* units and floats per image */
-    int fused;             /* the chain (if any) is in the kernel's store */
-} pw16cctx;
-
-/* Work units [b, e) over the images. */
-static void pw16c_range(void *ud, int64_t b, int64_t e) {
-    const pw16cctx *f = ud;
-    while (b < e) {
-        const int64_t n = b / f->units, u0 = b % f->units, u1 = e - n * f->units < f->units ? e - n * f->units : f->units;
-        kiln__pw16c p = f->p;
-        p.x += n * f->xs;
-        p.y += n * f->ys;
-        if (p.res) p.res += n * f->ys;
-        kiln__pw16c_run(&p, u0, u1);
-        for (int64_t u = u0; u < u1 && !f->fused; u++) { /* a chain of 16 channels per pixel */
-            int64_t p0, p1, m0, m1;
-            kiln__pw16c_unit(&p, u, &p0, &p1, &m0, &m1);
-            for (int64_t m = m0; m < m1; m += 16)
-                for (int64_t q = p0; q < p1; q++) kiln_call_epilogue(f->c, 0, p.y + (m * p.P + q * 16), 16, m, 1);
-        }
-        b = (n + 1) * f->units < e ? (n + 1) * f->units : e;
-    }
-}
-
-/* Unit order: pixel tiles outer keeps W in L2 and re-reads it per tile;
- * output blocks outer re-reads X once per 32 channels instead.  W is
- * re-read from L2 while it fits half of it (ResNet-50's layer1-3 1x1
- * convs: 16-1024 KB), else the order that moves fewer bytes. */
-static int pw16c_wmajor(int64_t C, int64_t M, int64_t P) {
-    const int64_t wbytes = M * C * 4, xbytes = P * C * 4;
-    return wbytes > (1 << 20) && (M + 31) / 32 * xbytes < (P + 11) / 12 * wbytes;
-}
-
 static int conv_pw16c(const kiln_call *c) {
     geom g;
     int rc = make_geom(c, &g);
     if (rc) return rc;
-    const kiln_tensor *x = &c->in[0], *y = &c->out[0];
-    if (!pw16c_applies(&g) || x->dtype != KILN_DTYPE_F32 || y->dtype != KILN_DTYPE_F32 ||
-        y->format != KILN_FORMAT_NCHW16C || !c->prepacked || !c->prepacked[1] ||
-        (c->nin > 2 && c->in[2].data && !kiln__ops_dense(&c->in[2])))
-        return kiln_set_error(KILN_EUNSUPPORTED, "Conv tactic 13: needs a 1x1 conv of one group, C and M "
-                              "multiples of 16, F32 NCHW16C X and Y, W packed at build");
-    if (g.N * g.M * g.o[1] * g.o[2] == 0) return 0;
-    const int64_t P = g.o[1] * g.o[2];
-    pw16cctx f = {.c = c, .xs = g.C * P, .ys = g.M * P};
-    f.p = (kiln__pw16c){.C = g.C, .M = g.M, .P = P, .x = x->data, .wp = c->prepacked[1], .y = y->data,
-                        .bias = c->nin > 2 && c->in[2].data ? c->in[2].data : NULL,
-                        .wmajor = pw16c_wmajor(g.C, g.M, P)};
-    int ri = -1;
-    f.fused = !c->epilogue || kiln__epi_residual_relu(c->epilogue, &ri, &f.p.relu);
-    if (f.fused && ri >= 0) { /* a residual of Y's layout and size */
-        const kiln_tensor *r = ri < c->nin ? &c->in[ri] : NULL;
-        if (r && r->data && r->dtype == KILN_DTYPE_F32 && r->format == KILN_FORMAT_NCHW16C &&
-            kiln_tensor_numel(r) == kiln_tensor_numel(y))
-            f.p.res = r->data;
-        else
-            f.fused = f.p.relu = 0;
-    }
-    f.units = kiln__pw16c_units(&f.p);
-    kiln_exec_parallel_for(c->exec, g.N * f.units, 1, pw16c_range, &f);
-    return 0;
+    if (!pw16c_applies(&g))
+        return kiln_set_error(KILN_EUNSUPPORTED, "Conv tactic 13: needs a 1x1 stride-1 unpadded conv of one group, "
+                              "C and M multiples of 16");
+    return kiln__pw16c_conv(c, g.N, g.C, g.M, g.o[1] * g.o[2]);
 }
 
 /* ------------------------------------------------------------ depthwise tactic */

@@ -21,6 +21,8 @@
 #ifndef KILN_OPS_NN_CONV_PW16C_H
 #define KILN_OPS_NN_CONV_PW16C_H
 
+#include "kiln/plugin.h"
+
 #include <stdint.h>
 
 typedef struct kiln__pw16c {
@@ -46,5 +48,12 @@ int64_t kiln__pw16c_units(const kiln__pw16c *p);
 void kiln__pw16c_unit(const kiln__pw16c *p, int64_t u, int64_t *p0, int64_t *p1, int64_t *m0, int64_t *m1);
 /* Units [u0, u1): bias, sum over C, residual, Relu, one store. */
 void kiln__pw16c_run(const kiln__pw16c *p, int64_t u0, int64_t u1);
+
+/* Conv tactic 13 on call c (ops/nn/conv.c checked the geometry: N images
+ * of C -> M channels over P pixels): X, Y and a residual NCHW16C, W as
+ * c->prepacked[1] in kiln__pw16c_pack's layout; the fused chain in the
+ * store when it is a residual and/or Relu, else per pixel.  0 or a
+ * KILN_E* code. */
+int kiln__pw16c_conv(const kiln_call *c, int64_t N, int64_t C, int64_t M, int64_t P);
 
 #endif /* KILN_OPS_NN_CONV_PW16C_H */
