@@ -72,7 +72,7 @@
  *  13 pointwise in NCHW16C (conv_pw16c.c): a 1x1 stride-1 unpadded conv
  *             of one group, C and M multiples of 16, a constant W (packed
  *             at build), X, Y and a fused residual NCHW16C: its own
- *             combination rows (conv_formats_fn), on AVX-512 builds.
+ *             combination row (conv_formats_fn), on AVX-512 builds.
  *             Relu and a residual in its store, other chains per pixel.
  * Where several tactics run the same kernel on a conv (kernel_key), the
  * builder is offered one of them (conv_formats_fn); the others stay valid
