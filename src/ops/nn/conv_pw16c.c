@@ -173,9 +173,15 @@ static void pw16c_range(void *ud, int64_t b, int64_t e) {
 /* Unit order: pixel tiles outer keeps W in L2 and re-reads it per tile;
  * output blocks outer re-reads X once per 32 channels instead.  W is
  * re-read from L2 while it fits half of it (ResNet-50's layer1-3 1x1
- * convs: 16-1024 KB), else the order that moves fewer bytes. */
-static int wmajor(int64_t C, int64_t M, int64_t P) {
+ * convs: 16-1024 KB), else the order that moves fewer bytes.  With
+ * several threads (each takes a contiguous run of units) output blocks go
+ * outer where W outweighs X (M > P), so that each thread reads its share
+ * of W, not all of it (as session 13's SGEMM row split): ResNet-50's
+ * layer3 1x1 convs in the network at 2 threads, -0.32..-0.61 ms over the
+ * 12 of them in 6 paired runs (bench/README.md). */
+static int wmajor(int64_t C, int64_t M, int64_t P, int threads) {
     const int64_t wbytes = M * C * 4, xbytes = P * C * 4;
+    if (threads > 1 && M > P) return 1;
     return wbytes > (1 << 20) && (M + 31) / 32 * xbytes < (P + PT - 1) / PT * wbytes;
 }
 
@@ -187,7 +193,7 @@ int kiln__pw16c_conv(const kiln_call *c, int64_t N, int64_t C, int64_t M, int64_
     if (N * M * P == 0) return 0;
     pw16c_job f = {.c = c, .xs = C * P, .ys = M * P};
     f.p = (kiln__pw16c){.C = C, .M = M, .P = P, .x = x->data, .wp = c->prepacked[1], .y = y->data,
-                        .bias = c->nin > 2 && c->in[2].data ? c->in[2].data : NULL, .wmajor = wmajor(C, M, P)};
+                        .bias = c->nin > 2 && c->in[2].data ? c->in[2].data : NULL, .wmajor = wmajor(C, M, P, c->exec ? kiln_exec_threads(c->exec) : 1)};
     int ri = -1;
     f.fused = !c->epilogue || kiln__epi_residual_relu(c->epilogue, &ri, &f.p.relu);
     if (f.fused && ri >= 0) { /* a residual of Y's layout and size */
