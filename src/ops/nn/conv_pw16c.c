@@ -82,9 +82,11 @@ static inline __attribute__((always_inline)) void tile(const kiln__pw16c *p, int
     for (int i = 0; i < np; i++) acc[i][0] = b0, acc[i][1] = b1;
     for (int64_t cb = 0; cb < CB; cb++) {
         const float *xb = p->x + (cb * P + p0) * 16, *wc = wb + cb * 16 * ws;
-        for (int ci = 0; ci < 16; ci++) {
+        for (int ci = 0; ci < 16; ci++) { /* W streams: to L1 2 KB ahead, to L2 16 KB ahead */
             _mm_prefetch((const char *)(wc + ci * ws) + PF_W, _MM_HINT_T0);
             if (nv == 2) _mm_prefetch((const char *)(wc + ci * ws) + PF_W + 64, _MM_HINT_T0);
+            _mm_prefetch((const char *)(wc + ci * ws) + 8 * PF_W, _MM_HINT_T1);
+            if (nv == 2) _mm_prefetch((const char *)(wc + ci * ws) + 8 * PF_W + 64, _MM_HINT_T1);
             const __m512 w0 = _mm512_loadu_ps(wc + ci * ws);
             const __m512 w1 = nv == 2 ? _mm512_loadu_ps(wc + ci * ws + 16) : _mm512_setzero_ps();
 #pragma GCC unroll 12
