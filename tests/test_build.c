@@ -1087,27 +1087,29 @@ static int64_t naive_off(kiln_format f, int64_t N, int64_t C, int64_t S, int64_t
     }
 }
 
-TEST_IMPL(reformat_kernel_direct) {
+/* Every layout from LINEAR F32 and back, F32/F16/F64: odd channel counts
+ * (padding lanes), one run of pixels and several (reformat.c moves 4-byte
+ * LINEAR <-> blocked runs of 64 pixels, a last partial one). */
+static void reformat_direct_case(kiln_exec *ex, int64_t N, int64_t C, int64_t H, int64_t W) {
     const kiln__op *op = kiln__registry_find("kiln", "reformat", 1);
     ASSERT(op && op->quick && op->quick->impl);
-    kiln__pool *pool = kiln__pool_create(3);
-    kiln_exec ex = {.device = KILN_DEVICE_CPU, .pool = pool};
-    enum { N = 2, C = 19, H = 3, W = 5, S = H * W, NUM = N * C * S, PHYS = N * 32 * S };
-    float x[NUM];
+    const int64_t S = H * W, NUM = N * C * S, PHYS = N * ((C + 15) / 16 * 16) * S;
+    float *x = malloc((size_t)NUM * sizeof(float)), *back = malloc((size_t)NUM * sizeof(float));
+    uint8_t *buf = malloc((size_t)PHYS * 8);
+    ASSERT(x && back && buf);
     rand_fill(x, NUM);
     kiln_dtype dts[3] = {KILN_DTYPE_F32, KILN_DTYPE_F16, KILN_DTYPE_F64};
     for (int f = 0; f < KILN_FORMAT_COUNT_; f++)
         for (int di = 0; di < 3; di++) {
             kiln_dtype dt = dts[di];
-            static uint8_t buf[PHYS * 8];
-            poison(buf, sizeof buf);
+            poison(buf, (size_t)PHYS * 8);
             kiln_tensor in = {.data = x, .dtype = KILN_DTYPE_F32, .format = KILN_FORMAT_LINEAR, .ndim = 4,
                               .dims = {N, C, H, W}};
             kiln_tensor out = in;
             out.data = buf;
             out.dtype = dt;
             out.format = (kiln_format)f;
-            kiln_call call = {.in = &in, .nin = 1, .out = &out, .nout = 1, .exec = &ex, .layer = "direct"};
+            kiln_call call = {.in = &in, .nin = 1, .out = &out, .nout = 1, .exec = ex, .layer = "direct"};
             ASSERT_OK(op->quick->impl(&call));
             for (int64_t n = 0; n < N; n++)
                 for (int64_t c = 0; c < C; c++)
@@ -1130,14 +1132,25 @@ TEST_IMPL(reformat_kernel_direct) {
                         }
             }
             /* and back to LINEAR f32 */
-            float back[NUM];
-            poison(back, sizeof back);
+            poison(back, (size_t)NUM * sizeof(float));
             kiln_tensor in2 = out, out2 = in;
             out2.data = back;
-            kiln_call call2 = {.in = &in2, .nin = 1, .out = &out2, .nout = 1, .exec = &ex, .layer = "direct"};
+            kiln_call call2 = {.in = &in2, .nin = 1, .out = &out2, .nout = 1, .exec = ex, .layer = "direct"};
             ASSERT_OK(op->quick->impl(&call2));
-            for (int i = 0; i < NUM; i++) ASSERT_NEAR(back[i], x[i], dt == KILN_DTYPE_F16 ? 1e-3 : 1e-7);
+            for (int64_t i = 0; i < NUM; i++) ASSERT_NEAR(back[i], x[i], dt == KILN_DTYPE_F16 ? 1e-3 : 1e-7);
         }
+    free(x);
+    free(back);
+    free(buf);
+}
+
+TEST_IMPL(reformat_kernel_direct) {
+    kiln__pool *pool = kiln__pool_create(3);
+    kiln_exec ex = {.device = KILN_DEVICE_CPU, .pool = pool};
+    reformat_direct_case(&ex, 2, 19, 3, 5);
+    reformat_direct_case(&ex, 2, 32, 9, 15);  /* whole blocks, 135 pixels: 3 runs */
+    reformat_direct_case(&ex, 1, 40, 1, 64);  /* one whole run */
+    reformat_direct_case(&ex, 3, 7, 11, 13);  /* one partial block */
     kiln__pool_free(pool);
 }
 

@@ -112,6 +112,46 @@ static int has_nhwc(const kiln_io_format *io) {
     return 0;
 }
 
+/* A CPU candidate that reads an activation in a blocked layout (NCHW8C,
+ * NCHW16C) its producer did not choose: the greedy choice does not enter a
+ * blocked chain (it is ranked after every other candidate), it only goes on
+ * with one.  Alone such a layer pays a reformat in and one out and loses
+ * the epilogue fusion of a residual Add / Relu that read it in LINEAR
+ * (fusion runs after selection); ResNet-50's 7x7 1x1 convs took Conv
+ * tactic 13 that way on timing noise. */
+static int cpu_enters_blocked(const builder *b, const bl *L, const kiln_io_format *io) {
+    if (L->device != KILN_DEVICE_CPU) return 0;
+    for (int p = 0; p < L->nin && p < io->n; p++) {
+        const int t = L->in[p];
+        if (t < 0 || b->t[t].kind == BT_CONST) continue;
+        if ((io->format[p] == KILN_FORMAT_NCHW8C || io->format[p] == KILN_FORMAT_NCHW16C) && b->t[t].pfmt != io->format[p])
+            return 1;
+    }
+    return 0;
+}
+
+/* Does io put any position in a blocked layout (NCHW8C, NCHW16C)? */
+static int blocked_io(const kiln_io_format *io) {
+    for (int p = 0; p < io->n; p++)
+        if (io->format[p] == KILN_FORMAT_NCHW8C || io->format[p] == KILN_FORMAT_NCHW16C) return 1;
+    return 0;
+}
+
+/* $KILN_CPU_BLOCKED=force (tests, as KILN_CUDA_NHWC=force): a CPU layer
+ * with a blocked candidate takes one (entering and leaving chains). */
+static int blocked_force(void) {
+    const char *e = getenv("KILN_CPU_BLOCKED");
+    return e && !strcmp(e, "force");
+}
+
+/* Candidate io of layer L ranks after the others: it enters a blocked
+ * layout (cpu_enters_blocked), or, forced, it is not blocked where
+ * another candidate is (any_blocked). */
+static int blocked_rank(const builder *b, const bl *L, const kiln_io_format *io, int any_blocked) {
+    if (L->device != KILN_DEVICE_CPU) return 0;
+    return any_blocked ? !blocked_io(io) : cpu_enters_blocked(b, L, io);
+}
+
 static void logical_io(const builder *b, const bl *L, kiln_io_format *io) {
     memset(io, 0, sizeof *io);
     io->n = L->nin + L->nout;
@@ -1616,6 +1656,8 @@ int kiln__b_select(builder *b) {
             const unsigned ahead = lookahead_outputs(b, li), ahead_nhwc = nhwc_outputs(b, li);
             int any_nhwc = 0; /* KILN_CUDA_NHWC=force: only where an NHWC candidate exists */
             for (int k = 0; k < cl.n && b->nhwc == NHWC_FORCE; k++) any_nhwc |= has_nhwc(&cl.c[k].io);
+            int any_blocked = 0; /* KILN_CPU_BLOCKED=force: likewise for blocked CPU candidates */
+            for (int k = 0; k < cl.n && blocked_force(); k++) any_blocked |= blocked_io(&cl.c[k].io);
             double fastest = 0; /* the fastest kernel so far: slower ones are cut short */
             memset(ct, 0, (size_t)cl.n * sizeof ct[0]);
             for (int k = 0; k < cl.n && !rc; k++) {
@@ -1645,6 +1687,18 @@ int kiln__b_select(builder *b) {
                     kiln_io_format *io = &cl.c[k].io;
                     if (t->is_output && (io->dtype[L->nin + o] != t->dtype || io->format[L->nin + o] != KILN_FORMAT_LINEAR))
                         rf_out += ms * 0.05; /* a reformat follows; exact time unknown before the choice */
+                    /* A CPU activation in a blocked layout (Conv's NCHW16C
+                     * tactic 13) is charged its reformat back to LINEAR:
+                     * most CPU consumers read only LINEAR, and without it
+                     * a conv took 16c where its kernel won by less than
+                     * the reformat its consumer then paid. */
+                    else if (L->device == KILN_DEVICE_CPU && t->kind == BT_ACT &&
+                             io->format[L->nin + o] != KILN_FORMAT_LINEAR) {
+                        double back;
+                        rc = cast_cost(b, L->out[o], io->dtype[L->nin + o], io->format[L->nin + o],
+                                       io->dtype[L->nin + o], KILN_FORMAT_LINEAR, KILN_DEVICE_CPU, &back);
+                        rf_out += back;
+                    }
                 }
                 double ra = 0;
                 if (!rc && ahead) rc = lookahead_cost(b, li, ahead, &cl.c[k].io, &ra);
@@ -1668,7 +1722,8 @@ int kiln__b_select(builder *b) {
                                              keeps_f32(b, L, &cl.c[k].io)
                                          ? FP32_TIE_MARGIN
                                          : 1.0) *
-                                    (any_nhwc && !has_nhwc(&cl.c[k].io) ? 1e6 : 1.0);
+                                    (any_nhwc && !has_nhwc(&cl.c[k].io) ? 1e6 : 1.0) *
+                                    (blocked_rank(b, L, &cl.c[k].io, any_blocked) ? 1e6 : 1.0);
                 const double rank = cost * mult;
                 if (!rc)
                     ct[k] = (cand_time){.ms = ms, .extra = cost - ms, .mult = mult, .ok = 1,

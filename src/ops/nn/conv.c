@@ -70,6 +70,11 @@
  *             over threads; W prepacked in 16-channel blocks (stored in
  *             the engine file).  Offered only where it applies; never
  *             picked by auto.
+ *  13 pointwise in NCHW16C (conv_pw16c.c): a 1x1 stride-1 unpadded conv
+ *             of one group, C and M multiples of 16, a constant W (packed
+ *             at build), X, Y and a fused residual NCHW16C: its own
+ *             combination row (conv_formats_fn), on AVX-512 builds.
+ *             Relu and a residual in its store, other chains per pixel.
  * Where several tactics run the same kernel on a conv (kernel_key), the
  * builder is offered one of them (conv_formats_fn); the others stay valid
  * in engine files.  A fused residual Add and/or Relu is applied in the
@@ -82,10 +87,12 @@
 #include "ops/common/ops_util.h"
 #include "ops/nn/conv_dwrows.h"
 #include "ops/nn/conv_fewc.h"
+#include "ops/nn/conv_pw16c.h"
 #include "ops/nn/conv_winograd.h"
 
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #if defined(__AVX512F__)
@@ -93,7 +100,7 @@
 #endif
 
 enum { T_AUTO = 1, T_GEMM = 2, T_DIRECT = 3, T_PADGEMM = 4, T_DW = 5, T_WINO = 6, T_DWROWS = 7, T_PADPACK = 8,
-       T_PADCOMPACT = 9, T_WINO2 = 10, T_KSPLIT = 11, T_FEWC = 12 };
+       T_PADCOMPACT = 9, T_WINO2 = 10, T_KSPLIT = 11, T_FEWC = 12, T_PW16C = 13 };
 
 /* The Winograd output tile size of a tactic (6: 4x4, 10: 2x2), else 0. */
 static int wino_m(int t) { return t == T_WINO ? 4 : t == T_WINO2 ? 2 : 0; }
@@ -1098,6 +1105,23 @@ static int conv_fewc(const kiln_call *c, const geom *g) {
     return 0;
 }
 
+/* ------------------------------------------------------------ NCHW16C pointwise tactic */
+
+/* Tactic 13's static conditions (conv_pw16c.h's layouts). */
+static int pw16c_applies(const geom *g) {
+    return g->nsp == 2 && g->G == 1 && g->C % 16 == 0 && g->M % 16 == 0 && is_pointwise(g);
+}
+
+static int conv_pw16c(const kiln_call *c) {
+    geom g;
+    int rc = make_geom(c, &g);
+    if (rc) return rc;
+    if (!pw16c_applies(&g))
+        return kiln_set_error(KILN_EUNSUPPORTED, "Conv tactic 13: needs a 1x1 stride-1 unpadded conv of one group, "
+                              "C and M multiples of 16");
+    return kiln__pw16c_conv(c, g.N, g.C, g.M, g.o[1] * g.o[2]);
+}
+
 /* ------------------------------------------------------------ depthwise tactic */
 
 /* Tactic 5, for depthwise convs (one input channel per group, Cg == 1):
@@ -1450,6 +1474,7 @@ static int pick_tactic(int tactic, int direct_ok, const geom *g) {
     if (tactic == T_DIRECT && !direct_ok) return T_GEMM;
     if (tactic == T_KSPLIT) return is_pointwise(g) && g->G == 1 ? T_KSPLIT : T_GEMM;
     if (tactic == T_FEWC) return fewc_applies(g) ? T_FEWC : T_PADGEMM;
+    if (tactic == T_PW16C) return pw16c_applies(g) ? T_PW16C : T_GEMM; /* (LINEAR: conv_formats_fn never offers it) */
     if (tactic == T_GEMM || tactic == T_DIRECT || tactic == T_PADGEMM || tactic == T_DW || tactic == T_DWROWS ||
         tactic == T_PADPACK || tactic == T_PADCOMPACT)
         return tactic;
@@ -1510,6 +1535,16 @@ static int conv_prepack(const kiln_call *c, int input, void *dst, size_t *size) 
         *size = fb;
         return 0;
     }
+    g.C = g.Cg * g.G;
+    for (int i = 0; i < nsp; i++) g.pb[3 - nsp + i] = pads[i], g.pe[3 - nsp + i] = pads[3 + i];
+    if (t == T_PW16C && x->format == KILN_FORMAT_NCHW16C && pw16c_applies(&g)) {
+        const size_t b16 = (size_t)kiln__pw16c_packed(g.M, g.C) * sizeof(float);
+        *size = b16;
+        if (dst && want != b16)
+            return kiln_set_error(KILN_EINTERNAL, "Conv prepack: %zu bytes asked, %zu given", b16, want);
+        if (dst) kiln__pw16c_pack(w->data, g.M, g.C, dst);
+        return 0;
+    }
     /* an output known too narrow for Winograd runs the padded GEMM */
     const int wm = wino_m(t);
     if (wm && c->nout > 0 && c->out[0].ndim == 4 && c->out[0].dims[3] >= 0 &&
@@ -1561,7 +1596,10 @@ static int conv_impl_f32(const kiln_call *c) {
     return 0;
 }
 
-static int conv_impl(const kiln_call *c) { return kiln__ops_as_f32(c, conv_impl_f32); }
+static int conv_impl(const kiln_call *c) {
+    if (c->tactic == T_PW16C && c->in[0].format == KILN_FORMAT_NCHW16C) return conv_pw16c(c);
+    return kiln__ops_as_f32(c, conv_impl_f32);
+}
 
 /* ------------------------------------------------------------ ConvInteger */
 
@@ -1681,6 +1719,17 @@ static int conv_formats_fn(const kiln_shape_ctx *c, kiln_combo *out, int max) {
         out[0].tactics[t++] = T_KSPLIT;
     if (have_cg && fewc_applies(&(geom){.nsp = 2, .G = G, .Cg = Cg, .k = {1, k[0], k[1]}, .d = {1, d[0], d[1]}}))
         out[0].tactics[t++] = T_FEWC;
+    if (have_cg && G == 1 && Cg % 16 == 0 && M % 16 == 0 && k[0] * k[1] * s[0] * s[1] == 1 &&
+        pb[0] + pb[1] + pe[0] + pe[1] == 0 && kiln__dwrows_fits(1, 3) && max > n) {
+        /* tactic 13's own row (its 4 slots fit 2 inputs too), NCHW16C
+         * through; an AVX-512 kernel (the portable one runs an engine that
+         * names it elsewhere).  $KILN_CONV_16C=off leaves it out of a
+         * build (A/B; a load checks every row); tests force blocked
+         * candidates with $KILN_CPU_BLOCKED=force (builder/select.c) */
+        static const kiln_combo row = {"FP32, FP32, FP32, FP32", "NCHW16C, LINEAR, LINEAR, NCHW16C", {T_PW16C}};
+        const char *e16 = kiln__shape_ctx_building(c) ? getenv("KILN_CONV_16C") : NULL;
+        if (!e16 || strcmp(e16, "off")) out[n++] = row;
+    }
     autopad ap;
     if (!kiln__shape_ctx_building(c) || !have_cg || G < 1 || M % G || parse_autopad(c->attrs, &ap)) return n;
     /* A strided 1x1 conv (ResNet's downsamples) is offered tactic 9 alone.
