@@ -68,8 +68,18 @@ static void view_of(const builder *b, int t, kiln_tensor *v) {
                       KILN_FORMAT_LINEAR, b->exec.device, x->ndim, dims);
 }
 
-static int f32_linear(kiln_dtype t, kiln_format f) {
-    return t == KILN_DTYPE_F32 && f == KILN_FORMAT_LINEAR;
+/* CPU chains: F32, LINEAR or (a Conv's NCHW16C tactics, 13 and 14, which
+ * hand a chain one pixel's 16 channels at a time, chan_len 1, or add the
+ * residual and clamp themselves) NCHW16C through the fused path: the
+ * producer's present positions LINEAR or f, f the producer's output's. */
+static int cpu_chain_format(const bl *P, kiln_format f) {
+    if (f != KILN_FORMAT_LINEAR && f != KILN_FORMAT_NCHW16C) return 0;
+    if (P->io.format[P->nin] != f) return 0;
+    for (int p = 0; p < P->io.n; p++)
+        if (!(p < P->nin && P->in[p] < 0) &&
+            (P->io.dtype[p] != KILN_DTYPE_F32 || (P->io.format[p] != KILN_FORMAT_LINEAR && P->io.format[p] != f)))
+            return 0;
+    return 1;
 }
 
 static int is_onnx(const bl *L, const char *name) {
@@ -312,13 +322,12 @@ static void try_fuse(builder *b, int li, int *uses) {
     if (gpu) {
         if (!gpu_fusable(b, P, L, x, tx, ty)) return;
     } else {
-        /* F32 LINEAR through the fused path */
-        for (int p = 0; p < P->io.n; p++)
-            if (!(p < P->nin && P->in[p] < 0) && !f32_linear(P->io.dtype[p], P->io.format[p])) return;
-        if (!f32_linear(L->io.dtype[x], L->io.format[x]) ||
-            !f32_linear(L->io.dtype[L->nin], L->io.format[L->nin]) ||
-            !f32_linear(tx->pdtype, tx->pfmt) || !f32_linear(ty->pdtype, ty->pfmt) ||
-            tx->dtype != KILN_DTYPE_F32 || ty->dtype != KILN_DTYPE_F32)
+        /* F32 LINEAR (or NCHW16C) through the fused path */
+        const kiln_format f = tx->pfmt;
+        if (!cpu_chain_format(P, f) || L->io.dtype[x] != KILN_DTYPE_F32 || L->io.format[x] != f ||
+            L->io.dtype[L->nin] != KILN_DTYPE_F32 || L->io.format[L->nin] != f || tx->pdtype != KILN_DTYPE_F32 ||
+            ty->pdtype != KILN_DTYPE_F32 || ty->pfmt != f || tx->dtype != KILN_DTYPE_F32 ||
+            ty->dtype != KILN_DTYPE_F32)
             return;
     }
     /* same dims (hash-consed expressions: pointer equality) */
@@ -420,19 +429,21 @@ static void try_fuse_residual(builder *b, int li, int *uses) {
             P->nepi != 0 || P->nin > max_in || P->io.n != P->nin + 1 || max_in + 2 > KILN_MAX_IO ||
             P->device != L->device)
             continue;
-        /* one type through, LINEAR (or NHWC throughout on the GPU); the CPU
-         * chain is F32 */
+        /* one type through, LINEAR (or NHWC throughout on the GPU, NCHW16C
+         * on the CPU: cpu_chain_format); the CPU chain is F32 */
         kiln_dtype t = tx->pdtype;
         const kiln_format f = tx->pfmt;
-        int ok = (f == KILN_FORMAT_LINEAR || P->device == KILN_DEVICE_CUDA) &&
-                 same_layout(f, tr->pfmt, ty->pfmt, L->io.format[0], L->io.format[1]) && L->io.format[2] == f &&
+        const int cpu16c = f == KILN_FORMAT_NCHW16C && P->device == KILN_DEVICE_CPU;
+        int ok = (f == KILN_FORMAT_LINEAR || P->device == KILN_DEVICE_CUDA || cpu16c) &&
+                 (cpu16c ? tr->pfmt == f && ty->pfmt == f && L->io.format[0] == f && L->io.format[1] == f
+                         : same_layout(f, tr->pfmt, ty->pfmt, L->io.format[0], L->io.format[1])) &&
+                 L->io.format[2] == f &&
                  P->io.format[P->nin] == f && tr->pdtype == t && ty->pdtype == t && L->io.dtype[0] == t && L->io.dtype[1] == t &&
                  L->io.dtype[2] == t && P->io.dtype[P->nin] == t && tr->dtype == tx->dtype && ty->dtype == tx->dtype &&
                  (P->device == KILN_DEVICE_CUDA ? t == KILN_DTYPE_F32 || t == KILN_DTYPE_F16 || t == KILN_DTYPE_BF16
                                                 : t == KILN_DTYPE_F32);
-        for (int p = 0; p < P->io.n && ok; p++) /* present positions (a CUDA op's own layouts) */
-            ok = (p < P->nin && P->in[p] < 0) || P->device == KILN_DEVICE_CUDA ||
-                 (P->io.format[p] == KILN_FORMAT_LINEAR && P->io.dtype[p] == KILN_DTYPE_F32);
+        /* present positions (a CUDA op's own layouts) */
+        ok = ok && (P->device == KILN_DEVICE_CUDA || cpu_chain_format(P, f));
         /* the same dims (hash-consed: pointer equality), or on a CPU MatMul
          * a vector over the last dim */
         if (!ok || tx->ndim != ty->ndim || tx->ndim < 1) continue;

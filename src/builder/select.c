@@ -88,11 +88,21 @@ static int cuda_format_ok(const builder *b, const bt *t, kiln_format f) {
     return f == KILN_FORMAT_LINEAR || (f == KILN_FORMAT_NHWC && t->ndim == 4 && !t->is_size && b->nhwc != NHWC_OFF);
 }
 
-/* Does io put any position in NHWC? */
-static int has_nhwc(const kiln_io_format *io) {
+/* Does io put any position in format f? */
+static int has_format(const kiln_io_format *io, kiln_format f) {
     for (int p = 0; p < io->n; p++)
-        if (io->format[p] == KILN_FORMAT_NHWC) return 1;
+        if (io->format[p] == f) return 1;
     return 0;
+}
+
+static int has_nhwc(const kiln_io_format *io) { return has_format(io, KILN_FORMAT_NHWC); }
+
+/* $KILN_CPU_16C=force (tests, benchmarks): a CPU layer with an NCHW16C
+ * candidate takes one (its reformats inserted), as KILN_CUDA_NHWC=force
+ * does for NHWC on the GPU; timed builds only. */
+static int force_16c(const bl *L) {
+    const char *e = L->device == KILN_DEVICE_CPU ? getenv("KILN_CPU_16C") : NULL;
+    return e && !strcmp(e, "force");
 }
 
 static void logical_io(const builder *b, const bl *L, kiln_io_format *io) {
@@ -1302,6 +1312,9 @@ int kiln__b_select(builder *b) {
             const unsigned ahead = lookahead_outputs(b, li), ahead_nhwc = nhwc_outputs(b, li);
             int any_nhwc = 0; /* KILN_CUDA_NHWC=force: only where an NHWC candidate exists */
             for (int k = 0; k < cl.n && b->nhwc == NHWC_FORCE; k++) any_nhwc |= has_nhwc(&cl.c[k].io);
+            int any_16c = 0;
+            for (int k = 0; k < cl.n && force_16c(&b->l[li]); k++)
+                any_16c |= has_format(&cl.c[k].io, KILN_FORMAT_NCHW16C);
             double fastest = 0; /* the fastest kernel so far: slower ones are cut short */
             memset(ct, 0, (size_t)cl.n * sizeof ct[0]);
             for (int k = 0; k < cl.n && !rc; k++) {
@@ -1354,7 +1367,8 @@ int kiln__b_select(builder *b) {
                                              keeps_f32(b, L, &cl.c[k].io)
                                          ? FP32_TIE_MARGIN
                                          : 1.0) *
-                                    (any_nhwc && !has_nhwc(&cl.c[k].io) ? 1e6 : 1.0);
+                                    (any_nhwc && !has_nhwc(&cl.c[k].io) ? 1e6 : 1.0) *
+                                    (any_16c && !has_format(&cl.c[k].io, KILN_FORMAT_NCHW16C) ? 1e6 : 1.0);
                 const double rank = cost * mult;
                 if (!rc)
                     ct[k] = (cand_time){.ms = ms, .extra = cost - ms, .mult = mult, .ok = 1,
