@@ -1,8 +1,8 @@
 /*
- * test_wino16c.c — Conv tactic 14 (Winograd F(4x4, 3x3) in NCHW16C,
- * conv_wino16c.c) against a naive double reference on the LINEAR layout,
+ * test_wino16c.c — Conv tactics 14 and 15 (Winograd F(4x4, 3x3) and
+ * F(2x2, 3x3) in NCHW16C, conv_wino16c.c) against a naive double reference on the LINEAR layout,
  * X (and the residual) reformatted into NCHW16C here and Y back.  Random
- * inputs; outputs of 1x1 (a lone tile), 3x5, 7x7, 13x11, 14x14 and 56x56
+ * inputs, both tile sizes; outputs of 1x1 (a lone tile), 3x5, 7x7, 13x11, 14x14 and 56x56
  * (sizes off the 4x4 tile), C and M in 16..144, pads 1, 0 and 2 (the
  * kernel's own geometry), with or without bias, the residual and Relu the
  * kernel applies itself, 1-3 threads; output and workspace NaN-poisoned.
@@ -84,7 +84,7 @@ static void check(const char *what, const wcase *t, int64_t OH, int64_t OW, cons
 }
 
 /* The kernel on its own: every image, the residual and Relu its own. */
-static void kernel_case(const wcase *t, int threads) {
+static void kernel_case(const wcase *t, int m, int threads) {
     const int64_t OH = t->H + t->pt + t->pb - 2, OW = t->W + t->pl + t->pr - 2, isp = t->H * t->W, osp = OH * OW;
     const int64_t nx = t->N * t->C * isp, ny = t->N * t->M * osp;
     float *x = test_rnd_f32(&g_seed, nx, -1.0f, 1.0f), *w = test_rnd_f32(&g_seed, t->M * t->C * 9, -0.5f, 0.5f);
@@ -97,21 +97,22 @@ static void kernel_case(const wcase *t, int threads) {
         to16c(r + n * t->M * osp, t->M, osp, r16 + n * t->M * osp);
     }
     for (int64_t i = 0; i < ny; i++) y16[i] = NAN;
-    size_t pb = kiln__wino16c_pack_bytes(t->M, t->C), wsb = kiln__wino_ws_bytes(4, t->C, t->M, OH, OW);
+    size_t pb = kiln__wino16c_pack_bytes(m, t->M, t->C), wsb = kiln__wino_ws_bytes(m, t->C, t->M, OH, OW);
     void *pk = kiln__aligned_alloc(pb);
     float *ws = kiln__aligned_alloc(wsb);
     ASSERT(pk && ws);
     for (size_t i = 0; i < wsb / sizeof(float); i++) ws[i] = NAN;
-    ASSERT_OK(kiln__wino16c_pack(w, t->M, t->C, pk));
-    const float *u = kiln__wino16c_packed(pk, t->M, t->C);
+    ASSERT_OK(kiln__wino16c_pack(m, w, t->M, t->C, pk));
+    const float *u = kiln__wino16c_packed(pk, m, t->M, t->C);
     ASSERT(u);
-    ASSERT(!kiln__wino16c_packed(pk, t->M + 16, t->C));
+    ASSERT(!kiln__wino16c_packed(pk, m, t->M + 16, t->C));
+    ASSERT(!kiln__wino16c_packed(pk, 6 - m, t->M, t->C)); /* the other tile size's */
     ASSERT(!kiln__wino_packed(pk, 0, t->M, t->C)); /* not tactic 6's form */
     kiln__pool *pool = kiln__pool_create(threads);
     ASSERT(pool);
     kiln_exec ex = {.device = KILN_DEVICE_CPU, .pool = pool};
     for (int64_t n = 0; n < t->N; n++) {
-        kiln__wino16c p = {.w = {.m = 4, .C = t->C, .M = t->M, .H = t->H, .W = t->W, .OH = OH, .OW = OW, .pt = t->pt,
+        kiln__wino16c p = {.w = {.m = m, .C = t->C, .M = t->M, .H = t->H, .W = t->W, .OH = OH, .OW = OW, .pt = t->pt,
                                  .pl = t->pl, .x = x16 + n * t->C * isp, .u = u, .bias = t->bias ? b : NULL,
                                  .y = y16 + n * t->M * osp, .ws = ws, .exec = &ex},
                            .res = t->res ? r16 + n * t->M * osp : NULL, .relu = t->relu};
@@ -120,8 +121,8 @@ static void kernel_case(const wcase *t, int threads) {
     double *ref = test_xmalloc((size_t)ny * sizeof(double)), big;
     reference(t, OH, OW, x, w, b, r, ref, &big);
     char what[200];
-    snprintf(what, sizeof what, "wino16c N%lld C%lld M%lld %lldx%lld pads %lld,%lld,%lld,%lld%s%s%s, %d threads",
-             (long long)t->N, (long long)t->C, (long long)t->M, (long long)t->H, (long long)t->W, (long long)t->pt,
+    snprintf(what, sizeof what, "wino16c F(%dx%d) N%lld C%lld M%lld %lldx%lld pads %lld,%lld,%lld,%lld%s%s%s, %d threads",
+             m, m, (long long)t->N, (long long)t->C, (long long)t->M, (long long)t->H, (long long)t->W, (long long)t->pt,
              (long long)t->pl, (long long)t->pb, (long long)t->pr, t->bias ? " bias" : "", t->res ? " residual" : "",
              t->relu ? " relu" : "", threads);
     check(what, t, OH, OW, y16, ref, big);
@@ -144,17 +145,21 @@ TEST_IMPL(wino16c_kernel) {
             wcase t = {.N = 1 + (i % 4 == 1), .C = chans[ci][0], .M = chans[ci][1], .H = sizes[si][0],
                        .W = sizes[si][1], .pt = 1, .pl = 1, .pb = 1, .pr = 1, .bias = i % 3 != 2,
                        .res = i % 2, .relu = i % 5 < 3};
-            kernel_case(&t, 1 + i % 3);
+            kernel_case(&t, 4, 1 + i % 3);
+            kernel_case(&t, 2, 1 + (i + 1) % 3);
         }
     /* pads 0 and 2, uneven ones: edges of whole zero pixels on any side */
     wcase p0 = {.N = 1, .C = 32, .M = 16, .H = 10, .W = 9, .bias = 1, .relu = 1};
-    kernel_case(&p0, 2);
+    kernel_case(&p0, 4, 2);
+    kernel_case(&p0, 2, 1);
     wcase p2 = {.N = 1, .C = 16, .M = 32, .H = 6, .W = 11, .pt = 2, .pl = 0, .pb = 2, .pr = 2, .res = 1};
-    kernel_case(&p2, 3);
+    kernel_case(&p2, 4, 3);
+    kernel_case(&p2, 2, 2);
     /* C over the SGEMM's K block, a ResNet layer4 plane */
     wcase big = {.N = 1, .C = 288, .M = 32, .H = 7, .W = 7, .pt = 1, .pl = 1, .pb = 1, .pr = 1, .bias = 1, .res = 1,
                  .relu = 1};
-    kernel_case(&big, 2);
+    kernel_case(&big, 4, 2);
+    kernel_case(&big, 2, 3);
 }
 
 /* ---- through the op ------------------------------------------------------- */
@@ -164,9 +169,9 @@ static void set_ints(kiln__attrset *a, const char *name, const int64_t *v, int64
     ASSERT_OK(kiln__attrset_set(a, name, &val));
 }
 
-/* Conv's impl with tactic 14 on NCHW16C tensors (workspace and packed W as
+/* Conv's impl with tactic 14 or 15 on NCHW16C tensors (workspace and packed W as
  * the engine gets them), 1x1 through 14x14 outputs, bias or none. */
-static void op_case(int64_t C, int64_t M, int64_t H, int64_t W, int bias, int threads) {
+static void op_case(int tactic, int64_t C, int64_t M, int64_t H, int64_t W, int bias, int threads) {
     const kiln__op *op = kiln__registry_find("ai.onnx", "Conv", 1);
     ASSERT(op && op->quick && op->quick->prepack && op->quick->workspace);
     kiln__attrset as;
@@ -188,10 +193,10 @@ static void op_case(int64_t C, int64_t M, int64_t H, int64_t W, int bias, int th
     in[0].format = out[0].format = KILN_FORMAT_NCHW16C;
     kiln__pool *pool = kiln__pool_create(threads);
     kiln_exec ex = {.device = KILN_DEVICE_CPU, .pool = pool};
-    kiln_call c = {.in = in, .nin = bias ? 3 : 2, .out = out, .nout = 1, .attrs = &attrs, .tactic = 14, .exec = &ex,
+    kiln_call c = {.in = in, .nin = bias ? 3 : 2, .out = out, .nout = 1, .attrs = &attrs, .tactic = tactic, .exec = &ex,
                    .layer = "conv16c"};
     size_t wsb = op->quick->workspace(&c), n = 0;
-    ASSERT(wsb >= kiln__wino_ws_bytes(4, C, M, H, W));
+    ASSERT(wsb >= kiln__wino_ws_bytes(tactic == 14 ? 4 : 2, C, M, H, W));
     void *ws = kiln__aligned_alloc(wsb);
     c.workspace = ws;
     c.workspace_size = wsb;
@@ -200,9 +205,9 @@ static void op_case(int64_t C, int64_t M, int64_t H, int64_t W, int bias, int th
     kiln_tensor pin[3] = {in[0], in[1], in[2]}, pout[1] = {out[0]};
     pin[0].data = NULL;
     pout[0].data = NULL;
-    kiln_call pc = {.in = pin, .nin = c.nin, .out = pout, .nout = 1, .attrs = &attrs, .tactic = 14};
+    kiln_call pc = {.in = pin, .nin = c.nin, .out = pout, .nout = 1, .attrs = &attrs, .tactic = tactic};
     ASSERT_OK(op->quick->prepack(&pc, 1, NULL, &n));
-    ASSERT_EQ(n, kiln__wino16c_pack_bytes(M, C));
+    ASSERT_EQ(n, kiln__wino16c_pack_bytes(tactic == 14 ? 4 : 2, M, C));
     void *blob = kiln__aligned_alloc(n);
     size_t m = n;
     ASSERT_OK(op->quick->prepack(&pc, 1, blob, &m));
@@ -214,7 +219,7 @@ static void op_case(int64_t C, int64_t M, int64_t H, int64_t W, int bias, int th
     double *ref = test_xmalloc((size_t)(M * S) * sizeof(double)), big;
     reference(&t, H, W, x, w, b, NULL, ref, &big);
     char what[120];
-    snprintf(what, sizeof what, "Conv tactic 14 C%lld M%lld %lldx%lld%s, %d threads", (long long)C, (long long)M,
+    snprintf(what, sizeof what, "Conv tactic %d C%lld M%lld %lldx%lld%s, %d threads", tactic, (long long)C, (long long)M,
              (long long)H, (long long)W, bias ? " bias" : "", threads);
     check(what, &t, H, W, y16, ref, big);
     /* a LINEAR X is refused */
@@ -230,10 +235,12 @@ static void op_case(int64_t C, int64_t M, int64_t H, int64_t W, int bias, int th
 }
 
 TEST_IMPL(wino16c_op) {
-    op_case(16, 32, 1, 1, 1, 1);
-    op_case(32, 16, 3, 5, 0, 2);
-    op_case(48, 64, 14, 14, 1, 3);
-    op_case(64, 64, 7, 7, 0, 2);
+    for (int tactic = 14; tactic <= 15; tactic++) {
+        op_case(tactic, 16, 32, 1, 1, 1, 1);
+        op_case(tactic, 32, 16, 3, 5, 0, 2);
+        op_case(tactic, 48, 64, 14, 14, 1, 3);
+        op_case(tactic, 64, 64, 7, 7, 0, 2);
+    }
 }
 
 /* ---- in an engine ------------------------------------------------------- */
@@ -255,8 +262,8 @@ static int count(const char *s, const char *what) {
 }
 
 /* X -> conv_a (3x3, bias) -> conv_b (3x3, no bias) -> Y, C -> M -> M
- * channels, both forced into NCHW16C: tactic 14 on both, one reformat in
- * front and one behind. */
+ * channels, both forced into NCHW16C: tactic 14 or 15 on both, one
+ * reformat in front and one behind. */
 static void engine_case(int64_t N, int64_t C, int64_t M, int64_t H, int64_t W, int threads) {
     const int64_t nx = N * C * H * W, ny = N * M * H * W;
     float *x = test_rnd_f32(&g_seed, nx, -1.0f, 1.0f), *wa = test_rnd_f32(&g_seed, M * C * 9, -0.3f, 0.3f);
@@ -280,8 +287,8 @@ static void engine_case(int64_t N, int64_t C, int64_t M, int64_t H, int64_t W, i
     unsetenv("KILN_CPU_16C");
     kiln_network_free(net);
     char *txt = test_inspect_text(e);
-    if (count(txt, "tactic 14") != 2 || count(txt, "kiln::reformat") != 2)
-        TEST__FAIL("expected two convs of tactic 14 and two reformats:\n%s", txt);
+    if (count(txt, "tactic 14") + count(txt, "tactic 15") != 2 || count(txt, "kiln::reformat") != 2)
+        TEST__FAIL("expected two convs of tactic 14 or 15 and two reformats:\n%s", txt);
     free(txt);
     /* reference: the two convs in double */
     test_conv_geo ga = {N, C, M, 1, {1, H, W}, {1, 3, 3}, {1, 1, 1}, {0, 1, 1}, {1, 1, 1}, {1, H, W}};

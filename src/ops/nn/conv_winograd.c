@@ -55,7 +55,7 @@
 #define LANES 16 /* tiles transformed at once */
 #define BLOCK_FLOATS (1 << 20) /* V + products of one block of tile rows */
 
-typedef float vlane __attribute__((vector_size(LANES * sizeof(float))));
+typedef kiln__wvec vlane; /* LANES floats */
 
 /* ------------------------------------------------------------ weights */
 
@@ -208,7 +208,7 @@ static void lanes_of(const job *j, int64_t t0, lanes *ln) {
 
 /* The kernels below take the tile size as a constant argument (always
  * inlined into one copy per size): a = m + 2 input points a side. */
-#define INLINE static inline __attribute__((always_inline))
+#define INLINE KILN__WINO_INLINE
 
 #if defined(__AVX512F__)
 
@@ -283,24 +283,6 @@ static void load_n(vlane *v, const float *p, int n) {
 }
 #endif
 
-/* B^T applied to the a values x[0], x[s], ... into y[0], y[s], ... */
-INLINE void bt(const int a, const vlane *x, int s, vlane *y) {
-    if (a == 6)
-        BT6(x[0], x[s], x[2 * s], x[3 * s], x[4 * s], x[5 * s], y[0], y[s], y[2 * s], y[3 * s], y[4 * s],
-            y[5 * s]);
-    else
-        BT4(x[0], x[s], x[2 * s], x[3 * s], y[0], y[s], y[2 * s], y[3 * s]);
-}
-
-/* A^T applied to the a values x[0], x[s], ... into the m values y[0],
- * y[ys], ... */
-INLINE void at(const int a, const vlane *x, int s, vlane *y, int ys) {
-    if (a == 6)
-        AT6(x[0], x[s], x[2 * s], x[3 * s], x[4 * s], x[5 * s], y[0], y[ys], y[2 * ys], y[3 * ys]);
-    else
-        AT4(x[0], x[s], x[2 * s], x[3 * s], y[0], y[ys]);
-}
-
 INLINE void input_tiles(const int m, const job *j, int64_t c0, int64_t c1) {
     const int a = SIDE(m);
     const kiln__wino *w = j->w;
@@ -309,15 +291,12 @@ INLINE void input_tiles(const int m, const job *j, int64_t c0, int64_t c1) {
         const float *xc = w->x + c * w->H * w->W;
         lanes ln;
         for (int64_t t0 = 0; t0 < j->ntiles; t0 += LANES) {
-            vlane d[36], t[36], o[6];
+            vlane d[36], v[36];
             lanes_of(j, t0, &ln);
             gather(a, w, xc, &ln, d);
-            for (int k = 0; k < a; k++) bt(a, d + k, a, t + k); /* columns: B^T d */
-            for (int i = 0; i < a; i++) {                        /* rows: (B^T d) B; t0 + LANES <= ld */
-                bt(a, t + i * a, 1, o);
-                for (int k = 0; k < a; k++)
-                    memcpy(j->v + ((int64_t)(i * a + k) * C + c) * ld + t0, &o[k], sizeof o[k]);
-            }
+            kiln__wino_in_tile(a, d, v);
+            for (int xi = 0; xi < a * a; xi++) /* t0 + LANES <= ld */
+                memcpy(j->v + ((int64_t)xi * C + c) * ld + t0, &v[xi], sizeof v[xi]);
         }
     }
 }
@@ -331,10 +310,9 @@ INLINE void output_tiles(const int m, const job *j, int64_t m0, int64_t m1) {
         lanes ln;
         for (int64_t t0 = 0; t0 < j->ntiles; t0 += LANES) {
             lanes_of(j, t0, &ln);
-            vlane p[36], t[24], o[16];
+            vlane p[36], o[16];
             for (int xi = 0; xi < a * a; xi++) load_n(&p[xi], j->p + ((int64_t)xi * M + oc) * ld + t0, ln.n);
-            for (int k = 0; k < a; k++) at(a, p + k, a, t + k, a); /* columns: A^T p */
-            for (int r = 0; r < m; r++) at(a, t + r * a, 1, o + r * m, 1); /* rows: (A^T p) A */
+            kiln__wino_out_tile(m, p, o);
             scatter(m, w, ym, &ln, o, w->bias ? w->bias[oc] : 0.0f);
         }
         int64_t r0 = j->ty0 * m, r1 = j->ty1 * m < OH ? j->ty1 * m : OH;
