@@ -3,7 +3,8 @@
  * NCHW16C, conv_wino16c.c) against the NCHW Winograd tactics 6 (F(4x4)) and 10
  * (F(2x2)) on ResNet-50's stride-1 3x3 convs, in one process, plus the two
  * reformats (kiln::reformat's kernel, LINEAR -> NCHW16C of X and back of
- * Y) a layer in NCHW16C between NCHW layers would cost.
+ * Y) a layer in NCHW16C between NCHW layers would cost, and a memcpy of
+ * the same tensor (what a reformat at copy speed would).
  *
  *     cc ... bench/wino16c_ab.c tools/fma_peak.c build/libkiln.a (see bench/README.md)
  *     build-scratch/wino16c_ab [ROUNDS]
@@ -34,8 +35,8 @@ static double now(void) {
 double cli_now_ms(void) { return now() * 1e3; }
 
 #define SETS 8
-enum { K6, K10, K14, K15, RF_IN, RF_OUT, NK };
-static const char *const kname[NK] = {"t6", "t10", "t14", "t15", "rf X", "rf Y"};
+enum { K6, K10, K14, K15, RF_IN, RF_OUT, COPY, NK };
+static const char *const kname[NK] = {"t6", "t10", "t14", "t15", "rf X", "rf Y", "memcpy"};
 
 static float *rnd(int64_t n, unsigned *seed) {
     float *p = aligned_alloc(64, (size_t)((n + 15) / 16 * 16) * sizeof(float));
@@ -99,6 +100,8 @@ int main(int argc, char **argv) {
                                                  .u = kiln__wino16c_packed(m == 4 ? p16 : p162, m, M, C),
                                                  .bias = b, .y = y16[i], .ws = ws, .exec = &ex}};
                         kiln__wino16c_run(&p);
+                    } else if (k == COPY) {
+                        memcpy(y[(i + 1) % SETS], x[i], (size_t)n * sizeof(float));
                     } else {
                         kiln_tensor in = tensor(k == RF_IN ? x[i] : y16[i], C, H, W,
                                                 k == RF_IN ? KILN_FORMAT_LINEAR : KILN_FORMAT_NCHW16C);
