@@ -10,6 +10,9 @@
  * inspection and shape inference.  One type-generic core: every element is
  * loaded as int64 (integer -> integer, exact) or double (anything with a
  * float side) and stored converted.  Same dtype + same layout is a memcpy.
+ * A 4-byte dtype kept between LINEAR and a blocked layout (the NCHW16C
+ * Conv tactics' inputs and outputs) is a blocked transpose instead
+ * (rf_blocked_range): 7-8x a memcpy by the core, ~2x this way.
  */
 #include "ops/common/ops_util.h"
 
@@ -181,6 +184,37 @@ static void rf_range(void *ud, int64_t b, int64_t e) {
     }
 }
 
+/* Pixels of one unit of the blocked transpose. */
+#define RF_PX 64
+
+/* Units [u0, u1) of (image, channel block, RF_PX pixels) between LINEAR
+ * and a blocked layout, 4-byte elements unconverted: each of the block's
+ * channels' LINEAR row is read (or written) contiguously, the blocked
+ * side's pixels (B elements each, a few KB a unit) stay in L1.  To a
+ * blocked layout the pad channels of a last partial block are written as
+ * zeros here (no memset of the whole output first). */
+static void rf_blocked_range(void *ud, int64_t u0, int64_t u1) {
+    const rf_job *j = ud;
+    const int to_blocked = j->ly.B > 1;
+    const rf_layout *l = to_blocked ? &j->ly : &j->lx;
+    const int64_t C = l->C, S = l->S, CB = l->CB, B = l->B, nsb = (S + RF_PX - 1) / RF_PX;
+    const uint32_t *x = j->x->data;
+    uint32_t *y = j->y->data;
+    for (int64_t u = u0; u < u1; u++) {
+        const int64_t n = u / (CB * nsb), cb = u / nsb % CB, s0 = u % nsb * RF_PX;
+        const int64_t ns = S - s0 < RF_PX ? S - s0 : RF_PX, blk = ((n * CB + cb) * S + s0) * B;
+        for (int64_t c = 0; c < B; c++) {
+            const int64_t ch = cb * B + c, lin = (n * C + ch) * S + s0;
+            if (to_blocked && ch >= C)
+                for (int64_t s = 0; s < ns; s++) y[blk + s * B + c] = 0;
+            else if (to_blocked)
+                for (int64_t s = 0; s < ns; s++) y[blk + s * B + c] = x[lin + s];
+            else if (ch < C)
+                for (int64_t s = 0; s < ns; s++) y[lin + s] = x[blk + s * B + c];
+        }
+    }
+}
+
 static uint64_t phys_numel(const rf_layout *l, int64_t numel) {
     if (l->fmt == KILN_FORMAT_NCHW8C || l->fmt == KILN_FORMAT_NCHW16C)
         return (uint64_t)(l->N * l->CB * l->B * l->S);
@@ -205,6 +239,13 @@ int kiln__reformat_host(const kiln_call *c) {
     }
     if (x->data == y->data)
         return kiln_set_error(KILN_EINVAL, "reformat: input and output share a buffer");
+    if (x->dtype == y->dtype && kiln_dtype_size(x->dtype) == 4 &&
+        ((j.lx.fmt == KILN_FORMAT_LINEAR && j.ly.B > 1) || (j.ly.fmt == KILN_FORMAT_LINEAR && j.lx.B > 1))) {
+        const rf_layout *l = j.ly.B > 1 ? &j.ly : &j.lx;
+        const int64_t units = l->N * l->CB * ((l->S + RF_PX - 1) / RF_PX);
+        if (units > 0) kiln_exec_parallel_for(c->exec, units, 4, rf_blocked_range, &j);
+        return 0;
+    }
     if (!j.same_layout && (j.ly.fmt == KILN_FORMAT_NCHW8C || j.ly.fmt == KILN_FORMAT_NCHW16C))
         memset(y->data, 0, phys_numel(&j.ly, n) * kiln_dtype_size(y->dtype)); /* channel padding */
     int64_t total = j.same_layout ? (int64_t)phys_numel(&j.lx, n) : n;
