@@ -1108,6 +1108,47 @@ static int nhwc_lookahead_cost(builder *b, int li, unsigned outs, const kiln_io_
     return 0;
 }
 
+/* Would later CPU layer ci take its input p in layout fmt (a candidate
+ * with it)? */
+static int cpu_takes(builder *b, int ci, int p, kiln_format fmt) {
+    const bl *C = &b->l[ci];
+    if (!C->op->quick || C->device != KILN_DEVICE_CPU) return 0;
+    cand_list cl = {0};
+    int yes = 0;
+    if (!enum_candidates(b, ci, &cl))
+        for (int k = 0; k < cl.n && !yes; k++) yes = cl.c[k].io.format[p] == fmt;
+    kiln__free(cl.c);
+    return yes;
+}
+
+/* Look-ahead for blocked CPU outputs: a CPU candidate writing an output in
+ * NCHW8C/16C is charged its reformat back to LINEAR where a later layer
+ * reading it has no candidate in that layout.  The greedy choice
+ * charges a layer only its inputs' reformats, so a lone NCHW16C conv (Conv
+ * tactics 14, 15) whose consumers stay LINEAR cost its kernel plus one
+ * reformat: test_fusion's timed 32-channel residual conv took it and lost
+ * its fused Add + Relu to the reformat between.  (Chains: region's pass.) */
+static int blocked_out_cost(builder *b, int li, const kiln_io_format *io, double *ms) {
+    const bl *L = &b->l[li];
+    *ms = 0;
+    if (L->device != KILN_DEVICE_CPU) return 0;
+    for (int o = 0; o < L->nout; o++) {
+        const kiln_format f = io->format[L->nin + o];
+        const kiln_dtype dt = io->dtype[L->nin + o];
+        const int t = L->out[o];
+        if ((f != KILN_FORMAT_NCHW8C && f != KILN_FORMAT_NCHW16C) || t < 0) continue;
+        int lone = 0; /* one reformat serves every reader that needs it */
+        for (int ci = li + 1; ci < b->nl && !lone; ci++)
+            for (int p = 0; p < b->l[ci].nin && !b->l[ci].dead && !lone; p++)
+                lone = b->l[ci].in[p] == t && !cpu_takes(b, ci, p, f);
+        double c = 0;
+        int rc = lone ? cast_cost(b, t, dt, f, dt, KILN_FORMAT_LINEAR, KILN_DEVICE_CPU, &c) : 0;
+        if (rc) return rc;
+        *ms += c;
+    }
+    return 0;
+}
+
 /* Look-ahead for the greedy choice: a GPU candidate that leaves an FP32
  * output in FP32 while a later GPU layer could read it in the build's
  * 16-bit type is charged the cast that layer would otherwise need.
@@ -1350,6 +1391,9 @@ int kiln__b_select(builder *b) {
                 rf_out += ra;
                 ra = 0;
                 if (!rc && ahead_nhwc) rc = nhwc_lookahead_cost(b, li, ahead_nhwc, &cl.c[k].io, &ra);
+                rf_out += ra;
+                ra = 0;
+                if (!rc) rc = blocked_out_cost(b, li, &cl.c[k].io, &ra);
                 rf_out += ra;
                 cost += rf_out;
                 if (!rc) { /* why a candidate wins or loses: its kernel and its reformats */
