@@ -24,6 +24,7 @@
 
 #define MAX_CANDS 256
 #define FP32_TIE_MARGIN 1.1 /* see kiln__b_select */
+#define BLOCKED_TIE_MARGIN 1.1 /* see blocked_out_cost */
 /* recheck_cpu's second look: the warm-up and RECHECK_REPS samples, which a
  * CPU layer's first pass leaves out of the config's reps (TIME_FIRST) */
 #define RECHECK_REPS 1
@@ -1127,24 +1128,36 @@ static int cpu_takes(builder *b, int ci, int p, kiln_format fmt) {
  * charges a layer only its inputs' reformats, so a lone NCHW16C conv (Conv
  * tactics 14, 15) whose consumers stay LINEAR cost its kernel plus one
  * reformat: test_fusion's timed 32-channel residual conv took it and lost
- * its fused Add + Relu to the reformat between.  (Chains: region's pass.) */
-static int blocked_out_cost(builder *b, int li, const kiln_io_format *io, double *ms) {
+ * its fused Add + Relu to the reformat between.  Such a candidate (*island
+ * set) must also win by BLOCKED_TIE_MARGIN: the builder's samples on a
+ * loaded VM swing by more than the 16c and NCHW Winograd kernels differ
+ * (ResNet-18's 7x7 convs took tactic 15 in 1 of 3 builds, 1.06x tactic
+ * 10 in one process).  (Chains: region's pass.) */
+static int blocked_out_cost(builder *b, int li, const kiln_io_format *io, double *ms, int *island) {
     const bl *L = &b->l[li];
     *ms = 0;
+    *island = 0;
     if (L->device != KILN_DEVICE_CPU) return 0;
     for (int o = 0; o < L->nout; o++) {
         const kiln_format f = io->format[L->nin + o];
         const kiln_dtype dt = io->dtype[L->nin + o];
         const int t = L->out[o];
         if ((f != KILN_FORMAT_NCHW8C && f != KILN_FORMAT_NCHW16C) || t < 0) continue;
-        int lone = 0; /* one reformat serves every reader that needs it */
+        int lone = 0, epi = 0; /* one reformat serves every reader that needs it */
         for (int ci = li + 1; ci < b->nl && !lone; ci++)
             for (int p = 0; p < b->l[ci].nin && !b->l[ci].dead && !lone; p++)
-                lone = b->l[ci].in[p] == t && !cpu_takes(b, ci, p, f);
+                if (b->l[ci].in[p] == t && !cpu_takes(b, ci, p, f)) {
+                    lone = 1;
+                    epi = b->l[ci].op->quick && b->l[ci].op->quick->epilogue;
+                }
         double c = 0;
         int rc = lone ? cast_cost(b, t, dt, f, dt, KILN_FORMAT_LINEAR, KILN_DEVICE_CPU, &c) : 0;
+        *island |= lone;
         if (rc) return rc;
-        *ms += c;
+        /* a reader that would have fused into this layer (Relu, a residual
+         * Add) then runs as a pass of its own over the tensor: about one
+         * more reformat's time */
+        *ms += epi ? 2 * c : c;
     }
     return 0;
 }
@@ -1393,7 +1406,8 @@ int kiln__b_select(builder *b) {
                 if (!rc && ahead_nhwc) rc = nhwc_lookahead_cost(b, li, ahead_nhwc, &cl.c[k].io, &ra);
                 rf_out += ra;
                 ra = 0;
-                if (!rc) rc = blocked_out_cost(b, li, &cl.c[k].io, &ra);
+                int island = 0;
+                if (!rc) rc = blocked_out_cost(b, li, &cl.c[k].io, &ra, &island);
                 rf_out += ra;
                 cost += rf_out;
                 if (!rc) { /* why a candidate wins or loses: its kernel and its reformats */
@@ -1412,7 +1426,8 @@ int kiln__b_select(builder *b) {
                                          ? FP32_TIE_MARGIN
                                          : 1.0) *
                                     (any_nhwc && !has_nhwc(&cl.c[k].io) ? 1e6 : 1.0) *
-                                    (any_16c && !has_format(&cl.c[k].io, KILN_FORMAT_NCHW16C) ? 1e6 : 1.0);
+                                    (any_16c && !has_format(&cl.c[k].io, KILN_FORMAT_NCHW16C) ? 1e6 : 1.0) *
+                                    (island ? BLOCKED_TIE_MARGIN : 1.0);
                 const double rank = cost * mult;
                 if (!rc)
                     ct[k] = (cand_time){.ms = ms, .extra = cost - ms, .mult = mult, .ok = 1,
