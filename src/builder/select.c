@@ -24,7 +24,6 @@
 
 #define MAX_CANDS 256
 #define FP32_TIE_MARGIN 1.1 /* see kiln__b_select */
-#define BLOCKED_TIE_MARGIN 1.1 /* see blocked_out_cost */
 /* recheck_cpu's second look: the warm-up and RECHECK_REPS samples, which a
  * CPU layer's first pass leaves out of the config's reps (TIME_FIRST) */
 #define RECHECK_REPS 1
@@ -1128,15 +1127,11 @@ static int cpu_takes(builder *b, int ci, int p, kiln_format fmt) {
  * charges a layer only its inputs' reformats, so a lone NCHW16C conv (Conv
  * tactics 14, 15) whose consumers stay LINEAR cost its kernel plus one
  * reformat: test_fusion's timed 32-channel residual conv took it and lost
- * its fused Add + Relu to the reformat between.  Such a candidate (*island
- * set) must also win by BLOCKED_TIE_MARGIN: the builder's samples on a
- * loaded VM swing by more than the 16c and NCHW Winograd kernels differ
- * (ResNet-18's 7x7 convs took tactic 15 in 1 of 3 builds, 1.06x tactic
- * 10 in one process).  (Chains: region's pass.) */
-static int blocked_out_cost(builder *b, int li, const kiln_io_format *io, double *ms, int *island) {
+ * its fused Add + Relu to the reformat between.  (Whether to enter a
+ * blocked layout at all is not the greedy pass's to decide: enters_blocked.) */
+static int blocked_out_cost(builder *b, int li, const kiln_io_format *io, double *ms) {
     const bl *L = &b->l[li];
     *ms = 0;
-    *island = 0;
     if (L->device != KILN_DEVICE_CPU) return 0;
     for (int o = 0; o < L->nout; o++) {
         const kiln_format f = io->format[L->nin + o];
@@ -1152,12 +1147,33 @@ static int blocked_out_cost(builder *b, int li, const kiln_io_format *io, double
                 }
         double c = 0;
         int rc = lone ? cast_cost(b, t, dt, f, dt, KILN_FORMAT_LINEAR, KILN_DEVICE_CPU, &c) : 0;
-        *island |= lone;
         if (rc) return rc;
         /* a reader that would have fused into this layer (Relu, a residual
          * Add) then runs as a pass of its own over the tensor: about one
          * more reformat's time */
         *ms += epi ? 2 * c : c;
+    }
+    return 0;
+}
+
+/* Does a CPU candidate reformat an activation input into a blocked layout
+ * (NCHW8C/16C)?  The greedy pass does not take such a candidate (unless
+ * KILN_CPU_16C=force): it sees one layer's kernel and reformats, never what
+ * leaving the layout costs further on, and its samples on a loaded VM swing
+ * by more than the 16c and NCHW kernels differ.  With a 1.1 or 1.25 margin
+ * instead, ResNet-18's 7x7 convs took tactic 15 in 1 of 3 builds (1.06x
+ * tactic 10 in one process), and with Relu and Add offering NCHW16C its
+ * layer2 entered a 16c run in loaded 1-thread builds.  Entering a blocked
+ * run is the region pass's choice, over the whole run's costs; the
+ * candidates are still timed here for it. */
+static int enters_blocked(const builder *b, const bl *L, const kiln_io_format *io) {
+    if (L->device != KILN_DEVICE_CPU) return 0;
+    for (int p = 0; p < L->nin; p++) {
+        const int t = L->in[p];
+        const kiln_format f = io->format[p];
+        if (t >= 0 && b->t[t].kind != BT_CONST && b->t[t].pfmt != f &&
+            (f == KILN_FORMAT_NCHW8C || f == KILN_FORMAT_NCHW16C))
+            return 1;
     }
     return 0;
 }
@@ -1406,8 +1422,7 @@ int kiln__b_select(builder *b) {
                 if (!rc && ahead_nhwc) rc = nhwc_lookahead_cost(b, li, ahead_nhwc, &cl.c[k].io, &ra);
                 rf_out += ra;
                 ra = 0;
-                int island = 0;
-                if (!rc) rc = blocked_out_cost(b, li, &cl.c[k].io, &ra, &island);
+                if (!rc) rc = blocked_out_cost(b, li, &cl.c[k].io, &ra);
                 rf_out += ra;
                 cost += rf_out;
                 if (!rc) { /* why a candidate wins or loses: its kernel and its reformats */
@@ -1427,7 +1442,7 @@ int kiln__b_select(builder *b) {
                                          : 1.0) *
                                     (any_nhwc && !has_nhwc(&cl.c[k].io) ? 1e6 : 1.0) *
                                     (any_16c && !has_format(&cl.c[k].io, KILN_FORMAT_NCHW16C) ? 1e6 : 1.0) *
-                                    (island ? BLOCKED_TIE_MARGIN : 1.0);
+                                    (!any_16c && enters_blocked(b, L, &cl.c[k].io) ? 1e6 : 1.0);
                 const double rank = cost * mult;
                 if (!rc)
                     ct[k] = (cand_time){.ms = ms, .extra = cost - ms, .mult = mult, .ok = 1,
