@@ -261,6 +261,41 @@ static int count(const char *s, const char *what) {
     return n;
 }
 
+/* net (freed) built with KILN_CPU_16C=force; its inspect text must hold
+ * two convs of tactic 14 or 15, two reformats and each of `want`
+ * (NULL-terminated). */
+static kiln_engine *build_forced(kiln_network *net, int threads, const char *const *want) {
+    ASSERT_OK(kiln_network_mark_output(net, "Y"));
+    ASSERT_OK(setenv("KILN_CPU_16C", "force", 1));
+    kiln_build_stats st;
+    kiln_engine *e = test_build_ok(net, 0, threads, &st);
+    unsetenv("KILN_CPU_16C");
+    kiln_network_free(net);
+    char *txt = test_inspect_text(e);
+    int ok = count(txt, "tactic 14") + count(txt, "tactic 15") == 2 && count(txt, "kiln::reformat") == 2;
+    for (int i = 0; want[i]; i++) ok = ok && strstr(txt, want[i]);
+    if (!ok) TEST__FAIL("expected two convs of tactic 14 or 15, two reformats%s%s:\n%s", want[0] ? " and " : "",
+                        want[0] ? want[0] : "", txt);
+    free(txt);
+    return e;
+}
+
+/* e run on x into Y (ny floats) against ref, then saved and loaded and run
+ * at the other thread count. */
+static void check_engine(const char *what, kiln_engine *e, int threads, const float *x, int64_t nx, float *y,
+                         int64_t ny, const double *ref) {
+    double big = 0;
+    for (int64_t i = 0; i < ny; i++) big = fabs(ref[i]) > big ? fabs(ref[i]) : big;
+    const double atol = 1e-4 * big > 1e-4 ? 1e-4 * big : 1e-4;
+    run_engine(e, threads, x, nx, y, ny);
+    test_check_close(what, y, ref, ny, atol);
+    kiln_engine *e2 = test_roundtrip(e);
+    run_engine(e2, 3 - threads % 2, x, nx, y, ny);
+    test_check_close(what, y, ref, ny, atol);
+    kiln_engine_free(e2);
+    kiln_engine_free(e);
+}
+
 /* X -> conv_a (3x3, bias) -> conv_b (3x3, no bias) -> Y, C -> M -> M
  * channels, both forced into NCHW16C: tactic 14 or 15 on both, one
  * reformat in front and one behind. */
@@ -280,44 +315,73 @@ static void engine_case(int64_t N, int64_t C, int64_t M, int64_t H, int64_t W, i
     ASSERT(la && lb);
     ASSERT_OK(kiln_layer_set_ints(la, "pads", pads, 4));
     ASSERT_OK(kiln_layer_set_ints(lb, "pads", pads, 4));
-    ASSERT_OK(kiln_network_mark_output(net, "Y"));
-    ASSERT_OK(setenv("KILN_CPU_16C", "force", 1));
-    kiln_build_stats st;
-    kiln_engine *e = test_build_ok(net, 0, threads, &st);
-    unsetenv("KILN_CPU_16C");
-    kiln_network_free(net);
-    char *txt = test_inspect_text(e);
-    if (count(txt, "tactic 14") + count(txt, "tactic 15") != 2 || count(txt, "kiln::reformat") != 2)
-        TEST__FAIL("expected two convs of tactic 14 or 15 and two reformats:\n%s", txt);
-    free(txt);
+    kiln_engine *e = build_forced(net, threads, (const char *const[]){NULL});
     /* reference: the two convs in double */
     test_conv_geo ga = {N, C, M, 1, {1, H, W}, {1, 3, 3}, {1, 1, 1}, {0, 1, 1}, {1, 1, 1}, {1, H, W}};
     test_conv_geo gb = ga;
     gb.C = M;
-    double *a = test_xmalloc((size_t)ny * sizeof(double)), *ref = test_xmalloc((size_t)ny * sizeof(double)), big = 0;
+    double *a = test_xmalloc((size_t)ny * sizeof(double)), *ref = test_xmalloc((size_t)ny * sizeof(double));
     float *af = test_xmalloc((size_t)ny * sizeof(float)), *y = test_xmalloc((size_t)ny * sizeof(float));
     test_conv_ref(&ga, x, wa, ba, a);
     for (int64_t i = 0; i < ny; i++) af[i] = (float)a[i];
     test_conv_ref(&gb, af, wb, NULL, ref);
-    for (int64_t i = 0; i < ny; i++) big = fabs(ref[i]) > big ? fabs(ref[i]) : big;
-    const double atol = 1e-4 * big > 1e-4 ? 1e-4 * big : 1e-4;
     char what[120];
     snprintf(what, sizeof what, "engine N%lld C%lld M%lld %lldx%lld, %d threads", (long long)N, (long long)C,
              (long long)M, (long long)H, (long long)W, threads);
-    run_engine(e, threads, x, nx, y, ny);
-    test_check_close(what, y, ref, ny, atol);
-    kiln_engine *e2 = test_roundtrip(e);
-    run_engine(e2, 3 - threads % 2, x, nx, y, ny);
-    test_check_close(what, y, ref, ny, atol);
-    kiln_engine_free(e2);
-    kiln_engine_free(e);
+    check_engine(what, e, threads, x, nx, y, ny, ref);
     free(x); free(wa); free(wb); free(ba); free(a); free(ref); free(af); free(y);
+}
+
+/* A residual block, forced into NCHW16C: Y = Relu(conv_b(Relu(conv_a(X)))
+ * + X), C channels throughout.  The Relus and the Add (same-shape, C % 16
+ * == 0: kiln__ops_formats_16c_same) take NCHW16C too, so they fuse into
+ * the convs as in LINEAR ("Conv + Relu", "Conv + Add + Relu": the kernel's
+ * own residual and Relu) and only X and Y are reformatted. */
+static void block_case(int64_t N, int64_t C, int64_t H, int64_t W, int threads) {
+    const int64_t n = N * C * H * W;
+    float *x = test_rnd_f32(&g_seed, n, -1.0f, 1.0f), *wa = test_rnd_f32(&g_seed, C * C * 9, -0.2f, 0.2f);
+    float *wb = test_rnd_f32(&g_seed, C * C * 9, -0.2f, 0.2f), *ba = test_rnd_f32(&g_seed, C, -0.5f, 0.5f);
+    float *bb = test_rnd_f32(&g_seed, C, -0.5f, 0.5f);
+    kiln_network *net = kiln_network_create();
+    int64_t xd[4] = {N, C, H, W}, wd[4] = {C, C, 3, 3}, bd[1] = {C}, pads[4] = {1, 1, 1, 1};
+    ASSERT_OK(kiln_network_add_input(net, "X", KILN_DTYPE_F32, 4, xd, NULL));
+    ASSERT_OK(kiln_network_add_constant(net, "Wa", KILN_DTYPE_F32, 4, wd, wa));
+    ASSERT_OK(kiln_network_add_constant(net, "Wb", KILN_DTYPE_F32, 4, wd, wb));
+    ASSERT_OK(kiln_network_add_constant(net, "Ba", KILN_DTYPE_F32, 1, bd, ba));
+    ASSERT_OK(kiln_network_add_constant(net, "Bb", KILN_DTYPE_F32, 1, bd, bb));
+    struct { const char *op, *name; int nin; const char *in[3], *out; } L[] = {
+        {"ai.onnx::Conv", "conv_a", 3, {"X", "Wa", "Ba"}, "A"}, {"ai.onnx::Relu", "relu_a", 1, {"A"}, "RA"},
+        {"ai.onnx::Conv", "conv_b", 3, {"RA", "Wb", "Bb"}, "B"}, {"ai.onnx::Add", "add", 2, {"B", "X"}, "S"},
+        {"ai.onnx::Relu", "relu", 1, {"S"}, "Y"}};
+    for (size_t i = 0; i < sizeof L / sizeof L[0]; i++) {
+        kiln_layer *l = kiln_network_add_layer(net, L[i].op, L[i].op[9] == 'C' ? 11 : 14, L[i].name, L[i].nin,
+                                               L[i].in, 1, &L[i].out);
+        ASSERT(l);
+        if (L[i].op[9] == 'C') ASSERT_OK(kiln_layer_set_ints(l, "pads", pads, 4));
+    }
+    kiln_engine *e = build_forced(
+        net, threads,
+        (const char *const[]){"'conv_a' ai.onnx::Conv v1 + Relu", "'conv_b' ai.onnx::Conv v1 + Add + Relu", NULL});
+    test_conv_geo g = {N, C, C, 1, {1, H, W}, {1, 3, 3}, {1, 1, 1}, {0, 1, 1}, {1, 1, 1}, {1, H, W}};
+    double *a = test_xmalloc((size_t)n * sizeof(double)), *ref = test_xmalloc((size_t)n * sizeof(double));
+    float *af = test_xmalloc((size_t)n * sizeof(float)), *y = test_xmalloc((size_t)n * sizeof(float));
+    test_conv_ref(&g, x, wa, ba, a);
+    for (int64_t i = 0; i < n; i++) af[i] = a[i] > 0 ? (float)a[i] : 0.0f;
+    test_conv_ref(&g, af, wb, bb, ref);
+    for (int64_t i = 0; i < n; i++) ref[i] = ref[i] + x[i] > 0 ? ref[i] + x[i] : 0;
+    char what[120];
+    snprintf(what, sizeof what, "residual block N%lld C%lld %lldx%lld, %d threads", (long long)N, (long long)C,
+             (long long)H, (long long)W, threads);
+    check_engine(what, e, threads, x, n, y, n, ref);
+    free(x); free(wa); free(wb); free(ba); free(bb); free(a); free(ref); free(af); free(y);
 }
 
 TEST_IMPL(wino16c_engine) {
     engine_case(1, 16, 32, 9, 10, 1);
     engine_case(2, 32, 16, 14, 14, 2);
     engine_case(1, 48, 48, 3, 2, 2);
+    block_case(1, 32, 10, 9, 1);
+    block_case(2, 16, 7, 7, 2);
 }
 
 TEST_LIST(TEST_ENTRY(wino16c_kernel), TEST_ENTRY(wino16c_op), TEST_ENTRY(wino16c_engine))

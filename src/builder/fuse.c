@@ -435,7 +435,9 @@ static void try_fuse_residual(builder *b, int li, int *uses) {
         const kiln_format f = tx->pfmt;
         const int cpu16c = f == KILN_FORMAT_NCHW16C && P->device == KILN_DEVICE_CPU;
         int ok = (f == KILN_FORMAT_LINEAR || P->device == KILN_DEVICE_CUDA || cpu16c) &&
-                 (cpu16c ? tr->pfmt == f && ty->pfmt == f && L->io.format[0] == f && L->io.format[1] == f
+                 /* (R may be reformatted into NCHW16C for the Add: the
+                  * reformat is inserted later, for the Conv's extra input) */
+                 (cpu16c ? ty->pfmt == f && L->io.format[0] == f && L->io.format[1] == f
                          : same_layout(f, tr->pfmt, ty->pfmt, L->io.format[0], L->io.format[1])) &&
                  L->io.format[2] == f &&
                  P->io.format[P->nin] == f && tr->pdtype == t && ty->pdtype == t && L->io.dtype[0] == t && L->io.dtype[1] == t &&

@@ -399,9 +399,17 @@ int kiln__epi_prepare(kiln_engine *e, kiln__elayer *el) {
     if (el->device == KILN_DEVICE_CUDA) return prepare_cuda(e, el);
     /* The activation: the layer's output 0 (same dims as the fused input). */
     const kiln__etensor *act = &e->tensors[el->out[0]];
-    if (act->dtype != KILN_DTYPE_F32 || act->format != KILN_FORMAT_LINEAR)
-        return kiln__err(KILN_EFORMAT, "layer '%s': fused epilogues need an F32 LINEAR output, "
+    /* NCHW16C: a Conv's 16c tactics (13-15), which hand the chain one
+     * pixel's 16 channels at a time (chan_len 1), the residual read at the
+     * same offset in its own NCHW16C buffer (builder/fuse.c) */
+    if (act->dtype != KILN_DTYPE_F32 || (act->format != KILN_FORMAT_LINEAR && act->format != KILN_FORMAT_NCHW16C))
+        return kiln__err(KILN_EFORMAT, "layer '%s': fused epilogues need an F32 LINEAR (or NCHW16C) output, "
                          "found %s %s", el->name, kiln_dtype_name((kiln_dtype)act->dtype),
+                         kiln_format_name((kiln_format)act->format));
+    const int ri = el->nepi > 0 ? residual_of(el, 0) : 0;
+    if (ri && e->tensors[el->in[ri]].format != act->format)
+        return kiln__err(KILN_EFORMAT, "layer '%s': its fused residual is %s, its output %s", el->name,
+                         kiln_format_name((kiln_format)e->tensors[el->in[ri]].format),
                          kiln_format_name((kiln_format)act->format));
     int64_t channels = 1;
     if (act->ndim >= 2 && !kiln__enode_const(e, act->dims[1], &channels))

@@ -348,6 +348,7 @@ static const kiln_combo cu_class[] = {{.types = KILN_CU_T_FLOAT ", BOOL"}, {0}};
         .min_inputs = 1, .max_inputs = 1, .num_outputs = 1,                   \
         .attrs = ATTRS, .shape = VAR##_shape, .impl = VAR##_impl, .doc = DOC, \
         .epilogue = VAR##_epi, .epilogue_check = VAR##_epi_check,            \
+        .formats_fn = OUTBOOL ? NULL : kiln__ops_formats_16c_same,           \
         .cuda_impl = VAR##_cuda, .cuda_formats = CUF,                         \
     };                                                                        \
     KILN_OP(VAR##_op)

@@ -404,6 +404,26 @@ void kiln__ops_par(kiln_exec *e, int64_t n, int64_t grain, kiln_range_fn fn, voi
     kiln_exec_parallel_for(e, n, grain, fn, ud);
 }
 
+int kiln__ops_formats_16c_same(const kiln_shape_ctx *c, kiln_combo *out, int max) {
+    int64_t d0[4];
+    if (max < 2 || c->nin < 1 || c->nout != 1 || c->in[0].ndim != 4) return 0;
+    for (int k = 0; k < 4; k++)
+        if (!kiln_expr_is_const(c->in[0].dims[k], &d0[k])) return 0;
+    /* static dims only: at load (engine/validate.c) a dynamic dim is a
+     * symbol of its own per tensor, so "the same" could not be told */
+    for (int i = 0; i < c->nin; i++) {
+        const kiln_desc *d = &c->in[i];
+        int64_t v;
+        if (d->dtype != KILN_DTYPE_F32 || d->ndim != 4) return 0;
+        for (int k = 0; k < 4; k++)
+            if (!kiln_expr_is_const(d->dims[k], &v) || v != d0[k]) return 0;
+    }
+    if (d0[1] % 16) return 0;
+    out[0] = (kiln_combo){"FP32", NULL, {0}};
+    out[1] = (kiln_combo){"FP32", "NCHW16C", {0}};
+    return 2;
+}
+
 int kiln__ops_contig(const kiln_tensor *t) {
     int64_t s = 1;
     for (int i = t->ndim - 1; i >= 0; i--) {

@@ -221,6 +221,16 @@ static inline int kiln__ops_dense(const kiln_tensor *t) {
     return t->format == KILN_FORMAT_LINEAR && kiln__ops_contig(t);
 }
 
+/* kiln_quick_op.formats_fn of the elementwise ops that may run on NCHW16C
+ * (Relu, Add, ...: a flat pass over their operands): FP32 LINEAR, and
+ * FP32 NCHW16C on every position where every input is a 4-D FP32 tensor
+ * of the same static dims (no broadcast) with a channel count that is a
+ * multiple of 16 (no pad lanes: the flat pass is exact), so a chain of
+ * NCHW16C convs keeps its layout through them and they fuse into those
+ * convs (builder/fuse.c).  Elsewhere none: the default (any type,
+ * LINEAR).  Not for ops with another output type (IsNaN's BOOL). */
+int kiln__ops_formats_16c_same(const kiln_shape_ctx *c, kiln_combo *out, int max);
+
 /* ---- shape inference shared by op families ---------------------------------- */
 /* numpy matmul shapes of inputs ia (A) and ib (B): rank-1 operands
  * promoted and dropped again, batch dims broadcast; output 0 gets

@@ -413,7 +413,8 @@ static const kiln_combo cu_eq[] = {{.types = KILN_CU_T_NUM_ALL ", " KILN_CU_T_NU
 
 /* Arithmetic ops also fuse as epilogues (plugin.h) when the other operand
  * is an f32 constant holding one value or one per channel: p[0] = 1 for a
- * scalar, p[1] = 1 when the activation is B (z OP x). */
+ * scalar, p[1] = 1 when the activation is B (z OP x).  Of same-shape
+ * operands they also run on NCHW16C (kiln__ops_formats_16c_same). */
 #define ARITH_OP(VAR, NAME, VER, TAB, VOP, E, CUF, DOC)                            \
     static int VAR##_shape(kiln_shape_ctx *c) {                               \
         return bin_shape(c, NAME, TAB, 0, VOP, 1);                            \
@@ -452,6 +453,7 @@ static const kiln_combo cu_eq[] = {{.types = KILN_CU_T_NUM_ALL ", " KILN_CU_T_NU
         .min_inputs = 2, .max_inputs = 2, .num_outputs = 1,                   \
         .shape = VAR##_shape, .impl = VAR##_impl, .doc = DOC,                 \
         .epilogue = VAR##_epi, .epilogue_check = VAR##_epi_check,            \
+        .formats_fn = kiln__ops_formats_16c_same,                             \
         .cuda_impl = VAR##_cuda, .cuda_formats = CUF,                         \
     };                                                                        \
     KILN_OP(VAR##_op)
