@@ -27,6 +27,8 @@
 #define WINO16C_MAGIC 0x43364957u /* "WI6C" */
 #define BLK 16                    /* channels of a block: one vector */
 #define NX(m) (((m) + 2) * ((m) + 2)) /* points of a tile */
+#define L2_FLOATS (1 << 18)           /* a block's V^T and products: 1 MB, in a core's L2 */
+#define MIN_TILES 64                  /* ... unless that left fewer tiles a block (GEMM rows) */
 
 typedef kiln__wvec vec; /* BLK floats */
 typedef int32_t veci __attribute__((vector_size(BLK * sizeof(int32_t))));
@@ -172,6 +174,18 @@ void kiln__wino16c_run(const kiln__wino16c *p) {
     const kiln__wino *w = &p->w;
     const int nx = NX(w->m);
     job j = {.p = p, .b = kiln__wino_block_geom(w->m, w->C, w->M, w->OH, w->OW)};
+    /* Blocks smaller than tactic 6's (4 MB) where the image is large and
+     * its weights small: V^T and the products then stay in L2 between the
+     * transforms and the GEMMs, for the weights read again per block (64 ->
+     * 64 at 56x56: 5 tile rows a block, 3 blocks; bench/wino16c_ab 1
+     * thread: 0.86 against 1.01 ms in whole-image blocks, t6 1.03-1.07 in
+     * both runs).  The workspace (kiln__wino_ws_bytes) covers either. */
+    int64_t rows = L2_FLOATS / (nx * (w->C + w->M) * j.b.TW), rmin = (MIN_TILES + j.b.TW - 1) / j.b.TW;
+    if (rows < rmin) rows = rmin;
+    if (rows < j.b.rows) {
+        j.b.rows = rows;
+        j.b.ld = (rows * j.b.TW + 15) / 16 * 16;
+    }
     j.v = w->ws;
     j.pr = w->ws + nx * w->C * j.b.ld;
     const int threads = kiln_exec_threads(w->exec);
