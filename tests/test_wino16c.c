@@ -155,6 +155,12 @@ TEST_IMPL(wino16c_kernel) {
     wcase p2 = {.N = 1, .C = 16, .M = 32, .H = 6, .W = 11, .pt = 2, .pl = 0, .pb = 2, .pr = 2, .res = 1};
     kernel_case(&p2, 4, 3);
     kernel_case(&p2, 2, 2);
+    /* 1 thread on a large plane: blocks of a few tile rows (conv_wino16c's
+     * L2-sized blocks), the last one short */
+    wcase l2 = {.N = 1, .C = 64, .M = 32, .H = 45, .W = 57, .pt = 1, .pl = 1, .pb = 1, .pr = 1, .bias = 1, .res = 1,
+                .relu = 1};
+    kernel_case(&l2, 4, 1);
+    kernel_case(&l2, 2, 1);
     /* C over the SGEMM's K block, a ResNet layer4 plane */
     wcase big = {.N = 1, .C = 288, .M = 32, .H = 7, .W = 7, .pt = 1, .pl = 1, .pb = 1, .pr = 1, .bias = 1, .res = 1,
                  .relu = 1};

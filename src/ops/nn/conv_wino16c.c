@@ -174,21 +174,26 @@ void kiln__wino16c_run(const kiln__wino16c *p) {
     const kiln__wino *w = &p->w;
     const int nx = NX(w->m);
     job j = {.p = p, .b = kiln__wino_block_geom(w->m, w->C, w->M, w->OH, w->OW)};
-    /* Blocks smaller than tactic 6's (4 MB) where the image is large and
-     * its weights small: V^T and the products then stay in L2 between the
-     * transforms and the GEMMs, for the weights read again per block (64 ->
-     * 64 at 56x56: 5 tile rows a block, 3 blocks; bench/wino16c_ab 1
-     * thread: 0.86 against 1.01 ms in whole-image blocks, t6 1.03-1.07 in
-     * both runs).  The workspace (kiln__wino_ws_bytes) covers either. */
+    const int threads = kiln_exec_threads(w->exec);
+    /* At 1 thread, blocks smaller than tactic 6's (4 MB) where the image is
+     * large and its weights small: V^T and the products then stay in L2
+     * between the transforms and the GEMMs, for the weights read again per
+     * block (64 -> 64 at 56x56: 5 tile rows a block, 3 blocks;
+     * bench/wino16c_ab: 0.86 against 1.01 ms in whole-image blocks, t6
+     * 1.03-1.07 in both runs; ResNet-18's layer1 in the network 0.82-0.88
+     * against 0.95-1.06 ms a conv).  Not at 2 threads: the phases' data
+     * moves between the cores' L2s anyway, and three blocks are three times
+     * the barriers and the GEMM calls (layer1 in the network 0.56-0.64
+     * against 0.49-0.59 ms a conv with them).  The workspace
+     * (kiln__wino_ws_bytes) covers either. */
     int64_t rows = L2_FLOATS / (nx * (w->C + w->M) * j.b.TW), rmin = (MIN_TILES + j.b.TW - 1) / j.b.TW;
     if (rows < rmin) rows = rmin;
-    if (rows < j.b.rows) {
+    if (threads == 1 && rows < j.b.rows) {
         j.b.rows = rows;
         j.b.ld = (rows * j.b.TW + 15) / 16 * 16;
     }
     j.v = w->ws;
     j.pr = w->ws + nx * w->C * j.b.ld;
-    const int threads = kiln_exec_threads(w->exec);
     for (j.ty0 = 0; j.ty0 < j.b.TH; j.ty0 += j.b.rows) {
         j.ty1 = j.ty0 + j.b.rows < j.b.TH ? j.ty0 + j.b.rows : j.b.TH;
         j.rows = j.ty1 - j.ty0;
