@@ -305,7 +305,7 @@ static void check_engine(const char *what, kiln_engine *e, int threads, const fl
 /* X -> conv_a (3x3, bias) -> conv_b (3x3, no bias) -> Y, C -> M -> M
  * channels, both forced into NCHW16C: tactic 14 or 15 on both, one
  * reformat in front and one behind. */
-static void engine_case(int64_t N, int64_t C, int64_t M, int64_t H, int64_t W, int threads) {
+static void engine_case(int64_t N, int64_t C, int64_t M, int64_t H, int64_t W, int leaky, int threads) {
     const int64_t nx = N * C * H * W, ny = N * M * H * W;
     float *x = test_rnd_f32(&g_seed, nx, -1.0f, 1.0f), *wa = test_rnd_f32(&g_seed, M * C * 9, -0.3f, 0.3f);
     float *wb = test_rnd_f32(&g_seed, M * M * 9, -0.3f, 0.3f), *ba = test_rnd_f32(&g_seed, M, -0.5f, 0.5f);
@@ -315,13 +315,21 @@ static void engine_case(int64_t N, int64_t C, int64_t M, int64_t H, int64_t W, i
     ASSERT_OK(kiln_network_add_constant(net, "Wa", KILN_DTYPE_F32, 4, wad, wa));
     ASSERT_OK(kiln_network_add_constant(net, "Wb", KILN_DTYPE_F32, 4, wbd, wb));
     ASSERT_OK(kiln_network_add_constant(net, "Ba", KILN_DTYPE_F32, 1, bd, ba));
-    const char *ia[3] = {"X", "Wa", "Ba"}, *ib[2] = {"A", "Wb"}, *oa[1] = {"A"}, *ob[1] = {"Y"};
+    const char *ia[3] = {"X", "Wa", "Ba"}, *ib[2] = {"A", "Wb"}, *oa[1] = {leaky ? "A0" : "A"}, *ob[1] = {"Y"};
+    const char *il[1] = {"A0"}, *ol[1] = {"A"};
     kiln_layer *la = kiln_network_add_layer(net, "ai.onnx::Conv", 11, "conv_a", 3, ia, 1, oa);
+    ASSERT(la);
+    if (leaky) { /* fused into conv_a: a chain the kernel runs per pixel */
+        kiln_layer *ll = kiln_network_add_layer(net, "ai.onnx::LeakyRelu", 6, "leaky", 1, il, 1, ol);
+        ASSERT(ll);
+        ASSERT_OK(kiln_layer_set_float(ll, "alpha", 0.125));
+    }
     kiln_layer *lb = kiln_network_add_layer(net, "ai.onnx::Conv", 11, "conv_b", 2, ib, 1, ob);
-    ASSERT(la && lb);
+    ASSERT(lb);
     ASSERT_OK(kiln_layer_set_ints(la, "pads", pads, 4));
     ASSERT_OK(kiln_layer_set_ints(lb, "pads", pads, 4));
-    kiln_engine *e = build_forced(net, threads, (const char *const[]){NULL});
+    kiln_engine *e = build_forced(net, threads,
+                                  (const char *const[]){leaky ? "'conv_a' ai.onnx::Conv v1 + LeakyRelu" : NULL, NULL});
     /* reference: the two convs in double */
     test_conv_geo ga = {N, C, M, 1, {1, H, W}, {1, 3, 3}, {1, 1, 1}, {0, 1, 1}, {1, 1, 1}, {1, H, W}};
     test_conv_geo gb = ga;
@@ -329,7 +337,7 @@ static void engine_case(int64_t N, int64_t C, int64_t M, int64_t H, int64_t W, i
     double *a = test_xmalloc((size_t)ny * sizeof(double)), *ref = test_xmalloc((size_t)ny * sizeof(double));
     float *af = test_xmalloc((size_t)ny * sizeof(float)), *y = test_xmalloc((size_t)ny * sizeof(float));
     test_conv_ref(&ga, x, wa, ba, a);
-    for (int64_t i = 0; i < ny; i++) af[i] = (float)a[i];
+    for (int64_t i = 0; i < ny; i++) af[i] = (float)(leaky && a[i] < 0 ? 0.125 * a[i] : a[i]);
     test_conv_ref(&gb, af, wb, NULL, ref);
     char what[120];
     snprintf(what, sizeof what, "engine N%lld C%lld M%lld %lldx%lld, %d threads", (long long)N, (long long)C,
@@ -383,9 +391,11 @@ static void block_case(int64_t N, int64_t C, int64_t H, int64_t W, int threads) 
 }
 
 TEST_IMPL(wino16c_engine) {
-    engine_case(1, 16, 32, 9, 10, 1);
-    engine_case(2, 32, 16, 14, 14, 2);
-    engine_case(1, 48, 48, 3, 2, 2);
+    engine_case(1, 16, 32, 9, 10, 0, 1);
+    engine_case(2, 32, 16, 14, 14, 0, 2);
+    engine_case(1, 48, 48, 3, 2, 0, 2);
+    engine_case(1, 32, 32, 11, 13, 1, 2);
+    engine_case(2, 16, 16, 6, 5, 1, 1);
     block_case(1, 32, 10, 9, 1);
     block_case(2, 16, 7, 7, 2);
 }
