@@ -464,20 +464,26 @@ static inline void store_rows(__m512 rows[MR][2], float *c, int64_t ldc, int mr,
 }
 
 /* Packed B: its two lines 16 k-steps ahead are prefetched too (a weight
- * panel's first tile reads it from memory; transformer encoder -3%). */
+ * panel's first tile reads it from memory; transformer encoder -3%).
+ * micro_far (si->pf_far) also its own stream B_PF_FAR ahead: a copy of the
+ * loop, so that the common one carries no test per k. */
+#define MICRO_PACKED(FAR_PF)                                                   \
+    const float *pf = si->pf ? si->pf : b;                                    \
+    MICRO_BODY(_mm512_load_ps(b), _mm512_load_ps(b + 16),                     \
+               _mm_prefetch((const char *)(b + 16 * NR), _MM_HINT_T0);        \
+               _mm_prefetch((const char *)(b + 16 * NR + 16), _MM_HINT_T0);   \
+               _mm_prefetch((const char *)(pf + (k >> 2) * 16), _MM_HINT_T1); \
+               FAR_PF; b += NR)
 static void micro(int64_t kc, const float *a, const float *b, float *c, int64_t ldc, int mr,
                   int nr, const store_info *si) {
-    const float *pf = si->pf ? si->pf : b;
-    const int far = si->pf_far;
-    MICRO_BODY(_mm512_load_ps(b), _mm512_load_ps(b + 16),
-               _mm_prefetch((const char *)(b + 16 * NR), _MM_HINT_T0);
-               _mm_prefetch((const char *)(b + 16 * NR + 16), _MM_HINT_T0);
-               _mm_prefetch((const char *)(pf + (k >> 2) * 16), _MM_HINT_T1);
-               if (far) {
-                   _mm_prefetch((const char *)(b + B_PF_FAR), _MM_HINT_T1);
-                   _mm_prefetch((const char *)(b + B_PF_FAR + 16), _MM_HINT_T1);
-               } b += NR)
+    MICRO_PACKED((void)0)
 }
+static void micro_far(int64_t kc, const float *a, const float *b, float *c, int64_t ldc, int mr,
+                      int nr, const store_info *si) {
+    MICRO_PACKED(_mm_prefetch((const char *)(b + B_PF_FAR), _MM_HINT_T1);
+                 _mm_prefetch((const char *)(b + B_PF_FAR + 16), _MM_HINT_T1))
+}
+#undef MICRO_PACKED
 
 /* B row k at base + off[k] (unaligned, in place). */
 static void micro_shift(int64_t kc, const float *a, const float *base, const int64_t *off, float *c,
@@ -497,7 +503,7 @@ static void micro_shift(int64_t kc, const float *a, const float *base, const int
  * the cost of a whole tile.  B from the packed panel (off == NULL) or
  * shifted rows; the A panel keeps its MR-float stride per k. */
 static inline __attribute__((always_inline)) void
-micro_short(const int R, const int W, int64_t kc, const float *a, const float *b, const float *base,
+micro_short(const int R, const int W, const int FAR, int64_t kc, const float *a, const float *b, const float *base,
             const int64_t *off, float *c, int64_t ldc, int mr, int nr, const store_info *si) {
     __m512 x0[MR], x1[MR];
     for (int i = 0; i < R; i++) x0[i] = x1[i] = _mm512_setzero_ps();
@@ -521,7 +527,7 @@ micro_short(const int R, const int W, int64_t kc, const float *a, const float *b
             if (W == 2) b1 = _mm512_load_ps(b + 16);
             _mm_prefetch((const char *)(b + 16 * NR), _MM_HINT_T0);
             if (W == 2) _mm_prefetch((const char *)(b + 16 * NR + 16), _MM_HINT_T0);
-            if (si->pf_far) {
+            if (FAR) {
                 _mm_prefetch((const char *)(b + B_PF_FAR), _MM_HINT_T1);
                 if (W == 2) _mm_prefetch((const char *)(b + B_PF_FAR + 16), _MM_HINT_T1);
             }
@@ -547,17 +553,19 @@ micro_short(const int R, const int W, int64_t kc, const float *a, const float *b
     store_rows(rows, c, ldc, mr, nr, si);
 }
 
-#define MICRO_SHORT(name, R, W)                                                        \
+#define MICRO_SHORT(name, R, W, FAR)                                                   \
     static void name(int64_t kc, const float *a, const float *b, const float *base,    \
                      const int64_t *off, float *c, int64_t ldc, int mr, int nr,        \
                      const store_info *si) {                                           \
-        micro_short(R, W, kc, a, b, base, off, c, ldc, mr, nr, si);                    \
+        micro_short(R, W, FAR, kc, a, b, base, off, c, ldc, mr, nr, si);               \
     }
-MICRO_SHORT(micro_r4, 4, 2)
-MICRO_SHORT(micro_r8, 8, 2)
-MICRO_SHORT(micro_r4_w1, 4, 1)
-MICRO_SHORT(micro_r8_w1, 8, 1)
-MICRO_SHORT(micro_r12_w1, 12, 1)
+MICRO_SHORT(micro_r4, 4, 2, 0)
+MICRO_SHORT(micro_r8, 8, 2, 0)
+MICRO_SHORT(micro_r4_far, 4, 2, 1)
+MICRO_SHORT(micro_r8_far, 8, 2, 1)
+MICRO_SHORT(micro_r4_w1, 4, 1, 0)
+MICRO_SHORT(micro_r8_w1, 8, 1, 0)
+MICRO_SHORT(micro_r12_w1, 12, 1, 0)
 #undef MICRO_SHORT
 
 /* Columns [j0, j0 + w) of a strip, w <= NARROW, for all MR rows: one
@@ -642,12 +650,18 @@ static inline void micro_rows(int64_t kc, const float *a, const float *b, const 
             micro_r8_w1(kc, a, b, base, off, c, ldc, mr, nr, si);
         else
             micro_r12_w1(kc, a, b, base, off, c, ldc, mr, nr, si);
-    } else if (mr <= 4)
+    } else if (mr <= 4 && si->pf_far)
+        micro_r4_far(kc, a, b, base, off, c, ldc, mr, nr, si);
+    else if (mr <= 4)
         micro_r4(kc, a, b, base, off, c, ldc, mr, nr, si);
+    else if (mr <= 8 && si->pf_far)
+        micro_r8_far(kc, a, b, base, off, c, ldc, mr, nr, si);
     else if (mr <= 8)
         micro_r8(kc, a, b, base, off, c, ldc, mr, nr, si);
     else if (off)
         micro_shift(kc, a, base, off, c, ldc, mr, nr, si);
+    else if (si->pf_far)
+        micro_far(kc, a, b, c, ldc, mr, nr, si);
     else
         micro(kc, a, b, c, ldc, mr, nr, si);
 }
