@@ -1415,10 +1415,8 @@ static int select_regions(builder *b, region_in *ri) {
     if (env && !strcmp(env, "off")) return 0;
     /* a build that forces blocked CPU candidates (the 16c tests' switches)
      * keeps them: the pass would switch a slower forced layer back */
-    for (int i = 0; i < 2; i++) {
-        env = getenv(i ? "KILN_CPU_16C" : "KILN_CPU_BLOCKED");
-        if (env && !strcmp(env, "force")) return 0;
-    }
+    env = getenv("KILN_CPU_BLOCKED");
+    if (env && !strcmp(env, "force")) return 0;
     int nsw = 0;
     for (int li = 0; li < b->nl; li++) nsw += !b->l[li].dead && switchable(ri, li);
     if (!nsw) return 0;

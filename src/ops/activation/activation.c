@@ -324,9 +324,11 @@ static const kiln_combo cu_exact[] = {{.types = KILN_CU_T_NUM}, {.types = KILN_C
 static const kiln_combo cu_clip[] = {{.types = KILN_CU_T_NUM "|INT8|INT16|UINT8|UINT16|UINT32"}, {0}};
 static const kiln_combo cu_class[] = {{.types = KILN_CU_T_FLOAT ", BOOL"}, {0}};
 
-#define UN_OP(VAR, NAME, VER, TAB, OUTBOOL, ATTRS, CUF, DOC) UN_OP_F(VAR, NAME, VER, TAB, OUTBOOL, ATTRS, CUF, NULL, DOC)
-/* FMT: the CPU formats_fn (NULL: LINEAR) */
-#define UN_OP_F(VAR, NAME, VER, TAB, OUTBOOL, ATTRS, CUF, FMT, DOC)           \
+/* An F32 activation of 4-D tensors whose channels are a multiple of 16
+ * also runs on NCHW16C (kiln__ops_ew16c_formats: no pad lanes, so the
+ * flat pass is exact), so it stays inside a chain of NCHW16C convs and
+ * fuses into them; not the ops with a BOOL output. */
+#define UN_OP(VAR, NAME, VER, TAB, OUTBOOL, ATTRS, CUF, DOC)                  \
     static int VAR##_shape(kiln_shape_ctx *c) { return un_shape(c, NAME, TAB, OUTBOOL); } \
     static int VAR##_impl(const kiln_call *c) {                               \
         uparam p = params(c->attrs);                                          \
@@ -350,7 +352,8 @@ static const kiln_combo cu_class[] = {{.types = KILN_CU_T_FLOAT ", BOOL"}, {0}};
         .min_inputs = 1, .max_inputs = 1, .num_outputs = 1,                   \
         .attrs = ATTRS, .shape = VAR##_shape, .impl = VAR##_impl, .doc = DOC, \
         .epilogue = VAR##_epi, .epilogue_check = VAR##_epi_check,            \
-        .cuda_impl = VAR##_cuda, .cuda_formats = CUF, .formats_fn = FMT,      \
+        .cuda_impl = VAR##_cuda, .cuda_formats = CUF,                         \
+        .formats_fn = OUTBOOL ? NULL : kiln__ops_ew16c_formats,              \
     };                                                                        \
     KILN_OP(VAR##_op)
 
@@ -366,7 +369,7 @@ static const kiln_attr_def a_isinf[] = {
     {.name = "detect_positive", .type = KILN_ATTR_INT, .def = "1"},
     {NULL}};
 
-UN_OP_F(relu, "Relu", 6, tab_RELU, 0, NULL, cu_exact, kiln__ops_ew16c_formats, "max(x, 0)")
+UN_OP(relu, "Relu", 6, tab_RELU, 0, NULL, cu_exact, "max(x, 0)")
 UN_OP(leaky, "LeakyRelu", 6, tab_LEAKY, 0, a_leaky, cu_float, "x >= 0 ? x : alpha * x")
 UN_OP(sigmoid, "Sigmoid", 6, tab_SIGMOID, 0, NULL, cu_float, "1 / (1 + exp(-x))")
 UN_OP(hsigmoid, "HardSigmoid", 6, tab_HSIGMOID, 0, a_hsig, cu_float, "max(0, min(1, alpha * x + beta))")
