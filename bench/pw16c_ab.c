@@ -8,7 +8,7 @@
  *     build-pw16c-ab/pw16c_ab [THREADS [ROUNDS [SHAPE]]]
  *
  * Each shape is built as Conv [+ residual Add] + Relu with the library's
- * builder at THREADS threads and $KILN_CONV_16C=off (so its best NCHW
+ * builder at THREADS threads without KILN_BUILD_CPU_BLOCKED (so its best NCHW
  * tactic, 1 / 4 / 11, with the Add and Relu fused in its store) and timed
  * by the context's per-layer profile; base and new run the same conv in
  * NCHW16C on a pool of THREADS (the units split as Conv tactic 13 splits
@@ -114,7 +114,6 @@ int main(int argc, char **argv) {
     const int T = argc > 1 ? atoi(argv[1]) : 1, rounds = argc > 2 ? atoi(argv[2]) : 200;
     const int only = argc > 3 ? atoi(argv[3]) : -1;
     if (T < 1 || rounds < 1) return 1;
-    setenv("KILN_CONV_16C", "off", 1);
     printf("FMA peak %.1f GFLOP/s (%d thread%s)\n", cli_fma_peak_gflops(T), T, T > 1 ? "s" : "");
     kiln__pool *pool = kiln__pool_create(T);
     kiln_exec ex = {.device = KILN_DEVICE_CPU, .pool = pool};

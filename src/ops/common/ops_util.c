@@ -3,6 +3,7 @@
  */
 #include "ops/common/ops_util.h"
 #include "core/tensor_view.h"
+#include "kiln_int.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -793,7 +794,7 @@ void kiln__ops_zero_unused(const kiln_call *c, int from) {
 
 int kiln__ops_ew16c_formats(const kiln_shape_ctx *c, kiln_combo *out, int max) {
     static _Thread_local char types[8 * KILN_MAX_IO];
-    if (max < 2 || c->nin + c->nout > KILN_MAX_IO) return 0; /* the default */
+    if (max < 2 || c->nin + c->nout > KILN_MAX_IO || !kiln__shape_ctx_cpu_blocked(c)) return 0; /* the default */
     size_t n = 0;
     types[0] = 0;
     for (int p = 0; p < c->nin + c->nout; p++) {

@@ -1744,12 +1744,9 @@ static int64_t out_pixels(const kiln_desc *x, const int64_t *k, const int64_t *s
     return pix;
 }
 
-/* $KILN_CONV_16C=off leaves the NCHW16C rows (tactics 13-15) out of a
- * build (A/B; a load checks every row). */
-static int no_16c(const kiln_shape_ctx *c) {
-    const char *e = kiln__shape_ctx_building(c) ? getenv("KILN_CONV_16C") : NULL;
-    return e && !strcmp(e, "off");
-}
+/* The NCHW16C rows (tactics 13-15) are left out of a build without
+ * KILN_BUILD_CPU_BLOCKED (a load checks every row). */
+static int no_16c(const kiln_shape_ctx *c) { return !kiln__shape_ctx_cpu_blocked(c); }
 
 /* kiln_quick_op.formats_fn: conv_formats, plus Winograd (6, 10) where it runs
  * (a constant W for its transformed packing, and wino_applies) and depthwise
@@ -1793,9 +1790,9 @@ static int conv_formats_fn(const kiln_shape_ctx *c, kiln_combo *out, int max) {
         pb[0] + pb[1] + pe[0] + pe[1] == 0 && kiln__dwrows_fits(1, 3) && max > n) {
         /* tactic 13's own row (its 4 slots fit 2 inputs too), NCHW16C
          * through; an AVX-512 kernel (the portable one runs an engine that
-         * names it elsewhere).  $KILN_CONV_16C=off leaves it out of a
-         * build (A/B; a load checks every row); tests force blocked
-         * candidates with $KILN_CPU_BLOCKED=force (builder/select.c) */
+         * names it elsewhere); only with KILN_BUILD_CPU_BLOCKED (no_16c);
+         * tests force blocked candidates with $KILN_CPU_BLOCKED=force
+         * (builder/select.c) */
         static const kiln_combo row = {"FP32, FP32, FP32, FP32", "NCHW16C, LINEAR, LINEAR, NCHW16C", {T_PW16C}};
         if (!no_16c(c)) out[n++] = row;
     }
