@@ -25,6 +25,7 @@
 #include "kiln/kiln.h"
 #include "kiln/plugin.h"
 #include "kiln_int.h"
+#include "ops/nn/conv_dwrows.h"
 #include "ops/nn/conv_pw16c.h"
 #include "test.h"
 #include "test_ops_util.h"
@@ -221,10 +222,19 @@ TEST_IMPL(conv_pw16c_not_entered_alone) {
     ASSERT(kiln_network_add_layer(net, "ai.onnx::Conv", 11, "conv", 2, cin, 1, c1));
     ASSERT(kiln_network_add_layer(net, "ai.onnx::Relu", 14, "relu", 1, ri, 1, ro));
     ASSERT_OK(kiln_network_mark_output(net, "Y"));
-    kiln_engine *e = test_build_ok(net, 0, 1, NULL);
-    ASSERT_EQ(e->nlayers, 1); /* Conv + Relu, LINEAR */
-    ASSERT(e->layers[0].tactic != 13);
-    kiln_engine_free(e);
+    /* by default the 16c rows are not offered; KILN_BUILD_CPU_BLOCKED
+     * times them (tactic 13, the Relu's NCHW16C row): more candidates, and
+     * the region pass still keeps a lone conv LINEAR (two reformats) */
+    kiln_build_stats st0, st1;
+    for (int blocked = 0; blocked < 2; blocked++) {
+        kiln_engine *e = test_build_ok(net, blocked ? KILN_BUILD_CPU_BLOCKED : 0, 1, blocked ? &st1 : &st0);
+        ASSERT_EQ(e->nlayers, 1); /* Conv + Relu, LINEAR */
+        ASSERT(e->layers[0].tactic != 13);
+        kiln_engine_free(e);
+    }
+    if (kiln__dwrows_fits(1, 3)) { /* (tactic 13's row: AVX-512 builds) */
+        ASSERT(st1.candidates >= st0.candidates + 2);
+    }
     kiln_network_free(net);
     free(w);
 }
