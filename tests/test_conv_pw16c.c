@@ -38,16 +38,6 @@
 
 static uint64_t g_seed = 0x16C0FFEE2026ull;
 
-/* LINEAR C x P (one image) -> NCHW16C C/16 x P x 16, and back. */
-static void to16c(const float *a, int64_t C, int64_t P, float *b) {
-    for (int64_t c = 0; c < C; c++)
-        for (int64_t q = 0; q < P; q++) b[((c / 16) * P + q) * 16 + c % 16] = a[c * P + q];
-}
-static void from16c(const float *b, int64_t C, int64_t P, float *a) {
-    for (int64_t c = 0; c < C; c++)
-        for (int64_t q = 0; q < P; q++) a[c * P + q] = b[((c / 16) * P + q) * 16 + c % 16];
-}
-
 /* y = W x (+ bias) (+ res), Relu: LINEAR, double. */
 static void reference(const float *x, const float *w, const float *bias, const float *res, int relu, int64_t C,
                       int64_t M, int64_t P, double *y) {
@@ -68,8 +58,8 @@ static void kernel_case(int64_t C, int64_t M, int64_t P, int bias_on, int res_on
     float *y16 = test_xmalloc((size_t)(M * P) * sizeof(float)), *y1 = test_xmalloc((size_t)(M * P) * sizeof(float));
     float *y = test_xmalloc((size_t)(M * P) * sizeof(float));
     double *ref = test_xmalloc((size_t)(M * P) * sizeof(double));
-    to16c(x, C, P, x16);
-    to16c(r, M, P, r16);
+    test_to16c(x, C, P, x16);
+    test_to16c(r, M, P, r16);
     kiln__pw16c_pack(w, M, C, wp);
     reference(x, w, bias_on ? b : NULL, res_on ? r : NULL, relu, C, M, P, ref);
     kiln__pw16c p = {.C = C, .M = M, .P = P, .x = x16, .wp = wp, .bias = bias_on ? b : NULL,
@@ -79,7 +69,7 @@ static void kernel_case(int64_t C, int64_t M, int64_t P, int bias_on, int res_on
         for (int64_t i = 0; i < M * P; i++) y16[i] = NAN;
         for (int t = 0; t < threads; t++) /* the chunks parallel_for would hand out */
             kiln__pw16c_run(&p, units * t / threads, units * (t + 1) / threads);
-        from16c(y16, M, P, y);
+        test_from16c(y16, M, P, y);
         char what[128];
         snprintf(what, sizeof what, "C %lld M %lld P %lld bias %d res %d relu %d wmajor %d, %d chunk(s)",
                  (long long)C, (long long)M, (long long)P, bias_on, res_on, relu, wmajor, threads);

@@ -30,17 +30,6 @@
 
 static uint64_t g_seed = 0x16C3E16CA5EDull;
 
-/* A LINEAR C x S plane set into NCHW16C (C a multiple of 16) and back. */
-static void to16c(const float *x, int64_t C, int64_t S, float *y) {
-    for (int64_t c = 0; c < C; c++)
-        for (int64_t s = 0; s < S; s++) y[((c / 16) * S + s) * 16 + c % 16] = x[c * S + s];
-}
-
-static void from16c(const float *x, int64_t C, int64_t S, float *y) {
-    for (int64_t c = 0; c < C; c++)
-        for (int64_t s = 0; s < S; s++) y[c * S + s] = x[((c / 16) * S + s) * 16 + c % 16];
-}
-
 typedef struct wcase {
     int64_t N, C, M, H, W, pt, pl, pb, pr;
     int bias, res, relu;
@@ -76,7 +65,7 @@ static void check(const char *what, const wcase *t, int64_t OH, int64_t OW, cons
                   double big) {
     const int64_t osp = OH * OW, ny = t->N * t->M * osp;
     float *y = test_xmalloc((size_t)ny * sizeof(float));
-    for (int64_t n = 0; n < t->N; n++) from16c(y16 + n * t->M * osp, t->M, osp, y + n * t->M * osp);
+    for (int64_t n = 0; n < t->N; n++) test_from16c(y16 + n * t->M * osp, t->M, osp, y + n * t->M * osp);
     double atol = 1e-5 * 9;
     if (1e-4 * big > atol) atol = 1e-4 * big;
     test_check_close(what, y, ref, ny, atol); /* NaN (never written) fails too */
@@ -93,8 +82,8 @@ static void kernel_case(const wcase *t, int m, int threads) {
     float *y16 = kiln__aligned_alloc((size_t)ny * sizeof(float));
     ASSERT(x16 && r16 && y16);
     for (int64_t n = 0; n < t->N; n++) {
-        to16c(x + n * t->C * isp, t->C, isp, x16 + n * t->C * isp);
-        to16c(r + n * t->M * osp, t->M, osp, r16 + n * t->M * osp);
+        test_to16c(x + n * t->C * isp, t->C, isp, x16 + n * t->C * isp);
+        test_to16c(r + n * t->M * osp, t->M, osp, r16 + n * t->M * osp);
     }
     for (int64_t i = 0; i < ny; i++) y16[i] = NAN;
     size_t pb = kiln__wino16c_pack_bytes(m, t->M, t->C), wsb = kiln__wino_ws_bytes(m, t->C, t->M, OH, OW);
@@ -192,7 +181,7 @@ static void op_case(int tactic, int64_t C, int64_t M, int64_t H, int64_t W, int 
     float *x = test_rnd_f32(&g_seed, C * S, -1.0f, 1.0f), *w = test_rnd_f32(&g_seed, M * C * 9, -0.5f, 0.5f);
     float *b = test_rnd_f32(&g_seed, M, -0.5f, 0.5f);
     float *x16 = kiln__aligned_alloc((size_t)(C * S) * sizeof(float)), *y16 = kiln__aligned_alloc((size_t)(M * S) * sizeof(float));
-    to16c(x, C, S, x16);
+    test_to16c(x, C, S, x16);
     int64_t xd[4] = {1, C, H, W}, wd[4] = {M, C, 3, 3}, bd[1] = {M}, yd[4] = {1, M, H, W};
     kiln_tensor in[3] = {test_tensor_f32(x16, 4, xd), test_tensor_f32(w, 4, wd), test_tensor_f32(b, 1, bd)};
     kiln_tensor out[1] = {test_tensor_f32(y16, 4, yd)};
