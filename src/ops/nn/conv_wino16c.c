@@ -72,11 +72,10 @@ typedef struct job {
     _Atomic int64_t next;           /* the next GEMM to claim */
 } job;
 
-static vec load(const float *p) {
-    vec v;
-    memcpy(&v, p, sizeof v);
-    return v;
-}
+/* 16 floats at any address: a macro, not a function returning a vector
+ * (that changes the ABI in builds without AVX-512: -Wpsabi) */
+typedef float vecu __attribute__((vector_size(BLK * sizeof(float)), aligned(4)));
+#define load(p) (*(const vecu *)(const void *)(p))
 
 /* Units [u0, u1) of (channel block, tile row of the block): each tile's
  * a x a input pixels (zero outside the image) into its NX rows of V^T. */
