@@ -24,5 +24,8 @@ cc $F -Itools -c tools/fma_peak.c -o $out/fma_peak.o
 cc $F -c bench/${name}_ab.c -o $out/${name}_ab.o
 # code that pulls in the engine pulls in its signatures (libsodium) too
 sodium=$(nm build/libkiln.a 2>/dev/null | grep -q ' U sodium_init' && echo -lsodium || true)
-cc $out/${name}_ab.o $out/base.o $out/new.o $out/fma_peak.o build/libkiln.a $sodium -lm -lpthread -ldl -o $out/${name}_ab
+# KILN_AB_WHOLE=1: the whole library (a harness that builds networks needs every op's registration)
+lib=build/libkiln.a
+[ -n "$KILN_AB_WHOLE" ] && lib="-Wl,--whole-archive build/libkiln.a -Wl,--no-whole-archive -lprotobuf-c"
+cc $out/${name}_ab.o $out/base.o $out/new.o $out/fma_peak.o $lib $sodium -lm -lpthread -ldl -o $out/${name}_ab
 echo "$out/${name}_ab: base = $rev, new = the working tree $*"

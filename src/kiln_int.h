@@ -609,6 +609,10 @@ int kiln__shape_ctx_building(const kiln_shape_ctx *c);
  * engine load and run.  A tactic that only differs from another at >= 2
  * threads may be left out of a 1-thread build's candidates. */
 int kiln__shape_ctx_build_threads(const kiln_shape_ctx *c);
+/* Should a built-in CPU op list its NCHW16C rows?  1 at engine load and
+ * run (a stored choice is checked against every row); when building, only
+ * with KILN_BUILD_CPU_BLOCKED (or the tests' $KILN_CPU_BLOCKED=force). */
+int kiln__shape_ctx_cpu_blocked(const kiln_shape_ctx *c);
 /* engine/file.c: the engine file format version this kiln writes and reads. */
 unsigned kiln__file_version(void);
 int kiln__layer_check_shapes(const kiln_engine *e, int32_t l, void *state, const kiln_attrs *attrs,

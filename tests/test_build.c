@@ -2,7 +2,8 @@
  * test_build.c — the builder: attribute validation, op lookup errors,
  * symbolic shapes with profiles, constant folding, FP16 candidate selection
  * (verbose timing log), identical layers timed once, format conversion with
- * kiln::reformat, in-place copies, sub-network inlining.
+ * kiln::reformat, in-place copies, sub-network inlining, layout regions
+ * (select.c's chain-aware pass, times set in the timing cache).
  *
  * The ops are defined here (namespace "test") against plugin.h only.
  * Results are checked against naive references computed in the test.
@@ -1086,27 +1087,29 @@ static int64_t naive_off(kiln_format f, int64_t N, int64_t C, int64_t S, int64_t
     }
 }
 
-TEST_IMPL(reformat_kernel_direct) {
+/* Every layout from LINEAR F32 and back, F32/F16/F64: odd channel counts
+ * (padding lanes), one run of pixels and several (reformat.c moves 4-byte
+ * LINEAR <-> blocked runs of 64 pixels, a last partial one). */
+static void reformat_direct_case(kiln_exec *ex, int64_t N, int64_t C, int64_t H, int64_t W) {
     const kiln__op *op = kiln__registry_find("kiln", "reformat", 1);
     ASSERT(op && op->quick && op->quick->impl);
-    kiln__pool *pool = kiln__pool_create(3);
-    kiln_exec ex = {.device = KILN_DEVICE_CPU, .pool = pool};
-    enum { N = 2, C = 19, H = 3, W = 5, S = H * W, NUM = N * C * S, PHYS = N * 32 * S };
-    float x[NUM];
+    const int64_t S = H * W, NUM = N * C * S, PHYS = N * ((C + 15) / 16 * 16) * S;
+    float *x = malloc((size_t)NUM * sizeof(float)), *back = malloc((size_t)NUM * sizeof(float));
+    uint8_t *buf = malloc((size_t)PHYS * 8);
+    ASSERT(x && back && buf);
     rand_fill(x, NUM);
     kiln_dtype dts[3] = {KILN_DTYPE_F32, KILN_DTYPE_F16, KILN_DTYPE_F64};
     for (int f = 0; f < KILN_FORMAT_COUNT_; f++)
         for (int di = 0; di < 3; di++) {
             kiln_dtype dt = dts[di];
-            static uint8_t buf[PHYS * 8];
-            poison(buf, sizeof buf);
+            poison(buf, (size_t)PHYS * 8);
             kiln_tensor in = {.data = x, .dtype = KILN_DTYPE_F32, .format = KILN_FORMAT_LINEAR, .ndim = 4,
                               .dims = {N, C, H, W}};
             kiln_tensor out = in;
             out.data = buf;
             out.dtype = dt;
             out.format = (kiln_format)f;
-            kiln_call call = {.in = &in, .nin = 1, .out = &out, .nout = 1, .exec = &ex, .layer = "direct"};
+            kiln_call call = {.in = &in, .nin = 1, .out = &out, .nout = 1, .exec = ex, .layer = "direct"};
             ASSERT_OK(op->quick->impl(&call));
             for (int64_t n = 0; n < N; n++)
                 for (int64_t c = 0; c < C; c++)
@@ -1129,19 +1132,197 @@ TEST_IMPL(reformat_kernel_direct) {
                         }
             }
             /* and back to LINEAR f32 */
-            float back[NUM];
-            poison(back, sizeof back);
+            poison(back, (size_t)NUM * sizeof(float));
             kiln_tensor in2 = out, out2 = in;
             out2.data = back;
-            kiln_call call2 = {.in = &in2, .nin = 1, .out = &out2, .nout = 1, .exec = &ex, .layer = "direct"};
+            kiln_call call2 = {.in = &in2, .nin = 1, .out = &out2, .nout = 1, .exec = ex, .layer = "direct"};
             ASSERT_OK(op->quick->impl(&call2));
-            for (int i = 0; i < NUM; i++) ASSERT_NEAR(back[i], x[i], dt == KILN_DTYPE_F16 ? 1e-3 : 1e-7);
+            for (int64_t i = 0; i < NUM; i++) ASSERT_NEAR(back[i], x[i], dt == KILN_DTYPE_F16 ? 1e-3 : 1e-7);
         }
+    free(x);
+    free(back);
+    free(buf);
+}
+
+TEST_IMPL(reformat_kernel_direct) {
+    kiln__pool *pool = kiln__pool_create(3);
+    kiln_exec ex = {.device = KILN_DEVICE_CPU, .pool = pool};
+    reformat_direct_case(&ex, 2, 19, 3, 5);
+    reformat_direct_case(&ex, 2, 32, 9, 15);  /* whole blocks, 135 pixels: 3 runs */
+    reformat_direct_case(&ex, 1, 40, 1, 64);  /* one whole run */
+    reformat_direct_case(&ex, 3, 7, 11, 13);  /* one partial block */
     kiln__pool_free(pool);
 }
 
 /* kiln_network_tensor_info: what the ONNX importer reads of a network
  * through the public API. */
+/* Elements of x's buffer (the padding of a blocked layout too). */
+static int64_t buffer_elems(const kiln_tensor *x) {
+    int64_t n = 1;
+    for (int d = 0; d < x->ndim; d++) n *= d == 1 && x->format == KILN_FORMAT_NCHW16C ? (x->dims[1] + 15) / 16 * 16 : x->dims[d];
+    return n;
+}
+
+/* y = 2x + 1 in LINEAR or NCHW16C, elementwise over the whole buffer; takes
+ * epilogues (per channel plane in LINEAR, the whole buffer in NCHW16C: the
+ * tests fuse only channel-blind ones). */
+static int blk_impl(const kiln_call *c) {
+    const kiln_tensor *x = &c->in[0];
+    if (x->format != c->out[0].format) return kiln_set_error(KILN_EINVAL, "blk: formats differ");
+    const int64_t n = buffer_elems(x);
+    float *y = c->out[0].data;
+    for (int64_t i = 0; i < n; i++) y[i] = 2.0f * ((const float *)x->data)[i] + 1.0f;
+    if (x->format != KILN_FORMAT_LINEAR) return kiln_call_epilogue(c, 0, y, n, 0, n);
+    const int64_t C = x->dims[1], plane = n / (x->dims[0] * C);
+    for (int64_t i = 0; i < x->dims[0] * C; i++) {
+        int rc = kiln_call_epilogue(c, 0, y + i * plane, plane, i % C, plane);
+        if (rc) return rc;
+    }
+    return 0;
+}
+static const kiln_combo blk_formats[] = {{"FP32", NULL, {0}}, {"FP32", "NCHW16C", {0}}, {NULL, NULL, {0}}};
+static const kiln_quick_op blk_op = {.ns = "test", .name = "blk", .version = 1, .min_inputs = 1, .max_inputs = 1,
+                                     .num_outputs = 1, .shape = same_shape, .impl = blk_impl, .formats = blk_formats,
+                                     .accepts_epilogue = 1};
+KILN_OP(blk_op)
+
+/* y = max(x, 0) in LINEAR or NCHW16C, and as an epilogue. */
+static int relu16_epi(const kiln_epilogue_args *a, float *x, int64_t n, int64_t channel, int64_t chan_len) {
+    (void)a; (void)channel; (void)chan_len;
+    for (int64_t i = 0; i < n; i++) x[i] = x[i] > 0 ? x[i] : 0;
+    return 0;
+}
+static int relu16_impl(const kiln_call *c) {
+    if (c->in[0].format != c->out[0].format) return kiln_set_error(KILN_EINVAL, "relu16: formats differ");
+    const int64_t n = buffer_elems(&c->in[0]);
+    memcpy(c->out[0].data, c->in[0].data, (size_t)n * sizeof(float));
+    return relu16_epi(NULL, c->out[0].data, n, 0, n);
+}
+static const kiln_quick_op relu16_op = {.ns = "test", .name = "relu16", .version = 1, .min_inputs = 1,
+                                        .max_inputs = 1, .num_outputs = 1, .shape = same_shape,
+                                        .impl = relu16_impl, .formats = blk_formats, .epilogue = relu16_epi};
+KILN_OP(relu16_op)
+
+/* The timing cache file at path with every time of a key holding `op`
+ * replaced: ms_16c where the key also holds "NCHW16C", else ms_linear. */
+static void cache_set(const char *path, const char *op, double ms_linear, double ms_16c) {
+    FILE *f = fopen(path, "rb");
+    ASSERT(f);
+    static char text[1 << 16], out[1 << 16];
+    size_t n = fread(text, 1, sizeof text - 1, f), o = 0;
+    fclose(f);
+    text[n] = 0;
+    int hit = 0;
+    for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
+        char *key = strchr(line, ' ');
+        if (key && strstr(key, op) && strtod(line, NULL) >= 0) {
+            o += (size_t)snprintf(out + o, sizeof out - o, "%.17g%s\n", strstr(key, "NCHW16C") ? ms_16c : ms_linear, key);
+            hit++;
+        } else {
+            o += (size_t)snprintf(out + o, sizeof out - o, "%s\n", line);
+        }
+        ASSERT(o < sizeof out);
+    }
+    ASSERT(hit > 0);
+    f = fopen(path, "wb");
+    ASSERT(f);
+    ASSERT_EQ(fwrite(out, 1, o, f), o);
+    fclose(f);
+}
+
+/* A chain of 4 layers that are 3 ms in LINEAR and 1 ms in NCHW16C, with
+ * reformats of 2.5 ms (times set in the timing cache, so the choice does
+ * not depend on this machine's timing): the greedy pass keeps each in
+ * LINEAR (1 + 2.5 > 3 for the first; the others then see LINEAR inputs),
+ * the region pass (select.c, region.c) switches all four, 12 -> 9 ms: one
+ * reformat in, one out.  relu: a Relu (0.5 ms either way) follows, which
+ * fuse.c folds into the last layer where they share a layout: the region
+ * ties it to that layer and takes it in (5 layers, the reformat after it),
+ * though a border before it would cost the same were it not for the fusion.
+ * two: the chain's output is read by two LINEAR-only layers (y = scale(t4)
+ * + t4), which share one reformat: 12 -> 9 (counted per reader it would be
+ * 11.5, under the margin).  Outputs checked against the reference. */
+static void region_case(int relu, int two) {
+    kiln_network *net = kiln_network_create();
+    int64_t d[4] = {1, 32, 5, 7};
+    ASSERT_OK(kiln_network_add_input(net, "x", KILN_DTYPE_F32, 4, d, NULL));
+    const char *names[] = {"x", "t1", "t2", "t3", "t4", "y"};
+    for (int i = 0; i < 4; i++) {
+        char nm[8];
+        snprintf(nm, sizeof nm, "l%d", i + 1);
+        ASSERT(kiln_network_add_layer(net, "test::blk", 1, nm, 1, &names[i], 1, &names[i == 3 && !relu && !two ? 5 : i + 1]));
+    }
+    if (relu) ASSERT(kiln_network_add_layer(net, "test::relu16", 1, "r", 1, &names[4], 1, &names[5]));
+    if (two) {
+        const char *in_s[] = {"t4"}, *out_s[] = {"u"}, *in_a[] = {"u", "t4"};
+        kiln_layer *sc = kiln_network_add_layer(net, "test::scale", 1, "s", 1, in_s, 1, out_s);
+        ASSERT(sc);
+        ASSERT_OK(kiln_layer_set_float(sc, "scale", 1.0));
+        ASSERT(kiln_network_add_layer(net, "test::add16", 1, "a", 2, in_a, 1, &names[5]));
+    }
+    ASSERT_OK(kiln_network_mark_output(net, "y"));
+    const char *cache = KILN_BINARY_DIR "/test_build_region.cache";
+    remove(cache);
+    kiln_build_config *cfg = quiet_cfg();
+    ASSERT_OK(kiln_build_config_set_timing_cache(cfg, cache));
+    kiln_build_stats st;
+    kiln_engine *e = NULL;
+    ASSERT_OK(kiln_build(net, cfg, &e, &st)); /* fills the cache: every key the second build reads */
+    kiln_engine_free(e);
+    cache_set(cache, "test::blk", 3, 1);
+    if (relu) cache_set(cache, "test::relu16", 0.5, 0.5);
+    cache_set(cache, "kiln::reformat", 0, 2.5); /* LINEAR -> LINEAR: none */
+    log_capture(KILN_LOG_VERBOSE);
+    int rc = kiln_build(net, cfg, &e, &st);
+    log_restore();
+    ASSERT_OK(rc);
+    ASSERT_EQ(st.timed, 0);
+    for (int i = 1; i <= 4; i++) {
+        char want[128];
+        snprintf(want, sizeof want, "layer 'l%d' (test::blk v1): chose [FP32,FP32] LINEAR", i);
+        ASSERT_CONTAINS(g_log.text, want);
+    }
+    ASSERT_CONTAINS(g_log.text, relu ? "region 0: 5 layers from 'l1' switched to NCHW16C: cost 12.0000 ms -> 9.0000 ms"
+                                     : "region 0: 4 layers from 'l1' switched to NCHW16C: cost 12.0000 ms -> 9.0000 ms");
+    ASSERT_EQ(st.reformats, 2); /* in, and out (shared by two readers) */
+    int nblk = 0;
+    for (int i = 0; i < e->nlayers; i++) {
+        const kiln__elayer *L = &e->layers[i];
+        if (strcmp(L->name, "r") && (strlen(L->name) != 2 || L->name[0] != 'l')) continue;
+        ASSERT_EQ(L->io.format[0], KILN_FORMAT_NCHW16C);
+        ASSERT_EQ(L->io.format[1], KILN_FORMAT_NCHW16C);
+        nblk++;
+    }
+    ASSERT(nblk == 4 + relu || (relu && nblk == 4)); /* the Relu a layer or fused */
+    float x[1120], y[1120];
+    rand_fill(x, 1120);
+    run1(e, "x", x, 4, d, "y", y, sizeof y);
+    for (int i = 0; i < 1120; i++) {
+        const float r = 16.0f * x[i] + 15.0f;
+        ASSERT_NEAR(y[i], (relu && r < 0 ? 0 : r) * (two ? 2 : 1), 1e-5);
+    }
+    kiln_engine_free(e);
+    /* reformats of 4 ms: the region would cost 4 + 8 = 12, no win: all stay LINEAR */
+    cache_set(cache, "kiln::reformat", 0, 4);
+    ASSERT_OK(kiln_build(net, cfg, &e, &st));
+    ASSERT_EQ(st.reformats, 0);
+    run1(e, "x", x, 4, d, "y", y, sizeof y);
+    for (int i = 0; i < 1120; i++) {
+        const float r = 16.0f * x[i] + 15.0f;
+        ASSERT_NEAR(y[i], (relu && r < 0 ? 0 : r) * (two ? 2 : 1), 1e-5);
+    }
+    kiln_engine_free(e);
+    remove(cache);
+    kiln_build_config_free(cfg);
+    kiln_network_free(net);
+}
+
+TEST_IMPL(region_chain) {
+    region_case(0, 0);
+    region_case(1, 0);
+    region_case(0, 1);
+}
+
 TEST_IMPL(network_tensor_info) {
     kiln_network *net = kiln_network_create();
     int64_t xd[2] = {-1, 3}, wd[1] = {3};
@@ -1185,4 +1366,4 @@ TEST_LIST(TEST_ENTRY(network_tensor_info), TEST_ENTRY(attr_errors), TEST_ENTRY(l
           TEST_ENTRY(cpu_timing_recheck),
           TEST_ENTRY(reformat_layouts), TEST_ENTRY(reformat_dtypes), TEST_ENTRY(inplace_copies),
           TEST_ENTRY(inline_subnetwork), TEST_ENTRY(broadcast_helper), TEST_ENTRY(full_plugin_candidates), TEST_ENTRY(long_chain),
-          TEST_ENTRY(topo_order_and_cycles), TEST_ENTRY(reformat_kernel_direct))
+          TEST_ENTRY(topo_order_and_cycles), TEST_ENTRY(reformat_kernel_direct), TEST_ENTRY(region_chain))

@@ -356,6 +356,17 @@ static inline void test_run_xy(kiln_engine *e, int threads, int debug, float *x,
  * engine and redo its packed inputs for it, as a load of an engine built
  * with that tactic would; returns what preparing the engine returned
  * (its validation may refuse the tactic). */
+/* A LINEAR C x S plane set (one image, C a multiple of 16) into NCHW16C
+ * (C/16 x S x 16), and back: the tests' own reformat. */
+static inline void test_to16c(const float *x, int64_t C, int64_t S, float *y) {
+    for (int64_t c = 0; c < C; c++)
+        for (int64_t s = 0; s < S; s++) y[((c / 16) * S + s) * 16 + c % 16] = x[c * S + s];
+}
+static inline void test_from16c(const float *x, int64_t C, int64_t S, float *y) {
+    for (int64_t c = 0; c < C; c++)
+        for (int64_t s = 0; s < S; s++) y[c * S + s] = x[((c / 16) * S + s) * 16 + c % 16];
+}
+
 static inline int test_force_tactic(kiln_engine *e, int32_t l, int tactic) {
     kiln__elayer *L = &e->layers[l];
     L->tactic = tactic;

@@ -43,6 +43,9 @@ static int usage(FILE *f) {
             "  --refine              CPU: tactics within 10%% of the chosen one in isolation run\n"
             "                        again in the whole engine (paired rounds, a time budget);\n"
             "                        a runner-up clearly faster there is kept\n"
+            "  --cpu-16c             CPU, experimental: also time the NCHW16C kernels (1x1 and\n"
+            "                        Winograd convs, activations, Add) and switch connected\n"
+            "                        layers into NCHW16C where that times faster\n"
             "  --prefer-aot | --prefer-jit   ops with both implementations: force one\n"
             "                        (default: time both, take the faster)\n"
             "  --embed-plugins       store the needed plugin .so files in the engine\n"
@@ -210,6 +213,7 @@ static int build_main(int argc, char **argv, cli_plugins *plugins) {
         }
         else if (!strcmp(a, "--no-timing")) flags |= KILN_BUILD_NO_TIMING;
         else if (!strcmp(a, "--refine")) flags |= KILN_BUILD_REFINE;
+        else if (!strcmp(a, "--cpu-16c")) flags |= KILN_BUILD_CPU_BLOCKED;
         else if (!strcmp(a, "--prefer-aot")) flags |= KILN_BUILD_PREFER_AOT;
         else if (!strcmp(a, "--prefer-jit")) flags |= KILN_BUILD_PREFER_JIT;
         else if (!strcmp(a, "--embed-plugins")) flags |= KILN_BUILD_EMBED_PLUGINS;

@@ -375,7 +375,8 @@ typedef enum kiln_build_flag {
     KILN_BUILD_BF16 = 1 << 7,        /* allow BF16 where an op offers it */
     KILN_BUILD_TF32 = 1 << 8,        /* CUDA: FP32 GEMMs may round inputs to TF32 (off: exact FP32) */
     KILN_BUILD_STRICT_DEVICE = 1 << 9, /* CUDA: a layer left on the CPU is an error listing them all */
-    KILN_BUILD_REFINE = 1 << 10      /* CPU: close tactics rerun in the network (see below) */
+    KILN_BUILD_REFINE = 1 << 10,     /* CPU: close tactics rerun in the network (see below) */
+    KILN_BUILD_CPU_BLOCKED = 1 << 11 /* CPU: also time the built-in NCHW16C kernels (see below) */
 } kiln_build_flag;
 
 /* Defaults: CPU, FP32, threads = number of CPUs, no timing cache file,
@@ -394,6 +395,16 @@ typedef enum kiln_build_flag {
  * verdicts, read back only by builds with the flag.  Off by default: on a
  * shared 2-core VM it changed almost no choice of the benchmark models
  * (bench/README.md, sessions 12-13). */
+/* KILN_BUILD_CPU_BLOCKED (experimental): the built-in CPU ops also offer
+ * their NCHW16C kernels (Conv tactics 13-15: 1x1 and Winograd 3x3 convs
+ * with C and M multiples of 16; Add and the unary activations), which the
+ * builder times, and its region pass switches connected layers into
+ * NCHW16C where their isolated timings plus the reformats at the region's
+ * border beat the LINEAR choice by 10%.  Off by default: in ResNet-18/50
+ * the regions it picked ran level with, or up to 1.5% slower than, the
+ * LINEAR engines (bench/README.md, session 14).  The region pass itself
+ * always runs (plugins may offer blocked layouts); engines with NCHW16C
+ * layers load and run whatever the flag. */
 KILN_API kiln_build_config *kiln_build_config_create(void);
 KILN_API void kiln_build_config_free(kiln_build_config *cfg);
 KILN_API void kiln_build_config_set_flags(kiln_build_config *cfg, unsigned flags);

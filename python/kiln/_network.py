@@ -203,6 +203,7 @@ class BuilderFlag(enum.IntFlag):
     EMBED_PLUGINS = 1 << 5
     NO_FUSION = 1 << 6
     REFINE = 1 << 10
+    CPU_BLOCKED = 1 << 11  # experimental: the built-in NCHW16C kernels (kiln build --cpu-16c)
 
 
 class OptimizationProfile:

@@ -68,12 +68,24 @@ static void view_of(const builder *b, int t, kiln_tensor *v) {
                       KILN_FORMAT_LINEAR, b->exec.device, x->ndim, dims);
 }
 
-static int f32_linear(kiln_dtype t, kiln_format f) {
-    return t == KILN_DTYPE_F32 && f == KILN_FORMAT_LINEAR;
-}
-
 static int is_onnx(const bl *L, const char *name) {
     return !strcmp(L->op->ns, "ai.onnx") && !strcmp(L->op->name, name);
+}
+
+/* The layout of a CPU chain fused into P: LINEAR, or NCHW16C through a
+ * Conv whose output is NCHW16C (tactic 13, ops/nn/conv_pw16c.c: it runs the
+ * chain on each pixel's 16 channels, a residual in its store).  Its W
+ * and bias stay LINEAR. */
+static kiln_format cpu_chain_format(const bl *P) {
+    return P->device == KILN_DEVICE_CPU && is_onnx(P, "Conv") && P->io.n > P->nin &&
+                   P->io.format[P->nin] == KILN_FORMAT_NCHW16C
+               ? KILN_FORMAT_NCHW16C
+               : KILN_FORMAT_LINEAR;
+}
+
+/* F32 in layout f, or LINEAR (P's constant inputs). */
+static int f32_in(kiln_dtype t, kiln_format fmt, kiln_format f) {
+    return t == KILN_DTYPE_F32 && (fmt == KILN_FORMAT_LINEAR || fmt == f);
 }
 
 /* Linear bias (both devices): L is an ai.onnx Add of its activation input
@@ -312,12 +324,13 @@ static void try_fuse(builder *b, int li, int *uses) {
     if (gpu) {
         if (!gpu_fusable(b, P, L, x, tx, ty)) return;
     } else {
-        /* F32 LINEAR through the fused path */
+        /* F32 LINEAR (or a 16c Conv's NCHW16C) through the fused path */
+        const kiln_format f = cpu_chain_format(P);
         for (int p = 0; p < P->io.n; p++)
-            if (!(p < P->nin && P->in[p] < 0) && !f32_linear(P->io.dtype[p], P->io.format[p])) return;
-        if (!f32_linear(L->io.dtype[x], L->io.format[x]) ||
-            !f32_linear(L->io.dtype[L->nin], L->io.format[L->nin]) ||
-            !f32_linear(tx->pdtype, tx->pfmt) || !f32_linear(ty->pdtype, ty->pfmt) ||
+            if (!(p < P->nin && P->in[p] < 0) && !f32_in(P->io.dtype[p], P->io.format[p], f)) return;
+        if (L->io.dtype[x] != KILN_DTYPE_F32 || L->io.format[x] != f || L->io.dtype[L->nin] != KILN_DTYPE_F32 ||
+            L->io.format[L->nin] != f || tx->pdtype != KILN_DTYPE_F32 || tx->pfmt != f ||
+            ty->pdtype != KILN_DTYPE_F32 || ty->pfmt != f ||
             tx->dtype != KILN_DTYPE_F32 || ty->dtype != KILN_DTYPE_F32)
             return;
     }
@@ -424,15 +437,17 @@ static void try_fuse_residual(builder *b, int li, int *uses) {
          * chain is F32 */
         kiln_dtype t = tx->pdtype;
         const kiln_format f = tx->pfmt;
-        int ok = (f == KILN_FORMAT_LINEAR || P->device == KILN_DEVICE_CUDA) &&
-                 same_layout(f, tr->pfmt, ty->pfmt, L->io.format[0], L->io.format[1]) && L->io.format[2] == f &&
+        const int cpu16c = P->device == KILN_DEVICE_CPU && f == KILN_FORMAT_NCHW16C && f == cpu_chain_format(P);
+        int ok = (f == cpu_chain_format(P) || P->device == KILN_DEVICE_CUDA) &&
+                 (same_layout(f, tr->pfmt, ty->pfmt, L->io.format[0], L->io.format[1]) ||
+                  (cpu16c && tr->pfmt == f && ty->pfmt == f && L->io.format[0] == f && L->io.format[1] == f)) &&
+                 L->io.format[2] == f &&
                  P->io.format[P->nin] == f && tr->pdtype == t && ty->pdtype == t && L->io.dtype[0] == t && L->io.dtype[1] == t &&
                  L->io.dtype[2] == t && P->io.dtype[P->nin] == t && tr->dtype == tx->dtype && ty->dtype == tx->dtype &&
                  (P->device == KILN_DEVICE_CUDA ? t == KILN_DTYPE_F32 || t == KILN_DTYPE_F16 || t == KILN_DTYPE_BF16
                                                 : t == KILN_DTYPE_F32);
         for (int p = 0; p < P->io.n && ok; p++) /* present positions (a CUDA op's own layouts) */
-            ok = (p < P->nin && P->in[p] < 0) || P->device == KILN_DEVICE_CUDA ||
-                 (P->io.format[p] == KILN_FORMAT_LINEAR && P->io.dtype[p] == KILN_DTYPE_F32);
+            ok = (p < P->nin && P->in[p] < 0) || P->device == KILN_DEVICE_CUDA || f32_in(P->io.dtype[p], P->io.format[p], f);
         /* the same dims (hash-consed: pointer equality), or on a CPU MatMul
          * a vector over the last dim */
         if (!ok || tx->ndim != ty->ndim || tx->ndim < 1) continue;

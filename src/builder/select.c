@@ -11,12 +11,23 @@
  * plus the time of the reformats its inputs would need from the formats the
  * producers already chose (greedy, in topological order).
  *
+ * Greedy alone never enters a chain of layers that is faster in a blocked
+ * layout (its first layer pays the reformat in and gets nothing back), so
+ * a second, chain-aware pass follows (select_regions): each timed CPU
+ * layer's best candidate per layout (all its activations in it) is kept
+ * from the first pass, the reformats on the edges around the layers that
+ * offer another layout are timed, and region.c chooses the layouts over the
+ * whole graph, switching a connected region only when it wins, border
+ * reformats counted, by REGION_MARGIN.  Where no CPU layer offers two
+ * layouts (no built-in CPU op does yet), it costs nothing.
+ *
  * Measured times go through the timing cache: identical instances within a
  * build are timed once, and a cache file makes a rebuild time nothing.
  * With KILN_BUILD_REFINE, refine_choice lists the close choices for
  * refine.c, which runs them in the whole engine, and applies its verdicts.
  */
 #include "builder.h"
+#include "region.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,6 +35,12 @@
 
 #define MAX_CANDS 256
 #define FP32_TIE_MARGIN 1.1 /* see kiln__b_select */
+/* A region (region.h) is switched when its cost times this is below its
+ * greedy cost.  Its costs are isolated timings: in ResNet-50 with Conv
+ * tactic 13 (pw16c) regions that won by 5-8% there ran 0.4-1.2 ms slower in
+ * the network (layer4's 16c convs slower there, the reformats dearer), so
+ * it must win by as much as an FP32 candidate of a 16-bit build. */
+#define REGION_MARGIN FP32_TIE_MARGIN
 /* recheck_cpu's second look: the warm-up and RECHECK_REPS samples, which a
  * CPU layer's first pass leaves out of the config's reps (TIME_FIRST) */
 #define RECHECK_REPS 1
@@ -93,6 +110,46 @@ static int has_nhwc(const kiln_io_format *io) {
     for (int p = 0; p < io->n; p++)
         if (io->format[p] == KILN_FORMAT_NHWC) return 1;
     return 0;
+}
+
+/* A CPU candidate that reads an activation in a blocked layout (NCHW8C,
+ * NCHW16C) its producer did not choose: the greedy choice does not enter a
+ * blocked chain (it is ranked after every other candidate), it only goes on
+ * with one.  Alone such a layer pays a reformat in and one out and loses
+ * the epilogue fusion of a residual Add / Relu that read it in LINEAR
+ * (fusion runs after selection); ResNet-50's 7x7 1x1 convs took Conv
+ * tactic 13 that way on timing noise. */
+static int cpu_enters_blocked(const builder *b, const bl *L, const kiln_io_format *io) {
+    if (L->device != KILN_DEVICE_CPU) return 0;
+    for (int p = 0; p < L->nin && p < io->n; p++) {
+        const int t = L->in[p];
+        if (t < 0 || b->t[t].kind == BT_CONST) continue;
+        if ((io->format[p] == KILN_FORMAT_NCHW8C || io->format[p] == KILN_FORMAT_NCHW16C) && b->t[t].pfmt != io->format[p])
+            return 1;
+    }
+    return 0;
+}
+
+/* Does io put any position in a blocked layout (NCHW8C, NCHW16C)? */
+static int blocked_io(const kiln_io_format *io) {
+    for (int p = 0; p < io->n; p++)
+        if (io->format[p] == KILN_FORMAT_NCHW8C || io->format[p] == KILN_FORMAT_NCHW16C) return 1;
+    return 0;
+}
+
+/* $KILN_CPU_BLOCKED=force (tests, as KILN_CUDA_NHWC=force): a CPU layer
+ * with a blocked candidate takes one (entering and leaving chains). */
+static int blocked_force(void) {
+    const char *e = getenv("KILN_CPU_BLOCKED");
+    return e && !strcmp(e, "force");
+}
+
+/* Candidate io of layer L ranks after the others: it enters a blocked
+ * layout (cpu_enters_blocked), or, forced, it is not blocked where
+ * another candidate is (any_blocked). */
+static int blocked_rank(const builder *b, const bl *L, const kiln_io_format *io, int any_blocked) {
+    if (L->device != KILN_DEVICE_CPU) return 0;
+    return any_blocked ? !blocked_io(io) : cpu_enters_blocked(b, L, io);
 }
 
 static void logical_io(const builder *b, const bl *L, kiln_io_format *io) {
@@ -1178,6 +1235,298 @@ static int recheck_cpu(builder *b, int li, const cand_list *cl, cand_time *ct, i
     return 0;
 }
 
+/* ------------------------------------------------------------ regions */
+
+/* region.c's inputs, gathered during the greedy pass: for a timed CPU
+ * layer, its best candidate with all activations in each layout (the
+ * candidates were timed anyway: the region pass times only reformats). */
+typedef struct layer_alt {
+    double ms[KILN__RG_LABELS];
+    int at[KILN__RG_LABELS]; /* index into the pool of candidates, -1: none */
+    int greedy;              /* the greedy choice's label */
+    int nlabels;             /* labels offered (>= 2: a node that may switch) */
+} layer_alt;
+
+typedef struct region_in {
+    layer_alt *alt; /* b->nl entries */
+    cand *pool;
+    int npool, cap;
+} region_in;
+
+/* The label of candidate io of layer L next to the greedy choice g: layout
+ * f when every activation (present, not a constant) is in f with g's type
+ * and every constant as in g; -1 otherwise. */
+static int uniform_label(const builder *b, const bl *L, const kiln_io_format *io, const kiln_io_format *g) {
+    int f = -1;
+    for (int p = 0; p < io->n; p++) {
+        const int t = pos_tensor(L, p);
+        if (t < 0) continue;
+        if (io->dtype[p] != g->dtype[p]) return -1;
+        if (b->t[t].kind == BT_CONST) {
+            if (io->format[p] != g->format[p]) return -1;
+            continue;
+        }
+        if (f >= 0 && (int)io->format[p] != f) return -1;
+        f = io->format[p];
+    }
+    return f < 0 ? KILN_FORMAT_LINEAR : f;
+}
+
+/* After a timed CPU layer's choice (best of cl): its best candidate per
+ * label into ri (kept only when it offers two labels or more). */
+static int region_note(builder *b, int li, const cand_list *cl, const cand_time *ct, int best, region_in *ri) {
+    const bl *L = &b->l[li];
+    layer_alt *a = &ri->alt[li];
+    const int start = ri->npool;
+    for (int f = 0; f < KILN__RG_LABELS; f++) {
+        a->ms[f] = -1;
+        a->at[f] = -1;
+    }
+    a->nlabels = 0;
+    if (L->device != KILN_DEVICE_CPU || L->aot == 1) return 0;
+    int g = uniform_label(b, L, &cl->c[best].io, &cl->c[best].io);
+    a->greedy = g = g < 0 ? KILN__RG_KEEP : g;
+    for (int k = 0; k < cl->n; k++) {
+        const int f = k == best ? g : uniform_label(b, L, &cl->c[k].io, &cl->c[best].io);
+        if (!ct[k].ok || f < 0 || (f == g && k != best) || (a->at[f] >= 0 && a->ms[f] <= ct[k].ms)) continue;
+        if (a->at[f] < 0) {
+            a->nlabels++;
+            cand *n = kiln__grow(ri->pool, &ri->cap, ri->npool + 1, sizeof *ri->pool);
+            if (!n) return kiln__err(KILN_ENOMEM, "build: out of memory");
+            ri->pool = n;
+            a->at[f] = ri->npool++;
+        }
+        ri->pool[a->at[f]] = cl->c[k];
+        a->ms[f] = ct[k].ms;
+    }
+    if (a->nlabels < 2) { /* nothing to switch to */
+        ri->npool = start;
+        for (int f = 0; f < KILN__RG_LABELS; f++) a->at[f] = -1;
+        a->nlabels = 0;
+    }
+    return 0;
+}
+
+/* The types and layouts layer li runs with under `label`. */
+static const kiln_io_format *label_io(const builder *b, const region_in *ri, int li, int label) {
+    const layer_alt *a = &ri->alt[li];
+    return a->nlabels && label != a->greedy ? &ri->pool[a->at[label]].io : &b->l[li].io;
+}
+
+static int node_label(const builder *b, const region_in *ri, int li) {
+    if (ri->alt[li].nlabels) return ri->alt[li].greedy;
+    const int g = uniform_label(b, &b->l[li], &b->l[li].io, &b->l[li].io);
+    return g < 0 ? KILN__RG_KEEP : g;
+}
+
+/* The edge of tensor t from its producer P (-1: a network input) to
+ * consumer C's input q (C -1: the network output): reformat times for the
+ * labels each end offers. */
+static int region_edge(builder *b, const region_in *ri, const int *nid, int t, int C, int q, kiln__rg_edge *e) {
+    const bt *x = &b->t[t];
+    const int P = x->producer >= 0 && !b->l[x->producer].dead ? x->producer : -1;
+    int po = -1;
+    for (int o = 0; P >= 0 && o < b->l[P].nout; o++)
+        if (b->l[P].out[o] == t) po = b->l[P].nin + o;
+    memset(e, 0, sizeof *e);
+    e->from = P >= 0 && po >= 0 ? nid[P] : -1;
+    e->to = C >= 0 ? nid[C] : -1;
+    for (int a = 0; a < KILN__RG_LABELS; a++) {
+        const int pa = e->from >= 0 ? (ri->alt[P].nlabels ? ri->alt[P].ms[a] >= 0 : a == node_label(b, ri, P))
+                                    : a == KILN_FORMAT_LINEAR;
+        for (int c = 0; c < KILN__RG_LABELS && pa; c++) {
+            const int cb = C >= 0 ? (ri->alt[C].nlabels ? ri->alt[C].ms[c] >= 0 : c == node_label(b, ri, C))
+                                  : c == KILN_FORMAT_LINEAR;
+            if (!cb) continue;
+            kiln_dtype fd = x->dtype, td = x->dtype;
+            kiln_format ff = KILN_FORMAT_LINEAR, tf = KILN_FORMAT_LINEAR;
+            if (e->from >= 0) {
+                fd = label_io(b, ri, P, a)->dtype[po];
+                ff = label_io(b, ri, P, a)->format[po];
+            }
+            kiln_device_kind dev = KILN_DEVICE_CPU;
+            if (C >= 0) {
+                td = label_io(b, ri, C, c)->dtype[q];
+                tf = label_io(b, ri, C, c)->format[q];
+                dev = kiln__b_pos_loc(&b->l[C], q);
+            }
+            int rc = cast_cost(b, t, fd, ff, td, tf, dev, &e->rf[a][c]);
+            if (rc) return rc;
+        }
+    }
+    return 0;
+}
+
+/* refine.c's close tactics of layer li were for its greedy layouts: not
+ * tried in the network once a region switched it. */
+static void refine_forget(b_refine *rf, int li) {
+    int n = 0;
+    for (int i = 0; i < rf->n; i++) {
+        if (rf->l[i].li != li) {
+            rf->l[n++] = rf->l[i];
+            continue;
+        }
+        kiln__free(rf->l[i].name);
+        kiln__free(rf->l[i].key);
+        kiln__free(rf->l[i].pool);
+    }
+    rf->n = n;
+}
+
+static int switchable(const region_in *ri, int li) { return li >= 0 && ri->alt[li].nlabels > 0; }
+
+/* Will fuse.c (after selection) fold layer C into the layer that produces
+ * its inputs, but only where both run in one layout?  C is an epilogue of
+ * one activation input X, the only use of a producer that takes epilogues
+ * or is itself folded into one (a chain: Conv <- Add <- Relu); or a
+ * residual Add of X, the later producer's output, read once, by a producer
+ * that takes epilogues, where both inputs tie it (R must arrive in C's
+ * layout too: fuse.c leaves the Add alone where R needs a reformat).  The
+ * region pass then moves C's time onto those edges: nothing in the tied
+ * layout (fused), its kernel plus the reformat in another.  Without it the
+ * cut put the border between a 16c Conv and its Relu as often as after it
+ * (the same reformat) and the Relu ran unfused (ResNet-50, Conv tactic
+ * 13), and a block whose downsample stayed LINEAR ran its Add and Relu
+ * unfused in NCHW16C. */
+static int fuses_into(const builder *b, const int *uses, int C, int depth) {
+    const bl *L = &b->l[C];
+    if (!L->op->quick || L->nout != 1 || depth > KILN__MAX_EPI) return 0;
+    int nact = 0, X = -1;
+    for (int p = 0; p < L->nin; p++) {
+        const int x = L->in[p];
+        if (x < 0 || b->t[x].kind == BT_CONST) continue;
+        nact++;
+        if (X < 0 || b->t[x].producer > b->t[X].producer) X = x;
+    }
+    const int P = X >= 0 ? b->t[X].producer : -1;
+    if (P < 0 || b->l[P].dead || !b->l[P].op->quick || b->l[P].nout != 1 || uses[X] != 1 || b->t[X].is_output)
+        return 0;
+    const int takes = b->l[P].op->quick->accepts_epilogue;
+    if (nact == 1) return L->op->quick->epilogue && (takes || fuses_into(b, uses, P, depth + 1));
+    return nact == 2 && takes && !strcmp(L->op->ns, "ai.onnx") && !strcmp(L->op->name, "Add");
+}
+
+/* The region pass (region.h): after the greedy choice, connected layers
+ * that are cheaper together in another layout, the reformats at their
+ * border counted, are switched to it.  Nothing to do (and nothing timed)
+ * unless some CPU layer offered two layouts. */
+static int select_regions(builder *b, region_in *ri) {
+    const char *env = getenv("KILN_REGIONS"); /* "off": the greedy choice alone (A/B) */
+    if (env && !strcmp(env, "off")) return 0;
+    /* a build that forces blocked CPU candidates (the 16c tests' switches)
+     * keeps them: the pass would switch a slower forced layer back */
+    env = getenv("KILN_CPU_BLOCKED");
+    if (env && !strcmp(env, "force")) return 0;
+    int nsw = 0;
+    for (int li = 0; li < b->nl; li++) nsw += !b->l[li].dead && switchable(ri, li);
+    if (!nsw) return 0;
+    const double t0 = kiln__now_ms();
+    int *nid = kiln__malloc((size_t)b->nl * sizeof *nid), nn = 0, ne = 0, cap = 0;
+    kiln__rg_node *nodes = kiln__malloc((size_t)b->nl * sizeof *nodes);
+    int *region = kiln__malloc((size_t)b->nl * sizeof *region);
+    kiln__rg_edge *edges = NULL;
+    int rc = nid && nodes && region ? 0 : kiln__err(KILN_ENOMEM, "build: out of memory");
+    int *uses = kiln__malloc(((size_t)b->nt + 1) * sizeof *uses);
+    if (!rc && !uses) rc = kiln__err(KILN_ENOMEM, "build: out of memory");
+    if (!rc) kiln__b_count_uses(b, uses);
+    for (int li = 0; li < b->nl && !rc; li++) {
+        nid[li] = -1;
+        if (b->l[li].dead) continue;
+        kiln__rg_node *n = &nodes[nn];
+        for (int f = 0; f < KILN__RG_LABELS; f++) n->ms[f] = switchable(ri, li) ? ri->alt[li].ms[f] : -1;
+        n->label = node_label(b, ri, li);
+        if (!switchable(ri, li)) n->ms[n->label] = 0; /* fixed: a constant of every split */
+        nid[li] = nn++;
+    }
+    struct fixed_reader {
+        int t;
+        uint32_t target; /* dtype << 8 | layout */
+    } *fixed = NULL;
+    int nfixed = 0, capfixed = 0;
+    /* edges touching a switchable layer: its inputs, the readers of its outputs */
+    for (int C = 0; C < b->nl && !rc; C++) {
+        const bl *L = &b->l[C];
+        if (L->dead) continue;
+        for (int q = 0; q < L->nin + L->nout && !rc; q++) {
+            const int t = pos_tensor(L, q), out = q >= L->nin;
+            if (t < 0 || b->t[t].kind == BT_CONST) continue;
+            const int P = b->t[t].producer;
+            if (out ? !(b->t[t].is_output && switchable(ri, C)) : !(switchable(ri, C) || switchable(ri, P))) continue;
+            /* Readers of one layout that cannot switch (the network output:
+             * LINEAR) share one reformat of t (emit makes one per layout):
+             * one edge for them all.  Counted per reader, a 16c Relu whose
+             * output two stride-2 convs read paid two reformats, and the
+             * cut put the border before it, unfused (ResNet-18). */
+            const int fused = !out && fuses_into(b, uses, C, 0);
+            const uint32_t target = out ? (uint32_t)b->t[t].dtype << 8
+                                        : (uint32_t)L->io.dtype[q] << 8 | (uint32_t)L->io.format[q];
+            int dup = 0;
+            if (!fused && (out || !switchable(ri, C)))
+                for (int k = 0; k < nfixed && !dup; k++) dup = fixed[k].t == t && fixed[k].target == target;
+            if (dup) continue;
+            kiln__rg_edge *grown = kiln__grow(edges, &cap, ne + 1, sizeof *edges);
+            struct fixed_reader *fg = kiln__grow(fixed, &capfixed, nfixed + 1, sizeof *fixed);
+            if (grown) edges = grown;
+            if (fg) fixed = fg;
+            if (!grown || !fg) {
+                rc = kiln__err(KILN_ENOMEM, "build: out of memory");
+                break;
+            }
+            if (!fused && (out || !switchable(ri, C))) fixed[nfixed++] = (struct fixed_reader){.t = t, .target = target};
+            rc = out ? region_edge(b, ri, nid, t, -1, -1, &edges[ne]) : region_edge(b, ri, nid, t, C, q, &edges[ne]);
+            if (!rc && fused) { /* C's time moves onto the edge: paid where unfused */
+                kiln__rg_node *n = &nodes[nid[C]];
+                for (int c = 0; c < KILN__RG_LABELS; c++) {
+                    if (n->ms[c] < 0) continue;
+                    const double own = switchable(ri, C) ? ri->alt[C].ms[c] : L->ms; /* (n->ms: 0 after a first tie) */
+                    for (int a = 0; a < KILN__RG_LABELS; a++) edges[ne].rf[a][c] += a != c ? own : 0;
+                    n->ms[c] = 0;
+                }
+            }
+            ne += !rc;
+        }
+    }
+    int nreg = 0;
+    kiln__rg_region reg[64];
+    if (!rc) rc = kiln__rg_solve(nodes, nn, edges, ne, REGION_MARGIN, reg, 64, &nreg, region);
+    if (rc == KILN_ENOMEM) rc = kiln__err(KILN_ENOMEM, "build: out of memory");
+    for (int li = 0; li < b->nl && !rc; li++) {
+        if (nid[li] < 0 || !switchable(ri, li) || nodes[nid[li]].label == ri->alt[li].greedy) continue;
+        bl *L = &b->l[li];
+        const int f = nodes[nid[li]].label, r = region[nid[li]];
+        const cand *c = &ri->pool[ri->alt[li].at[f]];
+        char iot[512];
+        io_text(&c->io, iot, sizeof iot);
+        kiln__log(KILN_LOG_VERBOSE, "layer '%s': region %d: %s tactic %d (kernel %.4f ms) replaces the greedy tactic "
+                  "%d (%.4f ms)", L->name, r, iot, c->tactic, ri->alt[li].ms[f], L->tactic, L->ms);
+        L->io = c->io;
+        L->tactic = c->tactic;
+        L->ms = ri->alt[li].ms[f];
+        for (int o = 0; o < L->nout; o++) {
+            b->t[L->out[o]].pdtype = L->io.dtype[L->nin + o];
+            b->t[L->out[o]].pfmt = L->io.format[L->nin + o];
+        }
+        if (b->rf && b->rf->collect) refine_forget(b->rf, li);
+    }
+    for (int r = 0; r < nreg && r < 64 && !rc; r++) {
+        int first = 0;
+        while (first < b->nl && nid[first] != reg[r].first) first++;
+        kiln__log(KILN_LOG_VERBOSE, "region %d: %d layers from '%s' switched to %s: cost %.4f ms -> %.4f ms "
+                  "(kernels + reformats at its border; greedy -> region)", r, reg[r].nnodes, b->l[first].name,
+                  reg[r].label == KILN__RG_KEEP ? "mixed" : kiln_format_name((kiln_format)reg[r].label),
+                  reg[r].before, reg[r].after);
+    }
+    kiln__log(KILN_LOG_VERBOSE, "regions: %d of %d layers offered another layout, %d edges costed, %d regions "
+              "switched (%.2f s)", nsw, nn, ne, nreg, (kiln__now_ms() - t0) / 1000);
+    kiln__free(nid);
+    kiln__free(fixed);
+    kiln__free(uses);
+    kiln__free(nodes);
+    kiln__free(region);
+    kiln__free(edges);
+    return rc;
+}
+
 /* A hash of the live layers (names, ops, tensors), the network part of
  * a refined choice's cache key: its layer key covers the op, types,
  * shapes and attributes, this the network around it. */
@@ -1285,6 +1634,9 @@ int kiln__b_select(builder *b) {
     int no_timing = (b->cfg->flags & KILN_BUILD_NO_TIMING) != 0;
     cand_list cl = {0};
     cand_time ct[MAX_CANDS];
+    region_in ri = {.alt = kiln__malloc((size_t)b->nl * sizeof *ri.alt)};
+    if (!ri.alt) return kiln__err(KILN_ENOMEM, "build: out of memory");
+    memset(ri.alt, 0, (size_t)b->nl * sizeof *ri.alt);
     for (int li = 0; li < b->nl && !rc; li++) {
         if (b->l[li].dead) continue;
         cl.n = 0;
@@ -1302,6 +1654,8 @@ int kiln__b_select(builder *b) {
             const unsigned ahead = lookahead_outputs(b, li), ahead_nhwc = nhwc_outputs(b, li);
             int any_nhwc = 0; /* KILN_CUDA_NHWC=force: only where an NHWC candidate exists */
             for (int k = 0; k < cl.n && b->nhwc == NHWC_FORCE; k++) any_nhwc |= has_nhwc(&cl.c[k].io);
+            int any_blocked = 0; /* KILN_CPU_BLOCKED=force: likewise for blocked CPU candidates */
+            for (int k = 0; k < cl.n && blocked_force(); k++) any_blocked |= blocked_io(&cl.c[k].io);
             double fastest = 0; /* the fastest kernel so far: slower ones are cut short */
             memset(ct, 0, (size_t)cl.n * sizeof ct[0]);
             for (int k = 0; k < cl.n && !rc; k++) {
@@ -1331,6 +1685,18 @@ int kiln__b_select(builder *b) {
                     kiln_io_format *io = &cl.c[k].io;
                     if (t->is_output && (io->dtype[L->nin + o] != t->dtype || io->format[L->nin + o] != KILN_FORMAT_LINEAR))
                         rf_out += ms * 0.05; /* a reformat follows; exact time unknown before the choice */
+                    /* A CPU activation in a blocked layout (Conv's NCHW16C
+                     * tactic 13) is charged its reformat back to LINEAR:
+                     * most CPU consumers read only LINEAR, and without it
+                     * a conv took 16c where its kernel won by less than
+                     * the reformat its consumer then paid. */
+                    else if (L->device == KILN_DEVICE_CPU && t->kind == BT_ACT &&
+                             io->format[L->nin + o] != KILN_FORMAT_LINEAR) {
+                        double back;
+                        rc = cast_cost(b, L->out[o], io->dtype[L->nin + o], io->format[L->nin + o],
+                                       io->dtype[L->nin + o], KILN_FORMAT_LINEAR, KILN_DEVICE_CPU, &back);
+                        rf_out += back;
+                    }
                 }
                 double ra = 0;
                 if (!rc && ahead) rc = lookahead_cost(b, li, ahead, &cl.c[k].io, &ra);
@@ -1354,7 +1720,8 @@ int kiln__b_select(builder *b) {
                                              keeps_f32(b, L, &cl.c[k].io)
                                          ? FP32_TIE_MARGIN
                                          : 1.0) *
-                                    (any_nhwc && !has_nhwc(&cl.c[k].io) ? 1e6 : 1.0);
+                                    (any_nhwc && !has_nhwc(&cl.c[k].io) ? 1e6 : 1.0) *
+                                    (blocked_rank(b, L, &cl.c[k].io, any_blocked) ? 1e6 : 1.0);
                 const double rank = cost * mult;
                 if (!rc)
                     ct[k] = (cand_time){.ms = ms, .extra = cost - ms, .mult = mult, .ok = 1,
@@ -1399,6 +1766,7 @@ int kiln__b_select(builder *b) {
         }
         L->ms = best_ms;
         rc = choose_aot(b, li, L->timed ? best_ms : -1);
+        if (!rc && L->timed) rc = region_note(b, li, &cl, ct, best, &ri);
         if (rc) break;
         for (int o = 0; o < L->nout; o++) {
             bt *t = &b->t[L->out[o]];
@@ -1410,6 +1778,9 @@ int kiln__b_select(builder *b) {
         if (progress) fprintf(stderr, "\r[%d/%d] layers", done, total);
     }
     if (progress) fprintf(stderr, "\n");
+    if (!rc) rc = select_regions(b, &ri);
+    kiln__free(ri.alt);
+    kiln__free(ri.pool);
     kiln__free(cl.c);
     tbuf_clear(b, 1);
     kiln__log(KILN_LOG_VERBOSE, "selection: %d candidates, %d timed (%d cut short after one sample, %d rechecks "

@@ -171,6 +171,13 @@ int kiln__shape_ctx_build_threads(const kiln_shape_ctx *c) {
     return p && p->b ? (p->b->cfg->threads > 0 ? p->b->cfg->threads : 1) : 0;
 }
 
+int kiln__shape_ctx_cpu_blocked(const kiln_shape_ctx *c) {
+    const shape_priv *p = c ? c->priv_ : NULL;
+    if (!p || !p->b) return 1;
+    const char *e = getenv("KILN_CPU_BLOCKED");
+    return (p->b->cfg->flags & KILN_BUILD_CPU_BLOCKED) || (e && !strcmp(e, "force"));
+}
+
 int kiln__b_formats(builder *b, int li) {
     const bl *L = &b->l[li];
     kiln_desc din[KILN_MAX_IO], dout[KILN_MAX_IO];

@@ -399,7 +399,11 @@ int kiln__epi_prepare(kiln_engine *e, kiln__elayer *el) {
     if (el->device == KILN_DEVICE_CUDA) return prepare_cuda(e, el);
     /* The activation: the layer's output 0 (same dims as the fused input). */
     const kiln__etensor *act = &e->tensors[el->out[0]];
-    if (act->dtype != KILN_DTYPE_F32 || act->format != KILN_FORMAT_LINEAR)
+    /* (a Conv in NCHW16C, tactic 13, runs its chain on each pixel's 16
+     * channels: chan_len 1, and a residual of the same layout) */
+    const int conv16c = act->format == KILN_FORMAT_NCHW16C && !strcmp(el->op->ns, "ai.onnx") &&
+                        !strcmp(el->op->name, "Conv");
+    if (act->dtype != KILN_DTYPE_F32 || (act->format != KILN_FORMAT_LINEAR && !conv16c))
         return kiln__err(KILN_EFORMAT, "layer '%s': fused epilogues need an F32 LINEAR output, "
                          "found %s %s", el->name, kiln_dtype_name((kiln_dtype)act->dtype),
                          kiln_format_name((kiln_format)act->format));

@@ -324,6 +324,10 @@ static const kiln_combo cu_exact[] = {{.types = KILN_CU_T_NUM}, {.types = KILN_C
 static const kiln_combo cu_clip[] = {{.types = KILN_CU_T_NUM "|INT8|INT16|UINT8|UINT16|UINT32"}, {0}};
 static const kiln_combo cu_class[] = {{.types = KILN_CU_T_FLOAT ", BOOL"}, {0}};
 
+/* An F32 activation of 4-D tensors whose channels are a multiple of 16
+ * also runs on NCHW16C (kiln__ops_ew16c_formats: no pad lanes, so the
+ * flat pass is exact), so it stays inside a chain of NCHW16C convs and
+ * fuses into them; not the ops with a BOOL output. */
 #define UN_OP(VAR, NAME, VER, TAB, OUTBOOL, ATTRS, CUF, DOC)                  \
     static int VAR##_shape(kiln_shape_ctx *c) { return un_shape(c, NAME, TAB, OUTBOOL); } \
     static int VAR##_impl(const kiln_call *c) {                               \
@@ -349,6 +353,7 @@ static const kiln_combo cu_class[] = {{.types = KILN_CU_T_FLOAT ", BOOL"}, {0}};
         .attrs = ATTRS, .shape = VAR##_shape, .impl = VAR##_impl, .doc = DOC, \
         .epilogue = VAR##_epi, .epilogue_check = VAR##_epi_check,            \
         .cuda_impl = VAR##_cuda, .cuda_formats = CUF,                         \
+        .formats_fn = OUTBOOL ? NULL : kiln__ops_ew16c_formats,              \
     };                                                                        \
     KILN_OP(VAR##_op)
 

@@ -3,8 +3,10 @@
  */
 #include "ops/common/ops_util.h"
 #include "core/tensor_view.h"
+#include "kiln_int.h"
 
 #include <math.h>
+#include <stdio.h>
 
 /* ---- type checks --------------------------------------------------------- */
 
@@ -788,4 +790,29 @@ void kiln__ops_zero_unused(const kiln_call *c, int from) {
     for (int k = from; k < c->nout; k++)
         if (c->out[k].data)
             memset(c->out[k].data, 0, (size_t)kiln_tensor_numel(&c->out[k]) * kiln_dtype_size(c->out[k].dtype));
+}
+
+int kiln__ops_ew16c_formats(const kiln_shape_ctx *c, kiln_combo *out, int max) {
+    static _Thread_local char types[8 * KILN_MAX_IO];
+    if (max < 2 || c->nin + c->nout > KILN_MAX_IO || !kiln__shape_ctx_cpu_blocked(c)) return 0; /* the default */
+    size_t n = 0;
+    types[0] = 0;
+    for (int p = 0; p < c->nin + c->nout; p++) {
+        const kiln_desc *d = p < c->nin ? &c->in[p] : &c->out[p - c->nin];
+        n += (size_t)snprintf(types + n, sizeof types - n, "%s%s", p ? ", " : "", kiln_dtype_name(d->dtype));
+    }
+    memset(out, 0, 2 * sizeof *out);
+    out[0].types = types;
+    const kiln_desc *y = &c->out[0];
+    int64_t C;
+    int ok = c->nout == 1 && y->dtype == KILN_DTYPE_F32 && y->ndim == 4 && kiln_expr_is_const(y->dims[1], &C) &&
+             C % 16 == 0 && C > 0;
+    for (int i = 0; i < c->nin && ok; i++) {
+        ok = !c->in[i].data && c->in[i].dtype == KILN_DTYPE_F32 && c->in[i].ndim == 4;
+        for (int d = 0; d < 4 && ok; d++) ok = c->in[i].dims[d] == y->dims[d]; /* (hash-consed) */
+    }
+    if (!ok) return 1;
+    out[1].types = "FP32";
+    out[1].layouts = "NCHW16C";
+    return 2;
 }

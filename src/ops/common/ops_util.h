@@ -252,6 +252,15 @@ void kiln__ops_epilogue_all(const kiln_call *c);
 /* The chain over elements [b, e) of a channel-major region: channel k of
  * it (numbered chan0 + k) starts at base + k * plane.  Partial planes at
  * either end are separate calls; whole planes go in one call. */
+/* formats_fn of a CPU elementwise op whose activations all have the output's
+ * dims: the default row (the shape function's types, LINEAR) and, where
+ * every input is an F32 activation (no constant) of rank 4 and a static
+ * channel count that is a multiple of 16, the same op in NCHW16C on every
+ * position: with no padding lanes the element order is the same on all
+ * sides, so the LINEAR kernel is exact.  A chain of NCHW16C convs (Conv
+ * tactic 13) goes on through a Relu or a residual Add instead of two
+ * reformats (fusion then folds them into the conv). */
+int kiln__ops_ew16c_formats(const kiln_shape_ctx *c, kiln_combo *out, int max);
 void kiln__ops_epilogue_span(const kiln_call *c, float *base, int64_t plane, int64_t b,
                              int64_t e, int64_t chan0);
 /* The sgemm `done` hook (device/cpu/sgemm.h; done_ud: a kiln__ops_epi_rows)

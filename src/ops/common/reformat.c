@@ -15,6 +15,10 @@
 
 #include <math.h>
 
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
 /* Layout view: dim 0 = N, dim 1 = C, the rest flattened to S (rank >= 3
  * for NHWC/blocked; smaller ranks are always plain row-major). */
 typedef struct rf_layout {
@@ -181,6 +185,101 @@ static void rf_range(void *ud, int64_t b, int64_t e) {
     }
 }
 
+/* 4-byte elements between LINEAR and NCHW16C/NCHW8C (the CPU's blocked
+ * convs, ops/nn/conv_pw16c.c): per (image, channel block, run of RF_RUN
+ * pixels) a plain copy whose B channel rows are read (or written) RF_RUN
+ * elements at a time, the blocked side contiguous (on AVX-512 a whole
+ * 16-channel block 16 pixels at a time as a 16 x 16 transpose of vectors);
+ * the padding lanes of a last partial block get zeros.  The element-wise
+ * path above (a division and a switch per element) ran ResNet-50's
+ * 56x56x64 activation in 0.85 ms, about 1 GB/s. */
+#define RF_RUN 64
+
+typedef struct rf_blk {
+    const uint32_t *x;
+    uint32_t *y;
+    const rf_layout *l; /* the blocked side */
+    int to_blocked;
+    int64_t runs; /* runs of RF_RUN pixels per channel block */
+} rf_blk;
+
+#if defined(__AVX512F__)
+/* r[i] lane j <- r[j] lane i (4 rounds of 16 shuffles). */
+static inline void tr16(__m512 r[16]) {
+    __m512 t[16];
+    for (int i = 0; i < 8; i++) {
+        t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+    for (int i = 0; i < 4; i++) {
+        const __m512d a = _mm512_castps_pd(t[4 * i]), b = _mm512_castps_pd(t[4 * i + 1]);
+        const __m512d c = _mm512_castps_pd(t[4 * i + 2]), d = _mm512_castps_pd(t[4 * i + 3]);
+        r[4 * i] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, c));
+        r[4 * i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, c));
+        r[4 * i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(b, d));
+        r[4 * i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(b, d));
+    }
+    for (int i = 0; i < 4; i++) {
+        t[i] = _mm512_shuffle_f32x4(r[i], r[i + 4], 0x88);
+        t[i + 4] = _mm512_shuffle_f32x4(r[i], r[i + 4], 0xdd);
+        t[i + 8] = _mm512_shuffle_f32x4(r[i + 8], r[i + 12], 0x88);
+        t[i + 12] = _mm512_shuffle_f32x4(r[i + 8], r[i + 12], 0xdd);
+    }
+    for (int i = 0; i < 8; i++) {
+        r[i] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0x88);
+        r[i + 8] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0xdd);
+    }
+}
+#endif
+
+static void rf_blocked_range(void *ud, int64_t b, int64_t e) {
+    const rf_blk *j = ud;
+    const rf_layout *l = j->l;
+    const int64_t S = l->S, B = l->B;
+    for (int64_t u = b; u < e; u++) {
+        const int64_t nb = u / j->runs, s0 = u % j->runs * RF_RUN, n = nb / l->CB, cb = nb % l->CB;
+        const int64_t s1 = s0 + RF_RUN < S ? s0 + RF_RUN : S;
+        uint32_t *blk = (j->to_blocked ? j->y : (uint32_t *)j->x) + (nb * S + s0) * B;
+        int64_t sv = s0; /* pixels before sv moved by 16 x 16 transposes */
+#if defined(__AVX512F__)
+        if (B == 16 && (cb + 1) * 16 <= l->C) /* a whole block: 16 channel rows <-> 16 pixels */
+            for (; sv + 16 <= s1; sv += 16) {
+                float *lin = (float *)(j->to_blocked ? j->x : j->y) + (n * l->C + cb * 16) * S + sv;
+                float *bl = (float *)blk + (sv - s0) * 16;
+                __m512 r[16];
+                for (int i = 0; i < 16; i++) r[i] = _mm512_loadu_ps(j->to_blocked ? lin + i * S : bl + i * 16);
+                tr16(r);
+                for (int i = 0; i < 16; i++) _mm512_storeu_ps(j->to_blocked ? bl + i * 16 : lin + i * S, r[i]);
+            }
+#endif
+        for (int64_t i = 0; i < B && sv < s1; i++) {
+            const int64_t c = cb * B + i;
+            if (c >= l->C) { /* padding lanes: zero when writing the blocked side */
+                for (int64_t s = sv; j->to_blocked && s < s1; s++) blk[(s - s0) * B + i] = 0;
+                continue;
+            }
+            const int64_t lin = (n * l->C + c) * S;
+            if (j->to_blocked)
+                for (int64_t s = sv; s < s1; s++) blk[(s - s0) * B + i] = j->x[lin + s];
+            else
+                for (int64_t s = sv; s < s1; s++) j->y[lin + s] = blk[(s - s0) * B + i];
+        }
+    }
+}
+
+/* LINEAR <-> NCHW16C/8C of one 4-byte type: 1 when done. */
+static int rf_blocked(const kiln_call *c, const rf_job *j) {
+    const int to_blocked = j->lx.fmt == KILN_FORMAT_LINEAR;
+    const rf_layout *l = to_blocked ? &j->ly : &j->lx;
+    if (j->x->dtype != j->y->dtype || kiln_dtype_size(j->x->dtype) != 4 ||
+        j->ly.fmt == j->lx.fmt || (j->lx.fmt != KILN_FORMAT_LINEAR && j->ly.fmt != KILN_FORMAT_LINEAR) ||
+        (l->fmt != KILN_FORMAT_NCHW16C && l->fmt != KILN_FORMAT_NCHW8C) || l->S < 1)
+        return 0;
+    rf_blk b = {.x = j->x->data, .y = j->y->data, .l = l, .to_blocked = to_blocked, .runs = (l->S + RF_RUN - 1) / RF_RUN};
+    kiln_exec_parallel_for(c->exec, l->N * l->CB * b.runs, 4, rf_blocked_range, &b);
+    return 1;
+}
+
 static uint64_t phys_numel(const rf_layout *l, int64_t numel) {
     if (l->fmt == KILN_FORMAT_NCHW8C || l->fmt == KILN_FORMAT_NCHW16C)
         return (uint64_t)(l->N * l->CB * l->B * l->S);
@@ -205,6 +304,7 @@ int kiln__reformat_host(const kiln_call *c) {
     }
     if (x->data == y->data)
         return kiln_set_error(KILN_EINVAL, "reformat: input and output share a buffer");
+    if (n > 0 && rf_blocked(c, &j)) return 0;
     if (!j.same_layout && (j.ly.fmt == KILN_FORMAT_NCHW8C || j.ly.fmt == KILN_FORMAT_NCHW16C))
         memset(y->data, 0, phys_numel(&j.ly, n) * kiln_dtype_size(y->dtype)); /* channel padding */
     int64_t total = j.same_layout ? (int64_t)phys_numel(&j.lx, n) : n;

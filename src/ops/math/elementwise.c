@@ -414,7 +414,9 @@ static const kiln_combo cu_eq[] = {{.types = KILN_CU_T_NUM_ALL ", " KILN_CU_T_NU
 /* Arithmetic ops also fuse as epilogues (plugin.h) when the other operand
  * is an f32 constant holding one value or one per channel: p[0] = 1 for a
  * scalar, p[1] = 1 when the activation is B (z OP x). */
-#define ARITH_OP(VAR, NAME, VER, TAB, VOP, E, CUF, DOC)                            \
+#define ARITH_OP(VAR, NAME, VER, TAB, VOP, E, CUF, DOC) ARITH_OP_F(VAR, NAME, VER, TAB, VOP, E, CUF, NULL, DOC)
+/* FMT: the CPU formats_fn (NULL: LINEAR) */
+#define ARITH_OP_F(VAR, NAME, VER, TAB, VOP, E, CUF, FMT, DOC)                     \
     static int VAR##_shape(kiln_shape_ctx *c) {                               \
         return bin_shape(c, NAME, TAB, 0, VOP, 1);                            \
     }                                                                         \
@@ -452,11 +454,11 @@ static const kiln_combo cu_eq[] = {{.types = KILN_CU_T_NUM_ALL ", " KILN_CU_T_NU
         .min_inputs = 2, .max_inputs = 2, .num_outputs = 1,                   \
         .shape = VAR##_shape, .impl = VAR##_impl, .doc = DOC,                 \
         .epilogue = VAR##_epi, .epilogue_check = VAR##_epi_check,            \
-        .cuda_impl = VAR##_cuda, .cuda_formats = CUF,                         \
+        .cuda_impl = VAR##_cuda, .cuda_formats = CUF, .formats_fn = FMT,      \
     };                                                                        \
     KILN_OP(VAR##_op)
 
-ARITH_OP(add, "Add", 7, tab_add, V_ADD, E_ADD, cu_num, "A + B (numpy broadcasting)")
+ARITH_OP_F(add, "Add", 7, tab_add, V_ADD, E_ADD, cu_num, kiln__ops_ew16c_formats, "A + B (numpy broadcasting)")
 ARITH_OP(sub, "Sub", 7, tab_sub, V_SUB, E_SUB, cu_num, "A - B (numpy broadcasting)")
 ARITH_OP(mul, "Mul", 7, tab_mul, V_MUL, E_MUL, cu_num, "A * B (numpy broadcasting)")
 ARITH_OP(div, "Div", 7, tab_div, V_DIV, E_DIV, cu_num, "A / B (integers truncate)")

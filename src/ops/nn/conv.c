@@ -70,6 +70,18 @@
  *             over threads; W prepacked in 16-channel blocks (stored in
  *             the engine file).  Offered only where it applies; never
  *             picked by auto.
+ *  13 pointwise in NCHW16C (conv_pw16c.c): a 1x1 stride-1 unpadded conv
+ *             of one group, C and M multiples of 16, a constant W (packed
+ *             at build), X, Y and a fused residual NCHW16C: its own
+ *             combination row (conv_formats_fn), on AVX-512 builds.
+ *             Relu and a residual in its store, other chains per pixel.
+ *  14 Winograd F(4x4, 3x3) in NCHW16C (conv_wino16c.c): tactic 6's
+ *             convs with C and M multiples of 16, X, Y (and a fused
+ *             residual) NCHW16C, W and B LINEAR; its own packed W (U^T as
+ *             the GEMM's B).  Any output size.  Offered only there, in a
+ *             row of its own (conv_formats_fn); never picked by auto.
+ *  15 Winograd F(2x2, 3x3) in NCHW16C: tactic 14 with 2x2 tiles (10's
+ *             against 6), offered and packed where 14 is.
  * Where several tactics run the same kernel on a conv (kernel_key), the
  * builder is offered one of them (conv_formats_fn); the others stay valid
  * in engine files.  A fused residual Add and/or Relu is applied in the
@@ -82,10 +94,13 @@
 #include "ops/common/ops_util.h"
 #include "ops/nn/conv_dwrows.h"
 #include "ops/nn/conv_fewc.h"
+#include "ops/nn/conv_pw16c.h"
+#include "ops/nn/conv_wino16c.h"
 #include "ops/nn/conv_winograd.h"
 
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #if defined(__AVX512F__)
@@ -93,10 +108,13 @@
 #endif
 
 enum { T_AUTO = 1, T_GEMM = 2, T_DIRECT = 3, T_PADGEMM = 4, T_DW = 5, T_WINO = 6, T_DWROWS = 7, T_PADPACK = 8,
-       T_PADCOMPACT = 9, T_WINO2 = 10, T_KSPLIT = 11, T_FEWC = 12 };
+       T_PADCOMPACT = 9, T_WINO2 = 10, T_KSPLIT = 11, T_FEWC = 12, T_PW16C = 13, T_WINO16C = 14,
+       T_WINO16C2 = 15 };
 
 /* The Winograd output tile size of a tactic (6: 4x4, 10: 2x2), else 0. */
 static int wino_m(int t) { return t == T_WINO ? 4 : t == T_WINO2 ? 2 : 0; }
+/* The same for the NCHW16C tactics (14: 4x4, 15: 2x2). */
+static int wino16c_m(int t) { return t == T_WINO16C ? 4 : t == T_WINO16C2 ? 2 : 0; }
 
 static const kiln_attr_def conv_attrs[] = {
     {"auto_pad", KILN_ATTR_STRING, 0, "NOTSET", 0, "NOTSET, SAME_UPPER, SAME_LOWER or VALID"},
@@ -675,6 +693,7 @@ static size_t conv_ws(const kiln_call *c) {
     padgeom pg;
     if (c->nin < 2 || c->in[0].ndim < 3 || c->in[0].ndim != c->in[1].ndim || c->tactic == T_GEMM) return 0;
     if (make_geom(c, &g)) return 0;
+    if (wino16c_m(c->tactic)) return kiln__wino_ws_bytes(wino16c_m(c->tactic), g.C, g.M, g.o[1], g.o[2]);
     /* the padded GEMM (tactic 4, or what auto/3 run, or 6 falls back to)
      * and Winograd */
     int t = pick_tactic(c->tactic, g.id[0] == 1 && g.k[0] == 1, &g);
@@ -705,6 +724,44 @@ static int conv_wino(const kiln_call *c, const geom *g, int m) {
                         .y = (float *)c->out[0].data + n * g->M * osp, .ws = c->workspace, .call = c,
                         .exec = c->exec};
         kiln__wino_run(&w);
+    }
+    return 0;
+}
+
+static int wino_applies(int nsp, int64_t G, int64_t M, const int64_t *k, const int64_t *s, const int64_t *d);
+
+/* Tactic 14 (m = 4) or 15 (m = 2) on every image (its formats and W's
+ * packing checked here: an engine names it only where conv_formats_fn
+ * offered it). */
+static int conv_wino16c(const kiln_call *c, int m) {
+    geom g;
+    int rc = make_geom(c, &g);
+    if (rc) return rc;
+    const kiln_tensor *x = &c->in[0], *y = &c->out[0];
+    const float *u = c->prepacked && c->prepacked[1] ? kiln__wino16c_packed(c->prepacked[1], m, g.M, g.C) : NULL;
+    if (x->format != KILN_FORMAT_NCHW16C || y->format != KILN_FORMAT_NCHW16C || x->dtype != KILN_DTYPE_F32 ||
+        g.C % 16 || g.M % 16 || !wino_applies(g.nsp, g.G, g.M, g.k + 1, g.s + 1, g.d + 1) || !u ||
+        !c->workspace || c->workspace_size < kiln__wino_ws_bytes(m, g.C, g.M, g.o[1], g.o[2]))
+        return kiln_set_error(KILN_EUNSUPPORTED, "Conv tactic %d: needs X and Y NCHW16C F32, C and M multiples "
+                              "of 16 (found %lld, %lld), a 3x3 stride-1 conv, its packed W and workspace",
+                              c->tactic, (long long)g.C, (long long)g.M);
+    /* a residual and/or Relu in the kernel; another chain per pixel */
+    int ri, relu = 0;
+    const int fast = c->epilogue && kiln__epi_residual_relu(c->epilogue, &ri, &relu);
+    const kiln_tensor *r = fast && ri >= 0 && ri < c->nin ? &c->in[ri] : NULL;
+    if (fast && ri >= 0 && (!r || !r->data || r->format != KILN_FORMAT_NCHW16C || r->dtype != KILN_DTYPE_F32 ||
+                            kiln_tensor_numel(r) != kiln_tensor_numel(y)))
+        return kiln_set_error(KILN_EUNSUPPORTED, "Conv tactic %d: the fused residual (input %d) is not an "
+                              "F32 NCHW16C tensor of Y's shape", c->tactic, ri);
+    const int64_t isp = g.id[1] * g.id[2], osp = g.o[1] * g.o[2];
+    for (int64_t n = 0; n < g.N; n++) {
+        kiln__wino16c p = {.w = {.m = m, .C = g.C, .M = g.M, .H = g.id[1], .W = g.id[2], .OH = g.o[1], .OW = g.o[2],
+                                 .pt = g.pb[1], .pl = g.pb[2], .x = (const float *)x->data + n * g.C * isp, .u = u,
+                                 .bias = c->nin > 2 ? c->in[2].data : NULL,
+                                 .y = (float *)y->data + n * g.M * osp, .ws = c->workspace,
+                                 .call = c->epilogue && !fast ? c : NULL, .exec = c->exec},
+                           .res = r ? (const float *)r->data + n * g.M * osp : NULL, .relu = relu};
+        kiln__wino16c_run(&p);
     }
     return 0;
 }
@@ -1098,6 +1155,23 @@ static int conv_fewc(const kiln_call *c, const geom *g) {
     return 0;
 }
 
+/* ------------------------------------------------------------ NCHW16C pointwise tactic */
+
+/* Tactic 13's static conditions (conv_pw16c.h's layouts). */
+static int pw16c_applies(const geom *g) {
+    return g->nsp == 2 && g->G == 1 && g->C % 16 == 0 && g->M % 16 == 0 && is_pointwise(g);
+}
+
+static int conv_pw16c(const kiln_call *c) {
+    geom g;
+    int rc = make_geom(c, &g);
+    if (rc) return rc;
+    if (!pw16c_applies(&g))
+        return kiln_set_error(KILN_EUNSUPPORTED, "Conv tactic 13: needs a 1x1 stride-1 unpadded conv of one group, "
+                              "C and M multiples of 16");
+    return kiln__pw16c_conv(c, g.N, g.C, g.M, g.o[1] * g.o[2]);
+}
+
 /* ------------------------------------------------------------ depthwise tactic */
 
 /* Tactic 5, for depthwise convs (one input channel per group, Cg == 1):
@@ -1440,6 +1514,7 @@ static int wino_applies(int nsp, int64_t G, int64_t M, const int64_t *k, const i
  * with up to 64 products (MobileNetV2's first conv and its 1x1 convs from
  * 16..64 channels, ResNet-50's from 64) it timed at 3-20x the GEMM. */
 static int pick_tactic(int tactic, int direct_ok, const geom *g) {
+    if (wino16c_m(tactic)) return tactic; /* its own layouts: no fallback */
     if (wino_m(tactic)) /* where conv_formats_fn did not offer it: a forced tactic */
         return wino_applies(g->nsp, g->G, g->M, g->k + 1, g->s + 1, g->d + 1) ? tactic : T_PADGEMM;
     if (tactic == T_DWROWS)
@@ -1450,6 +1525,7 @@ static int pick_tactic(int tactic, int direct_ok, const geom *g) {
     if (tactic == T_DIRECT && !direct_ok) return T_GEMM;
     if (tactic == T_KSPLIT) return is_pointwise(g) && g->G == 1 ? T_KSPLIT : T_GEMM;
     if (tactic == T_FEWC) return fewc_applies(g) ? T_FEWC : T_PADGEMM;
+    if (tactic == T_PW16C) return pw16c_applies(g) ? T_PW16C : T_GEMM; /* (LINEAR: conv_formats_fn never offers it) */
     if (tactic == T_GEMM || tactic == T_DIRECT || tactic == T_PADGEMM || tactic == T_DW || tactic == T_DWROWS ||
         tactic == T_PADPACK || tactic == T_PADCOMPACT)
         return tactic;
@@ -1510,6 +1586,24 @@ static int conv_prepack(const kiln_call *c, int input, void *dst, size_t *size) 
         *size = fb;
         return 0;
     }
+    g.C = g.Cg * g.G;
+    for (int i = 0; i < nsp; i++) g.pb[3 - nsp + i] = pads[i], g.pe[3 - nsp + i] = pads[3 + i];
+    if (t == T_PW16C && x->format == KILN_FORMAT_NCHW16C && pw16c_applies(&g)) {
+        const size_t b16 = (size_t)kiln__pw16c_packed(g.M, g.C) * sizeof(float);
+        *size = b16;
+        if (dst && want != b16)
+            return kiln_set_error(KILN_EINTERNAL, "Conv prepack: %zu bytes asked, %zu given", b16, want);
+        if (dst) kiln__pw16c_pack(w->data, g.M, g.C, dst);
+        return 0;
+    }
+    if (wino16c_m(t)) {
+        if (g.G != 1 || g.k[1] != 3 || g.k[2] != 3) return 0; /* impl reports it */
+        *size = kiln__wino16c_pack_bytes(wino16c_m(t), g.M, g.Cg);
+        if (!dst) return 0;
+        if (want != *size)
+            return kiln_set_error(KILN_EINTERNAL, "Conv prepack: %zu bytes asked, %zu given", *size, want);
+        return kiln__wino16c_pack(wino16c_m(t), w->data, g.M, g.Cg, dst);
+    }
     /* an output known too narrow for Winograd runs the padded GEMM */
     const int wm = wino_m(t);
     if (wm && c->nout > 0 && c->out[0].ndim == 4 && c->out[0].dims[3] >= 0 &&
@@ -1538,6 +1632,7 @@ static int conv_prepack(const kiln_call *c, int input, void *dst, size_t *size) 
 }
 
 static int conv_impl_f32(const kiln_call *c) {
+    if (wino16c_m(c->tactic)) return conv_wino16c(c, wino16c_m(c->tactic));
     for (int i = 0; i < c->nin && i < 3; i++)
         if (c->in[i].data && !kiln__ops_dense(&c->in[i]))
             return kiln_set_error(KILN_EUNSUPPORTED, "Conv: input %d is not dense LINEAR", i);
@@ -1561,7 +1656,10 @@ static int conv_impl_f32(const kiln_call *c) {
     return 0;
 }
 
-static int conv_impl(const kiln_call *c) { return kiln__ops_as_f32(c, conv_impl_f32); }
+static int conv_impl(const kiln_call *c) {
+    if (c->tactic == T_PW16C && c->in[0].format == KILN_FORMAT_NCHW16C) return conv_pw16c(c);
+    return kiln__ops_as_f32(c, conv_impl_f32);
+}
 
 /* ------------------------------------------------------------ ConvInteger */
 
@@ -1646,6 +1744,10 @@ static int64_t out_pixels(const kiln_desc *x, const int64_t *k, const int64_t *s
     return pix;
 }
 
+/* The NCHW16C rows (tactics 13-15) are left out of a build without
+ * KILN_BUILD_CPU_BLOCKED (a load checks every row). */
+static int no_16c(const kiln_shape_ctx *c) { return !kiln__shape_ctx_cpu_blocked(c); }
+
 /* kiln_quick_op.formats_fn: conv_formats, plus Winograd (6, 10) where it runs
  * (a constant W for its transformed packing, and wino_applies) and depthwise
  * rows (7) on depthwise convs it fits.  It reads only
@@ -1667,6 +1769,9 @@ static int conv_formats_fn(const kiln_shape_ctx *c, kiln_combo *out, int max) {
     if (wino_applies(2, G, M, k, s, d)) {
         out[0].tactics[t++] = T_WINO;
         out[0].tactics[t++] = T_WINO2;
+        if (have_cg && Cg % 16 == 0 && M % 16 == 0 && n < max && !no_16c(c)) /* the 16c row (X, W, B, Y; a residual: Y's) */
+            out[n++] = (kiln_combo){"FP32, FP32, FP32, FP32", "NCHW16C, LINEAR, LINEAR, NCHW16C",
+                                      {T_WINO16C, T_WINO16C2}};
     }
     if (have_cg && Cg == 1 && kiln__dwrows_fits(s[1], k[1])) out[0].tactics[t++] = T_DWROWS;
     if (G == 1 && k[0] * k[1] * s[0] * s[1] > 1 && s[0] <= 4 && s[1] <= 4) { /* padgemm_geom applies */
@@ -1681,6 +1786,16 @@ static int conv_formats_fn(const kiln_shape_ctx *c, kiln_combo *out, int max) {
         out[0].tactics[t++] = T_KSPLIT;
     if (have_cg && fewc_applies(&(geom){.nsp = 2, .G = G, .Cg = Cg, .k = {1, k[0], k[1]}, .d = {1, d[0], d[1]}}))
         out[0].tactics[t++] = T_FEWC;
+    if (have_cg && G == 1 && Cg % 16 == 0 && M % 16 == 0 && k[0] * k[1] * s[0] * s[1] == 1 &&
+        pb[0] + pb[1] + pe[0] + pe[1] == 0 && kiln__dwrows_fits(1, 3) && max > n) {
+        /* tactic 13's own row (its 4 slots fit 2 inputs too), NCHW16C
+         * through; an AVX-512 kernel (the portable one runs an engine that
+         * names it elsewhere); only with KILN_BUILD_CPU_BLOCKED (no_16c);
+         * tests force blocked candidates with $KILN_CPU_BLOCKED=force
+         * (builder/select.c) */
+        static const kiln_combo row = {"FP32, FP32, FP32, FP32", "NCHW16C, LINEAR, LINEAR, NCHW16C", {T_PW16C}};
+        if (!no_16c(c)) out[n++] = row;
+    }
     autopad ap;
     if (!kiln__shape_ctx_building(c) || !have_cg || G < 1 || M % G || parse_autopad(c->attrs, &ap)) return n;
     /* A strided 1x1 conv (ResNet's downsamples) is offered tactic 9 alone.

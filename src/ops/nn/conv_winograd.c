@@ -39,6 +39,7 @@
  * the (up to 8x) transform gains, well inside the conformance tolerance.
  */
 #include "ops/nn/conv_winograd.h"
+#include "ops/nn/conv_wino_math.h"
 
 #include "device/cpu/sgemm.h"
 #include "kiln_int.h"
@@ -51,11 +52,10 @@
 #endif
 
 #define WINO_MAGIC 0x4f4e4957u /* "WINO" */
-#define HEAD_FLOATS 16         /* the header keeps the operands 64-byte aligned */
-#define LANES 16               /* tiles transformed at once */
+#define LANES 16 /* tiles transformed at once */
 #define BLOCK_FLOATS (1 << 20) /* V + products of one block of tile rows */
 
-typedef float vlane __attribute__((vector_size(LANES * sizeof(float))));
+typedef kiln__wvec vlane; /* LANES floats */
 
 /* ------------------------------------------------------------ weights */
 
@@ -64,10 +64,10 @@ typedef float vlane __attribute__((vector_size(LANES * sizeof(float))));
 #define NX(m) (SIDE(m) * SIDE(m))
 
 size_t kiln__wino_pack_bytes(int m, int64_t M, int64_t C) {
-    return (HEAD_FLOATS + (size_t)NX(m) * kiln__sgemm_pack_a_floats(M, C)) * sizeof(float);
+    return (KILN__WINO_HEAD_FLOATS + (size_t)NX(m) * kiln__sgemm_pack_a_floats(M, C)) * sizeof(float);
 }
 
-int kiln__wino_pack(int m, const float *w, int64_t M, int64_t C, void *dst) {
+float *kiln__wino_transform_w(int m, const float *w, int64_t M, int64_t C) {
     static const double G4[6][3] = {{0.25, 0, 0},
                                     {-1.0 / 6, -1.0 / 6, -1.0 / 6},
                                     {-1.0 / 6, 1.0 / 6, -1.0 / 6},
@@ -78,7 +78,10 @@ int kiln__wino_pack(int m, const float *w, int64_t M, int64_t C, void *dst) {
     const double (*G)[3] = m == 4 ? G4 : G2;
     const int a = SIDE(m), nx = NX(m);
     float *u = kiln__malloc((size_t)(nx * M * C) * sizeof(float));
-    if (!u) return kiln_set_error(KILN_ENOMEM, "Conv (Winograd): out of memory transforming W");
+    if (!u) {
+        kiln_set_error(KILN_ENOMEM, "Conv (Winograd): out of memory transforming W");
+        return NULL;
+    }
     for (int64_t o = 0; o < M; o++)
         for (int64_t c = 0; c < C; c++) {
             const float *g = w + (o * C + c) * 9;
@@ -91,12 +94,19 @@ int kiln__wino_pack(int m, const float *w, int64_t M, int64_t C, void *dst) {
                     u[((i * a + k) * M + o) * C + c] =
                         (float)(t[i][0] * G[k][0] + t[i][1] * G[k][1] + t[i][2] * G[k][2]);
         }
-    uint32_t head[HEAD_FLOATS] = {WINO_MAGIC, (uint32_t)M, (uint32_t)C, (uint32_t)nx};
+    return u;
+}
+
+int kiln__wino_pack(int m, const float *w, int64_t M, int64_t C, void *dst) {
+    const int nx = NX(m);
+    float *u = kiln__wino_transform_w(m, w, M, C);
+    if (!u) return KILN_ENOMEM;
+    uint32_t head[KILN__WINO_HEAD_FLOATS] = {WINO_MAGIC, (uint32_t)M, (uint32_t)C, (uint32_t)nx};
     memcpy(dst, head, sizeof head);
     size_t per = kiln__sgemm_pack_a_floats(M, C);
     for (int xi = 0; xi < nx; xi++) {
         kiln__gemm gm = {.M = M, .K = C, .a = u + (size_t)xi * M * C, .a_rs = C, .a_cs = 1, .alpha = 1.0f};
-        kiln__sgemm_pack_a(&gm, (float *)dst + HEAD_FLOATS + xi * per);
+        kiln__sgemm_pack_a(&gm, (float *)dst + KILN__WINO_HEAD_FLOATS + xi * per);
     }
     kiln__free(u);
     return 0;
@@ -109,17 +119,13 @@ const float *kiln__wino_packed(const void *prepacked, int m, int64_t M, int64_t 
     if (head[0] != WINO_MAGIC || head[1] != (uint32_t)M || head[2] != (uint32_t)C ||
         (m ? head[3] != (uint32_t)NX(m) : head[3] != NX(2) && head[3] != NX(4)))
         return NULL;
-    return (const float *)prepacked + HEAD_FLOATS;
+    return (const float *)prepacked + KILN__WINO_HEAD_FLOATS;
 }
 
 /* ------------------------------------------------------------ geometry */
 
-typedef struct blockgeom {
-    int64_t TH, TW, rows, ld; /* tile rows and columns; tile rows per block; V/product row stride */
-} blockgeom;
-
-static blockgeom block_geom(int m, int64_t C, int64_t M, int64_t OH, int64_t OW) {
-    blockgeom b;
+kiln__wino_blocks kiln__wino_block_geom(int m, int64_t C, int64_t M, int64_t OH, int64_t OW) {
+    kiln__wino_blocks b;
     b.TH = (OH + m - 1) / m;
     b.TW = (OW + m - 1) / m;
     b.rows = BLOCK_FLOATS / (NX(m) * (C + M) * b.TW);
@@ -135,7 +141,7 @@ int kiln__wino_fits(int m, int64_t M, int64_t OW) {
 }
 
 size_t kiln__wino_ws_bytes(int m, int64_t C, int64_t M, int64_t OH, int64_t OW) {
-    blockgeom b = block_geom(m, C, M, OH, OW);
+    kiln__wino_blocks b = kiln__wino_block_geom(m, C, M, OH, OW);
     return (size_t)(NX(m) * (C + M) * b.ld) * sizeof(float) + 64;
 }
 
@@ -143,49 +149,13 @@ size_t kiln__wino_ws_bytes(int m, int64_t C, int64_t M, int64_t OH, int64_t OW) 
 
 typedef struct job {
     const kiln__wino *w;
-    blockgeom b;
+    kiln__wino_blocks b;
     int64_t ty0, ty1, ntiles; /* the block's tile rows, its tiles */
     float *v, *p;             /* NX x C x ld, NX x M x ld */
     _Atomic int64_t next;     /* the next GEMM to claim */
     /* the first lane group's tile corners (lanes_of), written once per block */
     int32_t row0[LANES] __attribute__((aligned(64))), col0[LANES] __attribute__((aligned(64)));
 } job;
-
-/* B^T applied to six values (a row or a column of a tile). */
-#define BT6(d0, d1, d2, d3, d4, d5, o0, o1, o2, o3, o4, o5) \
-    do {                                                    \
-        o0 = 4 * (d0) - 5 * (d2) + (d4);                    \
-        o1 = -4 * ((d1) + (d2)) + (d3) + (d4);              \
-        o2 = 4 * ((d1) - (d2)) - (d3) + (d4);               \
-        o3 = 2 * ((d3) - (d1)) - (d2) + (d4);               \
-        o4 = 2 * ((d1) - (d3)) - (d2) + (d4);               \
-        o5 = 4 * (d1) - 5 * (d3) + (d5);                    \
-    } while (0)
-
-/* B^T of F(2x2) applied to four values. */
-#define BT4(d0, d1, d2, d3, o0, o1, o2, o3) \
-    do {                                    \
-        o0 = (d0) - (d2);                   \
-        o1 = (d1) + (d2);                   \
-        o2 = (d2) - (d1);                   \
-        o3 = (d1) - (d3);                   \
-    } while (0)
-
-/* A^T of F(2x2) applied to four values. */
-#define AT4(m0, m1, m2, m3, o0, o1) \
-    do {                            \
-        o0 = (m0) + (m1) + (m2);    \
-        o1 = (m1) - (m2) - (m3);    \
-    } while (0)
-
-/* A^T applied to six values. */
-#define AT6(m0, m1, m2, m3, m4, m5, o0, o1, o2, o3)        \
-    do {                                                   \
-        o0 = (m0) + ((m1) + (m2)) + ((m3) + (m4));         \
-        o1 = ((m1) - (m2)) + 2 * ((m3) - (m4));            \
-        o2 = ((m1) + (m2)) + 4 * ((m3) + (m4));            \
-        o3 = ((m1) - (m2)) + 8 * ((m3) - (m4)) + (m5);     \
-    } while (0)
 
 /* Tile t of the block (row-major over its tile rows): the top-left input
  * (and output, without the pads) element of its tile. */
@@ -238,7 +208,7 @@ static void lanes_of(const job *j, int64_t t0, lanes *ln) {
 
 /* The kernels below take the tile size as a constant argument (always
  * inlined into one copy per size): a = m + 2 input points a side. */
-#define INLINE static inline __attribute__((always_inline))
+#define INLINE KILN__WINO_INLINE
 
 #if defined(__AVX512F__)
 
@@ -313,24 +283,6 @@ static void load_n(vlane *v, const float *p, int n) {
 }
 #endif
 
-/* B^T applied to the a values x[0], x[s], ... into y[0], y[s], ... */
-INLINE void bt(const int a, const vlane *x, int s, vlane *y) {
-    if (a == 6)
-        BT6(x[0], x[s], x[2 * s], x[3 * s], x[4 * s], x[5 * s], y[0], y[s], y[2 * s], y[3 * s], y[4 * s],
-            y[5 * s]);
-    else
-        BT4(x[0], x[s], x[2 * s], x[3 * s], y[0], y[s], y[2 * s], y[3 * s]);
-}
-
-/* A^T applied to the a values x[0], x[s], ... into the m values y[0],
- * y[ys], ... */
-INLINE void at(const int a, const vlane *x, int s, vlane *y, int ys) {
-    if (a == 6)
-        AT6(x[0], x[s], x[2 * s], x[3 * s], x[4 * s], x[5 * s], y[0], y[ys], y[2 * ys], y[3 * ys]);
-    else
-        AT4(x[0], x[s], x[2 * s], x[3 * s], y[0], y[ys]);
-}
-
 INLINE void input_tiles(const int m, const job *j, int64_t c0, int64_t c1) {
     const int a = SIDE(m);
     const kiln__wino *w = j->w;
@@ -339,15 +291,12 @@ INLINE void input_tiles(const int m, const job *j, int64_t c0, int64_t c1) {
         const float *xc = w->x + c * w->H * w->W;
         lanes ln;
         for (int64_t t0 = 0; t0 < j->ntiles; t0 += LANES) {
-            vlane d[36], t[36], o[6];
+            vlane d[36], v[36];
             lanes_of(j, t0, &ln);
             gather(a, w, xc, &ln, d);
-            for (int k = 0; k < a; k++) bt(a, d + k, a, t + k); /* columns: B^T d */
-            for (int i = 0; i < a; i++) {                        /* rows: (B^T d) B; t0 + LANES <= ld */
-                bt(a, t + i * a, 1, o);
-                for (int k = 0; k < a; k++)
-                    memcpy(j->v + ((int64_t)(i * a + k) * C + c) * ld + t0, &o[k], sizeof o[k]);
-            }
+            kiln__wino_in_tile(a, d, v);
+            for (int xi = 0; xi < a * a; xi++) /* t0 + LANES <= ld */
+                memcpy(j->v + ((int64_t)xi * C + c) * ld + t0, &v[xi], sizeof v[xi]);
         }
     }
 }
@@ -361,10 +310,9 @@ INLINE void output_tiles(const int m, const job *j, int64_t m0, int64_t m1) {
         lanes ln;
         for (int64_t t0 = 0; t0 < j->ntiles; t0 += LANES) {
             lanes_of(j, t0, &ln);
-            vlane p[36], t[24], o[16];
+            vlane p[36], o[16];
             for (int xi = 0; xi < a * a; xi++) load_n(&p[xi], j->p + ((int64_t)xi * M + oc) * ld + t0, ln.n);
-            for (int k = 0; k < a; k++) at(a, p + k, a, t + k, a); /* columns: A^T p */
-            for (int r = 0; r < m; r++) at(a, t + r * a, 1, o + r * m, 1); /* rows: (A^T p) A */
+            kiln__wino_out_tile(m, p, o);
             scatter(m, w, ym, &ln, o, w->bias ? w->bias[oc] : 0.0f);
         }
         int64_t r0 = j->ty0 * m, r1 = j->ty1 * m < OH ? j->ty1 * m : OH;
@@ -404,7 +352,7 @@ static void gemm_task(void *ud, int ith, int nth) {
 
 void kiln__wino_run(const kiln__wino *w) {
     const int nx = NX(w->m);
-    job j = {.w = w, .b = block_geom(w->m, w->C, w->M, w->OH, w->OW)};
+    job j = {.w = w, .b = kiln__wino_block_geom(w->m, w->C, w->M, w->OH, w->OW)};
     j.v = w->ws;
     j.p = w->ws + nx * w->C * j.b.ld;
     int threads = kiln_exec_threads(w->exec);

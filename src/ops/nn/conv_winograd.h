@@ -18,6 +18,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* Floats of a packed form's header (it keeps the operands 64-byte aligned). */
+#define KILN__WINO_HEAD_FLOATS 16
+
+/* W (M x C x 3 x 3, dense) transformed for tile size m: U_xi = G g G^T as
+ * an NX x M x C array (kiln__malloc'd, the caller frees it), or NULL with
+ * the error set (out of memory).  Both packed forms (this file's and
+ * conv_wino16c.h's) pack it. */
+float *kiln__wino_transform_w(int m, const float *w, int64_t M, int64_t C);
+
 /* Bytes of the packed transformed weights of an M x C x 3 x 3 W for tile
  * size m (a 64-byte header naming the layout, then NX packed SGEMM A
  * operands). */
@@ -41,6 +50,15 @@ typedef struct kiln__wino {
     const kiln_call *call;              /* fused epilogue (channel = output row) */
     kiln_exec *exec;
 } kiln__wino;
+
+/* An image is done in blocks of whole tile rows: TH x TW tiles, `rows`
+ * tile rows a block (its V and products stay within a few MB), and ld the
+ * stride, in tiles, of one of the NX points' V or products (a block's
+ * tiles rounded up to 16). */
+typedef struct kiln__wino_blocks {
+    int64_t TH, TW, rows, ld;
+} kiln__wino_blocks;
+kiln__wino_blocks kiln__wino_block_geom(int m, int64_t C, int64_t M, int64_t OH, int64_t OW);
 
 /* 1 if tile size m can run this output size (at least two tiles a row). */
 int kiln__wino_fits(int m, int64_t M, int64_t OW);

@@ -1,0 +1,64 @@
+/*
+ * region.h — chain-aware layout selection: which connected regions of
+ * layers switch from the layout the greedy pass gave them to another one.
+ *
+ * select.c picks each layer's candidate greedily in topological order: its
+ * cost is its kernel time plus the reformats of its *inputs*.  A chain of
+ * layers that is faster in NCHW16C is then never entered: its first layer
+ * pays the reformat in and gets nothing back, and nobody counts the
+ * reformat the consumers of a LINEAR layer would pay.  After the greedy
+ * pass, select.c describes the network as a cost graph and region.c
+ * chooses a layout per layer over the whole graph:
+ *
+ *   node  a layer; ms[f] its best time with every activation in layout f
+ *         (KILN__RG_KEEP: its greedy candidate, whose layouts are mixed);
+ *         < 0 where it has no such candidate;
+ *   edge  a tensor from producer to consumer (one edge per consumer: each
+ *         pays its own reformat); rf[a][b] the reformat time when the
+ *         producer runs in label a and the consumer in label b.  An end
+ *         of -1 is outside the graph (a network input or output): LINEAR.
+ *
+ * The choice minimises the sum of node times and edge reformats.  It is
+ * made by alpha-expansion: for each layout F, the layers that offer F
+ * either keep their label or take F, the best such split being a minimum
+ * s-t cut (exact for two labels when a reformat a -> b costs no more than
+ * a -> F -> b).  Each connected set of switched layers (a region) is then
+ * kept only when its cost, with the reformats at its border, times margin
+ * is below its cost before: a region that wins by timing noise is not
+ * entered.  Pure: no timing, no builder; tests/test_region.c drives it with
+ * synthetic costs.
+ */
+#ifndef KILN_REGION_H
+#define KILN_REGION_H
+
+#include "kiln/kiln.h"
+
+#define KILN__RG_KEEP KILN_FORMAT_COUNT_   /* the greedy candidate with mixed layouts */
+#define KILN__RG_LABELS (KILN_FORMAT_COUNT_ + 1)
+
+typedef struct kiln__rg_node {
+    double ms[KILN__RG_LABELS]; /* time per label, < 0: not offered */
+    int label;                  /* in: the greedy choice (offered); out: the chosen one */
+} kiln__rg_node;
+
+typedef struct kiln__rg_edge {
+    int from, to;                               /* node indices, -1: outside (LINEAR) */
+    double rf[KILN__RG_LABELS][KILN__RG_LABELS]; /* [from's label][to's label] */
+} kiln__rg_edge;
+
+/* One region switched: its layout, node count, first node, and its cost
+ * (nodes + the edges touching it) before and after. */
+typedef struct kiln__rg_region {
+    int label, nnodes, first;
+    double before, after;
+} kiln__rg_region;
+
+/* Choose the labels of nodes[0..nn) (see the top).  Switched regions are
+ * written to reg (up to maxreg; *nreg = how many were switched, which may
+ * exceed maxreg).  Each node's `label` ends at its chosen label; `region`
+ * (may be NULL, nn ints) gets the index of the node's last region or -1.
+ * Returns 0 or KILN_ENOMEM. */
+int kiln__rg_solve(kiln__rg_node *nodes, int nn, const kiln__rg_edge *edges, int ne, double margin,
+                   kiln__rg_region *reg, int maxreg, int *nreg, int *region);
+
+#endif

@@ -1,0 +1,212 @@
+/*
+ * conv_pw16c.c — 1x1 convs in NCHW16C (conv_pw16c.h says why).
+ *
+ * A unit is a tile of up to PT pixels x one block of 32 output channels
+ * (16 for M's last block when M % 32 == 16): 2 x PT accumulators, each
+ * input channel one broadcast per pixel from X's 16-channel line and two
+ * weight vectors, 2 x PT FMAs.  The sum over C runs whole in registers
+ * (no split of C: the bits do not depend on the threads), then bias,
+ * residual and Relu are applied before the one store of each pixel.
+ */
+#include "ops/nn/conv_pw16c.h"
+
+#include "kiln_int.h"
+#include "ops/common/ops_util.h"
+
+#include <string.h>
+
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
+/* Pixels per tile: 2 x 12 accumulators + 2 weight vectors + a broadcast
+ * fit AVX-512's 32 registers (session 9's harness measured this tile). */
+#define PT 12
+#define OB 32 /* output channels per block */
+#ifndef PF_W
+#define PF_W 2048
+#endif
+
+int64_t kiln__pw16c_packed(int64_t M, int64_t C) { return M * C; }
+
+void kiln__pw16c_pack(const float *w, int64_t M, int64_t C, float *dst) {
+    for (int64_t m0 = 0; m0 < M; m0 += OB) {
+        const int64_t wb = M - m0 < OB ? M - m0 : OB;
+        float *d = dst + m0 * C;
+        for (int64_t c = 0; c < C; c++)
+            for (int64_t j = 0; j < wb; j++) d[c * wb + j] = w[(m0 + j) * C + c];
+    }
+}
+
+static int64_t tiles(const kiln__pw16c *p) { return (p->P + PT - 1) / PT; }
+static int64_t oblocks(const kiln__pw16c *p) { return (p->M + OB - 1) / OB; }
+
+int64_t kiln__pw16c_units(const kiln__pw16c *p) { return tiles(p) * oblocks(p); }
+
+void kiln__pw16c_unit(const kiln__pw16c *p, int64_t u, int64_t *p0, int64_t *p1, int64_t *m0, int64_t *m1) {
+    const int64_t nt = tiles(p), nb = oblocks(p);
+    const int64_t t = p->wmajor ? u % nt : u / nb, b = p->wmajor ? u / nt : u % nb;
+    *p0 = t * p->P / nt; /* balanced: 49 pixels are 10 + 10 + 10 + 10 + 9, not 4 x 12 + 1 */
+    *p1 = (t + 1) * p->P / nt;
+    *m0 = b * OB;
+    *m1 = *m0 + OB < p->M ? *m0 + OB : p->M;
+}
+
+#if defined(__AVX512F__)
+/* Column j of the accumulators (channels m0..m0+15 of np pixels from p0):
+ * residual, Relu, store (j a constant: no accumulator goes to memory). */
+static inline __attribute__((always_inline)) void store(const kiln__pw16c *p, int64_t p0, int np, int64_t m0,
+                                                        __m512 acc[][2], int j) {
+    const int64_t off = (m0 / 16 * p->P + p0) * 16;
+    float *y = p->y + off;
+    const float *r = p->res ? p->res + off : NULL;
+#pragma GCC unroll 12
+    for (int i = 0; i < np; i++) {
+        __m512 v = acc[i][j];
+        if (r) v = _mm512_add_ps(v, _mm512_loadu_ps(r + i * 16));
+        if (p->relu) v = _mm512_max_ps(_mm512_setzero_ps(), v); /* NaN stays (maxps: 2nd operand) */
+        _mm512_storeu_ps(y + i * 16, v);
+    }
+}
+
+/* np pixels from p0 x nv vectors of 16 output channels from m0 (both
+ * constants where it is inlined: the accumulators stay in registers). */
+static inline __attribute__((always_inline)) void tile(const kiln__pw16c *p, int64_t p0, int np, int64_t m0,
+                                                       int nv) {
+    const int64_t P = p->P, CB = p->C / 16, ws = 16 * nv;
+    const float *wb = p->wp + m0 * p->C;
+    __m512 acc[PT][2];
+    __m512 b0 = p->bias ? _mm512_loadu_ps(p->bias + m0) : _mm512_setzero_ps();
+    __m512 b1 = nv == 2 && p->bias ? _mm512_loadu_ps(p->bias + m0 + 16) : _mm512_setzero_ps();
+#pragma GCC unroll 12
+    for (int i = 0; i < np; i++) acc[i][0] = b0, acc[i][1] = b1;
+    for (int64_t cb = 0; cb < CB; cb++) {
+        const float *xb = p->x + (cb * P + p0) * 16, *wc = wb + cb * 16 * ws;
+        for (int ci = 0; ci < 16; ci++) { /* W streams: to L1 2 KB ahead, to L2 16 KB ahead */
+            _mm_prefetch((const char *)(wc + ci * ws) + PF_W, _MM_HINT_T0);
+            if (nv == 2) _mm_prefetch((const char *)(wc + ci * ws) + PF_W + 64, _MM_HINT_T0);
+            _mm_prefetch((const char *)(wc + ci * ws) + 8 * PF_W, _MM_HINT_T1);
+            if (nv == 2) _mm_prefetch((const char *)(wc + ci * ws) + 8 * PF_W + 64, _MM_HINT_T1);
+            const __m512 w0 = _mm512_loadu_ps(wc + ci * ws);
+            const __m512 w1 = nv == 2 ? _mm512_loadu_ps(wc + ci * ws + 16) : _mm512_setzero_ps();
+#pragma GCC unroll 12
+            for (int i = 0; i < np; i++) {
+                const __m512 a = _mm512_set1_ps(xb[i * 16 + ci]);
+                acc[i][0] = _mm512_fmadd_ps(a, w0, acc[i][0]);
+                if (nv == 2) acc[i][1] = _mm512_fmadd_ps(a, w1, acc[i][1]);
+            }
+        }
+    }
+    store(p, p0, np, m0, acc, 0);
+    if (nv == 2) store(p, p0, np, m0 + 16, acc, 1);
+}
+
+#define TILE_CASE(n)                                                                                                   \
+    case n:                                                                                                            \
+        if (nv == 2)                                                                                                   \
+            tile(p, p0, n, m0, 2);                                                                                     \
+        else                                                                                                           \
+            tile(p, p0, n, m0, 1);                                                                                     \
+        break;
+
+static void unit(const kiln__pw16c *p, int64_t p0, int np, int64_t m0, int nv) {
+    switch (np) {
+        TILE_CASE(12) TILE_CASE(11) TILE_CASE(10) TILE_CASE(9) TILE_CASE(8) TILE_CASE(7)
+        TILE_CASE(6) TILE_CASE(5) TILE_CASE(4) TILE_CASE(3) TILE_CASE(2) TILE_CASE(1)
+    default: break;
+    }
+}
+#else
+/* Portable: the same sums in the same order per output (C ascending from
+ * the bias), one output channel at a time. */
+static void unit(const kiln__pw16c *p, int64_t p0, int np, int64_t m0, int nv) {
+    const int64_t P = p->P, CB = p->C / 16, ws = 16 * nv;
+    const float *wb = p->wp + m0 * p->C;
+    for (int i = 0; i < np; i++)
+        for (int j = 0; j < ws; j++) {
+            float s = p->bias ? p->bias[m0 + j] : 0.0f;
+            for (int64_t c = 0; c < p->C; c++) s += p->x[((c / 16) * P + p0 + i) * 16 + c % 16] * wb[c * ws + j];
+            const int64_t off = (((m0 + j) / 16) * P + p0 + i) * 16 + j % 16;
+            if (p->res) s += p->res[off];
+            if (p->relu && s < 0.0f) s = 0.0f;
+            p->y[off] = s;
+        }
+    (void)CB;
+}
+#endif
+
+void kiln__pw16c_run(const kiln__pw16c *p, int64_t u0, int64_t u1) {
+    for (int64_t u = u0; u < u1; u++) {
+        int64_t p0, p1, m0, m1;
+        kiln__pw16c_unit(p, u, &p0, &p1, &m0, &m1);
+        unit(p, p0, (int)(p1 - p0), m0, (int)((m1 - m0) / 16));
+    }
+}
+
+/* ------------------------------------------------------------ Conv tactic 13 */
+
+typedef struct pw16c_job {
+    const kiln_call *c;
+    kiln__pw16c p;         /* image 0's pointers */
+    int64_t units, xs, ys; /* units and floats per image */
+    int fused;             /* the chain (if any) is in the kernel's store */
+} pw16c_job;
+
+/* Work units [b, e) over the images. */
+static void pw16c_range(void *ud, int64_t b, int64_t e) {
+    const pw16c_job *f = ud;
+    while (b < e) {
+        const int64_t n = b / f->units, u0 = b % f->units, u1 = e - n * f->units < f->units ? e - n * f->units : f->units;
+        kiln__pw16c p = f->p;
+        p.x += n * f->xs;
+        p.y += n * f->ys;
+        if (p.res) p.res += n * f->ys;
+        kiln__pw16c_run(&p, u0, u1);
+        for (int64_t u = u0; u < u1 && !f->fused; u++) { /* a chain of 16 channels per pixel */
+            int64_t p0, p1, m0, m1;
+            kiln__pw16c_unit(&p, u, &p0, &p1, &m0, &m1);
+            for (int64_t m = m0; m < m1; m += 16)
+                for (int64_t q = p0; q < p1; q++) kiln_call_epilogue(f->c, 0, p.y + (m * p.P + q * 16), 16, m, 1);
+        }
+        b = (n + 1) * f->units < e ? (n + 1) * f->units : e;
+    }
+}
+
+/* Unit order: pixel tiles outer keeps W in L2 and re-reads it per tile;
+ * output blocks outer re-reads X once per 32 channels instead.  W is
+ * re-read from L2 while it fits half of it (ResNet-50's layer1-3 1x1
+ * convs: 16-1024 KB), else the order that moves fewer bytes.  With
+ * several threads (each takes a contiguous run of units) output blocks go
+ * outer where W outweighs X (M > P), so that each thread reads its share
+ * of W, not all of it (as session 13's SGEMM row split): ResNet-50's
+ * layer3 1x1 convs in the network at 2 threads, -0.32..-0.61 ms over the
+ * 12 of them in 6 paired runs (bench/README.md). */
+static int wmajor(int64_t C, int64_t M, int64_t P, int threads) {
+    const int64_t wbytes = M * C * 4, xbytes = P * C * 4;
+    if (threads > 1 && M > P) return 1;
+    return wbytes > (1 << 20) && (M + 31) / 32 * xbytes < (P + PT - 1) / PT * wbytes;
+}
+
+int kiln__pw16c_conv(const kiln_call *c, int64_t N, int64_t C, int64_t M, int64_t P) {
+    const kiln_tensor *x = &c->in[0], *y = &c->out[0];
+    if (x->dtype != KILN_DTYPE_F32 || y->dtype != KILN_DTYPE_F32 || y->format != KILN_FORMAT_NCHW16C ||
+        !c->prepacked || !c->prepacked[1] || (c->nin > 2 && c->in[2].data && !kiln__ops_dense(&c->in[2])))
+        return kiln_set_error(KILN_EUNSUPPORTED, "Conv tactic 13: needs F32 NCHW16C X and Y, W packed at build");
+    if (N * M * P == 0) return 0;
+    pw16c_job f = {.c = c, .xs = C * P, .ys = M * P};
+    f.p = (kiln__pw16c){.C = C, .M = M, .P = P, .x = x->data, .wp = c->prepacked[1], .y = y->data,
+                        .bias = c->nin > 2 && c->in[2].data ? c->in[2].data : NULL, .wmajor = wmajor(C, M, P, c->exec ? kiln_exec_threads(c->exec) : 1)};
+    int ri = -1;
+    f.fused = !c->epilogue || kiln__epi_residual_relu(c->epilogue, &ri, &f.p.relu);
+    if (f.fused && ri >= 0) { /* a residual of Y's layout and size */
+        const kiln_tensor *r = ri < c->nin ? &c->in[ri] : NULL;
+        if (r && r->data && r->dtype == KILN_DTYPE_F32 && r->format == KILN_FORMAT_NCHW16C &&
+            kiln_tensor_numel(r) == kiln_tensor_numel(y))
+            f.p.res = r->data;
+        else
+            f.fused = f.p.relu = 0;
+    }
+    f.units = kiln__pw16c_units(&f.p);
+    kiln_exec_parallel_for(c->exec, N * f.units, 1, pw16c_range, &f);
+    return 0;
+}

@@ -1,0 +1,59 @@
+/*
+ * conv_pw16c.h — a 1x1, stride-1, unpadded conv of one group whose input
+ * and output (and a fused residual) are NCHW16C: Conv tactic 13
+ * (ops/nn/conv.c).
+ *
+ * Why: in NCHW a 1x1 conv is a GEMM whose B operand (X, C x pixels) the
+ * SGEMM packs or reads with a stride of a whole plane per channel.  In
+ * NCHW16C the 16 channels of a pixel are one 64-byte line, so a tile of
+ * pixels x 16 input channels is a few contiguous lines that each feed
+ * every output channel's FMAs by broadcast, and the outputs (and the
+ * residual) are whole 64-byte pixels: no packing of X, no strided stores.
+ * Session 9 measured -15..-25% against the NCHW GEMM on ResNet-50's
+ * 56x56 and 28x28 1x1 convs with this kernel's tiles (bench/README.md).
+ *
+ * Layouts: X C/16 x P x 16 per image (P pixels), Y and the residual
+ * M/16 x P x 16; C and M multiples of 16.  The weights are packed once
+ * (kiln__pw16c_pack): blocks of 32 output channels (the last one 16 when
+ * M % 32 == 16), each C x 32 (or C x 16) floats, row c the block's
+ * weights for input channel c.
+ */
+#ifndef KILN_OPS_NN_CONV_PW16C_H
+#define KILN_OPS_NN_CONV_PW16C_H
+
+#include "kiln/plugin.h"
+
+#include <stdint.h>
+
+typedef struct kiln__pw16c {
+    int64_t C, M, P;   /* input channels, output channels (multiples of 16), pixels of one image */
+    const float *x;    /* one image: C/16 x P x 16 */
+    const float *wp;   /* kiln__pw16c_pack's layout */
+    const float *bias; /* M, or NULL */
+    const float *res;  /* one image: M/16 x P x 16 added before the Relu, or NULL */
+    float *y;          /* one image: M/16 x P x 16 */
+    int relu;          /* 1: max(0, .) on store */
+    int wmajor;        /* unit order: 1 output blocks outer (W reused across pixel tiles), 0 pixel tiles outer */
+} kiln__pw16c;
+
+/* Floats of W (M x C) packed, and the packing. */
+int64_t kiln__pw16c_packed(int64_t M, int64_t C);
+void kiln__pw16c_pack(const float *w, int64_t M, int64_t C, float *dst);
+
+/* Work units of one image: (tile of pixels, block of 32 output channels);
+ * each writes its outputs once, whatever the split, so every thread count
+ * gives the same bits. */
+int64_t kiln__pw16c_units(const kiln__pw16c *p);
+/* Unit u's pixels [*p0, *p1) and output channels [*m0, *m1). */
+void kiln__pw16c_unit(const kiln__pw16c *p, int64_t u, int64_t *p0, int64_t *p1, int64_t *m0, int64_t *m1);
+/* Units [u0, u1): bias, sum over C, residual, Relu, one store. */
+void kiln__pw16c_run(const kiln__pw16c *p, int64_t u0, int64_t u1);
+
+/* Conv tactic 13 on call c (ops/nn/conv.c checked the geometry: N images
+ * of C -> M channels over P pixels): X, Y and a residual NCHW16C, W as
+ * c->prepacked[1] in kiln__pw16c_pack's layout; the fused chain in the
+ * store when it is a residual and/or Relu, else per pixel.  0 or a
+ * KILN_E* code. */
+int kiln__pw16c_conv(const kiln_call *c, int64_t N, int64_t C, int64_t M, int64_t P);
+
+#endif /* KILN_OPS_NN_CONV_PW16C_H */
