@@ -233,6 +233,10 @@ int kiln__b_cuda_aot_wanted(const builder *b, const bl *L);
  * When not, *why says why (NULL: the op has no CUDA implementation). */
 int kiln__b_cuda_covers(const bl *L, const char **why);
 /* builder.c: one pass over the network into *out (rf: refine.c's, or NULL) */
+/* $KILN_CPU_BLOCKED=force (tests, as KILN_CUDA_NHWC=force; select.c): the
+ * built-in CPU ops offer their blocked rows and a CPU layer with a blocked
+ * candidate takes one; the region pass then leaves the choice alone. */
+int kiln__b_blocked_force(void);
 int kiln__b_build_pass(const kiln_network *net, const kiln_build_config *cfg, kiln__tcache *tc, int first,
                        int nhwc, b_refine *rf, kiln_build_stats *st, kiln_engine **out);
 /* refine.c: after the first pass, the close choices of rf timed in the

@@ -137,9 +137,7 @@ static int blocked_io(const kiln_io_format *io) {
     return 0;
 }
 
-/* $KILN_CPU_BLOCKED=force (tests, as KILN_CUDA_NHWC=force): a CPU layer
- * with a blocked candidate takes one (entering and leaving chains). */
-static int blocked_force(void) {
+int kiln__b_blocked_force(void) {
     const char *e = getenv("KILN_CPU_BLOCKED");
     return e && !strcmp(e, "force");
 }
@@ -1415,8 +1413,7 @@ static int select_regions(builder *b, region_in *ri) {
     if (env && !strcmp(env, "off")) return 0;
     /* a build that forces blocked CPU candidates (the 16c tests' switches)
      * keeps them: the pass would switch a slower forced layer back */
-    env = getenv("KILN_CPU_BLOCKED");
-    if (env && !strcmp(env, "force")) return 0;
+    if (kiln__b_blocked_force()) return 0;
     int nsw = 0;
     for (int li = 0; li < b->nl; li++) nsw += !b->l[li].dead && switchable(ri, li);
     if (!nsw) return 0;
@@ -1655,7 +1652,7 @@ int kiln__b_select(builder *b) {
             int any_nhwc = 0; /* KILN_CUDA_NHWC=force: only where an NHWC candidate exists */
             for (int k = 0; k < cl.n && b->nhwc == NHWC_FORCE; k++) any_nhwc |= has_nhwc(&cl.c[k].io);
             int any_blocked = 0; /* KILN_CPU_BLOCKED=force: likewise for blocked CPU candidates */
-            for (int k = 0; k < cl.n && blocked_force(); k++) any_blocked |= blocked_io(&cl.c[k].io);
+            for (int k = 0; k < cl.n && kiln__b_blocked_force(); k++) any_blocked |= blocked_io(&cl.c[k].io);
             double fastest = 0; /* the fastest kernel so far: slower ones are cut short */
             memset(ct, 0, (size_t)cl.n * sizeof ct[0]);
             for (int k = 0; k < cl.n && !rc; k++) {
@@ -1685,18 +1682,6 @@ int kiln__b_select(builder *b) {
                     kiln_io_format *io = &cl.c[k].io;
                     if (t->is_output && (io->dtype[L->nin + o] != t->dtype || io->format[L->nin + o] != KILN_FORMAT_LINEAR))
                         rf_out += ms * 0.05; /* a reformat follows; exact time unknown before the choice */
-                    /* A CPU activation in a blocked layout (Conv's NCHW16C
-                     * tactic 13) is charged its reformat back to LINEAR:
-                     * most CPU consumers read only LINEAR, and without it
-                     * a conv took 16c where its kernel won by less than
-                     * the reformat its consumer then paid. */
-                    else if (L->device == KILN_DEVICE_CPU && t->kind == BT_ACT &&
-                             io->format[L->nin + o] != KILN_FORMAT_LINEAR) {
-                        double back;
-                        rc = cast_cost(b, L->out[o], io->dtype[L->nin + o], io->format[L->nin + o],
-                                       io->dtype[L->nin + o], KILN_FORMAT_LINEAR, KILN_DEVICE_CPU, &back);
-                        rf_out += back;
-                    }
                 }
                 double ra = 0;
                 if (!rc && ahead) rc = lookahead_cost(b, li, ahead, &cl.c[k].io, &ra);
