@@ -5,11 +5,13 @@
 # protobuf-c) and has no libonnx-testdata:
 #
 #   scripts/test_gpu.sh pack BUILD_DIR BUNDLE_DIR   (on the build machine)
-#       copies kiln, libkiln.so.0, the cuda-labelled test programs, the
+#       copies kiln, libkiln.so.0, the cuda-labelled test programs (in one
+#       solid tests.tar.xz with kiln-bench-launch: each carries the CUDA
+#       fatbin), the
 #       shared libraries they need beyond the C runtime (protobuf-c,
 #       libsodium), this script, tests/onnx_skip.txt (the cases
 #       known to fail for reasons of their own), the ONNX node cases and the shared
-#       models (as .tgz) into BUNDLE_DIR (about 25 MB);
+#       models (as .tgz) into BUNDLE_DIR (about 50 MB: one device call);
 #   scripts/test_gpu.sh run BUNDLE_DIR [LOG_DIR]      (on the GPU machine)
 #       runs, logging each step to LOG_DIR (default BUNDLE_DIR/logs):
 #        1. kiln devices
@@ -87,8 +89,17 @@ pack() {
     here=$(cd "$(dirname "$0")" && pwd)
     mkdir -p "$out"
     cp -L "$build/kiln" "$build/libkiln.so.0" "$out/"
-    for t in test_cuda test_cuda_placement test_cuda_ops test_cuda_fusion test_cuda_conv_dw test_cuda_cudnn test_cuda_conv_igemm test_cuda_nhwc test_aot_cuda kiln-samples libkiln_samples_ops.so \
-        kiln-bench-launch backends/triton/libtriton_kiln.so backends/triton/test_triton_backend; do
+    # The test programs (and kiln-bench-launch) link libkiln statically, so
+    # each carries the whole CUDA fatbin (~11 MB apiece): one solid xz
+    # archive stores that once (~100 MB -> ~10 MB), and the bundle fits one
+    # call of a GPU machine that takes 64 MiB a call.  run unpacks it.
+    local tests=()
+    for t in test_cuda test_cuda_placement test_cuda_ops test_cuda_fusion test_cuda_conv_dw test_cuda_cudnn test_cuda_conv_igemm test_cuda_nhwc test_aot_cuda kiln-bench-launch; do
+        [ -f "$build/$t" ] && tests+=("$t")
+    done
+    rm -f "$out/tests.tgz" "$out/tests.tar.xz"
+    [ ${#tests[@]} -gt 0 ] && tar cf - -C "$build" "${tests[@]}" | xz -9 -T1 >"$out/tests.tar.xz"
+    for t in kiln-samples libkiln_samples_ops.so backends/triton/libtriton_kiln.so backends/triton/test_triton_backend; do
         [ -f "$build/$t" ] && cp -L "$build/$t" "$out/"
     done
     # the Triton steps (step 8): the model they serve, the HTTP client, and
@@ -121,9 +132,12 @@ pack() {
     if [ -n "${KILN_PY_PACKAGE:-}" ]; then
         rm -rf "$out/pylib" && mkdir -p "$out/pylib" && cp -r "$KILN_PY_PACKAGE" "$out/pylib/"
         find "$out/pylib" -name __pycache__ -prune -exec rm -rf {} +
-        tar czf "$out/py.tgz" -C "$here/.." tests/python samples/python bench/plugin_overhead.py scripts/sanitizer_report.py \
-            tests/fixtures/add_relu.onnx tests/fixtures/circ_pad_aot0.onnx tests/fixtures/domain_ns.onnx \
-            tests/fixtures/dynamic.onnx
+        # the fixtures the Python tests name (FIXTURES / "x.onnx"), read off
+        # the tests so that a new one is not left behind
+        local fx
+        fx=$(cd "$here/.." && grep -rhoE 'FIXTURES / "[^"]+"' tests/python | sed -E 's#.*"(.*)"#tests/fixtures/\1#' | sort -u)
+        # shellcheck disable=SC2086
+        tar czf "$out/py.tgz" -C "$here/.." tests/python samples/python bench/plugin_overhead.py scripts/sanitizer_report.py $fx
         [ -n "${KILN_PY_WHEELS:-}" ] && mkdir -p "$out/wheels" && cp "$KILN_PY_WHEELS"/*.whl "$out/wheels/"
     fi
     [ -d "$data/node" ] && tar czf "$out/node.tgz" -C "$data" node
@@ -195,7 +209,9 @@ run() {
         fi
     }
     : >"$logs/summary.txt"
-    [ -f "$dir/tests.tgz" ] && tar xzf "$dir/tests.tgz" -C "$dir"
+    # pack's test programs (Python's lzma: the machine may lack xz)
+    [ -f "$dir/tests.tar.xz" ] && python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' \
+        "$dir/tests.tar.xz" "$dir"
     step devices "$kiln" devices
     cat "$logs/devices.log"
     if [ "${KILN_GPU_TRITON_ONLY:-0}" = 1 ]; then # the Triton step alone
