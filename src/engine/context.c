@@ -1395,16 +1395,23 @@ static int run(kiln_context *c, int sync) {
     return 0;
 }
 
-KILN_API int kiln_context_run(kiln_context *c) {
-    KILN__ARG(c, KILN_EINVAL);
-    kiln__pool_hold(c->pool, 1); /* idle workers yield between layers, not sleep */
-    int rc = run(c, 1);
+/* The CPU layers of a run, synchronous or enqueued, execute in the caller's
+ * thread before run() returns: the pool's workers yield between layers
+ * while they do, rather than sleep. */
+static int run_held(kiln_context *c, int sync) {
+    kiln__pool_hold(c->pool, 1);
+    int rc = run(c, sync);
     kiln__pool_hold(c->pool, 0);
     return rc;
+}
+
+KILN_API int kiln_context_run(kiln_context *c) {
+    KILN__ARG(c, KILN_EINVAL);
+    return run_held(c, 1);
 }
 
 KILN_API int kiln_context_enqueue(kiln_context *c, void *stream) {
     KILN__ARG(c, KILN_EINVAL);
     int rc = stream ? kiln_context_set_stream(c, stream) : 0;
-    return rc ? rc : run(c, 0);
+    return rc ? rc : run_held(c, 0);
 }
