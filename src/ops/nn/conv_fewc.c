@@ -118,6 +118,33 @@ static void row_block(const kiln__fewc *p, const float *const *rows, const int64
     }
 }
 
+/* row_block for Y in NCHW16C (Conv tactic 17: a stem conv starting a 16c
+ * region): the 16 channels [m0, m0 + 16) of 16 output pixels a tile,
+ * acc[i] holding pixel ox + i's channels; per tap one load of the packed
+ * block's 16 weights and a broadcast of each pixel's input from the phase
+ * row: row_block's loads and FMAs, in the same order per output (the same
+ * bits), each pixel's 16 channels then one store.  y: row oy of the block. */
+static void row_block16(const kiln__fewc *p, const float *const *rows, const int64_t *off, const float *wp,
+                        int64_t m0, float *y) {
+    const int64_t CK = p->C * p->KH;
+    const __m512 lo = _mm512_set1_ps(p->lo), hi = _mm512_set1_ps(p->hi), b = _mm512_loadu_ps(p->bias + m0);
+    for (int64_t ox = 0; ox < p->OW; ox += 16) {
+        __m512 acc[16];
+        for (int i = 0; i < 16; i++) acc[i] = b;
+        const float *w = wp;
+        for (int64_t cky = 0; cky < CK; cky++)
+            for (int64_t kx = 0; kx < p->KW; kx++, w += 16) {
+                const __m512 wv = _mm512_loadu_ps(w);
+                const float *r = rows[cky] + off[kx] + ox; /* (the phase rows' slack covers 16 columns) */
+                for (int i = 0; i < 16; i++) acc[i] = _mm512_fmadd_ps(_mm512_set1_ps(r[i]), wv, acc[i]);
+            }
+        for (int i = 0; i < 16; i++) { /* constant indices: the accumulators stay in registers */
+            if (ox + i >= p->OW) break;
+            _mm512_storeu_ps(y + (ox + i) * 16, _mm512_min_ps(_mm512_max_ps(acc[i], lo), hi));
+        }
+    }
+}
+
 void kiln__fewc_rows(const kiln__fewc *p, int64_t oy0, int64_t oy1, float *y, int64_t ys, float *scratch) {
     const int64_t taps = p->C * p->KH * p->KW, L = phase_len(p);
     float *zero = scratch + packed_w(p), *ph = zero + p->sx * L; /* zero: a padding row */
@@ -140,9 +167,12 @@ void kiln__fewc_rows(const kiln__fewc *p, int64_t oy0, int64_t oy1, float *y, in
                     rows[c * p->KH + ky] =
                         iy >= iy0 && iy < iy1 ? ph + (c * (iy1 - iy0) + iy - iy0) * p->sx * L : zero;
                 }
-            float *yr = y + (oy - oy0) * p->OW;
+            float *yr = y + (oy - oy0) * p->OW * (p->nchw16c ? 16 : 1);
             for (int64_t m0 = 0; m0 < p->M; m0 += 16)
-                row_block(p, rows, off, wp + m0 * taps, m0, p->M - m0 < 16 ? p->M - m0 : 16, yr + m0 * ys, ys);
+                if (p->nchw16c)
+                    row_block16(p, rows, off, wp + m0 * taps, m0, yr + m0 / 16 * ys);
+                else
+                    row_block(p, rows, off, wp + m0 * taps, m0, p->M - m0 < 16 ? p->M - m0 : 16, yr + m0 * ys, ys);
         }
     }
 }
