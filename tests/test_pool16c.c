@@ -13,7 +13,7 @@
  * global pools likewise.  Through the engine ($KILN_CPU_BLOCKED=force):
  * MaxPool, AveragePool, GlobalAveragePool and GlobalMaxPool run in NCHW16C
  * and give the bits of the LINEAR engine (the same order of operations),
- * 1-3 threads.  Tactic 17 against the naive conv reference (with and
+ * 1-3 threads; a MaxPool whose Indices the network reads, in 16c.  Tactic 17 against the naive conv reference (with and
  * without bias and Relu; a chain of two Relus runs per pixel), and the
  * stem chain conv 7x7/2 + Relu -> MaxPool 3x3/2 -> 1x1 conv (tactic 13)
  * in NCHW16C with no reformat between them, against the LINEAR engine,
@@ -254,7 +254,42 @@ static void engine_pool(const char *op, int64_t C, int64_t H, int64_t W, int64_t
     free(x), free(y), free(yl);
 }
 
+/* A MaxPool whose Indices the network reads, forced into NCHW16C: the
+ * 16c kernel computes them lane by lane (LINEAR, NCHW numbering). */
+static void engine_pool_indices(void) {
+    const int64_t nx = 32 * 9 * 9, ny = 32 * 4 * 4;
+    float *x = test_rnd_f32(&g_seed, nx, -2.0f, 2.0f), y[32 * 16];
+    int64_t ind[32 * 16];
+    kiln_network *net = kiln_network_create();
+    ASSERT_OK(kiln_network_add_input(net, "X", KILN_DTYPE_F32, 4, (const int64_t[]){1, 32, 9, 9}, NULL));
+    ASSERT(kiln_network_add_layer(net, "ai.onnx::Relu", 14, "relu", 1, (const char *[]){"X"}, 1, (const char *[]){"r"}));
+    kiln_layer *l = kiln_network_add_layer(net, "ai.onnx::MaxPool", 12, "pool", 1, (const char *[]){"r"}, 2,
+                                           (const char *[]){"Y", "I"});
+    ASSERT_OK(kiln_layer_set_ints(l, "kernel_shape", (const int64_t[]){3, 3}, 2));
+    ASSERT_OK(kiln_layer_set_ints(l, "strides", (const int64_t[]){2, 2}, 2));
+    ASSERT_OK(kiln_network_mark_output(net, "Y"));
+    ASSERT_OK(kiln_network_mark_output(net, "I"));
+    kiln_engine *e = build_forced(net);
+    const int pl = layer_of(e, "MaxPool");
+    ASSERT(pl >= 0);
+    ASSERT_EQ(in_format(e, pl, 0), KILN_FORMAT_NCHW16C);
+    kiln_context *ctx;
+    ASSERT_OK(kiln_context_create(e, 2, &ctx));
+    ASSERT_OK(kiln_context_bind(ctx, "X", x, (size_t)nx * sizeof(float)));
+    ASSERT_OK(kiln_context_bind(ctx, "Y", y, sizeof y));
+    ASSERT_OK(kiln_context_bind(ctx, "I", ind, sizeof ind));
+    if (kiln_context_run(ctx)) TEST__FAIL("MaxPool with Indices: run: %s", kiln_errmsg());
+    for (int64_t i = 0; i < ny; i++) { /* Y is the input at the index */
+        const float v = x[ind[i]] > 0 ? x[ind[i]] : 0.0f;
+        ASSERT(ind[i] >= 0 && ind[i] < nx && same(v, y[i]));
+    }
+    kiln_context_free(ctx);
+    kiln_engine_free(e);
+    free(x);
+}
+
 TEST_IMPL(pool16c_engine) {
+    engine_pool_indices();
     engine_pool("MaxPool", 64, 20, 22, 3, 2, 1, 0);
     engine_pool("MaxPool", 32, 9, 7, 2, 2, 0, 1);
     engine_pool("AveragePool", 48, 9, 7, 3, 2, 1, 1);
