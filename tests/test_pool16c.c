@@ -13,8 +13,9 @@
  * global pools likewise.  Through the engine ($KILN_CPU_BLOCKED=force):
  * MaxPool, AveragePool, GlobalAveragePool and GlobalMaxPool run in NCHW16C
  * and give the bits of the LINEAR engine (the same order of operations),
- * 1-3 threads; a MaxPool whose Indices the network reads, in 16c.  Tactic 17 against the naive conv reference (with and
- * without bias and Relu; a chain of two Relus runs per pixel), and the
+ * 1-3 threads; a MaxPool whose Indices the network reads, in 16c.
+ * Tactic 17 against the naive conv reference (with and without bias and
+ * Relu; a chain of two Relus runs per pixel), and the
  * stem chain conv 7x7/2 + Relu -> MaxPool 3x3/2 -> 1x1 conv (tactic 13)
  * in NCHW16C with no reformat between them, against the LINEAR engine,
  * after a save and load too.
