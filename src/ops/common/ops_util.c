@@ -792,15 +792,21 @@ void kiln__ops_zero_unused(const kiln_call *c, int from) {
             memset(c->out[k].data, 0, (size_t)kiln_tensor_numel(&c->out[k]) * kiln_dtype_size(c->out[k].dtype));
 }
 
-int kiln__ops_ew16c_formats(const kiln_shape_ctx *c, kiln_combo *out, int max) {
+const char *kiln__ops_types_row(const kiln_shape_ctx *c) {
     static _Thread_local char types[8 * KILN_MAX_IO];
-    if (max < 2 || c->nin + c->nout > KILN_MAX_IO || !kiln__shape_ctx_cpu_blocked(c)) return 0; /* the default */
+    if (c->nin + c->nout > KILN_MAX_IO) return NULL;
     size_t n = 0;
     types[0] = 0;
     for (int p = 0; p < c->nin + c->nout; p++) {
         const kiln_desc *d = p < c->nin ? &c->in[p] : &c->out[p - c->nin];
         n += (size_t)snprintf(types + n, sizeof types - n, "%s%s", p ? ", " : "", kiln_dtype_name(d->dtype));
     }
+    return types;
+}
+
+int kiln__ops_ew16c_formats(const kiln_shape_ctx *c, kiln_combo *out, int max) {
+    const char *types = max < 2 || !kiln__shape_ctx_cpu_blocked(c) ? NULL : kiln__ops_types_row(c);
+    if (!types) return 0; /* the default */
     memset(out, 0, 2 * sizeof *out);
     out[0].types = types;
     const kiln_desc *y = &c->out[0];

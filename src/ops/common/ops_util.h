@@ -261,6 +261,10 @@ void kiln__ops_epilogue_all(const kiln_call *c);
  * tactic 13) goes on through a Relu or a residual Add instead of two
  * reformats (fusion then folds them into the conv). */
 int kiln__ops_ew16c_formats(const kiln_shape_ctx *c, kiln_combo *out, int max);
+/* The layer's dtypes as a combination row's types ("FP32, FP32, ..."), in a
+ * thread-local buffer (valid until the next call on this thread); NULL
+ * when it has more positions than KILN_MAX_IO. */
+const char *kiln__ops_types_row(const kiln_shape_ctx *c);
 void kiln__ops_epilogue_span(const kiln_call *c, float *base, int64_t plane, int64_t b,
                              int64_t e, int64_t chan0);
 /* The sgemm `done` hook (device/cpu/sgemm.h; done_ud: a kiln__ops_epi_rows)

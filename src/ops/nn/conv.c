@@ -82,6 +82,9 @@
  *             row of its own (conv_formats_fn); never picked by auto.
  *  15 Winograd F(2x2, 3x3) in NCHW16C: tactic 14 with 2x2 tiles (10's
  *             against 6), offered and packed where 14 is.
+ *  17 few channels into NCHW16C: tactic 12 with Y in NCHW16C (X LINEAR:
+ *             the image), M a multiple of 16, so that a 16c region can
+ *             start at the stem; W packed and stored as 12's; its own row.
  * Where several tactics run the same kernel on a conv (kernel_key), the
  * builder is offered one of them (conv_formats_fn); the others stay valid
  * in engine files.  A fused residual Add and/or Relu is applied in the
@@ -109,7 +112,7 @@
 
 enum { T_AUTO = 1, T_GEMM = 2, T_DIRECT = 3, T_PADGEMM = 4, T_DW = 5, T_WINO = 6, T_DWROWS = 7, T_PADPACK = 8,
        T_PADCOMPACT = 9, T_WINO2 = 10, T_KSPLIT = 11, T_FEWC = 12, T_PW16C = 13, T_WINO16C = 14,
-       T_WINO16C2 = 15 };
+       T_WINO16C2 = 15, T_FEWC16C = 17 };
 
 /* The Winograd output tile size of a tactic (6: 4x4, 10: 2x2), else 0. */
 static int wino_m(int t) { return t == T_WINO ? 4 : t == T_WINO2 ? 2 : 0; }
@@ -1109,6 +1112,7 @@ typedef struct fewcctx {
     const float *bias, *wp; /* wp: the weights packed by kiln__fewc_pack_w */
     float lo;  /* the kernel's clamp: 0 for a fused lone Relu */
     int fused; /* the epilogue is that clamp (or none) */
+    int b16;   /* tactic 17: Y NCHW16C */
 } fewcctx;
 
 /* Work units [b, e): (image, band of FEWC_ROWS output rows). */
@@ -1118,13 +1122,20 @@ static void fewc_range(void *ud, int64_t b, int64_t e) {
     const int64_t OH = g->o[1], OW = g->o[2], osp = OH * OW, nb = (OH + FEWC_ROWS - 1) / FEWC_ROWS;
     kiln__fewc p = {.C = g->C, .H = g->id[1], .W = g->id[2], .M = g->M, .OH = OH, .OW = OW, .KH = g->k[1],
                     .KW = g->k[2], .sy = g->s[1], .sx = g->s[2], .pt = g->pb[1], .pl = g->pb[2],
-                    .w = f->c->in[1].data, .bias = f->bias, .lo = f->lo, .hi = INFINITY, .wp = f->wp};
+                    .w = f->c->in[1].data, .bias = f->bias, .lo = f->lo, .hi = INFINITY, .wp = f->wp,
+                    .nchw16c = f->b16};
     float *scratch = kiln__cpu_scratch_or_fail(1, (size_t)kiln__fewc_scratch(&p), "Conv (few channels)");
     if (!scratch) return;
     for (int64_t u = b; u < e; u++) {
         const int64_t n = u / nb, oy0 = u % nb * FEWC_ROWS, oy1 = oy0 + FEWC_ROWS < OH ? oy0 + FEWC_ROWS : OH;
         float *y = (float *)f->c->out[0].data + n * g->M * osp;
         p.x = (const float *)f->c->in[0].data + n * g->C * g->id[1] * g->id[2];
+        if (f->b16) { /* a chain the clamp is not: per pixel, 16 channels (as tactic 13) */
+            kiln__fewc_rows(&p, oy0, oy1, y + oy0 * OW * 16, osp * 16, scratch);
+            for (int64_t m = 0; m < g->M && !f->fused; m += 16)
+                for (int64_t q = oy0 * OW; q < oy1 * OW; q++) kiln_call_epilogue(f->c, 0, y + (m * osp + q * 16), 16, m, 1);
+            continue;
+        }
         kiln__fewc_rows(&p, oy0, oy1, y + oy0 * OW, osp, scratch);
         for (int64_t m = 0; m < g->M && !f->fused; m++)
             kiln__ops_epilogue_span(f->c, y, osp, m * osp + oy0 * OW, m * osp + oy1 * OW, 0);
@@ -1132,7 +1143,7 @@ static void fewc_range(void *ud, int64_t b, int64_t e) {
 }
 
 /* Returns 0 (out of scratch memory: the run fails with a message). */
-static int conv_fewc(const kiln_call *c, const geom *g) {
+static int conv_fewc(const kiln_call *c, const geom *g, int b16) {
     const float *bias = c->nin > 2 && c->in[2].data ? c->in[2].data : NULL;
     kiln__fewc p = {.C = g->C, .M = g->M, .KH = g->k[1], .KW = g->k[2], .w = c->in[1].data};
     const float *pre = c->prepacked && c->prepacked[1] ? c->prepacked[1] : NULL; /* conv_prepack's */
@@ -1150,7 +1161,8 @@ static int conv_fewc(const kiln_call *c, const geom *g) {
     if (pre) wp = (float *)pre;
     const float *res;
     int relu, fused = gemm_epilogue(c, 0, &res, &relu); /* a Relu in the kernel's store, not a second pass */
-    fewcctx f = {.c = c, .g = g, .bias = bias, .wp = wp, .lo = fused && relu ? 0.0f : -INFINITY, .fused = fused};
+    fewcctx f = {.c = c, .g = g, .bias = bias, .wp = wp, .lo = fused && relu ? 0.0f : -INFINITY, .fused = fused,
+                 .b16 = b16};
     kiln_exec_parallel_for(c->exec, g->N * ((g->o[1] + FEWC_ROWS - 1) / FEWC_ROWS), 1, fewc_range, &f);
     return 0;
 }
@@ -1170,6 +1182,20 @@ static int conv_pw16c(const kiln_call *c) {
         return kiln_set_error(KILN_EUNSUPPORTED, "Conv tactic 13: needs a 1x1 stride-1 unpadded conv of one group, "
                               "C and M multiples of 16");
     return kiln__pw16c_conv(c, g.N, g.C, g.M, g.o[1] * g.o[2]);
+}
+
+/* Tactic 17: tactic 12 writing Y in NCHW16C (its row: X LINEAR, Y NCHW16C). */
+static int conv_fewc16c(const kiln_call *c) {
+    geom g;
+    int rc = make_geom(c, &g);
+    if (rc) return rc;
+    const kiln_tensor *x = &c->in[0], *y = &c->out[0];
+    if (!fewc_applies(&g) || g.M % 16 || !kiln__ops_dense(x) || x->dtype != KILN_DTYPE_F32 ||
+        y->format != KILN_FORMAT_NCHW16C || y->dtype != KILN_DTYPE_F32 || (c->nin > 2 && c->in[2].data && !kiln__ops_dense(&c->in[2])))
+        return kiln_set_error(KILN_EUNSUPPORTED, "Conv tactic 17: needs tactic 12's conv (AVX-512) with M %% 16 == 0, "
+                              "F32 X LINEAR and Y NCHW16C");
+    if (g.N * g.M * g.o[1] * g.o[2] != 0) conv_fewc(c, &g, 1);
+    return 0;
 }
 
 /* ------------------------------------------------------------ depthwise tactic */
@@ -1525,6 +1551,7 @@ static int pick_tactic(int tactic, int direct_ok, const geom *g) {
     if (tactic == T_DIRECT && !direct_ok) return T_GEMM;
     if (tactic == T_KSPLIT) return is_pointwise(g) && g->G == 1 ? T_KSPLIT : T_GEMM;
     if (tactic == T_FEWC) return fewc_applies(g) ? T_FEWC : T_PADGEMM;
+    if (tactic == T_FEWC16C) return tactic; /* its own layouts: no fallback */
     if (tactic == T_PW16C) return pw16c_applies(g) ? T_PW16C : T_GEMM; /* (LINEAR: conv_formats_fn never offers it) */
     if (tactic == T_GEMM || tactic == T_DIRECT || tactic == T_PADGEMM || tactic == T_DW || tactic == T_DWROWS ||
         tactic == T_PADPACK || tactic == T_PADCOMPACT)
@@ -1577,7 +1604,7 @@ static int conv_prepack(const kiln_call *c, int input, void *dst, size_t *size) 
     int direct_ok = nsp < 3 || (x->ndim == 5 && x->dims[2] == 1 && g.k[0] == 1);
     int t = pick_tactic(c->tactic, direct_ok, &g);
     if (t == T_DIRECT || t == T_DW || t == T_DWROWS) return 0;
-    if (t == T_FEWC) {
+    if (t == T_FEWC || t == T_FEWC16C) { /* (17: the same packing) */
         kiln__fewc p = {.C = g.Cg, .M = g.M, .KH = g.k[1], .KW = g.k[2], .w = w->data};
         const size_t fb = (size_t)kiln__fewc_packed_w(&p) * sizeof(float);
         if (dst && want != fb)
@@ -1648,7 +1675,7 @@ static int conv_impl_f32(const kiln_call *c) {
         tactic = T_PADGEMM; /* an output too narrow for it (documented above; it ran im2col) */
     }
     if (tactic == T_PADCOMPACT && !conv_padcompact(c, &g)) return 0;
-    if (tactic == T_FEWC && !conv_fewc(c, &g)) return 0;
+    if (tactic == T_FEWC && !conv_fewc(c, &g, 0)) return 0;
     if (tactic == T_DIRECT)
         conv_direct(c, &g);
     else if ((tactic != T_PADGEMM && tactic != T_PADPACK) || conv_padgemm(c, &g, tactic == T_PADPACK))
@@ -1658,6 +1685,7 @@ static int conv_impl_f32(const kiln_call *c) {
 
 static int conv_impl(const kiln_call *c) {
     if (c->tactic == T_PW16C && c->in[0].format == KILN_FORMAT_NCHW16C) return conv_pw16c(c);
+    if (c->tactic == T_FEWC16C) return conv_fewc16c(c);
     return kiln__ops_as_f32(c, conv_impl_f32);
 }
 
@@ -1744,7 +1772,7 @@ static int64_t out_pixels(const kiln_desc *x, const int64_t *k, const int64_t *s
     return pix;
 }
 
-/* The NCHW16C rows (tactics 13-15) are left out of a build without
+/* The NCHW16C rows (tactics 13-15, 17) are left out of a build without
  * KILN_BUILD_CPU_BLOCKED (a load checks every row). */
 static int no_16c(const kiln_shape_ctx *c) { return !kiln__shape_ctx_cpu_blocked(c); }
 
@@ -1784,8 +1812,11 @@ static int conv_formats_fn(const kiln_shape_ctx *c, kiln_combo *out, int max) {
     if (G == 1 && have_cg && Cg >= 2 * kiln__sgemm_kc() && k[0] * k[1] * s[0] * s[1] == 1 &&
         pb[0] + pb[1] + pe[0] + pe[1] == 0 && kiln__shape_ctx_build_threads(c) != 1)
         out[0].tactics[t++] = T_KSPLIT;
-    if (have_cg && fewc_applies(&(geom){.nsp = 2, .G = G, .Cg = Cg, .k = {1, k[0], k[1]}, .d = {1, d[0], d[1]}}))
+    if (have_cg && fewc_applies(&(geom){.nsp = 2, .G = G, .Cg = Cg, .k = {1, k[0], k[1]}, .d = {1, d[0], d[1]}})) {
         out[0].tactics[t++] = T_FEWC;
+        if (M % 16 == 0 && n < max && !no_16c(c)) /* tactic 17's row: the image LINEAR, Y NCHW16C */
+            out[n++] = (kiln_combo){"FP32, FP32, FP32, FP32", "LINEAR, LINEAR, LINEAR, NCHW16C", {T_FEWC16C}};
+    }
     if (have_cg && G == 1 && Cg % 16 == 0 && M % 16 == 0 && k[0] * k[1] * s[0] * s[1] == 1 &&
         pb[0] + pb[1] + pe[0] + pe[1] == 0 && kiln__dwrows_fits(1, 3) && max > n) {
         /* tactic 13's own row (its 4 slots fit 2 inputs too), NCHW16C

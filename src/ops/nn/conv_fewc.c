@@ -118,6 +118,51 @@ static void row_block(const kiln__fewc *p, const float *const *rows, const int64
     }
 }
 
+/* row_block for Y in NCHW16C (Conv tactic 17: a stem conv starting a 16c
+ * region): NV x 16 channels from m0 of PX output pixels a tile, acc[v][i]
+ * holding channels m0 + 16 v.. of pixel ox + i; per tap NV loads of the
+ * packed blocks' 16 weights and a broadcast of each pixel's input from the
+ * phase row, NV x PX FMAs (2 x 12: 14 loads for 24 FMAs, where row_block
+ * takes 17 for 16), summed in row_block's order per output (the same
+ * bits); each pixel's 16 channels then one store.  y: row oy of block
+ * m0 / 16, the next block ys floats on. */
+#define PX 14
+static inline __attribute__((always_inline)) void tile16(const kiln__fewc *p, const float *const *rows,
+                                                         const int64_t *off, const float *wp, int64_t taps,
+                                                         int64_t m0, int nv, int64_t ox, float *y, int64_t ys) {
+    const int64_t CK = p->C * p->KH;
+    __m512 acc[2][PX];
+    for (int v = 0; v < nv; v++)
+        for (int i = 0; i < PX; i++) acc[v][i] = _mm512_loadu_ps(p->bias + m0 + 16 * v);
+    const float *w = wp;
+    for (int64_t cky = 0; cky < CK; cky++)
+        for (int64_t kx = 0; kx < p->KW; kx++, w += 16) {
+            const __m512 w0 = _mm512_loadu_ps(w), w1 = nv == 2 ? _mm512_loadu_ps(w + taps * 16) : w0;
+            const float *r = rows[cky] + off[kx] + ox; /* (the phase rows' slack covers 16 columns) */
+            for (int i = 0; i < PX; i++) {
+                const __m512 a = _mm512_set1_ps(r[i]);
+                acc[0][i] = _mm512_fmadd_ps(a, w0, acc[0][i]);
+                if (nv == 2) acc[1][i] = _mm512_fmadd_ps(a, w1, acc[1][i]);
+            }
+        }
+    const __m512 lo = _mm512_set1_ps(p->lo), hi = _mm512_set1_ps(p->hi);
+    for (int v = 0; v < nv; v++)
+        for (int i = 0; i < PX; i++) { /* constant indices: the accumulators stay in registers */
+            if (ox + i >= p->OW) break;
+            _mm512_storeu_ps(y + v * ys + (ox + i) * 16, _mm512_min_ps(_mm512_max_ps(acc[v][i], lo), hi));
+        }
+}
+
+static void row_block16(const kiln__fewc *p, const float *const *rows, const int64_t *off, const float *wp,
+                        int64_t m0, float *y, int64_t ys) {
+    const int64_t taps = p->C * p->KH * p->KW;
+    for (int64_t ox = 0; ox < p->OW; ox += PX)
+        if (p->M - m0 >= 32)
+            tile16(p, rows, off, wp, taps, m0, 2, ox, y, ys);
+        else
+            tile16(p, rows, off, wp, taps, m0, 1, ox, y, ys);
+}
+
 void kiln__fewc_rows(const kiln__fewc *p, int64_t oy0, int64_t oy1, float *y, int64_t ys, float *scratch) {
     const int64_t taps = p->C * p->KH * p->KW, L = phase_len(p);
     float *zero = scratch + packed_w(p), *ph = zero + p->sx * L; /* zero: a padding row */
@@ -140,9 +185,12 @@ void kiln__fewc_rows(const kiln__fewc *p, int64_t oy0, int64_t oy1, float *y, in
                     rows[c * p->KH + ky] =
                         iy >= iy0 && iy < iy1 ? ph + (c * (iy1 - iy0) + iy - iy0) * p->sx * L : zero;
                 }
-            float *yr = y + (oy - oy0) * p->OW;
-            for (int64_t m0 = 0; m0 < p->M; m0 += 16)
-                row_block(p, rows, off, wp + m0 * taps, m0, p->M - m0 < 16 ? p->M - m0 : 16, yr + m0 * ys, ys);
+            float *yr = y + (oy - oy0) * p->OW * (p->nchw16c ? 16 : 1);
+            for (int64_t m0 = 0; m0 < p->M; m0 += p->nchw16c && p->M - m0 >= 32 ? 32 : 16)
+                if (p->nchw16c)
+                    row_block16(p, rows, off, wp + m0 * taps, m0, yr + m0 / 16 * ys, ys);
+                else
+                    row_block(p, rows, off, wp + m0 * taps, m0, p->M - m0 < 16 ? p->M - m0 : 16, yr + m0 * ys, ys);
         }
     }
 }

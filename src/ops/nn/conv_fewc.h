@@ -3,7 +3,8 @@
  * 3 colour channels, 3x3 at stride 2) computed directly from the input
  * rows, for kiln::mbconv's expand step when the block starts at the image
  * (ops/nn/mbconv.c, builder/mbconv_fuse.c) and for Conv tactic 12 (a plain
- * stem conv: ResNet's 7x7/2, PP-OCR det's 3x3/2; ops/nn/conv.c).
+ * stem conv: ResNet's 7x7/2, PP-OCR det's 3x3/2; ops/nn/conv.c), and 17
+ * (the same writing Y in NCHW16C, where a 16c region starts at the stem).
  *
  * Why: as a GEMM such a conv has K = C * KH * KW = 27, and building its
  * B operand (an im2col of strided, padded columns) costs about as much as
@@ -36,6 +37,9 @@ typedef struct kiln__fewc {
      * runs many bands of one conv packs them once: 64 x 147 floats for
      * ResNet's stem, scattered 16 apart, cost ~8% of a band). */
     const float *wp;
+    /* kiln__fewc_rows only: Y in NCHW16C (M % 16 == 0; Conv tactic 17):
+     * channel block m / 16, row oy at y[m / 16 * ys + (oy - oy0) * OW * 16] */
+    int nchw16c;
 } kiln__fewc;
 
 /* Floats of per-thread scratch kiln__fewc_rows needs (C <= FEWC_CMAX,

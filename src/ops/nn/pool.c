@@ -7,8 +7,10 @@
  * once per output row so the inner loops carry no padding tests.
  */
 #include "device/cpu/sgemm.h"
+#include "kiln_int.h"
 #include "ops/common/cuda_impls.h"
 #include "ops/common/ops_util.h"
+#include "ops/nn/pool16c.h"
 
 
 #include <float.h>
@@ -189,20 +191,6 @@ typedef struct ptask {
     int64_t *ind;
 } ptask;
 
-/* Valid tap range [lo, hi) along one axis for output o: start + k*d in
- * [0, n); *cnt_pad counts taps left of n + pe (count_include_pad). */
-static inline void tap_range(int64_t start, int64_t k, int64_t d, int64_t n, int64_t pe,
-                             int64_t *lo, int64_t *hi, int64_t *cnt_pad) {
-    int64_t l = start >= 0 ? 0 : (-start + d - 1) / d;
-    int64_t h = n - 1 - start < 0 ? 0 : (n - 1 - start) / d + 1;
-    if (h > k) h = k;
-    if (l > h) l = h;
-    int64_t hp = n + pe - 1 - start < 0 ? 0 : (n + pe - 1 - start) / d + 1;
-    *lo = l;
-    *hi = h;
-    *cnt_pad = hp < k ? hp : k;
-}
-
 #if defined(__AVX512F__)
 /* PMAX on 16 lanes: v where it is greater or m is NaN, else m. */
 static inline __m512 pmax16(__m512 v, __m512 m) {
@@ -308,9 +296,9 @@ static void pool_planes_2d(const ptask *t, int64_t b, int64_t e) {
     int64_t *txl = tab, *txh = tab + OW, *txp = tab + 2 * OW;
     int64_t *tyl = tab + 3 * OW, *tyh = tyl + OH, *typ = tyh + OH;
     for (int64_t ox = 0; ox < OW; ox++)
-        tap_range(ox * sx - g->pb[2], KW, dx, IW, g->pe[2], &txl[ox], &txh[ox], &txp[ox]);
+        kiln__pool_taps(ox * sx - g->pb[2], KW, dx, IW, g->pe[2], &txl[ox], &txh[ox], &txp[ox]);
     for (int64_t oy = 0; oy < OH; oy++)
-        tap_range(oy * sy - g->pb[1], KH, dy, IH, g->pe[1], &tyl[oy], &tyh[oy], &typ[oy]);
+        kiln__pool_taps(oy * sy - g->pb[1], KH, dy, IH, g->pe[1], &tyl[oy], &tyh[oy], &typ[oy]);
     if (t->kind == P_MAX && !t->ind) {
         /* Max without indices: reduce the window's rows into one row
          * first (unit stride, vectorized), then each output takes the max
@@ -570,8 +558,53 @@ static void global_planes(void *ud, int64_t b, int64_t e) {
     }
 }
 
+/* NCHW16C X (pool16c.c), offered by pool_formats: 4-D F32, C % 16 == 0;
+ * a global pool's Y either layout (the same bytes). */
+static void pool16c_range(void *ud, int64_t b, int64_t e) {
+    const kiln__pool16c *p = ud;
+    int64_t *tab = (int64_t *)kiln__cpu_scratch_or_fail(1, (size_t)(3 * p->OW) * 2 + 16, "pooling (NCHW16C)");
+    if (tab) kiln__pool16c_run(p, b, e, tab);
+}
+
+static void gpool16c_range(void *ud, int64_t b, int64_t e) {
+    const kiln__pool16c *p = ud;
+    kiln__gpool16c_run(p->x, p->H * p->W, p->avg, b, e, p->y);
+}
+
+static int pool16c(const kiln_call *c, int kind, int global) {
+    const kiln_tensor *X = &c->in[0], *Y = &c->out[0];
+    if (X->ndim != 4 || X->dtype != KILN_DTYPE_F32 || Y->dtype != KILN_DTYPE_F32 || X->dims[1] % 16 ||
+        kind == P_LP || (!global && Y->format != KILN_FORMAT_NCHW16C) ||
+        (c->nout > 1 && c->out[1].data && (c->out[1].dtype != KILN_DTYPE_I64 || !kiln__ops_dense(&c->out[1]))))
+        return kiln_set_error(KILN_EUNSUPPORTED, "pooling on NCHW16C: needs a 4-D F32 X of C %% 16 == 0, Y "
+                              "NCHW16C (a global pool's either), Indices LINEAR");
+    kiln__pool16c p = {.N = X->dims[0], .CB = X->dims[1] / 16, .H = X->dims[2], .W = X->dims[3], .OH = 1, .OW = 1,
+                       .avg = kind == P_AVG, .x = X->data, .y = Y->data};
+    if (global) {
+        kiln_exec_parallel_for(c->exec, p.N * p.CB, 1 + 1024 / (p.H * p.W + 1), gpool16c_range, &p);
+        return 0;
+    }
+    pgeom g;
+    memset(&g, 0, sizeof g);
+    int ap, rc = pool_geom(c->attrs, 2, X->dims + 2, &g, &ap);
+    if (rc) return rc;
+    if (g.o[0] != Y->dims[2] || g.o[1] != Y->dims[3])
+        return kiln_set_error(KILN_ESHAPE, "output %lldx%lld, expected %lldx%lld", (long long)Y->dims[2],
+                              (long long)Y->dims[3], (long long)g.o[0], (long long)g.o[1]);
+    p.OH = g.o[0], p.OW = g.o[1], p.kh = g.k[0], p.kw = g.k[1], p.sy = g.s[0], p.sx = g.s[1];
+    p.dy = g.d[0], p.dx = g.d[1], p.pt = g.pb[0], p.pl = g.pb[1], p.pb = g.pe[0], p.pr = g.pe[1];
+    p.count_pad = kind == P_AVG && kiln_attrs_int(c->attrs, "count_include_pad") != 0;
+    if (kind == P_MAX && c->nout > 1 && c->out[1].data) {
+        p.ind = c->out[1].data;
+        p.order = kiln_attrs_int(c->attrs, "storage_order") != 0;
+    }
+    kiln_exec_parallel_for(c->exec, kiln__pool16c_units(&p), 1, pool16c_range, &p);
+    return 0;
+}
+
 static int pool_run(const kiln_call *c, int kind, int global) {
     const kiln_tensor *X = &c->in[0];
+    if (X->format == KILN_FORMAT_NCHW16C) return pool16c(c, kind, global);
     if (!kiln__ops_dense(X) || !kiln__ops_dense(&c->out[0]))
         return kiln_set_error(KILN_EUNSUPPORTED, "strided tensors not supported");
     ptask t;
@@ -771,11 +804,36 @@ static const kiln_combo cu_gpool[] = {
     {.types = KILN_CU_T_FLOAT}, {.types = KILN_CU_T_NHWC, .layouts = "NHWC, NHWC*LINEAR"}, {0}};
 static int pool_cuda_check(const kiln_shape_ctx *c) { return kiln__ops_cuda_spatial(c, "pooling", 1, 3); }
 
-#define POOL_OP(var, nm, ver, nout, at, shp, fn, cu, cuf, dc)                        \
+/* kiln_quick_op.formats_fn of MaxPool, AveragePool and the global pools:
+ * the default row (the shape function's types, LINEAR) and, under
+ * KILN_BUILD_CPU_BLOCKED on a 4-D F32 X with a static C % 16 == 0 and one
+ * output (MaxPool's Indices stay NCHW), X and Y NCHW16C (pool16c.c); a
+ * global pool also X NCHW16C with Y LINEAR, its 1x1 output being the same
+ * bytes, so a Flatten after it needs no reformat.  (The region pass labels
+ * a layer by one layout for all its activations: it takes the first.) */
+static int pool_formats_common(const kiln_shape_ctx *c, kiln_combo *out, int max, int global) {
+    const kiln_desc *x = &c->in[0];
+    int64_t C;
+    if (max < 3 || !kiln__shape_ctx_cpu_blocked(c) || c->nout > (global ? 1 : 2) || x->dtype != KILN_DTYPE_F32 ||
+        x->ndim != 4 || !kiln_expr_is_const(x->dims[1], &C) || C <= 0 || C % 16)
+        return 0; /* the default */
+    const char *types = kiln__ops_types_row(c);
+    if (!types) return 0;
+    memset(out, 0, 3 * sizeof *out);
+    out[0].types = types;
+    out[1] = c->nout == 2 ? (kiln_combo){"FP32, FP32, INT64", "NCHW16C, NCHW16C, LINEAR", {0}}
+                          : (kiln_combo){"FP32", "NCHW16C", {0}};
+    out[2] = (kiln_combo){"FP32", "NCHW16C, LINEAR", {0}};
+    return global ? 3 : 2;
+}
+static int pool_formats(const kiln_shape_ctx *c, kiln_combo *out, int max) { return pool_formats_common(c, out, max, 0); }
+static int gpool_formats(const kiln_shape_ctx *c, kiln_combo *out, int max) { return pool_formats_common(c, out, max, 1); }
+
+#define POOL_OP(var, nm, ver, nout, at, shp, fn, fmt, cu, cuf, dc)                   \
     static const kiln_quick_op var = {                                               \
         .ns = "ai.onnx", .name = nm, .version = ver,                                 \
         .min_inputs = 1, .max_inputs = 1, .num_outputs = nout,                       \
-        .attrs = at, .shape = shp, .impl = fn, .doc = dc,                            \
+        .attrs = at, .shape = shp, .impl = fn, .doc = dc, .formats_fn = fmt,         \
         .cuda_impl = cu,                                                             \
         .cuda_formats = cuf,                                                         \
         .cuda_check = pool_cuda_check,                                               \
@@ -783,15 +841,15 @@ static int pool_cuda_check(const kiln_shape_ctx *c) { return kiln__ops_cuda_spat
     };                                                                               \
     KILN_OP(var)
 
-POOL_OP(maxpool_1, "MaxPool", 1, 1, maxpool_attrs, pool_shape, maxpool_impl, kiln__cu_maxpool, cu_pool, "max pooling")
-POOL_OP(maxpool_8, "MaxPool", 8, 2, maxpool_attrs, pool_shape, maxpool_impl, kiln__cu_maxpool, cu_maxpool,
+POOL_OP(maxpool_1, "MaxPool", 1, 1, maxpool_attrs, pool_shape, maxpool_impl, pool_formats, kiln__cu_maxpool, cu_pool, "max pooling")
+POOL_OP(maxpool_8, "MaxPool", 8, 2, maxpool_attrs, pool_shape, maxpool_impl, pool_formats, kiln__cu_maxpool, cu_maxpool,
         "max pooling with optional Indices output")
-POOL_OP(avgpool_1, "AveragePool", 1, 1, avgpool_attrs, pool_shape, avgpool_impl, kiln__cu_avgpool, cu_pool,
+POOL_OP(avgpool_1, "AveragePool", 1, 1, avgpool_attrs, pool_shape, avgpool_impl, pool_formats, kiln__cu_avgpool, cu_pool,
         "average pooling (count_include_pad, ceil_mode, dilations)")
-POOL_OP(lppool_2, "LpPool", 2, 1, lppool_attrs, pool_shape, lppool_impl, kiln__cu_lppool, cu_pool, "Lp-norm pooling")
-POOL_OP(gmaxpool_1, "GlobalMaxPool", 1, 1, NULL, gpool_shape, gmaxpool_impl, kiln__cu_gmaxpool, cu_gpool,
+POOL_OP(lppool_2, "LpPool", 2, 1, lppool_attrs, pool_shape, lppool_impl, NULL, kiln__cu_lppool, cu_pool, "Lp-norm pooling")
+POOL_OP(gmaxpool_1, "GlobalMaxPool", 1, 1, NULL, gpool_shape, gmaxpool_impl, gpool_formats, kiln__cu_gmaxpool, cu_gpool,
         "max over all spatial positions")
-POOL_OP(gavgpool_1, "GlobalAveragePool", 1, 1, NULL, gpool_shape, gavgpool_impl, kiln__cu_gavgpool, cu_gpool,
+POOL_OP(gavgpool_1, "GlobalAveragePool", 1, 1, NULL, gpool_shape, gavgpool_impl, gpool_formats, kiln__cu_gavgpool, cu_gpool,
         "mean over all spatial positions")
-POOL_OP(glppool_2, "GlobalLpPool", 2, 1, glp_attrs, gpool_shape, glppool_impl, kiln__cu_glppool, cu_gpool,
+POOL_OP(glppool_2, "GlobalLpPool", 2, 1, glp_attrs, gpool_shape, glppool_impl, NULL, kiln__cu_glppool, cu_gpool,
         "Lp norm over all spatial positions")
