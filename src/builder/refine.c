@@ -1,5 +1,6 @@
 /*
- * refine.c — close tactic choices decided inside the network.
+ * refine.c — choices made from isolated timings decided inside the network:
+ * close tactic choices (--refine) and the regions the region pass switched.
  *
  * select.c ranks a layer's candidates in isolation: at opt shapes, on
  * random inputs, its weights hot in cache from the previous sample.  In the
@@ -42,8 +43,32 @@
  * rebuild with the cache replays the verdicts without running anything.
  * Refinement never fails the build: a variant that cannot be built or run
  * leaves the isolated choices (logged).
+ *
+ * Regions (every timed CPU build; $KILN_REGION_CHECK=off skips it).  The
+ * region pass (select.c, region.c) switches a connected region of layers
+ * to another layout when its isolated costs (kernels alone, weights hot,
+ * plus measured reformats) beat the greedy ones by REGION_MARGIN; in
+ * ResNet-50 such regions ran level or up to 3% slower in the network
+ * (layer4's 16c 1x1 convs, whose 2-9 MB of weights come from memory
+ * there; bench/README.md, session 14).  So each region left switched
+ * (a connected set of layers whose layout changed) is checked the same
+ * way: a variant engine with that region alone reverted to the greedy
+ * layouts runs in the rounds beside the base, and per round the region's
+ * difference is its span's time in the base minus in the variant.  The
+ * two engines hold different layers (reformats at the region's border, a
+ * residual Add fused in one and not the other), so a span is the layers
+ * both hold, by name, from the region's first through REFINE_SPAN - 1
+ * past its last, with whatever either engine runs among them
+ * (region_span).  The region is the alternative that must win: kept when
+ * its wins pass the sign test and its median gain is REGION_TIE of the
+ * greedy span or more, else (lost, or undecided within the budget)
+ * reverted to the greedy layouts.  The verdict goes into the timing cache
+ * under the region's key (its layers, tactics and layouts, the network,
+ * the threads), which select_regions reads in every pass.  A build in
+ * which the region pass switched nothing costs nothing here.
  */
 #include "builder.h"
+#include "region.h"
 
 #include <stdio.h>
 #include <math.h>
@@ -51,10 +76,10 @@
 
 #define REFINE_SPAN 3          /* a switched layer and its next two: the consumers it leaves cache to */
 #define REFINE_TIE 0.03        /* by 3% of the span's time: at 1% PP-OCR det lost 0.2-0.3 ms (noise picks) */
+#define REGION_TIE 0.01        /* a region's span is most of a stage or more: 3% of it would drop real wins */
 #define REFINE_BUDGET_MS 2000  /* all of refinement, at most */
 #define REFINE_BUDGET_RUNS 40  /* ... and at most this many runs of the base engine */
 #define REFINE_MIN_RUN_MS 1.0  /* an engine that runs faster is not refined: its spans are noise */
-#define REFINE_ROUNDS_MAX 20
 #define REFINE_ALPHA 0.05      /* the sign test's one-sided level */
 
 typedef struct variant {
@@ -62,7 +87,9 @@ typedef struct variant {
     kiln_context *c;
     void **buf;
     int nin;
-    int alt, parity;           /* runner-up index switched in, and which layers; alt -1: the base engine */
+    int alt, parity;           /* runner-up index switched in, and which layers; alt -1: none */
+    int reg;                   /* the region it reverts, -1; alt and reg -1: the base engine */
+    int lo, hi, blo, bhi;      /* a region variant: its span's layers [lo, hi), the base's [blo, bhi) */
     int *lmap;                 /* per refined layer: engine layer index, -1 */
     int nl;                    /* engine layers: the same list in every variant (checked) */
     int ok;                    /* built, set up, and its layers are the base's */
@@ -75,11 +102,7 @@ typedef struct variant {
 typedef struct group {
     int first;                 /* rf->l index of its first member */
     int n;                     /* members */
-    struct gtest {
-        int rounds, wins, losses;
-        int verdict;           /* 0 undecided, 1 taken, -1 dropped */
-        double d[REFINE_ROUNDS_MAX], seg[REFINE_ROUNDS_MAX];
-    } t[REFINE_MAX_ALT];
+    b_test t[REFINE_MAX_ALT];
     int nalt;
 } group;
 
@@ -89,7 +112,13 @@ void kiln__b_refine_free(b_refine *rf) {
         kiln__free(rf->l[i].key);
         kiln__free(rf->l[i].pool);
     }
+    for (int i = 0; i < rf->nr; i++) {
+        for (int k = 0; k < rf->r[i].nnames; k++) kiln__free(rf->r[i].names[k]);
+        kiln__free(rf->r[i].names);
+        kiln__free(rf->r[i].key);
+    }
     kiln__free(rf->l);
+    kiln__free(rf->r);
     memset(rf, 0, sizeof *rf);
 }
 
@@ -197,7 +226,9 @@ static int variant_build(const kiln_network *net, const kiln_build_config *cfg, 
             force[2 * nforce + 1] = rf->l[j].alt[v->alt];
             nforce++;
         }
-    b_refine vrf = {.force = force, .nforce = nforce, .donor = base};
+    char *const *revert = v->reg >= 0 ? &rf->r[v->reg].key : NULL;
+    b_refine vrf = {.tactics = rf->tactics, .regions = rf->regions, .force = force, .nforce = nforce,
+                    .revert = revert, .nrevert = revert ? 1 : 0, .donor = base};
     kiln_build_stats st;
     memset(&st, 0, sizeof st);
     int rc = kiln__b_build_pass(net, cfg, tc, 0, NHWC_ON, &vrf, &st, &v->e);
@@ -279,6 +310,103 @@ static int same_layers(const variant *base, const variant *w) {
     return 1;
 }
 
+/* Region r's span in the base engine a and in its variant b (r
+ * reverted), which hold different layers: the layers both hold (by name,
+ * in the same order in both: else 0) from the region's first through
+ * REFINE_SPAN - 1 past its last (the consumers it leaves cache to), and
+ * whatever else either engine runs among them: the reformats at the
+ * region's border, a layer fused in one engine and not in the other.  A
+ * layer that only one engine holds counts with the next common one; the
+ * span reaches every such layer joined to the region's layers through
+ * tensors (a reformat out of the region, placed before its first reader).
+ * [alo, ahi) of a, [blo, bhi) of b.  Returns 1 when found. */
+static int region_span(const b_region *r, const kiln_engine *a, const kiln_engine *b, int *alo, int *ahi, int *blo,
+                       int *bhi) {
+    const kiln_engine *e[2] = {a, b};
+    int *seg[2], *mark[2], *lo[2] = {alo, blo}, *hi[2] = {ahi, bhi}, rc = 0, ncommon = 0, cs = 1 << 30, ce = -1;
+    seg[0] = kiln__malloc((size_t)(a->nlayers + 1) * sizeof(int) * 2);
+    seg[1] = kiln__malloc((size_t)(b->nlayers + 1) * sizeof(int) * 2);
+    if (!seg[0] || !seg[1]) goto out;
+    for (int s = 0; s < 2; s++) mark[s] = seg[s] + e[s]->nlayers + 1;
+    /* match: mark[0][i] = a's layer i's index in b, -1; they must rise */
+    for (int i = 0, last = -1; i < a->nlayers; i++) {
+        mark[0][i] = -1;
+        for (int j = 0; j < b->nlayers && mark[0][i] < 0; j++)
+            if (!strcmp(a->layers[i].name, b->layers[j].name)) mark[0][i] = j;
+        if (mark[0][i] < 0) continue;
+        if (mark[0][i] <= last) goto out;
+        last = mark[0][i];
+        ncommon++;
+    }
+    for (int j = 0; j < b->nlayers; j++) mark[1][j] = -1;
+    for (int i = 0; i < a->nlayers; i++)
+        if (mark[0][i] >= 0) mark[1][mark[0][i]] = i;
+    /* seg: the ordinal of the next common layer (ncommon past the last) */
+    for (int s = 0; s < 2; s++)
+        for (int i = e[s]->nlayers - 1, k = ncommon; i >= 0; i--) {
+            if (mark[s][i] >= 0) k--;
+            seg[s][i] = k;
+        }
+    /* mark: 2 the region's layers, 1 a layer only this engine holds, 0 the others */
+    for (int s = 0; s < 2; s++)
+        for (int i = 0; i < e[s]->nlayers; i++) {
+            const int common = mark[s][i] >= 0;
+            mark[s][i] = !common;
+            for (int k = 0; k < r->nnames; k++)
+                if (!strcmp(e[s]->layers[i].name, r->names[k])) mark[s][i] = 2;
+        }
+    /* what joins the region through tensors, among the layers one engine alone holds */
+    for (int s = 0; s < 2; s++)
+        for (int grew = 1; grew;) {
+            grew = 0;
+            for (int i = 0; i < e[s]->nlayers; i++) {
+                if (mark[s][i] != 1) continue;
+                const kiln__elayer *x = &e[s]->layers[i];
+                for (int j = 0; j < e[s]->nlayers && mark[s][i] == 1; j++) {
+                    if (mark[s][j] < 2) continue;
+                    const kiln__elayer *y = &e[s]->layers[j];
+                    for (int p = 0; p < x->nin + x->nout && mark[s][i] == 1; p++) {
+                        const int32_t t = p < x->nin ? x->in[p] : x->out[p - x->nin];
+                        for (int q = 0; t >= 0 && q < y->nin + y->nout; q++)
+                            if ((p < x->nin) != (q < y->nin) && t == (q < y->nin ? y->in[q] : y->out[q - y->nin])) {
+                                mark[s][i] = 3; /* joined: counts as the region's */
+                                grew = 1;
+                                break;
+                            }
+                    }
+                }
+            }
+        }
+    for (int s = 0; s < 2; s++)
+        for (int i = 0; i < e[s]->nlayers; i++)
+            if (mark[s][i] >= 2) {
+                cs = seg[s][i] < cs ? seg[s][i] : cs;
+                ce = seg[s][i] > ce ? seg[s][i] : ce;
+            }
+    if (ce < 0) goto out;
+    ce = ce + REFINE_SPAN - 1 < ncommon ? ce + REFINE_SPAN - 1 : ncommon;
+    for (int s = 0; s < 2; s++) {
+        *lo[s] = e[s]->nlayers;
+        *hi[s] = 0;
+        for (int i = 0; i < e[s]->nlayers; i++)
+            if (seg[s][i] >= cs && seg[s][i] <= ce) {
+                *lo[s] = i < *lo[s] ? i : *lo[s];
+                *hi[s] = i + 1;
+            }
+    }
+    rc = 1;
+out:
+    kiln__free(seg[0]);
+    kiln__free(seg[1]);
+    return rc;
+}
+
+static double span_sum(const variant *v, int lo, int hi) {
+    double s = 0;
+    for (int l = lo; l < hi; l++) s += v->cur[l];
+    return s;
+}
+
 /* Layer j's switch in variant w, this round: the change of the sum of
  * layer times from j's engine layer up to the next layer w switched (the
  * layers between run the same tactics in both engines, so they move with
@@ -331,14 +459,45 @@ static double median(const double *x, int n) {
     return (s[(n - 1) / 2] + s[n / 2]) / 2;
 }
 
-/* This round's paired differences, into each undecided test; returns how
- * many tests remain undecided. */
-static int record_round(const b_refine *rf, const int *gof, group *g, int ng, const variant *v, int nv) {
-    const int need = need_wins(REFINE_ROUNDS_MAX);
+double kiln__b_test_median(const double *x, int n) { return median(x, n); }
+
+int kiln__b_judge(b_test *t, double d, double seg, double tie) {
+    if (t->verdict || t->rounds >= REFINE_ROUNDS_MAX) return 0;
+    t->d[t->rounds] = d;
+    t->seg[t->rounds] = seg;
+    t->rounds++;
+    if (d < 0) t->wins++;
+    else t->losses++;
+    if (t->wins >= need_wins(t->rounds) && median(t->d, t->rounds) < -tie * median(t->seg, t->rounds))
+        t->verdict = 1;
+    else if (t->losses > REFINE_ROUNDS_MAX - need_wins(REFINE_ROUNDS_MAX) || t->rounds == REFINE_ROUNDS_MAX)
+        t->verdict = -1;
+    return !t->verdict;
+}
+
+/* The variant that reverts region r, or -1. */
+static int variant_of_region(const variant *v, int nv, int r) {
+    for (int k = 1; k < nv; k++)
+        if (v[k].ok && v[k].reg == r) return k;
+    return -1;
+}
+
+/* This round's paired differences, into each undecided test (a region's:
+ * its span with the region against the variant's without, so that the
+ * region is the alternative that must win); returns how many tests remain
+ * undecided. */
+static int record_round(const b_refine *rf, const int *gof, group *g, int ng, b_test *rt, const variant *v, int nv) {
     int open = 0;
+    for (int r = 0; r < rf->nr; r++) {
+        if (rt[r].verdict) continue;
+        const int k = variant_of_region(v, nv, r);
+        if (k < 0) continue; /* not built (budget) or not comparable: undecided */
+        const double with = span_sum(&v[0], v[k].blo, v[k].bhi), without = span_sum(&v[k], v[k].lo, v[k].hi);
+        open += kiln__b_judge(&rt[r], with - without, without, REGION_TIE);
+    }
     for (int q = 0; q < ng; q++)
         for (int a = 0; a < g[q].nalt; a++) {
-            struct gtest *t = &g[q].t[a];
+            b_test *t = &g[q].t[a];
             if (t->verdict) continue;
             double d = 0, seg = 0;
             int any = 0;
@@ -354,24 +513,15 @@ static int record_round(const b_refine *rf, const int *gof, group *g, int ng, co
                 t->verdict = -1;
                 continue;
             }
-            t->d[t->rounds] = d;
-            t->seg[t->rounds] = seg;
-            t->rounds++;
-            if (d < 0) t->wins++;
-            else t->losses++;
-            if (t->wins >= need_wins(t->rounds) &&
-                median(t->d, t->rounds) < -REFINE_TIE * median(t->seg, t->rounds))
-                t->verdict = 1;
-            else if (t->losses > REFINE_ROUNDS_MAX - need || t->rounds == REFINE_ROUNDS_MAX)
-                t->verdict = -1;
-            else
-                open++;
+            open += kiln__b_judge(t, d, seg, REFINE_TIE);
         }
     return open;
 }
 
-/* Does variant k switch a layer whose test is undecided? */
-static int needed(const b_refine *rf, const int *gof, const group *g, const variant *v, int nv, int k) {
+/* Does variant k switch a layer (revert a region) whose test is undecided? */
+static int needed(const b_refine *rf, const int *gof, const group *g, const b_test *rt, const variant *v, int nv,
+                  int k) {
+    if (v[k].reg >= 0) return !rt[v[k].reg].verdict;
     for (int j = 0; j < rf->n; j++)
         if (switched(rf, &v[k], j) && variant_of(rf, v, nv, j, v[k].alt) == k && !g[gof[j]].t[v[k].alt].verdict)
             return 1;
@@ -390,7 +540,7 @@ static int decide(const b_refine *rf, const int *gof, const group *g, int ng, ki
         char text[600];
         size_t n = (size_t)snprintf(text, sizeof text, "tactic %d (isolated %.4f ms)", r->tactic, r->ms);
         for (int a = 0; a < g[q].nalt; a++) {
-            const struct gtest *t = &g[q].t[a];
+            const b_test *t = &g[q].t[a];
             const double md = median(t->d, t->rounds), ms = median(t->seg, t->rounds);
             open += !t->verdict;
             if (n < sizeof text)
@@ -416,6 +566,28 @@ static int decide(const b_refine *rf, const int *gof, const group *g, int ng, ki
     return changed;
 }
 
+/* Per region: kept when it won in the network, else (lost, or undecided
+ * within the budget) reverted to the greedy layouts; logged and put in the
+ * timing cache.  Returns how many were reverted. */
+static int decide_regions(const b_refine *rf, const b_test *rt, kiln__tcache *tc) {
+    int reverted = 0;
+    for (int r = 0; r < rf->nr; r++) {
+        const b_region *g = &rf->r[r];
+        const b_test *t = &rt[r];
+        const int keep = t->verdict > 0;
+        const double md = median(t->d, t->rounds), ms = median(t->seg, t->rounds);
+        kiln__log(KILN_LOG_VERBOSE, "region check: %d layers from '%s' in %s (isolated: %.4f ms greedy -> %.4f "
+                  "switched) in the network (paired rounds): %+.4f ms of %.4f (median over %d rounds: its span with "
+                  "the region minus without), %d wins %d losses: %s", g->nnames, g->names[0],
+                  g->label == KILN__RG_KEEP ? "mixed layouts" : kiln_format_name((kiln_format)g->label), g->before,
+                  g->after, md, ms, t->rounds, t->wins, t->losses,
+                  keep ? "kept" : t->verdict < 0 ? "reverted" : "reverted (undecided within the budget)");
+        reverted += !keep;
+        if (kiln__tcache_put(tc, g->key, keep)) kiln__log(KILN_LOG_WARN, "%s", kiln_errmsg());
+    }
+    return reverted;
+}
+
 /* Identical layers into groups: gof[j] = j's group. */
 static int make_groups(const b_refine *rf, int *gof, group *g) {
     int ng = 0;
@@ -438,35 +610,64 @@ static int make_groups(const b_refine *rf, int *gof, group *g) {
     return ng;
 }
 
+/* Region variant w (w->reg set): built, set up, and its span against the base's found. */
+static int region_variant(const kiln_network *net, const kiln_build_config *cfg, kiln__tcache *tc, const b_refine *rf,
+                          int threads, variant *v, variant *w) {
+    int rc = variant_build(net, cfg, tc, rf, v[0].e, w);
+    if (!rc) rc = variant_setup(rf, threads, w, 0x9E3779B9u);
+    if (!rc) w->ok = region_span(&rf->r[w->reg], v[0].e, w->e, &w->blo, &w->bhi, &w->lo, &w->hi);
+    if (!rc && !w->ok)
+        kiln__log(KILN_LOG_VERBOSE, "region check: the region from '%s': its variant engine runs its layers in "
+                  "another order: not compared", rf->r[w->reg].names[0]);
+    return rc;
+}
+
 void kiln__b_refine(const kiln_network *net, const kiln_build_config *cfg, kiln__tcache *tc, b_refine *rf,
                     kiln_build_stats *st, kiln_engine **out) {
     const double t0 = kiln__now_ms();
     const int threads = cfg->threads > 0 ? cfg->threads : 1;
-    variant v[1 + 2 * REFINE_MAX_ALT];
-    memset(v, 0, sizeof v);
-    int *gof = kiln__malloc((size_t)rf->n * sizeof *gof);
-    group *g = kiln__malloc((size_t)rf->n * sizeof *g);
-    int nv = 1, rc = gof && g ? 0 : kiln__err(KILN_ENOMEM, "build: out of memory"), ng = 0, rounds = 0, open = 0;
-    v[0] = (variant){.e = *out, .alt = -1, .ok = 1};
+    const int nvmax = 1 + 2 * REFINE_MAX_ALT + rf->nr;
+    variant *v = kiln__calloc((size_t)nvmax, sizeof *v);
+    int *gof = kiln__malloc((size_t)(rf->n + 1) * sizeof *gof), *active = kiln__malloc((size_t)nvmax * sizeof *active);
+    group *g = kiln__malloc((size_t)(rf->n + 1) * sizeof *g);
+    b_test *rt = kiln__calloc((size_t)(rf->nr + 1), sizeof *rt);
+    int nv = 1, rc = v && gof && active && g && rt ? 0 : kiln__err(KILN_ENOMEM, "build: out of memory"), ng = 0,
+        rounds = 0, open = 0;
+    if (!rc) v[0] = (variant){.e = *out, .alt = -1, .reg = -1, .ok = 1};
     if (!rc) ng = make_groups(rf, gof, g);
     if (!rc) rc = variant_setup(rf, threads, &v[0], 0x9E3779B9u);
-    double budget = REFINE_BUDGET_RUNS * v[0].run_ms, build_ms = 0;
+    double budget = v ? REFINE_BUDGET_RUNS * v[0].run_ms : 0, build_ms = 0;
     if (budget > REFINE_BUDGET_MS) budget = REFINE_BUDGET_MS;
     const char *stop = NULL;
+    int fast = 0;
     if (!rc && v[0].run_ms < REFINE_MIN_RUN_MS) {
         /* nothing decided, nothing kept: a rebuild looks again (one run) */
-        kiln__log(KILN_LOG_VERBOSE, "refine: %d layers with close tactics keep their isolated choice: the engine "
-                  "runs in %.3f ms (under %.1f ms, spans of noise)", rf->n, v[0].run_ms, REFINE_MIN_RUN_MS);
-        v[0].e = NULL;
-        variant_free(&v[0]);
-        kiln__free(gof);
-        kiln__free(g);
-        return;
+        if (rf->n)
+            kiln__log(KILN_LOG_VERBOSE, "refine: %d layers with close tactics keep their isolated choice: the engine "
+                      "runs in %.3f ms (under %.1f ms, spans of noise)", rf->n, v[0].run_ms, REFINE_MIN_RUN_MS);
+        if (rf->nr)
+            kiln__log(KILN_LOG_VERBOSE, "region check: %d regions stay switched as the isolated costs chose: the "
+                      "engine runs in %.3f ms (under %.1f ms, spans of noise)", rf->nr, v[0].run_ms, REFINE_MIN_RUN_MS);
+        fast = 1;
     }
-    for (int a = 0; a < REFINE_MAX_ALT && !rc && !stop; a++)
+    /* the regions' variants first (every timed CPU build checks them), then the tactics' (--refine) */
+    for (int r = 0; r < rf->nr && !rc && !stop && !fast; r++) {
+        variant *w = &v[nv];
+        *w = (variant){.alt = -1, .reg = r};
+        const double b0 = kiln__now_ms();
+        if (b0 - t0 + 2 * build_ms + v[0].run_ms * (nv + 1) > budget) {
+            stop = "no time left for more variant engines";
+            break;
+        }
+        nv++;
+        rc = region_variant(net, cfg, tc, rf, threads, v, w);
+        const double bt = kiln__now_ms() - b0;
+        build_ms = bt > build_ms ? bt : build_ms;
+    }
+    for (int a = 0; a < REFINE_MAX_ALT && !rc && !stop && !fast; a++)
         for (int p = 0; p < 2 && !rc && !stop; p++) {
             variant *w = &v[nv];
-            *w = (variant){.alt = a, .parity = p};
+            *w = (variant){.alt = a, .parity = p, .reg = -1};
             int any = 0;
             for (int j = 0; j < rf->n; j++) any |= switched(rf, w, j);
             if (!any) continue;
@@ -484,12 +685,11 @@ void kiln__b_refine(const kiln_network *net, const kiln_build_config *cfg, kiln_
             build_ms = bt > build_ms ? bt : build_ms;
         }
     const double t1 = kiln__now_ms();
-    int active[1 + 2 * REFINE_MAX_ALT];
     for (int r = 0; r < REFINE_ROUNDS_MAX && !rc && nv > 1; r++) {
         int na = 0;
         double est = v[0].run_ms;
         for (int k = 1; k < nv; k++)
-            if (v[k].ok && needed(rf, gof, g, v, nv, k)) {
+            if (v[k].ok && needed(rf, gof, g, rt, v, nv, k)) {
                 active[na++] = k;
                 est += v[k].run_ms;
             }
@@ -501,23 +701,29 @@ void kiln__b_refine(const kiln_network *net, const kiln_build_config *cfg, kiln_
         rc = r % 2 ? 0 : variant_run(&v[0]);
         for (int i = 0; i < na && !rc; i++) rc = variant_run(&v[active[i]]);
         if (!rc && r % 2) rc = variant_run(&v[0]);
-        if (!rc) open = record_round(rf, gof, g, ng, v, nv);
+        if (!rc) open = record_round(rf, gof, g, ng, rt, v, nv);
         rounds++;
     }
     const double t2 = kiln__now_ms();
-    int changed = 0;
-    if (rc)
-        kiln__log(KILN_LOG_VERBOSE, "refine: %d layers with close tactics keep their isolated choice: %s", rf->n,
-                  kiln_errmsg());
-    else
+    int changed = 0, reverted = 0;
+    if (rc) {
+        if (rf->n)
+            kiln__log(KILN_LOG_VERBOSE, "refine: %d layers with close tactics keep their isolated choice: %s", rf->n,
+                      kiln_errmsg());
+        if (rf->nr)
+            kiln__log(KILN_LOG_VERBOSE, "region check: %d regions stay switched as the isolated costs chose: %s",
+                      rf->nr, kiln_errmsg());
+    } else if (!fast) {
         changed = decide(rf, gof, g, ng, tc);
-    v[0].e = NULL; /* *out, the caller's */
-    for (int k = 0; k < nv; k++) variant_free(&v[k]);
-    if (changed) {
+        reverted = decide_regions(rf, rt, tc);
+    }
+    if (v) v[0].e = NULL; /* *out, the caller's */
+    for (int k = 0; k < nv && v; k++) variant_free(&v[k]);
+    if (changed || reverted) {
         kiln_build_stats st2;
         memset(&st2, 0, sizeof st2);
         kiln_engine *fin = NULL;
-        b_refine frf = {.donor = *out};
+        b_refine frf = {.tactics = rf->tactics, .regions = rf->regions, .donor = *out};
         rc = kiln__b_build_pass(net, cfg, tc, 0, NHWC_ON, &frf, &st2, &fin);
         if (!rc) kiln__b_hand_over(*out, fin);
         if (rc) {
@@ -532,13 +738,19 @@ void kiln__b_refine(const kiln_network *net, const kiln_build_config *cfg, kiln_
             st->fused = st2.fused;
         }
     }
-    st->refined += rf->n;
-    st->refine_changed += rc ? 0 : changed;
-    kiln__log(KILN_LOG_VERBOSE, "refine: %d layers with close tactics in %d groups, %d engines, %d rounds at %d "
-              "threads (%.1f ms a run): %d choices changed, %d tests undecided%s%s; %.2f s building variants, "
-              "%.2f s running, %.2f s in all (budget %.2f s)", rf->n, ng, nv, rounds, threads, v[0].run_ms,
-              rc ? 0 : changed, open, stop ? ": " : "", stop ? stop : "", (t1 - t0) / 1000, (t2 - t1) / 1000,
-              (kiln__now_ms() - t0) / 1000, budget / 1000);
+    if (!fast) {
+        st->refined += rf->n;
+        st->refine_changed += rc ? 0 : changed;
+        kiln__log(KILN_LOG_VERBOSE, "refine: %d layers with close tactics in %d groups and %d switched regions, %d "
+                  "engines, %d rounds at %d threads (%.1f ms a run): %d choices changed, %d regions reverted, %d tests "
+                  "undecided%s%s; %.2f s building variants, %.2f s running, %.2f s in all (budget %.2f s)", rf->n, ng,
+                  rf->nr, nv, rounds, threads, v ? v[0].run_ms : 0, rc ? 0 : changed, rc ? 0 : reverted, open,
+                  stop ? ": " : "", stop ? stop : "", (t1 - t0) / 1000, (t2 - t1) / 1000,
+                  (kiln__now_ms() - t0) / 1000, budget / 1000);
+    }
+    kiln__free(v);
+    kiln__free(active);
+    kiln__free(rt);
     kiln__free(gof);
     kiln__free(g);
 }
