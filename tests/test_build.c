@@ -1167,18 +1167,18 @@ static int64_t buffer_elems(const kiln_tensor *x) {
 }
 
 /* blk's time in a run, spun (region_check): [0] in LINEAR, [1] in
- * NCHW16C; 0 elsewhere.  g_blk_runs counts its calls. */
-static double g_blk_ms[2];
+ * NCHW16C; 0 elsewhere; [2], [3] blk2's.  g_blk_runs counts the calls. */
+static double g_blk_ms[4];
 static int g_blk_runs;
 
 /* y = 2x + 1 in LINEAR or NCHW16C, elementwise over the whole buffer; takes
  * epilogues (per channel plane in LINEAR, the whole buffer in NCHW16C: the
  * tests fuse only channel-blind ones). */
-static int blk_impl(const kiln_call *c) {
+static int blk_run(const kiln_call *c, const double *ms) {
     const kiln_tensor *x = &c->in[0];
     if (x->format != c->out[0].format) return kiln_set_error(KILN_EINVAL, "blk: formats differ");
     g_blk_runs++;
-    spin_ms(g_blk_ms[x->format == KILN_FORMAT_NCHW16C]);
+    spin_ms(ms[x->format == KILN_FORMAT_NCHW16C]);
     const int64_t n = buffer_elems(x);
     float *y = c->out[0].data;
     for (int64_t i = 0; i < n; i++) y[i] = 2.0f * ((const float *)x->data)[i] + 1.0f;
@@ -1190,7 +1190,14 @@ static int blk_impl(const kiln_call *c) {
     }
     return 0;
 }
+static int blk_impl(const kiln_call *c) { return blk_run(c, &g_blk_ms[0]); }
+static int blk2_impl(const kiln_call *c) { return blk_run(c, &g_blk_ms[2]); }
 static const kiln_combo blk_formats[] = {{"FP32", NULL, {0}}, {"FP32", "NCHW16C", {0}}, {NULL, NULL, {0}}};
+/* blk2: blk with its own times (region_check's second region) */
+static const kiln_quick_op blk2_op = {.ns = "test", .name = "blk2", .version = 1, .min_inputs = 1, .max_inputs = 1,
+                                      .num_outputs = 1, .shape = same_shape, .impl = blk2_impl, .formats = blk_formats,
+                                      .accepts_epilogue = 1};
+KILN_OP(blk2_op)
 static const kiln_quick_op blk_op = {.ns = "test", .name = "blk", .version = 1, .min_inputs = 1, .max_inputs = 1,
                                      .num_outputs = 1, .shape = same_shape, .impl = blk_impl, .formats = blk_formats,
                                      .accepts_epilogue = 1};
@@ -1371,12 +1378,12 @@ static void cache_drop(const char *path, const char *what) {
     cache_write(path, o);
 }
 
-/* Every l* layer of e in layout fmt (in and out); st: e's build. */
-static void assert_chain_layout(const kiln_engine *e, kiln_format fmt) {
+/* Every layer of e named <c><digit> in layout fmt (in and out). */
+static void assert_chain_layout(const kiln_engine *e, char c, kiln_format fmt) {
     int n = 0;
     for (int i = 0; i < e->nlayers; i++) {
         const kiln__elayer *L = &e->layers[i];
-        if (strlen(L->name) != 2 || L->name[0] != 'l') continue;
+        if (strlen(L->name) != 2 || L->name[0] != c) continue;
         ASSERT_EQ(L->io.format[0], fmt);
         ASSERT_EQ(L->io.format[1], fmt);
         n++;
@@ -1384,31 +1391,51 @@ static void assert_chain_layout(const kiln_engine *e, kiln_format fmt) {
     ASSERT_EQ(n, 4);
 }
 
-/* The in-network check of a switched region (refine.c, every timed CPU
- * build).  region_chain's chain, whose isolated costs come from the timing
- * cache (LINEAR 3 ms, NCHW16C 1 ms a layer, reformats 2.5 ms: the region
- * pass switches all four, 12 -> 9 ms, without timing anything), while in
- * an engine run each layer spins lin_ms in LINEAR and b16_ms in NCHW16C: a
- * network where the isolated costs are wrong (lin_ms < b16_ms) or right.
- * The spin is wall time, so a neighbour's time slice slows either engine
- * alike, and the two differ by 6-10 ms a run: more than a time slice, so
- * the paired rounds decide within the budget (40 runs of the engine with
- * the region).  A lost region is reverted (the engine all LINEAR, no
- * reformat), a won one kept (two reformats); outputs checked; the verdict
- * goes into the timing cache, so a rebuild replays it without running the
- * rounds.  A keep that came out undecided (a burst of load on the two
- * cores) is retried, at most three times, from a cache without it. */
-static void region_check_case(double lin_ms, double b16_ms, int keep) {
+/* x -> l1..l4 (blk) [-> s (scale 1, LINEAR only) -> m1..m4 (blk2)] -> y */
+static kiln_network *region_check_net(int two) {
     kiln_network *net = kiln_network_create();
     int64_t d[4] = {1, 32, 5, 7};
     ASSERT_OK(kiln_network_add_input(net, "x", KILN_DTYPE_F32, 4, d, NULL));
-    const char *names[] = {"x", "t1", "t2", "t3", "y"};
+    const char *names[] = {"x", "t1", "t2", "t3", "t4", "u", "u1", "u2", "u3", "y"};
     for (int i = 0; i < 4; i++) {
         char nm[8];
         snprintf(nm, sizeof nm, "l%d", i + 1);
-        ASSERT(kiln_network_add_layer(net, "test::blk", 1, nm, 1, &names[i], 1, &names[i + 1]));
+        ASSERT(kiln_network_add_layer(net, "test::blk", 1, nm, 1, &names[i], 1, &names[i < 3 || two ? i + 1 : 9]));
+    }
+    if (two) {
+        kiln_layer *sc = kiln_network_add_layer(net, "test::scale", 1, "s", 1, &names[4], 1, &names[5]);
+        ASSERT(sc);
+        ASSERT_OK(kiln_layer_set_float(sc, "scale", 1.0));
+        for (int i = 0; i < 4; i++) {
+            char nm[8];
+            snprintf(nm, sizeof nm, "m%d", i + 1);
+            ASSERT(kiln_network_add_layer(net, "test::blk2", 1, nm, 1, &names[5 + i], 1, &names[6 + i]));
+        }
     }
     ASSERT_OK(kiln_network_mark_output(net, "y"));
+    return net;
+}
+
+/* The in-network check of the switched regions (refine.c, every timed CPU
+ * build).  Chains of four layers whose isolated costs come from the timing
+ * cache (LINEAR 3 ms, NCHW16C 1 ms a layer, reformats 2.5 ms: the region
+ * pass switches each chain, 12 -> 9 ms, without timing anything), while in
+ * an engine run each layer spins ms[0] in LINEAR and ms[1] in NCHW16C (the
+ * second chain, if any, ms[2] and ms[3]): a network where the isolated
+ * costs are wrong (LINEAR faster) or right.  The spin is wall time, so a
+ * neighbour's time slice slows either engine alike, and the two differ by
+ * 6-10 ms a chain and run: more than a time slice, so the paired rounds
+ * decide within the budget.  A lost region is reverted (its layers
+ * LINEAR), a won one kept (NCHW16C, two reformats); two regions are
+ * decided each on its own span in one variant engine; outputs checked;
+ * the verdicts go into the timing cache, so a rebuild replays them without
+ * running the rounds.  A try whose verdicts came out otherwise (a burst of
+ * load on the two cores left a keep undecided) is retried, at most three
+ * times, from a cache without them. */
+static void region_check_case(int two, const double *ms) {
+    kiln_network *net = region_check_net(two);
+    int64_t d[4] = {1, 32, 5, 7};
+    const int keep[2] = {ms[1] < ms[0], two && ms[3] < ms[2]};
     char cache[512];
     snprintf(cache, sizeof cache, "%s/test_build_region_check_%ld.cache", KILN_BINARY_DIR, (long)getpid());
     remove(cache);
@@ -1416,54 +1443,63 @@ static void region_check_case(double lin_ms, double b16_ms, int keep) {
     ASSERT_OK(kiln_build_config_set_timing_cache(cfg, cache));
     kiln_build_stats st;
     kiln_engine *e = NULL;
-    g_blk_ms[0] = g_blk_ms[1] = 0;
+    memset(g_blk_ms, 0, sizeof g_blk_ms);
     ASSERT_OK(kiln_build(net, cfg, &e, &st)); /* fills the cache */
     kiln_engine_free(e);
-    cache_set(cache, "test::blk", 3, 1);
+    cache_set(cache, "test::blk", 3, 1); /* (blk2 too) */
     cache_set(cache, "kiln::reformat", 0, 2.5);
-    g_blk_ms[0] = lin_ms;
-    g_blk_ms[1] = b16_ms;
-    const char *verdict = keep ? "losses: kept" : "losses: reverted";
-    for (int try = 0; try < 3; try++) {
+    memcpy(g_blk_ms, ms, (two ? 4 : 2) * sizeof *ms);
+    char want[2][256];
+    for (int c = 0; c < 1 + two; c++)
+        snprintf(want[c], sizeof want[c], "region check: 4 layers from '%c1' in NCHW16C (isolated: 12.0000 ms greedy "
+                 "-> 9.0000 switched) in the network (paired rounds): %c", c ? 'm' : 'l', keep[c] ? '-' : '+');
+    const char *verdict[2] = {keep[0] ? "losses: kept" : "losses: reverted", keep[1] ? "losses: kept" : "losses: reverted"};
+    int ok = 0;
+    for (int try = 0; try < 3 && !ok; try++) {
+        if (try) kiln_engine_free(e);
         cache_drop(cache, "region|");
         log_capture(KILN_LOG_VERBOSE);
         int rc = kiln_build(net, cfg, &e, &st);
         log_restore();
         ASSERT_OK(rc);
-        if (strstr(g_log.text, verdict) || try == 2) break;
-        kiln_engine_free(e);
+        ok = 1;
+        for (int c = 0; c < 1 + two; c++) {
+            const char *at = strstr(g_log.text, want[c]), *nl = at ? strchr(at, '\n') : NULL;
+            ok &= at && nl && nl - at > 16 && !strncmp(nl - strlen(verdict[c]), verdict[c], strlen(verdict[c]));
+        }
     }
-    if (!strstr(g_log.text, verdict) || st.timed) fprintf(stderr, "%s\n", g_log.text);
+    if (!ok || st.timed) fprintf(stderr, "%s\n", g_log.text);
+    ASSERT(ok);
     ASSERT_EQ(st.timed, 0);
     ASSERT_CONTAINS(g_log.text, "region 0: 4 layers from 'l1' switched to NCHW16C: cost 12.0000 ms -> 9.0000 ms");
-    ASSERT_CONTAINS(g_log.text, "region check: 4 layers from 'l1' in NCHW16C (isolated: 12.0000 ms greedy -> "
-                                "9.0000 switched) in the network (paired rounds)");
-    ASSERT_CONTAINS(g_log.text, verdict);
-    ASSERT_CONTAINS(g_log.text, keep ? "0 regions reverted" : "1 regions reverted");
-    ASSERT_EQ(st.reformats, keep ? 2 : 0);
-    assert_chain_layout(e, keep ? KILN_FORMAT_NCHW16C : KILN_FORMAT_LINEAR);
-    float x[1120], y[1120];
-    rand_fill(x, 1120);
-    run1(e, "x", x, 4, d, "y", y, sizeof y);
-    for (int i = 0; i < 1120; i++) ASSERT_NEAR(y[i], 16.0f * x[i] + 15.0f, 1e-5);
-    kiln_engine_free(e);
-    /* a rebuild replays the verdict: no rounds (the packed-only check's run alone) */
-    g_blk_runs = 0;
-    log_capture(KILN_LOG_VERBOSE);
-    ASSERT_OK(kiln_build(net, cfg, &e, &st));
-    log_restore();
-    ASSERT(g_blk_runs <= 4);
-    ASSERT_CONTAINS(g_log.text, keep ? "region of 4 layers from 'l1' (NCHW16C, isolated 12.0000 -> 9.0000 ms): kept "
-                                       "(checked in the network, timing cache)"
-                                     : "region of 4 layers from 'l1' (NCHW16C, isolated 12.0000 -> 9.0000 ms): "
-                                       "reverted (checked in the network, timing cache)");
-    ASSERT(!strstr(g_log.text, "(paired rounds)"));
-    ASSERT_EQ(st.reformats, keep ? 2 : 0);
-    assert_chain_layout(e, keep ? KILN_FORMAT_NCHW16C : KILN_FORMAT_LINEAR);
-    run1(e, "x", x, 4, d, "y", y, sizeof y);
-    for (int i = 0; i < 1120; i++) ASSERT_NEAR(y[i], 16.0f * x[i] + 15.0f, 1e-5);
-    kiln_engine_free(e);
-    /* $KILN_REGION_CHECK=off: the isolated costs decide, the cached verdict unread */
+    const int nkept = keep[0] + keep[1];
+    char sum[64];
+    snprintf(sum, sizeof sum, "%d regions reverted", 1 + two - nkept);
+    ASSERT_CONTAINS(g_log.text, sum);
+    for (int round = 0; round < 2; round++) {
+        ASSERT_EQ(st.reformats, 2 * nkept);
+        assert_chain_layout(e, 'l', keep[0] ? KILN_FORMAT_NCHW16C : KILN_FORMAT_LINEAR);
+        if (two) assert_chain_layout(e, 'm', keep[1] ? KILN_FORMAT_NCHW16C : KILN_FORMAT_LINEAR);
+        float x[1120], y[1120];
+        rand_fill(x, 1120);
+        run1(e, "x", x, 4, d, "y", y, sizeof y);
+        for (int i = 0; i < 1120; i++)
+            ASSERT_NEAR(y[i], two ? 256.0f * x[i] + 255.0f : 16.0f * x[i] + 15.0f, two ? 1e-3 : 1e-5);
+        kiln_engine_free(e);
+        if (round) break;
+        /* a rebuild replays the verdicts: no rounds (the packed-only check's run alone) */
+        g_blk_runs = 0;
+        log_capture(KILN_LOG_VERBOSE);
+        ASSERT_OK(kiln_build(net, cfg, &e, &st));
+        log_restore();
+        ASSERT(g_blk_runs <= 4 * (1 + two));
+        ASSERT_CONTAINS(g_log.text, keep[0] ? "region of 4 layers from 'l1' (NCHW16C, isolated 12.0000 -> 9.0000 ms): "
+                                              "kept (checked in the network, timing cache)"
+                                            : "region of 4 layers from 'l1' (NCHW16C, isolated 12.0000 -> 9.0000 ms): "
+                                              "reverted (checked in the network, timing cache)");
+        ASSERT(!strstr(g_log.text, "(paired rounds)"));
+    }
+    /* $KILN_REGION_CHECK=off: the isolated costs decide, the cached verdicts unread */
     setenv("KILN_REGION_CHECK", "off", 1);
     log_capture(KILN_LOG_VERBOSE);
     ASSERT_OK(kiln_build(net, cfg, &e, &st));
@@ -1471,17 +1507,20 @@ static void region_check_case(double lin_ms, double b16_ms, int keep) {
     unsetenv("KILN_REGION_CHECK");
     ASSERT(!strstr(g_log.text, "region check"));
     ASSERT(!strstr(g_log.text, "checked in the network"));
-    assert_chain_layout(e, KILN_FORMAT_NCHW16C);
+    assert_chain_layout(e, 'l', KILN_FORMAT_NCHW16C);
+    if (two) assert_chain_layout(e, 'm', KILN_FORMAT_NCHW16C);
     kiln_engine_free(e);
-    g_blk_ms[0] = g_blk_ms[1] = 0;
+    memset(g_blk_ms, 0, sizeof g_blk_ms);
     remove(cache);
     kiln_build_config_free(cfg);
     kiln_network_free(net);
 }
 
 TEST_IMPL(region_check) {
-    region_check_case(0.5, 3.0, 0); /* wins alone, loses in the network: reverted */
-    region_check_case(4.0, 1.5, 1); /* wins in both: kept */
+    static const double lose[] = {0.5, 3.0}, win[] = {4.0, 1.5}, both[] = {0.5, 3.0, 4.0, 1.5};
+    region_check_case(0, lose); /* wins alone, loses in the network: reverted (the variant is the engine) */
+    region_check_case(0, win);  /* wins in both: kept */
+    region_check_case(1, both); /* two regions, one variant engine: the first reverted, the second kept */
 }
 
 TEST_IMPL(network_tensor_info) {

@@ -88,8 +88,8 @@ typedef struct variant {
     void **buf;
     int nin;
     int alt, parity;           /* runner-up index switched in, and which layers; alt -1: none */
-    int reg;                   /* the region it reverts, -1; alt and reg -1: the base engine */
-    int lo, hi, blo, bhi;      /* a region variant: its span's layers [lo, hi), the base's [blo, bhi) */
+    int greedy;                /* 1: every switched region reverted (the regions' variant) */
+    kiln_build_stats st;       /* its build pass's */
     int *lmap;                 /* per refined layer: engine layer index, -1 */
     int nl;                    /* engine layers: the same list in every variant (checked) */
     int ok;                    /* built, set up, and its layers are the base's */
@@ -226,13 +226,18 @@ static int variant_build(const kiln_network *net, const kiln_build_config *cfg, 
             force[2 * nforce + 1] = rf->l[j].alt[v->alt];
             nforce++;
         }
-    char *const *revert = v->reg >= 0 ? &rf->r[v->reg].key : NULL;
+    char **revert = v->greedy ? kiln__malloc((size_t)rf->nr * sizeof *revert) : NULL;
+    if (v->greedy && !revert) {
+        kiln__free(force);
+        return kiln__err(KILN_ENOMEM, "build: out of memory");
+    }
+    for (int r = 0; revert && r < rf->nr; r++) revert[r] = rf->r[r].key;
     b_refine vrf = {.tactics = rf->tactics, .regions = rf->regions, .force = force, .nforce = nforce,
-                    .revert = revert, .nrevert = revert ? 1 : 0, .donor = base};
-    kiln_build_stats st;
-    memset(&st, 0, sizeof st);
-    int rc = kiln__b_build_pass(net, cfg, tc, 0, NHWC_ON, &vrf, &st, &v->e);
+                    .revert = revert, .nrevert = revert ? rf->nr : 0, .donor = base};
+    memset(&v->st, 0, sizeof v->st);
+    int rc = kiln__b_build_pass(net, cfg, tc, 0, NHWC_ON, &vrf, &v->st, &v->e);
     kiln__free(force);
+    kiln__free(revert);
     return rc;
 }
 
@@ -310,92 +315,106 @@ static int same_layers(const variant *base, const variant *w) {
     return 1;
 }
 
-/* Region r's span in the base engine a and in its variant b (r
- * reverted), which hold different layers: the layers both hold (by name,
- * in the same order in both: else 0) from the region's first through
- * REFINE_SPAN - 1 past its last (the consumers it leaves cache to), and
+/* The regions' spans in the base engine a and in the greedy variant b
+ * (every region reverted), which hold different layers.  Region r's span
+ * is the layers both engines hold (by name, in the same order in both:
+ * else 0) from the region's first through REFINE_SPAN - 1 past its last
+ * (the consumers it leaves cache to, cut at the next region's first), and
  * whatever else either engine runs among them: the reformats at the
- * region's border, a layer fused in one engine and not in the other.  A
- * layer that only one engine holds counts with the next common one; the
- * span reaches every such layer joined to the region's layers through
- * tensors (a reformat out of the region, placed before its first reader).
- * [alo, ahi) of a, [blo, bhi) of b.  Returns 1 when found. */
-static int region_span(const b_region *r, const kiln_engine *a, const kiln_engine *b, int *alo, int *ahi, int *blo,
-                       int *bhi) {
+ * region's border, a layer fused in one engine and not the other.  A layer
+ * that only one engine holds counts with the next common one; the span
+ * reaches every such layer joined to the region's layers through tensors
+ * (a reformat out of the region, placed before its first reader).  span:
+ * 4 ints a region, [lo, hi) of a then of b.  Returns 1 when found. */
+static int region_spans(const b_refine *rf, const kiln_engine *a, const kiln_engine *b, int *span) {
     const kiln_engine *e[2] = {a, b};
-    int *seg[2], *mark[2], *lo[2] = {alo, blo}, *hi[2] = {ahi, bhi}, rc = 0, ncommon = 0, cs = 1 << 30, ce = -1;
-    seg[0] = kiln__malloc((size_t)(a->nlayers + 1) * sizeof(int) * 2);
-    seg[1] = kiln__malloc((size_t)(b->nlayers + 1) * sizeof(int) * 2);
-    if (!seg[0] || !seg[1]) goto out;
-    for (int s = 0; s < 2; s++) mark[s] = seg[s] + e[s]->nlayers + 1;
-    /* match: mark[0][i] = a's layer i's index in b, -1; they must rise */
+    int *seg[2], *match[2], *mark[2], rc = 0, ncommon = 0;
+    int *cs = kiln__malloc((size_t)(2 * rf->nr + 1) * sizeof *cs), *ce = cs ? cs + rf->nr : NULL;
+    seg[0] = kiln__malloc((size_t)(a->nlayers + 1) * sizeof(int) * 3);
+    seg[1] = kiln__malloc((size_t)(b->nlayers + 1) * sizeof(int) * 3);
+    if (!cs || !seg[0] || !seg[1]) goto out;
+    for (int s = 0; s < 2; s++) {
+        match[s] = seg[s] + e[s]->nlayers + 1;
+        mark[s] = match[s] + e[s]->nlayers + 1;
+    }
+    /* match[0][i]: a's layer i's index in b, -1 (they must rise); match[1] the reverse */
     for (int i = 0, last = -1; i < a->nlayers; i++) {
-        mark[0][i] = -1;
-        for (int j = 0; j < b->nlayers && mark[0][i] < 0; j++)
-            if (!strcmp(a->layers[i].name, b->layers[j].name)) mark[0][i] = j;
-        if (mark[0][i] < 0) continue;
-        if (mark[0][i] <= last) goto out;
-        last = mark[0][i];
+        match[0][i] = -1;
+        for (int j = 0; j < b->nlayers && match[0][i] < 0; j++)
+            if (!strcmp(a->layers[i].name, b->layers[j].name)) match[0][i] = j;
+        if (match[0][i] < 0) continue;
+        if (match[0][i] <= last) goto out;
+        last = match[0][i];
         ncommon++;
     }
-    for (int j = 0; j < b->nlayers; j++) mark[1][j] = -1;
+    for (int j = 0; j < b->nlayers; j++) match[1][j] = -1;
     for (int i = 0; i < a->nlayers; i++)
-        if (mark[0][i] >= 0) mark[1][mark[0][i]] = i;
+        if (match[0][i] >= 0) match[1][match[0][i]] = i;
     /* seg: the ordinal of the next common layer (ncommon past the last) */
     for (int s = 0; s < 2; s++)
         for (int i = e[s]->nlayers - 1, k = ncommon; i >= 0; i--) {
-            if (mark[s][i] >= 0) k--;
+            if (match[s][i] >= 0) k--;
             seg[s][i] = k;
         }
-    /* mark: 2 the region's layers, 1 a layer only this engine holds, 0 the others */
-    for (int s = 0; s < 2; s++)
-        for (int i = 0; i < e[s]->nlayers; i++) {
-            const int common = mark[s][i] >= 0;
-            mark[s][i] = !common;
-            for (int k = 0; k < r->nnames; k++)
-                if (!strcmp(e[s]->layers[i].name, r->names[k])) mark[s][i] = 2;
-        }
-    /* what joins the region through tensors, among the layers one engine alone holds */
-    for (int s = 0; s < 2; s++)
-        for (int grew = 1; grew;) {
-            grew = 0;
+    for (int r = 0; r < rf->nr; r++) {
+        const b_region *g = &rf->r[r];
+        cs[r] = 1 << 30;
+        ce[r] = -1;
+        /* mark: 2 the region's layers, 3 joined to them, 1 a layer only this engine holds, 0 the others */
+        for (int s = 0; s < 2; s++)
             for (int i = 0; i < e[s]->nlayers; i++) {
-                if (mark[s][i] != 1) continue;
-                const kiln__elayer *x = &e[s]->layers[i];
-                for (int j = 0; j < e[s]->nlayers && mark[s][i] == 1; j++) {
-                    if (mark[s][j] < 2) continue;
-                    const kiln__elayer *y = &e[s]->layers[j];
-                    for (int p = 0; p < x->nin + x->nout && mark[s][i] == 1; p++) {
-                        const int32_t t = p < x->nin ? x->in[p] : x->out[p - x->nin];
-                        for (int q = 0; t >= 0 && q < y->nin + y->nout; q++)
-                            if ((p < x->nin) != (q < y->nin) && t == (q < y->nin ? y->in[q] : y->out[q - y->nin])) {
-                                mark[s][i] = 3; /* joined: counts as the region's */
-                                grew = 1;
-                                break;
-                            }
+                mark[s][i] = match[s][i] < 0;
+                for (int k = 0; k < g->nnames; k++)
+                    if (!strcmp(e[s]->layers[i].name, g->names[k])) mark[s][i] = 2;
+            }
+        for (int s = 0; s < 2; s++)
+            for (int grew = 1; grew;) {
+                grew = 0;
+                for (int i = 0; i < e[s]->nlayers; i++) {
+                    if (mark[s][i] != 1) continue;
+                    const kiln__elayer *x = &e[s]->layers[i];
+                    for (int j = 0; j < e[s]->nlayers && mark[s][i] == 1; j++) {
+                        if (mark[s][j] < 2) continue;
+                        const kiln__elayer *y = &e[s]->layers[j];
+                        for (int p = 0; p < x->nin + x->nout && mark[s][i] == 1; p++) {
+                            const int32_t t = p < x->nin ? x->in[p] : x->out[p - x->nin];
+                            for (int q = 0; t >= 0 && q < y->nin + y->nout; q++)
+                                if ((p < x->nin) != (q < y->nin) && t == (q < y->nin ? y->in[q] : y->out[q - y->nin])) {
+                                    mark[s][i] = 3;
+                                    grew = 1;
+                                    break;
+                                }
+                        }
                     }
                 }
             }
+        for (int s = 0; s < 2; s++)
+            for (int i = 0; i < e[s]->nlayers; i++)
+                if (mark[s][i] >= 2) {
+                    cs[r] = seg[s][i] < cs[r] ? seg[s][i] : cs[r];
+                    ce[r] = seg[s][i] > ce[r] ? seg[s][i] : ce[r];
+                }
+        if (ce[r] < 0) goto out;
+    }
+    for (int r = 0; r < rf->nr; r++) {
+        /* past its last layer: REFINE_SPAN - 1 more, not into the next region */
+        int end = ce[r] + REFINE_SPAN - 1 < ncommon ? ce[r] + REFINE_SPAN - 1 : ncommon;
+        for (int q = 0; q < rf->nr; q++)
+            if (cs[q] > ce[r] && cs[q] - 1 < end) end = cs[q] - 1;
+        for (int s = 0; s < 2; s++) {
+            int *lo = &span[4 * r + 2 * s], *hi = lo + 1;
+            *lo = e[s]->nlayers;
+            *hi = 0;
+            for (int i = 0; i < e[s]->nlayers; i++)
+                if (seg[s][i] >= cs[r] && seg[s][i] <= end) {
+                    *lo = i < *lo ? i : *lo;
+                    *hi = i + 1;
+                }
         }
-    for (int s = 0; s < 2; s++)
-        for (int i = 0; i < e[s]->nlayers; i++)
-            if (mark[s][i] >= 2) {
-                cs = seg[s][i] < cs ? seg[s][i] : cs;
-                ce = seg[s][i] > ce ? seg[s][i] : ce;
-            }
-    if (ce < 0) goto out;
-    ce = ce + REFINE_SPAN - 1 < ncommon ? ce + REFINE_SPAN - 1 : ncommon;
-    for (int s = 0; s < 2; s++) {
-        *lo[s] = e[s]->nlayers;
-        *hi[s] = 0;
-        for (int i = 0; i < e[s]->nlayers; i++)
-            if (seg[s][i] >= cs && seg[s][i] <= ce) {
-                *lo[s] = i < *lo[s] ? i : *lo[s];
-                *hi[s] = i + 1;
-            }
     }
     rc = 1;
 out:
+    kiln__free(cs);
     kiln__free(seg[0]);
     kiln__free(seg[1]);
     return rc;
@@ -475,10 +494,10 @@ int kiln__b_judge(b_test *t, double d, double seg, double tie) {
     return !t->verdict;
 }
 
-/* The variant that reverts region r, or -1. */
-static int variant_of_region(const variant *v, int nv, int r) {
+/* The variant that reverts the regions, or -1. */
+static int greedy_variant(const variant *v, int nv) {
     for (int k = 1; k < nv; k++)
-        if (v[k].ok && v[k].reg == r) return k;
+        if (v[k].ok && v[k].greedy) return k;
     return -1;
 }
 
@@ -486,13 +505,14 @@ static int variant_of_region(const variant *v, int nv, int r) {
  * its span with the region against the variant's without, so that the
  * region is the alternative that must win); returns how many tests remain
  * undecided. */
-static int record_round(const b_refine *rf, const int *gof, group *g, int ng, b_test *rt, const variant *v, int nv) {
+static int record_round(const b_refine *rf, const int *gof, group *g, int ng, b_test *rt, const int *span,
+                        const variant *v, int nv) {
     int open = 0;
-    for (int r = 0; r < rf->nr; r++) {
+    const int k = greedy_variant(v, nv);
+    for (int r = 0; r < rf->nr && k >= 0; r++) {
         if (rt[r].verdict) continue;
-        const int k = variant_of_region(v, nv, r);
-        if (k < 0) continue; /* not built (budget) or not comparable: undecided */
-        const double with = span_sum(&v[0], v[k].blo, v[k].bhi), without = span_sum(&v[k], v[k].lo, v[k].hi);
+        const int *sp = &span[4 * r];
+        const double with = span_sum(&v[0], sp[0], sp[1]), without = span_sum(&v[k], sp[2], sp[3]);
         open += kiln__b_judge(&rt[r], with - without, without, REGION_TIE);
     }
     for (int q = 0; q < ng; q++)
@@ -521,7 +541,9 @@ static int record_round(const b_refine *rf, const int *gof, group *g, int ng, b_
 /* Does variant k switch a layer (revert a region) whose test is undecided? */
 static int needed(const b_refine *rf, const int *gof, const group *g, const b_test *rt, const variant *v, int nv,
                   int k) {
-    if (v[k].reg >= 0) return !rt[v[k].reg].verdict;
+    for (int r = 0; v[k].greedy && r < rf->nr; r++)
+        if (!rt[r].verdict) return 1;
+    if (v[k].greedy) return 0;
     for (int j = 0; j < rf->n; j++)
         if (switched(rf, &v[k], j) && variant_of(rf, v, nv, j, v[k].alt) == k && !g[gof[j]].t[v[k].alt].verdict)
             return 1;
@@ -610,15 +632,16 @@ static int make_groups(const b_refine *rf, int *gof, group *g) {
     return ng;
 }
 
-/* Region variant w (w->reg set): built, set up, and its span against the base's found. */
+/* The regions' variant w (every region reverted): built, set up, and the
+ * regions' spans in it and in the base found (span). */
 static int region_variant(const kiln_network *net, const kiln_build_config *cfg, kiln__tcache *tc, const b_refine *rf,
-                          int threads, variant *v, variant *w) {
+                          int threads, variant *v, variant *w, int *span) {
     int rc = variant_build(net, cfg, tc, rf, v[0].e, w);
     if (!rc) rc = variant_setup(rf, threads, w, 0x9E3779B9u);
-    if (!rc) w->ok = region_span(&rf->r[w->reg], v[0].e, w->e, &w->blo, &w->bhi, &w->lo, &w->hi);
+    if (!rc) w->ok = region_spans(rf, v[0].e, w->e, span);
     if (!rc && !w->ok)
-        kiln__log(KILN_LOG_VERBOSE, "region check: the region from '%s': its variant engine runs its layers in "
-                  "another order: not compared", rf->r[w->reg].names[0]);
+        kiln__log(KILN_LOG_VERBOSE, "region check: the engine without the regions runs its layers in another "
+                  "order: not compared");
     return rc;
 }
 
@@ -626,14 +649,15 @@ void kiln__b_refine(const kiln_network *net, const kiln_build_config *cfg, kiln_
                     kiln_build_stats *st, kiln_engine **out) {
     const double t0 = kiln__now_ms();
     const int threads = cfg->threads > 0 ? cfg->threads : 1;
-    const int nvmax = 1 + 2 * REFINE_MAX_ALT + rf->nr;
+    const int nvmax = 2 + 2 * REFINE_MAX_ALT;
     variant *v = kiln__calloc((size_t)nvmax, sizeof *v);
     int *gof = kiln__malloc((size_t)(rf->n + 1) * sizeof *gof), *active = kiln__malloc((size_t)nvmax * sizeof *active);
     group *g = kiln__malloc((size_t)(rf->n + 1) * sizeof *g);
     b_test *rt = kiln__calloc((size_t)(rf->nr + 1), sizeof *rt);
-    int nv = 1, rc = v && gof && active && g && rt ? 0 : kiln__err(KILN_ENOMEM, "build: out of memory"), ng = 0,
+    int *span = kiln__malloc((size_t)(4 * rf->nr + 1) * sizeof *span);
+    int nv = 1, rc = v && gof && active && g && rt && span ? 0 : kiln__err(KILN_ENOMEM, "build: out of memory"), ng = 0,
         rounds = 0, open = 0;
-    if (!rc) v[0] = (variant){.e = *out, .alt = -1, .reg = -1, .ok = 1};
+    if (!rc) v[0] = (variant){.e = *out, .alt = -1, .ok = 1};
     if (!rc) ng = make_groups(rf, gof, g);
     if (!rc) rc = variant_setup(rf, threads, &v[0], 0x9E3779B9u);
     double budget = v ? REFINE_BUDGET_RUNS * v[0].run_ms : 0, build_ms = 0;
@@ -650,24 +674,18 @@ void kiln__b_refine(const kiln_network *net, const kiln_build_config *cfg, kiln_
                       "engine runs in %.3f ms (under %.1f ms, spans of noise)", rf->nr, v[0].run_ms, REFINE_MIN_RUN_MS);
         fast = 1;
     }
-    /* the regions' variants first (every timed CPU build checks them), then the tactics' (--refine) */
-    for (int r = 0; r < rf->nr && !rc && !stop && !fast; r++) {
-        variant *w = &v[nv];
-        *w = (variant){.alt = -1, .reg = r};
+    /* the regions' variant first (every timed CPU build checks them), then the tactics' (--refine) */
+    if (rf->nr && !rc && !fast) {
         const double b0 = kiln__now_ms();
-        if (b0 - t0 + 2 * build_ms + v[0].run_ms * (nv + 1) > budget) {
-            stop = "no time left for more variant engines";
-            break;
-        }
+        v[nv] = (variant){.alt = -1, .greedy = 1};
+        rc = region_variant(net, cfg, tc, rf, threads, v, &v[nv], span);
         nv++;
-        rc = region_variant(net, cfg, tc, rf, threads, v, w);
-        const double bt = kiln__now_ms() - b0;
-        build_ms = bt > build_ms ? bt : build_ms;
+        build_ms = kiln__now_ms() - b0;
     }
     for (int a = 0; a < REFINE_MAX_ALT && !rc && !stop && !fast; a++)
         for (int p = 0; p < 2 && !rc && !stop; p++) {
             variant *w = &v[nv];
-            *w = (variant){.alt = a, .parity = p, .reg = -1};
+            *w = (variant){.alt = a, .parity = p};
             int any = 0;
             for (int j = 0; j < rf->n; j++) any |= switched(rf, w, j);
             if (!any) continue;
@@ -701,7 +719,7 @@ void kiln__b_refine(const kiln_network *net, const kiln_build_config *cfg, kiln_
         rc = r % 2 ? 0 : variant_run(&v[0]);
         for (int i = 0; i < na && !rc; i++) rc = variant_run(&v[active[i]]);
         if (!rc && r % 2) rc = variant_run(&v[0]);
-        if (!rc) open = record_round(rf, gof, g, ng, rt, v, nv);
+        if (!rc) open = record_round(rf, gof, g, ng, rt, span, v, nv);
         rounds++;
     }
     const double t2 = kiln__now_ms();
@@ -718,11 +736,22 @@ void kiln__b_refine(const kiln_network *net, const kiln_build_config *cfg, kiln_
         reverted = decide_regions(rf, rt, tc);
     }
     if (v) v[0].e = NULL; /* *out, the caller's */
+    /* every region reverted and no tactic changed: the regions' variant is the engine */
+    const int kg = !rc && !changed && reverted && reverted == rf->nr ? greedy_variant(v, nv) : -1;
+    kiln_build_stats st2 = kg >= 0 ? v[kg].st : *st;
+    kiln_engine *fin = kg >= 0 ? v[kg].e : NULL;
+    if (kg >= 0) v[kg].e = NULL;
     for (int k = 0; k < nv && v; k++) variant_free(&v[k]);
-    if (changed || reverted) {
-        kiln_build_stats st2;
+    if (fin) {
+        kiln__b_hand_over(*out, fin);
+        kiln_engine_free(*out);
+        *out = fin;
+        st->layers = st2.layers;
+        st->folded = st2.folded;
+        st->reformats = st2.reformats;
+        st->fused = st2.fused;
+    } else if (changed || reverted) {
         memset(&st2, 0, sizeof st2);
-        kiln_engine *fin = NULL;
         b_refine frf = {.tactics = rf->tactics, .regions = rf->regions, .donor = *out};
         rc = kiln__b_build_pass(net, cfg, tc, 0, NHWC_ON, &frf, &st2, &fin);
         if (!rc) kiln__b_hand_over(*out, fin);
@@ -751,6 +780,7 @@ void kiln__b_refine(const kiln_network *net, const kiln_build_config *cfg, kiln_
     kiln__free(v);
     kiln__free(active);
     kiln__free(rt);
+    kiln__free(span);
     kiln__free(gof);
     kiln__free(g);
 }
