@@ -352,6 +352,22 @@ TEST_IMPL(refine_judge) {
     ASSERT_EQ(t.verdict, 0);
     ASSERT_EQ(t.wins, 6);
     ASSERT_NEAR(kiln__b_test_median(t.d, t.rounds), -1.0, 1e-12);
+    /* ... which leans to the alternative (the region check's last word), with a median gain of 10% */
+    ASSERT_EQ(kiln__b_judge_lean(&t, 0.01), 1);
+    ASSERT_EQ(kiln__b_judge_lean(&t, 0.15), 0); /* not past a 15% tie */
+    /* as many losses as wins, or fewer than REFINE_LEAN_ROUNDS rounds: no lean */
+    for (int r = 0; r < 8; r++) d[r] = r % 2 ? 0.5 : -1.0;
+    t = judge_rounds(d, 8, 10.0, 0.01, &at);
+    ASSERT_EQ(t.verdict, 0);
+    ASSERT_EQ(kiln__b_judge_lean(&t, 0.01), 0);
+    for (int r = 0; r < 4; r++) d[r] = -1.0;
+    t = judge_rounds(d, 4, 10.0, 0.01, &at);
+    ASSERT_EQ(kiln__b_judge_lean(&t, 0.01), 0);
+    /* a decided test: its verdict */
+    for (int r = 0; r < 6; r++) d[r] = 1.0;
+    t = judge_rounds(d, 6, 10.0, 0.01, &at);
+    ASSERT_EQ(t.verdict, -1);
+    ASSERT_EQ(kiln__b_judge_lean(&t, 0.01), 0);
 }
 
 TEST_LIST(TEST_ENTRY(refine_judge), TEST_ENTRY(refine_replaces_isolated_choice), TEST_ENTRY(refine_hands_over_weights), TEST_ENTRY(refine_pooled_decision), TEST_ENTRY(refine_budget),

@@ -281,6 +281,12 @@ typedef struct b_test {
     double d[REFINE_ROUNDS_MAX], seg[REFINE_ROUNDS_MAX];
 } b_test;
 int kiln__b_judge(b_test *t, double d, double seg, double tie);
+/* Where the budget ends a test undecided: does it lean to the alternative
+ * (REFINE_LEAN_ROUNDS rounds or more, more wins than losses, the median
+ * below -tie)?  A decided test: its verdict.  The region check's last
+ * word (a tactic left undecided keeps its isolated choice). */
+#define REFINE_LEAN_ROUNDS 5
+int kiln__b_judge_lean(const b_test *t, double tie);
 double kiln__b_test_median(const double *x, int n);
 /* refine.c: each layer of e (emitted, not yet prepared) that packs its
  * constants as donor's layer of the same name did (op, attributes, tactic,
