@@ -355,7 +355,11 @@ TEST_IMPL(refine_judge) {
     /* ... which leans to the alternative (the region check's last word), with a median gain of 10% */
     ASSERT_EQ(kiln__b_judge_lean(&t, 0.01), 1);
     ASSERT_EQ(kiln__b_judge_lean(&t, 0.15), 0); /* not past a 15% tie */
-    /* as many losses as wins, or fewer than REFINE_LEAN_ROUNDS rounds: no lean */
+    /* 3 wins 2 losses, as many losses as wins, or fewer than REFINE_LEAN_ROUNDS rounds: no lean */
+    for (int r = 0; r < 5; r++) d[r] = r % 2 ? 0.5 : -1.0;
+    t = judge_rounds(d, 5, 10.0, 0.01, &at);
+    ASSERT_EQ(t.wins, 3);
+    ASSERT_EQ(kiln__b_judge_lean(&t, 0.01), 0);
     for (int r = 0; r < 8; r++) d[r] = r % 2 ? 0.5 : -1.0;
     t = judge_rounds(d, 8, 10.0, 0.01, &at);
     ASSERT_EQ(t.verdict, 0);

@@ -282,8 +282,8 @@ typedef struct b_test {
 } b_test;
 int kiln__b_judge(b_test *t, double d, double seg, double tie);
 /* Where the budget ends a test undecided: does it lean to the alternative
- * (REFINE_LEAN_ROUNDS rounds or more, more wins than losses, the median
- * below -tie)?  A decided test: its verdict.  The region check's last
+ * (REFINE_LEAN_ROUNDS rounds or more, twice as many wins as losses or
+ * more, the median below -tie)?  A decided test: its verdict.  The region check's last
  * word (a tactic left undecided keeps its isolated choice). */
 #define REFINE_LEAN_ROUNDS 5
 int kiln__b_judge_lean(const b_test *t, double tie);

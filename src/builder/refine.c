@@ -502,7 +502,7 @@ int kiln__b_judge(b_test *t, double d, double seg, double tie) {
 
 int kiln__b_judge_lean(const b_test *t, double tie) {
     if (t->verdict) return t->verdict > 0;
-    return t->rounds >= REFINE_LEAN_ROUNDS && t->wins > t->losses &&
+    return t->rounds >= REFINE_LEAN_ROUNDS && t->wins >= 2 * t->losses &&
            median(t->d, t->rounds) < -tie * median(t->seg, t->rounds);
 }
 
