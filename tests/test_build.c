@@ -12,6 +12,9 @@
 #include "test.h"
 #include "test_ops_util.h"
 
+#include <stdlib.h>
+#include <unistd.h>
+
 /* ------------------------------------------------------------ test ops */
 
 
@@ -1163,12 +1166,19 @@ static int64_t buffer_elems(const kiln_tensor *x) {
     return n;
 }
 
+/* blk's time in a run, spun (region_check): [0] in LINEAR, [1] in
+ * NCHW16C; 0 elsewhere; [2], [3] blk2's.  g_blk_runs counts the calls. */
+static double g_blk_ms[4];
+static int g_blk_runs;
+
 /* y = 2x + 1 in LINEAR or NCHW16C, elementwise over the whole buffer; takes
  * epilogues (per channel plane in LINEAR, the whole buffer in NCHW16C: the
  * tests fuse only channel-blind ones). */
-static int blk_impl(const kiln_call *c) {
+static int blk_run(const kiln_call *c, const double *ms) {
     const kiln_tensor *x = &c->in[0];
     if (x->format != c->out[0].format) return kiln_set_error(KILN_EINVAL, "blk: formats differ");
+    g_blk_runs++;
+    spin_ms(ms[x->format == KILN_FORMAT_NCHW16C]);
     const int64_t n = buffer_elems(x);
     float *y = c->out[0].data;
     for (int64_t i = 0; i < n; i++) y[i] = 2.0f * ((const float *)x->data)[i] + 1.0f;
@@ -1180,7 +1190,14 @@ static int blk_impl(const kiln_call *c) {
     }
     return 0;
 }
+static int blk_impl(const kiln_call *c) { return blk_run(c, &g_blk_ms[0]); }
+static int blk2_impl(const kiln_call *c) { return blk_run(c, &g_blk_ms[2]); }
 static const kiln_combo blk_formats[] = {{"FP32", NULL, {0}}, {"FP32", "NCHW16C", {0}}, {NULL, NULL, {0}}};
+/* blk2: blk with its own times (region_check's second region) */
+static const kiln_quick_op blk2_op = {.ns = "test", .name = "blk2", .version = 1, .min_inputs = 1, .max_inputs = 1,
+                                      .num_outputs = 1, .shape = same_shape, .impl = blk2_impl, .formats = blk_formats,
+                                      .accepts_epilogue = 1};
+KILN_OP(blk2_op)
 static const kiln_quick_op blk_op = {.ns = "test", .name = "blk", .version = 1, .min_inputs = 1, .max_inputs = 1,
                                      .num_outputs = 1, .shape = same_shape, .impl = blk_impl, .formats = blk_formats,
                                      .accepts_epilogue = 1};
@@ -1203,31 +1220,41 @@ static const kiln_quick_op relu16_op = {.ns = "test", .name = "relu16", .version
                                         .impl = relu16_impl, .formats = blk_formats, .epilogue = relu16_epi};
 KILN_OP(relu16_op)
 
+/* The timing cache file at path into text (NUL-terminated), and back. */
+static char g_cache_text[1 << 16], g_cache_out[1 << 16];
+static void cache_read(const char *path) {
+    FILE *f = fopen(path, "rb");
+    ASSERT(f);
+    size_t n = fread(g_cache_text, 1, sizeof g_cache_text - 1, f);
+    fclose(f);
+    g_cache_text[n] = 0;
+}
+static void cache_write(const char *path, size_t o) {
+    FILE *f = fopen(path, "wb");
+    ASSERT(f);
+    ASSERT_EQ(fwrite(g_cache_out, 1, o, f), o);
+    fclose(f);
+}
+
 /* The timing cache file at path with every time of a key holding `op`
  * replaced: ms_16c where the key also holds "NCHW16C", else ms_linear. */
 static void cache_set(const char *path, const char *op, double ms_linear, double ms_16c) {
-    FILE *f = fopen(path, "rb");
-    ASSERT(f);
-    static char text[1 << 16], out[1 << 16];
-    size_t n = fread(text, 1, sizeof text - 1, f), o = 0;
-    fclose(f);
-    text[n] = 0;
+    char *text = g_cache_text, *out = g_cache_out;
+    size_t o = 0, cap = sizeof g_cache_out;
+    cache_read(path);
     int hit = 0;
     for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
         char *key = strchr(line, ' ');
         if (key && strstr(key, op) && strtod(line, NULL) >= 0) {
-            o += (size_t)snprintf(out + o, sizeof out - o, "%.17g%s\n", strstr(key, "NCHW16C") ? ms_16c : ms_linear, key);
+            o += (size_t)snprintf(out + o, cap - o, "%.17g%s\n", strstr(key, "NCHW16C") ? ms_16c : ms_linear, key);
             hit++;
         } else {
-            o += (size_t)snprintf(out + o, sizeof out - o, "%s\n", line);
+            o += (size_t)snprintf(out + o, cap - o, "%s\n", line);
         }
-        ASSERT(o < sizeof out);
+        ASSERT(o < cap);
     }
     ASSERT(hit > 0);
-    f = fopen(path, "wb");
-    ASSERT(f);
-    ASSERT_EQ(fwrite(out, 1, o, f), o);
-    fclose(f);
+    cache_write(path, o);
 }
 
 /* A chain of 4 layers that are 3 ms in LINEAR and 1 ms in NCHW16C, with
@@ -1323,6 +1350,183 @@ TEST_IMPL(region_chain) {
     region_case(0, 1);
 }
 
+/* The timing cache file at path without the entries that hold `what`. */
+static void cache_drop(const char *path, const char *what) {
+    char *text = g_cache_text, *out = g_cache_out;
+    size_t o = 0, cap = sizeof g_cache_out;
+    cache_read(path);
+    int entries = 0, dropped = 0;
+    for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
+        if (sscanf(line, "entries %d", &entries) == 1) continue; /* written below, less the dropped */
+        if (strstr(line, what)) dropped++;
+        else o += (size_t)snprintf(out + o, cap - o, "%s\n", line);
+        ASSERT(o < cap);
+    }
+    /* the header's two lines, then the count */
+    char *body = strchr(out, '\n');
+    ASSERT(body && (body = strchr(body + 1, '\n')));
+    body++;
+    char head[1 << 12];
+    const size_t h = (size_t)(body - out);
+    ASSERT(h < sizeof head);
+    memcpy(head, out, h);
+    const size_t o2 = (size_t)snprintf(head + h, sizeof head - h, "entries %d\n", entries - dropped);
+    memmove(out + h + o2, body, o - h);
+    memcpy(out, head, h + o2);
+    o += o2;
+    ASSERT(o < cap);
+    cache_write(path, o);
+}
+
+/* Every layer of e named <c><digit> in layout fmt (in and out). */
+static void assert_chain_layout(const kiln_engine *e, char c, kiln_format fmt) {
+    int n = 0;
+    for (int i = 0; i < e->nlayers; i++) {
+        const kiln__elayer *L = &e->layers[i];
+        if (strlen(L->name) != 2 || L->name[0] != c) continue;
+        ASSERT_EQ(L->io.format[0], fmt);
+        ASSERT_EQ(L->io.format[1], fmt);
+        n++;
+    }
+    ASSERT_EQ(n, 4);
+}
+
+/* x -> l1..l4 (blk) [-> s (scale 1, LINEAR only) -> m1..m4 (blk2)] -> y */
+static kiln_network *region_check_net(int two) {
+    kiln_network *net = kiln_network_create();
+    int64_t d[4] = {1, 32, 5, 7};
+    ASSERT_OK(kiln_network_add_input(net, "x", KILN_DTYPE_F32, 4, d, NULL));
+    const char *names[] = {"x", "t1", "t2", "t3", "t4", "u", "u1", "u2", "u3", "y"};
+    for (int i = 0; i < 4; i++) {
+        char nm[8];
+        snprintf(nm, sizeof nm, "l%d", i + 1);
+        ASSERT(kiln_network_add_layer(net, "test::blk", 1, nm, 1, &names[i], 1, &names[i < 3 || two ? i + 1 : 9]));
+    }
+    if (two) {
+        kiln_layer *sc = kiln_network_add_layer(net, "test::scale", 1, "s", 1, &names[4], 1, &names[5]);
+        ASSERT(sc);
+        ASSERT_OK(kiln_layer_set_float(sc, "scale", 1.0));
+        for (int i = 0; i < 4; i++) {
+            char nm[8];
+            snprintf(nm, sizeof nm, "m%d", i + 1);
+            ASSERT(kiln_network_add_layer(net, "test::blk2", 1, nm, 1, &names[5 + i], 1, &names[6 + i]));
+        }
+    }
+    ASSERT_OK(kiln_network_mark_output(net, "y"));
+    return net;
+}
+
+/* The in-network check of the switched regions (refine.c, every timed CPU
+ * build).  Chains of four layers whose isolated costs come from the timing
+ * cache (LINEAR 3 ms, NCHW16C 1 ms a layer, reformats 2.5 ms: the region
+ * pass switches each chain, 12 -> 9 ms, without timing anything), while in
+ * an engine run each layer spins ms[0] in LINEAR and ms[1] in NCHW16C (the
+ * second chain, if any, ms[2] and ms[3]): a network where the isolated
+ * costs are wrong (LINEAR faster) or right.  The spin is wall time, so a
+ * neighbour's time slice slows either engine alike, and the two differ by
+ * 10-12 ms a chain and run: more than a time slice, so the paired rounds
+ * decide within the budget.  A lost region is reverted (its layers
+ * LINEAR), a won one kept (NCHW16C, two reformats); two regions are
+ * decided each on its own span in one variant engine; outputs checked;
+ * the verdicts go into the timing cache, so a rebuild replays them without
+ * running the rounds.  A try whose verdicts came out otherwise (a burst of
+ * load on the two cores left a keep undecided) is retried, at most three
+ * times, from a cache without them. */
+static void region_check_case(int two, const double *ms) {
+    kiln_network *net = region_check_net(two);
+    int64_t d[4] = {1, 32, 5, 7};
+    const int keep[2] = {ms[1] < ms[0], two && ms[3] < ms[2]};
+    char cache[512];
+    snprintf(cache, sizeof cache, "%s/test_build_region_check_%ld.cache", KILN_BINARY_DIR, (long)getpid());
+    remove(cache);
+    kiln_build_config *cfg = quiet_cfg();
+    ASSERT_OK(kiln_build_config_set_timing_cache(cfg, cache));
+    kiln_build_stats st;
+    kiln_engine *e = NULL;
+    memset(g_blk_ms, 0, sizeof g_blk_ms);
+    ASSERT_OK(kiln_build(net, cfg, &e, &st)); /* fills the cache */
+    kiln_engine_free(e);
+    cache_set(cache, "test::blk", 3, 1); /* (blk2 too) */
+    cache_set(cache, "kiln::reformat", 0, 2.5);
+    memcpy(g_blk_ms, ms, (two ? 4 : 2) * sizeof *ms);
+    char want[2][256];
+    for (int c = 0; c < 1 + two; c++)
+        snprintf(want[c], sizeof want[c], "region check: 4 layers from '%c1' in NCHW16C (isolated: 12.0000 ms greedy "
+                 "-> 9.0000 switched) in the network (paired rounds): %c", c ? 'm' : 'l', keep[c] ? '-' : '+');
+    const char *verdict[2] = {keep[0] ? "losses: kept" : "losses: reverted", keep[1] ? "losses: kept" : "losses: reverted"};
+    int ok = 0;
+    for (int try = 0; try < 3 && !ok; try++) {
+        if (try) kiln_engine_free(e);
+        cache_drop(cache, "region|");
+        log_capture(KILN_LOG_VERBOSE);
+        int rc = kiln_build(net, cfg, &e, &st);
+        log_restore();
+        ASSERT_OK(rc);
+        ok = 1;
+        for (int c = 0; c < 1 + two; c++) {
+            const char *at = strstr(g_log.text, want[c]), *nl = at ? strchr(at, '\n') : NULL;
+            ok &= at && nl && nl - at > 16 && !strncmp(nl - strlen(verdict[c]), verdict[c], strlen(verdict[c]));
+        }
+    }
+    if (!ok || st.timed) fprintf(stderr, "%s\n", g_log.text);
+    ASSERT(ok);
+    ASSERT_EQ(st.timed, 0);
+    ASSERT_CONTAINS(g_log.text, "region 0: 4 layers from 'l1' switched to NCHW16C: cost 12.0000 ms -> 9.0000 ms");
+    const int nkept = keep[0] + keep[1];
+    char sum[64];
+    snprintf(sum, sizeof sum, "%d regions reverted", 1 + two - nkept);
+    ASSERT_CONTAINS(g_log.text, sum);
+    for (int round = 0; round < 2; round++) {
+        ASSERT_EQ(st.reformats, 2 * nkept);
+        assert_chain_layout(e, 'l', keep[0] ? KILN_FORMAT_NCHW16C : KILN_FORMAT_LINEAR);
+        if (two) assert_chain_layout(e, 'm', keep[1] ? KILN_FORMAT_NCHW16C : KILN_FORMAT_LINEAR);
+        float x[1120], y[1120];
+        rand_fill(x, 1120);
+        run1(e, "x", x, 4, d, "y", y, sizeof y);
+        for (int i = 0; i < 1120; i++)
+            ASSERT_NEAR(y[i], two ? 256.0f * x[i] + 255.0f : 16.0f * x[i] + 15.0f, two ? 1e-3 : 1e-5);
+        kiln_engine_free(e);
+        if (round) break;
+        /* a rebuild replays the verdicts: no rounds (the packed-only check's run alone) */
+        g_blk_runs = 0;
+        log_capture(KILN_LOG_VERBOSE);
+        ASSERT_OK(kiln_build(net, cfg, &e, &st));
+        log_restore();
+        ASSERT(g_blk_runs <= 4 * (1 + two));
+        ASSERT_CONTAINS(g_log.text, keep[0] ? "region of 4 layers from 'l1' (NCHW16C, isolated 12.0000 -> 9.0000 ms): "
+                                              "kept (checked in the network, timing cache)"
+                                            : "region of 4 layers from 'l1' (NCHW16C, isolated 12.0000 -> 9.0000 ms): "
+                                              "reverted (checked in the network, timing cache)");
+        ASSERT(!strstr(g_log.text, "(paired rounds)"));
+    }
+    /* $KILN_REGION_CHECK=off: the isolated costs decide, the cached verdicts unread */
+    setenv("KILN_REGION_CHECK", "off", 1);
+    log_capture(KILN_LOG_VERBOSE);
+    ASSERT_OK(kiln_build(net, cfg, &e, &st));
+    log_restore();
+    unsetenv("KILN_REGION_CHECK");
+    ASSERT(!strstr(g_log.text, "region check"));
+    ASSERT(!strstr(g_log.text, "checked in the network"));
+    assert_chain_layout(e, 'l', KILN_FORMAT_NCHW16C);
+    if (two) assert_chain_layout(e, 'm', KILN_FORMAT_NCHW16C);
+    kiln_engine_free(e);
+    memset(g_blk_ms, 0, sizeof g_blk_ms);
+    remove(cache);
+    kiln_build_config_free(cfg);
+    kiln_network_free(net);
+}
+
+TEST_IMPL(region_check) {
+    /* a keep must win 5 rounds within 40 runs of the engine with the region:
+     * that engine's layers take half their LINEAR time, so a round (both
+     * engines once) costs 3.3 budget runs, and 4 copies of this test on 2
+     * busy cores still leave it 6-12 rounds (1.5 ms against 4 left it 2) */
+    static const double lose[] = {0.5, 3.0}, win[] = {6.0, 3.0}, both[] = {0.5, 3.0, 6.0, 3.0};
+    region_check_case(0, lose); /* wins alone, loses in the network: reverted (the variant is the engine) */
+    region_check_case(0, win);  /* wins in both: kept */
+    region_check_case(1, both); /* two regions, one variant engine: the first reverted, the second kept */
+}
+
 TEST_IMPL(network_tensor_info) {
     kiln_network *net = kiln_network_create();
     int64_t xd[2] = {-1, 3}, wd[1] = {3};
@@ -1366,4 +1570,5 @@ TEST_LIST(TEST_ENTRY(network_tensor_info), TEST_ENTRY(attr_errors), TEST_ENTRY(l
           TEST_ENTRY(cpu_timing_recheck),
           TEST_ENTRY(reformat_layouts), TEST_ENTRY(reformat_dtypes), TEST_ENTRY(inplace_copies),
           TEST_ENTRY(inline_subnetwork), TEST_ENTRY(broadcast_helper), TEST_ENTRY(full_plugin_candidates), TEST_ENTRY(long_chain),
-          TEST_ENTRY(topo_order_and_cycles), TEST_ENTRY(reformat_kernel_direct), TEST_ENTRY(region_chain))
+          TEST_ENTRY(topo_order_and_cycles), TEST_ENTRY(reformat_kernel_direct), TEST_ENTRY(region_chain),
+          TEST_ENTRY(region_check))

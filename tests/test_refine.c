@@ -16,6 +16,7 @@
  * 3.2 ms: more than the time slices other processes take from a run of
  * the variant under ctest -j2 (an 8 ms penalty lost 1 round in 4 there).
  */
+#include "builder/builder.h"
 #include "kiln_int.h"
 #include "test.h"
 #include "test_ops_util.h"
@@ -288,5 +289,90 @@ TEST_IMPL(refine_timing_cache) {
     kiln_network_free(net);
 }
 
-TEST_LIST(TEST_ENTRY(refine_replaces_isolated_choice), TEST_ENTRY(refine_hands_over_weights), TEST_ENTRY(refine_pooled_decision), TEST_ENTRY(refine_budget),
+/* The decision alone (kiln__b_judge), on synthetic paired rounds: d the
+ * alternative's change of its span's time in a round (< 0: it won the
+ * round), seg the reference's span time.  No engine, no timing. */
+static b_test judge_rounds(const double *d, int n, double seg, double tie, int *open_at) {
+    b_test t;
+    memset(&t, 0, sizeof t);
+    *open_at = -1; /* the round that decided it (1-based), -1: undecided */
+    for (int r = 0; r < n; r++)
+        if (!kiln__b_judge(&t, d[r], seg, tie) && *open_at < 0) *open_at = r + 1;
+    return t;
+}
+
+TEST_IMPL(refine_judge) {
+    double d[REFINE_ROUNDS_MAX + 4];
+    int at;
+    /* five straight wins of 10%: taken at the fifth round (a fair coin gives 5 of 5 with p = 1/32), not before */
+    for (int r = 0; r < REFINE_ROUNDS_MAX + 4; r++) d[r] = -1.0;
+    b_test t = judge_rounds(d, 4, 10.0, 0.03, &at);
+    ASSERT_EQ(t.verdict, 0);
+    ASSERT_EQ(at, -1);
+    t = judge_rounds(d, 9, 10.0, 0.03, &at);
+    ASSERT_EQ(t.verdict, 1);
+    ASSERT_EQ(at, 5);
+    ASSERT_EQ(t.rounds, 5); /* decided: later rounds not recorded */
+    /* a burst (one round +50 ms, a neighbour's time slice) among wins: 7 of 8 passes, the median holds */
+    d[1] = 50.0;
+    t = judge_rounds(d, 12, 10.0, 0.03, &at);
+    ASSERT_EQ(t.verdict, 1);
+    ASSERT_EQ(at, 8);
+    ASSERT_EQ(t.wins, 7);
+    ASSERT_EQ(t.losses, 1);
+    /* every round won by 2% of the span: above a 1% tie (a region's), below a 3% one (a tactic's):
+     * then dropped only at REFINE_ROUNDS_MAX (it never loses a round) */
+    for (int r = 0; r < REFINE_ROUNDS_MAX + 4; r++) d[r] = -0.2;
+    t = judge_rounds(d, REFINE_ROUNDS_MAX + 4, 10.0, 0.01, &at);
+    ASSERT_EQ(t.verdict, 1);
+    ASSERT_EQ(at, 5);
+    t = judge_rounds(d, REFINE_ROUNDS_MAX + 4, 10.0, 0.03, &at);
+    ASSERT_EQ(t.verdict, -1);
+    ASSERT_EQ(at, REFINE_ROUNDS_MAX);
+    ASSERT_EQ(t.rounds, REFINE_ROUNDS_MAX);
+    /* losses: dropped at the sixth, when 15 wins of 20 (the test's bar at 20 rounds) are out of reach */
+    for (int r = 0; r < REFINE_ROUNDS_MAX + 4; r++) d[r] = 1.0;
+    t = judge_rounds(d, REFINE_ROUNDS_MAX + 4, 10.0, 0.03, &at);
+    ASSERT_EQ(t.verdict, -1);
+    ASSERT_EQ(at, 6);
+    /* a tie (d = 0) counts as a loss: no change is taken on equal times */
+    for (int r = 0; r < REFINE_ROUNDS_MAX + 4; r++) d[r] = 0;
+    t = judge_rounds(d, REFINE_ROUNDS_MAX + 4, 10.0, 0.01, &at);
+    ASSERT_EQ(t.verdict, -1);
+    ASSERT_EQ(at, 6);
+    /* a coin: alternating wins and losses of 10%: never taken, dropped at the sixth loss (round 12) */
+    for (int r = 0; r < REFINE_ROUNDS_MAX + 4; r++) d[r] = r % 2 ? 1.0 : -1.0;
+    t = judge_rounds(d, REFINE_ROUNDS_MAX + 4, 10.0, 0.01, &at);
+    ASSERT_EQ(t.verdict, -1);
+    ASSERT_EQ(at, 12);
+    ASSERT_EQ(t.wins, 6);
+    /* within a budget of 8 rounds: 6 wins, 2 losses is still open (7 of 8 needed) */
+    for (int r = 0; r < 8; r++) d[r] = r == 2 || r == 5 ? 0.5 : -1.0;
+    t = judge_rounds(d, 8, 10.0, 0.01, &at);
+    ASSERT_EQ(t.verdict, 0);
+    ASSERT_EQ(t.wins, 6);
+    ASSERT_NEAR(kiln__b_test_median(t.d, t.rounds), -1.0, 1e-12);
+    /* ... which leans to the alternative (the region check's last word), with a median gain of 10% */
+    ASSERT_EQ(kiln__b_judge_lean(&t, 0.01), 1);
+    ASSERT_EQ(kiln__b_judge_lean(&t, 0.15), 0); /* not past a 15% tie */
+    /* 3 wins 2 losses, as many losses as wins, or fewer than REFINE_LEAN_ROUNDS rounds: no lean */
+    for (int r = 0; r < 5; r++) d[r] = r % 2 ? 0.5 : -1.0;
+    t = judge_rounds(d, 5, 10.0, 0.01, &at);
+    ASSERT_EQ(t.wins, 3);
+    ASSERT_EQ(kiln__b_judge_lean(&t, 0.01), 0);
+    for (int r = 0; r < 8; r++) d[r] = r % 2 ? 0.5 : -1.0;
+    t = judge_rounds(d, 8, 10.0, 0.01, &at);
+    ASSERT_EQ(t.verdict, 0);
+    ASSERT_EQ(kiln__b_judge_lean(&t, 0.01), 0);
+    for (int r = 0; r < 4; r++) d[r] = -1.0;
+    t = judge_rounds(d, 4, 10.0, 0.01, &at);
+    ASSERT_EQ(kiln__b_judge_lean(&t, 0.01), 0);
+    /* a decided test: its verdict */
+    for (int r = 0; r < 6; r++) d[r] = 1.0;
+    t = judge_rounds(d, 6, 10.0, 0.01, &at);
+    ASSERT_EQ(t.verdict, -1);
+    ASSERT_EQ(kiln__b_judge_lean(&t, 0.01), 0);
+}
+
+TEST_LIST(TEST_ENTRY(refine_judge), TEST_ENTRY(refine_replaces_isolated_choice), TEST_ENTRY(refine_hands_over_weights), TEST_ENTRY(refine_pooled_decision), TEST_ENTRY(refine_budget),
           TEST_ENTRY(refine_timing_cache))

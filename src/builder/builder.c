@@ -681,15 +681,19 @@ int kiln_build(const kiln_network *net, const kiln_build_config *cfg, kiln_engin
         goto done;
     }
     const int nhwc = nhwc_env();
-    /* refine.c: a CPU build that times its candidates collects the close ones */
-    b_refine rf = {.collect = 1};
-    const int refine = cfg->device == KILN_DEVICE_CPU && (cfg->flags & KILN_BUILD_REFINE) &&
-                       !(cfg->flags & KILN_BUILD_NO_TIMING);
-    if ((cfg->flags & KILN_BUILD_REFINE) && !refine)
+    /* refine.c: a CPU build that times its candidates collects the regions
+     * the region pass switched (unless $KILN_REGION_CHECK=off: the isolated
+     * costs decide, for A/B) and, with KILN_BUILD_REFINE, the close tactics */
+    const int timed_cpu = cfg->device == KILN_DEVICE_CPU && !(cfg->flags & KILN_BUILD_NO_TIMING);
+    const char *rcheck = getenv("KILN_REGION_CHECK");
+    b_refine rf = {.collect = 1, .tactics = timed_cpu && (cfg->flags & KILN_BUILD_REFINE),
+                   .regions = timed_cpu && !(rcheck && !strcmp(rcheck, "off"))};
+    if ((cfg->flags & KILN_BUILD_REFINE) && !rf.tactics)
         kiln__log(KILN_LOG_VERBOSE, "refine: skipped (%s)", cfg->device != KILN_DEVICE_CPU ? "CUDA build: CPU builds only"
                                                                                           : "KILN_BUILD_NO_TIMING");
-    rc = kiln__b_build_pass(net, cfg, tc, 1, nhwc == NHWC_AUTO ? NHWC_ON : nhwc, refine ? &rf : NULL, st, out);
-    if (!rc && rf.n) kiln__b_refine(net, cfg, tc, &rf, st, out);
+    rc = kiln__b_build_pass(net, cfg, tc, 1, nhwc == NHWC_AUTO ? NHWC_ON : nhwc, rf.tactics || rf.regions ? &rf : NULL,
+                            st, out);
+    if (!rc && (rf.n || rf.nr)) kiln__b_refine(net, cfg, tc, &rf, st, out);
     kiln__b_refine_free(&rf);
     if (rc) goto done;
     if (nhwc == NHWC_AUTO && cfg->device == KILN_DEVICE_CUDA && !(cfg->flags & KILN_BUILD_NO_TIMING))

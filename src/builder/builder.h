@@ -87,14 +87,25 @@ typedef struct bsym {
     int64_t vmin, vopt, vmax;  /* BS_INPUT_DIM, BS_VALUE */
 } bsym;
 
-/* refine.c: CPU layers whose isolated ranking is close (runner-up tactics
- * within REFINE_MARGIN of the chosen one, same types and formats) are
- * timed again inside the network.  select.c fills `l` (kiln_build's first
- * pass, `collect`), and takes `force` (li, tactic pairs) in the passes that
- * build the variant engines; a decided layer's tactic is kept in the
- * timing cache under `key` (select.c reads it back in every pass). */
+/* refine.c: choices made from isolated timings checked inside the
+ * network, in variant engines run in paired rounds.  Two kinds:
+ *
+ * - tactics (KILN_BUILD_REFINE): CPU layers whose isolated ranking is
+ *   close (runner-up tactics within REFINE_MARGIN of the chosen one, same
+ *   types and formats).  select.c fills `l` (kiln_build's first pass,
+ *   `collect`), and takes `force` (li, tactic pairs) in the passes that
+ *   build the variant engines; a decided layer's tactic is kept in the
+ *   timing cache under `key` (select.c reads it back in every pass).
+ * - regions (`regions`: every timed CPU build, unless
+ *   $KILN_REGION_CHECK=off): each connected region the region pass
+ *   switched to another layout (select_regions).  The first pass lists it
+ *   in `r` and keeps it switched; a variant pass reverts the regions whose
+ *   keys are in `revert`; the verdict (kept or reverted) goes into the
+ *   timing cache under the region's key, which select_regions reads in
+ *   every pass. */
 #define REFINE_MARGIN 0.10
 #define REFINE_MAX_ALT 1
+#define REFINE_ROUNDS_MAX 20
 typedef struct b_refine_layer {
     int li;                    /* builder layer index before fusion (the same in every pass) */
     char *name;
@@ -104,10 +115,23 @@ typedef struct b_refine_layer {
     char *pool;                /* its candidate key: identical layers share one decision */
 } b_refine_layer;
 
+/* A switched region: its layers (builder names, execution order), its
+ * layout, its cost from isolated timings (kernels + the reformats at its
+ * border) greedy and switched. */
+typedef struct b_region {
+    char *key;
+    char **names; int nnames;
+    int label;
+    double before, after;
+} b_region;
+
 typedef struct b_refine {
     int collect;
+    int tactics, regions;      /* which kinds this build checks (above) */
     b_refine_layer *l; int n, cap;
     const int *force; int nforce; /* pairs: li, tactic */
+    b_region *r; int nr, capr;
+    char *const *revert; int nrevert; /* region keys a variant pass reverts */
     /* a pass's engine shares donor's weights block and the packed forms of
      * its layers that pack alike (emit.c, kiln__b_share_packed): donor must
      * outlive it, or hand them over (kiln__b_hand_over) */
@@ -244,6 +268,26 @@ int kiln__b_build_pass(const kiln_network *net, const kiln_build_config *cfg, ki
 void kiln__b_refine(const kiln_network *net, const kiln_build_config *cfg, kiln__tcache *tc, b_refine *rf,
                     kiln_build_stats *st, kiln_engine **out);
 void kiln__b_refine_free(b_refine *rf);
+/* refine.c's decision, one paired round at a time: d is the change of
+ * the span's time that the alternative makes in this round (< 0: it won
+ * the round), seg the reference's time over that span.  The alternative is
+ * taken (verdict 1) once its wins pass a one-sided sign test at 5% and
+ * its median d is below -tie times the median seg; dropped (-1) once its
+ * losses make that impossible within REFINE_ROUNDS_MAX rounds, or at
+ * REFINE_ROUNDS_MAX.  Returns 1 while undecided. */
+typedef struct b_test {
+    int rounds, wins, losses;
+    int verdict;               /* 0 undecided, 1 taken, -1 dropped */
+    double d[REFINE_ROUNDS_MAX], seg[REFINE_ROUNDS_MAX];
+} b_test;
+int kiln__b_judge(b_test *t, double d, double seg, double tie);
+/* Where the budget ends a test undecided: does it lean to the alternative
+ * (REFINE_LEAN_ROUNDS rounds or more, twice as many wins as losses or
+ * more, the median below -tie)?  A decided test: its verdict.  The region check's last
+ * word (a tactic left undecided keeps its isolated choice). */
+#define REFINE_LEAN_ROUNDS 5
+int kiln__b_judge_lean(const b_test *t, double tie);
+double kiln__b_test_median(const double *x, int n);
 /* refine.c: each layer of e (emitted, not yet prepared) that packs its
  * constants as donor's layer of the same name did (op, attributes, tactic,
  * types, dims, constant bytes) gets donor's packed forms, marked not owned,

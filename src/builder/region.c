@@ -93,9 +93,8 @@ static double edge_cost(const kiln__rg_edge *e, const int *lab) {
     return e->rf[a][b];
 }
 
-/* Cost of the nodes with comp[i] == c and of the edges touching them, under labels lab. */
-static double region_cost(const kiln__rg_node *nodes, int nn, const kiln__rg_edge *edges, int ne, const int *comp,
-                          int c, const int *lab) {
+double kiln__rg_cost(const kiln__rg_node *nodes, int nn, const kiln__rg_edge *edges, int ne, const int *comp, int c,
+                    const int *lab) {
     double s = 0;
     for (int i = 0; i < nn; i++)
         if (comp[i] == c) s += nodes[i].ms[lab[i]];
@@ -103,6 +102,40 @@ static double region_cost(const kiln__rg_node *nodes, int nn, const kiln__rg_edg
         if ((edges[k].from >= 0 && comp[edges[k].from] == c) || (edges[k].to >= 0 && comp[edges[k].to] == c))
             s += edge_cost(&edges[k], lab);
     return s;
+}
+
+/* Connected components of the nodes whose label a[i] != b[i], over the
+ * edges between two of them: comp[i] = its component, -1 for the others.
+ * stack: nn ints of scratch.  Returns how many. */
+static int components(int nn, const kiln__rg_edge *edges, int ne, const int *a, const int *b, int *comp, int *stack) {
+    int ncomp = 0;
+    for (int i = 0; i < nn; i++) comp[i] = -1;
+    for (int i = 0; i < nn; i++) {
+        if (comp[i] >= 0 || a[i] == b[i]) continue;
+        int sp = 0;
+        stack[sp++] = i;
+        comp[i] = ncomp;
+        while (sp) {
+            int u = stack[--sp];
+            for (int k = 0; k < ne; k++) {
+                const kiln__rg_edge *e = &edges[k];
+                int v = e->from == u ? e->to : e->to == u ? e->from : -1;
+                if (v < 0 || comp[v] >= 0 || a[v] == b[v]) continue;
+                comp[v] = ncomp;
+                stack[sp++] = v;
+            }
+        }
+        ncomp++;
+    }
+    return ncomp;
+}
+
+int kiln__rg_components(int nn, const kiln__rg_edge *edges, int ne, const int *a, const int *b, int *comp) {
+    int *stack = kiln__malloc((size_t)(nn > 0 ? nn : 1) * sizeof *stack);
+    if (!stack) return KILN_ENOMEM;
+    const int n = components(nn, edges, ne, a, b, comp, stack);
+    kiln__free(stack);
+    return n;
 }
 
 typedef struct solver {
@@ -186,30 +219,12 @@ static int expand(solver *s, int F, int *changed) {
     int rc = cut_for(s, F, &nvar);
     if (rc || !nvar) return rc;
     const int nn = s->nn;
-    /* regions: connected components of the switched nodes over edges between two of them */
-    int ncomp = 0;
-    for (int i = 0; i < nn; i++) s->comp[i] = -1;
-    for (int i = 0; i < nn; i++) {
-        if (s->comp[i] >= 0 || s->lab[i] == s->nodes[i].label) continue;
-        int sp = 0;
-        s->stack[sp++] = i;
-        s->comp[i] = ncomp;
-        while (sp) {
-            int u = s->stack[--sp];
-            for (int k = 0; k < s->ne; k++) {
-                const kiln__rg_edge *e = &s->edges[k];
-                int v = e->from == u ? e->to : e->to == u ? e->from : -1;
-                if (v < 0 || s->comp[v] >= 0 || s->lab[v] == s->nodes[v].label) continue;
-                s->comp[v] = ncomp;
-                s->stack[sp++] = v;
-            }
-        }
-        ncomp++;
-    }
     int *old = s->var; /* (var is free again: reused for the labels before) */
     for (int i = 0; i < nn; i++) old[i] = s->nodes[i].label;
+    /* regions: connected components of the switched nodes */
+    const int ncomp = components(nn, s->edges, s->ne, old, s->lab, s->comp, s->stack);
     for (int c = 0; c < ncomp; c++) {
-        const double before = region_cost(s->nodes, nn, s->edges, s->ne, s->comp, c, old);
+        const double before = kiln__rg_cost(s->nodes, nn, s->edges, s->ne, s->comp, c, old);
         double after = 0;
         /* the region's labels alone changed: the others keep theirs */
         int first = -1, cnt = 0;
@@ -219,7 +234,7 @@ static int expand(solver *s, int F, int *changed) {
                 cnt++;
                 if (first < 0) first = i;
             }
-        after = region_cost(s->nodes, nn, s->edges, s->ne, s->comp, c, old);
+        after = kiln__rg_cost(s->nodes, nn, s->edges, s->ne, s->comp, c, old);
         for (int i = 0; i < nn; i++)
             if (s->comp[i] == c) old[i] = s->nodes[i].label;
         if (!(after * s->margin < before)) continue;

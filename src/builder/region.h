@@ -61,4 +61,16 @@ typedef struct kiln__rg_region {
 int kiln__rg_solve(kiln__rg_node *nodes, int nn, const kiln__rg_edge *edges, int ne, double margin,
                    kiln__rg_region *reg, int maxreg, int *nreg, int *region);
 
+/* The nodes whose label differs between a and b (nn ints each) grouped
+ * into connected regions over the edges between two of them: comp[i] its
+ * region, -1 for a node whose label is the same.  Returns how many, or
+ * KILN_ENOMEM.  (select.c: the regions left after kiln__rg_solve, which
+ * refine.c checks in the network one by one.) */
+int kiln__rg_components(int nn, const kiln__rg_edge *edges, int ne, const int *a, const int *b, int *comp);
+
+/* The cost of the nodes with comp[i] == c and of the edges touching them,
+ * under labels lab (nn ints). */
+double kiln__rg_cost(const kiln__rg_node *nodes, int nn, const kiln__rg_edge *edges, int ne, const int *comp, int c,
+                    const int *lab);
+
 #endif
