@@ -631,9 +631,24 @@ static int fill_random_device(builder *b, timing_bufs *tb, kiln_tensor *kt, stru
     return rc;
 }
 
+/* Output p of layer L is one its op may skip (kiln_quick_op.optional_outputs)
+ * and nothing reads: the engine passes it NULL (context.c), so it is timed
+ * NULL too.  (MaxPool's Indices: ResNet's stem pool timed 7-17 ms with
+ * them, ~0.2 ms without, which put noise into every layout decision
+ * around it.) */
+static int unread_optional(const builder *b, const bl *L, int p) {
+    const kiln_quick_op *q = L->op ? L->op->quick : NULL;
+    const int k = p - L->nin, ti = pos_tensor(L, p);
+    if (k < 0 || k >= 32 || !q || !(q->optional_outputs >> k & 1) || ti < 0 || b->t[ti].is_output) return 0;
+    for (int l = 0; l < b->nl; l++)
+        for (int i = 0; i < b->l[l].nin && !b->l[l].dead; i++)
+            if (b->l[l].in[i] == ti) return 0;
+    return 1;
+}
+
 /* Tensors for a run of layer li with `io` at opt shapes; *shape_text gets
- * the dims for the cache key.  alloc 0: the text only (a cache hit needs
- * no buffers). */
+ * the dims for the cache key (an unread optional output, passed NULL, is
+ * marked "~").  alloc 0: the text only (a cache hit needs no buffers). */
 static int bufs_make(builder *b, int li, const kiln_io_format *io, timing_bufs *tb, char *shape_text,
                      size_t size, int alloc) {
     const bl *L = &b->l[li];
@@ -658,9 +673,11 @@ static int bufs_make(builder *b, int li, const kiln_io_format *io, timing_bufs *
             sn += (size_t)snprintf(shape_text + sn, size > sn ? size - sn : 0, "%s%lld", d ? "x" : "",
                                    (long long)dims[d]);
         }
-        sn += (size_t)snprintf(shape_text + sn, size > sn ? size - sn : 0, "]");
+        const int absent = !is_in && unread_optional(b, L, p);
+        sn += (size_t)snprintf(shape_text + sn, size > sn ? size - sn : 0, "]%s", absent ? "~" : "");
         if (!alloc) continue;
         kiln__tensor_view(kt, NULL, io->dtype[p], io->format[p], b->exec.device, t->ndim, dims);
+        if (absent) continue; /* its dims, data NULL: as the engine's call */
         uint64_t bytes;
         int rc = kiln__tensor_bytes(kt->dtype, kt->format, kt->ndim, kt->dims, &bytes);
         if (rc) return kiln__err_prefix(rc, "timing: tensor '%s' at opt shapes", t->name);
@@ -1260,7 +1277,10 @@ typedef struct region_in {
 
 /* The label of candidate io of layer L next to the greedy choice g: layout
  * f when every activation (present, not a constant) is in f with g's type
- * and every constant as in g; -1 otherwise. */
+ * and every constant as in g; -1 otherwise.  A network input read LINEAR
+ * does not decide the label (Conv tactic 17: the image LINEAR, Y NCHW16C,
+ * so that a region may start at the stem; region_edge costs that edge by
+ * the candidate's real formats). */
 static int uniform_label(const builder *b, const bl *L, const kiln_io_format *io, const kiln_io_format *g) {
     int f = -1;
     for (int p = 0; p < io->n; p++) {
@@ -1271,6 +1291,7 @@ static int uniform_label(const builder *b, const bl *L, const kiln_io_format *io
             if (io->format[p] != g->format[p]) return -1;
             continue;
         }
+        if (b->t[t].kind == BT_INPUT && io->format[p] == KILN_FORMAT_LINEAR) continue;
         if (f >= 0 && (int)io->format[p] != f) return -1;
         f = io->format[p];
     }
