@@ -82,6 +82,12 @@
  *             row of its own (conv_formats_fn); never picked by auto.
  *  15 Winograd F(2x2, 3x3) in NCHW16C: tactic 14 with 2x2 tiles (10's
  *             against 6), offered and packed where 14 is.
+ *  16 direct in NCHW16C (conv_direct16c.c): a 2-D undilated conv of one
+ *             group, C and M multiples of 16, a constant W (packed at
+ *             build), X, Y and a fused residual NCHW16C, any kernel, pads
+ *             and stride; offered (its own row, on AVX-512 builds) where
+ *             13-15 do not apply (d16c_offered).  Relu and a residual in
+ *             its store, other chains per pixel.
  * Where several tactics run the same kernel on a conv (kernel_key), the
  * builder is offered one of them (conv_formats_fn); the others stay valid
  * in engine files.  A fused residual Add and/or Relu is applied in the
@@ -92,6 +98,7 @@
 #include "kiln_int.h"
 #include "ops/common/cuda_impls.h"
 #include "ops/common/ops_util.h"
+#include "ops/nn/conv_direct16c.h"
 #include "ops/nn/conv_dwrows.h"
 #include "ops/nn/conv_fewc.h"
 #include "ops/nn/conv_pw16c.h"
@@ -109,7 +116,7 @@
 
 enum { T_AUTO = 1, T_GEMM = 2, T_DIRECT = 3, T_PADGEMM = 4, T_DW = 5, T_WINO = 6, T_DWROWS = 7, T_PADPACK = 8,
        T_PADCOMPACT = 9, T_WINO2 = 10, T_KSPLIT = 11, T_FEWC = 12, T_PW16C = 13, T_WINO16C = 14,
-       T_WINO16C2 = 15 };
+       T_WINO16C2 = 15, T_D16C = 16 };
 
 /* The Winograd output tile size of a tactic (6: 4x4, 10: 2x2), else 0. */
 static int wino_m(int t) { return t == T_WINO ? 4 : t == T_WINO2 ? 2 : 0; }
@@ -1172,6 +1179,23 @@ static int conv_pw16c(const kiln_call *c) {
     return kiln__pw16c_conv(c, g.N, g.C, g.M, g.o[1] * g.o[2]);
 }
 
+/* Tactic 16's static conditions (conv_direct16c.h's layouts). */
+static int d16c_applies(const geom *g) {
+    return g->nsp == 2 && g->G == 1 && g->C % 16 == 0 && g->M % 16 == 0 && g->d[1] == 1 && g->d[2] == 1;
+}
+
+static int conv_d16c(const kiln_call *c) {
+    geom g;
+    int rc = make_geom(c, &g);
+    if (rc) return rc;
+    if (!d16c_applies(&g))
+        return kiln_set_error(KILN_EUNSUPPORTED, "Conv tactic 16: needs an undilated 2-D conv of one group, C and M "
+                              "multiples of 16");
+    const kiln__d16c p = {.C = g.C, .M = g.M, .H = g.id[1], .W = g.id[2], .OH = g.o[1], .OW = g.o[2], .KH = g.k[1],
+                          .KW = g.k[2], .sh = g.s[1], .sw = g.s[2], .pt = g.pb[1], .pl = g.pb[2]};
+    return kiln__d16c_conv(c, g.N, &p);
+}
+
 /* ------------------------------------------------------------ depthwise tactic */
 
 /* Tactic 5, for depthwise convs (one input channel per group, Cg == 1):
@@ -1526,6 +1550,7 @@ static int pick_tactic(int tactic, int direct_ok, const geom *g) {
     if (tactic == T_KSPLIT) return is_pointwise(g) && g->G == 1 ? T_KSPLIT : T_GEMM;
     if (tactic == T_FEWC) return fewc_applies(g) ? T_FEWC : T_PADGEMM;
     if (tactic == T_PW16C) return pw16c_applies(g) ? T_PW16C : T_GEMM; /* (LINEAR: conv_formats_fn never offers it) */
+    if (tactic == T_D16C) return T_GEMM; /* LINEAR (never offered); NCHW16C runs conv_d16c */
     if (tactic == T_GEMM || tactic == T_DIRECT || tactic == T_PADGEMM || tactic == T_DW || tactic == T_DWROWS ||
         tactic == T_PADPACK || tactic == T_PADCOMPACT)
         return tactic;
@@ -1596,6 +1621,14 @@ static int conv_prepack(const kiln_call *c, int input, void *dst, size_t *size) 
         if (dst) kiln__pw16c_pack(w->data, g.M, g.C, dst);
         return 0;
     }
+    if (c->tactic == T_D16C && x->format == KILN_FORMAT_NCHW16C && d16c_applies(&g)) {
+        const int64_t taps = g.k[1] * g.k[2];
+        *size = (size_t)kiln__d16c_packed(g.M, g.C, taps) * sizeof(float);
+        if (dst && want != *size)
+            return kiln_set_error(KILN_EINTERNAL, "Conv prepack: %zu bytes asked, %zu given", *size, want);
+        if (dst) kiln__d16c_pack(w->data, g.M, g.C, taps, dst);
+        return 0;
+    }
     if (wino16c_m(t)) {
         if (g.G != 1 || g.k[1] != 3 || g.k[2] != 3) return 0; /* impl reports it */
         *size = kiln__wino16c_pack_bytes(wino16c_m(t), g.M, g.Cg);
@@ -1658,6 +1691,7 @@ static int conv_impl_f32(const kiln_call *c) {
 
 static int conv_impl(const kiln_call *c) {
     if (c->tactic == T_PW16C && c->in[0].format == KILN_FORMAT_NCHW16C) return conv_pw16c(c);
+    if (c->tactic == T_D16C && c->in[0].format == KILN_FORMAT_NCHW16C) return conv_d16c(c);
     return kiln__ops_as_f32(c, conv_impl_f32);
 }
 
@@ -1748,6 +1782,17 @@ static int64_t out_pixels(const kiln_desc *x, const int64_t *k, const int64_t *s
  * KILN_BUILD_CPU_BLOCKED (a load checks every row). */
 static int no_16c(const kiln_shape_ctx *c) { return !kiln__shape_ctx_cpu_blocked(c); }
 
+/* Where tactic 16 is offered (a build with KILN_BUILD_CPU_BLOCKED, an
+ * AVX-512 kernel): d16c_applies's convs that tactics 13-15 do not run (a
+ * 1x1 stride-1 unpadded conv, a 3x3 stride-1 one). */
+static int d16c_offered(const kiln_shape_ctx *c, int64_t G, int64_t Cg, int64_t M, const int64_t *k,
+                        const int64_t *s, const int64_t *d, const int64_t *pb, const int64_t *pe) {
+    if (no_16c(c) || !kiln__dwrows_fits(1, 3) || G != 1 || Cg < 16 || Cg % 16 || M % 16 || d[0] != 1 || d[1] != 1)
+        return 0;
+    if (k[0] * k[1] * s[0] * s[1] == 1 && pb[0] + pb[1] + pe[0] + pe[1] == 0) return 0; /* tactic 13's */
+    return !(k[0] == 3 && k[1] == 3 && s[0] == 1 && s[1] == 1);                       /* 14 / 15's */
+}
+
 /* kiln_quick_op.formats_fn: conv_formats, plus Winograd (6, 10) where it runs
  * (a constant W for its transformed packing, and wino_applies) and depthwise
  * rows (7) on depthwise convs it fits.  It reads only
@@ -1796,6 +1841,8 @@ static int conv_formats_fn(const kiln_shape_ctx *c, kiln_combo *out, int max) {
         static const kiln_combo row = {"FP32, FP32, FP32, FP32", "NCHW16C, LINEAR, LINEAR, NCHW16C", {T_PW16C}};
         if (!no_16c(c)) out[n++] = row;
     }
+    if (d16c_offered(c, G, have_cg ? Cg : 0, M, k, s, d, pb, pe) && max > n)
+        out[n++] = (kiln_combo){"FP32, FP32, FP32, FP32", "NCHW16C, LINEAR, LINEAR, NCHW16C", {T_D16C}};
     autopad ap;
     if (!kiln__shape_ctx_building(c) || !have_cg || G < 1 || M % G || parse_autopad(c->attrs, &ap)) return n;
     /* A strided 1x1 conv (ResNet's downsamples) is offered tactic 9 alone.
