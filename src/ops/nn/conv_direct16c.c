@@ -1,22 +1,24 @@
 /*
  * conv_direct16c.c — direct convs in NCHW16C (conv_direct16c.h says why).
  *
- * A unit is a run of up to PT output pixels of one output row x one block
- * of 32 output channels (16 for M's last block when M % 32 == 16): 2 x PT
- * accumulators; per input channel block, kernel row, kernel column and
- * input channel, two weight vectors and one broadcast per pixel from X's
- * 16-channel line, 2 x PT FMAs (conv_pw16c.c's inner loop, per tap).  The
- * sum over C and the taps runs whole in registers (no split: the bits do
- * not depend on the threads), then bias, residual and Relu are applied
- * before the one store of each pixel.
+ * A unit is a tile of up to PT output pixels x one block of 32 output
+ * channels (16 for M's last block when M % 32 == 16): 2 x PT accumulators;
+ * per input channel block, kernel row, kernel column and input channel,
+ * two weight vectors and one broadcast per pixel from X's 16-channel line,
+ * 2 x PT FMAs (conv_pw16c.c's inner loop, per tap).  The sum over C and
+ * the taps runs whole in registers (no split: the bits do not depend on
+ * the threads), then bias, residual and Relu are applied before the one
+ * store of each pixel.
  *
- * Padding: kernel rows outside X are skipped per unit (its pixels share
- * the row).  Columns: the pixels whose taps leave X at a row's edges (the
- * first ceil(pl / sw) and the last few) are units of one pixel with the
- * kernel columns cut to those inside; the others form balanced runs that
- * read every tap with no check (the fast path).  A one-pixel unit is
- * latency-bound (2 accumulators), so edges cost ~4x per pixel: 1 pixel of
- * ResNet's 28-, 14- and 7-wide stride-2 rows.
+ * Padding: the outputs split into rectangles whose pixels all see the same
+ * taps inside X (the inner block, and each edge row / column on its own);
+ * a tile lies in one rectangle and runs only those taps, with no check in
+ * its loops.  Tiles: runs of up to 12 pixels along a row; where a
+ * rectangle is at most 6 wide (ResNet's 7x7 outputs less the padded
+ * column) pairs of rows; an edge column (and every column at a stride
+ * other than 1 or 2) runs of up to 12 rows.  So a 7x7 output of a padded
+ * 3x3/2 conv is 3 tiles of 2 x 6, a row of 6, a column of 6 and a corner,
+ * not 7 one-pixel units (latency-bound: 2 accumulators) and 7 of 6.
  */
 #include "ops/nn/conv_direct16c.h"
 #include "ops/nn/conv_pw16c.h"
@@ -52,93 +54,149 @@ void kiln__d16c_pack(const float *w, int64_t M, int64_t C, int64_t taps, float *
 /* ceil(a / b), b > 0, any sign of a. */
 static int64_t cdiv(int64_t a, int64_t b) { return a >= 0 ? (a + b - 1) / b : -(-a / b); }
 
-/* A row's columns: L left-edge pixels, nt runs over the interior, R
- * right-edge pixels (an edge pixel has a tap outside X). */
-typedef struct rowsplit {
-    int64_t L, R, nt, nseg;
-} rowsplit;
+/* The outputs [*lo, *hi) of one axis (O outputs, stride s, begin pad pad,
+ * kernel K, input I) whose taps are all inside X; those before and after
+ * each have their own cut of the kernel. */
+static void inner(int64_t O, int64_t s, int64_t pad, int64_t K, int64_t I, int64_t *lo, int64_t *hi) {
+    *lo = cdiv(pad, s) < O ? cdiv(pad, s) : O;
+    *hi = cdiv(I + pad - K + 1, s); /* the first output whose last tap is past X */
+    if (*hi < *lo) *hi = *lo;
+    if (*hi > O) *hi = O;
+}
 
-static rowsplit row_split(const kiln__d16c *p) {
-    rowsplit r;
-    r.L = cdiv(p->pl, p->sw);
-    if (r.L > p->OW) r.L = p->OW;
-    int64_t xr = cdiv(p->W + p->pl - p->KW + 1, p->sw); /* the first pixel whose last tap is past X */
-    if (xr < r.L) xr = r.L;
-    if (xr > p->OW) xr = p->OW;
-    r.R = p->OW - xr;
-    r.nt = (xr - r.L + PT - 1) / PT;
-    r.nseg = r.L + r.nt + r.R;
-    return r;
+/* An axis in groups of outputs with one kernel cut each: the edge outputs
+ * one by one, the inner run as one group.  Group g's first output and
+ * size; the number of groups. */
+static int64_t groups(int64_t O, int64_t lo, int64_t hi, int64_t g, int64_t *o0, int64_t *n) {
+    const int64_t ng = lo + (hi > lo) + (O - hi);
+    if (g < lo) *o0 = g, *n = 1;
+    else if (hi > lo && g == lo) *o0 = lo, *n = hi - lo;
+    else *o0 = hi + (g - lo - (hi > lo)), *n = 1;
+    return ng;
+}
+
+/* A rectangle of outputs with one kernel cut (h rows x w columns) in
+ * tiles: a column (w 1, or a column stride the tiles do not hold as a
+ * constant) in runs of up to PT rows; up to 6 columns in pairs of rows;
+ * wider in runs of up to PT columns per row (balanced: 27 columns are
+ * 9 + 9 + 9, not 12 + 12 + 3). */
+static int colmode(const kiln__d16c *p, int64_t w) { return w == 1 || (p->sw != 1 && p->sw != 2); }
+#ifdef D16C_NOPAIR
+#define PAIRW 0
+#else
+#define PAIRW (PT / 2)
+#endif
+static int64_t rect_tiles(const kiln__d16c *p, int64_t h, int64_t w) {
+    if (colmode(p, w)) return w * ((h + PT - 1) / PT);
+    if (w <= PAIRW) return (h + 1) / 2;
+    return h * ((w + PT - 1) / PT);
+}
+static void rect_tile(const kiln__d16c *p, int64_t h, int64_t w, int64_t t, kiln__d16c_tile *q) {
+    if (colmode(p, w)) {
+        const int64_t nc = (h + PT - 1) / PT, k = t % nc;
+        q->oy = k * h / nc, q->rows = (k + 1) * h / nc - q->oy, q->ox = t / nc, q->cols = 1;
+    } else if (w <= PAIRW) {
+        q->oy = 2 * t, q->rows = h - 2 * t < 2 ? h - 2 * t : 2, q->ox = 0, q->cols = w;
+    } else {
+        const int64_t nr = (w + PT - 1) / PT, k = t % nr;
+        q->oy = t / nr, q->rows = 1, q->ox = k * w / nr, q->cols = (k + 1) * w / nr - q->ox;
+    }
+}
+
+/* Tile t of an image (rectangles row group by row group). */
+static void tile_at(const kiln__d16c *p, int64_t t, kiln__d16c_tile *q) {
+    int64_t ylo, yhi, xlo, xhi, oy, h, ox, w;
+    inner(p->OH, p->sh, p->pt, p->KH, p->H, &ylo, &yhi);
+    inner(p->OW, p->sw, p->pl, p->KW, p->W, &xlo, &xhi);
+    const int64_t ngy = groups(p->OH, ylo, yhi, 0, &oy, &h), ngx = groups(p->OW, xlo, xhi, 0, &ox, &w);
+    for (int64_t gy = 0; gy < ngy; gy++) {
+        groups(p->OH, ylo, yhi, gy, &oy, &h);
+        for (int64_t gx = 0; gx < ngx; gx++) {
+            groups(p->OW, xlo, xhi, gx, &ox, &w);
+            const int64_t n = rect_tiles(p, h, w);
+            if (t < n) {
+                rect_tile(p, h, w, t, q);
+                q->oy += oy, q->ox += ox;
+                return;
+            }
+            t -= n;
+        }
+    }
+    q->rows = q->cols = 0; /* (past the last) */
+}
+
+static int64_t image_tiles(const kiln__d16c *p) {
+    int64_t ylo, yhi, xlo, xhi, oy, h, ox, w, n = 0;
+    inner(p->OH, p->sh, p->pt, p->KH, p->H, &ylo, &yhi);
+    inner(p->OW, p->sw, p->pl, p->KW, p->W, &xlo, &xhi);
+    const int64_t ngy = groups(p->OH, ylo, yhi, 0, &oy, &h), ngx = groups(p->OW, xlo, xhi, 0, &ox, &w);
+    for (int64_t gy = 0; gy < ngy; gy++)
+        for (int64_t gx = 0; gx < ngx; gx++) {
+            groups(p->OH, ylo, yhi, gy, &oy, &h);
+            groups(p->OW, xlo, xhi, gx, &ox, &w);
+            n += rect_tiles(p, h, w);
+        }
+    return n;
 }
 
 static int64_t oblocks(const kiln__d16c *p) { return (p->M + OB - 1) / OB; }
 
-int64_t kiln__d16c_units(const kiln__d16c *p) { return p->OH * row_split(p).nseg * oblocks(p); }
+int64_t kiln__d16c_units(const kiln__d16c *p) { return image_tiles(p) * oblocks(p); }
 
-void kiln__d16c_unit(const kiln__d16c *p, int64_t u, int64_t *oy, int64_t *ox0, int64_t *ox1, int64_t *m0,
-                     int64_t *m1) {
-    const rowsplit r = row_split(p);
-    const int64_t nb = oblocks(p), nr = p->OH * r.nseg;
-    const int64_t q = p->wmajor ? u % nr : u / nb, b = p->wmajor ? u / nr : u % nb, s = q % r.nseg;
-    *oy = q / r.nseg;
-    if (s < r.L) {
-        *ox0 = s, *ox1 = s + 1;
-    } else if (s < r.L + r.nt) { /* balanced: 27 pixels are 9 + 9 + 9, not 12 + 12 + 3 */
-        const int64_t t = s - r.L, wi = p->OW - r.L - r.R;
-        *ox0 = r.L + t * wi / r.nt;
-        *ox1 = r.L + (t + 1) * wi / r.nt;
-    } else {
-        *ox0 = p->OW - r.R + (s - r.L - r.nt);
-        *ox1 = *ox0 + 1;
-    }
-    *m0 = b * OB;
-    *m1 = *m0 + OB < p->M ? *m0 + OB : p->M;
+void kiln__d16c_unit(const kiln__d16c *p, int64_t u, kiln__d16c_tile *q) {
+    const int64_t nb = oblocks(p), nt = image_tiles(p);
+    tile_at(p, p->wmajor ? u % nt : u / nb, q);
+    q->m0 = (p->wmajor ? u / nt : u % nb) * OB;
+    q->m1 = q->m0 + OB < p->M ? q->m0 + OB : p->M;
 }
 
-/* The taps of a unit: kernel rows [k[0], k[1]) and columns [k[2], k[3])
- * inside X for all of its pixels (ox0..ox0+np-1 of row oy). */
-static void unit_taps(const kiln__d16c *p, int64_t oy, int64_t ox0, int np, int64_t k[4]) {
-    const int64_t iy = oy * p->sh - p->pt, ix0 = ox0 * p->sw - p->pl, ixl = ix0 + (np - 1) * p->sw;
-    k[0] = iy < 0 ? -iy : 0;
-    k[1] = p->H - iy < p->KH ? p->H - iy : p->KH;
+/* The taps of a tile: kernel rows [k[0], k[1]) and columns [k[2], k[3])
+ * inside X for all of its pixels (the same cut for each, by the tiling). */
+static void tile_taps(const kiln__d16c *p, const kiln__d16c_tile *q, int64_t k[4]) {
+    const int64_t iy0 = q->oy * p->sh - p->pt, iyl = iy0 + (q->rows - 1) * p->sh;
+    const int64_t ix0 = q->ox * p->sw - p->pl, ixl = ix0 + (q->cols - 1) * p->sw;
+    k[0] = iy0 < 0 ? -iy0 : 0;
+    k[1] = p->H - iyl < p->KH ? p->H - iyl : p->KH;
     k[2] = ix0 < 0 ? -ix0 : 0;
     k[3] = p->W - ixl < p->KW ? p->W - ixl : p->KW;
 }
 
 #if defined(__AVX512F__)
-/* Column j of the accumulators (channels m0..m0+15 of np pixels from
- * (oy, ox0)): residual, Relu, store (j a constant: no accumulator goes to
+/* Column j of the accumulators (channels m0..m0+15 of tile q, R x NC
+ * pixels): residual, Relu, store (j a constant: no accumulator goes to
  * memory). */
-static inline __attribute__((always_inline)) void store(const kiln__d16c *p, int64_t oy, int64_t ox0, int np,
+static inline __attribute__((always_inline)) void store(const kiln__d16c *p, const kiln__d16c_tile *q, int R, int NC,
                                                         int64_t m0, __m512 acc[][2], int j) {
-    const int64_t off = ((m0 / 16 * p->OH + oy) * p->OW + ox0) * 16;
+    const int64_t off = ((m0 / 16 * p->OH + q->oy) * p->OW + q->ox) * 16;
     float *y = p->y + off;
     const float *r = p->res ? p->res + off : NULL;
 #pragma GCC unroll 12
-    for (int i = 0; i < np; i++) {
+    for (int i = 0; i < R * NC; i++) {
+        const int64_t o = (i / NC * p->OW + i % NC) * 16;
         __m512 v = acc[i][j];
-        if (r) v = _mm512_add_ps(v, _mm512_loadu_ps(r + i * 16));
+        if (r) v = _mm512_add_ps(v, _mm512_loadu_ps(r + o));
         if (p->relu) v = _mm512_max_ps(_mm512_setzero_ps(), v); /* NaN stays (maxps: 2nd operand) */
-        _mm512_storeu_ps(y + i * 16, v);
+        _mm512_storeu_ps(y + o, v);
     }
 }
 
-/* np pixels from (oy, ox0) x nv vectors of 16 output channels from m0; SW
- * the column stride when it is a constant (1, 2), else 0 (p->sw).  np, nv
- * and SW are constants where it is inlined: the accumulators stay in
- * registers and the broadcasts' offsets are immediates. */
-static inline __attribute__((always_inline)) void tile(const kiln__d16c *p, int64_t oy, int64_t ox0, int np,
+/* Tile q (R rows x NC columns of pixels) x nv vectors of 16 output
+ * channels from m0; SW the column stride (a constant where NC > 1: 1 or
+ * 2).  R, NC, nv and SW are constants where it is inlined: the
+ * accumulators stay in registers and the broadcasts' offsets within a row
+ * are immediates. */
+static inline __attribute__((always_inline)) void tile(const kiln__d16c *p, const kiln__d16c_tile *q, int R, int NC,
                                                        int64_t m0, int nv, int SW) {
-    const int64_t ps = 16 * (SW ? SW : p->sw), taps = p->KH * p->KW, ws = 16 * nv, CB = p->C / 16;
-    const int64_t plane = p->H * p->W * 16, ix0 = ox0 * (SW ? SW : p->sw) - p->pl, iy0 = oy * p->sh - p->pt;
+    const int64_t ps = 16 * SW, rs = 16 * p->sh * p->W, taps = p->KH * p->KW, ws = 16 * nv, CB = p->C / 16;
+    const int64_t plane = p->H * p->W * 16, ix0 = q->ox * p->sw - p->pl, iy0 = q->oy * p->sh - p->pt;
     int64_t k[4];
-    unit_taps(p, oy, ox0, np, k);
+    tile_taps(p, q, k);
     const float *wb = p->wp + m0 * p->C * taps;
     __m512 acc[PT][2];
     __m512 b0 = p->bias ? _mm512_loadu_ps(p->bias + m0) : _mm512_setzero_ps();
     __m512 b1 = nv == 2 && p->bias ? _mm512_loadu_ps(p->bias + m0 + 16) : _mm512_setzero_ps();
 #pragma GCC unroll 12
-    for (int i = 0; i < np; i++) acc[i][0] = b0, acc[i][1] = b1;
+    for (int i = 0; i < R * NC; i++) acc[i][0] = b0, acc[i][1] = b1;
     for (int64_t cb = 0; cb < CB; cb++)
         for (int64_t ky = k[0]; ky < k[1]; ky++)
             for (int64_t kx = k[2]; kx < k[3]; kx++) {
@@ -149,75 +207,90 @@ static inline __attribute__((always_inline)) void tile(const kiln__d16c *p, int6
                     if (nv == 2) _mm_prefetch((const char *)(wc + ci * ws) + PF_W + 64, _MM_HINT_T0);
                     _mm_prefetch((const char *)(wc + ci * ws) + 8 * PF_W, _MM_HINT_T1);
                     if (nv == 2) _mm_prefetch((const char *)(wc + ci * ws) + 8 * PF_W + 64, _MM_HINT_T1);
+#ifdef D16C_PFX
+                    if (ci < R * NC) /* X's lines of the next channel block, to L1 */
+                        _mm_prefetch((const char *)(xk + plane + ci / NC * rs + ci % NC * ps), _MM_HINT_T0);
+#endif
                     const __m512 w0 = _mm512_loadu_ps(wc + ci * ws);
                     const __m512 w1 = nv == 2 ? _mm512_loadu_ps(wc + ci * ws + 16) : _mm512_setzero_ps();
 #pragma GCC unroll 12
-                    for (int i = 0; i < np; i++) {
-                        const __m512 a = _mm512_set1_ps(xk[i * ps + ci]);
+                    for (int i = 0; i < R * NC; i++) {
+                        const __m512 a = _mm512_set1_ps(xk[i / NC * rs + i % NC * ps + ci]);
                         acc[i][0] = _mm512_fmadd_ps(a, w0, acc[i][0]);
                         if (nv == 2) acc[i][1] = _mm512_fmadd_ps(a, w1, acc[i][1]);
                     }
                 }
             }
-    store(p, oy, ox0, np, m0, acc, 0);
-    if (nv == 2) store(p, oy, ox0, np, m0 + 16, acc, 1);
+#pragma GCC unroll 2
+    for (int j = 0; j < nv; j++) store(p, q, R, NC, m0 + 16 * j, acc, j);
 }
 
-#define TILE_SW(n, sw)                                                                                                 \
-    if (nv == 2)                                                                                                       \
-        tile(p, oy, ox0, n, m0, 2, sw);                                                                                \
-    else                                                                                                               \
-        tile(p, oy, ox0, n, m0, 1, sw);
-#define TILE_CASE(n)                                                                                                   \
-    case n:                                                                                                            \
-        if (p->sw == 1) {                                                                                              \
-            TILE_SW(n, 1)                                                                                              \
-        } else if (p->sw == 2) {                                                                                       \
-            TILE_SW(n, 2)                                                                                              \
-        } else {                                                                                                       \
-            TILE_SW(n, 0)                                                                                              \
-        }                                                                                                              \
+#define TILE_RC(r, c, sw)                                                                                              \
+    case (r) * 16 + (c):                                                                                               \
+        if (nv == 2)                                                                                                   \
+            tile(p, q, r, c, m0, 2, sw);                                                                               \
+        else                                                                                                           \
+            tile(p, q, r, c, m0, 1, sw);                                                                               \
         break;
+/* the shapes rect_tile makes: rows of 2..12 columns and pairs of rows of
+ * 2..6 at column stride SW; columns of 1..12 rows (any stride) */
+#define TILE_ROWS(sw)                                                                                                  \
+    TILE_RC(1, 2, sw) TILE_RC(1, 3, sw) TILE_RC(1, 4, sw) TILE_RC(1, 5, sw) TILE_RC(1, 6, sw) TILE_RC(1, 7, sw)       \
+    TILE_RC(1, 8, sw) TILE_RC(1, 9, sw) TILE_RC(1, 10, sw) TILE_RC(1, 11, sw) TILE_RC(1, 12, sw) TILE_RC(2, 2, sw)    \
+    TILE_RC(2, 3, sw) TILE_RC(2, 4, sw) TILE_RC(2, 5, sw) TILE_RC(2, 6, sw)
 
-static void unit(const kiln__d16c *p, int64_t oy, int64_t ox0, int np, int64_t m0, int nv) {
-    switch (np) {
-        TILE_CASE(12) TILE_CASE(11) TILE_CASE(10) TILE_CASE(9) TILE_CASE(8) TILE_CASE(7)
-        TILE_CASE(6) TILE_CASE(5) TILE_CASE(4) TILE_CASE(3) TILE_CASE(2) TILE_CASE(1)
-    default: break;
+static void unit(const kiln__d16c *p, const kiln__d16c_tile *q, int64_t m0, int nv) {
+    if (q->cols == 1) {
+        switch ((int)q->rows * 16 + 1) {
+            TILE_RC(1, 1, 1) TILE_RC(2, 1, 1) TILE_RC(3, 1, 1) TILE_RC(4, 1, 1) TILE_RC(5, 1, 1) TILE_RC(6, 1, 1)
+            TILE_RC(7, 1, 1) TILE_RC(8, 1, 1) TILE_RC(9, 1, 1) TILE_RC(10, 1, 1) TILE_RC(11, 1, 1) TILE_RC(12, 1, 1)
+        default: break;
+        }
+    } else if (p->sw == 1) {
+        switch ((int)(q->rows * 16 + q->cols)) {
+            TILE_ROWS(1)
+        default: break;
+        }
+    } else {
+        switch ((int)(q->rows * 16 + q->cols)) {
+            TILE_ROWS(2)
+        default: break;
+        }
     }
 }
 #else
 /* Portable: the same sums in the same order per output (input channel
  * blocks, kernel rows, columns, channels, from the bias), one output
  * channel at a time. */
-static void unit(const kiln__d16c *p, int64_t oy, int64_t ox0, int np, int64_t m0, int nv) {
+static void unit(const kiln__d16c *p, const kiln__d16c_tile *q, int64_t m0, int nv) {
     const int64_t taps = p->KH * p->KW, ws = 16 * nv, plane = p->H * p->W * 16;
     const float *wb = p->wp + m0 * p->C * taps;
     int64_t k[4];
-    unit_taps(p, oy, ox0, np, k);
-    for (int i = 0; i < np; i++)
-        for (int j = 0; j < ws; j++) {
-            const int64_t ix0 = (ox0 + i) * p->sw - p->pl, iy0 = oy * p->sh - p->pt;
-            float s = p->bias ? p->bias[m0 + j] : 0.0f;
-            for (int64_t cb = 0; cb < p->C / 16; cb++)
-                for (int64_t ky = k[0]; ky < k[1]; ky++)
-                    for (int64_t kx = k[2]; kx < k[3]; kx++)
-                        for (int ci = 0; ci < 16; ci++)
-                            s += p->x[cb * plane + ((iy0 + ky) * p->W + ix0 + kx) * 16 + ci] *
-                                 wb[((cb * taps + ky * p->KW + kx) * 16 + ci) * ws + j];
-            const int64_t off = (((m0 + j) / 16 * p->OH + oy) * p->OW + ox0 + i) * 16 + j % 16;
-            if (p->res) s += p->res[off];
-            if (p->relu && s < 0.0f) s = 0.0f;
-            p->y[off] = s;
-        }
+    tile_taps(p, q, k);
+    for (int64_t oy = q->oy; oy < q->oy + q->rows; oy++)
+        for (int64_t ox = q->ox; ox < q->ox + q->cols; ox++)
+            for (int j = 0; j < ws; j++) {
+                const int64_t ix0 = ox * p->sw - p->pl, iy0 = oy * p->sh - p->pt;
+                float s = p->bias ? p->bias[m0 + j] : 0.0f;
+                for (int64_t cb = 0; cb < p->C / 16; cb++)
+                    for (int64_t ky = k[0]; ky < k[1]; ky++)
+                        for (int64_t kx = k[2]; kx < k[3]; kx++)
+                            for (int ci = 0; ci < 16; ci++)
+                                s += p->x[cb * plane + ((iy0 + ky) * p->W + ix0 + kx) * 16 + ci] *
+                                     wb[((cb * taps + ky * p->KW + kx) * 16 + ci) * ws + j];
+                const int64_t off = (((m0 + j) / 16 * p->OH + oy) * p->OW + ox) * 16 + j % 16;
+                if (p->res) s += p->res[off];
+                if (p->relu && s < 0.0f) s = 0.0f;
+                p->y[off] = s;
+            }
 }
 #endif
 
 void kiln__d16c_run(const kiln__d16c *p, int64_t u0, int64_t u1) {
     for (int64_t u = u0; u < u1; u++) {
-        int64_t oy, ox0, ox1, m0, m1;
-        kiln__d16c_unit(p, u, &oy, &ox0, &ox1, &m0, &m1);
-        unit(p, oy, ox0, (int)(ox1 - ox0), m0, (int)((m1 - m0) / 16));
+        kiln__d16c_tile q;
+        kiln__d16c_unit(p, u, &q);
+        unit(p, &q, q.m0, (int)((q.m1 - q.m0) / 16));
     }
 }
 
@@ -258,11 +331,12 @@ static void d16c_range(void *ud, int64_t b, int64_t e) {
         if (p.res) p.res += n * f->ys;
         kiln__d16c_run(&p, u0, u1);
         for (int64_t u = u0; u < u1 && !f->fused; u++) { /* a chain of 16 channels per pixel */
-            int64_t oy, ox0, ox1, m0, m1;
-            kiln__d16c_unit(&p, u, &oy, &ox0, &ox1, &m0, &m1);
-            for (int64_t m = m0; m < m1; m += 16)
-                for (int64_t q = oy * p.OW + ox0; q < oy * p.OW + ox1; q++)
-                    kiln_call_epilogue(f->c, 0, p.y + (m * p.OH * p.OW + q * 16), 16, m, 1);
+            kiln__d16c_tile q;
+            kiln__d16c_unit(&p, u, &q);
+            for (int64_t m = q.m0; m < q.m1; m += 16)
+                for (int64_t oy = q.oy; oy < q.oy + q.rows; oy++)
+                    for (int64_t ox = q.ox; ox < q.ox + q.cols; ox++)
+                        kiln_call_epilogue(f->c, 0, p.y + (m * p.OH * p.OW + (oy * p.OW + ox) * 16), 16, m, 1);
         }
         b = (n + 1) * f->units < e ? (n + 1) * f->units : e;
     }

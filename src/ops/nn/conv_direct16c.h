@@ -41,13 +41,15 @@ typedef struct kiln__d16c {
 int64_t kiln__d16c_packed(int64_t M, int64_t C, int64_t taps);
 void kiln__d16c_pack(const float *w, int64_t M, int64_t C, int64_t taps, float *dst);
 
-/* Work units of one image: (a run of output pixels of one row, a block of
+/* Work units of one image: (a tile of up to 12 output pixels, a block of
  * 32 output channels); each writes its outputs once, whatever the split,
  * so every thread count gives the same bits. */
+typedef struct kiln__d16c_tile {
+    int64_t oy, ox, rows, cols; /* output rows [oy, oy + rows) x columns [ox, ox + cols) */
+    int64_t m0, m1;             /* output channels [m0, m1) */
+} kiln__d16c_tile;
 int64_t kiln__d16c_units(const kiln__d16c *p);
-/* Unit u's output row *oy, columns [*ox0, *ox1), channels [*m0, *m1). */
-void kiln__d16c_unit(const kiln__d16c *p, int64_t u, int64_t *oy, int64_t *ox0, int64_t *ox1, int64_t *m0,
-                     int64_t *m1);
+void kiln__d16c_unit(const kiln__d16c *p, int64_t u, kiln__d16c_tile *q);
 /* Units [u0, u1): bias, the sum over C and the taps, residual, Relu, one store. */
 void kiln__d16c_run(const kiln__d16c *p, int64_t u0, int64_t u1);
 
