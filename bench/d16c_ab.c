@@ -139,6 +139,11 @@ int main(int argc, char **argv) {
         kiln__d16c p = {.C = s->C, .M = s->M, .H = s->H, .W = s->W, .OH = OH, .OW = OH, .KH = s->K, .KW = s->K,
                         .sh = s->S, .sw = s->S, .pt = s->K / 2, .pl = s->K / 2, .bias = b, .relu = s->relu};
         kiln__d16c pn = p;
+        /* new: a 1x1 conv as tactic 16 runs it (conv_direct16c.c's flat()):
+         * one row of OH x OW pixels, gathered first at a stride */
+        const int flat = s->K == 1;
+        float *g = flat && s->S > 1 ? rnd(s->C * OP) : NULL;
+        if (flat) pn.H = pn.OH = 1, pn.W = pn.OW = OP, pn.sh = pn.sw = 1;
         p.wmajor = base_d16c_wmajor(s->C, s->M, taps, OP, T);
         pn.wmajor = new_d16c_wmajor(s->C, s->M, taps, OP, T);
         double *t[3];
@@ -160,10 +165,16 @@ int main(int argc, char **argv) {
                 } else {
                     kiln__d16c *q = which == 1 ? &p : &pn;
                     q->x = x[k], q->y = y[k], q->wp = which == 1 ? wb : wn;
-                    job j = {q, which == 1 ? base_d16c_run : new_d16c_run};
-                    const int64_t units = which == 1 ? base_d16c_units(q) : new_d16c_units(q);
                     kiln__pool_hold(pool, 1);
                     const double t0 = cli_now_ms();
+                    if (which == 2 && g) { /* (the gather on one thread here) */
+                        for (int64_t r = 0; r < s->C / 16 * OH; r++)
+                            for (int64_t ox = 0; ox < OH; ox++)
+                                memcpy(g + (r * OH + ox) * 16, x[k] + ((r / OH * s->H + r % OH * s->S) * s->W + ox * s->S) * 16, 64);
+                        q->x = g;
+                    }
+                    job j = {q, which == 1 ? base_d16c_run : new_d16c_run};
+                    const int64_t units = which == 1 ? base_d16c_units(q) : new_d16c_units(q);
                     kiln_exec_parallel_for(&ex, units, 1, range, &j);
                     us = (cli_now_ms() - t0) * 1e3;
                     kiln__pool_hold(pool, 0);
@@ -180,7 +191,7 @@ int main(int argc, char **argv) {
         kiln_engine_free(e);
         for (int i = 0; i < NSETS; i++) free(x[i]), free(r[i]), free(y[i]);
         for (int i = 0; i < 3; i++) free(t[i]);
-        free(w), free(b), free(wb), free(wn);
+        free(w), free(b), free(wb), free(wn), free(g);
     }
     kiln__pool_free(pool);
     printf("FMA peak %.1f GFLOP/s (%d thread%s)\n", cli_fma_peak_gflops(T), T, T > 1 ? "s" : "");

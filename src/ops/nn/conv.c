@@ -694,6 +694,8 @@ static int conv_padgemm(const kiln_call *c, const geom *g, int pack) {
 }
 
 static int pick_tactic(int tactic, int direct_ok, const geom *g);
+static int d16c_applies(const geom *g);
+static kiln__d16c d16c_geom(const geom *g);
 
 static size_t conv_ws(const kiln_call *c) {
     geom g;
@@ -701,6 +703,10 @@ static size_t conv_ws(const kiln_call *c) {
     if (c->nin < 2 || c->in[0].ndim < 3 || c->in[0].ndim != c->in[1].ndim || c->tactic == T_GEMM) return 0;
     if (make_geom(c, &g)) return 0;
     if (wino16c_m(c->tactic)) return kiln__wino_ws_bytes(wino16c_m(c->tactic), g.C, g.M, g.o[1], g.o[2]);
+    if (c->tactic == T_D16C) {
+        const kiln__d16c p = d16c_geom(&g);
+        return d16c_applies(&g) ? kiln__d16c_ws(&p, g.N) : 0;
+    }
     /* the padded GEMM (tactic 4, or what auto/3 run, or 6 falls back to)
      * and Winograd */
     int t = pick_tactic(c->tactic, g.id[0] == 1 && g.k[0] == 1, &g);
@@ -1184,6 +1190,11 @@ static int d16c_applies(const geom *g) {
     return g->nsp == 2 && g->G == 1 && g->C % 16 == 0 && g->M % 16 == 0 && g->d[1] == 1 && g->d[2] == 1;
 }
 
+static kiln__d16c d16c_geom(const geom *g) {
+    return (kiln__d16c){.C = g->C, .M = g->M, .H = g->id[1], .W = g->id[2], .OH = g->o[1], .OW = g->o[2],
+                        .KH = g->k[1], .KW = g->k[2], .sh = g->s[1], .sw = g->s[2], .pt = g->pb[1], .pl = g->pb[2]};
+}
+
 static int conv_d16c(const kiln_call *c) {
     geom g;
     int rc = make_geom(c, &g);
@@ -1191,8 +1202,7 @@ static int conv_d16c(const kiln_call *c) {
     if (!d16c_applies(&g))
         return kiln_set_error(KILN_EUNSUPPORTED, "Conv tactic 16: needs an undilated 2-D conv of one group, C and M "
                               "multiples of 16");
-    const kiln__d16c p = {.C = g.C, .M = g.M, .H = g.id[1], .W = g.id[2], .OH = g.o[1], .OW = g.o[2], .KH = g.k[1],
-                          .KW = g.k[2], .sh = g.s[1], .sw = g.s[2], .pt = g.pb[1], .pl = g.pb[2]};
+    const kiln__d16c p = d16c_geom(&g);
     return kiln__d16c_conv(c, g.N, &p);
 }
 

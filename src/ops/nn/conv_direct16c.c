@@ -26,6 +26,8 @@
 #include "kiln_int.h"
 #include "ops/common/ops_util.h"
 
+#include <string.h>
+
 #if defined(__AVX512F__)
 #include <immintrin.h>
 #endif
@@ -337,6 +339,39 @@ static void d16c_range(void *ud, int64_t b, int64_t e) {
     }
 }
 
+/* A 1x1 conv whose outputs all read X (no padding reached): its plane is
+ * one row of OH x OW pixels, so the runs of 12 span the output's rows
+ * (tactic 13's tiles: 7x7 outputs in 10 + 10 + 10 + 10 + 9, not 7 runs of
+ * 7).  At a stride, read in place, that row would not be one stride
+ * apart: the pixels are gathered first (downsamples: a quarter of X). */
+static int flat(const kiln__d16c *g) {
+    return g->KH == 1 && g->KW == 1 && g->pt == 0 && g->pl == 0 && (g->OH - 1) * g->sh < g->H &&
+           (g->OW - 1) * g->sw < g->W;
+}
+static int gathers(const kiln__d16c *g) { return flat(g) && (g->sh > 1 || g->sw > 1); }
+
+size_t kiln__d16c_ws(const kiln__d16c *g, int64_t N) {
+    return gathers(g) ? (size_t)(N * g->C * g->OH * g->OW) * sizeof(float) : 0;
+}
+
+typedef struct gather_job {
+    const kiln__d16c *g;
+    const float *x;
+    float *d;
+} gather_job;
+
+/* Rows [b, e) of (image, channel block, output row): their pixels. */
+static void gather_range(void *ud, int64_t b, int64_t e) {
+    const gather_job *j = ud;
+    const kiln__d16c *g = j->g;
+    for (int64_t r = b; r < e; r++) {
+        const int64_t plane = r / g->OH, oy = r % g->OH; /* plane: image x channel block */
+        const float *x = j->x + ((plane * g->H + oy * g->sh) * g->W) * 16;
+        float *d = j->d + r * g->OW * 16;
+        for (int64_t ox = 0; ox < g->OW; ox++) memcpy(d + ox * 16, x + ox * g->sw * 16, 16 * sizeof(float));
+    }
+}
+
 int kiln__d16c_conv(const kiln_call *c, int64_t N, const kiln__d16c *geom) {
     const kiln_tensor *x = &c->in[0], *y = &c->out[0];
     if (x->dtype != KILN_DTYPE_F32 || y->dtype != KILN_DTYPE_F32 || x->format != KILN_FORMAT_NCHW16C ||
@@ -345,7 +380,20 @@ int kiln__d16c_conv(const kiln_call *c, int64_t N, const kiln__d16c *geom) {
         return kiln_set_error(KILN_EUNSUPPORTED, "Conv tactic 16: needs F32 NCHW16C X and Y, W packed at build");
     if (N * geom->M * geom->OH * geom->OW == 0) return 0;
     d16c_job f = {.c = c, .p = *geom, .xs = geom->C * geom->H * geom->W, .ys = geom->M * geom->OH * geom->OW};
-    f.p.x = x->data, f.p.wp = c->prepacked[1], f.p.y = y->data, f.p.res = NULL, f.p.relu = 0;
+    f.p.x = x->data;
+    if (gathers(geom)) {
+        if (!c->workspace || c->workspace_size < kiln__d16c_ws(geom, N))
+            return kiln_set_error(KILN_EINTERNAL, "Conv tactic 16: no workspace for the strided 1x1 conv's pixels");
+        gather_job j = {.g = geom, .x = x->data, .d = c->workspace};
+        kiln_exec_parallel_for(c->exec, N * geom->C / 16 * geom->OH, 1, gather_range, &j);
+        f.p.x = c->workspace, f.xs = geom->C * geom->OH * geom->OW, f.p.sh = f.p.sw = 1;
+    }
+    if (flat(geom)) { /* one row of OH x OW pixels */
+        f.p.W = f.p.OW = geom->OH * geom->OW;
+        f.p.H = f.p.OH = 1;
+        f.p.sh = f.p.sw = 1;
+    }
+    f.p.wp = c->prepacked[1], f.p.y = y->data, f.p.res = NULL, f.p.relu = 0;
     f.p.bias = c->nin > 2 && c->in[2].data ? c->in[2].data : NULL;
     f.p.wmajor = kiln__d16c_wmajor(geom->C, geom->M, geom->KH * geom->KW, geom->OH * geom->OW,
                                    c->exec ? kiln_exec_threads(c->exec) : 1);

@@ -22,6 +22,7 @@
 
 #include "kiln/plugin.h"
 
+#include <stddef.h>
 #include <stdint.h>
 
 typedef struct kiln__d16c {
@@ -56,6 +57,10 @@ void kiln__d16c_run(const kiln__d16c *p, int64_t u0, int64_t u1);
 /* The unit order for a conv of C -> M channels, taps taps, P output pixels at
  * `threads` threads (tactics 13 and 16 share it). */
 int kiln__d16c_wmajor(int64_t C, int64_t M, int64_t taps, int64_t P, int threads);
+
+/* Workspace bytes of Conv tactic 16 on N images (a strided 1x1 conv's
+ * pixels, gathered). */
+size_t kiln__d16c_ws(const kiln__d16c *geom, int64_t N);
 
 /* Conv tactic 16 on call c (ops/nn/conv.c checked the geometry in p: its
  * pointers are ignored): N images, X, Y and a residual NCHW16C, W as
