@@ -141,11 +141,36 @@ static int64_t oblocks(const kiln__d16c *p) { return (p->M + OB - 1) / OB; }
 
 int64_t kiln__d16c_units(const kiln__d16c *p) { return image_tiles(p) * oblocks(p); }
 
-void kiln__d16c_unit(const kiln__d16c *p, int64_t u, kiln__d16c_tile *q) {
-    const int64_t nb = oblocks(p), nt = image_tiles(p);
-    tile_at(p, p->wmajor ? u % nt : u / nb, q);
-    q->m0 = (p->wmajor ? u / nt : u % nb) * OB;
+/* What every unit of a call shares, found once per kiln__d16c_run: a unit
+ * of a 1x1 conv from 64 channels is ~800 cycles of FMAs, and the ~15
+ * integer divisions of finding its tile from scratch cost 5-20% there
+ * (tactic 13's shapes run through this kernel, one run each way). */
+typedef struct plan {
+    int64_t nt, nb; /* tiles per image, output channel blocks */
+    int whole;      /* the output is one rectangle (every tap inside X for every pixel) */
+} plan;
+
+static plan plan_of(const kiln__d16c *p) {
+    int64_t ylo, yhi, xlo, xhi;
+    inner(p->OH, p->sh, p->pt, p->KH, p->H, &ylo, &yhi);
+    inner(p->OW, p->sw, p->pl, p->KW, p->W, &xlo, &xhi);
+    return (plan){.nt = image_tiles(p), .nb = oblocks(p),
+                  .whole = ylo == 0 && xlo == 0 && yhi == p->OH && xhi == p->OW};
+}
+
+static void unit_of(const kiln__d16c *p, const plan *pl, int64_t u, kiln__d16c_tile *q) {
+    const int64_t t = p->wmajor ? u % pl->nt : u / pl->nb;
+    if (pl->whole)
+        rect_tile(p, p->OH, p->OW, t, q);
+    else
+        tile_at(p, t, q);
+    q->m0 = (p->wmajor ? u / pl->nt : u % pl->nb) * OB;
     q->m1 = q->m0 + OB < p->M ? q->m0 + OB : p->M;
+}
+
+void kiln__d16c_unit(const kiln__d16c *p, int64_t u, kiln__d16c_tile *q) {
+    const plan pl = plan_of(p);
+    unit_of(p, &pl, u, q);
 }
 
 /* The taps of a tile: kernel rows [k[0], k[1]) and columns [k[2], k[3])
@@ -206,7 +231,9 @@ static inline __attribute__((always_inline)) void tile(const kiln__d16c *p, cons
                     if (nv == 2) _mm_prefetch((const char *)(wc + ci * ws) + PF_W + 64, _MM_HINT_T0);
                     _mm_prefetch((const char *)(wc + ci * ws) + 8 * PF_W, _MM_HINT_T1);
                     if (nv == 2) _mm_prefetch((const char *)(wc + ci * ws) + 8 * PF_W + 64, _MM_HINT_T1);
-                    if (ci < R * NC) /* the next channel block's lines of X (the strided ones are no stream) */
+                    /* the next channel block's lines of X, where they are no
+                     * stream for the hardware prefetcher (a stride, two rows) */
+                    if (!(R == 1 && SW == 1) && ci < R * NC)
                         _mm_prefetch((const char *)(xn + ci / NC * rs + ci % NC * ps), _MM_HINT_T0);
                     const __m512 w0 = _mm512_loadu_ps(wc + ci * ws);
                     const __m512 w1 = nv == 2 ? _mm512_loadu_ps(wc + ci * ws + 16) : _mm512_setzero_ps();
@@ -284,9 +311,10 @@ static void unit(const kiln__d16c *p, const kiln__d16c_tile *q, int64_t m0, int 
 #endif
 
 void kiln__d16c_run(const kiln__d16c *p, int64_t u0, int64_t u1) {
+    const plan pl = plan_of(p);
     for (int64_t u = u0; u < u1; u++) {
         kiln__d16c_tile q;
-        kiln__d16c_unit(p, u, &q);
+        unit_of(p, &pl, u, &q);
         unit(p, &q, q.m0, (int)((q.m1 - q.m0) / 16));
     }
 }
@@ -377,7 +405,8 @@ int kiln__d16c_conv(const kiln_call *c, int64_t N, const kiln__d16c *geom) {
     if (x->dtype != KILN_DTYPE_F32 || y->dtype != KILN_DTYPE_F32 || x->format != KILN_FORMAT_NCHW16C ||
         y->format != KILN_FORMAT_NCHW16C || !c->prepacked || !c->prepacked[1] ||
         (c->nin > 2 && c->in[2].data && !kiln__ops_dense(&c->in[2])))
-        return kiln_set_error(KILN_EUNSUPPORTED, "Conv tactic 16: needs F32 NCHW16C X and Y, W packed at build");
+        return kiln_set_error(KILN_EUNSUPPORTED, "Conv tactic %d: needs F32 NCHW16C X and Y, W packed at build",
+                              c->tactic);
     if (N * geom->M * geom->OH * geom->OW == 0) return 0;
     d16c_job f = {.c = c, .p = *geom, .xs = geom->C * geom->H * geom->W, .ys = geom->M * geom->OH * geom->OW};
     f.p.x = x->data;
