@@ -170,7 +170,8 @@ int main(int argc, char **argv) {
                     if (which == 2 && g) { /* (the gather on one thread here) */
                         for (int64_t r = 0; r < s->C / 16 * OH; r++)
                             for (int64_t ox = 0; ox < OH; ox++)
-                                memcpy(g + (r * OH + ox) * 16, x[k] + ((r / OH * s->H + r % OH * s->S) * s->W + ox * s->S) * 16, 64);
+                                memcpy(g + (r * OH + ox) * 16,
+                                       x[k] + ((r / OH * s->H + r % OH * s->S) * s->W + ox * s->S) * 16, 64);
                         q->x = g;
                     }
                     job j = {q, which == 1 ? base_d16c_run : new_d16c_run};

@@ -197,7 +197,8 @@ static void engine_case(const cshape *s, int with_bias, int res) {
             ASSERT_OK(kiln_context_bind(ctx, "Y", y, (size_t)ny * sizeof(float)));
             if (kiln_context_run(ctx)) TEST__FAIL("run: %s", kiln_errmsg());
             kiln_context_free(ctx);
-            snprintf(what, sizeof what, "engine C %lld M %lld %lldx%lld k %lldx%lld s %lld bias %d res %d, %d thread(s)%s",
+            snprintf(what, sizeof what,
+                     "engine C %lld M %lld %lldx%lld k %lldx%lld s %lld bias %d res %d, %d thread(s)%s",
                      (long long)s->C, (long long)s->M, (long long)s->H, (long long)s->W, (long long)s->KH,
                      (long long)s->KW, (long long)s->sh, with_bias, res, threads, round ? ", loaded" : "");
             test_check_close(what, y, ref, ny, 1e-5 * (double)(s->C * taps));

@@ -349,7 +349,8 @@ typedef struct d16c_job {
 static void d16c_range(void *ud, int64_t b, int64_t e) {
     const d16c_job *f = ud;
     while (b < e) {
-        const int64_t n = b / f->units, u0 = b % f->units, u1 = e - n * f->units < f->units ? e - n * f->units : f->units;
+        const int64_t n = b / f->units, u0 = b % f->units;
+        const int64_t u1 = e - n * f->units < f->units ? e - n * f->units : f->units;
         kiln__d16c p = f->p;
         p.x += n * f->xs;
         p.y += n * f->ys;
