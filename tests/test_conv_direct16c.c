@@ -13,8 +13,9 @@
  * same bits (no sum depends on the split).
  *
  * Through the engine ($KILN_CPU_BLOCKED=force: blocked candidates first):
- * a 3x3 stride-2 conv, a 1x1 stride-2 one (ResNet's downsample), a 5x5 and
- * a 7x7/2 conv, one whose residual Add and Relu fuse into it and one with a
+ * a 3x3 stride-2 conv, 1x1 stride-2 ones (ResNet's downsample; odd sizes:
+ * the pixels gathered into the workspace), a padded 1x1, a 5x5 and a 7x7/2
+ * conv, one whose residual Add and Relu fuse into it and one with a
  * chain the kernel leaves per pixel (two Relus), built with tactic 16 and
  * its reformats, give the reference at 1-3 threads, the same bits at each,
  * and the same bits after the engine is saved and loaded, its packed W read
@@ -221,6 +222,8 @@ TEST_IMPL(conv_direct16c_engine) {
         {64, 128, 14, 14, 1, 1, 2, 2, 0, 0, 0, 0}, /* its downsample */
         {48, 32, 11, 9, 5, 5, 1, 1, 2, 2, 2, 2},
         {16, 48, 19, 17, 7, 7, 2, 2, 3, 3, 3, 3},
+        {48, 32, 15, 13, 1, 1, 2, 2, 0, 0, 0, 0}, /* odd: the gathered pixels, 8 x 7 */
+        {32, 16, 9, 7, 1, 1, 1, 1, 1, 1, 1, 1},   /* a padded 1x1: edge pixels see no tap */
     };
     engine_case(&S[0], 1, 0);
     engine_case(&S[1], 0, 0);
@@ -228,6 +231,8 @@ TEST_IMPL(conv_direct16c_engine) {
     engine_case(&S[3], 1, 0);
     engine_case(&S[0], 1, 1);
     engine_case(&S[1], 1, 2);
+    engine_case(&S[4], 1, 1);
+    engine_case(&S[5], 0, 1);
 }
 
 TEST_LIST(TEST_ENTRY(conv_direct16c_kernel), TEST_ENTRY(conv_direct16c_engine))
