@@ -48,6 +48,8 @@ void kiln__d16c_pack(const float *w, int64_t M, int64_t C, int64_t taps, float *
 typedef struct kiln__d16c_tile {
     int64_t oy, ox, rows, cols; /* output rows [oy, oy + rows) x columns [ox, ox + cols) */
     int64_t m0, m1;             /* output channels [m0, m1) */
+    const char *pf;             /* output blocks outer: this tile's share of the next block's W, */
+    int64_t pf_lines;           /* pf_lines lines fetched to L2 while it runs (or 0) */
 } kiln__d16c_tile;
 int64_t kiln__d16c_units(const kiln__d16c *p);
 void kiln__d16c_unit(const kiln__d16c *p, int64_t u, kiln__d16c_tile *q);
