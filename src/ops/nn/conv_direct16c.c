@@ -214,6 +214,38 @@ static inline __attribute__((always_inline)) void store(const kiln__d16c *p, con
     }
 }
 
+/* One tap of one channel block into the accumulators: per input channel
+ * two W vectors (wc, 16 x 16 nv floats) and a broadcast per pixel from xk
+ * (pixel i at i / NC * rs + i % NC * 16 SW); prefetches: the next block's W
+ * share (*pf, *pfl lines), W ahead, the next channel block's X (xn). */
+static inline __attribute__((always_inline)) void tap(__m512 acc[][2], const float *xk, const float *xn,
+                                                      const float *wc, const char **pf, int64_t *pfl, int64_t rs,
+                                                      int R, int NC, int nv, int SW) {
+    const int64_t ps = 16 * SW, ws = 16 * nv;
+    for (int j = 0; j < 8 && *pfl > 0; j++) { /* the next block's W (unit_of): up to 512 bytes a tap */
+        _mm_prefetch(*pf, _MM_HINT_T1);
+        *pf += 64, --*pfl;
+    }
+    for (int ci = 0; ci < 16; ci++) { /* W streams: to L1 2 KB ahead, to L2 16 KB ahead */
+        _mm_prefetch((const char *)(wc + ci * ws) + PF_W, _MM_HINT_T0);
+        if (nv == 2) _mm_prefetch((const char *)(wc + ci * ws) + PF_W + 64, _MM_HINT_T0);
+        _mm_prefetch((const char *)(wc + ci * ws) + 8 * PF_W, _MM_HINT_T1);
+        if (nv == 2) _mm_prefetch((const char *)(wc + ci * ws) + 8 * PF_W + 64, _MM_HINT_T1);
+        /* the next channel block's lines of X, where they are no stream for
+         * the hardware prefetcher (a stride, two rows) */
+        if (!(R == 1 && SW == 1) && ci < R * NC)
+            _mm_prefetch((const char *)(xn + ci / NC * rs + ci % NC * ps), _MM_HINT_T0);
+        const __m512 w0 = _mm512_loadu_ps(wc + ci * ws);
+        const __m512 w1 = nv == 2 ? _mm512_loadu_ps(wc + ci * ws + 16) : _mm512_setzero_ps();
+#pragma GCC unroll 12
+        for (int i = 0; i < R * NC; i++) {
+            const __m512 a = _mm512_set1_ps(xk[i / NC * rs + i % NC * ps + ci]);
+            acc[i][0] = _mm512_fmadd_ps(a, w0, acc[i][0]);
+            if (nv == 2) acc[i][1] = _mm512_fmadd_ps(a, w1, acc[i][1]);
+        }
+    }
+}
+
 /* Tile q (R rows x NC columns of pixels) x nv vectors of 16 output
  * channels from m0; SW the column stride (a constant where NC > 1: 1 or
  * 2).  R, NC, nv and SW are constants where it is inlined: the
@@ -221,7 +253,7 @@ static inline __attribute__((always_inline)) void store(const kiln__d16c *p, con
  * are immediates. */
 static inline __attribute__((always_inline)) void tile(const kiln__d16c *p, const kiln__d16c_tile *q, int R, int NC,
                                                        int64_t m0, int nv, int SW) {
-    const int64_t ps = 16 * SW, rs = 16 * p->sh * p->W, taps = p->KH * p->KW, ws = 16 * nv, CB = p->C / 16;
+    const int64_t rs = 16 * p->sh * p->W, taps = p->KH * p->KW, ws = 16 * nv, CB = p->C / 16;
     const int64_t plane = p->H * p->W * 16, ix0 = q->ox * p->sw - p->pl, iy0 = q->oy * p->sh - p->pt;
     int64_t k[4];
     tile_taps(p, q, k);
@@ -233,35 +265,19 @@ static inline __attribute__((always_inline)) void tile(const kiln__d16c *p, cons
     __m512 b1 = nv == 2 && p->bias ? _mm512_loadu_ps(p->bias + m0 + 16) : _mm512_setzero_ps();
 #pragma GCC unroll 12
     for (int i = 0; i < R * NC; i++) acc[i][0] = b0, acc[i][1] = b1;
-    for (int64_t cb = 0; cb < CB; cb++)
-        for (int64_t ky = k[0]; ky < k[1]; ky++)
-            for (int64_t kx = k[2]; kx < k[3]; kx++) {
-                const float *xk = p->x + cb * plane + ((iy0 + ky) * p->W + ix0 + kx) * 16;
-                const float *wc = wb + ((cb * taps + ky * p->KW + kx) * 16) * ws;
-                const float *xn = cb + 1 < CB ? xk + plane : xk; /* (no address past X) */
-                for (int ci = 0; ci < 16; ci++) { /* W streams: to L1 2 KB ahead, to L2 16 KB ahead */
-                    _mm_prefetch((const char *)(wc + ci * ws) + PF_W, _MM_HINT_T0);
-                    if (nv == 2) _mm_prefetch((const char *)(wc + ci * ws) + PF_W + 64, _MM_HINT_T0);
-                    _mm_prefetch((const char *)(wc + ci * ws) + 8 * PF_W, _MM_HINT_T1);
-                    if (nv == 2) _mm_prefetch((const char *)(wc + ci * ws) + 8 * PF_W + 64, _MM_HINT_T1);
-                    if (pfl > 0) { /* (the next block's W, unit_of) */
-                        _mm_prefetch(pf, _MM_HINT_T1);
-                        pf += 64, pfl--;
-                    }
-                    /* the next channel block's lines of X, where they are no
-                     * stream for the hardware prefetcher (a stride, two rows) */
-                    if (!(R == 1 && SW == 1) && ci < R * NC)
-                        _mm_prefetch((const char *)(xn + ci / NC * rs + ci % NC * ps), _MM_HINT_T0);
-                    const __m512 w0 = _mm512_loadu_ps(wc + ci * ws);
-                    const __m512 w1 = nv == 2 ? _mm512_loadu_ps(wc + ci * ws + 16) : _mm512_setzero_ps();
-#pragma GCC unroll 12
-                    for (int i = 0; i < R * NC; i++) {
-                        const __m512 a = _mm512_set1_ps(xk[i / NC * rs + i % NC * ps + ci]);
-                        acc[i][0] = _mm512_fmadd_ps(a, w0, acc[i][0]);
-                        if (nv == 2) acc[i][1] = _mm512_fmadd_ps(a, w1, acc[i][1]);
-                    }
+    if (taps == 1) { /* a 1x1 conv (tactic 13's loop): no tap loops, pointers that step */
+        const float *xk = p->x + (iy0 * p->W + ix0) * 16, *wc = wb;
+        for (int64_t cb = 0; cb < CB && k[0] < k[1] && k[2] < k[3]; cb++, xk += plane, wc += 16 * ws)
+            tap(acc, xk, cb + 1 < CB ? xk + plane : xk, wc, &pf, &pfl, rs, R, NC, nv, SW);
+    } else {
+        for (int64_t cb = 0; cb < CB; cb++)
+            for (int64_t ky = k[0]; ky < k[1]; ky++)
+                for (int64_t kx = k[2]; kx < k[3]; kx++) {
+                    const float *xk = p->x + cb * plane + ((iy0 + ky) * p->W + ix0 + kx) * 16;
+                    tap(acc, xk, cb + 1 < CB ? xk + plane : xk, wb + ((cb * taps + ky * p->KW + kx) * 16) * ws, &pf,
+                        &pfl, rs, R, NC, nv, SW); /* (no address past X) */
                 }
-            }
+    }
 #pragma GCC unroll 2
     for (int j = 0; j < nv; j++) store(p, q, R, NC, m0 + 16 * j, acc, j);
 }
