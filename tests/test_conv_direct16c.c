@@ -15,7 +15,7 @@
  * Through the engine ($KILN_CPU_BLOCKED=force: blocked candidates first):
  * a 3x3 stride-2 conv, 1x1 stride-2 ones (ResNet's downsample; odd sizes:
  * the pixels gathered into the workspace), a padded 1x1, a 5x5 and a 7x7/2
- * conv, one whose residual Add and Relu fuse into it and one with a
+ * conv (two and three images in a batch), one whose residual Add and Relu fuse into it and one with a
  * chain the kernel leaves per pixel (two Relus), built with tactic 16 and
  * its reformats, give the reference at 1-3 threads, the same bits at each,
  * and the same bits after the engine is saved and loaded, its packed W read
@@ -129,19 +129,21 @@ TEST_IMPL(conv_direct16c_kernel) {
 /* Y = conv(X) (+ bias); res 1: Y = Relu(conv(X) + bias + Relu(R0)), the
  * residual's Relu before the conv, so the residual Add and the last Relu
  * fuse into it (NCHW16C throughout); res 2: Y = Relu(Relu(conv(X))). */
-static void engine_case(const cshape *s, int with_bias, int res) {
-    const int64_t OH = out_h(s), OW = out_w(s), taps = s->KH * s->KW, nx = s->C * s->H * s->W, ny = s->M * OH * OW;
+static void engine_case(const cshape *s, int64_t N, int with_bias, int res) {
+    const int64_t OH = out_h(s), OW = out_w(s), taps = s->KH * s->KW, nx1 = s->C * s->H * s->W, ny1 = s->M * OH * OW;
+    const int64_t nx = N * nx1, ny = N * ny1;
     float *x = test_rnd_f32(&g_seed, nx, -1.0f, 1.0f), *w = test_rnd_f32(&g_seed, s->M * s->C * taps, -1.0f, 1.0f);
     float *b = test_rnd_f32(&g_seed, s->M, -0.5f, 0.5f), *y = test_xmalloc((size_t)ny * sizeof(float));
     float *r0 = test_rnd_f32(&g_seed, ny, -1.0f, 1.0f), *r = test_xmalloc((size_t)ny * sizeof(float));
     float *y1 = test_xmalloc((size_t)ny * sizeof(float));
     double *ref = test_xmalloc((size_t)ny * sizeof(double));
     for (int64_t i = 0; i < ny; i++) r[i] = r0[i] > 0 ? r0[i] : 0.0f;
-    reference(s, x, w, with_bias ? b : NULL, res == 1 ? r : NULL, res != 0, ref);
+    for (int64_t n = 0; n < N; n++)
+        reference(s, x + n * nx1, w, with_bias ? b : NULL, res == 1 ? r + n * ny1 : NULL, res != 0, ref + n * ny1);
 
     kiln_network *net = kiln_network_create();
     ASSERT(net);
-    int64_t xd[4] = {1, s->C, s->H, s->W}, yd[4] = {1, s->M, OH, OW}, wd[4] = {s->M, s->C, s->KH, s->KW};
+    int64_t xd[4] = {N, s->C, s->H, s->W}, yd[4] = {N, s->M, OH, OW}, wd[4] = {s->M, s->C, s->KH, s->KW};
     int64_t bd[1] = {s->M}, pads[4] = {s->pt, s->pl, s->pb, s->pr}, strides[2] = {s->sh, s->sw};
     ASSERT_OK(kiln_network_add_input(net, "X", KILN_DTYPE_F32, 4, xd, NULL));
     if (res == 1) {
@@ -225,14 +227,14 @@ TEST_IMPL(conv_direct16c_engine) {
         {48, 32, 15, 13, 1, 1, 2, 2, 0, 0, 0, 0}, /* odd: the gathered pixels, 8 x 7 */
         {32, 16, 9, 7, 1, 1, 1, 1, 1, 1, 1, 1},   /* a padded 1x1: edge pixels see no tap */
     };
-    engine_case(&S[0], 1, 0);
-    engine_case(&S[1], 0, 0);
-    engine_case(&S[2], 1, 0);
-    engine_case(&S[3], 1, 0);
-    engine_case(&S[0], 1, 1);
-    engine_case(&S[1], 1, 2);
-    engine_case(&S[4], 1, 1);
-    engine_case(&S[5], 0, 1);
+    engine_case(&S[0], 1, 1, 0);
+    engine_case(&S[1], 1, 0, 0);
+    engine_case(&S[2], 1, 1, 0);
+    engine_case(&S[3], 1, 1, 0);
+    engine_case(&S[0], 2, 1, 1); /* two images: the units run over both */
+    engine_case(&S[1], 1, 1, 2);
+    engine_case(&S[4], 3, 1, 1); /* three images gathered */
+    engine_case(&S[5], 1, 0, 1);
 }
 
 TEST_LIST(TEST_ENTRY(conv_direct16c_kernel), TEST_ENTRY(conv_direct16c_engine))
