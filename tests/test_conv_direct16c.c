@@ -15,8 +15,9 @@
  * Through the engine ($KILN_CPU_BLOCKED=force: blocked candidates first):
  * a 3x3 stride-2 conv, 1x1 stride-2 ones (ResNet's downsample; odd sizes:
  * the pixels gathered into the workspace), a padded 1x1, a 5x5 and a 7x7/2
- * conv (two and three images in a batch), one whose residual Add and Relu fuse into it and one with a
- * chain the kernel leaves per pixel (two Relus), built with tactic 16 and
+ * conv, batches of two and three images, ones whose residual Add and Relu
+ * fuse into it and one with a chain the kernel leaves per pixel (two
+ * Relus), built with tactic 16 and
  * its reformats, give the reference at 1-3 threads, the same bits at each,
  * and the same bits after the engine is saved and loaded, its packed W read
  * from the file.  Skipped where the builder does not offer tactic 16 (not
