@@ -67,7 +67,7 @@ static inline __attribute__((always_inline)) void store(const kiln__pw16c *p, in
 /* np pixels from p0 x nv vectors of 16 output channels from m0 (both
  * constants where it is inlined: the accumulators stay in registers). */
 static inline __attribute__((always_inline)) void tile(const kiln__pw16c *p, int64_t p0, int np, int64_t m0,
-                                                       int nv) {
+                                                       int nv, const char *pf, int64_t pfl) {
     const int64_t P = p->P, CB = p->C / 16, ws = 16 * nv;
     const float *wb = p->wp + m0 * p->C;
     __m512 acc[PT][2];
@@ -76,6 +76,8 @@ static inline __attribute__((always_inline)) void tile(const kiln__pw16c *p, int
 #pragma GCC unroll 12
     for (int i = 0; i < np; i++) acc[i][0] = b0, acc[i][1] = b1;
     for (int64_t cb = 0; cb < CB; cb++) {
+        for (int j = 0; j < 8 && pfl > 0; j++, pf += 64, pfl--) /* the next block's W (kiln__pw16c_run) */
+            _mm_prefetch(pf, _MM_HINT_T1);
         const float *xb = p->x + (cb * P + p0) * 16, *wc = wb + cb * 16 * ws;
         for (int ci = 0; ci < 16; ci++) { /* W streams: to L1 2 KB ahead, to L2 16 KB ahead */
             _mm_prefetch((const char *)(wc + ci * ws) + PF_W, _MM_HINT_T0);
@@ -99,12 +101,12 @@ static inline __attribute__((always_inline)) void tile(const kiln__pw16c *p, int
 #define TILE_CASE(n)                                                                                                   \
     case n:                                                                                                            \
         if (nv == 2)                                                                                                   \
-            tile(p, p0, n, m0, 2);                                                                                     \
+            tile(p, p0, n, m0, 2, pf, pfl);                                                                                     \
         else                                                                                                           \
-            tile(p, p0, n, m0, 1);                                                                                     \
+            tile(p, p0, n, m0, 1, pf, pfl);                                                                                     \
         break;
 
-static void unit(const kiln__pw16c *p, int64_t p0, int np, int64_t m0, int nv) {
+static void unit(const kiln__pw16c *p, int64_t p0, int np, int64_t m0, int nv, const char *pf, int64_t pfl) {
     switch (np) {
         TILE_CASE(12) TILE_CASE(11) TILE_CASE(10) TILE_CASE(9) TILE_CASE(8) TILE_CASE(7)
         TILE_CASE(6) TILE_CASE(5) TILE_CASE(4) TILE_CASE(3) TILE_CASE(2) TILE_CASE(1)
@@ -114,7 +116,7 @@ static void unit(const kiln__pw16c *p, int64_t p0, int np, int64_t m0, int nv) {
 #else
 /* Portable: the same sums in the same order per output (C ascending from
  * the bias), one output channel at a time. */
-static void unit(const kiln__pw16c *p, int64_t p0, int np, int64_t m0, int nv) {
+static void unit(const kiln__pw16c *p, int64_t p0, int np, int64_t m0, int nv, const char *pf, int64_t pfl) {
     const int64_t P = p->P, CB = p->C / 16, ws = 16 * nv;
     const float *wb = p->wp + m0 * p->C;
     for (int i = 0; i < np; i++)
@@ -126,7 +128,7 @@ static void unit(const kiln__pw16c *p, int64_t p0, int np, int64_t m0, int nv) {
             if (p->relu && s < 0.0f) s = 0.0f;
             p->y[off] = s;
         }
-    (void)CB;
+    (void)CB, (void)pf, (void)pfl;
 }
 #endif
 
@@ -134,7 +136,13 @@ void kiln__pw16c_run(const kiln__pw16c *p, int64_t u0, int64_t u1) {
     for (int64_t u = u0; u < u1; u++) {
         int64_t p0, p1, m0, m1;
         kiln__pw16c_unit(p, u, &p0, &p1, &m0, &m1);
-        unit(p, p0, (int)(p1 - p0), m0, (int)((m1 - m0) / 16));
+        /* output blocks outer: each tile fetches its share of the next
+         * block's W into L2 (tactic 16's reason: in the network W comes
+         * from memory, faster than one core streams it) */
+        const int64_t nt = tiles(p), t = u % nt;
+        const int64_t lines = p->wmajor && m1 < p->M ? (p->M - m1 < OB ? p->M - m1 : OB) * p->C / 16 : 0;
+        unit(p, p0, (int)(p1 - p0), m0, (int)((m1 - m0) / 16), (const char *)(p->wp + m1 * p->C) + t * lines / nt * 64,
+             (t + 1) * lines / nt - t * lines / nt);
     }
 }
 
