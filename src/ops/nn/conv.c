@@ -82,6 +82,12 @@
  *             row of its own (conv_formats_fn); never picked by auto.
  *  15 Winograd F(2x2, 3x3) in NCHW16C: tactic 14 with 2x2 tiles (10's
  *             against 6), offered and packed where 14 is.
+ *  16 direct in NCHW16C (conv_direct16c.c): a 2-D undilated conv of one
+ *             group, C and M multiples of 16, a constant W (packed at
+ *             build), X, Y and a fused residual NCHW16C, any kernel, pads
+ *             and stride; offered (its own row, on AVX-512 builds) where
+ *             13-15 do not apply (d16c_offered).  Relu and a residual in
+ *             its store, other chains per pixel.
  *  17 few channels into NCHW16C: tactic 12 with Y in NCHW16C (X LINEAR:
  *             the image), M a multiple of 16, so that a 16c region can
  *             start at the stem; W packed and stored as 12's; its own row.
@@ -95,6 +101,7 @@
 #include "kiln_int.h"
 #include "ops/common/cuda_impls.h"
 #include "ops/common/ops_util.h"
+#include "ops/nn/conv_direct16c.h"
 #include "ops/nn/conv_dwrows.h"
 #include "ops/nn/conv_fewc.h"
 #include "ops/nn/conv_pw16c.h"
@@ -112,7 +119,7 @@
 
 enum { T_AUTO = 1, T_GEMM = 2, T_DIRECT = 3, T_PADGEMM = 4, T_DW = 5, T_WINO = 6, T_DWROWS = 7, T_PADPACK = 8,
        T_PADCOMPACT = 9, T_WINO2 = 10, T_KSPLIT = 11, T_FEWC = 12, T_PW16C = 13, T_WINO16C = 14,
-       T_WINO16C2 = 15, T_FEWC16C = 17 };
+       T_WINO16C2 = 15, T_D16C = 16, T_FEWC16C = 17 };
 
 /* The Winograd output tile size of a tactic (6: 4x4, 10: 2x2), else 0. */
 static int wino_m(int t) { return t == T_WINO ? 4 : t == T_WINO2 ? 2 : 0; }
@@ -690,6 +697,8 @@ static int conv_padgemm(const kiln_call *c, const geom *g, int pack) {
 }
 
 static int pick_tactic(int tactic, int direct_ok, const geom *g);
+static int d16c_applies(const geom *g);
+static kiln__d16c d16c_geom(const geom *g);
 
 static size_t conv_ws(const kiln_call *c) {
     geom g;
@@ -697,6 +706,10 @@ static size_t conv_ws(const kiln_call *c) {
     if (c->nin < 2 || c->in[0].ndim < 3 || c->in[0].ndim != c->in[1].ndim || c->tactic == T_GEMM) return 0;
     if (make_geom(c, &g)) return 0;
     if (wino16c_m(c->tactic)) return kiln__wino_ws_bytes(wino16c_m(c->tactic), g.C, g.M, g.o[1], g.o[2]);
+    if (c->tactic == T_D16C) {
+        const kiln__d16c p = d16c_geom(&g);
+        return d16c_applies(&g) ? kiln__d16c_ws(&p, g.N) : 0;
+    }
     /* the padded GEMM (tactic 4, or what auto/3 run, or 6 falls back to)
      * and Winograd */
     int t = pick_tactic(c->tactic, g.id[0] == 1 && g.k[0] == 1, &g);
@@ -1198,6 +1211,27 @@ static int conv_fewc16c(const kiln_call *c) {
     return 0;
 }
 
+/* Tactic 16's static conditions (conv_direct16c.h's layouts). */
+static int d16c_applies(const geom *g) {
+    return g->nsp == 2 && g->G == 1 && g->C % 16 == 0 && g->M % 16 == 0 && g->d[1] == 1 && g->d[2] == 1;
+}
+
+static kiln__d16c d16c_geom(const geom *g) {
+    return (kiln__d16c){.C = g->C, .M = g->M, .H = g->id[1], .W = g->id[2], .OH = g->o[1], .OW = g->o[2],
+                        .KH = g->k[1], .KW = g->k[2], .sh = g->s[1], .sw = g->s[2], .pt = g->pb[1], .pl = g->pb[2]};
+}
+
+static int conv_d16c(const kiln_call *c) {
+    geom g;
+    int rc = make_geom(c, &g);
+    if (rc) return rc;
+    if (!d16c_applies(&g))
+        return kiln_set_error(KILN_EUNSUPPORTED, "Conv tactic 16: needs an undilated 2-D conv of one group, C and M "
+                              "multiples of 16");
+    const kiln__d16c p = d16c_geom(&g);
+    return kiln__d16c_conv(c, g.N, &p);
+}
+
 /* ------------------------------------------------------------ depthwise tactic */
 
 /* Tactic 5, for depthwise convs (one input channel per group, Cg == 1):
@@ -1553,6 +1587,7 @@ static int pick_tactic(int tactic, int direct_ok, const geom *g) {
     if (tactic == T_FEWC) return fewc_applies(g) ? T_FEWC : T_PADGEMM;
     if (tactic == T_FEWC16C) return tactic; /* its own layouts: no fallback */
     if (tactic == T_PW16C) return pw16c_applies(g) ? T_PW16C : T_GEMM; /* (LINEAR: conv_formats_fn never offers it) */
+    if (tactic == T_D16C) return T_GEMM; /* LINEAR (never offered); NCHW16C runs conv_d16c */
     if (tactic == T_GEMM || tactic == T_DIRECT || tactic == T_PADGEMM || tactic == T_DW || tactic == T_DWROWS ||
         tactic == T_PADPACK || tactic == T_PADCOMPACT)
         return tactic;
@@ -1623,6 +1658,14 @@ static int conv_prepack(const kiln_call *c, int input, void *dst, size_t *size) 
         if (dst) kiln__pw16c_pack(w->data, g.M, g.C, dst);
         return 0;
     }
+    if (c->tactic == T_D16C && x->format == KILN_FORMAT_NCHW16C && d16c_applies(&g)) {
+        const int64_t taps = g.k[1] * g.k[2];
+        *size = (size_t)kiln__d16c_packed(g.M, g.C, taps) * sizeof(float);
+        if (dst && want != *size)
+            return kiln_set_error(KILN_EINTERNAL, "Conv prepack: %zu bytes asked, %zu given", *size, want);
+        if (dst) kiln__d16c_pack(w->data, g.M, g.C, taps, dst);
+        return 0;
+    }
     if (wino16c_m(t)) {
         if (g.G != 1 || g.k[1] != 3 || g.k[2] != 3) return 0; /* impl reports it */
         *size = kiln__wino16c_pack_bytes(wino16c_m(t), g.M, g.Cg);
@@ -1686,6 +1729,7 @@ static int conv_impl_f32(const kiln_call *c) {
 static int conv_impl(const kiln_call *c) {
     if (c->tactic == T_PW16C && c->in[0].format == KILN_FORMAT_NCHW16C) return conv_pw16c(c);
     if (c->tactic == T_FEWC16C) return conv_fewc16c(c);
+    if (c->tactic == T_D16C && c->in[0].format == KILN_FORMAT_NCHW16C) return conv_d16c(c);
     return kiln__ops_as_f32(c, conv_impl_f32);
 }
 
@@ -1776,6 +1820,17 @@ static int64_t out_pixels(const kiln_desc *x, const int64_t *k, const int64_t *s
  * KILN_BUILD_CPU_BLOCKED (a load checks every row). */
 static int no_16c(const kiln_shape_ctx *c) { return !kiln__shape_ctx_cpu_blocked(c); }
 
+/* Where tactic 16 is offered (a build with KILN_BUILD_CPU_BLOCKED, an
+ * AVX-512 kernel): d16c_applies's convs that tactics 13-15 do not run (a
+ * 1x1 stride-1 unpadded conv, a 3x3 stride-1 one). */
+static int d16c_offered(const kiln_shape_ctx *c, int64_t G, int64_t Cg, int64_t M, const int64_t *k,
+                        const int64_t *s, const int64_t *d, const int64_t *pb, const int64_t *pe) {
+    if (no_16c(c) || !kiln__dwrows_fits(1, 3) || G != 1 || Cg < 16 || Cg % 16 || M % 16 || d[0] != 1 || d[1] != 1)
+        return 0;
+    if (k[0] * k[1] * s[0] * s[1] == 1 && pb[0] + pb[1] + pe[0] + pe[1] == 0) return 0; /* tactic 13's */
+    return !(k[0] == 3 && k[1] == 3 && s[0] == 1 && s[1] == 1);                       /* 14 / 15's */
+}
+
 /* kiln_quick_op.formats_fn: conv_formats, plus Winograd (6, 10) where it runs
  * (a constant W for its transformed packing, and wino_applies) and depthwise
  * rows (7) on depthwise convs it fits.  It reads only
@@ -1827,6 +1882,8 @@ static int conv_formats_fn(const kiln_shape_ctx *c, kiln_combo *out, int max) {
         static const kiln_combo row = {"FP32, FP32, FP32, FP32", "NCHW16C, LINEAR, LINEAR, NCHW16C", {T_PW16C}};
         if (!no_16c(c)) out[n++] = row;
     }
+    if (d16c_offered(c, G, have_cg ? Cg : 0, M, k, s, d, pb, pe) && max > n)
+        out[n++] = (kiln_combo){"FP32, FP32, FP32, FP32", "NCHW16C, LINEAR, LINEAR, NCHW16C", {T_D16C}};
     autopad ap;
     if (!kiln__shape_ctx_building(c) || !have_cg || G < 1 || M % G || parse_autopad(c->attrs, &ap)) return n;
     /* A strided 1x1 conv (ResNet's downsamples) is offered tactic 9 alone.

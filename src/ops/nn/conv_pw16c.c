@@ -9,6 +9,7 @@
  * residual and Relu are applied before the one store of each pixel.
  */
 #include "ops/nn/conv_pw16c.h"
+#include "ops/nn/conv_direct16c.h"
 
 #include "kiln_int.h"
 #include "ops/common/ops_util.h"
@@ -29,14 +30,8 @@
 
 int64_t kiln__pw16c_packed(int64_t M, int64_t C) { return M * C; }
 
-void kiln__pw16c_pack(const float *w, int64_t M, int64_t C, float *dst) {
-    for (int64_t m0 = 0; m0 < M; m0 += OB) {
-        const int64_t wb = M - m0 < OB ? M - m0 : OB;
-        float *d = dst + m0 * C;
-        for (int64_t c = 0; c < C; c++)
-            for (int64_t j = 0; j < wb; j++) d[c * wb + j] = w[(m0 + j) * C + c];
-    }
-}
+/* (tactic 16's packing of a one-tap kernel) */
+void kiln__pw16c_pack(const float *w, int64_t M, int64_t C, float *dst) { kiln__d16c_pack(w, M, C, 1, dst); }
 
 static int64_t tiles(const kiln__pw16c *p) { return (p->P + PT - 1) / PT; }
 static int64_t oblocks(const kiln__pw16c *p) { return (p->M + OB - 1) / OB; }
@@ -72,7 +67,7 @@ static inline __attribute__((always_inline)) void store(const kiln__pw16c *p, in
 /* np pixels from p0 x nv vectors of 16 output channels from m0 (both
  * constants where it is inlined: the accumulators stay in registers). */
 static inline __attribute__((always_inline)) void tile(const kiln__pw16c *p, int64_t p0, int np, int64_t m0,
-                                                       int nv) {
+                                                       int nv, const char *pf, int64_t pfl) {
     const int64_t P = p->P, CB = p->C / 16, ws = 16 * nv;
     const float *wb = p->wp + m0 * p->C;
     __m512 acc[PT][2];
@@ -81,6 +76,8 @@ static inline __attribute__((always_inline)) void tile(const kiln__pw16c *p, int
 #pragma GCC unroll 12
     for (int i = 0; i < np; i++) acc[i][0] = b0, acc[i][1] = b1;
     for (int64_t cb = 0; cb < CB; cb++) {
+        for (int j = 0; j < 8 && pfl > 0; j++, pf += 64, pfl--) /* the next block's W (kiln__pw16c_run) */
+            _mm_prefetch(pf, _MM_HINT_T1);
         const float *xb = p->x + (cb * P + p0) * 16, *wc = wb + cb * 16 * ws;
         for (int ci = 0; ci < 16; ci++) { /* W streams: to L1 2 KB ahead, to L2 16 KB ahead */
             _mm_prefetch((const char *)(wc + ci * ws) + PF_W, _MM_HINT_T0);
@@ -104,12 +101,12 @@ static inline __attribute__((always_inline)) void tile(const kiln__pw16c *p, int
 #define TILE_CASE(n)                                                                                                   \
     case n:                                                                                                            \
         if (nv == 2)                                                                                                   \
-            tile(p, p0, n, m0, 2);                                                                                     \
+            tile(p, p0, n, m0, 2, pf, pfl);                                                                                     \
         else                                                                                                           \
-            tile(p, p0, n, m0, 1);                                                                                     \
+            tile(p, p0, n, m0, 1, pf, pfl);                                                                                     \
         break;
 
-static void unit(const kiln__pw16c *p, int64_t p0, int np, int64_t m0, int nv) {
+static void unit(const kiln__pw16c *p, int64_t p0, int np, int64_t m0, int nv, const char *pf, int64_t pfl) {
     switch (np) {
         TILE_CASE(12) TILE_CASE(11) TILE_CASE(10) TILE_CASE(9) TILE_CASE(8) TILE_CASE(7)
         TILE_CASE(6) TILE_CASE(5) TILE_CASE(4) TILE_CASE(3) TILE_CASE(2) TILE_CASE(1)
@@ -119,7 +116,7 @@ static void unit(const kiln__pw16c *p, int64_t p0, int np, int64_t m0, int nv) {
 #else
 /* Portable: the same sums in the same order per output (C ascending from
  * the bias), one output channel at a time. */
-static void unit(const kiln__pw16c *p, int64_t p0, int np, int64_t m0, int nv) {
+static void unit(const kiln__pw16c *p, int64_t p0, int np, int64_t m0, int nv, const char *pf, int64_t pfl) {
     const int64_t P = p->P, CB = p->C / 16, ws = 16 * nv;
     const float *wb = p->wp + m0 * p->C;
     for (int i = 0; i < np; i++)
@@ -131,7 +128,7 @@ static void unit(const kiln__pw16c *p, int64_t p0, int np, int64_t m0, int nv) {
             if (p->relu && s < 0.0f) s = 0.0f;
             p->y[off] = s;
         }
-    (void)CB;
+    (void)CB, (void)pf, (void)pfl;
 }
 #endif
 
@@ -139,7 +136,13 @@ void kiln__pw16c_run(const kiln__pw16c *p, int64_t u0, int64_t u1) {
     for (int64_t u = u0; u < u1; u++) {
         int64_t p0, p1, m0, m1;
         kiln__pw16c_unit(p, u, &p0, &p1, &m0, &m1);
-        unit(p, p0, (int)(p1 - p0), m0, (int)((m1 - m0) / 16));
+        /* output blocks outer: each tile fetches its share of the next
+         * block's W into L2 (tactic 16's reason: in the network W comes
+         * from memory, faster than one core streams it) */
+        const int64_t nt = tiles(p), t = u % nt;
+        const int64_t lines = p->wmajor && m1 < p->M ? (p->M - m1 < OB ? p->M - m1 : OB) * p->C / 16 : 0;
+        unit(p, p0, (int)(p1 - p0), m0, (int)((m1 - m0) / 16), (const char *)(p->wp + m1 * p->C) + t * lines / nt * 64,
+             (t + 1) * lines / nt - t * lines / nt);
     }
 }
 
@@ -172,19 +175,20 @@ static void pw16c_range(void *ud, int64_t b, int64_t e) {
     }
 }
 
-/* Unit order: pixel tiles outer keeps W in L2 and re-reads it per tile;
- * output blocks outer re-reads X once per 32 channels instead.  W is
- * re-read from L2 while it fits half of it (ResNet-50's layer1-3 1x1
- * convs: 16-1024 KB), else the order that moves fewer bytes.  With
- * several threads (each takes a contiguous run of units) output blocks go
- * outer where W outweighs X (M > P), so that each thread reads its share
- * of W, not all of it (as session 13's SGEMM row split): ResNet-50's
- * layer3 1x1 convs in the network at 2 threads, -0.32..-0.61 ms over the
- * 12 of them in 6 paired runs (bench/README.md). */
-static int wmajor(int64_t C, int64_t M, int64_t P, int threads) {
-    const int64_t wbytes = M * C * 4, xbytes = P * C * 4;
-    if (threads > 1 && M > P) return 1;
-    return wbytes > (1 << 20) && (M + 31) / 32 * xbytes < (P + PT - 1) / PT * wbytes;
+/* The fused chain (conv_pw16c.h). */
+int kiln__16c_fused_chain(const kiln_call *c, const float **res, int *relu) {
+    int ri = -1;
+    *res = NULL, *relu = 0;
+    if (c->epilogue && !kiln__epi_residual_relu(c->epilogue, &ri, relu)) return 0;
+    if (ri < 0) return 1;
+    const kiln_tensor *r = ri < c->nin ? &c->in[ri] : NULL; /* a residual of Y's layout and size */
+    if (r && r->data && r->dtype == KILN_DTYPE_F32 && r->format == KILN_FORMAT_NCHW16C &&
+        kiln_tensor_numel(r) == kiln_tensor_numel(&c->out[0])) {
+        *res = r->data;
+        return 1;
+    }
+    *relu = 0;
+    return 0;
 }
 
 int kiln__pw16c_conv(const kiln_call *c, int64_t N, int64_t C, int64_t M, int64_t P) {
@@ -195,17 +199,8 @@ int kiln__pw16c_conv(const kiln_call *c, int64_t N, int64_t C, int64_t M, int64_
     if (N * M * P == 0) return 0;
     pw16c_job f = {.c = c, .xs = C * P, .ys = M * P};
     f.p = (kiln__pw16c){.C = C, .M = M, .P = P, .x = x->data, .wp = c->prepacked[1], .y = y->data,
-                        .bias = c->nin > 2 && c->in[2].data ? c->in[2].data : NULL, .wmajor = wmajor(C, M, P, c->exec ? kiln_exec_threads(c->exec) : 1)};
-    int ri = -1;
-    f.fused = !c->epilogue || kiln__epi_residual_relu(c->epilogue, &ri, &f.p.relu);
-    if (f.fused && ri >= 0) { /* a residual of Y's layout and size */
-        const kiln_tensor *r = ri < c->nin ? &c->in[ri] : NULL;
-        if (r && r->data && r->dtype == KILN_DTYPE_F32 && r->format == KILN_FORMAT_NCHW16C &&
-            kiln_tensor_numel(r) == kiln_tensor_numel(y))
-            f.p.res = r->data;
-        else
-            f.fused = f.p.relu = 0;
-    }
+                        .bias = c->nin > 2 && c->in[2].data ? c->in[2].data : NULL, .wmajor = kiln__d16c_wmajor(C, M, 1, P, c->exec ? kiln_exec_threads(c->exec) : 1)};
+    f.fused = kiln__16c_fused_chain(c, &f.p.res, &f.p.relu);
     f.units = kiln__pw16c_units(&f.p);
     kiln_exec_parallel_for(c->exec, N * f.units, 1, pw16c_range, &f);
     return 0;

@@ -56,4 +56,10 @@ void kiln__pw16c_run(const kiln__pw16c *p, int64_t u0, int64_t u1);
  * KILN_E* code. */
 int kiln__pw16c_conv(const kiln_call *c, int64_t N, int64_t C, int64_t M, int64_t P);
 
+/* The fused chain of a 16c Conv tactic's call c, when its store applies
+ * it (none, or a residual Add and/or Relu, the residual an F32 NCHW16C
+ * tensor of Y's size): 1, with *res (or NULL) and *relu; else 0 (*res
+ * NULL, *relu 0: the chain runs per pixel). */
+int kiln__16c_fused_chain(const kiln_call *c, const float **res, int *relu);
+
 #endif /* KILN_OPS_NN_CONV_PW16C_H */
