@@ -1344,6 +1344,68 @@ static void region_case(int relu, int two) {
     kiln_network_free(net);
 }
 
+/* y = 2x + 1, x LINEAR, y LINEAR or NCHW16C (C = 32): a stem whose other
+ * row writes the blocked layout from the network's LINEAR image (as Conv
+ * tactic 17). */
+static int stem16_impl(const kiln_call *c) {
+    const kiln_tensor *x = &c->in[0], *y = &c->out[0];
+    const int64_t C = x->dims[1], S = kiln_tensor_numel(x) / C;
+    float *t = test_xmalloc((size_t)(C * S) * sizeof(float));
+    for (int64_t i = 0; i < C * S; i++) t[i] = 2.0f * ((const float *)x->data)[i] + 1.0f;
+    if (y->format == KILN_FORMAT_NCHW16C) test_to16c(t, C, S, y->data);
+    else memcpy(y->data, t, (size_t)(C * S) * sizeof(float));
+    free(t);
+    return 0;
+}
+static const kiln_combo stem16_formats[] = {{"FP32", NULL, {0}}, {"FP32", "LINEAR, NCHW16C", {0}}, {NULL, NULL, {0}}};
+static const kiln_quick_op stem16_op = {.ns = "test", .name = "stem16", .version = 1, .min_inputs = 1,
+                                        .max_inputs = 1, .num_outputs = 1, .shape = same_shape,
+                                        .impl = stem16_impl, .formats = stem16_formats};
+KILN_OP(stem16_op)
+
+/* x -> s (stem16) -> l1, l2 (blk) -> y, times set in the timing cache: 3 ms
+ * LINEAR, 1 ms blocked each, reformats 2.5 ms.  The greedy pass does not
+ * enter NCHW16C at the stem (its blocked row reads no blocked input: a
+ * chain entered there ran on unchecked, ResNet-18 session 15), so all three
+ * stay LINEAR in it; the region pass switches them (9 -> 3 + 2.5 ms), the
+ * stem on its mixed row (no reformat in). */
+TEST_IMPL(region_from_stem) {
+    kiln_network *net = kiln_network_create();
+    int64_t d[4] = {1, 32, 5, 7};
+    ASSERT_OK(kiln_network_add_input(net, "x", KILN_DTYPE_F32, 4, d, NULL));
+    ASSERT(kiln_network_add_layer(net, "test::stem16", 1, "s", 1, (const char *[]){"x"}, 1, (const char *[]){"t0"}));
+    ASSERT(kiln_network_add_layer(net, "test::blk", 1, "l1", 1, (const char *[]){"t0"}, 1, (const char *[]){"t1"}));
+    ASSERT(kiln_network_add_layer(net, "test::blk", 1, "l2", 1, (const char *[]){"t1"}, 1, (const char *[]){"y"}));
+    ASSERT_OK(kiln_network_mark_output(net, "y"));
+    const char *cache = KILN_BINARY_DIR "/test_build_stem.cache";
+    remove(cache);
+    kiln_build_config *cfg = quiet_cfg();
+    ASSERT_OK(kiln_build_config_set_timing_cache(cfg, cache));
+    kiln_engine *e = NULL;
+    ASSERT_OK(kiln_build(net, cfg, &e, NULL)); /* fills the cache */
+    kiln_engine_free(e);
+    cache_set(cache, "test::stem16", 3, 1);
+    cache_set(cache, "test::blk", 3, 1);
+    cache_set(cache, "kiln::reformat", 0, 2.5);
+    log_capture(KILN_LOG_VERBOSE);
+    int rc = kiln_build(net, cfg, &e, NULL);
+    log_restore();
+    ASSERT_OK(rc);
+    ASSERT_CONTAINS(g_log.text, "layer 's' (test::stem16 v1): chose [FP32,FP32] LINEAR");
+    ASSERT_CONTAINS(g_log.text, "layer 'l1' (test::blk v1): chose [FP32,FP32] LINEAR");
+    ASSERT_CONTAINS(g_log.text, "region 0: 3 layers from 's' switched to NCHW16C");
+    ASSERT_EQ(e->layers[0].io.format[0], KILN_FORMAT_LINEAR);
+    ASSERT_EQ(e->layers[0].io.format[1], KILN_FORMAT_NCHW16C);
+    float x[1120], y[1120];
+    rand_fill(x, 1120);
+    run1(e, "x", x, 4, d, "y", y, sizeof y);
+    for (int i = 0; i < 1120; i++) ASSERT_NEAR(y[i], 8.0f * x[i] + 7.0f, 1e-5);
+    kiln_engine_free(e);
+    remove(cache);
+    kiln_build_config_free(cfg);
+    kiln_network_free(net);
+}
+
 TEST_IMPL(region_chain) {
     region_case(0, 0);
     region_case(1, 0);
@@ -1623,4 +1685,5 @@ TEST_LIST(TEST_ENTRY(network_tensor_info), TEST_ENTRY(attr_errors), TEST_ENTRY(l
           TEST_ENTRY(reformat_layouts), TEST_ENTRY(reformat_dtypes), TEST_ENTRY(inplace_copies),
           TEST_ENTRY(inline_subnetwork), TEST_ENTRY(broadcast_helper), TEST_ENTRY(full_plugin_candidates), TEST_ENTRY(long_chain),
           TEST_ENTRY(topo_order_and_cycles), TEST_ENTRY(reformat_kernel_direct), TEST_ENTRY(region_chain),
-          TEST_ENTRY(region_check), TEST_ENTRY(unread_optional_output_timed_absent))
+          TEST_ENTRY(region_check), TEST_ENTRY(unread_optional_output_timed_absent),
+          TEST_ENTRY(region_from_stem))

@@ -119,28 +119,39 @@ static int has_nhwc(const kiln_io_format *io) {
     return 0;
 }
 
+static int is_blocked(kiln_format f) { return f == KILN_FORMAT_NCHW8C || f == KILN_FORMAT_NCHW16C; }
+
 /* A CPU candidate that reads an activation in a blocked layout (NCHW8C,
- * NCHW16C) its producer did not choose: the greedy choice does not enter a
- * blocked chain (it is ranked after every other candidate), it only goes on
- * with one.  Alone such a layer pays a reformat in and one out and loses
- * the epilogue fusion of a residual Add / Relu that read it in LINEAR
- * (fusion runs after selection); ResNet-50's 7x7 1x1 convs took Conv
- * tactic 13 that way on timing noise. */
+ * NCHW16C) its producer did not choose, or that writes one while reading
+ * none blocked (Conv tactic 17: the image LINEAR, Y NCHW16C): the greedy
+ * choice does not enter a blocked chain (it is ranked after every other
+ * candidate), it only goes on with one.  Alone such a layer pays a
+ * reformat in and one out and loses the epilogue fusion of a residual Add /
+ * Relu that read it in LINEAR (fusion runs after selection); ResNet-50's
+ * 7x7 1x1 convs took Conv tactic 13 that way on timing noise.  And a chain
+ * entered greedily at the stem ran on into ResNet-18's layer4 unchecked:
+ * chains are entered only by the region pass, whose switches the whole
+ * engine checks (refine.c). */
 static int cpu_enters_blocked(const builder *b, const bl *L, const kiln_io_format *io) {
     if (L->device != KILN_DEVICE_CPU) return 0;
-    for (int p = 0; p < L->nin && p < io->n; p++) {
-        const int t = L->in[p];
-        if (t < 0 || b->t[t].kind == BT_CONST) continue;
-        if ((io->format[p] == KILN_FORMAT_NCHW8C || io->format[p] == KILN_FORMAT_NCHW16C) && b->t[t].pfmt != io->format[p])
-            return 1;
+    int reads_blocked = 0, writes_blocked = 0;
+    for (int p = 0; p < L->nin + L->nout && p < io->n; p++) {
+        const int t = p < L->nin ? L->in[p] : L->out[p - L->nin];
+        if (t < 0 || b->t[t].kind == BT_CONST || !is_blocked(io->format[p])) continue;
+        if (p >= L->nin) {
+            writes_blocked = 1;
+            continue;
+        }
+        if (b->t[t].pfmt != io->format[p]) return 1;
+        reads_blocked = 1;
     }
-    return 0;
+    return writes_blocked && !reads_blocked;
 }
 
 /* Does io put any position in a blocked layout (NCHW8C, NCHW16C)? */
 static int blocked_io(const kiln_io_format *io) {
     for (int p = 0; p < io->n; p++)
-        if (io->format[p] == KILN_FORMAT_NCHW8C || io->format[p] == KILN_FORMAT_NCHW16C) return 1;
+        if (is_blocked(io->format[p])) return 1;
     return 0;
 }
 
