@@ -238,7 +238,7 @@ static void engine_pool(const char *op, int64_t C, int64_t H, int64_t W, int64_t
         if (!strcmp(op, "AveragePool")) ASSERT_OK(kiln_layer_set_int(l, "count_include_pad", 1));
     }
     ASSERT_OK(kiln_network_mark_output(net, "Y"));
-    kiln_engine *el = test_build_ok(net, 0, 2, NULL), *e = build_forced(net);
+    kiln_engine *el = test_build_ok(net, KILN_BUILD_CPU_LINEAR, 2, NULL), *e = build_forced(net);
     char what[128];
     snprintf(what, sizeof what, "engine %s C %lld %lldx%lld k %lld s %lld pad %lld ceil %d", op, (long long)C,
              (long long)H, (long long)W, (long long)k, (long long)s, (long long)pad, ceil);
@@ -378,7 +378,7 @@ static void engine_chain(int64_t H, int64_t W) {
     ASSERT(kiln_network_add_layer(net, "ai.onnx::Conv", 11, "pw", 2, (const char *[]){"m", "W2"}, 1, (const char *[]){"p"}));
     ASSERT(kiln_network_add_layer(net, "ai.onnx::Relu", 14, "r2", 1, (const char *[]){"p"}, 1, (const char *[]){"Y"}));
     ASSERT_OK(kiln_network_mark_output(net, "Y"));
-    kiln_engine *el = test_build_ok(net, 0, 2, NULL), *e = build_forced(net);
+    kiln_engine *el = test_build_ok(net, KILN_BUILD_CPU_LINEAR, 2, NULL), *e = build_forced(net);
     ASSERT_EQ(e->nlayers, 4); /* stem + Relu, MaxPool, pw + Relu, the reformat of Y */
     ASSERT_EQ(count_op(e, "reformat"), 1);
     ASSERT_EQ(e->layers[0].tactic, 17);

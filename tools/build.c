@@ -43,11 +43,12 @@ static int usage(FILE *f) {
             "  --refine              CPU: tactics within 10%% of the chosen one in isolation run\n"
             "                        again in the whole engine (paired rounds, a time budget);\n"
             "                        a runner-up clearly faster there is kept\n"
-            "  --cpu-16c             CPU, experimental: also time the NCHW16C kernels (1x1,\n"
-            "                        Winograd, strided and stem convs, pools, activations,\n"
-            "                        Add), switch connected layers into NCHW16C where that\n"
-            "                        times faster, and keep a switch only where it is faster\n"
-            "                        in the whole engine too (paired rounds)\n"
+            "  --no-cpu-16c          CPU: LINEAR kernels only.  By default the NCHW16C kernels\n"
+            "                        (1x1, Winograd, strided and stem convs, pools,\n"
+            "                        activations, Add) are timed too, connected layers switch\n"
+            "                        into NCHW16C where that times faster, and a switch is\n"
+            "                        kept only where the whole engine runs faster with it\n"
+            "                        (paired rounds); --cpu-16c: the default, accepted\n"
             "  --prefer-aot | --prefer-jit   ops with both implementations: force one\n"
             "                        (default: time both, take the faster)\n"
             "  --embed-plugins       store the needed plugin .so files in the engine\n"
@@ -215,7 +216,8 @@ static int build_main(int argc, char **argv, cli_plugins *plugins) {
         }
         else if (!strcmp(a, "--no-timing")) flags |= KILN_BUILD_NO_TIMING;
         else if (!strcmp(a, "--refine")) flags |= KILN_BUILD_REFINE;
-        else if (!strcmp(a, "--cpu-16c")) flags |= KILN_BUILD_CPU_BLOCKED;
+        else if (!strcmp(a, "--cpu-16c")) flags |= KILN_BUILD_CPU_BLOCKED; /* the default (no effect) */
+        else if (!strcmp(a, "--no-cpu-16c")) flags |= KILN_BUILD_CPU_LINEAR;
         else if (!strcmp(a, "--prefer-aot")) flags |= KILN_BUILD_PREFER_AOT;
         else if (!strcmp(a, "--prefer-jit")) flags |= KILN_BUILD_PREFER_JIT;
         else if (!strcmp(a, "--embed-plugins")) flags |= KILN_BUILD_EMBED_PLUGINS;

@@ -376,7 +376,8 @@ typedef enum kiln_build_flag {
     KILN_BUILD_TF32 = 1 << 8,        /* CUDA: FP32 GEMMs may round inputs to TF32 (off: exact FP32) */
     KILN_BUILD_STRICT_DEVICE = 1 << 9, /* CUDA: a layer left on the CPU is an error listing them all */
     KILN_BUILD_REFINE = 1 << 10,     /* CPU: close tactics rerun in the network (see below) */
-    KILN_BUILD_CPU_BLOCKED = 1 << 11 /* CPU: also time the built-in NCHW16C kernels (see below) */
+    KILN_BUILD_CPU_BLOCKED = 1 << 11, /* (the default since engine files of session 15; no effect) */
+    KILN_BUILD_CPU_LINEAR = 1 << 12  /* CPU: no built-in NCHW16C kernels, LINEAR only (see below) */
 } kiln_build_flag;
 
 /* Defaults: CPU, FP32, threads = number of CPUs, no timing cache file,
@@ -395,16 +396,20 @@ typedef enum kiln_build_flag {
  * verdicts, read back only by builds with the flag.  Off by default: on a
  * shared 2-core VM it changed almost no choice of the benchmark models
  * (bench/README.md, sessions 12-13). */
-/* KILN_BUILD_CPU_BLOCKED (experimental): the built-in CPU ops also offer
- * their NCHW16C kernels (Conv tactics 13-15: 1x1 and Winograd 3x3 convs
- * with C and M multiples of 16; Add and the unary activations), which the
- * builder times, and its region pass switches connected layers into
- * NCHW16C where their isolated timings plus the reformats at the region's
- * border beat the LINEAR choice by 10%.  Off by default: in ResNet-18/50
- * the regions it picked ran level with, or up to 1.5% slower than, the
- * LINEAR engines (bench/README.md, session 14).  The region pass itself
- * always runs (plugins may offer blocked layouts); engines with NCHW16C
- * layers load and run whatever the flag. */
+/* NCHW16C on the CPU: a CPU build's built-in ops also offer their NCHW16C
+ * kernels (Conv tactics 13-17: 1x1, Winograd 3x3, direct strided and stem
+ * convs with C and M multiples of 16; the pools; Add and the unary
+ * activations), which the builder times.  The greedy choice never enters
+ * NCHW16C on its own; the region pass switches connected layers into it
+ * where their isolated timings plus the reformats at the region's border
+ * beat the LINEAR choice by 3%, and a switched region is kept only where
+ * the whole engine runs faster with it in paired rounds (else reverted;
+ * verdicts in the timing cache).  ResNet-50 on a 2-core Xeon: -6..-8.5% at
+ * 1 thread (bench/README.md, session 15); where no region wins
+ * in the network the engine is the LINEAR one.  KILN_BUILD_CPU_LINEAR
+ * leaves the NCHW16C kernels out (the builds of sessions before 15: fewer
+ * candidates, a shorter build).  Engines with NCHW16C layers load and run
+ * whatever the flag, on any x86-64 (portable kernels without AVX-512). */
 KILN_API kiln_build_config *kiln_build_config_create(void);
 KILN_API void kiln_build_config_free(kiln_build_config *cfg);
 KILN_API void kiln_build_config_set_flags(kiln_build_config *cfg, unsigned flags);

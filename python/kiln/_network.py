@@ -203,7 +203,8 @@ class BuilderFlag(enum.IntFlag):
     EMBED_PLUGINS = 1 << 5
     NO_FUSION = 1 << 6
     REFINE = 1 << 10
-    CPU_BLOCKED = 1 << 11  # experimental: the built-in NCHW16C kernels (kiln build --cpu-16c)
+    CPU_BLOCKED = 1 << 11  # the default now (no effect): the built-in NCHW16C kernels are timed
+    CPU_LINEAR = 1 << 12  # CPU: LINEAR kernels only, no NCHW16C (kiln build --no-cpu-16c)
 
 
 class OptimizationProfile:
