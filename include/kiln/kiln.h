@@ -409,7 +409,7 @@ typedef enum kiln_build_flag {
  * in the network the engine is the LINEAR one.  KILN_BUILD_CPU_LINEAR
  * leaves the NCHW16C kernels out (the builds of sessions before 15: fewer
  * candidates, a shorter build).  Engines with NCHW16C layers load and run
- * whatever the flag, on any x86-64 (portable kernels without AVX-512). */
+ * whatever the flag. */
 KILN_API kiln_build_config *kiln_build_config_create(void);
 KILN_API void kiln_build_config_free(kiln_build_config *cfg);
 KILN_API void kiln_build_config_set_flags(kiln_build_config *cfg, unsigned flags);
