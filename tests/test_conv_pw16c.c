@@ -228,6 +228,17 @@ TEST_IMPL(conv_pw16c_not_entered_alone) {
     }
     if (kiln__dwrows_fits(1, 3)) { /* (tactic 13's row: AVX-512 builds) */
         ASSERT(st1.candidates >= st0.candidates + 2);
+        /* KILN_BUILD_CPU_LINEAR wins over the tests' force: no 16c row at all */
+        setenv("KILN_CPU_BLOCKED", "force", 1);
+        kiln_engine *ef = test_build_ok(net, 0, 1, NULL), *el = test_build_ok(net, KILN_BUILD_CPU_LINEAR, 1, NULL);
+        unsetenv("KILN_CPU_BLOCKED");
+        int t13 = 0; /* (a reformat comes first) */
+        for (int32_t l = 0; l < ef->nlayers; l++) t13 |= ef->layers[l].tactic == 13 && !strcmp(ef->layers[l].name, "conv");
+        ASSERT(t13);
+        for (int32_t l = 0; l < el->nlayers; l++)
+            for (int p = 0; p < el->layers[l].io.n; p++) ASSERT_EQ(el->layers[l].io.format[p], KILN_FORMAT_LINEAR);
+        kiln_engine_free(ef);
+        kiln_engine_free(el);
     }
     kiln_network_free(net);
     free(w);

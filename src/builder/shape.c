@@ -174,8 +174,9 @@ int kiln__shape_ctx_build_threads(const kiln_shape_ctx *c) {
 int kiln__shape_ctx_cpu_blocked(const kiln_shape_ctx *c) {
     const shape_priv *p = c ? c->priv_ : NULL;
     if (!p || !p->b) return 1;
-    return (!(p->b->cfg->flags & KILN_BUILD_CPU_LINEAR) && p->b->cfg->device == KILN_DEVICE_CPU) ||
-           kiln__b_blocked_force();
+    /* KILN_BUILD_CPU_LINEAR (the caller's) wins over the tests' force */
+    return !(p->b->cfg->flags & KILN_BUILD_CPU_LINEAR) &&
+           (p->b->cfg->device == KILN_DEVICE_CPU || kiln__b_blocked_force());
 }
 
 int kiln__b_formats(builder *b, int li) {
