@@ -166,18 +166,12 @@ static void engine_case(const cshape *s, int64_t N, int with_bias, int res) {
         ASSERT(kiln_network_add_layer(net, "ai.onnx::Relu", 14, "relu", 1, ri, 1, ro));
     }
     ASSERT_OK(kiln_network_mark_output(net, "Y"));
-    setenv("KILN_CPU_BLOCKED", "force", 1);
-    kiln_engine *e = test_build_ok(net, 0, 2, NULL);
-    unsetenv("KILN_CPU_BLOCKED");
+    kiln_engine *e = test_build_forced16c(net, 0, 2, NULL);
     kiln_network_free(net);
 
     /* reformats of X (and R0) to NCHW16C and of Y back to LINEAR; the
      * residual Add and the Relu fused into the conv */
-    int conv = -1, reformats = 0;
-    for (int32_t l = 0; l < e->nlayers; l++) {
-        if (!strcmp(e->layers[l].op->name, "reformat")) reformats++;
-        if (!strcmp(e->layers[l].op->name, "Conv")) conv = l;
-    }
+    const int conv = test_last_op(e, "Conv"), reformats = test_count_op(e, "reformat");
     ASSERT(conv >= 0);
     ASSERT_EQ(e->layers[conv].tactic, 16);
     ASSERT_EQ(reformats, (res == 1 ? 3 : 2));

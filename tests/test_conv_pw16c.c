@@ -142,18 +142,12 @@ static void engine_case(int64_t C, int64_t M, int64_t H, int64_t W, int with_bia
         ASSERT(kiln_network_add_layer(net, "ai.onnx::Relu", 14, "relu", 1, ri, 1, ro));
     }
     ASSERT_OK(kiln_network_mark_output(net, "Y"));
-    setenv("KILN_CPU_BLOCKED", "force", 1);
-    kiln_engine *e = test_build_ok(net, 0, 2, NULL);
-    unsetenv("KILN_CPU_BLOCKED");
+    kiln_engine *e = test_build_forced16c(net, 0, 2, NULL);
     kiln_network_free(net);
 
     /* reformats of X (and R0) to NCHW16C and of Y back to LINEAR; the
      * residual Add and the Relu fused into the conv */
-    int conv = -1, reformats = 0;
-    for (int32_t l = 0; l < e->nlayers; l++) {
-        if (!strcmp(e->layers[l].op->name, "reformat")) reformats++;
-        if (!strcmp(e->layers[l].op->name, "Conv")) conv = l;
-    }
+    const int conv = test_last_op(e, "Conv"), reformats = test_count_op(e, "reformat");
     ASSERT(conv >= 0);
     ASSERT_EQ(reformats, (res == 1 ? 3 : 2));
     ASSERT_EQ(e->nlayers, (res == 1 ? 5 : 3));
@@ -229,9 +223,8 @@ TEST_IMPL(conv_pw16c_not_entered_alone) {
     if (kiln__dwrows_fits(1, 3)) { /* (tactic 13's row: AVX-512 builds) */
         ASSERT(st1.candidates >= st0.candidates + 2);
         /* KILN_BUILD_CPU_LINEAR wins over the tests' force: no 16c row at all */
-        setenv("KILN_CPU_BLOCKED", "force", 1);
-        kiln_engine *ef = test_build_ok(net, 0, 1, NULL), *el = test_build_ok(net, KILN_BUILD_CPU_LINEAR, 1, NULL);
-        unsetenv("KILN_CPU_BLOCKED");
+        kiln_engine *ef = test_build_forced16c(net, 0, 1, NULL);
+        kiln_engine *el = test_build_forced16c(net, KILN_BUILD_CPU_LINEAR, 1, NULL);
         int t13 = 0; /* (a reformat comes first) */
         for (int32_t l = 0; l < ef->nlayers; l++) t13 |= ef->layers[l].tactic == 13 && !strcmp(ef->layers[l].name, "conv");
         ASSERT(t13);

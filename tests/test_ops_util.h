@@ -367,6 +367,29 @@ static inline void test_from16c(const float *x, int64_t C, int64_t S, float *y) 
         for (int64_t s = 0; s < S; s++) y[c * S + s] = x[((c / 16) * S + s) * 16 + c % 16];
 }
 
+/* net built with blocked CPU candidates ranked first ($KILN_CPU_BLOCKED=force,
+ * select.c), as test_build_ok; the 16c tests' way into NCHW16C kernels. */
+static inline kiln_engine *test_build_forced16c(const kiln_network *net, unsigned flags, int threads,
+                                                kiln_build_stats *st) {
+    ASSERT_OK(setenv("KILN_CPU_BLOCKED", "force", 1));
+    kiln_engine *e = test_build_ok(net, flags, threads, st);
+    unsetenv("KILN_CPU_BLOCKED");
+    return e;
+}
+
+/* Layers of e whose op is `name`, and the last of them (-1: none). */
+static inline int test_count_op(const kiln_engine *e, const char *name) {
+    int n = 0;
+    for (int32_t l = 0; l < e->nlayers; l++) n += !strcmp(e->layers[l].op->name, name);
+    return n;
+}
+static inline int test_last_op(const kiln_engine *e, const char *name) {
+    int at = -1;
+    for (int32_t l = 0; l < e->nlayers; l++)
+        if (!strcmp(e->layers[l].op->name, name)) at = l;
+    return at;
+}
+
 static inline int test_force_tactic(kiln_engine *e, int32_t l, int tactic) {
     kiln__elayer *L = &e->layers[l];
     L->tactic = tactic;

@@ -170,12 +170,6 @@ TEST_IMPL(gpool16c_kernel) {
 
 /* ---- through the engine ----------------------------------------------------- */
 
-static int count_op(const kiln_engine *e, const char *name) {
-    int n = 0;
-    for (int32_t l = 0; l < e->nlayers; l++) n += !strcmp(e->layers[l].op->name, name);
-    return n;
-}
-
 static int layer_of(const kiln_engine *e, const char *name) {
     for (int32_t l = 0; l < e->nlayers; l++)
         if (!strcmp(e->layers[l].op->name, name)) return l;
@@ -187,9 +181,7 @@ static int in_format(const kiln_engine *e, int l, int i) { return e->tensors[e->
 /* net built at 2 threads with blocked
  * candidates first ($KILN_CPU_BLOCKED=force); net is freed. */
 static kiln_engine *build_forced(kiln_network *net) {
-    setenv("KILN_CPU_BLOCKED", "force", 1);
-    kiln_engine *e = test_build_ok(net, 0, 2, NULL);
-    unsetenv("KILN_CPU_BLOCKED");
+    kiln_engine *e = test_build_forced16c(net, 0, 2, NULL);
     kiln_network_free(net);
     return e;
 }
@@ -245,7 +237,7 @@ static void engine_pool(const char *op, int64_t C, int64_t H, int64_t W, int64_t
     const int pl = layer_of(e, op);
     ASSERT(pl >= 0);
     if (in_format(e, pl, 0) != KILN_FORMAT_NCHW16C) TEST__FAIL("%s: the pool reads %d, not NCHW16C", what, in_format(e, pl, 0));
-    ASSERT_EQ(count_op(el, "reformat"), 0);
+    ASSERT_EQ(test_count_op(el, "reformat"), 0);
     run_engine(el, x, nx, yl, ny, what);
     run_engine(e, x, nx, y, ny, what);
     for (int64_t i = 0; i < ny; i++)
@@ -335,7 +327,7 @@ static void engine_stem(int64_t C, int64_t M, int64_t H, int64_t W, int64_t k, i
     ASSERT_EQ(e->layers[cl].tactic, 17);
     ASSERT_EQ(e->layers[cl].nepi, relus);
     ASSERT(e->layers[cl].prepacked && e->layers[cl].prepacked[1]);
-    ASSERT_EQ(count_op(e, "reformat"), 1); /* Y back to LINEAR */
+    ASSERT_EQ(test_count_op(e, "reformat"), 1); /* Y back to LINEAR */
     char what[128];
     snprintf(what, sizeof what, "tactic 17: C %lld M %lld %lldx%lld k %lld s %lld p %lld bias %d relus %d", (long long)C,
              (long long)M, (long long)H, (long long)W, (long long)k, (long long)s, (long long)p, bias, relus);
@@ -380,7 +372,7 @@ static void engine_chain(int64_t H, int64_t W) {
     ASSERT_OK(kiln_network_mark_output(net, "Y"));
     kiln_engine *el = test_build_ok(net, KILN_BUILD_CPU_LINEAR, 2, NULL), *e = build_forced(net);
     ASSERT_EQ(e->nlayers, 4); /* stem + Relu, MaxPool, pw + Relu, the reformat of Y */
-    ASSERT_EQ(count_op(e, "reformat"), 1);
+    ASSERT_EQ(test_count_op(e, "reformat"), 1);
     ASSERT_EQ(e->layers[0].tactic, 17);
     ASSERT_EQ(in_format(e, 1, 0), KILN_FORMAT_NCHW16C);
     ASSERT_EQ(e->layers[2].tactic, 13);

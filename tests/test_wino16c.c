@@ -261,10 +261,8 @@ static int count(const char *s, const char *what) {
  * (NULL-terminated). */
 static kiln_engine *build_forced(kiln_network *net, int threads, int nconv, const char *const *want) {
     ASSERT_OK(kiln_network_mark_output(net, "Y"));
-    ASSERT_OK(setenv("KILN_CPU_BLOCKED", "force", 1));
     kiln_build_stats st;
-    kiln_engine *e = test_build_ok(net, 0, threads, &st);
-    unsetenv("KILN_CPU_BLOCKED");
+    kiln_engine *e = test_build_forced16c(net, 0, threads, &st);
     kiln_network_free(net);
     char *txt = test_inspect_text(e);
     int ok = count(txt, "tactic 14") + count(txt, "tactic 15") == nconv && count(txt, "kiln::reformat") == 2;
