@@ -20,13 +20,9 @@
 #include <immintrin.h>
 #endif
 
-/* Pixels per tile: 2 x 12 accumulators + 2 weight vectors + a broadcast
- * fit AVX-512's 32 registers (session 9's harness measured this tile). */
-#define PT 12
-#define OB 32 /* output channels per block */
-#ifndef PF_W
-#define PF_W 2048
-#endif
+#define PT KILN__16C_PT /* pixels per tile (conv_pw16c.h) */
+#define OB KILN__16C_OB /* output channels per block */
+#define PF_W KILN__16C_PF_W
 
 int64_t kiln__pw16c_packed(int64_t M, int64_t C) { return M * C; }
 

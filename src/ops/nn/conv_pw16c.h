@@ -25,6 +25,16 @@
 
 #include <stdint.h>
 
+/* The tile of the 16c conv kernels (tactics 13 and 16, conv_direct16c.c):
+ * up to PT pixels x OB output channels, 2 x 12 accumulators + 2 weight
+ * vectors + a broadcast fit AVX-512's 32 registers (session 9's harness
+ * measured it); W is prefetched PF_W bytes ahead to L1 (8x to L2). */
+#define KILN__16C_PT 12
+#define KILN__16C_OB 32
+#ifndef KILN__16C_PF_W
+#define KILN__16C_PF_W 2048
+#endif
+
 typedef struct kiln__pw16c {
     int64_t C, M, P;   /* input channels, output channels (multiples of 16), pixels of one image */
     const float *x;    /* one image: C/16 x P x 16 */
