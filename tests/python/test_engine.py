@@ -186,6 +186,36 @@ def test_refine_flag(rng):
     np.testing.assert_allclose(ys[1], ys[0], rtol=1e-5, atol=1e-5)
 
 
+def test_cpu_linear_flag(rng, monkeypatch):
+    """BuilderFlag.CPU_LINEAR leaves the NCHW16C kernels out, even where the
+    tests' $KILN_CPU_BLOCKED=force ranks them first: forced, the default
+    build runs the conv + Relu in NCHW16C between reformats; with the flag
+    it has none; both compute the same."""
+    monkeypatch.setenv("KILN_CPU_BLOCKED", "force")
+    x = rng.standard_normal((1, 32, 14, 14)).astype(np.float32)
+    w = rng.standard_normal((32, 32, 1, 1)).astype(np.float32)
+    ys, stats = [], []
+    for flags in (0, kiln.BuilderFlag.CPU_LINEAR):
+        b = kiln.Builder()
+        net = b.create_network()
+        xi = net.add_input("x", kiln.float32, x.shape)
+        conv = net.add_layer("ai.onnx::Conv", [xi, net.add_constant("w", w)], version=op_version("ai.onnx", "Conv"))
+        relu = net.add_layer("ai.onnx::Relu", [conv.get_output(0)], version=op_version("ai.onnx", "Relu"))
+        net.mark_output(relu.get_output(0))
+        cfg = b.create_builder_config()
+        cfg.flags = kiln.BuilderFlag(flags)
+        cfg.threads, cfg.timing_reps = 1, 1
+        eng = load(b.build_serialized_network(net, cfg))
+        stats.append(b.last_stats)
+        (y,) = eng.create_execution_context().execute({"x": x}).values()
+        ys.append(y)
+    assert stats[0]["reformats"] >= 2, stats[0]
+    assert stats[1]["reformats"] == 0, stats[1]
+    ref = np.maximum(np.einsum("mc,nchw->nmhw", w[:, :, 0, 0], x), 0)
+    for y in ys:
+        np.testing.assert_allclose(y, ref, rtol=1e-4, atol=1e-4)
+
+
 def test_network_errors():
     net = kiln.Builder().create_network()
     net.add_input("x", kiln.float32, (2,))
