@@ -235,6 +235,15 @@ TEST_IMPL(dw_general) {
         {.N = 1, .C = 16, .mult = 1, .H = 8, .W = 8, .kh = 7, .kw = 7, .sy = 2, .sx = 2, .dy = 1, .dx = 1, .pt = 3, .pl = 3, .pb = 3, .pr = 3, .nsp = 2, .bias = 1},
         {.N = 2, .C = 5, .mult = 1, .H = 1, .W = 40, .kh = 1, .kw = 3, .sy = 1, .sx = 1, .dy = 1, .dx = 1, .pl = 1, .pr = 1, .nsp = 1, .epi = EPI_CLIP, .bias = 1},
         {.N = 1, .C = 3, .mult = 3, .H = 1, .W = 33, .kh = 1, .kw = 5, .sy = 1, .sx = 2, .dy = 1, .dx = 2, .pl = 0, .pr = 3, .nsp = 1, .bias = 0},
+        /* tactic 7's constant-size kernels (conv_dwrows.c plane_other):
+         * PP-OCR's 3x3 at strides (2, 1) and 5x5 over planes of 2-3 rows,
+         * 5x5 at (1, 2), (2, 2) and (2, 1); 3x3 at (1, 2) */
+        {.N = 1, .C = 24, .mult = 1, .H = 12, .W = 96, .kh = 3, .kw = 3, .sy = 2, .sx = 1, .dy = 1, .dx = 1, .pt = 1, .pl = 1, .pb = 1, .pr = 1, .nsp = 2, .epi = EPI_RELU, .bias = 1},
+        {.N = 1, .C = 20, .mult = 1, .H = 2, .W = 96, .kh = 5, .kw = 5, .sy = 1, .sx = 1, .dy = 1, .dx = 1, .pt = 2, .pl = 2, .pb = 2, .pr = 2, .nsp = 2, .epi = EPI_CLIP, .bias = 1},
+        {.N = 2, .C = 9, .mult = 1, .H = 3, .W = 37, .kh = 5, .kw = 5, .sy = 2, .sx = 1, .dy = 1, .dx = 1, .pt = 2, .pl = 2, .pb = 2, .pr = 2, .nsp = 2, .bias = 1},
+        {.N = 1, .C = 6, .mult = 1, .H = 13, .W = 30, .kh = 5, .kw = 5, .sy = 2, .sx = 2, .dy = 1, .dx = 1, .pt = 1, .pl = 2, .pb = 3, .pr = 2, .nsp = 2, .epi = EPI_RELU, .bias = 0},
+        {.N = 1, .C = 5, .mult = 1, .H = 9, .W = 41, .kh = 5, .kw = 5, .sy = 1, .sx = 2, .dy = 1, .dx = 1, .pt = 2, .pl = 2, .pb = 2, .pr = 2, .nsp = 2, .bias = 1},
+        {.N = 1, .C = 4, .mult = 1, .H = 10, .W = 34, .kh = 3, .kw = 3, .sy = 1, .sx = 2, .dy = 1, .dx = 1, .pt = 1, .pl = 1, .pb = 1, .pr = 1, .nsp = 2, .epi = EPI_CLIP, .bias = 1},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         run_case(&cases[i], 1);

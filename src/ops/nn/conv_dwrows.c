@@ -341,8 +341,43 @@ static void plane_3x3_phase(const kiln__dwrows *p, int64_t n, int64_t m, int64_t
     plane_rows(3, 3, 2, 1, 0, 1, p, n, m, oy0, oy1);
 }
 
+/* Other kernels of dilation 1 with sizes as constants: 3x3 of another row
+ * stride than its column stride (PP-OCR's (2, 1)) and 5x5 at row strides
+ * 1 and 2.  With the sizes known only at run time, rows() tests every tap
+ * of every output row with a division by DY: PP-OCR's 5x5 depthwise convs
+ * over 2-3 rows of 96 ran at 1/4 of tactic 5's speed, its 3x3/(2, 1) block
+ * 4x slower than the stride-1 one of twice the outputs. */
+#define PLANE_K(K, SY, S2)                                                                                             \
+    static void plane_##K##_##SY##_##S2(const kiln__dwrows *p, int64_t n, int64_t m, int64_t oy0, int64_t oy1) {     \
+        plane_rows(K, K, SY, 1, S2, K == 3, p, n, m, oy0, oy1);                                                        \
+    }
+PLANE_K(3, 1, 1)
+PLANE_K(3, 2, 0)
+PLANE_K(5, 1, 0)
+PLANE_K(5, 1, 1)
+PLANE_K(5, 2, 0)
+PLANE_K(5, 2, 1)
+#undef PLANE_K
+
+typedef void (*plane_fn)(const kiln__dwrows *, int64_t, int64_t, int64_t, int64_t);
+
+static void plane_dil1(const kiln__dwrows *p, int64_t n, int64_t m, int64_t oy0, int64_t oy1) {
+    plane_rows(p->KH, p->KW, p->sy, 1, p->sx == 2 && !p->phase, 0, p, n, m, oy0, oy1);
+}
+
 static void plane_any(const kiln__dwrows *p, int64_t n, int64_t m, int64_t oy0, int64_t oy1) {
     plane_rows(p->KH, p->KW, p->sy, p->dy, p->sx == 2 && !p->phase, 0, p, n, m, oy0, oy1);
+}
+
+/* The plane function of a conv that is not 3x3 of equal strides. */
+static plane_fn plane_other(const kiln__dwrows *p) {
+    const int s2 = p->sx == 2 && !p->phase, sq = p->KH == p->KW && p->dx == 1;
+    if (p->dy != 1) return plane_any;
+    if (sq && p->KH == 3 && p->sy == 1 && s2) return plane_3_1_1; /* (1, 2) */
+    if (sq && p->KH == 3 && p->sy == 2 && !s2) return plane_3_2_0; /* (2, 1) */
+    if (sq && p->KH == 5 && p->sy == 1) return s2 ? plane_5_1_1 : plane_5_1_0;
+    if (sq && p->KH == 5 && p->sy == 2) return s2 ? plane_5_2_1 : plane_5_2_0;
+    return plane_dil1;
 }
 
 void kiln__dwrows_band(const kiln__dwrows *p, int64_t n, int64_t m0, int64_t m1, int64_t oy0, int64_t oy1) {
@@ -357,6 +392,7 @@ void kiln__dwrows_band(const kiln__dwrows *p, int64_t n, int64_t m0, int64_t m1,
         plane_roll_phase(p, n, m0, m1, oy0, oy1);
         return;
     }
+    const plane_fn other = is3x3 ? NULL : plane_other(p);
     for (int64_t m = m0; m < m1; m++) {
         if (is3x3 && p->phase)
             plane_3x3_phase(p, n, m, oy0, oy1);
@@ -365,7 +401,7 @@ void kiln__dwrows_band(const kiln__dwrows *p, int64_t n, int64_t m0, int64_t m1,
         else if (is3x3)
             plane_3x3_s2(p, n, m, oy0, oy1);
         else
-            plane_any(p, n, m, oy0, oy1);
+            other(p, n, m, oy0, oy1);
     }
 }
 
