@@ -11,6 +11,7 @@
 
 #define KW_MAX 32
 #define RB 8 /* output rows computed together (independent FMA chains) */
+#define CK_MAX 8 /* column chunks a band's tap masks are computed for at once */
 
 /* Lanes i of a 16-float load at column b with 0 <= b + i < W. */
 static inline __mmask16 lane_mask(int64_t b, int64_t W) {
@@ -78,11 +79,34 @@ static inline __attribute__((always_inline)) void rows(const int R, const int64_
         _mm512_mask_storeu_ps(yc + (oy + r - p->oy_base) * p->OW + ox0, ck->store, acc[r]);
 }
 
-/* Output rows [oy0, oy1) of output channel m of image n. */
+/* Where column chunk ox0's taps read (every channel of a conv alike). */
+static inline __attribute__((always_inline)) void chunk_at(const kiln__dwrows *p, const int64_t KW, const int s2,
+                                                           int64_t ox0, chunk *ck) {
+    int64_t nv = p->OW - ox0 < 16 ? p->OW - ox0 : 16;
+    ck->store = (__mmask16)((1u << nv) - 1u);
+    for (int64_t kx = 0; kx < KW; kx++) {
+        int64_t b = ox0 * p->sx + kx * p->dx - p->pl;
+        if (p->phase) { /* column 2 ox + off: phase off & 1, index ox + floor(off / 2) */
+            int64_t off = kx * p->dx - p->pl;
+            b = ox0 + (off - (off & 1)) / 2;
+            ck->base[kx] = b + (off & 1) * p->phase;
+            ck->lo[kx] = lane_mask(b, p->W >> 1);
+            ck->hi[kx] = 0;
+            continue;
+        }
+        ck->base[kx] = b;
+        ck->lo[kx] = lane_mask(b, p->W);
+        ck->hi[kx] = s2 ? lane_mask(b + 16, p->W) : 0;
+    }
+}
+
+/* Output rows [oy0, oy1) of output channel m of image n.  cks: the chunks
+ * of every ox0 (the band computed them once for all its channels), or NULL
+ * (each computed here, per channel). */
 static inline __attribute__((always_inline)) void plane_rows(const int64_t KH, const int64_t KW, const int64_t SY,
                                                              const int64_t DY, const int s2, const int hoist,
-                                                             const kiln__dwrows *p, int64_t n, int64_t m,
-                                                             int64_t oy0, int64_t oy1) {
+                                                             const kiln__dwrows *p, const chunk *cks, int64_t n,
+                                                             int64_t m, int64_t oy0, int64_t oy1) {
     const int64_t xs = p->xs ? p->xs : p->H * p->W, ys = p->ys ? p->ys : p->OH * p->OW;
     const float *xc = p->x + (n * p->C + m / p->mult) * xs;
     const float *wm = p->w + m * KH * KW;
@@ -92,34 +116,20 @@ static inline __attribute__((always_inline)) void plane_rows(const int64_t KH, c
     if (hoist)
         for (int k = 0; k < 9; k++) w9[k] = _mm512_set1_ps(wm[k]);
     const __m512 *wv = hoist ? w9 : NULL;
-    chunk ck;
+    chunk own;
     for (int64_t ox0 = 0; ox0 < p->OW; ox0 += 16) {
-        int64_t nv = p->OW - ox0 < 16 ? p->OW - ox0 : 16;
-        ck.store = (__mmask16)((1u << nv) - 1u);
-        for (int64_t kx = 0; kx < KW; kx++) {
-            int64_t b = ox0 * p->sx + kx * p->dx - p->pl;
-            if (p->phase) { /* column 2 ox + off: phase off & 1, index ox + floor(off / 2) */
-                int64_t off = kx * p->dx - p->pl;
-                b = ox0 + (off - (off & 1)) / 2;
-                ck.base[kx] = b + (off & 1) * p->phase;
-                ck.lo[kx] = lane_mask(b, p->W >> 1);
-                ck.hi[kx] = 0;
-                continue;
-            }
-            ck.base[kx] = b;
-            ck.lo[kx] = lane_mask(b, p->W);
-            ck.hi[kx] = s2 ? lane_mask(b + 16, p->W) : 0;
-        }
+        const chunk *ck = cks ? &cks[ox0 / 16] : &own;
+        if (!cks) chunk_at(p, KW, s2, ox0, &own);
         int64_t oy = oy0;
-        for (; oy + RB <= oy1; oy += RB) rows(RB, KH, KW, SY, DY, p, s2, xc, wv, wm, bias, &ck, yc, oy, ox0);
+        for (; oy + RB <= oy1; oy += RB) rows(RB, KH, KW, SY, DY, p, s2, xc, wv, wm, bias, ck, yc, oy, ox0);
         switch (oy1 - oy) {
-        case 7: rows(7, KH, KW, SY, DY, p, s2, xc, wv, wm, bias, &ck, yc, oy, ox0); break;
-        case 6: rows(6, KH, KW, SY, DY, p, s2, xc, wv, wm, bias, &ck, yc, oy, ox0); break;
-        case 5: rows(5, KH, KW, SY, DY, p, s2, xc, wv, wm, bias, &ck, yc, oy, ox0); break;
-        case 4: rows(4, KH, KW, SY, DY, p, s2, xc, wv, wm, bias, &ck, yc, oy, ox0); break;
-        case 3: rows(3, KH, KW, SY, DY, p, s2, xc, wv, wm, bias, &ck, yc, oy, ox0); break;
-        case 2: rows(2, KH, KW, SY, DY, p, s2, xc, wv, wm, bias, &ck, yc, oy, ox0); break;
-        case 1: rows(1, KH, KW, SY, DY, p, s2, xc, wv, wm, bias, &ck, yc, oy, ox0); break;
+        case 7: rows(7, KH, KW, SY, DY, p, s2, xc, wv, wm, bias, ck, yc, oy, ox0); break;
+        case 6: rows(6, KH, KW, SY, DY, p, s2, xc, wv, wm, bias, ck, yc, oy, ox0); break;
+        case 5: rows(5, KH, KW, SY, DY, p, s2, xc, wv, wm, bias, ck, yc, oy, ox0); break;
+        case 4: rows(4, KH, KW, SY, DY, p, s2, xc, wv, wm, bias, ck, yc, oy, ox0); break;
+        case 3: rows(3, KH, KW, SY, DY, p, s2, xc, wv, wm, bias, ck, yc, oy, ox0); break;
+        case 2: rows(2, KH, KW, SY, DY, p, s2, xc, wv, wm, bias, ck, yc, oy, ox0); break;
+        case 1: rows(1, KH, KW, SY, DY, p, s2, xc, wv, wm, bias, ck, yc, oy, ox0); break;
         default: break;
         }
     }
@@ -329,16 +339,16 @@ static void plane_roll_phase(const kiln__dwrows *p, int64_t n, int64_t m0, int64
     plane_roll(1, p, n, m0, m1, oy0, oy1);
 }
 
-static void plane_3x3_s1(const kiln__dwrows *p, int64_t n, int64_t m, int64_t oy0, int64_t oy1) {
-    plane_rows(3, 3, 1, 1, 0, 1, p, n, m, oy0, oy1);
+static void plane_3x3_s1(const kiln__dwrows *p, const chunk *cks, int64_t n, int64_t m, int64_t oy0, int64_t oy1) {
+    plane_rows(3, 3, 1, 1, 0, 1, p, cks, n, m, oy0, oy1);
 }
 
-static void plane_3x3_s2(const kiln__dwrows *p, int64_t n, int64_t m, int64_t oy0, int64_t oy1) {
-    plane_rows(3, 3, 2, 1, 1, 1, p, n, m, oy0, oy1);
+static void plane_3x3_s2(const kiln__dwrows *p, const chunk *cks, int64_t n, int64_t m, int64_t oy0, int64_t oy1) {
+    plane_rows(3, 3, 2, 1, 1, 1, p, cks, n, m, oy0, oy1);
 }
 
-static void plane_3x3_phase(const kiln__dwrows *p, int64_t n, int64_t m, int64_t oy0, int64_t oy1) {
-    plane_rows(3, 3, 2, 1, 0, 1, p, n, m, oy0, oy1);
+static void plane_3x3_phase(const kiln__dwrows *p, const chunk *cks, int64_t n, int64_t m, int64_t oy0, int64_t oy1) {
+    plane_rows(3, 3, 2, 1, 0, 1, p, cks, n, m, oy0, oy1);
 }
 
 /* Other kernels of dilation 1 with sizes as constants: 3x3 of another row
@@ -348,8 +358,9 @@ static void plane_3x3_phase(const kiln__dwrows *p, int64_t n, int64_t m, int64_t
  * over 2-3 rows of 96 ran at 1/4 of tactic 5's speed, its 3x3/(2, 1) block
  * 4x slower than the stride-1 one of twice the outputs. */
 #define PLANE_K(K, SY, S2)                                                                                             \
-    static void plane_##K##_##SY##_##S2(const kiln__dwrows *p, int64_t n, int64_t m, int64_t oy0, int64_t oy1) {     \
-        plane_rows(K, K, SY, 1, S2, K == 3, p, n, m, oy0, oy1);                                                        \
+    static void plane_##K##_##SY##_##S2(const kiln__dwrows *p, const chunk *cks, int64_t n, int64_t m, int64_t oy0, \
+                                         int64_t oy1) {     \
+        plane_rows(K, K, SY, 1, S2, K == 3, p, cks, n, m, oy0, oy1);                                                        \
     }
 PLANE_K(3, 1, 1)
 PLANE_K(3, 2, 0)
@@ -359,14 +370,14 @@ PLANE_K(5, 2, 0)
 PLANE_K(5, 2, 1)
 #undef PLANE_K
 
-typedef void (*plane_fn)(const kiln__dwrows *, int64_t, int64_t, int64_t, int64_t);
+typedef void (*plane_fn)(const kiln__dwrows *, const chunk *, int64_t, int64_t, int64_t, int64_t);
 
-static void plane_dil1(const kiln__dwrows *p, int64_t n, int64_t m, int64_t oy0, int64_t oy1) {
-    plane_rows(p->KH, p->KW, p->sy, 1, p->sx == 2 && !p->phase, 0, p, n, m, oy0, oy1);
+static void plane_dil1(const kiln__dwrows *p, const chunk *cks, int64_t n, int64_t m, int64_t oy0, int64_t oy1) {
+    plane_rows(p->KH, p->KW, p->sy, 1, p->sx == 2 && !p->phase, 0, p, cks, n, m, oy0, oy1);
 }
 
-static void plane_any(const kiln__dwrows *p, int64_t n, int64_t m, int64_t oy0, int64_t oy1) {
-    plane_rows(p->KH, p->KW, p->sy, p->dy, p->sx == 2 && !p->phase, 0, p, n, m, oy0, oy1);
+static void plane_any(const kiln__dwrows *p, const chunk *cks, int64_t n, int64_t m, int64_t oy0, int64_t oy1) {
+    plane_rows(p->KH, p->KW, p->sy, p->dy, p->sx == 2 && !p->phase, 0, p, cks, n, m, oy0, oy1);
 }
 
 /* The plane function of a conv that is not 3x3 of equal strides. */
@@ -393,15 +404,22 @@ void kiln__dwrows_band(const kiln__dwrows *p, int64_t n, int64_t m0, int64_t m1,
         return;
     }
     const plane_fn other = is3x3 ? NULL : plane_other(p);
+    /* Planes up to CK_MAX chunks wide: their tap masks once for all the
+     * band's channels (PP-OCR's 5x5 over 2-3 rows of 96: computing them per
+     * channel took about as long as the FMAs) */
+    chunk cks[CK_MAX];
+    const int64_t nck = (p->OW + 15) / 16;
+    const chunk *ck = nck <= CK_MAX && m1 - m0 > 1 ? cks : NULL;
+    for (int64_t j = 0; ck && j < nck; j++) chunk_at(p, p->KW, p->sx == 2 && !p->phase, 16 * j, &cks[j]);
     for (int64_t m = m0; m < m1; m++) {
         if (is3x3 && p->phase)
-            plane_3x3_phase(p, n, m, oy0, oy1);
+            plane_3x3_phase(p, ck, n, m, oy0, oy1);
         else if (is3x3 && p->sx == 1)
-            plane_3x3_s1(p, n, m, oy0, oy1);
+            plane_3x3_s1(p, ck, n, m, oy0, oy1);
         else if (is3x3)
-            plane_3x3_s2(p, n, m, oy0, oy1);
+            plane_3x3_s2(p, ck, n, m, oy0, oy1);
         else
-            other(p, n, m, oy0, oy1);
+            other(p, ck, n, m, oy0, oy1);
     }
 }
 
