@@ -10,7 +10,8 @@
  * 3); BERT-base (E 768, 12 heads of 64) and the small encoder (E 256, 4
  * heads), S 128.  Rounds alternate the tactics (default 1,2,3); each
  * figure is the fastest run of a round of 20, then the minimum and the
- * median over rounds.  Printed: the FMA peak measured first
+ * median over rounds (ATTN_AB_COLD=1: 16 MB written before each run,
+ * so that p comes from L3 or memory as in a network).  Printed: the FMA peak measured first
  * (tools/fma_peak.c), microseconds a run and GFLOP/s (4 S^2 E), and the
  * largest difference of each tactic's output from tactic 1's.
  */
@@ -78,6 +79,7 @@ static int cmpd(const void *a, const void *b) {
 
 int main(int argc, char **argv) {
     const int rounds = argc > 1 ? atoi(argv[1]) : 15, threads = argc > 2 ? atoi(argv[2]) : 1;
+    float *flush = getenv("ATTN_AB_COLD") ? calloc(4u << 20, sizeof(float)) : NULL;
     int tac[8], nt = 0;
     for (const char *s = argc > 3 ? argv[3] : "1,2,3"; *s && nt < 8; s += strcspn(s, ",") + (s[strcspn(s, ",")] != 0))
         tac[nt++] = atoi(s);
@@ -102,6 +104,7 @@ int main(int argc, char **argv) {
                 }
                 best[t][r] = 1e9;
                 for (int it = 0; it < 22; it++) {
+                    for (size_t i = 0; flush && i < 4u << 20; i += 16) flush[i] += 1.0f; /* p out of L2 */
                     double t0 = now();
                     kiln_context_run(c);
                     if (it >= 2 && now() - t0 < best[t][r]) best[t][r] = now() - t0;

@@ -307,15 +307,17 @@ typedef struct attn_task {
     int tiled, err;
 } attn_task;
 
-/* Y rows [i0, i1) of one head through the SGEMM (tactics 1, 2): q, k, v,
- * mask (or NULL), y at the head's data; s and pk the scratch. */
-static void attn_head_sgemm(const attn_task *t, const float *q, const float *k, const float *v, const float *mask,
-                            float *y, int64_t i0, int64_t i1, float *s, float *pk) {
+/* Y rows [i0, i1) of head h through the SGEMM (tactics 1, 2); s and pk
+ * the scratch. */
+static void attn_head_sgemm(const attn_task *t, const kiln__attn_head *h, int64_t i0, int64_t i1, float *s,
+                            float *pk) {
     const kiln_cu_flash *p = &t->p;
+    const float *q = h->q, *mask = h->mask;
+    float *y = h->y;
     const size_t kf = kiln__sgemm_pack_b_floats(p->d, p->sk);
-    kiln__gemm g1 = {.N = p->sk, .K = p->d, .alpha = t->scale, .b = k, .b_rs = p->kd, .b_cs = p->ks[2],
+    kiln__gemm g1 = {.N = p->sk, .K = p->d, .alpha = t->scale, .b = h->k, .b_rs = p->kd, .b_cs = p->ks[2],
                      .b_packed = pk, .c = s, .ldc = p->sk, .a_cs = 1, .a_rs = p->qs[2]};
-    kiln__gemm g2 = {.N = p->dv, .K = p->sk, .alpha = 1, .b = v, .b_rs = p->vs[2], .b_cs = 1, .b_packed = pk + kf,
+    kiln__gemm g2 = {.N = p->dv, .K = p->sk, .alpha = 1, .b = h->v, .b_rs = p->vs[2], .b_cs = 1, .b_packed = pk + kf,
                      .a = s, .a_rs = p->sk, .a_cs = 1, .ldc = p->ys[2]};
     if (p->d > 0) kiln__sgemm_pack_b(&g1, pk);
     kiln__sgemm_pack_b(&g2, pk + kf);
@@ -338,8 +340,23 @@ static void attn_head_sgemm(const attn_task *t, const float *q, const float *k, 
     }
 }
 
-/* Work items [begin, end) of heads x parts: each the rows of its part of
- * one head, in whole blocks. */
+/* Work item `it` of heads x parts: its head's operands and its rows
+ * [*i0, *i1) (whole blocks). */
+static void attn_item(const attn_task *t, int64_t it, kiln__attn_head *hd, int64_t *i0, int64_t *i1) {
+    const kiln_cu_flash *p = &t->p;
+    const int64_t nblk = (p->sq + t->rows - 1) / t->rows, bh = it / t->parts, b = bh / p->nh, h = bh % p->nh;
+    int64_t blk0, blk1;
+    kiln_split_range(nblk, (int)(it % t->parts), (int)t->parts, &blk0, &blk1);
+    *i0 = blk0 * t->rows;
+    *i1 = blk1 * t->rows < p->sq ? blk1 * t->rows : p->sq;
+    hd->q = t->q + b * p->qs[0] + h * p->qs[1];
+    hd->k = t->k + b * p->ks[0] + h * p->ks[1];
+    hd->v = t->v + b * p->vs[0] + h * p->vs[1];
+    hd->mask = t->mask ? t->mask + b * p->ms[0] + h * p->ms[1] : NULL;
+    hd->y = t->y + b * p->ys[0] + h * p->ys[1];
+}
+
+/* Work items [begin, end) of heads x parts. */
 static void attn_heads(void *ud, int64_t begin, int64_t end) {
     attn_task *t = ud;
     const kiln_cu_flash *p = &t->p;
@@ -350,18 +367,13 @@ static void attn_heads(void *ud, int64_t begin, int64_t end) {
         t->err = 1;
         return;
     }
-    const int64_t nblk = (p->sq + t->rows - 1) / t->rows;
     for (int64_t it = begin; it < end; it++) {
-        int64_t bh = it / t->parts, b = bh / p->nh, h = bh % p->nh, blk0, blk1;
-        kiln_split_range(nblk, (int)(it % t->parts), (int)t->parts, &blk0, &blk1);
-        const int64_t i0 = blk0 * t->rows, i1 = blk1 * t->rows < p->sq ? blk1 * t->rows : p->sq;
+        kiln__attn_head hd;
+        int64_t i0, i1;
+        attn_item(t, it, &hd, &i0, &i1);
         if (i0 >= i1) continue;
-        const float *q = t->q + b * p->qs[0] + h * p->qs[1], *k = t->k + b * p->ks[0] + h * p->ks[1],
-                    *v = t->v + b * p->vs[0] + h * p->vs[1],
-                    *mask = t->mask ? t->mask + b * p->ms[0] + h * p->ms[1] : NULL;
-        float *y = t->y + b * p->ys[0] + h * p->ys[1];
-        if (t->tiled) kiln__attn_tile_head(p, q, k, v, mask, y, t->scale, i0, i1, t->rows, s);
-        else attn_head_sgemm(t, q, k, v, mask, y, i0, i1, s, pk);
+        if (t->tiled) kiln__attn_tile_head(p, &hd, t->scale, i0, i1, t->rows, s);
+        else attn_head_sgemm(t, &hd, i0, i1, s, pk);
     }
 }
 

@@ -32,7 +32,7 @@ int kiln__attn_tile_available(void) { return 1; }
 
 size_t kiln__attn_tile_scratch(const kiln_cu_flash *p, int64_t rows) {
     int64_t skp = up16(p->sk);
-    return (size_t)(p->d * skp + p->sk * up16(p->dv) + rows * skp + 2 * up16(rows));
+    return (size_t)(p->d * skp + p->sk * up16(p->dv) + rows * skp + 3 * up16(rows));
 }
 
 /* C[mr, 16 nv] = rs[r] * (A[mr, K] B[K, 16 nv]), K >= 1: A's rows at a + r lda
@@ -180,49 +180,58 @@ static inline __m512 exp2_neg(__m512 x) {
     return _mm512_maskz_scalef_ps(_mm512_cmp_ps_mask(x, _mm512_set1_ps(-126.0f), _CMP_NLT_UQ), q, n);
 }
 
-/* Row s[0..n) of base-2 scores (+ log2(e) mask row mi, stride ms) ->
- * 2^(s - max) in place; returns 1 / sum, 0 for a row of -inf (every key
- * masked: zeros out). */
-static float softmax_row(float *s, int64_t n, const float *mi, int64_t ms) {
-    if (mi)
-        for (int64_t j = 0; j < n; j++) s[j] += 1.44269504088896341f * mi[j * ms];
+/* Rows r < m of base-2 scores s (ld apart; + log2(e) mask rows mask, ms
+ * apart) -> 2^(s - max) in place over their n keys; inv[r] = 1 / sum, 0
+ * for a row of -inf (every key masked: zeros out).  The maxima first, in
+ * their own pass, so that each row's exponentials wait on no reduction. */
+static void softmax_rows(float *s, int64_t m, int64_t ld, int64_t n, const float *mask, const int64_t ms[4],
+                         float *mx, float *inv) {
     const __mmask16 tail = n % 16 ? (__mmask16)((1u << (n % 16)) - 1) : (__mmask16)0xFFFF;
     const int64_t nf = n - (n % 16 ? n % 16 : 16); /* full vectors before the last */
-    __m512 vm = _mm512_mask_loadu_ps(_mm512_set1_ps(-INFINITY), tail, s + nf);
-    for (int64_t j = 0; j < nf; j += 16) vm = _mm512_max_ps(vm, _mm512_loadu_ps(s + j));
-    const float mx = _mm512_reduce_max_ps(vm);
-    if (mx == -INFINITY) {
-        memset(s, 0, (size_t)n * sizeof *s);
-        return 0.0f;
+    for (int64_t r = 0; r < m; r++) {
+        float *sr = s + r * ld;
+        if (mask)
+            for (int64_t j = 0; j < n; j++) sr[j] += 1.44269504088896341f * mask[r * ms[2] + j * ms[3]];
+        __m512 vm = _mm512_mask_loadu_ps(_mm512_set1_ps(-INFINITY), tail, sr + nf);
+        for (int64_t j = 0; j < nf; j += 16) vm = _mm512_max_ps(vm, _mm512_loadu_ps(sr + j));
+        mx[r] = _mm512_reduce_max_ps(vm);
     }
-    const __m512 vmx = _mm512_set1_ps(mx);
-    __m512 sum = _mm512_setzero_ps();
-    for (int64_t j = 0; j < nf; j += 16) {
-        const __m512 e = exp2_neg(_mm512_sub_ps(_mm512_loadu_ps(s + j), vmx));
-        _mm512_storeu_ps(s + j, e);
-        sum = _mm512_add_ps(sum, e);
+    for (int64_t r = 0; r < m; r++) {
+        float *sr = s + r * ld;
+        if (mx[r] == -INFINITY) {
+            memset(sr, 0, (size_t)n * sizeof *sr);
+            inv[r] = 0.0f;
+            continue;
+        }
+        const __m512 vmx = _mm512_set1_ps(mx[r]);
+        __m512 sum = _mm512_setzero_ps();
+        for (int64_t j = 0; j < nf; j += 16) {
+            const __m512 e = exp2_neg(_mm512_sub_ps(_mm512_loadu_ps(sr + j), vmx));
+            _mm512_storeu_ps(sr + j, e);
+            sum = _mm512_add_ps(sum, e);
+        }
+        const __m512 e = exp2_neg(_mm512_sub_ps(_mm512_maskz_loadu_ps(tail, sr + nf), vmx));
+        _mm512_mask_storeu_ps(sr + nf, tail, e);
+        sum = _mm512_mask_add_ps(sum, tail, sum, e);
+        inv[r] = 1.0f / _mm512_reduce_add_ps(sum);
     }
-    const __m512 e = exp2_neg(_mm512_sub_ps(_mm512_maskz_loadu_ps(tail, s + nf), vmx));
-    _mm512_mask_storeu_ps(s + nf, tail, e);
-    sum = _mm512_mask_add_ps(sum, tail, sum, e);
-    return 1.0f / _mm512_reduce_add_ps(sum);
 }
 
-void kiln__attn_tile_head(const kiln_cu_flash *p, const float *q, const float *k, const float *v, const float *mask,
-                          float *y, float scale, int64_t i0, int64_t i1, int64_t rows, float *scratch) {
+void kiln__attn_tile_head(const kiln_cu_flash *p, const kiln__attn_head *h, float scale,
+                          int64_t i0, int64_t i1, int64_t rows, float *scratch) {
     const int64_t skp = up16(p->sk), dvp = up16(p->dv);
     float *kt = scratch, *vp = kt + p->d * skp, *s = vp + p->sk * dvp, *inv = s + rows * skp,
-          *sc = inv + up16(rows); /* the scale per row, for the first product's store */
+          *sc = inv + up16(rows), /* the scale per row, for the first product's store */
+        *mx = sc + up16(rows);
     for (int64_t r = 0; r < rows; r++) sc[r] = scale * 1.44269504088896341f; /* base-2 scores */
-    pack_kt(p, k, kt, skp);
-    pack_v(p, v, vp, dvp);
+    pack_kt(p, h->k, kt, skp);
+    pack_v(p, h->v, vp, dvp);
     for (int64_t i = i0; i < i1; i += rows) {
         const int64_t m = i1 - i < rows ? i1 - i : rows;
-        if (p->d > 0) product(m, skp, p->d, q + i * p->qs[2], p->qs[2], kt, skp, s, skp, sc);
+        if (p->d > 0) product(m, skp, p->d, h->q + i * p->qs[2], p->qs[2], kt, skp, s, skp, sc);
         else memset(s, 0, (size_t)(m * skp) * sizeof *s); /* Q K^T of empty rows */
-        for (int64_t r = 0; r < m; r++)
-            inv[r] = softmax_row(s + r * skp, p->sk, mask ? mask + (i + r) * p->ms[2] : NULL, p->ms[3]);
-        product(m, p->dv, p->sk, s, skp, vp, dvp, y + i * p->ys[2], p->ys[2], inv);
+        softmax_rows(s, m, skp, p->sk, h->mask ? h->mask + i * p->ms[2] : NULL, p->ms, mx, inv);
+        product(m, p->dv, p->sk, s, skp, vp, dvp, h->y + i * p->ys[2], p->ys[2], inv);
     }
 }
 
@@ -232,8 +241,8 @@ size_t kiln__attn_tile_scratch(const kiln_cu_flash *p, int64_t rows) {
     (void)p, (void)rows;
     return 0;
 }
-void kiln__attn_tile_head(const kiln_cu_flash *p, const float *q, const float *k, const float *v, const float *mask,
-                          float *y, float scale, int64_t i0, int64_t i1, int64_t rows, float *scratch) {
-    (void)p, (void)q, (void)k, (void)v, (void)mask, (void)y, (void)scale, (void)i0, (void)i1, (void)rows, (void)scratch;
+void kiln__attn_tile_head(const kiln_cu_flash *p, const kiln__attn_head *h, float scale,
+                          int64_t i0, int64_t i1, int64_t rows, float *scratch) {
+    (void)p, (void)h, (void)scale, (void)i0, (void)i1, (void)rows, (void)scratch;
 }
 #endif

@@ -21,11 +21,17 @@ int kiln__attn_tile_available(void);
  * p's shapes with blocks of `rows` query rows. */
 size_t kiln__attn_tile_scratch(const kiln_cu_flash *p, int64_t rows);
 
-/* Y rows [i0, i1) of one (batch, head): q, k, v and y point at its
- * Q [Sq, D], K, V [Sk, Dv] and Y [Sq, Dv] (strides from p: qs[2], ks[2]
- * and kd, vs[2], ys[2]; Q's, V's and Y's columns contiguous); mask at the
- * head's [Sq, Sk] mask (strides ms[2], ms[3]) or NULL.  Sk >= 1. */
-void kiln__attn_tile_head(const kiln_cu_flash *p, const float *q, const float *k, const float *v, const float *mask,
-                          float *y, float scale, int64_t i0, int64_t i1, int64_t rows, float *scratch);
+/* One (batch, head)'s operands: Q [Sq, D], K, V [Sk, Dv], Y [Sq, Dv]
+ * (strides from the kiln_cu_flash: qs[2], ks[2] and kd, vs[2], ys[2];
+ * Q's, V's and Y's columns contiguous) and its [Sq, Sk] mask (strides
+ * ms[2], ms[3]) or NULL. */
+typedef struct kiln__attn_head {
+    const float *q, *k, *v, *mask;
+    float *y;
+} kiln__attn_head;
+
+/* Y rows [i0, i1) of head h (Sk >= 1). */
+void kiln__attn_tile_head(const kiln_cu_flash *p, const kiln__attn_head *h, float scale,
+                          int64_t i0, int64_t i1, int64_t rows, float *scratch);
 
 #endif
