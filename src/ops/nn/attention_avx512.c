@@ -18,7 +18,7 @@
  */
 #include "ops/nn/attention_avx512.h"
 
-#if defined(__AVX512F__)
+#if defined(__AVX512F__) && defined(__AVX512DQ__)
 #include <immintrin.h>
 #include <math.h>
 #include <stdint.h>
@@ -44,19 +44,19 @@ static inline __attribute__((always_inline)) void tile(const int mr, const int n
                                                        int64_t ldc, const float *rs, __mmask16 last) {
     __m512 acc[MR][NV];
     const float *ar[MR];
-    for (int v = 0; v < nv; v++) {
-        const __m512 bv = _mm512_load_ps(b + 16 * v);
-        for (int r = 0; r < mr; r++) acc[r][v] = _mm512_mul_ps(_mm512_set1_ps(a[r * lda]), bv);
+    for (int r = 0; r < mr; r++) {
+        ar[r] = a + r * lda;
+        for (int v = 0; v < nv; v++) acc[r][v] = _mm512_setzero_ps();
     }
-    for (int r = 0; r < mr; r++) ar[r] = a + r * lda;
-    for (int64_t k = 1; k < K; k++) {
+    int64_t k = 0;
+    do { /* K >= 1: no path around the loop, so acc[][] needs no home in memory */
         __m512 bv[NV];
         for (int v = 0; v < nv; v++) bv[v] = _mm512_load_ps(b + k * ldb + 16 * v);
         for (int r = 0; r < mr; r++) {
             const __m512 av = _mm512_set1_ps(ar[r][k]);
             for (int v = 0; v < nv; v++) acc[r][v] = _mm512_fmadd_ps(av, bv[v], acc[r][v]);
         }
-    }
+    } while (++k < K);
     for (int r = 0; r < mr; r++) {
         const __m512 s = _mm512_set1_ps(rs[r]);
         for (int v = 0; v + 1 < nv; v++) _mm512_storeu_ps(c + r * ldc + 16 * v, _mm512_mul_ps(acc[r][v], s));
@@ -162,22 +162,22 @@ static void pack_v(const kiln_cu_flash *p, const float *v, float *vp, int64_t dv
 }
 
 /* 2^x on 16 lanes for x <= 0 (the scores less their row's maximum, in
- * base 2: the first product's store scales by log2(e)): n = round(x) by
- * the 1.5 * 2^23 trick, 2^(x - n) by Cephes exp2f's degree-6 polynomial
- * (relative error ~2e-7), 2^n by scalef; 0 below -126, so that no
- * subnormal reaches the second product (their FMAs would take microcode
- * assists); NaN stays NaN.  13 operations against fexp_f32x16's 22. */
+ * base 2: the first product's store scales by log2(e)): r = x - floor(x)
+ * in [0, 1) by vreduceps, 2^r = 1 + r P(r) (P of degree 5, fitted for
+ * relative error: 9e-8 in float), times 2^floor(x) by scalef's own
+ * floor; 0 below -126, so that no subnormal reaches the second product
+ * (its FMAs would take microcode assists); NaN stays NaN.  9 operations
+ * against fexp_f32x16's 22. */
 static inline __m512 exp2_neg(__m512 x) {
-    const __m512 magic = _mm512_set1_ps(12582912.0f);
-    const __m512 n = _mm512_sub_ps(_mm512_add_ps(x, magic), magic), r = _mm512_sub_ps(x, n);
-    __m512 q = _mm512_set1_ps(1.535336188319500e-4f);
-    q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(1.339887440266574e-3f));
-    q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(9.618437357674640e-3f));
-    q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(5.550332471162809e-2f));
-    q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(2.402264791363012e-1f));
-    q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(6.931472028550421e-1f));
+    const __m512 r = _mm512_reduce_ps(x, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+    __m512 q = _mm512_set1_ps(2.1611690019328054e-4f);
+    q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(1.2468163344293995e-3f));
+    q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(9.67542181388692e-3f));
+    q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(5.548529284885358e-2f));
+    q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(2.40229303482465e-1f));
+    q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(6.931470445449863e-1f));
     q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(1.0f));
-    return _mm512_maskz_scalef_ps(_mm512_cmp_ps_mask(x, _mm512_set1_ps(-126.0f), _CMP_NLT_UQ), q, n);
+    return _mm512_maskz_scalef_ps(_mm512_cmp_ps_mask(x, _mm512_set1_ps(-126.0f), _CMP_NLT_UQ), q, x);
 }
 
 /* Rows r < m of base-2 scores s (ld apart; + log2(e) mask rows mask, ms
