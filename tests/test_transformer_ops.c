@@ -295,7 +295,8 @@ TEST_IMPL(attention_cpu_tactics) {
  * or 2 apart (its gathers), with and without a [B, 1, S, S] mask (random,
  * -inf on some keys, every key of row 3: zeros), at 1 and 2 threads (one
  * head: its rows split over the threads), against a naive double
- * reference. */
+ * reference within 2e-6 (+ 1e-4 relative): tactic 3's exp2 polynomial
+ * with its last coefficient 6% off fails it. */
 static void attn_views_ref(const float *p, const float *mask, int64_t S, int64_t B, int64_t H, int64_t D, int64_t DV,
                            int64_t ksd, double scale, double *y) {
     const int64_t W = H * (D + D * ksd + DV), ko = H * D, vo = ko + H * D * ksd;
@@ -373,7 +374,7 @@ TEST_IMPL(attention_tiles_views_cpu) {
                 snprintf(what, sizeof what, "attention views S %lld, %lld x %lld heads of %lld/%lld%s tactic %d threads %d",
                          (long long)S, (long long)B, (long long)H, (long long)D, (long long)DV, mask ? " masked" : "",
                          tactic, threads);
-                test_check_close(what, y, ref, ny, 1e-5);
+                test_check_close(what, y, ref, ny, 2e-6);
                 kiln_context_free(c);
             }
         kiln_engine_free(e);
