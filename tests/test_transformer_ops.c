@@ -90,21 +90,31 @@ static void packed_views(int64_t *vw, int koff) {
     }
 }
 
-static kiln_engine *views_engine(int koff) {
+/* kiln::attention on views vw (42 ints) of input p [pd], output through
+ * y_perm 2 0 1 3, with a mask input [md] where md is not NULL. */
+static kiln_engine *views_engine_of(const int64_t *pd, const int64_t *vw, double scale, const int64_t *md,
+                                    int threads) {
+    static const int64_t perm[4] = {2, 0, 1, 3};
     kiln_network *net = kiln_network_create();
-    int64_t d[3] = {ATTN_S, NB, 3 * ATTN_H * ATTN_D}, vw[42], perm[4] = {2, 0, 1, 3};
-    ASSERT_OK(kiln_network_add_input(net, "p", KILN_DTYPE_F32, 3, d, NULL));
-    const char *in[3] = {"p", "p", "p"}, *out[1] = {"y"};
-    kiln_layer *l = kiln_network_add_layer(net, "kiln::attention", 1, "attn", 3, in, 1, out);
+    ASSERT_OK(kiln_network_add_input(net, "p", KILN_DTYPE_F32, 3, pd, NULL));
+    if (md) ASSERT_OK(kiln_network_add_input(net, "mask", KILN_DTYPE_F32, 4, md, NULL));
+    const char *in[4] = {"p", "p", "p", "mask"}, *out[1] = {"y"};
+    kiln_layer *l = kiln_network_add_layer(net, "kiln::attention", 1, "attn", md ? 4 : 3, in, 1, out);
     ASSERT(l);
-    packed_views(vw, koff);
-    ASSERT_OK(kiln_layer_set_float(l, "scale", 0.3));
+    ASSERT_OK(kiln_layer_set_float(l, "scale", scale));
     ASSERT_OK(kiln_layer_set_ints(l, "views", vw, 42));
     ASSERT_OK(kiln_layer_set_ints(l, "y_perm", perm, 4));
     ASSERT_OK(kiln_network_mark_output(net, "y"));
-    kiln_engine *e = test_build_ok(net, KILN_BUILD_NO_TIMING, 1, NULL);
+    kiln_engine *e = test_build_ok(net, KILN_BUILD_NO_TIMING, threads, NULL);
     kiln_network_free(net);
     return e;
+}
+
+static kiln_engine *views_engine(int koff) {
+    const int64_t d[3] = {ATTN_S, NB, 3 * ATTN_H * ATTN_D};
+    int64_t vw[42];
+    packed_views(vw, koff);
+    return views_engine_of(d, vw, 0.3, NULL, 1);
 }
 
 /* Views: y [S, NB, H, D] against the naive reference on Q, K, V copied out
@@ -340,24 +350,13 @@ TEST_IMPL(attention_tiles_views_cpu) {
             mask[i] = (i / S % S == 3 && S > 3) || i % S % 5 == 2 ? -INFINITY : test_randf(&seed, -3, 1);
         attn_views_ref(p, mask, S, B, H, D, DV, ksd, 0.29, ref);
         const int64_t off[3] = {0, H * D, H * D * (1 + ksd)}, hs[3] = {D, D * ksd, DV}, ds[3] = {1, ksd, 1},
-                      dd[3] = {D, D, DV}, pd[3] = {S, B, W}, md[4] = {B, 1, S, S}, perm[4] = {2, 0, 1, 3};
+                      dd[3] = {D, D, DV}, pd[3] = {S, B, W}, md[4] = {B, 1, S, S};
         int64_t vw[42];
         for (int o = 0; o < 3; o++) {
             const int64_t w[14] = {2, off[o], 1, 1, 1, -1 - H, 2, hs[o], 0, 0, 1, -1 - dd[o], 2, ds[o]};
             memcpy(vw + 14 * o, w, sizeof w);
         }
-        kiln_network *net = kiln_network_create();
-        ASSERT_OK(kiln_network_add_input(net, "p", KILN_DTYPE_F32, 3, pd, NULL));
-        if (mask) ASSERT_OK(kiln_network_add_input(net, "mask", KILN_DTYPE_F32, 4, md, NULL));
-        const char *in[4] = {"p", "p", "p", "mask"}, *out[1] = {"y"};
-        kiln_layer *l = kiln_network_add_layer(net, "kiln::attention", 1, "attn", mask ? 4 : 3, in, 1, out);
-        ASSERT(l);
-        ASSERT_OK(kiln_layer_set_float(l, "scale", 0.29));
-        ASSERT_OK(kiln_layer_set_ints(l, "views", vw, 42));
-        ASSERT_OK(kiln_layer_set_ints(l, "y_perm", perm, 4));
-        ASSERT_OK(kiln_network_mark_output(net, "y"));
-        kiln_engine *e = test_build_ok(net, KILN_BUILD_NO_TIMING, 2, NULL);
-        kiln_network_free(net);
+        kiln_engine *e = views_engine_of(pd, vw, 0.29, mask ? md : NULL, 2);
         const int at = test_last_op(e, "attention");
         ASSERT(at >= 0);
         for (int tactic = 1; tactic <= 3; tactic++)

@@ -169,14 +169,11 @@ static void pack_v(const kiln_cu_flash *p, const float *v, float *vp, int64_t dv
  * (its FMAs would take microcode assists); NaN stays NaN.  9 operations
  * against fexp_f32x16's 22. */
 static inline __m512 exp2_neg(__m512 x) {
+    static const float c[7] = {2.1611690019328054e-4f, 1.2468163344293995e-3f, 9.67542181388692e-3f,
+                               5.548529284885358e-2f,  2.40229303482465e-1f,   6.931470445449863e-1f, 1.0f};
     const __m512 r = _mm512_reduce_ps(x, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
-    __m512 q = _mm512_set1_ps(2.1611690019328054e-4f);
-    q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(1.2468163344293995e-3f));
-    q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(9.67542181388692e-3f));
-    q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(5.548529284885358e-2f));
-    q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(2.40229303482465e-1f));
-    q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(6.931470445449863e-1f));
-    q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(1.0f));
+    __m512 q = _mm512_set1_ps(c[0]);
+    for (int k = 1; k < 7; k++) q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(c[k]));
     return _mm512_maskz_scalef_ps(_mm512_cmp_ps_mask(x, _mm512_set1_ps(-126.0f), _CMP_NLT_UQ), q, x);
 }
 
