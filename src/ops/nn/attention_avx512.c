@@ -4,9 +4,11 @@
  * zero-padded) copied into contiguous scratch; then per block of `rows`
  * query rows
  *
- *   S = scale Q K^T (+ mask)   6 x 64 tiles, Q's values broadcast from its
- *                              (strided) rows, K^T's rows as 4 vectors
- *   P = exp(S - rowmax)        in place; 1 / rowsum kept per row
+ *   S = log2(e) (scale Q K^T + mask)   6 x 64 tiles, Q's values broadcast
+ *                              from its (strided) rows, K^T's rows as 4
+ *                              vectors; the scores in base 2
+ *   P = 2^(S - rowmax)         in place (all rows' maxima first); 1 / rowsum
+ *                              kept per row
  *   Y = (P V) / rowsum         6 x 64 tiles, P broadcast, V's rows as 4
  *                              vectors, the division in the store
  *
@@ -14,7 +16,9 @@
  * whose rows are 3 x 768 floats apart (BERT), a stride that maps the 128
  * rows of one head's K or V into a quarter of L1's sets; contiguous they
  * stay in L1/L2 for all the head's row tiles.  24 accumulators + 4 B
- * vectors + a broadcast fill 29 of the 32 zmm registers.
+ * vectors + a broadcast fill 29 of the 32 zmm registers.  Built for
+ * AVX-512 F + DQ targets (vreduceps); elsewhere a stub, and the op runs
+ * tactic 3 as tactic 1.
  */
 #include "ops/nn/attention_avx512.h"
 
