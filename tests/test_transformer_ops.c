@@ -90,21 +90,31 @@ static void packed_views(int64_t *vw, int koff) {
     }
 }
 
-static kiln_engine *views_engine(int koff) {
+/* kiln::attention on views vw (42 ints) of input p [pd], output through
+ * y_perm 2 0 1 3, with a mask input [md] where md is not NULL. */
+static kiln_engine *views_engine_of(const int64_t *pd, const int64_t *vw, double scale, const int64_t *md,
+                                    int threads) {
+    static const int64_t perm[4] = {2, 0, 1, 3};
     kiln_network *net = kiln_network_create();
-    int64_t d[3] = {ATTN_S, NB, 3 * ATTN_H * ATTN_D}, vw[42], perm[4] = {2, 0, 1, 3};
-    ASSERT_OK(kiln_network_add_input(net, "p", KILN_DTYPE_F32, 3, d, NULL));
-    const char *in[3] = {"p", "p", "p"}, *out[1] = {"y"};
-    kiln_layer *l = kiln_network_add_layer(net, "kiln::attention", 1, "attn", 3, in, 1, out);
+    ASSERT_OK(kiln_network_add_input(net, "p", KILN_DTYPE_F32, 3, pd, NULL));
+    if (md) ASSERT_OK(kiln_network_add_input(net, "mask", KILN_DTYPE_F32, 4, md, NULL));
+    const char *in[4] = {"p", "p", "p", "mask"}, *out[1] = {"y"};
+    kiln_layer *l = kiln_network_add_layer(net, "kiln::attention", 1, "attn", md ? 4 : 3, in, 1, out);
     ASSERT(l);
-    packed_views(vw, koff);
-    ASSERT_OK(kiln_layer_set_float(l, "scale", 0.3));
+    ASSERT_OK(kiln_layer_set_float(l, "scale", scale));
     ASSERT_OK(kiln_layer_set_ints(l, "views", vw, 42));
     ASSERT_OK(kiln_layer_set_ints(l, "y_perm", perm, 4));
     ASSERT_OK(kiln_network_mark_output(net, "y"));
-    kiln_engine *e = test_build_ok(net, KILN_BUILD_NO_TIMING, 1, NULL);
+    kiln_engine *e = test_build_ok(net, KILN_BUILD_NO_TIMING, threads, NULL);
     kiln_network_free(net);
     return e;
+}
+
+static kiln_engine *views_engine(int koff) {
+    const int64_t d[3] = {ATTN_S, NB, 3 * ATTN_H * ATTN_D};
+    int64_t vw[42];
+    packed_views(vw, koff);
+    return views_engine_of(d, vw, 0.3, NULL, 1);
 }
 
 /* Views: y [S, NB, H, D] against the naive reference on Q, K, V copied out
@@ -205,8 +215,8 @@ TEST_IMPL(attention_mask_cpu) {
     kiln_engine_free(e);
 }
 
-/* The CPU kernel's tactics (1: 32-row score blocks, 2: 128) at 1 and 2
- * threads, on odd sizes against a naive double reference: Q [B, H, Sq, D],
+/* The CPU kernel's tactics (1: 32-row score blocks, 2: 128, 3: the
+ * register-tiled kernel of attention_avx512.c) at 1 and 2 threads, on odd sizes against a naive double reference: Q [B, H, Sq, D],
  * K^T [B, H, D, Sk] (k_trans 1), V [B, H, Sk, Dv] and a [B, 1, Sq, Sk]
  * mask (broadcast over the heads) of random values with -inf on some keys
  * and on every key of query row 3 (its output: zeros).  Sizes: several
@@ -265,7 +275,7 @@ TEST_IMPL(attention_cpu_tactics) {
         ASSERT_OK(kiln_network_mark_output(net, "y"));
         kiln_engine *e = test_build_ok(net, KILN_BUILD_NO_TIMING, 2, NULL);
         kiln_network_free(net);
-        for (int tactic = 1; tactic <= 2; tactic++)
+        for (int tactic = 1; tactic <= 3; tactic++)
             for (int threads = 1; threads <= 2; threads++) {
                 ASSERT_OK(test_force_tactic(e, 0, tactic));
                 kiln_context *c = NULL;
@@ -284,6 +294,90 @@ TEST_IMPL(attention_cpu_tactics) {
             }
         kiln_engine_free(e);
         free(q), free(kt), free(v), free(mask), free(y), free(ref);
+    }
+}
+
+/* Every CPU tactic on views of a packed projection p [S, B, W] as the
+ * builder makes them from torch's encoder (Q, K, V heads side by side;
+ * output [S, B, H, Dv] through y_perm), at sizes that are not multiples of
+ * tactic 3's 6-row x 16-column tiles (S 1, 7, 45, 77, 128, 200; head dims
+ * 17, 32, 64, 80, Dv != D), K's dims contiguous (its 16 x 16 transposes)
+ * or 2 apart (its gathers), with and without a [B, 1, S, S] mask (random,
+ * -inf on some keys, every key of row 3: zeros), at 1 and 2 threads (one
+ * head: its rows split over the threads), against a naive double
+ * reference within 2e-6 (+ 1e-4 relative): tactic 3's exp2 polynomial
+ * with its last coefficient 6% off fails it. */
+static void attn_views_ref(const float *p, const float *mask, int64_t S, int64_t B, int64_t H, int64_t D, int64_t DV,
+                           int64_t ksd, double scale, double *y) {
+    const int64_t W = H * (D + D * ksd + DV), ko = H * D, vo = ko + H * D * ksd;
+    double *s = malloc((size_t)S * sizeof *s);
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t h = 0; h < H; h++)
+            for (int64_t i = 0; i < S; i++) {
+                double m = -INFINITY, sum = 0;
+                const float *qi = p + (i * B + b) * W + h * D;
+                for (int64_t j = 0; j < S; j++) {
+                    const float *kj = p + (j * B + b) * W + ko + h * D * ksd;
+                    double a = 0;
+                    for (int64_t e = 0; e < D; e++) a += (double)qi[e] * kj[e * ksd];
+                    s[j] = a * scale + (mask ? mask[(b * S + i) * S + j] : 0.0);
+                    m = s[j] > m ? s[j] : m;
+                }
+                for (int64_t j = 0; j < S; j++) sum += s[j] = m == -INFINITY ? 0 : exp(s[j] - m);
+                for (int64_t e = 0; e < DV; e++) {
+                    double a = 0;
+                    for (int64_t j = 0; j < S; j++) a += s[j] * p[(j * B + b) * W + vo + h * DV + e];
+                    y[((i * B + b) * H + h) * DV + e] = sum > 0 ? a / sum : 0;
+                }
+            }
+    free(s);
+}
+
+TEST_IMPL(attention_tiles_views_cpu) {
+    static const int64_t sizes[][7] = {/* S, B, H, D, Dv, K's dim stride, mask */
+                                       {1, 1, 2, 32, 32, 1, 0},   {7, 2, 3, 64, 64, 1, 1},  {77, 1, 2, 80, 80, 1, 0},
+                                       {128, 1, 3, 64, 64, 1, 1}, {200, 1, 1, 32, 80, 2, 1}, {45, 2, 2, 17, 33, 2, 0}};
+    for (size_t z = 0; z < sizeof sizes / sizeof *sizes; z++) {
+        const int64_t S = sizes[z][0], B = sizes[z][1], H = sizes[z][2], D = sizes[z][3], DV = sizes[z][4],
+                      ksd = sizes[z][5], W = H * (D + D * ksd + DV), np = S * B * W, ny = S * B * H * DV,
+                      nm = B * S * S;
+        float *p = malloc((size_t)np * 4), *mask = sizes[z][6] ? malloc((size_t)nm * 4) : NULL,
+              *y = malloc((size_t)ny * 4);
+        double *ref = malloc((size_t)ny * sizeof *ref);
+        uint64_t seed = 808 + z;
+        for (int64_t i = 0; i < np; i++) p[i] = test_randf(&seed, -2, 2);
+        for (int64_t i = 0; mask && i < nm; i++)
+            mask[i] = (i / S % S == 3 && S > 3) || i % S % 5 == 2 ? -INFINITY : test_randf(&seed, -3, 1);
+        attn_views_ref(p, mask, S, B, H, D, DV, ksd, 0.29, ref);
+        const int64_t off[3] = {0, H * D, H * D * (1 + ksd)}, hs[3] = {D, D * ksd, DV}, ds[3] = {1, ksd, 1},
+                      dd[3] = {D, D, DV}, pd[3] = {S, B, W}, md[4] = {B, 1, S, S};
+        int64_t vw[42];
+        for (int o = 0; o < 3; o++) {
+            const int64_t w[14] = {2, off[o], 1, 1, 1, -1 - H, 2, hs[o], 0, 0, 1, -1 - dd[o], 2, ds[o]};
+            memcpy(vw + 14 * o, w, sizeof w);
+        }
+        kiln_engine *e = views_engine_of(pd, vw, 0.29, mask ? md : NULL, 2);
+        const int at = test_last_op(e, "attention");
+        ASSERT(at >= 0);
+        for (int tactic = 1; tactic <= 3; tactic++)
+            for (int threads = 1; threads <= 2; threads++) {
+                ASSERT_OK(test_force_tactic(e, at, tactic));
+                kiln_context *c = NULL;
+                ASSERT_OK(kiln_context_create(e, threads, &c));
+                ASSERT_OK(kiln_context_bind(c, "p", p, (size_t)np * 4));
+                if (mask) ASSERT_OK(kiln_context_bind(c, "mask", mask, (size_t)nm * 4));
+                ASSERT_OK(kiln_context_bind(c, "y", y, (size_t)ny * 4));
+                memset(y, 0xFF, (size_t)ny * 4);
+                ASSERT_OK(kiln_context_run(c));
+                char what[128];
+                snprintf(what, sizeof what, "attention views S %lld, %lld x %lld heads of %lld/%lld%s tactic %d threads %d",
+                         (long long)S, (long long)B, (long long)H, (long long)D, (long long)DV, mask ? " masked" : "",
+                         tactic, threads);
+                test_check_close(what, y, ref, ny, 2e-6);
+                kiln_context_free(c);
+            }
+        kiln_engine_free(e);
+        free(p), free(mask), free(y), free(ref);
     }
 }
 
@@ -421,4 +515,4 @@ TEST_IMPL(add_layernorm_cpu_reference) {
     add_layernorm_case(300, 37, 2, 508);
 }
 
-TEST_LIST(TEST_ENTRY(attention_cpu_reference), TEST_ENTRY(attention_views_cpu), TEST_ENTRY(attention_mask_cpu), TEST_ENTRY(attention_cpu_tactics), TEST_ENTRY(encoder_rewrites_cpu), TEST_ENTRY(gelu_f32_reference), TEST_ENTRY(attention_shape_errors), TEST_ENTRY(add_layernorm_cpu_reference))
+TEST_LIST(TEST_ENTRY(attention_cpu_reference), TEST_ENTRY(attention_views_cpu), TEST_ENTRY(attention_mask_cpu), TEST_ENTRY(attention_cpu_tactics), TEST_ENTRY(attention_tiles_views_cpu), TEST_ENTRY(encoder_rewrites_cpu), TEST_ENTRY(gelu_f32_reference), TEST_ENTRY(attention_shape_errors), TEST_ENTRY(add_layernorm_cpu_reference))
