@@ -203,3 +203,10 @@ int kiln__b_mbconv(builder *b) {
     kiln__free(uses);
     return rc < 0 ? rc : 0;
 }
+
+/* For stempool_fuse.c (builder.h). */
+int kiln__b_conv_geo(const builder *b, int li, int64_t *s, int64_t *p, int64_t *d, int64_t *g) {
+    return conv_geo(b, li, s, p, d, g);
+}
+
+int kiln__b_private4(const builder *b, const int *uses, int t) { return private4(b, uses, t); }
