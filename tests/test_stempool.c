@@ -172,6 +172,8 @@ TEST_IMPL(stempool_engine) {
         {1, 4, 48, 53, 9, 3, 1, 1, 1, 3, 3, 0},
         /* a 2x2 pool with pads, 17 pool rows (bands of 8, 8, 1; the split at 2-3 threads) */
         {1, 2, 16, 64, 21, 7, 2, 3, 1, 2, 2, 1},
+        /* 33 pool columns (two transposed 16-column blocks and a tail), two channel blocks */
+        {1, 3, 32, 19, 130, 3, 2, 1, 1, 3, 2, 1},
         /* the last pool row's window past the conv rows (floor sizes), 1 input channel */
         {1, 1, 16, 50, 33, 3, 2, 0, 1, 3, 2, 1},
     };

@@ -41,8 +41,9 @@ enum { T_LINEAR = 1, T_16C = 2 };
 
 /* Pool rows a band (8: the fused chain alone at 1 thread, pool rows a band
  * 2 / 4 / 8: 0.997 / 0.971 / 0.960 of the two layers' time; a band's conv
- * rows, 17 x 112 x 64 floats for ResNet, stay in L2), fewer where that
- * splits the bands evenly over the threads. */
+ * rows, 17 x 112 x 64 floats for ResNet, stay in L2), fewer where the
+ * threads would outnumber the bands or where that splits them evenly over
+ * the threads (ResNet at 2 threads: 8 bands of 7). */
 #define BAND_MAX 8
 
 int kiln__stempool_fits(int64_t C, int64_t KH, int64_t KW, int64_t M) {
@@ -129,6 +130,38 @@ typedef struct sp {
 static size_t band_floats(const sp *g) { return (size_t)(g->CB * g->bh * g->f.OW * 16); }
 static size_t out_floats(const sp *g) { return g->b16 ? 0 : (size_t)(g->CB * g->br * g->PW * 16); }
 
+#if defined(__AVX512F__)
+#include <immintrin.h>
+
+/* 16 pixels x 16 channels (s: pixel-major, 16 floats a pixel) to the 16
+ * channels' rows (d + l * ds): a 16 x 16 transpose in registers. */
+static void transpose16(const float *s, float *d, int64_t ds) {
+    __m512 r[16], t[16];
+    for (int i = 0; i < 16; i++) r[i] = _mm512_loadu_ps(s + 16 * i);
+    for (int i = 0; i < 16; i += 2) { /* pairs of pixels, then of pairs, ... */
+        t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+    }
+    for (int i = 0; i < 16; i += 4)
+        for (int j = 0; j < 2; j++) {
+            r[i + j] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t[i + j]), _mm512_castps_pd(t[i + j + 2])));
+            r[i + j + 2] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t[i + j]), _mm512_castps_pd(t[i + j + 2])));
+        }
+    for (int i = 0; i < 16; i += 8)
+        for (int j = 0; j < 4; j++) {
+            t[i + j] = _mm512_shuffle_f32x4(r[i + j], r[i + j + 4], 0x88);
+            t[i + j + 4] = _mm512_shuffle_f32x4(r[i + j], r[i + j + 4], 0xDD);
+        }
+    for (int j = 0; j < 8; j++) {
+        r[j] = _mm512_shuffle_f32x4(t[j], t[j + 8], 0x88);
+        r[j + 8] = _mm512_shuffle_f32x4(t[j], t[j + 8], 0xDD);
+    }
+    /* r[k] holds the 16 pixels of channel ch[k] (the unpacks pair channels 1 and 2 of each 4 crosswise) */
+    static const int ch[16] = {0, 2, 1, 3, 4, 6, 5, 7, 8, 10, 9, 11, 12, 14, 13, 15};
+    for (int k = 0; k < 16; k++) _mm512_storeu_ps(d + ch[k] * ds, r[k]);
+}
+#endif
+
 /* Pooled rows [py0, py1) of image n from the band buffer's 16c rows into
  * Y's planes (tactic 1): 16 channels of a pixel land 16 planes apart. */
 static void to_planes(const sp *g, const float *o, int64_t n, int64_t py0, int64_t py1) {
@@ -137,7 +170,11 @@ static void to_planes(const sp *g, const float *o, int64_t n, int64_t py0, int64
         for (int64_t r = py0; r < py1; r++) {
             const float *s = o + (cb * g->br + r - py0) * g->PW * 16;
             float *d = g->y + (n * g->CB * 16 + cb * 16) * plane + r * g->PW;
-            for (int64_t px = 0; px < g->PW; px++)
+            int64_t px = 0;
+#if defined(__AVX512F__)
+            for (; px + 16 <= g->PW; px += 16) transpose16(s + px * 16, d + px, plane);
+#endif
+            for (; px < g->PW; px++)
                 for (int l = 0; l < 16; l++) d[l * plane + px] = s[px * 16 + l];
         }
 }
@@ -214,13 +251,10 @@ static int stempool_impl(const kiln_call *c) {
     g.q = (kiln__pool16c){.N = 1, .CB = 1, .W = OW, .OW = g.PW, .kh = pk[0], .kw = pk[1], .sy = ps[0], .sx = ps[1],
                           .dy = 1, .dx = 1, .pl = pp[1], .pb = pp[2], .pr = pp[3]};
     const int threads = kiln_exec_threads(c->exec);
-    const int64_t units = g.N * ((g.PH + BAND_MAX - 1) / BAND_MAX);
     g.br = BAND_MAX;
-    for (int64_t r = BAND_MAX; r >= BAND_MAX / 2 && units % threads; r--) /* an even split where one is near */
-        if (g.N * ((g.PH + r - 1) / r) % threads == 0) {
-            g.br = r;
-            break;
-        }
+    while (g.br > 1 && g.N * ((g.PH + g.br - 1) / g.br) < threads) g.br--; /* a band for every thread */
+    for (int64_t r = g.br; r >= (g.br + 1) / 2 && g.N * ((g.PH + g.br - 1) / g.br) % threads; r--)
+        if (g.N * ((g.PH + r - 1) / r) % threads == 0) g.br = r; /* an even split where one is near */
     g.bh = (g.br - 1) * ps[0] + pk[0];
     kiln_exec_parallel(c->exec, threads, bands_task, &g);
     return 0;
