@@ -3,13 +3,13 @@
  * Relu + MaxPool the builder fuses (builder/stempool_fuse.c).
  *
  * Networks Conv [-> Relu] -> MaxPool over odd sizes (1-4 input channels,
- * 16-64 outputs, kernels 3-7, strides 1-2, pool windows 2-3 at strides
+ * 32-96 outputs, kernels 3-7, strides 1-2, pool windows 2-3 at strides
  * 1-3 with and without pads, 1-2 images, enough rows for several bands a
  * thread), built, checked to run as one stempool layer, then run with
  * each tactic (1: Y LINEAR, a LINEAR-only build; 2: Y NCHW16C, a forced-
  * 16c build, one reformat after it) at 1-3 threads, after a save and load too, against conv-then-
  * pool computed naively in double; every thread count gives the same
- * bits.  Chains it must leave alone: M not a multiple of 16, the pool's
+ * bits.  Chains it must leave alone: M not a multiple of 32, the pool's
  * Indices read, the conv's output read elsewhere.
  */
 #include "kiln/kiln.h"
@@ -167,22 +167,22 @@ TEST_IMPL(stempool_engine) {
         /* no Relu, two images, a 2x2/2 pool without pads: no row shared */
         {2, 3, 32, 23, 40, 3, 2, 1, 0, 2, 2, 0},
         /* pool stride 1: bands share two conv rows */
-        {1, 1, 16, 45, 18, 5, 1, 2, 1, 3, 1, 1},
+        {1, 1, 32, 45, 18, 5, 1, 2, 1, 3, 1, 1},
         /* 4 channels, pool stride 3 over a 3x3 window (no shared rows); 9 columns */
-        {1, 4, 48, 53, 9, 3, 1, 1, 1, 3, 3, 0},
+        {1, 4, 96, 53, 9, 3, 1, 1, 1, 3, 3, 0},
         /* a 2x2 pool with pads, 17 pool rows (bands of 8, 8, 1; the split at 2-3 threads) */
-        {1, 2, 16, 64, 21, 7, 2, 3, 1, 2, 2, 1},
+        {1, 2, 32, 64, 21, 7, 2, 3, 1, 2, 2, 1},
         /* 33 pool columns (two transposed 16-column blocks and a tail), two channel blocks */
         {1, 3, 32, 19, 130, 3, 2, 1, 1, 3, 2, 1},
         /* the last pool row's window past the conv rows (floor sizes), 1 input channel */
-        {1, 1, 16, 50, 33, 3, 2, 0, 1, 3, 2, 1},
+        {1, 1, 32, 50, 33, 3, 2, 0, 1, 3, 2, 1},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(&cases[i]);
-    const sc m20 = {1, 3, 20, 23, 21, 3, 2, 1, 1, 3, 2, 1};
-    not_fused(&m20, 0);                                   /* M % 16 != 0 */
-    const sc m16 = {1, 3, 16, 23, 21, 3, 2, 1, 1, 3, 2, 1};
-    not_fused(&m16, 1);                                   /* Indices read */
-    not_fused(&m16, 2);                                   /* the conv's output read */
+    const sc m48 = {1, 3, 48, 23, 21, 3, 2, 1, 1, 3, 2, 1};
+    not_fused(&m48, 0);                                   /* M % 32 != 0 */
+    const sc m32 = {1, 3, 32, 23, 21, 3, 2, 1, 1, 3, 2, 1};
+    not_fused(&m32, 1);                                   /* Indices read */
+    not_fused(&m32, 2);                                   /* the conv's output read */
 }
 
 TEST_LIST(TEST_ENTRY(stempool_engine))

@@ -8,7 +8,7 @@
  *
  * The Conv: 2-D, one group, dilation 1, constant F32 W and B, at most 4
  * input channels and a kernel up to 7 x 7 (conv_fewc.c's), output channels
- * a multiple of 16.  The MaxPool: 2-D, explicit pads, no dilation, floor
+ * a multiple of 32.  The MaxPool: 2-D, explicit pads, no dilation, floor
  * sizes, its Indices read by nothing.  The conv's and the Relu's outputs
  * are read by the chain alone and are no network outputs.
  * KILN_BUILD_NO_FUSION turns it off.

@@ -9,7 +9,7 @@
 #include <stdint.h>
 
 /* 1 if kiln::stempool runs a conv of C input channels, a KH x KW kernel
- * and M output channels (conv_fewc.c's limits, M % 16 == 0; AVX-512
+ * and M output channels (conv_fewc.c's limits, M % 32 == 0; AVX-512
  * builds), else 0. */
 int kiln__stempool_fits(int64_t C, int64_t KH, int64_t KW, int64_t M);
 
