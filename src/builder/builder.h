@@ -243,6 +243,11 @@ int kiln__b_mbconv(builder *b);
  * rank-4 F32 activation read once, by the chain, and no output. */
 int kiln__b_conv_geo(const builder *b, int li, int64_t *s, int64_t *p, int64_t *d, int64_t *g);
 int kiln__b_private4(const builder *b, const int *uses, int t);
+/* mbconv_fuse.c: CPU builds without KILN_BUILD_NO_FUSION: try_fn(b, li,
+ * uses, op) on each layer, op = kiln::`name` v1; a rewrite (1) recounts
+ * the readers (uses) and starts again, an error (< 0) stops. */
+typedef int (*kiln__b_try_fn)(builder *b, int li, const int *uses, const kiln__op *op);
+int kiln__b_rewrite_each(builder *b, const char *name, kiln__b_try_fn try_fn);
 /* stempool_fuse.c (CPU builds, before dead code): a stem conv of few input
  * channels [-> Relu] -> MaxPool into one kiln::stempool layer. */
 int kiln__b_stempool(builder *b);

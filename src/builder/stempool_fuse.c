@@ -95,19 +95,4 @@ static int try_stem(builder *b, int li, const int *uses, const kiln__op *op) {
     return 1;
 }
 
-int kiln__b_stempool(builder *b) {
-    if ((b->cfg->flags & KILN_BUILD_NO_FUSION) || b->cuda) return 0;
-    const kiln__op *op = kiln__registry_find("kiln", "stempool", 1);
-    if (!op) return 0;
-    int *uses = kiln__malloc(((size_t)b->nt + 1) * sizeof *uses);
-    if (!uses) return kiln__err(KILN_ENOMEM, "build: out of memory");
-    int rc = 0;
-    for (;;) { /* a rewrite changes who reads what: recount, go on after it */
-        kiln__b_count_uses(b, uses);
-        rc = 0;
-        for (int li = 0; li < b->nl && !rc; li++) rc = try_stem(b, li, uses, op);
-        if (rc <= 0) break;
-    }
-    kiln__free(uses);
-    return rc < 0 ? rc : 0;
-}
+int kiln__b_stempool(builder *b) { return kiln__b_rewrite_each(b, "stempool", try_stem); }
