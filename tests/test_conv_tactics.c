@@ -88,6 +88,19 @@ static const tcase g_cases[] = {
     /* 4 channels (its largest), 3x3 stride 1: 9 rows (a band of 1), 19
      * columns, beside Winograd */
     {"4 channels 3x3", 4, 17, 1, 9, 19, 3, 1, 1, B(1) | B(2) | B(6) | B(8) | B(9) | B(10) | B(12), B(3) | B(4) | B(5)},
+    /* blocks of at most 8 channels (conv_fewc.c's tile8: 8 channels x up
+     * to 3 vectors of 16 columns): PP-OCR's 3 -> 8 3x3/2 with an odd
+     * width (51 columns: a tile of 48, then one of 3), 16 + 8 channels
+     * from a 5x5 (38 columns: 3 vectors, the last 6 wide), 5 channels
+     * unpadded (34 columns), 7 channels of 23 columns (2 vectors) */
+    {"stem 3 -> 8 3x3 stride 2, odd width", 3, 8, 1, 13, 101, 3, 2, 1, B(1) | B(2) | B(8) | B(9) | B(12),
+     B(3) | B(4) | B(5)},
+    {"stem 3 -> 24 5x5 stride 2, pads 2", 3, 24, 1, 19, 75, 5, 2, 2, B(1) | B(2) | B(8) | B(9) | B(12),
+     B(3) | B(4) | B(5)},
+    {"stem 2 -> 5 3x3 stride 2, no pads", 2, 5, 1, 11, 69, 3, 2, 0, B(1) | B(2) | B(8) | B(9) | B(12),
+     B(3) | B(4) | B(5)},
+    {"stem 3 -> 7 3x3 stride 2, 23 columns", 3, 7, 1, 17, 45, 3, 2, 1, B(1) | B(2) | B(8) | B(9) | B(12),
+     B(3) | B(4) | B(5)},
     /* depthwise: auto is 5; direct, GEMM, padded GEMM, rows (7) differ */
     {"depthwise 3x3", 8, 8, 8, 12, 12, 3, 1, 1, B(1) | B(2) | B(3) | B(4) | B(7), B(5)},
 };

@@ -16,9 +16,9 @@
  * 1-3 threads; a MaxPool whose Indices the network reads, in 16c.
  * Tactic 17 against the naive conv reference (with and without bias and
  * Relu; a chain of two Relus runs per pixel), and the
- * stem chain conv 7x7/2 + Relu -> MaxPool 3x3/2 -> 1x1 conv (tactic 13)
- * in NCHW16C with no reformat between them, against the LINEAR engine,
- * after a save and load too.
+ * stem chain conv 7x7/2 + Relu -> MaxPool 3x3/2 (fused: kiln::stempool)
+ * -> 1x1 conv (tactic 13) in NCHW16C with no reformat between them,
+ * against the LINEAR engine, after a save and load too.
  */
 #include "kiln/kiln.h"
 #include "kiln/plugin.h"
@@ -343,9 +343,10 @@ static void engine_stem(int64_t C, int64_t M, int64_t H, int64_t W, int64_t k, i
 }
 
 /* ResNet's stem in miniature: conv 7x7/2 (3 -> 64) + Relu -> MaxPool 3x3/2
- * -> conv 1x1 (64 -> 64) + Relu, forced into NCHW16C: tactic 17, the pool
- * and tactic 13 with no reformat between them, the LINEAR engine's
- * result. */
+ * -> conv 1x1 (64 -> 64) + Relu, forced into NCHW16C: the stem and pool
+ * fused (kiln::stempool tactic 2, tactic 17's tile and this pool kernel in
+ * row bands) and tactic 13 with no reformat between them, the LINEAR
+ * engine's result. */
 static void engine_chain(int64_t H, int64_t W) {
     const int64_t OH = (H + 6 - 7) / 2 + 1, OW = (W + 6 - 7) / 2 + 1, PH = (OH + 2 - 3) / 2 + 1, PW = (OW + 2 - 3) / 2 + 1;
     const int64_t nx = 3 * H * W, ny = 64 * PH * PW;
@@ -371,12 +372,14 @@ static void engine_chain(int64_t H, int64_t W) {
     ASSERT(kiln_network_add_layer(net, "ai.onnx::Relu", 14, "r2", 1, (const char *[]){"p"}, 1, (const char *[]){"Y"}));
     ASSERT_OK(kiln_network_mark_output(net, "Y"));
     kiln_engine *el = test_build_ok(net, KILN_BUILD_CPU_LINEAR, 2, NULL), *e = build_forced(net);
-    ASSERT_EQ(e->nlayers, 4); /* stem + Relu, MaxPool, pw + Relu, the reformat of Y */
+    /* stem + Relu + MaxPool as one kiln::stempool (stempool_fuse.c) writing
+     * NCHW16C (its tactic 2), pw + Relu, the reformat of Y */
+    ASSERT_EQ(e->nlayers, 3);
     ASSERT_EQ(test_count_op(e, "reformat"), 1);
-    ASSERT_EQ(e->layers[0].tactic, 17);
+    ASSERT_EQ(test_count_op(e, "stempool"), 1);
+    ASSERT_EQ(e->layers[0].tactic, 2);
+    ASSERT_EQ(e->layers[1].tactic, 13);
     ASSERT_EQ(in_format(e, 1, 0), KILN_FORMAT_NCHW16C);
-    ASSERT_EQ(e->layers[2].tactic, 13);
-    ASSERT_EQ(in_format(e, 2, 0), KILN_FORMAT_NCHW16C);
     char what[64];
     snprintf(what, sizeof what, "stem chain %lldx%lld", (long long)H, (long long)W);
     run_engine(el, x, nx, yl, ny, "LINEAR stem chain");

@@ -511,6 +511,7 @@ int kiln__b_build_pass(const kiln_network *net, const kiln_build_config *cfg, ki
     if ((rc = kiln__b_pointwise_fold(&b))) goto done;
     if ((rc = kiln__b_transformer(&b))) goto done;
     if ((rc = kiln__b_mbconv(&b))) goto done;
+    if ((rc = kiln__b_stempool(&b))) goto done;
     kiln__b_dead_code(&b);
     rc = kiln__b_select(&b);
     if (rc) goto done;

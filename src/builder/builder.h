@@ -237,6 +237,20 @@ int kiln__b_rewrite(builder *b, int li, const kiln__op *op, const char *const *n
 /* mbconv_fuse.c (CPU builds, before dead code): MobileNet inverted-residual
  * blocks (1x1 expand, depthwise, 1x1 project) into kiln::mbconv layers. */
 int kiln__b_mbconv(builder *b);
+/* mbconv_fuse.c, for stempool_fuse.c: layer li a live ai.onnx Conv of 2-D
+ * kernel with constant W and B and explicit pads, its strides, pads,
+ * dilations and group into s[2], p[4], d[2], *g (else 0); tensor t a
+ * rank-4 F32 activation read once, by the chain, and no output. */
+int kiln__b_conv_geo(const builder *b, int li, int64_t *s, int64_t *p, int64_t *d, int64_t *g);
+int kiln__b_private4(const builder *b, const int *uses, int t);
+/* mbconv_fuse.c: CPU builds without KILN_BUILD_NO_FUSION: try_fn(b, li,
+ * uses, op) on each layer, op = kiln::`name` v1; a rewrite (1) recounts
+ * the readers (uses) and starts again, an error (< 0) stops. */
+typedef int (*kiln__b_try_fn)(builder *b, int li, const int *uses, const kiln__op *op);
+int kiln__b_rewrite_each(builder *b, const char *name, kiln__b_try_fn try_fn);
+/* stempool_fuse.c (CPU builds, before dead code): a stem conv of few input
+ * channels [-> Relu] -> MaxPool into one kiln::stempool layer. */
+int kiln__b_stempool(builder *b);
 
 /* fuse.c: epilogue fusion (after select, before finalize) */
 int kiln__b_fuse(builder *b);

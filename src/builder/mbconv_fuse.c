@@ -187,9 +187,9 @@ static int try_block(builder *b, int li, const int *uses, const kiln__op *op) {
     return 1;
 }
 
-int kiln__b_mbconv(builder *b) {
+int kiln__b_rewrite_each(builder *b, const char *name, kiln__b_try_fn try_fn) {
     if ((b->cfg->flags & KILN_BUILD_NO_FUSION) || b->cuda) return 0;
-    const kiln__op *op = kiln__registry_find("kiln", "mbconv", 1);
+    const kiln__op *op = kiln__registry_find("kiln", name, 1);
     if (!op) return 0;
     int *uses = kiln__malloc(((size_t)b->nt + 1) * sizeof *uses);
     if (!uses) return kiln__err(KILN_ENOMEM, "build: out of memory");
@@ -197,9 +197,18 @@ int kiln__b_mbconv(builder *b) {
     for (;;) { /* a rewrite changes who reads what: recount, go on after it */
         kiln__b_count_uses(b, uses);
         rc = 0;
-        for (int li = 0; li < b->nl && !rc; li++) rc = try_block(b, li, uses, op);
+        for (int li = 0; li < b->nl && !rc; li++) rc = try_fn(b, li, uses, op);
         if (rc <= 0) break;
     }
     kiln__free(uses);
     return rc < 0 ? rc : 0;
 }
+
+int kiln__b_mbconv(builder *b) { return kiln__b_rewrite_each(b, "mbconv", try_block); }
+
+/* For stempool_fuse.c (builder.h). */
+int kiln__b_conv_geo(const builder *b, int li, int64_t *s, int64_t *p, int64_t *d, int64_t *g) {
+    return conv_geo(b, li, s, p, d, g);
+}
+
+int kiln__b_private4(const builder *b, const int *uses, int t) { return private4(b, uses, t); }

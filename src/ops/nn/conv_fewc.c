@@ -60,6 +60,8 @@ int64_t kiln__fewc_scratch(const kiln__fewc *p) {
 #if defined(__AVX512F__)
 #include <immintrin.h>
 
+static inline __mmask16 tail(int64_t r) { return r >= 16 ? (__mmask16)0xFFFF : r <= 0 ? 0 : (__mmask16)((1u << r) - 1u); }
+
 /* Phase rows of input rows [iy0, iy1) of every channel into ph: row iy of
  * channel c, phase q at ph + ((c * (iy1 - iy0) + iy - iy0) * sx + q) * L;
  * the padding columns are zeros. */
@@ -87,9 +89,17 @@ static void split_rows(const kiln__fewc *p, int64_t iy0, int64_t iy1, float *ph)
                         _mm512_storeu_ps(d + j, _mm512_permutex2var_ps(_mm512_loadu_ps(r), even,
                                                                        _mm512_maskz_loadu_ps(0x7FFF, r + 16)));
                     }
+                    if (j < j1) { /* the last j1 - j, masked (one at a time they were ~1/4 of PP-OCR's split) */
+                        const float *r = row + 2 * j + q - p->pl;
+                        const int64_t c = p->W - (2 * j + q - p->pl); /* columns left in the row */
+                        _mm512_mask_storeu_ps(d + j, tail(j1 - j),
+                                              _mm512_permutex2var_ps(_mm512_maskz_loadu_ps(tail(c), r), even,
+                                                                     _mm512_maskz_loadu_ps(tail(c - 16) & 0x7FFF, r + 16)));
+                        j = j1;
+                    }
                 }
                 for (; j < j1; j++) d[j] = row[j * s + q - p->pl];
-                for (int64_t k = j1; k < L; k++) d[k] = 0.0f;
+                for (int64_t k = j1; k < L; k += 16) _mm512_mask_storeu_ps(d + k, tail(L - k), _mm512_setzero_ps());
             }
         }
 }
@@ -115,6 +125,54 @@ static void row_block(const kiln__fewc *p, const float *const *rows, const int64
             if (m >= mc) break;
             _mm512_mask_storeu_ps(y + m * ys + ox, k, _mm512_min_ps(_mm512_max_ps(acc[m], lo), hi));
         }
+    }
+}
+
+/* row_block for a block of at most 8 channels (PP-OCR's 3 -> 8 stem):
+ * row_block's 16 accumulators would run half empty, so here 8 channels x
+ * NV vectors of 16 columns (NV <= 3: 24 accumulators; per tap NV loads
+ * and 8 broadcasts for 8 x NV FMAs, all useful), each output summed in
+ * row_block's order (the same bits).  A vector v is only loaded where
+ * column ox + 16 v < OW, within the phase rows' slack. */
+static inline __attribute__((always_inline)) void tile8(const kiln__fewc *p, const float *const *rows,
+                                                        const int64_t *off, const float *wp, int64_t m0, int mc,
+                                                        const int nv, int64_t ox, float *y, int64_t ys) {
+    const int64_t CK = p->C * p->KH;
+    __m512 acc[8][3];
+    for (int m = 0; m < 8; m++)
+        for (int v = 0; v < nv; v++) acc[m][v] = _mm512_set1_ps(m < mc ? p->bias[m0 + m] : 0.0f);
+    const float *w = wp;
+    for (int64_t cky = 0; cky < CK; cky++)
+        for (int64_t kx = 0; kx < p->KW; kx++, w += 16) {
+            const float *r = rows[cky] + off[kx] + ox;
+            __m512 x[3];
+            for (int v = 0; v < nv; v++) x[v] = _mm512_loadu_ps(r + 16 * v);
+            for (int m = 0; m < 8; m++) {
+                const __m512 a = _mm512_set1_ps(w[m]);
+                for (int v = 0; v < nv; v++) acc[m][v] = _mm512_fmadd_ps(a, x[v], acc[m][v]);
+            }
+        }
+    const __m512 lo = _mm512_set1_ps(p->lo), hi = _mm512_set1_ps(p->hi);
+    for (int m = 0; m < 8; m++) { /* constant indices: the accumulators stay in registers */
+        if (m >= mc) break;
+        for (int v = 0; v < nv; v++) {
+            const int64_t r = p->OW - ox - 16 * v;
+            const __mmask16 k = r >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << r) - 1u);
+            _mm512_mask_storeu_ps(y + m * ys + ox + 16 * v, k, _mm512_min_ps(_mm512_max_ps(acc[m][v], lo), hi));
+        }
+    }
+}
+
+static void row_block8(const kiln__fewc *p, const float *const *rows, const int64_t *off, const float *wp,
+                       int64_t m0, int mc, float *y, int64_t ys) {
+    for (int64_t ox = 0; ox < p->OW; ox += 48) {
+        const int64_t n = p->OW - ox;
+        if (n > 32)
+            tile8(p, rows, off, wp, m0, mc, 3, ox, y, ys);
+        else if (n > 16)
+            tile8(p, rows, off, wp, m0, mc, 2, ox, y, ys);
+        else
+            tile8(p, rows, off, wp, m0, mc, 1, ox, y, ys);
     }
 }
 
@@ -189,13 +247,13 @@ void kiln__fewc_rows(const kiln__fewc *p, int64_t oy0, int64_t oy1, float *y, in
             for (int64_t m0 = 0; m0 < p->M; m0 += p->nchw16c && p->M - m0 >= 32 ? 32 : 16)
                 if (p->nchw16c)
                     row_block16(p, rows, off, wp + m0 * taps, m0, yr + m0 / 16 * ys, ys);
+                else if (p->M - m0 <= 8)
+                    row_block8(p, rows, off, wp + m0 * taps, m0, (int)(p->M - m0), yr + m0 * ys, ys);
                 else
                     row_block(p, rows, off, wp + m0 * taps, m0, p->M - m0 < 16 ? p->M - m0 : 16, yr + m0 * ys, ys);
         }
     }
 }
-
-static inline __mmask16 tail(int64_t r) { return r >= 16 ? (__mmask16)0xFFFF : r <= 0 ? 0 : (__mmask16)((1u << r) - 1u); }
 
 /* Inputs per column chunk of the pointwise kernel (C of its rows stay in
  * L1 while every block of output channels reads them). */
