@@ -336,7 +336,7 @@ TEST_IMPL(sgemm_short_k) {
 
 /* A prepacked B split by columns (wide weights: N >= 2M, over 1 MiB) in
  * runs of strips the threads claim as they go (sgemm.c's dyn_task, A
- * packed whole per thread): runs of 5, 4 and 1 strips, a partial last run
+ * packed whole per thread): runs of 5, 4, 3 (5 rows) and 1 strips, a partial last run
  * and strip, M over MC (two row blocks), K across K blocks, bias,
  * residual, relu, accumulate, alpha, A transposed, the done hook; 1-3
  * threads, each giving 1 thread's bits. */
@@ -348,6 +348,8 @@ TEST_IMPL(sgemm_column_runs) {
         {150, 700, 400, 2 | 16 | 32 | 256}, /* 5 strips a run */
         {128, 1000, 520, 1 | 16 | 32},      /* 4 */
         {130, 300, 2000, 4 | 64 | 32},      /* 1 */
+        {5, 1200, 300, 16 | 32},            /* few rows: 3 strips a run (4 runs a thread) */
+        {1, 2085, 300, 16 | 2},             /* one row: gemv_block, the fixed split */
         {25, 2085, 270, 8 | 2 | 256},       /* A prepacked: the fixed split */
     };
     for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++)

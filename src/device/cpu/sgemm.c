@@ -1292,7 +1292,8 @@ static int sgemm_ksplit(const kiln__gemm *g, kiln_exec *exec, int threads) {
 
 /* The column split of a prepacked B (kiln__sgemm: wide weights), its
  * strips claimed as the threads go, in runs of about DYN_FLOPS (BERT-base:
- * 3 strips at K = 768, 1 at K = 3072; ~0.1 ms of one core).  Split into
+ * 3 strips at K = 768, 1 at K = 3072; ~0.1 ms of one core), at least 4
+ * runs a thread (a few rows: the flops alone would make one).  Split into
  * fixed halves, the thread whose core a neighbour's work slowed was waited
  * for: BERT's MatMuls at 2 threads on the shared 2-vCPU VM, the faster
  * thread idle for 0.4-0.8 ms at the end of 2.3-3 ms, about 20% of their
@@ -1403,9 +1404,10 @@ void kiln__sgemm(const kiln__gemm *g, kiln_exec *exec) {
      * 512 -> 128 1x1 convs at 28x28 +0.04 ms each split over K) */
     if (p.by_rows && sgemm_ksplit(g, exec, threads)) return;
     if (!p.by_rows && g->b_packed && !g->a_packed && !g->b_shift && !g->packb && p.nt_n >= 2 * threads &&
-        kiln__sgemm_pack_a_floats(g->M, g->K) <= DYN_A_FLOATS) {
+        g->M > 1 && kiln__sgemm_pack_a_floats(g->M, g->K) <= DYN_A_FLOATS) { /* (M = 1: gemv_block) */
         const int64_t per = 2 * g->M * g->K * NR; /* flops a strip */
-        dyn d = {.g = g, .nt_n = p.nt_n, .chunk = (DYN_FLOPS + per - 1) / per};
+        int64_t chunk = (DYN_FLOPS + per - 1) / per, most = p.nt_n / (4 * threads); /* 4 runs a thread */
+        dyn d = {.g = g, .nt_n = p.nt_n, .chunk = chunk < most ? chunk : most > 0 ? most : 1};
         atomic_init(&d.next, 0);
         kiln_exec_parallel(exec, threads, dyn_task, &d);
         return;
