@@ -1296,8 +1296,11 @@ static int sgemm_ksplit(const kiln__gemm *g, kiln_exec *exec, int threads) {
  * runs a thread (a few rows: the flops alone would make one).  Split into
  * fixed halves, the thread whose core a neighbour's work slowed was waited
  * for: BERT's MatMuls at 2 threads on the shared 2-vCPU VM, the faster
- * thread idle for 0.4-0.8 ms at the end of 2.3-3 ms, about 20% of their
- * time.  Each thread packs all of A once into scratch slot 3 (the fixed
+ * thread idle at the end for 17-39% of their wall, 8-9.5% with the runs
+ * (where the neighbour's load is sustained the wall stays the same: our
+ * two threads get the same CPU share either way; it pays where the load
+ * comes and goes; bench/README, session 16).  Each thread packs all of A
+ * once into scratch slot 3 (the fixed
  * split packed it a K block at a time, also in every thread), only where
  * that is small (DYN_A_FLOATS); every element of C is computed as before
  * (whole strips, the same K blocks and kernels), whichever thread takes
