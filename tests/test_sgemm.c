@@ -41,6 +41,7 @@ typedef struct problem {
 } problem;
 
 static int g_max_threads = 2; /* check_case runs 1 .. this many */
+static int g_same_bits;       /* check_case: every thread count gives 1 thread's bits */
 
 static void packb_cb(const void *ud, int64_t k0, int64_t kc, int64_t n0, int64_t nc, int nr,
                      float *dst) {
@@ -155,7 +156,8 @@ static void check_case(uint64_t *rs, int64_t M, int64_t N, int64_t K, int b_kind
     float *c1 = malloc(cn * sizeof(float)), *c2 = malloc(cn * sizeof(float));
     float *packed = kiln__aligned_alloc(kiln__sgemm_pack_b_floats(K, N) * sizeof(float) + 64);
     unsigned char *seen = calloc(cn, 1);
-    ASSERT(c1 && c2 && packed && seen);
+    float *one = malloc(cn * sizeof(float)); /* the 1-thread result */
+    ASSERT(c1 && c2 && packed && seen && one);
     for (int threads = 1; threads <= g_max_threads; threads++) {
         float *first = NULL;
         for (int rep = 0; rep < 2; rep++) {
@@ -167,6 +169,11 @@ static void check_case(uint64_t *rs, int64_t M, int64_t N, int64_t K, int b_kind
             if (rep == 0) first = c;
             else if (memcmp(first, c, cn * sizeof(float)) != 0)
                 TEST__FAIL("M=%lld N=%lld K=%lld B=%s flags=%d threads=%d: two runs differ",
+                           (long long)M, (long long)N, (long long)K, b_kind_name[b_kind], flags,
+                           threads);
+            if (rep == 0 && threads == 1) memcpy(one, c, cn * sizeof(float));
+            else if (rep == 0 && g_same_bits && memcmp(one, c, cn * sizeof(float)) != 0)
+                TEST__FAIL("M=%lld N=%lld K=%lld B=%s flags=%d threads=%d: not 1 thread's bits",
                            (long long)M, (long long)N, (long long)K, b_kind_name[b_kind], flags,
                            threads);
             for (int64_t i = 0; i < M; i++)
@@ -198,7 +205,7 @@ static void check_case(uint64_t *rs, int64_t M, int64_t N, int64_t K, int b_kind
         }
     }
     free(p.a), free(p.b), free(p.b_off), free(p.bias), free(p.c0), free(p.res);
-    free(c1), free(c2), free(seen);
+    free(c1), free(c2), free(seen), free(one);
     kiln__aligned_free(packed);
 }
 
@@ -324,6 +331,30 @@ TEST_IMPL(sgemm_short_k) {
     };
     for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++)
         check_case(&rs, cs[i].M, cs[i].N, cs[i].K, cs[i].b_kind, cs[i].flags);
+    g_max_threads = 2;
+}
+
+/* A prepacked B split by columns (wide weights: N >= 2M, over 1 MiB) in
+ * runs of strips the threads claim as they go (sgemm.c's dyn_task, A
+ * packed whole per thread): runs of 5, 4, 3 (5 rows) and 1 strips, a partial last run
+ * and strip, M over MC (two row blocks), K across K blocks, bias,
+ * residual, relu, accumulate, alpha, A transposed, the done hook; 1-3
+ * threads, each giving 1 thread's bits. */
+TEST_IMPL(sgemm_column_runs) {
+    uint64_t rs = 0xC01DC0u;
+    g_max_threads = 3;
+    g_same_bits = 1;
+    const struct { int64_t M, N, K; int flags; } cs[] = {
+        {150, 700, 400, 2 | 16 | 32 | 256}, /* 5 strips a run */
+        {128, 1000, 520, 1 | 16 | 32},      /* 4 */
+        {130, 300, 2000, 4 | 64 | 32},      /* 1 */
+        {5, 1200, 300, 16 | 32},            /* few rows: 3 strips a run (4 runs a thread) */
+        {1, 2085, 300, 16 | 2},             /* one row: gemv_block, the fixed split */
+        {25, 2085, 270, 8 | 2 | 256},       /* A prepacked: the fixed split */
+    };
+    for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++)
+        check_case(&rs, cs[i].M, cs[i].N, cs[i].K, B_PREPACKED, cs[i].flags);
+    g_same_bits = 0;
     g_max_threads = 2;
 }
 
@@ -512,4 +543,5 @@ TEST_IMPL(sgemm_timing_shapes) { timing_shapes(); }
 
 TEST_LIST(TEST_ENTRY(sgemm_edges), TEST_ENTRY(sgemm_shift_tiles), TEST_ENTRY(sgemm_random), TEST_ENTRY(sgemm_large),
           TEST_ENTRY(sgemm_split_k), TEST_ENTRY(sgemm_short_k), TEST_ENTRY(sgemm_packed_whole),
+          TEST_ENTRY(sgemm_column_runs),
           TEST_ENTRY(sgemm_timing_shapes))

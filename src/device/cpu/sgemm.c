@@ -9,7 +9,8 @@
  * vectorizes; tiles of at most 4 or 8 rows get kernels of their own, and
  * (AVX-512) strips of 16 columns or fewer a one-vector kernel, of 1..4 or
  * 17..20 columns narrow ones for the last 1..4 (micro_narrow).
- * Threads share C's micro-tiles, a contiguous run each (par_task), split
+ * Threads share C's micro-tiles, a contiguous run each (par_task; the
+ * column split of a prepacked B in runs claimed as they go, dyn_task), split
  * along the side whose operand is not packed already (rows where a
  * column split would leave few, unequal strips; columns for a prepacked
  * weight B over 1 MiB that is wider than A is tall, rows for a prepacked
@@ -29,6 +30,7 @@
 #include "kiln_int.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <string.h>
 
 #if defined(__AVX512F__) || defined(__AVX2__)
@@ -946,8 +948,12 @@ static void prefetch_b_strip(const kiln__gemm *g, int64_t k0, int64_t k1, int64_
         }
 }
 
-/* The GEMM restricted to rows [m0, m1) and columns [n0, n1). */
-static void gemm_block(const kiln__gemm *g, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
+/* The GEMM restricted to rows [m0, m1) and columns [n0, n1).  n_after:
+ * the column where this thread's next block (the same rows) starts, or
+ * -1 (none, or unknown): this block's last tiles prefetch the first strip
+ * of B and the C lines of that block. */
+static void gemm_block_(const kiln__gemm *g, int64_t m0, int64_t m1, int64_t n0, int64_t n1,
+                        int64_t n_after) {
     int64_t K = g->K;
     if (m1 <= m0 || n1 <= n0) return;
     if (K > 0 && !g->res && gemv_block(g, m0, m1, n0, n1)) return;
@@ -1036,6 +1042,19 @@ static void gemm_block(const kiln__gemm *g, int64_t m0, int64_t m1, int64_t n0, 
                     int nr = (int)(nc - jr < NR ? nc - jr : NR);
                     const float *pbs = by_strip ? pb : pb_use + jr * kc; /* the strip, packed */
                     if (by_strip) pack_b(g, pc, kc, jc + jr, nr, pb);
+                    /* the strip these tiles prefetch: the next one of this
+                     * K block, after the block's last one the next K
+                     * block's first (of this column block: the strips
+                     * after it may be another thread's), none at the end */
+                    const float *pnext = pbs + kc * NR;
+                    const int last = jr + NR >= nc && ic + mc >= m1; /* this block's last strip */
+                    const int64_t n_next = jc + nc < n1 ? jc + nc : n_after; /* after the last K block */
+                    if (last && pb_use != pb) {
+                        const int64_t kn = K - pc - kc < KC ? K - pc - kc : KC;
+                        pnext = kn > 0        ? g->b_packed + (pc + kc) * round_up(g->N, NR) + jc * kn
+                                : n_next >= 0 ? g->b_packed + n_next * kcmax
+                                              : NULL;
+                    }
                     for (int64_t ir = 0; ir < mc; ir += MR) {
                         int mr = (int)(mc - ir < MR ? mc - ir : MR);
                         /* the next strip's rows, a share per tile */
@@ -1051,8 +1070,8 @@ static void gemm_block(const kiln__gemm *g, int64_t m0, int64_t m1, int64_t n0, 
                          * first tile waits on memory (128 B per k at
                          * 3.5 ns): cold weights 140 -> 165-177 GFLOP/s on
                          * BERT's MatMuls (M = 128, 11 tiles a strip). */
-                        si.pf = pb_use != pb && ir / MR < NR / 4 ? pbs + kc * NR + (ir / MR) * (kc / 4) * 16
-                                                                   : NULL;
+                        si.pf = pb_use != pb && ir / MR < NR / 4 && pnext ? pnext + (ir / MR) * (kc / 4) * 16
+                                                                             : NULL;
                         /* ... and where one or two row tiles share a strip
                          * (pf then covers an eighth or a quarter of the
                          * next one), the first tile also prefetches its own
@@ -1077,6 +1096,10 @@ static void gemm_block(const kiln__gemm *g, int64_t m0, int64_t m1, int64_t n0, 
                         for (int i = 0; jr + NR < nc && i < mr; i++)
                             for (int q = NR; q < 2 * NR; q += 16) /* 64-byte lines */
                                 __builtin_prefetch(ct + i * g->ldc + q, 1, 3);
+                        if (last && pc + kc >= K && n_next >= 0) /* or the next block's (its first rows) */
+                            for (int i = 0; i < mr && m0 + ir + i < m1; i++)
+                                for (int q = 0; q < NR; q += 16)
+                                    __builtin_prefetch(g->c + (m0 + ir + i) * g->ldc + n_next + q, 1, 3);
                         for (int i = 0; si.res && jr + 2 * NR < nc && i < mr; i++)
                             for (int q = 2 * NR; q < 3 * NR; q += 16) __builtin_prefetch(si.res + i * g->ldr + q, 0, 2);
 #ifdef HAVE_SHIFT_KERNEL
@@ -1104,6 +1127,10 @@ static void gemm_block(const kiln__gemm *g, int64_t m0, int64_t m1, int64_t n0, 
             }
         }
     }
+}
+
+static void gemm_block(const kiln__gemm *g, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
+    gemm_block_(g, m0, m1, n0, n1, -1);
 }
 
 void kiln__sgemm_serial(const kiln__gemm *g) { gemm_block(g, 0, g->M, 0, g->N); }
@@ -1263,6 +1290,59 @@ static int sgemm_ksplit(const kiln__gemm *g, kiln_exec *exec, int threads) {
     return 1;
 }
 
+/* The column split of a prepacked B (kiln__sgemm: wide weights), its
+ * strips claimed as the threads go, in runs of about DYN_FLOPS (BERT-base:
+ * 3 strips at K = 768, 1 at K = 3072; ~0.1 ms of one core), at least 4
+ * runs a thread (a few rows: the flops alone would make one).  Split into
+ * fixed halves, the thread whose core a neighbour's work slowed was waited
+ * for: BERT's MatMuls at 2 threads on the shared 2-vCPU VM, the faster
+ * thread idle at the end for 17-39% of their wall, 8-9.5% with the runs
+ * (where the neighbour's load is sustained the wall stays the same: our
+ * two threads get the same CPU share either way; it pays where the load
+ * comes and goes; bench/README, session 16).  Each thread packs all of A
+ * once into scratch slot 3 (the fixed
+ * split packed it a K block at a time, also in every thread), only where
+ * that is small (DYN_A_FLOATS); every element of C is computed as before
+ * (whole strips, the same K blocks and kernels), whichever thread takes
+ * it. */
+#ifndef DYN_FLOPS
+#define DYN_FLOPS 16000000
+#endif
+#define DYN_A_FLOATS (1 << 20)
+typedef struct dyn {
+    const kiln__gemm *g;
+    int64_t nt_n, chunk;  /* strips; strips a claim */
+    _Atomic int64_t next; /* the first strip not claimed */
+} dyn;
+
+/* The next run of strips for this thread, or -1 when none is left. */
+static int64_t dyn_claim(dyn *d) {
+    const int64_t s0 = atomic_fetch_add(&d->next, d->chunk);
+    return s0 < d->nt_n ? s0 : -1;
+}
+
+static void dyn_task(void *ud, int ith, int nth) {
+    (void)ith;
+    (void)nth;
+    dyn *d = ud;
+    kiln__gemm ga = *d->g;
+    int64_t s0 = dyn_claim(d);
+    if (s0 < 0) return;
+    float *pa = kiln__cpu_scratch(3, kiln__sgemm_pack_a_floats(ga.M, ga.K));
+    if (pa) { /* else each run packs A itself */
+        kiln__sgemm_pack_a(&ga, pa);
+        ga.a_packed = pa;
+    }
+    while (s0 >= 0) {
+        /* the next run claimed before this one starts: its last tiles
+         * prefetch the next run's first strip (a claimed run is one
+         * this thread will do; at most one run ahead of the others) */
+        const int64_t s1 = s0 + d->chunk < d->nt_n ? s0 + d->chunk : d->nt_n, s2 = dyn_claim(d);
+        gemm_block_(&ga, 0, ga.M, s0 * NR, s1 * NR < ga.N ? s1 * NR : ga.N, s2 >= 0 ? s2 * NR : -1);
+        s0 = s2;
+    }
+}
+
 void kiln__sgemm(const kiln__gemm *g, kiln_exec *exec) {
     int threads = exec ? kiln_exec_threads(exec) : 1;
     double flops = 2.0 * (double)g->M * (double)g->N * (double)g->K;
@@ -1326,6 +1406,15 @@ void kiln__sgemm(const kiln__gemm *g, kiln_exec *exec) {
      * before on the same plane split them the same way: ResNet-50's
      * 512 -> 128 1x1 convs at 28x28 +0.04 ms each split over K) */
     if (p.by_rows && sgemm_ksplit(g, exec, threads)) return;
+    if (!p.by_rows && g->b_packed && !g->a_packed && !g->b_shift && !g->packb && p.nt_n >= 2 * threads &&
+        g->M > 1 && kiln__sgemm_pack_a_floats(g->M, g->K) <= DYN_A_FLOATS) { /* (M = 1: gemv_block) */
+        const int64_t per = 2 * g->M * g->K * NR; /* flops a strip */
+        int64_t chunk = (DYN_FLOPS + per - 1) / per, most = p.nt_n / (4 * threads); /* 4 runs a thread */
+        dyn d = {.g = g, .nt_n = p.nt_n, .chunk = chunk < most ? chunk : most > 0 ? most : 1};
+        atomic_init(&d.next, 0);
+        kiln_exec_parallel(exec, threads, dyn_task, &d);
+        return;
+    }
     int64_t tiles = p.nt_m * p.nt_n;
     int tasks = tiles < threads ? (int)tiles : threads;
     kiln_exec_parallel(exec, tasks, par_task, &p);

@@ -102,7 +102,8 @@ void kiln__sgemm_serial(const kiln__gemm *g);
  * between calls and freed when the thread exits; NULL when out of memory.
  * Slot 0 belongs to the SGEMM; kernels use slots 1.. for their own data
  * (a kernel may call the SGEMM while holding slot 1); slot 3 holds the
- * SGEMM's K-split partials (split_k). */
+ * SGEMM's K-split partials (split_k) or, in each thread, the A it packs
+ * once for a column split of a prepacked B (dyn_task). */
 #define KILN__CPU_SCRATCH_SLOTS 4
 float *kiln__cpu_scratch(int slot, size_t floats);
 /* kiln__cpu_scratch for a kernel that cannot run without it: out of
