@@ -12,6 +12,7 @@
  * float side) and stored converted.  Same dtype + same layout is a memcpy.
  */
 #include "ops/common/ops_util.h"
+#include "device/cpu/transpose16.h"
 
 #include <math.h>
 
@@ -204,32 +205,6 @@ typedef struct rf_blk {
 } rf_blk;
 
 #if defined(__AVX512F__)
-/* r[i] lane j <- r[j] lane i (4 rounds of 16 shuffles). */
-static inline void tr16(__m512 r[16]) {
-    __m512 t[16];
-    for (int i = 0; i < 8; i++) {
-        t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
-        t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
-    }
-    for (int i = 0; i < 4; i++) {
-        const __m512d a = _mm512_castps_pd(t[4 * i]), b = _mm512_castps_pd(t[4 * i + 1]);
-        const __m512d c = _mm512_castps_pd(t[4 * i + 2]), d = _mm512_castps_pd(t[4 * i + 3]);
-        r[4 * i] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, c));
-        r[4 * i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, c));
-        r[4 * i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(b, d));
-        r[4 * i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(b, d));
-    }
-    for (int i = 0; i < 4; i++) {
-        t[i] = _mm512_shuffle_f32x4(r[i], r[i + 4], 0x88);
-        t[i + 4] = _mm512_shuffle_f32x4(r[i], r[i + 4], 0xdd);
-        t[i + 8] = _mm512_shuffle_f32x4(r[i + 8], r[i + 12], 0x88);
-        t[i + 12] = _mm512_shuffle_f32x4(r[i + 8], r[i + 12], 0xdd);
-    }
-    for (int i = 0; i < 8; i++) {
-        r[i] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0x88);
-        r[i + 8] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0xdd);
-    }
-}
 #endif
 
 static void rf_blocked_range(void *ud, int64_t b, int64_t e) {
@@ -248,7 +223,7 @@ static void rf_blocked_range(void *ud, int64_t b, int64_t e) {
                 float *bl = (float *)blk + (sv - s0) * 16;
                 __m512 r[16];
                 for (int i = 0; i < 16; i++) r[i] = _mm512_loadu_ps(j->to_blocked ? lin + i * S : bl + i * 16);
-                tr16(r);
+                kiln__tr16(r);
                 for (int i = 0; i < 16; i++) _mm512_storeu_ps(j->to_blocked ? bl + i * 16 : lin + i * S, r[i]);
             }
 #endif

@@ -21,6 +21,7 @@
  * tactic 3 as tactic 1.
  */
 #include "ops/nn/attention_avx512.h"
+#include "device/cpu/transpose16.h"
 
 #if defined(__AVX512F__) && defined(__AVX512DQ__)
 #include <immintrin.h>
@@ -97,30 +98,6 @@ static void product(int64_t m, int64_t n, int64_t K, const float *a, int64_t lda
     }
 }
 
-/* r[0..16) transposed in place (unpack, shuffle, two 128-bit lane
- * shuffles: 64 shuffles for 16 vectors, against 256 loads of gathers). */
-static inline void transpose16(__m512 r[16]) {
-    __m512 t[16];
-    for (int i = 0; i < 16; i += 2) {
-        t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
-        t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
-    }
-    for (int i = 0; i < 16; i += 4) {
-        r[i] = _mm512_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(1, 0, 1, 0));
-        r[i + 1] = _mm512_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(3, 2, 3, 2));
-        r[i + 2] = _mm512_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(1, 0, 1, 0));
-        r[i + 3] = _mm512_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(3, 2, 3, 2));
-    }
-    for (int h = 0; h < 16; h += 8)
-        for (int i = 0; i < 4; i++) {
-            t[h + i] = _mm512_shuffle_f32x4(r[h + i], r[h + i + 4], 0x88);
-            t[h + i + 4] = _mm512_shuffle_f32x4(r[h + i], r[h + i + 4], 0xdd);
-        }
-    for (int i = 0; i < 8; i++) {
-        r[i] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0x88);
-        r[i + 8] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0xdd);
-    }
-}
 
 /* K^T [D, skp] from K (key j, dim e at k[j ks + e kd]), zero-padded:
  * 16 x 16 transposes where a key's dims are contiguous (K as a view of
@@ -139,7 +116,7 @@ static void pack_kt(const kiln_cu_flash *p, const float *k, float *kt, int64_t s
                 __m512 r[16];
                 for (int j = 0; j < 16; j++)
                     r[j] = j < n ? _mm512_maskz_loadu_ps(me, kj + j * ks + e0) : _mm512_setzero_ps();
-                transpose16(r);
+                kiln__tr16(r);
                 for (int e = 0; e < ne; e++) _mm512_store_ps(kt + (e0 + e) * skp + j0, r[e]);
             }
         } else if (ks == 1) {

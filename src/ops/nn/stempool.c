@@ -29,6 +29,7 @@
  */
 #include "kiln_int.h"
 #include "device/cpu/sgemm.h"
+#include "device/cpu/transpose16.h"
 #include "ops/common/ops_util.h"
 #include "ops/nn/conv_fewc.h"
 #include "ops/nn/pool16c.h"
@@ -69,19 +70,10 @@ static const kiln_attr_def stempool_attrs[] = {
 
 /* The attributes: s, p, pk, ps, pp; checked. */
 static int read_geo(const kiln_attrs *a, int64_t *s, int64_t *p, int64_t *pk, int64_t *ps, int64_t *pp) {
-    const int64_t *v;
-    struct { const char *name; int64_t *dst; int n, min; } f[5] = {
+    const kiln__ops_geom_attr f[5] = {
         {"strides", s, 2, 1}, {"pads", p, 4, 0}, {"p_kernel", pk, 2, 1}, {"p_strides", ps, 2, 1}, {"p_pads", pp, 4, 0}};
-    for (int k = 0; k < 5; k++) {
-        if (kiln_attrs_ints(a, f[k].name, &v) != f[k].n)
-            return kiln_set_error(KILN_EATTR, "kiln::stempool: %s: expected %d values", f[k].name, f[k].n);
-        for (int i = 0; i < f[k].n; i++) {
-            if (v[i] < f[k].min)
-                return kiln_set_error(KILN_EATTR, "kiln::stempool: %s: %lld below %d", f[k].name, (long long)v[i],
-                                      f[k].min);
-            f[k].dst[i] = v[i];
-        }
-    }
+    int rc = kiln__ops_geom_attrs(a, "kiln::stempool", f, 5);
+    if (rc) return rc;
     if (pp[0] >= pk[0] || pp[2] >= pk[0] || pp[1] >= pk[1] || pp[3] >= pk[1])
         return kiln_set_error(KILN_EATTR, "kiln::stempool: p_pads must be smaller than p_kernel");
     return 0;
@@ -137,29 +129,10 @@ static size_t out_floats(const sp *g) { return g->b16 ? 0 : (size_t)(g->CB * g->
 /* 16 pixels x 16 channels (s: pixel-major, 16 floats a pixel) to the 16
  * channels' rows (d + l * ds): a 16 x 16 transpose in registers. */
 static void transpose16(const float *s, float *d, int64_t ds) {
-    __m512 r[16], t[16];
+    __m512 r[16];
     for (int i = 0; i < 16; i++) r[i] = _mm512_loadu_ps(s + 16 * i);
-    for (int i = 0; i < 16; i += 2) { /* pairs of pixels, then of pairs, ... */
-        t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
-        t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
-    }
-    for (int i = 0; i < 16; i += 4)
-        for (int j = 0; j < 2; j++) {
-            r[i + j] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t[i + j]), _mm512_castps_pd(t[i + j + 2])));
-            r[i + j + 2] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t[i + j]), _mm512_castps_pd(t[i + j + 2])));
-        }
-    for (int i = 0; i < 16; i += 8)
-        for (int j = 0; j < 4; j++) {
-            t[i + j] = _mm512_shuffle_f32x4(r[i + j], r[i + j + 4], 0x88);
-            t[i + j + 4] = _mm512_shuffle_f32x4(r[i + j], r[i + j + 4], 0xDD);
-        }
-    for (int j = 0; j < 8; j++) {
-        r[j] = _mm512_shuffle_f32x4(t[j], t[j + 8], 0x88);
-        r[j + 8] = _mm512_shuffle_f32x4(t[j], t[j + 8], 0xDD);
-    }
-    /* r[k] holds the 16 pixels of channel ch[k] (the unpacks pair channels 1 and 2 of each 4 crosswise) */
-    static const int ch[16] = {0, 2, 1, 3, 4, 6, 5, 7, 8, 10, 9, 11, 12, 14, 13, 15};
-    for (int k = 0; k < 16; k++) _mm512_storeu_ps(d + ch[k] * ds, r[k]);
+    kiln__tr16(r);
+    for (int k = 0; k < 16; k++) _mm512_storeu_ps(d + k * ds, r[k]);
 }
 #endif
 
