@@ -34,6 +34,20 @@ int kiln__ops_check_geom(const char *op, const char *name, const int64_t *v, int
     return 0;
 }
 
+int kiln__ops_geom_attrs(const kiln_attrs *a, const char *op, const kiln__ops_geom_attr *f, int nf) {
+    for (int k = 0; k < nf; k++) {
+        const int64_t *v;
+        int64_t n = kiln_attrs_ints(a, f[k].name, &v);
+        if (n != f[k].n)
+            return kiln_set_error(KILN_EATTR, "%s: %s: expected %d values, found %lld", op, f[k].name, f[k].n,
+                                  (long long)n);
+        int rc = kiln__ops_check_geom(op, f[k].name, v, f[k].n, f[k].lo);
+        if (rc) return rc;
+        memcpy(f[k].dst, v, (size_t)f[k].n * sizeof *v);
+    }
+    return 0;
+}
+
 int kiln__ops_cuda_spatial(const kiln_shape_ctx *c, const char *op, int lo, int hi) {
     int nsp = c->in[0].ndim - 2;
     if (nsp >= lo && nsp <= hi) return 0;

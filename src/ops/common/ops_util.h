@@ -118,6 +118,18 @@ int kiln__ops_check_same_mask(const kiln_shape_ctx *c, const char *op, unsigned 
  * Else KILN_EATTR "op: name[i] = v is out of range [lo, 2^30]". */
 int kiln__ops_check_geom(const char *op, const char *name, const int64_t *v, int n, int64_t lo);
 
+/* A fused op's geometry attributes (kiln::mbconv, kiln::stempool): for each
+ * f[k], exactly f[k].n ints of attribute f[k].name into f[k].dst, each
+ * checked by kiln__ops_check_geom(op, name, ., f[k].lo).  Else KILN_EATTR
+ * "op: name: expected n values, found m" or check_geom's message. */
+typedef struct kiln__ops_geom_attr {
+    const char *name;
+    int64_t *dst;
+    int n;
+    int64_t lo;
+} kiln__ops_geom_attr;
+int kiln__ops_geom_attrs(const kiln_attrs *a, const char *op, const kiln__ops_geom_attr *f, int nf);
+
 /* A kiln_quick_op.cuda_check by type, for ops whose slots cuda_formats
  * cannot list (variadic outputs, index and scale inputs of other types):
  * 0 when input 0 and output 0 have types in `types` (a "FP32|FP16|..."

@@ -96,22 +96,9 @@ static const kiln_attr_def mbconv_attrs[] = {
 /* strides, pads, dilations into s[2], p[4], d[2], the expand conv's
  * strides and pads into es[2], ep[4], checked. */
 static int read_geo(const kiln_attrs *a, int64_t *s, int64_t *p, int64_t *d, int64_t *es, int64_t *ep) {
-    const int64_t *v;
-    struct { const char *name; int64_t *dst; int n, min; } f[5] = {
+    const kiln__ops_geom_attr f[5] = {
         {"strides", s, 2, 1}, {"pads", p, 4, 0}, {"dilations", d, 2, 1}, {"e_strides", es, 2, 1}, {"e_pads", ep, 4, 0}};
-    for (int k = 0; k < 5; k++) {
-        int64_t n = kiln_attrs_ints(a, f[k].name, &v);
-        if (n != f[k].n)
-            return kiln_set_error(KILN_EATTR, "kiln::mbconv: %s: expected %d values, found %lld", f[k].name,
-                                  f[k].n, (long long)n);
-        for (int i = 0; i < f[k].n; i++) {
-            if (v[i] < f[k].min)
-                return kiln_set_error(KILN_EATTR, "kiln::mbconv: %s[%d] = %lld, expected >= %d", f[k].name, i,
-                                      (long long)v[i], f[k].min);
-            f[k].dst[i] = v[i];
-        }
-    }
-    return 0;
+    return kiln__ops_geom_attrs(a, "kiln::mbconv", f, 5);
 }
 
 /* A dense expand conv (not 1x1 at stride 1 without pads) runs conv_fewc.c:
