@@ -16,6 +16,7 @@
  * largest difference of each tactic's output from tactic 1's.
  */
 #include "kiln_int.h"
+#include "ab_util.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -72,11 +73,6 @@ static void force_tactic(kiln_engine *e, int tactic) {
     }
 }
 
-static int cmpd(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 int main(int argc, char **argv) {
     const int rounds = argc > 1 ? atoi(argv[1]) : 15, threads = argc > 2 ? atoi(argv[2]) : 1;
     float *flush = getenv("ATTN_AB_COLD") ? calloc(4u << 20, sizeof(float)) : NULL;
@@ -119,7 +115,7 @@ int main(int argc, char **argv) {
             double v[64];
             int n = rounds < 64 ? rounds : 64;
             memcpy(v, best[t], (size_t)n * sizeof *v);
-            qsort(v, (size_t)n, sizeof *v, cmpd);
+            qsort(v, (size_t)n, sizeof *v, ab_cmpd);
             printf("  tactic %d: min %8.1f us  median %8.1f us  %6.1f GFLOP/s (min)  max diff %.2e\n", tac[t],
                    v[0] * 1e6, v[n / 2] * 1e6, 4.0 * S * S * E / v[0] / 1e9, diff[t]);
         }

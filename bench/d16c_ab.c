@@ -18,6 +18,7 @@
  * new against NCHW (minima), and the FMA peak before and after.
  */
 #include "kiln/kiln.h"
+#include "ab_util.h"
 #include "kiln_int.h"
 #include "ops/nn/conv_direct16c.h"
 
@@ -67,16 +68,6 @@ static const shp S[] = {
     {256, 256, 14, 14, 3, 1, 1, "R50 layer3 conv2 256->256 3x3/1 14x14 +relu"},
 };
 
-static float *rnd(int64_t n) {
-    float *p = aligned_alloc(64, (size_t)((n * 4 + 63) / 64 * 64));
-    for (int64_t i = 0; p && i < n; i++) p[i] = (float)rand() / RAND_MAX - 0.5f;
-    return p;
-}
-static int cmpd(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 typedef struct job {
     const kiln__d16c *p;
     void (*run)(const kiln__d16c *, int64_t, int64_t);
@@ -123,8 +114,8 @@ int main(int argc, char **argv) {
         const shp *s = &S[si];
         const int64_t OH = (s->H + 2 * (s->K / 2) - s->K) / s->S + 1, P = s->H * s->W, OP = OH * OH;
         const int64_t nx = s->C * P, ny = s->M * OP, taps = s->K * s->K;
-        float *w = rnd(s->M * s->C * taps), *b = rnd(s->M), *x[NSETS], *r[NSETS], *y[NSETS];
-        for (int i = 0; i < NSETS; i++) x[i] = rnd(nx), r[i] = rnd(ny), y[i] = rnd(ny);
+        float *w = ab_rnd(s->M * s->C * taps, NULL), *b = ab_rnd(s->M, NULL), *x[NSETS], *r[NSETS], *y[NSETS];
+        for (int i = 0; i < NSETS; i++) x[i] = ab_rnd(nx, NULL), r[i] = ab_rnd(ny, NULL), y[i] = ab_rnd(ny, NULL);
         kiln_engine *e = nchw_engine(s, w, b, T);
         if (!e) return 1;
         int tactic = -1;
@@ -133,7 +124,7 @@ int main(int argc, char **argv) {
         kiln_context *ctx;
         if (kiln_context_create(e, T, &ctx)) return 1;
         kiln_context_set_profiling(ctx, 1);
-        float *wb = rnd(base_d16c_packed(s->M, s->C, taps)), *wn = rnd(new_d16c_packed(s->M, s->C, taps));
+        float *wb = ab_rnd(base_d16c_packed(s->M, s->C, taps), NULL), *wn = ab_rnd(new_d16c_packed(s->M, s->C, taps), NULL);
         base_d16c_pack(w, s->M, s->C, taps, wb);
         new_d16c_pack(w, s->M, s->C, taps, wn);
         kiln__d16c p = {.C = s->C, .M = s->M, .H = s->H, .W = s->W, .OH = OH, .OW = OH, .KH = s->K, .KW = s->K,
@@ -142,7 +133,7 @@ int main(int argc, char **argv) {
         /* new: a 1x1 conv as tactic 16 runs it (conv_direct16c.c's flat()):
          * one row of OH x OW pixels, gathered first at a stride */
         const int flat = s->K == 1;
-        float *g = flat && s->S > 1 ? rnd(s->C * OP) : NULL;
+        float *g = flat && s->S > 1 ? ab_rnd(s->C * OP, NULL) : NULL;
         if (flat) pn.H = pn.OH = 1, pn.W = pn.OW = OP, pn.sh = pn.sw = 1;
         p.wmajor = base_d16c_wmajor(s->C, s->M, taps, OP, T);
         pn.wmajor = new_d16c_wmajor(s->C, s->M, taps, OP, T);
@@ -183,7 +174,7 @@ int main(int argc, char **argv) {
                 if (it >= 0) t[which][it] = us;
             }
         }
-        for (int i = 0; i < 3; i++) qsort(t[i], (size_t)rounds, sizeof(double), cmpd);
+        for (int i = 0; i < 3; i++) qsort(t[i], (size_t)rounds, sizeof(double), ab_cmpd);
         printf("| %s | %d | %.0f / %.0f | %.0f / %.0f | %.0f / %.0f | %+.0f%% | %+.0f%% |\n", s->what, tactic, t[0][0],
                t[0][rounds / 2], t[1][0], t[1][rounds / 2], t[2][0], t[2][rounds / 2], (t[1][0] / t[0][0] - 1) * 100,
                (t[2][0] / t[0][0] - 1) * 100);

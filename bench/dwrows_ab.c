@@ -17,6 +17,7 @@
  * bound), new/base and the largest difference of the outputs.
  */
 #include "ops/nn/conv_dwrows.h"
+#include "ab_util.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -34,12 +35,6 @@ static double now(void) {
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 double cli_now_ms(void) { return now() * 1e3; } /* fma_peak.c's clock (tools/args.c in the CLI) */
-
-static float *rnd(int64_t n, unsigned *seed) {
-    float *p = aligned_alloc(64, (size_t)((n + 63) / 16 * 16) * sizeof(float));
-    for (int64_t i = 0; i < n; i++) p[i] = (float)rand_r(seed) / (float)RAND_MAX - 0.5f;
-    return p;
-}
 
 int main(int argc, char **argv) {
     const int rounds = argc > 1 ? atoi(argv[1]) : 20, net = argc > 2 && atoi(argv[2]);
@@ -60,8 +55,8 @@ int main(int argc, char **argv) {
     unsigned seed = 1;
     for (size_t i = 0; i < sizeof sh / sizeof sh[0]; i++) {
         const int64_t C = net ? sh[i].Cn : sh[i].C, H = sh[i].H, W = sh[i].W, OH = sh[i].OH, OW = sh[i].OW;
-        float *x = rnd(C * H * W, &seed), *w = rnd(C * 9, &seed), *b = rnd(C, &seed);
-        float *y[2] = {rnd(C * OH * OW, &seed), rnd(C * OH * OW, &seed)};
+        float *x = ab_rnd(C * H * W, &seed), *w = ab_rnd(C * 9, &seed), *b = ab_rnd(C, &seed);
+        float *y[2] = {ab_rnd(C * OH * OW, &seed), ab_rnd(C * OH * OW, &seed)};
         kiln__dwrows p = {.N = 1, .C = C, .mult = 1, .H = H, .W = W, .OH = OH, .OW = OW, .KH = 3, .KW = 3,
                           .sy = sh[i].s, .sx = sh[i].s, .dy = 1, .dx = 1, .pt = 1, .pl = 1, .x = x, .w = w,
                           .bias = b, .xs = H * W, .ys = OH * OW, .clamp = 1, .lo = 0.0f, .hi = 6.0f,

@@ -13,6 +13,7 @@
  * before the shape, and the largest difference between the two outputs.
  */
 #include "ops/nn/conv_fewc.h"
+#include "ab_util.h"
 #include "ops/nn/pool16c.h"
 
 #include <math.h>
@@ -50,29 +51,19 @@ static const shp S[] = {
     {3, 640, 640, 16, 3, 2, 1, 1, "3->16 3x3/2 640 (t17, 16c)"},
 };
 
-static float *rnd(int64_t n) {
-    float *p = aligned_alloc(64, (size_t)((n * 4 + 63) / 64 * 64));
-    for (int64_t i = 0; p && i < n; i++) p[i] = (float)rand() / RAND_MAX - 0.5f;
-    return p;
-}
-static int cmpd(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 /* SHAPE 9: ResNet's stem conv (16c, Relu) + MaxPool 3x3/2 pads 1 (16c), the
  * new kernel both ways: conv to the whole 3.2 MB Y then pool (as two
  * layers), or fused: each band of BR pool rows from the 2 BR conv rows
  * (and the last of the band before, kept) in an L2-resident buffer. */
 static void chain(int rounds, int BR) {
     const int64_t C = 3, H = 224, W = 224, M = 64, OH = 112, OW = 112, PH = 56, PW = 56, CB = M / 16;
-    float *x = rnd(C * H * W), *w = rnd(M * C * 49), *b = rnd(M), *y = rnd(M * OH * OW), *pool[2];
-    pool[0] = rnd(M * PH * PW), pool[1] = rnd(M * PH * PW);
+    float *x = ab_rnd(C * H * W, NULL), *w = ab_rnd(M * C * 49, NULL), *b = ab_rnd(M, NULL), *y = ab_rnd(M * OH * OW, NULL), *pool[2];
+    pool[0] = ab_rnd(M * PH * PW, NULL), pool[1] = ab_rnd(M * PH * PW, NULL);
     const int64_t BH = 2 * BR + 1; /* band buffer rows */
-    float *band = rnd(CB * BH * OW * 16);
+    float *band = ab_rnd(CB * BH * OW * 16, NULL);
     kiln__fewc p = {.C = C, .H = H, .W = W, .M = M, .OH = OH, .OW = OW, .KH = 7, .KW = 7, .sy = 2, .sx = 2, .pt = 3,
                     .pl = 3, .x = x, .w = w, .bias = b, .lo = 0.0f, .hi = INFINITY, .nchw16c = 1};
-    float *wp = rnd(new_fewc_packed_w(&p)), *scr = rnd(new_fewc_scratch(&p));
+    float *wp = ab_rnd(new_fewc_packed_w(&p), NULL), *scr = ab_rnd(new_fewc_scratch(&p), NULL);
     int64_t tab[3 * 112];
     new_fewc_pack_w(&p, wp);
     p.wp = wp;
@@ -125,7 +116,7 @@ static void chain(int rounds, int BR) {
         }
     double md = 0;
     for (int64_t i = 0; i < M * PH * PW; i++) md = fmax(md, fabs((double)pool[0][i] - pool[1][i]));
-    for (int i = 0; i < 3; i++) qsort(t[i], (size_t)rounds, sizeof(double), cmpd);
+    for (int i = 0; i < 3; i++) qsort(t[i], (size_t)rounds, sizeof(double), ab_cmpd);
     printf("stem conv + maxpool, 1 thread, FMA peak %.0f: conv then pool %.1f / %.1f us (conv alone %.1f / %.1f), "
            "fused (%d pool rows a band) %.1f / %.1f us (min / median), fused/unfused %.3f, max |diff| %g\n",
            peak, t[0][0], t[0][rounds / 2], t[2][0], t[2][rounds / 2], BR, t[1][0], t[1][rounds / 2], t[1][0] / t[0][0], md);
@@ -145,16 +136,16 @@ int main(int argc, char **argv) {
         const shp *s = &S[si];
         const int64_t OH = (s->H + 2 * s->pad - s->K) / s->s + 1, OW = (s->W + 2 * s->pad - s->K) / s->s + 1;
         const int64_t ny = s->M * OH * OW;
-        float *x = rnd(s->C * s->H * s->W), *w = rnd(s->M * s->C * s->K * s->K), *b = rnd(s->M);
-        float *y[2] = {rnd(ny), rnd(ny)};
+        float *x = ab_rnd(s->C * s->H * s->W, NULL), *w = ab_rnd(s->M * s->C * s->K * s->K, NULL), *b = ab_rnd(s->M, NULL);
+        float *y[2] = {ab_rnd(ny, NULL), ab_rnd(ny, NULL)};
         kiln__fewc p = {.C = s->C, .H = s->H, .W = s->W, .M = s->M, .OH = OH, .OW = OW, .KH = s->K, .KW = s->K,
                         .sy = s->s, .sx = s->s, .pt = s->pad, .pl = s->pad, .x = x, .w = w, .bias = b,
                         .lo = 0.0f, .hi = INFINITY, .nchw16c = s->b16};
-        float *wp[2] = {rnd(base_fewc_packed_w(&p)), rnd(new_fewc_packed_w(&p))};
+        float *wp[2] = {ab_rnd(base_fewc_packed_w(&p), NULL), ab_rnd(new_fewc_packed_w(&p), NULL)};
         base_fewc_pack_w(&p, wp[0]);
         new_fewc_pack_w(&p, wp[1]);
         int64_t ns = base_fewc_scratch(&p) > new_fewc_scratch(&p) ? base_fewc_scratch(&p) : new_fewc_scratch(&p);
-        float *scr = rnd(ns);
+        float *scr = ab_rnd(ns, NULL);
         void (*run[2])(const kiln__fewc *, int64_t, int64_t, float *, int64_t, float *) = {base_fewc_rows, new_fewc_rows};
         double *t[2] = {malloc(sizeof(double) * (size_t)rounds), malloc(sizeof(double) * (size_t)rounds)};
         const double peak = cli_fma_peak_gflops(1);
@@ -175,7 +166,7 @@ int main(int argc, char **argv) {
             }
         double md = 0;
         for (int64_t i = 0; i < ny; i++) md = fmax(md, fabs((double)y[0][i] - y[1][i]));
-        for (int i = 0; i < 2; i++) qsort(t[i], (size_t)rounds, sizeof(double), cmpd);
+        for (int i = 0; i < 2; i++) qsort(t[i], (size_t)rounds, sizeof(double), ab_cmpd);
         const double gf = 2.0 * s->M * OH * OW * s->C * s->K * s->K / 1e3;
         printf("| %s | %.1f / %.1f | %.1f / %.1f | %.3f | %.1f / %.1f (%.0f%% / %.0f%% of %.0f) | %g |\n", s->what, t[0][0],
                t[0][rounds / 2], t[1][0], t[1][rounds / 2], t[1][0] / t[0][0], gf / t[0][0], gf / t[1][0],

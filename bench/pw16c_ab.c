@@ -19,6 +19,7 @@
  * and new against NCHW (minima), and the FMA peak before and after.
  */
 #include "kiln/kiln.h"
+#include "ab_util.h"
 #include "kiln_int.h"
 #include "ops/nn/conv_pw16c.h"
 
@@ -64,16 +65,6 @@ static const shp S[] = {
     {512, 2048, 7, 7, 1, "layer4 conv3 512->2048 7x7 +res+relu"},
     {2048, 512, 7, 7, 0, "layer4.1-2 conv1 2048->512 7x7 +relu"},
 };
-
-static float *rnd(int64_t n) {
-    float *p = aligned_alloc(64, (size_t)((n * 4 + 63) / 64 * 64));
-    for (int64_t i = 0; p && i < n; i++) p[i] = (float)rand() / RAND_MAX - 0.5f;
-    return p;
-}
-static int cmpd(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
 
 typedef struct job {
     const kiln__pw16c *p;
@@ -123,8 +114,8 @@ int main(int argc, char **argv) {
         if (only >= 0 && si != only) continue;
         const shp *s = &S[si];
         const int64_t P = s->H * s->W, nx = s->C * P, ny = s->M * P;
-        float *w = rnd(s->M * s->C), *b = rnd(s->M), *x[NSETS], *r[NSETS], *y[NSETS];
-        for (int i = 0; i < NSETS; i++) x[i] = rnd(nx), r[i] = rnd(ny), y[i] = rnd(ny);
+        float *w = ab_rnd(s->M * s->C, NULL), *b = ab_rnd(s->M, NULL), *x[NSETS], *r[NSETS], *y[NSETS];
+        for (int i = 0; i < NSETS; i++) x[i] = ab_rnd(nx, NULL), r[i] = ab_rnd(ny, NULL), y[i] = ab_rnd(ny, NULL);
         kiln_engine *e = nchw_engine(s, w, b, T);
         if (!e) return 1;
         int tactic = -1;
@@ -133,7 +124,7 @@ int main(int argc, char **argv) {
         kiln_context *ctx;
         if (kiln_context_create(e, T, &ctx)) return 1;
         kiln_context_set_profiling(ctx, 1);
-        float *wb = rnd(base_pw16c_packed(s->M, s->C)), *wn = rnd(new_pw16c_packed(s->M, s->C));
+        float *wb = ab_rnd(base_pw16c_packed(s->M, s->C), NULL), *wn = ab_rnd(new_pw16c_packed(s->M, s->C), NULL);
         base_pw16c_pack(w, s->M, s->C, wb);
         new_pw16c_pack(w, s->M, s->C, wn);
         /* the unit order conv_pw16c.c picks (kiln__pw16c_conv's rule) */
@@ -170,7 +161,7 @@ int main(int argc, char **argv) {
                 if (it >= 0) t[which][it] = us;
             }
         }
-        for (int i = 0; i < 3; i++) qsort(t[i], (size_t)rounds, sizeof(double), cmpd);
+        for (int i = 0; i < 3; i++) qsort(t[i], (size_t)rounds, sizeof(double), ab_cmpd);
         printf("| %s | %d | %.0f / %.0f | %.0f / %.0f | %.0f / %.0f | %+.0f%% | %+.0f%% |\n", s->what, tactic, t[0][0],
                t[0][rounds / 2], t[1][0], t[1][rounds / 2], t[2][0], t[2][rounds / 2], (t[1][0] / t[0][0] - 1) * 100,
                (t[2][0] / t[0][0] - 1) * 100);

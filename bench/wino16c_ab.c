@@ -15,6 +15,7 @@
  * at 1 and 2 threads.  Bias on, no activation (the same for all).
  */
 #include "kiln/plugin.h"
+#include "ab_util.h"
 #include "kiln_int.h"
 #include "ops/nn/conv_wino16c.h"
 
@@ -38,17 +39,6 @@ double cli_now_ms(void) { return now() * 1e3; }
 enum { K6, K10, K14, K15, RF_IN, RF_OUT, COPY, NK };
 static const char *const kname[NK] = {"t6", "t10", "t14", "t15", "rf X", "rf Y", "memcpy"};
 
-static float *rnd(int64_t n, unsigned *seed) {
-    float *p = aligned_alloc(64, (size_t)((n + 15) / 16 * 16) * sizeof(float));
-    for (int64_t i = 0; i < n; i++) p[i] = (float)rand_r(seed) / (float)RAND_MAX - 0.5f;
-    return p;
-}
-
-static int cmpd(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 static kiln_tensor tensor(void *data, int64_t C, int64_t H, int64_t W, kiln_format f) {
     kiln_tensor t = {.data = data, .dtype = KILN_DTYPE_F32, .format = f, .ndim = 4, .dims = {1, C, H, W}};
     t.strides[3] = 1, t.strides[2] = W, t.strides[1] = H * W, t.strides[0] = C * H * W;
@@ -68,8 +58,8 @@ int main(int argc, char **argv) {
             const int64_t C = sh[s][0], M = C, H = sh[s][1], W = H, n = C * H * W;
             float *x[SETS], *x16[SETS], *y[SETS], *y16[SETS];
             for (int i = 0; i < SETS; i++)
-                x[i] = rnd(n, &seed), x16[i] = rnd(n, &seed), y[i] = rnd(n, &seed), y16[i] = rnd(n, &seed);
-            float *w = rnd(M * C * 9, &seed), *b = rnd(M, &seed);
+                x[i] = ab_rnd(n, &seed), x16[i] = ab_rnd(n, &seed), y[i] = ab_rnd(n, &seed), y16[i] = ab_rnd(n, &seed);
+            float *w = ab_rnd(M * C * 9, &seed), *b = ab_rnd(M, &seed);
             void *p4 = aligned_alloc(64, kiln__wino_pack_bytes(4, M, C)),
                  *p2 = aligned_alloc(64, kiln__wino_pack_bytes(2, M, C)),
                  *p16 = aligned_alloc(64, kiln__wino16c_pack_bytes(4, M, C)),
@@ -130,7 +120,7 @@ int main(int argc, char **argv) {
             printf("%d thr %4lld->%-4lld %2lldx%-2lld", threads, (long long)C, (long long)M, (long long)H, (long long)W);
             double mn[NK], md[NK];
             for (int k = 0; k < NK; k++) {
-                qsort(t[k], (size_t)R, sizeof(double), cmpd);
+                qsort(t[k], (size_t)R, sizeof(double), ab_cmpd);
                 mn[k] = t[k][0] * 1e3, md[k] = t[k][R / 2] * 1e3;
                 printf("  %s %.3f/%.3f", kname[k], mn[k], md[k]);
             }
