@@ -15,6 +15,7 @@ date, the CPU model, the ORT version and the load average, three tables:
   latency: model | threads | ORT median ms | kiln median ms | ORT/kiln | CPU ms/run ORT, kiln | ORT/kiln by CPU
            | min ms ORT, kiln | ORT/kiln by min | max abs diff | relative diff
            | load (the 1-minute load average when the row was measured)
+           | core round trip ns (2+ threads: median (min-max) over kiln's rounds)
   load:    model | ORT session ms | kiln engine load ms | kiln/ORT | kiln first run ms | ORT first run ms
   profile: model | threads | GFLOP | kiln GFLOP/s | FMA peak GFLOP/s | of peak | top 5 layers
 
@@ -28,7 +29,12 @@ both engines' spinning, so it is not a latency.  min: the fastest single run
 of all rounds (each engine's best case; when a slow or busy VM puts the medians
 far above the minima, as on 2026-11-26 evening, the min ratio is the steadier
 latency figure).  The diff is between kiln's and ORT's
-outputs.  Load: ORT's InferenceSession creation against kiln_engine_load of
+outputs.  Core round trip: how far apart the host put the two CPUs, which
+`kiln bench` measures after each round (tools/core_rtt.c): on the 2-vCPU
+Zen 5 VM of 2026-11-27, ~70-120 ns on one die and ~430 ns across dies,
+changing every few seconds to minutes; across dies kiln's ResNet-18 ran
+1.45x slower at 2 threads, ORT's 1.05x, so compare 2-thread rows only at
+like round trips (--round-log shows each round's).  Load: ORT's InferenceSession creation against kiln_engine_load of
 the saved engine (libkiln through ctypes, same process, alternating); kiln's
 first run also verifies the checksums a mapped load defers.  Profile: the
 model's GFLOP (Conv, ConvTranspose, Gemm, MatMul from the ONNX shapes), kiln's
@@ -38,7 +44,7 @@ its five slowest layers.  A model kiln cannot build (an op
 still missing, a build-time value it needs) shows the reason instead.
 
     python3 bench/compare.py [--kiln build/kiln] [--threads 1,2] [--iterations 50] [--rounds 5]
-                             [--models name,...] [--no-torch] [--no-load] [--no-profile]
+                             [--models name,...] [--no-torch] [--no-load] [--no-profile] [--round-log]
 
 Installs numpy, onnx, onnxruntime, torch and torchvision with pip when they
 are missing (--no-torch: no torch; the two CNNs are then built with the onnx
@@ -233,6 +239,12 @@ def kiln_bench(kiln, eng, threads, iters, warmup, profile=False):
     return float(m.group(2)) * scale, out, None, cpu
 
 
+def bench_rtt(out):
+    """The core round trip `kiln bench` printed at 2+ threads, ns (None if absent)."""
+    m = re.search(r"core round trip: ([0-9.]+) ns", out or "")
+    return float(m.group(1)) if m else None
+
+
 def bench_min(out):
     """The fastest run `kiln bench` printed, in ms (None if absent)."""
     m = re.search(r"latency (ms|us|s)\b.*?min ([0-9.eE+-]+)", out or "")
@@ -355,6 +367,8 @@ def main():
                     help="do not install torch; ResNet-18/MobileNetV2 built with the onnx helper API")
     ap.add_argument("--no-load", action="store_true", help="skip the load-time table")
     ap.add_argument("--no-profile", action="store_true", help="skip the profile table")
+    ap.add_argument("--round-log", action="store_true",
+                    help="print each round's medians (ORT, kiln) with the time of day to stderr")
     a = ap.parse_args()
     load_deps(a.no_torch)
     kiln = find_kiln(a.kiln)
@@ -373,7 +387,7 @@ def main():
             for _ in range(a.warmup):
                 s.run(None, feeds)
             eng, outs, why = kiln_prepare(kiln, name, path, feeds, t)
-            o_meds, k_meds, o_cpu, k_cpu, o_mins, k_mins, bench_out = [], [], [], [], [], [], ""
+            o_meds, k_meds, o_cpu, k_cpu, o_mins, k_mins, rtts, bench_out = [], [], [], [], [], [], [], ""
             # a one-run bench: the CPU time of start, load and checksums
             k_base = kiln_bench(kiln, eng, t, 1, 0)[3] if eng and not why else None
             for r in range(rounds):
@@ -387,7 +401,14 @@ def main():
                         k_meds.append(k)
                         if bench_min(bench_out) is not None:
                             k_mins.append(bench_min(bench_out))
+                        if t > 1 and bench_rtt(bench_out) is not None:
+                            rtts.append(bench_rtt(bench_out))
                         k_cpu.append(max(kc - k_base, 0.0) * 1e3 / max(per + a.warmup - 1, 1))
+                if a.round_log:
+                    print("  %s %s t%d round %d: ORT %.3f ms, kiln %s%s" % (
+                        time.strftime("%H:%M:%S"), name, t, r, om,
+                        "%.3f ms" % k_meds[-1] if len(k_meds) == r + 1 else "-",
+                        ", core round trip %.0f ns" % rtts[-1] if len(rtts) == r + 1 else ""), file=sys.stderr)
             del s
             ort_ms = float(np.median(o_meds))
             k_ms = float(np.median(k_meds)) if k_meds and not why else None
@@ -404,7 +425,8 @@ def main():
                 diff = max(ds) if ds else None
                 rel = max(rs) if rs else None
             mins = (min(o_mins), min(k_mins)) if k_mins and not why else None
-            rows.append((name, t, ort_ms, k_ms, diff, rel, why, os.getloadavg()[0], ort_c, k_c, mins))
+            rtt = "%.0f (%.0f-%.0f)" % (float(np.median(rtts)), min(rtts), max(rtts)) if rtts else "-"
+            rows.append((name, t, ort_ms, k_ms, diff, rel, why, os.getloadavg()[0], ort_c, k_c, mins, rtt))
             print("%-16s threads %d: ORT %.3f ms, kiln %s%s" % (
                 name, t, ort_ms, "%.3f ms" % k_ms if k_ms else "-", "  (" + why + ")" if why else ""),
                 file=sys.stderr)
@@ -426,14 +448,15 @@ def main():
     print(header + " (at the start; %s at the end)" % " ".join("%.2f" % x for x in os.getloadavg()))
     print()
     print("| model | threads | ORT median ms | kiln median ms | ORT/kiln | CPU ms/run ORT, kiln | ORT/kiln by CPU "
-          "| min ms ORT, kiln | ORT/kiln by min | max abs diff | max diff / max abs ref | load (1 min) |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
-    for name, t, o, k, d, r, why, ld, oc, kc, mins in rows:
-        print("| %s | %d | %.3f | %s | %s | %s | %s | %s | %s | %s | %s | %.1f |" % (
+          "| min ms ORT, kiln | ORT/kiln by min | max abs diff | max diff / max abs ref | load (1 min) "
+          "| core round trip ns |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for name, t, o, k, d, r, why, ld, oc, kc, mins, rtt in rows:
+        print("| %s | %d | %.3f | %s | %s | %s | %s | %s | %s | %s | %s | %.1f | %s |" % (
             name, t, o, "%.3f" % k if k else "n/a: " + why, "%.2f" % (o / k) if k else "-",
             "%.3f, %s" % (oc, "%.3f" % kc if kc else "-"), "%.2f" % (oc / kc) if kc else "-",
             "%.3f, %.3f" % mins if mins else "-", "%.2f" % (mins[0] / mins[1]) if mins else "-",
-            "%.3g" % d if d is not None else "-", "%.3g" % r if r is not None else "-", ld))
+            "%.3g" % d if d is not None else "-", "%.3g" % r if r is not None else "-", ld, rtt))
     if loads:
         print()
         print("| model | ORT session ms | kiln engine load ms | kiln/ORT | kiln first run ms | ORT first run ms |")

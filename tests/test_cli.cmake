@@ -84,7 +84,17 @@ if(TARGET kiln_cli AND TARGET kiln_samples_ops)
                 --warmup 20 --iterations 500)
   set_tests_properties(cli_build_chain100 PROPERTIES FIXTURES_SETUP cli_chain100)
   set_tests_properties(cli_bench_chain100 PROPERTIES FIXTURES_REQUIRED cli_chain100
-                       PASS_REGULAR_EXPRESSION "per layer: [0-9.]+ us")
+                       PASS_REGULAR_EXPRESSION "per layer: [0-9.]+ us"
+                       FAIL_REGULAR_EXPRESSION "core round trip")
+  # At 2 threads: how far apart two of the CPUs are (tools/core_rtt.c), on
+  # hosts with two.
+  cmake_host_system_information(RESULT KC_NCPU QUERY NUMBER_OF_LOGICAL_CORES)
+  if(KC_NCPU GREATER 1)
+    kiln_cli_test(cli_bench_chain100_rtt ${KC} bench ${KC_DIR}/chain100.kiln --plugins ${KLIB} --threads 2
+                  --warmup 2 --iterations 20)
+    set_tests_properties(cli_bench_chain100_rtt PROPERTIES FIXTURES_REQUIRED cli_chain100
+                         PASS_REGULAR_EXPRESSION "max [0-9.]+\ncore round trip: [1-9][0-9]* ns \\(CPUs [0-9]+ and [0-9]+, after the timed runs\\)")
+  endif()
   # --profile: the five slowest layers (op named) and the measured FMA peak.
   kiln_cli_test(cli_bench_chain100_profile ${KC} bench ${KC_DIR}/chain100.kiln --plugins ${KLIB} --threads 1
                 --warmup 2 --iterations 20 --profile)

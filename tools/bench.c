@@ -176,6 +176,12 @@ int kiln_cli_bench(int argc, char **argv) {
     printf("%s: %zu runs, latency %s: min %.3f  median %.3f  p90 %.3f  p99 %.3f  max %.3f\n",
            path, n, u > 1 ? "us" : "ms", lat[0] * u, med * u, pct(lat, n, 0.9) * u,
            pct(lat, n, 0.99) * u, lat[n - 1] * u);
+    /* Where the host put two of our CPUs, right after the timed runs: a
+     * 2-thread latency depends on it (core_rtt.c). */
+    double rtt;
+    int ca, cb;
+    if (threads != 1 && !cli_core_rtt(&rtt, &ca, &cb))
+        printf("core round trip: %.0f ns (CPUs %d and %d, after the timed runs)\n", rtt, ca, cb);
     printf("throughput: %.1f runs/s\n", (double)n / (total / 1e3));
     printf("engine load: %.3f ms%s\n", t_load, cli_is_onnx(path) ? " (import and build in memory)" : "");
     if (warmup > 0) printf("first run: %.3f ms\n", t_first);

@@ -74,6 +74,10 @@ int cli_threads(const char *verb, const char *s, long *out);
 /* The measured single-precision FMA peak of `threads` threads, GFLOP/s
  * (fma_peak.c; takes ~0.1-0.5 s). */
 double cli_fma_peak_gflops(int threads);
+/* The round trip of a cache line between the first two CPUs this process
+ * may run on, ns (core_rtt.c; ~5-20 ms): 0, or -1 where there are fewer
+ * than two or one cannot be pinned. */
+int cli_core_rtt(double *ns, int *cpu_a, int *cpu_b);
 int cli_double(const char *verb, const char *opt, const char *s, double *out);
 /* --device cpu|cuda; -1 on error (message printed). */
 int cli_device(const char *verb, const char *s, kiln_device_kind *out);
