@@ -19,6 +19,14 @@ date, the CPU model, the ORT version and the load average, three tables:
   load:    model | ORT session ms | kiln engine load ms | kiln/ORT | kiln first run ms | ORT first run ms
   profile: model | threads | GFLOP | kiln GFLOP/s | FMA peak GFLOP/s | of peak | top 5 layers
 
+After each ORT round the script waits --gap seconds (0.1) before kiln's:
+ORT's intra-op workers spin for ~10-20 ms after its last run (its default
+session.intra_op.allow_spinning), and at 2 threads that spinning took a
+CPU from a `kiln bench` started at once (2026-11-27, Zen 5 VM: MobileNetV2
+kiln 3.7-4.0 ms right after ORT's round, 1.9 ms 20 ms or more later or with
+ORT's spinning off; rows of short models at 2 threads were off by up to
+2x).  ORT's own timed runs keep its spinning.
+
 ORT/kiln above 1: kiln is faster.  CPU ms/run: the user + system time each
 engine used per run (ORT: this process's, around its timed runs; kiln: the
 `kiln bench` child's, less that of a one-run `kiln bench`, which removes its
@@ -44,7 +52,7 @@ its five slowest layers.  A model kiln cannot build (an op
 still missing, a build-time value it needs) shows the reason instead.
 
     python3 bench/compare.py [--kiln build/kiln] [--threads 1,2] [--iterations 50] [--rounds 5]
-                             [--models name,...] [--no-torch] [--no-load] [--no-profile] [--round-log]
+                             [--models name,...] [--no-torch] [--no-load] [--no-profile] [--round-log] [--gap S]
 
 Installs numpy, onnx, onnxruntime, torch and torchvision with pip when they
 are missing (--no-torch: no torch; the two CNNs are then built with the onnx
@@ -367,6 +375,8 @@ def main():
                     help="do not install torch; ResNet-18/MobileNetV2 built with the onnx helper API")
     ap.add_argument("--no-load", action="store_true", help="skip the load-time table")
     ap.add_argument("--no-profile", action="store_true", help="skip the profile table")
+    ap.add_argument("--gap", type=float, default=0.1,
+                    help="seconds idle after each ORT round, before kiln's (default 0.1; 0: none)")
     ap.add_argument("--round-log", action="store_true",
                     help="print each round's medians (ORT, kiln) with the time of day to stderr")
     a = ap.parse_args()
@@ -392,6 +402,7 @@ def main():
             k_base = kiln_bench(kiln, eng, t, 1, 0)[3] if eng and not why else None
             for r in range(rounds):
                 om, oc, omin = ort_round(s, feeds, per)
+                time.sleep(a.gap)  # ORT's spinning workers go idle before kiln's round (see --gap)
                 o_meds.append(om)
                 o_mins.append(omin)
                 o_cpu.append(oc)
