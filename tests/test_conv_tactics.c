@@ -44,6 +44,11 @@ static const tcase g_cases[] = {
      * im2col GEMM 2, the padded GEMM with packed B 8 or compact B 9,
      * Winograd 6 (4x4 tiles) and 10 (2x2 tiles) */
     {"dense 3x3", 16, 24, 1, 13, 11, 3, 1, 1, B(1) | B(2) | B(6) | B(8) | B(9) | B(10), B(3) | B(4) | B(5)},
+    /* Winograd over several lane groups of 16 tiles a channel, groups that
+     * start in one tile row and end in the next (18 tiles a row, 8 rows:
+     * the transforms' prefetch of the group two ahead, and of the next
+     * channel's first groups, walks every case) */
+    {"dense 3x3, 144 tiles", 20, 24, 1, 30, 70, 3, 1, 1, B(1) | B(2) | B(6) | B(8) | B(9) | B(10), B(3) | B(4) | B(5)},
     /* dense 3x3 stride 2: no Winograd (a 9 x 8 output: above 64 pixels) */
     {"dense 3x3 stride 2", 16, 20, 1, 17, 16, 3, 2, 1, B(1) | B(2) | B(8) | B(9), B(3) | B(4) | B(5)},
     /* strided, 64 output pixels or fewer (ResNet's layer4.0 3x3/2): tactic

@@ -283,15 +283,51 @@ static void load_n(vlane *v, const float *p, int n) {
 }
 #endif
 
+/* Into L1 (the gathers and scatters of the transforms are not followed by
+ * the hardware prefetchers): the rows of plane `base` (H x W) that the
+ * lane group of tiles [t, t + LANES) reads (X: a = m + 2 rows from the
+ * tile's corner less the pads) or writes (Y: m rows, no pads; rw 1). */
+static void prefetch_group(const job *j, const float *base, int64_t t, int64_t H, int64_t W, int64_t pt,
+                           int64_t pl, int64_t a, int rw) {
+    const int64_t TW = j->b.TW, m = j->w->m;
+    int64_t end = t + LANES < j->ntiles ? t + LANES : j->ntiles;
+    while (t < end) {
+        int64_t row = (j->ty0 + t / TW) * m - pt, q0 = t % TW;
+        int64_t q1 = end - (t - q0) < TW ? end - (t - q0) : TW; /* tiles [q0, q1) of this tile row */
+        int64_t x0 = q0 * m - pl, x1 = (q1 - 1) * m - pl + a;
+        if (x0 < 0) x0 = 0;
+        if (x1 > W) x1 = W;
+        for (int64_t r = row < 0 ? 0 : row; r < row + a && r < H; r++) {
+            const char *p = (const char *)(base + r * W + x0), *e = (const char *)(base + r * W + x1);
+            for (; p < e; p += 64) {
+                if (rw) __builtin_prefetch(p, 1, 3);
+                else __builtin_prefetch(p, 0, 3);
+            }
+        }
+        t += q1 - q0;
+    }
+}
+
+/* The group of tiles two ahead of t0 in a plane of ntiles, or the same
+ * place in the next plane (*next = 1) once past the end. */
+static int64_t group_ahead(const job *j, int64_t t0, int *next) {
+    int64_t ahead = t0 + 2 * LANES;
+    *next = ahead >= j->ntiles;
+    return *next ? ahead - (j->ntiles + LANES - 1) / LANES * LANES : ahead;
+}
+
 INLINE void input_tiles(const int m, const job *j, int64_t c0, int64_t c1) {
     const int a = SIDE(m);
     const kiln__wino *w = j->w;
-    const int64_t ld = j->b.ld, C = w->C;
+    const int64_t ld = j->b.ld, C = w->C, plane = w->H * w->W;
     for (int64_t c = c0; c < c1; c++) {
-        const float *xc = w->x + c * w->H * w->W;
-        lanes ln;
+        const float *xc = w->x + c * plane;
+        lanes ln = {0};
         for (int64_t t0 = 0; t0 < j->ntiles; t0 += LANES) {
             vlane d[36], v[36];
+            int next;
+            int64_t ahead = group_ahead(j, t0, &next);
+            if (!next || c + 1 < c1) prefetch_group(j, xc + next * plane, ahead, w->H, w->W, w->pt, w->pl, a, 0);
             lanes_of(j, t0, &ln);
             gather(a, w, xc, &ln, d);
             kiln__wino_in_tile(a, d, v);
@@ -307,8 +343,15 @@ INLINE void output_tiles(const int m, const job *j, int64_t m0, int64_t m1) {
     const int64_t ld = j->b.ld, M = w->M, OH = w->OH, OW = w->OW;
     for (int64_t oc = m0; oc < m1; oc++) {
         float *ym = w->y + oc * OH * OW;
-        lanes ln;
+        lanes ln = {0};
         for (int64_t t0 = 0; t0 < j->ntiles; t0 += LANES) {
+            int next;
+            int64_t ahead = group_ahead(j, t0, &next);
+            if (!next || oc + 1 < m1) {
+                const float *pa = j->p + (oc + next) * ld + ahead;
+                for (int xi = 0; xi < a * a; xi++) __builtin_prefetch(pa + (int64_t)xi * M * ld, 0, 3);
+                prefetch_group(j, ym + next * OH * OW, ahead, OH, OW, 0, 0, m, 1);
+            }
             lanes_of(j, t0, &ln);
             vlane p[36], o[16];
             for (int xi = 0; xi < a * a; xi++) load_n(&p[xi], j->p + ((int64_t)xi * M + oc) * ld + t0, ln.n);
