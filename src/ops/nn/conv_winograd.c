@@ -327,7 +327,11 @@ INLINE void input_tiles(const int m, const job *j, int64_t c0, int64_t c1) {
             vlane d[36], v[36];
             int next;
             int64_t ahead = group_ahead(j, t0, &next);
-            if (!next || c + 1 < c1) prefetch_group(j, xc + next * plane, ahead, w->H, w->W, w->pt, w->pl, a, 0);
+            if (!next || c + 1 < c1) {
+                prefetch_group(j, xc + next * plane, ahead, w->H, w->W, w->pt, w->pl, a, 0);
+                float *va = j->v + (c + next) * ld + ahead; /* and the 36 V lines it writes */
+                for (int xi = 0; xi < a * a; xi++) __builtin_prefetch(va + (int64_t)xi * C * ld, 1, 3);
+            }
             lanes_of(j, t0, &ln);
             gather(a, w, xc, &ln, d);
             kiln__wino_in_tile(a, d, v);
