@@ -31,7 +31,12 @@
  * block at once, one per lane of a vector (GCC vector extension: AVX-512
  * or two AVX2 halves); with AVX-512 the tiles are gathered from X and
  * the results scattered into Y by masked gathers/scatters (zero outside
- * the image), elsewhere by scalar loops.
+ * the image), elsewhere by scalar loops.  The hardware prefetchers do not
+ * follow gathers and scatters, so each lane group prefetches what the
+ * group two ahead reads and writes (input rows, V lines, product rows,
+ * output rows): PP-OCRv4 det's 96 -> 24 convs at 160x160, whose 96 input
+ * planes come from L3, spent 74% of their time waiting in the input
+ * transform without it (2.3x slower).
  *
  * Accuracy: the transforms' constants are exact in binary except G's
  * sixths and twenty-fourths (computed in double at prepack); the output
