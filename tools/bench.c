@@ -26,6 +26,9 @@ static int usage(FILE *f) {
             "  --no-cuda-graph         CUDA engines: launch layer by layer (no CUDA graph replay)\n"
             "  -v, --verbose           library log (engine loading, plugin lookups)\n"
             "  ENGINE may be a MODEL.onnx: built in memory first (--shapes sets its profile)\n"
+            "  Unless --threads 1, it also prints the round trip of a cache line between the\n"
+            "  first two CPUs it may use (\"core round trip\"): on a VM the host may put them on\n"
+            "  one die (~50-150 ns) or two (~400 ns), which changes 2-thread latencies\n"
             CLI_TRUST_HELP);
     return f == stdout ? 0 : 2;
 }
