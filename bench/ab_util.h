@@ -1,14 +1,29 @@
 /*
  * ab_util.h — what the kernel A/B programs (bench/NAME_ab.c, built by
  * kernel_ab.sh and attn_ab.sh) share: uniform random floats in [-0.5, 0.5]
- * in 64-byte aligned buffers, and the comparison qsort needs for a median
- * of timings.
+ * in 64-byte aligned buffers, the comparison qsort needs for a median
+ * of timings, and the clock: the FMA peak they print comes from
+ * tools/fma_peak.c (linked into each program), which reads the CLI's
+ * cli_now_ms (tools/args.c there); each program is one translation unit,
+ * so that clock is defined here, once.
  */
 #ifndef KILN_BENCH_AB_UTIL_H
 #define KILN_BENCH_AB_UTIL_H
 
 #include <stdint.h>
 #include <stdlib.h>
+#include <time.h>
+
+double cli_fma_peak_gflops(int threads); /* tools/fma_peak.c */
+double cli_now_ms(void);
+double cli_now_ms(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec * 1e-6;
+}
+
+/* Seconds, on the same clock. */
+static inline double ab_now(void) { return cli_now_ms() * 1e-3; }
 
 /* n floats from rand_r(seed), or rand() where seed is NULL, in whole
  * 64-byte lines plus 64 floats of slack that a vector kernel may read past

@@ -24,15 +24,6 @@
 #include <string.h>
 #include <time.h>
 
-double cli_fma_peak_gflops(int threads); /* tools/fma_peak.c */
-
-static double now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-double cli_now_ms(void) { return now() * 1e3; } /* fma_peak.c's clock */
-
 static kiln_engine *attn_engine(int64_t S, int64_t H, int64_t D) {
     const int64_t E = H * D, dims[3] = {S, 1, 3 * E}, perm[4] = {2, 0, 1, 3};
     int64_t vw[42];
@@ -101,9 +92,9 @@ int main(int argc, char **argv) {
                 best[t][r] = 1e9;
                 for (int it = 0; it < 22; it++) {
                     for (size_t i = 0; flush && i < 4u << 20; i += 16) flush[i] += 1.0f; /* p out of L2 */
-                    double t0 = now();
+                    double t0 = ab_now();
                     kiln_context_run(c);
-                    if (it >= 2 && now() - t0 < best[t][r]) best[t][r] = now() - t0;
+                    if (it >= 2 && ab_now() - t0 < best[t][r]) best[t][r] = ab_now() - t0;
                 }
                 kiln_context_free(c);
                 for (int64_t i = 0; t && i < ny; i++)

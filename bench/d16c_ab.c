@@ -37,14 +37,6 @@ void new_d16c_pack(const float *w, int64_t M, int64_t C, int64_t taps, float *ds
 int64_t new_d16c_units(const kiln__d16c *p);
 void new_d16c_run(const kiln__d16c *p, int64_t u0, int64_t u1);
 int new_d16c_wmajor(int64_t C, int64_t M, int64_t taps, int64_t P, int threads);
-double cli_fma_peak_gflops(int threads); /* tools/fma_peak.c */
-double cli_now_ms(void);
-double cli_now_ms(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec * 1e3 + t.tv_nsec * 1e-6;
-}
-
 #define NSETS 6
 typedef struct shp {
     int64_t C, M, H, W, K, S; /* K x K kernel, stride S, pad K / 2 */

@@ -27,15 +27,6 @@
 typedef void (*band_fn)(const kiln__dwrows *, int64_t, int64_t, int64_t, int64_t, int64_t);
 void base_dwrows_band(const kiln__dwrows *p, int64_t n, int64_t m0, int64_t m1, int64_t oy0, int64_t oy1);
 void new_dwrows_band(const kiln__dwrows *p, int64_t n, int64_t m0, int64_t m1, int64_t oy0, int64_t oy1);
-double cli_fma_peak_gflops(int threads); /* tools/fma_peak.c */
-
-static double now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-double cli_now_ms(void) { return now() * 1e3; } /* fma_peak.c's clock (tools/args.c in the CLI) */
-
 int main(int argc, char **argv) {
     const int rounds = argc > 1 ? atoi(argv[1]) : 20, net = argc > 2 && atoi(argv[2]);
     const double pk = cli_fma_peak_gflops(1) * 1e9 / 32; /* vector FMAs a second */
@@ -68,9 +59,9 @@ int main(int argc, char **argv) {
             for (int k = 0; k < 2; k++) {
                 const int v = r % 2 ? 1 - k : k;
                 p.y = y[v];
-                double t0 = now();
+                double t0 = ab_now();
                 for (int64_t q = 0; q < reps; q++) f[v](&p, 0, 0, C, 0, OH);
-                double t = (now() - t0) / (double)reps;
+                double t = (ab_now() - t0) / (double)reps;
                 if (t < best[v]) best[v] = t;
             }
         double diff = 0;

@@ -30,14 +30,6 @@ int64_t new_fewc_scratch(const kiln__fewc *p);
 int64_t new_fewc_packed_w(const kiln__fewc *p);
 void new_fewc_pack_w(const kiln__fewc *p, float *wp);
 void new_fewc_rows(const kiln__fewc *p, int64_t oy0, int64_t oy1, float *y, int64_t ys, float *scratch);
-double cli_fma_peak_gflops(int threads); /* tools/fma_peak.c */
-double cli_now_ms(void);
-double cli_now_ms(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec * 1e3 + t.tv_nsec * 1e-6;
-}
-
 typedef struct shp {
     int64_t C, H, W, M, K, s, pad;
     int b16;

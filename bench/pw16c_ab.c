@@ -36,14 +36,6 @@ int64_t new_pw16c_packed(int64_t M, int64_t C);
 void new_pw16c_pack(const float *w, int64_t M, int64_t C, float *dst);
 int64_t new_pw16c_units(const kiln__pw16c *p);
 void new_pw16c_run(const kiln__pw16c *p, int64_t u0, int64_t u1);
-double cli_fma_peak_gflops(int threads); /* tools/fma_peak.c */
-double cli_now_ms(void);
-double cli_now_ms(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec * 1e3 + t.tv_nsec * 1e-6;
-}
-
 #define NSETS 6
 typedef struct shp {
     int64_t C, M, H, W;

@@ -18,6 +18,7 @@
  */
 #include "device/cpu/sgemm.h"
 #include "kiln_int.h"
+#include "ab_util.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,15 +45,6 @@ typedef struct variant {
 static const variant V[2] = {
     {base_sgemm, base_sgemm_pack_a_floats, base_sgemm_pack_a, base_sgemm_pack_b_floats, base_sgemm_pack_b},
     {new_sgemm, new_sgemm_pack_a_floats, new_sgemm_pack_a, new_sgemm_pack_b_floats, new_sgemm_pack_b}};
-
-double cli_fma_peak_gflops(int threads); /* tools/fma_peak.c */
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-double cli_now_ms(void) { return now_s() * 1e3; }
 
 /* How the network calls the GEMM: a conv's prepacked weights as A with its
  * input as a plain B matrix (packed by the GEMM) or read in place (shifted
@@ -140,9 +132,9 @@ int main(int argc, char **argv) {
                         if (S[s].kind == B_PACKED) g[v].b_packed = pk;
                         else g[v].a_packed = pk;
                     }
-                    double t0 = now_s();
+                    double t0 = ab_now();
                     V[v].gemm(&g[v], pool ? &e : NULL);
-                    double t = now_s() - t0;
+                    double t = ab_now() - t0;
                     if (t < best[v]) best[v] = t;
                 }
             }

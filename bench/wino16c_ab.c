@@ -26,15 +26,6 @@
 #include <time.h>
 
 int kiln__reformat_host(const kiln_call *c); /* ops/common/reformat.c */
-double cli_fma_peak_gflops(int threads);     /* tools/fma_peak.c */
-
-static double now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-double cli_now_ms(void) { return now() * 1e3; }
-
 #define SETS 8
 enum { K6, K10, K14, K15, RF_IN, RF_OUT, COPY, NK };
 static const char *const kname[NK] = {"t6", "t10", "t14", "t15", "rf X", "rf Y", "memcpy"};
@@ -76,7 +67,7 @@ int main(int argc, char **argv) {
             for (int r = 0; r < R; r++)
                 for (int q = 0; q < NK; q++) {
                     const int k = (q + r) % NK, i = (r * NK + q) % SETS;
-                    double t0 = now();
+                    double t0 = ab_now();
                     if (k == K6 || k == K10) {
                         const int m = k == K6 ? 4 : 2;
                         kiln__wino wp = {.m = m, .C = C, .M = M, .H = H, .W = W, .OH = H, .OW = W, .pt = 1, .pl = 1,
@@ -100,7 +91,7 @@ int main(int argc, char **argv) {
                         kiln_call c = {.in = &in, .nin = 1, .out = &out, .nout = 1, .exec = &ex};
                         kiln__reformat_host(&c);
                     }
-                    t[k][r] = now() - t0;
+                    t[k][r] = ab_now() - t0;
                 }
             /* the outputs agree: t6's Y and t14's Y of the same X (set 0) */
             kiln_tensor in = tensor(x[0], C, H, W, KILN_FORMAT_LINEAR), out = tensor(x16[0], C, H, W, KILN_FORMAT_NCHW16C);
