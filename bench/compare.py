@@ -19,7 +19,7 @@ date, the CPU model, the ORT version and the load average, three tables:
   load:    model | ORT session ms | kiln engine load ms | kiln/ORT | kiln first run ms | ORT first run ms
   profile: model | threads | GFLOP | kiln GFLOP/s | FMA peak GFLOP/s | of peak | top 5 layers
 
-After each ORT round the script waits --gap seconds (0.1) before kiln's:
+After each ORT round at 2+ threads the script waits --gap seconds (0.1) before kiln's:
 ORT's intra-op workers spin for ~10-20 ms after its last run (its default
 session.intra_op.allow_spinning), and at 2 threads that spinning took a
 CPU from a `kiln bench` started at once (2026-11-27, Zen 5 VM: MobileNetV2
@@ -376,7 +376,7 @@ def main():
     ap.add_argument("--no-load", action="store_true", help="skip the load-time table")
     ap.add_argument("--no-profile", action="store_true", help="skip the profile table")
     ap.add_argument("--gap", type=float, default=0.1,
-                    help="seconds idle after each ORT round, before kiln's (default 0.1; 0: none)")
+                    help="seconds idle after each 2+-thread ORT round, before kiln's (default 0.1; 0: none)")
     ap.add_argument("--round-log", action="store_true",
                     help="print each round's medians (ORT, kiln) with the time of day to stderr")
     a = ap.parse_args()
@@ -402,7 +402,8 @@ def main():
             k_base = kiln_bench(kiln, eng, t, 1, 0)[3] if eng and not why else None
             for r in range(rounds):
                 om, oc, omin = ort_round(s, feeds, per)
-                time.sleep(a.gap)  # ORT's spinning workers go idle before kiln's round (see --gap)
+                if t > 1:  # ORT's spinning workers go idle before kiln's round (see --gap); at 1 thread it has none
+                    time.sleep(a.gap)
                 o_meds.append(om)
                 o_mins.append(omin)
                 o_cpu.append(oc)
