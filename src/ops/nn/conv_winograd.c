@@ -313,12 +313,14 @@ static void prefetch_group(const job *j, const float *base, int64_t t, int64_t H
     }
 }
 
-/* The group of tiles two ahead of t0 in a plane of ntiles, or the same
- * place in the next plane (*next = 1) once past the end. */
+/* The first tile of the lane group two ahead of t0: in this plane of
+ * ntiles (*next = 0) or, past its end, in the next plane (*next = 1); -1
+ * where there is none (a block of one or two groups). */
 static int64_t group_ahead(const job *j, int64_t t0, int *next) {
     int64_t ahead = t0 + 2 * LANES;
     *next = ahead >= j->ntiles;
-    return *next ? ahead - (j->ntiles + LANES - 1) / LANES * LANES : ahead;
+    if (*next) ahead -= (j->ntiles + LANES - 1) / LANES * LANES;
+    return ahead < j->ntiles ? ahead : -1;
 }
 
 INLINE void input_tiles(const int m, const job *j, int64_t c0, int64_t c1) {
@@ -332,7 +334,7 @@ INLINE void input_tiles(const int m, const job *j, int64_t c0, int64_t c1) {
             vlane d[36], v[36];
             int next;
             int64_t ahead = group_ahead(j, t0, &next);
-            if (!next || c + 1 < c1) {
+            if (ahead >= 0 && (!next || c + 1 < c1)) {
                 prefetch_group(j, xc + next * plane, ahead, w->H, w->W, w->pt, w->pl, a, 0);
                 float *va = j->v + (c + next) * ld + ahead; /* and the 36 V lines it writes */
                 for (int xi = 0; xi < a * a; xi++) __builtin_prefetch(va + (int64_t)xi * C * ld, 1, 3);
@@ -356,7 +358,7 @@ INLINE void output_tiles(const int m, const job *j, int64_t m0, int64_t m1) {
         for (int64_t t0 = 0; t0 < j->ntiles; t0 += LANES) {
             int next;
             int64_t ahead = group_ahead(j, t0, &next);
-            if (!next || oc + 1 < m1) {
+            if (ahead >= 0 && (!next || oc + 1 < m1)) {
                 const float *pa = j->p + (oc + next) * ld + ahead;
                 for (int xi = 0; xi < a * a; xi++) __builtin_prefetch(pa + (int64_t)xi * M * ld, 0, 3);
                 prefetch_group(j, ym + next * OH * OW, ahead, OH, OW, 0, 0, m, 1);
