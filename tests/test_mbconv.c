@@ -14,7 +14,8 @@
  * vector width, planes of 1 to 57 rows (one band and many), strides 1 and
  * 2, asymmetric pads, a 5x5 kernel, dilation, 2 images, with and without
  * the expand conv, ReLU6 / Relu / no activation, dynamic height and width
- * (one engine run at several sizes).  Chains the block cannot
+ * (one engine run at several sizes).  Tactic 5 (NCHW16C) through a build
+ * that forces blocked layouts (mbconv_16c).  Chains the block cannot
  * take (an intermediate read elsewhere) stay separate layers; a block
  * written by hand with inconsistent operands fails with a clear message.
  */
@@ -27,6 +28,8 @@
 
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
 
@@ -37,6 +40,7 @@ enum { ACT_NONE, ACT_RELU, ACT_RELU6 };
 typedef struct mbcase {
     int64_t N, C, Ce, M, H, W, k, sy, sx, d, pt, pl, pb, pr;
     int expand, act, residual;
+    int pre_relu; /* X first through a Relu (the block's input then made by a layer) */
     /* a dense expand conv (a stem): kernel ek x ek (0: the 1x1 one),
      * strides, pads (top, left, bottom, right) */
     int64_t ek, esy, esx, ep[4];
@@ -154,12 +158,16 @@ static kiln_engine *build(const mbcase *t, int threads, int leak, const int64_t 
     ASSERT_OK(kiln_network_add_constant(net, "Bd", KILN_DTYPE_F32, 1, ced, bd));
     ASSERT_OK(kiln_network_add_constant(net, "Wp", KILN_DTYPE_F32, 4, wpd, wp));
     ASSERT_OK(kiln_network_add_constant(net, "Bp", KILN_DTYPE_F32, 1, md, bp));
-    const char *e = "X";
+    const char *x = "X", *e = "X";
+    if (t->pre_relu) {
+        add_act(net, ACT_RELU, "pre", "X", "X1");
+        x = e = "X1";
+    }
     if (t->expand) {
         ASSERT_OK(kiln_network_add_constant(net, "We", KILN_DTYPE_F32, 4, wed, we));
         ASSERT_OK(kiln_network_add_constant(net, "Be", KILN_DTYPE_F32, 1, ced, be));
         int64_t es[2] = {t->esy, t->esx};
-        add_conv(net, "expand", "X", "We", "Be", t->act == ACT_NONE ? "E" : "e", 1, t->ek ? es : NULL,
+        add_conv(net, "expand", x, "We", "Be", t->act == ACT_NONE ? "E" : "e", 1, t->ek ? es : NULL,
                  t->ek ? t->ep : NULL, 1);
         if (t->act != ACT_NONE) add_act(net, t->act, "act_e", "e", "E");
         e = "E";
@@ -169,7 +177,7 @@ static kiln_engine *build(const mbcase *t, int threads, int leak, const int64_t 
     if (t->act != ACT_NONE) add_act(net, t->act, "act_d", "d", "D");
     add_conv(net, "project", "D", "Wp", "Bp", t->residual ? "P" : "Y", 1, NULL, NULL, 1);
     if (t->residual) {
-        const char *ai[2] = {"P", "X"}, *ao[1] = {"Y"};
+        const char *ai[2] = {"P", x}, *ao[1] = {"Y"};
         ASSERT(kiln_network_add_layer(net, "ai.onnx::Add", 14, "add", 2, ai, 1, ao));
     }
     ASSERT_OK(kiln_network_mark_output(net, "Y"));
@@ -475,5 +483,71 @@ TEST_IMPL(mbconv_candidates) {
     }
 }
 
-TEST_LIST(TEST_ENTRY(mobilenet_blocks), TEST_ENTRY(mbconv_candidates), TEST_ENTRY(mbconv_general), TEST_ENTRY(mbconv_stem), TEST_ENTRY(mbconv_three_threads), TEST_ENTRY(mbconv_dynamic),
+/* Tactic 5 (whole tensors in NCHW16C): with $KILN_CPU_BLOCKED=force the
+ * block is built with X and Y in NCHW16C (reformats inserted around it)
+ * where C, Ce and M are multiples of 16, its residual Add fused in the
+ * 16c store; against the reference at 1 and 2 threads, debug mode and
+ * not, the output poisoned.  Strides 1 and 2, a 5x5 kernel, dilation,
+ * asymmetric pads, 2 images, ReLU6 / Relu / none (a Relu before the
+ * residual blocks, on x >= 0, makes their input in 16c); 7x7 and 14x14 planes
+ * (pixel tiles of 9-12) and odd ones.  A block of 24 input channels gets
+ * another tactic (not offered). */
+TEST_IMPL(mbconv_16c) {
+    if (skip()) return;
+    mbcase cases[] = {
+        {.N = 1, .C = 32, .Ce = 192, .M = 32, .H = 14, .W = 14, .k = 3, .sy = 1, .sx = 1, .d = 1, .pt = 1, .pl = 1, .pb = 1, .pr = 1, .expand = 1, .act = ACT_RELU6, .residual = 1, .pre_relu = 1},
+        {.N = 1, .C = 16, .Ce = 96, .M = 48, .H = 14, .W = 14, .k = 3, .sy = 2, .sx = 2, .d = 1, .pt = 1, .pl = 1, .pb = 1, .pr = 1, .expand = 1, .act = ACT_RELU},
+        {.N = 2, .C = 48, .Ce = 160, .M = 16, .H = 7, .W = 7, .k = 5, .sy = 1, .sx = 1, .d = 1, .pt = 2, .pl = 2, .pb = 2, .pr = 2, .expand = 1, .act = ACT_NONE},
+        {.N = 1, .C = 32, .Ce = 64, .M = 32, .H = 9, .W = 11, .k = 3, .sy = 1, .sx = 1, .d = 2, .pt = 2, .pl = 2, .pb = 2, .pr = 2, .expand = 1, .act = ACT_RELU6, .residual = 1, .pre_relu = 1},
+        {.N = 1, .C = 16, .Ce = 32, .M = 32, .H = 13, .W = 10, .k = 3, .sy = 2, .sx = 2, .d = 1, .pt = 1, .pl = 0, .pb = 1, .pr = 1, .expand = 1, .act = ACT_RELU6},
+        {.N = 1, .C = 24, .Ce = 144, .M = 32, .H = 14, .W = 14, .k = 3, .sy = 1, .sx = 1, .d = 1, .pt = 1, .pl = 1, .pb = 1, .pr = 1, .expand = 1, .act = ACT_RELU6},
+    };
+    ASSERT_OK(setenv("KILN_CPU_BLOCKED", "force", 1));
+    g_build_flags = 0; /* timed: blocked candidates ranked first */
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const mbcase *t = &cases[i];
+        const int64_t OH = (t->H + t->pt + t->pb - t->d * (t->k - 1) - 1) / t->sy + 1;
+        const int64_t OW = (t->W + t->pl + t->pr - t->d * (t->k - 1) - 1) / t->sx + 1;
+        const int64_t nx = t->N * t->C * t->H * t->W, ny = t->N * t->M * OH * OW;
+        const int fits = t->C % 16 == 0;
+        float *x = test_rnd_f32(&g_seed, nx, t->pre_relu ? 0.0f : -1.0f, 1.0f); /* (Relu(x) = x) */
+        float *we = test_rnd_f32(&g_seed, t->Ce * t->C, -4.0f, 4.0f), *be = test_rnd_f32(&g_seed, t->Ce, -0.5f, 0.5f);
+        float *wd = test_rnd_f32(&g_seed, t->Ce * t->k * t->k, -1.0f, 1.0f);
+        float *bd = test_rnd_f32(&g_seed, t->Ce, -0.5f, 0.5f);
+        float *wp = test_rnd_f32(&g_seed, t->M * t->Ce, -0.5f, 0.5f), *bp = test_rnd_f32(&g_seed, t->M, -0.5f, 0.5f);
+        float *y = test_xmalloc((size_t)ny * sizeof(float));
+        double *ref = test_xmalloc((size_t)ny * sizeof(double));
+        reference(t, OH, OW, x, we, be, wd, bd, wp, bp, ref);
+        for (int threads = 1; threads <= 2; threads++) {
+            kiln_build_stats st;
+            kiln_engine *e = build(t, threads, 0, NULL, we, be, wd, bd, wp, bp, &st);
+            const int l = test_last_op(e, "mbconv");
+            ASSERT(l >= 0);
+            const kiln__elayer *L = &e->layers[l];
+            ASSERT_EQ(L->tactic == 5, fits);
+            if (fits) {
+                ASSERT_EQ(L->io.format[0], KILN_FORMAT_NCHW16C);
+                ASSERT_EQ(L->io.format[L->io.n - 1], KILN_FORMAT_NCHW16C);
+                /* the residual Add, fused in NCHW16C (X made by a layer in 16c: a network
+             * input reformatted is not, fuse.c) */
+            ASSERT_EQ(L->nepi, t->residual);
+                ASSERT(L->prepacked && L->prepacked[1] && L->prepacked[3] && L->prepacked[5]);
+            }
+            for (int debug = 0; debug <= 1; debug++) {
+                test_run_xy(e, threads, debug, x, nx, y, ny, L->tactic);
+                char what[200];
+                snprintf(what, sizeof what, "mbconv 16c case %zu (C=%lld Ce=%lld M=%lld %lldx%lld) threads=%d "
+                         "tactic %d debug %d", i, (long long)t->C, (long long)t->Ce, (long long)t->M,
+                         (long long)t->H, (long long)t->W, threads, L->tactic, debug);
+                test_check_close(what, y, ref, ny, 2e-4 * (double)(t->C + t->Ce));
+            }
+            kiln_engine_free(e);
+        }
+        free(x); free(we); free(be); free(wd); free(bd); free(wp); free(bp); free(y); free(ref);
+    }
+    unsetenv("KILN_CPU_BLOCKED");
+    g_build_flags = KILN_BUILD_NO_TIMING;
+}
+
+TEST_LIST(TEST_ENTRY(mobilenet_blocks), TEST_ENTRY(mbconv_16c), TEST_ENTRY(mbconv_candidates), TEST_ENTRY(mbconv_general), TEST_ENTRY(mbconv_stem), TEST_ENTRY(mbconv_three_threads), TEST_ENTRY(mbconv_dynamic),
           TEST_ENTRY(mbconv_not_fused), TEST_ENTRY(mbconv_bad_input))

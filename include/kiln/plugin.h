@@ -576,7 +576,10 @@ typedef struct kiln_quick_op {
                     int64_t chan_len);
     int (*epilogue_check)(kiln_epilogue_args *a);
     /* 1: impl calls kiln_call_epilogue on everything it writes to output 0
-     * (F32 LINEAR), so elementwise consumers may be fused into it. */
+     * (F32 LINEAR), so elementwise consumers may be fused into it.  2: also
+     * where output 0 is F32 NCHW16C (impl calls it on each pixel's run of
+     * 16 channels, with the run's first channel; a fused residual arrives
+     * in NCHW16C too). */
     int accepts_epilogue;
     /* Bit k set: output k is optional to compute; when nothing reads it
      * (no layer, not a network output) impl gets it with data NULL (e.g.

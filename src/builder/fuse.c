@@ -72,12 +72,13 @@ static int is_onnx(const bl *L, const char *name) {
     return !strcmp(L->op->ns, "ai.onnx") && !strcmp(L->op->name, name);
 }
 
-/* The layout of a CPU chain fused into P: LINEAR, or NCHW16C through a
- * Conv whose output is NCHW16C (tactic 13, ops/nn/conv_pw16c.c: it runs the
- * chain on each pixel's 16 channels, a residual in its store).  Its W
- * and bias stay LINEAR. */
+/* The layout of a CPU chain fused into P: LINEAR, or NCHW16C where P's
+ * output is NCHW16C and P takes chains there (accepts_epilogue 2: Conv's
+ * 16c tactics, ops/nn/conv_pw16c.c, and kiln::mbconv's tactic 5 run the
+ * chain on each pixel's 16 channels, a residual in their store).  Its
+ * weights and biases stay LINEAR. */
 static kiln_format cpu_chain_format(const bl *P) {
-    return P->device == KILN_DEVICE_CPU && is_onnx(P, "Conv") && P->io.n > P->nin &&
+    return P->device == KILN_DEVICE_CPU && P->op->quick && P->op->quick->accepts_epilogue == 2 && P->io.n > P->nin &&
                    P->io.format[P->nin] == KILN_FORMAT_NCHW16C
                ? KILN_FORMAT_NCHW16C
                : KILN_FORMAT_LINEAR;

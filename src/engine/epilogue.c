@@ -399,13 +399,13 @@ int kiln__epi_prepare(kiln_engine *e, kiln__elayer *el) {
     if (el->device == KILN_DEVICE_CUDA) return prepare_cuda(e, el);
     /* The activation: the layer's output 0 (same dims as the fused input). */
     const kiln__etensor *act = &e->tensors[el->out[0]];
-    /* (a Conv in NCHW16C, tactic 13, runs its chain on each pixel's 16
+    /* (an op that takes chains in NCHW16C, accepts_epilogue 2 (Conv's 16c
+     * tactics, kiln::mbconv's tactic 5), runs its chain on each pixel's 16
      * channels: chan_len 1, and a residual of the same layout) */
-    const int conv16c = act->format == KILN_FORMAT_NCHW16C && !strcmp(el->op->ns, "ai.onnx") &&
-                        !strcmp(el->op->name, "Conv");
+    const int conv16c = act->format == KILN_FORMAT_NCHW16C && el->op->quick->accepts_epilogue == 2;
     if (act->dtype != KILN_DTYPE_F32 || (act->format != KILN_FORMAT_LINEAR && !conv16c))
-        return kiln__err(KILN_EFORMAT, "layer '%s': fused epilogues need an F32 LINEAR output, "
-                         "found %s %s", el->name, kiln_dtype_name((kiln_dtype)act->dtype),
+        return kiln__err(KILN_EFORMAT, "layer '%s': fused epilogues need an F32 LINEAR output (NCHW16C where "
+                         "its op takes chains there), found %s %s", el->name, kiln_dtype_name((kiln_dtype)act->dtype),
                          kiln_format_name((kiln_format)act->format));
     int64_t channels = 1;
     if (act->ndim >= 2 && !kiln__enode_const(e, act->dims[1], &channels))

@@ -1969,7 +1969,7 @@ static const kiln_quick_op conv_op = {
     .min_inputs = 2, .max_inputs = 3, .num_outputs = 1,
     .attrs = conv_attrs, .shape = conv_shape, .impl = conv_impl,
     .formats_fn = conv_formats_fn, .workspace = conv_ws, .prepack = conv_prepack,
-    .accepts_epilogue = 1, /* every tactic applies it per finished row/plane */
+    .accepts_epilogue = 2, /* every tactic applies it per finished row/plane (16c: per pixel) */
     .doc = "convolution: implicit-im2col packed GEMM, direct/depthwise kernel",
     .cuda_impl = conv_cuda, .cuda_formats = conv_cuda_formats, .cuda_workspace = kiln__cu_conv_workspace,
     .cuda_check = conv_cuda_check,

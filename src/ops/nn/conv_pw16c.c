@@ -56,6 +56,7 @@ static inline __attribute__((always_inline)) void store(const kiln__pw16c *p, in
         __m512 v = acc[i][j];
         if (r) v = _mm512_add_ps(v, _mm512_loadu_ps(r + i * 16));
         if (p->relu) v = _mm512_max_ps(_mm512_setzero_ps(), v); /* NaN stays (maxps: 2nd operand) */
+        if (p->clamp) v = _mm512_min_ps(_mm512_set1_ps(p->hi), _mm512_max_ps(_mm512_set1_ps(p->lo), v));
         _mm512_storeu_ps(y + i * 16, v);
     }
 }
@@ -122,6 +123,7 @@ static void unit(const kiln__pw16c *p, int64_t p0, int np, int64_t m0, int nv, c
             const int64_t off = (((m0 + j) / 16) * P + p0 + i) * 16 + j % 16;
             if (p->res) s += p->res[off];
             if (p->relu && s < 0.0f) s = 0.0f;
+            if (p->clamp) s = s < p->lo ? p->lo : s > p->hi ? p->hi : s;
             p->y[off] = s;
         }
     (void)CB, (void)pf, (void)pfl;
@@ -187,17 +189,21 @@ int kiln__16c_fused_chain(const kiln_call *c, const float **res, int *relu) {
     return 0;
 }
 
+void kiln__pw16c_exec(const kiln_call *c, const kiln__pw16c *p, int64_t N, int64_t xs, int64_t ys, int fused) {
+    pw16c_job f = {.c = c, .p = *p, .units = kiln__pw16c_units(p), .xs = xs, .ys = ys, .fused = fused};
+    kiln_exec_parallel_for(c->exec, N * f.units, 1, pw16c_range, &f);
+}
+
 int kiln__pw16c_conv(const kiln_call *c, int64_t N, int64_t C, int64_t M, int64_t P) {
     const kiln_tensor *x = &c->in[0], *y = &c->out[0];
     if (x->dtype != KILN_DTYPE_F32 || y->dtype != KILN_DTYPE_F32 || y->format != KILN_FORMAT_NCHW16C ||
         !c->prepacked || !c->prepacked[1] || (c->nin > 2 && c->in[2].data && !kiln__ops_dense(&c->in[2])))
         return kiln_set_error(KILN_EUNSUPPORTED, "Conv tactic 13: needs F32 NCHW16C X and Y, W packed at build");
     if (N * M * P == 0) return 0;
-    pw16c_job f = {.c = c, .xs = C * P, .ys = M * P};
-    f.p = (kiln__pw16c){.C = C, .M = M, .P = P, .x = x->data, .wp = c->prepacked[1], .y = y->data,
-                        .bias = c->nin > 2 && c->in[2].data ? c->in[2].data : NULL, .wmajor = kiln__d16c_wmajor(C, M, 1, P, c->exec ? kiln_exec_threads(c->exec) : 1)};
-    f.fused = kiln__16c_fused_chain(c, &f.p.res, &f.p.relu);
-    f.units = kiln__pw16c_units(&f.p);
-    kiln_exec_parallel_for(c->exec, N * f.units, 1, pw16c_range, &f);
+    kiln__pw16c p = {.C = C, .M = M, .P = P, .x = x->data, .wp = c->prepacked[1], .y = y->data,
+                     .bias = c->nin > 2 && c->in[2].data ? c->in[2].data : NULL,
+                     .wmajor = kiln__d16c_wmajor(C, M, 1, P, c->exec ? kiln_exec_threads(c->exec) : 1)};
+    const int fused = kiln__16c_fused_chain(c, &p.res, &p.relu);
+    kiln__pw16c_exec(c, &p, N, C * P, M * P, fused);
     return 0;
 }

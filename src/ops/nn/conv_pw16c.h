@@ -43,6 +43,8 @@ typedef struct kiln__pw16c {
     const float *res;  /* one image: M/16 x P x 16 added before the Relu, or NULL */
     float *y;          /* one image: M/16 x P x 16 */
     int relu;          /* 1: max(0, .) on store */
+    int clamp;         /* 1: then clamped to [lo, hi] (NaN stays NaN) */
+    float lo, hi;
     int wmajor;        /* unit order: 1 output blocks outer (W reused across pixel tiles), 0 pixel tiles outer */
 } kiln__pw16c;
 
@@ -58,6 +60,12 @@ int64_t kiln__pw16c_units(const kiln__pw16c *p);
 void kiln__pw16c_unit(const kiln__pw16c *p, int64_t u, int64_t *p0, int64_t *p1, int64_t *m0, int64_t *m1);
 /* Units [u0, u1): bias, sum over C, residual, Relu, one store. */
 void kiln__pw16c_run(const kiln__pw16c *p, int64_t u0, int64_t u1);
+
+/* N images over c->exec (image n's X at p->x + n * xs, Y and the residual
+ * at + n * ys): kiln__pw16c_run on every unit; unless `fused`, c's
+ * epilogue chain then per pixel of 16 channels (fused: c may be any call,
+ * its epilogue is not read). */
+void kiln__pw16c_exec(const kiln_call *c, const kiln__pw16c *p, int64_t N, int64_t xs, int64_t ys, int fused);
 
 /* Conv tactic 13 on call c (ops/nn/conv.c checked the geometry: N images
  * of C -> M channels over P pixels): X, Y and a residual NCHW16C, W as

@@ -49,22 +49,36 @@
  *     are all used; the transposition back to Y's planes is folded into
  *     the project GEMM's `done` hook, tile by tile while it is in cache,
  *     with Bp and the epilogue.  Its We, Wp are packed as the GEMMs' B
- *     and Wd tap-major (kiln__dwcl_pack).
+ *     and Wd tap-major (kiln__dwcl_pack);
+ *   5 whole tensors in NCHW16C (X and Y NCHW16C: its own combination
+ *     row, for a 1x1 expand conv with C, Ce and M multiples of 16, on
+ *     AVX-512 builds): the two 1x1 convs run Conv tactic 13's kernel
+ *     (conv_pw16c.c: 12 pixels x 32 channels of accumulators, X's 16
+ *     channels of a pixel one line, no packing, no tails: 49 or 196 pixels
+ *     are tiles of 9-12) with the expand's clamp and the project's bias,
+ *     residual and Relu in their stores, and the depthwise step runs
+ *     conv_dwcl.c on each block of 16 channels of E (channels-last within
+ *     the block).  E and D (Ce/16 x pixels x 16) are in the workspace;
+ *     each step is split over the threads.  On MobileNetV2's 14x14 and
+ *     7x7 blocks, where the GEMMs of 1-4 run 49 or 196 columns (tails of
+ *     1-17), in the network's 16c region.
  * Results are the same in all up to the GEMM's summation order, which
  * does not depend on the band (each output element sums over the same K).
  */
 #include "kiln_int.h"
 #include "device/cpu/sgemm.h"
 #include "ops/common/ops_util.h"
+#include "ops/nn/conv_direct16c.h"
 #include "ops/nn/conv_dwcl.h"
 #include "ops/nn/conv_dwrows.h"
 #include "ops/nn/conv_fewc.h"
+#include "ops/nn/conv_pw16c.h"
 
 #include <float.h>
 #include <math.h>
 #include <string.h>
 
-enum { T_WHOLE = 1, T_ROWS = 2, T_DIRECT = 3, T_CL = 4 };
+enum { T_WHOLE = 1, T_ROWS = 2, T_DIRECT = 3, T_CL = 4, T_16C = 5 };
 
 /* Tactic 4 is offered where E's plane has at most CL_MAX_HW pixels and
  * Y's at most CL_MAX_OHW: MobileNetV2's 7x7 blocks (and the 14x14 -> 7x7
@@ -486,6 +500,64 @@ static int run_cl(const mb *g, float *ws) {
     return 0;
 }
 
+/* ------------------------------------------------------------ tactic 5 */
+
+/* E and D in NCHW16C, E's start and D's 64-byte aligned. */
+static int64_t e16_floats(const mb *g) { return (g->Ce * g->H * g->W + 15) & ~(int64_t)15; }
+static size_t b16_floats(const mb *g) { return (size_t)(e16_floats(g) + g->Ce * g->OH * g->OW); }
+
+/* The depthwise step over E's blocks of 16 channels [b, e). */
+typedef struct dw16_job {
+    kiln__dwcl p; /* block 0's pointers */
+    int64_t xs, ys, ws; /* floats per block of E, D and the packed Wd */
+} dw16_job;
+static void dw16_blocks(void *ud, int64_t b, int64_t e) {
+    const dw16_job *j = ud;
+    for (int64_t k = b; k < e; k++) {
+        kiln__dwcl p = j->p;
+        p.x += k * j->xs;
+        p.y += k * j->ys;
+        p.w += k * j->ws;
+        p.bias += k * 16;
+        kiln__dwcl_rows(&p, 0, p.OH);
+    }
+}
+
+static int run_16c(const mb *g, const float *wd16, float *ws) {
+    const kiln_call *c = g->c;
+    const int64_t isp = g->H * g->W, osp = g->OH * g->OW;
+    const int threads = c->exec ? kiln_exec_threads(c->exec) : 1;
+    float *e = ws, *d = ws + e16_floats(g);
+    kiln__pw16c pp = {.C = g->Ce, .M = g->M, .P = osp, .x = d, .wp = g->wp_packed, .bias = g->bp,
+                      .wmajor = kiln__d16c_wmajor(g->Ce, g->M, 1, osp, threads)};
+    const int fused = kiln__16c_fused_chain(c, &pp.res, &pp.relu);
+    const float *res = pp.res;
+    for (int64_t n = 0; n < g->N; n++) {
+        kiln__pw16c pe = {.C = g->C, .M = g->Ce, .P = isp, .x = g->x + n * g->C * isp, .wp = g->we_packed,
+                          .bias = g->be, .y = e, .clamp = g->e_lo > -FLT_MAX || g->e_hi < FLT_MAX, .lo = g->e_lo,
+                          .hi = g->e_hi, .wmajor = kiln__d16c_wmajor(g->C, g->Ce, 1, isp, threads)};
+        kiln__pw16c_exec(c, &pe, 1, 0, 0, 1);
+        dw16_job j = {{.C = 16, .H = g->H, .W = g->W, .OH = g->OH, .OW = g->OW, .KH = g->KH, .KW = g->KW,
+                       .sy = g->s[0], .sx = g->s[1], .dy = g->d[0], .dx = g->d[1], .pt = g->p[0], .pl = g->p[1],
+                       .x = e, .w = wd16, .bias = g->bd, .y = d, .ldx = 16, .ldy = 16, .lo = g->d_lo,
+                       .hi = g->d_hi},
+                      16 * isp, 16 * osp, 16 * g->KH * g->KW};
+        kiln_exec_parallel_for(c->exec, g->Ce / 16, 1, dw16_blocks, &j);
+        pp.y = g->y + n * g->M * osp;
+        pp.res = res ? res + n * g->M * osp : NULL;
+        kiln__pw16c_exec(c, &pp, 1, 0, 0, fused);
+    }
+    return 0;
+}
+
+/* Does call c fit tactic 5 (formats_fn offers it; an engine may name it
+ * anywhere)? */
+static int fits_16c(const kiln_call *c, const mb *g) {
+    return g->expand && !g->fewc && g->C % 16 == 0 && g->Ce % 16 == 0 && g->M % 16 == 0 &&
+           g->KH * g->KW <= KILN__DWCL_TAPS && c->in[IN_X].format == KILN_FORMAT_NCHW16C &&
+           c->out[0].format == KILN_FORMAT_NCHW16C && g->we_packed && g->wp_packed && prepacked(c, IN_WD);
+}
+
 /* ------------------------------------------------------------ tactic 2 */
 
 /* Input rows [*iy0, *iy1) that output rows [oy0, oy1) read. */
@@ -568,7 +640,9 @@ static void bands_task(void *ud, int ith, int nth) {
 /* The tactic a call runs: auto (0) takes row bands where there are at
  * least two per thread, else whole tensors. */
 static int pick(const kiln_call *c, const mb *g) {
-    if (c->tactic == T_WHOLE || c->tactic == T_ROWS || c->tactic == T_DIRECT || c->tactic == T_CL) return c->tactic;
+    if (c->tactic == T_WHOLE || c->tactic == T_ROWS || c->tactic == T_DIRECT || c->tactic == T_CL ||
+        c->tactic == T_16C)
+        return c->tactic;
     int threads = kiln_exec_threads(c->exec);
     int64_t r = band_rows(g, threads);
     return g->N * ((g->OH + r - 1) / r) >= 2 * (int64_t)threads ? T_ROWS : T_WHOLE;
@@ -579,6 +653,7 @@ static int pick(const kiln_call *c, const mb *g) {
 static size_t mbconv_ws(const kiln_call *c) {
     mb g;
     if (c->tactic == T_ROWS || c->tactic == T_DIRECT || make_mb(c, &g)) return 0;
+    if (c->tactic == T_16C) return b16_floats(&g) * sizeof(float);
     size_t f = whole_floats(&g);
     if (c->tactic == T_CL && cl_floats(&g) > f) f = cl_floats(&g); /* tactic 1 runs where 4 cannot */
     return f * sizeof(float);
@@ -590,6 +665,16 @@ static int mbconv_impl(const kiln_call *c) {
     int rc = make_mb(c, &g);
     if (rc) return rc;
     int t = pick(c, &g);
+    if (t == T_16C) {
+        if (!fits_16c(c, &g))
+            return kiln_set_error(KILN_EUNSUPPORTED, "kiln::mbconv tactic 5: needs X and Y in NCHW16C, a 1x1 expand "
+                                  "conv, C, Ce and M multiples of 16 (found %lld, %lld, %lld) and weights packed at "
+                                  "build", (long long)g.C, (long long)g.Ce, (long long)g.M);
+        if (!c->workspace || c->workspace_size < b16_floats(&g) * sizeof(float))
+            return kiln_set_error(KILN_EINTERNAL, "kiln::mbconv: workspace of %zu bytes, expected %zu",
+                                  c->workspace_size, b16_floats(&g) * sizeof(float));
+        return run_16c(&g, prepacked(c, IN_WD), c->workspace);
+    }
     if (t == T_CL) {
         /* its packed weights are B panels, not the A panels the others read */
         g.we_b = g.we_packed;
@@ -646,12 +731,40 @@ static int prepack_cl(const kiln_call *c, int input, void *dst, size_t want, siz
     return 0;
 }
 
+/* Tactic 5's packed weights: We and Wp in Conv tactic 13's layout
+ * (kiln__pw16c_pack), Wd per block of 16 channels tap-major. */
+static int prepack_16c(const kiln_call *c, int input, void *dst, size_t want, size_t *size) {
+    if ((input != IN_WP && input != IN_WE && input != IN_WD) || input >= c->nin || !c->in[input].data ||
+        c->in[input].dtype != KILN_DTYPE_F32 || c->in[input].ndim != 4 || !kiln__ops_dense(&c->in[input]) ||
+        c->in[input].dims[0] % 16)
+        return 0;
+    const kiln_tensor *w = &c->in[input];
+    const int64_t rows = w->dims[0], cols = w->dims[1], taps = w->dims[2] * w->dims[3];
+    if (input != IN_WD && (taps != 1 || cols % 16)) return 0;
+    size_t bytes = (size_t)(input == IN_WD ? rows * taps : kiln__pw16c_packed(rows, cols)) * sizeof(float);
+    if (!dst) {
+        *size = bytes;
+        return 0;
+    }
+    if (want != bytes)
+        return kiln_set_error(KILN_EINTERNAL, "kiln::mbconv prepack: %zu bytes asked, %zu given", bytes, want);
+    if (input == IN_WD)
+        for (int64_t b = 0; b < rows / 16; b++)
+            kiln__dwcl_pack((const float *)w->data + b * 16 * taps, 16, w->dims[2], w->dims[3],
+                            (float *)dst + b * 16 * taps);
+    else
+        kiln__pw16c_pack(w->data, rows, cols, dst);
+    *size = bytes;
+    return 0;
+}
+
 /* kiln_quick_op.prepack: We and Wp as the SGEMM's packed A operand; We
  * for tactic 3 in kiln__fewc_pointwise's layout instead. */
 static int mbconv_prepack(const kiln_call *c, int input, void *dst, size_t *size) {
     size_t want = *size;
     *size = 0;
     if (c->tactic == T_CL) return prepack_cl(c, input, dst, want, size);
+    if (c->tactic == T_16C) return prepack_16c(c, input, dst, want, size);
     if ((input != IN_WP && input != IN_WE) || input >= c->nin || !c->in[input].data ||
         c->in[input].dtype != KILN_DTYPE_F32 || c->in[input].ndim != 4 || !kiln__ops_dense(&c->in[input]) ||
         c->in[input].dims[2] * c->in[input].dims[3] != 1) /* a KxK expand conv runs conv_fewc.c */
@@ -734,6 +847,17 @@ static int mbconv_formats_fn(const kiln_shape_ctx *c, kiln_combo *out, int max) 
         k.tactics[0] = s[0] == 1 && s[1] == 1 ? T_WHOLE : T_ROWS;
     }
     out[0] = k;
+    int64_t Ce, M;
+    if (max > 1 && expand && kh == 1 && kw == 1 && es[0] == 1 && es[1] == 1 && !(ep[0] | ep[1] | ep[2] | ep[3]) &&
+        kiln_expr_is_const(c->in[IN_WD].dims[0], &Ce) && kiln_expr_is_const(c->in[IN_WP].dims[0], &M) &&
+        kiln_expr_is_const(c->in[IN_WD].dims[2], &KH) && kiln_expr_is_const(c->in[IN_WD].dims[3], &KW) &&
+        C % 16 == 0 && Ce % 16 == 0 && M % 16 == 0 && KH * KW <= KILN__DWCL_TAPS && kiln__dwrows_fits(1, 3) &&
+        kiln__shape_ctx_cpu_blocked(c)) { /* tactic 5's row: X and Y NCHW16C */
+        static const kiln_combo row = {"FP32", "NCHW16C, LINEAR, LINEAR, LINEAR, LINEAR, LINEAR, LINEAR, NCHW16C",
+                                       {T_16C}};
+        out[1] = row;
+        return 2;
+    }
     return 1;
 }
 
@@ -741,7 +865,7 @@ static const kiln_quick_op mbconv_op = {
     .ns = "kiln", .name = "mbconv", .version = 1, .min_inputs = 5, .max_inputs = 7, .num_outputs = 1,
     .attrs = mbconv_attrs, .shape = mbconv_shape, .impl = mbconv_impl, .formats_fn = mbconv_formats_fn,
     .workspace = mbconv_ws, .prepack = mbconv_prepack,
-    .accepts_epilogue = 1, /* the project GEMM applies it per finished tile */
+    .accepts_epilogue = 2, /* the project GEMM per finished tile; tactic 5 per pixel (16c) */
     .doc = "MobileNetV2 block: 1x1 expand + clamp, depthwise + clamp, 1x1 project (row bands in cache)",
 };
 KILN_OP(mbconv_op)
