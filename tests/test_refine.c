@@ -375,6 +375,29 @@ TEST_IMPL(refine_judge) {
     t = judge_rounds(d, 6, 10.0, 0.01, &at);
     ASSERT_EQ(t.verdict, -1);
     ASSERT_EQ(kiln__b_judge_lean(&t, 0.01), 0);
+    /* a region's verdict (kiln__b_region_keep): six straight losses (significant) revert it whatever its
+     * isolated gain */
+    ASSERT_EQ(kiln__b_region_keep(&t, 0.01, 100.0, 80.0), 0);
+    /* the GPU host's ResNet-50: 4 wins 6 losses of 72 ms spans, median +0.35 ms (dropped by the sign test,
+     * its losses short of it): the isolated costs decide, 8% kept, 3% not */
+    for (int r = 0; r < 10; r++) d[r] = r % 5 < 2 ? -2.0 : (r % 5 == 2 ? 0.3 : 0.4);
+    t = judge_rounds(d, 10, 72.0, 0.01, &at);
+    ASSERT_EQ(t.verdict, -1);
+    ASSERT_EQ(t.wins, 4);
+    ASSERT_EQ(kiln__b_region_keep(&t, 0.01, 56.8, 52.1), 2);
+    ASSERT_EQ(kiln__b_region_keep(&t, 0.01, 56.8, 55.1), 0);
+    /* the same with a median loss past the tie (+2% of the span): reverted */
+    for (int r = 0; r < 10; r++) d[r] = r % 5 < 2 ? -2.0 : 1.5;
+    t = judge_rounds(d, 10, 72.0, 0.01, &at);
+    ASSERT_EQ(kiln__b_region_keep(&t, 0.01, 56.8, 52.1), 0);
+    /* fewer than REFINE_LEAN_ROUNDS rounds: nothing to go on, reverted */
+    for (int r = 0; r < 4; r++) d[r] = r % 2 ? 0.1 : -0.1;
+    t = judge_rounds(d, 4, 72.0, 0.01, &at);
+    ASSERT_EQ(kiln__b_region_keep(&t, 0.01, 56.8, 40.0), 0);
+    /* a win: kept by the network (1), whatever the isolated costs say */
+    for (int r = 0; r < 5; r++) d[r] = -1.0;
+    t = judge_rounds(d, 5, 10.0, 0.01, &at);
+    ASSERT_EQ(kiln__b_region_keep(&t, 0.01, 10.0, 11.0), 1);
 }
 
 TEST_LIST(TEST_ENTRY(refine_judge), TEST_ENTRY(refine_replaces_isolated_choice), TEST_ENTRY(refine_hands_over_weights), TEST_ENTRY(refine_pooled_decision), TEST_ENTRY(refine_budget),

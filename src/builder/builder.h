@@ -301,6 +301,14 @@ int kiln__b_judge(b_test *t, double d, double seg, double tie);
  * word (a tactic left undecided keeps its isolated choice). */
 #define REFINE_LEAN_ROUNDS 5
 int kiln__b_judge_lean(const b_test *t, double tie);
+/* A region's verdict from its test t (tie REGION_TIE) and its isolated
+ * costs (greedy `before`, switched `after`): 1 kept by the network (won,
+ * or leaning to it), 2 kept by the isolated costs (the network
+ * inconclusive: REFINE_LEAN_ROUNDS rounds or more, its losses short of the
+ * sign test, the median not a loss beyond the tie, and the isolated gain
+ * REGION_ISOLATED or more), 0 reverted. */
+#define REGION_ISOLATED 0.05
+int kiln__b_region_keep(const b_test *t, double tie, double before, double after);
 double kiln__b_test_median(const double *x, int n);
 /* refine.c: each layer of e (emitted, not yet prepared) that packs its
  * constants as donor's layer of the same name did (op, attributes, tactic,

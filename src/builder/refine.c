@@ -67,8 +67,10 @@
  * another's revert.  The region is the alternative that must win: kept
  * when its wins pass the sign test and its median gain is REGION_TIE of
  * the greedy span or more; where the budget ends undecided, kept only when
- * it leans that way (kiln__b_judge_lean); else reverted to the greedy
- * layouts.  The verdict goes into the timing cache under the region's key
+ * it leans that way (kiln__b_judge_lean); where the network can tell
+ * nothing (losses short of the sign test, the median within the tie), kept
+ * when its isolated gain is 5% or more (kiln__b_region_keep); else
+ * reverted to the greedy layouts.  The verdict goes into the timing cache under the region's key
  * (its layers, tactics and layouts, the network, the threads), which
  * select_regions reads in every pass.  When every region is reverted and
  * no tactic changed, the variant is the final engine.  A build in which
@@ -513,6 +515,13 @@ int kiln__b_judge_lean(const b_test *t, double tie) {
            median(t->d, t->rounds) < -tie * median(t->seg, t->rounds);
 }
 
+int kiln__b_region_keep(const b_test *t, double tie, double before, double after) {
+    if (kiln__b_judge_lean(t, tie)) return 1;
+    if (t->verdict > 0 || t->rounds < REFINE_LEAN_ROUNDS || t->losses >= need_wins(t->rounds)) return 0;
+    return median(t->d, t->rounds) < tie * median(t->seg, t->rounds) && after <= (1 - REGION_ISOLATED) * before ? 2
+                                                                                                            : 0;
+}
+
 /* The variant that reverts the regions, or -1. */
 static int greedy_variant(const variant *v, int nv) {
     for (int k = 1; k < nv; k++)
@@ -610,25 +619,30 @@ static int decide(const b_refine *rf, const int *gof, const group *g, int ng, ki
 /* Per region: kept when it won in the network, or when the budget left it
  * undecided leaning that way (kiln__b_judge_lean: on a busy machine the
  * budget's 8-10 rounds left regions of 7 or 8 wins in 10 and a 1-2% median
- * gain undecided, ResNet-50's layer1 and layer3 at 1 thread); else
- * reverted to the greedy layouts.  Logged and put in the timing cache.
- * Returns how many were reverted. */
+ * gain undecided, ResNet-50's layer1 and layer3 at 1 thread), or when the
+ * network could tell nothing and the isolated costs gain 5% or more
+ * (kiln__b_region_keep: on the GPU machine's busy host, rounds of 52-72 ms,
+ * ResNet-50's whole-body 16c region, 8% in isolation, lost 6 of 10 rounds
+ * by +0.5% in the median and was reverted, where that engine runs 5-9%
+ * faster than the LINEAR one); else reverted to the greedy layouts.
+ * Logged and put in the timing cache.  Returns how many were reverted. */
 static int decide_regions(const b_refine *rf, const b_test *rt, kiln__tcache *tc) {
     int reverted = 0;
     for (int r = 0; r < rf->nr; r++) {
         const b_region *g = &rf->r[r];
         const b_test *t = &rt[r];
-        const int keep = kiln__b_judge_lean(t, REGION_TIE);
+        const int keep = kiln__b_region_keep(t, REGION_TIE, g->before, g->after);
         const double md = median(t->d, t->rounds), ms = median(t->seg, t->rounds);
         kiln__log(KILN_LOG_VERBOSE, "region check: %d layers from '%s' in %s (isolated: %.4f ms greedy -> %.4f "
                   "switched) in the network (paired rounds): %+.4f ms of %.4f (median over %d rounds: its span with "
                   "the region minus without), %d wins %d losses: %s", g->nnames, g->names[0],
                   g->label == KILN__RG_KEEP ? "mixed layouts" : kiln_format_name((kiln_format)g->label), g->before,
                   g->after, md, ms, t->rounds, t->wins, t->losses,
-                  t->verdict > 0    ? "kept"
-                  : t->verdict < 0  ? "reverted"
-                  : keep            ? "kept (undecided within the budget, leaning to the region)"
-                                    : "reverted (undecided within the budget, not leaning to the region)");
+                  t->verdict > 0 ? "kept"
+                  : keep == 2    ? "kept (the network inconclusive: the isolated costs decide)"
+                  : t->verdict < 0 ? "reverted"
+                  : keep         ? "kept (undecided within the budget, leaning to the region)"
+                                 : "reverted (undecided within the budget, not leaning to the region)");
         char d[REFINE_ROUNDS_MAX * 12] = "";
         for (int k = 0, n = 0; k < t->rounds && n < (int)sizeof d; k++)
             n += snprintf(d + n, sizeof d - (size_t)n, "%s%+.3f", k ? " " : "", t->d[k]);
