@@ -490,8 +490,9 @@ TEST_IMPL(mbconv_candidates) {
  * not, the output poisoned.  Strides 1 and 2, a 5x5 kernel, dilation,
  * asymmetric pads, 2 images, ReLU6 / Relu / none (a Relu before the
  * residual blocks, on x >= 0, makes their input in 16c); 7x7 and 14x14 planes
- * (pixel tiles of 9-12) and odd ones.  A block of 24 input channels gets
- * another tactic (not offered). */
+ * (pixel tiles of 9-12) and odd ones; a dynamic height and width (one
+ * engine at several sizes).  A block of 24 input channels gets another
+ * tactic (not offered). */
 TEST_IMPL(mbconv_16c) {
     if (skip()) return;
     mbcase cases[] = {
@@ -545,6 +546,44 @@ TEST_IMPL(mbconv_16c) {
         }
         free(x); free(we); free(be); free(wd); free(bd); free(wp); free(bp); free(y); free(ref);
     }
+    /* dynamic height and width (a profile from 3x4 to 29x30): one engine run at several sizes, its
+     * workspace and pixel tiles following the actual dims */
+    mbcase t = {.N = 1, .C = 16, .Ce = 64, .M = 16, .k = 3, .sy = 1, .sx = 1, .d = 1, .pt = 1, .pl = 1, .pb = 1, .pr = 1,
+                .expand = 1, .act = ACT_RELU6, .residual = 1, .pre_relu = 1};
+    const int64_t hw[6] = {3, 14, 29, 4, 14, 30}, sizes[][2] = {{14, 14}, {3, 4}, {29, 30}, {7, 9}};
+    float *we = test_rnd_f32(&g_seed, t.Ce * t.C, -3, 3), *be = test_rnd_f32(&g_seed, t.Ce, -0.5f, 0.5f);
+    float *wd = test_rnd_f32(&g_seed, t.Ce * 9, -1, 1), *bd = test_rnd_f32(&g_seed, t.Ce, -0.5f, 0.5f);
+    float *wp = test_rnd_f32(&g_seed, t.M * t.Ce, -0.5f, 0.5f), *bp = test_rnd_f32(&g_seed, t.M, -0.5f, 0.5f);
+    for (int threads = 1; threads <= 2; threads++) {
+        kiln_build_stats st;
+        kiln_engine *e = build(&t, threads, 0, hw, we, be, wd, bd, wp, bp, &st);
+        const int l = test_last_op(e, "mbconv");
+        ASSERT(l >= 0);
+        ASSERT_EQ(e->layers[l].tactic, 5);
+        kiln_context *ctx;
+        ASSERT_OK(kiln_context_create(e, threads, &ctx));
+        for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
+            t.H = sizes[si][0];
+            t.W = sizes[si][1];
+            const int64_t n = t.C * t.H * t.W, dims[4] = {1, t.C, t.H, t.W};
+            float *x = test_rnd_f32(&g_seed, n, 0, 1), *y = test_xmalloc((size_t)n * sizeof(float));
+            double *ref = test_xmalloc((size_t)n * sizeof(double));
+            reference(&t, t.H, t.W, x, we, be, wd, bd, wp, bp, ref);
+            ASSERT_OK(kiln_context_set_input_shape(ctx, "X", 4, dims));
+            ASSERT_OK(kiln_context_bind(ctx, "X", x, (size_t)n * sizeof(float)));
+            memset(y, 0xA5, (size_t)n * sizeof(float));
+            ASSERT_OK(kiln_context_bind(ctx, "Y", y, (size_t)n * sizeof(float)));
+            if (kiln_context_run(ctx)) TEST__FAIL("run %lldx%lld: %s", (long long)t.H, (long long)t.W, kiln_errmsg());
+            char what[120];
+            snprintf(what, sizeof what, "mbconv 16c dynamic %lldx%lld threads=%d", (long long)t.H, (long long)t.W,
+                     threads);
+            test_check_close(what, y, ref, n, 2e-4 * (double)(t.C + t.Ce));
+            free(x); free(y); free(ref);
+        }
+        kiln_context_free(ctx);
+        kiln_engine_free(e);
+    }
+    free(we); free(be); free(wd); free(bd); free(wp); free(bp);
     unsetenv("KILN_CPU_BLOCKED");
     g_build_flags = KILN_BUILD_NO_TIMING;
 }
