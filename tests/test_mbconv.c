@@ -360,6 +360,44 @@ TEST_IMPL(mbconv_not_fused) {
     free(we); free(be); free(wd); free(bd); free(wp); free(bp);
 }
 
+/* A block's weights for the dynamic-shape runs (the expand's scaled so
+ * ReLU6 clamps above 6 too). */
+typedef struct mbw {
+    float *we, *be, *wd, *bd, *wp, *bp;
+} mbw;
+static mbw mbw_rnd(const mbcase *t) {
+    mbw w = {test_rnd_f32(&g_seed, t->Ce * t->C, -3, 3), test_rnd_f32(&g_seed, t->Ce, -0.5f, 0.5f),
+             test_rnd_f32(&g_seed, t->Ce * 9, -1, 1), test_rnd_f32(&g_seed, t->Ce, -0.5f, 0.5f),
+             test_rnd_f32(&g_seed, t->M * t->Ce, -0.5f, 0.5f), test_rnd_f32(&g_seed, t->M, -0.5f, 0.5f)};
+    return w;
+}
+static void mbw_free(mbw *w) { free(w->we); free(w->be); free(w->wd); free(w->bd); free(w->wp); free(w->bp); }
+
+/* Runs ctx (an engine of block t with a dynamic X) at each of the ns
+ * sizes, X drawn from [x_lo, 1), Y poisoned, against the reference;
+ * `label` names the run in a failure. */
+static void run_sizes(kiln_context *ctx, mbcase *t, const int64_t (*sizes)[2], size_t ns, float x_lo, const mbw *w,
+                      const char *label) {
+    for (size_t si = 0; si < ns; si++) {
+        t->H = sizes[si][0];
+        t->W = sizes[si][1];
+        const int64_t n = t->C * t->H * t->W, dims[4] = {1, t->C, t->H, t->W};
+        float *x = test_rnd_f32(&g_seed, n, x_lo, 1), *y = test_xmalloc((size_t)n * sizeof(float));
+        double *ref = test_xmalloc((size_t)n * sizeof(double));
+        reference(t, t->H, t->W, x, w->we, w->be, w->wd, w->bd, w->wp, w->bp, ref);
+        ASSERT_OK(kiln_context_set_input_shape(ctx, "X", 4, dims));
+        ASSERT_OK(kiln_context_bind(ctx, "X", x, (size_t)n * sizeof(float)));
+        memset(y, 0xA5, (size_t)n * sizeof(float));
+        ASSERT_OK(kiln_context_bind(ctx, "Y", y, (size_t)n * sizeof(float)));
+        if (kiln_context_run(ctx)) TEST__FAIL("%s, run %lldx%lld: %s", label, (long long)t->H, (long long)t->W,
+                                              kiln_errmsg());
+        char what[160];
+        snprintf(what, sizeof what, "%s %lldx%lld", label, (long long)t->H, (long long)t->W);
+        test_check_close(what, y, ref, n, 2e-4 * (double)(t->C + t->Ce));
+        free(x); free(y); free(ref);
+    }
+}
+
 /* Dynamic height and width (a profile from 3x4 to 41x40): one engine run
  * at several sizes, each tactic, 1 and 2 threads; the workspace (tactic 1)
  * and the bands (2, 3) follow the actual dims. */
@@ -368,42 +406,24 @@ TEST_IMPL(mbconv_dynamic) {
     mbcase t = {.N = 1, .C = 8, .Ce = 48, .M = 8, .k = 3, .sy = 1, .sx = 1, .d = 1, .pt = 1, .pl = 1, .pb = 1, .pr = 1,
                 .expand = 1, .act = ACT_RELU6, .residual = 1};
     const int64_t hw[6] = {3, 20, 41, 4, 20, 40}, sizes[][2] = {{20, 20}, {3, 4}, {41, 40}, {17, 9}};
-    float *we = test_rnd_f32(&g_seed, t.Ce * t.C, -3, 3), *be = test_rnd_f32(&g_seed, t.Ce, -0.5f, 0.5f);
-    float *wd = test_rnd_f32(&g_seed, t.Ce * 9, -1, 1), *bd = test_rnd_f32(&g_seed, t.Ce, -0.5f, 0.5f);
-    float *wp = test_rnd_f32(&g_seed, t.M * t.Ce, -0.5f, 0.5f), *bp = test_rnd_f32(&g_seed, t.M, -0.5f, 0.5f);
+    mbw w = mbw_rnd(&t);
     for (int threads = 1; threads <= 2; threads++) {
         kiln_build_stats st;
-        kiln_engine *e = build(&t, threads, 0, hw, we, be, wd, bd, wp, bp, &st);
+        kiln_engine *e = build(&t, threads, 0, hw, w.we, w.be, w.wd, w.bd, w.wp, w.bp, &st);
         ASSERT_EQ(st.layers, 1);
         for (int tactic = 1; tactic <= 3; tactic++) {
             ASSERT_OK(test_force_tactic(e, 0, tactic));
             kiln_context *ctx;
             ASSERT_OK(kiln_context_create(e, threads, &ctx));
             kiln_context_set_debug(ctx, 1);
-            for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
-                t.H = sizes[si][0];
-                t.W = sizes[si][1];
-                const int64_t n = t.C * t.H * t.W, dims[4] = {1, t.C, t.H, t.W};
-                float *x = test_rnd_f32(&g_seed, n, -1, 1), *y = test_xmalloc((size_t)n * sizeof(float));
-                double *ref = test_xmalloc((size_t)n * sizeof(double));
-                reference(&t, t.H, t.W, x, we, be, wd, bd, wp, bp, ref);
-                ASSERT_OK(kiln_context_set_input_shape(ctx, "X", 4, dims));
-                ASSERT_OK(kiln_context_bind(ctx, "X", x, (size_t)n * sizeof(float)));
-                memset(y, 0xA5, (size_t)n * sizeof(float));
-                ASSERT_OK(kiln_context_bind(ctx, "Y", y, (size_t)n * sizeof(float)));
-                if (kiln_context_run(ctx)) TEST__FAIL("run %lldx%lld (tactic %d): %s", (long long)t.H, (long long)t.W,
-                                                      tactic, kiln_errmsg());
-                char what[120];
-                snprintf(what, sizeof what, "mbconv dynamic %lldx%lld threads=%d tactic %d", (long long)t.H,
-                         (long long)t.W, threads, tactic);
-                test_check_close(what, y, ref, n, 2e-4 * (double)(t.C + t.Ce));
-                free(x); free(y); free(ref);
-            }
+            char label[80];
+            snprintf(label, sizeof label, "mbconv dynamic threads=%d tactic %d", threads, tactic);
+            run_sizes(ctx, &t, sizes, sizeof sizes / sizeof sizes[0], -1, &w, label);
             kiln_context_free(ctx);
         }
         kiln_engine_free(e);
     }
-    free(we); free(be); free(wd); free(bd); free(wp); free(bp);
+    mbw_free(&w);
 }
 
 /* A kiln::mbconv layer written by hand with inconsistent operands fails
@@ -551,39 +571,22 @@ TEST_IMPL(mbconv_16c) {
     mbcase t = {.N = 1, .C = 16, .Ce = 64, .M = 16, .k = 3, .sy = 1, .sx = 1, .d = 1, .pt = 1, .pl = 1, .pb = 1, .pr = 1,
                 .expand = 1, .act = ACT_RELU6, .residual = 1, .pre_relu = 1};
     const int64_t hw[6] = {3, 14, 29, 4, 14, 30}, sizes[][2] = {{14, 14}, {3, 4}, {29, 30}, {7, 9}};
-    float *we = test_rnd_f32(&g_seed, t.Ce * t.C, -3, 3), *be = test_rnd_f32(&g_seed, t.Ce, -0.5f, 0.5f);
-    float *wd = test_rnd_f32(&g_seed, t.Ce * 9, -1, 1), *bd = test_rnd_f32(&g_seed, t.Ce, -0.5f, 0.5f);
-    float *wp = test_rnd_f32(&g_seed, t.M * t.Ce, -0.5f, 0.5f), *bp = test_rnd_f32(&g_seed, t.M, -0.5f, 0.5f);
+    mbw w = mbw_rnd(&t);
     for (int threads = 1; threads <= 2; threads++) {
         kiln_build_stats st;
-        kiln_engine *e = build(&t, threads, 0, hw, we, be, wd, bd, wp, bp, &st);
+        kiln_engine *e = build(&t, threads, 0, hw, w.we, w.be, w.wd, w.bd, w.wp, w.bp, &st);
         const int l = test_last_op(e, "mbconv");
         ASSERT(l >= 0);
         ASSERT_EQ(e->layers[l].tactic, 5);
         kiln_context *ctx;
         ASSERT_OK(kiln_context_create(e, threads, &ctx));
-        for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
-            t.H = sizes[si][0];
-            t.W = sizes[si][1];
-            const int64_t n = t.C * t.H * t.W, dims[4] = {1, t.C, t.H, t.W};
-            float *x = test_rnd_f32(&g_seed, n, 0, 1), *y = test_xmalloc((size_t)n * sizeof(float));
-            double *ref = test_xmalloc((size_t)n * sizeof(double));
-            reference(&t, t.H, t.W, x, we, be, wd, bd, wp, bp, ref);
-            ASSERT_OK(kiln_context_set_input_shape(ctx, "X", 4, dims));
-            ASSERT_OK(kiln_context_bind(ctx, "X", x, (size_t)n * sizeof(float)));
-            memset(y, 0xA5, (size_t)n * sizeof(float));
-            ASSERT_OK(kiln_context_bind(ctx, "Y", y, (size_t)n * sizeof(float)));
-            if (kiln_context_run(ctx)) TEST__FAIL("run %lldx%lld: %s", (long long)t.H, (long long)t.W, kiln_errmsg());
-            char what[120];
-            snprintf(what, sizeof what, "mbconv 16c dynamic %lldx%lld threads=%d", (long long)t.H, (long long)t.W,
-                     threads);
-            test_check_close(what, y, ref, n, 2e-4 * (double)(t.C + t.Ce));
-            free(x); free(y); free(ref);
-        }
+        char label[80];
+        snprintf(label, sizeof label, "mbconv 16c dynamic threads=%d", threads);
+        run_sizes(ctx, &t, sizes, sizeof sizes / sizeof sizes[0], 0, &w, label); /* x >= 0: Relu(x) = x */
         kiln_context_free(ctx);
         kiln_engine_free(e);
     }
-    free(we); free(be); free(wd); free(bd); free(wp); free(bp);
+    mbw_free(&w);
     unsetenv("KILN_CPU_BLOCKED");
     g_build_flags = KILN_BUILD_NO_TIMING;
 }

@@ -516,10 +516,10 @@ int kiln__b_judge_lean(const b_test *t, double tie) {
 }
 
 int kiln__b_region_keep(const b_test *t, double tie, double before, double after) {
-    if (kiln__b_judge_lean(t, tie)) return 1;
-    if (t->verdict > 0 || t->rounds < REFINE_LEAN_ROUNDS || t->losses >= need_wins(t->rounds)) return 0;
-    return median(t->d, t->rounds) < tie * median(t->seg, t->rounds) && after <= (1 - REGION_ISOLATED) * before ? 2
-                                                                                                            : 0;
+    if (kiln__b_judge_lean(t, tie)) return 1; /* (a win is its verdict) */
+    if (t->rounds < REFINE_LEAN_ROUNDS || t->losses >= need_wins(t->rounds)) return 0;
+    const int inconclusive = median(t->d, t->rounds) < tie * median(t->seg, t->rounds);
+    return inconclusive && after <= (1 - REGION_ISOLATED) * before ? 2 : 0;
 }
 
 /* The variant that reverts the regions, or -1. */

@@ -402,8 +402,8 @@ int kiln__epi_prepare(kiln_engine *e, kiln__elayer *el) {
     /* (an op that takes chains in NCHW16C, accepts_epilogue 2 (Conv's 16c
      * tactics, kiln::mbconv's tactic 5), runs its chain on each pixel's 16
      * channels: chan_len 1, and a residual of the same layout) */
-    const int conv16c = act->format == KILN_FORMAT_NCHW16C && el->op->quick->accepts_epilogue == 2;
-    if (act->dtype != KILN_DTYPE_F32 || (act->format != KILN_FORMAT_LINEAR && !conv16c))
+    const int chain16c = act->format == KILN_FORMAT_NCHW16C && el->op->quick->accepts_epilogue == 2;
+    if (act->dtype != KILN_DTYPE_F32 || (act->format != KILN_FORMAT_LINEAR && !chain16c))
         return kiln__err(KILN_EFORMAT, "layer '%s': fused epilogues need an F32 LINEAR output (NCHW16C where "
                          "its op takes chains there), found %s %s", el->name, kiln_dtype_name((kiln_dtype)act->dtype),
                          kiln_format_name((kiln_format)act->format));

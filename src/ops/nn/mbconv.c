@@ -640,9 +640,7 @@ static void bands_task(void *ud, int ith, int nth) {
 /* The tactic a call runs: auto (0) takes row bands where there are at
  * least two per thread, else whole tensors. */
 static int pick(const kiln_call *c, const mb *g) {
-    if (c->tactic == T_WHOLE || c->tactic == T_ROWS || c->tactic == T_DIRECT || c->tactic == T_CL ||
-        c->tactic == T_16C)
-        return c->tactic;
+    if (c->tactic >= T_WHOLE && c->tactic <= T_16C) return c->tactic;
     int threads = kiln_exec_threads(c->exec);
     int64_t r = band_rows(g, threads);
     return g->N * ((g->OH + r - 1) / r) >= 2 * (int64_t)threads ? T_ROWS : T_WHOLE;
@@ -704,13 +702,18 @@ static int mbconv_impl(const kiln_call *c) {
     return 0;
 }
 
+/* Input `input` of c as a weight the prepacks read (a build-time constant,
+ * F32, rank 4, dense), or NULL. */
+static const kiln_tensor *const_w(const kiln_call *c, int input) {
+    const kiln_tensor *w = input < c->nin ? &c->in[input] : NULL;
+    return w && w->data && w->dtype == KILN_DTYPE_F32 && w->ndim == 4 && kiln__ops_dense(w) ? w : NULL;
+}
+
 /* Tactic 4's packed weights: We (Ce x C) and Wp (M x Ce) transposed, as
  * the GEMMs' B operands, and Wd tap-major. */
 static int prepack_cl(const kiln_call *c, int input, void *dst, size_t want, size_t *size) {
-    if ((input != IN_WP && input != IN_WE && input != IN_WD) || input >= c->nin || !c->in[input].data ||
-        c->in[input].dtype != KILN_DTYPE_F32 || c->in[input].ndim != 4 || !kiln__ops_dense(&c->in[input]))
-        return 0;
-    const kiln_tensor *w = &c->in[input];
+    const kiln_tensor *w = input == IN_WP || input == IN_WE || input == IN_WD ? const_w(c, input) : NULL;
+    if (!w) return 0;
     const int64_t rows = w->dims[0], cols = w->dims[1] * w->dims[2] * w->dims[3];
     if (input != IN_WD && cols != w->dims[1]) return 0; /* a KxK expand conv runs conv_fewc.c */
     size_t bytes = (size_t)(input == IN_WD ? rows * cols : (int64_t)kiln__sgemm_pack_b_floats(cols, rows)) *
@@ -734,11 +737,8 @@ static int prepack_cl(const kiln_call *c, int input, void *dst, size_t want, siz
 /* Tactic 5's packed weights: We and Wp in Conv tactic 13's layout
  * (kiln__pw16c_pack), Wd per block of 16 channels tap-major. */
 static int prepack_16c(const kiln_call *c, int input, void *dst, size_t want, size_t *size) {
-    if ((input != IN_WP && input != IN_WE && input != IN_WD) || input >= c->nin || !c->in[input].data ||
-        c->in[input].dtype != KILN_DTYPE_F32 || c->in[input].ndim != 4 || !kiln__ops_dense(&c->in[input]) ||
-        c->in[input].dims[0] % 16)
-        return 0;
-    const kiln_tensor *w = &c->in[input];
+    const kiln_tensor *w = input == IN_WP || input == IN_WE || input == IN_WD ? const_w(c, input) : NULL;
+    if (!w || w->dims[0] % 16) return 0;
     const int64_t rows = w->dims[0], cols = w->dims[1], taps = w->dims[2] * w->dims[3];
     if (input != IN_WD && (taps != 1 || cols % 16)) return 0;
     size_t bytes = (size_t)(input == IN_WD ? rows * taps : kiln__pw16c_packed(rows, cols)) * sizeof(float);
@@ -765,11 +765,8 @@ static int mbconv_prepack(const kiln_call *c, int input, void *dst, size_t *size
     *size = 0;
     if (c->tactic == T_CL) return prepack_cl(c, input, dst, want, size);
     if (c->tactic == T_16C) return prepack_16c(c, input, dst, want, size);
-    if ((input != IN_WP && input != IN_WE) || input >= c->nin || !c->in[input].data ||
-        c->in[input].dtype != KILN_DTYPE_F32 || c->in[input].ndim != 4 || !kiln__ops_dense(&c->in[input]) ||
-        c->in[input].dims[2] * c->in[input].dims[3] != 1) /* a KxK expand conv runs conv_fewc.c */
-        return 0;
-    const kiln_tensor *w = &c->in[input];
+    const kiln_tensor *w = input == IN_WP || input == IN_WE ? const_w(c, input) : NULL;
+    if (!w || w->dims[2] * w->dims[3] != 1) return 0; /* a KxK expand conv runs conv_fewc.c */
     const int direct = input == IN_WE && c->tactic == T_DIRECT && w->dims[1] <= DIRECT_MAX_C; /* as impl's */
     size_t bytes = (size_t)(direct ? kiln__fewc_pointwise_packed(w->dims[0], w->dims[1])
                                    : (int64_t)kiln__sgemm_pack_a_floats(w->dims[0], w->dims[1])) * sizeof(float);
@@ -826,16 +823,15 @@ static int mbconv_formats_fn(const kiln_shape_ctx *c, kiln_combo *out, int max) 
     const int expand = c->nin >= 7 && c->in[IN_WE].dtype == KILN_DTYPE_F32 && c->in[IN_WE].ndim == 4 &&
                        !read_geo(c->attrs, s, p, d, es, ep) && kiln_expr_is_const(c->in[IN_WE].dims[1], &C) &&
                        kiln_expr_is_const(c->in[IN_WE].dims[2], &kh) && kiln_expr_is_const(c->in[IN_WE].dims[3], &kw);
-    if (expand && C <= DIRECT_MAX_C && kh == 1 && kw == 1 && es[0] == 1 && es[1] == 1 &&
-        !(ep[0] | ep[1] | ep[2] | ep[3]))
-        k.tactics[2] = T_DIRECT;
+    /* a 1x1 expand conv (not a stem's), a depthwise kernel conv_dwcl.c takes */
+    const int pw = expand && kh == 1 && kw == 1 && es[0] == 1 && es[1] == 1 && !(ep[0] | ep[1] | ep[2] | ep[3]);
     int64_t h, w, KH, KW;
+    const int dwcl = kiln_expr_is_const(c->in[IN_WD].dims[2], &KH) && kiln_expr_is_const(c->in[IN_WD].dims[3], &KW) &&
+                     KH * KW <= KILN__DWCL_TAPS;
+    if (pw && C <= DIRECT_MAX_C) k.tactics[2] = T_DIRECT;
     int cl = 0;
-    if (expand && kh == 1 && kw == 1 && es[0] == 1 && es[1] == 1 &&
-        !(ep[0] | ep[1] | ep[2] | ep[3]) && kiln_expr_is_const(c->in[IN_X].dims[2], &h) &&
-        kiln_expr_is_const(c->in[IN_X].dims[3], &w) && h * w <= CL_MAX_HW &&
-        kiln_expr_is_const(c->in[IN_WD].dims[2], &KH) && kiln_expr_is_const(c->in[IN_WD].dims[3], &KW) &&
-        KH * KW <= KILN__DWCL_TAPS) {
+    if (pw && dwcl && kiln_expr_is_const(c->in[IN_X].dims[2], &h) && kiln_expr_is_const(c->in[IN_X].dims[3], &w) &&
+        h * w <= CL_MAX_HW) {
         int64_t oh = h + p[0] + p[2] - d[0] * (KH - 1) - 1, ow = w + p[1] + p[3] - d[1] * (KW - 1) - 1;
         if ((cl = oh >= 0 && ow >= 0 && (oh / s[0] + 1) * (ow / s[1] + 1) <= CL_MAX_OHW))
             k.tactics[k.tactics[2] ? 3 : 2] = T_CL;
@@ -848,11 +844,9 @@ static int mbconv_formats_fn(const kiln_shape_ctx *c, kiln_combo *out, int max) 
     }
     out[0] = k;
     int64_t Ce, M;
-    if (max > 1 && expand && kh == 1 && kw == 1 && es[0] == 1 && es[1] == 1 && !(ep[0] | ep[1] | ep[2] | ep[3]) &&
-        kiln_expr_is_const(c->in[IN_WD].dims[0], &Ce) && kiln_expr_is_const(c->in[IN_WP].dims[0], &M) &&
-        kiln_expr_is_const(c->in[IN_WD].dims[2], &KH) && kiln_expr_is_const(c->in[IN_WD].dims[3], &KW) &&
-        C % 16 == 0 && Ce % 16 == 0 && M % 16 == 0 && KH * KW <= KILN__DWCL_TAPS && kiln__dwrows_fits(1, 3) &&
-        kiln__shape_ctx_cpu_blocked(c)) { /* tactic 5's row: X and Y NCHW16C */
+    if (max > 1 && pw && dwcl && kiln_expr_is_const(c->in[IN_WD].dims[0], &Ce) &&
+        kiln_expr_is_const(c->in[IN_WP].dims[0], &M) && C % 16 == 0 && Ce % 16 == 0 && M % 16 == 0 &&
+        kiln__dwrows_fits(1, 3) && kiln__shape_ctx_cpu_blocked(c)) { /* tactic 5's row: X and Y NCHW16C */
         static const kiln_combo row = {"FP32", "NCHW16C, LINEAR, LINEAR, LINEAR, LINEAR, LINEAR, LINEAR, NCHW16C",
                                        {T_16C}};
         out[1] = row;
