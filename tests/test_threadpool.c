@@ -52,6 +52,37 @@ TEST_IMPL(parallel_for_cover) {
     }
 }
 
+/* A slow first chunk: the caller's share is left to the others, who take
+ * it from its back (threadpool.c's shares); with more tasks than the
+ * shares (64), two tasks take from one.  Every index once either way. */
+static void slow_range(void *ud, int64_t b, int64_t e) {
+    if (b == 0) {
+        struct timespec ts = {0, 20 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    cover_range(ud, b, e);
+}
+
+TEST_IMPL(parallel_for_shares) {
+    const int threads_list[] = {2, 3, 70};
+    for (size_t ti = 0; ti < sizeof threads_list / sizeof *threads_list; ti++) {
+        kiln__pool *p = kiln__pool_create(threads_list[ti]);
+        ASSERT(p);
+        kiln_exec e = {.device = KILN_DEVICE_CPU, .pool = p};
+        for (int64_t n = 5; n <= 5000; n *= 10) {
+            cover c = {calloc((size_t)n, sizeof(_Atomic int)), n, 1, 0};
+            kiln_exec_parallel_for(&e, n, 1, slow_range, &c);
+            ASSERT_EQ(atomic_load(&c.bad), 0);
+            for (int64_t i = 0; i < n; i++)
+                if (atomic_load(&c.hits[i]) != 1)
+                    TEST__FAIL("threads %d n %lld: index %lld hit %d times", threads_list[ti], (long long)n,
+                               (long long)i, atomic_load(&c.hits[i]));
+            free(c.hits);
+        }
+        kiln__pool_free(p);
+    }
+}
+
 typedef struct tasks {
     _Atomic int seen[64];
     _Atomic int nth_seen;
@@ -274,5 +305,5 @@ TEST_IMPL(hold_yields) {
     }
 }
 
-TEST_LIST(TEST_ENTRY(parallel_for_cover), TEST_ENTRY(parallel_tasks), TEST_ENTRY(nested_serial),
+TEST_LIST(TEST_ENTRY(parallel_for_cover), TEST_ENTRY(parallel_for_shares), TEST_ENTRY(parallel_tasks), TEST_ENTRY(nested_serial),
           TEST_ENTRY(single_thread_inline), TEST_ENTRY(concurrent_dispatch), TEST_ENTRY(hold_yields))

@@ -1,6 +1,7 @@
 /*
  * test_wino16c.c — Conv tactics 14 and 15 (Winograd F(4x4, 3x3) and
- * F(2x2, 3x3) in NCHW16C, conv_wino16c.c) against a naive double reference on the LINEAR layout,
+ * F(2x2, 3x3) in NCHW16C, conv_wino16c.c), and 18 / 19 (the same with the
+ * tiles split over the threads) against a naive double reference on the LINEAR layout,
  * X (and the residual) reformatted into NCHW16C here and Y back.  Random
  * inputs, both tile sizes; outputs of 1x1 (a lone tile), 3x5, 7x7, 13x11, 14x14 and 56x56
  * (sizes off the 4x4 tile), C and M in 16..144, pads 1, 0 and 2 (the
@@ -72,8 +73,10 @@ static void check(const char *what, const wcase *t, int64_t OH, int64_t OW, cons
     free(y);
 }
 
-/* The kernel on its own: every image, the residual and Relu its own. */
-static void kernel_case(const wcase *t, int m, int threads) {
+/* The kernel on its own: every image, the residual and Relu its own;
+ * split: tactics 18 / 19's mode (kiln__wino16c.split), which must then
+ * run split (`split` 2) or not (1: too few tiles a thread). */
+static void kernel_case_split(const wcase *t, int m, int threads, int split) {
     const int64_t OH = t->H + t->pt + t->pb - 2, OW = t->W + t->pl + t->pr - 2, isp = t->H * t->W, osp = OH * OW;
     const int64_t nx = t->N * t->C * isp, ny = t->N * t->M * osp;
     float *x = test_rnd_f32(&g_seed, nx, -1.0f, 1.0f), *w = test_rnd_f32(&g_seed, t->M * t->C * 9, -0.5f, 0.5f);
@@ -104,16 +107,17 @@ static void kernel_case(const wcase *t, int m, int threads) {
         kiln__wino16c p = {.w = {.m = m, .C = t->C, .M = t->M, .H = t->H, .W = t->W, .OH = OH, .OW = OW, .pt = t->pt,
                                  .pl = t->pl, .x = x16 + n * t->C * isp, .u = u, .bias = t->bias ? b : NULL,
                                  .y = y16 + n * t->M * osp, .ws = ws, .exec = &ex},
-                           .res = t->res ? r16 + n * t->M * osp : NULL, .relu = t->relu};
+                           .res = t->res ? r16 + n * t->M * osp : NULL, .relu = t->relu, .split = split > 0};
+        if (split) ASSERT_EQ(kiln__wino16c_splits(&p, threads), split - 1);
         kiln__wino16c_run(&p);
     }
     double *ref = test_xmalloc((size_t)ny * sizeof(double)), big;
     reference(t, OH, OW, x, w, b, r, ref, &big);
     char what[200];
-    snprintf(what, sizeof what, "wino16c F(%dx%d) N%lld C%lld M%lld %lldx%lld pads %lld,%lld,%lld,%lld%s%s%s, %d threads",
+    snprintf(what, sizeof what, "wino16c F(%dx%d) N%lld C%lld M%lld %lldx%lld pads %lld,%lld,%lld,%lld%s%s%s, %d threads%s",
              m, m, (long long)t->N, (long long)t->C, (long long)t->M, (long long)t->H, (long long)t->W, (long long)t->pt,
              (long long)t->pl, (long long)t->pb, (long long)t->pr, t->bias ? " bias" : "", t->res ? " residual" : "",
-             t->relu ? " relu" : "", threads);
+             t->relu ? " relu" : "", threads, split == 2 ? ", split" : split ? ", split asked, not run" : "");
     check(what, t, OH, OW, y16, ref, big);
     kiln__pool_free(pool);
     kiln__aligned_free(pk);
@@ -123,6 +127,8 @@ static void kernel_case(const wcase *t, int m, int threads) {
     kiln__aligned_free(y16);
     free(x); free(w); free(b); free(r); free(ref);
 }
+
+static void kernel_case(const wcase *t, int m, int threads) { kernel_case_split(t, m, threads, 0); }
 
 TEST_IMPL(wino16c_kernel) {
     static const int64_t sizes[][2] = {{1, 1}, {3, 5}, {7, 7}, {13, 11}, {14, 14}, {56, 56}};
@@ -155,6 +161,32 @@ TEST_IMPL(wino16c_kernel) {
                  .relu = 1};
     kernel_case(&big, 4, 2);
     kernel_case(&big, 2, 3);
+}
+
+/* Split mode (tactics 18, 19): each thread's share of the tiles in pieces
+ * of at most conv_wino16c's L2 chunk, shares and pieces of uneven sizes,
+ * a last tile row cut by the share; and where each thread would get too
+ * few tiles, or C x M outweighs them, the phases' split instead. */
+TEST_IMPL(wino16c_split) {
+    /* 56x56 F(4x4): 196 tiles, 98 / 66 a thread, pieces of 64 or fewer */
+    wcase a = {.N = 1, .C = 32, .M = 48, .H = 56, .W = 56, .pt = 1, .pl = 1, .pb = 1, .pr = 1, .bias = 1, .res = 1,
+               .relu = 1};
+    kernel_case_split(&a, 4, 2, 2);
+    kernel_case_split(&a, 4, 3, 2);
+    /* 28x27 F(2x2), 2 images: 14 x 14 tiles, shares that cut tile rows */
+    wcase b = {.N = 2, .C = 16, .M = 16, .H = 28, .W = 27, .pt = 1, .pl = 1, .pb = 1, .pr = 1, .relu = 1};
+    kernel_case_split(&b, 2, 2, 2);
+    kernel_case_split(&b, 2, 3, 2);
+    /* 13x11, pads 0 / 2: 6 x 5 tiles of 2x2 = 30: 15 a thread at 2, too few at 3 */
+    wcase c = {.N = 1, .C = 16, .M = 32, .H = 13, .W = 11, .pt = 2, .pl = 0, .pb = 1, .pr = 1, .bias = 1, .res = 1};
+    kernel_case_split(&c, 2, 2, 2);
+    kernel_case_split(&c, 2, 3, 1);
+    /* 14x14 F(2x2) with C = M = 256 (ResNet-50's layer3): 49 tiles against
+     * C x M, not split; nor 14x14 F(4x4) (16 tiles); 1 thread never */
+    wcase d = {.N = 1, .C = 256, .M = 256, .H = 14, .W = 14, .pt = 1, .pl = 1, .pb = 1, .pr = 1, .bias = 1};
+    kernel_case_split(&d, 2, 2, 1);
+    kernel_case_split(&d, 4, 2, 1);
+    kernel_case_split(&a, 4, 1, 1);
 }
 
 /* ---- through the op ------------------------------------------------------- */
@@ -191,7 +223,8 @@ static void op_case(int tactic, int64_t C, int64_t M, int64_t H, int64_t W, int 
     kiln_call c = {.in = in, .nin = bias ? 3 : 2, .out = out, .nout = 1, .attrs = &attrs, .tactic = tactic, .exec = &ex,
                    .layer = "conv16c"};
     size_t wsb = op->quick->workspace(&c), n = 0;
-    ASSERT(wsb >= kiln__wino_ws_bytes(tactic == 14 ? 4 : 2, C, M, H, W));
+    const int m = tactic == 14 || tactic == 18 ? 4 : 2;
+    ASSERT(wsb >= kiln__wino_ws_bytes(m, C, M, H, W));
     void *ws = kiln__aligned_alloc(wsb);
     c.workspace = ws;
     c.workspace_size = wsb;
@@ -202,11 +235,11 @@ static void op_case(int tactic, int64_t C, int64_t M, int64_t H, int64_t W, int 
     pout[0].data = NULL;
     kiln_call pc = {.in = pin, .nin = c.nin, .out = pout, .nout = 1, .attrs = &attrs, .tactic = tactic};
     ASSERT_OK(op->quick->prepack(&pc, 1, NULL, &n));
-    ASSERT_EQ(n, kiln__wino16c_pack_bytes(tactic == 14 ? 4 : 2, M, C));
+    ASSERT_EQ(n, kiln__wino16c_pack_bytes(m, M, C));
     void *blob = kiln__aligned_alloc(n);
-    size_t m = n;
-    ASSERT_OK(op->quick->prepack(&pc, 1, blob, &m));
-    ASSERT_EQ(m, n);
+    size_t got = n;
+    ASSERT_OK(op->quick->prepack(&pc, 1, blob, &got));
+    ASSERT_EQ(got, n);
     const void *pp[3] = {NULL, blob, NULL};
     c.prepacked = pp;
     for (int64_t i = 0; i < M * S; i++) y16[i] = NAN;
@@ -230,11 +263,14 @@ static void op_case(int tactic, int64_t C, int64_t M, int64_t H, int64_t W, int 
 }
 
 TEST_IMPL(wino16c_op) {
-    for (int tactic = 14; tactic <= 15; tactic++) {
+    static const int tactics[] = {14, 15, 18, 19};
+    for (int ti = 0; ti < 4; ti++) {
+        const int tactic = tactics[ti];
         op_case(tactic, 16, 32, 1, 1, 1, 1);
         op_case(tactic, 32, 16, 3, 5, 0, 2);
         op_case(tactic, 48, 64, 14, 14, 1, 3);
         op_case(tactic, 64, 64, 7, 7, 0, 2);
+        op_case(tactic, 16, 32, 28, 28, 1, 2); /* 18 / 19: split */
     }
 }
 
@@ -257,7 +293,7 @@ static int count(const char *s, const char *what) {
 }
 
 /* net (freed) built with KILN_CPU_BLOCKED=force; its inspect text must hold
- * nconv convs of tactic 14 or 15, two reformats and each of `want`
+ * nconv convs of tactic 14, 15, 18 or 19, two reformats and each of `want`
  * (NULL-terminated). */
 static kiln_engine *build_forced(kiln_network *net, int threads, int nconv, const char *const *want) {
     ASSERT_OK(kiln_network_mark_output(net, "Y"));
@@ -265,7 +301,9 @@ static kiln_engine *build_forced(kiln_network *net, int threads, int nconv, cons
     kiln_engine *e = test_build_forced16c(net, 0, threads, &st);
     kiln_network_free(net);
     char *txt = test_inspect_text(e);
-    int ok = count(txt, "tactic 14") + count(txt, "tactic 15") == nconv && count(txt, "kiln::reformat") == 2;
+    int ok = count(txt, "tactic 14") + count(txt, "tactic 15") + count(txt, "tactic 18") + count(txt, "tactic 19") ==
+                 nconv &&
+             count(txt, "kiln::reformat") == 2;
     for (int i = 0; want[i]; i++) ok = ok && strstr(txt, want[i]);
     if (!ok) TEST__FAIL("expected %d convs of tactic 14 or 15, two reformats%s%s:\n%s", nconv,
                         want[0] ? " and " : "", want[0] ? want[0] : "", txt);
@@ -274,7 +312,9 @@ static kiln_engine *build_forced(kiln_network *net, int threads, int nconv, cons
 }
 
 /* e run on x into Y (ny floats) against ref, then saved and loaded and run
- * at the other thread count. */
+ * at the other thread count; then with its convs forced to the other mode
+ * (14 <-> 18, 15 <-> 19: the split one at 2 threads runs split where the
+ * plane has the tiles, conv_a's chain per pixel of its tiles too). */
 static void check_engine(const char *what, kiln_engine *e, int threads, const float *x, int64_t nx, float *y,
                          int64_t ny, const double *ref) {
     double big = 0;
@@ -286,6 +326,13 @@ static void check_engine(const char *what, kiln_engine *e, int threads, const fl
     run_engine(e2, 3 - threads % 2, x, nx, y, ny);
     test_check_close(what, y, ref, ny, atol);
     kiln_engine_free(e2);
+    for (int32_t l = 0; l < e->nlayers; l++) {
+        const int t = e->layers[l].tactic;
+        if (!strcmp(e->layers[l].op->name, "Conv") && t >= 14 && t != 16 && t != 17)
+            ASSERT_OK(test_force_tactic(e, l, t == 14 ? 18 : t == 15 ? 19 : t - 4));
+    }
+    run_engine(e, 2, x, nx, y, ny);
+    test_check_close(what, y, ref, ny, atol);
     kiln_engine_free(e);
 }
 
@@ -392,6 +439,10 @@ TEST_IMPL(wino16c_engine) {
     engine_case(2, 16, 16, 6, 5, 1, 1);
     block_case(1, 32, 10, 9, 1);
     block_case(2, 16, 7, 7, 2);
+    /* planes with the tiles for split mode at 2 threads (check_engine's
+     * forced 18 / 19): a chain per pixel, a residual block */
+    engine_case(1, 16, 16, 28, 28, 1, 2);
+    block_case(1, 16, 24, 24, 2);
 }
 
-TEST_LIST(TEST_ENTRY(wino16c_kernel), TEST_ENTRY(wino16c_op), TEST_ENTRY(wino16c_engine))
+TEST_LIST(TEST_ENTRY(wino16c_kernel), TEST_ENTRY(wino16c_split), TEST_ENTRY(wino16c_op), TEST_ENTRY(wino16c_engine))

@@ -353,24 +353,50 @@ void kiln_exec_parallel(kiln_exec *e, int n_tasks, kiln_task_fn fn, void *ud) {
     e->depth--;
 }
 
+/* kiln_exec_parallel_for's chunks: task i owns the i-th contiguous share
+ * of them and takes its own first, from the front; a task done with its
+ * share then takes what is left of the others', from their backs.  Owned
+ * shares keep a range on the core that ran it in the layer before: a
+ * kernel that splits its output the same way as its producer reads its
+ * input from its own L2 (on a VM whose two vCPUs sat on two dies, chunks
+ * claimed in arrival order from one counter sent half of every layer's
+ * input across the dies: ResNet-50 at 2 threads 19.4 against 15.8 ms on
+ * one die).  A share is one word: its next chunk from the front (low 32
+ * bits) and one past its last not yet taken (high 32). */
+#define PFOR_CHUNKS 4  /* per task */
+#define PFOR_SHARES 64 /* beyond, tasks i and i + 64 take from one share */
 typedef struct pfor_job {
     kiln_range_fn fn;
     void *ud;
     int64_t n, nchunks;
-    _Atomic int64_t next;
+    int shares;
+    _Atomic uint64_t share[PFOR_SHARES];
 } pfor_job;
 
+/* Take a chunk of share s: from its front (the owner) or back; -1 when none is left. */
+static int64_t pfor_take(pfor_job *j, int s, int back) {
+    uint64_t v = atomic_load(&j->share[s]);
+    for (;;) {
+        uint32_t f = (uint32_t)v, b = (uint32_t)(v >> 32);
+        if (f >= b) return -1;
+        uint64_t nv = back ? (uint64_t)(b - 1) << 32 | f : (uint64_t)b << 32 | (f + 1);
+        if (atomic_compare_exchange_weak(&j->share[s], &v, nv)) return back ? b - 1 : f;
+    }
+}
+
+static void pfor_chunk(pfor_job *j, int64_t k) {
+    int64_t b, end;
+    kiln_split_range(j->n, (int)k, (int)j->nchunks, &b, &end);
+    if (end > b) j->fn(j->ud, b, end);
+}
+
 static void pfor_task(void *arg, int ith, int nth) {
-    (void)ith;
     (void)nth;
     pfor_job *j = arg;
-    for (;;) {
-        int64_t k = atomic_fetch_add(&j->next, 1);
-        if (k >= j->nchunks) return;
-        int64_t b, end;
-        kiln_split_range(j->n, (int)k, (int)j->nchunks, &b, &end);
-        if (end > b) j->fn(j->ud, b, end);
-    }
+    const int own = ith % j->shares;
+    for (int64_t k; (k = pfor_take(j, own, 0)) >= 0;) pfor_chunk(j, k);
+    for (int s = 1; s < j->shares; s++) /* the others' shares, from the next one on */
+        for (int64_t k; (k = pfor_take(j, (own + s) % j->shares, 1)) >= 0;) pfor_chunk(j, k);
 }
 
 void kiln_exec_parallel_for(kiln_exec *e, int64_t n, int64_t grain, kiln_range_fn fn, void *ud) {
@@ -384,13 +410,15 @@ void kiln_exec_parallel_for(kiln_exec *e, int64_t n, int64_t grain, kiln_range_f
     if (grain < 1) grain = 1;
     int threads = kiln_exec_threads(e);
     int64_t nchunks = n / grain;
-    if (nchunks > (int64_t)threads * 4) nchunks = (int64_t)threads * 4;
+    if (nchunks > (int64_t)threads * PFOR_CHUNKS) nchunks = (int64_t)threads * PFOR_CHUNKS;
     if (nchunks < 1) nchunks = 1;
     if (nchunks == 1 || threads == 1 || e->depth > 0 || t_in_task) {
         fn(ud, 0, n);
         return;
     }
-    pfor_job j = {fn, ud, n, nchunks, 0};
     int tasks = nchunks < threads ? (int)nchunks : threads;
+    pfor_job j = {.fn = fn, .ud = ud, .n = n, .nchunks = nchunks, .shares = tasks < PFOR_SHARES ? tasks : PFOR_SHARES};
+    for (int s = 0; s < j.shares; s++) /* share s: chunks [s * nchunks / shares, (s + 1) * nchunks / shares) */
+        atomic_init(&j.share[s], (uint64_t)((s + 1) * nchunks / j.shares) << 32 | (uint64_t)(s * nchunks / j.shares));
     kiln_exec_parallel(e, tasks, pfor_task, &j);
 }

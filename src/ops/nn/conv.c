@@ -91,6 +91,11 @@
  *  17 few channels into NCHW16C: tactic 12 with Y in NCHW16C (X LINEAR:
  *             the image), M a multiple of 16, so that a 16c region can
  *             start at the stem; W packed and stored as 12's; its own row.
+ *  18 tactic 14 with the image's tiles split over the threads, each
+ *             running all three phases on its share (kiln__wino16c.split):
+ *             no V^T or product crosses between cores, each reads all of
+ *             U.  Offered with 14, not to a 1-thread build (where it is 14).
+ *  19 the same for tactic 15.
  * Where several tactics run the same kernel on a conv (kernel_key), the
  * builder is offered one of them (conv_formats_fn); the others stay valid
  * in engine files.  A fused residual Add and/or Relu is applied in the
@@ -119,12 +124,14 @@
 
 enum { T_AUTO = 1, T_GEMM = 2, T_DIRECT = 3, T_PADGEMM = 4, T_DW = 5, T_WINO = 6, T_DWROWS = 7, T_PADPACK = 8,
        T_PADCOMPACT = 9, T_WINO2 = 10, T_KSPLIT = 11, T_FEWC = 12, T_PW16C = 13, T_WINO16C = 14,
-       T_WINO16C2 = 15, T_D16C = 16, T_FEWC16C = 17 };
+       T_WINO16C2 = 15, T_D16C = 16, T_FEWC16C = 17, T_WINO16CS = 18, T_WINO16C2S = 19 };
 
 /* The Winograd output tile size of a tactic (6: 4x4, 10: 2x2), else 0. */
 static int wino_m(int t) { return t == T_WINO ? 4 : t == T_WINO2 ? 2 : 0; }
-/* The same for the NCHW16C tactics (14: 4x4, 15: 2x2). */
-static int wino16c_m(int t) { return t == T_WINO16C ? 4 : t == T_WINO16C2 ? 2 : 0; }
+/* The same for the NCHW16C tactics (14, 18: 4x4; 15, 19: 2x2). */
+static int wino16c_m(int t) {
+    return t == T_WINO16C || t == T_WINO16CS ? 4 : t == T_WINO16C2 || t == T_WINO16C2S ? 2 : 0;
+}
 
 static const kiln_attr_def conv_attrs[] = {
     {"auto_pad", KILN_ATTR_STRING, 0, "NOTSET", 0, "NOTSET, SAME_UPPER, SAME_LOWER or VALID"},
@@ -746,7 +753,7 @@ static int conv_wino(const kiln_call *c, const geom *g, int m) {
 
 static int wino_applies(int nsp, int64_t G, int64_t M, const int64_t *k, const int64_t *s, const int64_t *d);
 
-/* Tactic 14 (m = 4) or 15 (m = 2) on every image (its formats and W's
+/* Tactic 14 or 18 (m = 4), 15 or 19 (m = 2) on every image (its formats and W's
  * packing checked here: an engine names it only where conv_formats_fn
  * offered it). */
 static int conv_wino16c(const kiln_call *c, int m) {
@@ -777,6 +784,7 @@ static int conv_wino16c(const kiln_call *c, int m) {
                                  .y = (float *)y->data + n * g.M * osp, .ws = c->workspace,
                                  .call = c->epilogue && !fast ? c : NULL, .exec = c->exec},
                            .res = r ? (const float *)r->data + n * g.M * osp : NULL, .relu = relu};
+        p.split = c->tactic == T_WINO16CS || c->tactic == T_WINO16C2S;
         kiln__wino16c_run(&p);
     }
     return 0;
@@ -1852,9 +1860,12 @@ static int conv_formats_fn(const kiln_shape_ctx *c, kiln_combo *out, int max) {
     if (wino_applies(2, G, M, k, s, d)) {
         out[0].tactics[t++] = T_WINO;
         out[0].tactics[t++] = T_WINO2;
-        if (have_cg && Cg % 16 == 0 && M % 16 == 0 && n < max && !no_16c(c)) /* the 16c row (X, W, B, Y; a residual: Y's) */
-            out[n++] = (kiln_combo){"FP32, FP32, FP32, FP32", "NCHW16C, LINEAR, LINEAR, NCHW16C",
-                                      {T_WINO16C, T_WINO16C2}};
+        if (have_cg && Cg % 16 == 0 && M % 16 == 0 && n < max && !no_16c(c)) { /* the 16c row (X, W, B, Y; a residual: Y's) */
+            kiln_combo row = {"FP32, FP32, FP32, FP32", "NCHW16C, LINEAR, LINEAR, NCHW16C", {T_WINO16C, T_WINO16C2}};
+            if (kiln__shape_ctx_build_threads(c) != 1) /* (at 1 thread 18 and 19 are 14 and 15) */
+                row.tactics[2] = T_WINO16CS, row.tactics[3] = T_WINO16C2S;
+            out[n++] = row;
+        }
     }
     if (have_cg && Cg == 1 && kiln__dwrows_fits(s[1], k[1])) out[0].tactics[t++] = T_DWROWS;
     if (G == 1 && k[0] * k[1] * s[0] * s[1] > 1 && s[0] <= 4 && s[1] <= 4) { /* padgemm_geom applies */

@@ -14,6 +14,14 @@
  * P_xi^T[tile][M] = V_xi^T[tile][C] * U_xi^T[C][M], rows of the GEMM's A
  * (V^T, packed per call by the SGEMM's 12-row transposing packer) one
  * tile, B (U^T) packed at build.
+ *
+ * Split mode (tactics 18, 19): one dispatch a block, each thread its
+ * contiguous share of the block's tiles, in pieces of at most an L2's
+ * worth, each piece through all three phases on that thread alone (its
+ * rows of V^T and of the products are its own, so no barrier between
+ * the phases).  On ResNet-50's 56x56 convs at 2 threads a conv took 0.31
+ * against 0.53 ms when the two vCPUs sat on two dies (V^T and the
+ * products no longer cross them), level on one die.
  */
 #include "ops/nn/conv_wino16c.h"
 
@@ -29,6 +37,15 @@
 #define NX(m) (((m) + 2) * ((m) + 2)) /* points of a tile */
 #define L2_FLOATS (1 << 18)           /* a block's V^T and products: 1 MB, in a core's L2 */
 #define MIN_TILES 64                  /* ... unless that left fewer tiles a block (GEMM rows) */
+/* Split mode only where each thread gets at least one of the SGEMM's
+ * 12-row strips of tiles and its V^T and products, which would otherwise
+ * cross between the cores, outweigh the U each further thread then reads
+ * again (see kiln__wino16c_run); elsewhere the phases split as tactics 14
+ * and 15.  ResNet-50 at 2 threads (bench/README.md): split won on its
+ * 56x56 convs (U 0.6 MB, V^T and products 3.6 MB) and its 28x28 ones
+ * (2.4 MB against 1.8), lost on the 14x14 ones with F(2x2) (4.2 against
+ * 1.6: 4% slower) and F(4x4) (9.4 against 0.6: 1.4x as long). */
+#define SPLIT_TILES 12
 
 typedef kiln__wvec vec; /* BLK floats */
 typedef int32_t veci __attribute__((vector_size(BLK * sizeof(int32_t))));
@@ -68,6 +85,7 @@ typedef struct job {
     const kiln__wino16c *p;
     kiln__wino_blocks b;
     int64_t ty0, ty1, ntiles, rows; /* the block's tile rows, its tiles, its tile rows */
+    int64_t chunk;                  /* split mode: tiles of a thread's piece */
     float *v, *pr;                  /* V^T: NX x ld x C, products: NX x ld x M */
     _Atomic int64_t next;           /* the next GEMM to claim */
 } job;
@@ -77,65 +95,74 @@ typedef struct job {
 typedef float vecu __attribute__((vector_size(BLK * sizeof(float)), aligned(4)));
 #define load(p) (*(const vecu *)(const void *)(p))
 
-/* Units [u0, u1) of (channel block, tile row of the block): each tile's
- * a x a input pixels (zero outside the image) into its NX rows of V^T. */
-KILN__WINO_INLINE void input_units(const int m, const job *j, int64_t u0, int64_t u1) {
+/* Channel block cb of the block's tiles [t0, t1) (tile r * TW + tx): each
+ * tile's a x a input pixels (zero outside the image) into its NX rows of
+ * V^T. */
+KILN__WINO_INLINE void input_tiles(const int m, const job *j, int64_t cb, int64_t t0, int64_t t1) {
     const int a = m + 2;
     const kiln__wino *w = &j->p->w;
     const int64_t C = w->C, H = w->H, W = w->W, TW = j->b.TW, ld = j->b.ld;
-    for (int64_t u = u0; u < u1; u++) {
-        const int64_t cb = u / j->rows, r = u % j->rows, iy0 = (j->ty0 + r) * m - w->pt;
-        const float *xc = w->x + cb * H * W * BLK;
-        float *vc = j->v + (r * TW) * C + cb * BLK;
-        for (int64_t tx = 0; tx < TW; tx++) {
-            const int64_t ix0 = tx * m - w->pl;
-            vec d[36], v[36];
-            for (int i = 0; i < a; i++) {
-                const int64_t iy = iy0 + i;
-                for (int k = 0; k < a; k++) {
-                    const int64_t ix = ix0 + k;
-                    d[i * a + k] = iy >= 0 && iy < H && ix >= 0 && ix < W ? load(xc + (iy * W + ix) * BLK) : (vec){0};
-                }
+    const float *xc = w->x + cb * H * W * BLK;
+    for (int64_t t = t0; t < t1; t++) {
+        const int64_t iy0 = (j->ty0 + t / TW) * m - w->pt, ix0 = t % TW * m - w->pl;
+        float *vc = j->v + t * C + cb * BLK;
+        vec d[36], v[36];
+        for (int i = 0; i < a; i++) {
+            const int64_t iy = iy0 + i;
+            for (int k = 0; k < a; k++) {
+                const int64_t ix = ix0 + k;
+                d[i * a + k] = iy >= 0 && iy < H && ix >= 0 && ix < W ? load(xc + (iy * W + ix) * BLK) : (vec){0};
             }
-            kiln__wino_in_tile(a, d, v);
-            for (int xi = 0; xi < a * a; xi++) memcpy(vc + (xi * ld + tx) * C, &v[xi], sizeof v[xi]);
         }
+        kiln__wino_in_tile(a, d, v);
+        for (int xi = 0; xi < a * a; xi++) memcpy(vc + xi * ld * C, &v[xi], sizeof v[xi]);
     }
 }
 
-/* Units [u0, u1) of (output channel block, tile row of the block): each
- * tile's NX products into its m x m output pixels inside the image, bias,
- * residual and Relu added there; a fused chain the kernel does not apply
- * itself then runs on the tile row's pixels. */
-KILN__WINO_INLINE void output_units(const int m, const job *j, int64_t u0, int64_t u1) {
+/* Output channel block mb of the block's tiles [t0, t1): each tile's NX
+ * products into its m x m output pixels inside the image, bias, residual
+ * and Relu added there; a fused chain the kernel does not apply itself
+ * then runs on the tile's pixels. */
+KILN__WINO_INLINE void output_tiles(const int m, const job *j, int64_t mb, int64_t t0, int64_t t1) {
     const int a = m + 2;
     const kiln__wino16c *p = j->p;
     const kiln__wino *w = &p->w;
     const int64_t M = w->M, OH = w->OH, OW = w->OW, TW = j->b.TW, ld = j->b.ld;
-    for (int64_t u = u0; u < u1; u++) {
-        const int64_t mb = u / j->rows, r = u % j->rows, oy0 = (j->ty0 + r) * m;
-        const int64_t oy1 = oy0 + m < OH ? oy0 + m : OH;
-        const float *pc = j->pr + (r * TW) * M + mb * BLK;
-        const vec bias = w->bias ? load(w->bias + mb * BLK) : (vec){0};
-        float *yb = w->y + mb * OH * OW * BLK;
-        const float *rb = p->res ? p->res + mb * OH * OW * BLK : NULL;
-        for (int64_t tx = 0; tx < TW; tx++) {
-            vec pt[36], o[16];
-            for (int xi = 0; xi < a * a; xi++) pt[xi] = load(pc + (xi * ld + tx) * M);
-            kiln__wino_out_tile(m, pt, o);
-            for (int64_t oy = oy0; oy < oy1; oy++)
-                for (int64_t q = 0; q < m && tx * m + q < OW; q++) {
-                    const int64_t off = (oy * OW + tx * m + q) * BLK;
-                    vec y = o[(oy - oy0) * m + q] + bias;
-                    if (rb) y += load(rb + off);
-                    if (p->relu) y = (vec)((veci)y & ~(y < (vec){0})); /* NaN stays NaN */
-                    memcpy(yb + off, &y, sizeof y);
-                }
-        }
+    const vec bias = w->bias ? load(w->bias + mb * BLK) : (vec){0};
+    float *yb = w->y + mb * OH * OW * BLK;
+    const float *rb = p->res ? p->res + mb * OH * OW * BLK : NULL;
+    for (int64_t t = t0; t < t1; t++) {
+        const int64_t oy0 = (j->ty0 + t / TW) * m, ox0 = t % TW * m;
+        const int64_t oy1 = oy0 + m < OH ? oy0 + m : OH, ox1 = ox0 + m < OW ? ox0 + m : OW;
+        const float *pc = j->pr + t * M + mb * BLK;
+        vec pt[36], o[16];
+        for (int xi = 0; xi < a * a; xi++) pt[xi] = load(pc + xi * ld * M);
+        kiln__wino_out_tile(m, pt, o);
+        for (int64_t oy = oy0; oy < oy1; oy++)
+            for (int64_t ox = ox0; ox < ox1; ox++) {
+                const int64_t off = (oy * OW + ox) * BLK;
+                vec y = o[(oy - oy0) * m + ox - ox0] + bias;
+                if (rb) y += load(rb + off);
+                if (p->relu) y = (vec)((veci)y & ~(y < (vec){0})); /* NaN stays NaN */
+                memcpy(yb + off, &y, sizeof y);
+            }
         if (w->call) /* one pixel a run: its values are 16 consecutive channels */
-            for (int64_t px = oy0 * OW; px < oy1 * OW; px++)
-                kiln_call_epilogue(w->call, 0, yb + px * BLK, BLK, mb * BLK, 1);
+            for (int64_t oy = oy0; oy < oy1; oy++)
+                for (int64_t ox = ox0; ox < ox1; ox++)
+                    kiln_call_epilogue(w->call, 0, yb + (oy * OW + ox) * BLK, BLK, mb * BLK, 1);
     }
+}
+
+/* Units [u0, u1) of (channel block, tile row of the block). */
+KILN__WINO_INLINE void input_units(const int m, const job *j, int64_t u0, int64_t u1) {
+    for (int64_t u = u0; u < u1; u++)
+        input_tiles(m, j, u / j->rows, u % j->rows * j->b.TW, (u % j->rows + 1) * j->b.TW);
+}
+
+/* Units [u0, u1) of (output channel block, tile row of the block). */
+KILN__WINO_INLINE void output_units(const int m, const job *j, int64_t u0, int64_t u1) {
+    for (int64_t u = u0; u < u1; u++)
+        output_tiles(m, j, u / j->rows, u % j->rows * j->b.TW, (u % j->rows + 1) * j->b.TW);
 }
 
 static void input_range(void *ud, int64_t u0, int64_t u1) {
@@ -150,6 +177,16 @@ static void output_range(void *ud, int64_t u0, int64_t u1) {
     else output_units(2, j, u0, u1);
 }
 
+/* Point xi's GEMM on the block's tiles [t0, t0 + rows): P_xi^T = V_xi^T U_xi^T. */
+static void gemm_rows(const job *j, int64_t xi, int64_t t0, int64_t rows) {
+    const kiln__wino *w = &j->p->w;
+    const float *b = w->u + xi * kiln__sgemm_pack_b_floats(w->C, w->M);
+    kiln__gemm gm = {.M = rows, .N = w->M, .K = w->C, .a = j->v + (xi * j->b.ld + t0) * w->C, .a_rs = w->C,
+                     .a_cs = 1, .alpha = 1.0f, .b = b, .b_rs = 1, .b_cs = w->C, .b_packed = b,
+                     .c = j->pr + (xi * j->b.ld + t0) * w->M, .ldc = w->M};
+    kiln__sgemm_serial(&gm);
+}
+
 /* The NX GEMMs, claimed one at a time (see conv_winograd.c's gemm_task):
  * a lone tile is computed as two rows (the second zero), as the SGEMM's
  * one-row path would read B unpacked. */
@@ -157,16 +194,44 @@ static void gemm_task(void *ud, int ith, int nth) {
     (void)ith;
     (void)nth;
     job *j = ud;
+    for (int64_t xi; (xi = atomic_fetch_add(&j->next, 1)) < NX(j->p->w.m);)
+        gemm_rows(j, xi, 0, j->ntiles < 2 ? 2 : j->ntiles);
+}
+
+/* Split mode (kiln__wino16c.split): thread ith's share of the block's
+ * tiles, in pieces of at most `chunk` tiles (V^T and products of a piece
+ * in its core's L2), each piece transformed, multiplied and transformed
+ * back before the next.  Every piece has 2 tiles or more (the caller
+ * gives each thread 2 or more): its GEMMs read and write only its rows. */
+KILN__WINO_INLINE void split_tiles(const int m, const job *j, int ith, int nth) {
     const kiln__wino *w = &j->p->w;
-    const size_t per = kiln__sgemm_pack_b_floats(w->C, w->M);
-    const int64_t rows = j->ntiles < 2 ? 2 : j->ntiles;
-    for (int64_t xi; (xi = atomic_fetch_add(&j->next, 1)) < NX(w->m);) {
-        const float *b = w->u + xi * per;
-        kiln__gemm gm = {.M = rows, .N = w->M, .K = w->C, .a = j->v + xi * j->b.ld * w->C, .a_rs = w->C,
-                         .a_cs = 1, .alpha = 1.0f, .b = b, .b_rs = 1, .b_cs = w->C, .b_packed = b,
-                         .c = j->pr + xi * j->b.ld * w->M, .ldc = w->M};
-        kiln__sgemm_serial(&gm);
+    const int64_t s0 = ith * j->ntiles / nth, s1 = (ith + 1) * j->ntiles / nth;
+    const int64_t pieces = (s1 - s0 + j->chunk - 1) / j->chunk;
+    for (int64_t q = 0; q < pieces; q++) {
+        const int64_t t0 = s0 + q * (s1 - s0) / pieces, t1 = s0 + (q + 1) * (s1 - s0) / pieces;
+        for (int64_t cb = 0; cb < w->C / BLK; cb++) input_tiles(m, j, cb, t0, t1);
+        for (int xi = 0; xi < NX(m); xi++) gemm_rows(j, xi, t0, t1 - t0);
+        for (int64_t mb = 0; mb < w->M / BLK; mb++) output_tiles(m, j, mb, t0, t1);
     }
+}
+
+static void split_task(void *ud, int ith, int nth) {
+    const job *j = ud;
+    if (j->p->w.m == 4) split_tiles(4, j, ith, nth);
+    else split_tiles(2, j, ith, nth);
+}
+
+/* Does a block of ntiles tiles run in split mode at `threads`? */
+static int split_on(const kiln__wino16c *p, int64_t ntiles, int threads) {
+    const kiln__wino *w = &p->w;
+    return p->split && threads > 1 && ntiles >= SPLIT_TILES * threads &&
+           2 * ntiles * (w->C + w->M) >= (threads - 1) * w->C * w->M;
+}
+
+int kiln__wino16c_splits(const kiln__wino16c *p, int threads) {
+    const kiln__wino *w = &p->w;
+    const kiln__wino_blocks b = kiln__wino_block_geom(w->m, w->C, w->M, w->OH, w->OW);
+    return split_on(p, (b.rows < b.TH ? b.rows : b.TH) * b.TW, threads);
 }
 
 void kiln__wino16c_run(const kiln__wino16c *p) {
@@ -193,10 +258,16 @@ void kiln__wino16c_run(const kiln__wino16c *p) {
     }
     j.v = w->ws;
     j.pr = w->ws + nx * w->C * j.b.ld;
+    j.chunk = L2_FLOATS / (nx * (w->C + w->M));
+    if (j.chunk < MIN_TILES) j.chunk = MIN_TILES;
     for (j.ty0 = 0; j.ty0 < j.b.TH; j.ty0 += j.b.rows) {
         j.ty1 = j.ty0 + j.b.rows < j.b.TH ? j.ty0 + j.b.rows : j.b.TH;
         j.rows = j.ty1 - j.ty0;
         j.ntiles = j.rows * j.b.TW;
+        if (split_on(p, j.ntiles, threads)) {
+            kiln_exec_parallel(w->exec, threads, split_task, &j);
+            continue;
+        }
         if (j.ntiles == 1) /* the second GEMM row (ld >= 16 rows) */
             for (int xi = 0; xi < nx; xi++) memset(j.v + (xi * j.b.ld + 1) * w->C, 0, (size_t)w->C * sizeof(float));
         atomic_store(&j.next, 0);

@@ -1,6 +1,7 @@
 /*
  * conv_wino16c.h — Winograd F(4x4, 3x3) and F(2x2, 3x3) with X, Y and a
- * fused residual in NCHW16C (Conv tactics 14 and 15, conv_wino16c.c).
+ * fused residual in NCHW16C (Conv tactics 14, 15 and, tiles split over the threads, 18, 19;
+ * conv_wino16c.c).
  *
  * Tactic 6's (and 10's) algorithm (conv_winograd.h) with the roles of the GEMM's
  * operands swapped: in NCHW16C one pixel's 16 channels are one vector, so
@@ -37,9 +38,21 @@ typedef struct kiln__wino16c {
     kiln__wino w;
     const float *res;
     int relu;
+    /* 0: the phases split over the threads one after another (transforms
+     * by channel block, the GEMMs by point), data crossing between cores
+     * at each step (tactics 14, 15).  1: each thread runs all three on its
+     * own share of the tiles, in its own rows of the workspace, no barrier
+     * between them; its V^T and products stay in its caches, and its
+     * input and output pixels are the rows its share covers (tactics 18,
+     * 19).  Each thread then reads all of U instead of its points' share. */
+    int split;
 } kiln__wino16c;
 
 /* Any output size (a lone tile is run as two). */
 void kiln__wino16c_run(const kiln__wino16c *p);
+/* 1 if p (split set) runs its first block in split mode at `threads`
+ * (enough tiles a thread: conv_wino16c.c's SPLIT_TILES), else 0: for the
+ * tests. */
+int kiln__wino16c_splits(const kiln__wino16c *p, int threads);
 
 #endif /* KILN_OPS_NN_CONV_WINO16C_H */
