@@ -7,13 +7,17 @@
  * weight vectors, 2 x PT FMAs.  The sum over C runs whole in registers
  * (no split of C: the bits do not depend on the threads), then bias,
  * residual and Relu are applied before the one store of each pixel.
+ * Tactic 20 (kiln__pw16c_ksplit) runs the same units on a share of C per
+ * thread and adds the shares after.
  */
 #include "ops/nn/conv_pw16c.h"
 #include "ops/nn/conv_direct16c.h"
 
+#include "device/cpu/sgemm.h"
 #include "kiln_int.h"
 #include "ops/common/ops_util.h"
 
+#include <math.h>
 #include <string.h>
 
 #if defined(__AVX512F__)
@@ -65,14 +69,14 @@ static inline __attribute__((always_inline)) void store(const kiln__pw16c *p, in
  * constants where it is inlined: the accumulators stay in registers). */
 static inline __attribute__((always_inline)) void tile(const kiln__pw16c *p, int64_t p0, int np, int64_t m0,
                                                        int nv, const char *pf, int64_t pfl) {
-    const int64_t P = p->P, CB = p->C / 16, ws = 16 * nv;
+    const int64_t P = p->P, ws = 16 * nv, cb0 = p->k0 / 16, CB = p->k1 ? p->k1 / 16 : p->C / 16;
     const float *wb = p->wp + m0 * p->C;
     __m512 acc[PT][2];
     __m512 b0 = p->bias ? _mm512_loadu_ps(p->bias + m0) : _mm512_setzero_ps();
     __m512 b1 = nv == 2 && p->bias ? _mm512_loadu_ps(p->bias + m0 + 16) : _mm512_setzero_ps();
 #pragma GCC unroll 12
     for (int i = 0; i < np; i++) acc[i][0] = b0, acc[i][1] = b1;
-    for (int64_t cb = 0; cb < CB; cb++) {
+    for (int64_t cb = cb0; cb < CB; cb++) {
         for (int j = 0; j < 8 && pfl > 0; j++, pf += 64, pfl--) /* the next block's W (kiln__pw16c_run) */
             _mm_prefetch(pf, _MM_HINT_T1);
         const float *xb = p->x + (cb * P + p0) * 16, *wc = wb + cb * 16 * ws;
@@ -114,19 +118,19 @@ static void unit(const kiln__pw16c *p, int64_t p0, int np, int64_t m0, int nv, c
 /* Portable: the same sums in the same order per output (C ascending from
  * the bias), one output channel at a time. */
 static void unit(const kiln__pw16c *p, int64_t p0, int np, int64_t m0, int nv, const char *pf, int64_t pfl) {
-    const int64_t P = p->P, CB = p->C / 16, ws = 16 * nv;
+    const int64_t P = p->P, ws = 16 * nv, c1 = p->k1 ? p->k1 : p->C;
     const float *wb = p->wp + m0 * p->C;
     for (int i = 0; i < np; i++)
         for (int j = 0; j < ws; j++) {
             float s = p->bias ? p->bias[m0 + j] : 0.0f;
-            for (int64_t c = 0; c < p->C; c++) s += p->x[((c / 16) * P + p0 + i) * 16 + c % 16] * wb[c * ws + j];
+            for (int64_t c = p->k0; c < c1; c++) s += p->x[((c / 16) * P + p0 + i) * 16 + c % 16] * wb[c * ws + j];
             const int64_t off = (((m0 + j) / 16) * P + p0 + i) * 16 + j % 16;
             if (p->res) s += p->res[off];
             if (p->relu && s < 0.0f) s = 0.0f;
             if (p->clamp) s = s < p->lo ? p->lo : s > p->hi ? p->hi : s;
             p->y[off] = s;
         }
-    (void)CB, (void)pf, (void)pfl;
+    (void)pf, (void)pfl;
 }
 #endif
 
@@ -205,5 +209,83 @@ int kiln__pw16c_conv(const kiln_call *c, int64_t N, int64_t C, int64_t M, int64_
                      .wmajor = kiln__d16c_wmajor(C, M, 1, P, c->exec ? kiln_exec_threads(c->exec) : 1)};
     const int fused = kiln__16c_fused_chain(c, &p.res, &p.relu);
     kiln__pw16c_exec(c, &p, N, C * P, M * P, fused);
+    return 0;
+}
+
+/* ------------------------------------------------------------ Conv tactic 20 */
+
+typedef struct ksplit_job {
+    const kiln_call *c;
+    kiln__pw16c p;   /* this image's */
+    float *part;     /* tasks 1..nth-1's partials, M x P floats each */
+    int64_t mp;      /* M x P */
+    int nth, fused;
+} ksplit_job;
+
+/* Share t of k->nth: input channel blocks [t * CB / nth, (t + 1) * CB /
+ * nth) into its partial (share 0: Y, from the bias; the others: from 0).
+ * Task ith of ntasks runs shares ith, ith + ntasks, ... (one each, unless
+ * the pool ran the job serially). */
+static void ksplit_task(void *ud, int ith, int ntasks) {
+    const ksplit_job *k = ud;
+    const int64_t CB = k->p.C / 16;
+    for (int t = ith; t < k->nth; t += ntasks) {
+        kiln__pw16c s = k->p;
+        s.k0 = t * CB / k->nth * 16, s.k1 = (t + 1) * CB / k->nth * 16;
+        s.res = NULL, s.relu = 0, s.clamp = 0;
+        if (t > 0) s.bias = NULL, s.y = k->part + (t - 1) * k->mp;
+        s.wmajor = kiln__d16c_wmajor(s.k1 - s.k0, s.M, 1, s.P, 1);
+        kiln__pw16c_run(&s, 0, kiln__pw16c_units(&s));
+    }
+}
+
+/* Output channel blocks [b0, b1): Y += the other partials, then residual,
+ * Relu / clamp, or the chain per pixel. */
+static void ksplit_sum(void *ud, int64_t b0, int64_t b1) {
+    const ksplit_job *k = ud;
+    const kiln__pw16c *p = &k->p;
+    const int64_t n = (b1 - b0) * p->P * 16, off = b0 * p->P * 16;
+    float *y = p->y + off;
+    const float *r = p->res ? p->res + off : NULL, *q1 = k->part + off;
+    const float lo = p->relu ? 0.0f : -INFINITY;
+    if (k->nth == 2) /* one pass (2 threads: one other partial) */
+        for (int64_t i = 0; i < n; i++) {
+            const float v = y[i] + q1[i] + (r ? r[i] : 0.0f);
+            y[i] = v < lo ? lo : v; /* NaN stays NaN */
+        }
+    else
+        for (int64_t i = 0; i < n; i++) {
+            float v = y[i] + (r ? r[i] : 0.0f);
+            for (int t = 1; t < k->nth; t++) v += k->part[(t - 1) * k->mp + off + i];
+            y[i] = v < lo ? lo : v;
+        }
+    if (!k->fused)
+        for (int64_t b = b0; b < b1; b++)
+            for (int64_t q = 0; q < p->P; q++) kiln_call_epilogue(k->c, 0, p->y + (b * p->P + q) * 16, 16, b * 16, 1);
+}
+
+int kiln__pw16c_ksplit(const kiln_call *c, int64_t N, int64_t C, int64_t M, int64_t P) {
+    int nth = c->exec ? kiln_exec_threads(c->exec) : 1;
+    if (nth > C / 32) nth = (int)(C / 32); /* 2 blocks of 16 channels a thread */
+    if (nth < 2) return kiln__pw16c_conv(c, N, C, M, P);
+    const kiln_tensor *x = &c->in[0], *y = &c->out[0];
+    if (x->dtype != KILN_DTYPE_F32 || y->dtype != KILN_DTYPE_F32 || y->format != KILN_FORMAT_NCHW16C ||
+        !c->prepacked || !c->prepacked[1] || (c->nin > 2 && c->in[2].data && !kiln__ops_dense(&c->in[2])))
+        return kiln_set_error(KILN_EUNSUPPORTED, "Conv tactic 20: needs F32 NCHW16C X and Y, W packed at build");
+    if (N * M * P == 0) return 0;
+    ksplit_job k = {.c = c, .mp = M * P, .nth = nth,
+                    .p = {.C = C, .M = M, .P = P, .wp = c->prepacked[1],
+                          .bias = c->nin > 2 && c->in[2].data ? c->in[2].data : NULL}};
+    k.part = kiln__cpu_scratch_or_fail(1, (size_t)(nth - 1) * (size_t)k.mp, "Conv tactic 20's partial sums");
+    if (!k.part) return kiln_set_error(KILN_ENOMEM, "Conv tactic 20: out of memory for its partial sums");
+    k.fused = kiln__16c_fused_chain(c, &k.p.res, &k.p.relu);
+    const float *res = k.p.res;
+    for (int64_t n = 0; n < N; n++) {
+        k.p.x = (const float *)x->data + n * C * P;
+        k.p.y = (float *)y->data + n * M * P;
+        k.p.res = res ? res + n * M * P : NULL;
+        kiln_exec_parallel(c->exec, nth, ksplit_task, &k);
+        kiln_exec_parallel_for(c->exec, M / 16, 1, ksplit_sum, &k);
+    }
     return 0;
 }

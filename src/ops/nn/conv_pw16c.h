@@ -46,6 +46,7 @@ typedef struct kiln__pw16c {
     int clamp;         /* 1: then clamped to [lo, hi] (NaN stays NaN) */
     float lo, hi;
     int wmajor;        /* unit order: 1 output blocks outer (W reused across pixel tiles), 0 pixel tiles outer */
+    int64_t k0, k1;    /* sum input channels [k0, k1) only (multiples of 16: a K split's share); k1 0: all C */
 } kiln__pw16c;
 
 /* Floats of W (M x C) packed, and the packing. */
@@ -73,6 +74,19 @@ void kiln__pw16c_exec(const kiln_call *c, const kiln__pw16c *p, int64_t N, int64
  * store when it is a residual and/or Relu, else per pixel.  0 or a
  * KILN_E* code. */
 int kiln__pw16c_conv(const kiln_call *c, int64_t N, int64_t C, int64_t M, int64_t P);
+
+/* Conv tactic 20 on call c (as kiln__pw16c_conv): the input channels
+ * split over the threads, each thread's share of C (the channel blocks
+ * its core wrote in a layer before that split its output channels) summed
+ * over every pixel and output channel into a partial of its own (the
+ * first thread's into Y, the bias included), then the partials added by
+ * blocks of output channels, where the fused chain runs.  Less crosses
+ * between the cores than X where C is several times M (ResNet-50's
+ * layer3 and layer4 1x1 convs from 1024 and 2048 channels).  The sums' order
+ * depends on the thread count; at 1 thread, or with fewer than 2 blocks
+ * of 16 input channels a thread, it is tactic 13.  Its partials are the
+ * calling thread's scratch (slot 1).  0 or a KILN_E* code. */
+int kiln__pw16c_ksplit(const kiln_call *c, int64_t N, int64_t C, int64_t M, int64_t P);
 
 /* The fused chain of a 16c Conv tactic's call c, when its store applies
  * it (none, or a residual Add and/or Relu, the residual an F32 NCHW16C
