@@ -239,8 +239,8 @@ static void ksplit_task(void *ud, int ith, int ntasks) {
     }
 }
 
-/* Output channel blocks [b0, b1): Y += the other partials, then residual,
- * Relu / clamp, or the chain per pixel. */
+/* Output channel blocks [b0, b1): Y += the other partials and the
+ * residual, then Relu, or the chain per pixel. */
 static void ksplit_sum(void *ud, int64_t b0, int64_t b1) {
     const ksplit_job *k = ud;
     const kiln__pw16c *p = &k->p;
