@@ -81,11 +81,25 @@ const float *kiln__wino16c_packed(const void *prepacked, int m, int64_t M, int64
 /* ------------------------------------------------------------ transforms */
 
 /* Where the rows of V^T and of the products are: tile t's of point xi at
- * row xi * ld + t - t0 of v (NX x ld x C floats) and pr (NX x ld x M). */
+ * v + xi * vs + (t - t0) * C and pr + xi * ps + (t - t0) * M, the points
+ * ld rows and one cache line (PAD floats) apart: at exactly ld rows (16
+ * KB on a 16-tile 256-channel block) the 36 lines a tile's transform
+ * writes, and the output transform reads, fell into one L1 set. */
+#define PAD 16
 typedef struct kiln__wino16c_buf {
     float *v, *pr;
-    int64_t ld, t0;
+    int64_t vs, ps, t0;
 } kiln__wino16c_buf;
+
+static kiln__wino16c_buf buf_at(float *ws, int m, int64_t ld, int64_t C, int64_t M, int64_t t0) {
+    const int64_t vs = ld * C + PAD;
+    return (kiln__wino16c_buf){.v = ws, .pr = ws + NX(m) * vs, .vs = vs, .ps = ld * M + PAD, .t0 = t0};
+}
+
+/* Floats of buf_at's buffers (kiln__wino_ws_bytes counts the pads). */
+static size_t buf_floats(int m, int64_t ld, int64_t C, int64_t M) {
+    return (size_t)(NX(m) * (ld * (C + M) + 2 * PAD));
+}
 
 typedef struct job {
     const kiln__wino16c *p;
@@ -107,7 +121,7 @@ KILN__WINO_INLINE void input_tiles(const int m, const job *j, const kiln__wino16
                                    int64_t t1) {
     const int a = m + 2;
     const kiln__wino *w = &j->p->w;
-    const int64_t C = w->C, H = w->H, W = w->W, TW = j->b.TW, ld = B->ld;
+    const int64_t C = w->C, H = w->H, W = w->W, TW = j->b.TW, vs = B->vs;
     const float *xc = w->x + cb * H * W * BLK;
     for (int64_t t = t0; t < t1; t++) {
         const int64_t iy0 = (j->ty0 + t / TW) * m - w->pt, ix0 = t % TW * m - w->pl;
@@ -121,7 +135,7 @@ KILN__WINO_INLINE void input_tiles(const int m, const job *j, const kiln__wino16
             }
         }
         kiln__wino_in_tile(a, d, v);
-        for (int xi = 0; xi < a * a; xi++) memcpy(vc + xi * ld * C, &v[xi], sizeof v[xi]);
+        for (int xi = 0; xi < a * a; xi++) memcpy(vc + xi * vs, &v[xi], sizeof v[xi]);
     }
 }
 
@@ -134,7 +148,7 @@ KILN__WINO_INLINE void output_tiles(const int m, const job *j, const kiln__wino1
     const int a = m + 2;
     const kiln__wino16c *p = j->p;
     const kiln__wino *w = &p->w;
-    const int64_t M = w->M, OH = w->OH, OW = w->OW, TW = j->b.TW, ld = B->ld;
+    const int64_t M = w->M, OH = w->OH, OW = w->OW, TW = j->b.TW, ps = B->ps;
     const vec bias = w->bias ? load(w->bias + mb * BLK) : (vec){0};
     float *yb = w->y + mb * OH * OW * BLK;
     const float *rb = p->res ? p->res + mb * OH * OW * BLK : NULL;
@@ -143,7 +157,7 @@ KILN__WINO_INLINE void output_tiles(const int m, const job *j, const kiln__wino1
         const int64_t oy1 = oy0 + m < OH ? oy0 + m : OH, ox1 = ox0 + m < OW ? ox0 + m : OW;
         const float *pc = B->pr + (t - B->t0) * M + mb * BLK;
         vec pt[36], o[16];
-        for (int xi = 0; xi < a * a; xi++) pt[xi] = load(pc + xi * ld * M);
+        for (int xi = 0; xi < a * a; xi++) pt[xi] = load(pc + xi * ps);
         kiln__wino_out_tile(m, pt, o);
         for (int64_t oy = oy0; oy < oy1; oy++)
             for (int64_t ox = ox0; ox < ox1; ox++) {
@@ -188,10 +202,9 @@ static void output_range(void *ud, int64_t u0, int64_t u1) {
 static void gemm_rows(const job *j, const kiln__wino16c_buf *B, int64_t xi, int64_t t0, int64_t rows) {
     const kiln__wino *w = &j->p->w;
     const float *b = w->u + xi * kiln__sgemm_pack_b_floats(w->C, w->M);
-    const int64_t row = xi * B->ld + t0 - B->t0;
-    kiln__gemm gm = {.M = rows, .N = w->M, .K = w->C, .a = B->v + row * w->C, .a_rs = w->C, .a_cs = 1,
-                     .alpha = 1.0f, .b = b, .b_rs = 1, .b_cs = w->C, .b_packed = b, .c = B->pr + row * w->M,
-                     .ldc = w->M};
+    kiln__gemm gm = {.M = rows, .N = w->M, .K = w->C, .a = B->v + xi * B->vs + (t0 - B->t0) * w->C, .a_rs = w->C,
+                     .a_cs = 1, .alpha = 1.0f, .b = b, .b_rs = 1, .b_cs = w->C, .b_packed = b,
+                     .c = B->pr + xi * B->ps + (t0 - B->t0) * w->M, .ldc = w->M};
     kiln__sgemm_serial(&gm);
 }
 
@@ -217,11 +230,11 @@ KILN__WINO_INLINE void split_tiles(const int m, const job *j, int ith, int nth) 
     const kiln__wino *w = &j->p->w;
     const int64_t s0 = ith * j->ntiles / nth, s1 = (ith + 1) * j->ntiles / nth;
     const int64_t pieces = (s1 - s0 + j->chunk - 1) / j->chunk, ld = (s1 - s0 + pieces - 1) / pieces;
-    float *ws = kiln__cpu_scratch_or_fail(1, (size_t)(NX(m) * ld * (w->C + w->M)), "Winograd's split-mode buffers");
+    float *ws = kiln__cpu_scratch_or_fail(1, buf_floats(m, ld, w->C, w->M), "Winograd's split-mode buffers");
     if (!ws) return; /* (the layer fails with the message) */
     for (int64_t q = 0; q < pieces; q++) {
         const int64_t t0 = s0 + q * (s1 - s0) / pieces, t1 = s0 + (q + 1) * (s1 - s0) / pieces;
-        const kiln__wino16c_buf B = {.v = ws, .pr = ws + NX(m) * ld * w->C, .ld = ld, .t0 = t0};
+        const kiln__wino16c_buf B = buf_at(ws, m, ld, w->C, w->M, t0);
         for (int64_t cb = 0; cb < w->C / BLK; cb++) input_tiles(m, j, &B, cb, t0, t1);
         for (int xi = 0; xi < NX(m); xi++) gemm_rows(j, &B, xi, t0, t1 - t0);
         for (int64_t mb = 0; mb < w->M / BLK; mb++) output_tiles(m, j, &B, mb, t0, t1);
@@ -269,7 +282,7 @@ void kiln__wino16c_run(const kiln__wino16c *p) {
         j.b.rows = rows;
         j.b.ld = (rows * j.b.TW + 15) / 16 * 16;
     }
-    j.buf = (kiln__wino16c_buf){.v = w->ws, .pr = w->ws + nx * w->C * j.b.ld, .ld = j.b.ld};
+    j.buf = buf_at(w->ws, w->m, j.b.ld, w->C, w->M, 0);
     j.chunk = L2_FLOATS / (nx * (w->C + w->M));
     if (j.chunk < MIN_TILES) j.chunk = MIN_TILES;
     for (j.ty0 = 0; j.ty0 < j.b.TH; j.ty0 += j.b.rows) {
@@ -281,7 +294,7 @@ void kiln__wino16c_run(const kiln__wino16c *p) {
             continue;
         }
         if (j.ntiles == 1) /* the second GEMM row (ld >= 16 rows) */
-            for (int xi = 0; xi < nx; xi++) memset(j.buf.v + (xi * j.b.ld + 1) * w->C, 0, (size_t)w->C * sizeof(float));
+            for (int xi = 0; xi < nx; xi++) memset(j.buf.v + xi * j.buf.vs + w->C, 0, (size_t)w->C * sizeof(float));
         kiln_exec_parallel_for(w->exec, w->C / BLK * j.rows, 1, input_range, &j);
         kiln_exec_parallel_for(w->exec, nx, 1, gemm_range, &j);
         kiln_exec_parallel_for(w->exec, w->M / BLK * j.rows, 1, output_range, &j);

@@ -147,7 +147,8 @@ int kiln__wino_fits(int m, int64_t M, int64_t OW) {
 
 size_t kiln__wino_ws_bytes(int m, int64_t C, int64_t M, int64_t OH, int64_t OW) {
     kiln__wino_blocks b = kiln__wino_block_geom(m, C, M, OH, OW);
-    return (size_t)(NX(m) * (C + M) * b.ld) * sizeof(float) + 64;
+    /* + a line per point and operand: conv_wino16c.c's pads between points */
+    return (size_t)(NX(m) * ((C + M) * b.ld + 32)) * sizeof(float) + 64;
 }
 
 /* ------------------------------------------------------------ transforms */
