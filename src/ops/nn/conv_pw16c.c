@@ -267,7 +267,9 @@ static void ksplit_sum(void *ud, int64_t b0, int64_t b1) {
 int kiln__pw16c_ksplit(const kiln_call *c, int64_t N, int64_t C, int64_t M, int64_t P) {
     int nth = c->exec ? kiln_exec_threads(c->exec) : 1;
     if (nth > C / 32) nth = (int)(C / 32); /* 2 blocks of 16 channels a thread */
-    if (nth < 2) return kiln__pw16c_conv(c, N, C, M, P);
+    /* where 13 splits the pixels (kiln__d16c_wmajor 0: many pixels against
+     * M), its threads read only the pixels they wrote already */
+    if (nth < 2 || !kiln__d16c_wmajor(C, M, 1, P, nth)) return kiln__pw16c_conv(c, N, C, M, P);
     const kiln_tensor *x = &c->in[0], *y = &c->out[0];
     if (x->dtype != KILN_DTYPE_F32 || y->dtype != KILN_DTYPE_F32 || y->format != KILN_FORMAT_NCHW16C ||
         !c->prepacked || !c->prepacked[1] || (c->nin > 2 && c->in[2].data && !kiln__ops_dense(&c->in[2])))

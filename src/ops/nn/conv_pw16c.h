@@ -83,8 +83,10 @@ int kiln__pw16c_conv(const kiln_call *c, int64_t N, int64_t C, int64_t M, int64_
  * blocks of output channels, where the fused chain runs.  Less crosses
  * between the cores than X where C is several times M (ResNet-50's
  * layer3 and layer4 1x1 convs from 1024 and 2048 channels).  The sums' order
- * depends on the thread count; at 1 thread, or with fewer than 2 blocks
- * of 16 input channels a thread, it is tactic 13.  Its partials are the
+ * depends on the thread count; at 1 thread, with fewer than 2 blocks of
+ * 16 input channels a thread, or where tactic 13 would split the pixels
+ * (its threads then read their own pixels: many against M), it is
+ * tactic 13.  Its partials are the
  * calling thread's scratch (slot 1).  0 or a KILN_E* code. */
 int kiln__pw16c_ksplit(const kiln_call *c, int64_t N, int64_t C, int64_t M, int64_t P);
 
