@@ -1,0 +1,103 @@
+#!/usr/bin/env python3
+"""kiln against ONNX Runtime in one process, alternating per inference: for hosts whose speed drifts.
+
+    python3 bench/paired.py LIB ENGINE MODEL.onnx [--threads N] [--pairs N] [--input NAME=SHAPE]
+                            [--gap-ms MS] [--warmup N]
+
+compare.py alternates rounds of several inferences in separate processes; on a
+host whose cores are shared with other tenants (the GPU machines' Intel hosts,
+session 19: one 1-thread ResNet-50 run took 52 or 75 ms by core and minute) a
+slow stretch can cover one side's round and not the other's.  Here kiln (LIB,
+ENGINE, through the C API: ab_libs.py's Kiln, profiling off) and ORT (MODEL.onnx,
+intra-op threads N, sequential, as compare.py sets it) run one inference each,
+in turn, ORT first then kiln, then kiln first, and so on; each pair's ratio
+ORT / kiln is taken from two inferences a few milliseconds apart.  Printed: the
+CPU model, ORT's version, each side's min and median, the ratio of the medians
+and the median of the per-pair ratios (with its quartiles).  At 2+ threads ORT's
+workers spin for a while after a run (compare.py's --gap): --gap-ms (default 30)
+sleeps that long after each ORT inference before kiln's.  Same random input for
+both; the outputs are compared once (largest difference over largest magnitude).
+"""
+import argparse
+import ctypes as C
+import platform
+import time
+
+import numpy as np
+import onnxruntime as ort
+
+from ab_libs import Kiln, shape_of
+
+
+def cpu_model():
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown CPU"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("lib")
+    ap.add_argument("engine")
+    ap.add_argument("model")
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--pairs", type=int, default=100)
+    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--input", action="append", default=[], help="NAME=SHAPE (default input=1x3x224x224)")
+    ap.add_argument("--gap-ms", type=float, default=30.0)
+    a = ap.parse_args()
+    inputs = dict(shape_of(s) for s in a.input) or {"input": (1, 3, 224, 224)}
+    k = Kiln(a.lib, a.engine, a.threads, inputs)
+    k.L.kiln_context_set_profiling(k.ctx, 0)
+    so = ort.SessionOptions()
+    so.intra_op_num_threads, so.inter_op_num_threads = a.threads, 1
+    so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    sess = ort.InferenceSession(a.model, so, providers=["CPUExecutionProvider"])
+    feeds = {n: k.bufs[n] for n in inputs}
+    out = sess.get_outputs()[0]
+    ref = sess.run(None, feeds)[0]
+    y = np.full(ref.shape, np.nan, dtype=np.float32)
+    if k.L.kiln_context_bind(k.ctx, out.name.encode(), y.ctypes.data_as(C.c_void_p), C.c_size_t(y.nbytes)):
+        raise SystemExit("bind %s: %s" % (out.name, k.L.kiln_errmsg().decode()))
+    k.run()
+    diff = float(np.max(np.abs(y - ref)) / max(float(np.max(np.abs(ref))), 1e-30))
+    gap = a.gap_ms / 1e3 if a.threads > 1 else 0.0
+
+    def t_ort():
+        t0 = time.perf_counter()
+        sess.run(None, feeds)
+        dt = time.perf_counter() - t0
+        time.sleep(gap)
+        return dt
+
+    def t_kiln():
+        t0 = time.perf_counter()
+        k.run()
+        return time.perf_counter() - t0
+
+    for _ in range(a.warmup):
+        t_ort(), t_kiln()
+    to, tk = [], []
+    for i in range(a.pairs):
+        if i % 2:
+            b = t_kiln()
+            to.append(t_ort()), tk.append(b)
+        else:
+            o = t_ort()
+            to.append(o), tk.append(t_kiln())
+    r = np.array(to) / np.array(tk)
+    q1, q2, q3 = np.percentile(r, [25, 50, 75])
+    print("%s | %s | ONNX Runtime %s | %d threads | %d pairs | max diff / max abs ref %.2g"
+          % (time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), cpu_model(), ort.__version__, a.threads, a.pairs, diff))
+    print("ORT  min %.3f ms  median %.3f ms" % (min(to) * 1e3, np.median(to) * 1e3))
+    print("kiln min %.3f ms  median %.3f ms" % (min(tk) * 1e3, np.median(tk) * 1e3))
+    print("ORT/kiln: by medians %.2f, by min %.2f, per pair median %.2f (quartiles %.2f-%.2f)"
+          % (np.median(to) / np.median(tk), min(to) / min(tk), q2, q1, q3))
+
+
+if __name__ == "__main__":
+    main()
