@@ -24,7 +24,6 @@ import platform
 import time
 
 import numpy as np
-import onnxruntime as ort
 
 from ab_libs import Kiln, shape_of
 
@@ -50,6 +49,8 @@ def main():
     ap.add_argument("--input", action="append", default=[], help="NAME=SHAPE (default input=1x3x224x224)")
     ap.add_argument("--gap-ms", type=float, default=30.0)
     a = ap.parse_args()
+    import onnxruntime as ort  # (after --help: it needs no ORT)
+
     inputs = dict(shape_of(s) for s in a.input) or {"input": (1, 3, 224, 224)}
     k = Kiln(a.lib, a.engine, a.threads, inputs)
     k.L.kiln_context_set_profiling(k.ctx, 0)
