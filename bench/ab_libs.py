@@ -22,6 +22,7 @@ time it loses to perfect scaling, in one process).
 """
 import argparse
 import ctypes as C
+import platform
 import time
 
 import numpy as np
@@ -59,6 +60,18 @@ class Kiln:
                 return out
             out.append((nm.value.decode(), ms.value))
             i += 1
+
+
+def cpu_model():
+    """The CPU's model name (/proc/cpuinfo), for the lines under a table."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown CPU"
 
 
 def shape_of(spec):

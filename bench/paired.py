@@ -20,22 +20,11 @@ both; the outputs are compared once (largest difference over largest magnitude).
 """
 import argparse
 import ctypes as C
-import platform
 import time
 
 import numpy as np
 
-from ab_libs import Kiln, shape_of
-
-
-def cpu_model():
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
+from ab_libs import Kiln, cpu_model, shape_of
 
 
 def main():

@@ -198,16 +198,26 @@ void kiln__pw16c_exec(const kiln_call *c, const kiln__pw16c *p, int64_t N, int64
     kiln_exec_parallel_for(c->exec, N * f.units, 1, pw16c_range, &f);
 }
 
-int kiln__pw16c_conv(const kiln_call *c, int64_t N, int64_t C, int64_t M, int64_t P) {
+/* Call c's image-0 operands into *p (W packed, bias, the fused residual
+ * and Relu; *fused: 1 when the chain is in the store) after checking its
+ * layouts: 0, or KILN_EUNSUPPORTED naming c's tactic (13, 20). */
+static int pw16c_operands(const kiln_call *c, int64_t C, int64_t M, int64_t P, kiln__pw16c *p, int *fused) {
     const kiln_tensor *x = &c->in[0], *y = &c->out[0];
     if (x->dtype != KILN_DTYPE_F32 || y->dtype != KILN_DTYPE_F32 || y->format != KILN_FORMAT_NCHW16C ||
         !c->prepacked || !c->prepacked[1] || (c->nin > 2 && c->in[2].data && !kiln__ops_dense(&c->in[2])))
-        return kiln_set_error(KILN_EUNSUPPORTED, "Conv tactic 13: needs F32 NCHW16C X and Y, W packed at build");
-    if (N * M * P == 0) return 0;
-    kiln__pw16c p = {.C = C, .M = M, .P = P, .x = x->data, .wp = c->prepacked[1], .y = y->data,
-                     .bias = c->nin > 2 && c->in[2].data ? c->in[2].data : NULL,
-                     .wmajor = kiln__d16c_wmajor(C, M, 1, P, c->exec ? kiln_exec_threads(c->exec) : 1)};
-    const int fused = kiln__16c_fused_chain(c, &p.res, &p.relu);
+        return kiln_set_error(KILN_EUNSUPPORTED, "Conv tactic %d: needs F32 NCHW16C X and Y, W packed at build",
+                              c->tactic);
+    *p = (kiln__pw16c){.C = C, .M = M, .P = P, .x = x->data, .wp = c->prepacked[1], .y = y->data,
+                       .bias = c->nin > 2 && c->in[2].data ? c->in[2].data : NULL};
+    *fused = kiln__16c_fused_chain(c, &p->res, &p->relu);
+    return 0;
+}
+
+int kiln__pw16c_conv(const kiln_call *c, int64_t N, int64_t C, int64_t M, int64_t P) {
+    kiln__pw16c p;
+    int fused = 0, rc = pw16c_operands(c, C, M, P, &p, &fused);
+    if (rc || N * M * P == 0) return rc;
+    p.wmajor = kiln__d16c_wmajor(C, M, 1, P, c->exec ? kiln_exec_threads(c->exec) : 1);
     kiln__pw16c_exec(c, &p, N, C * P, M * P, fused);
     return 0;
 }
@@ -270,21 +280,16 @@ int kiln__pw16c_ksplit(const kiln_call *c, int64_t N, int64_t C, int64_t M, int6
     /* where 13 splits the pixels (kiln__d16c_wmajor 0: many pixels against
      * M), its threads read only the pixels they wrote already */
     if (nth < 2 || !kiln__d16c_wmajor(C, M, 1, P, nth)) return kiln__pw16c_conv(c, N, C, M, P);
-    const kiln_tensor *x = &c->in[0], *y = &c->out[0];
-    if (x->dtype != KILN_DTYPE_F32 || y->dtype != KILN_DTYPE_F32 || y->format != KILN_FORMAT_NCHW16C ||
-        !c->prepacked || !c->prepacked[1] || (c->nin > 2 && c->in[2].data && !kiln__ops_dense(&c->in[2])))
-        return kiln_set_error(KILN_EUNSUPPORTED, "Conv tactic 20: needs F32 NCHW16C X and Y, W packed at build");
-    if (N * M * P == 0) return 0;
-    ksplit_job k = {.c = c, .mp = M * P, .nth = nth,
-                    .p = {.C = C, .M = M, .P = P, .wp = c->prepacked[1],
-                          .bias = c->nin > 2 && c->in[2].data ? c->in[2].data : NULL}};
+    ksplit_job k = {.c = c, .mp = M * P, .nth = nth};
+    int rc = pw16c_operands(c, C, M, P, &k.p, &k.fused);
+    if (rc || N * M * P == 0) return rc;
     k.part = kiln__cpu_scratch_or_fail(1, (size_t)(nth - 1) * (size_t)k.mp, "Conv tactic 20's partial sums");
     if (!k.part) return kiln_set_error(KILN_ENOMEM, "Conv tactic 20: out of memory for its partial sums");
-    k.fused = kiln__16c_fused_chain(c, &k.p.res, &k.p.relu);
-    const float *res = k.p.res;
+    const float *x = k.p.x, *res = k.p.res;
+    float *y = k.p.y;
     for (int64_t n = 0; n < N; n++) {
-        k.p.x = (const float *)x->data + n * C * P;
-        k.p.y = (float *)y->data + n * M * P;
+        k.p.x = x + n * C * P;
+        k.p.y = y + n * M * P;
         k.p.res = res ? res + n * M * P : NULL;
         kiln_exec_parallel(c->exec, nth, ksplit_task, &k);
         kiln_exec_parallel_for(c->exec, M / 16, 1, ksplit_sum, &k);
