@@ -17,6 +17,9 @@
  * W stays hot (in the network it does not: bench/README.md, session 14).
  * Rounds alternate the three; printed: min / median microseconds, base
  * and new against NCHW (minima), and the FMA peak before and after.
+ * KILN_AB_INPLACE=1: "new" writes Y over the residual (the builder's in
+ * place, kiln_quick_op.residual_inplace_tactics; its values then grow
+ * round by round: a timing only).
  */
 #include "kiln/kiln.h"
 #include "ab_util.h"
@@ -96,6 +99,7 @@ static kiln_engine *nchw_engine(const shp *s, const float *w, const float *b, in
 int main(int argc, char **argv) {
     const int T = argc > 1 ? atoi(argv[1]) : 1, rounds = argc > 2 ? atoi(argv[2]) : 200;
     const int only = argc > 3 ? atoi(argv[3]) : -1;
+    const int inplace = getenv("KILN_AB_INPLACE") && atoi(getenv("KILN_AB_INPLACE"));
     if (T < 1 || rounds < 1) return 1;
     printf("FMA peak %.1f GFLOP/s (%d thread%s)\n", cli_fma_peak_gflops(T), T, T > 1 ? "s" : "");
     kiln__pool *pool = kiln__pool_create(T);
@@ -142,6 +146,7 @@ int main(int argc, char **argv) {
                     us = ms * 1e3;
                 } else {
                     p.x = x[k], p.y = y[k], p.res = s->res == 1 ? r[k] : NULL, p.wp = which == 1 ? wb : wn;
+                    if (inplace && which == 2 && p.res) p.y = r[k]; /* Y over the residual (values grow: timing only) */
                     job j = {&p, which == 1 ? base_pw16c_run : new_pw16c_run};
                     const int64_t units = which == 1 ? base_pw16c_units(&p) : new_pw16c_units(&p);
                     kiln__pool_hold(pool, 1);
