@@ -162,6 +162,10 @@ static void engine_case_t(int64_t C, int64_t M, int64_t H, int64_t W, int with_b
     ASSERT_EQ(e->nlayers, (res == 1 ? 5 : 3));
     ASSERT_EQ(e->layers[conv].nepi, (res ? 2 : 0));
     ASSERT_EQ(e->layers[conv].tactic, C >= 4 * M && C >= 256 ? 20 : 13); /* (20 in 13's place there, 2 threads) */
+    /* res 1: R (read by the conv alone) is written over where the build
+     * took 13 (kiln_quick_op.residual_inplace_tactics), not by 20 */
+    const int32_t yo = e->layers[conv].out[0];
+    ASSERT_EQ(e->tensors[yo].alias_of, (res == 1 && e->layers[conv].tactic == 13 ? e->layers[conv].in[3] : -1));
     ASSERT(e->layers[conv].prepacked && e->layers[conv].prepacked[1]);
     ASSERT_EQ(e->layers[conv].prepacked_size[1], (uint64_t)(M * C) * sizeof(float));
     if (e->layers[conv].tactic != tactic) ASSERT_OK(test_force_tactic(e, conv, tactic));
@@ -223,6 +227,94 @@ TEST_IMPL(conv_pw16c_engine) {
     /* where builds take 20, an engine that chose 13 (built before 20
      * replaced it there) still loads and runs */
     engine_case_t(256, 64, 7, 7, 1, 1, 13);
+}
+
+/* Y over the residual (builder/emit.c residual_inplace): R = Relu(R0),
+ * Y = Relu(conv(X) + bias + R) in NCHW16C; `later` 0: R read by the conv
+ * alone, so its buffer takes Y (the engine says so: alias_of); 1: R a
+ * network output too (its LINEAR copy out is made before the conv, which
+ * still writes over the NCHW16C R it reads); 2: R read again after
+ * (Z = Y + R): no alias.  Each
+ * against the double reference at 1-3 threads, Y (and R, Z) poisoned
+ * first.  The aliased engine forced to tactic 20 (whose shares would
+ * overwrite R before its sum reads it) refuses to run, with a message. */
+static void inplace_case(int later) {
+    const int64_t C = 256, M = 64, H = 9, W = 7, P = H * W, nx = C * P, ny = M * P;
+    float *x = test_rnd_f32(&g_seed, nx, -1.0f, 1.0f), *w = test_rnd_f32(&g_seed, M * C, -1.0f, 1.0f);
+    float *b = test_rnd_f32(&g_seed, M, -0.5f, 0.5f), *r0 = test_rnd_f32(&g_seed, ny, -1.0f, 1.0f);
+    float *r = test_xmalloc((size_t)ny * sizeof(float)), *y = test_xmalloc((size_t)ny * sizeof(float));
+    float *ro = test_xmalloc((size_t)ny * sizeof(float));
+    double *ref = test_xmalloc((size_t)ny * sizeof(double)), *refz = test_xmalloc((size_t)ny * sizeof(double));
+    double *refr = test_xmalloc((size_t)ny * sizeof(double));
+    for (int64_t i = 0; i < ny; i++) r[i] = r0[i] > 0 ? r0[i] : 0.0f, refr[i] = r[i];
+    reference(x, w, b, r, 1, C, M, P, ref);
+    for (int64_t i = 0; i < ny; i++) refz[i] = ref[i] + r[i];
+
+    kiln_network *net = kiln_network_create();
+    ASSERT(net);
+    int64_t xd[4] = {1, C, H, W}, yd[4] = {1, M, H, W}, wd[4] = {M, C, 1, 1}, bd[1] = {M};
+    ASSERT_OK(kiln_network_add_input(net, "X", KILN_DTYPE_F32, 4, xd, NULL));
+    ASSERT_OK(kiln_network_add_input(net, "R0", KILN_DTYPE_F32, 4, yd, NULL));
+    ASSERT_OK(kiln_network_add_constant(net, "W", KILN_DTYPE_F32, 4, wd, w));
+    ASSERT_OK(kiln_network_add_constant(net, "B", KILN_DTYPE_F32, 1, bd, b));
+    ASSERT(kiln_network_add_layer(net, "ai.onnx::Relu", 14, "relu0", 1, (const char *[1]){"R0"}, 1,
+                                  (const char *[1]){"R"}));
+    ASSERT(kiln_network_add_layer(net, "ai.onnx::Conv", 11, "conv", 3, (const char *[3]){"X", "W", "B"}, 1,
+                                  (const char *[1]){"c"}));
+    ASSERT(kiln_network_add_layer(net, "ai.onnx::Add", 14, "add", 2, (const char *[2]){"c", "R"}, 1,
+                                  (const char *[1]){"a"}));
+    ASSERT(kiln_network_add_layer(net, "ai.onnx::Relu", 14, "relu", 1, (const char *[1]){"a"}, 1,
+                                  (const char *[1]){"Y"}));
+    if (later == 2)
+        ASSERT(kiln_network_add_layer(net, "ai.onnx::Add", 14, "add2", 2, (const char *[2]){"Y", "R"}, 1,
+                                      (const char *[1]){"Z"}));
+    ASSERT_OK(kiln_network_mark_output(net, later == 2 ? "Z" : "Y"));
+    if (later == 1) ASSERT_OK(kiln_network_mark_output(net, "R"));
+    kiln_engine *e = test_build_forced16c(net, 0, 1, NULL); /* (1 thread: 13, where 2 take 20) */
+    kiln_network_free(net);
+    const int conv = test_last_op(e, "Conv");
+    ASSERT(conv >= 0);
+    ASSERT_EQ(e->layers[conv].tactic, 13);
+    ASSERT_EQ(e->layers[conv].nepi, 2);
+    const int32_t yo = e->layers[conv].out[0], rt = e->layers[conv].in[3];
+    ASSERT(rt >= 0);
+    ASSERT_EQ(e->tensors[yo].alias_of, (later < 2 ? rt : -1));
+    char what[64];
+    for (int threads = 1; threads <= 3; threads++) {
+        kiln_context *ctx;
+        ASSERT_OK(kiln_context_create(e, threads, &ctx));
+        ASSERT_OK(kiln_context_bind(ctx, "X", x, (size_t)nx * sizeof(float)));
+        ASSERT_OK(kiln_context_bind(ctx, "R0", r0, (size_t)ny * sizeof(float)));
+        for (int64_t i = 0; i < ny; i++) y[i] = NAN, ro[i] = NAN;
+        ASSERT_OK(kiln_context_bind(ctx, later == 2 ? "Z" : "Y", y, (size_t)ny * sizeof(float)));
+        if (later == 1) ASSERT_OK(kiln_context_bind(ctx, "R", ro, (size_t)ny * sizeof(float)));
+        if (kiln_context_run(ctx)) TEST__FAIL("run: %s", kiln_errmsg());
+        kiln_context_free(ctx);
+        snprintf(what, sizeof what, "in place, later %d, %d thread(s)", later, threads);
+        test_check_close(what, y, later == 2 ? refz : ref, ny, 1e-5 * (double)C);
+        if (later == 1) test_check_close(what, ro, refr, ny, 0.0);
+    }
+    if (!later) { /* tactic 20 does not take Y over its residual */
+        ASSERT_OK(test_force_tactic(e, conv, 20));
+        kiln_context *ctx;
+        ASSERT_OK(kiln_context_create(e, 2, &ctx));
+        ASSERT_OK(kiln_context_bind(ctx, "X", x, (size_t)nx * sizeof(float)));
+        ASSERT_OK(kiln_context_bind(ctx, "R0", r0, (size_t)ny * sizeof(float)));
+        ASSERT_OK(kiln_context_bind(ctx, "Y", y, (size_t)ny * sizeof(float)));
+        ASSERT_EQ(kiln_context_run(ctx), KILN_EUNSUPPORTED);
+        ASSERT_CONTAINS(kiln_errmsg(), "shares its residual's buffer");
+        kiln_context_free(ctx);
+    }
+    kiln_engine_free(e);
+    free(x), free(w), free(b), free(r0), free(r), free(y), free(ro), free(ref), free(refz), free(refr);
+}
+
+TEST_IMPL(conv_pw16c_residual_inplace) {
+    if (!kiln__dwrows_fits(1, 3)) {
+        fprintf(stderr, "skipped: not an AVX-512 build (the builder offers tactic 13 on AVX-512 builds only)\n");
+        return;
+    }
+    for (int later = 0; later < 3; later++) inplace_case(later);
 }
 
 /* The greedy choice never enters NCHW16C on its own (builder/select.c):
@@ -293,4 +385,5 @@ TEST_IMPL(conv_pw16c_not_entered_alone) {
     free(w);
 }
 
-TEST_LIST(TEST_ENTRY(conv_pw16c_kernel), TEST_ENTRY(conv_pw16c_engine), TEST_ENTRY(conv_pw16c_not_entered_alone))
+TEST_LIST(TEST_ENTRY(conv_pw16c_kernel), TEST_ENTRY(conv_pw16c_engine), TEST_ENTRY(conv_pw16c_residual_inplace),
+          TEST_ENTRY(conv_pw16c_not_entered_alone))

@@ -195,6 +195,42 @@ static int convert(builder *b, vset *vs, ilist *ord, int base, int from, kiln_dt
     return rc;
 }
 
+static int is_onnx_op(const bl *L, const char *name) {
+    return !strcmp(L->op->ns, "ai.onnx") && !strcmp(L->op->name, name);
+}
+
+/* Layer li (at k of the order; lastuse: each tensor's last reader there)
+ * writes output 0 over its fused residual when its op says its tactic may
+ * (kiln_quick_op.residual_inplace_tactics) and nothing else can see it:
+ * the chain is the residual Add alone or then Relu (what the tactic's
+ * store applies), the residual an activation read by this layer only, in
+ * one input slot, and by no later layer, of output 0's type, layout,
+ * memory and dims (hash-consed: pointer equality), neither a network
+ * output.  Sets output 0's alias_in: the loop below then needs no copy. */
+static void residual_inplace(builder *b, int li, int k, const int *lastuse) {
+    const bl *L = &b->l[li];
+    const kiln_quick_op *q = L->op->quick;
+    if (!q || L->device != KILN_DEVICE_CPU || L->aot == 1 || L->tactic < 0 || L->tactic >= 64 ||
+        !(q->residual_inplace_tactics >> L->tactic & 1) || L->nout < 1 || L->nepi < 1 || L->nepi > 2 ||
+        L->nin != L->op->max_inputs + 1 || !is_onnx_op(&b->l[L->epi[0].layer], "Add") ||
+        (L->nepi == 2 && !is_onnx_op(&b->l[L->epi[1].layer], "Relu")))
+        return;
+    const int R = L->in[L->op->max_inputs], O = L->out[0];
+    if (R < 0 || O < 0) return;
+    const bt *r = &b->t[R], *o = &b->t[O];
+    int uses = 0;
+    for (int p = 0; p < L->nin; p++) uses += L->in[p] == R;
+    if (uses != 1 || r->kind != BT_ACT || r->is_output || r->is_size || lastuse[R] != k || o->is_output ||
+        o->is_size || o->alias_in >= 0 || r->pdtype != o->pdtype || r->pfmt != o->pfmt || r->loc != o->loc ||
+        r->ndim != o->ndim)
+        return;
+    for (int d = 0; d < r->ndim; d++)
+        if (r->dims[d] != o->dims[d]) return;
+    b->t[O].alias_in = R;
+    kiln__log(KILN_LOG_VERBOSE, "layer '%s' (tactic %d) writes '%s' over its residual '%s' (in place)", L->name,
+              L->tactic, o->name, r->name);
+}
+
 int kiln__b_finalize(builder *b, int **order_out, int *norder) {
     ilist ord = {0}, fin = {0};
     vset vs = {0};
@@ -311,6 +347,7 @@ int kiln__b_finalize(builder *b, int **order_out, int *norder) {
     for (int k = 0; k < ord.n && !rc; k++) {
         int li = ord.v[k];
         int post[KILN_MAX_IO], npost = 0;
+        residual_inplace(b, li, k, lastuse);
         for (int o = 0; o < b->l[li].nout && !rc; o++) {
             int O = b->l[li].out[o];
             int S = b->t[O].alias_in;

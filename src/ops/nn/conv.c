@@ -2007,5 +2007,7 @@ static const kiln_quick_op conv_op = {
     .doc = "convolution: implicit-im2col packed GEMM, direct/depthwise kernel",
     .cuda_impl = conv_cuda, .cuda_formats = conv_cuda_formats, .cuda_workspace = kiln__cu_conv_workspace,
     .cuda_check = conv_cuda_check,
+    /* tactic 13's store adds the residual of the pixels it writes (conv_pw16c.c) */
+    .residual_inplace_tactics = 1ull << T_PW16C,
 };
 KILN_OP(conv_op)
