@@ -19,7 +19,9 @@
  * and new against NCHW (minima), and the FMA peak before and after.
  * KILN_AB_INPLACE=1: "new" writes Y over the residual (the builder's in
  * place, kiln_quick_op.residual_inplace_tactics; its values then grow
- * round by round: a timing only).
+ * round by round: a timing only).  KILN_AB_COLDW=1: base and new read a
+ * packed W of their own per buffer set (from L3 like X; the NCHW engine's
+ * stays hot).
  */
 #include "kiln/kiln.h"
 #include "ab_util.h"
@@ -100,6 +102,7 @@ int main(int argc, char **argv) {
     const int T = argc > 1 ? atoi(argv[1]) : 1, rounds = argc > 2 ? atoi(argv[2]) : 200;
     const int only = argc > 3 ? atoi(argv[3]) : -1;
     const int inplace = getenv("KILN_AB_INPLACE") && atoi(getenv("KILN_AB_INPLACE"));
+    const int coldw = getenv("KILN_AB_COLDW") && atoi(getenv("KILN_AB_COLDW"));
     if (T < 1 || rounds < 1) return 1;
     printf("FMA peak %.1f GFLOP/s (%d thread%s)\n", cli_fma_peak_gflops(T), T, T > 1 ? "s" : "");
     kiln__pool *pool = kiln__pool_create(T);
@@ -120,9 +123,14 @@ int main(int argc, char **argv) {
         kiln_context *ctx;
         if (kiln_context_create(e, T, &ctx)) return 1;
         kiln_context_set_profiling(ctx, 1);
-        float *wb = ab_rnd(base_pw16c_packed(s->M, s->C), NULL), *wn = ab_rnd(new_pw16c_packed(s->M, s->C), NULL);
-        base_pw16c_pack(w, s->M, s->C, wb);
-        new_pw16c_pack(w, s->M, s->C, wn);
+        /* coldw: a packed W per buffer set, so that W too comes from L3 (as in the network) */
+        const int nw = coldw ? NSETS : 1;
+        float *wb[NSETS], *wn[NSETS];
+        for (int i = 0; i < nw; i++) {
+            wb[i] = ab_rnd(base_pw16c_packed(s->M, s->C), NULL), wn[i] = ab_rnd(new_pw16c_packed(s->M, s->C), NULL);
+            base_pw16c_pack(w, s->M, s->C, wb[i]);
+            new_pw16c_pack(w, s->M, s->C, wn[i]);
+        }
         /* the unit order conv_pw16c.c picks (kiln__pw16c_conv's rule) */
         const int64_t wbytes = s->M * s->C * 4, xbytes = P * s->C * 4;
         const int wmajor = (T > 1 && s->M > P) || (wbytes > (1 << 20) && (s->M + 31) / 32 * xbytes < (P + 11) / 12 * wbytes);
@@ -145,7 +153,7 @@ int main(int argc, char **argv) {
                         if (strstr(nm, "conv")) ms = v;
                     us = ms * 1e3;
                 } else {
-                    p.x = x[k], p.y = y[k], p.res = s->res == 1 ? r[k] : NULL, p.wp = which == 1 ? wb : wn;
+                    p.x = x[k], p.y = y[k], p.res = s->res == 1 ? r[k] : NULL, p.wp = which == 1 ? wb[k % nw] : wn[k % nw];
                     if (inplace && which == 2 && p.res) p.y = r[k]; /* Y over the residual (values grow: timing only) */
                     job j = {&p, which == 1 ? base_pw16c_run : new_pw16c_run};
                     const int64_t units = which == 1 ? base_pw16c_units(&p) : new_pw16c_units(&p);
@@ -167,7 +175,8 @@ int main(int argc, char **argv) {
         kiln_engine_free(e);
         for (int i = 0; i < NSETS; i++) free(x[i]), free(r[i]), free(y[i]);
         for (int i = 0; i < 3; i++) free(t[i]);
-        free(w), free(b), free(wb), free(wn);
+        for (int i = 0; i < nw; i++) free(wb[i]), free(wn[i]);
+        free(w), free(b);
     }
     kiln__pool_free(pool);
     printf("FMA peak %.1f GFLOP/s (%d thread%s)\n", cli_fma_peak_gflops(T), T, T > 1 ? "s" : "");
