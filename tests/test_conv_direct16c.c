@@ -176,6 +176,8 @@ static void engine_case(const cshape *s, int64_t N, int with_bias, int res) {
     ASSERT_EQ(e->layers[conv].tactic, 16);
     ASSERT_EQ(reformats, (res == 1 ? 3 : 2));
     ASSERT_EQ(e->layers[conv].nepi, (res ? 2 : 0));
+    /* res 1: Y's NCHW16C variant written over R (read by the conv alone) */
+    ASSERT_EQ(e->tensors[e->layers[conv].out[0]].alias_of, (res == 1 ? e->layers[conv].in[3] : -1));
     ASSERT(e->layers[conv].prepacked && e->layers[conv].prepacked[1]);
     ASSERT_EQ(e->layers[conv].prepacked_size[1], (uint64_t)(s->M * s->C * taps) * sizeof(float));
     char what[160];

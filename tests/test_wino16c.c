@@ -414,6 +414,10 @@ static void block_case(int64_t N, int64_t C, int64_t H, int64_t W, int threads) 
     kiln_engine *e = build_forced(
         net, threads, 3,
         (const char *const[]){"'conv_0' ai.onnx::Conv v1 + Relu", "'conv_a' ai.onnx::Conv v1 + Relu", "'conv_b' ai.onnx::Conv v1 + Add + Relu", NULL});
+    /* conv_b (read R last) writes Y's NCHW16C variant over R (builder/emit.c residual_inplace) */
+    const int cb = test_last_op(e, "Conv");
+    ASSERT(cb >= 0 && e->layers[cb].nepi == 2);
+    ASSERT_EQ(e->tensors[e->layers[cb].out[0]].alias_of, e->layers[cb].in[3]);
     test_conv_geo g = {N, C, C, 1, {1, H, W}, {1, 3, 3}, {1, 1, 1}, {0, 1, 1}, {1, 1, 1}, {1, H, W}};
     double *a = test_xmalloc((size_t)n * sizeof(double)), *ref = test_xmalloc((size_t)n * sizeof(double));
     float *af = test_xmalloc((size_t)n * sizeof(float)), *y = test_xmalloc((size_t)n * sizeof(float));

@@ -787,6 +787,7 @@ static int conv_wino16c(const kiln_call *c, int m) {
                             kiln_tensor_numel(r) != kiln_tensor_numel(y)))
         return kiln_set_error(KILN_EUNSUPPORTED, "Conv tactic %d: the fused residual (input %d) is not an "
                               "F32 NCHW16C tensor of Y's shape", c->tactic, ri);
+    if ((rc = kiln__16c_inplace_check(c, fast))) return rc;
     const int64_t isp = g.id[1] * g.id[2], osp = g.o[1] * g.o[2];
     for (int64_t n = 0; n < g.N; n++) {
         kiln__wino16c p = {.w = {.m = m, .C = g.C, .M = g.M, .H = g.id[1], .W = g.id[2], .OH = g.o[1], .OW = g.o[2],
@@ -2007,7 +2008,10 @@ static const kiln_quick_op conv_op = {
     .doc = "convolution: implicit-im2col packed GEMM, direct/depthwise kernel",
     .cuda_impl = conv_cuda, .cuda_formats = conv_cuda_formats, .cuda_workspace = kiln__cu_conv_workspace,
     .cuda_check = conv_cuda_check,
-    /* tactic 13's store adds the residual of the pixels it writes (conv_pw16c.c) */
-    .residual_inplace_tactics = 1ull << T_PW16C,
+    /* the NCHW16C kernels' stores add the residual of the pixels they
+     * write, once each (conv_pw16c.c, conv_direct16c.c, conv_wino16c.c's
+     * output tiles); not 20 (its shares write Y before the sum) */
+    .residual_inplace_tactics = 1ull << T_PW16C | 1ull << T_WINO16C | 1ull << T_WINO16C2 | 1ull << T_D16C |
+                                1ull << T_WINO16CS | 1ull << T_WINO16C2S,
 };
 KILN_OP(conv_op)

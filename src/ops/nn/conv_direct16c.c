@@ -457,6 +457,8 @@ int kiln__d16c_conv(const kiln_call *c, int64_t N, const kiln__d16c *geom) {
     f.p.wmajor = kiln__d16c_wmajor(geom->C, geom->M, geom->KH * geom->KW, geom->OH * geom->OW,
                                    c->exec ? kiln_exec_threads(c->exec) : 1);
     f.fused = kiln__16c_fused_chain(c, &f.p.res, &f.p.relu);
+    int rc = kiln__16c_inplace_check(c, f.fused);
+    if (rc) return rc;
     f.units = kiln__d16c_units(&f.p);
     kiln_exec_parallel_for(c->exec, N * f.units, 1, d16c_range, &f);
     return 0;

@@ -177,6 +177,16 @@ static void pw16c_range(void *ud, int64_t b, int64_t e) {
     }
 }
 
+/* (conv_pw16c.h) */
+int kiln__16c_inplace_check(const kiln_call *c, int fused) {
+    int ri = -1, relu = 0;
+    if (c->epilogue) kiln__epi_residual_relu(c->epilogue, &ri, &relu);
+    if (!fused && ri >= 0 && ri < c->nin && c->in[ri].data && c->nout > 0 && c->in[ri].data == c->out[0].data)
+        return kiln_set_error(KILN_EUNSUPPORTED, "Conv tactic %d: output 0 shares its residual's buffer, which "
+                              "only a residual Add (and Relu) applied in the kernel's store takes", c->tactic);
+    return 0;
+}
+
 /* The fused chain (conv_pw16c.h). */
 int kiln__16c_fused_chain(const kiln_call *c, const float **res, int *relu) {
     int ri = -1;
@@ -210,15 +220,7 @@ static int pw16c_operands(const kiln_call *c, int64_t C, int64_t M, int64_t P, k
     *p = (kiln__pw16c){.C = C, .M = M, .P = P, .x = x->data, .wp = c->prepacked[1], .y = y->data,
                        .bias = c->nin > 2 && c->in[2].data ? c->in[2].data : NULL};
     *fused = kiln__16c_fused_chain(c, &p->res, &p->relu);
-    /* Y over the residual (the builder's in place, kiln_quick_op.
-     * residual_inplace_tactics): only tactic 13's store, which reads each
-     * residual element just before it writes it, may take it */
-    int ri = -1, relu = 0;
-    if (c->epilogue) kiln__epi_residual_relu(c->epilogue, &ri, &relu);
-    if (ri >= 0 && ri < c->nin && c->in[ri].data && c->in[ri].data == y->data && (!*fused || c->tactic != 13))
-        return kiln_set_error(KILN_EUNSUPPORTED, "Conv tactic %d: output 0 shares its residual's buffer, which "
-                              "only tactic 13 with a residual Add (and Relu) in its store takes", c->tactic);
-    return 0;
+    return kiln__16c_inplace_check(c, *fused && c->tactic != 20);
 }
 
 int kiln__pw16c_conv(const kiln_call *c, int64_t N, int64_t C, int64_t M, int64_t P) {

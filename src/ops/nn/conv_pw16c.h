@@ -96,4 +96,11 @@ int kiln__pw16c_ksplit(const kiln_call *c, int64_t N, int64_t C, int64_t M, int6
  * NULL, *relu 0: the chain runs per pixel). */
 int kiln__16c_fused_chain(const kiln_call *c, const float **res, int *relu);
 
+/* Output 0 written over the fused residual (the builder's in place,
+ * kiln_quick_op.residual_inplace_tactics) is safe only where the kernel's
+ * store applies the residual (`fused`: the chain is the residual Add
+ * and/or Relu) and writes each pixel once (not tactic 20): 0, else
+ * KILN_EUNSUPPORTED naming c's tactic.  Tactics 13-16, 18 and 19 call it. */
+int kiln__16c_inplace_check(const kiln_call *c, int fused);
+
 #endif /* KILN_OPS_NN_CONV_PW16C_H */
