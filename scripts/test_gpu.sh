@@ -80,7 +80,9 @@
 # With the GPU machine of this project (the `run` tool): pack into an ignored
 # folder of the checkout that travels, e.g.
 #   scripts/test_gpu.sh pack build /work/main/.gpu-cuda
-# and run there `bash .gpu-cuda/test_gpu.sh run .gpu-cuda $OUT`.
+# and run there `bash .gpu-cuda/test_gpu.sh run .gpu-cuda $OUT` with carry [".gpu-cuda"]: an untracked
+# bundle travels without carry too, but without libkiln_samples_ops.so (.gitignore's *.so), and every
+# sample step then fails on the missing plugin library (session 20).
 set -u
 
 pack() {
