@@ -13,6 +13,9 @@
  * layer or more before: from L3, not L2).  Rounds alternate the kernels'
  * order; each figure is the fastest call and the median over the rounds,
  * at 1 and 2 threads.  Bias on, no activation (the same for all).
+ * KILN_AB_COLDW=1: tactics 14 / 15 read a packed U of their own per call,
+ * from enough copies (64 MB or more, at most 64) that it comes from memory,
+ * as in a network whose weights outgrow L3 (ResNet-50's do).
  */
 #include "kiln/plugin.h"
 #include "ab_util.h"
@@ -42,6 +45,7 @@ int main(int argc, char **argv) {
            rounds);
     static const int64_t sh[][2] = {{64, 56}, {128, 28}, {256, 14}, {512, 7}};
     unsigned seed = 7;
+    const int coldw = getenv("KILN_AB_COLDW") && atoi(getenv("KILN_AB_COLDW"));
     for (int threads = 1; threads <= 2; threads++) {
         kiln__pool *pool = kiln__pool_create(threads);
         kiln_exec ex = {.device = KILN_DEVICE_CPU, .pool = pool};
@@ -53,12 +57,16 @@ int main(int argc, char **argv) {
             float *w = ab_rnd(M * C * 9, &seed), *b = ab_rnd(M, &seed);
             void *p4 = aligned_alloc(64, kiln__wino_pack_bytes(4, M, C)),
                  *p2 = aligned_alloc(64, kiln__wino_pack_bytes(2, M, C)),
-                 *p16 = aligned_alloc(64, kiln__wino16c_pack_bytes(4, M, C)),
-                 *p162 = aligned_alloc(64, kiln__wino16c_pack_bytes(2, M, C));
+                 *p16[64], *p162[64];
+            const size_t u4 = kiln__wino16c_pack_bytes(4, M, C), u2 = kiln__wino16c_pack_bytes(2, M, C);
+            const int nu = coldw ? (int)((64u << 20) / u2 + 1 < 64 ? (64u << 20) / u2 + 1 : 64) : 1;
             kiln__wino_pack(4, w, M, C, p4);
             kiln__wino_pack(2, w, M, C, p2);
-            kiln__wino16c_pack(4, w, M, C, p16);
-            kiln__wino16c_pack(2, w, M, C, p162);
+            for (int i = 0; i < nu; i++) {
+                p16[i] = aligned_alloc(64, (u4 + 63) / 64 * 64), p162[i] = aligned_alloc(64, (u2 + 63) / 64 * 64);
+                kiln__wino16c_pack(4, w, M, C, p16[i]);
+                kiln__wino16c_pack(2, w, M, C, p162[i]);
+            }
             size_t wsb = kiln__wino_ws_bytes(4, C, M, H, W), ws2 = kiln__wino_ws_bytes(2, C, M, H, W);
             float *ws = aligned_alloc(64, ((wsb > ws2 ? wsb : ws2) + 63) / 64 * 64);
             static double t[NK][1000];
@@ -78,7 +86,7 @@ int main(int argc, char **argv) {
                         const int m = k == K14 ? 4 : 2;
                         kiln__wino16c p = {.w = {.m = m, .C = C, .M = M, .H = H, .W = W, .OH = H, .OW = W, .pt = 1,
                                                  .pl = 1, .x = x16[i],
-                                                 .u = kiln__wino16c_packed(m == 4 ? p16 : p162, m, M, C),
+                                                 .u = kiln__wino16c_packed(m == 4 ? p16[r % nu] : p162[r % nu], m, M, C),
                                                  .bias = b, .y = y16[i], .ws = ws, .exec = &ex}};
                         kiln__wino16c_run(&p);
                     } else if (k == COPY) {
@@ -101,7 +109,7 @@ int main(int argc, char **argv) {
                              .u = kiln__wino_packed(p4, 4, M, C), .bias = b, .y = y[0], .ws = ws, .exec = &ex};
             kiln__wino_run(&wp);
             kiln__wino16c p = {.w = wp};
-            p.w.x = x16[0], p.w.y = y16[0], p.w.u = kiln__wino16c_packed(p16, 4, M, C);
+            p.w.x = x16[0], p.w.y = y16[0], p.w.u = kiln__wino16c_packed(p16[0], 4, M, C);
             kiln__wino16c_run(&p);
             for (int64_t cc = 0; cc < C; cc++)
                 for (int64_t j = 0; j < H * W; j++) {
@@ -121,7 +129,8 @@ int main(int argc, char **argv) {
                    maxdiff);
             fflush(stdout);
             for (int i = 0; i < SETS; i++) free(x[i]), free(x16[i]), free(y[i]), free(y16[i]);
-            free(w), free(b), free(p4), free(p2), free(p16), free(p162), free(ws);
+            for (int i = 0; i < nu; i++) free(p16[i]), free(p162[i]);
+            free(w), free(b), free(p4), free(p2), free(ws);
         }
         kiln__pool_free(pool);
     }
