@@ -113,7 +113,15 @@ struct kiln_exec {
      * the kernel drops the return code (engine/epilogue.c). */
     int epi_rc;
     char epi_msg[256];
+    /* The next layer's largest packed weights when it runs on the CPU and
+     * they are KILN__NEXT_W_MIN bytes or more (the context sets them per
+     * layer), else NULL: a compute-bound kernel may prefetch them while it
+     * runs, so that the next layer reads them from cache, not memory
+     * (conv_pw16c.c; a Winograd conv's U after ResNet-50's 1x1 convs). */
+    const char *next_w;
+    size_t next_w_bytes;
 };
+#define KILN__NEXT_W_MIN ((size_t)1 << 20)
 /* A CUDA execution handle: the kiln_exec kernels see (device CUDA, the
  * stream) plus what the build chose for them. */
 typedef struct kiln__cuda_exec {

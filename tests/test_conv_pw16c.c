@@ -9,7 +9,8 @@
  * against a naive double reference on the LINEAR layout (X, Y and the
  * residual reformatted here by hand); Y poisoned with NaN first, so a
  * lane it does not write fails.  The units split as 1, 2 or 3 threads
- * would split them give the same bits (no sum depends on the split).
+ * would split them give the same bits (no sum depends on the split), the
+ * split ones while prefetching a next layer's weights (kiln_exec.next_w).
  *
  * Through the engine ($KILN_CPU_BLOCKED=force: blocked candidates first): a
  * 1x1 conv with and without bias, and one whose residual Add and Relu
@@ -73,6 +74,8 @@ static void kernel_case(int64_t C, int64_t M, int64_t P, int bias_on, int res_on
     const int64_t units = kiln__pw16c_units(&p);
     for (int threads = 1; threads <= 3; threads++) {
         for (int64_t i = 0; i < M * P; i++) y16[i] = NAN;
+        /* chunks 2 and 3 prefetch "the next layer's weights" (here W) on the way: the same bits */
+        p.next = threads > 1 ? (const char *)w : NULL, p.next_lines = threads > 1 ? M * C * 4 / 64 : 0;
         for (int t = 0; t < threads; t++) /* the chunks parallel_for would hand out */
             kiln__pw16c_run(&p, units * t / threads, units * (t + 1) / threads);
         test_from16c(y16, M, P, y);

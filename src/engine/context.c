@@ -58,6 +58,8 @@ typedef struct ctx_layer {
     int nsize;                  /* outputs that are size tensors */
     size_t ws;                  /* workspace bytes at current shapes */
     int check;                  /* dims changed: check them against the op (validate.c) */
+    const char *next_w;         /* kiln_exec.next_w while this layer runs */
+    size_t next_w_bytes;
 } ctx_layer;
 
 struct kiln_context {
@@ -335,6 +337,10 @@ KILN_API int kiln_context_create(const kiln_engine *e, int threads, kiln_context
          * (kiln__epi_cuda_act); packed weights are host-side: CPU layers only */
         cl->call.epilogue = el->epi_rt;
         cl->call.prepacked = cl->gpu ? NULL : (const void *const *)el->prepacked;
+        const kiln__elayer *nx = (int64_t)l + 1 < (int64_t)e->nlayers ? &e->layers[l + 1] : NULL;
+        for (int32_t i = 0; nx && nx->device == KILN_DEVICE_CPU && nx->prepacked && i < nx->nin; i++)
+            if (nx->prepacked[i] && nx->prepacked_size[i] >= KILN__NEXT_W_MIN && nx->prepacked_size[i] > cl->next_w_bytes)
+                cl->next_w = nx->prepacked[i], cl->next_w_bytes = nx->prepacked_size[i];
         if (el->aot_kernel >= 0) {
             /* an AOT CUDA kernel's module is loaded here, never inside a run or a graph capture */
             if (cl->gpu && (rc = kiln__aot_cuda_load(&e->acu[el->aot_kernel]))) {
@@ -1362,6 +1368,7 @@ static int run(kiln_context *c, int sync) {
             cl->check = 0;
         }
         if (prof) t0 = kiln__now_ms();
+        c->exec.next_w = cl->next_w, c->exec.next_w_bytes = cl->next_w_bytes;
         rc = cl->vt ? cl->enq(cl->state, &cl->call) : run_aot(c, l);
         rc = kiln__misuse_take(rc);
         if (cl->call.epilogue && !cl->gpu) rc = kiln__epi_failure(&c->exec, rc);

@@ -27,6 +27,11 @@
 #define PT KILN__16C_PT /* pixels per tile (conv_pw16c.h) */
 #define OB KILN__16C_OB /* output channels per block */
 #define PF_W KILN__16C_PF_W
+/* Lines of kiln__pw16c.next prefetched per 16 input channels of a unit: at
+ * 2 threads on ResNet-50 (a Winograd conv's U after each 1x1 conv) 4 won
+ * nothing, 12 -1.3%, 32 +2% (the 1x1 conv's own W and X then lost L2):
+ * bench/README.md, session 20. */
+#define NEXT_STEP 12
 
 int64_t kiln__pw16c_packed(int64_t M, int64_t C) { return M * C; }
 
@@ -68,7 +73,8 @@ static inline __attribute__((always_inline)) void store(const kiln__pw16c *p, in
 /* np pixels from p0 x nv vectors of 16 output channels from m0 (both
  * constants where it is inlined: the accumulators stay in registers). */
 static inline __attribute__((always_inline)) void tile(const kiln__pw16c *p, int64_t p0, int np, int64_t m0,
-                                                       int nv, const char *pf, int64_t pfl) {
+                                                       int nv, const char *pf, int64_t pfl, const char *hp,
+                                                       int64_t hn) {
     const int64_t P = p->P, ws = 16 * nv, cb0 = p->k0 / 16, CB = p->k1 ? p->k1 / 16 : p->C / 16;
     const float *wb = p->wp + m0 * p->C;
     __m512 acc[PT][2];
@@ -79,6 +85,8 @@ static inline __attribute__((always_inline)) void tile(const kiln__pw16c *p, int
     for (int64_t cb = cb0; cb < CB; cb++) {
         for (int j = 0; j < 8 && pfl > 0; j++, pf += 64, pfl--) /* the next block's W (kiln__pw16c_run) */
             _mm_prefetch(pf, _MM_HINT_T1);
+        for (int j = 0; j < NEXT_STEP && hn > 0; j++, hp += 64, hn--) /* the next layer's (p->next) */
+            _mm_prefetch(hp, _MM_HINT_T2);
         const float *xb = p->x + (cb * P + p0) * 16, *wc = wb + cb * 16 * ws;
         for (int ci = 0; ci < 16; ci++) { /* W streams: to L1 2 KB ahead, to L2 16 KB ahead */
             _mm_prefetch((const char *)(wc + ci * ws) + PF_W, _MM_HINT_T0);
@@ -102,12 +110,13 @@ static inline __attribute__((always_inline)) void tile(const kiln__pw16c *p, int
 #define TILE_CASE(n)                                                                                                   \
     case n:                                                                                                            \
         if (nv == 2)                                                                                                   \
-            tile(p, p0, n, m0, 2, pf, pfl);                                                                                     \
+            tile(p, p0, n, m0, 2, pf, pfl, hp, hn);                                                                \
         else                                                                                                           \
-            tile(p, p0, n, m0, 1, pf, pfl);                                                                                     \
+            tile(p, p0, n, m0, 1, pf, pfl, hp, hn);                                                                                     \
         break;
 
-static void unit(const kiln__pw16c *p, int64_t p0, int np, int64_t m0, int nv, const char *pf, int64_t pfl) {
+static void unit(const kiln__pw16c *p, int64_t p0, int np, int64_t m0, int nv, const char *pf, int64_t pfl,
+                 const char *hp, int64_t hn) {
     switch (np) {
         TILE_CASE(12) TILE_CASE(11) TILE_CASE(10) TILE_CASE(9) TILE_CASE(8) TILE_CASE(7)
         TILE_CASE(6) TILE_CASE(5) TILE_CASE(4) TILE_CASE(3) TILE_CASE(2) TILE_CASE(1)
@@ -117,7 +126,8 @@ static void unit(const kiln__pw16c *p, int64_t p0, int np, int64_t m0, int nv, c
 #else
 /* Portable: the same sums in the same order per output (C ascending from
  * the bias), one output channel at a time. */
-static void unit(const kiln__pw16c *p, int64_t p0, int np, int64_t m0, int nv, const char *pf, int64_t pfl) {
+static void unit(const kiln__pw16c *p, int64_t p0, int np, int64_t m0, int nv, const char *pf, int64_t pfl,
+                 const char *hp, int64_t hn) {
     const int64_t P = p->P, ws = 16 * nv, c1 = p->k1 ? p->k1 : p->C;
     const float *wb = p->wp + m0 * p->C;
     for (int i = 0; i < np; i++)
@@ -130,7 +140,7 @@ static void unit(const kiln__pw16c *p, int64_t p0, int np, int64_t m0, int nv, c
             if (p->clamp) s = s < p->lo ? p->lo : s > p->hi ? p->hi : s;
             p->y[off] = s;
         }
-    (void)pf, (void)pfl;
+    (void)pf, (void)pfl, (void)hp, (void)hn;
 }
 #endif
 
@@ -143,8 +153,10 @@ void kiln__pw16c_run(const kiln__pw16c *p, int64_t u0, int64_t u1) {
          * from memory, faster than one core streams it) */
         const int64_t nt = tiles(p), t = u % nt;
         const int64_t lines = p->wmajor && m1 < p->M ? (p->M - m1 < OB ? p->M - m1 : OB) * p->C / 16 : 0;
+        /* and this unit's share of p->next's lines */
+        const int64_t h0 = (u - u0) * p->next_lines / (u1 - u0), h1 = (u - u0 + 1) * p->next_lines / (u1 - u0);
         unit(p, p0, (int)(p1 - p0), m0, (int)((m1 - m0) / 16), (const char *)(p->wp + m1 * p->C) + t * lines / nt * 64,
-             (t + 1) * lines / nt - t * lines / nt);
+             (t + 1) * lines / nt - t * lines / nt, p->next ? p->next + h0 * 64 : NULL, h1 - h0);
     }
 }
 
@@ -155,7 +167,17 @@ typedef struct pw16c_job {
     kiln__pw16c p;         /* image 0's pointers */
     int64_t units, xs, ys; /* units and floats per image */
     int fused;             /* the chain (if any) is in the kernel's store */
+    int64_t n;             /* images */
 } pw16c_job;
+
+/* Units [b, e) of `of`: their share of the next layer's weights
+ * (kiln_exec.next_w) into p->next. */
+static void next_share(kiln__pw16c *p, const kiln_exec *x, int64_t b, int64_t e, int64_t of) {
+    p->next = NULL, p->next_lines = 0;
+    if (!x || !x->next_w || of <= 0) return;
+    const int64_t lines = (int64_t)(x->next_w_bytes / 64);
+    p->next = x->next_w + b * lines / of * 64, p->next_lines = e * lines / of - b * lines / of;
+}
 
 /* Work units [b, e) over the images. */
 static void pw16c_range(void *ud, int64_t b, int64_t e) {
@@ -163,6 +185,7 @@ static void pw16c_range(void *ud, int64_t b, int64_t e) {
     while (b < e) {
         const int64_t n = b / f->units, u0 = b % f->units, u1 = e - n * f->units < f->units ? e - n * f->units : f->units;
         kiln__pw16c p = f->p;
+        next_share(&p, f->c->exec, b, n * f->units + u1, f->n * f->units);
         p.x += n * f->xs;
         p.y += n * f->ys;
         if (p.res) p.res += n * f->ys;
@@ -204,7 +227,7 @@ int kiln__16c_fused_chain(const kiln_call *c, const float **res, int *relu) {
 }
 
 void kiln__pw16c_exec(const kiln_call *c, const kiln__pw16c *p, int64_t N, int64_t xs, int64_t ys, int fused) {
-    pw16c_job f = {.c = c, .p = *p, .units = kiln__pw16c_units(p), .xs = xs, .ys = ys, .fused = fused};
+    pw16c_job f = {.c = c, .p = *p, .units = kiln__pw16c_units(p), .xs = xs, .ys = ys, .fused = fused, .n = N};
     kiln_exec_parallel_for(c->exec, N * f.units, 1, pw16c_range, &f);
 }
 
@@ -254,6 +277,7 @@ static void ksplit_task(void *ud, int ith, int ntasks) {
         s.k0 = t * CB / k->nth * 16, s.k1 = (t + 1) * CB / k->nth * 16;
         s.res = NULL, s.relu = 0, s.clamp = 0;
         if (t > 0) s.bias = NULL, s.y = k->part + (t - 1) * k->mp;
+        next_share(&s, k->c->exec, t, t + 1, k->nth);
         s.wmajor = kiln__d16c_wmajor(s.k1 - s.k0, s.M, 1, s.P, 1);
         kiln__pw16c_run(&s, 0, kiln__pw16c_units(&s));
     }

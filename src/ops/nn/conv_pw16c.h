@@ -47,6 +47,8 @@ typedef struct kiln__pw16c {
     float lo, hi;
     int wmajor;        /* unit order: 1 output blocks outer (W reused across pixel tiles), 0 pixel tiles outer */
     int64_t k0, k1;    /* sum input channels [k0, k1) only (multiples of 16: a K split's share); k1 0: all C */
+    const char *next;  /* lines to prefetch (towards L2) spread over the units run: the next layer's */
+    int64_t next_lines;/* weights (kiln_exec.next_w), this call's share; NULL / 0: none */
 } kiln__pw16c;
 
 /* Floats of W (M x C) packed, and the packing. */
