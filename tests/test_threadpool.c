@@ -305,5 +305,19 @@ TEST_IMPL(hold_yields) {
     }
 }
 
-TEST_LIST(TEST_ENTRY(parallel_for_cover), TEST_ENTRY(parallel_for_shares), TEST_ENTRY(parallel_tasks), TEST_ENTRY(nested_serial),
+/* sysfs's cache sizes (kiln__cpu_l3_bytes reads index3/size: the context
+ * prefetches the next layer's weights when an engine's outgrow it). */
+TEST_IMPL(cache_size_parse) {
+    ASSERT_EQ(kiln__parse_cache_size("32768K\n"), (size_t)32 << 20);
+    ASSERT_EQ(kiln__parse_cache_size("300M"), (size_t)300 << 20);
+    ASSERT_EQ(kiln__parse_cache_size("1024"), (size_t)1024);
+    ASSERT_EQ(kiln__parse_cache_size(""), (size_t)0);
+    ASSERT_EQ(kiln__parse_cache_size("abc"), (size_t)0);
+    ASSERT_EQ(kiln__parse_cache_size("12X"), (size_t)0);
+    ASSERT_EQ(kiln__parse_cache_size("12KB"), (size_t)0);
+    ASSERT_EQ(kiln__parse_cache_size(NULL), (size_t)0);
+    ASSERT_EQ(kiln__cpu_l3_bytes(), kiln__cpu_l3_bytes());
+}
+
+TEST_LIST(TEST_ENTRY(cache_size_parse), TEST_ENTRY(parallel_for_cover), TEST_ENTRY(parallel_for_shares), TEST_ENTRY(parallel_tasks), TEST_ENTRY(nested_serial),
           TEST_ENTRY(single_thread_inline), TEST_ENTRY(concurrent_dispatch), TEST_ENTRY(hold_yields))

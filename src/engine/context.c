@@ -314,6 +314,14 @@ KILN_API int kiln_context_create(const kiln_engine *e, int threads, kiln_context
 
     /* Views and calls. */
     int v = 0;
+    /* the next layer's weights prefetched (kiln_exec.next_w) where the
+     * engine's packed weights outgrow the L3 */
+    uint64_t packed = 0;
+    for (int32_t l = 0; l < e->nlayers; l++)
+        for (int32_t i = 0; e->layers[l].prepacked && i < e->layers[l].nin; i++)
+            packed += e->layers[l].prepacked[i] ? e->layers[l].prepacked_size[i] : 0;
+    const size_t l3 = kiln__cpu_l3_bytes();
+    const int next_w_on = l3 > 0 && packed > l3;
     for (size_t l = 0; l < nl; l++) {
         const kiln__elayer *el = &e->layers[l];
         ctx_layer *cl = &c->L[l];
@@ -337,7 +345,7 @@ KILN_API int kiln_context_create(const kiln_engine *e, int threads, kiln_context
          * (kiln__epi_cuda_act); packed weights are host-side: CPU layers only */
         cl->call.epilogue = el->epi_rt;
         cl->call.prepacked = cl->gpu ? NULL : (const void *const *)el->prepacked;
-        const kiln__elayer *nx = (int64_t)l + 1 < (int64_t)e->nlayers ? &e->layers[l + 1] : NULL;
+        const kiln__elayer *nx = next_w_on && (int64_t)l + 1 < (int64_t)e->nlayers ? &e->layers[l + 1] : NULL;
         for (int32_t i = 0; nx && nx->device == KILN_DEVICE_CPU && nx->prepacked && i < nx->nin; i++)
             if (nx->prepacked[i] && nx->prepacked_size[i] >= KILN__NEXT_W_MIN && nx->prepacked_size[i] > cl->next_w_bytes)
                 cl->next_w = nx->prepacked[i], cl->next_w_bytes = nx->prepacked_size[i];

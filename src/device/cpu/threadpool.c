@@ -107,6 +107,34 @@ int kiln__cpu_count(void) {
     return n > 0 ? (int)n : 1;
 }
 
+/* (kiln_int.h) "32768K", "300M", "1024": bytes; 0 for anything else. */
+size_t kiln__parse_cache_size(const char *s) {
+    char *end = NULL;
+    if (!s) return 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (end == s) return 0;
+    const unsigned long long mul = *end == 'K' ? 1ull << 10 : *end == 'M' ? 1ull << 20 : *end == 'G' ? 1ull << 30 : 1;
+    if (mul > 1) end++;
+    if (*end != '\0' && *end != '\n') return 0;
+    return (size_t)(v * mul);
+}
+
+/* (kiln_int.h) sysfs's, as the kernel reports this CPU's cache (sysconf's
+ * LEVEL3_CACHE_SIZE reported the host's 384 MB on a VM whose cores share
+ * 32 MB). */
+size_t kiln__cpu_l3_bytes(void) {
+    static size_t cached = (size_t)-1;
+    if (cached != (size_t)-1) return cached;
+    size_t v = 0;
+    FILE *f = fopen("/sys/devices/system/cpu/cpu0/cache/index3/size", "r");
+    if (f) {
+        char buf[64];
+        if (fgets(buf, sizeof buf, f)) v = kiln__parse_cache_size(buf);
+        fclose(f);
+    }
+    return cached = v;
+}
+
 #define MASK_TASKS 16
 
 /* Claim a task of generation g: `own` if it is still free, else the first
