@@ -13,6 +13,8 @@
 #include "build_int.h"
 #include "device/device.h"
 
+#include <string.h>
+
 #define BUILD_CUT_FACTOR 2.0
 
 typedef enum bt_kind { BT_INPUT = 1, BT_CONST, BT_ACT } bt_kind;
@@ -182,6 +184,15 @@ typedef struct builder {
     uint64_t net_digest;       /* select.c: the live layers before selection (refine keys) */
     kiln_network **owned; int nowned; /* kiln_shape_inline_owned networks */
 } builder;
+
+/* Layer L runs ai.onnx's op `name`. */
+static inline int kiln__b_is_onnx(const bl *L, const char *name) {
+    return !strcmp(L->op->ns, "ai.onnx") && !strcmp(L->op->name, name);
+}
+/* Layer li exists, is live, and runs ai.onnx's op `name`. */
+static inline int kiln__b_live_onnx(const builder *b, int li, const char *name) {
+    return li >= 0 && !b->l[li].dead && kiln__b_is_onnx(&b->l[li], name);
+}
 
 /* builder.c */
 int kiln__b_new_tensor(builder *b, const char *name, bt_kind kind);

@@ -195,10 +195,6 @@ static int convert(builder *b, vset *vs, ilist *ord, int base, int from, kiln_dt
     return rc;
 }
 
-static int is_onnx_op(const bl *L, const char *name) {
-    return !strcmp(L->op->ns, "ai.onnx") && !strcmp(L->op->name, name);
-}
-
 /* Layer li (at k of the order; lastuse: each tensor's last reader there)
  * writes output 0 over its fused residual when its op says its tactic may
  * (kiln_quick_op.residual_inplace_tactics) and nothing else can see it:
@@ -212,8 +208,8 @@ static void residual_inplace(builder *b, int li, int k, const int *lastuse) {
     const kiln_quick_op *q = L->op->quick;
     if (!q || L->device != KILN_DEVICE_CPU || L->aot == 1 || L->tactic < 0 || L->tactic >= 64 ||
         !(q->residual_inplace_tactics >> L->tactic & 1) || L->nout < 1 || L->nepi < 1 || L->nepi > 2 ||
-        L->nin != L->op->max_inputs + 1 || !is_onnx_op(&b->l[L->epi[0].layer], "Add") ||
-        (L->nepi == 2 && !is_onnx_op(&b->l[L->epi[1].layer], "Relu")))
+        L->nin != L->op->max_inputs + 1 || !kiln__b_is_onnx(&b->l[L->epi[0].layer], "Add") ||
+        (L->nepi == 2 && !kiln__b_is_onnx(&b->l[L->epi[1].layer], "Relu")))
         return;
     const int R = L->in[L->op->max_inputs], O = L->out[0];
     if (R < 0 || O < 0) return;

@@ -68,10 +68,6 @@ static void view_of(const builder *b, int t, kiln_tensor *v) {
                       KILN_FORMAT_LINEAR, b->exec.device, x->ndim, dims);
 }
 
-static int is_onnx(const bl *L, const char *name) {
-    return !strcmp(L->op->ns, "ai.onnx") && !strcmp(L->op->name, name);
-}
-
 /* The layout of a CPU chain fused into P: LINEAR, or NCHW16C where P's
  * output is NCHW16C and P takes chains there (accepts_epilogue 2: Conv's
  * 16c tactics, ops/nn/conv_pw16c.c, and kiln::mbconv's tactic 5 run the
@@ -95,7 +91,7 @@ static int f32_in(kiln_dtype t, kiln_format fmt, kiln_format f) {
  * and no epilogue yet. */
 static int linear_bias(const builder *b, const bl *P, const bl *L, int x, const bt *ty) {
     /* (a 1-D B drops the column dim: the output's last dim is then not N) */
-    if (!is_onnx(L, "Add") || !is_onnx(P, "MatMul") || P->nepi != 0 || L->nin != 2 || ty->ndim < 1 ||
+    if (!kiln__b_is_onnx(L, "Add") || !kiln__b_is_onnx(P, "MatMul") || P->nepi != 0 || L->nin != 2 || ty->ndim < 1 ||
         b->t[P->in[1]].ndim < 2)
         return 0;
     const bt *c = &b->t[L->in[1 - x]];
@@ -113,14 +109,14 @@ static int linear_bias(const builder *b, const bl *P, const bl *L, int x, const 
  * Div of x by one (nonzero), its activation input in slot x. */
 static int scalar_step(const builder *b, const bl *L, int x) {
     if (L->nin != 2 || L->nout != 1 || x < 0 || x > 1 ||
-        !(is_onnx(L, "Mul") || is_onnx(L, "Add") || is_onnx(L, "Sub") || (x == 0 && is_onnx(L, "Div"))))
+        !(kiln__b_is_onnx(L, "Mul") || kiln__b_is_onnx(L, "Add") || kiln__b_is_onnx(L, "Sub") || (x == 0 && kiln__b_is_onnx(L, "Div"))))
         return 0;
     const bt *c = &b->t[L->in[1 - x]];
     int64_t n = 1, d;
     for (int k = 0; k < c->ndim; k++) n *= kiln_expr_is_const(c->dims[k], &d) ? d : -1;
     if (c->kind != BT_CONST || !c->data || n != 1 || !kiln__ops_is_float(c->dtype)) return 0;
     double v = kiln__ops_get_f64(c->data, c->dtype, 0);
-    return isfinite(v) && (v != 0 || !is_onnx(L, "Div"));
+    return isfinite(v) && (v != 0 || !kiln__b_is_onnx(L, "Div"));
 }
 
 /* GPU: L a scalar step (scalar_step) after P's chain, which ends in an
@@ -161,7 +157,7 @@ static int gpu_fusable(const builder *b, const bl *P, const bl *L, int x, const 
     /* after a residual Add or a bias, one activation more */
     const bl *F = P->nepi == 1 ? &b->l[P->epi[0].layer] : NULL;
     int after_res = F && F->nin == 2 && P->nin > P->op->max_inputs;
-    int after_bias = F && is_onnx(F, "Add") && is_onnx(P, "MatMul");
+    int after_bias = F && kiln__b_is_onnx(F, "Add") && kiln__b_is_onnx(P, "MatMul");
     if (L->nin != 1 || !(P->nepi == 0 || after_res || after_bias))
         return 0;
     kiln_attrs view = kiln__attrset_view(L->attrs);
@@ -178,7 +174,7 @@ static int gpu_fusable(const builder *b, const bl *P, const bl *L, int x, const 
  * constant near v} in either order: 1 and the slot of T, else 0. */
 static int op_with_const(const builder *b, int li, kiln_device_kind dev, const char *name, int T, double v, int *slot) {
     const bl *L = &b->l[li];
-    if (L->dead || L->device != dev || !is_onnx(L, name) || L->nin != 2 || L->nout != 1) return 0;
+    if (L->dead || L->device != dev || !kiln__b_is_onnx(L, name) || L->nin != 2 || L->nout != 1) return 0;
     for (int s = 0; s < 2; s++) {
         const bt *c = &b->t[L->in[1 - s]];
         if (L->in[s] != T || c->kind != BT_CONST || !c->data) continue;
@@ -219,7 +215,7 @@ static int same_dims(const bt *a, const bt *c) {
  * not the pattern). */
 static int gelu_erf(builder *b, int ei, int *uses) {
     bl *E = &b->l[ei];
-    if (E->dead || !is_onnx(E, "Erf") || E->nin != 1 || E->nout != 1) return 0;
+    if (E->dead || !kiln__b_is_onnx(E, "Erf") || E->nin != 1 || E->nout != 1) return 0;
     kiln_device_kind dev = E->device;
     int D = b->t[E->in[0]].producer, s;
     if (D < 0 || uses[E->in[0]] != 1 || b->t[E->in[0]].is_output) return 0;
@@ -234,7 +230,7 @@ static int gelu_erf(builder *b, int ei, int *uses) {
     int A = sole_reader(b, E->out[0], uses);
     if (A < 0 || !op_with_const(b, A, dev, "Add", E->out[0], 1.0, &s)) return 0;
     int M = sole_reader(b, b->l[A].out[0], uses);
-    if (M < 0 || b->l[M].dead || b->l[M].device != dev || !is_onnx(&b->l[M], "Mul") ||
+    if (M < 0 || b->l[M].dead || b->l[M].device != dev || !kiln__b_is_onnx(&b->l[M], "Mul") ||
         b->l[M].nin != 2)
         return 0;
     const bl *m = &b->l[M];
@@ -394,12 +390,6 @@ fuse:
               P->op->version);
 }
 
-/* Layer li, an ai.onnx Add of two activations: fuse it into the Conv that
- * produces one of them as a residual epilogue (see the top). */
-static int is_op(const bl *L, const char *name) {
-    return !strcmp(L->op->ns, "ai.onnx") && !strcmp(L->op->name, name);
-}
-
 /* R (tr) a vector over y's last dim: every dim 1 but the last, which is
  * y's (hash-consed: pointer equality). */
 static int last_dim_vector(const bt *tr, const bt *ty) {
@@ -411,9 +401,11 @@ static int last_dim_vector(const bt *tr, const bt *ty) {
     return 1;
 }
 
+/* Layer li, an ai.onnx Add of two activations: fuse it into the Conv that
+ * produces one of them as a residual epilogue (see the top). */
 static void try_fuse_residual(builder *b, int li, int *uses) {
     bl *L = &b->l[li];
-    if (L->dead || L->is_reformat || !is_op(L, "Add") || L->nin != 2 || L->nout != 1 || L->io.n != 3) return;
+    if (L->dead || L->is_reformat || !kiln__b_is_onnx(L, "Add") || L->nin != 2 || L->nout != 1 || L->io.n != 3) return;
     int Y = L->out[0];
     bt *ty = &b->t[Y];
     if (ty->is_size || ty->alias_in >= 0) return;
@@ -427,9 +419,9 @@ static void try_fuse_residual(builder *b, int li, int *uses) {
         int pi = tx->producer;
         bl *P = &b->l[pi];
         const int max_in = P->op->max_inputs;
-        const int cpu_matmul = is_op(P, "MatMul") && P->device == KILN_DEVICE_CPU;
+        const int cpu_matmul = kiln__b_is_onnx(P, "MatMul") && P->device == KILN_DEVICE_CPU;
         if (P->dead ||
-            !(is_op(P, "Conv") || cpu_matmul || (!strcmp(P->op->ns, "kiln") && !strcmp(P->op->name, "mbconv"))) ||
+            !(kiln__b_is_onnx(P, "Conv") || cpu_matmul || (!strcmp(P->op->ns, "kiln") && !strcmp(P->op->name, "mbconv"))) ||
             !P->op->quick || P->aot == 1 || P->nout != 1 || P->out[0] != X ||
             P->nepi != 0 || P->nin > max_in || P->io.n != P->nin + 1 || max_in + 2 > KILN_MAX_IO ||
             P->device != L->device)

@@ -31,10 +31,6 @@
 #include <float.h>
 #include <string.h>
 
-static int is_onnx(const builder *b, int li, const char *name) {
-    return li >= 0 && !b->l[li].dead && !strcmp(b->l[li].op->ns, "ai.onnx") && !strcmp(b->l[li].op->name, name);
-}
-
 /* Tensor t: rank-4 F32 activation read once (by the chain), no output. */
 static int private4(const builder *b, const int *uses, int t) {
     return t >= 0 && uses[t] == 1 && !b->t[t].is_output && !b->t[t].is_size && b->t[t].kind == BT_ACT &&
@@ -54,7 +50,7 @@ static int64_t dim(const builder *b, int t, int d) {
 /* Conv layer li: 2-D, constant W and B, explicit pads; its attributes in
  * s[2], p[4], d[2] and group *g.  0 if it is not such a conv. */
 static int conv_geo(const builder *b, int li, int64_t *s, int64_t *p, int64_t *d, int64_t *g) {
-    if (!is_onnx(b, li, "Conv")) return 0;
+    if (!kiln__b_live_onnx(b, li, "Conv")) return 0;
     const bl *L = &b->l[li];
     if (L->nin != 3 || L->nout != 1 || L->aot == 1 || !const_f32(b, L->in[1], 4) || !const_f32(b, L->in[2], 1))
         return 0;
@@ -117,12 +113,12 @@ static int strip_act(const builder *b, const int *uses, int *t, float *lo, float
     *lo = -FLT_MAX;
     *hi = FLT_MAX;
     int li = b->t[*t].producer;
-    if (is_onnx(b, li, "Relu") && b->l[li].nin == 1 && private4(b, uses, b->l[li].in[0])) {
+    if (kiln__b_live_onnx(b, li, "Relu") && b->l[li].nin == 1 && private4(b, uses, b->l[li].in[0])) {
         *lo = 0.0f;
         *t = b->l[li].in[0];
         return 1;
     }
-    if (!is_onnx(b, li, "Clip")) return 0;
+    if (!kiln__b_live_onnx(b, li, "Clip")) return 0;
     const bl *L = &b->l[li];
     if (L->op->version < 11 || L->nin < 1 || !private4(b, uses, L->in[0]) ||
         !scalar(b, L->nin > 1 ? L->in[1] : -1, lo) || !scalar(b, L->nin > 2 ? L->in[2] : -1, hi) || !(*lo <= *hi))

@@ -32,10 +32,6 @@
 #include <math.h>
 #include <string.h>
 
-static int is_onnx(const builder *b, int li, const char *name) {
-    return li >= 0 && !b->l[li].dead && !strcmp(b->l[li].op->ns, "ai.onnx") && !strcmp(b->l[li].op->name, name);
-}
-
 /* The one live layer that reads tensor t, when nothing else reads it and
  * it is no output, else -1. */
 static int sole_reader(const builder *b, const int *uses, int t) {
@@ -65,7 +61,7 @@ static int near(double got, double v) {
 /* Layer li is a two-input `name` of tensor t and a scalar constant near v
  * (t in slot 0 when `first`). */
 static int op_t_const(const builder *b, int li, const char *name, int t, double v, int first) {
-    if (!is_onnx(b, li, name) || b->l[li].nin != 2 || b->l[li].nout != 1) return 0;
+    if (!kiln__b_live_onnx(b, li, name) || b->l[li].nin != 2 || b->l[li].nout != 1) return 0;
     const bl *L = &b->l[li];
     for (int s = 0; s < (first ? 1 : 2); s++)
         if (L->in[s] == t && const_numel(b, L->in[1 - s]) == 1 &&
@@ -81,14 +77,14 @@ static int sixth(const builder *b, int li, int t) {
 
 /* Layer li is Mul of x and t, in either order. */
 static int mul_of(const builder *b, int li, int x, int t) {
-    if (!is_onnx(b, li, "Mul") || b->l[li].nin != 2 || b->l[li].nout != 1) return 0;
+    if (!kiln__b_live_onnx(b, li, "Mul") || b->l[li].nin != 2 || b->l[li].nout != 1) return 0;
     const int *in = b->l[li].in;
     return (in[0] == x && in[1] == t) || (in[0] == t && in[1] == x);
 }
 
 /* Layer li is Clip(t) to [0, 6] (bounds as inputs, opset 11+, or attributes). */
 static int clip06(const builder *b, int li, int t) {
-    if (!is_onnx(b, li, "Clip") || b->l[li].in[0] != t || b->l[li].nout != 1) return 0;
+    if (!kiln__b_live_onnx(b, li, "Clip") || b->l[li].in[0] != t || b->l[li].nout != 1) return 0;
     const bl *L = &b->l[li];
     double lo, hi;
     if (L->op->version < 11) {
@@ -107,7 +103,7 @@ static int clip06(const builder *b, int li, int t) {
  * last one writes y), its count, x in *xt; 0 when li starts none. */
 static int hswish_chain(const builder *b, const int *uses, int li, int chain[4], int *xt) {
     const bl *F = &b->l[li];
-    if (is_onnx(b, li, "HardSigmoid") && F->nin == 1 && F->nout == 1) {
+    if (kiln__b_live_onnx(b, li, "HardSigmoid") && F->nin == 1 && F->nout == 1) {
         kiln_attrs a = kiln__attrset_view(F->attrs);
         int x = F->in[0], m = sole_reader(b, uses, F->out[0]);
         if (!near(kiln_attrs_float(&a, "alpha"), 1.0 / 6) || !near(kiln_attrs_float(&a, "beta"), 0.5) ||
@@ -118,7 +114,7 @@ static int hswish_chain(const builder *b, const int *uses, int li, int chain[4],
         *xt = x;
         return 2;
     }
-    if (!is_onnx(b, li, "Add") || F->nin != 2 || F->nout != 1) return 0;
+    if (!kiln__b_live_onnx(b, li, "Add") || F->nin != 2 || F->nout != 1) return 0;
     for (int s = 0; s < 2; s++) {
         int x = F->in[s];
         if (!op_t_const(b, li, "Add", x, 3.0, 0)) continue;
@@ -214,9 +210,9 @@ static int affine_step(const builder *b, const int *uses, int li, int t, int r, 
     static const char *const ops[4] = {"Mul", "Div", "Add", "Sub"};
     int op = -1;
     for (int k = 0; k < 4 && op < 0; k++)
-        if (is_onnx(b, li, ops[k])) op = k;
+        if (kiln__b_live_onnx(b, li, ops[k])) op = k;
     const bl *L = &b->l[li];
-    if (is_onnx(b, li, "BatchNormalization")) return bn_step(b, uses, L, t, m, s, c);
+    if (kiln__b_live_onnx(b, li, "BatchNormalization")) return bn_step(b, uses, L, t, m, s, c);
     if (op < 0 || L->nin != 2 || L->nout != 1) return 0;
     int slot = L->in[0] == t ? 0 : 1, per;
     if (L->in[slot] != t || L->in[1 - slot] == t || (slot == 1 && op == 1) || !chan_const(b, L->in[1 - slot], r, m, &per))
@@ -280,7 +276,7 @@ static int64_t out_channels(const builder *b, const bl *P, int w, int64_t nw, in
 /* Fold the scale/shift chain after Conv or ConvTranspose layer li into its
  * W and B (1: done). */
 static int try_conv_affine(builder *b, const int *uses, int li) {
-    if ((!is_onnx(b, li, "Conv") && !is_onnx(b, li, "ConvTranspose")) || b->l[li].nout != 1 || b->l[li].nin < 2)
+    if ((!kiln__b_live_onnx(b, li, "Conv") && !kiln__b_live_onnx(b, li, "ConvTranspose")) || b->l[li].nout != 1 || b->l[li].nin < 2)
         return 0;
     const bl *P = &b->l[li];
     int w = P->in[1], bias = P->nin > 2 ? P->in[2] : -1, y = P->out[0], tr = 0;

@@ -22,10 +22,6 @@
 #include <float.h>
 #include <string.h>
 
-static int is_onnx(const builder *b, int li, const char *name) {
-    return li >= 0 && !b->l[li].dead && !strcmp(b->l[li].op->ns, "ai.onnx") && !strcmp(b->l[li].op->name, name);
-}
-
 /* MaxPool layer li's kernel, strides and pads into k[2], s[2], p[4]: 1 if
  * stempool runs it (2-D, no dilation, no ceil_mode, NOTSET pads, Indices
  * absent or unread). */
@@ -57,10 +53,10 @@ static int64_t dim(const builder *b, int t, int d) {
 
 static int try_stem(builder *b, int li, const int *uses, const kiln__op *op) {
     int64_t pk[2], ps[2], pp[4], s[2], p[4], d[2], g;
-    if (!is_onnx(b, li, "MaxPool") || !pool_geo(b, li, uses, pk, ps, pp)) return 0;
+    if (!kiln__b_live_onnx(b, li, "MaxPool") || !pool_geo(b, li, uses, pk, ps, pp)) return 0;
     int t = b->l[li].in[0], relu = -1;
     if (!kiln__b_private4(b, uses, t)) return 0;
-    if (is_onnx(b, b->t[t].producer, "Relu") && b->l[b->t[t].producer].nin == 1) {
+    if (kiln__b_live_onnx(b, b->t[t].producer, "Relu") && b->l[b->t[t].producer].nin == 1) {
         relu = b->t[t].producer;
         t = b->l[relu].in[0];
         if (!kiln__b_private4(b, uses, t)) return 0;

@@ -40,10 +40,6 @@
 #include <math.h>
 #include <string.h>
 
-static int is_op(const builder *b, int li, const char *name) {
-    return li >= 0 && !b->l[li].dead && !strcmp(b->l[li].op->ns, "ai.onnx") && !strcmp(b->l[li].op->name, name);
-}
-
 /* Tensor t is read by exactly one live layer and is no output. */
 static int private_tensor(const builder *b, const int *uses, int t) {
     return t >= 0 && uses[t] == 1 && !b->t[t].is_output && !b->t[t].is_size && b->t[t].kind == BT_ACT;
@@ -65,7 +61,7 @@ static int scalar_const(const builder *b, int t, double *v) {
  * tensor, step back to x and fold c into *scale. */
 static void strip_scale(const builder *b, const int *uses, int *t, double *scale, int div) {
     int li = b->t[*t].producer;
-    if (!private_tensor(b, uses, *t) || !(is_op(b, li, "Mul") || (div && is_op(b, li, "Div"))) ||
+    if (!private_tensor(b, uses, *t) || !(kiln__b_live_onnx(b, li, "Mul") || (div && kiln__b_live_onnx(b, li, "Div"))) ||
         b->l[li].nin != 2)
         return;
     const bl *L = &b->l[li];
@@ -91,7 +87,7 @@ static int static_dim(const bt *t, int d, int64_t *v) {
 
 /* The Softmax layer li over the last axis of a rank-r input. */
 static int last_axis_softmax(const builder *b, int li) {
-    if (!is_op(b, li, "Softmax")) return 0;
+    if (!kiln__b_live_onnx(b, li, "Softmax")) return 0;
     const bl *L = &b->l[li];
     int r = b->t[L->in[0]].ndim;
     kiln_attrs a = kiln__attrset_view(L->attrs);
@@ -154,13 +150,13 @@ int kiln__b_rewrite(builder *b, int li, const kiln__op *op, const char *const *n
  * to the scores and return the mask, else -1. */
 static int strip_mask(const builder *b, const int *uses, int *t) {
     int li = b->t[*t].producer;
-    if (!private_tensor(b, uses, *t) || !is_op(b, li, "Add") || b->l[li].nin != 2) return -1;
+    if (!private_tensor(b, uses, *t) || !kiln__b_live_onnx(b, li, "Add") || b->l[li].nin != 2) return -1;
     const bt *st = &b->t[*t];
     for (int s = 0; s < 2; s++) {
         int x = b->l[li].in[s], m = b->l[li].in[1 - s], y = x;
         double unused = 1;
         strip_scale(b, uses, &y, &unused, 1);
-        if (x < 0 || m < 0 || !is_op(b, b->t[y].producer, "MatMul")) continue;
+        if (x < 0 || m < 0 || !kiln__b_live_onnx(b, b->t[y].producer, "MatMul")) continue;
         const bt *mt = &b->t[m];
         if (mt->dtype != st->dtype || mt->ndim > 4 || mt->ndim > st->ndim || b->t[x].ndim != st->ndim) return -1;
         for (int d = 0; d < st->ndim; d++)
@@ -187,8 +183,8 @@ static int data_reader(const builder *b, int t, const char *op, int shape_too) {
         int reads = 0;
         for (int p = 0; p < L->nin && !L->dead; p++) reads += L->in[p] == t;
         if (!reads) continue;
-        if (is_op(b, li, op) && reads == 1 && L->in[0] == t && found < 0) found = li;
-        else if (shape_too || !is_op(b, li, "Shape")) return -1;
+        if (kiln__b_live_onnx(b, li, op) && reads == 1 && L->in[0] == t && found < 0) found = li;
+        else if (shape_too || !kiln__b_live_onnx(b, li, "Shape")) return -1;
     }
     return found;
 }
@@ -293,7 +289,7 @@ static int attention_views(builder *b, const int *uses, int *in, int64_t *vw, in
     if (!kiln__b_attn_views(b, in, base, vw) || (base[0] == in[0] && base[1] == in[1] && base[2] == in[2])) return 0;
     int T = -1;
     for (int li = 0; li < b->nl && private_tensor(b, uses, Y) && T < 0; li++)
-        if (is_op(b, li, "Transpose") && b->l[li].nin == 1 && b->l[li].in[0] == Y) T = li;
+        if (kiln__b_live_onnx(b, li, "Transpose") && b->l[li].nin == 1 && b->l[li].in[0] == Y) T = li;
     const int64_t *p = NULL;
     if (T >= 0) {
         kiln_attrs a = kiln__attrset_view(b->l[T].attrs);
@@ -326,17 +322,17 @@ static int try_attention(builder *b, int sm, const int *uses, const kiln__op *op
     if (!private_tensor(b, uses, P)) return 0;
     int mm2 = -1;
     for (int li = 0; li < b->nl && mm2 < 0; li++)
-        if (is_op(b, li, "MatMul") && b->l[li].in[0] == P) mm2 = li;
+        if (kiln__b_live_onnx(b, li, "MatMul") && b->l[li].in[0] == P) mm2 = li;
     double scale = 1.0;
     int mask = strip_mask(b, uses, &S);
     strip_scale(b, uses, &S, &scale, 1);
     int mm1 = b->t[S].producer;
-    if (mm2 < 0 || !private_tensor(b, uses, S) || !is_op(b, mm1, "MatMul")) return 0;
+    if (mm2 < 0 || !private_tensor(b, uses, S) || !kiln__b_live_onnx(b, mm1, "MatMul")) return 0;
     int Q = b->l[mm1].in[0], K = b->l[mm1].in[1], V = b->l[mm2].in[1], Y = b->l[mm2].out[0];
     strip_scale(b, uses, &Q, &scale, 0);
     strip_scale(b, uses, &K, &scale, 0);
     int k_trans = 1, tr = b->t[K].producer;
-    if (private_tensor(b, uses, K) && is_op(b, tr, "Transpose")) { /* K^T = Transpose(K), last two dims */
+    if (private_tensor(b, uses, K) && kiln__b_live_onnx(b, tr, "Transpose")) { /* K^T = Transpose(K), last two dims */
         kiln_attrs a = kiln__attrset_view(b->l[tr].attrs);
         const int64_t *perm = NULL;
         int64_t n = kiln_attrs_ints(&a, "perm", &perm), r = b->t[K].ndim;
@@ -398,7 +394,7 @@ static int only_data_reader(const builder *b, int t, int only) {
     for (int li = 0; li < b->nl; li++) {
         const bl *L = &b->l[li];
         for (int p = 0; p < L->nin && !L->dead; p++)
-            if (L->in[p] == t && li != only && !is_op(b, li, "Shape")) return 0;
+            if (L->in[p] == t && li != only && !kiln__b_live_onnx(b, li, "Shape")) return 0;
     }
     return 1;
 }
@@ -413,7 +409,7 @@ static int shape_readers_ok(const builder *b, int T1, int mm) {
         if (L->dead || li == mm || L->nin < 1 || L->in[0] != T1) continue;
         kiln_attrs sa = kiln__attrset_view(L->attrs);
         const kiln_attr_value *end = kiln_attrs_get(&sa, "end");
-        if (!is_op(b, li, "Shape") || kiln_attrs_int(&sa, "start") != 0 || (end && end->present) ||
+        if (!kiln__b_live_onnx(b, li, "Shape") || kiln_attrs_int(&sa, "start") != 0 || (end && end->present) ||
             b->t[L->out[0]].is_output)
             return 0;
         for (int g = 0; g < b->nl; g++) {
@@ -422,7 +418,7 @@ static int shape_readers_ok(const builder *b, int T1, int mm) {
                 if (G->in[p] != L->out[0]) continue;
                 kiln_attrs ga = kiln__attrset_view(G->attrs);
                 int ix = G->nin == 2 ? G->in[1] : -1;
-                if (!is_op(b, g, "Gather") || p != 0 || kiln_attrs_int(&ga, "axis") != 0 || ix < 0 ||
+                if (!kiln__b_live_onnx(b, g, "Gather") || p != 0 || kiln_attrs_int(&ga, "axis") != 0 || ix < 0 ||
                     b->t[ix].kind != BT_CONST || !b->t[ix].data || b->t[ix].ndim != 0 ||
                     kiln__ops_is_float(b->t[ix].dtype))
                     return 0;
@@ -482,10 +478,10 @@ static int try_qkv_input(builder *b, int li, const kiln__op *attn) {
     if (kiln_attrs_ints(&a, "views", &vw) != 3 * KILN_ATTN_VIEW_INTS || !vw) return 0;
     int np = (int)kiln_attrs_ints(&a, "y_perm", &yp);
     int P = L->in[0], add = b->t[P].producer;
-    if (b->t[P].ndim != 3 || !is_op(b, add, "Add") || b->l[add].nin != 2 || !only_data_reader(b, P, li)) return 0;
+    if (b->t[P].ndim != 3 || !kiln__b_live_onnx(b, add, "Add") || b->l[add].nin != 2 || !only_data_reader(b, P, li)) return 0;
     int M = -1, bias = -1;
     for (int k = 0; k < 2; k++)
-        if (is_op(b, b->t[b->l[add].in[k]].producer, "MatMul")) {
+        if (kiln__b_live_onnx(b, b->t[b->l[add].in[k]].producer, "MatMul")) {
             M = b->l[add].in[k];
             bias = b->l[add].in[1 - k];
         }
@@ -495,7 +491,7 @@ static int try_qkv_input(builder *b, int li, const kiln__op *attn) {
         if (!kiln_expr_is_const(b->t[bias].dims[d], &one) || one != 1) return 0;
     }
     int mm = b->t[M].producer, T1 = b->l[mm].in[0], tr = b->t[T1].producer;
-    if (b->l[mm].nin != 2 || b->t[b->l[mm].in[1]].ndim != 2 || !is_op(b, tr, "Transpose") || b->l[tr].nin != 1 ||
+    if (b->l[mm].nin != 2 || b->t[b->l[mm].in[1]].ndim != 2 || !kiln__b_live_onnx(b, tr, "Transpose") || b->l[tr].nin != 1 ||
         !only_data_reader(b, T1, mm))
         return 0;
     kiln_attrs ta = kiln__attrset_view(b->l[tr].attrs);
@@ -536,14 +532,14 @@ static int try_qkv_input(builder *b, int li, const kiln__op *attn) {
 
 /* LayerNormalization li of Add(a, b) -> kiln::add_layernorm (see above). */
 static int try_add_norm(builder *b, int li, const int *uses, const kiln__op *op) {
-    if (!is_op(b, li, "LayerNormalization")) return 0;
+    if (!kiln__b_live_onnx(b, li, "LayerNormalization")) return 0;
     const bl *L = &b->l[li];
     for (int k = 1; k < L->nout; k++) { /* Mean / InvStdDev: read by nobody */
         int t = L->out[k];
         if (t >= 0 && (uses[t] || b->t[t].is_output || b->t[t].is_size)) return 0;
     }
     int X = L->in[0], add = b->t[X].producer;
-    if (!private_tensor(b, uses, X) || !is_op(b, add, "Add") || b->l[add].nin != 2) return 0;
+    if (!private_tensor(b, uses, X) || !kiln__b_live_onnx(b, add, "Add") || b->l[add].nin != 2) return 0;
     int A = b->l[add].in[0], B = b->l[add].in[1];
     const bt *x = &b->t[X], *ta = &b->t[A], *tb = &b->t[B];
     if (ta->kind == BT_CONST || tb->kind == BT_CONST || !kernel_float(b, x->dtype) || ta->dtype != x->dtype ||

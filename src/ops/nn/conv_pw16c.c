@@ -203,8 +203,9 @@ static void pw16c_range(void *ud, int64_t b, int64_t e) {
 /* (conv_pw16c.h) */
 int kiln__16c_inplace_check(const kiln_call *c, int fused) {
     int ri = -1, relu = 0;
-    if (c->epilogue) kiln__epi_residual_relu(c->epilogue, &ri, &relu);
-    if (!fused && ri >= 0 && ri < c->nin && c->in[ri].data && c->nout > 0 && c->in[ri].data == c->out[0].data)
+    if (fused || !c->epilogue) return 0; /* (the common case: no second look at the chain) */
+    kiln__epi_residual_relu(c->epilogue, &ri, &relu);
+    if (ri >= 0 && ri < c->nin && c->in[ri].data && c->nout > 0 && c->in[ri].data == c->out[0].data)
         return kiln_set_error(KILN_EUNSUPPORTED, "Conv tactic %d: output 0 shares its residual's buffer, which "
                               "only a residual Add (and Relu) applied in the kernel's store takes", c->tactic);
     return 0;
