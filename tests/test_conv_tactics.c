@@ -87,15 +87,16 @@ static const tcase g_cases[] = {
     {"1x1 stride 2", 19, 37, 1, 15, 13, 1, 2, 0, B(9), B(1) | B(2) | B(3) | B(4) | B(5) | B(8)},
     {"1x1 stride 2, pads", 21, 37, 1, 15, 13, 1, 2, 1, B(9), B(1) | B(2) | B(3) | B(4) | B(5) | B(8)},
     /* few input channels (12, conv_fewc.c): a stem-like 7x7/2 with odd
-     * sizes, 20 output channels (a block of 16 and one of 4), 16 output
-     * rows (two bands of 8) and 19 columns (a vector and a tail of 3) */
+     * sizes, 20 output channels (packed blocks of 16 and 4, run as tiles of
+     * 8, 8 and 4), 16 output rows (two bands of 8) and 19 columns (a vector
+     * and a tail of 3) */
     {"stem 7x7 stride 2", 3, 20, 1, 31, 37, 7, 2, 3, B(1) | B(2) | B(8) | B(9) | B(12), B(3) | B(4) | B(5)},
     /* 4 channels (its largest), 3x3 stride 1: 9 rows (a band of 1), 19
      * columns, beside Winograd */
     {"4 channels 3x3", 4, 17, 1, 9, 19, 3, 1, 1, B(1) | B(2) | B(6) | B(8) | B(9) | B(10) | B(12), B(3) | B(4) | B(5)},
     /* blocks of at most 8 channels (conv_fewc.c's tile8: 8 channels x up
      * to 3 vectors of 16 columns): PP-OCR's 3 -> 8 3x3/2 with an odd
-     * width (51 columns: a tile of 48, then one of 3), 16 + 8 channels
+     * width (51 columns: 4 vectors, tiles of 2 and 2, the last 3 wide), 16 + 8 channels
      * from a 5x5 (38 columns: 3 vectors, the last 6 wide), 5 channels
      * unpadded (34 columns), 7 channels of 23 columns (2 vectors) */
     {"stem 3 -> 8 3x3 stride 2, odd width", 3, 8, 1, 13, 101, 3, 2, 1, B(1) | B(2) | B(8) | B(9) | B(12),

@@ -59,24 +59,26 @@ static void rows_any(const kiln__dwcl *p, int64_t oy0, int64_t oy1, int64_t c_fr
  * over the taps of the rows xr (NULL: outside the input), weights w.
  * Inlined with N and `checked` constant: interior pixels (every column tap
  * inside the input) run without a test per tap, which on 7- and 14-wide
- * rows cost more than the FMAs (index arithmetic and compares per load). */
+ * rows cost more than the FMAs (index arithmetic and compares per load);
+ * `checked` tests the taps of the first and the last pixel only. */
 static inline __attribute__((always_inline)) void px_3x3(const kiln__dwcl *p, const float *const *xr,
                                                          const v16 *w, v16 b, int64_t ox, int64_t c, const int N,
                                                          const int checked, float *y) {
-    v16 a[4] = {b, b, b, b};
+    v16 a[8] = {b, b, b, b, b, b, b, b};
 #pragma GCC unroll 3
     for (int ky = 0; ky < 3; ky++) {
         if (!xr[ky]) continue;
         const float *row = xr[ky] + c;
 #pragma GCC unroll 3
         for (int kx = 0; kx < 3; kx++)
-#pragma GCC unroll 4
+#pragma GCC unroll 8
             for (int q = 0; q < N; q++) {
                 int64_t ix = (ox + q) * p->sx - p->pl + kx * p->dx;
-                if (!checked || (ix >= 0 && ix < p->W)) a[q] += w[ky * 3 + kx] * LD16(row + ix * p->ldx);
+                if (!checked || (q > 0 && q < N - 1) || (ix >= 0 && ix < p->W))
+                    a[q] += w[ky * 3 + kx] * LD16(row + ix * p->ldx);
             }
     }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int q = 0; q < N; q++) {
         v16 v = a[q];
         clamp16(&v, p->lo, p->hi);
@@ -85,11 +87,17 @@ static inline __attribute__((always_inline)) void px_3x3(const kiln__dwcl *p, co
 }
 
 /* 3x3 kernels (any stride, dilation and pads): 16 channels at a time,
- * their nine weights held in registers across a row of outputs, up to four
- * output pixels at a time (four FMA chains; one load per FMA): the edge
- * columns whose taps fall outside the input one by one with tests, the
- * columns between in fours without.  Channels past the last full 16 are
- * left to the generic loop ([c_end, C)). */
+ * their nine weights held in registers across a row of outputs.  Where at
+ * most the first and the last column have taps outside the input (pads of
+ * one: MobileNet's), the row in groups of up to eight pixels (eight FMA
+ * chains: an FMA's latency times the two FMA pipes), the taps of a
+ * group's first and last pixel tested; a 7-wide row is one group, where
+ * fours and edge pixels one by one ran chains of one (session 21: the
+ * depthwise step of mbconv's tactic 5 took ~6% of MobileNetV2 at 1
+ * thread, ~4x its FMAs).  Else up to four pixels at a time (four chains;
+ * one load per FMA): the edge columns one by one with tests, the columns
+ * between in fours without.  Channels past the last full 16 are left to
+ * the generic loop ([c_end, C)). */
 static int64_t rows_3x3(const kiln__dwcl *p, int64_t oy0, int64_t oy1) {
     const int64_t C16 = p->C / 16 * 16;
     /* interior columns [lo, hi): ox * sx - pl >= 0 and ox * sx - pl + 2 dx < W */
@@ -97,6 +105,9 @@ static int64_t rows_3x3(const kiln__dwcl *p, int64_t oy0, int64_t oy1) {
     hi = hi < 0 ? 0 : hi / p->sx + 1;
     lo = lo > p->OW ? p->OW : lo;
     hi = hi > p->OW ? p->OW : hi < lo ? lo : hi;
+    /* rows in groups of gn <= 8 (balanced: 14 is 7 + 7) */
+    const int groups = lo <= 1 && hi >= p->OW - 1 && p->OW > 1;
+    const int64_t gn = (p->OW + (p->OW + 7) / 8 - 1) / ((p->OW + 7) / 8);
     for (int64_t oy = oy0; oy < oy1; oy++) {
         const int64_t iy0 = oy * p->sy - p->pt;
         const float *xr[3] = {NULL, NULL, NULL}; /* the tap rows inside the input, else NULL */
@@ -109,6 +120,23 @@ static int64_t rows_3x3(const kiln__dwcl *p, int64_t oy0, int64_t oy1) {
             v16 w[9], b = {0};
             for (int t = 0; t < 9; t++) w[t] = LD16(p->w + t * p->C + c);
             if (p->bias) b = LD16(p->bias + c);
+            if (groups) {
+                for (int64_t ox = 0, n; ox < p->OW; ox += n) {
+                    n = p->OW - ox < gn ? p->OW - ox : gn;
+                    float *yo = yr + ox * p->ldy + c;
+                    switch (n) {
+                    case 8: px_3x3(p, xr, w, b, ox, c, 8, 1, yo); break;
+                    case 7: px_3x3(p, xr, w, b, ox, c, 7, 1, yo); break;
+                    case 6: px_3x3(p, xr, w, b, ox, c, 6, 1, yo); break;
+                    case 5: px_3x3(p, xr, w, b, ox, c, 5, 1, yo); break;
+                    case 4: px_3x3(p, xr, w, b, ox, c, 4, 1, yo); break;
+                    case 3: px_3x3(p, xr, w, b, ox, c, 3, 1, yo); break;
+                    case 2: px_3x3(p, xr, w, b, ox, c, 2, 1, yo); break;
+                    default: px_3x3(p, xr, w, b, ox, c, 1, 1, yo); break;
+                    }
+                }
+                continue;
+            }
             int64_t ox = 0;
             for (; ox < lo; ox++) px_3x3(p, xr, w, b, ox, c, 1, 1, yr + ox * p->ldy + c);
             for (; ox + 4 <= hi; ox += 4) px_3x3(p, xr, w, b, ox, c, 4, 0, yr + ox * p->ldy + c);

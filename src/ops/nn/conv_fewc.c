@@ -6,8 +6,9 @@
  * copied once into sx phase rows: phase q holds input columns q - pl,
  * q - pl + sx, ..., zero where they fall into the padding, so output
  * column ox's tap kx is element ox + kx / sx of phase kx % sx: 16 output
- * columns per unaligned load.  Each load then feeds 16 output channels
- * (16 accumulators), the weights broadcast from memory.
+ * columns per unaligned load.  Each load then feeds 8 output channels
+ * (up to 3 loads side by side: 24 accumulators), the weights broadcast
+ * from memory; or in NCHW16C (tile16) 16 or 32 channels of 14 pixels.
  */
 #include "ops/nn/conv_fewc.h"
 
@@ -16,7 +17,7 @@
 /* Phase row length: OW + KW / sx columns plus a vector of slack. */
 static int64_t phase_len(const kiln__fewc *p) { return p->OW + (p->KW - 1) / p->sx + 1 + 16; }
 
-/* Floats of the weights regrouped for row_block: 16 output channels (zero
+/* Floats of the weights regrouped for row_block8: 16 output channels (zero
  * past M) per tap, blocks of 16 channels one after the other. */
 /* (16: the "16" of kiln__prepack_layout()'s "fewc16x12"; engine files
  * store it for tactic 12 since "fewcw16": an older kiln, which reads W
@@ -104,36 +105,16 @@ static void split_rows(const kiln__fewc *p, int64_t iy0, int64_t iy1, float *ph)
         }
 }
 
-/* Output channels [m0, m0 + mc) (mc <= 16) of one output row from the
+/* Output channels [m0, m0 + mc) (mc <= 8) of one output row from the
  * phase rows of its tap rows (rows[c * KH + ky]: phase 0; tap kx reads
- * off[kx] floats on) and this block's packed weights wp. */
-static void row_block(const kiln__fewc *p, const float *const *rows, const int64_t *off, const float *wp,
-                      int64_t m0, int64_t mc, float *y, int64_t ys) {
-    const int64_t CK = p->C * p->KH;
-    const __m512 lo = _mm512_set1_ps(p->lo), hi = _mm512_set1_ps(p->hi);
-    for (int64_t ox = 0; ox < p->OW; ox += 16) {
-        __m512 acc[16];
-        for (int64_t m = 0; m < 16; m++) acc[m] = _mm512_set1_ps(m < mc ? p->bias[m0 + m] : 0.0f);
-        const float *w = wp;
-        for (int64_t cky = 0; cky < CK; cky++) /* channel and tap row */
-            for (int64_t kx = 0; kx < p->KW; kx++, w += 16) {
-                __m512 v = _mm512_loadu_ps(rows[cky] + off[kx] + ox);
-                for (int m = 0; m < 16; m++) acc[m] = _mm512_fmadd_ps(_mm512_set1_ps(w[m]), v, acc[m]);
-            }
-        __mmask16 k = p->OW - ox >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (p->OW - ox)) - 1u);
-        for (int m = 0; m < 16; m++) { /* constant indices: the accumulators stay in registers */
-            if (m >= mc) break;
-            _mm512_mask_storeu_ps(y + m * ys + ox, k, _mm512_min_ps(_mm512_max_ps(acc[m], lo), hi));
-        }
-    }
-}
-
-/* row_block for a block of at most 8 channels (PP-OCR's 3 -> 8 stem):
- * row_block's 16 accumulators would run half empty, so here 8 channels x
- * NV vectors of 16 columns (NV <= 3: 24 accumulators; per tap NV loads
- * and 8 broadcasts for 8 x NV FMAs, all useful), each output summed in
- * row_block's order (the same bits).  A vector v is only loaded where
- * column ox + 16 v < OW, within the phase rows' slack. */
+ * off[kx] floats on) and this block's packed weights wp (16 a tap, the
+ * first 8 read): 8 channels x NV vectors of 16 columns (NV <= 3: 24
+ * accumulators; per tap NV loads and 8 broadcasts for 8 x NV FMAs), each
+ * output from its bias then tap by tap.  Blocks of 16 channels run as two
+ * of 8: one vector of columns and 16 channels a tap took 17 loads for 16
+ * FMAs, and MobileNetV2's stem (3 -> 32 3x3/2, fused in kiln::mbconv) ran
+ * 10-13% longer so (session 21).  A vector v is only loaded where column
+ * ox + 16 v < OW, within the phase rows' slack. */
 static inline __attribute__((always_inline)) void tile8(const kiln__fewc *p, const float *const *rows,
                                                         const int64_t *off, const float *wp, int64_t m0, int mc,
                                                         const int nv, int64_t ox, float *y, int64_t ys) {
@@ -165,25 +146,28 @@ static inline __attribute__((always_inline)) void tile8(const kiln__fewc *p, con
 
 static void row_block8(const kiln__fewc *p, const float *const *rows, const int64_t *off, const float *wp,
                        int64_t m0, int mc, float *y, int64_t ys) {
-    for (int64_t ox = 0; ox < p->OW; ox += 48) {
-        const int64_t n = p->OW - ox;
-        if (n > 32)
+    /* vectors of 16 columns in tiles of 3, then 2 where 4, 2 or 1 are left
+     * (112 columns: 3 + 2 + 2, not 3 + 3 + 1, whose last tile loads as
+     * often as it multiplies) */
+    for (int64_t ox = 0, left = (p->OW + 15) / 16; left > 0;) {
+        const int nv = left == 4 || left == 2 ? 2 : left == 1 ? 1 : 3;
+        if (nv == 3)
             tile8(p, rows, off, wp, m0, mc, 3, ox, y, ys);
-        else if (n > 16)
+        else if (nv == 2)
             tile8(p, rows, off, wp, m0, mc, 2, ox, y, ys);
         else
             tile8(p, rows, off, wp, m0, mc, 1, ox, y, ys);
+        ox += 16 * nv, left -= nv;
     }
 }
 
-/* row_block for Y in NCHW16C (Conv tactic 17: a stem conv starting a 16c
+/* row_block8 for Y in NCHW16C (Conv tactic 17: a stem conv starting a 16c
  * region): NV x 16 channels from m0 of PX output pixels a tile, acc[v][i]
  * holding channels m0 + 16 v.. of pixel ox + i; per tap NV loads of the
  * packed blocks' 16 weights and a broadcast of each pixel's input from the
- * phase row, NV x PX FMAs (2 x 12: 14 loads for 24 FMAs, where row_block
- * takes 17 for 16), summed in row_block's order per output (the same
- * bits); each pixel's 16 channels then one store.  y: row oy of block
- * m0 / 16, the next block ys floats on. */
+ * phase row, NV x PX FMAs (2 x 14: 16 loads for 28 FMAs), summed in
+ * row_block8's order per output (the same bits); each pixel's 16 channels
+ * then one store.  y: row oy of block m0 / 16, the next block ys floats on. */
 #define PX 14
 static inline __attribute__((always_inline)) void tile16(const kiln__fewc *p, const float *const *rows,
                                                          const int64_t *off, const float *wp, int64_t taps,
@@ -247,10 +231,10 @@ void kiln__fewc_rows(const kiln__fewc *p, int64_t oy0, int64_t oy1, float *y, in
             for (int64_t m0 = 0; m0 < p->M; m0 += p->nchw16c && p->M - m0 >= 32 ? 32 : 16)
                 if (p->nchw16c)
                     row_block16(p, rows, off, wp + m0 * taps, m0, yr + m0 / 16 * ys, ys);
-                else if (p->M - m0 <= 8)
-                    row_block8(p, rows, off, wp + m0 * taps, m0, (int)(p->M - m0), yr + m0 * ys, ys);
-                else
-                    row_block(p, rows, off, wp + m0 * taps, m0, p->M - m0 < 16 ? p->M - m0 : 16, yr + m0 * ys, ys);
+                else /* the block of 16 channels as two of 8 (the packed block's first and second 8) */
+                    for (int64_t h = m0; h < m0 + 16 && h < p->M; h += 8)
+                        row_block8(p, rows, off, wp + m0 * taps + (h - m0), h, p->M - h < 8 ? (int)(p->M - h) : 8,
+                                   yr + h * ys, ys);
         }
     }
 }
