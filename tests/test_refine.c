@@ -386,9 +386,17 @@ TEST_IMPL(refine_judge) {
     ASSERT_EQ(t.wins, 4);
     ASSERT_EQ(kiln__b_region_keep(&t, 0.01, 56.8, 52.1), 2);
     ASSERT_EQ(kiln__b_region_keep(&t, 0.01, 56.8, 55.1), 0);
-    /* the same with a median loss past the tie (+2% of the span): reverted */
-    for (int r = 0; r < 10; r++) d[r] = r % 5 < 2 ? -2.0 : 1.5;
+    /* the Intel host's ResNet-50 (session 21): 2 wins 6 losses of 56.6 ms spans, median +0.64 ms (+1.1%,
+     * past the 1% tie but short of the sign test and of REGION_LOSS): 10.7% in isolation, kept */
+    const double intel[8] = {0.834, 0.694, 0.106, 0.589, 1.919, -0.698, -0.125, 3.187};
+    t = judge_rounds(intel, 8, 56.6, 0.01, &at);
+    ASSERT_EQ(t.wins, 2);
+    ASSERT(t.losses < 7); /* (need_wins(8) = 7: not a significant loss) */
+    ASSERT_EQ(kiln__b_region_keep(&t, 0.01, 42.57, 38.0), 2);
+    /* the same with a median loss past REGION_LOSS (+4% of the span): reverted */
+    for (int r = 0; r < 10; r++) d[r] = r % 5 < 2 ? -2.0 : 2.9;
     t = judge_rounds(d, 10, 72.0, 0.01, &at);
+    ASSERT(t.losses < 9); /* (not the sign test: the median decides) */
     ASSERT_EQ(kiln__b_region_keep(&t, 0.01, 56.8, 52.1), 0);
     /* fewer than REFINE_LEAN_ROUNDS rounds: nothing to go on, reverted */
     for (int r = 0; r < 4; r++) d[r] = r % 2 ? 0.1 : -0.1;

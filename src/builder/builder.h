@@ -314,11 +314,12 @@ int kiln__b_judge(b_test *t, double d, double seg, double tie);
 int kiln__b_judge_lean(const b_test *t, double tie);
 /* A region's verdict from its test t (tie REGION_TIE) and its isolated
  * costs (greedy `before`, switched `after`): 1 kept by the network (won,
- * or leaning to it), 2 kept by the isolated costs (the network
- * inconclusive: REFINE_LEAN_ROUNDS rounds or more, its losses short of the
- * sign test, the median not a loss beyond the tie, and the isolated gain
- * REGION_ISOLATED or more), 0 reverted. */
+ * or leaning to it), 2 kept by the isolated costs (the network short of a
+ * verdict against it: REFINE_LEAN_ROUNDS rounds or more, its losses short
+ * of the sign test, the median loss below REGION_LOSS of the span, and
+ * the isolated gain REGION_ISOLATED or more), 0 reverted. */
 #define REGION_ISOLATED 0.05
+#define REGION_LOSS 0.03
 int kiln__b_region_keep(const b_test *t, double tie, double before, double after);
 double kiln__b_test_median(const double *x, int n);
 /* refine.c: each layer of e (emitted, not yet prepared) that packs its
