@@ -67,9 +67,10 @@
  * another's revert.  The region is the alternative that must win: kept
  * when its wins pass the sign test and its median gain is REGION_TIE of
  * the greedy span or more; where the budget ends undecided, kept only when
- * it leans that way (kiln__b_judge_lean); where the network can tell
- * nothing (losses short of the sign test, the median within the tie), kept
- * when its isolated gain is 5% or more (kiln__b_region_keep); else
+ * it leans that way (kiln__b_judge_lean); where the network gives no
+ * verdict against it (losses short of the sign test, the median loss under
+ * REGION_LOSS of the span), kept when its isolated gain is 5% or more
+ * (kiln__b_region_keep); else
  * reverted to the greedy layouts.  The verdict goes into the timing cache under the region's key
  * (its layers, tactics and layouts, the network, the threads), which
  * select_regions reads in every pass.  When every region is reverted and
@@ -643,7 +644,7 @@ static int decide_regions(const b_refine *rf, const b_test *rt, kiln__tcache *tc
                   g->label == KILN__RG_KEEP ? "mixed layouts" : kiln_format_name((kiln_format)g->label), g->before,
                   g->after, md, ms, t->rounds, t->wins, t->losses,
                   t->verdict > 0 ? "kept"
-                  : keep == 2    ? "kept (the network inconclusive: the isolated costs decide)"
+                  : keep == 2    ? "kept (no verdict against it in the network: the isolated costs decide)"
                   : t->verdict < 0 ? "reverted"
                   : keep         ? "kept (undecided within the budget, leaning to the region)"
                                  : "reverted (undecided within the budget, not leaning to the region)");
