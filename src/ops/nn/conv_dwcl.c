@@ -60,29 +60,36 @@ static void rows_any(const kiln__dwcl *p, int64_t oy0, int64_t oy1, int64_t c_fr
  * Inlined with N and `checked` constant: interior pixels (every column tap
  * inside the input) run without a test per tap, which on 7- and 14-wide
  * rows cost more than the FMAs (index arithmetic and compares per load);
- * `checked` tests the taps of the first and the last pixel only. */
+ * `checked` tests the taps of the first and the last pixel only.  SX and
+ * LD nonzero: the column stride and ldx = ldy as constants (dilation 1),
+ * so that every tap's address is the group's base plus a constant; with
+ * them read at run time each load took an imul and 3-4 more scalar
+ * instructions, which bounded MobileNetV2's 14x14 and 7x7 depthwise steps
+ * at ~2 cycles an FMA (session 21). */
 static inline __attribute__((always_inline)) void px_3x3(const kiln__dwcl *p, const float *const *xr,
                                                          const v16 *w, v16 b, int64_t ox, int64_t c, const int N,
-                                                         const int checked, float *y) {
+                                                         const int checked, const int SX, const int LD, float *y) {
+    const int64_t sx = SX ? SX : p->sx, dx = SX ? 1 : p->dx, ldx = LD ? LD : p->ldx, ldy = LD ? LD : p->ldy;
+    const int64_t ix0 = ox * sx - p->pl; /* pixel q's tap kx reads column ix0 + q sx + kx dx */
     v16 a[8] = {b, b, b, b, b, b, b, b};
 #pragma GCC unroll 3
     for (int ky = 0; ky < 3; ky++) {
         if (!xr[ky]) continue;
-        const float *row = xr[ky] + c;
+        const float *row = xr[ky] + c + ix0 * ldx;
 #pragma GCC unroll 3
         for (int kx = 0; kx < 3; kx++)
 #pragma GCC unroll 8
             for (int q = 0; q < N; q++) {
-                int64_t ix = (ox + q) * p->sx - p->pl + kx * p->dx;
-                if (!checked || (q > 0 && q < N - 1) || (ix >= 0 && ix < p->W))
-                    a[q] += w[ky * 3 + kx] * LD16(row + ix * p->ldx);
+                const int64_t d = q * sx + kx * dx;
+                if (!checked || (q > 0 && q < N - 1) || (ix0 + d >= 0 && ix0 + d < p->W))
+                    a[q] += w[ky * 3 + kx] * LD16(row + d * ldx);
             }
     }
 #pragma GCC unroll 8
     for (int q = 0; q < N; q++) {
         v16 v = a[q];
         clamp16(&v, p->lo, p->hi);
-        memcpy(y + q * p->ldy, &v, sizeof v);
+        memcpy(y + q * ldy, &v, sizeof v);
     }
 }
 
@@ -98,7 +105,8 @@ static inline __attribute__((always_inline)) void px_3x3(const kiln__dwcl *p, co
  * one load per FMA): the edge columns one by one with tests, the columns
  * between in fours without.  Channels past the last full 16 are left to
  * the generic loop ([c_end, C)). */
-static int64_t rows_3x3(const kiln__dwcl *p, int64_t oy0, int64_t oy1) {
+static inline __attribute__((always_inline)) int64_t rows_3x3_t(const kiln__dwcl *p, int64_t oy0, int64_t oy1,
+                                                               const int SX, const int LD) {
     const int64_t C16 = p->C / 16 * 16;
     /* interior columns [lo, hi): ox * sx - pl >= 0 and ox * sx - pl + 2 dx < W */
     int64_t lo = (p->pl + p->sx - 1) / p->sx, hi = p->W - 1 - 2 * p->dx + p->pl;
@@ -125,31 +133,40 @@ static int64_t rows_3x3(const kiln__dwcl *p, int64_t oy0, int64_t oy1) {
                     n = p->OW - ox < gn ? p->OW - ox : gn;
                     float *yo = yr + ox * p->ldy + c;
                     switch (n) {
-                    case 8: px_3x3(p, xr, w, b, ox, c, 8, 1, yo); break;
-                    case 7: px_3x3(p, xr, w, b, ox, c, 7, 1, yo); break;
-                    case 6: px_3x3(p, xr, w, b, ox, c, 6, 1, yo); break;
-                    case 5: px_3x3(p, xr, w, b, ox, c, 5, 1, yo); break;
-                    case 4: px_3x3(p, xr, w, b, ox, c, 4, 1, yo); break;
-                    case 3: px_3x3(p, xr, w, b, ox, c, 3, 1, yo); break;
-                    case 2: px_3x3(p, xr, w, b, ox, c, 2, 1, yo); break;
-                    default: px_3x3(p, xr, w, b, ox, c, 1, 1, yo); break;
+                    case 8: px_3x3(p, xr, w, b, ox, c, 8, 1, SX, LD, yo); break;
+                    case 7: px_3x3(p, xr, w, b, ox, c, 7, 1, SX, LD, yo); break;
+                    case 6: px_3x3(p, xr, w, b, ox, c, 6, 1, SX, LD, yo); break;
+                    case 5: px_3x3(p, xr, w, b, ox, c, 5, 1, SX, LD, yo); break;
+                    case 4: px_3x3(p, xr, w, b, ox, c, 4, 1, SX, LD, yo); break;
+                    case 3: px_3x3(p, xr, w, b, ox, c, 3, 1, SX, LD, yo); break;
+                    case 2: px_3x3(p, xr, w, b, ox, c, 2, 1, SX, LD, yo); break;
+                    default: px_3x3(p, xr, w, b, ox, c, 1, 1, SX, LD, yo); break;
                     }
                 }
                 continue;
             }
             int64_t ox = 0;
-            for (; ox < lo; ox++) px_3x3(p, xr, w, b, ox, c, 1, 1, yr + ox * p->ldy + c);
-            for (; ox + 4 <= hi; ox += 4) px_3x3(p, xr, w, b, ox, c, 4, 0, yr + ox * p->ldy + c);
+            for (; ox < lo; ox++) px_3x3(p, xr, w, b, ox, c, 1, 1, SX, LD, yr + ox * p->ldy + c);
+            for (; ox + 4 <= hi; ox += 4) px_3x3(p, xr, w, b, ox, c, 4, 0, SX, LD, yr + ox * p->ldy + c);
             switch (hi - ox) {
-            case 3: px_3x3(p, xr, w, b, ox, c, 3, 0, yr + ox * p->ldy + c); ox += 3; break;
-            case 2: px_3x3(p, xr, w, b, ox, c, 2, 0, yr + ox * p->ldy + c); ox += 2; break;
-            case 1: px_3x3(p, xr, w, b, ox, c, 1, 0, yr + ox * p->ldy + c); ox += 1; break;
+            case 3: px_3x3(p, xr, w, b, ox, c, 3, 0, SX, LD, yr + ox * p->ldy + c); ox += 3; break;
+            case 2: px_3x3(p, xr, w, b, ox, c, 2, 0, SX, LD, yr + ox * p->ldy + c); ox += 2; break;
+            case 1: px_3x3(p, xr, w, b, ox, c, 1, 0, SX, LD, yr + ox * p->ldy + c); ox += 1; break;
             default: break;
             }
-            for (; ox < p->OW; ox++) px_3x3(p, xr, w, b, ox, c, 1, 1, yr + ox * p->ldy + c);
+            for (; ox < p->OW; ox++) px_3x3(p, xr, w, b, ox, c, 1, 1, SX, LD, yr + ox * p->ldy + c);
         }
     }
     return C16;
+}
+
+/* rows_3x3_t with the column stride and the pixel pitch as constants
+ * where they are MobileNet's (x strides 1 and 2, dilation 1, 16 channels
+ * a pixel: mbconv tactic 5's blocks), else read at run time. */
+static int64_t rows_3x3(const kiln__dwcl *p, int64_t oy0, int64_t oy1) {
+    if (p->dx == 1 && p->ldx == 16 && p->ldy == 16 && p->sx == 1) return rows_3x3_t(p, oy0, oy1, 1, 16);
+    if (p->dx == 1 && p->ldx == 16 && p->ldy == 16 && p->sx == 2) return rows_3x3_t(p, oy0, oy1, 2, 16);
+    return rows_3x3_t(p, oy0, oy1, 0, 0);
 }
 
 void kiln__dwcl_rows(const kiln__dwcl *p, int64_t oy0, int64_t oy1) {
