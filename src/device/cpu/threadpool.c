@@ -121,18 +121,21 @@ size_t kiln__parse_cache_size(const char *s) {
 
 /* (kiln_int.h) sysfs's, as the kernel reports this CPU's cache (sysconf's
  * LEVEL3_CACHE_SIZE reported the host's 384 MB on a VM whose cores share
- * 32 MB). */
+ * 32 MB).  Read once; contexts created on several threads at once may each
+ * read it the first time, and store the same value (atomic: no data race). */
 size_t kiln__cpu_l3_bytes(void) {
-    static size_t cached = (size_t)-1;
-    if (cached != (size_t)-1) return cached;
-    size_t v = 0;
+    static _Atomic size_t cached = SIZE_MAX;
+    size_t v = atomic_load_explicit(&cached, memory_order_relaxed);
+    if (v != SIZE_MAX) return v;
+    v = 0;
     FILE *f = fopen("/sys/devices/system/cpu/cpu0/cache/index3/size", "r");
     if (f) {
         char buf[64];
         if (fgets(buf, sizeof buf, f)) v = kiln__parse_cache_size(buf);
         fclose(f);
     }
-    return cached = v;
+    atomic_store_explicit(&cached, v, memory_order_relaxed);
+    return v;
 }
 
 #define MASK_TASKS 16
