@@ -170,10 +170,10 @@ typedef struct roll {
     __m512 w[RC][9], bias[RC], lo, hi;
 } roll;
 
-/* Where input row iy's even (stride 1: all) columns start, and its odd
- * ones (phase); the zero row where iy is a pad row. */
-static inline __attribute__((always_inline)) const float *roll_row(const roll *c, int q, int64_t iy, int odd) {
-    const float *r = c->x[q] + iy * c->pitch + (odd ? c->odd : 0);
+/* Where input row iy of plane q starts (its even columns, phase); the
+ * zero row where iy is a pad row. */
+static inline __attribute__((always_inline)) const float *roll_row(const roll *c, int q, int64_t iy) {
+    const float *r = c->x[q] + iy * c->pitch;
     return (uint64_t)iy < (uint64_t)c->H ? r : zero_row + 32;
 }
 
@@ -182,16 +182,18 @@ static inline __attribute__((always_inline)) const float *roll_row(const roll *c
  * vector ALU slot beside the FMAs': the interior chunks are ~15% faster
  * without). */
 static inline __attribute__((always_inline)) __m512 roll_tap(const float *p, __mmask16 m, const int mk, int kx) {
-    return mk >> kx & 1 ? _mm512_maskz_loadu_ps(m, p) : _mm512_loadu_ps(p);
+    __m512 v = mk >> kx & 1 ? _mm512_maskz_loadu_ps(m, p) : _mm512_loadu_ps(p);
+    __asm__("" : "+v"(v)); /* one load: GCC folded it into each FMA that reads it (the right tap: 3) */
+    return v;
 }
 
 /* The three taps of chunks ox[0..nc) of input row iy (chunk j's masks:
  * bits 3 j .. 3 j + 2 of mk). */
 static inline __attribute__((always_inline)) void roll_load(const roll *c, const int nc, const int s2, const int ch,
-                                                            const int mk, int64_t iy, const int64_t *ox,
+                                                            const int mk, const float *const *r, const int64_t *ox,
                                                             const __mmask16 (*m)[3], __m512 (*v)[3]) {
     for (int j = 0; j < nc; j++) { /* lane 0 of the left tap at column -1 is masked off */
-        const float *re = roll_row(c, ch ? j : 0, iy, 0), *ro = s2 ? roll_row(c, ch ? j : 0, iy, 1) : re;
+        const float *re = r[ch ? j : 0], *ro = s2 && re != zero_row + 32 ? re + c->odd : re;
         v[j][0] = roll_tap((const float *)((uintptr_t)(ro + ox[j]) - 4), m[j][0], mk >> 3 * j, 0);
         v[j][1] = roll_tap(re + ox[j], m[j][1], mk >> 3 * j, 1);
         v[j][2] = roll_tap((s2 ? ro : re + 1) + ox[j], m[j][2], mk >> 3 * j, 2);
@@ -222,21 +224,36 @@ static inline __attribute__((always_inline)) void roll_store(const roll *c, cons
  * (nw), 1 of s - 1 (md) and 2 of s - 2 (od, stored after it).  Stride 2:
  * input row 2 s - pt is tap row 2 of output row s - 1 (od, stored) and 0
  * of s (nw), the next input row tap row 1 of s.  The first steps of a
- * chunk leave out od (first) and md (first > 1). */
+ * chunk leave out od (first) and md (first > 1).  Checked steps find
+ * their rows by roll_row (a pad row: the zero row); the others, which
+ * read rows inside the plane only, at rp[q], which they advance (one
+ * pointer a plane: with the row computed and tested per step GCC kept a
+ * pointer per unrolled row in memory, ~6 scalar instructions a row). */
 static inline __attribute__((always_inline)) void roll_step(const roll *c, const int nc, const int s2, const int ch,
-                                                            const int mk, const int first, int64_t s, const int64_t *ox,
+                                                            const int mk, const int first, const int checked,
+                                                            int64_t s, const float **rp, const int64_t *ox,
                                                             const __mmask16 (*m)[3], __m512 *nw, __m512 *md,
                                                             __m512 *od) {
+    const int nq = ch ? nc : 1;
+    const int64_t iy = s2 ? 2 * s - c->pt : s - c->pt;
+    const float *r[RC];
     __m512 v[RC][3];
-    roll_load(c, nc, s2, ch, mk, s2 ? 2 * s - c->pt : s - c->pt, ox, m, v);
+    for (int q = 0; q < nq; q++) r[q] = checked ? roll_row(c, q, iy) : rp[q];
+    roll_load(c, nc, s2, ch, mk, r, ox, m, v);
     if (!first) roll_fma(c, nc, ch, 2, 0, v, od);
     if (!s2 && first != 1) roll_fma(c, nc, ch, 1, 0, v, md);
     roll_fma(c, nc, ch, 0, 1, v, nw);
     if (!first) roll_store(c, nc, ch, s - (s2 ? 1 : 2), ox, m, od);
     if (s2) {
-        roll_load(c, nc, 1, ch, mk, 2 * s - c->pt + 1, ox, m, v);
+        for (int q = 0; q < nq; q++) r[q] = checked ? roll_row(c, q, iy + 1) : rp[q] + c->pitch;
+        roll_load(c, nc, 1, ch, mk, r, ox, m, v);
         roll_fma(c, nc, ch, 1, 0, v, nw);
     }
+    if (!checked)
+        for (int q = 0; q < nq; q++) {
+            rp[q] += (s2 ? 2 : 1) * c->pitch;
+            __asm__("" : "+r"(rp[q])); /* one register, not one per unrolled step */
+        }
 }
 
 /* Column chunks ox0, ox0 + 16, ... (nc of them) down rows [oy0, oy1),
@@ -255,24 +272,39 @@ static inline __attribute__((always_inline)) void roll_chunks(const roll *c, con
     }
     __m512 a0[RC], a1[RC], a2[RC];
     int64_t s = c->oy0, n = c->oy1 - c->oy0; /* steps after the first ones: one per output row */
+    /* the steps before `in` read rows inside the plane only; the first
+     * ones, the only ones that can read the top pad, are checked */
+    const int64_t in = s2 ? (c->H + c->pt) / 2 : c->H + c->pt;
+    const float *rp[RC];
     if (s2) {
-        roll_step(c, nc, 1, ch, mk, 1, s++, ox, m, a0, NULL, NULL);
-        for (; n >= 2; n -= 2, s += 2) {
-            roll_step(c, nc, 1, ch, mk, 0, s, ox, m, a1, NULL, a0);
-            roll_step(c, nc, 1, ch, mk, 0, s + 1, ox, m, a0, NULL, a1);
+        roll_step(c, nc, 1, ch, mk, 1, 1, s++, rp, ox, m, a0, NULL, NULL);
+        for (int q = 0; q < RC; q++) rp[q] = c->x[q] + (2 * s - c->pt) * c->pitch;
+        for (; n >= 2 && s + 2 <= in; n -= 2, s += 2) {
+            roll_step(c, nc, 1, ch, mk, 0, 0, s, rp, ox, m, a1, NULL, a0);
+            roll_step(c, nc, 1, ch, mk, 0, 0, s + 1, rp, ox, m, a0, NULL, a1);
         }
-        if (n) roll_step(c, nc, 1, ch, mk, 0, s, ox, m, a1, NULL, a0);
+        for (; n >= 2; n -= 2, s += 2) {
+            roll_step(c, nc, 1, ch, mk, 0, 1, s, rp, ox, m, a1, NULL, a0);
+            roll_step(c, nc, 1, ch, mk, 0, 1, s + 1, rp, ox, m, a0, NULL, a1);
+        }
+        if (n) roll_step(c, nc, 1, ch, mk, 0, 1, s, rp, ox, m, a1, NULL, a0);
         return;
     }
-    roll_step(c, nc, 0, ch, mk, 1, s++, ox, m, a0, NULL, NULL);
-    roll_step(c, nc, 0, ch, mk, 2, s++, ox, m, a1, a0, NULL);
-    for (; n >= 3; n -= 3, s += 3) {
-        roll_step(c, nc, 0, ch, mk, 0, s, ox, m, a2, a1, a0);
-        roll_step(c, nc, 0, ch, mk, 0, s + 1, ox, m, a0, a2, a1);
-        roll_step(c, nc, 0, ch, mk, 0, s + 2, ox, m, a1, a0, a2);
+    roll_step(c, nc, 0, ch, mk, 1, 1, s++, rp, ox, m, a0, NULL, NULL);
+    roll_step(c, nc, 0, ch, mk, 2, 1, s++, rp, ox, m, a1, a0, NULL);
+    for (int q = 0; q < RC; q++) rp[q] = c->x[q] + (s - c->pt) * c->pitch;
+    for (; n >= 3 && s + 3 <= in; n -= 3, s += 3) {
+        roll_step(c, nc, 0, ch, mk, 0, 0, s, rp, ox, m, a2, a1, a0);
+        roll_step(c, nc, 0, ch, mk, 0, 0, s + 1, rp, ox, m, a0, a2, a1);
+        roll_step(c, nc, 0, ch, mk, 0, 0, s + 2, rp, ox, m, a1, a0, a2);
     }
-    if (n) roll_step(c, nc, 0, ch, mk, 0, s, ox, m, a2, a1, a0);
-    if (n > 1) roll_step(c, nc, 0, ch, mk, 0, s + 1, ox, m, a0, a2, a1);
+    for (; n >= 3; n -= 3, s += 3) {
+        roll_step(c, nc, 0, ch, mk, 0, 1, s, rp, ox, m, a2, a1, a0);
+        roll_step(c, nc, 0, ch, mk, 0, 1, s + 1, rp, ox, m, a0, a2, a1);
+        roll_step(c, nc, 0, ch, mk, 0, 1, s + 2, rp, ox, m, a1, a0, a2);
+    }
+    if (n) roll_step(c, nc, 0, ch, mk, 0, 1, s, rp, ox, m, a2, a1, a0);
+    if (n > 1) roll_step(c, nc, 0, ch, mk, 0, 1, s + 1, rp, ox, m, a0, a2, a1);
 }
 
 /* roll_chunks with the taps that need a mask masked: the left tap of

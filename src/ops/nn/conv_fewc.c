@@ -106,33 +106,33 @@ static void split_rows(const kiln__fewc *p, int64_t iy0, int64_t iy1, float *ph)
 }
 
 /* Output channels [m0, m0 + mc) (mc <= 8) of one output row from the
- * phase rows of its tap rows (rows[c * KH + ky]: phase 0; tap kx reads
- * off[kx] floats on) and this block's packed weights wp (16 a tap, the
- * first 8 read): 8 channels x NV vectors of 16 columns (NV <= 3: 24
+ * phase rows of its taps (tp[t]: where tap t = (c, ky, kx) reads column 0;
+ * one loop over the taps, not over c * KH rows and KW columns, whose outer
+ * loop GCC ran with the 24 accumulators stored and reloaded: MobileNetV2's
+ * stem -3%) and this block's packed weights wp (16 a tap, the first 8
+ * read): 8 channels x NV vectors of 16 columns (NV <= 3: 24
  * accumulators; per tap NV loads and 8 broadcasts for 8 x NV FMAs), each
  * output from its bias then tap by tap.  Blocks of 16 channels run as two
  * of 8: one vector of columns and 16 channels a tap took 17 loads for 16
  * FMAs, and MobileNetV2's stem (3 -> 32 3x3/2, fused in kiln::mbconv) ran
  * 10-13% longer so (session 21).  A vector v is only loaded where column
  * ox + 16 v < OW, within the phase rows' slack. */
-static inline __attribute__((always_inline)) void tile8(const kiln__fewc *p, const float *const *rows,
-                                                        const int64_t *off, const float *wp, int64_t m0, int mc,
+static inline __attribute__((always_inline)) void tile8(const kiln__fewc *p, const float *const *tp,
+                                                        int64_t taps, const float *wp, int64_t m0, int mc,
                                                         const int nv, int64_t ox, float *y, int64_t ys) {
-    const int64_t CK = p->C * p->KH;
     __m512 acc[8][3];
     for (int m = 0; m < 8; m++)
         for (int v = 0; v < nv; v++) acc[m][v] = _mm512_set1_ps(m < mc ? p->bias[m0 + m] : 0.0f);
     const float *w = wp;
-    for (int64_t cky = 0; cky < CK; cky++)
-        for (int64_t kx = 0; kx < p->KW; kx++, w += 16) {
-            const float *r = rows[cky] + off[kx] + ox;
-            __m512 x[3];
-            for (int v = 0; v < nv; v++) x[v] = _mm512_loadu_ps(r + 16 * v);
-            for (int m = 0; m < 8; m++) {
-                const __m512 a = _mm512_set1_ps(w[m]);
-                for (int v = 0; v < nv; v++) acc[m][v] = _mm512_fmadd_ps(a, x[v], acc[m][v]);
-            }
+    for (int64_t t = 0; t < taps; t++, w += 16) {
+        const float *r = tp[t] + ox;
+        __m512 x[3];
+        for (int v = 0; v < nv; v++) x[v] = _mm512_loadu_ps(r + 16 * v);
+        for (int m = 0; m < 8; m++) {
+            const __m512 a = _mm512_set1_ps(w[m]);
+            for (int v = 0; v < nv; v++) acc[m][v] = _mm512_fmadd_ps(a, x[v], acc[m][v]);
         }
+    }
     const __m512 lo = _mm512_set1_ps(p->lo), hi = _mm512_set1_ps(p->hi);
     for (int m = 0; m < 8; m++) { /* constant indices: the accumulators stay in registers */
         if (m >= mc) break;
@@ -144,19 +144,19 @@ static inline __attribute__((always_inline)) void tile8(const kiln__fewc *p, con
     }
 }
 
-static void row_block8(const kiln__fewc *p, const float *const *rows, const int64_t *off, const float *wp,
-                       int64_t m0, int mc, float *y, int64_t ys) {
+static void row_block8(const kiln__fewc *p, const float *const *tp, int64_t taps, const float *wp, int64_t m0,
+                       int mc, float *y, int64_t ys) {
     /* vectors of 16 columns in tiles of 3, then 2 where 4, 2 or 1 are left
      * (112 columns: 3 + 2 + 2, not 3 + 3 + 1, whose last tile loads as
      * often as it multiplies) */
     for (int64_t ox = 0, left = (p->OW + 15) / 16; left > 0;) {
         const int nv = left == 4 || left == 2 ? 2 : left == 1 ? 1 : 3;
         if (nv == 3)
-            tile8(p, rows, off, wp, m0, mc, 3, ox, y, ys);
+            tile8(p, tp, taps, wp, m0, mc, 3, ox, y, ys);
         else if (nv == 2)
-            tile8(p, rows, off, wp, m0, mc, 2, ox, y, ys);
+            tile8(p, tp, taps, wp, m0, mc, 2, ox, y, ys);
         else
-            tile8(p, rows, off, wp, m0, mc, 1, ox, y, ys);
+            tile8(p, tp, taps, wp, m0, mc, 1, ox, y, ys);
         ox += 16 * nv, left -= nv;
     }
 }
@@ -169,24 +169,23 @@ static void row_block8(const kiln__fewc *p, const float *const *rows, const int6
  * row_block8's order per output (the same bits); each pixel's 16 channels
  * then one store.  y: row oy of block m0 / 16, the next block ys floats on. */
 #define PX 14
-static inline __attribute__((always_inline)) void tile16(const kiln__fewc *p, const float *const *rows,
-                                                         const int64_t *off, const float *wp, int64_t taps,
-                                                         int64_t m0, int nv, int64_t ox, float *y, int64_t ys) {
-    const int64_t CK = p->C * p->KH;
+static inline __attribute__((always_inline)) void tile16(const kiln__fewc *p, const float *const *tp,
+                                                         int64_t taps, const float *wp, int64_t m0, int nv,
+                                                         int64_t ox, float *y, int64_t ys) {
     __m512 acc[2][PX];
     for (int v = 0; v < nv; v++)
         for (int i = 0; i < PX; i++) acc[v][i] = _mm512_loadu_ps(p->bias + m0 + 16 * v);
     const float *w = wp;
-    for (int64_t cky = 0; cky < CK; cky++)
-        for (int64_t kx = 0; kx < p->KW; kx++, w += 16) {
-            const __m512 w0 = _mm512_loadu_ps(w), w1 = nv == 2 ? _mm512_loadu_ps(w + taps * 16) : w0;
-            const float *r = rows[cky] + off[kx] + ox; /* (the phase rows' slack covers 16 columns) */
-            for (int i = 0; i < PX; i++) {
-                const __m512 a = _mm512_set1_ps(r[i]);
-                acc[0][i] = _mm512_fmadd_ps(a, w0, acc[0][i]);
-                if (nv == 2) acc[1][i] = _mm512_fmadd_ps(a, w1, acc[1][i]);
-            }
+    for (int64_t t = 0; t < taps; t++, w += 16) {
+        const __m512 w0 = _mm512_loadu_ps(w), w1 = nv == 2 ? _mm512_loadu_ps(w + taps * 16) : w0;
+        const float *r = tp[t] + ox; /* (the phase rows' slack covers 16 columns) */
+        __asm__("" : "+r"(r)); /* r[i]: r plus a constant (else 14 offsets ox + i live in spilled GPRs) */
+        for (int i = 0; i < PX; i++) {
+            const __m512 a = _mm512_set1_ps(r[i]);
+            acc[0][i] = _mm512_fmadd_ps(a, w0, acc[0][i]);
+            if (nv == 2) acc[1][i] = _mm512_fmadd_ps(a, w1, acc[1][i]);
         }
+    }
     const __m512 lo = _mm512_set1_ps(p->lo), hi = _mm512_set1_ps(p->hi);
     for (int v = 0; v < nv; v++)
         for (int i = 0; i < PX; i++) { /* constant indices: the accumulators stay in registers */
@@ -195,14 +194,13 @@ static inline __attribute__((always_inline)) void tile16(const kiln__fewc *p, co
         }
 }
 
-static void row_block16(const kiln__fewc *p, const float *const *rows, const int64_t *off, const float *wp,
-                        int64_t m0, float *y, int64_t ys) {
-    const int64_t taps = p->C * p->KH * p->KW;
+static void row_block16(const kiln__fewc *p, const float *const *tp, int64_t taps, const float *wp, int64_t m0,
+                        float *y, int64_t ys) {
     for (int64_t ox = 0; ox < p->OW; ox += PX)
         if (p->M - m0 >= 32)
-            tile16(p, rows, off, wp, taps, m0, 2, ox, y, ys);
+            tile16(p, tp, taps, wp, m0, 2, ox, y, ys);
         else
-            tile16(p, rows, off, wp, taps, m0, 1, ox, y, ys);
+            tile16(p, tp, taps, wp, m0, 1, ox, y, ys);
 }
 
 void kiln__fewc_rows(const kiln__fewc *p, int64_t oy0, int64_t oy1, float *y, int64_t ys, float *scratch) {
@@ -220,20 +218,20 @@ void kiln__fewc_rows(const kiln__fewc *p, int64_t oy0, int64_t oy1, float *y, in
         iy1 = iy1 > p->H ? p->H : iy1 < iy0 ? iy0 : iy1;
         split_rows(p, iy0, iy1, ph);
         for (int64_t oy = b0; oy < b1; oy++) {
-            const float *rows[CMAX * KMAX];
+            const float *tp[CMAX * KMAX * KMAX], **t = tp; /* tap (c, ky, kx)'s phase row, off[kx] on */
             for (int64_t c = 0; c < p->C; c++)
                 for (int64_t ky = 0; ky < p->KH; ky++) {
                     int64_t iy = oy * p->sy - p->pt + ky;
-                    rows[c * p->KH + ky] =
-                        iy >= iy0 && iy < iy1 ? ph + (c * (iy1 - iy0) + iy - iy0) * p->sx * L : zero;
+                    const float *row = iy >= iy0 && iy < iy1 ? ph + (c * (iy1 - iy0) + iy - iy0) * p->sx * L : zero;
+                    for (int64_t kx = 0; kx < p->KW; kx++) *t++ = row + off[kx];
                 }
             float *yr = y + (oy - oy0) * p->OW * (p->nchw16c ? 16 : 1);
             for (int64_t m0 = 0; m0 < p->M; m0 += p->nchw16c && p->M - m0 >= 32 ? 32 : 16)
                 if (p->nchw16c)
-                    row_block16(p, rows, off, wp + m0 * taps, m0, yr + m0 / 16 * ys, ys);
+                    row_block16(p, tp, taps, wp + m0 * taps, m0, yr + m0 / 16 * ys, ys);
                 else /* the block of 16 channels as two of 8 (the packed block's first and second 8) */
                     for (int64_t h = m0; h < m0 + 16 && h < p->M; h += 8)
-                        row_block8(p, rows, off, wp + m0 * taps + (h - m0), h, p->M - h < 8 ? (int)(p->M - h) : 8,
+                        row_block8(p, tp, taps, wp + m0 * taps + (h - m0), h, p->M - h < 8 ? (int)(p->M - h) : 8,
                                    yr + h * ys, ys);
         }
     }
