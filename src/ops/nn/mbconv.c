@@ -510,6 +510,7 @@ static size_t b16_floats(const mb *g) { return (size_t)(e16_floats(g) + g->Ce * 
 typedef struct dw16_job {
     kiln__dwcl p; /* block 0's pointers */
     int64_t xs, ys, ws; /* floats per block of E, D and the packed Wd */
+    int64_t nblk;       /* E's blocks of 16 channels */
 } dw16_job;
 static void dw16_blocks(void *ud, int64_t b, int64_t e) {
     const dw16_job *j = ud;
@@ -523,26 +524,56 @@ static void dw16_blocks(void *ud, int64_t b, int64_t e) {
     }
 }
 
+/* The depthwise step by output rows, all of E's blocks in each (with
+ * several threads: each thread's rows are the pixels its expand share
+ * wrote, and the pixels its project share reads). */
+static void dw16_rowunits(void *ud, int64_t b, int64_t e) {
+    const dw16_job *j = ud;
+    for (int64_t k = 0; k < j->nblk; k++) {
+        kiln__dwcl p = j->p;
+        p.x += k * j->xs;
+        p.y += k * j->ys;
+        p.w += k * j->ws;
+        p.bias += k * 16;
+        kiln__dwcl_rows(&p, b, e);
+    }
+}
+
 static int run_16c(const mb *g, const float *wd16, float *ws) {
     const kiln_call *c = g->c;
     const int64_t isp = g->H * g->W, osp = g->OH * g->OW;
     const int threads = c->exec ? kiln_exec_threads(c->exec) : 1;
+    /* With several threads all three steps split the pixels (the
+     * GEMMs' pixel tiles outer, the depthwise step by rows): a thread then
+     * reads the X, E and D pixels it wrote itself (all of E's channels
+     * for its rows, plus one halo row), and every thread reads all of We
+     * and Wp.  Split by channel blocks (the GEMMs' rule where M > P, and
+     * the depthwise step by blocks), the project read half of D, and the
+     * next block's expand half of X, from the other core: on the 2-vCPU
+     * VM with its vCPUs on two dies (core round trip ~400 ns) MobileNetV2
+     * at 2 threads -4.2..-4.9% (run minima, ab_libs both orders), the
+     * 14x14 blocks -6..-9%; on one die (~90 ns) +1.3% (the weights read
+     * twice). */
+    const int bypix = threads > 1;
     float *e = ws, *d = ws + e16_floats(g);
     kiln__pw16c pp = {.C = g->Ce, .M = g->M, .P = osp, .x = d, .wp = g->wp_packed, .bias = g->bp,
-                      .wmajor = kiln__d16c_wmajor(g->Ce, g->M, 1, osp, threads)};
+                      .wmajor = bypix ? 0 : kiln__d16c_wmajor(g->Ce, g->M, 1, osp, threads)};
     const int fused = kiln__16c_fused_chain(c, &pp.res, &pp.relu);
     const float *res = pp.res;
     for (int64_t n = 0; n < g->N; n++) {
         kiln__pw16c pe = {.C = g->C, .M = g->Ce, .P = isp, .x = g->x + n * g->C * isp, .wp = g->we_packed,
                           .bias = g->be, .y = e, .clamp = g->e_lo > -FLT_MAX || g->e_hi < FLT_MAX, .lo = g->e_lo,
-                          .hi = g->e_hi, .wmajor = kiln__d16c_wmajor(g->C, g->Ce, 1, isp, threads)};
+                          .hi = g->e_hi, .wmajor = bypix ? 0 : kiln__d16c_wmajor(g->C, g->Ce, 1, isp, threads)};
         kiln__pw16c_exec(c, &pe, 1, 0, 0, 1);
         dw16_job j = {{.C = 16, .H = g->H, .W = g->W, .OH = g->OH, .OW = g->OW, .KH = g->KH, .KW = g->KW,
                        .sy = g->s[0], .sx = g->s[1], .dy = g->d[0], .dx = g->d[1], .pt = g->p[0], .pl = g->p[1],
                        .x = e, .w = wd16, .bias = g->bd, .y = d, .ldx = 16, .ldy = 16, .lo = g->d_lo,
                        .hi = g->d_hi},
-                      16 * isp, 16 * osp, 16 * g->KH * g->KW};
-        kiln_exec_parallel_for(c->exec, g->Ce / 16, 1, dw16_blocks, &j);
+                      16 * isp, 16 * osp, 16 * g->KH * g->KW, g->Ce / 16};
+        if (bypix)
+            kiln_exec_parallel_for(c->exec, g->OH, 1, dw16_rowunits, &j);
+        else
+            kiln_exec_parallel_for(c->exec, g->Ce / 16, 1, dw16_blocks, &j);
         pp.y = g->y + n * g->M * osp;
         pp.res = res ? res + n * g->M * osp : NULL;
         kiln__pw16c_exec(c, &pp, 1, 0, 0, fused);
