@@ -59,9 +59,10 @@
  *     residual and Relu in their stores, and the depthwise step runs
  *     conv_dwcl.c on each block of 16 channels of E (channels-last within
  *     the block).  E and D (Ce/16 x pixels x 16) are in the workspace;
- *     each step is split over the threads.  On MobileNetV2's 14x14 and
- *     7x7 blocks, where the GEMMs of 1-4 run 49 or 196 columns (tails of
- *     1-17), in the network's 16c region.
+ *     each step is split over the threads by pixels (rows for the
+ *     depthwise step: each thread reads what it wrote, run_16c).  On
+ *     MobileNetV2's 14x14 and 7x7 blocks, where the GEMMs of 1-4 run 49
+ *     or 196 columns (tails of 1-17), in the network's 16c region.
  * Results are the same in all up to the GEMM's summation order, which
  * does not depend on the band (each output element sums over the same K).
  */
