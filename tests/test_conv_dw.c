@@ -244,6 +244,11 @@ TEST_IMPL(dw_general) {
         {.N = 1, .C = 6, .mult = 1, .H = 13, .W = 30, .kh = 5, .kw = 5, .sy = 2, .sx = 2, .dy = 1, .dx = 1, .pt = 1, .pl = 2, .pb = 3, .pr = 2, .nsp = 2, .epi = EPI_RELU, .bias = 0},
         {.N = 1, .C = 5, .mult = 1, .H = 9, .W = 41, .kh = 5, .kw = 5, .sy = 1, .sx = 2, .dy = 1, .dx = 1, .pt = 2, .pl = 2, .pb = 2, .pr = 2, .nsp = 2, .bias = 1},
         {.N = 1, .C = 4, .mult = 1, .H = 10, .W = 34, .kh = 3, .kw = 3, .sy = 1, .sx = 2, .dy = 1, .dx = 1, .pt = 1, .pl = 1, .pb = 1, .pr = 1, .nsp = 2, .epi = EPI_CLIP, .bias = 1},
+        /* tactic 7's rolling rows (3x3, left pad 1, OW = W) under top pads
+         * of 0, 2 and 3 rows: its steps inside the plane skip the pad test */
+        {.N = 1, .C = 3, .mult = 1, .H = 13, .W = 37, .kh = 3, .kw = 3, .sy = 1, .sx = 1, .dy = 1, .dx = 1, .pt = 3, .pl = 1, .pb = 0, .pr = 1, .nsp = 2, .epi = EPI_CLIP, .bias = 1},
+        {.N = 1, .C = 2, .mult = 1, .H = 11, .W = 20, .kh = 3, .kw = 3, .sy = 1, .sx = 1, .dy = 1, .dx = 1, .pt = 2, .pl = 1, .pb = 2, .pr = 1, .nsp = 2, .bias = 1},
+        {.N = 1, .C = 2, .mult = 1, .H = 9, .W = 16, .kh = 3, .kw = 3, .sy = 1, .sx = 1, .dy = 1, .dx = 1, .pt = 0, .pl = 1, .pb = 3, .pr = 1, .nsp = 2, .epi = EPI_RELU, .bias = 0},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         run_case(&cases[i], 1);
