@@ -506,7 +506,7 @@ TEST_IMPL(mbconv_candidates) {
 /* Tactic 5 (whole tensors in NCHW16C): with $KILN_CPU_BLOCKED=force the
  * block is built with X and Y in NCHW16C (reformats inserted around it)
  * where C, Ce and M are multiples of 16, its residual Add fused in the
- * 16c store; against the reference at 1 and 2 threads, debug mode and
+ * 16c store; against the reference at 1, 2 and 3 threads, debug mode and
  * not, the output poisoned.  Strides 1 and 2, a 5x5 kernel, dilation,
  * asymmetric pads, 2 images, ReLU6 / Relu / none (a Relu before the
  * residual blocks, on x >= 0, makes their input in 16c); 7x7 and 14x14 planes
@@ -539,7 +539,7 @@ TEST_IMPL(mbconv_16c) {
         float *y = test_xmalloc((size_t)ny * sizeof(float));
         double *ref = test_xmalloc((size_t)ny * sizeof(double));
         reference(t, OH, OW, x, we, be, wd, bd, wp, bp, ref);
-        for (int threads = 1; threads <= 2; threads++) {
+        for (int threads = 1; threads <= 3; threads++) { /* 2, 3: the pixel split's shares (run_16c) */
             kiln_build_stats st;
             kiln_engine *e = build(t, threads, 0, NULL, we, be, wd, bd, wp, bp, &st);
             const int l = test_last_op(e, "mbconv");
