@@ -507,37 +507,33 @@ static int run_cl(const mb *g, float *ws) {
 static int64_t e16_floats(const mb *g) { return (g->Ce * g->H * g->W + 15) & ~(int64_t)15; }
 static size_t b16_floats(const mb *g) { return (size_t)(e16_floats(g) + g->Ce * g->OH * g->OW); }
 
-/* The depthwise step over E's blocks of 16 channels [b, e). */
+/* The depthwise step over E's blocks of 16 channels. */
 typedef struct dw16_job {
     kiln__dwcl p; /* block 0's pointers */
     int64_t xs, ys, ws; /* floats per block of E, D and the packed Wd */
     int64_t nblk;       /* E's blocks of 16 channels */
 } dw16_job;
-static void dw16_blocks(void *ud, int64_t b, int64_t e) {
-    const dw16_job *j = ud;
-    for (int64_t k = b; k < e; k++) {
-        kiln__dwcl p = j->p;
-        p.x += k * j->xs;
-        p.y += k * j->ys;
-        p.w += k * j->ws;
-        p.bias += k * 16;
-        kiln__dwcl_rows(&p, 0, p.OH);
-    }
+/* Output rows [oy0, oy1) of E's block k. */
+static void dw16_block(const dw16_job *j, int64_t k, int64_t oy0, int64_t oy1) {
+    kiln__dwcl p = j->p;
+    p.x += k * j->xs;
+    p.y += k * j->ys;
+    p.w += k * j->ws;
+    p.bias += k * 16;
+    kiln__dwcl_rows(&p, oy0, oy1);
 }
 
-/* The depthwise step by output rows, all of E's blocks in each (with
- * several threads: each thread's rows are the pixels its expand share
- * wrote, and the pixels its project share reads). */
+static void dw16_blocks(void *ud, int64_t b, int64_t e) {
+    const dw16_job *j = ud;
+    for (int64_t k = b; k < e; k++) dw16_block(j, k, 0, j->p.OH);
+}
+
+/* The depthwise step by output rows [b, e), all of E's blocks in each
+ * (with several threads: each thread's rows are the pixels its expand
+ * share wrote, and the pixels its project share reads). */
 static void dw16_rowunits(void *ud, int64_t b, int64_t e) {
     const dw16_job *j = ud;
-    for (int64_t k = 0; k < j->nblk; k++) {
-        kiln__dwcl p = j->p;
-        p.x += k * j->xs;
-        p.y += k * j->ys;
-        p.w += k * j->ws;
-        p.bias += k * 16;
-        kiln__dwcl_rows(&p, b, e);
-    }
+    for (int64_t k = 0; k < j->nblk; k++) dw16_block(j, k, b, e);
 }
 
 static int run_16c(const mb *g, const float *wd16, float *ws) {
