@@ -437,6 +437,14 @@ TEST_IMPL(errors_prefix) {
     ASSERT(((uintptr_t)p & 63) == 0);
     memset(p, 0xab, 100);
     kiln__aligned_free(p);
+    /* 2 MiB and more: on a 2 MiB boundary (a huge page's), all of it usable */
+    const size_t big = ((size_t)5 << 20) + 12345;
+    unsigned char *q = kiln__aligned_alloc(big);
+    ASSERT(q != NULL);
+    ASSERT(((uintptr_t)q & (((uintptr_t)2 << 20) - 1)) == 0);
+    memset(q, 0x5c, big);
+    ASSERT(q[0] == 0x5c && q[big - 1] == 0x5c);
+    kiln__aligned_free(q);
 }
 
 /* Counts symbol lookups. */

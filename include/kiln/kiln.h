@@ -132,7 +132,11 @@ KILN_API kiln_log_level kiln_log_get_level(void);
 /* ---------------------------------------------------------------- allocator */
 
 /* Replace the allocator used for every kiln allocation.  Call before any
- * other kiln function; all three must be given. */
+ * other kiln function; all three must be given.  Blocks kiln needs aligned
+ * (packed weights, a context's activations and scratch) come from
+ * malloc_fn with room to align them; those of 2 MiB and more start on a
+ * 2 MiB boundary and, on Linux, their whole 2 MiB pages are advised as
+ * huge pages (madvise MADV_HUGEPAGE, a hint the kernel may ignore). */
 KILN_API void kiln_set_allocator(void *(*malloc_fn)(size_t),
                                  void *(*realloc_fn)(void *, size_t),
                                  void (*free_fn)(void *));
