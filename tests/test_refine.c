@@ -398,10 +398,21 @@ TEST_IMPL(refine_judge) {
     t = judge_rounds(d, 10, 72.0, 0.01, &at);
     ASSERT(t.losses < 9); /* (not the sign test: the median decides) */
     ASSERT_EQ(kiln__b_region_keep(&t, 0.01, 56.8, 52.1), 0);
-    /* fewer than REFINE_LEAN_ROUNDS rounds: nothing to go on, reverted */
+    /* fewer than REFINE_LEAN_ROUNDS rounds (the budget's 2 s hold 4 rounds of an engine that runs 250 ms):
+     * no significant loss to go on, so the isolated costs decide, unless the rounds' median loses past
+     * REGION_LOSS */
     for (int r = 0; r < 4; r++) d[r] = r % 2 ? 0.1 : -0.1;
     t = judge_rounds(d, 4, 72.0, 0.01, &at);
+    ASSERT_EQ(kiln__b_region_keep(&t, 0.01, 56.8, 40.0), 2);
+    ASSERT_EQ(kiln__b_region_keep(&t, 0.01, 56.8, 55.1), 0); /* (3% in isolation) */
+    for (int r = 0; r < 3; r++) d[r] = 3.0;                  /* +4% of the span in every round */
+    t = judge_rounds(d, 3, 72.0, 0.01, &at);
+    ASSERT_EQ(t.verdict, 0);
     ASSERT_EQ(kiln__b_region_keep(&t, 0.01, 56.8, 40.0), 0);
+    /* no round at all: the isolated costs */
+    memset(&t, 0, sizeof t);
+    ASSERT_EQ(kiln__b_region_keep(&t, 0.01, 56.8, 52.1), 2);
+    ASSERT_EQ(kiln__b_region_keep(&t, 0.01, 56.8, 55.1), 0);
     /* a win: kept by the network (1), whatever the isolated costs say */
     for (int r = 0; r < 5; r++) d[r] = -1.0;
     t = judge_rounds(d, 5, 10.0, 0.01, &at);

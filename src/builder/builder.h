@@ -315,9 +315,14 @@ int kiln__b_judge_lean(const b_test *t, double tie);
 /* A region's verdict from its test t (tie REGION_TIE) and its isolated
  * costs (greedy `before`, switched `after`): 1 kept by the network (won,
  * or leaning to it), 2 kept by the isolated costs (the network short of a
- * verdict against it: REFINE_LEAN_ROUNDS rounds or more, its losses short
- * of the sign test, the median loss below REGION_LOSS of the span, and
- * the isolated gain REGION_ISOLATED or more), 0 reverted. */
+ * verdict against it: its losses short of the sign test, the median loss
+ * over its rounds, if any, below REGION_LOSS of the span, and the
+ * isolated gain REGION_ISOLATED or more), 0 reverted.  A check the budget
+ * cut to fewer than REFINE_LEAN_ROUNDS rounds (an engine that runs for
+ * 200 ms or more: the budget's 2 s hold 4 rounds of two runs) has no
+ * significant loss to go on, so there too the isolated costs decide, as
+ * where the check does not run at all (KILN_REGION_CHECK=off, an engine
+ * under REFINE_MIN_RUN_MS); it reverted every such region before. */
 #define REGION_ISOLATED 0.05
 #define REGION_LOSS 0.03
 int kiln__b_region_keep(const b_test *t, double tie, double before, double after);

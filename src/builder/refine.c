@@ -518,8 +518,8 @@ int kiln__b_judge_lean(const b_test *t, double tie) {
 
 int kiln__b_region_keep(const b_test *t, double tie, double before, double after) {
     if (kiln__b_judge_lean(t, tie)) return 1; /* (a win is its verdict) */
-    if (t->rounds < REFINE_LEAN_ROUNDS || t->losses >= need_wins(t->rounds)) return 0;
-    const int short_of_loss = median(t->d, t->rounds) < REGION_LOSS * median(t->seg, t->rounds);
+    if (t->losses >= need_wins(t->rounds)) return 0; /* (a significant loss: 5 rounds or more) */
+    const int short_of_loss = t->rounds == 0 || median(t->d, t->rounds) < REGION_LOSS * median(t->seg, t->rounds);
     return short_of_loss && after <= (1 - REGION_ISOLATED) * before ? 2 : 0;
 }
 
@@ -629,7 +629,9 @@ static int decide(const b_refine *rf, const int *gof, const group *g, int ng, ki
  * losses by +1.1% (past REGION_TIE), reverted, where the 16c engine then
  * ran 8% faster in one process beside it and 1.18x ORT against 1.08x:
  * so a median loss short of the sign test overrules a 5% isolated gain
- * only past REGION_LOSS); else reverted to the greedy layouts.
+ * only past REGION_LOSS; a check cut to a few rounds by the budget has
+ * no significant loss, so the isolated costs decide there too); else
+ * reverted to the greedy layouts.
  * Logged and put in the timing cache.  Returns how many were reverted. */
 static int decide_regions(const b_refine *rf, const b_test *rt, kiln__tcache *tc) {
     int reverted = 0;
