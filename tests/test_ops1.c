@@ -326,6 +326,45 @@ TEST_IMPL(concat_three) {
             }
 }
 
+/* Concat copies in slices over the threads (concat_split.c): inputs of
+ * 3 x {37, 64, 5} x 997 floats along axis 1 (slices that cut inside rows)
+ * and a 4-D one along axis 1 with outer 1 (PP-OCR det's), at 1, 2 and 3
+ * threads, every element in place. */
+TEST_IMPL(concat_threads) {
+    enum { O = 3, I = 997, NA = 37, NB = 64, NC = 5, NY = NA + NB + NC };
+    float *A = malloc(sizeof(float) * O * NA * I), *B = malloc(sizeof(float) * O * NB * I),
+          *C = malloc(sizeof(float) * O * NC * I), *Y = malloc(sizeof(float) * O * NY * I);
+    ASSERT(A && B && C && Y);
+    fill_f32(A, O * NA * I, -1, 1);
+    fill_f32(B, O * NB * I, -1, 1);
+    fill_f32(C, O * NC * I, -1, 1);
+    for (int threads = 1; threads <= 3; threads++) {
+        tio in[3] = {{"a", KILN_DTYPE_F32, 3, {O, NA, I}, A}, {"b", KILN_DTYPE_F32, 3, {O, NB, I}, B},
+                     {"c", KILN_DTYPE_F32, 3, {O, NC, I}, C}};
+        tio out = {"y", KILN_DTYPE_F32, 3, {O, NY, I}, Y};
+        ASSERT_OK(run1("ai.onnx::Concat", 4, 3, in, 1, &out, axis1, threads));
+        for (int n = 0; n < O; n++)
+            for (int r = 0; r < NY; r++) {
+                const float *src = r < NA ? A + (n * NA + r) * I : r < NA + NB ? B + (n * NB + r - NA) * I
+                                                                                : C + (n * NC + r - NA - NB) * I;
+                if (memcmp(Y + (n * NY + r) * I, src, sizeof(float) * I))
+                    TEST__FAIL("%d threads: row %d of image %d differs", threads, r, n);
+            }
+        /* outer 1: four [1, 24, 40, 40] maps into [1, 96, 40, 40] */
+        tio in4[4] = {{"a", KILN_DTYPE_F32, 4, {1, 24, 40, 40}, A}, {"b", KILN_DTYPE_F32, 4, {1, 24, 40, 40}, B},
+                      {"c", KILN_DTYPE_F32, 4, {1, 24, 40, 40}, A + 24 * 1600}, {"d", KILN_DTYPE_F32, 4, {1, 24, 40, 40}, B + 24 * 1600}};
+        tio out4 = {"y", KILN_DTYPE_F32, 4, {1, 96, 40, 40}, Y};
+        ASSERT_OK(run1("ai.onnx::Concat", 4, 4, in4, 1, &out4, axis1, threads));
+        for (int k = 0; k < 4; k++)
+            if (memcmp(Y + k * 24 * 1600, (const float *)in4[k].data, sizeof(float) * 24 * 1600))
+                TEST__FAIL("%d threads: input %d of the 4-D concat differs", threads, k);
+    }
+    free(A);
+    free(B);
+    free(C);
+    free(Y);
+}
+
 /* Shape -> Gather -> Reshape: the shape computation is folded/propagated at
  * build time, so Reshape sees a known shape. */
 TEST_IMPL(shape_values_propagate) {
@@ -940,7 +979,7 @@ TEST_LIST(TEST_ENTRY(add_broadcast), TEST_ENTRY(mul_large_threaded), TEST_ENTRY(
           TEST_ENTRY(where_and_sum_variadic), TEST_ENTRY(unary_float_and_f16),
           TEST_ENTRY(reduce_sum_max_mean), TEST_ENTRY(argmax), TEST_ENTRY(transpose),
           TEST_ENTRY(slice_negative_steps), TEST_ENTRY(gather_negative_indices),
-          TEST_ENTRY(concat_three), TEST_ENTRY(shape_values_propagate),
+          TEST_ENTRY(concat_three), TEST_ENTRY(concat_threads), TEST_ENTRY(shape_values_propagate),
           TEST_ENTRY(nonzero_dds), TEST_ENTRY(cast_and_expand), TEST_ENTRY(einsum_batch_matmul),
           TEST_ENTRY(split_uneven), TEST_ENTRY(dynamic_shape_chain),
           TEST_ENTRY(topk_ties), TEST_ENTRY(errors_are_clear),
