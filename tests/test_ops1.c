@@ -351,8 +351,10 @@ TEST_IMPL(concat_threads) {
                     TEST__FAIL("%d threads: row %d of image %d differs", threads, r, n);
             }
         /* outer 1: four [1, 24, 40, 40] maps into [1, 96, 40, 40] */
-        tio in4[4] = {{"a", KILN_DTYPE_F32, 4, {1, 24, 40, 40}, A}, {"b", KILN_DTYPE_F32, 4, {1, 24, 40, 40}, B},
-                      {"c", KILN_DTYPE_F32, 4, {1, 24, 40, 40}, A + 24 * 1600}, {"d", KILN_DTYPE_F32, 4, {1, 24, 40, 40}, B + 24 * 1600}};
+        tio in4[4] = {{"a", KILN_DTYPE_F32, 4, {1, 24, 40, 40}, A},
+                      {"b", KILN_DTYPE_F32, 4, {1, 24, 40, 40}, B},
+                      {"c", KILN_DTYPE_F32, 4, {1, 24, 40, 40}, A + 24 * 1600},
+                      {"d", KILN_DTYPE_F32, 4, {1, 24, 40, 40}, B + 24 * 1600}};
         tio out4 = {"y", KILN_DTYPE_F32, 4, {1, 96, 40, 40}, Y};
         ASSERT_OK(run1("ai.onnx::Concat", 4, 4, in4, 1, &out4, axis1, threads));
         for (int k = 0; k < 4; k++)

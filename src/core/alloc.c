@@ -65,26 +65,27 @@ char *kiln__strfmt(const char *fmt, ...) {
     return s;
 }
 
-/* Blocks of HUGE bytes and more (packed weights, a context's activations
- * and scratch, the builder's timing buffers) start on a HUGE boundary and
- * ask for huge pages (Linux, MADV_HUGEPAGE: a hint; where transparent huge
- * pages are "madvise", the default of the hosts we measure on, nothing
- * else gets them).  The engine kiln_build returns (each layer's packed
- * weights a block of its own) ran ResNet-50 3-8% slower than the same
- * engine loaded from its file on the GPU machine's Intel host, 1-1.5% on
- * the AMD VM, and the builder's region check, which runs such engines,
- * judged NCHW16C by that; on huge pages the two run level (bench/README.md,
- * session 23). */
-#define HUGE ((size_t)2 << 20)
+/* Blocks of HUGE_BLOCK bytes and more (packed weights, a context's
+ * activations and scratch, the builder's timing buffers) start on a
+ * HUGE_BLOCK boundary and ask for huge pages (Linux, MADV_HUGEPAGE: a
+ * hint; where transparent huge pages are "madvise", the default of the
+ * hosts we measure on, nothing else gets them).  The engine kiln_build
+ * returns (each layer's packed weights a block of its own) ran ResNet-50
+ * 3-8% slower than the same engine loaded from its file on the GPU
+ * machine's Intel host, 1-1.5% on the AMD VM, and the builder's region
+ * check, which runs such engines, judged NCHW16C by that; on huge pages
+ * the two run level (bench/README.md, session 23).  (Not HUGE: <math.h>
+ * may define that.) */
+#define HUGE_BLOCK ((size_t)2 << 20)
 void *kiln__aligned_alloc(size_t n) {
-    const size_t align = n >= HUGE ? HUGE : 64;
+    const size_t align = n >= HUGE_BLOCK ? HUGE_BLOCK : 64;
     if (n > SIZE_MAX - align - sizeof(void *)) return NULL;
     void *raw = g_malloc(n + align + sizeof(void *));
     if (!raw) return NULL;
     uintptr_t p = ((uintptr_t)raw + sizeof(void *) + align - 1) & ~(uintptr_t)(align - 1);
     ((void **)p)[-1] = raw;
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
-    if (align == HUGE) (void)madvise((void *)p, n & ~(HUGE - 1), MADV_HUGEPAGE);
+    if (align == HUGE_BLOCK) (void)madvise((void *)p, n & ~(HUGE_BLOCK - 1), MADV_HUGEPAGE);
 #endif
     return (void *)p;
 }
