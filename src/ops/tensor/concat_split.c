@@ -51,7 +51,7 @@ static int concat_shape(kiln_shape_ctx *c) {
 }
 /* The copy in slices: slice s of `slices` is the s-th equal part of each
  * input's own elements (its outer rows one after another), copied to where
- * it goes in Y.  Over threads (kiln_exec_parallel_for: thread t takes the
+ * it goes in Y.  Over threads (kiln__ops_par: thread t takes the
  * t-th contiguous share of the slices first) each thread copies the part of
  * every input that a producer splitting its output the same way wrote on
  * its core: PP-OCRv4 det's 9.8 MB Concat of four Resize/Add outputs took
@@ -59,30 +59,29 @@ static int concat_shape(kiln_shape_ctx *c) {
  * where half of every input came from the other die's cache. */
 typedef struct concat_job {
     const kiln_call *c;
-    int64_t outer, inner, yrow, slices;
+    int64_t outer, inner, yrow, slices, es;
     int ax;
-    size_t es;
 } concat_job;
 
 static void concat_slices(void *ud, int64_t b, int64_t e) {
     const concat_job *j = ud;
     const kiln_call *c = j->c;
+    char *dst = c->out[0].data;
     int64_t pos = 0;
     for (int k = 0; k < c->nin; k++) {
         const kiln_tensor *x = &c->in[k];
         const int64_t xrow = x->dims[j->ax] * j->inner, total = j->outer * xrow;
         const char *src = x->data;
-        char *dst = (char *)c->out[0].data;
         for (int64_t i = b * total / j->slices, i1 = e * total / j->slices; i < i1;) {
             const int64_t o = i / xrow, r = i % xrow, n = xrow - r < i1 - i ? xrow - r : i1 - i;
-            memcpy(dst + (o * j->yrow + pos + r) * (int64_t)j->es, src + i * (int64_t)j->es, (size_t)n * j->es);
+            memcpy(dst + (o * j->yrow + pos + r) * j->es, src + i * j->es, (size_t)(n * j->es));
             i += n;
         }
         pos += xrow;
     }
 }
 
-#define CONCAT_SLICE_BYTES (32 << 10) /* a slice of Y, at least (below: one slice, no threads) */
+#define CONCAT_SLICE_BYTES (32 << 10) /* a slice of Y, at least (up to 64 slices) */
 static int concat_impl(const kiln_call *c) {
     kiln_tensor *y = &c->out[0];
     int ax = (int)kiln_attrs_int(c->attrs, "axis");
@@ -101,14 +100,10 @@ static int concat_impl(const kiln_call *c) {
             return kiln_set_error(KILN_ESHAPE, "Concat: input %d's dims do not fit the output at run time", k);
     }
     if (outer * yrow == 0) return 0;
-    const int64_t ybytes = outer * yrow * (int64_t)es;
-    concat_job j = {.c = c, .outer = outer, .inner = inner, .yrow = yrow, .ax = ax, .es = es,
-                    .slices = ybytes / CONCAT_SLICE_BYTES < 1 ? 1 : ybytes / CONCAT_SLICE_BYTES > 64 ? 64
-                                                                 : ybytes / CONCAT_SLICE_BYTES};
-    if (j.slices > 1 && c->exec && kiln_exec_threads(c->exec) > 1)
-        kiln_exec_parallel_for(c->exec, j.slices, 1, concat_slices, &j);
-    else
-        concat_slices(&j, 0, j.slices);
+    const int64_t slices = outer * yrow * (int64_t)es / CONCAT_SLICE_BYTES;
+    concat_job j = {.c = c, .outer = outer, .inner = inner, .yrow = yrow, .ax = ax, .es = (int64_t)es,
+                    .slices = slices < 1 ? 1 : slices > 64 ? 64 : slices};
+    kiln__ops_par(c->exec, j.slices, 1, concat_slices, &j); /* (one slice, or no threads: on the caller) */
     return 0;
 }
 static const kiln_combo cu_any[] = {{.types = KILN_CU_T_ANY}, {0}};
