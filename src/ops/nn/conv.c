@@ -107,6 +107,14 @@
  *             whole network level on one die and -4..-6% across: a build
  *             on one die timed 13 ahead and its engine lost across dies
  *             (bench/README.md).
+ *  21 tactic 6 with the image's tile rows split over the threads, each
+ *             running all three phases on its band (kiln__wino.split):
+ *             no V or product crosses between cores, each reads all of
+ *             U.  Offered with 6, not to a 1-thread build (where it is
+ *             6); in 6's place when building where the image's V and
+ *             products outweigh U (conv_formats_fn: the timing on one die
+ *             cannot see what 6 loses across two).
+ *  22 the same for tactic 10.
  * Where several tactics run the same kernel on a conv (kernel_key), the
  * builder is offered one of them (conv_formats_fn); the others stay valid
  * in engine files.  A fused residual Add and/or Relu is applied in the
@@ -135,10 +143,11 @@
 
 enum { T_AUTO = 1, T_GEMM = 2, T_DIRECT = 3, T_PADGEMM = 4, T_DW = 5, T_WINO = 6, T_DWROWS = 7, T_PADPACK = 8,
        T_PADCOMPACT = 9, T_WINO2 = 10, T_KSPLIT = 11, T_FEWC = 12, T_PW16C = 13, T_WINO16C = 14,
-       T_WINO16C2 = 15, T_D16C = 16, T_FEWC16C = 17, T_WINO16CS = 18, T_WINO16C2S = 19, T_PW16CK = 20 };
+       T_WINO16C2 = 15, T_D16C = 16, T_FEWC16C = 17, T_WINO16CS = 18, T_WINO16C2S = 19, T_PW16CK = 20,
+       T_WINOS = 21, T_WINO2S = 22 };
 
 /* The Winograd output tile size of a tactic (6: 4x4, 10: 2x2), else 0. */
-static int wino_m(int t) { return t == T_WINO ? 4 : t == T_WINO2 ? 2 : 0; }
+static int wino_m(int t) { return t == T_WINO || t == T_WINOS ? 4 : t == T_WINO2 || t == T_WINO2S ? 2 : 0; }
 /* The same for the NCHW16C tactics (14, 18: 4x4; 15, 19: 2x2). */
 static int wino16c_m(int t) {
     return t == T_WINO16C || t == T_WINO16CS ? 4 : t == T_WINO16C2 || t == T_WINO16C2S ? 2 : 0;
@@ -756,7 +765,7 @@ static int conv_wino(const kiln_call *c, const geom *g, int m) {
                         .pt = g->pb[1], .pl = g->pb[2], .x = (const float *)c->in[0].data + n * g->C * isp,
                         .u = u, .bias = c->nin > 2 ? c->in[2].data : NULL,
                         .y = (float *)c->out[0].data + n * g->M * osp, .ws = c->workspace, .call = c,
-                        .exec = c->exec};
+                        .exec = c->exec, .split = c->tactic == T_WINOS || c->tactic == T_WINO2S};
         kiln__wino_run(&w);
     }
     return 0;
@@ -1873,8 +1882,25 @@ static int conv_formats_fn(const kiln_shape_ctx *c, kiln_combo *out, int max) {
     int t = 0, have_cg = kiln_expr_is_const(w->dims[1], &Cg);
     while (out[0].tactics[t]) t++;
     if (wino_applies(2, G, M, k, s, d)) {
-        out[0].tactics[t++] = T_WINO;
-        out[0].tactics[t++] = T_WINO2;
+        /* 21 and 22 (at 1 thread 6 and 10) in place of 6 and 10 when
+         * building, where V and the products outweigh U: the builder's
+         * timing runs where the build runs, and an engine wherever the
+         * host puts its threads; across two dies 6's phases move half of V
+         * and the products between them (PP-OCRv4 det's 96 -> 24 convs at
+         * 160x160: 2.6 against 1.85 ms with 21, where one die runs 6 a few
+         * percent faster; bench/README.md).  Elsewhere both are timed. */
+        const int many = kiln__shape_ctx_build_threads(c) != 1;
+        autopad ap;
+        int64_t opix = have_cg && many && kiln__shape_ctx_building(c) && !parse_autopad(c->attrs, &ap)
+                           ? out_pixels(x, k, s, d, pb, pe, ap) : -1;
+        if (opix < 0 || opix / 16 * (Cg + M) < Cg * M) { /* 4x4 tiles' V and products against U */
+            out[0].tactics[t++] = T_WINO;
+            out[0].tactics[t++] = T_WINO2;
+        }
+        if (many) {
+            out[0].tactics[t++] = T_WINOS;
+            out[0].tactics[t++] = T_WINO2S;
+        }
         if (have_cg && Cg % 16 == 0 && M % 16 == 0 && n < max && !no_16c(c)) { /* the 16c row (X, W, B, Y; a residual: Y's) */
             kiln_combo row = {"FP32, FP32, FP32, FP32", "NCHW16C, LINEAR, LINEAR, NCHW16C", {T_WINO16C, T_WINO16C2}};
             if (kiln__shape_ctx_build_threads(c) != 1) /* (at 1 thread 18 and 19 are 14 and 15) */
@@ -1957,8 +1983,8 @@ static int conv_formats_fn(const kiln_shape_ctx *c, kiln_combo *out, int max) {
               .s = {1, s[0], s[1]}, .d = {1, d[0], d[1]}, .pb = {0, pb[0], pb[1]}, .pe = {0, pe[0], pe[1]}};
     if (ap != AP_NOTSET) /* (read only by is_pointwise, where SAME/VALID pad nothing) */
         memset(g.pb, 0, sizeof g.pb), memset(g.pe, 0, sizeof g.pe);
-    static const int pref[] = {T_AUTO,  T_GEMM,  T_PADGEMM, T_PADPACK, T_PADCOMPACT, T_WINO,
-                               T_WINO2, T_KSPLIT, T_DWROWS,  T_DW,      T_DIRECT, T_FEWC};
+    static const int pref[] = {T_AUTO,  T_GEMM,  T_PADGEMM, T_PADPACK, T_PADCOMPACT, T_WINO,  T_WINO2,
+                               T_WINOS, T_WINO2S, T_KSPLIT, T_DWROWS,  T_DW,      T_DIRECT, T_FEWC};
     int keep[KILN_MAX_TACTICS] = {0}, key[KILN_MAX_TACTICS];
     for (int i = 0; i < t; i++) key[i] = kernel_key(out[0].tactics[i], &g);
     for (size_t r = 0; r < sizeof pref / sizeof pref[0]; r++)

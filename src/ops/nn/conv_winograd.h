@@ -49,6 +49,7 @@ typedef struct kiln__wino {
     float *ws;                          /* kiln__wino_ws_bytes */
     const kiln_call *call;              /* fused epilogue (channel = output row) */
     kiln_exec *exec;
+    int split;                          /* tactics 21, 22: each thread a band of tile rows (split_band) */
 } kiln__wino;
 
 /* An image is done in blocks of whole tile rows: TH x TW tiles, `rows`
