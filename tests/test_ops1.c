@@ -84,6 +84,39 @@ TEST_IMPL(mul_large_threaded) {
     free(A), free(B), free(Y);
 }
 
+/* Images of planes of >= 4096 elements at 1-3 threads: each plane split
+ * between the threads (kiln__ops_par_planes), shares that end inside a
+ * row of 71: a gate per channel, a plane per image, a value per row (runs
+ * of 71 across the shares' ends), two images of the same shape, and a
+ * unary op. */
+TEST_IMPL(image_planes_threaded) {
+    enum { N = 2, C = 6, H = 67, W = 71, T = N * C * H * W };
+    static const int64_t yd[4] = {N, C, H, W};
+    static const int64_t bds[4][4] = {{1, C, 1, 1}, {1, 1, H, W}, {1, C, H, 1}, {N, C, H, W}};
+    float *A = malloc(sizeof(float) * T), *B = malloc(sizeof(float) * T), *Y = malloc(sizeof(float) * T);
+    ASSERT(A && B && Y);
+    fill_f32(A, T, -3, 3);
+    fill_f32(B, T, -3, 3);
+    for (int threads = 1; threads <= 3; threads++) {
+        for (int k = 0; k < 4; k++) {
+            tio in[2] = {{"a", KILN_DTYPE_F32, 4, {N, C, H, W}, A}, {"b", KILN_DTYPE_F32, 4, {0}, B}};
+            memcpy(in[1].dims, bds[k], sizeof bds[k]);
+            tio out = {"y", KILN_DTYPE_F32, 4, {N, C, H, W}, Y};
+            ASSERT_OK(run1(k == 3 ? "ai.onnx::Add" : "ai.onnx::Mul", 7, 2, in, 1, &out, NULL, threads));
+            for (int64_t o = 0; o < T; o++) {
+                const float b = B[bc_off(o, 4, yd, 4, bds[k])], want = k == 3 ? A[o] + b : A[o] * b;
+                if (!(fabsf(Y[o] - want) <= 1e-6f * (1 + fabsf(want))))
+                    TEST__FAIL("%d threads, operand %d: element %lld is %g, expected %g", threads, k, (long long)o,
+                               Y[o], want);
+            }
+        }
+        tio in = {"x", KILN_DTYPE_F32, 4, {N, C, H, W}, A}, out = {"y", KILN_DTYPE_F32, 4, {N, C, H, W}, Y};
+        ASSERT_OK(run1("ai.onnx::Sigmoid", 6, 1, &in, 1, &out, NULL, threads));
+        for (int64_t o = 0; o < T; o++) ASSERT_NEAR(Y[o], 1.0 / (1.0 + exp(-(double)A[o])), 1e-6);
+    }
+    free(A), free(B), free(Y);
+}
+
 TEST_IMPL(div_int_and_compare) {
     int32_t A[24], B[24], Y[24];
     fill_i32(A, 24, -50, 50);
@@ -360,6 +393,18 @@ TEST_IMPL(concat_threads) {
         for (int k = 0; k < 4; k++)
             if (memcmp(Y + k * 24 * 1600, (const float *)in4[k].data, sizeof(float) * 24 * 1600))
                 TEST__FAIL("%d threads: input %d of the 4-D concat differs", threads, k);
+        /* planes of 67 x 71 (>= 4096): each plane split between the
+         * threads, shares ending inside rows; two images, three inputs */
+        tio inp[3] = {{"a", KILN_DTYPE_F32, 4, {2, 5, 67, 71}, A}, {"b", KILN_DTYPE_F32, 4, {2, 1, 67, 71}, B},
+                      {"c", KILN_DTYPE_F32, 4, {2, 3, 67, 71}, A + 2 * 5 * 67 * 71}};
+        tio outp = {"y", KILN_DTYPE_F32, 4, {2, 9, 67, 71}, Y};
+        ASSERT_OK(run1("ai.onnx::Concat", 4, 3, inp, 1, &outp, axis1, threads));
+        for (int n = 0; n < 2; n++)
+            for (int k = 0, ch = 0; k < 3; ch += (int)inp[k].dims[1], k++) {
+                const int64_t part = inp[k].dims[1] * 67 * 71;
+                if (memcmp(Y + (n * 9 + ch) * 67 * 71, (const float *)inp[k].data + n * part, sizeof(float) * part))
+                    TEST__FAIL("%d threads: input %d of image %d of the planes' concat differs", threads, k, n);
+            }
     }
     free(A);
     free(B);
@@ -981,7 +1026,7 @@ TEST_LIST(TEST_ENTRY(add_broadcast), TEST_ENTRY(mul_large_threaded), TEST_ENTRY(
           TEST_ENTRY(where_and_sum_variadic), TEST_ENTRY(unary_float_and_f16),
           TEST_ENTRY(reduce_sum_max_mean), TEST_ENTRY(argmax), TEST_ENTRY(transpose),
           TEST_ENTRY(slice_negative_steps), TEST_ENTRY(gather_negative_indices),
-          TEST_ENTRY(concat_three), TEST_ENTRY(concat_threads), TEST_ENTRY(shape_values_propagate),
+          TEST_ENTRY(concat_three), TEST_ENTRY(concat_threads), TEST_ENTRY(image_planes_threaded), TEST_ENTRY(shape_values_propagate),
           TEST_ENTRY(nonzero_dds), TEST_ENTRY(cast_and_expand), TEST_ENTRY(einsum_batch_matmul),
           TEST_ENTRY(split_uneven), TEST_ENTRY(dynamic_shape_chain),
           TEST_ENTRY(topk_ties), TEST_ENTRY(errors_are_clear),

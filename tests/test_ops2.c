@@ -661,59 +661,67 @@ static void rz_attrs(kiln_layer *l, const void *ud) {
     ASSERT_OK(kiln_layer_set_string(l, "nearest_mode", r->nm));
 }
 
+/* Resize r of C planes H x W to OH x OW against a naive reference. */
+static void resize_check(const rz_case *r, int64_t C, int64_t H, int64_t W, int64_t OH, int64_t OW) {
+    int64_t sizes[4] = {1, C, OH, OW};
+    tio in[4] = {{"X", KILN_DTYPE_F32, 4, {1, C, H, W}}, {"", 0}, {"", 0}, {"S", KILN_DTYPE_I64, 1, {4}, sizes, 1}};
+    in[0].data = rnd(C * H * W, -1, 1);
+    float *y = malloc(sizeof(float) * C * OH * OW), *ref = malloc(sizeof(float) * C * OH * OW);
+    ASSERT(y && ref);
+    tio out = {"Y", KILN_DTYPE_F32, 4, {1, C, OH, OW}, y};
+    run_net("ai.onnx::Resize", 11, 4, in, 1, &out, rz_attrs, r, 0);
+    const float *x = in[0].data;
+    int lin = !strcmp(r->mode, "linear");
+    for (int64_t c = 0; c < C; c++)
+        for (int64_t oy = 0; oy < OH; oy++)
+            for (int64_t ox = 0; ox < OW; ox++) {
+                double src[2];
+                int64_t o[2] = {oy, ox}, in_[2] = {H, W}, out_[2] = {OH, OW};
+                for (int a = 0; a < 2; a++) {
+                    double s = (double)out_[a] / in_[a], v = (double)o[a];
+                    if (!strcmp(r->ct, "asymmetric")) src[a] = v / s;
+                    else if (!strcmp(r->ct, "align_corners"))
+                        src[a] = v * (in_[a] - 1) / (double)(out_[a] - 1);
+                    else if (!strcmp(r->ct, "pytorch_half_pixel"))
+                        src[a] = out_[a] > 1 ? (v + 0.5) / s - 0.5 : 0;
+                    else src[a] = (v + 0.5) / s - 0.5;
+                }
+                double val;
+                if (!lin) {
+                    int64_t iy, ix;
+                    if (!strcmp(r->nm, "floor")) { iy = (int64_t)floor(src[0]); ix = (int64_t)floor(src[1]); }
+                    else { iy = (int64_t)ceil(src[0] - 0.5); ix = (int64_t)ceil(src[1] - 0.5); }
+                    iy = iy < 0 ? 0 : iy >= H ? H - 1 : iy;
+                    ix = ix < 0 ? 0 : ix >= W ? W - 1 : ix;
+                    val = x[(c * H + iy) * W + ix];
+                } else {
+                    double yy = fmin(fmax(src[0], 0), H - 1), xx = fmin(fmax(src[1], 0), W - 1);
+                    int64_t y0 = (int64_t)floor(yy), x0 = (int64_t)floor(xx);
+                    int64_t y1 = y0 + 1 < H ? y0 + 1 : H - 1, x1 = x0 + 1 < W ? x0 + 1 : W - 1;
+                    double fy = yy - y0, fx = xx - x0;
+                    const float *p = x + c * H * W;
+                    val = (1 - fy) * ((1 - fx) * p[y0 * W + x0] + fx * p[y0 * W + x1]) +
+                          fy * ((1 - fx) * p[y1 * W + x0] + fx * p[y1 * W + x1]);
+                }
+                ref[(c * OH + oy) * OW + ox] = (float)val;
+            }
+    check_close(r->ct, y, ref, C * OH * OW, 1e-5, 1e-5);
+    free(in[0].data);
+    free(y);
+    free(ref);
+}
+
 TEST_IMPL(resize) {
     static const rz_case cases[] = {{"nearest", "asymmetric", "floor"},
                                     {"nearest", "half_pixel", "round_prefer_floor"},
                                     {"linear", "half_pixel", "floor"},
                                     {"linear", "align_corners", "floor"},
                                     {"linear", "pytorch_half_pixel", "floor"}};
-    const int64_t H = 5, W = 7, OH = 10, OW = 4; /* up x2 in H, down in W (sizes) */
     for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
-        const rz_case *r = &cases[ci];
-        int64_t sizes[4] = {1, 2, OH, OW};
-        tio in[4] = {{"X", KILN_DTYPE_F32, 4, {1, 2, H, W}}, {"", 0}, {"", 0},
-                     {"S", KILN_DTYPE_I64, 1, {4}, sizes, 1}};
-        in[0].data = rnd(2 * H * W, -1, 1);
-        float y[80], ref[80];
-        tio out = {"Y", KILN_DTYPE_F32, 4, {1, 2, OH, OW}, y};
-        run_net("ai.onnx::Resize", 11, 4, in, 1, &out, rz_attrs, r, 0);
-        const float *x = in[0].data;
-        int lin = !strcmp(r->mode, "linear");
-        for (int64_t c = 0; c < 2; c++)
-            for (int64_t oy = 0; oy < OH; oy++)
-                for (int64_t ox = 0; ox < OW; ox++) {
-                    double src[2];
-                    int64_t o[2] = {oy, ox}, in_[2] = {H, W}, out_[2] = {OH, OW};
-                    for (int a = 0; a < 2; a++) {
-                        double s = (double)out_[a] / in_[a], v = (double)o[a];
-                        if (!strcmp(r->ct, "asymmetric")) src[a] = v / s;
-                        else if (!strcmp(r->ct, "align_corners"))
-                            src[a] = v * (in_[a] - 1) / (double)(out_[a] - 1);
-                        else if (!strcmp(r->ct, "pytorch_half_pixel"))
-                            src[a] = out_[a] > 1 ? (v + 0.5) / s - 0.5 : 0;
-                        else src[a] = (v + 0.5) / s - 0.5;
-                    }
-                    double val;
-                    if (!lin) {
-                        int64_t iy, ix;
-                        if (!strcmp(r->nm, "floor")) { iy = (int64_t)floor(src[0]); ix = (int64_t)floor(src[1]); }
-                        else { iy = (int64_t)ceil(src[0] - 0.5); ix = (int64_t)ceil(src[1] - 0.5); }
-                        iy = iy < 0 ? 0 : iy >= H ? H - 1 : iy;
-                        ix = ix < 0 ? 0 : ix >= W ? W - 1 : ix;
-                        val = x[(c * H + iy) * W + ix];
-                    } else {
-                        double yy = fmin(fmax(src[0], 0), H - 1), xx = fmin(fmax(src[1], 0), W - 1);
-                        int64_t y0 = (int64_t)floor(yy), x0 = (int64_t)floor(xx);
-                        int64_t y1 = y0 + 1 < H ? y0 + 1 : H - 1, x1 = x0 + 1 < W ? x0 + 1 : W - 1;
-                        double fy = yy - y0, fx = xx - x0;
-                        const float *p = x + c * H * W;
-                        val = (1 - fy) * ((1 - fx) * p[y0 * W + x0] + fx * p[y0 * W + x1]) +
-                              fy * ((1 - fx) * p[y1 * W + x0] + fx * p[y1 * W + x1]);
-                    }
-                    ref[(c * OH + oy) * OW + ox] = (float)val;
-                }
-        check_close(r->ct, y, ref, 2 * OH * OW, 1e-5, 1e-5);
-        free(in[0].data);
+        resize_check(&cases[ci], 2, 5, 7, 10, 4); /* up x2 in H, down in W (sizes) */
+        /* planes of 74 x 90 (>= 4096 outputs): at 2 threads each plane's
+         * rows split between the threads (kiln__ops_par_planes) */
+        resize_check(&cases[ci], 3, 37, 45, 74, 90);
     }
 }
 

@@ -283,7 +283,7 @@ static int un_run(const kiln_call *c, const un_fn *tab, const uparam *p) {
     if (!fn)
         return kiln_set_error(KILN_ETYPE, "no kernel for type %s", kiln_dtype_name(x->dtype));
     un_job j = {fn, x->data, y->data, kiln_dtype_size(x->dtype), kiln_dtype_size(y->dtype), p};
-    kiln__ops_par(c->exec, kiln_tensor_numel(y), 16384, un_range, &j);
+    kiln__ops_par_image(c->exec, y->ndim, y->dims, 16384, un_range, &j);
     return 0;
 }
 

@@ -209,6 +209,21 @@ static void bin_flat(void *ud, int64_t i0, int64_t i1) {
     j->fn(j->a + i0 * sa * j->ea, sa, j->b + i0 * sb * j->eb, sb, j->y + i0 * j->ey, i1 - i0);
 }
 
+/* Flat elements [i0, i1) of y, a run of each bc row they touch. */
+static void bin_elems(void *ud, int64_t i0, int64_t i1) {
+    const bin_job *j = ud;
+    const int nd = j->bc.nd;
+    const int64_t n = j->bc.dims[nd - 1], sa = j->bc.st[0][nd - 1], sb = j->bc.st[1][nd - 1];
+    int64_t off[3];
+    while (i0 < i1) {
+        const int64_t r = i0 / n, col = i0 % n, len = n - col < i1 - i0 ? n - col : i1 - i0;
+        kiln__ops_bc_row(&j->bc, r, off);
+        j->fn(j->a + (off[0] + col * sa) * j->ea, sa, j->b + (off[1] + col * sb) * j->eb, sb,
+              j->y + i0 * j->ey, len);
+        i0 += len;
+    }
+}
+
 #define PAR_MIN 32768 /* elements below which a kernel runs on the caller only */
 
 /* y = fn(a, b) broadcast, y contiguous with dims yd (rank ny). */
@@ -233,6 +248,8 @@ static int bin_run(kiln_exec *e, bin_fn fn, const kiln_tensor *a, const kiln_ten
     int64_t n = j.bc.dims[j.bc.nd - 1];
     if (total < PAR_MIN) {
         bin_rows(&j, 0, j.bc.rows);
+    } else if (j.bc.nd > 1 && ny >= 3 && yd[ny - 1] * yd[ny - 2] >= KILN__OPS_PLANE_MIN) {
+        kiln__ops_par_image(e, ny, yd, 8192, bin_elems, &j); /* (images: each plane split, as convs do) */
     } else if (j.bc.nd == 1) {
         kiln__ops_par(e, n, 8192, bin_flat, &j);
     } else {

@@ -460,14 +460,17 @@ void kiln__dwrows_band(const kiln__dwrows *p, int64_t n, int64_t m0, int64_t m1,
     }
 }
 
-/* Work units [b, e): (image, block of cb channels, block of rb rows); the
- * fused epilogue runs on each unit's outputs while they are in cache
- * (dense NCHW y only: xs, ys, oy_base 0). */
+/* Work units [b, e): (image, block of rb rows, block of cb channels), the
+ * channels inner: a thread's contiguous share of the units is a band of
+ * rows of every plane where a plane has several blocks of rows, the split
+ * of the 1x1 convs' GEMMs and of the ops between them
+ * (kiln__ops_par_planes).  The fused epilogue runs on each unit's outputs
+ * while they are in cache (dense NCHW y only: xs, ys, oy_base 0). */
 static void units(void *ud, int64_t b, int64_t e) {
     const kiln__dwrows *p = ud;
     const int64_t M = p->C * p->mult, plane = p->OH * p->OW;
     for (int64_t u = b; u < e; u++) {
-        int64_t rbk = u % p->nrb, q = u / p->nrb, mb = q % p->ncb, n = q / p->ncb;
+        int64_t mb = u % p->ncb, q = u / p->ncb, rbk = q % p->nrb, n = q / p->nrb;
         int64_t oy0 = rbk * p->rb, oy1 = oy0 + p->rb < p->OH ? oy0 + p->rb : p->OH;
         int64_t m0 = mb * p->cb, m1 = m0 + p->cb < M ? m0 + p->cb : M;
         kiln__dwrows_band(p, n, m0, m1, oy0, oy1);

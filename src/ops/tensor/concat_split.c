@@ -81,6 +81,24 @@ static void concat_slices(void *ud, int64_t b, int64_t e) {
     }
 }
 
+/* Y's flat elements [i, i1), each run from the input it comes from. */
+static void concat_elems(void *ud, int64_t i, int64_t i1) {
+    const concat_job *j = ud;
+    const kiln_call *c = j->c;
+    char *dst = c->out[0].data;
+    while (i < i1) {
+        const int64_t o = i / j->yrow, r = i % j->yrow;
+        int64_t pos = 0, xrow = 0;
+        int k = 0;
+        for (; k < c->nin; k++, pos += xrow)
+            if (r < pos + (xrow = c->in[k].dims[j->ax] * j->inner)) break;
+        if (k == c->nin) return; /* (inputs shorter than Y: concat_impl refuses them) */
+        const int64_t n = pos + xrow - r < i1 - i ? pos + xrow - r : i1 - i;
+        memcpy(dst + i * j->es, (const char *)c->in[k].data + (o * xrow + r - pos) * j->es, (size_t)(n * j->es));
+        i += n;
+    }
+}
+
 #define CONCAT_SLICE_BYTES (32 << 10) /* a slice of Y, at least (up to 64 slices) */
 static int concat_impl(const kiln_call *c) {
     kiln_tensor *y = &c->out[0];
@@ -96,14 +114,18 @@ static int concat_impl(const kiln_call *c) {
         int bad = x->ndim != y->ndim;
         for (int i = 0; !bad && i < y->ndim; i++) bad = i != ax && x->dims[i] != y->dims[i];
         pos += bad ? 0 : x->dims[ax];
-        if (bad || pos > y->dims[ax])
+        if (bad || pos > y->dims[ax] || (k == c->nin - 1 && pos != y->dims[ax]))
             return kiln_set_error(KILN_ESHAPE, "Concat: input %d's dims do not fit the output at run time", k);
     }
     if (outer * yrow == 0) return 0;
     const int64_t slices = outer * yrow * (int64_t)es / CONCAT_SLICE_BYTES;
     concat_job j = {.c = c, .outer = outer, .inner = inner, .yrow = yrow, .ax = ax, .es = (int64_t)es,
                     .slices = slices < 1 ? 1 : slices > 64 ? 64 : slices};
-    kiln__ops_par(c->exec, j.slices, 1, concat_slices, &j); /* (one slice, or no threads: on the caller) */
+    if (ax <= y->ndim - 3 && y->dims[y->ndim - 1] * y->dims[y->ndim - 2] >= KILN__OPS_PLANE_MIN &&
+        j.slices > 1) /* an image's channels: each plane split, as its producers split theirs */
+        kiln__ops_par_image(c->exec, y->ndim, y->dims, CONCAT_SLICE_BYTES / (int64_t)es, concat_elems, &j);
+    else
+        kiln__ops_par(c->exec, j.slices, 1, concat_slices, &j); /* (one slice, or no threads: on the caller) */
     return 0;
 }
 static const kiln_combo cu_any[] = {{.types = KILN_CU_T_ANY}, {0}};
