@@ -249,7 +249,11 @@ static int bin_run(kiln_exec *e, bin_fn fn, const kiln_tensor *a, const kiln_ten
     if (total < PAR_MIN) {
         bin_rows(&j, 0, j.bc.rows);
     } else if (j.bc.nd > 1 && ny >= 3 && yd[ny - 1] * yd[ny - 2] >= KILN__OPS_PLANE_MIN) {
-        kiln__ops_par_image(e, ny, yd, 8192, bin_elems, &j); /* (images: each plane split, as convs do) */
+        /* an image broadcast (a channel's gate, a per-row value): each
+         * plane split over the threads as the convs around it split theirs.
+         * Not two images of one shape: split flat, PP-OCRv4 det's residual
+         * Adds ran 0.04-0.1 ms faster across dies than split per plane */
+        kiln__ops_par_image(e, ny, yd, 8192, bin_elems, &j);
     } else if (j.bc.nd == 1) {
         kiln__ops_par(e, n, 8192, bin_flat, &j);
     } else {

@@ -56,7 +56,11 @@ static int concat_shape(kiln_shape_ctx *c) {
  * every input that a producer splitting its output the same way wrote on
  * its core: PP-OCRv4 det's 9.8 MB Concat of four Resize/Add outputs took
  * 0.26 ms serially at 1 thread and 1.05 ms at 2 with the vCPUs on two dies,
- * where half of every input came from the other die's cache. */
+ * where half of every input came from the other die's cache.  An image's
+ * channels (planes of KILN__OPS_PLANE_MIN elements or more) are copied
+ * plane by plane instead, thread t the t-th share of every plane
+ * (kiln__ops_par_planes: the split of the convs, Resize and broadcast ops
+ * that write and read such planes). */
 typedef struct concat_job {
     const kiln_call *c;
     int64_t outer, inner, yrow, slices, es;
