@@ -335,7 +335,8 @@ TEST_IMPL(sgemm_short_k) {
 }
 
 /* A prepacked B split by columns (wide weights: N >= 2M, over 1 MiB) in
- * runs of strips the threads claim as they go (sgemm.c's dyn_task, A
+ * runs of strips the threads claim as they go, each its own share first,
+ * then the others' from their backs (sgemm.c's dyn_task, A
  * packed whole per thread): runs of 5, 4, 3 (5 rows) and 1 strips, a partial last run
  * and strip, M over MC (two row blocks), K across K blocks, bias,
  * residual, relu, accumulate, alpha, A transposed, the done hook; 1-3

@@ -24,10 +24,11 @@
  * An image is done in blocks of whole tile rows, sized so that the
  * transformed input V (36 x C x tiles) and the products (36 x M x tiles)
  * stay within a few MB: (1) the input transform, channels split over the
- * threads; (2) the NX GEMMs, claimed whole by the threads (each reads its
+ * threads; (2) the NX GEMMs, each whole by one thread (each reads its
  * own U_xi, so the weights are streamed once whatever the thread count);
  * (3) the output transform + bias + fused epilogue, output channels split
- * over the threads.  The transforms work on 16 consecutive tiles of the
+ * over the threads (tactics 21 and 22: each thread all three on a band of
+ * tile rows, split_band).  The transforms work on 16 consecutive tiles of the
  * block at once, one per lane of a vector (GCC vector extension: AVX-512
  * or two AVX2 halves); with AVX-512 the tiles are gathered from X and
  * the results scattered into Y by masked gathers/scatters (zero outside
@@ -49,7 +50,6 @@
 #include "device/cpu/sgemm.h"
 #include "kiln_int.h"
 
-#include <stdatomic.h>
 #include <string.h>
 
 #if defined(__AVX512F__)
@@ -167,7 +167,6 @@ typedef struct job {
     int64_t ty0, ty1, ntiles; /* the block's tile rows, its tiles */
     float *v, *p;             /* NX x C x ld, NX x M x ld, a point's every vs, ps floats */
     int64_t vs, ps;           /* split mode: C ld + 16, M ld + 16 (STRIDES); else C ld, M ld */
-    _Atomic int64_t next;     /* the next GEMM to claim */
     /* the first lane group's tile corners (lanes_of), written once per block */
     int32_t row0[LANES] __attribute__((aligned(64))), col0[LANES] __attribute__((aligned(64)));
 } job;
@@ -406,14 +405,15 @@ static void gemm_one(const job *j, int64_t xi) {
     kiln__sgemm_serial(&gm);
 }
 
-/* The NX GEMMs, claimed one at a time: a thread that starts late or is
- * preempted (a shared machine) leaves its share to the others.  Each GEMM
- * is computed whole by one thread, so the result does not depend on which. */
-static void gemm_task(void *ud, int ith, int nth) {
-    (void)ith;
-    (void)nth;
-    job *j = ud;
-    for (int64_t xi; (xi = atomic_fetch_add(&j->next, 1)) < NX(j->w->m);) gemm_one(j, xi);
+/* The NX GEMMs over the threads (kiln_exec_parallel_for: each thread its
+ * own share first, then what is left of the others', so one that starts
+ * late or is preempted leaves its share to them).  Each GEMM is computed
+ * whole by one thread, so the result does not depend on which; owned
+ * shares give a thread the same points' products at every inference (in
+ * arrival order from one counter they changed hands from run to run, and
+ * across two dies a thread then wrote lines the other die's cache held). */
+static void gemm_range(void *ud, int64_t x0, int64_t x1) {
+    for (int64_t xi = x0; xi < x1; xi++) gemm_one(ud, xi);
 }
 
 /* Split mode (kiln__wino.split): thread ith's band of the image's tile
@@ -479,9 +479,8 @@ void kiln__wino_run(const kiln__wino *w) {
         j.ty1 = j.ty0 + j.b.rows < j.b.TH ? j.ty0 + j.b.rows : j.b.TH;
         j.ntiles = (j.ty1 - j.ty0) * j.b.TW;
         block_lanes(&j);
-        atomic_store(&j.next, 0);
         kiln_exec_parallel_for(w->exec, w->C, 1, input_range, &j);
-        kiln_exec_parallel(w->exec, threads < nx ? threads : nx, gemm_task, &j);
+        kiln_exec_parallel_for(w->exec, nx, 1, gemm_range, &j);
         kiln_exec_parallel_for(w->exec, w->M, 1, output_range, &j);
     }
 }
