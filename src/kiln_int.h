@@ -101,6 +101,21 @@ int kiln__pool_threads(const kiln__pool *p);
 void kiln__pool_run(kiln__pool *p, int n_tasks, kiln_task_fn fn, void *ud);
 /* on = 1 while an inference runs: idle workers yield instead of sleeping */
 void kiln__pool_hold(kiln__pool *p, int on);
+/* Owned shares of `items` work items (< 2^32) among `n` tasks (at most
+ * KILN__SHARES; tasks i and i + n share one): share s holds items
+ * [s items / n, (s + 1) items / n).  kiln__shares_take gives a task the
+ * next item of its own share from the front, then what is left of the
+ * others' from their backs; -1 when none is left.  A split that gives a
+ * thread the same items at every inference keeps what it writes in its
+ * own cache for whoever reads it next on the same core (kiln_exec_parallel_for,
+ * the SGEMM's column runs). */
+#define KILN__SHARES 64
+typedef struct kiln__shares {
+    int n;
+    _Atomic uint64_t s[KILN__SHARES]; /* next from the front (low 32 bits), one past the last not taken (high 32) */
+} kiln__shares;
+void kiln__shares_init(kiln__shares *sh, int64_t items, int tasks);
+int64_t kiln__shares_take(kiln__shares *sh, int task);
 /* The CPU execution handle used by ops (wraps a pool). */
 struct kiln_exec {
     kiln_device_kind device;

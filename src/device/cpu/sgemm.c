@@ -1320,46 +1320,29 @@ static int sgemm_ksplit(const kiln__gemm *g, kiln_exec *exec, int threads) {
 #define DYN_FLOPS 16000000
 #endif
 #define DYN_A_FLOATS (1 << 20)
-#define DYN_SHARES 64
 typedef struct dyn {
     const kiln__gemm *g;
     int64_t nt_n, chunk; /* strips; strips a run */
-    int shares;
-    /* share s: runs [s R / shares, (s + 1) R / shares) of R; its next run
-     * from the front (low 32 bits) and one past its last (high 32) */
-    _Atomic uint64_t share[DYN_SHARES];
+    kiln__shares runs;   /* run r: strips [r chunk, (r + 1) chunk) */
 } dyn;
 
-/* A run of share s from its front (its owner) or back; -1 when none is left. */
-static int64_t dyn_take(dyn *d, int s, int back) {
-    uint64_t v = atomic_load(&d->share[s]);
-    for (;;) {
-        uint32_t f = (uint32_t)v, b = (uint32_t)(v >> 32);
-        if (f >= b) return -1;
-        uint64_t nv = back ? (uint64_t)(b - 1) << 32 | f : (uint64_t)b << 32 | (f + 1);
-        if (atomic_compare_exchange_weak(&d->share[s], &v, nv)) return back ? b - 1 : f;
-    }
-}
-
-/* The first strip of this thread's next run, or -1 when none is left: its
- * own share's runs first, then the others' from their backs.  Owned runs
- * give each thread the same columns of C at every inference (claimed from
- * one counter in arrival order, which thread wrote a strip changed from
- * run to run, and with the two vCPUs on two dies half of C's lines, and of
- * the next layer's A, sat dirty in the other die's cache: BERT-base at 2
- * threads 54 ms against 49 where each inference followed another engine's). */
-static int64_t dyn_claim(dyn *d, int own) {
-    int64_t r = dyn_take(d, own, 0);
-    for (int k = 1; r < 0 && k < d->shares; k++) r = dyn_take(d, (own + k) % d->shares, 1);
+/* The first strip of task ith's next run, or -1 when none is left: its
+ * own share of the runs first, then the others' from their backs
+ * (kiln__shares).  Owned runs give each thread the same columns of C at
+ * every inference (claimed from one counter in arrival order, which thread
+ * wrote a strip changed from run to run, and with the two vCPUs on two
+ * dies half of C's lines sat dirty in the other die's cache: BERT-base at
+ * 2 threads 54 ms against 51). */
+static int64_t dyn_claim(dyn *d, int ith) {
+    const int64_t r = kiln__shares_take(&d->runs, ith);
     return r < 0 ? -1 : r * d->chunk;
 }
 
 static void dyn_task(void *ud, int ith, int nth) {
     (void)nth;
     dyn *d = ud;
-    const int own = ith % d->shares;
     kiln__gemm ga = *d->g;
-    int64_t s0 = dyn_claim(d, own);
+    int64_t s0 = dyn_claim(d, ith);
     if (s0 < 0) return;
     float *pa = kiln__cpu_scratch(3, kiln__sgemm_pack_a_floats(ga.M, ga.K));
     if (pa) { /* else each run packs A itself */
@@ -1370,7 +1353,7 @@ static void dyn_task(void *ud, int ith, int nth) {
         /* the next run claimed before this one starts: its last tiles
          * prefetch the next run's first strip (a claimed run is one
          * this thread will do; at most one run ahead of the others) */
-        const int64_t s1 = s0 + d->chunk < d->nt_n ? s0 + d->chunk : d->nt_n, s2 = dyn_claim(d, own);
+        const int64_t s1 = s0 + d->chunk < d->nt_n ? s0 + d->chunk : d->nt_n, s2 = dyn_claim(d, ith);
         gemm_block_(&ga, 0, ga.M, s0 * NR, s1 * NR < ga.N ? s1 * NR : ga.N, s2 >= 0 ? s2 * NR : -1);
         s0 = s2;
     }
@@ -1443,11 +1426,8 @@ void kiln__sgemm(const kiln__gemm *g, kiln_exec *exec) {
         g->M > 1 && kiln__sgemm_pack_a_floats(g->M, g->K) <= DYN_A_FLOATS) { /* (M = 1: gemv_block) */
         const int64_t per = 2 * g->M * g->K * NR; /* flops a strip */
         int64_t chunk = (DYN_FLOPS + per - 1) / per, most = p.nt_n / (4 * threads); /* 4 runs a thread */
-        dyn d = {.g = g, .nt_n = p.nt_n, .chunk = chunk < most ? chunk : most > 0 ? most : 1,
-                 .shares = threads < DYN_SHARES ? threads : DYN_SHARES};
-        const int64_t runs = (p.nt_n + d.chunk - 1) / d.chunk;
-        for (int s = 0; s < d.shares; s++)
-            atomic_init(&d.share[s], (uint64_t)((s + 1) * runs / d.shares) << 32 | (uint64_t)(s * runs / d.shares));
+        dyn d = {.g = g, .nt_n = p.nt_n, .chunk = chunk < most ? chunk : most > 0 ? most : 1};
+        kiln__shares_init(&d.runs, (p.nt_n + d.chunk - 1) / d.chunk, threads);
         kiln_exec_parallel(exec, threads, dyn_task, &d);
         return;
     }

@@ -392,27 +392,37 @@ void kiln_exec_parallel(kiln_exec *e, int n_tasks, kiln_task_fn fn, void *ud) {
  * input from its own L2 (on a VM whose two vCPUs sat on two dies, chunks
  * claimed in arrival order from one counter sent half of every layer's
  * input across the dies: ResNet-50 at 2 threads 19.4 against 15.8 ms on
- * one die).  A share is one word: its next chunk from the front (low 32
- * bits) and one past its last not yet taken (high 32). */
+ * one die). */
 #define PFOR_CHUNKS 4  /* per task */
-#define PFOR_SHARES 64 /* beyond, tasks i and i + 64 take from one share */
 typedef struct pfor_job {
     kiln_range_fn fn;
     void *ud;
     int64_t n, nchunks;
-    int shares;
-    _Atomic uint64_t share[PFOR_SHARES];
+    kiln__shares shares;
 } pfor_job;
 
-/* Take a chunk of share s: from its front (the owner) or back; -1 when none is left. */
-static int64_t pfor_take(pfor_job *j, int s, int back) {
-    uint64_t v = atomic_load(&j->share[s]);
+void kiln__shares_init(kiln__shares *sh, int64_t items, int tasks) {
+    sh->n = tasks < KILN__SHARES ? tasks : KILN__SHARES;
+    for (int s = 0; s < sh->n; s++)
+        atomic_init(&sh->s[s], (uint64_t)((s + 1) * items / sh->n) << 32 | (uint64_t)(s * items / sh->n));
+}
+
+/* An item of share s from its front (its owner) or back; -1 when none is left. */
+static int64_t share_take(kiln__shares *sh, int s, int back) {
+    uint64_t v = atomic_load(&sh->s[s]);
     for (;;) {
         uint32_t f = (uint32_t)v, b = (uint32_t)(v >> 32);
         if (f >= b) return -1;
         uint64_t nv = back ? (uint64_t)(b - 1) << 32 | f : (uint64_t)b << 32 | (f + 1);
-        if (atomic_compare_exchange_weak(&j->share[s], &v, nv)) return back ? b - 1 : f;
+        if (atomic_compare_exchange_weak(&sh->s[s], &v, nv)) return back ? b - 1 : f;
     }
+}
+
+int64_t kiln__shares_take(kiln__shares *sh, int task) {
+    const int own = task % sh->n;
+    int64_t k = share_take(sh, own, 0);
+    for (int s = 1; k < 0 && s < sh->n; s++) k = share_take(sh, (own + s) % sh->n, 1); /* from the next one on */
+    return k;
 }
 
 static void pfor_chunk(pfor_job *j, int64_t k) {
@@ -424,10 +434,7 @@ static void pfor_chunk(pfor_job *j, int64_t k) {
 static void pfor_task(void *arg, int ith, int nth) {
     (void)nth;
     pfor_job *j = arg;
-    const int own = ith % j->shares;
-    for (int64_t k; (k = pfor_take(j, own, 0)) >= 0;) pfor_chunk(j, k);
-    for (int s = 1; s < j->shares; s++) /* the others' shares, from the next one on */
-        for (int64_t k; (k = pfor_take(j, (own + s) % j->shares, 1)) >= 0;) pfor_chunk(j, k);
+    for (int64_t k; (k = kiln__shares_take(&j->shares, ith)) >= 0;) pfor_chunk(j, k);
 }
 
 void kiln_exec_parallel_for(kiln_exec *e, int64_t n, int64_t grain, kiln_range_fn fn, void *ud) {
@@ -448,8 +455,7 @@ void kiln_exec_parallel_for(kiln_exec *e, int64_t n, int64_t grain, kiln_range_f
         return;
     }
     int tasks = nchunks < threads ? (int)nchunks : threads;
-    pfor_job j = {.fn = fn, .ud = ud, .n = n, .nchunks = nchunks, .shares = tasks < PFOR_SHARES ? tasks : PFOR_SHARES};
-    for (int s = 0; s < j.shares; s++) /* share s: chunks [s * nchunks / shares, (s + 1) * nchunks / shares) */
-        atomic_init(&j.share[s], (uint64_t)((s + 1) * nchunks / j.shares) << 32 | (uint64_t)(s * nchunks / j.shares));
+    pfor_job j = {.fn = fn, .ud = ud, .n = n, .nchunks = nchunks};
+    kiln__shares_init(&j.shares, nchunks, tasks);
     kiln_exec_parallel(e, tasks, pfor_task, &j);
 }
