@@ -323,8 +323,11 @@ static void ct_attrs(kiln_layer *l, const void *ud) {
 }
 
 TEST_IMPL(conv_transpose) {
+    /* the last: 2x2 stride 2 (each output once, tiled col2im) on 40 x 37
+     * inputs, so that at 2 threads each of the 4 output channels' rows are
+     * split between the threads (kiln__ops_par_planes) */
     static const ct_case cases[] = {{4, 6, 1, 5, 7, 3, 2, 1, 1}, {8, 8, 1, 10, 10, 2, 2, 0, 0},
-                                    {4, 4, 2, 6, 5, 3, 1, 1, 0}};
+                                    {4, 4, 2, 6, 5, 3, 1, 1, 0}, {5, 4, 1, 40, 37, 2, 2, 0, 0}};
     for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
         const ct_case *c = &cases[ci];
         int64_t Mg = c->M / c->G, Cg = c->C / c->G;

@@ -229,7 +229,10 @@ static int tiling(const ctgeom *g) {
  * iy: a unit writes its channel's output rows iy * KH .. iy * KH + KH - 1
  * and nothing else, so a unit's output is the flat span [u, u + 1) times
  * KH * OW, and threads can split a single channel (PP-OCR det's last
- * ConvTranspose has one: split by channel, it ran on one thread). */
+ * ConvTranspose has one: split by channel, it ran on one thread).  The
+ * threads split each channel's rows (kiln__ops_par_planes): the GEMM
+ * before split its columns, the input's pixels, so each reads the part of
+ * col its core wrote. */
 static void col2im_tiled(void *ud, int64_t b, int64_t e) {
     const col2im *t = ud;
     const ctgeom *g = t->g;
@@ -332,8 +335,9 @@ static int ct_impl_f32(const kiln_call *c) {
             kiln__sgemm(&gm, c->exec);
             col2im t = {.g = &g, .col = col, .y = y + (n * g.M + gi * g.Mg) * osp,
                         .bias = bias ? bias + gi * g.Mg : NULL, .call = c, .chan0 = gi * g.Mg};
-            if (tiling(&g))
-                kiln_exec_parallel_for(c->exec, g.Mg * g.id[1], 1, col2im_tiled, &t);
+            if (tiling(&g)) /* each channel's rows split (its plane: the GEMM's columns were the pixels) */
+                kiln__ops_par_planes(c->exec, g.Mg, g.id[1], (KILN__OPS_PLANE_MIN + g.k[1] * g.o[2] - 1) /
+                                     (g.k[1] * g.o[2]), 1, col2im_tiled, &t);
             else
                 kiln_exec_parallel_for(c->exec, g.Mg, 1, col2im_range, &t);
         }
