@@ -437,9 +437,10 @@ static void planes_task(void *ud, int ith, int nth) {
         for (int64_t o = 0; o < j->outer; o++) j->fn(j->ud, o * j->plane + b, o * j->plane + e);
 }
 
-void kiln__ops_par_planes(kiln_exec *e, int64_t outer, int64_t plane, int64_t min_plane, int64_t grain,
+void kiln__ops_par_planes(kiln_exec *e, int64_t outer, int64_t plane, int64_t item, int64_t grain,
                           kiln_range_fn fn, void *ud) {
-    if (outer < 2 || plane < min_plane || !e || kiln_exec_threads(e) <= 1 || outer * plane <= grain) {
+    if (outer < 2 || plane * item < KILN__OPS_PLANE_MIN || !e || kiln_exec_threads(e) <= 1 ||
+        outer * plane <= grain) {
         kiln__ops_par(e, outer * plane, grain, fn, ud);
         return;
     }
@@ -453,7 +454,7 @@ void kiln__ops_par_image(kiln_exec *e, int nd, const int64_t *d, int64_t grain, 
     for (int i = 0; i < nd; i++) total *= d[i];
     const int64_t plane = nd >= 3 ? d[nd - 1] * d[nd - 2] : total;
     if (total == 0) return;
-    kiln__ops_par_planes(e, total / plane, plane, KILN__OPS_PLANE_MIN, grain, fn, ud);
+    kiln__ops_par_planes(e, total / plane, plane, 1, grain, fn, ud);
 }
 
 int kiln__ops_contig(const kiln_tensor *t) {

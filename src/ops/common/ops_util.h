@@ -221,21 +221,22 @@ void kiln__ops_bc_row(const kiln__ops_bc *b, int64_t r, int64_t *off);
 void kiln__ops_par(kiln_exec *e, int64_t n, int64_t grain, kiln_range_fn fn, void *ud);
 
 /* The threads' split of an image-like tensor: `outer` planes of `plane`
- * items each (an NCHW tensor's N x C planes of H x W elements, or of H
- * rows), fn called on ranges [b, e) of the flat items, each inside one
- * plane, thread t taking the t-th share of every plane.  That is the split
+ * items of `item` elements each (an NCHW tensor's N x C planes of H x W
+ * elements, or of H rows of W), fn called on ranges [b, e) of the flat
+ * items, each inside one plane, thread t taking the t-th share of every
+ * plane.  That is the split
  * of a 1x1 conv's GEMM (its columns: each plane's pixels), of Winograd's
  * split mode (bands of rows) and of the depthwise rows (bands of rows):
  * a memory-bound op between them so reads what its producer wrote on its
  * own core, and its consumer what it wrote (two dies: half of every read
- * from the other die's cache otherwise).  Planes below `min_plane` items,
- * or one plane, split the flat range as kiln__ops_par (grain `grain`). */
-void kiln__ops_par_planes(kiln_exec *e, int64_t outer, int64_t plane, int64_t min_plane, int64_t grain,
+ * from the other die's cache otherwise).  Planes of fewer than
+ * KILN__OPS_PLANE_MIN elements, or one plane, split the flat range as
+ * kiln__ops_par (grain `grain` items). */
+#define KILN__OPS_PLANE_MIN 4096
+void kiln__ops_par_planes(kiln_exec *e, int64_t outer, int64_t plane, int64_t item, int64_t grain,
                           kiln_range_fn fn, void *ud);
 /* kiln__ops_par_planes over the flat elements of a contiguous tensor of
- * rank nd, dims d: rank 3 and more, planes of its last two dims when they
- * hold KILN__OPS_PLANE_MIN elements or more. */
-#define KILN__OPS_PLANE_MIN 4096
+ * rank nd, dims d: rank 3 and more, planes of its last two dims. */
 void kiln__ops_par_image(kiln_exec *e, int nd, const int64_t *d, int64_t grain, kiln_range_fn fn, void *ud);
 
 /* dst (contiguous, dims[nd]) = src elements at sum(idx[i] * st[i]) (element

@@ -336,8 +336,7 @@ static int ct_impl_f32(const kiln_call *c) {
             col2im t = {.g = &g, .col = col, .y = y + (n * g.M + gi * g.Mg) * osp,
                         .bias = bias ? bias + gi * g.Mg : NULL, .call = c, .chan0 = gi * g.Mg};
             if (tiling(&g)) /* each channel's rows split (its plane: the GEMM's columns were the pixels) */
-                kiln__ops_par_planes(c->exec, g.Mg, g.id[1], (KILN__OPS_PLANE_MIN + g.k[1] * g.o[2] - 1) /
-                                     (g.k[1] * g.o[2]), 1, col2im_tiled, &t);
+                kiln__ops_par_planes(c->exec, g.Mg, g.id[1], g.k[1] * g.o[2], 1, col2im_tiled, &t);
             else
                 kiln_exec_parallel_for(c->exec, g.Mg, 1, col2im_range, &t);
         }

@@ -573,8 +573,7 @@ static int resize_run(const kiln_call *c, int flavour) {
     /* an image: each plane's rows split over the threads, as the convs
      * around it split theirs (kiln__ops_par_planes) */
     const int64_t rows = kiln_tensor_numel(Y) / t.out[r - 1], plane = r >= 2 ? t.out[r - 2] : rows;
-    kiln__ops_par_planes(c->exec, rows / plane, plane, (KILN__OPS_PLANE_MIN + t.out[r - 1] - 1) / t.out[r - 1],
-                         1 + 8192 / t.out[r - 1], resize_rows, &t);
+    kiln__ops_par_planes(c->exec, rows / plane, plane, t.out[r - 1], 1 + 8192 / t.out[r - 1], resize_rows, &t);
     return 0;
 }
 
