@@ -242,8 +242,11 @@ TEST_IMPL(refine_pooled_decision) {
 /* A runner-up 5% slower in isolation and as fast in the network: on a
  * quiet machine neither taken nor dropped before the time budget (40 base
  * runs) ends refinement; under load a neighbour's time slices may decide
- * it either way.  Building the variants stays within the time budget,
- * and so do the rounds that run them.  An engine
+ * it either way.  What the test holds the code to does not depend on how
+ * long anything took (a loaded CI machine's builds overrun any margin): the
+ * budget is 40 of the base engine's runs, capped at 2 s; tests left
+ * undecided mean the rounds were stopped (by the budget, or at the most
+ * rounds), never that they ended early; the times are printed.  An engine
  * that runs in under a millisecond is not refined at all. */
 TEST_IMPL(refine_budget) {
     kiln_network *net = evict_pick_net_n(2);
@@ -251,15 +254,31 @@ TEST_IMPL(refine_budget) {
     g_t1 = 3.0, g_t1_evicted = 0.15, g_t2 = 3.15;
     ASSERT(fresh_pick(net, KILN_BUILD_REFINE, NULL, &st, 0) > 0);
     ASSERT_EQ(st.refined, 2);
-    const char *sum = strstr(g_log.text, " s building variants, ");
+    const char *sum = strstr(g_log.text, " engines, ");
     ASSERT(sum);
     while (sum > g_log.text && sum[-1] != ' ') sum--;
+    int engines = 0, rounds = 0, threads = 0, changed = 0, reverted = 0, open = 0, n = 0;
+    double run_ms = 0;
+    ASSERT_EQ(sscanf(sum, "%d engines, %d rounds at %d threads (%lf ms a run): %d choices changed, %d regions reverted, "
+                     "%d tests undecided%n", &engines, &rounds, &threads, &run_ms, &changed, &reverted, &open, &n), 7);
+    const char *after = sum + n, *times = strchr(after, ';');
+    ASSERT(times);
     double building = 0, running = 0, all = 0, budget = 0;
-    ASSERT_EQ(sscanf(sum, "%lf s building variants, %lf s running, %lf s in all (budget %lf s)", &building, &running,
-                     &all, &budget), 4);
-    ASSERT(budget >= 0.2 && budget <= 2.0); /* 40 runs of 6 ms or more (load), at most 2 s */
-    /* the variants' builds and the rounds each within the budget */
-    ASSERT(building <= budget + 0.02 && running <= budget + 0.02 && all <= 2 * budget + 0.02);
+    ASSERT_EQ(sscanf(times, "; %lf s building variants, %lf s running, %lf s in all (budget %lf s)", &building,
+                     &running, &all, &budget), 4);
+    printf("   %d engines, %d rounds, %d undecided: %.2f s building, %.2f s running, %.2f s in all, budget %.2f s\n",
+           engines, rounds, open, building, running, all, budget);
+    ASSERT(engines >= 2 && rounds >= 0 && rounds <= REFINE_ROUNDS_MAX);
+    ASSERT(run_ms >= 6.0 - 0.05); /* two picks spinning 3 ms or more each */
+    /* 40 base runs, at most 2 s (printed to 0.1 ms and 0.01 s); the run
+     * printed is the fastest of the warm-up and the rounds, the budget's
+     * the warm-up's: 40 of it or more */
+    const double want = 40 * run_ms / 1000 < 2.0 ? 40 * run_ms / 1000 : 2.0, tol = 0.005 + 40 * 0.05 / 1000 + 1e-9;
+    ASSERT(budget >= want - tol && budget <= 2.0 + tol);
+    /* undecided: stopped, by the budget (logged why) or at the most rounds */
+    if (open > 0)
+        ASSERT(rounds == REFINE_ROUNDS_MAX || strncmp(after, ": the time budget ran out", 25) == 0 ||
+               strncmp(after, ": no time left for more variant engines", 39) == 0);
     /* too fast to refine (whichever of the two close tactics isolation took) */
     g_t1 = 0.01, g_t1_evicted = 0.02, g_t2 = 0.0105;
     ASSERT(build_pick(net, KILN_BUILD_REFINE, NULL, &st) > 0);
