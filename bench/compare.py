@@ -12,7 +12,11 @@ kiln, then ORT...), so load from other work on the machine hits both; a
 median is the median of the rounds' medians.  Prints, under a line with the
 date, the CPU model, the ORT version and the load average, three tables:
 
-  latency: model | threads | ORT median ms | kiln median ms | ORT/kiln | CPU ms/run ORT, kiln | ORT/kiln by CPU
+  latency: model | threads | ORT median ms | kiln median ms | ORT/kiln
+           | ORT/kiln per round (the median over rounds of ORT's round median over the kiln
+             round's right after it, and its quartiles: on a host whose speed changes in
+             stretches of seconds, two adjacent rounds share the stretch)
+           | CPU ms/run ORT, kiln | ORT/kiln by CPU
            | min ms ORT, kiln | ORT/kiln by min | max abs diff | relative diff
            | load (the 1-minute load average when the row was measured)
            | core round trip ns (2+ threads: median (min-max) over kiln's rounds)
@@ -438,7 +442,13 @@ def main():
                 rel = max(rs) if rs else None
             mins = (min(o_mins), min(k_mins)) if k_mins and not why else None
             rtt = "%.0f (%.0f-%.0f)" % (float(np.median(rtts)), min(rtts), max(rtts)) if rtts else "-"
-            rows.append((name, t, ort_ms, k_ms, diff, rel, why, os.getloadavg()[0], ort_c, k_c, mins, rtt))
+            # each round's ORT median over the kiln round right after it: on a host whose
+            # speed changes for seconds at a time (session 26's Intel VM: runs of 50 and of
+            # 72 ms in stretches) two adjacent rounds share the stretch, the medians of all
+            # rounds need not
+            pr = [a / b for a, b in zip(o_meds, k_meds)] if len(k_meds) == len(o_meds) and not why else []
+            pair = "%.2f (%.2f-%.2f)" % (float(np.median(pr)), *np.percentile(pr, [25, 75])) if pr else "-"
+            rows.append((name, t, ort_ms, k_ms, diff, rel, why, os.getloadavg()[0], ort_c, k_c, mins, rtt, pair))
             print("%-16s threads %d: ORT %.3f ms, kiln %s%s" % (
                 name, t, ort_ms, "%.3f ms" % k_ms if k_ms else "-", "  (" + why + ")" if why else ""),
                 file=sys.stderr)
@@ -459,13 +469,14 @@ def main():
                 loads.append((name, o_load, o_first, k_load, float(first.group(1)) if first else None, lwhy))
     print(header + " (at the start; %s at the end)" % " ".join("%.2f" % x for x in os.getloadavg()))
     print()
-    print("| model | threads | ORT median ms | kiln median ms | ORT/kiln | CPU ms/run ORT, kiln | ORT/kiln by CPU "
+    print("| model | threads | ORT median ms | kiln median ms | ORT/kiln | ORT/kiln per round (quartiles) "
+          "| CPU ms/run ORT, kiln | ORT/kiln by CPU "
           "| min ms ORT, kiln | ORT/kiln by min | max abs diff | max diff / max abs ref | load (1 min) "
           "| core round trip ns |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
-    for name, t, o, k, d, r, why, ld, oc, kc, mins, rtt in rows:
-        print("| %s | %d | %.3f | %s | %s | %s | %s | %s | %s | %s | %s | %.1f | %s |" % (
-            name, t, o, "%.3f" % k if k else "n/a: " + why, "%.2f" % (o / k) if k else "-",
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for name, t, o, k, d, r, why, ld, oc, kc, mins, rtt, pair in rows:
+        print("| %s | %d | %.3f | %s | %s | %s | %s | %s | %s | %s | %s | %s | %.1f | %s |" % (
+            name, t, o, "%.3f" % k if k else "n/a: " + why, "%.2f" % (o / k) if k else "-", pair,
             "%.3f, %s" % (oc, "%.3f" % kc if kc else "-"), "%.2f" % (oc / kc) if kc else "-",
             "%.3f, %.3f" % mins if mins else "-", "%.2f" % (mins[0] / mins[1]) if mins else "-",
             "%.3g" % d if d is not None else "-", "%.3g" % r if r is not None else "-", ld, rtt))
