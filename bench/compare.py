@@ -402,6 +402,11 @@ def main():
                 s.run(None, feeds)
             eng, outs, why = kiln_prepare(kiln, name, path, feeds, t)
             o_meds, k_meds, o_cpu, k_cpu, o_mins, k_mins, rtts, bench_out = [], [], [], [], [], [], [], ""
+            # each round's ORT median over the kiln round right after it: on a host whose
+            # speed changes for seconds at a time (session 26's Intel VM: runs of 50 and of
+            # 72 ms in stretches) two adjacent rounds share the stretch, the medians of all
+            # rounds need not
+            pr = []
             # a one-run bench: the CPU time of start, load and checksums
             k_base = kiln_bench(kiln, eng, t, 1, 0)[3] if eng and not why else None
             for r in range(rounds):
@@ -415,6 +420,7 @@ def main():
                     k, bench_out, why, kc = kiln_bench(kiln, eng, t, per, a.warmup)
                     if k is not None:
                         k_meds.append(k)
+                        pr.append(om / k)
                         if bench_min(bench_out) is not None:
                             k_mins.append(bench_min(bench_out))
                         if t > 1 and bench_rtt(bench_out) is not None:
@@ -442,12 +448,7 @@ def main():
                 rel = max(rs) if rs else None
             mins = (min(o_mins), min(k_mins)) if k_mins and not why else None
             rtt = "%.0f (%.0f-%.0f)" % (float(np.median(rtts)), min(rtts), max(rtts)) if rtts else "-"
-            # each round's ORT median over the kiln round right after it: on a host whose
-            # speed changes for seconds at a time (session 26's Intel VM: runs of 50 and of
-            # 72 ms in stretches) two adjacent rounds share the stretch, the medians of all
-            # rounds need not
-            pr = [a / b for a, b in zip(o_meds, k_meds)] if len(k_meds) == len(o_meds) and not why else []
-            pair = "%.2f (%.2f-%.2f)" % (float(np.median(pr)), *np.percentile(pr, [25, 75])) if pr else "-"
+            pair = "%.2f (%.2f-%.2f)" % (float(np.median(pr)), *np.percentile(pr, [25, 75])) if pr and not why else "-"
             rows.append((name, t, ort_ms, k_ms, diff, rel, why, os.getloadavg()[0], ort_c, k_c, mins, rtt, pair))
             print("%-16s threads %d: ORT %.3f ms, kiln %s%s" % (
                 name, t, ort_ms, "%.3f ms" % k_ms if k_ms else "-", "  (" + why + ")" if why else ""),
