@@ -17,7 +17,7 @@
  * W stays hot (in the network it does not: bench/README.md, session 14).
  * Rounds alternate the three; printed: min / median microseconds, base
  * and new against NCHW (minima), and the FMA peak before and after.
- * KILN_AB_INPLACE=1: "new" writes Y over the residual (the builder's in
+ * KILN_AB_INPLACE=1: base and new write Y over the residual (the builder's in
  * place, kiln_quick_op.residual_inplace_tactics; its values then grow
  * round by round: a timing only).  KILN_AB_COLDW=1: base and new read a
  * packed W of their own per buffer set (from L3 like X; the NCHW engine's
@@ -107,8 +107,9 @@ int main(int argc, char **argv) {
     printf("FMA peak %.1f GFLOP/s (%d thread%s)\n", cli_fma_peak_gflops(T), T, T > 1 ? "s" : "");
     kiln__pool *pool = kiln__pool_create(T);
     kiln_exec ex = {.device = KILN_DEVICE_CPU, .pool = pool};
-    printf("| conv (ResNet-50) | NCHW tactic | NCHW us | base 16c us | new 16c us | base/NCHW | new/NCHW |\n");
-    printf("|---|---|---|---|---|---|---|\n");
+    printf("| conv (ResNet-50) | NCHW tactic | NCHW us | base 16c us | new 16c us | base/NCHW | new/NCHW | new/base per "
+           "round (quartiles) |\n");
+    printf("|---|---|---|---|---|---|---|---|\n");
     for (int si = 0; si < (int)(sizeof S / sizeof S[0]); si++) {
         if (only >= 0 && si != only) continue;
         const shp *s = &S[si];
@@ -154,7 +155,7 @@ int main(int argc, char **argv) {
                     us = ms * 1e3;
                 } else {
                     p.x = x[k], p.y = y[k], p.res = s->res == 1 ? r[k] : NULL, p.wp = which == 1 ? wb[k % nw] : wn[k % nw];
-                    if (inplace && which == 2 && p.res) p.y = r[k]; /* Y over the residual (values grow: timing only) */
+                    if (inplace && p.res) p.y = r[k]; /* Y over the residual (values grow: timing only) */
                     job j = {&p, which == 1 ? base_pw16c_run : new_pw16c_run};
                     const int64_t units = which == 1 ? base_pw16c_units(&p) : new_pw16c_units(&p);
                     kiln__pool_hold(pool, 1);
@@ -166,10 +167,17 @@ int main(int argc, char **argv) {
                 if (it >= 0) t[which][it] = us;
             }
         }
+        /* new over base per round (the two ran back to back: a stretch of
+         * the host's speed hits both) */
+        double *q = malloc(sizeof(double) * (size_t)rounds);
+        for (int i = 0; i < rounds; i++) q[i] = t[2][i] / t[1][i];
+        qsort(q, (size_t)rounds, sizeof(double), ab_cmpd);
         for (int i = 0; i < 3; i++) qsort(t[i], (size_t)rounds, sizeof(double), ab_cmpd);
-        printf("| %s | %d | %.0f / %.0f | %.0f / %.0f | %.0f / %.0f | %+.0f%% | %+.0f%% |\n", s->what, tactic, t[0][0],
-               t[0][rounds / 2], t[1][0], t[1][rounds / 2], t[2][0], t[2][rounds / 2], (t[1][0] / t[0][0] - 1) * 100,
-               (t[2][0] / t[0][0] - 1) * 100);
+        printf("| %s | %d | %.0f / %.0f | %.0f / %.0f | %.0f / %.0f | %+.0f%% | %+.0f%% | %.3f (%.3f-%.3f) |\n", s->what,
+               tactic, t[0][0], t[0][rounds / 2], t[1][0], t[1][rounds / 2], t[2][0], t[2][rounds / 2],
+               (t[1][0] / t[0][0] - 1) * 100, (t[2][0] / t[0][0] - 1) * 100, q[rounds / 2], q[rounds / 4],
+               q[3 * rounds / 4]);
+        free(q);
         fflush(stdout);
         kiln_context_free(ctx);
         kiln_engine_free(e);

@@ -32,6 +32,23 @@
  * nothing, 12 -1.3%, 32 +2% (the 1x1 conv's own W and X then lost L2):
  * bench/README.md, session 20. */
 #define NEXT_STEP 12
+/* Pixels of a tile whose input broadcast is a register of its own (one
+ * vbroadcastss, then the FMA per weight vector); the others' FMAs take it
+ * from memory ({1to16}: load and FMA one fused uop, the load once per FMA).
+ * All in registers, a 12 x 32 tile issued 45 uops per input channel for 24
+ * FMAs (12 broadcasts, 2 weight loads, 4 prefetches, the loop), more than
+ * the 3 a cycle a core's front end gives one of two busy hyperthreads;
+ * all from memory, 26 loads per 12 cycles wait on the load ports.  Half
+ * each: 33 uops and 20 loads.  ResNet-50's 1x1 convs in bench/pw16c_ab
+ * (each round's new over base, medians) 0.92-0.97 with 6, 0.96-1.0 with 0
+ * or 12; in the network (1 thread) level in the host's quiet stretches,
+ * -2.8% in its slow ones (bench/README.md, session 27). */
+#define REG_PX 6
+/* W larger than this is also prefetched to L2 (16 KB ahead): from memory
+ * in the network, the hardware prefetch did not keep up (layer4's 1x1
+ * convs -0.33 ms, session 14); smaller W stays in L2, where the prefetch
+ * only cost issue slots (-2..-4% a conv without it, session 27). */
+#define FAR_W_BYTES (512 * 1024)
 
 int64_t kiln__pw16c_packed(int64_t M, int64_t C) { return M * C; }
 
@@ -70,11 +87,18 @@ static inline __attribute__((always_inline)) void store(const kiln__pw16c *p, in
     }
 }
 
-/* np pixels from p0 x nv vectors of 16 output channels from m0 (both
- * constants where it is inlined: the accumulators stay in registers). */
+/* acc + (the float at x broadcast) * w, the broadcast folded into the FMA. */
+static inline __attribute__((always_inline)) __m512 fma_mem_bcast(const float *x, __m512 w, __m512 acc) {
+    __asm__("vfmadd231ps %1%{1to16%}, %2, %0" : "+v"(acc) : "m"(*x), "v"(w));
+    return acc;
+}
+
+/* np pixels from p0 x nv vectors of 16 output channels from m0, W
+ * prefetched to L2 too if far (all constants where it is inlined: the
+ * accumulators stay in registers). */
 static inline __attribute__((always_inline)) void tile(const kiln__pw16c *p, int64_t p0, int np, int64_t m0,
-                                                       int nv, const char *pf, int64_t pfl, const char *hp,
-                                                       int64_t hn) {
+                                                       int nv, int far, const char *pf, int64_t pfl,
+                                                       const char *hp, int64_t hn) {
     const int64_t P = p->P, ws = 16 * nv, cb0 = p->k0 / 16, CB = p->k1 ? p->k1 / 16 : p->C / 16;
     const float *wb = p->wp + m0 * p->C;
     __m512 acc[PT][2];
@@ -91,15 +115,22 @@ static inline __attribute__((always_inline)) void tile(const kiln__pw16c *p, int
         for (int ci = 0; ci < 16; ci++) { /* W streams: to L1 2 KB ahead, to L2 16 KB ahead */
             _mm_prefetch((const char *)(wc + ci * ws) + PF_W, _MM_HINT_T0);
             if (nv == 2) _mm_prefetch((const char *)(wc + ci * ws) + PF_W + 64, _MM_HINT_T0);
-            _mm_prefetch((const char *)(wc + ci * ws) + 8 * PF_W, _MM_HINT_T1);
-            if (nv == 2) _mm_prefetch((const char *)(wc + ci * ws) + 8 * PF_W + 64, _MM_HINT_T1);
+            if (far) {
+                _mm_prefetch((const char *)(wc + ci * ws) + 8 * PF_W, _MM_HINT_T1);
+                if (nv == 2) _mm_prefetch((const char *)(wc + ci * ws) + 8 * PF_W + 64, _MM_HINT_T1);
+            }
             const __m512 w0 = _mm512_loadu_ps(wc + ci * ws);
             const __m512 w1 = nv == 2 ? _mm512_loadu_ps(wc + ci * ws + 16) : _mm512_setzero_ps();
 #pragma GCC unroll 12
             for (int i = 0; i < np; i++) {
-                const __m512 a = _mm512_set1_ps(xb[i * 16 + ci]);
-                acc[i][0] = _mm512_fmadd_ps(a, w0, acc[i][0]);
-                if (nv == 2) acc[i][1] = _mm512_fmadd_ps(a, w1, acc[i][1]);
+                if (nv == 2 && i < REG_PX) { /* (one vector: no second FMA to share a broadcast) */
+                    const __m512 a = _mm512_set1_ps(xb[i * 16 + ci]);
+                    acc[i][0] = _mm512_fmadd_ps(a, w0, acc[i][0]);
+                    acc[i][1] = _mm512_fmadd_ps(a, w1, acc[i][1]);
+                } else {
+                    acc[i][0] = fma_mem_bcast(xb + i * 16 + ci, w0, acc[i][0]);
+                    if (nv == 2) acc[i][1] = fma_mem_bcast(xb + i * 16 + ci, w1, acc[i][1]);
+                }
             }
         }
     }
@@ -109,14 +140,19 @@ static inline __attribute__((always_inline)) void tile(const kiln__pw16c *p, int
 
 #define TILE_CASE(n)                                                                                                   \
     case n:                                                                                                            \
-        if (nv == 2)                                                                                                   \
-            tile(p, p0, n, m0, 2, pf, pfl, hp, hn);                                                                \
+        if (nv == 2 && far)                                                                                            \
+            tile(p, p0, n, m0, 2, 1, pf, pfl, hp, hn);                                                                 \
+        else if (nv == 2)                                                                                              \
+            tile(p, p0, n, m0, 2, 0, pf, pfl, hp, hn);                                                                 \
+        else if (far)                                                                                                  \
+            tile(p, p0, n, m0, 1, 1, pf, pfl, hp, hn);                                                                 \
         else                                                                                                           \
-            tile(p, p0, n, m0, 1, pf, pfl, hp, hn);                                                                                     \
+            tile(p, p0, n, m0, 1, 0, pf, pfl, hp, hn);                                                                 \
         break;
 
 static void unit(const kiln__pw16c *p, int64_t p0, int np, int64_t m0, int nv, const char *pf, int64_t pfl,
                  const char *hp, int64_t hn) {
+    const int far = p->M * p->C * (int64_t)sizeof(float) > FAR_W_BYTES;
     switch (np) {
         TILE_CASE(12) TILE_CASE(11) TILE_CASE(10) TILE_CASE(9) TILE_CASE(8) TILE_CASE(7)
         TILE_CASE(6) TILE_CASE(5) TILE_CASE(4) TILE_CASE(3) TILE_CASE(2) TILE_CASE(1)

@@ -28,7 +28,8 @@
 /* The tile of the 16c conv kernels (tactics 13 and 16, conv_direct16c.c):
  * up to PT pixels x OB output channels, 2 x 12 accumulators + 2 weight
  * vectors + a broadcast fit AVX-512's 32 registers (session 9's harness
- * measured it); W is prefetched PF_W bytes ahead to L1 (8x to L2). */
+ * measured it); W is prefetched PF_W bytes ahead to L1 (8x to L2; tactic
+ * 13 only where W is large: conv_pw16c.c's FAR_W_BYTES). */
 #define KILN__16C_PT 12
 #define KILN__16C_OB 32
 #ifndef KILN__16C_PF_W
