@@ -32,18 +32,6 @@
  * nothing, 12 -1.3%, 32 +2% (the 1x1 conv's own W and X then lost L2):
  * bench/README.md, session 20. */
 #define NEXT_STEP 12
-/* Pixels of a tile whose input broadcast is a register of its own (one
- * vbroadcastss, then the FMA per weight vector); the others' FMAs take it
- * from memory ({1to16}: load and FMA one fused uop, the load once per FMA).
- * All in registers, a 12 x 32 tile issued 45 uops per input channel for 24
- * FMAs (12 broadcasts, 2 weight loads, 4 prefetches, the loop), more than
- * the 3 a cycle a core's front end gives one of two busy hyperthreads;
- * all from memory, 26 loads per 12 cycles wait on the load ports.  Half
- * each: 33 uops and 20 loads.  ResNet-50's 1x1 convs in bench/pw16c_ab
- * (each round's new over base, medians) 0.92-0.97 with 6, 0.96-1.0 with 0
- * or 12; in the network (1 thread) level in the host's quiet stretches,
- * -2.8% in its slow ones (bench/README.md, session 27). */
-#define REG_PX 6
 /* W larger than this is also prefetched to L2 (16 KB ahead): from memory
  * in the network, the hardware prefetch did not keep up (layer4's 1x1
  * convs -0.33 ms, session 14); smaller W stays in L2, where the prefetch
@@ -87,12 +75,6 @@ static inline __attribute__((always_inline)) void store(const kiln__pw16c *p, in
     }
 }
 
-/* acc + (the float at x broadcast) * w, the broadcast folded into the FMA. */
-static inline __attribute__((always_inline)) __m512 fma_mem_bcast(const float *x, __m512 w, __m512 acc) {
-    __asm__("vfmadd231ps %1%{1to16%}, %2, %0" : "+v"(acc) : "m"(*x), "v"(w));
-    return acc;
-}
-
 /* np pixels from p0 x nv vectors of 16 output channels from m0, W
  * prefetched to L2 too if far (all constants where it is inlined: the
  * accumulators stay in registers). */
@@ -123,13 +105,13 @@ static inline __attribute__((always_inline)) void tile(const kiln__pw16c *p, int
             const __m512 w1 = nv == 2 ? _mm512_loadu_ps(wc + ci * ws + 16) : _mm512_setzero_ps();
 #pragma GCC unroll 12
             for (int i = 0; i < np; i++) {
-                if (nv == 2 && i < REG_PX) { /* (one vector: no second FMA to share a broadcast) */
+                if (nv == 2 && i < KILN__16C_REG_PX) { /* (one vector: no second FMA to share a broadcast) */
                     const __m512 a = _mm512_set1_ps(xb[i * 16 + ci]);
                     acc[i][0] = _mm512_fmadd_ps(a, w0, acc[i][0]);
                     acc[i][1] = _mm512_fmadd_ps(a, w1, acc[i][1]);
                 } else {
-                    acc[i][0] = fma_mem_bcast(xb + i * 16 + ci, w0, acc[i][0]);
-                    if (nv == 2) acc[i][1] = fma_mem_bcast(xb + i * 16 + ci, w1, acc[i][1]);
+                    acc[i][0] = kiln__16c_fma_bcast(xb + i * 16 + ci, w0, acc[i][0]);
+                    if (nv == 2) acc[i][1] = kiln__16c_fma_bcast(xb + i * 16 + ci, w1, acc[i][1]);
                 }
             }
         }

@@ -32,8 +32,32 @@
  * 13 only where W is large: conv_pw16c.c's FAR_W_BYTES). */
 #define KILN__16C_PT 12
 #define KILN__16C_OB 32
+
 #ifndef KILN__16C_PF_W
 #define KILN__16C_PF_W 2048
+#endif
+
+/* Pixels of a tile whose input broadcast is a register of its own (one
+ * vbroadcastss, then the FMA per weight vector); the others' FMAs take it
+ * from memory ({1to16}: load and FMA one fused uop, the load once per FMA).
+ * All in registers, a 12 x 32 tile issued 45 uops per input channel for 24
+ * FMAs (12 broadcasts, 2 weight loads, 4 prefetches, the loop), more than
+ * the 3 a cycle a core's front end gives one of two busy hyperthreads;
+ * all from memory, 26 loads per 12 cycles wait on the load ports.  Half
+ * each: 37 uops and 22 loads (the prefetches count as loads), 35 and 20
+ * where tactic 13 leaves out the L2 prefetch.  ResNet-50's 1x1 convs in bench/pw16c_ab
+ * (each round's new over base, medians) 0.92-0.97 with 6, 0.96-1.0 with 0
+ * or 12; in the network (1 thread) level in the host's quiet stretches,
+ * -2.8% in its slow ones (bench/README.md, session 27).  Tactics 13 and 16. */
+#define KILN__16C_REG_PX 6
+
+#if defined(__AVX512F__)
+#include <immintrin.h>
+/* acc + (the float at x broadcast) * w, the broadcast folded into the FMA. */
+static inline __attribute__((always_inline)) __m512 kiln__16c_fma_bcast(const float *x, __m512 w, __m512 acc) {
+    __asm__("vfmadd231ps %1%{1to16%}, %2, %0" : "+v"(acc) : "m"(*x), "v"(w));
+    return acc;
+}
 #endif
 
 typedef struct kiln__pw16c {
