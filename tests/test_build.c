@@ -1553,6 +1553,69 @@ TEST_IMPL(region_check) {
     region_check_case(1, both); /* two regions, one variant engine: the first reverted, the second kept */
 }
 
+/* The region pass's later look (select.c, late_look): the greedy pass
+ * times blk at 3 ms in LINEAR and 4 ms in NCHW16C, so it and the region
+ * pass on those times keep the chain LINEAR; from the moment the greedy
+ * pass has chosen for its last layer, NCHW16C runs 0.5 ms (as a host whose
+ * slow stretch ends: the 16c kernels lose more in one).  The later look
+ * measures that, the region pass switches the chain, the in-network check
+ * keeps it (2 against 12 ms a run).  The same build without the change of
+ * times keeps LINEAR (the look is what moved it), and a rebuild from the
+ * timing cache, which times nothing, reads the look's times back: the
+ * same layouts. */
+static double g_late_ms = -1; /* blk's NCHW16C time once the greedy pass is over; < 0: no change */
+static void late_log_fn(void *ud, kiln_log_level lvl, const char *msg) {
+    test_log_fn(ud, lvl, msg);
+    if (g_late_ms >= 0 && strstr(msg, "layer 'l4' (test::blk v1): chose")) g_blk_ms[1] = g_late_ms;
+}
+
+static void late_look_case(double late, kiln_format want) {
+    kiln_network *net = region_check_net(0);
+    char cache[512];
+    snprintf(cache, sizeof cache, "%s/test_build_late_look_%ld.cache", KILN_BINARY_DIR, (long)getpid());
+    remove(cache);
+    kiln_build_config *cfg = quiet_cfg();
+    ASSERT_OK(kiln_build_config_set_timing_cache(cfg, cache));
+    kiln_build_stats st;
+    kiln_engine *e = NULL;
+    g_blk_ms[0] = 3.0, g_blk_ms[1] = 4.0, g_late_ms = late;
+    g_log.n = 0;
+    g_log.text[0] = 0;
+    kiln_log_set(KILN_LOG_VERBOSE, late_log_fn, &g_log);
+    int rc = kiln_build(net, cfg, &e, &st);
+    log_restore();
+    ASSERT_OK(rc);
+    ASSERT(st.timed > 0);
+    ASSERT_CONTAINS(g_log.text, "regions: a later look at 2 candidates");
+    if (want == KILN_FORMAT_NCHW16C) ASSERT_CONTAINS(g_log.text, "region check: 4 layers from 'l1' in NCHW16C");
+    assert_chain_layout(e, 'l', want);
+    kiln_engine_free(e);
+    /* a rebuild from the cache: nothing timed, the same layouts */
+    g_blk_ms[0] = 3.0, g_blk_ms[1] = 4.0, g_late_ms = -1;
+    log_capture(KILN_LOG_VERBOSE);
+    rc = kiln_build(net, cfg, &e, &st);
+    log_restore();
+    ASSERT_OK(rc);
+    ASSERT_EQ(st.timed, 0);
+    ASSERT(!strstr(g_log.text, "a later look"));
+    assert_chain_layout(e, 'l', want);
+    int64_t d[4] = {1, 32, 5, 7};
+    float x[1120], y[1120];
+    rand_fill(x, 1120);
+    run1(e, "x", x, 4, d, "y", y, sizeof y);
+    for (int i = 0; i < 1120; i++) ASSERT_NEAR(y[i], 16.0f * x[i] + 15.0f, 1e-5);
+    kiln_engine_free(e);
+    memset(g_blk_ms, 0, sizeof g_blk_ms);
+    remove(cache);
+    kiln_build_config_free(cfg);
+    kiln_network_free(net);
+}
+
+TEST_IMPL(region_late_look) {
+    late_look_case(0.5, KILN_FORMAT_NCHW16C); /* faster after the greedy pass: switched and kept */
+    late_look_case(-1, KILN_FORMAT_LINEAR);   /* no change: LINEAR */
+}
+
 /* y, i = a + b, a - b: output 1 optional (as MaxPool's Indices).  Counts
  * the calls that got output 1 with data and without. */
 static int g_opt_with, g_opt_without;
@@ -1649,5 +1712,5 @@ TEST_LIST(TEST_ENTRY(network_tensor_info), TEST_ENTRY(attr_errors), TEST_ENTRY(l
           TEST_ENTRY(reformat_layouts), TEST_ENTRY(reformat_dtypes), TEST_ENTRY(inplace_copies),
           TEST_ENTRY(inline_subnetwork), TEST_ENTRY(broadcast_helper), TEST_ENTRY(full_plugin_candidates), TEST_ENTRY(long_chain),
           TEST_ENTRY(topo_order_and_cycles), TEST_ENTRY(reformat_kernel_direct), TEST_ENTRY(region_chain),
-          TEST_ENTRY(region_check), TEST_ENTRY(unread_optional_output_timed_absent),
+          TEST_ENTRY(region_check), TEST_ENTRY(region_late_look), TEST_ENTRY(unread_optional_output_timed_absent),
           TEST_ENTRY(region_from_stem))
