@@ -1417,6 +1417,16 @@ static void assert_chain_layout(const kiln_engine *e, char c, kiln_format fmt) {
     ASSERT_EQ(n, 4);
 }
 
+/* quiet_cfg with a fresh timing cache file of its own (its path into
+ * cache[512], named after what). */
+static kiln_build_config *fresh_cache_cfg(char *cache, const char *what) {
+    snprintf(cache, 512, "%s/test_build_%s_%ld.cache", KILN_BINARY_DIR, what, (long)getpid());
+    remove(cache);
+    kiln_build_config *cfg = quiet_cfg();
+    ASSERT_OK(kiln_build_config_set_timing_cache(cfg, cache));
+    return cfg;
+}
+
 /* x -> l1..l4 (blk) [-> s (scale 1, LINEAR only) -> m1..m4 (blk2)] -> y */
 static kiln_network *region_check_net(int two) {
     kiln_network *net = kiln_network_create();
@@ -1463,10 +1473,7 @@ static void region_check_case(int two, const double *ms) {
     int64_t d[4] = {1, 32, 5, 7};
     const int keep[2] = {ms[1] < ms[0], two && ms[3] < ms[2]};
     char cache[512];
-    snprintf(cache, sizeof cache, "%s/test_build_region_check_%ld.cache", KILN_BINARY_DIR, (long)getpid());
-    remove(cache);
-    kiln_build_config *cfg = quiet_cfg();
-    ASSERT_OK(kiln_build_config_set_timing_cache(cfg, cache));
+    kiln_build_config *cfg = fresh_cache_cfg(cache, "region_check");
     kiln_build_stats st;
     kiln_engine *e = NULL;
     memset(g_blk_ms, 0, sizeof g_blk_ms);
@@ -1572,10 +1579,7 @@ static void late_log_fn(void *ud, kiln_log_level lvl, const char *msg) {
 static void late_look_case(double late, kiln_format want) {
     kiln_network *net = region_check_net(0);
     char cache[512];
-    snprintf(cache, sizeof cache, "%s/test_build_late_look_%ld.cache", KILN_BINARY_DIR, (long)getpid());
-    remove(cache);
-    kiln_build_config *cfg = quiet_cfg();
-    ASSERT_OK(kiln_build_config_set_timing_cache(cfg, cache));
+    kiln_build_config *cfg = fresh_cache_cfg(cache, "late_look");
     kiln_build_stats st;
     kiln_engine *e = NULL;
     g_blk_ms[0] = 3.0, g_blk_ms[1] = 4.0, g_late_ms = late;
