@@ -1540,36 +1540,36 @@ static int late_time(builder *b, int li, const kiln_io_format *io, int tactic, d
 static int late_look(builder *b, region_in *ri) {
     int nre = 0, nlower = 0, rc = 0;
     const double t0 = kiln__now_ms();
-    for (int pass = 0; pass < 2 && !rc; pass++) /* 0: run the measured ones; 1: read every label's time back */
-        for (int li = 0; li < b->nl && !rc; li++) {
-            layer_alt *a = &ri->alt[li];
-            if (b->l[li].dead || !switchable(ri, li)) continue;
-            double fastest = -1;
-            for (int f = 0; f < KILN__RG_LABELS; f++)
-                if (a->at[f] >= 0 && a->ms[f] >= 0 && (fastest < 0 || a->ms[f] < fastest)) fastest = a->ms[f];
-            for (int f = 0; f < KILN__RG_LABELS && !rc; f++) {
-                if (a->at[f] < 0 || a->ms[f] < 0) continue;
-                const cand *c = &ri->pool[a->at[f]];
-                double ms = a->ms[f];
-                if (pass == 1) {
-                    rc = late_time(b, li, &c->io, c->tactic, &ms);
-                    if (rc < 0) rc = 0;
-                } else if (a->measured[f]) {
-                    int ok;
-                    b->cut_ms = fastest;
-                    b->recheck = 1;
-                    rc = time_candidate_x(b, li, &c->io, c->tactic, &ms, &ok, 1, TIME_LATE, NULL);
-                    b->cut_ms = 0;
-                    b->recheck = 0;
-                    if (!ok) ms = a->ms[f];
-                    nre++;
-                }
-                if (!rc && ms >= 0 && ms < a->ms[f]) {
-                    nlower++;
-                    a->ms[f] = ms;
-                }
+    /* in the greedy pass's order, so that the instance it measured runs
+     * before the identical ones that read its time back */
+    for (int li = 0; li < b->nl && !rc; li++) {
+        layer_alt *a = &ri->alt[li];
+        if (b->l[li].dead || !switchable(ri, li)) continue;
+        double fastest = -1;
+        for (int f = 0; f < KILN__RG_LABELS; f++)
+            if (a->at[f] >= 0 && a->ms[f] >= 0 && (fastest < 0 || a->ms[f] < fastest)) fastest = a->ms[f];
+        for (int f = 0; f < KILN__RG_LABELS && !rc; f++) {
+            if (a->at[f] < 0 || a->ms[f] < 0) continue;
+            const cand *c = &ri->pool[a->at[f]];
+            double ms = a->ms[f];
+            if (a->measured[f]) {
+                int ok;
+                b->cut_ms = fastest;
+                b->recheck = 1;
+                rc = time_candidate_x(b, li, &c->io, c->tactic, &ms, &ok, 1, TIME_LATE, NULL);
+                b->cut_ms = 0;
+                b->recheck = 0;
+                if (!ok) ms = a->ms[f];
+                nre++;
+            } else if ((rc = late_time(b, li, &c->io, c->tactic, &ms)) < 0) {
+                rc = 0;
+            }
+            if (!rc && ms >= 0 && ms < a->ms[f]) {
+                nlower++;
+                a->ms[f] = ms;
             }
         }
+    }
     if (nre)
         kiln__log(KILN_LOG_VERBOSE, "regions: a later look at %d candidates (the best per layout of each switchable "
                   "layer) lowered %d layouts' times (%.2f s)", nre, nlower, (kiln__now_ms() - t0) / 1000);
@@ -1590,8 +1590,8 @@ static int select_regions(builder *b, region_in *ri) {
     int nsw = 0;
     for (int li = 0; li < b->nl; li++) nsw += !b->l[li].dead && switchable(ri, li);
     if (!nsw) return 0;
-    int rc0 = late_look(b, ri);
-    if (rc0) return rc0;
+    const int late_rc = late_look(b, ri);
+    if (late_rc) return late_rc;
     const double t0 = kiln__now_ms();
     int *nid = kiln__malloc((size_t)b->nl * sizeof *nid), nn = 0, ne = 0, cap = 0;
     kiln__rg_node *nodes = kiln__malloc((size_t)b->nl * sizeof *nodes);

@@ -240,17 +240,7 @@ static inline __attribute__((always_inline)) void tap(__m512 acc[][2], const flo
         const __m512 w0 = _mm512_loadu_ps(wc + ci * ws);
         const __m512 w1 = nv == 2 ? _mm512_loadu_ps(wc + ci * ws + 16) : _mm512_setzero_ps();
 #pragma GCC unroll 12
-        for (int i = 0; i < R * NC; i++) {
-            const float *xi = xk + i / NC * rs + i % NC * ps + ci;
-            if (nv == 2 && i < KILN__16C_REG_PX) { /* (conv_pw16c.h) */
-                const __m512 a = _mm512_set1_ps(*xi);
-                acc[i][0] = _mm512_fmadd_ps(a, w0, acc[i][0]);
-                acc[i][1] = _mm512_fmadd_ps(a, w1, acc[i][1]);
-            } else {
-                acc[i][0] = kiln__16c_fma_bcast(xi, w0, acc[i][0]);
-                if (nv == 2) acc[i][1] = kiln__16c_fma_bcast(xi, w1, acc[i][1]);
-            }
-        }
+        for (int i = 0; i < R * NC; i++) kiln__16c_px(acc[i], xk + i / NC * rs + i % NC * ps + ci, i, nv, w0, w1);
     }
 }
 

@@ -104,16 +104,7 @@ static inline __attribute__((always_inline)) void tile(const kiln__pw16c *p, int
             const __m512 w0 = _mm512_loadu_ps(wc + ci * ws);
             const __m512 w1 = nv == 2 ? _mm512_loadu_ps(wc + ci * ws + 16) : _mm512_setzero_ps();
 #pragma GCC unroll 12
-            for (int i = 0; i < np; i++) {
-                if (nv == 2 && i < KILN__16C_REG_PX) { /* (one vector: no second FMA to share a broadcast) */
-                    const __m512 a = _mm512_set1_ps(xb[i * 16 + ci]);
-                    acc[i][0] = _mm512_fmadd_ps(a, w0, acc[i][0]);
-                    acc[i][1] = _mm512_fmadd_ps(a, w1, acc[i][1]);
-                } else {
-                    acc[i][0] = kiln__16c_fma_bcast(xb + i * 16 + ci, w0, acc[i][0]);
-                    if (nv == 2) acc[i][1] = kiln__16c_fma_bcast(xb + i * 16 + ci, w1, acc[i][1]);
-                }
-            }
+            for (int i = 0; i < np; i++) kiln__16c_px(acc[i], xb + i * 16 + ci, i, nv, w0, w1);
         }
     }
     store(p, p0, np, m0, acc, 0);

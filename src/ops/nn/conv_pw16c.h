@@ -58,6 +58,22 @@ static inline __attribute__((always_inline)) __m512 kiln__16c_fma_bcast(const fl
     __asm__("vfmadd231ps %1%{1to16%}, %2, %0" : "+v"(acc) : "m"(*x), "v"(w));
     return acc;
 }
+
+/* Pixel i of a tile (input *x, i and nv constants where inlined): acc[v]
+ * += *x * wv for its nv weight vectors, the broadcast in a register for
+ * the first KILN__16C_REG_PX pixels of two vectors, in the FMAs otherwise
+ * (one vector: no second FMA to share a register broadcast). */
+static inline __attribute__((always_inline)) void kiln__16c_px(__m512 acc[2], const float *x, int i, int nv, __m512 w0,
+                                                               __m512 w1) {
+    if (nv == 2 && i < KILN__16C_REG_PX) {
+        const __m512 a = _mm512_set1_ps(*x);
+        acc[0] = _mm512_fmadd_ps(a, w0, acc[0]);
+        acc[1] = _mm512_fmadd_ps(a, w1, acc[1]);
+    } else {
+        acc[0] = kiln__16c_fma_bcast(x, w0, acc[0]);
+        if (nv == 2) acc[1] = kiln__16c_fma_bcast(x, w1, acc[1]);
+    }
+}
 #endif
 
 typedef struct kiln__pw16c {
