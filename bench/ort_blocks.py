@@ -2,6 +2,7 @@
 """Per block against ONNX Runtime, in one process.
 
     python3 bench/ort_blocks.py LIB ENGINE MODEL.onnx [--threads N] [--iterations N] [--block-re RE] [--gap-ms MS]
+                                [--ort-spin | --ort-no-spin]
 
 Runs kiln (LIB, ENGINE, through ab_libs.py's Kiln) and ORT (MODEL.onnx, as
 compare.py configures it, with enable_profiling) alternately, so the VM's
@@ -13,6 +14,9 @@ name, "other" without one; blocks in kiln's layer order.  ORT's node events
 include its profiler's own cost (a few us a node); kiln's fused layers take
 the name of their first node.  --json FILE keeps the per-node / per-layer
 minima and the run latencies, to group them another way without a rerun.
+At 2+ threads ORT's spinning is off unless --ort-spin: its spinning
+workers slow kiln's runs in the same process (compare.py, separate
+processes, keeps ORT's default).
 """
 import argparse
 import collections
@@ -38,9 +42,14 @@ def main():
     ap.add_argument("--gap-ms", type=float, default=2.0,
                     help="sleep between inferences: ORT's pool threads spin after a run (and kiln's "
                          "yield), so that the one after it gets the cores (at --threads 2 and more)")
-    ap.add_argument("--ort-no-spin", action="store_true",
-                    help="session.intra_op.allow_spinning=0: ORT's idle pool threads block instead of "
-                         "spinning into the next kiln run (compare.py leaves ORT's default, spinning)")
+    spin = ap.add_mutually_exclusive_group()
+    spin.add_argument("--ort-no-spin", dest="ort_spin", action="store_false", default=None,
+                      help="session.intra_op.allow_spinning=0: ORT's idle pool threads block instead of "
+                           "spinning into the next kiln run (the default at --threads 2 and more)")
+    spin.add_argument("--ort-spin", dest="ort_spin", action="store_true",
+                      help="ORT's default spinning, as compare.py runs it (at 2+ threads its spinning workers "
+                           "slow kiln's runs in this process: MobileNetV2's kiln minimum 5.8 against 3.2 ms, "
+                           "bench/README.md session 28)")
     a = ap.parse_args()
     os.makedirs(a.profile_dir, exist_ok=True)
     so = ort.SessionOptions()
@@ -48,8 +57,11 @@ def main():
     so.inter_op_num_threads = 1
     so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     so.enable_profiling = True
-    if a.ort_no_spin:
+    if a.ort_spin is None:
+        a.ort_spin = a.threads < 2
+    if not a.ort_spin:
         so.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    print("ORT intra-op spinning %s" % ("on" if a.ort_spin else "off"))
     so.profile_file_prefix = os.path.join(a.profile_dir, "ort_blocks")
     sess = ort.InferenceSession(a.model, so, providers=["CPUExecutionProvider"])
     inp = sess.get_inputs()[0]
