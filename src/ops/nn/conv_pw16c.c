@@ -318,6 +318,11 @@ static void ksplit_sum(void *ud, int64_t b0, int64_t b1) {
             for (int64_t q = 0; q < p->P; q++) kiln_call_epilogue(k->c, 0, p->y + (b * p->P + q) * 16, 16, b * 16, 1);
 }
 
+void kiln__pw16c_sum_parts(const kiln_call *c, const kiln__pw16c *p, const float *part, int nparts, int fused) {
+    ksplit_job k = {.c = c, .p = *p, .part = (float *)part, .mp = p->M * p->P, .nth = nparts + 1, .fused = fused};
+    kiln_exec_parallel_for(c->exec, p->M / 16, 1, ksplit_sum, &k);
+}
+
 int kiln__pw16c_ksplit(const kiln_call *c, int64_t N, int64_t C, int64_t M, int64_t P) {
     int nth = c->exec ? kiln_exec_threads(c->exec) : 1;
     if (nth > C / 32) nth = (int)(C / 32); /* 2 blocks of 16 channels a thread */
@@ -336,7 +341,7 @@ int kiln__pw16c_ksplit(const kiln_call *c, int64_t N, int64_t C, int64_t M, int6
         k.p.y = y + n * M * P;
         k.p.res = res ? res + n * M * P : NULL;
         kiln_exec_parallel(c->exec, nth, ksplit_task, &k);
-        kiln_exec_parallel_for(c->exec, M / 16, 1, ksplit_sum, &k);
+        kiln__pw16c_sum_parts(c, &k.p, k.part, nth - 1, k.fused);
     }
     return 0;
 }

@@ -133,6 +133,13 @@ int kiln__pw16c_conv(const kiln_call *c, int64_t N, int64_t C, int64_t M, int64_
  * calling thread's scratch (slot 1).  0 or a KILN_E* code. */
 int kiln__pw16c_ksplit(const kiln_call *c, int64_t N, int64_t C, int64_t M, int64_t P);
 
+/* The partial sums of a split over input channels added into p->y (which
+ * holds the first share's, its bias included): nparts more, M x P floats
+ * each from `part`, then p->res and Relu, or unless `fused` c's chain per
+ * pixel; split over c->exec by blocks of 16 output channels.  Tactic 20
+ * and kiln::mbconv tactic 6. */
+void kiln__pw16c_sum_parts(const kiln_call *c, const kiln__pw16c *p, const float *part, int nparts, int fused);
+
 /* The fused chain of a 16c Conv tactic's call c, when its store applies
  * it (none, or a residual Add and/or Relu, the residual an F32 NCHW16C
  * tensor of Y's size): 1, with *res (or NULL) and *relu; else 0 (*res

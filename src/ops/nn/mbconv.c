@@ -63,8 +63,21 @@
  *     depthwise step: each thread reads what it wrote, run_16c).  On
  *     MobileNetV2's 14x14 and 7x7 blocks, where the GEMMs of 1-4 run 49
  *     or 196 columns (tails of 1-17), in the network's 16c region.
+ *   6 tactic 5 with the hidden channels split over the threads (offered
+ *     in builds of 2 threads or more): each thread its share of E's
+ *     channels (multiples of 32) through all three steps, the expand over
+ *     every pixel into them (its share of We), the depthwise step on them,
+ *     the project summed over them only (its share of Wp) into a partial
+ *     of its own (the first thread's into Y, with Bp), then the partials
+ *     added with the residual and Relu (conv_pw16c.h
+ *     kiln__pw16c_sum_parts, as Conv tactic 20).  Where tactic 5's
+ *     threads split the pixels, each reads all of We and Wp: on
+ *     MobileNetV2's 7x7 blocks (1.2 MB of weights for 49 pixels) they
+ *     scaled 1.41-1.49x at 2 threads.  No barrier between the steps.
  * Results are the same in all up to the GEMM's summation order, which
- * does not depend on the band (each output element sums over the same K).
+ * does not depend on the band (each output element sums over the same K);
+ * tactic 6's sum over the hidden channels is in shares (its order follows
+ * the thread count).
  */
 #include "kiln_int.h"
 #include "device/cpu/sgemm.h"
@@ -79,7 +92,7 @@
 #include <math.h>
 #include <string.h>
 
-enum { T_WHOLE = 1, T_ROWS = 2, T_DIRECT = 3, T_CL = 4, T_16C = 5 };
+enum { T_WHOLE = 1, T_ROWS = 2, T_DIRECT = 3, T_CL = 4, T_16C = 5, T_16CH = 6 };
 
 /* Tactic 4 is offered where E's plane has at most CL_MAX_HW pixels and
  * Y's at most CL_MAX_OHW: MobileNetV2's 7x7 blocks (and the 14x14 -> 7x7
@@ -578,8 +591,69 @@ static int run_16c(const mb *g, const float *wd16, float *ws) {
     return 0;
 }
 
-/* Does call c fit tactic 5 (formats_fn offers it; an engine may name it
- * anywhere)? */
+/* Tactic 6: thread ith's share of the hidden channels (in blocks of 32,
+ * We's packing) through the three steps, its project into Y (ith 0) or
+ * its partial. */
+typedef struct hid_job {
+    const mb *g;
+    const float *x, *wd16; /* this image's X */
+    float *e, *d, *y, *part;
+    int nth;
+} hid_job;
+
+static void hid_share(const hid_job *h, int t) {
+    const mb *g = h->g;
+    const int64_t isp = g->H * g->W, osp = g->OH * g->OW, nb = (g->Ce + 31) / 32;
+    const int64_t m0 = t * nb / h->nth * 32, e1 = (t + 1) * nb / h->nth * 32, m1 = e1 < g->Ce ? e1 : g->Ce;
+    if (m1 <= m0) return;
+    kiln__pw16c pe = {.C = g->C, .M = m1 - m0, .P = isp, .x = h->x, .wp = g->we_packed + m0 * g->C,
+                      .bias = g->be ? g->be + m0 : NULL, .y = h->e + m0 * isp,
+                      .clamp = g->e_lo > -FLT_MAX || g->e_hi < FLT_MAX, .lo = g->e_lo, .hi = g->e_hi,
+                      .wmajor = kiln__d16c_wmajor(g->C, m1 - m0, 1, isp, 1)};
+    kiln__pw16c_run(&pe, 0, kiln__pw16c_units(&pe));
+    dw16_job j = {{.C = 16, .H = g->H, .W = g->W, .OH = g->OH, .OW = g->OW, .KH = g->KH, .KW = g->KW, .sy = g->s[0],
+                   .sx = g->s[1], .dy = g->d[0], .dx = g->d[1], .pt = g->p[0], .pl = g->p[1], .x = h->e,
+                   .w = h->wd16, .bias = g->bd, .y = h->d, .ldx = 16, .ldy = 16, .lo = g->d_lo, .hi = g->d_hi},
+                  16 * isp, 16 * osp, 16 * g->KH * g->KW, g->Ce / 16};
+    dw16_blocks(&j, m0 / 16, m1 / 16);
+    kiln__pw16c pp = {.C = g->Ce, .M = g->M, .P = osp, .x = h->d, .wp = g->wp_packed, .k0 = m0, .k1 = m1,
+                      .bias = t ? NULL : g->bp, .y = t ? h->part + (t - 1) * g->M * osp : h->y,
+                      .wmajor = kiln__d16c_wmajor(m1 - m0, g->M, 1, osp, 1)};
+    kiln__pw16c_run(&pp, 0, kiln__pw16c_units(&pp));
+}
+
+/* Task ith of ntasks: shares ith, ith + ntasks, ... (one each, unless the
+ * pool ran the job serially). */
+static void hid_task(void *ud, int ith, int ntasks) {
+    const hid_job *h = ud;
+    for (int t = ith; t < h->nth; t += ntasks) hid_share(h, t);
+}
+
+static int run_16ch(const mb *g, const float *wd16, float *ws) {
+    const kiln_call *c = g->c;
+    const int64_t nb = (g->Ce + 31) / 32, osp = g->OH * g->OW;
+    int nth = c->exec ? kiln_exec_threads(c->exec) : 1;
+    if (nth > nb) nth = (int)nb;
+    if (nth < 2) return run_16c(g, wd16, ws); /* (the same steps, unsplit) */
+    float *part = kiln__cpu_scratch_or_fail(1, (size_t)(nth - 1) * (size_t)(g->M * osp), "kiln::mbconv tactic 6's "
+                                            "partial sums");
+    if (!part) return kiln_set_error(KILN_ENOMEM, "kiln::mbconv tactic 6: out of memory for its partial sums");
+    kiln__pw16c sum = {.M = g->M, .P = osp};
+    const int fused = kiln__16c_fused_chain(c, &sum.res, &sum.relu);
+    const float *res = sum.res;
+    for (int64_t n = 0; n < g->N; n++) {
+        hid_job h = {.g = g, .x = g->x + n * g->C * g->H * g->W, .wd16 = wd16, .e = ws, .d = ws + e16_floats(g),
+                     .y = g->y + n * g->M * osp, .part = part, .nth = nth};
+        kiln_exec_parallel(c->exec, nth, hid_task, &h);
+        sum.y = h.y;
+        sum.res = res ? res + n * g->M * osp : NULL;
+        kiln__pw16c_sum_parts(c, &sum, part, nth - 1, fused);
+    }
+    return 0;
+}
+
+/* Does call c fit tactic 5 or 6 (formats_fn offers them; an engine may
+ * name them anywhere)? */
 static int fits_16c(const kiln_call *c, const mb *g) {
     return g->expand && !g->fewc && g->C % 16 == 0 && g->Ce % 16 == 0 && g->M % 16 == 0 &&
            g->KH * g->KW <= KILN__DWCL_TAPS && c->in[IN_X].format == KILN_FORMAT_NCHW16C &&
@@ -668,7 +742,7 @@ static void bands_task(void *ud, int ith, int nth) {
 /* The tactic a call runs: auto (0) takes row bands where there are at
  * least two per thread, else whole tensors. */
 static int pick(const kiln_call *c, const mb *g) {
-    if (c->tactic >= T_WHOLE && c->tactic <= T_16C) return c->tactic;
+    if (c->tactic >= T_WHOLE && c->tactic <= T_16CH) return c->tactic;
     int threads = kiln_exec_threads(c->exec);
     int64_t r = band_rows(g, threads);
     return g->N * ((g->OH + r - 1) / r) >= 2 * (int64_t)threads ? T_ROWS : T_WHOLE;
@@ -679,7 +753,7 @@ static int pick(const kiln_call *c, const mb *g) {
 static size_t mbconv_ws(const kiln_call *c) {
     mb g;
     if (c->tactic == T_ROWS || c->tactic == T_DIRECT || make_mb(c, &g)) return 0;
-    if (c->tactic == T_16C) return b16_floats(&g) * sizeof(float);
+    if (c->tactic == T_16C || c->tactic == T_16CH) return b16_floats(&g) * sizeof(float);
     size_t f = whole_floats(&g);
     if (c->tactic == T_CL && cl_floats(&g) > f) f = cl_floats(&g); /* tactic 1 runs where 4 cannot */
     return f * sizeof(float);
@@ -691,15 +765,16 @@ static int mbconv_impl(const kiln_call *c) {
     int rc = make_mb(c, &g);
     if (rc) return rc;
     int t = pick(c, &g);
-    if (t == T_16C) {
+    if (t == T_16C || t == T_16CH) {
         if (!fits_16c(c, &g))
-            return kiln_set_error(KILN_EUNSUPPORTED, "kiln::mbconv tactic 5: needs X and Y in NCHW16C, a 1x1 expand "
+            return kiln_set_error(KILN_EUNSUPPORTED, "kiln::mbconv tactic %d: needs X and Y in NCHW16C, a 1x1 expand "
                                   "conv, C, Ce and M multiples of 16 (found %lld, %lld, %lld) and weights packed at "
-                                  "build", (long long)g.C, (long long)g.Ce, (long long)g.M);
+                                  "build", t, (long long)g.C, (long long)g.Ce, (long long)g.M);
         if (!c->workspace || c->workspace_size < b16_floats(&g) * sizeof(float))
             return kiln_set_error(KILN_EINTERNAL, "kiln::mbconv: workspace of %zu bytes, expected %zu",
                                   c->workspace_size, b16_floats(&g) * sizeof(float));
-        return run_16c(&g, prepacked(c, IN_WD), c->workspace);
+        return t == T_16C ? run_16c(&g, prepacked(c, IN_WD), c->workspace)
+                          : run_16ch(&g, prepacked(c, IN_WD), c->workspace);
     }
     if (t == T_CL) {
         /* its packed weights are B panels, not the A panels the others read */
@@ -792,7 +867,7 @@ static int mbconv_prepack(const kiln_call *c, int input, void *dst, size_t *size
     size_t want = *size;
     *size = 0;
     if (c->tactic == T_CL) return prepack_cl(c, input, dst, want, size);
-    if (c->tactic == T_16C) return prepack_16c(c, input, dst, want, size);
+    if (c->tactic == T_16C || c->tactic == T_16CH) return prepack_16c(c, input, dst, want, size);
     const kiln_tensor *w = input == IN_WP || input == IN_WE ? const_w(c, input) : NULL;
     if (!w || w->dims[2] * w->dims[3] != 1) return 0; /* a KxK expand conv runs conv_fewc.c */
     const int direct = input == IN_WE && c->tactic == T_DIRECT && w->dims[1] <= DIRECT_MAX_C; /* as impl's */
@@ -816,7 +891,8 @@ static int mbconv_prepack(const kiln_call *c, int input, void *dst, size_t *size
 /* kiln_quick_op.formats_fn: tactics 1 and 2, 3 where the block has a
  * 1x1 expand conv of at most DIRECT_MAX_C input channels, 4 where it has
  * one over a constant plane of at most CL_MAX_HW pixels whose output
- * plane has at most CL_MAX_OHW.
+ * plane has at most CL_MAX_OHW; in a row of its own (X and Y NCHW16C)
+ * tactic 5, and 6 in builds of several threads.
  *
  * Where the block has an expand conv, builds leave tactic 1 out (engines
  * that chose it still load and run it), except where tactic 4 competes
@@ -875,8 +951,8 @@ static int mbconv_formats_fn(const kiln_shape_ctx *c, kiln_combo *out, int max) 
     if (max > 1 && pw && dwcl && kiln_expr_is_const(c->in[IN_WD].dims[0], &Ce) &&
         kiln_expr_is_const(c->in[IN_WP].dims[0], &M) && C % 16 == 0 && Ce % 16 == 0 && M % 16 == 0 &&
         kiln__dwrows_fits(1, 3) && kiln__shape_ctx_cpu_blocked(c)) { /* tactic 5's row: X and Y NCHW16C */
-        static const kiln_combo row = {"FP32", "NCHW16C, LINEAR, LINEAR, LINEAR, LINEAR, LINEAR, LINEAR, NCHW16C",
-                                       {T_16C}};
+        kiln_combo row = {"FP32", "NCHW16C, LINEAR, LINEAR, LINEAR, LINEAR, LINEAR, LINEAR, NCHW16C", {T_16C}};
+        if (kiln__shape_ctx_build_threads(c) != 1) row.tactics[1] = T_16CH; /* (at 1 thread 6 is 5) */
         out[1] = row;
         return 2;
     }
