@@ -549,6 +549,15 @@ static void dw16_rowunits(void *ud, int64_t b, int64_t e) {
     for (int64_t k = 0; k < j->nblk; k++) dw16_block(j, k, b, e);
 }
 
+/* The depthwise step of E (wd16: Wd packed per block) into D. */
+static dw16_job dw16_make(const mb *g, const float *e, const float *wd16, float *d) {
+    const int64_t isp = g->H * g->W, osp = g->OH * g->OW;
+    return (dw16_job){{.C = 16, .H = g->H, .W = g->W, .OH = g->OH, .OW = g->OW, .KH = g->KH, .KW = g->KW,
+                       .sy = g->s[0], .sx = g->s[1], .dy = g->d[0], .dx = g->d[1], .pt = g->p[0], .pl = g->p[1],
+                       .x = e, .w = wd16, .bias = g->bd, .y = d, .ldx = 16, .ldy = 16, .lo = g->d_lo, .hi = g->d_hi},
+                      16 * isp, 16 * osp, 16 * g->KH * g->KW, g->Ce / 16};
+}
+
 static int run_16c(const mb *g, const float *wd16, float *ws) {
     const kiln_call *c = g->c;
     const int64_t isp = g->H * g->W, osp = g->OH * g->OW;
@@ -575,11 +584,7 @@ static int run_16c(const mb *g, const float *wd16, float *ws) {
                           .bias = g->be, .y = e, .clamp = g->e_lo > -FLT_MAX || g->e_hi < FLT_MAX, .lo = g->e_lo,
                           .hi = g->e_hi, .wmajor = bypix ? 0 : kiln__d16c_wmajor(g->C, g->Ce, 1, isp, threads)};
         kiln__pw16c_exec(c, &pe, 1, 0, 0, 1);
-        dw16_job j = {{.C = 16, .H = g->H, .W = g->W, .OH = g->OH, .OW = g->OW, .KH = g->KH, .KW = g->KW,
-                       .sy = g->s[0], .sx = g->s[1], .dy = g->d[0], .dx = g->d[1], .pt = g->p[0], .pl = g->p[1],
-                       .x = e, .w = wd16, .bias = g->bd, .y = d, .ldx = 16, .ldy = 16, .lo = g->d_lo,
-                       .hi = g->d_hi},
-                      16 * isp, 16 * osp, 16 * g->KH * g->KW, g->Ce / 16};
+        dw16_job j = dw16_make(g, e, wd16, d);
         if (bypix)
             kiln_exec_parallel_for(c->exec, g->OH, 1, dw16_rowunits, &j);
         else
@@ -611,11 +616,8 @@ static void hid_share(const hid_job *h, int t) {
                       .clamp = g->e_lo > -FLT_MAX || g->e_hi < FLT_MAX, .lo = g->e_lo, .hi = g->e_hi,
                       .wmajor = kiln__d16c_wmajor(g->C, m1 - m0, 1, isp, 1)};
     kiln__pw16c_run(&pe, 0, kiln__pw16c_units(&pe));
-    dw16_job j = {{.C = 16, .H = g->H, .W = g->W, .OH = g->OH, .OW = g->OW, .KH = g->KH, .KW = g->KW, .sy = g->s[0],
-                   .sx = g->s[1], .dy = g->d[0], .dx = g->d[1], .pt = g->p[0], .pl = g->p[1], .x = h->e,
-                   .w = h->wd16, .bias = g->bd, .y = h->d, .ldx = 16, .ldy = 16, .lo = g->d_lo, .hi = g->d_hi},
-                  16 * isp, 16 * osp, 16 * g->KH * g->KW, g->Ce / 16};
-    dw16_blocks(&j, m0 / 16, m1 / 16);
+    const dw16_job j = dw16_make(g, h->e, h->wd16, h->d);
+    for (int64_t k = m0 / 16; k < m1 / 16; k++) dw16_block(&j, k, 0, g->OH);
     kiln__pw16c pp = {.C = g->Ce, .M = g->M, .P = osp, .x = h->d, .wp = g->wp_packed, .k0 = m0, .k1 = m1,
                       .bias = t ? NULL : g->bp, .y = t ? h->part + (t - 1) * g->M * osp : h->y,
                       .wmajor = kiln__d16c_wmajor(m1 - m0, g->M, 1, osp, 1)};
