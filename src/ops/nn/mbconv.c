@@ -609,8 +609,8 @@ typedef struct hid_job {
 static void hid_share(const hid_job *h, int t) {
     const mb *g = h->g;
     const int64_t isp = g->H * g->W, osp = g->OH * g->OW, nb = (g->Ce + 31) / 32;
+    /* (h->nth <= nb: no share is empty) */
     const int64_t m0 = t * nb / h->nth * 32, e1 = (t + 1) * nb / h->nth * 32, m1 = e1 < g->Ce ? e1 : g->Ce;
-    if (m1 <= m0) return;
     kiln__pw16c pe = {.C = g->C, .M = m1 - m0, .P = isp, .x = h->x, .wp = g->we_packed + m0 * g->C,
                       .bias = g->be ? g->be + m0 : NULL, .y = h->e + m0 * isp,
                       .clamp = g->e_lo > -FLT_MAX || g->e_hi < FLT_MAX, .lo = g->e_lo, .hi = g->e_hi,
