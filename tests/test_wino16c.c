@@ -11,8 +11,9 @@
  * tensors, a fused chain it does not apply itself (per pixel), and the
  * refusals of other layouts.  In an engine, forced (KILN_CPU_BLOCKED=force):
  * reformats inserted around a chain of two tactic-14 convs and none
- * between them, the ONNX result, after a save and load too.  Tolerance as
- * tactic 6's (test_conv_dw.c).
+ * between them, the ONNX result, after a save and load too.  What a build
+ * offers (its timing cache): 18 / 19 in place of 14 / 15 at 2 threads where
+ * they run split, else 14 / 15.  Tolerance as tactic 6's (test_conv_dw.c).
  */
 #include "kiln/kiln.h"
 #include "kiln/plugin.h"
@@ -23,6 +24,7 @@
 #include "test_ops_util.h"
 
 #include <stdlib.h>
+#include <unistd.h>
 
 #include <math.h>
 #include <stdint.h>
@@ -449,4 +451,87 @@ TEST_IMPL(wino16c_engine) {
     block_case(1, 16, 24, 24, 2);
 }
 
-TEST_LIST(TEST_ENTRY(wino16c_kernel), TEST_ENTRY(wino16c_split), TEST_ENTRY(wino16c_op), TEST_ENTRY(wino16c_engine))
+/* ---- what a build offers ------------------------------------------------- */
+
+/* Bit t set for each tactic the build timed in the NCHW16C row of the conv
+ * whose W is `wdims` (cache lines "ms key|tactic=t"). */
+static unsigned timed_16c(const char *cache, const char *wdims) {
+    unsigned got = 0;
+    for (const char *l = cache; *l;) {
+        const char *e = strchr(l, '\n');
+        if (!e) e = l + strlen(l);
+        const char *tac = strstr(l, "|tactic="), *row = strstr(l, " [NCHW16C,LINEAR,"),
+                   *w = strstr(l, wdims);
+        if (tac && tac < e && row && row < e && w && w < e) got |= 1u << atoi(tac + 8);
+        l = *e ? e + 1 : e;
+    }
+    return got;
+}
+
+/* The whole file at path (NUL-terminated, malloc'd). */
+static char *read_text(const char *path) {
+    FILE *f = fopen(path, "rb");
+    ASSERT(f);
+    ASSERT_OK(fseek(f, 0, SEEK_END));
+    const long n = ftell(f);
+    ASSERT(n >= 0);
+    rewind(f);
+    char *s = test_xmalloc((size_t)n + 1);
+    ASSERT_EQ(fread(s, 1, (size_t)n, f), (size_t)n);
+    s[n] = 0;
+    fclose(f);
+    return s;
+}
+
+/* A build at 2+ threads offers 18 (19) in place of 14 (15) where split mode
+ * runs at its thread count, and 14 (15) alone where it would not (the same
+ * kernel there); at 1 thread 14 and 15.  Read from the timing cache the
+ * build writes: every candidate it timed. */
+TEST_IMPL(wino16c_offers) {
+    for (int threads = 1; threads <= 2; threads++) {
+        /* 28x28, 16 -> 16 (split at 2 threads for both tile sizes); 14x14,
+         * 256 -> 256 (F(4x4): 16 tiles; F(2x2): 49 against C x M: neither) */
+        kiln_network *net = kiln_network_create();
+        int64_t xd[4] = {1, 16, 28, 28}, wad[4] = {16, 16, 3, 3}, pd[4] = {1, 1, 1, 1};
+        int64_t zd[4] = {1, 256, 14, 14}, wbd[4] = {256, 256, 3, 3};
+        float *wa = test_rnd_f32(&g_seed, 16 * 16 * 9, -0.3f, 0.3f), *wb = test_rnd_f32(&g_seed, 256 * 256 * 9, -0.1f, 0.1f);
+        ASSERT_OK(kiln_network_add_input(net, "X", KILN_DTYPE_F32, 4, xd, NULL));
+        ASSERT_OK(kiln_network_add_input(net, "Z", KILN_DTYPE_F32, 4, zd, NULL));
+        ASSERT_OK(kiln_network_add_constant(net, "Wa", KILN_DTYPE_F32, 4, wad, wa));
+        ASSERT_OK(kiln_network_add_constant(net, "Wb", KILN_DTYPE_F32, 4, wbd, wb));
+        const char *ia[2] = {"X", "Wa"}, *ib[2] = {"Z", "Wb"}, *oa[1] = {"Y"}, *ob[1] = {"V"};
+        kiln_layer *la = kiln_network_add_layer(net, "ai.onnx::Conv", 11, "conv_a", 2, ia, 1, oa);
+        kiln_layer *lb = kiln_network_add_layer(net, "ai.onnx::Conv", 11, "conv_b", 2, ib, 1, ob);
+        ASSERT(la && lb);
+        ASSERT_OK(kiln_layer_set_ints(la, "pads", pd, 4));
+        ASSERT_OK(kiln_layer_set_ints(lb, "pads", pd, 4));
+        ASSERT_OK(kiln_network_mark_output(net, "Y"));
+        ASSERT_OK(kiln_network_mark_output(net, "V"));
+        char path[512];
+        snprintf(path, sizeof path, "%s/b1_wino16c_offers_%d_%ld.txt", KILN_BINARY_DIR, threads, (long)getpid());
+        remove(path);
+        kiln_build_config *cfg = test_build_config(0, threads);
+        ASSERT_OK(kiln_build_config_set_timing_cache(cfg, path));
+        ASSERT_OK(setenv("KILN_CPU_BLOCKED", "force", 1));
+        kiln_engine *e = NULL;
+        const int rc = kiln_build(net, cfg, &e, NULL);
+        unsetenv("KILN_CPU_BLOCKED");
+        if (rc) TEST__FAIL("build: %s", kiln_errmsg());
+        kiln_build_config_free(cfg);
+        kiln_network_free(net);
+        char *cache = read_text(path);
+        const unsigned a = timed_16c(cache, "[16x16x3x3]"), b = timed_16c(cache, "[256x256x3x3]");
+        const unsigned split = 1u << 18 | 1u << 19, whole = 1u << 14 | 1u << 15;
+        if (a != (threads == 1 ? whole : split) || b != whole)
+            TEST__FAIL("%d threads: the 16c rows timed tactics 0x%x (28x28) and 0x%x (14x14, 256 channels):\n%s",
+                       threads, a, b, cache);
+        free(cache);
+        remove(path);
+        kiln_engine_free(e);
+        free(wa);
+        free(wb);
+    }
+}
+
+TEST_LIST(TEST_ENTRY(wino16c_kernel), TEST_ENTRY(wino16c_split), TEST_ENTRY(wino16c_op), TEST_ENTRY(wino16c_engine),
+          TEST_ENTRY(wino16c_offers))

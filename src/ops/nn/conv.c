@@ -94,7 +94,10 @@
  *  18 tactic 14 with the image's tiles split over the threads, each
  *             running all three phases on its share (kiln__wino16c.split):
  *             no V^T or product crosses between cores, each reads all of
- *             U.  Offered with 14, not to a 1-thread build (where it is 14).
+ *             U.  Offered to a build of 2+ threads in 14's place where it
+ *             runs split at the build's thread count, and only there
+ *             (wino16c_split_runs); never to a 1-thread build (where it
+ *             is 14).  An engine may name either.
  *  19 the same for tactic 15.
  *  20 tactic 13 with the input channels split over the threads
  *             (kiln__pw16c_ksplit: each sums its own share of C over all
@@ -1832,7 +1835,7 @@ static const kiln_combo conv_formats[] = {
 /* Output pixels of a 2-D conv whose input has constant spatial dims (a
  * fixed-shape build), else -1. */
 static int64_t out_pixels(const kiln_desc *x, const int64_t *k, const int64_t *s, const int64_t *d,
-                          const int64_t *pb, const int64_t *pe, autopad ap) {
+                          const int64_t *pb, const int64_t *pe, autopad ap, int64_t *hw) {
     int64_t pix = 1;
     for (int i = 0; i < 2; i++) {
         int64_t n, o;
@@ -1844,8 +1847,23 @@ static int64_t out_pixels(const kiln_desc *x, const int64_t *k, const int64_t *s
             o = span < 0 ? 0 : span / s[i] + 1;
         }
         pix *= o;
+        if (hw) hw[i] = o;
     }
     return pix;
+}
+
+/* Does tactic 18 (m = 4) or 19 (m = 2) run split on a C -> M conv of output
+ * hw[0] x hw[1] at `threads`?  Where it does, a build at 2+ threads offers
+ * it in place of 14 (15), elsewhere 14 (15): there the two are one kernel,
+ * timed twice and chosen between on noise.  Where split mode runs (the
+ * plane's V^T and products outweigh U: ResNet's 56x56 and 28x28 convs),
+ * its tiles never cross between the cores, which isolated timing does not
+ * show: ResNet-50's 28x28 convs at 2 threads took 0.35 ms with 18 against
+ * 0.40-0.43 with 14 in the network (bench/README.md, session 30) where the
+ * builder had timed them level, and picked either. */
+static int wino16c_split_runs(int m, int64_t C, int64_t M, const int64_t *hw, int threads) {
+    const kiln__wino16c p = {.w = {.m = m, .C = C, .M = M, .OH = hw[0], .OW = hw[1]}, .split = 1};
+    return kiln__wino16c_splits(&p, threads);
 }
 
 /* The NCHW16C rows (tactics 13-15, 17) are left out of a build without
@@ -1891,8 +1909,9 @@ static int conv_formats_fn(const kiln_shape_ctx *c, kiln_combo *out, int max) {
          * percent faster; bench/README.md).  Elsewhere both are timed. */
         const int many = kiln__shape_ctx_build_threads(c) != 1;
         autopad ap;
+        int64_t ohw[2];
         int64_t opix = have_cg && many && kiln__shape_ctx_building(c) && !parse_autopad(c->attrs, &ap)
-                           ? out_pixels(x, k, s, d, pb, pe, ap) : -1;
+                           ? out_pixels(x, k, s, d, pb, pe, ap, ohw) : -1;
         if (opix < 0 || opix / 16 * (Cg + M) < Cg * M) { /* 4x4 tiles' V and products against U */
             out[0].tactics[t++] = T_WINO;
             out[0].tactics[t++] = T_WINO2;
@@ -1903,7 +1922,12 @@ static int conv_formats_fn(const kiln_shape_ctx *c, kiln_combo *out, int max) {
         }
         if (have_cg && Cg % 16 == 0 && M % 16 == 0 && n < max && !no_16c(c)) { /* the 16c row (X, W, B, Y; a residual: Y's) */
             kiln_combo row = {"FP32, FP32, FP32, FP32", "NCHW16C, LINEAR, LINEAR, NCHW16C", {T_WINO16C, T_WINO16C2}};
-            if (kiln__shape_ctx_build_threads(c) != 1) /* (at 1 thread 18 and 19 are 14 and 15) */
+            if (opix >= 0) { /* building at 2+ threads: of 14 and 18 (15 and 19) the one that runs there */
+                row.tactics[0] = wino16c_split_runs(4, Cg, M, ohw, kiln__shape_ctx_build_threads(c)) ? T_WINO16CS
+                                                                                                      : T_WINO16C;
+                row.tactics[1] = wino16c_split_runs(2, Cg, M, ohw, kiln__shape_ctx_build_threads(c)) ? T_WINO16C2S
+                                                                                                      : T_WINO16C2;
+            } else if (many) /* (at 1 thread 18 and 19 are 14 and 15) */
                 row.tactics[2] = T_WINO16CS, row.tactics[3] = T_WINO16C2S;
             out[n++] = row;
         }
@@ -1967,7 +1991,7 @@ static int conv_formats_fn(const kiln_shape_ctx *c, kiln_combo *out, int max) {
      * session 12) or 1.  At 14x14 and 28x28 outputs the grid tactics tie
      * with 9 or win by ~5%: those stay timed, as do small convs (K under
      * 256), where nothing was measured. */
-    int64_t opix = out_pixels(x, k, s, d, pb, pe, ap);
+    int64_t opix = out_pixels(x, k, s, d, pb, pe, ap, NULL);
     int small_out = opix > 0 && opix <= 64 && Cg * k[0] * k[1] >= 256;
     if (G == 1 && s[0] * s[1] > 1 && s[0] <= 4 && s[1] <= 4 && (k[0] * k[1] == 1 || small_out)) {
         memset(out[0].tactics, 0, sizeof out[0].tactics);
