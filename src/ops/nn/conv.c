@@ -1907,7 +1907,7 @@ static int conv_formats_fn(const kiln_shape_ctx *c, kiln_combo *out, int max) {
          * and the products between them (PP-OCRv4 det's 96 -> 24 convs at
          * 160x160: 2.6 against 1.85 ms with 21, where one die runs 6 a few
          * percent faster; bench/README.md).  Elsewhere both are timed. */
-        const int many = kiln__shape_ctx_build_threads(c) != 1;
+        const int bt = kiln__shape_ctx_build_threads(c), many = bt != 1;
         autopad ap;
         int64_t ohw[2];
         int64_t opix = have_cg && many && kiln__shape_ctx_building(c) && !parse_autopad(c->attrs, &ap)
@@ -1923,10 +1923,8 @@ static int conv_formats_fn(const kiln_shape_ctx *c, kiln_combo *out, int max) {
         if (have_cg && Cg % 16 == 0 && M % 16 == 0 && n < max && !no_16c(c)) { /* the 16c row (X, W, B, Y; a residual: Y's) */
             kiln_combo row = {"FP32, FP32, FP32, FP32", "NCHW16C, LINEAR, LINEAR, NCHW16C", {T_WINO16C, T_WINO16C2}};
             if (opix >= 0) { /* building at 2+ threads: of 14 and 18 (15 and 19) the one that runs there */
-                row.tactics[0] = wino16c_split_runs(4, Cg, M, ohw, kiln__shape_ctx_build_threads(c)) ? T_WINO16CS
-                                                                                                      : T_WINO16C;
-                row.tactics[1] = wino16c_split_runs(2, Cg, M, ohw, kiln__shape_ctx_build_threads(c)) ? T_WINO16C2S
-                                                                                                      : T_WINO16C2;
+                row.tactics[0] = wino16c_split_runs(4, Cg, M, ohw, bt) ? T_WINO16CS : T_WINO16C;
+                row.tactics[1] = wino16c_split_runs(2, Cg, M, ohw, bt) ? T_WINO16C2S : T_WINO16C2;
             } else if (many) /* (at 1 thread 18 and 19 are 14 and 15) */
                 row.tactics[2] = T_WINO16CS, row.tactics[3] = T_WINO16C2S;
             out[n++] = row;

@@ -332,7 +332,7 @@ int kiln__pw16c_ksplit(const kiln_call *c, int64_t N, int64_t C, int64_t M, int6
     ksplit_job k = {.c = c, .mp = M * P, .nth = nth};
     int rc = pw16c_operands(c, C, M, P, &k.p, &k.fused);
     if (rc || N * M * P == 0) return rc;
-    k.part = kiln__cpu_scratch_or_fail(1, (size_t)(nth - 1) * (size_t)k.mp, "Conv tactic 20's partial sums");
+    k.part = kiln__cpu_scratch(1, (size_t)(nth - 1) * (size_t)k.mp); /* (the calling thread: the error returned) */
     if (!k.part) return kiln_set_error(KILN_ENOMEM, "Conv tactic 20: out of memory for its partial sums");
     const float *x = k.p.x, *res = k.p.res;
     float *y = k.p.y;

@@ -637,8 +637,7 @@ static int run_16ch(const mb *g, const float *wd16, float *ws) {
     int nth = c->exec ? kiln_exec_threads(c->exec) : 1;
     if (nth > nb) nth = (int)nb;
     if (nth < 2) return run_16c(g, wd16, ws); /* (the same steps, unsplit) */
-    float *part = kiln__cpu_scratch_or_fail(1, (size_t)(nth - 1) * (size_t)(g->M * osp), "kiln::mbconv tactic 6's "
-                                            "partial sums");
+    float *part = kiln__cpu_scratch(1, (size_t)(nth - 1) * (size_t)(g->M * osp));
     if (!part) return kiln_set_error(KILN_ENOMEM, "kiln::mbconv tactic 6: out of memory for its partial sums");
     kiln__pw16c sum = {.M = g->M, .P = osp};
     const int fused = kiln__16c_fused_chain(c, &sum.res, &sum.relu);
