@@ -1560,6 +1560,89 @@ TEST_IMPL(region_check) {
     region_check_case(1, both); /* two regions, one variant engine: the first reverted, the second kept */
 }
 
+/* Runs e (x, y of 1 x 32 x 5 x 7) on random x, checks y = a x + a - 1 (a
+ * chain of blk layers), then frees e, cfg, net and the cache file. */
+static void chain_check_free(kiln_engine *e, float a, double tol, const char *cache, kiln_build_config *cfg,
+                             kiln_network *net) {
+    int64_t d[4] = {1, 32, 5, 7};
+    float x[1120], y[1120];
+    rand_fill(x, 1120);
+    run1(e, "x", x, 4, d, "y", y, sizeof y);
+    for (int i = 0; i < 1120; i++) ASSERT_NEAR(y[i], a * x[i] + a - 1.0f, tol);
+    kiln_engine_free(e);
+    memset(g_blk_ms, 0, sizeof g_blk_ms);
+    remove(cache);
+    kiln_build_config_free(cfg);
+    kiln_network_free(net);
+}
+
+/* An island (region.c kiln__rg_heal) and the in-network check of its heal:
+ * x -> l1 l2 (blk) -> l3 (blk2) -> l4 l5 (blk) -> y, times from the timing
+ * cache: blk 3 ms LINEAR, 1 ms NCHW16C; blk2 1 ms LINEAR, 1.6 ms NCHW16C;
+ * reformats 0.25 ms.  The cut switches l1-l2 and l4-l5 and leaves l3
+ * LINEAR between them (1 + 2 x 0.25 = 1.5 against 1.6): an island, taken
+ * to NCHW16C (1.6 <= 1.3 x 1.5) and run in the network, where l3 spins
+ * ms[2] in LINEAR and ms[3] in NCHW16C: the heal is kept where NCHW16C is
+ * faster there, else l3 goes back to LINEAR between two reformats.  As
+ * region_check, a try whose verdict came out otherwise is retried. */
+static void island_case(const double *ms, int keep) {
+    kiln_network *net = kiln_network_create();
+    int64_t d[4] = {1, 32, 5, 7};
+    ASSERT_OK(kiln_network_add_input(net, "x", KILN_DTYPE_F32, 4, d, NULL));
+    const char *names[] = {"x", "t1", "t2", "t3", "t4", "y"};
+    for (int i = 0; i < 5; i++) {
+        char nm[8];
+        snprintf(nm, sizeof nm, "l%d", i + 1);
+        ASSERT(kiln_network_add_layer(net, i == 2 ? "test::blk2" : "test::blk", 1, nm, 1, &names[i], 1, &names[i + 1]));
+    }
+    ASSERT_OK(kiln_network_mark_output(net, "y"));
+    char cache[512];
+    kiln_build_config *cfg = fresh_cache_cfg(cache, "island");
+    kiln_build_stats st;
+    kiln_engine *e = NULL;
+    memset(g_blk_ms, 0, sizeof g_blk_ms);
+    ASSERT_OK(kiln_build(net, cfg, &e, &st)); /* fills the cache */
+    kiln_engine_free(e);
+    e = NULL;
+    cache_set(cache, "test::blk", 3, 1);
+    cache_set(cache, "test::blk2", 1, 1.6);
+    cache_set(cache, "kiln::reformat", 0, 0.25);
+    memcpy(g_blk_ms, ms, 4 * sizeof *ms);
+    const char *want = "region check: 1 layers from 'l3' in NCHW16C (isolated: 1.5000 ms greedy -> 1.6000 switched)";
+    const char *verdict = keep ? "losses: kept" : "losses: reverted";
+    int ok = 0;
+    for (int try = 0; try < 3 && !ok; try++) {
+        kiln_engine_free(e);
+        cache_drop(cache, "region|");
+        log_capture(KILN_LOG_VERBOSE);
+        int rc = kiln_build(net, cfg, &e, &st);
+        log_restore();
+        ASSERT_OK(rc);
+        const char *at = strstr(g_log.text, want), *nl = at ? strchr(at, '\n') : NULL;
+        ok = at && nl && nl - at > 16 && !strncmp(nl - strlen(verdict), verdict, strlen(verdict));
+    }
+    if (!ok) fprintf(stderr, "%s\n", g_log.text);
+    ASSERT(ok);
+    ASSERT_CONTAINS(g_log.text, "2 regions switched, 1 islands taken back to their neighbours' layout");
+    ASSERT_EQ(st.timed, 0);
+    ASSERT_EQ(st.reformats, keep ? 2 : 4);
+    for (int i = 0; i < e->nlayers; i++) {
+        const kiln__elayer *L = &e->layers[i];
+        if (L->name[0] != 'l') continue;
+        const kiln_format f = L->name[1] == '3' && !keep ? KILN_FORMAT_LINEAR : KILN_FORMAT_NCHW16C;
+        ASSERT_EQ(L->io.format[0], f);
+        ASSERT_EQ(L->io.format[1], f);
+    }
+    chain_check_free(e, 32.0f, 1e-4, cache, cfg, net);
+}
+
+TEST_IMPL(region_island) {
+    /* blk: 6 ms LINEAR, 3 NCHW16C in the network (its regions kept) */
+    static const double wins[] = {6.0, 3.0, 6.0, 0.5}, loses[] = {6.0, 3.0, 0.5, 6.0};
+    island_case(wins, 1);
+    island_case(loses, 0);
+}
+
 /* The region pass's later look (select.c, late_look): the greedy pass
  * times blk at 3 ms in LINEAR and 4 ms in NCHW16C, so it and the region
  * pass on those times keep the chain LINEAR; from the moment the greedy
@@ -1603,16 +1686,7 @@ static void late_look_case(double late, kiln_format want) {
     ASSERT_EQ(st.timed, 0);
     ASSERT(!strstr(g_log.text, "a later look"));
     assert_chain_layout(e, 'l', want);
-    int64_t d[4] = {1, 32, 5, 7};
-    float x[1120], y[1120];
-    rand_fill(x, 1120);
-    run1(e, "x", x, 4, d, "y", y, sizeof y);
-    for (int i = 0; i < 1120; i++) ASSERT_NEAR(y[i], 16.0f * x[i] + 15.0f, 1e-5);
-    kiln_engine_free(e);
-    memset(g_blk_ms, 0, sizeof g_blk_ms);
-    remove(cache);
-    kiln_build_config_free(cfg);
-    kiln_network_free(net);
+    chain_check_free(e, 16.0f, 1e-5, cache, cfg, net);
 }
 
 TEST_IMPL(region_late_look) {
@@ -1716,5 +1790,5 @@ TEST_LIST(TEST_ENTRY(network_tensor_info), TEST_ENTRY(attr_errors), TEST_ENTRY(l
           TEST_ENTRY(reformat_layouts), TEST_ENTRY(reformat_dtypes), TEST_ENTRY(inplace_copies),
           TEST_ENTRY(inline_subnetwork), TEST_ENTRY(broadcast_helper), TEST_ENTRY(full_plugin_candidates), TEST_ENTRY(long_chain),
           TEST_ENTRY(topo_order_and_cycles), TEST_ENTRY(reformat_kernel_direct), TEST_ENTRY(region_chain),
-          TEST_ENTRY(region_check), TEST_ENTRY(region_late_look), TEST_ENTRY(unread_optional_output_timed_absent),
+          TEST_ENTRY(region_check), TEST_ENTRY(region_island), TEST_ENTRY(region_late_look), TEST_ENTRY(unread_optional_output_timed_absent),
           TEST_ENTRY(region_from_stem))

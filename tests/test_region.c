@@ -4,7 +4,8 @@
  * and the margin, a branch whose other reader cannot take the layout, a
  * residual join, a greedy candidate of mixed layouts, and random graphs of
  * two labels against a brute force over every labelling (the min cut is
- * exact there).  The builder's use of it: test_build.c region_chain.
+ * exact there), and islands taken back to their neighbours' layout.  The
+ * builder's use of it: test_build.c region_chain.
  */
 #include "builder/region.h"
 #include "test.h"
@@ -244,7 +245,81 @@ TEST_IMPL(empty_and_fixed) {
     ASSERT_EQ(solve(n, 2, e, 1, 1.1, reg, NULL), 0);
 }
 
+/* A chain of N = 16 layers, all NCHW16C (1 ms there, 1.2 LINEAR) but layers
+ * [i0, i1) LINEAR (lin ms there), each reformat 0.1 ms: an island.  (The
+ * chain's ends are LINEAR, the network's input and output: the 16c runs
+ * next to them are islands too when they have 4 layers or fewer.) */
+#define N 16
+static int island_chain(kiln__rg_node *n, kiln__rg_edge *e, int i0, int i1, double lin) {
+    const int ne = chain(n, e, N, 1.2, 1.0, 0.1);
+    for (int i = 0; i < N; i++) n[i].label = i >= i0 && i < i1 ? LIN : B16;
+    for (int i = i0; i < i1; i++) n[i].ms[LIN] = lin;
+    return ne;
+}
+
+static int labels(const kiln__rg_node *n, int lab) {
+    int c = 0;
+    for (int i = 0; i < N; i++) c += n[i].label == lab;
+    return c;
+}
+
+TEST_IMPL(islands_heal) {
+    kiln__rg_node n[N];
+    kiln__rg_edge e[N + 1];
+    /* layer 7 alone LINEAR at 0.9 ms: 0.9 + 2 reformats = 1.1 now, 1.0 in
+     * 16c: taken back at any ratio >= 1/1.1 */
+    int ne = island_chain(n, e, 7, 8, 0.9);
+    ASSERT_EQ(kiln__rg_heal(n, N, e, ne, 1.0), 1);
+    ASSERT_EQ(labels(n, B16), N);
+    /* LINEAR at 0.6 ms: 0.8 now against 1.0, taken back at 1.26 (the network
+     * decides), not at 1.2 */
+    ne = island_chain(n, e, 7, 8, 0.6);
+    ASSERT_EQ(kiln__rg_heal(n, N, e, ne, 1.2), 0);
+    ASSERT_EQ(n[7].label, LIN);
+    ASSERT_EQ(kiln__rg_heal(n, N, e, ne, 1.26), 1);
+    ASSERT_EQ(n[7].label, B16);
+    /* a conv + its Relu (two layers) up to four layers are islands; five are not */
+    for (int len = 2; len <= 5; len++) {
+        ne = island_chain(n, e, 6, 6 + len, 0.9);
+        ASSERT_EQ(kiln__rg_heal(n, N, e, ne, 1.3), len <= 4);
+        ASSERT_EQ(labels(n, B16), len <= 4 ? N : N - len);
+    }
+    /* two islands in one chain: both */
+    ne = island_chain(n, e, 5, 6, 0.9);
+    n[9].label = n[10].label = LIN;
+    ASSERT_EQ(kiln__rg_heal(n, N, e, ne, 1.3), 2);
+    ASSERT_EQ(labels(n, B16), N);
+    /* neighbours that disagree: layers 0 and 15 read the network's input and
+     * write its output (LINEAR) */
+    ne = island_chain(n, e, 0, 1, 0.9);
+    ASSERT_EQ(kiln__rg_heal(n, N, e, ne, 1.3), 0);
+    ASSERT_EQ(n[0].label, LIN);
+    ne = island_chain(n, e, 15, 16, 0.9);
+    ASSERT_EQ(kiln__rg_heal(n, N, e, ne, 1.3), 0);
+    /* 16c layers 0-3 between the input and a LINEAR layer 4 that offers
+     * nothing else: an island of NCHW16C, 4 x 1.0 + 2 reformats = 4.2 now,
+     * 4 x 1.2 = 4.8 in LINEAR: taken there at 1.3, not at 1.1 */
+    ne = island_chain(n, e, 4, 5, 1.2);
+    n[4].ms[B16] = -1;
+    ASSERT_EQ(kiln__rg_heal(n, N, e, ne, 1.1), 0);
+    ASSERT_EQ(labels(n, LIN), 1);
+    ASSERT_EQ(kiln__rg_heal(n, N, e, ne, 1.3), 1);
+    ASSERT_EQ(labels(n, LIN), 5);
+    /* a layer that does not offer its neighbours' layout stays; so does
+     * the rest of its island */
+    ne = island_chain(n, e, 7, 9, 0.9);
+    n[8].ms[B16] = -1;
+    ASSERT_EQ(kiln__rg_heal(n, N, e, ne, 1.3), 0);
+    ASSERT(n[7].label == LIN && n[8].label == LIN);
+    /* all of one layout: nothing to heal; no nodes: nothing */
+    ne = island_chain(n, e, 0, 0, 0.9);
+    ASSERT_EQ(kiln__rg_heal(n, N, e, ne, 1.3), 0);
+    ASSERT_EQ(kiln__rg_heal(NULL, 0, NULL, 0, 1.3), 0);
+}
+#undef N
+
 TEST_LIST(TEST_ENTRY(chain_switches), TEST_ENTRY(loses_ties_and_margin),
           TEST_ENTRY(branch_other_reader_linear), TEST_ENTRY(branch_reader_cannot_keeps_head),
           TEST_ENTRY(residual_join), TEST_ENTRY(mixed_greedy_and_third_layout),
-          TEST_ENTRY(random_two_labels_brute_force), TEST_ENTRY(empty_and_fixed))
+          TEST_ENTRY(random_two_labels_brute_force), TEST_ENTRY(empty_and_fixed),
+          TEST_ENTRY(islands_heal))

@@ -73,9 +73,12 @@
  * (kiln__b_region_keep); else
  * reverted to the greedy layouts.  The verdict goes into the timing cache under the region's key
  * (its layers, tactics and layouts, the network, the threads), which
- * select_regions reads in every pass.  When every region is reverted and
+ * select_regions reads in every pass.  Islands the region pass took back
+ * to their neighbours' layout (region.h, kiln__rg_heal) are regions of
+ * their own here; losing in isolation, they are kept only on the network's
+ * win or lean.  When every region is reverted and
  * no tactic changed, the variant is the final engine.  A build in which
- * the region pass switched nothing costs nothing here.
+ * the region pass switched nothing and healed no island costs nothing here.
  */
 #include "builder.h"
 #include "region.h"

@@ -61,6 +61,19 @@ typedef struct kiln__rg_region {
 int kiln__rg_solve(kiln__rg_node *nodes, int nn, const kiln__rg_edge *edges, int ne, double margin,
                    kiln__rg_region *reg, int maxreg, int *nreg, int *region);
 
+/* Islands, after kiln__rg_solve: a connected set of at most 4 nodes of one
+ * label whose neighbours (at least two edges leave it; an end outside the
+ * graph is LINEAR) all have one label F that each of its nodes offers, so
+ * that it pays a reformat on every edge out, takes F when its cost there
+ * (its nodes' times and the edges touching them) is at most `ratio` times
+ * its cost now.  Greedy makes such islands out of isolated times, which a
+ * slow stretch of a shared host can put 25-40% over a kernel's time in the
+ * network (ResNet-50, bench/README.md session 31); the builder then has
+ * the network decide (refine.c): the healed set, a loss in isolation, is
+ * kept only where it wins there.  Returns how many islands took F, or
+ * KILN_ENOMEM. */
+int kiln__rg_heal(kiln__rg_node *nodes, int nn, const kiln__rg_edge *edges, int ne, double ratio);
+
 /* The nodes whose label differs between a and b (nn ints each) grouped
  * into connected regions over the edges between two of them: comp[i] its
  * region, -1 for a node whose label is the same.  Returns how many, or

@@ -48,6 +48,15 @@
  * was never tried, at 3% the check kept it and the engine ran 0.9-1.1 ms
  * faster than greedy at 1 thread (bench/README.md, session 15). */
 #define REGION_MARGIN 1.03
+/* An island (kiln__rg_heal: a few layers, a conv and its Relu, whose layout
+ * differs from all their neighbours', a reformat on every edge) is taken
+ * to theirs when that costs
+ * at most this much more in isolation, and the network decides: in one
+ * ResNet-50 build at 1 thread a slow stretch put Conv tactic 13 at 1.76 ms
+ * against 1.25 on every look (layer2.0's conv1 went LINEAR) and tactic 14
+ * at 0.95 against 0.74 (layer3's five conv2 too): an engine 4% slower
+ * (bench/README.md, session 31). */
+#define ISLAND_RATIO 1.3
 /* recheck_cpu's second look: the warm-up and RECHECK_REPS samples, which a
  * CPU layer's first pass leaves out of the config's reps (TIME_FIRST) */
 #define RECHECK_REPS 1
@@ -1477,6 +1486,7 @@ static int region_verdict(builder *b, const region_in *ri, const int *nid, const
         if (first < 0) first = li;
         n++;
     }
+    if (first < 0) return 0; /* (every layer of a region the cut switched was then an island's) */
     const int label = lab1[nid[first]];
     const char *lname = label == KILN__RG_KEEP ? "mixed" : kiln_format_name((kiln_format)label);
     char key[600];
@@ -1658,28 +1668,41 @@ static int select_regions(builder *b, region_in *ri) {
             ne += !rc;
         }
     }
-    int nreg = 0, ncomp = 0;
+    int nreg = 0, ncomp = 0, nregc = 0, nheal = 0;
     kiln__rg_region reg[64];
-    /* labels before and after the cut, and the regions they leave switched */
-    int *lab = kiln__malloc((size_t)(3 * nn + 1) * sizeof *lab), *revert = NULL;
+    /* labels: greedy, final, each node's connected set of switched layers,
+     * after the cut (before the islands), scratch; the regions the cut
+     * leaves switched (greedy -> cut), then the islands (cut -> final) */
+    int *lab = kiln__malloc((size_t)(5 * nn + 1) * sizeof *lab), *revert = NULL;
+    int *const fin = lab + nn, *const comp = lab + 2 * nn, *const cut = lab + 3 * nn, *const isl = lab + 4 * nn;
     if (!rc && !lab) rc = KILN_ENOMEM;
     for (int i = 0; i < nn && !rc; i++) lab[i] = nodes[i].label;
     if (!rc) rc = kiln__rg_solve(nodes, nn, edges, ne, REGION_MARGIN, reg, 64, &nreg, region);
-    for (int i = 0; i < nn && !rc; i++) lab[nn + i] = nodes[i].label;
-    if (!rc) rc = ncomp = kiln__rg_components(nn, edges, ne, lab, lab + nn, lab + 2 * nn);
+    for (int i = 0; i < nn && !rc; i++) cut[i] = nodes[i].label;
+    if (!rc && b->rf && b->rf->regions && (nheal = kiln__rg_heal(nodes, nn, edges, ne, ISLAND_RATIO)) < 0)
+        rc = nheal;
+    for (int i = 0; i < nn && !rc; i++) fin[i] = nodes[i].label;
+    if (!rc) rc = nregc = kiln__rg_components(nn, edges, ne, lab, cut, comp);
+    if (rc >= 0) rc = ncomp = kiln__rg_components(nn, edges, ne, cut, fin, isl);
+    for (int i = 0; i < nn && rc >= 0; i++)
+        if (isl[i] >= 0) comp[i] = nregc + isl[i];
+    if (rc >= 0) ncomp += nregc;
     if (rc == KILN_ENOMEM) rc = kiln__err(KILN_ENOMEM, "build: out of memory");
     if (rc > 0) rc = 0;
     if (!rc && ncomp && !(revert = kiln__calloc((size_t)ncomp, sizeof *revert)))
         rc = kiln__err(KILN_ENOMEM, "build: out of memory");
+    /* (an island is judged against its labels after the cut, a region against greedy's) */
     for (int c = 0; c < ncomp && !rc; c++)
-        rc = region_verdict(b, ri, nid, nodes, nn, edges, ne, lab, lab + nn, lab + 2 * nn, c, &revert[c]);
+        rc = region_verdict(b, ri, nid, nodes, nn, edges, ne, c < nregc ? lab : cut, fin, comp, c, &revert[c]);
     int nreverted = 0;
     for (int c = 0; c < ncomp && !rc; c++) nreverted += revert[c];
     for (int li = 0; li < b->nl && !rc; li++) {
-        if (nid[li] < 0 || !switchable(ri, li) || nodes[nid[li]].label == ri->alt[li].greedy) continue;
-        if (revert[lab[2 * nn + nid[li]]]) continue;
+        if (nid[li] < 0 || !switchable(ri, li)) continue;
+        const int i = nid[li], r = region[i];
+        /* a reverted region goes back to greedy's labels, a reverted island to the cut's */
+        const int f = comp[i] >= 0 && revert[comp[i]] ? (comp[i] < nregc ? lab[i] : cut[i]) : fin[i];
+        if (f == ri->alt[li].greedy) continue;
         bl *L = &b->l[li];
-        const int f = nodes[nid[li]].label, r = region[nid[li]];
         const cand *c = &ri->pool[ri->alt[li].at[f]];
         char iot[512];
         io_text(&c->io, iot, sizeof iot);
@@ -1704,8 +1727,8 @@ static int select_regions(builder *b, region_in *ri) {
     }
     const int variant = b->rf && !b->rf->collect && b->rf->nrevert;
     kiln__log(KILN_LOG_VERBOSE, "regions: %d of %d layers offered another layout, %d edges costed, %d regions "
-              "switched; of the %d connected sets of switched layers %d reverted (%s) (%.2f s)", nsw, nn, ne, nreg, ncomp,
-              nreverted,
+              "switched, %d islands taken back to their neighbours' layout; of the %d connected sets of switched "
+              "layers %d reverted (%s) (%.2f s)", nsw, nn, ne, nreg, nheal, ncomp, nreverted,
               variant ? "a variant engine of the in-network check" : "the in-network check's verdicts",
               (kiln__now_ms() - t0) / 1000);
     kiln__free(lab);
