@@ -15,8 +15,9 @@ takes the tactic each RULE names:
 For every layer of op OP (as the cache spells it: kiln::mbconv, ai.onnx::Conv)
 that has an entry for TACTIC, and whose output (the key's last shape) has at
 most MAXPIX pixels in its last two dims where @MAXPIX is given, TACTIC's time
-becomes 0.001 ms and the layer's other tactics' 9 ms.  Later rules win; other
-entries are kept.  Get CACHE from one build that times every candidate (a
+becomes 0.001 ms and the layer's other tactics' 9 ms, in the greedy pass's
+entries and in the later look's (keys ending in `|late`) alike.  Later rules
+win; other entries are kept.  Get CACHE from one build that times every candidate (a
 build of the newer library, which offers the most tactics), then build each
 side from a copy of OUT (the build rewrites it); a library that does not offer
 a tactic times its own candidates for those layers.  Session 10's MobileNetV2
@@ -39,11 +40,11 @@ def main():
     lines = open(src).read().splitlines()
     entries = {}  # layer key -> {tactic: line index}
     for i, line in enumerate(lines):
-        m = re.match(r"^\S+ (.*)\|tactic=(\d+)$", line)
+        m = re.match(r"^\S+ (.*)\|tactic=(\d+)((?:\|\w+)?)$", line)
         if m:
-            entries.setdefault(m.group(1), {})[int(m.group(2))] = i
+            entries.setdefault((m.group(1), m.group(3)), {})[int(m.group(2))] = i
     forced = 0
-    for key, tactics in entries.items():
+    for (key, suf), tactics in entries.items():
         want = None
         dims = re.findall(r"\[(\d+(?:x\d+)*)\]", key)
         out = [int(d) for d in dims[-1].split("x")] if dims else []
@@ -56,7 +57,7 @@ def main():
             continue
         forced += 1
         for t, i in tactics.items():
-            lines[i] = "%r %s|tactic=%d" % (0.001 if t == want else 9.0, key, t)
+            lines[i] = "%r %s|tactic=%d%s" % (0.001 if t == want else 9.0, key, t, suf)
     open(dst, "w").write("\n".join(lines) + "\n")
     print("%s: %d layers forced" % (dst, forced))
 
