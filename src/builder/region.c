@@ -104,89 +104,6 @@ double kiln__rg_cost(const kiln__rg_node *nodes, int nn, const kiln__rg_edge *ed
     return s;
 }
 
-/* Islands: connected sets of nodes of one label (over the edges between
- * two of them), at most ISLAND_NODES; comp[i] = its set, -1 for a node in a
- * larger one.  stack: nn ints of scratch.  Returns how many sets. */
-#define ISLAND_NODES 4
-static int islands(const kiln__rg_node *nodes, int nn, const kiln__rg_edge *edges, int ne, int *comp, int *stack) {
-    int ncomp = 0;
-    for (int i = 0; i < nn; i++) comp[i] = -1;
-    for (int i = 0; i < nn; i++) {
-        if (comp[i] >= 0) continue;
-        int sp = 0, size = 0;
-        stack[sp++] = i;
-        comp[i] = ncomp;
-        while (sp) {
-            const int u = stack[--sp];
-            size++;
-            for (int k = 0; k < ne; k++) {
-                const kiln__rg_edge *e = &edges[k];
-                const int v = e->from == u ? e->to : e->to == u ? e->from : -1;
-                if (v < 0 || comp[v] >= 0 || nodes[v].label != nodes[u].label) continue;
-                comp[v] = ncomp;
-                stack[sp++] = v;
-            }
-        }
-        if (size > ISLAND_NODES)
-            for (int v = 0; v < nn; v++) comp[v] = comp[v] == ncomp ? -2 : comp[v]; /* (-2: seen, too large) */
-        else
-            ncomp++;
-    }
-    for (int i = 0; i < nn; i++) comp[i] = comp[i] < 0 ? -1 : comp[i];
-    return ncomp;
-}
-
-/* The label every edge leaving set c has at its other end (an end outside
- * the graph: LINEAR), or -1 when they differ or fewer than two leave. */
-static int border_label(const kiln__rg_edge *edges, int ne, const int *lab, const int *comp, int c) {
-    int n = 0, f = -1;
-    for (int k = 0; k < ne; k++) {
-        const kiln__rg_edge *e = &edges[k];
-        const int in_from = e->from >= 0 && comp[e->from] == c, in_to = e->to >= 0 && comp[e->to] == c;
-        if (in_from == in_to) continue;
-        const int o = in_from ? e->to : e->from, l = o >= 0 ? lab[o] : KILN_FORMAT_LINEAR;
-        if (n++ == 0) f = l;
-        else if (f != l) return -1;
-    }
-    return n >= 2 ? f : -1;
-}
-
-int kiln__rg_heal(kiln__rg_node *nodes, int nn, const kiln__rg_edge *edges, int ne, double ratio) {
-    const size_t n = (size_t)(nn > 0 ? nn : 1);
-    int *lab = kiln__malloc(n * sizeof *lab), *comp = kiln__malloc(n * sizeof *comp);
-    int *stack = kiln__malloc(n * sizeof *stack), healed = 0;
-    if (!lab || !comp || !stack) {
-        kiln__free(lab);
-        kiln__free(comp);
-        kiln__free(stack);
-        return KILN_ENOMEM;
-    }
-    for (int i = 0; i < nn; i++) lab[i] = nodes[i].label;
-    const int nc = islands(nodes, nn, edges, ne, comp, stack);
-    for (int c = 0; c < nc; c++) {
-        const int f = border_label(edges, ne, lab, comp, c);
-        int ok = f >= 0 && f != KILN__RG_KEEP;
-        for (int i = 0; i < nn && ok; i++)
-            if (comp[i] == c) ok = lab[i] != f && nodes[i].ms[f] >= 0;
-        if (!ok) continue;
-        const double now = kiln__rg_cost(nodes, nn, edges, ne, comp, c, lab);
-        for (int i = 0; i < nn; i++)
-            if (comp[i] == c) lab[i] = f;
-        if (kiln__rg_cost(nodes, nn, edges, ne, comp, c, lab) <= ratio * now) {
-            for (int i = 0; i < nn; i++)
-                if (comp[i] == c) nodes[i].label = f;
-            healed++;
-        } else {
-            for (int i = 0; i < nn; i++)
-                if (comp[i] == c) lab[i] = nodes[i].label;
-        }
-    }
-    kiln__free(lab);
-    kiln__free(comp);
-    kiln__free(stack);
-    return healed;
-}
-
 /* Connected components of the nodes whose label a[i] != b[i], over the
  * edges between two of them: comp[i] = its component, -1 for the others.
  * stack: nn ints of scratch.  Returns how many. */
@@ -219,6 +136,71 @@ int kiln__rg_components(int nn, const kiln__rg_edge *edges, int ne, const int *a
     const int n = components(nn, edges, ne, a, b, comp, stack);
     kiln__free(stack);
     return n;
+}
+
+/* Islands: connected sets of at most ISLAND_NODES nodes of one label (the
+ * components of each label's nodes); comp[i] = its set, -1 for a node of a
+ * larger one.  scratch: 4 nn ints.  Returns how many sets. */
+#define ISLAND_NODES 4
+static int islands(const int *lab, int nn, const kiln__rg_edge *edges, int ne, int *comp, int *scratch) {
+    int *is = scratch, *none = scratch + nn, *cl = scratch + 2 * nn, *stack = scratch + 3 * nn, nc = 0;
+    for (int i = 0; i < nn; i++) comp[i] = -1, none[i] = 0;
+    for (int f = 0; f < KILN__RG_LABELS; f++) {
+        for (int i = 0; i < nn; i++) is[i] = lab[i] == f;
+        const int k = components(nn, edges, ne, is, none, cl, stack);
+        for (int c = 0; c < k; c++) {
+            int size = 0;
+            for (int i = 0; i < nn; i++) size += cl[i] == c;
+            if (size > ISLAND_NODES) continue;
+            for (int i = 0; i < nn; i++)
+                if (cl[i] == c) comp[i] = nc;
+            nc++;
+        }
+    }
+    return nc;
+}
+
+/* The label every edge leaving set c has at its other end (an end outside
+ * the graph: LINEAR), or -1 when they differ or fewer than two leave. */
+static int border_label(const kiln__rg_edge *edges, int ne, const int *lab, const int *comp, int c) {
+    int n = 0, f = -1;
+    for (int k = 0; k < ne; k++) {
+        const kiln__rg_edge *e = &edges[k];
+        const int in_from = e->from >= 0 && comp[e->from] == c, in_to = e->to >= 0 && comp[e->to] == c;
+        if (in_from == in_to) continue;
+        const int o = in_from ? e->to : e->from, l = o >= 0 ? lab[o] : KILN_FORMAT_LINEAR;
+        if (n++ == 0) f = l;
+        else if (f != l) return -1;
+    }
+    return n >= 2 ? f : -1;
+}
+
+int kiln__rg_heal(kiln__rg_node *nodes, int nn, const kiln__rg_edge *edges, int ne, double ratio) {
+    int *lab = kiln__malloc((size_t)(6 * nn + 1) * sizeof *lab), healed = 0;
+    if (!lab) return KILN_ENOMEM;
+    int *const comp = lab + nn;
+    for (int i = 0; i < nn; i++) lab[i] = nodes[i].label;
+    const int nc = islands(lab, nn, edges, ne, comp, lab + 2 * nn);
+    for (int c = 0; c < nc; c++) {
+        const int f = border_label(edges, ne, lab, comp, c);
+        int ok = f >= 0 && f != KILN__RG_KEEP;
+        for (int i = 0; i < nn && ok; i++)
+            if (comp[i] == c) ok = lab[i] != f && nodes[i].ms[f] >= 0;
+        if (!ok) continue;
+        const double now = kiln__rg_cost(nodes, nn, edges, ne, comp, c, lab);
+        for (int i = 0; i < nn; i++)
+            if (comp[i] == c) lab[i] = f;
+        if (kiln__rg_cost(nodes, nn, edges, ne, comp, c, lab) <= ratio * now) {
+            for (int i = 0; i < nn; i++)
+                if (comp[i] == c) nodes[i].label = f;
+            healed++;
+        } else {
+            for (int i = 0; i < nn; i++)
+                if (comp[i] == c) lab[i] = nodes[i].label;
+        }
+    }
+    kiln__free(lab);
+    return healed;
 }
 
 typedef struct solver {
