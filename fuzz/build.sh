@@ -37,21 +37,27 @@ CFLAGS="-O1 -g -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover
 INC="-I$ROOT/include -I$ROOT/src -I$ROOT/samples -I$OUT/gen"
 OBJS=""
 # Objects are rebuilt when their source or any header is newer (a changed
-# struct in kiln_int.h must not leave objects with the old layout).
+# struct in kiln_int.h must not leave objects with the old layout), KILN_JOBS
+# (default: the number of cores) at a time.
 HDR=$(ls -t "$ROOT"/include/kiln/*.h "$ROOT"/src/*.h "$ROOT"/src/*/*.h "$ROOT"/src/*/*/*.h 2>/dev/null | head -1)
+TODO="$OUT/obj/todo"
+: > "$TODO"
 for f in "$ROOT"/src/core/*.c "$ROOT"/src/plugin/*.c "$ROOT"/src/builder/*.c "$ROOT"/src/engine/*.c "$ROOT"/src/device/*.c \
          "$ROOT"/src/device/*/*.c "$ROOT"/src/onnx/*.c "$ROOT"/src/ops/*/*.c "$ROOT"/samples/ops/*.c "$OUT/gen/onnx_min.pb-c.c"; do
   [ -f "$f" ] || continue
   o="$OUT/obj/$(echo "$f" | sed "s|$ROOT/||; s|$OUT/||; s|/|_|g").o"
   if [ ! -f "$o" ] || [ "$f" -nt "$o" ] || [ "$HDR" -nt "$o" ]; then
-    # A few files use GCC-only builtins (cpu feature names clang lacks):
-    # those are compiled by gcc without instrumentation.
-    clang $CFLAGS $SODIUM $INC -c "$f" -o "$o" 2>/dev/null ||
-      { echo "note: $f compiled with gcc (no instrumentation)"; \
-        gcc -O1 -g -std=gnu11 -D_GNU_SOURCE -DKILN_BUILDING_LIB=1 $SODIUM $INC -c "$f" -o "$o"; }
+    echo "$f $o" >> "$TODO"
   fi
   OBJS="$OBJS $o"
 done
+# A few files use GCC-only builtins (cpu feature names clang lacks): those
+# are compiled by gcc without instrumentation.
+export CFLAGS SODIUM INC
+xargs -P "${KILN_JOBS:-$(nproc 2>/dev/null || echo 2)}" -n 2 sh -c '
+  clang $CFLAGS $SODIUM $INC -c "$1" -o "$2" 2>/dev/null ||
+    { echo "note: $1 compiled with gcc (no instrumentation)";
+      gcc -O1 -g -std=gnu11 -D_GNU_SOURCE -DKILN_BUILDING_LIB=1 $SODIUM $INC -c "$1" -o "$2"; }' sh < "$TODO"
 for t in onnx engine; do
   clang $CFLAGS $INC -fsanitize=fuzzer "$ROOT/fuzz/${t}_fuzz.c" $OBJS -lprotobuf-c $SODIUM_LIB -lpthread -ldl -lm \
     -o "$OUT/${t}_fuzz"

@@ -28,7 +28,11 @@ fi
 "$venv/bin/python" -m pip install -q numpy pytest "scikit-build-core>=0.8" ninja
 # No build isolation: the venv already holds the build backend (and a
 # re-run reuses build/python-*/ incrementally).
-"$venv/bin/python" -m pip install -q --no-build-isolation .
+# $KILN_PREBUILT_FATBIN (scripts/test.sh sets it to the Release build's):
+# the extension's build embeds those CUDA kernels instead of running nvcc.
+cfg=()
+if [ -n "${KILN_PREBUILT_FATBIN:-}" ]; then cfg=(-C "cmake.define.KILN_CUDA_FATBIN=$KILN_PREBUILT_FATBIN"); fi
+"$venv/bin/python" -m pip install -q --no-build-isolation "${cfg[@]}" .
 set +e
 KILN_CLI=${KILN_CLI:-$PWD/build/kiln} "$venv/bin/python" -m pytest -q tests/python
 rc=$?
