@@ -16,6 +16,10 @@ date, the CPU model, the ORT version and the load average, three tables:
            | ORT/kiln per round (the median over rounds of ORT's round median over the kiln
              round's right after it, and its quartiles: on a host whose speed changes in
              stretches of seconds, two adjacent rounds share the stretch)
+           | ORT/kiln paired (bench/paired.py's measure, after the rounds: both engines in
+             this process, one inference each in turn, the median of the --pairs pairs'
+             ratios and its quartiles; two inferences milliseconds apart share the host's
+             speed, which a round of another process need not)
            | CPU ms/run ORT, kiln | ORT/kiln by CPU
            | min ms ORT, kiln | ORT/kiln by min | max abs diff | relative diff
            | load (the 1-minute load average when the row was measured)
@@ -55,7 +59,7 @@ same threads (the best of the run's measurements at that thread count), and
 its five slowest layers.  A model kiln cannot build (an op
 still missing, a build-time value it needs) shows the reason instead.
 
-    python3 bench/compare.py [--kiln build/kiln] [--threads 1,2] [--iterations 50] [--rounds 5]
+    python3 bench/compare.py [--kiln build/kiln] [--threads 1,2] [--iterations 50] [--rounds 5] [--pairs 60]
                              [--models name,...] [--no-torch] [--no-load] [--no-profile] [--round-log] [--gap S]
 
 Installs numpy, onnx, onnxruntime, torch and torchvision with pip when they
@@ -299,6 +303,70 @@ def load_times(lib, eng, model_path, threads, feeds, rounds):
     return float(np.median(o_ms)), float(np.median(o_first)), float(np.median(k_ms)), None
 
 
+def paired(lib, eng, model_path, threads, feeds, pairs, spin_us=1000):
+    """bench/paired.py's measure: kiln (libkiln, this process, the engine's
+    inputs bound, outputs in context memory) and ORT alternating one
+    inference each, ORT first in even pairs; ORT's workers stop spinning
+    spin_us after a run at 2+ threads (paired.py says why).  At least a
+    second's worth of pairs, at most 2000.  (median, q1, q3) of the per-pair
+    ORT/kiln ratios, or an error string."""
+    C = ctypes
+    for f in ("kiln_context_create", "kiln_context_bind", "kiln_context_run", "kiln_context_free"):
+        getattr(lib, f).restype = C.c_int
+    lib.kiln_context_create.argtypes = [C.c_void_p, C.c_int, C.POINTER(C.c_void_p)]
+    lib.kiln_context_bind.argtypes = [C.c_void_p, C.c_char_p, C.c_void_p, C.c_size_t]
+    lib.kiln_context_run.argtypes = [C.c_void_p]
+    lib.kiln_context_free.argtypes = [C.c_void_p]
+    e, ctx = C.c_void_p(), C.c_void_p()
+    if lib.kiln_engine_load(eng.encode(), C.byref(e)):
+        return "load failed: " + lib.kiln_errmsg().decode(errors="replace")
+    try:
+        if lib.kiln_context_create(e, threads, C.byref(ctx)):
+            return "context: " + lib.kiln_errmsg().decode(errors="replace")
+        # the engine's inputs: kiln_prepare made small integer ones build-time values
+        keep = {k: np.ascontiguousarray(v) for k, v in feeds.items() if not (v.dtype.kind in "iub" and v.size <= 64)}
+        for k, v in keep.items():
+            if lib.kiln_context_bind(ctx, k.encode(), v.ctypes.data, v.nbytes):
+                return "bind %s: %s" % (k, lib.kiln_errmsg().decode(errors="replace"))
+        so = ort.SessionOptions()
+        so.intra_op_num_threads, so.inter_op_num_threads = threads, 1
+        so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        if threads > 1:
+            so.add_session_config_entry("session.intra_op.spin_duration_us", str(spin_us))
+        s = ort.InferenceSession(model_path, so, providers=["CPUExecutionProvider"])
+
+        def t_kiln():
+            t0 = time.perf_counter()
+            if lib.kiln_context_run(ctx):
+                raise RuntimeError(lib.kiln_errmsg().decode(errors="replace"))
+            return time.perf_counter() - t0
+
+        def t_ort():
+            t0 = time.perf_counter()
+            s.run(None, feeds)
+            return time.perf_counter() - t0
+
+        for _ in range(3):
+            one = t_ort() + t_kiln()
+        n = min(2000, max(pairs, int(1.0 / max(one, 1e-6))))
+        r = []
+        for i in range(n):
+            if i % 2:
+                k = t_kiln()
+                r.append(t_ort() / k)
+            else:
+                o = t_ort()
+                r.append(o / t_kiln())
+        q1, q2, q3 = np.percentile(r, [25, 50, 75])
+        return float(q2), float(q1), float(q3)
+    except RuntimeError as ex:
+        return "run failed: " + str(ex)
+    finally:
+        if ctx:
+            lib.kiln_context_free(ctx)
+        lib.kiln_engine_free(e)
+
+
 # FLOPs of the matrix-product ops (multiply-adds count 2), from the ONNX shapes.
 def model_gflop(model_path, feeds):
     from onnx import shape_inference
@@ -374,6 +442,8 @@ def main():
     ap.add_argument("--iterations", type=int, default=50, help="timed runs per engine, over all rounds")
     ap.add_argument("--rounds", type=int, default=5, help="alternating ORT/kiln rounds")
     ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--pairs", type=int, default=60,
+                    help="paired inferences after the rounds (at least a second's worth; 0: none)")
     ap.add_argument("--models", default="")
     ap.add_argument("--no-torch", action="store_true",
                     help="do not install torch; ResNet-18/MobileNetV2 built with the onnx helper API")
@@ -386,7 +456,7 @@ def main():
     a = ap.parse_args()
     load_deps(a.no_torch)
     kiln = find_kiln(a.kiln)
-    lib = None if a.no_load else libkiln(kiln)
+    lib = None if a.no_load and a.pairs <= 0 else libkiln(kiln)
     sel = set(x for x in a.models.split(",") if x)
     rounds = max(1, a.rounds)
     per = max(1, a.iterations // rounds)
@@ -432,6 +502,8 @@ def main():
                         "%.3f ms" % k_meds[-1] if len(k_meds) == r + 1 else "-",
                         ", core round trip %.0f ns" % rtts[-1] if len(rtts) == r + 1 else ""), file=sys.stderr)
             del s
+            pp = paired(lib, eng, path, t, feeds, a.pairs) if lib and eng and not why and a.pairs > 0 else None
+            ppair = "%.2f (%.2f-%.2f)" % pp if isinstance(pp, tuple) else "n/a: " + pp if pp else "-"
             ort_ms = float(np.median(o_meds))
             k_ms = float(np.median(k_meds)) if k_meds and not why else None
             ort_c = float(np.median(o_cpu))
@@ -449,7 +521,7 @@ def main():
             mins = (min(o_mins), min(k_mins)) if k_mins and not why else None
             rtt = "%.0f (%.0f-%.0f)" % (float(np.median(rtts)), min(rtts), max(rtts)) if rtts else "-"
             pair = "%.2f (%.2f-%.2f)" % (float(np.median(pr)), *np.percentile(pr, [25, 75])) if pr and not why else "-"
-            rows.append((name, t, ort_ms, k_ms, diff, rel, why, os.getloadavg()[0], ort_c, k_c, mins, rtt, pair))
+            rows.append((name, t, ort_ms, k_ms, diff, rel, why, os.getloadavg()[0], ort_c, k_c, mins, rtt, pair, ppair))
             print("%-16s threads %d: ORT %.3f ms, kiln %s%s" % (
                 name, t, ort_ms, "%.3f ms" % k_ms if k_ms else "-", "  (" + why + ")" if why else ""),
                 file=sys.stderr)
@@ -464,20 +536,20 @@ def main():
                         print("%s: no FLOP count (%s)" % (name, ex), file=sys.stderr)
                         gflop = 0.0
                 profs.append((name, t, gflop, k_ms, float(peak.group(1)) if peak else None, top))
-            if lib and eng and k_ms and t == 1:
+            if lib and eng and k_ms and t == 1 and not a.no_load:
                 o_load, o_first, k_load, lwhy = load_times(lib, eng, path, t, feeds, rounds)
                 first = re.search(r"first run: ([0-9.]+) ms", bench_out or "")
                 loads.append((name, o_load, o_first, k_load, float(first.group(1)) if first else None, lwhy))
     print(header + " (at the start; %s at the end)" % " ".join("%.2f" % x for x in os.getloadavg()))
     print()
     print("| model | threads | ORT median ms | kiln median ms | ORT/kiln | ORT/kiln per round (quartiles) "
-          "| CPU ms/run ORT, kiln | ORT/kiln by CPU "
+          "| ORT/kiln paired (quartiles) | CPU ms/run ORT, kiln | ORT/kiln by CPU "
           "| min ms ORT, kiln | ORT/kiln by min | max abs diff | max diff / max abs ref | load (1 min) "
           "| core round trip ns |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
-    for name, t, o, k, d, r, why, ld, oc, kc, mins, rtt, pair in rows:
-        print("| %s | %d | %.3f | %s | %s | %s | %s | %s | %s | %s | %s | %s | %.1f | %s |" % (
-            name, t, o, "%.3f" % k if k else "n/a: " + why, "%.2f" % (o / k) if k else "-", pair,
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for name, t, o, k, d, r, why, ld, oc, kc, mins, rtt, pair, ppair in rows:
+        print("| %s | %d | %.3f | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %.1f | %s |" % (
+            name, t, o, "%.3f" % k if k else "n/a: " + why, "%.2f" % (o / k) if k else "-", pair, ppair,
             "%.3f, %s" % (oc, "%.3f" % kc if kc else "-"), "%.2f" % (oc / kc) if kc else "-",
             "%.3f, %.3f" % mins if mins else "-", "%.2f" % (mins[0] / mins[1]) if mins else "-",
             "%.3g" % d if d is not None else "-", "%.3g" % r if r is not None else "-", ld, rtt))
