@@ -19,7 +19,8 @@ date, the CPU model, the ORT version and the load average, three tables:
            | ORT/kiln paired (bench/paired.py's measure, after the rounds: both engines in
              this process, one inference each in turn, the median of the --pairs pairs'
              ratios and its quartiles; two inferences milliseconds apart share the host's
-             speed, which a round of another process need not)
+             speed, which a round of another process need not; at 2+ threads a 2 ms
+             pause after each turn, so that ORT's spinning workers have stopped)
            | CPU ms/run ORT, kiln | ORT/kiln by CPU
            | min ms ORT, kiln | ORT/kiln by min | max abs diff | relative diff
            | load (the 1-minute load average when the row was measured)
@@ -307,9 +308,15 @@ def paired(lib, eng, model_path, threads, feeds, pairs, spin_us=1000):
     """bench/paired.py's measure: kiln (libkiln, this process, the engine's
     inputs bound, outputs in context memory) and ORT alternating one
     inference each, ORT first in even pairs; ORT's workers stop spinning
-    spin_us after a run at 2+ threads (paired.py says why).  At least a
-    second's worth of pairs, at most 2000.  (median, q1, q3) of the per-pair
-    ORT/kiln ratios, or an error string."""
+    spin_us after a run at 2+ threads (paired.py says why), and there each
+    turn, kiln's too, is followed by a pause of twice that: without it kiln's
+    turn right after ORT's shares a CPU with ORT's spinning worker
+    (MobileNetV2 at 2 threads, 2026-11-29: kiln's median 4.1-4.5 ms against
+    3.2-3.5 with ORT's spinning off, which slows ORT instead; with the 2 ms
+    pauses the pairs' median ratio was 1.24 in both of two runs, against
+    1.03-1.11 and 1.59-1.60).  At least a second's worth of pairs, at most
+    2000.  (median, q1, q3) of the per-pair ORT/kiln ratios, or an error
+    string."""
     C = ctypes
     for f in ("kiln_context_create", "kiln_context_bind", "kiln_context_run", "kiln_context_free"):
         getattr(lib, f).restype = C.c_int
@@ -335,16 +342,22 @@ def paired(lib, eng, model_path, threads, feeds, pairs, spin_us=1000):
             so.add_session_config_entry("session.intra_op.spin_duration_us", str(spin_us))
         s = ort.InferenceSession(model_path, so, providers=["CPUExecutionProvider"])
 
+        gap = 2 * spin_us / 1e6 if threads > 1 else 0.0
+
         def t_kiln():
             t0 = time.perf_counter()
             if lib.kiln_context_run(ctx):
                 raise RuntimeError(lib.kiln_errmsg().decode(errors="replace"))
-            return time.perf_counter() - t0
+            t = time.perf_counter() - t0
+            time.sleep(gap)
+            return t
 
         def t_ort():
             t0 = time.perf_counter()
             s.run(None, feeds)
-            return time.perf_counter() - t0
+            t = time.perf_counter() - t0
+            time.sleep(gap)
+            return t
 
         for _ in range(3):
             one = t_ort() + t_kiln()
