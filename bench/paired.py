@@ -24,8 +24,13 @@ and stop 1 ms after it (by default ~33 ms of CPU after each MobileNetV2 run here
 Measured alone, back to back, MobileNetV2 at 2 threads: ORT by default 1.74-1.89 ms,
 with 1000 us 1.77-1.84 (with "session.force_spinning_stop", which stops them when Run
 returns, 1.79-1.93: a few percent slower, so not that).  The CPU ORT's workers take in
-the 50 ms after a run is printed (about 1-2 ms: the setting took).  The turns follow
-each other without a pause (--gap-ms, default 0, adds one after each turn).
+the 50 ms after a run is printed (about 1-2 ms: the setting took).  Even that 1 ms
+took a CPU from the kiln turn right after ORT's on the Intel VM (session 32,
+MobileNetV2 at 2 threads: kiln's median 4.1-4.5 ms against 3.2-3.5 with ORT's
+spinning off, per-pair ratio 1.03-1.11), so at 2+ threads each turn, both sides',
+is followed by a pause of twice --ort-spin-us (--gap-ms sets another; 0: none):
+there the ratio was 1.24 in two runs (1.60 with ORT's spinning off, which slows
+ORT).  At 1 thread the turns follow each other without a pause.
 --best-of K: each turn is K inferences and counts its fastest (a host that
 takes a core away for milliseconds at a time, as the Intel hosts' other tenants
 do at 2 threads, then spoils a turn only when it hits all K).  Same random input
@@ -49,7 +54,7 @@ def main():
     ap.add_argument("--pairs", type=int, default=100)
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--input", action="append", default=[], help="NAME=SHAPE (default input=1x3x224x224)")
-    ap.add_argument("--gap-ms", type=float, default=0.0)
+    ap.add_argument("--gap-ms", type=float, default=None)
     ap.add_argument("--best-of", type=int, default=1)
     ap.add_argument("--ort-spin-us", type=int, default=1000)
     a = ap.parse_args()
@@ -72,7 +77,8 @@ def main():
         raise SystemExit("bind %s: %s" % (out.name, k.L.kiln_errmsg().decode()))
     k.run()
     diff = float(np.max(np.abs(y - ref)) / max(float(np.max(np.abs(ref))), 1e-30))
-    gap = a.gap_ms / 1e3 if a.threads > 1 else 0.0
+    gap_ms = 2 * a.ort_spin_us / 1e3 if a.gap_ms is None else a.gap_ms
+    gap = gap_ms / 1e3 if a.threads > 1 else 0.0
 
     def turn(f):
         best = float("inf")
@@ -105,9 +111,10 @@ def main():
             to.append(o), tk.append(t_kiln())
     r = np.array(to) / np.array(tk)
     q1, q2, q3 = np.percentile(r, [25, 50, 75])
-    print("%s | %s | ONNX Runtime %s | %d threads | %d pairs, best of %d | max diff / max abs ref %.2g"
+    print("%s | %s | ONNX Runtime %s | %d threads | %d pairs, best of %d, %.1f ms after each turn "
+          "| max diff / max abs ref %.2g"
           % (time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), cpu_model(), ort.__version__, a.threads, a.pairs,
-             max(a.best_of, 1), diff))
+             max(a.best_of, 1), gap * 1e3, diff))
     print("ORT's workers after a run: %.1f ms of CPU in the next 50 ms" % spin_ms)
     print("ORT  min %.3f ms  median %.3f ms" % (min(to) * 1e3, np.median(to) * 1e3))
     print("kiln min %.3f ms  median %.3f ms" % (min(tk) * 1e3, np.median(tk) * 1e3))
