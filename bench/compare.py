@@ -99,14 +99,14 @@ def ensure(pkgs):
         subprocess.check_call([sys.executable, "-m", "pip", "install", "-q"] + missing)
 
 
-np = onnx = ort = numpy_helper = None
+np = onnx = ort = numpy_helper = paired_mod = None
 NP_OF = {}
 
 
 def load_deps(no_torch):
     """Install (if missing) and import what a run needs: after argument
     parsing, so --help and usage errors install nothing."""
-    global np, onnx, ort, numpy_helper, NP_OF
+    global np, onnx, ort, numpy_helper, paired_mod, NP_OF
     ensure([("numpy", "numpy"), ("onnx", "onnx"), ("onnxruntime", "onnxruntime")])
     # ResNet-18 / MobileNetV2 come from torchvision (PyPI's torch brings ~3 GB of
     # CUDA libraries; --no-torch uses the helper-built equivalents instead).
@@ -116,6 +116,7 @@ def load_deps(no_torch):
     onnx = importlib.import_module("onnx")
     ort = importlib.import_module("onnxruntime")
     numpy_helper = importlib.import_module("onnx.numpy_helper")
+    paired_mod = importlib.import_module("paired")  # bench/paired.py: the paired column's loop
     NP_OF = {1: np.float32, 2: np.uint8, 3: np.int8, 5: np.int16, 6: np.int32, 7: np.int64,
              9: np.bool_, 10: np.float16, 11: np.float64}
 
@@ -179,11 +180,15 @@ def inputs_for(model_path, data_dir):
 
 
 def ort_session(model_path, threads):
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = threads
-    so.inter_op_num_threads = 1
-    so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-    return ort.InferenceSession(model_path, so, providers=["CPUExecutionProvider"])
+    return paired_mod.ort_session(ort, model_path, threads, None)
+
+
+def split_values(feeds):
+    """(build-time values, inputs): small integer inputs (a sample rate, axes)
+    become build-time values, as `kiln test-onnx` does when a model needs
+    them; the others stay inputs."""
+    values = {k: v for k, v in feeds.items() if v.dtype.kind in "iub" and v.size <= 64}
+    return values, {k: v for k, v in feeds.items() if k not in values}
 
 
 def ort_round(s, feeds, iters):
@@ -218,10 +223,7 @@ def kiln_prepare(kiln, name, model_path, feeds, threads):
     os.makedirs(wd, exist_ok=True)
     eng = os.path.join(wd, "model.kiln")
     # Dynamic dims take the inputs' shapes (min = opt = max).
-    # Small integer inputs (a sample rate, axes) become build-time values, as
-    # `kiln test-onnx` does when a model needs them; the others are inputs.
-    values = {k: v for k, v in feeds.items() if v.dtype.kind in "iub" and v.size <= 64}
-    feeds = {k: v for k, v in feeds.items() if k not in values}
+    values, feeds = split_values(feeds)
     shapes = ",".join("%s:%s" % (k, "x".join(str(d) for d in v.shape)) for k, v in feeds.items())
     cmd = [kiln, "build", model_path, "-o", eng, "--threads", str(threads), "--shapes", shapes]
     for k, v in values.items():
@@ -330,46 +332,24 @@ def paired(lib, eng, model_path, threads, feeds, pairs, spin_us=1000):
     try:
         if lib.kiln_context_create(e, threads, C.byref(ctx)):
             return "context: " + lib.kiln_errmsg().decode(errors="replace")
-        # the engine's inputs: kiln_prepare made small integer ones build-time values
-        keep = {k: np.ascontiguousarray(v) for k, v in feeds.items() if not (v.dtype.kind in "iub" and v.size <= 64)}
+        keep = {k: np.ascontiguousarray(v) for k, v in split_values(feeds)[1].items()}  # the engine's inputs
         for k, v in keep.items():
             if lib.kiln_context_bind(ctx, k.encode(), v.ctypes.data, v.nbytes):
                 return "bind %s: %s" % (k, lib.kiln_errmsg().decode(errors="replace"))
-        so = ort.SessionOptions()
-        so.intra_op_num_threads, so.inter_op_num_threads = threads, 1
-        so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-        if threads > 1:
-            so.add_session_config_entry("session.intra_op.spin_duration_us", str(spin_us))
-        s = ort.InferenceSession(model_path, so, providers=["CPUExecutionProvider"])
+        s = paired_mod.ort_session(ort, model_path, threads, spin_us)
 
-        gap = 2 * spin_us / 1e6 if threads > 1 else 0.0
-
-        def t_kiln():
-            t0 = time.perf_counter()
+        def run_kiln():
             if lib.kiln_context_run(ctx):
                 raise RuntimeError(lib.kiln_errmsg().decode(errors="replace"))
-            t = time.perf_counter() - t0
-            time.sleep(gap)
-            return t
 
-        def t_ort():
-            t0 = time.perf_counter()
+        def run_ort():
             s.run(None, feeds)
-            t = time.perf_counter() - t0
-            time.sleep(gap)
-            return t
 
-        for _ in range(3):
-            one = t_ort() + t_kiln()
-        n = min(2000, max(pairs, int(1.0 / max(one, 1e-6))))
-        r = []
-        for i in range(n):
-            if i % 2:
-                k = t_kiln()
-                r.append(t_ort() / k)
-            else:
-                o = t_ort()
-                r.append(o / t_kiln())
+        gap = 2 * spin_us / 1e6 if threads > 1 else 0.0
+        to, tk = paired_mod.alternate(run_ort, run_kiln, 3, gap)
+        n = min(2000, max(pairs, int(1.0 / max(to[-1] + tk[-1], 1e-6))))
+        to, tk = paired_mod.alternate(run_ort, run_kiln, n, gap)
+        r = np.array(to) / np.array(tk)
         q1, q2, q3 = np.percentile(r, [25, 50, 75])
         return float(q2), float(q1), float(q3)
     except RuntimeError as ex:

@@ -45,6 +45,41 @@ import numpy as np
 from ab_libs import Kiln, cpu_model, shape_of
 
 
+def ort_session(ort, model, threads, spin_us):
+    """ORT as compare.py runs it (intra-op threads, sequential), its workers
+    spinning at most spin_us after a run at 2+ threads (None: ORT's default)."""
+    so = ort.SessionOptions()
+    so.intra_op_num_threads, so.inter_op_num_threads = threads, 1
+    so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    if threads > 1 and spin_us is not None:
+        so.add_session_config_entry("session.intra_op.spin_duration_us", str(spin_us))
+    return ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
+
+
+def alternate(run_ort, run_kiln, pairs, gap, best_of=1):
+    """pairs turns of each, ORT first in even pairs and kiln in odd ones; a
+    turn is best_of calls (its fastest counts), then gap seconds idle.
+    Returns the two lists of turn times, in seconds."""
+    def turn(f):
+        best = float("inf")
+        for _ in range(max(best_of, 1)):
+            t0 = time.perf_counter()
+            f()
+            best = min(best, time.perf_counter() - t0)
+        time.sleep(gap)
+        return best
+
+    to, tk = [], []
+    for i in range(pairs):
+        if i % 2:
+            b = turn(run_kiln)
+            to.append(turn(run_ort)), tk.append(b)
+        else:
+            o = turn(run_ort)
+            to.append(o), tk.append(turn(run_kiln))
+    return to, tk
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("lib")
@@ -63,12 +98,7 @@ def main():
     inputs = dict(shape_of(s) for s in a.input) or {"input": (1, 3, 224, 224)}
     k = Kiln(a.lib, a.engine, a.threads, inputs)
     k.L.kiln_context_set_profiling(k.ctx, 0)
-    so = ort.SessionOptions()
-    so.intra_op_num_threads, so.inter_op_num_threads = a.threads, 1
-    so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-    if a.threads > 1:
-        so.add_session_config_entry("session.intra_op.spin_duration_us", str(a.ort_spin_us))
-    sess = ort.InferenceSession(a.model, so, providers=["CPUExecutionProvider"])
+    sess = ort_session(ort, a.model, a.threads, a.ort_spin_us)
     feeds = {n: k.bufs[n] for n in inputs}
     out = sess.get_outputs()[0]
     ref = sess.run(None, feeds)[0]
@@ -80,35 +110,15 @@ def main():
     gap_ms = 2 * a.ort_spin_us / 1e3 if a.gap_ms is None else a.gap_ms
     gap = gap_ms / 1e3 if a.threads > 1 else 0.0
 
-    def turn(f):
-        best = float("inf")
-        for _ in range(max(a.best_of, 1)):
-            t0 = time.perf_counter()
-            f()
-            best = min(best, time.perf_counter() - t0)
-        time.sleep(gap)
-        return best
+    def run_ort():
+        sess.run(None, feeds)
 
-    def t_ort():
-        return turn(lambda: sess.run(None, feeds))
-
-    def t_kiln():
-        return turn(k.run)
-
-    for _ in range(a.warmup):
-        t_ort(), t_kiln()
+    alternate(run_ort, k.run, a.warmup, gap, a.best_of)
     sess.run(None, feeds)
     c0 = time.process_time()
     time.sleep(0.05)
     spin_ms = (time.process_time() - c0) * 1e3
-    to, tk = [], []
-    for i in range(a.pairs):
-        if i % 2:
-            b = t_kiln()
-            to.append(t_ort()), tk.append(b)
-        else:
-            o = t_ort()
-            to.append(o), tk.append(t_kiln())
+    to, tk = alternate(run_ort, k.run, a.pairs, gap, a.best_of)
     r = np.array(to) / np.array(tk)
     q1, q2, q3 = np.percentile(r, [25, 50, 75])
     print("%s | %s | ONNX Runtime %s | %d threads | %d pairs, best of %d, %.1f ms after each turn "

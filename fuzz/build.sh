@@ -53,8 +53,7 @@ for f in "$ROOT"/src/core/*.c "$ROOT"/src/plugin/*.c "$ROOT"/src/builder/*.c "$R
 done
 # A few files use GCC-only builtins (cpu feature names clang lacks): those
 # are compiled by gcc without instrumentation.
-export CFLAGS SODIUM INC
-xargs -P "${KILN_JOBS:-$(nproc 2>/dev/null || echo 2)}" -n 2 sh -c '
+CFLAGS="$CFLAGS" SODIUM="$SODIUM" INC="$INC" xargs -P "${KILN_JOBS:-$(nproc 2>/dev/null || echo 2)}" -n 2 sh -c '
   clang $CFLAGS $SODIUM $INC -c "$1" -o "$2" 2>/dev/null ||
     { echo "note: $1 compiled with gcc (no instrumentation)";
       gcc -O1 -g -std=gnu11 -D_GNU_SOURCE -DKILN_BUILDING_LIB=1 $SODIUM $INC -c "$1" -o "$2"; }' sh < "$TODO"

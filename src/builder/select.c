@@ -51,10 +51,10 @@
 /* An island (kiln__rg_heal: a few layers, a conv and its Relu, whose layout
  * differs from all their neighbours', a reformat on every edge) is taken
  * to theirs when that costs at most this much more in isolation, and the
- * network decides: in one ResNet-50 build at 1 thread a slow stretch put Conv tactic 13 at 1.76 ms
- * against 1.25 on every look (layer2.0's conv1 went LINEAR) and tactic 14
- * at 0.95 against 0.74 (layer3's five conv2 too): an engine 4% slower
- * (bench/README.md, session 31). */
+ * network decides: in one ResNet-50 build at 1 thread a slow stretch put
+ * Conv tactic 13 at 1.76 ms against 1.25 on every look (layer2.0's conv1
+ * went LINEAR) and tactic 14 at 0.95 against 0.74 (layer3's five conv2
+ * too): an engine 4% slower (bench/README.md, session 31). */
 #define ISLAND_RATIO 1.3
 /* recheck_cpu's second look: the warm-up and RECHECK_REPS samples, which a
  * CPU layer's first pass leaves out of the config's reps (TIME_FIRST) */
